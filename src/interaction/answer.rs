@@ -1,0 +1,325 @@
+//! Answers from people, and how each becomes a [`Resolution`].
+//!
+//! Every channel (desktop, API, Telegram, Feishu, webhooks) reduces what a person did to an
+//! [`Answer`] plus a [`Responder`]; [`resolution_for`] checks that the answer fits the
+//! interaction and builds the resolution the agent receives. Expiry and cancellation have
+//! their own constructors so their messages are the same everywhere.
+
+use jiff::Timestamp;
+use serde_json::{Map, Value};
+
+use super::model::{Interaction, Kind, Outcome, PermissionResult, Resolution, Via};
+use super::question::{MAX_ANSWER_CHARS, normalise_answers, parse_questions};
+use super::ValidationError;
+
+/// Longest accepted `by` label, in characters.
+pub const MAX_BY_CHARS: usize = 200;
+
+/// What a person decided.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Answer {
+    /// Let the tool run.
+    Allow {
+        /// An edited input to run instead of the original ("edit & approve").
+        updated_input: Option<Map<String, Value>>,
+        /// Also apply the agent's permission suggestions ("always allow").
+        always: bool,
+    },
+    /// Do not run the tool (or decline to answer a question).
+    Deny {
+        /// The reason shown to the model; a default names who denied.
+        message: Option<String>,
+        /// Stop the agent's whole turn, not just this tool call.
+        interrupt: bool,
+    },
+    /// Answers to a question: question text (or index) → label(s) or free text.
+    Answers(Map<String, Value>),
+}
+
+impl Answer {
+    /// A plain allow.
+    pub fn allow() -> Self {
+        Answer::Allow {
+            updated_input: None,
+            always: false,
+        }
+    }
+
+    /// A deny with an optional reason.
+    pub fn deny(message: Option<String>) -> Self {
+        Answer::Deny {
+            message,
+            interrupt: false,
+        }
+    }
+}
+
+/// Who answered and through which channel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Responder {
+    /// A display name or platform user id.
+    pub by: Option<String>,
+    /// The channel.
+    pub via: Via,
+}
+
+impl Responder {
+    /// A responder with a name.
+    pub fn new(by: impl Into<String>, via: Via) -> Self {
+        Self {
+            by: Some(by.into()),
+            via,
+        }
+    }
+
+    /// A responder whose name is unknown.
+    pub fn anonymous(via: Via) -> Self {
+        Self { by: None, via }
+    }
+}
+
+/// Checks `answer` against `interaction` and builds the resolution it leads to.
+pub fn resolution_for(
+    interaction: &Interaction,
+    answer: Answer,
+    responder: Responder,
+    at: Timestamp,
+) -> Result<Resolution, ValidationError> {
+    if let Some(by) = &responder.by
+        && by.chars().count() > MAX_BY_CHARS
+    {
+        return Err(ValidationError::new(
+            "by",
+            format!("is longer than {MAX_BY_CHARS} characters"),
+        ));
+    }
+    let (outcome, result) = match (interaction.kind, answer) {
+        (
+            Kind::Approval,
+            Answer::Allow {
+                updated_input,
+                always,
+            },
+        ) => {
+            let updated_permissions = if always {
+                match &interaction.suggestions {
+                    Some(s) => Some(s.clone()),
+                    None => {
+                        return Err(ValidationError::new(
+                            "always",
+                            "this interaction carries no permission suggestions to apply",
+                        ));
+                    }
+                }
+            } else {
+                None
+            };
+            (
+                Outcome::Allowed,
+                PermissionResult::Allow {
+                    updated_input: updated_input.unwrap_or_else(|| interaction.input.clone()),
+                    updated_permissions,
+                },
+            )
+        }
+        (Kind::Question, Answer::Allow { .. }) => {
+            return Err(ValidationError::new(
+                "decision",
+                "this interaction is a question: answer it with `answers`, or deny it",
+            ));
+        }
+        (_, Answer::Deny { message, interrupt }) => {
+            let message = match message.map(|m| m.trim().to_string()) {
+                Some(m) if !m.is_empty() => {
+                    if m.chars().count() > MAX_ANSWER_CHARS {
+                        return Err(ValidationError::new(
+                            "message",
+                            format!("is longer than {MAX_ANSWER_CHARS} characters"),
+                        ));
+                    }
+                    m
+                }
+                _ => default_deny_message(interaction.kind, &responder),
+            };
+            (
+                Outcome::Denied,
+                PermissionResult::Deny { message, interrupt },
+            )
+        }
+        (Kind::Question, Answer::Answers(given)) => {
+            let questions = parse_questions(&interaction.input)?;
+            let answers = normalise_answers(&questions, &given)?;
+            let mut updated_input = interaction.input.clone();
+            updated_input.insert("answers".into(), Value::Object(answers));
+            (
+                Outcome::Answered,
+                PermissionResult::Allow {
+                    updated_input,
+                    updated_permissions: None,
+                },
+            )
+        }
+        (Kind::Approval, Answer::Answers(_)) => {
+            return Err(ValidationError::new(
+                "answers",
+                "this interaction is an approval: answer it with `decision`",
+            ));
+        }
+    };
+    Ok(Resolution {
+        outcome,
+        by: responder.by,
+        via: responder.via,
+        at,
+        result,
+    })
+}
+
+fn default_deny_message(kind: Kind, responder: &Responder) -> String {
+    let what = match kind {
+        Kind::Approval => "Denied",
+        Kind::Question => "The question was declined",
+    };
+    match &responder.by {
+        Some(by) => format!("{what} by {by} via {}", responder.via),
+        None => format!("{what} via {}", responder.via),
+    }
+}
+
+/// The resolution for an interaction whose deadline passed unanswered.
+pub fn expired(interaction: &Interaction, at: Timestamp) -> Resolution {
+    Resolution {
+        outcome: Outcome::Expired,
+        by: None,
+        via: Via::system(),
+        at,
+        result: PermissionResult::Deny {
+            message: format!("No response within {} seconds", interaction.timeout_secs),
+            interrupt: false,
+        },
+    }
+}
+
+/// The resolution for an interaction withdrawn by the agent or given up by imrelay.
+pub fn cancelled(reason: Option<String>, by: Option<String>, at: Timestamp) -> Resolution {
+    Resolution {
+        outcome: Outcome::Cancelled,
+        by,
+        via: Via::system(),
+        at,
+        result: PermissionResult::Deny {
+            message: reason.unwrap_or_else(|| "Cancelled by the agent".to_string()),
+            interrupt: false,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::interaction::model::{InteractionId, now};
+    use serde_json::json;
+
+    fn interaction(tool: &str, input: Value) -> Interaction {
+        Interaction {
+            id: InteractionId::generate(),
+            kind: Kind::of_tool(tool),
+            tool_name: tool.into(),
+            input: input.as_object().unwrap().clone(),
+            session: None,
+            agent: None,
+            title: None,
+            description: None,
+            cwd: None,
+            suggestions: None,
+            created_at: now(),
+            deadline: now(),
+            timeout_secs: 300,
+            resolution: None,
+        }
+    }
+
+    #[test]
+    fn allow_echoes_the_original_input() {
+        let i = interaction("Bash", json!({"command":"ls"}));
+        let r = resolution_for(
+            &i,
+            Answer::allow(),
+            Responder::new("alice", Via::desktop()),
+            now(),
+        )
+        .unwrap();
+        assert_eq!(r.outcome, Outcome::Allowed);
+        assert_eq!(
+            serde_json::to_value(&r.result).unwrap(),
+            json!({"behavior":"allow","updatedInput":{"command":"ls"}})
+        );
+    }
+
+    #[test]
+    fn deny_defaults_to_a_message_naming_who() {
+        let i = interaction("Bash", json!({"command":"ls"}));
+        let r = resolution_for(
+            &i,
+            Answer::deny(None),
+            Responder::new("bob", Via::telegram()),
+            now(),
+        )
+        .unwrap();
+        assert_eq!(r.message(), Some("Denied by bob via telegram"));
+    }
+
+    #[test]
+    fn question_answers_are_merged_into_the_input() {
+        let i = interaction(
+            "AskUserQuestion",
+            json!({"questions":[{"question":"Which?","header":"H","multiSelect":false,
+                "options":[{"label":"A"},{"label":"B"}]}]}),
+        );
+        let mut given = Map::new();
+        given.insert("0".into(), json!("B"));
+        let r = resolution_for(
+            &i,
+            Answer::Answers(given),
+            Responder::anonymous(Via::api()),
+            now(),
+        )
+        .unwrap();
+        assert_eq!(r.outcome, Outcome::Answered);
+        let PermissionResult::Allow { updated_input, .. } = r.result else {
+            panic!("expected allow")
+        };
+        assert_eq!(updated_input["answers"], json!({"Which?":"B"}));
+        assert!(updated_input.contains_key("questions"));
+    }
+
+    #[test]
+    fn mismatched_answers_are_refused() {
+        let q = interaction(
+            "AskUserQuestion",
+            json!({"questions":[{"question":"Which?","header":"H",
+                "options":[{"label":"A"},{"label":"B"}]}]}),
+        );
+        let a = interaction("Bash", json!({}));
+        let who = || Responder::anonymous(Via::api());
+        assert!(resolution_for(&q, Answer::allow(), who(), now()).is_err());
+        assert!(resolution_for(&a, Answer::Answers(Map::new()), who(), now()).is_err());
+        let always = Answer::Allow {
+            updated_input: None,
+            always: true,
+        };
+        assert_eq!(
+            resolution_for(&a, always, who(), now()).unwrap_err().field,
+            "always"
+        );
+    }
+
+    #[test]
+    fn expiry_message_names_the_timeout() {
+        let i = interaction("Bash", json!({}));
+        assert_eq!(
+            expired(&i, now()).message(),
+            Some("No response within 300 seconds")
+        );
+    }
+}

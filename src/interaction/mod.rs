@@ -1,0 +1,83 @@
+//! The core: the interaction model, validation, and the [`Registry`] that holds pending
+//! interactions, lets the first answer win, enforces deadlines and publishes lifecycle events.
+//!
+//! Nothing here knows about HTTP or about any channel. Channels present interactions and hand
+//! answers back through [`Registry::respond`]; persistence sits behind
+//! [`crate::store::Store`].
+//!
+//! # Using the registry from Rust
+//!
+//! An agent host written in Rust can embed the registry directly:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use imrelay::interaction::{Answer, NewInteraction, Registry, RegistryConfig, Responder, Via};
+//! use imrelay::store::MemoryStore;
+//! use serde_json::json;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let registry = Registry::new(Arc::new(MemoryStore::new()), RegistryConfig::default());
+//!
+//! // The agent asks...
+//! let input = json!({"command": "rm -rf build"}).as_object().cloned().unwrap_or_default();
+//! let created = registry.create(NewInteraction::new("Bash", input)).await?;
+//! let id = created.interaction.id.clone();
+//!
+//! // ...a person answers somewhere else...
+//! let answering = registry.clone();
+//! let answer_id = id.clone();
+//! tokio::spawn(async move {
+//!     answering
+//!         .respond(&answer_id, Answer::allow(), Responder::new("alice", Via::desktop()))
+//!         .await
+//! });
+//!
+//! // ...and the agent gets a PermissionResult it can return from `canUseTool` unchanged.
+//! let resolved = registry.wait(&id, Duration::from_secs(60)).await?.expect("answered");
+//! let result = &resolved.resolution.as_ref().expect("resolved").result;
+//! assert_eq!(
+//!     serde_json::to_value(result)?,
+//!     json!({"behavior": "allow", "updatedInput": {"command": "rm -rf build"}})
+//! );
+//! # Ok(())
+//! # }
+//! ```
+
+mod answer;
+mod events;
+mod model;
+mod question;
+mod registry;
+
+pub use answer::{Answer, MAX_BY_CHARS, Responder, cancelled, expired, resolution_for};
+pub use events::{Event, EventKind, EventLog, Replay};
+pub use model::{
+    ASK_USER_QUESTION, Interaction, InteractionId, Kind, MAX_ID_LEN, Outcome, PermissionResult,
+    Resolution, Via, now,
+};
+pub use question::{
+    MAX_ANSWER_CHARS, Question, QuestionOption, json_type, normalise_answers, parse_questions,
+};
+pub use registry::{Created, Lifecycle, NewInteraction, Registry, RegistryConfig, RegistryError};
+
+/// An input that does not fit: names the offending field and says why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct ValidationError {
+    /// The field, as a path into the request (`questions[1].options`).
+    pub field: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl ValidationError {
+    /// A validation error for `field`.
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}

@@ -1,0 +1,442 @@
+//! The interaction model: what an agent asks, and how it was answered.
+//!
+//! An [`Interaction`] is created from exactly what an agent's `canUseTool` callback receives
+//! (`tool_name` and `input`) plus a little context. It is immutable except for one step: it
+//! gains a [`Resolution`] exactly once. The [`PermissionResult`] inside a resolution is the
+//! Claude Agent SDK's own type, so an agent can hand it back to the SDK unchanged.
+
+use std::fmt;
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use serde::ser::SerializeStruct;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::ValidationError;
+
+/// The tool name the Claude Agent SDK uses for structured questions.
+pub const ASK_USER_QUESTION: &str = "AskUserQuestion";
+
+/// Longest accepted interaction id, in bytes.
+pub const MAX_ID_LEN: usize = 128;
+
+/// Identifies one interaction: the agent's idempotency key (normally the SDK's `toolUseID`)
+/// or a UUID v7 assigned by imrelay.
+///
+/// Ids appear in URLs, so they are restricted to `[A-Za-z0-9._:-]`, 1 to 128 bytes.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct InteractionId(Arc<str>);
+
+impl InteractionId {
+    /// Validates an id supplied from outside.
+    pub fn parse(raw: &str) -> Result<Self, ValidationError> {
+        if raw.is_empty() || raw.len() > MAX_ID_LEN {
+            return Err(ValidationError::new(
+                "id",
+                format!("must be 1 to {MAX_ID_LEN} characters long"),
+            ));
+        }
+        if let Some(bad) = raw
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-')))
+        {
+            return Err(ValidationError::new(
+                "id",
+                format!("may only contain letters, digits and . _ : - (found {bad:?})"),
+            ));
+        }
+        Ok(Self(raw.into()))
+    }
+
+    /// A fresh, time-ordered id (UUID v7).
+    pub fn generate() -> Self {
+        Self(uuid::Uuid::now_v7().to_string().into())
+    }
+
+    /// The id as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for InteractionId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = String::deserialize(d)?;
+        Self::parse(&raw).map_err(serde::de::Error::custom)
+    }
+}
+
+impl fmt::Display for InteractionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for InteractionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl AsRef<str> for InteractionId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+/// What kind of answer an interaction needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// May the agent run this tool call? Answered allow or deny.
+    Approval,
+    /// An `AskUserQuestion`: answered by choosing options or typing "Other" text.
+    Question,
+}
+
+impl Kind {
+    /// The kind implied by a tool name.
+    pub fn of_tool(tool_name: &str) -> Self {
+        if tool_name == ASK_USER_QUESTION {
+            Kind::Question
+        } else {
+            Kind::Approval
+        }
+    }
+
+    /// The lowercase label used in JSON, logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Approval => "approval",
+            Kind::Question => "question",
+        }
+    }
+}
+
+/// How an interaction ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// An approval was allowed.
+    Allowed,
+    /// A person denied it (an approval, or a question they declined to answer).
+    Denied,
+    /// A question was answered.
+    Answered,
+    /// Nobody answered before the deadline; the agent was denied.
+    Expired,
+    /// The agent withdrew it, or imrelay had to give it up; the agent was denied.
+    Cancelled,
+}
+
+impl Outcome {
+    /// The lowercase label used in JSON, logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Allowed => "allowed",
+            Outcome::Denied => "denied",
+            Outcome::Answered => "answered",
+            Outcome::Expired => "expired",
+            Outcome::Cancelled => "cancelled",
+        }
+    }
+
+    /// Whether the agent may go ahead.
+    pub fn is_allow(self) -> bool {
+        matches!(self, Outcome::Allowed | Outcome::Answered)
+    }
+}
+
+/// The channel through which an answer arrived: `desktop`, `api`, `telegram`, `feishu`,
+/// `webhook:<name>`, or `system` for expiry and cancellation.
+#[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Via(Arc<str>);
+
+impl Via {
+    /// The built-in web inbox.
+    pub fn desktop() -> Self {
+        Self("desktop".into())
+    }
+    /// The HTTP API, called by a script or integration.
+    pub fn api() -> Self {
+        Self("api".into())
+    }
+    /// imrelay itself (expiry, cancellation).
+    pub fn system() -> Self {
+        Self("system".into())
+    }
+    /// The Telegram channel.
+    pub fn telegram() -> Self {
+        Self("telegram".into())
+    }
+    /// The Feishu/Lark channel.
+    pub fn feishu() -> Self {
+        Self("feishu".into())
+    }
+    /// A signed answer from the named webhook integration.
+    pub fn webhook(name: &str) -> Self {
+        Self(format!("webhook:{name}").into())
+    }
+    /// The channel label.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Via {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for Via {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+/// The Claude Agent SDK `PermissionResult`, exactly as `canUseTool` must return it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "behavior", rename_all = "lowercase")]
+pub enum PermissionResult {
+    /// Run the tool with `updatedInput` (always present: the SDK rejects an allow without it).
+    Allow {
+        /// The input to run the tool with: the original, edited, or with question answers.
+        #[serde(rename = "updatedInput")]
+        updated_input: Map<String, Value>,
+        /// Permission rules to add, e.g. "always allow this for the session".
+        #[serde(
+            rename = "updatedPermissions",
+            default,
+            skip_serializing_if = "Option::is_none"
+        )]
+        updated_permissions: Option<Value>,
+    },
+    /// Do not run the tool; `message` is shown to the model.
+    Deny {
+        /// Why, in words the model can act on.
+        message: String,
+        /// `true` stops the agent's whole turn, not just this tool call.
+        #[serde(default)]
+        interrupt: bool,
+    },
+}
+
+impl PermissionResult {
+    /// Whether this result lets the tool run.
+    pub fn is_allow(&self) -> bool {
+        matches!(self, PermissionResult::Allow { .. })
+    }
+}
+
+/// How an interaction was resolved: outcome, who, through which channel, when, and the
+/// result handed to the agent.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Resolution {
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Who answered (a display name or platform user id), if a person did.
+    #[serde(default)]
+    pub by: Option<String>,
+    /// The channel the answer came through.
+    pub via: Via,
+    /// When it was resolved.
+    pub at: Timestamp,
+    /// What the agent receives.
+    pub result: PermissionResult,
+}
+
+impl Resolution {
+    /// The deny message, if the result is a deny.
+    pub fn message(&self) -> Option<&str> {
+        match &self.result {
+            PermissionResult::Deny { message, .. } => Some(message),
+            PermissionResult::Allow { .. } => None,
+        }
+    }
+
+    /// A short human sentence: "allowed by alice via telegram".
+    pub fn summary(&self) -> String {
+        let mut s = String::from(self.outcome.as_str());
+        if let Some(by) = &self.by {
+            s.push_str(" by ");
+            s.push_str(by);
+        }
+        if self.via.as_str() != "system" {
+            s.push_str(" via ");
+            s.push_str(self.via.as_str());
+        }
+        s
+    }
+}
+
+/// One request from an agent for a human decision.
+///
+/// Interactions are shared as `Arc<Interaction>`; resolving one produces a new value with
+/// [`Interaction::resolution`] set.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct Interaction {
+    /// The interaction's id.
+    pub id: InteractionId,
+    /// Approval or question (derived from `tool_name`).
+    pub kind: Kind,
+    /// The tool the agent wants to use, as the SDK names it.
+    pub tool_name: String,
+    /// The tool input, as the SDK passed it.
+    pub input: Map<String, Value>,
+    /// The agent's session label.
+    #[serde(default)]
+    pub session: Option<String>,
+    /// Which agent is asking (e.g. `claude-code`).
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// Human-readable title from the SDK's context.
+    #[serde(default)]
+    pub title: Option<String>,
+    /// Human-readable description from the SDK's context.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// The agent's working directory.
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// Permission suggestions offered by the agent (opaque; applied by "always allow").
+    #[serde(default)]
+    pub suggestions: Option<Value>,
+    /// When imrelay accepted it.
+    pub created_at: Timestamp,
+    /// When it expires unless answered.
+    pub deadline: Timestamp,
+    /// The timeout the deadline was computed from, in seconds.
+    pub timeout_secs: u64,
+    /// Set once, when it is resolved.
+    #[serde(default)]
+    pub resolution: Option<Resolution>,
+}
+
+impl Interaction {
+    /// Whether it still awaits an answer.
+    pub fn is_pending(&self) -> bool {
+        self.resolution.is_none()
+    }
+
+    /// `"pending"` or `"resolved"`.
+    pub fn status(&self) -> &'static str {
+        if self.is_pending() {
+            "pending"
+        } else {
+            "resolved"
+        }
+    }
+
+    /// The same interaction, resolved.
+    pub fn resolved(&self, resolution: Resolution) -> Interaction {
+        Interaction {
+            resolution: Some(resolution),
+            ..self.clone()
+        }
+    }
+
+    /// Whether `tool_name` and `input` match: the test for an agent re-attaching with the
+    /// same id.
+    pub fn same_request(&self, tool_name: &str, input: &Map<String, Value>) -> bool {
+        self.tool_name == tool_name && &self.input == input
+    }
+
+    /// Time from creation to resolution, if resolved.
+    pub fn time_to_answer(&self) -> Option<std::time::Duration> {
+        let r = self.resolution.as_ref()?;
+        let ms = r
+            .at
+            .as_millisecond()
+            .saturating_sub(self.created_at.as_millisecond());
+        Some(std::time::Duration::from_millis(ms.max(0) as u64))
+    }
+}
+
+impl Serialize for Interaction {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut st = s.serialize_struct("Interaction", 15)?;
+        st.serialize_field("id", &self.id)?;
+        st.serialize_field("kind", &self.kind)?;
+        st.serialize_field("status", self.status())?;
+        st.serialize_field("tool_name", &self.tool_name)?;
+        st.serialize_field("input", &self.input)?;
+        st.serialize_field("session", &self.session)?;
+        st.serialize_field("agent", &self.agent)?;
+        st.serialize_field("title", &self.title)?;
+        st.serialize_field("description", &self.description)?;
+        st.serialize_field("cwd", &self.cwd)?;
+        if self.suggestions.is_some() {
+            st.serialize_field("suggestions", &self.suggestions)?;
+        }
+        st.serialize_field("created_at", &self.created_at)?;
+        st.serialize_field("deadline", &self.deadline)?;
+        st.serialize_field("timeout_secs", &self.timeout_secs)?;
+        st.serialize_field("resolution", &self.resolution)?;
+        st.end()
+    }
+}
+
+/// The current time, truncated to milliseconds (the precision imrelay stores).
+pub fn now() -> Timestamp {
+    let ms = Timestamp::now().as_millisecond();
+    Timestamp::from_millisecond(ms).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn ids_are_validated() {
+        assert!(InteractionId::parse("toolu_01D7FLrfh4GYq7yT1ULFeyMV").is_ok());
+        assert!(InteractionId::parse("a.b:c-d_e").is_ok());
+        let err = InteractionId::parse("").unwrap_err();
+        assert_eq!(err.field, "id");
+        assert!(InteractionId::parse("with space").is_err());
+        assert!(InteractionId::parse("a/b").is_err());
+        assert!(InteractionId::parse(&"x".repeat(129)).is_err());
+        assert!(InteractionId::parse(&"x".repeat(128)).is_ok());
+    }
+
+    #[test]
+    fn generated_ids_are_valid_and_distinct() {
+        let a = InteractionId::generate();
+        let b = InteractionId::generate();
+        assert_ne!(a, b);
+        assert!(InteractionId::parse(a.as_str()).is_ok());
+    }
+
+    #[test]
+    fn permission_result_has_the_sdk_shape() {
+        let mut input = Map::new();
+        input.insert("command".into(), json!("ls"));
+        let allow = PermissionResult::Allow {
+            updated_input: input,
+            updated_permissions: None,
+        };
+        assert_eq!(
+            serde_json::to_value(&allow).unwrap(),
+            json!({"behavior":"allow","updatedInput":{"command":"ls"}})
+        );
+        let deny = PermissionResult::Deny {
+            message: "no".into(),
+            interrupt: false,
+        };
+        assert_eq!(
+            serde_json::to_value(&deny).unwrap(),
+            json!({"behavior":"deny","message":"no","interrupt":false})
+        );
+    }
+
+    #[test]
+    fn kind_follows_tool_name() {
+        assert_eq!(Kind::of_tool("AskUserQuestion"), Kind::Question);
+        assert_eq!(Kind::of_tool("Bash"), Kind::Approval);
+        assert_eq!(Kind::of_tool("askuserquestion"), Kind::Approval);
+    }
+}

@@ -1,0 +1,941 @@
+//! The registry: pending interactions, their waiters, first-answer-wins, deadlines, and
+//! lifecycle events.
+//!
+//! Every state change goes through the store first and touches memory only after the store
+//! committed it: an interaction is created, or resolved, when the store says so. The store's
+//! conditional writes decide which answer wins (including expiry, which is just another
+//! answer that can lose); the registry then wakes local waiters and publishes the event.
+//! Waking is a separate step ([`Registry::refresh`]) so a change made by another process can
+//! trigger it too.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use jiff::Timestamp;
+use serde_json::{Map, Value};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::answer::{self, Answer, Responder};
+use super::events::{EventKind, EventLog};
+use super::model::{Interaction, InteractionId, Kind, Resolution, now};
+use super::question::parse_questions;
+use super::ValidationError;
+use crate::store::{CreateOutcome, ListQuery, OutboxJob, Page, ResolveOutcome, Store, StoreError};
+
+/// Longest accepted `tool_name`, in characters.
+const MAX_TOOL_NAME: usize = 200;
+/// Longest accepted short label (`session`, `agent`), in characters.
+const MAX_LABEL: usize = 200;
+/// Longest accepted text field (`title`, `description`, `cwd`), in characters.
+const MAX_TEXT: usize = 16 * 1024;
+/// How long to wait before retrying an expiry the store could not record.
+const EXPIRY_RETRY: Duration = Duration::from_secs(5);
+
+/// Timeouts and retention.
+#[derive(Clone, Debug)]
+pub struct RegistryConfig {
+    /// Deadline for approvals when the request names none.
+    pub approval_timeout: Duration,
+    /// Deadline for questions when the request names none.
+    pub question_timeout: Duration,
+    /// Upper bound for a requested timeout.
+    pub max_timeout: Duration,
+    /// How long resolved interactions stay queryable.
+    pub retention: Duration,
+    /// How many recent events are kept for replay to reconnecting subscribers.
+    pub event_buffer: usize,
+}
+
+impl Default for RegistryConfig {
+    fn default() -> Self {
+        Self {
+            approval_timeout: Duration::from_secs(300),
+            question_timeout: Duration::from_secs(600),
+            max_timeout: Duration::from_secs(3600),
+            retention: Duration::from_secs(24 * 3600),
+            event_buffer: 4096,
+        }
+    }
+}
+
+/// A request to create an interaction, as an agent sends it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NewInteraction {
+    /// The agent's idempotency key (e.g. the SDK's `toolUseID`); a UUID v7 if absent.
+    pub id: Option<String>,
+    /// The tool name, exactly as `canUseTool` received it.
+    pub tool_name: String,
+    /// The tool input, exactly as `canUseTool` received it.
+    pub input: Map<String, Value>,
+    /// The agent's session label.
+    pub session: Option<String>,
+    /// Which agent is asking.
+    pub agent: Option<String>,
+    /// Human-readable title from the SDK's context.
+    pub title: Option<String>,
+    /// Human-readable description from the SDK's context.
+    pub description: Option<String>,
+    /// The agent's working directory.
+    pub cwd: Option<String>,
+    /// Requested timeout in seconds (clamped to the configured maximum).
+    pub timeout_secs: Option<u64>,
+    /// Permission suggestions ("always allow" rules) the agent offers.
+    pub suggestions: Option<Value>,
+}
+
+impl NewInteraction {
+    /// A request with just a tool name and input.
+    pub fn new(tool_name: impl Into<String>, input: Map<String, Value>) -> Self {
+        Self {
+            tool_name: tool_name.into(),
+            input,
+            ..Self::default()
+        }
+    }
+}
+
+/// Result of [`Registry::create`].
+#[derive(Clone, Debug)]
+pub struct Created {
+    /// The interaction (the existing one when re-attaching).
+    pub interaction: Arc<Interaction>,
+    /// `true` if it was created now, `false` if an agent re-attached to an existing one.
+    pub created: bool,
+}
+
+/// Why a registry operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    /// The request or answer does not fit.
+    #[error(transparent)]
+    Invalid(#[from] ValidationError),
+    /// No interaction has this id.
+    #[error("no interaction with id {0}")]
+    NotFound(InteractionId),
+    /// The id exists with a different tool name or input.
+    #[error("interaction {} already exists with a different tool_name or input", .0.id)]
+    Conflict(Arc<Interaction>),
+    /// Another answer (or expiry, or cancellation) won first.
+    #[error("interaction {} is already resolved ({})", .0.id, .0.resolution.as_ref().map(|r| r.summary()).unwrap_or_default())]
+    AlreadyResolved(Arc<Interaction>),
+    /// The store could not record the change; nothing changed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Observes the lifecycle: plans durable outbox work inside the state change's transaction,
+/// and reacts after it committed. Channels, webhooks and metrics implement this.
+pub trait Lifecycle: Send + Sync {
+    /// Outbox jobs to record together with a new interaction.
+    fn plan_created(&self, _interaction: &Interaction, _jobs: &mut Vec<OutboxJob>) {}
+    /// Outbox jobs to record together with a resolution.
+    fn plan_resolved(&self, _interaction: &Interaction, _jobs: &mut Vec<OutboxJob>) {}
+    /// Called after a new interaction was committed.
+    fn created(&self, _interaction: &Arc<Interaction>) {}
+    /// Called after a resolution was committed (once, by the process that made it).
+    fn resolved(&self, _interaction: &Arc<Interaction>) {}
+}
+
+/// A pending interaction held in memory, with its waiters.
+struct Slot {
+    interaction: Arc<Interaction>,
+    resolved: OnceLock<Arc<Interaction>>,
+    notify: Notify,
+}
+
+impl Slot {
+    fn new(interaction: Arc<Interaction>) -> Self {
+        Self {
+            interaction,
+            resolved: OnceLock::new(),
+            notify: Notify::new(),
+        }
+    }
+
+    /// Completes when the interaction is resolved.
+    async fn resolution(&self) -> Arc<Interaction> {
+        loop {
+            if let Some(r) = self.resolved.get() {
+                return r.clone();
+            }
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            // Register before re-checking, so a resolution in between is not missed.
+            notified.as_mut().enable();
+            if let Some(r) = self.resolved.get() {
+                return r.clone();
+            }
+            notified.await;
+        }
+    }
+
+    fn settle(&self, resolved: Arc<Interaction>) {
+        if self.resolved.set(resolved).is_ok() {
+            self.notify.notify_waiters();
+        }
+    }
+}
+
+struct Deadline {
+    at: Instant,
+    seq: u64,
+    slot: Arc<Slot>,
+}
+
+impl PartialEq for Deadline {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Deadline {}
+impl PartialOrd for Deadline {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Deadline {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+#[derive(Default)]
+struct Deadlines {
+    heap: BinaryHeap<Reverse<Deadline>>,
+    seq: u64,
+}
+
+struct Inner {
+    store: Arc<dyn Store>,
+    config: RegistryConfig,
+    // std mutexes: held for map/heap updates only, never across an await.
+    slots: Mutex<HashMap<InteractionId, Arc<Slot>>>,
+    deadlines: Mutex<Deadlines>,
+    deadline_changed: Notify,
+    events: EventLog,
+    hooks: RwLock<Vec<Arc<dyn Lifecycle>>>,
+}
+
+/// The pending-interaction registry. Cheap to clone; all clones share state.
+#[derive(Clone)]
+pub struct Registry {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("pending", &self.pending_count())
+            .finish()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // The protected maps stay consistent even if a holder panicked.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn check_len(v: &Option<String>, field: &str, max: usize) -> Result<(), ValidationError> {
+    if let Some(s) = v
+        && s.chars().count() > max
+    {
+        return Err(ValidationError::new(
+            field,
+            format!("is longer than {max} characters"),
+        ));
+    }
+    Ok(())
+}
+
+fn add(t: Timestamp, d: Duration) -> Timestamp {
+    jiff::SignedDuration::try_from(d)
+        .ok()
+        .and_then(|d| t.checked_add(d).ok())
+        .unwrap_or(t)
+}
+
+impl Registry {
+    /// A registry over `store`. Call [`Registry::recover`] and
+    /// [`Registry::spawn_background`] before serving.
+    pub fn new(store: Arc<dyn Store>, config: RegistryConfig) -> Self {
+        let events = EventLog::new(config.event_buffer);
+        Self {
+            inner: Arc::new(Inner {
+                store,
+                config,
+                slots: Mutex::new(HashMap::new()),
+                deadlines: Mutex::new(Deadlines::default()),
+                deadline_changed: Notify::new(),
+                events,
+                hooks: RwLock::new(Vec::new()),
+            }),
+        }
+    }
+
+    /// Registers a lifecycle observer (a channel, webhooks, metrics).
+    pub fn add_hook(&self, hook: Arc<dyn Lifecycle>) {
+        self.inner
+            .hooks
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(hook);
+    }
+
+    fn hooks(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<dyn Lifecycle>>> {
+        self.inner.hooks.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The store behind this registry.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.inner.store
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &RegistryConfig {
+        &self.inner.config
+    }
+
+    /// The lifecycle event log (for SSE and other subscribers).
+    pub fn events(&self) -> &EventLog {
+        &self.inner.events
+    }
+
+    /// How many interactions this process holds as pending.
+    pub fn pending_count(&self) -> usize {
+        lock(&self.inner.slots).len()
+    }
+
+    /// The timeout an interaction of `kind` gets when `requested` seconds were asked for.
+    pub fn timeout_for(&self, kind: Kind, requested: Option<u64>) -> Result<u64, ValidationError> {
+        let cfg = &self.inner.config;
+        let default = match kind {
+            Kind::Approval => cfg.approval_timeout,
+            Kind::Question => cfg.question_timeout,
+        };
+        let max = cfg.max_timeout.as_secs().max(1);
+        match requested {
+            Some(0) => Err(ValidationError::new("timeout_secs", "must be at least 1")),
+            Some(s) => Ok(s.min(max)),
+            None => Ok(default.as_secs().clamp(1, max)),
+        }
+    }
+
+    fn build(&self, new: NewInteraction) -> Result<Interaction, ValidationError> {
+        let id = match &new.id {
+            Some(raw) => InteractionId::parse(raw)?,
+            None => InteractionId::generate(),
+        };
+        if new.tool_name.trim().is_empty() {
+            return Err(ValidationError::new("tool_name", "must not be empty"));
+        }
+        if new.tool_name.chars().count() > MAX_TOOL_NAME {
+            return Err(ValidationError::new(
+                "tool_name",
+                format!("is longer than {MAX_TOOL_NAME} characters"),
+            ));
+        }
+        check_len(&new.session, "session", MAX_LABEL)?;
+        check_len(&new.agent, "agent", MAX_LABEL)?;
+        check_len(&new.title, "title", MAX_TEXT)?;
+        check_len(&new.description, "description", MAX_TEXT)?;
+        check_len(&new.cwd, "cwd", MAX_TEXT)?;
+        let kind = Kind::of_tool(&new.tool_name);
+        if kind == Kind::Question {
+            parse_questions(&new.input)?;
+        }
+        let timeout_secs = self.timeout_for(kind, new.timeout_secs)?;
+        let created_at = now();
+        Ok(Interaction {
+            id,
+            kind,
+            tool_name: new.tool_name,
+            input: new.input,
+            session: new.session,
+            agent: new.agent,
+            title: new.title,
+            description: new.description,
+            cwd: new.cwd,
+            suggestions: new.suggestions,
+            created_at,
+            deadline: add(created_at, Duration::from_secs(timeout_secs)),
+            timeout_secs,
+            resolution: None,
+        })
+    }
+
+    /// Creates an interaction, or re-attaches to the existing one with the same id, tool name
+    /// and input. It is durable when this returns.
+    pub async fn create(&self, new: NewInteraction) -> Result<Created, RegistryError> {
+        let interaction = Arc::new(self.build(new)?);
+        let local = lock(&self.inner.slots)
+            .get(&interaction.id)
+            .map(|s| s.interaction.clone());
+        if let Some(existing) = local {
+            return Self::reattach(existing, &interaction);
+        }
+        let mut jobs = Vec::new();
+        for h in self.hooks().iter() {
+            h.plan_created(&interaction, &mut jobs);
+        }
+        match self.inner.store.create(interaction.clone(), jobs).await? {
+            CreateOutcome::Created => {
+                self.track(interaction.clone());
+                self.inner
+                    .events
+                    .publish(EventKind::Created, interaction.clone());
+                tracing::info!(
+                    id = %interaction.id,
+                    kind = interaction.kind.as_str(),
+                    tool = %interaction.tool_name,
+                    session = interaction.session.as_deref().unwrap_or(""),
+                    agent = interaction.agent.as_deref().unwrap_or(""),
+                    timeout_secs = interaction.timeout_secs,
+                    "interaction created"
+                );
+                for h in self.hooks().iter() {
+                    h.created(&interaction);
+                }
+                Ok(Created {
+                    interaction,
+                    created: true,
+                })
+            }
+            CreateOutcome::Exists(existing) => {
+                if existing.is_pending() && existing.same_request(&interaction.tool_name, &interaction.input) {
+                    self.adopt(existing.clone()).await?;
+                }
+                Self::reattach(existing, &interaction)
+            }
+        }
+    }
+
+    fn reattach(existing: Arc<Interaction>, asked: &Interaction) -> Result<Created, RegistryError> {
+        if existing.same_request(&asked.tool_name, &asked.input) {
+            Ok(Created {
+                interaction: existing,
+                created: false,
+            })
+        } else {
+            Err(RegistryError::Conflict(existing))
+        }
+    }
+
+    /// Holds a pending interaction in memory and schedules its deadline (once).
+    fn track(&self, interaction: Arc<Interaction>) -> Arc<Slot> {
+        let (slot, fresh) = {
+            let mut slots = lock(&self.inner.slots);
+            match slots.get(&interaction.id) {
+                Some(s) => (s.clone(), false),
+                None => {
+                    let s = Arc::new(Slot::new(interaction.clone()));
+                    slots.insert(interaction.id.clone(), s.clone());
+                    (s, true)
+                }
+            }
+        };
+        if fresh {
+            let remaining = (interaction.deadline.as_millisecond() - now().as_millisecond()).max(0);
+            self.schedule(
+                slot.clone(),
+                Instant::now() + Duration::from_millis(remaining as u64),
+            );
+        }
+        slot
+    }
+
+    /// Tracks a pending interaction this process did not create (another replica made it, or
+    /// it was loaded at start-up), re-checking the store so a resolution committed meanwhile
+    /// is not missed.
+    async fn adopt(&self, interaction: Arc<Interaction>) -> Result<Arc<Slot>, RegistryError> {
+        let slot = self.track(interaction.clone());
+        if let Some(latest) = self.inner.store.get(&interaction.id).await?
+            && !latest.is_pending()
+        {
+            self.settle_locally(&latest);
+        }
+        Ok(slot)
+    }
+
+    fn schedule(&self, slot: Arc<Slot>, at: Instant) {
+        let is_first = {
+            let mut d = lock(&self.inner.deadlines);
+            d.seq += 1;
+            let seq = d.seq;
+            let earlier = d.heap.peek().is_none_or(|Reverse(first)| at < first.at);
+            d.heap.push(Reverse(Deadline { at, seq, slot }));
+            earlier
+        };
+        if is_first {
+            self.inner.deadline_changed.notify_one();
+        }
+    }
+
+    /// Wakes local waiters of a resolved interaction and forgets it as pending. Returns
+    /// whether it was pending here.
+    fn settle_locally(&self, resolved: &Arc<Interaction>) -> bool {
+        let slot = lock(&self.inner.slots).remove(&resolved.id);
+        match slot {
+            Some(slot) => {
+                slot.settle(resolved.clone());
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Re-reads an interaction from the store and, if it was resolved by someone else (another
+    /// replica), wakes local waiters and publishes the event. The "wake the waiters of X" step
+    /// for shared backends.
+    pub async fn refresh(&self, id: &InteractionId) -> Result<Option<Arc<Interaction>>, RegistryError> {
+        let latest = self.inner.store.get(id).await?;
+        if let Some(i) = &latest
+            && !i.is_pending()
+            && self.settle_locally(i)
+        {
+            self.inner.events.publish(EventKind::Resolved, i.clone());
+        }
+        Ok(latest)
+    }
+
+    /// The current state of an interaction.
+    pub async fn get(&self, id: &InteractionId) -> Result<Option<Arc<Interaction>>, RegistryError> {
+        let local = lock(&self.inner.slots).get(id).cloned();
+        if let Some(slot) = local {
+            return Ok(Some(
+                slot.resolved
+                    .get()
+                    .cloned()
+                    .unwrap_or_else(|| slot.interaction.clone()),
+            ));
+        }
+        Ok(self.inner.store.get(id).await?)
+    }
+
+    /// A page of interactions, newest first.
+    pub async fn list(&self, query: &ListQuery) -> Result<Page, RegistryError> {
+        Ok(self.inner.store.list(query).await?)
+    }
+
+    /// Every pending interaction, oldest first.
+    pub async fn pending(&self) -> Result<Vec<Arc<Interaction>>, RegistryError> {
+        Ok(self.inner.store.pending().await?)
+    }
+
+    /// Waits up to `timeout` for an interaction to be resolved: `Some` with the resolved
+    /// interaction (at once if it already is), `None` if it is still pending.
+    pub async fn wait(
+        &self,
+        id: &InteractionId,
+        timeout: Duration,
+    ) -> Result<Option<Arc<Interaction>>, RegistryError> {
+        let local = lock(&self.inner.slots).get(id).cloned();
+        let slot = match local {
+            Some(s) => s,
+            None => match self.inner.store.get(id).await? {
+                None => return Err(RegistryError::NotFound(id.clone())),
+                Some(i) if !i.is_pending() => return Ok(Some(i)),
+                Some(i) => self.adopt(i).await?,
+            },
+        };
+        match tokio::time::timeout(timeout, slot.resolution()).await {
+            Ok(resolved) => Ok(Some(resolved)),
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// Records a person's answer. The first answer wins; later ones get
+    /// [`RegistryError::AlreadyResolved`] with the winning resolution. An answer arriving
+    /// after the deadline finds the interaction expired.
+    pub async fn respond(
+        &self,
+        id: &InteractionId,
+        answer: Answer,
+        responder: Responder,
+    ) -> Result<Arc<Interaction>, RegistryError> {
+        let current = self.current(id).await?;
+        let at = now();
+        if current.deadline <= at {
+            // Past the deadline: the expiry is due even if its timer has not fired yet.
+            return match self.settle(current, |i| Ok(answer::expired(i, at))).await {
+                Ok(expired) => Err(RegistryError::AlreadyResolved(expired)),
+                Err(e) => Err(e),
+            };
+        }
+        self.settle(current, move |i| answer::resolution_for(i, answer, responder, at))
+            .await
+    }
+
+    /// Cancels a pending interaction (the agent withdrew it): resolved as a deny.
+    pub async fn cancel(
+        &self,
+        id: &InteractionId,
+        reason: Option<String>,
+        by: Option<String>,
+    ) -> Result<Arc<Interaction>, RegistryError> {
+        let current = self.current(id).await?;
+        let at = now();
+        self.settle(current, move |_| Ok(answer::cancelled(reason, by, at)))
+            .await
+    }
+
+    /// Expires a pending interaction now (its deadline passed, or a waiter such as the Claude
+    /// Code hook gave up). Returns the final state: the expiry, or the answer that won first.
+    pub async fn expire(&self, id: &InteractionId) -> Result<Arc<Interaction>, RegistryError> {
+        let current = self.current(id).await?;
+        let at = now();
+        match self.settle(current, |i| Ok(answer::expired(i, at))).await {
+            Ok(i) => Ok(i),
+            Err(RegistryError::AlreadyResolved(i)) => Ok(i),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn current(&self, id: &InteractionId) -> Result<Arc<Interaction>, RegistryError> {
+        self.get(id)
+            .await?
+            .ok_or_else(|| RegistryError::NotFound(id.clone()))
+    }
+
+    /// Resolves `current` with the resolution `make` builds, if it is still pending.
+    async fn settle(
+        &self,
+        current: Arc<Interaction>,
+        make: impl FnOnce(&Interaction) -> Result<Resolution, ValidationError>,
+    ) -> Result<Arc<Interaction>, RegistryError> {
+        if !current.is_pending() {
+            return Err(RegistryError::AlreadyResolved(current));
+        }
+        let resolution = make(&current)?;
+        let resolved = Arc::new(current.resolved(resolution));
+        let mut jobs = Vec::new();
+        for h in self.hooks().iter() {
+            h.plan_resolved(&resolved, &mut jobs);
+        }
+        match self.inner.store.resolve(resolved.clone(), jobs).await? {
+            ResolveOutcome::Resolved => {
+                self.settle_locally(&resolved);
+                self.inner
+                    .events
+                    .publish(EventKind::Resolved, resolved.clone());
+                if let Some(r) = &resolved.resolution {
+                    tracing::info!(
+                        id = %resolved.id,
+                        kind = resolved.kind.as_str(),
+                        outcome = r.outcome.as_str(),
+                        by = r.by.as_deref().unwrap_or(""),
+                        via = %r.via,
+                        time_to_answer_ms = resolved.time_to_answer().map(|d| d.as_millis() as u64).unwrap_or(0),
+                        "interaction resolved"
+                    );
+                }
+                for h in self.hooks().iter() {
+                    h.resolved(&resolved);
+                }
+                Ok(resolved)
+            }
+            ResolveOutcome::AlreadyResolved(winner) => {
+                if self.settle_locally(&winner) {
+                    // Resolved by another process: tell local subscribers.
+                    self.inner.events.publish(EventKind::Resolved, winner.clone());
+                }
+                Err(RegistryError::AlreadyResolved(winner))
+            }
+            ResolveOutcome::NotFound => Err(RegistryError::NotFound(current.id.clone())),
+        }
+    }
+
+    /// Loads pending interactions from the store with their original deadlines, and expires
+    /// at once those whose deadline passed while imrelay was down. Returns (reloaded, expired).
+    pub async fn recover(&self) -> Result<(usize, usize), RegistryError> {
+        let pending = self.inner.store.pending().await?;
+        let at = now();
+        let mut overdue = Vec::new();
+        let mut reloaded = 0;
+        for i in pending {
+            if i.deadline <= at {
+                overdue.push(i);
+            } else {
+                self.track(i);
+                reloaded += 1;
+            }
+        }
+        let expired = overdue.len();
+        futures_util::stream::iter(overdue)
+            .for_each_concurrent(256, |i| async move {
+                let resolved = Arc::new(i.resolved(answer::expired(&i, at)));
+                let mut jobs = Vec::new();
+                for h in self.hooks().iter() {
+                    h.plan_resolved(&resolved, &mut jobs);
+                }
+                match self.inner.store.resolve(resolved.clone(), jobs).await {
+                    Ok(ResolveOutcome::Resolved) => {
+                        self.inner.events.publish(EventKind::Resolved, resolved.clone());
+                        tracing::info!(id = %resolved.id, "interaction expired while imrelay was down");
+                        for h in self.hooks().iter() {
+                            h.resolved(&resolved);
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::error!(id = %resolved.id, error = %e, "could not record an overdue expiry; retrying shortly");
+                        let slot = self.track(i.clone());
+                        self.schedule(slot, Instant::now() + EXPIRY_RETRY);
+                    }
+                }
+            })
+            .await;
+        Ok((reloaded, expired))
+    }
+
+    /// Starts the deadline timer and the retention pruner; both stop when `shutdown` fires.
+    pub fn spawn_background(&self, shutdown: CancellationToken) -> Vec<tokio::task::JoinHandle<()>> {
+        vec![
+            tokio::spawn(self.clone().run_deadlines(shutdown.clone())),
+            tokio::spawn(self.clone().run_pruner(shutdown)),
+        ]
+    }
+
+    async fn run_deadlines(self, shutdown: CancellationToken) {
+        loop {
+            let notified = self.inner.deadline_changed.notified();
+            let next = {
+                let mut d = lock(&self.inner.deadlines);
+                let now = Instant::now();
+                let mut due = Vec::new();
+                while let Some(Reverse(first)) = d.heap.peek() {
+                    if first.at > now {
+                        break;
+                    }
+                    if let Some(Reverse(e)) = d.heap.pop() {
+                        due.push(e.slot);
+                    }
+                }
+                let next = d.heap.peek().map(|Reverse(e)| e.at);
+                drop(d);
+                for slot in due {
+                    if slot.resolved.get().is_none() {
+                        let this = self.clone();
+                        tokio::spawn(async move { this.expire_slot(slot).await });
+                    }
+                }
+                next
+            };
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = notified => {}
+                _ = async {
+                    match next {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                } => {}
+            }
+        }
+    }
+
+    async fn expire_slot(&self, slot: Arc<Slot>) {
+        let id = slot.interaction.id.clone();
+        match self.expire(&id).await {
+            Ok(_) | Err(RegistryError::NotFound(_)) => {}
+            Err(e) => {
+                tracing::error!(id = %id, error = %e, "could not record an expiry; retrying shortly");
+                self.schedule(slot, Instant::now() + EXPIRY_RETRY);
+            }
+        }
+    }
+
+    async fn run_pruner(self, shutdown: CancellationToken) {
+        let retention = self.inner.config.retention;
+        let every = (retention / 4).clamp(Duration::from_secs(1), Duration::from_secs(600));
+        loop {
+            let cutoff = Timestamp::now()
+                .checked_sub(jiff::SignedDuration::try_from(retention).unwrap_or_default())
+                .unwrap_or(Timestamp::UNIX_EPOCH);
+            match self.inner.store.prune(cutoff).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(pruned = n, "pruned resolved interactions past retention"),
+                Err(e) => tracing::warn!(error = %e, "pruning failed; will retry"),
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(every) => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::interaction::{Outcome, Via};
+    use crate::store::MemoryStore;
+    use serde_json::json;
+
+    fn obj(v: Value) -> Map<String, Value> {
+        v.as_object().cloned().unwrap_or_default()
+    }
+
+    fn registry() -> Registry {
+        Registry::new(Arc::new(MemoryStore::new()), RegistryConfig::default())
+    }
+
+    fn bash(id: &str) -> NewInteraction {
+        NewInteraction {
+            id: Some(id.into()),
+            ..NewInteraction::new("Bash", obj(json!({"command": "ls"})))
+        }
+    }
+
+    #[tokio::test]
+    async fn first_answer_wins_under_concurrency() {
+        let reg = registry();
+        let c = reg.create(bash("t1")).await.unwrap();
+        let id = c.interaction.id.clone();
+        let mut tasks = Vec::new();
+        for n in 0..64 {
+            let reg = reg.clone();
+            let id = id.clone();
+            tasks.push(tokio::spawn(async move {
+                let answer = if n % 2 == 0 { Answer::allow() } else { Answer::deny(None) };
+                reg.respond(&id, answer, Responder::new(format!("p{n}"), Via::api()))
+                    .await
+            }));
+        }
+        let mut wins = Vec::new();
+        let mut losers = Vec::new();
+        for t in tasks {
+            match t.await.unwrap() {
+                Ok(i) => wins.push(i),
+                Err(RegistryError::AlreadyResolved(i)) => losers.push(i),
+                Err(e) => panic!("unexpected error {e}"),
+            }
+        }
+        assert_eq!(wins.len(), 1);
+        assert_eq!(losers.len(), 63);
+        for l in losers {
+            assert_eq!(l.resolution, wins[0].resolution);
+        }
+    }
+
+    #[tokio::test]
+    async fn reattach_and_conflict() {
+        let reg = registry();
+        assert!(reg.create(bash("same")).await.unwrap().created);
+        assert!(!reg.create(bash("same")).await.unwrap().created);
+        let other = NewInteraction {
+            id: Some("same".into()),
+            ..NewInteraction::new("Bash", obj(json!({"command": "rm"})))
+        };
+        assert!(matches!(
+            reg.create(other).await,
+            Err(RegistryError::Conflict(_))
+        ));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn expiry_denies_with_a_clear_message() {
+        let reg = registry();
+        let shutdown = CancellationToken::new();
+        reg.spawn_background(shutdown.clone());
+        let mut new = bash("exp");
+        new.timeout_secs = Some(5);
+        let id = reg.create(new).await.unwrap().interaction.id.clone();
+        let waited = reg.wait(&id, Duration::from_secs(60)).await.unwrap();
+        let resolved = waited.expect("expired before the wait ended");
+        let r = resolved.resolution.as_ref().unwrap();
+        assert_eq!(r.outcome, Outcome::Expired);
+        assert_eq!(r.message(), Some("No response within 5 seconds"));
+        assert_eq!(reg.pending_count(), 0);
+        shutdown.cancel();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn expiry_never_overrides_an_earlier_answer() {
+        let reg = registry();
+        let shutdown = CancellationToken::new();
+        reg.spawn_background(shutdown.clone());
+        let mut new = bash("ans");
+        new.timeout_secs = Some(5);
+        let id = reg.create(new).await.unwrap().interaction.id.clone();
+        reg.respond(&id, Answer::allow(), Responder::new("a", Via::desktop()))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let after = reg.get(&id).await.unwrap().unwrap();
+        assert_eq!(after.resolution.as_ref().unwrap().outcome, Outcome::Allowed);
+        assert!(matches!(
+            reg.expire(&id).await.map(|i| i.resolution.clone().unwrap().outcome),
+            Ok(Outcome::Allowed)
+        ));
+        shutdown.cancel();
+    }
+
+    #[tokio::test]
+    async fn wait_returns_pending_on_timeout_and_not_found_for_unknown() {
+        let reg = registry();
+        let id = reg.create(bash("w")).await.unwrap().interaction.id.clone();
+        assert!(reg.wait(&id, Duration::from_millis(10)).await.unwrap().is_none());
+        let unknown = InteractionId::parse("nope").unwrap();
+        assert!(matches!(
+            reg.wait(&unknown, Duration::from_millis(10)).await,
+            Err(RegistryError::NotFound(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn many_waiters_all_wake() {
+        let reg = registry();
+        let id = reg.create(bash("many")).await.unwrap().interaction.id.clone();
+        let waiters: Vec<_> = (0..100)
+            .map(|_| {
+                let reg = reg.clone();
+                let id = id.clone();
+                tokio::spawn(async move { reg.wait(&id, Duration::from_secs(30)).await })
+            })
+            .collect();
+        tokio::task::yield_now().await;
+        reg.cancel(&id, None, None).await.unwrap();
+        for w in waiters {
+            let got = w.await.unwrap().unwrap().unwrap();
+            assert_eq!(got.resolution.as_ref().unwrap().outcome, Outcome::Cancelled);
+        }
+    }
+
+    #[tokio::test]
+    async fn timeouts_are_clamped() {
+        let reg = registry();
+        let mut new = bash("clamp");
+        new.timeout_secs = Some(1_000_000);
+        let i = reg.create(new).await.unwrap().interaction;
+        assert_eq!(i.timeout_secs, 3600);
+        let mut zero = bash("zero");
+        zero.timeout_secs = Some(0);
+        assert!(matches!(reg.create(zero).await, Err(RegistryError::Invalid(_))));
+        let q = NewInteraction::new(
+            "AskUserQuestion",
+            obj(json!({"questions":[{"question":"q","header":"h","options":[{"label":"a"},{"label":"b"}]}]})),
+        );
+        assert_eq!(reg.create(q).await.unwrap().interaction.timeout_secs, 600);
+    }
+
+    #[tokio::test]
+    async fn invalid_questions_are_refused_with_the_field() {
+        let reg = registry();
+        let q = NewInteraction::new(
+            "AskUserQuestion",
+            obj(json!({"questions":[{"question":"q","header":"h","options":[{"label":"a"}]}]})),
+        );
+        match reg.create(q).await {
+            Err(RegistryError::Invalid(e)) => {
+                assert_eq!(e.to_string(), "questions[0].options: expected 2 to 4 options, got 1")
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert_eq!(reg.pending_count(), 0);
+    }
+}

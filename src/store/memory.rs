@@ -1,0 +1,366 @@
+//! An in-memory [`Store`]: everything is lost when the process exits. For tests and
+//! throwaway runs (`store.backend = "memory"`).
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use jiff::Timestamp;
+use serde_json::Value;
+
+use super::{
+    ChannelMessage, ClaimedJob, CreateOutcome, JobUpdate, ListQuery, OutboxJob, Page,
+    ResolveOutcome, StatusFilter, Store, StoreError, random_secret,
+};
+use crate::interaction::{Interaction, InteractionId};
+
+type OrderKey = (i64, InteractionId);
+
+#[derive(Default)]
+struct State {
+    interactions: HashMap<InteractionId, Arc<Interaction>>,
+    /// Every interaction, by (creation time, id), for newest-first listing.
+    all: BTreeSet<OrderKey>,
+    /// Pending interactions only, same order.
+    pending: BTreeSet<OrderKey>,
+    messages: HashMap<(String, String, String), ChannelMessage>,
+    jobs: HashMap<i64, JobRow>,
+    job_keys: HashMap<String, i64>,
+    next_job_id: i64,
+    secrets: HashMap<String, Vec<u8>>,
+    seen: HashMap<(String, String), Timestamp>,
+}
+
+#[derive(Clone)]
+struct JobRow {
+    job: OutboxJob,
+    attempts: u32,
+    next_at: Timestamp,
+    lease_until: Option<Timestamp>,
+    finished_at: Option<Timestamp>,
+}
+
+impl State {
+    fn enqueue(&mut self, jobs: Vec<OutboxJob>) {
+        for job in jobs {
+            if self.job_keys.contains_key(&job.key) {
+                continue;
+            }
+            self.next_job_id += 1;
+            let id = self.next_job_id;
+            self.job_keys.insert(job.key.clone(), id);
+            self.jobs.insert(
+                id,
+                JobRow {
+                    next_at: job.not_before,
+                    job,
+                    attempts: 0,
+                    lease_until: None,
+                    finished_at: None,
+                },
+            );
+        }
+    }
+}
+
+/// The in-memory store.
+#[derive(Default)]
+pub struct MemoryStore {
+    // A std mutex: every operation is a short, synchronous map update; no await while held.
+    state: Mutex<State>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn key(i: &Interaction) -> OrderKey {
+    (i.created_at.as_millisecond(), i.id.clone())
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn create(
+        &self,
+        interaction: Arc<Interaction>,
+        jobs: Vec<OutboxJob>,
+    ) -> Result<CreateOutcome, StoreError> {
+        let mut st = self.lock();
+        if let Some(existing) = st.interactions.get(&interaction.id) {
+            return Ok(CreateOutcome::Exists(existing.clone()));
+        }
+        let k = key(&interaction);
+        st.all.insert(k.clone());
+        if interaction.is_pending() {
+            st.pending.insert(k);
+        }
+        st.interactions
+            .insert(interaction.id.clone(), interaction.clone());
+        st.enqueue(jobs);
+        Ok(CreateOutcome::Created)
+    }
+
+    async fn resolve(
+        &self,
+        resolved: Arc<Interaction>,
+        jobs: Vec<OutboxJob>,
+    ) -> Result<ResolveOutcome, StoreError> {
+        let mut st = self.lock();
+        let Some(current) = st.interactions.get(&resolved.id) else {
+            return Ok(ResolveOutcome::NotFound);
+        };
+        if !current.is_pending() {
+            return Ok(ResolveOutcome::AlreadyResolved(current.clone()));
+        }
+        let k = key(current);
+        st.pending.remove(&k);
+        st.interactions.insert(resolved.id.clone(), resolved);
+        st.enqueue(jobs);
+        Ok(ResolveOutcome::Resolved)
+    }
+
+    async fn get(&self, id: &InteractionId) -> Result<Option<Arc<Interaction>>, StoreError> {
+        Ok(self.lock().interactions.get(id).cloned())
+    }
+
+    async fn list(&self, query: &ListQuery) -> Result<Page, StoreError> {
+        let st = self.lock();
+        let index = match query.status {
+            StatusFilter::Pending => &st.pending,
+            StatusFilter::Resolved | StatusFilter::All => &st.all,
+        };
+        let upper = query.after.as_ref().map(|c| (c.created_ms, c.id.clone()));
+        let iter: Box<dyn Iterator<Item = &OrderKey>> = match &upper {
+            Some(u) => Box::new(index.range(..u.clone()).rev()),
+            None => Box::new(index.iter().rev()),
+        };
+        let mut out = Vec::with_capacity(query.limit.min(1024));
+        let mut more = false;
+        for k in iter {
+            let Some(i) = st.interactions.get(&k.1) else {
+                continue;
+            };
+            if !query.status.matches(i) {
+                continue;
+            }
+            if out.len() == query.limit {
+                more = true;
+                break;
+            }
+            out.push(i.clone());
+        }
+        let next = if more {
+            out.last().map(|i| super::Cursor::after(i))
+        } else {
+            None
+        };
+        Ok(Page {
+            interactions: out,
+            next,
+        })
+    }
+
+    async fn pending(&self) -> Result<Vec<Arc<Interaction>>, StoreError> {
+        let st = self.lock();
+        Ok(st
+            .pending
+            .iter()
+            .filter_map(|k| st.interactions.get(&k.1).cloned())
+            .collect())
+    }
+
+    async fn prune(&self, before: Timestamp) -> Result<u64, StoreError> {
+        let mut st = self.lock();
+        let doomed: Vec<Arc<Interaction>> = st
+            .interactions
+            .values()
+            .filter(|i| i.resolution.as_ref().is_some_and(|r| r.at < before))
+            .cloned()
+            .collect();
+        for i in &doomed {
+            st.interactions.remove(&i.id);
+            st.all.remove(&key(i));
+        }
+        let ids: std::collections::HashSet<&InteractionId> = doomed.iter().map(|i| &i.id).collect();
+        st.messages.retain(|_, m| !ids.contains(&m.interaction_id));
+        let finished: Vec<i64> = st
+            .jobs
+            .iter()
+            .filter(|(_, r)| r.finished_at.is_some_and(|t| t < before))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in finished {
+            if let Some(row) = st.jobs.remove(&id) {
+                st.job_keys.remove(&row.job.key);
+            }
+        }
+        let now = Timestamp::now();
+        st.seen.retain(|_, exp| *exp > now);
+        Ok(doomed.len() as u64)
+    }
+
+    async fn record_message(&self, message: ChannelMessage) -> Result<(), StoreError> {
+        let k = (
+            message.channel.clone(),
+            message.address.clone(),
+            message.message_ref.clone(),
+        );
+        self.lock().messages.insert(k, message);
+        Ok(())
+    }
+
+    async fn messages(
+        &self,
+        channel: &str,
+        id: &InteractionId,
+    ) -> Result<Vec<ChannelMessage>, StoreError> {
+        let st = self.lock();
+        let mut v: Vec<ChannelMessage> = st
+            .messages
+            .values()
+            .filter(|m| m.channel == channel && &m.interaction_id == id)
+            .cloned()
+            .collect();
+        v.sort_by(|a, b| (a.created_at, &a.address).cmp(&(b.created_at, &b.address)));
+        Ok(v)
+    }
+
+    async fn message(
+        &self,
+        channel: &str,
+        address: &str,
+        message_ref: &str,
+    ) -> Result<Option<ChannelMessage>, StoreError> {
+        let k = (channel.to_string(), address.to_string(), message_ref.to_string());
+        Ok(self.lock().messages.get(&k).cloned())
+    }
+
+    async fn set_message_state(
+        &self,
+        channel: &str,
+        address: &str,
+        message_ref: &str,
+        state: Option<Value>,
+    ) -> Result<bool, StoreError> {
+        let k = (channel.to_string(), address.to_string(), message_ref.to_string());
+        match self.lock().messages.get_mut(&k) {
+            Some(m) => {
+                m.state = state;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    async fn enqueue(&self, jobs: Vec<OutboxJob>) -> Result<(), StoreError> {
+        self.lock().enqueue(jobs);
+        Ok(())
+    }
+
+    async fn claim_jobs(
+        &self,
+        now: Timestamp,
+        limit: usize,
+        lease: Duration,
+    ) -> Result<Vec<ClaimedJob>, StoreError> {
+        let mut st = self.lock();
+        let lease_until = now
+            .checked_add(jiff::SignedDuration::try_from(lease).unwrap_or_default())
+            .unwrap_or(now);
+        let mut due: Vec<(Timestamp, i64)> = st
+            .jobs
+            .iter()
+            .filter(|(_, r)| {
+                r.finished_at.is_none()
+                    && r.next_at <= now
+                    && r.lease_until.is_none_or(|l| l <= now)
+            })
+            .map(|(id, r)| (r.next_at, *id))
+            .collect();
+        due.sort();
+        due.truncate(limit);
+        let mut out = Vec::with_capacity(due.len());
+        for (_, id) in due {
+            if let Some(r) = st.jobs.get_mut(&id) {
+                r.lease_until = Some(lease_until);
+                out.push(ClaimedJob {
+                    id,
+                    attempts: r.attempts,
+                    job: r.job.clone(),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    async fn finish_job(&self, id: i64, update: JobUpdate) -> Result<(), StoreError> {
+        let mut st = self.lock();
+        if let Some(r) = st.jobs.get_mut(&id) {
+            r.lease_until = None;
+            r.attempts += 1;
+            match update {
+                JobUpdate::Done | JobUpdate::Failed { .. } => {
+                    r.finished_at = Some(Timestamp::now());
+                }
+                JobUpdate::Retry { at, .. } => r.next_at = at,
+            }
+        }
+        Ok(())
+    }
+
+    async fn next_job_at(&self) -> Result<Option<Timestamp>, StoreError> {
+        Ok(self
+            .lock()
+            .jobs
+            .values()
+            .filter(|r| r.finished_at.is_none())
+            .map(|r| r.next_at)
+            .min())
+    }
+
+    async fn job_backlog(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        let st = self.lock();
+        let mut counts: HashMap<String, u64> = HashMap::new();
+        for r in st.jobs.values().filter(|r| r.finished_at.is_none()) {
+            *counts.entry(r.job.channel.clone()).or_default() += 1;
+        }
+        let mut v: Vec<_> = counts.into_iter().collect();
+        v.sort();
+        Ok(v)
+    }
+
+    async fn secret(&self, name: &str) -> Result<Vec<u8>, StoreError> {
+        Ok(self
+            .lock()
+            .secrets
+            .entry(name.to_string())
+            .or_insert_with(random_secret)
+            .clone())
+    }
+
+    async fn first_sighting(
+        &self,
+        scope: &str,
+        key: &str,
+        expires_at: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let mut st = self.lock();
+        let now = Timestamp::now();
+        let k = (scope.to_string(), key.to_string());
+        match st.seen.get(&k) {
+            Some(exp) if *exp > now => Ok(false),
+            _ => {
+                st.seen.insert(k, expires_at);
+                Ok(true)
+            }
+        }
+    }
+}

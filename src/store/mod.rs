@@ -1,0 +1,299 @@
+//! Persistence behind one trait, [`Store`], with an embedded SQLite implementation (the
+//! default) and an in-memory one (tests and throwaway runs).
+//!
+//! The contract every backend keeps:
+//! - a write is durable when its future completes: callers acknowledge only after that;
+//! - [`Store::create`] and [`Store::resolve`] are conditional (insert-if-absent and
+//!   resolve-if-pending) so first-answer-wins holds in the store itself, whichever process
+//!   writes; nothing is read-then-written;
+//! - outbox jobs handed to `create`/`resolve` are recorded in the same transaction as the
+//!   state change, and deduplicated by key;
+//! - outbox jobs are claimed with a lease, so several workers (or replicas) never deliver the
+//!   same job at once, and a crashed worker's jobs come back after the lease.
+//!
+//! Waking local waiters is not the store's job: the registry does that after a write, and a
+//! shared backend can trigger the same step when another process changes an interaction.
+
+pub mod memory;
+pub mod sqlite;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use jiff::Timestamp;
+use serde_json::Value;
+
+use crate::interaction::{Interaction, InteractionId};
+
+pub use memory::MemoryStore;
+pub use sqlite::{SqliteStore, Synchronous};
+
+/// Why the store could not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The store cannot take writes (disk full, read-only, I/O error); nothing was changed.
+    #[error("the store is unavailable: {0}")]
+    Unavailable(String),
+    /// Stored data could not be decoded.
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+}
+
+/// A unit of work that must reach the outside world (a message edit, a webhook delivery),
+/// retried until it succeeds or its horizon passes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OutboxJob {
+    /// Idempotency key: enqueueing a job whose key exists does nothing.
+    pub key: String,
+    /// The handler that delivers it (e.g. `telegram`, `webhook`).
+    pub channel: String,
+    /// What to do, as the handler understands it (e.g. `post`, `resolved`).
+    pub kind: String,
+    /// The interaction it concerns, if any.
+    pub interaction_id: Option<InteractionId>,
+    /// Handler-specific data.
+    pub payload: Value,
+    /// Not to be attempted before this time.
+    pub not_before: Timestamp,
+    /// Given up if not delivered by this time.
+    pub horizon: Timestamp,
+}
+
+/// An outbox job claimed for delivery.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClaimedJob {
+    /// The store's id for the job.
+    pub id: i64,
+    /// Delivery attempts made before this one.
+    pub attempts: u32,
+    /// The job.
+    pub job: OutboxJob,
+}
+
+/// How a delivery attempt ended.
+#[derive(Clone, Debug, PartialEq)]
+pub enum JobUpdate {
+    /// Delivered: the job is finished.
+    Done,
+    /// Failed for now: try again at `at`.
+    Retry {
+        /// When to try again.
+        at: Timestamp,
+        /// What went wrong.
+        error: String,
+    },
+    /// Failed for good (rejected, or the horizon passed).
+    Failed {
+        /// What went wrong.
+        error: String,
+    },
+}
+
+/// Result of [`Store::create`].
+#[derive(Clone, Debug)]
+pub enum CreateOutcome {
+    /// The interaction was recorded.
+    Created,
+    /// An interaction with that id already exists; here it is, unchanged.
+    Exists(Arc<Interaction>),
+}
+
+/// Result of [`Store::resolve`].
+#[derive(Clone, Debug)]
+pub enum ResolveOutcome {
+    /// This resolution won.
+    Resolved,
+    /// Another resolution won first; here is the interaction with it.
+    AlreadyResolved(Arc<Interaction>),
+    /// No interaction has that id.
+    NotFound,
+}
+
+/// Which interactions to list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StatusFilter {
+    /// Awaiting an answer.
+    #[default]
+    Pending,
+    /// Answered, expired or cancelled.
+    Resolved,
+    /// Both.
+    All,
+}
+
+impl StatusFilter {
+    /// Whether an interaction passes this filter.
+    pub fn matches(self, i: &Interaction) -> bool {
+        match self {
+            StatusFilter::Pending => i.is_pending(),
+            StatusFilter::Resolved => !i.is_pending(),
+            StatusFilter::All => true,
+        }
+    }
+}
+
+/// A position in a newest-first listing: the last item of the previous page.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cursor {
+    /// Creation time of the last item, in unix milliseconds.
+    pub created_ms: i64,
+    /// Id of the last item.
+    pub id: InteractionId,
+}
+
+impl Cursor {
+    /// The cursor pointing just after `i`.
+    pub fn after(i: &Interaction) -> Self {
+        Self {
+            created_ms: i.created_at.as_millisecond(),
+            id: i.id.clone(),
+        }
+    }
+
+    /// Whether `i` comes after this cursor in newest-first order.
+    pub fn precedes(&self, i: &Interaction) -> bool {
+        (i.created_at.as_millisecond(), &i.id) < (self.created_ms, &self.id)
+    }
+}
+
+/// A listing request.
+#[derive(Clone, Debug)]
+pub struct ListQuery {
+    /// Which interactions.
+    pub status: StatusFilter,
+    /// Page size.
+    pub limit: usize,
+    /// Continue after this position.
+    pub after: Option<Cursor>,
+}
+
+/// One page of a listing, newest first.
+#[derive(Clone, Debug)]
+pub struct Page {
+    /// The interactions on this page.
+    pub interactions: Vec<Arc<Interaction>>,
+    /// Where the next page starts, if there is one.
+    pub next: Option<Cursor>,
+}
+
+/// A message on an external channel that shows an interaction (a Telegram message, a Feishu
+/// card), so that its buttons keep working and it is updated when the interaction resolves.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChannelMessage {
+    /// The channel (`telegram`, `feishu`).
+    pub channel: String,
+    /// Where it was posted (chat id, receiver).
+    pub address: String,
+    /// The channel's id for the message.
+    pub message_ref: String,
+    /// The interaction it shows.
+    pub interaction_id: InteractionId,
+    /// Channel-specific state (e.g. multi-select toggles).
+    pub state: Option<Value>,
+    /// When it was posted.
+    pub created_at: Timestamp,
+}
+
+/// Persistence for interactions, channel bookkeeping, the outbox and small server state.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Records a new interaction and its outbox jobs, unless its id exists.
+    async fn create(
+        &self,
+        interaction: Arc<Interaction>,
+        jobs: Vec<OutboxJob>,
+    ) -> Result<CreateOutcome, StoreError>;
+
+    /// Records a resolution (carried by `resolved`) and its outbox jobs, if the interaction is
+    /// still pending.
+    async fn resolve(
+        &self,
+        resolved: Arc<Interaction>,
+        jobs: Vec<OutboxJob>,
+    ) -> Result<ResolveOutcome, StoreError>;
+
+    /// One interaction by id.
+    async fn get(&self, id: &InteractionId) -> Result<Option<Arc<Interaction>>, StoreError>;
+
+    /// A page of interactions, newest first.
+    async fn list(&self, query: &ListQuery) -> Result<Page, StoreError>;
+
+    /// Every pending interaction, oldest first.
+    async fn pending(&self) -> Result<Vec<Arc<Interaction>>, StoreError>;
+
+    /// Deletes interactions resolved before `before`, with their channel messages, finished
+    /// outbox jobs older than it, and expired deduplication keys. Returns how many
+    /// interactions were deleted.
+    async fn prune(&self, before: Timestamp) -> Result<u64, StoreError>;
+
+    /// Records (or replaces) a channel message.
+    async fn record_message(&self, message: ChannelMessage) -> Result<(), StoreError>;
+
+    /// The messages of `channel` that show interaction `id`.
+    async fn messages(
+        &self,
+        channel: &str,
+        id: &InteractionId,
+    ) -> Result<Vec<ChannelMessage>, StoreError>;
+
+    /// One channel message by its address and reference.
+    async fn message(
+        &self,
+        channel: &str,
+        address: &str,
+        message_ref: &str,
+    ) -> Result<Option<ChannelMessage>, StoreError>;
+
+    /// Replaces a channel message's state; `false` if there is no such message.
+    async fn set_message_state(
+        &self,
+        channel: &str,
+        address: &str,
+        message_ref: &str,
+        state: Option<Value>,
+    ) -> Result<bool, StoreError>;
+
+    /// Enqueues outbox jobs outside any state change (keys deduplicate).
+    async fn enqueue(&self, jobs: Vec<OutboxJob>) -> Result<(), StoreError>;
+
+    /// Claims up to `limit` due jobs for `lease`; claimed jobs are not handed out again until
+    /// finished or the lease runs out.
+    async fn claim_jobs(
+        &self,
+        now: Timestamp,
+        limit: usize,
+        lease: Duration,
+    ) -> Result<Vec<ClaimedJob>, StoreError>;
+
+    /// Records how a claimed job's delivery attempt ended.
+    async fn finish_job(&self, id: i64, update: JobUpdate) -> Result<(), StoreError>;
+
+    /// When the earliest unfinished job becomes due (ignoring leases), if any.
+    async fn next_job_at(&self) -> Result<Option<Timestamp>, StoreError>;
+
+    /// Unfinished outbox jobs, by channel: for metrics and health.
+    async fn job_backlog(&self) -> Result<Vec<(String, u64)>, StoreError>;
+
+    /// A named 32-byte server secret, created at random on first use and kept for good (used
+    /// to sign channel buttons so they keep working after a restart).
+    async fn secret(&self, name: &str) -> Result<Vec<u8>, StoreError>;
+
+    /// Records `key` in `scope` until `expires_at`; `true` if it was not already recorded
+    /// (deduplication of platform re-deliveries and replayed webhook ids).
+    async fn first_sighting(
+        &self,
+        scope: &str,
+        key: &str,
+        expires_at: Timestamp,
+    ) -> Result<bool, StoreError>;
+}
+
+/// 32 random bytes for a new server secret.
+pub(crate) fn random_secret() -> Vec<u8> {
+    use rand::RngCore;
+    let mut bytes = vec![0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    bytes
+}

@@ -1,0 +1,978 @@
+//! The embedded SQLite [`Store`] (the default).
+//!
+//! - One writer thread owns the write connection. Writes queue up to it and are committed in
+//!   groups (group commit): each write runs in its own savepoint inside one transaction, and
+//!   every caller is answered only after that transaction committed. Under load this turns
+//!   many small commits into few, while keeping "durable before acknowledged".
+//! - Reads use a small pool of read-only connections on the blocking thread pool; WAL mode
+//!   lets them run alongside the writer.
+//! - The database file is locked for this process (`<path>.lock`): two imrelay processes on
+//!   one file would break the single-writer assumptions of the outbox leases on start-up.
+//! - Schema migrations are numbered by `PRAGMA user_version` and applied at open.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use jiff::Timestamp;
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use super::{
+    ChannelMessage, ClaimedJob, CreateOutcome, JobUpdate, ListQuery, OutboxJob, Page,
+    ResolveOutcome, StatusFilter, Store, StoreError, random_secret,
+};
+use crate::interaction::{Interaction, InteractionId, Resolution};
+
+/// SQLite's `synchronous` setting: how hard a commit pushes data to the disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Synchronous {
+    /// Commits survive a process crash; an OS crash or power loss may lose the last few.
+    #[default]
+    Normal,
+    /// Every commit is flushed to the disk: survives power loss, costs an fsync per commit
+    /// group.
+    Full,
+}
+
+/// Most writes committed in one transaction.
+const MAX_BATCH: usize = 512;
+/// Read connections kept open.
+const READERS: usize = 4;
+
+const MIGRATIONS: &[&str] = &[
+    // 1: interactions, channel bookkeeping, outbox, server secrets, deduplication keys.
+    r#"
+    CREATE TABLE interactions (
+        id          TEXT PRIMARY KEY,
+        created_at  INTEGER NOT NULL,
+        deadline    INTEGER NOT NULL,
+        status      TEXT NOT NULL CHECK (status IN ('pending', 'resolved')),
+        resolved_at INTEGER,
+        doc         TEXT NOT NULL,
+        resolution  TEXT
+    );
+    CREATE INDEX interactions_by_created ON interactions (created_at, id);
+    CREATE INDEX interactions_by_status ON interactions (status, created_at, id);
+    CREATE INDEX interactions_by_resolved ON interactions (resolved_at) WHERE resolved_at IS NOT NULL;
+
+    CREATE TABLE channel_messages (
+        channel        TEXT NOT NULL,
+        address        TEXT NOT NULL,
+        message_ref    TEXT NOT NULL,
+        interaction_id TEXT NOT NULL,
+        state          TEXT,
+        created_at     INTEGER NOT NULL,
+        PRIMARY KEY (channel, address, message_ref)
+    );
+    CREATE INDEX channel_messages_by_interaction ON channel_messages (interaction_id, channel);
+
+    CREATE TABLE outbox (
+        id             INTEGER PRIMARY KEY,
+        key            TEXT NOT NULL UNIQUE,
+        channel        TEXT NOT NULL,
+        kind           TEXT NOT NULL,
+        interaction_id TEXT,
+        payload        TEXT NOT NULL,
+        attempts       INTEGER NOT NULL DEFAULT 0,
+        next_at        INTEGER NOT NULL,
+        horizon_at     INTEGER NOT NULL,
+        lease_until    INTEGER,
+        state          TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'done', 'failed')),
+        last_error     TEXT,
+        created_at     INTEGER NOT NULL,
+        updated_at     INTEGER NOT NULL
+    );
+    CREATE INDEX outbox_due ON outbox (next_at) WHERE state = 'pending';
+    CREATE INDEX outbox_finished ON outbox (updated_at) WHERE state <> 'pending';
+
+    CREATE TABLE secrets (
+        name  TEXT PRIMARY KEY,
+        value BLOB NOT NULL
+    );
+
+    CREATE TABLE seen (
+        scope      TEXT NOT NULL,
+        key        TEXT NOT NULL,
+        expires_at INTEGER NOT NULL,
+        PRIMARY KEY (scope, key)
+    );
+    "#,
+];
+
+/// The version the newest migration brings a database to.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+fn unavailable(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Unavailable(e.to_string())
+}
+
+fn corrupt(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt(e.to_string())
+}
+
+/// One queued write: runs inside the group transaction, answers after the commit.
+trait WriteOp: Send {
+    /// Runs the write; `false` if it failed (its savepoint is then rolled back).
+    fn apply(&mut self, conn: &Connection) -> bool;
+    /// Answers the caller once the group's commit is known.
+    fn complete(self: Box<Self>, commit: Result<(), String>);
+}
+
+struct Op<R, F> {
+    f: Option<F>,
+    out: Option<Result<R, StoreError>>,
+    reply: oneshot::Sender<Result<R, StoreError>>,
+}
+
+impl<R, F> WriteOp for Op<R, F>
+where
+    R: Send,
+    F: FnOnce(&Connection) -> Result<R, StoreError> + Send,
+{
+    fn apply(&mut self, conn: &Connection) -> bool {
+        let r = match self.f.take() {
+            Some(f) => f(conn),
+            None => Err(StoreError::Unavailable("write applied twice".into())),
+        };
+        let ok = r.is_ok();
+        self.out = Some(r);
+        ok
+    }
+
+    fn complete(self: Box<Self>, commit: Result<(), String>) {
+        let this = *self;
+        let result = match commit {
+            Ok(()) => this
+                .out
+                .unwrap_or_else(|| Err(StoreError::Unavailable("write never applied".into()))),
+            Err(e) => Err(StoreError::Unavailable(e)),
+        };
+        let _ = this.reply.send(result);
+    }
+}
+
+/// The SQLite store.
+pub struct SqliteStore {
+    writer: mpsc::Sender<Box<dyn WriteOp>>,
+    readers: Arc<Mutex<Vec<Connection>>>,
+    path: PathBuf,
+    // Held for the life of the store: the exclusive lock on `<path>.lock`.
+    _lock: File,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+fn open_write_connection(path: &Path, sync: Synchronous) -> rusqlite::Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(Duration::from_secs(5))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(
+        None,
+        "synchronous",
+        match sync {
+            Synchronous::Normal => "NORMAL",
+            Synchronous::Full => "FULL",
+        },
+    )?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    Ok(conn)
+}
+
+fn open_read_connection(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(Duration::from_secs(5))?;
+    Ok(conn)
+}
+
+/// Applies pending migrations; returns the schema version afterwards.
+fn migrate(conn: &mut Connection) -> rusqlite::Result<i64> {
+    let current: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    for (i, sql) in MIGRATIONS.iter().enumerate() {
+        let version = i as i64 + 1;
+        if version <= current {
+            continue;
+        }
+        let tx = conn.transaction()?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", version)?;
+        tx.commit()?;
+        tracing::info!(version, "applied store migration");
+    }
+    conn.pragma_query_value(None, "user_version", |r| r.get(0))
+}
+
+fn run_writer(mut conn: Connection, rx: mpsc::Receiver<Box<dyn WriteOp>>) {
+    let mut batch: Vec<Box<dyn WriteOp>> = Vec::with_capacity(MAX_BATCH);
+    while let Ok(first) = rx.recv() {
+        batch.push(first);
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(op) => batch.push(op),
+                Err(_) => break,
+            }
+        }
+        let commit = write_batch(&mut conn, &mut batch);
+        for op in batch.drain(..) {
+            op.complete(commit.clone());
+        }
+    }
+}
+
+fn write_batch(conn: &mut Connection, batch: &mut [Box<dyn WriteOp>]) -> Result<(), String> {
+    let tx = conn.transaction().map_err(|e| e.to_string())?;
+    for op in batch.iter_mut() {
+        let sp_ok = tx.execute_batch("SAVEPOINT op").is_ok();
+        let ok = op.apply(&tx);
+        if sp_ok {
+            let end = if ok {
+                "RELEASE op"
+            } else {
+                "ROLLBACK TO op; RELEASE op"
+            };
+            if let Err(e) = tx.execute_batch(end) {
+                return Err(e.to_string());
+            }
+        }
+    }
+    tx.commit().map_err(|e| {
+        tracing::error!(error = %e, "store commit failed; the writes were not acknowledged");
+        e.to_string()
+    })
+}
+
+fn ms(t: Timestamp) -> i64 {
+    t.as_millisecond()
+}
+
+fn from_ms(v: i64) -> Timestamp {
+    Timestamp::from_millisecond(v).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+fn decode(doc: &str, resolution: Option<&str>) -> Result<Interaction, StoreError> {
+    let mut i: Interaction = serde_json::from_str(doc).map_err(corrupt)?;
+    i.resolution = match resolution {
+        Some(r) => Some(serde_json::from_str::<Resolution>(r).map_err(corrupt)?),
+        None => None,
+    };
+    Ok(i)
+}
+
+fn read_interaction(row: &rusqlite::Row<'_>) -> rusqlite::Result<(String, Option<String>)> {
+    Ok((row.get(0)?, row.get(1)?))
+}
+
+fn get_in(conn: &Connection, id: &str) -> Result<Option<Arc<Interaction>>, StoreError> {
+    let row = conn
+        .query_row(
+            "SELECT doc, resolution FROM interactions WHERE id = ?1",
+            [id],
+            read_interaction,
+        )
+        .optional()
+        .map_err(unavailable)?;
+    match row {
+        Some((doc, res)) => Ok(Some(Arc::new(decode(&doc, res.as_deref())?))),
+        None => Ok(None),
+    }
+}
+
+struct EncodedJob {
+    key: String,
+    channel: String,
+    kind: String,
+    interaction_id: Option<String>,
+    payload: String,
+    next_at: i64,
+    horizon_at: i64,
+}
+
+fn encode_jobs(jobs: Vec<OutboxJob>) -> Vec<EncodedJob> {
+    jobs.into_iter()
+        .map(|j| EncodedJob {
+            payload: j.payload.to_string(),
+            key: j.key,
+            channel: j.channel,
+            kind: j.kind,
+            interaction_id: j.interaction_id.map(|i| i.as_str().to_string()),
+            next_at: ms(j.not_before),
+            horizon_at: ms(j.horizon),
+        })
+        .collect()
+}
+
+fn insert_jobs(conn: &Connection, jobs: &[EncodedJob], now: i64) -> rusqlite::Result<()> {
+    if jobs.is_empty() {
+        return Ok(());
+    }
+    let mut stmt = conn.prepare_cached(
+        "INSERT INTO outbox (key, channel, kind, interaction_id, payload, next_at, horizon_at, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)
+         ON CONFLICT (key) DO NOTHING",
+    )?;
+    for j in jobs {
+        stmt.execute(params![
+            j.key,
+            j.channel,
+            j.kind,
+            j.interaction_id,
+            j.payload,
+            j.next_at,
+            j.horizon_at,
+            now
+        ])?;
+    }
+    Ok(())
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed, with its folder) the database at `path`, applies
+    /// migrations, and starts the writer thread.
+    pub fn open(path: impl AsRef<Path>, sync: Synchronous) -> Result<Self, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        if let Some(dir) = path.parent()
+            && !dir.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                unavailable(format!("cannot create folder {}: {e}", dir.display()))
+            })?;
+        }
+        let lock_path = {
+            let mut p = path.clone().into_os_string();
+            p.push(".lock");
+            PathBuf::from(p)
+        };
+        let lock = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| unavailable(format!("cannot open {}: {e}", lock_path.display())))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(unavailable(format!(
+                    "{} is in use by another imrelay process",
+                    path.display()
+                )));
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(unavailable(format!(
+                    "cannot lock {}: {e}",
+                    lock_path.display()
+                )));
+            }
+        }
+        let mut conn = open_write_connection(&path, sync)
+            .map_err(|e| unavailable(format!("cannot open {}: {e}", path.display())))?;
+        let version = migrate(&mut conn).map_err(|e| {
+            unavailable(format!("cannot migrate {}: {e}", path.display()))
+        })?;
+        if version > SCHEMA_VERSION {
+            return Err(unavailable(format!(
+                "{} has schema version {version}, newer than this imrelay understands ({SCHEMA_VERSION})",
+                path.display()
+            )));
+        }
+        // This process holds the file lock: any lease on an outbox job was taken by a process
+        // that is gone, so its jobs are due again now.
+        conn.execute(
+            "UPDATE outbox SET lease_until = NULL WHERE lease_until IS NOT NULL",
+            [],
+        )
+        .map_err(unavailable)?;
+        let (tx, rx) = mpsc::channel::<Box<dyn WriteOp>>();
+        std::thread::Builder::new()
+            .name("imrelay-sqlite-writer".into())
+            .spawn(move || run_writer(conn, rx))
+            .map_err(|e| unavailable(format!("cannot start the writer thread: {e}")))?;
+        Ok(Self {
+            writer: tx,
+            readers: Arc::new(Mutex::new(Vec::new())),
+            path,
+            _lock: lock,
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Queues a write; resolves after the transaction containing it committed.
+    async fn write<R, F>(&self, f: F) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
+    {
+        let (reply, rx) = oneshot::channel();
+        let op: Box<dyn WriteOp> = Box::new(Op {
+            f: Some(f),
+            out: None,
+            reply,
+        });
+        self.writer
+            .send(op)
+            .map_err(|_| StoreError::Unavailable("the writer thread has stopped".into()))?;
+        rx.await
+            .map_err(|_| StoreError::Unavailable("the writer thread has stopped".into()))?
+    }
+
+    /// Runs a read on a pooled read-only connection, off the async threads.
+    async fn read<R, F>(&self, f: F) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
+    {
+        let pool = self.readers.clone();
+        let path = self.path.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = pool.lock().unwrap_or_else(|p| p.into_inner()).pop();
+            let conn = match conn {
+                Some(c) => c,
+                None => open_read_connection(&path).map_err(unavailable)?,
+            };
+            let out = f(&conn);
+            let mut pool = pool.lock().unwrap_or_else(|p| p.into_inner());
+            if pool.len() < READERS {
+                pool.push(conn);
+            }
+            out
+        })
+        .await
+        .map_err(|e| StoreError::Unavailable(format!("read task failed: {e}")))?
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn create(
+        &self,
+        interaction: Arc<Interaction>,
+        jobs: Vec<OutboxJob>,
+    ) -> Result<CreateOutcome, StoreError> {
+        let doc = serde_json::to_string(&Interaction {
+            resolution: None,
+            ..(*interaction).clone()
+        })
+        .map_err(corrupt)?;
+        let resolution = match &interaction.resolution {
+            Some(r) => Some(serde_json::to_string(r).map_err(corrupt)?),
+            None => None,
+        };
+        let id = interaction.id.as_str().to_string();
+        let created = ms(interaction.created_at);
+        let deadline = ms(interaction.deadline);
+        let resolved_at = interaction.resolution.as_ref().map(|r| ms(r.at));
+        let jobs = encode_jobs(jobs);
+        self.write(move |conn| {
+            let inserted = conn
+                .prepare_cached(
+                    "INSERT INTO interactions (id, created_at, deadline, status, resolved_at, doc, resolution)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                     ON CONFLICT (id) DO NOTHING",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        id,
+                        created,
+                        deadline,
+                        if resolution.is_some() { "resolved" } else { "pending" },
+                        resolved_at,
+                        doc,
+                        resolution
+                    ])
+                })
+                .map_err(unavailable)?;
+            if inserted == 0 {
+                return match get_in(conn, &id)? {
+                    Some(existing) => Ok(CreateOutcome::Exists(existing)),
+                    None => Err(StoreError::Unavailable("insert conflict without a row".into())),
+                };
+            }
+            insert_jobs(conn, &jobs, created).map_err(unavailable)?;
+            Ok(CreateOutcome::Created)
+        })
+        .await
+    }
+
+    async fn resolve(
+        &self,
+        resolved: Arc<Interaction>,
+        jobs: Vec<OutboxJob>,
+    ) -> Result<ResolveOutcome, StoreError> {
+        let Some(resolution) = &resolved.resolution else {
+            return Err(StoreError::Corrupt(
+                "resolve called without a resolution".into(),
+            ));
+        };
+        let res_json = serde_json::to_string(resolution).map_err(corrupt)?;
+        let at = ms(resolution.at);
+        let id = resolved.id.as_str().to_string();
+        let jobs = encode_jobs(jobs);
+        self.write(move |conn| {
+            let changed = conn
+                .prepare_cached(
+                    "UPDATE interactions SET status = 'resolved', resolved_at = ?2, resolution = ?3
+                     WHERE id = ?1 AND status = 'pending'",
+                )
+                .and_then(|mut s| s.execute(params![id, at, res_json]))
+                .map_err(unavailable)?;
+            if changed == 1 {
+                insert_jobs(conn, &jobs, at).map_err(unavailable)?;
+                return Ok(ResolveOutcome::Resolved);
+            }
+            match get_in(conn, &id)? {
+                Some(existing) => Ok(ResolveOutcome::AlreadyResolved(existing)),
+                None => Ok(ResolveOutcome::NotFound),
+            }
+        })
+        .await
+    }
+
+    async fn get(&self, id: &InteractionId) -> Result<Option<Arc<Interaction>>, StoreError> {
+        let id = id.as_str().to_string();
+        self.read(move |conn| get_in(conn, &id)).await
+    }
+
+    async fn list(&self, query: &ListQuery) -> Result<Page, StoreError> {
+        let query = query.clone();
+        self.read(move |conn| {
+            let status = match query.status {
+                StatusFilter::Pending => Some("pending"),
+                StatusFilter::Resolved => Some("resolved"),
+                StatusFilter::All => None,
+            };
+            let mut sql = String::from("SELECT doc, resolution FROM interactions WHERE 1 = 1");
+            let mut args: Vec<Box<dyn rusqlite::ToSql>> = Vec::new();
+            if let Some(status) = status {
+                args.push(Box::new(status));
+                sql.push_str(&format!(" AND status = ?{}", args.len()));
+            }
+            if let Some(c) = &query.after {
+                args.push(Box::new(c.created_ms));
+                args.push(Box::new(c.id.as_str().to_string()));
+                sql.push_str(&format!(
+                    " AND (created_at, id) < (?{}, ?{})",
+                    args.len() - 1,
+                    args.len()
+                ));
+            }
+            args.push(Box::new(query.limit as i64 + 1));
+            sql.push_str(&format!(
+                " ORDER BY created_at DESC, id DESC LIMIT ?{}",
+                args.len()
+            ));
+            let mut stmt = conn.prepare_cached(&sql).map_err(unavailable)?;
+            let rows = stmt
+                .query_map(rusqlite::params_from_iter(args.iter()), read_interaction)
+                .map_err(unavailable)?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (doc, res) = row.map_err(unavailable)?;
+                out.push(Arc::new(decode(&doc, res.as_deref())?));
+            }
+            let next = if out.len() > query.limit {
+                out.truncate(query.limit);
+                out.last().map(|i| super::Cursor::after(i))
+            } else {
+                None
+            };
+            Ok(Page {
+                interactions: out,
+                next,
+            })
+        })
+        .await
+    }
+
+    async fn pending(&self) -> Result<Vec<Arc<Interaction>>, StoreError> {
+        self.read(|conn| {
+            let mut stmt = conn
+                .prepare(
+                    "SELECT doc, resolution FROM interactions WHERE status = 'pending'
+                     ORDER BY created_at, id",
+                )
+                .map_err(unavailable)?;
+            let rows = stmt.query_map([], read_interaction).map_err(unavailable)?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (doc, res) = row.map_err(unavailable)?;
+                out.push(Arc::new(decode(&doc, res.as_deref())?));
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn prune(&self, before: Timestamp) -> Result<u64, StoreError> {
+        let cutoff = ms(before);
+        let now = ms(Timestamp::now());
+        let mut total = 0u64;
+        loop {
+            // Bounded chunks keep each write transaction short.
+            let n = self
+                .write(move |conn| {
+                    conn.execute(
+                        "DELETE FROM channel_messages WHERE interaction_id IN (
+                             SELECT id FROM interactions
+                             WHERE status = 'resolved' AND resolved_at < ?1 LIMIT 1000)",
+                        [cutoff],
+                    )
+                    .map_err(unavailable)?;
+                    let n = conn
+                        .execute(
+                            "DELETE FROM interactions WHERE id IN (
+                                 SELECT id FROM interactions
+                                 WHERE status = 'resolved' AND resolved_at < ?1 LIMIT 1000)",
+                            [cutoff],
+                        )
+                        .map_err(unavailable)?;
+                    Ok(n as u64)
+                })
+                .await?;
+            total += n;
+            if n < 1000 {
+                break;
+            }
+        }
+        self.write(move |conn| {
+            conn.execute(
+                "DELETE FROM outbox WHERE state <> 'pending' AND updated_at < ?1",
+                [cutoff],
+            )
+            .map_err(unavailable)?;
+            conn.execute("DELETE FROM seen WHERE expires_at <= ?1", [now])
+                .map_err(unavailable)?;
+            Ok(())
+        })
+        .await?;
+        Ok(total)
+    }
+
+    async fn record_message(&self, m: ChannelMessage) -> Result<(), StoreError> {
+        let state = m.state.as_ref().map(|s| s.to_string());
+        self.write(move |conn| {
+            conn.execute(
+                "INSERT INTO channel_messages (channel, address, message_ref, interaction_id, state, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (channel, address, message_ref) DO UPDATE
+                 SET interaction_id = excluded.interaction_id, state = excluded.state",
+                params![
+                    m.channel,
+                    m.address,
+                    m.message_ref,
+                    m.interaction_id.as_str(),
+                    state,
+                    ms(m.created_at)
+                ],
+            )
+            .map_err(unavailable)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn messages(
+        &self,
+        channel: &str,
+        id: &InteractionId,
+    ) -> Result<Vec<ChannelMessage>, StoreError> {
+        let channel = channel.to_string();
+        let id = id.clone();
+        self.read(move |conn| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT address, message_ref, state, created_at FROM channel_messages
+                     WHERE interaction_id = ?1 AND channel = ?2 ORDER BY created_at, address",
+                )
+                .map_err(unavailable)?;
+            let rows = stmt
+                .query_map(params![id.as_str(), channel], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, Option<String>>(2)?,
+                        r.get::<_, i64>(3)?,
+                    ))
+                })
+                .map_err(unavailable)?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (address, message_ref, state, created) = row.map_err(unavailable)?;
+                out.push(ChannelMessage {
+                    channel: channel.clone(),
+                    address,
+                    message_ref,
+                    interaction_id: id.clone(),
+                    state: parse_state(state)?,
+                    created_at: from_ms(created),
+                });
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn message(
+        &self,
+        channel: &str,
+        address: &str,
+        message_ref: &str,
+    ) -> Result<Option<ChannelMessage>, StoreError> {
+        let (channel, address, message_ref) = (
+            channel.to_string(),
+            address.to_string(),
+            message_ref.to_string(),
+        );
+        self.read(move |conn| {
+            let row = conn
+                .query_row(
+                    "SELECT interaction_id, state, created_at FROM channel_messages
+                     WHERE channel = ?1 AND address = ?2 AND message_ref = ?3",
+                    params![channel, address, message_ref],
+                    |r| {
+                        Ok((
+                            r.get::<_, String>(0)?,
+                            r.get::<_, Option<String>>(1)?,
+                            r.get::<_, i64>(2)?,
+                        ))
+                    },
+                )
+                .optional()
+                .map_err(unavailable)?;
+            let Some((id, state, created)) = row else {
+                return Ok(None);
+            };
+            Ok(Some(ChannelMessage {
+                channel,
+                address,
+                message_ref,
+                interaction_id: InteractionId::parse(&id).map_err(corrupt)?,
+                state: parse_state(state)?,
+                created_at: from_ms(created),
+            }))
+        })
+        .await
+    }
+
+    async fn set_message_state(
+        &self,
+        channel: &str,
+        address: &str,
+        message_ref: &str,
+        state: Option<Value>,
+    ) -> Result<bool, StoreError> {
+        let (channel, address, message_ref) = (
+            channel.to_string(),
+            address.to_string(),
+            message_ref.to_string(),
+        );
+        let state = state.map(|s| s.to_string());
+        self.write(move |conn| {
+            let n = conn
+                .execute(
+                    "UPDATE channel_messages SET state = ?4
+                     WHERE channel = ?1 AND address = ?2 AND message_ref = ?3",
+                    params![channel, address, message_ref, state],
+                )
+                .map_err(unavailable)?;
+            Ok(n == 1)
+        })
+        .await
+    }
+
+    async fn enqueue(&self, jobs: Vec<OutboxJob>) -> Result<(), StoreError> {
+        let jobs = encode_jobs(jobs);
+        let now = ms(Timestamp::now());
+        self.write(move |conn| insert_jobs(conn, &jobs, now).map_err(unavailable))
+            .await
+    }
+
+    async fn claim_jobs(
+        &self,
+        now: Timestamp,
+        limit: usize,
+        lease: Duration,
+    ) -> Result<Vec<ClaimedJob>, StoreError> {
+        let now = ms(now);
+        let until = now.saturating_add(lease.as_millis() as i64);
+        self.write(move |conn| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "UPDATE outbox SET lease_until = ?2
+                     WHERE id IN (
+                         SELECT id FROM outbox
+                         WHERE state = 'pending' AND next_at <= ?1
+                           AND (lease_until IS NULL OR lease_until <= ?1)
+                         ORDER BY next_at LIMIT ?3)
+                     RETURNING id, attempts, key, channel, kind, interaction_id, payload, next_at, horizon_at",
+                )
+                .map_err(unavailable)?;
+            let rows = stmt
+                .query_map(params![now, until, limit as i64], |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, i64>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, String>(3)?,
+                        r.get::<_, String>(4)?,
+                        r.get::<_, Option<String>>(5)?,
+                        r.get::<_, String>(6)?,
+                        r.get::<_, i64>(7)?,
+                        r.get::<_, i64>(8)?,
+                    ))
+                })
+                .map_err(unavailable)?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (id, attempts, key, channel, kind, iid, payload, next_at, horizon) =
+                    row.map_err(unavailable)?;
+                out.push(ClaimedJob {
+                    id,
+                    attempts: attempts.max(0) as u32,
+                    job: OutboxJob {
+                        key,
+                        channel,
+                        kind,
+                        interaction_id: match iid {
+                            Some(s) => Some(InteractionId::parse(&s).map_err(corrupt)?),
+                            None => None,
+                        },
+                        payload: serde_json::from_str(&payload).map_err(corrupt)?,
+                        not_before: from_ms(next_at),
+                        horizon: from_ms(horizon),
+                    },
+                });
+            }
+            out.sort_by_key(|j| (j.job.not_before, j.id));
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn finish_job(&self, id: i64, update: JobUpdate) -> Result<(), StoreError> {
+        let now = ms(Timestamp::now());
+        self.write(move |conn| {
+            match update {
+                JobUpdate::Done => conn.execute(
+                    "UPDATE outbox SET state = 'done', attempts = attempts + 1, lease_until = NULL,
+                     last_error = NULL, updated_at = ?2 WHERE id = ?1",
+                    params![id, now],
+                ),
+                JobUpdate::Retry { at, error } => conn.execute(
+                    "UPDATE outbox SET attempts = attempts + 1, lease_until = NULL, next_at = ?3,
+                     last_error = ?4, updated_at = ?2 WHERE id = ?1",
+                    params![id, now, ms(at), error],
+                ),
+                JobUpdate::Failed { error } => conn.execute(
+                    "UPDATE outbox SET state = 'failed', attempts = attempts + 1, lease_until = NULL,
+                     last_error = ?3, updated_at = ?2 WHERE id = ?1",
+                    params![id, now, error],
+                ),
+            }
+            .map_err(unavailable)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn next_job_at(&self) -> Result<Option<Timestamp>, StoreError> {
+        self.read(|conn| {
+            let v: Option<i64> = conn
+                .query_row(
+                    "SELECT MIN(next_at) FROM outbox WHERE state = 'pending'",
+                    [],
+                    |r| r.get(0),
+                )
+                .map_err(unavailable)?;
+            Ok(v.map(from_ms))
+        })
+        .await
+    }
+
+    async fn job_backlog(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        self.read(|conn| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT channel, COUNT(*) FROM outbox WHERE state = 'pending'
+                     GROUP BY channel ORDER BY channel",
+                )
+                .map_err(unavailable)?;
+            let rows = stmt
+                .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+                .map_err(unavailable)?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (c, n) = row.map_err(unavailable)?;
+                out.push((c, n.max(0) as u64));
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn secret(&self, name: &str) -> Result<Vec<u8>, StoreError> {
+        let name = name.to_string();
+        let fresh = random_secret();
+        self.write(move |conn| {
+            conn.execute(
+                "INSERT INTO secrets (name, value) VALUES (?1, ?2) ON CONFLICT (name) DO NOTHING",
+                params![name, fresh],
+            )
+            .map_err(unavailable)?;
+            conn.query_row("SELECT value FROM secrets WHERE name = ?1", [&name], |r| {
+                r.get::<_, Vec<u8>>(0)
+            })
+            .map_err(unavailable)
+        })
+        .await
+    }
+
+    async fn first_sighting(
+        &self,
+        scope: &str,
+        key: &str,
+        expires_at: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let (scope, key) = (scope.to_string(), key.to_string());
+        let now = ms(Timestamp::now());
+        let exp = ms(expires_at);
+        self.write(move |conn| {
+            conn.execute(
+                "DELETE FROM seen WHERE scope = ?1 AND key = ?2 AND expires_at <= ?3",
+                params![scope, key, now],
+            )
+            .map_err(unavailable)?;
+            let n = conn
+                .execute(
+                    "INSERT INTO seen (scope, key, expires_at) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (scope, key) DO NOTHING",
+                    params![scope, key, exp],
+                )
+                .map_err(unavailable)?;
+            Ok(n == 1)
+        })
+        .await
+    }
+}
+
+fn parse_state(s: Option<String>) -> Result<Option<Value>, StoreError> {
+    match s {
+        Some(s) => Ok(Some(serde_json::from_str(&s).map_err(corrupt)?)),
+        None => Ok(None),
+    }
+}
