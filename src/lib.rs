@@ -1,7 +1,34 @@
 //! imrelay: a human-in-the-loop relay for AI agents.
 //!
 //! An agent hands imrelay a tool approval or a question and waits; imrelay shows it on every
-//! configured channel at once, and the first valid answer from any of them resolves it.
+//! configured channel at once (the desktop inbox, Telegram, Feishu/Lark, webhooks), and the
+//! first valid answer from any of them resolves it. The agent receives exactly the Claude
+//! Agent SDK's `PermissionResult`.
+//!
+//! Layout:
+//! - [`interaction`]: the core (model, validation, registry). No I/O, no HTTP.
+//! - [`store`]: persistence behind one trait; SQLite embedded by default.
+//! - [`outbox`]: durable delivery of work to the outside world, with retries.
+//! - [`http`]: the axum layer (API, event stream, hooks, inbox, health, metrics).
+//! - [`app`]: wiring, shared by `main` and the tests.
+//!
+//! Error policy: anything a request can reach returns typed errors (`thiserror`) that the
+//! HTTP layer turns into JSON error bodies; `anyhow` is used only at start-up and in the CLI.
 
+pub mod app;
+pub mod config;
+pub mod health;
+pub mod http;
 pub mod interaction;
+pub mod metrics;
+pub mod outbox;
 pub mod store;
+pub mod telemetry;
+
+/// The version, with the git commit it was built from when known.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("IMRELAY_GIT_COMMIT"),
+    ")"
+);

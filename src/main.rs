@@ -1,1 +1,113 @@
-fn main() {}
+//! The `imrelay` binary: parses the command line, loads the configuration, sets up logging
+//! and runs the chosen command. Everything else lives in the library.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use imrelay::app::App;
+use imrelay::config::Settings;
+
+/// A human-in-the-loop relay for AI agents: tool approvals and questions, answered from
+/// Telegram, Feishu/Lark, webhooks or the desktop.
+#[derive(Parser)]
+#[command(name = "imrelay", version = imrelay::VERSION, about)]
+struct Cli {
+    /// Configuration file (TOML), layered over the built-in defaults.
+    #[arg(
+        long,
+        short,
+        global = true,
+        env = "IMRELAY_CONFIG",
+        value_name = "FILE"
+    )]
+    config: Option<PathBuf>,
+
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the server (the default).
+    Serve,
+    /// Validate the configuration and print it, with every secret redacted.
+    CheckConfig,
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let settings = Settings::load(cli.config.as_deref())?;
+    match cli.command.unwrap_or(Command::Serve) {
+        Command::CheckConfig => {
+            print!("{}", settings.redacted_toml()?);
+            eprintln!("configuration is valid");
+            Ok(())
+        }
+        Command::Serve => {
+            imrelay::telemetry::init(&settings.log)?;
+            tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .context("cannot start the async runtime")?
+                .block_on(serve(settings))
+        }
+    }
+}
+
+async fn serve(settings: Settings) -> anyhow::Result<()> {
+    let listen = settings.server.listen;
+    for (scope, tokens) in [
+        ("agent", &settings.auth.agent_tokens),
+        ("operator", &settings.auth.operator_tokens),
+    ] {
+        if tokens.is_empty() {
+            tracing::warn!(
+                "no {scope} tokens configured: {scope} endpoints accept requests from this machine only"
+            );
+        }
+    }
+    let app = App::build(settings.clone()).await?;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    let shutdown = app.shutdown_token();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("shutting down: finishing in-flight requests");
+        shutdown.cancel();
+    });
+    tracing::info!(
+        version = imrelay::VERSION,
+        listen = %listener.local_addr()?,
+        store = ?settings.store.backend,
+        inbox = %format!("http://{}/", listener.local_addr()?),
+        "imrelay is ready"
+    );
+    app.serve(listener).await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+}

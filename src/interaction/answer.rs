@@ -8,9 +8,9 @@
 use jiff::Timestamp;
 use serde_json::{Map, Value};
 
+use super::ValidationError;
 use super::model::{Interaction, Kind, Outcome, PermissionResult, Resolution, Via};
 use super::question::{MAX_ANSWER_CHARS, normalise_answers, parse_questions};
-use super::ValidationError;
 
 /// Longest accepted `by` label, in characters.
 pub const MAX_BY_CHARS: usize = 200;

@@ -348,10 +348,9 @@ impl Interaction {
     /// Time from creation to resolution, if resolved.
     pub fn time_to_answer(&self) -> Option<std::time::Duration> {
         let r = self.resolution.as_ref()?;
-        let ms = r
-            .at
-            .as_millisecond()
-            .saturating_sub(self.created_at.as_millisecond());
+        let ms =
+            r.at.as_millisecond()
+                .saturating_sub(self.created_at.as_millisecond());
         Some(std::time::Duration::from_millis(ms.max(0) as u64))
     }
 }

@@ -240,7 +240,10 @@ fn answer_value(q: &Question, value: &Value, field: &str) -> Result<String, Vali
         }
         Value::Array(items) => {
             if items.is_empty() {
-                return Err(ValidationError::new(field, "must choose at least one option"));
+                return Err(ValidationError::new(
+                    field,
+                    "must choose at least one option",
+                ));
             }
             if !q.multi_select && items.len() > 1 {
                 return Err(ValidationError::new(
@@ -383,11 +386,7 @@ mod tests {
         .unwrap();
         assert_eq!(b["Which color?"], json!("Green, please"));
         assert_eq!(b["Which toppings?"], json!("Cheese, Ham"));
-        let c = normalise_answers(
-            &qs,
-            &input(json!({"0":"Red","1":["Ham","Pineapple"]})),
-        )
-        .unwrap();
+        let c = normalise_answers(&qs, &input(json!({"0":"Red","1":["Ham","Pineapple"]}))).unwrap();
         assert_eq!(c["Which toppings?"], json!("Ham, Pineapple"));
     }
 

@@ -20,11 +20,11 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::ValidationError;
 use super::answer::{self, Answer, Responder};
 use super::events::{EventKind, EventLog};
 use super::model::{Interaction, InteractionId, Kind, Resolution, now};
 use super::question::parse_questions;
-use super::ValidationError;
 use crate::store::{CreateOutcome, ListQuery, OutboxJob, Page, ResolveOutcome, Store, StoreError};
 
 /// Longest accepted `tool_name`, in characters.
@@ -406,7 +406,9 @@ impl Registry {
                 })
             }
             CreateOutcome::Exists(existing) => {
-                if existing.is_pending() && existing.same_request(&interaction.tool_name, &interaction.input) {
+                if existing.is_pending()
+                    && existing.same_request(&interaction.tool_name, &interaction.input)
+                {
                     self.adopt(existing.clone()).await?;
                 }
                 Self::reattach(existing, &interaction)
@@ -491,7 +493,10 @@ impl Registry {
     /// Re-reads an interaction from the store and, if it was resolved by someone else (another
     /// replica), wakes local waiters and publishes the event. The "wake the waiters of X" step
     /// for shared backends.
-    pub async fn refresh(&self, id: &InteractionId) -> Result<Option<Arc<Interaction>>, RegistryError> {
+    pub async fn refresh(
+        &self,
+        id: &InteractionId,
+    ) -> Result<Option<Arc<Interaction>>, RegistryError> {
         let latest = self.inner.store.get(id).await?;
         if let Some(i) = &latest
             && !i.is_pending()
@@ -566,8 +571,10 @@ impl Registry {
                 Err(e) => Err(e),
             };
         }
-        self.settle(current, move |i| answer::resolution_for(i, answer, responder, at))
-            .await
+        self.settle(current, move |i| {
+            answer::resolution_for(i, answer, responder, at)
+        })
+        .await
     }
 
     /// Cancels a pending interaction (the agent withdrew it): resolved as a deny.
@@ -641,7 +648,9 @@ impl Registry {
             ResolveOutcome::AlreadyResolved(winner) => {
                 if self.settle_locally(&winner) {
                     // Resolved by another process: tell local subscribers.
-                    self.inner.events.publish(EventKind::Resolved, winner.clone());
+                    self.inner
+                        .events
+                        .publish(EventKind::Resolved, winner.clone());
                 }
                 Err(RegistryError::AlreadyResolved(winner))
             }
@@ -693,7 +702,10 @@ impl Registry {
     }
 
     /// Starts the deadline timer and the retention pruner; both stop when `shutdown` fires.
-    pub fn spawn_background(&self, shutdown: CancellationToken) -> Vec<tokio::task::JoinHandle<()>> {
+    pub fn spawn_background(
+        &self,
+        shutdown: CancellationToken,
+    ) -> Vec<tokio::task::JoinHandle<()>> {
         vec![
             tokio::spawn(self.clone().run_deadlines(shutdown.clone())),
             tokio::spawn(self.clone().run_pruner(shutdown)),
@@ -801,7 +813,11 @@ mod tests {
             let reg = reg.clone();
             let id = id.clone();
             tasks.push(tokio::spawn(async move {
-                let answer = if n % 2 == 0 { Answer::allow() } else { Answer::deny(None) };
+                let answer = if n % 2 == 0 {
+                    Answer::allow()
+                } else {
+                    Answer::deny(None)
+                };
                 reg.respond(&id, answer, Responder::new(format!("p{n}"), Via::api()))
                     .await
             }));
@@ -869,7 +885,9 @@ mod tests {
         let after = reg.get(&id).await.unwrap().unwrap();
         assert_eq!(after.resolution.as_ref().unwrap().outcome, Outcome::Allowed);
         assert!(matches!(
-            reg.expire(&id).await.map(|i| i.resolution.clone().unwrap().outcome),
+            reg.expire(&id)
+                .await
+                .map(|i| i.resolution.clone().unwrap().outcome),
             Ok(Outcome::Allowed)
         ));
         shutdown.cancel();
@@ -879,7 +897,12 @@ mod tests {
     async fn wait_returns_pending_on_timeout_and_not_found_for_unknown() {
         let reg = registry();
         let id = reg.create(bash("w")).await.unwrap().interaction.id.clone();
-        assert!(reg.wait(&id, Duration::from_millis(10)).await.unwrap().is_none());
+        assert!(
+            reg.wait(&id, Duration::from_millis(10))
+                .await
+                .unwrap()
+                .is_none()
+        );
         let unknown = InteractionId::parse("nope").unwrap();
         assert!(matches!(
             reg.wait(&unknown, Duration::from_millis(10)).await,
@@ -890,7 +913,13 @@ mod tests {
     #[tokio::test]
     async fn many_waiters_all_wake() {
         let reg = registry();
-        let id = reg.create(bash("many")).await.unwrap().interaction.id.clone();
+        let id = reg
+            .create(bash("many"))
+            .await
+            .unwrap()
+            .interaction
+            .id
+            .clone();
         let waiters: Vec<_> = (0..100)
             .map(|_| {
                 let reg = reg.clone();
@@ -915,10 +944,15 @@ mod tests {
         assert_eq!(i.timeout_secs, 3600);
         let mut zero = bash("zero");
         zero.timeout_secs = Some(0);
-        assert!(matches!(reg.create(zero).await, Err(RegistryError::Invalid(_))));
+        assert!(matches!(
+            reg.create(zero).await,
+            Err(RegistryError::Invalid(_))
+        ));
         let q = NewInteraction::new(
             "AskUserQuestion",
-            obj(json!({"questions":[{"question":"q","header":"h","options":[{"label":"a"},{"label":"b"}]}]})),
+            obj(
+                json!({"questions":[{"question":"q","header":"h","options":[{"label":"a"},{"label":"b"}]}]}),
+            ),
         );
         assert_eq!(reg.create(q).await.unwrap().interaction.timeout_secs, 600);
     }
@@ -932,7 +966,10 @@ mod tests {
         );
         match reg.create(q).await {
             Err(RegistryError::Invalid(e)) => {
-                assert_eq!(e.to_string(), "questions[0].options: expected 2 to 4 options, got 1")
+                assert_eq!(
+                    e.to_string(),
+                    "questions[0].options: expected 2 to 4 options, got 1"
+                )
             }
             other => panic!("unexpected {other:?}"),
         }

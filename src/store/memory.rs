@@ -239,7 +239,11 @@ impl Store for MemoryStore {
         address: &str,
         message_ref: &str,
     ) -> Result<Option<ChannelMessage>, StoreError> {
-        let k = (channel.to_string(), address.to_string(), message_ref.to_string());
+        let k = (
+            channel.to_string(),
+            address.to_string(),
+            message_ref.to_string(),
+        );
         Ok(self.lock().messages.get(&k).cloned())
     }
 
@@ -250,7 +254,11 @@ impl Store for MemoryStore {
         message_ref: &str,
         state: Option<Value>,
     ) -> Result<bool, StoreError> {
-        let k = (channel.to_string(), address.to_string(), message_ref.to_string());
+        let k = (
+            channel.to_string(),
+            address.to_string(),
+            message_ref.to_string(),
+        );
         match self.lock().messages.get_mut(&k) {
             Some(m) => {
                 m.state = state;
@@ -322,7 +330,7 @@ impl Store for MemoryStore {
             .jobs
             .values()
             .filter(|r| r.finished_at.is_none())
-            .map(|r| r.next_at)
+            .map(|r| r.lease_until.map_or(r.next_at, |l| l.max(r.next_at)))
             .min())
     }
 

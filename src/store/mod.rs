@@ -270,7 +270,7 @@ pub trait Store: Send + Sync + 'static {
     /// Records how a claimed job's delivery attempt ended.
     async fn finish_job(&self, id: i64, update: JobUpdate) -> Result<(), StoreError>;
 
-    /// When the earliest unfinished job becomes due (ignoring leases), if any.
+    /// When the earliest unfinished job can next be claimed (due and not leased), if any.
     async fn next_job_at(&self) -> Result<Option<Timestamp>, StoreError>;
 
     /// Unfinished outbox jobs, by channel: for metrics and health.

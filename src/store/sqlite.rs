@@ -346,9 +346,8 @@ impl SqliteStore {
         if let Some(dir) = path.parent()
             && !dir.as_os_str().is_empty()
         {
-            std::fs::create_dir_all(dir).map_err(|e| {
-                unavailable(format!("cannot create folder {}: {e}", dir.display()))
-            })?;
+            std::fs::create_dir_all(dir)
+                .map_err(|e| unavailable(format!("cannot create folder {}: {e}", dir.display())))?;
         }
         let lock_path = {
             let mut p = path.clone().into_os_string();
@@ -378,9 +377,8 @@ impl SqliteStore {
         }
         let mut conn = open_write_connection(&path, sync)
             .map_err(|e| unavailable(format!("cannot open {}: {e}", path.display())))?;
-        let version = migrate(&mut conn).map_err(|e| {
-            unavailable(format!("cannot migrate {}: {e}", path.display()))
-        })?;
+        let version = migrate(&mut conn)
+            .map_err(|e| unavailable(format!("cannot migrate {}: {e}", path.display())))?;
         if version > SCHEMA_VERSION {
             return Err(unavailable(format!(
                 "{} has schema version {version}, newer than this imrelay understands ({SCHEMA_VERSION})",
@@ -894,7 +892,7 @@ impl Store for SqliteStore {
         self.read(|conn| {
             let v: Option<i64> = conn
                 .query_row(
-                    "SELECT MIN(next_at) FROM outbox WHERE state = 'pending'",
+                    "SELECT MIN(MAX(next_at, COALESCE(lease_until, 0))) FROM outbox WHERE state = 'pending'",
                     [],
                     |r| r.get(0),
                 )

@@ -1,0 +1,122 @@
+//! Wiring: builds the store, registry, outbox, channels and router from [`Settings`], and
+//! serves them until a shutdown signal. `main` and the tests both start the server through
+//! [`App`], so tests run exactly what ships.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::Router;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Backend, Settings};
+use crate::health::Health;
+use crate::http::{self, AppState, auth::Auth};
+use crate::interaction::Registry;
+use crate::metrics::Metrics;
+use crate::outbox::{Outbox, WakeOnChange};
+use crate::store::{MemoryStore, SqliteStore, Store};
+
+/// A built, not yet serving, imrelay.
+pub struct App {
+    state: AppState,
+    outbox: Arc<Outbox>,
+    extra: Router,
+}
+
+/// Opens the configured store.
+pub fn open_store(settings: &Settings) -> anyhow::Result<Arc<dyn Store>> {
+    Ok(match settings.store.backend {
+        Backend::Sqlite => Arc::new(
+            SqliteStore::open(&settings.store.path, settings.store.synchronous).with_context(
+                || format!("cannot open the store at {}", settings.store.path.display()),
+            )?,
+        ),
+        Backend::Memory => Arc::new(MemoryStore::new()),
+    })
+}
+
+impl App {
+    /// Builds everything the settings describe, with the configured store.
+    pub async fn build(settings: Settings) -> anyhow::Result<Self> {
+        let store = open_store(&settings)?;
+        Self::with_store(settings, store).await
+    }
+
+    /// Builds everything the settings describe, over `store`.
+    pub async fn with_store(settings: Settings, store: Arc<dyn Store>) -> anyhow::Result<Self> {
+        let settings = Arc::new(settings);
+        let metrics = Arc::new(Metrics::new());
+        let registry = Registry::new(store.clone(), settings.registry_config());
+        registry.add_hook(metrics.clone());
+        let outbox = Outbox::new(store.clone(), metrics.clone());
+        let extra = Router::new();
+        let outbox = Arc::new(outbox);
+        registry.add_hook(Arc::new(WakeOnChange(outbox.clone())));
+
+        let (reloaded, expired) = registry
+            .recover()
+            .await
+            .context("cannot load pending interactions from the store")?;
+        if reloaded + expired > 0 {
+            tracing::info!(
+                reloaded,
+                expired,
+                "recovered pending interactions from the store"
+            );
+        }
+        let state = AppState {
+            registry,
+            auth: Arc::new(Auth::new(&settings.auth)),
+            metrics,
+            settings,
+            shutdown: CancellationToken::new(),
+            health: Arc::new(Health::default()),
+        };
+        Ok(Self {
+            state,
+            outbox,
+            extra,
+        })
+    }
+
+    /// The shared state (registry, settings, ...).
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// Fires to stop the server: long-polls and event streams end, in-flight requests get
+    /// `server.shutdown_grace_secs` to finish.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.state.shutdown.clone()
+    }
+
+    /// Serves on `listener` until the shutdown token fires.
+    pub async fn serve(self, listener: TcpListener) -> anyhow::Result<()> {
+        let shutdown = self.state.shutdown.clone();
+        let grace = Duration::from_secs(self.state.settings.server.shutdown_grace_secs);
+        let mut tasks = self.state.registry.spawn_background(shutdown.clone());
+        tasks.push(tokio::spawn(self.outbox.clone().run(shutdown.clone())));
+        let router = http::router(self.state.clone(), self.extra);
+        let server = axum::serve(
+            listener,
+            router.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(shutdown.clone().cancelled_owned());
+        let deadline = async {
+            shutdown.cancelled().await;
+            tokio::time::sleep(grace).await;
+        };
+        tokio::select! {
+            r = server => r.context("the HTTP server failed")?,
+            _ = deadline => tracing::warn!(grace_secs = grace.as_secs(), "in-flight requests did not finish in time; exiting anyway"),
+        }
+        shutdown.cancel();
+        for t in tasks {
+            let _ = t.await;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,453 @@
+//! Typed settings, loaded with the `config` crate from three layers: the compiled-in
+//! `config/default.toml`, an optional file (`--config FILE` or `IMRELAY_CONFIG`), and
+//! `IMRELAY__SECTION__KEY` environment variables (which win). Unknown keys are an error.
+//!
+//! Secrets are [`Secret`] values: they never appear in `Debug` output, logs or
+//! `check-config`.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use secrecy::{ExposeSecret, SecretString};
+use serde::{Deserialize, Serialize};
+
+use crate::interaction::RegistryConfig;
+use crate::store::Synchronous;
+
+/// The compiled-in defaults.
+pub const DEFAULT_TOML: &str = include_str!("../config/default.toml");
+
+/// Prefix of configuration environment variables.
+pub const ENV_PREFIX: &str = "IMRELAY";
+
+/// Deserializes a list given either as a list (files) or as one comma-separated string (the
+/// environment, where `config` cannot tell a one-item list from a plain value).
+pub(crate) fn list<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de> + std::str::FromStr,
+    T::Err: fmt::Display,
+{
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany<T> {
+        Many(Vec<T>),
+        Joined(String),
+    }
+    match OneOrMany::<T>::deserialize(d)? {
+        OneOrMany::Many(v) => Ok(v),
+        OneOrMany::Joined(s) => s
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(|p| p.parse::<T>().map_err(serde::de::Error::custom))
+            .collect(),
+    }
+}
+
+/// A secret configuration value: readable only through [`Secret::expose`].
+#[derive(Clone, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(SecretString);
+
+impl std::str::FromStr for Secret {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(Self::new(s))
+    }
+}
+
+impl Secret {
+    /// Wraps a secret.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(SecretString::from(value.into()))
+    }
+
+    /// The secret value. Never log it.
+    pub fn expose(&self) -> &str {
+        self.0.expose_secret()
+    }
+
+    /// Whether the secret is empty (i.e. not configured).
+    pub fn is_empty(&self) -> bool {
+        self.expose().is_empty()
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+impl Serialize for Secret {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(if self.is_empty() { "" } else { "[redacted]" })
+    }
+}
+
+/// All settings.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// The HTTP server.
+    pub server: ServerSettings,
+    /// Bearer tokens.
+    pub auth: AuthSettings,
+    /// Deadlines and retention.
+    pub interactions: InteractionSettings,
+    /// Agent hook endpoints.
+    pub hooks: HooksSettings,
+    /// Persistence.
+    pub store: StoreSettings,
+    /// Logging.
+    pub log: LogSettings,
+}
+
+/// `[server]`
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSettings {
+    /// Listen address.
+    pub listen: SocketAddr,
+    /// The externally reachable base URL (empty: derived from `listen`).
+    pub public_url: String,
+    /// Grace period for in-flight requests at shutdown, in seconds.
+    pub shutdown_grace_secs: u64,
+}
+
+/// `[auth]`
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthSettings {
+    /// Tokens with the agent scope.
+    #[serde(deserialize_with = "list")]
+    pub agent_tokens: Vec<Secret>,
+    /// Tokens with the operator scope.
+    #[serde(deserialize_with = "list")]
+    pub operator_tokens: Vec<Secret>,
+}
+
+/// `[interactions]`
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct InteractionSettings {
+    /// Default approval deadline, seconds.
+    pub approval_timeout_secs: u64,
+    /// Default question deadline, seconds.
+    pub question_timeout_secs: u64,
+    /// Maximum requested deadline, seconds.
+    pub max_timeout_secs: u64,
+    /// Retention of resolved interactions, hours.
+    pub retention_hours: u64,
+}
+
+/// `[hooks]`
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct HooksSettings {
+    /// `[hooks.claude_code]`
+    pub claude_code: ClaudeCodeHookSettings,
+}
+
+/// What the Claude Code hook replies when nobody answered in time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnTimeout {
+    /// Deny the tool call.
+    Deny,
+    /// Fall back to Claude Code's own permission prompt.
+    Ask,
+}
+
+/// `[hooks.claude_code]`
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClaudeCodeHookSettings {
+    /// How long the hook waits for an answer, seconds.
+    pub timeout_secs: u64,
+    /// The reply when nobody answered in time.
+    pub on_timeout: OnTimeout,
+}
+
+/// Which store backend to use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Backend {
+    /// Embedded SQLite (durable).
+    Sqlite,
+    /// In memory (lost on exit).
+    Memory,
+}
+
+/// `[store]`
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreSettings {
+    /// The backend.
+    pub backend: Backend,
+    /// SQLite database path.
+    pub path: PathBuf,
+    /// SQLite synchronous setting.
+    pub synchronous: Synchronous,
+}
+
+/// Log output format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// `[log]`
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogSettings {
+    /// Output format.
+    pub format: LogFormat,
+    /// Filter directives (RUST_LOG syntax); RUST_LOG wins when set.
+    pub level: String,
+}
+
+/// Why the configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A source could not be read or parsed, or a key is unknown or has the wrong type.
+    #[error("invalid configuration: {0}")]
+    Load(#[from] config::ConfigError),
+    /// The values are individually fine but do not make sense together.
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+impl Settings {
+    /// Loads the layered configuration using the process environment.
+    pub fn load(file: Option<&Path>) -> Result<Self, ConfigError> {
+        Self::load_with_env(file, None)
+    }
+
+    /// Loads the layered configuration; `env` replaces the process environment when given
+    /// (tests use this).
+    pub fn load_with_env(
+        file: Option<&Path>,
+        env: Option<HashMap<String, String>>,
+    ) -> Result<Self, ConfigError> {
+        let mut builder = config::Config::builder().add_source(config::File::from_str(
+            DEFAULT_TOML,
+            config::FileFormat::Toml,
+        ));
+        if let Some(path) = file {
+            builder = builder.add_source(
+                config::File::from(path)
+                    .format(config::FileFormat::Toml)
+                    .required(true),
+            );
+        }
+        // Values stay strings; serde converts them to the field's type (lists via `list`).
+        let environment = config::Environment::with_prefix(ENV_PREFIX)
+            .prefix_separator("__")
+            .separator("__")
+            .source(env);
+        let settings: Settings = builder.add_source(environment).build()?.try_deserialize()?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    /// The defaults alone (no file, no environment).
+    pub fn defaults() -> Result<Self, ConfigError> {
+        Self::load_with_env(None, Some(HashMap::new()))
+    }
+
+    /// Checks values that only make sense together.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let i = &self.interactions;
+        for (name, v) in [
+            (
+                "interactions.approval_timeout_secs",
+                i.approval_timeout_secs,
+            ),
+            (
+                "interactions.question_timeout_secs",
+                i.question_timeout_secs,
+            ),
+            ("interactions.max_timeout_secs", i.max_timeout_secs),
+            ("interactions.retention_hours", i.retention_hours),
+            (
+                "hooks.claude_code.timeout_secs",
+                self.hooks.claude_code.timeout_secs,
+            ),
+        ] {
+            if v == 0 {
+                return Err(ConfigError::Invalid(format!("{name} must be at least 1")));
+            }
+        }
+        if !self.server.listen.ip().is_loopback() {
+            let mut missing = Vec::new();
+            if !self.auth.agent_tokens.iter().any(|t| !t.is_empty()) {
+                missing.push("auth.agent_tokens");
+            }
+            if !self.auth.operator_tokens.iter().any(|t| !t.is_empty()) {
+                missing.push("auth.operator_tokens");
+            }
+            if !missing.is_empty() {
+                return Err(ConfigError::Invalid(format!(
+                    "server.listen = {} is not a loopback address, so tokens are required: set {}",
+                    self.server.listen,
+                    missing.join(" and ")
+                )));
+            }
+        }
+        if self
+            .auth
+            .agent_tokens
+            .iter()
+            .chain(&self.auth.operator_tokens)
+            .any(|t| t.is_empty())
+        {
+            return Err(ConfigError::Invalid(
+                "auth tokens must not be empty strings".into(),
+            ));
+        }
+        let url = self.server.public_url.trim();
+        if !(url.is_empty() || url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(ConfigError::Invalid(format!(
+                "server.public_url must start with http:// or https:// (got {url:?})"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The registry's view of the settings.
+    pub fn registry_config(&self) -> RegistryConfig {
+        let i = &self.interactions;
+        RegistryConfig {
+            approval_timeout: Duration::from_secs(i.approval_timeout_secs),
+            question_timeout: Duration::from_secs(i.question_timeout_secs),
+            max_timeout: Duration::from_secs(i.max_timeout_secs),
+            retention: Duration::from_secs(i.retention_hours.saturating_mul(3600)),
+            ..RegistryConfig::default()
+        }
+    }
+
+    /// The base URL people and integrations reach this server at, without a trailing slash.
+    pub fn public_url(&self) -> String {
+        let url = self.server.public_url.trim().trim_end_matches('/');
+        if url.is_empty() {
+            format!("http://{}", self.server.listen)
+        } else {
+            url.to_string()
+        }
+    }
+
+    /// The effective configuration as TOML, every secret redacted.
+    pub fn redacted_toml(&self) -> Result<String, ConfigError> {
+        toml::to_string_pretty(self).map_err(|e| ConfigError::Invalid(e.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Option<HashMap<String, String>> {
+        Some(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn defaults_load_and_match_the_documented_values() {
+        let s = Settings::defaults().unwrap();
+        assert_eq!(s.server.listen.to_string(), "127.0.0.1:8787");
+        assert_eq!(s.interactions.approval_timeout_secs, 300);
+        assert_eq!(s.interactions.question_timeout_secs, 600);
+        assert_eq!(s.interactions.max_timeout_secs, 3600);
+        assert_eq!(s.interactions.retention_hours, 24);
+        assert_eq!(s.hooks.claude_code.timeout_secs, 590);
+        assert_eq!(s.hooks.claude_code.on_timeout, OnTimeout::Deny);
+        assert_eq!(s.store.backend, Backend::Sqlite);
+        assert_eq!(s.log.format, LogFormat::Text);
+    }
+
+    #[test]
+    fn environment_wins_and_lists_split() {
+        let s = Settings::load_with_env(
+            None,
+            env(&[
+                ("IMRELAY__SERVER__LISTEN", "127.0.0.1:9000"),
+                ("IMRELAY__AUTH__AGENT_TOKENS", "a1,a2"),
+                ("IMRELAY__AUTH__OPERATOR_TOKENS", "12345"),
+                ("IMRELAY__INTERACTIONS__APPROVAL_TIMEOUT_SECS", "77"),
+                ("IMRELAY__HOOKS__CLAUDE_CODE__ON_TIMEOUT", "ask"),
+                ("IMRELAY_CONFIG", "ignored.toml"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(s.server.listen.port(), 9000);
+        assert_eq!(s.auth.agent_tokens.len(), 2);
+        assert_eq!(s.auth.agent_tokens[1].expose(), "a2");
+        assert_eq!(s.auth.operator_tokens[0].expose(), "12345");
+        assert_eq!(s.interactions.approval_timeout_secs, 77);
+        assert_eq!(s.hooks.claude_code.on_timeout, OnTimeout::Ask);
+    }
+
+    #[test]
+    fn unknown_keys_are_errors_naming_the_key() {
+        let err = Settings::load_with_env(None, env(&[("IMRELAY__SERVER__LISTN", "x")]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("listn"), "{err}");
+    }
+
+    #[test]
+    fn non_loopback_without_tokens_is_refused() {
+        let err =
+            Settings::load_with_env(None, env(&[("IMRELAY__SERVER__LISTEN", "0.0.0.0:8787")]))
+                .unwrap_err()
+                .to_string();
+        assert!(err.contains("auth.agent_tokens"), "{err}");
+        assert!(err.contains("auth.operator_tokens"), "{err}");
+        assert!(
+            Settings::load_with_env(
+                None,
+                env(&[
+                    ("IMRELAY__SERVER__LISTEN", "0.0.0.0:8787"),
+                    ("IMRELAY__AUTH__AGENT_TOKENS", "a"),
+                    ("IMRELAY__AUTH__OPERATOR_TOKENS", "o"),
+                ])
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn secrets_are_redacted() {
+        let s =
+            Settings::load_with_env(None, env(&[("IMRELAY__AUTH__OPERATOR_TOKENS", "hunter2")]))
+                .unwrap();
+        let toml = s.redacted_toml().unwrap();
+        assert!(!toml.contains("hunter2"));
+        assert!(toml.contains("[redacted]"));
+        assert!(!format!("{s:?}").contains("hunter2"));
+    }
+
+    #[test]
+    fn files_override_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, "[interactions]\napproval_timeout_secs = 42\n").unwrap();
+        let s = Settings::load_with_env(Some(&path), env(&[])).unwrap();
+        assert_eq!(s.interactions.approval_timeout_secs, 42);
+        assert_eq!(s.interactions.question_timeout_secs, 600);
+        assert!(Settings::load_with_env(Some(&dir.path().join("missing.toml")), env(&[])).is_err());
+    }
+}

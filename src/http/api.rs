@@ -1,0 +1,382 @@
+//! The agent and operator API under `/v1/interactions`: create, list, get, wait, respond and
+//! cancel.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::AppState;
+use super::error::ApiError;
+use super::extract::{ApiJson, ApiQuery};
+use crate::interaction::{
+    Answer, Interaction, InteractionId, NewInteraction, RegistryError, Responder, Via, json_type,
+};
+use crate::store::{Cursor, ListQuery, StatusFilter};
+
+/// Longest long-poll, in seconds.
+pub const MAX_WAIT_SECS: u64 = 60;
+/// Default long-poll, in seconds.
+pub const DEFAULT_WAIT_SECS: u64 = 25;
+const DEFAULT_PAGE: usize = 50;
+const MAX_PAGE: usize = 500;
+
+/// Parses an id from a path; a malformed id cannot exist, so it is a 404.
+pub fn path_id(raw: &str) -> Result<InteractionId, ApiError> {
+    InteractionId::parse(raw)
+        .map_err(|_| ApiError::not_found(format!("no interaction with id {raw:?}")))
+}
+
+fn object(v: Value, field: &str) -> Result<Map<String, Value>, ApiError> {
+    match v {
+        Value::Object(m) => Ok(m),
+        other => Err(ApiError::bad_request(format!(
+            "{field}: expected a JSON object, got {}",
+            json_type(&other)
+        ))
+        .with("field", Value::String(field.into()))),
+    }
+}
+
+/// The body of `POST /v1/interactions`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateBody {
+    id: Option<String>,
+    tool_name: String,
+    input: Value,
+    session: Option<String>,
+    agent: Option<String>,
+    title: Option<String>,
+    description: Option<String>,
+    cwd: Option<String>,
+    timeout_secs: Option<u64>,
+    suggestions: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateQuery {
+    wait_secs: Option<u64>,
+}
+
+/// The answer shape shared by `/wait`, `/respond`, `DELETE` and `POST ?wait_secs`.
+pub fn outcome_body(i: &Arc<Interaction>) -> Value {
+    match &i.resolution {
+        Some(r) => json!({
+            "status": "resolved",
+            "result": r.result,
+            "resolution": r,
+            "interaction": i,
+        }),
+        None => json!({"status": "pending", "interaction": i}),
+    }
+}
+
+fn outcome_response(i: &Arc<Interaction>) -> Response {
+    let status = if i.is_pending() {
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::OK
+    };
+    (status, Json(outcome_body(i))).into_response()
+}
+
+/// `POST /v1/interactions`
+pub async fn create(
+    State(state): State<AppState>,
+    ApiQuery(query): ApiQuery<CreateQuery>,
+    ApiJson(body): ApiJson<CreateBody>,
+) -> Result<Response, ApiError> {
+    let input = object(body.input, "input")?;
+    let new = NewInteraction {
+        id: body.id,
+        tool_name: body.tool_name,
+        input,
+        session: body.session,
+        agent: body.agent,
+        title: body.title,
+        description: body.description,
+        cwd: body.cwd,
+        timeout_secs: body.timeout_secs,
+        suggestions: body.suggestions,
+    };
+    let created = state.registry.create(new).await?;
+    match query.wait_secs {
+        None => {
+            let status = if created.created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
+            Ok((status, Json(json!(created.interaction))).into_response())
+        }
+        Some(secs) => {
+            let i = wait_for(&state, &created.interaction.id, secs).await?;
+            Ok(outcome_response(&i))
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListParams {
+    status: Option<StatusFilter>,
+    limit: Option<usize>,
+    cursor: Option<String>,
+}
+
+fn encode_cursor(c: &Cursor) -> String {
+    URL_SAFE_NO_PAD.encode(format!("{}:{}", c.created_ms, c.id))
+}
+
+fn decode_cursor(raw: &str) -> Result<Cursor, ApiError> {
+    let bad = || ApiError::bad_request("cursor: not a cursor returned by this server");
+    let bytes = URL_SAFE_NO_PAD.decode(raw).map_err(|_| bad())?;
+    let text = String::from_utf8(bytes).map_err(|_| bad())?;
+    let (ms, id) = text.split_once(':').ok_or_else(bad)?;
+    Ok(Cursor {
+        created_ms: ms.parse().map_err(|_| bad())?,
+        id: InteractionId::parse(id).map_err(|_| bad())?,
+    })
+}
+
+/// `GET /v1/interactions`
+pub async fn list(
+    State(state): State<AppState>,
+    ApiQuery(params): ApiQuery<ListParams>,
+) -> Result<Json<Value>, ApiError> {
+    let limit = params.limit.unwrap_or(DEFAULT_PAGE);
+    if limit == 0 || limit > MAX_PAGE {
+        return Err(ApiError::bad_request(format!(
+            "limit: must be between 1 and {MAX_PAGE}"
+        )));
+    }
+    let after = params.cursor.as_deref().map(decode_cursor).transpose()?;
+    let page = state
+        .registry
+        .list(&ListQuery {
+            status: params.status.unwrap_or(StatusFilter::All),
+            limit,
+            after,
+        })
+        .await?;
+    Ok(Json(json!({
+        "interactions": page.interactions,
+        "next_cursor": page.next.as_ref().map(encode_cursor),
+    })))
+}
+
+/// `GET /v1/interactions/{id}`
+pub async fn get(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let id = path_id(&id)?;
+    match state.registry.get(&id).await? {
+        Some(i) => Ok(Json(json!(i))),
+        None => Err(RegistryError::NotFound(id).into()),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WaitParams {
+    timeout_secs: Option<u64>,
+}
+
+/// Waits for `id` up to `secs` (capped), returning early (still pending) on shutdown.
+async fn wait_for(
+    state: &AppState,
+    id: &InteractionId,
+    secs: u64,
+) -> Result<Arc<Interaction>, ApiError> {
+    let timeout = Duration::from_secs(secs.min(MAX_WAIT_SECS));
+    let waited = tokio::select! {
+        r = state.registry.wait(id, timeout) => r?,
+        _ = state.shutdown.cancelled() => None,
+    };
+    match waited {
+        Some(i) => Ok(i),
+        None => state
+            .registry
+            .get(id)
+            .await?
+            .ok_or_else(|| RegistryError::NotFound(id.clone()).into()),
+    }
+}
+
+/// `GET /v1/interactions/{id}/wait`
+pub async fn wait(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    ApiQuery(params): ApiQuery<WaitParams>,
+) -> Result<Response, ApiError> {
+    let id = path_id(&id)?;
+    let i = wait_for(
+        &state,
+        &id,
+        params.timeout_secs.unwrap_or(DEFAULT_WAIT_SECS),
+    )
+    .await?;
+    Ok(outcome_response(&i))
+}
+
+/// Whether an answer came from the web inbox or another API client.
+#[derive(Debug, Deserialize, Clone, Copy)]
+#[serde(rename_all = "snake_case")]
+pub enum ClientVia {
+    /// The built-in web inbox.
+    Desktop,
+    /// Any other API client.
+    Api,
+}
+
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    Allow,
+    Deny,
+}
+
+/// The body of `POST /v1/interactions/{id}/respond` (and of signed webhook answers).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RespondBody {
+    decision: Option<Decision>,
+    message: Option<String>,
+    updated_input: Option<Value>,
+    answers: Option<Value>,
+    interrupt: Option<bool>,
+    always: Option<bool>,
+    by: Option<String>,
+    via: Option<ClientVia>,
+}
+
+impl RespondBody {
+    /// Who answered, as the body says.
+    pub fn by(&self) -> Option<String> {
+        self.by.clone().filter(|b| !b.trim().is_empty())
+    }
+
+    /// The channel the body claims (`desktop` or `api`, default `api`).
+    pub fn via(&self) -> Via {
+        match self.via {
+            Some(ClientVia::Desktop) => Via::desktop(),
+            Some(ClientVia::Api) | None => Via::api(),
+        }
+    }
+
+    /// The answer the body describes.
+    pub fn answer(self) -> Result<Answer, ApiError> {
+        match (self.decision, self.answers) {
+            (Some(_), Some(_)) => Err(ApiError::bad_request(
+                "give either `decision` (approvals, or deny for questions) or `answers` (questions), not both",
+            )),
+            (None, None) => Err(ApiError::bad_request(
+                "missing `decision` (\"allow\" or \"deny\") or `answers`",
+            )),
+            (None, Some(answers)) => {
+                if self.updated_input.is_some() || self.message.is_some() || self.always.is_some() {
+                    return Err(ApiError::bad_request(
+                        "`answers` cannot be combined with `message`, `updated_input` or `always`",
+                    ));
+                }
+                Ok(Answer::Answers(object(answers, "answers")?))
+            }
+            (Some(Decision::Allow), None) => {
+                if self.message.is_some() || self.interrupt.is_some() {
+                    return Err(ApiError::bad_request(
+                        "`message` and `interrupt` only apply to a deny",
+                    ));
+                }
+                Ok(Answer::Allow {
+                    updated_input: self
+                        .updated_input
+                        .map(|v| object(v, "updated_input"))
+                        .transpose()?,
+                    always: self.always.unwrap_or(false),
+                })
+            }
+            (Some(Decision::Deny), None) => {
+                if self.updated_input.is_some() || self.always.is_some() {
+                    return Err(ApiError::bad_request(
+                        "`updated_input` and `always` only apply to an allow",
+                    ));
+                }
+                Ok(Answer::Deny {
+                    message: self.message,
+                    interrupt: self.interrupt.unwrap_or(false),
+                })
+            }
+        }
+    }
+}
+
+/// `POST /v1/interactions/{id}/respond`
+pub async fn respond(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<RespondBody>,
+) -> Result<Response, ApiError> {
+    let id = path_id(&id)?;
+    let responder = Responder {
+        by: body.by(),
+        via: body.via(),
+    };
+    let answer = body.answer()?;
+    let resolved = state.registry.respond(&id, answer, responder).await?;
+    Ok(outcome_response(&resolved))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CancelParams {
+    reason: Option<String>,
+}
+
+/// `DELETE /v1/interactions/{id}`
+pub async fn cancel(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    ApiQuery(params): ApiQuery<CancelParams>,
+) -> Result<Response, ApiError> {
+    let id = path_id(&id)?;
+    let reason = params
+        .reason
+        .filter(|r| !r.trim().is_empty())
+        .map(|r| format!("Cancelled by the agent: {}", r.trim()));
+    if reason.as_ref().is_some_and(|r| r.chars().count() > 4096) {
+        return Err(ApiError::bad_request(
+            "reason: is longer than 4096 characters",
+        ));
+    }
+    let resolved = state
+        .registry
+        .cancel(&id, reason, Some("agent".into()))
+        .await?;
+    Ok(outcome_response(&resolved))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip_and_garbage_is_refused() {
+        let c = Cursor {
+            created_ms: 1_700_000_000_123,
+            id: InteractionId::parse("toolu_1:x").unwrap(),
+        };
+        assert_eq!(decode_cursor(&encode_cursor(&c)).unwrap(), c);
+        assert!(decode_cursor("!!!").is_err());
+        assert!(decode_cursor(&URL_SAFE_NO_PAD.encode("abc")).is_err());
+    }
+}

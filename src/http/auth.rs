@@ -1,0 +1,302 @@
+//! Bearer-token authentication with two scopes.
+//!
+//! - *agent* tokens may create, wait on and cancel interactions, and call hook endpoints;
+//! - *operator* tokens may list and answer interactions, follow the event stream and use the
+//!   web inbox.
+//!
+//! Tokens are kept only as SHA-256 digests and compared in constant time against every
+//! configured digest (no early exit, no length leak). A scope with no tokens configured
+//! accepts only requests from this machine: the peer must be a loopback address and the
+//! `Host` header a loopback name (which also defeats DNS rebinding from a browser).
+
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderMap, header};
+use axum::middleware::Next;
+use axum::response::Response;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use super::AppState;
+use super::error::ApiError;
+use crate::config::AuthSettings;
+
+/// What a route requires.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// An agent token.
+    Agent,
+    /// An operator token.
+    Operator,
+    /// Either kind of token.
+    Any,
+}
+
+impl Scope {
+    fn name(self) -> &'static str {
+        match self {
+            Scope::Agent => "agent",
+            Scope::Operator => "operator",
+            Scope::Any => "agent or operator",
+        }
+    }
+}
+
+/// The configured tokens, as digests.
+pub struct Auth {
+    agent: Vec<[u8; 32]>,
+    operator: Vec<[u8; 32]>,
+}
+
+fn digest(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+/// Whether `candidate` equals any of `digests`, in time independent of which (if any).
+fn matches_any(digests: &[[u8; 32]], candidate: &[u8; 32]) -> bool {
+    let mut found = subtle::Choice::from(0u8);
+    for d in digests {
+        found |= d.ct_eq(candidate);
+    }
+    found.into()
+}
+
+/// Whether a `Host` header value names this machine.
+fn loopback_host(host: &str) -> bool {
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        // [::1]:8787
+        rest.split(']').next().unwrap_or("")
+    } else {
+        host.rsplit_once(':').map_or(host, |(h, _)| h)
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+impl Auth {
+    /// Digests the configured tokens.
+    pub fn new(settings: &AuthSettings) -> Self {
+        Self {
+            agent: settings
+                .agent_tokens
+                .iter()
+                .map(|t| digest(t.expose()))
+                .collect(),
+            operator: settings
+                .operator_tokens
+                .iter()
+                .map(|t| digest(t.expose()))
+                .collect(),
+        }
+    }
+
+    /// Whether `scope` has tokens configured.
+    pub fn requires_token(&self, scope: Scope) -> bool {
+        match scope {
+            Scope::Agent => !self.agent.is_empty(),
+            Scope::Operator => !self.operator.is_empty(),
+            Scope::Any => !self.agent.is_empty() || !self.operator.is_empty(),
+        }
+    }
+
+    /// Checks a request against `scope`.
+    pub fn check(
+        &self,
+        scope: Scope,
+        headers: &HeaderMap,
+        peer: SocketAddr,
+    ) -> Result<(), ApiError> {
+        let allowed: Vec<&[[u8; 32]]> = match scope {
+            Scope::Agent => vec![&self.agent],
+            Scope::Operator => vec![&self.operator],
+            Scope::Any => vec![&self.agent, &self.operator],
+        };
+        if allowed.iter().all(|d| d.is_empty()) {
+            let host = headers
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .unwrap_or("");
+            if peer.ip().is_loopback() && loopback_host(host) {
+                return Ok(());
+            }
+            return Err(ApiError::forbidden(format!(
+                "no {} tokens are configured, so only requests from this machine (to a loopback host name) are accepted",
+                scope.name()
+            )));
+        }
+        let presented = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|h| h.to_str().ok())
+            .and_then(|h| {
+                h.strip_prefix("Bearer ")
+                    .or_else(|| h.strip_prefix("bearer "))
+            })
+            .map(str::trim);
+        let Some(token) = presented.filter(|t| !t.is_empty()) else {
+            return Err(ApiError::unauthorized(format!(
+                "this endpoint needs a bearer token with the {} scope (Authorization: Bearer <token>)",
+                scope.name()
+            )));
+        };
+        let d = digest(token);
+        if allowed.iter().any(|set| matches_any(set, &d)) {
+            return Ok(());
+        }
+        let known = matches_any(&self.agent, &d) || matches_any(&self.operator, &d);
+        if known {
+            Err(ApiError::forbidden(format!(
+                "this token does not have the {} scope",
+                scope.name()
+            )))
+        } else {
+            Err(ApiError::unauthorized("the bearer token is not valid"))
+        }
+    }
+}
+
+async fn require(
+    scope: Scope,
+    state: &AppState,
+    peer: SocketAddr,
+    req: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    state.auth.check(scope, req.headers(), peer)?;
+    Ok(next.run(req).await)
+}
+
+/// Middleware: an agent token.
+pub async fn agent(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    req: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    require(Scope::Agent, &state, peer, req, next).await
+}
+
+/// Middleware: an operator token.
+pub async fn operator(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    req: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    require(Scope::Operator, &state, peer, req, next).await
+}
+
+/// Middleware: an agent or operator token.
+pub async fn any(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    req: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    require(Scope::Any, &state, peer, req, next).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Secret;
+
+    fn auth(agent: &[&str], operator: &[&str]) -> Auth {
+        Auth::new(&AuthSettings {
+            agent_tokens: agent.iter().map(|t| Secret::new(*t)).collect(),
+            operator_tokens: operator.iter().map(|t| Secret::new(*t)).collect(),
+        })
+    }
+
+    fn headers(token: Option<&str>, host: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::HOST, host.parse().unwrap());
+        if let Some(t) = token {
+            h.insert(
+                header::AUTHORIZATION,
+                format!("Bearer {t}").parse().unwrap(),
+            );
+        }
+        h
+    }
+
+    const LOCAL: &str = "127.0.0.1:5000";
+    const REMOTE: &str = "10.0.0.9:5000";
+
+    #[test]
+    fn scopes_are_enforced() {
+        let a = auth(&["ag"], &["op"]);
+        let peer = LOCAL.parse().unwrap();
+        assert!(
+            a.check(Scope::Agent, &headers(Some("ag"), "x"), peer)
+                .is_ok()
+        );
+        assert_eq!(
+            a.check(Scope::Agent, &headers(Some("op"), "x"), peer)
+                .unwrap_err()
+                .code(),
+            "forbidden"
+        );
+        assert_eq!(
+            a.check(Scope::Operator, &headers(Some("nope"), "x"), peer)
+                .unwrap_err()
+                .code(),
+            "unauthorized"
+        );
+        assert_eq!(
+            a.check(Scope::Operator, &headers(None, "x"), peer)
+                .unwrap_err()
+                .code(),
+            "unauthorized"
+        );
+        assert!(a.check(Scope::Any, &headers(Some("op"), "x"), peer).is_ok());
+    }
+
+    #[test]
+    fn without_tokens_only_loopback_is_accepted() {
+        let a = auth(&[], &[]);
+        assert!(
+            a.check(
+                Scope::Operator,
+                &headers(None, "127.0.0.1:8787"),
+                LOCAL.parse().unwrap()
+            )
+            .is_ok()
+        );
+        assert!(
+            a.check(
+                Scope::Operator,
+                &headers(None, "localhost"),
+                LOCAL.parse().unwrap()
+            )
+            .is_ok()
+        );
+        assert!(
+            a.check(
+                Scope::Operator,
+                &headers(None, "[::1]:8787"),
+                "[::1]:5000".parse().unwrap()
+            )
+            .is_ok()
+        );
+        assert!(
+            a.check(
+                Scope::Operator,
+                &headers(None, "127.0.0.1"),
+                REMOTE.parse().unwrap()
+            )
+            .is_err()
+        );
+        // A browser tricked by DNS rebinding sends the attacker's host name.
+        assert!(
+            a.check(
+                Scope::Operator,
+                &headers(None, "evil.example:8787"),
+                LOCAL.parse().unwrap()
+            )
+            .is_err()
+        );
+    }
+}

@@ -1,0 +1,274 @@
+//! `POST /v1/hooks/claude-code`: a Claude Code HTTP hook.
+//!
+//! Claude Code posts `PreToolUse` or `PermissionRequest` input; imrelay creates (or
+//! re-attaches to) the interaction, waits for an answer, and replies with the matching
+//! `hookSpecificOutput` before Claude Code's own hook timeout. Other hook events get `{}` (no
+//! opinion).
+//!
+//! Ids: `PreToolUse` uses `tool_use_id`. `PermissionRequest` has none, so the id is derived
+//! from the session, tool and input (`cc-<hash>`); if that interaction was already answered,
+//! the next generation (`cc-<hash>.2`, ...) is used, so repeating the same command later in a
+//! session asks again instead of replaying the old answer.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::State;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+use super::AppState;
+use super::error::ApiError;
+use super::extract::ApiJson;
+use crate::config::OnTimeout;
+use crate::interaction::{
+    Interaction, InteractionId, Kind, NewInteraction, Outcome, PermissionResult, RegistryError,
+};
+
+/// Generations tried for a derived `PermissionRequest` id.
+const MAX_GENERATIONS: u32 = 10_000;
+
+/// The fields imrelay reads from a Claude Code hook input (others are ignored).
+#[derive(Debug, Deserialize)]
+pub struct HookInput {
+    hook_event_name: String,
+    session_id: Option<String>,
+    cwd: Option<String>,
+    tool_name: Option<String>,
+    tool_input: Option<Value>,
+    tool_use_id: Option<String>,
+    permission_suggestions: Option<Value>,
+    agent_type: Option<String>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Event {
+    PreToolUse,
+    PermissionRequest,
+}
+
+impl Event {
+    fn name(self) -> &'static str {
+        match self {
+            Event::PreToolUse => "PreToolUse",
+            Event::PermissionRequest => "PermissionRequest",
+        }
+    }
+}
+
+fn derived_base(session: &str, tool: &str, input: &Map<String, Value>) -> String {
+    let mut h = Sha256::new();
+    h.update(session.as_bytes());
+    h.update([0]);
+    h.update(tool.as_bytes());
+    h.update([0]);
+    // serde_json's map is ordered by key, so this encoding is canonical.
+    h.update(Value::Object(input.clone()).to_string().as_bytes());
+    format!("cc-{}", &hex::encode(h.finalize())[..32])
+}
+
+/// `POST /v1/hooks/claude-code`
+pub async fn claude_code(
+    State(state): State<AppState>,
+    ApiJson(hook): ApiJson<HookInput>,
+) -> Result<Json<Value>, ApiError> {
+    let event = match hook.hook_event_name.as_str() {
+        "PreToolUse" => Event::PreToolUse,
+        "PermissionRequest" => Event::PermissionRequest,
+        _ => return Ok(Json(json!({}))),
+    };
+    let tool_name = hook
+        .tool_name
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| ApiError::bad_request("tool_name: is required for this hook event"))?;
+    let input = match hook.tool_input {
+        Some(Value::Object(m)) => m,
+        Some(_) => return Err(ApiError::bad_request("tool_input: expected a JSON object")),
+        None => {
+            return Err(ApiError::bad_request(
+                "tool_input: is required for this hook event",
+            ));
+        }
+    };
+    let settings = &state.settings.hooks.claude_code;
+    let kind = Kind::of_tool(&tool_name);
+    // The interaction's deadline never outlives the hook's wait, so every copy on every
+    // channel shows the expiry the moment Claude Code gets its answer.
+    let default = state.registry.timeout_for(kind, None)?;
+    let timeout_secs = default.min(settings.timeout_secs);
+    let agent = match hook.agent_type.as_deref() {
+        Some(t) if !t.is_empty() => format!("claude-code/{t}"),
+        _ => "claude-code".to_string(),
+    };
+    let new = NewInteraction {
+        id: None,
+        tool_name: tool_name.clone(),
+        input: input.clone(),
+        session: hook.session_id.clone(),
+        agent: Some(agent),
+        title: None,
+        description: None,
+        cwd: hook.cwd,
+        timeout_secs: Some(timeout_secs),
+        suggestions: hook.permission_suggestions,
+    };
+    let interaction = match (event, hook.tool_use_id.filter(|t| !t.is_empty())) {
+        (Event::PreToolUse, Some(tool_use_id)) => {
+            state
+                .registry
+                .create(NewInteraction {
+                    id: Some(tool_use_id),
+                    ..new
+                })
+                .await?
+                .interaction
+        }
+        _ => {
+            let base = derived_base(hook.session_id.as_deref().unwrap_or(""), &tool_name, &input);
+            create_generation(&state, &base, new).await?
+        }
+    };
+    let id = interaction.id.clone();
+    let wait = Duration::from_secs(settings.timeout_secs);
+    let waited = tokio::select! {
+        r = state.registry.wait(&id, wait) => r?,
+        _ = state.shutdown.cancelled() => {
+            // Claude Code will not come back for this answer: withdraw it everywhere.
+            let reason = "imrelay shut down before anyone answered".to_string();
+            let final_state = match state.registry.cancel(&id, Some(reason.clone()), None).await {
+                Ok(i) | Err(RegistryError::AlreadyResolved(i)) => i,
+                Err(e) => return Err(e.into()),
+            };
+            if final_state.resolution.as_ref().is_some_and(|r| r.outcome != Outcome::Cancelled) {
+                return Ok(Json(reply(event, &final_state, settings.on_timeout)));
+            }
+            return Ok(Json(ask(event, &reason)));
+        }
+    };
+    let final_state = match waited {
+        Some(i) => i,
+        None => state.registry.expire(&id).await?,
+    };
+    Ok(Json(reply(event, &final_state, settings.on_timeout)))
+}
+
+/// Creates the first unanswered generation of a derived id, or re-attaches to a pending one.
+async fn create_generation(
+    state: &AppState,
+    base: &str,
+    new: NewInteraction,
+) -> Result<std::sync::Arc<Interaction>, ApiError> {
+    for generation in 1..=MAX_GENERATIONS {
+        let id = if generation == 1 {
+            base.to_string()
+        } else {
+            format!("{base}.{generation}")
+        };
+        let parsed = InteractionId::parse(&id)?;
+        if let Some(existing) = state.registry.get(&parsed).await?
+            && !existing.is_pending()
+        {
+            continue;
+        }
+        match state
+            .registry
+            .create(NewInteraction {
+                id: Some(id),
+                ..new.clone()
+            })
+            .await
+        {
+            Ok(c) if c.interaction.is_pending() || c.created => return Ok(c.interaction),
+            // Answered between the look-up and the create: take the next generation.
+            Ok(_) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(ApiError::bad_request(
+        "too many identical permission requests in this session",
+    ))
+}
+
+fn ask(event: Event, reason: &str) -> Value {
+    match event {
+        Event::PreToolUse => json!({"hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "ask",
+            "permissionDecisionReason": reason,
+        }}),
+        // No decision: Claude Code shows its own permission dialog.
+        Event::PermissionRequest => json!({}),
+    }
+}
+
+/// The hook output for a resolved interaction.
+fn reply(event: Event, i: &Interaction, on_timeout: OnTimeout) -> Value {
+    let Some(r) = &i.resolution else {
+        return ask(event, "no answer yet");
+    };
+    if r.outcome == Outcome::Expired && on_timeout == OnTimeout::Ask {
+        let reason = format!(
+            "{} through imrelay; asking here instead",
+            r.message().unwrap_or("No response")
+        );
+        return ask(event, &reason);
+    }
+    let reason = match r.message() {
+        Some(m) => m.to_string(),
+        None => {
+            let mut s = format!("{} through imrelay", capitalise(r.outcome.as_str()));
+            if let Some(by) = &r.by {
+                s = format!("{s} by {by}");
+            }
+            format!("{s} via {}", r.via)
+        }
+    };
+    match (event, &r.result) {
+        (Event::PreToolUse, PermissionResult::Allow { updated_input, .. }) => json!({
+            "hookSpecificOutput": {
+                "hookEventName": event.name(),
+                "permissionDecision": "allow",
+                "permissionDecisionReason": reason,
+                "updatedInput": updated_input,
+            }
+        }),
+        (Event::PreToolUse, PermissionResult::Deny { message, .. }) => json!({
+            "hookSpecificOutput": {
+                "hookEventName": event.name(),
+                "permissionDecision": "deny",
+                "permissionDecisionReason": message,
+            }
+        }),
+        (Event::PermissionRequest, result) => json!({
+            "hookSpecificOutput": {
+                "hookEventName": event.name(),
+                "decision": result,
+            }
+        }),
+    }
+}
+
+fn capitalise(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn derived_ids_are_stable_and_valid() {
+        let input = json!({"command":"ls","b":1}).as_object().cloned().unwrap();
+        let a = derived_base("s1", "Bash", &input);
+        let b = derived_base("s1", "Bash", &input);
+        assert_eq!(a, b);
+        assert_ne!(a, derived_base("s2", "Bash", &input));
+        assert!(InteractionId::parse(&a).is_ok());
+        assert!(InteractionId::parse(&format!("{a}.9999")).is_ok());
+    }
+}

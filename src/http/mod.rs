@@ -1,0 +1,148 @@
+//! The axum layer: the router, shared state, authentication, the JSON API, the event stream,
+//! hook endpoints, the web inbox, health and metrics.
+//!
+//! Routes and scopes:
+//!
+//! | route | scope |
+//! |---|---|
+//! | `GET /`, `GET /healthz`, `GET /metrics` | none |
+//! | `POST /v1/interactions`, `GET /v1/interactions/{id}/wait`, `DELETE /v1/interactions/{id}`, `POST /v1/hooks/claude-code` | agent |
+//! | `GET /v1/interactions`, `POST /v1/interactions/{id}/respond`, `GET /v1/events` | operator |
+//! | `GET /v1/interactions/{id}` | agent or operator |
+//!
+//! Channels with their own inbound endpoints (Telegram and Feishu webhooks, signed webhook
+//! answers) add routes through [`AppState`]-independent routers merged in by the app.
+
+pub mod api;
+pub mod auth;
+pub mod error;
+pub mod extract;
+pub mod hooks;
+pub mod inbox;
+pub mod sse;
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{Method, StatusCode, Uri, header};
+use axum::middleware::from_fn_with_state;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Settings;
+use crate::interaction::Registry;
+use crate::metrics::Metrics;
+use error::ApiError;
+
+/// Largest accepted request body.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// State shared by every handler.
+#[derive(Clone)]
+pub struct AppState {
+    /// The interaction registry.
+    pub registry: Registry,
+    /// Token checks.
+    pub auth: Arc<auth::Auth>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// The effective settings.
+    pub settings: Arc<Settings>,
+    /// Fires when the server begins shutting down: long-polls and streams end early.
+    pub shutdown: CancellationToken,
+    /// Components reported by `/healthz` (e.g. a channel's connection state).
+    pub health: Arc<crate::health::Health>,
+}
+
+/// The full router for `state`, with `extra` (channel endpoints) merged in.
+pub fn router(state: AppState, extra: Router) -> Router {
+    let agent = Router::new()
+        .route("/v1/interactions", post(api::create))
+        .route("/v1/interactions/{id}/wait", get(api::wait))
+        .route("/v1/interactions/{id}", axum::routing::delete(api::cancel))
+        .route("/v1/hooks/claude-code", post(hooks::claude_code))
+        .route_layer(from_fn_with_state(state.clone(), auth::agent));
+    let operator = Router::new()
+        .route("/v1/interactions", get(api::list))
+        .route("/v1/interactions/{id}/respond", post(api::respond))
+        .route("/v1/events", get(sse::events))
+        .route_layer(from_fn_with_state(state.clone(), auth::operator));
+    let either = Router::new()
+        .route("/v1/interactions/{id}", get(api::get))
+        .route_layer(from_fn_with_state(state.clone(), auth::any));
+    let open = Router::new()
+        .route("/", get(inbox::page))
+        .route("/inbox.js", get(inbox::script))
+        .route("/inbox.css", get(inbox::style))
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics));
+    Router::new()
+        .merge(agent)
+        .merge(operator)
+        .merge(either)
+        .merge(open)
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(state)
+        .merge(extra)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+}
+
+async fn not_found(method: Method, uri: Uri) -> ApiError {
+    ApiError::not_found(format!("no route for {method} {}", uri.path()))
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!("{method} is not allowed on {}", uri.path()),
+    )
+}
+
+async fn healthz(State(state): State<AppState>) -> Response {
+    let store_ok = state.registry.store().next_job_at().await.is_ok();
+    let components = state.health.snapshot();
+    let status = if store_ok {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        status,
+        Json(json!({
+            "status": if store_ok { "ok" } else { "degraded" },
+            "version": env!("CARGO_PKG_VERSION"),
+            "store": if store_ok { "ok" } else { "unavailable" },
+            "pending": state.registry.pending_count(),
+            "components": components,
+        })),
+    )
+        .into_response()
+}
+
+async fn metrics(State(state): State<AppState>) -> Response {
+    if let Ok(backlog) = state.registry.store().job_backlog().await {
+        state.metrics.outbox_backlog.clear();
+        for (channel, n) in backlog {
+            state
+                .metrics
+                .outbox_backlog
+                .get_or_create(&crate::metrics::ChannelLabels { channel })
+                .set(n as i64);
+        }
+    }
+    let body = state.metrics.encode(state.registry.pending_count());
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        body,
+    )
+        .into_response()
+}

@@ -1,0 +1,189 @@
+//! Prometheus metrics, served at `/metrics` in the text exposition format.
+//!
+//! One [`Metrics`] per server (no process-global recorder), so several servers in one test
+//! process keep separate counts. The interaction counters are fed through the registry's
+//! [`Lifecycle`] hook; channels register their own metrics with [`Metrics::register`].
+
+use std::sync::{Arc, Mutex};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Metric, Registry};
+
+use crate::interaction::{Interaction, Lifecycle};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResolvedLabels {
+    kind: String,
+    outcome: String,
+    via: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AnswerLabels {
+    kind: String,
+    outcome: String,
+}
+
+/// Labels of per-channel metrics.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ChannelLabels {
+    /// The channel (outbox handler) name.
+    pub channel: String,
+}
+
+/// Labels of outbox delivery results.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DeliveryLabels {
+    /// The channel (outbox handler) name.
+    pub channel: String,
+    /// `ok`, `retry` or `failed`.
+    pub result: String,
+}
+
+fn time_to_answer_histogram() -> Histogram {
+    Histogram::new([
+        0.5, 1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0,
+    ])
+}
+
+/// The server's metrics.
+pub struct Metrics {
+    // A std mutex: registration happens at start-up and encoding is synchronous.
+    registry: Mutex<Registry>,
+    pending: Gauge,
+    created: Family<KindLabels, Counter>,
+    resolved: Family<ResolvedLabels, Counter>,
+    time_to_answer: Family<AnswerLabels, Histogram, fn() -> Histogram>,
+    /// Unfinished outbox jobs by channel (set at scrape time).
+    pub outbox_backlog: Family<ChannelLabels, Gauge>,
+    /// Outbox delivery attempts by channel and result.
+    pub deliveries: Family<DeliveryLabels, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Fresh metrics with the core families registered.
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let pending = Gauge::default();
+        let created = Family::<KindLabels, Counter>::default();
+        let resolved = Family::<ResolvedLabels, Counter>::default();
+        let time_to_answer =
+            Family::<AnswerLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+                time_to_answer_histogram,
+            );
+        let outbox_backlog = Family::<ChannelLabels, Gauge>::default();
+        let deliveries = Family::<DeliveryLabels, Counter>::default();
+        registry.register(
+            "imrelay_interactions_pending",
+            "Interactions awaiting an answer",
+            pending.clone(),
+        );
+        registry.register(
+            "imrelay_interactions_created",
+            "Interactions created, by kind",
+            created.clone(),
+        );
+        registry.register(
+            "imrelay_interactions_resolved",
+            "Interactions resolved, by kind, outcome and channel",
+            resolved.clone(),
+        );
+        registry.register(
+            "imrelay_time_to_answer_seconds",
+            "Time from creation to resolution",
+            time_to_answer.clone(),
+        );
+        registry.register(
+            "imrelay_outbox_backlog",
+            "Outbox jobs not yet delivered, by channel",
+            outbox_backlog.clone(),
+        );
+        registry.register(
+            "imrelay_outbox_deliveries",
+            "Outbox delivery attempts, by channel and result (ok, retry, failed)",
+            deliveries.clone(),
+        );
+        Self {
+            registry: Mutex::new(registry),
+            pending,
+            created,
+            resolved,
+            time_to_answer,
+            outbox_backlog,
+            deliveries,
+        }
+    }
+
+    /// Registers a channel's own metric.
+    pub fn register(&self, name: &str, help: &str, metric: impl Metric) {
+        self.registry
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .register(name, help, metric);
+    }
+
+    /// Counts one outbox delivery attempt.
+    pub fn delivery(&self, channel: &str, result: &str) {
+        self.deliveries
+            .get_or_create(&DeliveryLabels {
+                channel: channel.to_string(),
+                result: result.to_string(),
+            })
+            .inc();
+    }
+
+    /// Encodes everything, with the pending gauge set to `pending`.
+    pub fn encode(&self, pending: usize) -> String {
+        self.pending.set(pending as i64);
+        let mut out = String::new();
+        let registry = self.registry.lock().unwrap_or_else(|p| p.into_inner());
+        if prometheus_client::encoding::text::encode(&mut out, &registry).is_err() {
+            tracing::error!("could not encode metrics");
+        }
+        out
+    }
+}
+
+impl Lifecycle for Metrics {
+    fn created(&self, i: &Arc<Interaction>) {
+        self.created
+            .get_or_create(&KindLabels {
+                kind: i.kind.as_str().into(),
+            })
+            .inc();
+    }
+
+    fn resolved(&self, i: &Arc<Interaction>) {
+        let Some(r) = &i.resolution else { return };
+        self.resolved
+            .get_or_create(&ResolvedLabels {
+                kind: i.kind.as_str().into(),
+                outcome: r.outcome.as_str().into(),
+                via: r.via.as_str().into(),
+            })
+            .inc();
+        if let Some(d) = i.time_to_answer() {
+            self.time_to_answer
+                .get_or_create(&AnswerLabels {
+                    kind: i.kind.as_str().into(),
+                    outcome: r.outcome.as_str().into(),
+                })
+                .observe(d.as_secs_f64());
+        }
+    }
+}

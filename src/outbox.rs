@@ -1,0 +1,305 @@
+//! The outbox worker: delivers durable work to the outside world (channel messages and
+//! their edits, webhook deliveries) with retries, so nothing is lost to an outage or a
+//! restart.
+//!
+//! Jobs are recorded by the store in the same transaction as the state change that caused
+//! them (see [`crate::interaction::Lifecycle`]). The worker claims due jobs with a lease,
+//! hands each to the handler registered for its channel, and records the result: done, retry
+//! after an exponential, jittered backoff (or the delay the handler asks for, e.g. Telegram's
+//! `retry_after`), or failed once the job's horizon has passed. Each channel has its own
+//! concurrency limit, so a slow or dead target never holds up another.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use jiff::Timestamp;
+use rand::Rng;
+use tokio::sync::{Notify, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+use crate::interaction::{Interaction, Lifecycle};
+use crate::metrics::Metrics;
+use crate::store::{ClaimedJob, JobUpdate, Store};
+
+/// How long a claimed job is reserved for one delivery attempt.
+pub const LEASE: Duration = Duration::from_secs(600);
+/// Jobs claimed per round.
+const BATCH: usize = 64;
+/// Most jobs in flight in this process.
+const MAX_IN_FLIGHT: usize = 1024;
+/// Longest pause between looks at the store (other processes may add jobs).
+const POLL: Duration = Duration::from_secs(1);
+
+/// How a delivery attempt ended, as the handler sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Delivery {
+    /// Delivered.
+    Done,
+    /// Failed for now; try again (after `after`, or the backoff if `None`).
+    Retry {
+        /// A delay the target asked for.
+        after: Option<Duration>,
+        /// What went wrong.
+        error: String,
+    },
+    /// Failed for good; do not retry.
+    Failed(String),
+}
+
+/// Delivers jobs of one channel.
+#[async_trait]
+pub trait OutboxHandler: Send + Sync {
+    /// Attempts one delivery.
+    async fn deliver(&self, job: &ClaimedJob) -> Delivery;
+
+    /// Most deliveries of this channel in flight at once.
+    fn concurrency(&self) -> usize {
+        4
+    }
+}
+
+/// Exponential backoff with jitter.
+#[derive(Clone, Copy, Debug)]
+pub struct Backoff {
+    /// Delay after the first failure.
+    pub base: Duration,
+    /// Largest delay.
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self {
+            base: Duration::from_secs(1),
+            max: Duration::from_secs(300),
+        }
+    }
+}
+
+impl Backoff {
+    /// The delay before attempt `attempt + 1`, after `attempt` failures (1-based): uniformly
+    /// random in `[d/2, d]` where `d = min(base · 2^(attempt-1), max)`.
+    pub fn delay(&self, attempt: u32) -> Duration {
+        let exp = attempt.saturating_sub(1).min(30);
+        let d = self
+            .base
+            .saturating_mul(1u32 << exp)
+            .min(self.max)
+            .max(Duration::from_millis(1));
+        let lo = d / 2;
+        let jitter = rand::rng().random_range(0..=(d - lo).as_millis() as u64);
+        lo + Duration::from_millis(jitter)
+    }
+}
+
+/// The source of "now" for scheduling (replaceable in tests).
+pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
+
+fn add(t: Timestamp, d: Duration) -> Timestamp {
+    jiff::SignedDuration::try_from(d)
+        .ok()
+        .and_then(|d| t.checked_add(d).ok())
+        .unwrap_or(t)
+}
+
+/// The outbox worker. Register handlers, then [`Outbox::run`].
+pub struct Outbox {
+    store: Arc<dyn Store>,
+    handlers: HashMap<String, (Arc<dyn OutboxHandler>, Arc<Semaphore>)>,
+    wake: Notify,
+    metrics: Arc<Metrics>,
+    backoff: Backoff,
+    clock: Clock,
+    // A std mutex: membership checks only, never held across an await.
+    in_flight: Mutex<HashSet<i64>>,
+}
+
+impl Outbox {
+    /// A worker over `store` with the default backoff and the system clock.
+    pub fn new(store: Arc<dyn Store>, metrics: Arc<Metrics>) -> Self {
+        Self {
+            store,
+            handlers: HashMap::new(),
+            wake: Notify::new(),
+            metrics,
+            backoff: Backoff::default(),
+            clock: Arc::new(Timestamp::now),
+            in_flight: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// Replaces the backoff policy.
+    pub fn with_backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// Replaces the clock.
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Registers the handler for `channel`.
+    pub fn register(&mut self, channel: &str, handler: Arc<dyn OutboxHandler>) {
+        let permits = handler.concurrency().max(1);
+        self.handlers.insert(
+            channel.to_string(),
+            (handler, Arc::new(Semaphore::new(permits))),
+        );
+    }
+
+    /// Whether a handler is registered for `channel`.
+    pub fn handles(&self, channel: &str) -> bool {
+        self.handlers.contains_key(channel)
+    }
+
+    /// Asks the worker to look for due jobs now.
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Runs until `shutdown` fires.
+    pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
+        loop {
+            let notified = self.wake.notified();
+            let claimed = self.dispatch().await;
+            if claimed == BATCH {
+                continue;
+            }
+            let now = (self.clock)();
+            let pause = match self.store.next_job_at().await {
+                Ok(Some(at)) if at > now => {
+                    let ms = at.as_millisecond() - now.as_millisecond();
+                    Duration::from_millis(ms.max(0) as u64).min(POLL)
+                }
+                Ok(Some(_)) => Duration::from_millis(10),
+                Ok(None) => POLL,
+                Err(e) => {
+                    tracing::warn!(error = %e, "outbox: cannot read the store");
+                    POLL
+                }
+            };
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = notified => {}
+                _ = tokio::time::sleep(pause.max(Duration::from_millis(10))) => {}
+            }
+        }
+    }
+
+    /// Claims due jobs and starts their deliveries; returns how many were claimed.
+    async fn dispatch(self: &Arc<Self>) -> usize {
+        if self.in_flight().len() >= MAX_IN_FLIGHT {
+            return 0;
+        }
+        let jobs = match self.store.claim_jobs((self.clock)(), BATCH, LEASE).await {
+            Ok(jobs) => jobs,
+            Err(e) => {
+                tracing::warn!(error = %e, "outbox: cannot claim jobs");
+                return 0;
+            }
+        };
+        let n = jobs.len();
+        for job in jobs {
+            if !self.in_flight().insert(job.id) {
+                continue; // already being delivered by this process
+            }
+            let this = self.clone();
+            tokio::spawn(async move {
+                this.deliver(&job).await;
+                this.in_flight().remove(&job.id);
+                this.wake();
+            });
+        }
+        n
+    }
+
+    fn in_flight(&self) -> std::sync::MutexGuard<'_, HashSet<i64>> {
+        self.in_flight.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    async fn deliver(&self, job: &ClaimedJob) {
+        let channel = job.job.channel.as_str();
+        let delivery = match self.handlers.get(channel) {
+            Some((handler, permits)) => {
+                let _permit = permits.acquire().await;
+                handler.deliver(job).await
+            }
+            None => Delivery::Failed(format!(
+                "no handler for channel {channel:?} (is it disabled?)"
+            )),
+        };
+        let update = match delivery {
+            Delivery::Done => {
+                self.metrics.delivery(channel, "ok");
+                JobUpdate::Done
+            }
+            Delivery::Failed(error) => {
+                self.metrics.delivery(channel, "failed");
+                tracing::error!(job = %job.job.key, channel, error = %error, "outbox: delivery failed for good");
+                JobUpdate::Failed { error }
+            }
+            Delivery::Retry { after, error } => {
+                let attempt = job.attempts + 1;
+                let delay = after.unwrap_or_else(|| self.backoff.delay(attempt));
+                let at = add((self.clock)(), delay);
+                if at > job.job.horizon {
+                    self.metrics.delivery(channel, "failed");
+                    tracing::error!(job = %job.job.key, channel, attempts = attempt, error = %error,
+                        "outbox: giving up, the delivery horizon has passed");
+                    JobUpdate::Failed {
+                        error: format!(
+                            "gave up after {attempt} attempts (horizon passed): {error}"
+                        ),
+                    }
+                } else {
+                    self.metrics.delivery(channel, "retry");
+                    tracing::warn!(job = %job.job.key, channel, attempt, retry_in_ms = delay.as_millis() as u64,
+                        error = %error, "outbox: delivery failed; will retry");
+                    JobUpdate::Retry { at, error }
+                }
+            }
+        };
+        if let Err(e) = self.store.finish_job(job.id, update).await {
+            // The lease runs out and the job is delivered again: at-least-once.
+            tracing::error!(job = %job.job.key, error = %e, "outbox: cannot record a delivery result");
+        }
+    }
+}
+
+/// Wakes the outbox whenever a state change may have recorded jobs.
+pub struct WakeOnChange(pub Arc<Outbox>);
+
+impl Lifecycle for WakeOnChange {
+    fn created(&self, _: &Arc<Interaction>) {
+        self.0.wake();
+    }
+    fn resolved(&self, _: &Arc<Interaction>) {
+        self.0.wake();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_with_jitter_and_caps() {
+        let b = Backoff {
+            base: Duration::from_secs(1),
+            max: Duration::from_secs(60),
+        };
+        for attempt in 1..=10 {
+            let d = b.delay(attempt);
+            let full = Duration::from_secs(1u64 << (attempt - 1)).min(Duration::from_secs(60));
+            assert!(
+                d >= full / 2 && d <= full,
+                "attempt {attempt}: {d:?} vs {full:?}"
+            );
+        }
+        assert!(b.delay(1000) <= Duration::from_secs(60));
+    }
+}
