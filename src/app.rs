@@ -11,6 +11,7 @@ use axum::Router;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::channels::{Task, Wiring};
 use crate::config::{Backend, Settings};
 use crate::health::Health;
 use crate::http::{self, AppState, auth::Auth};
@@ -24,6 +25,7 @@ pub struct App {
     state: AppState,
     outbox: Arc<Outbox>,
     extra: Router,
+    tasks: Vec<Task>,
 }
 
 /// Opens the configured store.
@@ -49,10 +51,28 @@ impl App {
     pub async fn with_store(settings: Settings, store: Arc<dyn Store>) -> anyhow::Result<Self> {
         let settings = Arc::new(settings);
         let metrics = Arc::new(Metrics::new());
+        let health = Arc::new(Health::default());
+        let shutdown = CancellationToken::new();
         let registry = Registry::new(store.clone(), settings.registry_config());
         registry.add_hook(metrics.clone());
-        let outbox = Outbox::new(store.clone(), metrics.clone());
-        let extra = Router::new();
+        let mut wiring = Wiring {
+            settings: settings.clone(),
+            registry: registry.clone(),
+            store: store.clone(),
+            outbox: Outbox::new(store.clone(), metrics.clone()),
+            metrics: metrics.clone(),
+            health: health.clone(),
+            routes: Router::new(),
+            tasks: Vec::new(),
+            shutdown: shutdown.clone(),
+        };
+        crate::channels::install(&mut wiring).await?;
+        let Wiring {
+            outbox,
+            routes: extra,
+            tasks,
+            ..
+        } = wiring;
         let outbox = Arc::new(outbox);
         registry.add_hook(Arc::new(WakeOnChange(outbox.clone())));
 
@@ -72,13 +92,14 @@ impl App {
             auth: Arc::new(Auth::new(&settings.auth)),
             metrics,
             settings,
-            shutdown: CancellationToken::new(),
-            health: Arc::new(Health::default()),
+            shutdown,
+            health,
         };
         Ok(Self {
             state,
             outbox,
             extra,
+            tasks,
         })
     }
 
@@ -99,6 +120,9 @@ impl App {
         let grace = Duration::from_secs(self.state.settings.server.shutdown_grace_secs);
         let mut tasks = self.state.registry.spawn_background(shutdown.clone());
         tasks.push(tokio::spawn(self.outbox.clone().run(shutdown.clone())));
+        for task in self.tasks {
+            tasks.push(tokio::spawn(task));
+        }
         let router = http::router(self.state.clone(), self.extra);
         let server = axum::serve(
             listener,

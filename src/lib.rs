@@ -8,6 +8,7 @@
 //! Layout:
 //! - [`interaction`]: the core (model, validation, registry). No I/O, no HTTP.
 //! - [`store`]: persistence behind one trait; SQLite embedded by default.
+//! - [`channels`]: Telegram, Feishu/Lark and webhooks: present interactions, take answers.
 //! - [`outbox`]: durable delivery of work to the outside world, with retries.
 //! - [`http`]: the axum layer (API, event stream, hooks, inbox, health, metrics).
 //! - [`app`]: wiring, shared by `main` and the tests.
@@ -16,6 +17,7 @@
 //! HTTP layer turns into JSON error bodies; `anyhow` is used only at start-up and in the CLI.
 
 pub mod app;
+pub mod channels;
 pub mod config;
 pub mod health;
 pub mod http;

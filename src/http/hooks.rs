@@ -63,8 +63,7 @@ fn derived_base(session: &str, tool: &str, input: &Map<String, Value>) -> String
     h.update([0]);
     h.update(tool.as_bytes());
     h.update([0]);
-    // serde_json's map is ordered by key, so this encoding is canonical.
-    h.update(Value::Object(input.clone()).to_string().as_bytes());
+    h.update(canonical(&Value::Object(input.clone())).as_bytes());
     format!("cc-{}", &hex::encode(h.finalize())[..32])
 }
 
@@ -190,6 +189,27 @@ async fn create_generation(
     ))
 }
 
+/// JSON with object keys sorted at every level, so equal inputs hash equally whatever order
+/// their keys arrived in.
+fn canonical(v: &Value) -> String {
+    match v {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            let parts: Vec<String> = keys
+                .into_iter()
+                .map(|k| format!("{}:{}", Value::String(k.clone()), canonical(&m[k])))
+                .collect();
+            format!("{{{}}}", parts.join(","))
+        }
+        Value::Array(a) => format!(
+            "[{}]",
+            a.iter().map(canonical).collect::<Vec<_>>().join(",")
+        ),
+        other => other.to_string(),
+    }
+}
+
 fn ask(event: Event, reason: &str) -> Value {
     match event {
         Event::PreToolUse => json!({"hookSpecificOutput": {
@@ -268,6 +288,8 @@ mod tests {
         let b = derived_base("s1", "Bash", &input);
         assert_eq!(a, b);
         assert_ne!(a, derived_base("s2", "Bash", &input));
+        let reordered = json!({"b":1,"command":"ls"}).as_object().cloned().unwrap();
+        assert_eq!(a, derived_base("s1", "Bash", &reordered));
         assert!(InteractionId::parse(&a).is_ok());
         assert!(InteractionId::parse(&format!("{a}.9999")).is_ok());
     }

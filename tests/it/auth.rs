@@ -1,0 +1,114 @@
+//! Bearer tokens and scopes.
+
+use imrelay::config::Secret;
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::support::*;
+
+async fn app_with_tokens() -> TestApp {
+    spawn_with(|s| {
+        s.auth.agent_tokens = vec![Secret::new("agent-secret")];
+        s.auth.operator_tokens = vec![Secret::new("operator-secret")];
+    })
+    .await
+}
+
+#[tokio::test]
+async fn missing_wrong_and_right_tokens() {
+    let mut app = app_with_tokens().await;
+    let create = json!({"id": "auth-1", "tool_name": "Bash", "input": {"command": "ls"}});
+
+    let (status, body) = app.post("/v1/interactions", &create).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(body["error"]["code"], "unauthorized");
+
+    app.token = Some("guess".into());
+    let (status, body) = app.post("/v1/interactions", &create).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(body["error"]["code"], "unauthorized");
+
+    // The operator token does not carry the agent scope.
+    app.token = Some("operator-secret".into());
+    let (status, body) = app.post("/v1/interactions", &create).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(body["error"]["code"], "forbidden");
+
+    app.token = Some("agent-secret".into());
+    let (status, _) = app.post("/v1/interactions", &create).await;
+    assert_eq!(status, StatusCode::CREATED);
+    // ... and the agent token cannot answer or list.
+    let (status, _) = app
+        .post(
+            "/v1/interactions/auth-1/respond",
+            &json!({"decision": "allow"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, _) = app.get("/v1/interactions").await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let resp = app
+        .client
+        .get(app.url("/v1/events"))
+        .bearer_auth("agent-secret")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::FORBIDDEN);
+    // Both may read one interaction.
+    let (status, _) = app.get("/v1/interactions/auth-1").await;
+    assert_eq!(status, StatusCode::OK);
+
+    app.token = Some("operator-secret".into());
+    let (status, _) = app.get("/v1/interactions/auth-1").await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = app
+        .post(
+            "/v1/interactions/auth-1/respond",
+            &json!({"decision": "allow"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+
+    // Health, metrics and the inbox page need no token.
+    app.token = None;
+    assert_eq!(app.get("/healthz").await.0, StatusCode::OK);
+    assert_eq!(
+        app.client.get(app.url("/")).send().await.unwrap().status(),
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
+async fn hook_requires_the_agent_scope() {
+    let mut app = app_with_tokens().await;
+    let hook = fixture("claude-code/notification.json");
+    assert_eq!(
+        app.post("/v1/hooks/claude-code", &hook).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+    app.token = Some("agent-secret".into());
+    assert_eq!(
+        app.post("/v1/hooks/claude-code", &hook).await.0,
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
+async fn without_tokens_only_loopback_host_names_are_accepted() {
+    let app = spawn_app().await;
+    // A browser page on another origin that resolved its own name to 127.0.0.1 (DNS
+    // rebinding) sends its own Host header.
+    let resp = app
+        .client
+        .get(app.url("/v1/interactions"))
+        .header("host", "attacker.example")
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = split(resp).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(body["error"]["code"], "forbidden");
+    let (status, _) = app.get("/v1/interactions").await;
+    assert_eq!(status, StatusCode::OK);
+}

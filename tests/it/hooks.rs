@@ -1,0 +1,229 @@
+//! The Claude Code HTTP hook endpoint, with bodies exactly as Claude Code posts them.
+
+use std::time::Duration;
+
+use imrelay::config::OnTimeout;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+/// Posts a hook body in the background; returns the pending response.
+fn post_hook(app: &TestApp, body: Value) -> tokio::task::JoinHandle<(StatusCode, Value)> {
+    let client = app.client.clone();
+    let url = app.url("/v1/hooks/claude-code");
+    tokio::spawn(async move { split(client.post(url).json(&body).send().await.unwrap()).await })
+}
+
+/// Waits until an interaction is pending and returns it.
+async fn pending_one(app: &TestApp) -> Value {
+    for _ in 0..200 {
+        let (_, list) = app.get("/v1/interactions?status=pending").await;
+        if let Some(first) = list["interactions"].as_array().and_then(|a| a.first()) {
+            return first.clone();
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("no interaction became pending");
+}
+
+#[tokio::test]
+async fn pre_tool_use_allow() {
+    let app = spawn_app().await;
+    let hook = post_hook(&app, fixture("claude-code/pre_tool_use.json"));
+    let i = pending_one(&app).await;
+    assert_eq!(i["id"], "toolu_01HkQ8mN4vRZ2xT6yB3wLpE9");
+    assert_eq!(i["session"], "5f8a2c1e-3b7d-4e9f-a1c2-6d8e0f4b2a91");
+    assert_eq!(i["cwd"], "/home/dev/shop");
+    assert_eq!(i["agent"], "claude-code");
+    app.post(
+        "/v1/interactions/toolu_01HkQ8mN4vRZ2xT6yB3wLpE9/respond",
+        &json!({"decision": "allow", "by": "alice"}),
+    )
+    .await;
+    let (status, out) = hook.await.unwrap();
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        out,
+        json!({"hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "allow",
+            "permissionDecisionReason": "Allowed through imrelay by alice via api",
+            "updatedInput": {"command": "rm -rf build", "description": "Remove the build directory"}
+        }})
+    );
+}
+
+#[tokio::test]
+async fn pre_tool_use_deny() {
+    let app = spawn_app().await;
+    let hook = post_hook(&app, fixture("claude-code/pre_tool_use.json"));
+    let i = pending_one(&app).await;
+    app.post(
+        &format!("/v1/interactions/{}/respond", i["id"].as_str().unwrap()),
+        &json!({"decision": "deny", "message": "Keep the build, it is needed"}),
+    )
+    .await;
+    let (_, out) = hook.await.unwrap();
+    assert_eq!(
+        out,
+        json!({"hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": "Keep the build, it is needed"
+        }})
+    );
+}
+
+#[tokio::test]
+async fn permission_request_allow_deny_and_repeat() {
+    let app = spawn_app().await;
+    let body = fixture("claude-code/permission_request.json");
+    let hook = post_hook(&app, body.clone());
+    let i = pending_one(&app).await;
+    let id = i["id"].as_str().unwrap().to_string();
+    assert!(id.starts_with("cc-"), "{id}");
+    assert!(i["suggestions"].is_array());
+    app.post(
+        &format!("/v1/interactions/{id}/respond"),
+        &json!({"decision": "allow"}),
+    )
+    .await;
+    let (_, out) = hook.await.unwrap();
+    assert_eq!(
+        out,
+        json!({"hookSpecificOutput": {
+            "hookEventName": "PermissionRequest",
+            "decision": {"behavior": "allow", "updatedInput": {"command": "npm test", "description": "Run the test suite"}}
+        }})
+    );
+
+    // The same command later in the session asks again (a new generation), and can be denied.
+    let hook = post_hook(&app, body);
+    let j = pending_one(&app).await;
+    assert_eq!(j["id"], format!("{id}.2"));
+    app.post(
+        &format!("/v1/interactions/{}/respond", j["id"].as_str().unwrap()),
+        &json!({"decision": "deny", "message": "not twice"}),
+    )
+    .await;
+    let (_, out) = hook.await.unwrap();
+    assert_eq!(
+        out,
+        json!({"hookSpecificOutput": {
+            "hookEventName": "PermissionRequest",
+            "decision": {"behavior": "deny", "message": "not twice", "interrupt": false}
+        }})
+    );
+}
+
+#[tokio::test]
+async fn a_reconnecting_hook_reattaches_to_the_pending_interaction() {
+    let app = spawn_app().await;
+    let body = fixture("claude-code/permission_request.json");
+    let first = post_hook(&app, body.clone());
+    let i = pending_one(&app).await;
+    first.abort();
+    let second = post_hook(&app, body);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (_, list) = app.get("/v1/interactions?status=all").await;
+    assert_eq!(list["interactions"].as_array().unwrap().len(), 1);
+    app.post(
+        &format!("/v1/interactions/{}/respond", i["id"].as_str().unwrap()),
+        &json!({"decision": "allow"}),
+    )
+    .await;
+    let (_, out) = second.await.unwrap();
+    assert_eq!(out["hookSpecificOutput"]["decision"]["behavior"], "allow");
+}
+
+#[tokio::test]
+async fn timeout_denies_by_default() {
+    let app = spawn_with(|s| s.hooks.claude_code.timeout_secs = 1).await;
+    let (status, out) = post_hook(&app, fixture("claude-code/pre_tool_use.json"))
+        .await
+        .unwrap();
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        out,
+        json!({"hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": "No response within 1 seconds"
+        }})
+    );
+    let (_, i) = app
+        .get("/v1/interactions/toolu_01HkQ8mN4vRZ2xT6yB3wLpE9")
+        .await;
+    assert_eq!(i["resolution"]["outcome"], "expired");
+
+    let (_, out) = post_hook(&app, fixture("claude-code/permission_request.json"))
+        .await
+        .unwrap();
+    assert_eq!(
+        out["hookSpecificOutput"]["decision"],
+        json!({"behavior": "deny", "message": "No response within 1 seconds", "interrupt": false})
+    );
+}
+
+#[tokio::test]
+async fn timeout_can_fall_back_to_claude_codes_prompt() {
+    let app = spawn_with(|s| {
+        s.hooks.claude_code.timeout_secs = 1;
+        s.hooks.claude_code.on_timeout = OnTimeout::Ask;
+    })
+    .await;
+    let (_, out) = post_hook(&app, fixture("claude-code/pre_tool_use.json"))
+        .await
+        .unwrap();
+    assert_eq!(out["hookSpecificOutput"]["permissionDecision"], "ask");
+    assert_eq!(out["hookSpecificOutput"]["hookEventName"], "PreToolUse");
+    let (_, out) = post_hook(&app, fixture("claude-code/permission_request.json"))
+        .await
+        .unwrap();
+    assert_eq!(out, json!({}));
+}
+
+#[tokio::test]
+async fn other_hook_events_get_no_opinion() {
+    let app = spawn_app().await;
+    let (status, out) = app
+        .post(
+            "/v1/hooks/claude-code",
+            &fixture("claude-code/notification.json"),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(out, json!({}));
+    let (status, out) = app
+        .post(
+            "/v1/hooks/claude-code",
+            &json!({"hook_event_name": "PreToolUse", "session_id": "s"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{out}");
+}
+
+#[tokio::test]
+async fn questions_through_the_hook_carry_the_answers() {
+    let app = spawn_app().await;
+    let mut body = fixture("claude-code/pre_tool_use.json");
+    body["tool_name"] = json!("AskUserQuestion");
+    body["tool_use_id"] = json!("toolu_question");
+    body["tool_input"] = json!({"questions": [{"question": "Ship it?", "header": "Ship",
+        "multiSelect": false, "options": [{"label": "Yes"}, {"label": "No"}]}]});
+    let hook = post_hook(&app, body);
+    let i = pending_one(&app).await;
+    assert_eq!(i["kind"], "question");
+    app.post(
+        "/v1/interactions/toolu_question/respond",
+        &json!({"answers": {"Ship it?": "Yes"}}),
+    )
+    .await;
+    let (_, out) = hook.await.unwrap();
+    assert_eq!(out["hookSpecificOutput"]["permissionDecision"], "allow");
+    assert_eq!(
+        out["hookSpecificOutput"]["updatedInput"]["answers"],
+        json!({"Ship it?": "Yes"})
+    );
+}

@@ -1,0 +1,13 @@
+//! Integration tests: the real server on 127.0.0.1:0, real HTTP, fake external services on
+//! loopback. One test binary with a module per feature links once.
+
+mod api;
+mod auth;
+mod bad_input;
+mod hooks;
+mod outbox;
+mod questions;
+mod restart;
+mod sse;
+mod store;
+mod support;

@@ -1,0 +1,195 @@
+//! The outbox worker against a fake receiver on loopback: retries until success, gives up at
+//! the horizon, and resumes after a restart.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::post;
+use imrelay::metrics::Metrics;
+use imrelay::outbox::{Backoff, Delivery, Outbox, OutboxHandler};
+use imrelay::store::{ClaimedJob, MemoryStore, OutboxJob, SqliteStore, Store, Synchronous};
+use jiff::{SignedDuration, Timestamp};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+/// A receiver that fails the first `fail_first` requests with 500.
+#[derive(Clone)]
+struct Receiver {
+    hits: Arc<AtomicUsize>,
+    fail_first: usize,
+}
+
+async fn receive(State(r): State<Receiver>) -> StatusCode {
+    let n = r.hits.fetch_add(1, Ordering::SeqCst);
+    if n < r.fail_first {
+        StatusCode::INTERNAL_SERVER_ERROR
+    } else {
+        StatusCode::NO_CONTENT
+    }
+}
+
+async fn fake_receiver(fail_first: usize) -> (String, Arc<AtomicUsize>) {
+    let hits = Arc::new(AtomicUsize::new(0));
+    let app = Router::new()
+        .route("/hook", post(receive))
+        .with_state(Receiver {
+            hits: hits.clone(),
+            fail_first,
+        });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, hits)
+}
+
+/// Posts the job's payload to its URL.
+struct HttpPost(reqwest::Client);
+
+#[async_trait]
+impl OutboxHandler for HttpPost {
+    async fn deliver(&self, job: &ClaimedJob) -> Delivery {
+        let url = job.job.payload["url"].as_str().unwrap_or_default();
+        match self.0.post(url).json(&job.job.payload).send().await {
+            Ok(r) if r.status().is_success() => Delivery::Done,
+            Ok(r) => Delivery::Retry {
+                after: None,
+                error: format!("HTTP {}", r.status()),
+            },
+            Err(e) => Delivery::Retry {
+                after: None,
+                error: e.to_string(),
+            },
+        }
+    }
+}
+
+fn job(url: &str, horizon: SignedDuration) -> OutboxJob {
+    OutboxJob {
+        key: format!("post:{url}"),
+        channel: "http".into(),
+        kind: "post".into(),
+        interaction_id: None,
+        payload: json!({"url": url}),
+        not_before: Timestamp::now(),
+        horizon: Timestamp::now() + horizon,
+    }
+}
+
+fn worker(store: Arc<dyn Store>) -> Arc<Outbox> {
+    let mut outbox = Outbox::new(store, Arc::new(Metrics::new())).with_backoff(Backoff {
+        base: Duration::from_millis(20),
+        max: Duration::from_millis(100),
+    });
+    outbox.register("http", Arc::new(HttpPost(reqwest::Client::new())));
+    Arc::new(outbox)
+}
+
+async fn wait_until(mut f: impl FnMut() -> bool) {
+    for _ in 0..500 {
+        if f() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("condition not reached within 5 s");
+}
+
+#[tokio::test]
+async fn a_failing_delivery_is_retried_until_it_succeeds() {
+    let (url, hits) = fake_receiver(3).await;
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    store
+        .enqueue(vec![job(&url, SignedDuration::from_hours(1))])
+        .await
+        .unwrap();
+    let outbox = worker(store.clone());
+    let stop = CancellationToken::new();
+    tokio::spawn(outbox.clone().run(stop.clone()));
+    wait_until(|| hits.load(Ordering::SeqCst) >= 4).await;
+    // Delivered on the 4th attempt, then finished: no more requests.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(hits.load(Ordering::SeqCst), 4);
+    assert!(store.next_job_at().await.unwrap().is_none());
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn delivery_stops_at_the_horizon() {
+    let (url, hits) = fake_receiver(usize::MAX).await;
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    store
+        .enqueue(vec![job(&url, SignedDuration::from_millis(400))])
+        .await
+        .unwrap();
+    let outbox = worker(store.clone());
+    let stop = CancellationToken::new();
+    tokio::spawn(outbox.clone().run(stop.clone()));
+    wait_until(|| hits.load(Ordering::SeqCst) >= 2).await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let attempts = hits.load(Ordering::SeqCst);
+    assert!(
+        store.next_job_at().await.unwrap().is_none(),
+        "the job was given up"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        attempts,
+        "no attempts after giving up"
+    );
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn a_restart_mid_retry_resumes_delivery() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("outbox.db");
+    let (url, hits) = fake_receiver(2).await;
+    {
+        let store: Arc<dyn Store> =
+            Arc::new(SqliteStore::open(&path, Synchronous::Normal).unwrap());
+        store
+            .enqueue(vec![job(&url, SignedDuration::from_hours(1))])
+            .await
+            .unwrap();
+        let outbox = worker(store.clone());
+        let stop = CancellationToken::new();
+        let run = tokio::spawn(outbox.clone().run(stop.clone()));
+        wait_until(|| hits.load(Ordering::SeqCst) >= 1).await;
+        stop.cancel();
+        let _ = run.await;
+    }
+    assert!(
+        hits.load(Ordering::SeqCst) < 3,
+        "not yet delivered before the restart"
+    );
+    let mut reopened = None;
+    for _ in 0..100 {
+        if let Ok(s) = SqliteStore::open(&path, Synchronous::Normal) {
+            reopened = Some(s);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let store: Arc<dyn Store> = Arc::new(reopened.expect("reopens"));
+    let outbox = worker(store.clone());
+    let stop = CancellationToken::new();
+    tokio::spawn(outbox.clone().run(stop.clone()));
+    wait_until(|| hits.load(Ordering::SeqCst) >= 3).await;
+    for _ in 0..100 {
+        if store.next_job_at().await.unwrap().is_none() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        store.next_job_at().await.unwrap().is_none(),
+        "delivered after the restart"
+    );
+    stop.cancel();
+}

@@ -1,0 +1,281 @@
+//! Durability: the real binary is killed with SIGKILL and restarted on the same database.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+/// A running `imrelay` child process.
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Server {
+    /// Starts the binary on an ephemeral port with its store at `db`, and waits until ready.
+    fn start(db: &Path) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_imrelay"))
+            .arg("serve")
+            .env("IMRELAY__SERVER__LISTEN", "127.0.0.1:0")
+            .env("IMRELAY__STORE__PATH", db)
+            .env("IMRELAY__LOG__FORMAT", "json")
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the imrelay binary starts");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut sent = false;
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if !sent
+                    && let Ok(v) = serde_json::from_str::<Value>(&line)
+                    && v["message"] == "imrelay is ready"
+                {
+                    let _ = tx.send(v["listen"].as_str().unwrap_or_default().to_string());
+                    sent = true;
+                }
+                if std::env::var_os("TEST_LOG").is_some() {
+                    eprintln!("[imrelay] {line}");
+                }
+            }
+        });
+        let listen = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the server reports it is ready");
+        Server {
+            child,
+            base: format!("http://{listen}"),
+        }
+    }
+
+    fn kill(mut self) {
+        self.child.kill().expect("SIGKILL");
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn call(client: &reqwest::Client, req: reqwest::RequestBuilder) -> (StatusCode, Value) {
+    let _ = client;
+    let resp = req.send().await.expect("request");
+    let status = resp.status();
+    (status, resp.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn sigkill_with_pending_and_resolved_interactions_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("data/imrelay.db");
+    let client = reqwest::Client::new();
+    let server = Server::start(&db);
+    let base = server.base.clone();
+
+    // 600 interactions, created concurrently; 100 of them answered just before the kill.
+    let created: Vec<(String, Value)> = futures_util::stream::iter(0..600)
+        .map(|n| {
+            let client = client.clone();
+            let base = base.clone();
+            async move {
+                let id = format!("toolu_{n:04}");
+                let (status, body) = call(
+                    &client,
+                    client.post(format!("{base}/v1/interactions")).json(
+                        &json!({"id": id, "tool_name": "Bash", "input": {"command": format!("echo {n}")}, "timeout_secs": 3600}),
+                    ),
+                )
+                .await;
+                assert_eq!(status, StatusCode::CREATED, "{body}");
+                (id, body)
+            }
+        })
+        .buffer_unordered(32)
+        .collect()
+        .await;
+    let mut answered = Vec::new();
+    for (id, _) in created
+        .iter()
+        .filter(|(id, _)| id.ends_with('0') || id.ends_with('5'))
+        .take(100)
+    {
+        let decision = if answered.len() % 2 == 0 {
+            "allow"
+        } else {
+            "deny"
+        };
+        let (status, body) = call(
+            &client,
+            client
+                .post(format!("{base}/v1/interactions/{id}/respond"))
+                .json(&json!({"decision": decision, "by": "alice"})),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        answered.push((id.clone(), body["resolution"].clone()));
+    }
+    // One whose deadline passes while the server is down.
+    let (status, short) = call(
+        &client,
+        client
+            .post(format!("{base}/v1/interactions"))
+            .json(&json!({"id": "short-lived", "tool_name": "Bash", "input": {"command": "x"}, "timeout_secs": 1})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+
+    server.kill();
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+
+    let server = Server::start(&db);
+    let base = server.base.clone();
+
+    // Every resolution is still there.
+    for (id, resolution) in &answered {
+        let (status, body) =
+            call(&client, client.get(format!("{base}/v1/interactions/{id}"))).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(&body["resolution"], resolution, "{id}");
+    }
+    // Every other one is still pending, with its original deadline.
+    let answered_ids: std::collections::HashSet<&str> =
+        answered.iter().map(|(i, _)| i.as_str()).collect();
+    let mut pending = 0;
+    for (id, before) in &created {
+        if answered_ids.contains(id.as_str()) {
+            continue;
+        }
+        let (_, body) = call(&client, client.get(format!("{base}/v1/interactions/{id}"))).await;
+        assert_eq!(body["status"], "pending", "{id}");
+        assert_eq!(body["deadline"], before["deadline"], "{id}");
+        pending += 1;
+    }
+    assert_eq!(pending, 500);
+
+    // The deadline that passed during the downtime expired at start-up.
+    let (_, body) = call(
+        &client,
+        client.get(format!("{base}/v1/interactions/short-lived")),
+    )
+    .await;
+    assert_eq!(body["resolution"]["outcome"], "expired", "{body}");
+    assert_eq!(body["deadline"], short["deadline"]);
+
+    // An agent re-attaching with the same id gets the decision made before the crash.
+    let (id, resolution) = &answered[0];
+    let n: u32 = id.trim_start_matches("toolu_").parse().unwrap();
+    let (status, body) = call(
+        &client,
+        client
+            .post(format!("{base}/v1/interactions?wait_secs=5"))
+            .json(
+                &json!({"id": id, "tool_name": "Bash", "input": {"command": format!("echo {n}")}}),
+            ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(&body["resolution"], resolution);
+    let (status, body) = call(
+        &client,
+        client.get(format!("{base}/v1/interactions/{id}/wait")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["result"]["behavior"], "allow");
+
+    // Answering a pending one after the restart wakes its waiter.
+    let waiter = {
+        let client = client.clone();
+        let url = format!("{base}/v1/interactions/toolu_0001/wait?timeout_secs=30");
+        tokio::spawn(async move { call(&client, client.get(url)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (status, _) = call(
+        &client,
+        client
+            .post(format!("{base}/v1/interactions/toolu_0001/respond"))
+            .json(&json!({"decision": "allow", "by": "bob"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, body) = waiter.await.unwrap();
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["resolution"]["by"], "bob");
+    server.kill();
+}
+
+#[tokio::test]
+async fn check_config_prints_redacted_settings() {
+    let out = Command::new(env!("CARGO_BIN_EXE_imrelay"))
+        .arg("check-config")
+        .env("IMRELAY__AUTH__OPERATOR_TOKENS", "super-secret-token")
+        .output()
+        .expect("runs");
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("listen = \"127.0.0.1:8787\""), "{stdout}");
+    assert!(stdout.contains("[redacted]"));
+    assert!(!stdout.contains("super-secret-token"));
+
+    let bad = Command::new(env!("CARGO_BIN_EXE_imrelay"))
+        .arg("check-config")
+        .env("IMRELAY__SERVER__LISTEN", "0.0.0.0:8787")
+        .output()
+        .expect("runs");
+    assert!(!bad.status.success());
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(stderr.contains("tokens are required"), "{stderr}");
+}
+
+#[tokio::test]
+async fn sigterm_shuts_down_cleanly_and_ends_long_polls() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("term.db"));
+    let client = reqwest::Client::new();
+    let base = server.base.clone();
+    call(
+        &client,
+        client
+            .post(format!("{base}/v1/interactions"))
+            .json(&json!({"id": "t1", "tool_name": "Bash", "input": {}})),
+    )
+    .await;
+    let poll = {
+        let client = client.clone();
+        let url = format!("{base}/v1/interactions/t1/wait?timeout_secs=60");
+        tokio::spawn(async move { call(&client, client.get(url)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let pid = server.child.id();
+    let status = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // The long-poll is answered (still pending) instead of being cut off.
+    let (status, body) = tokio::time::timeout(Duration::from_secs(10), poll)
+        .await
+        .expect("the long-poll ends promptly")
+        .unwrap();
+    assert_eq!(status, StatusCode::ACCEPTED);
+    assert_eq!(body["status"], "pending");
+    let mut server = server;
+    let exit = tokio::task::spawn_blocking(move || {
+        let r = server.child.wait();
+        (r, server)
+    })
+    .await
+    .unwrap();
+    assert!(exit.0.unwrap().success(), "exit status");
+}

@@ -1,0 +1,498 @@
+//! The store contract, run against both backends, plus SQLite specifics and a store that
+//! refuses writes (a full or read-only disk).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use imrelay::config::Backend;
+use imrelay::interaction::{Interaction, InteractionId, NewInteraction, Registry, RegistryConfig};
+use imrelay::store::{
+    ChannelMessage, ClaimedJob, CreateOutcome, JobUpdate, ListQuery, MemoryStore, OutboxJob, Page,
+    ResolveOutcome, SqliteStore, StatusFilter, Store, StoreError, Synchronous,
+};
+use jiff::Timestamp;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+fn job(key: &str, channel: &str) -> OutboxJob {
+    OutboxJob {
+        key: key.into(),
+        channel: channel.into(),
+        kind: "test".into(),
+        interaction_id: None,
+        payload: json!({"k": key}),
+        not_before: Timestamp::now(),
+        horizon: Timestamp::now() + jiff::SignedDuration::from_hours(1),
+    }
+}
+
+async fn created(reg: &Registry, id: &str) -> Arc<Interaction> {
+    let input = json!({"command": id}).as_object().cloned().unwrap();
+    reg.create(NewInteraction {
+        id: Some(id.into()),
+        ..NewInteraction::new("Bash", input)
+    })
+    .await
+    .unwrap()
+    .interaction
+}
+
+/// Behaviour every backend must share.
+async fn contract(store: Arc<dyn Store>) {
+    let reg = Registry::new(store.clone(), RegistryConfig::default());
+    let a = created(&reg, "c-a").await;
+    // Insert-if-absent.
+    match store.create(a.clone(), vec![]).await.unwrap() {
+        CreateOutcome::Exists(e) => assert_eq!(e.id, a.id),
+        CreateOutcome::Created => panic!("created twice"),
+    }
+    assert_eq!(store.get(&a.id).await.unwrap().unwrap().input, a.input);
+
+    // Resolve-if-pending, with its jobs recorded in the same step.
+    let resolved = Arc::new(a.resolved(imrelay::interaction::expired(&a, Timestamp::now())));
+    let jobs = vec![job("j-resolve", "test-channel")];
+    assert!(matches!(
+        store.resolve(resolved.clone(), jobs.clone()).await.unwrap(),
+        ResolveOutcome::Resolved
+    ));
+    match store.resolve(resolved.clone(), jobs).await.unwrap() {
+        ResolveOutcome::AlreadyResolved(w) => assert_eq!(w.resolution, resolved.resolution),
+        other => panic!("unexpected {other:?}"),
+    }
+    let ghost = InteractionId::parse("ghost").unwrap();
+    let mut g = (*resolved).clone();
+    g.id = ghost.clone();
+    assert!(matches!(
+        store.resolve(Arc::new(g), vec![]).await.unwrap(),
+        ResolveOutcome::NotFound
+    ));
+
+    // Pending listing and pagination.
+    for n in 0..5 {
+        created(&reg, &format!("c-p{n}")).await;
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let pending = store.pending().await.unwrap();
+    assert_eq!(pending.len(), 5);
+    assert_eq!(pending[0].id.as_str(), "c-p0", "oldest first");
+    let Page { interactions, next } = store
+        .list(&ListQuery {
+            status: StatusFilter::Pending,
+            limit: 3,
+            after: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(interactions.len(), 3);
+    assert_eq!(interactions[0].id.as_str(), "c-p4", "newest first");
+    let page2 = store
+        .list(&ListQuery {
+            status: StatusFilter::Pending,
+            limit: 3,
+            after: next,
+        })
+        .await
+        .unwrap();
+    assert_eq!(page2.interactions.len(), 2);
+    assert!(page2.next.is_none());
+    let resolved_only = store
+        .list(&ListQuery {
+            status: StatusFilter::Resolved,
+            limit: 10,
+            after: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(resolved_only.interactions.len(), 1);
+
+    // Outbox: idempotent by key, leased claims, retry scheduling, completion.
+    store
+        .enqueue(vec![job("j1", "test-channel"), job("j1", "test-channel")])
+        .await
+        .unwrap();
+    let now = imrelay::interaction::now();
+    let claimed = store
+        .claim_jobs(now, 10, Duration::from_secs(60))
+        .await
+        .unwrap();
+    let keys: Vec<&str> = claimed.iter().map(|c| c.job.key.as_str()).collect();
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    assert!(keys.contains(&"j1") && keys.contains(&"j-resolve"));
+    assert!(
+        store
+            .claim_jobs(now, 10, Duration::from_secs(60))
+            .await
+            .unwrap()
+            .is_empty(),
+        "leased"
+    );
+    let backlog = store.job_backlog().await.unwrap();
+    assert_eq!(backlog, vec![("test-channel".to_string(), 2)]);
+    let j1 = claimed.iter().find(|c| c.job.key == "j1").unwrap().id;
+    let jr = claimed
+        .iter()
+        .find(|c| c.job.key == "j-resolve")
+        .unwrap()
+        .id;
+    let later = now + jiff::SignedDuration::from_secs(30);
+    store
+        .finish_job(
+            j1,
+            JobUpdate::Retry {
+                at: later,
+                error: "boom".into(),
+            },
+        )
+        .await
+        .unwrap();
+    store.finish_job(jr, JobUpdate::Done).await.unwrap();
+    assert_eq!(store.next_job_at().await.unwrap(), Some(later));
+    let again = store
+        .claim_jobs(later, 10, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].attempts, 1);
+    store
+        .finish_job(
+            again[0].id,
+            JobUpdate::Failed {
+                error: "gone".into(),
+            },
+        )
+        .await
+        .unwrap();
+    assert!(store.next_job_at().await.unwrap().is_none());
+
+    // Channel bookkeeping.
+    let msg = ChannelMessage {
+        channel: "telegram".into(),
+        address: "-100123".into(),
+        message_ref: "42".into(),
+        interaction_id: InteractionId::parse("c-p0").unwrap(),
+        state: Some(json!({"toggled": [1]})),
+        created_at: Timestamp::now(),
+    };
+    store.record_message(msg.clone()).await.unwrap();
+    assert_eq!(
+        store
+            .message("telegram", "-100123", "42")
+            .await
+            .unwrap()
+            .unwrap()
+            .state,
+        msg.state
+    );
+    assert!(
+        store
+            .set_message_state("telegram", "-100123", "42", Some(json!({"toggled": []})))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .set_message_state("telegram", "x", "y", None)
+            .await
+            .unwrap()
+    );
+    let shown = store
+        .messages("telegram", &msg.interaction_id)
+        .await
+        .unwrap();
+    assert_eq!(shown.len(), 1);
+    assert_eq!(shown[0].state, Some(json!({"toggled": []})));
+
+    // Secrets are stable; first sightings deduplicate.
+    let s1 = store.secret("buttons").await.unwrap();
+    assert_eq!(s1.len(), 32);
+    assert_eq!(store.secret("buttons").await.unwrap(), s1);
+    assert_ne!(store.secret("other").await.unwrap(), s1);
+    let exp = Timestamp::now() + jiff::SignedDuration::from_mins(5);
+    assert!(store.first_sighting("tg", "update-1", exp).await.unwrap());
+    assert!(!store.first_sighting("tg", "update-1", exp).await.unwrap());
+    assert!(
+        store
+            .first_sighting("feishu", "update-1", exp)
+            .await
+            .unwrap()
+    );
+
+    // Pruning removes resolved interactions past retention, with their messages.
+    let pruned = store
+        .prune(Timestamp::now() + jiff::SignedDuration::from_secs(1))
+        .await
+        .unwrap();
+    assert_eq!(pruned, 1);
+    assert!(store.get(&a.id).await.unwrap().is_none());
+    assert_eq!(store.pending().await.unwrap().len(), 5);
+}
+
+#[tokio::test]
+async fn memory_store_keeps_the_contract() {
+    contract(Arc::new(MemoryStore::new())).await;
+}
+
+#[tokio::test]
+async fn sqlite_store_keeps_the_contract() {
+    let dir = tempfile::tempdir().unwrap();
+    let store =
+        SqliteStore::open(dir.path().join("nested/dir/imrelay.db"), Synchronous::Full).unwrap();
+    contract(Arc::new(store)).await;
+}
+
+#[tokio::test]
+async fn sqlite_migrations_apply_once_and_data_survives_reopening() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.db");
+    {
+        let store = Arc::new(SqliteStore::open(&path, Synchronous::Normal).unwrap());
+        let reg = Registry::new(store, RegistryConfig::default());
+        created(&reg, "survivor").await;
+    }
+    // The writer thread releases the file when the store is dropped; give it a moment.
+    let mut reopened = None;
+    for _ in 0..100 {
+        match SqliteStore::open(&path, Synchronous::Normal) {
+            Ok(s) => {
+                reopened = Some(s);
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+    let store = reopened.expect("reopens");
+    let version: i64 = rusqlite::Connection::open(&path)
+        .unwrap()
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, imrelay::store::sqlite::SCHEMA_VERSION);
+    let id = InteractionId::parse("survivor").unwrap();
+    assert!(store.get(&id).await.unwrap().unwrap().is_pending());
+}
+
+#[tokio::test]
+async fn a_second_process_cannot_open_the_same_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("locked.db");
+    let _first = SqliteStore::open(&path, Synchronous::Normal).unwrap();
+    let err = SqliteStore::open(&path, Synchronous::Normal).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("in use by another imrelay process"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn concurrent_answers_through_sqlite_one_winner() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = settings();
+    s.store.backend = Backend::Sqlite;
+    s.store.path = dir.path().join("race.db");
+    let store: Arc<dyn Store> =
+        Arc::new(SqliteStore::open(&s.store.path, Synchronous::Normal).unwrap());
+    let app = spawn_on(s, store).await;
+    let id = app.create_bash("sqlite-race", "deploy").await;
+    let mut tasks = Vec::new();
+    for n in 0..200 {
+        let client = app.client.clone();
+        let url = app.url(&format!("/v1/interactions/{id}/respond"));
+        tasks.push(tokio::spawn(async move {
+            split(
+                client
+                    .post(url)
+                    .json(&json!({"decision": "allow", "by": format!("p{n}")}))
+                    .send()
+                    .await
+                    .unwrap(),
+            )
+            .await
+        }));
+    }
+    let mut ok = Vec::new();
+    let mut conflicts = 0;
+    for t in tasks {
+        let (status, body) = t.await.unwrap();
+        match status {
+            StatusCode::OK => ok.push(body),
+            StatusCode::CONFLICT => {
+                conflicts += 1;
+                assert_eq!(
+                    body["error"]["resolution"]["by"],
+                    ok.first()
+                        .map(|b: &Value| b["resolution"]["by"].clone())
+                        .unwrap_or_else(|| body["error"]["resolution"]["by"].clone())
+                );
+            }
+            other => panic!("{other}: {body}"),
+        }
+    }
+    assert_eq!(ok.len(), 1);
+    assert_eq!(conflicts, 199);
+    let stored = app
+        .store
+        .get(&InteractionId::parse(&id).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        stored.resolution.as_ref().unwrap().by.as_deref(),
+        ok[0]["resolution"]["by"].as_str()
+    );
+    app.stop().await;
+}
+
+/// A store whose writes fail as on a full or read-only disk; reads still work.
+struct RefusingStore {
+    inner: MemoryStore,
+    refuse: std::sync::atomic::AtomicBool,
+}
+
+impl RefusingStore {
+    fn check(&self) -> Result<(), StoreError> {
+        if self.refuse.load(std::sync::atomic::Ordering::SeqCst) {
+            Err(StoreError::Unavailable("database or disk is full".into()))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+#[async_trait]
+impl Store for RefusingStore {
+    async fn create(
+        &self,
+        i: Arc<Interaction>,
+        j: Vec<OutboxJob>,
+    ) -> Result<CreateOutcome, StoreError> {
+        self.check()?;
+        self.inner.create(i, j).await
+    }
+    async fn resolve(
+        &self,
+        i: Arc<Interaction>,
+        j: Vec<OutboxJob>,
+    ) -> Result<ResolveOutcome, StoreError> {
+        self.check()?;
+        self.inner.resolve(i, j).await
+    }
+    async fn get(&self, id: &InteractionId) -> Result<Option<Arc<Interaction>>, StoreError> {
+        self.inner.get(id).await
+    }
+    async fn list(&self, q: &ListQuery) -> Result<Page, StoreError> {
+        self.inner.list(q).await
+    }
+    async fn pending(&self) -> Result<Vec<Arc<Interaction>>, StoreError> {
+        self.inner.pending().await
+    }
+    async fn prune(&self, b: Timestamp) -> Result<u64, StoreError> {
+        self.check()?;
+        self.inner.prune(b).await
+    }
+    async fn record_message(&self, m: ChannelMessage) -> Result<(), StoreError> {
+        self.check()?;
+        self.inner.record_message(m).await
+    }
+    async fn messages(
+        &self,
+        c: &str,
+        id: &InteractionId,
+    ) -> Result<Vec<ChannelMessage>, StoreError> {
+        self.inner.messages(c, id).await
+    }
+    async fn message(
+        &self,
+        c: &str,
+        a: &str,
+        r: &str,
+    ) -> Result<Option<ChannelMessage>, StoreError> {
+        self.inner.message(c, a, r).await
+    }
+    async fn set_message_state(
+        &self,
+        c: &str,
+        a: &str,
+        r: &str,
+        s: Option<Value>,
+    ) -> Result<bool, StoreError> {
+        self.check()?;
+        self.inner.set_message_state(c, a, r, s).await
+    }
+    async fn enqueue(&self, j: Vec<OutboxJob>) -> Result<(), StoreError> {
+        self.check()?;
+        self.inner.enqueue(j).await
+    }
+    async fn claim_jobs(
+        &self,
+        n: Timestamp,
+        l: usize,
+        d: Duration,
+    ) -> Result<Vec<ClaimedJob>, StoreError> {
+        self.check()?;
+        self.inner.claim_jobs(n, l, d).await
+    }
+    async fn finish_job(&self, id: i64, u: JobUpdate) -> Result<(), StoreError> {
+        self.check()?;
+        self.inner.finish_job(id, u).await
+    }
+    async fn next_job_at(&self) -> Result<Option<Timestamp>, StoreError> {
+        self.inner.next_job_at().await
+    }
+    async fn job_backlog(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        self.inner.job_backlog().await
+    }
+    async fn secret(&self, n: &str) -> Result<Vec<u8>, StoreError> {
+        self.inner.secret(n).await
+    }
+    async fn first_sighting(&self, s: &str, k: &str, e: Timestamp) -> Result<bool, StoreError> {
+        self.check()?;
+        self.inner.first_sighting(s, k, e).await
+    }
+}
+
+#[tokio::test]
+async fn a_store_that_refuses_writes_gets_503_and_loses_nothing() {
+    let store = Arc::new(RefusingStore {
+        inner: MemoryStore::new(),
+        refuse: false.into(),
+    });
+    let app = spawn_on(settings(), store.clone()).await;
+    let id = app.create_bash("before-full", "ls").await;
+    store
+        .refuse
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+
+    let (status, body) = app
+        .post(
+            "/v1/interactions",
+            &json!({"tool_name": "Bash", "input": {"command": "x"}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(body["error"]["code"], "store_unavailable");
+    let (status, _) = app
+        .post(
+            &format!("/v1/interactions/{id}/respond"),
+            &json!({"decision": "allow"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    // Nothing was acknowledged, so nothing changed: still pending, still answerable later.
+    let (_, still) = app.get(&format!("/v1/interactions/{id}")).await;
+    assert_eq!(still["status"], "pending");
+    assert_eq!(app.registry.pending_count(), 1);
+
+    store
+        .refuse
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    let (status, _) = app
+        .post(
+            &format!("/v1/interactions/{id}/respond"),
+            &json!({"decision": "allow"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+}

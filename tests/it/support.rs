@@ -1,0 +1,258 @@
+//! Test harness: starts the real application on 127.0.0.1:0 and talks HTTP to it.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Once};
+use std::time::Duration;
+
+use imrelay::app::App;
+use imrelay::config::{Backend, Settings};
+use imrelay::interaction::Registry;
+use imrelay::store::{MemoryStore, Store};
+use reqwest::StatusCode;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+static LOG: Once = Once::new();
+
+/// Logs to the test output when TEST_LOG is set; quiet otherwise.
+pub fn init_log() {
+    LOG.call_once(|| {
+        if std::env::var_os("TEST_LOG").is_some() {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(
+                    std::env::var("RUST_LOG").unwrap_or_else(|_| "imrelay=debug,info".into()),
+                )
+                .with_test_writer()
+                .try_init();
+        }
+    });
+}
+
+/// Default settings for tests: in-memory store, loopback, no tokens.
+pub fn settings() -> Settings {
+    let mut s = Settings::defaults().expect("the defaults load");
+    s.store.backend = Backend::Memory;
+    s.server.listen = "127.0.0.1:0".parse().expect("address");
+    s.server.shutdown_grace_secs = 2;
+    s
+}
+
+/// A running server.
+pub struct TestApp {
+    pub addr: SocketAddr,
+    pub client: reqwest::Client,
+    pub shutdown: CancellationToken,
+    pub registry: Registry,
+    pub store: Arc<dyn Store>,
+    pub token: Option<String>,
+    handle: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl TestApp {
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    fn auth(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.token {
+            Some(t) => req.bearer_auth(t),
+            None => req,
+        }
+    }
+
+    pub async fn post(&self, path: &str, body: &Value) -> (StatusCode, Value) {
+        let resp = self
+            .auth(self.client.post(self.url(path)))
+            .json(body)
+            .send()
+            .await
+            .expect("request");
+        split(resp).await
+    }
+
+    pub async fn get(&self, path: &str) -> (StatusCode, Value) {
+        let resp = self
+            .auth(self.client.get(self.url(path)))
+            .send()
+            .await
+            .expect("request");
+        split(resp).await
+    }
+
+    pub async fn delete(&self, path: &str) -> (StatusCode, Value) {
+        let resp = self
+            .auth(self.client.delete(self.url(path)))
+            .send()
+            .await
+            .expect("request");
+        split(resp).await
+    }
+
+    /// Creates an approval for `Bash` with `command`, returning its id.
+    pub async fn create_bash(&self, id: &str, command: &str) -> String {
+        let (status, body) = self
+            .post(
+                "/v1/interactions",
+                &serde_json::json!({"id": id, "tool_name": "Bash", "input": {"command": command}}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        body["id"].as_str().expect("id").to_string()
+    }
+
+    /// Stops the server and waits for it to finish.
+    pub async fn stop(mut self) {
+        self.shutdown.cancel();
+        if let Some(h) = self.handle.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(10), h).await;
+        }
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+pub async fn split(resp: reqwest::Response) -> (StatusCode, Value) {
+    let status = resp.status();
+    let text = resp.text().await.expect("body");
+    let value = if text.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&text).unwrap_or(Value::String(text))
+    };
+    (status, value)
+}
+
+/// Starts the app with test defaults.
+pub async fn spawn_app() -> TestApp {
+    spawn_with(|_| {}).await
+}
+
+/// Starts the app with settings adjusted by `f`, over an in-memory store.
+pub async fn spawn_with(f: impl FnOnce(&mut Settings)) -> TestApp {
+    let mut s = settings();
+    f(&mut s);
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    spawn_on(s, store).await
+}
+
+/// Starts the app with `settings` over `store`.
+pub async fn spawn_on(settings: Settings, store: Arc<dyn Store>) -> TestApp {
+    init_log();
+    let listener = tokio::net::TcpListener::bind(settings.server.listen)
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let app = App::with_store(settings, store.clone())
+        .await
+        .expect("app builds");
+    let shutdown = app.shutdown_token();
+    let registry = app.state().registry.clone();
+    let handle = tokio::spawn(async move {
+        app.serve(listener).await.expect("serve");
+    });
+    TestApp {
+        addr,
+        client: reqwest::Client::new(),
+        shutdown,
+        registry,
+        store,
+        token: None,
+        handle: Some(handle),
+    }
+}
+
+/// A minimal Server-Sent Events reader.
+pub struct Sse {
+    resp: reqwest::Response,
+    buf: String,
+}
+
+/// One parsed event.
+#[derive(Debug, Clone)]
+pub struct SseEvent {
+    pub event: String,
+    pub id: Option<String>,
+    pub data: Value,
+}
+
+impl Sse {
+    pub async fn connect(app: &TestApp, last_event_id: Option<&str>) -> Sse {
+        let mut req = app.client.get(app.url("/v1/events"));
+        if let Some(t) = &app.token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(id) = last_event_id {
+            req = req.header("Last-Event-ID", id);
+        }
+        let resp = req.send().await.expect("connect");
+        assert_eq!(resp.status(), StatusCode::OK);
+        Sse {
+            resp,
+            buf: String::new(),
+        }
+    }
+
+    /// The next event, or `None` if none arrives within `wait`.
+    pub async fn next_within(&mut self, wait: Duration) -> Option<SseEvent> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            if let Some(ev) = self.take_event() {
+                return Some(ev);
+            }
+            let chunk = tokio::time::timeout_at(deadline, self.resp.chunk())
+                .await
+                .ok()?;
+            match chunk.expect("stream") {
+                Some(bytes) => self
+                    .buf
+                    .push_str(&String::from_utf8_lossy(&bytes).replace("\r\n", "\n")),
+                None => return None,
+            }
+        }
+    }
+
+    pub async fn next(&mut self) -> SseEvent {
+        self.next_within(Duration::from_secs(10))
+            .await
+            .expect("an event within 10 s")
+    }
+
+    fn take_event(&mut self) -> Option<SseEvent> {
+        loop {
+            let cut = self.buf.find("\n\n")?;
+            let block: String = self.buf.drain(..cut + 2).collect();
+            let mut event = "message".to_string();
+            let mut id = None;
+            let mut data = Vec::new();
+            for line in block.lines() {
+                if line.starts_with(':') || line.is_empty() {
+                    continue;
+                }
+                let (field, value) = line.split_once(':').unwrap_or((line, ""));
+                let value = value.strip_prefix(' ').unwrap_or(value);
+                match field {
+                    "event" => event = value.to_string(),
+                    "id" => id = Some(value.to_string()),
+                    "data" => data.push(value.to_string()),
+                    _ => {}
+                }
+            }
+            if data.is_empty() && event == "message" {
+                continue; // keep-alive comment
+            }
+            let data = serde_json::from_str(&data.join("\n")).unwrap_or(Value::Null);
+            return Some(SseEvent { event, id, data });
+        }
+    }
+}
+
+/// Loads a JSON fixture from `tests/fixtures`.
+pub fn fixture(path: &str) -> Value {
+    let full = format!("{}/tests/fixtures/{path}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{full}: {e}"));
+    serde_json::from_str(&text).expect("fixture is JSON")
+}
