@@ -19,6 +19,7 @@ use rand::Rng;
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+use crate::audit::{Action, AuditRecord};
 use crate::interaction::{Interaction, Lifecycle};
 use crate::metrics::Metrics;
 use crate::store::{ClaimedJob, JobUpdate, Store};
@@ -263,6 +264,25 @@ impl Outbox {
                 }
             }
         };
+        if let JobUpdate::Failed { error } = &update {
+            let record = AuditRecord {
+                at: crate::interaction::now(),
+                action: Action::DeliveryFailed,
+                interaction_id: job
+                    .job
+                    .interaction_id
+                    .as_ref()
+                    .map(|i| i.as_str().to_string()),
+                actor: Some("system".into()),
+                channel: channel.to_string(),
+                outcome: "failed".into(),
+                input_hash: None,
+                detail: Some(format!("{} ({}): {error}", job.job.key, job.job.kind)),
+            };
+            if let Err(e) = self.store.append_audit(vec![record]).await {
+                tracing::error!(error = %e, "outbox: cannot audit a failed delivery");
+            }
+        }
         if let Err(e) = self.store.finish_job(job.id, update).await {
             // The lease runs out and the job is delivered again: at-least-once.
             tracing::error!(job = %job.job.key, error = %e, "outbox: cannot record a delivery result");

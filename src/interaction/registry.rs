@@ -25,7 +25,10 @@ use super::answer::{self, Answer, Responder};
 use super::events::{EventKind, EventLog};
 use super::model::{Interaction, InteractionId, Kind, Resolution, now};
 use super::question::parse_questions;
-use crate::store::{CreateOutcome, ListQuery, OutboxJob, Page, ResolveOutcome, Store, StoreError};
+use crate::audit::{Action, AuditRecord};
+use crate::store::{
+    CreateOutcome, Effects, ListQuery, OutboxJob, Page, ResolveOutcome, Store, StoreError,
+};
 
 /// Longest accepted `tool_name`, in characters.
 const MAX_TOOL_NAME: usize = 200;
@@ -252,6 +255,49 @@ fn check_len(v: &Option<String>, field: &str, max: usize) -> Result<(), Validati
     Ok(())
 }
 
+/// Audit details are kept short.
+fn clip(s: &str) -> String {
+    const MAX: usize = 500;
+    if s.chars().count() <= MAX {
+        s.to_string()
+    } else {
+        let mut out: String = s.chars().take(MAX).collect();
+        out.push('…');
+        out
+    }
+}
+
+fn created_record(i: &Interaction) -> AuditRecord {
+    AuditRecord {
+        at: i.created_at,
+        action: Action::Created,
+        interaction_id: Some(i.id.as_str().to_string()),
+        actor: i.agent.clone().or_else(|| i.session.clone()),
+        channel: "agent".into(),
+        outcome: "pending".into(),
+        input_hash: Some(i.input_digest()),
+        detail: Some(clip(&i.tool_name)),
+    }
+}
+
+fn resolved_record(i: &Interaction, r: &Resolution) -> AuditRecord {
+    use super::Outcome;
+    AuditRecord {
+        at: r.at,
+        action: match r.outcome {
+            Outcome::Allowed | Outcome::Denied | Outcome::Answered => Action::Answered,
+            Outcome::Expired => Action::Expired,
+            Outcome::Cancelled => Action::Cancelled,
+        },
+        interaction_id: Some(i.id.as_str().to_string()),
+        actor: Some(r.by.clone().unwrap_or_else(|| "system".into())),
+        channel: r.via.as_str().to_string(),
+        outcome: r.outcome.as_str().into(),
+        input_hash: Some(i.input_digest()),
+        detail: r.message().map(clip),
+    }
+}
+
 fn add(t: Timestamp, d: Duration) -> Timestamp {
     jiff::SignedDuration::try_from(d)
         .ok()
@@ -382,7 +428,16 @@ impl Registry {
         for h in self.hooks().iter() {
             h.plan_created(&interaction, &mut jobs);
         }
-        match self.inner.store.create(interaction.clone(), jobs).await? {
+        let effects = Effects {
+            jobs,
+            audit: vec![created_record(&interaction)],
+        };
+        match self
+            .inner
+            .store
+            .create(interaction.clone(), effects)
+            .await?
+        {
             CreateOutcome::Created => {
                 self.track(interaction.clone());
                 self.inner
@@ -566,10 +621,19 @@ impl Registry {
         let at = now();
         if current.deadline <= at {
             // Past the deadline: the expiry is due even if its timer has not fired yet.
-            return match self.settle(current, |i| Ok(answer::expired(i, at))).await {
-                Ok(expired) => Err(RegistryError::AlreadyResolved(expired)),
-                Err(e) => Err(e),
+            let expired = match self.settle(current, |i| Ok(answer::expired(i, at))).await {
+                Ok(expired) | Err(RegistryError::AlreadyResolved(expired)) => expired,
+                Err(e) => return Err(e),
             };
+            let via = responder.via.clone();
+            self.refused(
+                Some(id),
+                responder.by.as_deref().unwrap_or(""),
+                &via,
+                "answered after the deadline",
+            )
+            .await;
+            return Err(RegistryError::AlreadyResolved(expired));
         }
         self.settle(current, move |i| {
             answer::resolution_for(i, answer, responder, at)
@@ -594,6 +658,40 @@ impl Registry {
             reason,
             "answer attempt refused"
         );
+        let input_hash = match id {
+            Some(id) => self.get(id).await.ok().flatten().map(|i| i.input_digest()),
+            None => None,
+        };
+        let record = AuditRecord {
+            at: now(),
+            action: Action::Refused,
+            interaction_id: id.map(|i| i.as_str().to_string()),
+            actor: (!actor.is_empty()).then(|| actor.to_string()),
+            channel: via.as_str().to_string(),
+            outcome: "refused".into(),
+            input_hash,
+            detail: Some(clip(reason)),
+        };
+        if let Err(e) = self.inner.store.append_audit(vec![record]).await {
+            tracing::error!(error = %e, "could not append a refusal to the audit trail");
+        }
+    }
+
+    /// The outbox jobs and audit record that go with a resolution.
+    fn resolution_effects(&self, resolved: &Interaction) -> Effects {
+        let mut jobs = Vec::new();
+        for h in self.hooks().iter() {
+            h.plan_resolved(resolved, &mut jobs);
+        }
+        Effects {
+            jobs,
+            audit: resolved
+                .resolution
+                .as_ref()
+                .map(|r| resolved_record(resolved, r))
+                .into_iter()
+                .collect(),
+        }
     }
 
     /// Cancels a pending interaction (the agent withdrew it): resolved as a deny.
@@ -638,11 +736,12 @@ impl Registry {
         }
         let resolution = make(&current)?;
         let resolved = Arc::new(current.resolved(resolution));
-        let mut jobs = Vec::new();
-        for h in self.hooks().iter() {
-            h.plan_resolved(&resolved, &mut jobs);
-        }
-        match self.inner.store.resolve(resolved.clone(), jobs).await? {
+        match self
+            .inner
+            .store
+            .resolve(resolved.clone(), self.resolution_effects(&resolved))
+            .await?
+        {
             ResolveOutcome::Resolved => {
                 self.settle_locally(&resolved);
                 self.inner
@@ -696,11 +795,8 @@ impl Registry {
         futures_util::stream::iter(overdue)
             .for_each_concurrent(256, |i| async move {
                 let resolved = Arc::new(i.resolved(answer::expired(&i, at)));
-                let mut jobs = Vec::new();
-                for h in self.hooks().iter() {
-                    h.plan_resolved(&resolved, &mut jobs);
-                }
-                match self.inner.store.resolve(resolved.clone(), jobs).await {
+                let effects = self.resolution_effects(&resolved);
+                match self.inner.store.resolve(resolved.clone(), effects).await {
                     Ok(ResolveOutcome::Resolved) => {
                         self.inner.events.publish(EventKind::Resolved, resolved.clone());
                         tracing::info!(id = %resolved.id, "interaction expired while imrelay was down");
