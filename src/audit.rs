@@ -104,13 +104,12 @@ pub fn chain(last_seq: i64, last_hash: &str, records: Vec<AuditRecord>) -> Vec<A
                 Timestamp::from_millisecond(record.at.as_millisecond()).unwrap_or(record.at);
             seq += 1;
             let hash = entry_hash(&prev, seq, &record);
-            let entry = AuditEntry {
+            AuditEntry {
                 seq,
                 record,
                 prev_hash: std::mem::replace(&mut prev, hash.clone()),
                 hash,
-            };
-            entry
+            }
         })
         .collect()
 }
