@@ -105,6 +105,21 @@ pub struct Settings {
     pub store: StoreSettings,
     /// Logging.
     pub log: LogSettings,
+    /// Delivery retries.
+    pub outbox: OutboxSettings,
+    /// Webhook targets (`[[webhooks]]`).
+    #[serde(default)]
+    pub webhooks: Vec<crate::channels::webhook::WebhookSettings>,
+}
+
+/// `[outbox]`
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutboxSettings {
+    /// Delay after a first failed delivery, milliseconds.
+    pub retry_base_ms: u64,
+    /// Longest delay between attempts, seconds.
+    pub retry_max_secs: u64,
 }
 
 /// `[server]`
@@ -314,6 +329,12 @@ impl Settings {
                 "auth tokens must not be empty strings".into(),
             ));
         }
+        if self.outbox.retry_base_ms == 0 || self.outbox.retry_max_secs == 0 {
+            return Err(ConfigError::Invalid(
+                "outbox.retry_base_ms and outbox.retry_max_secs must be at least 1".into(),
+            ));
+        }
+        crate::channels::webhook::validate_all(&self.webhooks).map_err(ConfigError::Invalid)?;
         let url = self.server.public_url.trim();
         if !(url.is_empty() || url.starts_with("http://") || url.starts_with("https://")) {
             return Err(ConfigError::Invalid(format!(
@@ -332,6 +353,14 @@ impl Settings {
             max_timeout: Duration::from_secs(i.max_timeout_secs),
             retention: Duration::from_secs(i.retention_hours.saturating_mul(3600)),
             ..RegistryConfig::default()
+        }
+    }
+
+    /// The outbox retry policy.
+    pub fn backoff(&self) -> crate::outbox::Backoff {
+        crate::outbox::Backoff {
+            base: Duration::from_millis(self.outbox.retry_base_ms),
+            max: Duration::from_secs(self.outbox.retry_max_secs),
         }
     }
 

@@ -20,6 +20,7 @@
 pub mod app;
 pub mod audit;
 pub mod channels;
+pub mod cli;
 pub mod config;
 pub mod health;
 pub mod http;

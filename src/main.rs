@@ -33,6 +33,23 @@ enum Command {
     Serve,
     /// Validate the configuration and print it, with every secret redacted.
     CheckConfig,
+    /// Print the audit trail (`audit verify` checks its hash chain).
+    Audit {
+        /// Only entries since this time (RFC 3339) or age (e.g. 2h, 7d).
+        #[arg(long, value_name = "TIME|AGE")]
+        since: Option<String>,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+        #[command(subcommand)]
+        action: Option<AuditAction>,
+    },
+}
+
+#[derive(Subcommand)]
+enum AuditAction {
+    /// Check the hash chain; exits 1 and names the first broken entry if it was altered.
+    Verify,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -43,6 +60,18 @@ fn main() -> anyhow::Result<()> {
             print!("{}", settings.redacted_toml()?);
             eprintln!("configuration is valid");
             Ok(())
+        }
+        Command::Audit {
+            action: Some(AuditAction::Verify),
+            ..
+        } => {
+            if !imrelay::cli::audit_verify(&settings)? {
+                std::process::exit(1);
+            }
+            Ok(())
+        }
+        Command::Audit { since, json, .. } => {
+            imrelay::cli::audit_print(&settings, since.as_deref(), json)
         }
         Command::Serve => {
             imrelay::telemetry::init(&settings.log)?;

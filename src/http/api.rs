@@ -19,7 +19,7 @@ use super::extract::{ApiJson, ApiQuery};
 use crate::interaction::{
     Answer, Interaction, InteractionId, NewInteraction, RegistryError, Responder, Via, json_type,
 };
-use crate::store::{Cursor, ListQuery, StatusFilter};
+use crate::store::{AuditQuery, Cursor, ListQuery, StatusFilter};
 
 /// Longest long-poll, in seconds.
 pub const MAX_WAIT_SECS: u64 = 60;
@@ -363,6 +363,49 @@ pub async fn cancel(
         .cancel(&id, reason, Some("agent".into()))
         .await?;
     Ok(outcome_response(&resolved))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditParams {
+    after: Option<i64>,
+    since: Option<String>,
+    limit: Option<usize>,
+}
+
+/// `GET /v1/audit`
+pub async fn audit(
+    State(state): State<AppState>,
+    ApiQuery(params): ApiQuery<AuditParams>,
+) -> Result<Json<Value>, ApiError> {
+    let limit = params.limit.unwrap_or(100);
+    if limit == 0 || limit > 1000 {
+        return Err(ApiError::bad_request("limit: must be between 1 and 1000"));
+    }
+    let since = params
+        .since
+        .as_deref()
+        .map(|s| {
+            s.parse::<jiff::Timestamp>().map_err(|_| {
+                ApiError::bad_request(
+                    "since: expected an RFC 3339 time such as 2026-11-22T08:00:00Z",
+                )
+            })
+        })
+        .transpose()?;
+    let entries = state
+        .registry
+        .store()
+        .audit(&AuditQuery {
+            after_seq: params.after.unwrap_or(0),
+            since,
+            limit,
+        })
+        .await?;
+    let next = (entries.len() == limit)
+        .then(|| entries.last().map(|e| e.seq))
+        .flatten();
+    Ok(Json(json!({"entries": entries, "next_after": next})))
 }
 
 #[cfg(test)]

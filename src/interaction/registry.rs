@@ -332,6 +332,16 @@ impl Registry {
             .push(hook);
     }
 
+    /// Drops every lifecycle hook. Called when the server stops, so hooks that hold the
+    /// registry (channels) do not keep each other alive.
+    pub fn close(&self) {
+        self.inner
+            .hooks
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+    }
+
     fn hooks(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<dyn Lifecycle>>> {
         self.inner.hooks.read().unwrap_or_else(|p| p.into_inner())
     }
@@ -635,10 +645,32 @@ impl Registry {
             .await;
             return Err(RegistryError::AlreadyResolved(expired));
         }
-        self.settle(current, move |i| {
-            answer::resolution_for(i, answer, responder, at)
-        })
-        .await
+        let who = responder.by.clone().unwrap_or_default();
+        let via = responder.via.clone();
+        let result = self
+            .settle(current, move |i| {
+                answer::resolution_for(i, answer, responder, at)
+            })
+            .await;
+        match &result {
+            Err(RegistryError::AlreadyResolved(winner)) => {
+                let reason = format!(
+                    "already resolved: {}",
+                    winner
+                        .resolution
+                        .as_ref()
+                        .map(|r| r.summary())
+                        .unwrap_or_default()
+                );
+                self.refused(Some(id), &who, &via, &reason).await;
+            }
+            Err(RegistryError::Invalid(e)) => {
+                self.refused(Some(id), &who, &via, &format!("invalid answer: {e}"))
+                    .await;
+            }
+            _ => {}
+        }
+        result
     }
 
     /// Records an answer attempt that was refused before reaching the registry's decision

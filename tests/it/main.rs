@@ -2,6 +2,7 @@
 //! loopback. One test binary with a module per feature links once.
 
 mod api;
+mod audit;
 mod auth;
 mod bad_input;
 mod hooks;
@@ -11,3 +12,4 @@ mod restart;
 mod sse;
 mod store;
 mod support;
+mod webhooks;
