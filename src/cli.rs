@@ -1,6 +1,7 @@
 //! Command-line tools beside the server: `imrelay audit` prints the audit trail and
-//! `imrelay audit verify` checks its hash chain. They read the SQLite database directly and
-//! read-only, so they work while the server runs.
+//! `imrelay audit verify` checks its hash chain (both read the SQLite database directly and
+//! read-only, so they work while the server runs); `imrelay healthcheck` asks a running
+//! server's `/healthz` (for container health checks, where there is no curl).
 
 use std::io::Write;
 
@@ -141,6 +142,46 @@ pub fn audit_verify(settings: &Settings) -> anyhow::Result<bool> {
             Ok(false)
         }
     }
+}
+
+/// The `/healthz` URL of the server these settings describe (a wildcard listen address is
+/// reached on loopback).
+pub fn health_url(settings: &Settings) -> String {
+    let mut addr = settings.server.listen;
+    if addr.ip().is_unspecified() {
+        addr.set_ip(match addr {
+            std::net::SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    format!("http://{addr}/healthz")
+}
+
+/// `imrelay healthcheck`: `Ok(true)` if the server answers `/healthz` with 200 in time.
+pub fn healthcheck(settings: &Settings, url: Option<&str>) -> anyhow::Result<bool> {
+    let url = url.map(str::to_string).unwrap_or_else(|| health_url(settings));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let client = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(3))
+            .build()?;
+        match client.get(&url).send().await {
+            Ok(r) if r.status().is_success() => {
+                println!("healthy: {url}");
+                Ok(true)
+            }
+            Ok(r) => {
+                println!("unhealthy: {url} answered {}", r.status());
+                Ok(false)
+            }
+            Err(e) => {
+                println!("unhealthy: {url}: {e}");
+                Ok(false)
+            }
+        }
+    })
 }
 
 #[cfg(test)]

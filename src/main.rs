@@ -33,6 +33,12 @@ enum Command {
     Serve,
     /// Validate the configuration and print it, with every secret redacted.
     CheckConfig,
+    /// Exit 0 if the server answers /healthz (for container health checks).
+    Healthcheck {
+        /// The URL to ask (default: /healthz on the configured listen address).
+        #[arg(long)]
+        url: Option<String>,
+    },
     /// Print the audit trail (`audit verify` checks its hash chain).
     Audit {
         /// Only entries since this time (RFC 3339) or age (e.g. 2h, 7d).
@@ -59,6 +65,12 @@ fn main() -> anyhow::Result<()> {
         Command::CheckConfig => {
             print!("{}", settings.redacted_toml()?);
             eprintln!("configuration is valid");
+            Ok(())
+        }
+        Command::Healthcheck { url } => {
+            if !imrelay::cli::healthcheck(&settings, url.as_deref())? {
+                std::process::exit(1);
+            }
             Ok(())
         }
         Command::Audit {
