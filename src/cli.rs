@@ -159,7 +159,9 @@ pub fn health_url(settings: &Settings) -> String {
 
 /// `imrelay healthcheck`: `Ok(true)` if the server answers `/healthz` with 200 in time.
 pub fn healthcheck(settings: &Settings, url: Option<&str>) -> anyhow::Result<bool> {
-    let url = url.map(str::to_string).unwrap_or_else(|| health_url(settings));
+    let url = url
+        .map(str::to_string)
+        .unwrap_or_else(|| health_url(settings));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

@@ -8,8 +8,7 @@
 //! Waking is a separate step ([`Registry::refresh`]) so a change made by another process can
 //! trigger it too.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 use std::time::Duration;
 
@@ -149,6 +148,9 @@ struct Slot {
     interaction: Arc<Interaction>,
     resolved: OnceLock<Arc<Interaction>>,
     notify: Notify,
+    /// Its entry in the deadline queue, removed when it resolves so the queue holds only
+    /// pending interactions. (A std mutex: set and taken, never held across an await.)
+    deadline: Mutex<Option<DeadlineKey>>,
 }
 
 impl Slot {
@@ -157,6 +159,7 @@ impl Slot {
             interaction,
             resolved: OnceLock::new(),
             notify: Notify::new(),
+            deadline: Mutex::new(None),
         }
     }
 
@@ -184,32 +187,14 @@ impl Slot {
     }
 }
 
-struct Deadline {
-    at: Instant,
-    seq: u64,
-    slot: Arc<Slot>,
-}
+/// Position in the deadline queue: when, and a sequence number to keep keys unique.
+type DeadlineKey = (Instant, u64);
 
-impl PartialEq for Deadline {
-    fn eq(&self, other: &Self) -> bool {
-        (self.at, self.seq) == (other.at, other.seq)
-    }
-}
-impl Eq for Deadline {}
-impl PartialOrd for Deadline {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Deadline {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (self.at, self.seq).cmp(&(other.at, other.seq))
-    }
-}
-
+/// Pending interactions by deadline. Resolved ones are removed at once, so memory follows
+/// the number of pending interactions, not the rate of traffic.
 #[derive(Default)]
 struct Deadlines {
-    heap: BinaryHeap<Reverse<Deadline>>,
+    queue: BTreeMap<DeadlineKey, Arc<Slot>>,
     seq: u64,
 }
 
@@ -364,6 +349,12 @@ impl Registry {
     /// How many interactions this process holds as pending.
     pub fn pending_count(&self) -> usize {
         lock(&self.inner.slots).len()
+    }
+
+    /// How many deadlines are scheduled (equals the pending count once settled; exposed so
+    /// tests can check that resolved interactions leave the queue).
+    pub fn scheduled_deadlines(&self) -> usize {
+        lock(&self.inner.deadlines).queue.len()
     }
 
     /// The timeout an interaction of `kind` gets when `requested` seconds were asked for.
@@ -532,9 +523,15 @@ impl Registry {
         let is_first = {
             let mut d = lock(&self.inner.deadlines);
             d.seq += 1;
-            let seq = d.seq;
-            let earlier = d.heap.peek().is_none_or(|Reverse(first)| at < first.at);
-            d.heap.push(Reverse(Deadline { at, seq, slot }));
+            let key = (at, d.seq);
+            let earlier = d
+                .queue
+                .first_key_value()
+                .is_none_or(|(first, _)| key < *first);
+            if let Some(old) = lock(&slot.deadline).replace(key) {
+                d.queue.remove(&old);
+            }
+            d.queue.insert(key, slot);
             earlier
         };
         if is_first {
@@ -549,6 +546,9 @@ impl Registry {
         match slot {
             Some(slot) => {
                 slot.settle(resolved.clone());
+                if let Some(key) = lock(&slot.deadline).take() {
+                    lock(&self.inner.deadlines).queue.remove(&key);
+                }
                 true
             }
             None => false,
@@ -866,15 +866,15 @@ impl Registry {
                 let mut d = lock(&self.inner.deadlines);
                 let now = Instant::now();
                 let mut due = Vec::new();
-                while let Some(Reverse(first)) = d.heap.peek() {
-                    if first.at > now {
+                while let Some(entry) = d.queue.first_entry() {
+                    if entry.key().0 > now {
                         break;
                     }
-                    if let Some(Reverse(e)) = d.heap.pop() {
-                        due.push(e.slot);
-                    }
+                    let slot = entry.remove();
+                    lock(&slot.deadline).take();
+                    due.push(slot);
                 }
-                let next = d.heap.peek().map(|Reverse(e)| e.at);
+                let next = d.queue.first_key_value().map(|(k, _)| k.0);
                 drop(d);
                 for slot in due {
                     if slot.resolved.get().is_none() {
@@ -1080,6 +1080,27 @@ mod tests {
             let got = w.await.unwrap().unwrap().unwrap();
             assert_eq!(got.resolution.as_ref().unwrap().outcome, Outcome::Cancelled);
         }
+    }
+
+    #[tokio::test]
+    async fn resolved_interactions_leave_the_deadline_queue() {
+        let reg = registry();
+        for n in 0..50 {
+            let id = reg
+                .create(bash(&format!("dq{n}")))
+                .await
+                .unwrap()
+                .interaction
+                .id
+                .clone();
+            if n % 2 == 0 {
+                reg.respond(&id, Answer::allow(), Responder::anonymous(Via::api()))
+                    .await
+                    .unwrap();
+            }
+        }
+        assert_eq!(reg.pending_count(), 25);
+        assert_eq!(reg.scheduled_deadlines(), 25);
     }
 
     #[tokio::test]

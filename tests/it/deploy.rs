@@ -32,7 +32,9 @@ fn env_file(rel: &str) -> HashMap<String, String> {
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .map(|l| {
-            let (k, v) = l.split_once('=').unwrap_or_else(|| panic!("{rel}: not KEY=value: {l}"));
+            let (k, v) = l
+                .split_once('=')
+                .unwrap_or_else(|| panic!("{rel}: not KEY=value: {l}"));
             (k.trim().to_string(), v.trim().to_string())
         })
         .collect()
@@ -57,22 +59,41 @@ fn kubernetes_manifests() {
             kinds.push(doc["kind"].as_str().unwrap().to_string());
             if doc["kind"].as_str() == Some("Deployment") {
                 let spec = &doc["spec"];
-                assert_eq!(spec["replicas"].as_i64(), Some(1), "one replica until a shared store exists");
+                assert_eq!(
+                    spec["replicas"].as_i64(),
+                    Some(1),
+                    "one replica until a shared store exists"
+                );
                 assert_eq!(spec["strategy"]["type"].as_str(), Some("Recreate"));
                 let c = &spec["template"]["spec"]["containers"][0];
                 assert_eq!(c["ports"][0]["containerPort"].as_i64(), Some(8787));
                 for probe in ["readinessProbe", "livenessProbe"] {
-                    assert_eq!(c[probe]["httpGet"]["path"].as_str(), Some("/healthz"), "{probe}");
+                    assert_eq!(
+                        c[probe]["httpGet"]["path"].as_str(),
+                        Some("/healthz"),
+                        "{probe}"
+                    );
                 }
-                assert_eq!(c["securityContext"]["allowPrivilegeEscalation"].as_bool(), Some(false));
-                assert_eq!(spec["template"]["spec"]["securityContext"]["runAsNonRoot"].as_bool(), Some(true));
+                assert_eq!(
+                    c["securityContext"]["allowPrivilegeEscalation"].as_bool(),
+                    Some(false)
+                );
+                assert_eq!(
+                    spec["template"]["spec"]["securityContext"]["runAsNonRoot"].as_bool(),
+                    Some(true)
+                );
             }
             if doc["kind"].as_str() == Some("Secret") {
                 let env: HashMap<String, String> = doc["stringData"]
                     .as_hash()
                     .unwrap()
                     .iter()
-                    .map(|(k, v)| (k.as_str().unwrap().to_string(), v.as_str().unwrap().to_string()))
+                    .map(|(k, v)| {
+                        (
+                            k.as_str().unwrap().to_string(),
+                            v.as_str().unwrap().to_string(),
+                        )
+                    })
                     .collect();
                 let mut env = env;
                 env.insert("IMRELAY__SERVER__LISTEN".into(), "0.0.0.0:8787".into());
@@ -87,15 +108,30 @@ fn kubernetes_manifests() {
         }
     }
     kinds.sort();
-    assert_eq!(kinds, ["ConfigMap", "Deployment", "PersistentVolumeClaim", "Secret", "Service"]);
+    assert_eq!(
+        kinds,
+        [
+            "ConfigMap",
+            "Deployment",
+            "PersistentVolumeClaim",
+            "Secret",
+            "Service"
+        ]
+    );
 }
 
 #[test]
 fn compose_file() {
     let doc = &yaml("deploy/docker-compose.yml")[0];
     let svc = &doc["services"]["imrelay"];
-    let context = root().join("deploy").join(svc["build"]["context"].as_str().unwrap());
-    assert!(context.join(svc["build"]["dockerfile"].as_str().unwrap()).is_file());
+    let context = root()
+        .join("deploy")
+        .join(svc["build"]["context"].as_str().unwrap());
+    assert!(
+        context
+            .join(svc["build"]["dockerfile"].as_str().unwrap())
+            .is_file()
+    );
     assert!(svc["volumes"][0].as_str().unwrap().ends_with(":/data"));
     // compose reads .env; the example beside it must hold valid settings.
     assert_eq!(svc["env_file"][0].as_str(), Some(".env"));
@@ -117,10 +153,17 @@ fn dockerfile() {
             if words.iter().any(|w| w.starts_with("--from")) {
                 continue;
             }
-            let sources: Vec<&str> = words.iter().copied().filter(|w| !w.starts_with("--")).collect();
+            let sources: Vec<&str> = words
+                .iter()
+                .copied()
+                .filter(|w| !w.starts_with("--"))
+                .collect();
             for src in &sources[..sources.len() - 1] {
                 copied.push(src.to_string());
-                assert!(root().join(src).exists(), "the Dockerfile copies {src}, which does not exist");
+                assert!(
+                    root().join(src).exists(),
+                    "the Dockerfile copies {src}, which does not exist"
+                );
             }
         }
         if let Some(rest) = line.strip_prefix("ENV ") {
@@ -138,18 +181,30 @@ fn dockerfile() {
         }
     }
     for needed in ["Cargo.toml", "Cargo.lock", "src", "config", "build.rs"] {
-        assert!(copied.iter().any(|c| c.starts_with(needed)), "the image build needs {needed}");
+        assert!(
+            copied.iter().any(|c| c.starts_with(needed)),
+            "the image build needs {needed}"
+        );
     }
-    assert!(text.contains("--locked"), "reproducible builds use --locked");
+    assert!(
+        text.contains("--locked"),
+        "reproducible builds use --locked"
+    );
     assert!(text.contains("EXPOSE 8787"));
     assert!(text.contains("HEALTHCHECK") && text.contains("\"healthcheck\""));
     assert!(text.contains("USER 65532"), "runs as a non-root user");
     assert!(text.contains("VOLUME [\"/data\"]"));
     // The image listens on 0.0.0.0, so it needs tokens; with them its ENV is valid.
-    assert_eq!(env.get("IMRELAY__SERVER__LISTEN").map(String::as_str), Some("0.0.0.0:8787"));
+    assert_eq!(
+        env.get("IMRELAY__SERVER__LISTEN").map(String::as_str),
+        Some("0.0.0.0:8787")
+    );
     let mut without_tokens = env.clone();
     without_tokens.retain(|k, _| k.starts_with("IMRELAY__"));
-    assert!(Settings::load_with_env(None, Some(without_tokens)).is_err(), "no tokens must be refused");
+    assert!(
+        Settings::load_with_env(None, Some(without_tokens)).is_err(),
+        "no tokens must be refused"
+    );
     env.insert("IMRELAY__AUTH__AGENT_TOKENS".into(), "a".into());
     env.insert("IMRELAY__AUTH__OPERATOR_TOKENS".into(), "o".into());
     let s = settings_from(env, None);
@@ -194,7 +249,11 @@ fn systemd_unit() {
         unit.replace("/usr/local/bin/imrelay", env!("CARGO_BIN_EXE_imrelay")),
     )
     .unwrap();
-    let verify = Command::new("systemd-analyze").arg("verify").arg(&copy).output().unwrap();
+    let verify = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&copy)
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&verify.stderr);
     assert!(verify.status.success(), "systemd-analyze verify: {stderr}");
     let security = Command::new("systemd-analyze")
