@@ -105,6 +105,9 @@ pub struct Settings {
     pub store: StoreSettings,
     /// Logging.
     pub log: LogSettings,
+    /// The Feishu/Lark channel.
+    #[serde(default)]
+    pub feishu: crate::channels::feishu::FeishuSettings,
 }
 
 /// `[server]`
@@ -320,6 +323,7 @@ impl Settings {
                 "server.public_url must start with http:// or https:// (got {url:?})"
             )));
         }
+        self.feishu.validate().map_err(ConfigError::Invalid)?;
         Ok(())
     }
 

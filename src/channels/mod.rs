@@ -12,6 +12,7 @@
 //! Answers come back through [`crate::interaction::Registry::respond`], whose first-answer-wins
 //! rule makes every channel equal. Shared rendering helpers live in [`render`].
 
+pub mod feishu;
 pub mod render;
 
 use std::future::Future;
@@ -54,7 +55,8 @@ pub struct Wiring {
 }
 
 /// Installs every enabled channel.
-pub async fn install(_wiring: &mut Wiring) -> anyhow::Result<()> {
+pub async fn install(wiring: &mut Wiring) -> anyhow::Result<()> {
+    feishu::install(wiring).await?;
     Ok(())
 }
 

@@ -4,6 +4,7 @@
 mod api;
 mod auth;
 mod bad_input;
+mod feishu;
 mod hooks;
 mod outbox;
 mod questions;
