@@ -8,21 +8,25 @@
 //! - [`crypto`] — callback decryption, signatures, and the MAC binding buttons to one
 //!   interaction.
 //! - [`callback`] — the click handler and the webhook endpoint.
+//! - [`ws`] and [`frame`] — the long connection (WebSocket, protobuf frames) that delivers
+//!   clicks to the same handler without a public URL.
 //! - [`outbox`] — posting and updating cards through the durable outbox.
 
 pub mod api;
 pub mod callback;
 pub mod card;
 pub mod crypto;
+pub mod frame;
 pub mod outbox;
 pub mod settings;
+pub mod ws;
 
 use std::sync::Arc;
 
 use anyhow::Context;
 use serde_json::json;
 
-pub use settings::FeishuSettings;
+pub use settings::{FeishuSettings, Mode};
 
 use crate::channels::Wiring;
 
@@ -76,33 +80,81 @@ pub async fn install(w: &mut Wiring) -> anyhow::Result<()> {
     w.outbox.register(
         outbox::CHANNEL,
         Arc::new(outbox::Deliverer {
-            api,
+            api: api.clone(),
             store: w.store.clone(),
             cards,
             pacer: outbox::Pacer::default(),
             health: w.health.clone(),
         }),
     );
-    w.route(callback::router(Arc::new(callback::Webhook {
-        callbacks,
-        settings: settings.clone(),
-        registry: w.registry.clone(),
-    })));
-    w.health.set(
-        "feishu",
-        "webhook",
-        json!({
-            "callback_path": settings.callback_path,
-            "approvers": settings.approvers.len(),
-            "receivers": settings.receivers.len(),
-        }),
-    );
+    match settings.mode {
+        Mode::Webhook => {
+            w.route(callback::router(Arc::new(callback::Webhook {
+                callbacks,
+                settings: settings.clone(),
+                registry: w.registry.clone(),
+            })));
+            if settings.encrypt_key.is_empty() {
+                tracing::warn!(
+                    "feishu: no encrypt_key: callbacks are neither encrypted nor signed; only the verification token \
+                     authenticates them. Set an Encrypt Key in the developer console and in feishu.encrypt_key."
+                );
+            }
+            w.health.set(
+                "feishu",
+                "webhook",
+                json!({
+                    "mode": "webhook",
+                    "callback_path": settings.callback_path,
+                    "approvers": settings.approvers.len(),
+                    "receivers": settings.receivers.len(),
+                }),
+            );
+        }
+        Mode::Websocket => {
+            let reconnects = prometheus_client::metrics::counter::Counter::default();
+            let connected = prometheus_client::metrics::gauge::Gauge::<
+                i64,
+                std::sync::atomic::AtomicI64,
+            >::default();
+            w.metrics.register(
+                "imrelay_feishu_ws_reconnects",
+                "Times the Feishu long connection was lost or could not be opened and was retried",
+                reconnects.clone(),
+            );
+            w.metrics.register(
+                "imrelay_feishu_ws_connected",
+                "1 while the Feishu long connection is open",
+                connected.clone(),
+            );
+            w.health.set(
+                "feishu",
+                "connecting",
+                json!({"mode": "websocket", "approvers": settings.approvers.len()}),
+            );
+            let client = ws::LongConnection {
+                api,
+                callbacks,
+                health: w.health.clone(),
+                reconnects,
+                connected,
+                shutdown: w.shutdown.clone(),
+                tls: ws::tls_config()
+                    .context("cannot set up TLS for the feishu long connection")?,
+            };
+            w.spawn_on_serve(client.run());
+        }
+    }
     tracing::info!(
+        mode = settings.mode.as_str(),
         domain = ?settings.domain,
         receivers = settings.receivers.len(),
         approvers = settings.approvers.len(),
-        callback = %format!("{}{}", w.settings.public_url(), settings.callback_path),
-        "feishu: channel enabled (callbacks by webhook)"
+        callback = %match settings.mode {
+            Mode::Webhook => format!("{}{}", w.settings.public_url(), settings.callback_path),
+            Mode::Websocket => "long connection".to_string(),
+        },
+        "feishu: channel enabled"
     );
     Ok(())
 }

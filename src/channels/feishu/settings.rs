@@ -1,5 +1,5 @@
-//! `[feishu]` settings: the app's credentials, where cards go, who may answer, and where card
-//! clicks reach imrelay.
+//! `[feishu]` settings: the app's credentials, where cards go, who may answer, and how card
+//! clicks reach imrelay (a long connection or a public callback URL).
 
 use std::fmt;
 use std::str::FromStr;
@@ -24,6 +24,26 @@ impl Domain {
         match self {
             Domain::Feishu => "https://open.feishu.cn",
             Domain::Lark => "https://open.larksuite.com",
+        }
+    }
+}
+
+/// How card clicks reach imrelay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// imrelay keeps a long connection (WebSocket) open to the platform: no public URL needed.
+    Websocket,
+    /// The platform POSTs callbacks to `callback_path` on this server's public URL.
+    Webhook,
+}
+
+impl Mode {
+    /// The lowercase label used in settings and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Websocket => "websocket",
+            Mode::Webhook => "webhook",
         }
     }
 }
@@ -130,6 +150,8 @@ impl FromStr for Receiver {
 pub struct FeishuSettings {
     /// Whether the channel runs.
     pub enabled: bool,
+    /// How card clicks arrive.
+    pub mode: Mode,
     /// Feishu or Lark.
     pub domain: Domain,
     /// Overrides the OpenAPI base URL (empty: the domain's).
@@ -150,7 +172,7 @@ pub struct FeishuSettings {
     pub approvers: Vec<String>,
     /// The language of card text.
     pub locale: Locale,
-    /// The path of the callback endpoint.
+    /// The path of the callback endpoint (webhook mode).
     pub callback_path: String,
 }
 
@@ -158,6 +180,7 @@ impl Default for FeishuSettings {
     fn default() -> Self {
         Self {
             enabled: false,
+            mode: Mode::Websocket,
             domain: Domain::Feishu,
             base_url: String::new(),
             app_id: String::new(),
@@ -231,8 +254,8 @@ impl FeishuSettings {
         if self.app_secret.is_empty() {
             missing.push("feishu.app_secret");
         }
-        if self.verification_token.is_empty() {
-            missing.push("feishu.verification_token");
+        if self.mode == Mode::Webhook && self.verification_token.is_empty() {
+            missing.push("feishu.verification_token (required in webhook mode)");
         }
         if !missing.is_empty() {
             return Err(format!(
@@ -285,6 +308,8 @@ mod tests {
         assert!(s.validate().unwrap_err().contains("feishu.app_secret"));
         let mut s = enabled();
         s.verification_token = Secret::new("");
+        assert!(s.validate().is_ok(), "not needed for the long connection");
+        s.mode = Mode::Webhook;
         assert!(s.validate().unwrap_err().contains("verification_token"));
         let mut s = enabled();
         s.receivers.clear();

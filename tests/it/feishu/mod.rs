@@ -4,10 +4,12 @@
 mod cards;
 mod delivery;
 pub mod fake;
+pub mod fake_ws;
 mod webhook;
+mod ws;
 
 use imrelay::channels::feishu::crypto;
-use imrelay::channels::feishu::settings::{Locale, Receiver};
+use imrelay::channels::feishu::settings::{Locale, Mode, Receiver};
 use imrelay::config::{Secret, Settings};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -22,10 +24,12 @@ pub const STRANGER: &str = "ou_stranger";
 pub const CHAT: &str = "oc_team";
 pub const DM: &str = "ou_boss";
 
-/// Enables the channel in `s`, pointed at `fake`, in English, with two receivers.
+/// Enables the channel in `s` in webhook mode, pointed at `fake`, in English, with two
+/// receivers.
 pub fn enable(s: &mut Settings, fake: &FakeFeishu) {
     let f = &mut s.feishu;
     f.enabled = true;
+    f.mode = Mode::Webhook;
     f.base_url = fake.url.clone();
     f.app_id = fake::APP_ID.into();
     f.app_secret = Secret::new(fake::APP_SECRET);
