@@ -110,6 +110,9 @@ pub struct Settings {
     /// Webhook targets (`[[webhooks]]`).
     #[serde(default)]
     pub webhooks: Vec<crate::channels::webhook::WebhookSettings>,
+    /// The Feishu/Lark channel.
+    #[serde(default)]
+    pub feishu: crate::channels::feishu::FeishuSettings,
 }
 
 /// `[outbox]`
@@ -341,6 +344,7 @@ impl Settings {
                 "server.public_url must start with http:// or https:// (got {url:?})"
             )));
         }
+        self.feishu.validate().map_err(ConfigError::Invalid)?;
         Ok(())
     }
 

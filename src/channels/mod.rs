@@ -12,6 +12,7 @@
 //! Answers come back through [`crate::interaction::Registry::respond`], whose first-answer-wins
 //! rule makes every channel equal. Shared rendering helpers live in [`render`].
 
+pub mod feishu;
 pub mod render;
 pub mod webhook;
 
@@ -57,6 +58,7 @@ pub struct Wiring {
 /// Installs every enabled channel.
 pub async fn install(wiring: &mut Wiring) -> anyhow::Result<()> {
     webhook::install(wiring).await?;
+    feishu::install(wiring).await?;
     Ok(())
 }
 

@@ -6,6 +6,7 @@ mod audit;
 mod auth;
 mod bad_input;
 mod deploy;
+mod feishu;
 mod hooks;
 mod outbox;
 mod questions;
