@@ -11,6 +11,10 @@ use imrelay::interaction::{Answer, NewInteraction, Registry, RegistryConfig, Res
 use imrelay::store::MemoryStore;
 use serde_json::{Map, Value, json};
 
+/// The allocator the imrelay binary uses.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn input() -> Map<String, Value> {
     json!({"command": "cargo test --package imrelay -- --nocapture", "description": "Run the tests"})
         .as_object()
@@ -19,45 +23,54 @@ fn input() -> Map<String, Value> {
 }
 
 /// A registry on a single-threaded runtime: everything runs on one core.
-fn setup() -> (tokio::runtime::Runtime, Registry) {
+fn setup(audit: bool) -> (tokio::runtime::Runtime, Registry) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
-    let registry = Registry::new(Arc::new(MemoryStore::new()), RegistryConfig::default());
+    let config = RegistryConfig {
+        audit,
+        ..RegistryConfig::default()
+    };
+    let registry = Registry::new(Arc::new(MemoryStore::new()), config);
     (rt, registry)
 }
 
 fn create_resolve(c: &mut Criterion) {
-    let (rt, registry) = setup();
     let input = input();
     let mut group = c.benchmark_group("registry");
     group.throughput(Throughput::Elements(1));
-    group.bench_function("create+resolve", |b| {
-        b.to_async(&rt).iter(|| {
-            let registry = registry.clone();
-            let input = input.clone();
-            async move {
-                let created = registry
-                    .create(NewInteraction::new("Bash", input))
-                    .await
-                    .expect("created");
-                registry
-                    .respond(
-                        &created.interaction.id,
-                        Answer::allow(),
-                        Responder::new("bench", Via::api()),
-                    )
-                    .await
-                    .expect("resolved")
-            }
-        })
-    });
+    for (name, audit) in [
+        ("create+resolve", true),
+        ("create+resolve, audit off", false),
+    ] {
+        let (rt, registry) = setup(audit);
+        group.bench_function(name, |b| {
+            b.to_async(&rt).iter(|| {
+                let registry = registry.clone();
+                let input = input.clone();
+                async move {
+                    let created = registry
+                        .create(NewInteraction::new("Bash", input))
+                        .await
+                        .expect("created");
+                    registry
+                        .respond(
+                            &created.interaction.id,
+                            Answer::allow(),
+                            Responder::new("bench", Via::api()),
+                        )
+                        .await
+                        .expect("resolved")
+                }
+            })
+        });
+    }
     group.finish();
 }
 
 fn waiters(c: &mut Criterion) {
-    let (rt, registry) = setup();
+    let (rt, registry) = setup(true);
     let input = input();
     let mut group = c.benchmark_group("registry/waiters");
     for n in [1usize, 16, 256] {

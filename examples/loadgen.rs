@@ -33,6 +33,9 @@ use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(about = "Load generator for imrelay (loopback only)")]
 struct Cli {

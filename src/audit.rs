@@ -81,14 +81,37 @@ pub struct AuditEntry {
 }
 
 /// The hash of entry `seq` with content `record`, chained from `prev_hash`.
+///
+/// The hashed encoding is a fixed sequence of length-prefixed fields (a big-endian u64
+/// length, then the bytes; absent optional fields are a single 0 byte, present ones a 1
+/// byte then the field), so no two different entries encode alike:
+/// `prev_hash, seq (i64 BE), at (unix ms, i64 BE), action, interaction_id?, actor?, channel,
+/// outcome, input_hash?, detail?`.
 pub fn entry_hash(prev_hash: &str, seq: i64, record: &AuditRecord) -> String {
+    fn field(h: &mut Sha256, bytes: &[u8]) {
+        h.update((bytes.len() as u64).to_be_bytes());
+        h.update(bytes);
+    }
+    fn optional(h: &mut Sha256, v: Option<&str>) {
+        match v {
+            None => h.update([0]),
+            Some(s) => {
+                h.update([1]);
+                field(h, s.as_bytes());
+            }
+        }
+    }
     let mut h = Sha256::new();
-    h.update(prev_hash.as_bytes());
-    h.update(b"\n");
-    h.update(seq.to_string().as_bytes());
-    h.update(b"\n");
-    // Struct fields serialize in declaration order, so this encoding is stable.
-    h.update(serde_json::to_vec(record).unwrap_or_default());
+    field(&mut h, prev_hash.as_bytes());
+    h.update(seq.to_be_bytes());
+    h.update(record.at.as_millisecond().to_be_bytes());
+    field(&mut h, record.action.as_str().as_bytes());
+    optional(&mut h, record.interaction_id.as_deref());
+    optional(&mut h, record.actor.as_deref());
+    field(&mut h, record.channel.as_bytes());
+    field(&mut h, record.outcome.as_bytes());
+    optional(&mut h, record.input_hash.as_deref());
+    optional(&mut h, record.detail.as_deref());
     hex::encode(h.finalize())
 }
 
@@ -209,6 +232,15 @@ mod tests {
         let mut altered = entries.clone();
         altered[2].record.outcome = "denied".into();
         assert_eq!(verify(&altered).unwrap_err().seq, 3);
+
+        // Moving text between fields changes the hash too.
+        let mut shifted = entries.clone();
+        shifted[0].record.actor = None;
+        shifted[0].record.channel = "alicedesktop".into();
+        assert_ne!(
+            entry_hash(&shifted[0].prev_hash, 1, &shifted[0].record),
+            entries[0].hash
+        );
 
         let mut deleted = entries.clone();
         deleted.remove(1);

@@ -107,12 +107,22 @@ pub struct Settings {
     pub log: LogSettings,
     /// Delivery retries.
     pub outbox: OutboxSettings,
+    /// The audit trail.
+    pub audit: AuditSettings,
     /// Webhook targets (`[[webhooks]]`).
     #[serde(default)]
     pub webhooks: Vec<crate::channels::webhook::WebhookSettings>,
     /// The Feishu/Lark channel.
     #[serde(default)]
     pub feishu: crate::channels::feishu::FeishuSettings,
+}
+
+/// `[audit]`
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditSettings {
+    /// Whether state changes and refused answers are appended to the audit trail.
+    pub enabled: bool,
 }
 
 /// `[outbox]`
@@ -356,6 +366,7 @@ impl Settings {
             question_timeout: Duration::from_secs(i.question_timeout_secs),
             max_timeout: Duration::from_secs(i.max_timeout_secs),
             retention: Duration::from_secs(i.retention_hours.saturating_mul(3600)),
+            audit: self.audit.enabled,
             ..RegistryConfig::default()
         }
     }

@@ -3,6 +3,11 @@
 
 use std::path::PathBuf;
 
+/// mimalloc: the default allocator fragments under the many small, short-lived allocations of
+/// request handling (see BENCHMARKS.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use imrelay::app::App;

@@ -236,6 +236,7 @@ mod tests {
             deadline: now(),
             timeout_secs: 300,
             resolution: None,
+            digest: Default::default(),
         }
     }
 

@@ -172,6 +172,7 @@ mod tests {
             deadline: now(),
             timeout_secs: 1,
             resolution: None,
+            digest: Default::default(),
         })
     }
 

@@ -314,6 +314,26 @@ pub struct Interaction {
     /// Set once, when it is resolved.
     #[serde(default)]
     pub resolution: Option<Resolution>,
+    /// [`Interaction::input_digest`], computed once (not serialized).
+    #[serde(skip)]
+    pub digest: DigestCache,
+}
+
+/// A lazily computed input digest. Equal whatever it holds, so it never makes two
+/// interactions differ.
+#[derive(Clone, Default)]
+pub struct DigestCache(std::sync::OnceLock<String>);
+
+impl PartialEq for DigestCache {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl fmt::Debug for DigestCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("DigestCache")
+    }
 }
 
 impl Interaction {
@@ -347,13 +367,16 @@ impl Interaction {
 
     /// SHA-256 (hex) of the tool name and input exactly as shown to people: what an audit
     /// entry refers to.
-    pub fn input_digest(&self) -> String {
-        use sha2::{Digest, Sha256};
-        let mut h = Sha256::new();
-        h.update(self.tool_name.as_bytes());
-        h.update([0]);
-        h.update(canonical_json(&Value::Object(self.input.clone())).as_bytes());
-        hex::encode(h.finalize())
+    pub fn input_digest(&self) -> &str {
+        self.digest.0.get_or_init(|| {
+            use sha2::{Digest, Sha256};
+            let mut h = Sha256::new();
+            h.update(self.tool_name.as_bytes());
+            h.update([0]);
+            // Writing into a hasher cannot fail.
+            let _ = write_canonical_object(&self.input, &mut h);
+            hex::encode(h.finalize())
+        })
     }
 
     /// Time from creation to resolution, if resolved.
@@ -393,22 +416,46 @@ impl Serialize for Interaction {
 /// JSON with object keys sorted at every level, so equal values encode equally whatever
 /// order their keys arrived in.
 pub fn canonical_json(v: &Value) -> String {
+    let mut out = Vec::new();
+    // Writing into a Vec cannot fail, and JSON is UTF-8.
+    let _ = write_canonical_json(v, &mut out);
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// Writes [`canonical_json`] of `v` into `w` (e.g. straight into a hasher).
+pub fn write_canonical_json<W: std::io::Write>(v: &Value, w: &mut W) -> std::io::Result<()> {
     match v {
-        Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
-            let parts: Vec<String> = keys
-                .into_iter()
-                .map(|k| format!("{}:{}", Value::String(k.clone()), canonical_json(&m[k])))
-                .collect();
-            format!("{{{}}}", parts.join(","))
+        Value::Object(m) => write_canonical_object(m, w),
+        Value::Array(a) => {
+            w.write_all(b"[")?;
+            for (n, item) in a.iter().enumerate() {
+                if n > 0 {
+                    w.write_all(b",")?;
+                }
+                write_canonical_json(item, w)?;
+            }
+            w.write_all(b"]")
         }
-        Value::Array(a) => format!(
-            "[{}]",
-            a.iter().map(canonical_json).collect::<Vec<_>>().join(",")
-        ),
-        other => other.to_string(),
+        other => serde_json::to_writer(&mut *w, other).map_err(std::io::Error::other),
     }
+}
+
+fn write_canonical_object<W: std::io::Write>(
+    m: &Map<String, Value>,
+    w: &mut W,
+) -> std::io::Result<()> {
+    let mut entries: Vec<(&String, &Value)> = m.iter().collect();
+    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    w.write_all(b"{")?;
+    for (n, (k, v)) in entries.into_iter().enumerate() {
+        if n > 0 {
+            w.write_all(b",")?;
+        }
+        serde_json::to_writer(&mut *w, k).map_err(std::io::Error::other)?;
+        w.write_all(b":")?;
+        write_canonical_json(v, w)?;
+    }
+    w.write_all(b"}")
 }
 
 /// The current time, truncated to milliseconds (the precision imrelay stores).
@@ -462,6 +509,17 @@ mod tests {
             serde_json::to_value(&deny).unwrap(),
             json!({"behavior":"deny","message":"no","interrupt":false})
         );
+    }
+
+    #[test]
+    fn canonical_json_sorts_keys_at_every_level() {
+        let a = json!({"b": [1, {"y": "é\"", "x": null}], "a": true});
+        assert_eq!(
+            canonical_json(&a),
+            r#"{"a":true,"b":[1,{"x":null,"y":"é\""}]}"#
+        );
+        let reordered = json!({"a": true, "b": [1, {"x": null, "y": "é\""}]});
+        assert_eq!(canonical_json(&a), canonical_json(&reordered));
     }
 
     #[test]

@@ -51,6 +51,8 @@ pub struct RegistryConfig {
     pub retention: Duration,
     /// How many recent events are kept for replay to reconnecting subscribers.
     pub event_buffer: usize,
+    /// Whether state changes and refusals are appended to the audit trail.
+    pub audit: bool,
 }
 
 impl Default for RegistryConfig {
@@ -61,6 +63,7 @@ impl Default for RegistryConfig {
             max_timeout: Duration::from_secs(3600),
             retention: Duration::from_secs(24 * 3600),
             event_buffer: 4096,
+            audit: true,
         }
     }
 }
@@ -202,7 +205,7 @@ struct Inner {
     store: Arc<dyn Store>,
     config: RegistryConfig,
     // std mutexes: held for map/heap updates only, never across an await.
-    slots: Mutex<HashMap<InteractionId, Arc<Slot>>>,
+    slots: Mutex<HashMap<InteractionId, Arc<Slot>, foldhash::fast::RandomState>>,
     deadlines: Mutex<Deadlines>,
     deadline_changed: Notify,
     events: EventLog,
@@ -260,7 +263,7 @@ fn created_record(i: &Interaction) -> AuditRecord {
         actor: i.agent.clone().or_else(|| i.session.clone()),
         channel: "agent".into(),
         outcome: "pending".into(),
-        input_hash: Some(i.input_digest()),
+        input_hash: Some(i.input_digest().to_string()),
         detail: Some(clip(&i.tool_name)),
     }
 }
@@ -278,7 +281,7 @@ fn resolved_record(i: &Interaction, r: &Resolution) -> AuditRecord {
         actor: Some(r.by.clone().unwrap_or_else(|| "system".into())),
         channel: r.via.as_str().to_string(),
         outcome: r.outcome.as_str().into(),
-        input_hash: Some(i.input_digest()),
+        input_hash: Some(i.input_digest().to_string()),
         detail: r.message().map(clip),
     }
 }
@@ -299,7 +302,7 @@ impl Registry {
             inner: Arc::new(Inner {
                 store,
                 config,
-                slots: Mutex::new(HashMap::new()),
+                slots: Mutex::new(HashMap::default()),
                 deadlines: Mutex::new(Deadlines::default()),
                 deadline_changed: Notify::new(),
                 events,
@@ -412,6 +415,7 @@ impl Registry {
             deadline: add(created_at, Duration::from_secs(timeout_secs)),
             timeout_secs,
             resolution: None,
+            digest: Default::default(),
         })
     }
 
@@ -431,7 +435,11 @@ impl Registry {
         }
         let effects = Effects {
             jobs,
-            audit: vec![created_record(&interaction)],
+            audit: if self.inner.config.audit {
+                vec![created_record(&interaction)]
+            } else {
+                Vec::new()
+            },
         };
         match self
             .inner
@@ -690,8 +698,16 @@ impl Registry {
             reason,
             "answer attempt refused"
         );
+        if !self.inner.config.audit {
+            return;
+        }
         let input_hash = match id {
-            Some(id) => self.get(id).await.ok().flatten().map(|i| i.input_digest()),
+            Some(id) => self
+                .get(id)
+                .await
+                .ok()
+                .flatten()
+                .map(|i| i.input_digest().to_string()),
             None => None,
         };
         let record = AuditRecord {
@@ -720,6 +736,7 @@ impl Registry {
             audit: resolved
                 .resolution
                 .as_ref()
+                .filter(|_| self.inner.config.audit)
                 .map(|r| resolved_record(resolved, r))
                 .into_iter()
                 .collect(),

@@ -17,17 +17,18 @@ use crate::audit::{self, AuditEntry, AuditRecord};
 use crate::interaction::{Interaction, InteractionId};
 
 type OrderKey = (i64, InteractionId);
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 #[derive(Default)]
 struct State {
-    interactions: HashMap<InteractionId, Arc<Interaction>>,
+    interactions: Map<InteractionId, Arc<Interaction>>,
     /// Every interaction, by (creation time, id), for newest-first listing.
     all: BTreeSet<OrderKey>,
     /// Pending interactions only, same order.
     pending: BTreeSet<OrderKey>,
-    messages: HashMap<(String, String, String), ChannelMessage>,
-    jobs: HashMap<i64, JobRow>,
-    job_keys: HashMap<String, i64>,
+    messages: Map<(String, String, String), ChannelMessage>,
+    jobs: Map<i64, JobRow>,
+    job_keys: Map<String, i64>,
     next_job_id: i64,
     secrets: HashMap<String, Vec<u8>>,
     seen: HashMap<(String, String), Timestamp>,

@@ -560,6 +560,7 @@ mod tests {
             deadline: now(),
             timeout_secs: 60,
             resolution: None,
+            digest: Default::default(),
         }
     }
 
