@@ -74,7 +74,7 @@ impl App {
             ..
         } = wiring;
         let outbox = Arc::new(outbox);
-        registry.add_hook(Arc::new(WakeOnChange(outbox.clone())));
+        registry.add_hook(Arc::new(WakeOnChange(Arc::downgrade(&outbox))));
 
         let (reloaded, expired) = registry
             .recover()

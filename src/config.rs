@@ -105,6 +105,8 @@ pub struct Settings {
     pub store: StoreSettings,
     /// Logging.
     pub log: LogSettings,
+    /// The Telegram channel.
+    pub telegram: crate::channels::telegram::TelegramSettings,
 }
 
 /// `[server]`
@@ -314,6 +316,7 @@ impl Settings {
                 "auth tokens must not be empty strings".into(),
             ));
         }
+        self.telegram.validate().map_err(ConfigError::Invalid)?;
         let url = self.server.public_url.trim();
         if !(url.is_empty() || url.starts_with("http://") || url.starts_with("https://")) {
             return Err(ConfigError::Invalid(format!(

@@ -10,7 +10,7 @@
 //! concurrency limit, so a slow or dead target never holds up another.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -271,14 +271,22 @@ impl Outbox {
 }
 
 /// Wakes the outbox whenever a state change may have recorded jobs.
-pub struct WakeOnChange(pub Arc<Outbox>);
+///
+/// It holds the outbox weakly: the outbox's handlers hold the registry (to read and answer
+/// interactions), and the registry holds this hook, so a strong reference would be a cycle
+/// that keeps the store open after the server stopped.
+pub struct WakeOnChange(pub Weak<Outbox>);
 
 impl Lifecycle for WakeOnChange {
     fn created(&self, _: &Arc<Interaction>) {
-        self.0.wake();
+        if let Some(o) = self.0.upgrade() {
+            o.wake();
+        }
     }
     fn resolved(&self, _: &Arc<Interaction>) {
-        self.0.wake();
+        if let Some(o) = self.0.upgrade() {
+            o.wake();
+        }
     }
 }
 

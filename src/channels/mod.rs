@@ -13,6 +13,7 @@
 //! rule makes every channel equal. Shared rendering helpers live in [`render`].
 
 pub mod render;
+pub mod telegram;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -54,7 +55,8 @@ pub struct Wiring {
 }
 
 /// Installs every enabled channel.
-pub async fn install(_wiring: &mut Wiring) -> anyhow::Result<()> {
+pub async fn install(wiring: &mut Wiring) -> anyhow::Result<()> {
+    telegram::install(wiring).await?;
     Ok(())
 }
 

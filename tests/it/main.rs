@@ -11,3 +11,4 @@ mod restart;
 mod sse;
 mod store;
 mod support;
+mod telegram;
