@@ -380,6 +380,30 @@ async fn deny_button_denies_with_a_message_naming_who() {
 }
 
 #[tokio::test]
+async fn always_allow_applies_the_agents_suggestions() {
+    let (app, tg) = start(Mode::Webhook).await;
+    let rule = json!([{"type": "addRules", "rules": [{"toolName": "Bash", "ruleContent": "npm test"}],
+                       "behavior": "allow", "destination": "session"}]);
+    let id = create(
+        &app,
+        json!({"tool_name": "Bash", "input": {"command": "npm test"}, "suggestions": rule}),
+    )
+    .await;
+    let p = prompt(&tg, PRIVATE, "npm test").await;
+    assert_eq!(
+        tap_on(&app, &tg, ALICE, &p, &p.button("✅ Always allow")).await,
+        "Allowed"
+    );
+    let body = status(&app, &id).await;
+    assert_eq!(body["resolution"]["result"]["updatedPermissions"], rule);
+    // Without suggestions there is no such button.
+    app.create_bash("toolu_plain", "npm ci").await;
+    let plain = prompt(&tg, PRIVATE, "npm ci").await;
+    assert!(plain.buttons().iter().all(|(t, _)| t != "✅ Always allow"));
+    app.stop().await;
+}
+
+#[tokio::test]
 async fn deny_with_reason_asks_for_a_reply_and_uses_it() {
     let (app, tg) = start(Mode::Webhook).await;
     let id = app.create_bash("toolu_reason", "terraform destroy").await;
@@ -1204,6 +1228,46 @@ async fn webhook_mode_registers_checks_the_secret_and_ignores_duplicates() {
 }
 
 #[tokio::test]
+async fn without_a_configured_secret_one_is_derived_and_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("imrelay.db");
+    let tg = FakeTelegram::start().await;
+    let mut s = settings();
+    telegram_settings(&mut s, &tg, Mode::Webhook);
+    s.telegram.webhook_secret = Secret::new("");
+
+    let first = spawn_on(s.clone(), open_sqlite(&path).await).await;
+    let set = tg.wait_n("setWebhook", 1).await;
+    let secret = set[0].params["secret_token"].as_str().unwrap().to_string();
+    assert_eq!(secret.len(), 64);
+    assert!(secret.chars().all(|c| c.is_ascii_hexdigit()));
+    let update = text(tg.next_update_id(), ALICE, PRIVATE, "/whoami", None);
+    let post = |app: &TestApp, secret: &str| {
+        app.client
+            .post(app.url("/telegram/webhook"))
+            .header("X-Telegram-Bot-Api-Secret-Token", secret)
+            .json(&update)
+            .send()
+    };
+    assert_eq!(
+        post(&first, SECRET).await.unwrap().status(),
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        post(&first, &secret).await.unwrap().status(),
+        StatusCode::OK
+    );
+    tg.wait_n("sendMessage", 1).await;
+    first.stop().await;
+
+    // The same secret after a restart.
+    let second = spawn_on(s, open_sqlite(&path).await).await;
+    let set = tg.wait_n("setWebhook", 2).await;
+    assert_eq!(set[1].params["secret_token"], secret.as_str());
+    second.stop().await;
+}
+
+#[tokio::test]
 async fn polling_mode_has_no_webhook_route_and_reports_health() {
     let (app, tg) = start_with(Mode::Polling, |s| s.telegram.approvers.clear()).await;
     tg.wait_n("getUpdates", 1).await;
@@ -1270,6 +1334,31 @@ async fn a_polling_outage_shows_in_health_and_polling_resumes() {
     assert_eq!(status(&app, &id).await["resolution"]["outcome"], "denied");
     let (_, body) = app.get("/healthz").await;
     assert_eq!(body["components"]["telegram"]["state"], "polling");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_refused_token_shows_in_health_without_the_token() {
+    let (app, _tg) = start_with(Mode::Polling, |s| {
+        s.telegram.token = Secret::new("999:WRONG-secret-part");
+    })
+    .await;
+    let mut health = Value::Null;
+    for _ in 0..200 {
+        let (_, body) = app.get("/healthz").await;
+        health = body["components"]["telegram"].clone();
+        if health["state"] == "error" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(health["state"], "error", "{health}");
+    let last = health["last_error"].as_str().unwrap();
+    assert!(last.contains("getMe"), "{last}");
+    assert!(
+        !health.to_string().contains("WRONG-secret-part"),
+        "{health}"
+    );
     app.stop().await;
 }
 

@@ -171,6 +171,18 @@ mod tests {
     }
 
     #[test]
+    fn the_compiled_in_defaults_are_the_documented_ones() {
+        let t = crate::config::Settings::defaults().unwrap().telegram;
+        assert!(!t.enabled);
+        assert!(t.token.is_empty() && t.webhook_secret.is_empty());
+        assert!(t.chats.is_empty() && t.approvers.is_empty());
+        assert_eq!(t.mode, Mode::Polling);
+        assert_eq!(t.webhook_path, "/telegram/webhook");
+        assert_eq!(t.api_url, "https://api.telegram.org");
+        assert_eq!((t.poll_timeout_secs, t.request_timeout_secs), (25, 30));
+    }
+
+    #[test]
     fn combinations_are_checked() {
         let mut s = base();
         s.token = Secret::new("");

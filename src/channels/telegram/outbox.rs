@@ -46,6 +46,11 @@ impl OutboxHandler for Handler {
     }
 }
 
+/// Whether `key` is a first post (not a `/pending` re-post, which was checked when asked).
+fn nonce_free(key: &str) -> bool {
+    key.starts_with(&format!("{CHANNEL}:post:"))
+}
+
 fn store_retry(e: impl std::fmt::Display) -> Delivery {
     Delivery::Retry {
         after: None,
@@ -71,6 +76,10 @@ impl Telegram {
         let message = match posted {
             Some(m) => m,
             None => {
+                if nonce_free(key) && !self.is_chat(chat) {
+                    tracing::info!(id = %id, chat, "telegram: chat no longer in telegram.chats; not posting");
+                    return Delivery::Done;
+                }
                 if !i.is_pending() {
                     tracing::debug!(id = %id, chat, "telegram: resolved before it was posted; not posting");
                     return Delivery::Done;

@@ -176,9 +176,10 @@ fn input_text(input: &Map<String, Value>) -> (String, &'static str) {
 }
 
 fn head(i: &Interaction, lim: &Limits) -> String {
-    let mut s = match i.kind {
-        Kind::Approval => format!("🔐 <b>{}</b> needs approval", esc(&i.tool_name, 100)),
-        Kind::Question => "❓ <b>Question</b>".to_string(),
+    let mut s = match (i.kind, i.is_pending()) {
+        (Kind::Approval, true) => format!("🔐 <b>{}</b> needs approval", esc(&i.tool_name, 100)),
+        (Kind::Approval, false) => format!("🔐 Approval for <b>{}</b>", esc(&i.tool_name, 100)),
+        (Kind::Question, _) => "❓ <b>Question</b>".to_string(),
     };
     if let Some(t) = i
         .title
@@ -295,7 +296,9 @@ fn question_block(
         esc(&q.header, 40),
         esc(&q.question, lim.question)
     );
-    let show_options = given.is_none() && !state.is_some_and(|st| st.answered(qi));
+    // Options are shown while the question can still be answered (`state` is only given
+    // for a pending prompt).
+    let show_options = state.is_some_and(|st| !st.answered(qi));
     if show_options {
         for opt in &q.options {
             s.push_str(&format!("\n  • <b>{}</b>", esc(&opt.label, lim.label)));
