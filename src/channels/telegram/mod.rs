@@ -345,13 +345,9 @@ pub async fn install(w: &mut Wiring) -> anyhow::Result<()> {
     if s.mode == Mode::Webhook {
         w.route(transport::router(tg.clone(), &s.webhook_path));
     }
-    let shutdown = w.shutdown.clone();
-    w.spawn_on_serve(async move {
-        tokio::select! {
-            _ = worker => {}
-            _ = shutdown.cancelled() => {}
-        }
-    });
+    // The throttle's worker runs until the last handle to the bot is dropped. It is not
+    // stopped at shutdown: dropping it under a queued send makes teloxide panic.
+    tokio::spawn(worker);
     w.spawn_on_serve(tg.clone().run(w.shutdown.clone()));
     tg.set_health("starting", json!({}));
     tracing::info!(
