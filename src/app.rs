@@ -59,7 +59,7 @@ impl App {
             settings: settings.clone(),
             registry: registry.clone(),
             store: store.clone(),
-            outbox: Outbox::new(store.clone(), metrics.clone()),
+            outbox: Outbox::new(store.clone(), metrics.clone()).with_backoff(settings.backoff()),
             metrics: metrics.clone(),
             health: health.clone(),
             routes: Router::new(),
@@ -74,7 +74,7 @@ impl App {
             ..
         } = wiring;
         let outbox = Arc::new(outbox);
-        registry.add_hook(Arc::new(WakeOnChange(Arc::downgrade(&outbox))));
+        registry.add_hook(Arc::new(WakeOnChange(outbox.clone())));
 
         let (reloaded, expired) = registry
             .recover()
@@ -141,6 +141,7 @@ impl App {
         for t in tasks {
             let _ = t.await;
         }
+        self.state.registry.close();
         Ok(())
     }
 }

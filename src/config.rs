@@ -105,8 +105,26 @@ pub struct Settings {
     pub store: StoreSettings,
     /// Logging.
     pub log: LogSettings,
+    /// Delivery retries.
+    pub outbox: OutboxSettings,
+    /// Webhook targets (`[[webhooks]]`).
+    #[serde(default)]
+    pub webhooks: Vec<crate::channels::webhook::WebhookSettings>,
+    /// The Feishu/Lark channel.
+    #[serde(default)]
+    pub feishu: crate::channels::feishu::FeishuSettings,
     /// The Telegram channel.
     pub telegram: crate::channels::telegram::TelegramSettings,
+}
+
+/// `[outbox]`
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutboxSettings {
+    /// Delay after a first failed delivery, milliseconds.
+    pub retry_base_ms: u64,
+    /// Longest delay between attempts, seconds.
+    pub retry_max_secs: u64,
 }
 
 /// `[server]`
@@ -316,6 +334,12 @@ impl Settings {
                 "auth tokens must not be empty strings".into(),
             ));
         }
+        if self.outbox.retry_base_ms == 0 || self.outbox.retry_max_secs == 0 {
+            return Err(ConfigError::Invalid(
+                "outbox.retry_base_ms and outbox.retry_max_secs must be at least 1".into(),
+            ));
+        }
+        crate::channels::webhook::validate_all(&self.webhooks).map_err(ConfigError::Invalid)?;
         self.telegram.validate().map_err(ConfigError::Invalid)?;
         let url = self.server.public_url.trim();
         if !(url.is_empty() || url.starts_with("http://") || url.starts_with("https://")) {
@@ -323,6 +347,7 @@ impl Settings {
                 "server.public_url must start with http:// or https:// (got {url:?})"
             )));
         }
+        self.feishu.validate().map_err(ConfigError::Invalid)?;
         Ok(())
     }
 
@@ -335,6 +360,14 @@ impl Settings {
             max_timeout: Duration::from_secs(i.max_timeout_secs),
             retention: Duration::from_secs(i.retention_hours.saturating_mul(3600)),
             ..RegistryConfig::default()
+        }
+    }
+
+    /// The outbox retry policy.
+    pub fn backoff(&self) -> crate::outbox::Backoff {
+        crate::outbox::Backoff {
+            base: Duration::from_millis(self.outbox.retry_base_ms),
+            max: Duration::from_secs(self.outbox.retry_max_secs),
         }
     }
 

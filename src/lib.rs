@@ -7,6 +7,7 @@
 //!
 //! Layout:
 //! - [`interaction`]: the core (model, validation, registry). No I/O, no HTTP.
+//! - [`audit`]: the hash-chained audit trail.
 //! - [`store`]: persistence behind one trait; SQLite embedded by default.
 //! - [`channels`]: Telegram, Feishu/Lark and webhooks: present interactions, take answers.
 //! - [`outbox`]: durable delivery of work to the outside world, with retries.
@@ -17,7 +18,9 @@
 //! HTTP layer turns into JSON error bodies; `anyhow` is used only at start-up and in the CLI.
 
 pub mod app;
+pub mod audit;
 pub mod channels;
+pub mod cli;
 pub mod config;
 pub mod health;
 pub mod http;

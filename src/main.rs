@@ -33,6 +33,29 @@ enum Command {
     Serve,
     /// Validate the configuration and print it, with every secret redacted.
     CheckConfig,
+    /// Exit 0 if the server answers /healthz (for container health checks).
+    Healthcheck {
+        /// The URL to ask (default: /healthz on the configured listen address).
+        #[arg(long)]
+        url: Option<String>,
+    },
+    /// Print the audit trail (`audit verify` checks its hash chain).
+    Audit {
+        /// Only entries since this time (RFC 3339) or age (e.g. 2h, 7d).
+        #[arg(long, value_name = "TIME|AGE")]
+        since: Option<String>,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+        #[command(subcommand)]
+        action: Option<AuditAction>,
+    },
+}
+
+#[derive(Subcommand)]
+enum AuditAction {
+    /// Check the hash chain; exits 1 and names the first broken entry if it was altered.
+    Verify,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -43,6 +66,24 @@ fn main() -> anyhow::Result<()> {
             print!("{}", settings.redacted_toml()?);
             eprintln!("configuration is valid");
             Ok(())
+        }
+        Command::Healthcheck { url } => {
+            if !imrelay::cli::healthcheck(&settings, url.as_deref())? {
+                std::process::exit(1);
+            }
+            Ok(())
+        }
+        Command::Audit {
+            action: Some(AuditAction::Verify),
+            ..
+        } => {
+            if !imrelay::cli::audit_verify(&settings)? {
+                std::process::exit(1);
+            }
+            Ok(())
+        }
+        Command::Audit { since, json, .. } => {
+            imrelay::cli::audit_print(&settings, since.as_deref(), json)
         }
         Command::Serve => {
             imrelay::telemetry::init(&settings.log)?;

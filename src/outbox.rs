@@ -10,7 +10,7 @@
 //! concurrency limit, so a slow or dead target never holds up another.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -19,6 +19,7 @@ use rand::Rng;
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+use crate::audit::{Action, AuditRecord};
 use crate::interaction::{Interaction, Lifecycle};
 use crate::metrics::Metrics;
 use crate::store::{ClaimedJob, JobUpdate, Store};
@@ -263,6 +264,25 @@ impl Outbox {
                 }
             }
         };
+        if let JobUpdate::Failed { error } = &update {
+            let record = AuditRecord {
+                at: crate::interaction::now(),
+                action: Action::DeliveryFailed,
+                interaction_id: job
+                    .job
+                    .interaction_id
+                    .as_ref()
+                    .map(|i| i.as_str().to_string()),
+                actor: Some("system".into()),
+                channel: channel.to_string(),
+                outcome: "failed".into(),
+                input_hash: None,
+                detail: Some(format!("{} ({}): {error}", job.job.key, job.job.kind)),
+            };
+            if let Err(e) = self.store.append_audit(vec![record]).await {
+                tracing::error!(error = %e, "outbox: cannot audit a failed delivery");
+            }
+        }
         if let Err(e) = self.store.finish_job(job.id, update).await {
             // The lease runs out and the job is delivered again: at-least-once.
             tracing::error!(job = %job.job.key, error = %e, "outbox: cannot record a delivery result");
@@ -271,22 +291,14 @@ impl Outbox {
 }
 
 /// Wakes the outbox whenever a state change may have recorded jobs.
-///
-/// It holds the outbox weakly: the outbox's handlers hold the registry (to read and answer
-/// interactions), and the registry holds this hook, so a strong reference would be a cycle
-/// that keeps the store open after the server stopped.
-pub struct WakeOnChange(pub Weak<Outbox>);
+pub struct WakeOnChange(pub Arc<Outbox>);
 
 impl Lifecycle for WakeOnChange {
     fn created(&self, _: &Arc<Interaction>) {
-        if let Some(o) = self.0.upgrade() {
-            o.wake();
-        }
+        self.0.wake();
     }
     fn resolved(&self, _: &Arc<Interaction>) {
-        if let Some(o) = self.0.upgrade() {
-            o.wake();
-        }
+        self.0.wake();
     }
 }
 

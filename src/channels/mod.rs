@@ -12,8 +12,10 @@
 //! Answers come back through [`crate::interaction::Registry::respond`], whose first-answer-wins
 //! rule makes every channel equal. Shared rendering helpers live in [`render`].
 
+pub mod feishu;
 pub mod render;
 pub mod telegram;
+pub mod webhook;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -56,6 +58,8 @@ pub struct Wiring {
 
 /// Installs every enabled channel.
 pub async fn install(wiring: &mut Wiring) -> anyhow::Result<()> {
+    webhook::install(wiring).await?;
+    feishu::install(wiring).await?;
     telegram::install(wiring).await?;
     Ok(())
 }

@@ -17,9 +17,10 @@ use super::AppState;
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiQuery};
 use crate::interaction::{
-    Answer, Interaction, InteractionId, NewInteraction, RegistryError, Responder, Via, json_type,
+    Answer, Interaction, InteractionId, NewInteraction, PermissionResult, RegistryError,
+    Resolution, Responder, Via, json_type,
 };
-use crate::store::{Cursor, ListQuery, StatusFilter};
+use crate::store::{AuditQuery, Cursor, ListQuery, StatusFilter};
 
 /// Longest long-poll, in seconds.
 pub const MAX_WAIT_SECS: u64 = 60;
@@ -67,16 +68,26 @@ pub struct CreateQuery {
     wait_secs: Option<u64>,
 }
 
-/// The answer shape shared by `/wait`, `/respond`, `DELETE` and `POST ?wait_secs`.
-pub fn outcome_body(i: &Arc<Interaction>) -> Value {
-    match &i.resolution {
-        Some(r) => json!({
-            "status": "resolved",
-            "result": r.result,
-            "resolution": r,
-            "interaction": i,
-        }),
-        None => json!({"status": "pending", "interaction": i}),
+/// The answer shape shared by `/wait`, `/respond`, `DELETE` and `POST ?wait_secs`:
+/// `{"status", "result"?, "resolution"?, "interaction"}`. Serialized straight from the
+/// interaction, without an intermediate JSON tree.
+#[derive(Debug, serde::Serialize)]
+pub struct OutcomeBody<'a> {
+    status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result: Option<&'a PermissionResult>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resolution: Option<&'a Resolution>,
+    interaction: &'a Interaction,
+}
+
+/// The outcome body for `i`.
+pub fn outcome_body(i: &Interaction) -> OutcomeBody<'_> {
+    OutcomeBody {
+        status: i.status(),
+        result: i.resolution.as_ref().map(|r| &r.result),
+        resolution: i.resolution.as_ref(),
+        interaction: i,
     }
 }
 
@@ -116,7 +127,7 @@ pub async fn create(
             } else {
                 StatusCode::OK
             };
-            Ok((status, Json(json!(created.interaction))).into_response())
+            Ok((status, Json(created.interaction)).into_response())
         }
         Some(secs) => {
             let i = wait_for(&state, &created.interaction.id, secs).await?;
@@ -152,7 +163,7 @@ fn decode_cursor(raw: &str) -> Result<Cursor, ApiError> {
 pub async fn list(
     State(state): State<AppState>,
     ApiQuery(params): ApiQuery<ListParams>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let limit = params.limit.unwrap_or(DEFAULT_PAGE);
     if limit == 0 || limit > MAX_PAGE {
         return Err(ApiError::bad_request(format!(
@@ -168,20 +179,27 @@ pub async fn list(
             after,
         })
         .await?;
-    Ok(Json(json!({
-        "interactions": page.interactions,
-        "next_cursor": page.next.as_ref().map(encode_cursor),
-    })))
+    #[derive(serde::Serialize)]
+    struct List {
+        interactions: Vec<Arc<Interaction>>,
+        next_cursor: Option<String>,
+    }
+    let next_cursor = page.next.as_ref().map(encode_cursor);
+    Ok(Json(List {
+        interactions: page.interactions,
+        next_cursor,
+    })
+    .into_response())
 }
 
 /// `GET /v1/interactions/{id}`
 pub async fn get(
     State(state): State<AppState>,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let id = path_id(&id)?;
     match state.registry.get(&id).await? {
-        Some(i) => Ok(Json(json!(i))),
+        Some(i) => Ok(Json(i).into_response()),
         None => Err(RegistryError::NotFound(id).into()),
     }
 }
@@ -363,6 +381,49 @@ pub async fn cancel(
         .cancel(&id, reason, Some("agent".into()))
         .await?;
     Ok(outcome_response(&resolved))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditParams {
+    after: Option<i64>,
+    since: Option<String>,
+    limit: Option<usize>,
+}
+
+/// `GET /v1/audit`
+pub async fn audit(
+    State(state): State<AppState>,
+    ApiQuery(params): ApiQuery<AuditParams>,
+) -> Result<Json<Value>, ApiError> {
+    let limit = params.limit.unwrap_or(100);
+    if limit == 0 || limit > 1000 {
+        return Err(ApiError::bad_request("limit: must be between 1 and 1000"));
+    }
+    let since = params
+        .since
+        .as_deref()
+        .map(|s| {
+            s.parse::<jiff::Timestamp>().map_err(|_| {
+                ApiError::bad_request(
+                    "since: expected an RFC 3339 time such as 2026-11-22T08:00:00Z",
+                )
+            })
+        })
+        .transpose()?;
+    let entries = state
+        .registry
+        .store()
+        .audit(&AuditQuery {
+            after_seq: params.after.unwrap_or(0),
+            since,
+            limit,
+        })
+        .await?;
+    let next = (entries.len() == limit)
+        .then(|| entries.last().map(|e| e.seq))
+        .flatten();
+    Ok(Json(json!({"entries": entries, "next_after": next})))
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ use super::extract::ApiJson;
 use crate::config::OnTimeout;
 use crate::interaction::{
     Interaction, InteractionId, Kind, NewInteraction, Outcome, PermissionResult, RegistryError,
+    canonical_json,
 };
 
 /// Generations tried for a derived `PermissionRequest` id.
@@ -63,7 +64,7 @@ fn derived_base(session: &str, tool: &str, input: &Map<String, Value>) -> String
     h.update([0]);
     h.update(tool.as_bytes());
     h.update([0]);
-    h.update(canonical(&Value::Object(input.clone())).as_bytes());
+    h.update(canonical_json(&Value::Object(input.clone())).as_bytes());
     format!("cc-{}", &hex::encode(h.finalize())[..32])
 }
 
@@ -187,27 +188,6 @@ async fn create_generation(
     Err(ApiError::bad_request(
         "too many identical permission requests in this session",
     ))
-}
-
-/// JSON with object keys sorted at every level, so equal inputs hash equally whatever order
-/// their keys arrived in.
-fn canonical(v: &Value) -> String {
-    match v {
-        Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
-            let parts: Vec<String> = keys
-                .into_iter()
-                .map(|k| format!("{}:{}", Value::String(k.clone()), canonical(&m[k])))
-                .collect();
-            format!("{{{}}}", parts.join(","))
-        }
-        Value::Array(a) => format!(
-            "[{}]",
-            a.iter().map(canonical).collect::<Vec<_>>().join(",")
-        ),
-        other => other.to_string(),
-    }
 }
 
 fn ask(event: Event, reason: &str) -> Value {

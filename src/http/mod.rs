@@ -7,7 +7,8 @@
 //! |---|---|
 //! | `GET /`, `GET /healthz`, `GET /metrics` | none |
 //! | `POST /v1/interactions`, `GET /v1/interactions/{id}/wait`, `DELETE /v1/interactions/{id}`, `POST /v1/hooks/claude-code` | agent |
-//! | `GET /v1/interactions`, `POST /v1/interactions/{id}/respond`, `GET /v1/events` | operator |
+//! | `GET /v1/interactions`, `POST /v1/interactions/{id}/respond`, `GET /v1/events`, `GET /v1/audit` | operator |
+//! | `POST /v1/webhooks/{name}/respond` | a Standard Webhooks signature (see [`crate::channels::webhook`]) |
 //! | `GET /v1/interactions/{id}` | agent or operator |
 //!
 //! Channels with their own inbound endpoints (Telegram and Feishu webhooks, signed webhook
@@ -70,6 +71,7 @@ pub fn router(state: AppState, extra: Router) -> Router {
         .route("/v1/interactions", get(api::list))
         .route("/v1/interactions/{id}/respond", post(api::respond))
         .route("/v1/events", get(sse::events))
+        .route("/v1/audit", get(api::audit))
         .route_layer(from_fn_with_state(state.clone(), auth::operator));
     let either = Router::new()
         .route("/v1/interactions/{id}", get(api::get))

@@ -345,6 +345,17 @@ impl Interaction {
         self.tool_name == tool_name && &self.input == input
     }
 
+    /// SHA-256 (hex) of the tool name and input exactly as shown to people: what an audit
+    /// entry refers to.
+    pub fn input_digest(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        h.update(self.tool_name.as_bytes());
+        h.update([0]);
+        h.update(canonical_json(&Value::Object(self.input.clone())).as_bytes());
+        hex::encode(h.finalize())
+    }
+
     /// Time from creation to resolution, if resolved.
     pub fn time_to_answer(&self) -> Option<std::time::Duration> {
         let r = self.resolution.as_ref()?;
@@ -376,6 +387,27 @@ impl Serialize for Interaction {
         st.serialize_field("timeout_secs", &self.timeout_secs)?;
         st.serialize_field("resolution", &self.resolution)?;
         st.end()
+    }
+}
+
+/// JSON with object keys sorted at every level, so equal values encode equally whatever
+/// order their keys arrived in.
+pub fn canonical_json(v: &Value) -> String {
+    match v {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            let parts: Vec<String> = keys
+                .into_iter()
+                .map(|k| format!("{}:{}", Value::String(k.clone()), canonical_json(&m[k])))
+                .collect();
+            format!("{{{}}}", parts.join(","))
+        }
+        Value::Array(a) => format!(
+            "[{}]",
+            a.iter().map(canonical_json).collect::<Vec<_>>().join(",")
+        ),
+        other => other.to_string(),
     }
 }
 

@@ -8,8 +8,7 @@
 //! Waking is a separate step ([`Registry::refresh`]) so a change made by another process can
 //! trigger it too.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 use std::time::Duration;
 
@@ -25,7 +24,10 @@ use super::answer::{self, Answer, Responder};
 use super::events::{EventKind, EventLog};
 use super::model::{Interaction, InteractionId, Kind, Resolution, now};
 use super::question::parse_questions;
-use crate::store::{CreateOutcome, ListQuery, OutboxJob, Page, ResolveOutcome, Store, StoreError};
+use crate::audit::{Action, AuditRecord};
+use crate::store::{
+    CreateOutcome, Effects, ListQuery, OutboxJob, Page, ResolveOutcome, Store, StoreError,
+};
 
 /// Longest accepted `tool_name`, in characters.
 const MAX_TOOL_NAME: usize = 200;
@@ -146,6 +148,9 @@ struct Slot {
     interaction: Arc<Interaction>,
     resolved: OnceLock<Arc<Interaction>>,
     notify: Notify,
+    /// Its entry in the deadline queue, removed when it resolves so the queue holds only
+    /// pending interactions. (A std mutex: set and taken, never held across an await.)
+    deadline: Mutex<Option<DeadlineKey>>,
 }
 
 impl Slot {
@@ -154,6 +159,7 @@ impl Slot {
             interaction,
             resolved: OnceLock::new(),
             notify: Notify::new(),
+            deadline: Mutex::new(None),
         }
     }
 
@@ -181,32 +187,14 @@ impl Slot {
     }
 }
 
-struct Deadline {
-    at: Instant,
-    seq: u64,
-    slot: Arc<Slot>,
-}
+/// Position in the deadline queue: when, and a sequence number to keep keys unique.
+type DeadlineKey = (Instant, u64);
 
-impl PartialEq for Deadline {
-    fn eq(&self, other: &Self) -> bool {
-        (self.at, self.seq) == (other.at, other.seq)
-    }
-}
-impl Eq for Deadline {}
-impl PartialOrd for Deadline {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Deadline {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (self.at, self.seq).cmp(&(other.at, other.seq))
-    }
-}
-
+/// Pending interactions by deadline. Resolved ones are removed at once, so memory follows
+/// the number of pending interactions, not the rate of traffic.
 #[derive(Default)]
 struct Deadlines {
-    heap: BinaryHeap<Reverse<Deadline>>,
+    queue: BTreeMap<DeadlineKey, Arc<Slot>>,
     seq: u64,
 }
 
@@ -252,6 +240,49 @@ fn check_len(v: &Option<String>, field: &str, max: usize) -> Result<(), Validati
     Ok(())
 }
 
+/// Audit details are kept short.
+fn clip(s: &str) -> String {
+    const MAX: usize = 500;
+    if s.chars().count() <= MAX {
+        s.to_string()
+    } else {
+        let mut out: String = s.chars().take(MAX).collect();
+        out.push('…');
+        out
+    }
+}
+
+fn created_record(i: &Interaction) -> AuditRecord {
+    AuditRecord {
+        at: i.created_at,
+        action: Action::Created,
+        interaction_id: Some(i.id.as_str().to_string()),
+        actor: i.agent.clone().or_else(|| i.session.clone()),
+        channel: "agent".into(),
+        outcome: "pending".into(),
+        input_hash: Some(i.input_digest()),
+        detail: Some(clip(&i.tool_name)),
+    }
+}
+
+fn resolved_record(i: &Interaction, r: &Resolution) -> AuditRecord {
+    use super::Outcome;
+    AuditRecord {
+        at: r.at,
+        action: match r.outcome {
+            Outcome::Allowed | Outcome::Denied | Outcome::Answered => Action::Answered,
+            Outcome::Expired => Action::Expired,
+            Outcome::Cancelled => Action::Cancelled,
+        },
+        interaction_id: Some(i.id.as_str().to_string()),
+        actor: Some(r.by.clone().unwrap_or_else(|| "system".into())),
+        channel: r.via.as_str().to_string(),
+        outcome: r.outcome.as_str().into(),
+        input_hash: Some(i.input_digest()),
+        detail: r.message().map(clip),
+    }
+}
+
 fn add(t: Timestamp, d: Duration) -> Timestamp {
     jiff::SignedDuration::try_from(d)
         .ok()
@@ -286,6 +317,16 @@ impl Registry {
             .push(hook);
     }
 
+    /// Drops every lifecycle hook. Called when the server stops, so hooks that hold the
+    /// registry (channels) do not keep each other alive.
+    pub fn close(&self) {
+        self.inner
+            .hooks
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+    }
+
     fn hooks(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<dyn Lifecycle>>> {
         self.inner.hooks.read().unwrap_or_else(|p| p.into_inner())
     }
@@ -308,6 +349,12 @@ impl Registry {
     /// How many interactions this process holds as pending.
     pub fn pending_count(&self) -> usize {
         lock(&self.inner.slots).len()
+    }
+
+    /// How many deadlines are scheduled (equals the pending count once settled; exposed so
+    /// tests can check that resolved interactions leave the queue).
+    pub fn scheduled_deadlines(&self) -> usize {
+        lock(&self.inner.deadlines).queue.len()
     }
 
     /// The timeout an interaction of `kind` gets when `requested` seconds were asked for.
@@ -382,7 +429,16 @@ impl Registry {
         for h in self.hooks().iter() {
             h.plan_created(&interaction, &mut jobs);
         }
-        match self.inner.store.create(interaction.clone(), jobs).await? {
+        let effects = Effects {
+            jobs,
+            audit: vec![created_record(&interaction)],
+        };
+        match self
+            .inner
+            .store
+            .create(interaction.clone(), effects)
+            .await?
+        {
             CreateOutcome::Created => {
                 self.track(interaction.clone());
                 self.inner
@@ -467,9 +523,15 @@ impl Registry {
         let is_first = {
             let mut d = lock(&self.inner.deadlines);
             d.seq += 1;
-            let seq = d.seq;
-            let earlier = d.heap.peek().is_none_or(|Reverse(first)| at < first.at);
-            d.heap.push(Reverse(Deadline { at, seq, slot }));
+            let key = (at, d.seq);
+            let earlier = d
+                .queue
+                .first_key_value()
+                .is_none_or(|(first, _)| key < *first);
+            if let Some(old) = lock(&slot.deadline).replace(key) {
+                d.queue.remove(&old);
+            }
+            d.queue.insert(key, slot);
             earlier
         };
         if is_first {
@@ -484,6 +546,9 @@ impl Registry {
         match slot {
             Some(slot) => {
                 slot.settle(resolved.clone());
+                if let Some(key) = lock(&slot.deadline).take() {
+                    lock(&self.inner.deadlines).queue.remove(&key);
+                }
                 true
             }
             None => false,
@@ -566,15 +631,46 @@ impl Registry {
         let at = now();
         if current.deadline <= at {
             // Past the deadline: the expiry is due even if its timer has not fired yet.
-            return match self.settle(current, |i| Ok(answer::expired(i, at))).await {
-                Ok(expired) => Err(RegistryError::AlreadyResolved(expired)),
-                Err(e) => Err(e),
+            let expired = match self.settle(current, |i| Ok(answer::expired(i, at))).await {
+                Ok(expired) | Err(RegistryError::AlreadyResolved(expired)) => expired,
+                Err(e) => return Err(e),
             };
+            let via = responder.via.clone();
+            self.refused(
+                Some(id),
+                responder.by.as_deref().unwrap_or(""),
+                &via,
+                "answered after the deadline",
+            )
+            .await;
+            return Err(RegistryError::AlreadyResolved(expired));
         }
-        self.settle(current, move |i| {
-            answer::resolution_for(i, answer, responder, at)
-        })
-        .await
+        let who = responder.by.clone().unwrap_or_default();
+        let via = responder.via.clone();
+        let result = self
+            .settle(current, move |i| {
+                answer::resolution_for(i, answer, responder, at)
+            })
+            .await;
+        match &result {
+            Err(RegistryError::AlreadyResolved(winner)) => {
+                let reason = format!(
+                    "already resolved: {}",
+                    winner
+                        .resolution
+                        .as_ref()
+                        .map(|r| r.summary())
+                        .unwrap_or_default()
+                );
+                self.refused(Some(id), &who, &via, &reason).await;
+            }
+            Err(RegistryError::Invalid(e)) => {
+                self.refused(Some(id), &who, &via, &format!("invalid answer: {e}"))
+                    .await;
+            }
+            _ => {}
+        }
+        result
     }
 
     /// Records an answer attempt that was refused before reaching the registry's decision
@@ -594,6 +690,40 @@ impl Registry {
             reason,
             "answer attempt refused"
         );
+        let input_hash = match id {
+            Some(id) => self.get(id).await.ok().flatten().map(|i| i.input_digest()),
+            None => None,
+        };
+        let record = AuditRecord {
+            at: now(),
+            action: Action::Refused,
+            interaction_id: id.map(|i| i.as_str().to_string()),
+            actor: (!actor.is_empty()).then(|| actor.to_string()),
+            channel: via.as_str().to_string(),
+            outcome: "refused".into(),
+            input_hash,
+            detail: Some(clip(reason)),
+        };
+        if let Err(e) = self.inner.store.append_audit(vec![record]).await {
+            tracing::error!(error = %e, "could not append a refusal to the audit trail");
+        }
+    }
+
+    /// The outbox jobs and audit record that go with a resolution.
+    fn resolution_effects(&self, resolved: &Interaction) -> Effects {
+        let mut jobs = Vec::new();
+        for h in self.hooks().iter() {
+            h.plan_resolved(resolved, &mut jobs);
+        }
+        Effects {
+            jobs,
+            audit: resolved
+                .resolution
+                .as_ref()
+                .map(|r| resolved_record(resolved, r))
+                .into_iter()
+                .collect(),
+        }
     }
 
     /// Cancels a pending interaction (the agent withdrew it): resolved as a deny.
@@ -638,11 +768,12 @@ impl Registry {
         }
         let resolution = make(&current)?;
         let resolved = Arc::new(current.resolved(resolution));
-        let mut jobs = Vec::new();
-        for h in self.hooks().iter() {
-            h.plan_resolved(&resolved, &mut jobs);
-        }
-        match self.inner.store.resolve(resolved.clone(), jobs).await? {
+        match self
+            .inner
+            .store
+            .resolve(resolved.clone(), self.resolution_effects(&resolved))
+            .await?
+        {
             ResolveOutcome::Resolved => {
                 self.settle_locally(&resolved);
                 self.inner
@@ -696,11 +827,8 @@ impl Registry {
         futures_util::stream::iter(overdue)
             .for_each_concurrent(256, |i| async move {
                 let resolved = Arc::new(i.resolved(answer::expired(&i, at)));
-                let mut jobs = Vec::new();
-                for h in self.hooks().iter() {
-                    h.plan_resolved(&resolved, &mut jobs);
-                }
-                match self.inner.store.resolve(resolved.clone(), jobs).await {
+                let effects = self.resolution_effects(&resolved);
+                match self.inner.store.resolve(resolved.clone(), effects).await {
                     Ok(ResolveOutcome::Resolved) => {
                         self.inner.events.publish(EventKind::Resolved, resolved.clone());
                         tracing::info!(id = %resolved.id, "interaction expired while imrelay was down");
@@ -738,15 +866,15 @@ impl Registry {
                 let mut d = lock(&self.inner.deadlines);
                 let now = Instant::now();
                 let mut due = Vec::new();
-                while let Some(Reverse(first)) = d.heap.peek() {
-                    if first.at > now {
+                while let Some(entry) = d.queue.first_entry() {
+                    if entry.key().0 > now {
                         break;
                     }
-                    if let Some(Reverse(e)) = d.heap.pop() {
-                        due.push(e.slot);
-                    }
+                    let slot = entry.remove();
+                    lock(&slot.deadline).take();
+                    due.push(slot);
                 }
-                let next = d.heap.peek().map(|Reverse(e)| e.at);
+                let next = d.queue.first_key_value().map(|(k, _)| k.0);
                 drop(d);
                 for slot in due {
                     if slot.resolved.get().is_none() {
@@ -952,6 +1080,27 @@ mod tests {
             let got = w.await.unwrap().unwrap().unwrap();
             assert_eq!(got.resolution.as_ref().unwrap().outcome, Outcome::Cancelled);
         }
+    }
+
+    #[tokio::test]
+    async fn resolved_interactions_leave_the_deadline_queue() {
+        let reg = registry();
+        for n in 0..50 {
+            let id = reg
+                .create(bash(&format!("dq{n}")))
+                .await
+                .unwrap()
+                .interaction
+                .id
+                .clone();
+            if n % 2 == 0 {
+                reg.respond(&id, Answer::allow(), Responder::anonymous(Via::api()))
+                    .await
+                    .unwrap();
+            }
+        }
+        assert_eq!(reg.pending_count(), 25);
+        assert_eq!(reg.scheduled_deadlines(), 25);
     }
 
     #[tokio::test]

@@ -10,9 +10,10 @@ use jiff::Timestamp;
 use serde_json::Value;
 
 use super::{
-    ChannelMessage, ClaimedJob, CreateOutcome, JobUpdate, ListQuery, OutboxJob, Page,
-    ResolveOutcome, StatusFilter, Store, StoreError, random_secret,
+    AuditQuery, ChannelMessage, ClaimedJob, CreateOutcome, Effects, JobUpdate, ListQuery,
+    OutboxJob, Page, ResolveOutcome, StatusFilter, Store, StoreError, random_secret,
 };
+use crate::audit::{self, AuditEntry, AuditRecord};
 use crate::interaction::{Interaction, InteractionId};
 
 type OrderKey = (i64, InteractionId);
@@ -30,6 +31,8 @@ struct State {
     next_job_id: i64,
     secrets: HashMap<String, Vec<u8>>,
     seen: HashMap<(String, String), Timestamp>,
+    values: HashMap<String, String>,
+    audit: Vec<AuditEntry>,
 }
 
 #[derive(Clone)]
@@ -42,6 +45,24 @@ struct JobRow {
 }
 
 impl State {
+    fn apply(&mut self, effects: Effects) {
+        self.enqueue(effects.jobs);
+        self.append_audit(effects.audit);
+    }
+
+    fn append_audit(&mut self, records: Vec<AuditRecord>) {
+        if records.is_empty() {
+            return;
+        }
+        let (seq, hash) = self
+            .audit
+            .last()
+            .map(|e| (e.seq, e.hash.clone()))
+            .unwrap_or((0, audit::GENESIS.to_string()));
+        let entries = audit::chain(seq, &hash, records);
+        self.audit.extend(entries);
+    }
+
     fn enqueue(&mut self, jobs: Vec<OutboxJob>) {
         for job in jobs {
             if self.job_keys.contains_key(&job.key) {
@@ -93,7 +114,7 @@ impl Store for MemoryStore {
     async fn create(
         &self,
         interaction: Arc<Interaction>,
-        jobs: Vec<OutboxJob>,
+        effects: Effects,
     ) -> Result<CreateOutcome, StoreError> {
         let mut st = self.lock();
         if let Some(existing) = st.interactions.get(&interaction.id) {
@@ -106,14 +127,14 @@ impl Store for MemoryStore {
         }
         st.interactions
             .insert(interaction.id.clone(), interaction.clone());
-        st.enqueue(jobs);
+        st.apply(effects);
         Ok(CreateOutcome::Created)
     }
 
     async fn resolve(
         &self,
         resolved: Arc<Interaction>,
-        jobs: Vec<OutboxJob>,
+        effects: Effects,
     ) -> Result<ResolveOutcome, StoreError> {
         let mut st = self.lock();
         let Some(current) = st.interactions.get(&resolved.id) else {
@@ -125,7 +146,7 @@ impl Store for MemoryStore {
         let k = key(current);
         st.pending.remove(&k);
         st.interactions.insert(resolved.id.clone(), resolved);
-        st.enqueue(jobs);
+        st.apply(effects);
         Ok(ResolveOutcome::Resolved)
     }
 
@@ -345,6 +366,36 @@ impl Store for MemoryStore {
         let mut v: Vec<_> = counts.into_iter().collect();
         v.sort();
         Ok(v)
+    }
+
+    async fn append_audit(&self, records: Vec<AuditRecord>) -> Result<(), StoreError> {
+        self.lock().append_audit(records);
+        Ok(())
+    }
+
+    async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditEntry>, StoreError> {
+        let st = self.lock();
+        Ok(st
+            .audit
+            .iter()
+            .filter(|e| e.seq > query.after_seq)
+            .filter(|e| query.since.is_none_or(|t| e.record.at >= t))
+            .take(query.limit)
+            .cloned()
+            .collect())
+    }
+
+    async fn get_value(&self, key: &str) -> Result<Option<String>, StoreError> {
+        Ok(self.lock().values.get(key).cloned())
+    }
+
+    async fn set_value(&self, key: &str, value: Option<String>) -> Result<(), StoreError> {
+        let mut st = self.lock();
+        match value {
+            Some(v) => st.values.insert(key.to_string(), v),
+            None => st.values.remove(key),
+        };
+        Ok(())
     }
 
     async fn secret(&self, name: &str) -> Result<Vec<u8>, StoreError> {

@@ -24,6 +24,7 @@ use async_trait::async_trait;
 use jiff::Timestamp;
 use serde_json::Value;
 
+pub use crate::audit::{AuditEntry, AuditRecord};
 use crate::interaction::{Interaction, InteractionId};
 
 pub use memory::MemoryStore;
@@ -88,6 +89,26 @@ pub enum JobUpdate {
         /// What went wrong.
         error: String,
     },
+}
+
+/// Durable side effects of a state change, recorded in the same transaction as it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Effects {
+    /// Outbox jobs to enqueue (deduplicated by key).
+    pub jobs: Vec<OutboxJob>,
+    /// Audit records to append to the chain.
+    pub audit: Vec<AuditRecord>,
+}
+
+/// A request for audit entries, oldest first.
+#[derive(Clone, Debug)]
+pub struct AuditQuery {
+    /// Only entries with a higher sequence number.
+    pub after_seq: i64,
+    /// Only entries at or after this time.
+    pub since: Option<Timestamp>,
+    /// At most this many.
+    pub limit: usize,
 }
 
 /// Result of [`Store::create`].
@@ -199,19 +220,20 @@ pub struct ChannelMessage {
 /// Persistence for interactions, channel bookkeeping, the outbox and small server state.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
-    /// Records a new interaction and its outbox jobs, unless its id exists.
+    /// Records a new interaction and its effects, unless its id exists (then nothing is
+    /// recorded).
     async fn create(
         &self,
         interaction: Arc<Interaction>,
-        jobs: Vec<OutboxJob>,
+        effects: Effects,
     ) -> Result<CreateOutcome, StoreError>;
 
-    /// Records a resolution (carried by `resolved`) and its outbox jobs, if the interaction is
-    /// still pending.
+    /// Records a resolution (carried by `resolved`) and its effects, if the interaction is
+    /// still pending (otherwise nothing is recorded).
     async fn resolve(
         &self,
         resolved: Arc<Interaction>,
-        jobs: Vec<OutboxJob>,
+        effects: Effects,
     ) -> Result<ResolveOutcome, StoreError>;
 
     /// One interaction by id.
@@ -275,6 +297,18 @@ pub trait Store: Send + Sync + 'static {
 
     /// Unfinished outbox jobs, by channel: for metrics and health.
     async fn job_backlog(&self) -> Result<Vec<(String, u64)>, StoreError>;
+
+    /// Appends records to the audit chain (events that change no state, such as refusals).
+    async fn append_audit(&self, records: Vec<AuditRecord>) -> Result<(), StoreError>;
+
+    /// Audit entries, oldest first.
+    async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditEntry>, StoreError>;
+
+    /// A small named value (e.g. "this webhook target is disabled").
+    async fn get_value(&self, key: &str) -> Result<Option<String>, StoreError>;
+
+    /// Sets (or with `None` removes) a small named value.
+    async fn set_value(&self, key: &str, value: Option<String>) -> Result<(), StoreError>;
 
     /// A named 32-byte server secret, created at random on first use and kept for good (used
     /// to sign channel buttons so they keep working after a restart).

@@ -22,9 +22,10 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::{
-    ChannelMessage, ClaimedJob, CreateOutcome, JobUpdate, ListQuery, OutboxJob, Page,
-    ResolveOutcome, StatusFilter, Store, StoreError, random_secret,
+    AuditQuery, ChannelMessage, ClaimedJob, CreateOutcome, Effects, JobUpdate, ListQuery,
+    OutboxJob, Page, ResolveOutcome, StatusFilter, Store, StoreError, random_secret,
 };
+use crate::audit::{self, Action, AuditEntry, AuditRecord};
 use crate::interaction::{Interaction, InteractionId, Resolution};
 
 /// SQLite's `synchronous` setting: how hard a commit pushes data to the disk.
@@ -100,6 +101,29 @@ const MIGRATIONS: &[&str] = &[
         key        TEXT NOT NULL,
         expires_at INTEGER NOT NULL,
         PRIMARY KEY (scope, key)
+    );
+    "#,
+    // 2: the hash-chained audit trail, and small named values.
+    r#"
+    CREATE TABLE audit (
+        seq            INTEGER PRIMARY KEY,
+        at             INTEGER NOT NULL,
+        action         TEXT NOT NULL,
+        interaction_id TEXT,
+        actor          TEXT,
+        channel        TEXT NOT NULL,
+        outcome        TEXT NOT NULL,
+        input_hash     TEXT,
+        detail         TEXT,
+        prev_hash      TEXT NOT NULL,
+        hash           TEXT NOT NULL
+    );
+    CREATE INDEX audit_by_at ON audit (at);
+    CREATE INDEX audit_by_interaction ON audit (interaction_id);
+
+    CREATE TABLE kv (
+        key   TEXT PRIMARY KEY,
+        value TEXT NOT NULL
     );
     "#,
 ];
@@ -338,6 +362,126 @@ fn insert_jobs(conn: &Connection, jobs: &[EncodedJob], now: i64) -> rusqlite::Re
     Ok(())
 }
 
+fn append_audit_in(conn: &Connection, records: Vec<AuditRecord>) -> rusqlite::Result<()> {
+    if records.is_empty() {
+        return Ok(());
+    }
+    let (seq, hash) = conn
+        .query_row(
+            "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
+            [],
+            |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)),
+        )
+        .optional()?
+        .unwrap_or((0, audit::GENESIS.to_string()));
+    let mut stmt = conn.prepare_cached(
+        "INSERT INTO audit (seq, at, action, interaction_id, actor, channel, outcome, input_hash, detail, prev_hash, hash)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+    )?;
+    for e in audit::chain(seq, &hash, records) {
+        let r = &e.record;
+        stmt.execute(params![
+            e.seq,
+            ms(r.at),
+            r.action.as_str(),
+            r.interaction_id,
+            r.actor,
+            r.channel,
+            r.outcome,
+            r.input_hash,
+            r.detail,
+            e.prev_hash,
+            e.hash
+        ])?;
+    }
+    Ok(())
+}
+
+fn apply_effects(
+    conn: &Connection,
+    jobs: &[EncodedJob],
+    audit: Vec<AuditRecord>,
+    now: i64,
+) -> rusqlite::Result<()> {
+    insert_jobs(conn, jobs, now)?;
+    append_audit_in(conn, audit)
+}
+
+fn parse_action(s: &str) -> Result<Action, StoreError> {
+    serde_json::from_value(Value::String(s.to_string())).map_err(corrupt)
+}
+
+/// Reads audit entries, oldest first, from any connection to an imrelay database (the
+/// server's, or a read-only one opened by the `imrelay audit` command).
+pub fn read_audit(conn: &Connection, q: &AuditQuery) -> Result<Vec<AuditEntry>, StoreError> {
+    let since = q.since.map(ms).unwrap_or(i64::MIN);
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT seq, at, action, interaction_id, actor, channel, outcome, input_hash, detail, prev_hash, hash
+             FROM audit WHERE seq > ?1 AND at >= ?2 ORDER BY seq LIMIT ?3",
+        )
+        .map_err(unavailable)?;
+    let rows = stmt
+        .query_map(params![q.after_seq, since, q.limit as i64], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, Option<String>>(3)?,
+                r.get::<_, Option<String>>(4)?,
+                r.get::<_, String>(5)?,
+                r.get::<_, String>(6)?,
+                r.get::<_, Option<String>>(7)?,
+                r.get::<_, Option<String>>(8)?,
+                r.get::<_, String>(9)?,
+                r.get::<_, String>(10)?,
+            ))
+        })
+        .map_err(unavailable)?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (
+            seq,
+            at,
+            action,
+            interaction_id,
+            actor,
+            channel,
+            outcome,
+            input_hash,
+            detail,
+            prev_hash,
+            hash,
+        ) = row.map_err(unavailable)?;
+        out.push(AuditEntry {
+            seq,
+            record: AuditRecord {
+                at: from_ms(at),
+                action: parse_action(&action)?,
+                interaction_id,
+                actor,
+                channel,
+                outcome,
+                input_hash,
+                detail,
+            },
+            prev_hash,
+            hash,
+        });
+    }
+    Ok(out)
+}
+
+/// Opens an imrelay database read-only, without taking the process lock (for the `imrelay
+/// audit` command, which may run beside the server).
+pub fn open_read_only(path: &Path) -> Result<Connection, StoreError> {
+    if !path.exists() {
+        return Err(unavailable(format!("{} does not exist", path.display())));
+    }
+    open_read_connection(path)
+        .map_err(|e| unavailable(format!("cannot open {}: {e}", path.display())))
+}
+
 impl SqliteStore {
     /// Opens (creating if needed, with its folder) the database at `path`, applies
     /// migrations, and starts the writer thread.
@@ -460,7 +604,7 @@ impl Store for SqliteStore {
     async fn create(
         &self,
         interaction: Arc<Interaction>,
-        jobs: Vec<OutboxJob>,
+        effects: Effects,
     ) -> Result<CreateOutcome, StoreError> {
         let doc = serde_json::to_string(&Interaction {
             resolution: None,
@@ -475,7 +619,8 @@ impl Store for SqliteStore {
         let created = ms(interaction.created_at);
         let deadline = ms(interaction.deadline);
         let resolved_at = interaction.resolution.as_ref().map(|r| ms(r.at));
-        let jobs = encode_jobs(jobs);
+        let jobs = encode_jobs(effects.jobs);
+        let audit = effects.audit;
         self.write(move |conn| {
             let inserted = conn
                 .prepare_cached(
@@ -501,7 +646,7 @@ impl Store for SqliteStore {
                     None => Err(StoreError::Unavailable("insert conflict without a row".into())),
                 };
             }
-            insert_jobs(conn, &jobs, created).map_err(unavailable)?;
+            apply_effects(conn, &jobs, audit, created).map_err(unavailable)?;
             Ok(CreateOutcome::Created)
         })
         .await
@@ -510,7 +655,7 @@ impl Store for SqliteStore {
     async fn resolve(
         &self,
         resolved: Arc<Interaction>,
-        jobs: Vec<OutboxJob>,
+        effects: Effects,
     ) -> Result<ResolveOutcome, StoreError> {
         let Some(resolution) = &resolved.resolution else {
             return Err(StoreError::Corrupt(
@@ -520,7 +665,8 @@ impl Store for SqliteStore {
         let res_json = serde_json::to_string(resolution).map_err(corrupt)?;
         let at = ms(resolution.at);
         let id = resolved.id.as_str().to_string();
-        let jobs = encode_jobs(jobs);
+        let jobs = encode_jobs(effects.jobs);
+        let audit = effects.audit;
         self.write(move |conn| {
             let changed = conn
                 .prepare_cached(
@@ -530,7 +676,7 @@ impl Store for SqliteStore {
                 .and_then(|mut s| s.execute(params![id, at, res_json]))
                 .map_err(unavailable)?;
             if changed == 1 {
-                insert_jobs(conn, &jobs, at).map_err(unavailable)?;
+                apply_effects(conn, &jobs, audit, at).map_err(unavailable)?;
                 return Ok(ResolveOutcome::Resolved);
             }
             match get_in(conn, &id)? {
@@ -919,6 +1065,43 @@ impl Store for SqliteStore {
                 out.push((c, n.max(0) as u64));
             }
             Ok(out)
+        })
+        .await
+    }
+
+    async fn append_audit(&self, records: Vec<AuditRecord>) -> Result<(), StoreError> {
+        self.write(move |conn| append_audit_in(conn, records).map_err(unavailable))
+            .await
+    }
+
+    async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditEntry>, StoreError> {
+        let q = query.clone();
+        self.read(move |conn| read_audit(conn, &q)).await
+    }
+
+    async fn get_value(&self, key: &str) -> Result<Option<String>, StoreError> {
+        let key = key.to_string();
+        self.read(move |conn| {
+            conn.query_row("SELECT value FROM kv WHERE key = ?1", [&key], |r| r.get(0))
+                .optional()
+                .map_err(unavailable)
+        })
+        .await
+    }
+
+    async fn set_value(&self, key: &str, value: Option<String>) -> Result<(), StoreError> {
+        let key = key.to_string();
+        self.write(move |conn| {
+            match value {
+                Some(v) => conn.execute(
+                    "INSERT INTO kv (key, value) VALUES (?1, ?2)
+                     ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    params![key, v],
+                ),
+                None => conn.execute("DELETE FROM kv WHERE key = ?1", [&key]),
+            }
+            .map_err(unavailable)?;
+            Ok(())
         })
         .await
     }

@@ -2,8 +2,11 @@
 //! loopback. One test binary with a module per feature links once.
 
 mod api;
+mod audit;
 mod auth;
 mod bad_input;
+mod deploy;
+mod feishu;
 mod hooks;
 mod outbox;
 mod questions;
@@ -12,3 +15,4 @@ mod sse;
 mod store;
 mod support;
 mod telegram;
+mod webhooks;

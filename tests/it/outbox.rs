@@ -193,3 +193,77 @@ async fn a_restart_mid_retry_resumes_delivery() {
     );
     stop.cancel();
 }
+
+/// Records when each attempt happened (in tokio's clock) and fails the first `fail` ones.
+struct Recorder {
+    at: Arc<std::sync::Mutex<Vec<tokio::time::Instant>>>,
+    fail: usize,
+}
+
+#[async_trait]
+impl OutboxHandler for Recorder {
+    async fn deliver(&self, _job: &ClaimedJob) -> Delivery {
+        let mut at = self.at.lock().unwrap();
+        at.push(tokio::time::Instant::now());
+        if at.len() <= self.fail {
+            Delivery::Retry {
+                after: None,
+                error: "not yet".into(),
+            }
+        } else {
+            Delivery::Done
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn retries_follow_the_jittered_exponential_backoff() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let start_wall = imrelay::interaction::now();
+    let start = tokio::time::Instant::now();
+    // Wall time that advances with tokio's paused clock.
+    let clock: imrelay::outbox::Clock = Arc::new(move || {
+        start_wall + SignedDuration::try_from(tokio::time::Instant::now() - start).unwrap()
+    });
+    let mut j = job("http://unused", SignedDuration::from_hours(1));
+    j.channel = "rec".into();
+    j.not_before = start_wall;
+    store.enqueue(vec![j]).await.unwrap();
+    let at = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut outbox = Outbox::new(store.clone(), Arc::new(Metrics::new()))
+        .with_backoff(Backoff {
+            base: Duration::from_secs(1),
+            max: Duration::from_secs(60),
+        })
+        .with_clock(clock);
+    outbox.register(
+        "rec",
+        Arc::new(Recorder {
+            at: at.clone(),
+            fail: 6,
+        }),
+    );
+    let outbox = Arc::new(outbox);
+    let stop = CancellationToken::new();
+    tokio::spawn(outbox.clone().run(stop.clone()));
+    for _ in 0..10_000 {
+        if at.lock().unwrap().len() >= 7 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let at = at.lock().unwrap().clone();
+    assert_eq!(at.len(), 7, "six failures, then success");
+    for k in 0..6 {
+        let gap = at[k + 1] - at[k];
+        let full = Duration::from_secs(1 << k);
+        // Each delay is uniformly random in [full/2, full]; the worker may notice a due job up
+        // to a few milliseconds late.
+        assert!(
+            gap >= full / 2 && gap <= full + Duration::from_millis(50),
+            "gap {k}: {gap:?} not within [{:?}, {full:?}]",
+            full / 2
+        );
+    }
+    stop.cancel();
+}

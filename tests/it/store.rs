@@ -8,8 +8,9 @@ use async_trait::async_trait;
 use imrelay::config::Backend;
 use imrelay::interaction::{Interaction, InteractionId, NewInteraction, Registry, RegistryConfig};
 use imrelay::store::{
-    ChannelMessage, ClaimedJob, CreateOutcome, JobUpdate, ListQuery, MemoryStore, OutboxJob, Page,
-    ResolveOutcome, SqliteStore, StatusFilter, Store, StoreError, Synchronous,
+    AuditEntry, AuditQuery, AuditRecord, ChannelMessage, ClaimedJob, CreateOutcome, Effects,
+    JobUpdate, ListQuery, MemoryStore, OutboxJob, Page, ResolveOutcome, SqliteStore, StatusFilter,
+    Store, StoreError, Synchronous,
 };
 use jiff::Timestamp;
 use reqwest::StatusCode;
@@ -45,7 +46,7 @@ async fn contract(store: Arc<dyn Store>) {
     let reg = Registry::new(store.clone(), RegistryConfig::default());
     let a = created(&reg, "c-a").await;
     // Insert-if-absent.
-    match store.create(a.clone(), vec![]).await.unwrap() {
+    match store.create(a.clone(), Effects::default()).await.unwrap() {
         CreateOutcome::Exists(e) => assert_eq!(e.id, a.id),
         CreateOutcome::Created => panic!("created twice"),
     }
@@ -53,12 +54,18 @@ async fn contract(store: Arc<dyn Store>) {
 
     // Resolve-if-pending, with its jobs recorded in the same step.
     let resolved = Arc::new(a.resolved(imrelay::interaction::expired(&a, Timestamp::now())));
-    let jobs = vec![job("j-resolve", "test-channel")];
+    let effects = Effects {
+        jobs: vec![job("j-resolve", "test-channel")],
+        audit: vec![],
+    };
     assert!(matches!(
-        store.resolve(resolved.clone(), jobs.clone()).await.unwrap(),
+        store
+            .resolve(resolved.clone(), effects.clone())
+            .await
+            .unwrap(),
         ResolveOutcome::Resolved
     ));
-    match store.resolve(resolved.clone(), jobs).await.unwrap() {
+    match store.resolve(resolved.clone(), effects).await.unwrap() {
         ResolveOutcome::AlreadyResolved(w) => assert_eq!(w.resolution, resolved.resolution),
         other => panic!("unexpected {other:?}"),
     }
@@ -66,7 +73,10 @@ async fn contract(store: Arc<dyn Store>) {
     let mut g = (*resolved).clone();
     g.id = ghost.clone();
     assert!(matches!(
-        store.resolve(Arc::new(g), vec![]).await.unwrap(),
+        store
+            .resolve(Arc::new(g), Effects::default())
+            .await
+            .unwrap(),
         ResolveOutcome::NotFound
     ));
 
@@ -363,21 +373,27 @@ impl RefusingStore {
 
 #[async_trait]
 impl Store for RefusingStore {
-    async fn create(
-        &self,
-        i: Arc<Interaction>,
-        j: Vec<OutboxJob>,
-    ) -> Result<CreateOutcome, StoreError> {
+    async fn create(&self, i: Arc<Interaction>, e: Effects) -> Result<CreateOutcome, StoreError> {
         self.check()?;
-        self.inner.create(i, j).await
+        self.inner.create(i, e).await
     }
-    async fn resolve(
-        &self,
-        i: Arc<Interaction>,
-        j: Vec<OutboxJob>,
-    ) -> Result<ResolveOutcome, StoreError> {
+    async fn resolve(&self, i: Arc<Interaction>, e: Effects) -> Result<ResolveOutcome, StoreError> {
         self.check()?;
-        self.inner.resolve(i, j).await
+        self.inner.resolve(i, e).await
+    }
+    async fn append_audit(&self, r: Vec<AuditRecord>) -> Result<(), StoreError> {
+        self.check()?;
+        self.inner.append_audit(r).await
+    }
+    async fn audit(&self, q: &AuditQuery) -> Result<Vec<AuditEntry>, StoreError> {
+        self.inner.audit(q).await
+    }
+    async fn get_value(&self, k: &str) -> Result<Option<String>, StoreError> {
+        self.inner.get_value(k).await
+    }
+    async fn set_value(&self, k: &str, v: Option<String>) -> Result<(), StoreError> {
+        self.check()?;
+        self.inner.set_value(k, v).await
     }
     async fn get(&self, id: &InteractionId) -> Result<Option<Arc<Interaction>>, StoreError> {
         self.inner.get(id).await

@@ -34,6 +34,9 @@ const GROUP: i64 = -2001;
 const SECRET: &str = "webhook-secret_1";
 
 fn telegram_settings(s: &mut Settings, tg: &FakeTelegram, mode: Mode) {
+    // Quick retries: the tests wait for them.
+    s.outbox.retry_base_ms = 20;
+    s.outbox.retry_max_secs = 1;
     let t = &mut s.telegram;
     t.enabled = true;
     t.token = Secret::new(TOKEN);

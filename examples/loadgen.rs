@@ -1,0 +1,725 @@
+//! imrelay's load generator: drives the real HTTP API on loopback and reports throughput,
+//! latency and memory. See BENCHMARKS.md for the method and the figures.
+//!
+//! ```sh
+//! cargo build --release --examples --bins
+//! # everything, in one run (spawns the servers itself):
+//! target/release/examples/loadgen suite --imrelay target/release/imrelay
+//! # or piece by piece, against a running server:
+//! target/release/examples/loadgen cycle --url http://127.0.0.1:8787 --agents 32 --duration 10
+//! target/release/examples/loadgen pending --url http://127.0.0.1:8787 --count 100000 --waiters 10000 --pid <server pid>
+//! target/release/examples/loadgen ceiling --listen 127.0.0.1:8788
+//! ```
+//!
+//! Traffic goes only to loopback addresses, and every run is bounded by a duration and a
+//! count.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use axum::Router;
+use axum::routing::{get, post};
+use bytes::Bytes;
+use clap::{Parser, Subcommand};
+use hdrhistogram::Histogram;
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use tokio::sync::Mutex;
+
+#[derive(Parser)]
+#[command(about = "Load generator for imrelay (loopback only)")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// N agents loop create → wait (in flight) → respond → wait returns.
+    Cycle {
+        #[arg(long, default_value = "http://127.0.0.1:8787")]
+        url: String,
+        #[arg(long, default_value_t = 32)]
+        agents: usize,
+        /// Seconds to run (after a 2 s warm-up).
+        #[arg(long, default_value_t = 10)]
+        duration: u64,
+        /// Stop after this many cycles in all.
+        #[arg(long, default_value_t = 5_000_000)]
+        max_cycles: u64,
+        /// Write the result as JSON here too.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// Create N pending interactions, hold W long-poll waiters, report server memory.
+    Pending {
+        #[arg(long, default_value = "http://127.0.0.1:8787")]
+        url: String,
+        #[arg(long, default_value_t = 100_000)]
+        count: usize,
+        #[arg(long, default_value_t = 10_000)]
+        waiters: usize,
+        /// The server's process id (to read its resident memory).
+        #[arg(long)]
+        pid: u32,
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// Serve the stateless ceiling: the same three routes with canned JSON.
+    Ceiling {
+        #[arg(long, default_value = "127.0.0.1:8788")]
+        listen: SocketAddr,
+    },
+    /// Run everything: ceiling, imrelay (memory and SQLite), pending, start-up; print a table.
+    Suite {
+        /// The imrelay binary (a release build).
+        #[arg(long, default_value = "target/release/imrelay")]
+        imrelay: PathBuf,
+        #[arg(long, default_value_t = 32)]
+        agents: usize,
+        #[arg(long, default_value_t = 10)]
+        duration: u64,
+        #[arg(long, default_value_t = 100_000)]
+        pending: usize,
+        #[arg(long, default_value_t = 10_000)]
+        waiters: usize,
+        /// SQLite synchronous setting for the SQLite runs.
+        #[arg(long, default_value = "normal")]
+        synchronous: String,
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+}
+
+// ---------------------------------------------------------------- HTTP client
+
+/// One HTTP/1.1 keep-alive connection.
+struct Conn {
+    tx: SendRequest<Full<Bytes>>,
+    host: String,
+}
+
+impl Conn {
+    async fn open(addr: SocketAddr) -> anyhow::Result<Conn> {
+        let stream = tokio::net::TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        let (tx, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        Ok(Conn {
+            tx,
+            host: addr.to_string(),
+        })
+    }
+
+    async fn call(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: Option<String>,
+    ) -> anyhow::Result<(u16, Bytes)> {
+        self.tx.ready().await?;
+        let mut req = hyper::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", &self.host);
+        if body.is_some() {
+            req = req.header("content-type", "application/json");
+        }
+        let req = req.body(Full::new(Bytes::from(body.unwrap_or_default())))?;
+        let resp = self.tx.send_request(req).await?;
+        let status = resp.status().as_u16();
+        let bytes = resp.into_body().collect().await?.to_bytes();
+        Ok((status, bytes))
+    }
+}
+
+fn loopback(url: &str) -> anyhow::Result<SocketAddr> {
+    let rest = url
+        .strip_prefix("http://")
+        .context("the URL must start with http://")?;
+    let hostport = rest.split('/').next().unwrap_or(rest);
+    let addr: SocketAddr = hostport
+        .replace("localhost", "127.0.0.1")
+        .parse()
+        .context("the URL must name an IP address and port, e.g. http://127.0.0.1:8787")?;
+    if !addr.ip().is_loopback() {
+        bail!("loadgen only sends traffic to loopback addresses, not {addr}");
+    }
+    Ok(addr)
+}
+
+// ---------------------------------------------------------------- cycle mode
+
+#[derive(Debug, serde::Serialize)]
+struct CycleReport {
+    target: String,
+    agents: usize,
+    seconds: f64,
+    cycles: u64,
+    errors: u64,
+    cycles_per_sec: f64,
+    cycle_us: Percentiles,
+    respond_to_wake_us: Option<Percentiles>,
+}
+
+#[derive(Debug, serde::Serialize, Clone, Copy)]
+struct Percentiles {
+    p50: u64,
+    p99: u64,
+    p999: u64,
+    max: u64,
+}
+
+fn percentiles(h: &Histogram<u64>) -> Percentiles {
+    Percentiles {
+        p50: h.value_at_quantile(0.5),
+        p99: h.value_at_quantile(0.99),
+        p999: h.value_at_quantile(0.999),
+        max: h.max(),
+    }
+}
+
+fn hist() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 60_000_000, 3).unwrap_or_else(|_| unreachable!("valid bounds"))
+}
+
+async fn run_cycles(
+    url: &str,
+    agents: usize,
+    duration: Duration,
+    max_cycles: u64,
+    label: &str,
+) -> anyhow::Result<CycleReport> {
+    let addr = loopback(url)?;
+    let warmup = Duration::from_secs(2);
+    let recording = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    let cycles = Arc::new(AtomicU64::new(0));
+    let errors = Arc::new(AtomicU64::new(0));
+    let cycle_h = Arc::new(Mutex::new(hist()));
+    let wake_h = Arc::new(Mutex::new(hist()));
+    let run_id = uuid::Uuid::now_v7().simple().to_string();
+    let mut tasks = Vec::new();
+    for agent in 0..agents {
+        let (recording, stop, cycles, errors) = (
+            recording.clone(),
+            stop.clone(),
+            cycles.clone(),
+            errors.clone(),
+        );
+        let (cycle_h, wake_h) = (cycle_h.clone(), wake_h.clone());
+        let run_id = run_id.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut main = Conn::open(addr).await?;
+            let waiter = Arc::new(Mutex::new(Conn::open(addr).await?));
+            let mut local_cycle = hist();
+            let mut local_wake = hist();
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                let id = format!("lg-{run_id}-{agent}-{n}");
+                let t0 = Instant::now();
+                let body = json!({"id": id, "tool_name": "Bash", "agent": "loadgen",
+                    "input": {"command": format!("echo cycle {n}"), "description": "load generator cycle"}})
+                    .to_string();
+                let (s, _) = main.call("POST", "/v1/interactions", Some(body)).await?;
+                if s != 201 {
+                    errors.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                let path = format!("/v1/interactions/{id}/wait?timeout_secs=30");
+                let w = waiter.clone();
+                let wait = tokio::spawn(async move {
+                    let r = w.lock().await.call("GET", &path, None).await;
+                    (r, Instant::now())
+                });
+                tokio::task::yield_now().await;
+                let t1 = Instant::now();
+                let (s, _) = main
+                    .call("POST", &format!("/v1/interactions/{id}/respond"), Some(r#"{"decision":"allow","by":"loadgen"}"#.to_string()))
+                    .await?;
+                let (waited, t2) = wait.await?;
+                let (ws, _) = waited?;
+                if s != 200 || ws != 200 {
+                    errors.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                if recording.load(Ordering::Relaxed) {
+                    cycles.fetch_add(1, Ordering::Relaxed);
+                    let _ = local_cycle.record((t2 - t0).as_micros().max(1) as u64);
+                    let _ = local_wake.record(t2.saturating_duration_since(t1).as_micros().max(1) as u64);
+                }
+            }
+            cycle_h.lock().await.add(&local_cycle).ok();
+            wake_h.lock().await.add(&local_wake).ok();
+            anyhow::Ok(())
+        }));
+    }
+    tokio::time::sleep(warmup).await;
+    recording.store(true, Ordering::Relaxed);
+    let start = Instant::now();
+    while start.elapsed() < duration && cycles.load(Ordering::Relaxed) < max_cycles {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    recording.store(false, Ordering::Relaxed);
+    let seconds = start.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await??;
+    }
+    let n = cycles.load(Ordering::Relaxed);
+    let cycle = percentiles(&*cycle_h.lock().await);
+    let wake = percentiles(&*wake_h.lock().await);
+    Ok(CycleReport {
+        target: label.to_string(),
+        agents,
+        seconds,
+        cycles: n,
+        errors: errors.load(Ordering::Relaxed),
+        cycles_per_sec: n as f64 / seconds,
+        cycle_us: cycle,
+        respond_to_wake_us: Some(wake),
+    })
+}
+
+// ---------------------------------------------------------------- ceiling server
+
+const CANNED_INTERACTION: &str = r#"{"id":"lg-0","kind":"approval","status":"pending","tool_name":"Bash","input":{"command":"echo cycle 1","description":"load generator cycle"},"session":null,"agent":"loadgen","title":null,"description":null,"cwd":null,"created_at":"2026-11-22T08:35:49.072Z","deadline":"2026-11-22T08:40:49.072Z","timeout_secs":300,"resolution":null}"#;
+const CANNED_RESOLVED: &str = r#"{"status":"resolved","result":{"behavior":"allow","updatedInput":{"command":"echo cycle 1","description":"load generator cycle"}},"resolution":{"outcome":"allowed","by":"loadgen","via":"api","at":"2026-11-22T08:35:49.080Z","result":{"behavior":"allow","updatedInput":{"command":"echo cycle 1","description":"load generator cycle"}}},"interaction":{"id":"lg-0","kind":"approval","status":"resolved","tool_name":"Bash","input":{"command":"echo cycle 1","description":"load generator cycle"},"session":null,"agent":"loadgen","title":null,"description":null,"cwd":null,"created_at":"2026-11-22T08:35:49.072Z","deadline":"2026-11-22T08:40:49.072Z","timeout_secs":300,"resolution":{"outcome":"allowed","by":"loadgen","via":"api","at":"2026-11-22T08:35:49.080Z","result":{"behavior":"allow","updatedInput":{"command":"echo cycle 1","description":"load generator cycle"}}}}}"#;
+
+fn canned(status: u16, body: &'static str) -> axum::response::Response {
+    axum::response::IntoResponse::into_response((
+        axum::http::StatusCode::from_u16(status).unwrap_or(axum::http::StatusCode::OK),
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body,
+    ))
+}
+
+/// The ceiling: a stateless axum server with the same routes, reading the same bodies and
+/// answering canned JSON of the same size.
+async fn serve_ceiling(listen: SocketAddr) -> anyhow::Result<()> {
+    let app = Router::new()
+        .route(
+            "/v1/interactions",
+            post(|_b: axum::body::Bytes| async { canned(201, CANNED_INTERACTION) }),
+        )
+        .route(
+            "/v1/interactions/{id}/wait",
+            get(|| async { canned(200, CANNED_RESOLVED) }),
+        )
+        .route(
+            "/v1/interactions/{id}/respond",
+            post(|_b: axum::body::Bytes| async { canned(200, CANNED_RESOLVED) }),
+        )
+        .route("/healthz", get(|| async { "ok" }));
+    let listener = tokio::net::TcpListener::bind(listen).await?;
+    eprintln!("ceiling server on {}", listener.local_addr()?);
+    axum::serve(listener, app).await?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------- pending mode
+
+/// Resident memory of a process, in bytes.
+fn rss(pid: u32) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .context("no VmRSS")?;
+    Ok(kb * 1024)
+}
+
+#[derive(Debug, serde::Serialize)]
+struct PendingReport {
+    count: usize,
+    waiters: usize,
+    rss_before_bytes: u64,
+    rss_after_create_bytes: u64,
+    rss_with_waiters_bytes: u64,
+    bytes_per_pending: f64,
+    bytes_per_waiter: f64,
+    create_seconds: f64,
+    waiters_connected: usize,
+    waiter_errors: u64,
+}
+
+async fn run_pending(
+    url: &str,
+    count: usize,
+    waiters: usize,
+    pid: u32,
+) -> anyhow::Result<PendingReport> {
+    let addr = loopback(url)?;
+    let before = rss(pid)?;
+    let run_id = uuid::Uuid::now_v7().simple().to_string();
+    let t = Instant::now();
+    let per = count.div_ceil(64);
+    let mut tasks = Vec::new();
+    for c in 0..64 {
+        let run_id = run_id.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut conn = Conn::open(addr).await?;
+            for n in (c * per)..((c + 1) * per).min(count) {
+                let body = json!({"id": format!("pd-{run_id}-{n}"), "tool_name": "Bash", "agent": "loadgen",
+                    "session": format!("session-{}", n % 100), "cwd": "/home/dev/project",
+                    "timeout_secs": 3600,
+                    "input": {"command": format!("cargo test --package crate-{n} -- --nocapture"), "description": "Run the tests of one crate"}})
+                    .to_string();
+                let (s, b) = conn.call("POST", "/v1/interactions", Some(body)).await?;
+                if s != 201 {
+                    bail!("create failed: {s} {}", String::from_utf8_lossy(&b));
+                }
+            }
+            anyhow::Ok(())
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    let create_seconds = t.elapsed().as_secs_f64();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after_create = rss(pid)?;
+
+    // W long-poll waiters, one connection each, on the first W interactions.
+    let connected = Arc::new(AtomicU64::new(0));
+    let errors = Arc::new(AtomicU64::new(0));
+    let mut held = Vec::new();
+    for n in 0..waiters.min(count) {
+        let (connected, errors, run_id) = (connected.clone(), errors.clone(), run_id.clone());
+        held.push(tokio::spawn(async move {
+            match Conn::open(addr).await {
+                Ok(mut c) => {
+                    connected.fetch_add(1, Ordering::Relaxed);
+                    match c
+                        .call(
+                            "GET",
+                            &format!("/v1/interactions/pd-{run_id}-{n}/wait?timeout_secs=60"),
+                            None,
+                        )
+                        .await
+                    {
+                        Ok((202, _)) => {}
+                        _ => {
+                            errors.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+                Err(_) => {
+                    errors.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }));
+        if n % 500 == 499 {
+            tokio::task::yield_now().await;
+        }
+    }
+    // Let every waiter reach the server and park.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let with_waiters = rss(pid)?;
+    let waiters_connected = connected.load(Ordering::Relaxed) as usize;
+    // The polls end after 60 s with 202 each; wait for them to count errors.
+    for h in held {
+        let _ = h.await;
+    }
+    Ok(PendingReport {
+        count,
+        waiters,
+        rss_before_bytes: before,
+        rss_after_create_bytes: after_create,
+        rss_with_waiters_bytes: with_waiters,
+        bytes_per_pending: (after_create.saturating_sub(before)) as f64 / count as f64,
+        bytes_per_waiter: (with_waiters.saturating_sub(after_create)) as f64
+            / waiters.max(1) as f64,
+        create_seconds,
+        waiters_connected,
+        waiter_errors: errors.load(Ordering::Relaxed),
+    })
+}
+
+// ---------------------------------------------------------------- suite
+
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// Starts imrelay and returns it with the time until /healthz answered.
+async fn start_imrelay(
+    bin: &Path,
+    backend: &str,
+    db: &Path,
+    synchronous: &str,
+) -> anyhow::Result<(Server, Duration)> {
+    let port = free_port()?;
+    let t = Instant::now();
+    let child = Command::new(bin)
+        .arg("serve")
+        .env("IMRELAY__SERVER__LISTEN", format!("127.0.0.1:{port}"))
+        .env("IMRELAY__STORE__BACKEND", backend)
+        .env("IMRELAY__STORE__PATH", db)
+        .env("IMRELAY__STORE__SYNCHRONOUS", synchronous)
+        .env("IMRELAY__INTERACTIONS__MAX_TIMEOUT_SECS", "7200")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .with_context(|| format!("cannot start {}", bin.display()))?;
+    let server = Server {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+    };
+    let ready = wait_ready(port, t).await?;
+    Ok((server, ready))
+}
+
+async fn wait_ready(port: u16, since: Instant) -> anyhow::Result<Duration> {
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    while since.elapsed() < Duration::from_secs(60) {
+        if let Ok(mut c) = Conn::open(addr).await
+            && let Ok((200, _)) = c.call("GET", "/healthz", None).await
+        {
+            return Ok(since.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    bail!("the server did not become ready within 60 s")
+}
+
+fn print_cycle(r: &CycleReport, ceiling: Option<f64>) {
+    let ratio = ceiling
+        .map(|c| format!("{:.0}%", 100.0 * r.cycles_per_sec / c))
+        .unwrap_or_else(|| "-".into());
+    let wake = r
+        .respond_to_wake_us
+        .map(|w| format!("{:>6} {:>7} {:>7}", w.p50, w.p99, w.p999))
+        .unwrap_or_else(|| format!("{:>6} {:>7} {:>7}", "-", "-", "-"));
+    println!(
+        "{:<22} {:>9.0} {:>6}  {:>6} {:>7} {:>7}   {}  {:>5}",
+        r.target,
+        r.cycles_per_sec,
+        ratio,
+        r.cycle_us.p50,
+        r.cycle_us.p99,
+        r.cycle_us.p999,
+        wake,
+        r.errors
+    );
+}
+
+async fn suite(
+    bin: &Path,
+    agents: usize,
+    duration: u64,
+    pending: usize,
+    waiters: usize,
+    sync: &str,
+) -> anyhow::Result<Value> {
+    let dir = tempfile::tempdir()?;
+    let d = Duration::from_secs(duration);
+
+    // The ceiling, in its own process (this binary, `ceiling` mode).
+    let me = std::env::current_exe()?;
+    let port = free_port()?;
+    let child = Command::new(&me)
+        .args(["ceiling", "--listen", &format!("127.0.0.1:{port}")])
+        .stderr(Stdio::null())
+        .spawn()?;
+    let ceiling_server = Server {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+    };
+    wait_ready(port, Instant::now()).await?;
+    let mut ceiling = run_cycles(
+        &ceiling_server.url,
+        agents,
+        d,
+        u64::MAX,
+        "stateless ceiling",
+    )
+    .await?;
+    ceiling.respond_to_wake_us = None;
+    drop(ceiling_server);
+
+    let (mem, mem_ready) =
+        start_imrelay(bin, "memory", &dir.path().join("unused.db"), sync).await?;
+    let idle_rss = rss(mem.child.id())?;
+    let memory = run_cycles(&mem.url, agents, d, u64::MAX, "imrelay (memory)").await?;
+    drop(mem);
+
+    let db = dir.path().join("bench.db");
+    let (sq, sq_ready) = start_imrelay(bin, "sqlite", &db, sync).await?;
+    let sqlite = run_cycles(
+        &sq.url,
+        agents,
+        d,
+        u64::MAX,
+        &format!("imrelay (sqlite, {sync})"),
+    )
+    .await?;
+    drop(sq);
+
+    println!();
+    println!(
+        "{:<22} {:>9} {:>6}  {:>22}   {:>22}  {:>5}",
+        "", "cycles/s", "ratio", "cycle µs p50/p99/p999", "resp→wake µs p50/p99/p999", "errors"
+    );
+    print_cycle(&ceiling, None);
+    print_cycle(&memory, Some(ceiling.cycles_per_sec));
+    print_cycle(&sqlite, Some(ceiling.cycles_per_sec));
+
+    // Pending interactions and waiters (memory store), then start-up with them in SQLite.
+    let (mem, _) = start_imrelay(bin, "memory", &dir.path().join("unused2.db"), sync).await?;
+    let pend_mem = run_pending(&mem.url, pending, waiters, mem.child.id()).await?;
+    drop(mem);
+    let pdb = dir.path().join("pending.db");
+    let (sq, _) = start_imrelay(bin, "sqlite", &pdb, sync).await?;
+    let pend_sqlite = run_pending(&sq.url, pending, 0, sq.child.id()).await?;
+    drop(sq);
+    let (sq, ready_loaded) = start_imrelay(bin, "sqlite", &pdb, sync).await?;
+    let loaded_rss = rss(sq.child.id())?;
+    drop(sq);
+
+    println!();
+    println!(
+        "idle RSS (memory store, fresh):           {:.1} MB",
+        idle_rss as f64 / 1e6
+    );
+    println!(
+        "ready, empty store:                       memory {:.0} ms, sqlite {:.0} ms",
+        mem_ready.as_secs_f64() * 1e3,
+        sq_ready.as_secs_f64() * 1e3
+    );
+    println!(
+        "ready, {pending} pending in SQLite:       {:.0} ms (RSS then {:.1} MB)",
+        ready_loaded.as_secs_f64() * 1e3,
+        loaded_rss as f64 / 1e6
+    );
+    for (label, p) in [("memory", &pend_mem), ("sqlite", &pend_sqlite)] {
+        println!(
+            "{label:<7} {} pending: +{:.1} MB ({:.0} B each), created in {:.1} s; {} waiters: +{:.1} MB ({:.0} B each), {} connected, {} errors",
+            p.count,
+            (p.rss_after_create_bytes.saturating_sub(p.rss_before_bytes)) as f64 / 1e6,
+            p.bytes_per_pending,
+            p.create_seconds,
+            p.waiters,
+            (p.rss_with_waiters_bytes
+                .saturating_sub(p.rss_after_create_bytes)) as f64
+                / 1e6,
+            p.bytes_per_waiter,
+            p.waiters_connected,
+            p.waiter_errors
+        );
+    }
+    Ok(json!({
+        "cycle": {"ceiling": ceiling, "memory": memory, "sqlite": sqlite},
+        "ratio": {"memory": memory.cycles_per_sec / ceiling.cycles_per_sec, "sqlite": sqlite.cycles_per_sec / ceiling.cycles_per_sec},
+        "pending": {"memory": pend_mem, "sqlite": pend_sqlite},
+        "idle_rss_bytes": idle_rss,
+        "ready_ms": {"memory_empty": mem_ready.as_secs_f64() * 1e3, "sqlite_empty": sq_ready.as_secs_f64() * 1e3,
+                     "sqlite_loaded": ready_loaded.as_secs_f64() * 1e3},
+        "loaded_rss_bytes": loaded_rss,
+        "synchronous": sync,
+    }))
+}
+
+fn write_json(path: &Option<PathBuf>, v: &impl serde::Serialize) -> anyhow::Result<()> {
+    if let Some(p) = path {
+        std::fs::write(p, serde_json::to_string_pretty(v)?)?;
+    }
+    Ok(())
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        match cli.command {
+            Cmd::Cycle {
+                url,
+                agents,
+                duration,
+                max_cycles,
+                json,
+            } => {
+                let r = run_cycles(
+                    &url,
+                    agents,
+                    Duration::from_secs(duration),
+                    max_cycles,
+                    &url,
+                )
+                .await?;
+                print_cycle(&r, None);
+                println!("{}", serde_json::to_string_pretty(&r)?);
+                write_json(&json, &r)
+            }
+            Cmd::Pending {
+                url,
+                count,
+                waiters,
+                pid,
+                json,
+            } => {
+                let r = run_pending(&url, count, waiters, pid).await?;
+                println!("{}", serde_json::to_string_pretty(&r)?);
+                write_json(&json, &r)
+            }
+            Cmd::Ceiling { listen } => {
+                if !listen.ip().is_loopback() {
+                    bail!("the ceiling server listens on loopback only");
+                }
+                serve_ceiling(listen).await
+            }
+            Cmd::Suite {
+                imrelay,
+                agents,
+                duration,
+                pending,
+                waiters,
+                synchronous,
+                json,
+            } => {
+                let v = suite(&imrelay, agents, duration, pending, waiters, &synchronous).await?;
+                println!("\n{}", serde_json::to_string_pretty(&v)?);
+                write_json(&json, &v)
+            }
+        }
+    })
+}

@@ -1,0 +1,485 @@
+//! Card clicks: the one handler that turns a `card.action.trigger` into an answer (shared by
+//! the webhook endpoint and the long connection), and the webhook endpoint itself
+//! (`url_verification`, decryption, the `X-Lark-Signature` and Verification Token checks).
+//!
+//! The handler does its work inline, without network calls: a store write for the
+//! deduplication key and one for the answer. Its reply carries a toast and, when the
+//! interaction is resolved, the resolved card that replaces the clicked one at once.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use serde_json::{Map, Value, json};
+
+use super::card::{self, Action, Cards, Text, other_field, select_field};
+use super::crypto;
+use super::settings::FeishuSettings;
+use crate::http::error::ApiError;
+use crate::interaction::{
+    Answer, Interaction, InteractionId, Kind, Outcome, Question, Registry, RegistryError,
+    Responder, Via, parse_questions,
+};
+use crate::store::Store;
+
+/// The event type of a card click.
+pub const CARD_ACTION: &str = "card.action.trigger";
+/// How far a signed request's timestamp may be from now, seconds.
+pub const MAX_SKEW_SECS: i64 = 300;
+/// How long event ids are remembered for deduplication.
+const DEDUPE_HOURS: i64 = 24;
+/// The deduplication scope in the store.
+const DEDUPE_SCOPE: &str = "feishu-event";
+
+/// Where a callback came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// The webhook endpoint (already decrypted and authenticated).
+    Webhook,
+    /// The long connection (authenticated by the app credentials it was opened with).
+    LongConnection,
+}
+
+/// Labels of the card-click counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    /// `resolved`, `already_resolved`, `refused`, `invalid`, `duplicate`, `ignored`, ...
+    pub result: String,
+}
+
+/// Handles card clicks. Cheap to share.
+pub struct Callbacks {
+    registry: Registry,
+    store: Arc<dyn Store>,
+    settings: Arc<FeishuSettings>,
+    cards: Cards,
+    secret: Vec<u8>,
+    results: Family<ResultLabels, Counter>,
+}
+
+impl Callbacks {
+    /// A handler answering for `registry` with the button secret `secret`.
+    pub fn new(
+        registry: Registry,
+        store: Arc<dyn Store>,
+        settings: Arc<FeishuSettings>,
+        cards: Cards,
+        secret: Vec<u8>,
+    ) -> Self {
+        Self {
+            registry,
+            store,
+            settings,
+            cards,
+            secret,
+            results: Family::default(),
+        }
+    }
+
+    /// The per-result counter, for registration with the server's metrics.
+    pub fn results_metric(&self) -> Family<ResultLabels, Counter> {
+        self.results.clone()
+    }
+
+    fn count(&self, result: &str) {
+        self.results
+            .get_or_create(&ResultLabels {
+                result: result.into(),
+            })
+            .inc();
+    }
+
+    fn toast(&self, kind: &str, text: &str, card: Option<Value>) -> Value {
+        card::reply(kind, text, card)
+    }
+
+    /// Handles one decrypted, authenticated event envelope and returns the reply body.
+    pub async fn handle(&self, envelope: &Value, source: Source) -> Value {
+        let header = &envelope["header"];
+        let event_type = header["event_type"].as_str().unwrap_or_default();
+        if envelope["schema"].as_str() != Some("2.0") || event_type != CARD_ACTION {
+            tracing::debug!(
+                event_type,
+                ?source,
+                "feishu: ignoring an event that is not a card click"
+            );
+            self.count("ignored");
+            return json!({});
+        }
+        let Some(event_id) = header["event_id"].as_str().filter(|e| !e.is_empty()) else {
+            tracing::warn!(?source, "feishu: a card click without an event_id; ignored");
+            self.count("ignored");
+            return json!({});
+        };
+        let expires = jiff::Timestamp::now()
+            .checked_add(jiff::SignedDuration::from_hours(DEDUPE_HOURS))
+            .unwrap_or(jiff::Timestamp::MAX);
+        match self
+            .store
+            .first_sighting(DEDUPE_SCOPE, event_id, expires)
+            .await
+        {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::info!(
+                    event_id,
+                    ?source,
+                    "feishu: duplicate delivery of a card click ignored"
+                );
+                self.count("duplicate");
+                return json!({});
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "feishu: cannot record a card click");
+                self.count("error");
+                return self.toast("error", self.cards.text(Text::StoreDown), None);
+            }
+        }
+        let event = &envelope["event"];
+        let open_id = event["operator"]["open_id"].as_str().unwrap_or_default();
+        let user_id = event["operator"]["user_id"].as_str().unwrap_or_default();
+        let actor = if !open_id.is_empty() {
+            open_id
+        } else if !user_id.is_empty() {
+            user_id
+        } else {
+            "unknown"
+        };
+        let action = &event["action"];
+        let via = Via::feishu();
+
+        let Some((id, what)) = self.verify_value(&action["value"]) else {
+            let claimed = action["value"]["id"]
+                .as_str()
+                .and_then(|s| InteractionId::parse(s).ok());
+            self.registry
+                .refused(
+                    claimed.as_ref(),
+                    actor,
+                    &via,
+                    "card data failed its integrity check",
+                )
+                .await;
+            self.count("refused");
+            return self.toast("error", self.cards.text(Text::BadButton), None);
+        };
+        let by = if self.settings.is_approver(open_id) {
+            open_id
+        } else if self.settings.is_approver(user_id) {
+            user_id
+        } else {
+            self.registry
+                .refused(Some(&id), actor, &via, "not on the feishu approver list")
+                .await;
+            self.count("refused");
+            return self.toast("error", self.cards.text(Text::NotApprover), None);
+        };
+
+        let answer = match what {
+            Action::Allow => Answer::allow(),
+            Action::Deny => {
+                let reason = action["form_value"][card::REASON_FIELD]
+                    .as_str()
+                    .map(str::trim)
+                    .filter(|r| !r.is_empty())
+                    .map(str::to_string);
+                Answer::deny(reason)
+            }
+            Action::Answer => {
+                let current = match self.registry.get(&id).await {
+                    Ok(Some(i)) => i,
+                    Ok(None) => return self.not_found(),
+                    Err(e) => return self.failed(&e),
+                };
+                if !current.is_pending() {
+                    return self.already(&current);
+                }
+                let form = action["form_value"]
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default();
+                match self.answers_from_form(&current, &form) {
+                    Ok(a) => Answer::Answers(a),
+                    Err(msg) => {
+                        self.count("invalid");
+                        return self.toast(
+                            "error",
+                            &format!("{}{msg}", self.cards.text(Text::Invalid)),
+                            None,
+                        );
+                    }
+                }
+            }
+        };
+        match self
+            .registry
+            .respond(&id, answer, Responder::new(by, via))
+            .await
+        {
+            Ok(i) => {
+                self.count("resolved");
+                let text = match i.resolution.as_ref().map(|r| r.outcome) {
+                    Some(Outcome::Allowed) => Text::Allowed,
+                    Some(Outcome::Answered) => Text::Answered,
+                    _ if i.kind == Kind::Question => Text::Declined,
+                    _ => Text::Denied,
+                };
+                self.toast(
+                    "success",
+                    self.cards.text(text),
+                    Some(self.cards.render(&i)),
+                )
+            }
+            Err(RegistryError::AlreadyResolved(i)) => self.already(&i),
+            Err(RegistryError::NotFound(_)) => self.not_found(),
+            Err(RegistryError::Invalid(v)) => {
+                self.count("invalid");
+                self.toast(
+                    "error",
+                    &format!("{}{}", self.cards.text(Text::Invalid), v.message),
+                    None,
+                )
+            }
+            Err(e) => self.failed(&e),
+        }
+    }
+
+    fn already(&self, i: &Arc<Interaction>) -> Value {
+        self.count("already_resolved");
+        self.toast(
+            "info",
+            &self.cards.already_toast(i),
+            Some(self.cards.render(i)),
+        )
+    }
+
+    fn not_found(&self) -> Value {
+        self.count("not_found");
+        self.toast("error", self.cards.text(Text::NotFound), None)
+    }
+
+    fn failed(&self, e: &RegistryError) -> Value {
+        tracing::error!(error = %e, "feishu: cannot record an answer");
+        self.count("error");
+        self.toast("error", self.cards.text(Text::StoreDown), None)
+    }
+
+    /// The interaction and action a button value names, if its MAC checks out.
+    fn verify_value(&self, value: &Value) -> Option<(InteractionId, Action)> {
+        let id = value["id"].as_str()?;
+        let action = value["action"].as_str()?;
+        let mac = value["mac"].as_str()?;
+        if !crypto::verify_button_tag(&self.secret, id, action, mac) {
+            return None;
+        }
+        Some((InteractionId::parse(id).ok()?, Action::parse(action)?))
+    }
+
+    /// Reads a question form into answers keyed by question index.
+    fn answers_from_form(
+        &self,
+        i: &Interaction,
+        form: &Map<String, Value>,
+    ) -> Result<Map<String, Value>, String> {
+        let questions = parse_questions(&i.input).map_err(|e| e.to_string())?;
+        let zh = self.cards.locale() == super::settings::Locale::ZhCn;
+        let mut out = Map::new();
+        for (n, q) in questions.iter().enumerate() {
+            let chosen = chosen_labels(q, form.get(&select_field(n))).map_err(|bad| {
+                if zh {
+                    format!("「{}」没有选项 {bad}", q.header)
+                } else {
+                    format!("{}: there is no option {bad}", q.header)
+                }
+            })?;
+            let other = form
+                .get(&other_field(n))
+                .and_then(Value::as_str)
+                .map(str::trim)
+                .filter(|o| !o.is_empty())
+                .map(str::to_string);
+            let value = if q.multi_select {
+                let mut all: Vec<Value> = chosen.into_iter().map(Value::String).collect();
+                all.extend(other.map(Value::String));
+                if all.is_empty() {
+                    return Err(if zh {
+                        format!("请回答「{}」：选择至少一项或填写其他", q.header)
+                    } else {
+                        format!("{}: choose at least one option or type an answer", q.header)
+                    });
+                }
+                Value::Array(all)
+            } else {
+                match (chosen.into_iter().next(), other) {
+                    (Some(label), None) => Value::String(label),
+                    (None, Some(text)) => Value::String(text),
+                    (Some(_), Some(_)) => {
+                        return Err(if zh {
+                            format!("「{}」只能选择一项或填写其他，不能同时提交", q.header)
+                        } else {
+                            format!("{}: choose an option or type an answer, not both", q.header)
+                        });
+                    }
+                    (None, None) => {
+                        return Err(if zh {
+                            format!("请回答「{}」：选择一项或填写其他", q.header)
+                        } else {
+                            format!("{}: choose an option or type an answer", q.header)
+                        });
+                    }
+                }
+            };
+            out.insert(n.to_string(), value);
+        }
+        Ok(out)
+    }
+}
+
+/// The labels a select field chose (its values are option indexes); `Err` names a value that
+/// is no option.
+fn chosen_labels(q: &Question, v: Option<&Value>) -> Result<Vec<String>, String> {
+    let raw: Vec<&str> = match v {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(s)) if s.is_empty() => Vec::new(),
+        Some(Value::String(s)) => vec![s.as_str()],
+        Some(Value::Array(items)) => items.iter().filter_map(Value::as_str).collect(),
+        Some(other) => return Err(other.to_string()),
+    };
+    raw.into_iter()
+        .map(|s| {
+            s.parse::<usize>()
+                .ok()
+                .and_then(|j| q.options.get(j))
+                .map(|o| o.label.clone())
+                .ok_or_else(|| format!("{s:?}"))
+        })
+        .collect()
+}
+
+/// The webhook endpoint's state.
+pub struct Webhook {
+    /// The shared click handler.
+    pub callbacks: Arc<Callbacks>,
+    /// The channel's settings (tokens and keys).
+    pub settings: Arc<FeishuSettings>,
+    /// For the audit trail of refused requests.
+    pub registry: Registry,
+}
+
+/// The router serving `settings.callback_path`.
+pub fn router(webhook: Arc<Webhook>) -> Router {
+    let path = webhook.settings.callback_path.clone();
+    Router::new()
+        .route(&path, post(endpoint))
+        .with_state(webhook)
+}
+
+fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    h.get(name).and_then(|v| v.to_str().ok())
+}
+
+impl Webhook {
+    async fn refuse(&self, reason: &str) -> ApiError {
+        self.registry
+            .refused(None, "unknown", &Via::feishu(), reason)
+            .await;
+        ApiError::unauthorized(format!("feishu callback refused: {reason}"))
+    }
+
+    /// Checks the signature headers of a request against its raw body.
+    async fn check_signature(&self, headers: &HeaderMap, body: &[u8]) -> Result<(), ApiError> {
+        let key = self.settings.encrypt_key.expose();
+        let (Some(ts), Some(nonce), Some(sig)) = (
+            header(headers, "x-lark-request-timestamp"),
+            header(headers, "x-lark-request-nonce"),
+            header(headers, "x-lark-signature"),
+        ) else {
+            return Err(self
+                .refuse("the X-Lark-Signature headers are missing")
+                .await);
+        };
+        if !crypto::verify_signature(ts, nonce, key, body, sig) {
+            return Err(self.refuse("the X-Lark-Signature does not match").await);
+        }
+        let Ok(sent) = ts.trim().parse::<i64>() else {
+            return Err(self
+                .refuse("the X-Lark-Request-Timestamp is not a number")
+                .await);
+        };
+        if (jiff::Timestamp::now().as_second() - sent).abs() > MAX_SKEW_SECS {
+            return Err(self
+                .refuse("the request timestamp is stale (more than 5 minutes from now): a replay or a wrong clock")
+                .await);
+        }
+        Ok(())
+    }
+
+    async fn check_token(&self, given: Option<&str>) -> Result<(), ApiError> {
+        let expected = self.settings.verification_token.expose();
+        match given {
+            Some(t) if crypto::ct_eq_str(expected, t) => Ok(()),
+            _ => Err(self.refuse("the verification token does not match").await),
+        }
+    }
+
+    async fn serve(&self, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+        let outer: Value = serde_json::from_slice(&body)
+            .map_err(|e| ApiError::bad_request(format!("malformed JSON: {e}")))?;
+        let key = self.settings.encrypt_key.expose();
+        let signed = header(&headers, "x-lark-signature").is_some();
+        let payload: Value = if key.is_empty() {
+            if outer.get("encrypt").is_some() {
+                return Err(ApiError::bad_request(
+                    "the body is encrypted but feishu.encrypt_key is not set",
+                ));
+            }
+            outer
+        } else {
+            if signed {
+                // Authenticate before doing any work on the body.
+                self.check_signature(&headers, &body).await?;
+            }
+            let Some(encrypted) = outer.get("encrypt").and_then(Value::as_str) else {
+                return Err(ApiError::bad_request(
+                    "expected an encrypted body ({\"encrypt\": ...}) because feishu.encrypt_key is set",
+                ));
+            };
+            let plain = match crypto::decrypt(key, encrypted) {
+                Ok(p) => p,
+                Err(e) => return Err(self.refuse(&e.to_string()).await),
+            };
+            serde_json::from_str(&plain).map_err(|e| {
+                ApiError::bad_request(format!("the decrypted body is not JSON: {e}"))
+            })?
+        };
+        if payload["type"].as_str() == Some("url_verification") {
+            self.check_token(payload["token"].as_str()).await?;
+            let challenge = payload["challenge"].as_str().unwrap_or_default();
+            tracing::info!("feishu: answered the callback URL verification");
+            return Ok(axum::Json(json!({ "challenge": challenge })).into_response());
+        }
+        if !key.is_empty() && !signed {
+            return Err(self
+                .refuse("the X-Lark-Signature headers are missing")
+                .await);
+        }
+        self.check_token(payload["header"]["token"].as_str())
+            .await?;
+        let reply = self.callbacks.handle(&payload, Source::Webhook).await;
+        Ok((StatusCode::OK, axum::Json(reply)).into_response())
+    }
+}
+
+async fn endpoint(State(w): State<Arc<Webhook>>, headers: HeaderMap, body: Bytes) -> Response {
+    match w.serve(headers, body).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}

@@ -1,0 +1,160 @@
+//! The Feishu/Lark channel: every approval and question becomes an interactive card in the
+//! configured chats; a click by an approver answers it, and every card is updated to show
+//! the outcome wherever the answer came from.
+//!
+//! - [`settings`] — `[feishu]`.
+//! - [`api`] — the OpenAPI subset (tenant token, send, update) on reqwest.
+//! - [`card`] — card JSON 2.0 for every state, in Simplified Chinese or English.
+//! - [`crypto`] — callback decryption, signatures, and the MAC binding buttons to one
+//!   interaction.
+//! - [`callback`] — the click handler and the webhook endpoint.
+//! - [`ws`] and [`frame`] — the long connection (WebSocket, protobuf frames) that delivers
+//!   clicks to the same handler without a public URL.
+//! - [`outbox`] — posting and updating cards through the durable outbox.
+
+pub mod api;
+pub mod callback;
+pub mod card;
+pub mod crypto;
+pub mod frame;
+pub mod outbox;
+pub mod settings;
+pub mod ws;
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use serde_json::json;
+
+pub use settings::{FeishuSettings, Mode};
+
+use crate::channels::Wiring;
+
+/// The store secret that signs card buttons (kept across restarts, so old cards keep working).
+pub const SECRET_NAME: &str = "feishu-callback";
+
+/// Installs the channel when `[feishu] enabled = true`.
+pub async fn install(w: &mut Wiring) -> anyhow::Result<()> {
+    let settings = Arc::new(w.settings.feishu.clone());
+    if !settings.enabled {
+        return Ok(());
+    }
+    settings
+        .validate()
+        .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+    if settings.approvers.is_empty() {
+        tracing::error!(
+            "feishu: feishu.approvers is EMPTY, so NOBODY can answer from Feishu: every click will be refused. \
+             Add the open_ids (ou_...) or user_ids of the people who may approve."
+        );
+    }
+    let secret = w
+        .store
+        .secret(SECRET_NAME)
+        .await
+        .context("cannot load the feishu button secret from the store")?;
+    let api = Arc::new(
+        api::OpenApi::new(
+            &settings.api_base(),
+            &settings.app_id,
+            settings.app_secret.clone(),
+        )
+        .context("cannot build the feishu HTTP client")?,
+    );
+    let cards = card::Cards::new(settings.locale, secret.clone());
+    let callbacks = Arc::new(callback::Callbacks::new(
+        w.registry.clone(),
+        w.store.clone(),
+        settings.clone(),
+        cards.clone(),
+        secret,
+    ));
+    w.metrics.register(
+        "imrelay_feishu_callbacks",
+        "Feishu card clicks, by result (resolved, already_resolved, refused, invalid, duplicate, ...)",
+        callbacks.results_metric(),
+    );
+    w.registry.add_hook(Arc::new(outbox::Planner {
+        receivers: settings.receivers.clone(),
+    }));
+    w.outbox.register(
+        outbox::CHANNEL,
+        Arc::new(outbox::Deliverer {
+            api: api.clone(),
+            store: w.store.clone(),
+            cards,
+            pacer: outbox::Pacer::default(),
+            health: w.health.clone(),
+        }),
+    );
+    match settings.mode {
+        Mode::Webhook => {
+            w.route(callback::router(Arc::new(callback::Webhook {
+                callbacks,
+                settings: settings.clone(),
+                registry: w.registry.clone(),
+            })));
+            if settings.encrypt_key.is_empty() {
+                tracing::warn!(
+                    "feishu: no encrypt_key: callbacks are neither encrypted nor signed; only the verification token \
+                     authenticates them. Set an Encrypt Key in the developer console and in feishu.encrypt_key."
+                );
+            }
+            w.health.set(
+                "feishu",
+                "webhook",
+                json!({
+                    "mode": "webhook",
+                    "callback_path": settings.callback_path,
+                    "approvers": settings.approvers.len(),
+                    "receivers": settings.receivers.len(),
+                }),
+            );
+        }
+        Mode::Websocket => {
+            let reconnects = prometheus_client::metrics::counter::Counter::default();
+            let connected = prometheus_client::metrics::gauge::Gauge::<
+                i64,
+                std::sync::atomic::AtomicI64,
+            >::default();
+            w.metrics.register(
+                "imrelay_feishu_ws_reconnects",
+                "Times the Feishu long connection was lost or could not be opened and was retried",
+                reconnects.clone(),
+            );
+            w.metrics.register(
+                "imrelay_feishu_ws_connected",
+                "1 while the Feishu long connection is open",
+                connected.clone(),
+            );
+            w.health.set(
+                "feishu",
+                "connecting",
+                json!({"mode": "websocket", "approvers": settings.approvers.len()}),
+            );
+            let client = ws::LongConnection {
+                api,
+                callbacks,
+                health: w.health.clone(),
+                reconnects,
+                connected,
+                shutdown: w.shutdown.clone(),
+                tls: ws::tls_config()
+                    .context("cannot set up TLS for the feishu long connection")?,
+            };
+            w.spawn_on_serve(client.run());
+        }
+    }
+    tracing::info!(
+        mode = settings.mode.as_str(),
+        domain = ?settings.domain,
+        receivers = settings.receivers.len(),
+        approvers = settings.approvers.len(),
+        callback = %match settings.mode {
+            Mode::Webhook => format!("{}{}", w.settings.public_url(), settings.callback_path),
+            Mode::Websocket => "long connection".to_string(),
+        },
+        "feishu: channel enabled"
+    );
+    Ok(())
+}

@@ -1,0 +1,306 @@
+//! Posting and updating cards through the durable outbox.
+//!
+//! A new interaction plans one `send` job per receiver; a resolution plans one `update` job
+//! that PATCHes every card recorded for it. Sends carry a dedupe `uuid`, so a retried send
+//! never posts twice; every posted card is recorded in the store, so updates find it after a
+//! restart. Requests to one chat are spaced to respect the platform's 5 QPS per chat, and
+//! throttling answers push that chat back.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use jiff::{SignedDuration, Timestamp};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::api::{ApiError, OpenApi, send_uuid};
+use super::card::Cards;
+use super::settings::Receiver;
+use crate::health::Health;
+use crate::interaction::{Interaction, Lifecycle};
+use crate::outbox::{Delivery, OutboxHandler};
+use crate::store::{ChannelMessage, ClaimedJob, OutboxJob, Store};
+
+/// The outbox channel name.
+pub const CHANNEL: &str = "feishu";
+/// Smallest gap between two requests to one chat (5 per second).
+pub const CHAT_GAP: Duration = Duration::from_millis(200);
+/// How long an update is retried after a resolution.
+const UPDATE_HORIZON_HOURS: i64 = 24;
+
+/// Plans the channel's outbox jobs inside each state change's transaction.
+pub struct Planner {
+    /// Where cards go.
+    pub receivers: Vec<Receiver>,
+}
+
+impl Lifecycle for Planner {
+    fn plan_created(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
+        for r in &self.receivers {
+            jobs.push(OutboxJob {
+                key: format!("feishu:send:{}:{}", i.id, r.address()),
+                channel: CHANNEL.into(),
+                kind: "send".into(),
+                interaction_id: Some(i.id.clone()),
+                payload: json!({ "receiver": r }),
+                not_before: i.created_at,
+                // A card posted after the deadline could only say "expired".
+                horizon: i.deadline,
+            });
+        }
+    }
+
+    fn plan_resolved(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
+        if self.receivers.is_empty() {
+            return;
+        }
+        let at = i
+            .resolution
+            .as_ref()
+            .map(|r| r.at)
+            .unwrap_or_else(Timestamp::now);
+        jobs.push(OutboxJob {
+            key: format!("feishu:update:{}", i.id),
+            channel: CHANNEL.into(),
+            kind: "update".into(),
+            interaction_id: Some(i.id.clone()),
+            payload: json!({}),
+            not_before: at,
+            horizon: at
+                .checked_add(SignedDuration::from_hours(UPDATE_HORIZON_HOURS))
+                .unwrap_or(at),
+        });
+    }
+}
+
+/// Spaces requests to each chat.
+#[derive(Default)]
+pub struct Pacer {
+    // A std mutex: slots are reserved without awaiting while it is held.
+    next: Mutex<HashMap<String, Instant>>,
+}
+
+impl Pacer {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
+        self.next.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits for this chat's next free slot.
+    pub async fn turn(&self, chat: &str) {
+        let at = {
+            let mut next = self.lock();
+            let now = Instant::now();
+            let slot = next.get(chat).copied().filter(|t| *t > now).unwrap_or(now);
+            next.insert(chat.to_string(), slot + CHAT_GAP);
+            slot
+        };
+        tokio::time::sleep_until(at).await;
+    }
+
+    /// Keeps this chat quiet for `pause` (the platform throttled it).
+    pub fn pause(&self, chat: &str, pause: Duration) {
+        let until = Instant::now() + pause;
+        let mut next = self.lock();
+        let slot = next.entry(chat.to_string()).or_insert(until);
+        if *slot < until {
+            *slot = until;
+        }
+    }
+}
+
+/// Delivers the channel's jobs.
+pub struct Deliverer {
+    /// The platform client.
+    pub api: Arc<OpenApi>,
+    /// The store (interactions and card records).
+    pub store: Arc<dyn Store>,
+    /// Card rendering.
+    pub cards: Cards,
+    /// Per-chat spacing.
+    pub pacer: Pacer,
+    /// Where the API's state is reported.
+    pub health: Arc<Health>,
+}
+
+#[async_trait]
+impl OutboxHandler for Deliverer {
+    async fn deliver(&self, job: &ClaimedJob) -> Delivery {
+        let delivery = match job.job.kind.as_str() {
+            "send" => self.send(job).await,
+            "update" => self.update(job).await,
+            other => Delivery::Failed(format!("unknown feishu job kind {other:?}")),
+        };
+        match &delivery {
+            Delivery::Done => self.health.set("feishu_api", "ok", json!({})),
+            Delivery::Retry { error, .. } | Delivery::Failed(error) => {
+                self.health
+                    .set("feishu_api", "failing", json!({ "last_error": error }))
+            }
+        }
+        delivery
+    }
+
+    fn concurrency(&self) -> usize {
+        4
+    }
+}
+
+fn store_retry(e: impl std::fmt::Display) -> Delivery {
+    Delivery::Retry {
+        after: None,
+        error: format!("store: {e}"),
+    }
+}
+
+impl Deliverer {
+    /// What a failed platform call means for the job.
+    fn failure(&self, chat: &str, e: ApiError) -> Delivery {
+        match e {
+            ApiError::Throttled { retry_after, .. } => {
+                let pause = retry_after.unwrap_or(Duration::from_secs(1));
+                self.pacer.pause(chat, pause);
+                Delivery::Retry {
+                    after: Some(pause),
+                    error: e.to_string(),
+                }
+            }
+            ApiError::Refused { .. } => Delivery::Failed(e.to_string()),
+            other => Delivery::Retry {
+                after: None,
+                error: other.to_string(),
+            },
+        }
+    }
+
+    async fn send(&self, job: &ClaimedJob) -> Delivery {
+        let Some(id) = &job.job.interaction_id else {
+            return Delivery::Failed("a send job without an interaction".into());
+        };
+        let receiver: Receiver = match serde_json::from_value(job.job.payload["receiver"].clone()) {
+            Ok(r) => r,
+            Err(e) => return Delivery::Failed(format!("bad send job payload: {e}")),
+        };
+        let address = receiver.address();
+        let interaction = match self.store.get(id).await {
+            Ok(Some(i)) => i,
+            Ok(None) => return Delivery::Done, // pruned: nothing left to show
+            Err(e) => return store_retry(e),
+        };
+        let recorded = match self.store.messages(CHANNEL, id).await {
+            Ok(all) => all.into_iter().find(|m| m.address == address),
+            Err(e) => return store_retry(e),
+        };
+        if let Some(m) = recorded {
+            // Sent by an earlier attempt that did not finish; make sure it is current.
+            return if interaction.is_pending() {
+                Delivery::Done
+            } else {
+                self.patch(&interaction, &m)
+                    .await
+                    .err()
+                    .unwrap_or(Delivery::Done)
+            };
+        }
+        if !interaction.is_pending() {
+            tracing::debug!(id = %id, receiver = %address, "feishu: resolved before its card was posted; not posting");
+            return Delivery::Done;
+        }
+        self.pacer.turn(&address).await;
+        let message_id = match self
+            .api
+            .send_card(
+                &receiver,
+                &self.cards.render(&interaction),
+                &send_uuid(id.as_str(), &receiver),
+            )
+            .await
+        {
+            Ok(m) => m,
+            Err(e) => return self.failure(&address, e),
+        };
+        let message = ChannelMessage {
+            channel: CHANNEL.into(),
+            address: address.clone(),
+            message_ref: message_id.clone(),
+            interaction_id: id.clone(),
+            state: Some(json!({ "receiver": receiver })),
+            created_at: Timestamp::now(),
+        };
+        if let Err(e) = self.store.record_message(message.clone()).await {
+            // Retried with the same uuid: the platform answers with the same message.
+            return store_retry(e);
+        }
+        tracing::info!(id = %id, receiver = %address, message_id, "feishu: card posted");
+        // The resolution may have landed while the card was in flight, and its update job may
+        // have run before this card was on record: bring the card up to date now.
+        match self.store.get(id).await {
+            Ok(Some(latest)) if !latest.is_pending() => self
+                .patch(&latest, &message)
+                .await
+                .err()
+                .unwrap_or(Delivery::Done),
+            _ => Delivery::Done,
+        }
+    }
+
+    /// PATCHes one card to show `i`'s current state and marks it final if `i` is resolved.
+    async fn patch(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Delivery> {
+        self.pacer.turn(&m.address).await;
+        match self
+            .api
+            .update_card(&m.message_ref, &self.cards.render(i))
+            .await
+        {
+            Ok(()) => {}
+            Err(e @ ApiError::Refused { .. }) => {
+                // Deleted, older than the platform allows, or otherwise gone: nothing to fix.
+                tracing::warn!(id = %i.id, message_id = %m.message_ref, error = %e, "feishu: cannot update a card; leaving it");
+            }
+            Err(e) => return Err(self.failure(&m.address, e)),
+        }
+        let mut state = m.state.clone().unwrap_or_else(|| json!({}));
+        if let Value::Object(map) = &mut state {
+            map.insert("final".into(), Value::Bool(true));
+        }
+        if let Err(e) = self
+            .store
+            .set_message_state(CHANNEL, &m.address, &m.message_ref, Some(state))
+            .await
+        {
+            return Err(store_retry(e));
+        }
+        Ok(())
+    }
+
+    async fn update(&self, job: &ClaimedJob) -> Delivery {
+        let Some(id) = &job.job.interaction_id else {
+            return Delivery::Failed("an update job without an interaction".into());
+        };
+        let interaction = match self.store.get(id).await {
+            Ok(Some(i)) if !i.is_pending() => i,
+            Ok(_) => return Delivery::Done,
+            Err(e) => return store_retry(e),
+        };
+        let messages = match self.store.messages(CHANNEL, id).await {
+            Ok(m) => m,
+            Err(e) => return store_retry(e),
+        };
+        let mut outcome = Delivery::Done;
+        for m in messages {
+            if m.state
+                .as_ref()
+                .is_some_and(|s| s["final"] == Value::Bool(true))
+            {
+                continue;
+            }
+            if let Err(d) = self.patch(&interaction, &m).await {
+                outcome = d; // the others are still attempted; updated ones are not redone
+            } else {
+                tracing::info!(id = %id, message_id = %m.message_ref, "feishu: card updated");
+            }
+        }
+        outcome
+    }
+}

@@ -1,0 +1,495 @@
+//! Webhook integrations: signed lifecycle events out, signed answers in.
+//!
+//! Outbound: each `[[webhooks]]` target receives `interaction.created` and
+//! `interaction.resolved` events (filtered by event, session and agent), signed with the
+//! Standard Webhooks scheme and delivered through the outbox: at least once, retried with
+//! jittered exponential backoff until the target's horizon, surviving restarts. Each target is
+//! its own outbox channel (`webhook:<name>`), so a slow or dead target never delays another.
+//! A `410 Gone` disables the target until its URL changes.
+//!
+//! Inbound: `POST /v1/webhooks/{name}/respond` takes an answer signed with that target's
+//! secret (timestamps within 5 minutes, `webhook-id`s never replayed) and records it with
+//! `via = "webhook:<name>"`, so a system that cannot hold an operator token can answer.
+
+pub mod signature;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::Wiring;
+use crate::config::Secret;
+use crate::http::api::{RespondBody, outcome_body, path_id};
+use crate::http::error::ApiError;
+use crate::interaction::{Interaction, Lifecycle, Registry, Responder, Via};
+use crate::outbox::{Delivery, OutboxHandler};
+use crate::store::{ClaimedJob, OutboxJob, Store};
+use signature::{SigningKey, TOLERANCE_SECS};
+
+/// A lifecycle event a target can subscribe to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize, Serialize)]
+pub enum WebhookEvent {
+    /// A new interaction awaits an answer.
+    #[serde(rename = "interaction.created")]
+    Created,
+    /// An interaction was answered, expired or cancelled.
+    #[serde(rename = "interaction.resolved")]
+    Resolved,
+}
+
+impl WebhookEvent {
+    fn name(self) -> &'static str {
+        match self {
+            WebhookEvent::Created => "interaction.created",
+            WebhookEvent::Resolved => "interaction.resolved",
+        }
+    }
+}
+
+fn default_events() -> Vec<WebhookEvent> {
+    vec![WebhookEvent::Created, WebhookEvent::Resolved]
+}
+
+fn default_timeout() -> u64 {
+    10
+}
+
+fn default_horizon() -> u64 {
+    24
+}
+
+/// One `[[webhooks]]` target.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookSettings {
+    /// Unique name: `[a-z0-9_-]`, used in `via` and in the inbound URL.
+    pub name: String,
+    /// Where events are POSTed.
+    pub url: String,
+    /// `whsec_<base64>` signing secret (outbound and inbound).
+    pub secret: Secret,
+    /// Events to send (default both).
+    #[serde(default = "default_events")]
+    pub events: Vec<WebhookEvent>,
+    /// Only interactions from these sessions (empty: all).
+    #[serde(default, deserialize_with = "crate::config::list")]
+    pub sessions: Vec<String>,
+    /// Only interactions from these agents (empty: all).
+    #[serde(default, deserialize_with = "crate::config::list")]
+    pub agents: Vec<String>,
+    /// Per-request timeout, seconds.
+    #[serde(default = "default_timeout")]
+    pub timeout_secs: u64,
+    /// How long to keep retrying a delivery, hours.
+    #[serde(default = "default_horizon")]
+    pub horizon_hours: u64,
+}
+
+impl WebhookSettings {
+    /// Checks one target's values.
+    pub fn validate(&self) -> Result<(), String> {
+        let n = &self.name;
+        if n.is_empty()
+            || n.len() > 64
+            || !n
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+        {
+            return Err(format!(
+                "webhooks: name {n:?} must be 1 to 64 characters of a-z, 0-9, - and _"
+            ));
+        }
+        if !(self.url.starts_with("https://") || self.url.starts_with("http://")) {
+            return Err(format!(
+                "webhooks.{n}.url must start with http:// or https://"
+            ));
+        }
+        SigningKey::parse(self.secret.expose()).map_err(|e| format!("webhooks.{n}.secret: {e}"))?;
+        if self.events.is_empty() {
+            return Err(format!("webhooks.{n}.events must name at least one event"));
+        }
+        if self.timeout_secs == 0 || self.horizon_hours == 0 {
+            return Err(format!(
+                "webhooks.{n}: timeout_secs and horizon_hours must be at least 1"
+            ));
+        }
+        Ok(())
+    }
+
+    fn wants(&self, event: WebhookEvent, i: &Interaction) -> bool {
+        self.events.contains(&event)
+            && (self.sessions.is_empty()
+                || i.session
+                    .as_ref()
+                    .is_some_and(|s| self.sessions.contains(s)))
+            && (self.agents.is_empty() || i.agent.as_ref().is_some_and(|a| self.agents.contains(a)))
+    }
+}
+
+/// Checks every target and that names are unique.
+pub fn validate_all(targets: &[WebhookSettings]) -> Result<(), String> {
+    let mut names = HashSet::new();
+    for t in targets {
+        t.validate()?;
+        if !names.insert(t.name.as_str()) {
+            return Err(format!("webhooks: the name {:?} is used twice", t.name));
+        }
+    }
+    Ok(())
+}
+
+struct Target {
+    settings: WebhookSettings,
+    key: SigningKey,
+}
+
+/// The outbox channel name of a target.
+fn channel_name(name: &str) -> String {
+    format!("webhook:{name}")
+}
+
+fn disabled_key(name: &str) -> String {
+    format!("webhook.disabled.{name}")
+}
+
+fn url_digest(url: &str) -> String {
+    hex::encode(Sha256::digest(url.as_bytes()))
+}
+
+/// The webhook channel's targets and state: plans and delivers events. (It holds no
+/// registry, so registering it as a registry hook makes no reference cycle.)
+pub struct Webhooks {
+    targets: HashMap<String, Target>,
+    /// Targets disabled by a 410 (kept in the store; read synchronously while planning).
+    disabled: RwLock<HashSet<String>>,
+    store: Arc<dyn Store>,
+    client: reqwest::Client,
+    public_url: String,
+}
+
+/// State of the inbound answer endpoint.
+#[derive(Clone)]
+struct Inbound {
+    hooks: Arc<Webhooks>,
+    registry: Registry,
+}
+
+impl Webhooks {
+    fn is_disabled(&self, name: &str) -> bool {
+        self.disabled
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(name)
+    }
+
+    /// The event payload: type, timestamp, id, and data with the interaction and links.
+    fn payload(&self, target: &str, event: WebhookEvent, i: &Interaction, msg_id: &str) -> Value {
+        let at = match (event, &i.resolution) {
+            (WebhookEvent::Resolved, Some(r)) => r.at,
+            _ => i.created_at,
+        };
+        json!({
+            "type": event.name(),
+            "id": msg_id,
+            "timestamp": at,
+            "data": {
+                "interaction": i,
+                "resolution": i.resolution,
+                "respond_url": format!("{}/v1/webhooks/{target}/respond", self.public_url),
+                "interaction_url": format!("{}/v1/interactions/{}", self.public_url, i.id),
+            }
+        })
+    }
+
+    fn plan(&self, event: WebhookEvent, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
+        for (name, t) in &self.targets {
+            if !t.settings.wants(event, i) || self.is_disabled(name) {
+                continue;
+            }
+            let key = format!("webhook:{name}:{}:{}", event.name(), i.id);
+            let msg_id = format!(
+                "msg_{}",
+                &hex::encode(Sha256::digest(format!("{}:{}", event.name(), i.id)))[..32]
+            );
+            let body = self.payload(name, event, i, &msg_id).to_string();
+            let now = crate::interaction::now();
+            let horizon = Duration::from_secs(t.settings.horizon_hours.saturating_mul(3600));
+            jobs.push(OutboxJob {
+                key,
+                channel: channel_name(name),
+                kind: event.name().to_string(),
+                interaction_id: Some(i.id.clone()),
+                payload: json!({"target": name, "msg_id": msg_id, "body": body}),
+                not_before: now,
+                horizon: jiff::SignedDuration::try_from(horizon)
+                    .ok()
+                    .and_then(|d| now.checked_add(d).ok())
+                    .unwrap_or(now),
+            });
+        }
+    }
+
+    async fn disable(&self, name: &str, url: &str, reason: &str) {
+        tracing::error!(
+            webhook = name,
+            reason,
+            "webhook target disabled; change its url to enable it again"
+        );
+        self.disabled
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(name.to_string());
+        let value = json!({"url_sha256": url_digest(url), "reason": reason, "at": crate::interaction::now()});
+        if let Err(e) = self
+            .store
+            .set_value(&disabled_key(name), Some(value.to_string()))
+            .await
+        {
+            tracing::error!(webhook = name, error = %e, "could not record that the target is disabled");
+        }
+    }
+}
+
+impl Lifecycle for Webhooks {
+    fn plan_created(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
+        self.plan(WebhookEvent::Created, i, jobs);
+    }
+
+    fn plan_resolved(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
+        self.plan(WebhookEvent::Resolved, i, jobs);
+    }
+}
+
+/// Delivers the jobs of one target.
+struct Deliver {
+    hooks: Arc<Webhooks>,
+    name: String,
+}
+
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    headers
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .map(|s| Duration::from_secs(s.min(3600)))
+}
+
+#[async_trait]
+impl OutboxHandler for Deliver {
+    async fn deliver(&self, job: &ClaimedJob) -> Delivery {
+        let Some(target) = self.hooks.targets.get(&self.name) else {
+            return Delivery::Failed(format!("webhook {} is no longer configured", self.name));
+        };
+        if self.hooks.is_disabled(&self.name) {
+            return Delivery::Failed(format!(
+                "webhook {} is disabled (it answered 410 Gone)",
+                self.name
+            ));
+        }
+        let (Some(msg_id), Some(body)) = (
+            job.job.payload["msg_id"].as_str(),
+            job.job.payload["body"].as_str(),
+        ) else {
+            return Delivery::Failed("malformed webhook job".into());
+        };
+        let ts = jiff::Timestamp::now().as_second();
+        let signature = target.key.sign(msg_id, ts, body.as_bytes());
+        let sent = self
+            .hooks
+            .client
+            .post(&target.settings.url)
+            .timeout(Duration::from_secs(target.settings.timeout_secs))
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header("webhook-id", msg_id)
+            .header("webhook-timestamp", ts.to_string())
+            .header("webhook-signature", signature)
+            .body(body.to_string())
+            .send()
+            .await;
+        match sent {
+            Ok(r) if r.status().is_success() => Delivery::Done,
+            Ok(r) if r.status() == reqwest::StatusCode::GONE => {
+                self.hooks
+                    .disable(
+                        &self.name,
+                        &target.settings.url,
+                        "the target answered 410 Gone",
+                    )
+                    .await;
+                Delivery::Failed("410 Gone: target disabled".into())
+            }
+            Ok(r) => Delivery::Retry {
+                after: retry_after(r.headers()),
+                error: format!("HTTP {}", r.status()),
+            },
+            Err(e) => Delivery::Retry {
+                after: None,
+                error: if e.is_timeout() {
+                    format!("timed out after {} s", target.settings.timeout_secs)
+                } else {
+                    format!("request failed: {e}")
+                },
+            },
+        }
+    }
+}
+
+/// Installs the webhook channel when targets are configured.
+pub async fn install(w: &mut Wiring) -> anyhow::Result<()> {
+    let configured = &w.settings.webhooks;
+    if configured.is_empty() {
+        return Ok(());
+    }
+    let mut targets = HashMap::new();
+    let mut disabled = HashSet::new();
+    for s in configured {
+        let key = SigningKey::parse(s.secret.expose())
+            .map_err(|e| anyhow::anyhow!("webhooks.{}: {e}", s.name))?;
+        if let Some(v) = w.store.get_value(&disabled_key(&s.name)).await? {
+            let same_url = serde_json::from_str::<Value>(&v)
+                .ok()
+                .and_then(|v| v["url_sha256"].as_str().map(str::to_string))
+                .is_some_and(|d| d == url_digest(&s.url));
+            if same_url {
+                tracing::warn!(webhook = %s.name, "webhook target is disabled (it answered 410 Gone); change its url to enable it again");
+                disabled.insert(s.name.clone());
+            } else {
+                w.store.set_value(&disabled_key(&s.name), None).await?;
+            }
+        }
+        targets.insert(
+            s.name.clone(),
+            Target {
+                settings: s.clone(),
+                key,
+            },
+        );
+    }
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .user_agent(format!("imrelay/{}", env!("CARGO_PKG_VERSION")))
+        .build()?;
+    let hooks = Arc::new(Webhooks {
+        targets,
+        disabled: RwLock::new(disabled),
+        store: w.store.clone(),
+        client,
+        public_url: w.settings.public_url(),
+    });
+    for name in hooks.targets.keys() {
+        w.outbox.register(
+            &channel_name(name),
+            Arc::new(Deliver {
+                hooks: hooks.clone(),
+                name: name.clone(),
+            }),
+        );
+    }
+    w.registry.add_hook(hooks.clone());
+    w.route(
+        Router::new()
+            .route("/v1/webhooks/{name}/respond", post(respond))
+            .with_state(Inbound {
+                hooks: hooks.clone(),
+                registry: w.registry.clone(),
+            }),
+    );
+    tracing::info!(targets = hooks.targets.len(), "webhooks enabled");
+    Ok(())
+}
+
+fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    h.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// `POST /v1/webhooks/{name}/respond`
+async fn respond(
+    State(Inbound { hooks, registry }): State<Inbound>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let Some(target) = hooks.targets.get(&name) else {
+        return Err(ApiError::not_found(format!("no webhook named {name:?}")));
+    };
+    let via = Via::webhook(&name);
+    let msg_id = header(&headers, "webhook-id");
+    if let Err(e) = target.key.verify(
+        msg_id,
+        header(&headers, "webhook-timestamp"),
+        header(&headers, "webhook-signature"),
+        &body,
+        jiff::Timestamp::now().as_second(),
+    ) {
+        registry
+            .refused(
+                None,
+                msg_id.unwrap_or(""),
+                &via,
+                &format!("bad signature: {e}"),
+            )
+            .await;
+        return Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "invalid_signature",
+            e.to_string(),
+        ));
+    }
+    let msg_id = msg_id.unwrap_or_default();
+    let expires = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(2 * TOLERANCE_SECS);
+    if !hooks
+        .store
+        .first_sighting(&format!("webhook-in:{name}"), msg_id, expires)
+        .await?
+    {
+        registry
+            .refused(None, msg_id, &via, "replayed webhook-id")
+            .await;
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "replayed",
+            format!("webhook-id {msg_id:?} was already used; sign each answer with a fresh id"),
+        ));
+    }
+    let mut value: Value = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_request(format!("malformed JSON: {e}")))?;
+    let Some(obj) = value.as_object_mut() else {
+        return Err(ApiError::bad_request("expected a JSON object"));
+    };
+    let id = match obj.remove("id") {
+        Some(Value::String(s)) => s,
+        _ => {
+            return Err(ApiError::bad_request(
+                "id: the interaction id (a string) is required",
+            ));
+        }
+    };
+    if obj.contains_key("via") {
+        return Err(ApiError::bad_request(format!(
+            "via: answers through this endpoint are recorded as via {via}"
+        )));
+    }
+    let answer: RespondBody =
+        serde_json::from_value(value).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let id = path_id(&id)?;
+    let responder = Responder {
+        by: answer.by(),
+        via,
+    };
+    let resolved = registry.respond(&id, answer.answer()?, responder).await?;
+    Ok((StatusCode::OK, axum::Json(outcome_body(&resolved))).into_response())
+}

@@ -1,0 +1,176 @@
+//! Standard Webhooks signatures: `webhook-signature: v1,<base64 HMAC-SHA256(secret,
+//! "{id}.{timestamp}.{body}")>`, with secrets written `whsec_<base64>`.
+//!
+//! Used both to sign outbound deliveries and to verify inbound answers (constant-time
+//! comparison, timestamp tolerance).
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use subtle::ConstantTimeEq;
+
+/// The accepted clock difference for inbound signatures.
+pub const TOLERANCE_SECS: i64 = 5 * 60;
+
+/// A webhook signing key.
+#[derive(Clone)]
+pub struct SigningKey(Vec<u8>);
+
+impl std::fmt::Debug for SigningKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SigningKey([redacted])")
+    }
+}
+
+/// Why a signature was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum VerifyError {
+    /// A required header is missing or unreadable.
+    #[error("missing or unreadable {0} header")]
+    MissingHeader(&'static str),
+    /// The timestamp is outside the tolerance.
+    #[error("the webhook-timestamp is more than 5 minutes away from this server's clock")]
+    Stale,
+    /// No signature matched.
+    #[error("the webhook-signature does not match")]
+    Mismatch,
+}
+
+impl SigningKey {
+    /// Parses a `whsec_<base64>` secret.
+    pub fn parse(secret: &str) -> Result<Self, String> {
+        let b64 = secret
+            .strip_prefix("whsec_")
+            .ok_or_else(|| "a webhook secret must start with whsec_".to_string())?;
+        let bytes = STANDARD
+            .decode(b64)
+            .map_err(|_| "a webhook secret must be whsec_ followed by base64".to_string())?;
+        if bytes.len() < 16 {
+            return Err("a webhook secret must hold at least 16 bytes".into());
+        }
+        Ok(Self(bytes))
+    }
+
+    fn mac(&self, id: &str, timestamp: i64, body: &[u8]) -> Vec<u8> {
+        // HMAC accepts keys of any length; this cannot fail.
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.0)
+            .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
+        mac.update(id.as_bytes());
+        mac.update(b".");
+        mac.update(timestamp.to_string().as_bytes());
+        mac.update(b".");
+        mac.update(body);
+        mac.finalize().into_bytes().to_vec()
+    }
+
+    /// The `webhook-signature` header value for a message.
+    pub fn sign(&self, id: &str, timestamp: i64, body: &[u8]) -> String {
+        format!("v1,{}", STANDARD.encode(self.mac(id, timestamp, body)))
+    }
+
+    /// Verifies a message's headers against `now` (unix seconds).
+    pub fn verify(
+        &self,
+        id: Option<&str>,
+        timestamp: Option<&str>,
+        signature: Option<&str>,
+        body: &[u8],
+        now: i64,
+    ) -> Result<(), VerifyError> {
+        let id = id
+            .filter(|v| !v.is_empty())
+            .ok_or(VerifyError::MissingHeader("webhook-id"))?;
+        let ts: i64 = timestamp
+            .and_then(|t| t.trim().parse().ok())
+            .ok_or(VerifyError::MissingHeader("webhook-timestamp"))?;
+        let signature = signature.ok_or(VerifyError::MissingHeader("webhook-signature"))?;
+        if (now - ts).abs() > TOLERANCE_SECS {
+            return Err(VerifyError::Stale);
+        }
+        let expected = self.mac(id, ts, body);
+        let mut ok = subtle::Choice::from(0u8);
+        for candidate in signature.split(' ') {
+            let Some(b64) = candidate.strip_prefix("v1,") else {
+                continue;
+            };
+            if let Ok(given) = STANDARD.decode(b64)
+                && given.len() == expected.len()
+            {
+                ok |= given.ct_eq(&expected);
+            }
+        }
+        if bool::from(ok) {
+            Ok(())
+        } else {
+            Err(VerifyError::Mismatch)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+    #[test]
+    fn sign_then_verify_and_refusals() {
+        let k = SigningKey::parse(SECRET).unwrap();
+        let body = br#"{"test": 2432232314}"#;
+        let sig = k.sign("msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, body);
+        assert!(
+            k.verify(
+                Some("msg_p5jXN8AQM9LWM0D4loKWxJek"),
+                Some("1614265330"),
+                Some(&sig),
+                body,
+                1614265330 + 60
+            )
+            .is_ok()
+        );
+        // Several signatures, one valid.
+        let many = format!("v1,AAAA {sig} v2,zzz");
+        assert!(
+            k.verify(
+                Some("msg_p5jXN8AQM9LWM0D4loKWxJek"),
+                Some("1614265330"),
+                Some(&many),
+                body,
+                1614265330
+            )
+            .is_ok()
+        );
+        assert_eq!(
+            k.verify(
+                Some("msg_p5jXN8AQM9LWM0D4loKWxJek"),
+                Some("1614265330"),
+                Some(&sig),
+                b"{}",
+                1614265330
+            ),
+            Err(VerifyError::Mismatch)
+        );
+        assert_eq!(
+            k.verify(
+                Some("msg_p5jXN8AQM9LWM0D4loKWxJek"),
+                Some("1614265330"),
+                Some(&sig),
+                body,
+                1614265330 + 301
+            ),
+            Err(VerifyError::Stale)
+        );
+        assert_eq!(
+            k.verify(None, Some("1"), Some(&sig), body, 1),
+            Err(VerifyError::MissingHeader("webhook-id"))
+        );
+    }
+
+    #[test]
+    fn secrets_are_validated() {
+        assert!(SigningKey::parse("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").is_err());
+        assert!(SigningKey::parse("whsec_!!!").is_err());
+        assert!(SigningKey::parse("whsec_AAAA").is_err());
+    }
+}

@@ -1,0 +1,194 @@
+//! The audit trail: what is recorded, the API, and `imrelay audit [verify]` on a real file.
+
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use imrelay::store::{SqliteStore, Store, Synchronous};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+async fn entries(app: &TestApp) -> Vec<Value> {
+    let (status, body) = app.get("/v1/audit?limit=1000").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    body["entries"].as_array().unwrap().clone()
+}
+
+/// Creates, answers, refuses, expires and cancels; returns the app.
+async fn eventful(app: &TestApp) {
+    let a = app.create_bash("au-1", "rm -rf build").await;
+    app.post(
+        &format!("/v1/interactions/{a}/respond"),
+        &json!({"decision": "allow", "by": "alice", "via": "desktop"}),
+    )
+    .await;
+    // Refused: already resolved, and an answer that does not fit.
+    app.post(
+        &format!("/v1/interactions/{a}/respond"),
+        &json!({"decision": "deny", "by": "bob"}),
+    )
+    .await;
+    let b = app.create_bash("au-2", "ls").await;
+    app.post(
+        &format!("/v1/interactions/{b}/respond"),
+        &json!({"answers": {"0": "x"}, "by": "carol"}),
+    )
+    .await;
+    app.delete(&format!("/v1/interactions/{b}?reason=stopped"))
+        .await;
+    app.post(
+        "/v1/interactions",
+        &json!({"id": "au-3", "tool_name": "Bash", "input": {}, "timeout_secs": 1}),
+    )
+    .await;
+    let (_, expired) = app.get("/v1/interactions/au-3/wait?timeout_secs=10").await;
+    assert_eq!(expired["resolution"]["outcome"], "expired");
+}
+
+#[tokio::test]
+async fn every_state_change_and_refusal_is_recorded() {
+    let app = spawn_app().await;
+    eventful(&app).await;
+    let all = entries(&app).await;
+    let summary: Vec<(String, String, String, String)> = all
+        .iter()
+        .map(|e| {
+            (
+                e["action"].as_str().unwrap().to_string(),
+                e["interaction_id"].as_str().unwrap_or("").to_string(),
+                e["actor"].as_str().unwrap_or("").to_string(),
+                e["channel"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let has = |action: &str, id: &str, actor: &str, channel: &str| {
+        summary
+            .iter()
+            .any(|s| s == &(action.into(), id.into(), actor.into(), channel.into()))
+    };
+    assert!(has("created", "au-1", "", "agent"), "{summary:?}");
+    assert!(has("answered", "au-1", "alice", "desktop"), "{summary:?}");
+    assert!(has("refused", "au-1", "bob", "api"), "{summary:?}");
+    assert!(has("refused", "au-2", "carol", "api"), "{summary:?}");
+    assert!(has("cancelled", "au-2", "agent", "system"), "{summary:?}");
+    assert!(has("expired", "au-3", "system", "system"), "{summary:?}");
+    let refusal = all
+        .iter()
+        .find(|e| e["action"] == "refused" && e["interaction_id"] == "au-1")
+        .unwrap();
+    assert!(
+        refusal["detail"]
+            .as_str()
+            .unwrap()
+            .contains("already resolved")
+    );
+    // Every entry about au-1 carries the same hash of what was shown.
+    let hashes: Vec<&Value> = all
+        .iter()
+        .filter(|e| e["interaction_id"] == "au-1")
+        .map(|e| &e["input_hash"])
+        .collect();
+    assert!(hashes.iter().all(|h| h.is_string() && *h == hashes[0]));
+    // The chain is intact and gap-free.
+    for (n, e) in all.iter().enumerate() {
+        assert_eq!(e["seq"], n as i64 + 1);
+        if n > 0 {
+            assert_eq!(e["prev_hash"], all[n - 1]["hash"]);
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_api_pages_through_the_trail() {
+    let app = spawn_app().await;
+    for n in 0..5 {
+        app.create_bash(&format!("pg-{n}"), "ls").await;
+    }
+    let (_, first) = app.get("/v1/audit?limit=2").await;
+    assert_eq!(first["entries"].as_array().unwrap().len(), 2);
+    let next = first["next_after"].as_i64().unwrap();
+    let (_, second) = app.get(&format!("/v1/audit?limit=10&after={next}")).await;
+    assert_eq!(second["entries"].as_array().unwrap().len(), 3);
+    assert_eq!(second["next_after"], Value::Null);
+    assert_eq!(
+        app.get("/v1/audit?since=yesterday").await.0,
+        StatusCode::BAD_REQUEST
+    );
+    let (_, since) = app.get("/v1/audit?since=2000-01-01T00:00:00Z").await;
+    assert_eq!(since["entries"].as_array().unwrap().len(), 5);
+}
+
+fn imrelay(db: &std::path::Path, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_imrelay"))
+        .args(args)
+        .env("IMRELAY__STORE__PATH", db)
+        .output()
+        .expect("runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn audit_verify_passes_on_an_intact_file_and_names_the_broken_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("audit.db");
+    {
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&db, Synchronous::Normal).unwrap());
+        let app = spawn_on(settings(), store).await;
+        eventful(&app).await;
+        app.stop().await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    let (ok, out, err) = imrelay(&db, &["audit", "verify"]);
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("audit trail intact"), "{out}");
+
+    let (ok, out, _) = imrelay(&db, &["audit", "--json", "--since", "1h"]);
+    assert!(ok);
+    let lines: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(lines.len() >= 8, "{out}");
+    assert!(lines.iter().any(|e| e["action"] == "expired"));
+    let (ok, table, _) = imrelay(&db, &["audit"]);
+    assert!(ok);
+    assert!(
+        table.contains("answered") && table.contains("alice"),
+        "{table}"
+    );
+
+    // Alter one entry.
+    let altered = dir.path().join("altered.db");
+    std::fs::copy(&db, &altered).unwrap();
+    for ext in ["-wal", "-shm"] {
+        let src = format!("{}{ext}", db.display());
+        if std::path::Path::new(&src).exists() {
+            std::fs::copy(&src, format!("{}{ext}", altered.display())).unwrap();
+        }
+    }
+    rusqlite::Connection::open(&altered)
+        .unwrap()
+        .execute("UPDATE audit SET actor = 'mallory' WHERE seq = 3", [])
+        .unwrap();
+    let (ok, out, _) = imrelay(&altered, &["audit", "verify"]);
+    assert!(!ok);
+    assert!(out.contains("broken at entry 3"), "{out}");
+    assert!(out.contains("altered"), "{out}");
+
+    // Delete one entry.
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute("DELETE FROM audit WHERE seq = 5", [])
+        .unwrap();
+    let (ok, out, _) = imrelay(&db, &["audit", "verify"]);
+    assert!(!ok);
+    assert!(out.contains("broken at entry 5"), "{out}");
+    assert!(out.contains("missing"), "{out}");
+}

@@ -1,0 +1,272 @@
+//! Checks of the deployment files that need no container engine or cluster: YAML parses and
+//! says what it must, every path the Dockerfile copies exists, every environment variable
+//! and configuration file names real settings, and the systemd unit verifies with
+//! `systemd-analyze` (skipped, saying so, where that is not installed).
+//!
+//! What these cannot check — building and running the image, applying the manifests — is
+//! listed in docs/deploy.md.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use imrelay::config::Settings;
+use yaml_rust2::{Yaml, YamlLoader};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn read(rel: &str) -> String {
+    std::fs::read_to_string(root().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+fn yaml(rel: &str) -> Vec<Yaml> {
+    YamlLoader::load_from_str(&read(rel)).unwrap_or_else(|e| panic!("{rel} is not valid YAML: {e}"))
+}
+
+/// `KEY=value` lines of an env file (comments and blanks skipped).
+fn env_file(rel: &str) -> HashMap<String, String> {
+    read(rel)
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let (k, v) = l
+                .split_once('=')
+                .unwrap_or_else(|| panic!("{rel}: not KEY=value: {l}"));
+            (k.trim().to_string(), v.trim().to_string())
+        })
+        .collect()
+}
+
+/// Loads the settings these variables describe (unknown keys fail).
+fn settings_from(env: HashMap<String, String>, file: Option<&Path>) -> Settings {
+    let env: HashMap<String, String> = env
+        .into_iter()
+        .filter(|(k, _)| k.starts_with("IMRELAY__"))
+        .collect();
+    Settings::load_with_env(file, Some(env)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn kubernetes_manifests() {
+    let kustomization = &yaml("deploy/k8s/kustomization.yaml")[0];
+    let mut kinds = Vec::new();
+    for res in kustomization["resources"].as_vec().expect("resources") {
+        let file = format!("deploy/k8s/{}", res.as_str().unwrap());
+        for doc in yaml(&file) {
+            kinds.push(doc["kind"].as_str().unwrap().to_string());
+            if doc["kind"].as_str() == Some("Deployment") {
+                let spec = &doc["spec"];
+                assert_eq!(
+                    spec["replicas"].as_i64(),
+                    Some(1),
+                    "one replica until a shared store exists"
+                );
+                assert_eq!(spec["strategy"]["type"].as_str(), Some("Recreate"));
+                let c = &spec["template"]["spec"]["containers"][0];
+                assert_eq!(c["ports"][0]["containerPort"].as_i64(), Some(8787));
+                for probe in ["readinessProbe", "livenessProbe"] {
+                    assert_eq!(
+                        c[probe]["httpGet"]["path"].as_str(),
+                        Some("/healthz"),
+                        "{probe}"
+                    );
+                }
+                assert_eq!(
+                    c["securityContext"]["allowPrivilegeEscalation"].as_bool(),
+                    Some(false)
+                );
+                assert_eq!(
+                    spec["template"]["spec"]["securityContext"]["runAsNonRoot"].as_bool(),
+                    Some(true)
+                );
+            }
+            if doc["kind"].as_str() == Some("Secret") {
+                let env: HashMap<String, String> = doc["stringData"]
+                    .as_hash()
+                    .unwrap()
+                    .iter()
+                    .map(|(k, v)| {
+                        (
+                            k.as_str().unwrap().to_string(),
+                            v.as_str().unwrap().to_string(),
+                        )
+                    })
+                    .collect();
+                let mut env = env;
+                env.insert("IMRELAY__SERVER__LISTEN".into(), "0.0.0.0:8787".into());
+                settings_from(env, None);
+            }
+            if doc["kind"].as_str() == Some("ConfigMap") {
+                let dir = tempfile::tempdir().unwrap();
+                let path = dir.path().join("config.toml");
+                std::fs::write(&path, doc["data"]["config.toml"].as_str().unwrap()).unwrap();
+                settings_from(HashMap::new(), Some(&path));
+            }
+        }
+    }
+    kinds.sort();
+    assert_eq!(
+        kinds,
+        [
+            "ConfigMap",
+            "Deployment",
+            "PersistentVolumeClaim",
+            "Secret",
+            "Service"
+        ]
+    );
+}
+
+#[test]
+fn compose_file() {
+    let doc = &yaml("deploy/docker-compose.yml")[0];
+    let svc = &doc["services"]["imrelay"];
+    let context = root()
+        .join("deploy")
+        .join(svc["build"]["context"].as_str().unwrap());
+    assert!(
+        context
+            .join(svc["build"]["dockerfile"].as_str().unwrap())
+            .is_file()
+    );
+    assert!(svc["volumes"][0].as_str().unwrap().ends_with(":/data"));
+    // compose reads .env; the example beside it must hold valid settings.
+    assert_eq!(svc["env_file"][0].as_str(), Some(".env"));
+    let mut env = env_file("deploy/.env.example");
+    env.insert("IMRELAY__SERVER__LISTEN".into(), "0.0.0.0:8787".into());
+    settings_from(env, None);
+}
+
+#[test]
+fn dockerfile() {
+    let text = read("deploy/Dockerfile");
+    let mut env = HashMap::new();
+    let mut lines = text.lines().peekable();
+    let mut copied = Vec::new();
+    while let Some(line) = lines.next() {
+        let line = line.trim();
+        if let Some(rest) = line.strip_prefix("COPY ") {
+            let words: Vec<&str> = rest.split_whitespace().collect();
+            if words.iter().any(|w| w.starts_with("--from")) {
+                continue;
+            }
+            let sources: Vec<&str> = words
+                .iter()
+                .copied()
+                .filter(|w| !w.starts_with("--"))
+                .collect();
+            for src in &sources[..sources.len() - 1] {
+                copied.push(src.to_string());
+                assert!(
+                    root().join(src).exists(),
+                    "the Dockerfile copies {src}, which does not exist"
+                );
+            }
+        }
+        if let Some(rest) = line.strip_prefix("ENV ") {
+            let mut joined = rest.to_string();
+            while joined.ends_with('\\') {
+                joined.pop();
+                joined.push(' ');
+                joined.push_str(lines.next().unwrap_or("").trim());
+            }
+            for pair in joined.split_whitespace() {
+                if let Some((k, v)) = pair.split_once('=') {
+                    env.insert(k.to_string(), v.to_string());
+                }
+            }
+        }
+    }
+    for needed in ["Cargo.toml", "Cargo.lock", "src", "config", "build.rs"] {
+        assert!(
+            copied.iter().any(|c| c.starts_with(needed)),
+            "the image build needs {needed}"
+        );
+    }
+    assert!(
+        text.contains("--locked"),
+        "reproducible builds use --locked"
+    );
+    assert!(text.contains("EXPOSE 8787"));
+    assert!(text.contains("HEALTHCHECK") && text.contains("\"healthcheck\""));
+    assert!(text.contains("USER 65532"), "runs as a non-root user");
+    assert!(text.contains("VOLUME [\"/data\"]"));
+    // The image listens on 0.0.0.0, so it needs tokens; with them its ENV is valid.
+    assert_eq!(
+        env.get("IMRELAY__SERVER__LISTEN").map(String::as_str),
+        Some("0.0.0.0:8787")
+    );
+    let mut without_tokens = env.clone();
+    without_tokens.retain(|k, _| k.starts_with("IMRELAY__"));
+    assert!(
+        Settings::load_with_env(None, Some(without_tokens)).is_err(),
+        "no tokens must be refused"
+    );
+    env.insert("IMRELAY__AUTH__AGENT_TOKENS".into(), "a".into());
+    env.insert("IMRELAY__AUTH__OPERATOR_TOKENS".into(), "o".into());
+    let s = settings_from(env, None);
+    assert_eq!(s.store.path, Path::new("/data/imrelay.db"));
+}
+
+#[test]
+fn systemd_unit() {
+    let unit = read("deploy/systemd/imrelay.service");
+    for directive in [
+        "DynamicUser=yes",
+        "StateDirectory=imrelay",
+        "ProtectSystem=strict",
+        "NoNewPrivileges=yes",
+        "RestrictAddressFamilies=",
+        "CapabilityBoundingSet=",
+        "SystemCallFilter=@system-service",
+        "EnvironmentFile=-/etc/imrelay/imrelay.env",
+        "--config /etc/imrelay/config.toml",
+    ] {
+        assert!(unit.contains(directive), "the unit lacks {directive}");
+    }
+    let env: HashMap<String, String> = unit
+        .lines()
+        .filter_map(|l| l.strip_prefix("Environment="))
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .chain(env_file("deploy/systemd/imrelay.env"))
+        .collect();
+    settings_from(env, Some(&root().join("deploy/systemd/config.toml")));
+
+    let Ok(probe) = Command::new("systemd-analyze").arg("--version").output() else {
+        eprintln!("SKIPPED: systemd-analyze is not installed; the unit was only checked textually");
+        return;
+    };
+    assert!(probe.status.success());
+    // Verify a copy whose ExecStart points at the binary just built.
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("imrelay.service");
+    std::fs::write(
+        &copy,
+        unit.replace("/usr/local/bin/imrelay", env!("CARGO_BIN_EXE_imrelay")),
+    )
+    .unwrap();
+    let verify = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&copy)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&verify.stderr);
+    assert!(verify.status.success(), "systemd-analyze verify: {stderr}");
+    let security = Command::new("systemd-analyze")
+        .args(["security", "--offline=true", "--no-pager"])
+        .arg(&copy)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&security.stdout);
+    let score: f64 = out
+        .lines()
+        .find_map(|l| l.split("exposure level for imrelay.service: ").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no exposure score in: {out}"));
+    assert!(score <= 1.5, "the unit's exposure rose to {score}");
+}

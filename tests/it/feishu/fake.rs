@@ -1,0 +1,280 @@
+//! A fake Feishu OpenAPI server on loopback: issues tenant tokens, accepts card sends (with
+//! `uuid` deduplication) and card updates, records everything, and can be told to fail.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{patch, post};
+use serde_json::{Value, json};
+
+pub const APP_ID: &str = "cli_test_app";
+pub const APP_SECRET: &str = "test-app-secret";
+
+/// A failure the fake answers with, once, instead of succeeding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// HTTP 400 with code 99991400 and a one-second reset header.
+    Throttle,
+    /// HTTP 502 with an HTML body.
+    ServerError,
+    /// Creates the message, then answers HTTP 500 (the answer is lost on the way).
+    CommitThenFail,
+    /// HTTP 400 with a permanent refusal (bot not in the chat).
+    Refuse,
+}
+
+/// One card send as received.
+#[derive(Clone, Debug)]
+pub struct Send {
+    pub receive_id_type: String,
+    pub receive_id: String,
+    pub uuid: String,
+    pub card: Value,
+    pub token: String,
+    /// The message id answered (None if the fake failed the request).
+    pub message_id: Option<String>,
+}
+
+/// One card update as received.
+#[derive(Clone, Debug)]
+pub struct Patch {
+    pub message_id: String,
+    pub card: Value,
+}
+
+#[derive(Default)]
+pub struct FakeState {
+    pub token_requests: AtomicUsize,
+    next_token: AtomicU64,
+    next_message: AtomicU64,
+    /// Lifetime of issued tokens, seconds.
+    pub expire: AtomicU64,
+    /// Delay before answering a token request, ms.
+    pub token_delay_ms: AtomicU64,
+    /// Delay before answering a send, ms.
+    pub send_delay_ms: AtomicU64,
+    issued: Mutex<Vec<String>>,
+    revoked: Mutex<HashSet<String>>,
+    by_uuid: Mutex<HashMap<String, String>>,
+    pub sends: Mutex<Vec<Send>>,
+    pub patches: Mutex<Vec<Patch>>,
+    send_failures: Mutex<VecDeque<Failure>>,
+    patch_failures: Mutex<VecDeque<Failure>>,
+}
+
+impl FakeState {
+    pub fn fail_sends(&self, failures: &[Failure]) {
+        self.send_failures.lock().unwrap().extend(failures);
+    }
+
+    pub fn fail_patches(&self, failures: &[Failure]) {
+        self.patch_failures.lock().unwrap().extend(failures);
+    }
+
+    /// Makes every token issued so far invalid.
+    pub fn revoke_tokens(&self) {
+        let issued = self.issued.lock().unwrap().clone();
+        self.revoked.lock().unwrap().extend(issued);
+    }
+
+    pub fn sends(&self) -> Vec<Send> {
+        self.sends.lock().unwrap().clone()
+    }
+
+    /// Sends that created or returned a message.
+    pub fn delivered(&self) -> Vec<Send> {
+        self.sends()
+            .into_iter()
+            .filter(|s| s.message_id.is_some())
+            .collect()
+    }
+
+    /// Distinct messages created.
+    pub fn messages_created(&self) -> usize {
+        self.by_uuid.lock().unwrap().len()
+    }
+
+    pub fn patches(&self) -> Vec<Patch> {
+        self.patches.lock().unwrap().clone()
+    }
+}
+
+pub struct FakeFeishu {
+    pub url: String,
+    pub state: Arc<FakeState>,
+}
+
+fn fail(f: Failure) -> Response {
+    match f {
+        Failure::Throttle => (
+            StatusCode::BAD_REQUEST,
+            [("x-ogw-ratelimit-reset", "1")],
+            Json(json!({"code": 99991400, "msg": "request trigger frequency limit"})),
+        )
+            .into_response(),
+        Failure::ServerError | Failure::CommitThenFail => (
+            StatusCode::BAD_GATEWAY,
+            "<html><body>502 Bad Gateway</body></html>",
+        )
+            .into_response(),
+        Failure::Refuse => (
+            StatusCode::BAD_REQUEST,
+            Json(json!({"code": 230002, "msg": "Bot/User can NOT be out of the chat."})),
+        )
+            .into_response(),
+    }
+}
+
+fn bearer(headers: &HeaderMap) -> String {
+    headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn token_ok(s: &FakeState, token: &str) -> bool {
+    s.issued.lock().unwrap().iter().any(|t| t == token)
+        && !s.revoked.lock().unwrap().contains(token)
+}
+
+fn invalid_token() -> Response {
+    (
+        StatusCode::BAD_REQUEST,
+        Json(json!({"code": 99991663, "msg": "Invalid access token for authorization. Please make a request with token attached."})),
+    )
+        .into_response()
+}
+
+async fn token(State(s): State<Arc<FakeState>>, Json(body): Json<Value>) -> Response {
+    s.token_requests.fetch_add(1, Ordering::SeqCst);
+    let delay = s.token_delay_ms.load(Ordering::SeqCst);
+    if delay > 0 {
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+    }
+    if body["app_id"] != APP_ID || body["app_secret"] != APP_SECRET {
+        return Json(json!({"code": 10014, "msg": "app secret invalid"})).into_response();
+    }
+    let n = s.next_token.fetch_add(1, Ordering::SeqCst) + 1;
+    let t = format!("t-fake-{n}");
+    s.issued.lock().unwrap().push(t.clone());
+    Json(json!({"code": 0, "msg": "ok", "tenant_access_token": t, "expire": s.expire.load(Ordering::SeqCst)}))
+        .into_response()
+}
+
+async fn send(
+    State(s): State<Arc<FakeState>>,
+    Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> Response {
+    let token = bearer(&headers);
+    let card: Value =
+        serde_json::from_str(body["content"].as_str().unwrap_or("null")).unwrap_or(Value::Null);
+    let mut record = Send {
+        receive_id_type: q.get("receive_id_type").cloned().unwrap_or_default(),
+        receive_id: body["receive_id"].as_str().unwrap_or_default().into(),
+        uuid: body["uuid"].as_str().unwrap_or_default().into(),
+        card,
+        token: token.clone(),
+        message_id: None,
+    };
+    let delay = s.send_delay_ms.load(Ordering::SeqCst);
+    if !token_ok(&s, &token) {
+        s.sends.lock().unwrap().push(record);
+        return invalid_token();
+    }
+    let failure = s.send_failures.lock().unwrap().pop_front();
+    if let Some(f) = failure
+        && f != Failure::CommitThenFail
+    {
+        s.sends.lock().unwrap().push(record);
+        return fail(f);
+    }
+    let message_id = {
+        let mut by_uuid = s.by_uuid.lock().unwrap();
+        by_uuid
+            .entry(record.uuid.clone())
+            .or_insert_with(|| {
+                format!(
+                    "om_fake_{}",
+                    s.next_message.fetch_add(1, Ordering::SeqCst) + 1
+                )
+            })
+            .clone()
+    };
+    if failure == Some(Failure::CommitThenFail) {
+        s.sends.lock().unwrap().push(record);
+        return fail(Failure::CommitThenFail);
+    }
+    record.message_id = Some(message_id.clone());
+    s.sends.lock().unwrap().push(record);
+    if delay > 0 {
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+    }
+    Json(json!({"code": 0, "msg": "success", "data": {"message_id": message_id, "msg_type": "interactive"}}))
+        .into_response()
+}
+
+async fn update(
+    State(s): State<Arc<FakeState>>,
+    Path(message_id): Path<String>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> Response {
+    if !token_ok(&s, &bearer(&headers)) {
+        return invalid_token();
+    }
+    if let Some(f) = s.patch_failures.lock().unwrap().pop_front() {
+        return fail(f);
+    }
+    let card: Value =
+        serde_json::from_str(body["content"].as_str().unwrap_or("null")).unwrap_or(Value::Null);
+    s.patches.lock().unwrap().push(Patch { message_id, card });
+    Json(json!({"code": 0, "msg": "success", "data": {}})).into_response()
+}
+
+impl FakeFeishu {
+    /// Starts the fake; `extra` adds routes (the long-connection endpoint).
+    pub async fn start_with(
+        extra: impl FnOnce(Router<Arc<FakeState>>) -> Router<Arc<FakeState>>,
+    ) -> Self {
+        let state = Arc::new(FakeState::default());
+        state.expire.store(7200, Ordering::SeqCst);
+        let router = Router::new()
+            .route(
+                "/open-apis/auth/v3/tenant_access_token/internal",
+                post(token),
+            )
+            .route("/open-apis/im/v1/messages", post(send))
+            .route("/open-apis/im/v1/messages/{message_id}", patch(update));
+        let app = extra(router).with_state(state.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        FakeFeishu { url, state }
+    }
+
+    pub async fn start() -> Self {
+        Self::start_with(|r| r).await
+    }
+}
+
+/// Polls `f` until it holds (10 s at most).
+pub async fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    for _ in 0..1000 {
+        if f() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("not reached within 10 s: {what}");
+}

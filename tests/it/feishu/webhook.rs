@@ -1,0 +1,669 @@
+//! The callback endpoint: URL verification, decryption, signatures, tokens, and card clicks
+//! answering interactions end to end (agent API → card → click → agent result).
+
+use imrelay::channels::feishu::crypto;
+use imrelay::config::Secret;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use super::fake::{FakeFeishu, wait_until};
+use super::{
+    APPROVER, ENCRYPT_KEY, STRANGER, VERIFICATION_TOKEN, button_value, card_for, card_text, click,
+    enable, event_id, post_callback, post_signed, tagged,
+};
+use crate::support::{TestApp, fixture, spawn_with};
+
+async fn post_plain(app: &TestApp, body: &Value) -> (StatusCode, Value) {
+    app.post("/feishu/callback", body).await
+}
+
+#[tokio::test]
+async fn url_verification_in_plain_text_checks_the_token() {
+    let fake = FakeFeishu::start().await;
+    let app = spawn_with(|s| {
+        enable(s, &fake);
+        s.feishu.encrypt_key = Secret::new("");
+    })
+    .await;
+    let (status, body) = post_plain(
+        &app,
+        &json!({"challenge": "abc123", "token": VERIFICATION_TOKEN, "type": "url_verification"}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(body, json!({"challenge": "abc123"}));
+    let (status, body) = post_plain(
+        &app,
+        &json!({"challenge": "abc123", "token": "wrong", "type": "url_verification"}),
+    )
+    .await;
+    assert_eq!(status, 401);
+    assert_eq!(body["error"]["code"], "unauthorized");
+    app.stop().await;
+}
+
+/// The encrypted URL verification recorded with the official SDK (see the fixture's README).
+#[tokio::test]
+async fn encrypted_url_verification_from_the_sdk_vector() {
+    let vectors = fixture("feishu/callback_vectors.json");
+    let v = &vectors["vectors"][0];
+    assert_eq!(v["name"], "url_verification");
+    let fake = FakeFeishu::start().await;
+    let app = spawn_with(|s| {
+        enable(s, &fake);
+        s.feishu.encrypt_key = Secret::new(vectors["encrypt_key"].as_str().unwrap());
+        s.feishu.verification_token = Secret::new(vectors["verification_token"].as_str().unwrap());
+    })
+    .await;
+    // Sent as the platform sends it; its old timestamp does not matter to URL verification.
+    let resp = app
+        .client
+        .post(app.url("/feishu/callback"))
+        .header("content-type", "application/json")
+        .body(v["body"].as_str().unwrap().to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body, v["sdk_reply"], "the same reply the SDK gives");
+    app.stop().await;
+}
+
+#[test]
+fn our_crypto_matches_the_official_sdk_vectors() {
+    let vectors = fixture("feishu/callback_vectors.json");
+    let key = vectors["encrypt_key"].as_str().unwrap();
+    for v in vectors["vectors"].as_array().unwrap() {
+        let plaintext = v["plaintext"].as_str().unwrap();
+        let iv: [u8; 16] = hex::decode(v["iv_hex"].as_str().unwrap())
+            .unwrap()
+            .try_into()
+            .unwrap();
+        // What we encrypt is byte for byte what the SDK decrypted...
+        assert_eq!(crypto::encrypt_with_iv(key, iv, plaintext), v["encrypt"]);
+        // ...we decrypt it back...
+        assert_eq!(
+            crypto::decrypt(key, v["encrypt"].as_str().unwrap()).unwrap(),
+            plaintext
+        );
+        // ...and compute the signature the SDK accepted.
+        let body = v["body"].as_str().unwrap().as_bytes();
+        let (ts, nonce) = (
+            v["timestamp"].as_str().unwrap(),
+            v["nonce"].as_str().unwrap(),
+        );
+        assert_eq!(crypto::signature(ts, nonce, key, body), v["signature"]);
+        assert!(crypto::verify_signature(
+            ts,
+            nonce,
+            key,
+            body,
+            v["signature"].as_str().unwrap()
+        ));
+        assert!(!crypto::verify_signature(
+            ts,
+            nonce,
+            "other-key",
+            body,
+            v["signature"].as_str().unwrap()
+        ));
+    }
+    // The SDK's own reply to a card click is the shape we answer with.
+    assert_eq!(
+        vectors["vectors"][1]["sdk_reply"]["toast"]["type"],
+        "success"
+    );
+}
+
+#[tokio::test]
+async fn signatures_correct_wrong_stale_and_missing() {
+    let fake = FakeFeishu::start().await;
+    let app = spawn_with(|s| enable(s, &fake)).await;
+    app.create_bash("toolu_sig", "ls").await;
+    let (_, card) = card_for(&fake, "toolu_sig").await;
+    let value = button_value(&card, "approve");
+    let body = |eid: &str| {
+        json!({"encrypt": crypto::encrypt(ENCRYPT_KEY, &click(eid, APPROVER, &value, None).to_string())})
+            .to_string()
+    };
+    let now = jiff::Timestamp::now().as_second();
+
+    let (status, reply) = post_signed(
+        &app,
+        body(&event_id()),
+        &now.to_string(),
+        Some(&"0".repeat(64)),
+    )
+    .await;
+    assert_eq!(status, 401, "{reply}");
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("X-Lark-Signature")
+    );
+
+    let (status, reply) =
+        post_signed(&app, body(&event_id()), &(now - 3600).to_string(), None).await;
+    assert_eq!(status, 401, "{reply}");
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("stale")
+    );
+
+    let resp = app
+        .client
+        .post(app.url("/feishu/callback"))
+        .header("content-type", "application/json")
+        .body(body(&event_id()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 401, "unsigned");
+
+    let pending = app
+        .registry
+        .get(&imrelay::interaction::InteractionId::parse("toolu_sig").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(pending.is_pending(), "nothing changed");
+
+    let (status, reply) = post_signed(&app, body(&event_id()), &now.to_string(), None).await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(reply["toast"]["type"], "success");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_wrong_verification_token_is_refused() {
+    let fake = FakeFeishu::start().await;
+    let app = spawn_with(|s| enable(s, &fake)).await;
+    app.create_bash("toolu_tok", "ls").await;
+    let (_, card) = card_for(&fake, "toolu_tok").await;
+    let mut envelope = click(&event_id(), APPROVER, &button_value(&card, "approve"), None);
+    envelope["header"]["token"] = json!("not-the-token");
+    let (status, _) = post_callback(&app, &envelope).await;
+    assert_eq!(status, 401);
+    let i = app
+        .registry
+        .get(&imrelay::interaction::InteractionId::parse("toolu_tok").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(i.is_pending());
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn approve_end_to_end_with_toast_and_resolved_card() {
+    let fake = FakeFeishu::start().await;
+    let app = spawn_with(|s| enable(s, &fake)).await;
+    let (status, _) = app
+        .post(
+            "/v1/interactions",
+            &json!({"id": "toolu_e2e", "tool_name": "Bash", "input": {"command": "make deploy"}}),
+        )
+        .await;
+    assert_eq!(status, 201);
+    let (message_id, card) = card_for(&fake, "toolu_e2e").await;
+
+    let started = std::time::Instant::now();
+    let (status, reply) = post_callback(
+        &app,
+        &click(&event_id(), APPROVER, &button_value(&card, "approve"), None),
+    )
+    .await;
+    let took = started.elapsed();
+    assert_eq!(status, 200);
+    assert_eq!(reply["toast"]["type"], "success");
+    assert_eq!(reply["toast"]["content"], "Approved");
+    assert_eq!(reply["card"]["type"], "raw");
+    let resolved = &reply["card"]["data"];
+    assert_eq!(resolved["header"]["template"], "green");
+    assert!(tagged(resolved, "button").is_empty());
+    assert!(card_text(resolved).contains("Allowed by"));
+    tracing::info!(?took, "feishu click answered");
+
+    // The agent receives the SDK's allow with the original input.
+    let (status, body) = app
+        .get("/v1/interactions/toolu_e2e/wait?timeout_secs=5")
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        body["result"],
+        json!({"behavior": "allow", "updatedInput": {"command": "make deploy"}})
+    );
+    assert_eq!(body["resolution"]["via"], "feishu");
+    assert_eq!(body["resolution"]["by"], APPROVER);
+    // Every card, the clicked one included, is updated through the outbox.
+    wait_until("both cards updated", || fake.state.patches().len() >= 2).await;
+    assert!(
+        fake.state
+            .patches()
+            .iter()
+            .any(|p| p.message_id == message_id)
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn deny_with_reason_reaches_the_agent() {
+    let fake = FakeFeishu::start().await;
+    let app = spawn_with(|s| enable(s, &fake)).await;
+    app.create_bash("toolu_deny", "rm -rf /").await;
+    let (_, card) = card_for(&fake, "toolu_deny").await;
+    let submit = tagged(tagged(&card, "form")[0], "button")[0]["behaviors"][0]["value"].clone();
+    let (status, reply) = post_callback(
+        &app,
+        &click(
+            &event_id(),
+            APPROVER,
+            &submit,
+            Some(json!({"reason": "  use the staging box  "})),
+        ),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(reply["toast"]["content"], "Denied");
+    assert_eq!(reply["card"]["data"]["header"]["template"], "red");
+    let (_, body) = app
+        .get("/v1/interactions/toolu_deny/wait?timeout_secs=5")
+        .await;
+    assert_eq!(
+        body["result"],
+        json!({"behavior": "deny", "message": "use the staging box", "interrupt": false})
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn plain_deny_button_names_who_denied() {
+    let fake = FakeFeishu::start().await;
+    let app = spawn_with(|s| enable(s, &fake)).await;
+    app.create_bash("toolu_deny2", "ls").await;
+    let (_, card) = card_for(&fake, "toolu_deny2").await;
+    let (status, _) = post_callback(
+        &app,
+        &click(&event_id(), APPROVER, &button_value(&card, "deny"), None),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (_, body) = app
+        .get("/v1/interactions/toolu_deny2/wait?timeout_secs=5")
+        .await;
+    assert_eq!(
+        body["result"]["message"],
+        format!("Denied by {APPROVER} via feishu")
+    );
+    app.stop().await;
+}
+
+fn questions() -> Value {
+    json!({"questions": [
+        {"question": "Which color?", "header": "Color", "multiSelect": false,
+         "options": [{"label": "Red"}, {"label": "Blue"}]},
+        {"question": "Which toppings?", "header": "Toppings", "multiSelect": true,
+         "options": [{"label": "Cheese"}, {"label": "Ham"}, {"label": "Olives"}]}
+    ]})
+}
+
+async fn ask(app: &TestApp, fake: &FakeFeishu, id: &str) -> Value {
+    let (status, _) = app
+        .post(
+            "/v1/interactions",
+            &json!({"id": id, "tool_name": "AskUserQuestion", "input": questions()}),
+        )
+        .await;
+    assert_eq!(status, 201);
+    card_for(fake, id).await.1
+}
+
+#[tokio::test]
+async fn question_form_single_multi_and_other() {
+    let fake = FakeFeishu::start().await;
+    let app = spawn_with(|s| enable(s, &fake)).await;
+    let card = ask(&app, &fake, "toolu_qa").await;
+    let submit = button_value(&card, "submit");
+    // Single select by option, multi select with two options plus "Other" text.
+    let form = json!({"q0": "1", "q0_other": "", "q1": ["0", "2"], "q1_other": "Pineapple"});
+    let (status, reply) =
+        post_callback(&app, &click(&event_id(), APPROVER, &submit, Some(form))).await;
+    assert_eq!(status, 200);
+    assert_eq!(reply["toast"]["type"], "success", "{reply}");
+    let resolved = &reply["card"]["data"];
+    assert_eq!(resolved["header"]["template"], "green");
+    assert!(tagged(resolved, "form").is_empty());
+    assert!(card_text(resolved).contains("Cheese, Olives, Pineapple"));
+    let (_, body) = app
+        .get("/v1/interactions/toolu_qa/wait?timeout_secs=5")
+        .await;
+    assert_eq!(body["result"]["behavior"], "allow");
+    assert_eq!(
+        body["result"]["updatedInput"]["answers"],
+        json!({"Which color?": "Blue", "Which toppings?": "Cheese, Olives, Pineapple"})
+    );
+    assert_eq!(
+        body["result"]["updatedInput"]["questions"],
+        questions()["questions"]
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn question_answered_with_other_text_only() {
+    let fake = FakeFeishu::start().await;
+    let app = spawn_with(|s| enable(s, &fake)).await;
+    let card = ask(&app, &fake, "toolu_qo").await;
+    let submit = button_value(&card, "submit");
+    let form = json!({"q0_other": "Green, please", "q1": ["1"]});
+    let (_, reply) = post_callback(&app, &click(&event_id(), APPROVER, &submit, Some(form))).await;
+    assert_eq!(reply["toast"]["type"], "success", "{reply}");
+    let (_, body) = app
+        .get("/v1/interactions/toolu_qo/wait?timeout_secs=5")
+        .await;
+    assert_eq!(
+        body["result"]["updatedInput"]["answers"],
+        json!({"Which color?": "Green, please", "Which toppings?": "Ham"})
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn invalid_question_forms_come_back_as_a_toast_and_change_nothing() {
+    let fake = FakeFeishu::start().await;
+    let app = spawn_with(|s| enable(s, &fake)).await;
+    let card = ask(&app, &fake, "toolu_qv").await;
+    let submit = button_value(&card, "submit");
+    for (form, needle) in [
+        (json!({"q1": ["0"]}), "Color"), // unanswered
+        (
+            json!({"q0": "0", "q0_other": "Both", "q1": ["0"]}),
+            "not both",
+        ), // ambiguous
+        (json!({"q0": "7", "q1": ["0"]}), "no option"), // forged option
+        (json!({"q0": "0", "q1": []}), "Toppings"), // empty multi
+    ] {
+        let (status, reply) = post_callback(
+            &app,
+            &click(&event_id(), APPROVER, &submit, Some(form.clone())),
+        )
+        .await;
+        assert_eq!(status, 200);
+        assert_eq!(reply["toast"]["type"], "error", "{form} → {reply}");
+        assert!(
+            reply["toast"]["content"].as_str().unwrap().contains(needle),
+            "{form} → {reply}"
+        );
+        assert!(reply.get("card").is_none());
+    }
+    let i = app
+        .registry
+        .get(&imrelay::interaction::InteractionId::parse("toolu_qv").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(i.is_pending());
+    // The decline button denies the question.
+    let (_, reply) = post_callback(
+        &app,
+        &click(&event_id(), APPROVER, &button_value(&card, "decline"), None),
+    )
+    .await;
+    assert_eq!(reply["toast"]["content"], "Question declined");
+    let (_, body) = app
+        .get("/v1/interactions/toolu_qv/wait?timeout_secs=5")
+        .await;
+    assert_eq!(body["result"]["behavior"], "deny");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_non_approver_gets_an_error_toast_and_nothing_changes() {
+    let fake = FakeFeishu::start().await;
+    let app = spawn_with(|s| enable(s, &fake)).await;
+    app.create_bash("toolu_na", "ls").await;
+    let (_, card) = card_for(&fake, "toolu_na").await;
+    let (status, reply) = post_callback(
+        &app,
+        &click(&event_id(), STRANGER, &button_value(&card, "approve"), None),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(reply["toast"]["type"], "error");
+    assert!(
+        reply["toast"]["content"]
+            .as_str()
+            .unwrap()
+            .contains("approver")
+    );
+    assert!(reply.get("card").is_none(), "the card stays as it is");
+    let i = app
+        .registry
+        .get(&imrelay::interaction::InteractionId::parse("toolu_na").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(i.is_pending());
+    let metrics = app
+        .client
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("imrelay_feishu_callbacks_total{result=\"refused\"} 1"),
+        "{metrics}"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn approvers_may_be_given_as_user_ids() {
+    let fake = FakeFeishu::start().await;
+    let app = spawn_with(|s| {
+        enable(s, &fake);
+        s.feishu.approvers = vec![format!("u_{STRANGER}")];
+    })
+    .await;
+    app.create_bash("toolu_uid", "ls").await;
+    let (_, card) = card_for(&fake, "toolu_uid").await;
+    let (_, reply) = post_callback(
+        &app,
+        &click(&event_id(), STRANGER, &button_value(&card, "approve"), None),
+    )
+    .await;
+    assert_eq!(reply["toast"]["type"], "success", "{reply}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_second_click_is_told_who_answered_and_gets_the_resolved_card() {
+    let fake = FakeFeishu::start().await;
+    let app = spawn_with(|s| enable(s, &fake)).await;
+    app.create_bash("toolu_dbl", "ls").await;
+    let (_, card) = card_for(&fake, "toolu_dbl").await;
+    let (_, first) = post_callback(
+        &app,
+        &click(&event_id(), APPROVER, &button_value(&card, "approve"), None),
+    )
+    .await;
+    assert_eq!(first["toast"]["type"], "success");
+    let (status, second) = post_callback(
+        &app,
+        &click(&event_id(), APPROVER, &button_value(&card, "deny"), None),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(second["toast"]["type"], "info");
+    assert_eq!(
+        second["toast"]["content"],
+        format!("Already allowed by {APPROVER} via feishu")
+    );
+    assert_eq!(second["card"]["data"]["header"]["template"], "green");
+    let (_, body) = app.get("/v1/interactions/toolu_dbl").await;
+    assert_eq!(body["resolution"]["outcome"], "allowed");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_click_after_expiry_says_so() {
+    let fake = FakeFeishu::start().await;
+    let app = spawn_with(|s| enable(s, &fake)).await;
+    let (status, _) = app
+        .post(
+            "/v1/interactions",
+            &json!({"id": "toolu_exp", "tool_name": "Bash", "input": {"command": "ls"}, "timeout_secs": 1}),
+        )
+        .await;
+    assert_eq!(status, 201);
+    let (_, card) = card_for(&fake, "toolu_exp").await;
+    let (_, body) = app
+        .get("/v1/interactions/toolu_exp/wait?timeout_secs=5")
+        .await;
+    assert_eq!(body["resolution"]["outcome"], "expired");
+    let (_, reply) = post_callback(
+        &app,
+        &click(&event_id(), APPROVER, &button_value(&card, "approve"), None),
+    )
+    .await;
+    assert_eq!(reply["toast"]["type"], "info");
+    assert!(
+        reply["toast"]["content"]
+            .as_str()
+            .unwrap()
+            .contains("Expired")
+    );
+    assert_eq!(reply["card"]["data"]["header"]["template"], "grey");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_replayed_event_id_is_ignored() {
+    let fake = FakeFeishu::start().await;
+    let app = spawn_with(|s| enable(s, &fake)).await;
+    app.create_bash("toolu_rep", "ls").await;
+    let (_, card) = card_for(&fake, "toolu_rep").await;
+    let eid = event_id();
+    let (_, first) = post_callback(
+        &app,
+        &click(&eid, APPROVER, &button_value(&card, "approve"), None),
+    )
+    .await;
+    assert_eq!(first["toast"]["type"], "success");
+    // The same event id again (a platform retry, or a replay with a fresh signature).
+    let (status, again) = post_callback(
+        &app,
+        &click(&eid, APPROVER, &button_value(&card, "deny"), None),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(again, json!({}));
+    let metrics = app
+        .client
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("imrelay_feishu_callbacks_total{result=\"duplicate\"} 1"),
+        "{metrics}"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn forged_or_swapped_button_data_is_refused() {
+    let fake = FakeFeishu::start().await;
+    let app = spawn_with(|s| enable(s, &fake)).await;
+    app.create_bash("toolu_f1", "ls").await;
+    app.create_bash("toolu_f2", "rm -rf /").await;
+    let (_, card1) = card_for(&fake, "toolu_f1").await;
+    let good = button_value(&card1, "approve");
+    // The MAC of toolu_f1's approve does not approve toolu_f2, nor deny toolu_f1 as allow.
+    let mut swapped = good.clone();
+    swapped["id"] = json!("toolu_f2");
+    let mut changed = button_value(&card1, "deny");
+    changed["action"] = json!("allow");
+    for value in [
+        swapped,
+        changed,
+        json!({"id": "toolu_f1", "action": "allow"}),
+        json!("allow"),
+    ] {
+        let (status, reply) =
+            post_callback(&app, &click(&event_id(), APPROVER, &value, None)).await;
+        assert_eq!(status, 200);
+        assert_eq!(reply["toast"]["type"], "error", "{value}");
+        assert!(
+            reply["toast"]["content"]
+                .as_str()
+                .unwrap()
+                .contains("not valid")
+        );
+    }
+    for id in ["toolu_f1", "toolu_f2"] {
+        assert!(
+            app.registry
+                .get(&imrelay::interaction::InteractionId::parse(id).unwrap())
+                .await
+                .unwrap()
+                .unwrap()
+                .is_pending()
+        );
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn with_no_approvers_every_click_is_refused_and_health_says_so() {
+    let fake = FakeFeishu::start().await;
+    let app = spawn_with(|s| {
+        enable(s, &fake);
+        s.feishu.approvers.clear();
+    })
+    .await;
+    let (_, health) = app.get("/healthz").await;
+    assert_eq!(health["components"]["feishu"]["approvers"], 0);
+    app.create_bash("toolu_none", "ls").await;
+    let (_, card) = card_for(&fake, "toolu_none").await;
+    let (_, reply) = post_callback(
+        &app,
+        &click(&event_id(), APPROVER, &button_value(&card, "approve"), None),
+    )
+    .await;
+    assert_eq!(reply["toast"]["type"], "error");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn other_event_types_and_garbage_are_handled() {
+    let fake = FakeFeishu::start().await;
+    let app = spawn_with(|s| enable(s, &fake)).await;
+    let mut other = click(&event_id(), APPROVER, &json!({}), None);
+    other["header"]["event_type"] = json!("im.message.receive_v1");
+    let (status, reply) = post_callback(&app, &other).await;
+    assert_eq!((status, reply), (StatusCode::OK, json!({})));
+    let (status, reply) = post_plain(&app, &json!({"hello": "world"})).await;
+    assert_eq!(status, 400, "{reply}");
+    let resp = app
+        .client
+        .post(app.url("/feishu/callback"))
+        .body("not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+    let (status, reply) = post_plain(&app, &json!({"encrypt": "bm90IGEgcmVhbCBib2R5"})).await;
+    assert_eq!(status, 401, "{reply}");
+    app.stop().await;
+}
