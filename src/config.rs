@@ -115,6 +115,8 @@ pub struct Settings {
     /// The Feishu/Lark channel.
     #[serde(default)]
     pub feishu: crate::channels::feishu::FeishuSettings,
+    /// The Telegram channel.
+    pub telegram: crate::channels::telegram::TelegramSettings,
 }
 
 /// `[audit]`
@@ -348,6 +350,7 @@ impl Settings {
             ));
         }
         crate::channels::webhook::validate_all(&self.webhooks).map_err(ConfigError::Invalid)?;
+        self.telegram.validate().map_err(ConfigError::Invalid)?;
         let url = self.server.public_url.trim();
         if !(url.is_empty() || url.starts_with("http://") || url.starts_with("https://")) {
             return Err(ConfigError::Invalid(format!(

@@ -14,6 +14,7 @@
 
 pub mod feishu;
 pub mod render;
+pub mod telegram;
 pub mod webhook;
 
 use std::future::Future;
@@ -59,6 +60,7 @@ pub struct Wiring {
 pub async fn install(wiring: &mut Wiring) -> anyhow::Result<()> {
     webhook::install(wiring).await?;
     feishu::install(wiring).await?;
+    telegram::install(wiring).await?;
     Ok(())
 }
 

@@ -110,6 +110,59 @@ pub fn pretty_input(input: &Map<String, Value>, max_chars: usize) -> Excerpt {
     }
 }
 
+/// "1,234 more characters not shown": the note under a cut excerpt.
+pub fn cut_note(cut: usize) -> String {
+    let digits = cut.to_string();
+    let mut grouped = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            grouped.push(',');
+        }
+        grouped.push(c);
+    }
+    let noun = if cut == 1 { "character" } else { "characters" };
+    format!("{grouped} more {noun} not shown")
+}
+
+/// A timeout in words: "45 s", "5 min", "1 h 30 min".
+pub fn duration_words(secs: u64) -> String {
+    match secs {
+        0..=89 => format!("{secs} s"),
+        90..=3599 => format!("{} min", (secs + 30) / 60),
+        _ => {
+            let (h, m) = (secs / 3600, (secs % 3600 + 30) / 60);
+            if m == 0 {
+                format!("{h} h")
+            } else {
+                format!("{h} h {m} min")
+            }
+        }
+    }
+}
+
+/// The answers a resolved question received, as (question text, answer) pairs in the order
+/// the agent receives them; empty unless it was answered.
+pub fn given_answers(i: &Interaction) -> Vec<(String, String)> {
+    let Some(crate::interaction::PermissionResult::Allow { updated_input, .. }) =
+        i.resolution.as_ref().map(|r| &r.result)
+    else {
+        return Vec::new();
+    };
+    match updated_input.get("answers") {
+        Some(Value::Object(answers)) => answers
+            .iter()
+            .map(|(q, a)| {
+                let a = match a {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                (q.clone(), a)
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,5 +227,16 @@ mod tests {
     fn short_cuts_with_an_ellipsis() {
         assert_eq!(short("abcdef", 4), "abc…");
         assert_eq!(short("abc", 4), "abc");
+    }
+
+    #[test]
+    fn notes_and_durations_read_well() {
+        assert_eq!(cut_note(1), "1 more character not shown");
+        assert_eq!(cut_note(1234567), "1,234,567 more characters not shown");
+        assert_eq!(cut_note(999), "999 more characters not shown");
+        assert_eq!(duration_words(45), "45 s");
+        assert_eq!(duration_words(300), "5 min");
+        assert_eq!(duration_words(3600), "1 h");
+        assert_eq!(duration_words(5400), "1 h 30 min");
     }
 }

@@ -14,4 +14,5 @@ mod restart;
 mod sse;
 mod store;
 mod support;
+mod telegram;
 mod webhooks;

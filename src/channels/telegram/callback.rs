@@ -1,0 +1,264 @@
+//! The `callback_data` carried by inline buttons: exactly one interaction and one action,
+//! authenticated with a MAC under a persistent server secret.
+//!
+//! Anyone can read (and a modified client can send) callback data, so it carries no meaning
+//! that could be forged: a short *handle* derived from the interaction id with a keyed hash,
+//! the action with its question and option indices, and a MAC over both. Old buttons keep
+//! working after a restart because the key lives in the store. Layout (37 ASCII bytes,
+//! within Telegram's 64):
+//!
+//! ```text
+//! 1  a  q  o  hhhhhhhhhhh  mmmmmmmmmmmmmmmmmmmmmm
+//! │  │  │  │  │            └ MAC: 16 bytes of HMAC-SHA256 over the first 15 bytes, base64url
+//! │  │  │  │  └ handle: 8 bytes of HMAC-SHA256 over the interaction id, base64url
+//! │  │  │  └ option index (0-9)
+//! │  │  └ question index (0-9)
+//! │  └ action
+//! └ format version
+//! ```
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use subtle::ConstantTimeEq;
+
+use crate::interaction::InteractionId;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// The store secret that keys handles and MACs.
+pub const SECRET_NAME: &str = "telegram-callback";
+
+const VERSION: u8 = b'1';
+const HANDLE_BYTES: usize = 8;
+const MAC_BYTES: usize = 16;
+/// Length of a handle in characters (base64url of 8 bytes).
+pub const HANDLE_LEN: usize = 11;
+const MAC_LEN: usize = 22;
+const SIGNED_LEN: usize = 4 + HANDLE_LEN;
+/// Length of encoded callback data, in bytes.
+pub const DATA_LEN: usize = SIGNED_LEN + MAC_LEN;
+
+/// What a button does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Allow the tool call.
+    Allow,
+    /// Allow, and apply the agent's "always allow" suggestions.
+    AllowAlways,
+    /// Deny the tool call (or decline a question).
+    Deny,
+    /// Ask for a reason, then deny with it.
+    DenyWithReason,
+    /// Answer single-select question `q` with option `o`.
+    Pick {
+        /// Question index.
+        q: u8,
+        /// Option index.
+        o: u8,
+    },
+    /// Toggle option `o` of multi-select question `q`.
+    Toggle {
+        /// Question index.
+        q: u8,
+        /// Option index.
+        o: u8,
+    },
+    /// Submit the toggled options of multi-select question `q`.
+    Submit {
+        /// Question index.
+        q: u8,
+    },
+    /// Ask for free "Other" text for question `q`.
+    Other {
+        /// Question index.
+        q: u8,
+    },
+    /// Remove the free "Other" text from multi-select question `q`.
+    ClearOther {
+        /// Question index.
+        q: u8,
+    },
+}
+
+impl Action {
+    fn code(self) -> (u8, u8, u8) {
+        match self {
+            Action::Allow => (b'a', 0, 0),
+            Action::AllowAlways => (b'w', 0, 0),
+            Action::Deny => (b'd', 0, 0),
+            Action::DenyWithReason => (b'r', 0, 0),
+            Action::Pick { q, o } => (b'p', q, o),
+            Action::Toggle { q, o } => (b't', q, o),
+            Action::Submit { q } => (b's', q, 0),
+            Action::Other { q } => (b'o', q, 0),
+            Action::ClearOther { q } => (b'c', q, 0),
+        }
+    }
+
+    fn from_code(a: u8, q: u8, o: u8) -> Option<Self> {
+        Some(match a {
+            b'a' => Action::Allow,
+            b'w' => Action::AllowAlways,
+            b'd' => Action::Deny,
+            b'r' => Action::DenyWithReason,
+            b'p' => Action::Pick { q, o },
+            b't' => Action::Toggle { q, o },
+            b's' => Action::Submit { q },
+            b'o' => Action::Other { q },
+            b'c' => Action::ClearOther { q },
+            _ => return None,
+        })
+    }
+}
+
+/// Why callback data was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CallbackError {
+    /// Not the shape this version writes.
+    #[error("malformed callback data")]
+    Malformed,
+    /// The MAC does not match: forged or altered.
+    #[error("callback data with a bad signature")]
+    BadSignature,
+}
+
+/// Encodes and verifies callback data under one key.
+#[derive(Clone)]
+pub struct Codec {
+    key: Vec<u8>,
+}
+
+impl std::fmt::Debug for Codec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Codec([redacted])")
+    }
+}
+
+impl Codec {
+    /// A codec keyed with `key` (the store's `telegram-callback` secret).
+    pub fn new(key: Vec<u8>) -> Self {
+        Self { key }
+    }
+
+    fn mac(&self, domain: &[u8], data: &[u8]) -> HmacSha256 {
+        // HMAC accepts keys of any length; this cannot fail.
+        let mut mac = <HmacSha256 as Mac>::new_from_slice(&self.key)
+            .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
+        mac.update(domain);
+        mac.update(data);
+        mac
+    }
+
+    /// The short handle that stands for interaction `id` in callback data.
+    pub fn handle(&self, id: &InteractionId) -> String {
+        let tag = self
+            .mac(b"imrelay/telegram/handle/v1\n", id.as_str().as_bytes())
+            .finalize()
+            .into_bytes();
+        URL_SAFE_NO_PAD.encode(&tag[..HANDLE_BYTES])
+    }
+
+    /// The callback data for `action` on the interaction with `handle`.
+    pub fn encode(&self, handle: &str, action: Action) -> String {
+        let (a, q, o) = action.code();
+        let mut signed = String::with_capacity(DATA_LEN);
+        signed.push(VERSION as char);
+        signed.push(a as char);
+        signed.push(char::from(b'0' + q.min(9)));
+        signed.push(char::from(b'0' + o.min(9)));
+        signed.push_str(handle);
+        let tag = self
+            .mac(b"imrelay/telegram/callback/v1\n", signed.as_bytes())
+            .finalize()
+            .into_bytes();
+        signed.push_str(&URL_SAFE_NO_PAD.encode(&tag[..MAC_BYTES]));
+        signed
+    }
+
+    /// Verifies `data` (in constant time) and returns the handle and action it carries.
+    pub fn decode(&self, data: &str) -> Result<(String, Action), CallbackError> {
+        let bytes = data.as_bytes();
+        if bytes.len() != DATA_LEN || !data.is_ascii() || bytes[0] != VERSION {
+            return Err(CallbackError::Malformed);
+        }
+        let (signed, mac) = data.split_at(SIGNED_LEN);
+        let given = URL_SAFE_NO_PAD
+            .decode(mac)
+            .map_err(|_| CallbackError::Malformed)?;
+        if given.len() != MAC_BYTES {
+            return Err(CallbackError::Malformed);
+        }
+        let expected = self
+            .mac(b"imrelay/telegram/callback/v1\n", signed.as_bytes())
+            .finalize()
+            .into_bytes();
+        if !bool::from(expected[..MAC_BYTES].ct_eq(&given)) {
+            return Err(CallbackError::BadSignature);
+        }
+        let digit = |b: u8| b.is_ascii_digit().then(|| b - b'0');
+        let (Some(q), Some(o)) = (digit(bytes[2]), digit(bytes[3])) else {
+            return Err(CallbackError::Malformed);
+        };
+        let action = Action::from_code(bytes[1], q, o).ok_or(CallbackError::Malformed)?;
+        Ok((signed[4..].to_string(), action))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn codec() -> Codec {
+        Codec::new(vec![7u8; 32])
+    }
+
+    #[test]
+    fn round_trips_every_action_within_64_bytes() {
+        let c = codec();
+        let h = c.handle(&InteractionId::parse("toolu_01D7FLrfh4GYq7yT1ULFeyMV").unwrap());
+        assert_eq!(h.len(), HANDLE_LEN);
+        for action in [
+            Action::Allow,
+            Action::AllowAlways,
+            Action::Deny,
+            Action::DenyWithReason,
+            Action::Pick { q: 3, o: 2 },
+            Action::Toggle { q: 1, o: 3 },
+            Action::Submit { q: 2 },
+            Action::Other { q: 0 },
+            Action::ClearOther { q: 1 },
+        ] {
+            let data = c.encode(&h, action);
+            assert!(data.len() <= 64 && data.len() == DATA_LEN, "{data}");
+            assert_eq!(c.decode(&data), Ok((h.clone(), action)));
+        }
+    }
+
+    #[test]
+    fn handles_differ_per_interaction_and_key() {
+        let a = InteractionId::parse("a").unwrap();
+        let b = InteractionId::parse("b").unwrap();
+        assert_ne!(codec().handle(&a), codec().handle(&b));
+        assert_ne!(codec().handle(&a), Codec::new(vec![8u8; 32]).handle(&a));
+    }
+
+    #[test]
+    fn altered_or_foreign_data_is_refused() {
+        let c = codec();
+        let h = c.handle(&InteractionId::parse("x").unwrap());
+        let data = c.encode(&h, Action::Deny);
+        // Turn a deny into an allow without the key.
+        let forged = format!("1a{}", &data[2..]);
+        assert_eq!(c.decode(&forged), Err(CallbackError::BadSignature));
+        // Signed with another key.
+        let other = Codec::new(vec![9u8; 32]).encode(&h, Action::Allow);
+        assert_eq!(c.decode(&other), Err(CallbackError::BadSignature));
+        for bad in ["", "perm:allow", &data[..DATA_LEN - 1], "2aa00"] {
+            assert_eq!(c.decode(bad), Err(CallbackError::Malformed), "{bad:?}");
+        }
+        let non_ascii = format!("1é{}", &data[3..]);
+        assert!(c.decode(&non_ascii).is_err());
+    }
+}

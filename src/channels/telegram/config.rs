@@ -1,0 +1,223 @@
+//! The `[telegram]` settings and the checks that only make sense on them together.
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::Secret;
+
+/// How updates (taps, replies, commands) reach imrelay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// imrelay long-polls `getUpdates`: no public URL needed (the default).
+    Polling,
+    /// Telegram posts updates to `webhook_path` on this server, reached at `webhook_url`.
+    Webhook,
+}
+
+/// `[telegram]`
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelegramSettings {
+    /// Whether the channel runs at all.
+    pub enabled: bool,
+    /// The bot token from BotFather.
+    pub token: Secret,
+    /// Chats (private chats, groups) where prompts are posted.
+    #[serde(deserialize_with = "crate::config::list")]
+    pub chats: Vec<i64>,
+    /// Telegram user ids allowed to answer. Empty: nobody can answer from Telegram.
+    #[serde(deserialize_with = "crate::config::list")]
+    pub approvers: Vec<u64>,
+    /// Polling (default) or webhook.
+    pub mode: Mode,
+    /// The public HTTPS URL Telegram posts updates to (webhook mode).
+    pub webhook_url: String,
+    /// The path on this server that receives webhook updates.
+    pub webhook_path: String,
+    /// The secret Telegram echoes in `X-Telegram-Bot-Api-Secret-Token`. Empty: one is derived
+    /// from a persistent server secret.
+    pub webhook_secret: Secret,
+    /// The Bot API base URL (a self-hosted Bot API server, or a fake in tests).
+    pub api_url: String,
+    /// How long one `getUpdates` long poll waits for updates, in seconds.
+    pub poll_timeout_secs: u64,
+    /// Upper bound for one Bot API call (other than the long poll), in seconds.
+    pub request_timeout_secs: u64,
+}
+
+/// Characters Telegram accepts in a webhook secret token.
+fn valid_secret_token(s: &str) -> bool {
+    (1..=256).contains(&s.len())
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+/// Whether `token` has the shape of a bot token: `<bot id>:<secret>`.
+fn looks_like_token(token: &str) -> bool {
+    match token.split_once(':') {
+        Some((id, rest)) => {
+            !id.is_empty()
+                && id.chars().all(|c| c.is_ascii_digit())
+                && !rest.is_empty()
+                && rest
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        }
+        None => false,
+    }
+}
+
+fn http_url(url: &str) -> bool {
+    (url.starts_with("https://") || url.starts_with("http://")) && reqwest::Url::parse(url).is_ok()
+}
+
+impl TelegramSettings {
+    /// Checks the settings; an error names the offending key. Nothing is checked when the
+    /// channel is disabled.
+    pub fn validate(&self) -> Result<(), String> {
+        if !self.enabled {
+            return Ok(());
+        }
+        let token = self.token.expose();
+        if token.is_empty() {
+            return Err(
+                "telegram.enabled is true but telegram.token is empty: create a bot with @BotFather and set its token".into(),
+            );
+        }
+        if !looks_like_token(token) {
+            return Err(
+                "telegram.token does not look like a bot token (expected <digits>:<letters, digits, _ or ->)".into(),
+            );
+        }
+        if !http_url(self.api_url.trim()) {
+            return Err(format!(
+                "telegram.api_url must be an http:// or https:// URL (got {:?})",
+                self.api_url
+            ));
+        }
+        if !self.webhook_path.starts_with('/') || self.webhook_path.len() < 2 {
+            return Err(format!(
+                "telegram.webhook_path must start with / and name a path (got {:?})",
+                self.webhook_path
+            ));
+        }
+        if self.mode == Mode::Webhook {
+            let url = self.webhook_url.trim();
+            if url.is_empty() {
+                return Err(
+                    "telegram.mode is \"webhook\" but telegram.webhook_url is empty: set the public https:// URL that reaches telegram.webhook_path, or use mode = \"polling\"".into(),
+                );
+            }
+            if !http_url(url) {
+                return Err(format!(
+                    "telegram.webhook_url must be an https:// URL (got {url:?})"
+                ));
+            }
+        }
+        let secret = self.webhook_secret.expose();
+        if !secret.is_empty() && !valid_secret_token(secret) {
+            return Err(
+                "telegram.webhook_secret must be 1 to 256 characters of A-Z, a-z, 0-9, _ and -"
+                    .into(),
+            );
+        }
+        if !(1..=50).contains(&self.poll_timeout_secs) {
+            return Err("telegram.poll_timeout_secs must be between 1 and 50".into());
+        }
+        if !(1..=300).contains(&self.request_timeout_secs) {
+            return Err("telegram.request_timeout_secs must be between 1 and 300".into());
+        }
+        let mut seen = std::collections::HashSet::new();
+        if let Some(dup) = self.chats.iter().find(|c| !seen.insert(**c)) {
+            return Err(format!("telegram.chats lists {dup} twice"));
+        }
+        Ok(())
+    }
+
+    /// The numeric bot id: the part of the token before the colon.
+    pub fn bot_id(&self) -> &str {
+        self.token
+            .expose()
+            .split_once(':')
+            .map(|(id, _)| id)
+            .unwrap_or("")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> TelegramSettings {
+        TelegramSettings {
+            enabled: true,
+            token: Secret::new("123456:ABC-def_123"),
+            chats: vec![1],
+            approvers: vec![1],
+            mode: Mode::Polling,
+            webhook_url: String::new(),
+            webhook_path: "/telegram/webhook".into(),
+            webhook_secret: Secret::new(""),
+            api_url: "https://api.telegram.org".into(),
+            poll_timeout_secs: 25,
+            request_timeout_secs: 30,
+        }
+    }
+
+    #[test]
+    fn a_complete_configuration_passes() {
+        assert_eq!(base().validate(), Ok(()));
+        assert_eq!(base().bot_id(), "123456");
+    }
+
+    #[test]
+    fn the_compiled_in_defaults_are_the_documented_ones() {
+        let t = crate::config::Settings::defaults().unwrap().telegram;
+        assert!(!t.enabled);
+        assert!(t.token.is_empty() && t.webhook_secret.is_empty());
+        assert!(t.chats.is_empty() && t.approvers.is_empty());
+        assert_eq!(t.mode, Mode::Polling);
+        assert_eq!(t.webhook_path, "/telegram/webhook");
+        assert_eq!(t.api_url, "https://api.telegram.org");
+        assert_eq!((t.poll_timeout_secs, t.request_timeout_secs), (25, 30));
+    }
+
+    #[test]
+    fn combinations_are_checked() {
+        let mut s = base();
+        s.token = Secret::new("");
+        assert!(s.validate().unwrap_err().contains("telegram.token"));
+        s.enabled = false;
+        assert_eq!(s.validate(), Ok(()), "nothing is checked when disabled");
+
+        let mut s = base();
+        s.token = Secret::new("not a token");
+        assert!(s.validate().unwrap_err().contains("does not look like"));
+
+        let mut s = base();
+        s.mode = Mode::Webhook;
+        assert!(s.validate().unwrap_err().contains("webhook_url"));
+        s.webhook_url = "ftp://x".into();
+        assert!(s.validate().unwrap_err().contains("webhook_url"));
+        s.webhook_url = "https://relay.example.com/telegram/webhook".into();
+        assert_eq!(s.validate(), Ok(()));
+        s.webhook_secret = Secret::new("has space");
+        assert!(s.validate().unwrap_err().contains("webhook_secret"));
+
+        let mut s = base();
+        s.api_url = "api.telegram.org".into();
+        assert!(s.validate().unwrap_err().contains("api_url"));
+
+        let mut s = base();
+        s.webhook_path = "telegram".into();
+        assert!(s.validate().unwrap_err().contains("webhook_path"));
+
+        let mut s = base();
+        s.poll_timeout_secs = 0;
+        assert!(s.validate().unwrap_err().contains("poll_timeout_secs"));
+
+        let mut s = base();
+        s.chats = vec![5, 5];
+        assert!(s.validate().unwrap_err().contains("twice"));
+    }
+}

@@ -1,0 +1,360 @@
+//! The Telegram channel: approvals and questions on the phone, with inline keyboards.
+//!
+//! How it fits together:
+//! - [`Planner`] (a [`Lifecycle`] hook) records outbox jobs in the same transaction as the
+//!   state change: one `post` job per configured chat when an interaction is created, one
+//!   `resolved` job when it is resolved (by anyone, anywhere).
+//! - The outbox handler ([`outbox`]) sends prompts and edits every recorded message to its
+//!   final state, through the throttled Bot API [`client`]; 429s, 5xx and transport errors
+//!   are retried by the outbox, never blocking other channels or the agent API.
+//! - Updates arrive by long polling or on the webhook route ([`transport`]); [`updates`]
+//!   handles taps, ForceReply answers, the text fallback and the commands.
+//! - Buttons carry [`callback`] data: a keyed handle of one interaction plus one action, with
+//!   a MAC under a secret kept in the store, so old buttons keep working after a restart and
+//!   cannot be forged into acting on anything else.
+//! - Every posted message is recorded in the store with its [`state`] (partly answered
+//!   questions, multi-select toggles, what a ForceReply request is for).
+
+pub mod callback;
+pub mod client;
+pub mod config;
+pub mod render;
+pub mod state;
+
+mod outbox;
+mod transport;
+mod updates;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use anyhow::Context;
+use jiff::Timestamp;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use serde_json::{Value, json};
+use teloxide::types::User;
+
+pub use config::{Mode, TelegramSettings};
+
+use self::callback::Codec;
+use self::client::Client;
+use super::Wiring;
+use crate::health::Health;
+use crate::interaction::{Interaction, InteractionId, Lifecycle, Registry, Via};
+use crate::store::{ChannelMessage, OutboxJob, Store, StoreError};
+
+/// The channel's name in the outbox, the store and `/healthz`.
+pub const CHANNEL: &str = "telegram";
+/// Store channel under which callback handles map to interaction ids.
+const HANDLES: &str = "telegram:handle";
+/// The store secret a webhook secret token is derived from when none is configured.
+const WEBHOOK_SECRET_NAME: &str = "telegram-webhook";
+/// How long an update id is remembered to drop re-deliveries (Telegram keeps undelivered
+/// updates for 24 hours).
+const DEDUPE_FOR: Duration = Duration::from_secs(24 * 3600);
+
+/// Plans the channel's outbox jobs inside the registry's transactions.
+struct Planner {
+    chats: Vec<i64>,
+    retention: Duration,
+}
+
+fn after(t: Timestamp, d: Duration) -> Timestamp {
+    jiff::SignedDuration::try_from(d)
+        .ok()
+        .and_then(|d| t.checked_add(d).ok())
+        .unwrap_or(t)
+}
+
+/// The job that posts interaction `i` to `chat`; `nonce` distinguishes a re-post.
+pub(crate) fn post_job(i: &Interaction, chat: i64, nonce: Option<&str>) -> OutboxJob {
+    let key = match nonce {
+        None => format!("{CHANNEL}:post:{}:{chat}", i.id),
+        Some(n) => format!("{CHANNEL}:repost:{}:{chat}:{n}", i.id),
+    };
+    OutboxJob {
+        key,
+        channel: CHANNEL.into(),
+        kind: "post".into(),
+        interaction_id: Some(i.id.clone()),
+        payload: json!({ "chat": chat }),
+        not_before: Timestamp::now(),
+        // Posting after the deadline shows nothing anyone could act on.
+        horizon: i.deadline,
+    }
+}
+
+impl Lifecycle for Planner {
+    fn plan_created(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
+        for chat in &self.chats {
+            jobs.push(post_job(i, *chat, None));
+        }
+    }
+
+    fn plan_resolved(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
+        let now = Timestamp::now();
+        jobs.push(OutboxJob {
+            key: format!("{CHANNEL}:resolved:{}", i.id),
+            channel: CHANNEL.into(),
+            kind: "resolved".into(),
+            interaction_id: Some(i.id.clone()),
+            payload: json!({}),
+            not_before: now,
+            // Worth trying for as long as the interaction is kept.
+            horizon: after(now, self.retention),
+        });
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: String,
+}
+
+/// Per-message locks, so a message's state is read, changed and re-rendered by one task at
+/// a time (two taps on one multi-select, a tap racing the final edit).
+#[derive(Default)]
+struct Locks {
+    // A std mutex: only the map is guarded, never across an await.
+    map: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+/// Holds one message's lock; forgets the lock when nobody else waits for it.
+struct LockGuard<'a> {
+    locks: &'a Locks,
+    key: String,
+    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl Locks {
+    async fn lock(&self, chat: i64, message: i32) -> LockGuard<'_> {
+        let key = format!("{chat}:{message}");
+        let m = self
+            .map
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(key.clone())
+            .or_default()
+            .clone();
+        let guard = m.lock_owned().await;
+        LockGuard {
+            locks: self,
+            key,
+            guard: Some(guard),
+        }
+    }
+}
+
+impl Drop for LockGuard<'_> {
+    fn drop(&mut self) {
+        self.guard.take();
+        let mut map = self.locks.map.lock().unwrap_or_else(|p| p.into_inner());
+        if map
+            .get(&self.key)
+            .is_some_and(|m| Arc::strong_count(m) == 1)
+        {
+            map.remove(&self.key);
+        }
+    }
+}
+
+/// The running channel: everything its handlers share.
+pub(crate) struct Telegram {
+    settings: TelegramSettings,
+    registry: Registry,
+    store: Arc<dyn Store>,
+    client: Client,
+    codec: Codec,
+    health: Arc<Health>,
+    locks: Locks,
+    /// The bot's username (from `getMe`), to tell `/cmd@thisbot` from `/cmd@otherbot`.
+    username: OnceLock<String>,
+    /// The secret token webhook calls must carry (webhook mode).
+    webhook_secret: String,
+    refused: Family<ReasonLabels, Counter>,
+    updates: Family<KindLabels, Counter>,
+}
+
+impl Telegram {
+    fn is_approver(&self, user: &User) -> bool {
+        self.settings.approvers.contains(&user.id.0)
+    }
+
+    fn is_chat(&self, chat: i64) -> bool {
+        self.settings.chats.contains(&chat)
+    }
+
+    fn count_update(&self, kind: &str) {
+        self.updates
+            .get_or_create(&KindLabels { kind: kind.into() })
+            .inc();
+    }
+
+    /// Records a refused attempt: counted, logged, and fed to the registry's audit trail.
+    async fn refuse(&self, id: Option<&InteractionId>, user: &User, reason: &str, label: &str) {
+        self.refused
+            .get_or_create(&ReasonLabels {
+                reason: label.into(),
+            })
+            .inc();
+        self.registry
+            .refused(id, &actor(user), &Via::telegram(), reason)
+            .await;
+    }
+
+    fn set_health(&self, state: &str, detail: Value) {
+        let mut d = json!({
+            "mode": match self.settings.mode { Mode::Polling => "polling", Mode::Webhook => "webhook" },
+            "chats": self.settings.chats.len(),
+            "approvers": self.settings.approvers.len(),
+        });
+        if let Some(u) = self.username.get() {
+            d["bot"] = Value::String(format!("@{u}"));
+        }
+        if self.settings.approvers.is_empty() {
+            d["warning"] = Value::String(
+                "telegram.approvers is empty: nobody can answer from Telegram".into(),
+            );
+        }
+        if let (Some(obj), Value::Object(extra)) = (d.as_object_mut(), detail) {
+            obj.extend(extra);
+        }
+        self.health.set(CHANNEL, state, d);
+    }
+
+    /// Maps `handle` back to its interaction (recorded before any button carrying it was
+    /// sent).
+    async fn lookup_handle(&self, handle: &str) -> Result<Option<InteractionId>, StoreError> {
+        Ok(self
+            .store
+            .message(HANDLES, "h", handle)
+            .await?
+            .map(|m| m.interaction_id))
+    }
+
+    /// Records the handle of interaction `id` so buttons carrying it resolve to it.
+    async fn record_handle(&self, id: &InteractionId) -> Result<String, StoreError> {
+        let handle = self.codec.handle(id);
+        if self.lookup_handle(&handle).await?.as_ref() != Some(id) {
+            self.store
+                .record_message(ChannelMessage {
+                    channel: HANDLES.into(),
+                    address: "h".into(),
+                    message_ref: handle.clone(),
+                    interaction_id: id.clone(),
+                    state: None,
+                    created_at: Timestamp::now(),
+                })
+                .await?;
+        }
+        Ok(handle)
+    }
+}
+
+/// How a Telegram user is named in resolutions ("Allowed by Alice via telegram").
+pub(crate) fn display_name(u: &User) -> String {
+    let full = u.full_name();
+    let full = full.trim();
+    if !full.is_empty() {
+        crate::channels::render::short(full, 100)
+    } else if let Some(name) = &u.username {
+        format!("@{name}")
+    } else {
+        format!("user {}", u.id.0)
+    }
+}
+
+/// How a Telegram user is named in logs and the audit trail: name and numeric id.
+pub(crate) fn actor(u: &User) -> String {
+    format!("{} (telegram user {})", display_name(u), u.id.0)
+}
+
+/// Installs the Telegram channel when `telegram.enabled` is set.
+pub async fn install(w: &mut Wiring) -> anyhow::Result<()> {
+    let s = w.settings.telegram.clone();
+    if !s.enabled {
+        return Ok(());
+    }
+    s.validate().map_err(anyhow::Error::msg)?;
+    if s.approvers.is_empty() {
+        tracing::error!(
+            "telegram.approvers is empty: NOBODY can answer from Telegram. Prompts are still posted; send /whoami to the bot to learn your user id and add it to telegram.approvers"
+        );
+    }
+    if s.chats.is_empty() {
+        tracing::warn!(
+            "telegram.chats is empty: prompts are not posted anywhere. Send /whoami to the bot in a chat to learn its id and add it to telegram.chats"
+        );
+    }
+    let key = w
+        .store
+        .secret(callback::SECRET_NAME)
+        .await
+        .context("cannot read the Telegram button secret from the store")?;
+    let webhook_secret = if s.webhook_secret.is_empty() {
+        hex::encode(
+            w.store
+                .secret(WEBHOOK_SECRET_NAME)
+                .await
+                .context("cannot read the Telegram webhook secret from the store")?,
+        )
+    } else {
+        s.webhook_secret.expose().to_string()
+    };
+    let (client, worker) = Client::new(&s, &w.metrics)?;
+    let refused = Family::<ReasonLabels, Counter>::default();
+    w.metrics.register(
+        "imrelay_telegram_refused",
+        "Telegram answer attempts refused, by reason (not_approver, bad_data, foreign_message, bad_webhook_secret)",
+        refused.clone(),
+    );
+    let updates = Family::<KindLabels, Counter>::default();
+    w.metrics.register(
+        "imrelay_telegram_updates",
+        "Telegram updates handled, by kind (callback_query, message, duplicate)",
+        updates.clone(),
+    );
+    let retention = w.settings.registry_config().retention;
+    let tg = Arc::new(Telegram {
+        settings: s.clone(),
+        registry: w.registry.clone(),
+        store: w.store.clone(),
+        client,
+        codec: Codec::new(key),
+        health: w.health.clone(),
+        locks: Locks::default(),
+        username: OnceLock::new(),
+        webhook_secret,
+        refused,
+        updates,
+    });
+    w.registry.add_hook(Arc::new(Planner {
+        chats: s.chats.clone(),
+        retention,
+    }));
+    w.outbox
+        .register(CHANNEL, Arc::new(outbox::Handler(tg.clone())));
+    if s.mode == Mode::Webhook {
+        w.route(transport::router(tg.clone(), &s.webhook_path));
+    }
+    // The throttle's worker runs until the last handle to the bot is dropped. It is not
+    // stopped at shutdown: dropping it under a queued send makes teloxide panic.
+    tokio::spawn(worker);
+    w.spawn_on_serve(tg.clone().run(w.shutdown.clone()));
+    tg.set_health("starting", json!({}));
+    tracing::info!(
+        mode = ?s.mode,
+        chats = s.chats.len(),
+        approvers = s.approvers.len(),
+        "telegram channel enabled"
+    );
+    Ok(())
+}

@@ -1,0 +1,236 @@
+//! How updates reach imrelay: long polling (the default; no public URL needed) or a webhook
+//! route on imrelay's own server.
+//!
+//! At start-up the channel asks `getMe` who it is (which also checks the token). Polling
+//! mode then deletes any webhook (Telegram refuses `getUpdates` while one is set) and polls;
+//! webhook mode calls `setWebhook` with the secret token and the update types it handles.
+//! Webhook calls must carry the secret token in `X-Telegram-Bot-Api-Secret-Token`; it is
+//! compared in constant time. Either way each update is handled once (see
+//! [`Telegram::handle_update`]), and the state shows in `/healthz`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde_json::json;
+use subtle::ConstantTimeEq;
+use teloxide::types::Update;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::client::Failure;
+use super::{Mode, Telegram};
+use crate::http::error::ApiError;
+use crate::interaction::Via;
+
+/// The header Telegram echoes the webhook secret token in.
+pub const SECRET_HEADER: &str = "x-telegram-bot-api-secret-token";
+/// Longest a webhook call waits for its update to be handled before answering anyway (the
+/// handling continues).
+const WEBHOOK_WAIT: Duration = Duration::from_secs(10);
+/// How long in-flight updates may finish at shutdown.
+const DRAIN: Duration = Duration::from_secs(5);
+
+/// Delay before retry number `n` (1-based) of a start-up call or a failed poll.
+fn backoff(n: u32) -> Duration {
+    Duration::from_millis(500u64.saturating_mul(1 << n.saturating_sub(1).min(7)))
+        .min(Duration::from_secs(60))
+}
+
+/// Sleeps `d` unless shutdown fires first; `false` if it did.
+async fn pause(d: Duration, shutdown: &CancellationToken) -> bool {
+    tokio::select! {
+        _ = shutdown.cancelled() => false,
+        _ = tokio::time::sleep(d) => true,
+    }
+}
+
+impl Telegram {
+    /// The channel's background task: identify, then poll or register the webhook.
+    pub(super) async fn run(self: Arc<Self>, shutdown: CancellationToken) {
+        if !self.identify(&shutdown).await {
+            return;
+        }
+        match self.settings.mode {
+            Mode::Polling => self.poll(&shutdown).await,
+            Mode::Webhook => self.register_webhook(&shutdown).await,
+        }
+    }
+
+    /// Retries `call` until it succeeds or shutdown; `false` on shutdown.
+    async fn until_ok<T, F, Fut>(
+        &self,
+        what: &str,
+        shutdown: &CancellationToken,
+        mut call: F,
+    ) -> Option<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, Failure>>,
+    {
+        let mut n = 0;
+        loop {
+            let r = tokio::select! {
+                _ = shutdown.cancelled() => return None,
+                r = call() => r,
+            };
+            match r {
+                Ok(v) => return Some(v),
+                Err(f) => {
+                    n += 1;
+                    let wait = match &f {
+                        Failure::RetryAfter(d) => *d,
+                        _ => backoff(n),
+                    };
+                    let state = if matches!(f, Failure::Permanent(_)) {
+                        "error"
+                    } else {
+                        "retrying"
+                    };
+                    if matches!(f, Failure::Permanent(_)) {
+                        tracing::error!(error = %f.describe(), retry_in_ms = wait.as_millis() as u64, "telegram: {what} failed");
+                    } else {
+                        tracing::warn!(error = %f.describe(), retry_in_ms = wait.as_millis() as u64, "telegram: {what} failed");
+                    }
+                    self.set_health(
+                        state,
+                        json!({ "last_error": format!("{what}: {}", f.describe()) }),
+                    );
+                    if !pause(wait, shutdown).await {
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn identify(&self, shutdown: &CancellationToken) -> bool {
+        let Some(me) = self
+            .until_ok("getMe (checking the bot token)", shutdown, || {
+                self.client.get_me()
+            })
+            .await
+        else {
+            return false;
+        };
+        let name = me.username().to_string();
+        tracing::info!(bot = %format!("@{name}"), id = me.user.id.0, "telegram: connected");
+        let _ = self.username.set(name);
+        true
+    }
+
+    async fn poll(self: &Arc<Self>, shutdown: &CancellationToken) {
+        if self
+            .until_ok("deleteWebhook (polling needs no webhook)", shutdown, || {
+                self.client.delete_webhook()
+            })
+            .await
+            .is_none()
+        {
+            return;
+        }
+        self.set_health("polling", json!({}));
+        let tracker = TaskTracker::new();
+        let timeout = self.settings.poll_timeout_secs.min(u64::from(u32::MAX)) as u32;
+        let mut offset: i32 = 0;
+        let mut failures: u32 = 0;
+        loop {
+            let r = tokio::select! {
+                _ = shutdown.cancelled() => break,
+                r = self.client.get_updates(offset, timeout) => r,
+            };
+            match r {
+                Ok(updates) => {
+                    if failures > 0 {
+                        failures = 0;
+                        tracing::info!("telegram: polling again");
+                        self.set_health("polling", json!({}));
+                    }
+                    for u in updates {
+                        offset = offset.max((u.id.0 as i32).saturating_add(1));
+                        let this = self.clone();
+                        tracker.spawn(async move { this.handle_update(u).await });
+                    }
+                }
+                Err(f) => {
+                    failures += 1;
+                    let wait = match &f {
+                        Failure::RetryAfter(d) => *d,
+                        _ => backoff(failures),
+                    };
+                    tracing::warn!(error = %f.describe(), retry_in_ms = wait.as_millis() as u64, "telegram: getUpdates failed");
+                    self.set_health(
+                        "error",
+                        json!({ "last_error": format!("getUpdates: {}", f.describe()) }),
+                    );
+                    if !pause(wait, shutdown).await {
+                        break;
+                    }
+                }
+            }
+        }
+        tracker.close();
+        let _ = tokio::time::timeout(DRAIN, tracker.wait()).await;
+    }
+
+    async fn register_webhook(&self, shutdown: &CancellationToken) {
+        let Ok(url) = reqwest::Url::parse(self.settings.webhook_url.trim()) else {
+            return; // refused by validation already
+        };
+        if self
+            .until_ok("setWebhook", shutdown, || {
+                self.client.set_webhook(url.clone(), &self.webhook_secret)
+            })
+            .await
+            .is_some()
+        {
+            tracing::info!(url = %url, "telegram: webhook set");
+            self.set_health("webhook", json!({ "webhook_url": url.as_str() }));
+        }
+    }
+}
+
+/// The webhook route.
+pub(super) fn router(tg: Arc<Telegram>, path: &str) -> Router {
+    Router::new().route(path, post(webhook)).with_state(tg)
+}
+
+async fn webhook(State(tg): State<Arc<Telegram>>, headers: HeaderMap, body: Bytes) -> Response {
+    let given = headers
+        .get(SECRET_HEADER)
+        .map(|v| v.as_bytes())
+        .unwrap_or_default();
+    if !bool::from(given.ct_eq(tg.webhook_secret.as_bytes())) {
+        tg.refused
+            .get_or_create(&super::ReasonLabels {
+                reason: "bad_webhook_secret".into(),
+            })
+            .inc();
+        tg.registry
+            .refused(
+                None,
+                "unknown webhook caller",
+                &Via::telegram(),
+                "missing or wrong webhook secret token",
+            )
+            .await;
+        return ApiError::unauthorized("missing or wrong X-Telegram-Bot-Api-Secret-Token header")
+            .into_response();
+    }
+    let update: Update = match serde_json::from_slice(&body) {
+        Ok(u) => u,
+        Err(e) => {
+            return ApiError::bad_request(format!("the body is not a Telegram update: {e}"))
+                .into_response();
+        }
+    };
+    // Handle it before answering (Telegram waits), but never for long: the task goes on.
+    let handling = tokio::spawn(async move { tg.handle_update(update).await });
+    let _ = tokio::time::timeout(WEBHOOK_WAIT, handling).await;
+    StatusCode::OK.into_response()
+}

@@ -1,0 +1,861 @@
+//! Handles what arrives from Telegram: taps on buttons (callback queries), replies to
+//! ForceReply requests ("Deny with reason…", "Other…"), the text fallback (`allow` /
+//! `deny [reason]` as a reply to a prompt), and the `/start`, `/whoami` and `/pending`
+//! commands.
+//!
+//! Every tap is answered with a toast, first, then any edit follows. A tap is acted on only
+//! when its callback data verifies, names an interaction this server knows, was tapped on
+//! a message showing that interaction, and comes from a configured approver; anything else
+//! changes nothing, is logged, counted, and reported to the registry's audit trail.
+
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use teloxide::types::{CallbackQuery, Message, Update, UpdateKind, User};
+
+use super::callback::Action;
+use super::render::{self, Buttons, escape};
+use super::state::{MessageState, PromptState, ReplyKind, ReplyState};
+use super::{CHANNEL, DEDUPE_FOR, Telegram, actor, after, display_name, post_job};
+use crate::channels::render::{already_toast, outcome_label};
+use crate::interaction::{
+    Answer, Interaction, InteractionId, Kind, Question, RegistryError, Responder, Via,
+    parse_questions,
+};
+use crate::store::ChannelMessage;
+
+const NOT_VALID: &str = "This button is not valid.";
+const UNKNOWN: &str = "This prompt is no longer known to imrelay.";
+const NOT_APPROVER: &str = "You are not an approver for this.";
+const STORE_DOWN: &str = "imrelay cannot record this right now. Try again shortly.";
+
+/// What a registry answer means to the person who gave it.
+fn answer_toast(r: &Result<Arc<Interaction>, RegistryError>) -> String {
+    match r {
+        Ok(i) => match &i.resolution {
+            Some(res) => outcome_label(res.outcome).to_string(),
+            None => "Saved".to_string(),
+        },
+        Err(RegistryError::AlreadyResolved(w)) => already_toast(w),
+        Err(RegistryError::Invalid(v)) => format!("Not accepted: {v}"),
+        Err(RegistryError::NotFound(_)) => UNKNOWN.to_string(),
+        Err(RegistryError::Conflict(_)) => NOT_VALID.to_string(),
+        Err(RegistryError::Store(_)) => STORE_DOWN.to_string(),
+    }
+}
+
+/// Where a callback's button was tapped: chat id and message id.
+fn place(q: &CallbackQuery) -> Option<(i64, i32)> {
+    q.message.as_ref().map(|m| (m.chat().id.0, m.id().0))
+}
+
+impl Telegram {
+    /// Handles one update (from polling or the webhook), once: re-deliveries are dropped.
+    pub(super) async fn handle_update(self: &Arc<Self>, update: Update) {
+        let scope = format!("{CHANNEL}-update:{}", self.settings.bot_id());
+        let expires = after(Timestamp::now(), DEDUPE_FOR);
+        match self
+            .store
+            .first_sighting(&scope, &update.id.0.to_string(), expires)
+            .await
+        {
+            Ok(true) => {}
+            Ok(false) => {
+                self.count_update("duplicate");
+                tracing::debug!(update = update.id.0, "telegram: duplicate update ignored");
+                return;
+            }
+            // Better to act than to drop a tap: the registry still lets only one answer win.
+            Err(e) => tracing::warn!(error = %e, "telegram: cannot check for a duplicate update"),
+        }
+        match update.kind {
+            UpdateKind::CallbackQuery(q) => {
+                self.count_update("callback_query");
+                self.on_callback(q).await;
+            }
+            UpdateKind::Message(m) => {
+                self.count_update("message");
+                self.on_message(m).await;
+            }
+            _ => self.count_update("other"),
+        }
+    }
+
+    // ---- taps --------------------------------------------------------------------------
+
+    async fn on_callback(&self, q: CallbackQuery) {
+        let data = q.data.as_deref().unwrap_or("");
+        let (handle, action) = match self.codec.decode(data) {
+            Ok(v) => v,
+            Err(e) => {
+                self.client.answer(&q.id, NOT_VALID).await;
+                self.refuse(None, &q.from, &e.to_string(), "bad_data").await;
+                return;
+            }
+        };
+        let id = match self.lookup_handle(&handle).await {
+            Ok(Some(id)) => id,
+            Ok(None) => {
+                self.client.answer(&q.id, UNKNOWN).await;
+                return;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "telegram: cannot look up a button");
+                self.client.answer(&q.id, STORE_DOWN).await;
+                return;
+            }
+        };
+        let at = place(&q);
+        if let Some((chat, message)) = at {
+            match self
+                .store
+                .message(CHANNEL, &chat.to_string(), &message.to_string())
+                .await
+            {
+                Ok(Some(m)) if m.interaction_id != id => {
+                    self.client.answer(&q.id, NOT_VALID).await;
+                    self.refuse(
+                        Some(&id),
+                        &q.from,
+                        "a button of one interaction sent from a message showing another",
+                        "foreign_message",
+                    )
+                    .await;
+                    return;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::error!(error = %e, "telegram: cannot look up a message");
+                    self.client.answer(&q.id, STORE_DOWN).await;
+                    return;
+                }
+            }
+        }
+        if !self.is_approver(&q.from) {
+            self.client.answer(&q.id, NOT_APPROVER).await;
+            self.refuse(
+                Some(&id),
+                &q.from,
+                "not in telegram.approvers",
+                "not_approver",
+            )
+            .await;
+            return;
+        }
+        let i = match self.registry.get(&id).await {
+            Ok(Some(i)) => i,
+            Ok(None) => {
+                self.client.answer(&q.id, UNKNOWN).await;
+                return;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "telegram: cannot read an interaction");
+                self.client.answer(&q.id, STORE_DOWN).await;
+                return;
+            }
+        };
+        if !i.is_pending() {
+            self.client.answer(&q.id, &already_toast(&i)).await;
+            return;
+        }
+        let fits = matches!(
+            (i.kind, action),
+            (
+                Kind::Approval,
+                Action::Allow | Action::AllowAlways | Action::DenyWithReason
+            ) | (_, Action::Deny)
+                | (
+                    Kind::Question,
+                    Action::Pick { .. }
+                        | Action::Toggle { .. }
+                        | Action::Submit { .. }
+                        | Action::Other { .. }
+                        | Action::ClearOther { .. }
+                )
+        );
+        if !fits {
+            self.client.answer(&q.id, NOT_VALID).await;
+            self.refuse(
+                Some(&id),
+                &q.from,
+                "an action that does not fit the interaction",
+                "bad_data",
+            )
+            .await;
+            return;
+        }
+        match action {
+            Action::Allow => self.decide(&q, &i, Answer::allow()).await,
+            Action::AllowAlways => {
+                let a = Answer::Allow {
+                    updated_input: None,
+                    always: true,
+                };
+                self.decide(&q, &i, a).await
+            }
+            Action::Deny => self.decide(&q, &i, Answer::deny(None)).await,
+            Action::DenyWithReason => self.ask_for_reply(&q, &i, at, ReplyKind::DenyReason).await,
+            Action::Other { q: qi } => {
+                self.ask_for_reply(&q, &i, at, ReplyKind::Other { q: qi })
+                    .await
+            }
+            Action::Pick { .. }
+            | Action::Toggle { .. }
+            | Action::Submit { .. }
+            | Action::ClearOther { .. } => self.on_question_tap(&q, &i, at, action).await,
+        }
+    }
+
+    fn responder(&self, user: &User) -> Responder {
+        Responder::new(display_name(user), Via::telegram())
+    }
+
+    async fn decide(&self, q: &CallbackQuery, i: &Interaction, answer: Answer) {
+        let r = self
+            .registry
+            .respond(&i.id, answer, self.responder(&q.from))
+            .await;
+        self.log_answer(&i.id, &q.from, &r);
+        self.client.answer(&q.id, &answer_toast(&r)).await;
+        // The outbox edits every copy (this one included) now that it is resolved.
+    }
+
+    fn log_answer(
+        &self,
+        id: &InteractionId,
+        user: &User,
+        r: &Result<Arc<Interaction>, RegistryError>,
+    ) {
+        match r {
+            Ok(_) => tracing::info!(id = %id, user = user.id.0, "telegram: answer accepted"),
+            Err(e) => {
+                tracing::info!(id = %id, user = user.id.0, error = %e, "telegram: answer not accepted")
+            }
+        }
+    }
+
+    /// "Deny with reason…" and "Other…": asks the tapper for a reply (selective ForceReply).
+    async fn ask_for_reply(
+        &self,
+        q: &CallbackQuery,
+        i: &Interaction,
+        at: Option<(i64, i32)>,
+        kind: ReplyKind,
+    ) {
+        let Some((chat, parent)) = at else {
+            self.client.answer(&q.id, NOT_VALID).await;
+            return;
+        };
+        if let ReplyKind::Other { q: qi } = kind {
+            let questions = parse_questions(&i.input).unwrap_or_default();
+            if usize::from(qi) >= questions.len() {
+                self.client.answer(&q.id, NOT_VALID).await;
+                self.refuse(
+                    Some(&i.id),
+                    &q.from,
+                    "a question index out of range",
+                    "bad_data",
+                )
+                .await;
+                return;
+            }
+            if self.prompt_state(chat, parent).await.answered(qi) {
+                self.client
+                    .answer(&q.id, "That question is already answered.")
+                    .await;
+                return;
+            }
+        }
+        let (toast, placeholder) = match kind {
+            ReplyKind::DenyReason => (
+                "Reply to the message below with your reason.",
+                "Reason for denying",
+            ),
+            ReplyKind::Other { .. } => (
+                "Reply to the message below with your answer.",
+                "Your answer",
+            ),
+        };
+        self.client.answer(&q.id, toast).await;
+        let text = render::reply_request(i, kind, &q.from);
+        let reply_id = match self
+            .client
+            .send_force_reply(chat, text, parent, placeholder)
+            .await
+        {
+            Ok(m) => m,
+            Err(f) => {
+                tracing::warn!(id = %i.id, chat, error = %f.describe(), "telegram: could not ask for a reply");
+                return;
+            }
+        };
+        let message = ChannelMessage {
+            channel: CHANNEL.into(),
+            address: chat.to_string(),
+            message_ref: reply_id.to_string(),
+            interaction_id: i.id.clone(),
+            state: Some(
+                MessageState::Reply(ReplyState {
+                    kind,
+                    parent,
+                    user: q.from.id.0,
+                    done: false,
+                })
+                .to_stored(),
+            ),
+            created_at: Timestamp::now(),
+        };
+        if let Err(e) = self.store.record_message(message.clone()).await {
+            tracing::error!(id = %i.id, error = %e, "telegram: could not record a reply request");
+            return;
+        }
+        self.finalize_if_resolved(&i.id, &message).await;
+    }
+
+    /// Shows the outcome on `message` at once if its interaction was resolved meanwhile.
+    async fn finalize_if_resolved(&self, id: &InteractionId, message: &ChannelMessage) {
+        if let Ok(Some(latest)) = self.registry.get(id).await
+            && !latest.is_pending()
+            && let Err(f) = self.finalize_message(&latest, message).await
+        {
+            tracing::warn!(id = %id, error = %f.describe(), "telegram: could not show an outcome");
+        }
+    }
+
+    /// The prompt state recorded for a message (fresh if none).
+    async fn prompt_state(&self, chat: i64, message: i32) -> PromptState {
+        match self
+            .store
+            .message(CHANNEL, &chat.to_string(), &message.to_string())
+            .await
+        {
+            Ok(Some(m)) => match MessageState::from_stored(m.state.as_ref()) {
+                MessageState::Prompt(p) => p,
+                MessageState::Reply(_) => PromptState::default(),
+            },
+            _ => PromptState::default(),
+        }
+    }
+
+    /// Saves a prompt's state (recording the message if its post has not yet).
+    async fn save_prompt_state(
+        &self,
+        id: &InteractionId,
+        chat: i64,
+        message: i32,
+        state: &PromptState,
+    ) -> bool {
+        let stored = MessageState::Prompt(state.clone()).to_stored();
+        let (address, message_ref) = (chat.to_string(), message.to_string());
+        match self
+            .store
+            .set_message_state(CHANNEL, &address, &message_ref, Some(stored.clone()))
+            .await
+        {
+            Ok(true) => true,
+            Ok(false) => self
+                .store
+                .record_message(ChannelMessage {
+                    channel: CHANNEL.into(),
+                    address,
+                    message_ref,
+                    interaction_id: id.clone(),
+                    state: Some(stored),
+                    created_at: Timestamp::now(),
+                })
+                .await
+                .is_ok(),
+            Err(e) => {
+                tracing::error!(id = %id, error = %e, "telegram: cannot save a message's state");
+                false
+            }
+        }
+    }
+
+    /// A tap on a question's option, toggle or Submit.
+    async fn on_question_tap(
+        &self,
+        q: &CallbackQuery,
+        i: &Interaction,
+        at: Option<(i64, i32)>,
+        action: Action,
+    ) {
+        let Some((chat, message)) = at else {
+            self.client.answer(&q.id, NOT_VALID).await;
+            return;
+        };
+        let questions = parse_questions(&i.input).unwrap_or_default();
+        let (qi, oi) = match action {
+            Action::Pick { q, o } | Action::Toggle { q, o } => (q, Some(o)),
+            Action::Submit { q } | Action::ClearOther { q } => (q, None),
+            _ => return,
+        };
+        let fits = questions.get(usize::from(qi)).is_some_and(|question| {
+            let multi_action = matches!(
+                action,
+                Action::Toggle { .. } | Action::Submit { .. } | Action::ClearOther { .. }
+            );
+            question.multi_select == multi_action
+                && oi.is_none_or(|o| usize::from(o) < question.options.len())
+        });
+        if !fits {
+            self.client.answer(&q.id, NOT_VALID).await;
+            self.refuse(
+                Some(&i.id),
+                &q.from,
+                "an option that does not fit the question",
+                "bad_data",
+            )
+            .await;
+            return;
+        }
+        let question = &questions[usize::from(qi)];
+        let guard = self.locks.lock(chat, message).await;
+        let mut state = self.prompt_state(chat, message).await;
+        if state.done {
+            drop(guard);
+            self.answer_stale(q, &i.id).await;
+            return;
+        }
+        if state.answered(qi) {
+            self.client
+                .answer(&q.id, "That question is already answered.")
+                .await;
+            return;
+        }
+        let toast = match action {
+            Action::Pick { o, .. } => {
+                let label = question.options[usize::from(o)].label.clone();
+                state.answers.insert(qi, vec![label.clone()]);
+                format!("Chosen: {label}")
+            }
+            Action::Toggle { o, .. } => {
+                let label = &question.options[usize::from(o)].label;
+                if state.toggle(qi, o) {
+                    format!("☑ {label}")
+                } else {
+                    format!("☐ {label}")
+                }
+            }
+            Action::ClearOther { .. } => {
+                state.other.remove(&qi);
+                "Other answer removed".to_string()
+            }
+            Action::Submit { .. } => {
+                let chosen = state.selection(qi, question);
+                if chosen.is_empty() {
+                    self.client
+                        .answer(&q.id, "Choose at least one option first (or Other…).")
+                        .await;
+                    return;
+                }
+                state.answers.insert(qi, chosen.clone());
+                state.toggled.remove(&qi);
+                state.other.remove(&qi);
+                format!("Submitted: {}", chosen.join(", "))
+            }
+            _ => return,
+        };
+        self.advance_questions(i, &questions, chat, message, state, Some(q), toast, &q.from)
+            .await;
+        drop(guard);
+    }
+
+    /// After a question was answered or toggled on a prompt (whose lock the caller holds):
+    /// resolves the interaction when every question has an answer, otherwise saves the state
+    /// and re-renders the prompt. `q` is answered with `toast` (or the outcome) first.
+    #[allow(clippy::too_many_arguments)]
+    async fn advance_questions(
+        &self,
+        i: &Interaction,
+        questions: &[Question],
+        chat: i64,
+        message: i32,
+        state: PromptState,
+        q: Option<&CallbackQuery>,
+        toast: String,
+        user: &User,
+    ) -> Option<String> {
+        if state.complete(questions) {
+            let r = self
+                .registry
+                .respond(
+                    &i.id,
+                    Answer::Answers(state.answer_map(questions)),
+                    self.responder(user),
+                )
+                .await;
+            self.log_answer(&i.id, user, &r);
+            if r.is_ok() {
+                self.save_prompt_state(&i.id, chat, message, &state).await;
+            }
+            let text = answer_toast(&r);
+            if let Some(q) = q {
+                self.client.answer(&q.id, &text).await;
+            }
+            return r.err().map(|_| text);
+        }
+        if !self.save_prompt_state(&i.id, chat, message, &state).await {
+            if let Some(q) = q {
+                self.client.answer(&q.id, STORE_DOWN).await;
+            }
+            return Some(STORE_DOWN.to_string());
+        }
+        if let Some(q) = q {
+            self.client.answer(&q.id, &toast).await;
+        }
+        // Re-render only while it is still pending: the final edit must stay the last one.
+        if let Ok(Some(latest)) = self.registry.get(&i.id).await
+            && latest.is_pending()
+        {
+            let handle = self.codec.handle(&i.id);
+            let p = render::prompt(
+                &latest,
+                &state,
+                &Buttons {
+                    codec: &self.codec,
+                    handle: &handle,
+                },
+            );
+            if let Err(f) = self
+                .client
+                .edit(chat, message, p.text, Some(p.keyboard))
+                .await
+            {
+                tracing::warn!(id = %i.id, error = %f.describe(), "telegram: could not re-render a prompt");
+            }
+        }
+        None
+    }
+
+    async fn answer_stale(&self, q: &CallbackQuery, id: &InteractionId) {
+        let text = match self.registry.get(id).await {
+            Ok(Some(i)) if !i.is_pending() => already_toast(&i),
+            _ => UNKNOWN.to_string(),
+        };
+        self.client.answer(&q.id, &text).await;
+    }
+
+    // ---- messages ----------------------------------------------------------------------
+
+    async fn on_message(&self, m: Message) {
+        let Some(text) = m.text() else { return };
+        let Some(from) = m.from.as_ref() else { return };
+        if from.is_bot {
+            return;
+        }
+        let text = text.trim();
+        if text.starts_with('/') {
+            self.on_command(&m, from, text).await;
+        } else if let Some(parent) = m.reply_to_message() {
+            self.on_reply(&m, from, parent.id.0, text).await;
+        } else if m.chat.is_private() {
+            self.reply(&m, "Hello! I post approval prompts from imrelay. Send /whoami to see your ids, /pending to see what is waiting.".into())
+                .await;
+        }
+    }
+
+    async fn reply(&self, m: &Message, html: String) {
+        if let Err(f) = self
+            .client
+            .send(m.chat.id.0, html, None, Some(m.id.0))
+            .await
+        {
+            tracing::warn!(chat = m.chat.id.0, error = %f.describe(), "telegram: could not reply");
+        }
+    }
+
+    /// The command in `text` if it is addressed to this bot (`/cmd` or `/cmd@thisbot`).
+    fn command(&self, text: &str) -> Option<String> {
+        let first = text.split_whitespace().next()?.strip_prefix('/')?;
+        let (cmd, to) = match first.split_once('@') {
+            Some((c, bot)) => (c, Some(bot)),
+            None => (first, None),
+        };
+        if let Some(bot) = to {
+            let mine = self.username.get()?;
+            if !bot.eq_ignore_ascii_case(mine) {
+                return None;
+            }
+        }
+        Some(cmd.to_ascii_lowercase())
+    }
+
+    async fn on_command(&self, m: &Message, from: &User, text: &str) {
+        let Some(cmd) = self.command(text) else {
+            return;
+        };
+        match cmd.as_str() {
+            "start" | "whoami" | "help" => self.whoami(m, from, cmd == "start").await,
+            "pending" => self.pending(m, from).await,
+            _ if m.chat.is_private() => {
+                self.reply(m, "Unknown command. Try /whoami or /pending.".into())
+                    .await
+            }
+            _ => {}
+        }
+    }
+
+    async fn whoami(&self, m: &Message, from: &User, greeting: bool) {
+        let chat = m.chat.id.0;
+        let mut s = String::new();
+        if greeting {
+            s.push_str("👋 <b>imrelay</b> posts your agents' tool approvals and questions here; tap to answer.\n\n");
+        }
+        s.push_str(&format!(
+            "Chat id: <code>{chat}</code> — {}\n",
+            if self.is_chat(chat) {
+                "prompts are posted here."
+            } else {
+                "not in <code>telegram.chats</code>, so prompts are not posted here."
+            }
+        ));
+        s.push_str(&format!(
+            "Your user id: <code>{}</code> ({}) — {}",
+            from.id.0,
+            escape(&display_name(from)),
+            if self.is_approver(from) {
+                "you are an approver."
+            } else {
+                "you are not an approver (add this id to <code>telegram.approvers</code>)."
+            }
+        ));
+        if self.settings.approvers.is_empty() {
+            s.push_str(
+                "\n\n⚠️ <code>telegram.approvers</code> is empty: nobody can answer from Telegram.",
+            );
+        }
+        self.reply(m, s).await;
+    }
+
+    async fn pending(&self, m: &Message, from: &User) {
+        let chat = m.chat.id.0;
+        if !self.is_chat(chat) {
+            self.reply(
+                m,
+                format!("Prompts are not posted in this chat: add <code>{chat}</code> to <code>telegram.chats</code> first."),
+            )
+            .await;
+            return;
+        }
+        if !self.is_approver(from) {
+            tracing::info!(user = %actor(from), chat, "telegram: /pending from a non-approver");
+            self.reply(m, "Only approvers can ask for the pending prompts.".into())
+                .await;
+            return;
+        }
+        let now = Timestamp::now();
+        let pending: Vec<Arc<Interaction>> = match self.registry.pending().await {
+            Ok(p) => p.into_iter().filter(|i| i.deadline > now).collect(),
+            Err(e) => {
+                tracing::error!(error = %e, "telegram: cannot list pending interactions");
+                self.reply(m, STORE_DOWN.into()).await;
+                return;
+            }
+        };
+        if pending.is_empty() {
+            self.reply(m, "Nothing is pending.".into()).await;
+            return;
+        }
+        let nonce = m.id.0.to_string();
+        let jobs = pending
+            .iter()
+            .map(|i| post_job(i, chat, Some(&nonce)))
+            .collect();
+        if let Err(e) = self.store.enqueue(jobs).await {
+            tracing::error!(error = %e, "telegram: cannot queue re-posts");
+            self.reply(m, STORE_DOWN.into()).await;
+            return;
+        }
+        let n = pending.len();
+        self.reply(
+            m,
+            format!(
+                "Re-posting {n} pending {}.",
+                if n == 1 {
+                    "interaction"
+                } else {
+                    "interactions"
+                }
+            ),
+        )
+        .await;
+    }
+
+    /// A reply to one of the bot's messages: a ForceReply answer or the text fallback.
+    async fn on_reply(&self, m: &Message, from: &User, parent: i32, text: &str) {
+        let chat = m.chat.id.0;
+        let stored = match self
+            .store
+            .message(CHANNEL, &chat.to_string(), &parent.to_string())
+            .await
+        {
+            Ok(Some(s)) => s,
+            Ok(None) => return, // not a reply to anything imrelay posted
+            Err(e) => {
+                tracing::error!(error = %e, "telegram: cannot look up a replied-to message");
+                return;
+            }
+        };
+        let id = stored.interaction_id.clone();
+        if !self.is_approver(from) {
+            self.refuse(Some(&id), from, "not in telegram.approvers", "not_approver")
+                .await;
+            self.reply(m, NOT_APPROVER.into()).await;
+            return;
+        }
+        let i = match self.registry.get(&id).await {
+            Ok(Some(i)) => i,
+            Ok(None) => return self.reply(m, UNKNOWN.into()).await,
+            Err(_) => return self.reply(m, STORE_DOWN.into()).await,
+        };
+        if !i.is_pending() {
+            self.reply(m, escape(&already_toast(&i))).await;
+            return;
+        }
+        let failure = match MessageState::from_stored(stored.state.as_ref()) {
+            MessageState::Reply(r) => match r.kind {
+                ReplyKind::DenyReason => {
+                    let r = self
+                        .registry
+                        .respond(
+                            &id,
+                            Answer::deny(Some(text.to_string())),
+                            self.responder(from),
+                        )
+                        .await;
+                    self.log_answer(&id, from, &r);
+                    r.as_ref().err().map(|_| answer_toast(&r))
+                }
+                ReplyKind::Other { q } => {
+                    self.other_text(&i, chat, parent, r.parent, q, text, from)
+                        .await
+                }
+            },
+            MessageState::Prompt(_) => self.text_fallback(&i, text, from).await,
+        };
+        if let Some(f) = failure {
+            self.reply(m, escape(&f)).await;
+        }
+    }
+
+    /// Free "Other" text for question `q` of the prompt `prompt`, sent as a reply to the
+    /// request message `request`. Returns what went wrong, if anything.
+    #[allow(clippy::too_many_arguments)]
+    async fn other_text(
+        &self,
+        i: &Interaction,
+        chat: i64,
+        request: i32,
+        prompt: i32,
+        q: u8,
+        text: &str,
+        from: &User,
+    ) -> Option<String> {
+        let questions = parse_questions(&i.input).unwrap_or_default();
+        let question = questions.get(usize::from(q))?;
+        let guard = self.locks.lock(chat, prompt).await;
+        let mut state = self.prompt_state(chat, prompt).await;
+        if state.done {
+            return Some(UNKNOWN.to_string());
+        }
+        if state.answered(q) {
+            return Some("That question is already answered.".to_string());
+        }
+        if question.multi_select {
+            // Joins the toggled options; Submit sends them together.
+            state.other.insert(q, text.to_string());
+        } else {
+            state.answers.insert(q, vec![text.to_string()]);
+        }
+        let failed = self
+            .advance_questions(
+                i,
+                &questions,
+                chat,
+                prompt,
+                state,
+                None,
+                String::new(),
+                from,
+            )
+            .await;
+        drop(guard);
+        if failed.is_none() {
+            self.close_request(chat, request, text).await;
+        }
+        failed
+    }
+
+    /// Marks a ForceReply request as answered and shows what was taken.
+    async fn close_request(&self, chat: i64, request: i32, text: &str) {
+        let _guard = self.locks.lock(chat, request).await;
+        let (address, message_ref) = (chat.to_string(), request.to_string());
+        if let Ok(Some(m)) = self.store.message(CHANNEL, &address, &message_ref).await {
+            let mut state = MessageState::from_stored(m.state.as_ref());
+            if state.is_final() {
+                return;
+            }
+            if let Err(f) = self
+                .client
+                .edit(chat, request, render::reply_taken(text), None)
+                .await
+            {
+                tracing::warn!(error = %f.describe(), "telegram: could not update a reply request");
+                return;
+            }
+            state.set_final();
+            let _ = self
+                .store
+                .set_message_state(CHANNEL, &address, &message_ref, Some(state.to_stored()))
+                .await;
+        }
+    }
+
+    /// `allow` / `deny [reason]` as a reply to a prompt. Returns what went wrong, if anything.
+    async fn text_fallback(&self, i: &Interaction, text: &str, from: &User) -> Option<String> {
+        let (word, rest) = match text.split_once(char::is_whitespace) {
+            Some((w, r)) => (w, r.trim()),
+            None => (text, ""),
+        };
+        let answer = match (word.to_ascii_lowercase().as_str(), i.kind) {
+            ("allow" | "approve", Kind::Approval) if rest.is_empty() => Answer::allow(),
+            ("allow" | "approve", Kind::Question) => {
+                return Some(
+                    "This is a question: tap an option (or Other…), or reply “deny [reason]” to decline it."
+                        .into(),
+                );
+            }
+            ("deny" | "reject", _) => Answer::deny((!rest.is_empty()).then(|| rest.to_string())),
+            _ => {
+                return Some(match i.kind {
+                    Kind::Approval => {
+                        "To answer by text, reply “allow” or “deny [reason]” to the prompt."
+                    }
+                    Kind::Question => {
+                        "To answer, tap an option (or Other…), or reply “deny [reason]” to decline."
+                    }
+                }
+                .into());
+            }
+        };
+        let r = self
+            .registry
+            .respond(&i.id, answer, self.responder(from))
+            .await;
+        self.log_answer(&i.id, from, &r);
+        r.as_ref().err().map(|_| answer_toast(&r))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn toasts_name_the_outcome() {
+        let e: Result<Arc<Interaction>, RegistryError> =
+            Err(RegistryError::NotFound(InteractionId::parse("x").unwrap()));
+        assert_eq!(answer_toast(&e), UNKNOWN);
+    }
+}

@@ -1,0 +1,1415 @@
+//! The Telegram channel against a fake Bot API (teloxide pointed at it with `api_url`):
+//! prompts and keyboards, taps, ForceReply answers, questions, refusals, races, edits on
+//! resolution from anywhere, rate limits and outages, restarts, webhook and polling.
+
+mod fake;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use imrelay::channels::telegram::Mode;
+use imrelay::config::{Secret, Settings};
+use imrelay::store::{MemoryStore, SqliteStore, Store, Synchronous};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::support::*;
+use fake::*;
+
+const ALICE: Person = Person {
+    id: 1001,
+    first_name: "Alice",
+};
+const BOB: Person = Person {
+    id: 1002,
+    first_name: "Bob",
+};
+const MALLORY: Person = Person {
+    id: 666,
+    first_name: "Mallory",
+};
+/// Alice's private chat with the bot (a private chat's id is the user's id).
+const PRIVATE: i64 = 1001;
+const GROUP: i64 = -2001;
+const SECRET: &str = "webhook-secret_1";
+
+fn telegram_settings(s: &mut Settings, tg: &FakeTelegram, mode: Mode) {
+    // Quick retries: the tests wait for them.
+    s.outbox.retry_base_ms = 20;
+    s.outbox.retry_max_secs = 1;
+    let t = &mut s.telegram;
+    t.enabled = true;
+    t.token = Secret::new(TOKEN);
+    t.chats = vec![PRIVATE, GROUP];
+    t.approvers = vec![ALICE.id as u64, BOB.id as u64];
+    t.mode = mode;
+    t.api_url = tg.url.clone();
+    t.poll_timeout_secs = 2;
+    t.request_timeout_secs = 5;
+    if mode == Mode::Webhook {
+        t.webhook_url = "https://relay.example.com/telegram/webhook".into();
+        t.webhook_secret = Secret::new(SECRET);
+    }
+}
+
+async fn start_with(mode: Mode, f: impl FnOnce(&mut Settings)) -> (TestApp, FakeTelegram) {
+    let tg = FakeTelegram::start().await;
+    let mut s = settings();
+    telegram_settings(&mut s, &tg, mode);
+    f(&mut s);
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    (spawn_on(s, store).await, tg)
+}
+
+async fn start(mode: Mode) -> (TestApp, FakeTelegram) {
+    start_with(mode, |_| {}).await
+}
+
+/// A prompt as sent to Telegram.
+#[derive(Debug, Clone)]
+struct Posted {
+    chat: i64,
+    message_id: i64,
+    text: String,
+    params: Value,
+}
+
+impl Posted {
+    fn from(c: &Call) -> Self {
+        Posted {
+            chat: c.params["chat_id"].as_i64().unwrap(),
+            message_id: c.message_id.unwrap(),
+            text: c.params["text"].as_str().unwrap().to_string(),
+            params: c.params.clone(),
+        }
+    }
+
+    fn buttons(&self) -> Vec<(String, String)> {
+        self.params["reply_markup"]["inline_keyboard"]
+            .as_array()
+            .map(|rows| {
+                rows.iter()
+                    .flat_map(|r| r.as_array().unwrap().clone())
+                    .map(|b| {
+                        (
+                            b["text"].as_str().unwrap().to_string(),
+                            b["callback_data"].as_str().unwrap().to_string(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The callback data of the button whose text is `label`.
+    fn button(&self, label: &str) -> String {
+        self.buttons()
+            .into_iter()
+            .find(|(t, _)| t == label)
+            .unwrap_or_else(|| panic!("no button {label:?} in {:?}", self.buttons()))
+            .1
+    }
+}
+
+/// Waits for the prompt posted to `chat` whose text contains `marker`.
+async fn prompt(tg: &FakeTelegram, chat: i64, marker: &str) -> Posted {
+    let calls = tg
+        .wait_for("sendMessage", |calls| {
+            calls.iter().any(|c| {
+                c.params["chat_id"] == chat
+                    && c.params["text"].as_str().unwrap_or("").contains(marker)
+                    && c.params["reply_markup"]["inline_keyboard"].is_array()
+            })
+        })
+        .await;
+    let c = calls
+        .iter()
+        .rev()
+        .find(|c| {
+            c.params["chat_id"] == chat && c.params["text"].as_str().unwrap().contains(marker)
+        })
+        .unwrap();
+    Posted::from(c)
+}
+
+/// Waits for an edit of message `id` in `chat` whose text contains `marker`.
+async fn edited(tg: &FakeTelegram, chat: i64, id: i64, marker: &str) -> Value {
+    let calls = tg
+        .wait_for("editMessageText", |calls| {
+            calls.iter().any(|c| {
+                c.params["chat_id"] == chat
+                    && c.params["message_id"] == id
+                    && c.params["text"].as_str().unwrap_or("").contains(marker)
+            })
+        })
+        .await;
+    calls
+        .iter()
+        .rev()
+        .find(|c| c.params["chat_id"] == chat && c.params["message_id"] == id)
+        .unwrap()
+        .params
+        .clone()
+}
+
+/// Posts an update to the webhook route with the right secret; returns the status.
+async fn deliver(app: &TestApp, update: &Value) -> StatusCode {
+    app.client
+        .post(app.url("/telegram/webhook"))
+        .header("X-Telegram-Bot-Api-Secret-Token", SECRET)
+        .json(update)
+        .send()
+        .await
+        .unwrap()
+        .status()
+}
+
+/// The toast given for callback query `cq-<update_id>`.
+async fn toast(tg: &FakeTelegram, update_id: i64) -> String {
+    let want = format!("cq-{update_id}");
+    let calls = tg
+        .wait_for("answerCallbackQuery", |c| {
+            c.iter()
+                .any(|c| c.params["callback_query_id"] == want.as_str())
+        })
+        .await;
+    calls
+        .iter()
+        .find(|c| c.params["callback_query_id"] == want.as_str())
+        .unwrap()
+        .params["text"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+/// Taps `data` on `p` as `who` through the webhook; returns the toast.
+async fn tap_on(app: &TestApp, tg: &FakeTelegram, who: Person, p: &Posted, data: &str) -> String {
+    let u = tg.next_update_id();
+    assert_eq!(
+        deliver(app, &tap(u, who, p.chat, p.message_id, data)).await,
+        StatusCode::OK
+    );
+    toast(tg, u).await
+}
+
+async fn status(app: &TestApp, id: &str) -> Value {
+    let (s, body) = app.get(&format!("/v1/interactions/{id}")).await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    body
+}
+
+async fn create(app: &TestApp, body: Value) -> String {
+    let (s, created) = app.post("/v1/interactions", &body).await;
+    assert_eq!(s, StatusCode::CREATED, "{created}");
+    created["id"].as_str().unwrap().to_string()
+}
+
+fn questions_input() -> Value {
+    json!({"questions": [
+        {"question": "Which color?", "header": "Color", "multiSelect": false,
+         "options": [{"label": "Red", "description": "warm & <bold>"}, {"label": "Blue", "description": "cool"}]},
+        {"question": "Which toppings?", "header": "Toppings", "multiSelect": true,
+         "options": [{"label": "Cheese"}, {"label": "Ham"}, {"label": "Olives"}]}
+    ]})
+}
+
+async fn metrics(app: &TestApp) -> String {
+    app.client
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+// ---- end to end ---------------------------------------------------------------------------
+
+#[tokio::test]
+async fn one_tap_in_telegram_answers_the_agent_end_to_end() {
+    let (app, tg) = start(Mode::Polling).await;
+    // Polling mode removes any webhook before it polls.
+    let polls = tg.wait_n("getUpdates", 1).await;
+    let deletes = tg.calls("deleteWebhook");
+    assert_eq!(deletes.len(), 1);
+    assert!(deletes[0].at <= polls[0].at);
+    assert_eq!(
+        polls[0].params["allowed_updates"],
+        json!(["message", "callback_query"])
+    );
+
+    let id = app.create_bash("toolu_e2e", "cargo publish").await;
+    let waiter = {
+        let client = app.client.clone();
+        let url = app.url(&format!("/v1/interactions/{id}/wait?timeout_secs=30"));
+        tokio::spawn(async move { split(client.get(url).send().await.unwrap()).await })
+    };
+    let private = prompt(&tg, PRIVATE, "cargo publish").await;
+    let group = prompt(&tg, GROUP, "cargo publish").await;
+    let u = tg.next_update_id();
+    tg.push_update(tap(
+        u,
+        ALICE,
+        PRIVATE,
+        private.message_id,
+        &private.button("✅ Allow"),
+    ));
+
+    let (s, body) = waiter.await.unwrap();
+    assert_eq!(s, StatusCode::OK, "{body}");
+    assert_eq!(
+        body["result"],
+        json!({"behavior": "allow", "updatedInput": {"command": "cargo publish"}})
+    );
+    assert_eq!(body["resolution"]["by"], "Alice");
+    assert_eq!(body["resolution"]["via"], "telegram");
+    assert_eq!(toast(&tg, u).await, "Allowed");
+
+    // Every copy shows who answered, where and when, without buttons.
+    for p in [&private, &group] {
+        let e = edited(&tg, p.chat, p.message_id, "Allowed by Alice via telegram").await;
+        assert_eq!(e["reply_markup"], json!({"inline_keyboard": []}));
+        assert_eq!(e["parse_mode"], "HTML");
+        assert!(e["text"].as_str().unwrap().contains("cargo publish"));
+        assert!(e["text"].as_str().unwrap().contains("🕑"));
+    }
+    app.stop().await;
+}
+
+// ---- rendering ----------------------------------------------------------------------------
+
+#[tokio::test]
+async fn approval_prompts_escape_hostile_input_and_carry_bound_buttons() {
+    let (app, tg) = start(Mode::Webhook).await;
+    let id = create(
+        &app,
+        json!({"id": "toolu_html", "tool_name": "Bash", "agent": "claude-code", "session": "s-<1>",
+               "cwd": "/srv/a&b", "title": "Run <b>this</b>",
+               "input": {"command": "echo '<script>alert(1)</script>' && rm -rf /tmp/x"}}),
+    )
+    .await;
+    let p = prompt(&tg, GROUP, "rm -rf /tmp/x").await;
+    assert_eq!(p.params["parse_mode"], "HTML");
+    assert!(
+        p.text.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+        "{}",
+        p.text
+    );
+    assert!(p.text.contains("&amp;&amp; rm -rf /tmp/x"));
+    assert!(!p.text.contains("<script>"));
+    assert!(p.text.contains("Run &lt;b&gt;this&lt;/b&gt;"));
+    assert!(p.text.contains("/srv/a&amp;b"));
+    assert!(p.text.contains("session s-&lt;1&gt;"));
+    assert!(p.text.contains("<b>Bash</b> needs approval"));
+    assert!(p.text.contains("⏳ Answer within 5 min"));
+    let labels: Vec<String> = p.buttons().into_iter().map(|b| b.0).collect();
+    assert_eq!(labels, ["✅ Allow", "❌ Deny", "💬 Deny with reason…"]);
+    for (_, data) in p.buttons() {
+        assert!(data.len() <= 64, "{data}");
+        assert!(!data.contains(&id), "the data carries a handle, not the id");
+    }
+    // Every button is distinct: one interaction, one action each.
+    let mut datas: Vec<String> = p.buttons().into_iter().map(|b| b.1).collect();
+    datas.dedup();
+    assert_eq!(datas.len(), 3);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn long_input_is_cut_to_fit_with_a_note() {
+    let (app, tg) = start(Mode::Webhook).await;
+    let content = "<x>&".repeat(3000);
+    create(
+        &app,
+        json!({"tool_name": "Write", "input": {"file_path": "/tmp/big", "content": content}}),
+    )
+    .await;
+    let p = prompt(&tg, PRIVATE, "/tmp/big").await;
+    assert!(p.text.encode_utf16().count() <= 4096, "{}", p.text.len());
+    assert!(p.text.contains("more characters not shown"), "{}", p.text);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn question_prompts_show_options_descriptions_toggles_and_other() {
+    let (app, tg) = start(Mode::Webhook).await;
+    create(
+        &app,
+        json!({"tool_name": "AskUserQuestion", "input": questions_input()}),
+    )
+    .await;
+    let p = prompt(&tg, PRIVATE, "Which color?").await;
+    assert!(p.text.contains("Which toppings?"));
+    assert!(p.text.contains("warm &amp; &lt;bold&gt;"), "{}", p.text);
+    let labels: Vec<String> = p.buttons().into_iter().map(|b| b.0).collect();
+    assert_eq!(
+        labels,
+        [
+            "1· Red",
+            "1· Blue",
+            "1· ✏️ Other…",
+            "2· ☐ Cheese",
+            "2· ☐ Ham",
+            "2· ☐ Olives",
+            "2· ✏️ Other…",
+            "2· 📨 Submit",
+            "❌ Decline"
+        ]
+    );
+    app.stop().await;
+}
+
+// ---- approvals ----------------------------------------------------------------------------
+
+#[tokio::test]
+async fn deny_button_denies_with_a_message_naming_who() {
+    let (app, tg) = start(Mode::Webhook).await;
+    let id = app.create_bash("toolu_deny", "git push --force").await;
+    let p = prompt(&tg, GROUP, "git push --force").await;
+    assert_eq!(
+        tap_on(&app, &tg, BOB, &p, &p.button("❌ Deny")).await,
+        "Denied"
+    );
+    let body = status(&app, &id).await;
+    assert_eq!(body["resolution"]["outcome"], "denied");
+    assert_eq!(
+        body["resolution"]["result"],
+        json!({"behavior": "deny", "message": "Denied by Bob via telegram", "interrupt": false})
+    );
+    edited(&tg, GROUP, p.message_id, "Denied by Bob via telegram").await;
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn always_allow_applies_the_agents_suggestions() {
+    let (app, tg) = start(Mode::Webhook).await;
+    let rule = json!([{"type": "addRules", "rules": [{"toolName": "Bash", "ruleContent": "npm test"}],
+                       "behavior": "allow", "destination": "session"}]);
+    let id = create(
+        &app,
+        json!({"tool_name": "Bash", "input": {"command": "npm test"}, "suggestions": rule}),
+    )
+    .await;
+    let p = prompt(&tg, PRIVATE, "npm test").await;
+    assert_eq!(
+        tap_on(&app, &tg, ALICE, &p, &p.button("✅ Always allow")).await,
+        "Allowed"
+    );
+    let body = status(&app, &id).await;
+    assert_eq!(body["resolution"]["result"]["updatedPermissions"], rule);
+    // Without suggestions there is no such button.
+    app.create_bash("toolu_plain", "npm ci").await;
+    let plain = prompt(&tg, PRIVATE, "npm ci").await;
+    assert!(plain.buttons().iter().all(|(t, _)| t != "✅ Always allow"));
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn deny_with_reason_asks_for_a_reply_and_uses_it() {
+    let (app, tg) = start(Mode::Webhook).await;
+    let id = app.create_bash("toolu_reason", "terraform destroy").await;
+    let p = prompt(&tg, GROUP, "terraform destroy").await;
+    let t = tap_on(&app, &tg, ALICE, &p, &p.button("💬 Deny with reason…")).await;
+    assert!(t.contains("Reply"), "{t}");
+    // A selective ForceReply, replying to the prompt, mentioning the tapper.
+    let ask = tg
+        .wait_for("sendMessage", |c| {
+            c.iter()
+                .any(|c| c.params["reply_markup"]["force_reply"] == true)
+        })
+        .await;
+    let ask = ask
+        .iter()
+        .find(|c| c.params["reply_markup"]["force_reply"] == true)
+        .unwrap()
+        .clone();
+    assert_eq!(ask.params["reply_markup"]["selective"], true);
+    assert_eq!(ask.params["reply_parameters"]["message_id"], p.message_id);
+    assert!(
+        ask.params["text"]
+            .as_str()
+            .unwrap()
+            .contains("tg://user?id=1001")
+    );
+    assert_eq!(status(&app, &id).await["status"], "pending");
+
+    let reply_to = ask.message_id.unwrap();
+    let u = tg.next_update_id();
+    deliver(
+        &app,
+        &text(u, ALICE, GROUP, "not on <prod> & not today", Some(reply_to)),
+    )
+    .await;
+    let body = status(&app, &id).await;
+    assert_eq!(
+        body["resolution"]["result"]["message"],
+        "not on <prod> & not today"
+    );
+    assert_eq!(body["resolution"]["by"], "Alice");
+    // The prompt shows the reason (escaped); the request shows it is settled.
+    let e = edited(&tg, GROUP, p.message_id, "Denied by Alice via telegram").await;
+    assert!(
+        e["text"]
+            .as_str()
+            .unwrap()
+            .contains("not on &lt;prod&gt; &amp; not today")
+    );
+    edited(&tg, GROUP, reply_to, "Denied by Alice").await;
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn text_fallback_replies_allow_and_deny_the_replied_to_prompt() {
+    let (app, tg) = start(Mode::Webhook).await;
+    let a = app.create_bash("toolu_text_a", "make deploy").await;
+    let b = app.create_bash("toolu_text_b", "make clean").await;
+    let pa = prompt(&tg, PRIVATE, "make deploy").await;
+    let pb = prompt(&tg, PRIVATE, "make clean").await;
+    deliver(
+        &app,
+        &text(
+            tg.next_update_id(),
+            ALICE,
+            PRIVATE,
+            "deny too risky today",
+            Some(pa.message_id),
+        ),
+    )
+    .await;
+    deliver(
+        &app,
+        &text(
+            tg.next_update_id(),
+            ALICE,
+            PRIVATE,
+            "Allow",
+            Some(pb.message_id),
+        ),
+    )
+    .await;
+    let ra = status(&app, &a).await;
+    assert_eq!(ra["resolution"]["result"]["message"], "too risky today");
+    let rb = status(&app, &b).await;
+    assert_eq!(rb["resolution"]["outcome"], "allowed");
+    assert_eq!(rb["resolution"]["via"], "telegram");
+    // Nonsense gets a hint and changes nothing.
+    let c = app.create_bash("toolu_text_c", "make test").await;
+    let pc = prompt(&tg, PRIVATE, "make test").await;
+    deliver(
+        &app,
+        &text(
+            tg.next_update_id(),
+            ALICE,
+            PRIVATE,
+            "maybe?",
+            Some(pc.message_id),
+        ),
+    )
+    .await;
+    tg.wait_for("sendMessage", |c| {
+        c.iter().any(|c| {
+            c.params["text"]
+                .as_str()
+                .unwrap_or("")
+                .contains("reply “allow” or “deny [reason]”")
+        })
+    })
+    .await;
+    assert_eq!(status(&app, &c).await["status"], "pending");
+    app.stop().await;
+}
+
+// ---- questions ----------------------------------------------------------------------------
+
+#[tokio::test]
+async fn multi_select_toggles_rerender_then_submit_answers() {
+    let (app, tg) = start(Mode::Webhook).await;
+    let id = create(
+        &app,
+        json!({"tool_name": "AskUserQuestion", "input": {"questions": [
+            {"question": "Which toppings?", "header": "Toppings", "multiSelect": true,
+             "options": [{"label": "Cheese"}, {"label": "Ham"}, {"label": "Olives"}]}]}}),
+    )
+    .await;
+    let p = prompt(&tg, PRIVATE, "Which toppings?").await;
+    // Submit with nothing chosen is refused, politely.
+    let t = tap_on(&app, &tg, ALICE, &p, &p.button("📨 Submit")).await;
+    assert!(t.contains("Choose at least one"), "{t}");
+
+    assert_eq!(
+        tap_on(&app, &tg, ALICE, &p, &p.button("☐ Cheese")).await,
+        "☑ Cheese"
+    );
+    let e = edited(&tg, PRIVATE, p.message_id, "Which toppings?").await;
+    let texts: Vec<String> = e["reply_markup"]["inline_keyboard"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r.as_array().unwrap().clone())
+        .map(|b| b["text"].as_str().unwrap().to_string())
+        .collect();
+    assert!(texts.contains(&"☑ Cheese".to_string()), "{texts:?}");
+    assert!(texts.contains(&"☐ Ham".to_string()), "{texts:?}");
+    assert_eq!(
+        tap_on(&app, &tg, ALICE, &p, &p.button("☐ Ham")).await,
+        "☑ Ham"
+    );
+    assert_eq!(
+        tap_on(&app, &tg, ALICE, &p, &p.button("☐ Olives")).await,
+        "☑ Olives"
+    );
+    // The same button again turns it off (the data on the old keyboard is still valid).
+    assert_eq!(
+        tap_on(&app, &tg, ALICE, &p, &p.button("☐ Olives")).await,
+        "☐ Olives"
+    );
+    assert_eq!(status(&app, &id).await["status"], "pending");
+
+    assert_eq!(
+        tap_on(&app, &tg, ALICE, &p, &p.button("📨 Submit")).await,
+        "Answered"
+    );
+    let body = status(&app, &id).await;
+    assert_eq!(
+        body["resolution"]["result"]["updatedInput"]["answers"],
+        json!({"Which toppings?": "Cheese, Ham"})
+    );
+    let e = edited(&tg, PRIVATE, p.message_id, "Answered by Alice via telegram").await;
+    assert!(e["text"].as_str().unwrap().contains("Cheese, Ham"));
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn other_takes_free_text_by_reply() {
+    let (app, tg) = start(Mode::Webhook).await;
+    let id = create(
+        &app,
+        json!({"tool_name": "AskUserQuestion", "input": {"questions": [
+            {"question": "Which color?", "header": "Color",
+             "options": [{"label": "Red"}, {"label": "Blue"}]}]}}),
+    )
+    .await;
+    let p = prompt(&tg, GROUP, "Which color?").await;
+    let t = tap_on(&app, &tg, BOB, &p, &p.button("✏️ Other…")).await;
+    assert!(t.contains("Reply"), "{t}");
+    let asks = tg
+        .wait_for("sendMessage", |c| {
+            c.iter()
+                .any(|c| c.params["reply_markup"]["force_reply"] == true)
+        })
+        .await;
+    let ask = asks
+        .iter()
+        .find(|c| c.params["reply_markup"]["force_reply"] == true)
+        .unwrap();
+    assert!(
+        ask.params["text"]
+            .as_str()
+            .unwrap()
+            .contains("Which color?")
+    );
+    deliver(
+        &app,
+        &text(
+            tg.next_update_id(),
+            BOB,
+            GROUP,
+            "Green, please",
+            ask.message_id,
+        ),
+    )
+    .await;
+    let body = status(&app, &id).await;
+    assert_eq!(
+        body["resolution"]["result"]["updatedInput"]["answers"],
+        json!({"Which color?": "Green, please"})
+    );
+    assert_eq!(body["resolution"]["by"], "Bob");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn several_questions_resolve_only_when_all_are_answered() {
+    let (app, tg) = start(Mode::Webhook).await;
+    let id = create(
+        &app,
+        json!({"tool_name": "AskUserQuestion", "input": questions_input()}),
+    )
+    .await;
+    let p = prompt(&tg, PRIVATE, "Which color?").await;
+
+    assert_eq!(
+        tap_on(&app, &tg, ALICE, &p, &p.button("1· Red")).await,
+        "Chosen: Red"
+    );
+    assert_eq!(status(&app, &id).await["status"], "pending");
+    // Re-rendered: the answer shows, the first question's buttons are gone.
+    let e = edited(&tg, PRIVATE, p.message_id, "✔ <b>Red</b>").await;
+    let rows = e["reply_markup"]["inline_keyboard"].to_string();
+    assert!(!rows.contains("1· Blue"), "{rows}");
+    assert!(rows.contains("2· ☐ Cheese"), "{rows}");
+    // A second tap on the answered question changes nothing.
+    let t = tap_on(&app, &tg, BOB, &p, &p.button("1· Blue")).await;
+    assert!(t.contains("already answered"), "{t}");
+
+    // Other text for a multi-select question joins the toggles.
+    tap_on(&app, &tg, ALICE, &p, &p.button("2· ☐ Olives")).await;
+    tap_on(&app, &tg, ALICE, &p, &p.button("2· ✏️ Other…")).await;
+    let asks = tg
+        .wait_for("sendMessage", |c| {
+            c.iter()
+                .any(|c| c.params["reply_markup"]["force_reply"] == true)
+        })
+        .await;
+    let ask = asks
+        .iter()
+        .find(|c| c.params["reply_markup"]["force_reply"] == true)
+        .unwrap();
+    deliver(
+        &app,
+        &text(
+            tg.next_update_id(),
+            ALICE,
+            PRIVATE,
+            "Pineapple",
+            ask.message_id,
+        ),
+    )
+    .await;
+    edited(&tg, PRIVATE, p.message_id, "Which toppings?").await;
+    assert_eq!(status(&app, &id).await["status"], "pending");
+    assert_eq!(
+        tap_on(&app, &tg, ALICE, &p, &p.button("2· 📨 Submit")).await,
+        "Answered"
+    );
+    let body = status(&app, &id).await;
+    assert_eq!(
+        body["resolution"]["result"]["updatedInput"]["answers"],
+        json!({"Which color?": "Red", "Which toppings?": "Olives, Pineapple"})
+    );
+    app.stop().await;
+}
+
+// ---- who may answer, and races ------------------------------------------------------------
+
+#[tokio::test]
+async fn a_non_approver_tap_changes_nothing() {
+    let (app, tg) = start(Mode::Webhook).await;
+    let id = app.create_bash("toolu_mallory", "cat /etc/shadow").await;
+    let p = prompt(&tg, GROUP, "cat /etc/shadow").await;
+    assert_eq!(
+        tap_on(&app, &tg, MALLORY, &p, &p.button("✅ Allow")).await,
+        "You are not an approver for this."
+    );
+    // Replies do not work either.
+    deliver(
+        &app,
+        &text(
+            tg.next_update_id(),
+            MALLORY,
+            GROUP,
+            "allow",
+            Some(p.message_id),
+        ),
+    )
+    .await;
+    assert_eq!(status(&app, &id).await["status"], "pending");
+    let m = metrics(&app).await;
+    assert!(
+        m.contains("imrelay_telegram_refused_total{reason=\"not_approver\"} 2"),
+        "{m}"
+    );
+    assert!(tg.calls("editMessageText").is_empty());
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn double_taps_and_racing_approvers_have_one_winner_and_others_are_told() {
+    let (app, tg) = start(Mode::Webhook).await;
+    let id = app
+        .create_bash("toolu_race", "kubectl delete ns prod")
+        .await;
+    let p = prompt(&tg, GROUP, "kubectl delete ns prod").await;
+    let allow = p.button("✅ Allow");
+    let deny = p.button("❌ Deny");
+    let (ua, ub) = (tg.next_update_id(), tg.next_update_id());
+    let (tap_a, tap_b) = (
+        tap(ua, ALICE, GROUP, p.message_id, &allow),
+        tap(ub, BOB, GROUP, p.message_id, &deny),
+    );
+    let (sa, sb) = tokio::join!(deliver(&app, &tap_a), deliver(&app, &tap_b));
+    assert_eq!((sa, sb), (StatusCode::OK, StatusCode::OK));
+    let (ta, tb) = (toast(&tg, ua).await, toast(&tg, ub).await);
+    let body = status(&app, &id).await;
+    let winner = body["resolution"]["by"].as_str().unwrap().to_string();
+    match winner.as_str() {
+        "Alice" => {
+            assert_eq!(ta, "Allowed");
+            assert_eq!(tb, "Already allowed by Alice via telegram");
+        }
+        "Bob" => {
+            assert_eq!(tb, "Denied");
+            assert_eq!(ta, "Already denied by Bob via telegram");
+        }
+        other => panic!("unexpected winner {other}"),
+    }
+    // A double tap by the winner is told too.
+    let again = tap_on(&app, &tg, ALICE, &p, &allow).await;
+    assert!(again.starts_with("Already"), "{again}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn forged_and_malformed_callback_data_are_refused() {
+    let (app, tg) = start(Mode::Webhook).await;
+    let a = app.create_bash("toolu_forge_a", "echo a").await;
+    let b = app.create_bash("toolu_forge_b", "echo b").await;
+    let pa = prompt(&tg, PRIVATE, "echo a").await;
+    let pb = prompt(&tg, PRIVATE, "echo b").await;
+    let deny_a = pa.button("❌ Deny");
+    // The action altered without the key: deny turned into allow.
+    let forged = format!("{}a{}", &deny_a[..1], &deny_a[2..]);
+    // One character of the MAC changed.
+    let mut mac_flipped = deny_a.clone().into_bytes();
+    mac_flipped[20] = if mac_flipped[20] == b'A' { b'B' } else { b'A' };
+    let mut cases = vec![
+        "perm:allow".to_string(),
+        "".to_string(),
+        forged,
+        "x".repeat(64),
+        String::from_utf8(mac_flipped).unwrap(),
+    ];
+    cases.push(deny_a.replace(&deny_a[4..15], "AAAAAAAAAAA"));
+    for data in &cases {
+        let t = tap_on(&app, &tg, ALICE, &pa, data).await;
+        assert_eq!(t, "This button is not valid.", "{data:?}");
+    }
+    // A genuine button of B, sent from A's message, is refused too.
+    let t = tap_on(&app, &tg, ALICE, &pa, &pb.button("✅ Allow")).await;
+    assert_eq!(t, "This button is not valid.");
+    assert_eq!(status(&app, &a).await["status"], "pending");
+    assert_eq!(status(&app, &b).await["status"], "pending");
+    let m = metrics(&app).await;
+    assert!(
+        m.contains(&format!(
+            "imrelay_telegram_refused_total{{reason=\"bad_data\"}} {}",
+            cases.len()
+        )),
+        "{m}"
+    );
+    assert!(
+        m.contains("imrelay_telegram_refused_total{reason=\"foreign_message\"} 1"),
+        "{m}"
+    );
+    app.stop().await;
+}
+
+// ---- resolution elsewhere edits Telegram --------------------------------------------------
+
+#[tokio::test]
+async fn a_desktop_answer_edits_every_telegram_copy() {
+    let (app, tg) = start(Mode::Webhook).await;
+    let id = app.create_bash("toolu_desk", "npm publish").await;
+    let private = prompt(&tg, PRIVATE, "npm publish").await;
+    let group = prompt(&tg, GROUP, "npm publish").await;
+    let (s, body) = app
+        .post(
+            &format!("/v1/interactions/{id}/respond"),
+            &json!({"decision": "deny", "message": "wrong branch", "by": "Carol", "via": "desktop"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    for p in [&private, &group] {
+        let e = edited(&tg, p.chat, p.message_id, "Denied by Carol via desktop").await;
+        assert!(e["text"].as_str().unwrap().contains("wrong branch"));
+        assert_eq!(e["reply_markup"], json!({"inline_keyboard": []}));
+    }
+    // A late tap is told who won.
+    assert_eq!(
+        tap_on(&app, &tg, ALICE, &private, &private.button("✅ Allow")).await,
+        "Already denied by Carol via desktop"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn expiry_edits_the_message_and_late_taps_are_told() {
+    let (app, tg) = start(Mode::Webhook).await;
+    let id = create(
+        &app,
+        json!({"tool_name": "Bash", "input": {"command": "sleep 1"}, "timeout_secs": 1}),
+    )
+    .await;
+    let p = prompt(&tg, PRIVATE, "sleep 1").await;
+    edited(&tg, PRIVATE, p.message_id, "Expired — denied automatically").await;
+    assert_eq!(status(&app, &id).await["resolution"]["outcome"], "expired");
+    assert_eq!(
+        tap_on(&app, &tg, ALICE, &p, &p.button("✅ Allow")).await,
+        "Expired — denied automatically"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_resolution_during_the_post_is_shown_as_soon_as_the_post_lands() {
+    let (app, tg) = start_with(Mode::Webhook, |s| s.telegram.chats = vec![PRIVATE]).await;
+    tg.hold("sendMessage");
+    let id = app
+        .create_bash("toolu_inflight", "rm -rf node_modules")
+        .await;
+    tg.wait_n("sendMessage", 1).await;
+    // Resolved while the post is in flight: the resolved job finds no message yet.
+    let (s, _) = app
+        .post(
+            &format!("/v1/interactions/{id}/respond"),
+            &json!({"decision": "allow", "by": "Carol", "via": "desktop"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    tg.release("sendMessage");
+    let p = prompt(&tg, PRIVATE, "rm -rf node_modules").await;
+    edited(&tg, PRIVATE, p.message_id, "Allowed by Carol via desktop").await;
+    app.stop().await;
+}
+
+// ---- rate limits and outages --------------------------------------------------------------
+
+#[tokio::test]
+async fn a_429_retry_after_is_honoured() {
+    let (app, tg) = start_with(Mode::Webhook, |s| s.telegram.chats = vec![PRIVATE]).await;
+    tg.fail("sendMessage", Fail::RetryAfter(2), 1);
+    app.create_bash("toolu_429", "du -sh /").await;
+    let calls = tg.wait_n("sendMessage", 2).await;
+    let gap = calls[1].at - calls[0].at;
+    assert!(
+        gap >= Duration::from_millis(1990),
+        "retried after {gap:?}, before the 2 s Telegram asked for"
+    );
+    prompt(&tg, PRIVATE, "du -sh /").await;
+    let m = metrics(&app).await;
+    assert!(
+        m.contains(
+            "imrelay_telegram_api_calls_total{method=\"sendMessage\",result=\"retry_after\"} 1"
+        ),
+        "{m}"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn server_errors_for_a_while_then_recovery_still_edit() {
+    let (app, tg) = start_with(Mode::Webhook, |s| {
+        s.telegram.chats = vec![PRIVATE];
+        // teloxide pauses 10 s after a 5xx; the request bound cuts that short.
+        s.telegram.request_timeout_secs = 1;
+    })
+    .await;
+    let id = app.create_bash("toolu_500", "systemctl restart db").await;
+    prompt(&tg, PRIVATE, "systemctl restart db").await;
+    tg.fail(
+        "editMessageText",
+        Fail::Status(500, "Internal Server Error".into()),
+        2,
+    );
+    let (s, _) = app
+        .post(
+            &format!("/v1/interactions/{id}/respond"),
+            &json!({"decision": "allow", "by": "Carol", "via": "desktop"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    // Two failed attempts, then the edit lands and the job is done.
+    let edits = tg.wait_n("editMessageText", 3).await;
+    for e in &edits {
+        assert!(
+            e.params["text"]
+                .as_str()
+                .unwrap()
+                .contains("Allowed by Carol via desktop")
+        );
+        assert_eq!(e.params["reply_markup"], json!({"inline_keyboard": []}));
+    }
+    let done = "imrelay_outbox_deliveries_total{channel=\"telegram\",result=\"ok\"} 2";
+    let mut m = String::new();
+    for _ in 0..100 {
+        m = metrics(&app).await;
+        if m.contains(done) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(m.contains(done), "{m}");
+    assert!(
+        m.contains("imrelay_outbox_deliveries_total{channel=\"telegram\",result=\"retry\"} 2"),
+        "{m}"
+    );
+    assert_eq!(tg.calls("editMessageText").len(), 3);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_send_that_finally_fails_is_counted() {
+    let (app, tg) = start_with(Mode::Webhook, |s| s.telegram.chats = vec![GROUP]).await;
+    tg.fail(
+        "sendMessage",
+        Fail::Status(400, "Bad Request: chat not found".into()),
+        1,
+    );
+    app.create_bash("toolu_gone", "ls").await;
+    tg.wait_n("sendMessage", 1).await;
+    let mut m = String::new();
+    for _ in 0..100 {
+        m = metrics(&app).await;
+        if m.contains("imrelay_outbox_deliveries_total{channel=\"telegram\",result=\"failed\"} 1") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        m.contains("imrelay_outbox_deliveries_total{channel=\"telegram\",result=\"failed\"} 1"),
+        "{m}"
+    );
+    // Not retried: the chat does not exist.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(tg.calls("sendMessage").len(), 1);
+    app.stop().await;
+}
+
+// ---- restarts -----------------------------------------------------------------------------
+
+async fn open_sqlite(path: &std::path::Path) -> Arc<dyn Store> {
+    for _ in 0..100 {
+        if let Ok(s) = SqliteStore::open(path, Synchronous::Normal) {
+            return Arc::new(s);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the store does not reopen");
+}
+
+#[tokio::test]
+async fn an_old_button_still_works_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("imrelay.db");
+    let tg = FakeTelegram::start().await;
+    let mut s = settings();
+    telegram_settings(&mut s, &tg, Mode::Webhook);
+
+    let first = spawn_on(s.clone(), open_sqlite(&path).await).await;
+    let id = first.create_bash("toolu_restart", "reboot").await;
+    let p = prompt(&tg, PRIVATE, "reboot").await;
+    prompt(&tg, GROUP, "reboot").await;
+    first.stop().await;
+
+    let second = spawn_on(s, open_sqlite(&path).await).await;
+    assert_eq!(status(&second, &id).await["status"], "pending");
+    assert_eq!(
+        tap_on(&second, &tg, ALICE, &p, &p.button("✅ Allow")).await,
+        "Allowed"
+    );
+    assert_eq!(status(&second, &id).await["resolution"]["via"], "telegram");
+    // Both copies, posted before the restart, are edited after it.
+    edited(&tg, PRIVATE, p.message_id, "Allowed by Alice via telegram").await;
+    let group = tg
+        .calls("sendMessage")
+        .iter()
+        .find(|c| c.params["chat_id"] == GROUP)
+        .map(Posted::from)
+        .unwrap();
+    edited(
+        &tg,
+        GROUP,
+        group.message_id,
+        "Allowed by Alice via telegram",
+    )
+    .await;
+    // Not posted again after the restart.
+    assert_eq!(
+        tg.calls("sendMessage")
+            .iter()
+            .filter(|c| c.params["text"].as_str().unwrap().contains("reboot"))
+            .count(),
+        2
+    );
+    second.stop().await;
+}
+
+// ---- commands -----------------------------------------------------------------------------
+
+#[tokio::test]
+async fn whoami_tells_ids_and_approver_status() {
+    let (app, tg) = start(Mode::Webhook).await;
+    tg.wait_n("setWebhook", 1).await;
+    deliver(
+        &app,
+        &text(tg.next_update_id(), ALICE, GROUP, "/whoami", None),
+    )
+    .await;
+    deliver(
+        &app,
+        &text(
+            tg.next_update_id(),
+            MALLORY,
+            -3003,
+            &format!("/start@{BOT_USERNAME}"),
+            None,
+        ),
+    )
+    .await;
+    // Addressed to another bot: ignored.
+    deliver(
+        &app,
+        &text(tg.next_update_id(), ALICE, GROUP, "/whoami@other_bot", None),
+    )
+    .await;
+    let calls = tg.wait_n("sendMessage", 2).await;
+    let alice = &calls[0].params;
+    assert_eq!(alice["chat_id"], GROUP);
+    let t = alice["text"].as_str().unwrap();
+    assert!(t.contains("<code>-2001</code>"), "{t}");
+    assert!(t.contains("<code>1001</code>"), "{t}");
+    assert!(t.contains("you are an approver"), "{t}");
+    assert!(t.contains("prompts are posted here"), "{t}");
+    let mallory = calls[1].params["text"].as_str().unwrap();
+    assert!(mallory.contains("<code>666</code>"), "{mallory}");
+    assert!(mallory.contains("you are not an approver"), "{mallory}");
+    assert!(
+        mallory.contains("not in <code>telegram.chats</code>"),
+        "{mallory}"
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(tg.calls("sendMessage").len(), 2);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn pending_reposts_pending_prompts_with_working_keyboards() {
+    let (app, tg) = start_with(Mode::Webhook, |s| s.telegram.chats = vec![GROUP]).await;
+    deliver(
+        &app,
+        &text(tg.next_update_id(), ALICE, GROUP, "/pending", None),
+    )
+    .await;
+    tg.wait_for("sendMessage", |c| {
+        c.iter().any(|c| c.params["text"] == "Nothing is pending.")
+    })
+    .await;
+    let id = app.create_bash("toolu_repost", "docker system prune").await;
+    let first = prompt(&tg, GROUP, "docker system prune").await;
+    // Non-approvers cannot ask.
+    deliver(
+        &app,
+        &text(tg.next_update_id(), MALLORY, GROUP, "/pending", None),
+    )
+    .await;
+    deliver(
+        &app,
+        &text(tg.next_update_id(), BOB, GROUP, "/pending", None),
+    )
+    .await;
+    let again = tg
+        .wait_for("sendMessage", |c| {
+            c.iter()
+                .filter(|c| {
+                    c.params["text"]
+                        .as_str()
+                        .unwrap_or("")
+                        .contains("docker system prune")
+                })
+                .count()
+                == 2
+        })
+        .await;
+    let second = Posted::from(
+        again
+            .iter()
+            .rev()
+            .find(|c| {
+                c.params["text"]
+                    .as_str()
+                    .unwrap()
+                    .contains("docker system prune")
+            })
+            .unwrap(),
+    );
+    assert_ne!(first.message_id, second.message_id);
+    assert!(
+        tg.calls("sendMessage")
+            .iter()
+            .any(|c| c.params["text"] == "Only approvers can ask for the pending prompts.")
+    );
+    // The re-posted button works, and both copies are edited.
+    assert_eq!(
+        tap_on(&app, &tg, BOB, &second, &second.button("✅ Allow")).await,
+        "Allowed"
+    );
+    assert_eq!(status(&app, &id).await["resolution"]["by"], "Bob");
+    edited(&tg, GROUP, first.message_id, "Allowed by Bob via telegram").await;
+    edited(&tg, GROUP, second.message_id, "Allowed by Bob via telegram").await;
+    app.stop().await;
+}
+
+// ---- webhook and health -------------------------------------------------------------------
+
+#[tokio::test]
+async fn webhook_mode_registers_checks_the_secret_and_ignores_duplicates() {
+    let (app, tg) = start(Mode::Webhook).await;
+    let set = tg.wait_n("setWebhook", 1).await;
+    assert_eq!(
+        set[0].params["url"],
+        "https://relay.example.com/telegram/webhook"
+    );
+    assert_eq!(set[0].params["secret_token"], SECRET);
+    assert_eq!(
+        set[0].params["allowed_updates"],
+        json!(["message", "callback_query"])
+    );
+    assert!(
+        tg.calls("getUpdates").is_empty(),
+        "webhook mode does not poll"
+    );
+
+    let id = create(
+        &app,
+        json!({"tool_name": "AskUserQuestion", "input": {"questions": [
+            {"question": "Which toppings?", "header": "Toppings", "multiSelect": true,
+             "options": [{"label": "Cheese"}, {"label": "Ham"}]}]}}),
+    )
+    .await;
+    let p = prompt(&tg, PRIVATE, "Which toppings?").await;
+    let update = tap(
+        tg.next_update_id(),
+        ALICE,
+        PRIVATE,
+        p.message_id,
+        &p.button("☐ Cheese"),
+    );
+
+    // Wrong or missing secret: refused with a JSON error, nothing happens.
+    for secret in [Some("wrong"), None] {
+        let mut req = app.client.post(app.url("/telegram/webhook")).json(&update);
+        if let Some(s) = secret {
+            req = req.header("X-Telegram-Bot-Api-Secret-Token", s);
+        }
+        let (s, body) = split(req.send().await.unwrap()).await;
+        assert_eq!(s, StatusCode::UNAUTHORIZED);
+        assert_eq!(body["error"]["code"], "unauthorized");
+    }
+    assert!(tg.calls("answerCallbackQuery").is_empty());
+    // Garbage with the right secret: a 400 JSON error.
+    let (s, body) = split(
+        app.client
+            .post(app.url("/telegram/webhook"))
+            .header("X-Telegram-Bot-Api-Secret-Token", SECRET)
+            .body("{not json")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert_eq!(body["error"]["code"], "invalid_request");
+
+    // The same update delivered twice toggles once.
+    assert_eq!(deliver(&app, &update).await, StatusCode::OK);
+    assert_eq!(deliver(&app, &update).await, StatusCode::OK);
+    assert_eq!(tg.calls("answerCallbackQuery").len(), 1);
+    tap_on(&app, &tg, ALICE, &p, &p.button("📨 Submit")).await;
+    assert_eq!(
+        status(&app, &id).await["resolution"]["result"]["updatedInput"]["answers"],
+        json!({"Which toppings?": "Cheese"})
+    );
+    let m = metrics(&app).await;
+    assert!(
+        m.contains("imrelay_telegram_updates_total{kind=\"duplicate\"} 1"),
+        "{m}"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn without_a_configured_secret_one_is_derived_and_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("imrelay.db");
+    let tg = FakeTelegram::start().await;
+    let mut s = settings();
+    telegram_settings(&mut s, &tg, Mode::Webhook);
+    s.telegram.webhook_secret = Secret::new("");
+
+    let first = spawn_on(s.clone(), open_sqlite(&path).await).await;
+    let set = tg.wait_n("setWebhook", 1).await;
+    let secret = set[0].params["secret_token"].as_str().unwrap().to_string();
+    assert_eq!(secret.len(), 64);
+    assert!(secret.chars().all(|c| c.is_ascii_hexdigit()));
+    let update = text(tg.next_update_id(), ALICE, PRIVATE, "/whoami", None);
+    let post = |app: &TestApp, secret: &str| {
+        app.client
+            .post(app.url("/telegram/webhook"))
+            .header("X-Telegram-Bot-Api-Secret-Token", secret)
+            .json(&update)
+            .send()
+    };
+    assert_eq!(
+        post(&first, SECRET).await.unwrap().status(),
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        post(&first, &secret).await.unwrap().status(),
+        StatusCode::OK
+    );
+    tg.wait_n("sendMessage", 1).await;
+    first.stop().await;
+
+    // The same secret after a restart.
+    let second = spawn_on(s, open_sqlite(&path).await).await;
+    let set = tg.wait_n("setWebhook", 2).await;
+    assert_eq!(set[1].params["secret_token"], secret.as_str());
+    second.stop().await;
+}
+
+#[tokio::test]
+async fn polling_mode_has_no_webhook_route_and_reports_health() {
+    let (app, tg) = start_with(Mode::Polling, |s| s.telegram.approvers.clear()).await;
+    tg.wait_n("getUpdates", 1).await;
+    let (s, _) = app.post("/telegram/webhook", &json!({})).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let mut health = Value::Null;
+    for _ in 0..100 {
+        let (_, body) = app.get("/healthz").await;
+        health = body["components"]["telegram"].clone();
+        if health["state"] == "polling" && health["bot"].is_string() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(health["state"], "polling", "{health}");
+    assert_eq!(health["bot"], format!("@{BOT_USERNAME}"));
+    assert_eq!(health["approvers"], 0);
+    // An empty approver list is said loudly.
+    assert!(
+        health["warning"]
+            .as_str()
+            .unwrap()
+            .contains("nobody can answer")
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_polling_outage_shows_in_health_and_polling_resumes() {
+    let (app, tg) = start(Mode::Polling).await;
+    tg.wait_n("getUpdates", 1).await;
+    // Another process polls with the same token, twice; then it stops.
+    tg.fail(
+        "getUpdates",
+        Fail::Status(
+            409,
+            "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running".into(),
+        ),
+        2,
+    );
+    let mut seen_error = Value::Null;
+    for _ in 0..500 {
+        let (_, body) = app.get("/healthz").await;
+        let t = body["components"]["telegram"].clone();
+        if t["state"] == "error" {
+            seen_error = t;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        seen_error["last_error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("another process polls with this bot token"),
+        "{seen_error}"
+    );
+    // Polling resumes: a tap still gets through.
+    let id = app.create_bash("toolu_poll", "whoami").await;
+    let p = prompt(&tg, PRIVATE, "whoami").await;
+    let u = tg.next_update_id();
+    tg.push_update(tap(u, BOB, PRIVATE, p.message_id, &p.button("❌ Deny")));
+    assert_eq!(toast(&tg, u).await, "Denied");
+    assert_eq!(status(&app, &id).await["resolution"]["outcome"], "denied");
+    let (_, body) = app.get("/healthz").await;
+    assert_eq!(body["components"]["telegram"]["state"], "polling");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_refused_token_shows_in_health_without_the_token() {
+    let (app, _tg) = start_with(Mode::Polling, |s| {
+        s.telegram.token = Secret::new("999:WRONG-secret-part");
+    })
+    .await;
+    let mut health = Value::Null;
+    for _ in 0..200 {
+        let (_, body) = app.get("/healthz").await;
+        health = body["components"]["telegram"].clone();
+        if health["state"] == "error" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(health["state"], "error", "{health}");
+    let last = health["last_error"].as_str().unwrap();
+    assert!(last.contains("getMe"), "{last}");
+    assert!(
+        !health.to_string().contains("WRONG-secret-part"),
+        "{health}"
+    );
+    app.stop().await;
+}
+
+// ---- configuration ------------------------------------------------------------------------
+
+fn env(pairs: &[(&str, &str)]) -> Option<std::collections::HashMap<String, String>> {
+    Some(
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    )
+}
+
+#[test]
+fn configuration_is_validated_and_lists_come_from_the_environment() {
+    let s = Settings::load_with_env(
+        None,
+        env(&[
+            ("IMRELAY__TELEGRAM__ENABLED", "true"),
+            ("IMRELAY__TELEGRAM__TOKEN", TOKEN),
+            ("IMRELAY__TELEGRAM__CHATS", "-1001234,42"),
+            ("IMRELAY__TELEGRAM__APPROVERS", "42"),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(s.telegram.chats, vec![-1001234, 42]);
+    assert_eq!(s.telegram.approvers, vec![42]);
+    assert_eq!(s.telegram.mode, Mode::Polling);
+    assert!(!s.redacted_toml().unwrap().contains("TEST-token"));
+
+    let no_token = Settings::load_with_env(None, env(&[("IMRELAY__TELEGRAM__ENABLED", "true")]))
+        .unwrap_err()
+        .to_string();
+    assert!(no_token.contains("telegram.token"), "{no_token}");
+    let no_url = Settings::load_with_env(
+        None,
+        env(&[
+            ("IMRELAY__TELEGRAM__ENABLED", "true"),
+            ("IMRELAY__TELEGRAM__TOKEN", TOKEN),
+            ("IMRELAY__TELEGRAM__MODE", "webhook"),
+        ]),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(no_url.contains("telegram.webhook_url"), "{no_url}");
+    let unknown = Settings::load_with_env(None, env(&[("IMRELAY__TELEGRAM__CHAT", "1")]))
+        .unwrap_err()
+        .to_string();
+    assert!(unknown.contains("chat"), "{unknown}");
+}

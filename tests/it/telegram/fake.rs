@@ -1,0 +1,369 @@
+//! A fake Telegram Bot API on loopback: records every call, answers like Telegram, serves
+//! queued updates through `getUpdates` (long polling), and fails on request (429 with
+//! `retry_after`, 5xx, 4xx) or holds calls until released.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde_json::{Value, json};
+use tokio::sync::{Notify, Semaphore};
+use tokio::time::Instant;
+
+pub const TOKEN: &str = "123456:TEST-token_abc";
+pub const BOT_ID: i64 = 123456;
+pub const BOT_USERNAME: &str = "imrelay_test_bot";
+
+/// One recorded call.
+#[derive(Clone, Debug)]
+pub struct Call {
+    pub method: String,
+    pub params: Value,
+    pub at: Instant,
+    /// The id given to a sent message.
+    pub message_id: Option<i64>,
+}
+
+/// A scripted failure.
+#[derive(Clone, Debug)]
+pub enum Fail {
+    /// 429 with `parameters.retry_after`.
+    RetryAfter(u32),
+    /// An HTTP status with Telegram's error body.
+    Status(u16, String),
+}
+
+#[derive(Default)]
+struct Inner {
+    calls: Mutex<Vec<Call>>,
+    changed: Notify,
+    updates: Mutex<VecDeque<Value>>,
+    update_arrived: Notify,
+    failures: Mutex<HashMap<String, VecDeque<Fail>>>,
+    holds: Mutex<HashMap<String, Arc<Semaphore>>>,
+    next_message: AtomicI64,
+    next_update: AtomicI64,
+}
+
+/// The fake server.
+#[derive(Clone)]
+pub struct FakeTelegram {
+    pub url: String,
+    inner: Arc<Inner>,
+}
+
+pub fn bot_user() -> Value {
+    json!({"id": BOT_ID, "is_bot": true, "first_name": "imrelay", "username": BOT_USERNAME})
+}
+
+pub fn chat(id: i64) -> Value {
+    if id < 0 {
+        json!({"id": id, "type": "group", "title": "Ops"})
+    } else {
+        json!({"id": id, "type": "private", "first_name": "Private"})
+    }
+}
+
+/// A message from the bot, as Telegram returns it.
+pub fn bot_message(chat_id: i64, message_id: i64, text: &str) -> Value {
+    json!({
+        "message_id": message_id,
+        "date": 1_700_000_000,
+        "chat": chat(chat_id),
+        "from": bot_user(),
+        "text": text,
+    })
+}
+
+fn ok(result: Value) -> Response {
+    Json(json!({"ok": true, "result": result})).into_response()
+}
+
+fn error(status: u16, description: &str, extra: Option<Value>) -> Response {
+    let mut body = json!({"ok": false, "error_code": status, "description": description});
+    if let Some(p) = extra {
+        body["parameters"] = p;
+    }
+    (
+        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        Json(body),
+    )
+        .into_response()
+}
+
+/// Reads the text fields of a `multipart/form-data` body (teloxide sends `setWebhook` so)
+/// into an object; values that parse as JSON are kept as JSON.
+fn form_fields(content_type: &str, body: &[u8]) -> Value {
+    let Some(boundary) = content_type.split("boundary=").nth(1) else {
+        return Value::Null;
+    };
+    let body = String::from_utf8_lossy(body);
+    let mut fields = serde_json::Map::new();
+    for part in body.split(&format!("--{}", boundary.trim_matches('"'))) {
+        let Some((head, value)) = part.split_once("\r\n\r\n") else {
+            continue;
+        };
+        let Some(name) = head
+            .split("name=\"")
+            .nth(1)
+            .and_then(|n| n.split('"').next())
+        else {
+            continue;
+        };
+        let value = value.strip_suffix("\r\n").unwrap_or(value);
+        let parsed = serde_json::from_str(value).unwrap_or(Value::String(value.to_string()));
+        fields.insert(name.to_string(), parsed);
+    }
+    Value::Object(fields)
+}
+
+async fn api(
+    State(inner): State<Arc<Inner>>,
+    Path((bot, method)): Path<(String, String)>,
+    headers: axum::http::HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let content_type = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let params: Value = if content_type.starts_with("multipart/form-data") {
+        form_fields(content_type, &body)
+    } else {
+        serde_json::from_slice(&body).unwrap_or(Value::Null)
+    };
+    // Method names are case-insensitive; teloxide writes them as `SendMessage`.
+    let method = {
+        let mut c = method.chars();
+        match c.next() {
+            Some(first) => first.to_lowercase().chain(c).collect::<String>(),
+            None => method,
+        }
+    };
+    if bot != format!("bot{TOKEN}") {
+        return error(401, "Unauthorized", None);
+    }
+    // sendMessage ids are assigned when the call arrives, so tests can match calls to ids.
+    let message_id =
+        (method == "sendMessage").then(|| inner.next_message.fetch_add(1, Ordering::SeqCst) + 1);
+    inner.calls.lock().unwrap().push(Call {
+        method: method.clone(),
+        params: params.clone(),
+        at: Instant::now(),
+        message_id,
+    });
+    inner.changed.notify_waiters();
+    let hold = inner.holds.lock().unwrap().get(&method).cloned();
+    if let Some(gate) = hold {
+        let _permit = gate.acquire().await;
+    }
+    let failure = inner
+        .failures
+        .lock()
+        .unwrap()
+        .get_mut(&method)
+        .and_then(VecDeque::pop_front);
+    match failure {
+        Some(Fail::RetryAfter(secs)) => {
+            return error(
+                429,
+                &format!("Too Many Requests: retry after {secs}"),
+                Some(json!({"retry_after": secs})),
+            );
+        }
+        Some(Fail::Status(status, description)) => return error(status, &description, None),
+        None => {}
+    }
+    match method.as_str() {
+        "getMe" => ok(json!({
+            "id": BOT_ID, "is_bot": true, "first_name": "imrelay", "username": BOT_USERNAME,
+            "can_join_groups": true, "can_read_all_group_messages": false,
+            "supports_inline_queries": false, "can_connect_to_business": false,
+            "has_main_web_app": false
+        })),
+        "sendMessage" => {
+            let id = message_id.unwrap_or_default();
+            let chat_id = params["chat_id"].as_i64().unwrap_or(0);
+            ok(bot_message(
+                chat_id,
+                id,
+                params["text"].as_str().unwrap_or_default(),
+            ))
+        }
+        "editMessageText" => {
+            let chat_id = params["chat_id"].as_i64().unwrap_or(0);
+            let id = params["message_id"].as_i64().unwrap_or(0);
+            ok(bot_message(
+                chat_id,
+                id,
+                params["text"].as_str().unwrap_or_default(),
+            ))
+        }
+        "getUpdates" => {
+            let wait = Duration::from_secs(params["timeout"].as_u64().unwrap_or(0));
+            let deadline = Instant::now() + wait;
+            loop {
+                let arrived = inner.update_arrived.notified();
+                let batch: Vec<Value> = inner.updates.lock().unwrap().drain(..).collect();
+                if !batch.is_empty() {
+                    return ok(Value::Array(batch));
+                }
+                if tokio::time::timeout_at(deadline, arrived).await.is_err() {
+                    return ok(json!([]));
+                }
+            }
+        }
+        _ => ok(json!(true)),
+    }
+}
+
+impl FakeTelegram {
+    /// Starts the fake on 127.0.0.1:0.
+    pub async fn start() -> Self {
+        let inner = Arc::new(Inner {
+            next_message: AtomicI64::new(100),
+            next_update: AtomicI64::new(5000),
+            ..Inner::default()
+        });
+        let app = Router::new()
+            .route("/{bot}/{method}", post(api))
+            .with_state(inner.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Self { url, inner }
+    }
+
+    /// Every call of `method` so far, in order.
+    pub fn calls(&self, method: &str) -> Vec<Call> {
+        self.inner
+            .calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|c| c.method == method)
+            .cloned()
+            .collect()
+    }
+
+    /// Waits until `pred` holds for the calls of `method`, and returns them.
+    pub async fn wait_for(&self, method: &str, pred: impl Fn(&[Call]) -> bool) -> Vec<Call> {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let changed = self.inner.changed.notified();
+            let calls = self.calls(method);
+            if pred(&calls) {
+                return calls;
+            }
+            if tokio::time::timeout_at(deadline, changed).await.is_err() {
+                panic!(
+                    "timed out waiting for {method} calls; got {:#?}",
+                    self.calls(method)
+                        .iter()
+                        .map(|c| &c.params)
+                        .collect::<Vec<_>>()
+                );
+            }
+        }
+    }
+
+    /// Waits for at least `n` calls of `method`.
+    pub async fn wait_n(&self, method: &str, n: usize) -> Vec<Call> {
+        self.wait_for(method, |c| c.len() >= n).await
+    }
+
+    /// Makes the next `times` calls of `method` fail with `fail`.
+    pub fn fail(&self, method: &str, fail: Fail, times: usize) {
+        let mut f = self.inner.failures.lock().unwrap();
+        let q = f.entry(method.to_string()).or_default();
+        for _ in 0..times {
+            q.push_back(fail.clone());
+        }
+    }
+
+    /// Holds calls of `method` (after recording them) until [`FakeTelegram::release`].
+    pub fn hold(&self, method: &str) {
+        self.inner
+            .holds
+            .lock()
+            .unwrap()
+            .insert(method.to_string(), Arc::new(Semaphore::new(0)));
+    }
+
+    /// Lets held calls of `method` through.
+    pub fn release(&self, method: &str) {
+        if let Some(gate) = self.inner.holds.lock().unwrap().remove(method) {
+            gate.add_permits(1 << 20);
+        }
+    }
+
+    /// The next update id.
+    pub fn next_update_id(&self) -> i64 {
+        self.inner.next_update.fetch_add(1, Ordering::SeqCst)
+    }
+
+    /// Queues an update for `getUpdates`.
+    pub fn push_update(&self, update: Value) {
+        self.inner.updates.lock().unwrap().push_back(update);
+        self.inner.update_arrived.notify_waiters();
+    }
+}
+
+/// A person.
+#[derive(Clone, Copy)]
+pub struct Person {
+    pub id: i64,
+    pub first_name: &'static str,
+}
+
+impl Person {
+    pub fn json(&self) -> Value {
+        json!({"id": self.id, "is_bot": false, "first_name": self.first_name, "username": self.first_name.to_lowercase()})
+    }
+}
+
+/// A callback query update: `who` tapped the button with `data` on message `message` in
+/// `chat`.
+pub fn tap(update_id: i64, who: Person, chat_id: i64, message: i64, data: &str) -> Value {
+    json!({
+        "update_id": update_id,
+        "callback_query": {
+            "id": format!("cq-{update_id}"),
+            "from": who.json(),
+            "message": bot_message(chat_id, message, "prompt"),
+            "chat_instance": "ci-1",
+            "data": data,
+        }
+    })
+}
+
+/// A text message update from `who` in `chat`, optionally replying to message `reply_to`.
+pub fn text(update_id: i64, who: Person, chat_id: i64, body: &str, reply_to: Option<i64>) -> Value {
+    let mut m = json!({
+        "message_id": 90_000 + update_id,
+        "date": 1_700_000_000,
+        "chat": chat(chat_id),
+        "from": who.json(),
+        "text": body,
+    });
+    if let Some(r) = reply_to {
+        m["reply_to_message"] = bot_message(chat_id, r, "prompt");
+    }
+    if body.starts_with('/') {
+        let len = body
+            .split_whitespace()
+            .next()
+            .unwrap_or("")
+            .encode_utf16()
+            .count();
+        m["entities"] = json!([{"type": "bot_command", "offset": 0, "length": len}]);
+    }
+    json!({"update_id": update_id, "message": m})
+}
