@@ -20,7 +20,7 @@ use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::audit::{Action, AuditRecord};
-use crate::interaction::{Interaction, Lifecycle};
+use crate::interaction::Lifecycle;
 use crate::metrics::Metrics;
 use crate::store::{ClaimedJob, JobUpdate, Store};
 
@@ -166,22 +166,28 @@ impl Outbox {
     pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
         loop {
             let notified = self.wake.notified();
-            let claimed = self.dispatch().await;
-            if claimed == BATCH {
-                continue;
-            }
+            // A read first: claiming is a write, done only when something is due.
+            let next = match self.store.next_job_at().await {
+                Ok(next) => next,
+                Err(e) => {
+                    tracing::warn!(error = %e, "outbox: cannot read the store");
+                    None
+                }
+            };
             let now = (self.clock)();
-            let pause = match self.store.next_job_at().await {
-                Ok(Some(at)) if at > now => {
+            let pause = match next {
+                Some(at) if at <= now => {
+                    if self.dispatch().await > 0 {
+                        // Claimed jobs are leased, so the next look sees what is left.
+                        continue;
+                    }
+                    Duration::from_millis(10)
+                }
+                Some(at) => {
                     let ms = at.as_millisecond() - now.as_millisecond();
                     Duration::from_millis(ms.max(0) as u64).min(POLL)
                 }
-                Ok(Some(_)) => Duration::from_millis(10),
-                Ok(None) => POLL,
-                Err(e) => {
-                    tracing::warn!(error = %e, "outbox: cannot read the store");
-                    POLL
-                }
+                None => POLL,
             };
             tokio::select! {
                 _ = shutdown.cancelled() => return,
@@ -290,14 +296,12 @@ impl Outbox {
     }
 }
 
-/// Wakes the outbox whenever a state change may have recorded jobs.
+/// Wakes the outbox when a state change recorded jobs (and only then: a wake costs the
+/// store a claim).
 pub struct WakeOnChange(pub Arc<Outbox>);
 
 impl Lifecycle for WakeOnChange {
-    fn created(&self, _: &Arc<Interaction>) {
-        self.0.wake();
-    }
-    fn resolved(&self, _: &Arc<Interaction>) {
+    fn jobs_recorded(&self) {
         self.0.wake();
     }
 }

@@ -95,8 +95,6 @@ pub struct Excerpt {
 }
 
 /// Pretty-prints `input` as JSON, cut to at most `max_chars` characters.
-///
-/// A single `command` string (Bash) is shown as itself, which is what a person needs to read.
 pub fn pretty_input(input: &Map<String, Value>, max_chars: usize) -> Excerpt {
     let full = serde_json::to_string_pretty(&Value::Object(input.clone())).unwrap_or_default();
     let total = full.chars().count();

@@ -144,6 +144,8 @@ pub trait Lifecycle: Send + Sync {
     fn created(&self, _interaction: &Arc<Interaction>) {}
     /// Called after a resolution was committed (once, by the process that made it).
     fn resolved(&self, _interaction: &Arc<Interaction>) {}
+    /// Called after a committed change recorded outbox jobs.
+    fn jobs_recorded(&self) {}
 }
 
 /// A pending interaction held in memory, with its waiters.
@@ -433,6 +435,7 @@ impl Registry {
         for h in self.hooks().iter() {
             h.plan_created(&interaction, &mut jobs);
         }
+        let has_jobs = !jobs.is_empty();
         let effects = Effects {
             jobs,
             audit: if self.inner.config.audit {
@@ -463,6 +466,9 @@ impl Registry {
                 );
                 for h in self.hooks().iter() {
                     h.created(&interaction);
+                    if has_jobs {
+                        h.jobs_recorded();
+                    }
                 }
                 Ok(Created {
                     interaction,
@@ -785,12 +791,9 @@ impl Registry {
         }
         let resolution = make(&current)?;
         let resolved = Arc::new(current.resolved(resolution));
-        match self
-            .inner
-            .store
-            .resolve(resolved.clone(), self.resolution_effects(&resolved))
-            .await?
-        {
+        let effects = self.resolution_effects(&resolved);
+        let has_jobs = !effects.jobs.is_empty();
+        match self.inner.store.resolve(resolved.clone(), effects).await? {
             ResolveOutcome::Resolved => {
                 self.settle_locally(&resolved);
                 self.inner
@@ -809,6 +812,9 @@ impl Registry {
                 }
                 for h in self.hooks().iter() {
                     h.resolved(&resolved);
+                    if has_jobs {
+                        h.jobs_recorded();
+                    }
                 }
                 Ok(resolved)
             }
@@ -845,12 +851,16 @@ impl Registry {
             .for_each_concurrent(256, |i| async move {
                 let resolved = Arc::new(i.resolved(answer::expired(&i, at)));
                 let effects = self.resolution_effects(&resolved);
+                let has_jobs = !effects.jobs.is_empty();
                 match self.inner.store.resolve(resolved.clone(), effects).await {
                     Ok(ResolveOutcome::Resolved) => {
                         self.inner.events.publish(EventKind::Resolved, resolved.clone());
                         tracing::info!(id = %resolved.id, "interaction expired while imrelay was down");
                         for h in self.hooks().iter() {
                             h.resolved(&resolved);
+                            if has_jobs {
+                                h.jobs_recorded();
+                            }
                         }
                     }
                     Ok(_) => {}

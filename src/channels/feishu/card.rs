@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 
 use super::crypto::button_tag;
 use super::settings::Locale;
-use crate::channels::render::{self, format_time, pretty_input, short};
+use crate::channels::render::{self, cut_note, format_time, pretty_input, short};
 use crate::interaction::{
     Interaction, Kind, Outcome, PermissionResult, Question, Resolution, parse_questions,
 };
@@ -376,9 +376,15 @@ impl Cards {
         out.push(code_block(&excerpt.text));
         if excerpt.cut > 0 {
             out.push(grey_div(if self.zh() {
-                format!("输入过长，已省略 {} 个字符（完整内容见 imrelay 收件箱）", excerpt.cut)
+                format!(
+                    "输入过长，已省略 {} 个字符（完整内容见 imrelay 收件箱）",
+                    excerpt.cut
+                )
             } else {
-                format!("Input truncated: {} more characters not shown (see the imrelay inbox for all of it)", excerpt.cut)
+                format!(
+                    "Input truncated: {} (see the imrelay inbox for all of it)",
+                    cut_note(excerpt.cut)
+                )
             }));
         }
         match &i.resolution {
