@@ -213,3 +213,31 @@ async fn respond_bodies_that_contradict_themselves() {
     let (_, still) = app.get("/v1/interactions/rb").await;
     assert_eq!(still["status"], "pending");
 }
+
+#[tokio::test]
+async fn undecodable_path_ids_get_the_json_error_shape() {
+    let app = spawn_app().await;
+    let id = app.create_bash("pp", "ls").await;
+    let bad = "pp%FF%FE";
+    let requests = [
+        app.client.get(app.url(&format!("/v1/interactions/{bad}"))),
+        app.client
+            .get(app.url(&format!("/v1/interactions/{bad}/wait"))),
+        app.client
+            .delete(app.url(&format!("/v1/interactions/{bad}"))),
+        app.client
+            .post(app.url(&format!("/v1/interactions/{bad}/respond")))
+            .json(&json!({"decision": "allow"})),
+    ];
+    for req in requests {
+        let (status, body) = split(req.send().await.unwrap()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        assert_eq!(body["error"]["code"], "invalid_request", "{body}");
+        assert!(
+            body["error"]["message"].as_str().unwrap().contains("path"),
+            "{body}"
+        );
+    }
+    let (_, still) = app.get(&format!("/v1/interactions/{id}")).await;
+    assert_eq!(still["status"], "pending");
+}
