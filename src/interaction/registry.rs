@@ -649,7 +649,10 @@ impl Registry {
         match slot {
             Some(slot) => {
                 slot.settle(resolved.clone());
-                if let Some(key) = lock(&slot.deadline).take() {
+                // Taken in its own statement: the deadline timer locks the queue before a
+                // slot's key, so holding the key's lock while locking the queue could deadlock.
+                let key = lock(&slot.deadline).take();
+                if let Some(key) = key {
                     lock(&self.inner.deadlines).queue.remove(&key);
                 }
                 true
