@@ -500,20 +500,19 @@ impl Registry {
                 self.track(interaction.clone());
                 // An answer can land between the commit and `track`: it finds no slot, wins in
                 // the store and publishes `resolved` itself. If any resolution missed its slot
-                // meanwhile, re-read; a resolved interaction is settled here and not announced
-                // as created after its resolution.
-                let resolved_meanwhile = if self.inner.untracked_resolutions.load(Ordering::SeqCst)
-                    != untracked_before
-                {
-                    self.resolved_in_store(&interaction.id).await
-                } else {
+                // meanwhile, re-read first; a resolved interaction is settled here and never
+                // announced as created after its resolution.
+                let unchanged =
+                    self.inner.untracked_resolutions.load(Ordering::SeqCst) == untracked_before;
+                let resolved_meanwhile = if unchanged && self.announce_created(&interaction) {
                     None
+                } else {
+                    let latest = self.resolved_in_store(&interaction.id).await;
+                    if latest.is_none() {
+                        self.announce_created(&interaction);
+                    }
+                    latest
                 };
-                if resolved_meanwhile.is_none() {
-                    self.inner
-                        .events
-                        .publish(EventKind::Created, interaction.clone());
-                }
                 tracing::info!(
                     id = %interaction.id,
                     kind = interaction.kind.as_str(),
@@ -594,6 +593,22 @@ impl Registry {
             self.settle_locally(&latest);
         }
         Ok(slot)
+    }
+
+    /// Publishes `interaction.created` if the interaction is still pending here. Done under
+    /// the slots lock, which whoever settles the slot takes before publishing `resolved`, so
+    /// `created` always comes first. Returns whether it was published.
+    fn announce_created(&self, interaction: &Arc<Interaction>) -> bool {
+        let slots = lock(&self.inner.slots);
+        let pending = slots
+            .get(&interaction.id)
+            .is_some_and(|s| s.resolved.get().is_none());
+        if pending {
+            self.inner
+                .events
+                .publish(EventKind::Created, interaction.clone());
+        }
+        pending
     }
 
     /// Re-reads a freshly tracked interaction and, if the store has it resolved, settles it
