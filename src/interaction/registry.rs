@@ -1354,6 +1354,51 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn an_expiry_racing_an_answer_loses_in_the_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::SqliteStore::open(
+            dir.path().join("race.db"),
+            crate::store::Synchronous::Normal,
+        )
+        .unwrap();
+        let reg = Registry::new(Arc::new(store), RegistryConfig::default());
+        let mut new = bash("race");
+        new.timeout_secs = Some(1);
+        let id = reg.create(new).await.unwrap().interaction.id.clone();
+        // The deadline timer read the interaction while it was still pending ...
+        let seen_by_timer = reg.get(&id).await.unwrap().unwrap();
+        let (_, mut events) = reg.events().subscribe();
+        // ... an answer arrives right at the deadline and wins ...
+        reg.respond(&id, Answer::allow(), Responder::new("a", Via::api()))
+            .await
+            .unwrap();
+        // ... and the expiry, built from that stale read, reaches the store second.
+        let at = now();
+        match reg
+            .settle(seen_by_timer, |i| Ok(answer::expired(i, at)))
+            .await
+        {
+            Err(RegistryError::AlreadyResolved(winner)) => assert_eq!(
+                winner.resolution.as_ref().unwrap().outcome,
+                Outcome::Allowed
+            ),
+            other => panic!("the expiry was not refused: {other:?}"),
+        }
+        let stored = reg.store().get(&id).await.unwrap().unwrap();
+        assert_eq!(
+            stored.resolution.as_ref().unwrap().outcome,
+            Outcome::Allowed
+        );
+        // One resolution, announced once.
+        let mut resolved = 0;
+        while let Ok(e) = events.try_recv() {
+            assert_eq!(e.kind, EventKind::Resolved);
+            resolved += 1;
+        }
+        assert_eq!(resolved, 1);
+    }
+
+    #[tokio::test]
     async fn wait_returns_pending_on_timeout_and_not_found_for_unknown() {
         let reg = registry();
         let id = reg.create(bash("w")).await.unwrap().interaction.id.clone();
