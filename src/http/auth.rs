@@ -2,7 +2,8 @@
 //!
 //! - *agent* tokens may create, wait on and cancel interactions, and call hook endpoints;
 //! - *operator* tokens may list and answer interactions, follow the event stream and use the
-//!   web inbox.
+//!   web inbox;
+//! - a route open to either scope admits a request that either scope's check alone would.
 //!
 //! Tokens are kept only as SHA-256 digests and compared in constant time against every
 //! configured digest (no early exit, no length leak). A scope with no tokens configured
