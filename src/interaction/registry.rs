@@ -759,14 +759,16 @@ impl Registry {
             let via = responder.via.clone();
             self.refused(
                 Some(id),
-                responder.by.as_deref().unwrap_or(""),
+                &clip(responder.by.as_deref().unwrap_or("")),
                 &via,
                 "answered after the deadline",
             )
             .await;
             return Err(RegistryError::AlreadyResolved(expired));
         }
-        let who = responder.by.clone().unwrap_or_default();
+        // Clipped: a refused answer's `by` has not been length-checked, and it is logged
+        // and audited.
+        let who = clip(responder.by.as_deref().unwrap_or(""));
         let via = responder.via.clone();
         let result = self
             .settle(current, move |i| {
