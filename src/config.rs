@@ -23,6 +23,11 @@ pub const DEFAULT_TOML: &str = include_str!("../config/default.toml");
 /// Prefix of configuration environment variables.
 pub const ENV_PREFIX: &str = "IMRELAY";
 
+/// Upper bound for durations given in seconds: one year.
+const YEAR_SECS: u64 = 365 * 24 * 3600;
+/// Upper bound for durations given in hours: one year.
+const YEAR_HOURS: u64 = 365 * 24;
+
 /// Deserializes a list given either as a list (files) or as one comma-separated string (the
 /// environment, where `config` cannot tell a one-item list from a plain value).
 pub(crate) fn list<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
@@ -294,27 +299,43 @@ impl Settings {
         Self::load_with_env(None, Some(HashMap::new()))
     }
 
-    /// Checks values that only make sense together.
+    /// Checks values that only make sense together, and that durations are in range.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let i = &self.interactions;
-        for (name, v) in [
+        for (name, v, max) in [
             (
                 "interactions.approval_timeout_secs",
                 i.approval_timeout_secs,
+                YEAR_SECS,
             ),
             (
                 "interactions.question_timeout_secs",
                 i.question_timeout_secs,
+                YEAR_SECS,
             ),
-            ("interactions.max_timeout_secs", i.max_timeout_secs),
-            ("interactions.retention_hours", i.retention_hours),
+            (
+                "interactions.max_timeout_secs",
+                i.max_timeout_secs,
+                YEAR_SECS,
+            ),
+            (
+                "interactions.retention_hours",
+                i.retention_hours,
+                YEAR_HOURS,
+            ),
             (
                 "hooks.claude_code.timeout_secs",
                 self.hooks.claude_code.timeout_secs,
+                YEAR_SECS,
             ),
         ] {
             if v == 0 {
                 return Err(ConfigError::Invalid(format!("{name} must be at least 1")));
+            }
+            if v > max {
+                return Err(ConfigError::Invalid(format!(
+                    "{name} must be at most {max} (one year), got {v}"
+                )));
             }
         }
         if !self.server.listen.ip().is_loopback() {
@@ -453,6 +474,55 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("listn"), "{err}");
+    }
+
+    #[test]
+    fn unknown_keys_in_a_file_are_errors_naming_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(
+            &path,
+            "[hooks.claude_code]\ntimeout_secs = 100\non_timeuot = \"ask\"\n",
+        )
+        .unwrap();
+        let err = Settings::load_with_env(Some(&path), env(&[]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("on_timeuot"), "{err}");
+    }
+
+    #[test]
+    fn durations_beyond_a_year_are_refused_naming_the_key() {
+        for (var, key) in [
+            (
+                "IMRELAY__INTERACTIONS__RETENTION_HOURS",
+                "interactions.retention_hours",
+            ),
+            (
+                "IMRELAY__INTERACTIONS__MAX_TIMEOUT_SECS",
+                "interactions.max_timeout_secs",
+            ),
+            (
+                "IMRELAY__INTERACTIONS__APPROVAL_TIMEOUT_SECS",
+                "interactions.approval_timeout_secs",
+            ),
+            (
+                "IMRELAY__HOOKS__CLAUDE_CODE__TIMEOUT_SECS",
+                "hooks.claude_code.timeout_secs",
+            ),
+        ] {
+            let err = Settings::load_with_env(None, env(&[(var, "18446744073709551615")]))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(key), "{err}");
+            assert!(err.contains("at most"), "{err}");
+        }
+        let s = Settings::load_with_env(
+            None,
+            env(&[("IMRELAY__INTERACTIONS__RETENTION_HOURS", "8760")]),
+        )
+        .unwrap();
+        assert_eq!(s.interactions.retention_hours, 8760);
     }
 
     #[test]

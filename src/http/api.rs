@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 
 use super::AppState;
 use super::error::ApiError;
-use super::extract::{ApiJson, ApiQuery};
+use super::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::interaction::{
     Answer, Interaction, InteractionId, NewInteraction, PermissionResult, RegistryError,
     Resolution, Responder, Via, json_type,
@@ -195,7 +195,7 @@ pub async fn list(
 /// `GET /v1/interactions/{id}`
 pub async fn get(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Response, ApiError> {
     let id = path_id(&id)?;
     match state.registry.get(&id).await? {
@@ -234,7 +234,7 @@ async fn wait_for(
 /// `GET /v1/interactions/{id}/wait`
 pub async fn wait(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiQuery(params): ApiQuery<WaitParams>,
 ) -> Result<Response, ApiError> {
     let id = path_id(&id)?;
@@ -341,7 +341,7 @@ impl RespondBody {
 /// `POST /v1/interactions/{id}/respond`
 pub async fn respond(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<RespondBody>,
 ) -> Result<Response, ApiError> {
     let id = path_id(&id)?;
@@ -363,7 +363,7 @@ pub struct CancelParams {
 /// `DELETE /v1/interactions/{id}`
 pub async fn cancel(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiQuery(params): ApiQuery<CancelParams>,
 ) -> Result<Response, ApiError> {
     let id = path_id(&id)?;

@@ -2,7 +2,8 @@
 //!
 //! - *agent* tokens may create, wait on and cancel interactions, and call hook endpoints;
 //! - *operator* tokens may list and answer interactions, follow the event stream and use the
-//!   web inbox.
+//!   web inbox;
+//! - a route open to either scope admits a request that either scope's check alone would.
 //!
 //! Tokens are kept only as SHA-256 digests and compared in constant time against every
 //! configured digest (no early exit, no length leak). A scope with no tokens configured
@@ -93,28 +94,31 @@ impl Auth {
         }
     }
 
-    /// Whether `scope` has tokens configured.
+    /// Whether even a request from this machine needs a token for `scope` (a scope with no
+    /// tokens configured admits local requests without one).
     pub fn requires_token(&self, scope: Scope) -> bool {
         match scope {
             Scope::Agent => !self.agent.is_empty(),
             Scope::Operator => !self.operator.is_empty(),
-            Scope::Any => !self.agent.is_empty() || !self.operator.is_empty(),
+            Scope::Any => !self.agent.is_empty() && !self.operator.is_empty(),
         }
     }
 
-    /// Checks a request against `scope`.
+    /// Checks a request against `scope`. For [`Scope::Any`] the request passes if it would
+    /// pass either scope's check alone.
     pub fn check(
         &self,
         scope: Scope,
         headers: &HeaderMap,
         peer: SocketAddr,
     ) -> Result<(), ApiError> {
-        let allowed: Vec<&[[u8; 32]]> = match scope {
-            Scope::Agent => vec![&self.agent],
-            Scope::Operator => vec![&self.operator],
-            Scope::Any => vec![&self.agent, &self.operator],
+        let allowed: &[&[[u8; 32]]] = match scope {
+            Scope::Agent => &[&self.agent],
+            Scope::Operator => &[&self.operator],
+            Scope::Any => &[&self.agent, &self.operator],
         };
-        if allowed.iter().all(|d| d.is_empty()) {
+        // A scope with no tokens admits requests from this machine.
+        if allowed.iter().any(|d| d.is_empty()) {
             let host = headers
                 .get(header::HOST)
                 .and_then(|h| h.to_str().ok())
@@ -122,10 +126,12 @@ impl Auth {
             if peer.ip().is_loopback() && loopback_host(host) {
                 return Ok(());
             }
-            return Err(ApiError::forbidden(format!(
-                "no {} tokens are configured, so only requests from this machine (to a loopback host name) are accepted",
-                scope.name()
-            )));
+            if allowed.iter().all(|d| d.is_empty()) {
+                return Err(ApiError::forbidden(format!(
+                    "no {} tokens are configured, so only requests from this machine (to a loopback host name) are accepted",
+                    scope.name()
+                )));
+            }
         }
         let presented = headers
             .get(header::AUTHORIZATION)
@@ -142,10 +148,14 @@ impl Auth {
             )));
         };
         let d = digest(token);
-        if allowed.iter().any(|set| matches_any(set, &d)) {
+        // Every set is compared (no short-circuit), so timing does not tell which matched.
+        let in_scope = allowed
+            .iter()
+            .fold(false, |found, set| matches_any(set, &d) | found);
+        if in_scope {
             return Ok(());
         }
-        let known = matches_any(&self.agent, &d) || matches_any(&self.operator, &d);
+        let known = matches_any(&self.agent, &d) | matches_any(&self.operator, &d);
         if known {
             Err(ApiError::forbidden(format!(
                 "this token does not have the {} scope",
@@ -252,6 +262,61 @@ mod tests {
             "unauthorized"
         );
         assert!(a.check(Scope::Any, &headers(Some("op"), "x"), peer).is_ok());
+    }
+
+    #[test]
+    fn either_scope_passes_when_either_check_would() {
+        // Agent scope open to this machine, operator scope behind tokens.
+        let a = auth(&[], &["op"]);
+        let local = LOCAL.parse().unwrap();
+        let remote = REMOTE.parse().unwrap();
+        assert!(
+            a.check(Scope::Agent, &headers(None, "127.0.0.1"), local)
+                .is_ok()
+        );
+        assert!(
+            a.check(Scope::Any, &headers(None, "127.0.0.1"), local)
+                .is_ok()
+        );
+        assert!(
+            a.check(Scope::Any, &headers(Some("op"), "x"), remote)
+                .is_ok()
+        );
+        assert_eq!(
+            a.check(Scope::Any, &headers(None, "x"), remote)
+                .unwrap_err()
+                .code(),
+            "unauthorized"
+        );
+        assert_eq!(
+            a.check(Scope::Any, &headers(Some("nope"), "x"), remote)
+                .unwrap_err()
+                .code(),
+            "unauthorized"
+        );
+        // The other way round.
+        let b = auth(&["ag"], &[]);
+        assert!(
+            b.check(Scope::Any, &headers(None, "localhost"), local)
+                .is_ok()
+        );
+        assert!(
+            b.check(Scope::Any, &headers(Some("ag"), "x"), remote)
+                .is_ok()
+        );
+        assert!(b.check(Scope::Any, &headers(None, "x"), remote).is_err());
+        // Neither has tokens: this machine only.
+        let c = auth(&[], &[]);
+        assert!(
+            c.check(Scope::Any, &headers(None, "localhost"), local)
+                .is_ok()
+        );
+        assert_eq!(
+            c.check(Scope::Any, &headers(None, "localhost"), remote)
+                .unwrap_err()
+                .code(),
+            "forbidden"
+        );
     }
 
     #[test]

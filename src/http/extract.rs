@@ -1,8 +1,8 @@
 //! Extractors that turn axum's rejections into [`ApiError`]s, so malformed JSON, wrong types,
-//! a missing content type, an oversized body or a bad query string all get the API's JSON
-//! error body.
+//! a missing content type, an oversized body, a bad query string or an undecodable path
+//! segment all get the API's JSON error body.
 
-use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
@@ -68,5 +68,39 @@ where
             )),
             Err(other) => Err(ApiError::bad_request(other.body_text())),
         }
+    }
+}
+
+/// Path parameters; rejections (e.g. a segment whose percent-encoding is not UTF-8) become
+/// API errors.
+#[derive(Debug)]
+pub struct ApiPath<T>(pub T);
+
+impl<S, T> FromRequestParts<S> for ApiPath<T>
+where
+    T: DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(v)) => Ok(ApiPath(v)),
+            Err(rejection) => Err(path_rejection(rejection)),
+        }
+    }
+}
+
+fn path_rejection(r: PathRejection) -> ApiError {
+    if r.status().is_client_error() {
+        ApiError::bad_request(format!("invalid path: {}", r.body_text()))
+    } else {
+        // A route and its extractor disagree: a bug here, not in the request.
+        tracing::error!(error = %r.body_text(), "path parameters could not be extracted");
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "imrelay could not read this route's parameters",
+        )
     }
 }

@@ -8,7 +8,9 @@
 //! Ids: `PreToolUse` uses `tool_use_id`. `PermissionRequest` has none, so the id is derived
 //! from the session, tool and input (`cc-<hash>`); if that interaction was already answered,
 //! the next generation (`cc-<hash>.2`, ...) is used, so repeating the same command later in a
-//! session asks again instead of replaying the old answer.
+//! session asks again instead of replaying the old answer. The latest generation of each
+//! derived id is remembered in the store, so finding it takes a read or two (not one per
+//! earlier generation), survives restarts, and an id is never reused after pruning.
 
 use std::time::Duration;
 
@@ -27,13 +29,13 @@ use crate::interaction::{
     canonical_json,
 };
 
-/// Generations tried for a derived `PermissionRequest` id.
-const MAX_GENERATIONS: u32 = 10_000;
+/// Prefix of the store values that remember a derived id's latest generation.
+const GENERATION_KEY: &str = "hooks.claude_code.generation:";
 
-/// The fields imrelay reads from a Claude Code hook input (others are ignored).
+/// The fields imrelay reads from a `PreToolUse` or `PermissionRequest` hook input (others
+/// are ignored).
 #[derive(Debug, Deserialize)]
 pub struct HookInput {
-    hook_event_name: String,
     session_id: Option<String>,
     cwd: Option<String>,
     tool_name: Option<String>,
@@ -71,13 +73,20 @@ fn derived_base(session: &str, tool: &str, input: &Map<String, Value>) -> String
 /// `POST /v1/hooks/claude-code`
 pub async fn claude_code(
     State(state): State<AppState>,
-    ApiJson(hook): ApiJson<HookInput>,
+    ApiJson(body): ApiJson<Value>,
 ) -> Result<Json<Value>, ApiError> {
-    let event = match hook.hook_event_name.as_str() {
-        "PreToolUse" => Event::PreToolUse,
-        "PermissionRequest" => Event::PermissionRequest,
-        _ => return Ok(Json(json!({}))),
+    // The event name first: other events get no opinion, whatever the rest of their input.
+    let event = match body.get("hook_event_name") {
+        Some(Value::String(name)) if name == "PreToolUse" => Event::PreToolUse,
+        Some(Value::String(name)) if name == "PermissionRequest" => Event::PermissionRequest,
+        Some(Value::String(_)) => return Ok(Json(json!({}))),
+        _ => {
+            return Err(ApiError::bad_request("hook_event_name: expected a string")
+                .with("field", json!("hook_event_name")));
+        }
     };
+    let hook: HookInput = serde_json::from_value(body)
+        .map_err(|e| ApiError::bad_request(format!("invalid {} input: {e}", event.name())))?;
     let tool_name = hook
         .tool_name
         .filter(|t| !t.is_empty())
@@ -154,22 +163,40 @@ pub async fn claude_code(
 }
 
 /// Creates the first unanswered generation of a derived id, or re-attaches to a pending one.
+///
+/// The latest generation is remembered in the store under the base id. It was created, so if
+/// it is gone it was pruned: the walk starts after it, and no id is handed out twice.
 async fn create_generation(
     state: &AppState,
     base: &str,
     new: NewInteraction,
 ) -> Result<std::sync::Arc<Interaction>, ApiError> {
-    for generation in 1..=MAX_GENERATIONS {
+    let store = state.registry.store();
+    let key = format!("{GENERATION_KEY}{base}");
+    let remembered = store
+        .get_value(&key)
+        .await?
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|g| *g >= 1);
+    let mut generation = remembered.unwrap_or(1);
+    loop {
         let id = if generation == 1 {
             base.to_string()
         } else {
             format!("{base}.{generation}")
         };
         let parsed = InteractionId::parse(&id)?;
-        if let Some(existing) = state.registry.get(&parsed).await?
-            && !existing.is_pending()
-        {
-            continue;
+        match state.registry.get(&parsed).await? {
+            Some(existing) if !existing.is_pending() => {
+                generation = generation.saturating_add(1);
+                continue;
+            }
+            None if remembered == Some(generation) => {
+                // Pruned after its retention: never reuse its id.
+                generation = generation.saturating_add(1);
+                continue;
+            }
+            _ => {}
         }
         match state
             .registry
@@ -179,15 +206,21 @@ async fn create_generation(
             })
             .await
         {
-            Ok(c) if c.interaction.is_pending() || c.created => return Ok(c.interaction),
-            // Answered between the look-up and the create: take the next generation.
-            Ok(_) => continue,
+            Ok(c) if c.interaction.is_pending() || c.created => {
+                if remembered != Some(generation)
+                    && let Err(e) = store.set_value(&key, Some(generation.to_string())).await
+                {
+                    // The interaction exists; a stale memory only means a longer walk later.
+                    tracing::warn!(id = %c.interaction.id, error = %e, "could not remember the latest generation of a derived id");
+                }
+                return Ok(c.interaction);
+            }
+            // Answered between the look-up and the create, or the id was taken by a different
+            // request: take the next generation.
+            Ok(_) | Err(RegistryError::Conflict(_)) => generation = generation.saturating_add(1),
             Err(e) => return Err(e.into()),
         }
     }
-    Err(ApiError::bad_request(
-        "too many identical permission requests in this session",
-    ))
 }
 
 fn ask(event: Event, reason: &str) -> Value {
@@ -271,6 +304,6 @@ mod tests {
         let reordered = json!({"b":1,"command":"ls"}).as_object().cloned().unwrap();
         assert_eq!(a, derived_base("s1", "Bash", &reordered));
         assert!(InteractionId::parse(&a).is_ok());
-        assert!(InteractionId::parse(&format!("{a}.9999")).is_ok());
+        assert!(InteractionId::parse(&format!("{a}.{}", u64::MAX)).is_ok());
     }
 }

@@ -9,7 +9,7 @@
 //! | `POST /v1/interactions`, `GET /v1/interactions/{id}/wait`, `DELETE /v1/interactions/{id}`, `POST /v1/hooks/claude-code` | agent |
 //! | `GET /v1/interactions`, `POST /v1/interactions/{id}/respond`, `GET /v1/events`, `GET /v1/audit` | operator |
 //! | `POST /v1/webhooks/{name}/respond` | a Standard Webhooks signature (see [`crate::channels::webhook`]) |
-//! | `GET /v1/interactions/{id}` | agent or operator |
+//! | `GET /v1/interactions/{id}` | agent or operator (whichever check passes) |
 //!
 //! Channels with their own inbound endpoints (Telegram and Feishu webhooks, signed webhook
 //! answers) add routes through [`AppState`]-independent routers merged in by the app.

@@ -1,9 +1,10 @@
 //! Lifecycle events (`interaction.created`, `interaction.resolved`) with monotonically
 //! increasing sequence numbers, a bounded replay buffer, and a broadcast to live subscribers.
 //!
-//! Sequence numbers start at the process start time in microseconds, so they keep increasing
-//! across restarts: a client resuming with an id from before a restart is told to re-list
-//! (a gap), never handed the wrong events.
+//! Sequence numbers start at the process start time in microseconds, so a restarted process
+//! numbers above the previous one unless the system clock was set back: a client resuming
+//! with an id from before a restart is told to re-list (a gap) rather than handed the wrong
+//! events.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};

@@ -9,6 +9,7 @@
 //! trigger it too.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 use std::time::Duration;
 
@@ -212,6 +213,10 @@ struct Inner {
     deadline_changed: Notify,
     events: EventLog,
     hooks: RwLock<Vec<Arc<dyn Lifecycle>>>,
+    /// How many resolutions found no local slot. Bumped under the `slots` lock, so
+    /// [`Registry::create`] can tell whether its own interaction may have been resolved
+    /// between the store's commit and the slot's insertion, and only then re-read it.
+    untracked_resolutions: AtomicU64,
 }
 
 /// The pending-interaction registry. Cheap to clone; all clones share state.
@@ -288,12 +293,51 @@ fn resolved_record(i: &Interaction, r: &Resolution) -> AuditRecord {
     }
 }
 
+/// Logs a resolution this process recorded: the one line per resolution, with its kind,
+/// outcome, who, via which channel and the time to answer.
+fn log_resolution(resolved: &Interaction, what: &'static str) {
+    if let Some(r) = &resolved.resolution {
+        tracing::info!(
+            id = %resolved.id,
+            kind = resolved.kind.as_str(),
+            outcome = r.outcome.as_str(),
+            by = r.by.as_deref().unwrap_or(""),
+            via = %r.via,
+            time_to_answer_ms = resolved
+                .time_to_answer()
+                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+                .unwrap_or(0),
+            "{what}"
+        );
+    }
+}
+
+/// `t + d`, saturating at the latest representable time (never earlier than `t`).
 fn add(t: Timestamp, d: Duration) -> Timestamp {
     jiff::SignedDuration::try_from(d)
         .ok()
         .and_then(|d| t.checked_add(d).ok())
-        .unwrap_or(t)
+        .unwrap_or(Timestamp::MAX)
 }
+
+/// `t - d`, saturating at the earliest representable time (never later than `t`).
+fn sub(t: Timestamp, d: Duration) -> Timestamp {
+    jiff::SignedDuration::try_from(d)
+        .ok()
+        .and_then(|d| t.checked_sub(d).ok())
+        .unwrap_or(Timestamp::MIN)
+}
+
+/// The monotonic instant `d` from now, saturating far in the future instead of overflowing.
+fn instant_in(d: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(d)
+        .or_else(|| now.checked_add(FAR_FUTURE))
+        .unwrap_or(now)
+}
+
+/// Stand-in for "never" in the monotonic clock (as tokio itself uses: about 30 years).
+const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
 
 impl Registry {
     /// A registry over `store`. Call [`Registry::recover`] and
@@ -309,6 +353,7 @@ impl Registry {
                 deadline_changed: Notify::new(),
                 events,
                 hooks: RwLock::new(Vec::new()),
+                untracked_resolutions: AtomicU64::new(0),
             }),
         }
     }
@@ -444,6 +489,7 @@ impl Registry {
                 Vec::new()
             },
         };
+        let untracked_before = self.inner.untracked_resolutions.load(Ordering::SeqCst);
         match self
             .inner
             .store
@@ -452,9 +498,21 @@ impl Registry {
         {
             CreateOutcome::Created => {
                 self.track(interaction.clone());
-                self.inner
-                    .events
-                    .publish(EventKind::Created, interaction.clone());
+                // An answer can land between the commit and `track`: it finds no slot, wins in
+                // the store and publishes `resolved` itself. If any resolution missed its slot
+                // meanwhile, re-read first; a resolved interaction is settled here and never
+                // announced as created after its resolution.
+                let unchanged =
+                    self.inner.untracked_resolutions.load(Ordering::SeqCst) == untracked_before;
+                let resolved_meanwhile = if unchanged && self.announce_created(&interaction) {
+                    None
+                } else {
+                    let latest = self.resolved_in_store(&interaction.id).await;
+                    if latest.is_none() {
+                        self.announce_created(&interaction);
+                    }
+                    latest
+                };
                 tracing::info!(
                     id = %interaction.id,
                     kind = interaction.kind.as_str(),
@@ -471,7 +529,7 @@ impl Registry {
                     }
                 }
                 Ok(Created {
-                    interaction,
+                    interaction: resolved_meanwhile.unwrap_or(interaction),
                     created: true,
                 })
             }
@@ -511,10 +569,14 @@ impl Registry {
             }
         };
         if fresh {
-            let remaining = (interaction.deadline.as_millisecond() - now().as_millisecond()).max(0);
+            let remaining = interaction
+                .deadline
+                .as_millisecond()
+                .saturating_sub(now().as_millisecond())
+                .max(0);
             self.schedule(
                 slot.clone(),
-                Instant::now() + Duration::from_millis(remaining as u64),
+                instant_in(Duration::from_millis(remaining as u64)),
             );
         }
         slot
@@ -531,6 +593,38 @@ impl Registry {
             self.settle_locally(&latest);
         }
         Ok(slot)
+    }
+
+    /// Publishes `interaction.created` if the interaction is still pending here. Done under
+    /// the slots lock, which whoever settles the slot takes before publishing `resolved`, so
+    /// `created` always comes first. Returns whether it was published.
+    fn announce_created(&self, interaction: &Arc<Interaction>) -> bool {
+        let slots = lock(&self.inner.slots);
+        let pending = slots
+            .get(&interaction.id)
+            .is_some_and(|s| s.resolved.get().is_none());
+        if pending {
+            self.inner
+                .events
+                .publish(EventKind::Created, interaction.clone());
+        }
+        pending
+    }
+
+    /// Re-reads a freshly tracked interaction and, if the store has it resolved, settles it
+    /// locally and returns it. A failed read is logged: the deadline settles it later.
+    async fn resolved_in_store(&self, id: &InteractionId) -> Option<Arc<Interaction>> {
+        match self.inner.store.get(id).await {
+            Ok(Some(latest)) if !latest.is_pending() => {
+                self.settle_locally(&latest);
+                Some(latest)
+            }
+            Ok(_) => None,
+            Err(e) => {
+                tracing::warn!(id = %id, error = %e, "could not re-read a new interaction; its deadline will settle it");
+                None
+            }
+        }
     }
 
     fn schedule(&self, slot: Arc<Slot>, at: Instant) {
@@ -556,11 +650,24 @@ impl Registry {
     /// Wakes local waiters of a resolved interaction and forgets it as pending. Returns
     /// whether it was pending here.
     fn settle_locally(&self, resolved: &Arc<Interaction>) -> bool {
-        let slot = lock(&self.inner.slots).remove(&resolved.id);
+        let slot = {
+            let mut slots = lock(&self.inner.slots);
+            let slot = slots.remove(&resolved.id);
+            if slot.is_none() {
+                // Under the lock, so a `track` that follows is guaranteed to see the count.
+                self.inner
+                    .untracked_resolutions
+                    .fetch_add(1, Ordering::SeqCst);
+            }
+            slot
+        };
         match slot {
             Some(slot) => {
                 slot.settle(resolved.clone());
-                if let Some(key) = lock(&slot.deadline).take() {
+                // Taken in its own statement: the deadline timer locks the queue before a
+                // slot's key, so holding the key's lock while locking the queue could deadlock.
+                let key = lock(&slot.deadline).take();
+                if let Some(key) = key {
                     lock(&self.inner.deadlines).queue.remove(&key);
                 }
                 true
@@ -652,14 +759,16 @@ impl Registry {
             let via = responder.via.clone();
             self.refused(
                 Some(id),
-                responder.by.as_deref().unwrap_or(""),
+                &clip(responder.by.as_deref().unwrap_or("")),
                 &via,
                 "answered after the deadline",
             )
             .await;
             return Err(RegistryError::AlreadyResolved(expired));
         }
-        let who = responder.by.clone().unwrap_or_default();
+        // Clipped: a refused answer's `by` has not been length-checked, and it is logged
+        // and audited.
+        let who = clip(responder.by.as_deref().unwrap_or(""));
         let via = responder.via.clone();
         let result = self
             .settle(current, move |i| {
@@ -799,17 +908,7 @@ impl Registry {
                 self.inner
                     .events
                     .publish(EventKind::Resolved, resolved.clone());
-                if let Some(r) = &resolved.resolution {
-                    tracing::info!(
-                        id = %resolved.id,
-                        kind = resolved.kind.as_str(),
-                        outcome = r.outcome.as_str(),
-                        by = r.by.as_deref().unwrap_or(""),
-                        via = %r.via,
-                        time_to_answer_ms = resolved.time_to_answer().map(|d| d.as_millis() as u64).unwrap_or(0),
-                        "interaction resolved"
-                    );
-                }
+                log_resolution(&resolved, "interaction resolved");
                 for h in self.hooks().iter() {
                     h.resolved(&resolved);
                     if has_jobs {
@@ -855,7 +954,7 @@ impl Registry {
                 match self.inner.store.resolve(resolved.clone(), effects).await {
                     Ok(ResolveOutcome::Resolved) => {
                         self.inner.events.publish(EventKind::Resolved, resolved.clone());
-                        tracing::info!(id = %resolved.id, "interaction expired while imrelay was down");
+                        log_resolution(&resolved, "interaction expired while imrelay was down");
                         for h in self.hooks().iter() {
                             h.resolved(&resolved);
                             if has_jobs {
@@ -867,7 +966,7 @@ impl Registry {
                     Err(e) => {
                         tracing::error!(id = %resolved.id, error = %e, "could not record an overdue expiry; retrying shortly");
                         let slot = self.track(i.clone());
-                        self.schedule(slot, Instant::now() + EXPIRY_RETRY);
+                        self.schedule(slot, instant_in(EXPIRY_RETRY));
                     }
                 }
             })
@@ -930,7 +1029,7 @@ impl Registry {
             Ok(_) | Err(RegistryError::NotFound(_)) => {}
             Err(e) => {
                 tracing::error!(id = %id, error = %e, "could not record an expiry; retrying shortly");
-                self.schedule(slot, Instant::now() + EXPIRY_RETRY);
+                self.schedule(slot, instant_in(EXPIRY_RETRY));
             }
         }
     }
@@ -939,9 +1038,8 @@ impl Registry {
         let retention = self.inner.config.retention;
         let every = (retention / 4).clamp(Duration::from_secs(1), Duration::from_secs(600));
         loop {
-            let cutoff = Timestamp::now()
-                .checked_sub(jiff::SignedDuration::try_from(retention).unwrap_or_default())
-                .unwrap_or(Timestamp::UNIX_EPOCH);
+            // A retention too long to subtract keeps everything rather than nothing.
+            let cutoff = sub(Timestamp::now(), retention);
             match self.inner.store.prune(cutoff).await {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(pruned = n, "pruned resolved interactions past retention"),
@@ -961,6 +1059,7 @@ mod tests {
     use crate::interaction::{Outcome, Via};
     use crate::store::MemoryStore;
     use serde_json::json;
+    use std::sync::atomic::Ordering;
 
     fn obj(v: Value) -> Map<String, Value> {
         v.as_object().cloned().unwrap_or_default()
@@ -975,6 +1074,195 @@ mod tests {
             id: Some(id.into()),
             ..NewInteraction::new("Bash", obj(json!({"command": "ls"})))
         }
+    }
+
+    /// A memory store that can hold one `create` after it committed, so a test can act in
+    /// the gap before the registry tracks the new interaction.
+    #[derive(Default)]
+    struct GatedStore {
+        inner: MemoryStore,
+        armed: std::sync::atomic::AtomicBool,
+        committed: Notify,
+        release: Notify,
+    }
+
+    #[async_trait::async_trait]
+    impl Store for GatedStore {
+        async fn create(
+            &self,
+            i: Arc<Interaction>,
+            e: Effects,
+        ) -> Result<CreateOutcome, StoreError> {
+            let outcome = self.inner.create(i, e).await;
+            if self.armed.swap(false, Ordering::SeqCst) {
+                self.committed.notify_one();
+                self.release.notified().await;
+            }
+            outcome
+        }
+        async fn resolve(
+            &self,
+            i: Arc<Interaction>,
+            e: Effects,
+        ) -> Result<ResolveOutcome, StoreError> {
+            self.inner.resolve(i, e).await
+        }
+        async fn get(&self, id: &InteractionId) -> Result<Option<Arc<Interaction>>, StoreError> {
+            self.inner.get(id).await
+        }
+        async fn list(&self, q: &ListQuery) -> Result<Page, StoreError> {
+            self.inner.list(q).await
+        }
+        async fn pending(&self) -> Result<Vec<Arc<Interaction>>, StoreError> {
+            self.inner.pending().await
+        }
+        async fn prune(&self, b: Timestamp) -> Result<u64, StoreError> {
+            self.inner.prune(b).await
+        }
+        async fn record_message(&self, m: crate::store::ChannelMessage) -> Result<(), StoreError> {
+            self.inner.record_message(m).await
+        }
+        async fn messages(
+            &self,
+            c: &str,
+            id: &InteractionId,
+        ) -> Result<Vec<crate::store::ChannelMessage>, StoreError> {
+            self.inner.messages(c, id).await
+        }
+        async fn message(
+            &self,
+            c: &str,
+            a: &str,
+            r: &str,
+        ) -> Result<Option<crate::store::ChannelMessage>, StoreError> {
+            self.inner.message(c, a, r).await
+        }
+        async fn set_message_state(
+            &self,
+            c: &str,
+            a: &str,
+            r: &str,
+            v: Option<Value>,
+        ) -> Result<bool, StoreError> {
+            self.inner.set_message_state(c, a, r, v).await
+        }
+        async fn enqueue(&self, j: Vec<OutboxJob>) -> Result<(), StoreError> {
+            self.inner.enqueue(j).await
+        }
+        async fn claim_jobs(
+            &self,
+            n: Timestamp,
+            l: usize,
+            d: Duration,
+        ) -> Result<Vec<crate::store::ClaimedJob>, StoreError> {
+            self.inner.claim_jobs(n, l, d).await
+        }
+        async fn finish_job(&self, id: i64, u: crate::store::JobUpdate) -> Result<(), StoreError> {
+            self.inner.finish_job(id, u).await
+        }
+        async fn next_job_at(&self) -> Result<Option<Timestamp>, StoreError> {
+            self.inner.next_job_at().await
+        }
+        async fn job_backlog(&self) -> Result<Vec<(String, u64)>, StoreError> {
+            self.inner.job_backlog().await
+        }
+        async fn append_audit(&self, r: Vec<AuditRecord>) -> Result<(), StoreError> {
+            self.inner.append_audit(r).await
+        }
+        async fn audit(
+            &self,
+            q: &crate::store::AuditQuery,
+        ) -> Result<Vec<crate::store::AuditEntry>, StoreError> {
+            self.inner.audit(q).await
+        }
+        async fn get_value(&self, k: &str) -> Result<Option<String>, StoreError> {
+            self.inner.get_value(k).await
+        }
+        async fn set_value(&self, k: &str, v: Option<String>) -> Result<(), StoreError> {
+            self.inner.set_value(k, v).await
+        }
+        async fn secret(&self, n: &str) -> Result<Vec<u8>, StoreError> {
+            self.inner.secret(n).await
+        }
+        async fn first_sighting(&self, s: &str, k: &str, e: Timestamp) -> Result<bool, StoreError> {
+            self.inner.first_sighting(s, k, e).await
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_between_commit_and_tracking_is_not_lost() {
+        let store = Arc::new(GatedStore::default());
+        let reg = Registry::new(store.clone(), RegistryConfig::default());
+        let shutdown = CancellationToken::new();
+        reg.spawn_background(shutdown.clone());
+        let (_, mut events) = reg.events().subscribe();
+        store.armed.store(true, Ordering::SeqCst);
+        let creating = tokio::spawn({
+            let reg = reg.clone();
+            async move { reg.create(bash("gap")).await }
+        });
+        // The interaction is in the store, but `create` has not tracked it yet.
+        store.committed.notified().await;
+        let id = InteractionId::parse("gap").unwrap();
+        reg.respond(&id, Answer::allow(), Responder::new("quick", Via::api()))
+            .await
+            .unwrap();
+        store.release.notify_one();
+        let created = creating.await.unwrap().unwrap();
+        assert!(created.created);
+        assert_eq!(
+            created.interaction.resolution.as_ref().unwrap().outcome,
+            Outcome::Allowed
+        );
+
+        // Waiting finds the answer (with paused time, a stuck wait would run to its end).
+        let waited = reg.wait(&id, Duration::from_secs(3600)).await.unwrap();
+        assert_eq!(
+            waited.unwrap().resolution.as_ref().unwrap().outcome,
+            Outcome::Allowed
+        );
+        assert!(!reg.get(&id).await.unwrap().unwrap().is_pending());
+        assert_eq!(reg.pending_count(), 0);
+        assert_eq!(reg.scheduled_deadlines(), 0);
+
+        // Past the deadline: still one resolution, announced once, never after a `created`.
+        tokio::time::sleep(Duration::from_secs(600)).await;
+        let mut kinds = Vec::new();
+        while let Ok(e) = events.try_recv() {
+            kinds.push(e.kind);
+        }
+        assert_eq!(kinds, vec![EventKind::Resolved]);
+        shutdown.cancel();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn enormous_durations_saturate_instead_of_failing_open() {
+        let config = RegistryConfig {
+            approval_timeout: Duration::MAX,
+            max_timeout: Duration::MAX,
+            retention: Duration::MAX,
+            ..RegistryConfig::default()
+        };
+        let reg = Registry::new(Arc::new(MemoryStore::new()), config);
+        let answered = reg
+            .create(bash("old"))
+            .await
+            .unwrap()
+            .interaction
+            .id
+            .clone();
+        reg.respond(&answered, Answer::allow(), Responder::anonymous(Via::api()))
+            .await
+            .unwrap();
+        let open = reg.create(bash("open")).await.unwrap().interaction;
+        assert!(open.deadline > now());
+        let shutdown = CancellationToken::new();
+        reg.spawn_background(shutdown.clone());
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        // Not expired at once, and the pruner kept the answered one.
+        assert!(reg.get(&open.id).await.unwrap().unwrap().is_pending());
+        assert!(reg.store().get(&answered).await.unwrap().is_some());
+        shutdown.cancel();
     }
 
     #[tokio::test]
@@ -1065,6 +1353,51 @@ mod tests {
             Ok(Outcome::Allowed)
         ));
         shutdown.cancel();
+    }
+
+    #[tokio::test]
+    async fn an_expiry_racing_an_answer_loses_in_the_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::SqliteStore::open(
+            dir.path().join("race.db"),
+            crate::store::Synchronous::Normal,
+        )
+        .unwrap();
+        let reg = Registry::new(Arc::new(store), RegistryConfig::default());
+        let mut new = bash("race");
+        new.timeout_secs = Some(1);
+        let id = reg.create(new).await.unwrap().interaction.id.clone();
+        // The deadline timer read the interaction while it was still pending ...
+        let seen_by_timer = reg.get(&id).await.unwrap().unwrap();
+        let (_, mut events) = reg.events().subscribe();
+        // ... an answer arrives right at the deadline and wins ...
+        reg.respond(&id, Answer::allow(), Responder::new("a", Via::api()))
+            .await
+            .unwrap();
+        // ... and the expiry, built from that stale read, reaches the store second.
+        let at = now();
+        match reg
+            .settle(seen_by_timer, |i| Ok(answer::expired(i, at)))
+            .await
+        {
+            Err(RegistryError::AlreadyResolved(winner)) => assert_eq!(
+                winner.resolution.as_ref().unwrap().outcome,
+                Outcome::Allowed
+            ),
+            other => panic!("the expiry was not refused: {other:?}"),
+        }
+        let stored = reg.store().get(&id).await.unwrap().unwrap();
+        assert_eq!(
+            stored.resolution.as_ref().unwrap().outcome,
+            Outcome::Allowed
+        );
+        // One resolution, announced once.
+        let mut resolved = 0;
+        while let Ok(e) = events.try_recv() {
+            assert_eq!(e.kind, EventKind::Resolved);
+            resolved += 1;
+        }
+        assert_eq!(resolved, 1);
     }
 
     #[tokio::test]

@@ -282,7 +282,8 @@ async fn expiry_denies_with_a_clear_message_and_never_overrides_an_answer() {
     assert_eq!(body["resolution"]["outcome"], "expired");
     assert_eq!(body["resolution"]["via"], "system");
 
-    // b's deadline has passed too; its answer stands.
+    // b's deadline has passed too; its answer stands. (An expiry that reaches the store after
+    // an answer is refused there: see the registry's `an_expiry_racing_an_answer_loses_in_the_store`.)
     let (_, b_now) = app.get(&format!("/v1/interactions/{b}")).await;
     assert_eq!(b_now["resolution"]["outcome"], "allowed");
 
@@ -432,4 +433,69 @@ async fn get_shows_status_and_resolution() {
     }
     assert_eq!(body["timeout_secs"], 120);
     assert_eq!(body["resolution"], Value::Null);
+}
+
+#[tokio::test]
+async fn shutdown_answers_in_flight_long_polls_and_hooks() {
+    let app = spawn_app().await;
+    let client = app.client.clone();
+    let url = app.url("/v1/interactions?wait_secs=60");
+    let polling = tokio::spawn(async move {
+        split(
+            client
+                .post(url)
+                .json(&json!({"id": "sd-1", "tool_name": "Bash", "input": {"command": "ls"}}))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await
+    });
+    let client = app.client.clone();
+    let url = app.url("/v1/hooks/claude-code");
+    let hook = tokio::spawn(async move {
+        split(
+            client
+                .post(url)
+                .json(&fixture("claude-code/pre_tool_use.json"))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await
+    });
+    // Both requests are in their handlers once their interactions exist.
+    for _ in 0..500 {
+        if app.registry.pending_count() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(app.registry.pending_count(), 2);
+    let registry = app.registry.clone();
+    app.stop().await;
+
+    let (status, body) = polling.await.unwrap();
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(body["status"], "pending");
+    let (status, out) = hook.await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{out}");
+    assert_eq!(
+        out,
+        json!({"hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "ask",
+            "permissionDecisionReason": "imrelay shut down before anyone answered"
+        }})
+    );
+    // The hook's interaction was withdrawn everywhere; the agent's own stays pending.
+    let hooked =
+        imrelay::interaction::InteractionId::parse("toolu_01HkQ8mN4vRZ2xT6yB3wLpE9").unwrap();
+    let withdrawn = registry.get(&hooked).await.unwrap().unwrap();
+    assert_eq!(
+        withdrawn.resolution.as_ref().unwrap().outcome.as_str(),
+        "cancelled"
+    );
+    let polled = imrelay::interaction::InteractionId::parse("sd-1").unwrap();
+    assert!(registry.get(&polled).await.unwrap().unwrap().is_pending());
 }

@@ -112,3 +112,60 @@ async fn without_tokens_only_loopback_host_names_are_accepted() {
     let (status, _) = app.get("/v1/interactions").await;
     assert_eq!(status, StatusCode::OK);
 }
+
+#[tokio::test]
+async fn each_scope_is_refused_where_it_does_not_belong() {
+    let mut app = app_with_tokens().await;
+    app.token = Some("agent-secret".into());
+    let id = app.create_bash("auth-scope", "ls").await;
+    // Cancelling is the agent's: an operator token is refused and nothing changes.
+    app.token = Some("operator-secret".into());
+    let (status, body) = app.delete(&format!("/v1/interactions/{id}")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(body["error"]["code"], "forbidden");
+    let (_, still) = app.get(&format!("/v1/interactions/{id}")).await;
+    assert_eq!(still["status"], "pending");
+    // The audit trail is the operator's.
+    app.token = Some("agent-secret".into());
+    let (status, body) = app.get("/v1/audit").await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(body["error"]["code"], "forbidden");
+}
+
+#[tokio::test]
+async fn either_scope_routes_pass_when_either_scope_would() {
+    // Only operators have tokens: a local agent needs none, and may read what it created.
+    let mut app = spawn_with(|s| {
+        s.auth.operator_tokens = vec![Secret::new("operator-secret")];
+    })
+    .await;
+    let id = app.create_bash("either-1", "ls").await;
+    let (status, body) = app.get(&format!("/v1/interactions/{id}")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["status"], "pending");
+    // ... while the operator's own routes still want the token.
+    let (status, _) = app.get("/v1/interactions").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    app.token = Some("operator-secret".into());
+    assert_eq!(
+        app.get(&format!("/v1/interactions/{id}")).await.0,
+        StatusCode::OK
+    );
+
+    // Only agents have tokens: a local operator needs none for the same route.
+    let mut app = spawn_with(|s| {
+        s.auth.agent_tokens = vec![Secret::new("agent-secret")];
+    })
+    .await;
+    app.token = Some("agent-secret".into());
+    let id = app.create_bash("either-2", "ls").await;
+    app.token = None;
+    let (status, body) = app.get(&format!("/v1/interactions/{id}")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // A wrong token from this machine is not a reason to refuse a scope that needs none.
+    app.token = Some("guess".into());
+    assert_eq!(
+        app.get(&format!("/v1/interactions/{id}")).await.0,
+        StatusCode::OK
+    );
+}

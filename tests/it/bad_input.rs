@@ -213,3 +213,59 @@ async fn respond_bodies_that_contradict_themselves() {
     let (_, still) = app.get("/v1/interactions/rb").await;
     assert_eq!(still["status"], "pending");
 }
+
+#[tokio::test]
+async fn undecodable_path_ids_get_the_json_error_shape() {
+    let app = spawn_app().await;
+    let id = app.create_bash("pp", "ls").await;
+    let bad = "pp%FF%FE";
+    let requests = [
+        app.client.get(app.url(&format!("/v1/interactions/{bad}"))),
+        app.client
+            .get(app.url(&format!("/v1/interactions/{bad}/wait"))),
+        app.client
+            .delete(app.url(&format!("/v1/interactions/{bad}"))),
+        app.client
+            .post(app.url(&format!("/v1/interactions/{bad}/respond")))
+            .json(&json!({"decision": "allow"})),
+    ];
+    for req in requests {
+        let (status, body) = split(req.send().await.unwrap()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        assert_eq!(body["error"]["code"], "invalid_request", "{body}");
+        assert!(
+            body["error"]["message"].as_str().unwrap().contains("path"),
+            "{body}"
+        );
+    }
+    let (_, still) = app.get(&format!("/v1/interactions/{id}")).await;
+    assert_eq!(still["status"], "pending");
+}
+
+#[tokio::test]
+async fn a_refused_answers_oversized_by_is_clipped_in_the_audit_trail() {
+    let app = spawn_app().await;
+    let id = app.create_bash("clip", "ls").await;
+    let respond = format!("/v1/interactions/{id}/respond");
+    assert_eq!(
+        app.post(&respond, &json!({"decision": "allow"})).await.0,
+        StatusCode::OK
+    );
+    let (status, _) = app
+        .post(
+            &respond,
+            &json!({"decision": "deny", "by": "x".repeat(100_000)}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    let (_, audit) = app.get("/v1/audit?limit=1000").await;
+    let refused: Vec<_> = audit["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["action"] == "refused")
+        .collect();
+    assert_eq!(refused.len(), 1, "{audit}");
+    let actor = refused[0]["actor"].as_str().unwrap();
+    assert!(actor.chars().count() <= 501, "{}", actor.len());
+}

@@ -195,6 +195,16 @@ async fn other_hook_events_get_no_opinion() {
         .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(out, json!({}));
+    // Fields a known event would need in another shape do not matter for other events.
+    let (status, out) = app
+        .post(
+            "/v1/hooks/claude-code",
+            &json!({"hook_event_name": "SomeFutureEvent", "session_id": 42,
+                    "tool_input": "not an object", "cwd": ["x"]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(out, json!({}));
     let (status, out) = app
         .post(
             "/v1/hooks/claude-code",
@@ -202,6 +212,79 @@ async fn other_hook_events_get_no_opinion() {
         )
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{out}");
+    assert_eq!(out["error"]["code"], "invalid_request");
+    let (status, out) = app
+        .post(
+            "/v1/hooks/claude-code",
+            &json!({"hook_event_name": "PreToolUse", "session_id": 42, "tool_name": "Bash",
+                    "tool_input": {}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{out}");
+    assert!(
+        out["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("PreToolUse"),
+        "{out}"
+    );
+    let (status, out) = app
+        .post("/v1/hooks/claude-code", &json!({"session_id": "s"}))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{out}");
+    assert_eq!(out["error"]["field"], "hook_event_name");
+    assert_eq!(app.registry.pending_count(), 0);
+}
+
+/// Answers the one pending interaction of a permission request hook; returns its id.
+async fn answer_permission_request(app: &TestApp) -> String {
+    let hook = post_hook(app, fixture("claude-code/permission_request.json"));
+    let id = pending_one(app).await["id"].as_str().unwrap().to_string();
+    app.post(
+        &format!("/v1/interactions/{id}/respond"),
+        &json!({"decision": "allow"}),
+    )
+    .await;
+    hook.await.unwrap();
+    id
+}
+
+#[tokio::test]
+async fn permission_request_generations_are_remembered_and_never_reused() {
+    let app = spawn_app().await;
+    let base = answer_permission_request(&app).await;
+    assert!(!base.contains('.'), "{base}");
+    let key = format!("hooks.claude_code.generation:{base}");
+    assert_eq!(
+        app.store.get_value(&key).await.unwrap().as_deref(),
+        Some("1")
+    );
+
+    // Pruning the answered generation must not make its id available again.
+    app.store
+        .prune(jiff::Timestamp::now() + jiff::SignedDuration::from_hours(1))
+        .await
+        .unwrap();
+    assert_eq!(
+        app.get(&format!("/v1/interactions/{base}")).await.0,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(answer_permission_request(&app).await, format!("{base}.2"));
+
+    // The walk starts at the remembered generation rather than scanning from the first (and
+    // has no upper limit): a memory of generation 50000 leads straight past it.
+    app.store
+        .set_value(&key, Some("50000".into()))
+        .await
+        .unwrap();
+    assert_eq!(
+        answer_permission_request(&app).await,
+        format!("{base}.50001")
+    );
+    assert_eq!(
+        app.store.get_value(&key).await.unwrap().as_deref(),
+        Some("50001")
+    );
 }
 
 #[tokio::test]
@@ -226,4 +309,37 @@ async fn questions_through_the_hook_carry_the_answers() {
         out["hookSpecificOutput"]["updatedInput"]["answers"],
         json!({"Ship it?": "Yes"})
     );
+}
+
+#[tokio::test]
+async fn permission_request_generations_survive_a_restart_and_pruning() {
+    use imrelay::store::{SqliteStore, Store, Synchronous};
+    use std::sync::Arc;
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gen.db");
+    let base = {
+        let store: Arc<dyn Store> =
+            Arc::new(SqliteStore::open(&path, Synchronous::Normal).unwrap());
+        let app = spawn_on(settings(), store).await;
+        let base = answer_permission_request(&app).await;
+        assert_eq!(answer_permission_request(&app).await, format!("{base}.2"));
+        // Both answered generations pass their retention and are pruned.
+        app.store
+            .prune(jiff::Timestamp::now() + jiff::SignedDuration::from_hours(1))
+            .await
+            .unwrap();
+        app.stop().await;
+        base
+    };
+    let mut reopened = None;
+    for _ in 0..100 {
+        if let Ok(s) = SqliteStore::open(&path, Synchronous::Normal) {
+            reopened = Some(s);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let app = spawn_on(settings(), Arc::new(reopened.expect("reopens"))).await;
+    assert_eq!(answer_permission_request(&app).await, format!("{base}.3"));
 }

@@ -24,6 +24,10 @@ async fn new_clients_first_receive_every_pending_interaction() {
     let b = sse.next().await;
     assert_eq!(a.event, "interaction.created");
     assert_eq!(b.event, "interaction.created");
+    // Only the snapshot's last event carries an id: a client dropping after `a` reconnects
+    // without one and gets the whole snapshot again.
+    assert_eq!(a.id, None);
+    let snapshot_id = b.id.clone().expect("the last snapshot event has an id");
     let mut ids = vec![a.data["id"].clone(), b.data["id"].clone()];
     ids.sort_by_key(|v| v.to_string());
     assert_eq!(ids, [json!("p1"), json!("p2")]);
@@ -45,6 +49,28 @@ async fn new_clients_first_receive_every_pending_interaction() {
         d.id.unwrap().parse().unwrap(),
     );
     assert!(did > cid);
+    assert!(cid > snapshot_id.parse::<u64>().unwrap());
+}
+
+#[tokio::test]
+async fn a_client_dropping_mid_snapshot_gets_all_of_it_again() {
+    let app = spawn_app().await;
+    for n in 0..3 {
+        app.create_bash(&format!("m{n}"), "ls").await;
+    }
+    let mut sse = Sse::connect(&app, None).await;
+    let first = sse.next().await;
+    drop(sse);
+    // Reconnecting as an SSE client does: with the last id it saw, here none.
+    let mut again = Sse::connect(&app, first.id.as_deref()).await;
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let e = again.next().await;
+        assert_eq!(e.event, "interaction.created");
+        ids.push(e.data["id"].as_str().unwrap().to_string());
+    }
+    ids.sort();
+    assert_eq!(ids, ["m0", "m1", "m2"]);
 }
 
 #[tokio::test]
@@ -93,7 +119,32 @@ async fn an_id_older_than_the_buffer_gets_a_reset_and_the_pending_list() {
     let mut sse = Sse::connect(&app, Some("5")).await;
     let reset = sse.next().await;
     assert_eq!(reset.event, "reset");
+    // No id yet: dropping here means reconnecting with the old id and another reset.
+    assert_eq!(reset.id, None);
     let again = sse.next().await;
     assert_eq!(again.event, "interaction.created");
     assert_eq!(again.data["id"], "s1");
+    let head = again.id.expect("the snapshot ends with an id");
+    drop(sse);
+    // Resuming from the end of the snapshot replays nothing and resets nothing.
+    let mut resumed = Sse::connect(&app, Some(&head)).await;
+    app.create_bash("s2", "two").await;
+    let next = resumed.next().await;
+    assert_eq!(next.event, "interaction.created");
+    assert_eq!(next.data["id"], "s2");
+}
+
+#[tokio::test]
+async fn a_reset_with_nothing_pending_carries_the_id_itself() {
+    let app = spawn_app().await;
+    let mut sse = Sse::connect(&app, Some("5")).await;
+    let reset = sse.next().await;
+    assert_eq!(reset.event, "reset");
+    let head = reset.id.expect("nothing follows, so the reset has the id");
+    drop(sse);
+    let mut resumed = Sse::connect(&app, Some(&head)).await;
+    app.create_bash("r-after", "ls").await;
+    let next = resumed.next().await;
+    assert_eq!(next.event, "interaction.created");
+    assert_eq!(next.data["id"], "r-after");
 }

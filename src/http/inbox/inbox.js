@@ -282,12 +282,18 @@ function tick() {
 
 // ---------- event stream ----------
 
+// Forgets every pending card: the stream that follows (a reset, or a fresh connection)
+// sends the whole pending list again.
+function clearPending() {
+  for (const { el: card } of state.pending.values()) card.remove();
+  state.pending.clear();
+  renderCounts();
+}
+
 function handleEvent(name, data, id) {
   if (id) state.lastEventId = id;
   if (name === "reset") {
-    for (const { el: card } of state.pending.values()) card.remove();
-    state.pending.clear();
-    renderCounts();
+    clearPending();
     return;
   }
   let i;
@@ -334,6 +340,9 @@ async function connect() {
       return;
     }
     if (!resp.ok || !resp.body) throw new Error("HTTP " + resp.status);
+    // Without an id the stream starts with every pending interaction, so cards kept from an
+    // earlier stream (say one that dropped mid-list) may be stale.
+    if (!headers["Last-Event-ID"]) clearPending();
     hideLogin();
     setConnected(true, "live");
     state.retry = 1000;
@@ -367,7 +376,9 @@ document.addEventListener("DOMContentLoaded", () => {
     ev.preventDefault();
     state.token = $("token").value.trim();
     localStorage.setItem(TOKEN_KEY, state.token);
+    // A fresh connection resends every pending interaction; cards from before are stale.
     state.lastEventId = null;
+    clearPending();
     loadRecent();
     connect();
   });
