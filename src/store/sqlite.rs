@@ -143,6 +143,8 @@ fn corrupt(e: impl std::fmt::Display) -> StoreError {
 trait WriteOp: Send {
     /// Runs the write; `false` if it failed (its savepoint is then rolled back).
     fn apply(&mut self, conn: &Connection) -> bool;
+    /// Fails the write without running it (its savepoint could not be opened).
+    fn skip(&mut self, error: String);
     /// Answers the caller once the group's commit is known.
     fn complete(self: Box<Self>, commit: Result<(), String>);
 }
@@ -166,6 +168,11 @@ where
         let ok = r.is_ok();
         self.out = Some(r);
         ok
+    }
+
+    fn skip(&mut self, error: String) {
+        self.f = None;
+        self.out = Some(Err(StoreError::Unavailable(error)));
     }
 
     fn complete(self: Box<Self>, commit: Result<(), String>) {
@@ -259,17 +266,19 @@ fn run_writer(mut conn: Connection, rx: mpsc::Receiver<Box<dyn WriteOp>>) {
 fn write_batch(conn: &mut Connection, batch: &mut [Box<dyn WriteOp>]) -> Result<(), String> {
     let tx = conn.transaction().map_err(|e| e.to_string())?;
     for op in batch.iter_mut() {
-        let sp_ok = tx.execute_batch("SAVEPOINT op").is_ok();
-        let ok = op.apply(&tx);
-        if sp_ok {
-            let end = if ok {
-                "RELEASE op"
-            } else {
-                "ROLLBACK TO op; RELEASE op"
-            };
-            if let Err(e) = tx.execute_batch(end) {
-                return Err(e.to_string());
-            }
+        // Without its savepoint a failing write could not be undone alone, and the group's
+        // commit would keep its first half: such a write fails without running.
+        if let Err(e) = tx.execute_batch("SAVEPOINT op") {
+            op.skip(format!("cannot start the write: {e}"));
+            continue;
+        }
+        let end = if op.apply(&tx) {
+            "RELEASE op"
+        } else {
+            "ROLLBACK TO op; RELEASE op"
+        };
+        if let Err(e) = tx.execute_batch(end) {
+            return Err(e.to_string());
         }
     }
     tx.commit().map_err(|e| {
