@@ -4,7 +4,10 @@
 //! Each entry stores the hash of the previous entry and its own hash over that and its
 //! content, so editing or deleting any entry breaks the chain from that point on:
 //! [`verify`] walks the chain and names the first broken entry. Entries are appended by the
-//! store, in the same transaction as the state change they describe.
+//! store, in the same transaction as the state change they describe, and each append also
+//! records the chain's [`AuditHead`] (its last `seq` and hash): deleting entries from the end
+//! leaves no break in the chain, but leaves it ending before the recorded head. A head kept
+//! outside the store (printed by `imrelay audit head`) covers a rewrite of the store's head too.
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -12,6 +15,41 @@ use sha2::{Digest, Sha256};
 
 /// The hash the first entry chains from.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// The key of the small named value that holds the chain's head.
+pub const HEAD_KEY: &str = "audit.head";
+
+/// The end of the chain: the last entry's `seq` and hash, written `SEQ:HASH`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuditHead {
+    /// The last entry's position.
+    pub seq: i64,
+    /// The last entry's hash.
+    pub hash: String,
+}
+
+impl std::fmt::Display for AuditHead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.seq, self.hash)
+    }
+}
+
+impl std::str::FromStr for AuditHead {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || format!("{s:?} is not an audit head (SEQ:HASH, e.g. 42:5b1e...)");
+        let (seq, hash) = s.trim().split_once(':').ok_or_else(bad)?;
+        let seq: i64 = seq.parse().map_err(|_| bad())?;
+        if seq < 1 || hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(bad());
+        }
+        Ok(Self {
+            seq,
+            hash: hash.to_ascii_lowercase(),
+        })
+    }
+}
 
 /// What happened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -152,6 +190,8 @@ pub struct Broken {
 pub struct Verifier {
     expected_seq: i64,
     prev_hash: String,
+    /// A head kept elsewhere that the chain must contain, and whether it was seen.
+    expect: Option<(AuditHead, bool)>,
 }
 
 impl Default for Verifier {
@@ -159,11 +199,21 @@ impl Default for Verifier {
         Self {
             expected_seq: 1,
             prev_hash: GENESIS.to_string(),
+            expect: None,
         }
     }
 }
 
 impl Verifier {
+    /// A verifier that also requires the chain to contain `head` (one kept outside the store
+    /// earlier: the chain may have grown since, but must pass through it).
+    pub fn expecting(head: AuditHead) -> Self {
+        Self {
+            expect: Some((head, false)),
+            ..Self::default()
+        }
+    }
+
     /// Checks the next entry.
     pub fn check(&mut self, e: &AuditEntry) -> Result<(), Broken> {
         if e.seq != self.expected_seq {
@@ -187,6 +237,20 @@ impl Verifier {
                 reason: "its content does not match its hash (altered)".into(),
             });
         }
+        if let Some((head, seen)) = &mut self.expect
+            && head.seq == e.seq
+        {
+            if head.hash != e.hash {
+                return Err(Broken {
+                    seq: e.seq,
+                    reason: format!(
+                        "its hash is not the expected {} (the chain was rewritten)",
+                        head.hash
+                    ),
+                });
+            }
+            *seen = true;
+        }
         self.expected_seq += 1;
         self.prev_hash = e.hash.clone();
         Ok(())
@@ -195,6 +259,64 @@ impl Verifier {
     /// How many entries verified so far.
     pub fn verified(&self) -> i64 {
         self.expected_seq - 1
+    }
+
+    /// The end of the chain verified so far (`None` if it is empty).
+    pub fn end(&self) -> Option<AuditHead> {
+        (self.expected_seq > 1).then(|| AuditHead {
+            seq: self.expected_seq - 1,
+            hash: self.prev_hash.clone(),
+        })
+    }
+
+    /// Finishes after the last entry: the chain must end exactly at `recorded` (the head the
+    /// store recorded with its last append; `None` if it has none) and contain the expected
+    /// head, if one was given. Returns how many entries verified.
+    pub fn finish(&self, recorded: Option<&AuditHead>) -> Result<i64, Broken> {
+        let end_seq = self.verified();
+        if let Some((head, false)) = &self.expect {
+            return Err(Broken {
+                seq: end_seq + 1,
+                reason: format!(
+                    "the chain ends at entry {end_seq}, before the expected head {head}: \
+                     entries were deleted from the end"
+                ),
+            });
+        }
+        match recorded {
+            None if end_seq > 0 => Err(Broken {
+                seq: end_seq,
+                reason: "the store holds no chain head although the chain has entries (it was \
+                         deleted)"
+                    .into(),
+            }),
+            None => Ok(0),
+            Some(head) if head.seq > end_seq => Err(Broken {
+                seq: end_seq + 1,
+                reason: format!(
+                    "entries {}..={} are missing: the chain ends at entry {end_seq} but its \
+                     recorded head is entry {} (deleted from the end)",
+                    end_seq + 1,
+                    head.seq,
+                    head.seq
+                ),
+            }),
+            Some(head) if head.seq < end_seq => Err(Broken {
+                seq: head.seq + 1,
+                reason: format!(
+                    "it lies beyond the recorded head (entry {}): it was appended outside \
+                     imrelay, or the head was rolled back",
+                    head.seq
+                ),
+            }),
+            Some(head) if head.hash != self.prev_hash => Err(Broken {
+                seq: end_seq,
+                reason: "its hash does not match the recorded head (the last entry was \
+                         replaced)"
+                    .into(),
+            }),
+            Some(_) => Ok(end_seq),
+        }
     }
 }
 
