@@ -212,6 +212,8 @@ struct Inner {
     deadline_changed: Notify,
     events: EventLog,
     hooks: RwLock<Vec<Arc<dyn Lifecycle>>>,
+    /// Bounds what refusals not bound to an interaction write (see [`Registry::refused`]).
+    refusals: crate::audit::RefusalLimiter,
 }
 
 /// The pending-interaction registry. Cheap to clone; all clones share state.
@@ -309,6 +311,7 @@ impl Registry {
                 deadline_changed: Notify::new(),
                 events,
                 hooks: RwLock::new(Vec::new()),
+                refusals: crate::audit::RefusalLimiter::default(),
             }),
         }
     }
@@ -690,6 +693,11 @@ impl Registry {
     /// Records an answer attempt that was refused before reaching the registry's decision
     /// (a non-approver's tap, a bad signature, a forged button): it changes nothing, but it
     /// is part of the record of who tried what.
+    ///
+    /// Anyone can send refusals that are not bound to an interaction (`id` is `None`: a bad
+    /// signature, a wrong secret), so those are rate-limited per channel: beyond a burst, they
+    /// are counted instead of logged and audited, and the count goes into the next entry.
+    /// `actor` and `reason` are cut to a bounded length.
     pub async fn refused(
         &self,
         id: Option<&InteractionId>,
@@ -697,11 +705,31 @@ impl Registry {
         via: &super::Via,
         reason: &str,
     ) {
+        /// Longest actor recorded, in characters.
+        const MAX_ACTOR: usize = 128;
+        let suppressed = match id {
+            Some(_) => 0,
+            None => match self
+                .inner
+                .refusals
+                .admit(via.as_str(), Instant::now().into_std())
+            {
+                Some(n) => n,
+                None => return,
+            },
+        };
+        let actor: String = actor.chars().take(MAX_ACTOR).collect();
+        let mut detail = clip(reason);
+        if suppressed > 0 {
+            detail.push_str(&format!(
+                " (and {suppressed} similar refusals on this channel before it, not recorded)"
+            ));
+        }
         tracing::warn!(
             id = id.map(|i| i.as_str()).unwrap_or(""),
             actor,
             via = %via,
-            reason,
+            reason = detail,
             "answer attempt refused"
         );
         if !self.inner.config.audit {
@@ -720,11 +748,11 @@ impl Registry {
             at: now(),
             action: Action::Refused,
             interaction_id: id.map(|i| i.as_str().to_string()),
-            actor: (!actor.is_empty()).then(|| actor.to_string()),
+            actor: (!actor.is_empty()).then_some(actor),
             channel: via.as_str().to_string(),
             outcome: "refused".into(),
             input_hash,
-            detail: Some(clip(reason)),
+            detail: Some(detail),
         };
         if let Err(e) = self.inner.store.append_audit(vec![record]).await {
             tracing::error!(error = %e, "could not append a refusal to the audit trail");
