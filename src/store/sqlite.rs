@@ -202,7 +202,9 @@ pub struct SqliteStore {
     writer: mpsc::Sender<Box<dyn WriteOp>>,
     readers: Arc<Mutex<Vec<Connection>>>,
     path: PathBuf,
-    last_commit: LastCommit,
+    /// Opened as an immutable file (a read-only file system): every write fails.
+    frozen: bool,
+    last_write: LastWrite,
     // Held for the life of the store: the exclusive lock on `<path>.lock` (none when the
     // lock file can be neither opened nor created, e.g. on a read-only disk).
     _lock: Option<File>,
@@ -241,6 +243,36 @@ fn open_read_connection(path: &Path) -> rusqlite::Result<Connection> {
     Ok(conn)
 }
 
+/// Opens the database as an immutable file: for a disk where not even WAL's shared-memory
+/// file can be created (a read-only file system). Safe only when no write-ahead log holds
+/// data that is not in the main file yet, which [`can_freeze`] checks.
+fn open_frozen_connection(path: &Path) -> rusqlite::Result<Connection> {
+    let mut uri = String::from("file:");
+    for c in path.to_string_lossy().chars() {
+        match c {
+            '%' => uri.push_str("%25"),
+            '?' => uri.push_str("%3f"),
+            '#' => uri.push_str("%23"),
+            c => uri.push(c),
+        }
+    }
+    uri.push_str("?immutable=1");
+    Connection::open_with_flags(
+        uri,
+        OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+}
+
+/// Whether the database at `path` can be read as an immutable file: it exists and its
+/// write-ahead log is absent or empty (everything committed is in the main file).
+fn can_freeze(path: &Path) -> bool {
+    let mut wal = path.to_path_buf().into_os_string();
+    wal.push("-wal");
+    path.is_file() && std::fs::metadata(PathBuf::from(wal)).map_or(true, |m| m.len() == 0)
+}
+
 /// Applies pending migrations; returns the schema version afterwards.
 fn migrate(conn: &mut Connection) -> rusqlite::Result<i64> {
     let current: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
@@ -258,13 +290,13 @@ fn migrate(conn: &mut Connection) -> rusqlite::Result<i64> {
     conn.pragma_query_value(None, "user_version", |r| r.get(0))
 }
 
-/// The outcome of the writer's latest commit, and when it happened.
-type LastCommit = Arc<Mutex<Option<(std::time::Instant, Result<(), String>)>>>;
+/// When the writer last committed a transaction that changed something.
+type LastWrite = Arc<Mutex<Option<std::time::Instant>>>;
 
-/// How long a commit's outcome answers [`Store::check_writable`] before a probe write.
-const COMMIT_FRESH: Duration = Duration::from_secs(5);
+/// How long a committed change vouches for [`Store::check_writable`] before a probe write.
+const WRITE_FRESH: Duration = Duration::from_secs(5);
 
-fn run_writer(mut conn: Connection, rx: mpsc::Receiver<Box<dyn WriteOp>>, last: LastCommit) {
+fn run_writer(mut conn: Connection, rx: mpsc::Receiver<Box<dyn WriteOp>>, last: LastWrite) {
     let mut batch: Vec<Box<dyn WriteOp>> = Vec::with_capacity(MAX_BATCH);
     while let Ok(first) = rx.recv() {
         batch.push(first);
@@ -274,9 +306,11 @@ fn run_writer(mut conn: Connection, rx: mpsc::Receiver<Box<dyn WriteOp>>, last: 
                 Err(_) => break,
             }
         }
+        let changes = conn.total_changes();
         let commit = write_batch(&mut conn, &mut batch);
-        *last.lock().unwrap_or_else(|p| p.into_inner()) =
-            Some((std::time::Instant::now(), commit.clone()));
+        if commit.is_ok() && conn.total_changes() > changes {
+            *last.lock().unwrap_or_else(|p| p.into_inner()) = Some(std::time::Instant::now());
+        }
         for op in batch.drain(..) {
             op.complete(commit.clone());
         }
@@ -682,8 +716,21 @@ impl SqliteStore {
                 .map_err(|e| unavailable(format!("cannot create folder {}: {e}", dir.display())))?;
         }
         let lock = lock_database(&path)?;
-        let mut conn = open_write_connection(&path, sync)
-            .map_err(|e| unavailable(format!("cannot open {}: {e}", path.display())))?;
+        let (mut conn, frozen) = match open_write_connection(&path, sync) {
+            Ok(conn) => (conn, false),
+            // On a read-only file system an existing database can still be served read-only.
+            Err(e) if can_freeze(&path) => match open_frozen_connection(&path) {
+                Ok(conn) => {
+                    tracing::error!(path = %path.display(), error = %e,
+                        "the database cannot be opened for writing; serving it read-only: new interactions and answers are refused until it is writable and imrelay restarts");
+                    (conn, true)
+                }
+                Err(_) => {
+                    return Err(unavailable(format!("cannot open {}: {e}", path.display())));
+                }
+            },
+            Err(e) => return Err(unavailable(format!("cannot open {}: {e}", path.display()))),
+        };
         let version = migrate(&mut conn)
             .map_err(|e| unavailable(format!("cannot migrate {}: {e}", path.display())))?;
         if version > SCHEMA_VERSION {
@@ -702,9 +749,9 @@ impl SqliteStore {
             tracing::warn!(error = %e, path = %path.display(),
                 "cannot release the outbox leases of the previous run; those jobs resume when their leases run out");
         }
-        let last_commit = LastCommit::default();
+        let last_write = LastWrite::default();
         let (tx, rx) = mpsc::channel::<Box<dyn WriteOp>>();
-        let last = last_commit.clone();
+        let last = last_write.clone();
         std::thread::Builder::new()
             .name("imrelay-sqlite-writer".into())
             .spawn(move || run_writer(conn, rx, last))
@@ -713,7 +760,8 @@ impl SqliteStore {
             writer: tx,
             readers: Arc::new(Mutex::new(Vec::new())),
             path,
-            last_commit,
+            frozen,
+            last_write,
             _lock: lock,
         })
     }
@@ -758,10 +806,12 @@ impl SqliteStore {
     {
         let pool = self.readers.clone();
         let path = self.path.clone();
+        let frozen = self.frozen;
         tokio::task::spawn_blocking(move || {
             let conn = pool.lock().unwrap_or_else(|p| p.into_inner()).pop();
             let conn = match conn {
                 Some(c) => c,
+                None if frozen => open_frozen_connection(&path).map_err(unavailable)?,
                 None => open_read_connection(&path).map_err(unavailable)?,
             };
             let out = f(&conn);
@@ -1375,30 +1425,26 @@ impl Store for SqliteStore {
     }
 
     async fn check_writable(&self) -> Result<(), StoreError> {
-        // A recent commit says it all; otherwise a small probe write.
+        // A change committed a moment ago says it all; otherwise a small probe write.
         let recent = self
-            .last_commit
+            .last_write
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .filter(|(at, _)| at.elapsed() < COMMIT_FRESH)
-            .map(|(_, r)| r.clone());
-        match recent {
-            Some(r) => r.map_err(StoreError::Unavailable),
-            None => {
-                let now = ms(Timestamp::now()).to_string();
-                self.write(move |conn| {
-                    conn.execute(
-                        "INSERT INTO kv (key, value) VALUES ('health.write_probe', ?1)
-                         ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                        [now],
-                    )
-                    .map_err(unavailable)?;
-                    Ok(())
-                })
-                .await
-            }
+            .is_some_and(|at| at.elapsed() < WRITE_FRESH);
+        if recent {
+            return Ok(());
         }
+        let now = ms(Timestamp::now()).to_string();
+        self.write(move |conn| {
+            conn.execute(
+                "INSERT INTO kv (key, value) VALUES ('health.write_probe', ?1)
+                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                [now],
+            )
+            .map_err(unavailable)?;
+            Ok(())
+        })
+        .await
     }
 }
 

@@ -408,6 +408,158 @@ async fn sqlite_migrations_apply_once_and_data_survives_reopening() {
     assert!(store.get(&id).await.unwrap().unwrap().is_pending());
 }
 
+/// Reopens the database at `path`, waiting for the previous store's writer to let go.
+async fn reopen(path: &std::path::Path) -> SqliteStore {
+    for _ in 0..100 {
+        match SqliteStore::open(path, Synchronous::Normal) {
+            Ok(s) => return s,
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+    panic!("{} does not reopen", path.display());
+}
+
+fn user_version(path: &std::path::Path) -> i64 {
+    rusqlite::Connection::open(path)
+        .unwrap()
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn migrations_apply_to_an_existing_empty_file_and_are_idempotent() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("empty.db");
+    std::fs::write(&path, b"").unwrap();
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
+    {
+        let store = Arc::new(SqliteStore::open(&path, Synchronous::Normal).unwrap());
+        let reg = Registry::new(store, RegistryConfig::default());
+        created(&reg, "first").await;
+    }
+    assert_eq!(user_version(&path), imrelay::store::sqlite::SCHEMA_VERSION);
+    let schema = |path: &std::path::Path| -> Vec<String> {
+        let conn = rusqlite::Connection::open(path).unwrap();
+        let mut stmt = conn
+            .prepare("SELECT sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name")
+            .unwrap();
+        stmt.query_map([], |r| r.get(0))
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect()
+    };
+    let before = schema(&path);
+    // Opening again applies nothing and keeps the data.
+    for _ in 0..2 {
+        let store = reopen(&path).await;
+        let id = InteractionId::parse("first").unwrap();
+        assert!(store.get(&id).await.unwrap().unwrap().is_pending());
+    }
+    assert_eq!(user_version(&path), imrelay::store::sqlite::SCHEMA_VERSION);
+    assert_eq!(schema(&path), before);
+}
+
+/// Makes files immutable (`chattr +i`) for as long as it lives: a read-only disk, even for
+/// root, which ignores file modes.
+struct Immutable(Vec<std::path::PathBuf>);
+
+impl Immutable {
+    fn set(paths: &[&std::path::Path]) -> Option<Immutable> {
+        let ok = std::process::Command::new("chattr")
+            .arg("+i")
+            .args(paths)
+            .status()
+            .is_ok_and(|s| s.success());
+        let guard = Immutable(paths.iter().map(|p| p.to_path_buf()).collect());
+        // Writes must really fail (a file system without the attribute, or no privilege).
+        let probe = paths[0].join("probe");
+        (ok && std::fs::write(&probe, b"x").is_err()).then_some(guard)
+    }
+}
+
+impl Drop for Immutable {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("chattr")
+            .arg("-i")
+            .args(&self.0)
+            .status();
+    }
+}
+
+#[tokio::test]
+async fn on_a_read_only_disk_imrelay_serves_what_it_has_and_refuses_new_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let path = data.join("ro.db");
+    let mut s = settings();
+    s.store.backend = Backend::Sqlite;
+    s.store.path = path.clone();
+    {
+        let store: Arc<dyn Store> =
+            Arc::new(SqliteStore::open(&path, Synchronous::Normal).unwrap());
+        let app = spawn_on(s.clone(), store).await;
+        app.create_bash("kept", "ls").await;
+        app.stop().await;
+    }
+    drop(reopen(&path).await);
+    // Once the last connection closed, the write-ahead log was checkpointed and removed.
+    let wal = data.join("ro.db-wal");
+    for _ in 0..200 {
+        if !wal.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(!wal.exists(), "the store let go of its files");
+    let lock = data.join("ro.db.lock");
+    let db = path.clone();
+    let Some(_frozen) = Immutable::set(&[&data, &db, &lock]) else {
+        eprintln!(
+            "SKIPPED: cannot make {} read-only here (chattr +i needs root and a file system \
+             that supports it)",
+            data.display()
+        );
+        return;
+    };
+
+    let store: Arc<dyn Store> = Arc::new(
+        SqliteStore::open_async(&path, Synchronous::Normal)
+            .await
+            .expect("a read-only database still opens"),
+    );
+    let app = spawn_on(s, store).await;
+    let (status, health) = app.get("/healthz").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{health}");
+    assert_eq!(health["status"], "degraded");
+    assert_eq!(health["store"], "read_only");
+    assert!(health["store_error"].is_string(), "{health}");
+    // What was acknowledged is there and can be waited on.
+    let (status, kept) = app.get("/v1/interactions/kept").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(kept["status"], "pending");
+    let (status, _) = app.get("/v1/interactions/kept/wait?timeout_secs=0").await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    // New work is refused clearly, and nothing changes.
+    let (status, body) = app
+        .post(
+            "/v1/interactions",
+            &json!({"tool_name": "Bash", "input": {"command": "x"}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(body["error"]["code"], "store_unavailable");
+    let (status, _) = app
+        .post(
+            "/v1/interactions/kept/respond",
+            &json!({"decision": "allow"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    let (_, kept) = app.get("/v1/interactions/kept").await;
+    assert_eq!(kept["status"], "pending");
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn a_second_process_cannot_open_the_same_database() {
     let dir = tempfile::tempdir().unwrap();
@@ -630,6 +782,15 @@ async fn a_store_that_refuses_writes_gets_503_and_loses_nothing() {
         )
         .await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    let (status, health) = app.get("/healthz").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(health["store"], "read_only");
+    assert!(
+        health["store_error"]
+            .as_str()
+            .unwrap()
+            .contains("disk is full")
+    );
     // Nothing was acknowledged, so nothing changed: still pending, still answerable later.
     let (_, still) = app.get(&format!("/v1/interactions/{id}")).await;
     assert_eq!(still["status"], "pending");
@@ -645,4 +806,5 @@ async fn a_store_that_refuses_writes_gets_503_and_loses_nothing() {
         )
         .await;
     assert_eq!(status, StatusCode::OK);
+    assert_eq!(app.get("/healthz").await.0, StatusCode::OK);
 }
