@@ -298,10 +298,13 @@ impl Verifier {
             Some(head) if head.seq > end_seq => Err(Broken {
                 seq: end_seq + 1,
                 reason: format!(
-                    "entries {}..={} are missing: the chain ends at entry {end_seq} but its \
-                     recorded head is entry {} (deleted from the end)",
-                    end_seq + 1,
-                    head.seq,
+                    "{} missing: the chain ends at entry {end_seq} but its recorded head is \
+                     entry {} (deleted from the end)",
+                    if head.seq == end_seq + 1 {
+                        format!("entry {} is", head.seq)
+                    } else {
+                        format!("entries {} to {} are", end_seq + 1, head.seq)
+                    },
                     head.seq
                 ),
             }),

@@ -10,12 +10,12 @@ use std::io::Write;
 use anyhow::{Context, bail};
 use jiff::Timestamp;
 
-use crate::audit::{AuditEntry, AuditHead, Verifier};
+use crate::audit::{AuditEntry, AuditHead, Broken, Verifier};
 use crate::config::{Backend, Settings};
-use crate::store::AuditQuery;
 use crate::store::sqlite::{
     interactions_without_created_entry, open_read_only, read_audit, read_audit_head, schema_version,
 };
+use crate::store::{AuditQuery, StoreError};
 
 const CHUNK: usize = 1000;
 
@@ -146,13 +146,18 @@ pub fn audit_verify(settings: &Settings, expect: Option<&str>) -> anyhow::Result
     let has_head = schema_version(&tx)? >= HEAD_SCHEMA;
     if broken.is_none() {
         let recorded = if has_head {
-            read_audit_head(&tx)?
+            read_audit_head(&tx)
         } else {
-            verifier.end()
+            Ok(verifier.end())
         };
-        if let Err(b) = verifier.finish(recorded.as_ref()) {
-            broken = Some(b);
-        }
+        broken = match recorded {
+            Ok(recorded) => verifier.finish(recorded.as_ref()).err(),
+            Err(StoreError::Corrupt(e)) => Some(Broken {
+                seq: verifier.verified(),
+                reason: format!("the recorded chain head is unreadable: {e}"),
+            }),
+            Err(e) => return Err(e.into()),
+        };
     }
     let (missing, sample) = interactions_without_created_entry(&tx, 5)?;
     tx.finish()?;

@@ -454,9 +454,15 @@ fn append_audit_in(conn: &Connection, records: Vec<AuditRecord>) -> Result<(), S
         .unwrap_or((0, audit::GENESIS.to_string()));
     // Chain from the recorded head when it is ahead of the last row: entries deleted from the
     // end then stay a visible gap instead of being papered over by the next entry.
-    let (seq, hash) = match recorded_head(conn)? {
-        Some(head) if head.seq >= last.0 => (head.seq, head.hash),
-        _ => last,
+    let (seq, hash) = match recorded_head(conn) {
+        Ok(Some(head)) if head.seq >= last.0 => (head.seq, head.hash),
+        Ok(_) => last,
+        Err(StoreError::Corrupt(e)) => {
+            // `audit verify` reports it; appending goes on from the last entry.
+            tracing::error!(error = %e, "the audit chain's recorded head is unreadable");
+            last
+        }
+        Err(e) => return Err(e),
     };
     let mut stmt = conn
         .prepare_cached(
