@@ -271,6 +271,15 @@ async fn gone_disables_the_target_and_is_audited() {
         .collect();
     assert_eq!(failed.len(), 1);
     assert_eq!(failed[0]["channel"], "webhook:retired");
+    // It carries the hash of what was shown, like every entry about the interaction.
+    let created = audit["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["action"] == "created" && e["interaction_id"] == "gone-1")
+        .unwrap();
+    assert!(failed[0]["input_hash"].is_string());
+    assert_eq!(failed[0]["input_hash"], created["input_hash"]);
 }
 
 #[tokio::test]
