@@ -28,13 +28,15 @@ pub struct App {
     tasks: Vec<Task>,
 }
 
-/// Opens the configured store.
-pub fn open_store(settings: &Settings) -> anyhow::Result<Arc<dyn Store>> {
+/// Opens the configured store (off the async threads).
+pub async fn open_store(settings: &Settings) -> anyhow::Result<Arc<dyn Store>> {
     Ok(match settings.store.backend {
         Backend::Sqlite => Arc::new(
-            SqliteStore::open(&settings.store.path, settings.store.synchronous).with_context(
-                || format!("cannot open the store at {}", settings.store.path.display()),
-            )?,
+            SqliteStore::open_async(&settings.store.path, settings.store.synchronous)
+                .await
+                .with_context(|| {
+                    format!("cannot open the store at {}", settings.store.path.display())
+                })?,
         ),
         Backend::Memory => Arc::new(MemoryStore::new()),
     })
@@ -43,7 +45,7 @@ pub fn open_store(settings: &Settings) -> anyhow::Result<Arc<dyn Store>> {
 impl App {
     /// Builds everything the settings describe, with the configured store.
     pub async fn build(settings: Settings) -> anyhow::Result<Self> {
-        let store = open_store(&settings)?;
+        let store = open_store(&settings).await?;
         Self::with_store(settings, store).await
     }
 
@@ -59,7 +61,9 @@ impl App {
             settings: settings.clone(),
             registry: registry.clone(),
             store: store.clone(),
-            outbox: Outbox::new(store.clone(), metrics.clone()).with_backoff(settings.backoff()),
+            outbox: Outbox::new(store.clone(), metrics.clone())
+                .with_backoff(settings.backoff())
+                .with_audit(settings.audit.enabled),
             metrics: metrics.clone(),
             health: health.clone(),
             routes: Router::new(),

@@ -4,7 +4,14 @@
 //! Each entry stores the hash of the previous entry and its own hash over that and its
 //! content, so editing or deleting any entry breaks the chain from that point on:
 //! [`verify`] walks the chain and names the first broken entry. Entries are appended by the
-//! store, in the same transaction as the state change they describe.
+//! store, in the same transaction as the state change they describe, and each append also
+//! records the chain's [`AuditHead`] (its last `seq` and hash): deleting entries from the end
+//! leaves no break in the chain, but leaves it ending before the recorded head. A head kept
+//! outside the store (printed by `imrelay audit head`) covers a rewrite of the store's head too.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -12,6 +19,41 @@ use sha2::{Digest, Sha256};
 
 /// The hash the first entry chains from.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// The key of the small named value that holds the chain's head.
+pub const HEAD_KEY: &str = "audit.head";
+
+/// The end of the chain: the last entry's `seq` and hash, written `SEQ:HASH`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuditHead {
+    /// The last entry's position.
+    pub seq: i64,
+    /// The last entry's hash.
+    pub hash: String,
+}
+
+impl std::fmt::Display for AuditHead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.seq, self.hash)
+    }
+}
+
+impl std::str::FromStr for AuditHead {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || format!("{s:?} is not an audit head (SEQ:HASH, e.g. 42:5b1e...)");
+        let (seq, hash) = s.trim().split_once(':').ok_or_else(bad)?;
+        let seq: i64 = seq.parse().map_err(|_| bad())?;
+        if seq < 1 || hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(bad());
+        }
+        Ok(Self {
+            seq,
+            hash: hash.to_ascii_lowercase(),
+        })
+    }
+}
 
 /// What happened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -152,6 +194,8 @@ pub struct Broken {
 pub struct Verifier {
     expected_seq: i64,
     prev_hash: String,
+    /// A head kept elsewhere that the chain must contain, and whether it was seen.
+    expect: Option<(AuditHead, bool)>,
 }
 
 impl Default for Verifier {
@@ -159,11 +203,21 @@ impl Default for Verifier {
         Self {
             expected_seq: 1,
             prev_hash: GENESIS.to_string(),
+            expect: None,
         }
     }
 }
 
 impl Verifier {
+    /// A verifier that also requires the chain to contain `head` (one kept outside the store
+    /// earlier: the chain may have grown since, but must pass through it).
+    pub fn expecting(head: AuditHead) -> Self {
+        Self {
+            expect: Some((head, false)),
+            ..Self::default()
+        }
+    }
+
     /// Checks the next entry.
     pub fn check(&mut self, e: &AuditEntry) -> Result<(), Broken> {
         if e.seq != self.expected_seq {
@@ -187,6 +241,20 @@ impl Verifier {
                 reason: "its content does not match its hash (altered)".into(),
             });
         }
+        if let Some((head, seen)) = &mut self.expect
+            && head.seq == e.seq
+        {
+            if head.hash != e.hash {
+                return Err(Broken {
+                    seq: e.seq,
+                    reason: format!(
+                        "its hash is not the expected {} (the chain was rewritten)",
+                        head.hash
+                    ),
+                });
+            }
+            *seen = true;
+        }
         self.expected_seq += 1;
         self.prev_hash = e.hash.clone();
         Ok(())
@@ -195,6 +263,67 @@ impl Verifier {
     /// How many entries verified so far.
     pub fn verified(&self) -> i64 {
         self.expected_seq - 1
+    }
+
+    /// The end of the chain verified so far (`None` if it is empty).
+    pub fn end(&self) -> Option<AuditHead> {
+        (self.expected_seq > 1).then(|| AuditHead {
+            seq: self.expected_seq - 1,
+            hash: self.prev_hash.clone(),
+        })
+    }
+
+    /// Finishes after the last entry: the chain must end exactly at `recorded` (the head the
+    /// store recorded with its last append; `None` if it has none) and contain the expected
+    /// head, if one was given. Returns how many entries verified.
+    pub fn finish(&self, recorded: Option<&AuditHead>) -> Result<i64, Broken> {
+        let end_seq = self.verified();
+        if let Some((head, false)) = &self.expect {
+            return Err(Broken {
+                seq: end_seq + 1,
+                reason: format!(
+                    "the chain ends at entry {end_seq}, before the expected head {head}: \
+                     entries were deleted from the end"
+                ),
+            });
+        }
+        match recorded {
+            None if end_seq > 0 => Err(Broken {
+                seq: end_seq,
+                reason: "the store holds no chain head although the chain has entries (it was \
+                         deleted)"
+                    .into(),
+            }),
+            None => Ok(0),
+            Some(head) if head.seq > end_seq => Err(Broken {
+                seq: end_seq + 1,
+                reason: format!(
+                    "{} missing: the chain ends at entry {end_seq} but its recorded head is \
+                     entry {} (deleted from the end)",
+                    if head.seq == end_seq + 1 {
+                        format!("entry {} is", head.seq)
+                    } else {
+                        format!("entries {} to {} are", end_seq + 1, head.seq)
+                    },
+                    head.seq
+                ),
+            }),
+            Some(head) if head.seq < end_seq => Err(Broken {
+                seq: head.seq + 1,
+                reason: format!(
+                    "it lies beyond the recorded head (entry {}): it was appended outside \
+                     imrelay, or the head was rolled back",
+                    head.seq
+                ),
+            }),
+            Some(head) if head.hash != self.prev_hash => Err(Broken {
+                seq: end_seq,
+                reason: "its hash does not match the recorded head (the last entry was \
+                         replaced)"
+                    .into(),
+            }),
+            Some(_) => Ok(end_seq),
+        }
     }
 }
 
@@ -205,6 +334,74 @@ pub fn verify<'a>(entries: impl IntoIterator<Item = &'a AuditEntry>) -> Result<i
         v.check(e)?;
     }
     Ok(v.verified())
+}
+
+/// Bounds the audit entries and warnings of refusals that anyone can cause without
+/// credentials (a bad signature, a wrong secret): a token bucket per channel. A refusal
+/// beyond the bucket is counted instead of written, and the count is reported with the next
+/// refusal that is written.
+#[derive(Debug)]
+pub struct RefusalLimiter {
+    burst: u32,
+    refill: Duration,
+    // A std mutex: a map update, never held across an await.
+    buckets: Mutex<HashMap<String, Bucket>>,
+}
+
+#[derive(Debug)]
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+    suppressed: u64,
+}
+
+/// Most channels tracked separately; refusals of further channels share one bucket.
+const MAX_BUCKETS: usize = 256;
+
+impl Default for RefusalLimiter {
+    /// 10 at once, then one every 6 seconds, per channel.
+    fn default() -> Self {
+        Self::new(10, Duration::from_secs(6))
+    }
+}
+
+impl RefusalLimiter {
+    /// `burst` refusals at once per channel, then one per `refill`.
+    pub fn new(burst: u32, refill: Duration) -> Self {
+        Self {
+            burst: burst.max(1),
+            refill: refill.max(Duration::from_millis(1)),
+            buckets: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Whether a refusal on `channel` at `now` is written: `Some(n)` with the number of
+    /// refusals suppressed on that channel since the last one written, or `None` (suppressed
+    /// and counted).
+    pub fn admit(&self, channel: &str, now: Instant) -> Option<u64> {
+        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        let key = if buckets.len() < MAX_BUCKETS || buckets.contains_key(channel) {
+            channel
+        } else {
+            "(other channels)"
+        };
+        let burst = f64::from(self.burst);
+        let b = buckets.entry(key.to_string()).or_insert(Bucket {
+            tokens: burst,
+            at: now,
+            suppressed: 0,
+        });
+        let gained = now.saturating_duration_since(b.at).as_secs_f64() / self.refill.as_secs_f64();
+        b.tokens = (b.tokens + gained).min(burst);
+        b.at = now.max(b.at);
+        if b.tokens >= 1.0 {
+            b.tokens -= 1.0;
+            Some(std::mem::take(&mut b.suppressed))
+        } else {
+            b.suppressed += 1;
+            None
+        }
+    }
 }
 
 #[cfg(test)]
@@ -257,5 +454,101 @@ mod tests {
         let more = chain(5, &entries[4].hash, vec![record(9)]);
         let all: Vec<_> = entries.iter().chain(more.iter()).cloned().collect();
         assert_eq!(verify(&all), Ok(6));
+    }
+
+    #[test]
+    fn refusals_beyond_the_burst_are_counted_and_reported_with_the_next_one() {
+        let limiter = RefusalLimiter::new(3, Duration::from_secs(10));
+        let t0 = Instant::now();
+        for _ in 0..3 {
+            assert_eq!(limiter.admit("webhook:a", t0), Some(0));
+        }
+        for _ in 0..5 {
+            assert_eq!(limiter.admit("webhook:a", t0), None);
+        }
+        // Another channel has its own bucket.
+        assert_eq!(limiter.admit("telegram", t0), Some(0));
+        // Half a refill: still suppressed; a full one: written, with the count.
+        assert_eq!(
+            limiter.admit("webhook:a", t0 + Duration::from_secs(5)),
+            None
+        );
+        assert_eq!(
+            limiter.admit("webhook:a", t0 + Duration::from_secs(11)),
+            Some(6)
+        );
+        assert_eq!(
+            limiter.admit("webhook:a", t0 + Duration::from_secs(11)),
+            None
+        );
+        // A long quiet spell refills up to the burst, not beyond.
+        let later = t0 + Duration::from_secs(3600);
+        for _ in 0..3 {
+            assert!(limiter.admit("webhook:a", later).is_some());
+        }
+        assert_eq!(limiter.admit("webhook:a", later), None);
+    }
+
+    #[test]
+    fn heads_parse_and_verification_notices_a_shortened_chain() {
+        let entries = chain(0, GENESIS, (0..4).map(record).collect());
+        let head = AuditHead {
+            seq: 4,
+            hash: entries[3].hash.clone(),
+        };
+        assert_eq!(head.to_string().parse::<AuditHead>(), Ok(head.clone()));
+        assert!("4".parse::<AuditHead>().is_err());
+        assert!("0:abc".parse::<AuditHead>().is_err());
+
+        let walk = |v: &mut Verifier, n: usize| {
+            for e in &entries[..n] {
+                v.check(e).unwrap();
+            }
+        };
+        let mut v = Verifier::default();
+        walk(&mut v, 4);
+        assert_eq!(v.finish(Some(&head)), Ok(4));
+        assert_eq!(
+            v.finish(None).unwrap_err().seq,
+            4,
+            "a deleted head is noticed"
+        );
+
+        // The last entry deleted: the chain is intact but ends before its head.
+        let mut v = Verifier::default();
+        walk(&mut v, 3);
+        let err = v.finish(Some(&head)).unwrap_err();
+        assert_eq!(err.seq, 4);
+        assert!(err.reason.contains("missing"), "{err}");
+
+        // Every entry deleted.
+        assert_eq!(Verifier::default().finish(Some(&head)).unwrap_err().seq, 1);
+
+        // A head kept elsewhere: the chain may grow past it but must pass through it.
+        let kept = AuditHead {
+            seq: 2,
+            hash: entries[1].hash.clone(),
+        };
+        let mut v = Verifier::expecting(kept.clone());
+        walk(&mut v, 4);
+        assert_eq!(v.finish(Some(&head)), Ok(4));
+        let mut v = Verifier::expecting(head.clone());
+        walk(&mut v, 3);
+        assert_eq!(
+            v.finish(Some(&entries_head(&entries[2]))).unwrap_err().seq,
+            4
+        );
+        // A rewritten chain does not pass through the kept head.
+        let rewritten = chain(0, GENESIS, (10..14).map(record).collect());
+        let mut v = Verifier::expecting(kept);
+        assert_eq!(v.check(&rewritten[0]), Ok(()));
+        assert_eq!(v.check(&rewritten[1]).unwrap_err().seq, 2);
+    }
+
+    fn entries_head(e: &AuditEntry) -> AuditHead {
+        AuditHead {
+            seq: e.seq,
+            hash: e.hash.clone(),
+        }
     }
 }

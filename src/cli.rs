@@ -1,6 +1,8 @@
-//! Command-line tools beside the server: `imrelay audit` prints the audit trail and
-//! `imrelay audit verify` checks its hash chain (both read the SQLite database directly and
-//! read-only, so they work while the server runs); `imrelay healthcheck` asks a running
+//! Command-line tools beside the server: `imrelay audit` prints the audit trail,
+//! `imrelay audit verify` checks its hash chain, its recorded head and that every stored
+//! interaction has its `created` entry, and `imrelay audit head` prints the head to keep
+//! elsewhere (all read the SQLite database directly and read-only, so they work while the
+//! server runs); `imrelay healthcheck` asks a running
 //! server's `/healthz` (for container health checks, where there is no curl).
 
 use std::io::Write;
@@ -8,10 +10,12 @@ use std::io::Write;
 use anyhow::{Context, bail};
 use jiff::Timestamp;
 
-use crate::audit::{AuditEntry, Verifier};
+use crate::audit::{AuditEntry, AuditHead, Broken, Verifier};
 use crate::config::{Backend, Settings};
-use crate::store::AuditQuery;
-use crate::store::sqlite::{open_read_only, read_audit};
+use crate::store::sqlite::{
+    interactions_without_created_entry, open_read_only, read_audit, read_audit_head, schema_version,
+};
+use crate::store::{AuditQuery, StoreError};
 
 const CHUNK: usize = 1000;
 
@@ -109,39 +113,114 @@ pub fn audit_print(settings: &Settings, since: Option<&str>, json: bool) -> anyh
     })
 }
 
-/// `imrelay audit verify`: `Ok(true)` if the chain is intact.
-pub fn audit_verify(settings: &Settings) -> anyhow::Result<bool> {
+/// The first schema version that records the audit chain's head.
+const HEAD_SCHEMA: i64 = 3;
+
+/// `imrelay audit verify [--expect SEQ:HASH]`: `Ok(true)` if the chain is intact, ends at
+/// the head the store recorded, passes through `expect` (a head kept elsewhere earlier), and
+/// every stored interaction has its `created` entry.
+pub fn audit_verify(settings: &Settings, expect: Option<&str>) -> anyhow::Result<bool> {
+    let expect: Option<AuditHead> = expect
+        .map(|e| {
+            e.parse()
+                .map_err(|e: String| anyhow::anyhow!("--expect: {e}"))
+        })
+        .transpose()?;
     let conn = database(settings)?;
-    let mut verifier = Verifier::default();
+    // One read transaction: the chain, its head and the interactions as of one moment, even
+    // while the server appends.
+    let tx = conn.unchecked_transaction()?;
+    let mut verifier = match expect {
+        Some(head) => Verifier::expecting(head),
+        None => Verifier::default(),
+    };
     let mut broken = None;
-    let mut last_hash = String::new();
-    each_entry(&conn, None, |e| {
-        if broken.is_none() {
-            match verifier.check(e) {
-                Ok(()) => last_hash = e.hash.clone(),
-                Err(b) => broken = Some(b),
-            }
+    each_entry(&tx, None, |e| {
+        if broken.is_none()
+            && let Err(b) = verifier.check(e)
+        {
+            broken = Some(b);
         }
         Ok(())
     })?;
-    match broken {
-        None => {
-            println!(
-                "audit trail intact: {} entries{}",
-                verifier.verified(),
-                if last_hash.is_empty() {
-                    String::new()
-                } else {
-                    format!(", last hash {last_hash}")
-                }
-            );
-            Ok(true)
-        }
-        Some(b) => {
-            println!("audit trail BROKEN: {b}");
-            Ok(false)
-        }
+    let has_head = schema_version(&tx)? >= HEAD_SCHEMA;
+    if broken.is_none() {
+        let recorded = if has_head {
+            read_audit_head(&tx)
+        } else {
+            Ok(verifier.end())
+        };
+        broken = match recorded {
+            Ok(recorded) => verifier.finish(recorded.as_ref()).err(),
+            Err(StoreError::Corrupt(e)) => Some(Broken {
+                seq: verifier.verified(),
+                reason: format!("the recorded chain head is unreadable: {e}"),
+            }),
+            Err(e) => return Err(e.into()),
+        };
     }
+    let (missing, sample) = interactions_without_created_entry(&tx, 5)?;
+    tx.finish()?;
+    if let Some(b) = broken {
+        println!("audit trail BROKEN: {b}");
+        return Ok(false);
+    }
+    if missing > 0 {
+        println!(
+            "audit trail INCOMPLETE: {missing} stored interaction(s) have no `created` entry \
+             (e.g. {}): their entries were deleted, or they were created while [audit] was \
+             disabled",
+            sample.join(", ")
+        );
+        return Ok(false);
+    }
+    match verifier.end() {
+        None => println!("audit trail intact: 0 entries"),
+        Some(end) => println!(
+            "audit trail intact: {} entries, head {end}{}",
+            verifier.verified(),
+            if has_head {
+                ""
+            } else {
+                " (this database predates recorded heads: the end of the chain was not checked)"
+            }
+        ),
+    }
+    Ok(true)
+}
+
+/// `imrelay audit head`: prints the chain's head (`SEQ:HASH`) to keep outside the store, for a
+/// later `audit verify --expect`.
+pub fn audit_head(settings: &Settings) -> anyhow::Result<()> {
+    let conn = database(settings)?;
+    let tx = conn.unchecked_transaction()?;
+    let recorded = if schema_version(&tx)? >= HEAD_SCHEMA {
+        read_audit_head(&tx)?
+    } else {
+        None
+    };
+    let head = match recorded {
+        Some(h) => Some(h),
+        None => read_audit(
+            &tx,
+            &AuditQuery {
+                after_seq: 0,
+                since: None,
+                limit: usize::MAX,
+            },
+        )?
+        .last()
+        .map(|e| AuditHead {
+            seq: e.seq,
+            hash: e.hash.clone(),
+        }),
+    };
+    tx.finish()?;
+    match head {
+        Some(h) => println!("{h}"),
+        None => bail!("the audit trail is empty"),
+    }
+    Ok(())
 }
 
 /// The `/healthz` URL of the server these settings describe (a wildcard listen address is

@@ -44,7 +44,7 @@ enum Command {
         #[arg(long)]
         url: Option<String>,
     },
-    /// Print the audit trail (`audit verify` checks its hash chain).
+    /// Print the audit trail (`audit verify` checks it, `audit head` prints its head).
     Audit {
         /// Only entries since this time (RFC 3339) or age (e.g. 2h, 7d).
         #[arg(long, value_name = "TIME|AGE")]
@@ -59,8 +59,15 @@ enum Command {
 
 #[derive(Subcommand)]
 enum AuditAction {
-    /// Check the hash chain; exits 1 and names the first broken entry if it was altered.
-    Verify,
+    /// Check the hash chain and its recorded head; exits 1 and names the first broken entry
+    /// if entries were altered or deleted.
+    Verify {
+        /// A head printed earlier by `audit head`: the chain must still pass through it.
+        #[arg(long, value_name = "SEQ:HASH")]
+        expect: Option<String>,
+    },
+    /// Print the chain's head (SEQ:HASH), to keep outside the store for `verify --expect`.
+    Head,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -79,14 +86,18 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Audit {
-            action: Some(AuditAction::Verify),
+            action: Some(AuditAction::Verify { expect }),
             ..
         } => {
-            if !imrelay::cli::audit_verify(&settings)? {
+            if !imrelay::cli::audit_verify(&settings, expect.as_deref())? {
                 std::process::exit(1);
             }
             Ok(())
         }
+        Command::Audit {
+            action: Some(AuditAction::Head),
+            ..
+        } => imrelay::cli::audit_head(&settings),
         Command::Audit { since, json, .. } => {
             imrelay::cli::audit_print(&settings, since.as_deref(), json)
         }

@@ -7,7 +7,11 @@
 //! hands each to the handler registered for its channel, and records the result: done, retry
 //! after an exponential, jittered backoff (or the delay the handler asks for, e.g. Telegram's
 //! `retry_after`), or failed once the job's horizon has passed. Each channel has its own
-//! concurrency limit, so a slow or dead target never holds up another.
+//! concurrency limit, and a claim takes of each channel only as many jobs as it has free
+//! delivery slots, so a slow or dead target never holds up another: its backlog waits in the
+//! store, not in this process. A result is recorded only under the claim that produced it
+//! (a worker whose lease ran out cannot overwrite the next claimant's result), and a
+//! given-up delivery's audit entry is written in the same transaction as its result.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -16,20 +20,20 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jiff::Timestamp;
 use rand::Rng;
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::audit::{Action, AuditRecord};
 use crate::interaction::Lifecycle;
 use crate::metrics::Metrics;
-use crate::store::{ClaimedJob, JobUpdate, Store};
+use crate::store::{ClaimQuota, ClaimedJob, JobUpdate, Store};
 
 /// How long a claimed job is reserved for one delivery attempt.
 pub const LEASE: Duration = Duration::from_secs(600);
-/// Jobs claimed per round.
+/// Most jobs of one channel claimed per round.
 const BATCH: usize = 64;
-/// Most jobs in flight in this process.
-const MAX_IN_FLIGHT: usize = 1024;
+/// Jobs of a channel without a handler claimed per round (to be failed).
+const ORPHANS: usize = 16;
 /// Longest pause between looks at the store (other processes may add jobs).
 const POLL: Duration = Duration::from_secs(1);
 
@@ -113,6 +117,7 @@ pub struct Outbox {
     metrics: Arc<Metrics>,
     backoff: Backoff,
     clock: Clock,
+    audit: bool,
     // A std mutex: membership checks only, never held across an await.
     in_flight: Mutex<HashSet<i64>>,
 }
@@ -127,8 +132,15 @@ impl Outbox {
             metrics,
             backoff: Backoff::default(),
             clock: Arc::new(Timestamp::now),
+            audit: true,
             in_flight: Mutex::new(HashSet::new()),
         }
+    }
+
+    /// Whether given-up deliveries are appended to the audit trail (the `[audit]` switch).
+    pub fn with_audit(mut self, audit: bool) -> Self {
+        self.audit = audit;
+        self
     }
 
     /// Replaces the backoff policy.
@@ -162,12 +174,26 @@ impl Outbox {
         self.wake.notify_one();
     }
 
+    /// What the next claim may take: each channel's free delivery slots, and a few jobs of
+    /// channels nobody here delivers (they are failed).
+    fn quota(&self) -> ClaimQuota {
+        ClaimQuota {
+            channels: self
+                .handlers
+                .iter()
+                .map(|(c, (_, permits))| (c.clone(), permits.available_permits().min(BATCH)))
+                .collect(),
+            others: ORPHANS,
+        }
+    }
+
     /// Runs until `shutdown` fires.
     pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
         loop {
             let notified = self.wake.notified();
-            // A read first: claiming is a write, done only when something is due.
-            let next = match self.store.next_job_at().await {
+            // A read first: claiming is a write, done only when something is due. Jobs of a
+            // channel without free slots are not looked at: a finished delivery wakes the loop.
+            let next = match self.store.next_job_at(&self.quota()).await {
                 Ok(next) => next,
                 Err(e) => {
                     tracing::warn!(error = %e, "outbox: cannot read the store");
@@ -197,12 +223,14 @@ impl Outbox {
         }
     }
 
-    /// Claims due jobs and starts their deliveries; returns how many were claimed.
+    /// Claims due jobs, at most each channel's free slots, and starts their deliveries;
+    /// returns how many were claimed.
     async fn dispatch(self: &Arc<Self>) -> usize {
-        if self.in_flight().len() >= MAX_IN_FLIGHT {
+        let quota = self.quota();
+        if quota.is_empty() {
             return 0;
         }
-        let jobs = match self.store.claim_jobs((self.clock)(), BATCH, LEASE).await {
+        let jobs = match self.store.claim_jobs((self.clock)(), &quota, LEASE).await {
             Ok(jobs) => jobs,
             Err(e) => {
                 tracing::warn!(error = %e, "outbox: cannot claim jobs");
@@ -214,9 +242,15 @@ impl Outbox {
             if !self.in_flight().insert(job.id) {
                 continue; // already being delivered by this process
             }
+            // Only this loop takes permits, and the claim took no more jobs than were free,
+            // so the slot is there now.
+            let permit = self
+                .handlers
+                .get(&job.job.channel)
+                .and_then(|(_, permits)| permits.clone().try_acquire_owned().ok());
             let this = self.clone();
             tokio::spawn(async move {
-                this.deliver(&job).await;
+                this.deliver(&job, permit).await;
                 this.in_flight().remove(&job.id);
                 this.wake();
             });
@@ -228,11 +262,14 @@ impl Outbox {
         self.in_flight.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    async fn deliver(&self, job: &ClaimedJob) {
+    async fn deliver(&self, job: &ClaimedJob, permit: Option<OwnedSemaphorePermit>) {
         let channel = job.job.channel.as_str();
         let delivery = match self.handlers.get(channel) {
             Some((handler, permits)) => {
-                let _permit = permits.acquire().await;
+                let _permit = match permit {
+                    Some(p) => Ok(p),
+                    None => permits.clone().acquire_owned().await,
+                };
                 handler.deliver(job).await
             }
             None => Delivery::Failed(format!(
@@ -270,28 +307,51 @@ impl Outbox {
                 }
             }
         };
-        if let JobUpdate::Failed { error } = &update {
-            let record = AuditRecord {
-                at: crate::interaction::now(),
-                action: Action::DeliveryFailed,
-                interaction_id: job
-                    .job
-                    .interaction_id
-                    .as_ref()
-                    .map(|i| i.as_str().to_string()),
-                actor: Some("system".into()),
-                channel: channel.to_string(),
-                outcome: "failed".into(),
-                input_hash: None,
-                detail: Some(format!("{} ({}): {error}", job.job.key, job.job.kind)),
-            };
-            if let Err(e) = self.store.append_audit(vec![record]).await {
-                tracing::error!(error = %e, "outbox: cannot audit a failed delivery");
+        let audit = match &update {
+            JobUpdate::Failed { error } if self.audit => {
+                vec![self.failure_record(job, error).await]
+            }
+            _ => Vec::new(),
+        };
+        match self.store.finish_job(job, update, audit).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::warn!(job = %job.job.key, channel,
+                    "outbox: the job was claimed again while this attempt ran (its lease ran out); this result is not recorded");
+            }
+            Err(e) => {
+                // The lease runs out and the job is delivered again: at-least-once.
+                tracing::error!(job = %job.job.key, error = %e, "outbox: cannot record a delivery result");
             }
         }
-        if let Err(e) = self.store.finish_job(job.id, update).await {
-            // The lease runs out and the job is delivered again: at-least-once.
-            tracing::error!(job = %job.job.key, error = %e, "outbox: cannot record a delivery result");
+    }
+
+    /// The audit entry of a given-up delivery, with the hash of the interaction's input.
+    async fn failure_record(&self, job: &ClaimedJob, error: &str) -> AuditRecord {
+        let input_hash = match &job.job.interaction_id {
+            Some(id) => match self.store.get(id).await {
+                Ok(i) => i.map(|i| i.input_digest().to_string()),
+                Err(e) => {
+                    tracing::warn!(job = %job.job.key, error = %e,
+                        "outbox: cannot read the interaction of a failed delivery; auditing it without its input hash");
+                    None
+                }
+            },
+            None => None,
+        };
+        AuditRecord {
+            at: crate::interaction::now(),
+            action: Action::DeliveryFailed,
+            interaction_id: job
+                .job
+                .interaction_id
+                .as_ref()
+                .map(|i| i.as_str().to_string()),
+            actor: Some("system".into()),
+            channel: job.job.channel.clone(),
+            outcome: "failed".into(),
+            input_hash,
+            detail: Some(format!("{} ({}): {error}", job.job.key, job.job.kind)),
         }
     }
 }

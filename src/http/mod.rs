@@ -107,24 +107,32 @@ async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
 }
 
 async fn healthz(State(state): State<AppState>) -> Response {
-    let store_ok = state.registry.store().next_job_at().await.is_ok();
+    let store = state.registry.store();
+    // Reads and writes fail separately: a read-only or full disk still serves what it has.
+    let readable = store.get_value("health.write_probe").await.is_ok();
+    let writable = store.check_writable().await;
     let components = state.health.snapshot();
-    let status = if store_ok {
+    let (store_state, healthy) = match (&writable, readable) {
+        (Ok(()), true) => ("ok", true),
+        (Err(_), true) => ("read_only", false),
+        _ => ("unavailable", false),
+    };
+    let mut body = json!({
+        "status": if healthy { "ok" } else { "degraded" },
+        "version": env!("CARGO_PKG_VERSION"),
+        "store": store_state,
+        "pending": state.registry.pending_count(),
+        "components": components,
+    });
+    if let Err(e) = &writable {
+        body["store_error"] = json!(e.to_string());
+    }
+    let status = if healthy {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
-    (
-        status,
-        Json(json!({
-            "status": if store_ok { "ok" } else { "degraded" },
-            "version": env!("CARGO_PKG_VERSION"),
-            "store": if store_ok { "ok" } else { "unavailable" },
-            "pending": state.registry.pending_count(),
-            "components": components,
-        })),
-    )
-        .into_response()
+    (status, Json(body)).into_response()
 }
 
 async fn metrics(State(state): State<AppState>) -> Response {

@@ -217,6 +217,8 @@ struct Inner {
     /// [`Registry::create`] can tell whether its own interaction may have been resolved
     /// between the store's commit and the slot's insertion, and only then re-read it.
     untracked_resolutions: AtomicU64,
+    /// Bounds what refusals not bound to an interaction write (see [`Registry::refused`]).
+    refusals: crate::audit::RefusalLimiter,
 }
 
 /// The pending-interaction registry. Cheap to clone; all clones share state.
@@ -354,6 +356,7 @@ impl Registry {
                 events,
                 hooks: RwLock::new(Vec::new()),
                 untracked_resolutions: AtomicU64::new(0),
+                refusals: crate::audit::RefusalLimiter::default(),
             }),
         }
     }
@@ -799,6 +802,11 @@ impl Registry {
     /// Records an answer attempt that was refused before reaching the registry's decision
     /// (a non-approver's tap, a bad signature, a forged button): it changes nothing, but it
     /// is part of the record of who tried what.
+    ///
+    /// Anyone can send refusals that are not bound to an interaction (`id` is `None`: a bad
+    /// signature, a wrong secret), so those are rate-limited per channel: beyond a burst, they
+    /// are counted instead of logged and audited, and the count goes into the next entry.
+    /// `actor` and `reason` are cut to a bounded length.
     pub async fn refused(
         &self,
         id: Option<&InteractionId>,
@@ -806,11 +814,31 @@ impl Registry {
         via: &super::Via,
         reason: &str,
     ) {
+        /// Longest actor recorded, in characters.
+        const MAX_ACTOR: usize = 128;
+        let suppressed = match id {
+            Some(_) => 0,
+            None => match self
+                .inner
+                .refusals
+                .admit(via.as_str(), Instant::now().into_std())
+            {
+                Some(n) => n,
+                None => return,
+            },
+        };
+        let actor: String = actor.chars().take(MAX_ACTOR).collect();
+        let mut detail = clip(reason);
+        if suppressed > 0 {
+            detail.push_str(&format!(
+                " (and {suppressed} similar refusals on this channel before it, not recorded)"
+            ));
+        }
         tracing::warn!(
             id = id.map(|i| i.as_str()).unwrap_or(""),
             actor,
             via = %via,
-            reason,
+            reason = detail,
             "answer attempt refused"
         );
         if !self.inner.config.audit {
@@ -829,11 +857,11 @@ impl Registry {
             at: now(),
             action: Action::Refused,
             interaction_id: id.map(|i| i.as_str().to_string()),
-            actor: (!actor.is_empty()).then(|| actor.to_string()),
+            actor: (!actor.is_empty()).then_some(actor),
             channel: via.as_str().to_string(),
             outcome: "refused".into(),
             input_hash,
-            detail: Some(clip(reason)),
+            detail: Some(detail),
         };
         if let Err(e) = self.inner.store.append_audit(vec![record]).await {
             tracing::error!(error = %e, "could not append a refusal to the audit trail");
@@ -1152,16 +1180,24 @@ mod tests {
         async fn claim_jobs(
             &self,
             n: Timestamp,
-            l: usize,
+            q: &crate::store::ClaimQuota,
             d: Duration,
         ) -> Result<Vec<crate::store::ClaimedJob>, StoreError> {
-            self.inner.claim_jobs(n, l, d).await
+            self.inner.claim_jobs(n, q, d).await
         }
-        async fn finish_job(&self, id: i64, u: crate::store::JobUpdate) -> Result<(), StoreError> {
-            self.inner.finish_job(id, u).await
+        async fn finish_job(
+            &self,
+            j: &crate::store::ClaimedJob,
+            u: crate::store::JobUpdate,
+            a: Vec<AuditRecord>,
+        ) -> Result<bool, StoreError> {
+            self.inner.finish_job(j, u, a).await
         }
-        async fn next_job_at(&self) -> Result<Option<Timestamp>, StoreError> {
-            self.inner.next_job_at().await
+        async fn next_job_at(
+            &self,
+            q: &crate::store::ClaimQuota,
+        ) -> Result<Option<Timestamp>, StoreError> {
+            self.inner.next_job_at(q).await
         }
         async fn job_backlog(&self) -> Result<Vec<(String, u64)>, StoreError> {
             self.inner.job_backlog().await
@@ -1186,6 +1222,9 @@ mod tests {
         }
         async fn first_sighting(&self, s: &str, k: &str, e: Timestamp) -> Result<bool, StoreError> {
             self.inner.first_sighting(s, k, e).await
+        }
+        async fn forget_sighting(&self, s: &str, k: &str) -> Result<(), StoreError> {
+            self.inner.forget_sighting(s, k).await
         }
     }
 

@@ -10,8 +10,8 @@ use jiff::Timestamp;
 use serde_json::Value;
 
 use super::{
-    AuditQuery, ChannelMessage, ClaimedJob, CreateOutcome, Effects, JobUpdate, ListQuery,
-    OutboxJob, Page, ResolveOutcome, StatusFilter, Store, StoreError, random_secret,
+    AuditQuery, ChannelMessage, ClaimQuota, ClaimedJob, CreateOutcome, Effects, JobUpdate,
+    ListQuery, OutboxJob, Page, ResolveOutcome, StatusFilter, Store, StoreError, random_secret,
 };
 use crate::audit::{self, AuditEntry, AuditRecord};
 use crate::interaction::{Interaction, InteractionId};
@@ -42,7 +42,17 @@ struct JobRow {
     attempts: u32,
     next_at: Timestamp,
     lease_until: Option<Timestamp>,
+    /// Bumped by every claim: only the newest claim's result is recorded.
+    lease_token: i64,
     finished_at: Option<Timestamp>,
+}
+
+impl JobRow {
+    /// When it can next be claimed.
+    fn claimable_at(&self) -> Timestamp {
+        self.lease_until
+            .map_or(self.next_at, |l| l.max(self.next_at))
+    }
 }
 
 impl State {
@@ -61,6 +71,14 @@ impl State {
             .map(|e| (e.seq, e.hash.clone()))
             .unwrap_or((0, audit::GENESIS.to_string()));
         let entries = audit::chain(seq, &hash, records);
+        if let Some(last) = entries.last() {
+            let head = audit::AuditHead {
+                seq: last.seq,
+                hash: last.hash.clone(),
+            };
+            self.values
+                .insert(audit::HEAD_KEY.to_string(), head.to_string());
+        }
         self.audit.extend(entries);
     }
 
@@ -81,6 +99,7 @@ impl State {
                     job,
                     attempts: 0,
                     lease_until: None,
+                    lease_token: 0,
                     finished_at: None,
                 },
             );
@@ -300,31 +319,39 @@ impl Store for MemoryStore {
     async fn claim_jobs(
         &self,
         now: Timestamp,
-        limit: usize,
+        quota: &ClaimQuota,
         lease: Duration,
     ) -> Result<Vec<ClaimedJob>, StoreError> {
         let mut st = self.lock();
         let lease_until = now
             .checked_add(jiff::SignedDuration::try_from(lease).unwrap_or_default())
             .unwrap_or(now);
-        let mut due: Vec<(Timestamp, i64)> = st
-            .jobs
-            .iter()
-            .filter(|(_, r)| {
-                r.finished_at.is_none()
-                    && r.next_at <= now
-                    && r.lease_until.is_none_or(|l| l <= now)
-            })
-            .map(|(id, r)| (r.next_at, *id))
-            .collect();
-        due.sort();
-        due.truncate(limit);
-        let mut out = Vec::with_capacity(due.len());
-        for (_, id) in due {
+        let ids: Vec<i64> = {
+            let mut due: Vec<(Timestamp, i64, &str)> = st
+                .jobs
+                .iter()
+                .filter(|(_, r)| r.finished_at.is_none() && r.claimable_at() <= now)
+                .map(|(id, r)| (r.next_at, *id, r.job.channel.as_str()))
+                .collect();
+            due.sort();
+            let mut taken: HashMap<&str, usize> = HashMap::new();
+            due.into_iter()
+                .filter(|(_, _, channel)| {
+                    let n = taken.entry(channel).or_default();
+                    *n += 1;
+                    *n <= quota.limit(channel)
+                })
+                .map(|(_, id, _)| id)
+                .collect()
+        };
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
             if let Some(r) = st.jobs.get_mut(&id) {
                 r.lease_until = Some(lease_until);
+                r.lease_token += 1;
                 out.push(ClaimedJob {
                     id,
+                    lease: r.lease_token,
                     attempts: r.attempts,
                     job: r.job.clone(),
                 });
@@ -333,28 +360,38 @@ impl Store for MemoryStore {
         Ok(out)
     }
 
-    async fn finish_job(&self, id: i64, update: JobUpdate) -> Result<(), StoreError> {
+    async fn finish_job(
+        &self,
+        job: &ClaimedJob,
+        update: JobUpdate,
+        audit: Vec<AuditRecord>,
+    ) -> Result<bool, StoreError> {
         let mut st = self.lock();
-        if let Some(r) = st.jobs.get_mut(&id) {
-            r.lease_until = None;
-            r.attempts += 1;
-            match update {
-                JobUpdate::Done | JobUpdate::Failed { .. } => {
-                    r.finished_at = Some(Timestamp::now());
-                }
-                JobUpdate::Retry { at, .. } => r.next_at = at,
-            }
+        let Some(r) = st.jobs.get_mut(&job.id) else {
+            return Ok(false);
+        };
+        if r.lease_token != job.lease || r.finished_at.is_some() {
+            return Ok(false);
         }
-        Ok(())
+        r.lease_until = None;
+        r.attempts += 1;
+        match update {
+            JobUpdate::Done | JobUpdate::Failed { .. } => {
+                r.finished_at = Some(Timestamp::now());
+            }
+            JobUpdate::Retry { at, .. } => r.next_at = at,
+        }
+        st.append_audit(audit);
+        Ok(true)
     }
 
-    async fn next_job_at(&self) -> Result<Option<Timestamp>, StoreError> {
+    async fn next_job_at(&self, quota: &ClaimQuota) -> Result<Option<Timestamp>, StoreError> {
         Ok(self
             .lock()
             .jobs
             .values()
-            .filter(|r| r.finished_at.is_none())
-            .map(|r| r.lease_until.map_or(r.next_at, |l| l.max(r.next_at)))
+            .filter(|r| r.finished_at.is_none() && quota.limit(&r.job.channel) > 0)
+            .map(JobRow::claimable_at)
             .min())
     }
 
@@ -424,5 +461,16 @@ impl Store for MemoryStore {
                 Ok(true)
             }
         }
+    }
+
+    async fn forget_sighting(&self, scope: &str, key: &str) -> Result<(), StoreError> {
+        self.lock()
+            .seen
+            .remove(&(scope.to_string(), key.to_string()));
+        Ok(())
+    }
+
+    async fn check_writable(&self) -> Result<(), StoreError> {
+        Ok(())
     }
 }

@@ -9,7 +9,11 @@
 //! - outbox jobs handed to `create`/`resolve` are recorded in the same transaction as the
 //!   state change, and deduplicated by key;
 //! - outbox jobs are claimed with a lease, so several workers (or replicas) never deliver the
-//!   same job at once, and a crashed worker's jobs come back after the lease.
+//!   same job at once, and a crashed worker's jobs come back after the lease; a result is
+//!   recorded only by the holder of the job's newest claim (fencing), so a worker whose lease
+//!   ran out cannot overwrite what the next claimant did;
+//! - every audit append moves the chain head (`audit.head` in the small named values) in the
+//!   same transaction, so entries deleted from the end of the chain are noticed.
 //!
 //! Waking local waiters is not the store's job: the registry does that after a write, and a
 //! shared backend can trigger the same step when another process changes an interaction.
@@ -24,7 +28,7 @@ use async_trait::async_trait;
 use jiff::Timestamp;
 use serde_json::Value;
 
-pub use crate::audit::{AuditEntry, AuditRecord};
+pub use crate::audit::{AuditEntry, AuditHead, AuditRecord};
 use crate::interaction::{Interaction, InteractionId};
 
 pub use memory::MemoryStore;
@@ -66,6 +70,9 @@ pub struct OutboxJob {
 pub struct ClaimedJob {
     /// The store's id for the job.
     pub id: i64,
+    /// Identifies this claim: a later claim of the same job gets a different value, and only
+    /// the newest claim's result is recorded.
+    pub lease: i64,
     /// Delivery attempts made before this one.
     pub attempts: u32,
     /// The job.
@@ -89,6 +96,39 @@ pub enum JobUpdate {
         /// What went wrong.
         error: String,
     },
+}
+
+/// Which due jobs a claim may take: a number per channel, so that one busy or stuck channel
+/// never takes the places of others.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClaimQuota {
+    /// Channels and how many of their jobs may be claimed now (0: none).
+    pub channels: Vec<(String, usize)>,
+    /// How many jobs may be claimed of each channel not listed.
+    pub others: usize,
+}
+
+impl ClaimQuota {
+    /// Up to `limit` jobs of every channel.
+    pub fn any(limit: usize) -> Self {
+        Self {
+            channels: Vec::new(),
+            others: limit,
+        }
+    }
+
+    /// How many jobs of `channel` may be claimed.
+    pub fn limit(&self, channel: &str) -> usize {
+        self.channels
+            .iter()
+            .find(|(c, _)| c == channel)
+            .map_or(self.others, |(_, n)| *n)
+    }
+
+    /// Whether nothing at all may be claimed.
+    pub fn is_empty(&self) -> bool {
+        self.others == 0 && self.channels.iter().all(|(_, n)| *n == 0)
+    }
 }
 
 /// Durable side effects of a state change, recorded in the same transaction as it.
@@ -280,26 +320,42 @@ pub trait Store: Send + Sync + 'static {
     /// Enqueues outbox jobs outside any state change (keys deduplicate).
     async fn enqueue(&self, jobs: Vec<OutboxJob>) -> Result<(), StoreError>;
 
-    /// Claims up to `limit` due jobs for `lease`; claimed jobs are not handed out again until
-    /// finished or the lease runs out.
+    /// Claims due jobs, as many per channel as `quota` allows, for `lease`; claimed jobs are
+    /// not handed out again until finished or the lease runs out.
     async fn claim_jobs(
         &self,
         now: Timestamp,
-        limit: usize,
+        quota: &ClaimQuota,
         lease: Duration,
     ) -> Result<Vec<ClaimedJob>, StoreError>;
 
-    /// Records how a claimed job's delivery attempt ended.
-    async fn finish_job(&self, id: i64, update: JobUpdate) -> Result<(), StoreError>;
+    /// Records how a claimed job's delivery attempt ended, with audit records to append in
+    /// the same transaction. `Ok(false)` (nothing recorded, nothing appended) if the claim is
+    /// stale: the job was claimed again since, or is already finished.
+    async fn finish_job(
+        &self,
+        job: &ClaimedJob,
+        update: JobUpdate,
+        audit: Vec<AuditRecord>,
+    ) -> Result<bool, StoreError>;
 
-    /// When the earliest unfinished job can next be claimed (due and not leased), if any.
-    async fn next_job_at(&self) -> Result<Option<Timestamp>, StoreError>;
+    /// When the earliest unfinished job that `quota` lets a claim take can next be claimed
+    /// (due and not leased), if any.
+    async fn next_job_at(&self, quota: &ClaimQuota) -> Result<Option<Timestamp>, StoreError>;
 
     /// Unfinished outbox jobs, by channel: for metrics and health.
     async fn job_backlog(&self) -> Result<Vec<(String, u64)>, StoreError>;
 
     /// Appends records to the audit chain (events that change no state, such as refusals).
     async fn append_audit(&self, records: Vec<AuditRecord>) -> Result<(), StoreError>;
+
+    /// The audit chain's head as recorded with the last append (`None` before the first).
+    async fn audit_head(&self) -> Result<Option<AuditHead>, StoreError> {
+        match self.get_value(crate::audit::HEAD_KEY).await? {
+            Some(v) => v.parse().map(Some).map_err(StoreError::Corrupt),
+            None => Ok(None),
+        }
+    }
 
     /// Audit entries, oldest first.
     async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditEntry>, StoreError>;
@@ -322,6 +378,19 @@ pub trait Store: Send + Sync + 'static {
         key: &str,
         expires_at: Timestamp,
     ) -> Result<bool, StoreError>;
+
+    /// Forgets `key` in `scope` (a request that used it failed in a way its sender may retry).
+    async fn forget_sighting(&self, scope: &str, key: &str) -> Result<(), StoreError>;
+
+    /// Whether the store can take writes now (for `/healthz`). The default writes a small
+    /// named value.
+    async fn check_writable(&self) -> Result<(), StoreError> {
+        self.set_value(
+            "health.write_probe",
+            Some(Timestamp::now().as_millisecond().to_string()),
+        )
+        .await
+    }
 }
 
 /// 32 random bytes for a new server secret.

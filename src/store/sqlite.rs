@@ -22,10 +22,10 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::{
-    AuditQuery, ChannelMessage, ClaimedJob, CreateOutcome, Effects, JobUpdate, ListQuery,
-    OutboxJob, Page, ResolveOutcome, StatusFilter, Store, StoreError, random_secret,
+    AuditQuery, ChannelMessage, ClaimQuota, ClaimedJob, CreateOutcome, Effects, JobUpdate,
+    ListQuery, OutboxJob, Page, ResolveOutcome, StatusFilter, Store, StoreError, random_secret,
 };
-use crate::audit::{self, Action, AuditEntry, AuditRecord};
+use crate::audit::{self, Action, AuditEntry, AuditHead, AuditRecord};
 use crate::interaction::{Interaction, InteractionId, Resolution};
 
 /// SQLite's `synchronous` setting: how hard a commit pushes data to the disk.
@@ -126,6 +126,16 @@ const MIGRATIONS: &[&str] = &[
         value TEXT NOT NULL
     );
     "#,
+    // 3: fenced outbox claims, claims per channel, and the audit chain's recorded head.
+    r#"
+    ALTER TABLE outbox ADD COLUMN lease_token INTEGER NOT NULL DEFAULT 0;
+    DROP INDEX outbox_due;
+    CREATE INDEX outbox_due_by_channel ON outbox (channel, next_at) WHERE state = 'pending';
+    CREATE INDEX outbox_leased ON outbox (channel, lease_until)
+        WHERE state = 'pending' AND lease_until IS NOT NULL;
+    INSERT OR IGNORE INTO kv (key, value)
+        SELECT 'audit.head', seq || ':' || hash FROM audit ORDER BY seq DESC LIMIT 1;
+    "#,
 ];
 
 /// The version the newest migration brings a database to.
@@ -143,6 +153,8 @@ fn corrupt(e: impl std::fmt::Display) -> StoreError {
 trait WriteOp: Send {
     /// Runs the write; `false` if it failed (its savepoint is then rolled back).
     fn apply(&mut self, conn: &Connection) -> bool;
+    /// Fails the write without running it (its savepoint could not be opened).
+    fn skip(&mut self, error: String);
     /// Answers the caller once the group's commit is known.
     fn complete(self: Box<Self>, commit: Result<(), String>);
 }
@@ -168,6 +180,11 @@ where
         ok
     }
 
+    fn skip(&mut self, error: String) {
+        self.f = None;
+        self.out = Some(Err(StoreError::Unavailable(error)));
+    }
+
     fn complete(self: Box<Self>, commit: Result<(), String>) {
         let this = *self;
         let result = match commit {
@@ -185,8 +202,12 @@ pub struct SqliteStore {
     writer: mpsc::Sender<Box<dyn WriteOp>>,
     readers: Arc<Mutex<Vec<Connection>>>,
     path: PathBuf,
-    // Held for the life of the store: the exclusive lock on `<path>.lock`.
-    _lock: File,
+    /// Opened as an immutable file (a read-only file system): every write fails.
+    frozen: bool,
+    last_write: LastWrite,
+    // Held for the life of the store: the exclusive lock on `<path>.lock` (none when the
+    // lock file can be neither opened nor created, e.g. on a read-only disk).
+    _lock: Option<File>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -222,6 +243,36 @@ fn open_read_connection(path: &Path) -> rusqlite::Result<Connection> {
     Ok(conn)
 }
 
+/// Opens the database as an immutable file: for a disk where not even WAL's shared-memory
+/// file can be created (a read-only file system). Safe only when no write-ahead log holds
+/// data that is not in the main file yet, which [`can_freeze`] checks.
+fn open_frozen_connection(path: &Path) -> rusqlite::Result<Connection> {
+    let mut uri = String::from("file:");
+    for c in path.to_string_lossy().chars() {
+        match c {
+            '%' => uri.push_str("%25"),
+            '?' => uri.push_str("%3f"),
+            '#' => uri.push_str("%23"),
+            c => uri.push(c),
+        }
+    }
+    uri.push_str("?immutable=1");
+    Connection::open_with_flags(
+        uri,
+        OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+}
+
+/// Whether the database at `path` can be read as an immutable file: it exists and its
+/// write-ahead log is absent or empty (everything committed is in the main file).
+fn can_freeze(path: &Path) -> bool {
+    let mut wal = path.to_path_buf().into_os_string();
+    wal.push("-wal");
+    path.is_file() && std::fs::metadata(PathBuf::from(wal)).map_or(true, |m| m.len() == 0)
+}
+
 /// Applies pending migrations; returns the schema version afterwards.
 fn migrate(conn: &mut Connection) -> rusqlite::Result<i64> {
     let current: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
@@ -239,7 +290,13 @@ fn migrate(conn: &mut Connection) -> rusqlite::Result<i64> {
     conn.pragma_query_value(None, "user_version", |r| r.get(0))
 }
 
-fn run_writer(mut conn: Connection, rx: mpsc::Receiver<Box<dyn WriteOp>>) {
+/// When the writer last committed a transaction that changed something.
+type LastWrite = Arc<Mutex<Option<std::time::Instant>>>;
+
+/// How long a committed change vouches for [`Store::check_writable`] before a probe write.
+const WRITE_FRESH: Duration = Duration::from_secs(5);
+
+fn run_writer(mut conn: Connection, rx: mpsc::Receiver<Box<dyn WriteOp>>, last: LastWrite) {
     let mut batch: Vec<Box<dyn WriteOp>> = Vec::with_capacity(MAX_BATCH);
     while let Ok(first) = rx.recv() {
         batch.push(first);
@@ -249,7 +306,11 @@ fn run_writer(mut conn: Connection, rx: mpsc::Receiver<Box<dyn WriteOp>>) {
                 Err(_) => break,
             }
         }
+        let changes = conn.total_changes();
         let commit = write_batch(&mut conn, &mut batch);
+        if commit.is_ok() && conn.total_changes() > changes {
+            *last.lock().unwrap_or_else(|p| p.into_inner()) = Some(std::time::Instant::now());
+        }
         for op in batch.drain(..) {
             op.complete(commit.clone());
         }
@@ -259,17 +320,19 @@ fn run_writer(mut conn: Connection, rx: mpsc::Receiver<Box<dyn WriteOp>>) {
 fn write_batch(conn: &mut Connection, batch: &mut [Box<dyn WriteOp>]) -> Result<(), String> {
     let tx = conn.transaction().map_err(|e| e.to_string())?;
     for op in batch.iter_mut() {
-        let sp_ok = tx.execute_batch("SAVEPOINT op").is_ok();
-        let ok = op.apply(&tx);
-        if sp_ok {
-            let end = if ok {
-                "RELEASE op"
-            } else {
-                "ROLLBACK TO op; RELEASE op"
-            };
-            if let Err(e) = tx.execute_batch(end) {
-                return Err(e.to_string());
-            }
+        // Without its savepoint a failing write could not be undone alone, and the group's
+        // commit would keep its first half: such a write fails without running.
+        if let Err(e) = tx.execute_batch("SAVEPOINT op") {
+            op.skip(format!("cannot start the write: {e}"));
+            continue;
+        }
+        let end = if op.apply(&tx) {
+            "RELEASE op"
+        } else {
+            "ROLLBACK TO op; RELEASE op"
+        };
+        if let Err(e) = tx.execute_batch(end) {
+            return Err(e.to_string());
         }
     }
     tx.commit().map_err(|e| {
@@ -362,23 +425,53 @@ fn insert_jobs(conn: &Connection, jobs: &[EncodedJob], now: i64) -> rusqlite::Re
     Ok(())
 }
 
-fn append_audit_in(conn: &Connection, records: Vec<AuditRecord>) -> rusqlite::Result<()> {
+/// The chain head recorded in `kv`, if any.
+fn recorded_head(conn: &Connection) -> Result<Option<AuditHead>, StoreError> {
+    let v: Option<String> = conn
+        .query_row(
+            "SELECT value FROM kv WHERE key = ?1",
+            [audit::HEAD_KEY],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(unavailable)?;
+    v.map(|v| v.parse().map_err(StoreError::Corrupt))
+        .transpose()
+}
+
+fn append_audit_in(conn: &Connection, records: Vec<AuditRecord>) -> Result<(), StoreError> {
     if records.is_empty() {
         return Ok(());
     }
-    let (seq, hash) = conn
+    let last = conn
         .query_row(
             "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
             [],
             |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)),
         )
-        .optional()?
+        .optional()
+        .map_err(unavailable)?
         .unwrap_or((0, audit::GENESIS.to_string()));
-    let mut stmt = conn.prepare_cached(
-        "INSERT INTO audit (seq, at, action, interaction_id, actor, channel, outcome, input_hash, detail, prev_hash, hash)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-    )?;
-    for e in audit::chain(seq, &hash, records) {
+    // Chain from the recorded head when it is ahead of the last row: entries deleted from the
+    // end then stay a visible gap instead of being papered over by the next entry.
+    let (seq, hash) = match recorded_head(conn) {
+        Ok(Some(head)) if head.seq >= last.0 => (head.seq, head.hash),
+        Ok(_) => last,
+        Err(StoreError::Corrupt(e)) => {
+            // `audit verify` reports it; appending goes on from the last entry.
+            tracing::error!(error = %e, "the audit chain's recorded head is unreadable");
+            last
+        }
+        Err(e) => return Err(e),
+    };
+    let mut stmt = conn
+        .prepare_cached(
+            "INSERT INTO audit (seq, at, action, interaction_id, actor, channel, outcome, input_hash, detail, prev_hash, hash)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        )
+        .map_err(unavailable)?;
+    let entries = audit::chain(seq, &hash, records);
+    for e in &entries {
         let r = &e.record;
         stmt.execute(params![
             e.seq,
@@ -392,7 +485,20 @@ fn append_audit_in(conn: &Connection, records: Vec<AuditRecord>) -> rusqlite::Re
             r.detail,
             e.prev_hash,
             e.hash
-        ])?;
+        ])
+        .map_err(unavailable)?;
+    }
+    if let Some(last) = entries.last() {
+        let head = AuditHead {
+            seq: last.seq,
+            hash: last.hash.clone(),
+        };
+        conn.prepare_cached(
+            "INSERT INTO kv (key, value) VALUES (?1, ?2)
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        )
+        .and_then(|mut s| s.execute(params![audit::HEAD_KEY, head.to_string()]))
+        .map_err(unavailable)?;
     }
     Ok(())
 }
@@ -402,8 +508,8 @@ fn apply_effects(
     jobs: &[EncodedJob],
     audit: Vec<AuditRecord>,
     now: i64,
-) -> rusqlite::Result<()> {
-    insert_jobs(conn, jobs, now)?;
+) -> Result<(), StoreError> {
+    insert_jobs(conn, jobs, now).map_err(unavailable)?;
     append_audit_in(conn, audit)
 }
 
@@ -472,6 +578,86 @@ pub fn read_audit(conn: &Connection, q: &AuditQuery) -> Result<Vec<AuditEntry>, 
     Ok(out)
 }
 
+/// The audit chain head recorded with the last append, from any connection to an imrelay
+/// database.
+pub fn read_audit_head(conn: &Connection) -> Result<Option<AuditHead>, StoreError> {
+    recorded_head(conn)
+}
+
+/// The schema version of an imrelay database.
+pub fn schema_version(conn: &Connection) -> Result<i64, StoreError> {
+    conn.pragma_query_value(None, "user_version", |r| r.get(0))
+        .map_err(unavailable)
+}
+
+/// Stored interactions that have no `created` audit entry (at their creation time): how many,
+/// and the ids of up to `sample` of them.
+pub fn interactions_without_created_entry(
+    conn: &Connection,
+    sample: usize,
+) -> Result<(u64, Vec<String>), StoreError> {
+    let mut stmt = conn
+        .prepare(
+            "SELECT id FROM interactions i WHERE NOT EXISTS (
+                 SELECT 1 FROM audit a
+                 WHERE a.interaction_id = i.id AND a.action = 'created' AND a.at = i.created_at)
+             ORDER BY created_at, id",
+        )
+        .map_err(unavailable)?;
+    let rows = stmt
+        .query_map([], |r| r.get::<_, String>(0))
+        .map_err(unavailable)?;
+    let (mut count, mut ids) = (0u64, Vec::new());
+    for row in rows {
+        let id = row.map_err(unavailable)?;
+        count += 1;
+        if ids.len() < sample {
+            ids.push(id);
+        }
+    }
+    Ok((count, ids))
+}
+
+/// Channels with unfinished outbox jobs (a few index seeks, however long the queue).
+fn pending_channels(conn: &Connection) -> Result<Vec<String>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached(
+            "WITH RECURSIVE ch(c) AS (
+                 SELECT (SELECT MIN(channel) FROM outbox WHERE state = 'pending')
+                 UNION ALL
+                 SELECT (SELECT MIN(channel) FROM outbox WHERE state = 'pending' AND channel > ch.c)
+                 FROM ch WHERE ch.c IS NOT NULL)
+             SELECT c FROM ch WHERE c IS NOT NULL",
+        )
+        .map_err(unavailable)?;
+    let rows = stmt
+        .query_map([], |r| r.get::<_, String>(0))
+        .map_err(unavailable)?;
+    rows.collect::<rusqlite::Result<Vec<_>>>()
+        .map_err(unavailable)
+}
+
+/// The channels a claim under `quota` may take jobs of, with how many each.
+fn quota_channels(
+    conn: &Connection,
+    quota: &ClaimQuota,
+) -> Result<Vec<(String, usize)>, StoreError> {
+    let mut out: Vec<(String, usize)> = quota
+        .channels
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .cloned()
+        .collect();
+    if quota.others > 0 {
+        for c in pending_channels(conn)? {
+            if !quota.channels.iter().any(|(listed, _)| *listed == c) {
+                out.push((c, quota.others));
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Opens an imrelay database read-only, without taking the process lock (for the `imrelay
 /// audit` command, which may run beside the server).
 pub fn open_read_only(path: &Path) -> Result<Connection, StoreError> {
@@ -482,45 +668,75 @@ pub fn open_read_only(path: &Path) -> Result<Connection, StoreError> {
         .map_err(|e| unavailable(format!("cannot open {}: {e}", path.display())))
 }
 
+/// Takes the exclusive lock on `<path>.lock` for this process. On a read-only disk the lock
+/// file is opened read-only (a lock needs no write access); if it does not exist and cannot be
+/// created, there is nothing to lock and the store opens without it, with a warning.
+fn lock_database(path: &Path) -> Result<Option<File>, StoreError> {
+    let lock_path = {
+        let mut p = path.to_path_buf().into_os_string();
+        p.push(".lock");
+        PathBuf::from(p)
+    };
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .or_else(|e| File::open(&lock_path).map_err(|_| e));
+    let lock = match file {
+        Ok(f) => f,
+        Err(e) => {
+            tracing::warn!(path = %lock_path.display(), error = %e,
+                "cannot open or create the lock file; running without it (make sure no other imrelay uses this database)");
+            return Ok(None);
+        }
+    };
+    match lock.try_lock() {
+        Ok(()) => Ok(Some(lock)),
+        Err(std::fs::TryLockError::WouldBlock) => Err(unavailable(format!(
+            "{} is in use by another imrelay process",
+            path.display()
+        ))),
+        Err(std::fs::TryLockError::Error(e)) => Err(unavailable(format!(
+            "cannot lock {}: {e}",
+            lock_path.display()
+        ))),
+    }
+}
+
 impl SqliteStore {
     /// Opens (creating if needed, with its folder) the database at `path`, applies
-    /// migrations, and starts the writer thread.
+    /// migrations, and starts the writer thread. This blocks: from async code use
+    /// [`SqliteStore::open_async`].
+    ///
+    /// A database on a read-only or full disk still opens, as long as it exists and needs no
+    /// migration: reads work and writes fail (then `/healthz` reports it, and new interactions
+    /// are refused with 503).
     pub fn open(path: impl AsRef<Path>, sync: Synchronous) -> Result<Self, StoreError> {
         let path = path.as_ref().to_path_buf();
         if let Some(dir) = path.parent()
             && !dir.as_os_str().is_empty()
+            && !dir.is_dir()
         {
             std::fs::create_dir_all(dir)
                 .map_err(|e| unavailable(format!("cannot create folder {}: {e}", dir.display())))?;
         }
-        let lock_path = {
-            let mut p = path.clone().into_os_string();
-            p.push(".lock");
-            PathBuf::from(p)
+        let lock = lock_database(&path)?;
+        let (mut conn, frozen) = match open_write_connection(&path, sync) {
+            Ok(conn) => (conn, false),
+            // On a read-only file system an existing database can still be served read-only.
+            Err(e) if can_freeze(&path) => match open_frozen_connection(&path) {
+                Ok(conn) => {
+                    tracing::error!(path = %path.display(), error = %e,
+                        "the database cannot be opened for writing; serving it read-only: new interactions and answers are refused until it is writable and imrelay restarts");
+                    (conn, true)
+                }
+                Err(_) => {
+                    return Err(unavailable(format!("cannot open {}: {e}", path.display())));
+                }
+            },
+            Err(e) => return Err(unavailable(format!("cannot open {}: {e}", path.display()))),
         };
-        let lock = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|e| unavailable(format!("cannot open {}: {e}", lock_path.display())))?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
-                return Err(unavailable(format!(
-                    "{} is in use by another imrelay process",
-                    path.display()
-                )));
-            }
-            Err(std::fs::TryLockError::Error(e)) => {
-                return Err(unavailable(format!(
-                    "cannot lock {}: {e}",
-                    lock_path.display()
-                )));
-            }
-        }
-        let mut conn = open_write_connection(&path, sync)
-            .map_err(|e| unavailable(format!("cannot open {}: {e}", path.display())))?;
         let version = migrate(&mut conn)
             .map_err(|e| unavailable(format!("cannot migrate {}: {e}", path.display())))?;
         if version > SCHEMA_VERSION {
@@ -530,23 +746,38 @@ impl SqliteStore {
             )));
         }
         // This process holds the file lock: any lease on an outbox job was taken by a process
-        // that is gone, so its jobs are due again now.
-        conn.execute(
+        // that is gone, so its jobs are due again now. On a disk that takes no writes this
+        // fails; the leases then run out by themselves.
+        if let Err(e) = conn.execute(
             "UPDATE outbox SET lease_until = NULL WHERE lease_until IS NOT NULL",
             [],
-        )
-        .map_err(unavailable)?;
+        ) {
+            tracing::warn!(error = %e, path = %path.display(),
+                "cannot release the outbox leases of the previous run; those jobs resume when their leases run out");
+        }
+        let last_write = LastWrite::default();
         let (tx, rx) = mpsc::channel::<Box<dyn WriteOp>>();
+        let last = last_write.clone();
         std::thread::Builder::new()
             .name("imrelay-sqlite-writer".into())
-            .spawn(move || run_writer(conn, rx))
+            .spawn(move || run_writer(conn, rx, last))
             .map_err(|e| unavailable(format!("cannot start the writer thread: {e}")))?;
         Ok(Self {
             writer: tx,
             readers: Arc::new(Mutex::new(Vec::new())),
             path,
+            frozen,
+            last_write,
             _lock: lock,
         })
+    }
+
+    /// [`SqliteStore::open`] on the blocking thread pool, so the async threads keep serving.
+    pub async fn open_async(path: impl AsRef<Path>, sync: Synchronous) -> Result<Self, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        tokio::task::spawn_blocking(move || Self::open(path, sync))
+            .await
+            .map_err(|e| unavailable(format!("the open task failed: {e}")))?
     }
 
     /// The database file.
@@ -581,10 +812,12 @@ impl SqliteStore {
     {
         let pool = self.readers.clone();
         let path = self.path.clone();
+        let frozen = self.frozen;
         tokio::task::spawn_blocking(move || {
             let conn = pool.lock().unwrap_or_else(|p| p.into_inner()).pop();
             let conn = match conn {
                 Some(c) => c,
+                None if frozen => open_frozen_connection(&path).map_err(unavailable)?,
                 None => open_read_connection(&path).map_err(unavailable)?,
             };
             let out = f(&conn);
@@ -646,7 +879,7 @@ impl Store for SqliteStore {
                     None => Err(StoreError::Unavailable("insert conflict without a row".into())),
                 };
             }
-            apply_effects(conn, &jobs, audit, created).map_err(unavailable)?;
+            apply_effects(conn, &jobs, audit, created)?;
             Ok(CreateOutcome::Created)
         })
         .await
@@ -676,7 +909,7 @@ impl Store for SqliteStore {
                 .and_then(|mut s| s.execute(params![id, at, res_json]))
                 .map_err(unavailable)?;
             if changed == 1 {
-                apply_effects(conn, &jobs, audit, at).map_err(unavailable)?;
+                apply_effects(conn, &jobs, audit, at)?;
                 return Ok(ResolveOutcome::Resolved);
             }
             match get_in(conn, &id)? {
@@ -949,58 +1182,62 @@ impl Store for SqliteStore {
     async fn claim_jobs(
         &self,
         now: Timestamp,
-        limit: usize,
+        quota: &ClaimQuota,
         lease: Duration,
     ) -> Result<Vec<ClaimedJob>, StoreError> {
         let now = ms(now);
         let until = now.saturating_add(lease.as_millis() as i64);
+        let quota = quota.clone();
         self.write(move |conn| {
             let mut stmt = conn
                 .prepare_cached(
-                    "UPDATE outbox SET lease_until = ?2
+                    "UPDATE outbox SET lease_until = ?2, lease_token = lease_token + 1
                      WHERE id IN (
                          SELECT id FROM outbox
-                         WHERE state = 'pending' AND next_at <= ?1
+                         WHERE state = 'pending' AND channel = ?4 AND next_at <= ?1
                            AND (lease_until IS NULL OR lease_until <= ?1)
-                         ORDER BY next_at LIMIT ?3)
-                     RETURNING id, attempts, key, channel, kind, interaction_id, payload, next_at, horizon_at",
+                         ORDER BY next_at, id LIMIT ?3)
+                     RETURNING id, lease_token, attempts, key, channel, kind, interaction_id, payload,
+                               next_at, horizon_at",
                 )
                 .map_err(unavailable)?;
-            let rows = stmt
-                .query_map(params![now, until, limit as i64], |r| {
-                    Ok((
-                        r.get::<_, i64>(0)?,
-                        r.get::<_, i64>(1)?,
-                        r.get::<_, String>(2)?,
-                        r.get::<_, String>(3)?,
-                        r.get::<_, String>(4)?,
-                        r.get::<_, Option<String>>(5)?,
-                        r.get::<_, String>(6)?,
-                        r.get::<_, i64>(7)?,
-                        r.get::<_, i64>(8)?,
-                    ))
-                })
-                .map_err(unavailable)?;
             let mut out = Vec::new();
-            for row in rows {
-                let (id, attempts, key, channel, kind, iid, payload, next_at, horizon) =
-                    row.map_err(unavailable)?;
-                out.push(ClaimedJob {
-                    id,
-                    attempts: attempts.max(0) as u32,
-                    job: OutboxJob {
-                        key,
-                        channel,
-                        kind,
-                        interaction_id: match iid {
-                            Some(s) => Some(InteractionId::parse(&s).map_err(corrupt)?),
-                            None => None,
+            for (channel, limit) in quota_channels(conn, &quota)? {
+                let rows = stmt
+                    .query_map(params![now, until, limit as i64, channel], |r| {
+                        Ok((
+                            (r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?),
+                            r.get::<_, String>(3)?,
+                            r.get::<_, String>(4)?,
+                            r.get::<_, String>(5)?,
+                            r.get::<_, Option<String>>(6)?,
+                            r.get::<_, String>(7)?,
+                            r.get::<_, i64>(8)?,
+                            r.get::<_, i64>(9)?,
+                        ))
+                    })
+                    .map_err(unavailable)?;
+                for row in rows {
+                    let ((id, lease, attempts), key, channel, kind, iid, payload, next_at, horizon) =
+                        row.map_err(unavailable)?;
+                    out.push(ClaimedJob {
+                        id,
+                        lease,
+                        attempts: attempts.max(0) as u32,
+                        job: OutboxJob {
+                            key,
+                            channel,
+                            kind,
+                            interaction_id: match iid {
+                                Some(s) => Some(InteractionId::parse(&s).map_err(corrupt)?),
+                                None => None,
+                            },
+                            payload: serde_json::from_str(&payload).map_err(corrupt)?,
+                            not_before: from_ms(next_at),
+                            horizon: from_ms(horizon),
                         },
-                        payload: serde_json::from_str(&payload).map_err(corrupt)?,
-                        not_before: from_ms(next_at),
-                        horizon: from_ms(horizon),
-                    },
-                });
+                    });
+                }
             }
             out.sort_by_key(|j| (j.job.not_before, j.id));
             Ok(out)
@@ -1008,42 +1245,73 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn finish_job(&self, id: i64, update: JobUpdate) -> Result<(), StoreError> {
+    async fn finish_job(
+        &self,
+        job: &ClaimedJob,
+        update: JobUpdate,
+        audit: Vec<AuditRecord>,
+    ) -> Result<bool, StoreError> {
         let now = ms(Timestamp::now());
+        let (id, lease) = (job.id, job.lease);
         self.write(move |conn| {
-            match update {
+            // Only the newest claim of a still unfinished job records its result.
+            let n = match update {
                 JobUpdate::Done => conn.execute(
                     "UPDATE outbox SET state = 'done', attempts = attempts + 1, lease_until = NULL,
-                     last_error = NULL, updated_at = ?2 WHERE id = ?1",
-                    params![id, now],
+                     last_error = NULL, updated_at = ?3
+                     WHERE id = ?1 AND lease_token = ?2 AND state = 'pending'",
+                    params![id, lease, now],
                 ),
                 JobUpdate::Retry { at, error } => conn.execute(
-                    "UPDATE outbox SET attempts = attempts + 1, lease_until = NULL, next_at = ?3,
-                     last_error = ?4, updated_at = ?2 WHERE id = ?1",
-                    params![id, now, ms(at), error],
+                    "UPDATE outbox SET attempts = attempts + 1, lease_until = NULL, next_at = ?4,
+                     last_error = ?5, updated_at = ?3
+                     WHERE id = ?1 AND lease_token = ?2 AND state = 'pending'",
+                    params![id, lease, now, ms(at), error],
                 ),
                 JobUpdate::Failed { error } => conn.execute(
                     "UPDATE outbox SET state = 'failed', attempts = attempts + 1, lease_until = NULL,
-                     last_error = ?3, updated_at = ?2 WHERE id = ?1",
-                    params![id, now, error],
+                     last_error = ?4, updated_at = ?3
+                     WHERE id = ?1 AND lease_token = ?2 AND state = 'pending'",
+                    params![id, lease, now, error],
                 ),
             }
             .map_err(unavailable)?;
-            Ok(())
+            if n == 0 {
+                return Ok(false);
+            }
+            append_audit_in(conn, audit)?;
+            Ok(true)
         })
         .await
     }
 
-    async fn next_job_at(&self) -> Result<Option<Timestamp>, StoreError> {
-        self.read(|conn| {
-            let v: Option<i64> = conn
-                .query_row(
-                    "SELECT MIN(MAX(next_at, COALESCE(lease_until, 0))) FROM outbox WHERE state = 'pending'",
-                    [],
-                    |r| r.get(0),
+    async fn next_job_at(&self, quota: &ClaimQuota) -> Result<Option<Timestamp>, StoreError> {
+        let quota = quota.clone();
+        self.read(move |conn| {
+            // Per channel: the earliest unleased job (an index seek), and the leased ones
+            // (few: those in flight), which come back when their lease runs out.
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT MIN(t) FROM (
+                         SELECT (SELECT next_at FROM outbox
+                                 WHERE state = 'pending' AND channel = ?1 AND lease_until IS NULL
+                                 ORDER BY next_at LIMIT 1) AS t
+                         UNION ALL
+                         SELECT MIN(MAX(next_at, lease_until)) FROM outbox
+                         WHERE state = 'pending' AND channel = ?1 AND lease_until IS NOT NULL)",
                 )
                 .map_err(unavailable)?;
-            Ok(v.map(from_ms))
+            let mut next: Option<i64> = None;
+            for (channel, _) in quota_channels(conn, &quota)? {
+                let t: Option<i64> = stmt
+                    .query_row([&channel], |r| r.get(0))
+                    .map_err(unavailable)?;
+                next = match (next, t) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+            }
+            Ok(next.map(from_ms))
         })
         .await
     }
@@ -1070,8 +1338,7 @@ impl Store for SqliteStore {
     }
 
     async fn append_audit(&self, records: Vec<AuditRecord>) -> Result<(), StoreError> {
-        self.write(move |conn| append_audit_in(conn, records).map_err(unavailable))
-            .await
+        self.write(move |conn| append_audit_in(conn, records)).await
     }
 
     async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditEntry>, StoreError> {
@@ -1146,6 +1413,42 @@ impl Store for SqliteStore {
                 )
                 .map_err(unavailable)?;
             Ok(n == 1)
+        })
+        .await
+    }
+
+    async fn forget_sighting(&self, scope: &str, key: &str) -> Result<(), StoreError> {
+        let (scope, key) = (scope.to_string(), key.to_string());
+        self.write(move |conn| {
+            conn.execute(
+                "DELETE FROM seen WHERE scope = ?1 AND key = ?2",
+                params![scope, key],
+            )
+            .map_err(unavailable)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn check_writable(&self) -> Result<(), StoreError> {
+        // A change committed a moment ago says it all; otherwise a small probe write.
+        let recent = self
+            .last_write
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some_and(|at| at.elapsed() < WRITE_FRESH);
+        if recent {
+            return Ok(());
+        }
+        let now = ms(Timestamp::now()).to_string();
+        self.write(move |conn| {
+            conn.execute(
+                "INSERT INTO kv (key, value) VALUES ('health.write_probe', ?1)
+                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                [now],
+            )
+            .map_err(unavailable)?;
+            Ok(())
         })
         .await
     }

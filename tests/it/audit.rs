@@ -192,3 +192,98 @@ async fn audit_verify_passes_on_an_intact_file_and_names_the_broken_entry() {
     assert!(out.contains("broken at entry 5"), "{out}");
     assert!(out.contains("missing"), "{out}");
 }
+
+/// A copy of the database (with its WAL) at `name`, beside it.
+fn copy_db(db: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let copy = db.with_file_name(name);
+    std::fs::copy(db, &copy).unwrap();
+    for ext in ["-wal", "-shm"] {
+        let src = format!("{}{ext}", db.display());
+        if std::path::Path::new(&src).exists() {
+            std::fs::copy(&src, format!("{}{ext}", copy.display())).unwrap();
+        }
+    }
+    copy
+}
+
+#[tokio::test]
+async fn deleting_from_the_end_of_the_trail_is_detected() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("tail.db");
+    {
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&db, Synchronous::Normal).unwrap());
+        let app = spawn_on(settings(), store).await;
+        eventful(&app).await;
+        app.stop().await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (ok, out, err) = imrelay(&db, &["audit", "verify"]);
+    assert!(ok, "{out}{err}");
+    let (ok, head, err) = imrelay(&db, &["audit", "head"]);
+    assert!(ok, "{err}");
+    let head = head.trim().to_string();
+    let (last, _) = head.split_once(':').unwrap();
+    let last: i64 = last.parse().unwrap();
+    assert!(out.contains(&format!("head {head}")), "{out}");
+    let (ok, out, _) = imrelay(&db, &["audit", "verify", "--expect", &head]);
+    assert!(ok, "{out}");
+
+    let sql = |path: &std::path::Path, sql: &str| {
+        rusqlite::Connection::open(path)
+            .unwrap()
+            .execute_batch(sql)
+            .unwrap();
+    };
+
+    // The newest entry deleted: the chain itself is intact, but ends before its head.
+    let cut = copy_db(&db, "cut.db");
+    sql(&cut, &format!("DELETE FROM audit WHERE seq = {last}"));
+    let (ok, out, _) = imrelay(&cut, &["audit", "verify"]);
+    assert!(!ok, "{out}");
+    assert!(out.contains(&format!("broken at entry {last}")), "{out}");
+    assert!(out.contains("deleted from the end"), "{out}");
+
+    // Everything deleted.
+    let empty = copy_db(&db, "empty.db");
+    sql(&empty, "DELETE FROM audit");
+    let (ok, out, _) = imrelay(&empty, &["audit", "verify"]);
+    assert!(!ok, "{out}");
+    assert!(out.contains("broken at entry 1"), "{out}");
+
+    // The head deleted as well as the entries: the interactions still stored give it away.
+    let both = copy_db(&db, "both.db");
+    sql(
+        &both,
+        "DELETE FROM audit; DELETE FROM kv WHERE key = 'audit.head';",
+    );
+    let (ok, out, _) = imrelay(&both, &["audit", "verify"]);
+    assert!(!ok, "{out}");
+    assert!(out.contains("INCOMPLETE"), "{out}");
+    assert!(out.contains("au-1"), "{out}");
+
+    // The tail cut and the stored head rewritten to match: the head kept outside catches it.
+    let rewritten = copy_db(&db, "rewritten.db");
+    sql(
+        &rewritten,
+        &format!(
+            "DELETE FROM audit WHERE seq = {last};
+             UPDATE kv SET value = (SELECT seq || ':' || hash FROM audit WHERE seq = {})
+             WHERE key = 'audit.head';",
+            last - 1
+        ),
+    );
+    let (ok, out, _) = imrelay(&rewritten, &["audit", "verify", "--expect", &head]);
+    assert!(!ok, "{out}");
+    assert!(out.contains(&format!("broken at entry {last}")), "{out}");
+
+    // An append after a deletion chains from the recorded head, so the gap stays visible.
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&cut, Synchronous::Normal).unwrap());
+    let app = spawn_on(settings(), store).await;
+    app.create_bash("after-the-cut", "ls").await;
+    app.stop().await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (ok, out, _) = imrelay(&cut, &["audit", "verify"]);
+    assert!(!ok, "{out}");
+    assert!(out.contains(&format!("broken at entry {last}")), "{out}");
+    assert!(out.contains("missing"), "{out}");
+}

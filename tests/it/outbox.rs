@@ -12,7 +12,9 @@ use axum::http::StatusCode;
 use axum::routing::post;
 use imrelay::metrics::Metrics;
 use imrelay::outbox::{Backoff, Delivery, Outbox, OutboxHandler};
-use imrelay::store::{ClaimedJob, MemoryStore, OutboxJob, SqliteStore, Store, Synchronous};
+use imrelay::store::{
+    ClaimQuota, ClaimedJob, MemoryStore, OutboxJob, SqliteStore, Store, Synchronous,
+};
 use jiff::{SignedDuration, Timestamp};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -114,7 +116,13 @@ async fn a_failing_delivery_is_retried_until_it_succeeds() {
     // Delivered on the 4th attempt, then finished: no more requests.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(hits.load(Ordering::SeqCst), 4);
-    assert!(store.next_job_at().await.unwrap().is_none());
+    assert!(
+        store
+            .next_job_at(&ClaimQuota::any(1))
+            .await
+            .unwrap()
+            .is_none()
+    );
     stop.cancel();
 }
 
@@ -133,7 +141,11 @@ async fn delivery_stops_at_the_horizon() {
     tokio::time::sleep(Duration::from_millis(800)).await;
     let attempts = hits.load(Ordering::SeqCst);
     assert!(
-        store.next_job_at().await.unwrap().is_none(),
+        store
+            .next_job_at(&ClaimQuota::any(1))
+            .await
+            .unwrap()
+            .is_none(),
         "the job was given up"
     );
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -182,13 +194,22 @@ async fn a_restart_mid_retry_resumes_delivery() {
     tokio::spawn(outbox.clone().run(stop.clone()));
     wait_until(|| hits.load(Ordering::SeqCst) >= 3).await;
     for _ in 0..100 {
-        if store.next_job_at().await.unwrap().is_none() {
+        if store
+            .next_job_at(&ClaimQuota::any(1))
+            .await
+            .unwrap()
+            .is_none()
+        {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(
-        store.next_job_at().await.unwrap().is_none(),
+        store
+            .next_job_at(&ClaimQuota::any(1))
+            .await
+            .unwrap()
+            .is_none(),
         "delivered after the restart"
     );
     stop.cancel();
@@ -265,5 +286,80 @@ async fn retries_follow_the_jittered_exponential_backoff() {
             full / 2
         );
     }
+    stop.cancel();
+}
+
+/// Never finishes a delivery, counting how many it was handed.
+struct Hang {
+    started: Arc<AtomicUsize>,
+}
+
+#[async_trait]
+impl OutboxHandler for Hang {
+    async fn deliver(&self, _job: &ClaimedJob) -> Delivery {
+        self.started.fetch_add(1, Ordering::SeqCst);
+        std::future::pending().await
+    }
+
+    fn concurrency(&self) -> usize {
+        2
+    }
+}
+
+/// Counts deliveries, all successful.
+struct Count(Arc<AtomicUsize>);
+
+#[async_trait]
+impl OutboxHandler for Count {
+    async fn deliver(&self, _job: &ClaimedJob) -> Delivery {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Delivery::Done
+    }
+}
+
+#[tokio::test]
+async fn a_hanging_channel_with_a_long_backlog_does_not_hold_up_another() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    // A backlog far beyond what this process ever holds in flight, all due before the other
+    // channel's jobs.
+    let early = Timestamp::now() - SignedDuration::from_mins(1);
+    let backlog: Vec<OutboxJob> = (0..1500)
+        .map(|n| OutboxJob {
+            key: format!("hang-{n}"),
+            channel: "hang".into(),
+            not_before: early,
+            ..job("http://unused", SignedDuration::from_hours(1))
+        })
+        .collect();
+    store.enqueue(backlog).await.unwrap();
+    let started = Arc::new(AtomicUsize::new(0));
+    let delivered = Arc::new(AtomicUsize::new(0));
+    let mut outbox = Outbox::new(store.clone(), Arc::new(Metrics::new()));
+    outbox.register(
+        "hang",
+        Arc::new(Hang {
+            started: started.clone(),
+        }),
+    );
+    outbox.register("count", Arc::new(Count(delivered.clone())));
+    let outbox = Arc::new(outbox);
+    let stop = CancellationToken::new();
+    tokio::spawn(outbox.clone().run(stop.clone()));
+    wait_until(|| started.load(Ordering::SeqCst) == 2).await;
+
+    let later: Vec<OutboxJob> = (0..5)
+        .map(|n| OutboxJob {
+            key: format!("count-{n}"),
+            channel: "count".into(),
+            ..job("http://unused", SignedDuration::from_hours(1))
+        })
+        .collect();
+    store.enqueue(later).await.unwrap();
+    outbox.wake();
+    wait_until(|| delivered.load(Ordering::SeqCst) == 5).await;
+    // The hanging channel was handed only what it can work on; the rest waits in the store.
+    assert_eq!(started.load(Ordering::SeqCst), 2);
+    let backlog = store.job_backlog().await.unwrap();
+    assert_eq!(backlog, vec![("hang".to_string(), 1500)]);
     stop.cancel();
 }

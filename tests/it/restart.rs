@@ -18,7 +18,16 @@ struct Server {
 impl Server {
     /// Starts the binary on an ephemeral port with its store at `db`, and waits until ready.
     fn start(db: &Path) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_imrelay"))
+        Self::start_with(db, None)
+    }
+
+    /// [`Server::start`] with a configuration file.
+    fn start_with(db: &Path, config: Option<&Path>) -> Server {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_imrelay"));
+        if let Some(config) = config {
+            cmd.arg("--config").arg(config);
+        }
+        let mut child = cmd
             .arg("serve")
             .env("IMRELAY__SERVER__LISTEN", "127.0.0.1:0")
             .env("IMRELAY__STORE__PATH", db)
@@ -278,4 +287,88 @@ async fn sigterm_shuts_down_cleanly_and_ends_long_polls() {
     .await
     .unwrap();
     assert!(exit.0.unwrap().success(), "exit status");
+}
+
+#[tokio::test]
+async fn sigkill_during_an_outbox_delivery_resumes_it_after_the_restart() {
+    use axum::body::Bytes;
+    use axum::extract::State;
+    use axum::http::HeaderMap;
+    use std::sync::{Arc, Mutex};
+
+    // A receiver that holds the first request without answering, then accepts.
+    #[derive(Clone, Default)]
+    struct Got(Arc<Mutex<Vec<(String, Value)>>>);
+    async fn receive(State(got): State<Got>, headers: HeaderMap, body: Bytes) -> &'static str {
+        let id = headers["webhook-id"].to_str().unwrap().to_string();
+        let first = {
+            let mut got = got.0.lock().unwrap();
+            got.push((id, serde_json::from_slice(&body).unwrap()));
+            got.len() == 1
+        };
+        if first {
+            std::future::pending::<()>().await;
+        }
+        "ok"
+    }
+    let got = Got::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let app = axum::Router::new()
+        .route("/hook", axum::routing::post(receive))
+        .with_state(got.clone());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let wait_for = |n: usize| {
+        let got = got.clone();
+        async move {
+            for _ in 0..1000 {
+                if got.0.lock().unwrap().len() >= n {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            panic!("the receiver did not get {n} requests");
+        }
+    };
+
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("outbox.db");
+    let config = dir.path().join("imrelay.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[[webhooks]]
+name = "pager"
+url = "{url}"
+secret = "whsec_dGhpcyBpcyBhIDMyIGJ5dGUgc2VjcmV0IGtleSEh"
+events = ["interaction.created"]
+timeout_secs = 300
+"#
+        ),
+    )
+    .unwrap();
+    let client = reqwest::Client::new();
+    let server = Server::start_with(&db, Some(&config));
+    let (status, _) = call(
+        &client,
+        client
+            .post(format!("{}/v1/interactions", server.base))
+            .json(&json!({"id": "paged", "tool_name": "Bash", "input": {"command": "x"}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    // The delivery is under way (leased, its request unanswered) when the process dies.
+    wait_for(1).await;
+    server.kill();
+
+    let server = Server::start_with(&db, Some(&config));
+    wait_for(2).await;
+    let got = got.0.lock().unwrap().clone();
+    assert_eq!(
+        got[1].0, got[0].0,
+        "the same event, under the same webhook-id"
+    );
+    assert_eq!(got[1].1["data"]["interaction"]["id"], "paged");
+    drop(server);
 }

@@ -5,12 +5,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use imrelay::audit::Action;
 use imrelay::config::Backend;
 use imrelay::interaction::{Interaction, InteractionId, NewInteraction, Registry, RegistryConfig};
 use imrelay::store::{
-    AuditEntry, AuditQuery, AuditRecord, ChannelMessage, ClaimedJob, CreateOutcome, Effects,
-    JobUpdate, ListQuery, MemoryStore, OutboxJob, Page, ResolveOutcome, SqliteStore, StatusFilter,
-    Store, StoreError, Synchronous,
+    AuditEntry, AuditQuery, AuditRecord, ChannelMessage, ClaimQuota, ClaimedJob, CreateOutcome,
+    Effects, JobUpdate, ListQuery, MemoryStore, OutboxJob, Page, ResolveOutcome, SqliteStore,
+    StatusFilter, Store, StoreError, Synchronous,
 };
 use jiff::Timestamp;
 use reqwest::StatusCode;
@@ -124,8 +125,9 @@ async fn contract(store: Arc<dyn Store>) {
         .await
         .unwrap();
     let now = imrelay::interaction::now();
+    let all = ClaimQuota::any(10);
     let claimed = store
-        .claim_jobs(now, 10, Duration::from_secs(60))
+        .claim_jobs(now, &all, Duration::from_secs(60))
         .await
         .unwrap();
     let keys: Vec<&str> = claimed.iter().map(|c| c.job.key.as_str()).collect();
@@ -133,7 +135,7 @@ async fn contract(store: Arc<dyn Store>) {
     assert!(keys.contains(&"j1") && keys.contains(&"j-resolve"));
     assert!(
         store
-            .claim_jobs(now, 10, Duration::from_secs(60))
+            .claim_jobs(now, &all, Duration::from_secs(60))
             .await
             .unwrap()
             .is_empty(),
@@ -141,41 +143,162 @@ async fn contract(store: Arc<dyn Store>) {
     );
     let backlog = store.job_backlog().await.unwrap();
     assert_eq!(backlog, vec![("test-channel".to_string(), 2)]);
-    let j1 = claimed.iter().find(|c| c.job.key == "j1").unwrap().id;
-    let jr = claimed
-        .iter()
-        .find(|c| c.job.key == "j-resolve")
-        .unwrap()
-        .id;
+    let j1 = claimed.iter().find(|c| c.job.key == "j1").unwrap();
+    let jr = claimed.iter().find(|c| c.job.key == "j-resolve").unwrap();
     let later = now + jiff::SignedDuration::from_secs(30);
-    store
-        .finish_job(
-            j1,
-            JobUpdate::Retry {
-                at: later,
-                error: "boom".into(),
-            },
-        )
-        .await
-        .unwrap();
-    store.finish_job(jr, JobUpdate::Done).await.unwrap();
-    assert_eq!(store.next_job_at().await.unwrap(), Some(later));
+    assert!(
+        store
+            .finish_job(
+                j1,
+                JobUpdate::Retry {
+                    at: later,
+                    error: "boom".into(),
+                },
+                vec![],
+            )
+            .await
+            .unwrap()
+    );
+    assert!(store.finish_job(jr, JobUpdate::Done, vec![]).await.unwrap());
+    assert!(
+        !store.finish_job(jr, JobUpdate::Done, vec![]).await.unwrap(),
+        "a finished job takes no second result"
+    );
+    assert_eq!(store.next_job_at(&all).await.unwrap(), Some(later));
     let again = store
-        .claim_jobs(later, 10, Duration::from_secs(60))
+        .claim_jobs(later, &all, Duration::from_secs(60))
         .await
         .unwrap();
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].attempts, 1);
-    store
-        .finish_job(
-            again[0].id,
-            JobUpdate::Failed {
-                error: "gone".into(),
-            },
+    // Fencing: the lease runs out and another worker claims the job; the first worker's late
+    // result is refused, its audit entry not written, and the new claimant's result stands.
+    let after_lease = later + jiff::SignedDuration::from_secs(61);
+    let stolen = store
+        .claim_jobs(after_lease, &all, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(stolen.len(), 1);
+    assert_ne!(stolen[0].lease, again[0].lease);
+    let entries_before = store
+        .audit(&AuditQuery {
+            after_seq: 0,
+            since: None,
+            limit: 1000,
+        })
+        .await
+        .unwrap()
+        .len();
+    let failure = AuditRecord {
+        at: Timestamp::now(),
+        action: Action::DeliveryFailed,
+        interaction_id: None,
+        actor: Some("system".into()),
+        channel: "test-channel".into(),
+        outcome: "failed".into(),
+        input_hash: None,
+        detail: Some("gone".into()),
+    };
+    assert!(
+        !store
+            .finish_job(
+                &again[0],
+                JobUpdate::Failed {
+                    error: "gone".into(),
+                },
+                vec![failure.clone()],
+            )
+            .await
+            .unwrap(),
+        "a stale claim records nothing"
+    );
+    assert!(
+        store
+            .finish_job(
+                &stolen[0],
+                JobUpdate::Failed {
+                    error: "gone".into(),
+                },
+                vec![failure],
+            )
+            .await
+            .unwrap()
+    );
+    let entries = store
+        .audit(&AuditQuery {
+            after_seq: 0,
+            since: None,
+            limit: 1000,
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        entries.len(),
+        entries_before + 1,
+        "one audit entry, from the current claim"
+    );
+    let last = entries.last().unwrap();
+    assert_eq!(last.record.action, Action::DeliveryFailed);
+    let head = store.audit_head().await.unwrap().unwrap();
+    assert_eq!(
+        (head.seq, head.hash.as_str()),
+        (last.seq, last.hash.as_str())
+    );
+    assert!(store.next_job_at(&all).await.unwrap().is_none());
+
+    // Claims per channel: a channel without free slots is neither claimed nor waited for,
+    // and never takes the places of another.
+    let mut busy: Vec<OutboxJob> = (0..5).map(|n| job(&format!("busy-{n}"), "busy")).collect();
+    busy.push(job("calm-0", "calm"));
+    busy.push(job("stray-0", "stray"));
+    store.enqueue(busy).await.unwrap();
+    let now = imrelay::interaction::now();
+    let only = |channels: &[(&str, usize)], others: usize| ClaimQuota {
+        channels: channels.iter().map(|(c, n)| (c.to_string(), *n)).collect(),
+        others,
+    };
+    assert!(
+        store
+            .next_job_at(&only(&[("busy", 0), ("calm", 0)], 0))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        store
+            .next_job_at(&only(&[("busy", 0)], 1))
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let got = store
+        .claim_jobs(
+            now,
+            &only(&[("busy", 2), ("calm", 1)], 0),
+            Duration::from_secs(60),
         )
         .await
         .unwrap();
-    assert!(store.next_job_at().await.unwrap().is_none());
+    let mut keys: Vec<&str> = got.iter().map(|c| c.job.key.as_str()).collect();
+    keys.sort();
+    assert_eq!(keys, ["busy-0", "busy-1", "calm-0"]);
+    let got = store
+        .claim_jobs(
+            now,
+            &only(&[("busy", 0), ("calm", 1)], 1),
+            Duration::from_secs(60),
+        )
+        .await
+        .unwrap();
+    let keys: Vec<&str> = got.iter().map(|c| c.job.key.as_str()).collect();
+    assert_eq!(
+        keys,
+        ["stray-0"],
+        "a channel not listed gets the others' quota"
+    );
+    for j in got {
+        store.finish_job(&j, JobUpdate::Done, vec![]).await.unwrap();
+    }
 
     // Channel bookkeeping.
     let msg = ChannelMessage {
@@ -229,6 +352,8 @@ async fn contract(store: Arc<dyn Store>) {
             .await
             .unwrap()
     );
+    store.forget_sighting("tg", "update-1").await.unwrap();
+    assert!(store.first_sighting("tg", "update-1", exp).await.unwrap());
 
     // Pruning removes resolved interactions past retention, with their messages.
     let pruned = store
@@ -281,6 +406,158 @@ async fn sqlite_migrations_apply_once_and_data_survives_reopening() {
     assert_eq!(version, imrelay::store::sqlite::SCHEMA_VERSION);
     let id = InteractionId::parse("survivor").unwrap();
     assert!(store.get(&id).await.unwrap().unwrap().is_pending());
+}
+
+/// Reopens the database at `path`, waiting for the previous store's writer to let go.
+async fn reopen(path: &std::path::Path) -> SqliteStore {
+    for _ in 0..100 {
+        match SqliteStore::open(path, Synchronous::Normal) {
+            Ok(s) => return s,
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+    panic!("{} does not reopen", path.display());
+}
+
+fn user_version(path: &std::path::Path) -> i64 {
+    rusqlite::Connection::open(path)
+        .unwrap()
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn migrations_apply_to_an_existing_empty_file_and_are_idempotent() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("empty.db");
+    std::fs::write(&path, b"").unwrap();
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
+    {
+        let store = Arc::new(SqliteStore::open(&path, Synchronous::Normal).unwrap());
+        let reg = Registry::new(store, RegistryConfig::default());
+        created(&reg, "first").await;
+    }
+    assert_eq!(user_version(&path), imrelay::store::sqlite::SCHEMA_VERSION);
+    let schema = |path: &std::path::Path| -> Vec<String> {
+        let conn = rusqlite::Connection::open(path).unwrap();
+        let mut stmt = conn
+            .prepare("SELECT sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name")
+            .unwrap();
+        stmt.query_map([], |r| r.get(0))
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect()
+    };
+    let before = schema(&path);
+    // Opening again applies nothing and keeps the data.
+    for _ in 0..2 {
+        let store = reopen(&path).await;
+        let id = InteractionId::parse("first").unwrap();
+        assert!(store.get(&id).await.unwrap().unwrap().is_pending());
+    }
+    assert_eq!(user_version(&path), imrelay::store::sqlite::SCHEMA_VERSION);
+    assert_eq!(schema(&path), before);
+}
+
+/// Makes files immutable (`chattr +i`) for as long as it lives: a read-only disk, even for
+/// root, which ignores file modes.
+struct Immutable(Vec<std::path::PathBuf>);
+
+impl Immutable {
+    fn set(paths: &[&std::path::Path]) -> Option<Immutable> {
+        let ok = std::process::Command::new("chattr")
+            .arg("+i")
+            .args(paths)
+            .status()
+            .is_ok_and(|s| s.success());
+        let guard = Immutable(paths.iter().map(|p| p.to_path_buf()).collect());
+        // Writes must really fail (a file system without the attribute, or no privilege).
+        let probe = paths[0].join("probe");
+        (ok && std::fs::write(&probe, b"x").is_err()).then_some(guard)
+    }
+}
+
+impl Drop for Immutable {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("chattr")
+            .arg("-i")
+            .args(&self.0)
+            .status();
+    }
+}
+
+#[tokio::test]
+async fn on_a_read_only_disk_imrelay_serves_what_it_has_and_refuses_new_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let path = data.join("ro.db");
+    let mut s = settings();
+    s.store.backend = Backend::Sqlite;
+    s.store.path = path.clone();
+    {
+        let store: Arc<dyn Store> =
+            Arc::new(SqliteStore::open(&path, Synchronous::Normal).unwrap());
+        let app = spawn_on(s.clone(), store).await;
+        app.create_bash("kept", "ls").await;
+        app.stop().await;
+    }
+    drop(reopen(&path).await);
+    // Once the last connection closed, the write-ahead log was checkpointed and removed.
+    let wal = data.join("ro.db-wal");
+    for _ in 0..200 {
+        if !wal.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(!wal.exists(), "the store let go of its files");
+    let lock = data.join("ro.db.lock");
+    let db = path.clone();
+    let Some(_frozen) = Immutable::set(&[&data, &db, &lock]) else {
+        eprintln!(
+            "SKIPPED: cannot make {} read-only here (chattr +i needs root and a file system \
+             that supports it)",
+            data.display()
+        );
+        return;
+    };
+
+    let store: Arc<dyn Store> = Arc::new(
+        SqliteStore::open_async(&path, Synchronous::Normal)
+            .await
+            .expect("a read-only database still opens"),
+    );
+    let app = spawn_on(s, store).await;
+    let (status, health) = app.get("/healthz").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{health}");
+    assert_eq!(health["status"], "degraded");
+    assert_eq!(health["store"], "read_only");
+    assert!(health["store_error"].is_string(), "{health}");
+    // What was acknowledged is there and can be waited on.
+    let (status, kept) = app.get("/v1/interactions/kept").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(kept["status"], "pending");
+    let (status, _) = app.get("/v1/interactions/kept/wait?timeout_secs=0").await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    // New work is refused clearly, and nothing changes.
+    let (status, body) = app
+        .post(
+            "/v1/interactions",
+            &json!({"tool_name": "Bash", "input": {"command": "x"}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(body["error"]["code"], "store_unavailable");
+    let (status, _) = app
+        .post(
+            "/v1/interactions/kept/respond",
+            &json!({"decision": "allow"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    let (_, kept) = app.get("/v1/interactions/kept").await;
+    assert_eq!(kept["status"], "pending");
+    app.stop().await;
 }
 
 #[tokio::test]
@@ -444,18 +721,23 @@ impl Store for RefusingStore {
     async fn claim_jobs(
         &self,
         n: Timestamp,
-        l: usize,
+        q: &ClaimQuota,
         d: Duration,
     ) -> Result<Vec<ClaimedJob>, StoreError> {
         self.check()?;
-        self.inner.claim_jobs(n, l, d).await
+        self.inner.claim_jobs(n, q, d).await
     }
-    async fn finish_job(&self, id: i64, u: JobUpdate) -> Result<(), StoreError> {
+    async fn finish_job(
+        &self,
+        j: &ClaimedJob,
+        u: JobUpdate,
+        a: Vec<AuditRecord>,
+    ) -> Result<bool, StoreError> {
         self.check()?;
-        self.inner.finish_job(id, u).await
+        self.inner.finish_job(j, u, a).await
     }
-    async fn next_job_at(&self) -> Result<Option<Timestamp>, StoreError> {
-        self.inner.next_job_at().await
+    async fn next_job_at(&self, q: &ClaimQuota) -> Result<Option<Timestamp>, StoreError> {
+        self.inner.next_job_at(q).await
     }
     async fn job_backlog(&self) -> Result<Vec<(String, u64)>, StoreError> {
         self.inner.job_backlog().await
@@ -466,6 +748,10 @@ impl Store for RefusingStore {
     async fn first_sighting(&self, s: &str, k: &str, e: Timestamp) -> Result<bool, StoreError> {
         self.check()?;
         self.inner.first_sighting(s, k, e).await
+    }
+    async fn forget_sighting(&self, s: &str, k: &str) -> Result<(), StoreError> {
+        self.check()?;
+        self.inner.forget_sighting(s, k).await
     }
 }
 
@@ -496,6 +782,15 @@ async fn a_store_that_refuses_writes_gets_503_and_loses_nothing() {
         )
         .await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    let (status, health) = app.get("/healthz").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(health["store"], "read_only");
+    assert!(
+        health["store_error"]
+            .as_str()
+            .unwrap()
+            .contains("disk is full")
+    );
     // Nothing was acknowledged, so nothing changed: still pending, still answerable later.
     let (_, still) = app.get(&format!("/v1/interactions/{id}")).await;
     assert_eq!(still["status"], "pending");
@@ -511,4 +806,5 @@ async fn a_store_that_refuses_writes_gets_503_and_loses_nothing() {
         )
         .await;
     assert_eq!(status, StatusCode::OK);
+    assert_eq!(app.get("/healthz").await.0, StatusCode::OK);
 }

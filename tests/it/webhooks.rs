@@ -271,6 +271,15 @@ async fn gone_disables_the_target_and_is_audited() {
         .collect();
     assert_eq!(failed.len(), 1);
     assert_eq!(failed[0]["channel"], "webhook:retired");
+    // It carries the hash of what was shown, like every entry about the interaction.
+    let created = audit["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["action"] == "created" && e["interaction_id"] == "gone-1")
+        .unwrap();
+    assert!(failed[0]["input_hash"].is_string());
+    assert_eq!(failed[0]["input_hash"], created["input_hash"]);
 }
 
 #[tokio::test]
@@ -440,6 +449,190 @@ async fn signed_answers_in() {
     );
     let (status, _) = post_signed(&app, "ticketing", raw, headers).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
+
+    // Each refusal is in the audit trail, with its reason, on the webhook's channel.
+    let (_, audit) = app.get("/v1/audit?limit=1000").await;
+    let refusals: Vec<(&str, &str)> = audit["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["action"] == "refused")
+        .map(|e| {
+            assert_eq!(e["channel"], "webhook:ticketing");
+            (
+                e["actor"].as_str().unwrap_or(""),
+                e["detail"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    let has = |actor: &str, detail: &str| {
+        refusals
+            .iter()
+            .any(|(a, d)| *a == actor && d.contains(detail))
+    };
+    assert!(
+        has(
+            "msg_a",
+            "bad signature: the webhook-signature does not match"
+        ),
+        "{refusals:?}"
+    );
+    assert!(
+        has(
+            "msg_b",
+            "bad signature: the webhook-timestamp is more than 5 minutes"
+        ),
+        "{refusals:?}"
+    );
+    assert!(has("msg_d", "replayed webhook-id"), "{refusals:?}");
+    assert!(has("", "already resolved"), "{refusals:?}");
+}
+
+#[tokio::test]
+async fn a_refused_body_or_an_unknown_interaction_does_not_use_up_the_webhook_id() {
+    let (_rx, url) = Receiver::start(&[]).await;
+    let app = spawn_with(|s| {
+        fast(s);
+        s.webhooks = vec![target("ticketing", &url)];
+    })
+    .await;
+    let now = jiff::Timestamp::now().as_second();
+    // A body the endpoint refuses, then the fixed body under the same id.
+    let (raw, headers) = signed(&json!({"decision": "allow"}), "msg_retry", now);
+    let (status, err) = post_signed(&app, "ticketing", raw, headers).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
+    // An interaction that does not exist yet.
+    let body = json!({"id": "late-1", "decision": "allow", "by": "jira"});
+    let (raw, headers) = signed(&body, "msg_retry", now);
+    let (status, _) = post_signed(&app, "ticketing", raw.clone(), headers.clone()).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    app.create_bash("late-1", "deploy").await;
+    // The sender's retry of the same request is applied, not taken for a replay.
+    let (status, ok) = post_signed(&app, "ticketing", raw.clone(), headers.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{ok}");
+    assert_eq!(ok["resolution"]["by"], "jira");
+    // Once applied, the id is used up.
+    let (status, err) = post_signed(&app, "ticketing", raw, headers).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_eq!(err["error"]["code"], "replayed");
+}
+
+#[tokio::test]
+async fn a_flood_of_bad_signatures_is_audited_within_bounds() {
+    let (_rx, url) = Receiver::start(&[]).await;
+    let app = spawn_with(|s| {
+        fast(s);
+        s.webhooks = vec![target("ticketing", &url)];
+    })
+    .await;
+    let now = jiff::Timestamp::now().as_second();
+    let huge_id = "x".repeat(10_000);
+    for n in 0..40 {
+        let id = if n == 0 {
+            huge_id.clone()
+        } else {
+            format!("msg_{n}")
+        };
+        let (raw, mut headers) = signed(&json!({"id": "nope", "decision": "allow"}), &id, now);
+        headers[2].1 = "v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=".into();
+        let (status, _) = post_signed(&app, "ticketing", raw, headers).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+    }
+    let (_, audit) = app.get("/v1/audit?limit=1000").await;
+    let refusals: Vec<&Value> = audit["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["action"] == "refused")
+        .collect();
+    // A burst is recorded; the rest is counted, not written.
+    assert!(
+        !refusals.is_empty() && refusals.len() <= 10,
+        "{} refusals recorded",
+        refusals.len()
+    );
+    let actor = refusals[0]["actor"].as_str().unwrap();
+    assert!(
+        actor.starts_with("xxxx") && actor.chars().count() <= 65,
+        "{}",
+        actor.len()
+    );
+}
+
+#[tokio::test]
+async fn an_id_used_again_after_pruning_gets_its_own_deliveries() {
+    // A target that keeps failing: the first interaction's delivery is still being retried
+    // when the interaction itself is pruned and its id is used again.
+    let (rx, url) = Receiver::start(&[500; 1000]).await;
+    let app = spawn_with(|s| {
+        fast(s);
+        let mut t = target("slowpoke", &url);
+        t.events = vec![imrelay::channels::webhook::WebhookEvent::Created];
+        s.webhooks = vec![t];
+    })
+    .await;
+    app.create_bash("reused", "ls").await;
+    rx.wait_for(1).await;
+    app.delete("/v1/interactions/reused").await;
+    let pruned = app
+        .store
+        .prune(jiff::Timestamp::now() + jiff::SignedDuration::from_secs(1))
+        .await
+        .unwrap();
+    assert_eq!(pruned, 1);
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    app.create_bash("reused", "ls").await;
+    let mut ids = std::collections::HashSet::new();
+    for _ in 0..500 {
+        ids = rx
+            .received()
+            .iter()
+            .map(|r| r.headers["webhook-id"].to_str().unwrap().to_string())
+            .collect();
+        if ids.len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(ids.len(), 2, "each incarnation has its own event: {ids:?}");
+}
+
+#[tokio::test]
+async fn horizon_hours_reaches_the_planned_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("horizon.db");
+    let (_rx, url) = Receiver::start(&[500; 1000]).await;
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path, Synchronous::Normal).unwrap());
+    let app = spawn_on(
+        {
+            let mut s = crate::support::settings();
+            fast(&mut s);
+            let mut t = target("patient", &url);
+            t.horizon_hours = 3;
+            s.webhooks = vec![t];
+            s
+        },
+        store,
+    )
+    .await;
+    app.create_bash("h-1", "ls").await;
+    let conn =
+        rusqlite::Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
+    let (created, horizon): (i64, i64) = conn
+        .query_row(
+            "SELECT created_at, horizon_at FROM outbox WHERE channel = 'webhook:patient'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    let three_hours = 3 * 3600 * 1000;
+    assert!(
+        (three_hours..three_hours + 5000).contains(&(horizon - created)),
+        "horizon {} ms after creation",
+        horizon - created
+    );
+    app.stop().await;
 }
 
 #[tokio::test]

@@ -32,7 +32,9 @@ use super::Wiring;
 use crate::config::Secret;
 use crate::http::api::{RespondBody, outcome_body, path_id};
 use crate::http::error::ApiError;
-use crate::interaction::{Interaction, Lifecycle, Registry, Responder, Via};
+use crate::interaction::{
+    Interaction, InteractionId, Lifecycle, Registry, RegistryError, Responder, Via,
+};
 use crate::outbox::{Delivery, OutboxHandler};
 use crate::store::{ClaimedJob, OutboxJob, Store};
 use signature::{SigningKey, TOLERANCE_SECS};
@@ -217,10 +219,18 @@ impl Webhooks {
             if !t.settings.wants(event, i) || self.is_disabled(name) {
                 continue;
             }
-            let key = format!("webhook:{name}:{}:{}", event.name(), i.id);
+            // The creation time tells apart two interactions that had the same id (an id
+            // can be used again once the first one was pruned).
+            let incarnation = format!(
+                "{}:{}:{}",
+                event.name(),
+                i.id,
+                i.created_at.as_millisecond()
+            );
+            let key = format!("webhook:{name}:{incarnation}");
             let msg_id = format!(
                 "msg_{}",
-                &hex::encode(Sha256::digest(format!("{}:{}", event.name(), i.id)))[..32]
+                &hex::encode(Sha256::digest(incarnation.as_bytes()))[..32]
             );
             let body = self.payload(name, event, i, &msg_id).to_string();
             let now = crate::interaction::now();
@@ -438,7 +448,7 @@ async fn respond(
         registry
             .refused(
                 None,
-                msg_id.unwrap_or(""),
+                &bounded(msg_id.unwrap_or("")),
                 &via,
                 &format!("bad signature: {e}"),
             )
@@ -450,22 +460,44 @@ async fn respond(
         ));
     }
     let msg_id = msg_id.unwrap_or_default();
+    // Check the whole request before using up its webhook-id: a sender whose request was
+    // refused for its body can fix it and retry under the same id.
+    let (id, by, answer) = parse_answer(&body, &via)?;
+    let scope = format!("webhook-in:{name}");
     let expires = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(2 * TOLERANCE_SECS);
-    if !hooks
-        .store
-        .first_sighting(&format!("webhook-in:{name}"), msg_id, expires)
-        .await?
-    {
+    if !hooks.store.first_sighting(&scope, msg_id, expires).await? {
         registry
-            .refused(None, msg_id, &via, "replayed webhook-id")
+            .refused(None, &bounded(msg_id), &via, "replayed webhook-id")
             .await;
         return Err(ApiError::new(
             StatusCode::CONFLICT,
             "replayed",
-            format!("webhook-id {msg_id:?} was already used; sign each answer with a fresh id"),
+            format!(
+                "webhook-id {:?} was already used; sign each answer with a fresh id",
+                bounded(msg_id)
+            ),
         ));
     }
-    let mut value: Value = serde_json::from_slice(&body)
+    let responder = Responder { by, via };
+    match registry.respond(&id, answer, responder).await {
+        Ok(resolved) => Ok((StatusCode::OK, axum::Json(outcome_body(&resolved))).into_response()),
+        Err(e) => {
+            // Not applied, and the sender may retry: an interaction not (yet) known here, or a
+            // store that could not record it. Anything else is final for this request.
+            if matches!(e, RegistryError::NotFound(_) | RegistryError::Store(_)) {
+                release(&hooks, &scope, msg_id).await;
+            }
+            Err(e.into())
+        }
+    }
+}
+
+/// The interaction id, `by` and answer of an inbound request body.
+fn parse_answer(
+    body: &[u8],
+    via: &Via,
+) -> Result<(InteractionId, Option<String>, crate::interaction::Answer), ApiError> {
+    let mut value: Value = serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("malformed JSON: {e}")))?;
     let Some(obj) = value.as_object_mut() else {
         return Err(ApiError::bad_request("expected a JSON object"));
@@ -486,10 +518,24 @@ async fn respond(
     let answer: RespondBody =
         serde_json::from_value(value).map_err(|e| ApiError::bad_request(e.to_string()))?;
     let id = path_id(&id)?;
-    let responder = Responder {
-        by: answer.by(),
-        via,
-    };
-    let resolved = registry.respond(&id, answer.answer()?, responder).await?;
-    Ok((StatusCode::OK, axum::Json(outcome_body(&resolved))).into_response())
+    let by = answer.by();
+    Ok((id, by, answer.answer()?))
+}
+
+/// Frees a webhook-id whose request was not applied, so the sender's retry is not taken for
+/// a replay.
+async fn release(hooks: &Webhooks, scope: &str, msg_id: &str) {
+    if let Err(e) = hooks.store.forget_sighting(scope, msg_id).await {
+        tracing::warn!(error = %e, "could not release a webhook-id; a retry under it will be refused as replayed");
+    }
+}
+
+/// A header value as recorded in refusals and messages: at most 64 characters.
+fn bounded(v: &str) -> String {
+    const MAX: usize = 64;
+    let mut out: String = v.chars().take(MAX).collect();
+    if v.chars().nth(MAX).is_some() {
+        out.push('…');
+    }
+    out
 }

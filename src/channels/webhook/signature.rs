@@ -52,13 +52,14 @@ impl SigningKey {
         Ok(Self(bytes))
     }
 
-    fn mac(&self, id: &str, timestamp: i64, body: &[u8]) -> Vec<u8> {
+    /// The MAC over `{id}.{timestamp}.{body}`, with the timestamp exactly as sent.
+    fn mac(&self, id: &str, timestamp: &str, body: &[u8]) -> Vec<u8> {
         // HMAC accepts keys of any length; this cannot fail.
         let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.0)
             .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
         mac.update(id.as_bytes());
         mac.update(b".");
-        mac.update(timestamp.to_string().as_bytes());
+        mac.update(timestamp.as_bytes());
         mac.update(b".");
         mac.update(body);
         mac.finalize().into_bytes().to_vec()
@@ -66,10 +67,15 @@ impl SigningKey {
 
     /// The `webhook-signature` header value for a message.
     pub fn sign(&self, id: &str, timestamp: i64, body: &[u8]) -> String {
-        format!("v1,{}", STANDARD.encode(self.mac(id, timestamp, body)))
+        format!(
+            "v1,{}",
+            STANDARD.encode(self.mac(id, &timestamp.to_string(), body))
+        )
     }
 
-    /// Verifies a message's headers against `now` (unix seconds).
+    /// Verifies a message's headers against `now` (unix seconds). The timestamp must be
+    /// plain ASCII digits (no sign, no spaces), and the signature is checked over the header
+    /// text exactly as received.
     pub fn verify(
         &self,
         id: Option<&str>,
@@ -81,14 +87,14 @@ impl SigningKey {
         let id = id
             .filter(|v| !v.is_empty())
             .ok_or(VerifyError::MissingHeader("webhook-id"))?;
-        let ts: i64 = timestamp
-            .and_then(|t| t.trim().parse().ok())
+        let (ts_text, ts) = timestamp
+            .and_then(|t| Some((t, parse_timestamp(t)?)))
             .ok_or(VerifyError::MissingHeader("webhook-timestamp"))?;
         let signature = signature.ok_or(VerifyError::MissingHeader("webhook-signature"))?;
-        if (now - ts).abs() > TOLERANCE_SECS {
+        if now.abs_diff(ts) > TOLERANCE_SECS.unsigned_abs() {
             return Err(VerifyError::Stale);
         }
-        let expected = self.mac(id, ts, body);
+        let expected = self.mac(id, ts_text, body);
         let mut ok = subtle::Choice::from(0u8);
         for candidate in signature.split(' ') {
             let Some(b64) = candidate.strip_prefix("v1,") else {
@@ -106,6 +112,15 @@ impl SigningKey {
             Err(VerifyError::Mismatch)
         }
     }
+}
+
+/// Unix seconds written as 1 to 19 ASCII digits; anything else (a sign, spaces, other
+/// digits, an overflow) is unreadable.
+fn parse_timestamp(text: &str) -> Option<i64> {
+    if text.is_empty() || text.len() > 19 || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
 }
 
 #[cfg(test)]
@@ -172,5 +187,48 @@ mod tests {
         assert!(SigningKey::parse("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").is_err());
         assert!(SigningKey::parse("whsec_!!!").is_err());
         assert!(SigningKey::parse("whsec_AAAA").is_err());
+    }
+
+    #[test]
+    fn timestamps_must_be_plain_digits_and_are_signed_as_sent() {
+        let k = SigningKey::parse(SECRET).unwrap();
+        let body = b"{}";
+        let now = 1_700_000_000;
+        let sig = k.sign("msg_1", now, body);
+        let verify = |ts: &str, sig: &str| k.verify(Some("msg_1"), Some(ts), Some(sig), body, now);
+        assert_eq!(verify("1700000000", &sig), Ok(()));
+        let unreadable = Err(VerifyError::MissingHeader("webhook-timestamp"));
+        for bad in [
+            "+1700000000",
+            "-1700000000",
+            " 1700000000",
+            "1700000000 ",
+            "1_700_000_000",
+            "",
+            "١٧٠٠٠٠٠٠٠٠",
+            "99999999999999999999",
+        ] {
+            assert_eq!(verify(bad, &sig), unreadable, "{bad:?}");
+        }
+        // The most negative number used to overflow the clock comparison.
+        assert_eq!(verify("-9223372036854775808", &sig), unreadable);
+        assert_eq!(
+            k.verify(
+                Some("msg_1"),
+                Some("9223372036854775807"),
+                Some(&sig),
+                body,
+                i64::MIN
+            ),
+            Err(VerifyError::Stale)
+        );
+        // A zero-padded timestamp is checked as sent: the signature over the plain number
+        // does not match it, and one over the padded text does.
+        assert_eq!(verify("01700000000", &sig), Err(VerifyError::Mismatch));
+        let padded = format!(
+            "v1,{}",
+            STANDARD.encode(k.mac("msg_1", "01700000000", body))
+        );
+        assert_eq!(verify("01700000000", &padded), Ok(()));
     }
 }
