@@ -1408,6 +1408,24 @@ fn configuration_is_validated_and_lists_come_from_the_environment() {
     .unwrap_err()
     .to_string();
     assert!(no_url.contains("telegram.webhook_url"), "{no_url}");
+    let plain_http = Settings::load_with_env(
+        None,
+        env(&[
+            ("IMRELAY__TELEGRAM__ENABLED", "true"),
+            ("IMRELAY__TELEGRAM__TOKEN", TOKEN),
+            ("IMRELAY__TELEGRAM__MODE", "webhook"),
+            (
+                "IMRELAY__TELEGRAM__WEBHOOK_URL",
+                "http://relay.example.com/telegram/webhook",
+            ),
+        ]),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        plain_http.contains("telegram.webhook_url") && plain_http.contains("https://"),
+        "{plain_http}"
+    );
     let unknown = Settings::load_with_env(None, env(&[("IMRELAY__TELEGRAM__CHAT", "1")]))
         .unwrap_err()
         .to_string();
