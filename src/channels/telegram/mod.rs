@@ -69,11 +69,19 @@ fn after(t: Timestamp, d: Duration) -> Timestamp {
         .unwrap_or(t)
 }
 
+/// What outbox keys call interaction `i`: its id and its creation time in milliseconds. An
+/// id can be reused once the old interaction is pruned; with the id alone, the new one's jobs
+/// would collide with the old keys and be dropped as duplicates.
+fn job_subject(i: &Interaction) -> String {
+    format!("{}:{}", i.id, i.created_at.as_millisecond())
+}
+
 /// The job that posts interaction `i` to `chat`; `nonce` distinguishes a re-post.
 pub(crate) fn post_job(i: &Interaction, chat: i64, nonce: Option<&str>) -> OutboxJob {
+    let subject = job_subject(i);
     let key = match nonce {
-        None => format!("{CHANNEL}:post:{}:{chat}", i.id),
-        Some(n) => format!("{CHANNEL}:repost:{}:{chat}:{n}", i.id),
+        None => format!("{CHANNEL}:post:{subject}:{chat}"),
+        Some(n) => format!("{CHANNEL}:repost:{subject}:{chat}:{n}"),
     };
     OutboxJob {
         key,
@@ -97,7 +105,7 @@ impl Lifecycle for Planner {
     fn plan_resolved(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
         let now = Timestamp::now();
         jobs.push(OutboxJob {
-            key: format!("{CHANNEL}:resolved:{}", i.id),
+            key: format!("{CHANNEL}:resolved:{}", job_subject(i)),
             channel: CHANNEL.into(),
             kind: "resolved".into(),
             interaction_id: Some(i.id.clone()),
@@ -357,4 +365,55 @@ pub async fn install(w: &mut Wiring) -> anyhow::Result<()> {
         "telegram channel enabled"
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::interaction::{Kind, now};
+
+    fn interaction(created_at: Timestamp) -> Interaction {
+        Interaction {
+            id: InteractionId::parse("toolu_reused").unwrap(),
+            kind: Kind::Approval,
+            tool_name: "Bash".into(),
+            input: serde_json::Map::new(),
+            session: None,
+            agent: None,
+            title: None,
+            description: None,
+            cwd: None,
+            suggestions: None,
+            created_at,
+            deadline: now(),
+            timeout_secs: 300,
+            resolution: None,
+            digest: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_reused_id_gets_fresh_outbox_keys() {
+        let planner = Planner {
+            chats: vec![7],
+            retention: Duration::from_secs(60),
+        };
+        let keys = |i: &Interaction| {
+            let mut jobs = Vec::new();
+            planner.plan_created(i, &mut jobs);
+            planner.plan_resolved(i, &mut jobs);
+            jobs.push(post_job(i, 7, Some("42")));
+            jobs.into_iter().map(|j| j.key).collect::<Vec<_>>()
+        };
+        let old = interaction(Timestamp::from_millisecond(1_700_000_000_000).unwrap());
+        let new = interaction(Timestamp::from_millisecond(1_700_000_086_400).unwrap());
+        let (old_keys, new_keys) = (keys(&old), keys(&new));
+        assert_eq!(old_keys.len(), 3);
+        for k in &old_keys {
+            assert!(k.contains("toolu_reused:1700000000000"), "{k}");
+            assert!(!new_keys.contains(k), "{k} is reused");
+        }
+        // The same interaction plans the same keys (redelivery stays idempotent).
+        assert_eq!(keys(&old), old_keys);
+    }
 }

@@ -193,7 +193,7 @@ mod tests {
 
     #[test]
     fn states_round_trip_through_the_store_format() {
-        let mut p = PromptState::posted_by("telegram:post:x:1");
+        let mut p = PromptState::posted_by("telegram:post:x:1700000000000:1");
         p.toggle(1, 2);
         p.toggle(1, 0);
         p.answers.insert(0, vec!["Red".into()]);
