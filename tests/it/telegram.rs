@@ -214,6 +214,19 @@ fn questions_input() -> Value {
     ]})
 }
 
+/// The audit trail's entries about interaction `id`.
+async fn audit_of(app: &TestApp, id: &str) -> Vec<Value> {
+    let (s, body) = app.get("/v1/audit?limit=1000").await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    body["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["interaction_id"] == id)
+        .cloned()
+        .collect()
+}
+
 async fn metrics(app: &TestApp) -> String {
     app.client
         .get(app.url("/metrics"))
@@ -266,6 +279,16 @@ async fn one_tap_in_telegram_answers_the_agent_end_to_end() {
     assert_eq!(body["resolution"]["by"], "Alice");
     assert_eq!(body["resolution"]["via"], "telegram");
     assert_eq!(toast(&tg, u).await, "Allowed");
+    // The audit trail names the user by their stable Telegram id, not only the display name
+    // anyone can choose.
+    let answered: Vec<Value> = audit_of(&app, &id)
+        .await
+        .into_iter()
+        .filter(|e| e["action"] == "answered")
+        .collect();
+    assert_eq!(answered.len(), 1, "{answered:?}");
+    assert_eq!(answered[0]["actor"], "Alice (tg:1001)");
+    assert_eq!(answered[0]["channel"], "telegram");
 
     // Every copy shows who answered, where and when, without buttons.
     for p in [&private, &group] {
@@ -721,6 +744,25 @@ async fn a_non_approver_tap_changes_nothing() {
         m.contains("imrelay_telegram_refused_total{reason=\"not_approver\"} 2"),
         "{m}"
     );
+    // Both attempts are in the audit trail, naming Mallory by her Telegram id.
+    let refused: Vec<Value> = audit_of(&app, &id)
+        .await
+        .into_iter()
+        .filter(|e| e["action"] == "refused")
+        .collect();
+    assert_eq!(refused.len(), 2, "{refused:?}");
+    for r in &refused {
+        assert_eq!(r["actor"], "Mallory (tg:666)");
+        assert_eq!(r["channel"], "telegram");
+        assert_eq!(r["outcome"], "refused");
+        assert!(
+            r["detail"]
+                .as_str()
+                .unwrap()
+                .contains("not in telegram.approvers"),
+            "{r}"
+        );
+    }
     assert!(tg.calls("editMessageText").is_empty());
     app.stop().await;
 }

@@ -43,7 +43,7 @@ use self::callback::Codec;
 use self::client::Client;
 use super::Wiring;
 use crate::health::Health;
-use crate::interaction::{Interaction, InteractionId, Lifecycle, Registry, Via};
+use crate::interaction::{Interaction, InteractionId, Lifecycle, Registry, Responder, Via};
 use crate::store::{ChannelMessage, OutboxJob, Store, StoreError};
 
 /// The channel's name in the outbox, the store and `/healthz`.
@@ -280,9 +280,15 @@ pub(crate) fn display_name(u: &User) -> String {
     }
 }
 
-/// How a Telegram user is named in logs and the audit trail: name and numeric id.
+/// A Telegram user as the registry records an answer: shown by display name, audited with
+/// the numeric user id (`tg:12345`), which, unlike the name, the user cannot change.
+pub(crate) fn responder(u: &User) -> Responder {
+    Responder::new(display_name(u), Via::telegram()).with_actor_id(format!("tg:{}", u.id.0))
+}
+
+/// How a Telegram user is named in logs and the audit trail: "Alice (tg:12345)".
 pub(crate) fn actor(u: &User) -> String {
-    format!("{} (telegram user {})", display_name(u), u.id.0)
+    responder(u).audit_actor().unwrap_or_default()
 }
 
 /// Installs the Telegram channel when `telegram.enabled` is set.

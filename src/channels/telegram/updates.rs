@@ -16,11 +16,10 @@ use teloxide::types::{CallbackQuery, Message, Update, UpdateKind, User};
 use super::callback::Action;
 use super::render::{self, Buttons, escape};
 use super::state::{MessageState, PromptState, ReplyKind, ReplyState};
-use super::{CHANNEL, DEDUPE_FOR, Telegram, actor, after, display_name, post_job};
+use super::{CHANNEL, DEDUPE_FOR, Telegram, actor, after, display_name, post_job, responder};
 use crate::channels::render::{already_toast, outcome_label};
 use crate::interaction::{
-    Answer, Interaction, InteractionId, Kind, Question, RegistryError, Responder, Via,
-    parse_questions,
+    Answer, Interaction, InteractionId, Kind, Question, RegistryError, parse_questions,
 };
 use crate::store::ChannelMessage;
 
@@ -206,14 +205,10 @@ impl Telegram {
         }
     }
 
-    fn responder(&self, user: &User) -> Responder {
-        Responder::new(display_name(user), Via::telegram())
-    }
-
     async fn decide(&self, q: &CallbackQuery, i: &Interaction, answer: Answer) {
         let r = self
             .registry
-            .respond(&i.id, answer, self.responder(&q.from))
+            .respond(&i.id, answer, responder(&q.from))
             .await;
         self.log_answer(&i.id, &q.from, &r);
         self.client.answer(&q.id, &answer_toast(&r)).await;
@@ -482,7 +477,7 @@ impl Telegram {
                 .respond(
                     &i.id,
                     Answer::Answers(state.answer_map(questions)),
-                    self.responder(user),
+                    responder(user),
                 )
                 .await;
             self.log_answer(&i.id, user, &r);
@@ -718,11 +713,7 @@ impl Telegram {
                 ReplyKind::DenyReason => {
                     let r = self
                         .registry
-                        .respond(
-                            &id,
-                            Answer::deny(Some(text.to_string())),
-                            self.responder(from),
-                        )
+                        .respond(&id, Answer::deny(Some(text.to_string())), responder(from))
                         .await;
                     self.log_answer(&id, from, &r);
                     r.as_ref().err().map(|_| answer_toast(&r))
@@ -839,10 +830,7 @@ impl Telegram {
                 .into());
             }
         };
-        let r = self
-            .registry
-            .respond(&i.id, answer, self.responder(from))
-            .await;
+        let r = self.registry.respond(&i.id, answer, responder(from)).await;
         self.log_answer(&i.id, from, &r);
         r.as_ref().err().map(|_| answer_toast(&r))
     }

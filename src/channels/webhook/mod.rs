@@ -489,6 +489,7 @@ async fn respond(
     let responder = Responder {
         by: answer.by(),
         via,
+        actor_id: None,
     };
     let resolved = registry.respond(&id, answer.answer()?, responder).await?;
     Ok((StatusCode::OK, axum::Json(outcome_body(&resolved))).into_response())
