@@ -335,6 +335,7 @@ async fn approval_prompts_escape_hostile_input_and_carry_bound_buttons() {
     }
     // Every button is distinct: one interaction, one action each.
     let mut datas: Vec<String> = p.buttons().into_iter().map(|b| b.1).collect();
+    datas.sort();
     datas.dedup();
     assert_eq!(datas.len(), 3);
     app.stop().await;
@@ -382,6 +383,65 @@ async fn question_prompts_show_options_descriptions_toggles_and_other() {
         ]
     );
     app.stop().await;
+}
+
+#[tokio::test]
+async fn the_fake_refuses_what_telegram_refuses() {
+    let tg = FakeTelegram::start().await;
+    let client = reqwest::Client::new();
+    let send = |method: &'static str, body: Value| {
+        let req = client
+            .post(format!("{}/bot{TOKEN}/{method}", tg.url))
+            .json(&body);
+        async move {
+            let r = req.send().await.unwrap();
+            (r.status(), r.json::<Value>().await.unwrap())
+        }
+    };
+    let html = |text: &str| json!({"chat_id": 1, "text": text, "parse_mode": "HTML"});
+    let fine = [
+        "<b>a</b> &lt;x&gt; &amp; &quot; &#128512; <a href=\"tg://user?id=1\">A</a>",
+        "<pre><code class=\"language-bash\">ls</code></pre>",
+    ];
+    for text in fine {
+        let (s, body) = send("sendMessage", html(text)).await;
+        assert_eq!(s, StatusCode::OK, "{text}: {body}");
+    }
+    // 4096 units of shown text are fine, though the HTML is longer.
+    let (s, _) = send("sendMessage", html(&"&amp;".repeat(4096))).await;
+    assert_eq!(s, StatusCode::OK);
+    let bad = [
+        html("<script>x</script>"),
+        html("<b>unclosed"),
+        html("<b><i>crossed</b></i>"),
+        html("a < b"),
+        html("a & b"),
+        html("&lt;b&gt;&nbsp;"),
+        html(&"😀".repeat(2049)),
+        json!({"chat_id": 1, "text": "x".repeat(4097)}),
+        json!({"chat_id": 1, "text": " "}),
+        json!({"chat_id": 1, "text": "k", "reply_markup": {"inline_keyboard": [[{"text": "A", "callback_data": "x".repeat(65)}]]}}),
+        json!({"chat_id": 1, "text": "k", "reply_markup": {"inline_keyboard": [[{"text": "A", "callback_data": ""}]]}}),
+    ];
+    for body in &bad {
+        let (s, answer) = send("sendMessage", body.clone()).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{body}");
+        assert!(
+            answer["description"]
+                .as_str()
+                .unwrap()
+                .starts_with("Bad Request"),
+            "{answer}"
+        );
+    }
+    let (s, _) = send(
+        "answerCallbackQuery",
+        json!({"callback_query_id": "q", "text": "x".repeat(201)}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert_eq!(tg.take_refusals().len(), bad.len() + 1);
+    assert_eq!(tg.calls("sendMessage").len(), fine.len() + 1);
 }
 
 // ---- approvals ----------------------------------------------------------------------------
