@@ -193,6 +193,26 @@ async fn tap_on(app: &TestApp, tg: &FakeTelegram, who: Person, p: &Posted, data:
     toast(tg, u).await
 }
 
+/// Waits for the `n`th (1-based) ForceReply request and returns it.
+async fn reply_request(tg: &FakeTelegram, n: usize) -> Call {
+    let is_request = |c: &Call| c.params["reply_markup"]["force_reply"] == true;
+    let calls = tg
+        .wait_for("sendMessage", |c| {
+            c.iter().filter(|c| is_request(c)).count() >= n
+        })
+        .await;
+    calls.into_iter().filter(is_request).nth(n - 1).unwrap()
+}
+
+/// The texts of the messages sent to `chat` that are not prompts or reply requests.
+fn notices(tg: &FakeTelegram, chat: i64) -> Vec<String> {
+    tg.calls("sendMessage")
+        .iter()
+        .filter(|c| c.params["chat_id"] == chat && c.params["reply_markup"].is_null())
+        .map(|c| c.params["text"].as_str().unwrap().to_string())
+        .collect()
+}
+
 async fn status(app: &TestApp, id: &str) -> Value {
     let (s, body) = app.get(&format!("/v1/interactions/{id}")).await;
     assert_eq!(s, StatusCode::OK, "{body}");
@@ -604,6 +624,138 @@ async fn text_fallback_replies_allow_and_deny_the_replied_to_prompt() {
     app.stop().await;
 }
 
+#[tokio::test]
+async fn a_reply_starting_with_a_slash_is_an_answer_not_a_command() {
+    let (app, tg) = start(Mode::Webhook).await;
+    let id = app.create_bash("toolu_slash", "cat /etc/passwd").await;
+    let p = prompt(&tg, GROUP, "cat /etc/passwd").await;
+    tap_on(&app, &tg, ALICE, &p, &p.button("💬 Deny with reason…")).await;
+    let ask = reply_request(&tg, 1).await;
+    deliver(
+        &app,
+        &text(
+            tg.next_update_id(),
+            ALICE,
+            GROUP,
+            "/etc is off-limits",
+            ask.message_id,
+        ),
+    )
+    .await;
+    let body = status(&app, &id).await;
+    assert_eq!(
+        body["resolution"]["result"]["message"],
+        "/etc is off-limits"
+    );
+
+    // The same for an "Other…" answer.
+    let q = create(
+        &app,
+        json!({"tool_name": "AskUserQuestion", "input": {"questions": [
+            {"question": "Install where?", "header": "Prefix",
+             "options": [{"label": "~/.local"}, {"label": "/opt"}]}]}}),
+    )
+    .await;
+    let pq = prompt(&tg, GROUP, "Install where?").await;
+    tap_on(&app, &tg, BOB, &pq, &pq.button("✏️ Other…")).await;
+    let ask = reply_request(&tg, 2).await;
+    deliver(
+        &app,
+        &text(
+            tg.next_update_id(),
+            BOB,
+            GROUP,
+            "/usr/local",
+            ask.message_id,
+        ),
+    )
+    .await;
+    assert_eq!(
+        status(&app, &q).await["resolution"]["result"]["updatedInput"]["answers"],
+        json!({"Install where?": "/usr/local"})
+    );
+    // A command replying to a prompt is still a command.
+    let c = app.create_bash("toolu_slash_cmd", "ls /").await;
+    let pc = prompt(&tg, GROUP, "ls /").await;
+    deliver(
+        &app,
+        &text(
+            tg.next_update_id(),
+            ALICE,
+            GROUP,
+            "/whoami",
+            Some(pc.message_id),
+        ),
+    )
+    .await;
+    assert!(
+        notices(&tg, GROUP)
+            .iter()
+            .any(|n| n.contains("<code>1001</code>")),
+        "{:?}",
+        notices(&tg, GROUP)
+    );
+    assert_eq!(status(&app, &c).await["status"], "pending");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn only_the_tapper_can_answer_their_reply_request() {
+    let (app, tg) = start(Mode::Webhook).await;
+    let id = app.create_bash("toolu_whose", "drop table users").await;
+    let p = prompt(&tg, GROUP, "drop table users").await;
+    tap_on(&app, &tg, ALICE, &p, &p.button("💬 Deny with reason…")).await;
+    let ask = reply_request(&tg, 1).await;
+    // Bob, an approver too, replies to Alice's request: not taken, and he is told why.
+    deliver(
+        &app,
+        &text(
+            tg.next_update_id(),
+            BOB,
+            GROUP,
+            "Bob's reason",
+            ask.message_id,
+        ),
+    )
+    .await;
+    assert_eq!(status(&app, &id).await["status"], "pending");
+    assert!(
+        notices(&tg, GROUP)
+            .iter()
+            .any(|n| n.contains("for the person who tapped the button")),
+        "{:?}",
+        notices(&tg, GROUP)
+    );
+    let m = metrics(&app).await;
+    assert!(
+        m.contains("imrelay_telegram_refused_total{reason=\"foreign_reply\"} 1"),
+        "{m}"
+    );
+    let refused: Vec<Value> = audit_of(&app, &id)
+        .await
+        .into_iter()
+        .filter(|e| e["action"] == "refused")
+        .collect();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0]["actor"], "Bob (tg:1002)");
+    // Alice's own reply is taken.
+    deliver(
+        &app,
+        &text(
+            tg.next_update_id(),
+            ALICE,
+            GROUP,
+            "Alice's reason",
+            ask.message_id,
+        ),
+    )
+    .await;
+    let body = status(&app, &id).await;
+    assert_eq!(body["resolution"]["result"]["message"], "Alice's reason");
+    assert_eq!(body["resolution"]["by"], "Alice");
+    app.stop().await;
+}
+
 // ---- questions ----------------------------------------------------------------------------
 
 #[tokio::test]
@@ -784,7 +936,7 @@ async fn a_non_approver_tap_changes_nothing() {
     let p = prompt(&tg, GROUP, "cat /etc/shadow").await;
     assert_eq!(
         tap_on(&app, &tg, MALLORY, &p, &p.button("✅ Allow")).await,
-        "You are not an approver for this."
+        "You are not an approver for this"
     );
     // Replies do not work either.
     deliver(
@@ -824,6 +976,36 @@ async fn a_non_approver_tap_changes_nothing() {
         );
     }
     assert!(tg.calls("editMessageText").is_empty());
+    // Her reply got no answer: strangers cannot make the bot talk.
+    assert_eq!(notices(&tg, GROUP), Vec::<String>::new());
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn strangers_get_little_out_of_the_bot_and_approvers_everything() {
+    let (app, tg) = start(Mode::Webhook).await;
+    tg.wait_n("setWebhook", 1).await;
+    let stranger_chat = MALLORY.id;
+    let say = |who: Person, chat: i64, body: &str| text(tg.next_update_id(), who, chat, body, None);
+    // Small talk from a stranger: no answer at all.
+    deliver(&app, &say(MALLORY, stranger_chat, "hello?")).await;
+    assert_eq!(notices(&tg, stranger_chat), Vec::<String>::new());
+    // Commands: one answer, then a cooldown for that chat.
+    for _ in 0..3 {
+        deliver(&app, &say(MALLORY, stranger_chat, "/whoami")).await;
+        deliver(&app, &say(MALLORY, stranger_chat, "/nonsense")).await;
+    }
+    let answered = notices(&tg, stranger_chat);
+    assert_eq!(answered.len(), 1, "{answered:?}");
+    assert!(answered[0].contains("<code>666</code>"));
+    // Approvers are never limited.
+    for _ in 0..3 {
+        deliver(&app, &say(ALICE, PRIVATE, "/whoami")).await;
+    }
+    deliver(&app, &say(ALICE, PRIVATE, "hello?")).await;
+    let to_alice = notices(&tg, PRIVATE);
+    assert_eq!(to_alice.len(), 4, "{to_alice:?}");
+    assert!(to_alice[3].contains("/pending"), "{to_alice:?}");
     app.stop().await;
 }
 

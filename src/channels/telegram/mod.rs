@@ -187,6 +187,8 @@ pub(crate) struct Telegram {
     username: OnceLock<String>,
     /// The secret token webhook calls must carry (webhook mode).
     webhook_secret: String,
+    /// Limits answers to people who are not approvers.
+    reply_limit: updates::ReplyLimit,
     refused: Family<ReasonLabels, Counter>,
     updates: Family<KindLabels, Counter>,
 }
@@ -327,7 +329,7 @@ pub async fn install(w: &mut Wiring) -> anyhow::Result<()> {
     let refused = Family::<ReasonLabels, Counter>::default();
     w.metrics.register(
         "imrelay_telegram_refused",
-        "Telegram answer attempts refused, by reason (not_approver, bad_data, foreign_message, bad_webhook_secret)",
+        "Telegram answer attempts refused, by reason (not_approver, bad_data, foreign_message, foreign_reply, bad_webhook_secret)",
         refused.clone(),
     );
     let updates = Family::<KindLabels, Counter>::default();
@@ -347,6 +349,7 @@ pub async fn install(w: &mut Wiring) -> anyhow::Result<()> {
         locks: Locks::default(),
         username: OnceLock::new(),
         webhook_secret,
+        reply_limit: updates::ReplyLimit::new(),
         refused,
         updates,
     });
