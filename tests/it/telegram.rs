@@ -817,6 +817,60 @@ async fn multi_select_toggles_rerender_then_submit_answers() {
 }
 
 #[tokio::test]
+async fn a_429_on_a_rerender_or_a_reply_request_is_waited_out() {
+    let (app, tg) = start_with(Mode::Webhook, |s| s.telegram.chats = vec![PRIVATE]).await;
+    let id = create(
+        &app,
+        json!({"tool_name": "AskUserQuestion", "input": {"questions": [
+            {"question": "Which toppings?", "header": "Toppings", "multiSelect": true,
+             "options": [{"label": "Cheese"}, {"label": "Ham"}]}]}}),
+    )
+    .await;
+    let p = prompt(&tg, PRIVATE, "Which toppings?").await;
+    // The re-render after a toggle meets a 429 once: it is sent again after retry_after,
+    // so the keyboard does not keep showing ☐.
+    tg.fail("editMessageText", Fail::RetryAfter(1), 1);
+    assert_eq!(
+        tap_on(&app, &tg, ALICE, &p, &p.button("☐ Cheese")).await,
+        "☑ Cheese"
+    );
+    let edits = tg.wait_n("editMessageText", 2).await;
+    assert!(edits[1].at - edits[0].at >= Duration::from_millis(990));
+    let keyboard = edits[1].params["reply_markup"].to_string();
+    assert!(keyboard.contains("☑ Cheese"), "{keyboard}");
+    // The reply request promised by the toast meets a 429 once: it still comes.
+    tg.fail("sendMessage", Fail::RetryAfter(1), 1);
+    let t = tap_on(&app, &tg, ALICE, &p, &p.button("✏️ Other…")).await;
+    assert!(t.contains("Reply"), "{t}");
+    let asks = tg
+        .wait_for("sendMessage", |c| {
+            c.iter()
+                .filter(|c| c.params["reply_markup"]["force_reply"] == true)
+                .count()
+                == 2
+        })
+        .await;
+    let ask = asks.last().unwrap();
+    deliver(
+        &app,
+        &text(
+            tg.next_update_id(),
+            ALICE,
+            PRIVATE,
+            "Pineapple",
+            ask.message_id,
+        ),
+    )
+    .await;
+    tap_on(&app, &tg, ALICE, &p, &p.button("📨 Submit")).await;
+    assert_eq!(
+        status(&app, &id).await["resolution"]["result"]["updatedInput"]["answers"],
+        json!({"Which toppings?": "Cheese, Pineapple"})
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
 async fn other_takes_free_text_by_reply() {
     let (app, tg) = start(Mode::Webhook).await;
     let id = create(

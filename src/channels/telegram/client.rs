@@ -153,6 +153,15 @@ pub struct Client {
 /// Extra time a send may spend in the throttle's queue (Telegram allows about one message
 /// per second per chat, and twenty per minute per group).
 const QUEUE_ALLOWANCE: Duration = Duration::from_secs(60);
+/// Most attempts of a call made while someone waits for it (see [`Client::retrying`]).
+const INLINE_ATTEMPTS: u32 = 4;
+/// Longest `retry_after` waited out inline; a longer one is not worth a person's wait.
+const MAX_INLINE_WAIT: Duration = Duration::from_secs(10);
+
+/// Delay before inline retry number `n` (1-based) after a transient failure.
+fn inline_backoff(n: u32) -> Duration {
+    Duration::from_millis(250u64 << n.saturating_sub(1).min(3))
+}
 
 impl Client {
     /// Builds the client and returns the throttle's worker, which must run for sends to
@@ -248,6 +257,36 @@ impl Client {
                 );
                 Err(f)
             }
+        }
+    }
+
+    /// Runs `call` until it succeeds, retrying 429s (waiting out a `retry_after` of at most
+    /// [`MAX_INLINE_WAIT`]) and transient failures (short backoff), at most
+    /// [`INLINE_ATTEMPTS`] times; for calls a person waits for right now (a re-rendered
+    /// keyboard, a reply request) that are not worth an outbox job. Permanent failures are
+    /// returned at once.
+    pub async fn retrying<T, F, Fut>(&self, what: &str, mut call: F) -> Result<T, Failure>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, Failure>>,
+    {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let f = match call().await {
+                Ok(v) => return Ok(v),
+                Err(f @ Failure::Permanent(_)) => return Err(f),
+                Err(f) => f,
+            };
+            let wait = match &f {
+                Failure::RetryAfter(d) => *d,
+                _ => inline_backoff(attempt),
+            };
+            if attempt >= INLINE_ATTEMPTS || wait > MAX_INLINE_WAIT {
+                return Err(f);
+            }
+            tracing::info!(error = %f.describe(), retry_in_ms = wait.as_millis() as u64, "telegram: {what} failed; retrying");
+            tokio::time::sleep(wait).await;
         }
     }
 

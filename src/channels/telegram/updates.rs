@@ -341,9 +341,13 @@ impl Telegram {
         };
         self.client.answer(&q.id, toast).await;
         let text = render::reply_request(i, kind, &q.from);
+        // The toast promised this message: retry a 429 or an outage briefly.
         let reply_id = match self
             .client
-            .send_force_reply(chat, text, parent, placeholder)
+            .retrying("asking for a reply", || {
+                self.client
+                    .send_force_reply(chat, text.clone(), parent, placeholder)
+            })
             .await
         {
             Ok(m) => m,
@@ -580,9 +584,14 @@ impl Telegram {
                     handle: &handle,
                 },
             );
+            // Under the message's lock: a retried render cannot overtake a newer one, and
+            // the final edit waits for it.
             if let Err(f) = self
                 .client
-                .edit(chat, message, p.text, Some(p.keyboard))
+                .retrying("re-rendering a prompt", || {
+                    self.client
+                        .edit(chat, message, p.text.clone(), Some(p.keyboard.clone()))
+                })
                 .await
             {
                 tracing::warn!(id = %i.id, error = %f.describe(), "telegram: could not re-render a prompt");
@@ -899,7 +908,10 @@ impl Telegram {
             }
             if let Err(f) = self
                 .client
-                .edit(chat, request, render::reply_taken(text), None)
+                .retrying("updating a reply request", || {
+                    self.client
+                        .edit(chat, request, render::reply_taken(text), None)
+                })
                 .await
             {
                 tracing::warn!(error = %f.describe(), "telegram: could not update a reply request");
