@@ -816,6 +816,60 @@ async fn multi_select_toggles_rerender_then_submit_answers() {
     app.stop().await;
 }
 
+// Several worker threads, so that updates handled concurrently could really swap places.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_polled_batch_is_handled_in_order_and_each_update_once() {
+    let (app, tg) = start(Mode::Polling).await;
+    let id = create(
+        &app,
+        json!({"tool_name": "AskUserQuestion", "input": {"questions": [
+            {"question": "Which toppings?", "header": "Toppings", "multiSelect": true,
+             "options": [{"label": "Cheese"}, {"label": "Ham"}, {"label": "Olives"}]}]}}),
+    )
+    .await;
+    let p = prompt(&tg, PRIVATE, "Which toppings?").await;
+    let on = |u: i64, label: &str| tap(u, ALICE, PRIVATE, p.message_id, &p.button(label));
+    let ids: Vec<i64> = (0..5).map(|_| tg.next_update_id()).collect();
+    let first = on(ids[0], "☐ Cheese");
+    // One getUpdates answer: toggles, a re-delivered update, an untoggle, then Submit.
+    tg.push_updates(vec![
+        first.clone(),
+        on(ids[1], "☐ Ham"),
+        first,
+        on(ids[2], "☐ Olives"),
+        on(ids[3], "☐ Olives"),
+        on(ids[4], "📨 Submit"),
+    ]);
+    assert_eq!(toast(&tg, ids[4]).await, "Answered");
+    assert_eq!(
+        status(&app, &id).await["resolution"]["result"]["updatedInput"]["answers"],
+        json!({"Which toppings?": "Cheese, Ham"})
+    );
+    assert_eq!(toast(&tg, ids[2]).await, "☑ Olives");
+    assert_eq!(toast(&tg, ids[3]).await, "☐ Olives");
+    // A re-delivery in a later batch (a poll after a crash) is ignored too.
+    tg.push_update(on(ids[1], "☐ Ham"));
+    let dup = "imrelay_telegram_updates_total{kind=\"duplicate\"} 2";
+    let mut m = String::new();
+    for _ in 0..200 {
+        m = metrics(&app).await;
+        if m.contains(dup) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(m.contains(dup), "{m}");
+    let answers_to = |u: i64| {
+        tg.calls("answerCallbackQuery")
+            .iter()
+            .filter(|c| c.params["callback_query_id"] == format!("cq-{u}").as_str())
+            .count()
+    };
+    assert_eq!(answers_to(ids[0]), 1);
+    assert_eq!(answers_to(ids[1]), 1);
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn a_429_on_a_rerender_or_a_reply_request_is_waited_out() {
     let (app, tg) = start_with(Mode::Webhook, |s| s.telegram.chats = vec![PRIVATE]).await;

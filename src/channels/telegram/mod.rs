@@ -7,8 +7,9 @@
 //! - The outbox handler ([`outbox`]) sends prompts and edits every recorded message to its
 //!   final state, through the throttled Bot API [`client`]; 429s, 5xx and transport errors
 //!   are retried by the outbox, never blocking other channels or the agent API.
-//! - Updates arrive by long polling or on the webhook route ([`transport`]); [`updates`]
-//!   handles taps, ForceReply answers, the text fallback and the commands.
+//! - Updates arrive by long polling or on the webhook route ([`transport`]) and are handled
+//!   in order per chat ([`lanes`]); [`updates`] handles taps, ForceReply answers, the text
+//!   fallback and the commands.
 //! - Buttons carry [`callback`] data: a keyed handle of one interaction plus one action, with
 //!   a MAC under a secret kept in the store, so old buttons keep working after a restart and
 //!   cannot be forged into acting on anything else.
@@ -21,6 +22,7 @@ pub mod config;
 pub mod render;
 pub mod state;
 
+mod lanes;
 mod outbox;
 mod transport;
 mod updates;
@@ -189,6 +191,8 @@ pub(crate) struct Telegram {
     webhook_secret: String,
     /// Limits answers to people who are not approvers.
     reply_limit: updates::ReplyLimit,
+    /// Per-chat queues that keep each chat's updates in order.
+    lanes: lanes::Lanes,
     refused: Family<ReasonLabels, Counter>,
     updates: Family<KindLabels, Counter>,
 }
@@ -350,6 +354,7 @@ pub async fn install(w: &mut Wiring) -> anyhow::Result<()> {
         username: OnceLock::new(),
         webhook_secret,
         reply_limit: updates::ReplyLimit::new(),
+        lanes: lanes::Lanes::new(transport::LANE_PATIENCE),
         refused,
         updates,
     });
