@@ -1342,6 +1342,143 @@ async fn server_errors_for_a_while_then_recovery_still_edit() {
     app.stop().await;
 }
 
+/// Waits until the outbox has finished `n` Telegram deliveries, and returns the metrics.
+async fn deliveries_ok(app: &TestApp, n: usize) -> String {
+    let done = format!("imrelay_outbox_deliveries_total{{channel=\"telegram\",result=\"ok\"}} {n}");
+    let mut m = String::new();
+    for _ in 0..200 {
+        m = metrics(app).await;
+        if m.contains(&done) {
+            return m;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("no {done} in {m}");
+}
+
+#[tokio::test]
+async fn a_refused_final_edit_falls_back_to_plain_text_and_never_leaves_buttons() {
+    let (app, tg) = start_with(Mode::Webhook, |s| s.telegram.chats = vec![PRIVATE]).await;
+    let a = app.create_bash("toolu_refused_edit", "make release").await;
+    let pa = prompt(&tg, PRIVATE, "make release").await;
+    tg.fail(
+        "editMessageText",
+        Fail::Status(
+            400,
+            "Bad Request: can't parse entities: Unsupported start tag \"x\"".into(),
+        ),
+        1,
+    );
+    app.post(
+        &format!("/v1/interactions/{a}/respond"),
+        &json!({"decision": "allow", "by": "Carol", "via": "desktop"}),
+    )
+    .await;
+    // The HTML edit is refused; the plain-text one shows the outcome without buttons.
+    let edits = tg.wait_n("editMessageText", 2).await;
+    assert_eq!(edits[0].params["parse_mode"], "HTML");
+    let plain = &edits[1].params;
+    assert_eq!(plain["message_id"], pa.message_id);
+    assert!(plain["parse_mode"].is_null(), "{plain}");
+    let t = plain["text"].as_str().unwrap();
+    assert!(t.contains("Allowed by Carol via desktop"), "{t}");
+    assert!(t.contains("Approval for Bash") && t.contains("🕑"), "{t}");
+    assert_eq!(plain["reply_markup"], json!({"inline_keyboard": []}));
+
+    // Both texts refused: the buttons are removed all the same.
+    let b = app.create_bash("toolu_refused_twice", "make publish").await;
+    let pb = prompt(&tg, PRIVATE, "make publish").await;
+    tg.fail(
+        "editMessageText",
+        Fail::Status(400, "Bad Request: message is too long".into()),
+        2,
+    );
+    app.post(
+        &format!("/v1/interactions/{b}/respond"),
+        &json!({"decision": "deny", "by": "Carol", "via": "desktop"}),
+    )
+    .await;
+    let removed = tg.wait_n("editMessageReplyMarkup", 1).await;
+    assert_eq!(removed[0].params["message_id"], pb.message_id);
+    assert_eq!(
+        removed[0].params["reply_markup"],
+        json!({"inline_keyboard": []})
+    );
+    // Both jobs count as delivered: 2 posts and 2 final edits.
+    let m = deliveries_ok(&app, 4).await;
+    assert!(
+        !m.contains("imrelay_outbox_deliveries_total{channel=\"telegram\",result=\"failed\"}"),
+        "{m}"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_429_on_the_final_edit_is_waited_out() {
+    let (app, tg) = start_with(Mode::Webhook, |s| s.telegram.chats = vec![PRIVATE]).await;
+    let id = app.create_bash("toolu_429_edit", "make docs").await;
+    let p = prompt(&tg, PRIVATE, "make docs").await;
+    tg.fail("editMessageText", Fail::RetryAfter(1), 1);
+    app.post(
+        &format!("/v1/interactions/{id}/respond"),
+        &json!({"decision": "allow", "by": "Carol", "via": "desktop"}),
+    )
+    .await;
+    let edits = tg.wait_n("editMessageText", 2).await;
+    assert!(edits[1].at - edits[0].at >= Duration::from_millis(990));
+    let e = edited(&tg, PRIVATE, p.message_id, "Allowed by Carol via desktop").await;
+    assert_eq!(e["parse_mode"], "HTML");
+    assert_eq!(e["reply_markup"], json!({"inline_keyboard": []}));
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn hostile_names_are_escaped_in_final_edits() {
+    const EVE: Person = Person {
+        id: 1003,
+        first_name: "<script>alert(1)</script> & Eve",
+    };
+    let (app, tg) = start_with(Mode::Webhook, |s| {
+        s.telegram.chats = vec![PRIVATE];
+        s.telegram.approvers.push(EVE.id as u64);
+    })
+    .await;
+    // A Telegram user's name.
+    let a = app.create_bash("toolu_eve", "make a").await;
+    let pa = prompt(&tg, PRIVATE, "make a").await;
+    assert_eq!(
+        tap_on(&app, &tg, EVE, &pa, &pa.button("✅ Allow")).await,
+        "Allowed"
+    );
+    let e = edited(&tg, PRIVATE, pa.message_id, "Allowed by").await;
+    let t = e["text"].as_str().unwrap();
+    assert!(
+        t.contains("Allowed by &lt;script&gt;alert(1)&lt;/script&gt; &amp; Eve via telegram"),
+        "{t}"
+    );
+    assert_eq!(
+        status(&app, &a).await["resolution"]["by"],
+        "<script>alert(1)</script> & Eve"
+    );
+    // A desktop `by` and reason.
+    let b = app.create_bash("toolu_desk_hostile", "make b").await;
+    let pb = prompt(&tg, PRIVATE, "make b").await;
+    app.post(
+        &format!("/v1/interactions/{b}/respond"),
+        &json!({"decision": "deny", "by": "<b>Mallory</b> & co", "via": "desktop",
+                "message": "</pre> & <i>nope"}),
+    )
+    .await;
+    let e = edited(&tg, PRIVATE, pb.message_id, "Denied by").await;
+    let t = e["text"].as_str().unwrap();
+    assert!(
+        t.contains("Denied by &lt;b&gt;Mallory&lt;/b&gt; &amp; co via desktop"),
+        "{t}"
+    );
+    assert!(t.contains("&lt;/pre&gt; &amp; &lt;i&gt;nope"), "{t}");
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn a_send_that_finally_fails_is_counted() {
     let (app, tg) = start_with(Mode::Webhook, |s| s.telegram.chats = vec![GROUP]).await;

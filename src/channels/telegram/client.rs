@@ -344,7 +344,7 @@ impl Client {
         self.count("sendMessage", r).map(|m| m.id.0)
     }
 
-    /// Replaces a message's text and keyboard (`None` removes the keyboard).
+    /// Replaces a message's HTML text and keyboard (`None` removes the keyboard).
     pub async fn edit(
         &self,
         chat: i64,
@@ -357,11 +357,46 @@ impl Client {
             .edit_message_text(ChatId(chat), MessageId(message), text)
             .parse_mode(ParseMode::Html)
             .link_preview_options(no_preview())
-            .reply_markup(
-                keyboard.unwrap_or_else(|| InlineKeyboardMarkup::new(Vec::<Vec<_>>::new())),
-            );
+            .reply_markup(keyboard.unwrap_or_else(no_keyboard));
         let method = "editMessageText";
-        match self.within(method, self.timeout, req).await? {
+        let r = self.within(method, self.timeout, req).await?;
+        self.edited(method, r)
+    }
+
+    /// Replaces a message's text with plain text (no parse mode) and removes its keyboard:
+    /// the fallback when Telegram refuses the HTML version.
+    pub async fn edit_plain(
+        &self,
+        chat: i64,
+        message: i32,
+        text: String,
+    ) -> Result<Edited, Failure> {
+        let req = self
+            .bot
+            .edit_message_text(ChatId(chat), MessageId(message), text)
+            .link_preview_options(no_preview())
+            .reply_markup(no_keyboard());
+        let method = "editMessageText";
+        let r = self.within(method, self.timeout, req).await?;
+        self.edited(method, r)
+    }
+
+    /// Removes a message's keyboard, leaving its text: the last resort when Telegram refuses
+    /// every new text.
+    pub async fn remove_keyboard(&self, chat: i64, message: i32) -> Result<Edited, Failure> {
+        let req = self
+            .bot
+            .edit_message_reply_markup(ChatId(chat), MessageId(message))
+            .reply_markup(no_keyboard());
+        let method = "editMessageReplyMarkup";
+        let r = self.within(method, self.timeout, req).await?;
+        self.edited(method, r)
+    }
+
+    /// Sorts an edit's result: "not modified" is done, a message that is gone or can no
+    /// longer be edited is [`Edited::Gone`].
+    fn edited<T>(&self, method: &str, r: Result<T, RequestError>) -> Result<Edited, Failure> {
+        match r {
             Ok(_) => self.count(method, Ok(Edited::Done)),
             Err(RequestError::Api(ApiError::MessageNotModified)) => {
                 self.count(method, Ok(Edited::Done))
@@ -458,6 +493,10 @@ impl Client {
             }
         })
     }
+}
+
+fn no_keyboard() -> InlineKeyboardMarkup {
+    InlineKeyboardMarkup::new(Vec::<Vec<_>>::new())
 }
 
 fn no_preview() -> LinkPreviewOptions {

@@ -518,6 +518,31 @@ pub fn resolved(i: &Interaction) -> String {
     }
 }
 
+/// The outcome as plain text (no parse mode, nothing to escape), short: what was asked
+/// and how it ended, for when Telegram refuses the HTML version of the final text.
+pub fn outcome_plain(i: &Interaction) -> String {
+    let what = match i.kind {
+        Kind::Approval => format!("🔐 Approval for {}", short(&i.tool_name, 100)),
+        Kind::Question => "❓ Question".to_string(),
+    };
+    match &i.resolution {
+        Some(r) => {
+            let phrase = outcome_phrase(r);
+            let mut s = format!(
+                "{what}\n{} {}\n🕑 {}",
+                outcome_icon(r.outcome),
+                short(&phrase, 300),
+                format_time(r.at)
+            );
+            if let Some(m) = r.message().filter(|m| *m != phrase) {
+                s.push_str(&format!("\n💬 {}", short(m, 500)));
+            }
+            s
+        }
+        None => what,
+    }
+}
+
 /// A mention of `user` that Telegram links to them (it also targets a selective
 /// ForceReply at them).
 pub fn mention(user: &User) -> String {
