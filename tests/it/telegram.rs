@@ -1292,10 +1292,52 @@ async fn a_429_retry_after_is_honoured() {
 }
 
 #[tokio::test]
-async fn server_errors_for_a_while_then_recovery_still_edit() {
+async fn a_5xx_answer_is_read_and_retried() {
+    // teloxide pauses 10 s after any 5xx before it reads the answer; this test waits that
+    // out once, on purpose, to see a real 500 answer arrive. The request bound is the
+    // largest allowed, so only a 500 that was read and judged transient is retried in time.
     let (app, tg) = start_with(Mode::Webhook, |s| {
         s.telegram.chats = vec![PRIVATE];
-        // teloxide pauses 10 s after a 5xx; the request bound cuts that short.
+        s.telegram.request_timeout_secs = 300;
+    })
+    .await;
+    let id = app.create_bash("toolu_real_500", "make bench").await;
+    let p = prompt(&tg, PRIVATE, "make bench").await;
+    tg.fail(
+        "editMessageText",
+        Fail::Status(500, "Internal Server Error".into()),
+        1,
+    );
+    app.post(
+        &format!("/v1/interactions/{id}/respond"),
+        &json!({"decision": "allow", "by": "Carol", "via": "desktop"}),
+    )
+    .await;
+    let edits = tg
+        .wait_for_within("editMessageText", Duration::from_secs(60), |c| c.len() >= 2)
+        .await;
+    assert_eq!(edits.len(), 2);
+    assert_eq!(edits[1].params["message_id"], p.message_id);
+    let m = deliveries_ok(&app, 2).await;
+    assert!(
+        m.contains(
+            "imrelay_telegram_api_calls_total{method=\"editMessageText\",result=\"transient\"} 1"
+        ),
+        "{m}"
+    );
+    assert!(
+        m.contains("imrelay_outbox_deliveries_total{channel=\"telegram\",result=\"retry\"} 1"),
+        "{m}"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn calls_cut_short_by_the_request_bound_are_retried_until_they_land() {
+    let (app, tg) = start_with(Mode::Webhook, |s| {
+        s.telegram.chats = vec![PRIVATE];
+        // teloxide pauses 10 s after a 5xx before it answers; the 1 s request bound gives
+        // up first, so these calls count as unanswered, not as 500s (see the test above).
         s.telegram.request_timeout_secs = 1;
     })
     .await;

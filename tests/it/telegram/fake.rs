@@ -444,7 +444,18 @@ impl FakeTelegram {
 
     /// Waits until `pred` holds for the calls of `method`, and returns them.
     pub async fn wait_for(&self, method: &str, pred: impl Fn(&[Call]) -> bool) -> Vec<Call> {
-        let deadline = Instant::now() + Duration::from_secs(15);
+        self.wait_for_within(method, Duration::from_secs(15), pred)
+            .await
+    }
+
+    /// [`FakeTelegram::wait_for`], giving up after `limit`.
+    pub async fn wait_for_within(
+        &self,
+        method: &str,
+        limit: Duration,
+        pred: impl Fn(&[Call]) -> bool,
+    ) -> Vec<Call> {
+        let deadline = Instant::now() + limit;
         loop {
             let changed = self.inner.changed.notified();
             let calls = self.calls(method);
