@@ -1608,6 +1608,25 @@ async fn an_old_button_still_works_after_a_restart() {
     second.stop().await;
 }
 
+#[tokio::test]
+async fn with_the_store_lost_old_buttons_are_not_valid() {
+    let tg = FakeTelegram::start().await;
+    let mut s = settings();
+    telegram_settings(&mut s, &tg, Mode::Webhook);
+    s.telegram.chats = vec![PRIVATE];
+    let first = spawn_on(s.clone(), Arc::new(MemoryStore::new())).await;
+    first.create_bash("toolu_lost", "make lost").await;
+    let p = prompt(&tg, PRIVATE, "make lost").await;
+    first.stop().await;
+    // A new, empty store: a new button key, so the old button's signature fails.
+    let second = spawn_on(s, Arc::new(MemoryStore::new())).await;
+    assert_eq!(
+        tap_on(&second, &tg, ALICE, &p, &p.button("✅ Allow")).await,
+        "This button is not valid."
+    );
+    second.stop().await;
+}
+
 // ---- commands -----------------------------------------------------------------------------
 
 #[tokio::test]
