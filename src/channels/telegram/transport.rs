@@ -165,9 +165,11 @@ impl Telegram {
                     for u in updates {
                         offset = offset.max((u.id.0 as i32).saturating_add(1));
                         let this = self.clone();
-                        let _ = self
-                            .lanes
-                            .submit(lane_of(&u), async move { this.handle_update(u).await });
+                        // Nobody waits for the handling here: the poll goes on.
+                        drop(
+                            self.lanes
+                                .submit(lane_of(&u), async move { this.handle_update(u).await }),
+                        );
                     }
                 }
                 Err(f) => {

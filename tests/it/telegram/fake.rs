@@ -188,7 +188,7 @@ pub fn parse_html(html: &str) -> Result<String, String> {
                         ));
                     }
                     // Attribute values are quoted and may hold entities but no `<`.
-                    if tag.contains('<') || tag.matches('"').count() % 2 != 0 {
+                    if tag.contains('<') || !tag.matches('"').count().is_multiple_of(2) {
                         return err(format!("Bad attribute in tag at byte offset {i}"));
                     }
                     open.push(name.to_string());
