@@ -178,7 +178,7 @@ pub struct ReplyState {
     pub kind: ReplyKind,
     /// The prompt message it belongs to.
     pub parent: i32,
-    /// Who asked for it (by tapping the button).
+    /// Who asked for it (by tapping the button): only their reply is taken.
     pub user: u64,
     /// Whether the message was edited to its final state.
     #[serde(default)]
