@@ -122,19 +122,18 @@ pub fn cut_note(cut: usize) -> String {
     format!("{grouped} more {noun} not shown")
 }
 
-/// A timeout in words: "45 s", "5 min", "1 h 30 min".
+/// A timeout in words: "45 s", "5 min", "1 h 30 min". From 90 s on it is rounded to whole
+/// minutes first, so 3599 s reads "1 h", never "60 min" or "0 h 60 min".
 pub fn duration_words(secs: u64) -> String {
-    match secs {
-        0..=89 => format!("{secs} s"),
-        90..=3599 => format!("{} min", (secs + 30) / 60),
-        _ => {
-            let (h, m) = (secs / 3600, (secs % 3600 + 30) / 60);
-            if m == 0 {
-                format!("{h} h")
-            } else {
-                format!("{h} h {m} min")
-            }
-        }
+    if secs < 90 {
+        return format!("{secs} s");
+    }
+    let minutes = secs.saturating_add(30) / 60;
+    let (h, m) = (minutes / 60, minutes % 60);
+    match (h, m) {
+        (0, m) => format!("{m} min"),
+        (h, 0) => format!("{h} h"),
+        (h, m) => format!("{h} h {m} min"),
     }
 }
 
@@ -236,5 +235,22 @@ mod tests {
         assert_eq!(duration_words(300), "5 min");
         assert_eq!(duration_words(3600), "1 h");
         assert_eq!(duration_words(5400), "1 h 30 min");
+    }
+
+    #[test]
+    fn durations_round_to_whole_minutes_before_splitting_hours() {
+        assert_eq!(duration_words(89), "89 s");
+        assert_eq!(duration_words(90), "2 min");
+        assert_eq!(duration_words(3569), "59 min");
+        // Just under an hour rounds up to the hour, not to "60 min".
+        assert_eq!(duration_words(3570), "1 h");
+        assert_eq!(duration_words(3599), "1 h");
+        assert_eq!(duration_words(3629), "1 h");
+        assert_eq!(duration_words(3630), "1 h 1 min");
+        assert_eq!(duration_words(7169), "1 h 59 min");
+        // 1 h 59 min 30 s used to read "1 h 60 min".
+        assert_eq!(duration_words(7170), "2 h");
+        assert_eq!(duration_words(86_400), "24 h");
+        assert!(!duration_words(u64::MAX).is_empty());
     }
 }

@@ -348,6 +348,7 @@ pub async fn respond(
     let responder = Responder {
         by: body.by(),
         via: body.via(),
+        actor_id: None,
     };
     let answer = body.answer()?;
     let resolved = state.registry.respond(&id, answer, responder).await?;

@@ -57,10 +57,13 @@ impl Answer {
 /// Who answered and through which channel.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Responder {
-    /// A display name or platform user id.
+    /// A display name or platform user id: what people are shown ("Allowed by Alice").
     pub by: Option<String>,
     /// The channel.
     pub via: Via,
+    /// A stable platform identity (e.g. `tg:12345`) for the audit trail, where `by` is a
+    /// display name anyone can choose and change. Not shown to people or the agent.
+    pub actor_id: Option<String>,
 }
 
 impl Responder {
@@ -69,12 +72,33 @@ impl Responder {
         Self {
             by: Some(by.into()),
             via,
+            actor_id: None,
         }
     }
 
     /// A responder whose name is unknown.
     pub fn anonymous(via: Via) -> Self {
-        Self { by: None, via }
+        Self {
+            by: None,
+            via,
+            actor_id: None,
+        }
+    }
+
+    /// The same responder, with a stable platform identity for the audit trail.
+    pub fn with_actor_id(mut self, id: impl Into<String>) -> Self {
+        self.actor_id = Some(id.into());
+        self
+    }
+
+    /// How the audit trail names this responder: "Alice (tg:12345)" with a stable identity,
+    /// otherwise just the name; `None` when neither is known.
+    pub fn audit_actor(&self) -> Option<String> {
+        match (&self.by, &self.actor_id) {
+            (Some(by), Some(id)) => Some(format!("{by} ({id})")),
+            (None, Some(id)) => Some(id.clone()),
+            (by, None) => by.clone(),
+        }
     }
 }
 
@@ -313,6 +337,20 @@ mod tests {
             resolution_for(&a, always, who(), now()).unwrap_err().field,
             "always"
         );
+    }
+
+    #[test]
+    fn the_audit_names_a_stable_identity_while_people_see_the_name() {
+        let r = Responder::new("Alice", Via::telegram()).with_actor_id("tg:12345");
+        assert_eq!(r.audit_actor().as_deref(), Some("Alice (tg:12345)"));
+        let i = interaction("Bash", json!({"command":"ls"}));
+        let res = resolution_for(&i, Answer::allow(), r, now()).unwrap();
+        assert_eq!(res.by.as_deref(), Some("Alice"));
+        let named = Responder::new("bob", Via::desktop());
+        assert_eq!(named.audit_actor().as_deref(), Some("bob"));
+        assert_eq!(Responder::anonymous(Via::api()).audit_actor(), None);
+        let id_only = Responder::anonymous(Via::api()).with_actor_id("tg:7");
+        assert_eq!(id_only.audit_actor().as_deref(), Some("tg:7"));
     }
 
     #[test]

@@ -277,7 +277,8 @@ fn created_record(i: &Interaction) -> AuditRecord {
     }
 }
 
-fn resolved_record(i: &Interaction, r: &Resolution) -> AuditRecord {
+/// `actor` names who answered for the audit (a stable identity); default: `r.by`.
+fn resolved_record(i: &Interaction, r: &Resolution, actor: Option<&str>) -> AuditRecord {
     use super::Outcome;
     AuditRecord {
         at: r.at,
@@ -287,7 +288,12 @@ fn resolved_record(i: &Interaction, r: &Resolution) -> AuditRecord {
             Outcome::Cancelled => Action::Cancelled,
         },
         interaction_id: Some(i.id.as_str().to_string()),
-        actor: Some(r.by.clone().unwrap_or_else(|| "system".into())),
+        actor: Some(
+            actor
+                .map(str::to_string)
+                .or_else(|| r.by.clone())
+                .unwrap_or_else(|| "system".into()),
+        ),
         channel: r.via.as_str().to_string(),
         outcome: r.outcome.as_str().into(),
         input_hash: Some(i.input_digest().to_string()),
@@ -755,14 +761,17 @@ impl Registry {
         let at = now();
         if current.deadline <= at {
             // Past the deadline: the expiry is due even if its timer has not fired yet.
-            let expired = match self.settle(current, |i| Ok(answer::expired(i, at))).await {
+            let expired = match self
+                .settle(current, None, |i| Ok(answer::expired(i, at)))
+                .await
+            {
                 Ok(expired) | Err(RegistryError::AlreadyResolved(expired)) => expired,
                 Err(e) => return Err(e),
             };
             let via = responder.via.clone();
             self.refused(
                 Some(id),
-                &clip(responder.by.as_deref().unwrap_or("")),
+                &clip(&responder.audit_actor().unwrap_or_default()),
                 &via,
                 "answered after the deadline",
             )
@@ -771,12 +780,14 @@ impl Registry {
         }
         // Clipped: a refused answer's `by` has not been length-checked, and it is logged
         // and audited.
-        let who = clip(responder.by.as_deref().unwrap_or(""));
+        let who = clip(&responder.audit_actor().unwrap_or_default());
         let via = responder.via.clone();
         let result = self
-            .settle(current, move |i| {
-                answer::resolution_for(i, answer, responder, at)
-            })
+            .settle(
+                current,
+                Some(who.as_str()).filter(|w| !w.is_empty()),
+                move |i| answer::resolution_for(i, answer, responder, at),
+            )
             .await;
         match &result {
             Err(RegistryError::AlreadyResolved(winner)) => {
@@ -869,7 +880,7 @@ impl Registry {
     }
 
     /// The outbox jobs and audit record that go with a resolution.
-    fn resolution_effects(&self, resolved: &Interaction) -> Effects {
+    fn resolution_effects(&self, resolved: &Interaction, actor: Option<&str>) -> Effects {
         let mut jobs = Vec::new();
         for h in self.hooks().iter() {
             h.plan_resolved(resolved, &mut jobs);
@@ -880,7 +891,7 @@ impl Registry {
                 .resolution
                 .as_ref()
                 .filter(|_| self.inner.config.audit)
-                .map(|r| resolved_record(resolved, r))
+                .map(|r| resolved_record(resolved, r, actor))
                 .into_iter()
                 .collect(),
         }
@@ -895,8 +906,10 @@ impl Registry {
     ) -> Result<Arc<Interaction>, RegistryError> {
         let current = self.current(id).await?;
         let at = now();
-        self.settle(current, move |_| Ok(answer::cancelled(reason, by, at)))
-            .await
+        self.settle(current, None, move |_| {
+            Ok(answer::cancelled(reason, by, at))
+        })
+        .await
     }
 
     /// Expires a pending interaction now (its deadline passed, or a waiter such as the Claude
@@ -904,7 +917,10 @@ impl Registry {
     pub async fn expire(&self, id: &InteractionId) -> Result<Arc<Interaction>, RegistryError> {
         let current = self.current(id).await?;
         let at = now();
-        match self.settle(current, |i| Ok(answer::expired(i, at))).await {
+        match self
+            .settle(current, None, |i| Ok(answer::expired(i, at)))
+            .await
+        {
             Ok(i) => Ok(i),
             Err(RegistryError::AlreadyResolved(i)) => Ok(i),
             Err(e) => Err(e),
@@ -918,9 +934,11 @@ impl Registry {
     }
 
     /// Resolves `current` with the resolution `make` builds, if it is still pending.
+    /// `actor` names who answered in the audit trail (default: the resolution's `by`).
     async fn settle(
         &self,
         current: Arc<Interaction>,
+        actor: Option<&str>,
         make: impl FnOnce(&Interaction) -> Result<Resolution, ValidationError>,
     ) -> Result<Arc<Interaction>, RegistryError> {
         if !current.is_pending() {
@@ -928,7 +946,7 @@ impl Registry {
         }
         let resolution = make(&current)?;
         let resolved = Arc::new(current.resolved(resolution));
-        let effects = self.resolution_effects(&resolved);
+        let effects = self.resolution_effects(&resolved, actor);
         let has_jobs = !effects.jobs.is_empty();
         match self.inner.store.resolve(resolved.clone(), effects).await? {
             ResolveOutcome::Resolved => {
@@ -977,7 +995,7 @@ impl Registry {
         futures_util::stream::iter(overdue)
             .for_each_concurrent(256, |i| async move {
                 let resolved = Arc::new(i.resolved(answer::expired(&i, at)));
-                let effects = self.resolution_effects(&resolved);
+                let effects = self.resolution_effects(&resolved, None);
                 let has_jobs = !effects.jobs.is_empty();
                 match self.inner.store.resolve(resolved.clone(), effects).await {
                     Ok(ResolveOutcome::Resolved) => {
@@ -1416,7 +1434,7 @@ mod tests {
         // ... and the expiry, built from that stale read, reaches the store second.
         let at = now();
         match reg
-            .settle(seen_by_timer, |i| Ok(answer::expired(i, at)))
+            .settle(seen_by_timer, None, |i| Ok(answer::expired(i, at)))
             .await
         {
             Err(RegistryError::AlreadyResolved(winner)) => assert_eq!(

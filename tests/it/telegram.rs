@@ -193,6 +193,26 @@ async fn tap_on(app: &TestApp, tg: &FakeTelegram, who: Person, p: &Posted, data:
     toast(tg, u).await
 }
 
+/// Waits for the `n`th (1-based) ForceReply request and returns it.
+async fn reply_request(tg: &FakeTelegram, n: usize) -> Call {
+    let is_request = |c: &Call| c.params["reply_markup"]["force_reply"] == true;
+    let calls = tg
+        .wait_for("sendMessage", |c| {
+            c.iter().filter(|c| is_request(c)).count() >= n
+        })
+        .await;
+    calls.into_iter().filter(is_request).nth(n - 1).unwrap()
+}
+
+/// The texts of the messages sent to `chat` that are not prompts or reply requests.
+fn notices(tg: &FakeTelegram, chat: i64) -> Vec<String> {
+    tg.calls("sendMessage")
+        .iter()
+        .filter(|c| c.params["chat_id"] == chat && c.params["reply_markup"].is_null())
+        .map(|c| c.params["text"].as_str().unwrap().to_string())
+        .collect()
+}
+
 async fn status(app: &TestApp, id: &str) -> Value {
     let (s, body) = app.get(&format!("/v1/interactions/{id}")).await;
     assert_eq!(s, StatusCode::OK, "{body}");
@@ -212,6 +232,19 @@ fn questions_input() -> Value {
         {"question": "Which toppings?", "header": "Toppings", "multiSelect": true,
          "options": [{"label": "Cheese"}, {"label": "Ham"}, {"label": "Olives"}]}
     ]})
+}
+
+/// The audit trail's entries about interaction `id`.
+async fn audit_of(app: &TestApp, id: &str) -> Vec<Value> {
+    let (s, body) = app.get("/v1/audit?limit=1000").await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    body["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["interaction_id"] == id)
+        .cloned()
+        .collect()
 }
 
 async fn metrics(app: &TestApp) -> String {
@@ -266,6 +299,16 @@ async fn one_tap_in_telegram_answers_the_agent_end_to_end() {
     assert_eq!(body["resolution"]["by"], "Alice");
     assert_eq!(body["resolution"]["via"], "telegram");
     assert_eq!(toast(&tg, u).await, "Allowed");
+    // The audit trail names the user by their stable Telegram id, not only the display name
+    // anyone can choose.
+    let answered: Vec<Value> = audit_of(&app, &id)
+        .await
+        .into_iter()
+        .filter(|e| e["action"] == "answered")
+        .collect();
+    assert_eq!(answered.len(), 1, "{answered:?}");
+    assert_eq!(answered[0]["actor"], "Alice (tg:1001)");
+    assert_eq!(answered[0]["channel"], "telegram");
 
     // Every copy shows who answered, where and when, without buttons.
     for p in [&private, &group] {
@@ -312,6 +355,7 @@ async fn approval_prompts_escape_hostile_input_and_carry_bound_buttons() {
     }
     // Every button is distinct: one interaction, one action each.
     let mut datas: Vec<String> = p.buttons().into_iter().map(|b| b.1).collect();
+    datas.sort();
     datas.dedup();
     assert_eq!(datas.len(), 3);
     app.stop().await;
@@ -359,6 +403,65 @@ async fn question_prompts_show_options_descriptions_toggles_and_other() {
         ]
     );
     app.stop().await;
+}
+
+#[tokio::test]
+async fn the_fake_refuses_what_telegram_refuses() {
+    let tg = FakeTelegram::start().await;
+    let client = reqwest::Client::new();
+    let send = |method: &'static str, body: Value| {
+        let req = client
+            .post(format!("{}/bot{TOKEN}/{method}", tg.url))
+            .json(&body);
+        async move {
+            let r = req.send().await.unwrap();
+            (r.status(), r.json::<Value>().await.unwrap())
+        }
+    };
+    let html = |text: &str| json!({"chat_id": 1, "text": text, "parse_mode": "HTML"});
+    let fine = [
+        "<b>a</b> &lt;x&gt; &amp; &quot; &#128512; <a href=\"tg://user?id=1\">A</a>",
+        "<pre><code class=\"language-bash\">ls</code></pre>",
+    ];
+    for text in fine {
+        let (s, body) = send("sendMessage", html(text)).await;
+        assert_eq!(s, StatusCode::OK, "{text}: {body}");
+    }
+    // 4096 units of shown text are fine, though the HTML is longer.
+    let (s, _) = send("sendMessage", html(&"&amp;".repeat(4096))).await;
+    assert_eq!(s, StatusCode::OK);
+    let bad = [
+        html("<script>x</script>"),
+        html("<b>unclosed"),
+        html("<b><i>crossed</b></i>"),
+        html("a < b"),
+        html("a & b"),
+        html("&lt;b&gt;&nbsp;"),
+        html(&"😀".repeat(2049)),
+        json!({"chat_id": 1, "text": "x".repeat(4097)}),
+        json!({"chat_id": 1, "text": " "}),
+        json!({"chat_id": 1, "text": "k", "reply_markup": {"inline_keyboard": [[{"text": "A", "callback_data": "x".repeat(65)}]]}}),
+        json!({"chat_id": 1, "text": "k", "reply_markup": {"inline_keyboard": [[{"text": "A", "callback_data": ""}]]}}),
+    ];
+    for body in &bad {
+        let (s, answer) = send("sendMessage", body.clone()).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{body}");
+        assert!(
+            answer["description"]
+                .as_str()
+                .unwrap()
+                .starts_with("Bad Request"),
+            "{answer}"
+        );
+    }
+    let (s, _) = send(
+        "answerCallbackQuery",
+        json!({"callback_query_id": "q", "text": "x".repeat(201)}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert_eq!(tg.take_refusals().len(), bad.len() + 1);
+    assert_eq!(tg.calls("sendMessage").len(), fine.len() + 1);
 }
 
 // ---- approvals ----------------------------------------------------------------------------
@@ -521,6 +624,138 @@ async fn text_fallback_replies_allow_and_deny_the_replied_to_prompt() {
     app.stop().await;
 }
 
+#[tokio::test]
+async fn a_reply_starting_with_a_slash_is_an_answer_not_a_command() {
+    let (app, tg) = start(Mode::Webhook).await;
+    let id = app.create_bash("toolu_slash", "cat /etc/passwd").await;
+    let p = prompt(&tg, GROUP, "cat /etc/passwd").await;
+    tap_on(&app, &tg, ALICE, &p, &p.button("💬 Deny with reason…")).await;
+    let ask = reply_request(&tg, 1).await;
+    deliver(
+        &app,
+        &text(
+            tg.next_update_id(),
+            ALICE,
+            GROUP,
+            "/etc is off-limits",
+            ask.message_id,
+        ),
+    )
+    .await;
+    let body = status(&app, &id).await;
+    assert_eq!(
+        body["resolution"]["result"]["message"],
+        "/etc is off-limits"
+    );
+
+    // The same for an "Other…" answer.
+    let q = create(
+        &app,
+        json!({"tool_name": "AskUserQuestion", "input": {"questions": [
+            {"question": "Install where?", "header": "Prefix",
+             "options": [{"label": "~/.local"}, {"label": "/opt"}]}]}}),
+    )
+    .await;
+    let pq = prompt(&tg, GROUP, "Install where?").await;
+    tap_on(&app, &tg, BOB, &pq, &pq.button("✏️ Other…")).await;
+    let ask = reply_request(&tg, 2).await;
+    deliver(
+        &app,
+        &text(
+            tg.next_update_id(),
+            BOB,
+            GROUP,
+            "/usr/local",
+            ask.message_id,
+        ),
+    )
+    .await;
+    assert_eq!(
+        status(&app, &q).await["resolution"]["result"]["updatedInput"]["answers"],
+        json!({"Install where?": "/usr/local"})
+    );
+    // A command replying to a prompt is still a command.
+    let c = app.create_bash("toolu_slash_cmd", "ls /").await;
+    let pc = prompt(&tg, GROUP, "ls /").await;
+    deliver(
+        &app,
+        &text(
+            tg.next_update_id(),
+            ALICE,
+            GROUP,
+            "/whoami",
+            Some(pc.message_id),
+        ),
+    )
+    .await;
+    assert!(
+        notices(&tg, GROUP)
+            .iter()
+            .any(|n| n.contains("<code>1001</code>")),
+        "{:?}",
+        notices(&tg, GROUP)
+    );
+    assert_eq!(status(&app, &c).await["status"], "pending");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn only_the_tapper_can_answer_their_reply_request() {
+    let (app, tg) = start(Mode::Webhook).await;
+    let id = app.create_bash("toolu_whose", "drop table users").await;
+    let p = prompt(&tg, GROUP, "drop table users").await;
+    tap_on(&app, &tg, ALICE, &p, &p.button("💬 Deny with reason…")).await;
+    let ask = reply_request(&tg, 1).await;
+    // Bob, an approver too, replies to Alice's request: not taken, and he is told why.
+    deliver(
+        &app,
+        &text(
+            tg.next_update_id(),
+            BOB,
+            GROUP,
+            "Bob's reason",
+            ask.message_id,
+        ),
+    )
+    .await;
+    assert_eq!(status(&app, &id).await["status"], "pending");
+    assert!(
+        notices(&tg, GROUP)
+            .iter()
+            .any(|n| n.contains("for the person who tapped the button")),
+        "{:?}",
+        notices(&tg, GROUP)
+    );
+    let m = metrics(&app).await;
+    assert!(
+        m.contains("imrelay_telegram_refused_total{reason=\"foreign_reply\"} 1"),
+        "{m}"
+    );
+    let refused: Vec<Value> = audit_of(&app, &id)
+        .await
+        .into_iter()
+        .filter(|e| e["action"] == "refused")
+        .collect();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0]["actor"], "Bob (tg:1002)");
+    // Alice's own reply is taken.
+    deliver(
+        &app,
+        &text(
+            tg.next_update_id(),
+            ALICE,
+            GROUP,
+            "Alice's reason",
+            ask.message_id,
+        ),
+    )
+    .await;
+    let body = status(&app, &id).await;
+    assert_eq!(body["resolution"]["result"]["message"], "Alice's reason");
+    assert_eq!(body["resolution"]["by"], "Alice");
+    app.stop().await;
+}
+
 // ---- questions ----------------------------------------------------------------------------
 
 #[tokio::test]
@@ -578,6 +813,114 @@ async fn multi_select_toggles_rerender_then_submit_answers() {
     );
     let e = edited(&tg, PRIVATE, p.message_id, "Answered by Alice via telegram").await;
     assert!(e["text"].as_str().unwrap().contains("Cheese, Ham"));
+    app.stop().await;
+}
+
+// Several worker threads, so that updates handled concurrently could really swap places.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_polled_batch_is_handled_in_order_and_each_update_once() {
+    let (app, tg) = start(Mode::Polling).await;
+    let id = create(
+        &app,
+        json!({"tool_name": "AskUserQuestion", "input": {"questions": [
+            {"question": "Which toppings?", "header": "Toppings", "multiSelect": true,
+             "options": [{"label": "Cheese"}, {"label": "Ham"}, {"label": "Olives"}]}]}}),
+    )
+    .await;
+    let p = prompt(&tg, PRIVATE, "Which toppings?").await;
+    let on = |u: i64, label: &str| tap(u, ALICE, PRIVATE, p.message_id, &p.button(label));
+    let ids: Vec<i64> = (0..5).map(|_| tg.next_update_id()).collect();
+    let first = on(ids[0], "☐ Cheese");
+    // One getUpdates answer: toggles, a re-delivered update, an untoggle, then Submit.
+    tg.push_updates(vec![
+        first.clone(),
+        on(ids[1], "☐ Ham"),
+        first,
+        on(ids[2], "☐ Olives"),
+        on(ids[3], "☐ Olives"),
+        on(ids[4], "📨 Submit"),
+    ]);
+    assert_eq!(toast(&tg, ids[4]).await, "Answered");
+    assert_eq!(
+        status(&app, &id).await["resolution"]["result"]["updatedInput"]["answers"],
+        json!({"Which toppings?": "Cheese, Ham"})
+    );
+    assert_eq!(toast(&tg, ids[2]).await, "☑ Olives");
+    assert_eq!(toast(&tg, ids[3]).await, "☐ Olives");
+    // A re-delivery in a later batch (a poll after a crash) is ignored too.
+    tg.push_update(on(ids[1], "☐ Ham"));
+    let dup = "imrelay_telegram_updates_total{kind=\"duplicate\"} 2";
+    let mut m = String::new();
+    for _ in 0..200 {
+        m = metrics(&app).await;
+        if m.contains(dup) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(m.contains(dup), "{m}");
+    let answers_to = |u: i64| {
+        tg.calls("answerCallbackQuery")
+            .iter()
+            .filter(|c| c.params["callback_query_id"] == format!("cq-{u}").as_str())
+            .count()
+    };
+    assert_eq!(answers_to(ids[0]), 1);
+    assert_eq!(answers_to(ids[1]), 1);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_429_on_a_rerender_or_a_reply_request_is_waited_out() {
+    let (app, tg) = start_with(Mode::Webhook, |s| s.telegram.chats = vec![PRIVATE]).await;
+    let id = create(
+        &app,
+        json!({"tool_name": "AskUserQuestion", "input": {"questions": [
+            {"question": "Which toppings?", "header": "Toppings", "multiSelect": true,
+             "options": [{"label": "Cheese"}, {"label": "Ham"}]}]}}),
+    )
+    .await;
+    let p = prompt(&tg, PRIVATE, "Which toppings?").await;
+    // The re-render after a toggle meets a 429 once: it is sent again after retry_after,
+    // so the keyboard does not keep showing ☐.
+    tg.fail("editMessageText", Fail::RetryAfter(1), 1);
+    assert_eq!(
+        tap_on(&app, &tg, ALICE, &p, &p.button("☐ Cheese")).await,
+        "☑ Cheese"
+    );
+    let edits = tg.wait_n("editMessageText", 2).await;
+    assert!(edits[1].at - edits[0].at >= Duration::from_millis(990));
+    let keyboard = edits[1].params["reply_markup"].to_string();
+    assert!(keyboard.contains("☑ Cheese"), "{keyboard}");
+    // The reply request promised by the toast meets a 429 once: it still comes.
+    tg.fail("sendMessage", Fail::RetryAfter(1), 1);
+    let t = tap_on(&app, &tg, ALICE, &p, &p.button("✏️ Other…")).await;
+    assert!(t.contains("Reply"), "{t}");
+    let asks = tg
+        .wait_for("sendMessage", |c| {
+            c.iter()
+                .filter(|c| c.params["reply_markup"]["force_reply"] == true)
+                .count()
+                == 2
+        })
+        .await;
+    let ask = asks.last().unwrap();
+    deliver(
+        &app,
+        &text(
+            tg.next_update_id(),
+            ALICE,
+            PRIVATE,
+            "Pineapple",
+            ask.message_id,
+        ),
+    )
+    .await;
+    tap_on(&app, &tg, ALICE, &p, &p.button("📨 Submit")).await;
+    assert_eq!(
+        status(&app, &id).await["resolution"]["result"]["updatedInput"]["answers"],
+        json!({"Which toppings?": "Cheese, Pineapple"})
+    );
     app.stop().await;
 }
 
@@ -701,7 +1044,7 @@ async fn a_non_approver_tap_changes_nothing() {
     let p = prompt(&tg, GROUP, "cat /etc/shadow").await;
     assert_eq!(
         tap_on(&app, &tg, MALLORY, &p, &p.button("✅ Allow")).await,
-        "You are not an approver for this."
+        "You are not an approver for this"
     );
     // Replies do not work either.
     deliver(
@@ -721,7 +1064,56 @@ async fn a_non_approver_tap_changes_nothing() {
         m.contains("imrelay_telegram_refused_total{reason=\"not_approver\"} 2"),
         "{m}"
     );
+    // Both attempts are in the audit trail, naming Mallory by her Telegram id.
+    let refused: Vec<Value> = audit_of(&app, &id)
+        .await
+        .into_iter()
+        .filter(|e| e["action"] == "refused")
+        .collect();
+    assert_eq!(refused.len(), 2, "{refused:?}");
+    for r in &refused {
+        assert_eq!(r["actor"], "Mallory (tg:666)");
+        assert_eq!(r["channel"], "telegram");
+        assert_eq!(r["outcome"], "refused");
+        assert!(
+            r["detail"]
+                .as_str()
+                .unwrap()
+                .contains("not in telegram.approvers"),
+            "{r}"
+        );
+    }
     assert!(tg.calls("editMessageText").is_empty());
+    // Her reply got no answer: strangers cannot make the bot talk.
+    assert_eq!(notices(&tg, GROUP), Vec::<String>::new());
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn strangers_get_little_out_of_the_bot_and_approvers_everything() {
+    let (app, tg) = start(Mode::Webhook).await;
+    tg.wait_n("setWebhook", 1).await;
+    let stranger_chat = MALLORY.id;
+    let say = |who: Person, chat: i64, body: &str| text(tg.next_update_id(), who, chat, body, None);
+    // Small talk from a stranger: no answer at all.
+    deliver(&app, &say(MALLORY, stranger_chat, "hello?")).await;
+    assert_eq!(notices(&tg, stranger_chat), Vec::<String>::new());
+    // Commands: one answer, then a cooldown for that chat.
+    for _ in 0..3 {
+        deliver(&app, &say(MALLORY, stranger_chat, "/whoami")).await;
+        deliver(&app, &say(MALLORY, stranger_chat, "/nonsense")).await;
+    }
+    let answered = notices(&tg, stranger_chat);
+    assert_eq!(answered.len(), 1, "{answered:?}");
+    assert!(answered[0].contains("<code>666</code>"));
+    // Approvers are never limited.
+    for _ in 0..3 {
+        deliver(&app, &say(ALICE, PRIVATE, "/whoami")).await;
+    }
+    deliver(&app, &say(ALICE, PRIVATE, "hello?")).await;
+    let to_alice = notices(&tg, PRIVATE);
+    assert_eq!(to_alice.len(), 4, "{to_alice:?}");
+    assert!(to_alice[3].contains("/pending"), "{to_alice:?}");
     app.stop().await;
 }
 
@@ -900,10 +1292,52 @@ async fn a_429_retry_after_is_honoured() {
 }
 
 #[tokio::test]
-async fn server_errors_for_a_while_then_recovery_still_edit() {
+async fn a_5xx_answer_is_read_and_retried() {
+    // teloxide pauses 10 s after any 5xx before it reads the answer; this test waits that
+    // out once, on purpose, to see a real 500 answer arrive. The request bound is the
+    // largest allowed, so only a 500 that was read and judged transient is retried in time.
     let (app, tg) = start_with(Mode::Webhook, |s| {
         s.telegram.chats = vec![PRIVATE];
-        // teloxide pauses 10 s after a 5xx; the request bound cuts that short.
+        s.telegram.request_timeout_secs = 300;
+    })
+    .await;
+    let id = app.create_bash("toolu_real_500", "make bench").await;
+    let p = prompt(&tg, PRIVATE, "make bench").await;
+    tg.fail(
+        "editMessageText",
+        Fail::Status(500, "Internal Server Error".into()),
+        1,
+    );
+    app.post(
+        &format!("/v1/interactions/{id}/respond"),
+        &json!({"decision": "allow", "by": "Carol", "via": "desktop"}),
+    )
+    .await;
+    let edits = tg
+        .wait_for_within("editMessageText", Duration::from_secs(60), |c| c.len() >= 2)
+        .await;
+    assert_eq!(edits.len(), 2);
+    assert_eq!(edits[1].params["message_id"], p.message_id);
+    let m = deliveries_ok(&app, 2).await;
+    assert!(
+        m.contains(
+            "imrelay_telegram_api_calls_total{method=\"editMessageText\",result=\"transient\"} 1"
+        ),
+        "{m}"
+    );
+    assert!(
+        m.contains("imrelay_outbox_deliveries_total{channel=\"telegram\",result=\"retry\"} 1"),
+        "{m}"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn calls_cut_short_by_the_request_bound_are_retried_until_they_land() {
+    let (app, tg) = start_with(Mode::Webhook, |s| {
+        s.telegram.chats = vec![PRIVATE];
+        // teloxide pauses 10 s after a 5xx before it answers; the 1 s request bound gives
+        // up first, so these calls count as unanswered, not as 500s (see the test above).
         s.telegram.request_timeout_secs = 1;
     })
     .await;
@@ -947,6 +1381,143 @@ async fn server_errors_for_a_while_then_recovery_still_edit() {
         "{m}"
     );
     assert_eq!(tg.calls("editMessageText").len(), 3);
+    app.stop().await;
+}
+
+/// Waits until the outbox has finished `n` Telegram deliveries, and returns the metrics.
+async fn deliveries_ok(app: &TestApp, n: usize) -> String {
+    let done = format!("imrelay_outbox_deliveries_total{{channel=\"telegram\",result=\"ok\"}} {n}");
+    let mut m = String::new();
+    for _ in 0..200 {
+        m = metrics(app).await;
+        if m.contains(&done) {
+            return m;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("no {done} in {m}");
+}
+
+#[tokio::test]
+async fn a_refused_final_edit_falls_back_to_plain_text_and_never_leaves_buttons() {
+    let (app, tg) = start_with(Mode::Webhook, |s| s.telegram.chats = vec![PRIVATE]).await;
+    let a = app.create_bash("toolu_refused_edit", "make release").await;
+    let pa = prompt(&tg, PRIVATE, "make release").await;
+    tg.fail(
+        "editMessageText",
+        Fail::Status(
+            400,
+            "Bad Request: can't parse entities: Unsupported start tag \"x\"".into(),
+        ),
+        1,
+    );
+    app.post(
+        &format!("/v1/interactions/{a}/respond"),
+        &json!({"decision": "allow", "by": "Carol", "via": "desktop"}),
+    )
+    .await;
+    // The HTML edit is refused; the plain-text one shows the outcome without buttons.
+    let edits = tg.wait_n("editMessageText", 2).await;
+    assert_eq!(edits[0].params["parse_mode"], "HTML");
+    let plain = &edits[1].params;
+    assert_eq!(plain["message_id"], pa.message_id);
+    assert!(plain["parse_mode"].is_null(), "{plain}");
+    let t = plain["text"].as_str().unwrap();
+    assert!(t.contains("Allowed by Carol via desktop"), "{t}");
+    assert!(t.contains("Approval for Bash") && t.contains("🕑"), "{t}");
+    assert_eq!(plain["reply_markup"], json!({"inline_keyboard": []}));
+
+    // Both texts refused: the buttons are removed all the same.
+    let b = app.create_bash("toolu_refused_twice", "make publish").await;
+    let pb = prompt(&tg, PRIVATE, "make publish").await;
+    tg.fail(
+        "editMessageText",
+        Fail::Status(400, "Bad Request: message is too long".into()),
+        2,
+    );
+    app.post(
+        &format!("/v1/interactions/{b}/respond"),
+        &json!({"decision": "deny", "by": "Carol", "via": "desktop"}),
+    )
+    .await;
+    let removed = tg.wait_n("editMessageReplyMarkup", 1).await;
+    assert_eq!(removed[0].params["message_id"], pb.message_id);
+    assert_eq!(
+        removed[0].params["reply_markup"],
+        json!({"inline_keyboard": []})
+    );
+    // Both jobs count as delivered: 2 posts and 2 final edits.
+    let m = deliveries_ok(&app, 4).await;
+    assert!(
+        !m.contains("imrelay_outbox_deliveries_total{channel=\"telegram\",result=\"failed\"}"),
+        "{m}"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_429_on_the_final_edit_is_waited_out() {
+    let (app, tg) = start_with(Mode::Webhook, |s| s.telegram.chats = vec![PRIVATE]).await;
+    let id = app.create_bash("toolu_429_edit", "make docs").await;
+    let p = prompt(&tg, PRIVATE, "make docs").await;
+    tg.fail("editMessageText", Fail::RetryAfter(1), 1);
+    app.post(
+        &format!("/v1/interactions/{id}/respond"),
+        &json!({"decision": "allow", "by": "Carol", "via": "desktop"}),
+    )
+    .await;
+    let edits = tg.wait_n("editMessageText", 2).await;
+    assert!(edits[1].at - edits[0].at >= Duration::from_millis(990));
+    let e = edited(&tg, PRIVATE, p.message_id, "Allowed by Carol via desktop").await;
+    assert_eq!(e["parse_mode"], "HTML");
+    assert_eq!(e["reply_markup"], json!({"inline_keyboard": []}));
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn hostile_names_are_escaped_in_final_edits() {
+    const EVE: Person = Person {
+        id: 1003,
+        first_name: "<script>alert(1)</script> & Eve",
+    };
+    let (app, tg) = start_with(Mode::Webhook, |s| {
+        s.telegram.chats = vec![PRIVATE];
+        s.telegram.approvers.push(EVE.id as u64);
+    })
+    .await;
+    // A Telegram user's name.
+    let a = app.create_bash("toolu_eve", "make a").await;
+    let pa = prompt(&tg, PRIVATE, "make a").await;
+    assert_eq!(
+        tap_on(&app, &tg, EVE, &pa, &pa.button("✅ Allow")).await,
+        "Allowed"
+    );
+    let e = edited(&tg, PRIVATE, pa.message_id, "Allowed by").await;
+    let t = e["text"].as_str().unwrap();
+    assert!(
+        t.contains("Allowed by &lt;script&gt;alert(1)&lt;/script&gt; &amp; Eve via telegram"),
+        "{t}"
+    );
+    assert_eq!(
+        status(&app, &a).await["resolution"]["by"],
+        "<script>alert(1)</script> & Eve"
+    );
+    // A desktop `by` and reason.
+    let b = app.create_bash("toolu_desk_hostile", "make b").await;
+    let pb = prompt(&tg, PRIVATE, "make b").await;
+    app.post(
+        &format!("/v1/interactions/{b}/respond"),
+        &json!({"decision": "deny", "by": "<b>Mallory</b> & co", "via": "desktop",
+                "message": "</pre> & <i>nope"}),
+    )
+    .await;
+    let e = edited(&tg, PRIVATE, pb.message_id, "Denied by").await;
+    let t = e["text"].as_str().unwrap();
+    assert!(
+        t.contains("Denied by &lt;b&gt;Mallory&lt;/b&gt; &amp; co via desktop"),
+        "{t}"
+    );
+    assert!(t.contains("&lt;/pre&gt; &amp; &lt;i&gt;nope"), "{t}");
     app.stop().await;
 }
 
@@ -1033,6 +1604,25 @@ async fn an_old_button_still_works_after_a_restart() {
             .filter(|c| c.params["text"].as_str().unwrap().contains("reboot"))
             .count(),
         2
+    );
+    second.stop().await;
+}
+
+#[tokio::test]
+async fn with_the_store_lost_old_buttons_are_not_valid() {
+    let tg = FakeTelegram::start().await;
+    let mut s = settings();
+    telegram_settings(&mut s, &tg, Mode::Webhook);
+    s.telegram.chats = vec![PRIVATE];
+    let first = spawn_on(s.clone(), Arc::new(MemoryStore::new())).await;
+    first.create_bash("toolu_lost", "make lost").await;
+    let p = prompt(&tg, PRIVATE, "make lost").await;
+    first.stop().await;
+    // A new, empty store: a new button key, so the old button's signature fails.
+    let second = spawn_on(s, Arc::new(MemoryStore::new())).await;
+    assert_eq!(
+        tap_on(&second, &tg, ALICE, &p, &p.button("✅ Allow")).await,
+        "This button is not valid."
     );
     second.stop().await;
 }
@@ -1408,6 +1998,24 @@ fn configuration_is_validated_and_lists_come_from_the_environment() {
     .unwrap_err()
     .to_string();
     assert!(no_url.contains("telegram.webhook_url"), "{no_url}");
+    let plain_http = Settings::load_with_env(
+        None,
+        env(&[
+            ("IMRELAY__TELEGRAM__ENABLED", "true"),
+            ("IMRELAY__TELEGRAM__TOKEN", TOKEN),
+            ("IMRELAY__TELEGRAM__MODE", "webhook"),
+            (
+                "IMRELAY__TELEGRAM__WEBHOOK_URL",
+                "http://relay.example.com/telegram/webhook",
+            ),
+        ]),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        plain_http.contains("telegram.webhook_url") && plain_http.contains("https://"),
+        "{plain_http}"
+    );
     let unknown = Settings::load_with_env(None, env(&[("IMRELAY__TELEGRAM__CHAT", "1")]))
         .unwrap_err()
         .to_string();

@@ -153,6 +153,15 @@ pub struct Client {
 /// Extra time a send may spend in the throttle's queue (Telegram allows about one message
 /// per second per chat, and twenty per minute per group).
 const QUEUE_ALLOWANCE: Duration = Duration::from_secs(60);
+/// Most attempts of a call made while someone waits for it (see [`Client::retrying`]).
+const INLINE_ATTEMPTS: u32 = 4;
+/// Longest `retry_after` waited out inline; a longer one is not worth a person's wait.
+const MAX_INLINE_WAIT: Duration = Duration::from_secs(10);
+
+/// Delay before inline retry number `n` (1-based) after a transient failure.
+fn inline_backoff(n: u32) -> Duration {
+    Duration::from_millis(250u64 << n.saturating_sub(1).min(3))
+}
 
 impl Client {
     /// Builds the client and returns the throttle's worker, which must run for sends to
@@ -251,6 +260,36 @@ impl Client {
         }
     }
 
+    /// Runs `call` until it succeeds, retrying 429s (waiting out a `retry_after` of at most
+    /// [`MAX_INLINE_WAIT`]) and transient failures (short backoff), at most
+    /// [`INLINE_ATTEMPTS`] times; for calls a person waits for right now (a re-rendered
+    /// keyboard, a reply request) that are not worth an outbox job. Permanent failures are
+    /// returned at once.
+    pub async fn retrying<T, F, Fut>(&self, what: &str, mut call: F) -> Result<T, Failure>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, Failure>>,
+    {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let f = match call().await {
+                Ok(v) => return Ok(v),
+                Err(f @ Failure::Permanent(_)) => return Err(f),
+                Err(f) => f,
+            };
+            let wait = match &f {
+                Failure::RetryAfter(d) => *d,
+                _ => inline_backoff(attempt),
+            };
+            if attempt >= INLINE_ATTEMPTS || wait > MAX_INLINE_WAIT {
+                return Err(f);
+            }
+            tracing::info!(error = %f.describe(), retry_in_ms = wait.as_millis() as u64, "telegram: {what} failed; retrying");
+            tokio::time::sleep(wait).await;
+        }
+    }
+
     /// Sends an HTML message, optionally with a keyboard and as a reply; returns its id.
     pub async fn send(
         &self,
@@ -305,7 +344,7 @@ impl Client {
         self.count("sendMessage", r).map(|m| m.id.0)
     }
 
-    /// Replaces a message's text and keyboard (`None` removes the keyboard).
+    /// Replaces a message's HTML text and keyboard (`None` removes the keyboard).
     pub async fn edit(
         &self,
         chat: i64,
@@ -318,11 +357,46 @@ impl Client {
             .edit_message_text(ChatId(chat), MessageId(message), text)
             .parse_mode(ParseMode::Html)
             .link_preview_options(no_preview())
-            .reply_markup(
-                keyboard.unwrap_or_else(|| InlineKeyboardMarkup::new(Vec::<Vec<_>>::new())),
-            );
+            .reply_markup(keyboard.unwrap_or_else(no_keyboard));
         let method = "editMessageText";
-        match self.within(method, self.timeout, req).await? {
+        let r = self.within(method, self.timeout, req).await?;
+        self.edited(method, r)
+    }
+
+    /// Replaces a message's text with plain text (no parse mode) and removes its keyboard:
+    /// the fallback when Telegram refuses the HTML version.
+    pub async fn edit_plain(
+        &self,
+        chat: i64,
+        message: i32,
+        text: String,
+    ) -> Result<Edited, Failure> {
+        let req = self
+            .bot
+            .edit_message_text(ChatId(chat), MessageId(message), text)
+            .link_preview_options(no_preview())
+            .reply_markup(no_keyboard());
+        let method = "editMessageText";
+        let r = self.within(method, self.timeout, req).await?;
+        self.edited(method, r)
+    }
+
+    /// Removes a message's keyboard, leaving its text: the last resort when Telegram refuses
+    /// every new text.
+    pub async fn remove_keyboard(&self, chat: i64, message: i32) -> Result<Edited, Failure> {
+        let req = self
+            .bot
+            .edit_message_reply_markup(ChatId(chat), MessageId(message))
+            .reply_markup(no_keyboard());
+        let method = "editMessageReplyMarkup";
+        let r = self.within(method, self.timeout, req).await?;
+        self.edited(method, r)
+    }
+
+    /// Sorts an edit's result: "not modified" is done, a message that is gone or can no
+    /// longer be edited is [`Edited::Gone`].
+    fn edited<T>(&self, method: &str, r: Result<T, RequestError>) -> Result<Edited, Failure> {
+        match r {
             Ok(_) => self.count(method, Ok(Edited::Done)),
             Err(RequestError::Api(ApiError::MessageNotModified)) => {
                 self.count(method, Ok(Edited::Done))
@@ -419,6 +493,10 @@ impl Client {
             }
         })
     }
+}
+
+fn no_keyboard() -> InlineKeyboardMarkup {
+    InlineKeyboardMarkup::new(Vec::<Vec<_>>::new())
 }
 
 fn no_preview() -> LinkPreviewOptions {

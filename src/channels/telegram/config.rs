@@ -71,6 +71,12 @@ fn http_url(url: &str) -> bool {
     (url.starts_with("https://") || url.starts_with("http://")) && reqwest::Url::parse(url).is_ok()
 }
 
+/// Telegram only delivers webhooks over HTTPS.
+fn https_url(url: &str) -> bool {
+    url.starts_with("https://")
+        && reqwest::Url::parse(url).is_ok_and(|u| u.host_str().is_some_and(|h| !h.is_empty()))
+}
+
 impl TelegramSettings {
     /// Checks the settings; an error names the offending key. Nothing is checked when the
     /// channel is disabled.
@@ -108,9 +114,9 @@ impl TelegramSettings {
                     "telegram.mode is \"webhook\" but telegram.webhook_url is empty: set the public https:// URL that reaches telegram.webhook_path, or use mode = \"polling\"".into(),
                 );
             }
-            if !http_url(url) {
+            if !https_url(url) {
                 return Err(format!(
-                    "telegram.webhook_url must be an https:// URL (got {url:?})"
+                    "telegram.webhook_url must be an https:// URL: Telegram delivers webhooks over HTTPS only (got {url:?})"
                 ));
             }
         }
@@ -198,6 +204,15 @@ mod tests {
         s.mode = Mode::Webhook;
         assert!(s.validate().unwrap_err().contains("webhook_url"));
         s.webhook_url = "ftp://x".into();
+        assert!(s.validate().unwrap_err().contains("webhook_url"));
+        // Telegram refuses plain HTTP webhooks; say so at start-up, not at setWebhook.
+        s.webhook_url = "http://relay.example.com/telegram/webhook".into();
+        let e = s.validate().unwrap_err();
+        assert!(
+            e.contains("telegram.webhook_url") && e.contains("https://"),
+            "{e}"
+        );
+        s.webhook_url = "https://".into();
         assert!(s.validate().unwrap_err().contains("webhook_url"));
         s.webhook_url = "https://relay.example.com/telegram/webhook".into();
         assert_eq!(s.validate(), Ok(()));

@@ -7,8 +7,9 @@
 //! - The outbox handler ([`outbox`]) sends prompts and edits every recorded message to its
 //!   final state, through the throttled Bot API [`client`]; 429s, 5xx and transport errors
 //!   are retried by the outbox, never blocking other channels or the agent API.
-//! - Updates arrive by long polling or on the webhook route ([`transport`]); [`updates`]
-//!   handles taps, ForceReply answers, the text fallback and the commands.
+//! - Updates arrive by long polling or on the webhook route ([`transport`]) and are handled
+//!   in order per chat ([`lanes`]); [`updates`] handles taps, ForceReply answers, the text
+//!   fallback and the commands.
 //! - Buttons carry [`callback`] data: a keyed handle of one interaction plus one action, with
 //!   a MAC under a secret kept in the store, so old buttons keep working after a restart and
 //!   cannot be forged into acting on anything else.
@@ -21,6 +22,7 @@ pub mod config;
 pub mod render;
 pub mod state;
 
+mod lanes;
 mod outbox;
 mod transport;
 mod updates;
@@ -43,7 +45,7 @@ use self::callback::Codec;
 use self::client::Client;
 use super::Wiring;
 use crate::health::Health;
-use crate::interaction::{Interaction, InteractionId, Lifecycle, Registry, Via};
+use crate::interaction::{Interaction, InteractionId, Lifecycle, Registry, Responder, Via};
 use crate::store::{ChannelMessage, OutboxJob, Store, StoreError};
 
 /// The channel's name in the outbox, the store and `/healthz`.
@@ -69,11 +71,19 @@ fn after(t: Timestamp, d: Duration) -> Timestamp {
         .unwrap_or(t)
 }
 
+/// What outbox keys call interaction `i`: its id and its creation time in milliseconds. An
+/// id can be reused once the old interaction is pruned; with the id alone, the new one's jobs
+/// would collide with the old keys and be dropped as duplicates.
+fn job_subject(i: &Interaction) -> String {
+    format!("{}:{}", i.id, i.created_at.as_millisecond())
+}
+
 /// The job that posts interaction `i` to `chat`; `nonce` distinguishes a re-post.
 pub(crate) fn post_job(i: &Interaction, chat: i64, nonce: Option<&str>) -> OutboxJob {
+    let subject = job_subject(i);
     let key = match nonce {
-        None => format!("{CHANNEL}:post:{}:{chat}", i.id),
-        Some(n) => format!("{CHANNEL}:repost:{}:{chat}:{n}", i.id),
+        None => format!("{CHANNEL}:post:{subject}:{chat}"),
+        Some(n) => format!("{CHANNEL}:repost:{subject}:{chat}:{n}"),
     };
     OutboxJob {
         key,
@@ -97,7 +107,7 @@ impl Lifecycle for Planner {
     fn plan_resolved(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
         let now = Timestamp::now();
         jobs.push(OutboxJob {
-            key: format!("{CHANNEL}:resolved:{}", i.id),
+            key: format!("{CHANNEL}:resolved:{}", job_subject(i)),
             channel: CHANNEL.into(),
             kind: "resolved".into(),
             interaction_id: Some(i.id.clone()),
@@ -179,6 +189,10 @@ pub(crate) struct Telegram {
     username: OnceLock<String>,
     /// The secret token webhook calls must carry (webhook mode).
     webhook_secret: String,
+    /// Limits answers to people who are not approvers.
+    reply_limit: updates::ReplyLimit,
+    /// Per-chat queues that keep each chat's updates in order.
+    lanes: lanes::Lanes,
     refused: Family<ReasonLabels, Counter>,
     updates: Family<KindLabels, Counter>,
 }
@@ -272,9 +286,15 @@ pub(crate) fn display_name(u: &User) -> String {
     }
 }
 
-/// How a Telegram user is named in logs and the audit trail: name and numeric id.
+/// A Telegram user as the registry records an answer: shown by display name, audited with
+/// the numeric user id (`tg:12345`), which, unlike the name, the user cannot change.
+pub(crate) fn responder(u: &User) -> Responder {
+    Responder::new(display_name(u), Via::telegram()).with_actor_id(format!("tg:{}", u.id.0))
+}
+
+/// How a Telegram user is named in logs and the audit trail: "Alice (tg:12345)".
 pub(crate) fn actor(u: &User) -> String {
-    format!("{} (telegram user {})", display_name(u), u.id.0)
+    responder(u).audit_actor().unwrap_or_default()
 }
 
 /// Installs the Telegram channel when `telegram.enabled` is set.
@@ -313,7 +333,7 @@ pub async fn install(w: &mut Wiring) -> anyhow::Result<()> {
     let refused = Family::<ReasonLabels, Counter>::default();
     w.metrics.register(
         "imrelay_telegram_refused",
-        "Telegram answer attempts refused, by reason (not_approver, bad_data, foreign_message, bad_webhook_secret)",
+        "Telegram answer attempts refused, by reason (not_approver, bad_data, foreign_message, foreign_reply, bad_webhook_secret)",
         refused.clone(),
     );
     let updates = Family::<KindLabels, Counter>::default();
@@ -333,6 +353,8 @@ pub async fn install(w: &mut Wiring) -> anyhow::Result<()> {
         locks: Locks::default(),
         username: OnceLock::new(),
         webhook_secret,
+        reply_limit: updates::ReplyLimit::new(),
+        lanes: lanes::Lanes::new(transport::LANE_PATIENCE),
         refused,
         updates,
     });
@@ -357,4 +379,55 @@ pub async fn install(w: &mut Wiring) -> anyhow::Result<()> {
         "telegram channel enabled"
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::interaction::{Kind, now};
+
+    fn interaction(created_at: Timestamp) -> Interaction {
+        Interaction {
+            id: InteractionId::parse("toolu_reused").unwrap(),
+            kind: Kind::Approval,
+            tool_name: "Bash".into(),
+            input: serde_json::Map::new(),
+            session: None,
+            agent: None,
+            title: None,
+            description: None,
+            cwd: None,
+            suggestions: None,
+            created_at,
+            deadline: now(),
+            timeout_secs: 300,
+            resolution: None,
+            digest: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_reused_id_gets_fresh_outbox_keys() {
+        let planner = Planner {
+            chats: vec![7],
+            retention: Duration::from_secs(60),
+        };
+        let keys = |i: &Interaction| {
+            let mut jobs = Vec::new();
+            planner.plan_created(i, &mut jobs);
+            planner.plan_resolved(i, &mut jobs);
+            jobs.push(post_job(i, 7, Some("42")));
+            jobs.into_iter().map(|j| j.key).collect::<Vec<_>>()
+        };
+        let old = interaction(Timestamp::from_millisecond(1_700_000_000_000).unwrap());
+        let new = interaction(Timestamp::from_millisecond(1_700_000_086_400).unwrap());
+        let (old_keys, new_keys) = (keys(&old), keys(&new));
+        assert_eq!(old_keys.len(), 3);
+        for k in &old_keys {
+            assert!(k.contains("toolu_reused:1700000000000"), "{k}");
+            assert!(!new_keys.contains(k), "{k} is reused");
+        }
+        // The same interaction plans the same keys (redelivery stays idempotent).
+        assert_eq!(keys(&old), old_keys);
+    }
 }

@@ -224,7 +224,7 @@ impl Telegram {
             MessageState::Prompt(_) => render::resolved(i),
             MessageState::Reply(_) => render::reply_closed(i),
         };
-        match self.client.edit(chat, message, text, None).await? {
+        match self.final_edit(i, chat, message, text).await? {
             Edited::Done => {}
             Edited::Gone(why) => {
                 tracing::info!(id = %i.id, chat, message, reason = %why, "telegram: message can no longer be edited");
@@ -240,6 +240,36 @@ impl Telegram {
             tracing::warn!(id = %i.id, error = %e, "telegram: could not record a final edit");
         }
         Ok(())
+    }
+
+    /// Shows the outcome on a message and removes its buttons. When Telegram refuses the
+    /// HTML text for good ("can't parse entities", "message is too long"), it falls back to
+    /// a short plain-text outcome, and if that is refused too, to removing the buttons only:
+    /// a resolved prompt must never keep live buttons.
+    async fn final_edit(
+        &self,
+        i: &Interaction,
+        chat: i64,
+        message: i32,
+        html: String,
+    ) -> Result<Edited, Failure> {
+        let why = match self.client.edit(chat, message, html, None).await {
+            Err(Failure::Permanent(why)) => why,
+            other => return other,
+        };
+        tracing::warn!(id = %i.id, chat, message, error = %why,
+            "telegram: the final text was refused; showing the outcome as plain text");
+        let why = match self
+            .client
+            .edit_plain(chat, message, render::outcome_plain(i))
+            .await
+        {
+            Err(Failure::Permanent(why)) => why,
+            other => return other,
+        };
+        tracing::warn!(id = %i.id, chat, message, error = %why,
+            "telegram: the plain outcome was refused too; removing the buttons only");
+        self.client.remove_keyboard(chat, message).await
     }
 
     async fn mark_final(&self, m: &ChannelMessage) {

@@ -6,7 +6,10 @@
 //! exceeds Telegram's 4096 characters: long tool input is cut with a note of how much was
 //! left out, and question texts shrink step by step until the whole message fits. Lengths
 //! are measured on the HTML source in UTF-16 code units, which is never less than what
-//! Telegram counts.
+//! Telegram counts; every field's budget is in those units *after* escaping (a field full of
+//! `&` grows fivefold when escaped). Text is always cut before it is escaped, so a cut never
+//! splits an escape or a tag, and the deadline (on a prompt) or the outcome (on a final
+//! edit) is always kept.
 
 use serde_json::{Map, Value};
 use teloxide::types::{InlineKeyboardButton, InlineKeyboardMarkup, User};
@@ -44,9 +47,15 @@ fn push_escaped(out: &mut String, c: char) {
     }
 }
 
-/// Escaped, shortened to `max` characters first.
+/// `s` escaped, in at most `max` UTF-16 units of HTML; cut with an ellipsis when longer.
 fn esc(s: &str, max: usize) -> String {
-    escape(&short(s, max))
+    let full = escape(s);
+    if units(&full) <= max {
+        return full;
+    }
+    let (mut cut, _) = fit_escaped(s, max.saturating_sub(1));
+    cut.push('…');
+    cut
 }
 
 /// Length as Telegram may count it (UTF-16 code units).
@@ -54,9 +63,22 @@ pub fn units(s: &str) -> usize {
     s.encode_utf16().count()
 }
 
-/// A toast cut to what Telegram accepts.
+/// A toast cut to what Telegram accepts (plain text, counted in UTF-16 units).
 pub fn toast(s: &str) -> String {
-    short(s, MAX_TOAST - 10)
+    if units(s) <= MAX_TOAST {
+        return s.to_string();
+    }
+    let mut out = String::new();
+    let mut used = 0;
+    for c in s.chars() {
+        if used + c.len_utf16() > MAX_TOAST - 1 {
+            break;
+        }
+        used += c.len_utf16();
+        out.push(c);
+    }
+    out.push('…');
+    out
 }
 
 /// Escapes as much of `text` as fits in `budget` units; returns the escaped text and how
@@ -175,12 +197,17 @@ fn input_text(input: &Map<String, Value>) -> (String, &'static str) {
     }
 }
 
-fn head(i: &Interaction, lim: &Limits) -> String {
-    let mut s = match (i.kind, i.is_pending()) {
+/// The first line: what this is, and whether it still waits for an answer.
+fn headline(i: &Interaction) -> String {
+    match (i.kind, i.is_pending()) {
         (Kind::Approval, true) => format!("🔐 <b>{}</b> needs approval", esc(&i.tool_name, 100)),
         (Kind::Approval, false) => format!("🔐 Approval for <b>{}</b>", esc(&i.tool_name, 100)),
         (Kind::Question, _) => "❓ <b>Question</b>".to_string(),
-    };
+    }
+}
+
+fn head(i: &Interaction, lim: &Limits) -> String {
+    let mut s = headline(i);
     if let Some(t) = i
         .title
         .as_deref()
@@ -249,31 +276,49 @@ fn code_block(escaped: &str, lang: &str) -> String {
     format!("<pre><code class=\"language-{lang}\">{escaped}</code></pre>")
 }
 
+/// Room kept for the note under cut input ("\n✂️ <i>1,234 more characters not shown</i>").
+const CUT_NOTE_RESERVE: usize = 80;
+
+/// `head`, the input in a code block cut to what fits, a note of how much was cut, and
+/// `tail`; `None` if `head` and `tail` leave no room.
+fn with_input(head: &str, input: &str, lang: &str, tail: &str) -> Option<String> {
+    let fixed = units(head) + units(&code_block("", lang)) + units(tail) + 4 + CUT_NOTE_RESERVE;
+    if fixed >= MAX_TEXT {
+        return None;
+    }
+    let (body, cut) = fit_escaped(input, MAX_TEXT - fixed);
+    let mut s = format!("{head}\n\n{}", code_block(&body, lang));
+    if cut > 0 {
+        s.push_str(&format!("\n✂️ <i>{}</i>", cut_note(cut)));
+    }
+    s.push_str("\n\n");
+    s.push_str(tail);
+    Some(s)
+}
+
 /// The approval text: head, input (cut to what fits), and `tail`.
 fn approval_text(i: &Interaction, tail: &str) -> String {
     let (input, lang) = input_text(&i.input);
-    for lim in &LEVELS {
-        let head = head(i, lim);
-        let empty_block = code_block("", lang);
-        let reserve = 80; // the cut note
-        let fixed = units(&head) + units(&empty_block) + units(tail) + 4 + reserve;
-        if fixed >= MAX_TEXT {
-            continue;
-        }
-        let (body, cut) = fit_escaped(&input, MAX_TEXT - fixed);
-        let mut s = format!("{head}\n\n{}", code_block(&body, lang));
-        if cut > 0 {
-            s.push_str(&format!("\n✂️ <i>{}</i>", cut_note(cut)));
-        }
-        s.push_str("\n\n");
-        s.push_str(tail);
-        return s;
+    LEVELS
+        .iter()
+        .map(|lim| head(i, lim))
+        .chain(std::iter::once(headline(i)))
+        .find_map(|head| with_input(&head, &input, lang, tail))
+        // Only if `tail` alone were too long, which the field budgets rule out.
+        .unwrap_or_else(|| last_resort(i, "", tail))
+}
+
+/// The last resort when nothing else fits: the first line, as much of `plain` (cut before
+/// it is escaped) as fits, and `tail` — the deadline or the outcome — always.
+fn last_resort(i: &Interaction, plain: &str, tail: &str) -> String {
+    let top = headline(i);
+    let budget = MAX_TEXT.saturating_sub(units(&top) + units(tail) + 4);
+    let (body, _) = fit_escaped(plain, budget);
+    if body.is_empty() {
+        format!("{top}\n\n{tail}")
+    } else {
+        format!("{top}\n\n{body}\n\n{tail}")
     }
-    // Unreachable with the limits above; keep the message valid anyway.
-    format!(
-        "🔐 <b>{}</b> needs approval\n\n{tail}",
-        esc(&i.tool_name, 100)
-    )
 }
 
 /// One question's text block.
@@ -331,7 +376,6 @@ fn question_text(
     tail: &str,
 ) -> String {
     let answers = given_answers(i);
-    let mut last = String::new();
     for lim in &LEVELS {
         let mut s = head(i, lim);
         for (n, q) in questions.iter().enumerate() {
@@ -355,11 +399,22 @@ fn question_text(
         if units(&s) <= MAX_TEXT {
             return s;
         }
-        last = s;
     }
-    // Cannot happen with 4 questions of 4 options at the smallest limits; stay valid anyway.
-    let (cut, _) = fit_escaped(&last, MAX_TEXT / 2);
-    cut
+    // Cannot happen with 4 questions of 4 options at the smallest limits; stay valid anyway:
+    // the questions and answers as plain text, cut before escaping, and the tail.
+    let mut plain = String::new();
+    for (n, q) in questions.iter().enumerate() {
+        plain.push_str(&format!("{}. {} — {}\n", n + 1, q.header, q.question));
+        let given = answers
+            .iter()
+            .find(|(text, _)| *text == q.question)
+            .map(|(_, a)| a.clone())
+            .or_else(|| state.and_then(|st| st.answers.get(&(n as u8)).map(|a| a.join(", "))));
+        if let Some(a) = given {
+            plain.push_str(&format!("  → {a}\n"));
+        }
+    }
+    last_resort(i, plain.trim_end(), tail)
 }
 
 fn question_keyboard(
@@ -460,6 +515,31 @@ pub fn resolved(i: &Interaction) -> String {
             let questions = parse_questions(&i.input).unwrap_or_default();
             question_text(i, &questions, None, &tail)
         }
+    }
+}
+
+/// The outcome as plain text (no parse mode, nothing to escape), short: what was asked
+/// and how it ended, for when Telegram refuses the HTML version of the final text.
+pub fn outcome_plain(i: &Interaction) -> String {
+    let what = match i.kind {
+        Kind::Approval => format!("🔐 Approval for {}", short(&i.tool_name, 100)),
+        Kind::Question => "❓ Question".to_string(),
+    };
+    match &i.resolution {
+        Some(r) => {
+            let phrase = outcome_phrase(r);
+            let mut s = format!(
+                "{what}\n{} {}\n🕑 {}",
+                outcome_icon(r.outcome),
+                short(&phrase, 300),
+                format_time(r.at)
+            );
+            if let Some(m) = r.message().filter(|m| *m != phrase) {
+                s.push_str(&format!("\n💬 {}", short(m, 500)));
+            }
+            s
+        }
+        None => what,
     }
 }
 
@@ -581,6 +661,153 @@ mod tests {
         assert_eq!((s.as_str(), cut), ("a", 2));
         let (s, cut) = fit_escaped("a&b", 6);
         assert_eq!((s.as_str(), cut), ("a&amp;", 1));
+    }
+
+    /// The text of HTML as Telegram shows it (tags dropped, entities decoded).
+    fn shown(html: &str) -> String {
+        let mut out = String::new();
+        let mut rest = html;
+        while let Some(c) = rest.chars().next() {
+            if c == '<' {
+                rest = &rest[rest.find('>').unwrap() + 1..];
+            } else if c == '&' {
+                let end = rest.find(';').unwrap();
+                out.push(match &rest[..=end] {
+                    "&lt;" => '<',
+                    "&gt;" => '>',
+                    "&amp;" => '&',
+                    "&quot;" => '"',
+                    other => panic!("unexpected entity {other}"),
+                });
+                rest = &rest[end + 1..];
+            } else {
+                out.push(c);
+                rest = &rest[c.len_utf8()..];
+            }
+        }
+        out
+    }
+
+    /// The number in "1,234 more characters not shown".
+    fn cut_count(text: &str) -> usize {
+        let end = text.find(" more characters not shown").expect("a cut note");
+        let start = text[..end].rfind('>').unwrap() + 1;
+        text[start..end].replace(',', "").parse().unwrap()
+    }
+
+    /// Text that grows about fivefold when escaped.
+    fn hostile(n: usize) -> String {
+        "\"\"😀\"&".repeat(n)
+    }
+
+    /// Text that grows more than fivefold when escaped: quotes and an emoji.
+    fn quotes(n: usize) -> String {
+        "\"\"\"\"\"😀".repeat(n)
+    }
+
+    fn resolve(mut i: Interaction, by: &str, message: &str) -> Interaction {
+        i.resolution = Some(crate::interaction::Resolution {
+            outcome: Outcome::Denied,
+            by: Some(by.into()),
+            via: crate::interaction::Via::telegram(),
+            at: now(),
+            result: crate::interaction::PermissionResult::Deny {
+                message: message.into(),
+                interrupt: false,
+            },
+        });
+        i
+    }
+
+    #[test]
+    fn fields_are_budgeted_after_escaping() {
+        // Every character escapes to 6 units (or is an emoji of 2): the budget is still kept.
+        let e = esc(&"\"".repeat(1000), 300);
+        assert!(units(&e) <= 300, "{}", units(&e));
+        assert!(e.ends_with('…') && !e.contains("&quot…") && !e.contains("&qu…"));
+        let e = esc(&"😀".repeat(1000), 301);
+        assert!(units(&e) <= 301);
+        assert_eq!(esc("a&b", 100), "a&amp;b");
+        assert!(units(&toast(&"😀".repeat(300))) <= MAX_TOAST);
+        assert_eq!(toast("Allowed"), "Allowed");
+    }
+
+    #[test]
+    fn hostile_approvals_keep_the_deadline_an_exact_cut_count_and_the_outcome() {
+        let codec = Codec::new(vec![1; 32]);
+        let command = hostile(3000);
+        let mut i = interaction("Bash", json!({ "command": command }));
+        i.title = Some(hostile(500));
+        i.description = Some(hostile(1000));
+        i.cwd = Some(hostile(500));
+        i.agent = Some(hostile(100));
+        i.tool_name = hostile(100);
+        let p = prompt(&i, &PromptState::default(), &buttons(&codec));
+        assert!(units(&p.text) <= MAX_TEXT, "{}", units(&p.text));
+        assert!(p.text.contains("⏳ Answer within 5 min"), "{}", p.text);
+        assert!(!p.text.contains("&lt;b&gt;") && !p.text.contains("&amp;lt;"));
+        // The count is exact: what is shown plus what was cut is the whole command.
+        let start = p.text.find("<code class=\"language-bash\">").unwrap();
+        let block = &p.text[start..p.text.find("</code>").unwrap()];
+        let shown_input = shown(&format!("{block}</code>"));
+        assert!(command.starts_with(&shown_input));
+        assert_eq!(
+            shown_input.chars().count() + cut_count(&p.text),
+            command.chars().count()
+        );
+
+        let r = resolved(&resolve(i, &hostile(50), &hostile(2000)));
+        assert!(units(&r) <= MAX_TEXT, "{}", units(&r));
+        assert!(r.starts_with("🔐 Approval for"), "{r}");
+        assert!(r.contains("❌ <b>Denied by"), "{r}");
+        assert!(r.contains("🕑"), "{r}");
+        assert!(!r.contains("&lt;b&gt;"));
+    }
+
+    #[test]
+    fn hostile_questions_keep_the_deadline_and_the_outcome() {
+        let codec = Codec::new(vec![1; 32]);
+        let q = |n: usize, multi: bool| {
+            json!({"question": format!("{n}{}", quotes(3000)), "header": quotes(50), "multiSelect": multi,
+                "options": (0..4).map(|o| json!({"label": format!("{o}{}", quotes(300)), "description": quotes(500)})).collect::<Vec<_>>()})
+        };
+        let mut i = interaction(
+            "AskUserQuestion",
+            json!({"questions": [q(0, false), q(1, true), q(2, false), q(3, true)]}),
+        );
+        assert_eq!(parse_questions(&i.input).unwrap().len(), 4);
+        i.title = Some(hostile(500));
+        i.description = Some(hostile(1000));
+        i.cwd = Some(hostile(500));
+        let mut partly = PromptState::default();
+        partly.answers.insert(0, vec![hostile(4000)]);
+        partly.other.insert(1, hostile(4000));
+        for state in [PromptState::default(), partly] {
+            let p = prompt(&i, &state, &buttons(&codec));
+            assert!(units(&p.text) <= MAX_TEXT, "{}", units(&p.text));
+            assert!(p.text.contains("⏳ Answer within"), "{}", p.text);
+            assert!(!p.text.contains("&lt;b&gt;") && !p.text.contains("&amp;lt;"));
+        }
+        let r = resolved(&resolve(i, "Alice", &hostile(2000)));
+        assert!(units(&r) <= MAX_TEXT, "{}", units(&r));
+        assert!(r.contains("Denied by Alice via telegram"), "{r}");
+        assert!(!r.contains("&lt;b&gt;"));
+    }
+
+    #[test]
+    fn the_last_resort_cuts_plain_text_and_keeps_the_tail() {
+        let i = interaction("Bash", json!({}));
+        let tail = "⏳ Answer within 5 min — by then";
+        let m = last_resort(&i, &format!("<b>{}</b>", hostile(5000)), tail);
+        assert!(units(&m) <= MAX_TEXT, "{}", units(&m));
+        assert!(m.ends_with(tail), "{m}");
+        assert!(m.starts_with("🔐 <b>Bash</b> needs approval"));
+        // The plain text was escaped once, after cutting: its tag shows as text, and no
+        // escape is split or doubled.
+        assert!(m.contains("&lt;b&gt;&quot;&quot;😀&quot;&amp;"), "{m}");
+        assert!(!m.contains("&amp;lt;"));
+        let resolved_one = resolve(i, "Alice", "no");
+        assert!(last_resort(&resolved_one, "x", "t").starts_with("🔐 Approval for"));
     }
 
     #[test]

@@ -178,7 +178,7 @@ pub struct ReplyState {
     pub kind: ReplyKind,
     /// The prompt message it belongs to.
     pub parent: i32,
-    /// Who asked for it (by tapping the button).
+    /// Who asked for it (by tapping the button): only their reply is taken.
     pub user: u64,
     /// Whether the message was edited to its final state.
     #[serde(default)]
@@ -193,7 +193,7 @@ mod tests {
 
     #[test]
     fn states_round_trip_through_the_store_format() {
-        let mut p = PromptState::posted_by("telegram:post:x:1");
+        let mut p = PromptState::posted_by("telegram:post:x:1700000000000:1");
         p.toggle(1, 2);
         p.toggle(1, 0);
         p.answers.insert(0, vec!["Red".into()]);

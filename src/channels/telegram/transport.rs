@@ -6,7 +6,8 @@
 //! webhook mode calls `setWebhook` with the secret token and the update types it handles.
 //! Webhook calls must carry the secret token in `X-Telegram-Bot-Api-Secret-Token`; it is
 //! compared in constant time. Either way each update is handled once (see
-//! [`Telegram::handle_update`]), and the state shows in `/healthz`.
+//! [`Telegram::handle_update`]), the updates of one chat in the order they came (see
+//! [`super::lanes`]), and the state shows in `/healthz`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,7 +22,6 @@ use serde_json::json;
 use subtle::ConstantTimeEq;
 use teloxide::types::Update;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 use super::client::Failure;
 use super::{Mode, Telegram};
@@ -35,6 +35,16 @@ pub const SECRET_HEADER: &str = "x-telegram-bot-api-secret-token";
 const WEBHOOK_WAIT: Duration = Duration::from_secs(10);
 /// How long in-flight updates may finish at shutdown.
 const DRAIN: Duration = Duration::from_secs(5);
+/// Longest an update holds up the later updates of its chat (see [`super::lanes`]).
+pub(super) const LANE_PATIENCE: Duration = Duration::from_secs(10);
+
+/// The lane an update is handled in: its chat (a tap's message's chat), else its sender.
+fn lane_of(u: &Update) -> i64 {
+    u.chat()
+        .map(|c| c.id.0)
+        .or_else(|| u.from().and_then(|f| i64::try_from(f.id.0).ok()))
+        .unwrap_or(0)
+}
 
 /// Delay before retry number `n` (1-based) of a start-up call or a failed poll.
 fn backoff(n: u32) -> Duration {
@@ -135,7 +145,6 @@ impl Telegram {
             return;
         }
         self.set_health("polling", json!({}));
-        let tracker = TaskTracker::new();
         let timeout = self.settings.poll_timeout_secs.min(u64::from(u32::MAX)) as u32;
         let mut offset: i32 = 0;
         let mut failures: u32 = 0;
@@ -151,10 +160,16 @@ impl Telegram {
                         tracing::info!("telegram: polling again");
                         self.set_health("polling", json!({}));
                     }
+                    // In order within a chat, concurrently across chats: a toggle and the
+                    // Submit after it in one batch must not swap places.
                     for u in updates {
                         offset = offset.max((u.id.0 as i32).saturating_add(1));
                         let this = self.clone();
-                        tracker.spawn(async move { this.handle_update(u).await });
+                        // Nobody waits for the handling here: the poll goes on.
+                        drop(
+                            self.lanes
+                                .submit(lane_of(&u), async move { this.handle_update(u).await }),
+                        );
                     }
                 }
                 Err(f) => {
@@ -174,8 +189,7 @@ impl Telegram {
                 }
             }
         }
-        tracker.close();
-        let _ = tokio::time::timeout(DRAIN, tracker.wait()).await;
+        self.lanes.drain(DRAIN).await;
     }
 
     async fn register_webhook(&self, shutdown: &CancellationToken) {
@@ -229,8 +243,13 @@ async fn webhook(State(tg): State<Arc<Telegram>>, headers: HeaderMap, body: Byte
                 .into_response();
         }
     };
-    // Handle it before answering (Telegram waits), but never for long: the task goes on.
-    let handling = tokio::spawn(async move { tg.handle_update(update).await });
-    let _ = tokio::time::timeout(WEBHOOK_WAIT, handling).await;
+    // Handle it (after the earlier updates of its chat) before answering, since Telegram
+    // waits; but never for long: the handling goes on.
+    let lane = lane_of(&update);
+    let this = tg.clone();
+    let handled = tg
+        .lanes
+        .submit(lane, async move { this.handle_update(update).await });
+    let _ = tokio::time::timeout(WEBHOOK_WAIT, handled).await;
     StatusCode::OK.into_response()
 }

@@ -7,8 +7,16 @@
 //! when its callback data verifies, names an interaction this server knows, was tapped on
 //! a message showing that interaction, and comes from a configured approver; anything else
 //! changes nothing, is logged, counted, and reported to the registry's audit trail.
+//!
+//! A reply to a "reply to this message" request counts only from the person who tapped the
+//! button that asked for it. People who are not approvers cannot make the bot talk much:
+//! their plain messages and replies get no answer (refused replies are still audited), and
+//! answers to their commands are rate limited per chat and overall ([`ReplyLimit`]), so
+//! strangers cannot fill the send queue that prompts use.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
 use teloxide::types::{CallbackQuery, Message, Update, UpdateKind, User};
@@ -16,17 +24,76 @@ use teloxide::types::{CallbackQuery, Message, Update, UpdateKind, User};
 use super::callback::Action;
 use super::render::{self, Buttons, escape};
 use super::state::{MessageState, PromptState, ReplyKind, ReplyState};
-use super::{CHANNEL, DEDUPE_FOR, Telegram, actor, after, display_name, post_job};
+use super::{CHANNEL, DEDUPE_FOR, Telegram, actor, after, display_name, post_job, responder};
 use crate::channels::render::{already_toast, outcome_label};
 use crate::interaction::{
-    Answer, Interaction, InteractionId, Kind, Question, RegistryError, Responder, Via,
-    parse_questions,
+    Answer, Interaction, InteractionId, Kind, Question, RegistryError, parse_questions,
 };
 use crate::store::ChannelMessage;
 
 const NOT_VALID: &str = "This button is not valid.";
 const UNKNOWN: &str = "This prompt is no longer known to imrelay.";
-const NOT_APPROVER: &str = "You are not an approver for this.";
+const NOT_APPROVER: &str = "You are not an approver for this";
+const NOT_YOUR_REQUEST: &str = "This request is for the person who tapped the button. To answer, tap “Deny with reason…” or “Other…” yourself.";
+
+/// Shortest gap between two answers to non-approvers in one chat.
+const PER_CHAT_COOLDOWN: Duration = Duration::from_secs(10);
+/// Most answers to non-approvers in [`WINDOW`], over all chats.
+const PER_WINDOW: u32 = 20;
+/// The window of [`PER_WINDOW`].
+const WINDOW: Duration = Duration::from_secs(60);
+
+/// Limits the bot's answers to people who are not approvers (`/whoami` from strangers, say):
+/// at most one per chat every [`PER_CHAT_COOLDOWN`], and [`PER_WINDOW`] per [`WINDOW`] in
+/// all. Answers to approvers are never limited.
+#[derive(Debug)]
+pub(super) struct ReplyLimit {
+    // A std mutex: a few map operations, never held across an await.
+    state: Mutex<LimitState>,
+}
+
+#[derive(Debug)]
+struct LimitState {
+    /// When each chat last got an answer (only chats answered in the current window or
+    /// within the cooldown are kept).
+    last: HashMap<i64, Instant>,
+    window_start: Instant,
+    used: u32,
+}
+
+impl ReplyLimit {
+    pub(super) fn new() -> Self {
+        Self {
+            state: Mutex::new(LimitState {
+                last: HashMap::new(),
+                window_start: Instant::now(),
+                used: 0,
+            }),
+        }
+    }
+
+    /// Whether a non-approver in `chat` may get an answer at `now`; counts it if so.
+    fn allow(&self, chat: i64, now: Instant) -> bool {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if now.saturating_duration_since(st.window_start) >= WINDOW {
+            st.window_start = now;
+            st.used = 0;
+            st.last
+                .retain(|_, t| now.saturating_duration_since(*t) < PER_CHAT_COOLDOWN);
+        }
+        if st.used >= PER_WINDOW
+            || st
+                .last
+                .get(&chat)
+                .is_some_and(|t| now.saturating_duration_since(*t) < PER_CHAT_COOLDOWN)
+        {
+            return false;
+        }
+        st.last.insert(chat, now);
+        st.used += 1;
+        true
+    }
+}
 const STORE_DOWN: &str = "imrelay cannot record this right now. Try again shortly.";
 
 /// What a registry answer means to the person who gave it.
@@ -206,14 +273,10 @@ impl Telegram {
         }
     }
 
-    fn responder(&self, user: &User) -> Responder {
-        Responder::new(display_name(user), Via::telegram())
-    }
-
     async fn decide(&self, q: &CallbackQuery, i: &Interaction, answer: Answer) {
         let r = self
             .registry
-            .respond(&i.id, answer, self.responder(&q.from))
+            .respond(&i.id, answer, responder(&q.from))
             .await;
         self.log_answer(&i.id, &q.from, &r);
         self.client.answer(&q.id, &answer_toast(&r)).await;
@@ -278,9 +341,13 @@ impl Telegram {
         };
         self.client.answer(&q.id, toast).await;
         let text = render::reply_request(i, kind, &q.from);
+        // The toast promised this message: retry a 429 or an outage briefly.
         let reply_id = match self
             .client
-            .send_force_reply(chat, text, parent, placeholder)
+            .retrying("asking for a reply", || {
+                self.client
+                    .send_force_reply(chat, text.clone(), parent, placeholder)
+            })
             .await
         {
             Ok(m) => m,
@@ -482,7 +549,7 @@ impl Telegram {
                 .respond(
                     &i.id,
                     Answer::Answers(state.answer_map(questions)),
-                    self.responder(user),
+                    responder(user),
                 )
                 .await;
             self.log_answer(&i.id, user, &r);
@@ -517,9 +584,14 @@ impl Telegram {
                     handle: &handle,
                 },
             );
+            // Under the message's lock: a retried render cannot overtake a newer one, and
+            // the final edit waits for it.
             if let Err(f) = self
                 .client
-                .edit(chat, message, p.text, Some(p.keyboard))
+                .retrying("re-rendering a prompt", || {
+                    self.client
+                        .edit(chat, message, p.text.clone(), Some(p.keyboard.clone()))
+                })
                 .await
             {
                 tracing::warn!(id = %i.id, error = %f.describe(), "telegram: could not re-render a prompt");
@@ -545,23 +617,55 @@ impl Telegram {
             return;
         }
         let text = text.trim();
+        let chat = m.chat.id.0;
+        if let Some(parent) = m.reply_to_message() {
+            let stored = match self
+                .store
+                .message(CHANNEL, &chat.to_string(), &parent.id.0.to_string())
+                .await
+            {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::error!(error = %e, "telegram: cannot look up a replied-to message");
+                    return;
+                }
+            };
+            if let Some(stored) = stored {
+                // A reply to a request is its answer even when it starts with "/" (a deny
+                // reason like "/etc is off-limits"); a reply to a prompt that starts with
+                // "/" is a command, since the text fallback never does.
+                let request = matches!(
+                    MessageState::from_stored(stored.state.as_ref()),
+                    MessageState::Reply(_)
+                );
+                if request || !text.starts_with('/') {
+                    self.on_reply(&m, from, parent.id.0, stored, text).await;
+                    return;
+                }
+            }
+        }
         if text.starts_with('/') {
             self.on_command(&m, from, text).await;
-        } else if let Some(parent) = m.reply_to_message() {
-            self.on_reply(&m, from, parent.id.0, text).await;
-        } else if m.chat.is_private() {
+        } else if m.chat.is_private() && self.is_approver(from) {
+            // Strangers chatting with the bot get no answer: only approvers need the hint.
             self.reply(&m, "Hello! I post approval prompts from imrelay. Send /whoami to see your ids, /pending to see what is waiting.".into())
                 .await;
         }
     }
 
+    /// Answers `m` in its chat. Answers to non-approvers are rate limited ([`ReplyLimit`]).
     async fn reply(&self, m: &Message, html: String) {
-        if let Err(f) = self
-            .client
-            .send(m.chat.id.0, html, None, Some(m.id.0))
-            .await
-        {
-            tracing::warn!(chat = m.chat.id.0, error = %f.describe(), "telegram: could not reply");
+        let chat = m.chat.id.0;
+        let approver = m.from.as_ref().is_some_and(|u| self.is_approver(u));
+        if !approver && !self.reply_limit.allow(chat, Instant::now()) {
+            tracing::debug!(
+                chat,
+                "telegram: not answering a non-approver (rate limited)"
+            );
+            return;
+        }
+        if let Err(f) = self.client.send(chat, html, None, Some(m.id.0)).await {
+            tracing::warn!(chat, error = %f.describe(), "telegram: could not reply");
         }
     }
 
@@ -682,26 +786,36 @@ impl Telegram {
         .await;
     }
 
-    /// A reply to one of the bot's messages: a ForceReply answer or the text fallback.
-    async fn on_reply(&self, m: &Message, from: &User, parent: i32, text: &str) {
+    /// A reply to `stored`, one of the bot's messages (`parent`): a ForceReply answer or the
+    /// text fallback.
+    async fn on_reply(
+        &self,
+        m: &Message,
+        from: &User,
+        parent: i32,
+        stored: ChannelMessage,
+        text: &str,
+    ) {
         let chat = m.chat.id.0;
-        let stored = match self
-            .store
-            .message(CHANNEL, &chat.to_string(), &parent.to_string())
-            .await
-        {
-            Ok(Some(s)) => s,
-            Ok(None) => return, // not a reply to anything imrelay posted
-            Err(e) => {
-                tracing::error!(error = %e, "telegram: cannot look up a replied-to message");
-                return;
-            }
-        };
         let id = stored.interaction_id.clone();
         if !self.is_approver(from) {
+            // Refused and audited, but not answered: strangers cannot make the bot talk.
             self.refuse(Some(&id), from, "not in telegram.approvers", "not_approver")
                 .await;
-            self.reply(m, NOT_APPROVER.into()).await;
+            return;
+        }
+        let state = MessageState::from_stored(stored.state.as_ref());
+        if let MessageState::Reply(r) = &state
+            && r.user != from.id.0
+        {
+            self.refuse(
+                Some(&id),
+                from,
+                "a reply to a request made for another user",
+                "foreign_reply",
+            )
+            .await;
+            self.reply(m, escape(NOT_YOUR_REQUEST)).await;
             return;
         }
         let i = match self.registry.get(&id).await {
@@ -713,16 +827,12 @@ impl Telegram {
             self.reply(m, escape(&already_toast(&i))).await;
             return;
         }
-        let failure = match MessageState::from_stored(stored.state.as_ref()) {
+        let failure = match state {
             MessageState::Reply(r) => match r.kind {
                 ReplyKind::DenyReason => {
                     let r = self
                         .registry
-                        .respond(
-                            &id,
-                            Answer::deny(Some(text.to_string())),
-                            self.responder(from),
-                        )
+                        .respond(&id, Answer::deny(Some(text.to_string())), responder(from))
                         .await;
                     self.log_answer(&id, from, &r);
                     r.as_ref().err().map(|_| answer_toast(&r))
@@ -798,7 +908,10 @@ impl Telegram {
             }
             if let Err(f) = self
                 .client
-                .edit(chat, request, render::reply_taken(text), None)
+                .retrying("updating a reply request", || {
+                    self.client
+                        .edit(chat, request, render::reply_taken(text), None)
+                })
                 .await
             {
                 tracing::warn!(error = %f.describe(), "telegram: could not update a reply request");
@@ -839,10 +952,7 @@ impl Telegram {
                 .into());
             }
         };
-        let r = self
-            .registry
-            .respond(&i.id, answer, self.responder(from))
-            .await;
+        let r = self.registry.respond(&i.id, answer, responder(from)).await;
         self.log_answer(&i.id, from, &r);
         r.as_ref().err().map(|_| answer_toast(&r))
     }
@@ -851,6 +961,28 @@ impl Telegram {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn answers_to_strangers_are_limited_per_chat_and_overall() {
+        let limit = ReplyLimit::new();
+        let t0 = Instant::now(); // after the window opened
+        assert!(limit.allow(1, t0));
+        assert!(
+            !limit.allow(1, t0 + Duration::from_secs(9)),
+            "within the cooldown"
+        );
+        assert!(limit.allow(2, t0), "another chat has its own cooldown");
+        assert!(limit.allow(1, t0 + PER_CHAT_COOLDOWN));
+        // Overall: at most PER_WINDOW answers per window, whatever the chats.
+        let limit = ReplyLimit::new();
+        let t0 = Instant::now();
+        let n = (0..100).filter(|c| limit.allow(*c, t0)).count();
+        assert_eq!(n, PER_WINDOW as usize);
+        assert!(!limit.allow(1000, t0 + Duration::from_secs(59)));
+        assert!(limit.allow(1000, t0 + WINDOW));
+        // Chats past their cooldown are forgotten at the window's turn.
+        assert!(limit.state.lock().unwrap().last.len() <= 1);
+    }
 
     #[test]
     fn toasts_name_the_outcome() {

@@ -478,7 +478,11 @@ async fn respond(
             ),
         ));
     }
-    let responder = Responder { by, via };
+    let responder = Responder {
+        by,
+        via,
+        actor_id: None,
+    };
     match registry.respond(&id, answer, responder).await {
         Ok(resolved) => Ok((StatusCode::OK, axum::Json(outcome_body(&resolved))).into_response()),
         Err(e) => {

@@ -1,6 +1,14 @@
 //! A fake Telegram Bot API on loopback: records every call, answers like Telegram, serves
 //! queued updates through `getUpdates` (long polling), and fails on request (429 with
 //! `retry_after`, 5xx, 4xx) or holds calls until released.
+//!
+//! It refuses what Telegram refuses, with Telegram's `400 Bad Request`: message text longer
+//! than 4096 UTF-16 units once its entities are parsed, empty text, HTML that is not valid
+//! for `parse_mode=HTML` (unknown or unbalanced tags, bare `<`, `>` or `&`, unknown
+//! entities), `callback_data` outside 1–64 bytes, toasts over 200 units. Refused calls are
+//! kept apart from [`FakeTelegram::calls`], and a test that caused one fails when its fake is
+//! dropped unless it took them with [`FakeTelegram::take_refusals`]: every test checks the
+//! limits.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -43,6 +51,8 @@ pub enum Fail {
 #[derive(Default)]
 struct Inner {
     calls: Mutex<Vec<Call>>,
+    /// Calls refused as Telegram would refuse them: (method, why, params).
+    refused: Mutex<Vec<(String, String, Value)>>,
     changed: Notify,
     updates: Mutex<VecDeque<Value>>,
     update_arrived: Notify,
@@ -53,10 +63,18 @@ struct Inner {
 }
 
 /// The fake server.
-#[derive(Clone)]
 pub struct FakeTelegram {
     pub url: String,
     inner: Arc<Inner>,
+}
+
+impl Drop for FakeTelegram {
+    fn drop(&mut self) {
+        let refused = self.inner.refused.lock().unwrap();
+        if !refused.is_empty() && !std::thread::panicking() {
+            panic!("the fake Bot API refused calls Telegram would refuse: {refused:#?}");
+        }
+    }
 }
 
 pub fn bot_user() -> Value {
@@ -96,6 +114,159 @@ fn error(status: u16, description: &str, extra: Option<Value>) -> Response {
         Json(body),
     )
         .into_response()
+}
+
+/// Tags Telegram accepts with `parse_mode=HTML`.
+const TAGS: [&str; 15] = [
+    "b",
+    "strong",
+    "i",
+    "em",
+    "u",
+    "ins",
+    "s",
+    "strike",
+    "del",
+    "span",
+    "tg-spoiler",
+    "a",
+    "code",
+    "pre",
+    "blockquote",
+];
+
+fn entity(name: &str) -> Option<char> {
+    match name {
+        "lt" => Some('<'),
+        "gt" => Some('>'),
+        "amp" => Some('&'),
+        "quot" => Some('"'),
+        _ => {
+            let n = name.strip_prefix('#')?;
+            let code = match n.strip_prefix(['x', 'X']) {
+                Some(hex) => u32::from_str_radix(hex, 16).ok()?,
+                None => n.parse().ok()?,
+            };
+            char::from_u32(code)
+        }
+    }
+}
+
+/// Parses `html` as Telegram does for `parse_mode=HTML`; returns the text shown, or the
+/// reason Telegram gives for refusing it.
+pub fn parse_html(html: &str) -> Result<String, String> {
+    let err = |m: String| Err(format!("Bad Request: can't parse entities: {m}"));
+    let mut out = String::new();
+    let mut open: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < html.len() {
+        let rest = &html[i..];
+        let c = rest.chars().next().unwrap();
+        match c {
+            '<' => {
+                let Some(end) = rest.find('>') else {
+                    return err(format!("Unclosed start tag at byte offset {i}"));
+                };
+                let tag = &rest[1..end];
+                if let Some(name) = tag.strip_prefix('/') {
+                    match open.pop() {
+                        Some(top) if top == name.trim() => {}
+                        Some(top) => {
+                            return err(format!(
+                                "Unmatched end tag at byte offset {i}, expected \"</{top}>\", found \"</{name}>\""
+                            ));
+                        }
+                        None => {
+                            return err(format!("Unexpected end tag at byte offset {i}"));
+                        }
+                    }
+                } else {
+                    let name = tag.split_whitespace().next().unwrap_or("");
+                    if !TAGS.contains(&name) {
+                        return err(format!(
+                            "Unsupported start tag \"{name}\" at byte offset {i}"
+                        ));
+                    }
+                    // Attribute values are quoted and may hold entities but no `<`.
+                    if tag.contains('<') || !tag.matches('"').count().is_multiple_of(2) {
+                        return err(format!("Bad attribute in tag at byte offset {i}"));
+                    }
+                    open.push(name.to_string());
+                }
+                i += end + 1;
+            }
+            '>' => return err(format!("Unexpected \">\" at byte offset {i}")),
+            '&' => {
+                let decoded = rest
+                    .find(';')
+                    .filter(|end| *end <= 10)
+                    .and_then(|end| entity(&rest[1..end]).map(|c| (c, end)));
+                let Some((ch, end)) = decoded else {
+                    return err(format!(
+                        "Can't find end of the entity starting at byte offset {i}"
+                    ));
+                };
+                out.push(ch);
+                i += end + 1;
+            }
+            c => {
+                out.push(c);
+                i += c.len_utf8();
+            }
+        }
+    }
+    if let Some(tag) = open.pop() {
+        return err(format!(
+            "Can't find end tag corresponding to start tag \"{tag}\""
+        ));
+    }
+    Ok(out)
+}
+
+/// Why Telegram would refuse this call, if it would.
+pub fn refusal(method: &str, params: &Value) -> Option<String> {
+    if matches!(method, "sendMessage" | "editMessageText") {
+        let text = params["text"].as_str().unwrap_or("");
+        let shown = if params["parse_mode"] == "HTML" {
+            match parse_html(text) {
+                Ok(s) => s,
+                Err(e) => return Some(e),
+            }
+        } else {
+            text.to_string()
+        };
+        if shown.trim().is_empty() {
+            return Some("Bad Request: message text is empty".into());
+        }
+        if shown.encode_utf16().count() > 4096 {
+            return Some("Bad Request: message is too long".into());
+        }
+    }
+    if let Some(rows) = params["reply_markup"]["inline_keyboard"].as_array() {
+        for b in rows
+            .iter()
+            .flat_map(|r| r.as_array().cloned().unwrap_or_default())
+        {
+            if b["text"].as_str().is_none_or(str::is_empty) {
+                return Some(
+                    "Bad Request: text buttons are unallowed in the inline keyboard".into(),
+                );
+            }
+            if let Some(d) = b.get("callback_data")
+                && !d.as_str().is_some_and(|d| (1..=64).contains(&d.len()))
+            {
+                return Some("Bad Request: BUTTON_DATA_INVALID".into());
+            }
+        }
+    }
+    if method == "answerCallbackQuery"
+        && params["text"]
+            .as_str()
+            .is_some_and(|t| t.encode_utf16().count() > 200)
+    {
+        return Some("Bad Request: MESSAGE_TOO_LONG".into());
+    }
+    None
 }
 
 /// Reads the text fields of a `multipart/form-data` body (teloxide sends `setWebhook` so)
@@ -150,6 +321,15 @@ async fn api(
     if bot != format!("bot{TOKEN}") {
         return error(401, "Unauthorized", None);
     }
+    if let Some(why) = refusal(&method, &params) {
+        inner
+            .refused
+            .lock()
+            .unwrap()
+            .push((method.clone(), why.clone(), params));
+        inner.changed.notify_waiters();
+        return error(400, &why, None);
+    }
     // sendMessage ids are assigned when the call arrives, so tests can match calls to ids.
     let message_id =
         (method == "sendMessage").then(|| inner.next_message.fetch_add(1, Ordering::SeqCst) + 1);
@@ -197,13 +377,13 @@ async fn api(
                 params["text"].as_str().unwrap_or_default(),
             ))
         }
-        "editMessageText" => {
+        "editMessageText" | "editMessageReplyMarkup" => {
             let chat_id = params["chat_id"].as_i64().unwrap_or(0);
             let id = params["message_id"].as_i64().unwrap_or(0);
             ok(bot_message(
                 chat_id,
                 id,
-                params["text"].as_str().unwrap_or_default(),
+                params["text"].as_str().unwrap_or("prompt"),
             ))
         }
         "getUpdates" => {
@@ -241,7 +421,16 @@ impl FakeTelegram {
         Self { url, inner }
     }
 
-    /// Every call of `method` so far, in order.
+    /// The calls refused as Telegram would refuse them (method, reason); taking them tells
+    /// the fake they were expected.
+    pub fn take_refusals(&self) -> Vec<(String, String)> {
+        std::mem::take(&mut *self.inner.refused.lock().unwrap())
+            .into_iter()
+            .map(|(m, why, _)| (m, why))
+            .collect()
+    }
+
+    /// Every accepted call of `method` so far, in order (refused ones are not among them).
     pub fn calls(&self, method: &str) -> Vec<Call> {
         self.inner
             .calls
@@ -255,7 +444,18 @@ impl FakeTelegram {
 
     /// Waits until `pred` holds for the calls of `method`, and returns them.
     pub async fn wait_for(&self, method: &str, pred: impl Fn(&[Call]) -> bool) -> Vec<Call> {
-        let deadline = Instant::now() + Duration::from_secs(15);
+        self.wait_for_within(method, Duration::from_secs(15), pred)
+            .await
+    }
+
+    /// [`FakeTelegram::wait_for`], giving up after `limit`.
+    pub async fn wait_for_within(
+        &self,
+        method: &str,
+        limit: Duration,
+        pred: impl Fn(&[Call]) -> bool,
+    ) -> Vec<Call> {
+        let deadline = Instant::now() + limit;
         loop {
             let changed = self.inner.changed.notified();
             let calls = self.calls(method);
@@ -264,11 +464,12 @@ impl FakeTelegram {
             }
             if tokio::time::timeout_at(deadline, changed).await.is_err() {
                 panic!(
-                    "timed out waiting for {method} calls; got {:#?}",
+                    "timed out waiting for {method} calls; got {:#?}; refused: {:#?}",
                     self.calls(method)
                         .iter()
                         .map(|c| &c.params)
-                        .collect::<Vec<_>>()
+                        .collect::<Vec<_>>(),
+                    self.inner.refused.lock().unwrap()
                 );
             }
         }
@@ -311,7 +512,12 @@ impl FakeTelegram {
 
     /// Queues an update for `getUpdates`.
     pub fn push_update(&self, update: Value) {
-        self.inner.updates.lock().unwrap().push_back(update);
+        self.push_updates(vec![update]);
+    }
+
+    /// Queues updates so that one `getUpdates` answer carries them all, in this order.
+    pub fn push_updates(&self, updates: Vec<Value>) {
+        self.inner.updates.lock().unwrap().extend(updates);
         self.inner.update_arrived.notify_waiters();
     }
 }
