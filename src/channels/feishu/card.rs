@@ -382,6 +382,10 @@ impl Cards {
                 "imrelay cannot record your answer right now; please try again",
             ),
             Text::Invalid => self.t("回答无效：", "Invalid answer: "),
+            Text::StillWorking => self.t(
+                "仍在处理这次点击，完成后卡片会显示结果",
+                "Still working on this click: the card will show the outcome when it is done",
+            ),
         }
     }
 
@@ -627,6 +631,8 @@ pub enum Text {
     StoreDown,
     /// Prefix of a validation error.
     Invalid,
+    /// The click is still being handled when the platform stops waiting.
+    StillWorking,
 }
 
 /// A callback answer carrying a toast and, optionally, the card that replaces the clicked one.

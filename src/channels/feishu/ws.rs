@@ -38,8 +38,6 @@ const MAX_BACKOFF: Duration = Duration::from_secs(300);
 const PARTS_TTL: Duration = Duration::from_secs(10);
 /// Most messages being reassembled at once.
 const MAX_PARTIAL: usize = 256;
-/// The handler must answer well inside the platform's 3-second window.
-const HANDLER_BUDGET: Duration = Duration::from_millis(2500);
 
 /// The connection settings in force (the platform's, with local defaults).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -406,21 +404,7 @@ impl LongConnection {
             let started = Instant::now();
             let reply = match (kind.as_str(), serde_json::from_slice::<Value>(&payload)) {
                 ("event" | "card", Ok(envelope)) => {
-                    match tokio::time::timeout(
-                        HANDLER_BUDGET,
-                        callbacks.handle(&envelope, Source::LongConnection),
-                    )
-                    .await
-                    {
-                        Ok(r) => Some(r),
-                        Err(_) => {
-                            tracing::error!(
-                                message_id,
-                                "feishu: a callback took too long to handle"
-                            );
-                            None
-                        }
-                    }
+                    Some(callbacks.handle(envelope, Source::LongConnection).await)
                 }
                 (_, Err(e)) => {
                     tracing::warn!(message_id, error = %e, "feishu: a data frame that is not JSON");

@@ -12,8 +12,9 @@ use serde_json::{Value, json};
 
 use super::fake::APP_SECRET;
 use super::fake_ws::{FakePlatform, SERVICE, data_frame, eventually};
+use super::gate::GatedStore;
 use super::{APPROVER, CHAT, button_value, card_for, click, event_id, tagged};
-use crate::support::{TestApp, fixture, spawn_with};
+use crate::support::{TestApp, fixture, settings, spawn_on, spawn_with};
 
 fn enable_ws(s: &mut Settings, p: &FakePlatform) {
     let f = &mut s.feishu;
@@ -204,7 +205,7 @@ async fn a_multi_part_message_is_reassembled() {
 }
 
 #[tokio::test]
-async fn a_dropped_connection_reconnects_and_a_duplicate_event_is_ignored() {
+async fn a_dropped_connection_reconnects_and_a_duplicate_event_gets_the_original_reply() {
     let p = FakePlatform::start().await;
     let app = spawn_with(|s| enable_ws(s, &p)).await;
     eventually("connected", || {
@@ -239,14 +240,15 @@ async fn a_dropped_connection_reconnects_and_a_duplicate_event_is_ignored() {
         "the drop is reported: {h}"
     );
 
-    // The platform re-delivers the event after the reconnect (under a new message id).
+    // The platform re-delivers the event after the reconnect (under a new message id): it is
+    // answered as the first delivery was, and changes nothing.
     let (_, again) = click_over_ws(
         &p,
         "msg-b",
-        &click(&eid, APPROVER, &button_value(&card, "deny"), None),
+        &click(&eid, APPROVER, &button_value(&card, "approve"), None),
     )
     .await;
-    assert_eq!(again, json!({}), "a duplicate is acked and ignored");
+    assert_eq!(again, first, "the original toast and card");
     let (_, body) = app.get("/v1/interactions/toolu_drop").await;
     assert_eq!(body["resolution"]["outcome"], "allowed");
     assert!(
@@ -254,6 +256,73 @@ async fn a_dropped_connection_reconnects_and_a_duplicate_event_is_ignored() {
             .await
             .contains("imrelay_feishu_callbacks_total{result=\"duplicate\"} 1")
     );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_slow_click_is_acked_in_time_finished_anyway_and_its_redelivery_gets_the_outcome() {
+    let p = FakePlatform::start().await;
+    let store = GatedStore::new();
+    let mut s = settings();
+    enable_ws(&mut s, &p);
+    let app = spawn_on(s, store.clone()).await;
+    eventually("connected", || {
+        p.ws.connections.load(std::sync::atomic::Ordering::SeqCst) == 1
+    })
+    .await;
+    app.create_bash("toolu_slow", "ls").await;
+    let (_, card) = card_for(&p.openapi, "toolu_slow").await;
+    let approve = click(&event_id(), APPROVER, &button_value(&card, "approve"), None);
+
+    // The answer's write is held past the platform's window: the ack still goes out in time,
+    // saying the click is being worked on.
+    store.close();
+    let (_, first) = click_over_ws(&p, "msg-slow-1", &approve).await;
+    assert_eq!(store.waiting(), 1);
+    assert_eq!(first["toast"]["type"], "info", "{first}");
+    assert!(
+        first["toast"]["content"]
+            .as_str()
+            .unwrap()
+            .contains("Still working"),
+        "{first}"
+    );
+    assert!(first.get("card").is_none());
+
+    // The platform delivers the click again while the first is still held: it waits for the
+    // first one's outcome instead of being dismissed as a duplicate.
+    let mut envelope = approve.clone();
+    envelope["header"]["token"] = json!("");
+    p.ws.send(&data_frame(
+        "msg-slow-2",
+        1,
+        0,
+        envelope.to_string().as_bytes(),
+    ));
+    for _ in 0..500 {
+        if metrics(&app)
+            .await
+            .contains("imrelay_feishu_callbacks_total{result=\"duplicate\"} 1")
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(
+        metrics(&app)
+            .await
+            .contains("imrelay_feishu_callbacks_total{result=\"duplicate\"} 1"),
+        "the second delivery joined the first"
+    );
+    assert!(p.ws.acks("msg-slow-2").is_empty(), "still waiting");
+    store.open();
+    eventually("the second ack", || !p.ws.acks("msg-slow-2").is_empty()).await;
+    let second = ack_reply(&p.ws.acks("msg-slow-2")[0]);
+    assert_eq!(second["toast"]["type"], "success", "{second}");
+    assert_eq!(second["card"]["data"]["header"]["template"], "green");
+    let (_, body) = app.get("/v1/interactions/toolu_slow").await;
+    assert_eq!(body["resolution"]["outcome"], "allowed");
+    assert_eq!(store.waiting(), 1, "handled once");
     app.stop().await;
 }
 
