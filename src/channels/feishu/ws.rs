@@ -5,8 +5,12 @@
 //! platform gives (and apply any config a pong carries), reassemble multi-part messages, hand
 //! every event to the same [`Callbacks`] handler the webhook endpoint uses, and ack each data
 //! frame with the handler's reply (base64 JSON in `data`). On any drop it reconnects after the
-//! platform's jitter and a bounded, jittered backoff, logging why. Duplicate deliveries after a
-//! reconnect are caught by the handler's event-id deduplication, which lives in the store.
+//! platform's jitter and a bounded, jittered backoff that starts over only after a connection
+//! that lasted, logging why. Duplicate deliveries after a reconnect are recognised by the
+//! handler's event-id deduplication, which lives in the store.
+//!
+//! Everything that comes from the platform is bounded: connection settings, connect time,
+//! message size and multi-part reassembly ([`Reassembly`]).
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
