@@ -114,14 +114,33 @@ pub struct ClientConfig {
     #[serde(rename = "ReconnectCount", default)]
     pub reconnect_count: Option<i64>,
     /// Seconds between reconnect attempts.
-    #[serde(rename = "ReconnectInterval", default)]
-    pub reconnect_interval: Option<u64>,
+    #[serde(
+        rename = "ReconnectInterval",
+        default,
+        deserialize_with = "lenient_secs"
+    )]
+    pub reconnect_interval: Option<i64>,
     /// Upper bound of the random delay before the first reconnect attempt, seconds.
-    #[serde(rename = "ReconnectNonce", default)]
-    pub reconnect_nonce: Option<u64>,
+    #[serde(rename = "ReconnectNonce", default, deserialize_with = "lenient_secs")]
+    pub reconnect_nonce: Option<i64>,
     /// Seconds between pings.
-    #[serde(rename = "PingInterval", default)]
-    pub ping_interval: Option<u64>,
+    #[serde(rename = "PingInterval", default, deserialize_with = "lenient_secs")]
+    pub ping_interval: Option<i64>,
+}
+
+/// A number of seconds as the platform writes it, read leniently so that one odd value does
+/// not make the whole endpoint answer unreadable: any JSON number (beyond the range of i64
+/// saturated, fractions cut) or a numeric string; anything else reads as absent. Range checks
+/// are the caller's.
+fn lenient_secs<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    Ok(match Option::<Value>::deserialize(d)? {
+        Some(Value::Number(n)) => n
+            .as_i64()
+            .or_else(|| n.as_u64().map(|_| i64::MAX))
+            .or_else(|| n.as_f64().map(|f| f as i64)),
+        Some(Value::String(s)) => s.trim().parse().ok(),
+        _ => None,
+    })
 }
 
 /// The OpenAPI client.
@@ -459,6 +478,29 @@ mod tests {
         assert_ne!(send_uuid("t1", &a), send_uuid("t1", &b));
         assert_ne!(send_uuid("t1", &a), send_uuid("t2", &a));
         assert!(send_uuid("t1", &a).len() <= 50);
+    }
+
+    #[test]
+    fn client_config_numbers_are_read_leniently() {
+        let c: ClientConfig = serde_json::from_value(json!({
+            "PingInterval": 18446744073709551615u64,
+            "ReconnectInterval": -5,
+            "ReconnectNonce": "30",
+            "ReconnectCount": -1,
+        }))
+        .unwrap();
+        assert_eq!(c.ping_interval, Some(i64::MAX));
+        assert_eq!(c.reconnect_interval, Some(-5));
+        assert_eq!(c.reconnect_nonce, Some(30));
+        let c: ClientConfig =
+            serde_json::from_value(json!({"PingInterval": 1e300, "ReconnectNonce": [1]})).unwrap();
+        assert_eq!(c.ping_interval, Some(i64::MAX));
+        assert_eq!(c.reconnect_nonce, None);
+        let e: Endpoint = serde_json::from_value(
+            json!({"URL": "wss://x/?service_id=1", "ClientConfig": {"PingInterval": -1}}),
+        )
+        .unwrap();
+        assert_eq!(e.config.unwrap().ping_interval, Some(-1));
     }
 
     #[test]

@@ -2,11 +2,15 @@
 //! the webhook endpoint and the long connection), and the webhook endpoint itself
 //! (`url_verification`, decryption, the `X-Lark-Signature` and Verification Token checks).
 //!
-//! The handler does its work inline, without network calls: a store write for the
-//! deduplication key and one for the answer. Its reply carries a toast and, when the
-//! interaction is resolved, the resolved card that replaces the clicked one at once.
+//! The handler makes no network calls: a store write for the deduplication key and one for
+//! the answer. It runs on a task of its own, so a click is always handled to the end even when
+//! the platform stops waiting or drops the connection. Its reply carries a toast and, when the
+//! interaction is resolved, the resolved card that replaces the clicked one at once. A click
+//! delivered again gets the same reply as the first delivery.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -18,6 +22,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use serde_json::{Map, Value, json};
+use tokio::sync::watch;
 
 use super::card::{self, Action, Cards, Text, other_field, select_field};
 use super::crypto;
@@ -32,7 +37,9 @@ use crate::store::Store;
 /// The event type of a card click.
 pub const CARD_ACTION: &str = "card.action.trigger";
 /// How far a signed request's timestamp may be from now, seconds.
-pub const MAX_SKEW_SECS: i64 = 300;
+pub const MAX_SKEW_SECS: u64 = 300;
+/// How long a caller waits for a click's reply: well inside the platform's 3-second window.
+pub const REPLY_BUDGET: Duration = Duration::from_millis(2500);
 /// How long event ids are remembered for deduplication.
 const DEDUPE_HOURS: i64 = 24;
 /// The deduplication scope in the store.
@@ -50,7 +57,7 @@ pub enum Source {
 /// Labels of the card-click counter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
-    /// `resolved`, `already_resolved`, `refused`, `invalid`, `duplicate`, `ignored`, ...
+    /// `resolved`, `already_resolved`, `refused`, `invalid`, `duplicate`, `slow`, `ignored`, ...
     pub result: String,
 }
 
@@ -62,6 +69,9 @@ pub struct Callbacks {
     cards: Cards,
     secret: Vec<u8>,
     results: Family<ResultLabels, Counter>,
+    // Clicks being handled, by event id, with where their reply will appear. A std mutex:
+    // never held across an await.
+    running: Mutex<HashMap<String, watch::Receiver<Option<Value>>>>,
 }
 
 impl Callbacks {
@@ -80,6 +90,7 @@ impl Callbacks {
             cards,
             secret,
             results: Family::default(),
+            running: Mutex::new(HashMap::new()),
         }
     }
 
@@ -100,8 +111,14 @@ impl Callbacks {
         card::reply(kind, text, card)
     }
 
-    /// Handles one decrypted, authenticated event envelope and returns the reply body.
-    pub async fn handle(&self, envelope: &Value, source: Source) -> Value {
+    /// Handles one decrypted, authenticated event envelope and returns the reply body, within
+    /// [`REPLY_BUDGET`].
+    ///
+    /// The work runs on a task of its own, so it is finished even if the caller goes away (a
+    /// timed-out acknowledgement, a dropped HTTP connection). A delivery of an event that is
+    /// still being handled waits for the same reply; a delivery after it finished is handled
+    /// again, which the registry makes harmless: see [`Callbacks::click`].
+    pub async fn handle(self: &Arc<Self>, envelope: Value, source: Source) -> Value {
         let header = &envelope["header"];
         let event_type = header["event_type"].as_str().unwrap_or_default();
         if envelope["schema"].as_str() != Some("2.0") || event_type != CARD_ACTION {
@@ -113,35 +130,112 @@ impl Callbacks {
             self.count("ignored");
             return json!({});
         }
-        let Some(event_id) = header["event_id"].as_str().filter(|e| !e.is_empty()) else {
+        let Some(event_id) = header["event_id"]
+            .as_str()
+            .filter(|e| !e.is_empty())
+            .map(str::to_string)
+        else {
             tracing::warn!(?source, "feishu: a card click without an event_id; ignored");
             self.count("ignored");
             return json!({});
         };
+        let mut reply = self.start(event_id.clone(), envelope, source);
+        match tokio::time::timeout(REPLY_BUDGET, reply.wait_for(Option::is_some)).await {
+            Ok(Ok(done)) => done.clone().unwrap_or_default(),
+            Ok(Err(_)) => {
+                // The task ended without a reply: it panicked (and was logged).
+                self.count("error");
+                self.toast("error", self.cards.text(Text::StoreDown), None)
+            }
+            Err(_) => {
+                tracing::warn!(
+                    event_id,
+                    ?source,
+                    "feishu: a card click is taking longer than the platform waits; it is still being handled"
+                );
+                self.count("slow");
+                self.toast("info", self.cards.text(Text::StillWorking), None)
+            }
+        }
+    }
+
+    /// The reply to event `event_id` once it is known: joins the task already handling it, or
+    /// starts one.
+    fn start(
+        self: &Arc<Self>,
+        event_id: String,
+        envelope: Value,
+        source: Source,
+    ) -> watch::Receiver<Option<Value>> {
+        let mut running = self.running();
+        if let Some(reply) = running.get(&event_id) {
+            tracing::info!(
+                event_id,
+                ?source,
+                "feishu: a card click delivered again while the first delivery is being handled; both get its reply"
+            );
+            self.count("duplicate");
+            return reply.clone();
+        }
+        let (tx, rx) = watch::channel(None);
+        running.insert(event_id.clone(), rx.clone());
+        drop(running);
+        let this = self.clone();
+        tokio::spawn(async move {
+            // Forgets the event when the task ends, however it ends.
+            let _running = Running {
+                callbacks: this.clone(),
+                event_id: event_id.clone(),
+            };
+            let reply = this.process(&envelope, &event_id, source).await;
+            tx.send_replace(Some(reply));
+        });
+        rx
+    }
+
+    fn running(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<String, watch::Receiver<Option<Value>>>> {
+        self.running.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records the event id, then handles the click.
+    async fn process(&self, envelope: &Value, event_id: &str, source: Source) -> Value {
         let expires = jiff::Timestamp::now()
             .checked_add(jiff::SignedDuration::from_hours(DEDUPE_HOURS))
             .unwrap_or(jiff::Timestamp::MAX);
-        match self
+        let again = match self
             .store
             .first_sighting(DEDUPE_SCOPE, event_id, expires)
             .await
         {
-            Ok(true) => {}
-            Ok(false) => {
-                tracing::info!(
-                    event_id,
-                    ?source,
-                    "feishu: duplicate delivery of a card click ignored"
-                );
-                self.count("duplicate");
-                return json!({});
-            }
+            Ok(first) => !first,
             Err(e) => {
-                tracing::error!(error = %e, "feishu: cannot record a card click");
-                self.count("error");
-                return self.toast("error", self.cards.text(Text::StoreDown), None);
+                // Better to act than to drop a click: the registry still lets one answer win.
+                tracing::warn!(error = %e, "feishu: cannot check a card click for re-delivery; handling it as new");
+                false
             }
+        };
+        if again {
+            tracing::info!(
+                event_id,
+                ?source,
+                "feishu: a card click delivered again; answering with its outcome"
+            );
         }
+        let (reply, result) = self.click(envelope, again).await;
+        self.count(if again { "duplicate" } else { result });
+        reply
+    }
+
+    /// Handles one click; returns the reply and the result to count.
+    ///
+    /// `again` says the event id was seen before. Handling it again is safe: the registry lets
+    /// only the first answer win, and the button's MAC binds it to one interaction and action,
+    /// so a repeat can only do what the first delivery was meant to do (and did not, if it was
+    /// cut short by a crash). A repeat is not audited again, and the person whose click
+    /// resolved the interaction is told so again rather than "already answered".
+    async fn click(&self, envelope: &Value, again: bool) -> (Value, &'static str) {
         let event = &envelope["event"];
         let open_id = event["operator"]["open_id"].as_str().unwrap_or_default();
         let user_id = event["operator"]["user_id"].as_str().unwrap_or_default();
@@ -159,27 +253,42 @@ impl Callbacks {
             let claimed = action["value"]["id"]
                 .as_str()
                 .and_then(|s| InteractionId::parse(s).ok());
-            self.registry
-                .refused(
-                    claimed.as_ref(),
-                    actor,
-                    &via,
-                    "card data failed its integrity check",
-                )
-                .await;
-            self.count("refused");
-            return self.toast("error", self.cards.text(Text::BadButton), None);
+            if !again {
+                self.registry
+                    .refused(
+                        claimed.as_ref(),
+                        actor,
+                        &via,
+                        "card data failed its integrity check",
+                    )
+                    .await;
+            }
+            return (
+                self.toast("error", self.cards.text(Text::BadButton), None),
+                "refused",
+            );
         };
         let by = if self.settings.is_approver(open_id) {
             open_id
         } else if self.settings.is_approver(user_id) {
             user_id
         } else {
-            self.registry
-                .refused(Some(&id), actor, &via, "not on the feishu approver list")
-                .await;
-            self.count("refused");
-            return self.toast("error", self.cards.text(Text::NotApprover), None);
+            if !again {
+                self.registry
+                    .refused(Some(&id), actor, &via, "not on the feishu approver list")
+                    .await;
+            }
+            return (
+                self.toast("error", self.cards.text(Text::NotApprover), None),
+                "refused",
+            );
+        };
+        let resolved = |i: &Arc<Interaction>| {
+            if again && answered_by(i, by, what) {
+                (self.answered(i), "resolved")
+            } else {
+                (self.already(i), "already_resolved")
+            }
         };
 
         let answer = match what {
@@ -199,7 +308,7 @@ impl Callbacks {
                     Err(e) => return self.failed(&e),
                 };
                 if !current.is_pending() {
-                    return self.already(&current);
+                    return resolved(&current);
                 }
                 let form = action["form_value"]
                     .as_object()
@@ -208,11 +317,13 @@ impl Callbacks {
                 match self.answers_from_form(&current, &form) {
                     Ok(a) => Answer::Answers(a),
                     Err(msg) => {
-                        self.count("invalid");
-                        return self.toast(
-                            "error",
-                            &format!("{}{msg}", self.cards.text(Text::Invalid)),
-                            None,
+                        return (
+                            self.toast(
+                                "error",
+                                &format!("{}{msg}", self.cards.text(Text::Invalid)),
+                                None,
+                            ),
+                            "invalid",
                         );
                     }
                 }
@@ -223,36 +334,33 @@ impl Callbacks {
             .respond(&id, answer, Responder::new(by, via))
             .await
         {
-            Ok(i) => {
-                self.count("resolved");
-                let text = match i.resolution.as_ref().map(|r| r.outcome) {
-                    Some(Outcome::Allowed) => Text::Allowed,
-                    Some(Outcome::Answered) => Text::Answered,
-                    _ if i.kind == Kind::Question => Text::Declined,
-                    _ => Text::Denied,
-                };
-                self.toast(
-                    "success",
-                    self.cards.text(text),
-                    Some(self.cards.render(&i)),
-                )
-            }
-            Err(RegistryError::AlreadyResolved(i)) => self.already(&i),
+            Ok(i) => (self.answered(&i), "resolved"),
+            Err(RegistryError::AlreadyResolved(i)) => resolved(&i),
             Err(RegistryError::NotFound(_)) => self.not_found(),
-            Err(RegistryError::Invalid(v)) => {
-                self.count("invalid");
+            Err(RegistryError::Invalid(v)) => (
                 self.toast(
                     "error",
                     &format!("{}{}", self.cards.text(Text::Invalid), v.message),
                     None,
-                )
-            }
+                ),
+                "invalid",
+            ),
             Err(e) => self.failed(&e),
         }
     }
 
-    fn already(&self, i: &Arc<Interaction>) -> Value {
-        self.count("already_resolved");
+    /// The reply to the click that resolved `i`: the outcome and the resolved card.
+    fn answered(&self, i: &Interaction) -> Value {
+        let text = match i.resolution.as_ref().map(|r| r.outcome) {
+            Some(Outcome::Allowed) => Text::Allowed,
+            Some(Outcome::Answered) => Text::Answered,
+            _ if i.kind == Kind::Question => Text::Declined,
+            _ => Text::Denied,
+        };
+        self.toast("success", self.cards.text(text), Some(self.cards.render(i)))
+    }
+
+    fn already(&self, i: &Interaction) -> Value {
         self.toast(
             "info",
             &self.cards.already_toast(i),
@@ -260,15 +368,19 @@ impl Callbacks {
         )
     }
 
-    fn not_found(&self) -> Value {
-        self.count("not_found");
-        self.toast("error", self.cards.text(Text::NotFound), None)
+    fn not_found(&self) -> (Value, &'static str) {
+        (
+            self.toast("error", self.cards.text(Text::NotFound), None),
+            "not_found",
+        )
     }
 
-    fn failed(&self, e: &RegistryError) -> Value {
+    fn failed(&self, e: &RegistryError) -> (Value, &'static str) {
         tracing::error!(error = %e, "feishu: cannot record an answer");
-        self.count("error");
-        self.toast("error", self.cards.text(Text::StoreDown), None)
+        (
+            self.toast("error", self.cards.text(Text::StoreDown), None),
+            "error",
+        )
     }
 
     /// The interaction and action a button value names, if its MAC checks out.
@@ -339,6 +451,33 @@ impl Callbacks {
             out.insert(n.to_string(), value);
         }
         Ok(out)
+    }
+}
+
+/// Whether `i` was resolved through Feishu by `by` with the outcome `what` asks for: the
+/// click being delivered again is the one that resolved it.
+fn answered_by(i: &Interaction, by: &str, what: Action) -> bool {
+    i.resolution.as_ref().is_some_and(|r| {
+        r.via == Via::feishu()
+            && r.by.as_deref() == Some(by)
+            && matches!(
+                (what, r.outcome),
+                (Action::Allow, Outcome::Allowed)
+                    | (Action::Deny, Outcome::Denied)
+                    | (Action::Answer, Outcome::Answered)
+            )
+    })
+}
+
+/// Removes an event from the running set when its task ends.
+struct Running {
+    callbacks: Arc<Callbacks>,
+    event_id: String,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.callbacks.running().remove(&self.event_id);
     }
 }
 
@@ -413,7 +552,7 @@ impl Webhook {
                 .refuse("the X-Lark-Request-Timestamp is not a number")
                 .await);
         };
-        if (jiff::Timestamp::now().as_second() - sent).abs() > MAX_SKEW_SECS {
+        if jiff::Timestamp::now().as_second().abs_diff(sent) > MAX_SKEW_SECS {
             return Err(self
                 .refuse("the request timestamp is stale (more than 5 minutes from now): a replay or a wrong clock")
                 .await);
@@ -453,6 +592,10 @@ impl Webhook {
             };
             let plain = match crypto::decrypt(key, encrypted) {
                 Ok(p) => p,
+                // It decrypted with our key, so it is no forgery, only malformed.
+                Err(e @ crypto::DecryptError::Utf8) => {
+                    return Err(ApiError::bad_request(e.to_string()));
+                }
                 Err(e) => return Err(self.refuse(&e.to_string()).await),
             };
             serde_json::from_str(&plain).map_err(|e| {
@@ -472,7 +615,7 @@ impl Webhook {
         }
         self.check_token(payload["header"]["token"].as_str())
             .await?;
-        let reply = self.callbacks.handle(&payload, Source::Webhook).await;
+        let reply = self.callbacks.handle(payload, Source::Webhook).await;
         Ok((StatusCode::OK, axum::Json(reply)).into_response())
     }
 }

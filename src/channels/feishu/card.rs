@@ -15,8 +15,13 @@ use crate::interaction::{
     Interaction, Kind, Outcome, PermissionResult, Question, Resolution, parse_questions,
 };
 
-/// Largest card JSON the platform accepts is 30 KB; stay below it with room for the envelope.
-pub const MAX_CARD_BYTES: usize = 28 * 1024;
+/// The platform refuses a card message whose request body exceeds 30 KB. The card travels as a
+/// JSON string inside that body (escaped a second time), so this is what is measured; read
+/// as 30,000 bytes so either meaning of "KB" is respected.
+pub const MAX_REQUEST_BYTES: usize = 30_000;
+/// Room kept in the request body for everything but the card: `receive_id` (an email can be
+/// long), `msg_type`, `uuid` and the JSON around them.
+pub const ENVELOPE_BYTES: usize = 1024;
 /// Characters of tool input shown before cutting (reduced further if the card is too big).
 pub const INPUT_CHARS: usize = 6000;
 /// Longest text input accepted in a card form (the platform's maximum).
@@ -86,10 +91,90 @@ fn grey_div(content: impl Into<String>) -> Value {
     json!({"tag": "div", "text": {"tag": "plain_text", "content": content.into(), "text_color": "grey", "text_size": "notation"}})
 }
 
+/// `text` with a zero-width space after every second backtick in a row, so that no run of
+/// three (a code fence) survives, however long the run was.
+fn break_fences(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut run = 0;
+    for c in text.chars() {
+        if c == '`' {
+            if run == 2 {
+                out.push('\u{200b}');
+                run = 0;
+            }
+            run += 1;
+        } else {
+            run = 0;
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// A fenced code block whose content cannot close the fence early.
 fn code_block(text: &str) -> Value {
-    let safe = text.replace("```", "`\u{200b}``");
+    let safe = break_fences(text);
     json!({"tag": "markdown", "content": format!("```json\n{safe}\n```")})
+}
+
+/// The length of `s` written as a JSON string literal, as serde_json writes it (quotes,
+/// `\"`, `\\`, short escapes for common control characters, `\u00XX` for the others).
+fn json_string_len(s: &str) -> usize {
+    2 + s
+        .bytes()
+        .map(|b| match b {
+            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 2,
+            0..=0x1f => 6,
+            _ => 1,
+        })
+        .sum::<usize>()
+}
+
+/// The bytes `card` takes in a send or update request body: the card's JSON, escaped again as
+/// the `content` string, plus [`ENVELOPE_BYTES`].
+pub fn request_bytes(card: &Value) -> usize {
+    json_string_len(&card.to_string()) + ENVELOPE_BYTES
+}
+
+/// How many characters of each kind of untrusted text a card shows. A card that does not fit
+/// the request limit is rebuilt with a smaller budget, step by step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Budget {
+    /// Tool input (approvals).
+    input: usize,
+    /// Each option's description (questions); 0 leaves descriptions out.
+    option: usize,
+    /// Each question's text, and each answer on a resolved question card.
+    question: usize,
+    /// The interaction's title, description and deny reason (the context line gets less).
+    text: usize,
+}
+
+impl Budget {
+    const FULL: Budget = Budget {
+        input: INPUT_CHARS,
+        option: 300,
+        question: 500,
+        text: 1000,
+    };
+
+    /// The next smaller budget for a card of `kind`, or `None` at the floor. Tool input goes
+    /// first, then option descriptions (down to none), then question texts, then the rest.
+    fn shrink(self, kind: Kind) -> Option<Budget> {
+        let mut b = self;
+        if kind == Kind::Approval && b.input > 200 {
+            b.input /= 2;
+        } else if kind == Kind::Question && b.option > 0 {
+            b.option = if b.option > 40 { b.option / 2 } else { 0 };
+        } else if kind == Kind::Question && b.question > 60 {
+            b.question = (b.question / 2).max(60);
+        } else if b.text > 100 {
+            b.text = (b.text / 2).max(100);
+        } else {
+            return None;
+        }
+        Some(b)
+    }
 }
 
 fn is_open_id(s: &str) -> bool {
@@ -155,15 +240,22 @@ impl Cards {
         b
     }
 
-    /// The card for `i` as it stands: pending with buttons, or resolved without.
+    /// The card for `i` as it stands: pending with buttons, or resolved without. Untrusted text
+    /// is cut until the request carrying the card fits [`MAX_REQUEST_BYTES`].
     pub fn render(&self, i: &Interaction) -> Value {
-        let mut budget = INPUT_CHARS;
+        let mut budget = Budget::FULL;
         loop {
             let card = self.build(i, budget);
-            if card.to_string().len() <= MAX_CARD_BYTES || budget <= 200 {
+            if request_bytes(&card) <= MAX_REQUEST_BYTES {
                 return card;
             }
-            budget /= 2;
+            match budget.shrink(i.kind) {
+                Some(smaller) => budget = smaller,
+                None => {
+                    tracing::warn!(id = %i.id, bytes = request_bytes(&card), "feishu: a card is over the size limit even with every text cut");
+                    return card;
+                }
+            }
         }
     }
 
@@ -290,19 +382,23 @@ impl Cards {
                 "imrelay cannot record your answer right now; please try again",
             ),
             Text::Invalid => self.t("回答无效：", "Invalid answer: "),
+            Text::StillWorking => self.t(
+                "仍在处理这次点击，完成后卡片会显示结果",
+                "Still working on this click: the card will show the outcome when it is done",
+            ),
         }
     }
 
-    fn context(&self, i: &Interaction, out: &mut Vec<Value>) {
+    fn context(&self, i: &Interaction, b: Budget, out: &mut Vec<Value>) {
         let ctx = render::context_line(i);
         if !ctx.is_empty() {
-            out.push(grey_div(short(&ctx, 400)));
+            out.push(grey_div(short(&ctx, b.text * 2 / 5)));
         }
         if let Some(t) = i.title.as_deref().filter(|t| !t.trim().is_empty()) {
-            out.push(div(short(t, 500)));
+            out.push(div(short(t, b.text / 2)));
         }
         if let Some(d) = i.description.as_deref().filter(|d| !d.trim().is_empty()) {
-            out.push(div(short(d, 1000)));
+            out.push(div(short(d, b.text)));
         }
     }
 
@@ -317,7 +413,7 @@ impl Cards {
         ))
     }
 
-    fn resolution_lines(&self, i: &Interaction, r: &Resolution, out: &mut Vec<Value>) {
+    fn resolution_lines(&self, i: &Interaction, r: &Resolution, b: Budget, out: &mut Vec<Value>) {
         let at = format_time(r.at);
         match r.by.as_deref() {
             Some(by) if is_open_id(by) && !matches!(r.outcome, Outcome::Expired | Outcome::Cancelled) => {
@@ -332,7 +428,7 @@ impl Cards {
                 out.push(div(format!(
                     "{}{}",
                     self.t("原因：", "Reason: "),
-                    short(message, 1000)
+                    short(message, b.text)
                 )));
             }
             (PermissionResult::Allow { updated_input, .. }, Outcome::Answered) => {
@@ -341,7 +437,11 @@ impl Cards {
                 {
                     for q in &qs {
                         if let Some(a) = answers.get(&q.question).and_then(Value::as_str) {
-                            out.push(div(format!("{} → {}", short(&q.header, 40), short(a, 500))));
+                            out.push(div(format!(
+                                "{} → {}",
+                                short(&q.header, 40),
+                                short(a, b.question)
+                            )));
                         }
                     }
                 }
@@ -350,12 +450,12 @@ impl Cards {
         }
     }
 
-    fn build(&self, i: &Interaction, input_budget: usize) -> Value {
+    fn build(&self, i: &Interaction, budget: Budget) -> Value {
         let mut elements = Vec::new();
-        self.context(i, &mut elements);
+        self.context(i, budget, &mut elements);
         match i.kind {
-            Kind::Approval => self.approval_body(i, input_budget, &mut elements),
-            Kind::Question => self.question_body(i, &mut elements),
+            Kind::Approval => self.approval_body(i, budget, &mut elements),
+            Kind::Question => self.question_body(i, budget, &mut elements),
         }
         json!({
             "schema": "2.0",
@@ -371,8 +471,8 @@ impl Cards {
         })
     }
 
-    fn approval_body(&self, i: &Interaction, budget: usize, out: &mut Vec<Value>) {
-        let excerpt = pretty_input(&i.input, budget);
+    fn approval_body(&self, i: &Interaction, budget: Budget, out: &mut Vec<Value>) {
+        let excerpt = pretty_input(&i.input, budget.input);
         out.push(code_block(&excerpt.text));
         if excerpt.cut > 0 {
             out.push(grey_div(if self.zh() {
@@ -388,7 +488,7 @@ impl Cards {
             }));
         }
         match &i.resolution {
-            Some(r) => self.resolution_lines(i, r, out),
+            Some(r) => self.resolution_lines(i, r, budget, out),
             None => {
                 out.push(self.deadline_line(i));
                 out.push(json!({
@@ -420,7 +520,7 @@ impl Cards {
         }
     }
 
-    fn question_body(&self, i: &Interaction, out: &mut Vec<Value>) {
+    fn question_body(&self, i: &Interaction, budget: Budget, out: &mut Vec<Value>) {
         let questions = parse_questions(&i.input).unwrap_or_default();
         match &i.resolution {
             Some(r) => {
@@ -428,15 +528,15 @@ impl Cards {
                     out.push(div(format!(
                         "[{}] {}",
                         short(&q.header, 40),
-                        short(&q.question, 500)
+                        short(&q.question, budget.question)
                     )));
                 }
-                self.resolution_lines(i, r, out);
+                self.resolution_lines(i, r, budget, out);
             }
             None => {
                 let mut form = Vec::new();
                 for (n, q) in questions.iter().enumerate() {
-                    self.question_fields(n, q, &mut form);
+                    self.question_fields(n, q, budget, &mut form);
                 }
                 form.push(self.submit(
                     i,
@@ -458,16 +558,17 @@ impl Cards {
         }
     }
 
-    fn question_fields(&self, n: usize, q: &Question, form: &mut Vec<Value>) {
-        form.push(json!({"tag": "div", "text": {"tag": "plain_text", "content": format!("[{}] {}", short(&q.header, 40), short(&q.question, 500)), "text_size": "normal_v2"}}));
+    fn question_fields(&self, n: usize, q: &Question, b: Budget, form: &mut Vec<Value>) {
+        form.push(json!({"tag": "div", "text": {"tag": "plain_text", "content": format!("[{}] {}", short(&q.header, 40), short(&q.question, b.question)), "text_size": "normal_v2"}}));
         let described: Vec<String> = q
             .options
             .iter()
+            .filter(|_| b.option > 0)
             .filter_map(|o| {
                 o.description
                     .as_deref()
                     .filter(|d| !d.trim().is_empty())
-                    .map(|d| format!("• {} — {}", short(&o.label, 100), short(d, 300)))
+                    .map(|d| format!("• {} — {}", short(&o.label, 100), short(d, b.option)))
             })
             .collect();
         if !described.is_empty() {
@@ -530,6 +631,8 @@ pub enum Text {
     StoreDown,
     /// Prefix of a validation error.
     Invalid,
+    /// The click is still being handled when the platform stops waiting.
+    StillWorking,
 }
 
 /// A callback answer carrying a toast and, optionally, the card that replaces the clicked one.
@@ -570,13 +673,135 @@ mod tests {
         }
     }
 
+    fn question(questions: Value) -> Interaction {
+        let mut i = approval(json!({ "questions": questions }));
+        i.kind = Kind::Question;
+        i.tool_name = "AskUserQuestion".into();
+        i
+    }
+
+    /// The request body the platform receives for `card`, built the way the API client builds
+    /// it, with a long receiver id.
+    fn send_body(card: &Value) -> String {
+        json!({
+            "receive_id": format!("{}@example.com", "r".repeat(200)),
+            "msg_type": "interactive",
+            "content": card.to_string(),
+            "uuid": "0".repeat(32),
+        })
+        .to_string()
+    }
+
     #[test]
-    fn huge_inputs_are_cut_to_fit_the_card_limit() {
+    fn the_measure_is_what_serde_json_writes() {
+        for s in [
+            "",
+            "plain",
+            "quote \" and backslash \\",
+            "控制\n\t\r\u{8}\u{c}\u{1}\u{1f}",
+            "emoji 🦀 and CJK 中文",
+        ] {
+            assert_eq!(
+                json_string_len(s),
+                serde_json::to_string(s).unwrap().len(),
+                "{s:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn huge_inputs_are_cut_to_fit_the_request_limit() {
         let cards = Cards::new(Locale::EnUs, vec![1; 32]);
-        let i = approval(json!({"command": "é\"".repeat(40_000)}));
+        // Quotes are escaped twice on the way (4 bytes each), emoji take 4 bytes.
+        for unit in ["é\"", "\"\"\"\"", "🦀\"", "中文"] {
+            let i = approval(json!({"command": unit.repeat(40_000)}));
+            let card = cards.render(&i);
+            let body = send_body(&card);
+            assert!(
+                body.len() <= MAX_REQUEST_BYTES,
+                "{unit}: {} bytes",
+                body.len()
+            );
+            assert!(
+                request_bytes(&card) >= body.len(),
+                "the measure covers the body"
+            );
+            assert!(card.to_string().contains("Input truncated"));
+        }
+    }
+
+    fn long_questions() -> Value {
+        let desc = "这是一个很长的选项说明，包含“引号”和\"转义\"以及表情🦀。".repeat(20);
+        let text = "请仔细阅读以下内容后回答：\"这个问题\"非常长🦀。".repeat(40);
+        Value::Array(
+            (0..4)
+                .map(|q| {
+                    json!({
+                        "question": format!("{q}: {text}"),
+                        "header": format!("问题{q}"),
+                        "multiSelect": q % 2 == 1,
+                        "options": (0..4).map(|o| json!({
+                            "label": format!("选项{o}：{}", "长标签“🦀”".repeat(20)),
+                            "description": format!("{o}: {desc}"),
+                        })).collect::<Vec<_>>(),
+                    })
+                })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn question_cards_shrink_descriptions_then_question_text_to_fit() {
+        let cards = Cards::new(Locale::ZhCn, vec![1; 32]);
+        let i = question(long_questions());
+        let unshrunk = cards.build(&i, Budget::FULL);
+        assert!(
+            request_bytes(&unshrunk) > MAX_REQUEST_BYTES + 4096,
+            "the example must be too big to start with: {}",
+            request_bytes(&unshrunk)
+        );
         let card = cards.render(&i);
-        assert!(card.to_string().len() <= MAX_CARD_BYTES);
-        assert!(card.to_string().contains("Input truncated"));
+        assert!(send_body(&card).len() <= MAX_REQUEST_BYTES);
+        // Still a complete form: every question with its select and "Other" input, one submit.
+        let text = card.to_string();
+        for n in 0..4 {
+            assert!(text.contains(&format!("\"name\":\"q{n}\"")), "q{n}");
+            assert!(
+                text.contains(&format!("\"name\":\"q{n}_other\"")),
+                "q{n}_other"
+            );
+            assert!(text.contains(&format!("问题{n}")));
+        }
+        // Descriptions are the first to go, so the question text is kept whole if that is enough.
+        let mut b = Budget::FULL;
+        let mut steps = Vec::new();
+        while let Some(next) = b.shrink(Kind::Question) {
+            steps.push(next);
+            b = next;
+        }
+        assert_eq!(b.option, 0);
+        let first_question_cut = steps
+            .iter()
+            .position(|s| s.question < Budget::FULL.question);
+        let last_option_cut = steps.iter().rposition(|s| s.option > 0);
+        assert!(first_question_cut > last_option_cut, "{steps:?}");
+        assert!(
+            steps.iter().all(|s| s.input == INPUT_CHARS),
+            "questions show no input"
+        );
+        // The resolved card fits too.
+        let mut answered = i.clone();
+        answered.resolution = Some(Resolution {
+            outcome: Outcome::Answered,
+            by: Some("ou_1".into()),
+            via: crate::interaction::Via::feishu(),
+            at: now(),
+            result: PermissionResult::Deny {
+                message: "\"".repeat(5000),
+                interrupt: false,
+            },
+        });
+        assert!(send_body(&cards.render(&answered)).len() <= MAX_REQUEST_BYTES);
     }
 
     #[test]
@@ -593,5 +818,19 @@ mod tests {
             .unwrap()
             .to_string();
         assert_eq!(md.matches("```").count(), 2, "{md}");
+    }
+
+    #[test]
+    fn no_run_of_backticks_survives() {
+        for n in 0..=10 {
+            for (before, after) in [("", ""), ("a", "b"), ("`", ""), ("\n", "`\n")] {
+                let text = format!("{before}{}{after}", "`".repeat(n));
+                let safe = break_fences(&text);
+                assert!(!safe.contains("```"), "{n}: {text:?} → {safe:?}");
+                assert_eq!(safe.replace('\u{200b}', ""), text, "only spaces are added");
+                let block = code_block(&text)["content"].as_str().unwrap().to_string();
+                assert_eq!(block.matches("```").count(), 2, "{n}: {block:?}");
+            }
+        }
     }
 }

@@ -52,12 +52,18 @@ pub fn decrypt(encrypt_key: &str, encrypted_b64: &str) -> Result<String, Decrypt
 
 /// Encrypts `plaintext` the way the platform does, with the given IV (tests, fixtures).
 pub fn encrypt_with_iv(encrypt_key: &str, iv: [u8; 16], plaintext: &str) -> String {
+    STANDARD.encode(encrypt_bytes(encrypt_key, iv, plaintext.as_bytes()))
+}
+
+/// IV ‖ AES-256-CBC(`plaintext`, PKCS#7), before base64: for tests that need bytes that are
+/// not text, or a body cut short.
+pub fn encrypt_bytes(encrypt_key: &str, iv: [u8; 16], plaintext: &[u8]) -> Vec<u8> {
     let key = aes_key(encrypt_key);
     let ciphertext = cbc::Encryptor::<Aes256>::new((&key).into(), (&iv).into())
-        .encrypt_padded_vec_mut::<Pkcs7>(plaintext.as_bytes());
+        .encrypt_padded_vec_mut::<Pkcs7>(plaintext);
     let mut out = iv.to_vec();
     out.extend_from_slice(&ciphertext);
-    STANDARD.encode(out)
+    out
 }
 
 /// Encrypts `plaintext` with a random IV.
@@ -130,6 +136,18 @@ mod tests {
         assert_eq!(
             decrypt("key", &STANDARD.encode([0u8; 20])),
             Err(DecryptError::Length)
+        );
+        // A whole number of blocks whose last one is not padding.
+        let mut unpadded = encrypt_bytes("key", [1; 16], &[b'x'; 32]);
+        unpadded.truncate(48);
+        assert_eq!(
+            decrypt("key", &STANDARD.encode(&unpadded)),
+            Err(DecryptError::Padding)
+        );
+        let latin1 = encrypt_bytes("key", [1; 16], &[0xff, 0xfe, b'{']);
+        assert_eq!(
+            decrypt("key", &STANDARD.encode(latin1)),
+            Err(DecryptError::Utf8)
         );
     }
 

@@ -139,6 +139,7 @@ pub async fn install(w: &mut Wiring) -> anyhow::Result<()> {
                 reconnects,
                 connected,
                 shutdown: w.shutdown.clone(),
+                connect_timeout: std::time::Duration::from_secs(settings.connect_timeout_secs),
                 tls: ws::tls_config()
                     .context("cannot set up TLS for the feishu long connection")?,
             };

@@ -27,6 +27,8 @@ use crate::store::{ChannelMessage, ClaimedJob, OutboxJob, Store};
 pub const CHANNEL: &str = "feishu";
 /// Smallest gap between two requests to one chat (5 per second).
 pub const CHAT_GAP: Duration = Duration::from_millis(200);
+/// How long a throttled chat is kept quiet when the platform does not say.
+pub const THROTTLE_PAUSE: Duration = Duration::from_secs(1);
 /// How long an update is retried after a resolution.
 const UPDATE_HORIZON_HOURS: i64 = 24;
 
@@ -154,24 +156,29 @@ fn store_retry(e: impl std::fmt::Display) -> Delivery {
     }
 }
 
-impl Deliverer {
-    /// What a failed platform call means for the job.
-    fn failure(&self, chat: &str, e: ApiError) -> Delivery {
-        match e {
-            ApiError::Throttled { retry_after, .. } => {
-                let pause = retry_after.unwrap_or(Duration::from_secs(1));
-                self.pacer.pause(chat, pause);
-                Delivery::Retry {
-                    after: Some(pause),
-                    error: e.to_string(),
-                }
+/// What a failed platform call means for the job. A throttled chat is kept quiet for the
+/// platform's wait (or [`THROTTLE_PAUSE`]); the job is retried after the platform's wait if it
+/// gave one, and otherwise after the outbox's growing backoff.
+fn failure(pacer: &Pacer, chat: &str, e: ApiError) -> Delivery {
+    match e {
+        ApiError::Throttled { retry_after, .. } => {
+            pacer.pause(chat, retry_after.unwrap_or(THROTTLE_PAUSE));
+            Delivery::Retry {
+                after: retry_after,
+                error: e.to_string(),
             }
-            ApiError::Refused { .. } => Delivery::Failed(e.to_string()),
-            other => Delivery::Retry {
-                after: None,
-                error: other.to_string(),
-            },
         }
+        ApiError::Refused { .. } => Delivery::Failed(e.to_string()),
+        other => Delivery::Retry {
+            after: None,
+            error: other.to_string(),
+        },
+    }
+}
+
+impl Deliverer {
+    fn failure(&self, chat: &str, e: ApiError) -> Delivery {
+        failure(&self.pacer, chat, e)
     }
 
     async fn send(&self, job: &ClaimedJob) -> Delivery {
@@ -302,5 +309,84 @@ impl Deliverer {
             }
         }
         outcome
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// When each of `n` requests to `chat` gets its turn, all asking at once.
+    async fn turns(pacer: &Arc<Pacer>, chat: &'static str, n: usize) -> Vec<Instant> {
+        let tasks: Vec<_> = (0..n)
+            .map(|_| {
+                let pacer = pacer.clone();
+                tokio::spawn(async move {
+                    pacer.turn(chat).await;
+                    Instant::now()
+                })
+            })
+            .collect();
+        let mut at = Vec::new();
+        for t in tasks {
+            at.push(t.await.unwrap());
+        }
+        at.sort();
+        at
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn requests_to_one_chat_are_spaced_five_per_second_and_chats_do_not_wait_for_each_other()
+    {
+        let pacer = Arc::new(Pacer::default());
+        let start = Instant::now();
+        let (a, b) = tokio::join!(turns(&pacer, "oc_a", 10), turns(&pacer, "oc_b", 3));
+        for pair in a.windows(2) {
+            assert!(pair[1] - pair[0] >= CHAT_GAP, "{:?}", pair[1] - pair[0]);
+        }
+        // Ten requests take 1.8 s, no more: the pacer spaces, it does not stall.
+        assert_eq!(a[9] - start, CHAT_GAP * 9);
+        // The other chat went at its own pace.
+        assert_eq!(b[0], start);
+        assert_eq!(b[2] - start, CHAT_GAP * 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_throttled_chat_waits_out_the_pause() {
+        let pacer = Arc::new(Pacer::default());
+        let start = Instant::now();
+        pacer.turn("oc_a").await;
+        let hint = Duration::from_secs(3);
+        let d = failure(
+            &pacer,
+            "oc_a",
+            ApiError::Throttled {
+                code: 99991400,
+                retry_after: Some(hint),
+            },
+        );
+        assert!(matches!(d, Delivery::Retry { after: Some(a), .. } if a == hint));
+        let (next, other) = tokio::join!(turns(&pacer, "oc_a", 2), turns(&pacer, "oc_b", 1));
+        assert_eq!(next[0] - start, hint);
+        assert_eq!(next[1] - next[0], CHAT_GAP);
+        assert_eq!(other[0], start, "only the throttled chat waits");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn throttling_without_a_hint_leaves_the_retry_to_the_growing_backoff() {
+        let pacer = Pacer::default();
+        let start = Instant::now();
+        let d = failure(
+            &pacer,
+            "oc_a",
+            ApiError::Throttled {
+                code: 99991400,
+                retry_after: None,
+            },
+        );
+        assert!(matches!(d, Delivery::Retry { after: None, .. }), "{d:?}");
+        // Other requests to the chat still hold back for a moment.
+        pacer.turn("oc_a").await;
+        assert_eq!(Instant::now() - start, THROTTLE_PAUSE);
     }
 }

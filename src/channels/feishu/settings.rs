@@ -174,6 +174,14 @@ pub struct FeishuSettings {
     pub locale: Locale,
     /// The path of the callback endpoint (webhook mode).
     pub callback_path: String,
+    /// Websocket mode: how long opening the connection (TCP, TLS and the WebSocket handshake)
+    /// may take before it is abandoned and retried, seconds.
+    #[serde(default = "default_connect_timeout")]
+    pub connect_timeout_secs: u64,
+}
+
+fn default_connect_timeout() -> u64 {
+    15
 }
 
 impl Default for FeishuSettings {
@@ -191,6 +199,7 @@ impl Default for FeishuSettings {
             approvers: Vec::new(),
             locale: Locale::ZhCn,
             callback_path: "/feishu/callback".into(),
+            connect_timeout_secs: default_connect_timeout(),
         }
     }
 }
@@ -240,6 +249,12 @@ impl FeishuSettings {
             if self.receivers[..i].contains(r) {
                 return Err(format!("feishu.receivers lists {r} twice"));
             }
+        }
+        if !(1..=300).contains(&self.connect_timeout_secs) {
+            return Err(format!(
+                "feishu.connect_timeout_secs must be between 1 and 300 (got {})",
+                self.connect_timeout_secs
+            ));
         }
         if self.approvers.iter().any(|a| a.trim().is_empty()) {
             return Err("feishu.approvers must not contain empty ids".into());
@@ -326,6 +341,9 @@ mod tests {
         let mut s = enabled();
         s.base_url = "ftp://x".into();
         assert!(s.validate().is_err());
+        let mut s = enabled();
+        s.connect_timeout_secs = 0;
+        assert!(s.validate().unwrap_err().contains("connect_timeout_secs"));
         // Empty approvers are allowed (and announced loudly at start-up).
         let mut s = enabled();
         s.approvers.clear();

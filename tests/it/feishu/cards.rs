@@ -4,7 +4,7 @@
 use imrelay::channels::feishu::settings::Locale;
 use serde_json::{Value, json};
 
-use super::fake::{FakeFeishu, wait_until};
+use super::fake::{FakeFeishu, MAX_CARD_BODY, wait_until};
 use super::{CHAT, DM, button_value, card_for, card_text, enable, tagged};
 use crate::support::spawn_with;
 
@@ -76,14 +76,103 @@ async fn approval_card_has_context_input_deadline_buttons_and_a_reason_form() {
     app.stop().await;
 }
 
+/// The first 4,000 characters of `s` (the API takes up to 16 KB of title, description, cwd).
+fn short(s: &str) -> String {
+    s.chars().take(4000).collect()
+}
+
+/// The request bodies of every send that reached the fake for interaction `id`.
+fn body_sizes(fake: &FakeFeishu, id: &str) -> Vec<usize> {
+    fake.state
+        .sends()
+        .iter()
+        .filter(|s| s.card.to_string().contains(id))
+        .map(|s| s.body_len)
+        .collect()
+}
+
 #[tokio::test]
-async fn a_huge_input_is_truncated_with_a_note() {
+async fn a_huge_input_is_truncated_with_a_note_and_the_request_fits() {
     let fake = FakeFeishu::start().await;
     let app = spawn_with(|s| enable(s, &fake)).await;
-    app.create_bash("toolu_big", &"x".repeat(100_000)).await;
-    let (_, card) = card_for(&fake, "toolu_big").await;
-    assert!(card.to_string().len() < 30 * 1024);
-    assert!(card_text(&card).contains("Input truncated"));
+    // Quotes grow fourfold on the way (escaped in the card, then again in `content`), emoji
+    // take four bytes: the card alone would look small enough.
+    for (id, command) in [
+        ("toolu_big", "x".repeat(100_000)),
+        ("toolu_quotes", "\"".repeat(50_000)),
+        ("toolu_emoji", "🦀\"中".repeat(20_000)),
+    ] {
+        // Title and description are untrusted text too, and of the same kind.
+        let (status, _) = app
+            .post(
+                "/v1/interactions",
+                &json!({"id": id, "tool_name": "Bash", "input": {"command": command},
+                        "title": short(&command), "description": short(&command), "cwd": short(&command)}),
+            )
+            .await;
+        assert_eq!(status, 201);
+        let (_, card) = card_for(&fake, id).await;
+        assert!(card_text(&card).contains("Input truncated"), "{id}");
+        let sizes = body_sizes(&fake, id);
+        assert!(
+            !sizes.is_empty() && sizes.iter().all(|n| *n <= MAX_CARD_BODY),
+            "{id}: {sizes:?}"
+        );
+    }
+    // The card is cut no more than it has to be: the quotes still fill most of the request.
+    assert!(body_sizes(&fake, "toolu_quotes")[0] > MAX_CARD_BODY / 2);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_question_with_long_descriptions_is_cut_to_fit_and_still_answerable() {
+    let fake = FakeFeishu::start().await;
+    let app = spawn_with(|s| {
+        enable(s, &fake);
+        s.feishu.locale = Locale::ZhCn;
+    })
+    .await;
+    let desc = "这个选项的说明很长，还带着“引号”、\"转义\"和表情🦀。".repeat(20);
+    let questions: Vec<Value> = (0..4)
+        .map(|q| {
+            json!({
+                "question": format!("第{q}个问题：{}", "请先读完这段很长的说明🦀。".repeat(40)),
+                "header": format!("问题{q}"),
+                "multiSelect": q % 2 == 1,
+                "options": (0..4).map(|o| json!({
+                    "label": format!("选项{o}{}", "“长”".repeat(30)),
+                    "description": desc,
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let (status, body) = app
+        .post(
+            "/v1/interactions",
+            &json!({"id": "toolu_bigq", "tool_name": "AskUserQuestion", "input": {"questions": questions}}),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let (_, card) = card_for(&fake, "toolu_bigq").await;
+    let sizes = body_sizes(&fake, "toolu_bigq");
+    assert!(sizes.iter().all(|n| *n <= MAX_CARD_BODY), "{sizes:?}");
+    let form = tagged(&card, "form")[0];
+    assert_eq!(
+        tagged(form, "select_static").len() + tagged(form, "multi_select_static").len(),
+        4
+    );
+    assert_eq!(tagged(form, "input").len(), 4);
+    assert_eq!(button_value(&card, "submit")["action"], "answer");
+    // The resolved card, with a long reason, fits its update request too.
+    let (status, _) = app
+        .delete(&format!(
+            "/v1/interactions/toolu_bigq?reason={}",
+            "%22".repeat(2000)
+        ))
+        .await;
+    assert_eq!(status, 200);
+    wait_until("the card is updated", || !fake.state.patches().is_empty()).await;
+    assert!(fake.state.patches()[0].body_len <= MAX_CARD_BODY);
     app.stop().await;
 }
 

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::Router;
+use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -16,6 +17,8 @@ use serde_json::{Value, json};
 
 pub const APP_ID: &str = "cli_test_app";
 pub const APP_SECRET: &str = "test-app-secret";
+/// The platform refuses a card message whose request body is over 30 KB.
+pub const MAX_CARD_BODY: usize = 30_000;
 
 /// A failure the fake answers with, once, instead of succeeding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,6 +41,8 @@ pub struct Send {
     pub uuid: String,
     pub card: Value,
     pub token: String,
+    /// The size of the request body, bytes.
+    pub body_len: usize,
     /// The message id answered (None if the fake failed the request).
     pub message_id: Option<String>,
 }
@@ -47,6 +52,8 @@ pub struct Send {
 pub struct Patch {
     pub message_id: String,
     pub card: Value,
+    /// The size of the request body, bytes.
+    pub body_len: usize,
 }
 
 #[derive(Default)]
@@ -154,6 +161,16 @@ fn invalid_token() -> Response {
         .into_response()
 }
 
+fn too_long() -> Response {
+    (
+        StatusCode::BAD_REQUEST,
+        Json(
+            json!({"code": 230025, "msg": "The length of the message content reaches its limit."}),
+        ),
+    )
+        .into_response()
+}
+
 async fn token(State(s): State<Arc<FakeState>>, Json(body): Json<Value>) -> Response {
     s.token_requests.fetch_add(1, Ordering::SeqCst);
     let delay = s.token_delay_ms.load(Ordering::SeqCst);
@@ -174,8 +191,9 @@ async fn send(
     State(s): State<Arc<FakeState>>,
     Query(q): Query<HashMap<String, String>>,
     headers: HeaderMap,
-    Json(body): Json<Value>,
+    raw: Bytes,
 ) -> Response {
+    let body: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
     let token = bearer(&headers);
     let card: Value =
         serde_json::from_str(body["content"].as_str().unwrap_or("null")).unwrap_or(Value::Null);
@@ -185,12 +203,17 @@ async fn send(
         uuid: body["uuid"].as_str().unwrap_or_default().into(),
         card,
         token: token.clone(),
+        body_len: raw.len(),
         message_id: None,
     };
     let delay = s.send_delay_ms.load(Ordering::SeqCst);
     if !token_ok(&s, &token) {
         s.sends.lock().unwrap().push(record);
         return invalid_token();
+    }
+    if raw.len() > MAX_CARD_BODY {
+        s.sends.lock().unwrap().push(record);
+        return too_long();
     }
     let failure = s.send_failures.lock().unwrap().pop_front();
     if let Some(f) = failure
@@ -228,17 +251,25 @@ async fn update(
     State(s): State<Arc<FakeState>>,
     Path(message_id): Path<String>,
     headers: HeaderMap,
-    Json(body): Json<Value>,
+    raw: Bytes,
 ) -> Response {
     if !token_ok(&s, &bearer(&headers)) {
         return invalid_token();
     }
+    if raw.len() > MAX_CARD_BODY {
+        return too_long();
+    }
     if let Some(f) = s.patch_failures.lock().unwrap().pop_front() {
         return fail(f);
     }
+    let body: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
     let card: Value =
         serde_json::from_str(body["content"].as_str().unwrap_or("null")).unwrap_or(Value::Null);
-    s.patches.lock().unwrap().push(Patch { message_id, card });
+    s.patches.lock().unwrap().push(Patch {
+        message_id,
+        card,
+        body_len: raw.len(),
+    });
     Json(json!({"code": 0, "msg": "success", "data": {}})).into_response()
 }
 

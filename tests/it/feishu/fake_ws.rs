@@ -2,9 +2,9 @@
 //! and a WebSocket server speaking the protobuf frame format. Tests push frames to the
 //! connected client, read what it sends, drop the connection, or refuse the next handshake.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Json;
 use axum::Router;
@@ -30,6 +30,12 @@ enum Cmd {
 pub struct WsState {
     /// Handshakes completed.
     pub connections: AtomicUsize,
+    /// When each handshake completed.
+    pub connected_at: Mutex<Vec<Instant>>,
+    /// Every connection is dropped as soon as its handshake completes.
+    pub drop_on_accept: AtomicBool,
+    /// The next TCP connection is accepted and then left without an answer.
+    pub stall_next: AtomicBool,
     /// Endpoint requests (with the body and `locale` header seen).
     pub endpoint_requests: Mutex<Vec<(Value, String)>>,
     /// Frames received from the client, in order.
@@ -118,6 +124,12 @@ async fn serve_ws(listener: tokio::net::TcpListener, state: Arc<WsState>) {
         };
         let state = state.clone();
         tokio::spawn(async move {
+            if state.stall_next.swap(false, Ordering::SeqCst) {
+                // Hold the socket open, say nothing.
+                tokio::time::sleep(Duration::from_secs(30)).await;
+                drop(tcp);
+                return;
+            }
             let refuse = state.refuse_next.lock().unwrap().take();
             let callback =
                 move |_req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
@@ -135,6 +147,10 @@ async fn serve_ws(listener: tokio::net::TcpListener, state: Arc<WsState>) {
                 return;
             };
             state.connections.fetch_add(1, Ordering::SeqCst);
+            state.connected_at.lock().unwrap().push(Instant::now());
+            if state.drop_on_accept.load(Ordering::SeqCst) {
+                return;
+            }
             let (tx, mut rx) = mpsc::unbounded_channel();
             *state.to_client.lock().unwrap() = Some(tx);
             let (mut sink, mut stream) = ws.split();

@@ -5,6 +5,7 @@ mod cards;
 mod delivery;
 pub mod fake;
 pub mod fake_ws;
+pub mod gate;
 mod webhook;
 mod ws;
 

@@ -7,11 +7,12 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use super::fake::{FakeFeishu, wait_until};
+use super::gate::GatedStore;
 use super::{
     APPROVER, ENCRYPT_KEY, STRANGER, VERIFICATION_TOKEN, button_value, card_for, card_text, click,
     enable, event_id, post_callback, post_signed, tagged,
 };
-use crate::support::{TestApp, fixture, spawn_with};
+use crate::support::{TestApp, fixture, settings, spawn_on, spawn_with};
 
 async fn post_plain(app: &TestApp, body: &Value) -> (StatusCode, Value) {
     app.post("/feishu/callback", body).await
@@ -114,6 +115,143 @@ fn our_crypto_matches_the_official_sdk_vectors() {
         vectors["vectors"][1]["sdk_reply"]["toast"]["type"],
         "success"
     );
+}
+
+#[tokio::test]
+async fn encrypted_url_verification_checks_the_token() {
+    let fake = FakeFeishu::start().await;
+    let app = spawn_with(|s| enable(s, &fake)).await;
+    let body = |token: &str| {
+        let inner = json!({"challenge": "c-42", "token": token, "type": "url_verification"});
+        json!({"encrypt": crypto::encrypt(ENCRYPT_KEY, &inner.to_string())})
+    };
+    let (status, reply) = post_plain(&app, &body("wrong")).await;
+    assert_eq!(status, 401, "{reply}");
+    assert_eq!(reply["error"]["code"], "unauthorized");
+    assert!(reply.get("challenge").is_none());
+    let (status, reply) = post_plain(&app, &body(VERIFICATION_TOKEN)).await;
+    assert_eq!(status, 200);
+    assert_eq!(reply, json!({"challenge": "c-42"}));
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn encrypted_bodies_with_bad_padding_or_bad_text_get_a_clean_4xx() {
+    use base64::Engine;
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+    let fake = FakeFeishu::start().await;
+    let app = spawn_with(|s| enable(s, &fake)).await;
+    // A whole number of blocks, so only the padding can tell that it is wrong.
+    let mut unpadded = crypto::encrypt_bytes(ENCRYPT_KEY, [7; 16], &[b'x'; 32]);
+    unpadded.truncate(48);
+    let not_utf8 = crypto::encrypt_bytes(ENCRYPT_KEY, [7; 16], b"{\"type\":\"\xff\xfe\"}");
+    let now = jiff::Timestamp::now().as_second().to_string();
+    for (encrypted, status, needle) in [
+        (b64(&unpadded), 401, "does not decrypt"),
+        (b64(&not_utf8), 400, "UTF-8"),
+    ] {
+        let body = json!({ "encrypt": encrypted }).to_string();
+        // Signed correctly (so decryption is reached) and unsigned alike.
+        for signed in [true, false] {
+            let (got, reply) = if signed {
+                post_signed(&app, body.clone(), &now, None).await
+            } else {
+                post_plain(&app, &serde_json::from_str(&body).unwrap()).await
+            };
+            assert_eq!(got.as_u16(), status, "{needle} signed={signed}: {reply}");
+            assert!(
+                reply["error"]["message"].as_str().unwrap().contains(needle),
+                "{reply}"
+            );
+            assert!(reply["error"]["code"].is_string(), "{reply}");
+        }
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn timestamps_at_the_edges_of_the_number_range_are_refused_as_stale() {
+    let fake = FakeFeishu::start().await;
+    let app = spawn_with(|s| enable(s, &fake)).await;
+    let body = json!({"encrypt": crypto::encrypt(ENCRYPT_KEY, &click(&event_id(), APPROVER, &json!({}), None).to_string())})
+        .to_string();
+    for ts in [i64::MIN.to_string(), i64::MAX.to_string()] {
+        let (status, reply) = post_signed(&app, body.clone(), &ts, None).await;
+        assert_eq!(status, 401, "{ts}: {reply}");
+        assert!(
+            reply["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("stale"),
+            "{reply}"
+        );
+    }
+    let (status, reply) = post_signed(&app, body, "99999999999999999999", None).await;
+    assert_eq!(status, 401, "{reply}");
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not a number")
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn toasts_and_form_errors_speak_chinese_in_zh_cn() {
+    let fake = FakeFeishu::start().await;
+    let app = spawn_with(|s| {
+        enable(s, &fake);
+        s.feishu.locale = imrelay::channels::feishu::settings::Locale::ZhCn;
+    })
+    .await;
+    app.create_bash("toolu_zh1", "ls").await;
+    let (_, card) = card_for(&fake, "toolu_zh1").await;
+    let approve = button_value(&card, "approve");
+    let toast = |reply: &Value| reply["toast"]["content"].as_str().unwrap().to_string();
+
+    let (_, refused) = post_callback(&app, &click(&event_id(), STRANGER, &approve, None)).await;
+    assert_eq!(toast(&refused), "你不在审批人名单中，无法处理此请求");
+    let (_, ok) = post_callback(&app, &click(&event_id(), APPROVER, &approve, None)).await;
+    assert_eq!(toast(&ok), "已批准");
+    assert!(card_text(&ok["card"]["data"]).contains("已批准"));
+    let (_, already) = post_callback(&app, &click(&event_id(), APPROVER, &approve, None)).await;
+    assert_eq!(
+        toast(&already),
+        format!("已处理：由 {APPROVER} 通过 feishu 批准")
+    );
+
+    let card = ask(&app, &fake, "toolu_zh2").await;
+    let submit = button_value(&card, "submit");
+    for (form, expected) in [
+        (
+            json!({"q1": ["0"]}),
+            "回答无效：请回答「Color」：选择一项或填写其他",
+        ),
+        (
+            json!({"q0": "0", "q0_other": "Both", "q1": ["0"]}),
+            "回答无效：「Color」只能选择一项或填写其他，不能同时提交",
+        ),
+        (
+            json!({"q0": "7", "q1": ["0"]}),
+            "回答无效：「Color」没有选项 \"7\"",
+        ),
+        (
+            json!({"q0": "0", "q1": []}),
+            "回答无效：请回答「Toppings」：选择至少一项或填写其他",
+        ),
+    ] {
+        let (_, reply) =
+            post_callback(&app, &click(&event_id(), APPROVER, &submit, Some(form))).await;
+        assert_eq!(toast(&reply), expected);
+    }
+    let (_, declined) = post_callback(
+        &app,
+        &click(&event_id(), APPROVER, &button_value(&card, "decline"), None),
+    )
+    .await;
+    assert_eq!(toast(&declined), "已拒绝回答");
+    app.stop().await;
 }
 
 #[tokio::test]
@@ -544,40 +682,109 @@ async fn a_click_after_expiry_says_so() {
     app.stop().await;
 }
 
-#[tokio::test]
-async fn a_replayed_event_id_is_ignored() {
-    let fake = FakeFeishu::start().await;
-    let app = spawn_with(|s| enable(s, &fake)).await;
-    app.create_bash("toolu_rep", "ls").await;
-    let (_, card) = card_for(&fake, "toolu_rep").await;
-    let eid = event_id();
-    let (_, first) = post_callback(
-        &app,
-        &click(&eid, APPROVER, &button_value(&card, "approve"), None),
-    )
-    .await;
-    assert_eq!(first["toast"]["type"], "success");
-    // The same event id again (a platform retry, or a replay with a fresh signature).
-    let (status, again) = post_callback(
-        &app,
-        &click(&eid, APPROVER, &button_value(&card, "deny"), None),
-    )
-    .await;
-    assert_eq!(status, 200);
-    assert_eq!(again, json!({}));
-    let metrics = app
-        .client
+async fn metrics(app: &TestApp) -> String {
+    app.client
         .get(app.url("/metrics"))
         .send()
         .await
         .unwrap()
         .text()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_replayed_event_id_gets_the_original_reply_and_changes_nothing() {
+    let fake = FakeFeishu::start().await;
+    let app = spawn_with(|s| enable(s, &fake)).await;
+    app.create_bash("toolu_rep", "ls").await;
+    let (_, card) = card_for(&fake, "toolu_rep").await;
+    let eid = event_id();
+    let approve = click(&eid, APPROVER, &button_value(&card, "approve"), None);
+    let (_, first) = post_callback(&app, &approve).await;
+    assert_eq!(first["toast"]["type"], "success");
+    // The platform delivers the same click again: the clicker is told the same thing.
+    let (status, again) = post_callback(&app, &approve).await;
+    assert_eq!(status, 200);
+    assert_eq!(again, first, "the original toast and card");
+    // Another payload under the same event id (a forged replay) cannot act.
+    let (status, forged) = post_callback(
+        &app,
+        &click(&eid, APPROVER, &button_value(&card, "deny"), None),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(forged["toast"]["type"], "info", "{forged}");
+    let (_, body) = app.get("/v1/interactions/toolu_rep").await;
+    assert_eq!(body["resolution"]["outcome"], "allowed");
+    let metrics = metrics(&app).await;
     assert!(
-        metrics.contains("imrelay_feishu_callbacks_total{result=\"duplicate\"} 1"),
+        metrics.contains("imrelay_feishu_callbacks_total{result=\"duplicate\"} 2"),
         "{metrics}"
     );
+    assert!(
+        metrics.contains("imrelay_feishu_callbacks_total{result=\"resolved\"} 1"),
+        "{metrics}"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_click_cut_off_half_way_is_still_recorded_and_its_retry_told_so() {
+    let fake = FakeFeishu::start().await;
+    let store = GatedStore::new();
+    let mut s = settings();
+    enable(&mut s, &fake);
+    let app = spawn_on(s, store.clone()).await;
+    app.create_bash("toolu_cut", "ls").await;
+    let (_, card) = card_for(&fake, "toolu_cut").await;
+    let approve = click(&event_id(), APPROVER, &button_value(&card, "approve"), None);
+
+    // The answer's write is held; the platform gives up and drops the connection meanwhile.
+    store.close();
+    let request = {
+        let client = app.client.clone();
+        let body =
+            json!({"encrypt": crypto::encrypt(ENCRYPT_KEY, &approve.to_string())}).to_string();
+        let url = app.url("/feishu/callback");
+        tokio::spawn(async move {
+            let ts = jiff::Timestamp::now().as_second().to_string();
+            let sig = crypto::signature(&ts, "n", ENCRYPT_KEY, body.as_bytes());
+            client
+                .post(url)
+                .header("content-type", "application/json")
+                .header("X-Lark-Request-Timestamp", ts)
+                .header("X-Lark-Request-Nonce", "n")
+                .header("X-Lark-Signature", sig)
+                .body(body)
+                .send()
+                .await
+        })
+    };
+    wait_until("the handler reaches the write", || store.waiting() == 1).await;
+    request.abort();
+    let _ = request.await;
+    store.open();
+
+    // The click lands all the same.
+    let (_, body) = app
+        .get("/v1/interactions/toolu_cut/wait?timeout_secs=5")
+        .await;
+    assert_eq!(body["resolution"]["outcome"], "allowed", "{body}");
+    assert_eq!(body["resolution"]["by"], APPROVER);
+    // The platform's retry tells the clicker it worked, with the resolved card.
+    let (status, retry) = post_callback(&app, &approve).await;
+    assert_eq!(status, 200);
+    assert_eq!(retry["toast"]["type"], "success", "{retry}");
+    assert_eq!(retry["toast"]["content"], "Approved");
+    assert_eq!(retry["card"]["data"]["header"]["template"], "green");
+    // A fresh click by the same person is a second click, and is told so.
+    let (_, second) = post_callback(
+        &app,
+        &click(&event_id(), APPROVER, &button_value(&card, "approve"), None),
+    )
+    .await;
+    assert_eq!(second["toast"]["type"], "info", "{second}");
     app.stop().await;
 }
 

@@ -12,8 +12,9 @@ use serde_json::{Value, json};
 
 use super::fake::APP_SECRET;
 use super::fake_ws::{FakePlatform, SERVICE, data_frame, eventually};
+use super::gate::GatedStore;
 use super::{APPROVER, CHAT, button_value, card_for, click, event_id, tagged};
-use crate::support::{TestApp, fixture, spawn_with};
+use crate::support::{TestApp, fixture, settings, spawn_on, spawn_with};
 
 fn enable_ws(s: &mut Settings, p: &FakePlatform) {
     let f = &mut s.feishu;
@@ -204,7 +205,7 @@ async fn a_multi_part_message_is_reassembled() {
 }
 
 #[tokio::test]
-async fn a_dropped_connection_reconnects_and_a_duplicate_event_is_ignored() {
+async fn a_dropped_connection_reconnects_and_a_duplicate_event_gets_the_original_reply() {
     let p = FakePlatform::start().await;
     let app = spawn_with(|s| enable_ws(s, &p)).await;
     eventually("connected", || {
@@ -239,14 +240,15 @@ async fn a_dropped_connection_reconnects_and_a_duplicate_event_is_ignored() {
         "the drop is reported: {h}"
     );
 
-    // The platform re-delivers the event after the reconnect (under a new message id).
+    // The platform re-delivers the event after the reconnect (under a new message id): it is
+    // answered as the first delivery was, and changes nothing.
     let (_, again) = click_over_ws(
         &p,
         "msg-b",
-        &click(&eid, APPROVER, &button_value(&card, "deny"), None),
+        &click(&eid, APPROVER, &button_value(&card, "approve"), None),
     )
     .await;
-    assert_eq!(again, json!({}), "a duplicate is acked and ignored");
+    assert_eq!(again, first, "the original toast and card");
     let (_, body) = app.get("/v1/interactions/toolu_drop").await;
     assert_eq!(body["resolution"]["outcome"], "allowed");
     assert!(
@@ -254,6 +256,73 @@ async fn a_dropped_connection_reconnects_and_a_duplicate_event_is_ignored() {
             .await
             .contains("imrelay_feishu_callbacks_total{result=\"duplicate\"} 1")
     );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_slow_click_is_acked_in_time_finished_anyway_and_its_redelivery_gets_the_outcome() {
+    let p = FakePlatform::start().await;
+    let store = GatedStore::new();
+    let mut s = settings();
+    enable_ws(&mut s, &p);
+    let app = spawn_on(s, store.clone()).await;
+    eventually("connected", || {
+        p.ws.connections.load(std::sync::atomic::Ordering::SeqCst) == 1
+    })
+    .await;
+    app.create_bash("toolu_slow", "ls").await;
+    let (_, card) = card_for(&p.openapi, "toolu_slow").await;
+    let approve = click(&event_id(), APPROVER, &button_value(&card, "approve"), None);
+
+    // The answer's write is held past the platform's window: the ack still goes out in time,
+    // saying the click is being worked on.
+    store.close();
+    let (_, first) = click_over_ws(&p, "msg-slow-1", &approve).await;
+    assert_eq!(store.waiting(), 1);
+    assert_eq!(first["toast"]["type"], "info", "{first}");
+    assert!(
+        first["toast"]["content"]
+            .as_str()
+            .unwrap()
+            .contains("Still working"),
+        "{first}"
+    );
+    assert!(first.get("card").is_none());
+
+    // The platform delivers the click again while the first is still held: it waits for the
+    // first one's outcome instead of being dismissed as a duplicate.
+    let mut envelope = approve.clone();
+    envelope["header"]["token"] = json!("");
+    p.ws.send(&data_frame(
+        "msg-slow-2",
+        1,
+        0,
+        envelope.to_string().as_bytes(),
+    ));
+    for _ in 0..500 {
+        if metrics(&app)
+            .await
+            .contains("imrelay_feishu_callbacks_total{result=\"duplicate\"} 1")
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(
+        metrics(&app)
+            .await
+            .contains("imrelay_feishu_callbacks_total{result=\"duplicate\"} 1"),
+        "the second delivery joined the first"
+    );
+    assert!(p.ws.acks("msg-slow-2").is_empty(), "still waiting");
+    store.open();
+    eventually("the second ack", || !p.ws.acks("msg-slow-2").is_empty()).await;
+    let second = ack_reply(&p.ws.acks("msg-slow-2")[0]);
+    assert_eq!(second["toast"]["type"], "success", "{second}");
+    assert_eq!(second["card"]["data"]["header"]["template"], "green");
+    let (_, body) = app.get("/v1/interactions/toolu_slow").await;
+    assert_eq!(body["resolution"]["outcome"], "allowed");
+    assert_eq!(store.waiting(), 1, "handled once");
     app.stop().await;
 }
 
@@ -319,6 +388,138 @@ async fn bad_credentials_keep_the_connection_down_and_say_why() {
         p.ws.connections.load(std::sync::atomic::Ordering::SeqCst),
         0
     );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_server_that_accepts_and_drops_gets_spaced_reconnects() {
+    let p = FakePlatform::start().await;
+    // The platform's own jitter is 0 (the fake's endpoint config), as it may well be.
+    p.ws.drop_on_accept
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let app = spawn_with(|s| enable_ws(s, &p)).await;
+    eventually("three connections", || {
+        p.ws.connections.load(std::sync::atomic::Ordering::SeqCst) >= 3
+    })
+    .await;
+    let at = p.ws.connected_at.lock().unwrap().clone();
+    // Each reconnect waited at least a second: a connection that did not last does not
+    // reset the backoff.
+    for pair in at.windows(2) {
+        assert!(
+            pair[1] - pair[0] >= std::time::Duration::from_secs(1),
+            "reconnected after {:?}",
+            pair[1] - pair[0]
+        );
+    }
+    let h = health(&app).await;
+    assert!(h["last_error"].as_str().is_some(), "{h}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_stalled_connect_times_out_and_is_retried() {
+    let p = FakePlatform::start().await;
+    p.ws.stall_next
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let app = spawn_with(|s| {
+        enable_ws(s, &p);
+        s.feishu.connect_timeout_secs = 1;
+    })
+    .await;
+    eventually("connected on the retry", || {
+        p.ws.connections.load(std::sync::atomic::Ordering::SeqCst) == 1
+    })
+    .await;
+    assert_eq!(p.ws.endpoint_requests.lock().unwrap().len(), 2);
+    let mut h = Value::Null;
+    for _ in 0..500 {
+        h = health(&app).await;
+        if h["state"] == "connected" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(
+        h["last_error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("no connection after 1 s"),
+        "{h}"
+    );
+    assert!(
+        metrics(&app)
+            .await
+            .contains("imrelay_feishu_ws_reconnects_total 1")
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_huge_ping_interval_is_clamped_and_the_connection_keeps_working() {
+    let p = FakePlatform::start().await;
+    *p.ws.pong_config.lock().unwrap() =
+        Some(json!({"PingInterval": u64::MAX, "ReconnectInterval": -1}));
+    let app = spawn_with(|s| enable_ws(s, &p)).await;
+    eventually("a ping", || p.ws.pings() >= 1).await;
+    let mut h = Value::Null;
+    for _ in 0..500 {
+        h = health(&app).await;
+        if h["ping_interval_secs"] != 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(h["state"], "connected", "{h}");
+    assert_eq!(h["ping_interval_secs"], 600, "{h}");
+    // The connection is still served: a click is answered.
+    app.create_bash("toolu_ping", "ls").await;
+    let (_, card) = card_for(&p.openapi, "toolu_ping").await;
+    let (_, reply) = click_over_ws(
+        &p,
+        "msg-ping",
+        &click(&event_id(), APPROVER, &button_value(&card, "approve"), None),
+    )
+    .await;
+    assert_eq!(reply["toast"]["type"], "success");
+    assert_eq!(
+        p.ws.connections.load(std::sync::atomic::Ordering::SeqCst),
+        1
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn malformed_multi_part_messages_are_dropped_and_the_connection_carries_on() {
+    let p = FakePlatform::start().await;
+    let app = spawn_with(|s| enable_ws(s, &p)).await;
+    eventually("connected", || {
+        p.ws.connections.load(std::sync::atomic::Ordering::SeqCst) == 1
+    })
+    .await;
+    app.create_bash("toolu_mp", "ls").await;
+    let (_, card) = card_for(&p.openapi, "toolu_mp").await;
+    let mut envelope = click(&event_id(), APPROVER, &button_value(&card, "approve"), None);
+    envelope["header"]["token"] = json!("");
+    let bytes = envelope.to_string().into_bytes();
+    let (a, b) = bytes.split_at(bytes.len() / 2);
+    // A part beyond the count, a count that changes, and far too many parts.
+    p.ws.send(&data_frame("bad-seq", 2, 2, a));
+    p.ws.send(&data_frame("bad-sum", 2, 0, a));
+    p.ws.send(&data_frame("bad-sum", 3, 1, b));
+    p.ws.send(&data_frame("bad-sum", 3, 2, b));
+    p.ws.send(&data_frame("too-many", 100_000, 0, a));
+    // Then a good one, which is answered.
+    p.ws.send(&data_frame("good", 2, 1, b));
+    p.ws.send(&data_frame("good", 2, 0, a));
+    eventually("the good message is acked", || {
+        !p.ws.acks("good").is_empty()
+    })
+    .await;
+    assert_eq!(ack_reply(&p.ws.acks("good")[0])["toast"]["type"], "success");
+    for id in ["bad-seq", "bad-sum", "too-many"] {
+        assert!(p.ws.acks(id).is_empty(), "{id} is not answered");
+    }
     app.stop().await;
 }
 
