@@ -8,9 +8,17 @@ async fn main() -> anyhow::Result<()> {
     let app = App::build(settings).await?;
     let listener = tokio::net::TcpListener::bind(listen).await?;
     let shutdown = app.shutdown_token();
-    tokio::spawn(async move { tokio::signal::ctrl_c().await.ok(); shutdown.cancel(); });
+    tokio::spawn(async move {
+        tokio::signal::ctrl_c().await.ok();
+        shutdown.cancel();
+    });
     let t = app.shutdown_token();
-    tokio::spawn(async move { let mut s = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).unwrap(); s.recv().await; t.cancel(); });
+    tokio::spawn(async move {
+        let mut s =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).unwrap();
+        s.recv().await;
+        t.cancel();
+    });
     app.serve(listener).await?;
     Ok(())
 }

@@ -1104,6 +1104,7 @@ mod tests {
     use super::*;
     use crate::interaction::{Outcome, Via};
     use crate::store::MemoryStore;
+    use crate::store::intercept::{Intercepted, Interceptor, Op};
     use serde_json::json;
     use std::sync::atomic::Ordering;
 
@@ -1122,149 +1123,47 @@ mod tests {
         }
     }
 
-    /// A memory store that can hold one `create` after it committed, so a test can act in
-    /// the gap before the registry tracks the new interaction.
+    /// Holds one `create` after it committed, so a test can act in the gap before the
+    /// registry tracks the new interaction.
     #[derive(Default)]
-    struct GatedStore {
-        inner: MemoryStore,
+    struct CreateGate {
         armed: std::sync::atomic::AtomicBool,
         committed: Notify,
         release: Notify,
     }
 
     #[async_trait::async_trait]
-    impl Store for GatedStore {
-        async fn create(
-            &self,
-            i: Arc<Interaction>,
-            e: Effects,
-        ) -> Result<CreateOutcome, StoreError> {
-            let outcome = self.inner.create(i, e).await;
-            if self.armed.swap(false, Ordering::SeqCst) {
+    impl Interceptor for CreateGate {
+        async fn after(&self, op: Op) {
+            if op == Op::Create && self.armed.swap(false, Ordering::SeqCst) {
                 self.committed.notify_one();
                 self.release.notified().await;
             }
-            outcome
-        }
-        async fn resolve(
-            &self,
-            i: Arc<Interaction>,
-            e: Effects,
-        ) -> Result<ResolveOutcome, StoreError> {
-            self.inner.resolve(i, e).await
-        }
-        async fn get(&self, id: &InteractionId) -> Result<Option<Arc<Interaction>>, StoreError> {
-            self.inner.get(id).await
-        }
-        async fn list(&self, q: &ListQuery) -> Result<Page, StoreError> {
-            self.inner.list(q).await
-        }
-        async fn pending(&self) -> Result<Vec<Arc<Interaction>>, StoreError> {
-            self.inner.pending().await
-        }
-        async fn prune(&self, b: Timestamp) -> Result<u64, StoreError> {
-            self.inner.prune(b).await
-        }
-        async fn record_message(&self, m: crate::store::ChannelMessage) -> Result<(), StoreError> {
-            self.inner.record_message(m).await
-        }
-        async fn messages(
-            &self,
-            c: &str,
-            id: &InteractionId,
-        ) -> Result<Vec<crate::store::ChannelMessage>, StoreError> {
-            self.inner.messages(c, id).await
-        }
-        async fn message(
-            &self,
-            c: &str,
-            a: &str,
-            r: &str,
-        ) -> Result<Option<crate::store::ChannelMessage>, StoreError> {
-            self.inner.message(c, a, r).await
-        }
-        async fn set_message_state(
-            &self,
-            c: &str,
-            a: &str,
-            r: &str,
-            v: Option<Value>,
-        ) -> Result<bool, StoreError> {
-            self.inner.set_message_state(c, a, r, v).await
-        }
-        async fn enqueue(&self, j: Vec<OutboxJob>) -> Result<(), StoreError> {
-            self.inner.enqueue(j).await
-        }
-        async fn claim_jobs(
-            &self,
-            n: Timestamp,
-            q: &crate::store::ClaimQuota,
-            d: Duration,
-        ) -> Result<Vec<crate::store::ClaimedJob>, StoreError> {
-            self.inner.claim_jobs(n, q, d).await
-        }
-        async fn finish_job(
-            &self,
-            j: &crate::store::ClaimedJob,
-            u: crate::store::JobUpdate,
-            a: Vec<AuditRecord>,
-        ) -> Result<bool, StoreError> {
-            self.inner.finish_job(j, u, a).await
-        }
-        async fn next_job_at(
-            &self,
-            q: &crate::store::ClaimQuota,
-        ) -> Result<Option<Timestamp>, StoreError> {
-            self.inner.next_job_at(q).await
-        }
-        async fn job_backlog(&self) -> Result<Vec<(String, u64)>, StoreError> {
-            self.inner.job_backlog().await
-        }
-        async fn append_audit(&self, r: Vec<AuditRecord>) -> Result<(), StoreError> {
-            self.inner.append_audit(r).await
-        }
-        async fn audit(
-            &self,
-            q: &crate::store::AuditQuery,
-        ) -> Result<Vec<crate::store::AuditEntry>, StoreError> {
-            self.inner.audit(q).await
-        }
-        async fn get_value(&self, k: &str) -> Result<Option<String>, StoreError> {
-            self.inner.get_value(k).await
-        }
-        async fn set_value(&self, k: &str, v: Option<String>) -> Result<(), StoreError> {
-            self.inner.set_value(k, v).await
-        }
-        async fn secret(&self, n: &str) -> Result<Vec<u8>, StoreError> {
-            self.inner.secret(n).await
-        }
-        async fn first_sighting(&self, s: &str, k: &str, e: Timestamp) -> Result<bool, StoreError> {
-            self.inner.first_sighting(s, k, e).await
-        }
-        async fn forget_sighting(&self, s: &str, k: &str) -> Result<(), StoreError> {
-            self.inner.forget_sighting(s, k).await
         }
     }
 
     #[tokio::test(start_paused = true)]
     async fn an_answer_between_commit_and_tracking_is_not_lost() {
-        let store = Arc::new(GatedStore::default());
+        let store = Arc::new(Intercepted::new(
+            Arc::new(MemoryStore::new()),
+            CreateGate::default(),
+        ));
         let reg = Registry::new(store.clone(), RegistryConfig::default());
         let shutdown = CancellationToken::new();
         reg.spawn_background(shutdown.clone());
         let (_, mut events) = reg.events().subscribe();
-        store.armed.store(true, Ordering::SeqCst);
+        store.hooks.armed.store(true, Ordering::SeqCst);
         let creating = tokio::spawn({
             let reg = reg.clone();
             async move { reg.create(bash("gap")).await }
         });
         // The interaction is in the store, but `create` has not tracked it yet.
-        store.committed.notified().await;
+        store.hooks.committed.notified().await;
         let id = InteractionId::parse("gap").unwrap();
         reg.respond(&id, Answer::allow(), Responder::new("quick", Via::api()))
             .await
             .unwrap();
-        store.release.notify_one();
+        store.hooks.release.notify_one();
         let created = creating.await.unwrap().unwrap();
         assert!(created.created);
         assert_eq!(

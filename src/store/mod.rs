@@ -18,6 +18,7 @@
 //! Waking local waiters is not the store's job: the registry does that after a write, and a
 //! shared backend can trigger the same step when another process changes an interaction.
 
+pub mod intercept;
 pub mod memory;
 pub mod sqlite;
 

@@ -8,10 +8,11 @@ use async_trait::async_trait;
 use imrelay::audit::Action;
 use imrelay::config::Backend;
 use imrelay::interaction::{Interaction, InteractionId, NewInteraction, Registry, RegistryConfig};
+use imrelay::store::intercept::{Intercepted, Interceptor, Op};
 use imrelay::store::{
-    AuditEntry, AuditQuery, AuditRecord, ChannelMessage, ClaimQuota, ClaimedJob, CreateOutcome,
-    Effects, JobUpdate, ListQuery, MemoryStore, OutboxJob, Page, ResolveOutcome, SqliteStore,
-    StatusFilter, Store, StoreError, Synchronous,
+    AuditQuery, AuditRecord, ChannelMessage, ClaimQuota, CreateOutcome, Effects, JobUpdate,
+    ListQuery, MemoryStore, OutboxJob, Page, ResolveOutcome, SqliteStore, StatusFilter, Store,
+    StoreError, Synchronous,
 };
 use jiff::Timestamp;
 use reqwest::StatusCode;
@@ -632,139 +633,31 @@ async fn concurrent_answers_through_sqlite_one_winner() {
     app.stop().await;
 }
 
-/// A store whose writes fail as on a full or read-only disk; reads still work.
-struct RefusingStore {
-    inner: MemoryStore,
-    refuse: std::sync::atomic::AtomicBool,
-}
-
-impl RefusingStore {
-    fn check(&self) -> Result<(), StoreError> {
-        if self.refuse.load(std::sync::atomic::Ordering::SeqCst) {
-            Err(StoreError::Unavailable("database or disk is full".into()))
-        } else {
-            Ok(())
-        }
-    }
-}
+/// Makes writes fail as on a full or read-only disk while set; reads still work.
+#[derive(Default)]
+struct RefuseWrites(std::sync::atomic::AtomicBool);
 
 #[async_trait]
-impl Store for RefusingStore {
-    async fn create(&self, i: Arc<Interaction>, e: Effects) -> Result<CreateOutcome, StoreError> {
-        self.check()?;
-        self.inner.create(i, e).await
-    }
-    async fn resolve(&self, i: Arc<Interaction>, e: Effects) -> Result<ResolveOutcome, StoreError> {
-        self.check()?;
-        self.inner.resolve(i, e).await
-    }
-    async fn append_audit(&self, r: Vec<AuditRecord>) -> Result<(), StoreError> {
-        self.check()?;
-        self.inner.append_audit(r).await
-    }
-    async fn audit(&self, q: &AuditQuery) -> Result<Vec<AuditEntry>, StoreError> {
-        self.inner.audit(q).await
-    }
-    async fn get_value(&self, k: &str) -> Result<Option<String>, StoreError> {
-        self.inner.get_value(k).await
-    }
-    async fn set_value(&self, k: &str, v: Option<String>) -> Result<(), StoreError> {
-        self.check()?;
-        self.inner.set_value(k, v).await
-    }
-    async fn get(&self, id: &InteractionId) -> Result<Option<Arc<Interaction>>, StoreError> {
-        self.inner.get(id).await
-    }
-    async fn list(&self, q: &ListQuery) -> Result<Page, StoreError> {
-        self.inner.list(q).await
-    }
-    async fn pending(&self) -> Result<Vec<Arc<Interaction>>, StoreError> {
-        self.inner.pending().await
-    }
-    async fn prune(&self, b: Timestamp) -> Result<u64, StoreError> {
-        self.check()?;
-        self.inner.prune(b).await
-    }
-    async fn record_message(&self, m: ChannelMessage) -> Result<(), StoreError> {
-        self.check()?;
-        self.inner.record_message(m).await
-    }
-    async fn messages(
-        &self,
-        c: &str,
-        id: &InteractionId,
-    ) -> Result<Vec<ChannelMessage>, StoreError> {
-        self.inner.messages(c, id).await
-    }
-    async fn message(
-        &self,
-        c: &str,
-        a: &str,
-        r: &str,
-    ) -> Result<Option<ChannelMessage>, StoreError> {
-        self.inner.message(c, a, r).await
-    }
-    async fn set_message_state(
-        &self,
-        c: &str,
-        a: &str,
-        r: &str,
-        s: Option<Value>,
-    ) -> Result<bool, StoreError> {
-        self.check()?;
-        self.inner.set_message_state(c, a, r, s).await
-    }
-    async fn enqueue(&self, j: Vec<OutboxJob>) -> Result<(), StoreError> {
-        self.check()?;
-        self.inner.enqueue(j).await
-    }
-    async fn claim_jobs(
-        &self,
-        n: Timestamp,
-        q: &ClaimQuota,
-        d: Duration,
-    ) -> Result<Vec<ClaimedJob>, StoreError> {
-        self.check()?;
-        self.inner.claim_jobs(n, q, d).await
-    }
-    async fn finish_job(
-        &self,
-        j: &ClaimedJob,
-        u: JobUpdate,
-        a: Vec<AuditRecord>,
-    ) -> Result<bool, StoreError> {
-        self.check()?;
-        self.inner.finish_job(j, u, a).await
-    }
-    async fn next_job_at(&self, q: &ClaimQuota) -> Result<Option<Timestamp>, StoreError> {
-        self.inner.next_job_at(q).await
-    }
-    async fn job_backlog(&self) -> Result<Vec<(String, u64)>, StoreError> {
-        self.inner.job_backlog().await
-    }
-    async fn secret(&self, n: &str) -> Result<Vec<u8>, StoreError> {
-        self.inner.secret(n).await
-    }
-    async fn first_sighting(&self, s: &str, k: &str, e: Timestamp) -> Result<bool, StoreError> {
-        self.check()?;
-        self.inner.first_sighting(s, k, e).await
-    }
-    async fn forget_sighting(&self, s: &str, k: &str) -> Result<(), StoreError> {
-        self.check()?;
-        self.inner.forget_sighting(s, k).await
+impl Interceptor for RefuseWrites {
+    async fn before(&self, op: Op) -> Result<(), StoreError> {
+        if op.is_write() && self.0.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(StoreError::Unavailable("database or disk is full".into()));
+        }
+        Ok(())
     }
 }
 
 #[tokio::test]
 async fn a_store_that_refuses_writes_gets_503_and_loses_nothing() {
-    let store = Arc::new(RefusingStore {
-        inner: MemoryStore::new(),
-        refuse: false.into(),
-    });
+    let store = Arc::new(Intercepted::new(
+        Arc::new(MemoryStore::new()),
+        RefuseWrites::default(),
+    ));
     let app = spawn_on(settings(), store.clone()).await;
     let id = app.create_bash("before-full", "ls").await;
     store
-        .refuse
+        .hooks
+        .0
         .store(true, std::sync::atomic::Ordering::SeqCst);
 
     let (status, body) = app
@@ -797,7 +690,8 @@ async fn a_store_that_refuses_writes_gets_503_and_loses_nothing() {
     assert_eq!(app.registry.pending_count(), 1);
 
     store
-        .refuse
+        .hooks
+        .0
         .store(false, std::sync::atomic::Ordering::SeqCst);
     let (status, _) = app
         .post(

@@ -7,7 +7,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use super::fake::{FakeFeishu, wait_until};
-use super::gate::GatedStore;
+use super::gate::gated_store;
 use super::{
     APPROVER, ENCRYPT_KEY, STRANGER, VERIFICATION_TOKEN, button_value, card_for, card_text, click,
     enable, event_id, post_callback, post_signed, tagged,
@@ -732,7 +732,7 @@ async fn a_replayed_event_id_gets_the_original_reply_and_changes_nothing() {
 #[tokio::test]
 async fn a_click_cut_off_half_way_is_still_recorded_and_its_retry_told_so() {
     let fake = FakeFeishu::start().await;
-    let store = GatedStore::new();
+    let store = gated_store();
     let mut s = settings();
     enable(&mut s, &fake);
     let app = spawn_on(s, store.clone()).await;
@@ -741,7 +741,7 @@ async fn a_click_cut_off_half_way_is_still_recorded_and_its_retry_told_so() {
     let approve = click(&event_id(), APPROVER, &button_value(&card, "approve"), None);
 
     // The answer's write is held; the platform gives up and drops the connection meanwhile.
-    store.close();
+    store.hooks.close();
     let request = {
         let client = app.client.clone();
         let body =
@@ -761,10 +761,13 @@ async fn a_click_cut_off_half_way_is_still_recorded_and_its_retry_told_so() {
                 .await
         })
     };
-    wait_until("the handler reaches the write", || store.waiting() == 1).await;
+    wait_until("the handler reaches the write", || {
+        store.hooks.waiting() == 1
+    })
+    .await;
     request.abort();
     let _ = request.await;
-    store.open();
+    store.hooks.open();
 
     // The click lands all the same.
     let (_, body) = app

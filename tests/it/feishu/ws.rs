@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::fake::APP_SECRET;
 use super::fake_ws::{FakePlatform, SERVICE, data_frame, eventually};
-use super::gate::GatedStore;
+use super::gate::gated_store;
 use super::{APPROVER, CHAT, button_value, card_for, click, event_id, tagged};
 use crate::support::{TestApp, fixture, settings, spawn_on, spawn_with};
 
@@ -262,7 +262,7 @@ async fn a_dropped_connection_reconnects_and_a_duplicate_event_gets_the_original
 #[tokio::test]
 async fn a_slow_click_is_acked_in_time_finished_anyway_and_its_redelivery_gets_the_outcome() {
     let p = FakePlatform::start().await;
-    let store = GatedStore::new();
+    let store = gated_store();
     let mut s = settings();
     enable_ws(&mut s, &p);
     let app = spawn_on(s, store.clone()).await;
@@ -276,9 +276,9 @@ async fn a_slow_click_is_acked_in_time_finished_anyway_and_its_redelivery_gets_t
 
     // The answer's write is held past the platform's window: the ack still goes out in time,
     // saying the click is being worked on.
-    store.close();
+    store.hooks.close();
     let (_, first) = click_over_ws(&p, "msg-slow-1", &approve).await;
-    assert_eq!(store.waiting(), 1);
+    assert_eq!(store.hooks.waiting(), 1);
     assert_eq!(first["toast"]["type"], "info", "{first}");
     assert!(
         first["toast"]["content"]
@@ -315,14 +315,14 @@ async fn a_slow_click_is_acked_in_time_finished_anyway_and_its_redelivery_gets_t
         "the second delivery joined the first"
     );
     assert!(p.ws.acks("msg-slow-2").is_empty(), "still waiting");
-    store.open();
+    store.hooks.open();
     eventually("the second ack", || !p.ws.acks("msg-slow-2").is_empty()).await;
     let second = ack_reply(&p.ws.acks("msg-slow-2")[0]);
     assert_eq!(second["toast"]["type"], "success", "{second}");
     assert_eq!(second["card"]["data"]["header"]["template"], "green");
     let (_, body) = app.get("/v1/interactions/toolu_slow").await;
     assert_eq!(body["resolution"]["outcome"], "allowed");
-    assert_eq!(store.waiting(), 1, "handled once");
+    assert_eq!(store.hooks.waiting(), 1, "handled once");
     app.stop().await;
 }
 
