@@ -91,14 +91,14 @@ impl App {
                 "recovered pending interactions from the store"
             );
         }
-        let state = AppState {
+        let state = AppState::new(http::Shared {
             registry,
             auth: Arc::new(Auth::new(&settings.auth)),
             metrics,
             settings,
             shutdown,
             health,
-        };
+        });
         Ok(Self {
             state,
             outbox,

@@ -42,9 +42,28 @@ use error::ApiError;
 /// Largest accepted request body.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
-/// State shared by every handler.
+/// State shared by every handler: one reference-counted [`Shared`], so the clones axum makes
+/// for every request (extractor, middleware) cost one atomic increment.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl AppState {
+    /// Wraps the shared parts.
+    pub fn new(shared: Shared) -> Self {
+        Self(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// What [`AppState`] holds.
+pub struct Shared {
     /// The interaction registry.
     pub registry: Registry,
     /// Token checks.
