@@ -460,6 +460,51 @@ async fn migrations_apply_to_an_existing_empty_file_and_are_idempotent() {
     assert_eq!(schema(&path), before);
 }
 
+/// Rows in the main database file alone, ignoring anything still only in the write-ahead log.
+fn rows_in_main_file(path: &std::path::Path) -> i64 {
+    let uri = format!("file:{}?immutable=1", path.display());
+    let conn = rusqlite::Connection::open_with_flags(
+        uri,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_URI,
+    )
+    .unwrap();
+    conn.query_row("SELECT count(*) FROM interactions", [], |r| r.get(0))
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn the_checkpointer_moves_commits_into_the_database_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ckpt.db");
+    let store = Arc::new(SqliteStore::open(&path, Synchronous::Normal).unwrap());
+    let reg = Registry::new(store.clone(), RegistryConfig::default());
+    for n in 0..20 {
+        created(&reg, &format!("ck-{n}")).await;
+    }
+    // The writer never checkpoints itself; the checkpointer copies the log back soon after.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while rows_in_main_file(&path) < 20 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the commits never reached the database file"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Closing the store empties the log.
+    drop(reg);
+    drop(store);
+    let mut wal = path.clone().into_os_string();
+    wal.push("-wal");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while std::fs::metadata(&wal).map_or(0, |m| m.len()) > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the log was not emptied on close"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Makes files immutable (`chattr +i`) for as long as it lives: a read-only disk, even for
 /// root, which ignores file modes.
 struct Immutable(Vec<std::path::PathBuf>);
