@@ -330,7 +330,7 @@ impl Outbox {
     async fn failure_record(&self, job: &ClaimedJob, error: &str) -> AuditRecord {
         let input_hash = match &job.job.interaction_id {
             Some(id) => match self.store.get(id).await {
-                Ok(i) => i.map(|i| i.input_digest().to_string()),
+                Ok(i) => i.map(|i| i.input_digest()),
                 Err(e) => {
                     tracing::warn!(job = %job.job.key, error = %e,
                         "outbox: cannot read the interaction of a failed delivery; auditing it without its input hash");

@@ -58,13 +58,13 @@ pub fn already_toast(i: &Interaction) -> String {
 pub fn context_line(i: &Interaction) -> String {
     let mut parts = Vec::new();
     if let Some(a) = &i.agent {
-        parts.push(a.clone());
+        parts.push(a.to_string());
     }
     if let Some(s) = &i.session {
         parts.push(format!("session {}", short(s, 12)));
     }
     if let Some(c) = &i.cwd {
-        parts.push(c.clone());
+        parts.push(c.to_string());
     }
     parts.join(" · ")
 }

@@ -86,7 +86,7 @@ pub fn outcome_body(i: &Interaction) -> OutcomeBody<'_> {
     OutcomeBody {
         status: i.status(),
         result: i.resolution.as_ref().map(|r| &r.result),
-        resolution: i.resolution.as_ref(),
+        resolution: i.resolution.as_deref(),
         interaction: i,
     }
 }

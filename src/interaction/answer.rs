@@ -127,7 +127,7 @@ pub fn resolution_for(
         ) => {
             let updated_permissions = if always {
                 match &interaction.suggestions {
-                    Some(s) => Some(s.clone()),
+                    Some(s) => Some(Value::clone(s)),
                     None => {
                         return Err(ValidationError::new(
                             "always",

@@ -55,7 +55,7 @@ pub use answer::{Answer, MAX_BY_CHARS, Responder, cancelled, expired, resolution
 pub use events::{Event, EventKind, EventLog, Replay};
 pub use model::{
     ASK_USER_QUESTION, DigestCache, Interaction, InteractionId, Kind, MAX_ID_LEN, Outcome,
-    PermissionResult, Resolution, Via, canonical_json, now,
+    PermissionResult, Resolution, Via, canonical_json, compact_object, now,
 };
 pub use question::{
     MAX_ANSWER_CHARS, Question, QuestionOption, json_type, normalise_answers, parse_questions,

@@ -287,42 +287,46 @@ pub struct Interaction {
     pub tool_name: String,
     /// The tool input, as the SDK passed it.
     pub input: Map<String, Value>,
-    /// The agent's session label.
+    /// The agent's session label. (The optional texts are boxed strings, a third smaller
+    /// than `String`: pending interactions are held in memory.)
     #[serde(default)]
-    pub session: Option<String>,
+    pub session: Option<Box<str>>,
     /// Which agent is asking (e.g. `claude-code`).
     #[serde(default)]
-    pub agent: Option<String>,
+    pub agent: Option<Box<str>>,
     /// Human-readable title from the SDK's context.
     #[serde(default)]
-    pub title: Option<String>,
+    pub title: Option<Box<str>>,
     /// Human-readable description from the SDK's context.
     #[serde(default)]
-    pub description: Option<String>,
+    pub description: Option<Box<str>>,
     /// The agent's working directory.
     #[serde(default)]
-    pub cwd: Option<String>,
+    pub cwd: Option<Box<str>>,
     /// Permission suggestions offered by the agent (opaque; applied by "always allow").
+    /// Boxed, like the resolution: most interactions have none, and pending interactions
+    /// are held in memory.
     #[serde(default)]
-    pub suggestions: Option<Value>,
+    pub suggestions: Option<Box<Value>>,
     /// When imrelay accepted it.
     pub created_at: Timestamp,
     /// When it expires unless answered.
     pub deadline: Timestamp,
     /// The timeout the deadline was computed from, in seconds.
     pub timeout_secs: u64,
-    /// Set once, when it is resolved.
+    /// Set once, when it is resolved. (Boxed: a pending interaction, the kind held in
+    /// memory, then carries one pointer instead of the whole resolution's space.)
     #[serde(default)]
-    pub resolution: Option<Resolution>,
+    pub resolution: Option<Box<Resolution>>,
     /// [`Interaction::input_digest`], computed once (not serialized).
     #[serde(skip)]
     pub digest: DigestCache,
 }
 
-/// A lazily computed input digest. Equal whatever it holds, so it never makes two
-/// interactions differ.
+/// A lazily computed input digest (the raw SHA-256, hex-encoded when asked for). Equal
+/// whatever it holds, so it never makes two interactions differ.
 #[derive(Clone, Default)]
-pub struct DigestCache(std::sync::OnceLock<String>);
+pub struct DigestCache(std::sync::OnceLock<[u8; 32]>);
 
 impl PartialEq for DigestCache {
     fn eq(&self, _: &Self) -> bool {
@@ -354,7 +358,7 @@ impl Interaction {
     /// The same interaction, resolved.
     pub fn resolved(&self, resolution: Resolution) -> Interaction {
         Interaction {
-            resolution: Some(resolution),
+            resolution: Some(Box::new(resolution)),
             ..self.clone()
         }
     }
@@ -367,16 +371,16 @@ impl Interaction {
 
     /// SHA-256 (hex) of the tool name and input exactly as shown to people: what an audit
     /// entry refers to.
-    pub fn input_digest(&self) -> &str {
-        self.digest.0.get_or_init(|| {
+    pub fn input_digest(&self) -> String {
+        hex::encode(self.digest.0.get_or_init(|| {
             use sha2::{Digest, Sha256};
             let mut h = Sha256::new();
             h.update(self.tool_name.as_bytes());
             h.update([0]);
             // Writing into a hasher cannot fail.
             let _ = write_canonical_object(&self.input, &mut h);
-            hex::encode(h.finalize())
-        })
+            h.finalize().into()
+        }))
     }
 
     /// Time from creation to resolution, if resolved.
@@ -410,6 +414,30 @@ impl Serialize for Interaction {
         st.serialize_field("timeout_secs", &self.timeout_secs)?;
         st.serialize_field("resolution", &self.resolution)?;
         st.end()
+    }
+}
+
+/// The same object with every map and array at its exact size. Parsing leaves room to grow
+/// (a two-key object holds four slots); a pending interaction's input is held in memory until
+/// it is answered, so it is compacted once when created.
+pub fn compact_object(input: Map<String, Value>) -> Map<String, Value> {
+    let mut out = Map::with_capacity(input.len());
+    for (k, v) in input {
+        out.insert(k, compact(v));
+    }
+    out
+}
+
+fn compact(v: Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(compact_object(m)),
+        Value::Array(a) => {
+            // (Collecting would reuse the parsed vector's spare room.)
+            let mut out: Vec<Value> = a.into_iter().map(compact).collect();
+            out.shrink_to_fit();
+            Value::Array(out)
+        }
+        other => other,
     }
 }
 
@@ -467,6 +495,17 @@ pub fn now() -> Timestamp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn compacting_keeps_the_value_and_its_key_order() {
+        let v = json!({"z": 1, "a": {"y": [1, {"b": 2, "a": 1}], "x": null}, "m": "text"});
+        let Value::Object(m) = v.clone() else {
+            unreachable!()
+        };
+        let compacted = compact_object(m);
+        assert_eq!(Value::Object(compacted.clone()), v);
+        assert_eq!(serde_json::to_string(&compacted).unwrap(), v.to_string());
+    }
     use serde_json::json;
 
     #[test]

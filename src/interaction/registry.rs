@@ -269,10 +269,14 @@ fn created_record(i: &Interaction) -> AuditRecord {
         at: i.created_at,
         action: Action::Created,
         interaction_id: Some(i.id.as_str().to_string()),
-        actor: i.agent.clone().or_else(|| i.session.clone()),
+        actor: i
+            .agent
+            .as_deref()
+            .or(i.session.as_deref())
+            .map(str::to_string),
         channel: "agent".into(),
         outcome: "pending".into(),
-        input_hash: Some(i.input_digest().to_string()),
+        input_hash: Some(i.input_digest()),
         detail: Some(clip(&i.tool_name)),
     }
 }
@@ -296,7 +300,7 @@ fn resolved_record(i: &Interaction, r: &Resolution, actor: Option<&str>) -> Audi
         ),
         channel: r.via.as_str().to_string(),
         outcome: r.outcome.as_str().into(),
-        input_hash: Some(i.input_digest().to_string()),
+        input_hash: Some(i.input_digest()),
         detail: r.message().map(clip),
     }
 }
@@ -460,13 +464,13 @@ impl Registry {
             id,
             kind,
             tool_name: new.tool_name,
-            input: new.input,
-            session: new.session,
-            agent: new.agent,
-            title: new.title,
-            description: new.description,
-            cwd: new.cwd,
-            suggestions: new.suggestions,
+            input: super::compact_object(new.input),
+            session: new.session.map(String::into_boxed_str),
+            agent: new.agent.map(String::into_boxed_str),
+            title: new.title.map(String::into_boxed_str),
+            description: new.description.map(String::into_boxed_str),
+            cwd: new.cwd.map(String::into_boxed_str),
+            suggestions: new.suggestions.map(Box::new),
             created_at,
             deadline: add(created_at, Duration::from_secs(timeout_secs)),
             timeout_secs,
@@ -856,12 +860,7 @@ impl Registry {
             return;
         }
         let input_hash = match id {
-            Some(id) => self
-                .get(id)
-                .await
-                .ok()
-                .flatten()
-                .map(|i| i.input_digest().to_string()),
+            Some(id) => self.get(id).await.ok().flatten().map(|i| i.input_digest()),
             None => None,
         };
         let record = AuditRecord {

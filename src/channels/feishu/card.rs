@@ -791,7 +791,7 @@ mod tests {
         );
         // The resolved card fits too.
         let mut answered = i.clone();
-        answered.resolution = Some(Resolution {
+        answered.resolution = Some(Box::new(Resolution {
             outcome: Outcome::Answered,
             by: Some("ou_1".into()),
             via: crate::interaction::Via::feishu(),
@@ -800,7 +800,7 @@ mod tests {
                 message: "\"".repeat(5000),
                 interrupt: false,
             },
-        });
+        }));
         assert!(send_body(&cards.render(&answered)).len() <= MAX_REQUEST_BYTES);
     }
 

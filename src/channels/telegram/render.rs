@@ -706,7 +706,7 @@ mod tests {
     }
 
     fn resolve(mut i: Interaction, by: &str, message: &str) -> Interaction {
-        i.resolution = Some(crate::interaction::Resolution {
+        i.resolution = Some(Box::new(crate::interaction::Resolution {
             outcome: Outcome::Denied,
             by: Some(by.into()),
             via: crate::interaction::Via::telegram(),
@@ -715,7 +715,7 @@ mod tests {
                 message: message.into(),
                 interrupt: false,
             },
-        });
+        }));
         i
     }
 
@@ -737,10 +737,10 @@ mod tests {
         let codec = Codec::new(vec![1; 32]);
         let command = hostile(3000);
         let mut i = interaction("Bash", json!({ "command": command }));
-        i.title = Some(hostile(500));
-        i.description = Some(hostile(1000));
-        i.cwd = Some(hostile(500));
-        i.agent = Some(hostile(100));
+        i.title = Some(hostile(500).into());
+        i.description = Some(hostile(1000).into());
+        i.cwd = Some(hostile(500).into());
+        i.agent = Some(hostile(100).into());
         i.tool_name = hostile(100);
         let p = prompt(&i, &PromptState::default(), &buttons(&codec));
         assert!(units(&p.text) <= MAX_TEXT, "{}", units(&p.text));
@@ -776,9 +776,9 @@ mod tests {
             json!({"questions": [q(0, false), q(1, true), q(2, false), q(3, true)]}),
         );
         assert_eq!(parse_questions(&i.input).unwrap().len(), 4);
-        i.title = Some(hostile(500));
-        i.description = Some(hostile(1000));
-        i.cwd = Some(hostile(500));
+        i.title = Some(hostile(500).into());
+        i.description = Some(hostile(1000).into());
+        i.cwd = Some(hostile(500).into());
         let mut partly = PromptState::default();
         partly.answers.insert(0, vec![hostile(4000)]);
         partly.other.insert(1, hostile(4000));

@@ -133,9 +133,12 @@ impl WebhookSettings {
         self.events.contains(&event)
             && (self.sessions.is_empty()
                 || i.session
-                    .as_ref()
-                    .is_some_and(|s| self.sessions.contains(s)))
-            && (self.agents.is_empty() || i.agent.as_ref().is_some_and(|a| self.agents.contains(a)))
+                    .as_deref()
+                    .is_some_and(|s| self.sessions.iter().any(|x| x == s)))
+            && (self.agents.is_empty()
+                || i.agent
+                    .as_deref()
+                    .is_some_and(|a| self.agents.iter().any(|x| x == a)))
     }
 }
 
