@@ -97,7 +97,30 @@ fn outcome_response(i: &Arc<Interaction>) -> Response {
     } else {
         StatusCode::OK
     };
-    (status, Json(outcome_body(i))).into_response()
+    json_response(status, &outcome_body(i))
+}
+
+/// `body` as JSON, written into a buffer with room for a typical interaction up front (the
+/// hot answers carry one or two; axum's `Json` starts at 128 bytes and regrows for them).
+fn json_response(status: StatusCode, body: &impl serde::Serialize) -> Response {
+    let mut buf = Vec::with_capacity(2048);
+    match serde_json::to_writer(&mut buf, body) {
+        Ok(()) => (
+            status,
+            [(
+                axum::http::header::CONTENT_TYPE,
+                axum::http::HeaderValue::from_static("application/json"),
+            )],
+            buf,
+        )
+            .into_response(),
+        Err(e) => ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            format!("cannot encode the answer: {e}"),
+        )
+        .into_response(),
+    }
 }
 
 /// `POST /v1/interactions`
@@ -127,7 +150,7 @@ pub async fn create(
             } else {
                 StatusCode::OK
             };
-            Ok((status, Json(created.interaction)).into_response())
+            Ok(json_response(status, &created.interaction))
         }
         Some(secs) => {
             let i = wait_for(&state, &created.interaction.id, secs).await?;
