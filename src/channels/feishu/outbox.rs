@@ -361,7 +361,10 @@ mod tests {
             planner.plan_resolved(i, &mut jobs);
             jobs.into_iter().map(|j| j.key).collect::<Vec<_>>()
         };
-        let (old, new) = (interaction(1_700_000_000_000), interaction(1_700_000_086_400));
+        let (old, new) = (
+            interaction(1_700_000_000_000),
+            interaction(1_700_000_086_400),
+        );
         let old_keys = keys(&old);
         assert_eq!(old_keys.len(), 2);
         for k in &old_keys {
