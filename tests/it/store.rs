@@ -809,6 +809,11 @@ async fn a_store_that_refuses_writes_gets_503_and_loses_nothing() {
             .unwrap()
             .contains("disk is full")
     );
+    // Not ready, but alive: nothing that restarts on failed liveness checks restarts it.
+    let (status, live) = app.get("/livez").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(live["status"], "ok");
+    assert_eq!(healthchecks(&app).await, (false, true));
     // Nothing was acknowledged, so nothing changed: still pending, still answerable later.
     let (_, still) = app.get(&format!("/v1/interactions/{id}")).await;
     assert_eq!(still["status"], "pending");
@@ -826,4 +831,25 @@ async fn a_store_that_refuses_writes_gets_503_and_loses_nothing() {
         .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(app.get("/healthz").await.0, StatusCode::OK);
+    assert_eq!(healthchecks(&app).await, (true, true));
+}
+
+/// What `imrelay healthcheck` and `imrelay healthcheck --live` say about `app` (each builds
+/// its own runtime, so they run on a plain thread).
+async fn healthchecks(app: &TestApp) -> (bool, bool) {
+    use imrelay::cli::{Probe, healthcheck};
+    let mut s = settings();
+    s.server.listen = app.addr;
+    tokio::task::spawn_blocking(move || {
+        std::thread::spawn(move || {
+            (
+                healthcheck(&s, Probe::Ready, None).unwrap(),
+                healthcheck(&s, Probe::Live, None).unwrap(),
+            )
+        })
+        .join()
+        .unwrap()
+    })
+    .await
+    .unwrap()
 }
