@@ -1064,6 +1064,12 @@ async fn a_non_approver_tap_changes_nothing() {
         m.contains("imrelay_telegram_refused_total{reason=\"not_approver\"} 2"),
         "{m}"
     );
+    // Counted with every channel's refusals too; bound to an interaction, so never suppressed.
+    assert!(
+        m.contains("imrelay_answer_refusals_total{channel=\"telegram\"} 2"),
+        "{m}"
+    );
+    assert!(!m.contains("imrelay_refusals_suppressed_total{"), "{m}");
     // Both attempts are in the audit trail, naming Mallory by her Telegram id.
     let refused: Vec<Value> = audit_of(&app, &id)
         .await

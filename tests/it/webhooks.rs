@@ -581,6 +581,30 @@ async fn a_flood_of_bad_signatures_is_audited_within_bounds() {
         "{}",
         actor.len()
     );
+    // Every refusal is counted, and the ones that were not written show as suppressed.
+    let metrics = app
+        .client
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let count = |name: &str| -> usize {
+        let prefix = format!("{name}{{channel=\"webhook:ticketing\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .unwrap_or_else(|| panic!("no {prefix} in {metrics}"))
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(count("imrelay_answer_refusals_total"), 40);
+    assert_eq!(
+        count("imrelay_refusals_suppressed_total"),
+        40 - refusals.len()
+    );
 }
 
 #[tokio::test]
