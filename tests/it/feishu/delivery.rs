@@ -280,7 +280,7 @@ async fn an_id_used_again_after_pruning_gets_its_own_card() {
     })
     .await;
     app.create_bash("toolu_again", "ls").await;
-    let (first, _) = card_for(&fake, "toolu_again").await;
+    let (first, first_card) = card_for(&fake, "toolu_again").await;
     assert_eq!(app.delete("/v1/interactions/toolu_again").await.0, 200);
     wait_until("the first card shows the cancellation", || {
         fake.state.patches().iter().any(|p| p.message_id == first)
@@ -301,6 +301,23 @@ async fn an_id_used_again_after_pruning_gets_its_own_card() {
     assert_ne!(second, first);
     assert_ne!(sends[0].uuid, sends.last().unwrap().uuid);
     assert!(card_text(&sends.last().unwrap().card).contains("ls"));
+    // A button left on the first card (say its update never landed) cannot answer the new
+    // interaction: it is told the request is gone.
+    let (_, reply) = post_callback(
+        &app,
+        &click(
+            &event_id(),
+            APPROVER,
+            &button_value(&first_card, "approve"),
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(reply["toast"]["content"], "This request no longer exists");
+    assert_eq!(
+        app.get("/v1/interactions/toolu_again").await.1["status"],
+        "pending"
+    );
     // The new card is the one brought up to date when the new interaction resolves.
     let (status, _) = app
         .post(
