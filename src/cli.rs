@@ -3,7 +3,8 @@
 //! interaction has its `created` entry, and `imrelay audit head` prints the head to keep
 //! elsewhere (all read the SQLite database directly and read-only, so they work while the
 //! server runs); `imrelay healthcheck` asks a running
-//! server's `/healthz` (for container health checks, where there is no curl).
+//! server's `/healthz`, or with `--live` its `/livez` (for container health checks, where
+//! there is no curl).
 
 use std::io::Write;
 
@@ -223,9 +224,18 @@ pub fn audit_head(settings: &Settings) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The `/healthz` URL of the server these settings describe (a wildcard listen address is
+/// Which health endpoint `imrelay healthcheck` asks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Probe {
+    /// `/healthz`: ready, with a store that can take writes.
+    Ready,
+    /// `/livez`: the process serves requests.
+    Live,
+}
+
+/// The URL of `probe` on the server these settings describe (a wildcard listen address is
 /// reached on loopback).
-pub fn health_url(settings: &Settings) -> String {
+pub fn health_url(settings: &Settings, probe: Probe) -> String {
     let mut addr = settings.server.listen;
     if addr.ip().is_unspecified() {
         addr.set_ip(match addr {
@@ -233,14 +243,19 @@ pub fn health_url(settings: &Settings) -> String {
             std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
         });
     }
-    format!("http://{addr}/healthz")
+    let path = match probe {
+        Probe::Ready => "/healthz",
+        Probe::Live => "/livez",
+    };
+    format!("http://{addr}{path}")
 }
 
-/// `imrelay healthcheck`: `Ok(true)` if the server answers `/healthz` with 200 in time.
-pub fn healthcheck(settings: &Settings, url: Option<&str>) -> anyhow::Result<bool> {
+/// `imrelay healthcheck`: `Ok(true)` if the server answers `probe` (or `url`) with 200 in
+/// time.
+pub fn healthcheck(settings: &Settings, probe: Probe, url: Option<&str>) -> anyhow::Result<bool> {
     let url = url
         .map(str::to_string)
-        .unwrap_or_else(|| health_url(settings));
+        .unwrap_or_else(|| health_url(settings, probe));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -268,6 +283,19 @@ pub fn healthcheck(settings: &Settings, url: Option<&str>) -> anyhow::Result<boo
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn health_urls_reach_a_wildcard_listener_on_loopback() {
+        let mut s = Settings::defaults().unwrap();
+        s.server.listen = "0.0.0.0:9000".parse().unwrap();
+        assert_eq!(
+            health_url(&s, Probe::Ready),
+            "http://127.0.0.1:9000/healthz"
+        );
+        assert_eq!(health_url(&s, Probe::Live), "http://127.0.0.1:9000/livez");
+        s.server.listen = "[::]:9000".parse().unwrap();
+        assert_eq!(health_url(&s, Probe::Live), "http://[::1]:9000/livez");
+    }
 
     #[test]
     fn since_accepts_times_and_ages() {

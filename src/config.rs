@@ -446,6 +446,76 @@ mod tests {
         assert_eq!(s.log.format, LogFormat::Text);
     }
 
+    /// Every key under `v` as (section, key), sections dotted (`hooks.claude_code`).
+    fn keys(v: &toml::Value, section: &str, out: &mut Vec<(String, String)>) {
+        let Some(table) = v.as_table() else { return };
+        for (k, child) in table {
+            match child {
+                toml::Value::Table(_) if section.is_empty() => keys(child, k, out),
+                toml::Value::Table(_) => keys(child, &format!("{section}.{k}"), out),
+                _ => out.push((section.to_string(), k.clone())),
+            }
+        }
+    }
+
+    /// The text of `doc` under the heading naming `title`, up to the next heading.
+    fn doc_section(doc: &str, title: &str) -> String {
+        let mut lines = doc
+            .lines()
+            .skip_while(|l| !(l.starts_with('#') && l.contains(title)));
+        assert!(
+            lines.next().is_some(),
+            "docs/configuration.md has no heading {title}"
+        );
+        lines
+            .take_while(|l| !l.starts_with('#'))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    #[test]
+    fn every_setting_is_in_the_defaults_file_and_documented() {
+        let doc = include_str!("../docs/configuration.md");
+        let defaults: toml::Value = toml::from_str(DEFAULT_TOML).unwrap();
+        let effective = toml::Value::try_from(Settings::defaults().unwrap()).unwrap();
+        let mut all = Vec::new();
+        keys(&effective, "", &mut all);
+        for (section, key) in all.iter().filter(|(s, _)| !s.is_empty()) {
+            let mut table = &defaults;
+            for part in section.split('.') {
+                table = &table[part];
+            }
+            assert!(
+                table.get(key).is_some(),
+                "{section}.{key} is missing from config/default.toml"
+            );
+            assert!(
+                doc_section(doc, &format!("`[{section}]`")).contains(&format!("`{key}`")),
+                "{section}.{key} is not in docs/configuration.md"
+            );
+        }
+        // Webhook targets: the commented example in the defaults, and the table.
+        let target: crate::channels::webhook::WebhookSettings =
+            toml::from_str("name = \"x\"\nurl = \"http://x\"\nsecret = \"whsec_x\"").unwrap();
+        let mut target_keys = Vec::new();
+        keys(
+            &toml::Value::try_from(target).unwrap(),
+            "webhooks",
+            &mut target_keys,
+        );
+        assert!(target_keys.len() >= 8, "{target_keys:?}");
+        for (_, key) in target_keys {
+            assert!(
+                DEFAULT_TOML.contains(&format!("# {key} =")),
+                "webhooks.{key} is missing from config/default.toml"
+            );
+            assert!(
+                doc_section(doc, "`[[webhooks]]`").contains(&format!("`{key}`")),
+                "webhooks.{key} is not in docs/configuration.md"
+            );
+        }
+    }
+
     #[test]
     fn environment_wins_and_lists_split() {
         let s = Settings::load_with_env(

@@ -40,7 +40,11 @@ enum Command {
     CheckConfig,
     /// Exit 0 if the server answers /healthz (for container health checks).
     Healthcheck {
-        /// The URL to ask (default: /healthz on the configured listen address).
+        /// Ask /livez instead: only whether the process serves requests, not whether its
+        /// store can take writes (for supervisors that restart on failure).
+        #[arg(long)]
+        live: bool,
+        /// The URL to ask (default: /healthz, or /livez, on the configured listen address).
         #[arg(long)]
         url: Option<String>,
     },
@@ -79,8 +83,13 @@ fn main() -> anyhow::Result<()> {
             eprintln!("configuration is valid");
             Ok(())
         }
-        Command::Healthcheck { url } => {
-            if !imrelay::cli::healthcheck(&settings, url.as_deref())? {
+        Command::Healthcheck { live, url } => {
+            let probe = if live {
+                imrelay::cli::Probe::Live
+            } else {
+                imrelay::cli::Probe::Ready
+            };
+            if !imrelay::cli::healthcheck(&settings, probe, url.as_deref())? {
                 std::process::exit(1);
             }
             Ok(())

@@ -1,8 +1,9 @@
 //! Prometheus metrics, served at `/metrics` in the text exposition format.
 //!
 //! One [`Metrics`] per server (no process-global recorder), so several servers in one test
-//! process keep separate counts. The interaction counters are fed through the registry's
-//! [`Lifecycle`] hook; channels register their own metrics with [`Metrics::register`].
+//! process keep separate counts. The interaction and refusal counters are fed through the
+//! registry's [`Lifecycle`] hook; channels register their own metrics with
+//! [`Metrics::register`].
 
 use std::sync::{Arc, Mutex};
 
@@ -13,7 +14,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Metric, Registry};
 
-use crate::interaction::{Interaction, Lifecycle};
+use crate::interaction::{Interaction, Lifecycle, Via};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabels {
@@ -67,6 +68,10 @@ pub struct Metrics {
     pub outbox_backlog: Family<ChannelLabels, Gauge>,
     /// Outbox delivery attempts by channel and result.
     pub deliveries: Family<DeliveryLabels, Counter>,
+    /// Refused answer attempts by channel.
+    refusals: Family<ChannelLabels, Counter>,
+    /// Refusals kept out of the log and audit trail by the rate limit, by channel.
+    refusals_suppressed: Family<ChannelLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -88,6 +93,8 @@ impl Metrics {
             );
         let outbox_backlog = Family::<ChannelLabels, Gauge>::default();
         let deliveries = Family::<DeliveryLabels, Counter>::default();
+        let refusals = Family::<ChannelLabels, Counter>::default();
+        let refusals_suppressed = Family::<ChannelLabels, Counter>::default();
         registry.register(
             "imrelay_interactions_pending",
             "Interactions awaiting an answer",
@@ -118,6 +125,16 @@ impl Metrics {
             "Outbox delivery attempts, by channel and result (ok, retry, failed)",
             deliveries.clone(),
         );
+        registry.register(
+            "imrelay_answer_refusals",
+            "Refused answer attempts (bad signatures, forged or foreign buttons, non-approvers, late or invalid answers), by channel",
+            refusals.clone(),
+        );
+        registry.register(
+            "imrelay_refusals_suppressed",
+            "Refusals not bound to an interaction that the per-channel rate limit kept out of the log and the audit trail, by channel",
+            refusals_suppressed.clone(),
+        );
         Self {
             registry: Mutex::new(registry),
             pending,
@@ -126,6 +143,8 @@ impl Metrics {
             time_to_answer,
             outbox_backlog,
             deliveries,
+            refusals,
+            refusals_suppressed,
         }
     }
 
@@ -160,6 +179,16 @@ impl Metrics {
 }
 
 impl Lifecycle for Metrics {
+    fn refused(&self, via: &Via, recorded: bool) {
+        let labels = ChannelLabels {
+            channel: via.as_str().to_string(),
+        };
+        self.refusals.get_or_create(&labels).inc();
+        if !recorded {
+            self.refusals_suppressed.get_or_create(&labels).inc();
+        }
+    }
+
     fn created(&self, i: &Arc<Interaction>) {
         self.created
             .get_or_create(&KindLabels {

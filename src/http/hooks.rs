@@ -10,7 +10,12 @@
 //! the next generation (`cc-<hash>.2`, ...) is used, so repeating the same command later in a
 //! session asks again instead of replaying the old answer. The latest generation of each
 //! derived id is remembered in the store, so finding it takes a read or two (not one per
-//! earlier generation), survives restarts, and an id is never reused after pruning.
+//! earlier generation) and survives restarts. The memory is a value bound to that
+//! generation's interaction ([`crate::store::BOUND_VALUE_PREFIX`]): pruning removes it with
+//! the interaction, so it does not grow with every command ever asked about. Generations are
+//! resolved in order, so by then every earlier one is gone too, and the next request starts
+//! again at the first generation: an id is never taken while an interaction has it, and
+//! channels tell a reused id's new interaction from the old one by its creation time.
 
 use std::time::Duration;
 
@@ -28,9 +33,34 @@ use crate::interaction::{
     Interaction, InteractionId, Kind, NewInteraction, Outcome, PermissionResult, RegistryError,
     canonical_json,
 };
+use crate::store::BOUND_VALUE_PREFIX;
 
-/// Prefix of the store values that remember a derived id's latest generation.
-const GENERATION_KEY: &str = "hooks.claude_code.generation:";
+/// The store value that remembers the latest generation of derived id `base`: the id of that
+/// generation, kept as long as its interaction is.
+fn latest_key(base: &str) -> String {
+    format!("{BOUND_VALUE_PREFIX}hooks.claude_code.latest:{base}")
+}
+
+/// Generation `generation` of derived id `base`.
+fn generation_id(base: &str, generation: u64) -> String {
+    if generation == 1 {
+        base.to_string()
+    } else {
+        format!("{base}.{generation}")
+    }
+}
+
+/// Which generation of `base` the id `id` is.
+fn generation_of(base: &str, id: &str) -> Option<u64> {
+    if id == base {
+        return Some(1);
+    }
+    id.strip_prefix(base)?
+        .strip_prefix('.')?
+        .parse::<u64>()
+        .ok()
+        .filter(|g| *g >= 2)
+}
 
 /// The fields imrelay reads from a `PreToolUse` or `PermissionRequest` hook input (others
 /// are ignored).
@@ -164,27 +194,23 @@ pub async fn claude_code(
 
 /// Creates the first unanswered generation of a derived id, or re-attaches to a pending one.
 ///
-/// The latest generation is remembered in the store under the base id. It was created, so if
-/// it is gone it was pruned: the walk starts after it, and no id is handed out twice.
+/// The walk starts at the remembered latest generation (the first if none is remembered)
+/// and moves past answered ones. A remembered generation that is gone was pruned a moment
+/// ago (its memory goes in the same prune): the walk moves past it too.
 async fn create_generation(
     state: &AppState,
     base: &str,
     new: NewInteraction,
 ) -> Result<std::sync::Arc<Interaction>, ApiError> {
     let store = state.registry.store();
-    let key = format!("{GENERATION_KEY}{base}");
+    let key = latest_key(base);
     let remembered = store
         .get_value(&key)
         .await?
-        .and_then(|v| v.parse::<u64>().ok())
-        .filter(|g| *g >= 1);
+        .and_then(|v| generation_of(base, &v));
     let mut generation = remembered.unwrap_or(1);
     loop {
-        let id = if generation == 1 {
-            base.to_string()
-        } else {
-            format!("{base}.{generation}")
-        };
+        let id = generation_id(base, generation);
         let parsed = InteractionId::parse(&id)?;
         match state.registry.get(&parsed).await? {
             Some(existing) if !existing.is_pending() => {
@@ -192,7 +218,6 @@ async fn create_generation(
                 continue;
             }
             None if remembered == Some(generation) => {
-                // Pruned after its retention: never reuse its id.
                 generation = generation.saturating_add(1);
                 continue;
             }
@@ -208,7 +233,9 @@ async fn create_generation(
         {
             Ok(c) if c.interaction.is_pending() || c.created => {
                 if remembered != Some(generation)
-                    && let Err(e) = store.set_value(&key, Some(generation.to_string())).await
+                    && let Err(e) = store
+                        .set_value(&key, Some(c.interaction.id.to_string()))
+                        .await
                 {
                     // The interaction exists; a stale memory only means a longer walk later.
                     tracing::warn!(id = %c.interaction.id, error = %e, "could not remember the latest generation of a derived id");
@@ -305,5 +332,22 @@ mod tests {
         assert_eq!(a, derived_base("s1", "Bash", &reordered));
         assert!(InteractionId::parse(&a).is_ok());
         assert!(InteractionId::parse(&format!("{a}.{}", u64::MAX)).is_ok());
+    }
+
+    #[test]
+    fn generation_ids_round_trip() {
+        let base = "cc-0123456789abcdef0123456789abcdef";
+        for g in [1, 2, 50_000, u64::MAX] {
+            assert_eq!(generation_of(base, &generation_id(base, g)), Some(g));
+        }
+        for other in [
+            "cc-0123456789abcdef0123456789abcdee",
+            "cc-0123456789abcdef0123456789abcdef.1",
+            "cc-0123456789abcdef0123456789abcdef.x",
+            "cc-0123456789abcdef0123456789abcdef2",
+            "3",
+        ] {
+            assert_eq!(generation_of(base, other), None, "{other}");
+        }
     }
 }

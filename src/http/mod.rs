@@ -5,7 +5,7 @@
 //!
 //! | route | scope |
 //! |---|---|
-//! | `GET /`, `GET /healthz`, `GET /metrics` | none |
+//! | `GET /`, `GET /livez`, `GET /healthz`, `GET /metrics` | none |
 //! | `POST /v1/interactions`, `GET /v1/interactions/{id}/wait`, `DELETE /v1/interactions/{id}`, `POST /v1/hooks/claude-code` | agent |
 //! | `GET /v1/interactions`, `POST /v1/interactions/{id}/respond`, `GET /v1/events`, `GET /v1/audit` | operator |
 //! | `POST /v1/webhooks/{name}/respond` | a Standard Webhooks signature (see [`crate::channels::webhook`]) |
@@ -99,6 +99,7 @@ pub fn router(state: AppState, extra: Router) -> Router {
         .route("/", get(inbox::page))
         .route("/inbox.js", get(inbox::script))
         .route("/inbox.css", get(inbox::style))
+        .route("/livez", get(livez))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics));
     Router::new()
@@ -125,6 +126,14 @@ async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
     )
 }
 
+/// Liveness: the process serves requests. Nothing else is checked, so that a full or
+/// read-only disk (which `/healthz` reports) does not get a healthy process restarted in a
+/// loop by a supervisor that restarts on failed liveness checks.
+async fn livez() -> Json<serde_json::Value> {
+    Json(json!({"status": "ok", "version": env!("CARGO_PKG_VERSION")}))
+}
+
+/// Readiness: the store can be read and take writes, and how the components are doing.
 async fn healthz(State(state): State<AppState>) -> Response {
     let store = state.registry.store();
     // Reads and writes fail separately: a read-only or full disk still serves what it has.

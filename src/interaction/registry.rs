@@ -147,6 +147,9 @@ pub trait Lifecycle: Send + Sync {
     fn resolved(&self, _interaction: &Arc<Interaction>) {}
     /// Called after a committed change recorded outbox jobs.
     fn jobs_recorded(&self) {}
+    /// Called for every answer attempt reported to [`Registry::refused`]; `recorded` is false
+    /// when the rate limit kept it out of the log and the audit trail.
+    fn refused(&self, _via: &super::Via, _recorded: bool) {}
 }
 
 /// A pending interaction held in memory, with its waiters.
@@ -831,17 +834,17 @@ impl Registry {
     ) {
         /// Longest actor recorded, in characters.
         const MAX_ACTOR: usize = 128;
-        let suppressed = match id {
-            Some(_) => 0,
-            None => match self
+        let admitted = match id {
+            Some(_) => Some(0),
+            None => self
                 .inner
                 .refusals
-                .admit(via.as_str(), Instant::now().into_std())
-            {
-                Some(n) => n,
-                None => return,
-            },
+                .admit(via.as_str(), Instant::now().into_std()),
         };
+        for h in self.hooks().iter() {
+            h.refused(via, admitted.is_some());
+        }
+        let Some(suppressed) = admitted else { return };
         let actor: String = actor.chars().take(MAX_ACTOR).collect();
         let mut detail = clip(reason);
         if suppressed > 0 {

@@ -10,8 +10,9 @@ use jiff::Timestamp;
 use serde_json::Value;
 
 use super::{
-    AuditQuery, ChannelMessage, ClaimQuota, ClaimedJob, CreateOutcome, Effects, JobUpdate,
-    ListQuery, OutboxJob, Page, ResolveOutcome, StatusFilter, Store, StoreError, random_secret,
+    AuditQuery, BOUND_VALUE_PREFIX, ChannelMessage, ClaimQuota, ClaimedJob, CreateOutcome, Effects,
+    JobUpdate, ListQuery, OutboxJob, Page, ResolveOutcome, StatusFilter, Store, StoreError,
+    random_secret,
 };
 use crate::audit::{self, AuditEntry, AuditRecord};
 use crate::interaction::{Interaction, InteractionId};
@@ -247,6 +248,15 @@ impl Store for MemoryStore {
         }
         let now = Timestamp::now();
         st.seen.retain(|_, exp| *exp > now);
+        let State {
+            values,
+            interactions,
+            ..
+        } = &mut *st;
+        values.retain(|k, v| {
+            !k.starts_with(BOUND_VALUE_PREFIX)
+                || InteractionId::parse(v).is_ok_and(|id| interactions.contains_key(&id))
+        });
         Ok(doomed.len() as u64)
     }
 

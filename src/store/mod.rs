@@ -258,6 +258,12 @@ pub struct ChannelMessage {
     pub created_at: Timestamp,
 }
 
+/// Prefix of small named values that belong to an interaction: the value is the id of an
+/// interaction, and the value is kept only as long as that interaction is ([`Store::prune`]
+/// deletes it once the interaction is gone). For memories that would otherwise grow with
+/// every interaction ever seen.
+pub const BOUND_VALUE_PREFIX: &str = "bound:";
+
 /// Persistence for interactions, channel bookkeeping, the outbox and small server state.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
@@ -287,7 +293,8 @@ pub trait Store: Send + Sync + 'static {
     async fn pending(&self) -> Result<Vec<Arc<Interaction>>, StoreError>;
 
     /// Deletes interactions resolved before `before`, with their channel messages, finished
-    /// outbox jobs older than it, and expired deduplication keys. Returns how many
+    /// outbox jobs older than it, expired deduplication keys, and the small named values
+    /// under [`BOUND_VALUE_PREFIX`] whose interaction no longer exists. Returns how many
     /// interactions were deleted.
     async fn prune(&self, before: Timestamp) -> Result<u64, StoreError>;
 
@@ -361,7 +368,8 @@ pub trait Store: Send + Sync + 'static {
     /// Audit entries, oldest first.
     async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditEntry>, StoreError>;
 
-    /// A small named value (e.g. "this webhook target is disabled").
+    /// A small named value (e.g. "this webhook target is disabled"). Values are kept until
+    /// removed, except those under [`BOUND_VALUE_PREFIX`].
     async fn get_value(&self, key: &str) -> Result<Option<String>, StoreError>;
 
     /// Sets (or with `None` removes) a small named value.

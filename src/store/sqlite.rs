@@ -24,8 +24,9 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::{
-    AuditQuery, ChannelMessage, ClaimQuota, ClaimedJob, CreateOutcome, Effects, JobUpdate,
-    ListQuery, OutboxJob, Page, ResolveOutcome, StatusFilter, Store, StoreError, random_secret,
+    AuditQuery, BOUND_VALUE_PREFIX, ChannelMessage, ClaimQuota, ClaimedJob, CreateOutcome, Effects,
+    JobUpdate, ListQuery, OutboxJob, Page, ResolveOutcome, StatusFilter, Store, StoreError,
+    random_secret,
 };
 use crate::audit::{self, Action, AuditEntry, AuditHead, AuditRecord};
 use crate::interaction::{Interaction, InteractionId, Resolution};
@@ -143,6 +144,17 @@ const MIGRATIONS: &[&str] = &[
     // reads go by sequence number or time, and `audit verify` finds `created` entries by time.
     r#"
     DROP INDEX IF EXISTS audit_by_interaction;
+    "#,
+    // 5: the Claude Code hook's memory of the latest generation of each derived id moves
+    // under the prefix of values bound to an interaction (`bound:`, see
+    // `store::BOUND_VALUE_PREFIX`), holding that generation's id, so pruning removes it with
+    // the interaction instead of keeping one entry per command ever seen.
+    r#"
+    INSERT OR REPLACE INTO kv (key, value)
+        SELECT 'bound:hooks.claude_code.latest:' || substr(key, 30),
+               CASE value WHEN '1' THEN substr(key, 30) ELSE substr(key, 30) || '.' || value END
+        FROM kv WHERE substr(key, 1, 29) = 'hooks.claude_code.generation:';
+    DELETE FROM kv WHERE substr(key, 1, 29) = 'hooks.claude_code.generation:';
     "#,
 ];
 
@@ -1154,6 +1166,13 @@ impl Store for SqliteStore {
             .map_err(unavailable)?;
             conn.execute("DELETE FROM seen WHERE expires_at <= ?1", [now])
                 .map_err(unavailable)?;
+            // A range scan of the key index (the prefix has no GLOB metacharacters).
+            conn.execute(
+                "DELETE FROM kv WHERE key GLOB ?1
+                 AND NOT EXISTS (SELECT 1 FROM interactions WHERE id = kv.value)",
+                [format!("{BOUND_VALUE_PREFIX}*")],
+            )
+            .map_err(unavailable)?;
             Ok(())
         })
         .await?;

@@ -73,6 +73,7 @@ async fn missing_wrong_and_right_tokens() {
     // Health, metrics and the inbox page need no token.
     app.token = None;
     assert_eq!(app.get("/healthz").await.0, StatusCode::OK);
+    assert_eq!(app.get("/livez").await.0, StatusCode::OK);
     assert_eq!(
         app.client.get(app.url("/")).send().await.unwrap().status(),
         StatusCode::OK

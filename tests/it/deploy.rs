@@ -67,10 +67,13 @@ fn kubernetes_manifests() {
                 assert_eq!(spec["strategy"]["type"].as_str(), Some("Recreate"));
                 let c = &spec["template"]["spec"]["containers"][0];
                 assert_eq!(c["ports"][0]["containerPort"].as_i64(), Some(8787));
-                for probe in ["readinessProbe", "livenessProbe"] {
+                // Readiness checks the store; liveness must not, or a full disk would get
+                // the pod restarted in a loop.
+                for (probe, path) in [("readinessProbe", "/healthz"), ("livenessProbe", "/livez")] {
+                    assert_eq!(c[probe]["httpGet"]["path"].as_str(), Some(path), "{probe}");
                     assert_eq!(
-                        c[probe]["httpGet"]["path"].as_str(),
-                        Some("/healthz"),
+                        c[probe]["httpGet"]["port"].as_str(),
+                        Some("http"),
                         "{probe}"
                     );
                 }

@@ -250,41 +250,79 @@ async fn answer_permission_request(app: &TestApp) -> String {
 }
 
 #[tokio::test]
-async fn permission_request_generations_are_remembered_and_never_reused() {
+async fn permission_request_generations_are_remembered_until_pruned() {
     let app = spawn_app().await;
     let base = answer_permission_request(&app).await;
     assert!(!base.contains('.'), "{base}");
-    let key = format!("hooks.claude_code.generation:{base}");
-    assert_eq!(
-        app.store.get_value(&key).await.unwrap().as_deref(),
-        Some("1")
-    );
-
-    // Pruning the answered generation must not make its id available again.
-    app.store
-        .prune(jiff::Timestamp::now() + jiff::SignedDuration::from_hours(1))
-        .await
-        .unwrap();
-    assert_eq!(
-        app.get(&format!("/v1/interactions/{base}")).await.0,
-        StatusCode::NOT_FOUND
-    );
+    let key = format!("bound:hooks.claude_code.latest:{base}");
+    let remembered = || async { app.store.get_value(&key).await.unwrap() };
+    assert_eq!(remembered().await.as_deref(), Some(base.as_str()));
     assert_eq!(answer_permission_request(&app).await, format!("{base}.2"));
+    assert_eq!(remembered().await, Some(format!("{base}.2")));
 
     // The walk starts at the remembered generation rather than scanning from the first (and
     // has no upper limit): a memory of generation 50000 leads straight past it.
     app.store
-        .set_value(&key, Some("50000".into()))
+        .set_value(&key, Some(format!("{base}.50000")))
         .await
         .unwrap();
     assert_eq!(
         answer_permission_request(&app).await,
         format!("{base}.50001")
     );
+    assert_eq!(remembered().await, Some(format!("{base}.50001")));
+
+    // Pruning the answered generations takes the memory with them: nothing is kept per
+    // command beyond the retention period...
+    app.store
+        .prune(jiff::Timestamp::now() + jiff::SignedDuration::from_hours(1))
+        .await
+        .unwrap();
+    assert_eq!(remembered().await, None);
+    assert_eq!(
+        app.get(&format!("/v1/interactions/{base}")).await.0,
+        StatusCode::NOT_FOUND
+    );
+    // ...and the same command asks again under the first generation, which nobody holds.
+    assert_eq!(answer_permission_request(&app).await, base);
+}
+
+#[tokio::test]
+async fn the_memory_of_a_pending_generation_outlives_pruning() {
+    let app = spawn_app().await;
+    let base = answer_permission_request(&app).await;
+    // The next generation is asked and left pending.
+    let hook = post_hook(&app, fixture("claude-code/permission_request.json"));
+    let second = format!("{base}.2");
+    let key = format!("bound:hooks.claude_code.latest:{base}");
+    let mut remembered = None;
+    for _ in 0..500 {
+        remembered = app.store.get_value(&key).await.unwrap();
+        if remembered.as_deref() == Some(second.as_str()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(remembered.as_deref(), Some(second.as_str()));
+    // Pruning removes the answered first generation, not the memory of the pending second.
+    app.store
+        .prune(jiff::Timestamp::now() + jiff::SignedDuration::from_hours(1))
+        .await
+        .unwrap();
     assert_eq!(
         app.store.get_value(&key).await.unwrap().as_deref(),
-        Some("50001")
+        Some(second.as_str())
     );
+    app.post(
+        &format!("/v1/interactions/{second}/respond"),
+        &json!({"decision": "deny"}),
+    )
+    .await;
+    let (_, out) = hook.await.unwrap();
+    assert_eq!(out["hookSpecificOutput"]["decision"]["behavior"], "deny");
+    // So the walk goes on after it, rather than back to the pruned first generation while
+    // the second still exists.
+    assert_eq!(answer_permission_request(&app).await, format!("{base}.3"));
 }
 
 #[tokio::test]
@@ -312,34 +350,47 @@ async fn questions_through_the_hook_carry_the_answers() {
 }
 
 #[tokio::test]
-async fn permission_request_generations_survive_a_restart_and_pruning() {
+async fn permission_request_generations_survive_a_restart_until_pruned() {
     use imrelay::store::{SqliteStore, Store, Synchronous};
     use std::sync::Arc;
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gen.db");
+    let reopen = || async {
+        for _ in 0..100 {
+            if let Ok(s) = SqliteStore::open(&path, Synchronous::Normal) {
+                return Arc::new(s) as Arc<dyn Store>;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("the store does not reopen");
+    };
     let base = {
-        let store: Arc<dyn Store> =
-            Arc::new(SqliteStore::open(&path, Synchronous::Normal).unwrap());
-        let app = spawn_on(settings(), store).await;
+        let app = spawn_on(settings(), reopen().await).await;
         let base = answer_permission_request(&app).await;
         assert_eq!(answer_permission_request(&app).await, format!("{base}.2"));
-        // Both answered generations pass their retention and are pruned.
-        app.store
-            .prune(jiff::Timestamp::now() + jiff::SignedDuration::from_hours(1))
-            .await
-            .unwrap();
         app.stop().await;
         base
     };
-    let mut reopened = None;
-    for _ in 0..100 {
-        if let Ok(s) = SqliteStore::open(&path, Synchronous::Normal) {
-            reopened = Some(s);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let app = spawn_on(settings(), Arc::new(reopened.expect("reopens"))).await;
+    // The memory survives the restart: the walk goes on from the second generation.
+    let app = spawn_on(settings(), reopen().await).await;
     assert_eq!(answer_permission_request(&app).await, format!("{base}.3"));
+    // Every answered generation passes its retention and is pruned, with the memory.
+    app.store
+        .prune(jiff::Timestamp::now() + jiff::SignedDuration::from_hours(1))
+        .await
+        .unwrap();
+    app.stop().await;
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let kept: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM kv WHERE key LIKE 'bound:%'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(kept, 0);
+    drop(conn);
+    let app = spawn_on(settings(), reopen().await).await;
+    assert_eq!(answer_permission_request(&app).await, base);
 }

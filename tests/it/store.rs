@@ -356,6 +356,19 @@ async fn contract(store: Arc<dyn Store>) {
     store.forget_sighting("tg", "update-1").await.unwrap();
     assert!(store.first_sighting("tg", "update-1", exp).await.unwrap());
 
+    // Values bound to an interaction live as long as it does; other values are kept.
+    let pending = store.pending().await.unwrap()[0].id.to_string();
+    let bound = |name: &str| format!("{}{name}", imrelay::store::BOUND_VALUE_PREFIX);
+    for (key, value) in [
+        (bound("to-a"), a.id.to_string()),
+        (bound("to-pending"), pending.clone()),
+        (bound("to-nothing"), "never-created".to_string()),
+        (bound("not-an-id"), "not an id!".to_string()),
+        ("plain".to_string(), a.id.to_string()),
+    ] {
+        store.set_value(&key, Some(value)).await.unwrap();
+    }
+
     // Pruning removes resolved interactions past retention, with their messages.
     let pruned = store
         .prune(Timestamp::now() + jiff::SignedDuration::from_secs(1))
@@ -364,6 +377,17 @@ async fn contract(store: Arc<dyn Store>) {
     assert_eq!(pruned, 1);
     assert!(store.get(&a.id).await.unwrap().is_none());
     assert_eq!(store.pending().await.unwrap().len(), 5);
+    for gone in ["to-a", "to-nothing", "not-an-id"] {
+        assert_eq!(store.get_value(&bound(gone)).await.unwrap(), None, "{gone}");
+    }
+    assert_eq!(
+        store.get_value(&bound("to-pending")).await.unwrap(),
+        Some(pending)
+    );
+    assert_eq!(
+        store.get_value("plain").await.unwrap(),
+        Some(a.id.to_string())
+    );
 }
 
 #[tokio::test]
@@ -458,6 +482,62 @@ async fn migrations_apply_to_an_existing_empty_file_and_are_idempotent() {
     }
     assert_eq!(user_version(&path), imrelay::store::sqlite::SCHEMA_VERSION);
     assert_eq!(schema(&path), before);
+}
+
+#[tokio::test]
+async fn migration_5_moves_the_hooks_generation_memory_under_the_bound_prefix() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v4.db");
+    let (base, other) = {
+        let store: Arc<dyn Store> =
+            Arc::new(SqliteStore::open(&path, Synchronous::Normal).unwrap());
+        let reg = Registry::new(store, RegistryConfig::default());
+        let base = "cc-0123456789abcdef0123456789abcdef";
+        let other = "cc-fedcba9876543210fedcba9876543210";
+        created(&reg, &format!("{base}.3")).await;
+        (base.to_string(), other.to_string())
+    };
+    // Turn it back into what version 4 left: the memory under its old keys, as numbers.
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(&format!(
+            "INSERT INTO kv (key, value) VALUES
+                 ('hooks.claude_code.generation:{base}', '3'),
+                 ('hooks.claude_code.generation:{other}', '1'),
+                 ('webhook.disabled.x', '{{}}');
+             PRAGMA user_version = 4;"
+        ))
+        .unwrap();
+    }
+    let store = reopen(&path).await;
+    assert_eq!(user_version(&path), imrelay::store::sqlite::SCHEMA_VERSION);
+    let key = |b: &str| format!("bound:hooks.claude_code.latest:{b}");
+    assert_eq!(
+        store.get_value(&key(&base)).await.unwrap(),
+        Some(format!("{base}.3"))
+    );
+    assert_eq!(
+        store.get_value(&key(&other)).await.unwrap(),
+        Some(other.clone())
+    );
+    assert_eq!(
+        store
+            .get_value(&format!("hooks.claude_code.generation:{base}"))
+            .await
+            .unwrap(),
+        None
+    );
+    // The first prune drops what names no interaction (long pruned); the rest stays.
+    store.prune(Timestamp::now()).await.unwrap();
+    assert_eq!(store.get_value(&key(&other)).await.unwrap(), None);
+    assert!(store.get_value(&key(&base)).await.unwrap().is_some());
+    assert!(
+        store
+            .get_value("webhook.disabled.x")
+            .await
+            .unwrap()
+            .is_some()
+    );
 }
 
 /// Rows in the main database file alone, ignoring anything still only in the write-ahead log.
@@ -729,6 +809,11 @@ async fn a_store_that_refuses_writes_gets_503_and_loses_nothing() {
             .unwrap()
             .contains("disk is full")
     );
+    // Not ready, but alive: nothing that restarts on failed liveness checks restarts it.
+    let (status, live) = app.get("/livez").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(live["status"], "ok");
+    assert_eq!(healthchecks(&app).await, (false, true));
     // Nothing was acknowledged, so nothing changed: still pending, still answerable later.
     let (_, still) = app.get(&format!("/v1/interactions/{id}")).await;
     assert_eq!(still["status"], "pending");
@@ -746,4 +831,25 @@ async fn a_store_that_refuses_writes_gets_503_and_loses_nothing() {
         .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(app.get("/healthz").await.0, StatusCode::OK);
+    assert_eq!(healthchecks(&app).await, (true, true));
+}
+
+/// What `imrelay healthcheck` and `imrelay healthcheck --live` say about `app` (each builds
+/// its own runtime, so they run on a plain thread).
+async fn healthchecks(app: &TestApp) -> (bool, bool) {
+    use imrelay::cli::{Probe, healthcheck};
+    let mut s = settings();
+    s.server.listen = app.addr;
+    tokio::task::spawn_blocking(move || {
+        std::thread::spawn(move || {
+            (
+                healthcheck(&s, Probe::Ready, None).unwrap(),
+                healthcheck(&s, Probe::Live, None).unwrap(),
+            )
+        })
+        .join()
+        .unwrap()
+    })
+    .await
+    .unwrap()
 }

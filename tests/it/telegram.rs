@@ -1064,6 +1064,12 @@ async fn a_non_approver_tap_changes_nothing() {
         m.contains("imrelay_telegram_refused_total{reason=\"not_approver\"} 2"),
         "{m}"
     );
+    // Counted with every channel's refusals too; bound to an interaction, so never suppressed.
+    assert!(
+        m.contains("imrelay_answer_refusals_total{channel=\"telegram\"} 2"),
+        "{m}"
+    );
+    assert!(!m.contains("imrelay_refusals_suppressed_total{"), "{m}");
     // Both attempts are in the audit trail, naming Mallory by her Telegram id.
     let refused: Vec<Value> = audit_of(&app, &id)
         .await
@@ -1625,6 +1631,127 @@ async fn with_the_store_lost_old_buttons_are_not_valid() {
         "This button is not valid."
     );
     second.stop().await;
+}
+
+#[tokio::test]
+async fn an_old_button_cannot_act_on_an_id_used_again_after_pruning() {
+    let (app, tg) = start_with(Mode::Webhook, |s| s.telegram.chats = vec![PRIVATE]).await;
+    let id = app.create_bash("toolu_again", "make again").await;
+    let old = prompt(&tg, PRIVATE, "make again").await;
+    assert_eq!(app.delete(&format!("/v1/interactions/{id}")).await.0, 200);
+    edited(&tg, PRIVATE, old.message_id, "Cancelled").await;
+    let pruned = app
+        .store
+        .prune(jiff::Timestamp::now() + jiff::SignedDuration::from_secs(1))
+        .await
+        .unwrap();
+    assert_eq!(pruned, 1);
+    // The same id again, created in a later millisecond: a new interaction, a new prompt.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    app.create_bash("toolu_again", "make again").await;
+    let posts = tg
+        .wait_for("sendMessage", |calls| {
+            calls
+                .iter()
+                .filter(|c| {
+                    c.params["text"]
+                        .as_str()
+                        .unwrap_or("")
+                        .contains("make again")
+                })
+                .count()
+                == 2
+        })
+        .await;
+    let new = Posted::from(posts.last().unwrap());
+    assert_ne!(new.message_id, old.message_id);
+    assert_ne!(new.button("✅ Allow"), old.button("✅ Allow"));
+    // A button left on the old message (say its final edit never landed) is told it is gone,
+    // and the new interaction stays pending.
+    assert_eq!(
+        tap_on(&app, &tg, ALICE, &old, &old.button("✅ Allow")).await,
+        "This prompt is no longer known to imrelay."
+    );
+    assert_eq!(status(&app, &id).await["status"], "pending");
+    // The new prompt's buttons answer it.
+    assert_eq!(
+        tap_on(&app, &tg, ALICE, &new, &new.button("✅ Allow")).await,
+        "Allowed"
+    );
+    assert_eq!(status(&app, &id).await["resolution"]["by"], "Alice");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_keyboard_from_before_incarnation_handles_keeps_working_and_is_rerendered_with_them() {
+    use base64::Engine;
+    use hmac::{Hmac, Mac};
+    use imrelay::channels::telegram::callback::{Action, Codec, SECRET_NAME};
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("imrelay.db");
+    let tg = FakeTelegram::start().await;
+    let mut s = settings();
+    telegram_settings(&mut s, &tg, Mode::Webhook);
+    s.telegram.chats = vec![PRIVATE];
+    let app = spawn_on(s, open_sqlite(&path).await).await;
+    let id = create(
+        &app,
+        json!({"tool_name": "AskUserQuestion", "input": {"questions": [
+            {"question": "Which toppings?", "header": "Toppings", "multiSelect": true,
+             "options": [{"label": "Cheese"}, {"label": "Ham"}]}]}}),
+    )
+    .await;
+    let p = prompt(&tg, PRIVATE, "Which toppings?").await;
+    let current = p.button("📨 Submit")[4..15].to_string();
+    // Make the database look as an earlier version left it: the prompt's only handle is one
+    // of the id alone.
+    let key = app.store.secret(SECRET_NAME).await.unwrap();
+    let mut mac = <Hmac<sha2::Sha256> as Mac>::new_from_slice(&key).unwrap();
+    mac.update(b"imrelay/telegram/handle/v1\n");
+    mac.update(id.as_bytes());
+    let legacy =
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&mac.finalize().into_bytes()[..8]);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.busy_timeout(Duration::from_secs(5)).unwrap();
+    let changed = conn
+        .execute(
+            "UPDATE channel_messages SET message_ref = ?1 WHERE channel = 'telegram:handle'",
+            [&legacy],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    drop(conn);
+
+    // A button of the old kind works...
+    let toggle = Codec::new(key).encode(&legacy, Action::Toggle { q: 0, o: 0 });
+    assert_eq!(tap_on(&app, &tg, ALICE, &p, &toggle).await, "☑ Cheese");
+    // ...and the keyboard it re-renders carries the new handle, which works too.
+    let e = edited(&tg, PRIVATE, p.message_id, "Which toppings?").await;
+    let rerendered = Posted {
+        params: e,
+        ..p.clone()
+    };
+    assert!(
+        rerendered
+            .buttons()
+            .iter()
+            .all(|(_, data)| data[4..15] == current),
+        "{:?}",
+        rerendered.buttons()
+    );
+    assert_eq!(
+        tap_on(
+            &app,
+            &tg,
+            ALICE,
+            &rerendered,
+            &rerendered.button("📨 Submit")
+        )
+        .await,
+        "Answered"
+    );
+    app.stop().await;
 }
 
 // ---- commands -----------------------------------------------------------------------------

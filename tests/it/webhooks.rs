@@ -489,6 +489,30 @@ async fn signed_answers_in() {
 }
 
 #[tokio::test]
+async fn an_undecodable_webhook_name_gets_the_json_error_shape() {
+    let (_rx, url) = Receiver::start(&[]).await;
+    let app = spawn_with(|s| {
+        fast(s);
+        s.webhooks = vec![target("ticketing", &url)];
+    })
+    .await;
+    app.create_bash("path-1", "ls").await;
+    let body = json!({"id": "path-1", "decision": "allow"});
+    let (raw, headers) = signed(&body, "msg_path", jiff::Timestamp::now().as_second());
+    let (status, err) = post_signed(&app, "ticketing%FF%FE", raw, headers).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
+    assert_eq!(err["error"]["code"], "invalid_request", "{err}");
+    assert!(
+        err["error"]["message"].as_str().unwrap().contains("path"),
+        "{err}"
+    );
+    assert_eq!(
+        app.get("/v1/interactions/path-1").await.1["status"],
+        "pending"
+    );
+}
+
+#[tokio::test]
 async fn a_refused_body_or_an_unknown_interaction_does_not_use_up_the_webhook_id() {
     let (_rx, url) = Receiver::start(&[]).await;
     let app = spawn_with(|s| {
@@ -556,6 +580,30 @@ async fn a_flood_of_bad_signatures_is_audited_within_bounds() {
         actor.starts_with("xxxx") && actor.chars().count() <= 65,
         "{}",
         actor.len()
+    );
+    // Every refusal is counted, and the ones that were not written show as suppressed.
+    let metrics = app
+        .client
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let count = |name: &str| -> usize {
+        let prefix = format!("{name}{{channel=\"webhook:ticketing\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .unwrap_or_else(|| panic!("no {prefix} in {metrics}"))
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(count("imrelay_answer_refusals_total"), 40);
+    assert_eq!(
+        count("imrelay_refusals_suppressed_total"),
+        40 - refusals.len()
     );
 }
 

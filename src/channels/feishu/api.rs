@@ -178,12 +178,14 @@ struct TokenAnswer {
     expire: u64,
 }
 
-/// The dedupe `uuid` of the send of `interaction_id` to `receiver` (at most 50 characters, as
-/// the platform requires): a retried send never posts a second card.
-pub fn send_uuid(interaction_id: &str, receiver: &Receiver) -> String {
+/// The dedupe `uuid` of the send of one interaction to `receiver` (at most 50 characters, as
+/// the platform requires): a retried send never posts a second card. `incarnation` names the
+/// interaction by id and creation time ([`super::outbox::incarnation`]), so an id used again
+/// after the first interaction was pruned gets a card of its own.
+pub fn send_uuid(incarnation: &str, receiver: &Receiver) -> String {
     let mut h = Sha256::new();
     h.update(b"imrelay/feishu/send\n");
-    h.update(interaction_id.as_bytes());
+    h.update(incarnation.as_bytes());
     h.update(b"\n");
     h.update(receiver.address().as_bytes());
     hex::encode(&h.finalize()[..16])
@@ -474,10 +476,13 @@ mod tests {
             kind: ReceiverType::OpenId,
             id: "oc_1".into(),
         };
-        assert_eq!(send_uuid("t1", &a), send_uuid("t1", &a));
-        assert_ne!(send_uuid("t1", &a), send_uuid("t1", &b));
-        assert_ne!(send_uuid("t1", &a), send_uuid("t2", &a));
-        assert!(send_uuid("t1", &a).len() <= 50);
+        let t1 = "t1:1700000000000";
+        assert_eq!(send_uuid(t1, &a), send_uuid(t1, &a));
+        assert_ne!(send_uuid(t1, &a), send_uuid(t1, &b));
+        assert_ne!(send_uuid(t1, &a), send_uuid("t2:1700000000000", &a));
+        // The same id, created again later.
+        assert_ne!(send_uuid(t1, &a), send_uuid("t1:1700000086400", &a));
+        assert!(send_uuid(t1, &a).len() <= 50);
     }
 
     #[test]

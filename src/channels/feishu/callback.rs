@@ -2,8 +2,8 @@
 //! the webhook endpoint and the long connection), and the webhook endpoint itself
 //! (`url_verification`, decryption, the `X-Lark-Signature` and Verification Token checks).
 //!
-//! The handler makes no network calls: a store write for the deduplication key and one for
-//! the answer. It runs on a task of its own, so a click is always handled to the end even when
+//! The handler makes no network calls: a store write for the deduplication key, a read to
+//! check the card shows the interaction that now has its id, and a write for the answer. It runs on a task of its own, so a click is always handled to the end even when
 //! the platform stops waiting or drops the connection. Its reply carries a toast and, when the
 //! interaction is resolved, the resolved card that replaces the clicked one at once. A click
 //! delivered again gets the same reply as the first delivery.
@@ -249,7 +249,7 @@ impl Callbacks {
         let action = &event["action"];
         let via = Via::feishu();
 
-        let Some((id, what)) = self.verify_value(&action["value"]) else {
+        let Some((id, created, what)) = self.verify_value(&action["value"]) else {
             let claimed = action["value"]["id"]
                 .as_str()
                 .and_then(|s| InteractionId::parse(s).ok());
@@ -283,6 +283,9 @@ impl Callbacks {
                 "refused",
             );
         };
+        if let Err(stale) = self.same_incarnation(&id, created, event).await {
+            return stale;
+        }
         let resolved = |i: &Arc<Interaction>| {
             if again && answered_by(i, by, what) {
                 (self.answered(i), "resolved")
@@ -383,15 +386,58 @@ impl Callbacks {
         )
     }
 
-    /// The interaction and action a button value names, if its MAC checks out.
-    fn verify_value(&self, value: &Value) -> Option<(InteractionId, Action)> {
+    /// The interaction (id and, on cards that carry it, creation time) and action a button
+    /// value names, if its MAC checks out.
+    fn verify_value(&self, value: &Value) -> Option<(InteractionId, Option<i64>, Action)> {
         let id = value["id"].as_str()?;
+        let created = match value.get("created") {
+            Some(c) => Some(c.as_i64()?),
+            None => None,
+        };
         let action = value["action"].as_str()?;
         let mac = value["mac"].as_str()?;
-        if !crypto::verify_button_tag(&self.secret, id, action, mac) {
+        if !crypto::verify_button_tag(&self.secret, id, created, action, mac) {
             return None;
         }
-        Some((InteractionId::parse(id).ok()?, Action::parse(action)?))
+        Some((
+            InteractionId::parse(id).ok()?,
+            created,
+            Action::parse(action)?,
+        ))
+    }
+
+    /// Whether the clicked card shows the interaction that has `id` now, and not an earlier
+    /// one that was pruned and whose id was used again: its creation time must match, and on a
+    /// card from before buttons carried it, the card must be on record for the interaction
+    /// (records are deleted with it). Otherwise the click is told the request is gone.
+    async fn same_incarnation(
+        &self,
+        id: &InteractionId,
+        created: Option<i64>,
+        event: &Value,
+    ) -> Result<(), (Value, &'static str)> {
+        let current = match created {
+            Some(ms) => match self.registry.get(id).await {
+                Ok(i) => i.is_some_and(|i| i.created_at.as_millisecond() == ms),
+                Err(e) => return Err(self.failed(&e)),
+            },
+            None => {
+                let clicked = event["context"]["open_message_id"]
+                    .as_str()
+                    .unwrap_or_default();
+                match self.store.messages(super::outbox::CHANNEL, id).await {
+                    Ok(cards) => {
+                        !clicked.is_empty() && cards.iter().any(|c| c.message_ref == clicked)
+                    }
+                    Err(e) => return Err(self.failed(&RegistryError::Store(e))),
+                }
+            }
+        };
+        if current {
+            Ok(())
+        } else {
+            Err(self.not_found())
+        }
     }
 
     /// Reads a question form into answers keyed by question index.

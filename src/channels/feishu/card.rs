@@ -3,8 +3,8 @@
 //!
 //! Untrusted text (tool input, questions, paths, reasons) is only ever placed in `plain_text`
 //! elements or inside a code block, so it cannot inject markup such as mentions. Every
-//! button and form carries a value bound to one interaction and one action by a MAC (see
-//! [`super::crypto::button_tag`]).
+//! button and form carries a value bound to one interaction (id and creation time) and one
+//! action by a MAC (see [`super::crypto::button_tag`]).
 
 use serde_json::{Map, Value, json};
 
@@ -202,11 +202,13 @@ impl Cards {
 
     /// The callback value of a button for `action` on `i`.
     pub fn value(&self, i: &Interaction, action: Action) -> Value {
+        let created = i.created_at.as_millisecond();
         json!({
-            "imrelay": 1,
+            "imrelay": 2,
             "id": i.id.as_str(),
+            "created": created,
             "action": action.as_str(),
-            "mac": button_tag(&self.secret, i.id.as_str(), action.as_str()),
+            "mac": button_tag(&self.secret, i.id.as_str(), created, action.as_str()),
         })
     }
 

@@ -32,6 +32,14 @@ pub const THROTTLE_PAUSE: Duration = Duration::from_secs(1);
 /// How long an update is retried after a resolution.
 const UPDATE_HORIZON_HOURS: i64 = 24;
 
+/// What job keys and send `uuid`s call interaction `i`: its id and its creation time in
+/// milliseconds. An id can be used again once the first interaction with it was pruned; with
+/// the id alone, the new one's jobs would be dropped as duplicates of the old ones, and its
+/// sends deduplicated into the old cards.
+pub fn incarnation(i: &Interaction) -> String {
+    format!("{}:{}", i.id, i.created_at.as_millisecond())
+}
+
 /// Plans the channel's outbox jobs inside each state change's transaction.
 pub struct Planner {
     /// Where cards go.
@@ -42,7 +50,7 @@ impl Lifecycle for Planner {
     fn plan_created(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
         for r in &self.receivers {
             jobs.push(OutboxJob {
-                key: format!("feishu:send:{}:{}", i.id, r.address()),
+                key: format!("feishu:send:{}:{}", incarnation(i), r.address()),
                 channel: CHANNEL.into(),
                 kind: "send".into(),
                 interaction_id: Some(i.id.clone()),
@@ -64,7 +72,7 @@ impl Lifecycle for Planner {
             .map(|r| r.at)
             .unwrap_or_else(Timestamp::now);
         jobs.push(OutboxJob {
-            key: format!("feishu:update:{}", i.id),
+            key: format!("feishu:update:{}", incarnation(i)),
             channel: CHANNEL.into(),
             kind: "update".into(),
             interaction_id: Some(i.id.clone()),
@@ -220,7 +228,7 @@ impl Deliverer {
             .send_card(
                 &receiver,
                 &self.cards.render(&interaction),
-                &send_uuid(id.as_str(), &receiver),
+                &send_uuid(&incarnation(&interaction), &receiver),
             )
             .await
         {
@@ -315,6 +323,57 @@ impl Deliverer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::channels::feishu::settings::ReceiverType;
+    use crate::interaction::{InteractionId, Kind};
+
+    fn interaction(created_ms: i64) -> Interaction {
+        let created_at = Timestamp::from_millisecond(created_ms).unwrap();
+        Interaction {
+            id: InteractionId::parse("toolu_reused").unwrap(),
+            kind: Kind::Approval,
+            tool_name: "Bash".into(),
+            input: serde_json::Map::new(),
+            session: None,
+            agent: None,
+            title: None,
+            description: None,
+            cwd: None,
+            suggestions: None,
+            created_at,
+            deadline: created_at,
+            timeout_secs: 300,
+            resolution: None,
+            digest: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_reused_id_gets_fresh_job_keys() {
+        let planner = Planner {
+            receivers: vec![Receiver {
+                kind: ReceiverType::ChatId,
+                id: "oc_1".into(),
+            }],
+        };
+        let keys = |i: &Interaction| {
+            let mut jobs = Vec::new();
+            planner.plan_created(i, &mut jobs);
+            planner.plan_resolved(i, &mut jobs);
+            jobs.into_iter().map(|j| j.key).collect::<Vec<_>>()
+        };
+        let (old, new) = (
+            interaction(1_700_000_000_000),
+            interaction(1_700_000_086_400),
+        );
+        let old_keys = keys(&old);
+        assert_eq!(old_keys.len(), 2);
+        for k in &old_keys {
+            assert!(k.contains("toolu_reused:1700000000000"), "{k}");
+            assert!(!keys(&new).contains(k), "{k} is planned again");
+        }
+        // The same interaction plans the same keys (a repeat stays deduplicated).
+        assert_eq!(keys(&old), old_keys);
+    }
 
     /// When each of `n` requests to `chat` gets its turn, all asking at once.
     async fn turns(pacer: &Arc<Pacer>, chat: &'static str, n: usize) -> Vec<Instant> {

@@ -205,7 +205,14 @@ impl Default for FeishuSettings {
 }
 
 /// Paths the core server owns; a callback path must not shadow them.
-const RESERVED: &[&str] = &["/", "/healthz", "/metrics", "/inbox.js", "/inbox.css"];
+const RESERVED: &[&str] = &[
+    "/",
+    "/livez",
+    "/healthz",
+    "/metrics",
+    "/inbox.js",
+    "/inbox.css",
+];
 
 impl FeishuSettings {
     /// The effective OpenAPI base URL, without a trailing slash.

@@ -2,15 +2,23 @@
 //! authenticated with a MAC under a persistent server secret.
 //!
 //! Anyone can read (and a modified client can send) callback data, so it carries no meaning
-//! that could be forged: a short *handle* derived from the interaction id with a keyed hash,
-//! the action with its question and option indices, and a MAC over both. Old buttons keep
-//! working after a restart because the key lives in the store. Layout (37 ASCII bytes,
-//! within Telegram's 64):
+//! that could be forged: a short *handle* derived with a keyed hash from the interaction id
+//! and creation time, the action with its question and option indices, and a MAC over both.
+//! Old buttons keep working after a restart because the key lives in the store.
+//!
+//! The creation time makes a handle stand for one *incarnation* of an id: an id can be used
+//! again once its interaction was pruned, and the new interaction gets a different handle. A
+//! handle is mapped back to its interaction through a record deleted with the interaction, so
+//! a button left on an old message is answered "no longer known" and can never act on the new
+//! one. (Buttons from before handles carried the creation time have handles of the id alone;
+//! they work through their records until their interactions are pruned.) Layout (37 ASCII
+//! bytes, within Telegram's 64):
 //!
 //! ```text
 //! 1  a  q  o  hhhhhhhhhhh  mmmmmmmmmmmmmmmmmmmmmm
 //! │  │  │  │  │            └ MAC: 16 bytes of HMAC-SHA256 over the first 15 bytes, base64url
-//! │  │  │  │  └ handle: 8 bytes of HMAC-SHA256 over the interaction id, base64url
+//! │  │  │  │  └ handle: 8 bytes of HMAC-SHA256 over the interaction id and its creation
+//! │  │  │  │    time in milliseconds, base64url
 //! │  │  │  └ option index (0-9)
 //! │  │  └ question index (0-9)
 //! │  └ action
@@ -23,7 +31,7 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
-use crate::interaction::InteractionId;
+use crate::interaction::Interaction;
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -151,10 +159,12 @@ impl Codec {
         mac
     }
 
-    /// The short handle that stands for interaction `id` in callback data.
-    pub fn handle(&self, id: &InteractionId) -> String {
+    /// The short handle that stands for interaction `i` (this incarnation of its id) in
+    /// callback data.
+    pub fn handle(&self, i: &Interaction) -> String {
+        let subject = format!("{}\n{}", i.id, i.created_at.as_millisecond());
         let tag = self
-            .mac(b"imrelay/telegram/handle/v1\n", id.as_str().as_bytes())
+            .mac(b"imrelay/telegram/handle/v2\n", subject.as_bytes())
             .finalize()
             .into_bytes();
         URL_SAFE_NO_PAD.encode(&tag[..HANDLE_BYTES])
@@ -209,15 +219,41 @@ impl Codec {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::interaction::{InteractionId, Kind};
+    use jiff::Timestamp;
 
     fn codec() -> Codec {
         Codec::new(vec![7u8; 32])
     }
 
+    fn interaction(id: &str, created_ms: i64) -> Interaction {
+        let created_at = Timestamp::from_millisecond(created_ms).unwrap();
+        Interaction {
+            id: InteractionId::parse(id).unwrap(),
+            kind: Kind::Approval,
+            tool_name: "Bash".into(),
+            input: serde_json::Map::new(),
+            session: None,
+            agent: None,
+            title: None,
+            description: None,
+            cwd: None,
+            suggestions: None,
+            created_at,
+            deadline: created_at,
+            timeout_secs: 300,
+            resolution: None,
+            digest: Default::default(),
+        }
+    }
+
     #[test]
     fn round_trips_every_action_within_64_bytes() {
         let c = codec();
-        let h = c.handle(&InteractionId::parse("toolu_01D7FLrfh4GYq7yT1ULFeyMV").unwrap());
+        let h = c.handle(&interaction(
+            "toolu_01D7FLrfh4GYq7yT1ULFeyMV",
+            1_700_000_000_000,
+        ));
         assert_eq!(h.len(), HANDLE_LEN);
         for action in [
             Action::Allow,
@@ -237,17 +273,22 @@ mod tests {
     }
 
     #[test]
-    fn handles_differ_per_interaction_and_key() {
-        let a = InteractionId::parse("a").unwrap();
-        let b = InteractionId::parse("b").unwrap();
+    fn handles_differ_per_interaction_incarnation_and_key() {
+        let a = interaction("a", 1_700_000_000_000);
+        let b = interaction("b", 1_700_000_000_000);
         assert_ne!(codec().handle(&a), codec().handle(&b));
         assert_ne!(codec().handle(&a), Codec::new(vec![8u8; 32]).handle(&a));
+        // The same id created again (after the first was pruned) is another interaction.
+        let again = interaction("a", 1_700_000_000_001);
+        assert_ne!(codec().handle(&a), codec().handle(&again));
+        // And the same interaction always gets the same handle (after a restart too).
+        assert_eq!(codec().handle(&a), codec().handle(&a.clone()));
     }
 
     #[test]
     fn altered_or_foreign_data_is_refused() {
         let c = codec();
-        let h = c.handle(&InteractionId::parse("x").unwrap());
+        let h = c.handle(&interaction("x", 1_700_000_000_000));
         let data = c.encode(&h, Action::Deny);
         // Turn a deny into an allow without the key.
         let forged = format!("1a{}", &data[2..]);

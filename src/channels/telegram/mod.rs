@@ -254,9 +254,11 @@ impl Telegram {
             .map(|m| m.interaction_id))
     }
 
-    /// Records the handle of interaction `id` so buttons carrying it resolve to it.
-    async fn record_handle(&self, id: &InteractionId) -> Result<String, StoreError> {
-        let handle = self.codec.handle(id);
+    /// Records the handle of interaction `i` so buttons carrying it resolve to it (the record
+    /// is deleted with the interaction).
+    async fn record_handle(&self, i: &Interaction) -> Result<String, StoreError> {
+        let id = &i.id;
+        let handle = self.codec.handle(i);
         if self.lookup_handle(&handle).await?.as_ref() != Some(id) {
             self.store
                 .record_message(ChannelMessage {

@@ -110,7 +110,7 @@ impl Telegram {
         i: &Interaction,
         chat: i64,
     ) -> Result<ChannelMessage, Delivery> {
-        let handle = self.record_handle(&i.id).await.map_err(store_retry)?;
+        let handle = self.record_handle(i).await.map_err(store_retry)?;
         let state = PromptState::posted_by(key);
         let p = render::prompt(
             i,

@@ -575,7 +575,15 @@ impl Telegram {
         if let Ok(Some(latest)) = self.registry.get(&i.id).await
             && latest.is_pending()
         {
-            let handle = self.codec.handle(&i.id);
+            // Recorded if it is not yet: a keyboard posted by an earlier version carries a
+            // handle of another form, and this one replaces it.
+            let handle = match self.record_handle(&latest).await {
+                Ok(h) => h,
+                Err(e) => {
+                    tracing::warn!(id = %i.id, error = %e, "telegram: cannot record a button handle; not re-rendering");
+                    return None;
+                }
+            };
             let p = render::prompt(
                 &latest,
                 &state,

@@ -20,7 +20,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -32,6 +32,7 @@ use super::Wiring;
 use crate::config::Secret;
 use crate::http::api::{RespondBody, outcome_body, path_id};
 use crate::http::error::ApiError;
+use crate::http::extract::ApiPath;
 use crate::interaction::{
     Interaction, InteractionId, Lifecycle, Registry, RegistryError, Responder, Via,
 };
@@ -432,7 +433,7 @@ fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
 /// `POST /v1/webhooks/{name}/respond`
 async fn respond(
     State(Inbound { hooks, registry }): State<Inbound>,
-    Path(name): Path<String>,
+    ApiPath(name): ApiPath<String>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {

@@ -272,6 +272,71 @@ async fn a_resolution_while_the_send_is_in_flight_still_updates_the_card() {
 }
 
 #[tokio::test]
+async fn an_id_used_again_after_pruning_gets_its_own_card() {
+    let fake = FakeFeishu::start().await;
+    let app = spawn_with(|s| {
+        enable(s, &fake);
+        s.feishu.receivers.truncate(1);
+    })
+    .await;
+    app.create_bash("toolu_again", "ls").await;
+    let (first, first_card) = card_for(&fake, "toolu_again").await;
+    assert_eq!(app.delete("/v1/interactions/toolu_again").await.0, 200);
+    wait_until("the first card shows the cancellation", || {
+        fake.state.patches().iter().any(|p| p.message_id == first)
+    })
+    .await;
+    let pruned = app
+        .store
+        .prune(jiff::Timestamp::now() + jiff::SignedDuration::from_secs(1))
+        .await
+        .unwrap();
+    assert_eq!(pruned, 1);
+    // The second interaction with the id is created in a later millisecond.
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    app.create_bash("toolu_again", "ls").await;
+    wait_until("a second card", || fake.state.messages_created() == 2).await;
+    let sends = fake.state.delivered();
+    let second = sends.last().unwrap().message_id.clone().unwrap();
+    assert_ne!(second, first);
+    assert_ne!(sends[0].uuid, sends.last().unwrap().uuid);
+    assert!(card_text(&sends.last().unwrap().card).contains("ls"));
+    // A button left on the first card (say its update never landed) cannot answer the new
+    // interaction: it is told the request is gone.
+    let (_, reply) = post_callback(
+        &app,
+        &click(
+            &event_id(),
+            APPROVER,
+            &button_value(&first_card, "approve"),
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(reply["toast"]["content"], "This request no longer exists");
+    assert_eq!(
+        app.get("/v1/interactions/toolu_again").await.1["status"],
+        "pending"
+    );
+    // The new card is the one brought up to date when the new interaction resolves.
+    let (status, _) = app
+        .post(
+            "/v1/interactions/toolu_again/respond",
+            &json!({"decision": "allow", "by": "erin"}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    wait_until("the second card shows the answer", || {
+        fake.state
+            .patches()
+            .iter()
+            .any(|p| p.message_id == second && card_text(&p.card).contains("erin"))
+    })
+    .await;
+    app.stop().await;
+}
+
+#[tokio::test]
 async fn cards_and_their_buttons_survive_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("feishu.db");

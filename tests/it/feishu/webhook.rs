@@ -389,6 +389,64 @@ async fn approve_end_to_end_with_toast_and_resolved_card() {
 }
 
 #[tokio::test]
+async fn a_card_from_before_buttons_carried_the_creation_time_works_only_on_record() {
+    use base64::Engine;
+    use hmac::{Hmac, Mac};
+
+    let fake = FakeFeishu::start().await;
+    let app = spawn_with(|s| enable(s, &fake)).await;
+    app.create_bash("toolu_legacy", "make legacy").await;
+    let (message_id, _) = card_for(&fake, "toolu_legacy").await;
+    let id = imrelay::interaction::InteractionId::parse("toolu_legacy").unwrap();
+    wait_until_recorded(&app, &id, &message_id).await;
+    // A button value as earlier versions made it: id and action, no creation time.
+    let secret = app
+        .store
+        .secret(imrelay::channels::feishu::SECRET_NAME)
+        .await
+        .unwrap();
+    let mut mac = <Hmac<sha2::Sha256> as Mac>::new_from_slice(&secret).unwrap();
+    mac.update(b"imrelay/feishu/button/v1\ntoolu_legacy\nallow");
+    let value = json!({
+        "imrelay": 1,
+        "id": "toolu_legacy",
+        "action": "allow",
+        "mac": base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .encode(&mac.finalize().into_bytes()[..16]),
+    });
+    // Clicked on a card that is not on record for the interaction (one of an earlier
+    // interaction with the same id): the request is gone, nothing changes.
+    let (_, reply) = post_callback(&app, &click(&event_id(), APPROVER, &value, None)).await;
+    assert_eq!(reply["toast"]["content"], "This request no longer exists");
+    assert_eq!(
+        app.get("/v1/interactions/toolu_legacy").await.1["status"],
+        "pending"
+    );
+    // Clicked on its own card, it still works.
+    let mut on_its_card = click(&event_id(), APPROVER, &value, None);
+    on_its_card["event"]["context"]["open_message_id"] = json!(message_id);
+    let (_, reply) = post_callback(&app, &on_its_card).await;
+    assert_eq!(reply["toast"]["content"], "Approved", "{reply}");
+    app.stop().await;
+}
+
+/// Waits until card `message_id` is on record for interaction `id`.
+async fn wait_until_recorded(
+    app: &TestApp,
+    id: &imrelay::interaction::InteractionId,
+    message_id: &str,
+) {
+    for _ in 0..500 {
+        let cards = app.store.messages("feishu", id).await.unwrap();
+        if cards.iter().any(|c| c.message_ref == message_id) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("card {message_id} was never recorded");
+}
+
+#[tokio::test]
 async fn deny_with_reason_reaches_the_agent() {
     let fake = FakeFeishu::start().await;
     let app = spawn_with(|s| enable(s, &fake)).await;
