@@ -14,7 +14,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Metric, Registry};
 
-use crate::interaction::{Interaction, Lifecycle, Via};
+use crate::interaction::{Interaction, Lifecycle, LongPoll, Via};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabels {
@@ -72,6 +72,14 @@ pub struct Metrics {
     refusals: Family<ChannelLabels, Counter>,
     /// Refusals kept out of the log and audit trail by the rate limit, by channel.
     refusals_suppressed: Family<ChannelLabels, Counter>,
+    /// Long-poll waits by how they ended: ready, woken, timed out (in that order; the
+    /// handles are taken once so counting allocates nothing).
+    long_polls: [Counter; 3],
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LongPollLabels {
+    outcome: String,
 }
 
 impl Default for Metrics {
@@ -95,6 +103,24 @@ impl Metrics {
         let deliveries = Family::<DeliveryLabels, Counter>::default();
         let refusals = Family::<ChannelLabels, Counter>::default();
         let refusals_suppressed = Family::<ChannelLabels, Counter>::default();
+        let long_polls = Family::<LongPollLabels, Counter>::default();
+        let long_poll = |o: LongPoll| {
+            long_polls
+                .get_or_create(&LongPollLabels {
+                    outcome: o.as_str().into(),
+                })
+                .clone()
+        };
+        let long_poll_counters = [
+            long_poll(LongPoll::Ready),
+            long_poll(LongPoll::Woken),
+            long_poll(LongPoll::TimedOut),
+        ];
+        registry.register(
+            "imrelay_long_polls",
+            "Waits for an answer (/wait, create with wait_secs, hooks) by how they ended: ready (already resolved), woken (answered while waiting), timed_out",
+            long_polls,
+        );
         registry.register(
             "imrelay_interactions_pending",
             "Interactions awaiting an answer",
@@ -145,6 +171,7 @@ impl Metrics {
             deliveries,
             refusals,
             refusals_suppressed,
+            long_polls: long_poll_counters,
         }
     }
 
@@ -179,6 +206,15 @@ impl Metrics {
 }
 
 impl Lifecycle for Metrics {
+    fn long_poll(&self, outcome: LongPoll) {
+        let i = match outcome {
+            LongPoll::Ready => 0,
+            LongPoll::Woken => 1,
+            LongPoll::TimedOut => 2,
+        };
+        self.long_polls[i].inc();
+    }
+
     fn refused(&self, via: &Via, recorded: bool) {
         let labels = ChannelLabels {
             channel: via.as_str().to_string(),

@@ -60,7 +60,9 @@ pub use model::{
 pub use question::{
     MAX_ANSWER_CHARS, Question, QuestionOption, json_type, normalise_answers, parse_questions,
 };
-pub use registry::{Created, Lifecycle, NewInteraction, Registry, RegistryConfig, RegistryError};
+pub use registry::{
+    Created, Lifecycle, LongPoll, NewInteraction, Registry, RegistryConfig, RegistryError,
+};
 
 /// An input that does not fit: names the offending field and says why.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -150,6 +150,30 @@ pub trait Lifecycle: Send + Sync {
     /// Called for every answer attempt reported to [`Registry::refused`]; `recorded` is false
     /// when the rate limit kept it out of the log and the audit trail.
     fn refused(&self, _via: &super::Via, _recorded: bool) {}
+    /// Called when a [`Registry::wait`] ends.
+    fn long_poll(&self, _outcome: LongPoll) {}
+}
+
+/// How a [`Registry::wait`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LongPoll {
+    /// It was resolved already: nothing to wait for.
+    Ready,
+    /// It was pending; an answer (or expiry, or cancellation) arrived while waiting.
+    Woken,
+    /// It was pending and still was when the wait ran out.
+    TimedOut,
+}
+
+impl LongPoll {
+    /// `ready`, `woken` or `timed_out`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LongPoll::Ready => "ready",
+            LongPoll::Woken => "woken",
+            LongPoll::TimedOut => "timed_out",
+        }
+    }
 }
 
 /// A pending interaction held in memory, with its waiters.
@@ -391,6 +415,12 @@ impl Registry {
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .clear();
+    }
+
+    fn report_long_poll(&self, outcome: LongPoll) {
+        for h in self.hooks().iter() {
+            h.long_poll(outcome);
+        }
     }
 
     fn hooks(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<dyn Lifecycle>>> {
@@ -745,14 +775,23 @@ impl Registry {
             Some(s) => s,
             None => match self.inner.store.get(id).await? {
                 None => return Err(RegistryError::NotFound(id.clone())),
-                Some(i) if !i.is_pending() => return Ok(Some(i)),
+                Some(i) if !i.is_pending() => {
+                    self.report_long_poll(LongPoll::Ready);
+                    return Ok(Some(i));
+                }
                 Some(i) => self.adopt(i).await?,
             },
         };
-        match tokio::time::timeout(timeout, slot.resolution()).await {
-            Ok(resolved) => Ok(Some(resolved)),
-            Err(_) => Ok(None),
+        if let Some(resolved) = slot.resolved.get() {
+            self.report_long_poll(LongPoll::Ready);
+            return Ok(Some(resolved.clone()));
         }
+        let (outcome, waited) = match tokio::time::timeout(timeout, slot.resolution()).await {
+            Ok(resolved) => (LongPoll::Woken, Some(resolved)),
+            Err(_) => (LongPoll::TimedOut, None),
+        };
+        self.report_long_poll(outcome);
+        Ok(waited)
     }
 
     /// Records a person's answer. The first answer wins; later ones get
@@ -1373,6 +1412,50 @@ mod tests {
             reg.wait(&unknown, Duration::from_millis(10)).await,
             Err(RegistryError::NotFound(_))
         ));
+    }
+
+    /// Counts long polls by outcome.
+    #[derive(Default)]
+    struct LongPolls(Mutex<Vec<LongPoll>>);
+
+    impl Lifecycle for LongPolls {
+        fn long_poll(&self, outcome: LongPoll) {
+            lock(&self.0).push(outcome);
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn long_polls_report_how_they_ended() {
+        let reg = registry();
+        let seen = Arc::new(LongPolls::default());
+        reg.add_hook(seen.clone());
+        let id = reg.create(bash("lp")).await.unwrap().interaction.id.clone();
+        assert!(
+            reg.wait(&id, Duration::from_millis(1))
+                .await
+                .unwrap()
+                .is_none()
+        );
+        let waiting = tokio::spawn({
+            let (reg, id) = (reg.clone(), id.clone());
+            async move { reg.wait(&id, Duration::from_secs(30)).await }
+        });
+        // One thread: the waiter runs until it parks before the answer below.
+        tokio::task::yield_now().await;
+        reg.respond(&id, Answer::allow(), Responder::new("a", Via::api()))
+            .await
+            .unwrap();
+        assert!(waiting.await.unwrap().unwrap().is_some());
+        assert!(
+            reg.wait(&id, Duration::from_secs(30))
+                .await
+                .unwrap()
+                .is_some()
+        );
+        assert_eq!(
+            *lock(&seen.0),
+            [LongPoll::TimedOut, LongPoll::Woken, LongPoll::Ready]
+        );
     }
 
     #[tokio::test]

@@ -359,6 +359,40 @@ async fn unknown_ids_are_404() {
 }
 
 #[tokio::test]
+async fn long_polls_are_counted_by_how_they_ended() {
+    let app = spawn_app().await;
+    let id = app.create_bash("lp", "ls").await;
+    let (status, _) = app
+        .get(&format!("/v1/interactions/{id}/wait?timeout_secs=1"))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    app.post(
+        &format!("/v1/interactions/{id}/respond"),
+        &json!({"decision": "allow"}),
+    )
+    .await;
+    let (status, _) = app.get(&format!("/v1/interactions/{id}/wait")).await;
+    assert_eq!(status, StatusCode::OK);
+
+    let metrics = app
+        .client
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for line in [
+        r#"imrelay_long_polls_total{outcome="timed_out"} 1"#,
+        r#"imrelay_long_polls_total{outcome="ready"} 1"#,
+        r#"imrelay_long_polls_total{outcome="woken"} 0"#,
+    ] {
+        assert!(metrics.contains(line), "{line} missing in {metrics}");
+    }
+}
+
+#[tokio::test]
 async fn health_metrics_and_inbox_are_served() {
     let app = spawn_app().await;
     let id = app.create_bash("m1", "ls").await;
