@@ -1,5 +1,10 @@
 //! Micro-benchmarks of the registry itself, without HTTP: create + resolve on one thread,
-//! and resolution with many waiters per interaction. In-memory store.
+//! and resolution with many waiters per interaction.
+//!
+//! Three stores under the registry: none at all (a store that records nothing: the cost of
+//! the registry's own work, events and audit records included), and the in-memory store with
+//! the audit trail on and off (it keeps every interaction and audit entry, so its figures
+//! include a growing heap).
 //!
 //! `cargo bench --bench registry`
 
@@ -8,8 +13,114 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use imrelay::interaction::{Answer, NewInteraction, Registry, RegistryConfig, Responder, Via};
-use imrelay::store::MemoryStore;
+use imrelay::interaction::{Interaction, InteractionId};
+use imrelay::store::{
+    AuditEntry, AuditQuery, AuditRecord, ChannelMessage, ClaimQuota, ClaimedJob, CreateOutcome,
+    Effects, JobUpdate, ListQuery, MemoryStore, OutboxJob, Page, ResolveOutcome, Store, StoreError,
+};
+use jiff::Timestamp;
 use serde_json::{Map, Value, json};
+
+/// A store that accepts every write and keeps nothing: what is left is the registry.
+struct NullStore;
+
+#[async_trait::async_trait]
+impl Store for NullStore {
+    async fn create(&self, _: Arc<Interaction>, _: Effects) -> Result<CreateOutcome, StoreError> {
+        Ok(CreateOutcome::Created)
+    }
+    async fn resolve(&self, _: Arc<Interaction>, _: Effects) -> Result<ResolveOutcome, StoreError> {
+        Ok(ResolveOutcome::Resolved)
+    }
+    async fn get(&self, _: &InteractionId) -> Result<Option<Arc<Interaction>>, StoreError> {
+        Ok(None)
+    }
+    async fn list(&self, _: &ListQuery) -> Result<Page, StoreError> {
+        Ok(Page {
+            interactions: Vec::new(),
+            next: None,
+        })
+    }
+    async fn pending(&self) -> Result<Vec<Arc<Interaction>>, StoreError> {
+        Ok(Vec::new())
+    }
+    async fn prune(&self, _: Timestamp) -> Result<u64, StoreError> {
+        Ok(0)
+    }
+    async fn record_message(&self, _: ChannelMessage) -> Result<(), StoreError> {
+        Ok(())
+    }
+    async fn messages(
+        &self,
+        _: &str,
+        _: &InteractionId,
+    ) -> Result<Vec<ChannelMessage>, StoreError> {
+        Ok(Vec::new())
+    }
+    async fn message(
+        &self,
+        _: &str,
+        _: &str,
+        _: &str,
+    ) -> Result<Option<ChannelMessage>, StoreError> {
+        Ok(None)
+    }
+    async fn set_message_state(
+        &self,
+        _: &str,
+        _: &str,
+        _: &str,
+        _: Option<Value>,
+    ) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+    async fn enqueue(&self, _: Vec<OutboxJob>) -> Result<(), StoreError> {
+        Ok(())
+    }
+    async fn claim_jobs(
+        &self,
+        _: Timestamp,
+        _: &ClaimQuota,
+        _: Duration,
+    ) -> Result<Vec<ClaimedJob>, StoreError> {
+        Ok(Vec::new())
+    }
+    async fn finish_job(
+        &self,
+        _: &ClaimedJob,
+        _: JobUpdate,
+        _: Vec<AuditRecord>,
+    ) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+    async fn next_job_at(&self, _: &ClaimQuota) -> Result<Option<Timestamp>, StoreError> {
+        Ok(None)
+    }
+    async fn job_backlog(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        Ok(Vec::new())
+    }
+    async fn append_audit(&self, _: Vec<AuditRecord>) -> Result<(), StoreError> {
+        Ok(())
+    }
+    async fn audit(&self, _: &AuditQuery) -> Result<Vec<AuditEntry>, StoreError> {
+        Ok(Vec::new())
+    }
+    async fn get_value(&self, _: &str) -> Result<Option<String>, StoreError> {
+        Ok(None)
+    }
+    async fn set_value(&self, _: &str, _: Option<String>) -> Result<(), StoreError> {
+        Ok(())
+    }
+    async fn secret(&self, _: &str) -> Result<Vec<u8>, StoreError> {
+        Ok(vec![0; 32])
+    }
+    async fn first_sighting(&self, _: &str, _: &str, _: Timestamp) -> Result<bool, StoreError> {
+        Ok(true)
+    }
+    async fn forget_sighting(&self, _: &str, _: &str) -> Result<(), StoreError> {
+        Ok(())
+    }
+}
 
 /// The allocator the imrelay binary uses.
 #[global_allocator]
@@ -24,6 +135,10 @@ fn input() -> Map<String, Value> {
 
 /// A registry on a single-threaded runtime: everything runs on one core.
 fn setup(audit: bool) -> (tokio::runtime::Runtime, Registry) {
+    setup_on(Arc::new(MemoryStore::new()), audit)
+}
+
+fn setup_on(store: Arc<dyn Store>, audit: bool) -> (tokio::runtime::Runtime, Registry) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -32,7 +147,7 @@ fn setup(audit: bool) -> (tokio::runtime::Runtime, Registry) {
         audit,
         ..RegistryConfig::default()
     };
-    let registry = Registry::new(Arc::new(MemoryStore::new()), config);
+    let registry = Registry::new(store, config);
     (rt, registry)
 }
 
@@ -40,11 +155,20 @@ fn create_resolve(c: &mut Criterion) {
     let input = input();
     let mut group = c.benchmark_group("registry");
     group.throughput(Throughput::Elements(1));
-    for (name, audit) in [
-        ("create+resolve", true),
-        ("create+resolve, audit off", false),
+    for (name, store, audit) in [
+        (
+            "create+resolve, no store",
+            Arc::new(NullStore) as Arc<dyn Store>,
+            true,
+        ),
+        ("create+resolve", Arc::new(MemoryStore::new()), true),
+        (
+            "create+resolve, audit off",
+            Arc::new(MemoryStore::new()),
+            false,
+        ),
     ] {
-        let (rt, registry) = setup(audit);
+        let (rt, registry) = setup_on(store, audit);
         group.bench_function(name, |b| {
             b.to_async(&rt).iter(|| {
                 let registry = registry.clone();

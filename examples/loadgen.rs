@@ -57,6 +57,9 @@ enum Cmd {
         /// Stop after this many cycles in all.
         #[arg(long, default_value_t = 5_000_000)]
         max_cycles: u64,
+        /// The server's process id, to report its CPU time per cycle.
+        #[arg(long)]
+        pid: Option<u32>,
         /// Write the result as JSON here too.
         #[arg(long)]
         json: Option<PathBuf>,
@@ -89,6 +92,9 @@ enum Cmd {
         agents: usize,
         #[arg(long, default_value_t = 10)]
         duration: u64,
+        /// Cycle runs per target (interleaved); the median is reported.
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
         #[arg(long, default_value_t = 100_000)]
         pending: usize,
         #[arg(long, default_value_t = 10_000)]
@@ -145,6 +151,89 @@ impl Conn {
     }
 }
 
+/// A keep-alive connection for long polls, written by hand: `send` returns once the request
+/// is in the kernel's socket buffer, so the agent knows its wait is on its way before it sends
+/// the answer (hyper hands a request to its connection task and gives no such signal). A
+/// reader task timestamps each response as it arrives.
+struct Waiter {
+    write: tokio::net::tcp::OwnedWriteHalf,
+    responses: tokio::sync::mpsc::Receiver<anyhow::Result<(u16, Instant)>>,
+    host: String,
+}
+
+impl Waiter {
+    async fn open(addr: SocketAddr) -> anyhow::Result<Waiter> {
+        let stream = tokio::net::TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        let (read, write) = stream.into_split();
+        let (tx, responses) = tokio::sync::mpsc::channel(1);
+        tokio::spawn(async move {
+            let mut read = tokio::io::BufReader::new(read);
+            loop {
+                let r = read_response(&mut read).await;
+                let failed = r.is_err();
+                if tx.send(r).await.is_err() || failed {
+                    return;
+                }
+            }
+        });
+        Ok(Waiter {
+            write,
+            responses,
+            host: addr.to_string(),
+        })
+    }
+
+    async fn send_get(&mut self, path: &str) -> anyhow::Result<()> {
+        use tokio::io::AsyncWriteExt;
+        let req = format!("GET {path} HTTP/1.1\r\nHost: {}\r\n\r\n", self.host);
+        self.write.write_all(req.as_bytes()).await?;
+        Ok(())
+    }
+
+    /// The next response's status and when it arrived.
+    async fn response(&mut self) -> anyhow::Result<(u16, Instant)> {
+        self.responses
+            .recv()
+            .await
+            .context("the long-poll connection closed")?
+    }
+}
+
+/// Reads one HTTP/1.1 response (with a Content-Length body); returns its status and the time
+/// its last byte arrived.
+async fn read_response(
+    read: &mut tokio::io::BufReader<tokio::net::tcp::OwnedReadHalf>,
+) -> anyhow::Result<(u16, Instant)> {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt};
+    let mut line = String::new();
+    read.read_line(&mut line).await?;
+    let status: u16 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .with_context(|| format!("bad status line {line:?}"))?;
+    let mut length = 0usize;
+    loop {
+        line.clear();
+        if read.read_line(&mut line).await? == 0 {
+            bail!("the connection closed mid-response");
+        }
+        let header = line.trim_end();
+        if header.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = header.split_once(':')
+            && name.eq_ignore_ascii_case("content-length")
+        {
+            length = value.trim().parse()?;
+        }
+    }
+    let mut body = vec![0u8; length];
+    read.read_exact(&mut body).await?;
+    Ok((status, Instant::now()))
+}
+
 fn loopback(url: &str) -> anyhow::Result<SocketAddr> {
     let rest = url
         .strip_prefix("http://")
@@ -172,6 +261,29 @@ struct CycleReport {
     cycles_per_sec: f64,
     cycle_us: Percentiles,
     respond_to_wake_us: Option<Percentiles>,
+    /// CPU time the server process used per recorded cycle (user + system), when its pid is
+    /// known: a measure of its efficiency that does not depend on how busy the machine is.
+    server_cpu_us_per_cycle: Option<f64>,
+    /// Of the waits that returned an answer, the share that were parked when it arrived (the
+    /// rest found it already answered), from the server's `imrelay_long_polls` counters.
+    waits_woken_share: Option<f64>,
+}
+
+/// The server's `imrelay_long_polls_total` counters (woken, ready), if it has them.
+async fn long_polls(addr: SocketAddr) -> Option<(f64, f64)> {
+    let mut c = Conn::open(addr).await.ok()?;
+    let (status, body) = c.call("GET", "/metrics", None).await.ok()?;
+    if status != 200 {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&body);
+    let count = |outcome: &str| {
+        let prefix = format!("imrelay_long_polls_total{{outcome=\"{outcome}\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+    };
+    Some((count("woken")?, count("ready")?))
 }
 
 #[derive(Debug, serde::Serialize, Clone, Copy)]
@@ -195,12 +307,43 @@ fn hist() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 60_000_000, 3).unwrap_or_else(|_| unreachable!("valid bounds"))
 }
 
+/// CPU time (user + system) a process has used so far, in microseconds.
+fn cpu_us(pid: u32) -> anyhow::Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the command name (which may hold spaces) start with the state (field 3);
+    // utime and stime are fields 14 and 15, in clock ticks.
+    let rest = stat.rsplit_once(')').context("unreadable stat")?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields
+        .get(11..13)
+        .context("short stat")?
+        .iter()
+        .map(|f| f.parse::<u64>().unwrap_or(0))
+        .sum();
+    Ok(ticks as f64 * 1e6 / clock_ticks() as f64)
+}
+
+/// Clock ticks per second (`getconf CLK_TCK`; 100 on Linux when that cannot be asked).
+fn clock_ticks() -> u64 {
+    static TICKS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(100)
+    })
+}
+
 async fn run_cycles(
     url: &str,
     agents: usize,
     duration: Duration,
     max_cycles: u64,
     label: &str,
+    server_pid: Option<u32>,
 ) -> anyhow::Result<CycleReport> {
     let addr = loopback(url)?;
     let warmup = Duration::from_secs(2);
@@ -223,7 +366,7 @@ async fn run_cycles(
         let run_id = run_id.clone();
         tasks.push(tokio::spawn(async move {
             let mut main = Conn::open(addr).await?;
-            let waiter = Arc::new(Mutex::new(Conn::open(addr).await?));
+            let mut waiter = Waiter::open(addr).await?;
             let mut local_cycle = hist();
             let mut local_wake = hist();
             let mut n = 0u64;
@@ -240,18 +383,13 @@ async fn run_cycles(
                     continue;
                 }
                 let path = format!("/v1/interactions/{id}/wait?timeout_secs=30");
-                let w = waiter.clone();
-                let wait = tokio::spawn(async move {
-                    let r = w.lock().await.call("GET", &path, None).await;
-                    (r, Instant::now())
-                });
-                tokio::task::yield_now().await;
+                // The wait leaves first; the answer follows once it is on the wire.
+                waiter.send_get(&path).await?;
                 let t1 = Instant::now();
                 let (s, _) = main
                     .call("POST", &format!("/v1/interactions/{id}/respond"), Some(r#"{"decision":"allow","by":"loadgen"}"#.to_string()))
                     .await?;
-                let (waited, t2) = wait.await?;
-                let (ws, _) = waited?;
+                let (ws, t2) = waiter.response().await?;
                 if s != 200 || ws != 200 {
                     errors.fetch_add(1, Ordering::Relaxed);
                     continue;
@@ -268,6 +406,8 @@ async fn run_cycles(
         }));
     }
     tokio::time::sleep(warmup).await;
+    let cpu_before = server_pid.map(cpu_us).transpose()?;
+    let polls_before = long_polls(addr).await;
     recording.store(true, Ordering::Relaxed);
     let start = Instant::now();
     while start.elapsed() < duration && cycles.load(Ordering::Relaxed) < max_cycles {
@@ -275,6 +415,8 @@ async fn run_cycles(
     }
     recording.store(false, Ordering::Relaxed);
     let seconds = start.elapsed().as_secs_f64();
+    let cpu_after = server_pid.map(cpu_us).transpose()?;
+    let polls_after = long_polls(addr).await;
     stop.store(true, Ordering::Relaxed);
     for t in tasks {
         t.await??;
@@ -291,6 +433,16 @@ async fn run_cycles(
         cycles_per_sec: n as f64 / seconds,
         cycle_us: cycle,
         respond_to_wake_us: Some(wake),
+        server_cpu_us_per_cycle: match (cpu_before, cpu_after) {
+            (Some(a), Some(b)) if n > 0 => Some((b - a) / n as f64),
+            _ => None,
+        },
+        waits_woken_share: match (polls_before, polls_after) {
+            (Some((w0, r0)), Some((w1, r1))) if (w1 - w0) + (r1 - r0) > 0.0 => {
+                Some((w1 - w0) / ((w1 - w0) + (r1 - r0)))
+            }
+            _ => None,
+        },
     })
 }
 
@@ -497,9 +649,11 @@ async fn start_imrelay(
         .env("IMRELAY__STORE__PATH", db)
         .env("IMRELAY__STORE__SYNCHRONOUS", synchronous)
         .env("IMRELAY__INTERACTIONS__MAX_TIMEOUT_SECS", "7200")
-        .env("RUST_LOG", "warn")
+        // The default log level (info: a line per creation and per resolution), written
+        // nowhere: the logging cost stays in the figures.
+        .env_remove("RUST_LOG")
         .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
+        .stderr(Stdio::null())
         .spawn()
         .with_context(|| format!("cannot start {}", bin.display()))?;
     let server = Server {
@@ -523,7 +677,7 @@ async fn wait_ready(port: u16, since: Instant) -> anyhow::Result<Duration> {
     bail!("the server did not become ready within 60 s")
 }
 
-fn print_cycle(r: &CycleReport, ceiling: Option<f64>) {
+fn print_cycle(r: &CycleReport, ceiling: Option<f64>, spread: Option<(f64, f64)>) {
     let ratio = ceiling
         .map(|c| format!("{:.0}%", 100.0 * r.cycles_per_sec / c))
         .unwrap_or_else(|| "-".into());
@@ -531,132 +685,237 @@ fn print_cycle(r: &CycleReport, ceiling: Option<f64>) {
         .respond_to_wake_us
         .map(|w| format!("{:>6} {:>7} {:>7}", w.p50, w.p99, w.p999))
         .unwrap_or_else(|| format!("{:>6} {:>7} {:>7}", "-", "-", "-"));
+    let cpu = r
+        .server_cpu_us_per_cycle
+        .map(|c| format!("{c:.1}"))
+        .unwrap_or_else(|| "-".into());
+    let spread = spread
+        .map(|(lo, hi)| format!("{lo:.0}-{hi:.0}"))
+        .unwrap_or_default();
     println!(
-        "{:<22} {:>9.0} {:>6}  {:>6} {:>7} {:>7}   {}  {:>5}",
+        "{:<24} {:>9.0} {:>11} {:>6}  {:>6} {:>7} {:>7}   {}  {:>8}  {:>5}",
         r.target,
         r.cycles_per_sec,
+        spread,
         ratio,
         r.cycle_us.p50,
         r.cycle_us.p99,
         r.cycle_us.p999,
         wake,
+        cpu,
         r.errors
     );
 }
 
+fn print_cycle_header() {
+    println!(
+        "{:<24} {:>9} {:>11} {:>6}  {:>22}   {:>22}  {:>8}  {:>5}",
+        "",
+        "cycles/s",
+        "(min-max)",
+        "ratio",
+        "cycle µs p50/p99/p999",
+        "resp→wake µs p50/p99/p999",
+        "cpu µs/c",
+        "errors"
+    );
+}
+
+/// The run with the median cycles/s, and the lowest and highest cycles/s seen.
+fn median(mut runs: Vec<CycleReport>) -> anyhow::Result<(CycleReport, (f64, f64))> {
+    runs.sort_by(|a, b| a.cycles_per_sec.total_cmp(&b.cycles_per_sec));
+    let lo = runs.first().context("no runs")?.cycles_per_sec;
+    let hi = runs.last().context("no runs")?.cycles_per_sec;
+    let mid = runs.len() / 2;
+    Ok((runs.swap_remove(mid), (lo, hi)))
+}
+
+/// One cycle run against a fresh imrelay.
+async fn imrelay_cycles(
+    bin: &Path,
+    backend: &str,
+    db: &Path,
+    sync: &str,
+    agents: usize,
+    d: Duration,
+    label: &str,
+) -> anyhow::Result<CycleReport> {
+    let _ = std::fs::remove_file(db);
+    let (server, _) = start_imrelay(bin, backend, db, sync).await?;
+    let pid = server.child.id();
+    run_cycles(&server.url, agents, d, u64::MAX, label, Some(pid)).await
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn suite(
     bin: &Path,
     agents: usize,
     duration: u64,
+    rounds: usize,
     pending: usize,
     waiters: usize,
     sync: &str,
 ) -> anyhow::Result<Value> {
     let dir = tempfile::tempdir()?;
     let d = Duration::from_secs(duration);
-
-    // The ceiling, in its own process (this binary, `ceiling` mode).
     let me = std::env::current_exe()?;
-    let port = free_port()?;
-    let child = Command::new(&me)
-        .args(["ceiling", "--listen", &format!("127.0.0.1:{port}")])
-        .stderr(Stdio::null())
-        .spawn()?;
-    let ceiling_server = Server {
-        child,
-        url: format!("http://127.0.0.1:{port}"),
+
+    // Cycles: each target once per round, interleaved, so drift on the machine touches all
+    // of them alike; the median round of each is reported.
+    let (mut ceilings, mut memories, mut sqlites, mut fulls) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for round in 1..=rounds.max(1) {
+        eprintln!("round {round} of {rounds}");
+        let port = free_port()?;
+        let child = Command::new(&me)
+            .args(["ceiling", "--listen", &format!("127.0.0.1:{port}")])
+            .stderr(Stdio::null())
+            .spawn()?;
+        let ceiling_server = Server {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+        };
+        wait_ready(port, Instant::now()).await?;
+        let pid = ceiling_server.child.id();
+        let mut c = run_cycles(
+            &ceiling_server.url,
+            agents,
+            d,
+            u64::MAX,
+            "stateless ceiling",
+            Some(pid),
+        )
+        .await?;
+        c.respond_to_wake_us = None;
+        ceilings.push(c);
+        drop(ceiling_server);
+        let db = dir.path().join("cycle.db");
+        memories
+            .push(imrelay_cycles(bin, "memory", &db, sync, agents, d, "imrelay (memory)").await?);
+        sqlites.push(
+            imrelay_cycles(
+                bin,
+                "sqlite",
+                &db,
+                sync,
+                agents,
+                d,
+                &format!("imrelay (sqlite, {sync})"),
+            )
+            .await?,
+        );
+        if sync != "full" {
+            fulls.push(
+                imrelay_cycles(
+                    bin,
+                    "sqlite",
+                    &db,
+                    "full",
+                    agents,
+                    d,
+                    "imrelay (sqlite, full)",
+                )
+                .await?,
+            );
+        }
+    }
+    let (ceiling, ceiling_spread) = median(ceilings)?;
+    let (memory, memory_spread) = median(memories)?;
+    let (sqlite, sqlite_spread) = median(sqlites)?;
+    let full = if fulls.is_empty() {
+        None
+    } else {
+        Some(median(fulls)?)
     };
-    wait_ready(port, Instant::now()).await?;
-    let mut ceiling = run_cycles(
-        &ceiling_server.url,
-        agents,
-        d,
-        u64::MAX,
-        "stateless ceiling",
-    )
-    .await?;
-    ceiling.respond_to_wake_us = None;
-    drop(ceiling_server);
-
-    let (mem, mem_ready) =
-        start_imrelay(bin, "memory", &dir.path().join("unused.db"), sync).await?;
-    let idle_rss = rss(mem.child.id())?;
-    let memory = run_cycles(&mem.url, agents, d, u64::MAX, "imrelay (memory)").await?;
-    drop(mem);
-
-    let db = dir.path().join("bench.db");
-    let (sq, sq_ready) = start_imrelay(bin, "sqlite", &db, sync).await?;
-    let sqlite = run_cycles(
-        &sq.url,
-        agents,
-        d,
-        u64::MAX,
-        &format!("imrelay (sqlite, {sync})"),
-    )
-    .await?;
-    drop(sq);
 
     println!();
-    println!(
-        "{:<22} {:>9} {:>6}  {:>22}   {:>22}  {:>5}",
-        "", "cycles/s", "ratio", "cycle µs p50/p99/p999", "resp→wake µs p50/p99/p999", "errors"
-    );
-    print_cycle(&ceiling, None);
-    print_cycle(&memory, Some(ceiling.cycles_per_sec));
-    print_cycle(&sqlite, Some(ceiling.cycles_per_sec));
+    print_cycle_header();
+    print_cycle(&ceiling, None, Some(ceiling_spread));
+    print_cycle(&memory, Some(ceiling.cycles_per_sec), Some(memory_spread));
+    print_cycle(&sqlite, Some(ceiling.cycles_per_sec), Some(sqlite_spread));
+    if let Some((full, spread)) = &full {
+        print_cycle(full, Some(ceiling.cycles_per_sec), Some(*spread));
+    }
 
-    // Pending interactions and waiters (memory store), then start-up with them in SQLite.
-    let (mem, _) = start_imrelay(bin, "memory", &dir.path().join("unused2.db"), sync).await?;
-    let pend_mem = run_pending(&mem.url, pending, waiters, mem.child.id()).await?;
-    drop(mem);
+    // Idle memory and start-up, on the default (SQLite) store.
+    let empty = dir.path().join("empty.db");
+    let (idle, ready_sqlite) = start_imrelay(bin, "sqlite", &empty, sync).await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let idle_rss = rss(idle.child.id())?;
+    drop(idle);
+    let (idle_mem, ready_memory) =
+        start_imrelay(bin, "memory", &dir.path().join("unused.db"), sync).await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let idle_rss_memory = rss(idle_mem.child.id())?;
+    drop(idle_mem);
+
+    // Pending interactions (and long-poll waiters) on the default store, then start-up with
+    // them in it; the memory store for comparison.
     let pdb = dir.path().join("pending.db");
     let (sq, _) = start_imrelay(bin, "sqlite", &pdb, sync).await?;
-    let pend_sqlite = run_pending(&sq.url, pending, 0, sq.child.id()).await?;
+    let pend_sqlite = run_pending(&sq.url, pending, waiters, sq.child.id()).await?;
     drop(sq);
     let (sq, ready_loaded) = start_imrelay(bin, "sqlite", &pdb, sync).await?;
     let loaded_rss = rss(sq.child.id())?;
     drop(sq);
+    let (mem, _) = start_imrelay(bin, "memory", &dir.path().join("unused2.db"), sync).await?;
+    let pend_mem = run_pending(&mem.url, pending, 0, mem.child.id()).await?;
+    drop(mem);
 
     println!();
     println!(
-        "idle RSS (memory store, fresh):           {:.1} MB",
-        idle_rss as f64 / 1e6
+        "idle RSS:                  sqlite {:.1} MB, memory {:.1} MB",
+        idle_rss as f64 / 1e6,
+        idle_rss_memory as f64 / 1e6
     );
     println!(
-        "ready, empty store:                       memory {:.0} ms, sqlite {:.0} ms",
-        mem_ready.as_secs_f64() * 1e3,
-        sq_ready.as_secs_f64() * 1e3
+        "ready, empty store:        sqlite {:.0} ms, memory {:.0} ms",
+        ready_sqlite.as_secs_f64() * 1e3,
+        ready_memory.as_secs_f64() * 1e3
     );
     println!(
-        "ready, {pending} pending in SQLite:       {:.0} ms (RSS then {:.1} MB)",
+        "ready, {pending} pending in SQLite: {:.0} ms (RSS then {:.1} MB)",
         ready_loaded.as_secs_f64() * 1e3,
         loaded_rss as f64 / 1e6
     );
-    for (label, p) in [("memory", &pend_mem), ("sqlite", &pend_sqlite)] {
+    for (label, p) in [("sqlite", &pend_sqlite), ("memory", &pend_mem)] {
         println!(
-            "{label:<7} {} pending: +{:.1} MB ({:.0} B each), created in {:.1} s; {} waiters: +{:.1} MB ({:.0} B each), {} connected, {} errors",
+            "{label:<7} {} pending: +{:.1} MB ({:.0} B each), created in {:.1} s",
             p.count,
             (p.rss_after_create_bytes.saturating_sub(p.rss_before_bytes)) as f64 / 1e6,
             p.bytes_per_pending,
             p.create_seconds,
-            p.waiters,
-            (p.rss_with_waiters_bytes
-                .saturating_sub(p.rss_after_create_bytes)) as f64
-                / 1e6,
-            p.bytes_per_waiter,
-            p.waiters_connected,
-            p.waiter_errors
         );
     }
+    println!(
+        "sqlite  {} long-poll waiters: +{:.1} MB ({:.0} B each), {} connected, {} errors",
+        pend_sqlite.waiters,
+        (pend_sqlite
+            .rss_with_waiters_bytes
+            .saturating_sub(pend_sqlite.rss_after_create_bytes)) as f64
+            / 1e6,
+        pend_sqlite.bytes_per_waiter,
+        pend_sqlite.waiters_connected,
+        pend_sqlite.waiter_errors
+    );
     Ok(json!({
-        "cycle": {"ceiling": ceiling, "memory": memory, "sqlite": sqlite},
-        "ratio": {"memory": memory.cycles_per_sec / ceiling.cycles_per_sec, "sqlite": sqlite.cycles_per_sec / ceiling.cycles_per_sec},
-        "pending": {"memory": pend_mem, "sqlite": pend_sqlite},
-        "idle_rss_bytes": idle_rss,
-        "ready_ms": {"memory_empty": mem_ready.as_secs_f64() * 1e3, "sqlite_empty": sq_ready.as_secs_f64() * 1e3,
+        "cycle": {"ceiling": ceiling, "memory": memory, "sqlite": sqlite,
+                  "sqlite_full": full.as_ref().map(|(f, _)| f)},
+        "spread": {"ceiling": ceiling_spread, "memory": memory_spread, "sqlite": sqlite_spread,
+                   "sqlite_full": full.as_ref().map(|(_, s)| s)},
+        "ratio": {"memory": memory.cycles_per_sec / ceiling.cycles_per_sec,
+                  "sqlite": sqlite.cycles_per_sec / ceiling.cycles_per_sec,
+                  "sqlite_full": full.as_ref().map(|(f, _)| f.cycles_per_sec / ceiling.cycles_per_sec)},
+        "pending": {"sqlite": pend_sqlite, "memory": pend_mem},
+        "idle_rss_bytes": {"sqlite": idle_rss, "memory": idle_rss_memory},
+        "ready_ms": {"sqlite_empty": ready_sqlite.as_secs_f64() * 1e3,
+                     "memory_empty": ready_memory.as_secs_f64() * 1e3,
                      "sqlite_loaded": ready_loaded.as_secs_f64() * 1e3},
         "loaded_rss_bytes": loaded_rss,
         "synchronous": sync,
+        "rounds": rounds,
+        "agents": agents,
+        "seconds_per_run": duration,
     }))
 }
 
@@ -679,6 +938,7 @@ fn main() -> anyhow::Result<()> {
                 agents,
                 duration,
                 max_cycles,
+                pid,
                 json,
             } => {
                 let r = run_cycles(
@@ -687,9 +947,11 @@ fn main() -> anyhow::Result<()> {
                     Duration::from_secs(duration),
                     max_cycles,
                     &url,
+                    pid,
                 )
                 .await?;
-                print_cycle(&r, None);
+                print_cycle_header();
+                print_cycle(&r, None, None);
                 println!("{}", serde_json::to_string_pretty(&r)?);
                 write_json(&json, &r)
             }
@@ -714,12 +976,22 @@ fn main() -> anyhow::Result<()> {
                 imrelay,
                 agents,
                 duration,
+                rounds,
                 pending,
                 waiters,
                 synchronous,
                 json,
             } => {
-                let v = suite(&imrelay, agents, duration, pending, waiters, &synchronous).await?;
+                let v = suite(
+                    &imrelay,
+                    agents,
+                    duration,
+                    rounds,
+                    pending,
+                    waiters,
+                    &synchronous,
+                )
+                .await?;
                 println!("\n{}", serde_json::to_string_pretty(&v)?);
                 write_json(&json, &v)
             }
