@@ -60,6 +60,10 @@ enum Cmd {
         /// The server's process id, to report its CPU time per cycle.
         #[arg(long)]
         pid: Option<u32>,
+        /// Microseconds each agent waits between sending its wait and the answer (a person's
+        /// reaction time, compressed), so answers find the wait parked.
+        #[arg(long, default_value_t = 0)]
+        think_us: u64,
         /// Write the result as JSON here too.
         #[arg(long)]
         json: Option<PathBuf>,
@@ -344,6 +348,7 @@ async fn run_cycles(
     max_cycles: u64,
     label: &str,
     server_pid: Option<u32>,
+    think: Duration,
 ) -> anyhow::Result<CycleReport> {
     let addr = loopback(url)?;
     let warmup = Duration::from_secs(2);
@@ -383,8 +388,12 @@ async fn run_cycles(
                     continue;
                 }
                 let path = format!("/v1/interactions/{id}/wait?timeout_secs=30");
-                // The wait leaves first; the answer follows once it is on the wire.
+                // The wait leaves first; the answer follows once it is on the wire (and, with
+                // a think time, once the person has "read" the request).
                 waiter.send_get(&path).await?;
+                if !think.is_zero() {
+                    tokio::time::sleep(think).await;
+                }
                 let t1 = Instant::now();
                 let (s, _) = main
                     .call("POST", &format!("/v1/interactions/{id}/respond"), Some(r#"{"decision":"allow","by":"loadgen"}"#.to_string()))
@@ -731,6 +740,7 @@ fn median(mut runs: Vec<CycleReport>) -> anyhow::Result<(CycleReport, (f64, f64)
 }
 
 /// One cycle run against a fresh imrelay.
+#[allow(clippy::too_many_arguments)]
 async fn imrelay_cycles(
     bin: &Path,
     backend: &str,
@@ -739,11 +749,12 @@ async fn imrelay_cycles(
     agents: usize,
     d: Duration,
     label: &str,
+    think: Duration,
 ) -> anyhow::Result<CycleReport> {
     let _ = std::fs::remove_file(db);
     let (server, _) = start_imrelay(bin, backend, db, sync).await?;
     let pid = server.child.id();
-    run_cycles(&server.url, agents, d, u64::MAX, label, Some(pid)).await
+    run_cycles(&server.url, agents, d, u64::MAX, label, Some(pid), think).await
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -784,14 +795,26 @@ async fn suite(
             u64::MAX,
             "stateless ceiling",
             Some(pid),
+            Duration::ZERO,
         )
         .await?;
         c.respond_to_wake_us = None;
         ceilings.push(c);
         drop(ceiling_server);
         let db = dir.path().join("cycle.db");
-        memories
-            .push(imrelay_cycles(bin, "memory", &db, sync, agents, d, "imrelay (memory)").await?);
+        memories.push(
+            imrelay_cycles(
+                bin,
+                "memory",
+                &db,
+                sync,
+                agents,
+                d,
+                "imrelay (memory)",
+                Duration::ZERO,
+            )
+            .await?,
+        );
         sqlites.push(
             imrelay_cycles(
                 bin,
@@ -801,6 +824,7 @@ async fn suite(
                 agents,
                 d,
                 &format!("imrelay (sqlite, {sync})"),
+                Duration::ZERO,
             )
             .await?,
         );
@@ -814,6 +838,7 @@ async fn suite(
                     agents,
                     d,
                     "imrelay (sqlite, full)",
+                    Duration::ZERO,
                 )
                 .await?,
             );
@@ -835,6 +860,47 @@ async fn suite(
     print_cycle(&sqlite, Some(ceiling.cycles_per_sec), Some(sqlite_spread));
     if let Some((full, spread)) = &full {
         print_cycle(full, Some(ceiling.cycles_per_sec), Some(*spread));
+    }
+
+    // Wake latency without queueing: a few agents that answer 2 ms after their wait left,
+    // so every answer finds its wait parked.
+    let think = Duration::from_millis(2);
+    let db = dir.path().join("latency.db");
+    let latency_memory = imrelay_cycles(
+        bin,
+        "memory",
+        &db,
+        sync,
+        4,
+        d,
+        "memory, 4 agents, 2 ms",
+        think,
+    )
+    .await?;
+    let latency_sqlite = imrelay_cycles(
+        bin,
+        "sqlite",
+        &db,
+        sync,
+        4,
+        d,
+        &format!("sqlite {sync}, 4 agents, 2 ms"),
+        think,
+    )
+    .await?;
+    println!();
+    println!("wake latency at light load (answers 2 ms after the wait left):");
+    print_cycle_header();
+    print_cycle(&latency_memory, None, None);
+    print_cycle(&latency_sqlite, None, None);
+    for r in [&memory, &sqlite, &latency_memory, &latency_sqlite] {
+        if let Some(share) = r.waits_woken_share {
+            println!(
+                "{:<32} waits parked when the answer came: {:.1}%",
+                r.target,
+                share * 100.0
+            );
+        }
     }
 
     // Idle memory and start-up, on the default (SQLite) store.
@@ -906,6 +972,7 @@ async fn suite(
         "ratio": {"memory": memory.cycles_per_sec / ceiling.cycles_per_sec,
                   "sqlite": sqlite.cycles_per_sec / ceiling.cycles_per_sec,
                   "sqlite_full": full.as_ref().map(|(f, _)| f.cycles_per_sec / ceiling.cycles_per_sec)},
+        "latency": {"memory": latency_memory, "sqlite": latency_sqlite},
         "pending": {"sqlite": pend_sqlite, "memory": pend_mem},
         "idle_rss_bytes": {"sqlite": idle_rss, "memory": idle_rss_memory},
         "ready_ms": {"sqlite_empty": ready_sqlite.as_secs_f64() * 1e3,
@@ -939,6 +1006,7 @@ fn main() -> anyhow::Result<()> {
                 duration,
                 max_cycles,
                 pid,
+                think_us,
                 json,
             } => {
                 let r = run_cycles(
@@ -948,6 +1016,7 @@ fn main() -> anyhow::Result<()> {
                     max_cycles,
                     &url,
                     pid,
+                    Duration::from_micros(think_us),
                 )
                 .await?;
                 print_cycle_header();
