@@ -245,23 +245,13 @@ mod tests {
     use serde_json::json;
 
     fn interaction(tool: &str, input: Value) -> Interaction {
-        Interaction {
-            id: InteractionId::generate(),
-            kind: Kind::of_tool(tool),
-            tool_name: tool.into(),
-            input: input.as_object().unwrap().clone(),
-            session: None,
-            agent: None,
-            title: None,
-            description: None,
-            cwd: None,
-            suggestions: None,
-            created_at: now(),
-            deadline: now(),
-            timeout_secs: 300,
-            resolution: None,
-            digest: Default::default(),
-        }
+        Interaction::pending(
+            InteractionId::generate(),
+            tool,
+            input.as_object().unwrap().clone(),
+            now(),
+            300,
+        )
     }
 
     #[test]

@@ -155,26 +155,16 @@ impl EventLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::interaction::model::{InteractionId, Kind, now};
+    use crate::interaction::model::{InteractionId, now};
 
     fn sample() -> Arc<Interaction> {
-        Arc::new(Interaction {
-            id: InteractionId::generate(),
-            kind: Kind::Approval,
-            tool_name: "Bash".into(),
-            input: Default::default(),
-            session: None,
-            agent: None,
-            title: None,
-            description: None,
-            cwd: None,
-            suggestions: None,
-            created_at: now(),
-            deadline: now(),
-            timeout_secs: 1,
-            resolution: None,
-            digest: Default::default(),
-        })
+        Arc::new(Interaction::pending(
+            InteractionId::generate(),
+            "Bash",
+            Default::default(),
+            now(),
+            1,
+        ))
     }
 
     #[test]

@@ -341,6 +341,40 @@ impl fmt::Debug for DigestCache {
 }
 
 impl Interaction {
+    /// A pending interaction with no optional texts, created at `created_at` with a
+    /// `timeout_secs` deadline; its kind follows from `tool_name`. (The registry builds every
+    /// interaction from this; tests and embedders can too.)
+    pub fn pending(
+        id: InteractionId,
+        tool_name: impl Into<String>,
+        input: Map<String, Value>,
+        created_at: Timestamp,
+        timeout_secs: u64,
+    ) -> Self {
+        let tool_name = tool_name.into();
+        Interaction {
+            id,
+            kind: Kind::of_tool(&tool_name),
+            tool_name,
+            input,
+            session: None,
+            agent: None,
+            title: None,
+            description: None,
+            cwd: None,
+            suggestions: None,
+            created_at,
+            deadline: created_at
+                .checked_add(jiff::SignedDuration::from_secs(
+                    i64::try_from(timeout_secs).unwrap_or(i64::MAX),
+                ))
+                .unwrap_or(Timestamp::MAX),
+            timeout_secs,
+            resolution: None,
+            digest: DigestCache::default(),
+        }
+    }
+
     /// Whether it still awaits an answer.
     pub fn is_pending(&self) -> bool {
         self.resolution.is_none()

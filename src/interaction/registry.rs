@@ -351,14 +351,6 @@ fn log_resolution(resolved: &Interaction, what: &'static str) {
     }
 }
 
-/// `t + d`, saturating at the latest representable time (never earlier than `t`).
-fn add(t: Timestamp, d: Duration) -> Timestamp {
-    jiff::SignedDuration::try_from(d)
-        .ok()
-        .and_then(|d| t.checked_add(d).ok())
-        .unwrap_or(Timestamp::MAX)
-}
-
 /// `t - d`, saturating at the earliest representable time (never later than `t`).
 fn sub(t: Timestamp, d: Duration) -> Timestamp {
     jiff::SignedDuration::try_from(d)
@@ -492,23 +484,20 @@ impl Registry {
             parse_questions(&new.input)?;
         }
         let timeout_secs = self.timeout_for(kind, new.timeout_secs)?;
-        let created_at = now();
         Ok(Interaction {
-            id,
-            kind,
-            tool_name: new.tool_name,
-            input: super::compact_object(new.input),
             session: new.session.map(String::into_boxed_str),
             agent: new.agent.map(String::into_boxed_str),
             title: new.title.map(String::into_boxed_str),
             description: new.description.map(String::into_boxed_str),
             cwd: new.cwd.map(String::into_boxed_str),
             suggestions: new.suggestions.map(Box::new),
-            created_at,
-            deadline: add(created_at, Duration::from_secs(timeout_secs)),
-            timeout_secs,
-            resolution: None,
-            digest: Default::default(),
+            ..Interaction::pending(
+                id,
+                new.tool_name,
+                super::compact_object(new.input),
+                now(),
+                timeout_secs,
+            )
         })
     }
 

@@ -374,15 +374,7 @@ async fn long_polls_are_counted_by_how_they_ended() {
     let (status, _) = app.get(&format!("/v1/interactions/{id}/wait")).await;
     assert_eq!(status, StatusCode::OK);
 
-    let metrics = app
-        .client
-        .get(app.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = app.metrics().await;
     for line in [
         r#"imrelay_long_polls_total{outcome="timed_out"} 1"#,
         r#"imrelay_long_polls_total{outcome="ready"} 1"#,
@@ -408,15 +400,7 @@ async fn health_metrics_and_inbox_are_served() {
     assert_eq!(health["status"], "ok");
     assert_eq!(health["pending"], 1);
 
-    let metrics = app
-        .client
-        .get(app.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = app.metrics().await;
     assert!(
         metrics.contains("imrelay_interactions_pending 1"),
         "{metrics}"

@@ -70,6 +70,18 @@ impl TestApp {
         split(resp).await
     }
 
+    /// The `/metrics` text.
+    pub async fn metrics(&self) -> String {
+        self.client
+            .get(self.url("/metrics"))
+            .send()
+            .await
+            .expect("request")
+            .text()
+            .await
+            .expect("metrics text")
+    }
+
     pub async fn get(&self, path: &str) -> (StatusCode, Value) {
         let resp = self
             .auth(self.client.get(self.url(path)))

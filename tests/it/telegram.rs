@@ -247,17 +247,6 @@ async fn audit_of(app: &TestApp, id: &str) -> Vec<Value> {
         .collect()
 }
 
-async fn metrics(app: &TestApp) -> String {
-    app.client
-        .get(app.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
-}
-
 // ---- end to end ---------------------------------------------------------------------------
 
 #[tokio::test]
@@ -726,7 +715,7 @@ async fn only_the_tapper_can_answer_their_reply_request() {
         "{:?}",
         notices(&tg, GROUP)
     );
-    let m = metrics(&app).await;
+    let m = app.metrics().await;
     assert!(
         m.contains("imrelay_telegram_refused_total{reason=\"foreign_reply\"} 1"),
         "{m}"
@@ -852,7 +841,7 @@ async fn a_polled_batch_is_handled_in_order_and_each_update_once() {
     let dup = "imrelay_telegram_updates_total{kind=\"duplicate\"} 2";
     let mut m = String::new();
     for _ in 0..200 {
-        m = metrics(&app).await;
+        m = app.metrics().await;
         if m.contains(dup) {
             break;
         }
@@ -1059,7 +1048,7 @@ async fn a_non_approver_tap_changes_nothing() {
     )
     .await;
     assert_eq!(status(&app, &id).await["status"], "pending");
-    let m = metrics(&app).await;
+    let m = app.metrics().await;
     assert!(
         m.contains("imrelay_telegram_refused_total{reason=\"not_approver\"} 2"),
         "{m}"
@@ -1189,7 +1178,7 @@ async fn forged_and_malformed_callback_data_are_refused() {
     assert_eq!(t, "This button is not valid.");
     assert_eq!(status(&app, &a).await["status"], "pending");
     assert_eq!(status(&app, &b).await["status"], "pending");
-    let m = metrics(&app).await;
+    let m = app.metrics().await;
     assert!(
         m.contains(&format!(
             "imrelay_telegram_refused_total{{reason=\"bad_data\"}} {}",
@@ -1287,7 +1276,7 @@ async fn a_429_retry_after_is_honoured() {
         "retried after {gap:?}, before the 2 s Telegram asked for"
     );
     prompt(&tg, PRIVATE, "du -sh /").await;
-    let m = metrics(&app).await;
+    let m = app.metrics().await;
     assert!(
         m.contains(
             "imrelay_telegram_api_calls_total{method=\"sendMessage\",result=\"retry_after\"} 1"
@@ -1375,7 +1364,7 @@ async fn calls_cut_short_by_the_request_bound_are_retried_until_they_land() {
     let done = "imrelay_outbox_deliveries_total{channel=\"telegram\",result=\"ok\"} 2";
     let mut m = String::new();
     for _ in 0..100 {
-        m = metrics(&app).await;
+        m = app.metrics().await;
         if m.contains(done) {
             break;
         }
@@ -1395,7 +1384,7 @@ async fn deliveries_ok(app: &TestApp, n: usize) -> String {
     let done = format!("imrelay_outbox_deliveries_total{{channel=\"telegram\",result=\"ok\"}} {n}");
     let mut m = String::new();
     for _ in 0..200 {
-        m = metrics(app).await;
+        m = app.metrics().await;
         if m.contains(&done) {
             return m;
         }
@@ -1539,7 +1528,7 @@ async fn a_send_that_finally_fails_is_counted() {
     tg.wait_n("sendMessage", 1).await;
     let mut m = String::new();
     for _ in 0..100 {
-        m = metrics(&app).await;
+        m = app.metrics().await;
         if m.contains("imrelay_outbox_deliveries_total{channel=\"telegram\",result=\"failed\"} 1") {
             break;
         }
@@ -1939,7 +1928,7 @@ async fn webhook_mode_registers_checks_the_secret_and_ignores_duplicates() {
         status(&app, &id).await["resolution"]["result"]["updatedInput"]["answers"],
         json!({"Which toppings?": "Cheese"})
     );
-    let m = metrics(&app).await;
+    let m = app.metrics().await;
     assert!(
         m.contains("imrelay_telegram_updates_total{kind=\"duplicate\"} 1"),
         "{m}"

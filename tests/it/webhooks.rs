@@ -582,15 +582,7 @@ async fn a_flood_of_bad_signatures_is_audited_within_bounds() {
         actor.len()
     );
     // Every refusal is counted, and the ones that were not written show as suppressed.
-    let metrics = app
-        .client
-        .get(app.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = app.metrics().await;
     let count = |name: &str| -> usize {
         let prefix = format!("{name}{{channel=\"webhook:ticketing\"}} ");
         metrics

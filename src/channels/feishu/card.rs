@@ -657,21 +657,16 @@ mod tests {
 
     fn approval(input: Value) -> Interaction {
         Interaction {
-            id: InteractionId::parse("toolu_1").unwrap(),
-            kind: Kind::Approval,
-            tool_name: "Bash".into(),
-            input: input.as_object().unwrap().clone(),
             session: Some("s1".into()),
             agent: Some("claude-code".into()),
-            title: None,
-            description: None,
             cwd: Some("/srv".into()),
-            suggestions: None,
-            created_at: now(),
-            deadline: now(),
-            timeout_secs: 60,
-            resolution: None,
-            digest: Default::default(),
+            ..Interaction::pending(
+                InteractionId::parse("toolu_1").unwrap(),
+                "Bash",
+                input.as_object().unwrap().clone(),
+                now(),
+                60,
+            )
         }
     }
 

@@ -324,26 +324,19 @@ impl Deliverer {
 mod tests {
     use super::*;
     use crate::channels::feishu::settings::ReceiverType;
-    use crate::interaction::{InteractionId, Kind};
+    use crate::interaction::InteractionId;
 
     fn interaction(created_ms: i64) -> Interaction {
         let created_at = Timestamp::from_millisecond(created_ms).unwrap();
         Interaction {
-            id: InteractionId::parse("toolu_reused").unwrap(),
-            kind: Kind::Approval,
-            tool_name: "Bash".into(),
-            input: serde_json::Map::new(),
-            session: None,
-            agent: None,
-            title: None,
-            description: None,
-            cwd: None,
-            suggestions: None,
-            created_at,
             deadline: created_at,
-            timeout_secs: 300,
-            resolution: None,
-            digest: Default::default(),
+            ..Interaction::pending(
+                InteractionId::parse("toolu_reused").unwrap(),
+                "Bash",
+                serde_json::Map::new(),
+                created_at,
+                300,
+            )
         }
     }
 

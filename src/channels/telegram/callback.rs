@@ -219,7 +219,7 @@ impl Codec {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::interaction::{InteractionId, Kind};
+    use crate::interaction::InteractionId;
     use jiff::Timestamp;
 
     fn codec() -> Codec {
@@ -229,21 +229,14 @@ mod tests {
     fn interaction(id: &str, created_ms: i64) -> Interaction {
         let created_at = Timestamp::from_millisecond(created_ms).unwrap();
         Interaction {
-            id: InteractionId::parse(id).unwrap(),
-            kind: Kind::Approval,
-            tool_name: "Bash".into(),
-            input: serde_json::Map::new(),
-            session: None,
-            agent: None,
-            title: None,
-            description: None,
-            cwd: None,
-            suggestions: None,
-            created_at,
             deadline: created_at,
-            timeout_secs: 300,
-            resolution: None,
-            digest: Default::default(),
+            ..Interaction::pending(
+                InteractionId::parse(id).unwrap(),
+                "Bash",
+                serde_json::Map::new(),
+                created_at,
+                300,
+            )
         }
     }
 

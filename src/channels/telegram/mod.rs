@@ -386,25 +386,18 @@ pub async fn install(w: &mut Wiring) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::interaction::{Kind, now};
+    use crate::interaction::now;
 
     fn interaction(created_at: Timestamp) -> Interaction {
         Interaction {
-            id: InteractionId::parse("toolu_reused").unwrap(),
-            kind: Kind::Approval,
-            tool_name: "Bash".into(),
-            input: serde_json::Map::new(),
-            session: None,
-            agent: None,
-            title: None,
-            description: None,
-            cwd: None,
-            suggestions: None,
-            created_at,
             deadline: now(),
-            timeout_secs: 300,
-            resolution: None,
-            digest: Default::default(),
+            ..Interaction::pending(
+                InteractionId::parse("toolu_reused").unwrap(),
+                "Bash",
+                serde_json::Map::new(),
+                created_at,
+                300,
+            )
         }
     }
 

@@ -601,21 +601,16 @@ mod tests {
 
     fn interaction(tool: &str, input: Value) -> Interaction {
         Interaction {
-            id: InteractionId::parse("t1").unwrap(),
-            kind: Kind::of_tool(tool),
-            tool_name: tool.into(),
-            input: input.as_object().unwrap().clone(),
             session: Some("s1".into()),
             agent: Some("claude-code".into()),
-            title: None,
-            description: None,
             cwd: Some("/home/dev/<shop>".into()),
-            suggestions: None,
-            created_at: now(),
-            deadline: now(),
-            timeout_secs: 300,
-            resolution: None,
-            digest: Default::default(),
+            ..Interaction::pending(
+                InteractionId::parse("t1").unwrap(),
+                tool,
+                input.as_object().unwrap().clone(),
+                now(),
+                300,
+            )
         }
     }
 

@@ -157,15 +157,7 @@ async fn throttling_and_outages_are_retried_until_the_card_arrives() {
             .any(|p| p.message_id == message_id)
     })
     .await;
-    let metrics = app
-        .client
-        .get(app.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = app.metrics().await;
     assert!(
         metrics.contains("imrelay_outbox_deliveries_total{channel=\"feishu\",result=\"retry\"} 4"),
         "{metrics}"

@@ -644,15 +644,7 @@ async fn a_non_approver_gets_an_error_toast_and_nothing_changes() {
         .unwrap()
         .unwrap();
     assert!(i.is_pending());
-    let metrics = app
-        .client
-        .get(app.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = app.metrics().await;
     assert!(
         metrics.contains("imrelay_feishu_callbacks_total{result=\"refused\"} 1"),
         "{metrics}"
@@ -740,17 +732,6 @@ async fn a_click_after_expiry_says_so() {
     app.stop().await;
 }
 
-async fn metrics(app: &TestApp) -> String {
-    app.client
-        .get(app.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
-}
-
 #[tokio::test]
 async fn a_replayed_event_id_gets_the_original_reply_and_changes_nothing() {
     let fake = FakeFeishu::start().await;
@@ -775,7 +756,7 @@ async fn a_replayed_event_id_gets_the_original_reply_and_changes_nothing() {
     assert_eq!(forged["toast"]["type"], "info", "{forged}");
     let (_, body) = app.get("/v1/interactions/toolu_rep").await;
     assert_eq!(body["resolution"]["outcome"], "allowed");
-    let metrics = metrics(&app).await;
+    let metrics = app.metrics().await;
     assert!(
         metrics.contains("imrelay_feishu_callbacks_total{result=\"duplicate\"} 2"),
         "{metrics}"

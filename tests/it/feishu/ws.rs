@@ -32,17 +32,6 @@ async fn health(app: &TestApp) -> Value {
     app.get("/healthz").await.1["components"]["feishu"].clone()
 }
 
-async fn metrics(app: &TestApp) -> String {
-    app.client
-        .get(app.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
-}
-
 /// The callback reply an ack carries.
 fn ack_reply(ack: &Frame) -> Value {
     let body: Value = serde_json::from_slice(ack.payload.as_deref().unwrap()).unwrap();
@@ -108,7 +97,7 @@ async fn connects_with_the_endpoint_pings_and_applies_a_pong_config() {
     assert_eq!(h["ping_interval_secs"], 7, "{h}");
     assert_eq!(h["reconnect_interval_secs"], 2, "{h}");
     assert!(
-        metrics(&app)
+        app.metrics()
             .await
             .contains("imrelay_feishu_ws_connected 1")
     );
@@ -229,7 +218,7 @@ async fn a_dropped_connection_reconnects_and_a_duplicate_event_gets_the_original
     })
     .await;
     assert!(
-        metrics(&app)
+        app.metrics()
             .await
             .contains("imrelay_feishu_ws_reconnects_total 1")
     );
@@ -252,7 +241,7 @@ async fn a_dropped_connection_reconnects_and_a_duplicate_event_gets_the_original
     let (_, body) = app.get("/v1/interactions/toolu_drop").await;
     assert_eq!(body["resolution"]["outcome"], "allowed");
     assert!(
-        metrics(&app)
+        app.metrics()
             .await
             .contains("imrelay_feishu_callbacks_total{result=\"duplicate\"} 1")
     );
@@ -300,7 +289,8 @@ async fn a_slow_click_is_acked_in_time_finished_anyway_and_its_redelivery_gets_t
         envelope.to_string().as_bytes(),
     ));
     for _ in 0..500 {
-        if metrics(&app)
+        if app
+            .metrics()
             .await
             .contains("imrelay_feishu_callbacks_total{result=\"duplicate\"} 1")
         {
@@ -309,7 +299,7 @@ async fn a_slow_click_is_acked_in_time_finished_anyway_and_its_redelivery_gets_t
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     assert!(
-        metrics(&app)
+        app.metrics()
             .await
             .contains("imrelay_feishu_callbacks_total{result=\"duplicate\"} 1"),
         "the second delivery joined the first"
@@ -356,7 +346,7 @@ async fn a_refused_handshake_reports_the_platform_message_and_retries() {
         "a fresh endpoint for the retry"
     );
     assert!(
-        metrics(&app)
+        app.metrics()
             .await
             .contains("imrelay_feishu_ws_reconnects_total 1")
     );
@@ -448,7 +438,7 @@ async fn a_stalled_connect_times_out_and_is_retried() {
         "{h}"
     );
     assert!(
-        metrics(&app)
+        app.metrics()
             .await
             .contains("imrelay_feishu_ws_reconnects_total 1")
     );
