@@ -8,6 +8,7 @@ mod bad_input;
 mod deploy;
 mod feishu;
 mod hooks;
+mod inbox;
 mod outbox;
 mod questions;
 mod restart;

@@ -1,0 +1,318 @@
+//! The web inbox in a real browser: headless Chromium, driven over the DevTools protocol,
+//! against the real server. It shows pending interactions from the event stream, answers
+//! approvals and questions, follows answers given elsewhere, and never lets a stale click
+//! change an outcome.
+//!
+//! Needs Chromium (`.ci/run` installs Debian's `chromium`; `IMRELAY_TEST_CHROMIUM` names
+//! another binary). Without one the test says it was skipped, and why.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use futures_util::{SinkExt, StreamExt};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::support::*;
+
+/// The Chromium binary to use, if there is one.
+fn chromium() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("IMRELAY_TEST_CHROMIUM") {
+        return Some(PathBuf::from(p));
+    }
+    ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .find_map(|name| {
+            let out = Command::new("which").arg(name).output().ok()?;
+            out.status
+                .success()
+                .then(|| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+        })
+}
+
+/// A headless Chromium with one page, killed when dropped.
+struct Browser {
+    child: Child,
+    _profile: tempfile::TempDir,
+    ws: tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
+    next_id: u64,
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Browser {
+    async fn launch(bin: &PathBuf) -> Browser {
+        let profile = tempfile::tempdir().unwrap();
+        // Flags for a machine without network access or a display: no background
+        // connections, no sandbox (tests may run as root), a fresh profile.
+        let child = Command::new(bin)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--remote-debugging-port=0",
+            ])
+            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .arg("about:blank")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start chromium");
+        // Chromium writes the port it chose into the profile.
+        let port_file = profile.path().join("DevToolsActivePort");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let port = loop {
+            if let Ok(text) = std::fs::read_to_string(&port_file)
+                && let Some(port) = text.lines().next().and_then(|l| l.parse::<u16>().ok())
+            {
+                break port;
+            }
+            assert!(Instant::now() < deadline, "chromium did not start");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let targets: Value = reqwest::get(format!("http://127.0.0.1:{port}/json/list"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let page = targets
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["type"] == "page")
+            .expect("a page target");
+        let url = page["webSocketDebuggerUrl"].as_str().unwrap();
+        let (ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+        Browser {
+            child,
+            _profile: profile,
+            ws,
+            next_id: 0,
+        }
+    }
+
+    /// Calls a DevTools method and returns its result.
+    async fn call(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        let msg = json!({"id": id, "method": method, "params": params});
+        self.ws
+            .send(Message::Text(msg.to_string().into()))
+            .await
+            .unwrap();
+        loop {
+            let frame = tokio::time::timeout(Duration::from_secs(30), self.ws.next())
+                .await
+                .expect("a reply from chromium")
+                .expect("the connection to chromium is open")
+                .unwrap();
+            let Message::Text(text) = frame else { continue };
+            let v: Value = serde_json::from_str(&text).unwrap();
+            if v["id"] == id {
+                assert!(v.get("error").is_none(), "{method}: {v}");
+                return v["result"].clone();
+            }
+        }
+    }
+
+    /// Evaluates JavaScript in the page (awaiting a promise) and returns its value.
+    async fn eval(&mut self, expr: &str) -> Value {
+        let r = self
+            .call(
+                "Runtime.evaluate",
+                json!({"expression": expr, "awaitPromise": true, "returnByValue": true}),
+            )
+            .await;
+        assert!(
+            r.get("exceptionDetails").is_none(),
+            "{expr} threw: {}",
+            r["exceptionDetails"]
+        );
+        r["result"]["value"].clone()
+    }
+
+    /// Waits until `expr` is true in the page.
+    async fn until(&mut self, what: &str, expr: &str) {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while self.eval(expr).await != json!(true) {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// JavaScript for the card of interaction `id` in list `list` (`pending` or `recent`).
+fn card(list: &str, id: &str) -> String {
+    format!("document.querySelector('#{list} [data-id=\"{id}\"]')")
+}
+
+#[tokio::test]
+async fn the_inbox_answers_and_follows_answers_given_elsewhere() {
+    let Some(bin) = chromium() else {
+        eprintln!(
+            "SKIPPED: inbox browser test: no Chromium found (install Debian's chromium, as .ci/run does, or set IMRELAY_TEST_CHROMIUM)"
+        );
+        return;
+    };
+    let app = spawn_app().await;
+    let hostile = "<img src=x onerror=\"window.__xss=1\"> & rm -rf /";
+    app.create_bash("ib-approve", hostile).await;
+    let (status, _) = app
+        .post(
+            "/v1/interactions",
+            &json!({"id": "ib-question", "tool_name": "AskUserQuestion", "input": {"questions": [
+                {"question": "Which database?", "header": "DB", "multiSelect": false,
+                 "options": [{"label": "Postgres", "description": "relational"}, {"label": "SQLite"}]},
+                {"question": "Which extras?", "header": "Extras", "multiSelect": true,
+                 "options": [{"label": "Cache"}, {"label": "Search"}, {"label": "Queue"}]}
+            ]}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+
+    let mut b = Browser::launch(&bin).await;
+    b.call("Page.navigate", json!({"url": app.url("/")})).await;
+    b.until(
+        "both pending cards",
+        "document.querySelectorAll('#pending .card').length === 2",
+    )
+    .await;
+
+    // Untrusted input is shown as text, never run as markup.
+    let shown = b
+        .eval(&format!(
+            "{}.querySelector('pre').textContent",
+            card("pending", "ib-approve")
+        ))
+        .await;
+    // (As pretty-printed JSON: the quotes inside are escaped.)
+    let expected = serde_json::to_string(hostile).unwrap();
+    assert!(shown.as_str().unwrap().contains(&expected), "{shown}");
+    assert_eq!(
+        b.eval("typeof window.__xss + ':' + document.querySelectorAll('#pending img').length")
+            .await,
+        "undefined:0"
+    );
+
+    // Approve as Dana.
+    b.eval(
+        "(() => { const w = document.getElementById('who'); w.value = 'Dana'; \
+          w.dispatchEvent(new Event('change')); })()",
+    )
+    .await;
+    b.eval(&format!(
+        "{}.querySelector('button.primary').click()",
+        card("pending", "ib-approve")
+    ))
+    .await;
+    let (status, out) = app.get("/v1/interactions/ib-approve/wait").await;
+    assert_eq!(status, StatusCode::OK, "{out}");
+    assert_eq!(out["result"]["behavior"], "allow");
+    assert_eq!(out["result"]["updatedInput"]["command"], hostile);
+    assert_eq!(out["resolution"]["by"], "Dana");
+    assert_eq!(out["resolution"]["via"], "desktop");
+    b.until(
+        "the approval in the recent list",
+        &format!(
+            "!{} && !!{} && {}.textContent.includes('allowed by Dana via desktop')",
+            card("pending", "ib-approve"),
+            card("recent", "ib-approve"),
+            card("recent", "ib-approve")
+        ),
+    )
+    .await;
+
+    // The question: one radio, two checkboxes, Submit.
+    let q = card("pending", "ib-question");
+    b.eval(&format!(
+        "(() => {{ const c = {q}; \
+           c.querySelector('input[type=radio][value=SQLite]').click(); \
+           c.querySelector('input[type=checkbox][value=Cache]').click(); \
+           c.querySelector('input[type=checkbox][value=Queue]').click(); \
+           [...c.querySelectorAll('button')].find(x => x.textContent === 'Submit').click(); }})()"
+    ))
+    .await;
+    let (status, out) = app.get("/v1/interactions/ib-question/wait").await;
+    assert_eq!(status, StatusCode::OK, "{out}");
+    assert_eq!(
+        out["result"]["updatedInput"]["answers"],
+        json!({"Which database?": "SQLite", "Which extras?": "Cache, Queue"})
+    );
+
+    // Answered elsewhere: the card leaves the pending list and says who answered, where.
+    app.create_bash("ib-elsewhere", "ls").await;
+    b.until(
+        "the new card",
+        &format!("!!{}", card("pending", "ib-elsewhere")),
+    )
+    .await;
+    let (status, _) = app
+        .post(
+            "/v1/interactions/ib-elsewhere/respond",
+            &json!({"decision": "deny", "message": "not now", "by": "Erin"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    b.until(
+        "the card to follow the answer given through the API",
+        &format!(
+            "!{} && !!{} && {}.textContent.includes('denied by Erin via api')",
+            card("pending", "ib-elsewhere"),
+            card("recent", "ib-elsewhere"),
+            card("recent", "ib-elsewhere")
+        ),
+    )
+    .await;
+
+    // A stale click: the interaction is answered through the API, and the page's Approve is
+    // clicked at once, before or after the stream tells the page. The first answer stands.
+    app.create_bash("ib-stale", "make deploy").await;
+    b.until(
+        "the stale card",
+        &format!("!!{}", card("pending", "ib-stale")),
+    )
+    .await;
+    b.eval(&format!(
+        "(async () => {{ const btn = {}.querySelector('button.primary'); \
+           await fetch('/v1/interactions/ib-stale/respond', {{method: 'POST', \
+             headers: {{'Content-Type': 'application/json'}}, \
+             body: JSON.stringify({{decision: 'deny', by: 'Frank'}})}}); \
+           btn.click(); }})()",
+        card("pending", "ib-stale")
+    ))
+    .await;
+    b.until(
+        "the stale card to show the first answer",
+        &format!(
+            "!{} && !!{} && {}.textContent.includes('denied by Frank')",
+            card("pending", "ib-stale"),
+            card("recent", "ib-stale"),
+            card("recent", "ib-stale")
+        ),
+    )
+    .await;
+    let (_, out) = app.get("/v1/interactions/ib-stale").await;
+    assert_eq!(out["resolution"]["outcome"], "denied");
+    assert_eq!(out["resolution"]["by"], "Frank");
+    assert_eq!(
+        b.eval("document.querySelectorAll('#pending .card').length")
+            .await,
+        0
+    );
+    app.stop().await;
+}
