@@ -149,8 +149,14 @@ fn dockerfile() {
     let mut env = HashMap::new();
     let mut lines = text.lines().peekable();
     let mut copied = Vec::new();
+    // What is in the build context when cargo first runs: cargo reads every target the
+    // manifest names before it does anything, so each must be there by then.
+    let mut before_cargo: Option<Vec<String>> = None;
     while let Some(line) = lines.next() {
         let line = line.trim();
+        if line.starts_with("RUN ") && line.contains("cargo ") && before_cargo.is_none() {
+            before_cargo = Some(copied.clone());
+        }
         if let Some(rest) = line.strip_prefix("COPY ") {
             let words: Vec<&str> = rest.split_whitespace().collect();
             if words.iter().any(|w| w.starts_with("--from")) {
@@ -182,6 +188,34 @@ fn dockerfile() {
                 }
             }
         }
+    }
+    let before_cargo = before_cargo.expect("the Dockerfile runs cargo");
+    let manifest: toml::Table = toml::from_str(&read("Cargo.toml")).unwrap();
+    let mut targets = Vec::new();
+    for (kind, dir) in [
+        ("bin", "src/bin"),
+        ("bench", "benches"),
+        ("example", "examples"),
+        ("test", "tests"),
+    ] {
+        for t in manifest
+            .get(kind)
+            .and_then(|v| v.as_array())
+            .into_iter()
+            .flatten()
+        {
+            let path = t.get("path").and_then(|p| p.as_str()).map(str::to_string);
+            let name = t["name"].as_str().unwrap();
+            targets.push(path.unwrap_or_else(|| format!("{dir}/{name}.rs")));
+        }
+    }
+    for target in targets.iter().filter(|t| !t.starts_with("src/")) {
+        assert!(
+            before_cargo
+                .iter()
+                .any(|c| target.starts_with(c.trim_end_matches('/'))),
+            "the Dockerfile runs cargo before copying {target}, which Cargo.toml names"
+        );
     }
     for needed in ["Cargo.toml", "Cargo.lock", "src", "config", "build.rs"] {
         assert!(
