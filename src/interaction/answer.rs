@@ -141,7 +141,7 @@ pub fn resolution_for(
             (
                 Outcome::Allowed,
                 PermissionResult::Allow {
-                    updated_input: updated_input.unwrap_or_else(|| interaction.input.clone()),
+                    updated_input: updated_input.unwrap_or_else(|| interaction.input.map()),
                     updated_permissions,
                 },
             )
@@ -171,9 +171,9 @@ pub fn resolution_for(
             )
         }
         (Kind::Question, Answer::Answers(given)) => {
-            let questions = parse_questions(&interaction.input)?;
+            let mut updated_input = interaction.input.map();
+            let questions = parse_questions(&updated_input)?;
             let answers = normalise_answers(&questions, &given)?;
-            let mut updated_input = interaction.input.clone();
             updated_input.insert("answers".into(), Value::Object(answers));
             (
                 Outcome::Answered,

@@ -161,7 +161,7 @@ mod tests {
         Arc::new(Interaction::pending(
             InteractionId::generate(),
             "Bash",
-            Default::default(),
+            crate::interaction::Input::default(),
             now(),
             1,
         ))

@@ -273,6 +273,81 @@ impl Resolution {
     }
 }
 
+/// A tool input: a JSON object, kept as its compact JSON text.
+///
+/// Pending interactions stay in memory until they are answered; as text an input takes a
+/// fraction of the room of its parsed tree, is written out by copying, and a resolved copy
+/// of an interaction clones it cheaply. Readers parse it with [`Input::map`].
+#[derive(Clone)]
+pub struct Input(Box<str>);
+
+impl Input {
+    /// The input holding `map`.
+    pub fn from_map(map: &Map<String, Value>) -> Self {
+        // A map of JSON values always serializes; the empty object is never needed.
+        Input(
+            serde_json::to_string(map)
+                .unwrap_or_else(|_| "{}".into())
+                .into_boxed_str(),
+        )
+    }
+
+    /// The object, parsed.
+    pub fn map(&self) -> Map<String, Value> {
+        // The text was written from a map (or checked to be an object when read back).
+        serde_json::from_str(&self.0).unwrap_or_default()
+    }
+
+    /// The compact JSON text.
+    pub fn as_json(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Default for Input {
+    fn default() -> Self {
+        Input("{}".into())
+    }
+}
+
+impl From<Map<String, Value>> for Input {
+    fn from(map: Map<String, Value>) -> Self {
+        Input::from_map(&map)
+    }
+}
+
+/// Equal when they hold the same object, whatever the order of its keys.
+impl PartialEq for Input {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0 || self.map() == other.map()
+    }
+}
+
+impl fmt::Debug for Input {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Serialize for Input {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match serde_json::from_str::<&serde_json::value::RawValue>(&self.0) {
+            Ok(raw) => raw.serialize(s),
+            Err(_) => Map::new().serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Input {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = Box::<serde_json::value::RawValue>::deserialize(d)?;
+        if !raw.get().trim_start().starts_with('{') {
+            return Err(serde::de::Error::custom("input: expected a JSON object"));
+        }
+        Ok(Input(raw.into()))
+    }
+}
+
 /// One request from an agent for a human decision.
 ///
 /// Interactions are shared as `Arc<Interaction>`; resolving one produces a new value with
@@ -286,7 +361,7 @@ pub struct Interaction {
     /// The tool the agent wants to use, as the SDK names it.
     pub tool_name: String,
     /// The tool input, as the SDK passed it.
-    pub input: Map<String, Value>,
+    pub input: Input,
     /// The agent's session label. (The optional texts are boxed strings, a third smaller
     /// than `String`: pending interactions are held in memory.)
     #[serde(default)]
@@ -347,7 +422,7 @@ impl Interaction {
     pub fn pending(
         id: InteractionId,
         tool_name: impl Into<String>,
-        input: Map<String, Value>,
+        input: impl Into<Input>,
         created_at: Timestamp,
         timeout_secs: u64,
     ) -> Self {
@@ -356,7 +431,7 @@ impl Interaction {
             id,
             kind: Kind::of_tool(&tool_name),
             tool_name,
-            input,
+            input: input.into(),
             session: None,
             agent: None,
             title: None,
@@ -399,7 +474,7 @@ impl Interaction {
 
     /// Whether `tool_name` and `input` match: the test for an agent re-attaching with the
     /// same id.
-    pub fn same_request(&self, tool_name: &str, input: &Map<String, Value>) -> bool {
+    pub fn same_request(&self, tool_name: &str, input: &Input) -> bool {
         self.tool_name == tool_name && &self.input == input
     }
 
@@ -412,7 +487,7 @@ impl Interaction {
             h.update(self.tool_name.as_bytes());
             h.update([0]);
             // Writing into a hasher cannot fail.
-            let _ = write_canonical_object(&self.input, &mut h);
+            let _ = write_canonical_object(&self.input.map(), &mut h);
             h.finalize().into()
         }))
     }
@@ -448,30 +523,6 @@ impl Serialize for Interaction {
         st.serialize_field("timeout_secs", &self.timeout_secs)?;
         st.serialize_field("resolution", &self.resolution)?;
         st.end()
-    }
-}
-
-/// The same object with every map and array at its exact size. Parsing leaves room to grow
-/// (a two-key object holds four slots); a pending interaction's input is held in memory until
-/// it is answered, so it is compacted once when created.
-pub fn compact_object(input: Map<String, Value>) -> Map<String, Value> {
-    let mut out = Map::with_capacity(input.len());
-    for (k, v) in input {
-        out.insert(k, compact(v));
-    }
-    out
-}
-
-fn compact(v: Value) -> Value {
-    match v {
-        Value::Object(m) => Value::Object(compact_object(m)),
-        Value::Array(a) => {
-            // (Collecting would reuse the parsed vector's spare room.)
-            let mut out: Vec<Value> = a.into_iter().map(compact).collect();
-            out.shrink_to_fit();
-            Value::Array(out)
-        }
-        other => other,
     }
 }
 
@@ -531,15 +582,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn compacting_keeps_the_value_and_its_key_order() {
-        let v = json!({"z": 1, "a": {"y": [1, {"b": 2, "a": 1}], "x": null}, "m": "text"});
-        let Value::Object(m) = v.clone() else {
-            unreachable!()
-        };
-        let compacted = compact_object(m);
-        assert_eq!(Value::Object(compacted.clone()), v);
-        assert_eq!(serde_json::to_string(&compacted).unwrap(), v.to_string());
+    fn an_input_is_kept_as_compact_text_and_read_back_as_the_same_object() {
+        let m = json!({"z": 1, "a": {"y": [1, {"b": "x y"}]}, "m": "<&>"});
+        let Value::Object(m) = m else { unreachable!() };
+        let input = Input::from_map(&m);
+        assert_eq!(
+            input.as_json(),
+            r#"{"z":1,"a":{"y":[1,{"b":"x y"}]},"m":"<&>"}"#
+        );
+        assert_eq!(input.map(), m);
+        // Written as it is, and read back only as an object.
+        assert_eq!(serde_json::to_string(&input).unwrap(), input.as_json());
+        let back: Input = serde_json::from_str(input.as_json()).unwrap();
+        assert_eq!(back.as_json(), input.as_json());
+        for not_an_object in ["[1]", "\"text\"", "3", "null"] {
+            assert!(serde_json::from_str::<Input>(not_an_object).is_err());
+        }
+        // Equal when the object is, whatever the key order.
+        let reordered: Input =
+            serde_json::from_str(r#"{"m":"<&>","z":1,"a":{"y":[1,{"b":"x y"}]}}"#).unwrap();
+        assert_eq!(reordered, input);
+        assert_ne!(Input::default(), input);
     }
+
     use serde_json::json;
 
     #[test]

@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 use super::ValidationError;
 use super::answer::{self, Answer, Responder};
 use super::events::{EventKind, EventLog};
-use super::model::{Interaction, InteractionId, Kind, Resolution, now};
+use super::model::{Input, Interaction, InteractionId, Kind, Resolution, now};
 use super::question::parse_questions;
 use crate::audit::{Action, AuditRecord};
 use crate::store::{
@@ -494,7 +494,7 @@ impl Registry {
             ..Interaction::pending(
                 id,
                 new.tool_name,
-                super::compact_object(new.input),
+                Input::from_map(&new.input),
                 now(),
                 timeout_secs,
             )

@@ -469,8 +469,6 @@ fn from_ms(v: i64) -> Timestamp {
 
 fn decode(doc: &str, resolution: Option<&str>) -> Result<Interaction, StoreError> {
     let mut i: Interaction = serde_json::from_str(doc).map_err(corrupt)?;
-    // Pending interactions loaded at start-up stay in memory: no parsing slack.
-    i.input = crate::interaction::compact_object(std::mem::take(&mut i.input));
     i.resolution = match resolution {
         Some(r) => Some(Box::new(
             serde_json::from_str::<Resolution>(r).map_err(corrupt)?,

@@ -446,7 +446,7 @@ impl Callbacks {
         i: &Interaction,
         form: &Map<String, Value>,
     ) -> Result<Map<String, Value>, String> {
-        let questions = parse_questions(&i.input).map_err(|e| e.to_string())?;
+        let questions = parse_questions(&i.input.map()).map_err(|e| e.to_string())?;
         let zh = self.cards.locale() == super::settings::Locale::ZhCn;
         let mut out = Map::new();
         for (n, q) in questions.iter().enumerate() {

@@ -434,9 +434,10 @@ impl Cards {
                 )));
             }
             (PermissionResult::Allow { updated_input, .. }, Outcome::Answered) => {
-                if let (Some(Value::Object(answers)), Ok(qs)) =
-                    (updated_input.get("answers"), parse_questions(&i.input))
-                {
+                if let (Some(Value::Object(answers)), Ok(qs)) = (
+                    updated_input.get("answers"),
+                    parse_questions(&i.input.map()),
+                ) {
                     for q in &qs {
                         if let Some(a) = answers.get(&q.question).and_then(Value::as_str) {
                             out.push(div(format!(
@@ -474,7 +475,7 @@ impl Cards {
     }
 
     fn approval_body(&self, i: &Interaction, budget: Budget, out: &mut Vec<Value>) {
-        let excerpt = pretty_input(&i.input, budget.input);
+        let excerpt = pretty_input(&i.input.map(), budget.input);
         out.push(code_block(&excerpt.text));
         if excerpt.cut > 0 {
             out.push(grey_div(if self.zh() {
@@ -523,7 +524,7 @@ impl Cards {
     }
 
     fn question_body(&self, i: &Interaction, budget: Budget, out: &mut Vec<Value>) {
-        let questions = parse_questions(&i.input).unwrap_or_default();
+        let questions = parse_questions(&i.input.map()).unwrap_or_default();
         match &i.resolution {
             Some(r) => {
                 for q in &questions {

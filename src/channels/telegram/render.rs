@@ -216,11 +216,12 @@ fn head(i: &Interaction, lim: &Limits) -> String {
         s.push_str(&format!("\n<b>{}</b>", esc(t, lim.title)));
     }
     // A Bash call's own `description` says what the command is for.
+    let input = i.input.map();
     let description = match i.kind {
         Kind::Approval => i
             .description
             .as_deref()
-            .or_else(|| i.input.get("description").and_then(Value::as_str)),
+            .or_else(|| input.get("description").and_then(Value::as_str)),
         Kind::Question => i.description.as_deref(),
     }
     .filter(|d| !d.trim().is_empty() && lim.description > 0);
@@ -298,7 +299,7 @@ fn with_input(head: &str, input: &str, lang: &str, tail: &str) -> Option<String>
 
 /// The approval text: head, input (cut to what fits), and `tail`.
 fn approval_text(i: &Interaction, tail: &str) -> String {
-    let (input, lang) = input_text(&i.input);
+    let (input, lang) = input_text(&i.input.map());
     LEVELS
         .iter()
         .map(|lim| head(i, lim))
@@ -496,7 +497,7 @@ pub fn prompt(i: &Interaction, state: &PromptState, b: &Buttons) -> Prompt {
             }
         }
         Kind::Question => {
-            let questions = parse_questions(&i.input).unwrap_or_default();
+            let questions = parse_questions(&i.input.map()).unwrap_or_default();
             Prompt {
                 text: question_text(i, &questions, Some(state), &tail),
                 keyboard: InlineKeyboardMarkup::new(question_keyboard(&questions, state, b)),
@@ -512,7 +513,7 @@ pub fn resolved(i: &Interaction) -> String {
     match i.kind {
         Kind::Approval => approval_text(i, &tail),
         Kind::Question => {
-            let questions = parse_questions(&i.input).unwrap_or_default();
+            let questions = parse_questions(&i.input.map()).unwrap_or_default();
             question_text(i, &questions, None, &tail)
         }
     }
@@ -562,7 +563,7 @@ pub fn reply_request(i: &Interaction, kind: ReplyKind, user: &User) -> String {
             esc(&i.tool_name, 100)
         ),
         ReplyKind::Other { q } => {
-            let questions = parse_questions(&i.input).unwrap_or_default();
+            let questions = parse_questions(&i.input.map()).unwrap_or_default();
             let question = questions
                 .get(q as usize)
                 .map(|q| q.question.as_str())
@@ -770,7 +771,7 @@ mod tests {
             "AskUserQuestion",
             json!({"questions": [q(0, false), q(1, true), q(2, false), q(3, true)]}),
         );
-        assert_eq!(parse_questions(&i.input).unwrap().len(), 4);
+        assert_eq!(parse_questions(&i.input.map()).unwrap().len(), 4);
         i.title = Some(hostile(500).into());
         i.description = Some(hostile(1000).into());
         i.cwd = Some(hostile(500).into());

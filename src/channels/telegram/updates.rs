@@ -310,7 +310,7 @@ impl Telegram {
             return;
         };
         if let ReplyKind::Other { q: qi } = kind {
-            let questions = parse_questions(&i.input).unwrap_or_default();
+            let questions = parse_questions(&i.input.map()).unwrap_or_default();
             if usize::from(qi) >= questions.len() {
                 self.client.answer(&q.id, NOT_VALID).await;
                 self.refuse(
@@ -451,7 +451,7 @@ impl Telegram {
             self.client.answer(&q.id, NOT_VALID).await;
             return;
         };
-        let questions = parse_questions(&i.input).unwrap_or_default();
+        let questions = parse_questions(&i.input.map()).unwrap_or_default();
         let (qi, oi) = match action {
             Action::Pick { q, o } | Action::Toggle { q, o } => (q, Some(o)),
             Action::Submit { q } | Action::ClearOther { q } => (q, None),
@@ -870,7 +870,7 @@ impl Telegram {
         text: &str,
         from: &User,
     ) -> Option<String> {
-        let questions = parse_questions(&i.input).unwrap_or_default();
+        let questions = parse_questions(&i.input.map()).unwrap_or_default();
         let question = questions.get(usize::from(q))?;
         let guard = self.locks.lock(chat, prompt).await;
         let mut state = self.prompt_state(chat, prompt).await;
