@@ -30,6 +30,10 @@ use crate::store::{ClaimQuota, ClaimedJob, JobUpdate, Store};
 
 /// How long a claimed job is reserved for one delivery attempt.
 pub const LEASE: Duration = Duration::from_secs(600);
+/// The longest one delivery attempt may take: well inside [`LEASE`], so an attempt always
+/// records its result before its claim could be taken again (a later claim would fence the
+/// result out, and the job would wait out another lease).
+const ATTEMPT_LIMIT: Duration = Duration::from_secs(480);
 /// Most jobs of one channel claimed per round.
 const BATCH: usize = 64;
 /// Jobs of a channel without a handler claimed per round (to be failed).
@@ -270,7 +274,16 @@ impl Outbox {
                     Some(p) => Ok(p),
                     None => permits.clone().acquire_owned().await,
                 };
-                handler.deliver(job).await
+                match tokio::time::timeout(ATTEMPT_LIMIT, handler.deliver(job)).await {
+                    Ok(delivery) => delivery,
+                    Err(_) => Delivery::Retry {
+                        after: None,
+                        error: format!(
+                            "the attempt took longer than {} s",
+                            ATTEMPT_LIMIT.as_secs()
+                        ),
+                    },
+                }
             }
             None => Delivery::Failed(format!(
                 "no handler for channel {channel:?} (is it disabled?)"

@@ -363,3 +363,66 @@ async fn a_hanging_channel_with_a_long_backlog_does_not_hold_up_another() {
     assert_eq!(backlog, vec![("hang".to_string(), 1500)]);
     stop.cancel();
 }
+
+/// Hangs on its first attempt, succeeds on the next.
+struct HangOnce {
+    started: Arc<AtomicUsize>,
+}
+
+#[async_trait]
+impl OutboxHandler for HangOnce {
+    async fn deliver(&self, _job: &ClaimedJob) -> Delivery {
+        if self.started.fetch_add(1, Ordering::SeqCst) == 0 {
+            std::future::pending::<()>().await;
+        }
+        Delivery::Done
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_attempt_that_hangs_is_given_up_before_its_lease_and_retried() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let start_wall = imrelay::interaction::now();
+    let start = tokio::time::Instant::now();
+    let clock: imrelay::outbox::Clock = Arc::new(move || {
+        start_wall + SignedDuration::try_from(tokio::time::Instant::now() - start).unwrap()
+    });
+    let mut j = job("http://unused", SignedDuration::from_hours(1));
+    j.channel = "hang".into();
+    j.not_before = start_wall;
+    store.enqueue(vec![j]).await.unwrap();
+    let started = Arc::new(AtomicUsize::new(0));
+    let mut outbox = Outbox::new(store.clone(), Arc::new(Metrics::new()))
+        .with_backoff(Backoff {
+            base: Duration::from_secs(1),
+            max: Duration::from_secs(1),
+        })
+        .with_clock(clock);
+    outbox.register(
+        "hang",
+        Arc::new(HangOnce {
+            started: started.clone(),
+        }),
+    );
+    let outbox = Arc::new(outbox);
+    let stop = CancellationToken::new();
+    tokio::spawn(outbox.clone().run(stop.clone()));
+    // Well before the 10-minute lease runs out, the hung attempt is abandoned and the job
+    // delivered by a second attempt, whose result is recorded.
+    let mut done = false;
+    for _ in 0..600 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let backlog = store.job_backlog().await.unwrap();
+        if started.load(Ordering::SeqCst) >= 2 && backlog.is_empty() {
+            done = true;
+            break;
+        }
+    }
+    assert!(done, "attempts: {}", started.load(Ordering::SeqCst));
+    assert_eq!(started.load(Ordering::SeqCst), 2);
+    assert!(
+        tokio::time::Instant::now() - start < imrelay::outbox::LEASE,
+        "finished within the first lease"
+    );
+    stop.cancel();
+}
