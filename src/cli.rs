@@ -10,6 +10,7 @@ use std::io::Write;
 
 use anyhow::{Context, bail};
 use jiff::Timestamp;
+use rusqlite::OptionalExtension;
 
 use crate::audit::{AuditEntry, AuditHead, Broken, Verifier};
 use crate::config::{Backend, Settings};
@@ -195,32 +196,40 @@ pub fn audit_verify(settings: &Settings, expect: Option<&str>) -> anyhow::Result
 pub fn audit_head(settings: &Settings) -> anyhow::Result<()> {
     let conn = database(settings)?;
     let tx = conn.unchecked_transaction()?;
-    let recorded = if schema_version(&tx)? >= HEAD_SCHEMA {
+    let records_heads = schema_version(&tx)? >= HEAD_SCHEMA;
+    let recorded = if records_heads {
         read_audit_head(&tx)?
     } else {
         None
     };
+    let last_row = || -> anyhow::Result<Option<AuditHead>> {
+        Ok(tx
+            .query_row(
+                "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
+                [],
+                |r| {
+                    Ok(AuditHead {
+                        seq: r.get(0)?,
+                        hash: r.get(1)?,
+                    })
+                },
+            )
+            .optional()?)
+    };
     let head = match recorded {
-        Some(h) => Some(h),
-        None => read_audit(
-            &tx,
-            &AuditQuery {
-                after_seq: 0,
-                since: None,
-                limit: usize::MAX,
-            },
-        )?
-        .last()
-        .map(|e| AuditHead {
-            seq: e.seq,
-            hash: e.hash.clone(),
-        }),
+        Some(h) => h,
+        // A database that records heads and has entries but no head lost it: the last row
+        // is then no head to trust.
+        None if records_heads && last_row()?.is_some() => {
+            bail!("the audit trail's recorded head is missing; run `imrelay audit verify`")
+        }
+        None => match last_row()? {
+            Some(h) => h,
+            None => bail!("the audit trail is empty"),
+        },
     };
     tx.finish()?;
-    match head {
-        Some(h) => println!("{h}"),
-        None => bail!("the audit trail is empty"),
-    }
+    println!("{head}");
     Ok(())
 }
 

@@ -326,8 +326,10 @@ const CHECKPOINT_RESTART_FRAMES: i64 = 4096;
 /// nudge the writer sends after each commit; `None` (the writer then checkpoints itself, as
 /// SQLite does by default) if the thread cannot start.
 fn start_checkpointer(path: &Path) -> Option<mpsc::SyncSender<()>> {
+    // A restart waits for readers while holding off the writer: it waits briefly, and tries
+    // again at the next nudge rather than stall commits behind a long read (`audit verify`).
     let conn = match Connection::open(path).and_then(|c| {
-        c.busy_timeout(Duration::from_secs(5))?;
+        c.busy_timeout(Duration::from_millis(100))?;
         Ok(c)
     }) {
         Ok(c) => c,
@@ -352,9 +354,11 @@ fn run_checkpointer(conn: Connection, nudges: mpsc::Receiver<()>) {
         // Nudges sent while sleeping are covered by this checkpoint.
         while nudges.try_recv().is_ok() {}
         match checkpoint(&conn, "PASSIVE") {
-            Ok(frames) if frames >= CHECKPOINT_RESTART_FRAMES => {
+            // Restart only once everything is copied: then it has nothing left to copy
+            // while it holds the writer off.
+            Ok((frames, copied)) if frames >= CHECKPOINT_RESTART_FRAMES && copied == frames => {
                 if let Err(e) = checkpoint(&conn, "RESTART") {
-                    tracing::warn!(error = %e, frames, "could not restart the write-ahead log; will retry");
+                    tracing::debug!(error = %e, frames, "could not restart the write-ahead log yet; will retry");
                 }
             }
             Ok(_) => {}
@@ -364,10 +368,11 @@ fn run_checkpointer(conn: Connection, nudges: mpsc::Receiver<()>) {
     let _ = checkpoint(&conn, "TRUNCATE");
 }
 
-/// Runs `PRAGMA wal_checkpoint(mode)`; returns the log's length in frames.
-fn checkpoint(conn: &Connection, mode: &str) -> rusqlite::Result<i64> {
+/// Runs `PRAGMA wal_checkpoint(mode)`; returns the log's length in frames and how many of
+/// them are in the database file now.
+fn checkpoint(conn: &Connection, mode: &str) -> rusqlite::Result<(i64, i64)> {
     conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |r| {
-        r.get::<_, i64>(1)
+        Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
     })
 }
 

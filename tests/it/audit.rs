@@ -261,6 +261,13 @@ async fn deleting_from_the_end_of_the_trail_is_detected() {
     assert!(out.contains("INCOMPLETE"), "{out}");
     assert!(out.contains("au-1"), "{out}");
 
+    // Only the recorded head deleted: `audit head` will not offer the last row in its place.
+    let headless = copy_db(&db, "headless.db");
+    sql(&headless, "DELETE FROM kv WHERE key = 'audit.head';");
+    let (ok, out, err) = imrelay(&headless, &["audit", "head"]);
+    assert!(!ok, "{out}");
+    assert!(err.contains("recorded head is missing"), "{err}");
+
     // The tail cut and the stored head rewritten to match: the head kept outside catches it.
     let rewritten = copy_db(&db, "rewritten.db");
     sql(

@@ -250,16 +250,16 @@ impl Callbacks {
         let via = Via::feishu();
 
         let Some((id, created, what)) = self.verify_value(&action["value"]) else {
-            let claimed = action["value"]["id"]
-                .as_str()
-                .and_then(|s| InteractionId::parse(s).ok());
+            // The id in forged data proves nothing: the refusal is not bound to it (so the
+            // rate limit for unauthenticated refusals applies), and it is only named.
+            let claimed = action["value"]["id"].as_str().unwrap_or("");
             if !again {
                 self.registry
                     .refused(
-                        claimed.as_ref(),
+                        None,
                         actor,
                         &via,
-                        "card data failed its integrity check",
+                        &format!("card data failed its integrity check (claimed id {claimed:?})"),
                     )
                     .await;
             }
