@@ -71,13 +71,7 @@ pub fn context_line(i: &Interaction) -> String {
 
 /// At most `max` characters of `s`, with an ellipsis when cut.
 pub fn short(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        s.to_string()
-    } else {
-        let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
-        out.push('…');
-        out
-    }
+    crate::interaction::clip(s, max)
 }
 
 /// A time as "2026-11-22 08:41:26 UTC".

@@ -94,16 +94,6 @@ impl Auth {
         }
     }
 
-    /// Whether even a request from this machine needs a token for `scope` (a scope with no
-    /// tokens configured admits local requests without one).
-    pub fn requires_token(&self, scope: Scope) -> bool {
-        match scope {
-            Scope::Agent => !self.agent.is_empty(),
-            Scope::Operator => !self.operator.is_empty(),
-            Scope::Any => !self.agent.is_empty() && !self.operator.is_empty(),
-        }
-    }
-
     /// Checks a request against `scope`. For [`Scope::Any`] the request passes if it would
     /// pass either scope's check alone.
     pub fn check(

@@ -137,13 +137,13 @@ async fn livez() -> Json<serde_json::Value> {
 async fn healthz(State(state): State<AppState>) -> Response {
     let store = state.registry.store();
     // Reads and writes fail separately: a read-only or full disk still serves what it has.
-    let readable = store.get_value("health.write_probe").await.is_ok();
+    let read = store.get_value("health.write_probe").await.map(|_| ());
     let writable = store.check_writable().await;
     let components = state.health.snapshot();
-    let (store_state, healthy) = match (&writable, readable) {
-        (Ok(()), true) => ("ok", true),
-        (Err(_), true) => ("read_only", false),
-        _ => ("unavailable", false),
+    let (store_state, healthy, error) = match (&read, &writable) {
+        (Ok(()), Ok(())) => ("ok", true, None),
+        (Ok(()), Err(e)) => ("read_only", false, Some(e)),
+        (Err(e), _) => ("unavailable", false, Some(e)),
     };
     let mut body = json!({
         "status": if healthy { "ok" } else { "degraded" },
@@ -152,7 +152,7 @@ async fn healthz(State(state): State<AppState>) -> Response {
         "pending": state.registry.pending_count(),
         "components": components,
     });
-    if let Err(e) = &writable {
+    if let Some(e) = error {
         body["store_error"] = json!(e.to_string());
     }
     let status = if healthy {

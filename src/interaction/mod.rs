@@ -64,6 +64,18 @@ pub use registry::{
     Created, Lifecycle, LongPoll, NewInteraction, Registry, RegistryConfig, RegistryError,
 };
 
+/// At most `max` characters of `s`, the last of them an ellipsis when it was cut: for text
+/// from outside that goes into logs, the audit trail or a message.
+pub fn clip(s: &str, max: usize) -> String {
+    if s.chars().nth(max).is_none() {
+        s.to_string()
+    } else {
+        let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
+        out.push('…');
+        out
+    }
+}
+
 /// An input that does not fit: names the offending field and says why.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {message}")]

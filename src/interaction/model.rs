@@ -450,6 +450,14 @@ impl Interaction {
         }
     }
 
+    /// Its id and creation time in milliseconds (`toolu_1:1763800000000`): what names this
+    /// interaction in keys kept outside it (outbox jobs, message ids, dedupe keys). An id can
+    /// be used again once the first interaction with it was pruned; with the id alone, the
+    /// new one's work would be taken for the old one's.
+    pub fn incarnation(&self) -> String {
+        format!("{}:{}", self.id, self.created_at.as_millisecond())
+    }
+
     /// Whether it still awaits an answer.
     pub fn is_pending(&self) -> bool {
         self.resolution.is_none()

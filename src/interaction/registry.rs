@@ -280,15 +280,11 @@ fn check_len(v: &Option<String>, field: &str, max: usize) -> Result<(), Validati
 }
 
 /// Audit details are kept short.
+/// Longest audit detail or actor kept, in characters.
+const MAX_DETAIL: usize = 500;
+
 fn clip(s: &str) -> String {
-    const MAX: usize = 500;
-    if s.chars().count() <= MAX {
-        s.to_string()
-    } else {
-        let mut out: String = s.chars().take(MAX).collect();
-        out.push('…');
-        out
-    }
+    super::clip(s, MAX_DETAIL)
 }
 
 fn created_record(i: &Interaction) -> AuditRecord {
@@ -873,7 +869,7 @@ impl Registry {
             h.refused(via, admitted.is_some());
         }
         let Some(suppressed) = admitted else { return };
-        let actor: String = actor.chars().take(MAX_ACTOR).collect();
+        let actor = super::clip(actor, MAX_ACTOR);
         let mut detail = clip(reason);
         if suppressed > 0 {
             detail.push_str(&format!(

@@ -1582,17 +1582,8 @@ impl Store for SqliteStore {
         if recent {
             return Ok(());
         }
-        let now = ms(Timestamp::now()).to_string();
-        self.write(move |conn| {
-            conn.execute(
-                "INSERT INTO kv (key, value) VALUES ('health.write_probe', ?1)
-                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                [now],
-            )
-            .map_err(unavailable)?;
-            Ok(())
-        })
-        .await
+        self.set_value("health.write_probe", Some(ms(Timestamp::now()).to_string()))
+            .await
     }
 }
 

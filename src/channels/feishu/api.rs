@@ -180,7 +180,7 @@ struct TokenAnswer {
 
 /// The dedupe `uuid` of the send of one interaction to `receiver` (at most 50 characters, as
 /// the platform requires): a retried send never posts a second card. `incarnation` names the
-/// interaction by id and creation time ([`super::outbox::incarnation`]), so an id used again
+/// interaction by id and creation time ([`crate::interaction::Interaction::incarnation`]), so an id used again
 /// after the first interaction was pruned gets a card of its own.
 pub fn send_uuid(incarnation: &str, receiver: &Receiver) -> String {
     let mut h = Sha256::new();

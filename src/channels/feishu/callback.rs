@@ -638,7 +638,9 @@ impl Webhook {
             };
             let plain = match crypto::decrypt(key, encrypted) {
                 Ok(p) => p,
-                // It decrypted with our key, so it is no forgery, only malformed.
+                // Well padded but not text. Without a signature (url_verification is not
+                // signed) that proves nothing about the sender: random bytes pass the padding
+                // check one time in 256. Refused all the same, as malformed.
                 Err(e @ crypto::DecryptError::Utf8) => {
                     return Err(ApiError::bad_request(e.to_string()));
                 }

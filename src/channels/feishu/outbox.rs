@@ -32,14 +32,6 @@ pub const THROTTLE_PAUSE: Duration = Duration::from_secs(1);
 /// How long an update is retried after a resolution.
 const UPDATE_HORIZON_HOURS: i64 = 24;
 
-/// What job keys and send `uuid`s call interaction `i`: its id and its creation time in
-/// milliseconds. An id can be used again once the first interaction with it was pruned; with
-/// the id alone, the new one's jobs would be dropped as duplicates of the old ones, and its
-/// sends deduplicated into the old cards.
-pub fn incarnation(i: &Interaction) -> String {
-    format!("{}:{}", i.id, i.created_at.as_millisecond())
-}
-
 /// Plans the channel's outbox jobs inside each state change's transaction.
 pub struct Planner {
     /// Where cards go.
@@ -50,7 +42,7 @@ impl Lifecycle for Planner {
     fn plan_created(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
         for r in &self.receivers {
             jobs.push(OutboxJob {
-                key: format!("feishu:send:{}:{}", incarnation(i), r.address()),
+                key: format!("feishu:send:{}:{}", i.incarnation(), r.address()),
                 channel: CHANNEL.into(),
                 kind: "send".into(),
                 interaction_id: Some(i.id.clone()),
@@ -72,7 +64,7 @@ impl Lifecycle for Planner {
             .map(|r| r.at)
             .unwrap_or_else(Timestamp::now);
         jobs.push(OutboxJob {
-            key: format!("feishu:update:{}", incarnation(i)),
+            key: format!("feishu:update:{}", i.incarnation()),
             channel: CHANNEL.into(),
             kind: "update".into(),
             interaction_id: Some(i.id.clone()),
@@ -228,7 +220,7 @@ impl Deliverer {
             .send_card(
                 &receiver,
                 &self.cards.render(&interaction),
-                &send_uuid(&incarnation(&interaction), &receiver),
+                &send_uuid(&interaction.incarnation(), &receiver),
             )
             .await
         {

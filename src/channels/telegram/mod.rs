@@ -71,16 +71,9 @@ fn after(t: Timestamp, d: Duration) -> Timestamp {
         .unwrap_or(t)
 }
 
-/// What outbox keys call interaction `i`: its id and its creation time in milliseconds. An
-/// id can be reused once the old interaction is pruned; with the id alone, the new one's jobs
-/// would collide with the old keys and be dropped as duplicates.
-fn job_subject(i: &Interaction) -> String {
-    format!("{}:{}", i.id, i.created_at.as_millisecond())
-}
-
 /// The job that posts interaction `i` to `chat`; `nonce` distinguishes a re-post.
 pub(crate) fn post_job(i: &Interaction, chat: i64, nonce: Option<&str>) -> OutboxJob {
-    let subject = job_subject(i);
+    let subject = i.incarnation();
     let key = match nonce {
         None => format!("{CHANNEL}:post:{subject}:{chat}"),
         Some(n) => format!("{CHANNEL}:repost:{subject}:{chat}:{n}"),
@@ -107,7 +100,7 @@ impl Lifecycle for Planner {
     fn plan_resolved(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
         let now = Timestamp::now();
         jobs.push(OutboxJob {
-            key: format!("{CHANNEL}:resolved:{}", job_subject(i)),
+            key: format!("{CHANNEL}:resolved:{}", i.incarnation()),
             channel: CHANNEL.into(),
             kind: "resolved".into(),
             interaction_id: Some(i.id.clone()),

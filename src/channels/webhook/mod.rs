@@ -225,12 +225,7 @@ impl Webhooks {
             }
             // The creation time tells apart two interactions that had the same id (an id
             // can be used again once the first one was pruned).
-            let incarnation = format!(
-                "{}:{}:{}",
-                event.name(),
-                i.id,
-                i.created_at.as_millisecond()
-            );
+            let incarnation = format!("{}:{}", event.name(), i.incarnation());
             let key = format!("webhook:{name}:{incarnation}");
             let msg_id = format!(
                 "msg_{}",
@@ -540,10 +535,5 @@ async fn release(hooks: &Webhooks, scope: &str, msg_id: &str) {
 
 /// A header value as recorded in refusals and messages: at most 64 characters.
 fn bounded(v: &str) -> String {
-    const MAX: usize = 64;
-    let mut out: String = v.chars().take(MAX).collect();
-    if v.chars().nth(MAX).is_some() {
-        out.push('…');
-    }
-    out
+    crate::interaction::clip(v, 64)
 }
