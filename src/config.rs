@@ -379,6 +379,18 @@ impl Settings {
             )));
         }
         self.feishu.validate().map_err(ConfigError::Invalid)?;
+        let (tg, fs) = (&self.telegram, &self.feishu);
+        if tg.enabled
+            && tg.mode == crate::channels::telegram::Mode::Webhook
+            && fs.enabled
+            && fs.mode == crate::channels::feishu::Mode::Webhook
+            && tg.webhook_path == fs.callback_path
+        {
+            return Err(ConfigError::Invalid(format!(
+                "telegram.webhook_path and feishu.callback_path are both {:?}: give each channel its own path",
+                tg.webhook_path
+            )));
+        }
         Ok(())
     }
 
@@ -625,6 +637,43 @@ mod tests {
         assert!(!toml.contains("hunter2"));
         assert!(toml.contains("[redacted]"));
         assert!(!format!("{s:?}").contains("hunter2"));
+    }
+
+    #[test]
+    fn two_channels_on_one_path_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        let config = |feishu_path: &str| {
+            format!(
+                r#"
+[telegram]
+enabled = true
+token = "123456:ABC-def_123"
+chats = [1]
+approvers = [1]
+mode = "webhook"
+webhook_url = "https://relay.example.com/hooks/in"
+webhook_path = "/hooks/in"
+
+[feishu]
+enabled = true
+mode = "webhook"
+app_id = "cli_1"
+app_secret = "s"
+verification_token = "v"
+receivers = [{{ type = "chat_id", id = "oc_1" }}]
+approvers = ["ou_1"]
+callback_path = "{feishu_path}"
+"#
+            )
+        };
+        std::fs::write(&path, config("/hooks/in")).unwrap();
+        let err = Settings::load_with_env(Some(&path), env(&[]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("both \"/hooks/in\""), "{err}");
+        std::fs::write(&path, config("/feishu/callback")).unwrap();
+        Settings::load_with_env(Some(&path), env(&[])).unwrap();
     }
 
     #[test]

@@ -205,15 +205,6 @@ impl Default for FeishuSettings {
 }
 
 /// Paths the core server owns; a callback path must not shadow them.
-const RESERVED: &[&str] = &[
-    "/",
-    "/livez",
-    "/healthz",
-    "/metrics",
-    "/inbox.js",
-    "/inbox.css",
-];
-
 impl FeishuSettings {
     /// The effective OpenAPI base URL, without a trailing slash.
     pub fn api_base(&self) -> String {
@@ -244,7 +235,7 @@ impl FeishuSettings {
                 "feishu.callback_path must be a path such as \"/feishu/callback\" (got {path:?})"
             ));
         }
-        if RESERVED.contains(&path.as_str()) || path.starts_with("/v1/") {
+        if crate::http::is_own_path(path) {
             return Err(format!(
                 "feishu.callback_path {path:?} collides with one of imrelay's own endpoints"
             ));

@@ -101,10 +101,15 @@ impl TelegramSettings {
                 self.api_url
             ));
         }
-        if !self.webhook_path.starts_with('/') || self.webhook_path.len() < 2 {
+        let path = &self.webhook_path;
+        if !path.starts_with('/') || path.len() < 2 || path.contains(char::is_whitespace) {
             return Err(format!(
-                "telegram.webhook_path must start with / and name a path (got {:?})",
-                self.webhook_path
+                "telegram.webhook_path must start with / and name a path (got {path:?})"
+            ));
+        }
+        if crate::http::is_own_path(path) {
+            return Err(format!(
+                "telegram.webhook_path {path:?} collides with one of imrelay's own endpoints"
             ));
         }
         if self.mode == Mode::Webhook {
@@ -226,6 +231,10 @@ mod tests {
         let mut s = base();
         s.webhook_path = "telegram".into();
         assert!(s.validate().unwrap_err().contains("webhook_path"));
+        s.webhook_path = "/healthz".into();
+        assert!(s.validate().unwrap_err().contains("collides"));
+        s.webhook_path = "/v1/interactions".into();
+        assert!(s.validate().unwrap_err().contains("collides"));
 
         let mut s = base();
         s.poll_timeout_secs = 0;
