@@ -117,7 +117,7 @@ impl Callbacks {
     /// The work runs on a task of its own, so it is finished even if the caller goes away (a
     /// timed-out acknowledgement, a dropped HTTP connection). A delivery of an event that is
     /// still being handled waits for the same reply; a delivery after it finished is handled
-    /// again, which the registry makes harmless: see [`Callbacks::click`].
+    /// again, which the registry makes harmless: see `Callbacks::click`.
     pub async fn handle(self: &Arc<Self>, envelope: Value, source: Source) -> Value {
         let header = &envelope["header"];
         let event_type = header["event_type"].as_str().unwrap_or_default();

@@ -39,25 +39,25 @@ use crate::health::Health;
 /// The health component name.
 const COMPONENT: &str = "feishu";
 /// Longest wait between reconnect attempts.
-const MAX_BACKOFF: Duration = Duration::from_secs(300);
+pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// Shortest wait between reconnect attempts, whatever the platform says.
-const MIN_BACKOFF: Duration = Duration::from_secs(1);
+pub const MIN_BACKOFF: Duration = Duration::from_secs(1);
 /// A connection that stayed up this long was a good one: the backoff starts over after it.
-const STABLE_AFTER: Duration = Duration::from_secs(60);
+pub const STABLE_AFTER: Duration = Duration::from_secs(60);
 /// The range a ping interval from the platform is held to, seconds.
 const PING_RANGE: (u64, u64) = (1, 600);
 /// The range the platform's reconnect interval and jitter are held to, seconds.
 const RECONNECT_RANGE: (u64, u64) = (0, 300);
 /// How long the parts of a multi-part message are kept waiting for the rest.
-const PARTS_TTL: Duration = Duration::from_secs(10);
+pub const PARTS_TTL: Duration = Duration::from_secs(10);
 /// Most messages being reassembled at once.
-const MAX_PARTIAL: usize = 64;
+pub const MAX_PARTIAL: usize = 64;
 /// Most parts one message may come in.
-const MAX_PARTS: usize = 64;
+pub const MAX_PARTS: usize = 64;
 /// Largest message, whole or reassembled, bytes (card clicks are a few KB).
-const MAX_MESSAGE_BYTES: usize = 1 << 20;
+pub const MAX_MESSAGE_BYTES: usize = 1 << 20;
 /// Most bytes held for all messages being reassembled.
-const MAX_HELD_BYTES: usize = 4 << 20;
+pub const MAX_HELD_BYTES: usize = 4 << 20;
 
 /// The connection settings in force (the platform's, with local defaults).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

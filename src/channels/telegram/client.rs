@@ -154,9 +154,9 @@ pub struct Client {
 /// per second per chat, and twenty per minute per group).
 const QUEUE_ALLOWANCE: Duration = Duration::from_secs(60);
 /// Most attempts of a call made while someone waits for it (see [`Client::retrying`]).
-const INLINE_ATTEMPTS: u32 = 4;
+pub const INLINE_ATTEMPTS: u32 = 4;
 /// Longest `retry_after` waited out inline; a longer one is not worth a person's wait.
-const MAX_INLINE_WAIT: Duration = Duration::from_secs(10);
+pub const MAX_INLINE_WAIT: Duration = Duration::from_secs(10);
 
 /// Delay before inline retry number `n` (1-based) after a transient failure.
 fn inline_backoff(n: u32) -> Duration {

@@ -1,14 +1,14 @@
 //! The Telegram channel: approvals and questions on the phone, with inline keyboards.
 //!
 //! How it fits together:
-//! - [`Planner`] (a [`Lifecycle`] hook) records outbox jobs in the same transaction as the
+//! - `Planner` (a [`Lifecycle`] hook) records outbox jobs in the same transaction as the
 //!   state change: one `post` job per configured chat when an interaction is created, one
 //!   `resolved` job when it is resolved (by anyone, anywhere).
-//! - The outbox handler ([`outbox`]) sends prompts and edits every recorded message to its
+//! - The outbox handler (`outbox`) sends prompts and edits every recorded message to its
 //!   final state, through the throttled Bot API [`client`]; 429s, 5xx and transport errors
 //!   are retried by the outbox, never blocking other channels or the agent API.
-//! - Updates arrive by long polling or on the webhook route ([`transport`]) and are handled
-//!   in order per chat ([`lanes`]); [`updates`] handles taps, ForceReply answers, the text
+//! - Updates arrive by long polling or on the webhook route (`transport`) and are handled
+//!   in order per chat (`lanes`); `updates` handles taps, ForceReply answers, the text
 //!   fallback and the commands.
 //! - Buttons carry [`callback`] data: a keyed handle of one interaction plus one action, with
 //!   a MAC under a secret kept in the store, so old buttons keep working after a restart and
