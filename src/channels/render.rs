@@ -139,7 +139,7 @@ pub fn given_answers(i: &Interaction) -> Vec<(String, String)> {
     else {
         return Vec::new();
     };
-    match updated_input.get("answers") {
+    match updated_input.map().get("answers") {
         Some(Value::Object(answers)) => answers
             .iter()
             .map(|(q, a)| {
@@ -176,7 +176,7 @@ mod tests {
                     interrupt: false,
                 },
                 None => PermissionResult::Allow {
-                    updated_input: Map::new(),
+                    updated_input: crate::interaction::Input::default(),
                     updated_permissions: None,
                 },
             },

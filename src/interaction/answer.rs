@@ -9,7 +9,7 @@ use jiff::Timestamp;
 use serde_json::{Map, Value};
 
 use super::ValidationError;
-use super::model::{Interaction, Kind, Outcome, PermissionResult, Resolution, Via};
+use super::model::{Input, Interaction, Kind, Outcome, PermissionResult, Resolution, Via};
 use super::question::{MAX_ANSWER_CHARS, normalise_answers, parse_questions};
 
 /// Longest accepted `by` label, in characters.
@@ -141,7 +141,9 @@ pub fn resolution_for(
             (
                 Outcome::Allowed,
                 PermissionResult::Allow {
-                    updated_input: updated_input.unwrap_or_else(|| interaction.input.map()),
+                    updated_input: updated_input
+                        .map(Input::from)
+                        .unwrap_or_else(|| interaction.input.clone()),
                     updated_permissions,
                 },
             )
@@ -178,7 +180,7 @@ pub fn resolution_for(
             (
                 Outcome::Answered,
                 PermissionResult::Allow {
-                    updated_input,
+                    updated_input: updated_input.into(),
                     updated_permissions: None,
                 },
             )
@@ -304,6 +306,7 @@ mod tests {
         let PermissionResult::Allow { updated_input, .. } = r.result else {
             panic!("expected allow")
         };
+        let updated_input = updated_input.map();
         assert_eq!(updated_input["answers"], json!({"Which?":"B"}));
         assert!(updated_input.contains_key("questions"));
     }

@@ -199,14 +199,14 @@ impl fmt::Debug for Via {
 }
 
 /// The Claude Agent SDK `PermissionResult`, exactly as `canUseTool` must return it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "behavior", rename_all = "lowercase")]
 pub enum PermissionResult {
     /// Run the tool with `updatedInput` (always present: the SDK rejects an allow without it).
     Allow {
         /// The input to run the tool with: the original, edited, or with question answers.
         #[serde(rename = "updatedInput")]
-        updated_input: Map<String, Value>,
+        updated_input: Input,
         /// Permission rules to add, e.g. "always allow this for the session".
         #[serde(
             rename = "updatedPermissions",
@@ -223,6 +223,46 @@ pub enum PermissionResult {
         #[serde(default)]
         interrupt: bool,
     },
+}
+
+/// Read as a plain struct rather than serde's internally tagged form: that form buffers the
+/// fields first, and an [`Input`] (raw JSON text) cannot be read back from the buffer.
+impl<'de> Deserialize<'de> for PermissionResult {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "lowercase")]
+        enum Behavior {
+            Allow,
+            Deny,
+        }
+        #[derive(Deserialize)]
+        struct Wire {
+            behavior: Behavior,
+            #[serde(rename = "updatedInput", default)]
+            updated_input: Option<Input>,
+            #[serde(rename = "updatedPermissions", default)]
+            updated_permissions: Option<Value>,
+            #[serde(default)]
+            message: Option<String>,
+            #[serde(default)]
+            interrupt: bool,
+        }
+        let w = Wire::deserialize(d)?;
+        match w.behavior {
+            Behavior::Allow => Ok(PermissionResult::Allow {
+                updated_input: w
+                    .updated_input
+                    .ok_or_else(|| serde::de::Error::missing_field("updatedInput"))?,
+                updated_permissions: w.updated_permissions,
+            }),
+            Behavior::Deny => Ok(PermissionResult::Deny {
+                message: w
+                    .message
+                    .ok_or_else(|| serde::de::Error::missing_field("message"))?,
+                interrupt: w.interrupt,
+            }),
+        }
+    }
 }
 
 impl PermissionResult {
@@ -398,6 +438,17 @@ pub struct Interaction {
     pub digest: DigestCache,
 }
 
+/// SHA-256 of a tool name and its input in canonical JSON.
+fn digest_of(tool_name: &str, input: &Map<String, Value>) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(tool_name.as_bytes());
+    h.update([0]);
+    // Writing into a hasher cannot fail.
+    let _ = write_canonical_object(input, &mut h);
+    h.finalize().into()
+}
+
 /// A lazily computed input digest (the raw SHA-256, hex-encoded when asked for). Equal
 /// whatever it holds, so it never makes two interactions differ.
 #[derive(Clone, Default)]
@@ -489,15 +540,19 @@ impl Interaction {
     /// SHA-256 (hex) of the tool name and input exactly as shown to people: what an audit
     /// entry refers to.
     pub fn input_digest(&self) -> String {
-        hex::encode(self.digest.0.get_or_init(|| {
-            use sha2::{Digest, Sha256};
-            let mut h = Sha256::new();
-            h.update(self.tool_name.as_bytes());
-            h.update([0]);
-            // Writing into a hasher cannot fail.
-            let _ = write_canonical_object(&self.input.map(), &mut h);
-            h.finalize().into()
-        }))
+        hex::encode(
+            self.digest
+                .0
+                .get_or_init(|| digest_of(&self.tool_name, &self.input.map())),
+        )
+    }
+
+    /// Computes [`Interaction::input_digest`] now from `input`, the parsed form of
+    /// [`Interaction::input`] the caller already holds, sparing a parse later.
+    pub(crate) fn prime_digest(&self, input: &Map<String, Value>) {
+        self.digest
+            .0
+            .get_or_init(|| digest_of(&self.tool_name, input));
     }
 
     /// Time from creation to resolution, if resolved.
@@ -616,6 +671,21 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn a_primed_digest_is_the_digest_computed_from_the_text() {
+        let Value::Object(m) = json!({"command": "ls", "n": [1, {"b": true, "a": null}]}) else {
+            unreachable!()
+        };
+        let id = InteractionId::parse("x").unwrap();
+        let lazy = Interaction::pending(id.clone(), "Bash", Input::from_map(&m), now(), 60);
+        let primed = Interaction::pending(id, "Bash", Input::from_map(&m), now(), 60);
+        primed.prime_digest(&m);
+        assert_eq!(primed.input_digest(), lazy.input_digest());
+        assert_eq!(lazy.input_digest().len(), 64);
+        let other = Interaction::pending(lazy.id.clone(), "Write", Input::from_map(&m), now(), 60);
+        assert_ne!(other.input_digest(), lazy.input_digest());
+    }
+
+    #[test]
     fn ids_are_validated() {
         assert!(InteractionId::parse("toolu_01D7FLrfh4GYq7yT1ULFeyMV").is_ok());
         assert!(InteractionId::parse("a.b:c-d_e").is_ok());
@@ -640,13 +710,20 @@ mod tests {
         let mut input = Map::new();
         input.insert("command".into(), json!("ls"));
         let allow = PermissionResult::Allow {
-            updated_input: input,
+            updated_input: input.into(),
             updated_permissions: None,
         };
         assert_eq!(
             serde_json::to_value(&allow).unwrap(),
             json!({"behavior":"allow","updatedInput":{"command":"ls"}})
         );
+        let text = serde_json::to_string(&allow).unwrap();
+        assert_eq!(
+            serde_json::from_str::<PermissionResult>(&text).unwrap(),
+            allow
+        );
+        assert!(serde_json::from_str::<PermissionResult>(r#"{"behavior":"allow"}"#).is_err());
+        assert!(serde_json::from_str::<PermissionResult>(r#"{"behavior":"deny"}"#).is_err());
         let deny = PermissionResult::Deny {
             message: "no".into(),
             interrupt: false,

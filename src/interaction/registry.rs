@@ -480,7 +480,7 @@ impl Registry {
             parse_questions(&new.input)?;
         }
         let timeout_secs = self.timeout_for(kind, new.timeout_secs)?;
-        Ok(Interaction {
+        let interaction = Interaction {
             session: new.session.map(String::into_boxed_str),
             agent: new.agent.map(String::into_boxed_str),
             title: new.title.map(String::into_boxed_str),
@@ -494,7 +494,12 @@ impl Registry {
                 now(),
                 timeout_secs,
             )
-        })
+        };
+        if self.inner.config.audit {
+            // The creation's audit entry refers to the digest; the map is at hand now.
+            interaction.prime_digest(&new.input);
+        }
+        Ok(interaction)
     }
 
     /// Creates an interaction, or re-attaches to the existing one with the same id, tool name

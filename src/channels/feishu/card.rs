@@ -435,7 +435,7 @@ impl Cards {
             }
             (PermissionResult::Allow { updated_input, .. }, Outcome::Answered) => {
                 if let (Some(Value::Object(answers)), Ok(qs)) = (
-                    updated_input.get("answers"),
+                    updated_input.map().get("answers"),
                     parse_questions(&i.input.map()),
                 ) {
                     for q in &qs {
