@@ -90,6 +90,11 @@ pub(crate) fn post_job(i: &Interaction, chat: i64, nonce: Option<&str>) -> Outbo
     }
 }
 
+/// The key of the job that shows interaction `i`'s outcome on every message of it.
+pub(crate) fn resolved_key(i: &Interaction) -> String {
+    format!("{CHANNEL}:resolved:{}", i.incarnation())
+}
+
 impl Lifecycle for Planner {
     fn plan_created(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
         for chat in &self.chats {
@@ -100,7 +105,7 @@ impl Lifecycle for Planner {
     fn plan_resolved(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
         let now = Timestamp::now();
         jobs.push(OutboxJob {
-            key: format!("{CHANNEL}:resolved:{}", i.incarnation()),
+            key: resolved_key(i),
             channel: CHANNEL.into(),
             kind: "resolved".into(),
             interaction_id: Some(i.id.clone()),

@@ -36,7 +36,7 @@ impl OutboxHandler for Handler {
                 Some(chat) => self.0.deliver_post(&job.job.key, &id, chat).await,
                 None => Delivery::Failed("a telegram post job without a chat".into()),
             },
-            "resolved" => self.0.deliver_resolved(&id).await,
+            "resolved" => self.0.deliver_resolved(&job.job.key, &id).await,
             other => Delivery::Failed(format!("unknown telegram job kind {other:?}")),
         }
     }
@@ -44,6 +44,18 @@ impl OutboxHandler for Handler {
     fn concurrency(&self) -> usize {
         8
     }
+}
+
+/// Whether job `key` was planned for this incarnation of its interaction's id. An id can be
+/// used again once its old interaction is pruned; a job of the old one still retrying must
+/// then neither post nor edit for the new one (which has jobs of its own).
+fn planned_for(key: &str, i: &Interaction) -> bool {
+    let incarnation = i.incarnation();
+    ["post", "repost", "resolved"].iter().any(|kind| {
+        key.strip_prefix(&format!("{CHANNEL}:{kind}:"))
+            .and_then(|rest| rest.strip_prefix(incarnation.as_str()))
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(':'))
+    })
 }
 
 /// Whether `key` is a first post (not a `/pending` re-post, which was checked when asked).
@@ -61,8 +73,9 @@ fn store_retry(e: impl std::fmt::Display) -> Delivery {
 impl Telegram {
     async fn deliver_post(&self, key: &str, id: &InteractionId, chat: i64) -> Delivery {
         let i = match self.registry.get(id).await {
-            Ok(Some(i)) => i,
-            Ok(None) => return Delivery::Done, // pruned: nothing to show
+            Ok(Some(i)) if planned_for(key, &i) => i,
+            // Pruned, or the id now names a newer interaction: nothing of this one to show.
+            Ok(_) => return Delivery::Done,
             Err(e) => return store_retry(e),
         };
         let posted = match self.store.messages(CHANNEL, id).await {
@@ -159,9 +172,9 @@ impl Telegram {
         Ok(message)
     }
 
-    async fn deliver_resolved(&self, id: &InteractionId) -> Delivery {
+    async fn deliver_resolved(&self, key: &str, id: &InteractionId) -> Delivery {
         let i = match self.registry.get(id).await {
-            Ok(Some(i)) if !i.is_pending() => i,
+            Ok(Some(i)) if !i.is_pending() && planned_for(key, &i) => i,
             Ok(_) => return Delivery::Done,
             Err(e) => return store_retry(e),
         };
@@ -279,5 +292,29 @@ impl Telegram {
             .store
             .set_message_state(CHANNEL, &m.address, &m.message_ref, Some(state.to_stored()))
             .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::channels::telegram::{post_job, resolved_key};
+    use jiff::Timestamp;
+
+    #[test]
+    fn a_job_acts_only_for_the_incarnation_it_was_planned_for() {
+        let at = |ms| Timestamp::from_millisecond(ms).unwrap();
+        let id = InteractionId::parse("toolu:1").unwrap();
+        let old = Interaction::pending(id.clone(), "Bash", serde_json::Map::new(), at(1_000), 60);
+        let new = Interaction::pending(id, "Bash", serde_json::Map::new(), at(2_000), 60);
+        for key in [
+            post_job(&old, 42, None).key,
+            post_job(&old, -1001234, Some("n1")).key,
+            resolved_key(&old),
+        ] {
+            assert!(planned_for(&key, &old), "{key}");
+            assert!(!planned_for(&key, &new), "{key}");
+        }
+        assert!(!planned_for("feishu:post:toolu:1:1000:x", &old));
     }
 }
