@@ -66,6 +66,21 @@ pub struct OutboxJob {
     pub horizon: Timestamp,
 }
 
+impl OutboxJob {
+    /// Whether this job was planned for incarnation `i` of its interaction id. The keys of
+    /// jobs about one interaction read `<channel>:<kind>:<incarnation>[:<more>]` (see
+    /// [`Interaction::incarnation`]): an id can be used again once its old interaction is
+    /// pruned, and a job of the old one still retrying must not act for the new one.
+    pub fn is_for(&self, i: &Interaction) -> bool {
+        let mut parts = self.key.splitn(3, ':');
+        let (Some(_), Some(_), Some(rest)) = (parts.next(), parts.next(), parts.next()) else {
+            return false;
+        };
+        rest.strip_prefix(i.incarnation().as_str())
+            .is_some_and(|more| more.is_empty() || more.starts_with(':'))
+    }
+}
+
 /// An outbox job claimed for delivery.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClaimedJob {
@@ -408,4 +423,43 @@ pub(crate) fn random_secret() -> Vec<u8> {
     let mut bytes = vec![0u8; 32];
     rand::rng().fill_bytes(&mut bytes);
     bytes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_is_for_the_incarnation_its_key_names() {
+        let at = |ms| Timestamp::from_millisecond(ms).unwrap();
+        let i = |id: &str, ms| {
+            Interaction::pending(
+                InteractionId::parse(id).unwrap(),
+                "Bash",
+                serde_json::Map::new(),
+                at(ms),
+                60,
+            )
+        };
+        let job = |key: &str| OutboxJob {
+            key: key.into(),
+            channel: "c".into(),
+            kind: "k".into(),
+            interaction_id: None,
+            payload: Value::Null,
+            not_before: at(0),
+            horizon: at(0),
+        };
+        let x = i("a:b", 10);
+        assert!(job("c:k:a:b:10").is_for(&x));
+        assert!(job("c:k:a:b:10:oc_1:more").is_for(&x));
+        // Another creation time of the same id, including one the key's time starts with.
+        assert!(!job("c:k:a:b:100").is_for(&x));
+        assert!(!job("c:k:a:b:1").is_for(&x));
+        assert!(!job("c:k:a:b:11:oc_1").is_for(&x));
+        // The incarnation must follow the channel and kind.
+        assert!(!job("c:a:b:10").is_for(&x));
+        assert!(!job("a:b:10").is_for(&x));
+        assert!(!job("").is_for(&x));
+    }
 }

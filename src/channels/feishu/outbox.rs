@@ -191,8 +191,9 @@ impl Deliverer {
         };
         let address = receiver.address();
         let interaction = match self.store.get(id).await {
-            Ok(Some(i)) => i,
-            Ok(None) => return Delivery::Done, // pruned: nothing left to show
+            Ok(Some(i)) if job.job.is_for(&i) => i,
+            // Pruned, or the id now names a newer interaction: nothing of this one to show.
+            Ok(_) => return Delivery::Done,
             Err(e) => return store_retry(e),
         };
         let recorded = match self.store.messages(CHANNEL, id).await {
@@ -286,7 +287,7 @@ impl Deliverer {
             return Delivery::Failed("an update job without an interaction".into());
         };
         let interaction = match self.store.get(id).await {
-            Ok(Some(i)) if !i.is_pending() => i,
+            Ok(Some(i)) if !i.is_pending() && job.job.is_for(&i) => i,
             Ok(_) => return Delivery::Done,
             Err(e) => return store_retry(e),
         };
@@ -340,12 +341,13 @@ mod tests {
                 id: "oc_1".into(),
             }],
         };
-        let keys = |i: &Interaction| {
+        let jobs = |i: &Interaction| {
             let mut jobs = Vec::new();
             planner.plan_created(i, &mut jobs);
             planner.plan_resolved(i, &mut jobs);
-            jobs.into_iter().map(|j| j.key).collect::<Vec<_>>()
+            jobs
         };
+        let keys = |i: &Interaction| jobs(i).into_iter().map(|j| j.key).collect::<Vec<_>>();
         let (old, new) = (
             interaction(1_700_000_000_000),
             interaction(1_700_000_086_400),
@@ -358,6 +360,10 @@ mod tests {
         }
         // The same interaction plans the same keys (a repeat stays deduplicated).
         assert_eq!(keys(&old), old_keys);
+        // And the old interaction's jobs do nothing for the new one.
+        for j in jobs(&old) {
+            assert!(j.is_for(&old) && !j.is_for(&new), "{}", j.key);
+        }
     }
 
     /// When each of `n` requests to `chat` gets its turn, all asking at once.

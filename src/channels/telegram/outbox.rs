@@ -20,7 +20,7 @@ use super::state::{MessageState, PromptState};
 use super::{CHANNEL, Telegram};
 use crate::interaction::{Interaction, InteractionId};
 use crate::outbox::{Delivery, OutboxHandler};
-use crate::store::{ChannelMessage, ClaimedJob};
+use crate::store::{ChannelMessage, ClaimedJob, OutboxJob};
 
 /// The outbox handler for the `telegram` channel.
 pub(super) struct Handler(pub(super) Arc<Telegram>);
@@ -33,10 +33,10 @@ impl OutboxHandler for Handler {
         };
         match job.job.kind.as_str() {
             "post" => match job.job.payload["chat"].as_i64() {
-                Some(chat) => self.0.deliver_post(&job.job.key, &id, chat).await,
+                Some(chat) => self.0.deliver_post(&job.job, &id, chat).await,
                 None => Delivery::Failed("a telegram post job without a chat".into()),
             },
-            "resolved" => self.0.deliver_resolved(&job.job.key, &id).await,
+            "resolved" => self.0.deliver_resolved(&job.job, &id).await,
             other => Delivery::Failed(format!("unknown telegram job kind {other:?}")),
         }
     }
@@ -44,18 +44,6 @@ impl OutboxHandler for Handler {
     fn concurrency(&self) -> usize {
         8
     }
-}
-
-/// Whether job `key` was planned for this incarnation of its interaction's id. An id can be
-/// used again once its old interaction is pruned; a job of the old one still retrying must
-/// then neither post nor edit for the new one (which has jobs of its own).
-fn planned_for(key: &str, i: &Interaction) -> bool {
-    let incarnation = i.incarnation();
-    ["post", "repost", "resolved"].iter().any(|kind| {
-        key.strip_prefix(&format!("{CHANNEL}:{kind}:"))
-            .and_then(|rest| rest.strip_prefix(incarnation.as_str()))
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with(':'))
-    })
 }
 
 /// Whether `key` is a first post (not a `/pending` re-post, which was checked when asked).
@@ -71,9 +59,10 @@ fn store_retry(e: impl std::fmt::Display) -> Delivery {
 }
 
 impl Telegram {
-    async fn deliver_post(&self, key: &str, id: &InteractionId, chat: i64) -> Delivery {
+    async fn deliver_post(&self, job: &OutboxJob, id: &InteractionId, chat: i64) -> Delivery {
+        let key = job.key.as_str();
         let i = match self.registry.get(id).await {
-            Ok(Some(i)) if planned_for(key, &i) => i,
+            Ok(Some(i)) if job.is_for(&i) => i,
             // Pruned, or the id now names a newer interaction: nothing of this one to show.
             Ok(_) => return Delivery::Done,
             Err(e) => return store_retry(e),
@@ -172,9 +161,9 @@ impl Telegram {
         Ok(message)
     }
 
-    async fn deliver_resolved(&self, key: &str, id: &InteractionId) -> Delivery {
+    async fn deliver_resolved(&self, job: &OutboxJob, id: &InteractionId) -> Delivery {
         let i = match self.registry.get(id).await {
-            Ok(Some(i)) if !i.is_pending() && planned_for(key, &i) => i,
+            Ok(Some(i)) if !i.is_pending() && job.is_for(&i) => i,
             Ok(_) => return Delivery::Done,
             Err(e) => return store_retry(e),
         };
@@ -297,24 +286,26 @@ impl Telegram {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::channels::telegram::{post_job, resolved_key};
+    use crate::channels::telegram::{Planner, post_job};
+    use crate::interaction::{Interaction, InteractionId, Lifecycle};
     use jiff::Timestamp;
 
     #[test]
-    fn a_job_acts_only_for_the_incarnation_it_was_planned_for() {
+    fn jobs_act_only_for_the_incarnation_they_were_planned_for() {
         let at = |ms| Timestamp::from_millisecond(ms).unwrap();
         let id = InteractionId::parse("toolu:1").unwrap();
         let old = Interaction::pending(id.clone(), "Bash", serde_json::Map::new(), at(1_000), 60);
         let new = Interaction::pending(id, "Bash", serde_json::Map::new(), at(2_000), 60);
-        for key in [
-            post_job(&old, 42, None).key,
-            post_job(&old, -1001234, Some("n1")).key,
-            resolved_key(&old),
-        ] {
-            assert!(planned_for(&key, &old), "{key}");
-            assert!(!planned_for(&key, &new), "{key}");
+        let planner = Planner {
+            chats: vec![42, -1001234],
+            retention: std::time::Duration::from_secs(3600),
+        };
+        let mut jobs = vec![post_job(&old, 42, Some("n1"))];
+        planner.plan_created(&old, &mut jobs);
+        planner.plan_resolved(&old, &mut jobs);
+        assert_eq!(jobs.len(), 4);
+        for j in &jobs {
+            assert!(j.is_for(&old) && !j.is_for(&new), "{}", j.key);
         }
-        assert!(!planned_for("feishu:post:toolu:1:1000:x", &old));
     }
 }
