@@ -90,11 +90,6 @@ pub(crate) fn post_job(i: &Interaction, chat: i64, nonce: Option<&str>) -> Outbo
     }
 }
 
-/// The key of the job that shows interaction `i`'s outcome on every message of it.
-pub(crate) fn resolved_key(i: &Interaction) -> String {
-    format!("{CHANNEL}:resolved:{}", i.incarnation())
-}
-
 impl Lifecycle for Planner {
     fn plan_created(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
         for chat in &self.chats {
@@ -105,7 +100,7 @@ impl Lifecycle for Planner {
     fn plan_resolved(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
         let now = Timestamp::now();
         jobs.push(OutboxJob {
-            key: resolved_key(i),
+            key: format!("{CHANNEL}:resolved:{}", i.incarnation()),
             channel: CHANNEL.into(),
             kind: "resolved".into(),
             interaction_id: Some(i.id.clone()),
@@ -405,13 +400,14 @@ mod tests {
             chats: vec![7],
             retention: Duration::from_secs(60),
         };
-        let keys = |i: &Interaction| {
+        let jobs = |i: &Interaction| {
             let mut jobs = Vec::new();
             planner.plan_created(i, &mut jobs);
             planner.plan_resolved(i, &mut jobs);
             jobs.push(post_job(i, 7, Some("42")));
-            jobs.into_iter().map(|j| j.key).collect::<Vec<_>>()
+            jobs
         };
+        let keys = |i: &Interaction| jobs(i).into_iter().map(|j| j.key).collect::<Vec<_>>();
         let old = interaction(Timestamp::from_millisecond(1_700_000_000_000).unwrap());
         let new = interaction(Timestamp::from_millisecond(1_700_000_086_400).unwrap());
         let (old_keys, new_keys) = (keys(&old), keys(&new));
@@ -422,5 +418,9 @@ mod tests {
         }
         // The same interaction plans the same keys (redelivery stays idempotent).
         assert_eq!(keys(&old), old_keys);
+        // And the old interaction's jobs do nothing for the new one.
+        for j in jobs(&old) {
+            assert!(j.is_for(&old) && !j.is_for(&new), "{}", j.key);
+        }
     }
 }

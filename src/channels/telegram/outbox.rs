@@ -283,29 +283,3 @@ impl Telegram {
             .await;
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use crate::channels::telegram::{Planner, post_job};
-    use crate::interaction::{Interaction, InteractionId, Lifecycle};
-    use jiff::Timestamp;
-
-    #[test]
-    fn jobs_act_only_for_the_incarnation_they_were_planned_for() {
-        let at = |ms| Timestamp::from_millisecond(ms).unwrap();
-        let id = InteractionId::parse("toolu:1").unwrap();
-        let old = Interaction::pending(id.clone(), "Bash", serde_json::Map::new(), at(1_000), 60);
-        let new = Interaction::pending(id, "Bash", serde_json::Map::new(), at(2_000), 60);
-        let planner = Planner {
-            chats: vec![42, -1001234],
-            retention: std::time::Duration::from_secs(3600),
-        };
-        let mut jobs = vec![post_job(&old, 42, Some("n1"))];
-        planner.plan_created(&old, &mut jobs);
-        planner.plan_resolved(&old, &mut jobs);
-        assert_eq!(jobs.len(), 4);
-        for j in &jobs {
-            assert!(j.is_for(&old) && !j.is_for(&new), "{}", j.key);
-        }
-    }
-}
