@@ -483,13 +483,10 @@ async fn shutdown_answers_in_flight_long_polls_and_hooks() {
         .await
     });
     // Both requests are in their handlers once their interactions exist.
-    for _ in 0..500 {
-        if app.registry.pending_count() == 2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert_eq!(app.registry.pending_count(), 2);
+    eventually("both interactions exist", || {
+        std::future::ready((app.registry.pending_count() == 2).then_some(()))
+    })
+    .await;
     let registry = app.registry.clone();
     app.stop().await;
 

@@ -17,14 +17,11 @@ fn post_hook(app: &TestApp, body: Value) -> tokio::task::JoinHandle<(StatusCode,
 
 /// Waits until an interaction is pending and returns it.
 async fn pending_one(app: &TestApp) -> Value {
-    for _ in 0..200 {
+    eventually("an interaction becomes pending", || async {
         let (_, list) = app.get("/v1/interactions?status=pending").await;
-        if let Some(first) = list["interactions"].as_array().and_then(|a| a.first()) {
-            return first.clone();
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("no interaction became pending");
+        list["interactions"].as_array()?.first().cloned()
+    })
+    .await
 }
 
 #[tokio::test]
@@ -295,15 +292,11 @@ async fn the_memory_of_a_pending_generation_outlives_pruning() {
     let hook = post_hook(&app, fixture("claude-code/permission_request.json"));
     let second = format!("{base}.2");
     let key = format!("bound:hooks.claude_code.latest:{base}");
-    let mut remembered = None;
-    for _ in 0..500 {
-        remembered = app.store.get_value(&key).await.unwrap();
-        if remembered.as_deref() == Some(second.as_str()) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert_eq!(remembered.as_deref(), Some(second.as_str()));
+    eventually("the second generation is remembered", || async {
+        let remembered = app.store.get_value(&key).await.unwrap();
+        (remembered.as_deref() == Some(second.as_str())).then_some(())
+    })
+    .await;
     // Pruning removes the answered first generation, not the memory of the pending second.
     app.store
         .prune(jiff::Timestamp::now() + jiff::SignedDuration::from_hours(1))
@@ -351,20 +344,12 @@ async fn questions_through_the_hook_carry_the_answers() {
 
 #[tokio::test]
 async fn permission_request_generations_survive_a_restart_until_pruned() {
-    use imrelay::store::{SqliteStore, Store, Synchronous};
+    use imrelay::store::Store;
     use std::sync::Arc;
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gen.db");
-    let reopen = || async {
-        for _ in 0..100 {
-            if let Ok(s) = SqliteStore::open(&path, Synchronous::Normal) {
-                return Arc::new(s) as Arc<dyn Store>;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        panic!("the store does not reopen");
-    };
+    let reopen = || async { Arc::new(reopen_sqlite(&path).await) as Arc<dyn Store> };
     let base = {
         let app = spawn_on(settings(), reopen().await).await;
         let base = answer_permission_request(&app).await;

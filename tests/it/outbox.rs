@@ -92,13 +92,7 @@ fn worker(store: Arc<dyn Store>) -> Arc<Outbox> {
 }
 
 async fn wait_until(mut f: impl FnMut() -> bool) {
-    for _ in 0..500 {
-        if f() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("condition not reached within 5 s");
+    crate::support::eventually("condition", || std::future::ready(f().then_some(()))).await
 }
 
 #[tokio::test]
@@ -180,15 +174,7 @@ async fn a_restart_mid_retry_resumes_delivery() {
         hits.load(Ordering::SeqCst) < 3,
         "not yet delivered before the restart"
     );
-    let mut reopened = None;
-    for _ in 0..100 {
-        if let Ok(s) = SqliteStore::open(&path, Synchronous::Normal) {
-            reopened = Some(s);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let store: Arc<dyn Store> = Arc::new(reopened.expect("reopens"));
+    let store: Arc<dyn Store> = Arc::new(crate::support::reopen_sqlite(&path).await);
     let outbox = worker(store.clone());
     let stop = CancellationToken::new();
     tokio::spawn(outbox.clone().run(stop.clone()));

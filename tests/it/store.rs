@@ -413,17 +413,7 @@ async fn sqlite_migrations_apply_once_and_data_survives_reopening() {
         created(&reg, "survivor").await;
     }
     // The writer thread releases the file when the store is dropped; give it a moment.
-    let mut reopened = None;
-    for _ in 0..100 {
-        match SqliteStore::open(&path, Synchronous::Normal) {
-            Ok(s) => {
-                reopened = Some(s);
-                break;
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-        }
-    }
-    let store = reopened.expect("reopens");
+    let store = reopen_sqlite(&path).await;
     let version: i64 = rusqlite::Connection::open(&path)
         .unwrap()
         .pragma_query_value(None, "user_version", |r| r.get(0))
@@ -431,17 +421,6 @@ async fn sqlite_migrations_apply_once_and_data_survives_reopening() {
     assert_eq!(version, imrelay::store::sqlite::SCHEMA_VERSION);
     let id = InteractionId::parse("survivor").unwrap();
     assert!(store.get(&id).await.unwrap().unwrap().is_pending());
-}
-
-/// Reopens the database at `path`, waiting for the previous store's writer to let go.
-async fn reopen(path: &std::path::Path) -> SqliteStore {
-    for _ in 0..100 {
-        match SqliteStore::open(path, Synchronous::Normal) {
-            Ok(s) => return s,
-            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-        }
-    }
-    panic!("{} does not reopen", path.display());
 }
 
 fn user_version(path: &std::path::Path) -> i64 {
@@ -476,7 +455,7 @@ async fn migrations_apply_to_an_existing_empty_file_and_are_idempotent() {
     let before = schema(&path);
     // Opening again applies nothing and keeps the data.
     for _ in 0..2 {
-        let store = reopen(&path).await;
+        let store = reopen_sqlite(&path).await;
         let id = InteractionId::parse("first").unwrap();
         assert!(store.get(&id).await.unwrap().unwrap().is_pending());
     }
@@ -509,7 +488,7 @@ async fn migration_5_moves_the_hooks_generation_memory_under_the_bound_prefix() 
         ))
         .unwrap();
     }
-    let store = reopen(&path).await;
+    let store = reopen_sqlite(&path).await;
     assert_eq!(user_version(&path), imrelay::store::sqlite::SCHEMA_VERSION);
     let key = |b: &str| format!("bound:hooks.claude_code.latest:{b}");
     assert_eq!(
@@ -627,16 +606,13 @@ async fn on_a_read_only_disk_imrelay_serves_what_it_has_and_refuses_new_work() {
         app.create_bash("kept", "ls").await;
         app.stop().await;
     }
-    drop(reopen(&path).await);
+    drop(reopen_sqlite(&path).await);
     // Once the last connection closed, the write-ahead log was checkpointed and removed.
     let wal = data.join("ro.db-wal");
-    for _ in 0..200 {
-        if !wal.exists() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert!(!wal.exists(), "the store let go of its files");
+    eventually("the store lets go of its files", || async {
+        (!wal.exists()).then_some(())
+    })
+    .await;
     let lock = data.join("ro.db.lock");
     let db = path.clone();
     let Some(_frozen) = Immutable::set(&[&data, &db, &lock]) else {

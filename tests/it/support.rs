@@ -82,6 +82,20 @@ impl TestApp {
             .expect("metrics text")
     }
 
+    /// The `/metrics` text once it contains `line`; panics, showing the text, if it does not
+    /// within five seconds.
+    pub async fn metrics_with(&self, line: &str) -> String {
+        let mut m = String::new();
+        for _ in 0..200 {
+            m = self.metrics().await;
+            if m.contains(line) {
+                return m;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+        panic!("no {line} in {m}");
+    }
+
     pub async fn get(&self, path: &str) -> (StatusCode, Value) {
         let resp = self
             .auth(self.client.get(self.url(path)))
@@ -125,6 +139,31 @@ impl Drop for TestApp {
     fn drop(&mut self) {
         self.shutdown.cancel();
     }
+}
+
+/// Polls `probe` every 10 ms until it gives a value, for at most five seconds; panics naming
+/// `what` if it never does.
+pub async fn eventually<T, F>(what: &str, mut probe: impl FnMut() -> F) -> T
+where
+    F: std::future::Future<Output = Option<T>>,
+{
+    for _ in 0..500 {
+        if let Some(v) = probe().await {
+            return v;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{what}: not within 5 s");
+}
+
+/// Opens the SQLite store at `path` once an earlier store there has let go of it (its writer
+/// thread releases the file shortly after the store is dropped).
+pub async fn reopen_sqlite(path: &std::path::Path) -> imrelay::store::SqliteStore {
+    use imrelay::store::{SqliteStore, Synchronous};
+    eventually("the store reopens", || async {
+        SqliteStore::open(path, Synchronous::Normal).ok()
+    })
+    .await
 }
 
 pub async fn split(resp: reqwest::Response) -> (StatusCode, Value) {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use imrelay::channels::telegram::Mode;
 use imrelay::config::{Secret, Settings};
-use imrelay::store::{MemoryStore, SqliteStore, Store, Synchronous};
+use imrelay::store::{MemoryStore, Store};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -838,16 +838,8 @@ async fn a_polled_batch_is_handled_in_order_and_each_update_once() {
     assert_eq!(toast(&tg, ids[3]).await, "☐ Olives");
     // A re-delivery in a later batch (a poll after a crash) is ignored too.
     tg.push_update(on(ids[1], "☐ Ham"));
-    let dup = "imrelay_telegram_updates_total{kind=\"duplicate\"} 2";
-    let mut m = String::new();
-    for _ in 0..200 {
-        m = app.metrics().await;
-        if m.contains(dup) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert!(m.contains(dup), "{m}");
+    app.metrics_with("imrelay_telegram_updates_total{kind=\"duplicate\"} 2")
+        .await;
     let answers_to = |u: i64| {
         tg.calls("answerCallbackQuery")
             .iter()
@@ -1361,16 +1353,7 @@ async fn calls_cut_short_by_the_request_bound_are_retried_until_they_land() {
         );
         assert_eq!(e.params["reply_markup"], json!({"inline_keyboard": []}));
     }
-    let done = "imrelay_outbox_deliveries_total{channel=\"telegram\",result=\"ok\"} 2";
-    let mut m = String::new();
-    for _ in 0..100 {
-        m = app.metrics().await;
-        if m.contains(done) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(m.contains(done), "{m}");
+    let m = deliveries_ok(&app, 2).await;
     assert!(
         m.contains("imrelay_outbox_deliveries_total{channel=\"telegram\",result=\"retry\"} 2"),
         "{m}"
@@ -1381,16 +1364,10 @@ async fn calls_cut_short_by_the_request_bound_are_retried_until_they_land() {
 
 /// Waits until the outbox has finished `n` Telegram deliveries, and returns the metrics.
 async fn deliveries_ok(app: &TestApp, n: usize) -> String {
-    let done = format!("imrelay_outbox_deliveries_total{{channel=\"telegram\",result=\"ok\"}} {n}");
-    let mut m = String::new();
-    for _ in 0..200 {
-        m = app.metrics().await;
-        if m.contains(&done) {
-            return m;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("no {done} in {m}");
+    app.metrics_with(&format!(
+        "imrelay_outbox_deliveries_total{{channel=\"telegram\",result=\"ok\"}} {n}"
+    ))
+    .await
 }
 
 #[tokio::test]
@@ -1526,18 +1503,8 @@ async fn a_send_that_finally_fails_is_counted() {
     );
     app.create_bash("toolu_gone", "ls").await;
     tg.wait_n("sendMessage", 1).await;
-    let mut m = String::new();
-    for _ in 0..100 {
-        m = app.metrics().await;
-        if m.contains("imrelay_outbox_deliveries_total{channel=\"telegram\",result=\"failed\"} 1") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(
-        m.contains("imrelay_outbox_deliveries_total{channel=\"telegram\",result=\"failed\"} 1"),
-        "{m}"
-    );
+    app.metrics_with("imrelay_outbox_deliveries_total{channel=\"telegram\",result=\"failed\"} 1")
+        .await;
     // Not retried: the chat does not exist.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(tg.calls("sendMessage").len(), 1);
@@ -1547,13 +1514,7 @@ async fn a_send_that_finally_fails_is_counted() {
 // ---- restarts -----------------------------------------------------------------------------
 
 async fn open_sqlite(path: &std::path::Path) -> Arc<dyn Store> {
-    for _ in 0..100 {
-        if let Ok(s) = SqliteStore::open(path, Synchronous::Normal) {
-            return Arc::new(s);
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("the store does not reopen");
+    Arc::new(reopen_sqlite(path).await)
 }
 
 #[tokio::test]
