@@ -19,6 +19,8 @@ use jiff::{SignedDuration, Timestamp};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use crate::support::{reopen_sqlite, wait_until};
+
 /// A receiver that fails the first `fail_first` requests with 500.
 #[derive(Clone)]
 struct Receiver {
@@ -91,10 +93,6 @@ fn worker(store: Arc<dyn Store>) -> Arc<Outbox> {
     Arc::new(outbox)
 }
 
-async fn wait_until(mut f: impl FnMut() -> bool) {
-    crate::support::eventually("condition", || std::future::ready(f().then_some(()))).await
-}
-
 #[tokio::test]
 async fn a_failing_delivery_is_retried_until_it_succeeds() {
     let (url, hits) = fake_receiver(3).await;
@@ -106,7 +104,7 @@ async fn a_failing_delivery_is_retried_until_it_succeeds() {
     let outbox = worker(store.clone());
     let stop = CancellationToken::new();
     tokio::spawn(outbox.clone().run(stop.clone()));
-    wait_until(|| hits.load(Ordering::SeqCst) >= 4).await;
+    wait_until("hits >= 4", || hits.load(Ordering::SeqCst) >= 4).await;
     // Delivered on the 4th attempt, then finished: no more requests.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(hits.load(Ordering::SeqCst), 4);
@@ -131,7 +129,7 @@ async fn delivery_stops_at_the_horizon() {
     let outbox = worker(store.clone());
     let stop = CancellationToken::new();
     tokio::spawn(outbox.clone().run(stop.clone()));
-    wait_until(|| hits.load(Ordering::SeqCst) >= 2).await;
+    wait_until("hits >= 2", || hits.load(Ordering::SeqCst) >= 2).await;
     tokio::time::sleep(Duration::from_millis(800)).await;
     let attempts = hits.load(Ordering::SeqCst);
     assert!(
@@ -166,7 +164,7 @@ async fn a_restart_mid_retry_resumes_delivery() {
         let outbox = worker(store.clone());
         let stop = CancellationToken::new();
         let run = tokio::spawn(outbox.clone().run(stop.clone()));
-        wait_until(|| hits.load(Ordering::SeqCst) >= 1).await;
+        wait_until("hits >= 1", || hits.load(Ordering::SeqCst) >= 1).await;
         stop.cancel();
         let _ = run.await;
     }
@@ -174,11 +172,11 @@ async fn a_restart_mid_retry_resumes_delivery() {
         hits.load(Ordering::SeqCst) < 3,
         "not yet delivered before the restart"
     );
-    let store: Arc<dyn Store> = Arc::new(crate::support::reopen_sqlite(&path).await);
+    let store: Arc<dyn Store> = Arc::new(reopen_sqlite(&path).await);
     let outbox = worker(store.clone());
     let stop = CancellationToken::new();
     tokio::spawn(outbox.clone().run(stop.clone()));
-    wait_until(|| hits.load(Ordering::SeqCst) >= 3).await;
+    wait_until("hits >= 3", || hits.load(Ordering::SeqCst) >= 3).await;
     for _ in 0..100 {
         if store
             .next_job_at(&ClaimQuota::any(1))
@@ -331,7 +329,7 @@ async fn a_hanging_channel_with_a_long_backlog_does_not_hold_up_another() {
     let outbox = Arc::new(outbox);
     let stop = CancellationToken::new();
     tokio::spawn(outbox.clone().run(stop.clone()));
-    wait_until(|| started.load(Ordering::SeqCst) == 2).await;
+    wait_until("started == 2", || started.load(Ordering::SeqCst) == 2).await;
 
     let later: Vec<OutboxJob> = (0..5)
         .map(|n| OutboxJob {
@@ -342,7 +340,7 @@ async fn a_hanging_channel_with_a_long_backlog_does_not_hold_up_another() {
         .collect();
     store.enqueue(later).await.unwrap();
     outbox.wake();
-    wait_until(|| delivered.load(Ordering::SeqCst) == 5).await;
+    wait_until("delivered == 5", || delivered.load(Ordering::SeqCst) == 5).await;
     // The hanging channel was handed only what it can work on; the rest waits in the store.
     assert_eq!(started.load(Ordering::SeqCst), 2);
     let backlog = store.job_backlog().await.unwrap();

@@ -141,19 +141,24 @@ impl Drop for TestApp {
     }
 }
 
-/// Polls `probe` every 10 ms until it gives a value, for at most five seconds; panics naming
+/// Polls `probe` every 10 ms until it gives a value, for at most ten seconds; panics naming
 /// `what` if it never does.
 pub async fn eventually<T, F>(what: &str, mut probe: impl FnMut() -> F) -> T
 where
     F: std::future::Future<Output = Option<T>>,
 {
-    for _ in 0..500 {
+    for _ in 0..1000 {
         if let Some(v) = probe().await {
             return v;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    panic!("{what}: not within 5 s");
+    panic!("not reached within 10 s: {what}");
+}
+
+/// Waits until `condition` holds, checking every 10 ms for at most ten seconds.
+pub async fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
+    eventually(what, || std::future::ready(condition().then_some(()))).await
 }
 
 /// Opens the SQLite store at `path` once an earlier store there has let go of it (its writer

@@ -4,9 +4,9 @@
 use imrelay::channels::feishu::settings::Locale;
 use serde_json::{Value, json};
 
-use super::fake::{FakeFeishu, MAX_CARD_BODY, wait_until};
+use super::fake::{FakeFeishu, MAX_CARD_BODY};
 use super::{CHAT, DM, button_value, card_for, card_text, enable, tagged};
-use crate::support::spawn_with;
+use crate::support::{spawn_with, wait_until};
 
 #[tokio::test]
 async fn approval_card_has_context_input_deadline_buttons_and_a_reason_form() {

@@ -9,9 +9,9 @@ use imrelay::config::Secret;
 use imrelay::store::{SqliteStore, Store, Synchronous};
 use serde_json::json;
 
-use super::fake::{APP_ID, APP_SECRET, Failure, FakeFeishu, wait_until};
+use super::fake::{APP_ID, APP_SECRET, Failure, FakeFeishu};
 use super::{APPROVER, button_value, card_for, card_text, click, enable, event_id, post_callback};
-use crate::support::{settings, spawn_on, spawn_with};
+use crate::support::{settings, spawn_on, spawn_with, wait_until};
 
 #[tokio::test]
 async fn the_tenant_token_is_cached() {

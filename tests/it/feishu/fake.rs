@@ -298,14 +298,3 @@ impl FakeFeishu {
         Self::start_with(|r| r).await
     }
 }
-
-/// Polls `f` until it holds (10 s at most).
-pub async fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
-    for _ in 0..1000 {
-        if f() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("not reached within 10 s: {what}");
-}

@@ -101,7 +101,7 @@ pub async fn card_for(fake: &FakeFeishu, id: &str) -> (String, Value) {
             }
         })
     };
-    fake::wait_until(&format!("a card for {id}"), || find().is_some()).await;
+    crate::support::wait_until(&format!("a card for {id}"), || find().is_some()).await;
     let s = find().unwrap();
     (s.message_id.unwrap(), s.card)
 }

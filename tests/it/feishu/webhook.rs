@@ -6,13 +6,13 @@ use imrelay::config::Secret;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use super::fake::{FakeFeishu, wait_until};
+use super::fake::FakeFeishu;
 use super::gate::gated_store;
 use super::{
     APPROVER, ENCRYPT_KEY, STRANGER, VERIFICATION_TOKEN, button_value, card_for, card_text, click,
     enable, event_id, post_callback, post_signed, tagged,
 };
-use crate::support::{TestApp, fixture, settings, spawn_on, spawn_with};
+use crate::support::{TestApp, fixture, settings, spawn_on, spawn_with, wait_until};
 
 async fn post_plain(app: &TestApp, body: &Value) -> (StatusCode, Value) {
     app.post("/feishu/callback", body).await

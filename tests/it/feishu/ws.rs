@@ -11,10 +11,10 @@ use imrelay::config::{Secret, Settings};
 use serde_json::{Value, json};
 
 use super::fake::APP_SECRET;
-use super::fake_ws::{FakePlatform, SERVICE, data_frame, eventually};
+use super::fake_ws::{FakePlatform, SERVICE, data_frame};
 use super::gate::gated_store;
 use super::{APPROVER, CHAT, button_value, card_for, click, event_id, tagged};
-use crate::support::{TestApp, fixture, settings, spawn_on, spawn_with};
+use crate::support::{TestApp, fixture, settings, spawn_on, spawn_with, wait_until};
 
 fn enable_ws(s: &mut Settings, p: &FakePlatform) {
     let f = &mut s.feishu;
@@ -50,7 +50,7 @@ async fn click_over_ws(p: &FakePlatform, message_id: &str, envelope: &Value) -> 
         0,
         envelope.to_string().as_bytes(),
     ));
-    eventually(&format!("an ack for {message_id}"), || {
+    wait_until(&format!("an ack for {message_id}"), || {
         !p.ws.acks(message_id).is_empty()
     })
     .await;
@@ -66,7 +66,7 @@ async fn connects_with_the_endpoint_pings_and_applies_a_pong_config() {
         json!({"PingInterval": 7, "ReconnectInterval": 2, "ReconnectNonce": 0, "ReconnectCount": -1}),
     );
     let app = spawn_with(|s| enable_ws(s, &p)).await;
-    eventually("connected", || {
+    wait_until("connected", || {
         p.ws.connections.load(std::sync::atomic::Ordering::SeqCst) == 1
     })
     .await;
@@ -77,7 +77,7 @@ async fn connects_with_the_endpoint_pings_and_applies_a_pong_config() {
     );
     assert_eq!(locale, "zh");
     // The endpoint said to ping every second: a ping arrives, for the URL's service id.
-    eventually("a ping", || p.ws.pings() >= 1).await;
+    wait_until("a ping", || p.ws.pings() >= 1).await;
     let ping =
         p.ws.received()
             .into_iter()
@@ -108,7 +108,7 @@ async fn connects_with_the_endpoint_pings_and_applies_a_pong_config() {
 async fn a_card_click_over_the_connection_resolves_and_is_acked_with_toast_and_card() {
     let p = FakePlatform::start().await;
     let app = spawn_with(|s| enable_ws(s, &p)).await;
-    eventually("connected", || {
+    wait_until("connected", || {
         p.ws.connections.load(std::sync::atomic::Ordering::SeqCst) == 1
     })
     .await;
@@ -165,7 +165,7 @@ async fn a_card_click_over_the_connection_resolves_and_is_acked_with_toast_and_c
 async fn a_multi_part_message_is_reassembled() {
     let p = FakePlatform::start().await;
     let app = spawn_with(|s| enable_ws(s, &p)).await;
-    eventually("connected", || {
+    wait_until("connected", || {
         p.ws.connections.load(std::sync::atomic::Ordering::SeqCst) == 1
     })
     .await;
@@ -184,7 +184,7 @@ async fn a_multi_part_message_is_reassembled() {
     for seq in [2, 0, 1] {
         p.ws.send(&data_frame("msg-parts", 3, seq, parts[seq]));
     }
-    eventually("an ack", || !p.ws.acks("msg-parts").is_empty()).await;
+    wait_until("an ack", || !p.ws.acks("msg-parts").is_empty()).await;
     let acks = p.ws.acks("msg-parts");
     assert_eq!(acks.len(), 1, "one ack for the whole message");
     assert_eq!(ack_reply(&acks[0])["toast"]["type"], "success");
@@ -197,7 +197,7 @@ async fn a_multi_part_message_is_reassembled() {
 async fn a_dropped_connection_reconnects_and_a_duplicate_event_gets_the_original_reply() {
     let p = FakePlatform::start().await;
     let app = spawn_with(|s| enable_ws(s, &p)).await;
-    eventually("connected", || {
+    wait_until("connected", || {
         p.ws.connections.load(std::sync::atomic::Ordering::SeqCst) == 1
     })
     .await;
@@ -213,7 +213,7 @@ async fn a_dropped_connection_reconnects_and_a_duplicate_event_gets_the_original
     assert_eq!(first["toast"]["type"], "success");
 
     p.ws.drop_connection();
-    eventually("reconnected", || {
+    wait_until("reconnected", || {
         p.ws.connections.load(std::sync::atomic::Ordering::SeqCst) == 2
     })
     .await;
@@ -255,7 +255,7 @@ async fn a_slow_click_is_acked_in_time_finished_anyway_and_its_redelivery_gets_t
     let mut s = settings();
     enable_ws(&mut s, &p);
     let app = spawn_on(s, store.clone()).await;
-    eventually("connected", || {
+    wait_until("connected", || {
         p.ws.connections.load(std::sync::atomic::Ordering::SeqCst) == 1
     })
     .await;
@@ -306,7 +306,7 @@ async fn a_slow_click_is_acked_in_time_finished_anyway_and_its_redelivery_gets_t
     );
     assert!(p.ws.acks("msg-slow-2").is_empty(), "still waiting");
     store.hooks.open();
-    eventually("the second ack", || !p.ws.acks("msg-slow-2").is_empty()).await;
+    wait_until("the second ack", || !p.ws.acks("msg-slow-2").is_empty()).await;
     let second = ack_reply(&p.ws.acks("msg-slow-2")[0]);
     assert_eq!(second["toast"]["type"], "success", "{second}");
     assert_eq!(second["card"]["data"]["header"]["template"], "green");
@@ -322,7 +322,7 @@ async fn a_refused_handshake_reports_the_platform_message_and_retries() {
     *p.ws.refuse_next.lock().unwrap() =
         Some((403, "the app has no long connection permission".into()));
     let app = spawn_with(|s| enable_ws(s, &p)).await;
-    eventually("connected on the retry", || {
+    wait_until("connected on the retry", || {
         p.ws.connections.load(std::sync::atomic::Ordering::SeqCst) == 1
     })
     .await;
@@ -388,7 +388,7 @@ async fn a_server_that_accepts_and_drops_gets_spaced_reconnects() {
     p.ws.drop_on_accept
         .store(true, std::sync::atomic::Ordering::SeqCst);
     let app = spawn_with(|s| enable_ws(s, &p)).await;
-    eventually("three connections", || {
+    wait_until("three connections", || {
         p.ws.connections.load(std::sync::atomic::Ordering::SeqCst) >= 3
     })
     .await;
@@ -417,7 +417,7 @@ async fn a_stalled_connect_times_out_and_is_retried() {
         s.feishu.connect_timeout_secs = 1;
     })
     .await;
-    eventually("connected on the retry", || {
+    wait_until("connected on the retry", || {
         p.ws.connections.load(std::sync::atomic::Ordering::SeqCst) == 1
     })
     .await;
@@ -451,7 +451,7 @@ async fn a_huge_ping_interval_is_clamped_and_the_connection_keeps_working() {
     *p.ws.pong_config.lock().unwrap() =
         Some(json!({"PingInterval": u64::MAX, "ReconnectInterval": -1}));
     let app = spawn_with(|s| enable_ws(s, &p)).await;
-    eventually("a ping", || p.ws.pings() >= 1).await;
+    wait_until("a ping", || p.ws.pings() >= 1).await;
     let mut h = Value::Null;
     for _ in 0..500 {
         h = health(&app).await;
@@ -483,7 +483,7 @@ async fn a_huge_ping_interval_is_clamped_and_the_connection_keeps_working() {
 async fn malformed_multi_part_messages_are_dropped_and_the_connection_carries_on() {
     let p = FakePlatform::start().await;
     let app = spawn_with(|s| enable_ws(s, &p)).await;
-    eventually("connected", || {
+    wait_until("connected", || {
         p.ws.connections.load(std::sync::atomic::Ordering::SeqCst) == 1
     })
     .await;
@@ -502,7 +502,7 @@ async fn malformed_multi_part_messages_are_dropped_and_the_connection_carries_on
     // Then a good one, which is answered.
     p.ws.send(&data_frame("good", 2, 1, b));
     p.ws.send(&data_frame("good", 2, 0, a));
-    eventually("the good message is acked", || {
+    wait_until("the good message is acked", || {
         !p.ws.acks("good").is_empty()
     })
     .await;
