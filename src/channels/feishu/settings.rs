@@ -204,7 +204,6 @@ impl Default for FeishuSettings {
     }
 }
 
-/// Paths the core server owns; a callback path must not shadow them.
 impl FeishuSettings {
     /// The effective OpenAPI base URL, without a trailing slash.
     pub fn api_base(&self) -> String {
