@@ -316,3 +316,105 @@ async fn the_inbox_answers_and_follows_answers_given_elsewhere() {
     );
     app.stop().await;
 }
+
+#[tokio::test]
+async fn after_a_restart_the_inbox_drops_what_was_answered_meanwhile_and_keeps_what_was_typed() {
+    let Some(bin) = chromium() else {
+        eprintln!(
+            "SKIPPED: inbox browser test: no Chromium found (install Debian's chromium, as .ci/run does, or set IMRELAY_TEST_CHROMIUM)"
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("imrelay.db");
+    let first = spawn_on(settings(), std::sync::Arc::new(reopen_sqlite(&path).await)).await;
+    first.create_bash("ib-kept", "make release").await;
+    first.create_bash("ib-gone", "make clean").await;
+    let (status, _) = first
+        .post(
+            "/v1/interactions",
+            &json!({"id": "ib-enter", "tool_name": "AskUserQuestion", "input": {"questions": [
+                {"question": "Which branch?", "header": "Branch", "multiSelect": false,
+                 "options": [{"label": "main"}, {"label": "next"}]}
+            ]}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+
+    let mut b = Browser::launch(&bin).await;
+    b.call("Page.navigate", json!({"url": first.url("/")}))
+        .await;
+    b.until(
+        "three pending cards",
+        "document.querySelectorAll('#pending .card').length === 3",
+    )
+    .await;
+    // Half-way through writing a reason when the server goes away.
+    b.eval(&format!(
+        "{}.querySelector('input.reason').value = 'half typed'",
+        card("pending", "ib-kept")
+    ))
+    .await;
+
+    // A restart on the same address: the page's next stream starts with `reset`, as the
+    // event ids it saw belong to the old process. Meanwhile ib-gone is answered elsewhere.
+    let addr = first.addr;
+    first.stop().await;
+    let mut s = settings();
+    s.server.listen = addr;
+    let second = spawn_on(s, std::sync::Arc::new(reopen_sqlite(&path).await)).await;
+    let (status, _) = second
+        .post(
+            "/v1/interactions/ib-gone/respond",
+            &json!({"decision": "allow", "by": "Gina"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    b.until(
+        "the card answered meanwhile to move to the recent list",
+        &format!(
+            "!{} && !!{} && {}.textContent.includes('allowed by Gina via api')",
+            card("pending", "ib-gone"),
+            card("recent", "ib-gone"),
+            card("recent", "ib-gone")
+        ),
+    )
+    .await;
+    assert_eq!(
+        b.eval(&format!(
+            "{}.querySelector('input.reason').value",
+            card("pending", "ib-kept")
+        ))
+        .await,
+        "half typed"
+    );
+    assert_eq!(
+        b.eval("document.getElementById('conn-text').textContent")
+            .await,
+        "live"
+    );
+
+    // Enter in a question's "Other" field answers it.
+    b.eval(&format!(
+        "{}.querySelector('input.other-text').focus()",
+        card("pending", "ib-enter")
+    ))
+    .await;
+    b.call("Input.insertText", json!({"text": "release-2"}))
+        .await;
+    for kind in ["keyDown", "keyUp"] {
+        b.call(
+            "Input.dispatchKeyEvent",
+            json!({"type": kind, "key": "Enter", "code": "Enter",
+                   "windowsVirtualKeyCode": 13, "text": "\r"}),
+        )
+        .await;
+    }
+    let (status, out) = second.get("/v1/interactions/ib-enter/wait").await;
+    assert_eq!(status, StatusCode::OK, "{out}");
+    assert_eq!(
+        out["result"]["updatedInput"]["answers"],
+        json!({"Which branch?": "release-2"})
+    );
+    second.stop().await;
+}

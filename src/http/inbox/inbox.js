@@ -13,7 +13,13 @@ const state = {
   lastEventId: null,
   controller: null,
   retry: 1000,
+  // After a `reset`: ids of the cards not yet seen in the pending list that follows it.
+  unconfirmed: null,
+  notifications: new Map(), // id -> Notification shown for it
 };
+
+// A stream that delivers nothing (not even the 15 s keep-alive) for this long is stalled.
+const STALL_MS = 45000;
 
 const $ = (id) => document.getElementById(id);
 
@@ -134,8 +140,8 @@ function approvalBody(card, i) {
   const body = card.querySelector(".body");
   body.append(el("pre", { text: JSON.stringify(i.input, null, 2) }));
   const actions = card.querySelector(".actions");
-  const reason = el("input", { type: "text", class: "reason", placeholder: "reason (optional, shown to the agent)", maxlength: "4096" });
-  const editor = el("textarea", { hidden: true, spellcheck: "false" });
+  const reason = el("input", { type: "text", class: "reason", placeholder: "reason (optional, shown to the agent)", "aria-label": "Reason for denying (optional, shown to the agent)", maxlength: "4096" });
+  const editor = el("textarea", { hidden: true, spellcheck: "false", "aria-label": "Tool input to approve, as JSON" });
   editor.value = JSON.stringify(i.input, null, 2);
   body.append(editor);
   const approve = el("button", { class: "primary", type: "button", text: "Approve", onclick: () => respond(card, i.id, { decision: "allow" }) });
@@ -159,7 +165,7 @@ function approvalBody(card, i) {
 }
 
 function questionBody(card, i) {
-  const form = el("form", {});
+  const form = el("form", { id: "answer-" + i.id });
   const questions = (i.input && i.input.questions) || [];
   questions.forEach((q, qi) => {
     const name = "q" + qi + "-" + i.id;
@@ -172,7 +178,7 @@ function questionBody(card, i) {
       fs.append(label);
     });
     const otherBox = el("input", { type, name, value: "__other__" });
-    const otherText = el("input", { type: "text", class: "other-text", placeholder: "Other…", maxlength: "4096" });
+    const otherText = el("input", { type: "text", class: "other-text", placeholder: "Other…", "aria-label": "Other answer to: " + q.question, maxlength: "4096" });
     otherText.addEventListener("input", () => { if (otherText.value.trim()) otherBox.checked = true; });
     fs.append(el("label", { class: "option" }, otherBox, " Other: ", otherText));
     fs.dataset.question = q.question;
@@ -180,7 +186,9 @@ function questionBody(card, i) {
     form.append(fs);
   });
   card.querySelector(".body").append(form);
-  const submit = el("button", { class: "primary", type: "button", text: "Submit", onclick: () => {
+  // Enter in a field submits the form: answer, never navigate.
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
     const answers = {};
     for (const fs of form.querySelectorAll("fieldset")) {
       const picked = [];
@@ -196,7 +204,10 @@ function questionBody(card, i) {
       answers[fs.dataset.question] = fs.dataset.multi ? picked : picked[0];
     }
     respond(card, i.id, { answers });
-  } });
+  });
+  // A submit button of the form (by its `form` attribute) though it sits in the actions row,
+  // so that Enter in any field of the form answers.
+  const submit = el("button", { class: "primary", type: "submit", form: form.id, text: "Submit" });
   const decline = el("button", { type: "button", text: "Decline", onclick: () => respond(card, i.id, { decision: "deny" }) });
   card.querySelector(".actions").append(submit, decline);
 }
@@ -235,25 +246,42 @@ function insertPending(card, i) {
   // Most urgent (earliest deadline) first.
   for (const child of list.children) {
     const other = state.pending.get(child.dataset.id);
-    if (other && other.interaction.deadline > i.deadline) { list.insertBefore(card, child); return; }
+    if (other && Date.parse(other.interaction.deadline) > Date.parse(i.deadline)) { list.insertBefore(card, child); return; }
   }
   list.append(card);
 }
 
 function created(i) {
-  if (!i || i.status !== "pending" || state.pending.has(i.id) || state.recent.has(i.id)) return;
+  if (!i || i.status !== "pending") return;
+  // Still pending: a card kept across a reset stays as it is (with whatever was typed in it).
+  if (state.unconfirmed) state.unconfirmed.delete(i.id);
+  if (state.pending.has(i.id) || state.recent.has(i.id)) return;
   const card = pendingCard(i);
   state.pending.set(i.id, { interaction: i, el: card });
   insertPending(card, i);
   renderCounts();
   tick();
-  if (document.hidden && "Notification" in window && Notification.permission === "granted") {
-    try { new Notification("imrelay: " + i.tool_name, { body: metaLine(i), tag: i.id }); } catch (_) {}
-  }
+  notify(i);
+}
+
+// One desktop notification per interaction, while the page is hidden; closed once answered.
+function notify(i) {
+  if (!document.hidden || state.notifications.has(i.id)) return;
+  if (!("Notification" in window) || Notification.permission !== "granted") return;
+  try {
+    state.notifications.set(i.id, new Notification("imrelay: " + i.tool_name, { body: metaLine(i), tag: i.id }));
+  } catch (_) { /* notifications are a convenience */ }
+}
+
+function unnotify(id) {
+  const n = state.notifications.get(id);
+  if (n) { try { n.close(); } catch (_) {} }
+  state.notifications.delete(id);
 }
 
 function resolved(i, message) {
   if (!i || !i.resolution) return;
+  unnotify(i.id);
   const entry = state.pending.get(i.id);
   if (entry) { entry.el.remove(); state.pending.delete(i.id); }
   const existing = $("recent").querySelector('[data-id="' + CSS.escape(i.id) + '"]');
@@ -290,16 +318,30 @@ function clearPending() {
   renderCounts();
 }
 
+// After a `reset` the pending list follows, its last event carrying an id. Cards it did not
+// include were answered while this page was away: drop them, and show how they ended.
+function confirmPending() {
+  const gone = state.unconfirmed;
+  state.unconfirmed = null;
+  for (const id of gone) {
+    const entry = state.pending.get(id);
+    if (entry) { entry.el.remove(); state.pending.delete(id); unnotify(id); }
+  }
+  renderCounts();
+  if (gone.size) loadRecent();
+}
+
 function handleEvent(name, data, id) {
   if (id) state.lastEventId = id;
   if (name === "reset") {
-    clearPending();
-    return;
+    state.unconfirmed = new Set(state.pending.keys());
+  } else {
+    let i = null;
+    try { i = JSON.parse(data); } catch (_) { /* skip a malformed event */ }
+    if (name === "interaction.created") created(i);
+    else if (name === "interaction.resolved") resolved(i);
   }
-  let i;
-  try { i = JSON.parse(data); } catch (_) { return; }
-  if (name === "interaction.created") created(i);
-  else if (name === "interaction.resolved") resolved(i);
+  if (id && state.unconfirmed) confirmPending();
 }
 
 function parseBlock(block) {
@@ -330,27 +372,41 @@ async function connect() {
   if (state.controller) state.controller.abort();
   const controller = new AbortController();
   state.controller = controller;
+  let watchdog = null;
+  let stalled = false;
   const headers = authHeaders({ Accept: "text/event-stream" });
   if (state.lastEventId) headers["Last-Event-ID"] = state.lastEventId;
   try {
     const resp = await fetch("/v1/events", { headers, signal: controller.signal, cache: "no-store" });
     if (resp.status === 401 || resp.status === 403) {
       const data = await resp.json().catch(() => ({}));
-      showLogin(state.token ? ((data.error && data.error.message) || "The token was refused.") : null);
+      const message = data.error && data.error.message;
+      // Without a token a 401 just means "sign in"; any other refusal says why.
+      showLogin(state.token || resp.status === 403 ? (message || "The token was refused.") : null);
       return;
     }
     if (!resp.ok || !resp.body) throw new Error("HTTP " + resp.status);
     // Without an id the stream starts with every pending interaction, so cards kept from an
-    // earlier stream (say one that dropped mid-list) may be stale.
-    if (!headers["Last-Event-ID"]) clearPending();
+    // earlier stream (say one that dropped mid-list) may be stale, and some of them may have
+    // been answered meanwhile.
+    if (!headers["Last-Event-ID"]) {
+      state.unconfirmed = null;
+      clearPending();
+      loadRecent();
+    }
     hideLogin();
     setConnected(true, "live");
     state.retry = 1000;
     const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
     let buf = "";
+    let lastData = Date.now();
+    watchdog = setInterval(() => {
+      if (Date.now() - lastData > STALL_MS) { stalled = true; controller.abort(); }
+    }, 5000);
     for (;;) {
       const { value, done } = await reader.read();
       if (done) break;
+      lastData = Date.now();
       buf += value.replace(/\r\n?/g, "\n");
       let cut;
       while ((cut = buf.indexOf("\n\n")) >= 0) {
@@ -360,10 +416,13 @@ async function connect() {
     }
     throw new Error("stream ended");
   } catch (e) {
-    if (controller.signal.aborted) return;
-    setConnected(false, "reconnecting…");
+    // Aborted on purpose (a new connection, or forgetting the token): nothing to retry.
+    if (controller.signal.aborted && !stalled) return;
+    setConnected(false, stalled ? "stalled, reconnecting…" : "reconnecting…");
     setTimeout(connect, state.retry);
     state.retry = Math.min(state.retry * 2, 15000);
+  } finally {
+    clearInterval(watchdog);
   }
 }
 
@@ -378,8 +437,6 @@ document.addEventListener("DOMContentLoaded", () => {
     localStorage.setItem(TOKEN_KEY, state.token);
     // A fresh connection resends every pending interaction; cards from before are stale.
     state.lastEventId = null;
-    clearPending();
-    loadRecent();
     connect();
   });
   $("logout").addEventListener("click", () => {
@@ -393,6 +450,5 @@ document.addEventListener("DOMContentLoaded", () => {
   }
   setInterval(tick, 1000);
   renderCounts();
-  loadRecent();
   connect();
 });
