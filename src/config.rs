@@ -28,6 +28,9 @@ const YEAR_SECS: u64 = 365 * 24 * 3600;
 /// Upper bound for durations given in hours: one year.
 const YEAR_HOURS: u64 = 365 * 24;
 
+/// How the placeholder tokens in the deployment examples begin.
+const PLACEHOLDER_PREFIX: &str = "replace-with-";
+
 /// Deserializes a list given either as a list (files) or as one comma-separated string (the
 /// environment, where `config` cannot tell a one-item list from a plain value).
 pub(crate) fn list<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
@@ -364,6 +367,23 @@ impl Settings {
             return Err(ConfigError::Invalid(
                 "auth tokens must not be empty strings".into(),
             ));
+        }
+        // The deployment examples ship these placeholders; copied unchanged they would let
+        // anyone who has read the examples answer for the operator.
+        if let Some(key) = [
+            ("auth.agent_tokens", &self.auth.agent_tokens),
+            ("auth.operator_tokens", &self.auth.operator_tokens),
+        ]
+        .iter()
+        .find_map(|(key, tokens)| {
+            tokens
+                .iter()
+                .any(|t| t.expose().starts_with(PLACEHOLDER_PREFIX))
+                .then_some(key)
+        }) {
+            return Err(ConfigError::Invalid(format!(
+                "{key} still holds the example placeholder (\"{PLACEHOLDER_PREFIX}...\"): set a real token, e.g. from `openssl rand -hex 32`"
+            )));
         }
         if self.outbox.retry_base_ms == 0 || self.outbox.retry_max_secs == 0 {
             return Err(ConfigError::Invalid(

@@ -41,6 +41,22 @@ fn env_file(rel: &str) -> HashMap<String, String> {
 }
 
 /// Loads the settings these variables describe (unknown keys fail).
+/// `env` with its example placeholder tokens replaced, after checking that imrelay refuses
+/// to start with them as shipped.
+fn with_real_tokens(mut env: HashMap<String, String>) -> HashMap<String, String> {
+    let shipped = env.clone();
+    let Err(e) = Settings::load_with_env(None, Some(shipped)) else {
+        panic!("the example's placeholder tokens were accepted");
+    };
+    assert!(e.to_string().contains("placeholder"), "{e}");
+    for v in env.values_mut() {
+        if v.starts_with("replace-with-") {
+            *v = "0123456789abcdef".into();
+        }
+    }
+    env
+}
+
 fn settings_from(env: HashMap<String, String>, file: Option<&Path>) -> Settings {
     let env: HashMap<String, String> = env
         .into_iter()
@@ -100,7 +116,7 @@ fn kubernetes_manifests() {
                     .collect();
                 let mut env = env;
                 env.insert("IMRELAY__SERVER__LISTEN".into(), "0.0.0.0:8787".into());
-                settings_from(env, None);
+                settings_from(with_real_tokens(env), None);
             }
             if doc["kind"].as_str() == Some("ConfigMap") {
                 let dir = tempfile::tempdir().unwrap();
@@ -139,8 +155,14 @@ fn compose_file() {
     // compose reads .env; the example beside it must hold valid settings.
     assert_eq!(svc["env_file"][0].as_str(), Some(".env"));
     let mut env = env_file("deploy/.env.example");
+    env.retain(|k, _| k.starts_with("IMRELAY__"));
     env.insert("IMRELAY__SERVER__LISTEN".into(), "0.0.0.0:8787".into());
-    settings_from(env, None);
+    settings_from(with_real_tokens(env), None);
+    assert_eq!(
+        svc["build"]["args"]["IMRELAY_GIT_COMMIT"].as_str(),
+        Some("${IMRELAY_GIT_COMMIT:-unknown}"),
+        "compose passes the commit to the build"
+    );
 }
 
 #[test]
@@ -271,7 +293,16 @@ fn systemd_unit() {
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .chain(env_file("deploy/systemd/imrelay.env"))
         .collect();
-    settings_from(env, Some(&root().join("deploy/systemd/config.toml")));
+    let s = settings_from(
+        with_real_tokens(env),
+        Some(&root().join("deploy/systemd/config.toml")),
+    );
+    // In the StateDirectory, and named by the config file the CLI reads too.
+    assert_eq!(s.store.path, Path::new("/var/lib/imrelay/imrelay.db"));
+    assert!(
+        !unit.contains("IMRELAY__STORE__PATH"),
+        "the store path belongs in config.toml"
+    );
 
     let Ok(probe) = Command::new("systemd-analyze").arg("--version").output() else {
         eprintln!("SKIPPED: systemd-analyze is not installed; the unit was only checked textually");
