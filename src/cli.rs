@@ -4,7 +4,8 @@
 //! elsewhere (all read the SQLite database directly and read-only, so they work while the
 //! server runs); `imrelay healthcheck` asks a running
 //! server's `/healthz`, or with `--live` its `/livez` (for container health checks, where
-//! there is no curl).
+//! there is no curl); `imrelay backup FILE` writes a consistent copy of the database while the
+//! server runs (the container images have no `sqlite3`).
 
 use std::io::Write;
 
@@ -50,6 +51,45 @@ fn database(settings: &Settings) -> anyhow::Result<rusqlite::Connection> {
         );
     }
     Ok(open_read_only(&settings.store.path)?)
+}
+
+/// Writes a consistent copy of the SQLite database to `target`, which must not exist yet, or
+/// to standard output when `target` is `-`, and returns its size in bytes. Safe while the
+/// server runs: the copy is one read snapshot.
+pub fn backup(settings: &Settings, target: &std::path::Path) -> anyhow::Result<u64> {
+    if settings.store.backend != Backend::Sqlite {
+        bail!("store.backend is \"memory\": there is no database on disk to back up");
+    }
+    if target == std::path::Path::new("-") {
+        // SQLite writes a file; it is made beside the database (the one directory known to
+        // be writable, in a container with a read-only root too), streamed, and removed.
+        let db = &settings.store.path;
+        let dir = db.parent().unwrap_or(std::path::Path::new("."));
+        let tmp = dir.join(format!(".imrelay-backup-{}.db", std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
+        let result = backup(settings, &tmp).and_then(|_| {
+            let mut file = std::fs::File::open(&tmp)?;
+            let mut out = std::io::stdout().lock();
+            let n = std::io::copy(&mut file, &mut out)?;
+            out.flush()?;
+            Ok(n)
+        });
+        let _ = std::fs::remove_file(&tmp);
+        return result;
+    }
+    if target.exists() {
+        bail!(
+            "{} already exists: name a new file for the backup",
+            target.display()
+        );
+    }
+    let target_text = target
+        .to_str()
+        .context("the backup path must be valid UTF-8")?;
+    let conn = open_read_only(&settings.store.path)?;
+    conn.execute("VACUUM INTO ?1", [target_text])
+        .with_context(|| format!("cannot write the backup to {}", target.display()))?;
+    Ok(std::fs::metadata(target)?.len())
 }
 
 /// Reads the whole trail (from `since`) in chunks, calling `f` on each entry in order.

@@ -48,6 +48,11 @@ enum Command {
         #[arg(long)]
         url: Option<String>,
     },
+    /// Write a consistent copy of the database to FILE (safe while the server runs).
+    Backup {
+        /// Where to write the copy; must not exist yet. `-` writes it to standard output.
+        file: std::path::PathBuf,
+    },
     /// Print the audit trail (`audit verify` checks it, `audit head` prints its head).
     Audit {
         /// Only entries since this time (RFC 3339) or age (e.g. 2h, 7d).
@@ -107,6 +112,19 @@ fn main() -> anyhow::Result<()> {
             action: Some(AuditAction::Head),
             ..
         } => imrelay::cli::audit_head(&settings),
+        Command::Backup { file } => {
+            let bytes = imrelay::cli::backup(&settings, &file)?;
+            let to = if file == std::path::Path::new("-") {
+                "standard output".to_string()
+            } else {
+                file.display().to_string()
+            };
+            eprintln!(
+                "backed up {} to {to} ({bytes} bytes)",
+                settings.store.path.display()
+            );
+            Ok(())
+        }
         Command::Audit { since, json, .. } => {
             imrelay::cli::audit_print(&settings, since.as_deref(), json)
         }

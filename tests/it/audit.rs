@@ -1,6 +1,5 @@
 //! The audit trail: what is recorded, the API, and `imrelay audit [verify]` on a real file.
 
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -120,19 +119,6 @@ async fn the_api_pages_through_the_trail() {
     assert_eq!(since["entries"].as_array().unwrap().len(), 5);
 }
 
-fn imrelay(db: &std::path::Path, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_imrelay"))
-        .args(args)
-        .env("IMRELAY__STORE__PATH", db)
-        .output()
-        .expect("runs");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 #[tokio::test]
 async fn audit_verify_passes_on_an_intact_file_and_names_the_broken_entry() {
     let dir = tempfile::tempdir().unwrap();
@@ -145,11 +131,11 @@ async fn audit_verify_passes_on_an_intact_file_and_names_the_broken_entry() {
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
 
-    let (ok, out, err) = imrelay(&db, &["audit", "verify"]);
+    let (ok, out, err) = cli(&db, &["audit", "verify"]);
     assert!(ok, "{out}{err}");
     assert!(out.contains("audit trail intact"), "{out}");
 
-    let (ok, out, _) = imrelay(&db, &["audit", "--json", "--since", "1h"]);
+    let (ok, out, _) = cli(&db, &["audit", "--json", "--since", "1h"]);
     assert!(ok);
     let lines: Vec<Value> = out
         .lines()
@@ -157,7 +143,7 @@ async fn audit_verify_passes_on_an_intact_file_and_names_the_broken_entry() {
         .collect();
     assert!(lines.len() >= 8, "{out}");
     assert!(lines.iter().any(|e| e["action"] == "expired"));
-    let (ok, table, _) = imrelay(&db, &["audit"]);
+    let (ok, table, _) = cli(&db, &["audit"]);
     assert!(ok);
     assert!(
         table.contains("answered") && table.contains("alice"),
@@ -177,7 +163,7 @@ async fn audit_verify_passes_on_an_intact_file_and_names_the_broken_entry() {
         .unwrap()
         .execute("UPDATE audit SET actor = 'mallory' WHERE seq = 3", [])
         .unwrap();
-    let (ok, out, _) = imrelay(&altered, &["audit", "verify"]);
+    let (ok, out, _) = cli(&altered, &["audit", "verify"]);
     assert!(!ok);
     assert!(out.contains("broken at entry 3"), "{out}");
     assert!(out.contains("altered"), "{out}");
@@ -187,7 +173,7 @@ async fn audit_verify_passes_on_an_intact_file_and_names_the_broken_entry() {
         .unwrap()
         .execute("DELETE FROM audit WHERE seq = 5", [])
         .unwrap();
-    let (ok, out, _) = imrelay(&db, &["audit", "verify"]);
+    let (ok, out, _) = cli(&db, &["audit", "verify"]);
     assert!(!ok);
     assert!(out.contains("broken at entry 5"), "{out}");
     assert!(out.contains("missing"), "{out}");
@@ -217,15 +203,15 @@ async fn deleting_from_the_end_of_the_trail_is_detected() {
         app.stop().await;
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let (ok, out, err) = imrelay(&db, &["audit", "verify"]);
+    let (ok, out, err) = cli(&db, &["audit", "verify"]);
     assert!(ok, "{out}{err}");
-    let (ok, head, err) = imrelay(&db, &["audit", "head"]);
+    let (ok, head, err) = cli(&db, &["audit", "head"]);
     assert!(ok, "{err}");
     let head = head.trim().to_string();
     let (last, _) = head.split_once(':').unwrap();
     let last: i64 = last.parse().unwrap();
     assert!(out.contains(&format!("head {head}")), "{out}");
-    let (ok, out, _) = imrelay(&db, &["audit", "verify", "--expect", &head]);
+    let (ok, out, _) = cli(&db, &["audit", "verify", "--expect", &head]);
     assert!(ok, "{out}");
 
     let sql = |path: &std::path::Path, sql: &str| {
@@ -238,7 +224,7 @@ async fn deleting_from_the_end_of_the_trail_is_detected() {
     // The newest entry deleted: the chain itself is intact, but ends before its head.
     let cut = copy_db(&db, "cut.db");
     sql(&cut, &format!("DELETE FROM audit WHERE seq = {last}"));
-    let (ok, out, _) = imrelay(&cut, &["audit", "verify"]);
+    let (ok, out, _) = cli(&cut, &["audit", "verify"]);
     assert!(!ok, "{out}");
     assert!(out.contains(&format!("broken at entry {last}")), "{out}");
     assert!(out.contains("deleted from the end"), "{out}");
@@ -246,7 +232,7 @@ async fn deleting_from_the_end_of_the_trail_is_detected() {
     // Everything deleted.
     let empty = copy_db(&db, "empty.db");
     sql(&empty, "DELETE FROM audit");
-    let (ok, out, _) = imrelay(&empty, &["audit", "verify"]);
+    let (ok, out, _) = cli(&empty, &["audit", "verify"]);
     assert!(!ok, "{out}");
     assert!(out.contains("broken at entry 1"), "{out}");
 
@@ -256,7 +242,7 @@ async fn deleting_from_the_end_of_the_trail_is_detected() {
         &both,
         "DELETE FROM audit; DELETE FROM kv WHERE key = 'audit.head';",
     );
-    let (ok, out, _) = imrelay(&both, &["audit", "verify"]);
+    let (ok, out, _) = cli(&both, &["audit", "verify"]);
     assert!(!ok, "{out}");
     assert!(out.contains("INCOMPLETE"), "{out}");
     assert!(out.contains("au-1"), "{out}");
@@ -264,7 +250,7 @@ async fn deleting_from_the_end_of_the_trail_is_detected() {
     // Only the recorded head deleted: `audit head` will not offer the last row in its place.
     let headless = copy_db(&db, "headless.db");
     sql(&headless, "DELETE FROM kv WHERE key = 'audit.head';");
-    let (ok, out, err) = imrelay(&headless, &["audit", "head"]);
+    let (ok, out, err) = cli(&headless, &["audit", "head"]);
     assert!(!ok, "{out}");
     assert!(err.contains("recorded head is missing"), "{err}");
 
@@ -279,7 +265,7 @@ async fn deleting_from_the_end_of_the_trail_is_detected() {
             last - 1
         ),
     );
-    let (ok, out, _) = imrelay(&rewritten, &["audit", "verify", "--expect", &head]);
+    let (ok, out, _) = cli(&rewritten, &["audit", "verify", "--expect", &head]);
     assert!(!ok, "{out}");
     assert!(out.contains(&format!("broken at entry {last}")), "{out}");
 
@@ -289,8 +275,59 @@ async fn deleting_from_the_end_of_the_trail_is_detected() {
     app.create_bash("after-the-cut", "ls").await;
     app.stop().await;
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let (ok, out, _) = imrelay(&cut, &["audit", "verify"]);
+    let (ok, out, _) = cli(&cut, &["audit", "verify"]);
     assert!(!ok, "{out}");
     assert!(out.contains(&format!("broken at entry {last}")), "{out}");
     assert!(out.contains("missing"), "{out}");
+}
+
+#[tokio::test]
+async fn a_backup_taken_while_the_server_runs_is_a_complete_verified_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("live.db");
+    let copy = dir.path().join("copy.db");
+    let app = spawn_on(settings(), Arc::new(reopen_sqlite(&db).await)).await;
+    eventful(&app).await;
+    app.create_bash("bk-pending", "make release").await;
+
+    let (ok, out, err) = cli(&db, &["backup", copy.to_str().unwrap()]);
+    assert!(ok, "{out}{err}");
+    assert!(err.contains("backed up"), "{err}");
+    // Never over an existing file.
+    let (ok, _, err) = cli(&db, &["backup", copy.to_str().unwrap()]);
+    assert!(!ok);
+    assert!(err.contains("already exists"), "{err}");
+    // To standard output (for containers without a shell), leaving nothing behind.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_imrelay"))
+        .args(["backup", "-"])
+        .env("IMRELAY__STORE__PATH", &db)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.stdout.starts_with(b"SQLite format 3\0"));
+    let streamed = dir.path().join("streamed.db");
+    std::fs::write(&streamed, &out.stdout).unwrap();
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("imrelay-backup"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    app.stop().await;
+    let (ok, out, err) = cli(&streamed, &["audit", "verify"]);
+    assert!(ok, "{out}{err}");
+
+    // The copy is a whole database: its trail verifies, and a server started on it has the
+    // interaction that was pending.
+    let (ok, out, err) = cli(&copy, &["audit", "verify"]);
+    assert!(ok, "{out}{err}");
+    let restored = spawn_on(settings(), Arc::new(reopen_sqlite(&copy).await)).await;
+    let (status, body) = restored.get("/v1/interactions/bk-pending").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["status"], "pending");
+    restored.stop().await;
 }

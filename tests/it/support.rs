@@ -161,6 +161,21 @@ pub async fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
     eventually(what, || std::future::ready(condition().then_some(()))).await
 }
 
+/// Runs the `imrelay` binary with `args` on the SQLite database `db`: (success, stdout,
+/// stderr).
+pub fn cli(db: &std::path::Path, args: &[&str]) -> (bool, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_imrelay"))
+        .args(args)
+        .env("IMRELAY__STORE__PATH", db)
+        .output()
+        .expect("runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// Opens the SQLite store at `path` once an earlier store there has let go of it (its writer
 /// thread releases the file shortly after the store is dropped).
 pub async fn reopen_sqlite(path: &std::path::Path) -> imrelay::store::SqliteStore {
