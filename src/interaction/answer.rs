@@ -12,6 +12,23 @@ use super::ValidationError;
 use super::model::{Input, Interaction, Kind, Outcome, PermissionResult, Resolution, Via};
 use super::question::{MAX_ANSWER_CHARS, normalise_answers, parse_questions};
 
+/// The agent's permission suggestions, each applied for the rest of the session only
+/// (`"destination": "session"`). An agent may suggest writing a rule into its settings files;
+/// a tap on a phone grants "always" for this session, never a lasting rule.
+fn for_this_session(suggestions: &Value) -> Value {
+    let mut s = suggestions.clone();
+    let scope = |v: &mut Value| {
+        if let Value::Object(update) = v {
+            update.insert("destination".into(), Value::String("session".into()));
+        }
+    };
+    match &mut s {
+        Value::Array(updates) => updates.iter_mut().for_each(scope),
+        single => scope(single),
+    }
+    s
+}
+
 /// Longest accepted `by` label, in characters.
 pub const MAX_BY_CHARS: usize = 200;
 
@@ -127,7 +144,7 @@ pub fn resolution_for(
         ) => {
             let updated_permissions = if always {
                 match &interaction.suggestions {
-                    Some(s) => Some(Value::clone(s)),
+                    Some(s) => Some(for_this_session(s)),
                     None => {
                         return Err(ValidationError::new(
                             "always",

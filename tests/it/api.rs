@@ -87,8 +87,12 @@ async fn deny_with_reason_edit_and_interrupt() {
 #[tokio::test]
 async fn always_allow_applies_the_agents_suggestions() {
     let app = spawn_app().await;
-    let suggestions = json!([{"type": "addRules", "rules": [{"toolName": "Bash", "ruleContent": "ls:*"}],
-        "behavior": "allow", "destination": "session"}]);
+    // The agent suggests a lasting rule (its project settings file) and a mode change.
+    let suggestions = json!([
+        {"type": "addRules", "rules": [{"toolName": "Bash", "ruleContent": "ls:*"}],
+         "behavior": "allow", "destination": "localSettings"},
+        {"type": "setMode", "mode": "acceptEdits", "destination": "userSettings"}
+    ]);
     let (status, created) = app
         .post(
             "/v1/interactions",
@@ -104,7 +108,15 @@ async fn always_allow_applies_the_agents_suggestions() {
         )
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    assert_eq!(body["result"]["updatedPermissions"], suggestions);
+    // Applied for this session only: an answer from afar never writes a lasting rule.
+    assert_eq!(
+        body["result"]["updatedPermissions"],
+        json!([
+            {"type": "addRules", "rules": [{"toolName": "Bash", "ruleContent": "ls:*"}],
+             "behavior": "allow", "destination": "session"},
+            {"type": "setMode", "mode": "acceptEdits", "destination": "session"}
+        ])
+    );
 }
 
 #[tokio::test]

@@ -158,7 +158,7 @@ function approvalBody(card, i) {
   } });
   actions.append(approve, edit);
   if (i.suggestions) {
-    actions.append(el("button", { type: "button", text: "Always allow", title: "Approve and apply the agent's suggested permission rule",
+    actions.append(el("button", { type: "button", text: "Always allow", title: "Approve, and allow what the agent suggested for the rest of its session",
       onclick: () => respond(card, i.id, { decision: "allow", always: true }) }));
   }
   actions.append(deny, reason);
