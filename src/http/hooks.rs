@@ -30,10 +30,48 @@ use super::error::ApiError;
 use super::extract::ApiJson;
 use crate::config::OnTimeout;
 use crate::interaction::{
-    Interaction, InteractionId, Kind, NewInteraction, Outcome, PermissionResult, RegistryError,
-    canonical_json,
+    Interaction, InteractionId, Kind, NewInteraction, Outcome, PermissionResult, Registry,
+    RegistryError, canonical_json,
 };
 use crate::store::BOUND_VALUE_PREFIX;
+
+/// Withdraws a `PreToolUse` interaction if its hook call is dropped before it is answered:
+/// Claude Code stopped waiting (the person interrupted the turn, or its own hook timeout
+/// passed), nobody will act on an answer, so no channel should go on asking for one.
+/// (`PermissionRequest` interactions stay: a repeated request re-attaches to them.)
+struct WithdrawIfAbandoned {
+    registry: Registry,
+    id: Option<InteractionId>,
+}
+
+impl WithdrawIfAbandoned {
+    /// The call finished (answered, or failed with a reply): nothing to withdraw.
+    fn disarm(&mut self) {
+        self.id = None;
+    }
+}
+
+impl Drop for WithdrawIfAbandoned {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else { return };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let registry = self.registry.clone();
+        runtime.spawn(async move {
+            let reason = "Claude Code stopped waiting for this answer".to_string();
+            match registry
+                .cancel(&id, Some(reason), Some("claude-code".into()))
+                .await
+            {
+                Ok(_) | Err(RegistryError::AlreadyResolved(_) | RegistryError::NotFound(_)) => {}
+                Err(e) => {
+                    tracing::warn!(id = %id, error = %e, "cannot withdraw an abandoned hook call");
+                }
+            }
+        });
+    }
+}
 
 /// The store value that remembers the latest generation of derived id `base`: the id of that
 /// generation, kept as long as its interaction is.
@@ -169,13 +207,29 @@ pub async fn claude_code(
         }
     };
     let id = interaction.id.clone();
+    let mut abandoned = WithdrawIfAbandoned {
+        registry: state.registry.clone(),
+        id: (event == Event::PreToolUse).then(|| id.clone()),
+    };
+    let reply = wait_and_reply(&state, event, &id).await;
+    abandoned.disarm();
+    reply
+}
+
+/// Waits for the answer to `id` (or the hook's timeout, or shutdown) and builds the reply.
+async fn wait_and_reply(
+    state: &AppState,
+    event: Event,
+    id: &InteractionId,
+) -> Result<Json<Value>, ApiError> {
+    let settings = &state.settings.hooks.claude_code;
     let wait = Duration::from_secs(settings.timeout_secs);
     let waited = tokio::select! {
-        r = state.registry.wait(&id, wait) => r?,
+        r = state.registry.wait(id, wait) => r?,
         _ = state.shutdown.cancelled() => {
             // Claude Code will not come back for this answer: withdraw it everywhere.
             let reason = "imrelay shut down before anyone answered".to_string();
-            let final_state = match state.registry.cancel(&id, Some(reason.clone()), None).await {
+            let final_state = match state.registry.cancel(id, Some(reason.clone()), None).await {
                 Ok(i) | Err(RegistryError::AlreadyResolved(i)) => i,
                 Err(e) => return Err(e.into()),
             };
@@ -187,7 +241,7 @@ pub async fn claude_code(
     };
     let final_state = match waited {
         Some(i) => i,
-        None => state.registry.expire(&id).await?,
+        None => state.registry.expire(id).await?,
     };
     Ok(Json(reply(event, &final_state, settings.on_timeout)))
 }

@@ -135,6 +135,34 @@ async fn a_reconnecting_hook_reattaches_to_the_pending_interaction() {
 }
 
 #[tokio::test]
+async fn a_pre_tool_use_call_claude_code_gives_up_on_is_withdrawn() {
+    let app = spawn_app().await;
+    let hook = post_hook(&app, fixture("claude-code/pre_tool_use.json"));
+    let i = pending_one(&app).await;
+    let id = i["id"].as_str().unwrap().to_string();
+    // Claude Code drops the call (the person pressed Esc, or its own timeout passed).
+    hook.abort();
+    let body = eventually("the interaction is withdrawn", || async {
+        let (_, body) = app.get(&format!("/v1/interactions/{id}")).await;
+        (body["status"] == "resolved").then_some(body)
+    })
+    .await;
+    assert_eq!(body["resolution"]["outcome"], "cancelled");
+    assert_eq!(
+        body["resolution"]["result"]["message"],
+        "Claude Code stopped waiting for this answer"
+    );
+    // A late answer is told it came too late.
+    let (status, _) = app
+        .post(
+            &format!("/v1/interactions/{id}/respond"),
+            &json!({"decision": "allow"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+}
+
+#[tokio::test]
 async fn timeout_denies_by_default() {
     let app = spawn_with(|s| s.hooks.claude_code.timeout_secs = 1).await;
     let (status, out) = post_hook(&app, fixture("claude-code/pre_tool_use.json"))
