@@ -457,8 +457,12 @@ async fn run_cycles(
 
 // ---------------------------------------------------------------- ceiling server
 
-const CANNED_INTERACTION: &str = r#"{"id":"lg-0","kind":"approval","status":"pending","tool_name":"Bash","input":{"command":"echo cycle 1","description":"load generator cycle"},"session":null,"agent":"loadgen","title":null,"description":null,"cwd":null,"created_at":"2026-11-22T08:35:49.072Z","deadline":"2026-11-22T08:40:49.072Z","timeout_secs":300,"resolution":null}"#;
-const CANNED_RESOLVED: &str = r#"{"status":"resolved","result":{"behavior":"allow","updatedInput":{"command":"echo cycle 1","description":"load generator cycle"}},"resolution":{"outcome":"allowed","by":"loadgen","via":"api","at":"2026-11-22T08:35:49.080Z","result":{"behavior":"allow","updatedInput":{"command":"echo cycle 1","description":"load generator cycle"}}},"interaction":{"id":"lg-0","kind":"approval","status":"resolved","tool_name":"Bash","input":{"command":"echo cycle 1","description":"load generator cycle"},"session":null,"agent":"loadgen","title":null,"description":null,"cwd":null,"created_at":"2026-11-22T08:35:49.072Z","deadline":"2026-11-22T08:40:49.072Z","timeout_secs":300,"resolution":{"outcome":"allowed","by":"loadgen","via":"api","at":"2026-11-22T08:35:49.080Z","result":{"behavior":"allow","updatedInput":{"command":"echo cycle 1","description":"load generator cycle"}}}}}"#;
+// The canned answers are imrelay's own (curl against a debug build), with an id and command
+// like the agents' (`lg-<run id>-<agent>-<n>`, `echo cycle <n>`; agent 12, cycle 34567):
+// create 376 bytes, respond and wait 922 bytes each, in imrelay and here alike (imrelay's are
+// a byte shorter for each time whose milliseconds end in a zero, which it leaves out).
+const CANNED_INTERACTION: &str = r#"{"id":"lg-0190f1e2a3b4c5d6e7f8091a2b3c4d5e-12-34567","kind":"approval","status":"pending","tool_name":"Bash","input":{"command":"echo cycle 34567","description":"load generator cycle"},"session":null,"agent":"loadgen","title":null,"description":null,"cwd":null,"created_at":"2026-11-22T08:35:49.072Z","deadline":"2026-11-22T08:40:49.072Z","timeout_secs":300,"resolution":null}"#;
+const CANNED_RESOLVED: &str = r#"{"status":"resolved","result":{"behavior":"allow","updatedInput":{"command":"echo cycle 34567","description":"load generator cycle"}},"resolution":{"outcome":"allowed","by":"loadgen","via":"api","at":"2026-11-22T08:35:49.080Z","result":{"behavior":"allow","updatedInput":{"command":"echo cycle 34567","description":"load generator cycle"}}},"interaction":{"id":"lg-0190f1e2a3b4c5d6e7f8091a2b3c4d5e-12-34567","kind":"approval","status":"resolved","tool_name":"Bash","input":{"command":"echo cycle 34567","description":"load generator cycle"},"session":null,"agent":"loadgen","title":null,"description":null,"cwd":null,"created_at":"2026-11-22T08:35:49.072Z","deadline":"2026-11-22T08:40:49.072Z","timeout_secs":300,"resolution":{"outcome":"allowed","by":"loadgen","via":"api","at":"2026-11-22T08:35:49.080Z","result":{"behavior":"allow","updatedInput":{"command":"echo cycle 34567","description":"load generator cycle"}}}}}"#;
 
 fn canned(status: u16, body: &'static str) -> axum::response::Response {
     axum::response::IntoResponse::into_response((
@@ -651,16 +655,18 @@ async fn start_imrelay(
 ) -> anyhow::Result<(Server, Duration)> {
     let port = free_port()?;
     let t = Instant::now();
+    // Only the settings below: an inherited IMRELAY_CONFIG, IMRELAY__TELEGRAM__*,
+    // IMRELAY__AUTH__* and the like could start channels that reach the internet or change
+    // the figures. No RUST_LOG either: the default level (info: a line per creation and per
+    // resolution), written nowhere, so the logging cost stays in the figures.
     let child = Command::new(bin)
         .arg("serve")
+        .env_clear()
         .env("IMRELAY__SERVER__LISTEN", format!("127.0.0.1:{port}"))
         .env("IMRELAY__STORE__BACKEND", backend)
         .env("IMRELAY__STORE__PATH", db)
         .env("IMRELAY__STORE__SYNCHRONOUS", synchronous)
         .env("IMRELAY__INTERACTIONS__MAX_TIMEOUT_SECS", "7200")
-        // The default log level (info: a line per creation and per resolution), written
-        // nowhere: the logging cost stays in the figures.
-        .env_remove("RUST_LOG")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -751,7 +757,12 @@ async fn imrelay_cycles(
     label: &str,
     think: Duration,
 ) -> anyhow::Result<CycleReport> {
-    let _ = std::fs::remove_file(db);
+    // A fresh database: the file and its write-ahead log and shared-memory index.
+    for suffix in ["", "-wal", "-shm"] {
+        let mut path = db.as_os_str().to_owned();
+        path.push(suffix);
+        let _ = std::fs::remove_file(path);
+    }
     let (server, _) = start_imrelay(bin, backend, db, sync).await?;
     let pid = server.child.id();
     run_cycles(&server.url, agents, d, u64::MAX, label, Some(pid), think).await
@@ -780,6 +791,7 @@ async fn suite(
         let port = free_port()?;
         let child = Command::new(&me)
             .args(["ceiling", "--listen", &format!("127.0.0.1:{port}")])
+            .env_clear()
             .stderr(Stdio::null())
             .spawn()?;
         let ceiling_server = Server {
