@@ -79,6 +79,9 @@ enum Cmd {
         /// The server's process id (to read its resident memory).
         #[arg(long)]
         pid: u32,
+        /// Give up creating the interactions after this many seconds.
+        #[arg(long, default_value_t = 120)]
+        create_timeout_secs: u64,
         #[arg(long)]
         json: Option<PathBuf>,
     },
@@ -103,6 +106,12 @@ enum Cmd {
         pending: usize,
         #[arg(long, default_value_t = 10_000)]
         waiters: usize,
+        /// Stop each cycle run after this many cycles in all (its duration bounds it too).
+        #[arg(long, default_value_t = 10_000_000)]
+        max_cycles: u64,
+        /// Give up creating the pending interactions after this many seconds.
+        #[arg(long, default_value_t = 120)]
+        create_timeout_secs: u64,
         /// SQLite synchronous setting for the SQLite runs.
         #[arg(long, default_value = "normal")]
         synchronous: String,
@@ -264,7 +273,12 @@ struct CycleReport {
     errors: u64,
     cycles_per_sec: f64,
     cycle_us: Percentiles,
+    /// From sending the answer to the wait's response. Without a think time the answer often
+    /// arrives before the wait is parked, so this is then not a wake latency: see
+    /// `waits_woken_share`.
     respond_to_wake_us: Option<Percentiles>,
+    /// The agents' pause between sending the wait and the answer.
+    think_us: u64,
     /// CPU time the server process used per recorded cycle (user + system), when its pid is
     /// known: a measure of its efficiency that does not depend on how busy the machine is.
     server_cpu_us_per_cycle: Option<f64>,
@@ -356,16 +370,19 @@ async fn run_cycles(
     let stop = Arc::new(AtomicBool::new(false));
     let cycles = Arc::new(AtomicU64::new(0));
     let errors = Arc::new(AtomicU64::new(0));
+    // Signalled by the agent whose cycle is the last one allowed (`max_cycles`).
+    let full = Arc::new(tokio::sync::Notify::new());
     let cycle_h = Arc::new(Mutex::new(hist()));
     let wake_h = Arc::new(Mutex::new(hist()));
     let run_id = uuid::Uuid::now_v7().simple().to_string();
     let mut tasks = Vec::new();
     for agent in 0..agents {
-        let (recording, stop, cycles, errors) = (
+        let (recording, stop, cycles, errors, full) = (
             recording.clone(),
             stop.clone(),
             cycles.clone(),
             errors.clone(),
+            full.clone(),
         );
         let (cycle_h, wake_h) = (cycle_h.clone(), wake_h.clone());
         let run_id = run_id.clone();
@@ -384,7 +401,9 @@ async fn run_cycles(
                     .to_string();
                 let (s, _) = main.call("POST", "/v1/interactions", Some(body)).await?;
                 if s != 201 {
-                    errors.fetch_add(1, Ordering::Relaxed);
+                    if recording.load(Ordering::Relaxed) {
+                        errors.fetch_add(1, Ordering::Relaxed);
+                    }
                     continue;
                 }
                 let path = format!("/v1/interactions/{id}/wait?timeout_secs=30");
@@ -399,14 +418,25 @@ async fn run_cycles(
                     .call("POST", &format!("/v1/interactions/{id}/respond"), Some(r#"{"decision":"allow","by":"loadgen"}"#.to_string()))
                     .await?;
                 let (ws, t2) = waiter.response().await?;
+                if !recording.load(Ordering::Relaxed) {
+                    continue;
+                }
                 if s != 200 || ws != 200 {
                     errors.fetch_add(1, Ordering::Relaxed);
                     continue;
                 }
-                if recording.load(Ordering::Relaxed) {
-                    cycles.fetch_add(1, Ordering::Relaxed);
-                    let _ = local_cycle.record((t2 - t0).as_micros().max(1) as u64);
-                    let _ = local_wake.record(t2.saturating_duration_since(t1).as_micros().max(1) as u64);
+                // Cycles past the maximum are not counted: the agent that takes the last
+                // one ends the recording, and every agent stops there.
+                let taken = cycles.fetch_add(1, Ordering::Relaxed) + 1;
+                if taken > max_cycles {
+                    break;
+                }
+                let _ = local_cycle.record((t2 - t0).as_micros().max(1) as u64);
+                let _ = local_wake.record(t2.saturating_duration_since(t1).as_micros().max(1) as u64);
+                if taken == max_cycles {
+                    stop.store(true, Ordering::Relaxed);
+                    full.notify_one();
+                    break;
                 }
             }
             cycle_h.lock().await.add(&local_cycle).ok();
@@ -419,9 +449,7 @@ async fn run_cycles(
     let polls_before = long_polls(addr).await;
     recording.store(true, Ordering::Relaxed);
     let start = Instant::now();
-    while start.elapsed() < duration && cycles.load(Ordering::Relaxed) < max_cycles {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let _ = tokio::time::timeout(duration, full.notified()).await;
     recording.store(false, Ordering::Relaxed);
     let seconds = start.elapsed().as_secs_f64();
     let cpu_after = server_pid.map(cpu_us).transpose()?;
@@ -430,7 +458,7 @@ async fn run_cycles(
     for t in tasks {
         t.await??;
     }
-    let n = cycles.load(Ordering::Relaxed);
+    let n = cycles.load(Ordering::Relaxed).min(max_cycles);
     let cycle = percentiles(&*cycle_h.lock().await);
     let wake = percentiles(&*wake_h.lock().await);
     Ok(CycleReport {
@@ -442,6 +470,7 @@ async fn run_cycles(
         cycles_per_sec: n as f64 / seconds,
         cycle_us: cycle,
         respond_to_wake_us: Some(wake),
+        think_us: think.as_micros() as u64,
         server_cpu_us_per_cycle: match (cpu_before, cpu_after) {
             (Some(a), Some(b)) if n > 0 => Some((b - a) / n as f64),
             _ => None,
@@ -457,8 +486,12 @@ async fn run_cycles(
 
 // ---------------------------------------------------------------- ceiling server
 
-const CANNED_INTERACTION: &str = r#"{"id":"lg-0","kind":"approval","status":"pending","tool_name":"Bash","input":{"command":"echo cycle 1","description":"load generator cycle"},"session":null,"agent":"loadgen","title":null,"description":null,"cwd":null,"created_at":"2026-11-22T08:35:49.072Z","deadline":"2026-11-22T08:40:49.072Z","timeout_secs":300,"resolution":null}"#;
-const CANNED_RESOLVED: &str = r#"{"status":"resolved","result":{"behavior":"allow","updatedInput":{"command":"echo cycle 1","description":"load generator cycle"}},"resolution":{"outcome":"allowed","by":"loadgen","via":"api","at":"2026-11-22T08:35:49.080Z","result":{"behavior":"allow","updatedInput":{"command":"echo cycle 1","description":"load generator cycle"}}},"interaction":{"id":"lg-0","kind":"approval","status":"resolved","tool_name":"Bash","input":{"command":"echo cycle 1","description":"load generator cycle"},"session":null,"agent":"loadgen","title":null,"description":null,"cwd":null,"created_at":"2026-11-22T08:35:49.072Z","deadline":"2026-11-22T08:40:49.072Z","timeout_secs":300,"resolution":{"outcome":"allowed","by":"loadgen","via":"api","at":"2026-11-22T08:35:49.080Z","result":{"behavior":"allow","updatedInput":{"command":"echo cycle 1","description":"load generator cycle"}}}}}"#;
+// The canned answers are imrelay's own (curl against a debug build), with an id and command
+// like the agents' (`lg-<run id>-<agent>-<n>`, `echo cycle <n>`; agent 12, cycle 34567):
+// create 376 bytes, respond and wait 922 bytes each, in imrelay and here alike (imrelay's are
+// a byte shorter for each time whose milliseconds end in a zero, which it leaves out).
+const CANNED_INTERACTION: &str = r#"{"id":"lg-0190f1e2a3b4c5d6e7f8091a2b3c4d5e-12-34567","kind":"approval","status":"pending","tool_name":"Bash","input":{"command":"echo cycle 34567","description":"load generator cycle"},"session":null,"agent":"loadgen","title":null,"description":null,"cwd":null,"created_at":"2026-11-22T08:35:49.072Z","deadline":"2026-11-22T08:40:49.072Z","timeout_secs":300,"resolution":null}"#;
+const CANNED_RESOLVED: &str = r#"{"status":"resolved","result":{"behavior":"allow","updatedInput":{"command":"echo cycle 34567","description":"load generator cycle"}},"resolution":{"outcome":"allowed","by":"loadgen","via":"api","at":"2026-11-22T08:35:49.080Z","result":{"behavior":"allow","updatedInput":{"command":"echo cycle 34567","description":"load generator cycle"}}},"interaction":{"id":"lg-0190f1e2a3b4c5d6e7f8091a2b3c4d5e-12-34567","kind":"approval","status":"resolved","tool_name":"Bash","input":{"command":"echo cycle 34567","description":"load generator cycle"},"session":null,"agent":"loadgen","title":null,"description":null,"cwd":null,"created_at":"2026-11-22T08:35:49.072Z","deadline":"2026-11-22T08:40:49.072Z","timeout_secs":300,"resolution":{"outcome":"allowed","by":"loadgen","via":"api","at":"2026-11-22T08:35:49.080Z","result":{"behavior":"allow","updatedInput":{"command":"echo cycle 34567","description":"load generator cycle"}}}}}"#;
 
 fn canned(status: u16, body: &'static str) -> axum::response::Response {
     axum::response::IntoResponse::into_response((
@@ -505,6 +538,28 @@ fn rss(pid: u32) -> anyhow::Result<u64> {
     Ok(kb * 1024)
 }
 
+/// How long a server is left alone before its resident memory is read (after start-up and
+/// after a burst of creations).
+const SETTLE: Duration = Duration::from_millis(500);
+
+/// Resident memory once it has stopped moving: two reads 1 s apart within 1% of each other,
+/// or the last read when `bound` has passed first (then `false`).
+async fn stable_rss(pid: u32, bound: Duration) -> anyhow::Result<(u64, bool)> {
+    let start = Instant::now();
+    let mut last = rss(pid)?;
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = rss(pid)?;
+        if now.abs_diff(last) * 100 <= last {
+            return Ok((now, true));
+        }
+        last = now;
+        if start.elapsed() >= bound {
+            return Ok((now, false));
+        }
+    }
+}
+
 #[derive(Debug, serde::Serialize)]
 struct PendingReport {
     count: usize,
@@ -512,10 +567,16 @@ struct PendingReport {
     rss_before_bytes: u64,
     rss_after_create_bytes: u64,
     rss_with_waiters_bytes: u64,
+    /// Whether that memory had stopped moving when it was read (see [`stable_rss`]).
+    rss_with_waiters_stable: bool,
     bytes_per_pending: f64,
+    /// The memory the waiters added, divided by `waiters_held`.
     bytes_per_waiter: f64,
     create_seconds: f64,
+    /// Waiters whose request was written to their connection.
     waiters_connected: usize,
+    /// Of those, the ones still waiting (no response yet) when the memory was read.
+    waiters_held: usize,
     waiter_errors: u64,
 }
 
@@ -524,15 +585,18 @@ async fn run_pending(
     count: usize,
     waiters: usize,
     pid: u32,
+    create_timeout: Duration,
 ) -> anyhow::Result<PendingReport> {
     let addr = loopback(url)?;
+    tokio::time::sleep(SETTLE).await;
     let before = rss(pid)?;
     let run_id = uuid::Uuid::now_v7().simple().to_string();
     let t = Instant::now();
     let per = count.div_ceil(64);
+    let created = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::new();
     for c in 0..64 {
-        let run_id = run_id.clone();
+        let (run_id, created) = (run_id.clone(), created.clone());
         tasks.push(tokio::spawn(async move {
             let mut conn = Conn::open(addr).await?;
             for n in (c * per)..((c + 1) * per).min(count) {
@@ -545,54 +609,89 @@ async fn run_pending(
                 if s != 201 {
                     bail!("create failed: {s} {}", String::from_utf8_lossy(&b));
                 }
+                created.fetch_add(1, Ordering::Relaxed);
             }
             anyhow::Ok(())
         }));
     }
-    for t in tasks {
-        t.await??;
+    let outcome = tokio::time::timeout(create_timeout, async {
+        for t in &mut tasks {
+            t.await??;
+        }
+        anyhow::Ok(())
+    })
+    .await;
+    for t in &tasks {
+        t.abort();
+    }
+    match outcome {
+        Ok(r) => r?,
+        Err(_) => bail!(
+            "created only {} of {count} interactions in {} s",
+            created.load(Ordering::Relaxed),
+            create_timeout.as_secs()
+        ),
     }
     let create_seconds = t.elapsed().as_secs_f64();
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    tokio::time::sleep(SETTLE).await;
     let after_create = rss(pid)?;
 
     // W long-poll waiters, one connection each, on the first W interactions.
-    let connected = Arc::new(AtomicU64::new(0));
+    let attempted = waiters.min(count) as u64;
+    let sent = Arc::new(AtomicU64::new(0));
+    let unsent = Arc::new(AtomicU64::new(0));
+    let returned = Arc::new(AtomicU64::new(0));
     let errors = Arc::new(AtomicU64::new(0));
     let mut held = Vec::new();
-    for n in 0..waiters.min(count) {
-        let (connected, errors, run_id) = (connected.clone(), errors.clone(), run_id.clone());
+    for n in 0..attempted {
+        let (sent, unsent, returned, errors, run_id) = (
+            sent.clone(),
+            unsent.clone(),
+            returned.clone(),
+            errors.clone(),
+            run_id.clone(),
+        );
         held.push(tokio::spawn(async move {
-            match Conn::open(addr).await {
-                Ok(mut c) => {
-                    connected.fetch_add(1, Ordering::Relaxed);
-                    match c
-                        .call(
-                            "GET",
-                            &format!("/v1/interactions/pd-{run_id}-{n}/wait?timeout_secs=60"),
-                            None,
-                        )
-                        .await
-                    {
-                        Ok((202, _)) => {}
-                        _ => {
-                            errors.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                }
+            let path = format!("/v1/interactions/pd-{run_id}-{n}/wait?timeout_secs=60");
+            let mut w = match Waiter::open(addr).await {
+                Ok(w) => w,
                 Err(_) => {
+                    unsent.fetch_add(1, Ordering::Relaxed);
                     errors.fetch_add(1, Ordering::Relaxed);
+                    return;
                 }
+            };
+            if w.send_get(&path).await.is_err() {
+                unsent.fetch_add(1, Ordering::Relaxed);
+                errors.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            sent.fetch_add(1, Ordering::Relaxed);
+            let r = w.response().await;
+            returned.fetch_add(1, Ordering::Relaxed);
+            if !matches!(r, Ok((202, _))) {
+                errors.fetch_add(1, Ordering::Relaxed);
             }
         }));
         if n % 500 == 499 {
             tokio::task::yield_now().await;
         }
     }
-    // Let every waiter reach the server and park.
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    let with_waiters = rss(pid)?;
-    let waiters_connected = connected.load(Ordering::Relaxed) as usize;
+    // Every request written (or failed), then the server's memory steady. The server reports
+    // no count of parked waits, so steady memory stands for "all parked". Both bounds together
+    // stay well inside the waits' 60 s, which would end them and free their memory.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while sent.load(Ordering::Relaxed) + unsent.load(Ordering::Relaxed) < attempted
+        && Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (with_waiters, stable) = stable_rss(pid, Duration::from_secs(20)).await?;
+    let waiters_connected = sent.load(Ordering::Relaxed);
+    let waiters_held = waiters_connected.saturating_sub(returned.load(Ordering::Relaxed));
+    if !stable {
+        eprintln!("warning: the server's memory was still moving when read with waiters");
+    }
     // The polls end after 60 s with 202 each; wait for them to count errors.
     for h in held {
         let _ = h.await;
@@ -603,11 +702,13 @@ async fn run_pending(
         rss_before_bytes: before,
         rss_after_create_bytes: after_create,
         rss_with_waiters_bytes: with_waiters,
+        rss_with_waiters_stable: stable,
         bytes_per_pending: (after_create.saturating_sub(before)) as f64 / count as f64,
         bytes_per_waiter: (with_waiters.saturating_sub(after_create)) as f64
-            / waiters.max(1) as f64,
+            / waiters_held.max(1) as f64,
         create_seconds,
-        waiters_connected,
+        waiters_connected: waiters_connected as usize,
+        waiters_held: waiters_held as usize,
         waiter_errors: errors.load(Ordering::Relaxed),
     })
 }
@@ -651,16 +752,18 @@ async fn start_imrelay(
 ) -> anyhow::Result<(Server, Duration)> {
     let port = free_port()?;
     let t = Instant::now();
+    // Only the settings below: an inherited IMRELAY_CONFIG, IMRELAY__TELEGRAM__*,
+    // IMRELAY__AUTH__* and the like could start channels that reach the internet or change
+    // the figures. No RUST_LOG either: the default level (info: a line per creation and per
+    // resolution), written nowhere, so the logging cost stays in the figures.
     let child = Command::new(bin)
         .arg("serve")
+        .env_clear()
         .env("IMRELAY__SERVER__LISTEN", format!("127.0.0.1:{port}"))
         .env("IMRELAY__STORE__BACKEND", backend)
         .env("IMRELAY__STORE__PATH", db)
         .env("IMRELAY__STORE__SYNCHRONOUS", synchronous)
         .env("IMRELAY__INTERACTIONS__MAX_TIMEOUT_SECS", "7200")
-        // The default log level (info: a line per creation and per resolution), written
-        // nowhere: the logging cost stays in the figures.
-        .env_remove("RUST_LOG")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -716,6 +819,21 @@ fn print_cycle(r: &CycleReport, ceiling: Option<f64>, spread: Option<(f64, f64)>
     );
 }
 
+/// The share of waits that were parked when their answer came, if the server reports it.
+fn print_parked(r: &CycleReport) {
+    if let Some(share) = r.waits_woken_share {
+        println!(
+            "{:<32} waits parked when the answer came: {:.1}%",
+            r.target,
+            share * 100.0
+        );
+    }
+}
+
+/// Printed under runs without a think time.
+const NO_THINK_NOTE: &str = "resp→wake with no think time: the answer may come before the wait \
+    is parked, so it is not a wake latency (see \"waits parked\")";
+
 fn print_cycle_header() {
     println!(
         "{:<24} {:>9} {:>11} {:>6}  {:>22}   {:>22}  {:>8}  {:>5}",
@@ -748,13 +866,19 @@ async fn imrelay_cycles(
     sync: &str,
     agents: usize,
     d: Duration,
+    max_cycles: u64,
     label: &str,
     think: Duration,
 ) -> anyhow::Result<CycleReport> {
-    let _ = std::fs::remove_file(db);
+    // A fresh database: the file and its write-ahead log and shared-memory index.
+    for suffix in ["", "-wal", "-shm"] {
+        let mut path = db.as_os_str().to_owned();
+        path.push(suffix);
+        let _ = std::fs::remove_file(path);
+    }
     let (server, _) = start_imrelay(bin, backend, db, sync).await?;
     let pid = server.child.id();
-    run_cycles(&server.url, agents, d, u64::MAX, label, Some(pid), think).await
+    run_cycles(&server.url, agents, d, max_cycles, label, Some(pid), think).await
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -765,6 +889,8 @@ async fn suite(
     rounds: usize,
     pending: usize,
     waiters: usize,
+    max_cycles: u64,
+    create_timeout: Duration,
     sync: &str,
 ) -> anyhow::Result<Value> {
     let dir = tempfile::tempdir()?;
@@ -780,6 +906,7 @@ async fn suite(
         let port = free_port()?;
         let child = Command::new(&me)
             .args(["ceiling", "--listen", &format!("127.0.0.1:{port}")])
+            .env_clear()
             .stderr(Stdio::null())
             .spawn()?;
         let ceiling_server = Server {
@@ -792,7 +919,7 @@ async fn suite(
             &ceiling_server.url,
             agents,
             d,
-            u64::MAX,
+            max_cycles,
             "stateless ceiling",
             Some(pid),
             Duration::ZERO,
@@ -810,6 +937,7 @@ async fn suite(
                 sync,
                 agents,
                 d,
+                max_cycles,
                 "imrelay (memory)",
                 Duration::ZERO,
             )
@@ -823,6 +951,7 @@ async fn suite(
                 sync,
                 agents,
                 d,
+                max_cycles,
                 &format!("imrelay (sqlite, {sync})"),
                 Duration::ZERO,
             )
@@ -837,6 +966,7 @@ async fn suite(
                     "full",
                     agents,
                     d,
+                    max_cycles,
                     "imrelay (sqlite, full)",
                     Duration::ZERO,
                 )
@@ -844,6 +974,10 @@ async fn suite(
             );
         }
     }
+    // The table shows the median round; the errors of every round are reported too.
+    let errors_per_round = |runs: &[CycleReport]| runs.iter().map(|r| r.errors).collect::<Vec<_>>();
+    let errors = json!({"ceiling": errors_per_round(&ceilings), "memory": errors_per_round(&memories),
+        "sqlite": errors_per_round(&sqlites), "sqlite_full": errors_per_round(&fulls)});
     let (ceiling, ceiling_spread) = median(ceilings)?;
     let (memory, memory_spread) = median(memories)?;
     let (sqlite, sqlite_spread) = median(sqlites)?;
@@ -861,6 +995,8 @@ async fn suite(
     if let Some((full, spread)) = &full {
         print_cycle(full, Some(ceiling.cycles_per_sec), Some(*spread));
     }
+    println!("errors in each round: {errors}");
+    println!("{NO_THINK_NOTE}");
 
     // Wake latency without queueing: a few agents that answer 2 ms after their wait left,
     // so every answer finds its wait parked.
@@ -873,6 +1009,7 @@ async fn suite(
         sync,
         4,
         d,
+        max_cycles,
         "memory, 4 agents, 2 ms",
         think,
     )
@@ -884,6 +1021,7 @@ async fn suite(
         sync,
         4,
         d,
+        max_cycles,
         &format!("sqlite {sync}, 4 agents, 2 ms"),
         think,
     )
@@ -894,24 +1032,18 @@ async fn suite(
     print_cycle(&latency_memory, None, None);
     print_cycle(&latency_sqlite, None, None);
     for r in [&memory, &sqlite, &latency_memory, &latency_sqlite] {
-        if let Some(share) = r.waits_woken_share {
-            println!(
-                "{:<32} waits parked when the answer came: {:.1}%",
-                r.target,
-                share * 100.0
-            );
-        }
+        print_parked(r);
     }
 
     // Idle memory and start-up, on the default (SQLite) store.
     let empty = dir.path().join("empty.db");
     let (idle, ready_sqlite) = start_imrelay(bin, "sqlite", &empty, sync).await?;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    tokio::time::sleep(SETTLE).await;
     let idle_rss = rss(idle.child.id())?;
     drop(idle);
     let (idle_mem, ready_memory) =
         start_imrelay(bin, "memory", &dir.path().join("unused.db"), sync).await?;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    tokio::time::sleep(SETTLE).await;
     let idle_rss_memory = rss(idle_mem.child.id())?;
     drop(idle_mem);
 
@@ -919,13 +1051,13 @@ async fn suite(
     // them in it; the memory store for comparison.
     let pdb = dir.path().join("pending.db");
     let (sq, _) = start_imrelay(bin, "sqlite", &pdb, sync).await?;
-    let pend_sqlite = run_pending(&sq.url, pending, waiters, sq.child.id()).await?;
+    let pend_sqlite = run_pending(&sq.url, pending, waiters, sq.child.id(), create_timeout).await?;
     drop(sq);
     let (sq, ready_loaded) = start_imrelay(bin, "sqlite", &pdb, sync).await?;
     let loaded_rss = rss(sq.child.id())?;
     drop(sq);
     let (mem, _) = start_imrelay(bin, "memory", &dir.path().join("unused2.db"), sync).await?;
-    let pend_mem = run_pending(&mem.url, pending, 0, mem.child.id()).await?;
+    let pend_mem = run_pending(&mem.url, pending, 0, mem.child.id(), create_timeout).await?;
     drop(mem);
 
     println!();
@@ -954,7 +1086,7 @@ async fn suite(
         );
     }
     println!(
-        "sqlite  {} long-poll waiters: +{:.1} MB ({:.0} B each), {} connected, {} errors",
+        "sqlite  {} long-poll waiters: +{:.1} MB ({:.0} B each), {} sent, {} held, {} errors{}",
         pend_sqlite.waiters,
         (pend_sqlite
             .rss_with_waiters_bytes
@@ -962,11 +1094,18 @@ async fn suite(
             / 1e6,
         pend_sqlite.bytes_per_waiter,
         pend_sqlite.waiters_connected,
-        pend_sqlite.waiter_errors
+        pend_sqlite.waiters_held,
+        pend_sqlite.waiter_errors,
+        if pend_sqlite.rss_with_waiters_stable {
+            ""
+        } else {
+            " (memory still moving when read)"
+        }
     );
     Ok(json!({
         "cycle": {"ceiling": ceiling, "memory": memory, "sqlite": sqlite,
                   "sqlite_full": full.as_ref().map(|(f, _)| f)},
+        "errors_per_round": errors,
         "spread": {"ceiling": ceiling_spread, "memory": memory_spread, "sqlite": sqlite_spread,
                    "sqlite_full": full.as_ref().map(|(_, s)| s)},
         "ratio": {"memory": memory.cycles_per_sec / ceiling.cycles_per_sec,
@@ -1021,6 +1160,10 @@ fn main() -> anyhow::Result<()> {
                 .await?;
                 print_cycle_header();
                 print_cycle(&r, None, None);
+                print_parked(&r);
+                if think_us == 0 {
+                    println!("{NO_THINK_NOTE}");
+                }
                 println!("{}", serde_json::to_string_pretty(&r)?);
                 write_json(&json, &r)
             }
@@ -1029,9 +1172,17 @@ fn main() -> anyhow::Result<()> {
                 count,
                 waiters,
                 pid,
+                create_timeout_secs,
                 json,
             } => {
-                let r = run_pending(&url, count, waiters, pid).await?;
+                let r = run_pending(
+                    &url,
+                    count,
+                    waiters,
+                    pid,
+                    Duration::from_secs(create_timeout_secs),
+                )
+                .await?;
                 println!("{}", serde_json::to_string_pretty(&r)?);
                 write_json(&json, &r)
             }
@@ -1048,6 +1199,8 @@ fn main() -> anyhow::Result<()> {
                 rounds,
                 pending,
                 waiters,
+                max_cycles,
+                create_timeout_secs,
                 synchronous,
                 json,
             } => {
@@ -1058,6 +1211,8 @@ fn main() -> anyhow::Result<()> {
                     rounds,
                     pending,
                     waiters,
+                    max_cycles,
+                    Duration::from_secs(create_timeout_secs),
                     &synchronous,
                 )
                 .await?;
