@@ -18,23 +18,17 @@ async fn entries(app: &TestApp) -> Vec<Value> {
 /// Creates, answers, refuses, expires and cancels; returns the app.
 async fn eventful(app: &TestApp) {
     let a = app.create_bash("au-1", "rm -rf build").await;
-    app.post(
-        &format!("/v1/interactions/{a}/respond"),
+    app.respond(
+        &a,
         &json!({"decision": "allow", "by": "alice", "via": "desktop"}),
     )
     .await;
     // Refused: already resolved, and an answer that does not fit.
-    app.post(
-        &format!("/v1/interactions/{a}/respond"),
-        &json!({"decision": "deny", "by": "bob"}),
-    )
-    .await;
+    app.respond(&a, &json!({"decision": "deny", "by": "bob"}))
+        .await;
     let b = app.create_bash("au-2", "ls").await;
-    app.post(
-        &format!("/v1/interactions/{b}/respond"),
-        &json!({"answers": {"0": "x"}, "by": "carol"}),
-    )
-    .await;
+    app.respond(&b, &json!({"answers": {"0": "x"}, "by": "carol"}))
+        .await;
     app.delete(&format!("/v1/interactions/{b}?reason=stopped"))
         .await;
     app.post(

@@ -81,11 +81,7 @@ async fn permission_request_allow_deny_and_repeat() {
     let id = i["id"].as_str().unwrap().to_string();
     assert!(id.starts_with("cc-"), "{id}");
     assert!(i["suggestions"].is_array());
-    app.post(
-        &format!("/v1/interactions/{id}/respond"),
-        &json!({"decision": "allow"}),
-    )
-    .await;
+    app.respond(&id, &json!({"decision": "allow"})).await;
     let (_, out) = hook.await.unwrap();
     assert_eq!(
         out,
@@ -153,12 +149,7 @@ async fn a_pre_tool_use_call_claude_code_gives_up_on_is_withdrawn() {
         "Claude Code stopped waiting for this answer"
     );
     // A late answer is told it came too late.
-    let (status, _) = app
-        .post(
-            &format!("/v1/interactions/{id}/respond"),
-            &json!({"decision": "allow"}),
-        )
-        .await;
+    let (status, _) = app.respond(&id, &json!({"decision": "allow"})).await;
     assert_eq!(status, StatusCode::CONFLICT);
 }
 
@@ -265,11 +256,7 @@ async fn other_hook_events_get_no_opinion() {
 async fn answer_permission_request(app: &TestApp) -> String {
     let hook = post_hook(app, fixture("claude-code/permission_request.json"));
     let id = pending_one(app).await["id"].as_str().unwrap().to_string();
-    app.post(
-        &format!("/v1/interactions/{id}/respond"),
-        &json!({"decision": "allow"}),
-    )
-    .await;
+    app.respond(&id, &json!({"decision": "allow"})).await;
     hook.await.unwrap();
     id
 }
@@ -334,11 +321,7 @@ async fn the_memory_of_a_pending_generation_outlives_pruning() {
         app.store.get_value(&key).await.unwrap().as_deref(),
         Some(second.as_str())
     );
-    app.post(
-        &format!("/v1/interactions/{second}/respond"),
-        &json!({"decision": "deny"}),
-    )
-    .await;
+    app.respond(&second, &json!({"decision": "deny"})).await;
     let (_, out) = hook.await.unwrap();
     assert_eq!(out["hookSpecificOutput"]["decision"]["behavior"], "deny");
     // So the walk goes on after it, rather than back to the pruned first generation while

@@ -13,11 +13,7 @@ async fn new_clients_first_receive_every_pending_interaction() {
     app.create_bash("p1", "one").await;
     app.create_bash("p2", "two").await;
     let done = app.create_bash("p3", "three").await;
-    app.post(
-        &format!("/v1/interactions/{done}/respond"),
-        &json!({"decision": "allow"}),
-    )
-    .await;
+    app.respond(&done, &json!({"decision": "allow"})).await;
 
     let mut sse = Sse::connect(&app, None).await;
     let a = sse.next().await;

@@ -769,12 +769,7 @@ async fn a_store_that_refuses_writes_gets_503_and_loses_nothing() {
         .await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(body["error"]["code"], "store_unavailable");
-    let (status, _) = app
-        .post(
-            &format!("/v1/interactions/{id}/respond"),
-            &json!({"decision": "allow"}),
-        )
-        .await;
+    let (status, _) = app.respond(&id, &json!({"decision": "allow"})).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     let (status, health) = app.get("/healthz").await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
@@ -799,12 +794,7 @@ async fn a_store_that_refuses_writes_gets_503_and_loses_nothing() {
         .hooks
         .0
         .store(false, std::sync::atomic::Ordering::SeqCst);
-    let (status, _) = app
-        .post(
-            &format!("/v1/interactions/{id}/respond"),
-            &json!({"decision": "allow"}),
-        )
-        .await;
+    let (status, _) = app.respond(&id, &json!({"decision": "allow"})).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(app.get("/healthz").await.0, StatusCode::OK);
     assert_eq!(healthchecks(&app).await, (true, true));

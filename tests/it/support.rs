@@ -114,6 +114,12 @@ impl TestApp {
         split(resp).await
     }
 
+    /// Answers interaction `id` through `POST /v1/interactions/{id}/respond`.
+    pub async fn respond(&self, id: &str, body: &Value) -> (StatusCode, Value) {
+        self.post(&format!("/v1/interactions/{id}/respond"), body)
+            .await
+    }
+
     /// Creates an approval for `Bash` with `command`, returning its id.
     pub async fn create_bash(&self, id: &str, command: &str) -> String {
         let (status, body) = self

@@ -1194,10 +1194,7 @@ async fn a_desktop_answer_edits_every_telegram_copy() {
     let private = prompt(&tg, PRIVATE, "npm publish").await;
     let group = prompt(&tg, GROUP, "npm publish").await;
     let (s, body) = app
-        .post(
-            &format!("/v1/interactions/{id}/respond"),
-            &json!({"decision": "deny", "message": "wrong branch", "by": "Carol", "via": "desktop"}),
-        )
+        .respond(&id, &json!({"decision": "deny", "message": "wrong branch", "by": "Carol", "via": "desktop"}))
         .await;
     assert_eq!(s, StatusCode::OK, "{body}");
     for p in [&private, &group] {
@@ -1241,8 +1238,8 @@ async fn a_resolution_during_the_post_is_shown_as_soon_as_the_post_lands() {
     tg.wait_n("sendMessage", 1).await;
     // Resolved while the post is in flight: the resolved job finds no message yet.
     let (s, _) = app
-        .post(
-            &format!("/v1/interactions/{id}/respond"),
+        .respond(
+            &id,
             &json!({"decision": "allow", "by": "Carol", "via": "desktop"}),
         )
         .await;
@@ -1295,8 +1292,8 @@ async fn a_5xx_answer_is_read_and_retried() {
         Fail::Status(500, "Internal Server Error".into()),
         1,
     );
-    app.post(
-        &format!("/v1/interactions/{id}/respond"),
+    app.respond(
+        &id,
         &json!({"decision": "allow", "by": "Carol", "via": "desktop"}),
     )
     .await;
@@ -1336,8 +1333,8 @@ async fn calls_cut_short_by_the_request_bound_are_retried_until_they_land() {
         2,
     );
     let (s, _) = app
-        .post(
-            &format!("/v1/interactions/{id}/respond"),
+        .respond(
+            &id,
             &json!({"decision": "allow", "by": "Carol", "via": "desktop"}),
         )
         .await;
@@ -1383,8 +1380,8 @@ async fn a_refused_final_edit_falls_back_to_plain_text_and_never_leaves_buttons(
         ),
         1,
     );
-    app.post(
-        &format!("/v1/interactions/{a}/respond"),
+    app.respond(
+        &a,
         &json!({"decision": "allow", "by": "Carol", "via": "desktop"}),
     )
     .await;
@@ -1407,8 +1404,8 @@ async fn a_refused_final_edit_falls_back_to_plain_text_and_never_leaves_buttons(
         Fail::Status(400, "Bad Request: message is too long".into()),
         2,
     );
-    app.post(
-        &format!("/v1/interactions/{b}/respond"),
+    app.respond(
+        &b,
         &json!({"decision": "deny", "by": "Carol", "via": "desktop"}),
     )
     .await;
@@ -1433,8 +1430,8 @@ async fn a_429_on_the_final_edit_is_waited_out() {
     let id = app.create_bash("toolu_429_edit", "make docs").await;
     let p = prompt(&tg, PRIVATE, "make docs").await;
     tg.fail("editMessageText", Fail::RetryAfter(1), 1);
-    app.post(
-        &format!("/v1/interactions/{id}/respond"),
+    app.respond(
+        &id,
         &json!({"decision": "allow", "by": "Carol", "via": "desktop"}),
     )
     .await;
@@ -1477,8 +1474,8 @@ async fn hostile_names_are_escaped_in_final_edits() {
     // A desktop `by` and reason.
     let b = app.create_bash("toolu_desk_hostile", "make b").await;
     let pb = prompt(&tg, PRIVATE, "make b").await;
-    app.post(
-        &format!("/v1/interactions/{b}/respond"),
+    app.respond(
+        &b,
         &json!({"decision": "deny", "by": "<b>Mallory</b> & co", "via": "desktop",
                 "message": "</pre> & <i>nope"}),
     )

@@ -161,11 +161,8 @@ async fn events_are_signed_and_carry_the_interaction_and_respond_url() {
     );
     assert_eq!(e["id"].as_str(), got[0].headers["webhook-id"].to_str().ok());
 
-    app.post(
-        &format!("/v1/interactions/{id}/respond"),
-        &json!({"decision": "deny", "by": "ops"}),
-    )
-    .await;
+    app.respond(&id, &json!({"decision": "deny", "by": "ops"}))
+        .await;
     let got = rx.wait_for(2).await;
     verify(&got[1]);
     assert_eq!(got[1].body["type"], "interaction.resolved");
@@ -190,11 +187,7 @@ async fn filters_by_event_session_and_agent() {
             &json!({"id": id, "tool_name": "Bash", "input": {}, "session": session}),
         )
         .await;
-        app.post(
-            &format!("/v1/interactions/{id}/respond"),
-            &json!({"decision": "allow"}),
-        )
-        .await;
+        app.respond(id, &json!({"decision": "allow"})).await;
     }
     let got = rx.wait_for(1).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
