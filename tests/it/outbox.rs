@@ -221,19 +221,25 @@ impl OutboxHandler for Recorder {
     }
 }
 
-#[tokio::test(start_paused = true)]
-async fn retries_follow_the_jittered_exponential_backoff() {
+/// A memory store holding one job for `channel`, due now, and a wall clock that advances with
+/// tokio's paused clock (for the outbox's `with_clock`).
+async fn one_job_on_a_paused_clock(channel: &str) -> (Arc<dyn Store>, imrelay::outbox::Clock) {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let start_wall = imrelay::interaction::now();
     let start = tokio::time::Instant::now();
-    // Wall time that advances with tokio's paused clock.
     let clock: imrelay::outbox::Clock = Arc::new(move || {
         start_wall + SignedDuration::try_from(tokio::time::Instant::now() - start).unwrap()
     });
     let mut j = job("http://unused", SignedDuration::from_hours(1));
-    j.channel = "rec".into();
+    j.channel = channel.into();
     j.not_before = start_wall;
     store.enqueue(vec![j]).await.unwrap();
+    (store, clock)
+}
+
+#[tokio::test(start_paused = true)]
+async fn retries_follow_the_jittered_exponential_backoff() {
+    let (store, clock) = one_job_on_a_paused_clock("rec").await;
     let at = Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut outbox = Outbox::new(store.clone(), Arc::new(Metrics::new()))
         .with_backoff(Backoff {
@@ -365,16 +371,8 @@ impl OutboxHandler for HangOnce {
 
 #[tokio::test(start_paused = true)]
 async fn an_attempt_that_hangs_is_given_up_before_its_lease_and_retried() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let start_wall = imrelay::interaction::now();
+    let (store, clock) = one_job_on_a_paused_clock("hang").await;
     let start = tokio::time::Instant::now();
-    let clock: imrelay::outbox::Clock = Arc::new(move || {
-        start_wall + SignedDuration::try_from(tokio::time::Instant::now() - start).unwrap()
-    });
-    let mut j = job("http://unused", SignedDuration::from_hours(1));
-    j.channel = "hang".into();
-    j.not_before = start_wall;
-    store.enqueue(vec![j]).await.unwrap();
     let started = Arc::new(AtomicUsize::new(0));
     let mut outbox = Outbox::new(store.clone(), Arc::new(Metrics::new()))
         .with_backoff(Backoff {

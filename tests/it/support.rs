@@ -114,6 +114,19 @@ impl TestApp {
         split(resp).await
     }
 
+    /// Prunes every resolved interaction now, as if its retention had passed, and returns how
+    /// many went. Waits a few milliseconds after, so that an id created next gets a later
+    /// creation time than the pruned one (a new incarnation).
+    pub async fn prune_all(&self) -> u64 {
+        let pruned = self
+            .store
+            .prune(jiff::Timestamp::now() + jiff::SignedDuration::from_secs(1))
+            .await
+            .expect("prune");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        pruned
+    }
+
     /// Answers interaction `id` through `POST /v1/interactions/{id}/respond`.
     pub async fn respond(&self, id: &str, body: &Value) -> (StatusCode, Value) {
         self.post(&format!("/v1/interactions/{id}/respond"), body)

@@ -52,11 +52,17 @@ fn telegram_settings(s: &mut Settings, tg: &FakeTelegram, mode: Mode) {
     }
 }
 
-async fn start_with(mode: Mode, f: impl FnOnce(&mut Settings)) -> (TestApp, FakeTelegram) {
+/// Test settings with Telegram on in `mode` against a new fake Bot API, adjusted by `f`.
+async fn setup(mode: Mode, f: impl FnOnce(&mut Settings)) -> (Settings, FakeTelegram) {
     let tg = FakeTelegram::start().await;
     let mut s = settings();
     telegram_settings(&mut s, &tg, mode);
     f(&mut s);
+    (s, tg)
+}
+
+async fn start_with(mode: Mode, f: impl FnOnce(&mut Settings)) -> (TestApp, FakeTelegram) {
+    let (s, tg) = setup(mode, f).await;
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     (spawn_on(s, store).await, tg)
 }
@@ -1518,9 +1524,7 @@ async fn open_sqlite(path: &std::path::Path) -> Arc<dyn Store> {
 async fn an_old_button_still_works_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("imrelay.db");
-    let tg = FakeTelegram::start().await;
-    let mut s = settings();
-    telegram_settings(&mut s, &tg, Mode::Webhook);
+    let (s, tg) = setup(Mode::Webhook, |_| {}).await;
 
     let first = spawn_on(s.clone(), open_sqlite(&path).await).await;
     let id = first.create_bash("toolu_restart", "reboot").await;
@@ -1563,10 +1567,7 @@ async fn an_old_button_still_works_after_a_restart() {
 
 #[tokio::test]
 async fn with_the_store_lost_old_buttons_are_not_valid() {
-    let tg = FakeTelegram::start().await;
-    let mut s = settings();
-    telegram_settings(&mut s, &tg, Mode::Webhook);
-    s.telegram.chats = vec![PRIVATE];
+    let (s, tg) = setup(Mode::Webhook, |s| s.telegram.chats = vec![PRIVATE]).await;
     let first = spawn_on(s.clone(), Arc::new(MemoryStore::new())).await;
     first.create_bash("toolu_lost", "make lost").await;
     let p = prompt(&tg, PRIVATE, "make lost").await;
@@ -1587,14 +1588,8 @@ async fn an_old_button_cannot_act_on_an_id_used_again_after_pruning() {
     let old = prompt(&tg, PRIVATE, "make again").await;
     assert_eq!(app.delete(&format!("/v1/interactions/{id}")).await.0, 200);
     edited(&tg, PRIVATE, old.message_id, "Cancelled").await;
-    let pruned = app
-        .store
-        .prune(jiff::Timestamp::now() + jiff::SignedDuration::from_secs(1))
-        .await
-        .unwrap();
-    assert_eq!(pruned, 1);
+    assert_eq!(app.prune_all().await, 1);
     // The same id again, created in a later millisecond: a new interaction, a new prompt.
-    tokio::time::sleep(Duration::from_millis(5)).await;
     app.create_bash("toolu_again", "make again").await;
     let posts = tg
         .wait_for("sendMessage", |calls| {
@@ -1637,10 +1632,7 @@ async fn a_keyboard_from_before_incarnation_handles_keeps_working_and_is_rerende
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("imrelay.db");
-    let tg = FakeTelegram::start().await;
-    let mut s = settings();
-    telegram_settings(&mut s, &tg, Mode::Webhook);
-    s.telegram.chats = vec![PRIVATE];
+    let (s, tg) = setup(Mode::Webhook, |s| s.telegram.chats = vec![PRIVATE]).await;
     let app = spawn_on(s, open_sqlite(&path).await).await;
     let id = create(
         &app,
@@ -1898,10 +1890,10 @@ async fn webhook_mode_registers_checks_the_secret_and_ignores_duplicates() {
 async fn without_a_configured_secret_one_is_derived_and_kept() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("imrelay.db");
-    let tg = FakeTelegram::start().await;
-    let mut s = settings();
-    telegram_settings(&mut s, &tg, Mode::Webhook);
-    s.telegram.webhook_secret = Secret::new("");
+    let (s, tg) = setup(Mode::Webhook, |s| {
+        s.telegram.webhook_secret = Secret::new("")
+    })
+    .await;
 
     let first = spawn_on(s.clone(), open_sqlite(&path).await).await;
     let set = tg.wait_n("setWebhook", 1).await;
