@@ -51,6 +51,8 @@ impl App {
 
     /// Builds everything the settings describe, over `store`.
     pub async fn with_store(settings: Settings, store: Arc<dyn Store>) -> anyhow::Result<Self> {
+        // Loading checks the tokens; settings built in code are checked here.
+        settings.auth.validate()?;
         let settings = Arc::new(settings);
         let metrics = Arc::new(Metrics::new());
         let health = Arc::new(Health::default());
