@@ -96,6 +96,7 @@ impl App {
         let state = AppState::new(http::Shared {
             registry,
             auth: Arc::new(Auth::new(&settings.auth)),
+            hook_calls: http::hooks::HookCalls::new(&metrics),
             metrics,
             settings,
             shutdown,
