@@ -6,7 +6,7 @@
 //! or `check-config`.
 //!
 //! Every error names where the value came from (the file and key, or the environment
-//! variable) and, where the fix is obvious, says what it is (see [`sources`]).
+//! variable) and, where the fix is obvious, says what it is.
 
 mod sources;
 
