@@ -823,6 +823,13 @@ callback_path = "{feishu_path}"
         assert_eq!(s.interactions.question_timeout_secs, 600);
         assert!(Settings::load_with_env(Some(&dir.path().join("missing.toml")), env(&[])).is_err());
     }
+    /// The message of the error loading `file` with the variables `pairs`.
+    fn error_of(file: Option<&Path>, pairs: &[(&str, &str)]) -> String {
+        Settings::load_with_env(file, env(pairs))
+            .unwrap_err()
+            .to_string()
+    }
+
     /// The error loading `auth` from a file with these lines, or `None` if it loads.
     fn auth_file_error(lines: &str) -> Option<String> {
         let dir = tempfile::tempdir().unwrap();
@@ -878,15 +885,13 @@ callback_path = "{feishu_path}"
         assert!(err.contains("approve its own requests"), "{err}");
         assert!(!err.contains(shared), "{err}");
         // The same from the environment names the variables.
-        let err = Settings::load_with_env(
+        let err = error_of(
             None,
-            env(&[
+            &[
                 ("IMRELAY__AUTH__AGENT_TOKENS", shared),
                 ("IMRELAY__AUTH__OPERATOR_TOKENS", shared),
-            ]),
-        )
-        .unwrap_err()
-        .to_string();
+            ],
+        );
         assert!(err.contains("IMRELAY__AUTH__OPERATOR_TOKENS"), "{err}");
         assert!(!err.contains(shared), "{err}");
     }
@@ -898,9 +903,7 @@ callback_path = "{feishu_path}"
             "agent-token-0123456789,",
             "a-token-0123456789,,b-token-0123456789",
         ] {
-            let err = Settings::load_with_env(None, env(&[("IMRELAY__AUTH__AGENT_TOKENS", value)]))
-                .unwrap_err()
-                .to_string();
+            let err = error_of(None, &[("IMRELAY__AUTH__AGENT_TOKENS", value)]);
             assert!(err.contains("IMRELAY__AUTH__AGENT_TOKENS"), "{err}");
             assert!(err.contains("is empty"), "{err}");
         }
@@ -914,43 +917,33 @@ callback_path = "{feishu_path}"
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c.toml");
         std::fs::write(&path, "[server]\nlisten = \"localhost:8795\"\n").unwrap();
-        let err = Settings::load_with_env(Some(&path), env(&[]))
-            .unwrap_err()
-            .to_string();
+        let err = error_of(Some(&path), &[]);
         assert!(err.contains("server.listen in "), "{err}");
         assert!(err.contains("c.toml"), "{err}");
         assert!(err.contains("listen = \"127.0.0.1:8795\""), "{err}");
         // The environment wins, and is named instead.
-        let err = Settings::load_with_env(
+        let err = error_of(
             Some(&path),
-            env(&[("IMRELAY__SERVER__LISTEN", "localhost:9000")]),
-        )
-        .unwrap_err()
-        .to_string();
+            &[("IMRELAY__SERVER__LISTEN", "localhost:9000")],
+        );
         assert!(
             err.contains("IMRELAY__SERVER__LISTEN=127.0.0.1:9000"),
             "{err}"
         );
         assert!(!err.contains("c.toml"), "{err}");
 
-        let err = Settings::load_with_env(None, env(&[("IMRELAY__SERVER__LISTN", "x")]))
-            .unwrap_err()
-            .to_string();
+        let err = error_of(None, &[("IMRELAY__SERVER__LISTN", "x")]);
         assert!(err.contains("IMRELAY__SERVER__LISTN"), "{err}");
         assert!(
             err.contains("did you mean IMRELAY__SERVER__LISTEN"),
             "{err}"
         );
-        let err = Settings::load_with_env(None, env(&[("IMRELAY__SERVER_LISTEN", "x")]))
-            .unwrap_err()
-            .to_string();
+        let err = error_of(None, &[("IMRELAY__SERVER_LISTEN", "x")]);
         assert!(err.contains("separated by `__`"), "{err}");
         assert!(err.contains("IMRELAY__SERVER__LISTEN"), "{err}");
 
         std::fs::write(&path, "[servr]\nlisten = \"127.0.0.1:1\"\n").unwrap();
-        let err = Settings::load_with_env(Some(&path), env(&[]))
-            .unwrap_err()
-            .to_string();
+        let err = error_of(Some(&path), &[]);
         assert!(err.contains("`servr`"), "{err}");
         assert!(err.contains("did you mean `server`"), "{err}");
     }
