@@ -339,6 +339,30 @@ pub enum ConfigError {
     Invalid(String),
 }
 
+/// The process environment's variables. Those whose name or value is not UTF-8 are left
+/// out (they cannot be settings), except that such a value for an `IMRELAY__` variable is
+/// an error rather than silently ignored.
+fn process_env() -> Result<HashMap<String, String>, ConfigError> {
+    let mut env = HashMap::new();
+    for (name, value) in std::env::vars_os() {
+        let Ok(name) = name.into_string() else {
+            continue;
+        };
+        match value.into_string() {
+            Ok(value) => {
+                env.insert(name, value);
+            }
+            Err(_) if name.to_uppercase().starts_with(&format!("{ENV_PREFIX}__")) => {
+                return Err(ConfigError::Load(format!(
+                    "the environment variable {name} is not valid UTF-8"
+                )));
+            }
+            Err(_) => {}
+        }
+    }
+    Ok(env)
+}
+
 /// Settings as loaded, with what the person running imrelay should be told about them.
 #[derive(Debug)]
 pub struct Loaded {
@@ -351,7 +375,7 @@ pub struct Loaded {
 impl Settings {
     /// Loads the layered configuration using the process environment, with warnings.
     pub fn load(file: Option<&Path>) -> Result<Loaded, ConfigError> {
-        Self::load_from(file, std::env::vars().collect())
+        Self::load_from(file, process_env()?)
     }
 
     /// Loads the layered configuration; `env` replaces the process environment when given
@@ -360,7 +384,10 @@ impl Settings {
         file: Option<&Path>,
         env: Option<HashMap<String, String>>,
     ) -> Result<Self, ConfigError> {
-        let env = env.unwrap_or_else(|| std::env::vars().collect());
+        let env = match env {
+            Some(env) => env,
+            None => process_env()?,
+        };
         Ok(Self::load_from(file, env)?.settings)
     }
 

@@ -15,15 +15,24 @@ struct Run {
 /// Runs `imrelay args` in `dir` with only `env` (and `RUST_BACKTRACE=1`, under which an
 /// error used to come with a backtrace) in its environment.
 fn imrelay(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
-    let out = Command::new(env!("CARGO_BIN_EXE_imrelay"))
+    let mut command = bare(dir);
+    command
         .args(args)
-        .current_dir(dir)
-        .env_clear()
         .env("RUST_BACKTRACE", "1")
         .env("RUST_LIB_BACKTRACE", "1")
-        .envs(env.iter().copied())
-        .output()
-        .expect("imrelay runs");
+        .envs(env.iter().copied());
+    run(&mut command)
+}
+
+/// `imrelay` in `dir` with an empty environment.
+fn bare(dir: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_imrelay"));
+    command.current_dir(dir).env_clear();
+    command
+}
+
+fn run(command: &mut Command) -> Run {
+    let out = command.output().expect("imrelay runs");
     Run {
         code: out.status.code(),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -207,4 +216,24 @@ fn other_failures_are_one_clean_message_with_status_1() {
     );
     let err = one_error(&run, 1);
     assert!(err.contains("no database on disk to back up"), "{err}");
+}
+
+#[cfg(unix)]
+#[test]
+fn variables_that_are_not_utf8_are_skipped_unless_they_are_settings() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+
+    let dir = tempfile::tempdir().unwrap();
+    let not_utf8 = OsStr::from_bytes(b"caf\xe9");
+    let with = |name: &str| run(bare(dir.path()).arg("check-config").env(name, not_utf8));
+    let other = with("LC_SOMETHING");
+    assert_eq!(other.code, Some(0), "{}", other.stderr);
+    assert!(!other.stdout.is_empty());
+    let setting = with("IMRELAY__SERVER__LISTEN");
+    let err = one_error(&setting, 2);
+    assert!(
+        err.contains("IMRELAY__SERVER__LISTEN is not valid UTF-8"),
+        "{err}"
+    );
 }
