@@ -51,6 +51,8 @@ impl App {
 
     /// Builds everything the settings describe, over `store`.
     pub async fn with_store(settings: Settings, store: Arc<dyn Store>) -> anyhow::Result<Self> {
+        // Loading checks the tokens; settings built in code are checked here.
+        settings.auth.validate()?;
         let settings = Arc::new(settings);
         let metrics = Arc::new(Metrics::new());
         let health = Arc::new(Health::default());
@@ -94,6 +96,7 @@ impl App {
         let state = AppState::new(http::Shared {
             registry,
             auth: Arc::new(Auth::new(&settings.auth)),
+            hook_calls: http::hooks::HookCalls::new(&metrics),
             metrics,
             settings,
             shutdown,

@@ -2,8 +2,13 @@
 //! `config/default.toml`, an optional file (`--config FILE` or `IMRELAY_CONFIG`), and
 //! `IMRELAY__SECTION__KEY` environment variables (which win). Unknown keys are an error.
 //!
-//! Secrets are [`Secret`] values: they never appear in `Debug` output, logs or
-//! `check-config`.
+//! Secrets are [`Secret`] values: they never appear in `Debug` output, logs, error messages
+//! or `check-config`.
+//!
+//! Every error names where the value came from (the file and key, or the environment
+//! variable) and, where the fix is obvious, says what it is.
+
+mod sources;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -31,8 +36,16 @@ const YEAR_HOURS: u64 = 365 * 24;
 /// How the placeholder tokens in the deployment examples begin.
 const PLACEHOLDER_PREFIX: &str = "replace-with-";
 
+/// The fewest characters a token may have.
+pub const MIN_TOKEN_CHARS: usize = 16;
+
+/// How to make a good token, for messages about bad ones.
+const MAKE_A_TOKEN: &str = "make one with `openssl rand -hex 32`";
+
 /// Deserializes a list given either as a list (files) or as one comma-separated string (the
-/// environment, where `config` cannot tell a one-item list from a plain value).
+/// environment, where `config` cannot tell a one-item list from a plain value). Spaces around
+/// items are dropped; an empty string is an empty list, but an empty item (`a,,b`, or a value
+/// of spaces alone) is refused rather than silently dropped.
 pub(crate) fn list<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
 where
     D: serde::Deserializer<'de>,
@@ -47,11 +60,20 @@ where
     }
     match OneOrMany::<T>::deserialize(d)? {
         OneOrMany::Many(v) => Ok(v),
+        OneOrMany::Joined(s) if s.is_empty() => Ok(Vec::new()),
         OneOrMany::Joined(s) => s
             .split(',')
             .map(str::trim)
-            .filter(|p| !p.is_empty())
-            .map(|p| p.parse::<T>().map_err(serde::de::Error::custom))
+            .enumerate()
+            .map(|(i, p)| {
+                if p.is_empty() {
+                    return Err(serde::de::Error::custom(format!(
+                        "item {} of this comma-separated list is empty",
+                        i + 1
+                    )));
+                }
+                p.parse::<T>().map_err(serde::de::Error::custom)
+            })
             .collect(),
     }
 }
@@ -169,6 +191,58 @@ pub struct AuthSettings {
     pub operator_tokens: Vec<Secret>,
 }
 
+impl AuthSettings {
+    /// Refuses tokens that are guessable, cannot be sent in an `Authorization` header, are
+    /// still the deployment examples' placeholders, or are valid in both scopes (an agent
+    /// holding such a token could approve its own requests). Messages name the token by its
+    /// scope and position, never by its value.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let scopes = [
+            ("auth.agent_tokens", &self.agent_tokens),
+            ("auth.operator_tokens", &self.operator_tokens),
+        ];
+        for (scope, tokens) in scopes {
+            for (i, token) in tokens.iter().enumerate() {
+                let token = token.expose();
+                // The deployment examples ship these placeholders; copied unchanged they
+                // would let anyone who has read the examples answer for the operator.
+                let problem = if token.starts_with(PLACEHOLDER_PREFIX) {
+                    format!("still holds the example placeholder (\"{PLACEHOLDER_PREFIX}...\")")
+                } else if token.is_empty() {
+                    "is empty".to_string()
+                } else if token.chars().any(char::is_whitespace) {
+                    "contains whitespace".to_string()
+                } else if !token.chars().all(|c| c.is_ascii_graphic()) {
+                    "contains a character that is not printable ASCII, which no client can send \
+                     in an Authorization header"
+                        .to_string()
+                } else if token.chars().count() < MIN_TOKEN_CHARS {
+                    format!("is shorter than {MIN_TOKEN_CHARS} characters")
+                } else {
+                    continue;
+                };
+                return Err(ConfigError::Invalid(format!(
+                    "{scope}[{i}] {problem}: set a real token, {MAKE_A_TOKEN}"
+                )));
+            }
+        }
+        for (i, agent) in self.agent_tokens.iter().enumerate() {
+            if let Some(j) = self
+                .operator_tokens
+                .iter()
+                .position(|o| o.expose() == agent.expose())
+            {
+                return Err(ConfigError::Invalid(format!(
+                    "auth.agent_tokens[{i}] is also auth.operator_tokens[{j}]: an agent holding \
+                     it could approve its own requests. Give each scope its own tokens: \
+                     {MAKE_A_TOKEN} for each"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// `[interactions]`
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -253,21 +327,55 @@ pub struct LogSettings {
     pub level: String,
 }
 
-/// Why the configuration could not be loaded.
+/// Why the configuration could not be loaded. The message is complete (it names the key,
+/// where its value came from and, where obvious, the fix), so the error has no source.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// A source could not be read or parsed, or a key is unknown or has the wrong type.
     #[error("invalid configuration: {0}")]
-    Load(#[from] config::ConfigError),
+    Load(String),
     /// The values are individually fine but do not make sense together.
     #[error("invalid configuration: {0}")]
     Invalid(String),
 }
 
+/// The process environment's variables. Those whose name or value is not UTF-8 are left
+/// out (they cannot be settings), except that such a value for an `IMRELAY__` variable is
+/// an error rather than silently ignored.
+fn process_env() -> Result<HashMap<String, String>, ConfigError> {
+    let mut env = HashMap::new();
+    for (name, value) in std::env::vars_os() {
+        let Ok(name) = name.into_string() else {
+            continue;
+        };
+        match value.into_string() {
+            Ok(value) => {
+                env.insert(name, value);
+            }
+            Err(_) if name.to_uppercase().starts_with(&format!("{ENV_PREFIX}__")) => {
+                return Err(ConfigError::Load(format!(
+                    "the environment variable {name} is not valid UTF-8"
+                )));
+            }
+            Err(_) => {}
+        }
+    }
+    Ok(env)
+}
+
+/// Settings as loaded, with what the person running imrelay should be told about them.
+#[derive(Debug)]
+pub struct Loaded {
+    /// The settings.
+    pub settings: Settings,
+    /// Warnings: settings that are valid but probably not what was meant.
+    pub warnings: Vec<String>,
+}
+
 impl Settings {
-    /// Loads the layered configuration using the process environment.
-    pub fn load(file: Option<&Path>) -> Result<Self, ConfigError> {
-        Self::load_with_env(file, None)
+    /// Loads the layered configuration using the process environment, with warnings.
+    pub fn load(file: Option<&Path>) -> Result<Loaded, ConfigError> {
+        Self::load_from(file, process_env()?)
     }
 
     /// Loads the layered configuration; `env` replaces the process environment when given
@@ -276,30 +384,87 @@ impl Settings {
         file: Option<&Path>,
         env: Option<HashMap<String, String>>,
     ) -> Result<Self, ConfigError> {
+        let env = match env {
+            Some(env) => env,
+            None => process_env()?,
+        };
+        Ok(Self::load_from(file, env)?.settings)
+    }
+
+    /// Loads the defaults, `file` and the `IMRELAY__` variables of `env`, in that order of
+    /// precedence (the last wins).
+    pub fn load_from(
+        file: Option<&Path>,
+        env: HashMap<String, String>,
+    ) -> Result<Loaded, ConfigError> {
+        let file_table = file
+            .map(|path| {
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    ConfigError::Load(format!(
+                        "cannot read the configuration file {}: {e}",
+                        path.display()
+                    ))
+                })?;
+                let table: toml::Table = toml::from_str(&text).map_err(|e| {
+                    ConfigError::Load(format!("{} is not valid TOML: {e}", path.display()))
+                })?;
+                Ok::<_, ConfigError>((path, text, table))
+            })
+            .transpose()?;
         let mut builder = config::Config::builder().add_source(config::File::from_str(
             DEFAULT_TOML,
             config::FileFormat::Toml,
         ));
-        if let Some(path) = file {
-            builder = builder.add_source(
-                config::File::from(path)
-                    .format(config::FileFormat::Toml)
-                    .required(true),
-            );
+        if let Some((_, text, _)) = &file_table {
+            builder = builder.add_source(config::File::from_str(text, config::FileFormat::Toml));
+        }
+        let sources = sources::Sources::new(file_table.map(|(path, _, table)| (path, table)), &env);
+        if let Some(unknown) = sources.unknown_keys() {
+            return Err(ConfigError::Load(unknown));
         }
         // Values stay strings; serde converts them to the field's type (lists via `list`).
         let environment = config::Environment::with_prefix(ENV_PREFIX)
             .prefix_separator("__")
             .separator("__")
-            .source(env);
-        let settings: Settings = builder.add_source(environment).build()?.try_deserialize()?;
-        settings.validate()?;
-        Ok(settings)
+            .source(Some(env.clone()));
+        let settings: Settings = builder
+            .add_source(environment)
+            .build()
+            .and_then(config::Config::try_deserialize)
+            .map_err(|e| ConfigError::Load(sources.describe(e)))?;
+        settings.validate().map_err(|e| match e {
+            ConfigError::Invalid(m) => ConfigError::Invalid(sources.annotate(&m)),
+            other => other,
+        })?;
+        let mut warnings = sources.ignored_variables(&env);
+        warnings.extend(settings.warnings());
+        Ok(Loaded { settings, warnings })
     }
 
     /// The defaults alone (no file, no environment).
     pub fn defaults() -> Result<Self, ConfigError> {
         Self::load_with_env(None, Some(HashMap::new()))
+    }
+
+    /// Settings that are valid but probably not what was meant: a channel that posts prompts
+    /// nobody may answer.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        if self.telegram.enabled && self.telegram.approvers.is_empty() {
+            warnings.push(
+                "telegram is enabled but telegram.approvers is empty: prompts are posted, but \
+                 nobody can answer them from Telegram (send /whoami to the bot for your user id)"
+                    .to_string(),
+            );
+        }
+        if self.feishu.enabled && self.feishu.approvers.is_empty() {
+            warnings.push(
+                "feishu is enabled but feishu.approvers is empty: cards are posted, but nobody \
+                 can answer them from Feishu (a refused click logs the clicker's id)"
+                    .to_string(),
+            );
+        }
+        warnings
     }
 
     /// Checks values that only make sense together, and that durations are in range.
@@ -357,34 +522,7 @@ impl Settings {
                 )));
             }
         }
-        if self
-            .auth
-            .agent_tokens
-            .iter()
-            .chain(&self.auth.operator_tokens)
-            .any(|t| t.is_empty())
-        {
-            return Err(ConfigError::Invalid(
-                "auth tokens must not be empty strings".into(),
-            ));
-        }
-        // The deployment examples ship these placeholders; copied unchanged they would let
-        // anyone who has read the examples answer for the operator.
-        if let Some(key) = [
-            ("auth.agent_tokens", &self.auth.agent_tokens),
-            ("auth.operator_tokens", &self.auth.operator_tokens),
-        ]
-        .iter()
-        .find_map(|(key, tokens)| {
-            tokens
-                .iter()
-                .any(|t| t.expose().starts_with(PLACEHOLDER_PREFIX))
-                .then_some(key)
-        }) {
-            return Err(ConfigError::Invalid(format!(
-                "{key} still holds the example placeholder (\"{PLACEHOLDER_PREFIX}...\"): set a real token, e.g. from `openssl rand -hex 32`"
-            )));
-        }
+        self.auth.validate()?;
         if self.outbox.retry_base_ms == 0 || self.outbox.retry_max_secs == 0 {
             return Err(ConfigError::Invalid(
                 "outbox.retry_base_ms and outbox.retry_max_secs must be at least 1".into(),
@@ -554,8 +692,11 @@ mod tests {
             None,
             env(&[
                 ("IMRELAY__SERVER__LISTEN", "127.0.0.1:9000"),
-                ("IMRELAY__AUTH__AGENT_TOKENS", "a1,a2"),
-                ("IMRELAY__AUTH__OPERATOR_TOKENS", "12345"),
+                (
+                    "IMRELAY__AUTH__AGENT_TOKENS",
+                    "agent-token-one-01, agent-token-two-02",
+                ),
+                ("IMRELAY__AUTH__OPERATOR_TOKENS", "operator-token-0123"),
                 ("IMRELAY__INTERACTIONS__APPROVAL_TIMEOUT_SECS", "77"),
                 ("IMRELAY__HOOKS__CLAUDE_CODE__ON_TIMEOUT", "ask"),
                 ("IMRELAY_CONFIG", "ignored.toml"),
@@ -564,8 +705,8 @@ mod tests {
         .unwrap();
         assert_eq!(s.server.listen.port(), 9000);
         assert_eq!(s.auth.agent_tokens.len(), 2);
-        assert_eq!(s.auth.agent_tokens[1].expose(), "a2");
-        assert_eq!(s.auth.operator_tokens[0].expose(), "12345");
+        assert_eq!(s.auth.agent_tokens[1].expose(), "agent-token-two-02");
+        assert_eq!(s.auth.operator_tokens[0].expose(), "operator-token-0123");
         assert_eq!(s.interactions.approval_timeout_secs, 77);
         assert_eq!(s.hooks.claude_code.on_timeout, OnTimeout::Ask);
     }
@@ -640,8 +781,11 @@ mod tests {
                 None,
                 env(&[
                     ("IMRELAY__SERVER__LISTEN", "0.0.0.0:8787"),
-                    ("IMRELAY__AUTH__AGENT_TOKENS", "a"),
-                    ("IMRELAY__AUTH__OPERATOR_TOKENS", "o"),
+                    ("IMRELAY__AUTH__AGENT_TOKENS", "agent-token-0123456789"),
+                    (
+                        "IMRELAY__AUTH__OPERATOR_TOKENS",
+                        "operator-token-0123456789"
+                    ),
                 ])
             )
             .is_ok()
@@ -650,13 +794,13 @@ mod tests {
 
     #[test]
     fn secrets_are_redacted() {
-        let s =
-            Settings::load_with_env(None, env(&[("IMRELAY__AUTH__OPERATOR_TOKENS", "hunter2")]))
-                .unwrap();
+        let secret = "hunter2-hunter2-hunter2";
+        let s = Settings::load_with_env(None, env(&[("IMRELAY__AUTH__OPERATOR_TOKENS", secret)]))
+            .unwrap();
         let toml = s.redacted_toml().unwrap();
-        assert!(!toml.contains("hunter2"));
+        assert!(!toml.contains(secret));
         assert!(toml.contains("[redacted]"));
-        assert!(!format!("{s:?}").contains("hunter2"));
+        assert!(!format!("{s:?}").contains(secret));
     }
 
     #[test]
@@ -705,5 +849,161 @@ callback_path = "{feishu_path}"
         assert_eq!(s.interactions.approval_timeout_secs, 42);
         assert_eq!(s.interactions.question_timeout_secs, 600);
         assert!(Settings::load_with_env(Some(&dir.path().join("missing.toml")), env(&[])).is_err());
+    }
+    /// The message of the error loading `file` with the variables `pairs`.
+    fn error_of(file: Option<&Path>, pairs: &[(&str, &str)]) -> String {
+        Settings::load_with_env(file, env(pairs))
+            .unwrap_err()
+            .to_string()
+    }
+
+    /// The error loading `auth` from a file with these lines, or `None` if it loads.
+    fn auth_file_error(lines: &str) -> Option<String> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, format!("[auth]\n{lines}\n")).unwrap();
+        Settings::load_with_env(Some(&path), env(&[]))
+            .err()
+            .map(|e| e.to_string())
+    }
+
+    #[test]
+    fn bad_tokens_are_refused_by_position_never_by_value() {
+        let good = "0123456789abcdef";
+        assert_eq!(
+            auth_file_error(&format!("agent_tokens = [\"{good}\"]")),
+            None
+        );
+        for (tokens, problem) in [
+            ("[\"0123456789abcde\"]", "shorter than 16 characters"),
+            ("[\" \"]", "whitespace"),
+            ("[\"0123456789 abcdef\"]", "whitespace"),
+            ("[\"0123456789abcdef\\t\"]", "whitespace"),
+            ("[\"0123456789abcdef\\u0007\"]", "printable ASCII"),
+            ("[\"0123456789abcdéf\"]", "printable ASCII"),
+            ("[\"\"]", "empty"),
+            ("[\"replace-with-an-agent-token\"]", "placeholder"),
+        ] {
+            let err = auth_file_error(&format!(
+                "agent_tokens = [\"{good}-first\"]\noperator_tokens = [\"{good}-ok\", {}]",
+                &tokens[1..tokens.len() - 1]
+            ))
+            .unwrap_or_else(|| panic!("{tokens} was accepted"));
+            assert!(err.contains("auth.operator_tokens[1]"), "{err}");
+            assert!(err.contains(problem), "{tokens}: {err}");
+            assert!(err.contains("openssl rand -hex 32"), "{err}");
+            assert!(err.contains("c.toml"), "names the file: {err}");
+            assert!(!err.contains(good), "{err}");
+        }
+    }
+
+    #[test]
+    fn one_token_in_both_scopes_is_refused() {
+        let shared = "shared-token-0123456789";
+        let err = auth_file_error(&format!(
+            "agent_tokens = [\"agent-token-0123456789\", \"{shared}\"]\n\
+             operator_tokens = [\"{shared}\"]"
+        ))
+        .unwrap();
+        assert!(
+            err.contains("auth.agent_tokens[1] is also auth.operator_tokens[0]"),
+            "{err}"
+        );
+        assert!(err.contains("approve its own requests"), "{err}");
+        assert!(!err.contains(shared), "{err}");
+        // The same from the environment names the variables.
+        let err = error_of(
+            None,
+            &[
+                ("IMRELAY__AUTH__AGENT_TOKENS", shared),
+                ("IMRELAY__AUTH__OPERATOR_TOKENS", shared),
+            ],
+        );
+        assert!(err.contains("IMRELAY__AUTH__OPERATOR_TOKENS"), "{err}");
+        assert!(!err.contains(shared), "{err}");
+    }
+
+    #[test]
+    fn empty_items_in_environment_lists_are_refused() {
+        for value in [
+            " ",
+            "agent-token-0123456789,",
+            "a-token-0123456789,,b-token-0123456789",
+        ] {
+            let err = error_of(None, &[("IMRELAY__AUTH__AGENT_TOKENS", value)]);
+            assert!(err.contains("IMRELAY__AUTH__AGENT_TOKENS"), "{err}");
+            assert!(err.contains("is empty"), "{err}");
+        }
+        // An empty variable is an empty list.
+        let s = Settings::load_with_env(None, env(&[("IMRELAY__AUTH__AGENT_TOKENS", "")])).unwrap();
+        assert!(s.auth.agent_tokens.is_empty());
+    }
+
+    #[test]
+    fn errors_name_the_source_and_suggest_the_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, "[server]\nlisten = \"localhost:8795\"\n").unwrap();
+        let err = error_of(Some(&path), &[]);
+        assert!(err.contains("server.listen in "), "{err}");
+        assert!(err.contains("c.toml"), "{err}");
+        assert!(err.contains("listen = \"127.0.0.1:8795\""), "{err}");
+        // The environment wins, and is named instead.
+        let err = error_of(
+            Some(&path),
+            &[("IMRELAY__SERVER__LISTEN", "localhost:9000")],
+        );
+        assert!(
+            err.contains("IMRELAY__SERVER__LISTEN=127.0.0.1:9000"),
+            "{err}"
+        );
+        assert!(!err.contains("c.toml"), "{err}");
+
+        let err = error_of(None, &[("IMRELAY__SERVER__LISTN", "x")]);
+        assert!(err.contains("IMRELAY__SERVER__LISTN"), "{err}");
+        assert!(
+            err.contains("did you mean IMRELAY__SERVER__LISTEN"),
+            "{err}"
+        );
+        let err = error_of(None, &[("IMRELAY__SERVER_LISTEN", "x")]);
+        assert!(err.contains("separated by `__`"), "{err}");
+        assert!(err.contains("IMRELAY__SERVER__LISTEN"), "{err}");
+
+        std::fs::write(&path, "[servr]\nlisten = \"127.0.0.1:1\"\n").unwrap();
+        let err = error_of(Some(&path), &[]);
+        assert!(err.contains("`servr`"), "{err}");
+        assert!(err.contains("did you mean `server`"), "{err}");
+    }
+
+    #[test]
+    fn single_underscore_variables_are_named_in_a_warning() {
+        let loaded = Settings::load_from(
+            None,
+            HashMap::from([
+                ("IMRELAY_SERVER_LISTEN".to_string(), "0.0.0.0:1".to_string()),
+                ("IMRELAY_CONFIG".to_string(), "x.toml".to_string()),
+                ("IMRELAY_TOKEN".to_string(), "not a setting".to_string()),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(loaded.settings.server.listen.port(), 8787, "ignored");
+        assert_eq!(loaded.warnings.len(), 1, "{:?}", loaded.warnings);
+        assert!(loaded.warnings[0].contains("IMRELAY_SERVER_LISTEN is ignored"));
+        assert!(loaded.warnings[0].contains("IMRELAY__SERVER__LISTEN"));
+    }
+
+    #[test]
+    fn a_channel_without_approvers_is_warned_about() {
+        let mut s = Settings::defaults().unwrap();
+        assert!(s.warnings().is_empty());
+        s.telegram.enabled = true;
+        s.feishu.enabled = true;
+        let w = s.warnings();
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[0].contains("telegram.approvers is empty"), "{w:?}");
+        assert!(w[1].contains("feishu.approvers is empty"), "{w:?}");
+        s.telegram.approvers = vec![1];
+        s.feishu.approvers = vec!["ou_1".into()];
+        assert!(s.warnings().is_empty());
     }
 }

@@ -1,7 +1,13 @@
 //! The `imrelay` binary: parses the command line, loads the configuration, sets up logging
 //! and runs the chosen command. Everything else lives in the library.
+//!
+//! An error is printed as one message (`error: ...`, its causes joined on the same line),
+//! never with a backtrace: the release binary is stripped, so a backtrace would be a column
+//! of `<unknown>` frames. The exit status is 2 for an invalid configuration and 1 for any
+//! other failure (and for an unhealthy server or a broken audit trail).
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 /// mimalloc: the default allocator fragments under the many small, short-lived allocations of
 /// request handling (see BENCHMARKS.md).
@@ -11,7 +17,10 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use imrelay::app::App;
-use imrelay::config::Settings;
+use imrelay::config::{Loaded, Settings};
+
+/// The exit status for an invalid configuration (as for a bad command line).
+const INVALID_CONFIGURATION: u8 = 2;
 
 /// A human-in-the-loop relay for AI agents: tool approvals and questions, answered from
 /// Telegram, Feishu/Lark, webhooks or the desktop.
@@ -79,14 +88,45 @@ enum AuditAction {
     Head,
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> ExitCode {
     let cli = Cli::parse();
-    let settings = Settings::load(cli.config.as_deref())?;
-    match cli.command.unwrap_or(Command::Serve) {
+    let Loaded { settings, warnings } = match Settings::load(cli.config.as_deref()) {
+        Ok(loaded) => loaded,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(INVALID_CONFIGURATION);
+        }
+    };
+    match run(cli.command.unwrap_or(Command::Serve), settings, &warnings) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Prints each configuration warning to standard error.
+fn print_warnings(warnings: &[String]) {
+    for w in warnings {
+        eprintln!("warning: {w}");
+    }
+}
+
+fn run(command: Command, settings: Settings, warnings: &[String]) -> anyhow::Result<ExitCode> {
+    let passed = |ok: bool| {
+        if ok {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        }
+    };
+    match command {
         Command::CheckConfig => {
             print!("{}", settings.redacted_toml()?);
+            print_warnings(warnings);
             eprintln!("configuration is valid");
-            Ok(())
+            Ok(ExitCode::SUCCESS)
         }
         Command::Healthcheck { live, url } => {
             let probe = if live {
@@ -94,24 +134,26 @@ fn main() -> anyhow::Result<()> {
             } else {
                 imrelay::cli::Probe::Ready
             };
-            if !imrelay::cli::healthcheck(&settings, probe, url.as_deref())? {
-                std::process::exit(1);
-            }
-            Ok(())
+            Ok(passed(imrelay::cli::healthcheck(
+                &settings,
+                probe,
+                url.as_deref(),
+            )?))
         }
         Command::Audit {
             action: Some(AuditAction::Verify { expect }),
             ..
-        } => {
-            if !imrelay::cli::audit_verify(&settings, expect.as_deref())? {
-                std::process::exit(1);
-            }
-            Ok(())
-        }
+        } => Ok(passed(imrelay::cli::audit_verify(
+            &settings,
+            expect.as_deref(),
+        )?)),
         Command::Audit {
             action: Some(AuditAction::Head),
             ..
-        } => imrelay::cli::audit_head(&settings),
+        } => {
+            imrelay::cli::audit_head(&settings)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Backup { file } => {
             let bytes = imrelay::cli::backup(&settings, &file)?;
             let to = if file == std::path::Path::new("-") {
@@ -123,18 +165,23 @@ fn main() -> anyhow::Result<()> {
                 "backed up {} to {to} ({bytes} bytes)",
                 settings.store.path.display()
             );
-            Ok(())
+            Ok(ExitCode::SUCCESS)
         }
         Command::Audit { since, json, .. } => {
-            imrelay::cli::audit_print(&settings, since.as_deref(), json)
+            imrelay::cli::audit_print(&settings, since.as_deref(), json)?;
+            Ok(ExitCode::SUCCESS)
         }
         Command::Serve => {
             imrelay::telemetry::init(&settings.log)?;
+            for w in warnings {
+                tracing::warn!("{w}");
+            }
             tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()
                 .context("cannot start the async runtime")?
-                .block_on(serve(settings))
+                .block_on(serve(settings))?;
+            Ok(ExitCode::SUCCESS)
         }
     }
 }

@@ -63,6 +63,15 @@ fn matches_any(digests: &[[u8; 32]], candidate: &[u8; 32]) -> bool {
     found.into()
 }
 
+/// The token of an `Authorization: Bearer <token>` value: the scheme is case-insensitive
+/// and followed by one or more spaces (RFC 9110, section 11.4); the token is the rest,
+/// exactly as sent.
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, rest) = value.split_once(' ')?;
+    let token = rest.trim_start_matches(' ');
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
 /// Whether a `Host` header value names this machine.
 fn loopback_host(host: &str) -> bool {
     let name = if let Some(rest) = host.strip_prefix('[') {
@@ -126,12 +135,8 @@ impl Auth {
         let presented = headers
             .get(header::AUTHORIZATION)
             .and_then(|h| h.to_str().ok())
-            .and_then(|h| {
-                h.strip_prefix("Bearer ")
-                    .or_else(|| h.strip_prefix("bearer "))
-            })
-            .map(str::trim);
-        let Some(token) = presented.filter(|t| !t.is_empty()) else {
+            .and_then(bearer_token);
+        let Some(token) = presented else {
             return Err(ApiError::unauthorized(format!(
                 "this endpoint needs a bearer token with the {} scope (Authorization: Bearer <token>)",
                 scope.name()
@@ -224,6 +229,51 @@ mod tests {
 
     const LOCAL: &str = "127.0.0.1:5000";
     const REMOTE: &str = "10.0.0.9:5000";
+
+    fn with_authorization(value: &str) -> HeaderMap {
+        let mut h = headers(None, "x");
+        h.insert(header::AUTHORIZATION, value.parse().unwrap());
+        h
+    }
+
+    #[test]
+    fn the_scheme_is_case_insensitive_and_the_token_exact() {
+        let token = "AgentToken-0123456789";
+        let a = auth(&[token], &[]);
+        let peer = REMOTE.parse().unwrap();
+        for ok in [
+            format!("Bearer {token}"),
+            format!("bearer {token}"),
+            format!("BEARER {token}"),
+            format!("bEaReR {token}"),
+            format!("Bearer   {token}"),
+        ] {
+            assert!(
+                a.check(Scope::Agent, &with_authorization(&ok), peer)
+                    .is_ok(),
+                "{ok}"
+            );
+        }
+        for refused in [
+            format!("Bearer {}", token.to_lowercase()),
+            format!("Bearer {}", token.to_uppercase()),
+            format!("Bearer {token} "),
+            format!("Bearer {token}x"),
+            format!("Bearer{token}"),
+            format!("Basic {token}"),
+            format!("Bearer\t{token}"),
+            token.to_string(),
+            "Bearer ".to_string(),
+        ] {
+            assert_eq!(
+                a.check(Scope::Agent, &with_authorization(&refused), peer)
+                    .unwrap_err()
+                    .code(),
+                "unauthorized",
+                "{refused:?}"
+            );
+        }
+    }
 
     #[test]
     fn scopes_are_enforced() {

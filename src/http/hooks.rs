@@ -7,20 +7,31 @@
 //!
 //! Ids: `PreToolUse` uses `tool_use_id`. `PermissionRequest` has none, so the id is derived
 //! from the session, tool and input (`cc-<hash>`); if that interaction was already answered,
-//! the next generation (`cc-<hash>.2`, ...) is used, so repeating the same command later in a
-//! session asks again instead of replaying the old answer. The latest generation of each
-//! derived id is remembered in the store, so finding it takes a read or two (not one per
-//! earlier generation) and survives restarts. The memory is a value bound to that
-//! generation's interaction ([`crate::store::BOUND_VALUE_PREFIX`]): pruning removes it with
-//! the interaction, so it does not grow with every command ever asked about. Generations are
-//! resolved in order, so by then every earlier one is gone too, and the next request starts
-//! again at the first generation: an id is never taken while an interaction has it, and
-//! channels tell a reused id's new interaction from the old one by its creation time.
+//! or is being withdrawn, the next generation (`cc-<hash>.2`, ...) is used, so repeating the
+//! same command later in a session asks again instead of replaying the old answer. The latest
+//! generation of each derived id is remembered in the store, so finding it takes a read or
+//! two (not one per earlier generation) and survives restarts. The memory is a value bound to
+//! that generation's interaction ([`crate::store::BOUND_VALUE_PREFIX`]): pruning removes it
+//! with the interaction, so it does not grow with every command ever asked about. Generations
+//! are resolved in order, so by then every earlier one is normally gone too, and the next
+//! request starts again at the first generation: an id is never taken while an interaction
+//! has it, and channels tell a reused id's new interaction from the old one by its creation
+//! time.
+//!
+//! Withdrawal: Claude Code closes a hook call's connection when it no longer needs the answer
+//! (for `PermissionRequest`, the person answered Claude Code's own dialog, which it shows at
+//! the same time, or pressed Esc; for either event, the turn was interrupted or its hook
+//! timeout passed). The interaction is then cancelled at once, so every copy on every channel
+//! says so instead of asking on, unless another call still waits for it: two identical
+//! requests in flight at once (parallel tool calls) share one interaction ([`HookCalls`]).
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Json;
 use axum::extract::State;
+use prometheus_client::metrics::gauge::Gauge;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
@@ -33,33 +44,120 @@ use crate::interaction::{
     Interaction, InteractionId, Kind, NewInteraction, Outcome, PermissionResult, Registry,
     RegistryError, canonical_json,
 };
+use crate::metrics::Metrics;
 use crate::store::BOUND_VALUE_PREFIX;
 
-/// Withdraws a `PreToolUse` interaction if its hook call is dropped before it is answered:
-/// Claude Code stopped waiting (the person interrupted the turn, or its own hook timeout
-/// passed), nobody will act on an answer, so no channel should go on asking for one.
-/// (`PermissionRequest` interactions stay: a repeated request re-attaches to them.)
-struct WithdrawIfAbandoned {
-    registry: Registry,
-    id: Option<InteractionId>,
+/// The Claude Code hook calls waiting on each interaction in this process.
+///
+/// A call that Claude Code abandons withdraws its interaction, unless another call still
+/// waits for it; while the withdrawal is under way no call attaches to the interaction, so an
+/// identical request asks anew rather than inheriting the cancellation. Entries exist only
+/// while a call waits or a withdrawal runs.
+pub struct HookCalls {
+    waiting: Mutex<HashMap<InteractionId, Waiting>>,
+    gauge: Gauge,
 }
 
-impl WithdrawIfAbandoned {
-    /// The call finished (answered, or failed with a reply): nothing to withdraw.
-    fn disarm(&mut self) {
-        self.id = None;
+/// The state of one interaction's hook calls.
+enum Waiting {
+    /// This many calls wait for the answer.
+    Calls(usize),
+    /// Every call left before the answer; the interaction is being cancelled.
+    Withdrawing,
+}
+
+impl HookCalls {
+    /// No calls yet; registers the `imrelay_hook_calls_waiting` gauge with `metrics`.
+    pub fn new(metrics: &Metrics) -> Arc<Self> {
+        let gauge = Gauge::default();
+        metrics.register(
+            "imrelay_hook_calls_waiting",
+            "Claude Code hook calls waiting for an answer",
+            gauge.clone(),
+        );
+        Arc::new(Self {
+            waiting: Mutex::new(HashMap::new()),
+            gauge,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<InteractionId, Waiting>> {
+        self.waiting.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Registers a call of `event` waiting on `id`, or `None` while `id` is being withdrawn.
+    fn attach(
+        self: &Arc<Self>,
+        registry: &Registry,
+        id: &InteractionId,
+        event: Event,
+    ) -> Option<Attached> {
+        let mut waiting = self.lock();
+        match waiting.entry(id.clone()).or_insert(Waiting::Calls(0)) {
+            Waiting::Withdrawing => return None,
+            Waiting::Calls(n) => *n += 1,
+        }
+        self.gauge.inc();
+        Some(Attached {
+            calls: self.clone(),
+            registry: registry.clone(),
+            id: id.clone(),
+            event,
+            finished: false,
+        })
+    }
+
+    /// The withdrawal of `id` is over: calls may attach to it again (it is resolved now, so
+    /// they only read the outcome).
+    fn withdrawn(&self, id: &InteractionId) {
+        let mut waiting = self.lock();
+        if matches!(waiting.get(id), Some(Waiting::Withdrawing)) {
+            waiting.remove(id);
+        }
     }
 }
 
-impl Drop for WithdrawIfAbandoned {
+/// One hook call's hold on its interaction. Dropped before [`Attached::finish`], the call was
+/// abandoned: if it was the last one waiting, the interaction is withdrawn everywhere.
+struct Attached {
+    calls: Arc<HookCalls>,
+    registry: Registry,
+    id: InteractionId,
+    event: Event,
+    finished: bool,
+}
+
+impl Attached {
+    /// The call ended with a reply (answered, expired, or handed back at shutdown).
+    fn finish(mut self) {
+        self.finished = true;
+    }
+}
+
+impl Drop for Attached {
     fn drop(&mut self) {
-        let Some(id) = self.id.take() else { return };
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        self.calls.gauge.dec();
+        let mut waiting = self.calls.lock();
+        let Some(Waiting::Calls(n)) = waiting.get_mut(&self.id) else {
             return;
         };
-        let registry = self.registry.clone();
+        *n = n.saturating_sub(1);
+        if *n > 0 {
+            return;
+        }
+        if self.finished {
+            waiting.remove(&self.id);
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            waiting.remove(&self.id);
+            return;
+        };
+        waiting.insert(self.id.clone(), Waiting::Withdrawing);
+        drop(waiting);
+        let (calls, registry, id) = (self.calls.clone(), self.registry.clone(), self.id.clone());
+        let reason = self.event.abandoned().to_string();
         runtime.spawn(async move {
-            let reason = "Claude Code stopped waiting for this answer".to_string();
             match registry
                 .cancel(&id, Some(reason), Some("claude-code".into()))
                 .await
@@ -69,6 +167,7 @@ impl Drop for WithdrawIfAbandoned {
                     tracing::warn!(id = %id, error = %e, "cannot withdraw an abandoned hook call");
                 }
             }
+            calls.withdrawn(&id);
         });
     }
 }
@@ -124,6 +223,16 @@ impl Event {
         match self {
             Event::PreToolUse => "PreToolUse",
             Event::PermissionRequest => "PermissionRequest",
+        }
+    }
+
+    /// The cancellation message when Claude Code drops a call of this event unanswered.
+    fn abandoned(self) -> &'static str {
+        match self {
+            Event::PreToolUse => "Claude Code stopped waiting for this answer",
+            // Claude Code shows its own dialog beside the hook and drops the hook when the
+            // person answers or dismisses it there.
+            Event::PermissionRequest => "Answered in Claude Code, or abandoned there",
         }
     }
 }
@@ -190,29 +299,34 @@ pub async fn claude_code(
         timeout_secs: Some(timeout_secs),
         suggestions: hook.permission_suggestions,
     };
-    let interaction = match (event, hook.tool_use_id.filter(|t| !t.is_empty())) {
+    let (interaction, attached) = match (event, hook.tool_use_id.filter(|t| !t.is_empty())) {
         (Event::PreToolUse, Some(tool_use_id)) => {
-            state
+            let interaction = state
                 .registry
                 .create(NewInteraction {
                     id: Some(tool_use_id),
                     ..new
                 })
                 .await?
-                .interaction
+                .interaction;
+            // A tool_use_id that is being withdrawn is waited on all the same: its outcome,
+            // the cancellation, is the answer to it.
+            let attached =
+                state
+                    .hook_calls
+                    .attach(&state.registry, &interaction.id, Event::PreToolUse);
+            (interaction, attached)
         }
         _ => {
             let base = derived_base(hook.session_id.as_deref().unwrap_or(""), &tool_name, &input);
-            create_generation(&state, &base, new).await?
+            let (interaction, attached) = create_generation(&state, event, &base, new).await?;
+            (interaction, Some(attached))
         }
     };
-    let id = interaction.id.clone();
-    let mut abandoned = WithdrawIfAbandoned {
-        registry: state.registry.clone(),
-        id: (event == Event::PreToolUse).then(|| id.clone()),
-    };
-    let reply = wait_and_reply(&state, event, &id).await;
-    abandoned.disarm();
+    let reply = wait_and_reply(&state, event, &interaction.id).await;
+    if let Some(attached) = attached {
+        attached.finish();
+    }
     reply
 }
 
@@ -246,16 +360,19 @@ async fn wait_and_reply(
     Ok(Json(reply(event, &final_state, settings.on_timeout)))
 }
 
-/// Creates the first unanswered generation of a derived id, or re-attaches to a pending one.
+/// Creates the first unanswered generation of a derived id, or re-attaches to a pending one,
+/// and registers the call as waiting on it.
 ///
 /// The walk starts at the remembered latest generation (the first if none is remembered)
-/// and moves past answered ones. A remembered generation that is gone was pruned a moment
-/// ago (its memory goes in the same prune): the walk moves past it too.
+/// and moves past answered ones, and past one being withdrawn (Claude Code dropped it a moment
+/// ago, so this request is a new one). A remembered generation that is gone was pruned a
+/// moment ago (its memory goes in the same prune): the walk moves past it too.
 async fn create_generation(
     state: &AppState,
+    event: Event,
     base: &str,
     new: NewInteraction,
-) -> Result<std::sync::Arc<Interaction>, ApiError> {
+) -> Result<(Arc<Interaction>, Attached), ApiError> {
     let store = state.registry.store();
     let key = latest_key(base);
     let remembered = store
@@ -286,6 +403,14 @@ async fn create_generation(
             .await
         {
             Ok(c) if c.interaction.is_pending() || c.created => {
+                let Some(attached) =
+                    state
+                        .hook_calls
+                        .attach(&state.registry, &c.interaction.id, event)
+                else {
+                    generation = generation.saturating_add(1);
+                    continue;
+                };
                 if remembered != Some(generation)
                     && let Err(e) = store
                         .set_value(&key, Some(c.interaction.id.to_string()))
@@ -294,7 +419,7 @@ async fn create_generation(
                     // The interaction exists; a stale memory only means a longer walk later.
                     tracing::warn!(id = %c.interaction.id, error = %e, "could not remember the latest generation of a derived id");
                 }
-                return Ok(c.interaction);
+                return Ok((c.interaction, attached));
             }
             // Answered between the look-up and the create, or the id was taken by a different
             // request: take the next generation.
@@ -374,6 +499,79 @@ fn capitalise(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::interaction::RegistryConfig;
+    use crate::store::MemoryStore;
+
+    async fn pending(registry: &Registry, id: &str) -> InteractionId {
+        let new = NewInteraction {
+            id: Some(id.into()),
+            ..NewInteraction::new("Bash", Map::new())
+        };
+        registry.create(new).await.unwrap().interaction.id.clone()
+    }
+
+    /// Lets spawned tasks run until no withdrawal is under way.
+    async fn settle(calls: &HookCalls) {
+        for _ in 0..1000 {
+            if calls.lock().is_empty() {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+        panic!("a withdrawal never finished");
+    }
+
+    // One thread: the withdrawal spawned by the last drop runs only when the test yields.
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_last_call_to_leave_withdraws_and_nothing_attaches_meanwhile() {
+        let registry = Registry::new(Arc::new(MemoryStore::new()), RegistryConfig::default());
+        let calls = HookCalls::new(&Metrics::new());
+        let id = pending(&registry, "cc-shared").await;
+        let first = calls
+            .attach(&registry, &id, Event::PermissionRequest)
+            .unwrap();
+        let second = calls
+            .attach(&registry, &id, Event::PermissionRequest)
+            .unwrap();
+        assert_eq!(calls.gauge.get(), 2);
+        // One of two identical calls leaves: the other still waits for the answer.
+        drop(first);
+        settle_a_little().await;
+        assert!(registry.get(&id).await.unwrap().unwrap().is_pending());
+        // The last one leaves: from now on nothing attaches until it is withdrawn.
+        drop(second);
+        assert_eq!(calls.gauge.get(), 0);
+        assert!(
+            calls
+                .attach(&registry, &id, Event::PermissionRequest)
+                .is_none()
+        );
+        settle(&calls).await;
+        let withdrawn = registry.get(&id).await.unwrap().unwrap();
+        let r = withdrawn.resolution.as_ref().unwrap();
+        assert_eq!(r.outcome, Outcome::Cancelled);
+        assert_eq!(
+            r.message(),
+            Some("Answered in Claude Code, or abandoned there")
+        );
+        assert_eq!(r.by.as_deref(), Some("claude-code"));
+        // A call that finishes with a reply withdraws nothing, and leaves no entry behind.
+        let other = pending(&registry, "cc-answered").await;
+        calls
+            .attach(&registry, &other, Event::PermissionRequest)
+            .unwrap()
+            .finish();
+        assert!(calls.lock().is_empty());
+        settle_a_little().await;
+        assert!(registry.get(&other).await.unwrap().unwrap().is_pending());
+    }
+
+    /// Gives spawned tasks a chance to run (none should have been spawned).
+    async fn settle_a_little() {
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+    }
 
     #[test]
     fn derived_ids_are_stable_and_valid() {

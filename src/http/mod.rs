@@ -92,6 +92,8 @@ pub struct Shared {
     pub shutdown: CancellationToken,
     /// Components reported by `/healthz` (e.g. a channel's connection state).
     pub health: Arc<crate::health::Health>,
+    /// The Claude Code hook calls waiting on each interaction.
+    pub hook_calls: Arc<hooks::HookCalls>,
 }
 
 /// The full router for `state`, with `extra` (channel endpoints) merged in.

@@ -6,10 +6,13 @@ use serde_json::json;
 
 use crate::support::*;
 
+const AGENT: &str = "agent-secret-0123456789";
+const OPERATOR: &str = "operator-secret-0123456789";
+
 async fn app_with_tokens() -> TestApp {
     spawn_with(|s| {
-        s.auth.agent_tokens = vec![Secret::new("agent-secret")];
-        s.auth.operator_tokens = vec![Secret::new("operator-secret")];
+        s.auth.agent_tokens = vec![Secret::new(AGENT)];
+        s.auth.operator_tokens = vec![Secret::new(OPERATOR)];
     })
     .await
 }
@@ -29,12 +32,12 @@ async fn missing_wrong_and_right_tokens() {
     assert_eq!(body["error"]["code"], "unauthorized");
 
     // The operator token does not carry the agent scope.
-    app.token = Some("operator-secret".into());
+    app.token = Some(OPERATOR.into());
     let (status, body) = app.post("/v1/interactions", &create).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
     assert_eq!(body["error"]["code"], "forbidden");
 
-    app.token = Some("agent-secret".into());
+    app.token = Some(AGENT.into());
     let (status, _) = app.post("/v1/interactions", &create).await;
     assert_eq!(status, StatusCode::CREATED);
     // ... and the agent token cannot answer or list.
@@ -50,7 +53,7 @@ async fn missing_wrong_and_right_tokens() {
     let resp = app
         .client
         .get(app.url("/v1/events"))
-        .bearer_auth("agent-secret")
+        .bearer_auth(AGENT)
         .send()
         .await
         .unwrap();
@@ -59,7 +62,7 @@ async fn missing_wrong_and_right_tokens() {
     let (status, _) = app.get("/v1/interactions/auth-1").await;
     assert_eq!(status, StatusCode::OK);
 
-    app.token = Some("operator-secret".into());
+    app.token = Some(OPERATOR.into());
     let (status, _) = app.get("/v1/interactions/auth-1").await;
     assert_eq!(status, StatusCode::OK);
     let (status, _) = app
@@ -88,7 +91,7 @@ async fn hook_requires_the_agent_scope() {
         app.post("/v1/hooks/claude-code", &hook).await.0,
         StatusCode::UNAUTHORIZED
     );
-    app.token = Some("agent-secret".into());
+    app.token = Some(AGENT.into());
     assert_eq!(
         app.post("/v1/hooks/claude-code", &hook).await.0,
         StatusCode::OK
@@ -117,17 +120,17 @@ async fn without_tokens_only_loopback_host_names_are_accepted() {
 #[tokio::test]
 async fn each_scope_is_refused_where_it_does_not_belong() {
     let mut app = app_with_tokens().await;
-    app.token = Some("agent-secret".into());
+    app.token = Some(AGENT.into());
     let id = app.create_bash("auth-scope", "ls").await;
     // Cancelling is the agent's: an operator token is refused and nothing changes.
-    app.token = Some("operator-secret".into());
+    app.token = Some(OPERATOR.into());
     let (status, body) = app.delete(&format!("/v1/interactions/{id}")).await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
     assert_eq!(body["error"]["code"], "forbidden");
     let (_, still) = app.get(&format!("/v1/interactions/{id}")).await;
     assert_eq!(still["status"], "pending");
     // The audit trail is the operator's.
-    app.token = Some("agent-secret".into());
+    app.token = Some(AGENT.into());
     let (status, body) = app.get("/v1/audit").await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
     assert_eq!(body["error"]["code"], "forbidden");
@@ -137,7 +140,7 @@ async fn each_scope_is_refused_where_it_does_not_belong() {
 async fn either_scope_routes_pass_when_either_scope_would() {
     // Only operators have tokens: a local agent needs none, and may read what it created.
     let mut app = spawn_with(|s| {
-        s.auth.operator_tokens = vec![Secret::new("operator-secret")];
+        s.auth.operator_tokens = vec![Secret::new(OPERATOR)];
     })
     .await;
     let id = app.create_bash("either-1", "ls").await;
@@ -147,7 +150,7 @@ async fn either_scope_routes_pass_when_either_scope_would() {
     // ... while the operator's own routes still want the token.
     let (status, _) = app.get("/v1/interactions").await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
-    app.token = Some("operator-secret".into());
+    app.token = Some(OPERATOR.into());
     assert_eq!(
         app.get(&format!("/v1/interactions/{id}")).await.0,
         StatusCode::OK
@@ -155,10 +158,10 @@ async fn either_scope_routes_pass_when_either_scope_would() {
 
     // Only agents have tokens: a local operator needs none for the same route.
     let mut app = spawn_with(|s| {
-        s.auth.agent_tokens = vec![Secret::new("agent-secret")];
+        s.auth.agent_tokens = vec![Secret::new(AGENT)];
     })
     .await;
-    app.token = Some("agent-secret".into());
+    app.token = Some(AGENT.into());
     let id = app.create_bash("either-2", "ls").await;
     app.token = None;
     let (status, body) = app.get(&format!("/v1/interactions/{id}")).await;
@@ -169,4 +172,36 @@ async fn either_scope_routes_pass_when_either_scope_would() {
         app.get(&format!("/v1/interactions/{id}")).await.0,
         StatusCode::OK
     );
+}
+
+#[tokio::test]
+async fn the_scheme_is_case_insensitive_over_http_and_the_token_is_exact() {
+    let app = app_with_tokens().await;
+    let list = |authorization: String| {
+        app.client
+            .get(app.url("/v1/interactions"))
+            .header("authorization", authorization)
+            .send()
+    };
+    for scheme in ["Bearer", "bearer", "BEARER"] {
+        let status = list(format!("{scheme} {OPERATOR}")).await.unwrap().status();
+        assert_eq!(status, StatusCode::OK, "{scheme}");
+    }
+    let status = list(format!("Bearer {}", OPERATOR.to_uppercase()))
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn settings_built_in_code_with_weak_tokens_do_not_start() {
+    let mut s = settings();
+    s.auth.agent_tokens = vec![Secret::new("tok-42")];
+    let Err(e) = imrelay::app::App::build(s).await else {
+        panic!("a 6-character token was accepted");
+    };
+    assert!(e.to_string().contains("auth.agent_tokens[0]"), "{e}");
+    assert!(e.to_string().contains("shorter than 16"), "{e}");
+    assert!(!e.to_string().contains("tok-42"), "{e}");
 }

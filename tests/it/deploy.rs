@@ -49,9 +49,10 @@ fn with_real_tokens(mut env: HashMap<String, String>) -> HashMap<String, String>
         panic!("the example's placeholder tokens were accepted");
     };
     assert!(e.to_string().contains("placeholder"), "{e}");
-    for v in env.values_mut() {
+    for (k, v) in env.iter_mut() {
         if v.starts_with("replace-with-") {
-            *v = "0123456789abcdef".into();
+            // A token of its own for each variable: one token in both scopes is refused.
+            *v = format!("0123456789abcdef-{}", k.to_lowercase());
         }
     }
     env
@@ -264,8 +265,14 @@ fn dockerfile() {
         Settings::load_with_env(None, Some(without_tokens)).is_err(),
         "no tokens must be refused"
     );
-    env.insert("IMRELAY__AUTH__AGENT_TOKENS".into(), "a".into());
-    env.insert("IMRELAY__AUTH__OPERATOR_TOKENS".into(), "o".into());
+    env.insert(
+        "IMRELAY__AUTH__AGENT_TOKENS".into(),
+        "agent-token-0123456789".into(),
+    );
+    env.insert(
+        "IMRELAY__AUTH__OPERATOR_TOKENS".into(),
+        "operator-token-0123456789".into(),
+    );
     let s = settings_from(env, None);
     assert_eq!(s.store.path, Path::new("/data/imrelay.db"));
 }

@@ -111,23 +111,89 @@ async fn permission_request_allow_deny_and_repeat() {
 }
 
 #[tokio::test]
-async fn a_reconnecting_hook_reattaches_to_the_pending_interaction() {
+async fn identical_requests_in_flight_share_one_interaction_until_the_last_leaves() {
     let app = spawn_app().await;
     let body = fixture("claude-code/permission_request.json");
+    // Claude Code asks the same thing twice at once (parallel tool calls): one interaction.
     let first = post_hook(&app, body.clone());
     let i = pending_one(&app).await;
-    first.abort();
     let second = post_hook(&app, body);
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    app.metrics_with("imrelay_hook_calls_waiting 2").await;
     let (_, list) = app.get("/v1/interactions?status=all").await;
     assert_eq!(list["interactions"].as_array().unwrap().len(), 1);
-    app.post(
-        &format!("/v1/interactions/{}/respond", i["id"].as_str().unwrap()),
-        &json!({"decision": "allow"}),
-    )
-    .await;
+    // One of them is dropped: the other still waits, so nothing is withdrawn.
+    first.abort();
+    app.metrics_with("imrelay_hook_calls_waiting 1").await;
+    let (_, still) = app
+        .get(&format!("/v1/interactions/{}", i["id"].as_str().unwrap()))
+        .await;
+    assert_eq!(still["status"], "pending");
+    app.respond(i["id"].as_str().unwrap(), &json!({"decision": "allow"}))
+        .await;
     let (_, out) = second.await.unwrap();
     assert_eq!(out["hookSpecificOutput"]["decision"]["behavior"], "allow");
+    app.metrics_with("imrelay_hook_calls_waiting 0").await;
+}
+
+#[tokio::test]
+async fn a_permission_request_answered_in_claude_code_is_withdrawn_everywhere() {
+    use crate::telegram::{PRIVATE, edited, prompt, start};
+    use imrelay::channels::telegram::Mode;
+
+    let (app, tg) = start(Mode::Webhook).await;
+    let mut events = Sse::connect(&app, None).await;
+    let body = fixture("claude-code/permission_request.json");
+    let hook = post_hook(&app, body.clone());
+    let id = pending_one(&app).await["id"].as_str().unwrap().to_string();
+    let posted = prompt(&tg, PRIVATE, "npm test").await;
+    let created = events.next().await;
+    assert_eq!(created.event, "interaction.created");
+    assert_eq!(created.data["id"], id.as_str());
+
+    // The person answers Claude Code's own dialog (or presses Esc): Claude Code closes the
+    // hook's connection.
+    hook.abort();
+    let withdrawn = eventually_within(
+        "the interaction is withdrawn",
+        Duration::from_secs(1),
+        || async {
+            let (_, i) = app.get(&format!("/v1/interactions/{id}")).await;
+            (i["status"] == "resolved").then_some(i)
+        },
+    )
+    .await;
+    let message = "Answered in Claude Code, or abandoned there";
+    assert_eq!(withdrawn["resolution"]["outcome"], "cancelled");
+    assert_eq!(withdrawn["resolution"]["by"], "claude-code");
+    assert_eq!(withdrawn["resolution"]["result"]["message"], message);
+    // Every copy says so, without buttons...
+    let edit = edited(&tg, PRIVATE, posted.message_id, message).await;
+    assert_eq!(edit["reply_markup"], json!({"inline_keyboard": []}));
+    // ...and so does the event stream.
+    let resolved = events.next().await;
+    assert_eq!(resolved.event, "interaction.resolved");
+    assert_eq!(resolved.data["id"], id.as_str());
+    assert_eq!(resolved.data["resolution"]["outcome"], "cancelled");
+    assert_eq!(resolved.data["resolution"]["result"]["message"], message);
+    // A late answer is told it came too late.
+    let (status, _) = app.respond(&id, &json!({"decision": "allow"})).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+
+    // The same request again is a new question, not the withdrawn one.
+    let again = post_hook(&app, body);
+    let next = pending_one(&app).await;
+    assert_eq!(next["id"], format!("{id}.2"));
+    app.respond(
+        &format!("{id}.2"),
+        &json!({"decision": "deny", "message": "not now"}),
+    )
+    .await;
+    let (_, out) = again.await.unwrap();
+    assert_eq!(
+        out["hookSpecificOutput"]["decision"],
+        json!({"behavior": "deny", "message": "not now", "interrupt": false})
+    );
+    app.stop().await;
 }
 
 #[tokio::test]

@@ -162,17 +162,28 @@ impl Drop for TestApp {
 
 /// Polls `probe` every 10 ms until it gives a value, for at most ten seconds; panics naming
 /// `what` if it never does.
-pub async fn eventually<T, F>(what: &str, mut probe: impl FnMut() -> F) -> T
+pub async fn eventually<T, F>(what: &str, probe: impl FnMut() -> F) -> T
 where
     F: std::future::Future<Output = Option<T>>,
 {
-    for _ in 0..1000 {
+    eventually_within(what, Duration::from_secs(10), probe).await
+}
+
+/// [`eventually`], giving up (and panicking) once `limit` has passed.
+pub async fn eventually_within<T, F>(what: &str, limit: Duration, mut probe: impl FnMut() -> F) -> T
+where
+    F: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
         if let Some(v) = probe().await {
             return v;
         }
+        if tokio::time::Instant::now() >= deadline {
+            panic!("not reached within {limit:?}: {what}");
+        }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    panic!("not reached within 10 s: {what}");
 }
 
 /// Waits until `condition` holds, checking every 10 ms for at most ten seconds.

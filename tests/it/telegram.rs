@@ -2,7 +2,7 @@
 //! prompts and keyboards, taps, ForceReply answers, questions, refusals, races, edits on
 //! resolution from anywhere, rate limits and outages, restarts, webhook and polling.
 
-mod fake;
+pub(crate) mod fake;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,7 +29,7 @@ const MALLORY: Person = Person {
     first_name: "Mallory",
 };
 /// Alice's private chat with the bot (a private chat's id is the user's id).
-const PRIVATE: i64 = 1001;
+pub(crate) const PRIVATE: i64 = 1001;
 const GROUP: i64 = -2001;
 const SECRET: &str = "webhook-secret_1";
 
@@ -67,15 +67,15 @@ async fn start_with(mode: Mode, f: impl FnOnce(&mut Settings)) -> (TestApp, Fake
     (spawn_on(s, store).await, tg)
 }
 
-async fn start(mode: Mode) -> (TestApp, FakeTelegram) {
+pub(crate) async fn start(mode: Mode) -> (TestApp, FakeTelegram) {
     start_with(mode, |_| {}).await
 }
 
 /// A prompt as sent to Telegram.
 #[derive(Debug, Clone)]
-struct Posted {
+pub(crate) struct Posted {
     chat: i64,
-    message_id: i64,
+    pub(crate) message_id: i64,
     text: String,
     params: Value,
 }
@@ -118,7 +118,7 @@ impl Posted {
 }
 
 /// Waits for the prompt posted to `chat` whose text contains `marker`.
-async fn prompt(tg: &FakeTelegram, chat: i64, marker: &str) -> Posted {
+pub(crate) async fn prompt(tg: &FakeTelegram, chat: i64, marker: &str) -> Posted {
     let calls = tg
         .wait_for("sendMessage", |calls| {
             calls.iter().any(|c| {
@@ -139,7 +139,7 @@ async fn prompt(tg: &FakeTelegram, chat: i64, marker: &str) -> Posted {
 }
 
 /// Waits for an edit of message `id` in `chat` whose text contains `marker`.
-async fn edited(tg: &FakeTelegram, chat: i64, id: i64, marker: &str) -> Value {
+pub(crate) async fn edited(tg: &FakeTelegram, chat: i64, id: i64, marker: &str) -> Value {
     let calls = tg
         .wait_for("editMessageText", |calls| {
             calls.iter().any(|c| {

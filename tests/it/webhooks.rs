@@ -374,14 +374,14 @@ async fn signed_answers_in() {
     let mut app = spawn_with(|s| {
         fast(s);
         s.webhooks = vec![target("ticketing", &url)];
-        s.auth.operator_tokens = vec![Secret::new("op")];
-        s.auth.agent_tokens = vec![Secret::new("ag")];
+        s.auth.operator_tokens = vec![Secret::new("operator-token-0123456789")];
+        s.auth.agent_tokens = vec![Secret::new("agent-token-0123456789")];
     })
     .await;
     let mut agent = app
         .client
         .post(app.url("/v1/interactions"))
-        .bearer_auth("ag");
+        .bearer_auth("agent-token-0123456789");
     agent = agent.json(&json!({"id": "in-1", "tool_name": "Bash", "input": {"command": "deploy"}}));
     assert_eq!(agent.send().await.unwrap().status(), StatusCode::CREATED);
     let now = jiff::Timestamp::now().as_second();
@@ -411,7 +411,7 @@ async fn signed_answers_in() {
     assert_eq!(status, StatusCode::NOT_FOUND);
 
     // Nothing changed so far.
-    app.token = Some("op".into());
+    app.token = Some("operator-token-0123456789".into());
     let (_, i) = app.get("/v1/interactions/in-1").await;
     assert_eq!(i["status"], "pending");
 

@@ -1,0 +1,408 @@
+//! Where each configuration value came from (a key in the configuration file, or an
+//! environment variable), so that every configuration error names the place to fix and, where
+//! the fix is obvious, says what it is: the nearest known key for an unknown one, a single
+//! underscore where `__` separates the parts of a variable's name, an IP address for a host
+//! name in `server.listen`.
+//!
+//! Values are never quoted in messages, except `server.listen`'s, which is no secret.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::path::Path;
+
+use super::{DEFAULT_TOML, ENV_PREFIX};
+
+/// The separator between the prefix, the section and the key of a variable's name.
+const SEPARATOR: &str = "__";
+
+/// Top-level keys that are lists of tables, which the defaults leave out.
+const TABLE_LISTS: &[&str] = &["webhooks"];
+
+/// How alike (Jaro-Winkler) a known key must be to an unknown one to be suggested.
+const SIMILAR: f64 = 0.8;
+
+/// Where a value came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Origin {
+    /// An environment variable, by the name it was given.
+    Env(String),
+    /// The configuration file.
+    File(String),
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::Env(var) => write!(f, "the environment variable {var}"),
+            Origin::File(path) => f.write_str(path),
+        }
+    }
+}
+
+/// One configuration variable: its name as given, the dotted key it sets, and its value.
+struct EnvVar {
+    name: String,
+    key: String,
+    value: String,
+}
+
+/// The sources of one load: the file's table, the environment's variables, and the known keys.
+pub(super) struct Sources {
+    file: Option<(String, toml::Table)>,
+    env: Vec<EnvVar>,
+    /// The compiled-in defaults: every known table and key.
+    schema: toml::Table,
+}
+
+/// The dotted key `key` without list indices (`auth.agent_tokens[1]` → `auth.agent_tokens`).
+fn without_index(key: &str) -> &str {
+    key.split('[').next().unwrap_or(key)
+}
+
+/// `key` as the environment variable that sets it.
+fn env_name(key: &str) -> String {
+    format!(
+        "{ENV_PREFIX}{SEPARATOR}{}",
+        key.replace('.', SEPARATOR).to_uppercase()
+    )
+}
+
+/// Every dotted key the defaults know: tables and leaves, in order.
+fn known_keys(table: &toml::Table, prefix: &str, out: &mut Vec<(String, bool)>) {
+    for (k, v) in table {
+        let key = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}.{k}")
+        };
+        match v {
+            toml::Value::Table(t) => {
+                out.push((key.clone(), true));
+                known_keys(t, &key, out);
+            }
+            _ => out.push((key, false)),
+        }
+    }
+}
+
+/// Collects the keys of `table` (at `prefix`) that `schema` does not have.
+fn walk_file(table: &toml::Table, schema: &toml::Table, prefix: &str, unknown: &mut Vec<String>) {
+    for (k, v) in table {
+        let key = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}.{k}")
+        };
+        match (schema.get(k), v) {
+            (Some(toml::Value::Table(s)), toml::Value::Table(t)) => walk_file(t, s, &key, unknown),
+            // A value of the wrong shape is the deserializer's to report, with its key.
+            (Some(_), _) => {}
+            (None, _) if prefix.is_empty() && TABLE_LISTS.contains(&k.as_str()) => {}
+            (None, _) => unknown.push(key),
+        }
+    }
+}
+
+/// Whether `text` mentions `key` as a whole key (not as part of a longer one).
+fn mentions(text: &str, key: &str) -> bool {
+    let part = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '.';
+    text.match_indices(key).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + key.len()..].chars().next();
+        !before.is_some_and(part) && !after.is_some_and(|c| part(c) && c != '.')
+    })
+}
+
+impl Sources {
+    /// The sources of a load from `file` (already parsed) and the variables in `env`.
+    pub(super) fn new(file: Option<(&Path, toml::Table)>, env: &HashMap<String, String>) -> Self {
+        let prefix = format!("{ENV_PREFIX}{SEPARATOR}").to_lowercase();
+        let mut env: Vec<EnvVar> = env
+            .iter()
+            .filter_map(|(name, value)| {
+                let lower = name.to_lowercase();
+                let rest = lower.strip_prefix(&prefix)?;
+                Some(EnvVar {
+                    name: name.clone(),
+                    key: rest.replace(SEPARATOR, "."),
+                    value: value.clone(),
+                })
+            })
+            .collect();
+        env.sort_by(|a, b| a.name.cmp(&b.name));
+        Self {
+            file: file.map(|(p, t)| (p.display().to_string(), t)),
+            env,
+            // The defaults are compiled in and parsed by every load; a test checks they parse.
+            schema: toml::from_str(DEFAULT_TOML).unwrap_or_default(),
+        }
+    }
+
+    /// Every known dotted key, with whether it names a table.
+    fn known(&self) -> Vec<(String, bool)> {
+        let mut out = Vec::new();
+        known_keys(&self.schema, "", &mut out);
+        out.extend(TABLE_LISTS.iter().map(|k| (k.to_string(), false)));
+        out
+    }
+
+    /// The value at dotted `key` in the file (indices ignored).
+    fn file_value(&self, key: &str) -> Option<&toml::Value> {
+        let (_, table) = self.file.as_ref()?;
+        let mut parts = without_index(key).split('.');
+        let mut value = table.get(parts.next()?)?;
+        for part in parts {
+            value = value.as_table()?.get(part)?;
+        }
+        Some(value)
+    }
+
+    /// Where the value of `key` came from, or `None` for a default. The environment wins.
+    pub(super) fn origin(&self, key: &str) -> Option<Origin> {
+        let key = without_index(key);
+        if let Some(var) = self.env.iter().find(|v| v.key == key) {
+            return Some(Origin::Env(var.name.clone()));
+        }
+        self.file_value(key)?;
+        self.file
+            .as_ref()
+            .map(|(path, _)| Origin::File(path.clone()))
+    }
+
+    /// The value of `key` as given, if it is a string (from either source).
+    fn raw(&self, key: &str) -> Option<String> {
+        if let Some(var) = self.env.iter().find(|v| v.key == key) {
+            return Some(var.value.clone());
+        }
+        self.file_value(key)?.as_str().map(str::to_string)
+    }
+
+    /// The keys the file or the environment sets that no setting has, as one message that
+    /// names each, where it is, and the nearest known key.
+    pub(super) fn unknown_keys(&self) -> Option<String> {
+        let mut problems = Vec::new();
+        if let Some((path, table)) = &self.file {
+            let mut unknown = Vec::new();
+            walk_file(table, &self.schema, "", &mut unknown);
+            for key in unknown {
+                let hint = self
+                    .nearest(&key)
+                    .map(|k| format!(": did you mean `{k}`?"))
+                    .unwrap_or_default();
+                problems.push(format!("unknown setting `{key}` in {path}{hint}"));
+            }
+        }
+        for var in self.env.iter().filter(|v| !self.is_known(&v.key)) {
+            let flattened = var.key.replace('.', "_");
+            let hint = match self
+                .known()
+                .into_iter()
+                .find(|(k, table)| !table && k.replace('.', "_") == flattened)
+            {
+                // IMRELAY__SERVER_LISTEN: one underscore where two belong.
+                Some((k, _)) => format!(
+                    ": the section and the key are separated by `{SEPARATOR}`, so use {} (`{k}`)",
+                    env_name(&k)
+                ),
+                None => self
+                    .nearest(&var.key)
+                    .map(|k| format!(": did you mean {} (`{k}`)?", env_name(&k)))
+                    .unwrap_or_default(),
+            };
+            problems.push(format!(
+                "unknown setting `{}` from the environment variable {}{hint}",
+                var.key, var.name
+            ));
+        }
+        (!problems.is_empty()).then(|| problems.join("\n  "))
+    }
+
+    /// Whether dotted `key` is a known setting or section (or lies inside a value, such as a
+    /// list of tables, whose shape the deserializer checks).
+    fn is_known(&self, key: &str) -> bool {
+        let mut parts = key.split('.');
+        let Some(first) = parts.next() else {
+            return false;
+        };
+        if TABLE_LISTS.contains(&first) {
+            return true;
+        }
+        let mut value = self.schema.get(first);
+        for part in parts {
+            value = value
+                .and_then(toml::Value::as_table)
+                .and_then(|t| t.get(part));
+        }
+        value.is_some()
+    }
+
+    /// The known key most like `key`, if one is alike enough.
+    fn nearest(&self, key: &str) -> Option<String> {
+        self.known()
+            .into_iter()
+            .map(|(k, _)| (strsim::jaro_winkler(key, &k), k))
+            .filter(|(score, _)| *score >= SIMILAR)
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|(_, k)| k)
+    }
+
+    /// Variables that look like settings but are ignored because they separate the parts of
+    /// their name with one underscore instead of two (`IMRELAY_SERVER_LISTEN`).
+    pub(super) fn ignored_variables(&self, env: &HashMap<String, String>) -> Vec<String> {
+        let prefix = format!("{ENV_PREFIX}_").to_lowercase();
+        let double = format!("{ENV_PREFIX}{SEPARATOR}").to_lowercase();
+        let known = self.known();
+        let mut names: Vec<&String> = env.keys().collect();
+        names.sort();
+        names
+            .into_iter()
+            .filter_map(|name| {
+                let lower = name.to_lowercase();
+                if lower.starts_with(&double) {
+                    return None;
+                }
+                let rest = lower.strip_prefix(&prefix)?;
+                let (key, _) = known
+                    .iter()
+                    .find(|(k, table)| !table && k.replace('.', "_") == rest)?;
+                Some(format!(
+                    "{name} is ignored: the prefix, section and key of a setting's variable are \
+                     separated by `{SEPARATOR}`, so use {} to set `{key}`",
+                    env_name(key)
+                ))
+            })
+            .collect()
+    }
+
+    /// A load error as one message naming the key and where it came from.
+    pub(super) fn describe(&self, error: config::ConfigError) -> String {
+        match error {
+            config::ConfigError::At {
+                error,
+                key: Some(key),
+                ..
+            } => self.about(&key, &error.to_string()),
+            config::ConfigError::Type {
+                unexpected,
+                expected,
+                key: Some(key),
+                ..
+            } => self.about(&key, &format!("expected {expected}, found {unexpected}")),
+            config::ConfigError::NotFound(key) => format!("`{key}` is missing"),
+            other => other.to_string(),
+        }
+    }
+
+    /// `problem` with the value of `key`, said where the value came from, with the fix when
+    /// it is obvious.
+    fn about(&self, key: &str, problem: &str) -> String {
+        let at = match self.origin(key) {
+            Some(Origin::Env(var)) => var,
+            Some(Origin::File(path)) => format!("{key} in {path}"),
+            None => key.to_string(),
+        };
+        let mut message = format!("{at}: {problem}");
+        if let Some(fix) = self.fix(key) {
+            message.push_str(". ");
+            message.push_str(&fix);
+        }
+        message
+    }
+
+    /// The fix for a bad value of `key`, where there is an obvious one.
+    fn fix(&self, key: &str) -> Option<String> {
+        if key != "server.listen" {
+            return None;
+        }
+        let raw = self.raw(key)?;
+        let suggestion = listen_fix(raw.trim())?;
+        let set = match self.origin(key)? {
+            Origin::Env(var) => format!("{var}={suggestion}"),
+            Origin::File(_) => format!("listen = \"{suggestion}\""),
+        };
+        Some(format!(
+            "Use {set}: imrelay listens on an IP address and port, not a host name \
+             (127.0.0.1 or [::1] for this machine only, 0.0.0.0 or [::] for every interface)"
+        ))
+    }
+
+    /// `message`, an error about values that do not fit together, with where each key it
+    /// names came from (keys left at their defaults are not mentioned).
+    pub(super) fn annotate(&self, message: &str) -> String {
+        let mut origins: BTreeMap<String, Origin> = BTreeMap::new();
+        for (key, _) in self.known().into_iter().filter(|(_, table)| !table) {
+            if mentions(message, &key)
+                && let Some(origin) = self.origin(&key)
+            {
+                origins.insert(key, origin);
+            }
+        }
+        if origins.is_empty() {
+            return message.to_string();
+        }
+        let from: Vec<String> = origins
+            .into_iter()
+            .map(|(key, origin)| match origin {
+                Origin::Env(var) => format!("{key} is set by {var}"),
+                Origin::File(path) => format!("{key} is set in {path}"),
+            })
+            .collect();
+        format!("{message} ({})", from.join("; "))
+    }
+}
+
+/// The listen address to suggest for `raw`, which does not parse: an IP address for a
+/// loopback host name, or the same address with imrelay's default port.
+fn listen_fix(raw: &str) -> Option<String> {
+    const DEFAULT_PORT: u16 = 8787;
+    if let Ok(ip) = raw.trim_matches(['[', ']']).parse::<std::net::IpAddr>() {
+        return Some(std::net::SocketAddr::new(ip, DEFAULT_PORT).to_string());
+    }
+    let (host, port) = match raw.rsplit_once(':') {
+        Some((host, port)) => (host, port.parse::<u16>().ok()?),
+        None => (raw, DEFAULT_PORT),
+    };
+    let host = host.trim_matches(['[', ']']);
+    if host.eq_ignore_ascii_case("localhost") || host.eq_ignore_ascii_case("localhost.") {
+        return Some(format!("127.0.0.1:{port}"));
+    }
+    if host.is_empty() || host == "*" {
+        return Some(format!("0.0.0.0:{port}"));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_fixes() {
+        assert_eq!(
+            listen_fix("localhost:8795").as_deref(),
+            Some("127.0.0.1:8795")
+        );
+        assert_eq!(listen_fix("LOCALHOST").as_deref(), Some("127.0.0.1:8787"));
+        assert_eq!(listen_fix("127.0.0.1").as_deref(), Some("127.0.0.1:8787"));
+        assert_eq!(listen_fix("::1").as_deref(), Some("[::1]:8787"));
+        assert_eq!(listen_fix(":9000").as_deref(), Some("0.0.0.0:9000"));
+        assert_eq!(listen_fix("relay.example.com:80"), None);
+        assert_eq!(listen_fix("localhost:http"), None);
+    }
+
+    #[test]
+    fn mentions_whole_keys_only() {
+        assert!(mentions("set auth.agent_tokens and x", "auth.agent_tokens"));
+        assert!(mentions(
+            "auth.agent_tokens[1] is short",
+            "auth.agent_tokens"
+        ));
+        assert!(mentions("server.listen = 0.0.0.0", "server.listen"));
+        assert!(!mentions(
+            "telegram.webhook_url is empty",
+            "telegram.webhook"
+        ));
+        assert!(!mentions("xserver.listen", "server.listen"));
+        assert!(mentions("telegram.webhook_path.", "telegram.webhook_path"));
+    }
+}
