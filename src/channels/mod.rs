@@ -13,6 +13,7 @@
 //! rule makes every channel equal. Shared rendering helpers live in [`render`].
 
 pub mod feishu;
+pub mod present;
 pub mod render;
 pub mod telegram;
 pub mod webhook;
