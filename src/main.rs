@@ -34,6 +34,15 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    #[command(flatten)]
+    Server(ServerCommand),
+    #[command(flatten)]
+    Client(Client),
+}
+
+/// The server, and tools for the machine it runs on.
+#[derive(Subcommand)]
+enum ServerCommand {
     /// Run the server (the default).
     Serve,
     /// Validate the configuration and print it, with every secret redacted.
@@ -79,16 +88,43 @@ enum AuditAction {
     Head,
 }
 
+/// The terminal client of a running server.
+#[derive(Subcommand)]
+enum Client {
+    /// Answer approvals and questions here as they arrive, one at a time (see docs/terminal.md).
+    Watch(imrelay::cli::watch::WatchArgs),
+    /// List the interactions waiting for an answer, oldest first.
+    Pending(imrelay::cli::commands::PendingArgs),
+    /// Show one interaction in full: the tool call, the questions, how it ended.
+    Show(imrelay::cli::commands::ShowArgs),
+    /// Answer one interaction: `allow`, `deny [--reason TEXT]`, or `--answer QUESTION=ANSWER`.
+    Answer(imrelay::cli::commands::AnswerArgs),
+}
+
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let settings = Settings::load(cli.config.as_deref())?;
-    match cli.command.unwrap_or(Command::Serve) {
-        Command::CheckConfig => {
+    let config = cli.config.as_deref();
+    match cli.command.unwrap_or(Command::Server(ServerCommand::Serve)) {
+        // The terminal client reads the configuration only for the server's address, and
+        // only without --url: it also runs where there is no configuration.
+        Command::Client(client) => std::process::exit(match client {
+            Client::Watch(args) => imrelay::cli::watch::run(args, config),
+            Client::Pending(args) => imrelay::cli::commands::pending(args, config),
+            Client::Show(args) => imrelay::cli::commands::show(args, config),
+            Client::Answer(args) => imrelay::cli::commands::answer(args, config),
+        }),
+        Command::Server(command) => run(command, Settings::load(config)?),
+    }
+}
+
+fn run(command: ServerCommand, settings: Settings) -> anyhow::Result<()> {
+    match command {
+        ServerCommand::CheckConfig => {
             print!("{}", settings.redacted_toml()?);
             eprintln!("configuration is valid");
             Ok(())
         }
-        Command::Healthcheck { live, url } => {
+        ServerCommand::Healthcheck { live, url } => {
             let probe = if live {
                 imrelay::cli::Probe::Live
             } else {
@@ -99,7 +135,7 @@ fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Audit {
+        ServerCommand::Audit {
             action: Some(AuditAction::Verify { expect }),
             ..
         } => {
@@ -108,11 +144,11 @@ fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Audit {
+        ServerCommand::Audit {
             action: Some(AuditAction::Head),
             ..
         } => imrelay::cli::audit_head(&settings),
-        Command::Backup { file } => {
+        ServerCommand::Backup { file } => {
             let bytes = imrelay::cli::backup(&settings, &file)?;
             let to = if file == std::path::Path::new("-") {
                 "standard output".to_string()
@@ -125,10 +161,10 @@ fn main() -> anyhow::Result<()> {
             );
             Ok(())
         }
-        Command::Audit { since, json, .. } => {
+        ServerCommand::Audit { since, json, .. } => {
             imrelay::cli::audit_print(&settings, since.as_deref(), json)
         }
-        Command::Serve => {
+        ServerCommand::Serve => {
             imrelay::telemetry::init(&settings.log)?;
             tokio::runtime::Builder::new_multi_thread()
                 .enable_all()

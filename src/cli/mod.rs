@@ -1,4 +1,10 @@
-//! Command-line tools beside the server: `imrelay audit` prints the audit trail,
+//! Command-line tools beside the server.
+//!
+//! The terminal client of a running server, over its HTTP API: `imrelay watch` answers
+//! approvals and questions as they arrive ([`watch`]); `imrelay pending`, `imrelay show` and
+//! `imrelay answer` do it one command at a time for scripts ([`commands`]).
+//!
+//! Tools for the machine the server runs on: `imrelay audit` prints the audit trail,
 //! `imrelay audit verify` checks its hash chain, its recorded head and that every stored
 //! interaction has its `created` entry, and `imrelay audit head` prints the head to keep
 //! elsewhere (all read the SQLite database directly and read-only, so they work while the
@@ -6,6 +12,13 @@
 //! server's `/healthz`, or with `--live` its `/livez` (for container health checks, where
 //! there is no curl); `imrelay backup FILE` writes a consistent copy of the database while the
 //! server runs (the container images have no `sqlite3`).
+
+pub mod choose;
+pub mod client;
+pub mod commands;
+pub mod term;
+pub mod view;
+pub mod watch;
 
 use std::io::Write;
 
