@@ -579,7 +579,12 @@ impl Remote {
                 }
                 Some(Err(e)) => {
                     return Stream::Lost {
-                        error: e.to_string(),
+                        error: match e {
+                            eventsource_stream::EventStreamError::Transport(_) => {
+                                "the connection dropped".into()
+                            }
+                            other => format!("the event stream cannot be read: {other}"),
+                        },
                         connected: true,
                     };
                 }

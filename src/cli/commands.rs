@@ -193,8 +193,8 @@ pub fn show(args: ShowArgs, config: Option<&std::path::Path>) -> i32 {
     }
 }
 
-/// What `answer`'s arguments ask for, checked against the interaction.
-fn reply_for(args: &AnswerArgs, i: &Interaction) -> Result<Reply, String> {
+/// Checks that `answer`'s flags go together (whatever the interaction).
+fn check_flags(args: &AnswerArgs) -> Result<(), String> {
     let misplaced = |flag: &str, with: &str| format!("{flag} goes with {with}");
     if args.decision != Some(Decision::Deny) {
         if args.reason.is_some() {
@@ -213,17 +213,16 @@ fn reply_for(args: &AnswerArgs, i: &Interaction) -> Result<Reply, String> {
         }
     }
     match (args.decision, args.answers.is_empty()) {
-        (Some(_), false) => {
-            return Err("give either allow/deny or --answer, not both".into());
-        }
-        (None, true) => {
-            return Err(match i.kind {
-                Kind::Approval => "say allow or deny".into(),
-                Kind::Question => "answer with --answer QUESTION=ANSWER (or deny)".into(),
-            });
-        }
-        _ => {}
+        (Some(_), false) => Err("give either allow/deny or --answer, not both".into()),
+        (None, true) => Err(
+            "say allow or deny (an approval), or give --answer QUESTION=ANSWER (a question)".into(),
+        ),
+        _ => Ok(()),
     }
+}
+
+/// What `answer`'s arguments ask for, checked against the interaction.
+fn reply_for(args: &AnswerArgs, i: &Interaction) -> Result<Reply, String> {
     if let Some(Decision::Deny) = args.decision {
         return Ok(Reply::Deny {
             message: args.reason.clone().filter(|r| !r.trim().is_empty()),
@@ -296,6 +295,10 @@ pub fn answer(args: AnswerArgs, config: Option<&std::path::Path>) -> i32 {
         .clone()
         .filter(|b| !b.trim().is_empty())
         .or_else(login_name);
+    if let Err(message) = check_flags(&args) {
+        eprintln!("imrelay: {message}");
+        return exit::USAGE;
+    }
     let painter = Painter::for_stdout();
     rt.block_on(async {
         let i = match remote.get(&args.id).await {

@@ -121,8 +121,11 @@ impl Term {
     /// Columns available.
     pub fn width(&self) -> usize {
         if self.tty {
+            // A terminal that does not know its size says 0.
             terminal::size()
+                .ok()
                 .map(|(w, _)| usize::from(w))
+                .filter(|w| *w > 0)
                 .unwrap_or(80)
                 .max(40)
         } else {
@@ -165,8 +168,6 @@ impl Term {
             for l in lines {
                 let _ = writeln!(self.out, "{l}");
             }
-            // The prompt is printed again after what was said.
-            self.printed_prompt.clear();
             self.draw();
         }
     }
@@ -182,6 +183,12 @@ impl Term {
         self.status = status;
         self.prompt = prompt;
         self.draw();
+    }
+
+    /// Plain mode: the next prompt is printed even if it reads as the last one did (a new
+    /// interaction or question asks again).
+    pub fn fresh_prompt(&mut self) {
+        self.printed_prompt.clear();
     }
 
     /// Redraws the prompt (its countdown).
@@ -255,6 +262,12 @@ impl Term {
     /// Applies a key to the line being typed.
     pub fn key(&mut self, key: KeyEvent) -> Typed {
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        // Ctrl-J is a line feed: Enter too.
+        if key.code == KeyCode::Enter || (ctrl && key.code == KeyCode::Char('j')) {
+            let line = std::mem::take(&mut self.line);
+            self.echo(&line);
+            return Typed::Submit(line);
+        }
         let typed = match key.code {
             KeyCode::Char('c') if ctrl => return Typed::Interrupt,
             KeyCode::Char('d') if ctrl => {
@@ -284,11 +297,6 @@ impl Term {
             KeyCode::Backspace => {
                 self.line.pop();
                 Typed::Edited
-            }
-            KeyCode::Enter => {
-                let line = std::mem::take(&mut self.line);
-                self.echo(&line);
-                return Typed::Submit(line);
             }
             KeyCode::Esc => {
                 self.line.clear();

@@ -157,9 +157,10 @@ pub fn tool_call(p: &Painter, i: &Interaction, budget: Budget) -> Vec<String> {
     presentation_lines(p, &presentation, &format!("imrelay show {}", i.id))
 }
 
-/// A presentation as indented lines.
+/// A presentation's blocks as indented lines (its summary is for lists: the heading names
+/// the tool).
 pub fn presentation_lines(p: &Painter, pr: &Presentation, see_all: &str) -> Vec<String> {
-    let mut out = vec![format!("  {}", p.paint(Paint::Bold, &pr.summary))];
+    let mut out = Vec::new();
     let cut_line = |cut: &present::Cut| {
         cut.note()
             .map(|n| p.paint(Paint::Dim, &format!("    … {n}: `{see_all}` shows all")))

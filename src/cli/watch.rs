@@ -294,10 +294,10 @@ impl Watch {
         }
         if let Some(c) = &self.current {
             parts.push(view::clock(view::seconds_left(&c.i, now)));
-        }
-        match self.others() {
-            0 => {}
-            n => parts.push(format!("{n} more")),
+            match self.others() {
+                0 => {}
+                n => parts.push(format!("{n} more")),
+            }
         }
         if parts.is_empty() {
             String::new()
@@ -321,7 +321,10 @@ impl Watch {
             None => "waiting for approvals and questions (q quits) › ".to_string(),
             Some(c) => match &c.step {
                 Step::Choose => "a/d/e/s/q › ".to_string(),
-                Step::Reason => "reason for the agent (Enter for none, Esc goes back) › ".into(),
+                Step::Reason if self.term.is_tty() => {
+                    "reason for the agent (Enter for none, Esc goes back) › ".into()
+                }
+                Step::Reason => "reason for the agent (Enter for none) › ".into(),
                 Step::Editing => "(editing…)".into(),
                 Step::Edited(_) => "a allow with this input · e edit again · c cancel › ".into(),
                 Step::EditFailed(_) => "e edit again · c cancel › ".into(),
@@ -411,11 +414,12 @@ impl Watch {
             }
             Kind::Question => match crate::interaction::parse_questions(&i.input.map()) {
                 Ok(questions) => {
+                    lines.extend(view::question(&p, &questions[0], 1, questions.len()));
+                    lines.push(String::new());
                     lines.push(keys(
                         &p,
                         &[("s", "skip"), ("d", "decline to answer"), ("q", "quit")],
                     ));
-                    lines.extend(view::question(&p, &questions[0], 1, questions.len()));
                     Step::Asking {
                         questions,
                         answers: Vec::new(),
@@ -437,6 +441,7 @@ impl Watch {
             meanwhile: None,
         });
         self.term.say(&lines);
+        self.term.fresh_prompt();
         self.prompt();
         self.ring();
     }
@@ -445,6 +450,7 @@ impl Watch {
         if let Some(c) = &mut self.current {
             c.step = step;
         }
+        self.term.fresh_prompt();
         self.prompt();
     }
 
@@ -836,22 +842,36 @@ impl Watch {
         }
     }
 
-    /// Plain mode: hands typed-ahead lines to prompts that want one.
+    /// Plain mode: hands typed-ahead lines to prompts that want one. With nothing to answer,
+    /// only a `q` next in line is taken; the end of input ends the session at the next prompt.
     async fn drain_queue(&mut self) {
         if self.term.is_tty() {
             return;
         }
-        while self.exit.is_none() && self.wants_line() {
-            match self.queued.pop_front() {
-                Some(line) => {
-                    self.term.echo(&line);
-                    self.on_line(line).await;
+        while self.exit.is_none() {
+            if self.wants_line() {
+                match self.queued.pop_front() {
+                    Some(line) => {
+                        self.term.echo(&line);
+                        self.on_line(line).await;
+                    }
+                    None if self.input_ended => {
+                        self.term.say1("(end of input)");
+                        self.quit(exit::OK);
+                    }
+                    None => break,
                 }
-                None if self.input_ended => {
-                    self.term.say1("(end of input)");
-                    self.quit(exit::OK);
-                }
-                None => break,
+            } else if self.current.is_none()
+                && self
+                    .queued
+                    .front()
+                    .is_some_and(|l| is_quit(&l.trim().to_lowercase()))
+            {
+                let line = self.queued.pop_front().unwrap_or_default();
+                self.term.echo(&line);
+                self.on_line(line).await;
+            } else {
+                break;
             }
         }
     }
@@ -860,11 +880,8 @@ impl Watch {
         let word = line.trim().to_lowercase();
         let Some(c) = &self.current else {
             match word.as_str() {
-                "q" | "quit" | "exit" => self.quit(exit::OK),
-                "" if !self.skipped.is_empty() => {
-                    self.skipped.clear();
-                    self.show_next(false);
-                }
+                w if is_quit(w) => self.quit(exit::OK),
+                "" if !self.skipped.is_empty() => self.show_next(false),
                 "" => {}
                 _ => self.say_error("Nothing to answer right now."),
             }
@@ -880,7 +897,7 @@ impl Watch {
                 "d" | "deny" => self.set_step(Step::Reason),
                 "e" | "edit" => self.edit(pretty(&i.input.map())).await,
                 "s" | "skip" => self.skip(),
-                "q" | "quit" | "exit" => self.quit(exit::OK),
+                w if is_quit(w) => self.quit(exit::OK),
                 "" => {}
                 _ => self.say_error(
                     "Type a (allow), d (deny), e (edit), s (skip) or q (quit), then Enter.",
@@ -906,7 +923,7 @@ impl Watch {
                     "e" | "edit" => self.edit(pretty(&input)).await,
                     "c" | "cancel" => self.show(i),
                     "s" | "skip" => self.skip(),
-                    "q" | "quit" | "exit" => self.quit(exit::OK),
+                    w if is_quit(w) => self.quit(exit::OK),
                     "" => {}
                     _ => self
                         .say_error("Type a (allow with this input), e (edit again) or c (cancel)."),
@@ -917,7 +934,7 @@ impl Watch {
                 match word.as_str() {
                     "e" | "edit" => self.edit(text).await,
                     "c" | "cancel" => self.show(i),
-                    "q" | "quit" | "exit" => self.quit(exit::OK),
+                    w if is_quit(w) => self.quit(exit::OK),
                     "" => {}
                     _ => self.say_error("Type e (edit again) or c (cancel)."),
                 }
@@ -925,13 +942,13 @@ impl Watch {
             Step::Unreadable => match word.as_str() {
                 "d" | "decline" | "deny" => self.set_step(Step::Reason),
                 "s" | "skip" => self.skip(),
-                "q" | "quit" | "exit" => self.quit(exit::OK),
+                w if is_quit(w) => self.quit(exit::OK),
                 _ => self.say_error("Type d (decline), s (skip) or q (quit)."),
             },
             Step::Asking { .. } => match word.as_str() {
                 "s" | "skip" => self.skip(),
                 "d" | "decline" => self.set_step(Step::Reason),
-                "q" | "quit" | "exit" => self.quit(exit::OK),
+                w if is_quit(w) => self.quit(exit::OK),
                 _ => self.answer_question(&line),
             },
         }
@@ -980,6 +997,7 @@ impl Watch {
                 questions.len(),
             ));
             self.term.say(&lines);
+            self.term.fresh_prompt();
             self.prompt();
             return;
         }
@@ -1076,6 +1094,10 @@ impl Watch {
         let status = self.status();
         self.term.refresh_status(status);
     }
+}
+
+fn is_quit(word: &str) -> bool {
+    matches!(word, "q" | "quit" | "exit")
 }
 
 fn keys(p: &view::Painter, keys: &[(&str, &str)]) -> String {
