@@ -298,18 +298,11 @@ pub enum Probe {
 /// The URL of `probe` on the server these settings describe (a wildcard listen address is
 /// reached on loopback).
 pub fn health_url(settings: &Settings, probe: Probe) -> String {
-    let mut addr = settings.server.listen;
-    if addr.ip().is_unspecified() {
-        addr.set_ip(match addr {
-            std::net::SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
-            std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
-        });
-    }
     let path = match probe {
         Probe::Ready => "/healthz",
         Probe::Live => "/livez",
     };
-    format!("http://{addr}{path}")
+    format!("{}{path}", client::local_url(settings))
 }
 
 /// `imrelay healthcheck`: `Ok(true)` if the server answers `probe` (or `url`) with 200 in

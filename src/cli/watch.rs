@@ -20,7 +20,7 @@
 //! - Ctrl-C leaves cleanly at any prompt, the terminal restored.
 //!
 //! The loop is one task reacting to four sources: the event stream ([`Feed`]), the person
-//! ([`Input`]), background work (sending, checking, editing: [`Done`]) and a one-second tick.
+//! ([`Input`]), background work (sending, checking, editing) and a one-second tick.
 
 use std::collections::{HashSet, VecDeque};
 use std::time::Duration;
@@ -31,15 +31,30 @@ use tokio::sync::mpsc;
 
 use super::choose::{self, Choice};
 use super::client::{ClientError, Feed, Remote, RemoteArgs, Reply, exit};
-use super::commands::{EXIT_CODES, login_name, resolved_by_us};
+use super::commands::{login_name, resolved_by_us};
 use super::term::{Input, Term, Typed};
 use super::view::{self, Paint};
 use crate::channels::present::{Budget, visible_line};
 use crate::interaction::{Interaction, InteractionId, Kind, Outcome, Question};
 
+/// What `imrelay watch --help` adds: the keys and the exit codes.
+const WATCH_HELP: &str = "\
+Approvals: a allow · d deny (then a reason, optional) · e edit the input in $VISUAL or
+$EDITOR, then allow · s skip (it stays pending and comes back) · q quit. Then Enter.
+Questions: one option number, several separated by commas (multi-select), or your own
+answer (a number as your own answer goes in quotes); s skip · d decline · q quit.
+Ctrl-C leaves at any prompt; an answer imrelay has not confirmed is printed as the
+`imrelay answer` command that sends it.
+
+Exit status:
+  0    quit (q, Ctrl-D, end of input, SIGTERM)
+  1    any other error (a bad configuration or URL)
+  5    the token is missing or not accepted
+  130  Ctrl-C";
+
 /// `imrelay watch`
 #[derive(Debug, clap::Args)]
-#[command(after_help = EXIT_CODES)]
+#[command(after_help = WATCH_HELP)]
 pub struct WatchArgs {
     #[command(flatten)]
     remote: RemoteArgs,
@@ -699,8 +714,16 @@ impl Watch {
                 self.show_next(false);
             }
             Err(ClientError::AlreadyResolved(i)) => {
-                let mut lines =
-                    vec![p.paint(Paint::Yellow, "⚑ Not sent: someone else answered first.")];
+                let ended = matches!(
+                    i.resolution.as_ref().map(|r| r.outcome),
+                    Some(Outcome::Expired | Outcome::Cancelled)
+                );
+                let why = if ended {
+                    "⚑ Not sent: it had already ended."
+                } else {
+                    "⚑ Not sent: someone else answered first."
+                };
+                let mut lines = vec![p.paint(Paint::Yellow, why)];
                 lines.extend(view::outcome_line(&p, &i, now));
                 lines.extend(view::given_answers(&i));
                 self.term.say(&lines);

@@ -778,6 +778,10 @@ async fn scriptable_commands_need_an_operator_token_where_the_server_has_them() 
     .await;
     assert_eq!(code, 5);
     assert!(err.contains("needs an operator token"), "{err}");
+    // watch stops at once too, saying why.
+    let (code, out, _) = run(&server.base, &["watch"], &[]).await;
+    assert_eq!(code, 5, "{out}");
+    assert!(out.contains("imrelay wants an operator token"), "{out}");
     let (code, out, err) = run(
         &server.base,
         &["pending", "--token", "operator-token-0123456789abcdef"],
