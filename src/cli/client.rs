@@ -9,14 +9,15 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use reqwest::StatusCode;
 use secrecy::{ExposeSecret, SecretString};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::config::Settings;
-use crate::interaction::{Interaction, Outcome, Resolution};
+use crate::interaction::{Answer, Interaction, Outcome, Resolution};
 
 /// Where the server is and how to be let in (`--url`, `--token`).
-#[derive(Clone, Debug, Default, clap::Args)]
+/// (No `Debug`: it holds the token.)
+#[derive(Clone, Default, clap::Args)]
 pub struct RemoteArgs {
     /// The imrelay server [default: the listen address of the configuration].
     #[arg(long, env = "IMRELAY_URL", value_name = "URL")]
@@ -147,118 +148,95 @@ impl ClientError {
     }
 }
 
-/// An answer to send.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Reply {
-    /// Allow an approval, with an edited input or for the rest of the session.
-    Allow {
-        /// Run this input instead.
-        updated_input: Option<Map<String, Value>>,
-        /// Also apply the agent's suggestions for the session.
-        always: bool,
-    },
-    /// Deny an approval, or decline a question.
-    Deny {
-        /// The reason shown to the agent.
-        message: Option<String>,
-        /// Stop the agent's whole turn.
-        interrupt: bool,
-    },
-    /// Answer a question: question text → a label, free text, or a list of labels.
-    Answers(Map<String, Value>),
+/// The `/respond` body for `answer`, from `by` through the terminal.
+pub fn respond_body(answer: &Answer, by: Option<&str>) -> Value {
+    let mut body = match answer {
+        Answer::Allow {
+            updated_input,
+            always,
+        } => {
+            let mut b = json!({"decision": "allow"});
+            if let Some(input) = updated_input {
+                b["updated_input"] = Value::Object(input.clone());
+            }
+            if *always {
+                b["always"] = Value::Bool(true);
+            }
+            b
+        }
+        Answer::Deny { message, interrupt } => {
+            let mut b = json!({"decision": "deny"});
+            if let Some(m) = message {
+                b["message"] = Value::String(m.clone());
+            }
+            if *interrupt {
+                b["interrupt"] = Value::Bool(true);
+            }
+            b
+        }
+        Answer::Answers(answers) => json!({"answers": answers}),
+    };
+    body["via"] = Value::String("terminal".into());
+    if let Some(by) = by {
+        body["by"] = Value::String(by.to_string());
+    }
+    body
 }
 
-impl Reply {
-    /// The `/respond` body.
-    pub fn body(&self, by: Option<&str>) -> Value {
-        let mut body = match self {
-            Reply::Allow {
-                updated_input,
-                always,
-            } => {
-                let mut b = json!({"decision": "allow"});
-                if let Some(input) = updated_input {
-                    b["updated_input"] = Value::Object(input.clone());
-                }
-                if *always {
-                    b["always"] = Value::Bool(true);
-                }
-                b
-            }
-            Reply::Deny { message, interrupt } => {
-                let mut b = json!({"decision": "deny"});
-                if let Some(m) = message {
-                    b["message"] = Value::String(m.clone());
-                }
-                if *interrupt {
-                    b["interrupt"] = Value::Bool(true);
-                }
-                b
-            }
-            Reply::Answers(answers) => json!({"answers": answers}),
-        };
-        body["via"] = Value::String("terminal".into());
-        if let Some(by) = by {
-            body["by"] = Value::String(by.to_string());
-        }
-        body
+/// The outcome `answer` leads to when it wins.
+pub fn outcome_of(answer: &Answer) -> Outcome {
+    match answer {
+        Answer::Allow { .. } => Outcome::Allowed,
+        Answer::Deny { .. } => Outcome::Denied,
+        Answer::Answers(_) => Outcome::Answered,
     }
+}
 
-    /// The outcome this reply leads to when it wins.
-    pub fn outcome(&self) -> Outcome {
-        match self {
-            Reply::Allow { .. } => Outcome::Allowed,
-            Reply::Deny { .. } => Outcome::Denied,
-            Reply::Answers(_) => Outcome::Answered,
+/// The `imrelay answer` command that sends `answer` to `id`, for a person to run later.
+pub fn answer_command(answer: &Answer, id: &str) -> String {
+    let mut words = vec!["imrelay".to_string(), "answer".into(), quote(id)];
+    match answer {
+        Answer::Allow {
+            updated_input,
+            always,
+        } => {
+            words.push("allow".into());
+            if let Some(input) = updated_input {
+                words.push("--input".into());
+                words.push(quote(&Value::Object(input.clone()).to_string()));
+            }
+            if *always {
+                words.push("--always".into());
+            }
         }
-    }
-
-    /// The `imrelay answer` command that sends this reply, for a person to run later.
-    pub fn command(&self, id: &str) -> String {
-        let mut words = vec!["imrelay".to_string(), "answer".into(), quote(id)];
-        match self {
-            Reply::Allow {
-                updated_input,
-                always,
-            } => {
-                words.push("allow".into());
-                if let Some(input) = updated_input {
-                    words.push("--input".into());
-                    words.push(quote(&Value::Object(input.clone()).to_string()));
-                }
-                if *always {
-                    words.push("--always".into());
-                }
+        Answer::Deny { message, interrupt } => {
+            words.push("deny".into());
+            if let Some(m) = message {
+                words.push("--reason".into());
+                words.push(quote(m));
             }
-            Reply::Deny { message, interrupt } => {
-                words.push("deny".into());
-                if let Some(m) = message {
-                    words.push("--reason".into());
-                    words.push(quote(m));
-                }
-                if *interrupt {
-                    words.push("--interrupt".into());
-                }
+            if *interrupt {
+                words.push("--interrupt".into());
             }
-            Reply::Answers(answers) => {
-                for (q, a) in answers {
-                    let values: Vec<String> = match a {
-                        Value::Array(items) => items
-                            .iter()
-                            .map(|v| v.as_str().map(str::to_string).unwrap_or(v.to_string()))
-                            .collect(),
-                        Value::String(s) => vec![s.clone()],
-                        other => vec![other.to_string()],
-                    };
-                    for v in values {
-                        words.push("--answer".into());
-                        words.push(quote(&format!("{q}={v}")));
-                    }
+        }
+        Answer::Answers(answers) => {
+            for (q, a) in answers {
+                let values: Vec<String> = match a {
+                    Value::Array(items) => items
+                        .iter()
+                        .map(|v| v.as_str().map(str::to_string).unwrap_or(v.to_string()))
+                        .collect(),
+                    Value::String(s) => vec![s.clone()],
+                    other => vec![other.to_string()],
+                };
+                for v in values {
+                    words.push("--answer".into());
+                    words.push(quote(&format!("{q}={v}")));
                 }
             }
         }
-        words.join(" ")
     }
+    words.join(" ")
 }
 
 /// `s` as one word for a POSIX shell.
@@ -452,11 +430,11 @@ impl Remote {
         Ok(all)
     }
 
-    /// Sends `reply` to interaction `id` as `by`; the resolved interaction when it won.
+    /// Sends `answer` to interaction `id` as `by`; the resolved interaction when it won.
     pub async fn respond(
         &self,
         id: &str,
-        reply: &Reply,
+        answer: &Answer,
         by: Option<&str>,
     ) -> Result<Interaction, ClientError> {
         check_id(id)?;
@@ -465,7 +443,7 @@ impl Remote {
                 reqwest::Method::POST,
                 &format!("/v1/interactions/{id}/respond"),
             )
-            .json(&reply.body(by));
+            .json(&respond_body(answer, by));
         let mut body = self.call(req, Some(id)).await?;
         parse_interaction(body["interaction"].take())
     }
@@ -711,41 +689,44 @@ mod tests {
     use super::*;
 
     #[test]
-    fn replies_become_respond_bodies_and_commands() {
-        let allow = Reply::Allow {
+    fn answers_become_respond_bodies_and_commands() {
+        let allow = Answer::Allow {
             updated_input: None,
             always: false,
         };
         assert_eq!(
-            allow.body(Some("alice")),
+            respond_body(&allow, Some("alice")),
             json!({"decision": "allow", "via": "terminal", "by": "alice"})
         );
-        assert_eq!(allow.command("toolu_1"), "imrelay answer toolu_1 allow");
-        let deny = Reply::Deny {
+        assert_eq!(
+            answer_command(&allow, "toolu_1"),
+            "imrelay answer toolu_1 allow"
+        );
+        let deny = Answer::Deny {
             message: Some("it's not safe".into()),
             interrupt: false,
         };
         assert_eq!(
-            deny.body(None),
+            respond_body(&deny, None),
             json!({"decision": "deny", "message": "it's not safe", "via": "terminal"})
         );
         assert_eq!(
-            deny.command("toolu_1"),
+            answer_command(&deny, "toolu_1"),
             r"imrelay answer toolu_1 deny --reason 'it'\''s not safe'"
         );
-        let mut answers = Map::new();
+        let mut answers = serde_json::Map::new();
         answers.insert("Which DB?".into(), json!("Postgres"));
         answers.insert("Extras".into(), json!(["Auth", "Docs"]));
         assert_eq!(
-            Reply::Answers(answers).command("q1"),
+            answer_command(&Answer::Answers(answers), "q1"),
             "imrelay answer q1 --answer 'Which DB?=Postgres' --answer Extras=Auth --answer Extras=Docs"
         );
-        let edited = Reply::Allow {
+        let edited = Answer::Allow {
             updated_input: Some(json!({"command": "ls"}).as_object().unwrap().clone()),
             always: true,
         };
         assert_eq!(
-            edited.command("x"),
+            answer_command(&edited, "x"),
             r#"imrelay answer x allow --input '{"command":"ls"}' --always"#
         );
     }

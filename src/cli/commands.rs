@@ -6,9 +6,10 @@ use std::io::Write;
 
 use serde_json::{Map, Value};
 
-use super::client::{ClientError, Remote, RemoteArgs, Reply, exit};
+use super::client::{ClientError, Remote, RemoteArgs, exit};
 use super::view::{self, Painter};
 use crate::channels::present::visible_line;
+use crate::interaction::Answer;
 use crate::interaction::{Interaction, Kind};
 
 /// The exit codes, for `--help`.
@@ -23,7 +24,7 @@ Exit status:
   6  imrelay cannot be reached or cannot take it now: try again";
 
 /// `imrelay pending`
-#[derive(Debug, clap::Args)]
+#[derive(clap::Args)]
 #[command(after_help = EXIT_CODES)]
 pub struct PendingArgs {
     #[command(flatten)]
@@ -34,7 +35,7 @@ pub struct PendingArgs {
 }
 
 /// `imrelay show`
-#[derive(Debug, clap::Args)]
+#[derive(clap::Args)]
 #[command(after_help = EXIT_CODES)]
 pub struct ShowArgs {
     #[command(flatten)]
@@ -56,7 +57,7 @@ pub enum Decision {
 }
 
 /// `imrelay answer`
-#[derive(Debug, clap::Args)]
+#[derive(clap::Args)]
 #[command(after_help = EXIT_CODES)]
 pub struct AnswerArgs {
     #[command(flatten)]
@@ -222,9 +223,9 @@ fn check_flags(args: &AnswerArgs) -> Result<(), String> {
 }
 
 /// What `answer`'s arguments ask for, checked against the interaction.
-fn reply_for(args: &AnswerArgs, i: &Interaction) -> Result<Reply, String> {
+fn answer_for(args: &AnswerArgs, i: &Interaction) -> Result<Answer, String> {
     if let Some(Decision::Deny) = args.decision {
-        return Ok(Reply::Deny {
+        return Ok(Answer::Deny {
             message: args.reason.clone().filter(|r| !r.trim().is_empty()),
             interrupt: args.interrupt,
         });
@@ -245,7 +246,7 @@ fn reply_for(args: &AnswerArgs, i: &Interaction) -> Result<Reply, String> {
                     Err(e) => return Err(format!("--input is not valid JSON: {e}")),
                 },
             };
-            Ok(Reply::Allow {
+            Ok(Answer::Allow {
                 updated_input,
                 always: args.always,
             })
@@ -261,16 +262,18 @@ fn reply_for(args: &AnswerArgs, i: &Interaction) -> Result<Reply, String> {
                 .map_err(|e| format!("the questions cannot be read: {e}"))?;
             let answers: Map<String, Value> =
                 super::choose::answers_from_args(&questions, &args.answers)?;
-            Ok(Reply::Answers(answers))
+            Ok(Answer::Answers(answers))
         }
     }
 }
 
-/// Whether `i` was resolved by `reply` from `by` through the terminal: an earlier attempt
-/// of this same answer that got through though its reply was lost.
-pub fn resolved_by_us(i: &Interaction, reply: &Reply, by: Option<&str>) -> bool {
+/// Whether `i` was resolved by `answer` from `by` through the terminal: an earlier attempt
+/// of this same answer that got through though its response was lost.
+pub fn resolved_by_us(i: &Interaction, answer: &Answer, by: Option<&str>) -> bool {
     i.resolution.as_ref().is_some_and(|r| {
-        r.via.as_str() == "terminal" && r.by.as_deref() == by && r.outcome == reply.outcome()
+        r.via.as_str() == "terminal"
+            && r.by.as_deref() == by
+            && r.outcome == super::client::outcome_of(answer)
     })
 }
 
@@ -308,7 +311,7 @@ pub fn answer(args: AnswerArgs, config: Option<&std::path::Path>) -> i32 {
         if !i.is_pending() {
             return fail(&ClientError::AlreadyResolved(Box::new(i)));
         }
-        let reply = match reply_for(&args, &i) {
+        let answer = match answer_for(&args, &i) {
             Ok(r) => r,
             Err(message) => {
                 eprintln!("imrelay: {}", visible_line(&message));
@@ -318,15 +321,15 @@ pub fn answer(args: AnswerArgs, config: Option<&std::path::Path>) -> i32 {
         let mut backoff = super::client::Backoff::default();
         let mut attempt = 1;
         let result = loop {
-            match remote.respond(&args.id, &reply, by.as_deref()).await {
+            match remote.respond(&args.id, &answer, by.as_deref()).await {
                 Err(e) if e.is_transient() && attempt < ANSWER_ATTEMPTS => {
                     eprintln!("imrelay: {}; trying again", visible_line(&e.to_string()));
                     attempt += 1;
                     tokio::time::sleep(backoff.delay()).await;
                 }
-                // An earlier attempt got through; its reply was lost.
+                // An earlier attempt got through; its response was lost.
                 Err(ClientError::AlreadyResolved(i))
-                    if attempt > 1 && resolved_by_us(&i, &reply, by.as_deref()) =>
+                    if attempt > 1 && resolved_by_us(&i, &answer, by.as_deref()) =>
                 {
                     break Ok(*i);
                 }

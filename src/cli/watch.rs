@@ -21,6 +21,9 @@
 //!
 //! The loop is one task reacting to four sources: the event stream ([`Feed`]), the person
 //! ([`Input`]), background work (sending, checking, editing) and a one-second tick.
+//!
+//! Each kind of interaction is one case of the `match` on [`Kind`] in `Watch::show`, which
+//! prints it and picks its first step; a new kind adds a case there and its steps.
 
 use std::collections::{HashSet, VecDeque};
 use std::time::Duration;
@@ -30,12 +33,12 @@ use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
 use super::choose::{self, Choice};
-use super::client::{ClientError, Feed, Remote, RemoteArgs, Reply, exit};
+use super::client::{ClientError, Feed, Remote, RemoteArgs, answer_command, exit};
 use super::commands::{login_name, resolved_by_us};
 use super::term::{Input, Term, Typed};
 use super::view::{self, Paint};
 use crate::channels::present::{Budget, visible_line};
-use crate::interaction::{Interaction, InteractionId, Kind, Outcome, Question};
+use crate::interaction::{Answer, Interaction, InteractionId, Kind, Outcome, Question};
 
 /// What `imrelay watch --help` adds: the keys and the exit codes.
 const WATCH_HELP: &str = "\
@@ -53,7 +56,7 @@ Exit status:
   130  Ctrl-C";
 
 /// `imrelay watch`
-#[derive(Debug, clap::Args)]
+#[derive(clap::Args)]
 #[command(after_help = WATCH_HELP)]
 pub struct WatchArgs {
     #[command(flatten)]
@@ -145,7 +148,7 @@ enum Step {
     /// A question whose input cannot be read: it can be declined or skipped.
     Unreadable,
     /// The answer is on its way.
-    Sending { reply: Reply, attempt: u32 },
+    Sending { answer: Answer, attempt: u32 },
 }
 
 struct Current {
@@ -249,12 +252,12 @@ impl Watch {
         let typed = self.term.take_line();
         if let Some(c) = &self.current {
             match &c.step {
-                Step::Sending { reply, .. } => {
+                Step::Sending { answer, .. } => {
                     lines.push(p.paint(
                         Paint::Yellow,
                         "Your answer was not confirmed by imrelay. To send it later:",
                     ));
-                    lines.push(format!("  {}", reply.command(c.i.id.as_str())));
+                    lines.push(format!("  {}", answer_command(answer, c.i.id.as_str())));
                 }
                 Step::Edited(input) => {
                     lines.push(p.paint(Paint::Yellow, "Your edited input was not sent:"));
@@ -583,7 +586,7 @@ impl Watch {
         }
         if let Some(c) = &mut self.current {
             match c.step {
-                // The reply to the answer being sent says how it went.
+                // The response to the answer being sent says how it went.
                 Step::Sending { .. } => return,
                 // Told once the editor closes.
                 Step::Editing => {
@@ -684,7 +687,7 @@ impl Watch {
     fn sent(&mut self, id: InteractionId, result: Result<Interaction, ClientError>) {
         let Some(Current {
             i,
-            step: Step::Sending { reply, .. },
+            step: Step::Sending { answer, .. },
             ..
         }) = &self.current
         else {
@@ -693,13 +696,13 @@ impl Watch {
         if i.id != id {
             return;
         }
-        let (reply, shown) = (reply.clone(), i.clone());
+        let (answer, shown) = (answer.clone(), i.clone());
         let p = self.term.painter();
         let now = Timestamp::now();
         let won = match result {
             Ok(i) => Ok(i),
             Err(ClientError::AlreadyResolved(i))
-                if resolved_by_us(&i, &reply, self.by.as_deref()) =>
+                if resolved_by_us(&i, &answer, self.by.as_deref()) =>
             {
                 Ok(*i)
             }
@@ -754,8 +757,8 @@ impl Watch {
                     visible_line(&e.to_string())
                 ));
                 // Back to where it was given.
-                let step = match reply {
-                    Reply::Allow {
+                let step = match answer {
+                    Answer::Allow {
                         updated_input: Some(m),
                         ..
                     } => Step::Edited(m),
@@ -774,11 +777,11 @@ impl Watch {
         self.skipped.remove(id);
     }
 
-    fn send(&mut self, reply: Reply) {
+    fn send(&mut self, answer: Answer) {
         let Some(c) = &self.current else { return };
         let (id, deadline) = (c.i.id.clone(), c.i.deadline);
         self.set_step(Step::Sending {
-            reply: reply.clone(),
+            answer: answer.clone(),
             attempt: 1,
         });
         let (remote, tx, by) = (self.remote.clone(), self.done_tx.clone(), self.by.clone());
@@ -786,7 +789,7 @@ impl Watch {
             let mut backoff = super::client::Backoff::default();
             let mut attempt = 1;
             loop {
-                match remote.respond(id.as_str(), &reply, by.as_deref()).await {
+                match remote.respond(id.as_str(), &answer, by.as_deref()).await {
                     // Tried again until the deadline (and a little after, for the clocks).
                     Err(e)
                         if e.is_transient()
@@ -913,7 +916,7 @@ impl Watch {
         let i = c.i.clone();
         match &c.step {
             Step::Choose => match word.as_str() {
-                "a" | "allow" => self.send(Reply::Allow {
+                "a" | "allow" => self.send(Answer::Allow {
                     updated_input: None,
                     always: false,
                 }),
@@ -928,7 +931,7 @@ impl Watch {
             },
             Step::Reason => {
                 let reason = line.trim();
-                self.send(Reply::Deny {
+                self.send(Answer::Deny {
                     message: (!reason.is_empty()).then(|| reason.to_string()),
                     interrupt: false,
                 });
@@ -939,7 +942,7 @@ impl Watch {
             Step::Edited(input) => {
                 let input = input.clone();
                 match word.as_str() {
-                    "a" | "allow" => self.send(Reply::Allow {
+                    "a" | "allow" => self.send(Answer::Allow {
                         updated_input: Some(input),
                         always: false,
                     }),
@@ -1030,7 +1033,7 @@ impl Watch {
             .map(|(q, (_, v))| (q.question.clone(), v.clone()))
             .collect();
         self.term.say(&lines);
-        self.send(Reply::Answers(map));
+        self.send(Answer::Answers(map));
     }
 
     // ----- editing -----
