@@ -795,3 +795,112 @@ async fn scriptable_commands_need_an_operator_token_where_the_server_has_them() 
     );
     server.kill();
 }
+
+/// A stand-in for imrelay that watch cannot tell from the real one, for what the real one
+/// will not do on cue: drop the event stream after an event with an id (to see the
+/// `Last-Event-ID` of the reconnect) and answer a send with a `409` someone else won.
+async fn fake_relay() -> (
+    String,
+    std::sync::Arc<std::sync::Mutex<Vec<Option<String>>>>,
+) {
+    use axum::routing::{get, post};
+    use imrelay::interaction::{
+        Interaction, InteractionId, Outcome, PermissionResult, Resolution, Via,
+    };
+    let Value::Object(input) = json!({"command": "deploy --prod"}) else {
+        unreachable!()
+    };
+    let now = imrelay::interaction::now();
+    let pending = Interaction::pending(
+        InteractionId::parse("toolu_f1").unwrap(),
+        "Bash",
+        input.clone(),
+        now,
+        300,
+    );
+    let won = pending.resolved(Resolution {
+        outcome: Outcome::Allowed,
+        by: Some("bob".into()),
+        via: Via::telegram(),
+        at: now,
+        result: PermissionResult::Allow {
+            updated_input: input.into(),
+            updated_permissions: None,
+        },
+    });
+    let pending = serde_json::to_string(&pending).unwrap();
+    let still_pending: Value = serde_json::from_str(&pending).unwrap();
+    let conflict = json!({"error": {"code": "already_resolved",
+        "message": "interaction toolu_f1 is already resolved: allowed by bob via telegram",
+        "resolution": won.resolution, "interaction": won}});
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let ids = seen.clone();
+    let events = move |headers: axum::http::HeaderMap| {
+        let ids = ids.clone();
+        let pending = pending.clone();
+        async move {
+            let last = headers
+                .get("last-event-id")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            let first = {
+                let mut ids = ids.lock().unwrap();
+                ids.push(last);
+                ids.len() == 1
+            };
+            let text = if first {
+                format!("id: 5\nevent: interaction.created\ndata: {pending}\n\n")
+            } else {
+                format!(
+                    "event: reset\ndata: {{}}\n\nid: 9\nevent: interaction.created\ndata: {pending}\n\n"
+                )
+            };
+            let head = futures_util::stream::iter([Ok::<_, std::io::Error>(text)]);
+            // The first stream ends at once; the second stays open.
+            let body = if first {
+                axum::body::Body::from_stream(head)
+            } else {
+                use futures_util::StreamExt;
+                axum::body::Body::from_stream(head.chain(futures_util::stream::pending()))
+            };
+            ([("content-type", "text/event-stream")], body)
+        }
+    };
+    let app = axum::Router::new()
+        .route("/v1/events", get(events))
+        .route(
+            "/v1/interactions/{id}",
+            get(move || {
+                let body = still_pending.clone();
+                async move { axum::Json(body) }
+            }),
+        )
+        .route(
+            "/v1/interactions/{id}/respond",
+            post(move || {
+                let body = conflict.clone();
+                async move { (axum::http::StatusCode::CONFLICT, axum::Json(body)) }
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (format!("http://{addr}"), seen)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_resumes_with_the_last_event_id_and_says_who_won_a_conflict() {
+    let (base, last_ids) = fake_relay().await;
+    let mut w = Watch::start("conflict", &base, &[]);
+    w.expect("Command:\r\n    deploy --prod");
+    w.expect("! Lost the connection to imrelay (the server closed the event stream)");
+    w.expect("✓ Reconnected to imrelay.");
+    w.expect("imrelay restarted, or events were missed: checking what is still pending.");
+    assert_eq!(*last_ids.lock().unwrap(), [None, Some("5".to_string())]);
+    w.line("a");
+    w.expect("⚑ Not sent: someone else answered first.");
+    w.expect("✓ Allowed by bob via telegram at");
+    w.expect("waiting for approvals and questions (q quits) › ");
+    w.line("q");
+    assert_eq!(w.exit_code(), 0);
+}
