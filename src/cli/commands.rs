@@ -87,12 +87,14 @@ pub struct AnswerArgs {
     answers: Vec<String>,
 }
 
-/// The login name, for `--by`.
+/// The login name, for `--by`: `USER` or `LOGNAME`, else the account's name.
 pub fn login_name() -> Option<String> {
-    ["USER", "LOGNAME", "USERNAME"]
+    ["USER", "LOGNAME"]
         .iter()
         .filter_map(|k| std::env::var(k).ok())
         .find(|v| !v.trim().is_empty())
+        .or_else(|| whoami::username().ok())
+        .filter(|v| !v.trim().is_empty())
 }
 
 fn runtime() -> std::io::Result<tokio::runtime::Runtime> {

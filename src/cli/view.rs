@@ -203,8 +203,8 @@ pub fn presentation_lines(p: &Painter, pr: &Presentation, see_all: &str) -> Vec<
     out
 }
 
-/// Question `n` of `of`, with its options numbered from 1.
-pub fn question(p: &Painter, q: &Question, n: usize, of: usize) -> Vec<String> {
+/// Question `n` of `of`, with its options numbered from 1, and how to answer when `asking`.
+pub fn question(p: &Painter, q: &Question, n: usize, of: usize, asking: bool) -> Vec<String> {
     let mut out = Vec::new();
     let count = if of > 1 {
         format!("{n}/{of}  ")
@@ -226,6 +226,9 @@ pub fn question(p: &Painter, q: &Question, n: usize, of: usize) -> Vec<String> {
             line.push_str(&p.paint(Paint::Dim, &format!(" — {}", visible_line(d))));
         }
         out.push(line);
+    }
+    if !asking {
+        return out;
     }
     out.push(p.paint(
         Paint::Dim,
@@ -290,7 +293,7 @@ pub fn full(p: &Painter, i: &Interaction, now: Timestamp, width: usize) -> Vec<S
         Kind::Question => match crate::interaction::parse_questions(&i.input.map()) {
             Ok(qs) => {
                 for (n, q) in qs.iter().enumerate() {
-                    out.extend(question(p, q, n + 1, qs.len()));
+                    out.extend(question(p, q, n + 1, qs.len(), false));
                 }
             }
             Err(e) => out.push(format!("  (the questions cannot be read: {e})")),

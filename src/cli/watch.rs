@@ -432,7 +432,7 @@ impl Watch {
             }
             Kind::Question => match crate::interaction::parse_questions(&i.input.map()) {
                 Ok(questions) => {
-                    lines.extend(view::question(&p, &questions[0], 1, questions.len()));
+                    lines.extend(view::question(&p, &questions[0], 1, questions.len(), true));
                     lines.push(String::new());
                     lines.push(keys(
                         &p,
@@ -1021,6 +1021,7 @@ impl Watch {
                 &questions[answers.len()],
                 answers.len() + 1,
                 questions.len(),
+                true,
             ));
             self.term.say(&lines);
             self.term.fresh_prompt();
