@@ -9,10 +9,13 @@
 //! - [`interaction`]: the core (model, validation, registry). No I/O, no HTTP.
 //! - [`audit`]: the hash-chained audit trail.
 //! - [`store`]: persistence behind one trait; SQLite embedded by default.
-//! - [`channels`]: Telegram, Feishu/Lark and webhooks: present interactions, take answers.
+//! - [`channels`]: Telegram, Feishu/Lark and webhooks: present interactions, take answers;
+//!   [`channels::present`] says how a tool call reads to a person, for every surface.
 //! - [`outbox`]: durable delivery of work to the outside world, with retries.
 //! - [`http`]: the axum layer (API, event stream, hooks, inbox, health, metrics).
 //! - [`app`]: wiring, shared by `main` and the tests.
+//! - [`cli`]: the command-line tools: the terminal client of a running server (`watch`,
+//!   `pending`, `show`, `answer`) and tools for the server's machine (`audit`, `backup`).
 //!
 //! Error policy: anything a request can reach returns typed errors (`thiserror`) that the
 //! HTTP layer turns into JSON error bodies; `anyhow` is used only at start-up and in the CLI.

@@ -43,6 +43,15 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    #[command(flatten)]
+    Server(ServerCommand),
+    #[command(flatten)]
+    Client(Client),
+}
+
+/// The server, and tools for the machine it runs on.
+#[derive(Subcommand)]
+enum ServerCommand {
     /// Run the server (the default).
     Serve,
     /// Validate the configuration and print it, with every secret redacted.
@@ -88,16 +97,44 @@ enum AuditAction {
     Head,
 }
 
+/// The terminal client of a running server.
+#[derive(Subcommand)]
+enum Client {
+    /// Answer approvals and questions here as they arrive, one at a time (see docs/terminal.md).
+    Watch(imrelay::cli::watch::WatchArgs),
+    /// List the interactions waiting for an answer, oldest first.
+    Pending(imrelay::cli::commands::PendingArgs),
+    /// Show one interaction in full: the tool call, the questions, how it ended.
+    Show(imrelay::cli::commands::ShowArgs),
+    /// Answer one interaction: `allow`, `deny [--reason TEXT]`, or `--answer QUESTION=ANSWER`.
+    Answer(imrelay::cli::commands::AnswerArgs),
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let Loaded { settings, warnings } = match Settings::load(cli.config.as_deref()) {
+    let config = cli.config.as_deref();
+    let command = match cli.command.unwrap_or(Command::Server(ServerCommand::Serve)) {
+        // The terminal client reads the configuration only for the server's address, and
+        // only without --url: it also runs where there is no configuration.
+        Command::Client(client) => {
+            let code = match client {
+                Client::Watch(args) => imrelay::cli::watch::run(args, config),
+                Client::Pending(args) => imrelay::cli::commands::pending(args, config),
+                Client::Show(args) => imrelay::cli::commands::show(args, config),
+                Client::Answer(args) => imrelay::cli::commands::answer(args, config),
+            };
+            return ExitCode::from(u8::try_from(code).unwrap_or(1));
+        }
+        Command::Server(command) => command,
+    };
+    let Loaded { settings, warnings } = match Settings::load(config) {
         Ok(loaded) => loaded,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(INVALID_CONFIGURATION);
         }
     };
-    match run(cli.command.unwrap_or(Command::Serve), settings, &warnings) {
+    match run(command, settings, &warnings) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -113,7 +150,11 @@ fn print_warnings(warnings: &[String]) {
     }
 }
 
-fn run(command: Command, settings: Settings, warnings: &[String]) -> anyhow::Result<ExitCode> {
+fn run(
+    command: ServerCommand,
+    settings: Settings,
+    warnings: &[String],
+) -> anyhow::Result<ExitCode> {
     let passed = |ok: bool| {
         if ok {
             ExitCode::SUCCESS
@@ -122,13 +163,13 @@ fn run(command: Command, settings: Settings, warnings: &[String]) -> anyhow::Res
         }
     };
     match command {
-        Command::CheckConfig => {
+        ServerCommand::CheckConfig => {
             print!("{}", settings.redacted_toml()?);
             print_warnings(warnings);
             eprintln!("configuration is valid");
             Ok(ExitCode::SUCCESS)
         }
-        Command::Healthcheck { live, url } => {
+        ServerCommand::Healthcheck { live, url } => {
             let probe = if live {
                 imrelay::cli::Probe::Live
             } else {
@@ -140,21 +181,21 @@ fn run(command: Command, settings: Settings, warnings: &[String]) -> anyhow::Res
                 url.as_deref(),
             )?))
         }
-        Command::Audit {
+        ServerCommand::Audit {
             action: Some(AuditAction::Verify { expect }),
             ..
         } => Ok(passed(imrelay::cli::audit_verify(
             &settings,
             expect.as_deref(),
         )?)),
-        Command::Audit {
+        ServerCommand::Audit {
             action: Some(AuditAction::Head),
             ..
         } => {
             imrelay::cli::audit_head(&settings)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Backup { file } => {
+        ServerCommand::Backup { file } => {
             let bytes = imrelay::cli::backup(&settings, &file)?;
             let to = if file == std::path::Path::new("-") {
                 "standard output".to_string()
@@ -167,11 +208,11 @@ fn run(command: Command, settings: Settings, warnings: &[String]) -> anyhow::Res
             );
             Ok(ExitCode::SUCCESS)
         }
-        Command::Audit { since, json, .. } => {
+        ServerCommand::Audit { since, json, .. } => {
             imrelay::cli::audit_print(&settings, since.as_deref(), json)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Serve => {
+        ServerCommand::Serve => {
             imrelay::telemetry::init(&settings.log)?;
             for w in warnings {
                 tracing::warn!("{w}");

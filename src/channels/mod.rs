@@ -10,9 +10,11 @@
 //!   stopped by the shutdown token.
 //!
 //! Answers come back through [`crate::interaction::Registry::respond`], whose first-answer-wins
-//! rule makes every channel equal. Shared rendering helpers live in [`render`].
+//! rule makes every channel equal. Shared rendering helpers live in [`render`]; [`present`]
+//! turns a tool call into what a person checks before saying yes, for any surface to render.
 
 pub mod feishu;
+pub mod present;
 pub mod render;
 pub mod telegram;
 pub mod webhook;

@@ -104,7 +104,13 @@ pub fn pretty_input(input: &Map<String, Value>, max_chars: usize) -> Excerpt {
 
 /// "1,234 more characters not shown": the note under a cut excerpt.
 pub fn cut_note(cut: usize) -> String {
-    let digits = cut.to_string();
+    let noun = if cut == 1 { "character" } else { "characters" };
+    format!("{} more {noun} not shown", thousands(cut))
+}
+
+/// `n` with thousands separated by commas: "1,234,567".
+pub fn thousands(n: usize) -> String {
+    let digits = n.to_string();
     let mut grouped = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
         if i > 0 && (digits.len() - i).is_multiple_of(3) {
@@ -112,8 +118,7 @@ pub fn cut_note(cut: usize) -> String {
         }
         grouped.push(c);
     }
-    let noun = if cut == 1 { "character" } else { "characters" };
-    format!("{grouped} more {noun} not shown")
+    grouped
 }
 
 /// A timeout in words: "45 s", "5 min", "1 h 30 min". From 90 s on it is rounded to whole

@@ -270,12 +270,14 @@ pub async fn wait(
     Ok(outcome_response(&i))
 }
 
-/// Whether an answer came from the web inbox or another API client.
+/// Whether an answer came from the web inbox, the terminal client or another API client.
 #[derive(Debug, Deserialize, Clone, Copy)]
 #[serde(rename_all = "snake_case")]
 pub enum ClientVia {
     /// The built-in web inbox.
     Desktop,
+    /// `imrelay watch` and `imrelay answer`.
+    Terminal,
     /// Any other API client.
     Api,
 }
@@ -307,10 +309,11 @@ impl RespondBody {
         self.by.clone().filter(|b| !b.trim().is_empty())
     }
 
-    /// The channel the body claims (`desktop` or `api`, default `api`).
+    /// The channel the body claims (`desktop`, `terminal` or `api`, default `api`).
     pub fn via(&self) -> Via {
         match self.via {
             Some(ClientVia::Desktop) => Via::desktop(),
+            Some(ClientVia::Terminal) => Via::terminal(),
             Some(ClientVia::Api) | None => Via::api(),
         }
     }

@@ -149,7 +149,7 @@ impl Outcome {
     }
 }
 
-/// The channel through which an answer arrived: `desktop`, `api`, `telegram`, `feishu`,
+/// The channel through which an answer arrived: `desktop`, `terminal`, `api`, `telegram`, `feishu`,
 /// `webhook:<name>`, or `system` for expiry and cancellation.
 #[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
@@ -159,6 +159,10 @@ impl Via {
     /// The built-in web inbox.
     pub fn desktop() -> Self {
         Self("desktop".into())
+    }
+    /// The terminal client (`imrelay watch`, `imrelay answer`).
+    pub fn terminal() -> Self {
+        Self("terminal".into())
     }
     /// The HTTP API, called by a script or integration.
     pub fn api() -> Self {

@@ -17,4 +17,5 @@ mod sse;
 mod store;
 mod support;
 mod telegram;
+mod terminal;
 mod webhooks;

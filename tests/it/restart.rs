@@ -1,81 +1,13 @@
 //! Durability: the real binary is killed with SIGKILL and restarted on the same database.
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-/// A running `imrelay` child process.
-struct Server {
-    child: Child,
-    base: String,
-}
-
-impl Server {
-    /// Starts the binary on an ephemeral port with its store at `db`, and waits until ready.
-    fn start(db: &Path) -> Server {
-        Self::start_with(db, None)
-    }
-
-    /// [`Server::start`] with a configuration file.
-    fn start_with(db: &Path, config: Option<&Path>) -> Server {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_imrelay"));
-        if let Some(config) = config {
-            cmd.arg("--config").arg(config);
-        }
-        let mut child = cmd
-            .arg("serve")
-            .env("IMRELAY__SERVER__LISTEN", "127.0.0.1:0")
-            .env("IMRELAY__STORE__PATH", db)
-            .env("IMRELAY__LOG__FORMAT", "json")
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("the imrelay binary starts");
-        let stderr = child.stderr.take().expect("stderr");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut sent = false;
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                if !sent
-                    && let Ok(v) = serde_json::from_str::<Value>(&line)
-                    && v["message"] == "imrelay is ready"
-                {
-                    let _ = tx.send(v["listen"].as_str().unwrap_or_default().to_string());
-                    sent = true;
-                }
-                if std::env::var_os("TEST_LOG").is_some() {
-                    eprintln!("[imrelay] {line}");
-                }
-            }
-        });
-        let listen = rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("the server reports it is ready");
-        Server {
-            child,
-            base: format!("http://{listen}"),
-        }
-    }
-
-    fn kill(mut self) {
-        self.child.kill().expect("SIGKILL");
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use super::support::Server;
 
 async fn call(client: &reqwest::Client, req: reqwest::RequestBuilder) -> (StatusCode, Value) {
     let _ = client;

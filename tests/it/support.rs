@@ -1,6 +1,9 @@
 //! Test harness: starts the real application on 127.0.0.1:0 and talks HTTP to it.
 
+use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Once};
 use std::time::Duration;
 
@@ -356,4 +359,87 @@ pub fn fixture(path: &str) -> Value {
     let full = format!("{}/tests/fixtures/{path}", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{full}: {e}"));
     serde_json::from_str(&text).expect("fixture is JSON")
+}
+
+/// A running `imrelay` child process.
+pub struct Server {
+    pub child: Child,
+    pub base: String,
+}
+
+impl Server {
+    /// Starts the binary on an ephemeral port with its store at `db`, and waits until ready.
+    pub fn start(db: &Path) -> Server {
+        Self::start_with(db, None)
+    }
+
+    /// [`Server::start`] with a configuration file.
+    pub fn start_with(db: &Path, config: Option<&Path>) -> Server {
+        Self::start_on("127.0.0.1:0", db, config)
+    }
+
+    /// [`Server::start_with`] listening on `listen` (to come back on the same address after
+    /// a restart).
+    pub fn start_on(listen: &str, db: &Path, config: Option<&Path>) -> Server {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_imrelay"));
+        if let Some(config) = config {
+            cmd.arg("--config").arg(config);
+        }
+        let mut child = cmd
+            .arg("serve")
+            .env("IMRELAY__SERVER__LISTEN", listen)
+            .env("IMRELAY__STORE__PATH", db)
+            .env("IMRELAY__LOG__FORMAT", "json")
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the imrelay binary starts");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut sent = false;
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if !sent
+                    && let Ok(v) = serde_json::from_str::<Value>(&line)
+                    && v["message"] == "imrelay is ready"
+                {
+                    let _ = tx.send(v["listen"].as_str().unwrap_or_default().to_string());
+                    sent = true;
+                }
+                if std::env::var_os("TEST_LOG").is_some() {
+                    eprintln!("[imrelay] {line}");
+                }
+            }
+        });
+        let listen = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the server reports it is ready");
+        Server {
+            child,
+            base: format!("http://{listen}"),
+        }
+    }
+
+    pub fn kill(mut self) {
+        self.child.kill().expect("SIGKILL");
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A port on 127.0.0.1 free a moment ago (for a server that must come back on the same
+/// address after a restart).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
 }

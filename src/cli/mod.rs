@@ -1,4 +1,10 @@
-//! Command-line tools beside the server: `imrelay audit` prints the audit trail,
+//! Command-line tools beside the server.
+//!
+//! The terminal client of a running server, over its HTTP API: `imrelay watch` answers
+//! approvals and questions as they arrive ([`watch`]); `imrelay pending`, `imrelay show` and
+//! `imrelay answer` do it one command at a time for scripts ([`commands`]).
+//!
+//! Tools for the machine the server runs on: `imrelay audit` prints the audit trail,
 //! `imrelay audit verify` checks its hash chain, its recorded head and that every stored
 //! interaction has its `created` entry, and `imrelay audit head` prints the head to keep
 //! elsewhere (all read the SQLite database directly and read-only, so they work while the
@@ -6,6 +12,13 @@
 //! server's `/healthz`, or with `--live` its `/livez` (for container health checks, where
 //! there is no curl); `imrelay backup FILE` writes a consistent copy of the database while the
 //! server runs (the container images have no `sqlite3`).
+
+pub mod choose;
+pub mod client;
+pub mod commands;
+pub mod term;
+pub mod view;
+pub mod watch;
 
 use std::io::Write;
 
@@ -285,18 +298,11 @@ pub enum Probe {
 /// The URL of `probe` on the server these settings describe (a wildcard listen address is
 /// reached on loopback).
 pub fn health_url(settings: &Settings, probe: Probe) -> String {
-    let mut addr = settings.server.listen;
-    if addr.ip().is_unspecified() {
-        addr.set_ip(match addr {
-            std::net::SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
-            std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
-        });
-    }
     let path = match probe {
         Probe::Ready => "/healthz",
         Probe::Live => "/livez",
     };
-    format!("http://{addr}{path}")
+    format!("{}{path}", client::local_url(settings))
 }
 
 /// `imrelay healthcheck`: `Ok(true)` if the server answers `probe` (or `url`) with 200 in

@@ -1,0 +1,756 @@
+//! A client of a running imrelay's operator API, for the terminal commands: list, read and
+//! answer interactions, and follow `/v1/events` across reconnects.
+//!
+//! Every failure is a [`ClientError`] whose kind a script can rely on through
+//! [`ClientError::exit_code`].
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use reqwest::StatusCode;
+use secrecy::{ExposeSecret, SecretString};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::config::Settings;
+use crate::interaction::{Answer, Interaction, Outcome, Resolution};
+
+/// Where the server is and how to be let in (`--url`, `--token`).
+/// (No `Debug`: it holds the token.)
+#[derive(Clone, Default, clap::Args)]
+pub struct RemoteArgs {
+    /// The imrelay server [default: the listen address of the configuration].
+    #[arg(long, env = "IMRELAY_URL", value_name = "URL")]
+    pub url: Option<String>,
+    /// An operator token (one of `auth.operator_tokens`). Not needed on the server's own
+    /// machine when the server has none.
+    #[arg(
+        long,
+        env = "IMRELAY_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    pub token: Option<String>,
+}
+
+/// Exit codes of the terminal commands (documented in docs/terminal.md and `--help`).
+pub mod exit {
+    /// Answered (or listed, or shown).
+    pub const OK: i32 = 0;
+    /// Anything else went wrong: a bad configuration, an answer imrelay could not read.
+    pub const ERROR: i32 = 1;
+    /// The command line is wrong (clap's own code).
+    pub const USAGE: i32 = 2;
+    /// Already resolved: answered elsewhere first, expired or cancelled.
+    pub const ALREADY_RESOLVED: i32 = 3;
+    /// No such interaction (unknown, or pruned after its retention period).
+    pub const NOT_FOUND: i32 = 4;
+    /// Refused: the answer does not fit the interaction, or the token is not accepted.
+    pub const REFUSED: i32 = 5;
+    /// imrelay cannot be reached, or cannot take the answer now (try again).
+    pub const UNREACHABLE: i32 = 6;
+    /// Interrupted with Ctrl-C.
+    pub const INTERRUPTED: i32 = 130;
+}
+
+/// Why a request to imrelay failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// No connection, or no answer in time.
+    #[error("cannot reach imrelay at {url}: {reason}")]
+    Unreachable {
+        /// The server's base URL.
+        url: String,
+        /// What went wrong, in words.
+        reason: String,
+    },
+    /// The server answered with a 5xx (e.g. its store cannot take writes).
+    #[error("imrelay at {url} cannot take this now ({status}): {message}")]
+    Unavailable {
+        /// The server's base URL.
+        url: String,
+        /// The HTTP status.
+        status: u16,
+        /// The server's message.
+        message: String,
+    },
+    /// Someone answered first, or it expired or was cancelled: the interaction says how.
+    #[error("{}", already_resolved(.0))]
+    AlreadyResolved(Box<Interaction>),
+    /// No interaction with this id.
+    #[error("no interaction {0}: unknown, or resolved long enough ago to be pruned")]
+    NotFound(String),
+    /// The answer does not fit (a 400): nothing changed.
+    #[error("refused: {message}")]
+    Invalid {
+        /// The server's message, naming the field.
+        message: String,
+    },
+    /// The token is missing, unknown or of the wrong scope (401, 403).
+    #[error("{message}")]
+    Unauthorized {
+        /// What the server said, and what to do.
+        message: String,
+    },
+    /// Something imrelay would not send: a body that cannot be read, an unexpected status.
+    #[error("unexpected answer from imrelay: {0}")]
+    Protocol(String),
+}
+
+fn already_resolved(i: &Interaction) -> String {
+    match &i.resolution {
+        Some(r) => format!("{} is already resolved: {}", i.id, resolution_words(r)),
+        None => format!("{} is already resolved", i.id),
+    }
+}
+
+/// "allowed by alice via telegram at 2026-11-22 08:36:02 UTC", "expired at …".
+pub fn resolution_words(r: &Resolution) -> String {
+    let mut s = match r.outcome {
+        Outcome::Cancelled => r
+            .message()
+            .unwrap_or("cancelled")
+            .trim_end_matches('.')
+            .to_string(),
+        _ => r.summary(),
+    };
+    s.push_str(" at ");
+    s.push_str(&crate::channels::render::format_time(r.at));
+    if let (Outcome::Denied, Some(m)) = (r.outcome, r.message())
+        && !m.starts_with("Denied by ")
+    {
+        s.push_str(&format!(
+            " (“{}”)",
+            crate::channels::present::visible_line(m)
+        ));
+    }
+    s
+}
+
+impl ClientError {
+    /// The process exit code for this failure.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            ClientError::AlreadyResolved(_) => exit::ALREADY_RESOLVED,
+            ClientError::NotFound(_) => exit::NOT_FOUND,
+            ClientError::Invalid { .. } | ClientError::Unauthorized { .. } => exit::REFUSED,
+            ClientError::Unreachable { .. } | ClientError::Unavailable { .. } => exit::UNREACHABLE,
+            ClientError::Protocol(_) => exit::ERROR,
+        }
+    }
+
+    /// Whether trying again later may succeed (the network or the server's store).
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            ClientError::Unreachable { .. } | ClientError::Unavailable { .. }
+        )
+    }
+}
+
+/// The `/respond` body for `answer`, from `by` through the terminal.
+pub fn respond_body(answer: &Answer, by: Option<&str>) -> Value {
+    let mut body = match answer {
+        Answer::Allow {
+            updated_input,
+            always,
+        } => {
+            let mut b = json!({"decision": "allow"});
+            if let Some(input) = updated_input {
+                b["updated_input"] = Value::Object(input.clone());
+            }
+            if *always {
+                b["always"] = Value::Bool(true);
+            }
+            b
+        }
+        Answer::Deny { message, interrupt } => {
+            let mut b = json!({"decision": "deny"});
+            if let Some(m) = message {
+                b["message"] = Value::String(m.clone());
+            }
+            if *interrupt {
+                b["interrupt"] = Value::Bool(true);
+            }
+            b
+        }
+        Answer::Answers(answers) => json!({"answers": answers}),
+    };
+    body["via"] = Value::String("terminal".into());
+    if let Some(by) = by {
+        body["by"] = Value::String(by.to_string());
+    }
+    body
+}
+
+/// The outcome `answer` leads to when it wins.
+pub fn outcome_of(answer: &Answer) -> Outcome {
+    match answer {
+        Answer::Allow { .. } => Outcome::Allowed,
+        Answer::Deny { .. } => Outcome::Denied,
+        Answer::Answers(_) => Outcome::Answered,
+    }
+}
+
+/// The `imrelay answer` command that sends `answer` to `id`, for a person to run later.
+pub fn answer_command(answer: &Answer, id: &str) -> String {
+    let mut words = vec!["imrelay".to_string(), "answer".into(), quote(id)];
+    match answer {
+        Answer::Allow {
+            updated_input,
+            always,
+        } => {
+            words.push("allow".into());
+            if let Some(input) = updated_input {
+                words.push("--input".into());
+                words.push(quote(&Value::Object(input.clone()).to_string()));
+            }
+            if *always {
+                words.push("--always".into());
+            }
+        }
+        Answer::Deny { message, interrupt } => {
+            words.push("deny".into());
+            if let Some(m) = message {
+                words.push("--reason".into());
+                words.push(quote(m));
+            }
+            if *interrupt {
+                words.push("--interrupt".into());
+            }
+        }
+        Answer::Answers(answers) => {
+            for (q, a) in answers {
+                let values: Vec<String> = match a {
+                    Value::Array(items) => items
+                        .iter()
+                        .map(|v| v.as_str().map(str::to_string).unwrap_or(v.to_string()))
+                        .collect(),
+                    Value::String(s) => vec![s.clone()],
+                    other => vec![other.to_string()],
+                };
+                for v in values {
+                    words.push("--answer".into());
+                    words.push(quote(&format!("{q}={v}")));
+                }
+            }
+        }
+    }
+    words.join(" ")
+}
+
+/// `s` as one word for a POSIX shell.
+pub fn quote(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.:/=@%+,".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+/// The base URL of the server a configuration describes (a wildcard listen address is
+/// reached on loopback).
+pub fn local_url(settings: &Settings) -> String {
+    let mut addr = settings.server.listen;
+    if addr.ip().is_unspecified() {
+        addr.set_ip(match addr {
+            std::net::SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    format!("http://{addr}")
+}
+
+/// How long a request may take (the event stream excepted).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long connecting may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The most pages `pending` reads (500 each).
+const MAX_PAGES: usize = 40;
+
+/// A connection to one imrelay server.
+#[derive(Clone)]
+pub struct Remote {
+    base: String,
+    token: Option<SecretString>,
+    http: reqwest::Client,
+}
+
+impl Remote {
+    /// A client for `args`, falling back on the configuration for the URL.
+    pub fn new(args: &RemoteArgs, config: Option<&std::path::Path>) -> anyhow::Result<Remote> {
+        let base = match &args.url {
+            Some(u) => u.trim_end_matches('/').to_string(),
+            None => {
+                let settings = Settings::load(config).map_err(|e| {
+                    anyhow::anyhow!(
+                        "cannot find the server's address in the configuration ({e}); pass --url or set IMRELAY_URL"
+                    )
+                })?;
+                local_url(&settings.settings)
+            }
+        };
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            anyhow::bail!("--url {base:?}: expected an http:// or https:// URL");
+        }
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .user_agent(concat!("imrelay-cli/", env!("CARGO_PKG_VERSION")))
+            .build()?;
+        Ok(Remote {
+            base,
+            token: args
+                .token
+                .as_deref()
+                .filter(|t| !t.is_empty())
+                .map(|t| SecretString::from(t.to_string())),
+            http,
+        })
+    }
+
+    /// The server's base URL.
+    pub fn url(&self) -> &str {
+        &self.base
+    }
+
+    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let req = self.http.request(method, format!("{}{path}", self.base));
+        match &self.token {
+            Some(t) => req.bearer_auth(t.expose_secret()),
+            None => req,
+        }
+    }
+
+    fn unreachable(&self, e: &reqwest::Error) -> ClientError {
+        // reqwest's own message names the URL, the innermost cause says what happened
+        // ("Connection refused (os error 111)").
+        let mut cause: &dyn std::error::Error = e;
+        while let Some(inner) = cause.source() {
+            cause = inner;
+        }
+        let mut reason = cause.to_string();
+        if e.is_timeout() {
+            reason = format!("no answer in time ({reason})");
+        }
+        ClientError::Unreachable {
+            url: self.base.clone(),
+            reason,
+        }
+    }
+
+    /// Sends `req` and reads a JSON body, turning error statuses into [`ClientError`]s.
+    async fn call(
+        &self,
+        req: reqwest::RequestBuilder,
+        id: Option<&str>,
+    ) -> Result<Value, ClientError> {
+        let resp = req
+            .timeout(REQUEST_TIMEOUT)
+            .send()
+            .await
+            .map_err(|e| self.unreachable(&e))?;
+        let status = resp.status();
+        let text = resp.text().await.map_err(|e| self.unreachable(&e))?;
+        let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        if status.is_success() {
+            return Ok(body);
+        }
+        let error = &body["error"];
+        let message = error["message"]
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| crate::interaction::clip(text.trim(), 200));
+        Err(match (status, error["code"].as_str()) {
+            (StatusCode::CONFLICT, Some("already_resolved")) => {
+                match serde_json::from_value::<Interaction>(error["interaction"].clone()) {
+                    Ok(i) => ClientError::AlreadyResolved(Box::new(i)),
+                    Err(e) => ClientError::Protocol(format!("a 409 without its interaction: {e}")),
+                }
+            }
+            (StatusCode::NOT_FOUND, _) => {
+                ClientError::NotFound(id.unwrap_or("(no id)").to_string())
+            }
+            (StatusCode::BAD_REQUEST, _) => ClientError::Invalid { message },
+            (StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN, _) => {
+                self.status_error(status, message)
+            }
+            (s, _) if s.is_server_error() => ClientError::Unavailable {
+                url: self.base.clone(),
+                status: s.as_u16(),
+                message,
+            },
+            (s, _) => ClientError::Protocol(format!("{s}: {message}")),
+        })
+    }
+
+    /// One interaction.
+    pub async fn get(&self, id: &str) -> Result<Interaction, ClientError> {
+        check_id(id)?;
+        let body = self
+            .call(
+                self.request(reqwest::Method::GET, &format!("/v1/interactions/{id}")),
+                Some(id),
+            )
+            .await?;
+        parse_interaction(body)
+    }
+
+    /// Every pending interaction, oldest first.
+    pub async fn pending(&self) -> Result<Vec<Interaction>, ClientError> {
+        let mut all = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..MAX_PAGES {
+            let mut req = self
+                .request(reqwest::Method::GET, "/v1/interactions")
+                .query(&[("status", "pending"), ("limit", "500")]);
+            if let Some(c) = &cursor {
+                req = req.query(&[("cursor", c)]);
+            }
+            let mut body = self.call(req, None).await?;
+            let page = match body["interactions"].take() {
+                Value::Array(items) => items,
+                _ => {
+                    return Err(ClientError::Protocol(
+                        "a list without `interactions`".into(),
+                    ));
+                }
+            };
+            for item in page {
+                all.push(parse_interaction(item)?);
+            }
+            match body["next_cursor"].as_str() {
+                Some(c) => cursor = Some(c.to_string()),
+                None => break,
+            }
+        }
+        all.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+        Ok(all)
+    }
+
+    /// Sends `answer` to interaction `id` as `by`; the resolved interaction when it won.
+    pub async fn respond(
+        &self,
+        id: &str,
+        answer: &Answer,
+        by: Option<&str>,
+    ) -> Result<Interaction, ClientError> {
+        check_id(id)?;
+        let req = self
+            .request(
+                reqwest::Method::POST,
+                &format!("/v1/interactions/{id}/respond"),
+            )
+            .json(&respond_body(answer, by));
+        let mut body = self.call(req, Some(id)).await?;
+        parse_interaction(body["interaction"].take())
+    }
+
+    /// Follows `/v1/events` until `tx` is closed, reconnecting with `Last-Event-ID` after a
+    /// failure and reporting what happens as [`Feed`] items.
+    pub async fn follow(self, tx: mpsc::Sender<Feed>) {
+        let mut last_id: Option<String> = None;
+        let mut backoff = Backoff::default();
+        loop {
+            let outcome = self.stream_once(&tx, &mut last_id).await;
+            let error = match outcome {
+                Stream::Closed => return,
+                Stream::Fatal(e) => {
+                    let _ = tx.send(Feed::Refused(e)).await;
+                    return;
+                }
+                Stream::Lost { error, connected } => {
+                    if connected {
+                        backoff = Backoff::default();
+                    }
+                    error
+                }
+            };
+            let wait = backoff.delay();
+            if tx
+                .send(Feed::Lost {
+                    error,
+                    retry_in: wait,
+                })
+                .await
+                .is_err()
+            {
+                return;
+            }
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    async fn stream_once(&self, tx: &mpsc::Sender<Feed>, last_id: &mut Option<String>) -> Stream {
+        let mut req = self
+            .request(reqwest::Method::GET, "/v1/events")
+            .header("Accept", "text/event-stream");
+        if let Some(id) = last_id.as_deref() {
+            req = req.header("Last-Event-ID", id);
+        }
+        let resp = match tokio::time::timeout(CONNECT_TIMEOUT * 2, req.send()).await {
+            Err(_) => {
+                return Stream::Lost {
+                    error: "no answer in time".into(),
+                    connected: false,
+                };
+            }
+            Ok(Err(e)) => {
+                return Stream::Lost {
+                    error: match self.unreachable(&e) {
+                        ClientError::Unreachable { reason, .. } => reason,
+                        other => other.to_string(),
+                    },
+                    connected: false,
+                };
+            }
+            Ok(Ok(r)) => r,
+        };
+        let status = resp.status();
+        if !status.is_success() {
+            let text = resp.text().await.unwrap_or_default();
+            let message = serde_json::from_str::<Value>(&text)
+                .ok()
+                .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
+                .unwrap_or_else(|| crate::interaction::clip(text.trim(), 200));
+            return match status {
+                StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+                    Stream::Fatal(self.status_error(status, message))
+                }
+                s if s.is_server_error() => Stream::Lost {
+                    error: format!("{s}: {message}"),
+                    connected: false,
+                },
+                s => Stream::Fatal(ClientError::Protocol(format!(
+                    "/v1/events answered {s}: {message}"
+                ))),
+            };
+        }
+        if tx
+            .send(Feed::Connected {
+                resumed: last_id.is_some(),
+            })
+            .await
+            .is_err()
+        {
+            return Stream::Closed;
+        }
+        let mut events = eventsource_stream::EventStream::new(resp.bytes_stream());
+        loop {
+            let next = match tokio::time::timeout(IDLE_LIMIT, events.next()).await {
+                Err(_) => {
+                    return Stream::Lost {
+                        error: format!("nothing heard for {} s", IDLE_LIMIT.as_secs()),
+                        connected: true,
+                    };
+                }
+                Ok(n) => n,
+            };
+            let event = match next {
+                None => {
+                    return Stream::Lost {
+                        error: "the server closed the event stream".into(),
+                        connected: true,
+                    };
+                }
+                Some(Err(e)) => {
+                    return Stream::Lost {
+                        error: match e {
+                            eventsource_stream::EventStreamError::Transport(_) => {
+                                "the connection dropped".into()
+                            }
+                            other => format!("the event stream cannot be read: {other}"),
+                        },
+                        connected: true,
+                    };
+                }
+                Some(Ok(event)) => event,
+            };
+            if !event.id.is_empty() {
+                *last_id = Some(event.id.clone());
+            }
+            let feed = match event.event.as_str() {
+                "reset" => Some(Feed::Reset),
+                "interaction.created" | "interaction.resolved" => {
+                    match serde_json::from_str::<Interaction>(&event.data) {
+                        Ok(i) if event.event == "interaction.created" => Some(Feed::Created(i)),
+                        Ok(i) => Some(Feed::Resolved(i)),
+                        Err(e) => Some(Feed::Unreadable(format!("{}: {e}", event.event))),
+                    }
+                }
+                // Event kinds from a newer server: not for this client.
+                _ => None,
+            };
+            if let Some(feed) = feed
+                && tx.send(feed).await.is_err()
+            {
+                return Stream::Closed;
+            }
+        }
+    }
+
+    fn status_error(&self, status: StatusCode, message: String) -> ClientError {
+        match status {
+            StatusCode::UNAUTHORIZED if self.token.is_some() => ClientError::Unauthorized {
+                message: format!(
+                    "imrelay refused the token ({message}): check --token or IMRELAY_TOKEN"
+                ),
+            },
+            StatusCode::UNAUTHORIZED => ClientError::Unauthorized {
+                message: format!(
+                    "imrelay wants an operator token ({message}): pass --token or set IMRELAY_TOKEN"
+                ),
+            },
+            _ => ClientError::Unauthorized {
+                message: format!(
+                    "imrelay refused ({message}): this needs an operator token (auth.operator_tokens)"
+                ),
+            },
+        }
+    }
+}
+
+/// The server sends a keep-alive every 15 s: silence for this long means the connection is
+/// gone.
+const IDLE_LIMIT: Duration = Duration::from_secs(45);
+
+/// How one connection to the event stream ended.
+enum Stream {
+    /// The receiver went away.
+    Closed,
+    /// Reconnecting will not help (401, 403, an unexpected status).
+    Fatal(ClientError),
+    /// The connection failed or dropped; `connected` when it had been established.
+    Lost { error: String, connected: bool },
+}
+
+/// What the event stream reports.
+#[derive(Debug)]
+pub enum Feed {
+    /// Connected; `resumed` when the server was given the last event id seen.
+    Connected {
+        /// Whether `Last-Event-ID` was sent.
+        resumed: bool,
+    },
+    /// A new (or, after connecting, a pending) interaction.
+    Created(Interaction),
+    /// An interaction was resolved.
+    Resolved(Interaction),
+    /// Missed events are gone: the pending interactions follow; drop what is known.
+    Reset,
+    /// An event this client could not read.
+    Unreadable(String),
+    /// The connection failed or dropped; the next attempt is in `retry_in`.
+    Lost {
+        /// What went wrong.
+        error: String,
+        /// When the next attempt is made.
+        retry_in: Duration,
+    },
+    /// The server refused the stream; following has stopped.
+    Refused(ClientError),
+}
+
+/// Reconnection delays: 250 ms doubling up to 5 s.
+#[derive(Debug)]
+pub struct Backoff(Duration);
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff(Duration::from_millis(250))
+    }
+}
+
+impl Backoff {
+    /// The next delay, and the one after it doubled.
+    pub fn delay(&mut self) -> Duration {
+        let d = self.0;
+        self.0 = (self.0 * 2).min(Duration::from_secs(5));
+        d
+    }
+}
+
+fn check_id(id: &str) -> Result<(), ClientError> {
+    crate::interaction::InteractionId::parse(id)
+        .map(|_| ())
+        .map_err(|e| ClientError::Invalid {
+            message: e.to_string(),
+        })
+}
+
+fn parse_interaction(v: Value) -> Result<Interaction, ClientError> {
+    serde_json::from_value(v).map_err(|e| ClientError::Protocol(format!("an interaction: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_become_respond_bodies_and_commands() {
+        let allow = Answer::Allow {
+            updated_input: None,
+            always: false,
+        };
+        assert_eq!(
+            respond_body(&allow, Some("alice")),
+            json!({"decision": "allow", "via": "terminal", "by": "alice"})
+        );
+        assert_eq!(
+            answer_command(&allow, "toolu_1"),
+            "imrelay answer toolu_1 allow"
+        );
+        let deny = Answer::Deny {
+            message: Some("it's not safe".into()),
+            interrupt: false,
+        };
+        assert_eq!(
+            respond_body(&deny, None),
+            json!({"decision": "deny", "message": "it's not safe", "via": "terminal"})
+        );
+        assert_eq!(
+            answer_command(&deny, "toolu_1"),
+            r"imrelay answer toolu_1 deny --reason 'it'\''s not safe'"
+        );
+        let mut answers = serde_json::Map::new();
+        answers.insert("Which DB?".into(), json!("Postgres"));
+        answers.insert("Extras".into(), json!(["Auth", "Docs"]));
+        assert_eq!(
+            answer_command(&Answer::Answers(answers), "q1"),
+            "imrelay answer q1 --answer 'Which DB?=Postgres' --answer Extras=Auth --answer Extras=Docs"
+        );
+        let edited = Answer::Allow {
+            updated_input: Some(json!({"command": "ls"}).as_object().unwrap().clone()),
+            always: true,
+        };
+        assert_eq!(
+            answer_command(&edited, "x"),
+            r#"imrelay answer x allow --input '{"command":"ls"}' --always"#
+        );
+    }
+
+    #[test]
+    fn backoff_doubles_to_a_ceiling() {
+        let mut b = Backoff::default();
+        let seq: Vec<u64> = (0..7).map(|_| b.delay().as_millis() as u64).collect();
+        assert_eq!(seq, [250, 500, 1000, 2000, 4000, 5000, 5000]);
+    }
+
+    #[test]
+    fn exit_codes_are_distinct() {
+        let codes = [
+            exit::OK,
+            exit::ERROR,
+            exit::USAGE,
+            exit::ALREADY_RESOLVED,
+            exit::NOT_FOUND,
+            exit::REFUSED,
+            exit::UNREACHABLE,
+            exit::INTERRUPTED,
+        ];
+        let unique: std::collections::HashSet<_> = codes.iter().collect();
+        assert_eq!(unique.len(), codes.len());
+    }
+}

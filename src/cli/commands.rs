@@ -1,0 +1,354 @@
+//! The scriptable terminal commands: `imrelay pending` lists what waits, `imrelay show ID`
+//! shows one interaction in full, `imrelay answer ID ...` answers one. Each exits with a code
+//! a script can rely on ([`super::client::exit`]).
+
+use std::io::Write;
+
+use serde_json::{Map, Value};
+
+use super::client::{ClientError, Remote, RemoteArgs, exit};
+use super::view::{self, Painter};
+use crate::channels::present::visible_line;
+use crate::interaction::Answer;
+use crate::interaction::{Interaction, Kind};
+
+/// The exit codes, for `--help`.
+pub const EXIT_CODES: &str = "\
+Exit status:
+  0  answered (pending, show: listed or shown)
+  1  any other error (a bad configuration, an unexpected reply)
+  2  the command line is wrong
+  3  already resolved: answered elsewhere first, expired or cancelled
+  4  no such interaction (unknown, or pruned after its retention period)
+  5  refused: the answer does not fit, or the token is missing or not accepted
+  6  imrelay cannot be reached or cannot take it now: try again";
+
+/// `imrelay pending`
+#[derive(clap::Args)]
+#[command(after_help = EXIT_CODES)]
+pub struct PendingArgs {
+    #[command(flatten)]
+    remote: RemoteArgs,
+    /// Print the interactions as a JSON array, exactly as the API returns them.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `imrelay show`
+#[derive(clap::Args)]
+#[command(after_help = EXIT_CODES)]
+pub struct ShowArgs {
+    #[command(flatten)]
+    remote: RemoteArgs,
+    /// The interaction's id.
+    id: String,
+    /// Print the interaction as JSON, exactly as the API returns it.
+    #[arg(long)]
+    json: bool,
+}
+
+/// An approval's decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Decision {
+    /// Let the agent run the tool.
+    Allow,
+    /// Do not let it (for a question: decline to answer).
+    Deny,
+}
+
+/// `imrelay answer`
+#[derive(clap::Args)]
+#[command(after_help = EXIT_CODES)]
+pub struct AnswerArgs {
+    #[command(flatten)]
+    remote: RemoteArgs,
+    /// Who answers, as other channels will show it [default: your login name].
+    #[arg(long, value_name = "NAME")]
+    by: Option<String>,
+    /// The interaction's id.
+    id: String,
+    /// `allow` or `deny` an approval (`deny` also declines a question).
+    decision: Option<Decision>,
+    /// With `deny`: the reason, shown to the agent.
+    #[arg(long, value_name = "TEXT")]
+    reason: Option<String>,
+    /// With `deny`: stop the agent's whole turn, not just this call.
+    #[arg(long)]
+    interrupt: bool,
+    /// With `allow`: run this input instead (a JSON object).
+    #[arg(long, value_name = "JSON")]
+    input: Option<String>,
+    /// With `allow`: also allow what the agent suggested, for the rest of its session.
+    #[arg(long)]
+    always: bool,
+    /// A question's answer: the question's text or header, `=`, then an option's label or
+    /// your own text. Once per question; repeat for several options of a multi-select one.
+    #[arg(long = "answer", value_name = "QUESTION=ANSWER")]
+    answers: Vec<String>,
+}
+
+/// The login name, for `--by`: `USER` or `LOGNAME`, else the account's name.
+pub fn login_name() -> Option<String> {
+    ["USER", "LOGNAME"]
+        .iter()
+        .filter_map(|k| std::env::var(k).ok())
+        .find(|v| !v.trim().is_empty())
+        .or_else(|| whoami::username().ok())
+        .filter(|v| !v.trim().is_empty())
+}
+
+fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+}
+
+fn fail(e: &ClientError) -> i32 {
+    eprintln!("imrelay: {}", visible_line(&e.to_string()));
+    e.exit_code()
+}
+
+fn connect(args: &RemoteArgs, config: Option<&std::path::Path>) -> Result<Remote, i32> {
+    Remote::new(args, config).map_err(|e| {
+        eprintln!("imrelay: {e:#}");
+        exit::ERROR
+    })
+}
+
+/// `imrelay pending [--json]`
+pub fn pending(args: PendingArgs, config: Option<&std::path::Path>) -> i32 {
+    let remote = match connect(&args.remote, config) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let list = match runtime().map(|rt| rt.block_on(remote.pending())) {
+        Ok(Ok(list)) => list,
+        Ok(Err(e)) => return fail(&e),
+        Err(e) => {
+            eprintln!("imrelay: {e}");
+            return exit::ERROR;
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    let written = if args.json {
+        serde_json::to_string_pretty(&list)
+            .map_err(std::io::Error::other)
+            .and_then(|text| writeln!(out, "{text}"))
+    } else if list.is_empty() {
+        writeln!(out, "Nothing is waiting for an answer.")
+    } else {
+        let now = jiff::Timestamp::now();
+        let width = list
+            .iter()
+            .map(|i| i.id.as_str().len())
+            .max()
+            .unwrap_or(2)
+            .max(2);
+        let mut result = writeln!(
+            out,
+            "{:<width$}  {:<8}  {:>8}  {:<14}  WHAT",
+            "ID", "KIND", "LEFT", "AGENT"
+        );
+        for i in &list {
+            result = result.and_then(|_| writeln!(out, "{}", view::row(i, width, now)));
+        }
+        result
+    };
+    match written {
+        Ok(()) => exit::OK,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => exit::OK,
+        Err(e) => {
+            eprintln!("imrelay: {e}");
+            exit::ERROR
+        }
+    }
+}
+
+/// `imrelay show ID [--json]`
+pub fn show(args: ShowArgs, config: Option<&std::path::Path>) -> i32 {
+    let remote = match connect(&args.remote, config) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let i = match runtime().map(|rt| rt.block_on(remote.get(&args.id))) {
+        Ok(Ok(i)) => i,
+        Ok(Err(e)) => return fail(&e),
+        Err(e) => {
+            eprintln!("imrelay: {e}");
+            return exit::ERROR;
+        }
+    };
+    let text = if args.json {
+        serde_json::to_string_pretty(&i).unwrap_or_default()
+    } else {
+        let width = crossterm::terminal::size()
+            .map(|(w, _)| usize::from(w))
+            .unwrap_or(80);
+        view::full(&Painter::for_stdout(), &i, jiff::Timestamp::now(), width).join("\n")
+    };
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{text}") {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            eprintln!("imrelay: {e}");
+            exit::ERROR
+        }
+        _ => exit::OK,
+    }
+}
+
+/// Checks that `answer`'s flags go together (whatever the interaction).
+fn check_flags(args: &AnswerArgs) -> Result<(), String> {
+    let misplaced = |flag: &str, with: &str| format!("{flag} goes with {with}");
+    if args.decision != Some(Decision::Deny) {
+        if args.reason.is_some() {
+            return Err(misplaced("--reason", "deny"));
+        }
+        if args.interrupt {
+            return Err(misplaced("--interrupt", "deny"));
+        }
+    }
+    if args.decision != Some(Decision::Allow) {
+        if args.input.is_some() {
+            return Err(misplaced("--input", "allow"));
+        }
+        if args.always {
+            return Err(misplaced("--always", "allow"));
+        }
+    }
+    match (args.decision, args.answers.is_empty()) {
+        (Some(_), false) => Err("give either allow/deny or --answer, not both".into()),
+        (None, true) => Err(
+            "say allow or deny (an approval), or give --answer QUESTION=ANSWER (a question)".into(),
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// What `answer`'s arguments ask for, checked against the interaction.
+fn answer_for(args: &AnswerArgs, i: &Interaction) -> Result<Answer, String> {
+    if let Some(Decision::Deny) = args.decision {
+        return Ok(Answer::Deny {
+            message: args.reason.clone().filter(|r| !r.trim().is_empty()),
+            interrupt: args.interrupt,
+        });
+    }
+    match i.kind {
+        Kind::Approval => {
+            if !args.answers.is_empty() {
+                return Err(format!(
+                    "{} is an approval: say allow or deny, --answer is for questions",
+                    i.id
+                ));
+            }
+            let updated_input = match &args.input {
+                None => None,
+                Some(text) => match serde_json::from_str::<Value>(text) {
+                    Ok(Value::Object(m)) => Some(m),
+                    Ok(_) => return Err("--input: expected a JSON object".into()),
+                    Err(e) => return Err(format!("--input is not valid JSON: {e}")),
+                },
+            };
+            Ok(Answer::Allow {
+                updated_input,
+                always: args.always,
+            })
+        }
+        Kind::Question => {
+            if args.decision == Some(Decision::Allow) {
+                return Err(format!(
+                    "{} is a question: answer it with --answer QUESTION=ANSWER (or deny it)",
+                    i.id
+                ));
+            }
+            let questions = crate::interaction::parse_questions(&i.input.map())
+                .map_err(|e| format!("the questions cannot be read: {e}"))?;
+            let answers: Map<String, Value> =
+                super::choose::answers_from_args(&questions, &args.answers)?;
+            Ok(Answer::Answers(answers))
+        }
+    }
+}
+
+/// Whether `i` was resolved by `answer` from `by` through the terminal: an earlier attempt
+/// of this same answer that got through though its response was lost.
+pub fn resolved_by_us(i: &Interaction, answer: &Answer, by: Option<&str>) -> bool {
+    i.resolution.as_ref().is_some_and(|r| {
+        r.via.as_str() == "terminal"
+            && r.by.as_deref() == by
+            && r.outcome == super::client::outcome_of(answer)
+    })
+}
+
+/// Attempts `answer` makes while imrelay cannot be reached.
+const ANSWER_ATTEMPTS: u32 = 3;
+
+/// `imrelay answer ID ...`
+pub fn answer(args: AnswerArgs, config: Option<&std::path::Path>) -> i32 {
+    let remote = match connect(&args.remote, config) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("imrelay: {e}");
+            return exit::ERROR;
+        }
+    };
+    let by = args
+        .by
+        .clone()
+        .filter(|b| !b.trim().is_empty())
+        .or_else(login_name);
+    if let Err(message) = check_flags(&args) {
+        eprintln!("imrelay: {message}");
+        return exit::USAGE;
+    }
+    let painter = Painter::for_stdout();
+    rt.block_on(async {
+        let i = match remote.get(&args.id).await {
+            Ok(i) => i,
+            Err(e) => return fail(&e),
+        };
+        if !i.is_pending() {
+            return fail(&ClientError::AlreadyResolved(Box::new(i)));
+        }
+        let answer = match answer_for(&args, &i) {
+            Ok(r) => r,
+            Err(message) => {
+                eprintln!("imrelay: {}", visible_line(&message));
+                return exit::REFUSED;
+            }
+        };
+        let mut backoff = super::client::Backoff::default();
+        let mut attempt = 1;
+        let result = loop {
+            match remote.respond(&args.id, &answer, by.as_deref()).await {
+                Err(e) if e.is_transient() && attempt < ANSWER_ATTEMPTS => {
+                    eprintln!("imrelay: {}; trying again", visible_line(&e.to_string()));
+                    attempt += 1;
+                    tokio::time::sleep(backoff.delay()).await;
+                }
+                // An earlier attempt got through; its response was lost.
+                Err(ClientError::AlreadyResolved(i))
+                    if attempt > 1 && resolved_by_us(&i, &answer, by.as_deref()) =>
+                {
+                    break Ok(*i);
+                }
+                other => break other,
+            }
+        };
+        match result {
+            Ok(i) => {
+                if let Some(line) = view::outcome_line(&painter, &i, jiff::Timestamp::now()) {
+                    println!("{line}");
+                }
+                for line in view::given_answers(&i) {
+                    println!("{line}");
+                }
+                exit::OK
+            }
+            Err(e) => fail(&e),
+        }
+    })
+}

@@ -1,0 +1,348 @@
+//! How the terminal commands show interactions: a heading, who is asking, the deadline, the
+//! tool call through [`crate::channels::present`], questions with numbered options, and how
+//! it ended. Colour only when asked for ([`Painter`]).
+
+use std::io::IsTerminal;
+
+use jiff::Timestamp;
+use jiff::tz::TimeZone;
+
+use crate::channels::present::{self, Block, Budget, DiffLine, Presentation, visible_line};
+use crate::channels::render;
+use crate::interaction::{Interaction, Kind, Outcome, Question};
+
+/// Paints text with ANSI colours, or leaves it plain.
+#[derive(Clone, Copy, Debug)]
+pub struct Painter {
+    colour: bool,
+}
+
+/// A text style.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Paint {
+    /// Headings and the key letters.
+    Bold,
+    /// Secondary text: context, notes, what was cut.
+    Dim,
+    /// Removed lines, denials, failures.
+    Red,
+    /// Added lines, success.
+    Green,
+    /// Warnings and a deadline close by.
+    Yellow,
+    /// Labels.
+    Cyan,
+}
+
+impl Painter {
+    /// Colour when standard output is a terminal and `NO_COLOR` is not set.
+    pub fn for_stdout() -> Painter {
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        Painter {
+            colour: std::io::stdout().is_terminal() && !no_color,
+        }
+    }
+
+    /// Plain text.
+    pub fn plain() -> Painter {
+        Painter { colour: false }
+    }
+
+    /// Whether it colours.
+    pub fn colours(&self) -> bool {
+        self.colour
+    }
+
+    /// `s` in `style`.
+    pub fn paint(&self, style: Paint, s: &str) -> String {
+        if !self.colour || s.is_empty() {
+            return s.to_string();
+        }
+        let code = match style {
+            Paint::Bold => "1",
+            Paint::Dim => "2",
+            Paint::Red => "31",
+            Paint::Green => "32",
+            Paint::Yellow => "33",
+            Paint::Cyan => "36",
+        };
+        format!("\x1b[{code}m{s}\x1b[0m")
+    }
+}
+
+/// A time as a person here reads it: "08:40:49" today, "2026-11-21 08:40" otherwise, in the
+/// local time zone.
+pub fn local_time(t: Timestamp, now: Timestamp) -> String {
+    let tz = TimeZone::system();
+    let z = t.to_zoned(tz.clone());
+    if z.date() == now.to_zoned(tz).date() {
+        z.strftime("%H:%M:%S").to_string()
+    } else {
+        z.strftime("%Y-%m-%d %H:%M").to_string()
+    }
+}
+
+/// Time left as "4:59", "1:02:03"; "0:00" once past.
+pub fn clock(secs: i64) -> String {
+    let s = secs.max(0);
+    if s >= 3600 {
+        format!("{}:{:02}:{:02}", s / 3600, s % 3600 / 60, s % 60)
+    } else {
+        format!("{}:{:02}", s / 60, s % 60)
+    }
+}
+
+/// Seconds from `now` to `i`'s deadline (negative once past).
+pub fn seconds_left(i: &Interaction, now: Timestamp) -> i64 {
+    i.deadline.as_second() - now.as_second()
+}
+
+/// "Approval · Bash", "Question".
+pub fn kind_title(i: &Interaction) -> String {
+    match i.kind {
+        Kind::Approval => format!("Approval · {}", visible_line(&i.tool_name)),
+        Kind::Question => "Question".to_string(),
+    }
+}
+
+/// The heading rule: "━━ Approval · Bash ━━━━━━━━━".
+pub fn heading(p: &Painter, i: &Interaction, width: usize) -> String {
+    let title = format!(" {} ", kind_title(i));
+    let used = 2 + unicode_width::UnicodeWidthStr::width(title.as_str());
+    let fill = width.saturating_sub(used + 1).clamp(2, 60);
+    format!(
+        "{}{}{}",
+        p.paint(Paint::Dim, "━━"),
+        p.paint(Paint::Bold, &title),
+        p.paint(Paint::Dim, &"━".repeat(fill)),
+    )
+}
+
+/// Who is asking and where, the title and description, and the deadline.
+pub fn context(p: &Painter, i: &Interaction, now: Timestamp) -> Vec<String> {
+    let mut out = Vec::new();
+    let ctx = render::context_line(i);
+    if !ctx.is_empty() {
+        out.push(p.paint(Paint::Dim, &visible_line(&ctx)));
+    }
+    for text in [i.title.as_deref(), i.description.as_deref()]
+        .into_iter()
+        .flatten()
+        .filter(|t| !t.trim().is_empty())
+    {
+        out.push(visible_line(text));
+    }
+    match &i.resolution {
+        None => {
+            let left = seconds_left(i, now);
+            out.push(if left > 0 {
+                format!(
+                    "Expires in {} (at {})",
+                    clock(left),
+                    local_time(i.deadline, now)
+                )
+            } else {
+                format!("Expired at {}", local_time(i.deadline, now))
+            });
+        }
+        Some(_) => out.push(format!("Asked at {}", local_time(i.created_at, now))),
+    }
+    out
+}
+
+/// The tool call of an approval, within `budget`; the note under what was cut says how to
+/// see all.
+pub fn tool_call(p: &Painter, i: &Interaction, budget: Budget) -> Vec<String> {
+    let presentation = present::present(&i.tool_name, &i.input.map(), i.cwd.as_deref(), budget);
+    presentation_lines(p, &presentation, &format!("imrelay show {}", i.id))
+}
+
+/// A presentation's blocks as indented lines (its summary is for lists: the heading names
+/// the tool).
+pub fn presentation_lines(p: &Painter, pr: &Presentation, see_all: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let cut_line = |cut: &present::Cut| {
+        cut.note()
+            .map(|n| p.paint(Paint::Dim, &format!("    … {n}: `{see_all}` shows all")))
+    };
+    for block in &pr.blocks {
+        match block {
+            Block::Field { label, value, cut } => {
+                out.push(format!(
+                    "  {} {value}",
+                    p.paint(Paint::Cyan, &format!("{label}:"))
+                ));
+                out.extend(cut_line(cut));
+            }
+            Block::Text { label, lines, cut } => {
+                out.push(format!("  {}", p.paint(Paint::Cyan, &format!("{label}:"))));
+                for l in lines {
+                    out.push(format!("    {l}"));
+                }
+                out.extend(cut_line(cut));
+            }
+            Block::Diff { label, lines, cut } => {
+                out.push(format!("  {}", p.paint(Paint::Cyan, &format!("{label}:"))));
+                for l in lines {
+                    out.push(match l {
+                        DiffLine::Context(t) => format!("     {}", p.paint(Paint::Dim, t)),
+                        DiffLine::Removed(t) => {
+                            format!("    {}", p.paint(Paint::Red, &format!("-{t}")))
+                        }
+                        DiffLine::Added(t) => {
+                            format!("    {}", p.paint(Paint::Green, &format!("+{t}")))
+                        }
+                        DiffLine::Gap => format!("    {}", p.paint(Paint::Dim, "⋯")),
+                    });
+                }
+                out.extend(cut_line(cut));
+            }
+            Block::Note(n) => out.push(format!("  {}", p.paint(Paint::Yellow, &format!("! {n}")))),
+        }
+    }
+    out
+}
+
+/// Question `n` of `of`, with its options numbered from 1, and how to answer when `asking`.
+pub fn question(p: &Painter, q: &Question, n: usize, of: usize, asking: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    let count = if of > 1 {
+        format!("{n}/{of}  ")
+    } else {
+        String::new()
+    };
+    out.push(format!(
+        "  {count}{} {}",
+        p.paint(Paint::Cyan, &format!("[{}]", visible_line(&q.header))),
+        p.paint(Paint::Bold, &visible_line(&q.question))
+    ));
+    for (k, o) in q.options.iter().enumerate() {
+        let mut line = format!(
+            "    {}  {}",
+            p.paint(Paint::Bold, &(k + 1).to_string()),
+            visible_line(&o.label)
+        );
+        if let Some(d) = o.description.as_deref().filter(|d| !d.trim().is_empty()) {
+            line.push_str(&p.paint(Paint::Dim, &format!(" — {}", visible_line(d))));
+        }
+        out.push(line);
+    }
+    if !asking {
+        return out;
+    }
+    out.push(p.paint(
+        Paint::Dim,
+        if q.multi_select {
+            "    (choose any: numbers separated by commas, or type your own answer)"
+        } else {
+            "    (choose one number, or type your own answer)"
+        },
+    ));
+    out
+}
+
+/// How an interaction ended, on one line: "✓ Allowed by alice via telegram at …".
+pub fn outcome_line(p: &Painter, i: &Interaction, now: Timestamp) -> Option<String> {
+    let r = i.resolution.as_ref()?;
+    let at = local_time(r.at, now);
+    let who = match (&r.by, r.via.as_str()) {
+        (_, "system") => String::new(),
+        (Some(by), via) => format!(" by {} via {via}", visible_line(by)),
+        (None, via) => format!(" via {via}"),
+    };
+    Some(match r.outcome {
+        Outcome::Allowed => p.paint(Paint::Green, &format!("✓ Allowed{who} at {at}")),
+        Outcome::Answered => p.paint(Paint::Green, &format!("✓ Answered{who} at {at}")),
+        Outcome::Denied => {
+            let mut s = format!("✗ Denied{who} at {at}");
+            if let Some(m) = r.message().filter(|m| !m.starts_with("Denied by ")) {
+                s.push_str(&format!(": “{}”", visible_line(m)));
+            }
+            p.paint(Paint::Red, &s)
+        }
+        Outcome::Expired => p.paint(
+            Paint::Yellow,
+            &format!("⌛ Expired at {at}: nobody answered in time, so the agent was denied"),
+        ),
+        Outcome::Cancelled => p.paint(
+            Paint::Yellow,
+            &format!(
+                "✗ {} at {at}",
+                visible_line(r.message().unwrap_or("Cancelled"))
+            ),
+        ),
+    })
+}
+
+/// The answers a question received, as indented lines.
+pub fn given_answers(i: &Interaction) -> Vec<String> {
+    render::given_answers(i)
+        .into_iter()
+        .map(|(q, a)| format!("    {} → {}", visible_line(&q), visible_line(&a)))
+        .collect()
+}
+
+/// Everything about one interaction (`imrelay show`): nothing cut.
+pub fn full(p: &Painter, i: &Interaction, now: Timestamp, width: usize) -> Vec<String> {
+    let mut out = vec![heading(p, i, width)];
+    out.push(p.paint(Paint::Dim, &format!("id {}", i.id)));
+    out.extend(context(p, i, now));
+    out.push(String::new());
+    match i.kind {
+        Kind::Approval => out.extend(tool_call(p, i, Budget::ALL)),
+        Kind::Question => match crate::interaction::parse_questions(&i.input.map()) {
+            Ok(qs) => {
+                for (n, q) in qs.iter().enumerate() {
+                    out.extend(question(p, q, n + 1, qs.len(), false));
+                }
+            }
+            Err(e) => out.push(format!("  (the questions cannot be read: {e})")),
+        },
+    }
+    if let Some(line) = outcome_line(p, i, now) {
+        out.push(String::new());
+        out.push(line);
+        out.extend(given_answers(i));
+    }
+    out
+}
+
+/// One line of the `imrelay pending` list: id, kind, time left, agent, summary.
+pub fn row(i: &Interaction, id_width: usize, now: Timestamp) -> String {
+    let summary = present::present(&i.tool_name, &i.input.map(), i.cwd.as_deref(), SUMMARY).summary;
+    format!(
+        "{:<id_width$}  {:<8}  {:>8}  {:<14}  {}",
+        i.id.as_str(),
+        i.kind.as_str(),
+        clock(seconds_left(i, now)),
+        render::short(&visible_line(i.agent.as_deref().unwrap_or("-")), 14),
+        summary
+    )
+}
+
+/// Enough for a summary.
+const SUMMARY: Budget = Budget {
+    chars: 400,
+    lines: 1,
+    line_chars: 200,
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clocks_count_down_and_stop_at_zero() {
+        assert_eq!(clock(299), "4:59");
+        assert_eq!(clock(59), "0:59");
+        assert_eq!(clock(3723), "1:02:03");
+        assert_eq!(clock(-5), "0:00");
+    }
+
+    #[test]
+    fn plain_painting_adds_nothing() {
+        assert_eq!(Painter::plain().paint(Paint::Red, "x"), "x");
+        let c = Painter { colour: true };
+        assert_eq!(c.paint(Paint::Red, "x"), "\x1b[31mx\x1b[0m");
+    }
+}

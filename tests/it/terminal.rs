@@ -1,0 +1,906 @@
+//! The terminal client: `imrelay watch` driven through a pseudo-terminal against the real
+//! server binary, and the scriptable commands' output and exit codes.
+//!
+//! Every watch session's screen, as a terminal shows it, is written to
+//! `target/tmp/terminal/<test>.txt` for a person to read.
+
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use rexpect::session::PtySession;
+use serde_json::{Value, json};
+
+use super::support::{Server, free_port};
+
+/// How long one expectation waits for the screen.
+const WAIT_MS: u64 = 15_000;
+const COLS: u16 = 100;
+
+/// `imrelay watch` in a pseudo-terminal, with everything it printed kept.
+struct Watch {
+    session: PtySession,
+    /// Every byte read from the terminal so far.
+    seen: Vec<u8>,
+    name: &'static str,
+}
+
+/// rexpect reads the terminal byte by byte into chars (one char per byte): text to find is
+/// spelled the same way.
+fn as_bytes_text(s: &str) -> String {
+    s.bytes().map(char::from).collect()
+}
+
+fn from_bytes_text(s: &str) -> Vec<u8> {
+    s.chars().map(|c| c as u32 as u8).collect()
+}
+
+nix::ioctl_write_ptr_bad!(set_window_size, nix::libc::TIOCSWINSZ, nix::pty::Winsize);
+
+impl Watch {
+    /// Starts `imrelay watch --url base --by alice` in a 100-column terminal, with `env`.
+    fn start(name: &'static str, base: &str, env: &[(&str, &str)]) -> Watch {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_imrelay"));
+        cmd.args(["watch", "--url", base, "--by", "alice"])
+            .env("TERM", "xterm-256color")
+            .env("NO_COLOR", "1")
+            .env_remove("IMRELAY_TOKEN")
+            .env_remove("IMRELAY_URL");
+        for (k, v) in env {
+            if v.is_empty() {
+                cmd.env_remove(k);
+            } else {
+                cmd.env(k, v);
+            }
+        }
+        let session = rexpect::session::spawn_with_options(
+            cmd,
+            rexpect::reader::Options::new().timeout_ms(Some(WAIT_MS)),
+        )
+        .expect("imrelay watch starts in a pseudo-terminal");
+        let size = nix::pty::Winsize {
+            ws_row: 40,
+            ws_col: COLS,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        let pty = session.process().get_file_handle().expect("the pty");
+        // SAFETY: TIOCSWINSZ reads one Winsize from the pointer, which outlives the call.
+        unsafe { set_window_size(pty.as_raw_fd(), &size) }.expect("the window size is set");
+        Watch {
+            session,
+            seen: Vec::new(),
+            name,
+        }
+    }
+
+    /// Waits until `text` appears, and returns what came before it.
+    fn expect(&mut self, text: &str) -> String {
+        match self.session.exp_string(&as_bytes_text(text)) {
+            Ok(before) => {
+                let before = from_bytes_text(&before);
+                self.seen.extend_from_slice(&before);
+                self.seen.extend_from_slice(text.as_bytes());
+                String::from_utf8_lossy(&before).into_owned()
+            }
+            Err(e) => {
+                let got = match &e {
+                    rexpect::error::Error::Timeout { got, .. } => from_bytes_text(got),
+                    _ => Vec::new(),
+                };
+                self.seen.extend_from_slice(&got);
+                self.save();
+                panic!(
+                    "{}: {text:?} did not appear ({e}); the screen:\n{}",
+                    self.name,
+                    self.screen()
+                );
+            }
+        }
+    }
+
+    /// Waits until every one of `texts` has appeared, in any order.
+    fn expect_each(&mut self, texts: &[&str]) {
+        let mark = self.seen.len();
+        for text in texts {
+            let since = String::from_utf8_lossy(&self.seen[mark..]).into_owned();
+            if !since.contains(text) {
+                self.expect(text);
+            }
+        }
+    }
+
+    /// Types `text` and Enter.
+    fn line(&mut self, text: &str) {
+        self.session
+            .send(&format!("{text}\r"))
+            .expect("typing reaches the terminal");
+        self.session.flush().expect("flush");
+    }
+
+    /// Types `text` without Enter.
+    fn type_only(&mut self, text: &str) {
+        self.session.send(text).expect("typing");
+        self.session.flush().expect("flush");
+    }
+
+    /// Waits for the process to end; its exit code.
+    fn exit_code(&mut self) -> i32 {
+        if let Ok(rest) = self.session.exp_eof() {
+            self.seen.extend_from_slice(&from_bytes_text(&rest));
+        }
+        match self.session.process().wait() {
+            Ok(nix::sys::wait::WaitStatus::Exited(_, code)) => code,
+            other => panic!("imrelay watch did not exit normally: {other:?}"),
+        }
+    }
+
+    /// The screen as a terminal shows it (tall enough that nothing scrolled away).
+    fn screen(&self) -> String {
+        let (Some(rows), Some(cols)) = (
+            std::num::NonZeroU16::new(2000),
+            std::num::NonZeroU16::new(COLS),
+        ) else {
+            unreachable!("non-zero sizes")
+        };
+        let mut parser = vt100::Parser::new(rows, cols, 0);
+        // Raw mode: a line feed does not return the carriage; the terminal was told that.
+        parser.process(&self.seen);
+        let contents = parser.screen().contents();
+        contents.trim_end().to_string()
+    }
+
+    /// Writes the screen to `target/tmp/terminal/<name>.txt`.
+    fn save(&self) -> PathBuf {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("terminal");
+        let _ = std::fs::create_dir_all(&dir);
+        let path = dir.join(format!("{}.txt", self.name));
+        let _ = std::fs::write(&path, self.screen());
+        path
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        self.save();
+        let _ = self.session.process_mut().exit();
+    }
+}
+
+/// The real server on a free port, its store in a temporary directory.
+struct Relay {
+    server: Option<Server>,
+    listen: String,
+    db: PathBuf,
+    _dir: tempfile::TempDir,
+    http: reqwest::Client,
+}
+
+impl Relay {
+    fn start() -> Relay {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let db = dir.path().join("imrelay.db");
+        let listen = format!("127.0.0.1:{}", free_port());
+        let server = Server::start_on(&listen, &db, None);
+        Relay {
+            server: Some(server),
+            listen,
+            db,
+            _dir: dir,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    fn base(&self) -> String {
+        format!("http://{}", self.listen)
+    }
+
+    fn kill(&mut self) {
+        if let Some(s) = self.server.take() {
+            s.kill();
+        }
+    }
+
+    fn restart(&mut self) {
+        self.kill();
+        self.server = Some(Server::start_on(&self.listen, &self.db, None));
+    }
+
+    async fn create(&self, body: Value) -> Value {
+        let resp = self
+            .http
+            .post(format!("{}/v1/interactions", self.base()))
+            .json(&body)
+            .send()
+            .await
+            .expect("create");
+        assert_eq!(resp.status(), StatusCode::CREATED);
+        resp.json().await.expect("json")
+    }
+
+    async fn get(&self, id: &str) -> Value {
+        self.http
+            .get(format!("{}/v1/interactions/{id}", self.base()))
+            .send()
+            .await
+            .expect("get")
+            .json()
+            .await
+            .expect("json")
+    }
+
+    async fn respond(&self, id: &str, body: Value) -> StatusCode {
+        self.http
+            .post(format!("{}/v1/interactions/{id}/respond", self.base()))
+            .json(&body)
+            .send()
+            .await
+            .expect("respond")
+            .status()
+    }
+}
+
+fn bash(id: &str, command: &str) -> Value {
+    json!({"id": id, "tool_name": "Bash", "agent": "claude-code", "session": "5f8a2c1e-3b7d",
+           "cwd": "/home/dev/shop", "input": {"command": command, "description": "Clean the build"}})
+}
+
+fn two_questions(id: &str) -> Value {
+    json!({"id": id, "tool_name": "AskUserQuestion", "agent": "claude-code", "input": {"questions": [
+        {"question": "Which database?", "header": "DB", "options": [
+            {"label": "Postgres", "description": "the usual"}, {"label": "SQLite"}]},
+        {"question": "Which extras?", "header": "Extras", "multiSelect": true, "options": [
+            {"label": "Auth"}, {"label": "Metrics"}, {"label": "Docs"}]}]}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_allows_one_approval_and_denies_another_with_a_reason() {
+    let relay = Relay::start();
+    relay.create(bash("toolu_a1", "rm -rf build")).await;
+    relay
+        .create(
+            json!({"id": "toolu_e1", "tool_name": "Edit", "cwd": "/home/dev/shop", "input": {
+            "file_path": "/home/dev/shop/src/main.rs",
+            "old_string": "fn main() {\n    println!(\"hi\");\n}",
+            "new_string": "fn main() {\n    println!(\"héllo, 世界\");\n}"}}),
+        )
+        .await;
+    let mut w = Watch::start("allow_and_deny", &relay.base(), &[]);
+    w.expect("━━ Approval · Bash");
+    w.expect("claude-code · session 5f8a2c1e-3b… · /home/dev/shop");
+    w.expect("Why: Clean the build");
+    w.expect("Command:\r\n    rm -rf build");
+    w.expect("a allow · d deny · e edit, then allow · s skip · q quit");
+    w.expect("1 more] a/d/e/s/q › ");
+    w.line("a");
+    w.expect("✓ Allowed by alice via terminal");
+    let a1 = relay.get("toolu_a1").await;
+    assert_eq!(a1["resolution"]["outcome"], "allowed");
+    assert_eq!(a1["resolution"]["via"], "terminal");
+    assert_eq!(a1["resolution"]["by"], "alice");
+
+    w.expect("━━ Approval · Edit");
+    w.expect("File: src/main.rs");
+    w.expect("-    println!(\"hi\");");
+    w.expect("+    println!(\"héllo, 世界\");");
+    w.expect("a/d/e/s/q › ");
+    w.line("x");
+    w.expect("Type a (allow), d (deny), e (edit), s (skip) or q (quit), then Enter.");
+    w.line("d");
+    w.expect("reason for the agent (Enter for none, Esc goes back) › ");
+    w.line("Use the clean script, s'il vous plaît");
+    w.expect("✗ Denied by alice via terminal");
+    w.expect("“Use the clean script, s'il vous plaît”");
+    w.expect("waiting for approvals and questions (q quits) › ");
+    let e1 = relay.get("toolu_e1").await;
+    assert_eq!(e1["resolution"]["outcome"], "denied");
+    assert_eq!(
+        e1["resolution"]["result"]["message"],
+        "Use the clean script, s'il vous plaît"
+    );
+    w.line("q");
+    w.expect("Bye.");
+    assert_eq!(w.exit_code(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_answers_every_question_with_numbers_and_own_text() {
+    let relay = Relay::start();
+    relay.create(two_questions("toolu_q1")).await;
+    let mut w = Watch::start("questions", &relay.base(), &[]);
+    w.expect("━━ Question");
+    w.expect("1/2  [DB] Which database?");
+    w.expect("1  Postgres — the usual");
+    w.expect("2  SQLite");
+    w.expect("1–2, or your own answer › ");
+    w.line("3");
+    w.expect("There is no option 3: choose from 1 to 2");
+    // Free text: the "Other" answer, commas and all.
+    w.line("MySQL, with replicas");
+    w.expect("→ “MySQL, with replicas” (your own answer)");
+    w.expect("2/2  [Extras] Which extras?");
+    w.expect("numbers like 1,3, or your own answer › ");
+    w.line("3, 1");
+    w.expect("→ Auth, Docs");
+    w.expect("✓ Answered by alice via terminal");
+    w.expect("Which database? → MySQL, with replicas");
+    w.expect("Which extras? → Auth, Docs");
+    let q = relay.get("toolu_q1").await;
+    assert_eq!(
+        q["resolution"]["result"]["updatedInput"]["answers"],
+        json!({"Which database?": "MySQL, with replicas", "Which extras?": "Auth, Docs"})
+    );
+    w.line("q");
+    assert_eq!(w.exit_code(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_skips_and_the_skipped_one_comes_back() {
+    let relay = Relay::start();
+    relay.create(bash("toolu_s1", "make first")).await;
+    relay.create(bash("toolu_s2", "make second")).await;
+    let mut w = Watch::start("skip", &relay.base(), &[]);
+    w.expect("Command:\r\n    make first");
+    w.expect("1 more] a/d/e/s/q › ");
+    w.line("s");
+    w.expect("Skipped: it stays pending and comes back after the others.");
+    w.expect("Command:\r\n    make second");
+    w.expect("1 more] a/d/e/s/q › ");
+    w.line("a");
+    w.expect("✓ Allowed by alice via terminal");
+    w.expect("Back to what you skipped.");
+    w.expect("Command:\r\n    make first");
+    // Skipping the only one left: it waits for Enter.
+    w.line("s");
+    w.expect("Skipped: it stays pending. Nothing else is waiting.");
+    w.expect("1 skipped: Enter shows it again · q quits › ");
+    assert_eq!(relay.get("toolu_s1").await["status"], "pending");
+    w.line("");
+    w.expect("Command:\r\n    make first");
+    w.expect("a/d/e/s/q › ");
+    w.line("a");
+    w.expect("✓ Allowed by alice via terminal");
+    assert_eq!(
+        relay.get("toolu_s1").await["resolution"]["outcome"],
+        "allowed"
+    );
+    w.line("q");
+    assert_eq!(w.exit_code(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_says_what_was_answered_elsewhere_and_what_expired() {
+    let relay = Relay::start();
+    relay.create(bash("toolu_x1", "cargo publish")).await;
+    let mut w = Watch::start("elsewhere", &relay.base(), &[]);
+    w.expect("Command:\r\n    cargo publish");
+    w.expect("a/d/e/s/q › ");
+    w.type_only("d");
+    w.expect("a/d/e/s/q › d");
+    assert_eq!(
+        relay
+            .respond(
+                "toolu_x1",
+                json!({"decision": "deny", "message": "not on a Friday", "by": "bob"})
+            )
+            .await,
+        StatusCode::OK
+    );
+    w.expect("⚑ Answered elsewhere: ✗ Denied by bob via api");
+    w.expect("“not on a Friday”");
+    w.expect("(Not sent, what you had typed: “d”)");
+    w.expect("waiting for approvals and questions (q quits) › ");
+
+    // One that nobody answers: the countdown, then the expiry said plainly.
+    relay
+        .create(
+            json!({"id": "toolu_x2", "tool_name": "Bash", "timeout_secs": 2,
+                       "input": {"command": "sleep 1"}}),
+        )
+        .await;
+    w.expect("Expires in 0:0");
+    w.expect("Command:\r\n    sleep 1");
+    w.expect("⌛ Expired at ");
+    w.expect("nobody answered in time, so the agent was denied");
+    w.expect("waiting for approvals and questions (q quits) › ");
+    w.line("q");
+    assert_eq!(w.exit_code(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_keeps_an_answer_while_the_server_restarts() {
+    let mut relay = Relay::start();
+    relay.create(bash("toolu_r1", "cargo build")).await;
+    let mut w = Watch::start("restart", &relay.base(), &[]);
+    w.expect("Command:\r\n    cargo build");
+    w.expect("a/d/e/s/q › ");
+    relay.kill();
+    w.expect("! Lost the connection to imrelay");
+    w.expect("offline");
+    // Answered while the server is down: kept and sent again.
+    w.line("a");
+    w.expect("! Could not send the answer (");
+    w.expect("It is kept and sent again");
+    relay.restart();
+    // Sent and reconnected, in either order.
+    w.expect_each(&[
+        "✓ Reconnected to imrelay.",
+        "✓ Allowed by alice via terminal",
+    ]);
+    let r1 = relay.get("toolu_r1").await;
+    assert_eq!(r1["resolution"]["via"], "terminal");
+    // The stream goes on after the restart.
+    relay.create(bash("toolu_r2", "cargo test")).await;
+    w.expect("Command:\r\n    cargo test");
+    w.line("a");
+    w.expect("✓ Allowed by alice via terminal");
+    w.line("q");
+    assert_eq!(w.exit_code(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_leaves_cleanly_and_prints_an_answer_not_yet_sent() {
+    let mut relay = Relay::start();
+    relay.create(bash("toolu_c1", "ls")).await;
+    relay.create(two_questions("toolu_c2")).await;
+    let mut w = Watch::start("ctrl_c", &relay.base(), &[]);
+    w.expect("Command:\r\n    ls");
+    w.expect("a/d/e/s/q › ");
+    w.line("s");
+    w.expect("1/2  [DB] Which database?");
+    w.line("2");
+    w.expect("→ SQLite");
+    w.line("s");
+    w.expect("2 skipped: Enter shows them again · q quits › ");
+    w.line("");
+    w.expect("Back to what you skipped.");
+    w.expect("Command:\r\n    ls");
+    relay.kill();
+    w.expect("! Lost the connection to imrelay");
+    w.line("d");
+    w.line("too broad");
+    w.expect("! Could not send the answer");
+    w.session.send_control('c').expect("Ctrl-C");
+    w.expect("Your answer was not confirmed by imrelay. To send it later:");
+    w.expect("imrelay answer toolu_c1 deny --reason 'too broad'");
+    w.expect("Interrupted.");
+    assert_eq!(w.exit_code(), 130);
+
+    // At a question's prompt, with an answer given to the first of two.
+    relay.restart();
+    let mut w = Watch::start("ctrl_c_question", &relay.base(), &[]);
+    w.expect("Command:\r\n    ls");
+    w.line("s");
+    w.expect("1–2, or your own answer › ");
+    w.line("1");
+    w.expect("numbers like 1,3, or your own answer › ");
+    w.type_only("2,");
+    w.session.send_control('c').expect("Ctrl-C");
+    w.expect("Your answers so far were not sent:");
+    w.expect("Which database? → Postgres");
+    w.expect("Not sent, what you had typed: “2,”");
+    w.expect("Interrupted.");
+    assert_eq!(w.exit_code(), 130);
+    assert_eq!(relay.get("toolu_c2").await["status"], "pending");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_edits_the_input_in_the_editor_then_allows() {
+    let relay = Relay::start();
+    relay.create(bash("toolu_ed1", "rm -rf /")).await;
+    let dir = tempfile::tempdir().unwrap();
+    // An editor that first writes something that is not JSON, then an edited input.
+    let editor = dir.path().join("editor.sh");
+    let count = dir.path().join("count");
+    std::fs::write(
+        &editor,
+        format!(
+            "#!/bin/sh\nif [ -e '{c}' ]; then\n  printf '{{\"command\": \"rm -rf ./build\"}}' > \"$1\"\nelse\n  touch '{c}'\n  printf 'not json' > \"$1\"\nfi\n",
+            c = count.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&editor, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let editor = editor.display().to_string();
+    let mut w = Watch::start(
+        "edit",
+        &relay.base(),
+        &[("EDITOR", editor.as_str()), ("VISUAL", "")],
+    );
+    w.expect("Command:\r\n    rm -rf /");
+    w.expect("a/d/e/s/q › ");
+    w.line("e");
+    w.expect("That is not valid JSON: expected ident");
+    w.expect("e edit again · c cancel › ");
+    w.line("e");
+    w.expect("Edited input:");
+    w.expect("Command:\r\n    rm -rf ./build");
+    w.expect("a allow with this input · e edit again · c cancel › ");
+    w.line("a");
+    w.expect("✓ Allowed by alice via terminal");
+    let r = relay.get("toolu_ed1").await;
+    assert_eq!(
+        r["resolution"]["result"]["updatedInput"],
+        json!({"command": "rm -rf ./build"})
+    );
+    w.line("q");
+    assert_eq!(w.exit_code(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_colours_and_rings_only_on_a_terminal_without_no_color() {
+    let relay = Relay::start();
+    let mut w = Watch::start("colour", &relay.base(), &[("NO_COLOR", "")]);
+    w.expect("waiting for approvals and questions");
+    relay.create(bash("toolu_col", "ls")).await;
+    w.expect("\x07");
+    w.expect("\x1b[1m Approval · Bash \x1b[0m");
+    w.line("a");
+    w.expect("\x1b[32m✓ Allowed by alice via terminal");
+    w.line("q");
+    assert_eq!(w.exit_code(), 0);
+
+    // Output not to a terminal: no colour, no bell, no redrawing, however the terminal
+    // variables are set; lines typed ahead are taken by the prompts in turn.
+    relay.create(bash("toolu_plain", "echo \x1b[31mred")).await;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_imrelay"))
+        .args(["watch", "--url", &relay.base(), "--by", "bob"])
+        .env("TERM", "xterm-256color")
+        .env_remove("NO_COLOR")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use tokio::io::AsyncWriteExt;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"d\nnot today\nq\n").await.unwrap();
+    }
+    let out = tokio::time::timeout(Duration::from_secs(20), child.wait_with_output())
+        .await
+        .expect("watch ends at the end of its input")
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{text}");
+    assert!(!text.contains('\x1b') && !text.contains('\x07'), "{text:?}");
+    assert!(text.contains("Command:\n    echo \\u{1b}[31mred"), "{text}");
+    assert!(text.contains("› d\n"), "{text}");
+    assert!(text.ends_with("› q\nBye.\n"), "{text}");
+    assert!(
+        text.contains("✗ Denied by bob via terminal at") && text.contains("“not today”"),
+        "{text}"
+    );
+    let plain = relay.get("toolu_plain").await;
+    assert_eq!(plain["resolution"]["result"]["message"], "not today");
+    std::fs::write(
+        Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join("terminal")
+            .join("plain.txt"),
+        &text,
+    )
+    .unwrap();
+}
+
+/// Runs `imrelay` with `args` against `base`: (exit code, stdout, stderr).
+async fn run(base: &str, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_imrelay"));
+    cmd.args(args)
+        .env("IMRELAY_URL", base)
+        .env("USER", "carol")
+        .env_remove("IMRELAY_TOKEN")
+        .env_remove("NO_COLOR");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = tokio::time::timeout(Duration::from_secs(30), cmd.output())
+        .await
+        .expect("the command ends")
+        .expect("runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scriptable_commands_list_show_and_answer_with_reliable_exit_codes() {
+    let relay = Relay::start();
+    let base = relay.base();
+    let (code, out, _) = run(&base, &["pending"], &[]).await;
+    assert_eq!(
+        (code, out.as_str()),
+        (0, "Nothing is waiting for an answer.\n")
+    );
+
+    relay.create(bash("toolu_p1", "rm -rf build")).await;
+    relay.create(two_questions("toolu_p2")).await;
+    let (code, out, _) = run(&base, &["pending"], &[]).await;
+    assert_eq!(code, 0);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(
+        lines[0].starts_with("ID") && lines[0].ends_with("WHAT"),
+        "{out}"
+    );
+    assert!(
+        lines[1].starts_with("toolu_p1  approval") && lines[1].ends_with("Run: rm -rf build"),
+        "{out}"
+    );
+    assert!(
+        lines[2].starts_with("toolu_p2  question")
+            && lines[2].ends_with("Ask: Which database? (and 1 more)"),
+        "{out}"
+    );
+    let (code, out, _) = run(&base, &["pending", "--json"], &[]).await;
+    assert_eq!(code, 0);
+    let list: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(list[0]["id"], "toolu_p1");
+    assert_eq!(list[1]["id"], "toolu_p2");
+
+    let (code, out, _) = run(&base, &["show", "toolu_p1"], &[]).await;
+    assert_eq!(code, 0);
+    assert!(out.contains("━━ Approval · Bash"), "{out}");
+    assert!(out.contains("Command:\n    rm -rf build"), "{out}");
+    assert!(!out.contains('\x1b'), "{out:?}");
+    let (code, out, _) = run(&base, &["show", "toolu_p1", "--json"], &[]).await;
+    assert_eq!(code, 0);
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).unwrap()["tool_name"],
+        "Bash"
+    );
+
+    // Refused before anything is sent (5: does not fit the interaction; 2: the flags do not
+    // go together), nothing changes.
+    for (args, expected, says) in [
+        (vec!["answer", "toolu_p2", "allow"], 5, "is a question"),
+        (
+            vec!["answer", "toolu_p1", "--answer", "DB=Postgres"],
+            5,
+            "is an approval",
+        ),
+        (
+            vec!["answer", "toolu_p1", "allow", "--input", "[1]"],
+            5,
+            "a JSON object",
+        ),
+        (
+            vec!["answer", "toolu_p2", "--answer", "DB=Postgres"],
+            5,
+            "no answer for \"Extras\"",
+        ),
+        (
+            vec!["answer", "toolu_p1", "allow", "--reason", "x"],
+            2,
+            "--reason goes with deny",
+        ),
+        (vec!["answer", "toolu_p1"], 2, "say allow or deny"),
+        (
+            vec!["answer", "toolu_p1", "sure"],
+            2,
+            "invalid value 'sure'",
+        ),
+    ] {
+        let (code, out, err) = run(&base, &args, &[]).await;
+        assert_eq!(code, expected, "{args:?}: {out}{err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    assert_eq!(relay.get("toolu_p1").await["status"], "pending");
+
+    let (code, out, err) = run(
+        &base,
+        &[
+            "answer",
+            "toolu_p1",
+            "allow",
+            "--input",
+            r#"{"command": "rm -rf ./build"}"#,
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with("✓ Allowed by carol via terminal at"),
+        "{out}"
+    );
+    let p1 = relay.get("toolu_p1").await;
+    assert_eq!(
+        p1["resolution"]["result"]["updatedInput"]["command"],
+        "rm -rf ./build"
+    );
+    // Again: already resolved, and how.
+    let (code, _, err) = run(&base, &["answer", "toolu_p1", "deny"], &[]).await;
+    assert_eq!(code, 3);
+    assert!(
+        err.contains("toolu_p1 is already resolved: allowed by carol via terminal at"),
+        "{err}"
+    );
+
+    let (code, out, err) = run(
+        &base,
+        &[
+            "answer",
+            "toolu_p2",
+            "--by",
+            "dave",
+            "--answer",
+            "DB=SQLite",
+            "--answer",
+            "Which extras?=Auth",
+            "--answer",
+            "Extras=Metrics",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("✓ Answered by dave via terminal"), "{out}");
+    assert!(out.contains("Which extras? → Auth, Metrics"), "{out}");
+
+    let (code, _, err) = run(&base, &["show", "toolu_nope"], &[]).await;
+    assert_eq!(code, 4);
+    assert!(err.contains("no interaction toolu_nope"), "{err}");
+    let (code, _, _) = run(&base, &["answer", "toolu_nope", "allow"], &[]).await;
+    assert_eq!(code, 4);
+
+    // Nobody listening there: exit 6 after a few tries.
+    let closed = format!("http://127.0.0.1:{}", free_port());
+    let (code, _, err) = run(&closed, &["answer", "toolu_p1", "allow"], &[]).await;
+    assert_eq!(code, 6, "{err}");
+    assert!(err.contains("cannot reach imrelay at"), "{err}");
+    let (code, _, _) = run(&closed, &["pending"], &[]).await;
+    assert_eq!(code, 6);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scriptable_commands_need_an_operator_token_where_the_server_has_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("imrelay.toml");
+    std::fs::write(
+        &config,
+        "[auth]\nagent_tokens = [\"agent-token-0123456789abcdef\"]\noperator_tokens = [\"operator-token-0123456789abcdef\"]\n",
+    )
+    .unwrap();
+    let server = Server::start_with(&dir.path().join("imrelay.db"), Some(&config));
+    let (code, _, err) = run(&server.base, &["pending"], &[]).await;
+    assert_eq!(code, 5);
+    assert!(
+        err.contains("imrelay wants an operator token") && err.contains("IMRELAY_TOKEN"),
+        "{err}"
+    );
+    let (code, _, err) = run(
+        &server.base,
+        &["pending"],
+        &[("IMRELAY_TOKEN", "agent-token-0123456789abcdef")],
+    )
+    .await;
+    assert_eq!(code, 5);
+    assert!(err.contains("needs an operator token"), "{err}");
+    // watch stops at once too, saying why.
+    let (code, out, _) = run(&server.base, &["watch"], &[]).await;
+    assert_eq!(code, 5, "{out}");
+    assert!(out.contains("imrelay wants an operator token"), "{out}");
+    let (code, out, err) = run(
+        &server.base,
+        &["pending", "--token", "operator-token-0123456789abcdef"],
+        &[],
+    )
+    .await;
+    assert_eq!(
+        (code, out.as_str()),
+        (0, "Nothing is waiting for an answer.\n"),
+        "{err}"
+    );
+    server.kill();
+}
+
+/// A stand-in for imrelay that watch cannot tell from the real one, for what the real one
+/// will not do on cue: drop the event stream after an event with an id (to see the
+/// `Last-Event-ID` of the reconnect) and answer a send with a `409` someone else won.
+async fn fake_relay() -> (
+    String,
+    std::sync::Arc<std::sync::Mutex<Vec<Option<String>>>>,
+) {
+    use axum::routing::{get, post};
+    use imrelay::interaction::{
+        Interaction, InteractionId, Outcome, PermissionResult, Resolution, Via,
+    };
+    let Value::Object(input) = json!({"command": "deploy --prod"}) else {
+        unreachable!()
+    };
+    let now = imrelay::interaction::now();
+    let pending = Interaction::pending(
+        InteractionId::parse("toolu_f1").unwrap(),
+        "Bash",
+        input.clone(),
+        now,
+        300,
+    );
+    let won = pending.resolved(Resolution {
+        outcome: Outcome::Allowed,
+        by: Some("bob".into()),
+        via: Via::telegram(),
+        at: now,
+        result: PermissionResult::Allow {
+            updated_input: input.into(),
+            updated_permissions: None,
+        },
+    });
+    let pending = serde_json::to_string(&pending).unwrap();
+    let still_pending: Value = serde_json::from_str(&pending).unwrap();
+    let conflict = json!({"error": {"code": "already_resolved",
+        "message": "interaction toolu_f1 is already resolved: allowed by bob via telegram",
+        "resolution": won.resolution, "interaction": won}});
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let ids = seen.clone();
+    let events = move |headers: axum::http::HeaderMap| {
+        let ids = ids.clone();
+        let pending = pending.clone();
+        async move {
+            let last = headers
+                .get("last-event-id")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            let first = {
+                let mut ids = ids.lock().unwrap();
+                ids.push(last);
+                ids.len() == 1
+            };
+            let text = if first {
+                format!("id: 5\nevent: interaction.created\ndata: {pending}\n\n")
+            } else {
+                format!(
+                    "event: reset\ndata: {{}}\n\nid: 9\nevent: interaction.created\ndata: {pending}\n\n"
+                )
+            };
+            let head = futures_util::stream::iter([Ok::<_, std::io::Error>(text)]);
+            // The first stream ends at once; the second stays open.
+            let body = if first {
+                axum::body::Body::from_stream(head)
+            } else {
+                use futures_util::StreamExt;
+                axum::body::Body::from_stream(head.chain(futures_util::stream::pending()))
+            };
+            ([("content-type", "text/event-stream")], body)
+        }
+    };
+    let app = axum::Router::new()
+        .route("/v1/events", get(events))
+        .route(
+            "/v1/interactions/{id}",
+            get(move || {
+                let body = still_pending.clone();
+                async move { axum::Json(body) }
+            }),
+        )
+        .route(
+            "/v1/interactions/{id}/respond",
+            post(move || {
+                let body = conflict.clone();
+                async move { (axum::http::StatusCode::CONFLICT, axum::Json(body)) }
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (format!("http://{addr}"), seen)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_resumes_with_the_last_event_id_and_says_who_won_a_conflict() {
+    let (base, last_ids) = fake_relay().await;
+    let mut w = Watch::start("conflict", &base, &[]);
+    w.expect("Command:\r\n    deploy --prod");
+    w.expect("! Lost the connection to imrelay (the server closed the event stream)");
+    w.expect("✓ Reconnected to imrelay.");
+    w.expect("imrelay restarted, or events were missed: checking what is still pending.");
+    assert_eq!(*last_ids.lock().unwrap(), [None, Some("5".to_string())]);
+    w.line("a");
+    w.expect("⚑ Not sent: someone else answered first.");
+    w.expect("✓ Allowed by bob via telegram at");
+    w.expect("waiting for approvals and questions (q quits) › ");
+    w.line("q");
+    assert_eq!(w.exit_code(), 0);
+}
