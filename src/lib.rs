@@ -11,7 +11,8 @@
 //! - [`store`]: persistence behind one trait; SQLite embedded by default.
 //! - [`channels`]: Telegram, Feishu/Lark and webhooks: present interactions, take answers.
 //! - [`outbox`]: durable delivery of work to the outside world, with retries.
-//! - [`http`]: the axum layer (API, event stream, hooks, inbox, health, metrics).
+//! - [`http`]: the axum layer (API, event stream, hooks, inbox, health, metrics) and the
+//!   server that bounds connections.
 //! - [`app`]: wiring, shared by `main` and the tests.
 //!
 //! Error policy: anything a request can reach returns typed errors (`thiserror`) that the

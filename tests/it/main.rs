@@ -5,6 +5,7 @@ mod api;
 mod audit;
 mod auth;
 mod bad_input;
+mod connections;
 mod deploy;
 mod feishu;
 mod hooks;
