@@ -130,6 +130,7 @@ impl App {
         }
         http::server::Limits {
             max_connections: budget.max_connections,
+            overflow_connections: http::server::OVERFLOW_CONNECTIONS,
             header_read_timeout: Duration::from_secs(server.header_read_timeout_secs),
         }
     }

@@ -7,11 +7,12 @@
 //!   also the idle timeout of keep-alive connections. A request being answered is never timed:
 //!   a long-poll or an event stream stays open as long as its handler runs.
 //! - **Connection cap.** At most [`Limits::max_connections`] connections are served at once.
-//!   Up to [`OVERFLOW_CONNECTIONS`] more are accepted for a single request each, without
-//!   keep-alive and with a short header timeout: `/livez` and `/healthz` are answered as
-//!   usual (a supervisor's probe must not fail because clients hold every slot), anything else
-//!   gets `503 too_many_connections` with `Retry-After` and `Connection: close`. Connections
-//!   beyond that are closed as soon as they are accepted.
+//!   Up to [`Limits::overflow_connections`] more are accepted for a single request each,
+//!   without keep-alive and with a short header timeout: `/livez` and `/healthz` are answered
+//!   as usual (a supervisor's probe must not fail because clients hold every slot), anything
+//!   else gets `503 too_many_connections` with `Retry-After` and `Connection: close`. A
+//!   connection beyond those gets the same `503` as soon as it is accepted, without its
+//!   request being read, and is closed.
 //! - **Open files.** [`open_file_limit`] raises the soft `RLIMIT_NOFILE` to the hard limit, and
 //!   [`connection_budget`] keeps the cap below it with room for the refusals and for
 //!   everything else the process opens (the store, logs, channel connections), warning when
@@ -36,15 +37,15 @@ use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
-use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use super::error::ApiError;
 use crate::metrics::Metrics;
 
 /// Connections accepted beyond the cap to answer one request each (health probes, or a
-/// `503 too_many_connections`).
+/// `503 too_many_connections`): the default of [`Limits::overflow_connections`].
 pub const OVERFLOW_CONNECTIONS: usize = 64;
 
 /// File descriptors kept free for everything but client connections: the store and its
@@ -70,6 +71,8 @@ const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(200);
 pub struct Limits {
     /// Connections served at once.
     pub max_connections: usize,
+    /// Connections accepted beyond the cap to answer one request each.
+    pub overflow_connections: usize,
     /// Time allowed for a complete request head, from when a connection opens or finishes its
     /// previous response.
     pub header_read_timeout: Duration,
@@ -164,7 +167,7 @@ impl ConnectionMetrics {
         );
         metrics.register(
             "imrelay_http_connections_refused",
-            "Connections over server.max_connections: answered with 503 too_many_connections (or a health check), or closed at once",
+            "Connections over server.max_connections: answered with 503 too_many_connections, or a health check",
             m.refused.clone(),
         );
         metrics.register(
@@ -187,7 +190,8 @@ pub async fn serve(
 ) {
     let counts = ConnectionMetrics::register(metrics);
     let slots = Arc::new(Semaphore::new(limits.max_connections));
-    let overflow = Arc::new(Semaphore::new(OVERFLOW_CONNECTIONS));
+    let overflow = Arc::new(Semaphore::new(limits.overflow_connections));
+    let refusal = refusal_bytes(limits.max_connections).await;
     let graceful = GracefulShutdown::new();
     let mut served = http1::Builder::new();
     served
@@ -213,38 +217,45 @@ pub async fn serve(
             _ = shutdown.cancelled() => break,
         };
         if let Ok(slot) = slots.clone().try_acquire_owned() {
-            let conn = graceful
-                .watch(served.serve_connection(TokioIo::new(stream), with_peer(app.clone(), peer)));
-            let counts = counts.clone();
-            counts.open.inc();
-            tokio::spawn(async move {
-                if let Err(e) = conn.await {
-                    finished_with(&e, &counts);
-                }
-                counts.open.dec();
-                drop(slot);
-            });
+            let conn = served.serve_connection(TokioIo::new(stream), with_peer(app.clone(), peer));
+            run(graceful.watch(conn), slot, &counts, true);
         } else if let Ok(slot) = overflow.clone().try_acquire_owned() {
             counts.refused.inc();
-            let conn = graceful.watch(refusing.serve_connection(
+            let conn = refusing.serve_connection(
                 TokioIo::new(stream),
                 refuse_except_health(app.clone(), peer, limits.max_connections),
-            ));
-            let counts = counts.clone();
-            tokio::spawn(async move {
-                if let Err(e) = conn.await {
-                    finished_with(&e, &counts);
-                }
-                drop(slot);
-            });
+            );
+            run(graceful.watch(conn), slot, &counts, false);
         } else {
-            // No slot even to refuse it politely: close it now, so it holds no descriptor.
             counts.refused.inc();
-            drop(stream);
+            refuse_at_once(stream, &refusal);
         }
     }
     drop(listener);
     graceful.shutdown().await;
+}
+
+/// Runs a connection on its own task, holding `slot` until it ends; `served` ones are
+/// counted as open meanwhile.
+fn run(
+    conn: impl Future<Output = hyper::Result<()>> + Send + 'static,
+    slot: OwnedSemaphorePermit,
+    counts: &ConnectionMetrics,
+    served: bool,
+) {
+    let counts = counts.clone();
+    if served {
+        counts.open.inc();
+    }
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            finished_with(&e, &counts);
+        }
+        if served {
+            counts.open.dec();
+        }
+        drop(slot);
+    });
 }
 
 /// The application, with the peer's address available to handlers as
@@ -292,7 +303,7 @@ fn refuse_except_health(
     })
 }
 
-/// `503 too_many_connections`, with `Retry-After`.
+/// `503 too_many_connections`, with `Retry-After` and `Connection: close`.
 fn too_many_connections(cap: usize) -> Response {
     let mut resp = ApiError::new(
         StatusCode::SERVICE_UNAVAILABLE,
@@ -300,9 +311,37 @@ fn too_many_connections(cap: usize) -> Response {
         format!("imrelay is serving as many connections as it allows ({cap}); try again shortly"),
     )
     .into_response();
-    resp.headers_mut()
-        .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+    let headers = resp.headers_mut();
+    headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+    headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
     resp
+}
+
+/// `503 too_many_connections` as bytes on the wire, for [`refuse_at_once`].
+async fn refusal_bytes(cap: usize) -> Vec<u8> {
+    let (head, body) = too_many_connections(cap).into_parts();
+    let body = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .unwrap_or_default();
+    let mut out = format!("HTTP/1.1 {}\r\n", head.status).into_bytes();
+    for (name, value) in &head.headers {
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(format!("content-length: {}\r\n\r\n", body.len()).as_bytes());
+    out.extend_from_slice(&body);
+    out
+}
+
+/// Answers a connection for which no slot is left, even to read its request: writes the
+/// refusal without waiting and closes. What the client already sent is read first, so that
+/// the close is an orderly one (a reset could make the client drop the answer unread).
+fn refuse_at_once(stream: TcpStream, refusal: &[u8]) {
+    let mut scratch = [0u8; 4096];
+    let _ = stream.try_read(&mut scratch);
+    let _ = stream.try_write(refusal);
 }
 
 /// Records how a connection ended in error (a header timeout is the common, expected case).
@@ -367,6 +406,56 @@ mod tests {
             connection_budget(1024, Some(just_short)).max_connections,
             1023
         );
+    }
+
+    #[tokio::test]
+    async fn beyond_the_overflow_a_connection_is_refused_before_it_sends_anything() {
+        use tokio::io::AsyncReadExt;
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let shutdown = CancellationToken::new();
+        let router = Router::new().route("/livez", axum::routing::get(|| async { "ok" }));
+        let limits = Limits {
+            max_connections: 1,
+            overflow_connections: 1,
+            header_read_timeout: Duration::from_secs(30),
+        };
+        let server = tokio::spawn({
+            let shutdown = shutdown.clone();
+            async move { serve(listener, router, limits, &Metrics::new(), shutdown).await }
+        });
+        // The slot and the overflow slot (connections are accepted in order).
+        let held = [
+            TcpStream::connect(addr).await.expect("connect"),
+            TcpStream::connect(addr).await.expect("connect"),
+        ];
+        let mut third = TcpStream::connect(addr).await.expect("connect");
+        let mut got = String::new();
+        tokio::time::timeout(Duration::from_secs(10), third.read_to_string(&mut got))
+            .await
+            .expect("answered and closed at once")
+            .expect("read");
+        let (head, body) = got.split_once("\r\n\r\n").expect("a response");
+        assert!(
+            head.starts_with("HTTP/1.1 503 Service Unavailable\r\n"),
+            "{got}"
+        );
+        for line in [
+            "retry-after: 1",
+            "connection: close",
+            "content-type: application/json",
+        ] {
+            assert!(head.contains(&format!("\r\n{line}")), "{line}: {got}");
+        }
+        assert!(
+            head.contains(&format!("\r\ncontent-length: {}", body.len())),
+            "{got}"
+        );
+        let body: serde_json::Value = serde_json::from_str(body).expect("JSON");
+        assert_eq!(body["error"]["code"], "too_many_connections");
+        shutdown.cancel();
+        drop(held);
+        server.await.expect("the server stops");
     }
 
     #[test]
