@@ -37,7 +37,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
@@ -61,6 +61,11 @@ pub const MAX_HEADER_BYTES: usize = 64 * 1024;
 
 /// What `Retry-After` tells a client refused for lack of connections, in seconds.
 const RETRY_AFTER_SECS: u64 = 1;
+
+/// Connections the kernel completes before they are accepted (capped by
+/// `net.core.somaxconn`). tokio's default of 128 drops connections of a burst, health probes
+/// among them, which then wait a second or more for the client to retry.
+pub const LISTEN_BACKLOG: u32 = 1024;
 
 /// Pause after an accept error other than a failed handshake (e.g. out of file descriptors),
 /// so that the loop does not spin while the process has none to give.
@@ -147,6 +152,20 @@ pub fn open_file_limit() -> Option<u64> {
     {
         None
     }
+}
+
+/// Listens on `addr` with a [`LISTEN_BACKLOG`] of pending connections.
+pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    // As tokio's own `bind`: a restarted server can listen again at once.
+    #[cfg(not(windows))]
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
 }
 
 /// Connection counts published at `/metrics`.
@@ -411,7 +430,7 @@ mod tests {
     #[tokio::test]
     async fn beyond_the_overflow_a_connection_is_refused_before_it_sends_anything() {
         use tokio::io::AsyncReadExt;
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let listener = bind(([127, 0, 0, 1], 0).into()).expect("bind");
         let addr = listener.local_addr().expect("addr");
         let shutdown = CancellationToken::new();
         let router = Router::new().route("/livez", axum::routing::get(|| async { "ok" }));
