@@ -277,17 +277,21 @@ fn run(
     });
 }
 
+/// What serves a connection's requests: never fails, and its futures can move between
+/// threads.
+trait Handler:
+    Service<Request<Incoming>, Response = Response, Error = Infallible, Future: Send>
+{
+}
+
+impl<S> Handler for S where
+    S: Service<Request<Incoming>, Response = Response, Error = Infallible, Future: Send>
+{
+}
+
 /// The application, with the peer's address available to handlers as
 /// `ConnectInfo<SocketAddr>`.
-fn with_peer(
-    app: TowerToHyperService<Router>,
-    peer: SocketAddr,
-) -> impl Service<
-    Request<Incoming>,
-    Response = Response,
-    Error = Infallible,
-    Future = impl Future<Output = Result<Response, Infallible>> + Send,
-> + Clone {
+fn with_peer(app: TowerToHyperService<Router>, peer: SocketAddr) -> impl Handler + Clone {
     service_fn(move |mut req: Request<Incoming>| {
         req.extensions_mut().insert(ConnectInfo(peer));
         app.call(req)
@@ -300,12 +304,7 @@ fn refuse_except_health(
     app: TowerToHyperService<Router>,
     peer: SocketAddr,
     cap: usize,
-) -> impl Service<
-    Request<Incoming>,
-    Response = Response,
-    Error = Infallible,
-    Future = impl Future<Output = Result<Response, Infallible>> + Send,
-> {
+) -> impl Handler {
     let app = with_peer(app, peer);
     service_fn(move |req: Request<Incoming>| {
         let health = matches!(req.uri().path(), "/livez" | "/healthz");
