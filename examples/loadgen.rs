@@ -9,6 +9,7 @@
 //! target/release/examples/loadgen cycle --url http://127.0.0.1:8787 --agents 32 --duration 10
 //! target/release/examples/loadgen pending --url http://127.0.0.1:8787 --count 100000 --waiters 10000 --pid <server pid>
 //! target/release/examples/loadgen ceiling --listen 127.0.0.1:8788
+//! target/release/examples/loadgen flood --url http://127.0.0.1:8787 --slow 1000 --idle 600 --duration 30 --pid <server pid>
 //! ```
 //!
 //! Traffic goes only to loopback addresses, and every run is bounded by a duration and a
@@ -82,6 +83,35 @@ enum Cmd {
         /// Give up creating the interactions after this many seconds.
         #[arg(long, default_value_t = 120)]
         create_timeout_secs: u64,
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// Hold slow-loris and idle connections against a running server while probing /livez:
+    /// when the server closes them, how /livez fares meanwhile, the server's memory.
+    Flood {
+        #[arg(long, default_value = "http://127.0.0.1:8787")]
+        url: String,
+        /// Connections that trickle a request head that never ends, one byte every
+        /// `--trickle-secs`.
+        #[arg(long, default_value_t = 1000)]
+        slow: usize,
+        #[arg(long, default_value_t = 5)]
+        trickle_secs: u64,
+        /// Connections opened and left silent.
+        #[arg(long, default_value_t = 0)]
+        idle: usize,
+        /// Seconds to hold the flood and probe.
+        #[arg(long, default_value_t = 30)]
+        duration: u64,
+        /// Open a new connection 100 ms after the server closes one (a sustained flood).
+        #[arg(long)]
+        reconnect: bool,
+        /// Milliseconds between /livez probes (each on a new connection, 5 s to answer).
+        #[arg(long, default_value_t = 250)]
+        probe_ms: u64,
+        /// The server's process id (to read its resident memory).
+        #[arg(long)]
+        pid: Option<u32>,
         #[arg(long)]
         json: Option<PathBuf>,
     },
@@ -713,6 +743,247 @@ async fn run_pending(
     })
 }
 
+// ---------------------------------------------------------------- flood mode
+
+/// How long a probe or a flood connection may take to connect.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a /livez probe may take, connection included, before it counts as failed.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+/// The pause before a closed flood connection is opened again (with `--reconnect`).
+const RECONNECT_PAUSE: Duration = Duration::from_millis(100);
+
+#[derive(Debug, serde::Serialize)]
+struct FloodReport {
+    slow: usize,
+    idle: usize,
+    trickle_secs: u64,
+    reconnect: bool,
+    seconds: f64,
+    /// Flood connections opened (more than `slow + idle` with `--reconnect`).
+    opened: u64,
+    /// Connection attempts that failed or took over 5 s.
+    connect_failed: u64,
+    /// Flood connections the server closed while they were held.
+    closed_by_server: u64,
+    /// Of those, the ones closed at once (under 50 ms).
+    closed_at_once: u64,
+    /// Of those, the ones that got a response (an unfinished head can only get an error).
+    answered: u64,
+    /// Statuses of those responses.
+    answered_statuses: std::collections::BTreeMap<u16, u64>,
+    /// Time from opening to the server's close, milliseconds.
+    closed_after_ms: Option<Percentiles>,
+    /// Flood connections still open when the flood ended.
+    open_at_end: u64,
+    probes: u64,
+    probes_ok: u64,
+    /// Failed probes by how: a status, `timeout`, `closed` (no response), `error`.
+    probe_failures: std::collections::BTreeMap<String, u64>,
+    /// Latency of the successful probes, microseconds.
+    probe_us: Option<Percentiles>,
+    rss_before_bytes: Option<u64>,
+    rss_peak_bytes: Option<u64>,
+    /// Resident memory 2 s after the flood let go.
+    rss_after_bytes: Option<u64>,
+}
+
+/// What became of one flood connection.
+#[derive(Default)]
+struct Held {
+    opened: bool,
+    closed_after: Option<Duration>,
+    status: Option<u16>,
+}
+
+/// Opens one flood connection and holds it until `until` or until the server closes it:
+/// slow ones send the start of a request head and then one byte every `trickle`, idle ones
+/// send nothing.
+async fn hold(addr: SocketAddr, slow: bool, trickle: Duration, until: Instant) -> Held {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut held = Held::default();
+    let Ok(Ok(mut stream)) =
+        tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(addr)).await
+    else {
+        return held;
+    };
+    held.opened = true;
+    let opened = Instant::now();
+    if slow
+        && stream
+            .write_all(format!("GET /livez HTTP/1.1\r\nHost: {addr}\r\nX-Slow: ").as_bytes())
+            .await
+            .is_err()
+    {
+        held.closed_after = Some(opened.elapsed());
+        return held;
+    }
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    let mut next_byte = tokio::time::Instant::now() + trickle;
+    loop {
+        tokio::select! {
+            read = stream.read(&mut buf) => match read {
+                Ok(n) if n > 0 => {
+                    got.extend_from_slice(&buf[..n]);
+                    continue;
+                }
+                _ => break,
+            },
+            () = tokio::time::sleep_until(next_byte), if slow => {
+                next_byte += trickle;
+                if stream.write_all(b"a").await.is_err() {
+                    break;
+                }
+            }
+            () = tokio::time::sleep_until(until.into()) => return held,
+        }
+    }
+    held.closed_after = Some(opened.elapsed());
+    held.status = std::str::from_utf8(&got)
+        .ok()
+        .and_then(|t| t.split_whitespace().nth(1))
+        .and_then(|s| s.parse().ok());
+    held
+}
+
+/// One `GET /livez` on a new connection: its latency, or how it failed.
+async fn probe_livez(addr: SocketAddr) -> Result<Duration, String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let start = Instant::now();
+    let attempt = async {
+        let mut stream = tokio::net::TcpStream::connect(addr)
+            .await
+            .map_err(|_| "error".to_string())?;
+        stream
+            .write_all(
+                format!("GET /livez HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")
+                    .as_bytes(),
+            )
+            .await
+            .map_err(|_| "error".to_string())?;
+        let mut got = Vec::new();
+        stream
+            .read_to_end(&mut got)
+            .await
+            .map_err(|_| "error".to_string())?;
+        let text = String::from_utf8_lossy(&got);
+        match text.split_whitespace().nth(1) {
+            Some("200") => Ok(start.elapsed()),
+            Some(status) => Err(status.to_string()),
+            None => Err("closed".to_string()),
+        }
+    };
+    tokio::time::timeout(PROBE_TIMEOUT, attempt)
+        .await
+        .unwrap_or_else(|_| Err("timeout".to_string()))
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn run_flood(
+    url: &str,
+    slow: usize,
+    trickle: Duration,
+    idle: usize,
+    duration: Duration,
+    reconnect: bool,
+    probe_every: Duration,
+    pid: Option<u32>,
+) -> anyhow::Result<FloodReport> {
+    let addr = loopback(url)?;
+    let rss_before = pid.map(rss).transpose()?;
+    let start = Instant::now();
+    let until = start + duration;
+    let holders: Vec<_> = (0..slow + idle)
+        .map(|i| {
+            let is_slow = i < slow;
+            tokio::spawn(async move {
+                let mut all = Vec::new();
+                loop {
+                    let held = hold(addr, is_slow, trickle, until).await;
+                    let closed = held.closed_after.is_some() || !held.opened;
+                    all.push(held);
+                    if !(reconnect && closed) || Instant::now() + RECONNECT_PAUSE >= until {
+                        return all;
+                    }
+                    tokio::time::sleep(RECONNECT_PAUSE).await;
+                }
+            })
+        })
+        .collect();
+
+    let mut probes = 0u64;
+    let mut probe_us = hist();
+    let mut probe_failures = std::collections::BTreeMap::new();
+    let mut rss_peak = rss_before;
+    while Instant::now() < until {
+        let next = Instant::now() + probe_every;
+        probes += 1;
+        match probe_livez(addr).await {
+            Ok(took) => probe_us.saturating_record(took.as_micros() as u64),
+            Err(how) => *probe_failures.entry(how).or_insert(0u64) += 1,
+        }
+        if let Some(pid) = pid {
+            let now = rss(pid)?;
+            rss_peak = rss_peak.max(Some(now));
+        }
+        tokio::time::sleep_until(next.into()).await;
+    }
+
+    let mut report = FloodReport {
+        slow,
+        idle,
+        trickle_secs: trickle.as_secs(),
+        reconnect,
+        seconds: start.elapsed().as_secs_f64(),
+        opened: 0,
+        connect_failed: 0,
+        closed_by_server: 0,
+        closed_at_once: 0,
+        answered: 0,
+        answered_statuses: Default::default(),
+        closed_after_ms: None,
+        open_at_end: 0,
+        probes,
+        probes_ok: probe_us.len(),
+        probe_failures,
+        probe_us: (!probe_us.is_empty()).then(|| percentiles(&probe_us)),
+        rss_before_bytes: rss_before,
+        rss_peak_bytes: rss_peak,
+        rss_after_bytes: None,
+    };
+    let mut closed_ms = hist();
+    for h in holders {
+        for held in h.await? {
+            if !held.opened {
+                report.connect_failed += 1;
+                continue;
+            }
+            report.opened += 1;
+            match held.closed_after {
+                None => report.open_at_end += 1,
+                Some(after) => {
+                    report.closed_by_server += 1;
+                    if after < Duration::from_millis(50) {
+                        report.closed_at_once += 1;
+                    }
+                    closed_ms.saturating_record((after.as_millis() as u64).max(1));
+                }
+            }
+            if let Some(status) = held.status {
+                report.answered += 1;
+                *report.answered_statuses.entry(status).or_insert(0) += 1;
+            }
+        }
+    }
+    report.closed_after_ms = (!closed_ms.is_empty()).then(|| percentiles(&closed_ms));
+    // The flood's connections are closed by now (their tasks returned and dropped them).
+    if let Some(pid) = pid {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        report.rss_after_bytes = Some(rss(pid)?);
+    }
+    Ok(report)
+}
+
 // ---------------------------------------------------------------- suite
 
 struct Server {
@@ -1181,6 +1452,31 @@ fn main() -> anyhow::Result<()> {
                     waiters,
                     pid,
                     Duration::from_secs(create_timeout_secs),
+                )
+                .await?;
+                println!("{}", serde_json::to_string_pretty(&r)?);
+                write_json(&json, &r)
+            }
+            Cmd::Flood {
+                url,
+                slow,
+                trickle_secs,
+                idle,
+                duration,
+                reconnect,
+                probe_ms,
+                pid,
+                json,
+            } => {
+                let r = run_flood(
+                    &url,
+                    slow,
+                    Duration::from_secs(trickle_secs),
+                    idle,
+                    Duration::from_secs(duration),
+                    reconnect,
+                    Duration::from_millis(probe_ms),
+                    pid,
                 )
                 .await?;
                 println!("{}", serde_json::to_string_pretty(&r)?);

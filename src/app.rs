@@ -2,7 +2,6 @@
 //! serves them until a shutdown signal. `main` and the tests both start the server through
 //! [`App`], so tests run exactly what ships.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -121,8 +120,27 @@ impl App {
         self.state.shutdown.clone()
     }
 
+    /// The configured connection bounds, with the cap fitted to the open-file limit (raised
+    /// to the hard limit first); warns if the cap had to be lowered.
+    fn connection_limits(&self) -> http::server::Limits {
+        let server = &self.state.settings.server;
+        let budget = http::server::connection_budget(
+            server.max_connections,
+            http::server::open_file_limit(),
+        );
+        if let Some(warning) = &budget.warning {
+            tracing::warn!("{warning}");
+        }
+        http::server::Limits {
+            max_connections: budget.max_connections,
+            overflow_connections: http::server::OVERFLOW_CONNECTIONS,
+            header_read_timeout: Duration::from_secs(server.header_read_timeout_secs),
+        }
+    }
+
     /// Serves on `listener` until the shutdown token fires.
     pub async fn serve(self, listener: TcpListener) -> anyhow::Result<()> {
+        let limits = self.connection_limits();
         let shutdown = self.state.shutdown.clone();
         let grace = Duration::from_secs(self.state.settings.server.shutdown_grace_secs);
         let mut tasks = self.state.registry.spawn_background(shutdown.clone());
@@ -131,17 +149,19 @@ impl App {
             tasks.push(tokio::spawn(task));
         }
         let router = http::router(self.state.clone(), self.extra);
-        let server = axum::serve(
+        let server = http::server::serve(
             listener,
-            router.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(shutdown.clone().cancelled_owned());
+            router,
+            limits,
+            &self.state.metrics,
+            shutdown.clone(),
+        );
         let deadline = async {
             shutdown.cancelled().await;
             tokio::time::sleep(grace).await;
         };
         tokio::select! {
-            r = server => r.context("the HTTP server failed")?,
+            () = server => {}
             _ = deadline => tracing::warn!(grace_secs = grace.as_secs(), "in-flight requests did not finish in time; exiting anyway"),
         }
         shutdown.cancel();

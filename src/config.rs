@@ -33,6 +33,12 @@ const YEAR_SECS: u64 = 365 * 24 * 3600;
 /// Upper bound for durations given in hours: one year.
 const YEAR_HOURS: u64 = 365 * 24;
 
+/// Upper bound of `server.header_read_timeout_secs`.
+const HOUR_SECS: u64 = 3600;
+
+/// Upper bound of `server.max_connections`.
+const MAX_CONNECTIONS: usize = 1_000_000;
+
 /// How the placeholder tokens in the deployment examples begin.
 const PLACEHOLDER_PREFIX: &str = "replace-with-";
 
@@ -177,6 +183,11 @@ pub struct ServerSettings {
     pub public_url: String,
     /// Grace period for in-flight requests at shutdown, in seconds.
     pub shutdown_grace_secs: u64,
+    /// Client connections served at once; more are refused.
+    pub max_connections: usize,
+    /// Time a connection has to send a complete request head (also the keep-alive idle
+    /// timeout), in seconds.
+    pub header_read_timeout_secs: u64,
 }
 
 /// `[auth]`
@@ -528,6 +539,19 @@ impl Settings {
                 "outbox.retry_base_ms and outbox.retry_max_secs must be at least 1".into(),
             ));
         }
+        let server = &self.server;
+        if !(1..=MAX_CONNECTIONS).contains(&server.max_connections) {
+            return Err(ConfigError::Invalid(format!(
+                "server.max_connections must be between 1 and {MAX_CONNECTIONS}, got {}",
+                server.max_connections
+            )));
+        }
+        if !(1..=HOUR_SECS).contains(&server.header_read_timeout_secs) {
+            return Err(ConfigError::Invalid(format!(
+                "server.header_read_timeout_secs must be between 1 and {HOUR_SECS} (one hour), got {}",
+                server.header_read_timeout_secs
+            )));
+        }
         crate::channels::webhook::validate_all(&self.webhooks).map_err(ConfigError::Invalid)?;
         self.telegram.validate().map_err(ConfigError::Invalid)?;
         let url = self.server.public_url.trim();
@@ -766,6 +790,48 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s.interactions.retention_hours, 8760);
+    }
+
+    #[test]
+    fn connection_bounds_out_of_range_are_refused_naming_the_key() {
+        for (var, value, key) in [
+            (
+                "IMRELAY__SERVER__MAX_CONNECTIONS",
+                "0",
+                "server.max_connections",
+            ),
+            (
+                "IMRELAY__SERVER__MAX_CONNECTIONS",
+                "1000001",
+                "server.max_connections",
+            ),
+            (
+                "IMRELAY__SERVER__HEADER_READ_TIMEOUT_SECS",
+                "0",
+                "server.header_read_timeout_secs",
+            ),
+            (
+                "IMRELAY__SERVER__HEADER_READ_TIMEOUT_SECS",
+                "3601",
+                "server.header_read_timeout_secs",
+            ),
+        ] {
+            let err = Settings::load_with_env(None, env(&[(var, value)]))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(key), "{value}: {err}");
+            assert!(err.contains("between 1 and"), "{value}: {err}");
+        }
+        let s = Settings::load_with_env(
+            None,
+            env(&[
+                ("IMRELAY__SERVER__MAX_CONNECTIONS", "1000000"),
+                ("IMRELAY__SERVER__HEADER_READ_TIMEOUT_SECS", "3600"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(s.server.max_connections, 1_000_000);
+        assert_eq!(s.server.header_read_timeout_secs, 3600);
     }
 
     #[test]

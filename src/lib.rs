@@ -12,7 +12,8 @@
 //! - [`channels`]: Telegram, Feishu/Lark and webhooks: present interactions, take answers;
 //!   [`channels::present`] says how a tool call reads to a person, for every surface.
 //! - [`outbox`]: durable delivery of work to the outside world, with retries.
-//! - [`http`]: the axum layer (API, event stream, hooks, inbox, health, metrics).
+//! - [`http`]: the axum layer (API, event stream, hooks, inbox, health, metrics) and the
+//!   server that bounds connections.
 //! - [`app`]: wiring, shared by `main` and the tests.
 //! - [`cli`]: the command-line tools: the terminal client of a running server (`watch`,
 //!   `pending`, `show`, `answer`) and tools for the server's machine (`audit`, `backup`).

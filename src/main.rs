@@ -240,8 +240,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         }
     }
     let app = App::build(settings.clone()).await?;
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
+    let listener = imrelay::http::server::bind(listen)
         .with_context(|| format!("cannot listen on {listen}"))?;
     let shutdown = app.shutdown_token();
     tokio::spawn(async move {

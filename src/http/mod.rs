@@ -1,5 +1,6 @@
 //! The axum layer: the router, shared state, authentication, the JSON API, the event stream,
-//! hook endpoints, the web inbox, health and metrics.
+//! hook endpoints, the web inbox, health and metrics; and the server that runs it within
+//! connection bounds ([`server`]).
 //!
 //! Routes and scopes:
 //!
@@ -20,6 +21,7 @@ pub mod error;
 pub mod extract;
 pub mod hooks;
 pub mod inbox;
+pub mod server;
 pub mod sse;
 
 use std::sync::Arc;

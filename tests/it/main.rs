@@ -6,6 +6,7 @@ mod audit;
 mod auth;
 mod bad_input;
 mod cli;
+mod connections;
 mod deploy;
 mod feishu;
 mod hooks;

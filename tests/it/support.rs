@@ -246,9 +246,7 @@ pub async fn spawn_with(f: impl FnOnce(&mut Settings)) -> TestApp {
 /// Starts the app with `settings` over `store`.
 pub async fn spawn_on(settings: Settings, store: Arc<dyn Store>) -> TestApp {
     init_log();
-    let listener = tokio::net::TcpListener::bind(settings.server.listen)
-        .await
-        .expect("bind");
+    let listener = imrelay::http::server::bind(settings.server.listen).expect("bind");
     let addr = listener.local_addr().expect("addr");
     let app = App::with_store(settings, store.clone())
         .await
