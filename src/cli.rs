@@ -142,7 +142,7 @@ pub fn audit_print(settings: &Settings, since: Option<&str>, json: bool) -> anyh
                 out,
                 "{:>6}  {:<24}  {:<15}  {:<28}  {:<16}  {:<16}  {:<10}  {}",
                 e.seq,
-                r.at.to_string(),
+                crate::interaction::Millis(r.at).to_string(),
                 r.action.as_str(),
                 r.interaction_id.as_deref().unwrap_or("-"),
                 r.actor.as_deref().unwrap_or("-"),

@@ -54,8 +54,8 @@ mod registry;
 pub use answer::{Answer, MAX_BY_CHARS, Responder, cancelled, expired, resolution_for};
 pub use events::{Event, EventKind, EventLog, Replay};
 pub use model::{
-    ASK_USER_QUESTION, DigestCache, Input, Interaction, InteractionId, Kind, MAX_ID_LEN, Outcome,
-    PermissionResult, Resolution, Via, canonical_json, now,
+    ASK_USER_QUESTION, DigestCache, Input, Interaction, InteractionId, Kind, MAX_ID_LEN, Millis,
+    Outcome, PermissionResult, Resolution, Via, canonical_json, millis, now,
 };
 pub use question::{
     MAX_ANSWER_CHARS, Question, QuestionOption, json_type, normalise_answers, parse_questions,

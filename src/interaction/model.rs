@@ -284,6 +284,7 @@ pub struct Resolution {
     /// The channel the answer came through.
     pub via: Via,
     /// When it was resolved.
+    #[serde(serialize_with = "millis")]
     pub at: Timestamp,
     /// What the agent receives.
     pub result: PermissionResult,
@@ -581,8 +582,8 @@ impl Serialize for Interaction {
         if self.suggestions.is_some() {
             st.serialize_field("suggestions", &self.suggestions)?;
         }
-        st.serialize_field("created_at", &self.created_at)?;
-        st.serialize_field("deadline", &self.deadline)?;
+        st.serialize_field("created_at", &Millis(self.created_at))?;
+        st.serialize_field("deadline", &Millis(self.deadline))?;
         st.serialize_field("timeout_secs", &self.timeout_secs)?;
         st.serialize_field("resolution", &self.resolution)?;
         st.end()
@@ -632,6 +633,29 @@ fn write_canonical_object<W: std::io::Write>(
         write_canonical_json(v, w)?;
     }
     w.write_all(b"}")
+}
+
+/// A time as imrelay writes every time it emits (API, events, audit trail, webhooks): RFC 3339
+/// in UTC with exactly three fractional digits, `2026-11-22T08:36:19.090Z`. (A bare
+/// [`Timestamp`] drops trailing zeros: `…:19.09Z`.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Millis(pub Timestamp);
+
+impl fmt::Display for Millis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:.3}", self.0)
+    }
+}
+
+impl Serialize for Millis {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// Writes `t` as [`Millis`]: for `#[serde(serialize_with = "millis")]`.
+pub fn millis<S: serde::Serializer>(t: &Timestamp, s: S) -> Result<S::Ok, S::Error> {
+    Millis(*t).serialize(s)
 }
 
 /// The current time, truncated to milliseconds (the precision imrelay stores).
@@ -743,6 +767,24 @@ mod tests {
         );
         let reordered = json!({"a": true, "b": [1, {"x": null, "y": "é\""}]});
         assert_eq!(canonical_json(&a), canonical_json(&reordered));
+    }
+
+    #[test]
+    fn every_time_is_written_with_three_fractional_digits() {
+        // Times whose milliseconds end in zeros, which a bare timestamp would drop.
+        let created = Timestamp::from_millisecond(1_763_800_579_090).unwrap();
+        let id = InteractionId::parse("t").unwrap();
+        let i = Interaction::pending(id, "Bash", Input::default(), created, 60);
+        let at = Timestamp::from_millisecond(1_763_800_580_000).unwrap();
+        let r = i.resolved(crate::interaction::expired(&i, at));
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["created_at"], "2025-11-22T08:36:19.090Z");
+        assert_eq!(v["deadline"], "2025-11-22T08:37:19.090Z");
+        assert_eq!(v["resolution"]["at"], "2025-11-22T08:36:20.000Z");
+        assert_eq!(Millis(at).to_string(), "2025-11-22T08:36:20.000Z");
+        // Read back as the same times.
+        let back: Interaction = serde_json::from_value(v).unwrap();
+        assert_eq!(back, r);
     }
 
     #[test]

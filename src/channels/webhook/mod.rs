@@ -34,7 +34,7 @@ use crate::http::api::{RespondBody, outcome_body, path_id};
 use crate::http::error::ApiError;
 use crate::http::extract::ApiPath;
 use crate::interaction::{
-    Interaction, InteractionId, Lifecycle, Registry, RegistryError, Responder, Via,
+    Interaction, InteractionId, Lifecycle, Millis, Registry, RegistryError, Responder, Via,
 };
 use crate::outbox::{Delivery, OutboxHandler};
 use crate::store::{ClaimedJob, OutboxJob, Store};
@@ -208,7 +208,7 @@ impl Webhooks {
         json!({
             "type": event.name(),
             "id": msg_id,
-            "timestamp": at,
+            "timestamp": Millis(at),
             "data": {
                 "interaction": i,
                 "resolution": i.resolution,
@@ -259,7 +259,7 @@ impl Webhooks {
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .insert(name.to_string());
-        let value = json!({"url_sha256": url_digest(url), "reason": reason, "at": crate::interaction::now()});
+        let value = json!({"url_sha256": url_digest(url), "reason": reason, "at": Millis(crate::interaction::now())});
         if let Err(e) = self
             .store
             .set_value(&disabled_key(name), Some(value.to_string()))
