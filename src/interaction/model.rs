@@ -24,7 +24,9 @@ pub const MAX_ID_LEN: usize = 128;
 /// Identifies one interaction: the agent's idempotency key (normally the SDK's `toolUseID`)
 /// or a UUID v7 assigned by imrelay.
 ///
-/// Ids appear in URLs, so they are restricted to `[A-Za-z0-9._:-]`, 1 to 128 bytes.
+/// Ids appear in URLs, so they are restricted to `[A-Za-z0-9._:-]`, 1 to 128 bytes, and may
+/// not be `.` or `..` (URL normalization removes those path segments: no browser could
+/// answer such an interaction).
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(transparent)]
 pub struct InteractionId(Arc<str>);
@@ -32,6 +34,18 @@ pub struct InteractionId(Arc<str>);
 impl InteractionId {
     /// Validates an id supplied from outside.
     pub fn parse(raw: &str) -> Result<Self, ValidationError> {
+        if raw == "." || raw == ".." {
+            return Err(ValidationError::new(
+                "id",
+                "may not be `.` or `..`: URLs cannot carry those as a path segment",
+            ));
+        }
+        Self::stored(raw)
+    }
+
+    /// Validates an id read back from the store: as [`InteractionId::parse`], but a dot
+    /// segment that an earlier version accepted is still read.
+    pub fn stored(raw: &str) -> Result<Self, ValidationError> {
         if raw.is_empty() || raw.len() > MAX_ID_LEN {
             return Err(ValidationError::new(
                 "id",
@@ -64,7 +78,7 @@ impl InteractionId {
 impl<'de> Deserialize<'de> for InteractionId {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let raw = String::deserialize(d)?;
-        Self::parse(&raw).map_err(serde::de::Error::custom)
+        Self::stored(&raw).map_err(serde::de::Error::custom)
     }
 }
 
@@ -717,6 +731,14 @@ mod tests {
         assert_eq!(err.field, "id");
         assert!(InteractionId::parse("with space").is_err());
         assert!(InteractionId::parse("a/b").is_err());
+        // Dot segments: a URL with them is normalized before it is sent.
+        assert_eq!(InteractionId::parse(".").unwrap_err().field, "id");
+        assert!(InteractionId::parse("..").is_err());
+        assert!(InteractionId::parse("...").is_ok());
+        assert!(InteractionId::parse(".a").is_ok());
+        // ...but one stored by an earlier version is still read back.
+        let stored: InteractionId = serde_json::from_str("\"..\"").unwrap();
+        assert_eq!(stored.as_str(), "..");
         assert!(InteractionId::parse(&"x".repeat(129)).is_err());
         assert!(InteractionId::parse(&"x".repeat(128)).is_ok());
     }

@@ -269,3 +269,23 @@ async fn a_refused_answers_oversized_by_is_clipped_in_the_audit_trail() {
     let actor = refused[0]["actor"].as_str().unwrap();
     assert!(actor.chars().count() <= 501, "{}", actor.len());
 }
+
+#[tokio::test]
+async fn dot_segment_ids_are_refused() {
+    let app = spawn_app().await;
+    for id in [".", ".."] {
+        let (status, body) = app
+            .post(
+                "/v1/interactions",
+                &json!({"id": id, "tool_name": "Bash", "input": {}}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{id}: {body}");
+        assert_eq!(body["error"]["field"], "id", "{body}");
+    }
+    assert_nothing_created(&app).await;
+    // Dots elsewhere in an id are fine.
+    for id in ["...", ".x", "a.b"] {
+        assert_eq!(app.create_bash(id, "ls").await, id);
+    }
+}
