@@ -304,7 +304,9 @@ fn created_record(i: &Interaction) -> AuditRecord {
     }
 }
 
-/// `actor` names who answered for the audit (a stable identity); default: `r.by`.
+/// `actor` names who answered for the audit (a stable identity); default: `r.by`. An answer
+/// that named nobody is anonymous (no actor); `system` is imrelay itself: an expiry, or a
+/// cancellation that names nobody else.
 fn resolved_record(i: &Interaction, r: &Resolution, actor: Option<&str>) -> AuditRecord {
     use super::Outcome;
     AuditRecord {
@@ -315,12 +317,9 @@ fn resolved_record(i: &Interaction, r: &Resolution, actor: Option<&str>) -> Audi
             Outcome::Cancelled => Action::Cancelled,
         },
         interaction_id: Some(i.id.as_str().to_string()),
-        actor: Some(
-            actor
-                .map(str::to_string)
-                .or_else(|| r.by.clone())
-                .unwrap_or_else(|| "system".into()),
-        ),
+        actor: actor.map(str::to_string).or_else(|| r.by.clone()).or_else(|| {
+            matches!(r.outcome, Outcome::Expired | Outcome::Cancelled).then(|| "system".into())
+        }),
         channel: r.via.as_str().to_string(),
         outcome: r.outcome.as_str().into(),
         input_hash: Some(i.input_digest()),

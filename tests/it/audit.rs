@@ -94,6 +94,47 @@ async fn every_state_change_and_refusal_is_recorded() {
 }
 
 #[tokio::test]
+async fn an_answer_without_a_name_is_anonymous_not_system() {
+    let app = spawn_app().await;
+    let id = app.create_bash("anon-1", "ls").await;
+    let (status, body) = app.respond(&id, &json!({"decision": "allow"})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["resolution"]["by"], Value::Null, "{body}");
+    assert_eq!(body["resolution"]["via"], "api");
+    // A blank name is no name either.
+    let blank = app.create_bash("anon-2", "ls").await;
+    let (_, body) = app
+        .respond(&blank, &json!({"decision": "deny", "by": "  "}))
+        .await;
+    assert_eq!(body["resolution"]["by"], Value::Null, "{body}");
+    assert_eq!(body["result"]["message"], "Denied via api");
+    // Shut down under a waiting hook: imrelay itself cancelled it, and says so.
+    let third = app.create_bash("anon-3", "ls").await;
+    app.registry
+        .cancel(
+            &imrelay::interaction::InteractionId::parse(&third).unwrap(),
+            None,
+            None,
+        )
+        .await
+        .unwrap();
+
+    let all = entries(&app).await;
+    let entry = |action: &str, id: &str| {
+        all.iter()
+            .find(|e| e["action"] == action && e["interaction_id"] == id)
+            .unwrap_or_else(|| panic!("no {action} entry for {id}: {all:?}"))
+            .clone()
+    };
+    for id in ["anon-1", "anon-2"] {
+        let answered = entry("answered", id);
+        assert_eq!(answered["actor"], Value::Null, "{answered}");
+        assert_eq!(answered["channel"], "api");
+    }
+    assert_eq!(entry("cancelled", "anon-3")["actor"], "system");
+}
+
+#[tokio::test]
 async fn the_api_pages_through_the_trail() {
     let app = spawn_app().await;
     for n in 0..5 {
