@@ -146,6 +146,31 @@ impl Browser {
         r["result"]["value"].clone()
     }
 
+    /// With `IMRELAY_TEST_SCREENSHOTS` set to a directory, saves the page as it looks on a
+    /// desktop (1280 px wide) and a phone (390 px) there, as `<name>-1280.png` and
+    /// `<name>-390.png`: to look at, not compared.
+    async fn screenshots(&mut self, name: &str) {
+        let Some(dir) = std::env::var_os("IMRELAY_TEST_SCREENSHOTS") else {
+            return;
+        };
+        use base64::Engine;
+        for (width, mobile) in [(1280, false), (390, true)] {
+            self.call(
+                "Emulation.setDeviceMetricsOverride",
+                json!({"width": width, "height": 800, "deviceScaleFactor": 1, "mobile": mobile}),
+            )
+            .await;
+            let shot = self.call("Page.captureScreenshot", json!({"format": "png"})).await;
+            let png = base64::engine::general_purpose::STANDARD
+                .decode(shot["data"].as_str().unwrap())
+                .unwrap();
+            let path = PathBuf::from(&dir).join(format!("{name}-{width}.png"));
+            std::fs::write(&path, png).unwrap();
+        }
+        self.call("Emulation.clearDeviceMetricsOverride", json!({}))
+            .await;
+    }
+
     /// Waits until `expr` is true in the page.
     async fn until(&mut self, what: &str, expr: &str) {
         let deadline = Instant::now() + Duration::from_secs(15);
@@ -237,6 +262,7 @@ async fn the_inbox_answers_and_follows_answers_given_elsewhere() {
     // A browser that has not answered before asks who is answering, once, before it shows
     // anything to answer.
     assert_eq!(visible(&mut b).await, "name-panel");
+    b.screenshots("inbox-name-prompt").await;
     b.eval("document.getElementById('who').value = 'Dana'; \
             document.querySelector('#name-form button[type=submit]').click()")
         .await;
@@ -247,6 +273,7 @@ async fn the_inbox_answers_and_follows_answers_given_elsewhere() {
         b.eval("document.getElementById('who-name').textContent").await,
         "Dana"
     );
+    b.screenshots("inbox-named").await;
 
     // Approve as Dana.
     b.eval(&format!(
