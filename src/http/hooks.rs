@@ -31,7 +31,7 @@ use super::extract::ApiJson;
 use crate::config::OnTimeout;
 use crate::interaction::{
     Interaction, InteractionId, Kind, NewInteraction, Outcome, PermissionResult, Registry,
-    RegistryError, canonical_json,
+    RegistryError, canonical_json, valid_suggestions,
 };
 use crate::store::BOUND_VALUE_PREFIX;
 
@@ -178,6 +178,15 @@ pub async fn claude_code(
         Some(t) if !t.is_empty() => format!("claude-code/{t}"),
         _ => "claude-code".to_string(),
     };
+    // Claude Code's suggestions, as far as they fit the SDK's shape: ones that do not are
+    // left out (no "always allow" for them) rather than failing a hook that must answer.
+    let suggestions = hook.permission_suggestions.and_then(|s| {
+        let (kept, left_out) = valid_suggestions(s);
+        for e in left_out {
+            tracing::warn!(tool = %tool_name, error = %e, "a permission suggestion from Claude Code was left out");
+        }
+        kept
+    });
     let new = NewInteraction {
         id: None,
         tool_name: tool_name.clone(),
@@ -188,7 +197,7 @@ pub async fn claude_code(
         description: None,
         cwd: hook.cwd,
         timeout_secs: Some(timeout_secs),
-        suggestions: hook.permission_suggestions,
+        suggestions,
     };
     let interaction = match (event, hook.tool_use_id.filter(|t| !t.is_empty())) {
         (Event::PreToolUse, Some(tool_use_id)) => {

@@ -50,6 +50,7 @@ mod events;
 mod model;
 mod question;
 mod registry;
+mod suggestions;
 
 pub use answer::{Answer, MAX_BY_CHARS, Responder, cancelled, expired, resolution_for};
 pub use events::{Event, EventKind, EventLog, Replay};
@@ -63,6 +64,7 @@ pub use question::{
 pub use registry::{
     Created, Lifecycle, LongPoll, NewInteraction, Registry, RegistryConfig, RegistryError,
 };
+pub use suggestions::{DESTINATIONS, valid_suggestions, validate_suggestions};
 
 /// At most `max` characters of `s`, the last of them an ellipsis when it was cut: for text
 /// from outside that goes into logs, the audit trail or a message.

@@ -433,7 +433,8 @@ pub struct Interaction {
     /// The agent's working directory.
     #[serde(default)]
     pub cwd: Option<Box<str>>,
-    /// Permission suggestions offered by the agent (opaque; applied by "always allow").
+    /// Permission suggestions offered by the agent: the SDK's permission updates, applied by
+    /// "always allow" (checked when the interaction was created).
     /// Boxed, like the resolution: most interactions have none, and pending interactions
     /// are held in memory.
     #[serde(default)]

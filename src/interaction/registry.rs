@@ -90,7 +90,8 @@ pub struct NewInteraction {
     pub cwd: Option<String>,
     /// Requested timeout in seconds (clamped to the configured maximum).
     pub timeout_secs: Option<u64>,
-    /// Permission suggestions ("always allow" rules) the agent offers.
+    /// Permission suggestions ("always allow" rules) the agent offers: an array of the SDK's
+    /// permission updates (see [`super::validate_suggestions`]); `[]` is none.
     pub suggestions: Option<Value>,
 }
 
@@ -317,9 +318,12 @@ fn resolved_record(i: &Interaction, r: &Resolution, actor: Option<&str>) -> Audi
             Outcome::Cancelled => Action::Cancelled,
         },
         interaction_id: Some(i.id.as_str().to_string()),
-        actor: actor.map(str::to_string).or_else(|| r.by.clone()).or_else(|| {
-            matches!(r.outcome, Outcome::Expired | Outcome::Cancelled).then(|| "system".into())
-        }),
+        actor: actor
+            .map(str::to_string)
+            .or_else(|| r.by.clone())
+            .or_else(|| {
+                matches!(r.outcome, Outcome::Expired | Outcome::Cancelled).then(|| "system".into())
+            }),
         channel: r.via.as_str().to_string(),
         outcome: r.outcome.as_str().into(),
         input_hash: Some(i.input_digest()),
@@ -474,6 +478,11 @@ impl Registry {
         check_len(&new.title, "title", MAX_TEXT)?;
         check_len(&new.description, "description", MAX_TEXT)?;
         check_len(&new.cwd, "cwd", MAX_TEXT)?;
+        let suggestions = new
+            .suggestions
+            .map(super::validate_suggestions)
+            .transpose()?
+            .flatten();
         let kind = Kind::of_tool(&new.tool_name);
         if kind == Kind::Question {
             parse_questions(&new.input)?;
@@ -485,7 +494,7 @@ impl Registry {
             title: new.title.map(String::into_boxed_str),
             description: new.description.map(String::into_boxed_str),
             cwd: new.cwd.map(String::into_boxed_str),
-            suggestions: new.suggestions.map(Box::new),
+            suggestions: suggestions.map(Box::new),
             ..Interaction::pending(
                 id,
                 new.tool_name,

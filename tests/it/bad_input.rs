@@ -289,3 +289,48 @@ async fn dot_segment_ids_are_refused() {
         assert_eq!(app.create_bash(id, "ls").await, id);
     }
 }
+
+#[tokio::test]
+async fn suggestions_must_be_the_sdks_permission_updates() {
+    let app = spawn_app().await;
+    let good = json!({"type": "setMode", "mode": "acceptEdits", "destination": "session"});
+    for (suggestions, field) in [
+        (json!("x"), "suggestions"),
+        (json!(5), "suggestions"),
+        (json!(false), "suggestions"),
+        (json!({}), "suggestions"),
+        (
+            json!([good, {"type": "grantAll", "destination": "session"}]),
+            "suggestions[1].type",
+        ),
+        (
+            json!([{"type": "addRules", "rules": [{"toolName": 1}], "behavior": "allow",
+                 "destination": "session"}]),
+            "suggestions[0].rules[0].toolName",
+        ),
+    ] {
+        let (status, body) = app
+            .post(
+                "/v1/interactions",
+                &json!({"tool_name": "Bash", "input": {}, "suggestions": suggestions}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{suggestions}: {body}");
+        assert_eq!(body["error"]["field"], field, "{body}");
+    }
+    assert_nothing_created(&app).await;
+    // An empty list is no suggestions: nothing to apply "always".
+    let (status, created) = app
+        .post(
+            "/v1/interactions",
+            &json!({"id": "no-sugg", "tool_name": "Bash", "input": {}, "suggestions": []}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert!(created.get("suggestions").is_none(), "{created}");
+    let (status, body) = app
+        .respond("no-sugg", &json!({"decision": "allow", "always": true}))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["field"], "always");
+}

@@ -160,7 +160,9 @@ impl Browser {
                 json!({"width": width, "height": 800, "deviceScaleFactor": 1, "mobile": mobile}),
             )
             .await;
-            let shot = self.call("Page.captureScreenshot", json!({"format": "png"})).await;
+            let shot = self
+                .call("Page.captureScreenshot", json!({"format": "png"}))
+                .await;
             let png = base64::engine::general_purpose::STANDARD
                 .decode(shot["data"].as_str().unwrap())
                 .unwrap();
@@ -263,14 +265,20 @@ async fn the_inbox_answers_and_follows_answers_given_elsewhere() {
     // anything to answer.
     assert_eq!(visible(&mut b).await, "name-panel");
     b.screenshots("inbox-name-prompt").await;
-    b.eval("document.getElementById('who').value = 'Dana'; \
-            document.querySelector('#name-form button[type=submit]').click()")
-        .await;
-    b.until("the inbox after the name", "!document.getElementById('main').hidden")
-        .await;
+    b.eval(
+        "document.getElementById('who').value = 'Dana'; \
+            document.querySelector('#name-form button[type=submit]').click()",
+    )
+    .await;
+    b.until(
+        "the inbox after the name",
+        "!document.getElementById('main').hidden",
+    )
+    .await;
     assert_eq!(visible(&mut b).await, "main");
     assert_eq!(
-        b.eval("document.getElementById('who-name').textContent").await,
+        b.eval("document.getElementById('who-name').textContent")
+            .await,
         "Dana"
     );
     b.screenshots("inbox-named").await;
@@ -302,19 +310,26 @@ async fn the_inbox_answers_and_follows_answers_given_elsewhere() {
     b.call("Page.reload", json!({})).await;
     b.until(
         "the pending question after the reload",
-        &format!("!!{} && !document.getElementById('main').hidden", card("pending", "ib-question")),
+        &format!(
+            "!!{} && !document.getElementById('main').hidden",
+            card("pending", "ib-question")
+        ),
     )
     .await;
     assert_eq!(visible(&mut b).await, "main");
-    b.eval("document.getElementById('who-change').click()").await;
+    b.eval("document.getElementById('who-change').click()")
+        .await;
     assert_eq!(visible(&mut b).await, "name-panel");
     assert_eq!(b.eval("document.getElementById('who').value").await, "Dana");
-    b.eval("document.getElementById('who').value = 'Dana Scully'; \
-            document.querySelector('#name-form button[type=submit]').click()")
-        .await;
+    b.eval(
+        "document.getElementById('who').value = 'Dana Scully'; \
+            document.querySelector('#name-form button[type=submit]').click()",
+    )
+    .await;
     assert_eq!(visible(&mut b).await, "main");
     assert_eq!(
-        b.eval("document.getElementById('who-name').textContent").await,
+        b.eval("document.getElementById('who-name').textContent")
+            .await,
         "Dana Scully"
     );
 
