@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::AppState;
@@ -52,7 +53,7 @@ fn object(v: Value, field: &str) -> Result<Map<String, Value>, ApiError> {
 pub struct CreateBody {
     id: Option<String>,
     tool_name: String,
-    input: Value,
+    input: Box<RawValue>,
     session: Option<String>,
     agent: Option<String>,
     title: Option<String>,
@@ -102,7 +103,7 @@ fn outcome_response(i: &Arc<Interaction>) -> Response {
 
 /// `body` as JSON, written into a buffer with room for a typical interaction up front (the
 /// hot answers carry one or two; axum's `Json` starts at 128 bytes and regrows for them).
-fn json_response(status: StatusCode, body: &impl serde::Serialize) -> Response {
+pub(crate) fn json_response(status: StatusCode, body: &impl serde::Serialize) -> Response {
     let mut buf = Vec::with_capacity(2048);
     match serde_json::to_writer(&mut buf, body) {
         Ok(()) => (
@@ -129,11 +130,8 @@ pub async fn create(
     ApiQuery(query): ApiQuery<CreateQuery>,
     ApiJson(body): ApiJson<CreateBody>,
 ) -> Result<Response, ApiError> {
-    let input = object(body.input, "input")?;
     let new = NewInteraction {
         id: body.id,
-        tool_name: body.tool_name,
-        input,
         session: body.session,
         agent: body.agent,
         title: body.title,
@@ -141,6 +139,8 @@ pub async fn create(
         cwd: body.cwd,
         timeout_secs: body.timeout_secs,
         suggestions: body.suggestions,
+        // Kept as the agent wrote it, to give back exactly that.
+        ..NewInteraction::from_json(body.tool_name, &body.input)?
     };
     let created = state.registry.create(new).await?;
     match query.wait_secs {

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::ValidationError;
@@ -333,6 +334,12 @@ impl Resolution {
 /// Pending interactions stay in memory until they are answered; as text an input takes a
 /// fraction of the room of its parsed tree, is written out by copying, and a resolved copy
 /// of an interaction clones it cheaply. Readers parse it with [`Input::map`].
+///
+/// An input that arrived as text ([`Input::from_json`]) keeps it as written, so the agent
+/// gets back exactly what it sent: a parsed tree would turn `1e2` into `100.0`, `-0` into
+/// `-0.0` and an integer beyond 64 bits into a rounded float. Everything that writes an
+/// input out copies its text ([`Input`]'s `Serialize` writes it as raw JSON) rather than
+/// going through [`Value`].
 #[derive(Clone)]
 pub struct Input(Box<str>);
 
@@ -347,6 +354,58 @@ impl Input {
         )
     }
 
+    /// The input an agent sent as JSON text, exactly as written less the whitespace between
+    /// its tokens. Anything but an object is refused (`field`: `input`).
+    pub fn from_json(raw: &RawValue) -> Result<Self, ValidationError> {
+        let text = raw.get();
+        if !text.starts_with('{') {
+            let found = serde_json::from_str::<Value>(text)
+                .map(|v| super::json_type(&v))
+                .unwrap_or("something else");
+            return Err(ValidationError::new(
+                "input",
+                format!("expected a JSON object, got {found}"),
+            ));
+        }
+        Ok(Input(compact(text).into_boxed_str()))
+    }
+
+    /// The same input with member `key` set to `value`: replaced where it stands, or added
+    /// at the end. Every other member keeps its text as it is.
+    pub fn with_member(&self, key: &str, value: &Value) -> Input {
+        let Some(members) = members(&self.0) else {
+            let mut map = self.map();
+            map.insert(key.to_string(), value.clone());
+            return Input::from_map(&map);
+        };
+        let value = value.to_string();
+        let mut out = String::with_capacity(self.0.len() + key.len() + value.len() + 4);
+        let mut placed = false;
+        let push = |out: &mut String, k: &str, v: &str| {
+            out.push(if out.is_empty() { '{' } else { ',' });
+            // Writing a string into a String cannot fail.
+            out.push_str(&serde_json::to_string(k).unwrap_or_default());
+            out.push(':');
+            out.push_str(v);
+        };
+        for (k, v) in &members {
+            if k != key {
+                push(&mut out, k, v.get());
+            } else if !placed {
+                placed = true;
+                push(&mut out, k, &value);
+            }
+        }
+        if !placed {
+            push(&mut out, key, &value);
+        }
+        if out.is_empty() {
+            out.push('{');
+        }
+        out.push('}');
+        Input(out.into_boxed_str())
+    }
+
     /// The object, parsed.
     pub fn map(&self) -> Map<String, Value> {
         // The text was written from a map (or checked to be an object when read back).
@@ -357,6 +416,52 @@ impl Input {
     pub fn as_json(&self) -> &str {
         &self.0
     }
+}
+
+/// `json` (valid JSON) without the whitespace between its tokens.
+fn compact(json: &str) -> String {
+    let mut out = Vec::with_capacity(json.len());
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in json.as_bytes() {
+        if in_string {
+            out.push(b);
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+        } else if !matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
+            in_string = b == b'"';
+            out.push(b);
+        }
+    }
+    // Only ASCII whitespace was left out, so the rest is still UTF-8.
+    String::from_utf8(out).unwrap_or_else(|_| json.to_string())
+}
+
+/// The members of a JSON object, each value as its text; `None` if `json` is not an object.
+fn members(json: &str) -> Option<Vec<(String, &RawValue)>> {
+    struct Members;
+    impl<'de> serde::de::Visitor<'de> for Members {
+        type Value = Vec<(String, &'de RawValue)>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut m: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::with_capacity(m.size_hint().unwrap_or(4));
+            while let Some(member) = m.next_entry()? {
+                out.push(member);
+            }
+            Ok(out)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(json);
+    serde::Deserializer::deserialize_map(&mut de, Members).ok()
 }
 
 impl Default for Input {
@@ -708,6 +813,38 @@ mod tests {
     }
 
     use serde_json::json;
+
+    fn raw(text: &str) -> Box<RawValue> {
+        serde_json::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn an_input_sent_as_text_keeps_its_numbers_and_loses_only_whitespace() {
+        let sent = "{ \"n\" : 1e2 ,\n\t\"z\": -0, \"big\": 18446744073709551617,\r\n \"s\": \" a\\\" {b} \\\\\" }";
+        let input = Input::from_json(&raw(sent)).unwrap();
+        assert_eq!(
+            input.as_json(),
+            r#"{"n":1e2,"z":-0,"big":18446744073709551617,"s":" a\" {b} \\"}"#
+        );
+        assert_eq!(serde_json::to_string(&input).unwrap(), input.as_json());
+        assert_eq!(input.map()["s"], json!(" a\" {b} \\"));
+        for not_an_object in ["[1]", "\"{}\"", "3", "null"] {
+            let err = Input::from_json(&raw(not_an_object)).unwrap_err();
+            assert_eq!(err.field, "input", "{not_an_object}");
+        }
+    }
+
+    #[test]
+    fn a_member_is_set_and_the_rest_keeps_its_text() {
+        let input = Input::from_json(&raw(r#"{"a": 1e2, "answers": 0, "b": [-0], "answers": 1}"#)).unwrap();
+        let answered = input.with_member("answers", &json!({"Q?": "x"}));
+        assert_eq!(answered.as_json(), r#"{"a":1e2,"answers":{"Q?":"x"},"b":[-0]}"#);
+        let added = Input::from_json(&raw(r#"{"k\u00e9": 5e-1}"#))
+            .unwrap()
+            .with_member("answers", &json!({}));
+        assert_eq!(added.as_json(), r#"{"ké":5e-1,"answers":{}}"#);
+        assert_eq!(Input::default().with_member("a", &json!(1)).as_json(), r#"{"a":1}"#);
+    }
 
     #[test]
     fn a_primed_digest_is_the_digest_computed_from_the_text() {

@@ -78,6 +78,11 @@ pub struct NewInteraction {
     pub tool_name: String,
     /// The tool input, exactly as `canUseTool` received it.
     pub input: Map<String, Value>,
+    /// The input's JSON text as the agent sent it, if it sent text: the interaction keeps it
+    /// as its input, so the agent gets back exactly what it sent (a parsed [`Value`] rewrites
+    /// some numbers). `input` must be its parsed form, as [`NewInteraction::from_json`] makes
+    /// both. `None`: the input is written out from `input`.
+    pub input_text: Option<Input>,
     /// The agent's session label.
     pub session: Option<String>,
     /// Which agent is asking.
@@ -103,6 +108,21 @@ impl NewInteraction {
             input,
             ..Self::default()
         }
+    }
+
+    /// A request with just a tool name and an input the agent sent as JSON text, which the
+    /// interaction keeps as written (see [`NewInteraction::input_text`]).
+    pub fn from_json(
+        tool_name: impl Into<String>,
+        input: &serde_json::value::RawValue,
+    ) -> Result<Self, ValidationError> {
+        let text = Input::from_json(input)?;
+        let map = serde_json::from_str(text.as_json())
+            .map_err(|e| ValidationError::new("input", e.to_string()))?;
+        Ok(Self {
+            input_text: Some(text),
+            ..Self::new(tool_name, map)
+        })
     }
 }
 
@@ -498,7 +518,8 @@ impl Registry {
             ..Interaction::pending(
                 id,
                 new.tool_name,
-                Input::from_map(&new.input),
+                new.input_text
+                    .unwrap_or_else(|| Input::from_map(&new.input)),
                 now(),
                 timeout_secs,
             )

@@ -9,6 +9,7 @@ mod deploy;
 mod feishu;
 mod hooks;
 mod inbox;
+mod numbers;
 mod outbox;
 mod questions;
 mod restart;

@@ -199,23 +199,40 @@ impl Webhooks {
             .contains(name)
     }
 
-    /// The event payload: type, timestamp, id, and data with the interaction and links.
-    fn payload(&self, target: &str, event: WebhookEvent, i: &Interaction, msg_id: &str) -> Value {
+    /// The event payload's text: type, timestamp, id, and data with the interaction and links.
+    /// Written straight from the interaction (its input as kept, not through a [`Value`]).
+    fn payload(&self, target: &str, event: WebhookEvent, i: &Interaction, msg_id: &str) -> String {
+        #[derive(Serialize)]
+        struct Payload<'a> {
+            r#type: &'static str,
+            id: &'a str,
+            timestamp: Millis,
+            data: Data<'a>,
+        }
+        #[derive(Serialize)]
+        struct Data<'a> {
+            interaction: &'a Interaction,
+            resolution: &'a Option<Box<crate::interaction::Resolution>>,
+            respond_url: String,
+            interaction_url: String,
+        }
         let at = match (event, &i.resolution) {
             (WebhookEvent::Resolved, Some(r)) => r.at,
             _ => i.created_at,
         };
-        json!({
-            "type": event.name(),
-            "id": msg_id,
-            "timestamp": Millis(at),
-            "data": {
-                "interaction": i,
-                "resolution": i.resolution,
-                "respond_url": format!("{}/v1/webhooks/{target}/respond", self.public_url),
-                "interaction_url": format!("{}/v1/interactions/{}", self.public_url, i.id),
-            }
-        })
+        let payload = Payload {
+            r#type: event.name(),
+            id: msg_id,
+            timestamp: Millis(at),
+            data: Data {
+                interaction: i,
+                resolution: &i.resolution,
+                respond_url: format!("{}/v1/webhooks/{target}/respond", self.public_url),
+                interaction_url: format!("{}/v1/interactions/{}", self.public_url, i.id),
+            },
+        };
+        // Plain data always serializes.
+        serde_json::to_string(&payload).unwrap_or_default()
     }
 
     fn plan(&self, event: WebhookEvent, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
@@ -231,7 +248,7 @@ impl Webhooks {
                 "msg_{}",
                 &hex::encode(Sha256::digest(incarnation.as_bytes()))[..32]
             );
-            let body = self.payload(name, event, i, &msg_id).to_string();
+            let body = self.payload(name, event, i, &msg_id);
             let now = crate::interaction::now();
             let horizon = Duration::from_secs(t.settings.horizon_hours.saturating_mul(3600));
             jobs.push(OutboxJob {
