@@ -836,14 +836,21 @@ mod tests {
 
     #[test]
     fn a_member_is_set_and_the_rest_keeps_its_text() {
-        let input = Input::from_json(&raw(r#"{"a": 1e2, "answers": 0, "b": [-0], "answers": 1}"#)).unwrap();
+        let input =
+            Input::from_json(&raw(r#"{"a": 1e2, "answers": 0, "b": [-0], "answers": 1}"#)).unwrap();
         let answered = input.with_member("answers", &json!({"Q?": "x"}));
-        assert_eq!(answered.as_json(), r#"{"a":1e2,"answers":{"Q?":"x"},"b":[-0]}"#);
+        assert_eq!(
+            answered.as_json(),
+            r#"{"a":1e2,"answers":{"Q?":"x"},"b":[-0]}"#
+        );
         let added = Input::from_json(&raw(r#"{"k\u00e9": 5e-1}"#))
             .unwrap()
             .with_member("answers", &json!({}));
         assert_eq!(added.as_json(), r#"{"ké":5e-1,"answers":{}}"#);
-        assert_eq!(Input::default().with_member("a", &json!(1)).as_json(), r#"{"a":1}"#);
+        assert_eq!(
+            Input::default().with_member("a", &json!(1)).as_json(),
+            r#"{"a":1}"#
+        );
     }
 
     #[test]

@@ -366,3 +366,32 @@ async fn a_backup_taken_while_the_server_runs_is_a_complete_verified_copy() {
     assert_eq!(body["status"], "pending");
     restored.stop().await;
 }
+
+#[tokio::test]
+async fn the_audit_table_shows_names_and_messages_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("audit.db");
+    {
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&db, Synchronous::Normal).unwrap());
+        let app = spawn_on(settings(), store).await;
+        let id = app.create_bash("esc-1", "ls").await;
+        let (status, _) = app
+            .respond(
+                &id,
+                &json!({"decision": "deny", "by": "eve\nforged line", "message": "no\u{1b}[2J\u{9b}"}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK);
+        app.stop().await;
+    }
+    let (ok, table, err) = cli(&db, &["audit"]);
+    assert!(ok, "{err}");
+    // A header and two entries: nothing in them started a line of its own.
+    assert_eq!(table.lines().count(), 3, "{table}");
+    assert!(
+        !table.contains('\u{1b}') && !table.contains('\u{9b}'),
+        "{table:?}"
+    );
+    assert!(table.contains(r"eve\nforged line"), "{table}");
+    assert!(table.contains(r"no\u{1b}[2J\u{9b}"), "{table}");
+}
