@@ -2,7 +2,7 @@
 //! prompts and keyboards, taps, ForceReply answers, questions, refusals, races, edits on
 //! resolution from anywhere, rate limits and outages, restarts, webhook and polling.
 
-mod fake;
+pub(crate) mod fake;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -19,7 +19,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use axum::Router;
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -32,9 +31,10 @@ use super::Wiring;
 use crate::config::Secret;
 use crate::http::api::{RespondBody, outcome_body, path_id};
 use crate::http::error::ApiError;
-use crate::http::extract::ApiPath;
+use crate::http::extract::{ApiBytes, ApiPath, from_json, from_value};
 use crate::interaction::{
-    Interaction, InteractionId, Lifecycle, Millis, Registry, RegistryError, Responder, Via,
+    Interaction, InteractionId, Lifecycle, Millis, Registry, RegistryError, Responder,
+    ValidationError, Via,
 };
 use crate::outbox::{Delivery, OutboxHandler};
 use crate::store::{ClaimedJob, OutboxJob, Store};
@@ -447,7 +447,7 @@ async fn respond(
     State(Inbound { hooks, registry }): State<Inbound>,
     ApiPath(name): ApiPath<String>,
     headers: HeaderMap,
-    body: Bytes,
+    ApiBytes(body): ApiBytes,
 ) -> Result<Response, ApiError> {
     let Some(target) = hooks.targets.get(&name) else {
         return Err(ApiError::not_found(format!("no webhook named {name:?}")));
@@ -517,26 +517,26 @@ fn parse_answer(
     body: &[u8],
     via: &Via,
 ) -> Result<(InteractionId, Option<String>, crate::interaction::Answer), ApiError> {
-    let mut value: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("malformed JSON: {e}")))?;
+    let mut value: Value = from_json(body)?;
     let Some(obj) = value.as_object_mut() else {
         return Err(ApiError::bad_request("expected a JSON object"));
     };
     let id = match obj.remove("id") {
         Some(Value::String(s)) => s,
         _ => {
-            return Err(ApiError::bad_request(
-                "id: the interaction id (a string) is required",
-            ));
+            return Err(
+                ValidationError::new("id", "the interaction id (a string) is required").into(),
+            );
         }
     };
     if obj.contains_key("via") {
-        return Err(ApiError::bad_request(format!(
-            "via: answers through this endpoint are recorded as via {via}"
-        )));
+        return Err(ValidationError::new(
+            "via",
+            format!("answers through this endpoint are recorded as via {via}"),
+        )
+        .into());
     }
-    let answer: RespondBody =
-        serde_json::from_value(value).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let answer: RespondBody = from_value(value)?;
     let id = path_id(&id)?;
     let by = answer.by();
     Ok((id, by, answer.answer()?))
