@@ -756,14 +756,20 @@ fn write_canonical_object<W: std::io::Write>(
 }
 
 /// A time as imrelay writes every time it emits (API, events, audit trail, webhooks): RFC 3339
-/// in UTC with exactly three fractional digits, `2026-11-22T08:36:19.090Z`. (A bare
-/// [`Timestamp`] drops trailing zeros: `…:19.09Z`.)
+/// in UTC with three fractional digits, `2026-11-22T08:36:19.090Z`. (A bare [`Timestamp`]
+/// drops trailing zeros: `…:19.09Z`.) Every time imrelay makes is a whole millisecond
+/// ([`now`]); a finer one (given by code embedding the registry) keeps its further digits
+/// rather than being cut.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Millis(pub Timestamp);
 
 impl fmt::Display for Millis {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:.3}", self.0)
+        if self.0.subsec_nanosecond() % 1_000_000 == 0 {
+            write!(f, "{:.3}", self.0)
+        } else {
+            write!(f, "{}", self.0)
+        }
     }
 }
 
@@ -949,6 +955,9 @@ mod tests {
         assert_eq!(v["deadline"], "2025-11-22T08:37:19.090Z");
         assert_eq!(v["resolution"]["at"], "2025-11-22T08:36:20.000Z");
         assert_eq!(Millis(at).to_string(), "2025-11-22T08:36:20.000Z");
+        // A finer time is not cut.
+        let fine = Timestamp::from_nanosecond(1_763_800_580_000_100_000).unwrap();
+        assert_eq!(Millis(fine).to_string(), "2025-11-22T08:36:20.0001Z");
         // Read back as the same times.
         let back: Interaction = serde_json::from_value(v).unwrap();
         assert_eq!(back, r);
