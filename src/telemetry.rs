@@ -282,19 +282,23 @@ mod tests {
         }
     }
 
-    fn emit() {
-        let id = "toolu_01";
-        let err = io::Error::other(EVIL);
-        tracing::info!(id = %id, tool = %EVIL, by = EVIL, via = ?EVIL, n = 3, ok = true, "interaction created");
-        tracing::warn!(error = %err, "request refused: {EVIL}");
+    /// Two events with `EVIL` in every kind of field, logged in `format`; checked unforged.
+    fn two_evil_events(format: LogFormat) -> String {
+        let (sub, sink) = logger(format);
+        tracing::subscriber::with_default(sub, || {
+            let id = "toolu_01";
+            let err = io::Error::other(EVIL);
+            tracing::info!(id = %id, tool = %EVIL, by = EVIL, via = ?EVIL, n = 3, ok = true, "interaction created");
+            tracing::warn!(error = %err, "request refused: {EVIL}");
+        });
+        let out = text(&sink);
+        assert_unforged(&out, 2);
+        out
     }
 
     #[test]
     fn text_lines_quote_and_escape_every_value_from_outside() {
-        let (sub, sink) = logger(LogFormat::Text);
-        tracing::subscriber::with_default(sub, emit);
-        let out = text(&sink);
-        assert_unforged(&out, 2);
+        let out = two_evil_events(LogFormat::Text);
         let escaped = r#"Bash\n2026-11-22T08:36:19.090Z  INFO imrelay: interaction resolved outcome=\"allowed\"\0\u{1b}[2J\u{9b}31m\u{202e}\r"#;
         assert!(out.contains(&format!(r#" tool="{escaped}""#)), "{out}");
         assert!(out.contains(&format!(r#" by="{escaped}""#)), "{out}");
@@ -307,10 +311,7 @@ mod tests {
 
     #[test]
     fn json_lines_escape_what_json_leaves_alone() {
-        let (sub, sink) = logger(LogFormat::Json);
-        tracing::subscriber::with_default(sub, emit);
-        let out = text(&sink);
-        assert_unforged(&out, 2);
+        let out = two_evil_events(LogFormat::Json);
         let first: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
         assert_eq!(first["tool"], EVIL);
         assert_eq!(first["by"], EVIL);

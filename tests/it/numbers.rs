@@ -18,9 +18,13 @@ const SENT: &str = r#"{ "command": "dd bs=1e2",
 const KEPT: &str = r#"{"command":"dd bs=1e2","big":18446744073709551617,"neg":-18446744073709551617,"e":1e2,"E":1E+2,"z":-0,"f":1.10,"tiny":5e-324,"huge":123456789012345678901234567890.5,"s":"caf\u00e9 \" \\ ","n":[-0.0,0,1.0e-7],"o":{"k":9007199254740993}}"#;
 
 async fn raw_post(app: &TestApp, path: &str, body: String) -> (StatusCode, String) {
-    let resp = app
-        .client
-        .post(app.url(path))
+    post_text(app.client.clone(), app.url(path), body).await
+}
+
+/// POSTs `body` as JSON text, exactly as given; returns the answer's text.
+async fn post_text(client: reqwest::Client, url: String, body: String) -> (StatusCode, String) {
+    let resp = client
+        .post(url)
         .header("content-type", "application/json")
         .body(body)
         .send()
@@ -140,18 +144,11 @@ async fn the_claude_code_hook_hands_back_the_tool_input_as_sent() {
     body["tool_use_id"] = json!("toolu_num");
     body["tool_input"] = json!("PLACEHOLDER");
     let text = body.to_string().replace(r#""PLACEHOLDER""#, SENT);
-    let client = app.client.clone();
-    let url = app.url("/v1/hooks/claude-code");
-    let hook = tokio::spawn(async move {
-        let resp = client
-            .post(url)
-            .header("content-type", "application/json")
-            .body(text)
-            .send()
-            .await
-            .unwrap();
-        (resp.status(), resp.text().await.unwrap())
-    });
+    let hook = tokio::spawn(post_text(
+        app.client.clone(),
+        app.url("/v1/hooks/claude-code"),
+        text,
+    ));
     eventually("the hook's interaction", || async {
         let (status, _) = app.get("/v1/interactions/toolu_num").await;
         (status == StatusCode::OK).then_some(())
