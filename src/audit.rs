@@ -91,12 +91,14 @@ impl Action {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditRecord {
     /// When it happened.
+    #[serde(serialize_with = "crate::interaction::millis")]
     pub at: Timestamp,
     /// What happened.
     pub action: Action,
     /// The interaction concerned, if any.
     pub interaction_id: Option<String>,
-    /// Who acted (a person, an agent label, `system`).
+    /// Who acted (a person, an agent label, `system` for imrelay itself); none for an
+    /// anonymous answer.
     pub actor: Option<String>,
     /// Through which channel (`desktop`, `api`, `telegram`, `webhook:<name>`, `system`, ...).
     pub channel: String,
@@ -419,6 +421,15 @@ mod tests {
             input_hash: None,
             detail: None,
         }
+    }
+
+    #[test]
+    fn entries_are_written_with_millisecond_times() {
+        let entry = &chain(0, GENESIS, vec![record(0)])[0];
+        let v = serde_json::to_value(entry).unwrap();
+        assert_eq!(v["at"], "2023-11-14T22:13:20.000Z");
+        let back: AuditEntry = serde_json::from_value(v).unwrap();
+        assert_eq!(&back, entry);
     }
 
     #[test]

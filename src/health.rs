@@ -6,6 +6,8 @@ use std::sync::Mutex;
 
 use serde_json::{Value, json};
 
+use crate::interaction::{Millis, now};
+
 /// The latest reported state of each component.
 #[derive(Default)]
 pub struct Health {
@@ -16,7 +18,7 @@ pub struct Health {
 impl Health {
     /// Records `component`'s state (e.g. `"connected"`) with details.
     pub fn set(&self, component: &str, state: &str, detail: Value) {
-        let mut entry = json!({ "state": state, "since": jiff::Timestamp::now() });
+        let mut entry = json!({ "state": state, "since": Millis(now()) });
         if let (Some(obj), Value::Object(extra)) = (entry.as_object_mut(), detail) {
             obj.extend(extra);
         }

@@ -32,6 +32,7 @@ use crate::store::sqlite::{
     interactions_without_created_entry, open_read_only, read_audit, read_audit_head, schema_version,
 };
 use crate::store::{AuditQuery, StoreError};
+use crate::telemetry::escape;
 
 const CHUNK: usize = 1000;
 
@@ -155,13 +156,15 @@ pub fn audit_print(settings: &Settings, since: Option<&str>, json: bool) -> anyh
                 out,
                 "{:>6}  {:<24}  {:<15}  {:<28}  {:<16}  {:<16}  {:<10}  {}",
                 e.seq,
-                r.at.to_string(),
+                crate::interaction::Millis(r.at).to_string(),
                 r.action.as_str(),
                 r.interaction_id.as_deref().unwrap_or("-"),
-                r.actor.as_deref().unwrap_or("-"),
+                // Names and messages came from outside: nothing in them reaches the terminal
+                // as a control sequence or a line of its own.
+                escape(r.actor.as_deref().unwrap_or("-")),
                 r.channel,
                 r.outcome,
-                r.detail.as_deref().unwrap_or("")
+                escape(r.detail.as_deref().unwrap_or(""))
             )?;
         }
         Ok(())

@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::AppState;
@@ -18,7 +19,7 @@ use super::error::ApiError;
 use super::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::interaction::{
     Answer, Interaction, InteractionId, NewInteraction, PermissionResult, RegistryError,
-    Resolution, Responder, Via, json_type,
+    Resolution, Responder, ValidationError, Via, json_type,
 };
 use crate::store::{AuditQuery, Cursor, ListQuery, StatusFilter};
 
@@ -38,12 +39,17 @@ pub fn path_id(raw: &str) -> Result<InteractionId, ApiError> {
 fn object(v: Value, field: &str) -> Result<Map<String, Value>, ApiError> {
     match v {
         Value::Object(m) => Ok(m),
-        other => Err(ApiError::bad_request(format!(
-            "{field}: expected a JSON object, got {}",
-            json_type(&other)
-        ))
-        .with("field", Value::String(field.into()))),
+        other => Err(ValidationError::new(
+            field,
+            format!("expected a JSON object, got {}", json_type(&other)),
+        )
+        .into()),
     }
+}
+
+/// The first of `fields` that is present: the one an error names.
+fn present<const N: usize>(fields: [(&'static str, bool); N]) -> Option<&'static str> {
+    fields.into_iter().find(|(_, given)| *given).map(|(f, _)| f)
 }
 
 /// The body of `POST /v1/interactions`.
@@ -52,7 +58,7 @@ fn object(v: Value, field: &str) -> Result<Map<String, Value>, ApiError> {
 pub struct CreateBody {
     id: Option<String>,
     tool_name: String,
-    input: Value,
+    input: Box<RawValue>,
     session: Option<String>,
     agent: Option<String>,
     title: Option<String>,
@@ -102,7 +108,7 @@ fn outcome_response(i: &Arc<Interaction>) -> Response {
 
 /// `body` as JSON, written into a buffer with room for a typical interaction up front (the
 /// hot answers carry one or two; axum's `Json` starts at 128 bytes and regrows for them).
-fn json_response(status: StatusCode, body: &impl serde::Serialize) -> Response {
+pub(crate) fn json_response(status: StatusCode, body: &impl serde::Serialize) -> Response {
     let mut buf = Vec::with_capacity(2048);
     match serde_json::to_writer(&mut buf, body) {
         Ok(()) => (
@@ -129,11 +135,8 @@ pub async fn create(
     ApiQuery(query): ApiQuery<CreateQuery>,
     ApiJson(body): ApiJson<CreateBody>,
 ) -> Result<Response, ApiError> {
-    let input = object(body.input, "input")?;
     let new = NewInteraction {
         id: body.id,
-        tool_name: body.tool_name,
-        input,
         session: body.session,
         agent: body.agent,
         title: body.title,
@@ -141,6 +144,8 @@ pub async fn create(
         cwd: body.cwd,
         timeout_secs: body.timeout_secs,
         suggestions: body.suggestions,
+        // Kept as the agent wrote it, to give back exactly that.
+        ..NewInteraction::from_json(body.tool_name, &body.input)?
     };
     let created = state.registry.create(new).await?;
     match query.wait_secs {
@@ -172,7 +177,12 @@ fn encode_cursor(c: &Cursor) -> String {
 }
 
 fn decode_cursor(raw: &str) -> Result<Cursor, ApiError> {
-    let bad = || ApiError::bad_request("cursor: not a cursor returned by this server");
+    let bad = || {
+        ApiError::from(ValidationError::new(
+            "cursor",
+            "not a cursor returned by this server",
+        ))
+    };
     let bytes = URL_SAFE_NO_PAD.decode(raw).map_err(|_| bad())?;
     let text = String::from_utf8(bytes).map_err(|_| bad())?;
     let (ms, id) = text.split_once(':').ok_or_else(bad)?;
@@ -189,9 +199,9 @@ pub async fn list(
 ) -> Result<Response, ApiError> {
     let limit = params.limit.unwrap_or(DEFAULT_PAGE);
     if limit == 0 || limit > MAX_PAGE {
-        return Err(ApiError::bad_request(format!(
-            "limit: must be between 1 and {MAX_PAGE}"
-        )));
+        return Err(
+            ValidationError::new("limit", format!("must be between 1 and {MAX_PAGE}")).into(),
+        );
     }
     let after = params.cursor.as_deref().map(decode_cursor).transpose()?;
     let page = state
@@ -321,25 +331,40 @@ impl RespondBody {
     /// The answer the body describes.
     pub fn answer(self) -> Result<Answer, ApiError> {
         match (self.decision, self.answers) {
-            (Some(_), Some(_)) => Err(ApiError::bad_request(
+            (Some(_), Some(_)) => Err(ValidationError::new(
+                "answers",
                 "give either `decision` (approvals, or deny for questions) or `answers` (questions), not both",
-            )),
-            (None, None) => Err(ApiError::bad_request(
+            )
+            .into()),
+            (None, None) => Err(ValidationError::new(
+                "decision",
                 "missing `decision` (\"allow\" or \"deny\") or `answers`",
-            )),
+            )
+            .into()),
             (None, Some(answers)) => {
-                if self.updated_input.is_some() || self.message.is_some() || self.always.is_some() {
-                    return Err(ApiError::bad_request(
+                if let Some(field) = present([
+                    ("message", self.message.is_some()),
+                    ("updated_input", self.updated_input.is_some()),
+                    ("always", self.always.is_some()),
+                ]) {
+                    return Err(ValidationError::new(
+                        field,
                         "`answers` cannot be combined with `message`, `updated_input` or `always`",
-                    ));
+                    )
+                    .into());
                 }
                 Ok(Answer::Answers(object(answers, "answers")?))
             }
             (Some(Decision::Allow), None) => {
-                if self.message.is_some() || self.interrupt.is_some() {
-                    return Err(ApiError::bad_request(
+                if let Some(field) = present([
+                    ("message", self.message.is_some()),
+                    ("interrupt", self.interrupt.is_some()),
+                ]) {
+                    return Err(ValidationError::new(
+                        field,
                         "`message` and `interrupt` only apply to a deny",
-                    ));
+                    )
+                    .into());
                 }
                 Ok(Answer::Allow {
                     updated_input: self
@@ -350,10 +375,15 @@ impl RespondBody {
                 })
             }
             (Some(Decision::Deny), None) => {
-                if self.updated_input.is_some() || self.always.is_some() {
-                    return Err(ApiError::bad_request(
+                if let Some(field) = present([
+                    ("updated_input", self.updated_input.is_some()),
+                    ("always", self.always.is_some()),
+                ]) {
+                    return Err(ValidationError::new(
+                        field,
                         "`updated_input` and `always` only apply to an allow",
-                    ));
+                    )
+                    .into());
                 }
                 Ok(Answer::Deny {
                     message: self.message,
@@ -399,9 +429,7 @@ pub async fn cancel(
         .filter(|r| !r.trim().is_empty())
         .map(|r| format!("Cancelled by the agent: {}", r.trim()));
     if reason.as_ref().is_some_and(|r| r.chars().count() > 4096) {
-        return Err(ApiError::bad_request(
-            "reason: is longer than 4096 characters",
-        ));
+        return Err(ValidationError::new("reason", "is longer than 4096 characters").into());
     }
     let resolved = state
         .registry
@@ -425,16 +453,17 @@ pub async fn audit(
 ) -> Result<Json<Value>, ApiError> {
     let limit = params.limit.unwrap_or(100);
     if limit == 0 || limit > 1000 {
-        return Err(ApiError::bad_request("limit: must be between 1 and 1000"));
+        return Err(ValidationError::new("limit", "must be between 1 and 1000").into());
     }
     let since = params
         .since
         .as_deref()
         .map(|s| {
             s.parse::<jiff::Timestamp>().map_err(|_| {
-                ApiError::bad_request(
-                    "since: expected an RFC 3339 time such as 2026-11-22T08:00:00Z",
-                )
+                ApiError::from(ValidationError::new(
+                    "since",
+                    "expected an RFC 3339 time such as 2026-11-22T08:00:00Z",
+                ))
             })
         })
         .transpose()?;

@@ -9,7 +9,10 @@ use std::sync::Arc;
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde::ser::SerializeMap;
+use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::interaction::{Interaction, RegistryError, ValidationError};
 use crate::store::StoreError;
@@ -20,7 +23,9 @@ pub struct ApiError {
     status: StatusCode,
     code: &'static str,
     message: String,
-    extra: Map<String, Value>,
+    /// Further fields of the error object, each as its JSON text: an interaction in them is
+    /// written as kept, never through a [`Value`] (which would rewrite some numbers).
+    extra: Vec<(String, Box<RawValue>)>,
 }
 
 impl ApiError {
@@ -30,14 +35,26 @@ impl ApiError {
             status,
             code,
             message: message.into(),
-            extra: Map::new(),
+            extra: Vec::new(),
         }
     }
 
-    /// Adds a field to the error object.
-    pub fn with(mut self, key: &str, value: Value) -> Self {
-        self.extra.insert(key.to_string(), value);
+    /// Adds a field to the error object (replacing one of the same name).
+    pub fn with(mut self, key: &str, value: impl Serialize) -> Self {
+        // Everything imrelay puts here serializes; a value that did not is left out.
+        if let Ok(raw) = serde_json::value::to_raw_value(&value) {
+            self.extra.retain(|(k, _)| k != key);
+            self.extra.push((key.to_string(), raw));
+        }
         self
+    }
+
+    /// The offending field named in the error object, if any.
+    pub fn field(&self) -> Option<&str> {
+        self.extra
+            .iter()
+            .find(|(k, _)| k == "field")
+            .and_then(|(_, v)| serde_json::from_str(v.get()).ok())
     }
 
     /// 400 `invalid_request`.
@@ -82,8 +99,8 @@ impl ApiError {
             "already_resolved",
             format!("interaction {} is already resolved: {summary}", i.id),
         )
-        .with("resolution", json!(i.resolution))
-        .with("interaction", json!(i))
+        .with("resolution", &i.resolution)
+        .with("interaction", &**i)
     }
 }
 
@@ -129,20 +146,51 @@ impl From<RegistryError> for ApiError {
                     existing.id
                 ),
             )
-            .with("interaction", json!(existing)),
+            .with("interaction", &*existing),
             RegistryError::AlreadyResolved(i) => Self::already_resolved(&i),
             RegistryError::Store(s) => s.into(),
         }
     }
 }
 
+/// `{"error": {"code", "message", ...extra}}`.
+struct Body<'a>(&'a ApiError);
+
+impl Serialize for Body<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        struct Fields<'a>(&'a ApiError);
+        impl Serialize for Fields<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let e = self.0;
+                let mut m = s.serialize_map(Some(2 + e.extra.len()))?;
+                m.serialize_entry("code", e.code)?;
+                m.serialize_entry("message", &e.message)?;
+                for (k, v) in &e.extra {
+                    m.serialize_entry(k, v)?;
+                }
+                m.end()
+            }
+        }
+        let mut m = s.serialize_map(Some(1))?;
+        m.serialize_entry("error", &Fields(self.0))?;
+        m.end()
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut body = Map::new();
-        body.insert("code".into(), Value::String(self.code.into()));
-        body.insert("message".into(), Value::String(self.message));
-        body.extend(self.extra);
-        let mut resp = (self.status, axum::Json(json!({ "error": body }))).into_response();
+        let body = serde_json::to_vec(&Body(&self)).unwrap_or_else(|_| {
+            br#"{"error":{"code":"internal","message":"the error could not be encoded"}}"#.to_vec()
+        });
+        let mut resp = (
+            self.status,
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
+            body,
+        )
+            .into_response();
         if self.status == StatusCode::UNAUTHORIZED {
             resp.headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));

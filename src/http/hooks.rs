@@ -29,20 +29,23 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::Json;
 use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
 use prometheus_client::metrics::gauge::Gauge;
-use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::AppState;
+use super::api::json_response;
 use super::error::ApiError;
 use super::extract::ApiJson;
 use crate::config::OnTimeout;
 use crate::interaction::{
-    Interaction, InteractionId, Kind, NewInteraction, Outcome, PermissionResult, Registry,
-    RegistryError, canonical_json,
+    Input, Interaction, InteractionId, Kind, NewInteraction, Outcome, PermissionResult, Registry,
+    RegistryError, ValidationError, canonical_json, valid_suggestions,
 };
 use crate::metrics::Metrics;
 use crate::store::BOUND_VALUE_PREFIX;
@@ -199,17 +202,33 @@ fn generation_of(base: &str, id: &str) -> Option<u64> {
         .filter(|g| *g >= 2)
 }
 
-/// The fields imrelay reads from a `PreToolUse` or `PermissionRequest` hook input (others
-/// are ignored).
+/// The fields imrelay reads from a hook input (others are ignored), each as its JSON text:
+/// the event name decides whether the others are read at all, and `tool_input` is kept as
+/// Claude Code wrote it.
 #[derive(Debug, Deserialize)]
-pub struct HookInput {
-    session_id: Option<String>,
-    cwd: Option<String>,
-    tool_name: Option<String>,
-    tool_input: Option<Value>,
-    tool_use_id: Option<String>,
-    permission_suggestions: Option<Value>,
-    agent_type: Option<String>,
+pub struct HookBody {
+    hook_event_name: Option<Box<RawValue>>,
+    session_id: Option<Box<RawValue>>,
+    cwd: Option<Box<RawValue>>,
+    tool_name: Option<Box<RawValue>>,
+    tool_input: Option<Box<RawValue>>,
+    tool_use_id: Option<Box<RawValue>>,
+    permission_suggestions: Option<Box<RawValue>>,
+    agent_type: Option<Box<RawValue>>,
+}
+
+/// Field `name` of a hook input for `event` read as a `T`; absent or `null` is `None`.
+fn field<T: serde::de::DeserializeOwned>(
+    raw: &Option<Box<RawValue>>,
+    name: &str,
+    expected: &str,
+    event: &str,
+) -> Result<Option<T>, ValidationError> {
+    raw.as_deref()
+        .map(|r| serde_json::from_str::<Option<T>>(r.get()))
+        .transpose()
+        .map(Option::flatten)
+        .map_err(|_| ValidationError::new(name, format!("expected {expected} in {event} input")))
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -250,56 +269,80 @@ fn derived_base(session: &str, tool: &str, input: &Map<String, Value>) -> String
 /// `POST /v1/hooks/claude-code`
 pub async fn claude_code(
     State(state): State<AppState>,
-    ApiJson(body): ApiJson<Value>,
-) -> Result<Json<Value>, ApiError> {
+    ApiJson(hook): ApiJson<HookBody>,
+) -> Result<Response, ApiError> {
     // The event name first: other events get no opinion, whatever the rest of their input.
-    let event = match body.get("hook_event_name") {
-        Some(Value::String(name)) if name == "PreToolUse" => Event::PreToolUse,
-        Some(Value::String(name)) if name == "PermissionRequest" => Event::PermissionRequest,
-        Some(Value::String(_)) => return Ok(Json(json!({}))),
-        _ => {
-            return Err(ApiError::bad_request("hook_event_name: expected a string")
-                .with("field", json!("hook_event_name")));
+    let event = match field::<String>(&hook.hook_event_name, "hook_event_name", "a string", "hook")
+    {
+        Ok(Some(name)) if name == "PreToolUse" => Event::PreToolUse,
+        Ok(Some(name)) if name == "PermissionRequest" => Event::PermissionRequest,
+        Ok(Some(_)) => return Ok(json_response(StatusCode::OK, &HookOutput::NONE)),
+        Ok(None) | Err(_) => {
+            return Err(ValidationError::new("hook_event_name", "expected a string").into());
         }
     };
-    let hook: HookInput = serde_json::from_value(body)
-        .map_err(|e| ApiError::bad_request(format!("invalid {} input: {e}", event.name())))?;
-    let tool_name = hook
-        .tool_name
+    let name = event.name();
+    let required = |what: &str| ValidationError::new(what, format!("is required in {name} input"));
+    let string =
+        |raw: &Option<Box<RawValue>>, what: &str| field::<String>(raw, what, "a string", name);
+    let tool_name = string(&hook.tool_name, "tool_name")?
         .filter(|t| !t.is_empty())
-        .ok_or_else(|| ApiError::bad_request("tool_name: is required for this hook event"))?;
-    let input = match hook.tool_input {
-        Some(Value::Object(m)) => m,
-        Some(_) => return Err(ApiError::bad_request("tool_input: expected a JSON object")),
-        None => {
-            return Err(ApiError::bad_request(
-                "tool_input: is required for this hook event",
-            ));
-        }
-    };
+        .ok_or_else(|| required("tool_name"))?;
+    let session_id = string(&hook.session_id, "session_id")?;
+    let cwd = string(&hook.cwd, "cwd")?;
+    let tool_use_id = string(&hook.tool_use_id, "tool_use_id")?;
+    let agent_type = string(&hook.agent_type, "agent_type")?;
+    let permission_suggestions = field::<Value>(
+        &hook.permission_suggestions,
+        "permission_suggestions",
+        "JSON",
+        name,
+    )?;
+    // Kept as Claude Code wrote it: an allow hands exactly this back.
+    let raw_input = hook
+        .tool_input
+        .as_deref()
+        .filter(|r| r.get() != "null")
+        .ok_or_else(|| required("tool_input"))?;
+    let NewInteraction {
+        input, input_text, ..
+    } = NewInteraction::from_json(tool_name.clone(), raw_input).map_err(|e| {
+        ValidationError::new("tool_input", format!("{} in {name} input", e.message))
+    })?;
     let settings = &state.settings.hooks.claude_code;
     let kind = Kind::of_tool(&tool_name);
     // The interaction's deadline never outlives the hook's wait, so every copy on every
     // channel shows the expiry the moment Claude Code gets its answer.
     let default = state.registry.timeout_for(kind, None)?;
     let timeout_secs = default.min(settings.timeout_secs);
-    let agent = match hook.agent_type.as_deref() {
+    let agent = match agent_type.as_deref() {
         Some(t) if !t.is_empty() => format!("claude-code/{t}"),
         _ => "claude-code".to_string(),
     };
+    // Claude Code's suggestions, as far as they fit the SDK's shape: ones that do not are
+    // left out (no "always allow" for them) rather than failing a hook that must answer.
+    let suggestions = permission_suggestions.and_then(|s| {
+        let (kept, left_out) = valid_suggestions(s);
+        for e in left_out {
+            tracing::warn!(tool = %tool_name, error = %e, "a permission suggestion from Claude Code was left out");
+        }
+        kept
+    });
+    let base = derived_base(session_id.as_deref().unwrap_or(""), &tool_name, &input);
     let new = NewInteraction {
         id: None,
         tool_name: tool_name.clone(),
-        input: input.clone(),
-        session: hook.session_id.clone(),
+        input,
+        input_text,
+        session: session_id,
         agent: Some(agent),
         title: None,
         description: None,
-        cwd: hook.cwd,
+        cwd,
         timeout_secs: Some(timeout_secs),
-        suggestions: hook.permission_suggestions,
+        suggestions,
     };
-    let (interaction, attached) = match (event, hook.tool_use_id.filter(|t| !t.is_empty())) {
+    let (interaction, attached) = match (event, tool_use_id.filter(|t| !t.is_empty())) {
         (Event::PreToolUse, Some(tool_use_id)) => {
             let interaction = state
                 .registry
@@ -318,7 +361,6 @@ pub async fn claude_code(
             (interaction, attached)
         }
         _ => {
-            let base = derived_base(hook.session_id.as_deref().unwrap_or(""), &tool_name, &input);
             let (interaction, attached) = create_generation(&state, event, &base, new).await?;
             (interaction, Some(attached))
         }
@@ -335,7 +377,7 @@ async fn wait_and_reply(
     state: &AppState,
     event: Event,
     id: &InteractionId,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let settings = &state.settings.hooks.claude_code;
     let wait = Duration::from_secs(settings.timeout_secs);
     let waited = tokio::select! {
@@ -348,16 +390,24 @@ async fn wait_and_reply(
                 Err(e) => return Err(e.into()),
             };
             if final_state.resolution.as_ref().is_some_and(|r| r.outcome != Outcome::Cancelled) {
-                return Ok(Json(reply(event, &final_state, settings.on_timeout)));
+                return Ok(respond_with(reply(event, &final_state, settings.on_timeout)));
             }
-            return Ok(Json(ask(event, &reason)));
+            return Ok(respond_with(ask(event, reason)));
         }
     };
     let final_state = match waited {
         Some(i) => i,
         None => state.registry.expire(id).await?,
     };
-    Ok(Json(reply(event, &final_state, settings.on_timeout)))
+    Ok(respond_with(reply(
+        event,
+        &final_state,
+        settings.on_timeout,
+    )))
+}
+
+fn respond_with(output: HookOutput<'_>) -> Response {
+    json_response(StatusCode::OK, &output)
 }
 
 /// Creates the first unanswered generation of a derived id, or re-attaches to a pending one,
@@ -429,29 +479,66 @@ async fn create_generation(
     }
 }
 
-fn ask(event: Event, reason: &str) -> Value {
+/// What the hook answers: `{}` (no opinion) or `{"hookSpecificOutput": {...}}`. Written
+/// straight from the interaction, so `updatedInput` is the input's text as kept.
+#[derive(Debug, Serialize)]
+struct HookOutput<'a> {
+    #[serde(rename = "hookSpecificOutput", skip_serializing_if = "Option::is_none")]
+    specific: Option<Specific<'a>>,
+}
+
+impl HookOutput<'_> {
+    /// No opinion.
+    const NONE: HookOutput<'static> = HookOutput { specific: None };
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Specific<'a> {
+    hook_event_name: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    permission_decision: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    permission_decision_reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    updated_input: Option<&'a Input>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    decision: Option<&'a PermissionResult>,
+}
+
+impl Specific<'_> {
+    fn pre_tool_use(decision: &'static str, reason: String) -> Self {
+        Specific {
+            hook_event_name: Event::PreToolUse.name(),
+            permission_decision: Some(decision),
+            permission_decision_reason: Some(reason),
+            updated_input: None,
+            decision: None,
+        }
+    }
+}
+
+fn ask(event: Event, reason: String) -> HookOutput<'static> {
     match event {
-        Event::PreToolUse => json!({"hookSpecificOutput": {
-            "hookEventName": "PreToolUse",
-            "permissionDecision": "ask",
-            "permissionDecisionReason": reason,
-        }}),
+        Event::PreToolUse => HookOutput {
+            specific: Some(Specific::pre_tool_use("ask", reason)),
+        },
         // No decision: Claude Code shows its own permission dialog.
-        Event::PermissionRequest => json!({}),
+        Event::PermissionRequest => HookOutput::NONE,
     }
 }
 
 /// The hook output for a resolved interaction.
-fn reply(event: Event, i: &Interaction, on_timeout: OnTimeout) -> Value {
+fn reply(event: Event, i: &Interaction, on_timeout: OnTimeout) -> HookOutput<'_> {
     let Some(r) = &i.resolution else {
-        return ask(event, "no answer yet");
+        return ask(event, "no answer yet".into());
     };
     if r.outcome == Outcome::Expired && on_timeout == OnTimeout::Ask {
         let reason = format!(
             "{} through imrelay; asking here instead",
             r.message().unwrap_or("No response")
         );
-        return ask(event, &reason);
+        return ask(event, reason);
     }
     let reason = match r.message() {
         Some(m) => m.to_string(),
@@ -463,28 +550,24 @@ fn reply(event: Event, i: &Interaction, on_timeout: OnTimeout) -> Value {
             format!("{s} via {}", r.via)
         }
     };
-    match (event, &r.result) {
-        (Event::PreToolUse, PermissionResult::Allow { updated_input, .. }) => json!({
-            "hookSpecificOutput": {
-                "hookEventName": event.name(),
-                "permissionDecision": "allow",
-                "permissionDecisionReason": reason,
-                "updatedInput": updated_input,
-            }
-        }),
-        (Event::PreToolUse, PermissionResult::Deny { message, .. }) => json!({
-            "hookSpecificOutput": {
-                "hookEventName": event.name(),
-                "permissionDecision": "deny",
-                "permissionDecisionReason": message,
-            }
-        }),
-        (Event::PermissionRequest, result) => json!({
-            "hookSpecificOutput": {
-                "hookEventName": event.name(),
-                "decision": result,
-            }
-        }),
+    let specific = match (event, &r.result) {
+        (Event::PreToolUse, PermissionResult::Allow { updated_input, .. }) => Specific {
+            updated_input: Some(updated_input),
+            ..Specific::pre_tool_use("allow", reason)
+        },
+        (Event::PreToolUse, PermissionResult::Deny { message, .. }) => {
+            Specific::pre_tool_use("deny", message.clone())
+        }
+        (Event::PermissionRequest, result) => Specific {
+            hook_event_name: event.name(),
+            permission_decision: None,
+            permission_decision_reason: None,
+            updated_input: None,
+            decision: Some(result),
+        },
+    };
+    HookOutput {
+        specific: Some(specific),
     }
 }
 
@@ -572,6 +655,7 @@ mod tests {
             tokio::task::yield_now().await;
         }
     }
+    use serde_json::json;
 
     #[test]
     fn derived_ids_are_stable_and_valid() {

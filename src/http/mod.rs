@@ -14,6 +14,12 @@
 //!
 //! Channels with their own inbound endpoints (Telegram and Feishu webhooks, signed webhook
 //! answers) add routes through [`AppState`]-independent routers merged in by the app.
+//!
+//! Every error any route returns, axum's own rejections included, has the shape
+//! `{"error": {"code", "message", "field"?}}` ([`error::ApiError`]): handlers read their
+//! input through the extractors of [`extract`] (never axum's `Json`, `Query`, `Path` or
+//! `Bytes`, whose rejections are plain text), and unknown routes and methods go to JSON
+//! fallbacks that cover the channels' routes too.
 
 pub mod api;
 pub mod auth;
@@ -127,10 +133,12 @@ pub fn router(state: AppState, extra: Router) -> Router {
         .merge(operator)
         .merge(either)
         .merge(open)
+        .with_state(state)
+        // The channels' endpoints before the fallbacks: a method-not-allowed fallback covers
+        // only the routes registered before it.
+        .merge(extra)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .with_state(state)
-        .merge(extra)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
 }
 

@@ -190,14 +190,15 @@ pub fn resolution_for(
             )
         }
         (Kind::Question, Answer::Answers(given)) => {
-            let mut updated_input = interaction.input.map();
-            let questions = parse_questions(&updated_input)?;
+            let questions = parse_questions(&interaction.input.map())?;
             let answers = normalise_answers(&questions, &given)?;
-            updated_input.insert("answers".into(), Value::Object(answers));
             (
                 Outcome::Answered,
                 PermissionResult::Allow {
-                    updated_input: updated_input.into(),
+                    // The rest of the input as the agent wrote it.
+                    updated_input: interaction
+                        .input
+                        .with_member("answers", &Value::Object(answers)),
                     updated_permissions: None,
                 },
             )

@@ -50,12 +50,13 @@ mod events;
 mod model;
 mod question;
 mod registry;
+mod suggestions;
 
 pub use answer::{Answer, MAX_BY_CHARS, Responder, cancelled, expired, resolution_for};
 pub use events::{Event, EventKind, EventLog, Replay};
 pub use model::{
-    ASK_USER_QUESTION, DigestCache, Input, Interaction, InteractionId, Kind, MAX_ID_LEN, Outcome,
-    PermissionResult, Resolution, Via, canonical_json, now,
+    ASK_USER_QUESTION, DigestCache, Input, Interaction, InteractionId, Kind, MAX_ID_LEN, Millis,
+    Outcome, PermissionResult, Resolution, Via, canonical_json, millis, now,
 };
 pub use question::{
     MAX_ANSWER_CHARS, Question, QuestionOption, json_type, normalise_answers, parse_questions,
@@ -63,6 +64,7 @@ pub use question::{
 pub use registry::{
     Created, Lifecycle, LongPoll, NewInteraction, Registry, RegistryConfig, RegistryError,
 };
+pub use suggestions::{DESTINATIONS, valid_suggestions, validate_suggestions};
 
 /// At most `max` characters of `s`, the last of them an ellipsis when it was cut: for text
 /// from outside that goes into logs, the audit trail or a message.

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::ValidationError;
@@ -24,7 +25,9 @@ pub const MAX_ID_LEN: usize = 128;
 /// Identifies one interaction: the agent's idempotency key (normally the SDK's `toolUseID`)
 /// or a UUID v7 assigned by imrelay.
 ///
-/// Ids appear in URLs, so they are restricted to `[A-Za-z0-9._:-]`, 1 to 128 bytes.
+/// Ids appear in URLs, so they are restricted to `[A-Za-z0-9._:-]`, 1 to 128 bytes, and may
+/// not be `.` or `..` (URL normalization removes those path segments: no browser could
+/// answer such an interaction).
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(transparent)]
 pub struct InteractionId(Arc<str>);
@@ -32,6 +35,18 @@ pub struct InteractionId(Arc<str>);
 impl InteractionId {
     /// Validates an id supplied from outside.
     pub fn parse(raw: &str) -> Result<Self, ValidationError> {
+        if raw == "." || raw == ".." {
+            return Err(ValidationError::new(
+                "id",
+                "may not be `.` or `..`: URLs cannot carry those as a path segment",
+            ));
+        }
+        Self::stored(raw)
+    }
+
+    /// Validates an id read back from the store: as [`InteractionId::parse`], but a dot
+    /// segment that an earlier version accepted is still read.
+    pub fn stored(raw: &str) -> Result<Self, ValidationError> {
         if raw.is_empty() || raw.len() > MAX_ID_LEN {
             return Err(ValidationError::new(
                 "id",
@@ -64,7 +79,7 @@ impl InteractionId {
 impl<'de> Deserialize<'de> for InteractionId {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let raw = String::deserialize(d)?;
-        Self::parse(&raw).map_err(serde::de::Error::custom)
+        Self::stored(&raw).map_err(serde::de::Error::custom)
     }
 }
 
@@ -288,6 +303,7 @@ pub struct Resolution {
     /// The channel the answer came through.
     pub via: Via,
     /// When it was resolved.
+    #[serde(serialize_with = "millis")]
     pub at: Timestamp,
     /// What the agent receives.
     pub result: PermissionResult,
@@ -322,6 +338,12 @@ impl Resolution {
 /// Pending interactions stay in memory until they are answered; as text an input takes a
 /// fraction of the room of its parsed tree, is written out by copying, and a resolved copy
 /// of an interaction clones it cheaply. Readers parse it with [`Input::map`].
+///
+/// An input that arrived as text ([`Input::from_json`]) keeps it as written, so the agent
+/// gets back exactly what it sent: a parsed tree would turn `1e2` into `100.0`, `-0` into
+/// `-0.0` and an integer beyond 64 bits into a rounded float. Everything that writes an
+/// input out copies its text ([`Input`]'s `Serialize` writes it as raw JSON) rather than
+/// going through [`Value`].
 #[derive(Clone)]
 pub struct Input(Box<str>);
 
@@ -336,6 +358,58 @@ impl Input {
         )
     }
 
+    /// The input an agent sent as JSON text, exactly as written less the whitespace between
+    /// its tokens. Anything but an object is refused (`field`: `input`).
+    pub fn from_json(raw: &RawValue) -> Result<Self, ValidationError> {
+        let text = raw.get();
+        if !text.starts_with('{') {
+            let found = serde_json::from_str::<Value>(text)
+                .map(|v| super::json_type(&v))
+                .unwrap_or("something else");
+            return Err(ValidationError::new(
+                "input",
+                format!("expected a JSON object, got {found}"),
+            ));
+        }
+        Ok(Input(compact(text).into_boxed_str()))
+    }
+
+    /// The same input with member `key` set to `value`: replaced where it stands, or added
+    /// at the end. Every other member keeps its text as it is.
+    pub fn with_member(&self, key: &str, value: &Value) -> Input {
+        let Some(members) = members(&self.0) else {
+            let mut map = self.map();
+            map.insert(key.to_string(), value.clone());
+            return Input::from_map(&map);
+        };
+        let value = value.to_string();
+        let mut out = String::with_capacity(self.0.len() + key.len() + value.len() + 4);
+        let mut placed = false;
+        let push = |out: &mut String, k: &str, v: &str| {
+            out.push(if out.is_empty() { '{' } else { ',' });
+            // Writing a string into a String cannot fail.
+            out.push_str(&serde_json::to_string(k).unwrap_or_default());
+            out.push(':');
+            out.push_str(v);
+        };
+        for (k, v) in &members {
+            if k != key {
+                push(&mut out, k, v.get());
+            } else if !placed {
+                placed = true;
+                push(&mut out, k, &value);
+            }
+        }
+        if !placed {
+            push(&mut out, key, &value);
+        }
+        if out.is_empty() {
+            out.push('{');
+        }
+        out.push('}');
+        Input(out.into_boxed_str())
+    }
+
     /// The object, parsed.
     pub fn map(&self) -> Map<String, Value> {
         // The text was written from a map (or checked to be an object when read back).
@@ -346,6 +420,52 @@ impl Input {
     pub fn as_json(&self) -> &str {
         &self.0
     }
+}
+
+/// `json` (valid JSON) without the whitespace between its tokens.
+fn compact(json: &str) -> String {
+    let mut out = Vec::with_capacity(json.len());
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in json.as_bytes() {
+        if in_string {
+            out.push(b);
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+        } else if !matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
+            in_string = b == b'"';
+            out.push(b);
+        }
+    }
+    // Only ASCII whitespace was left out, so the rest is still UTF-8.
+    String::from_utf8(out).unwrap_or_else(|_| json.to_string())
+}
+
+/// The members of a JSON object, each value as its text; `None` if `json` is not an object.
+fn members(json: &str) -> Option<Vec<(String, &RawValue)>> {
+    struct Members;
+    impl<'de> serde::de::Visitor<'de> for Members {
+        type Value = Vec<(String, &'de RawValue)>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut m: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::with_capacity(m.size_hint().unwrap_or(4));
+            while let Some(member) = m.next_entry()? {
+                out.push(member);
+            }
+            Ok(out)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(json);
+    serde::Deserializer::deserialize_map(&mut de, Members).ok()
 }
 
 impl Default for Input {
@@ -422,7 +542,8 @@ pub struct Interaction {
     /// The agent's working directory.
     #[serde(default)]
     pub cwd: Option<Box<str>>,
-    /// Permission suggestions offered by the agent (opaque; applied by "always allow").
+    /// Permission suggestions offered by the agent: the SDK's permission updates, applied by
+    /// "always allow" (checked when the interaction was created).
     /// Boxed, like the resolution: most interactions have none, and pending interactions
     /// are held in memory.
     #[serde(default)]
@@ -585,8 +706,8 @@ impl Serialize for Interaction {
         if self.suggestions.is_some() {
             st.serialize_field("suggestions", &self.suggestions)?;
         }
-        st.serialize_field("created_at", &self.created_at)?;
-        st.serialize_field("deadline", &self.deadline)?;
+        st.serialize_field("created_at", &Millis(self.created_at))?;
+        st.serialize_field("deadline", &Millis(self.deadline))?;
         st.serialize_field("timeout_secs", &self.timeout_secs)?;
         st.serialize_field("resolution", &self.resolution)?;
         st.end()
@@ -638,6 +759,35 @@ fn write_canonical_object<W: std::io::Write>(
     w.write_all(b"}")
 }
 
+/// A time as imrelay writes every time it emits (API, events, audit trail, webhooks): RFC 3339
+/// in UTC with three fractional digits, `2026-11-22T08:36:19.090Z`. (A bare [`Timestamp`]
+/// drops trailing zeros: `…:19.09Z`.) Every time imrelay makes is a whole millisecond
+/// ([`now`]); a finer one (given by code embedding the registry) keeps its further digits
+/// rather than being cut.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Millis(pub Timestamp);
+
+impl fmt::Display for Millis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.subsec_nanosecond() % 1_000_000 == 0 {
+            write!(f, "{:.3}", self.0)
+        } else {
+            write!(f, "{}", self.0)
+        }
+    }
+}
+
+impl Serialize for Millis {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// Writes `t` as [`Millis`]: for `#[serde(serialize_with = "millis")]`.
+pub fn millis<S: serde::Serializer>(t: &Timestamp, s: S) -> Result<S::Ok, S::Error> {
+    Millis(*t).serialize(s)
+}
+
 /// The current time, truncated to milliseconds (the precision imrelay stores).
 pub fn now() -> Timestamp {
     let ms = Timestamp::now().as_millisecond();
@@ -674,6 +824,45 @@ mod tests {
 
     use serde_json::json;
 
+    fn raw(text: &str) -> Box<RawValue> {
+        serde_json::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn an_input_sent_as_text_keeps_its_numbers_and_loses_only_whitespace() {
+        let sent = "{ \"n\" : 1e2 ,\n\t\"z\": -0, \"big\": 18446744073709551617,\r\n \"s\": \" a\\\" {b} \\\\\" }";
+        let input = Input::from_json(&raw(sent)).unwrap();
+        assert_eq!(
+            input.as_json(),
+            r#"{"n":1e2,"z":-0,"big":18446744073709551617,"s":" a\" {b} \\"}"#
+        );
+        assert_eq!(serde_json::to_string(&input).unwrap(), input.as_json());
+        assert_eq!(input.map()["s"], json!(" a\" {b} \\"));
+        for not_an_object in ["[1]", "\"{}\"", "3", "null"] {
+            let err = Input::from_json(&raw(not_an_object)).unwrap_err();
+            assert_eq!(err.field, "input", "{not_an_object}");
+        }
+    }
+
+    #[test]
+    fn a_member_is_set_and_the_rest_keeps_its_text() {
+        let input =
+            Input::from_json(&raw(r#"{"a": 1e2, "answers": 0, "b": [-0], "answers": 1}"#)).unwrap();
+        let answered = input.with_member("answers", &json!({"Q?": "x"}));
+        assert_eq!(
+            answered.as_json(),
+            r#"{"a":1e2,"answers":{"Q?":"x"},"b":[-0]}"#
+        );
+        let added = Input::from_json(&raw(r#"{"k\u00e9": 5e-1}"#))
+            .unwrap()
+            .with_member("answers", &json!({}));
+        assert_eq!(added.as_json(), r#"{"ké":5e-1,"answers":{}}"#);
+        assert_eq!(
+            Input::default().with_member("a", &json!(1)).as_json(),
+            r#"{"a":1}"#
+        );
+    }
+
     #[test]
     fn a_primed_digest_is_the_digest_computed_from_the_text() {
         let Value::Object(m) = json!({"command": "ls", "n": [1, {"b": true, "a": null}]}) else {
@@ -697,6 +886,14 @@ mod tests {
         assert_eq!(err.field, "id");
         assert!(InteractionId::parse("with space").is_err());
         assert!(InteractionId::parse("a/b").is_err());
+        // Dot segments: a URL with them is normalized before it is sent.
+        assert_eq!(InteractionId::parse(".").unwrap_err().field, "id");
+        assert!(InteractionId::parse("..").is_err());
+        assert!(InteractionId::parse("...").is_ok());
+        assert!(InteractionId::parse(".a").is_ok());
+        // ...but one stored by an earlier version is still read back.
+        let stored: InteractionId = serde_json::from_str("\"..\"").unwrap();
+        assert_eq!(stored.as_str(), "..");
         assert!(InteractionId::parse(&"x".repeat(129)).is_err());
         assert!(InteractionId::parse(&"x".repeat(128)).is_ok());
     }
@@ -747,6 +944,27 @@ mod tests {
         );
         let reordered = json!({"a": true, "b": [1, {"x": null, "y": "é\""}]});
         assert_eq!(canonical_json(&a), canonical_json(&reordered));
+    }
+
+    #[test]
+    fn every_time_is_written_with_three_fractional_digits() {
+        // Times whose milliseconds end in zeros, which a bare timestamp would drop.
+        let created = Timestamp::from_millisecond(1_763_800_579_090).unwrap();
+        let id = InteractionId::parse("t").unwrap();
+        let i = Interaction::pending(id, "Bash", Input::default(), created, 60);
+        let at = Timestamp::from_millisecond(1_763_800_580_000).unwrap();
+        let r = i.resolved(crate::interaction::expired(&i, at));
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["created_at"], "2025-11-22T08:36:19.090Z");
+        assert_eq!(v["deadline"], "2025-11-22T08:37:19.090Z");
+        assert_eq!(v["resolution"]["at"], "2025-11-22T08:36:20.000Z");
+        assert_eq!(Millis(at).to_string(), "2025-11-22T08:36:20.000Z");
+        // A finer time is not cut.
+        let fine = Timestamp::from_nanosecond(1_763_800_580_000_100_000).unwrap();
+        assert_eq!(Millis(fine).to_string(), "2025-11-22T08:36:20.0001Z");
+        // Read back as the same times.
+        let back: Interaction = serde_json::from_value(v).unwrap();
+        assert_eq!(back, r);
     }
 
     #[test]

@@ -78,6 +78,11 @@ pub struct NewInteraction {
     pub tool_name: String,
     /// The tool input, exactly as `canUseTool` received it.
     pub input: Map<String, Value>,
+    /// The input's JSON text as the agent sent it, if it sent text: the interaction keeps it
+    /// as its input, so the agent gets back exactly what it sent (a parsed [`Value`] rewrites
+    /// some numbers). `input` must be its parsed form, as [`NewInteraction::from_json`] makes
+    /// both. `None`: the input is written out from `input`.
+    pub input_text: Option<Input>,
     /// The agent's session label.
     pub session: Option<String>,
     /// Which agent is asking.
@@ -90,7 +95,8 @@ pub struct NewInteraction {
     pub cwd: Option<String>,
     /// Requested timeout in seconds (clamped to the configured maximum).
     pub timeout_secs: Option<u64>,
-    /// Permission suggestions ("always allow" rules) the agent offers.
+    /// Permission suggestions ("always allow" rules) the agent offers: an array of the SDK's
+    /// permission updates (see [`super::validate_suggestions`]); `[]` is none.
     pub suggestions: Option<Value>,
 }
 
@@ -102,6 +108,21 @@ impl NewInteraction {
             input,
             ..Self::default()
         }
+    }
+
+    /// A request with just a tool name and an input the agent sent as JSON text, which the
+    /// interaction keeps as written (see [`NewInteraction::input_text`]).
+    pub fn from_json(
+        tool_name: impl Into<String>,
+        input: &serde_json::value::RawValue,
+    ) -> Result<Self, ValidationError> {
+        let text = Input::from_json(input)?;
+        let map = serde_json::from_str(text.as_json())
+            .map_err(|e| ValidationError::new("input", e.to_string()))?;
+        Ok(Self {
+            input_text: Some(text),
+            ..Self::new(tool_name, map)
+        })
     }
 }
 
@@ -304,7 +325,9 @@ fn created_record(i: &Interaction) -> AuditRecord {
     }
 }
 
-/// `actor` names who answered for the audit (a stable identity); default: `r.by`.
+/// `actor` names who answered for the audit (a stable identity); default: `r.by`. An answer
+/// that named nobody is anonymous (no actor); `system` is imrelay itself: an expiry, or a
+/// cancellation that names nobody else.
 fn resolved_record(i: &Interaction, r: &Resolution, actor: Option<&str>) -> AuditRecord {
     use super::Outcome;
     AuditRecord {
@@ -315,12 +338,12 @@ fn resolved_record(i: &Interaction, r: &Resolution, actor: Option<&str>) -> Audi
             Outcome::Cancelled => Action::Cancelled,
         },
         interaction_id: Some(i.id.as_str().to_string()),
-        actor: Some(
-            actor
-                .map(str::to_string)
-                .or_else(|| r.by.clone())
-                .unwrap_or_else(|| "system".into()),
-        ),
+        actor: actor
+            .map(str::to_string)
+            .or_else(|| r.by.clone())
+            .or_else(|| {
+                matches!(r.outcome, Outcome::Expired | Outcome::Cancelled).then(|| "system".into())
+            }),
         channel: r.via.as_str().to_string(),
         outcome: r.outcome.as_str().into(),
         input_hash: Some(i.input_digest()),
@@ -475,6 +498,11 @@ impl Registry {
         check_len(&new.title, "title", MAX_TEXT)?;
         check_len(&new.description, "description", MAX_TEXT)?;
         check_len(&new.cwd, "cwd", MAX_TEXT)?;
+        let suggestions = new
+            .suggestions
+            .map(super::validate_suggestions)
+            .transpose()?
+            .flatten();
         let kind = Kind::of_tool(&new.tool_name);
         if kind == Kind::Question {
             parse_questions(&new.input)?;
@@ -486,11 +514,12 @@ impl Registry {
             title: new.title.map(String::into_boxed_str),
             description: new.description.map(String::into_boxed_str),
             cwd: new.cwd.map(String::into_boxed_str),
-            suggestions: new.suggestions.map(Box::new),
+            suggestions: suggestions.map(Box::new),
             ..Interaction::pending(
                 id,
                 new.tool_name,
-                Input::from_map(&new.input),
+                new.input_text
+                    .unwrap_or_else(|| Input::from_map(&new.input)),
                 now(),
                 timeout_secs,
             )

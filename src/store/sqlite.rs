@@ -1280,7 +1280,7 @@ impl Store for SqliteStore {
                 channel,
                 address,
                 message_ref,
-                interaction_id: InteractionId::parse(&id).map_err(corrupt)?,
+                interaction_id: InteractionId::stored(&id).map_err(corrupt)?,
                 state: parse_state(state)?,
                 created_at: from_ms(created),
             }))
@@ -1371,7 +1371,7 @@ impl Store for SqliteStore {
                             channel,
                             kind,
                             interaction_id: match iid {
-                                Some(s) => Some(InteractionId::parse(&s).map_err(corrupt)?),
+                                Some(s) => Some(InteractionId::stored(&s).map_err(corrupt)?),
                                 None => None,
                             },
                             payload: serde_json::from_str(&payload).map_err(corrupt)?,

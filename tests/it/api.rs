@@ -436,6 +436,56 @@ async fn get_shows_status_and_resolution() {
     assert_eq!(body["resolution"], Value::Null);
 }
 
+/// Whether `v` is a time as the API documents them: RFC 3339 UTC with exactly three
+/// fractional digits.
+fn is_millisecond_time(v: &Value) -> bool {
+    let Some(s) = v.as_str() else { return false };
+    let b = s.as_bytes();
+    b.len() == 24
+        && s.ends_with('Z')
+        && b[19] == b'.'
+        && b[20..23].iter().all(u8::is_ascii_digit)
+        && s.parse::<jiff::Timestamp>().is_ok()
+}
+
+#[tokio::test]
+async fn every_time_has_millisecond_precision_in_the_api_events_and_audit() {
+    let app = spawn_app().await;
+    let mut events = Sse::connect(&app, None).await;
+    // Until a creation and a resolution have each fallen on a whole ten milliseconds (whose
+    // trailing zeros a bare timestamp drops), at most 300 interactions.
+    let (mut round_created, mut round_resolved) = (false, false);
+    let mut n = 0;
+    while !(round_created && round_resolved) {
+        assert!(n < 300, "no round millisecond in {n} interactions");
+        let id = app.create_bash(&format!("ms-{n}"), "ls").await;
+        let (_, body) = app.respond(&id, &json!({"decision": "allow"})).await;
+        let i = &body["interaction"];
+        for t in [&i["created_at"], &i["deadline"], &body["resolution"]["at"]] {
+            assert!(is_millisecond_time(t), "{t} in {body}");
+        }
+        let ms = |t: &Value| t.as_str().unwrap()[20..23].ends_with('0');
+        round_created |= ms(&i["created_at"]);
+        round_resolved |= ms(&body["resolution"]["at"]);
+        n += 1;
+    }
+    let mut resolved_seen = 0;
+    while resolved_seen < n {
+        let ev = events.next().await;
+        for t in [&ev.data["created_at"], &ev.data["deadline"]] {
+            assert!(is_millisecond_time(t), "{t} in {:?}", ev.data);
+        }
+        if ev.event == "interaction.resolved" {
+            assert!(is_millisecond_time(&ev.data["resolution"]["at"]));
+            resolved_seen += 1;
+        }
+    }
+    let (_, audit) = app.get("/v1/audit?limit=1000").await;
+    let entries = audit["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 2 * n);
+    assert!(entries.iter().all(|e| is_millisecond_time(&e["at"])));
+}
+
 #[tokio::test]
 async fn shutdown_answers_in_flight_long_polls_and_hooks() {
     let app = spawn_app().await;

@@ -94,6 +94,47 @@ async fn every_state_change_and_refusal_is_recorded() {
 }
 
 #[tokio::test]
+async fn an_answer_without_a_name_is_anonymous_not_system() {
+    let app = spawn_app().await;
+    let id = app.create_bash("anon-1", "ls").await;
+    let (status, body) = app.respond(&id, &json!({"decision": "allow"})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["resolution"]["by"], Value::Null, "{body}");
+    assert_eq!(body["resolution"]["via"], "api");
+    // A blank name is no name either.
+    let blank = app.create_bash("anon-2", "ls").await;
+    let (_, body) = app
+        .respond(&blank, &json!({"decision": "deny", "by": "  "}))
+        .await;
+    assert_eq!(body["resolution"]["by"], Value::Null, "{body}");
+    assert_eq!(body["result"]["message"], "Denied via api");
+    // Shut down under a waiting hook: imrelay itself cancelled it, and says so.
+    let third = app.create_bash("anon-3", "ls").await;
+    app.registry
+        .cancel(
+            &imrelay::interaction::InteractionId::parse(&third).unwrap(),
+            None,
+            None,
+        )
+        .await
+        .unwrap();
+
+    let all = entries(&app).await;
+    let entry = |action: &str, id: &str| {
+        all.iter()
+            .find(|e| e["action"] == action && e["interaction_id"] == id)
+            .unwrap_or_else(|| panic!("no {action} entry for {id}: {all:?}"))
+            .clone()
+    };
+    for id in ["anon-1", "anon-2"] {
+        let answered = entry("answered", id);
+        assert_eq!(answered["actor"], Value::Null, "{answered}");
+        assert_eq!(answered["channel"], "api");
+    }
+    assert_eq!(entry("cancelled", "anon-3")["actor"], "system");
+}
+
+#[tokio::test]
 async fn the_api_pages_through_the_trail() {
     let app = spawn_app().await;
     for n in 0..5 {
@@ -324,4 +365,33 @@ async fn a_backup_taken_while_the_server_runs_is_a_complete_verified_copy() {
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["status"], "pending");
     restored.stop().await;
+}
+
+#[tokio::test]
+async fn the_audit_table_shows_names_and_messages_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("audit.db");
+    {
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&db, Synchronous::Normal).unwrap());
+        let app = spawn_on(settings(), store).await;
+        let id = app.create_bash("esc-1", "ls").await;
+        let (status, _) = app
+            .respond(
+                &id,
+                &json!({"decision": "deny", "by": "eve\nforged line", "message": "no\u{1b}[2J\u{9b}"}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK);
+        app.stop().await;
+    }
+    let (ok, table, err) = cli(&db, &["audit"]);
+    assert!(ok, "{err}");
+    // A header and two entries: nothing in them started a line of its own.
+    assert_eq!(table.lines().count(), 3, "{table}");
+    assert!(
+        !table.contains('\u{1b}') && !table.contains('\u{9b}'),
+        "{table:?}"
+    );
+    assert!(table.contains(r"eve\nforged line"), "{table}");
+    assert!(table.contains(r"no\u{1b}[2J\u{9b}"), "{table}");
 }

@@ -52,6 +52,52 @@ async fn pre_tool_use_allow() {
 }
 
 #[tokio::test]
+async fn permission_suggestions_that_do_not_fit_are_left_out_and_the_hook_still_decides() {
+    let app = spawn_app().await;
+    let good = json!({"type": "addRules", "rules": [{"toolName": "Bash", "ruleContent": "npm test:*"}],
+                      "behavior": "allow", "destination": "localSettings"});
+    for (n, (suggestions, kept)) in [
+        (json!("x"), Value::Null),
+        (json!({}), Value::Null),
+        (json!([]), Value::Null),
+        (json!([5, good, {"type": "grantAll"}]), json!([good])),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut body = fixture("claude-code/permission_request.json");
+        body["session_id"] = json!(format!("sugg-{n}"));
+        body["permission_suggestions"] = suggestions.clone();
+        let hook = post_hook(&app, body);
+        let i = pending_one(&app).await;
+        assert_eq!(
+            i.get("suggestions").cloned().unwrap_or(Value::Null),
+            kept,
+            "{suggestions}"
+        );
+        let always = !kept.is_null();
+        let id = i["id"].as_str().unwrap();
+        let (status, answer) = app
+            .respond(id, &json!({"decision": "allow", "always": always}))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+        let (status, out) = hook.await.unwrap();
+        assert_eq!(status, StatusCode::OK, "{suggestions}: {out}");
+        let decision = &out["hookSpecificOutput"]["decision"];
+        assert_eq!(decision["behavior"], "allow", "{out}");
+        if always {
+            assert_eq!(
+                decision["updatedPermissions"][0]["destination"], "session",
+                "{out}"
+            );
+            assert_eq!(decision["updatedPermissions"].as_array().unwrap().len(), 1);
+        } else {
+            assert!(decision.get("updatedPermissions").is_none(), "{out}");
+        }
+    }
+}
+
+#[tokio::test]
 async fn pre_tool_use_deny() {
     let app = spawn_app().await;
     let hook = post_hook(&app, fixture("claude-code/pre_tool_use.json"));

@@ -146,6 +146,33 @@ impl Browser {
         r["result"]["value"].clone()
     }
 
+    /// With `IMRELAY_TEST_SCREENSHOTS` set to a directory, saves the page as it looks on a
+    /// desktop (1280 px wide) and a phone (390 px) there, as `<name>-1280.png` and
+    /// `<name>-390.png`: to look at, not compared.
+    async fn screenshots(&mut self, name: &str) {
+        let Some(dir) = std::env::var_os("IMRELAY_TEST_SCREENSHOTS") else {
+            return;
+        };
+        use base64::Engine;
+        for (width, mobile) in [(1280, false), (390, true)] {
+            self.call(
+                "Emulation.setDeviceMetricsOverride",
+                json!({"width": width, "height": 800, "deviceScaleFactor": 1, "mobile": mobile}),
+            )
+            .await;
+            let shot = self
+                .call("Page.captureScreenshot", json!({"format": "png"}))
+                .await;
+            let png = base64::engine::general_purpose::STANDARD
+                .decode(shot["data"].as_str().unwrap())
+                .unwrap();
+            let path = PathBuf::from(&dir).join(format!("{name}-{width}.png"));
+            std::fs::write(&path, png).unwrap();
+        }
+        self.call("Emulation.clearDeviceMetricsOverride", json!({}))
+            .await;
+    }
+
     /// Waits until `expr` is true in the page.
     async fn until(&mut self, what: &str, expr: &str) {
         let deadline = Instant::now() + Duration::from_secs(15);
@@ -154,6 +181,31 @@ impl Browser {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+}
+
+/// Which of the page's panels shows: `login`, `name-panel` or `main` (joined if several).
+async fn visible(b: &mut Browser) -> Value {
+    b.eval(
+        "['login', 'name-panel', 'main'].filter(id => !document.getElementById(id).hidden).join(',')",
+    )
+    .await
+}
+
+/// Gives the name the inbox asks for on a browser's first visit.
+async fn give_name(b: &mut Browser, name: &str) {
+    b.until(
+        "the name prompt",
+        "document.getElementById('name-panel')?.hidden === false",
+    )
+    .await;
+    b.eval(&format!(
+        "document.getElementById('who').value = {}; \
+         document.querySelector('#name-form button[type=submit]').click()",
+        json!(name)
+    ))
+    .await;
+    b.until("the inbox", "!document.getElementById('main').hidden")
+        .await;
 }
 
 /// JavaScript for the card of interaction `id` in list `list` (`pending` or `recent`).
@@ -209,12 +261,29 @@ async fn the_inbox_answers_and_follows_answers_given_elsewhere() {
         "undefined:0"
     );
 
-    // Approve as Dana.
+    // A browser that has not answered before asks who is answering, once, before it shows
+    // anything to answer.
+    assert_eq!(visible(&mut b).await, "name-panel");
+    b.screenshots("inbox-name-prompt").await;
     b.eval(
-        "(() => { const w = document.getElementById('who'); w.value = 'Dana'; \
-          w.dispatchEvent(new Event('change')); })()",
+        "document.getElementById('who').value = 'Dana'; \
+            document.querySelector('#name-form button[type=submit]').click()",
     )
     .await;
+    b.until(
+        "the inbox after the name",
+        "!document.getElementById('main').hidden",
+    )
+    .await;
+    assert_eq!(visible(&mut b).await, "main");
+    assert_eq!(
+        b.eval("document.getElementById('who-name').textContent")
+            .await,
+        "Dana"
+    );
+    b.screenshots("inbox-named").await;
+
+    // Approve as Dana.
     b.eval(&format!(
         "{}.querySelector('button.primary').click()",
         card("pending", "ib-approve")
@@ -237,6 +306,33 @@ async fn the_inbox_answers_and_follows_answers_given_elsewhere() {
     )
     .await;
 
+    // Remembered: a reload does not ask again. The name can be changed from the header.
+    b.call("Page.reload", json!({})).await;
+    b.until(
+        "the pending question after the reload",
+        &format!(
+            "!!{} && !document.getElementById('main').hidden",
+            card("pending", "ib-question")
+        ),
+    )
+    .await;
+    assert_eq!(visible(&mut b).await, "main");
+    b.eval("document.getElementById('who-change').click()")
+        .await;
+    assert_eq!(visible(&mut b).await, "name-panel");
+    assert_eq!(b.eval("document.getElementById('who').value").await, "Dana");
+    b.eval(
+        "document.getElementById('who').value = 'Dana Scully'; \
+            document.querySelector('#name-form button[type=submit]').click()",
+    )
+    .await;
+    assert_eq!(visible(&mut b).await, "main");
+    assert_eq!(
+        b.eval("document.getElementById('who-name').textContent")
+            .await,
+        "Dana Scully"
+    );
+
     // The question: one radio, two checkboxes, Submit.
     let q = card("pending", "ib-question");
     b.eval(&format!(
@@ -253,6 +349,7 @@ async fn the_inbox_answers_and_follows_answers_given_elsewhere() {
         out["result"]["updatedInput"]["answers"],
         json!({"Which database?": "SQLite", "Which extras?": "Cache, Queue"})
     );
+    assert_eq!(out["resolution"]["by"], "Dana Scully");
 
     // Answered elsewhere: the card leaves the pending list and says who answered, where.
     app.create_bash("ib-elsewhere", "ls").await;
@@ -344,6 +441,7 @@ async fn after_a_restart_the_inbox_drops_what_was_answered_meanwhile_and_keeps_w
     let mut b = Browser::launch(&bin).await;
     b.call("Page.navigate", json!({"url": first.url("/")}))
         .await;
+    give_name(&mut b, "Hal").await;
     b.until(
         "three pending cards",
         "document.querySelectorAll('#pending .card').length === 3",

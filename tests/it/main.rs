@@ -11,6 +11,7 @@ mod deploy;
 mod feishu;
 mod hooks;
 mod inbox;
+mod numbers;
 mod outbox;
 mod questions;
 mod restart;

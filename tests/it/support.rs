@@ -279,6 +279,8 @@ pub struct SseEvent {
     pub event: String,
     pub id: Option<String>,
     pub data: Value,
+    /// The data as sent.
+    pub raw: String,
 }
 
 impl Sse {
@@ -346,8 +348,14 @@ impl Sse {
             if data.is_empty() && event == "message" {
                 continue; // keep-alive comment
             }
-            let data = serde_json::from_str(&data.join("\n")).unwrap_or(Value::Null);
-            return Some(SseEvent { event, id, data });
+            let raw = data.join("\n");
+            let data = serde_json::from_str(&raw).unwrap_or(Value::Null);
+            return Some(SseEvent {
+                event,
+                id,
+                data,
+                raw,
+            });
         }
     }
 }

@@ -171,6 +171,40 @@ async fn events_are_signed_and_carry_the_interaction_and_respond_url() {
 }
 
 #[tokio::test]
+async fn a_payload_carries_the_input_and_times_as_kept() {
+    let (rx, url) = Receiver::start(&[]).await;
+    let app = spawn_with(|s| {
+        fast(s);
+        s.webhooks = vec![target("oncall", &url)];
+    })
+    .await;
+    let resp = app
+        .client
+        .post(app.url("/v1/interactions"))
+        .header("content-type", "application/json")
+        .body(r#"{"id": "wh-n", "tool_name": "Bash", "input": {"n": 1e2, "z": -0, "big": 18446744073709551617}}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::CREATED);
+    let got = rx.wait_for(1).await;
+    verify(&got[0]);
+    let raw = String::from_utf8_lossy(&got[0].raw);
+    assert!(
+        raw.contains(r#""input":{"n":1e2,"z":-0,"big":18446744073709551617}"#),
+        "{raw}"
+    );
+    for t in [
+        &got[0].body["timestamp"],
+        &got[0].body["data"]["interaction"]["created_at"],
+    ] {
+        let t = t.as_str().unwrap();
+        assert_eq!(t.len(), 24, "{t}");
+        assert_eq!(&t[19..20], ".", "{t}");
+    }
+}
+
+#[tokio::test]
 async fn filters_by_event_session_and_agent() {
     let (rx, url) = Receiver::start(&[]).await;
     let app = spawn_with(|s| {

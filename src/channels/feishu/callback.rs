@@ -28,6 +28,7 @@ use super::card::{self, Action, Cards, Text, other_field, select_field};
 use super::crypto;
 use super::settings::FeishuSettings;
 use crate::http::error::ApiError;
+use crate::http::extract::ApiBytes;
 use crate::interaction::{
     Answer, Interaction, InteractionId, Kind, Outcome, Question, Registry, RegistryError,
     Responder, Via, parse_questions,
@@ -668,7 +669,11 @@ impl Webhook {
     }
 }
 
-async fn endpoint(State(w): State<Arc<Webhook>>, headers: HeaderMap, body: Bytes) -> Response {
+async fn endpoint(
+    State(w): State<Arc<Webhook>>,
+    headers: HeaderMap,
+    ApiBytes(body): ApiBytes,
+) -> Response {
     match w.serve(headers, body).await {
         Ok(r) => r,
         Err(e) => e.into_response(),

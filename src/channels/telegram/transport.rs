@@ -13,7 +13,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -26,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use super::client::Failure;
 use super::{Mode, Telegram};
 use crate::http::error::ApiError;
+use crate::http::extract::ApiBytes;
 use crate::interaction::Via;
 
 /// The header Telegram echoes the webhook secret token in.
@@ -214,7 +214,11 @@ pub(super) fn router(tg: Arc<Telegram>, path: &str) -> Router {
     Router::new().route(path, post(webhook)).with_state(tg)
 }
 
-async fn webhook(State(tg): State<Arc<Telegram>>, headers: HeaderMap, body: Bytes) -> Response {
+async fn webhook(
+    State(tg): State<Arc<Telegram>>,
+    headers: HeaderMap,
+    ApiBytes(body): ApiBytes,
+) -> Response {
     let given = headers
         .get(SECRET_HEADER)
         .map(|v| v.as_bytes())

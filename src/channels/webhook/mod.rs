@@ -19,7 +19,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use axum::Router;
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -32,9 +31,10 @@ use super::Wiring;
 use crate::config::Secret;
 use crate::http::api::{RespondBody, outcome_body, path_id};
 use crate::http::error::ApiError;
-use crate::http::extract::ApiPath;
+use crate::http::extract::{ApiBytes, ApiPath, from_json, from_value};
 use crate::interaction::{
-    Interaction, InteractionId, Lifecycle, Registry, RegistryError, Responder, Via,
+    Interaction, InteractionId, Lifecycle, Millis, Registry, RegistryError, Responder,
+    ValidationError, Via,
 };
 use crate::outbox::{Delivery, OutboxHandler};
 use crate::store::{ClaimedJob, OutboxJob, Store};
@@ -199,23 +199,40 @@ impl Webhooks {
             .contains(name)
     }
 
-    /// The event payload: type, timestamp, id, and data with the interaction and links.
-    fn payload(&self, target: &str, event: WebhookEvent, i: &Interaction, msg_id: &str) -> Value {
+    /// The event payload's text: type, timestamp, id, and data with the interaction and links.
+    /// Written straight from the interaction (its input as kept, not through a [`Value`]).
+    fn payload(&self, target: &str, event: WebhookEvent, i: &Interaction, msg_id: &str) -> String {
+        #[derive(Serialize)]
+        struct Payload<'a> {
+            r#type: &'static str,
+            id: &'a str,
+            timestamp: Millis,
+            data: Data<'a>,
+        }
+        #[derive(Serialize)]
+        struct Data<'a> {
+            interaction: &'a Interaction,
+            resolution: &'a Option<Box<crate::interaction::Resolution>>,
+            respond_url: String,
+            interaction_url: String,
+        }
         let at = match (event, &i.resolution) {
             (WebhookEvent::Resolved, Some(r)) => r.at,
             _ => i.created_at,
         };
-        json!({
-            "type": event.name(),
-            "id": msg_id,
-            "timestamp": at,
-            "data": {
-                "interaction": i,
-                "resolution": i.resolution,
-                "respond_url": format!("{}/v1/webhooks/{target}/respond", self.public_url),
-                "interaction_url": format!("{}/v1/interactions/{}", self.public_url, i.id),
-            }
-        })
+        let payload = Payload {
+            r#type: event.name(),
+            id: msg_id,
+            timestamp: Millis(at),
+            data: Data {
+                interaction: i,
+                resolution: &i.resolution,
+                respond_url: format!("{}/v1/webhooks/{target}/respond", self.public_url),
+                interaction_url: format!("{}/v1/interactions/{}", self.public_url, i.id),
+            },
+        };
+        // Plain data always serializes.
+        serde_json::to_string(&payload).unwrap_or_default()
     }
 
     fn plan(&self, event: WebhookEvent, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
@@ -231,7 +248,7 @@ impl Webhooks {
                 "msg_{}",
                 &hex::encode(Sha256::digest(incarnation.as_bytes()))[..32]
             );
-            let body = self.payload(name, event, i, &msg_id).to_string();
+            let body = self.payload(name, event, i, &msg_id);
             let now = crate::interaction::now();
             let horizon = Duration::from_secs(t.settings.horizon_hours.saturating_mul(3600));
             jobs.push(OutboxJob {
@@ -259,7 +276,7 @@ impl Webhooks {
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .insert(name.to_string());
-        let value = json!({"url_sha256": url_digest(url), "reason": reason, "at": crate::interaction::now()});
+        let value = json!({"url_sha256": url_digest(url), "reason": reason, "at": Millis(crate::interaction::now())});
         if let Err(e) = self
             .store
             .set_value(&disabled_key(name), Some(value.to_string()))
@@ -430,7 +447,7 @@ async fn respond(
     State(Inbound { hooks, registry }): State<Inbound>,
     ApiPath(name): ApiPath<String>,
     headers: HeaderMap,
-    body: Bytes,
+    ApiBytes(body): ApiBytes,
 ) -> Result<Response, ApiError> {
     let Some(target) = hooks.targets.get(&name) else {
         return Err(ApiError::not_found(format!("no webhook named {name:?}")));
@@ -500,26 +517,26 @@ fn parse_answer(
     body: &[u8],
     via: &Via,
 ) -> Result<(InteractionId, Option<String>, crate::interaction::Answer), ApiError> {
-    let mut value: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("malformed JSON: {e}")))?;
+    let mut value: Value = from_json(body)?;
     let Some(obj) = value.as_object_mut() else {
         return Err(ApiError::bad_request("expected a JSON object"));
     };
     let id = match obj.remove("id") {
         Some(Value::String(s)) => s,
         _ => {
-            return Err(ApiError::bad_request(
-                "id: the interaction id (a string) is required",
-            ));
+            return Err(
+                ValidationError::new("id", "the interaction id (a string) is required").into(),
+            );
         }
     };
     if obj.contains_key("via") {
-        return Err(ApiError::bad_request(format!(
-            "via: answers through this endpoint are recorded as via {via}"
-        )));
+        return Err(ValidationError::new(
+            "via",
+            format!("answers through this endpoint are recorded as via {via}"),
+        )
+        .into());
     }
-    let answer: RespondBody =
-        serde_json::from_value(value).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let answer: RespondBody = from_value(value)?;
     let id = path_id(&id)?;
     let by = answer.by();
     Ok((id, by, answer.answer()?))

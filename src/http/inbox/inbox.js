@@ -8,6 +8,9 @@ const RECENT_MAX = 30;
 
 const state = {
   token: localStorage.getItem(TOKEN_KEY) || "",
+  // Who answers from this browser: asked for once, remembered, changed from the header.
+  who: (localStorage.getItem(WHO_KEY) || "").trim(),
+  renaming: false,
   pending: new Map(),   // id -> { interaction, el }
   recent: new Map(),    // id -> interaction (resolved)
   lastEventId: null,
@@ -50,6 +53,7 @@ function setConnected(on, text) {
 function showLogin(message) {
   $("login").hidden = false;
   $("main").hidden = true;
+  $("name-panel").hidden = true;
   const err = $("login-error");
   err.hidden = !message;
   err.textContent = message || "";
@@ -58,8 +62,30 @@ function showLogin(message) {
 
 function hideLogin() {
   $("login").hidden = true;
-  $("main").hidden = false;
   $("logout").hidden = !state.token;
+  showMain();
+}
+
+// The inbox, or the name prompt instead while no name is known (or it is being changed).
+function showMain() {
+  const naming = !state.who || state.renaming;
+  const opening = naming && $("name-panel").hidden;
+  $("name-panel").hidden = !naming;
+  $("main").hidden = naming;
+  $("who-cancel").hidden = !state.who;
+  $("who-box").hidden = !state.who;
+  $("who-name").textContent = state.who;
+  if (opening) {
+    $("who").value = state.who;
+    $("who").focus();
+  }
+}
+
+function setWho(name) {
+  state.who = name;
+  state.renaming = false;
+  localStorage.setItem(WHO_KEY, name);
+  if ($("login").hidden) showMain();
 }
 
 // ---------- rendering ----------
@@ -109,8 +135,7 @@ function setBusy(card, busy) {
 }
 
 function who() {
-  const v = $("who").value.trim();
-  return v || undefined;
+  return state.who || undefined;
 }
 
 async function respond(card, id, body) {
@@ -429,8 +454,19 @@ async function connect() {
 // ---------- start ----------
 
 document.addEventListener("DOMContentLoaded", () => {
-  $("who").value = localStorage.getItem(WHO_KEY) || "";
-  $("who").addEventListener("change", () => localStorage.setItem(WHO_KEY, $("who").value.trim()));
+  $("name-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const name = $("who").value.trim();
+    if (name) setWho(name);
+  });
+  $("who-change").addEventListener("click", () => { state.renaming = true; showMain(); });
+  $("who-cancel").addEventListener("click", () => { state.renaming = false; showMain(); });
+  // A name given or changed in another tab of this browser.
+  window.addEventListener("storage", (ev) => {
+    if (ev.key !== WHO_KEY) return;
+    state.who = (ev.newValue || "").trim();
+    if ($("login").hidden) showMain();
+  });
   $("login-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
     state.token = $("token").value.trim();
@@ -450,5 +486,6 @@ document.addEventListener("DOMContentLoaded", () => {
   }
   setInterval(tick, 1000);
   renderCounts();
+  showMain();
   connect();
 });
