@@ -572,23 +572,25 @@ fn append_audit_in(conn: &Connection, records: Vec<AuditRecord>) -> Result<(), S
         .cached_row(
             "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
             [],
-            |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)),
+            |r| {
+                Ok(AuditHead {
+                    seq: r.get(0)?,
+                    hash: r.get(1)?,
+                })
+            },
         )
         .optional()
-        .map_err(unavailable)?
-        .unwrap_or((0, audit::GENESIS.to_string()));
-    // Chain from the recorded head when it is ahead of the last row: entries deleted from the
-    // end then stay a visible gap instead of being papered over by the next entry.
-    let (seq, hash) = match recorded_head(conn) {
-        Ok(Some(head)) if head.seq >= last.0 => (head.seq, head.hash),
-        Ok(_) => last,
+        .map_err(unavailable)?;
+    let head = match recorded_head(conn) {
+        Ok(head) => head,
         Err(StoreError::Corrupt(e)) => {
             // `audit verify` reports it; appending goes on from the last entry.
             tracing::error!(error = %e, "the audit chain's recorded head is unreadable");
-            last
+            None
         }
         Err(e) => return Err(e),
     };
+    let (seq, hash) = audit::continuation(last, head);
     let mut stmt = conn
         .prepare_cached(
             "INSERT INTO audit (seq, at, action, interaction_id, actor, channel, outcome, input_hash, detail, prev_hash, hash)
