@@ -1,5 +1,6 @@
 //! Persistence behind one trait, [`Store`], with an embedded SQLite implementation (the
-//! default) and an in-memory one (tests and throwaway runs).
+//! default), a PostgreSQL one (several replicas sharing one database) and an in-memory one
+//! (tests and throwaway runs).
 //!
 //! The contract every backend keeps:
 //! - a write is durable when its future completes: callers acknowledge only after that;
@@ -20,6 +21,7 @@
 
 pub mod intercept;
 pub mod memory;
+pub mod postgres;
 pub mod sqlite;
 
 use std::sync::Arc;
@@ -33,6 +35,7 @@ pub use crate::audit::{AuditEntry, AuditHead, AuditRecord};
 use crate::interaction::{Interaction, InteractionId};
 
 pub use memory::MemoryStore;
+pub use postgres::{PostgresOptions, PostgresStore};
 pub use sqlite::{SqliteStore, Synchronous};
 
 /// Why the store could not do what was asked.
