@@ -6,7 +6,8 @@
 //! - Every table lives in one schema ([`PostgresOptions::schema`]); statements name it
 //!   explicitly, so nothing depends on a connection's `search_path` (which a
 //!   transaction-pooling proxy would not keep).
-//! - The schema is migrated at start-up under an advisory lock ([`migrate`]).
+//! - The schema is migrated at start-up under an advisory lock (`migrate.rs`), and a
+//!   process older than the schema refuses to start.
 //! - The same contract as SQLite, kept by the database rather than by one writer: creates and
 //!   resolutions are conditional statements; outbox claims take rows with
 //!   `FOR UPDATE SKIP LOCKED`, so replicas never claim the same job; audit appends take a
