@@ -144,6 +144,26 @@ impl ClaimQuota {
             .map_or(self.others, |(_, n)| *n)
     }
 
+    /// The channels a claim may take jobs of, with how many each: the listed ones with
+    /// places, then those of `pending` (the channels with unfinished jobs; needed only when
+    /// [`ClaimQuota::others`] is not 0) that are not listed.
+    pub fn claimable(&self, pending: Vec<String>) -> Vec<(String, usize)> {
+        let mut out: Vec<(String, usize)> = self
+            .channels
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .cloned()
+            .collect();
+        if self.others > 0 {
+            for c in pending {
+                if !self.channels.iter().any(|(listed, _)| *listed == c) {
+                    out.push((c, self.others));
+                }
+            }
+        }
+        out
+    }
+
     /// Whether nothing at all may be claimed.
     pub fn is_empty(&self) -> bool {
         self.others == 0 && self.channels.iter().all(|(_, n)| *n == 0)
@@ -256,6 +276,23 @@ pub struct Page {
     pub interactions: Vec<Arc<Interaction>>,
     /// Where the next page starts, if there is one.
     pub next: Option<Cursor>,
+}
+
+impl Page {
+    /// The page of at most `limit` interactions out of `items`, a newest-first listing that
+    /// was asked for one more than `limit`: that extra one, if there, says a next page exists.
+    pub fn from_overfetch(mut items: Vec<Arc<Interaction>>, limit: usize) -> Self {
+        let next = if items.len() > limit {
+            items.truncate(limit);
+            items.last().map(|i| Cursor::after(i))
+        } else {
+            None
+        };
+        Self {
+            interactions: items,
+            next,
+        }
+    }
 }
 
 /// A message on an external channel that shows an interaction (a Telegram message, a Feishu

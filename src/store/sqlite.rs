@@ -769,20 +769,12 @@ fn quota_channels(
     conn: &Connection,
     quota: &ClaimQuota,
 ) -> Result<Vec<(String, usize)>, StoreError> {
-    let mut out: Vec<(String, usize)> = quota
-        .channels
-        .iter()
-        .filter(|(_, n)| *n > 0)
-        .cloned()
-        .collect();
-    if quota.others > 0 {
-        for c in pending_channels(conn)? {
-            if !quota.channels.iter().any(|(listed, _)| *listed == c) {
-                out.push((c, quota.others));
-            }
-        }
-    }
-    Ok(out)
+    let pending = if quota.others > 0 {
+        pending_channels(conn)?
+    } else {
+        Vec::new()
+    };
+    Ok(quota.claimable(pending))
 }
 
 /// Opens an imrelay database read-only, without taking the process lock (for the `imrelay
@@ -1099,16 +1091,7 @@ impl Store for SqliteStore {
                 let (doc, res) = row.map_err(unavailable)?;
                 out.push(Arc::new(decode(&doc, res.as_deref())?));
             }
-            let next = if out.len() > query.limit {
-                out.truncate(query.limit);
-                out.last().map(|i| super::Cursor::after(i))
-            } else {
-                None
-            };
-            Ok(Page {
-                interactions: out,
-                next,
-            })
+            Ok(Page::from_overfetch(out, query.limit))
         })
         .await
     }

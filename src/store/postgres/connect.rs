@@ -246,10 +246,9 @@ fn show(config: &Config) -> String {
                 #[cfg(unix)]
                 Host::Unix(path) => path.display().to_string(),
             };
-            match ports.get(n).or(ports.first()) {
-                Some(port) => format!("{host}:{port}"),
-                None => host,
-            }
+            // libpq's rule: one port for every host, or one per host; 5432 when none.
+            let port = ports.get(n).or(ports.first()).copied().unwrap_or(5432);
+            format!("{host}:{port}")
         })
         .collect();
     let db = config.get_dbname().unwrap_or_default();

@@ -456,20 +456,11 @@ impl Store for PostgresStore {
         sql.push_str(" ORDER BY created_at DESC, id DESC LIMIT $1");
         let client = self.client().await?;
         let found = rows(&client, &self.sql(&sql), &params).await?;
-        let mut out = found
+        let items = found
             .iter()
             .map(|r| decode(r, 0))
             .collect::<Result<Vec<_>, _>>()?;
-        let next = if out.len() > query.limit {
-            out.truncate(query.limit);
-            out.last().map(|i| super::Cursor::after(i))
-        } else {
-            None
-        };
-        Ok(Page {
-            interactions: out,
-            next,
-        })
+        Ok(Page::from_overfetch(items, query.limit))
     }
 
     async fn pending(&self) -> Result<Vec<Arc<Interaction>>, StoreError> {

@@ -77,19 +77,12 @@ async fn quota_channels(
     schema: &Schema,
     quota: &ClaimQuota,
 ) -> Result<(Vec<String>, Vec<i64>), StoreError> {
-    let mut listed: Vec<(String, usize)> = quota
-        .channels
-        .iter()
-        .filter(|(_, n)| *n > 0)
-        .cloned()
-        .collect();
-    if quota.others > 0 {
-        for ch in pending_channels(c, schema).await? {
-            if !quota.channels.iter().any(|(l, _)| *l == ch) {
-                listed.push((ch, quota.others));
-            }
-        }
-    }
+    let pending = if quota.others > 0 {
+        pending_channels(c, schema).await?
+    } else {
+        Vec::new()
+    };
+    let listed = quota.claimable(pending);
     Ok(listed
         .into_iter()
         .map(|(ch, n)| (ch, i64::try_from(n).unwrap_or(i64::MAX)))
