@@ -46,6 +46,11 @@ pub fn trials() -> Vec<Trial> {
             || in_schema(an_older_imrelay_refuses_a_newer_schema),
         ),
         trial(
+            "postgres::a_user_without_create_on_the_database_starts_in_a_schema_made_for_it",
+            server,
+            || in_schema(a_user_without_create_on_the_database_starts_in_a_schema_made_for_it),
+        ),
+        trial(
             "postgres::replicas_write_one_audit_chain_and_each_resolution_has_one_winner",
             server,
             || in_schema(replicas_write_one_audit_chain_and_each_resolution_has_one_winner),
@@ -253,6 +258,38 @@ async fn an_older_imrelay_refuses_a_newer_schema(schema: String) {
             && text.contains("newer than this imrelay"),
         "{text}"
     );
+}
+
+async fn a_user_without_create_on_the_database_starts_in_a_schema_made_for_it(schema: String) {
+    // An administrator makes the schema and hands it to a role that may create nothing else.
+    let role = format!("{schema}_owner");
+    let db = raw().await;
+    db.batch_execute(&format!(
+        "CREATE ROLE \"{role}\" LOGIN; CREATE SCHEMA \"{schema}\" AUTHORIZATION \"{role}\""
+    ))
+    .await
+    .unwrap();
+    let base = url();
+    let as_role = format!(
+        "{base}{}user={role}",
+        if base.contains('?') { '&' } else { '?' }
+    );
+    let opened = PostgresStore::connect(&PostgresOptions {
+        schema: schema.clone(),
+        ..PostgresOptions::new(as_role.into())
+    })
+    .await;
+    let created = match &opened {
+        Ok(store) => store.create(pending("least"), Effects::default()).await,
+        Err(e) => Err(StoreError::Unavailable(e.to_string())),
+    };
+    drop(opened);
+    db.batch_execute(&format!(
+        "DROP SCHEMA \"{schema}\" CASCADE; DROP ROLE \"{role}\""
+    ))
+    .await
+    .unwrap();
+    assert!(matches!(created, Ok(CreateOutcome::Created)), "{created:?}");
 }
 
 async fn replicas_write_one_audit_chain_and_each_resolution_has_one_winner(schema: String) {

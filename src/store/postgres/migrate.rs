@@ -52,10 +52,24 @@ pub(super) async fn migrate(client: &mut Client, schema: &Schema) -> Result<i32,
     )
     .await
     .map_err(|e| fail("lock", e))?;
+    // Created only when missing: CREATE SCHEMA checks for the database's CREATE privilege
+    // even with IF NOT EXISTS, and a schema made beforehand by an administrator needs none.
+    let exists = tx
+        .query_opt(
+            "SELECT 1 FROM pg_namespace WHERE nspname = $1",
+            &[&schema.name()],
+        )
+        .await
+        .map_err(|e| fail("look for the schema", e))?
+        .is_some();
     let q = schema.quoted();
+    if !exists {
+        tx.batch_execute(&format!("CREATE SCHEMA {q}"))
+            .await
+            .map_err(|e| fail("create the schema", e))?;
+    }
     tx.batch_execute(&format!(
-        "CREATE SCHEMA IF NOT EXISTS {q};
-         SET LOCAL search_path TO {q};
+        "SET LOCAL search_path TO {q};
          CREATE TABLE IF NOT EXISTS migrations (
              version    integer PRIMARY KEY,
              name       text NOT NULL,
@@ -64,7 +78,7 @@ pub(super) async fn migrate(client: &mut Client, schema: &Schema) -> Result<i32,
          );"
     ))
     .await
-    .map_err(|e| fail("create the schema", e))?;
+    .map_err(|e| fail("create the migrations table", e))?;
     let applied: Vec<(i32, String, String)> = tx
         .query(
             "SELECT version, name, checksum FROM migrations ORDER BY version",
