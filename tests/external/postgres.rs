@@ -66,6 +66,11 @@ pub fn trials() -> Vec<Trial> {
             || in_schema(an_exhausted_pool_fails_after_a_bounded_wait),
         ),
         trial(
+            "postgres::a_write_stuck_behind_a_lock_fails_instead_of_hanging",
+            server,
+            || in_schema(a_write_stuck_behind_a_lock_fails_instead_of_hanging),
+        ),
+        trial(
             "postgres::the_listener_hears_changes_and_says_when_it_may_have_missed_some",
             server,
             || in_schema(the_listener_hears_changes_and_says_when_it_may_have_missed_some),
@@ -472,6 +477,40 @@ async fn an_exhausted_pool_fails_after_a_bounded_wait(schema: String) {
         ResolveOutcome::Resolved
     ));
     assert!(store.get(&held.id).await.unwrap().is_some());
+}
+
+async fn a_write_stuck_behind_a_lock_fails_instead_of_hanging(schema: String) {
+    let store = open(&schema).await;
+    let held = pending("stuck");
+    store
+        .create(held.clone(), Effects::default())
+        .await
+        .unwrap();
+    // A session that holds the row and never finishes (as a replica cut off mid-write would
+    // until the server notices).
+    let mut db = raw().await;
+    let tx = db.transaction().await.unwrap();
+    tx.execute(
+        &format!("SELECT 1 FROM \"{schema}\".interactions WHERE id = 'stuck' FOR UPDATE"),
+        &[],
+    )
+    .await
+    .unwrap();
+    let resolved = Arc::new(held.resolved(imrelay::interaction::expired(&held, Timestamp::now())));
+    let err = tokio::time::timeout(
+        Duration::from_secs(30),
+        store.resolve(resolved.clone(), Effects::default()),
+    )
+    .await
+    .expect("an answer, not a hang")
+    .expect_err("the row stays locked");
+    assert!(matches!(err, StoreError::Unavailable(_)), "{err}");
+    assert!(err.to_string().contains("lock timeout"), "{err}");
+    tx.rollback().await.unwrap();
+    assert!(matches!(
+        store.resolve(resolved, Effects::default()).await.unwrap(),
+        ResolveOutcome::Resolved
+    ));
 }
 
 async fn next(listener: &mut imrelay::store::postgres::Listener) -> Notification {

@@ -8,7 +8,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
+use deadpool_postgres::{
+    Hook, HookError, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime,
+};
 use futures_util::stream::BoxStream;
 use secrecy::{ExposeSecret, SecretString};
 use tokio_postgres::config::{Host, SslMode};
@@ -24,6 +26,14 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// keepalives, and unacknowledged writes), rather than waiting for the operating system's
 /// defaults (hours).
 const DEAD_PEER: Duration = Duration::from_secs(30);
+
+/// Limits set on every pooled connection, so that nothing waits without bound inside the
+/// server either: a lock held by a session that went away (a replica cut off mid-transaction
+/// keeps its locks until the server notices), or a runaway statement. A request that hits one
+/// fails as unavailable (503) instead of hanging, and the session that idles in a transaction
+/// is ended, releasing its locks.
+const SESSION_LIMITS: &str = "SET lock_timeout = '5s'; SET statement_timeout = '30s'; \
+                              SET idle_in_transaction_session_timeout = '60s'";
 
 /// The server a store talks to.
 pub(crate) struct Target {
@@ -135,6 +145,14 @@ impl Target {
             .copied()
             .unwrap_or(CONNECT_TIMEOUT);
         Pool::builder(manager)
+            .post_create(Hook::async_fn(|client, _| {
+                Box::pin(async move {
+                    client
+                        .batch_execute(SESSION_LIMITS)
+                        .await
+                        .map_err(HookError::Backend)
+                })
+            }))
             .max_size(size)
             .wait_timeout(Some(wait))
             .create_timeout(Some(connect + Duration::from_secs(1)))
@@ -147,7 +165,9 @@ impl Target {
     /// A pool error as a [`StoreError`].
     pub(crate) fn pool_error(&self, e: PoolError) -> StoreError {
         match e {
-            PoolError::Backend(e) => self.unavailable(&e),
+            PoolError::Backend(e) | PoolError::PostCreateHook(HookError::Backend(e)) => {
+                self.unavailable(&e)
+            }
             PoolError::Timeout(deadpool_postgres::TimeoutType::Wait) => {
                 StoreError::Unavailable(format!(
                     "every connection to PostgreSQL at {} is busy (store.pool_size): try again",

@@ -46,6 +46,11 @@ pub(super) async fn migrate(client: &mut Client, schema: &Schema) -> Result<i32,
         ))
     };
     let tx = client.transaction().await.map_err(|e| fail("begin", e))?;
+    // Another replica may be migrating (a long step): wait for it, whatever the pooled
+    // connection's limits.
+    tx.batch_execute("SET LOCAL lock_timeout = 0; SET LOCAL statement_timeout = 0")
+        .await
+        .map_err(|e| fail("begin", e))?;
     tx.execute(
         "SELECT pg_advisory_xact_lock($1)",
         &[&schema.lock_key("migrations")],
