@@ -1,5 +1,5 @@
 //! Tests that need something beside the Rust toolchain: a PostgreSQL server, Chromium,
-//! `systemd-analyze`. Whether each is here is known only when the tests run, and the
+//! `systemd-analyze`, files that even root cannot write (`chattr +i`). Whether each is here is known only when the tests run, and the
 //! standard test harness can mark a test ignored only when it is compiled; so this binary has
 //! its own harness (libtest-mimic, `harness = false`), which reports a test whose need is
 //! missing as `ignored (reason)` in cargo test's own output, and counts it among the ignored.
@@ -22,6 +22,7 @@ mod support;
 
 mod inbox;
 mod postgres;
+mod read_only_disk;
 mod systemd;
 
 /// Whether what a test needs is here.
@@ -58,9 +59,14 @@ where
 
 fn main() {
     let args = Arguments::from_args();
-    let trials = [postgres::trials(), inbox::trials(), systemd::trials()]
-        .into_iter()
-        .flatten()
-        .collect();
+    let trials = [
+        postgres::trials(),
+        inbox::trials(),
+        read_only_disk::trials(),
+        systemd::trials(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     libtest_mimic::run(&args, trials).exit();
 }

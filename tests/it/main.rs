@@ -1,6 +1,6 @@
 //! Integration tests: the real server on 127.0.0.1:0, real HTTP, fake external services on
 //! loopback. One test binary with a module per feature links once. (Tests that need a
-//! PostgreSQL server, Chromium or systemd-analyze are in `tests/external`, whose harness
+//! PostgreSQL server, Chromium, systemd-analyze or `chattr +i` are in `tests/external`, whose harness
 //! reports the ones it cannot run as ignored, with the reason.)
 
 mod api;
