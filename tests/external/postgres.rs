@@ -425,6 +425,30 @@ async fn replicas_never_claim_the_same_job(schema: String) {
     assert_eq!(all.len(), 120);
 }
 
+/// Creates interaction `id` through `store` and locks its row from another session, whose
+/// transaction stays open until that session runs `ROLLBACK`. Returns the interaction, its
+/// resolution to attempt, and the session.
+async fn locked(
+    schema: &str,
+    store: &dyn Store,
+    id: &str,
+) -> (Arc<Interaction>, Arc<Interaction>, tokio_postgres::Client) {
+    let held = pending(id);
+    store
+        .create(held.clone(), Effects::default())
+        .await
+        .unwrap();
+    let locker = raw().await;
+    locker
+        .batch_execute(&format!(
+            "BEGIN; SELECT 1 FROM \"{schema}\".interactions WHERE id = '{id}' FOR UPDATE"
+        ))
+        .await
+        .unwrap();
+    let resolved = Arc::new(held.resolved(imrelay::interaction::expired(&held, Timestamp::now())));
+    (held, resolved, locker)
+}
+
 async fn an_exhausted_pool_fails_after_a_bounded_wait(schema: String) {
     let store = Arc::new(
         PostgresStore::connect(&PostgresOptions {
@@ -435,24 +459,10 @@ async fn an_exhausted_pool_fails_after_a_bounded_wait(schema: String) {
         .await
         .unwrap(),
     );
-    let held = pending("held");
-    store
-        .create(held.clone(), Effects::default())
-        .await
-        .unwrap();
     // Another session locks the row: the store's one connection waits in a resolution.
-    let mut db = raw().await;
-    let tx = db.transaction().await.unwrap();
-    tx.execute(
-        &format!("SELECT 1 FROM \"{schema}\".interactions WHERE id = 'held' FOR UPDATE"),
-        &[],
-    )
-    .await
-    .unwrap();
+    let (held, resolved, locker) = locked(&schema, &*store, "held").await;
     let resolving = {
         let store = store.clone();
-        let resolved =
-            Arc::new(held.resolved(imrelay::interaction::expired(&held, Timestamp::now())));
         tokio::spawn(async move { store.resolve(resolved, Effects::default()).await })
     };
     let waiting = format!(
@@ -471,7 +481,7 @@ async fn an_exhausted_pool_fails_after_a_bounded_wait(schema: String) {
     assert!(matches!(err, StoreError::Unavailable(_)), "{err}");
     assert!(err.to_string().contains("busy"), "{err}");
     assert!(started.elapsed() < Duration::from_secs(30), "bounded");
-    tx.rollback().await.unwrap();
+    locker.batch_execute("ROLLBACK").await.unwrap();
     assert!(matches!(
         resolving.await.unwrap().unwrap(),
         ResolveOutcome::Resolved
@@ -481,22 +491,9 @@ async fn an_exhausted_pool_fails_after_a_bounded_wait(schema: String) {
 
 async fn a_write_stuck_behind_a_lock_fails_instead_of_hanging(schema: String) {
     let store = open(&schema).await;
-    let held = pending("stuck");
-    store
-        .create(held.clone(), Effects::default())
-        .await
-        .unwrap();
     // A session that holds the row and never finishes (as a replica cut off mid-write would
     // until the server notices).
-    let mut db = raw().await;
-    let tx = db.transaction().await.unwrap();
-    tx.execute(
-        &format!("SELECT 1 FROM \"{schema}\".interactions WHERE id = 'stuck' FOR UPDATE"),
-        &[],
-    )
-    .await
-    .unwrap();
-    let resolved = Arc::new(held.resolved(imrelay::interaction::expired(&held, Timestamp::now())));
+    let (_, resolved, locker) = locked(&schema, &store, "stuck").await;
     let err = tokio::time::timeout(
         Duration::from_secs(30),
         store.resolve(resolved.clone(), Effects::default()),
@@ -506,7 +503,7 @@ async fn a_write_stuck_behind_a_lock_fails_instead_of_hanging(schema: String) {
     .expect_err("the row stays locked");
     assert!(matches!(err, StoreError::Unavailable(_)), "{err}");
     assert!(err.to_string().contains("lock timeout"), "{err}");
-    tx.rollback().await.unwrap();
+    locker.batch_execute("ROLLBACK").await.unwrap();
     assert!(matches!(
         store.resolve(resolved, Effects::default()).await.unwrap(),
         ResolveOutcome::Resolved
