@@ -17,7 +17,7 @@ use crate::http::{self, AppState, auth::Auth};
 use crate::interaction::Registry;
 use crate::metrics::Metrics;
 use crate::outbox::{Outbox, WakeOnChange};
-use crate::store::{MemoryStore, SqliteStore, Store};
+use crate::store::{MemoryStore, PostgresStore, SqliteStore, Store};
 
 /// A built, not yet serving, imrelay.
 pub struct App {
@@ -38,6 +38,11 @@ pub async fn open_store(settings: &Settings) -> anyhow::Result<Arc<dyn Store>> {
                 })?,
         ),
         Backend::Memory => Arc::new(MemoryStore::new()),
+        Backend::Postgres => Arc::new(
+            PostgresStore::connect(&settings.store.postgres())
+                .await
+                .context("cannot open the PostgreSQL store")?,
+        ),
     })
 }
 

@@ -181,6 +181,18 @@ pub fn chain(last_seq: i64, last_hash: &str, records: Vec<AuditRecord>) -> Vec<A
         .collect()
 }
 
+/// Where the next append continues the chain, as `(seq, hash)` of the entry it follows:
+/// the recorded `head` when it is at or ahead of the `last` stored entry (entries deleted from
+/// the end then stay a visible gap instead of being papered over by the next entry), else the
+/// last entry, else the start of the chain.
+pub fn continuation(last: Option<AuditHead>, head: Option<AuditHead>) -> (i64, String) {
+    let last = last.map_or_else(|| (0, GENESIS.to_string()), |l| (l.seq, l.hash));
+    match head {
+        Some(head) if head.seq >= last.0 => (head.seq, head.hash),
+        _ => last,
+    }
+}
+
 /// Where and how the chain is broken.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("audit chain broken at entry {seq}: {reason}")]

@@ -304,6 +304,8 @@ pub enum Backend {
     Sqlite,
     /// In memory (lost on exit).
     Memory,
+    /// PostgreSQL (several replicas may share it).
+    Postgres,
 }
 
 /// `[store]`
@@ -316,6 +318,47 @@ pub struct StoreSettings {
     pub path: PathBuf,
     /// SQLite synchronous setting.
     pub synchronous: Synchronous,
+    /// PostgreSQL connection URL (`postgres://user:password@host:5432/database`).
+    pub url: Secret,
+    /// PostgreSQL connections kept for queries, per process.
+    pub pool_size: usize,
+    /// The PostgreSQL schema imrelay's tables live in.
+    pub schema: String,
+}
+
+/// Most PostgreSQL connections one process may keep.
+const MAX_POOL_SIZE: usize = 1000;
+
+impl StoreSettings {
+    /// Checks the PostgreSQL settings (whatever the backend, so that a bad value does not lie
+    /// in wait), and that PostgreSQL has a URL when it is the backend.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.pool_size == 0 || self.pool_size > MAX_POOL_SIZE {
+            return Err(ConfigError::Invalid(format!(
+                "store.pool_size must be 1 to {MAX_POOL_SIZE}, got {}",
+                self.pool_size
+            )));
+        }
+        crate::store::postgres::check_schema_name(&self.schema)
+            .map_err(|e| ConfigError::Invalid(format!("store.schema: {e}")))?;
+        if self.backend == Backend::Postgres && self.url.expose().trim().is_empty() {
+            return Err(ConfigError::Invalid(
+                "store.backend is \"postgres\" but store.url is empty: set it (e.g. \
+                 IMRELAY__STORE__URL=postgres://imrelay:PASSWORD@db.example:5432/imrelay)"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The PostgreSQL settings as the store takes them.
+    pub fn postgres(&self) -> crate::store::PostgresOptions {
+        crate::store::PostgresOptions {
+            schema: self.schema.clone(),
+            pool_size: self.pool_size,
+            ..crate::store::PostgresOptions::new(SecretString::from(self.url.expose().to_string()))
+        }
+    }
 }
 
 /// Log output format.
@@ -534,6 +577,7 @@ impl Settings {
             }
         }
         self.auth.validate()?;
+        self.store.validate()?;
         if self.outbox.retry_base_ms == 0 || self.outbox.retry_max_secs == 0 {
             return Err(ConfigError::Invalid(
                 "outbox.retry_base_ms and outbox.retry_max_secs must be at least 1".into(),

@@ -59,10 +59,15 @@ pub fn parse_since(raw: &str, now: Timestamp) -> anyhow::Result<Timestamp> {
 }
 
 fn database(settings: &Settings) -> anyhow::Result<rusqlite::Connection> {
-    if settings.store.backend != Backend::Sqlite {
-        bail!(
+    match settings.store.backend {
+        Backend::Sqlite => {}
+        Backend::Memory => bail!(
             "the audit trail of the memory store lives only in the server process: use GET /v1/audit"
-        );
+        ),
+        Backend::Postgres => bail!(
+            "the audit commands read a SQLite file; with store.backend = \"postgres\" read the \
+             trail through GET /v1/audit of any replica"
+        ),
     }
     Ok(open_read_only(&settings.store.path)?)
 }
@@ -71,8 +76,16 @@ fn database(settings: &Settings) -> anyhow::Result<rusqlite::Connection> {
 /// to standard output when `target` is `-`, and returns its size in bytes. Safe while the
 /// server runs: the copy is one read snapshot.
 pub fn backup(settings: &Settings, target: &std::path::Path) -> anyhow::Result<u64> {
-    if settings.store.backend != Backend::Sqlite {
-        bail!("store.backend is \"memory\": there is no database on disk to back up");
+    match settings.store.backend {
+        Backend::Sqlite => {}
+        Backend::Memory => {
+            bail!("store.backend is \"memory\": there is no database on disk to back up")
+        }
+        Backend::Postgres => bail!(
+            "store.backend is \"postgres\": back the database up with PostgreSQL's own tools \
+             (pg_dump --schema={} …, or your provider's snapshots)",
+            settings.store.schema
+        ),
     }
     if target == std::path::Path::new("-") {
         // SQLite writes a file; it is made beside the database (the one directory known to

@@ -187,7 +187,6 @@ impl Store for MemoryStore {
             None => Box::new(index.iter().rev()),
         };
         let mut out = Vec::with_capacity(query.limit.min(1024));
-        let mut more = false;
         for k in iter {
             let Some(i) = st.interactions.get(&k.1) else {
                 continue;
@@ -195,21 +194,12 @@ impl Store for MemoryStore {
             if !query.status.matches(i) {
                 continue;
             }
-            if out.len() == query.limit {
-                more = true;
+            out.push(i.clone());
+            if out.len() > query.limit {
                 break;
             }
-            out.push(i.clone());
         }
-        let next = if more {
-            out.last().map(|i| super::Cursor::after(i))
-        } else {
-            None
-        };
-        Ok(Page {
-            interactions: out,
-            next,
-        })
+        Ok(Page::from_overfetch(out, query.limit))
     }
 
     async fn pending(&self) -> Result<Vec<Arc<Interaction>>, StoreError> {

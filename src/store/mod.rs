@@ -1,5 +1,6 @@
 //! Persistence behind one trait, [`Store`], with an embedded SQLite implementation (the
-//! default) and an in-memory one (tests and throwaway runs).
+//! default), a PostgreSQL one (several replicas sharing one database) and an in-memory one
+//! (tests and throwaway runs).
 //!
 //! The contract every backend keeps:
 //! - a write is durable when its future completes: callers acknowledge only after that;
@@ -20,6 +21,7 @@
 
 pub mod intercept;
 pub mod memory;
+pub mod postgres;
 pub mod sqlite;
 
 use std::sync::Arc;
@@ -33,6 +35,7 @@ pub use crate::audit::{AuditEntry, AuditHead, AuditRecord};
 use crate::interaction::{Interaction, InteractionId};
 
 pub use memory::MemoryStore;
+pub use postgres::{PostgresOptions, PostgresStore};
 pub use sqlite::{SqliteStore, Synchronous};
 
 /// Why the store could not do what was asked.
@@ -139,6 +142,26 @@ impl ClaimQuota {
             .iter()
             .find(|(c, _)| c == channel)
             .map_or(self.others, |(_, n)| *n)
+    }
+
+    /// The channels a claim may take jobs of, with how many each: the listed ones with
+    /// places, then those of `pending` (the channels with unfinished jobs; needed only when
+    /// [`ClaimQuota::others`] is not 0) that are not listed.
+    pub fn claimable(&self, pending: Vec<String>) -> Vec<(String, usize)> {
+        let mut out: Vec<(String, usize)> = self
+            .channels
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .cloned()
+            .collect();
+        if self.others > 0 {
+            for c in pending {
+                if !self.channels.iter().any(|(listed, _)| *listed == c) {
+                    out.push((c, self.others));
+                }
+            }
+        }
+        out
     }
 
     /// Whether nothing at all may be claimed.
@@ -253,6 +276,23 @@ pub struct Page {
     pub interactions: Vec<Arc<Interaction>>,
     /// Where the next page starts, if there is one.
     pub next: Option<Cursor>,
+}
+
+impl Page {
+    /// The page of at most `limit` interactions out of `items`, a newest-first listing that
+    /// was asked for one more than `limit`: that extra one, if there, says a next page exists.
+    pub fn from_overfetch(mut items: Vec<Arc<Interaction>>, limit: usize) -> Self {
+        let next = if items.len() > limit {
+            items.truncate(limit);
+            items.last().map(|i| Cursor::after(i))
+        } else {
+            None
+        };
+        Self {
+            interactions: items,
+            next,
+        }
+    }
 }
 
 /// A message on an external channel that shows an interaction (a Telegram message, a Feishu

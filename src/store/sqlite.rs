@@ -572,23 +572,25 @@ fn append_audit_in(conn: &Connection, records: Vec<AuditRecord>) -> Result<(), S
         .cached_row(
             "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
             [],
-            |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)),
+            |r| {
+                Ok(AuditHead {
+                    seq: r.get(0)?,
+                    hash: r.get(1)?,
+                })
+            },
         )
         .optional()
-        .map_err(unavailable)?
-        .unwrap_or((0, audit::GENESIS.to_string()));
-    // Chain from the recorded head when it is ahead of the last row: entries deleted from the
-    // end then stay a visible gap instead of being papered over by the next entry.
-    let (seq, hash) = match recorded_head(conn) {
-        Ok(Some(head)) if head.seq >= last.0 => (head.seq, head.hash),
-        Ok(_) => last,
+        .map_err(unavailable)?;
+    let head = match recorded_head(conn) {
+        Ok(head) => head,
         Err(StoreError::Corrupt(e)) => {
             // `audit verify` reports it; appending goes on from the last entry.
             tracing::error!(error = %e, "the audit chain's recorded head is unreadable");
-            last
+            None
         }
         Err(e) => return Err(e),
     };
+    let (seq, hash) = audit::continuation(last, head);
     let mut stmt = conn
         .prepare_cached(
             "INSERT INTO audit (seq, at, action, interaction_id, actor, channel, outcome, input_hash, detail, prev_hash, hash)
@@ -767,20 +769,12 @@ fn quota_channels(
     conn: &Connection,
     quota: &ClaimQuota,
 ) -> Result<Vec<(String, usize)>, StoreError> {
-    let mut out: Vec<(String, usize)> = quota
-        .channels
-        .iter()
-        .filter(|(_, n)| *n > 0)
-        .cloned()
-        .collect();
-    if quota.others > 0 {
-        for c in pending_channels(conn)? {
-            if !quota.channels.iter().any(|(listed, _)| *listed == c) {
-                out.push((c, quota.others));
-            }
-        }
-    }
-    Ok(out)
+    let pending = if quota.others > 0 {
+        pending_channels(conn)?
+    } else {
+        Vec::new()
+    };
+    Ok(quota.claimable(pending))
 }
 
 /// Opens an imrelay database read-only, without taking the process lock (for the `imrelay
@@ -1097,16 +1091,7 @@ impl Store for SqliteStore {
                 let (doc, res) = row.map_err(unavailable)?;
                 out.push(Arc::new(decode(&doc, res.as_deref())?));
             }
-            let next = if out.len() > query.limit {
-                out.truncate(query.limit);
-                out.last().map(|i| super::Cursor::after(i))
-            } else {
-                None
-            };
-            Ok(Page {
-                interactions: out,
-                next,
-            })
+            Ok(Page::from_overfetch(out, query.limit))
         })
         .await
     }

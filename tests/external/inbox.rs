@@ -4,7 +4,7 @@
 //! change an outcome.
 //!
 //! Needs Chromium (`.ci/run` installs Debian's `chromium`; `IMRELAY_TEST_CHROMIUM` names
-//! another binary). Without one the test says it was skipped, and why.
+//! another binary). Without one these tests are reported as ignored, with the reason.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -16,6 +16,32 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::support::*;
+use crate::{Need, trial};
+
+pub fn trials() -> Vec<libtest_mimic::Trial> {
+    vec![
+        trial(
+            "inbox::the_inbox_answers_and_follows_answers_given_elsewhere",
+            browser,
+            the_inbox_answers_and_follows_answers_given_elsewhere,
+        ),
+        trial(
+            "inbox::after_a_restart_the_inbox_drops_what_was_answered_meanwhile_and_keeps_what_was_typed",
+            browser,
+            after_a_restart_the_inbox_drops_what_was_answered_meanwhile_and_keeps_what_was_typed,
+        ),
+    ]
+}
+
+fn browser() -> Need {
+    match chromium() {
+        Some(_) => Need::Here,
+        None => Need::Missing(
+            "no Chromium found: install Debian's chromium (as .ci/run does) or set IMRELAY_TEST_CHROMIUM"
+                .into(),
+        ),
+    }
+}
 
 /// The Chromium binary to use, if there is one.
 fn chromium() -> Option<PathBuf> {
@@ -213,14 +239,8 @@ fn card(list: &str, id: &str) -> String {
     format!("document.querySelector('#{list} [data-id=\"{id}\"]')")
 }
 
-#[tokio::test]
 async fn the_inbox_answers_and_follows_answers_given_elsewhere() {
-    let Some(bin) = chromium() else {
-        eprintln!(
-            "SKIPPED: inbox browser test: no Chromium found (install Debian's chromium, as .ci/run does, or set IMRELAY_TEST_CHROMIUM)"
-        );
-        return;
-    };
+    let bin = chromium().expect("Chromium (checked before the test)");
     let app = spawn_app().await;
     let hostile = "<img src=x onerror=\"window.__xss=1\"> & rm -rf /";
     app.create_bash("ib-approve", hostile).await;
@@ -414,14 +434,8 @@ async fn the_inbox_answers_and_follows_answers_given_elsewhere() {
     app.stop().await;
 }
 
-#[tokio::test]
 async fn after_a_restart_the_inbox_drops_what_was_answered_meanwhile_and_keeps_what_was_typed() {
-    let Some(bin) = chromium() else {
-        eprintln!(
-            "SKIPPED: inbox browser test: no Chromium found (install Debian's chromium, as .ci/run does, or set IMRELAY_TEST_CHROMIUM)"
-        );
-        return;
-    };
+    let bin = chromium().expect("Chromium (checked before the test)");
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("imrelay.db");
     let first = spawn_on(settings(), std::sync::Arc::new(reopen_sqlite(&path).await)).await;

@@ -1,0 +1,150 @@
+//! The audit chain in PostgreSQL. Appends from every replica are serialized by a
+//! transaction-level advisory lock, taken as late as possible and held until the commit, so
+//! each append continues from the head the previous one committed: one chain, no forks. The
+//! lock is a statement of its own: a statement's snapshot is taken when it starts, so a read
+//! in the statement that waited for the lock could miss the head committed meanwhile.
+
+use deadpool_postgres::GenericClient;
+
+use super::{Schema, col, exec, from_ms, ms, row, rows};
+use crate::audit::{self, Action, AuditEntry, AuditHead, AuditRecord};
+use crate::store::{AuditQuery, StoreError};
+
+/// Appends `records` to the chain inside transaction `tx`, and moves the recorded head.
+pub(super) async fn append(
+    tx: &impl GenericClient,
+    schema: &Schema,
+    records: Vec<AuditRecord>,
+) -> Result<(), StoreError> {
+    if records.is_empty() {
+        return Ok(());
+    }
+    exec(
+        tx,
+        "SELECT pg_advisory_xact_lock($1)",
+        &[&schema.lock_key("audit")],
+    )
+    .await?;
+    let ends = schema.sql(
+        "SELECT (SELECT value FROM {s}.kv WHERE key = $1), a.seq, a.hash
+         FROM (SELECT 1) one
+         LEFT JOIN LATERAL (SELECT seq, hash FROM {s}.audit ORDER BY seq DESC LIMIT 1) a ON true",
+    );
+    let (recorded, last) = match row(tx, &ends, &[&audit::HEAD_KEY]).await? {
+        Some(r) => {
+            let recorded: Option<String> = col(&r, 0)?;
+            let seq: Option<i64> = col(&r, 1)?;
+            let hash: Option<String> = col(&r, 2)?;
+            (
+                recorded,
+                seq.zip(hash).map(|(seq, hash)| AuditHead { seq, hash }),
+            )
+        }
+        None => (None, None),
+    };
+    let head = match recorded.map(|v| v.parse::<AuditHead>()).transpose() {
+        Ok(head) => head,
+        Err(e) => {
+            // `audit verify` reports it; appending goes on from the last entry.
+            tracing::error!(error = %e, "the audit chain's recorded head is unreadable");
+            None
+        }
+    };
+    let (seq, hash) = audit::continuation(last, head);
+    let entries = audit::chain(seq, &hash, records);
+    let Some(end) = entries.last() else {
+        return Ok(());
+    };
+    let new_head = AuditHead {
+        seq: end.seq,
+        hash: end.hash.clone(),
+    }
+    .to_string();
+    let column = |f: for<'e> fn(&'e AuditEntry) -> Option<&'e str>| -> Vec<Option<&str>> {
+        entries.iter().map(f).collect()
+    };
+    let seqs: Vec<i64> = entries.iter().map(|e| e.seq).collect();
+    let ats: Vec<i64> = entries.iter().map(|e| ms(e.record.at)).collect();
+    let actions = column(|e| Some(e.record.action.as_str()));
+    let ids = column(|e| e.record.interaction_id.as_deref());
+    let actors = column(|e| e.record.actor.as_deref());
+    let channels = column(|e| Some(e.record.channel.as_str()));
+    let outcomes = column(|e| Some(e.record.outcome.as_str()));
+    let input_hashes = column(|e| e.record.input_hash.as_deref());
+    let details = column(|e| e.record.detail.as_deref());
+    let prevs = column(|e| Some(e.prev_hash.as_str()));
+    let hashes = column(|e| Some(e.hash.as_str()));
+    let sql = schema.sql(
+        "WITH entries AS (
+             INSERT INTO {s}.audit (seq, at, action, interaction_id, actor, channel, outcome,
+                                    input_hash, detail, prev_hash, hash)
+             SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[],
+                                  $6::text[], $7::text[], $8::text[], $9::text[], $10::text[],
+                                  $11::text[]))
+         INSERT INTO {s}.kv (key, value) VALUES ($12, $13)
+         ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+    );
+    exec(
+        tx,
+        &sql,
+        &[
+            &seqs,
+            &ats,
+            &actions,
+            &ids,
+            &actors,
+            &channels,
+            &outcomes,
+            &input_hashes,
+            &details,
+            &prevs,
+            &hashes,
+            &audit::HEAD_KEY,
+            &new_head,
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+fn parse_action(s: &str) -> Result<Action, StoreError> {
+    serde_json::from_value(serde_json::Value::String(s.to_string()))
+        .map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+/// Audit entries, oldest first.
+pub(super) async fn read(
+    c: &impl GenericClient,
+    schema: &Schema,
+    q: &AuditQuery,
+) -> Result<Vec<AuditEntry>, StoreError> {
+    let since = q.since.map(ms).unwrap_or(i64::MIN);
+    let limit = i64::try_from(q.limit).unwrap_or(i64::MAX);
+    let sql = schema.sql(
+        "SELECT seq, at, action, interaction_id, actor, channel, outcome, input_hash, detail,
+                prev_hash, hash
+         FROM {s}.audit WHERE seq > $1 AND at >= $2 ORDER BY seq LIMIT $3",
+    );
+    rows(c, &sql, &[&q.after_seq, &since, &limit])
+        .await?
+        .iter()
+        .map(|r| {
+            let action: String = col(r, 2)?;
+            Ok(AuditEntry {
+                seq: col(r, 0)?,
+                record: AuditRecord {
+                    at: from_ms(col(r, 1)?),
+                    action: parse_action(&action)?,
+                    interaction_id: col(r, 3)?,
+                    actor: col(r, 4)?,
+                    channel: col(r, 5)?,
+                    outcome: col(r, 6)?,
+                    input_hash: col(r, 7)?,
+                    detail: col(r, 8)?,
+                },
+                prev_hash: col(r, 9)?,
+                hash: col(r, 10)?,
+            })
+        })
+        .collect()
+}

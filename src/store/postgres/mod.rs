@@ -1,0 +1,782 @@
+//! The PostgreSQL [`Store`]: the engine for several imrelay replicas sharing one database.
+//!
+//! - Queries run on a bounded pool of connections ([`PostgresOptions::pool_size`]); taking
+//!   one waits at most [`PostgresOptions::pool_wait`], then fails as unavailable (a 503),
+//!   never hangs.
+//! - Every table lives in one schema ([`PostgresOptions::schema`]); statements name it
+//!   explicitly, so nothing depends on a connection's `search_path` (which a
+//!   transaction-pooling proxy would not keep).
+//! - The schema is migrated at start-up under an advisory lock (`migrate.rs`), and a
+//!   process older than the schema refuses to start.
+//! - The same contract as SQLite, kept by the database rather than by one writer: creates and
+//!   resolutions are conditional statements; outbox claims take rows with
+//!   `FOR UPDATE SKIP LOCKED`, so replicas never claim the same job; audit appends take a
+//!   transaction-level advisory lock, so there is one chain across replicas.
+//! - Every create and resolution also sends a notification (`pg_notify`, in the same
+//!   transaction, so it is delivered at commit) carrying the interaction's id on the channel
+//!   `<schema>.changes`: the [`listener`] turns them into a stream for other processes.
+//!
+//! Times are unix milliseconds (`bigint`), as in SQLite; the comparisons that lease and
+//! schedule outbox jobs use the caller's clock, as the other backends do, so replicas need
+//! synchronized clocks (NTP).
+
+mod audit;
+mod connect;
+pub mod listener;
+mod migrate;
+mod outbox;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use deadpool_postgres::{GenericClient, Object, Pool};
+use jiff::Timestamp;
+use secrecy::SecretString;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use tokio_postgres::Row;
+use tokio_postgres::types::{Json, ToSql};
+
+use super::{
+    AuditQuery, BOUND_VALUE_PREFIX, ChannelMessage, ClaimQuota, ClaimedJob, CreateOutcome, Effects,
+    JobUpdate, ListQuery, OutboxJob, Page, ResolveOutcome, StatusFilter, Store, StoreError,
+    random_secret,
+};
+use crate::audit::{AuditEntry, AuditRecord};
+use crate::interaction::{Interaction, InteractionId, Resolution};
+
+pub use listener::{Listener, Notification};
+pub use migrate::SCHEMA_VERSION;
+
+/// The longest schema name: the notification channel (`<schema>.changes`) must fit
+/// PostgreSQL's 63-byte identifiers.
+const MAX_SCHEMA_LEN: usize = 55;
+
+/// How to reach and use a PostgreSQL database.
+#[derive(Clone, Debug)]
+pub struct PostgresOptions {
+    /// The connection URL (`postgres://user:password@host:5432/database`); a secret.
+    pub url: SecretString,
+    /// The schema imrelay's tables live in (created if missing).
+    pub schema: String,
+    /// Connections kept for queries.
+    pub pool_size: usize,
+    /// How long a query waits for a free connection before it fails as unavailable.
+    pub pool_wait: Duration,
+}
+
+impl PostgresOptions {
+    /// The defaults for `url`: schema `imrelay`, 10 connections, 5 s wait.
+    pub fn new(url: SecretString) -> Self {
+        Self {
+            url,
+            schema: "imrelay".into(),
+            pool_size: 10,
+            pool_wait: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Checks a schema name: lowercase letters, digits and `_`, starting with a letter or `_`,
+/// at most 55 bytes, not `pg_…` (reserved by PostgreSQL).
+pub fn check_schema_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= MAX_SCHEMA_LEN
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        && !name.as_bytes()[0].is_ascii_digit()
+        && !name.starts_with("pg_");
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{name:?} is not a usable schema name: use 1 to {MAX_SCHEMA_LEN} lowercase letters, \
+             digits and _, starting with a letter (and not pg_)"
+        ))
+    }
+}
+
+/// The schema a store uses, and the names derived from it.
+#[derive(Clone, Debug)]
+pub(crate) struct Schema {
+    name: String,
+    quoted: String,
+}
+
+impl Schema {
+    fn new(name: &str) -> Result<Self, StoreError> {
+        check_schema_name(name).map_err(StoreError::Unavailable)?;
+        Ok(Self {
+            name: name.to_string(),
+            quoted: format!("\"{name}\""),
+        })
+    }
+
+    /// The schema's name.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The name as an SQL identifier.
+    pub(crate) fn quoted(&self) -> &str {
+        &self.quoted
+    }
+
+    /// `sql` with `{s}` replaced by the schema (statements name their tables `{s}.table`).
+    pub(crate) fn sql(&self, sql: &str) -> String {
+        sql.replace("{s}", &self.quoted)
+    }
+
+    /// The key of an advisory lock for `purpose` in this schema (every process derives the
+    /// same one).
+    pub(crate) fn lock_key(&self, purpose: &str) -> i64 {
+        let digest = Sha256::digest(format!("imrelay:{}:{purpose}", self.name).as_bytes());
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(&digest[..8]);
+        i64::from_be_bytes(bytes)
+    }
+
+    /// The notification channel creates and resolutions are announced on.
+    pub(crate) fn channel(&self) -> String {
+        format!("{}.changes", self.name)
+    }
+}
+
+/// A database error as a [`StoreError`]: the error and its causes (tokio-postgres keeps the
+/// server's message in the cause).
+fn describe(e: &tokio_postgres::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+fn db(e: tokio_postgres::Error) -> StoreError {
+    StoreError::Unavailable(describe(&e))
+}
+
+fn corrupt(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt(e.to_string())
+}
+
+/// A column of `row`, or [`StoreError::Corrupt`] if it does not decode.
+fn col<'a, T: tokio_postgres::types::FromSql<'a>>(
+    row: &'a Row,
+    idx: usize,
+) -> Result<T, StoreError> {
+    row.try_get(idx).map_err(|e| corrupt(describe(&e)))
+}
+
+/// Runs `sql` as a statement prepared once per connection; returns its rows.
+async fn rows(
+    c: &impl GenericClient,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Vec<Row>, StoreError> {
+    let stmt = c.prepare_cached(sql).await.map_err(db)?;
+    c.query(&stmt, params).await.map_err(db)
+}
+
+/// Runs `sql` as a statement prepared once per connection; returns its row, if any.
+async fn row(
+    c: &impl GenericClient,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Option<Row>, StoreError> {
+    let stmt = c.prepare_cached(sql).await.map_err(db)?;
+    c.query_opt(&stmt, params).await.map_err(db)
+}
+
+/// Runs `sql` as a statement prepared once per connection; returns how many rows it changed.
+async fn exec(
+    c: &impl GenericClient,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<u64, StoreError> {
+    let stmt = c.prepare_cached(sql).await.map_err(db)?;
+    c.execute(&stmt, params).await.map_err(db)
+}
+
+fn ms(t: Timestamp) -> i64 {
+    t.as_millisecond()
+}
+
+fn from_ms(v: i64) -> Timestamp {
+    Timestamp::from_millisecond(v).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+/// An interaction from its `doc` and `resolution` columns (at `idx` and `idx + 1`).
+fn decode(row: &Row, idx: usize) -> Result<Arc<Interaction>, StoreError> {
+    let Json(mut i): Json<Interaction> = col(row, idx)?;
+    let resolution: Option<Json<Resolution>> = col(row, idx + 1)?;
+    i.resolution = resolution.map(|Json(r)| Box::new(r));
+    Ok(Arc::new(i))
+}
+
+/// The PostgreSQL store.
+pub struct PostgresStore {
+    pool: Pool,
+    target: Arc<connect::Target>,
+    schema: Schema,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("url", &self.target.shown())
+            .field("schema", &self.schema.name)
+            .finish()
+    }
+}
+
+impl PostgresStore {
+    /// Connects, and migrates the schema (creating it if needed). Fails if the server cannot
+    /// be reached, or if the schema was migrated by a newer imrelay.
+    pub async fn connect(options: &PostgresOptions) -> Result<Self, StoreError> {
+        let target = Arc::new(connect::Target::parse(&options.url)?);
+        let schema = Schema::new(&options.schema)?;
+        if options.pool_size == 0 {
+            return Err(StoreError::Unavailable(
+                "store.pool_size must be at least 1".into(),
+            ));
+        }
+        let pool = target.pool(options.pool_size, options.pool_wait)?;
+        let mut client = pool.get().await.map_err(|e| target.pool_error(e))?;
+        let before = migrate::migrate(&mut client, &schema)
+            .await
+            .map_err(|e| match e {
+                StoreError::Unavailable(m) => StoreError::Unavailable(target.scrub(m)),
+                other => other,
+            })?;
+        tracing::info!(
+            url = target.shown(),
+            schema = schema.name(),
+            version = SCHEMA_VERSION,
+            migrated_from = before,
+            "connected to PostgreSQL"
+        );
+        drop(client);
+        Ok(Self {
+            pool,
+            target,
+            schema,
+        })
+    }
+
+    /// The server's URL, without its password.
+    pub fn url(&self) -> &str {
+        self.target.shown()
+    }
+
+    /// The schema the tables live in.
+    pub fn schema(&self) -> &str {
+        self.schema.name()
+    }
+
+    /// The notification channel creates and resolutions are announced on.
+    pub fn channel(&self) -> String {
+        self.schema.channel()
+    }
+
+    /// Starts listening for the changes every process writes to this schema (see
+    /// [`Listener`]).
+    pub fn listen(&self) -> Listener {
+        Listener::start(self.target.clone(), self.schema.channel())
+    }
+
+    /// A pooled connection.
+    async fn client(&self) -> Result<Object, StoreError> {
+        self.pool.get().await.map_err(|e| self.target.pool_error(e))
+    }
+
+    fn sql(&self, sql: &str) -> String {
+        self.schema.sql(sql)
+    }
+
+    /// Records `effects` in transaction `tx`.
+    async fn apply_effects(
+        &self,
+        tx: &impl GenericClient,
+        effects: Effects,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        outbox::insert(tx, &self.schema, &effects.jobs, now).await?;
+        audit::append(tx, &self.schema, effects.audit).await
+    }
+
+    /// The interaction `id` as `c` sees it.
+    async fn get_in(
+        &self,
+        c: &impl GenericClient,
+        id: &str,
+    ) -> Result<Option<Arc<Interaction>>, StoreError> {
+        let sql = self.sql("SELECT doc, resolution FROM {s}.interactions WHERE id = $1");
+        row(c, &sql, &[&id])
+            .await?
+            .map(|r| decode(&r, 0))
+            .transpose()
+    }
+}
+
+#[async_trait]
+impl Store for PostgresStore {
+    async fn create(
+        &self,
+        interaction: Arc<Interaction>,
+        effects: Effects,
+    ) -> Result<CreateOutcome, StoreError> {
+        let doc = Interaction {
+            resolution: None,
+            ..(*interaction).clone()
+        };
+        let resolution = interaction.resolution.as_deref().map(Json);
+        let id = interaction.id.as_str();
+        let created = ms(interaction.created_at);
+        let status = if resolution.is_some() {
+            "resolved"
+        } else {
+            "pending"
+        };
+        let resolved_at = interaction.resolution.as_ref().map(|r| ms(r.at));
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db)?;
+        // Inserted, or nothing: then the row that exists is returned unchanged.
+        let sql = self.sql(
+            "WITH ins AS (
+                 INSERT INTO {s}.interactions
+                     (id, created_at, deadline, status, resolved_at, doc, resolution)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)
+                 ON CONFLICT (id) DO NOTHING
+                 RETURNING id)
+             SELECT pg_notify($8, id) FROM ins",
+        );
+        let inserted = rows(
+            &tx,
+            &sql,
+            &[
+                &id,
+                &created,
+                &ms(interaction.deadline),
+                &status,
+                &resolved_at,
+                &Json(&doc),
+                &resolution,
+                &self.schema.channel(),
+            ],
+        )
+        .await?;
+        if inserted.is_empty() {
+            return match self.get_in(&tx, id).await? {
+                Some(existing) => Ok(CreateOutcome::Exists(existing)),
+                None => Err(StoreError::Unavailable(
+                    "insert conflict without a row".into(),
+                )),
+            };
+        }
+        self.apply_effects(&tx, effects, created).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(CreateOutcome::Created)
+    }
+
+    async fn resolve(
+        &self,
+        resolved: Arc<Interaction>,
+        effects: Effects,
+    ) -> Result<ResolveOutcome, StoreError> {
+        let Some(resolution) = resolved.resolution.as_deref() else {
+            return Err(StoreError::Corrupt(
+                "resolve called without a resolution".into(),
+            ));
+        };
+        let at = ms(resolution.at);
+        let id = resolved.id.as_str();
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db)?;
+        let sql = self.sql(
+            "WITH upd AS (
+                 UPDATE {s}.interactions
+                 SET status = 'resolved', resolved_at = $2, resolution = $3
+                 WHERE id = $1 AND status = 'pending'
+                 RETURNING id)
+             SELECT pg_notify($4, id) FROM upd",
+        );
+        let changed = rows(
+            &tx,
+            &sql,
+            &[&id, &at, &Json(resolution), &self.schema.channel()],
+        )
+        .await?;
+        if !changed.is_empty() {
+            self.apply_effects(&tx, effects, at).await?;
+            tx.commit().await.map_err(db)?;
+            return Ok(ResolveOutcome::Resolved);
+        }
+        match self.get_in(&tx, id).await? {
+            Some(existing) => Ok(ResolveOutcome::AlreadyResolved(existing)),
+            None => Ok(ResolveOutcome::NotFound),
+        }
+    }
+
+    async fn get(&self, id: &InteractionId) -> Result<Option<Arc<Interaction>>, StoreError> {
+        let client = self.client().await?;
+        self.get_in(&client, id.as_str()).await
+    }
+
+    async fn list(&self, query: &ListQuery) -> Result<Page, StoreError> {
+        let status = match query.status {
+            StatusFilter::Pending => Some("pending"),
+            StatusFilter::Resolved => Some("resolved"),
+            StatusFilter::All => None,
+        };
+        let after_id = query.after.as_ref().map(|c| c.id.as_str());
+        let limit = i64::try_from(query.limit).unwrap_or(i64::MAX - 1) + 1;
+        // The conditions are written out (not switched off by NULL parameters) so that the
+        // plan of each variant can use the index that fits it.
+        let mut sql = String::from("SELECT doc, resolution FROM {s}.interactions WHERE true");
+        let mut params: Vec<&(dyn ToSql + Sync)> = vec![&limit];
+        if let Some(status) = &status {
+            params.push(status);
+            sql.push_str(&format!(" AND status = ${}", params.len()));
+        }
+        if let Some(c) = &query.after {
+            params.push(&c.created_ms);
+            params.push(&after_id);
+            sql.push_str(&format!(
+                " AND (created_at, id) < (${}, ${})",
+                params.len() - 1,
+                params.len()
+            ));
+        }
+        sql.push_str(" ORDER BY created_at DESC, id DESC LIMIT $1");
+        let client = self.client().await?;
+        let found = rows(&client, &self.sql(&sql), &params).await?;
+        let items = found
+            .iter()
+            .map(|r| decode(r, 0))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Page::from_overfetch(items, query.limit))
+    }
+
+    async fn pending(&self) -> Result<Vec<Arc<Interaction>>, StoreError> {
+        let sql = self.sql(
+            "SELECT doc, resolution FROM {s}.interactions WHERE status = 'pending'
+             ORDER BY created_at, id",
+        );
+        let client = self.client().await?;
+        rows(&client, &sql, &[])
+            .await?
+            .iter()
+            .map(|r| decode(r, 0))
+            .collect()
+    }
+
+    async fn prune(&self, before: Timestamp) -> Result<u64, StoreError> {
+        let cutoff = ms(before);
+        let client = self.client().await?;
+        // Bounded chunks keep each statement short; rows another replica is pruning at the
+        // same time are skipped, not waited for.
+        let chunk = self.sql(
+            "WITH gone AS (
+                 DELETE FROM {s}.interactions WHERE id IN (
+                     SELECT id FROM {s}.interactions
+                     WHERE status = 'resolved' AND resolved_at < $1
+                     LIMIT 1000 FOR UPDATE SKIP LOCKED)
+                 RETURNING id),
+             messages AS (
+                 DELETE FROM {s}.channel_messages
+                 WHERE interaction_id IN (SELECT id FROM gone))
+             SELECT count(*) FROM gone",
+        );
+        let mut total = 0u64;
+        loop {
+            let n: i64 = match row(&client, &chunk, &[&cutoff]).await? {
+                Some(r) => col(&r, 0)?,
+                None => 0,
+            };
+            total += n.max(0) as u64;
+            if n < 1000 {
+                break;
+            }
+        }
+        exec(
+            &client,
+            &self.sql("DELETE FROM {s}.outbox WHERE state <> 'pending' AND updated_at < $1"),
+            &[&cutoff],
+        )
+        .await?;
+        exec(
+            &client,
+            &self.sql("DELETE FROM {s}.seen WHERE expires_at <= $1"),
+            &[&ms(Timestamp::now())],
+        )
+        .await?;
+        // A range scan of the key index (keys sort bytewise; the prefix has no LIKE
+        // metacharacters).
+        exec(
+            &client,
+            &self.sql(
+                "DELETE FROM {s}.kv WHERE key LIKE $1
+                 AND NOT EXISTS (SELECT 1 FROM {s}.interactions WHERE id = kv.value)",
+            ),
+            &[&format!("{BOUND_VALUE_PREFIX}%")],
+        )
+        .await?;
+        Ok(total)
+    }
+
+    async fn record_message(&self, m: ChannelMessage) -> Result<(), StoreError> {
+        let sql = self.sql(
+            "INSERT INTO {s}.channel_messages
+                 (channel, address, message_ref, interaction_id, state, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6)
+             ON CONFLICT (channel, address, message_ref) DO UPDATE
+             SET interaction_id = excluded.interaction_id, state = excluded.state",
+        );
+        let client = self.client().await?;
+        exec(
+            &client,
+            &sql,
+            &[
+                &m.channel,
+                &m.address,
+                &m.message_ref,
+                &m.interaction_id.as_str(),
+                &m.state.as_ref().map(Json),
+                &ms(m.created_at),
+            ],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn messages(
+        &self,
+        channel: &str,
+        id: &InteractionId,
+    ) -> Result<Vec<ChannelMessage>, StoreError> {
+        let sql = self.sql(
+            "SELECT address, message_ref, state, created_at FROM {s}.channel_messages
+             WHERE interaction_id = $1 AND channel = $2 ORDER BY created_at, address",
+        );
+        let client = self.client().await?;
+        rows(&client, &sql, &[&id.as_str(), &channel])
+            .await?
+            .iter()
+            .map(|r| {
+                let state: Option<Json<Value>> = col(r, 2)?;
+                Ok(ChannelMessage {
+                    channel: channel.to_string(),
+                    address: col(r, 0)?,
+                    message_ref: col(r, 1)?,
+                    interaction_id: id.clone(),
+                    state: state.map(|Json(v)| v),
+                    created_at: from_ms(col(r, 3)?),
+                })
+            })
+            .collect()
+    }
+
+    async fn message(
+        &self,
+        channel: &str,
+        address: &str,
+        message_ref: &str,
+    ) -> Result<Option<ChannelMessage>, StoreError> {
+        let sql = self.sql(
+            "SELECT interaction_id, state, created_at FROM {s}.channel_messages
+             WHERE channel = $1 AND address = $2 AND message_ref = $3",
+        );
+        let client = self.client().await?;
+        let Some(r) = row(&client, &sql, &[&channel, &address, &message_ref]).await? else {
+            return Ok(None);
+        };
+        let id: String = col(&r, 0)?;
+        let state: Option<Json<Value>> = col(&r, 1)?;
+        Ok(Some(ChannelMessage {
+            channel: channel.to_string(),
+            address: address.to_string(),
+            message_ref: message_ref.to_string(),
+            interaction_id: InteractionId::parse(&id).map_err(corrupt)?,
+            state: state.map(|Json(v)| v),
+            created_at: from_ms(col(&r, 2)?),
+        }))
+    }
+
+    async fn set_message_state(
+        &self,
+        channel: &str,
+        address: &str,
+        message_ref: &str,
+        state: Option<Value>,
+    ) -> Result<bool, StoreError> {
+        let sql = self.sql(
+            "UPDATE {s}.channel_messages SET state = $4
+             WHERE channel = $1 AND address = $2 AND message_ref = $3",
+        );
+        let client = self.client().await?;
+        let n = exec(
+            &client,
+            &sql,
+            &[&channel, &address, &message_ref, &state.as_ref().map(Json)],
+        )
+        .await?;
+        Ok(n == 1)
+    }
+
+    async fn enqueue(&self, jobs: Vec<OutboxJob>) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        outbox::insert(&client, &self.schema, &jobs, ms(Timestamp::now())).await
+    }
+
+    async fn claim_jobs(
+        &self,
+        now: Timestamp,
+        quota: &ClaimQuota,
+        lease: Duration,
+    ) -> Result<Vec<ClaimedJob>, StoreError> {
+        let client = self.client().await?;
+        outbox::claim(&client, &self.schema, ms(now), quota, lease).await
+    }
+
+    async fn finish_job(
+        &self,
+        job: &ClaimedJob,
+        update: JobUpdate,
+        audit: Vec<AuditRecord>,
+    ) -> Result<bool, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db)?;
+        if !outbox::finish(&tx, &self.schema, job, update, ms(Timestamp::now())).await? {
+            return Ok(false);
+        }
+        audit::append(&tx, &self.schema, audit).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(true)
+    }
+
+    async fn next_job_at(&self, quota: &ClaimQuota) -> Result<Option<Timestamp>, StoreError> {
+        let client = self.client().await?;
+        outbox::next_at(&client, &self.schema, quota).await
+    }
+
+    async fn job_backlog(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        let client = self.client().await?;
+        outbox::backlog(&client, &self.schema).await
+    }
+
+    async fn append_audit(&self, records: Vec<AuditRecord>) -> Result<(), StoreError> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db)?;
+        audit::append(&tx, &self.schema, records).await?;
+        tx.commit().await.map_err(db)
+    }
+
+    async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditEntry>, StoreError> {
+        let client = self.client().await?;
+        audit::read(&client, &self.schema, query).await
+    }
+
+    async fn get_value(&self, key: &str) -> Result<Option<String>, StoreError> {
+        let client = self.client().await?;
+        match row(
+            &client,
+            &self.sql("SELECT value FROM {s}.kv WHERE key = $1"),
+            &[&key],
+        )
+        .await?
+        {
+            Some(r) => col(&r, 0).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    async fn set_value(&self, key: &str, value: Option<String>) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        match value {
+            Some(v) => {
+                let sql = self.sql(
+                    "INSERT INTO {s}.kv (key, value) VALUES ($1, $2)
+                     ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                );
+                exec(&client, &sql, &[&key, &v]).await?
+            }
+            None => {
+                let sql = self.sql("DELETE FROM {s}.kv WHERE key = $1");
+                exec(&client, &sql, &[&key]).await?
+            }
+        };
+        Ok(())
+    }
+
+    async fn secret(&self, name: &str) -> Result<Vec<u8>, StoreError> {
+        let client = self.client().await?;
+        // Created once: whichever replica inserts first, every one reads that value (the
+        // read is a statement of its own, so it sees a row committed by another meanwhile).
+        exec(
+            &client,
+            &self.sql(
+                "INSERT INTO {s}.secrets (name, value) VALUES ($1, $2)
+                 ON CONFLICT (name) DO NOTHING",
+            ),
+            &[&name, &random_secret()],
+        )
+        .await?;
+        match row(
+            &client,
+            &self.sql("SELECT value FROM {s}.secrets WHERE name = $1"),
+            &[&name],
+        )
+        .await?
+        {
+            Some(r) => col(&r, 0),
+            None => Err(StoreError::Unavailable(format!(
+                "the secret {name:?} vanished after it was created"
+            ))),
+        }
+    }
+
+    async fn first_sighting(
+        &self,
+        scope: &str,
+        key: &str,
+        expires_at: Timestamp,
+    ) -> Result<bool, StoreError> {
+        // Inserted, or an expired sighting renewed: a row comes back. A live sighting stays
+        // as it is, and nothing comes back.
+        let sql = self.sql(
+            "INSERT INTO {s}.seen AS s (scope, key, expires_at) VALUES ($1, $2, $3)
+             ON CONFLICT (scope, key) DO UPDATE SET expires_at = excluded.expires_at
+             WHERE s.expires_at <= $4
+             RETURNING 1",
+        );
+        let client = self.client().await?;
+        let n = rows(
+            &client,
+            &sql,
+            &[&scope, &key, &ms(expires_at), &ms(Timestamp::now())],
+        )
+        .await?
+        .len();
+        Ok(n == 1)
+    }
+
+    async fn forget_sighting(&self, scope: &str, key: &str) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        exec(
+            &client,
+            &self.sql("DELETE FROM {s}.seen WHERE scope = $1 AND key = $2"),
+            &[&scope, &key],
+        )
+        .await?;
+        Ok(())
+    }
+}

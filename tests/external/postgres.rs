@@ -1,0 +1,613 @@
+//! The PostgreSQL store against a real server: the store contract, migrations under
+//! replicas starting together, several stores (as replicas) on one schema, a bounded pool,
+//! the listener, and the whole application on it. Each test works in a schema of its own,
+//! dropped afterwards.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use imrelay::audit::{self, Action, AuditRecord};
+use imrelay::config::Backend;
+use imrelay::interaction::{Interaction, InteractionId};
+use imrelay::store::postgres::{Notification, SCHEMA_VERSION};
+use imrelay::store::{
+    AuditQuery, ClaimQuota, CreateOutcome, Effects, PostgresOptions, PostgresStore, ResolveOutcome,
+    Store, StoreError,
+};
+use jiff::Timestamp;
+use libtest_mimic::Trial;
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::contract::{contract, job};
+use crate::support::*;
+use crate::{Need, trial};
+
+const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+
+pub fn trials() -> Vec<Trial> {
+    vec![
+        trial("postgres::store_keeps_the_contract", server, || {
+            in_schema(|schema| async move {
+                contract(Arc::new(open(&schema).await)).await;
+            })
+        }),
+        trial(
+            "postgres::migrations_apply_once_when_replicas_start_together",
+            server,
+            || in_schema(migrations_apply_once_when_replicas_start_together),
+        ),
+        trial(
+            "postgres::an_older_imrelay_refuses_a_newer_schema",
+            server,
+            || in_schema(an_older_imrelay_refuses_a_newer_schema),
+        ),
+        trial(
+            "postgres::a_user_without_create_on_the_database_starts_in_a_schema_made_for_it",
+            server,
+            || in_schema(a_user_without_create_on_the_database_starts_in_a_schema_made_for_it),
+        ),
+        trial(
+            "postgres::replicas_write_one_audit_chain_and_each_resolution_has_one_winner",
+            server,
+            || in_schema(replicas_write_one_audit_chain_and_each_resolution_has_one_winner),
+        ),
+        trial(
+            "postgres::replicas_never_claim_the_same_job",
+            server,
+            || in_schema(replicas_never_claim_the_same_job),
+        ),
+        trial(
+            "postgres::an_exhausted_pool_fails_after_a_bounded_wait",
+            server,
+            || in_schema(an_exhausted_pool_fails_after_a_bounded_wait),
+        ),
+        trial(
+            "postgres::a_write_stuck_behind_a_lock_fails_instead_of_hanging",
+            server,
+            || in_schema(a_write_stuck_behind_a_lock_fails_instead_of_hanging),
+        ),
+        trial(
+            "postgres::the_listener_hears_changes_and_says_when_it_may_have_missed_some",
+            server,
+            || in_schema(the_listener_hears_changes_and_says_when_it_may_have_missed_some),
+        ),
+        trial(
+            "postgres::the_app_serves_from_postgres_and_keeps_it_across_a_restart",
+            server,
+            || in_schema(the_app_serves_from_postgres_and_keeps_it_across_a_restart),
+        ),
+    ]
+}
+
+fn url() -> String {
+    std::env::var("IMRELAY_TEST_POSTGRES_URL").unwrap_or_else(|_| DEFAULT_URL.into())
+}
+
+/// The test server's URL without a password, for messages.
+fn shown_url() -> String {
+    let url = url();
+    match url.split_once("://").zip(url.rsplit_once('@')) {
+        Some(((scheme, _), (_, host))) => format!("{scheme}://…@{host}"),
+        None => url,
+    }
+}
+
+/// Whether the test server answers (asked once per run).
+fn server() -> Need {
+    static PROBE: OnceLock<Result<(), String>> = OnceLock::new();
+    let probe = PROBE.get_or_init(|| {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        rt.block_on(async {
+            let url = url();
+            let connect = tokio_postgres::connect(&url, tokio_postgres::NoTls);
+            match tokio::time::timeout(Duration::from_secs(5), connect).await {
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err(e)) => Err(match std::error::Error::source(&e) {
+                    Some(cause) => cause.to_string(),
+                    None => e.to_string(),
+                }),
+                Err(_) => Err("no answer within 5 s".into()),
+            }
+        })
+    });
+    match probe {
+        Ok(()) => Need::Here,
+        Err(e) => {
+            let why = format!("no PostgreSQL server at {}: {e}", shown_url());
+            if std::env::var("IMRELAY_TEST_POSTGRES").as_deref() == Ok("require") {
+                Need::Required(format!("{why}, and IMRELAY_TEST_POSTGRES=require"))
+            } else {
+                Need::Missing(format!(
+                    "{why}; set IMRELAY_TEST_POSTGRES_URL, or IMRELAY_TEST_POSTGRES=require to fail instead"
+                ))
+            }
+        }
+    }
+}
+
+/// A raw connection to the test server, for what the tests do behind the store's back.
+async fn raw() -> tokio_postgres::Client {
+    let (client, conn) = tokio_postgres::connect(&url(), tokio_postgres::NoTls)
+        .await
+        .expect("connect to the test server");
+    tokio::spawn(conn);
+    client
+}
+
+fn options(schema: &str) -> PostgresOptions {
+    PostgresOptions {
+        schema: schema.into(),
+        ..PostgresOptions::new(url().into())
+    }
+}
+
+async fn open(schema: &str) -> PostgresStore {
+    PostgresStore::connect(&options(schema))
+        .await
+        .expect("the store opens")
+}
+
+/// Runs `test` with the name of a fresh schema, and drops the schema afterwards, whether the
+/// test passed or not.
+async fn in_schema<F, Fut>(test: F)
+where
+    F: FnOnce(String) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let schema = format!("it_{}", uuid::Uuid::new_v4().simple());
+    let outcome = tokio::spawn(test(schema.clone())).await;
+    raw()
+        .await
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
+        .await
+        .expect("drop the test schema");
+    if let Err(e) = outcome {
+        std::panic::resume_unwind(e.into_panic());
+    }
+}
+
+fn pending(id: &str) -> Arc<Interaction> {
+    let input = json!({"command": id}).as_object().cloned().unwrap();
+    Arc::new(Interaction::pending(
+        InteractionId::parse(id).unwrap(),
+        "Bash",
+        input,
+        imrelay::interaction::now(),
+        60,
+    ))
+}
+
+fn record(action: Action, id: &str, by: &str) -> AuditRecord {
+    AuditRecord {
+        at: Timestamp::now(),
+        action,
+        interaction_id: Some(id.into()),
+        actor: Some(by.into()),
+        channel: "api".into(),
+        outcome: by.into(),
+        input_hash: None,
+        detail: None,
+    }
+}
+
+async fn migrations_apply_once_when_replicas_start_together(schema: String) {
+    let o = options(&schema);
+    let stores = futures_util::future::join_all((0..4).map(|_| PostgresStore::connect(&o))).await;
+    assert!(stores.iter().all(Result::is_ok), "{stores:?}");
+    let db = raw().await;
+    let versions: Vec<i32> = db
+        .query(
+            &format!("SELECT version FROM \"{schema}\".migrations ORDER BY version"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(versions, (1..=SCHEMA_VERSION).collect::<Vec<_>>());
+
+    // Data outlives the store, and opening again applies nothing again.
+    let store = stores.into_iter().next().unwrap().unwrap();
+    store
+        .create(pending("kept"), Effects::default())
+        .await
+        .unwrap();
+    drop(store);
+    let again = open(&schema).await;
+    assert!(
+        again
+            .get(&InteractionId::parse("kept").unwrap())
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let n: i64 = db
+        .query_one(
+            &format!("SELECT count(*) FROM \"{schema}\".migrations"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, i64::from(SCHEMA_VERSION));
+}
+
+async fn an_older_imrelay_refuses_a_newer_schema(schema: String) {
+    drop(open(&schema).await);
+    raw()
+        .await
+        .execute(
+            &format!(
+                "INSERT INTO \"{schema}\".migrations (version, name, checksum, applied_at)
+                 VALUES ($1, 'from_the_future', '', 0)"
+            ),
+            &[&(SCHEMA_VERSION + 1)],
+        )
+        .await
+        .unwrap();
+    let err = PostgresStore::connect(&options(&schema))
+        .await
+        .expect_err("an older binary must not start");
+    let text = err.to_string();
+    assert!(matches!(err, StoreError::Unavailable(_)), "{text}");
+    assert!(
+        text.contains(&format!("version {}", SCHEMA_VERSION + 1))
+            && text.contains("newer than this imrelay"),
+        "{text}"
+    );
+}
+
+async fn a_user_without_create_on_the_database_starts_in_a_schema_made_for_it(schema: String) {
+    // An administrator makes the schema and hands it to a role that may create nothing else.
+    let role = format!("{schema}_owner");
+    let db = raw().await;
+    db.batch_execute(&format!(
+        "CREATE ROLE \"{role}\" LOGIN; CREATE SCHEMA \"{schema}\" AUTHORIZATION \"{role}\""
+    ))
+    .await
+    .unwrap();
+    let base = url();
+    let as_role = format!(
+        "{base}{}user={role}",
+        if base.contains('?') { '&' } else { '?' }
+    );
+    let opened = PostgresStore::connect(&PostgresOptions {
+        schema: schema.clone(),
+        ..PostgresOptions::new(as_role.into())
+    })
+    .await;
+    let created = match &opened {
+        Ok(store) => store.create(pending("least"), Effects::default()).await,
+        Err(e) => Err(StoreError::Unavailable(e.to_string())),
+    };
+    drop(opened);
+    db.batch_execute(&format!(
+        "DROP SCHEMA \"{schema}\" CASCADE; DROP ROLE \"{role}\""
+    ))
+    .await
+    .unwrap();
+    assert!(matches!(created, Ok(CreateOutcome::Created)), "{created:?}");
+}
+
+async fn replicas_write_one_audit_chain_and_each_resolution_has_one_winner(schema: String) {
+    let a: Arc<dyn Store> = Arc::new(open(&schema).await);
+    let b: Arc<dyn Store> = Arc::new(open(&schema).await);
+    let ids: Vec<String> = (0..20).map(|n| format!("race-{n}")).collect();
+    let mut tasks = Vec::new();
+    for (n, id) in ids.iter().enumerate() {
+        let store = if n % 2 == 0 { a.clone() } else { b.clone() };
+        let id = id.clone();
+        tasks.push(tokio::spawn(async move {
+            let effects = Effects {
+                jobs: vec![],
+                audit: vec![record(Action::Created, &id, "agent")],
+            };
+            let created = store.create(pending(&id), effects).await.unwrap();
+            assert!(matches!(created, CreateOutcome::Created));
+        }));
+    }
+    for t in tasks.drain(..) {
+        t.await.unwrap();
+    }
+    // Every interaction answered by both replicas at once, and refusals appended meanwhile.
+    for id in &ids {
+        for (store, by) in [(a.clone(), "alice"), (b.clone(), "bob")] {
+            let id = id.clone();
+            tasks.push(tokio::spawn(async move {
+                let current = store
+                    .get(&InteractionId::parse(&id).unwrap())
+                    .await
+                    .unwrap()
+                    .unwrap();
+                let mut resolution = imrelay::interaction::expired(&current, Timestamp::now());
+                resolution.by = Some(by.into());
+                let effects = Effects {
+                    jobs: vec![],
+                    audit: vec![record(Action::Answered, &id, by)],
+                };
+                match store
+                    .resolve(Arc::new(current.resolved(resolution)), effects)
+                    .await
+                    .unwrap()
+                {
+                    ResolveOutcome::Resolved => {}
+                    ResolveOutcome::AlreadyResolved(_) => {
+                        store
+                            .append_audit(vec![record(Action::Refused, &id, by)])
+                            .await
+                            .unwrap();
+                    }
+                    ResolveOutcome::NotFound => panic!("{id} vanished"),
+                }
+            }));
+        }
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let entries = a
+        .audit(&AuditQuery {
+            after_seq: 0,
+            since: None,
+            limit: 10_000,
+        })
+        .await
+        .unwrap();
+    assert_eq!(audit::verify(&entries), Ok(entries.len() as i64));
+    assert_eq!(entries.len(), ids.len() * 3, "created, answered, refused");
+    for id in &ids {
+        let of = |action| {
+            entries
+                .iter()
+                .filter(|e| {
+                    e.record.action == action && e.record.interaction_id.as_ref() == Some(id)
+                })
+                .count()
+        };
+        assert_eq!(
+            (of(Action::Answered), of(Action::Refused)),
+            (1, 1),
+            "{id}: one winner"
+        );
+    }
+    let last = entries.last().unwrap();
+    for store in [&a, &b] {
+        let head = store.audit_head().await.unwrap().unwrap();
+        assert_eq!(
+            (head.seq, head.hash.as_str()),
+            (last.seq, last.hash.as_str())
+        );
+    }
+}
+
+async fn replicas_never_claim_the_same_job(schema: String) {
+    let a: Arc<dyn Store> = Arc::new(open(&schema).await);
+    let b: Arc<dyn Store> = Arc::new(open(&schema).await);
+    let jobs: Vec<_> = (0..120)
+        .map(|n| job(&format!("j{n}"), if n % 3 == 0 { "slow" } else { "fast" }))
+        .collect();
+    a.enqueue(jobs).await.unwrap();
+    let mut workers = Vec::new();
+    for store in [a.clone(), b.clone(), a.clone(), b.clone()] {
+        workers.push(tokio::spawn(async move {
+            let mut mine = Vec::new();
+            loop {
+                let claimed = store
+                    .claim_jobs(
+                        imrelay::interaction::now(),
+                        &ClaimQuota::any(7),
+                        Duration::from_secs(60),
+                    )
+                    .await
+                    .unwrap();
+                if claimed.is_empty() {
+                    return mine;
+                }
+                mine.extend(claimed.into_iter().map(|c| c.job.key));
+                tokio::task::yield_now().await;
+            }
+        }));
+    }
+    let mut all = Vec::new();
+    for w in workers {
+        all.extend(w.await.unwrap());
+    }
+    let distinct: HashSet<&String> = all.iter().collect();
+    assert_eq!(distinct.len(), all.len(), "a job was claimed twice");
+    assert_eq!(all.len(), 120);
+}
+
+/// Creates interaction `id` through `store` and locks its row from another session, whose
+/// transaction stays open until that session runs `ROLLBACK`. Returns the interaction, its
+/// resolution to attempt, and the session.
+async fn locked(
+    schema: &str,
+    store: &dyn Store,
+    id: &str,
+) -> (Arc<Interaction>, Arc<Interaction>, tokio_postgres::Client) {
+    let held = pending(id);
+    store
+        .create(held.clone(), Effects::default())
+        .await
+        .unwrap();
+    let locker = raw().await;
+    locker
+        .batch_execute(&format!(
+            "BEGIN; SELECT 1 FROM \"{schema}\".interactions WHERE id = '{id}' FOR UPDATE"
+        ))
+        .await
+        .unwrap();
+    let resolved = Arc::new(held.resolved(imrelay::interaction::expired(&held, Timestamp::now())));
+    (held, resolved, locker)
+}
+
+async fn an_exhausted_pool_fails_after_a_bounded_wait(schema: String) {
+    let store = Arc::new(
+        PostgresStore::connect(&PostgresOptions {
+            pool_size: 1,
+            pool_wait: Duration::from_millis(300),
+            ..options(&schema)
+        })
+        .await
+        .unwrap(),
+    );
+    // Another session locks the row: the store's one connection waits in a resolution.
+    let (held, resolved, locker) = locked(&schema, &*store, "held").await;
+    let resolving = {
+        let store = store.clone();
+        tokio::spawn(async move { store.resolve(resolved, Effects::default()).await })
+    };
+    let waiting = format!(
+        "SELECT count(*) FROM pg_stat_activity
+         WHERE application_name = 'imrelay' AND wait_event_type = 'Lock'
+           AND query LIKE '%\"{schema}\".interactions%'"
+    );
+    let probe = raw().await;
+    eventually("the resolution to wait for the row lock", || async {
+        let n: i64 = probe.query_one(&waiting, &[]).await.unwrap().get(0);
+        (n == 1).then_some(())
+    })
+    .await;
+    let started = tokio::time::Instant::now();
+    let err = store.get(&held.id).await.expect_err("no free connection");
+    assert!(matches!(err, StoreError::Unavailable(_)), "{err}");
+    assert!(err.to_string().contains("busy"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(30), "bounded");
+    locker.batch_execute("ROLLBACK").await.unwrap();
+    assert!(matches!(
+        resolving.await.unwrap().unwrap(),
+        ResolveOutcome::Resolved
+    ));
+    assert!(store.get(&held.id).await.unwrap().is_some());
+}
+
+async fn a_write_stuck_behind_a_lock_fails_instead_of_hanging(schema: String) {
+    let store = open(&schema).await;
+    // A session that holds the row and never finishes (as a replica cut off mid-write would
+    // until the server notices).
+    let (_, resolved, locker) = locked(&schema, &store, "stuck").await;
+    let err = tokio::time::timeout(
+        Duration::from_secs(30),
+        store.resolve(resolved.clone(), Effects::default()),
+    )
+    .await
+    .expect("an answer, not a hang")
+    .expect_err("the row stays locked");
+    assert!(matches!(err, StoreError::Unavailable(_)), "{err}");
+    assert!(err.to_string().contains("lock timeout"), "{err}");
+    locker.batch_execute("ROLLBACK").await.unwrap();
+    assert!(matches!(
+        store.resolve(resolved, Effects::default()).await.unwrap(),
+        ResolveOutcome::Resolved
+    ));
+}
+
+async fn next(listener: &mut imrelay::store::postgres::Listener) -> Notification {
+    tokio::time::timeout(Duration::from_secs(20), listener.next())
+        .await
+        .expect("a notification in time")
+        .expect("the listener runs")
+}
+
+async fn the_listener_hears_changes_and_says_when_it_may_have_missed_some(schema: String) {
+    let store = open(&schema).await;
+    let mut listener = store.listen();
+    assert_eq!(next(&mut listener).await, Notification::MayHaveMissed);
+    let db = raw().await;
+    let channel = store.channel();
+    db.execute("SELECT pg_notify($1, 'from-elsewhere')", &[&channel])
+        .await
+        .unwrap();
+    assert_eq!(
+        next(&mut listener).await,
+        Notification::Changed(InteractionId::parse("from-elsewhere").unwrap())
+    );
+    // The store's own writes ring too: a create, and a resolution.
+    let i = pending("rung");
+    store.create(i.clone(), Effects::default()).await.unwrap();
+    assert_eq!(
+        next(&mut listener).await,
+        Notification::Changed(i.id.clone())
+    );
+    let resolved = Arc::new(i.resolved(imrelay::interaction::expired(&i, Timestamp::now())));
+    store.resolve(resolved, Effects::default()).await.unwrap();
+    assert_eq!(
+        next(&mut listener).await,
+        Notification::Changed(i.id.clone())
+    );
+
+    // The listener's connection is killed: it reconnects, and says it may have missed some.
+    let killed: i64 = db
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+             WHERE application_name = 'imrelay-listener' AND query = $1",
+            &[&format!("LISTEN \"{channel}\"")],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(killed, 1);
+    assert_eq!(next(&mut listener).await, Notification::MayHaveMissed);
+    db.execute("SELECT pg_notify($1, 'after-the-gap')", &[&channel])
+        .await
+        .unwrap();
+    assert_eq!(
+        next(&mut listener).await,
+        Notification::Changed(InteractionId::parse("after-the-gap").unwrap())
+    );
+    // Dropped, it closes its connection.
+    drop(listener);
+    let probe = raw().await;
+    eventually("the listener's connection to close", || async {
+        let n: i64 = probe
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE query = $1",
+                &[&format!("LISTEN \"{channel}\"")],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        (n == 0).then_some(())
+    })
+    .await;
+}
+
+async fn the_app_serves_from_postgres_and_keeps_it_across_a_restart(schema: String) {
+    let mut s = settings();
+    s.store.backend = Backend::Postgres;
+    s.store.url = imrelay::config::Secret::new(url());
+    s.store.schema = schema.clone();
+    let store = imrelay::app::open_store(&s).await.unwrap();
+    let app = spawn_on(s.clone(), store).await;
+    let id = app.create_bash("pg-app", "make deploy").await;
+    let (status, body) = app
+        .post(
+            &format!("/v1/interactions/{id}/respond"),
+            &json!({"decision": "allow", "by": "Ada"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    app.create_bash("pg-app-pending", "make test").await;
+    app.stop().await;
+
+    let store = imrelay::app::open_store(&s).await.unwrap();
+    let app = spawn_on(s, store).await;
+    let (_, answered) = app.get(&format!("/v1/interactions/{id}")).await;
+    assert_eq!(answered["resolution"]["by"], "Ada");
+    let (_, pending) = app.get("/v1/interactions?status=pending").await;
+    assert_eq!(
+        pending["interactions"][0]["id"], "pg-app-pending",
+        "{pending}"
+    );
+    let (status, health) = app.get("/healthz").await;
+    assert_eq!(status, StatusCode::OK, "{health}");
+    app.stop().await;
+}
