@@ -24,8 +24,18 @@ pub struct App {
     state: AppState,
     outbox: Arc<Outbox>,
     extra: Router,
+    agent_extra: Router<AppState>,
     tasks: Vec<Task>,
 }
+
+/// How long an MCP session with nothing under way lives: past the longest deadline, since a
+/// call without progress notifications is silent while it waits.
+fn mcp_idle(settings: &Settings) -> Duration {
+    Duration::from_secs(settings.interactions.max_timeout_secs.saturating_add(60)).max(MCP_MIN_IDLE)
+}
+
+/// The shortest MCP session idle time (rmcp's default).
+const MCP_MIN_IDLE: Duration = Duration::from_secs(300);
 
 /// Opens the configured store (off the async threads).
 pub async fn open_store(settings: &Settings) -> anyhow::Result<Arc<dyn Store>> {
@@ -97,6 +107,19 @@ impl App {
                 "recovered pending interactions from the store"
             );
         }
+        let agent_extra = if settings.mcp.enabled {
+            let service = crate::mcp::service(
+                registry.clone(),
+                &settings.mcp,
+                mcp_idle(&settings),
+                http::MAX_BODY_BYTES,
+                &metrics,
+                &shutdown,
+            );
+            crate::mcp::router(service, http::MAX_BODY_BYTES)
+        } else {
+            Router::new()
+        };
         let state = AppState::new(http::Shared {
             registry,
             auth: Arc::new(Auth::new(&settings.auth)),
@@ -110,6 +133,7 @@ impl App {
             state,
             outbox,
             extra,
+            agent_extra,
             tasks,
         })
     }
@@ -153,7 +177,7 @@ impl App {
         for task in self.tasks {
             tasks.push(tokio::spawn(task));
         }
-        let router = http::router(self.state.clone(), self.extra);
+        let router = http::router(self.state.clone(), self.extra, self.agent_extra);
         let server = http::server::serve(
             listener,
             router,

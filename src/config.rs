@@ -137,6 +137,8 @@ pub struct Settings {
     pub interactions: InteractionSettings,
     /// Agent hook endpoints.
     pub hooks: HooksSettings,
+    /// The MCP endpoint.
+    pub mcp: crate::mcp::McpSettings,
     /// Persistence.
     pub store: StoreSettings,
     /// Logging.
@@ -578,6 +580,7 @@ impl Settings {
         }
         self.auth.validate()?;
         self.store.validate()?;
+        self.mcp.validate().map_err(ConfigError::Invalid)?;
         if self.outbox.retry_base_ms == 0 || self.outbox.retry_max_secs == 0 {
             return Err(ConfigError::Invalid(
                 "outbox.retry_base_ms and outbox.retry_max_secs must be at least 1".into(),

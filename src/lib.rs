@@ -14,6 +14,7 @@
 //! - [`outbox`]: durable delivery of work to the outside world, with retries.
 //! - [`http`]: the axum layer (API, event stream, hooks, inbox, health, metrics) and the
 //!   server that bounds connections.
+//! - [`mcp`]: the MCP server at `/mcp` (tools that ask people), over the core.
 //! - [`app`]: wiring, shared by `main` and the tests.
 //! - [`cli`]: the command-line tools: the terminal client of a running server (`watch`,
 //!   `pending`, `show`, `answer`) and tools for the server's machine (`audit`, `backup`).
@@ -29,6 +30,7 @@ pub mod config;
 pub mod health;
 pub mod http;
 pub mod interaction;
+pub mod mcp;
 pub mod metrics;
 pub mod outbox;
 pub mod store;

@@ -108,6 +108,9 @@ enum Client {
     Show(imrelay::cli::commands::ShowArgs),
     /// Answer one interaction: `allow`, `deny [--reason TEXT]`, or `--answer QUESTION=ANSWER`.
     Answer(imrelay::cli::commands::AnswerArgs),
+    /// Serve MCP on standard input and output, relayed to the server's /mcp (for MCP clients
+    /// that launch commands; see docs/mcp.md).
+    Mcp(imrelay::cli::mcp::McpArgs),
 }
 
 fn main() -> ExitCode {
@@ -122,6 +125,7 @@ fn main() -> ExitCode {
                 Client::Pending(args) => imrelay::cli::commands::pending(args, config),
                 Client::Show(args) => imrelay::cli::commands::show(args, config),
                 Client::Answer(args) => imrelay::cli::commands::answer(args, config),
+                Client::Mcp(args) => imrelay::cli::mcp::run(args, config),
             };
             return ExitCode::from(u8::try_from(code).unwrap_or(1));
         }

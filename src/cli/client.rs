@@ -264,6 +264,26 @@ pub fn local_url(settings: &Settings) -> String {
     format!("http://{addr}")
 }
 
+/// The server's base URL, without a trailing slash: `--url`, or the configuration's listen
+/// address.
+pub fn base_url(args: &RemoteArgs, config: Option<&std::path::Path>) -> anyhow::Result<String> {
+    let base = match &args.url {
+        Some(u) => u.trim_end_matches('/').to_string(),
+        None => {
+            let settings = Settings::load(config).map_err(|e| {
+                anyhow::anyhow!(
+                    "cannot find the server's address in the configuration ({e}); pass --url or set IMRELAY_URL"
+                )
+            })?;
+            local_url(&settings.settings)
+        }
+    };
+    if !(base.starts_with("http://") || base.starts_with("https://")) {
+        anyhow::bail!("--url {base:?}: expected an http:// or https:// URL");
+    }
+    Ok(base)
+}
+
 /// How long a request may take (the event stream excepted).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long connecting may take.
@@ -282,20 +302,7 @@ pub struct Remote {
 impl Remote {
     /// A client for `args`, falling back on the configuration for the URL.
     pub fn new(args: &RemoteArgs, config: Option<&std::path::Path>) -> anyhow::Result<Remote> {
-        let base = match &args.url {
-            Some(u) => u.trim_end_matches('/').to_string(),
-            None => {
-                let settings = Settings::load(config).map_err(|e| {
-                    anyhow::anyhow!(
-                        "cannot find the server's address in the configuration ({e}); pass --url or set IMRELAY_URL"
-                    )
-                })?;
-                local_url(&settings.settings)
-            }
-        };
-        if !(base.starts_with("http://") || base.starts_with("https://")) {
-            anyhow::bail!("--url {base:?}: expected an http:// or https:// URL");
-        }
+        let base = base_url(args, config)?;
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .user_agent(concat!("imrelay-cli/", env!("CARGO_PKG_VERSION")))

@@ -8,6 +8,7 @@
 //! |---|---|
 //! | `GET /`, `GET /livez`, `GET /healthz`, `GET /metrics` | none |
 //! | `POST /v1/interactions`, `GET /v1/interactions/{id}/wait`, `DELETE /v1/interactions/{id}`, `POST /v1/hooks/claude-code` | agent |
+//! | `POST`, `GET`, `DELETE /mcp` (the MCP endpoint, mounted by the app) | agent |
 //! | `GET /v1/interactions`, `POST /v1/interactions/{id}/respond`, `GET /v1/events`, `GET /v1/audit` | operator |
 //! | `POST /v1/webhooks/{name}/respond` | a Standard Webhooks signature (see [`crate::channels::webhook`]) |
 //! | `GET /v1/interactions/{id}` | agent or operator (whichever check passes) |
@@ -50,6 +51,7 @@ use error::ApiError;
 /// Paths served by imrelay itself, outside `/v1/`.
 const OWN_PATHS: &[&str] = &[
     "/",
+    crate::mcp::PATH,
     "/livez",
     "/healthz",
     "/metrics",
@@ -104,13 +106,15 @@ pub struct Shared {
     pub hook_calls: Arc<hooks::HookCalls>,
 }
 
-/// The full router for `state`, with `extra` (channel endpoints) merged in.
-pub fn router(state: AppState, extra: Router) -> Router {
+/// The full router for `state`, with `extra` (channel endpoints) merged in, and
+/// `agent_extra` (the MCP endpoint) behind the agent-token check.
+pub fn router(state: AppState, extra: Router, agent_extra: Router<AppState>) -> Router {
     let agent = Router::new()
         .route("/v1/interactions", post(api::create))
         .route("/v1/interactions/{id}/wait", get(api::wait))
         .route("/v1/interactions/{id}", axum::routing::delete(api::cancel))
         .route("/v1/hooks/claude-code", post(hooks::claude_code))
+        .merge(agent_extra)
         .route_layer(from_fn_with_state(state.clone(), auth::agent));
     let operator = Router::new()
         .route("/v1/interactions", get(api::list))

@@ -13,6 +13,7 @@ mod contract;
 mod deploy;
 mod feishu;
 mod hooks;
+mod mcp;
 mod numbers;
 mod outbox;
 mod questions;

@@ -76,7 +76,7 @@ pub(crate) async fn start(mode: Mode) -> (TestApp, FakeTelegram) {
 pub(crate) struct Posted {
     chat: i64,
     pub(crate) message_id: i64,
-    text: String,
+    pub(crate) text: String,
     params: Value,
 }
 
@@ -90,7 +90,7 @@ impl Posted {
         }
     }
 
-    fn buttons(&self) -> Vec<(String, String)> {
+    pub(crate) fn buttons(&self) -> Vec<(String, String)> {
         self.params["reply_markup"]["inline_keyboard"]
             .as_array()
             .map(|rows| {

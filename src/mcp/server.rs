@@ -1,0 +1,408 @@
+//! The MCP server: the tool list, and each call's life (create or re-attach, wait with
+//! progress, cancellation, deadline, answer).
+
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    JsonObject, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::McpSettings;
+use super::calls::{Call, Calls};
+use super::tools::{self, Caller, Refusal, Told};
+use crate::interaction::{Interaction, Registry, RegistryError, clip, now};
+use crate::metrics::Metrics;
+
+/// Longest agent label kept (the registry's limit for `agent`).
+const MAX_AGENT_CHARS: usize = 200;
+/// How long past an interaction's deadline a call waits for the registry to expire it before
+/// expiring it itself.
+const DEADLINE_SLACK: Duration = Duration::from_secs(1);
+
+const REQUEST_APPROVAL: &str = "request_approval";
+const PERMISSION_PROMPT: &str = "permission_prompt";
+const ASK_HUMAN: &str = "ask_human";
+
+const INSTRUCTIONS: &str = "imrelay relays your requests to people on their phones and \
+desktops (Telegram, Feishu/Lark, webhooks, a web inbox). Use request_approval before an \
+action that is risky, irreversible or beyond what you were asked to do, and ask_human when \
+you need a person's decision between a few choices. Both wait until a person answers, which \
+may take minutes; the answer says who decided and why. permission_prompt is for Claude \
+Code's --permission-prompt-tool, not for calling directly.";
+
+/// The MCP server behind `/mcp`: one per session, all sharing the registry.
+#[derive(Clone)]
+pub struct Relay {
+    registry: Registry,
+    progress_interval: Duration,
+    shutdown: CancellationToken,
+    calls: Arc<Calls>,
+}
+
+impl Relay {
+    /// A server over `registry`, counting waiting calls in `metrics`; calls end when
+    /// `shutdown` fires.
+    pub fn new(
+        registry: Registry,
+        settings: &McpSettings,
+        metrics: &Metrics,
+        shutdown: CancellationToken,
+    ) -> Self {
+        Self {
+            registry,
+            progress_interval: Duration::from_secs(settings.progress_interval_secs),
+            shutdown,
+            calls: Calls::new(metrics),
+        }
+    }
+}
+
+/// Which tool a call is for.
+#[derive(Clone, Copy)]
+enum Which {
+    Approval,
+    Permission,
+    Ask,
+}
+
+impl Which {
+    fn told(self, i: &Interaction) -> Told {
+        match self {
+            Which::Approval => tools::approval_told(i),
+            Which::Permission => tools::permission_told(i),
+            Which::Ask => tools::ask_told(i),
+        }
+    }
+}
+
+fn tool<In: schemars::JsonSchema + 'static, Out: schemars::JsonSchema + 'static>(
+    name: &'static str,
+    title: &str,
+    description: &'static str,
+) -> Tool {
+    Tool::new(name, description, Arc::new(JsonObject::new()))
+        .with_title(title)
+        .with_input_schema::<In>()
+        .with_output_schema::<Out>()
+        .with_annotations(
+            ToolAnnotations::new()
+                .read_only(true)
+                .destructive(false)
+                .open_world(true),
+        )
+}
+
+/// The tools, built once.
+static TOOLS: LazyLock<Vec<Tool>> = LazyLock::new(|| {
+    vec![
+        tool::<tools::ApprovalArgs, tools::ApprovalResult>(
+            REQUEST_APPROVAL,
+            "Ask a person to approve an action",
+            "Ask a person to approve an action before you take it, and wait for the decision. \
+             Use it for anything risky, irreversible or beyond what you were asked to do. \
+             People answer from their phone or desktop, which may take minutes. Returns \
+             approved or denied with the person's reason; if nobody answers in time the \
+             action is not approved. Put what you want to do in `action` and what the person \
+             needs to judge it (a command, a diff, a target) in `details`.",
+        ),
+        tool::<tools::AskArgs, tools::AskResult>(
+            ASK_HUMAN,
+            "Ask a person a question",
+            "Ask a person a question with 2 to 4 choices (one, or several with `multiple`), \
+             and wait for the answer. People answer from their phone or desktop, which may \
+             take minutes; they may also type their own answer instead of choosing. Returns \
+             the chosen labels and any typed text, or that the person declined or did not \
+             answer in time. Free-text questions (no `choices`) and forms (`schema`) are \
+             not available yet.",
+        ),
+        tool::<tools::PermissionPromptArgs, tools::PermissionDecision>(
+            PERMISSION_PROMPT,
+            "Permission prompt for Claude Code",
+            "For Claude Code's --permission-prompt-tool: asks a person whether the tool call \
+             may run and returns Claude Code's permission decision as JSON text \
+             ({\"behavior\":\"allow\",\"updatedInput\":{...}} or \
+             {\"behavior\":\"deny\",\"message\":\"...\"}). Not meant to be called directly: \
+             use request_approval.",
+        ),
+    ]
+});
+
+/// Reads a tool's arguments; a mismatch with its input schema is invalid params.
+fn arguments<T: DeserializeOwned>(
+    tool: &str,
+    arguments: Option<JsonObject>,
+) -> Result<T, ErrorData> {
+    serde_json::from_value(Value::Object(arguments.unwrap_or_default()))
+        .map_err(|e| ErrorData::invalid_params(format!("invalid arguments for {tool}: {e}"), None))
+}
+
+/// A result the model reads as a failure of the tool (a refusal it can act on).
+fn tool_error(message: impl Into<String>) -> CallToolResponse {
+    CallToolResult::error(vec![ContentBlock::text(message.into())]).into()
+}
+
+fn answer(told: Told) -> CallToolResponse {
+    let mut result = CallToolResult::success(vec![ContentBlock::text(told.text)]);
+    result.structured_content = Some(told.structured);
+    result.into()
+}
+
+/// The client (from its `initialize`) and the session of a call.
+fn caller(ctx: &RequestContext<RoleServer>) -> Caller {
+    let agent = ctx.peer.peer_info().and_then(|p| {
+        let c = &p.client_info;
+        let name = c.name.trim();
+        let version = c.version.trim();
+        let label = match (name.is_empty(), version.is_empty()) {
+            (true, _) => return None,
+            (false, true) => name.to_string(),
+            (false, false) => format!("{name}/{version}"),
+        };
+        Some(clip(&label, MAX_AGENT_CHARS))
+    });
+    let session = ctx
+        .extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|p| p.headers.get("mcp-session-id"))
+        .and_then(|v| v.to_str().ok())
+        .map(|s| clip(s, MAX_AGENT_CHARS));
+    Caller { agent, session }
+}
+
+impl ServerHandler for Relay {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(
+                Implementation::new("imrelay", env!("CARGO_PKG_VERSION")).with_title("imrelay"),
+            )
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(TOOLS.clone()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        TOOLS.iter().find(|t| t.name == name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let caller = caller(&ctx);
+        let name = request.name.as_ref();
+        let (which, new) = match name {
+            REQUEST_APPROVAL => (
+                Which::Approval,
+                tools::approval(arguments(name, request.arguments)?, &caller),
+            ),
+            PERMISSION_PROMPT => (
+                Which::Permission,
+                tools::permission(arguments(name, request.arguments)?, &caller),
+            ),
+            ASK_HUMAN => (
+                Which::Ask,
+                tools::question(arguments(name, request.arguments)?, &caller),
+            ),
+            other => {
+                return Err(ErrorData::invalid_params(
+                    format!(
+                        "no tool named {:?}: the tools are {REQUEST_APPROVAL}, {ASK_HUMAN} and {PERMISSION_PROMPT}",
+                        clip(other, 100)
+                    ),
+                    None,
+                ));
+            }
+        };
+        let new = match new {
+            Ok(new) => new,
+            Err(Refusal(message)) => return Ok(tool_error(message)),
+        };
+        let keyed = new.id.is_some();
+        let created = match self.registry.create(new).await {
+            Ok(created) => created,
+            Err(RegistryError::Invalid(e)) => {
+                return Ok(tool_error(match which {
+                    Which::Ask => tools::ask_field(&e),
+                    _ => e.to_string(),
+                }));
+            }
+            Err(RegistryError::Conflict(existing)) => {
+                return Ok(tool_error(format!(
+                    "id: {} is already taken by a different request: choose another id (the \
+                     same id is for retrying the same call)",
+                    existing.id
+                )));
+            }
+            Err(e) => return Err(unavailable(&e)),
+        };
+        let resolved = self
+            .wait(&created.interaction, keyed, &caller, &ctx)
+            .await?;
+        Ok(answer(which.told(&resolved)))
+    }
+}
+
+/// The error for a registry failure that is not the caller's (the store cannot take it).
+fn unavailable(e: &RegistryError) -> ErrorData {
+    ErrorData::internal_error(
+        format!("imrelay cannot take this request now ({e}); try again shortly"),
+        None,
+    )
+}
+
+impl Relay {
+    /// Waits for `i` to be resolved: until a person answers, its deadline passes, the client
+    /// cancels the call, or imrelay shuts down. Sends progress meanwhile when asked to.
+    async fn wait(
+        &self,
+        i: &Arc<Interaction>,
+        keyed: bool,
+        caller: &Caller,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<Arc<Interaction>, ErrorData> {
+        if !i.is_pending() {
+            return Ok(i.clone());
+        }
+        let call = self.calls.join(&i.id);
+        let remaining = i
+            .deadline
+            .as_millisecond()
+            .saturating_sub(now().as_millisecond())
+            .max(0);
+        let until_deadline = Duration::from_millis(remaining as u64) + DEADLINE_SLACK;
+        let waited = self.registry.wait(&i.id, until_deadline);
+        tokio::pin!(waited);
+        let progress = ctx.meta.get_progress_token();
+        let mut ticker = tokio::time::interval_at(
+            tokio::time::Instant::now() + self.progress_interval,
+            self.progress_interval,
+        );
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        loop {
+            tokio::select! {
+                r = &mut waited => {
+                    drop(call);
+                    return match r {
+                        Ok(Some(resolved)) => Ok(resolved),
+                        // The deadline passed and the registry has not expired it yet.
+                        Ok(None) => self.registry.expire(&i.id).await.map_err(|e| unavailable(&e)),
+                        Err(e) => Err(unavailable(&e)),
+                    };
+                }
+                _ = ticker.tick(), if progress.is_some() => {
+                    if let Some(token) = &progress {
+                        let _ = ctx.peer.notify_progress(progress_of(i, token.clone())).await;
+                    }
+                }
+                _ = ctx.ct.cancelled() => return Err(self.abandoned(call, i, keyed, caller).await),
+                _ = self.shutdown.cancelled() => return Err(self.abandoned(call, i, keyed, caller).await),
+            }
+        }
+    }
+
+    /// The call ended before the answer: the client cancelled it or closed its session, or
+    /// imrelay is shutting down. The interaction is withdrawn on every channel when no other
+    /// call waits for it, except at shutdown for a call with an id: a retry after the restart
+    /// picks up its answer.
+    async fn abandoned(
+        &self,
+        call: Call,
+        i: &Interaction,
+        keyed: bool,
+        caller: &Caller,
+    ) -> ErrorData {
+        let last = call.leave();
+        let shutting_down = self.shutdown.is_cancelled();
+        let (reason, by) = if shutting_down {
+            ("imrelay shut down before anyone answered".to_string(), None)
+        } else {
+            (
+                "The MCP client cancelled the request".to_string(),
+                caller.agent.clone().or_else(|| Some("mcp client".into())),
+            )
+        };
+        if last && !(shutting_down && keyed) {
+            match self.registry.cancel(&i.id, Some(reason.clone()), by).await {
+                Ok(_) | Err(RegistryError::AlreadyResolved(_) | RegistryError::NotFound(_)) => {}
+                Err(e) => {
+                    tracing::warn!(id = %i.id, error = %e, "cannot withdraw an abandoned MCP call");
+                }
+            }
+        }
+        if shutting_down && keyed {
+            ErrorData::internal_error(
+                format!(
+                    "imrelay is shutting down; call again with the same id ({}) to wait for the answer",
+                    i.id
+                ),
+                None,
+            )
+        } else {
+            ErrorData::internal_error(reason, None)
+        }
+    }
+}
+
+/// A progress notification for a wait on `i`: seconds waited of its timeout.
+fn progress_of(i: &Interaction, token: rmcp::model::ProgressToken) -> ProgressNotificationParam {
+    let waited_ms = now()
+        .as_millisecond()
+        .saturating_sub(i.created_at.as_millisecond())
+        .max(0);
+    let waited = waited_ms as f64 / 1000.0;
+    ProgressNotificationParam::new(token, waited)
+        .with_total(i.timeout_secs as f64)
+        .with_message(format!(
+            "Waiting for a person to answer ({} s of {} s)",
+            waited.floor(),
+            i.timeout_secs
+        ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_tool_has_object_input_and_output_schemas() {
+        assert_eq!(TOOLS.len(), 3);
+        for t in TOOLS.iter() {
+            assert_eq!(t.input_schema["type"], "object", "{}", t.name);
+            let out = t.output_schema.as_ref().expect("an output schema");
+            assert_eq!(out["type"], "object", "{}", t.name);
+            assert!(t.description.as_ref().is_some_and(|d| d.len() > 40));
+        }
+        let ask = &TOOLS[1].input_schema;
+        for field in [
+            "question",
+            "choices",
+            "multiple",
+            "schema",
+            "id",
+            "timeout_secs",
+        ] {
+            assert!(ask["properties"].get(field).is_some(), "ask_human.{field}");
+        }
+        assert_eq!(ask["required"], serde_json::json!(["question"]));
+        let prompt = &TOOLS[2].input_schema;
+        assert_eq!(
+            prompt["required"],
+            serde_json::json!(["tool_name", "input"])
+        );
+    }
+}
