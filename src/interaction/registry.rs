@@ -27,7 +27,8 @@ use super::model::{Input, Interaction, InteractionId, Kind, Resolution, now};
 use super::question::parse_questions;
 use crate::audit::{Action, AuditRecord};
 use crate::store::{
-    CreateOutcome, Effects, ListQuery, OutboxJob, Page, ResolveOutcome, Store, StoreError,
+    Change, ChangeFeed, CreateOutcome, Effects, ListQuery, OutboxJob, Page, ResolveOutcome, Store,
+    StoreError,
 };
 
 /// Longest accepted `tool_name`, in characters.
@@ -54,6 +55,9 @@ pub struct RegistryConfig {
     pub event_buffer: usize,
     /// Whether state changes and refusals are appended to the audit trail.
     pub audit: bool,
+    /// With a store shared by several processes: how often everything held is re-checked
+    /// against the store, a backstop for changes whose notification was lost.
+    pub recheck_interval: Duration,
 }
 
 impl Default for RegistryConfig {
@@ -65,6 +69,7 @@ impl Default for RegistryConfig {
             retention: Duration::from_secs(24 * 3600),
             event_buffer: 4096,
             audit: true,
+            recheck_interval: Duration::from_secs(10),
         }
     }
 }
@@ -241,6 +246,38 @@ impl Slot {
     }
 }
 
+/// One re-check of everything at a time: a request for one while one runs makes it run
+/// once more when done.
+#[derive(Default)]
+struct Resync {
+    running: std::sync::atomic::AtomicBool,
+    again: std::sync::atomic::AtomicBool,
+}
+
+impl Resync {
+    fn start(self: &Arc<Self>, registry: Registry) {
+        self.again.store(true, Ordering::SeqCst);
+        if self.running.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let this = self.clone();
+        tokio::spawn(async move {
+            loop {
+                while this.again.swap(false, Ordering::SeqCst) {
+                    if let Err(e) = registry.resync().await {
+                        tracing::warn!(error = %e, "could not re-check interactions against the store; retrying at the next check");
+                    }
+                }
+                this.running.store(false, Ordering::SeqCst);
+                // A request that came after the last pass but before `running` was cleared.
+                if !this.again.load(Ordering::SeqCst) || this.running.swap(true, Ordering::SeqCst) {
+                    return;
+                }
+            }
+        });
+    }
+}
+
 /// Position in the deadline queue: when, and a sequence number to keep keys unique.
 type DeadlineKey = (Instant, u64);
 
@@ -385,6 +422,9 @@ fn instant_in(d: Duration) -> Instant {
         .or_else(|| now.checked_add(FAR_FUTURE))
         .unwrap_or(now)
 }
+
+/// How many changes from other processes are re-read at once.
+const REFRESH_CONCURRENCY: usize = 64;
 
 /// Stand-in for "never" in the monotonic clock (as tokio itself uses: about 30 years).
 const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
@@ -741,21 +781,132 @@ impl Registry {
         }
     }
 
-    /// Re-reads an interaction from the store and, if it was resolved by someone else (another
-    /// replica), wakes local waiters and publishes the event. The "wake the waiters of X" step
-    /// for shared backends.
+    /// Brings this process up to date with interaction `id` as the store has it now, whoever
+    /// changed it (another replica sharing the store): a pending interaction this process
+    /// does not hold yet is adopted (its waiters can wait here, its deadline is scheduled
+    /// here too, and the conditional resolve applies it once), a resolved one wakes local
+    /// waiters and is forgotten as pending. Idempotent: calling it again changes nothing.
     pub async fn refresh(
         &self,
         id: &InteractionId,
     ) -> Result<Option<Arc<Interaction>>, RegistryError> {
+        let untracked_before = self.inner.untracked_resolutions.load(Ordering::SeqCst);
         let latest = self.inner.store.get(id).await?;
-        if let Some(i) = &latest
-            && !i.is_pending()
-            && self.settle_locally(i)
-        {
-            self.inner.events.publish(EventKind::Resolved, i.clone());
+        match &latest {
+            Some(i) if i.is_pending() => {
+                let held = lock(&self.inner.slots).contains_key(id);
+                if !held {
+                    self.track(i.clone());
+                    // A resolution seen between the read and `track` found no slot: re-read.
+                    if self.inner.untracked_resolutions.load(Ordering::SeqCst) != untracked_before
+                        && let Some(now) = self.inner.store.get(id).await?
+                        && !now.is_pending()
+                    {
+                        self.settled_elsewhere(&now);
+                        return Ok(Some(now));
+                    }
+                }
+            }
+            Some(i) => self.settled_elsewhere(i),
+            None => {}
         }
         Ok(latest)
+    }
+
+    /// Wakes local waiters of an interaction another process resolved.
+    fn settled_elsewhere(&self, resolved: &Arc<Interaction>) {
+        if self.settle_locally(resolved) {
+            self.inner
+                .events
+                .publish(EventKind::Resolved, resolved.clone());
+        }
+    }
+
+    /// Re-checks everything against the store: adopts pending interactions this process does
+    /// not hold, and settles those it holds that were resolved elsewhere. For when changes
+    /// may have been missed (see [`Change::MayHaveMissed`]).
+    pub async fn resync(&self) -> Result<(), RegistryError> {
+        let untracked_before = self.inner.untracked_resolutions.load(Ordering::SeqCst);
+        let pending = self.inner.store.pending().await?;
+        let mut fresh = Vec::new();
+        let stale: Vec<InteractionId> = {
+            let slots = lock(&self.inner.slots);
+            let in_store: std::collections::HashSet<&InteractionId> =
+                pending.iter().map(|i| &i.id).collect();
+            for i in &pending {
+                if !slots.contains_key(&i.id) {
+                    fresh.push(i.clone());
+                }
+            }
+            slots
+                .keys()
+                .filter(|id| !in_store.contains(id))
+                .cloned()
+                .collect()
+        };
+        let mut recheck = stale;
+        let adopted: Vec<InteractionId> = fresh.iter().map(|i| i.id.clone()).collect();
+        for i in fresh {
+            self.track(i);
+        }
+        if self.inner.untracked_resolutions.load(Ordering::SeqCst) != untracked_before {
+            // A resolution found no slot meanwhile: it may be one of those just adopted.
+            recheck.extend(adopted);
+        }
+        let failed = AtomicU64::new(0);
+        futures_util::stream::iter(recheck)
+            .for_each_concurrent(REFRESH_CONCURRENCY, |id| {
+                let failed = &failed;
+                async move {
+                    if self.refresh(&id).await.is_err() {
+                        failed.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+            .await;
+        match failed.into_inner() {
+            0 => Ok(()),
+            n => Err(RegistryError::Store(StoreError::Unavailable(format!(
+                "{n} interactions could not be re-read"
+            )))),
+        }
+    }
+
+    /// Follows the changes other processes commit to a shared store: re-reads each changed
+    /// interaction, re-checks everything when changes may have been missed, and every
+    /// [`RegistryConfig::recheck_interval`] as a backstop.
+    async fn run_changes(self, mut feed: ChangeFeed, shutdown: CancellationToken) {
+        let every = self
+            .inner
+            .config
+            .recheck_interval
+            .max(Duration::from_millis(10));
+        let mut recheck = tokio::time::interval_at(Instant::now() + every, every);
+        recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let permits = Arc::new(tokio::sync::Semaphore::new(REFRESH_CONCURRENCY));
+        let resync = Arc::new(Resync::default());
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                change = feed.next() => match change {
+                    None => return,
+                    Some(Change::Changed(id)) => {
+                        let Ok(permit) = permits.clone().acquire_owned().await else { return };
+                        let this = self.clone();
+                        let resync = resync.clone();
+                        tokio::spawn(async move {
+                            if let Err(e) = this.refresh(&id).await {
+                                tracing::warn!(id = %id, error = %e, "could not re-read a changed interaction; re-checking everything");
+                                resync.start(this);
+                            }
+                            drop(permit);
+                        });
+                    }
+                    Some(Change::MayHaveMissed) => resync.start(self.clone()),
+                },
+                _ = recheck.tick() => resync.start(self.clone()),
+            }
+        }
     }
 
     /// The current state of an interaction.
@@ -1085,10 +1236,14 @@ impl Registry {
         &self,
         shutdown: CancellationToken,
     ) -> Vec<tokio::task::JoinHandle<()>> {
-        vec![
+        let mut tasks = vec![
             tokio::spawn(self.clone().run_deadlines(shutdown.clone())),
-            tokio::spawn(self.clone().run_pruner(shutdown)),
-        ]
+            tokio::spawn(self.clone().run_pruner(shutdown.clone())),
+        ];
+        if let Some(feed) = self.inner.store.changes() {
+            tasks.push(tokio::spawn(self.clone().run_changes(feed, shutdown)));
+        }
+        tasks
     }
 
     async fn run_deadlines(self, shutdown: CancellationToken) {

@@ -230,6 +230,9 @@ impl<I: Interceptor> Store for Intercepted<I> {
         self.call(Op::ForgetSighting, self.inner.forget_sighting(scope, key))
             .await
     }
+    fn changes(&self) -> Option<super::ChangeFeed> {
+        self.inner.changes()
+    }
     async fn check_writable(&self) -> Result<(), StoreError> {
         self.call(Op::CheckWritable, self.inner.check_writable())
             .await

@@ -28,6 +28,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures_util::stream::BoxStream;
 use jiff::Timestamp;
 use serde_json::Value;
 
@@ -319,6 +320,20 @@ pub struct ChannelMessage {
 /// every interaction ever seen.
 pub const BOUND_VALUE_PREFIX: &str = "bound:";
 
+/// What a store shared by several processes reports about changes any of them committed
+/// (see [`Store::changes`]). The store is the truth: a change says only where to look.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// Interaction `id` was created or resolved, by any process (this one included).
+    Changed(InteractionId),
+    /// Changes may have been missed (the feed reconnected, or its reader fell behind):
+    /// re-check everything held.
+    MayHaveMissed,
+}
+
+/// A stream of [`Change`]s; it ends only when the store is closed.
+pub type ChangeFeed = BoxStream<'static, Change>;
+
 /// Persistence for interactions, channel bookkeeping, the outbox and small server state.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
@@ -454,6 +469,15 @@ pub trait Store: Send + Sync + 'static {
             Some(Timestamp::now().as_millisecond().to_string()),
         )
         .await
+    }
+
+    // --- Several processes on one store. A store only one process uses keeps the defaults.
+
+    /// The changes committed by every process sharing this store, starting now; `None` for
+    /// a store only this process writes (nothing else can change it). Each call starts a
+    /// new feed.
+    fn changes(&self) -> Option<ChangeFeed> {
+        None
     }
 }
 

@@ -23,6 +23,7 @@ mod support;
 mod inbox;
 mod postgres;
 mod read_only_disk;
+mod replicas;
 mod systemd;
 
 /// Whether what a test needs is here.
@@ -61,6 +62,7 @@ fn main() {
     let args = Arguments::from_args();
     let trials = [
         postgres::trials(),
+        replicas::trials(),
         inbox::trials(),
         read_only_disk::trials(),
         systemd::trials(),

@@ -779,4 +779,10 @@ impl Store for PostgresStore {
         .await?;
         Ok(())
     }
+
+    // --- Several processes on one store.
+
+    fn changes(&self) -> Option<super::ChangeFeed> {
+        Some(Box::pin(self.listen()))
+    }
 }
