@@ -19,6 +19,9 @@ mod contract;
 #[allow(dead_code)]
 #[path = "../it/support.rs"]
 mod support;
+#[allow(dead_code)]
+#[path = "../it/telegram/fake.rs"]
+mod telegram_fake;
 
 mod inbox;
 mod postgres;

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use crate::postgres::{in_schema, server, url};
 use crate::support::*;
+use crate::telegram_fake::*;
 use crate::trial;
 
 pub fn trials() -> Vec<Trial> {
@@ -23,6 +24,11 @@ pub fn trials() -> Vec<Trial> {
             "replicas::each_expiry_is_applied_once_and_never_beats_an_answer",
             server,
             || in_schema(each_expiry_is_applied_once_and_never_beats_an_answer),
+        ),
+        trial(
+            "replicas::answers_through_every_channel_reach_a_waiter_on_the_other_replica",
+            server,
+            || in_schema(answers_through_every_channel_reach_a_waiter_on_the_other_replica),
         ),
     ]
 }
@@ -182,4 +188,166 @@ async fn each_expiry_is_applied_once_and_never_beats_an_answer(schema: String) {
     assert!(audited(&a, "answered", "expired").await.is_empty());
     a.stop().await;
     b.stop().await;
+}
+
+const TG_SECRET: &str = "webhook-secret_1";
+const WH_SECRET: &str = "whsec_dGhpcyBpcyBhIDMyIGJ5dGUgc2VjcmV0IGtleSEh";
+const ALICE: Person = Person {
+    id: 1001,
+    first_name: "Alice",
+};
+const CHAT: i64 = 1001;
+
+/// Telegram in webhook mode against `tg`, and a webhook target `ticketing` that answers in.
+fn channels(s: &mut Settings, tg: &FakeTelegram) {
+    use imrelay::config::Secret;
+    s.outbox.retry_base_ms = 20;
+    s.outbox.retry_max_secs = 1;
+    s.server.public_url = "https://relay.example.com".into();
+    let t = &mut s.telegram;
+    t.enabled = true;
+    t.token = Secret::new(TOKEN);
+    t.chats = vec![CHAT];
+    t.approvers = vec![ALICE.id as u64];
+    t.mode = imrelay::channels::telegram::Mode::Webhook;
+    t.api_url = tg.url.clone();
+    t.request_timeout_secs = 5;
+    t.webhook_url = "https://relay.example.com/telegram/webhook".into();
+    t.webhook_secret = Secret::new(TG_SECRET);
+    s.webhooks = vec![imrelay::channels::webhook::WebhookSettings {
+        name: "ticketing".into(),
+        // Deliveries out go nowhere that answers; only answers in matter here.
+        url: "http://127.0.0.1:9/hook".into(),
+        secret: Secret::new(WH_SECRET),
+        events: vec![],
+        sessions: vec![],
+        agents: vec![],
+        timeout_secs: 1,
+        horizon_hours: 1,
+    }];
+}
+
+/// The prompt posted for the interaction whose command is `marker`: (message id, the
+/// callback data of its "Allow" button). Fails if it was posted more than once.
+async fn posted_once(tg: &FakeTelegram, marker: &str) -> (i64, String) {
+    let is_it = |c: &Call| {
+        c.params["text"].as_str().unwrap_or("").contains(marker)
+            && c.params["reply_markup"]["inline_keyboard"].is_array()
+    };
+    let calls = tg
+        .wait_for("sendMessage", |calls| calls.iter().any(is_it))
+        .await;
+    let prompts: Vec<&Call> = calls.iter().filter(|c| is_it(c)).collect();
+    assert_eq!(prompts.len(), 1, "posted once: {prompts:?}");
+    let p = prompts[0];
+    let allow = p.params["reply_markup"]["inline_keyboard"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|row| row.as_array().unwrap().clone())
+        .find(|b| b["text"].as_str().unwrap_or("").contains("Allow"))
+        .expect("an Allow button");
+    (
+        p.message_id.unwrap(),
+        allow["callback_data"].as_str().unwrap().to_string(),
+    )
+}
+
+/// Posts a Claude Code `PreToolUse` hook for `Bash` `command` with tool use id `id`.
+fn hook(app: &TestApp, id: &str, command: &str) -> tokio::task::JoinHandle<(StatusCode, Value)> {
+    let mut body = fixture("claude-code/pre_tool_use.json");
+    body["tool_use_id"] = json!(id);
+    body["tool_name"] = json!("Bash");
+    body["tool_input"] = json!({"command": command});
+    let client = app.client.clone();
+    let url = app.url("/v1/hooks/claude-code");
+    tokio::spawn(async move { split(client.post(url).json(&body).send().await.unwrap()).await })
+}
+
+async fn answers_through_every_channel_reach_a_waiter_on_the_other_replica(schema: String) {
+    let tg = FakeTelegram::start().await;
+    let a = replica_with(&schema, |s| channels(s, &tg)).await;
+    let b = replica_with(&schema, |s| channels(s, &tg)).await;
+
+    // A Claude Code hook waits on A; Alice taps "Allow" on the prompt, delivered to B.
+    let waiting = hook(&a, "toolu_tg", "make release");
+    let (message_id, allow) = posted_once(&tg, "make release").await;
+    let update = tap(tg.next_update_id(), ALICE, CHAT, message_id, &allow);
+    let delivered = b
+        .client
+        .post(b.url("/telegram/webhook"))
+        .header("X-Telegram-Bot-Api-Secret-Token", TG_SECRET)
+        .json(&update)
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(delivered, StatusCode::OK);
+    let (status, out) = waiting.await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{out}");
+    assert_eq!(
+        out["hookSpecificOutput"]["permissionDecision"], "allow",
+        "{out}"
+    );
+    // The same update re-delivered to A: deduplicated across replicas.
+    let again = a
+        .client
+        .post(a.url("/telegram/webhook"))
+        .header("X-Telegram-Bot-Api-Secret-Token", TG_SECRET)
+        .json(&update)
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(again, StatusCode::OK);
+    // The prompt is edited once to show the answer, and was never posted again.
+    tg.wait_for("editMessageText", |c| {
+        c.iter().any(|c| c.params["message_id"] == message_id)
+    })
+    .await;
+    posted_once(&tg, "make release").await;
+
+    // A signed webhook answer on B reaches an agent waiting on A; its id replayed to A is
+    // refused (the ids seen are shared).
+    let waiting = {
+        let a_url = a.url("/v1/interactions?wait_secs=60");
+        let client = a.client.clone();
+        tokio::spawn(async move {
+            split(
+                client
+                    .post(a_url)
+                    .json(&json!({"id": "by-webhook", "tool_name": "Bash", "input": {"command": "migrate"}}))
+                    .send()
+                    .await
+                    .unwrap(),
+            )
+            .await
+        })
+    };
+    posted_once(&tg, "migrate").await;
+    let raw = json!({"id": "by-webhook", "decision": "deny", "message": "not today", "by": "jira"})
+        .to_string();
+    let ts = jiff::Timestamp::now().as_second();
+    let key = imrelay::channels::webhook::signature::SigningKey::parse(WH_SECRET).unwrap();
+    let sig = key.sign("msg_1", ts, raw.as_bytes());
+    let post_signed = |app: &TestApp| {
+        app.client
+            .post(app.url("/v1/webhooks/ticketing/respond"))
+            .header("content-type", "application/json")
+            .header("webhook-id", "msg_1")
+            .header("webhook-timestamp", ts.to_string())
+            .header("webhook-signature", sig.clone())
+            .body(raw.clone())
+            .send()
+    };
+    let (status, body) = split(post_signed(&b).await.unwrap()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (_, body) = waiting.await.unwrap();
+    assert_eq!(body["result"]["behavior"], "deny", "{body}");
+    assert_eq!(body["resolution"]["via"], "webhook:ticketing", "{body}");
+    let (status, body) = split(post_signed(&a).await.unwrap()).await;
+    assert_ne!(status, StatusCode::OK, "a replayed webhook id: {body}");
+    a.stop().await;
+    b.stop().await;
+    assert!(tg.take_refusals().is_empty());
 }
