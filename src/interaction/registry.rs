@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 use std::time::Duration;
 
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use jiff::Timestamp;
 use serde_json::{Map, Value};
 use tokio::sync::Notify;
@@ -304,6 +304,15 @@ struct Inner {
     untracked_resolutions: AtomicU64,
     /// Bounds what refusals not bound to an interaction write (see [`Registry::refused`]).
     refusals: crate::audit::RefusalLimiter,
+    /// Whether the store keeps every process's lifecycle events ([`Store::keeps_events`]):
+    /// then `events` is fed from there (by [`Registry::run_changes`]), not by this process.
+    shared_events: bool,
+    /// The id of the last shared event applied here.
+    applied_event: AtomicU64,
+    /// Rung after this process committed a change, so the shared events are read at once.
+    pump_kick: Notify,
+    /// Rung after every read of the shared events.
+    pumped: Notify,
 }
 
 /// The pending-interaction registry. Cheap to clone; all clones share state.
@@ -423,6 +432,13 @@ fn instant_in(d: Duration) -> Instant {
         .unwrap_or(now)
 }
 
+/// How long a subscriber resuming from another replica's event id waits for this one to
+/// read that far.
+const EVENTS_CATCH_UP: Duration = Duration::from_secs(2);
+
+/// How many shared events are read at once.
+const EVENT_BATCH: usize = 512;
+
 /// How many changes from other processes are re-read at once.
 const REFRESH_CONCURRENCY: usize = 64;
 
@@ -436,7 +452,6 @@ impl Registry {
         let events = EventLog::new(config.event_buffer);
         Self {
             inner: Arc::new(Inner {
-                store,
                 config,
                 slots: Mutex::new(HashMap::default()),
                 deadlines: Mutex::new(Deadlines::default()),
@@ -445,6 +460,11 @@ impl Registry {
                 hooks: RwLock::new(Vec::new()),
                 untracked_resolutions: AtomicU64::new(0),
                 refusals: crate::audit::RefusalLimiter::default(),
+                shared_events: store.keeps_events(),
+                applied_event: AtomicU64::new(0),
+                pump_kick: Notify::new(),
+                pumped: Notify::new(),
+                store,
             }),
         }
     }
@@ -476,6 +496,39 @@ impl Registry {
 
     fn hooks(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<dyn Lifecycle>>> {
         self.inner.hooks.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Publishes a lifecycle event this process caused, unless the store keeps the events
+    /// of every process (then they come from there, numbered for all, and this only asks for
+    /// them to be read now).
+    fn publish(&self, kind: EventKind, interaction: Arc<Interaction>) {
+        if self.inner.shared_events {
+            self.inner.pump_kick.notify_one();
+        } else {
+            self.inner.events.publish(kind, interaction);
+        }
+    }
+
+    /// Waits (briefly) until the shared events up to `id` were read here, so a subscriber
+    /// resuming with an id another replica gave it is not told it is ahead. At once when the
+    /// store does not share events.
+    pub async fn events_caught_up(&self, id: u64) {
+        if !self.inner.shared_events {
+            return;
+        }
+        let deadline = Instant::now() + EVENTS_CATCH_UP;
+        while self.inner.events.head() < id {
+            let pumped = self.inner.pumped.notified();
+            tokio::pin!(pumped);
+            pumped.as_mut().enable();
+            if self.inner.events.head() >= id {
+                return;
+            }
+            self.inner.pump_kick.notify_one();
+            if tokio::time::timeout_at(deadline, pumped).await.is_err() {
+                return;
+            }
+        }
     }
 
     /// The store behind this registry.
@@ -709,9 +762,7 @@ impl Registry {
             .get(&interaction.id)
             .is_some_and(|s| s.resolved.get().is_none());
         if pending {
-            self.inner
-                .events
-                .publish(EventKind::Created, interaction.clone());
+            self.publish(EventKind::Created, interaction.clone());
         }
         pending
     }
@@ -816,9 +867,7 @@ impl Registry {
     /// Wakes local waiters of an interaction another process resolved.
     fn settled_elsewhere(&self, resolved: &Arc<Interaction>) {
         if self.settle_locally(resolved) {
-            self.inner
-                .events
-                .publish(EventKind::Resolved, resolved.clone());
+            self.publish(EventKind::Resolved, resolved.clone());
         }
     }
 
@@ -872,8 +921,63 @@ impl Registry {
         }
     }
 
+    /// Starts the event log where the store's shared events are: the most recent ones,
+    /// for subscribers that resume, and the numbering after them.
+    async fn load_recent_events(&self) -> Result<(), RegistryError> {
+        let head = self.inner.store.event_head().await?;
+        let keep = self.inner.config.event_buffer as u64;
+        let from = head.saturating_sub(keep);
+        self.inner.events.restart_at(from);
+        let mut last = from;
+        while last < head {
+            let batch = self.inner.store.events_after(last, EVENT_BATCH).await?;
+            let Some(end) = batch.last().map(|e| e.id) else {
+                break;
+            };
+            for e in batch.into_iter().filter(|e| e.id <= head) {
+                self.inner
+                    .events
+                    .publish_numbered(e.id, e.kind, e.interaction);
+            }
+            last = end;
+        }
+        self.inner.applied_event.store(head, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Reads the shared events after the last one applied here, and applies them in order:
+    /// a new pending interaction is adopted, a resolved one settled, and each event is
+    /// published to local subscribers with the id the store gave it.
+    async fn pump_events(&self) -> Result<(), RegistryError> {
+        loop {
+            let last = self.inner.applied_event.load(Ordering::SeqCst);
+            let batch = self.inner.store.events_after(last, EVENT_BATCH).await?;
+            let n = batch.len();
+            for e in batch {
+                match e.kind {
+                    EventKind::Created if e.interaction.is_pending() => {
+                        self.track(e.interaction.clone());
+                    }
+                    _ if !e.interaction.is_pending() => {
+                        self.settle_locally(&e.interaction);
+                    }
+                    _ => {}
+                }
+                self.inner.applied_event.store(e.id, Ordering::SeqCst);
+                self.inner
+                    .events
+                    .publish_numbered(e.id, e.kind, e.interaction);
+            }
+            self.inner.pumped.notify_waiters();
+            if n < EVENT_BATCH {
+                return Ok(());
+            }
+        }
+    }
+
     /// Follows the changes other processes commit to a shared store: re-reads each changed
-    /// interaction, re-checks everything when changes may have been missed, and every
+    /// interaction (or, when the store keeps shared events, the events after the last one
+    /// read), re-checks everything when changes may have been missed, and reads again every
     /// [`RegistryConfig::recheck_interval`] as a backstop.
     async fn run_changes(self, mut feed: ChangeFeed, shutdown: CancellationToken) {
         let every = self
@@ -885,11 +989,14 @@ impl Registry {
         recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let permits = Arc::new(tokio::sync::Semaphore::new(REFRESH_CONCURRENCY));
         let resync = Arc::new(Resync::default());
+        let shared = self.inner.shared_events;
         loop {
+            let mut missed = false;
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 change = feed.next() => match change {
                     None => return,
+                    Some(Change::Changed(_)) if shared => {}
                     Some(Change::Changed(id)) => {
                         let Ok(permit) = permits.clone().acquire_owned().await else { return };
                         let this = self.clone();
@@ -901,10 +1008,25 @@ impl Registry {
                             }
                             drop(permit);
                         });
+                        continue;
                     }
-                    Some(Change::MayHaveMissed) => resync.start(self.clone()),
+                    Some(Change::MayHaveMissed) => missed = true,
                 },
-                _ = recheck.tick() => resync.start(self.clone()),
+                _ = self.inner.pump_kick.notified(), if shared => {}
+                _ = recheck.tick() => missed = !shared,
+            }
+            if shared {
+                // Whatever else is ready is covered by the one read.
+                while let Some(Some(change)) = feed.next().now_or_never() {
+                    missed |= change == Change::MayHaveMissed;
+                }
+                if let Err(e) = self.pump_events().await {
+                    tracing::warn!(error = %e, "could not read the shared events; retrying at the next change or check");
+                    missed = true;
+                }
+            }
+            if missed {
+                resync.start(self.clone());
             }
         }
     }
@@ -1162,9 +1284,7 @@ impl Registry {
         match self.inner.store.resolve(resolved.clone(), effects).await? {
             ResolveOutcome::Resolved => {
                 self.settle_locally(&resolved);
-                self.inner
-                    .events
-                    .publish(EventKind::Resolved, resolved.clone());
+                self.publish(EventKind::Resolved, resolved.clone());
                 log_resolution(&resolved, "interaction resolved");
                 for h in self.hooks().iter() {
                     h.resolved(&resolved);
@@ -1177,9 +1297,7 @@ impl Registry {
             ResolveOutcome::AlreadyResolved(winner) => {
                 if self.settle_locally(&winner) {
                     // Resolved by another process: tell local subscribers.
-                    self.inner
-                        .events
-                        .publish(EventKind::Resolved, winner.clone());
+                    self.publish(EventKind::Resolved, winner.clone());
                 }
                 Err(RegistryError::AlreadyResolved(winner))
             }
@@ -1190,6 +1308,10 @@ impl Registry {
     /// Loads pending interactions from the store with their original deadlines, and expires
     /// at once those whose deadline passed while imrelay was down. Returns (reloaded, expired).
     pub async fn recover(&self) -> Result<(usize, usize), RegistryError> {
+        if self.inner.shared_events {
+            // Read before the pending interactions: every change after this is read later.
+            self.load_recent_events().await?;
+        }
         let pending = self.inner.store.pending().await?;
         let at = now();
         let mut overdue = Vec::new();
@@ -1210,7 +1332,7 @@ impl Registry {
                 let has_jobs = !effects.jobs.is_empty();
                 match self.inner.store.resolve(resolved.clone(), effects).await {
                     Ok(ResolveOutcome::Resolved) => {
-                        self.inner.events.publish(EventKind::Resolved, resolved.clone());
+                        self.publish(EventKind::Resolved, resolved.clone());
                         log_resolution(&resolved, "interaction expired while imrelay was down");
                         for h in self.hooks().iter() {
                             h.resolved(&resolved);

@@ -334,6 +334,17 @@ pub enum Change {
 /// A stream of [`Change`]s; it ends only when the store is closed.
 pub type ChangeFeed = BoxStream<'static, Change>;
 
+/// A lifecycle event as a shared store keeps it (see [`Store::events_after`]).
+#[derive(Clone, Debug)]
+pub struct StoredEvent {
+    /// Its id: every process sees the same, increasing in commit order.
+    pub id: u64,
+    /// What happened.
+    pub kind: crate::interaction::EventKind,
+    /// The interaction as it was after the event.
+    pub interaction: Arc<Interaction>,
+}
+
 /// Persistence for interactions, channel bookkeeping, the outbox and small server state.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
@@ -478,6 +489,27 @@ pub trait Store: Send + Sync + 'static {
     /// new feed.
     fn changes(&self) -> Option<ChangeFeed> {
         None
+    }
+
+    /// Whether this store keeps the lifecycle events of every process sharing it
+    /// ([`Store::events_after`]); then those, not the ones this process numbers itself, are
+    /// what its subscribers see.
+    fn keeps_events(&self) -> bool {
+        false
+    }
+
+    /// The kept lifecycle events after id `after`, oldest first, at most `limit`.
+    async fn events_after(
+        &self,
+        _after: u64,
+        _limit: usize,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    /// The id of the newest kept lifecycle event (0 before the first).
+    async fn event_head(&self) -> Result<u64, StoreError> {
+        Ok(0)
     }
 }
 

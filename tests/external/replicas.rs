@@ -2,6 +2,7 @@
 //! agent waiting on one gets the answer given on the other, whichever way it came.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use imrelay::config::{Backend, Settings};
 use libtest_mimic::Trial;
@@ -29,6 +30,11 @@ pub fn trials() -> Vec<Trial> {
             "replicas::answers_through_every_channel_reach_a_waiter_on_the_other_replica",
             server,
             || in_schema(answers_through_every_channel_reach_a_waiter_on_the_other_replica),
+        ),
+        trial(
+            "replicas::one_event_stream_for_the_cluster_resumes_on_another_replica",
+            server,
+            || in_schema(one_event_stream_for_the_cluster_resumes_on_another_replica),
         ),
     ]
 }
@@ -350,4 +356,72 @@ async fn answers_through_every_channel_reach_a_waiter_on_the_other_replica(schem
     a.stop().await;
     b.stop().await;
     assert!(tg.take_refusals().is_empty());
+}
+
+async fn one_event_stream_for_the_cluster_resumes_on_another_replica(schema: String) {
+    let a = replica(&schema).await;
+    let b = replica(&schema).await;
+    let mut on_b = Sse::connect(&b, None).await;
+    let mut on_a = Sse::connect(&a, None).await;
+
+    // Created on A, resolved on B: both streams show both, with the same ids.
+    let id = a.create_bash("ev-1", "make").await;
+    let created_b = on_b.next().await;
+    assert_eq!(created_b.event, "interaction.created");
+    assert_eq!(created_b.data["id"], id.as_str());
+    let (status, _) = b.respond(&id, &json!({"decision": "allow"})).await;
+    assert_eq!(status, StatusCode::OK);
+    let resolved_b = on_b.next().await;
+    assert_eq!(resolved_b.event, "interaction.resolved");
+    assert_eq!(resolved_b.data["status"], "resolved");
+    let created_a = on_a.next().await;
+    let resolved_a = on_a.next().await;
+    assert_eq!(created_a.id, created_b.id);
+    assert_eq!(resolved_a.id, resolved_b.id);
+    let ids: Vec<u64> = [&created_a, &resolved_a]
+        .iter()
+        .map(|e| e.id.as_deref().unwrap().parse().unwrap())
+        .collect();
+    assert!(ids[0] < ids[1], "{ids:?}");
+
+    // The inbox on A goes away; meanwhile B creates two and A resolves one.
+    drop(on_a);
+    let last = resolved_a.id.clone().unwrap();
+    b.create_bash("ev-2", "make test").await;
+    b.create_bash("ev-3", "make lint").await;
+    let (status, _) = a.respond("ev-2", &json!({"decision": "deny"})).await;
+    assert_eq!(status, StatusCode::OK);
+    for _ in 0..3 {
+        on_b.next().await;
+    }
+    // It reconnects to B with the last id A gave it: exactly what it missed, in order.
+    let mut resumed = Sse::connect(&b, Some(&last)).await;
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        let e = resumed.next().await;
+        got.push((e.event, e.data["id"].as_str().unwrap().to_string()));
+    }
+    assert_eq!(
+        got,
+        [
+            ("interaction.created".to_string(), "ev-2".to_string()),
+            ("interaction.created".to_string(), "ev-3".to_string()),
+            ("interaction.resolved".to_string(), "ev-2".to_string()),
+        ]
+    );
+    assert!(
+        resumed
+            .next_within(Duration::from_millis(300))
+            .await
+            .is_none(),
+        "nothing else"
+    );
+    // A restarted replica serves the same ids: resuming on it from the start replays all.
+    a.stop().await;
+    let a = replica(&schema).await;
+    let mut again = Sse::connect(&a, created_a.id.as_deref()).await;
+    let e = again.next().await;
+    assert_eq!(e.id, resolved_a.id);
+    a.stop().await;
+    b.stop().await;
 }
