@@ -246,6 +246,9 @@ impl<I: Interceptor> Store for Intercepted<I> {
     async fn event_head(&self) -> Result<u64, StoreError> {
         self.inner.event_head().await
     }
+    fn lead(&self, name: &str, lease: Duration) -> super::Leader {
+        self.inner.lead(name, lease)
+    }
     async fn check_writable(&self) -> Result<(), StoreError> {
         self.call(Op::CheckWritable, self.inner.check_writable())
             .await

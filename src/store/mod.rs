@@ -20,6 +20,7 @@
 //! shared backend can trigger the same step when another process changes an interaction.
 
 pub mod intercept;
+pub mod lease;
 pub mod memory;
 pub mod postgres;
 pub mod sqlite;
@@ -35,6 +36,7 @@ use serde_json::Value;
 pub use crate::audit::{AuditEntry, AuditHead, AuditRecord};
 use crate::interaction::{Interaction, InteractionId};
 
+pub use lease::Leader;
 pub use memory::MemoryStore;
 pub use postgres::{PostgresOptions, PostgresStore};
 pub use sqlite::{SqliteStore, Synchronous};
@@ -510,6 +512,13 @@ pub trait Store: Send + Sync + 'static {
     /// The id of the newest kept lifecycle event (0 before the first).
     async fn event_head(&self) -> Result<u64, StoreError> {
         Ok(0)
+    }
+
+    /// Competes for the lease `name` with the other processes sharing the store, renewing
+    /// it in the background while held; a lease of `lease` is taken over by another process
+    /// within that time after its holder dies. A store only this process uses always leads.
+    fn lead(&self, _name: &str, _lease: Duration) -> Leader {
+        Leader::sole()
     }
 }
 

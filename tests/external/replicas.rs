@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use imrelay::config::{Backend, Settings};
 use libtest_mimic::Trial;
 use reqwest::StatusCode;
@@ -35,6 +36,16 @@ pub fn trials() -> Vec<Trial> {
             "replicas::one_event_stream_for_the_cluster_resumes_on_another_replica",
             server,
             || in_schema(one_event_stream_for_the_cluster_resumes_on_another_replica),
+        ),
+        trial(
+            "replicas::a_lease_has_one_holder_and_passes_on_when_it_dies",
+            server,
+            || in_schema(a_lease_has_one_holder_and_passes_on_when_it_dies),
+        ),
+        trial(
+            "replicas::telegram_polling_runs_on_one_replica_and_fails_over",
+            server,
+            || in_schema(telegram_polling_runs_on_one_replica_and_fails_over),
         ),
     ]
 }
@@ -424,4 +435,128 @@ async fn one_event_stream_for_the_cluster_resumes_on_another_replica(schema: Str
     assert_eq!(e.id, resolved_a.id);
     a.stop().await;
     b.stop().await;
+}
+
+async fn a_lease_has_one_holder_and_passes_on_when_it_dies(schema: String) {
+    use imrelay::store::{PostgresStore, Store};
+    let open = || async {
+        PostgresStore::connect(&imrelay::store::PostgresOptions {
+            schema: schema.clone(),
+            ..imrelay::store::PostgresOptions::new(url().into())
+        })
+        .await
+        .expect("the store opens")
+    };
+    let (one, two) = (open().await, open().await);
+    let lease = Duration::from_millis(1000);
+    let mut first = one.lead("drill", lease);
+    tokio::time::timeout(Duration::from_secs(10), first.leading())
+        .await
+        .expect("the first takes the free lease");
+    let mut second = two.lead("drill", lease);
+    // Several renewals later the second still waits.
+    tokio::time::sleep(lease * 2).await;
+    assert!(first.is_leading());
+    assert!(!second.is_leading());
+
+    // The holder dies without giving the lease up: the other takes it once it runs out,
+    // and the dead one had stopped counting itself leader.
+    first.abandon();
+    tokio::time::timeout(Duration::from_secs(1), first.lost())
+        .await
+        .expect("an abandoned lease is no longer counted as held");
+    tokio::time::timeout(lease * 3, second.leading())
+        .await
+        .expect("the lease passes on within its time");
+
+    // Given up on purpose (dropped), it passes on at the next renewal.
+    let mut third = one.lead("drill", lease);
+    assert!(!third.is_leading());
+    drop(second);
+    tokio::time::timeout(lease, third.leading())
+        .await
+        .expect("a released lease is taken at once");
+    assert!(third.lost().now_or_never().is_none(), "it holds it");
+}
+
+/// `app`'s Telegram state in /healthz.
+async fn telegram_state(app: &TestApp) -> String {
+    let (_, health) = app.get("/healthz").await;
+    health["components"]["telegram"]["state"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+async fn until_telegram(app: &TestApp, state: &str) {
+    eventually(&format!("telegram to be {state}"), || async {
+        (telegram_state(app).await == state).then_some(())
+    })
+    .await;
+}
+
+async fn telegram_polling_runs_on_one_replica_and_fails_over(schema: String) {
+    let tg = FakeTelegram::start().await;
+    let polling = |s: &mut Settings| {
+        channels(s, &tg);
+        s.telegram.mode = imrelay::channels::telegram::Mode::Polling;
+        s.telegram.webhook_url = String::new();
+        s.telegram.webhook_secret = imrelay::config::Secret::new("");
+        s.telegram.poll_timeout_secs = 1;
+        s.store.leader_lease_ms = 1000;
+    };
+    let a = replica_with(&schema, polling).await;
+    until_telegram(&a, "polling").await;
+    let b = replica_with(&schema, polling).await;
+    until_telegram(&b, "standby").await;
+
+    // A tap is fetched by the one that polls; the agent waits on the other.
+    let tap_allow = |marker: &'static str| {
+        let tg = &tg;
+        async move {
+            let (message_id, allow) = posted_once(tg, marker).await;
+            tg.push_update(tap(tg.next_update_id(), ALICE, CHAT, message_id, &allow));
+        }
+    };
+    let waiting = {
+        let url = b.url("/v1/interactions?wait_secs=60");
+        let client = b.client.clone();
+        tokio::spawn(async move {
+            split(client.post(url).json(&json!({"id": "poll-1", "tool_name": "Bash", "input": {"command": "first"}})).send().await.unwrap()).await
+        })
+    };
+    tap_allow("first").await;
+    let (_, body) = waiting.await.unwrap();
+    assert_eq!(body["result"]["behavior"], "allow", "{body}");
+    assert_eq!(telegram_state(&b).await, "standby");
+
+    // The poller goes away: the other takes over within the lease, from the stored offset.
+    let offset = a.store.get_value("telegram.offset").await.unwrap();
+    assert!(offset.is_some(), "the offset is kept in the store");
+    a.stop().await;
+    until_telegram(&b, "polling").await;
+    let waiting = {
+        let url = b.url("/v1/interactions?wait_secs=60");
+        let client = b.client.clone();
+        tokio::spawn(async move {
+            split(client.post(url).json(&json!({"id": "poll-2", "tool_name": "Bash", "input": {"command": "second"}})).send().await.unwrap()).await
+        })
+    };
+    tap_allow("second").await;
+    let (_, body) = waiting.await.unwrap();
+    assert_eq!(body["result"]["behavior"], "allow", "{body}");
+    let polls = tg.calls("getUpdates");
+    assert!(!polls.is_empty());
+    let first_offset_on_b = polls
+        .iter()
+        .rev()
+        .map(|c| c.params["offset"].as_i64().unwrap_or(0))
+        .next()
+        .unwrap();
+    assert!(
+        first_offset_on_b >= offset.unwrap().parse::<i64>().unwrap(),
+        "the new poller continues from the stored offset"
+    );
+    b.stop().await;
+    assert!(tg.take_refusals().is_empty());
 }

@@ -33,6 +33,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "events",
         sql: include_str!("migrations/0002_events.sql"),
     },
+    Migration {
+        version: 3,
+        name: "leases",
+        sql: include_str!("migrations/0003_leases.sql"),
+    },
 ];
 
 /// The version the newest migration brings a database to.

@@ -23,6 +23,7 @@
 mod audit;
 mod connect;
 mod events;
+mod lease;
 pub mod listener;
 mod migrate;
 mod outbox;
@@ -806,5 +807,14 @@ impl Store for PostgresStore {
     async fn event_head(&self) -> Result<u64, StoreError> {
         let client = self.client().await?;
         events::head(&client, &self.schema).await
+    }
+
+    fn lead(&self, name: &str, lease: Duration) -> super::Leader {
+        lease::start(
+            self.target.clone(),
+            self.schema.clone(),
+            name.to_string(),
+            lease,
+        )
     }
 }
