@@ -326,6 +326,9 @@ pub struct StoreSettings {
     pub pool_size: usize,
     /// The PostgreSQL schema imrelay's tables live in.
     pub schema: String,
+    /// PostgreSQL: how long a query waits for a free pooled connection before it fails with
+    /// 503, milliseconds.
+    pub pool_wait_ms: u64,
     /// PostgreSQL: how often each process re-checks what it holds against the database,
     /// milliseconds (a backstop for missed change notifications).
     pub recheck_interval_ms: u64,
@@ -349,6 +352,12 @@ impl StoreSettings {
         }
         crate::store::postgres::check_schema_name(&self.schema)
             .map_err(|e| ConfigError::Invalid(format!("store.schema: {e}")))?;
+        if !(1..=600_000).contains(&self.pool_wait_ms) {
+            return Err(ConfigError::Invalid(format!(
+                "store.pool_wait_ms must be 1 to 600000, got {}",
+                self.pool_wait_ms
+            )));
+        }
         if !(100..=3_600_000).contains(&self.recheck_interval_ms) {
             return Err(ConfigError::Invalid(format!(
                 "store.recheck_interval_ms must be 100 to 3600000, got {}",
@@ -376,6 +385,7 @@ impl StoreSettings {
         crate::store::PostgresOptions {
             schema: self.schema.clone(),
             pool_size: self.pool_size,
+            pool_wait: Duration::from_millis(self.pool_wait_ms),
             ..crate::store::PostgresOptions::new(SecretString::from(self.url.expose().to_string()))
         }
     }

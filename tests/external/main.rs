@@ -25,6 +25,7 @@ mod telegram_fake;
 
 mod inbox;
 mod postgres;
+mod proxy;
 mod read_only_disk;
 mod replicas;
 mod systemd;

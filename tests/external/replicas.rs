@@ -47,6 +47,21 @@ pub fn trials() -> Vec<Trial> {
             server,
             || in_schema(telegram_polling_runs_on_one_replica_and_fails_over),
         ),
+        trial(
+            "replicas::an_outage_gets_503_and_waiters_are_woken_after_it",
+            server,
+            || in_schema(an_outage_gets_503_and_waiters_are_woken_after_it),
+        ),
+        trial(
+            "replicas::an_agent_whose_replica_died_reattaches_to_another",
+            server,
+            || in_schema(an_agent_whose_replica_died_reattaches_to_another),
+        ),
+        trial(
+            "replicas::an_exhausted_pool_gets_503_after_a_bounded_wait",
+            server,
+            || in_schema(an_exhausted_pool_gets_503_after_a_bounded_wait),
+        ),
     ]
 }
 
@@ -559,4 +574,220 @@ async fn telegram_polling_runs_on_one_replica_and_fails_over(schema: String) {
     );
     b.stop().await;
     assert!(tg.take_refusals().is_empty());
+}
+
+/// The test server's URL with its host and port replaced by `addr`.
+fn through(addr: std::net::SocketAddr) -> String {
+    let config: tokio_postgres::Config = url().parse().expect("the test URL parses");
+    let mut out = format!(
+        "host={} port={} user={} dbname={} connect_timeout=2",
+        addr.ip(),
+        addr.port(),
+        config.get_user().unwrap_or("postgres"),
+        config.get_dbname().unwrap_or("postgres"),
+    );
+    if let Some(p) = config.get_password() {
+        out.push_str(&format!(" password='{}'", String::from_utf8_lossy(p)));
+    }
+    out
+}
+
+/// The test server's address.
+async fn upstream() -> std::net::SocketAddr {
+    let config: tokio_postgres::Config = url().parse().expect("the test URL parses");
+    let host = match &config.get_hosts()[0] {
+        tokio_postgres::config::Host::Tcp(h) => h.clone(),
+        #[allow(unreachable_patterns)]
+        _ => panic!("the outage test needs a TCP server"),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    tokio::net::lookup_host((host.as_str(), port))
+        .await
+        .expect("resolve")
+        .next()
+        .expect("an address")
+}
+
+/// Posts `body` to `path` on `app` in the background.
+fn post_later(
+    app: &TestApp,
+    path: &str,
+    body: Value,
+) -> tokio::task::JoinHandle<(StatusCode, Value)> {
+    let url = app.url(path);
+    let client = app.client.clone();
+    tokio::spawn(async move { split(client.post(url).json(&body).send().await.unwrap()).await })
+}
+
+async fn an_outage_gets_503_and_waiters_are_woken_after_it(schema: String) {
+    let proxy = proxy_for_test().await;
+    let via_proxy = |s: &mut Settings| {
+        s.store.url = imrelay::config::Secret::new(through(proxy.addr));
+        s.store.pool_wait_ms = 500;
+    };
+    let a = replica_with(&schema, via_proxy).await;
+    let b = replica_with(&schema, via_proxy).await;
+    let waiting = post_later(
+        &a,
+        "/v1/interactions?wait_secs=120",
+        json!({"id": "outage-1", "tool_name": "Bash", "input": {"command": "deploy"}}),
+    );
+    holds(&b, 1).await;
+
+    proxy.cut();
+    // Every request that needs the database gets a clear 503 in bounded time, never a hang.
+    let limit = Duration::from_secs(15);
+    let (status, body) =
+        tokio::time::timeout(limit, b.respond("outage-1", &json!({"decision": "allow"})))
+            .await
+            .expect("an answer, not a hang");
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(body["error"]["code"], "store_unavailable", "{body}");
+    let (status, body) = tokio::time::timeout(
+        limit,
+        a.post(
+            "/v1/interactions",
+            &json!({"id": "outage-2", "tool_name": "Bash", "input": {"command": "x"}}),
+        ),
+    )
+    .await
+    .expect("an answer, not a hang");
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(body["error"]["code"], "store_unavailable", "{body}");
+    for app in [&a, &b] {
+        let (status, health) = tokio::time::timeout(limit, app.get("/healthz"))
+            .await
+            .expect("health answers");
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{health}");
+        assert_eq!(health["store"], "unavailable", "{health}");
+    }
+    assert!(!waiting.is_finished(), "the agent still waits");
+
+    // Back: the answer given on B wakes the agent waiting on A, and health says so.
+    proxy.restore();
+    eventually(
+        "the answer to be taken once the database is back",
+        || async {
+            let (status, _) = b
+                .respond("outage-1", &json!({"decision": "allow", "by": "Ada"}))
+                .await;
+            (status == StatusCode::OK).then_some(())
+        },
+    )
+    .await;
+    let (status, body) = tokio::time::timeout(Duration::from_secs(30), waiting)
+        .await
+        .expect("the waiter is woken")
+        .unwrap();
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["result"]["behavior"], "allow", "{body}");
+    for app in [&a, &b] {
+        eventually("health to recover", || async {
+            let (status, _) = app.get("/healthz").await;
+            (status == StatusCode::OK).then_some(())
+        })
+        .await;
+    }
+    a.stop().await;
+    b.stop().await;
+}
+
+async fn proxy_for_test() -> crate::proxy::Proxy {
+    crate::proxy::Proxy::start(upstream().await).await
+}
+
+async fn an_agent_whose_replica_died_reattaches_to_another(schema: String) {
+    let a = replica(&schema).await;
+    let b = replica(&schema).await;
+    let ask =
+        json!({"id": "reattach-1", "tool_name": "Bash", "input": {"command": "rm -rf build"}});
+    let waiting = post_later(&a, "/v1/interactions?wait_secs=120", ask.clone());
+    holds(&b, 1).await;
+    // A goes away mid-wait; the answer is given on B meanwhile.
+    a.stop().await;
+    let _ = waiting.await;
+    let (status, body) = b
+        .respond(
+            "reattach-1",
+            &json!({"decision": "deny", "message": "keep it", "by": "Ada"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // The agent asks B with the same id and request: it gets the answer given meanwhile.
+    let (status, body) = b.post("/v1/interactions?wait_secs=120", &ask).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["status"], "resolved", "{body}");
+    assert_eq!(body["result"]["behavior"], "deny", "{body}");
+    assert_eq!(body["result"]["message"], "keep it", "{body}");
+
+    // And if the answer comes after it re-attached, the wait on B ends with it.
+    let c = replica(&schema).await;
+    let ask = json!({"id": "reattach-2", "tool_name": "Bash", "input": {"command": "ls"}});
+    let first = post_later(&c, "/v1/interactions?wait_secs=120", ask.clone());
+    holds(&b, 1).await;
+    c.stop().await;
+    let _ = first.await;
+    let again = post_later(&b, "/v1/interactions?wait_secs=120", ask);
+    let d = replica(&schema).await;
+    holds(&d, 1).await;
+    let (status, _) = d.respond("reattach-2", &json!({"decision": "allow"})).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, body) = again.await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["result"]["behavior"], "allow", "{body}");
+    b.stop().await;
+    d.stop().await;
+}
+
+async fn an_exhausted_pool_gets_503_after_a_bounded_wait(schema: String) {
+    let a = replica_with(&schema, |s| {
+        s.store.pool_size = 1;
+        s.store.pool_wait_ms = 300;
+    })
+    .await;
+    a.create_bash("busy", "make").await;
+    // Another session locks the row: an answer to it holds the one connection while it
+    // waits for the lock.
+    let mut locker = crate::postgres::raw().await;
+    let tx = locker.transaction().await.unwrap();
+    tx.execute(
+        &format!("SELECT 1 FROM \"{schema}\".interactions WHERE id = 'busy' FOR UPDATE"),
+        &[],
+    )
+    .await
+    .unwrap();
+    let held = {
+        let url = a.url("/v1/interactions/busy/respond");
+        let client = a.client.clone();
+        tokio::spawn(async move {
+            split(
+                client
+                    .post(url)
+                    .json(&json!({"decision": "allow"}))
+                    .send()
+                    .await
+                    .unwrap(),
+            )
+            .await
+        })
+    };
+    // Meanwhile a read waits for a connection, a bounded time, then gets 503.
+    let (status, body) = eventually("a request to find the pool exhausted", || async {
+        let (status, body) = tokio::time::timeout(
+            Duration::from_secs(10),
+            a.get("/v1/interactions?status=all"),
+        )
+        .await
+        .expect("an answer, not a hang");
+        (status == StatusCode::SERVICE_UNAVAILABLE).then_some((status, body))
+    })
+    .await;
+    assert_eq!(
+        body["error"]["code"], "store_unavailable",
+        "{status} {body}"
+    );
+    tx.rollback().await.unwrap();
+    let (status, body) = held.await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{body}");
+    a.stop().await;
 }
