@@ -326,6 +326,15 @@ pub struct StoreSettings {
     pub pool_size: usize,
     /// The PostgreSQL schema imrelay's tables live in.
     pub schema: String,
+    /// PostgreSQL: how long a query waits for a free pooled connection before it fails with
+    /// 503, milliseconds.
+    pub pool_wait_ms: u64,
+    /// PostgreSQL: how often each process re-checks what it holds against the database,
+    /// milliseconds (a backstop for missed change notifications).
+    pub recheck_interval_ms: u64,
+    /// PostgreSQL: how long the lease of the process that polls Telegram lasts,
+    /// milliseconds; another process takes over within this time when it dies.
+    pub leader_lease_ms: u64,
 }
 
 /// Most PostgreSQL connections one process may keep.
@@ -343,6 +352,24 @@ impl StoreSettings {
         }
         crate::store::postgres::check_schema_name(&self.schema)
             .map_err(|e| ConfigError::Invalid(format!("store.schema: {e}")))?;
+        if !(1..=600_000).contains(&self.pool_wait_ms) {
+            return Err(ConfigError::Invalid(format!(
+                "store.pool_wait_ms must be 1 to 600000, got {}",
+                self.pool_wait_ms
+            )));
+        }
+        if !(100..=3_600_000).contains(&self.recheck_interval_ms) {
+            return Err(ConfigError::Invalid(format!(
+                "store.recheck_interval_ms must be 100 to 3600000, got {}",
+                self.recheck_interval_ms
+            )));
+        }
+        if !(1_000..=600_000).contains(&self.leader_lease_ms) {
+            return Err(ConfigError::Invalid(format!(
+                "store.leader_lease_ms must be 1000 to 600000, got {}",
+                self.leader_lease_ms
+            )));
+        }
         if self.backend == Backend::Postgres && self.url.expose().trim().is_empty() {
             return Err(ConfigError::Invalid(
                 "store.backend is \"postgres\" but store.url is empty: set it (e.g. \
@@ -358,6 +385,7 @@ impl StoreSettings {
         crate::store::PostgresOptions {
             schema: self.schema.clone(),
             pool_size: self.pool_size,
+            pool_wait: Duration::from_millis(self.pool_wait_ms),
             ..crate::store::PostgresOptions::new(SecretString::from(self.url.expose().to_string()))
         }
     }
@@ -632,6 +660,7 @@ impl Settings {
             max_timeout: Duration::from_secs(i.max_timeout_secs),
             retention: Duration::from_secs(i.retention_hours.saturating_mul(3600)),
             audit: self.audit.enabled,
+            recheck_interval: Duration::from_millis(self.store.recheck_interval_ms),
             ..RegistryConfig::default()
         }
     }

@@ -142,6 +142,10 @@ async fn feed(state: AppState, last_id: Option<u64>, tx: mpsc::Sender<SseEvent>)
 }
 
 async fn run(state: &AppState, last_id: Option<u64>, tx: mpsc::Sender<SseEvent>) -> Result<(), ()> {
+    if let Some(id) = last_id {
+        // An id another replica gave: read that far first.
+        state.registry.events_caught_up(id).await;
+    }
     let log = state.registry.events();
     let mut out = Outgoing::new(tx);
     let mut rx = match last_id {

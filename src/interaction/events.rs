@@ -88,6 +88,15 @@ impl EventLog {
     /// Numbers, buffers and broadcasts one event.
     pub fn publish(&self, kind: EventKind, interaction: Arc<Interaction>) -> Arc<Event> {
         let mut ring = self.lock();
+        self.publish_locked(&mut ring, kind, interaction)
+    }
+
+    fn publish_locked(
+        &self,
+        ring: &mut Ring,
+        kind: EventKind,
+        interaction: Arc<Interaction>,
+    ) -> Arc<Event> {
         let event = Arc::new(Event {
             seq: ring.next_seq,
             kind,
@@ -101,6 +110,30 @@ impl EventLog {
         // Sent under the lock so subscribers see events in sequence order.
         let _ = self.tx.send(event.clone());
         event
+    }
+
+    /// Publishes an event numbered elsewhere (a store shared by several processes numbers
+    /// them for all): `seq` must be above the head, or the event is dropped (`None`).
+    pub fn publish_numbered(
+        &self,
+        seq: u64,
+        kind: EventKind,
+        interaction: Arc<Interaction>,
+    ) -> Option<Arc<Event>> {
+        let mut ring = self.lock();
+        if seq < ring.next_seq {
+            return None;
+        }
+        ring.next_seq = seq;
+        Some(self.publish_locked(&mut ring, kind, interaction))
+    }
+
+    /// Continues the numbering after `head` (taken from a store shared by several
+    /// processes), forgetting what is buffered.
+    pub fn restart_at(&self, head: u64) {
+        let mut ring = self.lock();
+        ring.buffer.clear();
+        ring.next_seq = head.saturating_add(1);
     }
 
     /// The sequence number of the latest event (or one less than the first, if none yet).
@@ -190,6 +223,33 @@ mod tests {
         assert!(matches!(log.replay(a.seq), Replay::Gap));
         assert!(matches!(log.replay(log.head() + 5), Replay::Gap));
         assert!(matches!(log.replay(0), Replay::Gap));
+    }
+
+    #[test]
+    fn events_numbered_elsewhere_keep_their_ids_and_never_go_back() {
+        let log = EventLog::new(8);
+        log.restart_at(41);
+        assert_eq!(log.head(), 41);
+        let a = log
+            .publish_numbered(42, EventKind::Created, sample())
+            .unwrap();
+        // A hole (an id given to a transaction that rolled back) is fine.
+        let b = log
+            .publish_numbered(44, EventKind::Resolved, sample())
+            .unwrap();
+        assert_eq!((a.seq, b.seq, log.head()), (42, 44, 44));
+        assert!(
+            log.publish_numbered(43, EventKind::Created, sample())
+                .is_none()
+        );
+        assert!(
+            log.publish_numbered(44, EventKind::Created, sample())
+                .is_none()
+        );
+        match log.replay(41) {
+            Replay::Events(e) => assert_eq!(e.iter().map(|e| e.seq).collect::<Vec<_>>(), [42, 44]),
+            Replay::Gap => panic!("unexpected gap"),
+        }
     }
 
     #[tokio::test]

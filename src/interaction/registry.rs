@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 use std::time::Duration;
 
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use jiff::Timestamp;
 use serde_json::{Map, Value};
 use tokio::sync::Notify;
@@ -27,7 +27,8 @@ use super::model::{Input, Interaction, InteractionId, Kind, Resolution, now};
 use super::question::parse_questions;
 use crate::audit::{Action, AuditRecord};
 use crate::store::{
-    CreateOutcome, Effects, ListQuery, OutboxJob, Page, ResolveOutcome, Store, StoreError,
+    Change, ChangeFeed, CreateOutcome, Effects, ListQuery, OutboxJob, Page, ResolveOutcome, Store,
+    StoreError,
 };
 
 /// Longest accepted `tool_name`, in characters.
@@ -54,6 +55,9 @@ pub struct RegistryConfig {
     pub event_buffer: usize,
     /// Whether state changes and refusals are appended to the audit trail.
     pub audit: bool,
+    /// With a store shared by several processes: how often everything held is re-checked
+    /// against the store, a backstop for changes whose notification was lost.
+    pub recheck_interval: Duration,
 }
 
 impl Default for RegistryConfig {
@@ -65,6 +69,7 @@ impl Default for RegistryConfig {
             retention: Duration::from_secs(24 * 3600),
             event_buffer: 4096,
             audit: true,
+            recheck_interval: Duration::from_secs(10),
         }
     }
 }
@@ -241,6 +246,38 @@ impl Slot {
     }
 }
 
+/// One re-check of everything at a time: a request for one while one runs makes it run
+/// once more when done.
+#[derive(Default)]
+struct Resync {
+    running: std::sync::atomic::AtomicBool,
+    again: std::sync::atomic::AtomicBool,
+}
+
+impl Resync {
+    fn start(self: &Arc<Self>, registry: Registry) {
+        self.again.store(true, Ordering::SeqCst);
+        if self.running.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let this = self.clone();
+        tokio::spawn(async move {
+            loop {
+                while this.again.swap(false, Ordering::SeqCst) {
+                    if let Err(e) = registry.resync().await {
+                        tracing::warn!(error = %e, "could not re-check interactions against the store; retrying at the next check");
+                    }
+                }
+                this.running.store(false, Ordering::SeqCst);
+                // A request that came after the last pass but before `running` was cleared.
+                if !this.again.load(Ordering::SeqCst) || this.running.swap(true, Ordering::SeqCst) {
+                    return;
+                }
+            }
+        });
+    }
+}
+
 /// Position in the deadline queue: when, and a sequence number to keep keys unique.
 type DeadlineKey = (Instant, u64);
 
@@ -267,6 +304,15 @@ struct Inner {
     untracked_resolutions: AtomicU64,
     /// Bounds what refusals not bound to an interaction write (see [`Registry::refused`]).
     refusals: crate::audit::RefusalLimiter,
+    /// Whether the store keeps every process's lifecycle events ([`Store::keeps_events`]):
+    /// then `events` is fed from there (by [`Registry::run_changes`]), not by this process.
+    shared_events: bool,
+    /// The id of the last shared event applied here.
+    applied_event: AtomicU64,
+    /// Rung after this process committed a change, so the shared events are read at once.
+    pump_kick: Notify,
+    /// Rung after every read of the shared events.
+    pumped: Notify,
 }
 
 /// The pending-interaction registry. Cheap to clone; all clones share state.
@@ -386,6 +432,16 @@ fn instant_in(d: Duration) -> Instant {
         .unwrap_or(now)
 }
 
+/// How long a subscriber resuming from another replica's event id waits for this one to
+/// read that far.
+const EVENTS_CATCH_UP: Duration = Duration::from_secs(2);
+
+/// How many shared events are read at once.
+const EVENT_BATCH: usize = 512;
+
+/// How many changes from other processes are re-read at once.
+const REFRESH_CONCURRENCY: usize = 64;
+
 /// Stand-in for "never" in the monotonic clock (as tokio itself uses: about 30 years).
 const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
 
@@ -396,7 +452,6 @@ impl Registry {
         let events = EventLog::new(config.event_buffer);
         Self {
             inner: Arc::new(Inner {
-                store,
                 config,
                 slots: Mutex::new(HashMap::default()),
                 deadlines: Mutex::new(Deadlines::default()),
@@ -405,6 +460,11 @@ impl Registry {
                 hooks: RwLock::new(Vec::new()),
                 untracked_resolutions: AtomicU64::new(0),
                 refusals: crate::audit::RefusalLimiter::default(),
+                shared_events: store.keeps_events(),
+                applied_event: AtomicU64::new(0),
+                pump_kick: Notify::new(),
+                pumped: Notify::new(),
+                store,
             }),
         }
     }
@@ -436,6 +496,39 @@ impl Registry {
 
     fn hooks(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<dyn Lifecycle>>> {
         self.inner.hooks.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Publishes a lifecycle event this process caused, unless the store keeps the events
+    /// of every process (then they come from there, numbered for all, and this only asks for
+    /// them to be read now).
+    fn publish(&self, kind: EventKind, interaction: Arc<Interaction>) {
+        if self.inner.shared_events {
+            self.inner.pump_kick.notify_one();
+        } else {
+            self.inner.events.publish(kind, interaction);
+        }
+    }
+
+    /// Waits (briefly) until the shared events up to `id` were read here, so a subscriber
+    /// resuming with an id another replica gave it is not told it is ahead. At once when the
+    /// store does not share events.
+    pub async fn events_caught_up(&self, id: u64) {
+        if !self.inner.shared_events {
+            return;
+        }
+        let deadline = Instant::now() + EVENTS_CATCH_UP;
+        while self.inner.events.head() < id {
+            let pumped = self.inner.pumped.notified();
+            tokio::pin!(pumped);
+            pumped.as_mut().enable();
+            if self.inner.events.head() >= id {
+                return;
+            }
+            self.inner.pump_kick.notify_one();
+            if tokio::time::timeout_at(deadline, pumped).await.is_err() {
+                return;
+            }
+        }
     }
 
     /// The store behind this registry.
@@ -669,9 +762,7 @@ impl Registry {
             .get(&interaction.id)
             .is_some_and(|s| s.resolved.get().is_none());
         if pending {
-            self.inner
-                .events
-                .publish(EventKind::Created, interaction.clone());
+            self.publish(EventKind::Created, interaction.clone());
         }
         pending
     }
@@ -741,21 +832,203 @@ impl Registry {
         }
     }
 
-    /// Re-reads an interaction from the store and, if it was resolved by someone else (another
-    /// replica), wakes local waiters and publishes the event. The "wake the waiters of X" step
-    /// for shared backends.
+    /// Brings this process up to date with interaction `id` as the store has it now, whoever
+    /// changed it (another replica sharing the store): a pending interaction this process
+    /// does not hold yet is adopted (its waiters can wait here, its deadline is scheduled
+    /// here too, and the conditional resolve applies it once), a resolved one wakes local
+    /// waiters and is forgotten as pending. Idempotent: calling it again changes nothing.
     pub async fn refresh(
         &self,
         id: &InteractionId,
     ) -> Result<Option<Arc<Interaction>>, RegistryError> {
+        let untracked_before = self.inner.untracked_resolutions.load(Ordering::SeqCst);
         let latest = self.inner.store.get(id).await?;
-        if let Some(i) = &latest
-            && !i.is_pending()
-            && self.settle_locally(i)
-        {
-            self.inner.events.publish(EventKind::Resolved, i.clone());
+        match &latest {
+            Some(i) if i.is_pending() => {
+                let held = lock(&self.inner.slots).contains_key(id);
+                if !held {
+                    self.track(i.clone());
+                    // A resolution seen between the read and `track` found no slot: re-read.
+                    if self.inner.untracked_resolutions.load(Ordering::SeqCst) != untracked_before
+                        && let Some(now) = self.inner.store.get(id).await?
+                        && !now.is_pending()
+                    {
+                        self.settled_elsewhere(&now);
+                        return Ok(Some(now));
+                    }
+                }
+            }
+            Some(i) => self.settled_elsewhere(i),
+            None => {}
         }
         Ok(latest)
+    }
+
+    /// Wakes local waiters of an interaction another process resolved.
+    fn settled_elsewhere(&self, resolved: &Arc<Interaction>) {
+        if self.settle_locally(resolved) {
+            self.publish(EventKind::Resolved, resolved.clone());
+        }
+    }
+
+    /// Re-checks everything against the store: adopts pending interactions this process does
+    /// not hold, and settles those it holds that were resolved elsewhere. For when changes
+    /// may have been missed (see [`Change::MayHaveMissed`]).
+    pub async fn resync(&self) -> Result<(), RegistryError> {
+        let untracked_before = self.inner.untracked_resolutions.load(Ordering::SeqCst);
+        let pending = self.inner.store.pending().await?;
+        let mut fresh = Vec::new();
+        let stale: Vec<InteractionId> = {
+            let slots = lock(&self.inner.slots);
+            let in_store: std::collections::HashSet<&InteractionId> =
+                pending.iter().map(|i| &i.id).collect();
+            for i in &pending {
+                if !slots.contains_key(&i.id) {
+                    fresh.push(i.clone());
+                }
+            }
+            slots
+                .keys()
+                .filter(|id| !in_store.contains(id))
+                .cloned()
+                .collect()
+        };
+        let mut recheck = stale;
+        let adopted: Vec<InteractionId> = fresh.iter().map(|i| i.id.clone()).collect();
+        for i in fresh {
+            self.track(i);
+        }
+        if self.inner.untracked_resolutions.load(Ordering::SeqCst) != untracked_before {
+            // A resolution found no slot meanwhile: it may be one of those just adopted.
+            recheck.extend(adopted);
+        }
+        let failed = AtomicU64::new(0);
+        futures_util::stream::iter(recheck)
+            .for_each_concurrent(REFRESH_CONCURRENCY, |id| {
+                let failed = &failed;
+                async move {
+                    if self.refresh(&id).await.is_err() {
+                        failed.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+            .await;
+        match failed.into_inner() {
+            0 => Ok(()),
+            n => Err(RegistryError::Store(StoreError::Unavailable(format!(
+                "{n} interactions could not be re-read"
+            )))),
+        }
+    }
+
+    /// Starts the event log where the store's shared events are: the most recent ones,
+    /// for subscribers that resume, and the numbering after them.
+    async fn load_recent_events(&self) -> Result<(), RegistryError> {
+        let head = self.inner.store.event_head().await?;
+        let keep = self.inner.config.event_buffer as u64;
+        let from = head.saturating_sub(keep);
+        self.inner.events.restart_at(from);
+        let mut last = from;
+        while last < head {
+            let batch = self.inner.store.events_after(last, EVENT_BATCH).await?;
+            let Some(end) = batch.last().map(|e| e.id) else {
+                break;
+            };
+            for e in batch.into_iter().filter(|e| e.id <= head) {
+                self.inner
+                    .events
+                    .publish_numbered(e.id, e.kind, e.interaction);
+            }
+            last = end;
+        }
+        self.inner.applied_event.store(head, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Reads the shared events after the last one applied here, and applies them in order:
+    /// a new pending interaction is adopted, a resolved one settled, and each event is
+    /// published to local subscribers with the id the store gave it.
+    async fn pump_events(&self) -> Result<(), RegistryError> {
+        loop {
+            let last = self.inner.applied_event.load(Ordering::SeqCst);
+            let batch = self.inner.store.events_after(last, EVENT_BATCH).await?;
+            let n = batch.len();
+            for e in batch {
+                match e.kind {
+                    EventKind::Created if e.interaction.is_pending() => {
+                        self.track(e.interaction.clone());
+                    }
+                    _ if !e.interaction.is_pending() => {
+                        self.settle_locally(&e.interaction);
+                    }
+                    _ => {}
+                }
+                self.inner.applied_event.store(e.id, Ordering::SeqCst);
+                self.inner
+                    .events
+                    .publish_numbered(e.id, e.kind, e.interaction);
+            }
+            self.inner.pumped.notify_waiters();
+            if n < EVENT_BATCH {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Follows the changes other processes commit to a shared store: re-reads each changed
+    /// interaction (or, when the store keeps shared events, the events after the last one
+    /// read), re-checks everything when changes may have been missed, and reads again every
+    /// [`RegistryConfig::recheck_interval`] as a backstop.
+    async fn run_changes(self, mut feed: ChangeFeed, shutdown: CancellationToken) {
+        let every = self
+            .inner
+            .config
+            .recheck_interval
+            .max(Duration::from_millis(10));
+        let mut recheck = tokio::time::interval_at(Instant::now() + every, every);
+        recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let permits = Arc::new(tokio::sync::Semaphore::new(REFRESH_CONCURRENCY));
+        let resync = Arc::new(Resync::default());
+        let shared = self.inner.shared_events;
+        loop {
+            let mut missed = false;
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                change = feed.next() => match change {
+                    None => return,
+                    Some(Change::Changed(_)) if shared => {}
+                    Some(Change::Changed(id)) => {
+                        let Ok(permit) = permits.clone().acquire_owned().await else { return };
+                        let this = self.clone();
+                        let resync = resync.clone();
+                        tokio::spawn(async move {
+                            if let Err(e) = this.refresh(&id).await {
+                                tracing::warn!(id = %id, error = %e, "could not re-read a changed interaction; re-checking everything");
+                                resync.start(this);
+                            }
+                            drop(permit);
+                        });
+                        continue;
+                    }
+                    Some(Change::MayHaveMissed) => missed = true,
+                },
+                _ = self.inner.pump_kick.notified(), if shared => {}
+                _ = recheck.tick() => missed = !shared,
+            }
+            if shared {
+                // Whatever else is ready is covered by the one read.
+                while let Some(Some(change)) = feed.next().now_or_never() {
+                    missed |= change == Change::MayHaveMissed;
+                }
+                if let Err(e) = self.pump_events().await {
+                    tracing::warn!(error = %e, "could not read the shared events; retrying at the next change or check");
+                    missed = true;
+                }
+            }
+            if missed {
+                resync.start(self.clone());
+            }
+        }
     }
 
     /// The current state of an interaction.
@@ -1011,9 +1284,7 @@ impl Registry {
         match self.inner.store.resolve(resolved.clone(), effects).await? {
             ResolveOutcome::Resolved => {
                 self.settle_locally(&resolved);
-                self.inner
-                    .events
-                    .publish(EventKind::Resolved, resolved.clone());
+                self.publish(EventKind::Resolved, resolved.clone());
                 log_resolution(&resolved, "interaction resolved");
                 for h in self.hooks().iter() {
                     h.resolved(&resolved);
@@ -1026,9 +1297,7 @@ impl Registry {
             ResolveOutcome::AlreadyResolved(winner) => {
                 if self.settle_locally(&winner) {
                     // Resolved by another process: tell local subscribers.
-                    self.inner
-                        .events
-                        .publish(EventKind::Resolved, winner.clone());
+                    self.publish(EventKind::Resolved, winner.clone());
                 }
                 Err(RegistryError::AlreadyResolved(winner))
             }
@@ -1039,6 +1308,10 @@ impl Registry {
     /// Loads pending interactions from the store with their original deadlines, and expires
     /// at once those whose deadline passed while imrelay was down. Returns (reloaded, expired).
     pub async fn recover(&self) -> Result<(usize, usize), RegistryError> {
+        if self.inner.shared_events {
+            // Read before the pending interactions: every change after this is read later.
+            self.load_recent_events().await?;
+        }
         let pending = self.inner.store.pending().await?;
         let at = now();
         let mut overdue = Vec::new();
@@ -1059,7 +1332,7 @@ impl Registry {
                 let has_jobs = !effects.jobs.is_empty();
                 match self.inner.store.resolve(resolved.clone(), effects).await {
                     Ok(ResolveOutcome::Resolved) => {
-                        self.inner.events.publish(EventKind::Resolved, resolved.clone());
+                        self.publish(EventKind::Resolved, resolved.clone());
                         log_resolution(&resolved, "interaction expired while imrelay was down");
                         for h in self.hooks().iter() {
                             h.resolved(&resolved);
@@ -1085,10 +1358,14 @@ impl Registry {
         &self,
         shutdown: CancellationToken,
     ) -> Vec<tokio::task::JoinHandle<()>> {
-        vec![
+        let mut tasks = vec![
             tokio::spawn(self.clone().run_deadlines(shutdown.clone())),
-            tokio::spawn(self.clone().run_pruner(shutdown)),
-        ]
+            tokio::spawn(self.clone().run_pruner(shutdown.clone())),
+        ];
+        if let Some(feed) = self.inner.store.changes() {
+            tasks.push(tokio::spawn(self.clone().run_changes(feed, shutdown)));
+        }
+        tasks
     }
 
     async fn run_deadlines(self, shutdown: CancellationToken) {

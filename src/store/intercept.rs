@@ -230,6 +230,25 @@ impl<I: Interceptor> Store for Intercepted<I> {
         self.call(Op::ForgetSighting, self.inner.forget_sighting(scope, key))
             .await
     }
+    fn changes(&self) -> Option<super::ChangeFeed> {
+        self.inner.changes()
+    }
+    fn keeps_events(&self) -> bool {
+        self.inner.keeps_events()
+    }
+    async fn events_after(
+        &self,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<super::StoredEvent>, StoreError> {
+        self.inner.events_after(after, limit).await
+    }
+    async fn event_head(&self) -> Result<u64, StoreError> {
+        self.inner.event_head().await
+    }
+    fn lead(&self, name: &str, lease: Duration) -> super::Leader {
+        self.inner.lead(name, lease)
+    }
     async fn check_writable(&self) -> Result<(), StoreError> {
         self.call(Op::CheckWritable, self.inner.check_writable())
             .await

@@ -20,6 +20,7 @@
 //! shared backend can trigger the same step when another process changes an interaction.
 
 pub mod intercept;
+pub mod lease;
 pub mod memory;
 pub mod postgres;
 pub mod sqlite;
@@ -28,12 +29,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures_util::stream::BoxStream;
 use jiff::Timestamp;
 use serde_json::Value;
 
 pub use crate::audit::{AuditEntry, AuditHead, AuditRecord};
 use crate::interaction::{Interaction, InteractionId};
 
+pub use lease::Leader;
 pub use memory::MemoryStore;
 pub use postgres::{PostgresOptions, PostgresStore};
 pub use sqlite::{SqliteStore, Synchronous};
@@ -319,6 +322,31 @@ pub struct ChannelMessage {
 /// every interaction ever seen.
 pub const BOUND_VALUE_PREFIX: &str = "bound:";
 
+/// What a store shared by several processes reports about changes any of them committed
+/// (see [`Store::changes`]). The store is the truth: a change says only where to look.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// Interaction `id` was created or resolved, by any process (this one included).
+    Changed(InteractionId),
+    /// Changes may have been missed (the feed reconnected, or its reader fell behind):
+    /// re-check everything held.
+    MayHaveMissed,
+}
+
+/// A stream of [`Change`]s; it ends only when the store is closed.
+pub type ChangeFeed = BoxStream<'static, Change>;
+
+/// A lifecycle event as a shared store keeps it (see [`Store::events_after`]).
+#[derive(Clone, Debug)]
+pub struct StoredEvent {
+    /// Its id: every process sees the same, increasing in commit order.
+    pub id: u64,
+    /// What happened.
+    pub kind: crate::interaction::EventKind,
+    /// The interaction as it was after the event.
+    pub interaction: Arc<Interaction>,
+}
+
 /// Persistence for interactions, channel bookkeeping, the outbox and small server state.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
@@ -454,6 +482,43 @@ pub trait Store: Send + Sync + 'static {
             Some(Timestamp::now().as_millisecond().to_string()),
         )
         .await
+    }
+
+    // --- Several processes on one store. A store only one process uses keeps the defaults.
+
+    /// The changes committed by every process sharing this store, starting now; `None` for
+    /// a store only this process writes (nothing else can change it). Each call starts a
+    /// new feed.
+    fn changes(&self) -> Option<ChangeFeed> {
+        None
+    }
+
+    /// Whether this store keeps the lifecycle events of every process sharing it
+    /// ([`Store::events_after`]); then those, not the ones this process numbers itself, are
+    /// what its subscribers see.
+    fn keeps_events(&self) -> bool {
+        false
+    }
+
+    /// The kept lifecycle events after id `after`, oldest first, at most `limit`.
+    async fn events_after(
+        &self,
+        _after: u64,
+        _limit: usize,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    /// The id of the newest kept lifecycle event (0 before the first).
+    async fn event_head(&self) -> Result<u64, StoreError> {
+        Ok(0)
+    }
+
+    /// Competes for the lease `name` with the other processes sharing the store, renewing
+    /// it in the background while held; a lease of `lease` is taken over by another process
+    /// within that time after its holder dies. A store only this process uses always leads.
+    fn lead(&self, _name: &str, _lease: Duration) -> Leader {
+        Leader::sole()
     }
 }
 
