@@ -36,7 +36,10 @@ const YEAR_HOURS: u64 = 365 * 24;
 /// Upper bound of `server.header_read_timeout_secs`.
 const HOUR_SECS: u64 = 3600;
 
-/// Upper bound of `server.max_connections`.
+/// Lower bound of `interactions.event_buffer_bytes`: 1 MiB.
+const MIN_EVENT_BUFFER_BYTES: usize = 1024 * 1024;
+
+/// Upper bound of `server.max_connections` (and of `server.max_event_streams`).
 const MAX_CONNECTIONS: usize = 1_000_000;
 
 /// How the placeholder tokens in the deployment examples begin.
@@ -190,6 +193,8 @@ pub struct ServerSettings {
     /// Time a connection has to send a complete request head (also the keep-alive idle
     /// timeout), in seconds.
     pub header_read_timeout_secs: u64,
+    /// Event streams (`GET /v1/events`) open at once; more are refused.
+    pub max_event_streams: usize,
 }
 
 /// `[auth]`
@@ -268,6 +273,9 @@ pub struct InteractionSettings {
     pub max_timeout_secs: u64,
     /// Retention of resolved interactions, hours.
     pub retention_hours: u64,
+    /// About how many bytes of recent events are kept for clients resuming their event
+    /// stream.
+    pub event_buffer_bytes: usize,
 }
 
 /// `[hooks]`
@@ -621,6 +629,18 @@ impl Settings {
                 server.max_connections
             )));
         }
+        if !(1..=MAX_CONNECTIONS).contains(&server.max_event_streams) {
+            return Err(ConfigError::Invalid(format!(
+                "server.max_event_streams must be between 1 and {MAX_CONNECTIONS}, got {}",
+                server.max_event_streams
+            )));
+        }
+        if self.interactions.event_buffer_bytes < MIN_EVENT_BUFFER_BYTES {
+            return Err(ConfigError::Invalid(format!(
+                "interactions.event_buffer_bytes must be at least {MIN_EVENT_BUFFER_BYTES} (1 MiB), got {}",
+                self.interactions.event_buffer_bytes
+            )));
+        }
         if !(1..=HOUR_SECS).contains(&server.header_read_timeout_secs) {
             return Err(ConfigError::Invalid(format!(
                 "server.header_read_timeout_secs must be between 1 and {HOUR_SECS} (one hour), got {}",
@@ -661,6 +681,7 @@ impl Settings {
             retention: Duration::from_secs(i.retention_hours.saturating_mul(3600)),
             audit: self.audit.enabled,
             recheck_interval: Duration::from_millis(self.store.recheck_interval_ms),
+            event_buffer_bytes: i.event_buffer_bytes,
             ..RegistryConfig::default()
         }
     }

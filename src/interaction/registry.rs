@@ -53,6 +53,9 @@ pub struct RegistryConfig {
     pub retention: Duration,
     /// How many recent events are kept for replay to reconnecting subscribers.
     pub event_buffer: usize,
+    /// About how many bytes of encoded events are kept for replay (the newest event is
+    /// always kept, whatever its size).
+    pub event_buffer_bytes: usize,
     /// Whether state changes and refusals are appended to the audit trail.
     pub audit: bool,
     /// With a store shared by several processes: how often everything held is re-checked
@@ -68,6 +71,7 @@ impl Default for RegistryConfig {
             max_timeout: Duration::from_secs(3600),
             retention: Duration::from_secs(24 * 3600),
             event_buffer: 4096,
+            event_buffer_bytes: super::events::DEFAULT_BUFFER_BYTES,
             audit: true,
             recheck_interval: Duration::from_secs(10),
         }
@@ -307,6 +311,10 @@ struct Inner {
     /// Whether the store keeps every process's lifecycle events ([`Store::keeps_events`]):
     /// then `events` is fed from there (by [`Registry::run_changes`]), not by this process.
     shared_events: bool,
+    /// How many resolutions of each interaction this process is writing to the store right
+    /// now: a losing one announces the winner (resolved by another process) only when it is
+    /// the last of them, so one resolution is announced once however many answers race.
+    resolving: Mutex<HashMap<InteractionId, usize, foldhash::fast::RandomState>>,
     /// The id of the last shared event applied here.
     applied_event: AtomicU64,
     /// Rung after this process committed a change, so the shared events are read at once.
@@ -445,11 +453,60 @@ const REFRESH_CONCURRENCY: usize = 64;
 /// Stand-in for "never" in the monotonic clock (as tokio itself uses: about 30 years).
 const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
 
+/// One resolution of an interaction being written by this process (see `Inner::resolving`);
+/// counted until finished or dropped (a cancelled request).
+struct Resolving<'a> {
+    map: &'a Mutex<HashMap<InteractionId, usize, foldhash::fast::RandomState>>,
+    id: Option<InteractionId>,
+}
+
+impl<'a> Resolving<'a> {
+    fn start(
+        map: &'a Mutex<HashMap<InteractionId, usize, foldhash::fast::RandomState>>,
+        id: &InteractionId,
+    ) -> Self {
+        *lock(map).entry(id.clone()).or_default() += 1;
+        Self {
+            map,
+            id: Some(id.clone()),
+        }
+    }
+
+    /// Stops counting this resolution; true when no other one of the same interaction is
+    /// in flight here.
+    fn finish(mut self) -> bool {
+        self.release()
+    }
+
+    fn release(&mut self) -> bool {
+        let Some(id) = self.id.take() else {
+            return false;
+        };
+        let mut map = lock(self.map);
+        match map.get_mut(&id) {
+            Some(n) if *n > 1 => {
+                *n -= 1;
+                false
+            }
+            _ => {
+                map.remove(&id);
+                true
+            }
+        }
+    }
+}
+
+impl Drop for Resolving<'_> {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
 impl Registry {
     /// A registry over `store`. Call [`Registry::recover`] and
     /// [`Registry::spawn_background`] before serving.
     pub fn new(store: Arc<dyn Store>, config: RegistryConfig) -> Self {
-        let events = EventLog::new(config.event_buffer);
+        let events = EventLog::with_budget(config.event_buffer, config.event_buffer_bytes);
         Self {
             inner: Arc::new(Inner {
                 config,
@@ -459,6 +516,7 @@ impl Registry {
                 events,
                 hooks: RwLock::new(Vec::new()),
                 untracked_resolutions: AtomicU64::new(0),
+                resolving: Mutex::new(HashMap::default()),
                 refusals: crate::audit::RefusalLimiter::default(),
                 shared_events: store.keeps_events(),
                 applied_event: AtomicU64::new(0),
@@ -1281,6 +1339,7 @@ impl Registry {
         let resolved = Arc::new(current.resolved(resolution));
         let effects = self.resolution_effects(&resolved, actor);
         let has_jobs = !effects.jobs.is_empty();
+        let resolving = Resolving::start(&self.inner.resolving, &resolved.id);
         match self.inner.store.resolve(resolved.clone(), effects).await? {
             ResolveOutcome::Resolved => {
                 self.settle_locally(&resolved);
@@ -1295,7 +1354,10 @@ impl Registry {
                 Ok(resolved)
             }
             ResolveOutcome::AlreadyResolved(winner) => {
-                if self.settle_locally(&winner) {
+                // The winner may be a resolution of this process still on its way from the
+                // store to its announcement: only the last of the racing resolutions here
+                // settles and announces, and only what no local winner settled already.
+                if resolving.finish() && self.settle_locally(&winner) {
                     // Resolved by another process: tell local subscribers.
                     self.publish(EventKind::Resolved, winner.clone());
                 }
@@ -1521,7 +1583,7 @@ mod tests {
         // Past the deadline: still one resolution, announced once, never after a `created`.
         tokio::time::sleep(Duration::from_secs(600)).await;
         let mut kinds = Vec::new();
-        while let Ok(e) = events.try_recv() {
+        while let Some(crate::interaction::Next::Event(e)) = events.try_next() {
             kinds.push(e.kind);
         }
         assert_eq!(kinds, vec![EventKind::Resolved]);
@@ -1686,7 +1748,7 @@ mod tests {
         );
         // One resolution, announced once.
         let mut resolved = 0;
-        while let Ok(e) = events.try_recv() {
+        while let Some(crate::interaction::Next::Event(e)) = events.try_next() {
             assert_eq!(e.kind, EventKind::Resolved);
             resolved += 1;
         }
