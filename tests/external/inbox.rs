@@ -676,7 +676,7 @@ async fn tool_calls_show_as_people_read_them() {
         "{error}"
     );
     assert_eq!(
-        b.eval(&format!("{}.disabled", format!("[...{bash}.querySelectorAll('button')].find(x => x.textContent === 'Approve edited input')")))
+        b.eval(&format!("[...{bash}.querySelectorAll('button')].find(x => x.textContent === 'Approve edited input').disabled"))
             .await,
         true
     );
