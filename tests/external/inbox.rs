@@ -646,6 +646,78 @@ async fn tool_calls_show_as_people_read_them() {
             .await,
         "undefined:0"
     );
+
+    // Edit & approve: an editor with Cancel, and what is wrong with the JSON next to it.
+    let click = |card: &str, text: &str| {
+        format!(
+            "[...{card}.querySelectorAll('button')].find(x => x.textContent === {}).click()",
+            json!(text)
+        )
+    };
+    let set_input = |card: &str, text: &str| {
+        format!(
+            "(() => {{ const t = {card}.querySelector('.edit-box textarea'); t.value = {}; \
+             t.dispatchEvent(new Event('input')); }})()",
+            json!(text)
+        )
+    };
+    b.eval(&click(&bash, "Edit & approve…")).await;
+    assert_eq!(
+        b.eval(&format!("{bash}.querySelector('.edit-box').hidden"))
+            .await,
+        false
+    );
+    b.eval(&set_input(&bash, "{\"command\": ")).await;
+    let error = b
+        .eval(&format!("{bash}.querySelector('.edit-error').textContent"))
+        .await;
+    assert!(
+        error.as_str().unwrap().starts_with("Not valid JSON"),
+        "{error}"
+    );
+    assert_eq!(
+        b.eval(&format!("[...{bash}.querySelectorAll('button')].find(x => x.textContent === 'Approve edited input').disabled"))
+            .await,
+        true
+    );
+    b.eval(&set_input(&bash, "[1, 2]")).await;
+    assert_eq!(
+        b.eval(&format!("{bash}.querySelector('.edit-error').textContent"))
+            .await,
+        "The input must be a JSON object ({ … })."
+    );
+    b.eval(&click(&bash, "Cancel")).await;
+    assert_eq!(
+        b.eval(&format!("{bash}.querySelector('.edit-box').hidden"))
+            .await,
+        true
+    );
+    b.eval(&click(&bash, "Edit & approve…")).await;
+    b.eval(&set_input(&bash, "{\"command\": \"echo safe\"}"))
+        .await;
+    b.eval(&click(&bash, "Approve edited input")).await;
+    let done = eventually("the edited approval", || async {
+        let (_, i) = app.get("/v1/interactions/pr-bash").await;
+        (i["status"] == "resolved").then_some(i)
+    })
+    .await;
+    assert_eq!(
+        done["resolution"]["result"]["updatedInput"],
+        json!({"command": "echo safe"})
+    );
+    // The recent item says what was approved, and the page has an icon.
+    let recent = card("recent", "pr-bash");
+    b.until(
+        "the recent item's summary",
+        &format!("({recent}?.querySelector('.summary')?.textContent || '').startsWith('Run: ')"),
+    )
+    .await;
+    assert_eq!(
+        b.eval("document.querySelector('link[rel=icon]').href.startsWith('data:image/svg+xml')")
+            .await,
+        true
+    );
+    b.screenshots("inbox-after-edit").await;
     drop(b);
     app.stop().await;
 }

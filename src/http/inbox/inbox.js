@@ -90,8 +90,13 @@ function setWho(name) {
 
 // ---------- rendering ----------
 
+// A time of today as a time; an older one with its date.
 function fmtTime(ts) {
-  try { return new Date(ts).toLocaleTimeString(); } catch (_) { return String(ts); }
+  try {
+    const d = new Date(ts);
+    if (isNaN(d)) return String(ts);
+    return d.toDateString() === new Date().toDateString() ? d.toLocaleTimeString() : d.toLocaleString();
+  } catch (_) { return String(ts); }
 }
 
 function metaLine(i) {
@@ -205,20 +210,41 @@ function approvalBody(card, i) {
   loadDisplay(display, i.id, false);
   const actions = card.querySelector(".actions");
   const reason = el("input", { type: "text", class: "reason", placeholder: "reason (optional, shown to the agent)", "aria-label": "Reason for denying (optional, shown to the agent)", maxlength: "4096" });
-  const editor = el("textarea", { hidden: true, spellcheck: "false", "aria-label": "Tool input to approve, as JSON" });
-  editor.value = JSON.stringify(i.input, null, 2);
-  body.append(editor);
+  // "Edit & approve…" opens an editor of the input with its own Approve and Cancel; what
+  // is wrong with the JSON shows under it as it is typed.
+  const original = JSON.stringify(i.input, null, 2);
+  const editor = el("textarea", { spellcheck: "false", "aria-label": "Tool input to approve, as JSON" });
+  editor.value = original;
+  const editError = el("p", { class: "edit-error error", hidden: true, role: "alert" });
+  const parseEdited = () => {
+    let parsed;
+    try { parsed = JSON.parse(editor.value); } catch (e) { return { error: "Not valid JSON: " + e.message }; }
+    if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) return { error: "The input must be a JSON object ({ … })." };
+    return { parsed };
+  };
+  const approveEdited = el("button", { class: "primary", type: "button", text: "Approve edited input", onclick: () => {
+    const r = parseEdited();
+    if (r.error) { editError.hidden = false; editError.textContent = r.error; return; }
+    respond(card, i.id, { decision: "allow", updated_input: r.parsed });
+  } });
+  const cancelEdit = el("button", { type: "button", text: "Cancel", onclick: () => {
+    editBox.hidden = true; editor.value = original; editError.hidden = true; approveEdited.disabled = false;
+  } });
+  editor.addEventListener("input", () => {
+    const r = parseEdited();
+    editError.hidden = !r.error;
+    editError.textContent = r.error || "";
+    approveEdited.disabled = !!r.error;
+  });
+  const editBox = el("div", { class: "edit-box", hidden: true }, editor, editError, el("div", { class: "actions" }, approveEdited, cancelEdit));
+  body.append(editBox);
   const approve = el("button", { class: "primary", type: "button", text: "Approve", onclick: () => respond(card, i.id, { decision: "allow" }) });
   const deny = el("button", { class: "danger", type: "button", text: "Deny", onclick: () => {
     const message = reason.value.trim();
     respond(card, i.id, message ? { decision: "deny", message } : { decision: "deny" });
   } });
-  const edit = el("button", { type: "button", text: "Edit & approve", onclick: () => {
-    if (editor.hidden) { editor.hidden = false; edit.textContent = "Approve edited input"; editor.focus(); return; }
-    let parsed;
-    try { parsed = JSON.parse(editor.value); } catch (e) { notice(card, "The input is not valid JSON: " + e.message, true); return; }
-    if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) { notice(card, "The input must be a JSON object.", true); return; }
-    respond(card, i.id, { decision: "allow", updated_input: parsed });
+  const edit = el("button", { type: "button", text: "Edit & approve…", onclick: () => {
+    editBox.hidden = false; editor.focus();
   } });
   actions.append(approve, edit);
   if (i.suggestions) {
@@ -289,6 +315,15 @@ function recentCard(i) {
   card.querySelector(".deadline").textContent = "";
   const body = card.querySelector(".body");
   body.append(el("p", {}, el("span", { class: "outcome", text: describeResolution(i) })));
+  if (i.kind === "approval") {
+    // What was approved or denied, in a line: "Run: cargo test", "Edit src/lib.rs".
+    const what = el("p", { class: "summary muted" });
+    body.append(what);
+    fetch("/v1/interactions/" + encodeURIComponent(i.id) + "/display", { headers: authHeaders() })
+      .then((r) => r.ok ? r.json() : null)
+      .then((d) => { if (d && d.summary) what.textContent = d.summary; })
+      .catch(() => {});
+  }
   const msg = r.result && r.result.behavior === "deny" ? r.result.message : null;
   if (msg) body.append(el("p", { class: "muted", text: "“" + msg + "”" }));
   const answers = r.result && r.result.updatedInput && r.result.updatedInput.answers;
