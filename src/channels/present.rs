@@ -213,6 +213,25 @@ impl Presentation {
     }
 }
 
+/// A tool call as a chat message shows it in one code block, uncut (the channel cuts it to
+/// its own budget and says how much): the text, and the language the block is highlighted
+/// as (`diff`, `bash` or `text`).
+pub fn chat_block(
+    tool_name: &str,
+    input: &Map<String, Value>,
+    cwd: Option<&str>,
+) -> (String, &'static str) {
+    let shown = present(tool_name, input, cwd, Budget::ALL);
+    let lang = if shown.has_diff() {
+        "diff"
+    } else if tool_name == "Bash" {
+        "bash"
+    } else {
+        "text"
+    };
+    (shown.plain_text(), lang)
+}
+
 /// Longest a summary gets, in characters.
 const SUMMARY_CHARS: usize = 120;
 /// How long a diff may take before it settles for a longer, still correct, diff.

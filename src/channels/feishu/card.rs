@@ -477,20 +477,8 @@ impl Cards {
 
     fn approval_body(&self, i: &Interaction, budget: Budget, out: &mut Vec<Value>) {
         // The tool call as a person reads it: a command, a diff, a file's first lines.
-        let shown = present::present(
-            &i.tool_name,
-            &i.input.map(),
-            i.cwd.as_deref(),
-            present::Budget::ALL,
-        );
-        let lang = if shown.has_diff() {
-            "diff"
-        } else if i.tool_name == "Bash" {
-            "bash"
-        } else {
-            "text"
-        };
-        let excerpt = render::excerpt(&shown.plain_text(), budget.input);
+        let (text, lang) = present::chat_block(&i.tool_name, &i.input.map(), i.cwd.as_deref());
+        let excerpt = render::excerpt(&text, budget.input);
         out.push(code_block(&excerpt.text, lang));
         if excerpt.cut > 0 {
             out.push(grey_div(if self.zh() {

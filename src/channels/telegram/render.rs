@@ -179,20 +179,7 @@ const LEVELS: [Limits; 4] = [
 /// command as itself, an edit as a diff, a file as its path and first lines. Returns the
 /// text and the code block's language.
 fn input_text(i: &Interaction) -> (String, &'static str) {
-    let shown = present::present(
-        &i.tool_name,
-        &i.input.map(),
-        i.cwd.as_deref(),
-        present::Budget::ALL,
-    );
-    let lang = if shown.has_diff() {
-        "diff"
-    } else if i.tool_name == "Bash" {
-        "bash"
-    } else {
-        "text"
-    };
-    (shown.plain_text(), lang)
+    present::chat_block(&i.tool_name, &i.input.map(), i.cwd.as_deref())
 }
 
 /// The first line: what this is, and whether it still waits for an answer.
