@@ -9,7 +9,8 @@
 //! `imrelay audit verify` checks its hash chain, its recorded head and that every stored
 //! interaction has its `created` entry, and `imrelay audit head` prints the head to keep
 //! elsewhere (all read the SQLite database directly and read-only, so they work while the
-//! server runs); `imrelay healthcheck` asks a running
+//! server runs; with PostgreSQL, `audit verify` and `audit head` read the shared database,
+//! and the chain is checked up to the head recorded when the check began); `imrelay healthcheck` asks a running
 //! server's `/healthz`, or with `--live` its `/livez` (for container health checks, where
 //! there is no curl); `imrelay backup FILE` writes a consistent copy of the database while the
 //! server runs (the container images have no `sqlite3`).
@@ -24,6 +25,7 @@ pub mod view;
 pub mod watch;
 
 use std::io::Write;
+use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use jiff::Timestamp;
@@ -34,7 +36,7 @@ use crate::config::{Backend, Settings};
 use crate::store::sqlite::{
     interactions_without_created_entry, open_read_only, read_audit, read_audit_head, schema_version,
 };
-use crate::store::{AuditQuery, StoreError};
+use crate::store::{AuditQuery, Store, StoreError};
 use crate::telemetry::escape;
 
 const CHUNK: usize = 1000;
@@ -68,8 +70,9 @@ fn database(settings: &Settings) -> anyhow::Result<rusqlite::Connection> {
             "the audit trail of the memory store lives only in the server process: use GET /v1/audit"
         ),
         Backend::Postgres => bail!(
-            "the audit commands read a SQLite file; with store.backend = \"postgres\" read the \
-             trail through GET /v1/audit of any replica"
+            "`imrelay audit list` reads a SQLite file; with store.backend = \"postgres\" read \
+             the trail through GET /v1/audit of any replica (`audit verify` and `audit head` \
+             work on PostgreSQL)"
         ),
     }
     Ok(open_read_only(&settings.store.path)?)
@@ -200,6 +203,9 @@ pub fn audit_verify(settings: &Settings, expect: Option<&str>) -> anyhow::Result
                 .map_err(|e: String| anyhow::anyhow!("--expect: {e}"))
         })
         .transpose()?;
+    if settings.store.backend == Backend::Postgres {
+        return on_postgres(settings, |store| audit_verify_shared(store, expect));
+    }
     let conn = database(settings)?;
     // One read transaction: the chain, its head and the interactions as of one moment, even
     // while the server appends.
@@ -263,9 +269,94 @@ pub fn audit_verify(settings: &Settings, expect: Option<&str>) -> anyhow::Result
     Ok(true)
 }
 
+/// Runs `f` on the configured PostgreSQL store (opened, and so migrated, as a replica
+/// would), on a runtime of its own.
+fn on_postgres<T, F, Fut>(settings: &Settings, f: F) -> anyhow::Result<T>
+where
+    F: FnOnce(Arc<dyn Store>) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<T>>,
+{
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let store = crate::app::open_store(settings).await?;
+        f(store).await
+    })
+}
+
+/// `audit verify` on a store other processes may be appending to: the chain is checked up to
+/// the head recorded when the check began (entries appended since are left for the next
+/// check), through `expect` if given.
+async fn audit_verify_shared(
+    store: Arc<dyn Store>,
+    expect: Option<AuditHead>,
+) -> anyhow::Result<bool> {
+    /// Entries read at once.
+    const PAGE: usize = 1000;
+    let recorded = match store.audit_head().await {
+        Ok(head) => head,
+        Err(StoreError::Corrupt(e)) => {
+            println!("audit trail BROKEN: the recorded chain head is unreadable: {e}");
+            return Ok(false);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let end = recorded.as_ref().map_or(i64::MAX, |h| h.seq);
+    let mut verifier = match expect {
+        Some(head) => Verifier::expecting(head),
+        None => Verifier::default(),
+    };
+    let mut after = 0;
+    'pages: loop {
+        let page = store
+            .audit(&AuditQuery {
+                after_seq: after,
+                since: None,
+                limit: PAGE,
+            })
+            .await?;
+        let n = page.len();
+        for e in &page {
+            if e.seq > end {
+                break 'pages;
+            }
+            if let Err(b) = verifier.check(e) {
+                println!("audit trail BROKEN: {b}");
+                return Ok(false);
+            }
+            after = e.seq;
+        }
+        if n < PAGE {
+            break;
+        }
+    }
+    if let Err(b) = verifier.finish(recorded.as_ref()) {
+        println!("audit trail BROKEN: {b}");
+        return Ok(false);
+    }
+    match verifier.end() {
+        None => println!("audit trail intact: 0 entries"),
+        Some(end) => println!(
+            "audit trail intact: {} entries, head {end}",
+            verifier.verified()
+        ),
+    }
+    Ok(true)
+}
+
 /// `imrelay audit head`: prints the chain's head (`SEQ:HASH`) to keep outside the store, for a
 /// later `audit verify --expect`.
 pub fn audit_head(settings: &Settings) -> anyhow::Result<()> {
+    if settings.store.backend == Backend::Postgres {
+        return on_postgres(settings, |store| async move {
+            match store.audit_head().await? {
+                Some(head) => println!("{head}"),
+                None => bail!("the audit trail is empty"),
+            }
+            Ok(())
+        });
+    }
     let conn = database(settings)?;
     let tx = conn.unchecked_transaction()?;
     let records_heads = schema_version(&tx)? >= HEAD_SCHEMA;

@@ -62,6 +62,11 @@ pub fn trials() -> Vec<Trial> {
             server,
             || in_schema(an_exhausted_pool_gets_503_after_a_bounded_wait),
         ),
+        trial(
+            "replicas::audit_verify_and_head_work_on_postgres",
+            server,
+            || in_schema(audit_verify_and_head_work_on_postgres),
+        ),
     ]
 }
 
@@ -790,4 +795,57 @@ async fn an_exhausted_pool_gets_503_after_a_bounded_wait(schema: String) {
     let (status, body) = held.await.unwrap();
     assert_eq!(status, StatusCode::OK, "{body}");
     a.stop().await;
+}
+
+/// Runs the `imrelay` binary with `args` on PostgreSQL schema `schema`: (success, stdout,
+/// stderr).
+async fn cli_on(schema: &str, args: &[&str]) -> (bool, String, String) {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_imrelay"));
+    cmd.args(args)
+        .env("IMRELAY__STORE__BACKEND", "postgres")
+        .env("IMRELAY__STORE__URL", url())
+        .env("IMRELAY__STORE__SCHEMA", schema);
+    let out = cmd.output().await.expect("runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+async fn audit_verify_and_head_work_on_postgres(schema: String) {
+    let a = replica(&schema).await;
+    let b = replica(&schema).await;
+    for (n, app) in [&a, &b, &a].into_iter().enumerate() {
+        let id = app.create_bash(&format!("audited-{n}"), "make").await;
+        let (status, _) = app
+            .respond(&id, &json!({"decision": "allow", "by": "Ada"}))
+            .await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    let (ok, head, err) = cli_on(&schema, &["audit", "head"]).await;
+    assert!(ok, "{err}");
+    let head = head.trim().to_string();
+    assert!(head.starts_with("6:"), "{head}");
+    let (ok, out, err) = cli_on(&schema, &["audit", "verify", "--expect", &head]).await;
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("audit trail intact: 6 entries"), "{out}");
+
+    // An entry altered behind imrelay's back is found.
+    crate::postgres::raw()
+        .await
+        .batch_execute(&format!(
+            "UPDATE \"{schema}\".audit SET actor = 'Mallory' WHERE seq = 2"
+        ))
+        .await
+        .unwrap();
+    let (ok, out, _) = cli_on(&schema, &["audit", "verify"]).await;
+    assert!(!ok, "{out}");
+    assert!(out.contains("audit trail BROKEN"), "{out}");
+    // `backup` says what to use instead.
+    let (ok, _, err) = cli_on(&schema, &["backup", "-"]).await;
+    assert!(!ok);
+    assert!(err.contains("pg_dump"), "{err}");
+    a.stop().await;
+    b.stop().await;
 }

@@ -311,3 +311,160 @@ fn systemd_unit() {
         "the store path belongs in config.toml"
     );
 }
+
+/// The documents of the kustomization in `dir`, by kind.
+fn kustomized(dir: &str) -> HashMap<String, Yaml> {
+    let kustomization = &yaml(&format!("{dir}/kustomization.yaml"))[0];
+    let mut docs = HashMap::new();
+    for res in kustomization["resources"].as_vec().expect("resources") {
+        for doc in yaml(&format!("{dir}/{}", res.as_str().unwrap())) {
+            let kind = doc["kind"].as_str().unwrap().to_string();
+            assert!(docs.insert(kind.clone(), doc).is_none(), "two {kind}s");
+        }
+    }
+    docs
+}
+
+#[test]
+fn kubernetes_manifests_for_several_replicas() {
+    let docs = kustomized("deploy/k8s-replicas");
+    let mut kinds: Vec<&str> = docs.keys().map(String::as_str).collect();
+    kinds.sort();
+    assert_eq!(
+        kinds,
+        [
+            "ConfigMap",
+            "Deployment",
+            "PodDisruptionBudget",
+            "Secret",
+            "Service"
+        ],
+        "no volume: the replicas share PostgreSQL"
+    );
+    let deployment = &docs["Deployment"];
+    let spec = &deployment["spec"];
+    assert_eq!(spec["replicas"].as_i64(), Some(2));
+    assert_eq!(spec["strategy"]["type"].as_str(), Some("RollingUpdate"));
+    assert_eq!(
+        spec["strategy"]["rollingUpdate"]["maxUnavailable"].as_i64(),
+        Some(0)
+    );
+    let labels = &spec["selector"]["matchLabels"];
+    let pdb = &docs["PodDisruptionBudget"];
+    assert_eq!(pdb["apiVersion"].as_str(), Some("policy/v1"));
+    assert_eq!(pdb["spec"]["minAvailable"].as_i64(), Some(1));
+    assert_eq!(&pdb["spec"]["selector"]["matchLabels"], labels);
+    assert_eq!(&docs["Service"]["spec"]["selector"], labels);
+    assert!(
+        docs["Service"]["spec"]["sessionAffinity"].is_badvalue(),
+        "nothing sticky"
+    );
+    let c = &spec["template"]["spec"]["containers"][0];
+    for (probe, path) in [("readinessProbe", "/healthz"), ("livenessProbe", "/livez")] {
+        assert_eq!(c[probe]["httpGet"]["path"].as_str(), Some(path), "{probe}");
+    }
+    assert!(
+        c["volumeMounts"]
+            .as_vec()
+            .unwrap()
+            .iter()
+            .all(|m| m["name"].as_str() == Some("config"))
+    );
+
+    // The Secret's variables and the ConfigMap's file, as the pod gets them, load as
+    // settings for PostgreSQL.
+    let mut env: HashMap<String, String> = docs["Secret"]["stringData"]
+        .as_hash()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.as_str().unwrap().to_string(),
+                v.as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    for e in c["env"].as_vec().unwrap() {
+        env.insert(
+            e["name"].as_str().unwrap().to_string(),
+            e["value"].as_str().unwrap().to_string(),
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.toml");
+    std::fs::write(
+        &path,
+        docs["ConfigMap"]["data"]["config.toml"].as_str().unwrap(),
+    )
+    .unwrap();
+    let s = settings_from(with_real_tokens(env), Some(&path));
+    assert_eq!(s.store.backend, imrelay::config::Backend::Postgres);
+    assert!(s.store.url.expose().starts_with("postgres://"));
+}
+
+#[test]
+fn compose_file_for_several_replicas() {
+    let doc = &yaml("deploy/docker-compose.replicas.yml")[0];
+    let services = &doc["services"];
+    let nginx_conf = read("deploy/nginx-replicas.conf");
+    for name in ["imrelay-a", "imrelay-b"] {
+        let svc = &services[name];
+        let env = &svc["environment"];
+        assert_eq!(
+            env["IMRELAY__STORE__BACKEND"].as_str(),
+            Some("postgres"),
+            "{name}"
+        );
+        assert!(
+            env["IMRELAY__STORE__URL"]
+                .as_str()
+                .unwrap()
+                .contains("@postgres:5432/"),
+            "{name}"
+        );
+        assert_eq!(
+            svc["depends_on"]["postgres"]["condition"].as_str(),
+            Some("service_healthy")
+        );
+        assert!(
+            svc["ports"].is_badvalue(),
+            "{name} is reached through nginx only"
+        );
+        assert!(
+            nginx_conf.contains(&format!("server {name}:8787")),
+            "nginx sends requests to {name}"
+        );
+        // The variables compose passes, with the example's, load as settings.
+        let mut vars = env_file("deploy/.env.example");
+        vars.retain(|k, _| k.starts_with("IMRELAY__"));
+        for (k, v) in env.as_hash().unwrap() {
+            let v = v
+                .as_str()
+                .unwrap()
+                .replace("${POSTGRES_PASSWORD:?set POSTGRES_PASSWORD in .env}", "pw");
+            vars.insert(k.as_str().unwrap().to_string(), v);
+        }
+        let s = settings_from(with_real_tokens(vars), None);
+        assert_eq!(s.store.backend, imrelay::config::Backend::Postgres);
+    }
+    assert!(
+        services["postgres"]["healthcheck"]["test"]
+            .as_vec()
+            .is_some()
+    );
+    assert_eq!(
+        services["nginx"]["volumes"][0].as_str(),
+        Some("./nginx-replicas.conf:/etc/nginx/conf.d/default.conf:ro")
+    );
+    // Nothing sticky, and long polls and event streams pass through unbuffered and open.
+    let directives: String = nginx_conf
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("\n");
+    for sticky in ["ip_hash", "sticky", "hash "] {
+        assert!(!directives.contains(sticky), "{sticky}");
+    }
+    assert!(nginx_conf.contains("proxy_buffering off;"));
+    assert!(nginx_conf.contains("proxy_read_timeout 3700s;"));
+}
