@@ -3,7 +3,8 @@
 //!
 //! Nothing here knows about HTTP or about any channel. Channels present interactions and hand
 //! answers back through [`Registry::respond`]; persistence sits behind
-//! [`crate::store::Store`].
+//! [`ports::Store`], implemented by
+//! the backends in `crate::store`.
 //!
 //! # Using the registry from Rust
 //!
@@ -48,6 +49,7 @@
 mod answer;
 mod events;
 mod model;
+pub mod ports;
 mod question;
 mod registry;
 mod suggestions;

@@ -24,11 +24,11 @@ use super::ValidationError;
 use super::answer::{self, Answer, Responder};
 use super::events::{EventKind, EventLog};
 use super::model::{Input, Interaction, InteractionId, Kind, Resolution, now};
-use super::question::parse_questions;
-use crate::audit::{Action, AuditRecord};
-use crate::store::{
+use super::ports::audit::{Action, AuditRecord};
+use super::ports::{
     CreateOutcome, Effects, ListQuery, OutboxJob, Page, ResolveOutcome, Store, StoreError,
 };
+use super::question::parse_questions;
 
 /// Longest accepted `tool_name`, in characters.
 const MAX_TOOL_NAME: usize = 200;

@@ -11,11 +11,11 @@ use serde_json::Value;
 
 use super::{
     AuditQuery, BOUND_VALUE_PREFIX, ChannelMessage, ClaimQuota, ClaimedJob, CreateOutcome, Effects,
-    JobUpdate, ListQuery, OutboxJob, Page, ResolveOutcome, StatusFilter, Store, StoreError,
-    random_secret,
+    JobUpdate, ListQuery, OutboxJob, Page, ResolveOutcome, StatusFilter, StoreError, random_secret,
 };
 use crate::audit::{self, AuditEntry, AuditRecord};
 use crate::interaction::{Interaction, InteractionId};
+use crate::store::prelude::*;
 
 type OrderKey = (i64, InteractionId);
 type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
@@ -131,7 +131,7 @@ fn key(i: &Interaction) -> OrderKey {
 }
 
 #[async_trait]
-impl Store for MemoryStore {
+impl InteractionStore for MemoryStore {
     async fn create(
         &self,
         interaction: Arc<Interaction>,
@@ -249,7 +249,10 @@ impl Store for MemoryStore {
         });
         Ok(doomed.len() as u64)
     }
+}
 
+#[async_trait]
+impl ChannelStore for MemoryStore {
     async fn record_message(&self, message: ChannelMessage) -> Result<(), StoreError> {
         let k = (
             message.channel.clone(),
@@ -310,7 +313,10 @@ impl Store for MemoryStore {
             None => Ok(false),
         }
     }
+}
 
+#[async_trait]
+impl OutboxStore for MemoryStore {
     async fn enqueue(&self, jobs: Vec<OutboxJob>) -> Result<(), StoreError> {
         self.lock().enqueue(jobs);
         Ok(())
@@ -405,7 +411,10 @@ impl Store for MemoryStore {
         v.sort();
         Ok(v)
     }
+}
 
+#[async_trait]
+impl AuditStore for MemoryStore {
     async fn append_audit(&self, records: Vec<AuditRecord>) -> Result<(), StoreError> {
         self.lock().append_audit(records);
         Ok(())
@@ -422,7 +431,10 @@ impl Store for MemoryStore {
             .cloned()
             .collect())
     }
+}
 
+#[async_trait]
+impl KvStore for MemoryStore {
     async fn get_value(&self, key: &str) -> Result<Option<String>, StoreError> {
         Ok(self.lock().values.get(key).cloned())
     }

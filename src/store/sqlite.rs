@@ -25,11 +25,11 @@ use tokio::sync::oneshot;
 
 use super::{
     AuditQuery, BOUND_VALUE_PREFIX, ChannelMessage, ClaimQuota, ClaimedJob, CreateOutcome, Effects,
-    JobUpdate, ListQuery, OutboxJob, Page, ResolveOutcome, StatusFilter, Store, StoreError,
-    random_secret,
+    JobUpdate, ListQuery, OutboxJob, Page, ResolveOutcome, StatusFilter, StoreError, random_secret,
 };
 use crate::audit::{self, Action, AuditEntry, AuditHead, AuditRecord};
 use crate::interaction::{Interaction, InteractionId, Resolution};
+use crate::store::prelude::*;
 
 /// SQLite's `synchronous` setting: how hard a commit pushes data to the disk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize, Default)]
@@ -962,7 +962,7 @@ impl SqliteStore {
 }
 
 #[async_trait]
-impl Store for SqliteStore {
+impl InteractionStore for SqliteStore {
     async fn create(
         &self,
         interaction: Arc<Interaction>,
@@ -1166,7 +1166,10 @@ impl Store for SqliteStore {
         .await?;
         Ok(total)
     }
+}
 
+#[async_trait]
+impl ChannelStore for SqliteStore {
     async fn record_message(&self, m: ChannelMessage) -> Result<(), StoreError> {
         let state = m.state.as_ref().map(|s| s.to_string());
         self.write(move |conn| {
@@ -1298,7 +1301,10 @@ impl Store for SqliteStore {
         })
         .await
     }
+}
 
+#[async_trait]
+impl OutboxStore for SqliteStore {
     async fn enqueue(&self, jobs: Vec<OutboxJob>) -> Result<(), StoreError> {
         let jobs = encode_jobs(jobs);
         let now = ms(Timestamp::now());
@@ -1463,7 +1469,10 @@ impl Store for SqliteStore {
         })
         .await
     }
+}
 
+#[async_trait]
+impl AuditStore for SqliteStore {
     async fn append_audit(&self, records: Vec<AuditRecord>) -> Result<(), StoreError> {
         self.write(move |conn| append_audit_in(conn, records)).await
     }
@@ -1472,7 +1481,10 @@ impl Store for SqliteStore {
         let q = query.clone();
         self.read(move |conn| read_audit(conn, &q)).await
     }
+}
 
+#[async_trait]
+impl KvStore for SqliteStore {
     async fn get_value(&self, key: &str) -> Result<Option<String>, StoreError> {
         let key = key.to_string();
         self.read(move |conn| {
