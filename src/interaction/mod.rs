@@ -51,6 +51,7 @@ mod events;
 mod model;
 pub mod ports;
 mod question;
+mod refusals;
 mod registry;
 mod suggestions;
 
@@ -63,6 +64,7 @@ pub use model::{
 pub use question::{
     MAX_ANSWER_CHARS, Question, QuestionOption, json_type, normalise_answers, parse_questions,
 };
+pub use refusals::RefusalLimiter;
 pub use registry::{
     Created, Lifecycle, LongPoll, NewInteraction, Registry, RegistryConfig, RegistryError,
 };

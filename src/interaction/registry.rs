@@ -266,7 +266,7 @@ struct Inner {
     /// between the store's commit and the slot's insertion, and only then re-read it.
     untracked_resolutions: AtomicU64,
     /// Bounds what refusals not bound to an interaction write (see [`Registry::refused`]).
-    refusals: crate::audit::RefusalLimiter,
+    refusals: super::RefusalLimiter,
 }
 
 /// The pending-interaction registry. Cheap to clone; all clones share state.
@@ -404,7 +404,7 @@ impl Registry {
                 events,
                 hooks: RwLock::new(Vec::new()),
                 untracked_resolutions: AtomicU64::new(0),
-                refusals: crate::audit::RefusalLimiter::default(),
+                refusals: super::RefusalLimiter::default(),
             }),
         }
     }
