@@ -1,6 +1,7 @@
 //! Health of long-running components (a channel's connection, its polling loop), reported by
 //! `/healthz` next to the store's own check.
 
+use crate::sync::LockExt;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
@@ -23,14 +24,13 @@ impl Health {
             obj.extend(extra);
         }
         self.components
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .locked()
             .insert(component.to_string(), entry);
     }
 
     /// Every component's state.
     pub fn snapshot(&self) -> Value {
-        let map = self.components.lock().unwrap_or_else(|p| p.into_inner());
+        let map = self.components.locked();
         Value::Object(map.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
     }
 }

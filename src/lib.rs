@@ -34,6 +34,7 @@ pub mod mcp;
 pub mod metrics;
 pub mod outbox;
 pub mod store;
+pub mod sync;
 pub mod telemetry;
 
 /// The version, with the git commit it was built from when known.

@@ -13,6 +13,7 @@
 //! (a worker whose lease ran out cannot overwrite the next claimant's result), and a
 //! given-up delivery's audit entry is written in the same transaction as its result.
 
+use crate::sync::LockExt;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -263,7 +264,7 @@ impl Outbox {
     }
 
     fn in_flight(&self) -> std::sync::MutexGuard<'_, HashSet<i64>> {
-        self.in_flight.lock().unwrap_or_else(|p| p.into_inner())
+        self.in_flight.locked()
     }
 
     async fn deliver(&self, job: &ClaimedJob, permit: Option<OwnedSemaphorePermit>) {

@@ -25,6 +25,7 @@
 //! says so instead of asking on, unless another call still waits for it: two identical
 //! requests in flight at once (parallel tool calls) share one interaction ([`HookCalls`]).
 
+use crate::sync::LockExt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -85,7 +86,7 @@ impl HookCalls {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<InteractionId, Waiting>> {
-        self.waiting.lock().unwrap_or_else(|p| p.into_inner())
+        self.waiting.locked()
     }
 
     /// Registers a call of `event` waiting on `id`, or `None` while `id` is being withdrawn.

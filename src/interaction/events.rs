@@ -6,6 +6,7 @@
 //! with an id from before a restart is told to re-list (a gap) rather than handed the wrong
 //! events.
 
+use crate::sync::LockExt;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
@@ -82,7 +83,7 @@ impl EventLog {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Ring> {
         // A panic while holding this lock cannot leave the ring inconsistent.
-        self.ring.lock().unwrap_or_else(|p| p.into_inner())
+        self.ring.locked()
     }
 
     /// Numbers, buffers and broadcasts one event.

@@ -8,9 +8,10 @@
 //! Waking is a separate step ([`Registry::refresh`]) so a change made by another process can
 //! trigger it too.
 
+use crate::sync::{LockExt, RwLockExt};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -283,11 +284,6 @@ impl std::fmt::Debug for Registry {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // The protected maps stay consistent even if a holder panicked.
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 fn check_len(v: &Option<String>, field: &str, max: usize) -> Result<(), ValidationError> {
     if let Some(s) = v
         && s.chars().count() > max
@@ -411,21 +407,13 @@ impl Registry {
 
     /// Registers a lifecycle observer (a channel, webhooks, metrics).
     pub fn add_hook(&self, hook: Arc<dyn Lifecycle>) {
-        self.inner
-            .hooks
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(hook);
+        self.inner.hooks.writing().push(hook);
     }
 
     /// Drops every lifecycle hook. Called when the server stops, so hooks that hold the
     /// registry (channels) do not keep each other alive.
     pub fn close(&self) {
-        self.inner
-            .hooks
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .clear();
+        self.inner.hooks.writing().clear();
     }
 
     fn report_long_poll(&self, outcome: LongPoll) {
@@ -435,7 +423,7 @@ impl Registry {
     }
 
     fn hooks(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<dyn Lifecycle>>> {
-        self.inner.hooks.read().unwrap_or_else(|p| p.into_inner())
+        self.inner.hooks.reading()
     }
 
     /// The store behind this registry.
@@ -455,13 +443,13 @@ impl Registry {
 
     /// How many interactions this process holds as pending.
     pub fn pending_count(&self) -> usize {
-        lock(&self.inner.slots).len()
+        self.inner.slots.locked().len()
     }
 
     /// How many deadlines are scheduled (equals the pending count once settled; exposed so
     /// tests can check that resolved interactions leave the queue).
     pub fn scheduled_deadlines(&self) -> usize {
-        lock(&self.inner.deadlines).queue.len()
+        self.inner.deadlines.locked().queue.len()
     }
 
     /// The timeout an interaction of `kind` gets when `requested` seconds were asked for.
@@ -535,7 +523,10 @@ impl Registry {
     /// and input. It is durable when this returns.
     pub async fn create(&self, new: NewInteraction) -> Result<Created, RegistryError> {
         let interaction = Arc::new(self.build(new)?);
-        let local = lock(&self.inner.slots)
+        let local = self
+            .inner
+            .slots
+            .locked()
             .get(&interaction.id)
             .map(|s| s.interaction.clone());
         if let Some(existing) = local {
@@ -623,7 +614,7 @@ impl Registry {
     /// Holds a pending interaction in memory and schedules its deadline (once).
     fn track(&self, interaction: Arc<Interaction>) -> Arc<Slot> {
         let (slot, fresh) = {
-            let mut slots = lock(&self.inner.slots);
+            let mut slots = self.inner.slots.locked();
             match slots.get(&interaction.id) {
                 Some(s) => (s.clone(), false),
                 None => {
@@ -664,7 +655,7 @@ impl Registry {
     /// the slots lock, which whoever settles the slot takes before publishing `resolved`, so
     /// `created` always comes first. Returns whether it was published.
     fn announce_created(&self, interaction: &Arc<Interaction>) -> bool {
-        let slots = lock(&self.inner.slots);
+        let slots = self.inner.slots.locked();
         let pending = slots
             .get(&interaction.id)
             .is_some_and(|s| s.resolved.get().is_none());
@@ -694,14 +685,14 @@ impl Registry {
 
     fn schedule(&self, slot: Arc<Slot>, at: Instant) {
         let is_first = {
-            let mut d = lock(&self.inner.deadlines);
+            let mut d = self.inner.deadlines.locked();
             d.seq += 1;
             let key = (at, d.seq);
             let earlier = d
                 .queue
                 .first_key_value()
                 .is_none_or(|(first, _)| key < *first);
-            if let Some(old) = lock(&slot.deadline).replace(key) {
+            if let Some(old) = slot.deadline.locked().replace(key) {
                 d.queue.remove(&old);
             }
             d.queue.insert(key, slot);
@@ -716,7 +707,7 @@ impl Registry {
     /// whether it was pending here.
     fn settle_locally(&self, resolved: &Arc<Interaction>) -> bool {
         let slot = {
-            let mut slots = lock(&self.inner.slots);
+            let mut slots = self.inner.slots.locked();
             let slot = slots.remove(&resolved.id);
             if slot.is_none() {
                 // Under the lock, so a `track` that follows is guaranteed to see the count.
@@ -731,9 +722,9 @@ impl Registry {
                 slot.settle(resolved.clone());
                 // Taken in its own statement: the deadline timer locks the queue before a
                 // slot's key, so holding the key's lock while locking the queue could deadlock.
-                let key = lock(&slot.deadline).take();
+                let key = slot.deadline.locked().take();
                 if let Some(key) = key {
-                    lock(&self.inner.deadlines).queue.remove(&key);
+                    self.inner.deadlines.locked().queue.remove(&key);
                 }
                 true
             }
@@ -760,7 +751,7 @@ impl Registry {
 
     /// The current state of an interaction.
     pub async fn get(&self, id: &InteractionId) -> Result<Option<Arc<Interaction>>, RegistryError> {
-        let local = lock(&self.inner.slots).get(id).cloned();
+        let local = self.inner.slots.locked().get(id).cloned();
         if let Some(slot) = local {
             return Ok(Some(
                 slot.resolved
@@ -789,7 +780,7 @@ impl Registry {
         id: &InteractionId,
         timeout: Duration,
     ) -> Result<Option<Arc<Interaction>>, RegistryError> {
-        let local = lock(&self.inner.slots).get(id).cloned();
+        let local = self.inner.slots.locked().get(id).cloned();
         let slot = match local {
             Some(s) => s,
             None => match self.inner.store.get(id).await? {
@@ -1095,7 +1086,7 @@ impl Registry {
         loop {
             let notified = self.inner.deadline_changed.notified();
             let next = {
-                let mut d = lock(&self.inner.deadlines);
+                let mut d = self.inner.deadlines.locked();
                 let now = Instant::now();
                 let mut due = Vec::new();
                 while let Some(entry) = d.queue.first_entry() {
@@ -1103,7 +1094,7 @@ impl Registry {
                         break;
                     }
                     let slot = entry.remove();
-                    lock(&slot.deadline).take();
+                    slot.deadline.locked().take();
                     due.push(slot);
                 }
                 let next = d.queue.first_key_value().map(|(k, _)| k.0);
@@ -1439,7 +1430,7 @@ mod tests {
 
     impl Lifecycle for LongPolls {
         fn long_poll(&self, outcome: LongPoll) {
-            lock(&self.0).push(outcome);
+            self.0.locked().push(outcome);
         }
     }
 
@@ -1472,7 +1463,7 @@ mod tests {
                 .is_some()
         );
         assert_eq!(
-            *lock(&seen.0),
+            *seen.0.locked(),
             [LongPoll::TimedOut, LongPoll::Woken, LongPoll::Ready]
         );
     }

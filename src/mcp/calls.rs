@@ -4,6 +4,7 @@
 //! call created. When a call is abandoned (the client cancelled it, or closed its session),
 //! the interaction is withdrawn only if no other call still waits for it.
 
+use crate::sync::LockExt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -34,7 +35,7 @@ impl Calls {
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<InteractionId, usize>> {
-        self.waiting.lock().unwrap_or_else(|p| p.into_inner())
+        self.waiting.locked()
     }
 
     /// Registers a call waiting on `id`.

@@ -1,6 +1,7 @@
 //! An in-memory [`Store`]: everything is lost when the process exits. For tests and
 //! throwaway runs (`store.backend = "memory"`).
 
+use crate::sync::LockExt;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -122,7 +123,7 @@ impl MemoryStore {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.locked()
     }
 }
 

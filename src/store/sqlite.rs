@@ -12,6 +12,7 @@
 //!   one file would break the single-writer assumptions of the outbox leases on start-up.
 //! - Schema migrations are numbered by `PRAGMA user_version` and applied at open.
 
+use crate::sync::LockExt;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
@@ -400,7 +401,7 @@ fn run_writer(
         let changes = conn.total_changes();
         let commit = write_batch(&mut conn, &mut batch);
         if commit.is_ok() && conn.total_changes() > changes {
-            *last.lock().unwrap_or_else(|p| p.into_inner()) = Some(std::time::Instant::now());
+            *last.locked() = Some(std::time::Instant::now());
             if let Some(nudge) = &checkpoints {
                 // Full means a nudge is already waiting: nothing to add.
                 let _ = nudge.try_send(());
@@ -943,14 +944,14 @@ impl SqliteStore {
         let path = self.path.clone();
         let frozen = self.frozen;
         tokio::task::spawn_blocking(move || {
-            let conn = pool.lock().unwrap_or_else(|p| p.into_inner()).pop();
+            let conn = pool.locked().pop();
             let conn = match conn {
                 Some(c) => c,
                 None if frozen => open_frozen_connection(&path).map_err(unavailable)?,
                 None => open_read_connection(&path).map_err(unavailable)?,
             };
             let out = f(&conn);
-            let mut pool = pool.lock().unwrap_or_else(|p| p.into_inner());
+            let mut pool = pool.locked();
             if pool.len() < READERS {
                 pool.push(conn);
             }
@@ -1573,8 +1574,7 @@ impl KvStore for SqliteStore {
         // A change committed a moment ago says it all; otherwise a small probe write.
         let recent = self
             .last_write
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .locked()
             .is_some_and(|at| at.elapsed() < WRITE_FRESH);
         if recent {
             return Ok(());

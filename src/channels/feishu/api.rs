@@ -5,6 +5,7 @@
 //! expires and again when the platform calls it invalid. Concurrent callers share one refresh
 //! (single flight): whoever waited while another refreshed uses the fresh token.
 
+use crate::sync::LockExt;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -224,7 +225,7 @@ impl OpenApi {
     }
 
     fn cached(&self) -> std::sync::MutexGuard<'_, Option<Cached>> {
-        self.token.lock().unwrap_or_else(|p| p.into_inner())
+        self.token.locked()
     }
 
     /// A valid tenant access token, from the cache or freshly fetched.

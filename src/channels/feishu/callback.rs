@@ -8,6 +8,7 @@
 //! interaction is resolved, the resolved card that replaces the clicked one at once. A click
 //! delivered again gets the same reply as the first delivery.
 
+use crate::sync::LockExt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -197,7 +198,7 @@ impl Callbacks {
     fn running(
         &self,
     ) -> std::sync::MutexGuard<'_, HashMap<String, watch::Receiver<Option<Value>>>> {
-        self.running.lock().unwrap_or_else(|p| p.into_inner())
+        self.running.locked()
     }
 
     /// Records the event id, then handles the click.

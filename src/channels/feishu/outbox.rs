@@ -6,6 +6,7 @@
 //! restart. Requests to one chat are spaced to respect the platform's 5 QPS per chat, and
 //! throttling answers push that chat back.
 
+use crate::sync::LockExt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -86,7 +87,7 @@ pub struct Pacer {
 
 impl Pacer {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
-        self.next.lock().unwrap_or_else(|p| p.into_inner())
+        self.next.locked()
     }
 
     /// Waits for this chat's next free slot.

@@ -8,6 +8,7 @@
 //! stuck behind Telegram's rate limit, say) goes on in the background and the lane moves on,
 //! so one slow update cannot hold its chat up for long, nor ever another chat.
 
+use crate::sync::LockExt;
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -40,7 +41,7 @@ struct Shared {
 
 impl Shared {
     fn lanes(&self) -> MutexGuard<'_, HashMap<i64, Lane>> {
-        self.lanes.lock().unwrap_or_else(|p| p.into_inner())
+        self.lanes.locked()
     }
 }
 

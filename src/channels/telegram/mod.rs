@@ -27,6 +27,7 @@ mod outbox;
 mod transport;
 mod updates;
 
+use crate::sync::LockExt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -140,13 +141,7 @@ struct LockGuard<'a> {
 impl Locks {
     async fn lock(&self, chat: i64, message: i32) -> LockGuard<'_> {
         let key = format!("{chat}:{message}");
-        let m = self
-            .map
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(key.clone())
-            .or_default()
-            .clone();
+        let m = self.map.locked().entry(key.clone()).or_default().clone();
         let guard = m.lock_owned().await;
         LockGuard {
             locks: self,
@@ -159,7 +154,7 @@ impl Locks {
 impl Drop for LockGuard<'_> {
     fn drop(&mut self) {
         self.guard.take();
-        let mut map = self.locks.map.lock().unwrap_or_else(|p| p.into_inner());
+        let mut map = self.locks.map.locked();
         if map
             .get(&self.key)
             .is_some_and(|m| Arc::strong_count(m) == 1)

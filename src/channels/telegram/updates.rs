@@ -14,6 +14,7 @@
 //! answers to their commands are rate limited per chat and overall ([`ReplyLimit`]), so
 //! strangers cannot fill the send queue that prompts use.
 
+use crate::sync::LockExt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -74,7 +75,7 @@ impl ReplyLimit {
 
     /// Whether a non-approver in `chat` may get an answer at `now`; counts it if so.
     fn allow(&self, chat: i64, now: Instant) -> bool {
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = self.state.locked();
         if now.saturating_duration_since(st.window_start) >= WINDOW {
             st.window_start = now;
             st.used = 0;

@@ -13,6 +13,7 @@
 
 pub mod signature;
 
+use crate::sync::RwLockExt;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -193,10 +194,7 @@ struct Inbound {
 
 impl Webhooks {
     fn is_disabled(&self, name: &str) -> bool {
-        self.disabled
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains(name)
+        self.disabled.reading().contains(name)
     }
 
     /// The event payload's text: type, timestamp, id, and data with the interaction and links.
@@ -272,10 +270,7 @@ impl Webhooks {
             reason,
             "webhook target disabled; change its url to enable it again"
         );
-        self.disabled
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(name.to_string());
+        self.disabled.writing().insert(name.to_string());
         let value = json!({"url_sha256": url_digest(url), "reason": reason, "at": Millis(crate::interaction::now())});
         if let Err(e) = self
             .store
