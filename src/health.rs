@@ -1,13 +1,13 @@
 //! Health of long-running components (a channel's connection, its polling loop), reported by
 //! `/healthz` next to the store's own check.
 
-use crate::sync::LockExt;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use serde_json::{Value, json};
 
 use crate::interaction::{Millis, now};
+use crate::sync::LockExt;
 
 /// The latest reported state of each component.
 #[derive(Default)]

@@ -5,7 +5,6 @@
 //! registry's [`Lifecycle`] hook; channels register their own metrics with
 //! [`Metrics::register`].
 
-use crate::sync::LockExt;
 use std::sync::{Arc, Mutex};
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -16,6 +15,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Metric, Registry};
 
 use crate::interaction::{Interaction, Lifecycle, LongPoll, Via};
+use crate::sync::LockExt;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabels {

@@ -13,7 +13,6 @@
 //! (a worker whose lease ran out cannot overwrite the next claimant's result), and a
 //! given-up delivery's audit entry is written in the same transaction as its result.
 
-use crate::sync::LockExt;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -28,6 +27,7 @@ use crate::audit::{Action, AuditRecord};
 use crate::interaction::Lifecycle;
 use crate::metrics::Metrics;
 use crate::store::{ClaimQuota, ClaimedJob, JobUpdate, Store};
+use crate::sync::LockExt;
 
 /// How long a claimed job is reserved for one delivery attempt.
 pub const LEASE: Duration = Duration::from_secs(600);

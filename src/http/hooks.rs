@@ -25,7 +25,6 @@
 //! says so instead of asking on, unless another call still waits for it: two identical
 //! requests in flight at once (parallel tool calls) share one interaction ([`HookCalls`]).
 
-use crate::sync::LockExt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -50,6 +49,7 @@ use crate::interaction::{
 };
 use crate::metrics::Metrics;
 use crate::store::BOUND_VALUE_PREFIX;
+use crate::sync::LockExt;
 
 /// The Claude Code hook calls waiting on each interaction in this process.
 ///

@@ -6,13 +6,13 @@
 //! with an id from before a restart is told to re-list (a gap) rather than handed the wrong
 //! events.
 
-use crate::sync::LockExt;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::broadcast;
 
 use super::model::Interaction;
+use crate::sync::LockExt;
 
 /// Which lifecycle step an event reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -8,7 +8,6 @@
 //! Waking is a separate step ([`Registry::refresh`]) so a change made by another process can
 //! trigger it too.
 
-use crate::sync::{LockExt, RwLockExt};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
@@ -30,6 +29,7 @@ use super::ports::{
     CreateOutcome, Effects, ListQuery, OutboxJob, Page, ResolveOutcome, Store, StoreError,
 };
 use super::question::parse_questions;
+use crate::sync::{LockExt, RwLockExt};
 
 /// Longest accepted `tool_name`, in characters.
 const MAX_TOOL_NAME: usize = 200;

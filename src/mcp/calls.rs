@@ -4,7 +4,6 @@
 //! call created. When a call is abandoned (the client cancelled it, or closed its session),
 //! the interaction is withdrawn only if no other call still waits for it.
 
-use crate::sync::LockExt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -12,6 +11,7 @@ use prometheus_client::metrics::gauge::Gauge;
 
 use crate::interaction::InteractionId;
 use crate::metrics::Metrics;
+use crate::sync::LockExt;
 
 /// How many calls wait on each interaction. Entries exist only while a call waits.
 pub struct Calls {

@@ -1,7 +1,6 @@
 //! An in-memory [`Store`]: everything is lost when the process exits. For tests and
 //! throwaway runs (`store.backend = "memory"`).
 
-use crate::sync::LockExt;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -17,6 +16,7 @@ use super::{
 use crate::audit::{self, AuditEntry, AuditRecord};
 use crate::interaction::{Interaction, InteractionId};
 use crate::store::prelude::*;
+use crate::sync::LockExt;
 
 type OrderKey = (i64, InteractionId);
 type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;

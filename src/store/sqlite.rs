@@ -12,7 +12,6 @@
 //!   one file would break the single-writer assumptions of the outbox leases on start-up.
 //! - Schema migrations are numbered by `PRAGMA user_version` and applied at open.
 
-use crate::sync::LockExt;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
@@ -31,6 +30,7 @@ use super::{
 use crate::audit::{self, Action, AuditEntry, AuditHead, AuditRecord};
 use crate::interaction::{Interaction, InteractionId, Resolution};
 use crate::store::prelude::*;
+use crate::sync::LockExt;
 
 /// SQLite's `synchronous` setting: how hard a commit pushes data to the disk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize, Default)]

@@ -5,7 +5,6 @@
 //! expires and again when the platform calls it invalid. Concurrent callers share one refresh
 //! (single flight): whoever waited while another refreshed uses the fresh token.
 
-use crate::sync::LockExt;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -18,6 +17,7 @@ use tokio::time::Instant;
 
 use super::settings::Receiver;
 use crate::config::Secret;
+use crate::sync::LockExt;
 
 /// How long before its expiry a token is replaced.
 pub const TOKEN_MARGIN: Duration = Duration::from_secs(300);

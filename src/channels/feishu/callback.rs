@@ -8,7 +8,6 @@
 //! interaction is resolved, the resolved card that replaces the clicked one at once. A click
 //! delivered again gets the same reply as the first delivery.
 
-use crate::sync::LockExt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -35,6 +34,7 @@ use crate::interaction::{
     Responder, Via, parse_questions,
 };
 use crate::store::Store;
+use crate::sync::LockExt;
 
 /// The event type of a card click.
 pub const CARD_ACTION: &str = "card.action.trigger";

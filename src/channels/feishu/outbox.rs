@@ -6,7 +6,6 @@
 //! restart. Requests to one chat are spaced to respect the platform's 5 QPS per chat, and
 //! throttling answers push that chat back.
 
-use crate::sync::LockExt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -23,6 +22,7 @@ use crate::health::Health;
 use crate::interaction::{Interaction, Lifecycle};
 use crate::outbox::{Delivery, OutboxHandler};
 use crate::store::{ChannelMessage, ClaimedJob, OutboxJob, Store};
+use crate::sync::LockExt;
 
 /// The outbox channel name.
 pub const CHANNEL: &str = "feishu";

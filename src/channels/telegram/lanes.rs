@@ -8,13 +8,13 @@
 //! stuck behind Telegram's rate limit, say) goes on in the background and the lane moves on,
 //! so one slow update cannot hold its chat up for long, nor ever another chat.
 
-use crate::sync::LockExt;
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use crate::sync::LockExt;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::task::TaskTracker;
 

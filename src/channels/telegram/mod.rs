@@ -27,7 +27,6 @@ mod outbox;
 mod transport;
 mod updates;
 
-use crate::sync::LockExt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -48,6 +47,7 @@ use super::Wiring;
 use crate::health::Health;
 use crate::interaction::{Interaction, InteractionId, Lifecycle, Registry, Responder, Via};
 use crate::store::{ChannelMessage, OutboxJob, Store, StoreError};
+use crate::sync::LockExt;
 
 /// The channel's name in the outbox, the store and `/healthz`.
 pub const CHANNEL: &str = "telegram";

@@ -14,7 +14,6 @@
 //! answers to their commands are rate limited per chat and overall ([`ReplyLimit`]), so
 //! strangers cannot fill the send queue that prompts use.
 
-use crate::sync::LockExt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -31,6 +30,7 @@ use crate::interaction::{
     Answer, Interaction, InteractionId, Kind, Question, RegistryError, parse_questions,
 };
 use crate::store::ChannelMessage;
+use crate::sync::LockExt;
 
 const NOT_VALID: &str = "This button is not valid.";
 const UNKNOWN: &str = "This prompt is no longer known to imrelay.";

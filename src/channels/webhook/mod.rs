@@ -13,7 +13,6 @@
 
 pub mod signature;
 
-use crate::sync::RwLockExt;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -39,6 +38,7 @@ use crate::interaction::{
 };
 use crate::outbox::{Delivery, OutboxHandler};
 use crate::store::{ClaimedJob, OutboxJob, Store};
+use crate::sync::RwLockExt;
 use signature::{SigningKey, TOLERANCE_SECS};
 
 /// A lifecycle event a target can subscribe to.
