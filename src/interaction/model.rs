@@ -164,8 +164,9 @@ impl Outcome {
     }
 }
 
-/// The channel through which an answer arrived: `desktop`, `terminal`, `api`, `telegram`, `feishu`,
-/// `webhook:<name>`, or `system` for expiry and cancellation.
+/// The channel through which an answer arrived: `desktop`, `terminal`, `api`, a channel's own
+/// name (`telegram`, `feishu`), `webhook:<name>`, or `system` for expiry and cancellation. An
+/// open name: the core knows only its own entry points, and each channel names itself.
 #[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Via(Arc<str>);
@@ -187,13 +188,9 @@ impl Via {
     pub fn system() -> Self {
         Self("system".into())
     }
-    /// The Telegram channel.
-    pub fn telegram() -> Self {
-        Self("telegram".into())
-    }
-    /// The Feishu/Lark channel.
-    pub fn feishu() -> Self {
-        Self("feishu".into())
+    /// A channel by its name (each channel owns its name, e.g. `channels::telegram::CHANNEL`).
+    pub fn new(name: &str) -> Self {
+        Self(name.into())
     }
     /// A signed answer from the named webhook integration.
     pub fn webhook(name: &str) -> Self {

@@ -249,7 +249,7 @@ impl Callbacks {
             "unknown"
         };
         let action = &event["action"];
-        let via = Via::feishu();
+        let via = Via::new(super::outbox::CHANNEL);
 
         let Some((id, created, what)) = self.verify_value(&action["value"]) else {
             // The id in forged data proves nothing: the refusal is not bound to it (so the
@@ -506,7 +506,7 @@ impl Callbacks {
 /// click being delivered again is the one that resolved it.
 fn answered_by(i: &Interaction, by: &str, what: Action) -> bool {
     i.resolution.as_ref().is_some_and(|r| {
-        r.via == Via::feishu()
+        r.via == Via::new(super::outbox::CHANNEL)
             && r.by.as_deref() == Some(by)
             && matches!(
                 (what, r.outcome),
@@ -575,7 +575,7 @@ fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
 impl Webhook {
     async fn refuse(&self, reason: &str) -> ApiError {
         self.registry
-            .refused(None, "unknown", &Via::feishu(), reason)
+            .refused(None, "unknown", &Via::new(super::outbox::CHANNEL), reason)
             .await;
         ApiError::unauthorized(format!("feishu callback refused: {reason}"))
     }

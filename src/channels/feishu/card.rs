@@ -792,7 +792,7 @@ mod tests {
         answered.resolution = Some(Box::new(Resolution {
             outcome: Outcome::Answered,
             by: Some("ou_1".into()),
-            via: crate::interaction::Via::feishu(),
+            via: crate::interaction::Via::new(crate::channels::feishu::outbox::CHANNEL),
             at: now(),
             result: PermissionResult::Deny {
                 message: "\"".repeat(5000),

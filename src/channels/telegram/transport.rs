@@ -233,7 +233,7 @@ async fn webhook(
             .refused(
                 None,
                 "unknown webhook caller",
-                &Via::telegram(),
+                &Via::new(crate::channels::telegram::CHANNEL),
                 "missing or wrong webhook secret token",
             )
             .await;
