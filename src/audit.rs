@@ -86,6 +86,45 @@ pub fn continuation(last: Option<AuditHead>, head: Option<AuditHead>) -> (i64, S
     }
 }
 
+/// What appending records to the chain writes: the chained entries and the head to record
+/// with them, in the same transaction.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Append {
+    /// The new entries, in order.
+    pub entries: Vec<AuditEntry>,
+    /// The chain's head after them, to store under [`HEAD_KEY`].
+    pub head: AuditHead,
+}
+
+/// The one rule every backend appends by: `records` chained on from the recorded head
+/// `recorded` (the value stored under [`HEAD_KEY`]) or the `last` stored entry, whichever
+/// [`continuation`] picks. An unreadable recorded head is logged (`audit verify` reports it)
+/// and appending goes on from the last entry. `None` when there is nothing to append.
+pub fn append(
+    last: Option<AuditHead>,
+    recorded: Option<&str>,
+    records: Vec<AuditRecord>,
+) -> Option<Append> {
+    if records.is_empty() {
+        return None;
+    }
+    let head = match recorded.map(str::parse::<AuditHead>).transpose() {
+        Ok(head) => head,
+        Err(e) => {
+            tracing::error!(error = %e, "the audit chain's recorded head is unreadable");
+            None
+        }
+    };
+    let (seq, hash) = continuation(last, head);
+    let entries = chain(seq, &hash, records);
+    let end = entries.last()?;
+    let head = AuditHead {
+        seq: end.seq,
+        hash: end.hash.clone(),
+    };
+    Some(Append { entries, head })
+}
+
 /// Where and how the chain is broken.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("audit chain broken at entry {seq}: {reason}")]
@@ -358,6 +397,30 @@ mod tests {
         let mut v = Verifier::expecting(kept);
         assert_eq!(v.check(&rewritten[0]), Ok(()));
         assert_eq!(v.check(&rewritten[1]).unwrap_err().seq, 2);
+    }
+
+    #[test]
+    fn appending_continues_from_the_recorded_head_when_it_is_ahead() {
+        assert_eq!(append(None, None, Vec::new()), None);
+        let first = append(None, None, vec![record(1), record(2)]).unwrap();
+        assert_eq!(first.entries[0].prev_hash, GENESIS);
+        assert_eq!(first.head, entries_head(&first.entries[1]));
+        // The last stored entry was deleted: the next entry follows the recorded head, so the
+        // gap stays visible instead of being papered over.
+        let last = Some(entries_head(&first.entries[0]));
+        let recorded = first.head.to_string();
+        let next = append(last.clone(), Some(&recorded), vec![record(3)]).unwrap();
+        assert_eq!(
+            (next.entries[0].seq, &next.entries[0].prev_hash),
+            (3, &first.head.hash)
+        );
+        // An unreadable recorded head: appending goes on from the last stored entry.
+        let next = append(last, Some("garbage"), vec![record(3)]).unwrap();
+        assert_eq!(
+            (next.entries[0].seq, &next.entries[0].prev_hash),
+            (2, &first.entries[0].hash)
+        );
+        assert_eq!(next.head, entries_head(&next.entries[0]));
     }
 
     fn entries_head(e: &AuditEntry) -> AuditHead {

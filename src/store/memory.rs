@@ -64,24 +64,17 @@ impl State {
     }
 
     fn append_audit(&mut self, records: Vec<AuditRecord>) {
-        if records.is_empty() {
+        let last = self.audit.last().map(|e| audit::AuditHead {
+            seq: e.seq,
+            hash: e.hash.clone(),
+        });
+        let recorded = self.values.get(audit::HEAD_KEY).map(String::as_str);
+        let Some(appended) = audit::append(last, recorded, records) else {
             return;
-        }
-        let (seq, hash) = self
-            .audit
-            .last()
-            .map(|e| (e.seq, e.hash.clone()))
-            .unwrap_or((0, audit::GENESIS.to_string()));
-        let entries = audit::chain(seq, &hash, records);
-        if let Some(last) = entries.last() {
-            let head = audit::AuditHead {
-                seq: last.seq,
-                hash: last.hash.clone(),
-            };
-            self.values
-                .insert(audit::HEAD_KEY.to_string(), head.to_string());
-        }
-        self.audit.extend(entries);
+        };
+        self.values
+            .insert(audit::HEAD_KEY.to_string(), appended.head.to_string());
+        self.audit.extend(appended.entries);
     }
 
     fn enqueue(&mut self, jobs: Vec<OutboxJob>) {

@@ -552,16 +552,19 @@ fn insert_jobs(conn: &Connection, jobs: &[EncodedJob], now: i64) -> rusqlite::Re
 }
 
 /// The chain head recorded in `kv`, if any.
+fn recorded_head_value(conn: &Connection) -> Result<Option<String>, StoreError> {
+    conn.cached_row(
+        "SELECT value FROM kv WHERE key = ?1",
+        [audit::HEAD_KEY],
+        |r| r.get(0),
+    )
+    .optional()
+    .map_err(unavailable)
+}
+
 fn recorded_head(conn: &Connection) -> Result<Option<AuditHead>, StoreError> {
-    let v: Option<String> = conn
-        .cached_row(
-            "SELECT value FROM kv WHERE key = ?1",
-            [audit::HEAD_KEY],
-            |r| r.get(0),
-        )
-        .optional()
-        .map_err(unavailable)?;
-    v.map(|v| v.parse().map_err(StoreError::Corrupt))
+    recorded_head_value(conn)?
+        .map(|v| v.parse().map_err(StoreError::Corrupt))
         .transpose()
 }
 
@@ -582,24 +585,17 @@ fn append_audit_in(conn: &Connection, records: Vec<AuditRecord>) -> Result<(), S
         )
         .optional()
         .map_err(unavailable)?;
-    let head = match recorded_head(conn) {
-        Ok(head) => head,
-        Err(StoreError::Corrupt(e)) => {
-            // `audit verify` reports it; appending goes on from the last entry.
-            tracing::error!(error = %e, "the audit chain's recorded head is unreadable");
-            None
-        }
-        Err(e) => return Err(e),
+    let recorded = recorded_head_value(conn)?;
+    let Some(appended) = audit::append(last, recorded.as_deref(), records) else {
+        return Ok(());
     };
-    let (seq, hash) = audit::continuation(last, head);
     let mut stmt = conn
         .prepare_cached(
             "INSERT INTO audit (seq, at, action, interaction_id, actor, channel, outcome, input_hash, detail, prev_hash, hash)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
         )
         .map_err(unavailable)?;
-    let entries = audit::chain(seq, &hash, records);
-    for e in &entries {
+    for e in &appended.entries {
         let r = &e.record;
         stmt.execute(params![
             e.seq,
@@ -616,18 +612,12 @@ fn append_audit_in(conn: &Connection, records: Vec<AuditRecord>) -> Result<(), S
         ])
         .map_err(unavailable)?;
     }
-    if let Some(last) = entries.last() {
-        let head = AuditHead {
-            seq: last.seq,
-            hash: last.hash.clone(),
-        };
-        conn.prepare_cached(
-            "INSERT INTO kv (key, value) VALUES (?1, ?2)
-             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-        )
-        .and_then(|mut s| s.execute(params![audit::HEAD_KEY, head.to_string()]))
-        .map_err(unavailable)?;
-    }
+    conn.prepare_cached(
+        "INSERT INTO kv (key, value) VALUES (?1, ?2)
+         ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+    )
+    .and_then(|mut s| s.execute(params![audit::HEAD_KEY, appended.head.to_string()]))
+    .map_err(unavailable)?;
     Ok(())
 }
 
