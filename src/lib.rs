@@ -33,6 +33,7 @@ pub mod interaction;
 pub mod mcp;
 pub mod metrics;
 pub mod outbox;
+pub mod settings;
 pub mod store;
 pub mod sync;
 pub mod telemetry;

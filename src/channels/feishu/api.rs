@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
 use super::settings::Receiver;
-use crate::config::Secret;
+use crate::settings::Secret;
 use crate::sync::LockExt;
 
 /// How long before its expiry a token is replaced.

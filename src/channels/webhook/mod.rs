@@ -28,7 +28,6 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::Wiring;
-use crate::config::Secret;
 use crate::http::api::{RespondBody, outcome_body, path_id};
 use crate::http::error::ApiError;
 use crate::http::extract::{ApiBytes, ApiPath, from_json, from_value};
@@ -37,6 +36,7 @@ use crate::interaction::{
     ValidationError, Via,
 };
 use crate::outbox::{Delivery, OutboxHandler};
+use crate::settings::Secret;
 use crate::store::{ClaimedJob, OutboxJob, Store};
 use crate::sync::RwLockExt;
 use signature::{SigningKey, TOLERANCE_SECS};
@@ -87,10 +87,10 @@ pub struct WebhookSettings {
     #[serde(default = "default_events")]
     pub events: Vec<WebhookEvent>,
     /// Only interactions from these sessions (empty: all).
-    #[serde(default, deserialize_with = "crate::config::list")]
+    #[serde(default, deserialize_with = "crate::settings::list")]
     pub sessions: Vec<String>,
     /// Only interactions from these agents (empty: all).
-    #[serde(default, deserialize_with = "crate::config::list")]
+    #[serde(default, deserialize_with = "crate::settings::list")]
     pub agents: Vec<String>,
     /// Per-request timeout, seconds.
     #[serde(default = "default_timeout")]
