@@ -37,6 +37,7 @@ pub mod settings;
 pub mod store;
 pub mod sync;
 pub mod telemetry;
+pub mod wire;
 
 /// The version, with the git commit it was built from when known.
 pub const VERSION: &str = concat!(

@@ -4,7 +4,7 @@
 //!
 //! The contract every backend keeps:
 //! - a write is durable when its future completes: callers acknowledge only after that;
-//! - [`Store::create`] and [`Store::resolve`] are conditional (insert-if-absent and
+//! - [`InteractionStore::create`] and [`InteractionStore::resolve`] are conditional (insert-if-absent and
 //!   resolve-if-pending) so first-answer-wins holds in the store itself, whichever process
 //!   writes; nothing is read-then-written;
 //! - outbox jobs handed to `create`/`resolve` are recorded in the same transaction as the

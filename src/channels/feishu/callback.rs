@@ -27,14 +27,14 @@ use tokio::sync::watch;
 use super::card::{self, Action, Cards, Text, other_field, select_field};
 use super::crypto;
 use super::settings::FeishuSettings;
-use crate::http::error::ApiError;
-use crate::http::extract::ApiBytes;
 use crate::interaction::{
     Answer, Interaction, InteractionId, Kind, Outcome, Question, Registry, RegistryError,
     Responder, Via, parse_questions,
 };
 use crate::store::Store;
 use crate::sync::LockExt;
+use crate::wire::error::ApiError;
+use crate::wire::extract::ApiBytes;
 
 /// The event type of a card click.
 pub const CARD_ACTION: &str = "card.action.trigger";

@@ -29,8 +29,6 @@ use sha2::{Digest, Sha256};
 
 use super::Wiring;
 use crate::http::api::{RespondBody, outcome_body, path_id};
-use crate::http::error::ApiError;
-use crate::http::extract::{ApiBytes, ApiPath, from_json, from_value};
 use crate::interaction::{
     Interaction, InteractionId, Lifecycle, Millis, Registry, RegistryError, Responder,
     ValidationError, Via,
@@ -39,6 +37,8 @@ use crate::outbox::{Delivery, OutboxHandler};
 use crate::settings::Secret;
 use crate::store::{ClaimedJob, OutboxJob, Store};
 use crate::sync::RwLockExt;
+use crate::wire::error::ApiError;
+use crate::wire::extract::{ApiBytes, ApiPath, from_json, from_value};
 use signature::{SigningKey, TOLERANCE_SECS};
 
 /// A lifecycle event a target can subscribe to.

@@ -175,7 +175,7 @@ pub struct AuditQuery {
     pub limit: usize,
 }
 
-/// Result of [`Store::create`].
+/// Result of [`InteractionStore::create`].
 #[derive(Clone, Debug)]
 pub enum CreateOutcome {
     /// The interaction was recorded.
@@ -184,7 +184,7 @@ pub enum CreateOutcome {
     Exists(Arc<Interaction>),
 }
 
-/// Result of [`Store::resolve`].
+/// Result of [`InteractionStore::resolve`].
 #[derive(Clone, Debug)]
 pub enum ResolveOutcome {
     /// This resolution won.
@@ -299,7 +299,7 @@ pub struct ChannelMessage {
 }
 
 /// Prefix of small named values that belong to an interaction: the value is the id of an
-/// interaction, and the value is kept only as long as that interaction is ([`Store::prune`]
+/// interaction, and the value is kept only as long as that interaction is ([`InteractionStore::prune`]
 /// deletes it once the interaction is gone). For memories that would otherwise grow with
 /// every interaction ever seen.
 pub const BOUND_VALUE_PREFIX: &str = "bound:";
