@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::audit::{Action, AuditRecord};
 use crate::interaction::Lifecycle;
+use crate::interaction::after as add;
 use crate::metrics::Metrics;
 use crate::store::{ClaimQuota, ClaimedJob, JobUpdate, Store};
 use crate::sync::LockExt;
@@ -106,13 +107,6 @@ impl Backoff {
 
 /// The source of "now" for scheduling (replaceable in tests).
 pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
-
-fn add(t: Timestamp, d: Duration) -> Timestamp {
-    jiff::SignedDuration::try_from(d)
-        .ok()
-        .and_then(|d| t.checked_add(d).ok())
-        .unwrap_or(t)
-}
 
 /// The outbox worker. Register handlers, then [`Outbox::run`].
 pub struct Outbox {

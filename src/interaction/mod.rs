@@ -59,7 +59,7 @@ pub use answer::{Answer, MAX_BY_CHARS, Responder, cancelled, expired, resolution
 pub use events::{Event, EventKind, EventLog, Replay};
 pub use model::{
     ASK_USER_QUESTION, DigestCache, Input, Interaction, InteractionId, Kind, MAX_ID_LEN, Millis,
-    Outcome, PermissionResult, Resolution, Via, canonical_json, millis, now,
+    Outcome, PermissionResult, Resolution, Via, after, canonical_json, millis, now,
 };
 pub use question::{
     MAX_ANSWER_CHARS, Question, QuestionOption, json_type, normalise_answers, parse_questions,

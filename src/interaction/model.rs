@@ -791,6 +791,15 @@ pub fn now() -> Timestamp {
     Timestamp::from_millisecond(ms).unwrap_or(Timestamp::UNIX_EPOCH)
 }
 
+/// `t + d`, or `t` itself when that is beyond the representable times: for horizons and
+/// expiries, where "never" and "now" are both safe readings of a duration too long to add.
+pub fn after(t: Timestamp, d: std::time::Duration) -> Timestamp {
+    jiff::SignedDuration::try_from(d)
+        .ok()
+        .and_then(|d| t.checked_add(d).ok())
+        .unwrap_or(t)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

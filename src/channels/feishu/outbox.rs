@@ -43,7 +43,7 @@ impl Lifecycle for Planner {
     fn plan_created(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
         for r in &self.receivers {
             jobs.push(OutboxJob {
-                key: format!("feishu:send:{}:{}", i.incarnation(), r.address()),
+                key: OutboxJob::key_for(CHANNEL, "send", i, &[&r.address()]),
                 channel: CHANNEL.into(),
                 kind: "send".into(),
                 interaction_id: Some(i.id.clone()),
@@ -65,7 +65,7 @@ impl Lifecycle for Planner {
             .map(|r| r.at)
             .unwrap_or_else(Timestamp::now);
         jobs.push(OutboxJob {
-            key: format!("feishu:update:{}", i.incarnation()),
+            key: OutboxJob::key_for(CHANNEL, "update", i, &[]),
             channel: CHANNEL.into(),
             kind: "update".into(),
             interaction_id: Some(i.id.clone()),

@@ -45,6 +45,7 @@ use self::callback::Codec;
 use self::client::Client;
 use super::Wiring;
 use crate::health::Health;
+use crate::interaction::after;
 use crate::interaction::{Interaction, InteractionId, Lifecycle, Registry, Responder, Via};
 use crate::store::{ChannelMessage, OutboxJob, Store, StoreError};
 use crate::sync::LockExt;
@@ -65,19 +66,12 @@ struct Planner {
     retention: Duration,
 }
 
-fn after(t: Timestamp, d: Duration) -> Timestamp {
-    jiff::SignedDuration::try_from(d)
-        .ok()
-        .and_then(|d| t.checked_add(d).ok())
-        .unwrap_or(t)
-}
-
 /// The job that posts interaction `i` to `chat`; `nonce` distinguishes a re-post.
 pub(crate) fn post_job(i: &Interaction, chat: i64, nonce: Option<&str>) -> OutboxJob {
-    let subject = i.incarnation();
+    let chat_s = chat.to_string();
     let key = match nonce {
-        None => format!("{CHANNEL}:post:{subject}:{chat}"),
-        Some(n) => format!("{CHANNEL}:repost:{subject}:{chat}:{n}"),
+        None => OutboxJob::key_for(CHANNEL, "post", i, &[&chat_s]),
+        Some(n) => OutboxJob::key_for(CHANNEL, "repost", i, &[&chat_s, n]),
     };
     OutboxJob {
         key,
@@ -101,7 +95,7 @@ impl Lifecycle for Planner {
     fn plan_resolved(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
         let now = Timestamp::now();
         jobs.push(OutboxJob {
-            key: format!("{CHANNEL}:resolved:{}", i.incarnation()),
+            key: OutboxJob::key_for(CHANNEL, "resolved", i, &[]),
             channel: CHANNEL.into(),
             kind: "resolved".into(),
             interaction_id: Some(i.id.clone()),

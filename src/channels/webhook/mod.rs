@@ -256,10 +256,7 @@ impl Webhooks {
                 interaction_id: Some(i.id.clone()),
                 payload: json!({"target": name, "msg_id": msg_id, "body": body}),
                 not_before: now,
-                horizon: jiff::SignedDuration::try_from(horizon)
-                    .ok()
-                    .and_then(|d| now.checked_add(d).ok())
-                    .unwrap_or(now),
+                horizon: crate::interaction::after(now, horizon),
             });
         }
     }

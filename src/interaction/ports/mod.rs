@@ -55,6 +55,18 @@ pub struct OutboxJob {
 }
 
 impl OutboxJob {
+    /// The key of a job of `channel` doing `kind` for interaction `i`:
+    /// `<channel>:<kind>:<incarnation>[:<more>...]`, the form [`OutboxJob::is_for`] reads.
+    /// `more` tells apart jobs of one kind for one interaction (a chat, a receiver).
+    pub fn key_for(channel: &str, kind: &str, i: &Interaction, more: &[&str]) -> String {
+        let mut key = format!("{channel}:{kind}:{}", i.incarnation());
+        for m in more {
+            key.push(':');
+            key.push_str(m);
+        }
+        key
+    }
+
     /// Whether this job was planned for incarnation `i` of its interaction id. The keys of
     /// jobs about one interaction read `<channel>:<kind>:<incarnation>[:<more>]` (see
     /// [`Interaction::incarnation`]): an id can be used again once its old interaction is
@@ -507,5 +519,9 @@ mod tests {
         assert!(!job("c:a:b:10").is_for(&x));
         assert!(!job("a:b:10").is_for(&x));
         assert!(!job("").is_for(&x));
+        // The key builder writes what is_for reads.
+        assert_eq!(OutboxJob::key_for("c", "k", &x, &[]), "c:k:a:b:10");
+        assert!(job(&OutboxJob::key_for("c", "k", &x, &["oc_1", "more"])).is_for(&x));
+        assert!(!job(&OutboxJob::key_for("c", "k", &i("a:b", 11), &[])).is_for(&x));
     }
 }
