@@ -159,6 +159,8 @@ impl KvStore for NullStore {
     }
 }
 
+impl ClusterStore for NullStore {}
+
 /// The allocator the imrelay binary uses.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -10,6 +10,7 @@
 //! target/release/examples/loadgen pending --url http://127.0.0.1:8787 --count 100000 --waiters 10000 --pid <server pid>
 //! target/release/examples/loadgen ceiling --listen 127.0.0.1:8788
 //! target/release/examples/loadgen flood --url http://127.0.0.1:8787 --slow 1000 --idle 600 --duration 30 --pid <server pid>
+//! target/release/examples/loadgen stalled --url http://127.0.0.1:8787 --clients 2000 --events 1000 --input-kb 200 --pid <server pid>
 //! ```
 //!
 //! Traffic goes only to loopback addresses, and every run is bounded by a duration and a
@@ -112,6 +113,29 @@ enum Cmd {
         /// The server's process id (to read its resident memory).
         #[arg(long)]
         pid: Option<u32>,
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// Hold event streams that never read while big interactions are created and answered:
+    /// the server's memory meanwhile, and after the streams leave.
+    Stalled {
+        #[arg(long, default_value = "http://127.0.0.1:8787")]
+        url: String,
+        /// Event streams opened (`GET /v1/events`) and never read.
+        #[arg(long, default_value_t = 100)]
+        clients: usize,
+        /// Events to cause: each interaction created and then answered causes two.
+        #[arg(long, default_value_t = 1000)]
+        events: usize,
+        /// The size of each interaction's input, in KiB.
+        #[arg(long, default_value_t = 200)]
+        input_kb: usize,
+        /// The server's process id (to read its resident memory).
+        #[arg(long)]
+        pid: u32,
+        /// Give up after this many seconds of creating and answering.
+        #[arg(long, default_value_t = 120)]
+        timeout_secs: u64,
         #[arg(long)]
         json: Option<PathBuf>,
     },
@@ -552,6 +576,130 @@ async fn serve_ceiling(listen: SocketAddr) -> anyhow::Result<()> {
     eprintln!("ceiling server on {}", listener.local_addr()?);
     axum::serve(listener, app).await?;
     Ok(())
+}
+
+// ---------------------------------------------------------------- stalled mode
+
+#[derive(Debug, serde::Serialize)]
+struct StalledReport {
+    clients: usize,
+    /// Streams the server accepted (answered 200 before the load began).
+    clients_accepted: usize,
+    events: usize,
+    input_bytes: usize,
+    rss_idle_bytes: u64,
+    rss_with_clients_bytes: u64,
+    /// Resident memory once the events were sent (stable, or after 10 s).
+    rss_after_events_bytes: u64,
+    /// The highest resident memory the server reached (VmHWM) by then.
+    rss_peak_bytes: u64,
+    /// The peak above the idle figure.
+    peak_above_idle_bytes: u64,
+    /// Resident memory 5 s after the streams disconnected.
+    rss_after_leaving_bytes: u64,
+    seconds: f64,
+}
+
+/// The highest resident memory of a process so far, in bytes.
+fn peak_rss(pid: u32) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .context("no VmHWM")?;
+    Ok(kb * 1024)
+}
+
+async fn run_stalled(
+    url: &str,
+    clients: usize,
+    events: usize,
+    input_kb: usize,
+    pid: u32,
+    timeout: Duration,
+) -> anyhow::Result<StalledReport> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = loopback(url)?;
+    tokio::time::sleep(SETTLE).await;
+    let idle = rss(pid)?;
+    // Each stream sends its request, reads the response head (to know it was accepted),
+    // and then reads nothing more.
+    let mut streams = Vec::with_capacity(clients);
+    let mut accepted = 0;
+    for _ in 0..clients {
+        let mut s = tokio::net::TcpStream::connect(addr).await?;
+        s.write_all(format!("GET /v1/events HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())
+            .await?;
+        let mut head = [0u8; 12];
+        if tokio::time::timeout(Duration::from_secs(5), s.read_exact(&mut head))
+            .await
+            .is_ok_and(|r| r.is_ok())
+            && head.starts_with(b"HTTP/1.1 200")
+        {
+            accepted += 1;
+        }
+        streams.push(s);
+    }
+    tokio::time::sleep(SETTLE).await;
+    let with_clients = rss(pid)?;
+    let run_id = uuid::Uuid::now_v7().simple().to_string();
+    let command = "x".repeat(input_kb * 1024);
+    let t = Instant::now();
+    let interactions = events.div_ceil(2);
+    let done = tokio::time::timeout(timeout, async {
+        let mut conn = Conn::open(addr).await?;
+        for n in 0..interactions {
+            let id = format!("st-{run_id}-{n}");
+            let body = json!({"id": id, "tool_name": "Bash", "agent": "loadgen",
+                "input": {"command": command}})
+            .to_string();
+            let (s, b) = conn.call("POST", "/v1/interactions", Some(body)).await?;
+            if s != 201 {
+                bail!("create failed: {s} {}", String::from_utf8_lossy(&b));
+            }
+            let answer = json!({"decision": "deny", "message": "load test", "by": "loadgen"});
+            let (s, b) = conn
+                .call(
+                    "POST",
+                    &format!("/v1/interactions/{id}/respond"),
+                    Some(answer.to_string()),
+                )
+                .await?;
+            if s != 200 {
+                bail!("answer failed: {s} {}", String::from_utf8_lossy(&b));
+            }
+        }
+        anyhow::Ok(())
+    })
+    .await;
+    match done {
+        Ok(r) => r?,
+        Err(_) => bail!(
+            "the events were not all caused within {} s",
+            timeout.as_secs()
+        ),
+    }
+    let seconds = t.elapsed().as_secs_f64();
+    let (after_events, _) = stable_rss(pid, Duration::from_secs(10)).await?;
+    let peak = peak_rss(pid)?;
+    drop(streams);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let after_leaving = rss(pid)?;
+    Ok(StalledReport {
+        clients,
+        clients_accepted: accepted,
+        events: interactions * 2,
+        input_bytes: command.len(),
+        rss_idle_bytes: idle,
+        rss_with_clients_bytes: with_clients,
+        rss_after_events_bytes: after_events,
+        rss_peak_bytes: peak,
+        peak_above_idle_bytes: peak.saturating_sub(idle),
+        rss_after_leaving_bytes: after_leaving,
+        seconds,
+    })
 }
 
 // ---------------------------------------------------------------- pending mode
@@ -1477,6 +1625,27 @@ fn main() -> anyhow::Result<()> {
                     reconnect,
                     Duration::from_millis(probe_ms),
                     pid,
+                )
+                .await?;
+                println!("{}", serde_json::to_string_pretty(&r)?);
+                write_json(&json, &r)
+            }
+            Cmd::Stalled {
+                url,
+                clients,
+                events,
+                input_kb,
+                pid,
+                timeout_secs,
+                json,
+            } => {
+                let r = run_stalled(
+                    &url,
+                    clients,
+                    events,
+                    input_kb,
+                    pid,
+                    Duration::from_secs(timeout_secs),
                 )
                 .await?;
                 println!("{}", serde_json::to_string_pretty(&r)?);

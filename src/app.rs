@@ -124,6 +124,7 @@ impl App {
             registry,
             auth: Arc::new(Auth::new(&settings.auth)),
             hook_calls: http::hooks::HookCalls::new(&metrics),
+            event_streams: Default::default(),
             metrics,
             settings,
             shutdown,

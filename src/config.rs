@@ -37,7 +37,10 @@ const YEAR_HOURS: u64 = 365 * 24;
 /// Upper bound of `server.header_read_timeout_secs`.
 const HOUR_SECS: u64 = 3600;
 
-/// Upper bound of `server.max_connections`.
+/// Lower bound of `interactions.event_buffer_bytes`: 1 MiB.
+const MIN_EVENT_BUFFER_BYTES: usize = 1024 * 1024;
+
+/// Upper bound of `server.max_connections` (and of `server.max_event_streams`).
 const MAX_CONNECTIONS: usize = 1_000_000;
 
 /// How the placeholder tokens in the deployment examples begin.
@@ -114,6 +117,8 @@ pub struct ServerSettings {
     /// Time a connection has to send a complete request head (also the keep-alive idle
     /// timeout), in seconds.
     pub header_read_timeout_secs: u64,
+    /// Event streams (`GET /v1/events`) open at once; more are refused.
+    pub max_event_streams: usize,
 }
 
 /// `[auth]`
@@ -192,6 +197,9 @@ pub struct InteractionSettings {
     pub max_timeout_secs: u64,
     /// Retention of resolved interactions, hours.
     pub retention_hours: u64,
+    /// About how many bytes of recent events are kept for clients resuming their event
+    /// stream.
+    pub event_buffer_bytes: usize,
 }
 
 /// `[hooks]`
@@ -250,6 +258,15 @@ pub struct StoreSettings {
     pub pool_size: usize,
     /// The PostgreSQL schema imrelay's tables live in.
     pub schema: String,
+    /// PostgreSQL: how long a query waits for a free pooled connection before it fails with
+    /// 503, milliseconds.
+    pub pool_wait_ms: u64,
+    /// PostgreSQL: how often each process re-checks what it holds against the database,
+    /// milliseconds (a backstop for missed change notifications).
+    pub recheck_interval_ms: u64,
+    /// PostgreSQL: how long the lease of the process that polls Telegram lasts,
+    /// milliseconds; another process takes over within this time when it dies.
+    pub leader_lease_ms: u64,
 }
 
 /// Most PostgreSQL connections one process may keep.
@@ -267,6 +284,24 @@ impl StoreSettings {
         }
         crate::store::postgres::check_schema_name(&self.schema)
             .map_err(|e| ConfigError::Invalid(format!("store.schema: {e}")))?;
+        if !(1..=600_000).contains(&self.pool_wait_ms) {
+            return Err(ConfigError::Invalid(format!(
+                "store.pool_wait_ms must be 1 to 600000, got {}",
+                self.pool_wait_ms
+            )));
+        }
+        if !(100..=3_600_000).contains(&self.recheck_interval_ms) {
+            return Err(ConfigError::Invalid(format!(
+                "store.recheck_interval_ms must be 100 to 3600000, got {}",
+                self.recheck_interval_ms
+            )));
+        }
+        if !(1_000..=600_000).contains(&self.leader_lease_ms) {
+            return Err(ConfigError::Invalid(format!(
+                "store.leader_lease_ms must be 1000 to 600000, got {}",
+                self.leader_lease_ms
+            )));
+        }
         if self.backend == Backend::Postgres && self.url.expose().trim().is_empty() {
             return Err(ConfigError::Invalid(
                 "store.backend is \"postgres\" but store.url is empty: set it (e.g. \
@@ -282,6 +317,7 @@ impl StoreSettings {
         crate::store::PostgresOptions {
             schema: self.schema.clone(),
             pool_size: self.pool_size,
+            pool_wait: Duration::from_millis(self.pool_wait_ms),
             ..crate::store::PostgresOptions::new(SecretString::from(self.url.expose().to_string()))
         }
     }
@@ -517,6 +553,18 @@ impl Settings {
                 server.max_connections
             )));
         }
+        if !(1..=MAX_CONNECTIONS).contains(&server.max_event_streams) {
+            return Err(ConfigError::Invalid(format!(
+                "server.max_event_streams must be between 1 and {MAX_CONNECTIONS}, got {}",
+                server.max_event_streams
+            )));
+        }
+        if self.interactions.event_buffer_bytes < MIN_EVENT_BUFFER_BYTES {
+            return Err(ConfigError::Invalid(format!(
+                "interactions.event_buffer_bytes must be at least {MIN_EVENT_BUFFER_BYTES} (1 MiB), got {}",
+                self.interactions.event_buffer_bytes
+            )));
+        }
         if !(1..=HOUR_SECS).contains(&server.header_read_timeout_secs) {
             return Err(ConfigError::Invalid(format!(
                 "server.header_read_timeout_secs must be between 1 and {HOUR_SECS} (one hour), got {}",
@@ -549,6 +597,8 @@ impl Settings {
             max_timeout: Duration::from_secs(i.max_timeout_secs),
             retention: Duration::from_secs(i.retention_hours.saturating_mul(3600)),
             audit: self.audit.enabled,
+            recheck_interval: Duration::from_millis(self.store.recheck_interval_ms),
+            event_buffer_bytes: i.event_buffer_bytes,
             ..RegistryConfig::default()
         }
     }

@@ -101,6 +101,8 @@ pub struct Shared {
     pub health: Arc<crate::health::Health>,
     /// The Claude Code hook calls waiting on each interaction.
     pub hook_calls: Arc<hooks::HookCalls>,
+    /// The open event streams (`GET /v1/events`), against `server.max_event_streams`.
+    pub event_streams: sse::StreamCount,
 }
 
 /// The full router for `state`, with `extra` (channel endpoints) merged in, and

@@ -56,7 +56,7 @@ mod registry;
 mod suggestions;
 
 pub use answer::{Answer, MAX_BY_CHARS, Responder, cancelled, expired, resolution_for};
-pub use events::{Event, EventKind, EventLog, Replay};
+pub use events::{Event, EventKind, EventLog, Next, Subscription};
 pub use model::{
     ASK_USER_QUESTION, DigestCache, Input, Interaction, InteractionId, Kind, MAX_ID_LEN, Millis,
     Outcome, PermissionResult, Resolution, Via, after, canonical_json, millis, now,

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use jiff::Timestamp;
 use serde_json::{Map, Value};
 use tokio::sync::Notify;
@@ -26,7 +26,8 @@ use super::events::{EventKind, EventLog};
 use super::model::{Input, Interaction, InteractionId, Kind, Resolution, now};
 use super::ports::audit::{Action, AuditRecord};
 use super::ports::{
-    CreateOutcome, Effects, ListQuery, OutboxJob, Page, ResolveOutcome, Store, StoreError,
+    Change, ChangeFeed, CreateOutcome, Effects, ListQuery, OutboxJob, Page, ResolveOutcome, Store,
+    StoreError,
 };
 use super::question::parse_questions;
 use crate::sync::{LockExt, RwLockExt};
@@ -53,8 +54,14 @@ pub struct RegistryConfig {
     pub retention: Duration,
     /// How many recent events are kept for replay to reconnecting subscribers.
     pub event_buffer: usize,
+    /// About how many bytes of encoded events are kept for replay (the newest event is
+    /// always kept, whatever its size).
+    pub event_buffer_bytes: usize,
     /// Whether state changes and refusals are appended to the audit trail.
     pub audit: bool,
+    /// With a store shared by several processes: how often everything held is re-checked
+    /// against the store, a backstop for changes whose notification was lost.
+    pub recheck_interval: Duration,
 }
 
 impl Default for RegistryConfig {
@@ -65,7 +72,9 @@ impl Default for RegistryConfig {
             max_timeout: Duration::from_secs(3600),
             retention: Duration::from_secs(24 * 3600),
             event_buffer: 4096,
+            event_buffer_bytes: super::events::DEFAULT_BUFFER_BYTES,
             audit: true,
+            recheck_interval: Duration::from_secs(10),
         }
     }
 }
@@ -242,6 +251,38 @@ impl Slot {
     }
 }
 
+/// One re-check of everything at a time: a request for one while one runs makes it run
+/// once more when done.
+#[derive(Default)]
+struct Resync {
+    running: std::sync::atomic::AtomicBool,
+    again: std::sync::atomic::AtomicBool,
+}
+
+impl Resync {
+    fn start(self: &Arc<Self>, registry: Registry) {
+        self.again.store(true, Ordering::SeqCst);
+        if self.running.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let this = self.clone();
+        tokio::spawn(async move {
+            loop {
+                while this.again.swap(false, Ordering::SeqCst) {
+                    if let Err(e) = registry.resync().await {
+                        tracing::warn!(error = %e, "could not re-check interactions against the store; retrying at the next check");
+                    }
+                }
+                this.running.store(false, Ordering::SeqCst);
+                // A request that came after the last pass but before `running` was cleared.
+                if !this.again.load(Ordering::SeqCst) || this.running.swap(true, Ordering::SeqCst) {
+                    return;
+                }
+            }
+        });
+    }
+}
+
 /// Position in the deadline queue: when, and a sequence number to keep keys unique.
 type DeadlineKey = (Instant, u64);
 
@@ -268,6 +309,19 @@ struct Inner {
     untracked_resolutions: AtomicU64,
     /// Bounds what refusals not bound to an interaction write (see [`Registry::refused`]).
     refusals: super::RefusalLimiter,
+    /// Whether the store keeps every process's lifecycle events ([`ports::ClusterStore::keeps_events`](super::ports::ClusterStore::keeps_events)):
+    /// then `events` is fed from there (by [`Registry::run_changes`]), not by this process.
+    shared_events: bool,
+    /// How many resolutions of each interaction this process is writing to the store right
+    /// now: a losing one announces the winner (resolved by another process) only when it is
+    /// the last of them, so one resolution is announced once however many answers race.
+    resolving: Mutex<HashMap<InteractionId, usize, foldhash::fast::RandomState>>,
+    /// The id of the last shared event applied here.
+    applied_event: AtomicU64,
+    /// Rung after this process committed a change, so the shared events are read at once.
+    pump_kick: Notify,
+    /// Rung after every read of the shared events.
+    pumped: Notify,
 }
 
 /// The pending-interaction registry. Cheap to clone; all clones share state.
@@ -382,17 +436,75 @@ fn instant_in(d: Duration) -> Instant {
         .unwrap_or(now)
 }
 
+/// How long a subscriber resuming from another replica's event id waits for this one to
+/// read that far.
+const EVENTS_CATCH_UP: Duration = Duration::from_secs(2);
+
+/// How many shared events are read at once.
+const EVENT_BATCH: usize = 512;
+
+/// How many changes from other processes are re-read at once.
+const REFRESH_CONCURRENCY: usize = 64;
+
 /// Stand-in for "never" in the monotonic clock (as tokio itself uses: about 30 years).
 const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
+
+/// One resolution of an interaction being written by this process (see `Inner::resolving`);
+/// counted until finished or dropped (a cancelled request).
+struct Resolving<'a> {
+    map: &'a Mutex<HashMap<InteractionId, usize, foldhash::fast::RandomState>>,
+    id: Option<InteractionId>,
+}
+
+impl<'a> Resolving<'a> {
+    fn start(
+        map: &'a Mutex<HashMap<InteractionId, usize, foldhash::fast::RandomState>>,
+        id: &InteractionId,
+    ) -> Self {
+        *map.locked().entry(id.clone()).or_default() += 1;
+        Self {
+            map,
+            id: Some(id.clone()),
+        }
+    }
+
+    /// Stops counting this resolution; true when no other one of the same interaction is
+    /// in flight here.
+    fn finish(mut self) -> bool {
+        self.release()
+    }
+
+    fn release(&mut self) -> bool {
+        let Some(id) = self.id.take() else {
+            return false;
+        };
+        let mut map = self.map.locked();
+        match map.get_mut(&id) {
+            Some(n) if *n > 1 => {
+                *n -= 1;
+                false
+            }
+            _ => {
+                map.remove(&id);
+                true
+            }
+        }
+    }
+}
+
+impl Drop for Resolving<'_> {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
 
 impl Registry {
     /// A registry over `store`. Call [`Registry::recover`] and
     /// [`Registry::spawn_background`] before serving.
     pub fn new(store: Arc<dyn Store>, config: RegistryConfig) -> Self {
-        let events = EventLog::new(config.event_buffer);
+        let events = EventLog::with_budget(config.event_buffer, config.event_buffer_bytes);
         Self {
             inner: Arc::new(Inner {
-                store,
                 config,
                 slots: Mutex::new(HashMap::default()),
                 deadlines: Mutex::new(Deadlines::default()),
@@ -400,7 +512,13 @@ impl Registry {
                 events,
                 hooks: RwLock::new(Vec::new()),
                 untracked_resolutions: AtomicU64::new(0),
+                resolving: Mutex::new(HashMap::default()),
                 refusals: super::RefusalLimiter::default(),
+                shared_events: store.keeps_events(),
+                applied_event: AtomicU64::new(0),
+                pump_kick: Notify::new(),
+                pumped: Notify::new(),
+                store,
             }),
         }
     }
@@ -424,6 +542,39 @@ impl Registry {
 
     fn hooks(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<dyn Lifecycle>>> {
         self.inner.hooks.reading()
+    }
+
+    /// Publishes a lifecycle event this process caused, unless the store keeps the events
+    /// of every process (then they come from there, numbered for all, and this only asks for
+    /// them to be read now).
+    fn publish(&self, kind: EventKind, interaction: Arc<Interaction>) {
+        if self.inner.shared_events {
+            self.inner.pump_kick.notify_one();
+        } else {
+            self.inner.events.publish(kind, interaction);
+        }
+    }
+
+    /// Waits (briefly) until the shared events up to `id` were read here, so a subscriber
+    /// resuming with an id another replica gave it is not told it is ahead. At once when the
+    /// store does not share events.
+    pub async fn events_caught_up(&self, id: u64) {
+        if !self.inner.shared_events {
+            return;
+        }
+        let deadline = Instant::now() + EVENTS_CATCH_UP;
+        while self.inner.events.head() < id {
+            let pumped = self.inner.pumped.notified();
+            tokio::pin!(pumped);
+            pumped.as_mut().enable();
+            if self.inner.events.head() >= id {
+                return;
+            }
+            self.inner.pump_kick.notify_one();
+            if tokio::time::timeout_at(deadline, pumped).await.is_err() {
+                return;
+            }
+        }
     }
 
     /// The store behind this registry.
@@ -660,9 +811,7 @@ impl Registry {
             .get(&interaction.id)
             .is_some_and(|s| s.resolved.get().is_none());
         if pending {
-            self.inner
-                .events
-                .publish(EventKind::Created, interaction.clone());
+            self.publish(EventKind::Created, interaction.clone());
         }
         pending
     }
@@ -732,21 +881,203 @@ impl Registry {
         }
     }
 
-    /// Re-reads an interaction from the store and, if it was resolved by someone else (another
-    /// replica), wakes local waiters and publishes the event. The "wake the waiters of X" step
-    /// for shared backends.
+    /// Brings this process up to date with interaction `id` as the store has it now, whoever
+    /// changed it (another replica sharing the store): a pending interaction this process
+    /// does not hold yet is adopted (its waiters can wait here, its deadline is scheduled
+    /// here too, and the conditional resolve applies it once), a resolved one wakes local
+    /// waiters and is forgotten as pending. Idempotent: calling it again changes nothing.
     pub async fn refresh(
         &self,
         id: &InteractionId,
     ) -> Result<Option<Arc<Interaction>>, RegistryError> {
+        let untracked_before = self.inner.untracked_resolutions.load(Ordering::SeqCst);
         let latest = self.inner.store.get(id).await?;
-        if let Some(i) = &latest
-            && !i.is_pending()
-            && self.settle_locally(i)
-        {
-            self.inner.events.publish(EventKind::Resolved, i.clone());
+        match &latest {
+            Some(i) if i.is_pending() => {
+                let held = self.inner.slots.locked().contains_key(id);
+                if !held {
+                    self.track(i.clone());
+                    // A resolution seen between the read and `track` found no slot: re-read.
+                    if self.inner.untracked_resolutions.load(Ordering::SeqCst) != untracked_before
+                        && let Some(now) = self.inner.store.get(id).await?
+                        && !now.is_pending()
+                    {
+                        self.settled_elsewhere(&now);
+                        return Ok(Some(now));
+                    }
+                }
+            }
+            Some(i) => self.settled_elsewhere(i),
+            None => {}
         }
         Ok(latest)
+    }
+
+    /// Wakes local waiters of an interaction another process resolved.
+    fn settled_elsewhere(&self, resolved: &Arc<Interaction>) {
+        if self.settle_locally(resolved) {
+            self.publish(EventKind::Resolved, resolved.clone());
+        }
+    }
+
+    /// Re-checks everything against the store: adopts pending interactions this process does
+    /// not hold, and settles those it holds that were resolved elsewhere. For when changes
+    /// may have been missed (see [`Change::MayHaveMissed`]).
+    pub async fn resync(&self) -> Result<(), RegistryError> {
+        let untracked_before = self.inner.untracked_resolutions.load(Ordering::SeqCst);
+        let pending = self.inner.store.pending().await?;
+        let mut fresh = Vec::new();
+        let stale: Vec<InteractionId> = {
+            let slots = self.inner.slots.locked();
+            let in_store: std::collections::HashSet<&InteractionId> =
+                pending.iter().map(|i| &i.id).collect();
+            for i in &pending {
+                if !slots.contains_key(&i.id) {
+                    fresh.push(i.clone());
+                }
+            }
+            slots
+                .keys()
+                .filter(|id| !in_store.contains(id))
+                .cloned()
+                .collect()
+        };
+        let mut recheck = stale;
+        let adopted: Vec<InteractionId> = fresh.iter().map(|i| i.id.clone()).collect();
+        for i in fresh {
+            self.track(i);
+        }
+        if self.inner.untracked_resolutions.load(Ordering::SeqCst) != untracked_before {
+            // A resolution found no slot meanwhile: it may be one of those just adopted.
+            recheck.extend(adopted);
+        }
+        let failed = AtomicU64::new(0);
+        futures_util::stream::iter(recheck)
+            .for_each_concurrent(REFRESH_CONCURRENCY, |id| {
+                let failed = &failed;
+                async move {
+                    if self.refresh(&id).await.is_err() {
+                        failed.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+            .await;
+        match failed.into_inner() {
+            0 => Ok(()),
+            n => Err(RegistryError::Store(StoreError::Unavailable(format!(
+                "{n} interactions could not be re-read"
+            )))),
+        }
+    }
+
+    /// Starts the event log where the store's shared events are: the most recent ones,
+    /// for subscribers that resume, and the numbering after them.
+    async fn load_recent_events(&self) -> Result<(), RegistryError> {
+        let head = self.inner.store.event_head().await?;
+        let keep = self.inner.config.event_buffer as u64;
+        let from = head.saturating_sub(keep);
+        self.inner.events.restart_at(from);
+        let mut last = from;
+        while last < head {
+            let batch = self.inner.store.events_after(last, EVENT_BATCH).await?;
+            let Some(end) = batch.last().map(|e| e.id) else {
+                break;
+            };
+            for e in batch.into_iter().filter(|e| e.id <= head) {
+                self.inner
+                    .events
+                    .publish_numbered(e.id, e.kind, e.interaction);
+            }
+            last = end;
+        }
+        self.inner.applied_event.store(head, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Reads the shared events after the last one applied here, and applies them in order:
+    /// a new pending interaction is adopted, a resolved one settled, and each event is
+    /// published to local subscribers with the id the store gave it.
+    async fn pump_events(&self) -> Result<(), RegistryError> {
+        loop {
+            let last = self.inner.applied_event.load(Ordering::SeqCst);
+            let batch = self.inner.store.events_after(last, EVENT_BATCH).await?;
+            let n = batch.len();
+            for e in batch {
+                match e.kind {
+                    EventKind::Created if e.interaction.is_pending() => {
+                        self.track(e.interaction.clone());
+                    }
+                    _ if !e.interaction.is_pending() => {
+                        self.settle_locally(&e.interaction);
+                    }
+                    _ => {}
+                }
+                self.inner.applied_event.store(e.id, Ordering::SeqCst);
+                self.inner
+                    .events
+                    .publish_numbered(e.id, e.kind, e.interaction);
+            }
+            self.inner.pumped.notify_waiters();
+            if n < EVENT_BATCH {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Follows the changes other processes commit to a shared store: re-reads each changed
+    /// interaction (or, when the store keeps shared events, the events after the last one
+    /// read), re-checks everything when changes may have been missed, and reads again every
+    /// [`RegistryConfig::recheck_interval`] as a backstop.
+    async fn run_changes(self, mut feed: ChangeFeed, shutdown: CancellationToken) {
+        let every = self
+            .inner
+            .config
+            .recheck_interval
+            .max(Duration::from_millis(10));
+        let mut recheck = tokio::time::interval_at(Instant::now() + every, every);
+        recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let permits = Arc::new(tokio::sync::Semaphore::new(REFRESH_CONCURRENCY));
+        let resync = Arc::new(Resync::default());
+        let shared = self.inner.shared_events;
+        loop {
+            let mut missed = false;
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                change = feed.next() => match change {
+                    None => return,
+                    Some(Change::Changed(_)) if shared => {}
+                    Some(Change::Changed(id)) => {
+                        let Ok(permit) = permits.clone().acquire_owned().await else { return };
+                        let this = self.clone();
+                        let resync = resync.clone();
+                        tokio::spawn(async move {
+                            if let Err(e) = this.refresh(&id).await {
+                                tracing::warn!(id = %id, error = %e, "could not re-read a changed interaction; re-checking everything");
+                                resync.start(this);
+                            }
+                            drop(permit);
+                        });
+                        continue;
+                    }
+                    Some(Change::MayHaveMissed) => missed = true,
+                },
+                _ = self.inner.pump_kick.notified(), if shared => {}
+                _ = recheck.tick() => missed = !shared,
+            }
+            if shared {
+                // Whatever else is ready is covered by the one read.
+                while let Some(Some(change)) = feed.next().now_or_never() {
+                    missed |= change == Change::MayHaveMissed;
+                }
+                if let Err(e) = self.pump_events().await {
+                    tracing::warn!(error = %e, "could not read the shared events; retrying at the next change or check");
+                    missed = true;
+                }
+            }
+            if missed {
+                resync.start(self.clone());
+            }
+        }
     }
 
     /// The current state of an interaction.
@@ -999,12 +1330,11 @@ impl Registry {
         let resolved = Arc::new(current.resolved(resolution));
         let effects = self.resolution_effects(&resolved, actor);
         let has_jobs = !effects.jobs.is_empty();
+        let resolving = Resolving::start(&self.inner.resolving, &resolved.id);
         match self.inner.store.resolve(resolved.clone(), effects).await? {
             ResolveOutcome::Resolved => {
                 self.settle_locally(&resolved);
-                self.inner
-                    .events
-                    .publish(EventKind::Resolved, resolved.clone());
+                self.publish(EventKind::Resolved, resolved.clone());
                 log_resolution(&resolved, "interaction resolved");
                 for h in self.hooks().iter() {
                     h.resolved(&resolved);
@@ -1015,11 +1345,12 @@ impl Registry {
                 Ok(resolved)
             }
             ResolveOutcome::AlreadyResolved(winner) => {
-                if self.settle_locally(&winner) {
+                // The winner may be a resolution of this process still on its way from the
+                // store to its announcement: only the last of the racing resolutions here
+                // settles and announces, and only what no local winner settled already.
+                if resolving.finish() && self.settle_locally(&winner) {
                     // Resolved by another process: tell local subscribers.
-                    self.inner
-                        .events
-                        .publish(EventKind::Resolved, winner.clone());
+                    self.publish(EventKind::Resolved, winner.clone());
                 }
                 Err(RegistryError::AlreadyResolved(winner))
             }
@@ -1030,6 +1361,10 @@ impl Registry {
     /// Loads pending interactions from the store with their original deadlines, and expires
     /// at once those whose deadline passed while imrelay was down. Returns (reloaded, expired).
     pub async fn recover(&self) -> Result<(usize, usize), RegistryError> {
+        if self.inner.shared_events {
+            // Read before the pending interactions: every change after this is read later.
+            self.load_recent_events().await?;
+        }
         let pending = self.inner.store.pending().await?;
         let at = now();
         let mut overdue = Vec::new();
@@ -1050,7 +1385,7 @@ impl Registry {
                 let has_jobs = !effects.jobs.is_empty();
                 match self.inner.store.resolve(resolved.clone(), effects).await {
                     Ok(ResolveOutcome::Resolved) => {
-                        self.inner.events.publish(EventKind::Resolved, resolved.clone());
+                        self.publish(EventKind::Resolved, resolved.clone());
                         log_resolution(&resolved, "interaction expired while imrelay was down");
                         for h in self.hooks().iter() {
                             h.resolved(&resolved);
@@ -1076,10 +1411,14 @@ impl Registry {
         &self,
         shutdown: CancellationToken,
     ) -> Vec<tokio::task::JoinHandle<()>> {
-        vec![
+        let mut tasks = vec![
             tokio::spawn(self.clone().run_deadlines(shutdown.clone())),
-            tokio::spawn(self.clone().run_pruner(shutdown)),
-        ]
+            tokio::spawn(self.clone().run_pruner(shutdown.clone())),
+        ];
+        if let Some(feed) = self.inner.store.changes() {
+            tasks.push(tokio::spawn(self.clone().run_changes(feed, shutdown)));
+        }
+        tasks
     }
 
     async fn run_deadlines(self, shutdown: CancellationToken) {
@@ -1235,7 +1574,7 @@ mod tests {
         // Past the deadline: still one resolution, announced once, never after a `created`.
         tokio::time::sleep(Duration::from_secs(600)).await;
         let mut kinds = Vec::new();
-        while let Ok(e) = events.try_recv() {
+        while let Some(crate::interaction::Next::Event(e)) = events.try_next() {
             kinds.push(e.kind);
         }
         assert_eq!(kinds, vec![EventKind::Resolved]);
@@ -1400,7 +1739,7 @@ mod tests {
         );
         // One resolution, announced once.
         let mut resolved = 0;
-        while let Ok(e) = events.try_recv() {
+        while let Some(crate::interaction::Next::Event(e)) = events.try_next() {
             assert_eq!(e.kind, EventKind::Resolved);
             resolved += 1;
         }

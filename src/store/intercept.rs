@@ -272,6 +272,33 @@ impl<I: Interceptor> KvStore for Intercepted<I> {
     }
 }
 
+#[async_trait]
+impl<I: Interceptor> ClusterStore for Intercepted<I> {
+    fn changes(&self) -> Option<super::ChangeFeed> {
+        self.inner.changes()
+    }
+
+    fn keeps_events(&self) -> bool {
+        self.inner.keeps_events()
+    }
+
+    async fn events_after(
+        &self,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<super::StoredEvent>, StoreError> {
+        self.inner.events_after(after, limit).await
+    }
+
+    async fn event_head(&self) -> Result<u64, StoreError> {
+        self.inner.event_head().await
+    }
+
+    fn lead(&self, name: &str, lease: Duration) -> super::Leader {
+        self.inner.lead(name, lease)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

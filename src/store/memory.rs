@@ -480,3 +480,6 @@ impl KvStore for MemoryStore {
         Ok(())
     }
 }
+
+/// Only this process writes it: no change feed, its own events, always the leader.
+impl ClusterStore for MemoryStore {}

@@ -20,17 +20,20 @@
 //! shared backend can trigger the same step when another process changes an interaction.
 
 pub mod intercept;
+pub use crate::interaction::ports::lease;
 pub mod memory;
 pub mod postgres;
 pub mod sqlite;
 
 pub use crate::interaction::ports::audit::{AuditEntry, AuditHead, AuditRecord};
 pub use crate::interaction::ports::{
-    AuditQuery, AuditStore, BOUND_VALUE_PREFIX, ChannelMessage, ChannelStore, ClaimQuota,
-    ClaimedJob, CreateOutcome, Cursor, Effects, InteractionStore, JobUpdate, KvStore, ListQuery,
-    OutboxJob, OutboxStore, Page, ResolveOutcome, StatusFilter, Store, StoreError,
+    AuditQuery, AuditStore, BOUND_VALUE_PREFIX, Change, ChangeFeed, ChannelMessage, ChannelStore,
+    ClaimQuota, ClaimedJob, ClusterStore, CreateOutcome, Cursor, Effects, InteractionStore,
+    JobUpdate, KvStore, ListQuery, OutboxJob, OutboxStore, Page, ResolveOutcome, StatusFilter,
+    Store, StoreError, StoredEvent,
 };
 
+pub use lease::Leader;
 pub use memory::MemoryStore;
 pub use postgres::{PostgresOptions, PostgresStore};
 pub use sqlite::{SqliteStore, Synchronous};
@@ -39,7 +42,7 @@ pub use sqlite::{SqliteStore, Synchronous};
 /// scope on a concrete backend) and [`Store`].
 pub mod prelude {
     pub use crate::interaction::ports::{
-        AuditStore, ChannelStore, InteractionStore, KvStore, OutboxStore, Store,
+        AuditStore, ChannelStore, ClusterStore, InteractionStore, KvStore, OutboxStore, Store,
     };
 }
 

@@ -1574,6 +1574,9 @@ impl KvStore for SqliteStore {
     }
 }
 
+/// Only this process writes it: no change feed, its own events, always the leader.
+impl ClusterStore for SqliteStore {}
+
 fn parse_state(s: Option<String>) -> Result<Option<Value>, StoreError> {
     match s {
         Some(s) => Ok(Some(serde_json::from_str(&s).map_err(corrupt)?)),

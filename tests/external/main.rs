@@ -19,10 +19,15 @@ mod contract;
 #[allow(dead_code)]
 #[path = "../it/support.rs"]
 mod support;
+#[allow(dead_code)]
+#[path = "../it/telegram/fake.rs"]
+mod telegram_fake;
 
 mod inbox;
 mod postgres;
+mod proxy;
 mod read_only_disk;
+mod replicas;
 mod systemd;
 
 /// Whether what a test needs is here.
@@ -61,6 +66,7 @@ fn main() {
     let args = Arguments::from_args();
     let trials = [
         postgres::trials(),
+        replicas::trials(),
         inbox::trials(),
         read_only_disk::trials(),
         systemd::trials(),

@@ -84,7 +84,7 @@ pub fn trials() -> Vec<Trial> {
     ]
 }
 
-fn url() -> String {
+pub fn url() -> String {
     std::env::var("IMRELAY_TEST_POSTGRES_URL").unwrap_or_else(|_| DEFAULT_URL.into())
 }
 
@@ -98,7 +98,7 @@ fn shown_url() -> String {
 }
 
 /// Whether the test server answers (asked once per run).
-fn server() -> Need {
+pub fn server() -> Need {
     static PROBE: OnceLock<Result<(), String>> = OnceLock::new();
     let probe = PROBE.get_or_init(|| {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -134,7 +134,7 @@ fn server() -> Need {
 }
 
 /// A raw connection to the test server, for what the tests do behind the store's back.
-async fn raw() -> tokio_postgres::Client {
+pub async fn raw() -> tokio_postgres::Client {
     let (client, conn) = tokio_postgres::connect(&url(), tokio_postgres::NoTls)
         .await
         .expect("connect to the test server");
@@ -157,7 +157,7 @@ async fn open(schema: &str) -> PostgresStore {
 
 /// Runs `test` with the name of a fresh schema, and drops the schema afterwards, whether the
 /// test passed or not.
-async fn in_schema<F, Fut>(test: F)
+pub async fn in_schema<F, Fut>(test: F)
 where
     F: FnOnce(String) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use serde_json::json;
 
 use crate::support::*;
@@ -143,4 +144,137 @@ async fn a_reset_with_nothing_pending_carries_the_id_itself() {
     let next = resumed.next().await;
     assert_eq!(next.event, "interaction.created");
     assert_eq!(next.data["id"], "r-after");
+}
+
+#[tokio::test]
+async fn an_unreadable_last_event_id_gets_a_reset_and_the_pending_list() {
+    let app = spawn_app().await;
+    app.create_bash("u1", "ls").await;
+    let mut fresh = Sse::connect(&app, None).await;
+    let head: u64 = fresh.next().await.id.unwrap().parse().unwrap();
+    drop(fresh);
+    let beyond = (head + 1000).to_string();
+    for id in ["garbage", "-1", "", "1.5", beyond.as_str()] {
+        let mut sse = Sse::connect(&app, Some(id)).await;
+        let reset = sse.next().await;
+        assert_eq!(reset.event, "reset", "Last-Event-ID {id:?}");
+        let listed = sse.next().await;
+        assert_eq!(listed.event, "interaction.created", "Last-Event-ID {id:?}");
+        assert_eq!(listed.data["id"], "u1");
+        assert_eq!(listed.id, Some(head.to_string()), "Last-Event-ID {id:?}");
+    }
+}
+
+#[tokio::test]
+async fn event_streams_beyond_the_cap_are_refused_until_one_ends() {
+    let app = spawn_with(|s| s.server.max_event_streams = 2).await;
+    let first = Sse::connect(&app, None).await;
+    let _second = Sse::connect(&app, None).await;
+    let refused = app.client.get(app.url("/v1/events")).send().await.unwrap();
+    assert_eq!(refused.status(), 503);
+    assert!(refused.headers().get("retry-after").is_some());
+    let (_, body) = split(refused).await;
+    assert_eq!(body["error"]["code"], "too_many_event_streams");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("server.max_event_streams"),
+        "{body}"
+    );
+    // Everything else is still served.
+    let (status, _) = app.get("/v1/interactions").await;
+    assert_eq!(status, 200);
+    // A stream that ends frees its place.
+    drop(first);
+    eventually("a place for a new stream", || async {
+        let resp = app.client.get(app.url("/v1/events")).send().await.unwrap();
+        (resp.status() == 200).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_answers_announce_each_resolution_once() {
+    const N: usize = 200;
+    const ANSWERS: usize = 6;
+    let app = spawn_app().await;
+    let mut ids = Vec::new();
+    for n in 0..N {
+        ids.push(app.create_bash(&format!("race{n}"), "ls").await);
+    }
+    let mut sse = Sse::connect(&app, None).await;
+    for _ in 0..N {
+        assert_eq!(sse.next().await.event, "interaction.created");
+    }
+    // Every interaction gets several answers at once; one wins each.
+    let app = &app;
+    let answers = ids.iter().flat_map(|id| {
+        (0..ANSWERS).map(move |k| async move {
+            let decision = if k % 2 == 0 { "allow" } else { "deny" };
+            app.respond(id, &json!({"decision": decision, "by": format!("r{k}")}))
+                .await
+                .0
+        })
+    });
+    let statuses: Vec<_> = futures_util::stream::iter(answers)
+        .buffer_unordered(64)
+        .collect()
+        .await;
+    assert_eq!(statuses.iter().filter(|s| s.as_u16() == 200).count(), N);
+    assert_eq!(
+        statuses.iter().filter(|s| s.as_u16() == 409).count(),
+        N * (ANSWERS - 1)
+    );
+    let mut resolved = std::collections::HashMap::<String, usize>::new();
+    while let Some(e) = sse.next_within(Duration::from_millis(500)).await {
+        assert_eq!(e.event, "interaction.resolved", "{}", e.raw);
+        *resolved
+            .entry(e.data["id"].as_str().unwrap().to_string())
+            .or_default() += 1;
+    }
+    assert_eq!(resolved.len(), N, "{resolved:?}");
+    let repeated: Vec<_> = resolved.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(
+        repeated.is_empty(),
+        "announced more than once: {repeated:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_client_that_stops_reading_is_sent_a_reset_not_a_backlog() {
+    // A 1 MiB replay buffer, and far more than that published while a client reads nothing.
+    let app = spawn_with(|s| s.interactions.event_buffer_bytes = 1024 * 1024).await;
+    let mut stalled = Sse::connect(&app, None).await;
+    let big = "x".repeat(100 * 1024);
+    for n in 0..200 {
+        let (status, body) = app
+            .post(
+                "/v1/interactions",
+                &json!({"id": format!("big{n}"), "tool_name": "Bash", "input": {"command": big}}),
+            )
+            .await;
+        assert_eq!(status, 201, "{body}");
+        app.respond(&format!("big{n}"), &json!({"decision": "deny"}))
+            .await;
+    }
+    app.create_bash("last", "ls").await;
+    // Reading now: what the connection held, then a reset and the pending list, then the
+    // stream goes on.
+    let mut seen = 0;
+    loop {
+        let e = stalled.next().await;
+        seen += 1;
+        if e.event == "reset" {
+            break;
+        }
+        assert!(seen < 400, "no reset after {seen} events");
+    }
+    let listed = stalled.next().await;
+    assert_eq!(listed.event, "interaction.created");
+    assert_eq!(listed.data["id"], "last");
+    assert!(seen < 400);
+    app.create_bash("after", "ls").await;
+    let live = stalled.next().await;
+    assert_eq!(live.data["id"], "after");
 }

@@ -177,6 +177,8 @@ pub(crate) struct Telegram {
     lanes: lanes::Lanes,
     refused: Family<ReasonLabels, Counter>,
     updates: Family<KindLabels, Counter>,
+    /// How long the lease of the one replica that polls lasts (see [`crate::store::Leader`]).
+    poll_lease: Duration,
 }
 
 impl Telegram {
@@ -341,6 +343,7 @@ pub async fn install(w: &mut Wiring) -> anyhow::Result<()> {
         lanes: lanes::Lanes::new(transport::LANE_PATIENCE),
         refused,
         updates,
+        poll_lease: Duration::from_millis(w.settings.store.leader_lease_ms),
     });
     w.registry.add_hook(Arc::new(Planner {
         chats: s.chats.clone(),

@@ -33,6 +33,10 @@ pub const SECRET_HEADER: &str = "x-telegram-bot-api-secret-token";
 /// Longest a webhook call waits for its update to be handled before answering anyway (the
 /// handling continues).
 const WEBHOOK_WAIT: Duration = Duration::from_secs(10);
+/// The lease whose holder polls `getUpdates`.
+const POLL_LEASE: &str = "telegram.poll";
+/// The small named value the polling offset is kept in.
+const OFFSET_KEY: &str = "telegram.offset";
 /// How long in-flight updates may finish at shutdown.
 const DRAIN: Duration = Duration::from_secs(5);
 /// Longest an update holds up the later updates of its chat (see [`super::lanes`]).
@@ -144,13 +148,35 @@ impl Telegram {
         {
             return;
         }
-        self.set_health("polling", json!({}));
         let timeout = self.settings.poll_timeout_secs.min(u64::from(u32::MAX)) as u32;
+        // With several replicas on one store, one polls at a time (two pollers make Telegram
+        // answer 409): the holder of the lease, which keeps the offset in the store.
+        let mut leader = self.store.lead(POLL_LEASE, self.poll_lease);
         let mut offset: i32 = 0;
         let mut failures: u32 = 0;
+        let mut starting = true;
         loop {
+            if !leader.is_leading() {
+                self.set_health(
+                    "standby",
+                    json!({ "detail": "another replica polls Telegram" }),
+                );
+                tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    _ = leader.leading() => {}
+                }
+                tracing::info!("telegram: this replica polls now");
+                starting = true;
+            }
+            if starting {
+                starting = false;
+                failures = 0;
+                self.set_health("polling", json!({}));
+                offset = offset.max(self.stored_offset().await);
+            }
             let r = tokio::select! {
                 _ = shutdown.cancelled() => break,
+                _ = leader.lost() => continue,
                 r = self.client.get_updates(offset, timeout) => r,
             };
             match r {
@@ -160,6 +186,7 @@ impl Telegram {
                         tracing::info!("telegram: polling again");
                         self.set_health("polling", json!({}));
                     }
+                    let before = offset;
                     // In order within a chat, concurrently across chats: a toggle and the
                     // Submit after it in one batch must not swap places.
                     for u in updates {
@@ -170,6 +197,9 @@ impl Telegram {
                             self.lanes
                                 .submit(lane_of(&u), async move { this.handle_update(u).await }),
                         );
+                    }
+                    if offset != before {
+                        self.store_offset(offset).await;
                     }
                 }
                 Err(f) => {
@@ -190,6 +220,28 @@ impl Telegram {
             }
         }
         self.lanes.drain(DRAIN).await;
+    }
+
+    /// The offset the last poller got to (kept in the store, so a replica that takes over
+    /// polling does not fetch again what was handled); 0 if none or unreadable.
+    async fn stored_offset(&self) -> i32 {
+        match self.store.get_value(OFFSET_KEY).await {
+            Ok(v) => v.and_then(|v| v.parse().ok()).unwrap_or(0),
+            Err(e) => {
+                tracing::warn!(error = %e, "telegram: could not read the stored update offset");
+                0
+            }
+        }
+    }
+
+    async fn store_offset(&self, offset: i32) {
+        if let Err(e) = self
+            .store
+            .set_value(OFFSET_KEY, Some(offset.to_string()))
+            .await
+        {
+            tracing::warn!(error = %e, "telegram: could not store the update offset; updates may be fetched again (and are ignored as duplicates)");
+        }
     }
 
     async fn register_webhook(&self, shutdown: &CancellationToken) {

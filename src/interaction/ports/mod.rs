@@ -8,19 +8,22 @@
 //!
 //! The contract every backend keeps is written down in [`crate::store`]. A backend implements
 //! each role trait ([`InteractionStore`], [`ChannelStore`], [`OutboxStore`], [`AuditStore`],
-//! [`KvStore`]); [`Store`] is every role at once, implemented for any type that has them all,
+//! [`KvStore`], and [`ClusterStore`] where several processes share it); [`Store`] is every role at once, implemented for any type that has them all,
 //! so the rest of the program holds one `Arc<dyn Store>`.
 
 pub mod audit;
+pub mod lease;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures_util::stream::BoxStream;
 use jiff::Timestamp;
 use serde_json::Value;
 
 use self::audit::{AuditEntry, AuditHead, AuditRecord};
+use self::lease::Leader;
 use super::{Interaction, InteractionId};
 
 /// Why the store could not do what was asked.
@@ -316,6 +319,31 @@ pub struct ChannelMessage {
 /// every interaction ever seen.
 pub const BOUND_VALUE_PREFIX: &str = "bound:";
 
+/// What a store shared by several processes reports about changes any of them committed
+/// (see [`ClusterStore::changes`]). The store is the truth: a change says only where to look.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// Interaction `id` was created or resolved, by any process (this one included).
+    Changed(InteractionId),
+    /// Changes may have been missed (the feed reconnected, or its reader fell behind):
+    /// re-check everything held.
+    MayHaveMissed,
+}
+
+/// A stream of [`Change`]s; it ends only when the store is closed.
+pub type ChangeFeed = BoxStream<'static, Change>;
+
+/// A lifecycle event as a shared store keeps it (see [`ClusterStore::events_after`]).
+#[derive(Clone, Debug)]
+pub struct StoredEvent {
+    /// Its id: every process sees the same, increasing in commit order.
+    pub id: u64,
+    /// What happened.
+    pub kind: super::EventKind,
+    /// The interaction as it was after the event.
+    pub interaction: Arc<Interaction>,
+}
+
 /// Interactions: the conditional writes first-answer-wins rests on, reads and pruning.
 #[async_trait]
 pub trait InteractionStore: Send + Sync + 'static {
@@ -470,15 +498,71 @@ pub trait AuditStore: KvStore {
     async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditEntry>, StoreError>;
 }
 
+/// Several processes on one store: the change feed, the shared lifecycle events and leases.
+/// A store only one process uses keeps every default.
+#[async_trait]
+pub trait ClusterStore: Send + Sync + 'static {
+    /// The changes committed by every process sharing this store, starting now; `None` for
+    /// a store only this process writes (nothing else can change it). Each call starts a
+    /// new feed.
+    fn changes(&self) -> Option<ChangeFeed> {
+        None
+    }
+
+    /// Whether this store keeps the lifecycle events of every process sharing it
+    /// ([`ClusterStore::events_after`]); then those, not the ones this process numbers itself, are
+    /// what its subscribers see.
+    fn keeps_events(&self) -> bool {
+        false
+    }
+
+    /// The kept lifecycle events after id `after`, oldest first, at most `limit`.
+    async fn events_after(
+        &self,
+        _after: u64,
+        _limit: usize,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    /// The id of the newest kept lifecycle event (0 before the first).
+    async fn event_head(&self) -> Result<u64, StoreError> {
+        Ok(0)
+    }
+
+    /// Competes for the lease `name` with the other processes sharing the store, renewing
+    /// it in the background while held; a lease of `lease` is taken over by another process
+    /// within that time after its holder dies. A store only this process uses always leads.
+    fn lead(&self, _name: &str, _lease: Duration) -> Leader {
+        Leader::sole()
+    }
+}
+
 /// Persistence for interactions, channel bookkeeping, the outbox and small server state:
 /// every role at once. Implemented for any type that implements all the role traits.
 pub trait Store:
-    InteractionStore + ChannelStore + OutboxStore + AuditStore + KvStore + Send + Sync + 'static
+    InteractionStore
+    + ChannelStore
+    + OutboxStore
+    + AuditStore
+    + KvStore
+    + ClusterStore
+    + Send
+    + Sync
+    + 'static
 {
 }
 
 impl<T> Store for T where
-    T: InteractionStore + ChannelStore + OutboxStore + AuditStore + KvStore + Send + Sync + 'static
+    T: InteractionStore
+        + ChannelStore
+        + OutboxStore
+        + AuditStore
+        + KvStore
+        + ClusterStore
+        + Send
+        + Sync
+        + 'static
 {
 }
 

@@ -33,15 +33,8 @@ const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// How the listener's connection is named in `pg_stat_activity`.
 pub const APPLICATION_NAME: &str = "imrelay-listener";
 
-/// What the listener reports.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Notification {
-    /// Interaction `id` was created or resolved, by any process (this one included).
-    Changed(InteractionId),
-    /// Notifications may have been missed (the connection was (re)established, or the reader
-    /// fell behind): re-check what is pending.
-    MayHaveMissed,
-}
+/// What the listener reports: the store's [`crate::store::Change`].
+pub use crate::store::Change as Notification;
 
 /// A running listener: a stream of [`Notification`]s that ends only when the listener is
 /// dropped.

@@ -22,11 +22,23 @@ struct Migration {
 
 /// Every migration, oldest first. A new one is a new file and a new line here; applied
 /// migrations are never edited.
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "init",
-    sql: include_str!("migrations/0001_init.sql"),
-}];
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "init",
+        sql: include_str!("migrations/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "events",
+        sql: include_str!("migrations/0002_events.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "leases",
+        sql: include_str!("migrations/0003_leases.sql"),
+    },
+];
 
 /// The version the newest migration brings a database to.
 pub const SCHEMA_VERSION: i32 = MIGRATIONS[MIGRATIONS.len() - 1].version;

@@ -22,6 +22,8 @@
 
 mod audit;
 mod connect;
+mod events;
+mod lease;
 pub mod listener;
 mod migrate;
 mod outbox;
@@ -43,7 +45,7 @@ use super::{
     JobUpdate, ListQuery, OutboxJob, Page, ResolveOutcome, StatusFilter, StoreError, random_secret,
 };
 use crate::audit::{AuditEntry, AuditRecord};
-use crate::interaction::{Interaction, InteractionId, Resolution};
+use crate::interaction::{EventKind, Interaction, InteractionId, Resolution};
 use crate::store::prelude::*;
 
 pub use listener::{Listener, Notification};
@@ -380,6 +382,7 @@ impl InteractionStore for PostgresStore {
             };
         }
         self.apply_effects(&tx, effects, created).await?;
+        events::append(&tx, &self.schema, EventKind::Created, &interaction, created).await?;
         tx.commit().await.map_err(db)?;
         Ok(CreateOutcome::Created)
     }
@@ -414,6 +417,7 @@ impl InteractionStore for PostgresStore {
         .await?;
         if !changed.is_empty() {
             self.apply_effects(&tx, effects, at).await?;
+            events::append(&tx, &self.schema, EventKind::Resolved, &resolved, at).await?;
             tx.commit().await.map_err(db)?;
             return Ok(ResolveOutcome::Resolved);
         }
@@ -510,6 +514,7 @@ impl InteractionStore for PostgresStore {
             &[&cutoff],
         )
         .await?;
+        events::prune(&client, &self.schema, cutoff).await?;
         exec(
             &client,
             &self.sql("DELETE FROM {s}.seen WHERE expires_at <= $1"),
@@ -790,5 +795,41 @@ impl KvStore for PostgresStore {
         )
         .await?;
         Ok(())
+    }
+
+    // --- Several processes on one store.
+}
+
+#[async_trait]
+impl ClusterStore for PostgresStore {
+    fn changes(&self) -> Option<super::ChangeFeed> {
+        Some(Box::pin(self.listen()))
+    }
+
+    fn keeps_events(&self) -> bool {
+        true
+    }
+
+    async fn events_after(
+        &self,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<super::StoredEvent>, StoreError> {
+        let client = self.client().await?;
+        events::after(&client, &self.schema, after, limit).await
+    }
+
+    async fn event_head(&self) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        events::head(&client, &self.schema).await
+    }
+
+    fn lead(&self, name: &str, lease: Duration) -> super::Leader {
+        lease::start(
+            self.target.clone(),
+            self.schema.clone(),
+            name.to_string(),
+            lease,
+        )
     }
 }
