@@ -540,29 +540,14 @@ pub trait ClusterStore: Send + Sync + 'static {
 
 /// Persistence for interactions, channel bookkeeping, the outbox and small server state:
 /// every role at once. Implemented for any type that implements all the role traits.
+/// (Each role trait is `Send + Sync + 'static` already.)
 pub trait Store:
-    InteractionStore
-    + ChannelStore
-    + OutboxStore
-    + AuditStore
-    + KvStore
-    + ClusterStore
-    + Send
-    + Sync
-    + 'static
+    InteractionStore + ChannelStore + OutboxStore + AuditStore + KvStore + ClusterStore
 {
 }
 
 impl<T> Store for T where
-    T: InteractionStore
-        + ChannelStore
-        + OutboxStore
-        + AuditStore
-        + KvStore
-        + ClusterStore
-        + Send
-        + Sync
-        + 'static
+    T: InteractionStore + ChannelStore + OutboxStore + AuditStore + KvStore + ClusterStore
 {
 }
 
