@@ -158,6 +158,61 @@ impl Presentation {
     }
 }
 
+impl Presentation {
+    /// The blocks as plain text, for a surface that shows them in one monospace block
+    /// (Telegram, Feishu, a webhook's `display`): `Label: value` lines, texts indented by
+    /// two spaces, diffs as unified diff lines (`-`, `+`, ` `, `⋯` between distant
+    /// changes), remarks after `! `, and a `… N more lines not shown` line under what was
+    /// cut. Values were already made visible (escapes for control characters); the surface
+    /// still escapes for its own markup.
+    ///
+    /// A presentation that is one text and nothing else (a Bash command) is that text as it
+    /// is, without a label: what a person reads is the command itself.
+    pub fn plain_text(&self) -> String {
+        if let [Block::Text { lines, cut, .. }] = self.blocks.as_slice()
+            && cut.is_empty()
+        {
+            return lines.join("\n");
+        }
+        let mut out: Vec<String> = Vec::new();
+        let cut_line = |out: &mut Vec<String>, cut: &Cut| {
+            if let Some(n) = cut.note() {
+                out.push(format!("  … {n}"));
+            }
+        };
+        for block in &self.blocks {
+            match block {
+                Block::Field { label, value, cut } => {
+                    out.push(format!("{label}: {value}"));
+                    cut_line(&mut out, cut);
+                }
+                Block::Text { label, lines, cut } => {
+                    out.push(format!("{label}:"));
+                    out.extend(lines.iter().map(|l| format!("  {l}")));
+                    cut_line(&mut out, cut);
+                }
+                Block::Diff { label, lines, cut } => {
+                    out.push(format!("{label}:"));
+                    out.extend(lines.iter().map(|l| match l {
+                        DiffLine::Context(t) => format!(" {t}"),
+                        DiffLine::Removed(t) => format!("-{t}"),
+                        DiffLine::Added(t) => format!("+{t}"),
+                        DiffLine::Gap => "⋯".to_string(),
+                    }));
+                    cut_line(&mut out, cut);
+                }
+                Block::Note(n) => out.push(format!("! {n}")),
+            }
+        }
+        out.join("\n")
+    }
+
+    /// Whether it shows a diff (a surface may then highlight it as one).
+    pub fn has_diff(&self) -> bool {
+        self.blocks.iter().any(|b| matches!(b, Block::Diff { .. }))
+    }
+}
+
 /// Longest a summary gets, in characters.
 const SUMMARY_CHARS: usize = 120;
 /// How long a diff may take before it settles for a longer, still correct, diff.

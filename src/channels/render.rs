@@ -2,7 +2,7 @@
 //! context line, times, and tool input pretty-printed within a size budget.
 
 use jiff::Timestamp;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::interaction::{Interaction, Outcome, Resolution};
 
@@ -79,7 +79,7 @@ pub fn format_time(t: Timestamp) -> String {
     t.strftime("%Y-%m-%d %H:%M:%S UTC").to_string()
 }
 
-/// Pretty-printed tool input that fits a budget.
+/// Text cut to fit a budget.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Excerpt {
     /// The (possibly cut) text.
@@ -88,9 +88,9 @@ pub struct Excerpt {
     pub cut: usize,
 }
 
-/// Pretty-prints `input` as JSON, cut to at most `max_chars` characters.
-pub fn pretty_input(input: &Map<String, Value>, max_chars: usize) -> Excerpt {
-    let full = serde_json::to_string_pretty(&Value::Object(input.clone())).unwrap_or_default();
+/// `full`, cut to at most `max_chars` characters.
+pub fn excerpt(full: &str, max_chars: usize) -> Excerpt {
+    let full = full.to_string();
     let total = full.chars().count();
     if total <= max_chars {
         return Excerpt { text: full, cut: 0 };
@@ -210,12 +210,10 @@ mod tests {
 
     #[test]
     fn truncation_reports_what_was_cut() {
-        let mut m = Map::new();
-        m.insert("command".into(), Value::String("x".repeat(100)));
-        let e = pretty_input(&m, 50);
+        let e = excerpt(&"é".repeat(100), 50);
         assert_eq!(e.text.chars().count(), 50);
-        assert!(e.cut > 0);
-        let whole = pretty_input(&m, 10_000);
+        assert_eq!(e.cut, 50);
+        let whole = excerpt(&"x".repeat(100), 10_000);
         assert_eq!(whole.cut, 0);
     }
 

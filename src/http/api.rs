@@ -237,6 +237,79 @@ pub async fn get(
     }
 }
 
+/// `GET /v1/interactions/{id}/display` parameters.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DisplayParams {
+    /// Everything, uncut (`true`), or what a screen or two shows (the default).
+    #[serde(default)]
+    all: bool,
+}
+
+/// `GET /v1/interactions/{id}/display`: the tool call as a person reads it (see
+/// [`present`](crate::channels::present)), for the inbox and other clients that show it.
+pub async fn display(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(params): ApiQuery<DisplayParams>,
+) -> Result<Response, ApiError> {
+    use crate::channels::present::{self, Block, Budget, Cut, DiffLine};
+    let id = path_id(&id)?;
+    let Some(i) = state.registry.get(&id).await? else {
+        return Err(RegistryError::NotFound(id).into());
+    };
+    let budget = if params.all {
+        Budget::ALL
+    } else {
+        Budget::TERMINAL
+    };
+    let shown = present::present(&i.tool_name, &i.input.map(), i.cwd.as_deref(), budget);
+    let cut = |c: &Cut| c.note().map_or(Value::Null, Value::String);
+    let blocks: Vec<Value> = shown
+        .blocks
+        .iter()
+        .map(|b| match b {
+            Block::Field {
+                label,
+                value,
+                cut: c,
+            } => {
+                json!({"type": "field", "label": label, "value": value, "cut": cut(c)})
+            }
+            Block::Text {
+                label,
+                lines,
+                cut: c,
+            } => {
+                json!({"type": "text", "label": label, "lines": lines, "cut": cut(c)})
+            }
+            Block::Diff {
+                label,
+                lines,
+                cut: c,
+            } => {
+                let lines: Vec<Value> = lines
+                    .iter()
+                    .map(|l| match l {
+                        DiffLine::Context(t) => json!({"op": "context", "text": t}),
+                        DiffLine::Removed(t) => json!({"op": "removed", "text": t}),
+                        DiffLine::Added(t) => json!({"op": "added", "text": t}),
+                        DiffLine::Gap => json!({"op": "gap"}),
+                    })
+                    .collect();
+                json!({"type": "diff", "label": label, "lines": lines, "cut": cut(c)})
+            }
+            Block::Note(n) => json!({"type": "note", "text": n}),
+        })
+        .collect();
+    Ok(Json(json!({
+        "summary": shown.summary,
+        "blocks": blocks,
+        "cut": shown.is_cut(),
+    }))
+    .into_response())
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WaitParams {

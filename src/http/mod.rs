@@ -120,6 +120,7 @@ pub fn router(state: AppState, extra: Router, agent_extra: Router<AppState>) -> 
         .route("/v1/interactions/{id}/respond", post(api::respond))
         .route("/v1/events", get(sse::events))
         .route("/v1/audit", get(api::audit))
+        .route("/v1/interactions/{id}/display", get(api::display))
         .route_layer(from_fn_with_state(state.clone(), auth::operator));
     let either = Router::new()
         .route("/v1/interactions/{id}", get(api::get))

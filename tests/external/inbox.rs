@@ -30,6 +30,11 @@ pub fn trials() -> Vec<libtest_mimic::Trial> {
             browser,
             after_a_restart_the_inbox_drops_what_was_answered_meanwhile_and_keeps_what_was_typed,
         ),
+        trial(
+            "inbox::tool_calls_show_as_people_read_them",
+            browser,
+            tool_calls_show_as_people_read_them,
+        ),
     ]
 }
 
@@ -268,7 +273,7 @@ async fn the_inbox_answers_and_follows_answers_given_elsewhere() {
     // Untrusted input is shown as text, never run as markup.
     let shown = b
         .eval(&format!(
-            "{}.querySelector('pre').textContent",
+            "{}.querySelector('details.raw pre').textContent",
             card("pending", "ib-approve")
         ))
         .await;
@@ -529,4 +534,118 @@ async fn after_a_restart_the_inbox_drops_what_was_answered_meanwhile_and_keeps_w
         json!({"Which branch?": "release-2"})
     );
     second.stop().await;
+}
+
+async fn tool_calls_show_as_people_read_them() {
+    let bin = chromium().expect("Chromium (checked before the test)");
+    let app = spawn_app().await;
+    let hostile = "<img src=x onerror=\"window.__xss=1\"> & rm -rf /";
+    app.create_bash("pr-bash", hostile).await;
+    let long: String = (1..=200).map(|n| format!("line {n}\n")).collect();
+    for (id, tool, input) in [
+        (
+            "pr-edit",
+            "Edit",
+            json!({"file_path": "/tmp/<b>x</b>.rs", "old_string": "let a = 1;\nkeep();",
+                   "new_string": "let a = \"<i>2</i>\";\nkeep();"}),
+        ),
+        (
+            "pr-write",
+            "Write",
+            json!({"file_path": "/tmp/notes.txt", "content": long}),
+        ),
+    ] {
+        let (status, body) = app
+            .post(
+                "/v1/interactions",
+                &json!({"id": id, "tool_name": tool, "input": input}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+    let mut b = Browser::launch(&bin).await;
+    b.call("Page.navigate", json!({"url": app.url("/")})).await;
+    give_name(&mut b, "Dana").await;
+    b.until(
+        "every card's tool call",
+        "document.querySelectorAll('#pending .card .display .label').length >= 3",
+    )
+    .await;
+
+    // A command is itself, as text.
+    let bash = card("pending", "pr-bash");
+    assert_eq!(
+        b.eval("[...document.querySelectorAll('#pending .display')].some(d => /(^|\\n)null/.test(d.innerText))")
+            .await,
+        false,
+        "stray text in a tool call"
+    );
+    assert_eq!(
+        b.eval(&format!("{bash}.querySelector('.display pre').textContent"))
+            .await,
+        hostile
+    );
+    // An edit is a diff, its lines marked, its file named; markup in it stays text.
+    let edit = card("pending", "pr-edit");
+    assert_eq!(
+        b.eval(&format!(
+            "[...{edit}.querySelectorAll('pre.diff span')].map(s => s.className + ':' + s.textContent)"
+        ))
+        .await,
+        json!(["removed:-let a = 1;", "added:+let a = \"<i>2</i>\";", "context: keep();"])
+    );
+    assert_eq!(
+        b.eval(&format!(
+            "{edit}.querySelector('.display .field code').textContent"
+        ))
+        .await,
+        "/tmp/<b>x</b>.rs"
+    );
+    // A long write shows its start, says what was cut, and shows all on request.
+    let write = card("pending", "pr-write");
+    let cut = b
+        .eval(&format!(
+            "{write}.querySelector('.display .cut').textContent"
+        ))
+        .await;
+    assert!(
+        cut.as_str().unwrap().contains("more lines not shown"),
+        "{cut}"
+    );
+    assert!(
+        !b.eval(&format!(
+            "{write}.querySelector('.display pre').textContent"
+        ))
+        .await
+        .as_str()
+        .unwrap()
+        .contains("line 200")
+    );
+    b.screenshots("inbox-tool-calls").await;
+    b.eval(&format!(
+        "[...{write}.querySelectorAll('.display button')].find(x => x.textContent === 'Show all').click()"
+    ))
+    .await;
+    b.until(
+        "the whole file",
+        &format!("{write}.querySelector('.display pre').textContent.includes('line 200')"),
+    )
+    .await;
+    // The raw input stays one click away, and nothing hostile ran.
+    assert!(
+        b.eval(&format!(
+            "{edit}.querySelector('details.raw pre').textContent"
+        ))
+        .await
+        .as_str()
+        .unwrap()
+        .contains("old_string")
+    );
+    assert_eq!(
+        b.eval("typeof window.__xss + ':' + document.querySelectorAll('#pending img, #pending b, #pending i').length")
+            .await,
+        "undefined:0"
+    );
+    drop(b);
+    app.stop().await;
 }

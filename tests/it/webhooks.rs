@@ -160,6 +160,11 @@ async fn events_are_signed_and_carry_the_interaction_and_respond_url() {
         "https://imrelay.example.com/v1/webhooks/oncall/respond"
     );
     assert_eq!(e["id"].as_str(), got[0].headers["webhook-id"].to_str().ok());
+    // The tool call as a person reads it, for receivers that show it to one.
+    assert_eq!(
+        e["data"]["display"],
+        json!({"summary": "Run: terraform apply", "text": "terraform apply"})
+    );
 
     app.respond(&id, &json!({"decision": "deny", "by": "ops"}))
         .await;

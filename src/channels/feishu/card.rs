@@ -10,7 +10,8 @@ use serde_json::{Map, Value, json};
 
 use super::crypto::button_tag;
 use super::settings::Locale;
-use crate::channels::render::{self, cut_note, format_time, pretty_input, short};
+use crate::channels::present;
+use crate::channels::render::{self, cut_note, format_time, short};
 use crate::interaction::{
     Interaction, Kind, Outcome, PermissionResult, Question, Resolution, parse_questions,
 };
@@ -112,9 +113,9 @@ fn break_fences(text: &str) -> String {
 }
 
 /// A fenced code block whose content cannot close the fence early.
-fn code_block(text: &str) -> Value {
+fn code_block(text: &str, lang: &str) -> Value {
     let safe = break_fences(text);
-    json!({"tag": "markdown", "content": format!("```json\n{safe}\n```")})
+    json!({"tag": "markdown", "content": format!("```{lang}\n{safe}\n```")})
 }
 
 /// The length of `s` written as a JSON string literal, as serde_json writes it (quotes,
@@ -475,8 +476,22 @@ impl Cards {
     }
 
     fn approval_body(&self, i: &Interaction, budget: Budget, out: &mut Vec<Value>) {
-        let excerpt = pretty_input(&i.input.map(), budget.input);
-        out.push(code_block(&excerpt.text));
+        // The tool call as a person reads it: a command, a diff, a file's first lines.
+        let shown = present::present(
+            &i.tool_name,
+            &i.input.map(),
+            i.cwd.as_deref(),
+            present::Budget::ALL,
+        );
+        let lang = if shown.has_diff() {
+            "diff"
+        } else if i.tool_name == "Bash" {
+            "bash"
+        } else {
+            "text"
+        };
+        let excerpt = render::excerpt(&shown.plain_text(), budget.input);
+        out.push(code_block(&excerpt.text, lang));
         if excerpt.cut > 0 {
             out.push(grey_div(if self.zh() {
                 format!(
@@ -708,6 +723,20 @@ mod tests {
     }
 
     #[test]
+    fn an_edit_shows_as_a_diff_whose_text_cannot_close_the_fence() {
+        let cards = Cards::new(Locale::EnUs, vec![1; 32]);
+        let mut i = approval(
+            json!({"file_path": "/srv/notes.md", "old_string": "old line", "new_string": "new ```line"}),
+        );
+        i.tool_name = "Edit".into();
+        let text = cards.render(&i).to_string();
+        assert!(text.contains("```diff\\nFile: notes.md"), "{text}");
+        assert!(text.contains("\\n-old line"), "{text}");
+        assert!(text.contains("\\n+new ``\u{200b}`line"), "{text}");
+        assert!(!text.contains("old_string"), "{text}");
+    }
+
+    #[test]
     fn huge_inputs_are_cut_to_fit_the_request_limit() {
         let cards = Cards::new(Locale::EnUs, vec![1; 32]);
         // Quotes are escaped twice on the way (4 bytes each), emoji take 4 bytes.
@@ -826,7 +855,10 @@ mod tests {
                 let safe = break_fences(&text);
                 assert!(!safe.contains("```"), "{n}: {text:?} → {safe:?}");
                 assert_eq!(safe.replace('\u{200b}', ""), text, "only spaces are added");
-                let block = code_block(&text)["content"].as_str().unwrap().to_string();
+                let block = code_block(&text, "json")["content"]
+                    .as_str()
+                    .unwrap()
+                    .to_string();
                 assert_eq!(block.matches("```").count(), 2, "{n}: {block:?}");
             }
         }

@@ -11,11 +11,12 @@
 //! splits an escape or a tag, and the deadline (on a prompt) or the outcome (on a final
 //! edit) is always kept.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 use teloxide::types::{InlineKeyboardButton, InlineKeyboardMarkup, User};
 
 use super::callback::{Action, Codec};
 use super::state::{PromptState, ReplyKind};
+use crate::channels::present;
 use crate::channels::render::{
     context_line, cut_note, duration_words, format_time, given_answers, outcome_phrase, short,
 };
@@ -174,27 +175,24 @@ const LEVELS: [Limits; 4] = [
     },
 ];
 
-/// Shows the tool input: a `command` as itself (that is what a person needs to read), any
-/// other input as pretty-printed JSON.
-fn input_text(input: &Map<String, Value>) -> (String, &'static str) {
-    if let Some(Value::String(command)) = input.get("command") {
-        let rest: Map<String, Value> = input
-            .iter()
-            .filter(|(k, _)| k.as_str() != "command" && k.as_str() != "description")
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        let mut text = command.clone();
-        if !rest.is_empty() {
-            text.push_str("\n\n");
-            text.push_str(&serde_json::to_string_pretty(&Value::Object(rest)).unwrap_or_default());
-        }
-        (text, "bash")
+/// Shows the tool call as a person reads it (see [`present`](crate::channels::present)): a
+/// command as itself, an edit as a diff, a file as its path and first lines. Returns the
+/// text and the code block's language.
+fn input_text(i: &Interaction) -> (String, &'static str) {
+    let shown = present::present(
+        &i.tool_name,
+        &i.input.map(),
+        i.cwd.as_deref(),
+        present::Budget::ALL,
+    );
+    let lang = if shown.has_diff() {
+        "diff"
+    } else if i.tool_name == "Bash" {
+        "bash"
     } else {
-        (
-            serde_json::to_string_pretty(&Value::Object(input.clone())).unwrap_or_default(),
-            "json",
-        )
-    }
+        "text"
+    };
+    (shown.plain_text(), lang)
 }
 
 /// The first line: what this is, and whether it still waits for an answer.
@@ -299,7 +297,7 @@ fn with_input(head: &str, input: &str, lang: &str, tail: &str) -> Option<String>
 
 /// The approval text: head, input (cut to what fits), and `tail`.
 fn approval_text(i: &Interaction, tail: &str) -> String {
-    let (input, lang) = input_text(&i.input.map());
+    let (input, lang) = input_text(i);
     LEVELS
         .iter()
         .map(|lim| head(i, lim))
@@ -729,6 +727,48 @@ mod tests {
     }
 
     #[test]
+    fn tool_calls_show_as_people_read_them() {
+        let codec = Codec::new(vec![1; 32]);
+        // An edit is a diff with its file, escaped for Telegram's HTML.
+        let edit = interaction(
+            "Edit",
+            json!({"file_path": "/home/dev/<shop>/src/a.rs", "old_string": "let x = 1;\nkeep();", "new_string": "let x = \"<b>2</b>\";\nkeep();"}),
+        );
+        let p = prompt(&edit, &PromptState::default(), &buttons(&codec));
+        assert!(
+            p.text.contains("<code class=\"language-diff\">"),
+            "{}",
+            p.text
+        );
+        assert!(p.text.contains("File: src/a.rs"), "{}", p.text);
+        assert!(p.text.contains("\n-let x = 1;"), "{}", p.text);
+        assert!(
+            p.text
+                .contains("\n+let x = &quot;&lt;b&gt;2&lt;/b&gt;&quot;;"),
+            "{}",
+            p.text
+        );
+        assert!(!p.text.contains("old_string"), "{}", p.text);
+        // A write is its file and first lines; a command is itself, with no JSON around it.
+        let write = interaction(
+            "Write",
+            json!({"file_path": "/etc/hosts", "content": "127.0.0.1 localhost\n"}),
+        );
+        let p = prompt(&write, &PromptState::default(), &buttons(&codec));
+        assert!(p.text.contains("/etc/hosts"), "{}", p.text);
+        assert!(p.text.contains("127.0.0.1 localhost"), "{}", p.text);
+        assert!(!p.text.contains("\\n"), "no JSON escapes: {}", p.text);
+        let bash = interaction("Bash", json!({"command": "ls -la\ncat x"}));
+        let p = prompt(&bash, &PromptState::default(), &buttons(&codec));
+        assert!(
+            p.text
+                .contains("<code class=\"language-bash\">ls -la\ncat x</code>"),
+            "{}",
+            p.text
+        );
+    }
+
+    #[test]
     fn hostile_approvals_keep_the_deadline_an_exact_cut_count_and_the_outcome() {
         let codec = Codec::new(vec![1; 32]);
         let command = hostile(3000);
@@ -742,14 +782,18 @@ mod tests {
         assert!(units(&p.text) <= MAX_TEXT, "{}", units(&p.text));
         assert!(p.text.contains("⏳ Answer within 5 min"), "{}", p.text);
         assert!(!p.text.contains("&lt;b&gt;") && !p.text.contains("&amp;lt;"));
-        // The count is exact: what is shown plus what was cut is the whole command.
-        let start = p.text.find("<code class=\"language-bash\">").unwrap();
+        // The count is exact: what is shown plus what was cut is the whole tool call as a
+        // person reads it (a tool of unknown name: its input field by field).
+        let full =
+            present::present(&i.tool_name, &i.input.map(), None, present::Budget::ALL).plain_text();
+        assert!(full.starts_with("command: "), "{full}");
+        let start = p.text.find("<code class=\"language-text\">").unwrap();
         let block = &p.text[start..p.text.find("</code>").unwrap()];
         let shown_input = shown(&format!("{block}</code>"));
-        assert!(command.starts_with(&shown_input));
+        assert!(full.starts_with(&shown_input));
         assert_eq!(
             shown_input.chars().count() + cut_count(&p.text),
-            command.chars().count()
+            full.chars().count()
         );
 
         let r = resolved(&resolve(i, &hostile(50), &hostile(2000)));

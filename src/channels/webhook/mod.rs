@@ -30,7 +30,7 @@ use sha2::{Digest, Sha256};
 use super::Wiring;
 use crate::http::api::{RespondBody, outcome_body, path_id};
 use crate::interaction::{
-    Interaction, InteractionId, Lifecycle, Millis, Registry, RegistryError, Responder,
+    Interaction, InteractionId, Kind, Lifecycle, Millis, Registry, RegistryError, Responder,
     ValidationError, Via,
 };
 use crate::outbox::{Delivery, OutboxHandler};
@@ -213,6 +213,14 @@ impl Webhooks {
             resolution: &'a Option<Box<crate::interaction::Resolution>>,
             respond_url: String,
             interaction_url: String,
+            /// An approval's tool call as a person reads it (a command, a diff).
+            #[serde(skip_serializing_if = "Option::is_none")]
+            display: Option<Display>,
+        }
+        #[derive(Serialize)]
+        struct Display {
+            summary: String,
+            text: String,
         }
         let at = match (event, &i.resolution) {
             (WebhookEvent::Resolved, Some(r)) => r.at,
@@ -227,6 +235,18 @@ impl Webhooks {
                 resolution: &i.resolution,
                 respond_url: format!("{}/v1/webhooks/{target}/respond", self.public_url),
                 interaction_url: format!("{}/v1/interactions/{}", self.public_url, i.id),
+                display: (i.kind == Kind::Approval).then(|| {
+                    let shown = crate::channels::present::present(
+                        &i.tool_name,
+                        &i.input.map(),
+                        i.cwd.as_deref(),
+                        crate::channels::present::Budget::ALL,
+                    );
+                    Display {
+                        text: shown.plain_text(),
+                        summary: shown.summary,
+                    }
+                }),
             },
         };
         // Plain data always serializes.

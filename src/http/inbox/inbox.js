@@ -161,9 +161,48 @@ async function respond(card, id, body) {
   }
 }
 
+// The tool call as a person reads it (a command, a diff, a file's first lines), as the
+// server presents it; the raw JSON stays one click away.
+function renderDisplay(box, d, id) {
+  box.replaceChildren();
+  const add = (...nodes) => box.append(...nodes.filter((n) => n != null));
+  const cutNote = (note) => note ? el("p", { class: "cut muted", text: "… " + note }) : null;
+  for (const b of d.blocks || []) {
+    if (b.type === "field") {
+      add(el("p", { class: "field" }, el("span", { class: "label", text: b.label + ": " }), el("code", { text: b.value })), cutNote(b.cut));
+    } else if (b.type === "text") {
+      add(el("p", { class: "label", text: b.label }), el("pre", { text: (b.lines || []).join("\n") }), cutNote(b.cut));
+    } else if (b.type === "diff") {
+      const pre = el("pre", { class: "diff" });
+      for (const l of b.lines || []) {
+        const sign = { removed: "-", added: "+", context: " " }[l.op];
+        pre.append(sign === undefined ? el("span", { class: "gap", text: "⋯" }) : el("span", { class: l.op, text: sign + l.text }));
+      }
+      add(el("p", { class: "label", text: b.label }), pre, cutNote(b.cut));
+    } else if (b.type === "note") {
+      box.append(el("p", { class: "note", text: "⚠ " + b.text }));
+    }
+  }
+  if (d.cut) {
+    box.append(el("button", { type: "button", class: "link", text: "Show all", onclick: () => loadDisplay(box, id, true) }));
+  }
+}
+
+async function loadDisplay(box, id, all) {
+  try {
+    const r = await fetch("/v1/interactions/" + encodeURIComponent(id) + "/display" + (all ? "?all=true" : ""), { headers: authHeaders() });
+    if (!r.ok) return;
+    renderDisplay(box, await r.json(), id);
+  } catch (e) { /* the raw JSON below still shows everything */ }
+}
+
 function approvalBody(card, i) {
   const body = card.querySelector(".body");
-  body.append(el("pre", { text: JSON.stringify(i.input, null, 2) }));
+  const display = el("div", { class: "display" });
+  body.append(display);
+  const raw = el("details", { class: "raw" }, el("summary", { text: "Raw JSON" }), el("pre", { text: JSON.stringify(i.input, null, 2) }));
+  body.append(raw);
+  loadDisplay(display, i.id, false);
   const actions = card.querySelector(".actions");
   const reason = el("input", { type: "text", class: "reason", placeholder: "reason (optional, shown to the agent)", "aria-label": "Reason for denying (optional, shown to the agent)", maxlength: "4096" });
   const editor = el("textarea", { hidden: true, spellcheck: "false", "aria-label": "Tool input to approve, as JSON" });
