@@ -56,6 +56,13 @@ enum ServerCommand {
     Serve,
     /// Validate the configuration and print it, with every secret redacted.
     CheckConfig,
+    /// Check the configuration against the world before relying on it: the store, tokens,
+    /// Telegram, Feishu and webhooks; one line per check, exit 1 if any failed.
+    Doctor {
+        /// Also send a test message to every Telegram chat, Feishu receiver and webhook.
+        #[arg(long)]
+        send_test: bool,
+    },
     /// Exit 0 if the server answers /healthz (for container health checks).
     Healthcheck {
         /// Ask /livez instead: only whether the process serves requests, not whether its
@@ -172,6 +179,15 @@ fn run(
             print_warnings(warnings);
             eprintln!("configuration is valid");
             Ok(ExitCode::SUCCESS)
+        }
+        ServerCommand::Doctor { send_test } => {
+            print_warnings(warnings);
+            let checks = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .context("cannot start the async runtime")?
+                .block_on(imrelay::cli::doctor::run(&settings, send_test));
+            Ok(passed(imrelay::cli::doctor::print(&checks)))
         }
         ServerCommand::Healthcheck { live, url } => {
             let probe = if live {

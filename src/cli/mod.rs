@@ -17,6 +17,7 @@
 pub mod choose;
 pub mod client;
 pub mod commands;
+pub mod doctor;
 pub mod mcp;
 pub mod term;
 pub mod view;

@@ -11,6 +11,7 @@ mod cli;
 mod connections;
 mod contract;
 mod deploy;
+mod doctor;
 mod feishu;
 mod hooks;
 mod mcp;

@@ -1,0 +1,336 @@
+//! `imrelay doctor`: checks a configuration before a person relies on it.
+//!
+//! It reads the same settings as `serve` and tries what `serve` will need: the store opens
+//! and takes writes; tokens are set where the listen address needs them; Telegram's token
+//! works and approvers are set (and, with `--send-test`, each chat receives a test message);
+//! Feishu's app credentials get a token and approvers are set (each receiver gets a test card);
+//! each webhook target answers a signed test event (`--send-test`). One line per check, `✓`
+//! or `✗` with what to do; the exit code says whether everything passed.
+
+use std::fmt;
+
+use serde_json::json;
+
+use crate::channels::feishu::api::OpenApi;
+use crate::channels::telegram::client::Client as TelegramClient;
+use crate::channels::webhook::signature::SigningKey;
+use crate::config::Settings;
+use crate::metrics::Metrics;
+
+/// The outcome of one check.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Check {
+    /// Whether it passed.
+    pub ok: bool,
+    /// What was checked, and what was found.
+    pub what: String,
+    /// What to do about a failure.
+    pub fix: Option<String>,
+}
+
+impl Check {
+    fn pass(what: impl Into<String>) -> Self {
+        Self {
+            ok: true,
+            what: what.into(),
+            fix: None,
+        }
+    }
+
+    fn fail(what: impl Into<String>, fix: impl Into<String>) -> Self {
+        Self {
+            ok: false,
+            what: what.into(),
+            fix: Some(fix.into()),
+        }
+    }
+}
+
+impl fmt::Display for Check {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mark = if self.ok { "✓" } else { "✗" };
+        write!(f, "{mark} {}", self.what)?;
+        if let Some(fix) = &self.fix {
+            write!(f, "\n    → {fix}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Runs every check that applies to `settings`; with `send_test`, sends test messages.
+pub async fn run(settings: &Settings, send_test: bool) -> Vec<Check> {
+    let mut checks = Vec::new();
+    store(settings, &mut checks).await;
+    tokens(settings, &mut checks);
+    if settings.telegram.enabled {
+        telegram(settings, send_test, &mut checks).await;
+    }
+    if settings.feishu.enabled {
+        feishu(settings, send_test, &mut checks).await;
+    }
+    for target in &settings.webhooks {
+        webhook(settings, target, send_test, &mut checks).await;
+    }
+    if !send_test
+        && (settings.telegram.enabled || settings.feishu.enabled || !settings.webhooks.is_empty())
+    {
+        checks.push(Check::pass(
+            "no test messages sent (run `imrelay doctor --send-test` to send one to every chat, receiver and webhook)",
+        ));
+    }
+    checks
+}
+
+async fn store(settings: &Settings, checks: &mut Vec<Check>) {
+    match crate::app::open_store(settings).await {
+        Err(e) => checks.push(Check::fail(
+            format!("store ({}): cannot open it: {e:#}", backend(settings)),
+            "check store.path (SQLite) or store.url (PostgreSQL) and that imrelay may write there",
+        )),
+        Ok(store) => match store.check_writable().await {
+            Ok(()) => checks.push(Check::pass(format!(
+                "store ({}) opens and takes writes",
+                backend(settings)
+            ))),
+            Err(e) => checks.push(Check::fail(
+                format!(
+                    "store ({}) opens but refuses writes: {e}",
+                    backend(settings)
+                ),
+                "free disk space, or give imrelay write access to its data directory",
+            )),
+        },
+    }
+}
+
+/// The store backend's name as configured (`sqlite`, `memory`, `postgres`).
+fn backend(settings: &Settings) -> String {
+    format!("{:?}", settings.store.backend).to_lowercase()
+}
+
+fn tokens(settings: &Settings, checks: &mut Vec<Check>) {
+    let listen = settings.server.listen;
+    let (agent, operator) = (
+        settings.auth.agent_tokens.len(),
+        settings.auth.operator_tokens.len(),
+    );
+    if listen.ip().is_loopback() {
+        checks.push(Check::pass(format!(
+            "listens on {listen}: only this machine can connect ({agent} agent and {operator} operator tokens set)"
+        )));
+    } else if agent > 0 && operator > 0 {
+        checks.push(Check::pass(format!(
+            "listens on {listen} with {agent} agent and {operator} operator tokens"
+        )));
+    } else {
+        checks.push(Check::fail(
+            format!("listens on {listen} without agent and operator tokens"),
+            "set auth.agent_tokens and auth.operator_tokens (e.g. `openssl rand -hex 32`)",
+        ));
+    }
+}
+
+async fn telegram(settings: &Settings, send_test: bool, checks: &mut Vec<Check>) {
+    let s = &settings.telegram;
+    let client = match TelegramClient::new(s, &Metrics::new()) {
+        Ok((client, worker)) => {
+            tokio::spawn(worker);
+            client
+        }
+        Err(e) => {
+            checks.push(Check::fail(
+                format!("Telegram: {e:#}"),
+                "fix telegram.api_url",
+            ));
+            return;
+        }
+    };
+    match client.get_me().await {
+        Ok(me) => checks.push(Check::pass(format!(
+            "Telegram: the bot token works (@{})",
+            me.username()
+        ))),
+        Err(e) => {
+            checks.push(Check::fail(
+                format!("Telegram: getMe failed: {}", e.describe()),
+                format!(
+                    "check telegram.token (from @BotFather) and that {} is reachable",
+                    s.api_url.trim()
+                ),
+            ));
+            return;
+        }
+    }
+    if s.approvers.is_empty() {
+        checks.push(Check::fail(
+            "Telegram: no approvers, so nobody can answer",
+            "add your numeric user id to telegram.approvers (e.g. from @userinfobot)",
+        ));
+    } else {
+        checks.push(Check::pass(format!(
+            "Telegram: {} approver(s)",
+            s.approvers.len()
+        )));
+    }
+    if s.chats.is_empty() {
+        checks.push(Check::fail(
+            "Telegram: no chats to post to",
+            "add a chat id to telegram.chats (your user id for a private chat)",
+        ));
+    }
+    for &chat in &s.chats {
+        if !send_test {
+            continue;
+        }
+        let text = "✅ imrelay doctor: this chat receives imrelay's questions.".to_string();
+        match client.send(chat, text, None, None).await {
+            Ok(_) => checks.push(Check::pass(format!(
+                "Telegram: chat {chat} received a test message"
+            ))),
+            Err(e) => checks.push(Check::fail(
+                format!(
+                    "Telegram: chat {chat} did not take a test message: {}",
+                    e.describe()
+                ),
+                "start a chat with the bot first (send it /start), or add it to the group",
+            )),
+        }
+    }
+}
+
+async fn feishu(settings: &Settings, send_test: bool, checks: &mut Vec<Check>) {
+    let s = &settings.feishu;
+    let api = match OpenApi::new(&s.api_base(), &s.app_id, s.app_secret.clone()) {
+        Ok(api) => api,
+        Err(e) => {
+            checks.push(Check::fail(format!("Feishu: {e}"), "fix feishu.base_url"));
+            return;
+        }
+    };
+    match api.tenant_token().await {
+        Ok(_) => checks.push(Check::pass("Feishu: the app credentials get a token")),
+        Err(e) => {
+            checks.push(Check::fail(
+                format!("Feishu: no token for the app credentials: {e}"),
+                "check feishu.app_id and feishu.app_secret, and feishu.domain (feishu or lark)",
+            ));
+            return;
+        }
+    }
+    if s.approvers.is_empty() {
+        checks.push(Check::fail(
+            "Feishu: no approvers, so nobody can answer",
+            "add your open_id to feishu.approvers",
+        ));
+    } else {
+        checks.push(Check::pass(format!(
+            "Feishu: {} approver(s)",
+            s.approvers.len()
+        )));
+    }
+    if s.receivers.is_empty() {
+        checks.push(Check::fail(
+            "Feishu: no receivers to post to",
+            "add a chat or user to feishu.receivers",
+        ));
+    }
+    for receiver in &s.receivers {
+        if !send_test {
+            continue;
+        }
+        let card = json!({
+            "schema": "2.0",
+            "header": {"title": {"tag": "plain_text", "content": "imrelay doctor"}, "template": "green"},
+            "body": {"elements": [{"tag": "markdown", "content": "✅ This chat receives imrelay's questions."}]},
+        });
+        let uuid = uuid::Uuid::now_v7().to_string();
+        match api.send_card(receiver, &card, &uuid).await {
+            Ok(_) => checks.push(Check::pass(format!(
+                "Feishu: {} received a test card",
+                receiver.address()
+            ))),
+            Err(e) => checks.push(Check::fail(
+                format!(
+                    "Feishu: {} did not take a test card: {e}",
+                    receiver.address()
+                ),
+                "add the app (bot) to that chat, and give it the im:message:send_as_bot permission",
+            )),
+        }
+    }
+}
+
+async fn webhook(
+    settings: &Settings,
+    target: &crate::channels::webhook::WebhookSettings,
+    send_test: bool,
+    checks: &mut Vec<Check>,
+) {
+    let name = &target.name;
+    let key = match SigningKey::parse(target.secret.expose()) {
+        Ok(key) => key,
+        Err(e) => {
+            checks.push(Check::fail(
+                format!("webhook {name}: {e}"),
+                "set its secret to whsec_ followed by base64 of at least 16 random bytes",
+            ));
+            return;
+        }
+    };
+    if !send_test {
+        checks.push(Check::pass(format!(
+            "webhook {name}: {} (not tried)",
+            target.url
+        )));
+        return;
+    }
+    let id = format!("msg_doctor_{}", uuid::Uuid::now_v7().simple());
+    let now = jiff::Timestamp::now();
+    let body = json!({
+        "type": "imrelay.test",
+        "id": id,
+        "timestamp": now.to_string(),
+        "data": {"message": "imrelay doctor: a signed test event", "public_url": settings.server.public_url},
+    })
+    .to_string();
+    let signature = key.sign(&id, now.as_second(), body.as_bytes());
+    let sent = reqwest::Client::new()
+        .post(&target.url)
+        .timeout(std::time::Duration::from_secs(target.timeout_secs.max(1)))
+        .header("content-type", "application/json")
+        .header("webhook-id", &id)
+        .header("webhook-timestamp", now.as_second().to_string())
+        .header("webhook-signature", signature)
+        .body(body)
+        .send()
+        .await;
+    match sent {
+        Ok(r) if r.status().is_success() => checks.push(Check::pass(format!(
+            "webhook {name}: {} answered a signed test event ({})",
+            target.url,
+            r.status()
+        ))),
+        Ok(r) => checks.push(Check::fail(
+            format!("webhook {name}: {} answered {}", target.url, r.status()),
+            "the receiver must answer 2xx to a correctly signed event (check it verifies with this secret)",
+        )),
+        Err(e) => checks.push(Check::fail(
+            format!("webhook {name}: {} unreachable: {e}", target.url),
+            "check the URL and that the receiver is running",
+        )),
+    }
+}
+
+/// Prints the checks, one per line; true when all passed.
+pub fn print(checks: &[Check]) -> bool {
+    for c in checks {
+        println!("{c}");
+    }
+    let failed = checks.iter().filter(|c| !c.ok).count();
+    if failed == 0 {
+        println!("\nall {} checks passed", checks.len());
+    } else {
+        println!("\n{failed} of {} checks failed", checks.len());
+    }
+    failed == 0
+}
