@@ -17,6 +17,7 @@ use std::time::Duration;
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use imrelay::interaction::{Answer, NewInteraction, Registry, RegistryConfig, Responder, Via};
 use imrelay::interaction::{Interaction, InteractionId};
+use imrelay::store::prelude::*;
 use imrelay::store::{
     AuditEntry, AuditQuery, AuditRecord, ChannelMessage, ClaimQuota, ClaimedJob, CreateOutcome,
     Effects, JobUpdate, ListQuery, MemoryStore, OutboxJob, Page, ResolveOutcome, Store, StoreError,
@@ -28,31 +29,41 @@ use serde_json::{Map, Value, json};
 struct NullStore;
 
 #[async_trait::async_trait]
-impl Store for NullStore {
+impl InteractionStore for NullStore {
     async fn create(&self, _: Arc<Interaction>, _: Effects) -> Result<CreateOutcome, StoreError> {
         Ok(CreateOutcome::Created)
     }
+
     async fn resolve(&self, _: Arc<Interaction>, _: Effects) -> Result<ResolveOutcome, StoreError> {
         Ok(ResolveOutcome::Resolved)
     }
+
     async fn get(&self, _: &InteractionId) -> Result<Option<Arc<Interaction>>, StoreError> {
         Ok(None)
     }
+
     async fn list(&self, _: &ListQuery) -> Result<Page, StoreError> {
         Ok(Page {
             interactions: Vec::new(),
             next: None,
         })
     }
+
     async fn pending(&self) -> Result<Vec<Arc<Interaction>>, StoreError> {
         Ok(Vec::new())
     }
+
     async fn prune(&self, _: Timestamp) -> Result<u64, StoreError> {
         Ok(0)
     }
+}
+
+#[async_trait::async_trait]
+impl ChannelStore for NullStore {
     async fn record_message(&self, _: ChannelMessage) -> Result<(), StoreError> {
         Ok(())
     }
+
     async fn messages(
         &self,
         _: &str,
@@ -60,6 +71,7 @@ impl Store for NullStore {
     ) -> Result<Vec<ChannelMessage>, StoreError> {
         Ok(Vec::new())
     }
+
     async fn message(
         &self,
         _: &str,
@@ -68,6 +80,7 @@ impl Store for NullStore {
     ) -> Result<Option<ChannelMessage>, StoreError> {
         Ok(None)
     }
+
     async fn set_message_state(
         &self,
         _: &str,
@@ -77,9 +90,14 @@ impl Store for NullStore {
     ) -> Result<bool, StoreError> {
         Ok(false)
     }
+}
+
+#[async_trait::async_trait]
+impl OutboxStore for NullStore {
     async fn enqueue(&self, _: Vec<OutboxJob>) -> Result<(), StoreError> {
         Ok(())
     }
+
     async fn claim_jobs(
         &self,
         _: Timestamp,
@@ -88,6 +106,7 @@ impl Store for NullStore {
     ) -> Result<Vec<ClaimedJob>, StoreError> {
         Ok(Vec::new())
     }
+
     async fn finish_job(
         &self,
         _: &ClaimedJob,
@@ -96,34 +115,51 @@ impl Store for NullStore {
     ) -> Result<bool, StoreError> {
         Ok(false)
     }
+
     async fn next_job_at(&self, _: &ClaimQuota) -> Result<Option<Timestamp>, StoreError> {
         Ok(None)
     }
+
     async fn job_backlog(&self) -> Result<Vec<(String, u64)>, StoreError> {
         Ok(Vec::new())
     }
+}
+
+#[async_trait::async_trait]
+impl AuditStore for NullStore {
     async fn append_audit(&self, _: Vec<AuditRecord>) -> Result<(), StoreError> {
         Ok(())
     }
+
     async fn audit(&self, _: &AuditQuery) -> Result<Vec<AuditEntry>, StoreError> {
         Ok(Vec::new())
     }
+}
+
+#[async_trait::async_trait]
+impl KvStore for NullStore {
     async fn get_value(&self, _: &str) -> Result<Option<String>, StoreError> {
         Ok(None)
     }
+
     async fn set_value(&self, _: &str, _: Option<String>) -> Result<(), StoreError> {
         Ok(())
     }
+
     async fn secret(&self, _: &str) -> Result<Vec<u8>, StoreError> {
         Ok(vec![0; 32])
     }
+
     async fn first_sighting(&self, _: &str, _: &str, _: Timestamp) -> Result<bool, StoreError> {
         Ok(true)
     }
+
     async fn forget_sighting(&self, _: &str, _: &str) -> Result<(), StoreError> {
         Ok(())
     }
 }
+
+impl ClusterStore for NullStore {}
 
 /// The allocator the imrelay binary uses.
 #[global_allocator]

@@ -9,120 +9,13 @@
 //! leaves no break in the chain, but leaves it ending before the recorded head. A head kept
 //! outside the store (printed by `imrelay audit head`) covers a rewrite of the store's head too.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
-
 use jiff::Timestamp;
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-/// The hash the first entry chains from.
-pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
-
-/// The key of the small named value that holds the chain's head.
-pub const HEAD_KEY: &str = "audit.head";
-
-/// The end of the chain: the last entry's `seq` and hash, written `SEQ:HASH`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AuditHead {
-    /// The last entry's position.
-    pub seq: i64,
-    /// The last entry's hash.
-    pub hash: String,
-}
-
-impl std::fmt::Display for AuditHead {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{}", self.seq, self.hash)
-    }
-}
-
-impl std::str::FromStr for AuditHead {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let bad = || format!("{s:?} is not an audit head (SEQ:HASH, e.g. 42:5b1e...)");
-        let (seq, hash) = s.trim().split_once(':').ok_or_else(bad)?;
-        let seq: i64 = seq.parse().map_err(|_| bad())?;
-        if seq < 1 || hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(bad());
-        }
-        Ok(Self {
-            seq,
-            hash: hash.to_ascii_lowercase(),
-        })
-    }
-}
-
-/// What happened.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Action {
-    /// An agent created an interaction.
-    Created,
-    /// A person answered (allowed, denied, answered a question).
-    Answered,
-    /// An answer attempt was refused (non-approver, bad signature, already resolved, ...).
-    Refused,
-    /// The deadline passed.
-    Expired,
-    /// The agent withdrew it, or imrelay gave it up.
-    Cancelled,
-    /// An outbox delivery was given up.
-    DeliveryFailed,
-}
-
-impl Action {
-    /// The snake_case label.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Action::Created => "created",
-            Action::Answered => "answered",
-            Action::Refused => "refused",
-            Action::Expired => "expired",
-            Action::Cancelled => "cancelled",
-            Action::DeliveryFailed => "delivery_failed",
-        }
-    }
-}
-
-/// One audited event, before it is chained.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AuditRecord {
-    /// When it happened.
-    #[serde(serialize_with = "crate::interaction::millis")]
-    pub at: Timestamp,
-    /// What happened.
-    pub action: Action,
-    /// The interaction concerned, if any.
-    pub interaction_id: Option<String>,
-    /// Who acted (a person, an agent label, `system` for imrelay itself); none for an
-    /// anonymous answer.
-    pub actor: Option<String>,
-    /// Through which channel (`desktop`, `api`, `telegram`, `webhook:<name>`, `system`, ...).
-    pub channel: String,
-    /// The outcome (`allowed`, `denied`, `refused`, ...).
-    pub outcome: String,
-    /// SHA-256 of the interaction's tool name and input as shown to people.
-    pub input_hash: Option<String>,
-    /// Free text: a refusal's reason, a failed delivery's error.
-    pub detail: Option<String>,
-}
-
-/// A chained entry as stored.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AuditEntry {
-    /// Position in the chain, from 1, without gaps.
-    pub seq: i64,
-    /// The event.
-    #[serde(flatten)]
-    pub record: AuditRecord,
-    /// The previous entry's hash ([`GENESIS`] for the first).
-    pub prev_hash: String,
-    /// This entry's hash.
-    pub hash: String,
-}
+pub use crate::interaction::RefusalLimiter;
+pub use crate::interaction::ports::audit::{
+    Action, AuditEntry, AuditHead, AuditRecord, GENESIS, HEAD_KEY,
+};
 
 /// The hash of entry `seq` with content `record`, chained from `prev_hash`.
 ///
@@ -191,6 +84,45 @@ pub fn continuation(last: Option<AuditHead>, head: Option<AuditHead>) -> (i64, S
         Some(head) if head.seq >= last.0 => (head.seq, head.hash),
         _ => last,
     }
+}
+
+/// What appending records to the chain writes: the chained entries and the head to record
+/// with them, in the same transaction.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Append {
+    /// The new entries, in order.
+    pub entries: Vec<AuditEntry>,
+    /// The chain's head after them, to store under [`HEAD_KEY`].
+    pub head: AuditHead,
+}
+
+/// The one rule every backend appends by: `records` chained on from the recorded head
+/// `recorded` (the value stored under [`HEAD_KEY`]) or the `last` stored entry, whichever
+/// [`continuation`] picks. An unreadable recorded head is logged (`audit verify` reports it)
+/// and appending goes on from the last entry. `None` when there is nothing to append.
+pub fn append(
+    last: Option<AuditHead>,
+    recorded: Option<&str>,
+    records: Vec<AuditRecord>,
+) -> Option<Append> {
+    if records.is_empty() {
+        return None;
+    }
+    let head = match recorded.map(str::parse::<AuditHead>).transpose() {
+        Ok(head) => head,
+        Err(e) => {
+            tracing::error!(error = %e, "the audit chain's recorded head is unreadable");
+            None
+        }
+    };
+    let (seq, hash) = continuation(last, head);
+    let entries = chain(seq, &hash, records);
+    let end = entries.last()?;
+    let head = AuditHead {
+        seq: end.seq,
+        hash: end.hash.clone(),
+    };
+    Some(Append { entries, head })
 }
 
 /// Where and how the chain is broken.
@@ -350,74 +282,6 @@ pub fn verify<'a>(entries: impl IntoIterator<Item = &'a AuditEntry>) -> Result<i
     Ok(v.verified())
 }
 
-/// Bounds the audit entries and warnings of refusals that anyone can cause without
-/// credentials (a bad signature, a wrong secret): a token bucket per channel. A refusal
-/// beyond the bucket is counted instead of written, and the count is reported with the next
-/// refusal that is written.
-#[derive(Debug)]
-pub struct RefusalLimiter {
-    burst: u32,
-    refill: Duration,
-    // A std mutex: a map update, never held across an await.
-    buckets: Mutex<HashMap<String, Bucket>>,
-}
-
-#[derive(Debug)]
-struct Bucket {
-    tokens: f64,
-    at: Instant,
-    suppressed: u64,
-}
-
-/// Most channels tracked separately; refusals of further channels share one bucket.
-const MAX_BUCKETS: usize = 256;
-
-impl Default for RefusalLimiter {
-    /// 10 at once, then one every 6 seconds, per channel.
-    fn default() -> Self {
-        Self::new(10, Duration::from_secs(6))
-    }
-}
-
-impl RefusalLimiter {
-    /// `burst` refusals at once per channel, then one per `refill`.
-    pub fn new(burst: u32, refill: Duration) -> Self {
-        Self {
-            burst: burst.max(1),
-            refill: refill.max(Duration::from_millis(1)),
-            buckets: Mutex::new(HashMap::new()),
-        }
-    }
-
-    /// Whether a refusal on `channel` at `now` is written: `Some(n)` with the number of
-    /// refusals suppressed on that channel since the last one written, or `None` (suppressed
-    /// and counted).
-    pub fn admit(&self, channel: &str, now: Instant) -> Option<u64> {
-        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
-        let key = if buckets.len() < MAX_BUCKETS || buckets.contains_key(channel) {
-            channel
-        } else {
-            "(other channels)"
-        };
-        let burst = f64::from(self.burst);
-        let b = buckets.entry(key.to_string()).or_insert(Bucket {
-            tokens: burst,
-            at: now,
-            suppressed: 0,
-        });
-        let gained = now.saturating_duration_since(b.at).as_secs_f64() / self.refill.as_secs_f64();
-        b.tokens = (b.tokens + gained).min(burst);
-        b.at = now.max(b.at);
-        if b.tokens >= 1.0 {
-            b.tokens -= 1.0;
-            Some(std::mem::take(&mut b.suppressed))
-        } else {
-            b.suppressed += 1;
-            None
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -480,39 +344,6 @@ mod tests {
     }
 
     #[test]
-    fn refusals_beyond_the_burst_are_counted_and_reported_with_the_next_one() {
-        let limiter = RefusalLimiter::new(3, Duration::from_secs(10));
-        let t0 = Instant::now();
-        for _ in 0..3 {
-            assert_eq!(limiter.admit("webhook:a", t0), Some(0));
-        }
-        for _ in 0..5 {
-            assert_eq!(limiter.admit("webhook:a", t0), None);
-        }
-        // Another channel has its own bucket.
-        assert_eq!(limiter.admit("telegram", t0), Some(0));
-        // Half a refill: still suppressed; a full one: written, with the count.
-        assert_eq!(
-            limiter.admit("webhook:a", t0 + Duration::from_secs(5)),
-            None
-        );
-        assert_eq!(
-            limiter.admit("webhook:a", t0 + Duration::from_secs(11)),
-            Some(6)
-        );
-        assert_eq!(
-            limiter.admit("webhook:a", t0 + Duration::from_secs(11)),
-            None
-        );
-        // A long quiet spell refills up to the burst, not beyond.
-        let later = t0 + Duration::from_secs(3600);
-        for _ in 0..3 {
-            assert!(limiter.admit("webhook:a", later).is_some());
-        }
-        assert_eq!(limiter.admit("webhook:a", later), None);
-    }
-
-    #[test]
     fn heads_parse_and_verification_notices_a_shortened_chain() {
         let entries = chain(0, GENESIS, (0..4).map(record).collect());
         let head = AuditHead {
@@ -566,6 +397,30 @@ mod tests {
         let mut v = Verifier::expecting(kept);
         assert_eq!(v.check(&rewritten[0]), Ok(()));
         assert_eq!(v.check(&rewritten[1]).unwrap_err().seq, 2);
+    }
+
+    #[test]
+    fn appending_continues_from_the_recorded_head_when_it_is_ahead() {
+        assert_eq!(append(None, None, Vec::new()), None);
+        let first = append(None, None, vec![record(1), record(2)]).unwrap();
+        assert_eq!(first.entries[0].prev_hash, GENESIS);
+        assert_eq!(first.head, entries_head(&first.entries[1]));
+        // The last stored entry was deleted: the next entry follows the recorded head, so the
+        // gap stays visible instead of being papered over.
+        let last = Some(entries_head(&first.entries[0]));
+        let recorded = first.head.to_string();
+        let next = append(last.clone(), Some(&recorded), vec![record(3)]).unwrap();
+        assert_eq!(
+            (next.entries[0].seq, &next.entries[0].prev_hash),
+            (3, &first.head.hash)
+        );
+        // An unreadable recorded head: appending goes on from the last stored entry.
+        let next = append(last, Some("garbage"), vec![record(3)]).unwrap();
+        assert_eq!(
+            (next.entries[0].seq, &next.entries[0].prev_hash),
+            (2, &first.entries[0].hash)
+        );
+        assert_eq!(next.head, entries_head(&next.entries[0]));
     }
 
     fn entries_head(e: &AuditEntry) -> AuditHead {

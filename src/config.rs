@@ -11,15 +11,16 @@
 mod sources;
 
 use std::collections::HashMap;
-use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::SecretString;
 use serde::{Deserialize, Serialize};
 
 use crate::interaction::RegistryConfig;
+pub use crate::settings::Secret;
+pub(crate) use crate::settings::list;
 use crate::store::Synchronous;
 
 /// The compiled-in defaults.
@@ -50,83 +51,6 @@ pub const MIN_TOKEN_CHARS: usize = 16;
 
 /// How to make a good token, for messages about bad ones.
 const MAKE_A_TOKEN: &str = "make one with `openssl rand -hex 32`";
-
-/// Deserializes a list given either as a list (files) or as one comma-separated string (the
-/// environment, where `config` cannot tell a one-item list from a plain value). Spaces around
-/// items are dropped; an empty string is an empty list, but an empty item (`a,,b`, or a value
-/// of spaces alone) is refused rather than silently dropped.
-pub(crate) fn list<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de> + std::str::FromStr,
-    T::Err: fmt::Display,
-{
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum OneOrMany<T> {
-        Many(Vec<T>),
-        Joined(String),
-    }
-    match OneOrMany::<T>::deserialize(d)? {
-        OneOrMany::Many(v) => Ok(v),
-        OneOrMany::Joined(s) if s.is_empty() => Ok(Vec::new()),
-        OneOrMany::Joined(s) => s
-            .split(',')
-            .map(str::trim)
-            .enumerate()
-            .map(|(i, p)| {
-                if p.is_empty() {
-                    return Err(serde::de::Error::custom(format!(
-                        "item {} of this comma-separated list is empty",
-                        i + 1
-                    )));
-                }
-                p.parse::<T>().map_err(serde::de::Error::custom)
-            })
-            .collect(),
-    }
-}
-
-/// A secret configuration value: readable only through [`Secret::expose`].
-#[derive(Clone, Deserialize)]
-#[serde(transparent)]
-pub struct Secret(SecretString);
-
-impl std::str::FromStr for Secret {
-    type Err = std::convert::Infallible;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(Self::new(s))
-    }
-}
-
-impl Secret {
-    /// Wraps a secret.
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(SecretString::from(value.into()))
-    }
-
-    /// The secret value. Never log it.
-    pub fn expose(&self) -> &str {
-        self.0.expose_secret()
-    }
-
-    /// Whether the secret is empty (i.e. not configured).
-    pub fn is_empty(&self) -> bool {
-        self.expose().is_empty()
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("[redacted]")
-    }
-}
-
-impl Serialize for Secret {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(if self.is_empty() { "" } else { "[redacted]" })
-    }
-}
 
 /// All settings.
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -656,18 +580,11 @@ impl Settings {
             )));
         }
         self.feishu.validate().map_err(ConfigError::Invalid)?;
-        let (tg, fs) = (&self.telegram, &self.feishu);
-        if tg.enabled
-            && tg.mode == crate::channels::telegram::Mode::Webhook
-            && fs.enabled
-            && fs.mode == crate::channels::feishu::Mode::Webhook
-            && tg.webhook_path == fs.callback_path
-        {
-            return Err(ConfigError::Invalid(format!(
-                "telegram.webhook_path and feishu.callback_path are both {:?}: give each channel its own path",
-                tg.webhook_path
-            )));
-        }
+        let claims: Vec<_> = [self.telegram.paths(), self.feishu.paths()]
+            .into_iter()
+            .flatten()
+            .collect();
+        crate::settings::check_path_claims(&claims).map_err(ConfigError::Invalid)?;
         Ok(())
     }
 

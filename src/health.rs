@@ -7,6 +7,7 @@ use std::sync::Mutex;
 use serde_json::{Value, json};
 
 use crate::interaction::{Millis, now};
+use crate::sync::LockExt;
 
 /// The latest reported state of each component.
 #[derive(Default)]
@@ -23,14 +24,13 @@ impl Health {
             obj.extend(extra);
         }
         self.components
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .locked()
             .insert(component.to_string(), entry);
     }
 
     /// Every component's state.
     pub fn snapshot(&self) -> Value {
-        let map = self.components.lock().unwrap_or_else(|p| p.into_inner());
+        let map = self.components.locked();
         Value::Object(map.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
     }
 }

@@ -33,8 +33,11 @@ pub mod interaction;
 pub mod mcp;
 pub mod metrics;
 pub mod outbox;
+pub mod settings;
 pub mod store;
+pub mod sync;
 pub mod telemetry;
+pub mod wire;
 
 /// The version, with the git commit it was built from when known.
 pub const VERSION: &str = concat!(

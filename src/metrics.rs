@@ -15,6 +15,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Metric, Registry};
 
 use crate::interaction::{Interaction, Lifecycle, LongPoll, Via};
+use crate::sync::LockExt;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabels {
@@ -177,10 +178,7 @@ impl Metrics {
 
     /// Registers a channel's own metric.
     pub fn register(&self, name: &str, help: &str, metric: impl Metric) {
-        self.registry
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .register(name, help, metric);
+        self.registry.locked().register(name, help, metric);
     }
 
     /// Counts one outbox delivery attempt.
@@ -197,7 +195,7 @@ impl Metrics {
     pub fn encode(&self, pending: usize) -> String {
         self.pending.set(pending as i64);
         let mut out = String::new();
-        let registry = self.registry.lock().unwrap_or_else(|p| p.into_inner());
+        let registry = self.registry.locked();
         if prometheus_client::encoding::text::encode(&mut out, &registry).is_err() {
             tracing::error!("could not encode metrics");
         }

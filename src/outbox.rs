@@ -25,8 +25,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::audit::{Action, AuditRecord};
 use crate::interaction::Lifecycle;
+use crate::interaction::after as add;
 use crate::metrics::Metrics;
 use crate::store::{ClaimQuota, ClaimedJob, JobUpdate, Store};
+use crate::sync::LockExt;
 
 /// How long a claimed job is reserved for one delivery attempt.
 pub const LEASE: Duration = Duration::from_secs(600);
@@ -105,13 +107,6 @@ impl Backoff {
 
 /// The source of "now" for scheduling (replaceable in tests).
 pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
-
-fn add(t: Timestamp, d: Duration) -> Timestamp {
-    jiff::SignedDuration::try_from(d)
-        .ok()
-        .and_then(|d| t.checked_add(d).ok())
-        .unwrap_or(t)
-}
 
 /// The outbox worker. Register handlers, then [`Outbox::run`].
 pub struct Outbox {
@@ -263,7 +258,7 @@ impl Outbox {
     }
 
     fn in_flight(&self) -> std::sync::MutexGuard<'_, HashSet<i64>> {
-        self.in_flight.lock().unwrap_or_else(|p| p.into_inner())
+        self.in_flight.locked()
     }
 
     async fn deliver(&self, job: &ClaimedJob, permit: Option<OwnedSemaphorePermit>) {

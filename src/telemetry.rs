@@ -355,7 +355,7 @@ mod tests {
                 .refused(
                     Some(&InteractionId::parse("toolu_evil").unwrap()),
                     EVIL,
-                    &Via::telegram(),
+                    &Via::new(crate::channels::telegram::CHANNEL),
                     EVIL,
                 )
                 .await;

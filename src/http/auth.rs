@@ -206,7 +206,7 @@ pub async fn any(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Secret;
+    use crate::settings::Secret;
 
     fn auth(agent: &[&str], operator: &[&str]) -> Auth {
         Auth::new(&AuthSettings {

@@ -49,6 +49,7 @@ use crate::interaction::{
 };
 use crate::metrics::Metrics;
 use crate::store::BOUND_VALUE_PREFIX;
+use crate::sync::LockExt;
 
 /// The Claude Code hook calls waiting on each interaction in this process.
 ///
@@ -85,7 +86,7 @@ impl HookCalls {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<InteractionId, Waiting>> {
-        self.waiting.lock().unwrap_or_else(|p| p.into_inner())
+        self.waiting.locked()
     }
 
     /// Registers a call of `event` waiting on `id`, or `None` while `id` is being withdrawn.

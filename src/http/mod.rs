@@ -24,12 +24,12 @@
 
 pub mod api;
 pub mod auth;
-pub mod error;
-pub mod extract;
 pub mod hooks;
 pub mod inbox;
 pub mod server;
 pub mod sse;
+
+pub use crate::wire::{MAX_BODY_BYTES, error, extract};
 
 use std::sync::Arc;
 
@@ -64,9 +64,6 @@ const OWN_PATHS: &[&str] = &[
 pub fn is_own_path(path: &str) -> bool {
     OWN_PATHS.contains(&path) || path == "/v1" || path.starts_with("/v1/")
 }
-
-/// Largest accepted request body.
-pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
 /// State shared by every handler: one reference-counted [`Shared`], so the clones axum makes
 /// for every request (extractor, middleware) cost one atomic increment.

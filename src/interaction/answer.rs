@@ -297,7 +297,7 @@ mod tests {
         let r = resolution_for(
             &i,
             Answer::deny(None),
-            Responder::new("bob", Via::telegram()),
+            Responder::new("bob", Via::new("telegram")),
             now(),
         )
         .unwrap();
@@ -352,7 +352,7 @@ mod tests {
 
     #[test]
     fn the_audit_names_a_stable_identity_while_people_see_the_name() {
-        let r = Responder::new("Alice", Via::telegram()).with_actor_id("tg:12345");
+        let r = Responder::new("Alice", Via::new("telegram")).with_actor_id("tg:12345");
         assert_eq!(r.audit_actor().as_deref(), Some("Alice (tg:12345)"));
         let i = interaction("Bash", json!({"command":"ls"}));
         let res = resolution_for(&i, Answer::allow(), r, now()).unwrap();

@@ -19,6 +19,7 @@ use bytes::Bytes;
 use tokio::sync::watch;
 
 use super::model::{Interaction, InteractionId};
+use crate::sync::LockExt;
 
 /// The replay buffer's default byte budget: 64 MiB.
 pub const DEFAULT_BUFFER_BYTES: usize = 64 * 1024 * 1024;
@@ -157,7 +158,7 @@ struct Shared {
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, Ring> {
         // A panic while holding this lock cannot leave the ring inconsistent.
-        self.ring.lock().unwrap_or_else(|p| p.into_inner())
+        self.ring.locked()
     }
 }
 

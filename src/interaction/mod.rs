@@ -3,7 +3,8 @@
 //!
 //! Nothing here knows about HTTP or about any channel. Channels present interactions and hand
 //! answers back through [`Registry::respond`]; persistence sits behind
-//! [`crate::store::Store`].
+//! [`ports::Store`], implemented by
+//! the backends in `crate::store`.
 //!
 //! # Using the registry from Rust
 //!
@@ -48,7 +49,9 @@
 mod answer;
 mod events;
 mod model;
+pub mod ports;
 mod question;
+mod refusals;
 mod registry;
 mod suggestions;
 
@@ -56,11 +59,12 @@ pub use answer::{Answer, MAX_BY_CHARS, Responder, cancelled, expired, resolution
 pub use events::{Event, EventKind, EventLog, Next, Subscription};
 pub use model::{
     ASK_USER_QUESTION, DigestCache, Input, Interaction, InteractionId, Kind, MAX_ID_LEN, Millis,
-    Outcome, PermissionResult, Resolution, Via, canonical_json, millis, now,
+    Outcome, PermissionResult, Resolution, Via, after, canonical_json, millis, now,
 };
 pub use question::{
     MAX_ANSWER_CHARS, Question, QuestionOption, json_type, normalise_answers, parse_questions,
 };
+pub use refusals::RefusalLimiter;
 pub use registry::{
     Created, Lifecycle, LongPoll, NewInteraction, Registry, RegistryConfig, RegistryError,
 };

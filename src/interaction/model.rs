@@ -164,8 +164,9 @@ impl Outcome {
     }
 }
 
-/// The channel through which an answer arrived: `desktop`, `terminal`, `api`, `telegram`, `feishu`,
-/// `webhook:<name>`, or `system` for expiry and cancellation.
+/// The channel through which an answer arrived: `desktop`, `terminal`, `api`, a channel's own
+/// name (`telegram`, `feishu`), `webhook:<name>`, or `system` for expiry and cancellation. An
+/// open name: the core knows only its own entry points, and each channel names itself.
 #[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Via(Arc<str>);
@@ -187,13 +188,9 @@ impl Via {
     pub fn system() -> Self {
         Self("system".into())
     }
-    /// The Telegram channel.
-    pub fn telegram() -> Self {
-        Self("telegram".into())
-    }
-    /// The Feishu/Lark channel.
-    pub fn feishu() -> Self {
-        Self("feishu".into())
+    /// A channel by its name (each channel owns its name, e.g. `channels::telegram::CHANNEL`).
+    pub fn new(name: &str) -> Self {
+        Self(name.into())
     }
     /// A signed answer from the named webhook integration.
     pub fn webhook(name: &str) -> Self {
@@ -792,6 +789,15 @@ pub fn millis<S: serde::Serializer>(t: &Timestamp, s: S) -> Result<S::Ok, S::Err
 pub fn now() -> Timestamp {
     let ms = Timestamp::now().as_millisecond();
     Timestamp::from_millisecond(ms).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+/// `t + d`, or `t` itself when that is beyond the representable times: for horizons and
+/// expiries, where "never" and "now" are both safe readings of a duration too long to add.
+pub fn after(t: Timestamp, d: std::time::Duration) -> Timestamp {
+    jiff::SignedDuration::try_from(d)
+        .ok()
+        .and_then(|d| t.checked_add(d).ok())
+        .unwrap_or(t)
 }
 
 #[cfg(test)]

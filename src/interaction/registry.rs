@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
 use futures_util::{FutureExt, StreamExt};
@@ -24,12 +24,13 @@ use super::ValidationError;
 use super::answer::{self, Answer, Responder};
 use super::events::{EventKind, EventLog};
 use super::model::{Input, Interaction, InteractionId, Kind, Resolution, now};
-use super::question::parse_questions;
-use crate::audit::{Action, AuditRecord};
-use crate::store::{
+use super::ports::audit::{Action, AuditRecord};
+use super::ports::{
     Change, ChangeFeed, CreateOutcome, Effects, ListQuery, OutboxJob, Page, ResolveOutcome, Store,
     StoreError,
 };
+use super::question::parse_questions;
+use crate::sync::{LockExt, RwLockExt};
 
 /// Longest accepted `tool_name`, in characters.
 const MAX_TOOL_NAME: usize = 200;
@@ -307,8 +308,8 @@ struct Inner {
     /// between the store's commit and the slot's insertion, and only then re-read it.
     untracked_resolutions: AtomicU64,
     /// Bounds what refusals not bound to an interaction write (see [`Registry::refused`]).
-    refusals: crate::audit::RefusalLimiter,
-    /// Whether the store keeps every process's lifecycle events ([`Store::keeps_events`]):
+    refusals: super::RefusalLimiter,
+    /// Whether the store keeps every process's lifecycle events ([`ports::ClusterStore::keeps_events`](super::ports::ClusterStore::keeps_events)):
     /// then `events` is fed from there (by [`Registry::run_changes`]), not by this process.
     shared_events: bool,
     /// How many resolutions of each interaction this process is writing to the store right
@@ -335,11 +336,6 @@ impl std::fmt::Debug for Registry {
             .field("pending", &self.pending_count())
             .finish()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // The protected maps stay consistent even if a holder panicked.
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn check_len(v: &Option<String>, field: &str, max: usize) -> Result<(), ValidationError> {
@@ -465,7 +461,7 @@ impl<'a> Resolving<'a> {
         map: &'a Mutex<HashMap<InteractionId, usize, foldhash::fast::RandomState>>,
         id: &InteractionId,
     ) -> Self {
-        *lock(map).entry(id.clone()).or_default() += 1;
+        *map.locked().entry(id.clone()).or_default() += 1;
         Self {
             map,
             id: Some(id.clone()),
@@ -482,7 +478,7 @@ impl<'a> Resolving<'a> {
         let Some(id) = self.id.take() else {
             return false;
         };
-        let mut map = lock(self.map);
+        let mut map = self.map.locked();
         match map.get_mut(&id) {
             Some(n) if *n > 1 => {
                 *n -= 1;
@@ -517,7 +513,7 @@ impl Registry {
                 hooks: RwLock::new(Vec::new()),
                 untracked_resolutions: AtomicU64::new(0),
                 resolving: Mutex::new(HashMap::default()),
-                refusals: crate::audit::RefusalLimiter::default(),
+                refusals: super::RefusalLimiter::default(),
                 shared_events: store.keeps_events(),
                 applied_event: AtomicU64::new(0),
                 pump_kick: Notify::new(),
@@ -529,21 +525,13 @@ impl Registry {
 
     /// Registers a lifecycle observer (a channel, webhooks, metrics).
     pub fn add_hook(&self, hook: Arc<dyn Lifecycle>) {
-        self.inner
-            .hooks
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(hook);
+        self.inner.hooks.writing().push(hook);
     }
 
     /// Drops every lifecycle hook. Called when the server stops, so hooks that hold the
     /// registry (channels) do not keep each other alive.
     pub fn close(&self) {
-        self.inner
-            .hooks
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .clear();
+        self.inner.hooks.writing().clear();
     }
 
     fn report_long_poll(&self, outcome: LongPoll) {
@@ -553,7 +541,7 @@ impl Registry {
     }
 
     fn hooks(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<dyn Lifecycle>>> {
-        self.inner.hooks.read().unwrap_or_else(|p| p.into_inner())
+        self.inner.hooks.reading()
     }
 
     /// Publishes a lifecycle event this process caused, unless the store keeps the events
@@ -606,13 +594,13 @@ impl Registry {
 
     /// How many interactions this process holds as pending.
     pub fn pending_count(&self) -> usize {
-        lock(&self.inner.slots).len()
+        self.inner.slots.locked().len()
     }
 
     /// How many deadlines are scheduled (equals the pending count once settled; exposed so
     /// tests can check that resolved interactions leave the queue).
     pub fn scheduled_deadlines(&self) -> usize {
-        lock(&self.inner.deadlines).queue.len()
+        self.inner.deadlines.locked().queue.len()
     }
 
     /// The timeout an interaction of `kind` gets when `requested` seconds were asked for.
@@ -686,7 +674,10 @@ impl Registry {
     /// and input. It is durable when this returns.
     pub async fn create(&self, new: NewInteraction) -> Result<Created, RegistryError> {
         let interaction = Arc::new(self.build(new)?);
-        let local = lock(&self.inner.slots)
+        let local = self
+            .inner
+            .slots
+            .locked()
             .get(&interaction.id)
             .map(|s| s.interaction.clone());
         if let Some(existing) = local {
@@ -774,7 +765,7 @@ impl Registry {
     /// Holds a pending interaction in memory and schedules its deadline (once).
     fn track(&self, interaction: Arc<Interaction>) -> Arc<Slot> {
         let (slot, fresh) = {
-            let mut slots = lock(&self.inner.slots);
+            let mut slots = self.inner.slots.locked();
             match slots.get(&interaction.id) {
                 Some(s) => (s.clone(), false),
                 None => {
@@ -815,7 +806,7 @@ impl Registry {
     /// the slots lock, which whoever settles the slot takes before publishing `resolved`, so
     /// `created` always comes first. Returns whether it was published.
     fn announce_created(&self, interaction: &Arc<Interaction>) -> bool {
-        let slots = lock(&self.inner.slots);
+        let slots = self.inner.slots.locked();
         let pending = slots
             .get(&interaction.id)
             .is_some_and(|s| s.resolved.get().is_none());
@@ -843,14 +834,14 @@ impl Registry {
 
     fn schedule(&self, slot: Arc<Slot>, at: Instant) {
         let is_first = {
-            let mut d = lock(&self.inner.deadlines);
+            let mut d = self.inner.deadlines.locked();
             d.seq += 1;
             let key = (at, d.seq);
             let earlier = d
                 .queue
                 .first_key_value()
                 .is_none_or(|(first, _)| key < *first);
-            if let Some(old) = lock(&slot.deadline).replace(key) {
+            if let Some(old) = slot.deadline.locked().replace(key) {
                 d.queue.remove(&old);
             }
             d.queue.insert(key, slot);
@@ -865,7 +856,7 @@ impl Registry {
     /// whether it was pending here.
     fn settle_locally(&self, resolved: &Arc<Interaction>) -> bool {
         let slot = {
-            let mut slots = lock(&self.inner.slots);
+            let mut slots = self.inner.slots.locked();
             let slot = slots.remove(&resolved.id);
             if slot.is_none() {
                 // Under the lock, so a `track` that follows is guaranteed to see the count.
@@ -880,9 +871,9 @@ impl Registry {
                 slot.settle(resolved.clone());
                 // Taken in its own statement: the deadline timer locks the queue before a
                 // slot's key, so holding the key's lock while locking the queue could deadlock.
-                let key = lock(&slot.deadline).take();
+                let key = slot.deadline.locked().take();
                 if let Some(key) = key {
-                    lock(&self.inner.deadlines).queue.remove(&key);
+                    self.inner.deadlines.locked().queue.remove(&key);
                 }
                 true
             }
@@ -903,7 +894,7 @@ impl Registry {
         let latest = self.inner.store.get(id).await?;
         match &latest {
             Some(i) if i.is_pending() => {
-                let held = lock(&self.inner.slots).contains_key(id);
+                let held = self.inner.slots.locked().contains_key(id);
                 if !held {
                     self.track(i.clone());
                     // A resolution seen between the read and `track` found no slot: re-read.
@@ -937,7 +928,7 @@ impl Registry {
         let pending = self.inner.store.pending().await?;
         let mut fresh = Vec::new();
         let stale: Vec<InteractionId> = {
-            let slots = lock(&self.inner.slots);
+            let slots = self.inner.slots.locked();
             let in_store: std::collections::HashSet<&InteractionId> =
                 pending.iter().map(|i| &i.id).collect();
             for i in &pending {
@@ -1091,7 +1082,7 @@ impl Registry {
 
     /// The current state of an interaction.
     pub async fn get(&self, id: &InteractionId) -> Result<Option<Arc<Interaction>>, RegistryError> {
-        let local = lock(&self.inner.slots).get(id).cloned();
+        let local = self.inner.slots.locked().get(id).cloned();
         if let Some(slot) = local {
             return Ok(Some(
                 slot.resolved
@@ -1120,7 +1111,7 @@ impl Registry {
         id: &InteractionId,
         timeout: Duration,
     ) -> Result<Option<Arc<Interaction>>, RegistryError> {
-        let local = lock(&self.inner.slots).get(id).cloned();
+        let local = self.inner.slots.locked().get(id).cloned();
         let slot = match local {
             Some(s) => s,
             None => match self.inner.store.get(id).await? {
@@ -1434,7 +1425,7 @@ impl Registry {
         loop {
             let notified = self.inner.deadline_changed.notified();
             let next = {
-                let mut d = lock(&self.inner.deadlines);
+                let mut d = self.inner.deadlines.locked();
                 let now = Instant::now();
                 let mut due = Vec::new();
                 while let Some(entry) = d.queue.first_entry() {
@@ -1442,7 +1433,7 @@ impl Registry {
                         break;
                     }
                     let slot = entry.remove();
-                    lock(&slot.deadline).take();
+                    slot.deadline.locked().take();
                     due.push(slot);
                 }
                 let next = d.queue.first_key_value().map(|(k, _)| k.0);
@@ -1778,7 +1769,7 @@ mod tests {
 
     impl Lifecycle for LongPolls {
         fn long_poll(&self, outcome: LongPoll) {
-            lock(&self.0).push(outcome);
+            self.0.locked().push(outcome);
         }
     }
 
@@ -1811,7 +1802,7 @@ mod tests {
                 .is_some()
         );
         assert_eq!(
-            *lock(&seen.0),
+            *seen.0.locked(),
             [LongPoll::TimedOut, LongPoll::Woken, LongPoll::Ready]
         );
     }

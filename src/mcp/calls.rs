@@ -11,6 +11,7 @@ use prometheus_client::metrics::gauge::Gauge;
 
 use crate::interaction::InteractionId;
 use crate::metrics::Metrics;
+use crate::sync::LockExt;
 
 /// How many calls wait on each interaction. Entries exist only while a call waits.
 pub struct Calls {
@@ -34,7 +35,7 @@ impl Calls {
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<InteractionId, usize>> {
-        self.waiting.lock().unwrap_or_else(|p| p.into_inner())
+        self.waiting.locked()
     }
 
     /// Registers a call waiting on `id`.

@@ -18,6 +18,7 @@ use super::{
     StoreError,
 };
 use crate::interaction::{Interaction, InteractionId};
+use crate::store::prelude::*;
 
 /// One [`Store`] method.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -109,29 +110,39 @@ impl<I: Interceptor> Intercepted<I> {
 }
 
 #[async_trait]
-impl<I: Interceptor> Store for Intercepted<I> {
+impl<I: Interceptor> InteractionStore for Intercepted<I> {
     async fn create(&self, i: Arc<Interaction>, e: Effects) -> Result<CreateOutcome, StoreError> {
         self.call(Op::Create, self.inner.create(i, e)).await
     }
+
     async fn resolve(&self, i: Arc<Interaction>, e: Effects) -> Result<ResolveOutcome, StoreError> {
         self.call(Op::Resolve, self.inner.resolve(i, e)).await
     }
+
     async fn get(&self, id: &InteractionId) -> Result<Option<Arc<Interaction>>, StoreError> {
         self.call(Op::Get, self.inner.get(id)).await
     }
+
     async fn list(&self, q: &ListQuery) -> Result<Page, StoreError> {
         self.call(Op::List, self.inner.list(q)).await
     }
+
     async fn pending(&self) -> Result<Vec<Arc<Interaction>>, StoreError> {
         self.call(Op::Pending, self.inner.pending()).await
     }
+
     async fn prune(&self, before: Timestamp) -> Result<u64, StoreError> {
         self.call(Op::Prune, self.inner.prune(before)).await
     }
+}
+
+#[async_trait]
+impl<I: Interceptor> ChannelStore for Intercepted<I> {
     async fn record_message(&self, m: ChannelMessage) -> Result<(), StoreError> {
         self.call(Op::RecordMessage, self.inner.record_message(m))
             .await
     }
+
     async fn messages(
         &self,
         channel: &str,
@@ -140,6 +151,7 @@ impl<I: Interceptor> Store for Intercepted<I> {
         self.call(Op::Messages, self.inner.messages(channel, id))
             .await
     }
+
     async fn message(
         &self,
         channel: &str,
@@ -152,6 +164,7 @@ impl<I: Interceptor> Store for Intercepted<I> {
         )
         .await
     }
+
     async fn set_message_state(
         &self,
         channel: &str,
@@ -166,9 +179,14 @@ impl<I: Interceptor> Store for Intercepted<I> {
         )
         .await
     }
+}
+
+#[async_trait]
+impl<I: Interceptor> OutboxStore for Intercepted<I> {
     async fn enqueue(&self, jobs: Vec<OutboxJob>) -> Result<(), StoreError> {
         self.call(Op::Enqueue, self.inner.enqueue(jobs)).await
     }
+
     async fn claim_jobs(
         &self,
         now: Timestamp,
@@ -178,6 +196,7 @@ impl<I: Interceptor> Store for Intercepted<I> {
         self.call(Op::ClaimJobs, self.inner.claim_jobs(now, quota, lease))
             .await
     }
+
     async fn finish_job(
         &self,
         job: &ClaimedJob,
@@ -187,33 +206,48 @@ impl<I: Interceptor> Store for Intercepted<I> {
         self.call(Op::FinishJob, self.inner.finish_job(job, update, audit))
             .await
     }
+
     async fn next_job_at(&self, quota: &ClaimQuota) -> Result<Option<Timestamp>, StoreError> {
         self.call(Op::NextJobAt, self.inner.next_job_at(quota))
             .await
     }
+
     async fn job_backlog(&self) -> Result<Vec<(String, u64)>, StoreError> {
         self.call(Op::JobBacklog, self.inner.job_backlog()).await
     }
+}
+
+#[async_trait]
+impl<I: Interceptor> AuditStore for Intercepted<I> {
     async fn append_audit(&self, records: Vec<AuditRecord>) -> Result<(), StoreError> {
         self.call(Op::AppendAudit, self.inner.append_audit(records))
             .await
     }
+
     async fn audit_head(&self) -> Result<Option<AuditHead>, StoreError> {
         self.call(Op::AuditHead, self.inner.audit_head()).await
     }
+
     async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditEntry>, StoreError> {
         self.call(Op::Audit, self.inner.audit(query)).await
     }
+}
+
+#[async_trait]
+impl<I: Interceptor> KvStore for Intercepted<I> {
     async fn get_value(&self, key: &str) -> Result<Option<String>, StoreError> {
         self.call(Op::GetValue, self.inner.get_value(key)).await
     }
+
     async fn set_value(&self, key: &str, value: Option<String>) -> Result<(), StoreError> {
         self.call(Op::SetValue, self.inner.set_value(key, value))
             .await
     }
+
     async fn secret(&self, name: &str) -> Result<Vec<u8>, StoreError> {
         self.call(Op::Secret, self.inner.secret(name)).await
     }
+
     async fn first_sighting(
         &self,
         scope: &str,
@@ -226,16 +260,28 @@ impl<I: Interceptor> Store for Intercepted<I> {
         )
         .await
     }
+
     async fn forget_sighting(&self, scope: &str, key: &str) -> Result<(), StoreError> {
         self.call(Op::ForgetSighting, self.inner.forget_sighting(scope, key))
             .await
     }
+
+    async fn check_writable(&self) -> Result<(), StoreError> {
+        self.call(Op::CheckWritable, self.inner.check_writable())
+            .await
+    }
+}
+
+#[async_trait]
+impl<I: Interceptor> ClusterStore for Intercepted<I> {
     fn changes(&self) -> Option<super::ChangeFeed> {
         self.inner.changes()
     }
+
     fn keeps_events(&self) -> bool {
         self.inner.keeps_events()
     }
+
     async fn events_after(
         &self,
         after: u64,
@@ -243,15 +289,13 @@ impl<I: Interceptor> Store for Intercepted<I> {
     ) -> Result<Vec<super::StoredEvent>, StoreError> {
         self.inner.events_after(after, limit).await
     }
+
     async fn event_head(&self) -> Result<u64, StoreError> {
         self.inner.event_head().await
     }
+
     fn lead(&self, name: &str, lease: Duration) -> super::Leader {
         self.inner.lead(name, lease)
-    }
-    async fn check_writable(&self) -> Result<(), StoreError> {
-        self.call(Op::CheckWritable, self.inner.check_writable())
-            .await
     }
 }
 

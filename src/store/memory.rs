@@ -11,11 +11,12 @@ use serde_json::Value;
 
 use super::{
     AuditQuery, BOUND_VALUE_PREFIX, ChannelMessage, ClaimQuota, ClaimedJob, CreateOutcome, Effects,
-    JobUpdate, ListQuery, OutboxJob, Page, ResolveOutcome, StatusFilter, Store, StoreError,
-    random_secret,
+    JobUpdate, ListQuery, OutboxJob, Page, ResolveOutcome, StatusFilter, StoreError, random_secret,
 };
 use crate::audit::{self, AuditEntry, AuditRecord};
 use crate::interaction::{Interaction, InteractionId};
+use crate::store::prelude::*;
+use crate::sync::LockExt;
 
 type OrderKey = (i64, InteractionId);
 type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
@@ -63,24 +64,17 @@ impl State {
     }
 
     fn append_audit(&mut self, records: Vec<AuditRecord>) {
-        if records.is_empty() {
+        let last = self.audit.last().map(|e| audit::AuditHead {
+            seq: e.seq,
+            hash: e.hash.clone(),
+        });
+        let recorded = self.values.get(audit::HEAD_KEY).map(String::as_str);
+        let Some(appended) = audit::append(last, recorded, records) else {
             return;
-        }
-        let (seq, hash) = self
-            .audit
-            .last()
-            .map(|e| (e.seq, e.hash.clone()))
-            .unwrap_or((0, audit::GENESIS.to_string()));
-        let entries = audit::chain(seq, &hash, records);
-        if let Some(last) = entries.last() {
-            let head = audit::AuditHead {
-                seq: last.seq,
-                hash: last.hash.clone(),
-            };
-            self.values
-                .insert(audit::HEAD_KEY.to_string(), head.to_string());
-        }
-        self.audit.extend(entries);
+        };
+        self.values
+            .insert(audit::HEAD_KEY.to_string(), appended.head.to_string());
+        self.audit.extend(appended.entries);
     }
 
     fn enqueue(&mut self, jobs: Vec<OutboxJob>) {
@@ -122,7 +116,7 @@ impl MemoryStore {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.locked()
     }
 }
 
@@ -131,7 +125,7 @@ fn key(i: &Interaction) -> OrderKey {
 }
 
 #[async_trait]
-impl Store for MemoryStore {
+impl InteractionStore for MemoryStore {
     async fn create(
         &self,
         interaction: Arc<Interaction>,
@@ -249,7 +243,10 @@ impl Store for MemoryStore {
         });
         Ok(doomed.len() as u64)
     }
+}
 
+#[async_trait]
+impl ChannelStore for MemoryStore {
     async fn record_message(&self, message: ChannelMessage) -> Result<(), StoreError> {
         let k = (
             message.channel.clone(),
@@ -310,7 +307,10 @@ impl Store for MemoryStore {
             None => Ok(false),
         }
     }
+}
 
+#[async_trait]
+impl OutboxStore for MemoryStore {
     async fn enqueue(&self, jobs: Vec<OutboxJob>) -> Result<(), StoreError> {
         self.lock().enqueue(jobs);
         Ok(())
@@ -405,7 +405,10 @@ impl Store for MemoryStore {
         v.sort();
         Ok(v)
     }
+}
 
+#[async_trait]
+impl AuditStore for MemoryStore {
     async fn append_audit(&self, records: Vec<AuditRecord>) -> Result<(), StoreError> {
         self.lock().append_audit(records);
         Ok(())
@@ -422,7 +425,10 @@ impl Store for MemoryStore {
             .cloned()
             .collect())
     }
+}
 
+#[async_trait]
+impl KvStore for MemoryStore {
     async fn get_value(&self, key: &str) -> Result<Option<String>, StoreError> {
         Ok(self.lock().values.get(key).cloned())
     }
@@ -474,3 +480,6 @@ impl Store for MemoryStore {
         Ok(())
     }
 }
+
+/// Only this process writes it: no change feed, its own events, always the leader.
+impl ClusterStore for MemoryStore {}

@@ -25,11 +25,12 @@ use tokio::sync::oneshot;
 
 use super::{
     AuditQuery, BOUND_VALUE_PREFIX, ChannelMessage, ClaimQuota, ClaimedJob, CreateOutcome, Effects,
-    JobUpdate, ListQuery, OutboxJob, Page, ResolveOutcome, StatusFilter, Store, StoreError,
-    random_secret,
+    JobUpdate, ListQuery, OutboxJob, Page, ResolveOutcome, StatusFilter, StoreError, random_secret,
 };
 use crate::audit::{self, Action, AuditEntry, AuditHead, AuditRecord};
 use crate::interaction::{Interaction, InteractionId, Resolution};
+use crate::store::prelude::*;
+use crate::sync::LockExt;
 
 /// SQLite's `synchronous` setting: how hard a commit pushes data to the disk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize, Default)]
@@ -400,7 +401,7 @@ fn run_writer(
         let changes = conn.total_changes();
         let commit = write_batch(&mut conn, &mut batch);
         if commit.is_ok() && conn.total_changes() > changes {
-            *last.lock().unwrap_or_else(|p| p.into_inner()) = Some(std::time::Instant::now());
+            *last.locked() = Some(std::time::Instant::now());
             if let Some(nudge) = &checkpoints {
                 // Full means a nudge is already waiting: nothing to add.
                 let _ = nudge.try_send(());
@@ -551,16 +552,19 @@ fn insert_jobs(conn: &Connection, jobs: &[EncodedJob], now: i64) -> rusqlite::Re
 }
 
 /// The chain head recorded in `kv`, if any.
+fn recorded_head_value(conn: &Connection) -> Result<Option<String>, StoreError> {
+    conn.cached_row(
+        "SELECT value FROM kv WHERE key = ?1",
+        [audit::HEAD_KEY],
+        |r| r.get(0),
+    )
+    .optional()
+    .map_err(unavailable)
+}
+
 fn recorded_head(conn: &Connection) -> Result<Option<AuditHead>, StoreError> {
-    let v: Option<String> = conn
-        .cached_row(
-            "SELECT value FROM kv WHERE key = ?1",
-            [audit::HEAD_KEY],
-            |r| r.get(0),
-        )
-        .optional()
-        .map_err(unavailable)?;
-    v.map(|v| v.parse().map_err(StoreError::Corrupt))
+    recorded_head_value(conn)?
+        .map(|v| v.parse().map_err(StoreError::Corrupt))
         .transpose()
 }
 
@@ -581,24 +585,17 @@ fn append_audit_in(conn: &Connection, records: Vec<AuditRecord>) -> Result<(), S
         )
         .optional()
         .map_err(unavailable)?;
-    let head = match recorded_head(conn) {
-        Ok(head) => head,
-        Err(StoreError::Corrupt(e)) => {
-            // `audit verify` reports it; appending goes on from the last entry.
-            tracing::error!(error = %e, "the audit chain's recorded head is unreadable");
-            None
-        }
-        Err(e) => return Err(e),
+    let recorded = recorded_head_value(conn)?;
+    let Some(appended) = audit::append(last, recorded.as_deref(), records) else {
+        return Ok(());
     };
-    let (seq, hash) = audit::continuation(last, head);
     let mut stmt = conn
         .prepare_cached(
             "INSERT INTO audit (seq, at, action, interaction_id, actor, channel, outcome, input_hash, detail, prev_hash, hash)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
         )
         .map_err(unavailable)?;
-    let entries = audit::chain(seq, &hash, records);
-    for e in &entries {
+    for e in &appended.entries {
         let r = &e.record;
         stmt.execute(params![
             e.seq,
@@ -615,18 +612,12 @@ fn append_audit_in(conn: &Connection, records: Vec<AuditRecord>) -> Result<(), S
         ])
         .map_err(unavailable)?;
     }
-    if let Some(last) = entries.last() {
-        let head = AuditHead {
-            seq: last.seq,
-            hash: last.hash.clone(),
-        };
-        conn.prepare_cached(
-            "INSERT INTO kv (key, value) VALUES (?1, ?2)
-             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-        )
-        .and_then(|mut s| s.execute(params![audit::HEAD_KEY, head.to_string()]))
-        .map_err(unavailable)?;
-    }
+    conn.prepare_cached(
+        "INSERT INTO kv (key, value) VALUES (?1, ?2)
+         ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+    )
+    .and_then(|mut s| s.execute(params![audit::HEAD_KEY, appended.head.to_string()]))
+    .map_err(unavailable)?;
     Ok(())
 }
 
@@ -943,14 +934,14 @@ impl SqliteStore {
         let path = self.path.clone();
         let frozen = self.frozen;
         tokio::task::spawn_blocking(move || {
-            let conn = pool.lock().unwrap_or_else(|p| p.into_inner()).pop();
+            let conn = pool.locked().pop();
             let conn = match conn {
                 Some(c) => c,
                 None if frozen => open_frozen_connection(&path).map_err(unavailable)?,
                 None => open_read_connection(&path).map_err(unavailable)?,
             };
             let out = f(&conn);
-            let mut pool = pool.lock().unwrap_or_else(|p| p.into_inner());
+            let mut pool = pool.locked();
             if pool.len() < READERS {
                 pool.push(conn);
             }
@@ -962,7 +953,7 @@ impl SqliteStore {
 }
 
 #[async_trait]
-impl Store for SqliteStore {
+impl InteractionStore for SqliteStore {
     async fn create(
         &self,
         interaction: Arc<Interaction>,
@@ -1166,7 +1157,10 @@ impl Store for SqliteStore {
         .await?;
         Ok(total)
     }
+}
 
+#[async_trait]
+impl ChannelStore for SqliteStore {
     async fn record_message(&self, m: ChannelMessage) -> Result<(), StoreError> {
         let state = m.state.as_ref().map(|s| s.to_string());
         self.write(move |conn| {
@@ -1298,7 +1292,10 @@ impl Store for SqliteStore {
         })
         .await
     }
+}
 
+#[async_trait]
+impl OutboxStore for SqliteStore {
     async fn enqueue(&self, jobs: Vec<OutboxJob>) -> Result<(), StoreError> {
         let jobs = encode_jobs(jobs);
         let now = ms(Timestamp::now());
@@ -1463,7 +1460,10 @@ impl Store for SqliteStore {
         })
         .await
     }
+}
 
+#[async_trait]
+impl AuditStore for SqliteStore {
     async fn append_audit(&self, records: Vec<AuditRecord>) -> Result<(), StoreError> {
         self.write(move |conn| append_audit_in(conn, records)).await
     }
@@ -1472,7 +1472,10 @@ impl Store for SqliteStore {
         let q = query.clone();
         self.read(move |conn| read_audit(conn, &q)).await
     }
+}
 
+#[async_trait]
+impl KvStore for SqliteStore {
     async fn get_value(&self, key: &str) -> Result<Option<String>, StoreError> {
         let key = key.to_string();
         self.read(move |conn| {
@@ -1561,8 +1564,7 @@ impl Store for SqliteStore {
         // A change committed a moment ago says it all; otherwise a small probe write.
         let recent = self
             .last_write
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .locked()
             .is_some_and(|at| at.elapsed() < WRITE_FRESH);
         if recent {
             return Ok(());
@@ -1571,6 +1573,9 @@ impl Store for SqliteStore {
             .await
     }
 }
+
+/// Only this process writes it: no change feed, its own events, always the leader.
+impl ClusterStore for SqliteStore {}
 
 fn parse_state(s: Option<String>) -> Result<Option<Value>, StoreError> {
     match s {

@@ -13,6 +13,7 @@ use imrelay::audit::{self, Action, AuditRecord};
 use imrelay::config::Backend;
 use imrelay::interaction::{Interaction, InteractionId};
 use imrelay::store::postgres::{Notification, SCHEMA_VERSION};
+use imrelay::store::prelude::*;
 use imrelay::store::{
     AuditQuery, ClaimQuota, CreateOutcome, Effects, PostgresOptions, PostgresStore, ResolveOutcome,
     Store, StoreError,

@@ -458,7 +458,8 @@ async fn one_event_stream_for_the_cluster_resumes_on_another_replica(schema: Str
 }
 
 async fn a_lease_has_one_holder_and_passes_on_when_it_dies(schema: String) {
-    use imrelay::store::{PostgresStore, Store};
+    use imrelay::store::PostgresStore;
+    use imrelay::store::prelude::*;
     let open = || async {
         PostgresStore::connect(&imrelay::store::PostgresOptions {
             schema: schema.clone(),

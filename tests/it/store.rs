@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use imrelay::config::Backend;
 use imrelay::interaction::{InteractionId, Registry, RegistryConfig};
 use imrelay::store::intercept::{Intercepted, Interceptor, Op};
+use imrelay::store::prelude::*;
 use imrelay::store::{
     MemoryStore, PostgresOptions, PostgresStore, SqliteStore, Store, StoreError, Synchronous,
 };

@@ -821,7 +821,7 @@ async fn fake_relay() -> (
     let won = pending.resolved(Resolution {
         outcome: Outcome::Allowed,
         by: Some("bob".into()),
-        via: Via::telegram(),
+        via: Via::new(imrelay::channels::telegram::CHANNEL),
         at: now,
         result: PermissionResult::Allow {
             updated_input: input.into(),

@@ -16,7 +16,8 @@ use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
 use super::settings::Receiver;
-use crate::config::Secret;
+use crate::settings::Secret;
+use crate::sync::LockExt;
 
 /// How long before its expiry a token is replaced.
 pub const TOKEN_MARGIN: Duration = Duration::from_secs(300);
@@ -224,7 +225,7 @@ impl OpenApi {
     }
 
     fn cached(&self) -> std::sync::MutexGuard<'_, Option<Cached>> {
-        self.token.lock().unwrap_or_else(|p| p.into_inner())
+        self.token.locked()
     }
 
     /// A valid tenant access token, from the cache or freshly fetched.

@@ -27,13 +27,14 @@ use tokio::sync::watch;
 use super::card::{self, Action, Cards, Text, other_field, select_field};
 use super::crypto;
 use super::settings::FeishuSettings;
-use crate::http::error::ApiError;
-use crate::http::extract::ApiBytes;
 use crate::interaction::{
     Answer, Interaction, InteractionId, Kind, Outcome, Question, Registry, RegistryError,
     Responder, Via, parse_questions,
 };
 use crate::store::Store;
+use crate::sync::LockExt;
+use crate::wire::error::ApiError;
+use crate::wire::extract::ApiBytes;
 
 /// The event type of a card click.
 pub const CARD_ACTION: &str = "card.action.trigger";
@@ -197,7 +198,7 @@ impl Callbacks {
     fn running(
         &self,
     ) -> std::sync::MutexGuard<'_, HashMap<String, watch::Receiver<Option<Value>>>> {
-        self.running.lock().unwrap_or_else(|p| p.into_inner())
+        self.running.locked()
     }
 
     /// Records the event id, then handles the click.
@@ -248,7 +249,7 @@ impl Callbacks {
             "unknown"
         };
         let action = &event["action"];
-        let via = Via::feishu();
+        let via = Via::new(super::outbox::CHANNEL);
 
         let Some((id, created, what)) = self.verify_value(&action["value"]) else {
             // The id in forged data proves nothing: the refusal is not bound to it (so the
@@ -505,7 +506,7 @@ impl Callbacks {
 /// click being delivered again is the one that resolved it.
 fn answered_by(i: &Interaction, by: &str, what: Action) -> bool {
     i.resolution.as_ref().is_some_and(|r| {
-        r.via == Via::feishu()
+        r.via == Via::new(super::outbox::CHANNEL)
             && r.by.as_deref() == Some(by)
             && matches!(
                 (what, r.outcome),
@@ -574,7 +575,7 @@ fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
 impl Webhook {
     async fn refuse(&self, reason: &str) -> ApiError {
         self.registry
-            .refused(None, "unknown", &Via::feishu(), reason)
+            .refused(None, "unknown", &Via::new(super::outbox::CHANNEL), reason)
             .await;
         ApiError::unauthorized(format!("feishu callback refused: {reason}"))
     }

@@ -163,16 +163,15 @@ impl Budget {
     /// first, then option descriptions (down to none), then question texts, then the rest.
     fn shrink(self, kind: Kind) -> Option<Budget> {
         let mut b = self;
-        if kind == Kind::Approval && b.input > 200 {
-            b.input /= 2;
-        } else if kind == Kind::Question && b.option > 0 {
-            b.option = if b.option > 40 { b.option / 2 } else { 0 };
-        } else if kind == Kind::Question && b.question > 60 {
-            b.question = (b.question / 2).max(60);
-        } else if b.text > 100 {
-            b.text = (b.text / 2).max(100);
-        } else {
-            return None;
+        // Every kind is named, so a new one must choose what it gives up first.
+        match kind {
+            Kind::Approval if b.input > 200 => b.input /= 2,
+            Kind::Question if b.option > 0 => {
+                b.option = if b.option > 40 { b.option / 2 } else { 0 };
+            }
+            Kind::Question if b.question > 60 => b.question = (b.question / 2).max(60),
+            Kind::Approval | Kind::Question if b.text > 100 => b.text = (b.text / 2).max(100),
+            Kind::Approval | Kind::Question => return None,
         }
         Some(b)
     }
@@ -809,7 +808,7 @@ mod tests {
         answered.resolution = Some(Box::new(Resolution {
             outcome: Outcome::Answered,
             by: Some("ou_1".into()),
-            via: crate::interaction::Via::feishu(),
+            via: crate::interaction::Via::new(crate::channels::feishu::outbox::CHANNEL),
             at: now(),
             result: PermissionResult::Deny {
                 message: "\"".repeat(5000),

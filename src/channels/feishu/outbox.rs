@@ -22,6 +22,7 @@ use crate::health::Health;
 use crate::interaction::{Interaction, Lifecycle};
 use crate::outbox::{Delivery, OutboxHandler};
 use crate::store::{ChannelMessage, ClaimedJob, OutboxJob, Store};
+use crate::sync::LockExt;
 
 /// The outbox channel name.
 pub const CHANNEL: &str = "feishu";
@@ -42,7 +43,7 @@ impl Lifecycle for Planner {
     fn plan_created(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
         for r in &self.receivers {
             jobs.push(OutboxJob {
-                key: format!("feishu:send:{}:{}", i.incarnation(), r.address()),
+                key: OutboxJob::key_for(CHANNEL, "send", i, &[&r.address()]),
                 channel: CHANNEL.into(),
                 kind: "send".into(),
                 interaction_id: Some(i.id.clone()),
@@ -64,7 +65,7 @@ impl Lifecycle for Planner {
             .map(|r| r.at)
             .unwrap_or_else(Timestamp::now);
         jobs.push(OutboxJob {
-            key: format!("feishu:update:{}", i.incarnation()),
+            key: OutboxJob::key_for(CHANNEL, "update", i, &[]),
             channel: CHANNEL.into(),
             kind: "update".into(),
             interaction_id: Some(i.id.clone()),
@@ -86,7 +87,7 @@ pub struct Pacer {
 
 impl Pacer {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
-        self.next.lock().unwrap_or_else(|p| p.into_inner())
+        self.next.locked()
     }
 
     /// Waits for this chat's next free slot.

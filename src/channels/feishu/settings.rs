@@ -6,7 +6,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::Secret;
+use crate::settings::{PathClaim, Secret};
 
 /// Which open platform the app lives on: Feishu (China) or Lark (international).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
@@ -165,10 +165,10 @@ pub struct FeishuSettings {
     /// The Encrypt Key of the app's event and callback settings (empty: no encryption).
     pub encrypt_key: Secret,
     /// Where cards are posted.
-    #[serde(deserialize_with = "crate::config::list")]
+    #[serde(deserialize_with = "crate::settings::list")]
     pub receivers: Vec<Receiver>,
     /// Who may answer: open_ids or user_ids. Empty: nobody.
-    #[serde(deserialize_with = "crate::config::list")]
+    #[serde(deserialize_with = "crate::settings::list")]
     pub approvers: Vec<String>,
     /// The language of card text.
     pub locale: Locale,
@@ -205,6 +205,16 @@ impl Default for FeishuSettings {
 }
 
 impl FeishuSettings {
+    /// The paths on this server the channel serves as configured: its callback path, when
+    /// enabled in webhook mode.
+    pub fn paths(&self) -> Vec<PathClaim> {
+        if self.enabled && self.mode == Mode::Webhook {
+            vec![PathClaim::new("feishu.callback_path", &self.callback_path)]
+        } else {
+            Vec::new()
+        }
+    }
+
     /// The effective OpenAPI base URL, without a trailing slash.
     pub fn api_base(&self) -> String {
         let url = self.base_url.trim().trim_end_matches('/');

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::Secret;
+use crate::settings::{PathClaim, Secret};
 
 /// How updates (taps, replies, commands) reach imrelay.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
@@ -23,10 +23,10 @@ pub struct TelegramSettings {
     /// The bot token from BotFather.
     pub token: Secret,
     /// Chats (private chats, groups) where prompts are posted.
-    #[serde(deserialize_with = "crate::config::list")]
+    #[serde(deserialize_with = "crate::settings::list")]
     pub chats: Vec<i64>,
     /// Telegram user ids allowed to answer. Empty: nobody can answer from Telegram.
-    #[serde(deserialize_with = "crate::config::list")]
+    #[serde(deserialize_with = "crate::settings::list")]
     pub approvers: Vec<u64>,
     /// Polling (default) or webhook.
     pub mode: Mode,
@@ -78,6 +78,16 @@ fn https_url(url: &str) -> bool {
 }
 
 impl TelegramSettings {
+    /// The paths on this server the channel serves as configured: its webhook path, when
+    /// enabled in webhook mode.
+    pub fn paths(&self) -> Vec<PathClaim> {
+        if self.enabled && self.mode == Mode::Webhook {
+            vec![PathClaim::new("telegram.webhook_path", &self.webhook_path)]
+        } else {
+            Vec::new()
+        }
+    }
+
     /// Checks the settings; an error names the offending key. Nothing is checked when the
     /// channel is disabled.
     pub fn validate(&self) -> Result<(), String> {

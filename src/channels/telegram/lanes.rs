@@ -14,6 +14,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use crate::sync::LockExt;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::task::TaskTracker;
 
@@ -40,7 +41,7 @@ struct Shared {
 
 impl Shared {
     fn lanes(&self) -> MutexGuard<'_, HashMap<i64, Lane>> {
-        self.lanes.lock().unwrap_or_else(|p| p.into_inner())
+        self.lanes.locked()
     }
 }
 

@@ -45,8 +45,10 @@ use self::callback::Codec;
 use self::client::Client;
 use super::Wiring;
 use crate::health::Health;
+use crate::interaction::after;
 use crate::interaction::{Interaction, InteractionId, Lifecycle, Registry, Responder, Via};
 use crate::store::{ChannelMessage, OutboxJob, Store, StoreError};
+use crate::sync::LockExt;
 
 /// The channel's name in the outbox, the store and `/healthz`.
 pub const CHANNEL: &str = "telegram";
@@ -64,19 +66,12 @@ struct Planner {
     retention: Duration,
 }
 
-fn after(t: Timestamp, d: Duration) -> Timestamp {
-    jiff::SignedDuration::try_from(d)
-        .ok()
-        .and_then(|d| t.checked_add(d).ok())
-        .unwrap_or(t)
-}
-
 /// The job that posts interaction `i` to `chat`; `nonce` distinguishes a re-post.
 pub(crate) fn post_job(i: &Interaction, chat: i64, nonce: Option<&str>) -> OutboxJob {
-    let subject = i.incarnation();
+    let chat_s = chat.to_string();
     let key = match nonce {
-        None => format!("{CHANNEL}:post:{subject}:{chat}"),
-        Some(n) => format!("{CHANNEL}:repost:{subject}:{chat}:{n}"),
+        None => OutboxJob::key_for(CHANNEL, "post", i, &[&chat_s]),
+        Some(n) => OutboxJob::key_for(CHANNEL, "repost", i, &[&chat_s, n]),
     };
     OutboxJob {
         key,
@@ -100,7 +95,7 @@ impl Lifecycle for Planner {
     fn plan_resolved(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
         let now = Timestamp::now();
         jobs.push(OutboxJob {
-            key: format!("{CHANNEL}:resolved:{}", i.incarnation()),
+            key: OutboxJob::key_for(CHANNEL, "resolved", i, &[]),
             channel: CHANNEL.into(),
             kind: "resolved".into(),
             interaction_id: Some(i.id.clone()),
@@ -140,13 +135,7 @@ struct LockGuard<'a> {
 impl Locks {
     async fn lock(&self, chat: i64, message: i32) -> LockGuard<'_> {
         let key = format!("{chat}:{message}");
-        let m = self
-            .map
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(key.clone())
-            .or_default()
-            .clone();
+        let m = self.map.locked().entry(key.clone()).or_default().clone();
         let guard = m.lock_owned().await;
         LockGuard {
             locks: self,
@@ -159,7 +148,7 @@ impl Locks {
 impl Drop for LockGuard<'_> {
     fn drop(&mut self) {
         self.guard.take();
-        let mut map = self.locks.map.lock().unwrap_or_else(|p| p.into_inner());
+        let mut map = self.locks.map.locked();
         if map
             .get(&self.key)
             .is_some_and(|m| Arc::strong_count(m) == 1)
@@ -215,7 +204,7 @@ impl Telegram {
             })
             .inc();
         self.registry
-            .refused(id, &actor(user), &Via::telegram(), reason)
+            .refused(id, &actor(user), &Via::new(CHANNEL), reason)
             .await;
     }
 
@@ -286,7 +275,7 @@ pub(crate) fn display_name(u: &User) -> String {
 /// A Telegram user as the registry records an answer: shown by display name, audited with
 /// the numeric user id (`tg:12345`), which, unlike the name, the user cannot change.
 pub(crate) fn responder(u: &User) -> Responder {
-    Responder::new(display_name(u), Via::telegram()).with_actor_id(format!("tg:{}", u.id.0))
+    Responder::new(display_name(u), Via::new(CHANNEL)).with_actor_id(format!("tg:{}", u.id.0))
 }
 
 /// How a Telegram user is named in logs and the audit trail: "Alice (tg:12345)".

@@ -690,7 +690,7 @@ mod tests {
         i.resolution = Some(Box::new(crate::interaction::Resolution {
             outcome: Outcome::Denied,
             by: Some(by.into()),
-            via: crate::interaction::Via::telegram(),
+            via: crate::interaction::Via::new(crate::channels::telegram::CHANNEL),
             at: now(),
             result: crate::interaction::PermissionResult::Deny {
                 message: message.into(),

@@ -24,9 +24,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::client::Failure;
 use super::{Mode, Telegram};
-use crate::http::error::ApiError;
-use crate::http::extract::ApiBytes;
 use crate::interaction::Via;
+use crate::wire::error::ApiError;
+use crate::wire::extract::ApiBytes;
 
 /// The header Telegram echoes the webhook secret token in.
 pub const SECRET_HEADER: &str = "x-telegram-bot-api-secret-token";
@@ -285,7 +285,7 @@ async fn webhook(
             .refused(
                 None,
                 "unknown webhook caller",
-                &Via::telegram(),
+                &Via::new(crate::channels::telegram::CHANNEL),
                 "missing or wrong webhook secret token",
             )
             .await;

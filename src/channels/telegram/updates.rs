@@ -30,6 +30,7 @@ use crate::interaction::{
     Answer, Interaction, InteractionId, Kind, Question, RegistryError, parse_questions,
 };
 use crate::store::ChannelMessage;
+use crate::sync::LockExt;
 
 const NOT_VALID: &str = "This button is not valid.";
 const UNKNOWN: &str = "This prompt is no longer known to imrelay.";
@@ -74,7 +75,7 @@ impl ReplyLimit {
 
     /// Whether a non-approver in `chat` may get an answer at `now`; counts it if so.
     fn allow(&self, chat: i64, now: Instant) -> bool {
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = self.state.locked();
         if now.saturating_duration_since(st.window_start) >= WINDOW {
             st.window_start = now;
             st.used = 0;

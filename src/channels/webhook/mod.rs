@@ -28,16 +28,17 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::Wiring;
-use crate::config::Secret;
 use crate::http::api::{RespondBody, outcome_body, path_id};
-use crate::http::error::ApiError;
-use crate::http::extract::{ApiBytes, ApiPath, from_json, from_value};
 use crate::interaction::{
     Interaction, InteractionId, Kind, Lifecycle, Millis, Registry, RegistryError, Responder,
     ValidationError, Via,
 };
 use crate::outbox::{Delivery, OutboxHandler};
+use crate::settings::Secret;
 use crate::store::{ClaimedJob, OutboxJob, Store};
+use crate::sync::RwLockExt;
+use crate::wire::error::ApiError;
+use crate::wire::extract::{ApiBytes, ApiPath, from_json, from_value};
 use signature::{SigningKey, TOLERANCE_SECS};
 
 /// A lifecycle event a target can subscribe to.
@@ -86,10 +87,10 @@ pub struct WebhookSettings {
     #[serde(default = "default_events")]
     pub events: Vec<WebhookEvent>,
     /// Only interactions from these sessions (empty: all).
-    #[serde(default, deserialize_with = "crate::config::list")]
+    #[serde(default, deserialize_with = "crate::settings::list")]
     pub sessions: Vec<String>,
     /// Only interactions from these agents (empty: all).
-    #[serde(default, deserialize_with = "crate::config::list")]
+    #[serde(default, deserialize_with = "crate::settings::list")]
     pub agents: Vec<String>,
     /// Per-request timeout, seconds.
     #[serde(default = "default_timeout")]
@@ -193,10 +194,7 @@ struct Inbound {
 
 impl Webhooks {
     fn is_disabled(&self, name: &str) -> bool {
-        self.disabled
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains(name)
+        self.disabled.reading().contains(name)
     }
 
     /// The event payload's text: type, timestamp, id, and data with the interaction and links.
@@ -278,10 +276,7 @@ impl Webhooks {
                 interaction_id: Some(i.id.clone()),
                 payload: json!({"target": name, "msg_id": msg_id, "body": body}),
                 not_before: now,
-                horizon: jiff::SignedDuration::try_from(horizon)
-                    .ok()
-                    .and_then(|d| now.checked_add(d).ok())
-                    .unwrap_or(now),
+                horizon: crate::interaction::after(now, horizon),
             });
         }
     }
@@ -292,10 +287,7 @@ impl Webhooks {
             reason,
             "webhook target disabled; change its url to enable it again"
         );
-        self.disabled
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(name.to_string());
+        self.disabled.writing().insert(name.to_string());
         let value = json!({"url_sha256": url_digest(url), "reason": reason, "at": Millis(crate::interaction::now())});
         if let Err(e) = self
             .store

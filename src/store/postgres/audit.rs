@@ -42,24 +42,11 @@ pub(super) async fn append(
         }
         None => (None, None),
     };
-    let head = match recorded.map(|v| v.parse::<AuditHead>()).transpose() {
-        Ok(head) => head,
-        Err(e) => {
-            // `audit verify` reports it; appending goes on from the last entry.
-            tracing::error!(error = %e, "the audit chain's recorded head is unreadable");
-            None
-        }
-    };
-    let (seq, hash) = audit::continuation(last, head);
-    let entries = audit::chain(seq, &hash, records);
-    let Some(end) = entries.last() else {
+    let Some(appended) = audit::append(last, recorded.as_deref(), records) else {
         return Ok(());
     };
-    let new_head = AuditHead {
-        seq: end.seq,
-        hash: end.hash.clone(),
-    }
-    .to_string();
+    let entries = appended.entries;
+    let new_head = appended.head.to_string();
     let column = |f: for<'e> fn(&'e AuditEntry) -> Option<&'e str>| -> Vec<Option<&str>> {
         entries.iter().map(f).collect()
     };

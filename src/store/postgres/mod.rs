@@ -42,11 +42,11 @@ use tokio_postgres::types::{Json, ToSql};
 
 use super::{
     AuditQuery, BOUND_VALUE_PREFIX, ChannelMessage, ClaimQuota, ClaimedJob, CreateOutcome, Effects,
-    JobUpdate, ListQuery, OutboxJob, Page, ResolveOutcome, StatusFilter, Store, StoreError,
-    random_secret,
+    JobUpdate, ListQuery, OutboxJob, Page, ResolveOutcome, StatusFilter, StoreError, random_secret,
 };
 use crate::audit::{AuditEntry, AuditRecord};
 use crate::interaction::{EventKind, Interaction, InteractionId, Resolution};
+use crate::store::prelude::*;
 
 pub use listener::{Listener, Notification};
 pub use migrate::SCHEMA_VERSION;
@@ -327,7 +327,7 @@ impl PostgresStore {
 }
 
 #[async_trait]
-impl Store for PostgresStore {
+impl InteractionStore for PostgresStore {
     async fn create(
         &self,
         interaction: Arc<Interaction>,
@@ -534,7 +534,10 @@ impl Store for PostgresStore {
         .await?;
         Ok(total)
     }
+}
 
+#[async_trait]
+impl ChannelStore for PostgresStore {
     async fn record_message(&self, m: ChannelMessage) -> Result<(), StoreError> {
         let sql = self.sql(
             "INSERT INTO {s}.channel_messages
@@ -633,7 +636,10 @@ impl Store for PostgresStore {
         .await?;
         Ok(n == 1)
     }
+}
 
+#[async_trait]
+impl OutboxStore for PostgresStore {
     async fn enqueue(&self, jobs: Vec<OutboxJob>) -> Result<(), StoreError> {
         let client = self.client().await?;
         outbox::insert(&client, &self.schema, &jobs, ms(Timestamp::now())).await
@@ -674,7 +680,10 @@ impl Store for PostgresStore {
         let client = self.client().await?;
         outbox::backlog(&client, &self.schema).await
     }
+}
 
+#[async_trait]
+impl AuditStore for PostgresStore {
     async fn append_audit(&self, records: Vec<AuditRecord>) -> Result<(), StoreError> {
         if records.is_empty() {
             return Ok(());
@@ -689,7 +698,10 @@ impl Store for PostgresStore {
         let client = self.client().await?;
         audit::read(&client, &self.schema, query).await
     }
+}
 
+#[async_trait]
+impl KvStore for PostgresStore {
     async fn get_value(&self, key: &str) -> Result<Option<String>, StoreError> {
         let client = self.client().await?;
         match row(
@@ -786,7 +798,10 @@ impl Store for PostgresStore {
     }
 
     // --- Several processes on one store.
+}
 
+#[async_trait]
+impl ClusterStore for PostgresStore {
     fn changes(&self) -> Option<super::ChangeFeed> {
         Some(Box::pin(self.listen()))
     }

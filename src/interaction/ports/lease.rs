@@ -1,5 +1,5 @@
 //! Leadership among the processes that share a store: a named lease that one process at a
-//! time holds (see [`super::Store::lead`]), for work that must run once in a cluster, such as
+//! time holds (see [`super::ClusterStore::lead`]), for work that must run once in a cluster, such as
 //! polling Telegram's `getUpdates`.
 
 use std::time::Duration;

@@ -1,0 +1,13 @@
+//! What every inbound endpoint shares, whoever serves it (the agent API in `http/`, a
+//! channel's callback in `channels/`): the JSON error every bad request gets
+//! (`{"error":{"code","message","field"?}}`, [`error::ApiError`]) and the extractors that turn a
+//! request into typed values or into that error ([`extract`]).
+//!
+//! It sits below `http/` and `channels/` so that a channel can answer a platform's request
+//! without importing the HTTP layer; `http` re-exports both modules under their old paths.
+
+pub mod error;
+pub mod extract;
+
+/// Largest accepted request body.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
