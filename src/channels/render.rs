@@ -136,11 +136,31 @@ pub fn duration_words(secs: u64) -> String {
     }
 }
 
+/// The values an accepted form received, as (field label, value as people read it) pairs in
+/// field order; empty unless it was filled in.
+pub fn form_answers(i: &Interaction) -> Vec<(String, String)> {
+    let Some(content) = i
+        .resolution
+        .as_ref()
+        .and_then(|r| r.result.elicit())
+        .and_then(|e| e.content.as_ref())
+    else {
+        return Vec::new();
+    };
+    match crate::interaction::Form::from_input(&i.input.map()) {
+        Ok(form) => form.summary(content),
+        Err(_) => content
+            .iter()
+            .map(|(k, v)| (k.clone(), v.to_string()))
+            .collect(),
+    }
+}
+
 /// The answers a resolved question received, as (question text, answer) pairs in the order
 /// the agent receives them; empty unless it was answered.
 pub fn given_answers(i: &Interaction) -> Vec<(String, String)> {
     let Some(crate::interaction::PermissionResult::Allow { updated_input, .. }) =
-        i.resolution.as_ref().map(|r| &r.result)
+        i.resolution.as_ref().and_then(|r| r.permission())
     else {
         return Vec::new();
     };
@@ -184,7 +204,8 @@ mod tests {
                     updated_input: crate::interaction::Input::default(),
                     updated_permissions: None,
                 },
-            },
+            }
+            .into(),
         }
     }
 

@@ -163,6 +163,63 @@ pub fn answers_from_args(
     Ok(answers)
 }
 
+/// Builds a form's `content` from `--answer FIELD=VALUE` arguments. FIELD is a field's name
+/// or title; VALUE is read as the field's type ([`Field::parse_text`]); several `--answer`s
+/// for a multiple choice add up. Fields left out take their defaults; the content is checked
+/// as the server checks it.
+///
+/// [`Field::parse_text`]: crate::interaction::form::Field::parse_text
+pub fn form_from_args(
+    form: &crate::interaction::Form,
+    args: &[String],
+) -> Result<Map<String, Value>, String> {
+    use crate::interaction::form::FieldType;
+    let mut content = Map::new();
+    for arg in args {
+        let found = form
+            .fields
+            .iter()
+            .flat_map(|f| [(f, f.name.as_str()), (f, f.label())])
+            .filter(|(_, key)| {
+                arg.strip_prefix(key)
+                    .is_some_and(|rest| rest.starts_with('='))
+            })
+            .max_by_key(|(_, key)| key.len());
+        let Some((field, key)) = found else {
+            let known: Vec<String> = form
+                .fields
+                .iter()
+                .map(|f| format!("{:?}", f.name))
+                .collect();
+            return Err(format!(
+                "--answer {arg:?}: expected FIELD=VALUE, FIELD being one of {}",
+                known.join(", ")
+            ));
+        };
+        let text = &arg[key.len() + 1..];
+        let value = field
+            .parse_text(text)
+            .map_err(|e| format!("--answer {arg:?}: {}: {e}", field.label()))?;
+        match (&field.ty, content.get_mut(&field.name), value) {
+            (FieldType::Multi { .. }, Some(Value::Array(items)), Value::Array(more)) => {
+                items.extend(more);
+            }
+            (_, _, value) => {
+                content.insert(field.name.clone(), value);
+            }
+        }
+    }
+    form.accept(&content).map_err(|e| {
+        let name = e.field.trim_start_matches("content.");
+        let label = form.field(name).map_or(name, |f| f.label());
+        format!(
+            "{label}: {} (add --answer {})",
+            e.message,
+            super::client::quote(&format!("{name}=…"))
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -175,6 +175,7 @@ pub fn respond_body(answer: &Answer, by: Option<&str>) -> Value {
             b
         }
         Answer::Answers(answers) => json!({"answers": answers}),
+        Answer::Accept(content) => json!({"action": "accept", "content": content}),
     };
     body["via"] = Value::String("terminal".into());
     if let Some(by) = by {
@@ -188,7 +189,7 @@ pub fn outcome_of(answer: &Answer) -> Outcome {
     match answer {
         Answer::Allow { .. } => Outcome::Allowed,
         Answer::Deny { .. } => Outcome::Denied,
-        Answer::Answers(_) => Outcome::Answered,
+        Answer::Answers(_) | Answer::Accept(_) => Outcome::Answered,
     }
 }
 
@@ -233,6 +234,21 @@ pub fn answer_command(answer: &Answer, id: &str) -> String {
                     words.push("--answer".into());
                     words.push(quote(&format!("{q}={v}")));
                 }
+            }
+        }
+        Answer::Accept(content) => {
+            for (field, v) in content {
+                let text = match v {
+                    Value::Array(items) => items
+                        .iter()
+                        .map(|v| v.as_str().map(str::to_string).unwrap_or(v.to_string()))
+                        .collect::<Vec<_>>()
+                        .join(","),
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                words.push("--answer".into());
+                words.push(quote(&format!("{field}={text}")));
             }
         }
     }

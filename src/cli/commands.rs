@@ -83,6 +83,9 @@ pub struct AnswerArgs {
     always: bool,
     /// A question's answer: the question's text or header, `=`, then an option's label or
     /// your own text. Once per question; repeat for several options of a multi-select one.
+    /// For a form: a field's name or title, `=`, then its value (a choice by label or value,
+    /// several choices separated by commas, yes/no for a checkbox). Fields left out take
+    /// their defaults.
     #[arg(long = "answer", value_name = "QUESTION=ANSWER")]
     answers: Vec<String>,
 }
@@ -265,6 +268,20 @@ fn answer_for(args: &AnswerArgs, i: &Interaction) -> Result<Answer, String> {
             let answers: Map<String, Value> =
                 super::choose::answers_from_args(&questions, &args.answers)?;
             Ok(Answer::Answers(answers))
+        }
+        Kind::Form => {
+            if args.decision == Some(Decision::Allow) {
+                return Err(format!(
+                    "{} is a form: fill it in with --answer FIELD=VALUE (or deny it to decline)",
+                    i.id
+                ));
+            }
+            let form = crate::interaction::Form::from_input(&i.input.map())
+                .map_err(|e| format!("the form cannot be read: {e}"))?;
+            Ok(Answer::Accept(super::choose::form_from_args(
+                &form,
+                &args.answers,
+            )?))
         }
     }
 }

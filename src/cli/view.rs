@@ -102,6 +102,10 @@ pub fn kind_title(i: &Interaction) -> String {
     match i.kind {
         Kind::Approval => format!("Approval · {}", visible_line(&i.tool_name)),
         Kind::Question => "Question".to_string(),
+        Kind::Form => match i.title.as_deref().filter(|t| !t.trim().is_empty()) {
+            Some(t) => format!("Form · {}", visible_line(t)),
+            None => "Form".to_string(),
+        },
     }
 }
 
@@ -298,11 +302,81 @@ pub fn full(p: &Painter, i: &Interaction, now: Timestamp, width: usize) -> Vec<S
             }
             Err(e) => out.push(format!("  (the questions cannot be read: {e})")),
         },
+        Kind::Form => match crate::interaction::Form::from_input(&i.input.map()) {
+            Ok(form) => out.extend(form_view(p, &form, None)),
+            Err(e) => out.push(format!("  (the form cannot be read: {e})")),
+        },
     }
     if let Some(line) = outcome_line(p, i, now) {
         out.push(String::new());
         out.push(line);
         out.extend(given_answers(i));
+        for (label, value) in render::form_answers(i) {
+            out.push(format!(
+                "  {} {}",
+                p.paint(Paint::Cyan, &format!("{}:", visible_line(&label))),
+                visible_line(&value)
+            ));
+        }
+    }
+    out
+}
+
+/// A form: its message, then each field with what it takes; the field `asking` (an index)
+/// is marked and shows its options numbered.
+pub fn form_view(
+    p: &Painter,
+    form: &crate::interaction::Form,
+    asking: Option<usize>,
+) -> Vec<String> {
+    let mut out = vec![format!(
+        "  {}",
+        p.paint(Paint::Bold, &visible_line(&form.message))
+    )];
+    for (n, f) in form.fields.iter().enumerate() {
+        out.extend(field_lines(p, f, n, asking == Some(n)));
+    }
+    out
+}
+
+/// One form field: number, label, required mark and what it takes; with its description
+/// and numbered options when it is the one being asked.
+pub fn field_lines(
+    p: &Painter,
+    f: &crate::interaction::form::Field,
+    n: usize,
+    asking: bool,
+) -> Vec<String> {
+    let marker = if asking { "›" } else { " " };
+    let required = if f.required { " *" } else { "" };
+    let mut out = vec![format!(
+        "  {marker} {}  {}{required} {}",
+        p.paint(Paint::Bold, &(n + 1).to_string()),
+        p.paint(Paint::Cyan, &visible_line(f.label())),
+        p.paint(Paint::Dim, &format!("— {}", visible_line(&f.hint())))
+    )];
+    if asking {
+        if let Some(d) = f.description.as_deref() {
+            out.push(format!("      {}", p.paint(Paint::Dim, &visible_line(d))));
+        }
+        for (k, o) in f.options().iter().enumerate() {
+            out.push(format!(
+                "      {}  {}",
+                p.paint(Paint::Bold, &(k + 1).to_string()),
+                visible_line(&o.label)
+            ));
+        }
+        if let Some(d) = &f.default {
+            out.push(p.paint(
+                Paint::Dim,
+                &format!(
+                    "      (Enter for the default: {})",
+                    visible_line(&f.show(d))
+                ),
+            ));
+        } else if !f.required {
+            out.push(p.paint(Paint::Dim, "      (optional: Enter leaves it empty)"));
+        }
     }
     out
 }

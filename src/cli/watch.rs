@@ -38,7 +38,7 @@ use super::commands::{login_name, resolved_by_us};
 use super::term::{Input, Term, Typed};
 use super::view::{self, Paint};
 use crate::channels::present::{Budget, visible_line};
-use crate::interaction::{Answer, Interaction, InteractionId, Kind, Outcome, Question};
+use crate::interaction::{Answer, Form, Interaction, InteractionId, Kind, Outcome, Question};
 
 /// What `imrelay watch --help` adds: the keys and the exit codes.
 const WATCH_HELP: &str = "\
@@ -145,6 +145,8 @@ enum Step {
         questions: Vec<Question>,
         answers: Vec<(Choice, Value)>,
     },
+    /// A form, filled in field by field; `values` holds the fields done (`null`: left empty).
+    Filling { form: Form, values: Vec<Value> },
     /// A question whose input cannot be read: it can be declined or skipped.
     Unreadable,
     /// The answer is on its way.
@@ -354,6 +356,13 @@ impl Watch {
                         format!("1–{}, or your own answer › ", q.options.len())
                     }
                 }
+                Step::Filling { form, values } => match form.fields.get(values.len()) {
+                    Some(f) if !f.options().is_empty() => {
+                        format!("{}: 1–{} › ", visible_line(f.label()), f.options().len())
+                    }
+                    Some(f) => format!("{} › ", visible_line(f.label())),
+                    None => "› ".into(),
+                },
                 Step::Unreadable => "d/s/q › ".into(),
                 Step::Sending { attempt: 1, .. } => "sending… ".into(),
                 Step::Sending { attempt, .. } => format!("sending… (attempt {attempt}) "),
@@ -430,6 +439,25 @@ impl Watch {
                 ));
                 Step::Choose
             }
+            Kind::Form => match Form::from_input(&i.input.map()) {
+                Ok(form) => {
+                    lines.extend(view::form_view(&p, &form, Some(0)));
+                    lines.push(String::new());
+                    lines.push(keys(&p, &[("s", "skip"), ("d", "decline"), ("q", "quit")]));
+                    Step::Filling {
+                        form,
+                        values: Vec::new(),
+                    }
+                }
+                Err(e) => {
+                    lines.push(format!(
+                        "  This form cannot be read ({}).",
+                        visible_line(&e.to_string())
+                    ));
+                    lines.push(keys(&p, &[("d", "decline"), ("s", "skip"), ("q", "quit")]));
+                    Step::Unreadable
+                }
+            },
             Kind::Question => match crate::interaction::parse_questions(&i.input.map()) {
                 Ok(questions) => {
                     lines.extend(view::question(&p, &questions[0], 1, questions.len(), true));
@@ -977,6 +1005,12 @@ impl Watch {
                 w if is_quit(w) => self.quit(exit::OK),
                 _ => self.answer_question(&line),
             },
+            Step::Filling { .. } => match word.as_str() {
+                "s" | "skip" => self.skip(),
+                "d" | "decline" => self.set_step(Step::Reason),
+                w if is_quit(w) => self.quit(exit::OK),
+                _ => self.fill_field(&line),
+            },
         }
     }
 
@@ -1035,6 +1069,61 @@ impl Watch {
             .collect();
         self.term.say(&lines);
         self.send(Answer::Answers(map));
+    }
+
+    /// A line for the form field being asked: its value (read as the field's type), or an
+    /// empty line for an optional field's default. The last field sends the form.
+    fn fill_field(&mut self, line: &str) {
+        let p = self.term.painter();
+        let Some(Current {
+            step: Step::Filling { form, values },
+            ..
+        }) = &mut self.current
+        else {
+            return;
+        };
+        let Some(field) = form.fields.get(values.len()) else {
+            return;
+        };
+        let value = if line.trim().is_empty() {
+            if field.required && field.default.is_none() {
+                let e = format!("{} is required.", field.label());
+                return self.say_error(&e);
+            }
+            Value::Null
+        } else {
+            match field.parse_text(line) {
+                Ok(v) => v,
+                Err(e) => {
+                    let e = format!("{}: {e}", field.label());
+                    return self.say_error(&e);
+                }
+            }
+        };
+        let shown = match (&value, &field.default) {
+            (Value::Null, Some(d)) => format!("{} (default)", field.show(d)),
+            (Value::Null, None) => "(left empty)".to_string(),
+            (v, _) => field.show(v),
+        };
+        values.push(value);
+        let mut lines = vec![p.paint(Paint::Green, &format!("    → {}", visible_line(&shown)))];
+        if values.len() < form.fields.len() {
+            let n = values.len();
+            lines.extend(view::field_lines(&p, &form.fields[n], n, true));
+            self.term.say(&lines);
+            self.term.fresh_prompt();
+            self.prompt();
+            return;
+        }
+        let content: Map<String, Value> = form
+            .fields
+            .iter()
+            .zip(values.iter())
+            .filter(|(_, v)| !v.is_null())
+            .map(|(f, v)| (f.name.clone(), v.clone()))
+            .collect();
+        self.term.say(&lines);
+        self.send(Answer::Accept(content));
     }
 
     // ----- editing -----

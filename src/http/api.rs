@@ -18,8 +18,8 @@ use super::AppState;
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::interaction::{
-    Answer, Interaction, InteractionId, NewInteraction, PermissionResult, RegistryError,
-    Resolution, Responder, ValidationError, Via, json_type,
+    AgentResult, Answer, FORM_TOOL, Form, Interaction, InteractionId, NewInteraction,
+    RegistryError, Resolution, Responder, ValidationError, Via, json_type,
 };
 use crate::store::{AuditQuery, Cursor, ListQuery, StatusFilter};
 
@@ -52,13 +52,33 @@ fn present<const N: usize>(fields: [(&'static str, bool); N]) -> Option<&'static
     fields.into_iter().find(|(_, given)| *given).map(|(f, _)| f)
 }
 
+/// What `POST /v1/interactions` asks for: a tool call (`approval`, the default, or
+/// `question` for `AskUserQuestion`; both follow from `tool_name`), a `form`, or a free-text
+/// `prompt`.
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum CreateKind {
+    /// A tool call to allow or deny.
+    Approval,
+    /// An `AskUserQuestion` call.
+    Question,
+    /// A form: `message` and `schema` (an MCP elicitation's `requestedSchema`).
+    Form,
+    /// A free-text question: `message`, optionally `multiline`.
+    Prompt,
+}
+
 /// The body of `POST /v1/interactions`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CreateBody {
     id: Option<String>,
-    tool_name: String,
-    input: Box<RawValue>,
+    kind: Option<CreateKind>,
+    tool_name: Option<String>,
+    input: Option<Box<RawValue>>,
+    message: Option<String>,
+    schema: Option<Value>,
+    multiline: Option<bool>,
     session: Option<String>,
     agent: Option<String>,
     title: Option<String>,
@@ -66,6 +86,103 @@ pub struct CreateBody {
     cwd: Option<String>,
     timeout_secs: Option<u64>,
     suggestions: Option<Value>,
+}
+
+impl CreateBody {
+    /// The tool call or form the body describes, before its context is added.
+    fn request(&self) -> Result<NewInteraction, ApiError> {
+        let kind = self.kind.unwrap_or(CreateKind::Approval);
+        match kind {
+            CreateKind::Approval | CreateKind::Question => {
+                if let Some(field) = present([
+                    ("message", self.message.is_some()),
+                    ("schema", self.schema.is_some()),
+                    ("multiline", self.multiline.is_some()),
+                ]) {
+                    return Err(ValidationError::new(
+                        field,
+                        "only applies to `kind` \"form\" or \"prompt\"",
+                    )
+                    .into());
+                }
+                let tool_name = self
+                    .tool_name
+                    .clone()
+                    .ok_or_else(|| ValidationError::new("tool_name", "is required"))?;
+                let input = self
+                    .input
+                    .as_ref()
+                    .ok_or_else(|| ValidationError::new("input", "is required"))?;
+                let is_question = tool_name == crate::interaction::ASK_USER_QUESTION;
+                if tool_name == FORM_TOOL {
+                    return Err(ValidationError::new(
+                        "tool_name",
+                        "is reserved for forms: send `kind` \"form\" with `message` and `schema`",
+                    )
+                    .into());
+                }
+                if self.kind == Some(CreateKind::Question) && !is_question {
+                    return Err(ValidationError::new(
+                        "tool_name",
+                        "a question is an AskUserQuestion call: `tool_name` must be \"AskUserQuestion\"",
+                    )
+                    .into());
+                }
+                // Kept as the agent wrote it, to give back exactly that.
+                Ok(NewInteraction::from_json(tool_name, input)?)
+            }
+            CreateKind::Form | CreateKind::Prompt => {
+                if let Some(field) = present([
+                    ("tool_name", self.tool_name.is_some()),
+                    ("input", self.input.is_some()),
+                    ("suggestions", self.suggestions.is_some()),
+                ]) {
+                    return Err(ValidationError::new(
+                        field,
+                        "does not apply to a form or prompt (send `message` and `schema`)",
+                    )
+                    .into());
+                }
+                let message = self
+                    .message
+                    .as_deref()
+                    .ok_or_else(|| ValidationError::new("message", "is required"))?;
+                let schema = match kind {
+                    CreateKind::Prompt => {
+                        if self.schema.is_some() {
+                            return Err(ValidationError::new(
+                                "schema",
+                                "a prompt has one text field: send `kind` \"form\" for a schema",
+                            )
+                            .into());
+                        }
+                        Form::prompt_schema(self.multiline.unwrap_or(false))
+                    }
+                    _ => {
+                        if self.multiline.is_some() {
+                            return Err(ValidationError::new(
+                                "multiline",
+                                "applies to a prompt; in a form, set `multiline` on a string field",
+                            )
+                            .into());
+                        }
+                        self.schema
+                            .clone()
+                            .ok_or_else(|| ValidationError::new("schema", "is required"))?
+                    }
+                };
+                let input = Form::input(message, schema);
+                // Checked here too, so errors name the body's fields (`schema.properties.x`).
+                Form::from_input(&input).map_err(|e| {
+                    ValidationError::new(
+                        e.field.replacen("requestedSchema", "schema", 1),
+                        e.message,
+                    )
+                })?;
+                Ok(NewInteraction::new(FORM_TOOL, input))
+            }
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -81,7 +198,7 @@ pub struct CreateQuery {
 pub struct OutcomeBody<'a> {
     status: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    result: Option<&'a PermissionResult>,
+    result: Option<&'a AgentResult>,
     #[serde(skip_serializing_if = "Option::is_none")]
     resolution: Option<&'a Resolution>,
     interaction: &'a Interaction,
@@ -135,6 +252,7 @@ pub async fn create(
     ApiQuery(query): ApiQuery<CreateQuery>,
     ApiJson(body): ApiJson<CreateBody>,
 ) -> Result<Response, ApiError> {
+    let base = body.request()?;
     let new = NewInteraction {
         id: body.id,
         session: body.session,
@@ -144,8 +262,7 @@ pub async fn create(
         cwd: body.cwd,
         timeout_secs: body.timeout_secs,
         suggestions: body.suggestions,
-        // Kept as the agent wrote it, to give back exactly that.
-        ..NewInteraction::from_json(body.tool_name, &body.input)?
+        ..base
     };
     let created = state.registry.create(new).await?;
     match query.wait_secs {
@@ -372,6 +489,14 @@ pub enum Decision {
     Deny,
 }
 
+/// How a form is answered: filled in, or declined.
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum FormAction {
+    Accept,
+    Decline,
+}
+
 /// The body of `POST /v1/interactions/{id}/respond` (and of signed webhook answers).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -380,6 +505,8 @@ pub struct RespondBody {
     message: Option<String>,
     updated_input: Option<Value>,
     answers: Option<Value>,
+    action: Option<FormAction>,
+    content: Option<Value>,
     interrupt: Option<bool>,
     always: Option<bool>,
     by: Option<String>,
@@ -403,6 +530,16 @@ impl RespondBody {
 
     /// The answer the body describes.
     pub fn answer(self) -> Result<Answer, ApiError> {
+        if let Some(action) = self.action {
+            return self.form_answer(action);
+        }
+        if self.content.is_some() {
+            return Err(ValidationError::new(
+                "content",
+                "goes with `action` \"accept\" (forms only)",
+            )
+            .into());
+        }
         match (self.decision, self.answers) {
             (Some(_), Some(_)) => Err(ValidationError::new(
                 "answers",
@@ -461,6 +598,51 @@ impl RespondBody {
                 Ok(Answer::Deny {
                     message: self.message,
                     interrupt: self.interrupt.unwrap_or(false),
+                })
+            }
+        }
+    }
+}
+
+impl RespondBody {
+    /// A form's answer: `action` with `content` for accept, and nothing else but `message`
+    /// for decline.
+    fn form_answer(self, action: FormAction) -> Result<Answer, ApiError> {
+        if let Some(field) = present([
+            ("decision", self.decision.is_some()),
+            ("answers", self.answers.is_some()),
+            ("updated_input", self.updated_input.is_some()),
+            ("always", self.always.is_some()),
+            ("interrupt", self.interrupt.is_some()),
+        ]) {
+            return Err(ValidationError::new(
+                field,
+                "`action` answers a form, and cannot be combined with the fields of approvals and questions",
+            )
+            .into());
+        }
+        match action {
+            FormAction::Accept => {
+                if self.message.is_some() {
+                    return Err(ValidationError::new("message", "only applies to a decline").into());
+                }
+                let content = match self.content {
+                    Some(c) => object(c, "content")?,
+                    None => Map::new(),
+                };
+                Ok(Answer::Accept(content))
+            }
+            FormAction::Decline => {
+                if self.content.is_some() {
+                    return Err(ValidationError::new(
+                        "content",
+                        "only applies to `action` \"accept\"",
+                    )
+                    .into());
+                }
+                Ok(Answer::Deny {
+                    message: self.message,
+                    interrupt: false,
                 })
             }
         }

@@ -1,12 +1,14 @@
 //! `POST /v1/hooks/claude-code`: a Claude Code HTTP hook.
 //!
-//! Claude Code posts `PreToolUse` or `PermissionRequest` input; imrelay creates (or
-//! re-attaches to) the interaction, waits for an answer, and replies with the matching
-//! `hookSpecificOutput` before Claude Code's own hook timeout. Other hook events get `{}` (no
-//! opinion).
+//! Claude Code posts `PreToolUse` or `PermissionRequest` input (a tool call), or
+//! `Elicitation` input (an MCP server's form); imrelay creates (or re-attaches to) the
+//! interaction, waits for an answer, and replies with the matching `hookSpecificOutput`
+//! before Claude Code's own hook timeout. Other hook events, and URL-mode elicitations, get
+//! `{}` (no opinion).
 //!
-//! Ids: `PreToolUse` uses `tool_use_id`. `PermissionRequest` has none, so the id is derived
-//! from the session, tool and input (`cc-<hash>`); if that interaction was already answered,
+//! Ids: `PreToolUse` uses `tool_use_id`. `PermissionRequest` and `Elicitation` have none
+//! imrelay can rely on, so the id is derived from the session, tool (or MCP server) and input
+//! (`cc-<hash>`); if that interaction was already answered,
 //! or is being withdrawn, the next generation (`cc-<hash>.2`, ...) is used, so repeating the
 //! same command later in a session asks again instead of replaying the old answer. The latest
 //! generation of each derived id is remembered in the store, so finding it takes a read or
@@ -44,8 +46,9 @@ use super::error::ApiError;
 use super::extract::ApiJson;
 use crate::config::OnTimeout;
 use crate::interaction::{
-    Input, Interaction, InteractionId, Kind, NewInteraction, Outcome, PermissionResult, Registry,
-    RegistryError, ValidationError, canonical_json, valid_suggestions,
+    AgentResult, ElicitAction, FORM_TOOL, Form, Input, Interaction, InteractionId, Kind,
+    NewInteraction, Outcome, PermissionResult, Registry, RegistryError, ValidationError,
+    canonical_json, valid_suggestions,
 };
 use crate::metrics::Metrics;
 use crate::store::BOUND_VALUE_PREFIX;
@@ -216,6 +219,10 @@ pub struct HookBody {
     tool_use_id: Option<Box<RawValue>>,
     permission_suggestions: Option<Box<RawValue>>,
     agent_type: Option<Box<RawValue>>,
+    mcp_server_name: Option<Box<RawValue>>,
+    message: Option<Box<RawValue>>,
+    mode: Option<Box<RawValue>>,
+    requested_schema: Option<Box<RawValue>>,
 }
 
 /// Field `name` of a hook input for `event` read as a `T`; absent or `null` is `None`.
@@ -236,6 +243,7 @@ fn field<T: serde::de::DeserializeOwned>(
 enum Event {
     PreToolUse,
     PermissionRequest,
+    Elicitation,
 }
 
 impl Event {
@@ -243,13 +251,14 @@ impl Event {
         match self {
             Event::PreToolUse => "PreToolUse",
             Event::PermissionRequest => "PermissionRequest",
+            Event::Elicitation => "Elicitation",
         }
     }
 
     /// The cancellation message when Claude Code drops a call of this event unanswered.
     fn abandoned(self) -> &'static str {
         match self {
-            Event::PreToolUse => "Claude Code stopped waiting for this answer",
+            Event::PreToolUse | Event::Elicitation => "Claude Code stopped waiting for this answer",
             // Claude Code shows its own dialog beside the hook and drops the hook when the
             // person answers or dismisses it there.
             Event::PermissionRequest => "Answered in Claude Code, or abandoned there",
@@ -277,6 +286,7 @@ pub async fn claude_code(
     {
         Ok(Some(name)) if name == "PreToolUse" => Event::PreToolUse,
         Ok(Some(name)) if name == "PermissionRequest" => Event::PermissionRequest,
+        Ok(Some(name)) if name == "Elicitation" => return elicitation(state, hook).await,
         Ok(Some(_)) => return Ok(json_response(StatusCode::OK, &HookOutput::NONE)),
         Ok(None) | Err(_) => {
             return Err(ValidationError::new("hook_event_name", "expected a string").into());
@@ -370,6 +380,61 @@ pub async fn claude_code(
     if let Some(attached) = attached {
         attached.finish();
     }
+    reply
+}
+
+/// An `Elicitation` hook call: an MCP server's form, asked on every channel and answered
+/// with the form's `action` and `content`.
+async fn elicitation(state: AppState, hook: HookBody) -> Result<Response, ApiError> {
+    let event = Event::Elicitation;
+    let name = event.name();
+    let string =
+        |raw: &Option<Box<RawValue>>, what: &str| field::<String>(raw, what, "a string", name);
+    let mode = string(&hook.mode, "mode")?;
+    if mode.as_deref().is_some_and(|m| m != "form") {
+        // A URL hand-off happens in a browser next to Claude Code: nothing to relay.
+        return Ok(respond_with(HookOutput::NONE));
+    }
+    let server = string(&hook.mcp_server_name, "mcp_server_name")?
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| {
+            ValidationError::new("mcp_server_name", format!("is required in {name} input"))
+        })?;
+    let message = string(&hook.message, "message")?
+        .ok_or_else(|| ValidationError::new("message", format!("is required in {name} input")))?;
+    let schema = field::<Value>(
+        &hook.requested_schema,
+        "requested_schema",
+        "an object",
+        name,
+    )?
+    .unwrap_or_else(|| Form::prompt_schema(false));
+    let session_id = string(&hook.session_id, "session_id")?;
+    let cwd = string(&hook.cwd, "cwd")?;
+    let input = Form::input(&message, schema);
+    if let Err(e) = Form::from_input(&input) {
+        // Claude Code shows its own dialog for a form imrelay cannot carry.
+        tracing::warn!(server = %server.escape_debug(), error = %e, "an MCP form outside the supported schema was left to Claude Code");
+        return Ok(respond_with(HookOutput::NONE));
+    }
+    let settings = &state.settings.hooks.claude_code;
+    let default = state.registry.timeout_for(Kind::Form, None)?;
+    let base = derived_base(
+        session_id.as_deref().unwrap_or(""),
+        &format!("mcp:{server}"),
+        &input,
+    );
+    let new = NewInteraction {
+        session: session_id,
+        agent: Some("claude-code".into()),
+        title: Some(format!("{server} asks")),
+        cwd,
+        timeout_secs: Some(default.min(settings.timeout_secs)),
+        ..NewInteraction::new(FORM_TOOL, input)
+    };
+    let (interaction, attached) = create_generation(&state, event, &base, new).await?;
+    let reply = wait_and_reply(&state, event, &interaction.id).await;
+    attached.finish();
     reply
 }
 
@@ -505,16 +570,30 @@ struct Specific<'a> {
     updated_input: Option<&'a Input>,
     #[serde(skip_serializing_if = "Option::is_none")]
     decision: Option<&'a PermissionResult>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    action: Option<ElicitAction>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    content: Option<&'a Map<String, Value>>,
 }
 
 impl Specific<'_> {
     fn pre_tool_use(decision: &'static str, reason: String) -> Self {
         Specific {
-            hook_event_name: Event::PreToolUse.name(),
             permission_decision: Some(decision),
             permission_decision_reason: Some(reason),
+            ..Specific::of(Event::PreToolUse)
+        }
+    }
+
+    fn of(event: Event) -> Self {
+        Specific {
+            hook_event_name: event.name(),
+            permission_decision: None,
+            permission_decision_reason: None,
             updated_input: None,
             decision: None,
+            action: None,
+            content: None,
         }
     }
 }
@@ -524,8 +603,8 @@ fn ask(event: Event, reason: String) -> HookOutput<'static> {
         Event::PreToolUse => HookOutput {
             specific: Some(Specific::pre_tool_use("ask", reason)),
         },
-        // No decision: Claude Code shows its own permission dialog.
-        Event::PermissionRequest => HookOutput::NONE,
+        // No decision: Claude Code shows its own permission dialog, or its own form.
+        Event::PermissionRequest | Event::Elicitation => HookOutput::NONE,
     }
 }
 
@@ -552,20 +631,27 @@ fn reply(event: Event, i: &Interaction, on_timeout: OnTimeout) -> HookOutput<'_>
         }
     };
     let specific = match (event, &r.result) {
-        (Event::PreToolUse, PermissionResult::Allow { updated_input, .. }) => Specific {
+        (_, AgentResult::Elicit(e)) => Specific {
+            action: Some(e.action),
+            content: e.content.as_ref(),
+            ..Specific::of(Event::Elicitation)
+        },
+        (
+            Event::PreToolUse,
+            AgentResult::Permission(PermissionResult::Allow { updated_input, .. }),
+        ) => Specific {
             updated_input: Some(updated_input),
             ..Specific::pre_tool_use("allow", reason)
         },
-        (Event::PreToolUse, PermissionResult::Deny { message, .. }) => {
+        (Event::PreToolUse, AgentResult::Permission(PermissionResult::Deny { message, .. })) => {
             Specific::pre_tool_use("deny", message.clone())
         }
-        (Event::PermissionRequest, result) => Specific {
-            hook_event_name: event.name(),
-            permission_decision: None,
-            permission_decision_reason: None,
-            updated_input: None,
-            decision: Some(result),
-        },
+        (Event::PermissionRequest | Event::Elicitation, AgentResult::Permission(result)) => {
+            Specific {
+                decision: Some(result),
+                ..Specific::of(Event::PermissionRequest)
+            }
+        }
     };
     HookOutput {
         specific: Some(specific),

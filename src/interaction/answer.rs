@@ -9,6 +9,7 @@ use jiff::Timestamp;
 use serde_json::{Map, Value};
 
 use super::ValidationError;
+use super::form::{ElicitAction, ElicitResult, Form};
 use super::model::{Input, Interaction, Kind, Outcome, PermissionResult, Resolution, Via};
 use super::question::{MAX_ANSWER_CHARS, normalise_answers, parse_questions};
 
@@ -51,6 +52,9 @@ pub enum Answer {
     },
     /// Answers to a question: question text (or index) → label(s) or free text.
     Answers(Map<String, Value>),
+    /// A filled-in form: field name → value (checked against the form's schema; a missing
+    /// optional field takes its default). A form is declined with [`Answer::Deny`].
+    Accept(Map<String, Value>),
 }
 
 impl Answer {
@@ -134,6 +138,9 @@ pub fn resolution_for(
             format!("is longer than {MAX_BY_CHARS} characters"),
         ));
     }
+    if interaction.kind == Kind::Form {
+        return form_resolution(interaction, answer, responder, at);
+    }
     let (outcome, result) = match (interaction.kind, answer) {
         (
             Kind::Approval,
@@ -165,30 +172,19 @@ pub fn resolution_for(
                 },
             )
         }
-        (Kind::Question, Answer::Allow { .. }) => {
+        (_, Answer::Allow { .. }) => {
             return Err(ValidationError::new(
                 "decision",
                 "this interaction is a question: answer it with `answers`, or deny it",
             ));
         }
-        (_, Answer::Deny { message, interrupt }) => {
-            let message = match message.map(|m| m.trim().to_string()) {
-                Some(m) if !m.is_empty() => {
-                    if m.chars().count() > MAX_ANSWER_CHARS {
-                        return Err(ValidationError::new(
-                            "message",
-                            format!("is longer than {MAX_ANSWER_CHARS} characters"),
-                        ));
-                    }
-                    m
-                }
-                _ => default_deny_message(interaction.kind, &responder),
-            };
-            (
-                Outcome::Denied,
-                PermissionResult::Deny { message, interrupt },
-            )
-        }
+        (_, Answer::Deny { message, interrupt }) => (
+            Outcome::Denied,
+            PermissionResult::Deny {
+                message: deny_message(interaction.kind, message, &responder)?,
+                interrupt,
+            },
+        ),
         (Kind::Question, Answer::Answers(given)) => {
             let questions = parse_questions(&interaction.input.map())?;
             let answers = normalise_answers(&questions, &given)?;
@@ -203,10 +199,26 @@ pub fn resolution_for(
                 },
             )
         }
-        (Kind::Approval, Answer::Answers(_)) => {
+        (_, Answer::Answers(_)) => {
             return Err(ValidationError::new(
                 "answers",
                 "this interaction is an approval: answer it with `decision`",
+            ));
+        }
+        (_, Answer::Accept(_)) => {
+            return Err(ValidationError::new(
+                "action",
+                format!(
+                    "this interaction is {}: answer it with `{}`",
+                    match interaction.kind {
+                        Kind::Question => "a question",
+                        _ => "an approval",
+                    },
+                    match interaction.kind {
+                        Kind::Question => "answers",
+                        _ => "decision",
+                    }
+                ),
             ));
         }
     };
@@ -215,18 +227,99 @@ pub fn resolution_for(
         by: responder.by,
         via: responder.via,
         at,
-        result,
+        result: result.into(),
     })
+}
+
+/// The resolution of a form: accepted with its checked content, or declined.
+fn form_resolution(
+    interaction: &Interaction,
+    answer: Answer,
+    responder: Responder,
+    at: Timestamp,
+) -> Result<Resolution, ValidationError> {
+    let (outcome, result) = match answer {
+        Answer::Accept(content) => {
+            let form = Form::from_input(&interaction.input.map())?;
+            (
+                Outcome::Answered,
+                ElicitResult {
+                    action: ElicitAction::Accept,
+                    content: Some(form.accept(&content)?),
+                    message: None,
+                },
+            )
+        }
+        Answer::Deny { message, .. } => (
+            Outcome::Denied,
+            ElicitResult {
+                action: ElicitAction::Decline,
+                content: None,
+                message: Some(deny_message(Kind::Form, message, &responder)?),
+            },
+        ),
+        Answer::Allow { .. } | Answer::Answers(_) => {
+            return Err(ValidationError::new(
+                "action",
+                "this interaction is a form: answer it with `action` \"accept\" and `content`, or \"decline\"",
+            ));
+        }
+    };
+    Ok(Resolution {
+        outcome,
+        by: responder.by,
+        via: responder.via,
+        at,
+        result: result.into(),
+    })
+}
+
+/// The reason given, trimmed and bounded, or a default naming who said no.
+fn deny_message(
+    kind: Kind,
+    message: Option<String>,
+    responder: &Responder,
+) -> Result<String, ValidationError> {
+    match message.map(|m| m.trim().to_string()) {
+        Some(m) if !m.is_empty() => {
+            if m.chars().count() > MAX_ANSWER_CHARS {
+                return Err(ValidationError::new(
+                    "message",
+                    format!("is longer than {MAX_ANSWER_CHARS} characters"),
+                ));
+            }
+            Ok(m)
+        }
+        _ => Ok(default_deny_message(kind, responder)),
+    }
 }
 
 fn default_deny_message(kind: Kind, responder: &Responder) -> String {
     let what = match kind {
         Kind::Approval => "Denied",
         Kind::Question => "The question was declined",
+        Kind::Form => "The form was declined",
     };
     match &responder.by {
         Some(by) => format!("{what} by {by} via {}", responder.via),
         None => format!("{what} via {}", responder.via),
+    }
+}
+
+/// A refusal that no person gave (expiry, cancellation): a deny, or for a form a `cancel`.
+fn given_up(interaction: &Interaction, message: String) -> super::AgentResult {
+    match interaction.kind {
+        Kind::Form => ElicitResult {
+            action: ElicitAction::Cancel,
+            content: None,
+            message: Some(message),
+        }
+        .into(),
+        Kind::Approval | Kind::Question => PermissionResult::Deny {
+            message,
+            interrupt: false,
+        }
+        .into(),
     }
 }
 
@@ -237,24 +330,29 @@ pub fn expired(interaction: &Interaction, at: Timestamp) -> Resolution {
         by: None,
         via: Via::system(),
         at,
-        result: PermissionResult::Deny {
-            message: format!("No response within {} seconds", interaction.timeout_secs),
-            interrupt: false,
-        },
+        result: given_up(
+            interaction,
+            format!("No response within {} seconds", interaction.timeout_secs),
+        ),
     }
 }
 
 /// The resolution for an interaction withdrawn by the agent or given up by imrelay.
-pub fn cancelled(reason: Option<String>, by: Option<String>, at: Timestamp) -> Resolution {
+pub fn cancelled(
+    interaction: &Interaction,
+    reason: Option<String>,
+    by: Option<String>,
+    at: Timestamp,
+) -> Resolution {
     Resolution {
         outcome: Outcome::Cancelled,
         by,
         via: Via::system(),
         at,
-        result: PermissionResult::Deny {
-            message: reason.unwrap_or_else(|| "Cancelled by the agent".to_string()),
-            interrupt: false,
-        },
+        result: given_up(
+            interaction,
+            reason.unwrap_or_else(|| "Cancelled by the agent".to_string()),
+        ),
     }
 }
 
@@ -321,7 +419,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.outcome, Outcome::Answered);
-        let PermissionResult::Allow { updated_input, .. } = r.result else {
+        let Some(PermissionResult::Allow { updated_input, .. }) = r.permission().cloned() else {
             panic!("expected allow")
         };
         let updated_input = updated_input.map();

@@ -47,7 +47,9 @@
 //! ```
 
 mod answer;
+mod ask;
 mod events;
+pub mod form;
 mod model;
 pub mod ports;
 mod question;
@@ -55,11 +57,14 @@ mod refusals;
 mod registry;
 mod suggestions;
 
+pub use ask::{Ask, AskError};
 pub use answer::{Answer, MAX_BY_CHARS, Responder, cancelled, expired, resolution_for};
 pub use events::{Event, EventKind, EventLog, Next, Subscription};
+pub use form::{ElicitAction, ElicitResult, FORM_TOOL, Form};
 pub use model::{
-    ASK_USER_QUESTION, DigestCache, Input, Interaction, InteractionId, Kind, MAX_ID_LEN, Millis,
-    Outcome, PermissionResult, Resolution, Via, after, canonical_json, millis, now,
+    ASK_USER_QUESTION, AgentResult, DigestCache, Input, Interaction, InteractionId, Kind,
+    MAX_ID_LEN, Millis, Outcome, PermissionResult, Resolution, Via, after, canonical_json, millis,
+    now,
 };
 pub use question::{
     MAX_ANSWER_CHARS, Question, QuestionOption, json_type, normalise_answers, parse_questions,

@@ -15,6 +15,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::ValidationError;
+use super::form::{ElicitAction, ElicitResult};
 
 /// The tool name the Claude Agent SDK uses for structured questions.
 pub const ASK_USER_QUESTION: &str = "AskUserQuestion";
@@ -109,15 +110,18 @@ pub enum Kind {
     Approval,
     /// An `AskUserQuestion`: answered by choosing options or typing "Other" text.
     Question,
+    /// A form (an MCP elicitation, a free-text prompt): answered by filling in fields, or
+    /// declined.
+    Form,
 }
 
 impl Kind {
     /// The kind implied by a tool name.
     pub fn of_tool(tool_name: &str) -> Self {
-        if tool_name == ASK_USER_QUESTION {
-            Kind::Question
-        } else {
-            Kind::Approval
+        match tool_name {
+            ASK_USER_QUESTION => Kind::Question,
+            super::form::FORM_TOOL => Kind::Form,
+            _ => Kind::Approval,
         }
     }
 
@@ -126,6 +130,7 @@ impl Kind {
         match self {
             Kind::Approval => "approval",
             Kind::Question => "question",
+            Kind::Form => "form",
         }
     }
 }
@@ -138,7 +143,7 @@ pub enum Outcome {
     Allowed,
     /// A person denied it (an approval, or a question they declined to answer).
     Denied,
-    /// A question was answered.
+    /// A question was answered, or a form filled in.
     Answered,
     /// Nobody answered before the deadline; the agent was denied.
     Expired,
@@ -288,6 +293,79 @@ impl PermissionResult {
     }
 }
 
+/// What the agent receives when an interaction is resolved: a [`PermissionResult`] for an
+/// approval or a question (what `canUseTool` returns), an [`ElicitResult`] for a form (what an
+/// MCP client returns from `elicitation/create`). Written as the inner value, untagged.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum AgentResult {
+    /// For approvals and questions.
+    Permission(PermissionResult),
+    /// For forms.
+    Elicit(ElicitResult),
+}
+
+impl AgentResult {
+    /// The permission result, for approvals and questions.
+    pub fn permission(&self) -> Option<&PermissionResult> {
+        match self {
+            AgentResult::Permission(p) => Some(p),
+            AgentResult::Elicit(_) => None,
+        }
+    }
+
+    /// The form answer, for forms.
+    pub fn elicit(&self) -> Option<&ElicitResult> {
+        match self {
+            AgentResult::Elicit(e) => Some(e),
+            AgentResult::Permission(_) => None,
+        }
+    }
+
+    /// Whether the agent may go ahead: an allow, or an accepted form.
+    pub fn is_allow(&self) -> bool {
+        match self {
+            AgentResult::Permission(p) => p.is_allow(),
+            AgentResult::Elicit(e) => e.action == ElicitAction::Accept,
+        }
+    }
+}
+
+impl From<PermissionResult> for AgentResult {
+    fn from(p: PermissionResult) -> Self {
+        AgentResult::Permission(p)
+    }
+}
+
+impl From<ElicitResult> for AgentResult {
+    fn from(e: ElicitResult) -> Self {
+        AgentResult::Elicit(e)
+    }
+}
+
+/// Told apart by their members: an elicitation result has `action`, a permission result
+/// `behavior`.
+impl<'de> Deserialize<'de> for AgentResult {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = Box::<RawValue>::deserialize(d)?;
+        #[derive(Deserialize)]
+        struct Probe {
+            #[serde(default)]
+            action: Option<Value>,
+        }
+        let probe: Probe = serde_json::from_str(raw.get()).map_err(serde::de::Error::custom)?;
+        if probe.action.is_some() {
+            serde_json::from_str(raw.get())
+                .map(AgentResult::Elicit)
+                .map_err(serde::de::Error::custom)
+        } else {
+            serde_json::from_str(raw.get())
+                .map(AgentResult::Permission)
+                .map_err(serde::de::Error::custom)
+        }
+    }
+}
+
 /// How an interaction was resolved: outcome, who, through which channel, when, and the
 /// result handed to the agent.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -303,16 +381,22 @@ pub struct Resolution {
     #[serde(serialize_with = "millis")]
     pub at: Timestamp,
     /// What the agent receives.
-    pub result: PermissionResult,
+    pub result: AgentResult,
 }
 
 impl Resolution {
-    /// The deny message, if the result is a deny.
+    /// The deny message, if the result is a deny (or a declined or cancelled form).
     pub fn message(&self) -> Option<&str> {
         match &self.result {
-            PermissionResult::Deny { message, .. } => Some(message),
-            PermissionResult::Allow { .. } => None,
+            AgentResult::Permission(PermissionResult::Deny { message, .. }) => Some(message),
+            AgentResult::Permission(PermissionResult::Allow { .. }) => None,
+            AgentResult::Elicit(e) => e.message.as_deref(),
         }
+    }
+
+    /// The permission result, for approvals and questions.
+    pub fn permission(&self) -> Option<&PermissionResult> {
+        self.result.permission()
     }
 
     /// A short human sentence: "allowed by alice via telegram".

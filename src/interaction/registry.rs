@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 use super::ValidationError;
 use super::answer::{self, Answer, Responder};
 use super::events::{EventKind, EventLog};
+use super::form::Form;
 use super::model::{Input, Interaction, InteractionId, Kind, Resolution, now};
 use super::ports::audit::{Action, AuditRecord};
 use super::ports::{
@@ -608,7 +609,7 @@ impl Registry {
         let cfg = &self.inner.config;
         let default = match kind {
             Kind::Approval => cfg.approval_timeout,
-            Kind::Question => cfg.question_timeout,
+            Kind::Question | Kind::Form => cfg.question_timeout,
         };
         let max = cfg.max_timeout.as_secs().max(1);
         match requested {
@@ -643,8 +644,14 @@ impl Registry {
             .transpose()?
             .flatten();
         let kind = Kind::of_tool(&new.tool_name);
-        if kind == Kind::Question {
-            parse_questions(&new.input)?;
+        match kind {
+            Kind::Question => {
+                parse_questions(&new.input)?;
+            }
+            Kind::Form => {
+                Form::from_input(&new.input)?;
+            }
+            Kind::Approval => {}
         }
         let timeout_secs = self.timeout_for(kind, new.timeout_secs)?;
         let interaction = Interaction {
@@ -1288,8 +1295,8 @@ impl Registry {
     ) -> Result<Arc<Interaction>, RegistryError> {
         let current = self.current(id).await?;
         let at = now();
-        self.settle(current, None, move |_| {
-            Ok(answer::cancelled(reason, by, at))
+        self.settle(current, None, move |i| {
+            Ok(answer::cancelled(i, reason, by, at))
         })
         .await
     }

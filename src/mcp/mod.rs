@@ -4,8 +4,8 @@
 //! - `request_approval`: an action in words plus its details → an approval interaction;
 //!   returns approved or denied with the reason.
 //! - `ask_human`: a question with 2 to 4 choices → an `AskUserQuestion` question; returns the
-//!   chosen labels and any typed text. Its arguments already have room for free text (no
-//!   choices) and forms (`schema`), refused for now.
+//!   chosen labels and any typed text. Without choices it asks for free text, and with a
+//!   `schema` it asks for a form (both form interactions); returns the text or the content.
 //! - `permission_prompt`: what Claude Code's `--permission-prompt-tool` calls; returns the
 //!   permission decision as the JSON text Claude Code reads.
 //!

@@ -116,12 +116,12 @@ static TOOLS: LazyLock<Vec<Tool>> = LazyLock::new(|| {
         tool::<tools::AskArgs, tools::AskResult>(
             ASK_HUMAN,
             "Ask a person a question",
-            "Ask a person a question with 2 to 4 choices (one, or several with `multiple`), \
-             and wait for the answer. People answer from their phone or desktop, which may \
-             take minutes; they may also type their own answer instead of choosing. Returns \
-             the chosen labels and any typed text, or that the person declined or did not \
-             answer in time. Free-text questions (no `choices`) and forms (`schema`) are \
-             not available yet.",
+            "Ask a person a question and wait for the answer: with 2 to 4 `choices` (one, or \
+             several with `multiple`; they may also type their own answer), as free text (no \
+             `choices`), or as a form to fill in (`schema`, a flat JSON Schema of fields). \
+             People answer from their phone or desktop, which may take minutes. Returns the \
+             chosen labels and any typed text, the text typed, or the form's `content`; or \
+             that the person declined or did not answer in time.",
         ),
         tool::<tools::PermissionPromptArgs, tools::PermissionDecision>(
             PERMISSION_PROMPT,

@@ -8,9 +8,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::interaction::form::PROMPT_FIELD;
 use crate::interaction::{
-    ASK_USER_QUESTION, Interaction, Kind, NewInteraction, Outcome, PermissionResult, Resolution,
-    ValidationError,
+    ASK_USER_QUESTION, AgentResult, ElicitAction, FORM_TOOL, Form, Interaction, Kind,
+    NewInteraction, Outcome, PermissionResult, Resolution, ValidationError,
 };
 
 /// The tool an approval is filed under when the request names none.
@@ -21,6 +22,9 @@ pub const APPROVAL_TOOL: &str = "request_approval";
 pub const MIN_CHOICES: usize = 2;
 /// See [`MIN_CHOICES`].
 pub const MAX_CHOICES: usize = 4;
+
+/// The one field of the form that asks to choose among more than [`MAX_CHOICES`].
+const CHOICE_FIELD: &str = "choice";
 
 /// The heading a question gets when the request names none.
 const DEFAULT_HEADER: &str = "Question";
@@ -102,7 +106,7 @@ impl Choice {
 ///
 /// One shape for every kind of question: `question` alone asks for free text, with `choices`
 /// it asks to choose, with `schema` it asks to fill in a form (the `requestedSchema` of MCP
-/// elicitation). Free text and forms are refused for now with a tool error saying so.
+/// elicitation).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AskArgs {
@@ -119,7 +123,11 @@ pub struct AskArgs {
     #[serde(default)]
     pub header: Option<String>,
     /// A form to fill in instead of choices: a flat JSON Schema object of fields, as in MCP
-    /// elicitation's requestedSchema. Not available yet.
+    /// elicitation's requestedSchema, e.g. {"type": "object", "properties": {"name": {"type":
+    /// "string"}, "age": {"type": "integer", "minimum": 0}}, "required": ["name"]}. Fields may
+    /// be string (minLength, maxLength, pattern, format email/uri/date/date-time), number or
+    /// integer (minimum, maximum), boolean, a choice (enum, or oneOf of {const, title}) or
+    /// several choices (type array, items.enum). The answer comes back as `content`.
     #[serde(default)]
     pub schema: Option<Map<String, Value>>,
     /// Your key for this question (letters, digits and . _ : -, up to 128). Calling again with
@@ -202,21 +210,48 @@ pub fn permission(args: PermissionPromptArgs, caller: &Caller) -> Result<NewInte
     }))
 }
 
-/// The interaction `ask_human` asks for: an `AskUserQuestion` question.
+/// The interaction `ask_human` asks for: an `AskUserQuestion` question with `choices`, a
+/// form with `schema`, or else a free-text prompt.
 pub fn question(args: AskArgs, caller: &Caller) -> Result<NewInteraction, Refusal> {
-    if args.schema.is_some() {
-        return Err(Refusal(
-            "schema: forms are not available on this server yet. Ask with `choices` \
-             (2 to 4), or ask several questions one after another."
-                .into(),
-        ));
+    if args.question.trim().is_empty() {
+        return Err(Refusal::field("question", "must not be empty"));
     }
-    let Some(choices) = args.choices else {
-        return Err(Refusal(
-            "choices: free-text answers are not available on this server yet. Give 2 to 4 \
-             `choices` (a person can still type their own answer instead of choosing)."
-                .into(),
-        ));
+    let form = |schema: Value| -> Result<NewInteraction, Refusal> {
+        let input = Form::input(&args.question, schema);
+        Form::from_input(&input).map_err(|e| {
+            Refusal::field(&e.field.replacen("requestedSchema", "schema", 1), e.message)
+        })?;
+        Ok(caller.fill(NewInteraction {
+            id: args.id.clone(),
+            title: args.header.clone().filter(|h| !h.trim().is_empty()),
+            timeout_secs: args.timeout_secs,
+            ..NewInteraction::new(FORM_TOOL, input)
+        }))
+    };
+    let choices = match (args.choices, args.schema) {
+        (Some(_), Some(_)) => {
+            return Err(Refusal(
+                "schema: give either `choices` or `schema`, not both (a form field can be a \
+                 choice: {\"type\": \"string\", \"enum\": [...]})"
+                    .into(),
+            ));
+        }
+        (None, Some(schema)) => {
+            if args.multiple {
+                return Err(Refusal::field(
+                    "multiple",
+                    "applies to `choices`; in a form, a field of type array takes several",
+                ));
+            }
+            return form(Value::Object(schema));
+        }
+        (None, None) => {
+            if args.multiple {
+                return Err(Refusal::field("multiple", "applies to `choices`"));
+            }
+            return form(Form::prompt_schema(false));
+        }
+        (Some(choices), None) => choices,
     };
     if choices.len() < MIN_CHOICES {
         return Err(Refusal::field(
@@ -229,15 +264,40 @@ pub fn question(args: AskArgs, caller: &Caller) -> Result<NewInteraction, Refusa
         ));
     }
     if choices.len() > MAX_CHOICES {
-        return Err(Refusal::field(
-            "choices",
-            format!(
-                "at most {MAX_CHOICES} can be shown as buttons on every channel (got {}). \
-                 Narrow them down, or split the question into several (e.g. first the \
-                 category, then the item)",
-                choices.len()
-            ),
-        ));
+        // More than every channel's question buttons hold: one list field of a form.
+        if choices.len() > crate::interaction::form::MAX_OPTIONS {
+            return Err(Refusal::field(
+                "choices",
+                format!(
+                    "at most {} (got {}). Narrow them down, or split the question into \
+                     several (e.g. first the category, then the item)",
+                    crate::interaction::form::MAX_OPTIONS,
+                    choices.len()
+                ),
+            ));
+        }
+        let options: Vec<Value> = choices
+            .into_iter()
+            .map(|c| {
+                let label = match c {
+                    Choice::Label(l) | Choice::Described { label: l, .. } => l,
+                };
+                serde_json::json!({"const": label, "title": label})
+            })
+            .collect();
+        let title = args.header.clone().unwrap_or_else(|| "Choose".to_string());
+        let field = if args.multiple {
+            serde_json::json!({"type": "array", "title": title, "items": {"anyOf": options}, "minItems": 1})
+        } else {
+            serde_json::json!({"type": "string", "title": title, "oneOf": options})
+        };
+        let mut properties = Map::new();
+        properties.insert(CHOICE_FIELD.into(), field);
+        return form(serde_json::json!({
+            "type": "object",
+            "properties": properties,
+            "required": [CHOICE_FIELD],
+        }));
     }
     let header = args
         .header
@@ -434,7 +494,9 @@ fn end_message(r: &Resolution, status: Status) -> Option<String> {
     }
     let by = who(r);
     let generic = [format!("Denied {by}"), format!("Denied by {by}")];
-    let repeated = generic.iter().any(|g| g == m) || m.starts_with("The question was declined");
+    let repeated = generic.iter().any(|g| g == m)
+        || m.starts_with("The question was declined")
+        || m.starts_with("The form was declined");
     (!repeated).then(|| m.to_string())
 }
 
@@ -455,7 +517,7 @@ pub fn approval_told(i: &Interaction) -> Told {
         id: i.id.to_string(),
     };
     let text = match &r.result {
-        PermissionResult::Allow { updated_input, .. } => {
+        AgentResult::Permission(PermissionResult::Allow { updated_input, .. }) => {
             let mut text = format!("Approved by {}.", who(r));
             if updated_input != &i.input {
                 let edited = updated_input.map();
@@ -468,7 +530,7 @@ pub fn approval_told(i: &Interaction) -> Told {
             text.push_str(" Go ahead.");
             text
         }
-        PermissionResult::Deny { .. } => {
+        AgentResult::Permission(PermissionResult::Deny { .. }) | AgentResult::Elicit(_) => {
             result.message = end_message(r, status);
             match (status, result.message.as_deref()) {
                 (Status::Expired, Some(m)) => {
@@ -491,8 +553,8 @@ pub fn approval_told(i: &Interaction) -> Told {
 /// What `permission_prompt` tells Claude Code about the resolved `i`: the permission result
 /// as JSON text.
 pub fn permission_told(i: &Interaction) -> Told {
-    let result = match i.resolution.as_deref() {
-        Some(r) => r.result.clone(),
+    let result = match i.resolution.as_deref().and_then(|r| r.permission()) {
+        Some(p) => p.clone(),
         None => PermissionResult::Deny {
             message: "No answer yet".into(),
             interrupt: false,
@@ -526,7 +588,67 @@ pub fn ask_told(i: &Interaction) -> Told {
         id: i.id.to_string(),
     };
     let text = match &r.result {
-        PermissionResult::Allow { updated_input, .. } => {
+        AgentResult::Elicit(e) if e.action == ElicitAction::Accept => {
+            let content = e.content.clone().unwrap_or_default();
+            let text = match Form::from_input(&i.input.map()) {
+                Ok(form)
+                    if form.fields.len() == 1
+                        && form.fields[0].name == CHOICE_FIELD
+                        && !form.fields[0].options().is_empty() =>
+                {
+                    let selected: Vec<String> = match content.get(CHOICE_FIELD) {
+                        Some(Value::String(s)) => vec![s.clone()],
+                        Some(Value::Array(items)) => items
+                            .iter()
+                            .filter_map(|v| v.as_str().map(str::to_string))
+                            .collect(),
+                        _ => Vec::new(),
+                    };
+                    let answer = selected.join(", ");
+                    let text = format!("{} chose: {answer}", who(r));
+                    result.answer = Some(answer);
+                    result.selected = Some(selected);
+                    text
+                }
+                Ok(form) if form.is_single_text() => {
+                    let answer = content
+                        .get(PROMPT_FIELD)
+                        .or_else(|| content.values().next())
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string();
+                    let text = format!("{} answered: {answer}", who(r));
+                    result.answer = Some(answer);
+                    text
+                }
+                Ok(form) => {
+                    let lines: Vec<String> = form
+                        .summary(&content)
+                        .into_iter()
+                        .map(|(k, v)| format!("{k}: {v}"))
+                        .collect();
+                    format!(
+                        "{} filled in the form: {}. The values: {}",
+                        who(r),
+                        lines.join("; "),
+                        Value::Object(content.clone())
+                    )
+                }
+                Err(_) => format!("{} answered: {}", who(r), Value::Object(content.clone())),
+            };
+            result.content = Some(content);
+            text
+        }
+        AgentResult::Elicit(_) | AgentResult::Permission(PermissionResult::Deny { .. }) => {
+            result.message = end_message(r, status);
+            match (status, result.message.as_deref()) {
+                (Status::Expired, Some(m)) => format!("{m}: the question was not answered."),
+                (Status::Cancelled, Some(m)) => format!("The question was cancelled ({m})."),
+                (_, Some(m)) => format!("{} declined to answer: {m}", who(r)),
+                (_, None) => format!("{} declined to answer.", who(r)),
+            }
+        }
+        AgentResult::Permission(PermissionResult::Allow { updated_input, .. }) => {
             let asked = i.input.map();
             let answered = updated_input.map();
             let (question, labels, multiple) = first_question(&asked);
@@ -550,15 +672,6 @@ pub fn ask_told(i: &Interaction) -> Told {
             result.selected = Some(selected);
             result.other = other;
             text
-        }
-        PermissionResult::Deny { .. } => {
-            result.message = end_message(r, status);
-            match (status, result.message.as_deref()) {
-                (Status::Expired, Some(m)) => format!("{m}: the question was not answered."),
-                (Status::Cancelled, Some(m)) => format!("The question was cancelled ({m})."),
-                (_, Some(m)) => format!("{} declined to answer: {m}", who(r)),
-                (_, None) => format!("{} declined to answer.", who(r)),
-            }
         }
     };
     Told {

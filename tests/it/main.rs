@@ -13,6 +13,7 @@ mod contract;
 mod deploy;
 mod doctor;
 mod feishu;
+mod forms;
 mod hooks;
 mod mcp;
 mod numbers;

@@ -371,20 +371,117 @@ async fn ask_human_takes_several_choices_and_typed_text_from_the_api() {
 }
 
 #[tokio::test]
-async fn what_cannot_be_asked_yet_is_a_tool_error_that_says_why() {
+async fn ask_human_asks_for_free_text_and_forms() {
+    let (app, client) = app_with_client("cursor").await;
+    // No choices: a free-text question, answered with what the person typed.
+    let call_task = spawn_call(
+        &client,
+        "ask_human",
+        json!({"question": "What is your favourite colour?"}),
+    );
+    let i = pending(&app, "imrelay:form").await;
+    assert_eq!(i["kind"], "form");
+    assert_eq!(i["input"]["message"], "What is your favourite colour?");
+    respond(
+        &app,
+        &i["id"],
+        json!({"action": "accept", "content": {"answer": "Teal"}, "by": "dana"}),
+    )
+    .await;
+    let r = call_task.await.unwrap().unwrap();
+    assert_eq!(r.is_error, Some(false));
+    let s = r.structured_content.clone().unwrap();
+    assert_eq!(s["status"], "answered");
+    assert_eq!(s["answer"], "Teal");
+    assert_eq!(s["content"], json!({"answer": "Teal"}));
+    assert_eq!(text(&r), "dana via api answered: Teal");
+
+    // A schema: a form, answered with its content.
+    let call_task = spawn_call(
+        &client,
+        "ask_human",
+        json!({"question": "Release details", "header": "Release", "schema": {
+            "type": "object",
+            "properties": {
+                "version": {"type": "string", "pattern": "^[0-9]+\\.[0-9]+$"},
+                "notify": {"type": "boolean", "title": "Tell the team", "default": true}
+            },
+            "required": ["version"]}}),
+    );
+    let i = pending(&app, "imrelay:form").await;
+    assert_eq!(i["title"], "Release");
+    respond(
+        &app,
+        &i["id"],
+        json!({"action": "accept", "content": {"version": "1.4"}, "by": "dana"}),
+    )
+    .await;
+    let r = call_task.await.unwrap().unwrap();
+    let s = r.structured_content.clone().unwrap();
+    assert_eq!(s["content"], json!({"version": "1.4", "notify": true}));
+    assert!(
+        text(&r).starts_with("dana via api filled in the form: version: 1.4; Tell the team: Yes."),
+        "{}",
+        text(&r)
+    );
+
+    // More choices than buttons hold: one list field of a form, answered like choices.
+    let call_task = spawn_call(
+        &client,
+        "ask_human",
+        json!({"question": "Which region?", "choices": ["eu-west", "eu-north", "us-east", "us-west", "ap-south"], "multiple": true}),
+    );
+    let i = pending(&app, "imrelay:form").await;
+    assert_eq!(
+        i["input"]["requestedSchema"]["properties"]["choice"]["items"]["anyOf"][4],
+        json!({"const": "ap-south", "title": "ap-south"})
+    );
+    respond(
+        &app,
+        &i["id"],
+        json!({"action": "accept", "content": {"choice": ["us-east", "eu-west"]}, "by": "dana"}),
+    )
+    .await;
+    let r = call_task.await.unwrap().unwrap();
+    let s = r.structured_content.clone().unwrap();
+    assert_eq!(s["selected"], json!(["us-east", "eu-west"]));
+    assert_eq!(text(&r), "dana via api chose: us-east, eu-west");
+
+    // Declined.
+    let call_task = spawn_call(&client, "ask_human", json!({"question": "Why?"}));
+    let i = pending(&app, "imrelay:form").await;
+    respond(
+        &app,
+        &i["id"],
+        json!({"action": "decline", "message": "no time", "by": "dana"}),
+    )
+    .await;
+    let r = call_task.await.unwrap().unwrap();
+    let s = r.structured_content.clone().unwrap();
+    assert_eq!(s["status"], "declined");
+    assert_eq!(text(&r), "dana via api declined to answer: no time");
+    close(app, [client]).await;
+}
+
+#[tokio::test]
+async fn what_cannot_be_asked_is_a_tool_error_that_says_why() {
     let (app, client) = app_with_client("cursor").await;
     for (arguments, says) in [
         (
-            json!({"question": "What is your favourite colour?"}),
-            "free-text",
-        ),
-        (
             json!({"question": "Release details", "schema": {"type": "object", "properties": {}}}),
-            "forms",
+            "schema.properties: a form needs 1 to 20 fields",
         ),
         (
-            json!({"question": "Which?", "choices": ["a", "b", "c", "d", "e"]}),
-            "at most 4",
+            json!({"question": "Where?", "schema": {"type": "object", "properties": {"a": {"type": "object"}}}}),
+            "schema.properties.a.type",
+        ),
+        (
+            json!({"question": "Which?", "choices": ["a", "b"], "schema": {"type": "object", "properties": {"a": {"type": "string"}}}}),
+            "either `choices` or `schema`",
+        ),
+        (
+            json!({"question": "Which?", "choices": (0..51).map(|n| n.to_string()).collect::<Vec<_>>()}),
+            "at most 50",
         ),
         (
             json!({"question": "Which?", "choices": ["a"]}),

@@ -2087,3 +2087,173 @@ fn configuration_is_validated_and_lists_come_from_the_environment() {
         .to_string();
     assert!(unknown.contains("chat"), "{unknown}");
 }
+
+// ---- forms --------------------------------------------------------------------------------
+
+/// The keyboard of the latest edit of `p`, as a prompt to tap on.
+fn as_edited(p: &Posted, edit: Value) -> Posted {
+    Posted {
+        chat: p.chat,
+        message_id: p.message_id,
+        text: edit["text"].as_str().unwrap().to_string(),
+        params: edit,
+    }
+}
+
+#[tokio::test]
+async fn a_two_field_form_is_filled_in_with_a_typed_reply_and_a_button() {
+    let (app, tg) = start(Mode::Webhook).await;
+    let id = create(
+        &app,
+        json!({"kind": "form", "message": "Book the <team> offsite", "schema": {
+            "type": "object",
+            "properties": {
+                "people": {"type": "integer", "title": "How many people", "minimum": 2, "maximum": 40},
+                "city": {"type": "string", "title": "City", "oneOf": [
+                    {"const": "ber", "title": "Berlin"}, {"const": "lis", "title": "Lisbon"}]}
+            },
+            "required": ["people", "city"]}}),
+    )
+    .await;
+    let p = prompt(&tg, PRIVATE, "Book the &lt;team&gt; offsite").await;
+    // A person reads: what is asked, every field, the one being asked with what it takes.
+    assert!(p.text.starts_with("📝 <b>Form</b>"), "{}", p.text);
+    assert!(
+        p.text.contains("▶ 1. <b>How many people</b> *"),
+        "{}",
+        p.text
+    );
+    assert!(p.text.contains("a whole number from 2 to 40"), "{}", p.text);
+    assert!(p.text.contains("2. <b>City</b> *"), "{}", p.text);
+    let labels: Vec<String> = p.buttons().into_iter().map(|(t, _)| t).collect();
+    assert_eq!(labels, ["✏️ Type the answer…", "❌ Decline"]);
+
+    // A reply to the prompt itself is taken for the field being asked, and checked.
+    deliver(
+        &app,
+        &text(
+            tg.next_update_id(),
+            ALICE,
+            PRIVATE,
+            "99",
+            Some(p.message_id),
+        ),
+    )
+    .await;
+    let said = tg
+        .wait_for("sendMessage", |c| {
+            c.iter().any(|c| {
+                c.params["text"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("must be at most 40"))
+            })
+        })
+        .await;
+    let complaint = said
+        .iter()
+        .find(|c| c.params["text"].as_str().unwrap().contains("at most 40"))
+        .unwrap();
+    assert_eq!(
+        complaint.params["text"],
+        "How many people: must be at most 40. Reply again."
+    );
+    assert_eq!(status(&app, &id).await["status"], "pending");
+
+    // "Type the answer…" asks for a reply, bound to the person who tapped.
+    tap_on(&app, &tg, ALICE, &p, &p.button("✏️ Type the answer…")).await;
+    let ask = reply_request(&tg, 1).await;
+    assert!(
+        ask.params["text"].as_str().unwrap().contains(
+            "reply to this message with <b>How many people</b> (a whole number from 2 to 40)"
+        ),
+        "{}",
+        ask.params["text"]
+    );
+    deliver(
+        &app,
+        &text(tg.next_update_id(), ALICE, PRIVATE, " 12 ", ask.message_id),
+    )
+    .await;
+    let e = edited(&tg, PRIVATE, p.message_id, "→ <b>12</b>").await;
+    let now = as_edited(&p, e);
+    assert!(now.text.contains("▶ 2. <b>City</b> *"), "{}", now.text);
+    let labels: Vec<String> = now.buttons().into_iter().map(|(t, _)| t).collect();
+    assert_eq!(labels, ["Berlin", "Lisbon", "↩ Back", "❌ Decline"]);
+
+    // The choice is a button; then a summary with Submit.
+    assert_eq!(
+        tap_on(&app, &tg, BOB, &now, &now.button("Lisbon")).await,
+        "City: Lisbon"
+    );
+    let e = edited(&tg, PRIVATE, p.message_id, "→ <b>Lisbon</b>").await;
+    let ready = as_edited(&p, e);
+    assert!(ready.text.contains("All filled in"), "{}", ready.text);
+    assert_eq!(status(&app, &id).await["status"], "pending");
+    assert_eq!(
+        tap_on(&app, &tg, ALICE, &ready, &ready.button("📨 Submit")).await,
+        "Answered"
+    );
+    let body = status(&app, &id).await;
+    assert_eq!(
+        body["resolution"]["result"],
+        json!({"action": "accept", "content": {"people": 12, "city": "lis"}})
+    );
+    assert_eq!(body["resolution"]["via"], "telegram");
+    // Every copy ends showing what was answered, by label, and who answered.
+    let done = edited(&tg, PRIVATE, p.message_id, "Answered by Alice").await;
+    let text = done["text"].as_str().unwrap();
+    assert!(
+        text.contains("→ <b>12</b>") && text.contains("→ <b>Lisbon</b>"),
+        "{text}"
+    );
+    assert_eq!(
+        done["reply_markup"]["inline_keyboard"],
+        json!([]),
+        "no buttons left: {done}"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_form_on_telegram_goes_back_skips_and_declines() {
+    let (app, tg) = start(Mode::Webhook).await;
+    let id = create(
+        &app,
+        json!({"kind": "form", "message": "Release checklist", "schema": {
+            "type": "object",
+            "properties": {
+                "tested": {"type": "boolean", "title": "Tests pass"},
+                "notes": {"type": "string", "title": "Notes"},
+                "areas": {"type": "array", "title": "Areas", "items": {"enum": ["api", "ui", "db"]}, "minItems": 1}
+            },
+            "required": ["tested", "areas"]}}),
+    )
+    .await;
+    let p = prompt(&tg, PRIVATE, "Release checklist").await;
+    tap_on(&app, &tg, ALICE, &p, &p.button("✅ Yes")).await;
+    let now = as_edited(&p, edited(&tg, PRIVATE, p.message_id, "→ <b>Yes</b>").await);
+    // An optional field can be skipped; Back forgets it again.
+    assert_eq!(
+        tap_on(&app, &tg, ALICE, &now, &now.button("⏭ Skip")).await,
+        "Notes: skipped"
+    );
+    let now = as_edited(&p, edited(&tg, PRIVATE, p.message_id, "(left empty)").await);
+    // Multiple choice: toggles, then Done, checked against minItems.
+    assert_eq!(
+        tap_on(&app, &tg, ALICE, &now, &now.button("📨 Done")).await,
+        "Areas: choose at least 1"
+    );
+    assert_eq!(
+        tap_on(&app, &tg, ALICE, &now, &now.button("☐ ui")).await,
+        "☑ ui"
+    );
+    // A tap for a field that is not being asked is refused.
+    let t = tap_on(&app, &tg, ALICE, &p, &p.button("✅ Yes")).await;
+    assert_eq!(t, "That field is not the one being asked now.");
+    let decline = now.button("❌ Decline");
+    assert_eq!(tap_on(&app, &tg, ALICE, &now, &decline).await, "Denied");
+    let body = status(&app, &id).await;
+    assert_eq!(body["resolution"]["result"]["action"], "decline");
+    assert_eq!(body["resolution"]["outcome"], "denied");
+    app.stop().await;
+}

@@ -826,7 +826,8 @@ async fn fake_relay() -> (
         result: PermissionResult::Allow {
             updated_input: input.into(),
             updated_permissions: None,
-        },
+        }
+        .into(),
     });
     let pending = serde_json::to_string(&pending).unwrap();
     let still_pending: Value = serde_json::from_str(&pending).unwrap();

@@ -408,6 +408,58 @@ async fn post_signed(
 }
 
 #[tokio::test]
+async fn a_form_goes_out_with_its_schema_and_a_signed_answer_fills_it_in() {
+    let (rx, url) = Receiver::start(&[]).await;
+    let app = spawn_with(|s| {
+        fast(s);
+        s.webhooks = vec![target("ticketing", &url)];
+    })
+    .await;
+    let schema = json!({"type": "object", "properties": {
+        "ticket": {"type": "string", "pattern": "^OPS-[0-9]+$"},
+        "urgent": {"type": "boolean", "default": false}}, "required": ["ticket"]});
+    let (status, _) = app
+        .post(
+            "/v1/interactions",
+            &json!({"id": "wf-1", "kind": "form", "message": "Which ticket is this for?", "schema": schema}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let got = rx.wait_for(1).await;
+    assert_eq!(got[0].body["type"], "interaction.created");
+    assert_eq!(got[0].body["data"]["interaction"]["kind"], "form");
+    assert_eq!(
+        got[0].body["data"]["interaction"]["input"]["requestedSchema"],
+        schema
+    );
+    let now = jiff::Timestamp::now().as_second();
+    // A value that does not fit is refused with the field named.
+    let bad =
+        json!({"id": "wf-1", "action": "accept", "content": {"ticket": "JIRA-1"}, "by": "jira"});
+    let (raw, headers) = signed(&bad, "msg_f1", now);
+    let (status, err) = post_signed(&app, "ticketing", raw, headers).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
+    assert_eq!(err["error"]["field"], "content.ticket");
+    let good =
+        json!({"id": "wf-1", "action": "accept", "content": {"ticket": "OPS-7"}, "by": "jira"});
+    let (raw, headers) = signed(&good, "msg_f2", now);
+    let (status, ok) = post_signed(&app, "ticketing", raw, headers).await;
+    assert_eq!(status, StatusCode::OK, "{ok}");
+    assert_eq!(
+        ok["result"],
+        json!({"action": "accept", "content": {"ticket": "OPS-7", "urgent": false}})
+    );
+    assert_eq!(ok["resolution"]["via"], "webhook:ticketing");
+    let got = rx.wait_for(2).await;
+    assert_eq!(got[1].body["type"], "interaction.resolved");
+    assert_eq!(
+        got[1].body["data"]["interaction"]["resolution"]["result"],
+        ok["result"]
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
 async fn signed_answers_in() {
     let (_rx, url) = Receiver::start(&[]).await;
     let mut app = spawn_with(|s| {

@@ -28,7 +28,7 @@ use super::card::{self, Action, Cards, Text, other_field, select_field};
 use super::crypto;
 use super::settings::FeishuSettings;
 use crate::interaction::{
-    Answer, Interaction, InteractionId, Kind, Outcome, Question, Registry, RegistryError,
+    Answer, Form, Interaction, InteractionId, Kind, Outcome, Question, Registry, RegistryError,
     Responder, Via, parse_questions,
 };
 use crate::store::Store;
@@ -319,8 +319,13 @@ impl Callbacks {
                     .as_object()
                     .cloned()
                     .unwrap_or_default();
-                match self.answers_from_form(&current, &form) {
-                    Ok(a) => Answer::Answers(a),
+                let answer = if current.kind == Kind::Form {
+                    self.content_from_form(&current, &form).map(Answer::Accept)
+                } else {
+                    self.answers_from_form(&current, &form).map(Answer::Answers)
+                };
+                match answer {
+                    Ok(a) => a,
                     Err(msg) => {
                         return (
                             self.toast(
@@ -359,7 +364,7 @@ impl Callbacks {
         let text = match i.resolution.as_ref().map(|r| r.outcome) {
             Some(Outcome::Allowed) => Text::Allowed,
             Some(Outcome::Answered) => Text::Answered,
-            _ if i.kind == Kind::Question => Text::Declined,
+            _ if matches!(i.kind, Kind::Question | Kind::Form) => Text::Declined,
             _ => Text::Denied,
         };
         self.toast("success", self.cards.text(text), Some(self.cards.render(i)))
@@ -443,6 +448,62 @@ impl Callbacks {
     }
 
     /// Reads a question form into answers keyed by question index.
+    /// A form's content from a card's `form_value`: each field read as its type (a choice by
+    /// its option index, a date from the picker's `2026-11-25 +0800`, a number from its text),
+    /// empty inputs left out so they take their defaults. The registry checks the rest.
+    fn content_from_form(
+        &self,
+        i: &Interaction,
+        values: &Map<String, Value>,
+    ) -> Result<Map<String, Value>, String> {
+        use crate::interaction::form::FieldType;
+        let form = Form::from_input(&i.input.map()).map_err(|e| e.to_string())?;
+        let mut content = Map::new();
+        for (n, f) in form.fields.iter().enumerate() {
+            let Some(raw) = values.get(&card::field_name(n)) else {
+                continue;
+            };
+            let bad = |e: String| format!("{}: {e}", f.label());
+            let pick = |v: &Value| -> Result<Value, String> {
+                v.as_str()
+                    .and_then(|s| s.parse::<usize>().ok())
+                    .and_then(|j| f.options().get(j))
+                    .map(|c| Value::String(c.value.clone()))
+                    .ok_or_else(|| bad(format!("there is no option {v}")))
+            };
+            let value = match (&f.ty, raw) {
+                (_, Value::Null) => continue,
+                (FieldType::Choice { .. }, v) => pick(v)?,
+                (FieldType::Multi { .. }, Value::Array(items)) => {
+                    Value::Array(items.iter().map(pick).collect::<Result<_, _>>()?)
+                }
+                (FieldType::Boolean, Value::String(s)) => Value::Bool(s == "true"),
+                (FieldType::Boolean, Value::Bool(b)) => Value::Bool(*b),
+                (
+                    FieldType::Text {
+                        format: Some(crate::interaction::form::Format::Date),
+                        ..
+                    },
+                    Value::String(s),
+                ) => Value::String(s.split_whitespace().next().unwrap_or("").to_string()),
+                (FieldType::Text { .. } | FieldType::Number { .. }, Value::String(s)) => {
+                    if s.trim().is_empty() {
+                        continue;
+                    }
+                    f.parse_text(s).map_err(bad)?
+                }
+                (_, other) => other.clone(),
+            };
+            content.insert(f.name.clone(), value);
+        }
+        form.accept(&content).map_err(|e| {
+            let name = e.field.trim_start_matches("content.");
+            let label = form.field(name).map_or(name, |f| f.label());
+            format!("{label}: {}", e.message)
+        })?;
+        Ok(content)
+    }
+
     fn answers_from_form(
         &self,
         i: &Interaction,

@@ -12,8 +12,9 @@ use super::crypto::button_tag;
 use super::settings::Locale;
 use crate::channels::present;
 use crate::channels::render::{self, cut_note, format_time, short};
+use crate::interaction::form::{Choice, Field, FieldType};
 use crate::interaction::{
-    Interaction, Kind, Outcome, PermissionResult, Question, Resolution, parse_questions,
+    Form, Interaction, Kind, Outcome, PermissionResult, Question, Resolution, parse_questions,
 };
 
 /// The platform refuses a card message whose request body exceeds 30 KB. The card travels as a
@@ -58,6 +59,22 @@ impl Action {
             _ => None,
         }
     }
+}
+
+/// The form field name of form field `n` (field names are the agent's: an index keeps the
+/// card's names within what Feishu accepts).
+pub fn field_name(n: usize) -> String {
+    format!("f{n}")
+}
+
+/// The agent's message of a form interaction.
+fn form_message(i: &Interaction) -> String {
+    i.input
+        .map()
+        .get("message")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// Form field names.
@@ -170,8 +187,11 @@ impl Budget {
                 b.option = if b.option > 40 { b.option / 2 } else { 0 };
             }
             Kind::Question if b.question > 60 => b.question = (b.question / 2).max(60),
-            Kind::Approval | Kind::Question if b.text > 100 => b.text = (b.text / 2).max(100),
-            Kind::Approval | Kind::Question => return None,
+            Kind::Form if b.question > 60 => b.question = (b.question / 2).max(60),
+            Kind::Approval | Kind::Question | Kind::Form if b.text > 100 => {
+                b.text = (b.text / 2).max(100)
+            }
+            Kind::Approval | Kind::Question | Kind::Form => return None,
         }
         Some(b)
     }
@@ -272,6 +292,16 @@ impl Cards {
             (Kind::Question, None) => self
                 .t("智能体有问题需要回答", "The agent has a question")
                 .to_string(),
+            (Kind::Form, None) => format!(
+                "{}{}",
+                self.t("请填写：", "Please fill in: "),
+                short(&form_message(i), 60)
+            ),
+            (Kind::Form, Some(r)) => format!(
+                "{} · {}",
+                self.t("表单", "Form"),
+                self.outcome_word(r.outcome)
+            ),
             (_, Some(r)) => format!(
                 "{} · {}",
                 short(&i.tool_name, 60),
@@ -288,6 +318,10 @@ impl Cards {
                 short(&i.tool_name, 80)
             ),
             Kind::Question => self.t("智能体提问", "Question from the agent").to_string(),
+            Kind::Form => match i.title.as_deref().filter(|t| !t.trim().is_empty()) {
+                Some(t) => short(t, 80),
+                None => self.t("请填写表单", "Please fill in").to_string(),
+            },
         };
         match (&i.resolution, i.kind) {
             (None, Kind::Approval) if !self.zh() => format!("{base}?"),
@@ -425,15 +459,33 @@ impl Cards {
             }
             _ => out.push(json!({"tag": "div", "text": {"tag": "plain_text", "content": format!("{} · {at}", self.outcome_phrase(r)), "text_size": "normal_v2"}})),
         }
-        match (&r.result, r.outcome) {
-            (PermissionResult::Deny { message, .. }, Outcome::Denied | Outcome::Expired) => {
+        if i.kind == Kind::Form {
+            for (label, value) in render::form_answers(i) {
+                out.push(div(format!(
+                    "{} → {}",
+                    short(&label, 60),
+                    short(&value, b.question)
+                )));
+            }
+        }
+        match (r.result.permission(), r.outcome) {
+            (_, Outcome::Denied | Outcome::Expired) if i.kind == Kind::Form => {
+                if let Some(message) = r.message() {
+                    out.push(div(format!(
+                        "{}{}",
+                        self.t("原因：", "Reason: "),
+                        short(message, b.text)
+                    )));
+                }
+            }
+            (Some(PermissionResult::Deny { message, .. }), Outcome::Denied | Outcome::Expired) => {
                 out.push(div(format!(
                     "{}{}",
                     self.t("原因：", "Reason: "),
                     short(message, b.text)
                 )));
             }
-            (PermissionResult::Allow { updated_input, .. }, Outcome::Answered) => {
+            (Some(PermissionResult::Allow { updated_input, .. }), Outcome::Answered) => {
                 if let (Some(Value::Object(answers)), Ok(qs)) = (
                     updated_input.map().get("answers"),
                     parse_questions(&i.input.map()),
@@ -459,6 +511,7 @@ impl Cards {
         match i.kind {
             Kind::Approval => self.approval_body(i, budget, &mut elements),
             Kind::Question => self.question_body(i, budget, &mut elements),
+            Kind::Form => self.form_body(i, budget, &mut elements),
         }
         json!({
             "schema": "2.0",
@@ -561,6 +614,147 @@ impl Cards {
                 ));
             }
         }
+    }
+
+    fn form_body(&self, i: &Interaction, budget: Budget, out: &mut Vec<Value>) {
+        let form = match Form::from_input(&i.input.map()) {
+            Ok(f) => f,
+            Err(e) => {
+                out.push(div(format!("{e}")));
+                if let Some(r) = &i.resolution {
+                    self.resolution_lines(i, r, budget, out);
+                }
+                return;
+            }
+        };
+        out.push(div(short(&form.message, budget.text)));
+        if let Some(r) = &i.resolution {
+            self.resolution_lines(i, r, budget, out);
+            return;
+        }
+        let mut elements = Vec::new();
+        for (n, f) in form.fields.iter().enumerate() {
+            self.form_field(n, f, budget, &mut elements);
+        }
+        elements.push(self.submit(
+            i,
+            Action::Answer,
+            self.t("提交", "Submit"),
+            "primary_filled",
+            "submit",
+        ));
+        out.push(self.deadline_line(i));
+        out.push(json!({"tag": "form", "name": "answer_form", "elements": elements}));
+        out.push(self.button(
+            i,
+            Action::Deny,
+            self.t("拒绝填写", "Decline"),
+            "danger",
+            "decline",
+        ));
+    }
+
+    /// One form field: its label (with a mark when required), its description, and the input
+    /// that fits its type. Feishu checks `required` before it sends anything; imrelay checks
+    /// everything again.
+    fn form_field(&self, n: usize, f: &Field, b: Budget, out: &mut Vec<Value>) {
+        let mark = if f.required { " *" } else { "" };
+        out.push(json!({"tag": "div", "text": {"tag": "plain_text", "content": format!("{}{mark}", short(f.label(), 100)), "text_size": "normal_v2"}}));
+        if let Some(d) = f.description.as_deref() {
+            out.push(grey_div(short(d, b.question)));
+        }
+        let name = field_name(n);
+        let options = |choices: &[Choice]| -> Vec<Value> {
+            choices
+                .iter()
+                .enumerate()
+                .map(|(j, c)| json!({"text": plain(short(&c.label, 100)), "value": j.to_string()}))
+                .collect()
+        };
+        let hint = f.hint();
+        let mut element = match &f.ty {
+            FieldType::Choice { options: choices } => json!({
+                "tag": "select_static",
+                "width": "fill",
+                "placeholder": plain(self.t("请选择", "Choose one")),
+                "options": options(choices),
+            }),
+            FieldType::Multi {
+                options: choices, ..
+            } => json!({
+                "tag": "multi_select_static",
+                "width": "fill",
+                "placeholder": plain(short(&hint, 100)),
+                "options": options(choices),
+            }),
+            FieldType::Boolean => json!({
+                "tag": "select_static",
+                "width": "fill",
+                "placeholder": plain(self.t("是 / 否", "Yes or no")),
+                "options": [
+                    {"text": plain(self.t("是", "Yes")), "value": "true"},
+                    {"text": plain(self.t("否", "No")), "value": "false"},
+                ],
+            }),
+            FieldType::Text {
+                format: Some(crate::interaction::form::Format::Date),
+                ..
+            } => json!({
+                "tag": "date_picker",
+                "width": "fill",
+                "placeholder": plain(self.t("请选择日期", "Choose a date")),
+            }),
+            FieldType::Text {
+                multiline, max_len, ..
+            } => {
+                let mut e = json!({
+                    "tag": "input",
+                    "width": "fill",
+                    "max_length": max_len.map_or(MAX_INPUT_LEN, |m| (m as u64).min(MAX_INPUT_LEN)),
+                    "placeholder": plain(short(&hint, 100)),
+                });
+                if *multiline {
+                    e["input_type"] = json!("multiline_text");
+                    e["rows"] = json!(3);
+                }
+                e
+            }
+            FieldType::Number { .. } => json!({
+                "tag": "input",
+                "width": "fill",
+                "max_length": 40,
+                "placeholder": plain(short(&hint, 100)),
+            }),
+        };
+        element["name"] = json!(name);
+        element["required"] = json!(f.required && f.default.is_none());
+        if let Some(d) = &f.default {
+            match (&f.ty, d) {
+                (FieldType::Choice { options: c }, Value::String(v)) => {
+                    if let Some(j) = c.iter().position(|o| &o.value == v) {
+                        element["initial_option"] = json!(j.to_string());
+                    }
+                }
+                (FieldType::Boolean, Value::Bool(v)) => {
+                    element["initial_option"] = json!(v.to_string());
+                }
+                (
+                    FieldType::Text {
+                        format: Some(crate::interaction::form::Format::Date),
+                        ..
+                    },
+                    Value::String(v),
+                ) => {
+                    element["initial_date"] = json!(v);
+                }
+                (FieldType::Text { .. }, Value::String(v)) => element["default_value"] = json!(v),
+                (FieldType::Number { .. }, Value::Number(v)) => {
+                    element["default_value"] = json!(v.to_string());
+                }
+                _ => {}
+            }
+        }
+        out.push(element);
     }
 
     fn question_fields(&self, n: usize, q: &Question, b: Budget, form: &mut Vec<Value>) {
@@ -813,7 +1007,8 @@ mod tests {
             result: PermissionResult::Deny {
                 message: "\"".repeat(5000),
                 interrupt: false,
-            },
+            }
+            .into(),
         }));
         assert!(send_body(&cards.render(&answered)).len() <= MAX_REQUEST_BYTES);
     }

@@ -19,8 +19,8 @@
 //! │  │  │  │  │            └ MAC: 16 bytes of HMAC-SHA256 over the first 15 bytes, base64url
 //! │  │  │  │  └ handle: 8 bytes of HMAC-SHA256 over the interaction id and its creation
 //! │  │  │  │    time in milliseconds, base64url
-//! │  │  │  └ option index (0-9)
-//! │  │  └ question index (0-9)
+//! │  │  │  └ option index (0-63: 0-9, a-z, A-Z, - and _)
+//! │  │  └ question or field index (0-63, written the same way)
 //! │  └ action
 //! └ format version
 //! ```
@@ -47,6 +47,8 @@ const MAC_LEN: usize = 22;
 const SIGNED_LEN: usize = 4 + HANDLE_LEN;
 /// Length of encoded callback data, in bytes.
 pub const DATA_LEN: usize = SIGNED_LEN + MAC_LEN;
+/// The index digits: `0`-`9` first, so data written when indices were decimal reads the same.
+const DIGITS: &[u8; 64] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_";
 
 /// What a button does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,6 +90,18 @@ pub enum Action {
         /// Question index.
         q: u8,
     },
+    /// Leave optional form field `q` empty (it takes its default).
+    Skip {
+        /// Field index.
+        q: u8,
+    },
+    /// Go back to form field `q`, forgetting it and what came after.
+    Back {
+        /// Field index.
+        q: u8,
+    },
+    /// Send the filled-in form.
+    SubmitForm,
 }
 
 impl Action {
@@ -102,6 +116,9 @@ impl Action {
             Action::Submit { q } => (b's', q, 0),
             Action::Other { q } => (b'o', q, 0),
             Action::ClearOther { q } => (b'c', q, 0),
+            Action::Skip { q } => (b'k', q, 0),
+            Action::Back { q } => (b'b', q, 0),
+            Action::SubmitForm => (b'f', 0, 0),
         }
     }
 
@@ -116,6 +133,9 @@ impl Action {
             b's' => Action::Submit { q },
             b'o' => Action::Other { q },
             b'c' => Action::ClearOther { q },
+            b'k' => Action::Skip { q },
+            b'b' => Action::Back { q },
+            b'f' => Action::SubmitForm,
             _ => return None,
         })
     }
@@ -176,8 +196,8 @@ impl Codec {
         let mut signed = String::with_capacity(DATA_LEN);
         signed.push(VERSION as char);
         signed.push(a as char);
-        signed.push(char::from(b'0' + q.min(9)));
-        signed.push(char::from(b'0' + o.min(9)));
+        signed.push(char::from(DIGITS[usize::from(q.min(63))]));
+        signed.push(char::from(DIGITS[usize::from(o.min(63))]));
         signed.push_str(handle);
         let tag = self
             .mac(b"imrelay/telegram/callback/v1\n", signed.as_bytes())
@@ -207,7 +227,7 @@ impl Codec {
         if !bool::from(expected[..MAC_BYTES].ct_eq(&given)) {
             return Err(CallbackError::BadSignature);
         }
-        let digit = |b: u8| b.is_ascii_digit().then(|| b - b'0');
+        let digit = |b: u8| DIGITS.iter().position(|d| *d == b).map(|n| n as u8);
         let (Some(q), Some(o)) = (digit(bytes[2]), digit(bytes[3])) else {
             return Err(CallbackError::Malformed);
         };
@@ -258,6 +278,11 @@ mod tests {
             Action::Submit { q: 2 },
             Action::Other { q: 0 },
             Action::ClearOther { q: 1 },
+            Action::Pick { q: 19, o: 49 },
+            Action::Toggle { q: 63, o: 10 },
+            Action::Skip { q: 12 },
+            Action::Back { q: 0 },
+            Action::SubmitForm,
         ] {
             let data = c.encode(&h, action);
             assert!(data.len() <= 64 && data.len() == DATA_LEN, "{data}");

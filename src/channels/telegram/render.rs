@@ -18,9 +18,11 @@ use super::callback::{Action, Codec};
 use super::state::{PromptState, ReplyKind};
 use crate::channels::present;
 use crate::channels::render::{
-    context_line, cut_note, duration_words, format_time, given_answers, outcome_phrase, short,
+    context_line, cut_note, duration_words, form_answers, format_time, given_answers,
+    outcome_phrase, short,
 };
-use crate::interaction::{Interaction, Kind, Outcome, Question, parse_questions};
+use crate::interaction::form::{Field, FieldType};
+use crate::interaction::{Form, Interaction, Kind, Outcome, Question, parse_questions};
 
 /// Longest message text Telegram accepts.
 pub const MAX_TEXT: usize = 4096;
@@ -188,6 +190,7 @@ fn headline(i: &Interaction) -> String {
         (Kind::Approval, true) => format!("🔐 <b>{}</b> needs approval", esc(&i.tool_name, 100)),
         (Kind::Approval, false) => format!("🔐 Approval for <b>{}</b>", esc(&i.tool_name, 100)),
         (Kind::Question, _) => "❓ <b>Question</b>".to_string(),
+        (Kind::Form, _) => "📝 <b>Form</b>".to_string(),
     }
 }
 
@@ -207,7 +210,7 @@ fn head(i: &Interaction, lim: &Limits) -> String {
             .description
             .as_deref()
             .or_else(|| input.get("description").and_then(Value::as_str)),
-        Kind::Question => i.description.as_deref(),
+        Kind::Question | Kind::Form => i.description.as_deref(),
     }
     .filter(|d| !d.trim().is_empty() && lim.description > 0);
     if let Some(d) = description {
@@ -460,6 +463,164 @@ fn question_keyboard(
     rows
 }
 
+/// One form field's line: its number, label, whether it is required, and either the value
+/// given, the hint for the one being asked, or nothing yet.
+fn field_block(n: usize, f: &Field, value: Option<&str>, asking: bool, lim: &Limits) -> String {
+    let marker = if asking { "▶ " } else { "" };
+    let required = if f.required { " *" } else { "" };
+    let mut s = format!(
+        "{marker}{}. <b>{}</b>{required}",
+        n + 1,
+        esc(f.label(), lim.label)
+    );
+    if asking {
+        if let Some(d) = f.description.as_deref()
+            && lim.option_description > 0
+        {
+            s.push_str(&format!(" — {}", esc(d, lim.option_description)));
+        }
+        s.push_str(&format!("\n   <i>{}</i>", esc(&f.hint(), 200)));
+        if let Some(d) = &f.default {
+            s.push_str(&format!(
+                "\n   <i>Default: {}</i>",
+                esc(&f.show(d), lim.label)
+            ));
+        }
+    }
+    if let Some(v) = value {
+        s.push_str(&format!("\n   → <b>{}</b>", esc(v, lim.answer)));
+    }
+    s
+}
+
+/// A form's text: the head, the agent's message, every field (with what was given on this
+/// message, or on any channel once resolved), and `tail`.
+fn form_text(i: &Interaction, form: &Form, state: Option<&PromptState>, tail: &str) -> String {
+    let given = form_answers(i);
+    let current = state.and_then(|st| st.current_field(form));
+    for lim in &LEVELS {
+        let mut s = head(i, lim);
+        s.push_str(&format!(
+            "\n\n{}",
+            esc(&form.message, lim.description.max(200))
+        ));
+        for (n, f) in form.fields.iter().enumerate() {
+            let value = match state.and_then(|st| st.fields.get(&(n as u8))) {
+                Some(serde_json::Value::Null) => Some("(left empty)".to_string()),
+                Some(v) => Some(f.show(v)),
+                None => given
+                    .iter()
+                    .find(|(label, _)| label == f.label())
+                    .map(|(_, v)| v.clone()),
+            };
+            s.push_str("\n\n");
+            s.push_str(&field_block(
+                n,
+                f,
+                value.as_deref(),
+                current == Some(n as u8),
+                lim,
+            ));
+        }
+        if let Some(st) = state {
+            let instruction = match current.and_then(|c| form.fields.get(usize::from(c))) {
+                Some(f) => match &f.ty {
+                    FieldType::Boolean | FieldType::Choice { .. } => "Tap your answer.",
+                    FieldType::Multi { .. } => "Tap to choose any, then Done.",
+                    FieldType::Text { .. } | FieldType::Number { .. } => {
+                        "Reply to this message with the answer, or tap ✏️ Type the answer."
+                    }
+                },
+                None if !st.fields.is_empty() => "All filled in: check the answers, then Submit.",
+                None => "",
+            };
+            if !instruction.is_empty() {
+                s.push_str(&format!("\n\n<i>{instruction}</i>"));
+            }
+        }
+        s.push_str("\n\n");
+        s.push_str(tail);
+        if units(&s) <= MAX_TEXT {
+            return s;
+        }
+    }
+    let mut plain = format!("{}\n", form.message);
+    for (n, f) in form.fields.iter().enumerate() {
+        plain.push_str(&format!("{}. {}\n", n + 1, f.label()));
+    }
+    last_resort(i, plain.trim_end(), tail)
+}
+
+/// The keyboard for the field being asked (or Submit once all are filled in), with Back
+/// and Decline.
+fn form_keyboard(form: &Form, state: &PromptState, b: &Buttons) -> Vec<Vec<InlineKeyboardButton>> {
+    let mut rows = Vec::new();
+    let current = state.current_field(form);
+    match current.and_then(|c| form.fields.get(usize::from(c)).map(|f| (c, f))) {
+        Some((q, f)) => {
+            match &f.ty {
+                FieldType::Boolean => rows.push(vec![
+                    b.button("✅ Yes", Action::Pick { q, o: 1 }),
+                    b.button("❌ No", Action::Pick { q, o: 0 }),
+                ]),
+                FieldType::Choice { options } => {
+                    for pair in options.chunks(2).enumerate() {
+                        let (row, chunk) = pair;
+                        rows.push(
+                            chunk
+                                .iter()
+                                .enumerate()
+                                .map(|(k, o)| {
+                                    b.button(
+                                        &o.label,
+                                        Action::Pick {
+                                            q,
+                                            o: (row * 2 + k) as u8,
+                                        },
+                                    )
+                                })
+                                .collect(),
+                        );
+                    }
+                }
+                FieldType::Multi { options, .. } => {
+                    for (n, o) in options.iter().enumerate() {
+                        let on = state.is_toggled(q, n as u8);
+                        let mark = if on { "☑" } else { "☐" };
+                        rows.push(vec![b.button(
+                            &format!("{mark} {}", o.label),
+                            Action::Toggle { q, o: n as u8 },
+                        )]);
+                    }
+                    rows.push(vec![b.button("📨 Done", Action::Submit { q })]);
+                }
+                FieldType::Text { .. } | FieldType::Number { .. } => {
+                    rows.push(vec![b.button("✏️ Type the answer…", Action::Other { q })]);
+                }
+            }
+            if !f.required {
+                let label = if f.default.is_some() {
+                    "⏭ Skip (use the default)"
+                } else {
+                    "⏭ Skip"
+                };
+                rows.push(vec![b.button(label, Action::Skip { q })]);
+            }
+            if q > 0 {
+                rows.push(vec![b.button("↩ Back", Action::Back { q: q - 1 })]);
+            }
+        }
+        None => {
+            rows.push(vec![b.button("📨 Submit", Action::SubmitForm)]);
+            if let Some(last) = form.fields.len().checked_sub(1) {
+                rows.push(vec![b.button("↩ Back", Action::Back { q: last as u8 })]);
+            }
+        }
+    }
+    rows.push(vec![b.button("❌ Decline", Action::Deny)]);
+    rows
+}
+
 /// The prompt for a pending interaction, with its keyboard; `state` holds the answers given
 /// on this message so far.
 pub fn prompt(i: &Interaction, state: &PromptState, b: &Buttons) -> Prompt {
@@ -488,6 +649,18 @@ pub fn prompt(i: &Interaction, state: &PromptState, b: &Buttons) -> Prompt {
                 keyboard: InlineKeyboardMarkup::new(question_keyboard(&questions, state, b)),
             }
         }
+        Kind::Form => match Form::from_input(&i.input.map()) {
+            Ok(form) => Prompt {
+                text: form_text(i, &form, Some(state), &tail),
+                keyboard: InlineKeyboardMarkup::new(form_keyboard(&form, state, b)),
+            },
+            Err(e) => Prompt {
+                text: last_resort(i, &format!("This form cannot be shown: {e}"), &tail),
+                keyboard: InlineKeyboardMarkup::new(vec![vec![
+                    b.button("❌ Decline", Action::Deny),
+                ]]),
+            },
+        },
     }
 }
 
@@ -501,6 +674,10 @@ pub fn resolved(i: &Interaction) -> String {
             let questions = parse_questions(&i.input.map()).unwrap_or_default();
             question_text(i, &questions, None, &tail)
         }
+        Kind::Form => match Form::from_input(&i.input.map()) {
+            Ok(form) => form_text(i, &form, None, &tail),
+            Err(_) => last_resort(i, "", &tail),
+        },
     }
 }
 
@@ -510,6 +687,7 @@ pub fn outcome_plain(i: &Interaction) -> String {
     let what = match i.kind {
         Kind::Approval => format!("🔐 Approval for {}", short(&i.tool_name, 100)),
         Kind::Question => "❓ Question".to_string(),
+        Kind::Form => "📝 Form".to_string(),
     };
     match &i.resolution {
         Some(r) => {
@@ -547,6 +725,16 @@ pub fn reply_request(i: &Interaction, kind: ReplyKind, user: &User) -> String {
             mention(user),
             esc(&i.tool_name, 100)
         ),
+        ReplyKind::Field { q } => {
+            let form = Form::from_input(&i.input.map()).ok();
+            let field = form.as_ref().and_then(|f| f.fields.get(usize::from(q)));
+            format!(
+                "✏️ {}, reply to this message with <b>{}</b> ({}).",
+                mention(user),
+                esc(field.map_or("the answer", |f| f.label()), 200),
+                esc(&field.map_or_else(|| "text".to_string(), |f| f.hint()), 200)
+            )
+        }
         ReplyKind::Other { q } => {
             let questions = parse_questions(&i.input.map()).unwrap_or_default();
             let question = questions
@@ -695,7 +883,8 @@ mod tests {
             result: crate::interaction::PermissionResult::Deny {
                 message: message.into(),
                 interrupt: false,
-            },
+            }
+            .into(),
         }));
         i
     }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::interaction::Question;
+use crate::interaction::{Form, Question};
 
 /// A recorded message's state, stored as an object whose `role` says which kind it is.
 #[derive(Clone, Debug, PartialEq)]
@@ -77,6 +77,10 @@ pub struct PromptState {
     /// Multi-select questions: index → free "Other" text chosen but not yet submitted.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub other: BTreeMap<u8, String>,
+    /// A form's fields filled in so far: index → value (`null`: left empty). Fields are
+    /// filled in order, so the first index missing here is the one being asked.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub fields: BTreeMap<u8, Value>,
     /// Whether the message was edited to its final state.
     #[serde(default)]
     pub done: bool,
@@ -134,6 +138,27 @@ impl PromptState {
         out
     }
 
+    /// The form field being asked: the first one not filled in, `None` once all are.
+    pub fn current_field(&self, form: &Form) -> Option<u8> {
+        (0..form.fields.len())
+            .map(|n| n as u8)
+            .find(|n| !self.fields.contains_key(n))
+    }
+
+    /// The form's content as filled in so far (fields left empty are left out, so they take
+    /// their defaults).
+    pub fn form_content(&self, form: &Form) -> Map<String, Value> {
+        self.fields
+            .iter()
+            .filter(|(_, v)| !v.is_null())
+            .filter_map(|(n, v)| {
+                form.fields
+                    .get(usize::from(*n))
+                    .map(|f| (f.name.clone(), v.clone()))
+            })
+            .collect()
+    }
+
     /// Whether every question has an answer.
     pub fn complete(&self, questions: &[Question]) -> bool {
         (0..questions.len()).all(|q| self.answered(q as u8))
@@ -166,6 +191,11 @@ pub enum ReplyKind {
     /// The reply is free "Other" text for question `q`.
     Other {
         /// Question index.
+        q: u8,
+    },
+    /// The reply is the value of form field `q`.
+    Field {
+        /// Field index.
         q: u8,
     },
 }

@@ -26,8 +26,9 @@ use super::render::{self, Buttons, escape};
 use super::state::{MessageState, PromptState, ReplyKind, ReplyState};
 use super::{CHANNEL, DEDUPE_FOR, Telegram, actor, after, display_name, post_job, responder};
 use crate::channels::render::{already_toast, outcome_label};
+use crate::interaction::form::FieldType;
 use crate::interaction::{
-    Answer, Interaction, InteractionId, Kind, Question, RegistryError, parse_questions,
+    Answer, Form, Interaction, InteractionId, Kind, Question, RegistryError, parse_questions,
 };
 use crate::store::ChannelMessage;
 use crate::sync::LockExt;
@@ -240,6 +241,16 @@ impl Telegram {
                         | Action::Other { .. }
                         | Action::ClearOther { .. }
                 )
+                | (
+                    Kind::Form,
+                    Action::Pick { .. }
+                        | Action::Toggle { .. }
+                        | Action::Submit { .. }
+                        | Action::Other { .. }
+                        | Action::Skip { .. }
+                        | Action::Back { .. }
+                        | Action::SubmitForm
+                )
         );
         if !fits {
             self.client.answer(&q.id, NOT_VALID).await;
@@ -263,14 +274,22 @@ impl Telegram {
             }
             Action::Deny => self.decide(&q, &i, Answer::deny(None)).await,
             Action::DenyWithReason => self.ask_for_reply(&q, &i, at, ReplyKind::DenyReason).await,
+            Action::Other { q: qi } if i.kind == Kind::Form => {
+                self.ask_for_reply(&q, &i, at, ReplyKind::Field { q: qi })
+                    .await
+            }
             Action::Other { q: qi } => {
                 self.ask_for_reply(&q, &i, at, ReplyKind::Other { q: qi })
                     .await
             }
+            _ if i.kind == Kind::Form => self.on_form_tap(&q, &i, at, action).await,
             Action::Pick { .. }
             | Action::Toggle { .. }
             | Action::Submit { .. }
-            | Action::ClearOther { .. } => self.on_question_tap(&q, &i, at, action).await,
+            | Action::ClearOther { .. }
+            | Action::Skip { .. }
+            | Action::Back { .. }
+            | Action::SubmitForm => self.on_question_tap(&q, &i, at, action).await,
         }
     }
 
@@ -330,12 +349,25 @@ impl Telegram {
                 return;
             }
         }
+        if let ReplyKind::Field { q: qi } = kind {
+            let form = Form::from_input(&i.input.map()).ok();
+            let current = match &form {
+                Some(form) => self.prompt_state(chat, parent).await.current_field(form),
+                None => None,
+            };
+            if current != Some(qi) {
+                self.client
+                    .answer(&q.id, "That field is not the one being asked now.")
+                    .await;
+                return;
+            }
+        }
         let (toast, placeholder) = match kind {
             ReplyKind::DenyReason => (
                 "Reply to the message below with your reason.",
                 "Reason for denying",
             ),
-            ReplyKind::Other { .. } => (
+            ReplyKind::Other { .. } | ReplyKind::Field { .. } => (
                 "Reply to the message below with your answer.",
                 "Your answer",
             ),
@@ -563,14 +595,30 @@ impl Telegram {
             }
             return r.err().map(|_| text);
         }
-        if !self.save_prompt_state(&i.id, chat, message, &state).await {
+        self.save_and_rerender(i, chat, message, &state, q, &toast)
+            .await
+    }
+
+    /// Saves a prompt's state (whose lock the caller holds), answers `q` with `toast`, and
+    /// re-renders the prompt while its interaction is pending. Returns what went wrong, if
+    /// anything.
+    async fn save_and_rerender(
+        &self,
+        i: &Interaction,
+        chat: i64,
+        message: i32,
+        state: &PromptState,
+        q: Option<&CallbackQuery>,
+        toast: &str,
+    ) -> Option<String> {
+        if !self.save_prompt_state(&i.id, chat, message, state).await {
             if let Some(q) = q {
                 self.client.answer(&q.id, STORE_DOWN).await;
             }
             return Some(STORE_DOWN.to_string());
         }
         if let Some(q) = q {
-            self.client.answer(&q.id, &toast).await;
+            self.client.answer(&q.id, toast).await;
         }
         // Re-render only while it is still pending: the final edit must stay the last one.
         if let Ok(Some(latest)) = self.registry.get(&i.id).await
@@ -587,7 +635,7 @@ impl Telegram {
             };
             let p = render::prompt(
                 &latest,
-                &state,
+                state,
                 &Buttons {
                     codec: &self.codec,
                     handle: &handle,
@@ -607,6 +655,166 @@ impl Telegram {
             }
         }
         None
+    }
+
+    /// A tap on a form's buttons: a choice, a toggle, Done, Skip, Back or Submit.
+    async fn on_form_tap(
+        &self,
+        q: &CallbackQuery,
+        i: &Interaction,
+        at: Option<(i64, i32)>,
+        action: Action,
+    ) {
+        let (Some((chat, message)), Ok(form)) = (at, Form::from_input(&i.input.map())) else {
+            self.client.answer(&q.id, NOT_VALID).await;
+            return;
+        };
+        let guard = self.locks.lock(chat, message).await;
+        let mut state = self.prompt_state(chat, message).await;
+        if state.done {
+            drop(guard);
+            self.answer_stale(q, &i.id).await;
+            return;
+        }
+        let current = state.current_field(&form);
+        let asked = |fi: u8| -> Result<&crate::interaction::form::Field, &'static str> {
+            match form.fields.get(usize::from(fi)) {
+                None => Err(NOT_VALID),
+                Some(_) if current != Some(fi) => Err("That field is not the one being asked now."),
+                Some(f) => Ok(f),
+            }
+        };
+        let step: Result<String, String> = match action {
+            Action::Pick { q: fi, o } => asked(fi).map_err(str::to_string).and_then(|f| {
+                let value = match &f.ty {
+                    FieldType::Boolean if o <= 1 => serde_json::Value::Bool(o == 1),
+                    FieldType::Choice { options } => options
+                        .get(usize::from(o))
+                        .map(|c| serde_json::Value::String(c.value.clone()))
+                        .ok_or_else(|| NOT_VALID.to_string())?,
+                    _ => return Err(NOT_VALID.to_string()),
+                };
+                let shown = f.show(&value);
+                state.fields.insert(fi, value);
+                Ok(format!("{}: {shown}", f.label()))
+            }),
+            Action::Toggle { q: fi, o } => asked(fi).map_err(str::to_string).and_then(|f| {
+                let label = f
+                    .options()
+                    .get(usize::from(o))
+                    .filter(|_| matches!(f.ty, FieldType::Multi { .. }))
+                    .map(|c| c.label.clone())
+                    .ok_or_else(|| NOT_VALID.to_string())?;
+                Ok(if state.toggle(fi, o) {
+                    format!("☑ {label}")
+                } else {
+                    format!("☐ {label}")
+                })
+            }),
+            Action::Submit { q: fi } => asked(fi).map_err(str::to_string).and_then(|f| {
+                if !matches!(f.ty, FieldType::Multi { .. }) {
+                    return Err(NOT_VALID.to_string());
+                }
+                let chosen: Vec<serde_json::Value> = f
+                    .options()
+                    .iter()
+                    .enumerate()
+                    .filter(|(n, _)| state.is_toggled(fi, *n as u8))
+                    .map(|(_, c)| serde_json::Value::String(c.value.clone()))
+                    .collect();
+                let value = f
+                    .check(&serde_json::Value::Array(chosen))
+                    .map_err(|e| format!("{}: {e}", f.label()))?;
+                let shown = f.show(&value);
+                state.fields.insert(fi, value);
+                state.toggled.remove(&fi);
+                Ok(format!("{}: {shown}", f.label()))
+            }),
+            Action::Skip { q: fi } => asked(fi).map_err(str::to_string).and_then(|f| {
+                if f.required {
+                    return Err(format!("{} is required.", f.label()));
+                }
+                state.fields.insert(fi, serde_json::Value::Null);
+                state.toggled.remove(&fi);
+                Ok(format!("{}: skipped", f.label()))
+            }),
+            Action::Back { q: fi } => match form.fields.get(usize::from(fi)) {
+                Some(f) => {
+                    state.fields.retain(|n, _| *n < fi);
+                    state.toggled.retain(|n, _| *n < fi);
+                    Ok(format!("Back to {}", f.label()))
+                }
+                None => Err(NOT_VALID.to_string()),
+            },
+            Action::SubmitForm => {
+                if current.is_some() {
+                    Err("Fill in every field first.".to_string())
+                } else {
+                    let content = state.form_content(&form);
+                    let r = self
+                        .registry
+                        .respond(&i.id, Answer::Accept(content), responder(&q.from))
+                        .await;
+                    self.log_answer(&i.id, &q.from, &r);
+                    if r.is_ok() {
+                        self.save_prompt_state(&i.id, chat, message, &state).await;
+                    }
+                    drop(guard);
+                    self.client.answer(&q.id, &answer_toast(&r)).await;
+                    return;
+                }
+            }
+            _ => Err(NOT_VALID.to_string()),
+        };
+        match step {
+            Ok(toast) => {
+                self.save_and_rerender(i, chat, message, &state, Some(q), &toast)
+                    .await;
+            }
+            Err(e) => self.client.answer(&q.id, &e).await,
+        }
+        drop(guard);
+    }
+
+    /// Typed text for form field `q` of the prompt `prompt` (a reply to a request for it, or
+    /// to the prompt itself). Returns what went wrong, if anything.
+    async fn field_text(
+        &self,
+        i: &Interaction,
+        chat: i64,
+        prompt: i32,
+        q: Option<u8>,
+        text: &str,
+    ) -> Option<String> {
+        let form = Form::from_input(&i.input.map()).ok()?;
+        let guard = self.locks.lock(chat, prompt).await;
+        let mut state = self.prompt_state(chat, prompt).await;
+        if state.done {
+            return Some(UNKNOWN.to_string());
+        }
+        let current = state.current_field(&form);
+        let fi = match (q, current) {
+            (_, None) => return Some("Every field is filled in: tap Submit (or Back).".into()),
+            (Some(q), Some(c)) if q != c => {
+                return Some("That field is not the one being asked now.".into());
+            }
+            (_, Some(c)) => c,
+        };
+        let field = form.fields.get(usize::from(fi))?;
+        if !matches!(field.ty, FieldType::Text { .. } | FieldType::Number { .. }) {
+            return Some(format!("{}: tap one of the buttons.", field.label()));
+        }
+        let value = match field.parse_text(text) {
+            Ok(v) => v,
+            Err(e) => return Some(format!("{}: {e}. Reply again.", field.label())),
+        };
+        let toast = format!("{}: {}", field.label(), field.show(&value));
+        state.fields.insert(fi, value);
+        let failed = self
+            .save_and_rerender(i, chat, prompt, &state, None, &toast)
+            .await;
+        drop(guard);
+        failed
     }
 
     async fn answer_stale(&self, q: &CallbackQuery, id: &InteractionId) {
@@ -850,7 +1058,17 @@ impl Telegram {
                     self.other_text(&i, chat, parent, r.parent, q, text, from)
                         .await
                 }
+                ReplyKind::Field { q } => {
+                    let failed = self.field_text(&i, chat, r.parent, Some(q), text).await;
+                    if failed.is_none() {
+                        self.close_request(chat, parent, text).await;
+                    }
+                    failed
+                }
             },
+            MessageState::Prompt(_) if i.kind == Kind::Form && !is_deny_word(text) => {
+                self.field_text(&i, chat, parent, None, text).await
+            }
             MessageState::Prompt(_) => self.text_fallback(&i, text, from).await,
         };
         if let Some(f) = failure {
@@ -942,7 +1160,7 @@ impl Telegram {
         };
         let answer = match (word.to_ascii_lowercase().as_str(), i.kind) {
             ("allow" | "approve", Kind::Approval) if rest.is_empty() => Answer::allow(),
-            ("allow" | "approve", Kind::Question) => {
+            ("allow" | "approve", Kind::Question | Kind::Form) => {
                 return Some(
                     "This is a question: tap an option (or Other…), or reply “deny [reason]” to decline it."
                         .into(),
@@ -957,6 +1175,7 @@ impl Telegram {
                     Kind::Question => {
                         "To answer, tap an option (or Other…), or reply “deny [reason]” to decline."
                     }
+                    Kind::Form => "To answer, tap the buttons, or reply “deny [reason]” to decline.",
                 }
                 .into());
             }
@@ -965,6 +1184,13 @@ impl Telegram {
         self.log_answer(&i.id, from, &r);
         r.as_ref().err().map(|_| answer_toast(&r))
     }
+}
+
+/// Whether a reply to a prompt is the text fallback's "deny [reason]" (which declines a form
+/// rather than filling in its field).
+fn is_deny_word(text: &str) -> bool {
+    let word = text.split_whitespace().next().unwrap_or("");
+    word.eq_ignore_ascii_case("deny") || word.eq_ignore_ascii_case("reject")
 }
 
 #[cfg(test)]
