@@ -261,6 +261,7 @@ pub fn present(
         "Task" => task(&mut out, input),
         "ExitPlanMode" => plan(&mut out, input),
         ASK_USER_QUESTION => questions(&mut out, input),
+        crate::interaction::FORM_TOOL => form(&mut out, input),
         _ => match mcp_name(tool_name) {
             Some((server, tool)) => {
                 out.summary = format!("{} · {}", visible_line(server), visible_line(tool));
@@ -564,6 +565,20 @@ fn questions(out: &mut Builder, input: &Map<String, Value>) -> Shape {
         out.text(&q.header, &text);
     }
     Ok(vec!["questions"])
+}
+
+fn form(out: &mut Builder, input: &Map<String, Value>) -> Shape {
+    let form = crate::interaction::Form::from_input(input).map_err(|e| e.to_string())?;
+    out.summary = match form.fields.len() {
+        1 => format!("Ask: {}", visible_line(&form.message)),
+        n => format!("Form: {} ({n} fields)", visible_line(&form.message)),
+    };
+    out.text("Message", &form.message);
+    for f in &form.fields {
+        let required = if f.required { " (required)" } else { "" };
+        out.field(f.label(), &format!("{}{required}", f.hint()));
+    }
+    Ok(vec!["message", "requestedSchema"])
 }
 
 fn required_str<'a>(input: &'a Map<String, Value>, key: &str) -> Result<&'a str, String> {

@@ -278,12 +278,15 @@ pub fn outcome_line(p: &Painter, i: &Interaction, now: Timestamp) -> Option<Stri
     })
 }
 
-/// The answers a question received, as indented lines.
+/// The answers a question received, or the values a form received, as indented lines.
 pub fn given_answers(i: &Interaction) -> Vec<String> {
-    render::given_answers(i)
+    let questions = render::given_answers(i)
         .into_iter()
-        .map(|(q, a)| format!("    {} → {}", visible_line(&q), visible_line(&a)))
-        .collect()
+        .map(|(q, a)| format!("    {} → {}", visible_line(&q), visible_line(&a)));
+    let fields = render::form_answers(i)
+        .into_iter()
+        .map(|(f, v)| format!("    {}: {}", visible_line(&f), visible_line(&v)));
+    questions.chain(fields).collect()
 }
 
 /// Everything about one interaction (`imrelay show`): nothing cut.
@@ -311,13 +314,6 @@ pub fn full(p: &Painter, i: &Interaction, now: Timestamp, width: usize) -> Vec<S
         out.push(String::new());
         out.push(line);
         out.extend(given_answers(i));
-        for (label, value) in render::form_answers(i) {
-            out.push(format!(
-                "  {} {}",
-                p.paint(Paint::Cyan, &format!("{}:", visible_line(&label))),
-                visible_line(&value)
-            ));
-        }
     }
     out
 }

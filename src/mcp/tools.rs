@@ -802,7 +802,7 @@ mod tests {
     }
 
     #[test]
-    fn choice_counts_outside_two_to_four_are_refused_with_advice() {
+    fn choice_counts_decide_buttons_a_list_field_or_a_refusal() {
         let ask = |n: usize| {
             question(
                 AskArgs {
@@ -818,7 +818,13 @@ mod tests {
             )
         };
         assert!(ask(1).unwrap_err().0.contains("request_approval"));
-        assert!(ask(5).unwrap_err().0.contains("at most 4"));
+        assert!(ask(51).unwrap_err().0.contains("at most 50"));
+        let list = ask(5).unwrap();
+        assert_eq!(list.tool_name, FORM_TOOL);
+        assert_eq!(
+            list.input["requestedSchema"]["properties"]["choice"]["oneOf"][4]["const"],
+            "c4"
+        );
         let new = ask(4).unwrap();
         assert_eq!(new.tool_name, ASK_USER_QUESTION);
         assert_eq!(new.input["questions"][0]["header"], "Question");

@@ -905,3 +905,109 @@ async fn watch_resumes_with_the_last_event_id_and_says_who_won_a_conflict() {
     w.line("q");
     assert_eq!(w.exit_code(), 0);
 }
+
+fn offsite_form(id: &str) -> Value {
+    json!({"id": id, "kind": "form", "agent": "planner", "message": "Book the offsite",
+        "schema": {"type": "object", "required": ["people", "city"], "properties": {
+            "people": {"type": "integer", "title": "How many people", "minimum": 2, "maximum": 40},
+            "city": {"type": "string", "title": "City", "oneOf": [
+                {"const": "ber", "title": "Berlin"}, {"const": "lis", "title": "Lisbon"}]},
+            "dinner": {"type": "boolean", "title": "Dinner", "default": true},
+            "notes": {"type": "string", "title": "Notes"}}}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_fills_in_a_form_field_by_field() {
+    let relay = Relay::start();
+    relay.create(offsite_form("f1")).await;
+    let mut w = Watch::start("form", &relay.base(), &[]);
+    w.expect("━━ Form");
+    w.expect("Book the offsite");
+    w.expect("› 1  How many people * — a whole number from 2 to 40");
+    w.expect("2  City * — one of the options");
+    w.expect("How many people › ");
+    w.line("ninety");
+    w.expect("How many people: expected a whole number, got \"ninety\"");
+    w.line("41");
+    w.expect("How many people: must be at most 40");
+    w.line("12");
+    w.expect("→ 12");
+    w.expect("1  Berlin");
+    w.expect("2  Lisbon");
+    w.expect("City: 1–2 › ");
+    w.line("lisbon");
+    w.expect("→ Lisbon");
+    w.expect("(Enter for the default: Yes)");
+    w.line("");
+    w.expect("→ Yes (default)");
+    w.expect("(optional: Enter leaves it empty)");
+    w.line("");
+    w.expect("✓ Answered by alice via terminal");
+    w.expect("How many people: 12");
+    w.expect("City: Lisbon");
+    let f = relay.get("f1").await;
+    assert_eq!(
+        f["resolution"]["result"],
+        json!({"action": "accept", "content": {"people": 12, "city": "lis", "dinner": true}})
+    );
+    w.line("q");
+    assert_eq!(w.exit_code(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answer_fills_in_a_form_from_arguments() {
+    let relay = Relay::start();
+    let base = relay.base();
+    relay.create(offsite_form("f2")).await;
+    let (code, out, _) = run(&base, &["pending"], &[]).await;
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("f2  form") && out.contains("Form: Book the offsite (4 fields)"),
+        "{out}"
+    );
+    // A missing required field is named before anything is sent.
+    let (code, _, err) = run(&base, &["answer", "f2", "--answer", "people=12"], &[]).await;
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("City: is required (add --answer 'city=…')"),
+        "{err}"
+    );
+    let (code, _, err) = run(
+        &base,
+        &[
+            "answer",
+            "f2",
+            "--answer",
+            "How many people=1",
+            "--answer",
+            "City=Berlin",
+        ],
+        &[],
+    )
+    .await;
+    assert_ne!(code, 0);
+    assert!(err.contains("How many people: must be at least 2"), "{err}");
+    assert_eq!(relay.get("f2").await["status"], "pending");
+    let (code, out, err) = run(
+        &base,
+        &[
+            "answer",
+            "f2",
+            "--answer",
+            "people=12",
+            "--answer",
+            "City=Berlin",
+            "--answer",
+            "notes=vegan options",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("✓ Answered by carol via terminal"), "{out}");
+    let f = relay.get("f2").await;
+    assert_eq!(
+        f["resolution"]["result"]["content"],
+        json!({"people": 12, "city": "ber", "dinner": true, "notes": "vegan options"})
+    );
+}
