@@ -88,6 +88,9 @@ pub struct AnswerArgs {
     /// their defaults.
     #[arg(long = "answer", value_name = "QUESTION=ANSWER")]
     answers: Vec<String>,
+    /// A form's content as a JSON object (field name → value), instead of `--answer`s.
+    #[arg(long, value_name = "JSON", conflicts_with = "answers")]
+    content: Option<String>,
 }
 
 /// The login name, for `--by`: `USER` or `LOGNAME`, else the account's name.
@@ -218,10 +221,16 @@ fn check_flags(args: &AnswerArgs) -> Result<(), String> {
             return Err(misplaced("--always", "allow"));
         }
     }
-    match (args.decision, args.answers.is_empty()) {
+    if args.content.is_some() && args.decision.is_some() {
+        return Err("give either allow/deny or --content, not both".into());
+    }
+    match (
+        args.decision,
+        args.answers.is_empty() && args.content.is_none(),
+    ) {
         (Some(_), false) => Err("give either allow/deny or --answer, not both".into()),
         (None, true) => Err(
-            "say allow or deny (an approval), or give --answer QUESTION=ANSWER (a question)".into(),
+            "say allow or deny (an approval), or give --answer QUESTION=ANSWER (a question or form) or --content JSON (a form)".into(),
         ),
         _ => Ok(()),
     }
@@ -234,6 +243,12 @@ fn answer_for(args: &AnswerArgs, i: &Interaction) -> Result<Answer, String> {
             message: args.reason.clone().filter(|r| !r.trim().is_empty()),
             interrupt: args.interrupt,
         });
+    }
+    if args.content.is_some() && i.kind != Kind::Form {
+        return Err(format!(
+            "{} is not a form: --content fills in a form's fields",
+            i.id
+        ));
     }
     match i.kind {
         Kind::Approval => {
@@ -278,6 +293,16 @@ fn answer_for(args: &AnswerArgs, i: &Interaction) -> Result<Answer, String> {
             }
             let form = crate::interaction::Form::from_input(&i.input.map())
                 .map_err(|e| format!("the form cannot be read: {e}"))?;
+            if let Some(text) = &args.content {
+                let content = match serde_json::from_str::<Value>(text) {
+                    Ok(Value::Object(m)) => m,
+                    Ok(_) => return Err("--content: expected a JSON object".into()),
+                    Err(e) => return Err(format!("--content is not valid JSON: {e}")),
+                };
+                // Checked as the server checks it, so a mistake is named before it is sent.
+                form.accept(&content).map_err(|e| e.to_string())?;
+                return Ok(Answer::Accept(content));
+            }
             Ok(Answer::Accept(super::choose::form_from_args(
                 &form,
                 &args.answers,

@@ -362,6 +362,18 @@ pub fn field_lines(
                 visible_line(&o.label)
             ));
         }
+        if matches!(
+            f.ty,
+            crate::interaction::form::FieldType::Text {
+                multiline: true,
+                ..
+            }
+        ) {
+            out.push(p.paint(
+                Paint::Dim,
+                "      (several lines: an empty line ends the text)",
+            ));
+        }
         if let Some(d) = &f.default {
             out.push(p.paint(
                 Paint::Dim,

@@ -145,8 +145,13 @@ enum Step {
         questions: Vec<Question>,
         answers: Vec<(Choice, Value)>,
     },
-    /// A form, filled in field by field; `values` holds the fields done (`null`: left empty).
-    Filling { form: Form, values: Vec<Value> },
+    /// A form, filled in field by field; `values` holds the fields done (`null`: left empty),
+    /// `lines` the lines typed so far for a multi-line field (an empty line ends it).
+    Filling {
+        form: Form,
+        values: Vec<Value>,
+        lines: Option<Vec<String>>,
+    },
     /// A question whose input cannot be read: it can be declined or skipped.
     Unreadable,
     /// The answer is on its way.
@@ -356,7 +361,10 @@ impl Watch {
                         format!("1–{}, or your own answer › ", q.options.len())
                     }
                 }
-                Step::Filling { form, values } => match form.fields.get(values.len()) {
+                Step::Filling {
+                    lines: Some(typed), ..
+                } => format!("line {} (an empty line ends it) › ", typed.len() + 1),
+                Step::Filling { form, values, .. } => match form.fields.get(values.len()) {
                     Some(f) if !f.options().is_empty() => {
                         format!("{}: 1–{} › ", visible_line(f.label()), f.options().len())
                     }
@@ -447,6 +455,7 @@ impl Watch {
                     Step::Filling {
                         form,
                         values: Vec::new(),
+                        lines: None,
                     }
                 }
                 Err(e) => {
@@ -1076,7 +1085,12 @@ impl Watch {
     fn fill_field(&mut self, line: &str) {
         let p = self.term.painter();
         let Some(Current {
-            step: Step::Filling { form, values },
+            step:
+                Step::Filling {
+                    form,
+                    values,
+                    lines,
+                },
             ..
         }) = &mut self.current
         else {
@@ -1084,6 +1098,33 @@ impl Watch {
         };
         let Some(field) = form.fields.get(values.len()) else {
             return;
+        };
+        let multiline = matches!(
+            field.ty,
+            crate::interaction::form::FieldType::Text {
+                multiline: true,
+                ..
+            }
+        );
+        // A multi-line field takes lines until an empty one.
+        let joined;
+        let line = match (multiline, lines.as_mut()) {
+            (true, None) if !line.trim().is_empty() => {
+                *lines = Some(vec![line.to_string()]);
+                self.prompt();
+                return;
+            }
+            (true, Some(typed)) if !line.is_empty() => {
+                typed.push(line.to_string());
+                self.prompt();
+                return;
+            }
+            (true, Some(typed)) => {
+                joined = typed.join("\n");
+                *lines = None;
+                joined.as_str()
+            }
+            _ => line,
         };
         let value = if line.trim().is_empty() {
             if field.required && field.default.is_none() {

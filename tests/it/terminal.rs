@@ -1011,3 +1011,64 @@ async fn answer_fills_in_a_form_from_arguments() {
         json!({"people": 12, "city": "ber", "dinner": true, "notes": "vegan options"})
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_takes_multi_line_text_until_an_empty_line_and_content_as_json() {
+    let relay = Relay::start();
+    relay
+        .create(
+            json!({"id": "p1", "kind": "prompt", "message": "Release notes?", "multiline": true}),
+        )
+        .await;
+    let mut w = Watch::start("multiline", &relay.base(), &[]);
+    w.expect("Release notes?");
+    w.expect("(several lines: an empty line ends the text)");
+    w.line("Faster start-up.");
+    w.expect("line 2 (an empty line ends it) › ");
+    w.line("  - forms everywhere");
+    w.expect("line 3 (an empty line ends it) › ");
+    w.line("");
+    w.expect("✓ Answered by alice via terminal");
+    let p = relay.get("p1").await;
+    assert_eq!(
+        p["resolution"]["result"]["content"]["answer"],
+        "Faster start-up.\n  - forms everywhere"
+    );
+    w.line("q");
+    assert_eq!(w.exit_code(), 0);
+
+    // The scriptable way: the content as JSON, checked before it is sent.
+    let base = relay.base();
+    relay.create(offsite_form("f3")).await;
+    let (code, _, err) = run(
+        &base,
+        &[
+            "answer",
+            "f3",
+            "--content",
+            r#"{"people": 99, "city": "ber"}"#,
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(code, 5, "{err}");
+    assert!(err.contains("content.people: must be at most 40"), "{err}");
+    let (code, _, err) = run(&base, &["answer", "p1", "--content", "{}"], &[]).await;
+    assert_eq!(code, 3, "already answered: {err}");
+    let (code, out, err) = run(
+        &base,
+        &[
+            "answer",
+            "f3",
+            "--content",
+            r#"{"people": 9, "city": "ber"}"#,
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        relay.get("f3").await["resolution"]["result"]["content"],
+        json!({"people": 9, "city": "ber", "dinner": true})
+    );
+}
