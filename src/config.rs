@@ -621,6 +621,13 @@ impl Settings {
         }
     }
 
+    /// Where people open an interaction in the web inbox (`<public_url>/#<id>` is the item),
+    /// when `server.public_url` was set: a listen address is no link for a phone.
+    pub fn inbox_url(&self) -> Option<String> {
+        let url = self.server.public_url.trim().trim_end_matches('/');
+        (!url.is_empty()).then(|| url.to_string())
+    }
+
     /// The effective configuration as TOML, every secret redacted.
     pub fn redacted_toml(&self) -> Result<String, ConfigError> {
         toml::to_string_pretty(self).map_err(|e| ConfigError::Invalid(e.to_string()))

@@ -2088,6 +2088,33 @@ fn configuration_is_validated_and_lists_come_from_the_environment() {
     assert!(unknown.contains("chat"), "{unknown}");
 }
 
+#[tokio::test]
+async fn a_cut_tool_call_links_to_its_inbox_item_when_the_public_url_is_set() {
+    let (app, tg) = start_with(Mode::Webhook, |s| {
+        s.server.public_url = "https://relay.example.com".into();
+    })
+    .await;
+    app.create_bash("toolu_long", &"make all && ".repeat(1_000))
+        .await;
+    let p = prompt(&tg, PRIVATE, "make all").await;
+    assert!(
+        p.text.contains(
+            "more characters not shown</i> · <a href=\"https://relay.example.com/#toolu_long\">all of it in the inbox</a>"
+        ),
+        "{}",
+        p.text
+    );
+    assert!(p.text.chars().count() <= 4096);
+    app.create_bash("toolu_short", "ls -la").await;
+    let p = prompt(&tg, PRIVATE, "ls -la").await;
+    assert!(
+        !p.text.contains("inbox"),
+        "nothing cut, no link: {}",
+        p.text
+    );
+    app.stop().await;
+}
+
 // ---- forms --------------------------------------------------------------------------------
 
 /// The keyboard of the latest edit of `p`, as a prompt to tap on.

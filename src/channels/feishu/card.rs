@@ -95,6 +95,7 @@ pub fn other_field(i: usize) -> String {
 pub struct Cards {
     locale: Locale,
     secret: Vec<u8>,
+    inbox: Option<String>,
 }
 
 fn plain(content: impl Into<String>) -> Value {
@@ -204,7 +205,18 @@ fn is_open_id(s: &str) -> bool {
 impl Cards {
     /// Cards in `locale`, button values signed with `secret`.
     pub fn new(locale: Locale, secret: Vec<u8>) -> Self {
-        Self { locale, secret }
+        Self {
+            locale,
+            secret,
+            inbox: None,
+        }
+    }
+
+    /// The same cards, linking cut tool calls to their item in the inbox at `base`
+    /// (`server.public_url`).
+    pub fn with_inbox(mut self, base: Option<String>) -> Self {
+        self.inbox = base;
+        self
     }
 
     /// The locale.
@@ -532,7 +544,17 @@ impl Cards {
         let (text, lang) = present::chat_block(&i.tool_name, &i.input.map(), i.cwd.as_deref());
         let excerpt = render::excerpt(&text, budget.input);
         out.push(code_block(&excerpt.text, lang));
-        if excerpt.cut > 0 {
+        if excerpt.cut > 0
+            && let Some(base) = &self.inbox
+        {
+            // The id is of URL-safe characters only; the base is the operator's setting.
+            let url = format!("{base}/#{}", i.id);
+            out.push(json!({"tag": "markdown", "content": if self.zh() {
+                format!("输入过长，已省略 {} 个字符：[在 imrelay 收件箱查看全部]({url})", excerpt.cut)
+            } else {
+                format!("Input truncated: {}. [See all of it in the imrelay inbox]({url})", cut_note(excerpt.cut))
+            }}));
+        } else if excerpt.cut > 0 {
             out.push(grey_div(if self.zh() {
                 format!(
                     "输入过长，已省略 {} 个字符（完整内容见 imrelay 收件箱）",

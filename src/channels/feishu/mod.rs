@@ -61,7 +61,8 @@ pub async fn install(w: &mut Wiring) -> anyhow::Result<()> {
         )
         .context("cannot build the feishu HTTP client")?,
     );
-    let cards = card::Cards::new(settings.locale, secret.clone());
+    let cards =
+        card::Cards::new(settings.locale, secret.clone()).with_inbox(w.settings.inbox_url());
     let callbacks = Arc::new(callback::Callbacks::new(
         w.registry.clone(),
         w.store.clone(),

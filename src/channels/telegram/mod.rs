@@ -165,6 +165,8 @@ pub(crate) struct Telegram {
     store: Arc<dyn Store>,
     client: Client,
     codec: Codec,
+    /// The inbox's base URL, for links to all of a cut tool call (`server.public_url`).
+    inbox: Option<String>,
     health: Arc<Health>,
     locks: Locks,
     /// The bot's username (from `getMe`), to tell `/cmd@thisbot` from `/cmd@otherbot`.
@@ -335,6 +337,7 @@ pub async fn install(w: &mut Wiring) -> anyhow::Result<()> {
         store: w.store.clone(),
         client,
         codec: Codec::new(key),
+        inbox: w.settings.inbox_url(),
         health: w.health.clone(),
         locks: Locks::default(),
         username: OnceLock::new(),

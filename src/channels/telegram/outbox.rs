@@ -120,6 +120,7 @@ impl Telegram {
             &Buttons {
                 codec: &self.codec,
                 handle: &handle,
+                inbox: self.inbox.as_deref(),
             },
         );
         let message_id = match self.client.send(chat, p.text, Some(p.keyboard), None).await {

@@ -120,6 +120,8 @@ pub struct Buttons<'a> {
     pub codec: &'a Codec,
     /// The interaction's handle.
     pub handle: &'a str,
+    /// The inbox's base URL (`server.public_url`), for a link to all of a cut tool call.
+    pub inbox: Option<&'a str>,
 }
 
 impl Buttons<'_> {
@@ -268,31 +270,48 @@ fn code_block(escaped: &str, lang: &str) -> String {
 /// Room kept for the note under cut input ("\n✂️ <i>1,234 more characters not shown</i>").
 const CUT_NOTE_RESERVE: usize = 80;
 
-/// `head`, the input in a code block cut to what fits, a note of how much was cut, and
-/// `tail`; `None` if `head` and `tail` leave no room.
-fn with_input(head: &str, input: &str, lang: &str, tail: &str) -> Option<String> {
-    let fixed = units(head) + units(&code_block("", lang)) + units(tail) + 4 + CUT_NOTE_RESERVE;
+/// `head`, the input in a code block cut to what fits, a note of how much was cut (with
+/// `more`, a link to all of it, when given), and `tail`; `None` if `head` and `tail` leave
+/// no room.
+fn with_input(
+    head: &str,
+    input: &str,
+    lang: &str,
+    tail: &str,
+    more: Option<&str>,
+) -> Option<String> {
+    let link = more
+        .map(|url| format!(" · <a href=\"{}\">all of it in the inbox</a>", escape(url)))
+        .unwrap_or_default();
+    let fixed = units(head)
+        + units(&code_block("", lang))
+        + units(tail)
+        + 4
+        + CUT_NOTE_RESERVE
+        + units(&link);
     if fixed >= MAX_TEXT {
         return None;
     }
     let (body, cut) = fit_escaped(input, MAX_TEXT - fixed);
     let mut s = format!("{head}\n\n{}", code_block(&body, lang));
     if cut > 0 {
-        s.push_str(&format!("\n✂️ <i>{}</i>", cut_note(cut)));
+        s.push_str(&format!("\n✂️ <i>{}</i>{link}", cut_note(cut)));
     }
     s.push_str("\n\n");
     s.push_str(tail);
     Some(s)
 }
 
-/// The approval text: head, input (cut to what fits), and `tail`.
-fn approval_text(i: &Interaction, tail: &str) -> String {
+/// The approval text: head, input (cut to what fits, linking to the inbox item under
+/// `inbox` when given), and `tail`.
+fn approval_text(i: &Interaction, tail: &str, inbox: Option<&str>) -> String {
     let (input, lang) = input_text(i);
+    let more = inbox.map(|base| format!("{base}/#{}", i.id));
     LEVELS
         .iter()
         .map(|lim| head(i, lim))
         .chain(std::iter::once(headline(i)))
-        .find_map(|head| with_input(&head, &input, lang, tail))
+        .find_map(|head| with_input(&head, &input, lang, tail, more.as_deref()))
         // Only if `tail` alone were too long, which the field budgets rule out.
         .unwrap_or_else(|| last_resort(i, "", tail))
 }
@@ -638,7 +657,7 @@ pub fn prompt(i: &Interaction, state: &PromptState, b: &Buttons) -> Prompt {
                 b.button("💬 Deny with reason…", Action::DenyWithReason),
             ]);
             Prompt {
-                text: approval_text(i, &tail),
+                text: approval_text(i, &tail, b.inbox),
                 keyboard: InlineKeyboardMarkup::new(rows),
             }
         }
@@ -669,7 +688,7 @@ pub fn prompt(i: &Interaction, state: &PromptState, b: &Buttons) -> Prompt {
 pub fn resolved(i: &Interaction) -> String {
     let tail = outcome_block(i, &LEVELS[1]);
     match i.kind {
-        Kind::Approval => approval_text(i, &tail),
+        Kind::Approval => approval_text(i, &tail, None),
         Kind::Question => {
             let questions = parse_questions(&i.input.map()).unwrap_or_default();
             question_text(i, &questions, None, &tail)
@@ -792,6 +811,7 @@ mod tests {
         Buttons {
             codec,
             handle: "AAAAAAAAAAA",
+            inbox: None,
         }
     }
 

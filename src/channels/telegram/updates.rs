@@ -639,6 +639,7 @@ impl Telegram {
                 &Buttons {
                     codec: &self.codec,
                     handle: &handle,
+                    inbox: self.inbox.as_deref(),
                 },
             );
             // Under the message's lock: a retried render cannot overtake a newer one, and

@@ -125,6 +125,40 @@ async fn a_huge_input_is_truncated_with_a_note_and_the_request_fits() {
 }
 
 #[tokio::test]
+async fn a_cut_tool_call_links_to_its_inbox_item_when_the_public_url_is_set() {
+    let fake = FakeFeishu::start().await;
+    let app = spawn_with(|s| {
+        enable(s, &fake);
+        s.server.public_url = "https://relay.example.com/".into();
+    })
+    .await;
+    app.create_bash("toolu_long", &"make all && ".repeat(2_000))
+        .await;
+    app.create_bash("toolu_short", "ls").await;
+    let (_, card) = card_for(&fake, "toolu_long").await;
+    let links: Vec<String> = tagged(&card, "markdown")
+        .iter()
+        .filter_map(|m| m["content"].as_str().map(str::to_string))
+        .filter(|c| c.contains("inbox"))
+        .collect();
+    assert_eq!(links.len(), 1, "{links:?}");
+    assert!(
+        links[0].starts_with("Input truncated: ")
+            && links[0].contains("more characters not shown")
+            && links[0].ends_with(
+                ". [See all of it in the imrelay inbox](https://relay.example.com/#toolu_long)"
+            ),
+        "{links:?}"
+    );
+    let (_, short_card) = card_for(&fake, "toolu_short").await;
+    assert!(
+        !card_text(&short_card).contains("inbox"),
+        "nothing cut, no link"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
 async fn a_question_with_long_descriptions_is_cut_to_fit_and_still_answerable() {
     let fake = FakeFeishu::start().await;
     let app = spawn_with(|s| {
