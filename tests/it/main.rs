@@ -18,6 +18,7 @@ mod hooks;
 mod mcp;
 mod numbers;
 mod outbox;
+mod presentation;
 mod questions;
 mod restart;
 mod sse;

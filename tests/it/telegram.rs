@@ -53,7 +53,7 @@ fn telegram_settings(s: &mut Settings, tg: &FakeTelegram, mode: Mode) {
 }
 
 /// Test settings with Telegram on in `mode` against a new fake Bot API, adjusted by `f`.
-async fn setup(mode: Mode, f: impl FnOnce(&mut Settings)) -> (Settings, FakeTelegram) {
+pub(crate) async fn setup(mode: Mode, f: impl FnOnce(&mut Settings)) -> (Settings, FakeTelegram) {
     let tg = FakeTelegram::start().await;
     let mut s = settings();
     telegram_settings(&mut s, &tg, mode);

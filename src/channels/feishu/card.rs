@@ -98,8 +98,10 @@ pub struct Cards {
     inbox: Option<String>,
 }
 
+/// Plain text, hidden characters (controls, direction overrides) shown as escapes: text from
+/// outside never reorders or hides what a person reads.
 fn plain(content: impl Into<String>) -> Value {
-    json!({"tag": "plain_text", "content": content.into()})
+    json!({"tag": "plain_text", "content": present::visible_text(&content.into())})
 }
 
 fn div(content: impl Into<String>) -> Value {
@@ -107,7 +109,7 @@ fn div(content: impl Into<String>) -> Value {
 }
 
 fn grey_div(content: impl Into<String>) -> Value {
-    json!({"tag": "div", "text": {"tag": "plain_text", "content": content.into(), "text_color": "grey", "text_size": "notation"}})
+    json!({"tag": "div", "text": {"tag": "plain_text", "content": present::visible_text(&content.into()), "text_color": "grey", "text_size": "notation"}})
 }
 
 /// `text` with a zero-width space after every second backtick in a row, so that no run of
@@ -469,7 +471,7 @@ impl Cards {
                 let phrase = self.outcome_phrase(r).replace(by, &format!("<at id={by}></at>"));
                 out.push(json!({"tag": "markdown", "content": format!("**{phrase}** · {at}")}));
             }
-            _ => out.push(json!({"tag": "div", "text": {"tag": "plain_text", "content": format!("{} · {at}", self.outcome_phrase(r)), "text_size": "normal_v2"}})),
+            _ => out.push(json!({"tag": "div", "text": {"tag": "plain_text", "content": present::visible_text(&format!("{} · {at}", self.outcome_phrase(r))), "text_size": "normal_v2"}})),
         }
         if i.kind == Kind::Form {
             for (label, value) in render::form_answers(i) {
@@ -529,7 +531,7 @@ impl Cards {
             "schema": "2.0",
             "config": {
                 "update_multi": true,
-                "summary": {"content": self.summary(i)},
+                "summary": {"content": present::visible_text(&self.summary(i))},
             },
             "header": {
                 "title": plain(self.title(i)),
@@ -681,7 +683,7 @@ impl Cards {
     /// everything again.
     fn form_field(&self, n: usize, f: &Field, b: Budget, out: &mut Vec<Value>) {
         let mark = if f.required { " *" } else { "" };
-        out.push(json!({"tag": "div", "text": {"tag": "plain_text", "content": format!("{}{mark}", short(f.label(), 100)), "text_size": "normal_v2"}}));
+        out.push(json!({"tag": "div", "text": {"tag": "plain_text", "content": present::visible_text(&format!("{}{mark}", short(f.label(), 100))), "text_size": "normal_v2"}}));
         if let Some(d) = f.description.as_deref() {
             out.push(grey_div(short(d, b.question)));
         }
@@ -780,7 +782,7 @@ impl Cards {
     }
 
     fn question_fields(&self, n: usize, q: &Question, b: Budget, form: &mut Vec<Value>) {
-        form.push(json!({"tag": "div", "text": {"tag": "plain_text", "content": format!("[{}] {}", short(&q.header, 40), short(&q.question, b.question)), "text_size": "normal_v2"}}));
+        form.push(json!({"tag": "div", "text": {"tag": "plain_text", "content": present::visible_text(&format!("[{}] {}", short(&q.header, 40), short(&q.question, b.question))), "text_size": "normal_v2"}}));
         let described: Vec<String> = q
             .options
             .iter()

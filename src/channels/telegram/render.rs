@@ -31,10 +31,11 @@ const BUTTON_CHARS: usize = 40;
 /// Longest toast (`answerCallbackQuery` text) Telegram accepts.
 pub const MAX_TOAST: usize = 200;
 
-/// Escapes text for HTML parse mode.
+/// Escapes text for HTML parse mode, hidden characters (controls, direction overrides) shown
+/// as escapes: text from outside never reorders or hides what a person reads.
 pub fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
+    for c in present::visible_text(s).chars() {
         push_escaped(&mut out, c);
     }
     out
@@ -52,6 +53,7 @@ fn push_escaped(out: &mut String, c: char) {
 
 /// `s` escaped, in at most `max` UTF-16 units of HTML; cut with an ellipsis when longer.
 fn esc(s: &str, max: usize) -> String {
+    let s = &present::visible_text(s);
     let full = escape(s);
     if units(&full) <= max {
         return full;
