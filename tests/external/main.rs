@@ -17,6 +17,8 @@ use libtest_mimic::{Arguments, Completion, Failed, Trial};
 #[path = "../it/contract.rs"]
 mod contract;
 #[allow(dead_code)]
+mod feishu;
+#[allow(dead_code)]
 #[path = "../it/support.rs"]
 mod support;
 #[allow(dead_code)]

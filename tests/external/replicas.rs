@@ -63,6 +63,11 @@ pub fn trials() -> Vec<Trial> {
             || in_schema(an_exhausted_pool_gets_503_after_a_bounded_wait),
         ),
         trial(
+            "replicas::a_feishu_click_on_one_replica_answers_an_agent_waiting_on_the_other",
+            server,
+            || in_schema(a_feishu_click_on_one_replica_answers_an_agent_waiting_on_the_other),
+        ),
+        trial(
             "replicas::audit_verify_and_head_work_on_postgres",
             server,
             || in_schema(audit_verify_and_head_work_on_postgres),
@@ -387,6 +392,69 @@ async fn answers_through_every_channel_reach_a_waiter_on_the_other_replica(schem
     a.stop().await;
     b.stop().await;
     assert!(tg.take_refusals().is_empty());
+}
+
+async fn a_feishu_click_on_one_replica_answers_an_agent_waiting_on_the_other(schema: String) {
+    use crate::feishu::fake::FakeFeishu;
+    use crate::feishu::helpers::{
+        APPROVER, button_value, card_for, click, enable, event_id, post_callback, tagged,
+    };
+    let fake = FakeFeishu::start().await;
+    let a = replica_with(&schema, |s| enable(s, &fake)).await;
+    let b = replica_with(&schema, |s| enable(s, &fake)).await;
+
+    // Claude Code waits on A; the approver's click is delivered to B (the platform picks
+    // any replica behind the callback URL).
+    let waiting = hook(&a, "toolu_fs", "make deploy");
+    let (message_id, card) = card_for(&fake, "toolu_fs").await;
+    let approve = button_value(&card, "approve");
+    let event = event_id();
+    let (status, reply) = post_callback(&b, &click(&event, APPROVER, &approve, None)).await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    assert_eq!(reply["toast"]["type"], "success", "{reply}");
+    let (status, out) = waiting.await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{out}");
+    assert_eq!(
+        out["hookSpecificOutput"]["permissionDecision"], "allow",
+        "{out}"
+    );
+
+    // The same event delivered again, to A this time: deduplicated across replicas.
+    let (status, _) = post_callback(&a, &click(&event, APPROVER, &approve, None)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(audited(&a, "toolu_fs", "answered").await.len(), 1);
+    // One card per receiver, each sent once whichever replica's outbox ran it, and each
+    // updated to the outcome.
+    let sent: Vec<_> = fake
+        .state
+        .delivered()
+        .into_iter()
+        .filter(|s| s.card.to_string().contains("toolu_fs"))
+        .collect();
+    assert_eq!(sent.len(), 2, "one card per receiver: {sent:?}");
+    wait_until("both cards show the outcome", || {
+        let patched: Vec<String> = fake
+            .state
+            .patches()
+            .into_iter()
+            .filter(|p| {
+                tagged(&p.card, "button").is_empty() && p.card.to_string().contains("via feishu")
+            })
+            .map(|p| p.message_id)
+            .collect();
+        sent.iter()
+            .all(|s| patched.contains(s.message_id.as_ref().unwrap()))
+    })
+    .await;
+    assert!(
+        fake.state
+            .patches()
+            .iter()
+            .any(|p| p.message_id == message_id),
+        "the clicked card is updated"
+    );
+    a.stop().await;
+    b.stop().await;
 }
 
 async fn one_event_stream_for_the_cluster_resumes_on_another_replica(schema: String) {

@@ -1,0 +1,6 @@
+//! The Feishu fake and its helpers from the `it` tests, shared by path.
+
+#[path = "../it/feishu/fake.rs"]
+pub mod fake;
+#[path = "../it/feishu/helpers.rs"]
+pub mod helpers;
