@@ -61,17 +61,12 @@ pub fn context_line(i: &Interaction) -> String {
         parts.push(a.to_string());
     }
     if let Some(s) = &i.session {
-        parts.push(format!("session {}", short(s, 12)));
+        parts.push(format!("session {}", crate::interaction::clip(s, 12)));
     }
     if let Some(c) = &i.cwd {
         parts.push(c.to_string());
     }
     parts.join(" · ")
-}
-
-/// At most `max` characters of `s`, with an ellipsis when cut.
-pub fn short(s: &str, max: usize) -> String {
-    crate::interaction::clip(s, max)
 }
 
 /// A time as "2026-11-22 08:41:26 UTC".
@@ -240,8 +235,8 @@ mod tests {
 
     #[test]
     fn short_cuts_with_an_ellipsis() {
-        assert_eq!(short("abcdef", 4), "abc…");
-        assert_eq!(short("abc", 4), "abc");
+        assert_eq!(crate::interaction::clip("abcdef", 4), "abc…");
+        assert_eq!(crate::interaction::clip("abc", 4), "abc");
     }
 
     #[test]

@@ -397,7 +397,7 @@ pub fn row(i: &Interaction, id_width: usize, now: Timestamp) -> String {
         i.id.as_str(),
         i.kind.as_str(),
         clock(seconds_left(i, now)),
-        render::short(&visible_line(i.agent.as_deref().unwrap_or("-")), 14),
+        crate::interaction::clip(&visible_line(i.agent.as_deref().unwrap_or("-")), 14),
         summary
     )
 }

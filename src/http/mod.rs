@@ -48,22 +48,7 @@ use crate::interaction::Registry;
 use crate::metrics::Metrics;
 use error::ApiError;
 
-/// Paths served by imrelay itself, outside `/v1/`.
-const OWN_PATHS: &[&str] = &[
-    "/",
-    crate::mcp::PATH,
-    "/livez",
-    "/healthz",
-    "/metrics",
-    "/inbox.js",
-    "/inbox.css",
-];
-
-/// Whether `path` is one of imrelay's own endpoints (or under `/v1/`), so a channel must not
-/// mount its inbound endpoint there.
-pub fn is_own_path(path: &str) -> bool {
-    OWN_PATHS.contains(&path) || path == "/v1" || path.starts_with("/v1/")
-}
+pub use crate::wire::is_own_path;
 
 /// State shared by every handler: one reference-counted [`Shared`], so the clones axum makes
 /// for every request (extractor, middleware) cost one atomic increment.

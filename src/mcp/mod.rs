@@ -46,7 +46,7 @@ pub use tools::{
 };
 
 /// Where the endpoint is served.
-pub const PATH: &str = "/mcp";
+pub const PATH: &str = crate::wire::MCP_PATH;
 
 /// The Streamable HTTP endpoint as a tower service.
 pub type Service = StreamableHttpService<Relay, LocalSessionManager>;

@@ -6,8 +6,29 @@
 //! It sits below `http/` and `channels/` so that a channel can answer a platform's request
 //! without importing the HTTP layer; `http` re-exports both modules under their old paths.
 
+pub mod answer;
 pub mod error;
 pub mod extract;
 
 /// Largest accepted request body.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// Where the MCP server is mounted.
+pub const MCP_PATH: &str = "/mcp";
+
+/// Paths served by imrelay itself, outside `/v1/`.
+const OWN_PATHS: &[&str] = &[
+    "/",
+    MCP_PATH,
+    "/livez",
+    "/healthz",
+    "/metrics",
+    "/inbox.js",
+    "/inbox.css",
+];
+
+/// Whether `path` is one of imrelay's own endpoints (or under `/v1/`), so a channel must not
+/// mount its inbound endpoint there.
+pub fn is_own_path(path: &str) -> bool {
+    OWN_PATHS.contains(&path) || path == "/v1" || path.starts_with("/v1/")
+}

@@ -430,7 +430,7 @@ impl OpenApi {
 }
 
 fn short(text: &str) -> String {
-    crate::channels::render::short(text.trim(), 200)
+    crate::interaction::clip(text.trim(), 200)
 }
 
 fn classify(

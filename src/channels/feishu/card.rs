@@ -11,7 +11,8 @@ use serde_json::{Map, Value, json};
 use super::crypto::button_tag;
 use super::settings::Locale;
 use crate::channels::present;
-use crate::channels::render::{self, cut_note, format_time, short};
+use crate::channels::render::{self, cut_note, format_time};
+use crate::interaction::clip;
 use crate::interaction::form::{Choice, Field, FieldType};
 use crate::interaction::{
     Form, Interaction, Kind, Outcome, PermissionResult, Question, Resolution, parse_questions,
@@ -301,7 +302,7 @@ impl Cards {
             (Kind::Approval, None) => format!(
                 "{}{}",
                 self.t("审批请求：", "Approval needed: "),
-                short(&i.tool_name, 60)
+                clip(&i.tool_name, 60)
             ),
             (Kind::Question, None) => self
                 .t("智能体有问题需要回答", "The agent has a question")
@@ -309,7 +310,7 @@ impl Cards {
             (Kind::Form, None) => format!(
                 "{}{}",
                 self.t("请填写：", "Please fill in: "),
-                short(&form_message(i), 60)
+                clip(&form_message(i), 60)
             ),
             (Kind::Form, Some(r)) => format!(
                 "{} · {}",
@@ -318,7 +319,7 @@ impl Cards {
             ),
             (_, Some(r)) => format!(
                 "{} · {}",
-                short(&i.tool_name, 60),
+                clip(&i.tool_name, 60),
                 self.outcome_word(r.outcome)
             ),
         }
@@ -329,11 +330,11 @@ impl Cards {
             Kind::Approval => format!(
                 "{}{}",
                 self.t("审批请求：", "Approve "),
-                short(&i.tool_name, 80)
+                clip(&i.tool_name, 80)
             ),
             Kind::Question => self.t("智能体提问", "Question from the agent").to_string(),
             Kind::Form => match i.title.as_deref().filter(|t| !t.trim().is_empty()) {
-                Some(t) => short(t, 80),
+                Some(t) => clip(t, 80),
                 None => self.t("请填写表单", "Please fill in").to_string(),
             },
         };
@@ -442,13 +443,13 @@ impl Cards {
     fn context(&self, i: &Interaction, b: Budget, out: &mut Vec<Value>) {
         let ctx = render::context_line(i);
         if !ctx.is_empty() {
-            out.push(grey_div(short(&ctx, b.text * 2 / 5)));
+            out.push(grey_div(clip(&ctx, b.text * 2 / 5)));
         }
         if let Some(t) = i.title.as_deref().filter(|t| !t.trim().is_empty()) {
-            out.push(div(short(t, b.text / 2)));
+            out.push(div(clip(t, b.text / 2)));
         }
         if let Some(d) = i.description.as_deref().filter(|d| !d.trim().is_empty()) {
-            out.push(div(short(d, b.text)));
+            out.push(div(clip(d, b.text)));
         }
     }
 
@@ -477,8 +478,8 @@ impl Cards {
             for (label, value) in render::form_answers(i) {
                 out.push(div(format!(
                     "{} → {}",
-                    short(&label, 60),
-                    short(&value, b.question)
+                    clip(&label, 60),
+                    clip(&value, b.question)
                 )));
             }
         }
@@ -488,7 +489,7 @@ impl Cards {
                     out.push(div(format!(
                         "{}{}",
                         self.t("原因：", "Reason: "),
-                        short(message, b.text)
+                        clip(message, b.text)
                     )));
                 }
             }
@@ -496,7 +497,7 @@ impl Cards {
                 out.push(div(format!(
                     "{}{}",
                     self.t("原因：", "Reason: "),
-                    short(message, b.text)
+                    clip(message, b.text)
                 )));
             }
             (Some(PermissionResult::Allow { updated_input, .. }), Outcome::Answered) => {
@@ -508,8 +509,8 @@ impl Cards {
                         if let Some(a) = answers.get(&q.question).and_then(Value::as_str) {
                             out.push(div(format!(
                                 "{} → {}",
-                                short(&q.header, 40),
-                                short(a, b.question)
+                                clip(&q.header, 40),
+                                clip(a, b.question)
                             )));
                         }
                     }
@@ -609,8 +610,8 @@ impl Cards {
                 for q in &questions {
                     out.push(div(format!(
                         "[{}] {}",
-                        short(&q.header, 40),
-                        short(&q.question, budget.question)
+                        clip(&q.header, 40),
+                        clip(&q.question, budget.question)
                     )));
                 }
                 self.resolution_lines(i, r, budget, out);
@@ -651,7 +652,7 @@ impl Cards {
                 return;
             }
         };
-        out.push(div(short(&form.message, budget.text)));
+        out.push(div(clip(&form.message, budget.text)));
         if let Some(r) = &i.resolution {
             self.resolution_lines(i, r, budget, out);
             return;
@@ -683,16 +684,16 @@ impl Cards {
     /// everything again.
     fn form_field(&self, n: usize, f: &Field, b: Budget, out: &mut Vec<Value>) {
         let mark = if f.required { " *" } else { "" };
-        out.push(json!({"tag": "div", "text": {"tag": "plain_text", "content": present::visible_text(&format!("{}{mark}", short(f.label(), 100))), "text_size": "normal_v2"}}));
+        out.push(json!({"tag": "div", "text": {"tag": "plain_text", "content": present::visible_text(&format!("{}{mark}", clip(f.label(), 100))), "text_size": "normal_v2"}}));
         if let Some(d) = f.description.as_deref() {
-            out.push(grey_div(short(d, b.question)));
+            out.push(grey_div(clip(d, b.question)));
         }
         let name = field_name(n);
         let options = |choices: &[Choice]| -> Vec<Value> {
             choices
                 .iter()
                 .enumerate()
-                .map(|(j, c)| json!({"text": plain(short(&c.label, 100)), "value": j.to_string()}))
+                .map(|(j, c)| json!({"text": plain(clip(&c.label, 100)), "value": j.to_string()}))
                 .collect()
         };
         let hint = f.hint();
@@ -708,7 +709,7 @@ impl Cards {
             } => json!({
                 "tag": "multi_select_static",
                 "width": "fill",
-                "placeholder": plain(short(&hint, 100)),
+                "placeholder": plain(clip(&hint, 100)),
                 "options": options(choices),
             }),
             FieldType::Boolean => json!({
@@ -735,7 +736,7 @@ impl Cards {
                     "tag": "input",
                     "width": "fill",
                     "max_length": max_len.map_or(MAX_INPUT_LEN, |m| (m as u64).min(MAX_INPUT_LEN)),
-                    "placeholder": plain(short(&hint, 100)),
+                    "placeholder": plain(clip(&hint, 100)),
                 });
                 if *multiline {
                     e["input_type"] = json!("multiline_text");
@@ -747,7 +748,7 @@ impl Cards {
                 "tag": "input",
                 "width": "fill",
                 "max_length": 40,
-                "placeholder": plain(short(&hint, 100)),
+                "placeholder": plain(clip(&hint, 100)),
             }),
         };
         element["name"] = json!(name);
@@ -782,7 +783,7 @@ impl Cards {
     }
 
     fn question_fields(&self, n: usize, q: &Question, b: Budget, form: &mut Vec<Value>) {
-        form.push(json!({"tag": "div", "text": {"tag": "plain_text", "content": present::visible_text(&format!("[{}] {}", short(&q.header, 40), short(&q.question, b.question))), "text_size": "normal_v2"}}));
+        form.push(json!({"tag": "div", "text": {"tag": "plain_text", "content": present::visible_text(&format!("[{}] {}", clip(&q.header, 40), clip(&q.question, b.question))), "text_size": "normal_v2"}}));
         let described: Vec<String> = q
             .options
             .iter()
@@ -791,7 +792,7 @@ impl Cards {
                 o.description
                     .as_deref()
                     .filter(|d| !d.trim().is_empty())
-                    .map(|d| format!("• {} — {}", short(&o.label, 100), short(d, b.option)))
+                    .map(|d| format!("• {} — {}", clip(&o.label, 100), clip(d, b.option)))
             })
             .collect();
         if !described.is_empty() {
@@ -801,7 +802,7 @@ impl Cards {
             .options
             .iter()
             .enumerate()
-            .map(|(j, o)| json!({"text": plain(short(&o.label, 100)), "value": j.to_string()}))
+            .map(|(j, o)| json!({"text": plain(clip(&o.label, 100)), "value": j.to_string()}))
             .collect();
         let (tag, placeholder) = if q.multi_select {
             (
@@ -863,7 +864,7 @@ pub fn reply(toast_type: &str, toast: &str, card: Option<Value>) -> Value {
     let mut out = Map::new();
     out.insert(
         "toast".into(),
-        json!({"type": toast_type, "content": short(toast, 200)}),
+        json!({"type": toast_type, "content": clip(toast, 200)}),
     );
     if let Some(card) = card {
         out.insert("card".into(), json!({"type": "raw", "data": card}));

@@ -244,7 +244,7 @@ impl FeishuSettings {
                 "feishu.callback_path must be a path such as \"/feishu/callback\" (got {path:?})"
             ));
         }
-        if crate::http::is_own_path(path) {
+        if crate::wire::is_own_path(path) {
             return Err(format!(
                 "feishu.callback_path {path:?} collides with one of imrelay's own endpoints"
             ));

@@ -117,7 +117,7 @@ impl TelegramSettings {
                 "telegram.webhook_path must start with / and name a path (got {path:?})"
             ));
         }
-        if crate::http::is_own_path(path) {
+        if crate::wire::is_own_path(path) {
             return Err(format!(
                 "telegram.webhook_path {path:?} collides with one of imrelay's own endpoints"
             ));

@@ -266,7 +266,7 @@ pub(crate) fn display_name(u: &User) -> String {
     let full = u.full_name();
     let full = full.trim();
     if !full.is_empty() {
-        crate::channels::render::short(full, 100)
+        crate::interaction::clip(full, 100)
     } else if let Some(name) = &u.username {
         format!("@{name}")
     } else {

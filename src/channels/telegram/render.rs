@@ -19,8 +19,9 @@ use super::state::{PromptState, ReplyKind};
 use crate::channels::present;
 use crate::channels::render::{
     context_line, cut_note, duration_words, form_answers, format_time, given_answers,
-    outcome_phrase, short,
+    outcome_phrase,
 };
+use crate::interaction::clip;
 use crate::interaction::form::{Field, FieldType};
 use crate::interaction::{Form, Interaction, Kind, Outcome, Question, parse_questions};
 
@@ -129,7 +130,7 @@ pub struct Buttons<'a> {
 impl Buttons<'_> {
     fn button(&self, text: &str, action: Action) -> InlineKeyboardButton {
         InlineKeyboardButton::callback(
-            short(text, BUTTON_CHARS),
+            clip(text, BUTTON_CHARS),
             self.codec.encode(self.handle, action),
         )
     }
@@ -706,7 +707,7 @@ pub fn resolved(i: &Interaction) -> String {
 /// and how it ended, for when Telegram refuses the HTML version of the final text.
 pub fn outcome_plain(i: &Interaction) -> String {
     let what = match i.kind {
-        Kind::Approval => format!("🔐 Approval for {}", short(&i.tool_name, 100)),
+        Kind::Approval => format!("🔐 Approval for {}", clip(&i.tool_name, 100)),
         Kind::Question => "❓ Question".to_string(),
         Kind::Form => "📝 Form".to_string(),
     };
@@ -716,11 +717,11 @@ pub fn outcome_plain(i: &Interaction) -> String {
             let mut s = format!(
                 "{what}\n{} {}\n🕑 {}",
                 outcome_icon(r.outcome),
-                short(&phrase, 300),
+                clip(&phrase, 300),
                 format_time(r.at)
             );
             if let Some(m) = r.message().filter(|m| *m != phrase) {
-                s.push_str(&format!("\n💬 {}", short(m, 500)));
+                s.push_str(&format!("\n💬 {}", clip(m, 500)));
             }
             s
         }

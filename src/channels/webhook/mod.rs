@@ -28,7 +28,6 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::Wiring;
-use crate::http::api::{RespondBody, outcome_body, path_id};
 use crate::interaction::{
     Interaction, InteractionId, Kind, Lifecycle, Millis, Registry, RegistryError, Responder,
     ValidationError, Via,
@@ -37,6 +36,7 @@ use crate::outbox::{Delivery, OutboxHandler};
 use crate::settings::Secret;
 use crate::store::{ClaimedJob, OutboxJob, Store};
 use crate::sync::RwLockExt;
+use crate::wire::answer::{RespondBody, outcome_body, path_id};
 use crate::wire::error::ApiError;
 use crate::wire::extract::{ApiBytes, ApiPath, from_json, from_value};
 use signature::{SigningKey, TOLERANCE_SECS};
