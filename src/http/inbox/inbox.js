@@ -439,7 +439,8 @@ const FORMAT_HINT = {
 
 function plural(n, one, many) { return n + " " + (n === 1 ? one : many); }
 
-// "From 2 to 40", "At most 200 characters", "Choose up to 2": a field's bounds in words.
+// "A whole number from 2 to 40", "At most 200 characters", "Choose at most 2 options": a
+// field's bounds in words.
 function fieldHint(f) {
   const p = f.p;
   const num = (k) => typeof p[k] === "number" ? p[k] : null;
@@ -468,8 +469,9 @@ function fieldHint(f) {
   return null;
 }
 
-// Builds one field's control and returns { el, read, show, focus }: `read()` is
-// { value } (undefined when left empty) or { error }.
+// Builds one field: its label, description, control and error line. Returns { el, check,
+// show, focus }: `check()` is { value } (undefined when left empty) or { error }, `show(text)`
+// puts an error next to the field (none when empty).
 function formControl(f, base) {
   const p = f.p;
   const ids = { desc: base + "-desc", err: base + "-err" };
@@ -551,7 +553,9 @@ function formControl(f, base) {
       return { value: chosen };
     };
   } else if (f.type === "number") {
-    const input = el("input", { type: "number", inputmode: f.integer ? "numeric" : "decimal", step: f.integer ? "1" : "any" });
+    // A phone's numeric keypad has no minus sign: only for whole numbers that cannot be negative.
+    const keypad = f.integer && typeof p.minimum === "number" && p.minimum >= 0 ? "numeric" : null;
+    const input = el("input", { type: "number", inputmode: keypad, step: f.integer ? "1" : "any" });
     if (typeof p.minimum === "number") input.min = String(p.minimum);
     if (typeof p.maximum === "number") input.max = String(p.maximum);
     if (typeof f.def === "number") input.value = String(f.def);
