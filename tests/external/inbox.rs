@@ -1,7 +1,7 @@
 //! The web inbox in a real browser: headless Chromium, driven over the DevTools protocol,
 //! against the real server. It shows pending interactions from the event stream, answers
-//! approvals and questions, follows answers given elsewhere, and never lets a stale click
-//! change an outcome.
+//! approvals, questions and forms (checking each field before anything is sent), follows
+//! answers given elsewhere, and never lets a stale click change an outcome.
 //!
 //! Needs Chromium (`.ci/run` installs Debian's `chromium`; `IMRELAY_TEST_CHROMIUM` names
 //! another binary). Without one these tests are reported as ignored, with the reason.
@@ -34,6 +34,16 @@ pub fn trials() -> Vec<libtest_mimic::Trial> {
             "inbox::tool_calls_show_as_people_read_them",
             browser,
             tool_calls_show_as_people_read_them,
+        ),
+        trial(
+            "inbox::a_form_is_filled_in_checked_field_by_field_and_answered",
+            browser,
+            a_form_is_filled_in_checked_field_by_field_and_answered,
+        ),
+        trial(
+            "inbox::a_form_can_be_declined_with_a_reason",
+            browser,
+            a_form_can_be_declined_with_a_reason,
         ),
     ]
 }
@@ -179,20 +189,33 @@ impl Browser {
 
     /// With `IMRELAY_TEST_SCREENSHOTS` set to a directory, saves the page as it looks on a
     /// desktop (1280 px wide) and a phone (390 px) there, as `<name>-1280.png` and
-    /// `<name>-390.png`: to look at, not compared.
+    /// `<name>-390.png`, whole (a long page as well as the first screenful): to look at, not
+    /// compared.
     async fn screenshots(&mut self, name: &str) {
         let Some(dir) = std::env::var_os("IMRELAY_TEST_SCREENSHOTS") else {
             return;
         };
         use base64::Engine;
+        // From the top: a sticky header would otherwise be drawn where the page was scrolled.
+        self.eval("window.scrollTo(0, 0)").await;
         for (width, mobile) in [(1280, false), (390, true)] {
             self.call(
                 "Emulation.setDeviceMetricsOverride",
                 json!({"width": width, "height": 800, "deviceScaleFactor": 1, "mobile": mobile}),
             )
             .await;
+            let height = self
+                .eval("Math.ceil(document.documentElement.scrollHeight)")
+                .await
+                .as_f64()
+                .unwrap_or(800.0)
+                .max(800.0);
             let shot = self
-                .call("Page.captureScreenshot", json!({"format": "png"}))
+                .call(
+                    "Page.captureScreenshot",
+                    json!({"format": "png", "captureBeyondViewport": true,
+                           "clip": {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}}),
+                )
                 .await;
             let png = base64::engine::general_purpose::STANDARD
                 .decode(shot["data"].as_str().unwrap())
@@ -718,6 +741,411 @@ async fn tool_calls_show_as_people_read_them() {
         true
     );
     b.screenshots("inbox-after-edit").await;
+    drop(b);
+    app.stop().await;
+}
+
+/// A form with one field of every kind the inbox draws differently.
+fn offsite_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["people", "city", "contact"],
+        "properties": {
+            "people": {"type": "integer", "title": "How many people", "minimum": 2, "maximum": 40,
+                       "description": "Including you"},
+            "city": {"type": "string", "title": "City", "oneOf": [
+                {"const": "ber", "title": "Berlin"}, {"const": "lis", "title": "Lisbon"},
+                {"const": "opo", "title": "Porto"}]},
+            "venue": {"type": "string", "title": "Venue",
+                      "enum": ["a", "b", "c", "d", "e", "f"],
+                      "enumNames": ["Hall A", "Hall B", "Hall C", "Hall D", "Hall E",
+                                    "<img src=x onerror=\"window.__xss=1\">"]},
+            "extras": {"type": "array", "title": "Extras", "maxItems": 2, "items": {"anyOf": [
+                {"const": "dinner", "title": "Dinner"}, {"const": "boat", "title": "Boat trip"},
+                {"const": "museum", "title": "Museum"}]}},
+            "start": {"type": "string", "title": "First day", "format": "date"},
+            "contact": {"type": "string", "title": "Contact e-mail", "format": "email"},
+            "site": {"type": "string", "title": "Agenda link", "format": "uri"},
+            "catering": {"type": "boolean", "title": "Catering", "default": true},
+            // `\A` and `\z` are the regex crate's, not JavaScript's: only the server checks it.
+            "code": {"type": "string", "title": "Booking code", "pattern": "\\A[A-Z]{3}\\z",
+                     "description": "Three capital letters"},
+            "notes": {"type": "string", "title": "Notes", "multiline": true, "maxLength": 200}
+        }
+    })
+}
+
+/// JavaScript that sets field `name` of the form in `card` to `value` as typing would (an
+/// `input` event, then `change`).
+fn fill(card: &str, id: &str, name: &str, value: &str) -> String {
+    format!(
+        "(() => {{ const c = {card}; const i = [...c.querySelectorAll('.form-field')] \
+           .find(f => f.querySelector('.field-label').textContent.startsWith({label})) \
+           .querySelector('input, textarea, select'); \
+           i.value = {value}; i.dispatchEvent(new Event('input', {{bubbles: true}})); \
+           i.dispatchEvent(new Event('change', {{bubbles: true}})); return i.id.startsWith('f-{id}-'); }})()",
+        label = json!(name),
+        value = json!(value),
+    )
+}
+
+/// JavaScript for the field of the form in `card` whose label starts with `label`.
+fn field(card: &str, label: &str) -> String {
+    format!(
+        "[...{card}.querySelectorAll('.form-field')].find(f => f.querySelector('.field-label').textContent.startsWith({}))",
+        json!(label)
+    )
+}
+
+/// How a screen reader meets the element `expr` evaluates to, from Chromium's accessibility
+/// tree: its role, name, description, and whether it is invalid and required.
+async fn accessible(b: &mut Browser, expr: &str) -> Value {
+    b.call("Accessibility.enable", json!({})).await;
+    let found = b
+        .call("Runtime.evaluate", json!({"expression": expr}))
+        .await;
+    let object = found["result"]["objectId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{expr} is not an element: {found}"))
+        .to_string();
+    let tree = b
+        .call(
+            "Accessibility.getPartialAXTree",
+            json!({"objectId": object, "fetchRelatives": false}),
+        )
+        .await;
+    let node = &tree["nodes"][0];
+    let property = |name: &str| {
+        node["properties"]
+            .as_array()
+            .and_then(|ps| ps.iter().find(|p| p["name"] == name))
+            .map_or(Value::Null, |p| p["value"]["value"].clone())
+    };
+    json!({
+        "role": node["role"]["value"],
+        "name": node["name"]["value"],
+        "description": node["description"]["value"],
+        "invalid": property("invalid"),
+        "required": property("required"),
+    })
+}
+
+async fn a_form_is_filled_in_checked_field_by_field_and_answered() {
+    let bin = chromium().expect("Chromium (checked before the test)");
+    let app = spawn_app().await;
+    let (status, body) = app
+        .post(
+            "/v1/interactions",
+            &json!({"id": "fm-offsite", "kind": "form", "agent": "planner",
+                    "message": "Book the team offsite.\nPick what suits you.",
+                    "schema": offsite_schema()}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let mut b = Browser::launch(&bin).await;
+    b.call("Page.navigate", json!({"url": app.url("/")})).await;
+    give_name(&mut b, "Ann").await;
+    let form = card("pending", "fm-offsite");
+    b.until("the form", &format!("!!{form}?.querySelector('form')"))
+        .await;
+
+    // Each field is the control its schema asks for, under its label, with its description;
+    // the message first, as text.
+    assert_eq!(
+        b.eval(&format!(
+            "{form}.querySelector('.form-message').textContent"
+        ))
+        .await,
+        "Book the team offsite.\nPick what suits you."
+    );
+    assert_eq!(
+        b.eval(&format!(
+            "[...{form}.querySelectorAll('.form-field')].map(f => {{ \
+               const c = f.querySelector('select, textarea, input'); \
+               return f.querySelector('.field-label').textContent + '=' + \
+                 (c.tagName === 'INPUT' ? c.type : c.tagName.toLowerCase()) + \
+                 ':' + f.querySelectorAll('input, select, textarea').length; }})"
+        ))
+        .await,
+        json!([
+            "How many people*=number:1",
+            "City*=radio:3",
+            "Venue=select:1",
+            "Extras=checkbox:3",
+            "First day=date:1",
+            "Contact e-mail*=email:1",
+            "Agenda link=url:1",
+            "Catering=checkbox:1",
+            "Booking code=text:1",
+            "Notes=textarea:1"
+        ])
+    );
+    let people = field(&form, "How many people");
+    assert_eq!(
+        b.eval(&format!(
+            "(() => {{ const f = {people}; const i = f.querySelector('input'); \
+               return [f.querySelector('label').htmlFor === i.id, i.min, i.max, i.step, \
+                 i.getAttribute('aria-required'), \
+                 i.getAttribute('aria-describedby').split(' ').map(id => document.getElementById(id).innerText)]; }})()"
+        ))
+        .await,
+        json!([true, "2", "40", "1", "true", ["Including you\n\nA whole number from 2 to 40", ""]])
+    );
+    // Option titles are labels, option values are what is sent; a select past five options.
+    assert_eq!(
+        b.eval(&format!(
+            "[...{}.querySelectorAll('label.option')].map(l => l.textContent.trim() + '=' + l.querySelector('input').value)",
+            field(&form, "City")
+        ))
+        .await,
+        json!(["Berlin=ber", "Lisbon=lis", "Porto=opo"])
+    );
+    assert_eq!(
+        b.eval(&format!(
+            "[...{}.querySelectorAll('option')].map(o => o.value + ':' + o.textContent).join(',')",
+            field(&form, "Venue")
+        ))
+        .await,
+        ":—,a:Hall A,b:Hall B,c:Hall C,d:Hall D,e:Hall E,f:<img src=x onerror=\"window.__xss=1\">"
+    );
+    assert_eq!(
+        b.eval(&format!(
+            "{}.querySelector('input').checked",
+            field(&form, "Catering")
+        ))
+        .await,
+        true,
+        "a default is filled in"
+    );
+
+    // Count what the page sends from here on.
+    b.eval(
+        "window.__sent = []; const f0 = window.fetch; \
+         window.fetch = (url, opts) => { if (String(url).endsWith('/respond')) window.__sent.push(opts.body); return f0(url, opts); }",
+    )
+    .await;
+    // Typed with the keyboard: a number above the maximum.
+    b.eval(&format!("{people}.querySelector('input').focus()"))
+        .await;
+    b.call("Input.insertText", json!({"text": "50"})).await;
+    for kind in ["rawKeyDown", "keyUp"] {
+        b.call(
+            "Input.dispatchKeyEvent",
+            json!({"type": kind, "key": "Tab", "code": "Tab", "windowsVirtualKeyCode": 9}),
+        )
+        .await;
+    }
+    for (name, value) in [
+        ("Venue", "c"),
+        ("First day", "2026-12-01"),
+        ("Contact e-mail", "ann@example.com"),
+        ("Booking code", "abc"),
+        ("Notes", "Window seats,\nplease"),
+    ] {
+        assert_eq!(
+            b.eval(&fill(&form, "fm-offsite", name, value)).await,
+            true,
+            "{name}"
+        );
+    }
+    b.eval(&format!(
+        "(() => {{ const c = {form}; \
+           c.querySelector('input[type=radio][value=lis]').click(); \
+           c.querySelector('input[type=checkbox][value=dinner]').click(); \
+           c.querySelector('input[type=checkbox][value=boat]').click(); }})()"
+    ))
+    .await;
+    // Leaving the number (with Tab, above) shows what is wrong with it, next to it.
+    assert_eq!(
+        b.eval(&format!(
+            "(() => {{ const f = {people}; const i = f.querySelector('input'); \
+               return [i.getAttribute('aria-invalid'), f.querySelector('.field-error').textContent]; }})()"
+        ))
+        .await,
+        json!(["true", "Must be at most 40."])
+    );
+    // A screen reader announces the field, that it is required and wrong, and why.
+    assert_eq!(
+        accessible(&mut b, &format!("{people}.querySelector('input')")).await,
+        json!({"role": "spinbutton", "name": "How many people", "invalid": "true", "required": true,
+               "description": "Including you A whole number from 2 to 40 Must be at most 40."})
+    );
+    assert_eq!(
+        accessible(
+            &mut b,
+            &format!("{}.querySelector('fieldset')", field(&form, "City"))
+        )
+        .await,
+        json!({"role": "radiogroup", "name": "City", "invalid": "false", "required": true,
+               "description": null})
+    );
+    // Submit sends nothing while a field is wrong, and takes the keyboard to it.
+    let submit = format!(
+        "[...{form}.querySelectorAll('button')].find(x => x.textContent === 'Submit').click()"
+    );
+    b.eval(&submit).await;
+    assert_eq!(
+        b.eval("[window.__sent.length, document.activeElement.type]")
+            .await,
+        json!([0, "number"])
+    );
+    assert_eq!(
+        b.eval(&format!("{form}.querySelector('.notice').textContent"))
+            .await,
+        "One field needs attention."
+    );
+    b.screenshots("inbox-form").await;
+    let (_, still) = app.get("/v1/interactions/fm-offsite").await;
+    assert_eq!(still["status"], "pending");
+
+    // Fixed as it is typed.
+    b.eval(&fill(&form, "fm-offsite", "How many people", "12"))
+        .await;
+    assert_eq!(
+        b.eval(&format!(
+            "(() => {{ const f = {people}; return [f.querySelector('input').hasAttribute('aria-invalid'), f.querySelector('.field-error').textContent]; }})()"
+        ))
+        .await,
+        json!([false, ""])
+    );
+
+    // What only the server can check comes back as a 400 naming the field: shown next to it.
+    b.eval(&submit).await;
+    let code = field(&form, "Booking code");
+    b.until(
+        "the server's refusal next to its field",
+        &format!("{code}.querySelector('.field-error').textContent !== ''"),
+    )
+    .await;
+    assert_eq!(
+        b.eval(&format!(
+            "[{code}.querySelector('input').getAttribute('aria-invalid'), {code}.querySelector('.field-error').textContent, document.activeElement === {code}.querySelector('input')]"
+        ))
+        .await,
+        json!(["true", "Must match the pattern \\A[A-Z]{3}\\z.", true])
+    );
+    let (_, still) = app.get("/v1/interactions/fm-offsite").await;
+    assert_eq!(still["status"], "pending");
+
+    b.eval(&fill(&form, "fm-offsite", "Booking code", "ABC"))
+        .await;
+    b.eval(&submit).await;
+    let (status, out) = app.get("/v1/interactions/fm-offsite/wait").await;
+    assert_eq!(status, StatusCode::OK, "{out}");
+    // Values, not titles; the empty link left out; in the schema's order.
+    assert_eq!(
+        out["result"],
+        json!({"action": "accept", "content": {"people": 12, "city": "lis", "venue": "c",
+            "extras": ["dinner", "boat"], "start": "2026-12-01", "contact": "ann@example.com",
+            "catering": true, "code": "ABC", "notes": "Window seats,\nplease"}})
+    );
+    assert_eq!(out["resolution"]["by"], "Ann");
+    assert_eq!(out["resolution"]["via"], "desktop");
+    assert_eq!(
+        b.eval("window.__sent.length").await,
+        2,
+        "one refused, one accepted"
+    );
+
+    // The recent item says what was answered, as people read it.
+    let recent = card("recent", "fm-offsite");
+    b.until("the answered form", &format!("!!{recent}")).await;
+    assert_eq!(
+        b.eval(&format!(
+            "[...{recent}.querySelectorAll('.answer')].map(p => p.textContent)"
+        ))
+        .await,
+        json!([
+            "How many people: 12",
+            "City: Lisbon",
+            "Venue: Hall C",
+            "Extras: Dinner, Boat trip",
+            "First day: 2026-12-01",
+            "Contact e-mail: ann@example.com",
+            "Catering: Yes",
+            "Booking code: ABC",
+            "Notes: Window seats,\nplease"
+        ])
+    );
+    assert!(
+        b.eval(&format!("{recent}.textContent"))
+            .await
+            .as_str()
+            .unwrap()
+            .contains("answered by Ann via desktop")
+    );
+    assert_eq!(
+        b.eval("typeof window.__xss + ':' + document.querySelectorAll('main img').length")
+            .await,
+        "undefined:0"
+    );
+    b.screenshots("inbox-form-resolved").await;
+    drop(b);
+    app.stop().await;
+}
+
+async fn a_form_can_be_declined_with_a_reason() {
+    let bin = chromium().expect("Chromium (checked before the test)");
+    let app = spawn_app().await;
+    let (status, body) = app
+        .post(
+            "/v1/interactions",
+            &json!({"id": "fm-prompt", "kind": "prompt", "multiline": true,
+                    "message": "What should the release notes say?"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let mut b = Browser::launch(&bin).await;
+    b.call("Page.navigate", json!({"url": app.url("/")})).await;
+    give_name(&mut b, "Bo").await;
+    let prompt = card("pending", "fm-prompt");
+    b.until(
+        "the prompt",
+        &format!("!!{prompt}?.querySelector('textarea')"),
+    )
+    .await;
+    // A prompt is one required text area: left empty, Submit says so and sends nothing.
+    b.eval(&format!(
+        "[...{prompt}.querySelectorAll('button')].find(x => x.textContent === 'Submit').click()"
+    ))
+    .await;
+    assert_eq!(
+        b.eval(&format!(
+            "{prompt}.querySelector('.field-error').textContent"
+        ))
+        .await,
+        "Required."
+    );
+    let (_, still) = app.get("/v1/interactions/fm-prompt").await;
+    assert_eq!(still["status"], "pending");
+
+    // Decline, with a reason for the agent.
+    b.eval(&format!(
+        "(() => {{ const c = {prompt}; c.querySelector('input.reason').value = 'Ask me after the freeze'; \
+           [...c.querySelectorAll('button')].find(x => x.textContent === 'Decline').click(); }})()"
+    ))
+    .await;
+    let (status, out) = app.get("/v1/interactions/fm-prompt/wait").await;
+    assert_eq!(status, StatusCode::OK, "{out}");
+    assert_eq!(
+        out["result"],
+        json!({"action": "decline", "message": "Ask me after the freeze"})
+    );
+    assert_eq!(out["resolution"]["outcome"], "denied");
+    assert_eq!(out["resolution"]["by"], "Bo");
+    let recent = card("recent", "fm-prompt");
+    b.until(
+        "the declined prompt",
+        &format!("({recent}?.textContent || '').includes('declined by Bo via desktop')"),
+    )
+    .await;
+    assert!(
+        b.eval(&format!("{recent}.textContent"))
+            .await
+            .as_str()
+            .unwrap()
+            .contains("“Ask me after the freeze”")
+    );
     drop(b);
     app.stop().await;
 }

@@ -111,7 +111,8 @@ function metaLine(i) {
 function describeResolution(i) {
   const r = i.resolution;
   if (!r) return "";
-  let s = r.outcome;
+  // A form is declined rather than denied.
+  let s = i.kind === "form" && r.outcome === "denied" ? "declined" : r.outcome;
   if (r.by) s += " by " + r.by;
   if (r.via && r.via !== "system") s += " via " + r.via;
   s += " at " + fmtTime(r.at);
@@ -136,14 +137,15 @@ function notice(card, text, isError) {
 }
 
 function setBusy(card, busy) {
-  card.querySelectorAll("button, input, textarea").forEach((b) => { b.disabled = busy; });
+  card.querySelectorAll("button, input, textarea, select").forEach((b) => { b.disabled = busy; });
 }
 
 function who() {
   return state.who || undefined;
 }
 
-async function respond(card, id, body) {
+// `onInvalid(data)` may show a 400 itself (a form shows it next to its field): true if it did.
+async function respond(card, id, body, onInvalid) {
   setBusy(card, true);
   try {
     const resp = await fetch("/v1/interactions/" + encodeURIComponent(id) + "/respond", {
@@ -159,6 +161,7 @@ async function respond(card, id, body) {
     }
     if (resp.status === 401) { showLogin("The token was refused."); return; }
     setBusy(card, false);
+    if (resp.status === 400 && onInvalid && onInvalid(data)) return;
     notice(card, (data.error && data.error.message) || ("HTTP " + resp.status), true);
   } catch (e) {
     setBusy(card, false);
@@ -302,10 +305,418 @@ function questionBody(card, i) {
   card.querySelector(".actions").append(submit, decline);
 }
 
+// ---------- forms ----------
+// A form is MCP elicitation's flat schema: a message and fields, each a text, number, yes/no,
+// single choice or multiple choice. The server checked the schema when the form was created
+// and checks every answer again; the checks here mirror its rules so that a person sees what
+// is wrong next to the field before anything is sent.
+
+const SELECT_OVER = 5; // a single choice with more options than this is a select, not radios
+
+function nonBlank(s) {
+  return typeof s === "string" && s.trim() ? s : null;
+}
+
+// The options of a choice: `enum` (with the older `enumNames` as titles) or `oneOf`/`anyOf`
+// of `{const, title}`, as { value, label }.
+function formOptions(p, listKey) {
+  if (!p || typeof p !== "object") return [];
+  if (Array.isArray(p.enum)) {
+    const names = Array.isArray(p.enumNames) ? p.enumNames : [];
+    return p.enum.map((v, n) => ({ value: String(v), label: nonBlank(names[n]) || String(v) }));
+  }
+  if (Array.isArray(p[listKey])) {
+    return p[listKey].filter((o) => o && typeof o === "object")
+      .map((o) => ({ value: String(o.const), label: nonBlank(o.title) || String(o.const) }));
+  }
+  return [];
+}
+
+// A form interaction's fields, in the schema's order.
+function formFields(input) {
+  const schema = (input && input.requestedSchema) || {};
+  const props = schema.properties && typeof schema.properties === "object" ? schema.properties : {};
+  const required = Array.isArray(schema.required) ? schema.required : [];
+  return Object.entries(props).map(([name, raw]) => {
+    const p = raw && typeof raw === "object" ? raw : {};
+    const f = {
+      name, p,
+      label: nonBlank(p.title) || name,
+      description: nonBlank(p.description),
+      required: required.includes(name),
+      def: p.default,
+    };
+    if (p.type === "array") {
+      f.type = "multi";
+      f.options = formOptions(p.items, "anyOf");
+    } else if (p.type === "string" && ("enum" in p || "oneOf" in p)) {
+      f.type = "choice";
+      f.options = formOptions(p, "oneOf");
+    } else if (p.type === "number" || p.type === "integer") {
+      f.type = "number";
+      f.integer = p.type === "integer";
+    } else if (p.type === "boolean") {
+      f.type = "boolean";
+    } else {
+      f.type = "text";
+    }
+    return f;
+  });
+}
+
+// A value as people read it: a choice by its title, a boolean as Yes/No.
+function showFormValue(f, v) {
+  const label = (s) => {
+    const o = f && f.options ? f.options.find((o) => o.value === s) : null;
+    return o ? o.label : s;
+  };
+  if (v === null || v === undefined) return "(none)";
+  if (typeof v === "boolean") return v ? "Yes" : "No";
+  if (typeof v === "string" && f && f.p && f.p.format === "date-time" && !isNaN(new Date(v))) return new Date(v).toLocaleString();
+  if (typeof v === "string") return label(v);
+  if (Array.isArray(v)) return v.length ? v.map((x) => typeof x === "string" ? label(x) : JSON.stringify(x)).join(", ") : "(none)";
+  if (typeof v === "number") return String(v);
+  return JSON.stringify(v);
+}
+
+// "Label: value" lines for accepted content, in the schema's order (anything the schema does
+// not name after it, by its key).
+function formAnswers(i, content) {
+  const fields = formFields(i.input);
+  const lines = [];
+  for (const f of fields) {
+    if (Object.prototype.hasOwnProperty.call(content, f.name)) lines.push([f.label, showFormValue(f, content[f.name])]);
+  }
+  for (const [k, v] of Object.entries(content)) {
+    if (!fields.some((f) => f.name === k)) lines.push([k, showFormValue(null, v)]);
+  }
+  return lines;
+}
+
+const pad = (n, width) => String(n).padStart(width || 2, "0");
+
+// A Date as a datetime-local control's value, in this browser's time zone (seconds only
+// when there are some, or when `seconds` asks for them).
+function localDateTime(d, seconds) {
+  const s = pad(d.getFullYear(), 4) + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + "T" + pad(d.getHours()) + ":" + pad(d.getMinutes());
+  return seconds || d.getSeconds() ? s + ":" + pad(d.getSeconds()) : s;
+}
+
+// A datetime-local value ("2026-11-25T17:00") as RFC 3339 with this browser's offset.
+function rfc3339(local) {
+  const d = new Date(local); // without an offset: local time
+  if (isNaN(d)) return null;
+  const off = -d.getTimezoneOffset();
+  const a = Math.abs(off);
+  return localDateTime(d, true) + (off >= 0 ? "+" : "-") + pad(Math.floor(a / 60)) + ":" + pad(a % 60);
+}
+
+// What the server accepts as an e-mail address: something@domain, no spaces.
+function isEmail(s) {
+  const at = s.lastIndexOf("@");
+  if (at <= 0 || at === s.length - 1) return false;
+  const domain = s.slice(at + 1);
+  return !domain.startsWith(".") && !domain.endsWith(".") && !/[\s\u0000-\u001f\u007f-\u009f]/u.test(s);
+}
+
+function isUri(s) {
+  try { new URL(s); return true; } catch (_) { return false; }
+}
+
+// `pattern` as a JavaScript regular expression, or null when it is not one (the server, whose
+// syntax differs in places, still checks it).
+function formPattern(source) {
+  if (typeof source !== "string") return null;
+  try { return new RegExp(source, "u"); } catch (_) { return null; }
+}
+
+const FORMAT_HINT = {
+  email: "an e-mail address, like name@example.com",
+  uri: "a full address, like https://example.com/page",
+  date: "a date, like 2026-11-25",
+  "date-time": "a date and time",
+};
+
+function plural(n, one, many) { return n + " " + (n === 1 ? one : many); }
+
+// "A whole number from 2 to 40", "At most 200 characters", "Choose at most 2 options": a
+// field's bounds in words.
+function fieldHint(f) {
+  const p = f.p;
+  const num = (k) => typeof p[k] === "number" ? p[k] : null;
+  const range = (lo, hi, unit) => {
+    if (lo !== null && hi !== null) return lo === hi ? "Exactly " + plural(lo, unit[0], unit[1]) : "From " + lo + " to " + plural(hi, unit[0], unit[1]);
+    if (lo !== null) return "At least " + plural(lo, unit[0], unit[1]);
+    if (hi !== null) return "At most " + plural(hi, unit[0], unit[1]);
+    return null;
+  };
+  if (f.type === "number") {
+    const what = f.integer ? "A whole number" : "A number";
+    const lo = num("minimum"), hi = num("maximum");
+    if (lo !== null && hi !== null) return what + " from " + lo + " to " + hi;
+    if (lo !== null) return what + ", at least " + lo;
+    if (hi !== null) return what + ", at most " + hi;
+    return f.integer ? what : null;
+  }
+  if (f.type === "text") {
+    const min = num("minLength");
+    return range(min !== null && min > 1 ? min : null, num("maxLength"), ["character", "characters"]);
+  }
+  if (f.type === "multi") {
+    const r = range(num("minItems"), num("maxItems"), ["option", "options"]);
+    return r && "Choose " + r.charAt(0).toLowerCase() + r.slice(1);
+  }
+  return null;
+}
+
+// Builds one field: its label, description, control and error line. Returns { el, check,
+// show, focus }: `check()` is { value } (undefined when left empty) or { error }, `show(text)`
+// puts an error next to the field (none when empty).
+function formControl(f, base) {
+  const p = f.p;
+  const ids = { desc: base + "-desc", err: base + "-err" };
+  // The description, then the bounds a person would otherwise learn only from an error.
+  const hint = fieldHint(f);
+  const desc = f.description || hint
+    ? el("div", { class: "field-desc", id: ids.desc },
+      f.description ? el("p", { text: f.description }) : null, hint ? el("p", { class: "hint", text: hint }) : null)
+    : null;
+  const describedBy = (desc ? ids.desc + " " : "") + ids.err;
+  const err = el("p", { class: "field-error", id: ids.err, "aria-live": "polite" });
+  const mark = () => f.required ? el("span", { class: "req", "aria-hidden": "true", text: "*" }) : null;
+  let controls = [];  // the inputs (aria-invalid goes on them, or on a radio group)
+  let invalidOn = null;
+  let box, read;
+
+  const single = (control) => {
+    control.id = base;
+    control.setAttribute("aria-describedby", describedBy);
+    if (f.required) control.setAttribute("aria-required", "true");
+    controls = [control];
+    box = el("div", { class: "form-field" }, el("label", { for: base, class: "field-label" }, f.label, mark()), desc, control, err);
+  };
+  const group = (options, kind) => {
+    const fs = el("fieldset", { class: "field-group", "aria-labelledby": base + "-label", "aria-describedby": describedBy });
+    if (kind === "radio") {
+      fs.setAttribute("role", "radiogroup");
+      if (f.required) fs.setAttribute("aria-required", "true");
+      invalidOn = [fs];
+    }
+    fs.append(el("legend", { class: "field-label", id: base + "-label" }, f.label, mark(),
+      f.required && kind !== "radio" ? el("span", { class: "sr-only", text: " (required)" }) : null));
+    if (desc) fs.append(desc);
+    options.forEach((o, n) => {
+      const input = el("input", { type: kind, name: base, value: o.value, id: base + "-" + n });
+      controls.push(input);
+      fs.append(el("label", { class: "option", for: input.id }, input, " ", o.label));
+    });
+    fs.append(err);
+    box = el("div", { class: "form-field" }, fs);
+    return fs;
+  };
+
+  if (f.type === "boolean") {
+    const input = el("input", { type: "checkbox", id: base, "aria-describedby": describedBy });
+    input.checked = f.def === true;
+    controls = [input];
+    box = el("div", { class: "form-field" },
+      el("label", { class: "option check", for: base }, input, " ", el("span", { class: "field-label" }, f.label, mark())), desc, err);
+    read = () => ({ value: input.checked });
+  } else if (f.type === "choice" && f.options.length > SELECT_OVER) {
+    const select = el("select", {});
+    select.append(el("option", { value: "", text: f.required ? "Choose…" : "—" }));
+    for (const o of f.options) select.append(el("option", { value: o.value, text: o.label }));
+    select.value = typeof f.def === "string" && f.options.some((o) => o.value === f.def) ? f.def : "";
+    single(select);
+    read = () => select.value === "" ? { value: undefined } : { value: select.value };
+  } else if (f.type === "choice") {
+    const fs = group(f.options, "radio");
+    controls.forEach((c) => { c.checked = c.value === f.def; });
+    if (!f.required) {
+      // Radios cannot be unticked: an optional choice can be cleared.
+      fs.insertBefore(el("button", { type: "button", class: "link clear", text: "Clear choice",
+        onclick: () => { controls.forEach((c) => { c.checked = false; }); controls[0].dispatchEvent(new Event("change", { bubbles: true })); } }), err);
+    }
+    read = () => {
+      const c = controls.find((c) => c.checked);
+      return { value: c ? c.value : undefined };
+    };
+  } else if (f.type === "multi") {
+    group(f.options, "checkbox");
+    const def = Array.isArray(f.def) ? f.def : [];
+    controls.forEach((c) => { c.checked = def.includes(c.value); });
+    read = () => {
+      const chosen = controls.filter((c) => c.checked).map((c) => c.value);
+      const min = p.minItems, max = p.maxItems;
+      if (typeof min === "number" && chosen.length < min) return { error: "Choose at least " + min + "." };
+      if (typeof max === "number" && chosen.length > max) return { error: "Choose at most " + max + "." };
+      return { value: chosen };
+    };
+  } else if (f.type === "number") {
+    // A phone's numeric keypad has no minus sign: only for whole numbers that cannot be negative.
+    const keypad = f.integer && typeof p.minimum === "number" && p.minimum >= 0 ? "numeric" : null;
+    const input = el("input", { type: "number", inputmode: keypad, step: f.integer ? "1" : "any" });
+    if (typeof p.minimum === "number") input.min = String(p.minimum);
+    if (typeof p.maximum === "number") input.max = String(p.maximum);
+    if (typeof f.def === "number") input.value = String(f.def);
+    single(input);
+    read = () => {
+      if (input.validity.badInput) return { error: f.integer ? "Must be a whole number." : "Must be a number." };
+      if (input.value === "") return { value: undefined };
+      const x = Number(input.value);
+      if (!isFinite(x)) return { error: "Must be a number." };
+      if (f.integer && !Number.isInteger(x)) return { error: "Must be a whole number." };
+      if (typeof p.minimum === "number" && x < p.minimum) return { error: "Must be at least " + p.minimum + "." };
+      if (typeof p.maximum === "number" && x > p.maximum) return { error: "Must be at most " + p.maximum + "." };
+      return { value: x };
+    };
+  } else {
+    const format = p.format;
+    let input;
+    if (p.multiline === true) {
+      input = el("textarea", { rows: "4", class: "field-text" });
+    } else {
+      const type = { email: "email", uri: "url", date: "date", "date-time": "datetime-local" }[format] || "text";
+      input = el("input", { type, class: "field-text" });
+      if (format === "email") input.autocomplete = "email";
+    }
+    const def = typeof f.def === "string" ? f.def : "";
+    let shown = def;
+    if (format === "date-time" && def) {
+      const d = new Date(def);
+      shown = isNaN(d) ? "" : localDateTime(d);
+    }
+    input.value = shown;
+    single(input);
+    const pattern = formPattern(p.pattern);
+    read = () => {
+      if (input.validity.badInput) return { error: "Must be " + (FORMAT_HINT[format] || "valid") + " (this one is not complete)." };
+      let s = input.value;
+      if (!s.trim()) return { value: undefined };
+      if (format === "date-time") {
+        // Left as it was given: the default exactly; else this browser's local time.
+        s = def && input.value === shown ? def : rfc3339(s);
+        if (!s) return { error: "Must be " + FORMAT_HINT["date-time"] + "." };
+      }
+      const n = [...s].length;
+      if (typeof p.maxLength === "number" && n > p.maxLength) return { error: "Must be at most " + plural(p.maxLength, "character", "characters") + " (now " + n + ")." };
+      if (typeof p.minLength === "number" && n < p.minLength) return { error: "Must be at least " + plural(p.minLength, "character", "characters") + " (now " + n + ")." };
+      if (format === "email" && !isEmail(s)) return { error: "Must be " + FORMAT_HINT.email + "." };
+      if (format === "uri" && !isUri(s)) return { error: "Must be " + FORMAT_HINT.uri + "." };
+      if (format === "date" && !/^\d{4}-\d{2}-\d{2}$/.test(s)) return { error: "Must be " + FORMAT_HINT.date + "." };
+      if (pattern && !pattern.test(s)) return { error: "Must match the pattern " + p.pattern + "." };
+      return { value: s };
+    };
+  }
+
+  const show = (message) => {
+    err.textContent = message || "";
+    for (const c of invalidOn || controls) {
+      if (message) c.setAttribute("aria-invalid", "true"); else c.removeAttribute("aria-invalid");
+    }
+    box.classList.toggle("invalid", !!message);
+  };
+  const check = () => {
+    const r = read();
+    if (!r.error && r.value === undefined && f.required) return { error: "Required." };
+    return r;
+  };
+  const focus = () => {
+    const c = controls.find((c) => c.checked && c.type === "radio") || controls[0];
+    if (c) c.focus();
+  };
+  return { el: box, check, show, focus };
+}
+
+function formBody(card, i) {
+  const body = card.querySelector(".body");
+  const input = i.input || {};
+  // The tool name (imrelay:form) says nothing to a person: the message is what is asked.
+  card.querySelector(".tool").textContent = "";
+  const form = el("form", { id: "answer-" + i.id, class: "elicit", novalidate: true });
+  if (nonBlank(input.message)) form.append(el("p", { class: "form-message", text: input.message }));
+  const fields = formFields(input).map((f, n) => {
+    const c = formControl(f, "f-" + i.id + "-" + n);
+    form.append(c.el);
+    // Checked once changed (not while tabbing past an empty field), then as it is fixed.
+    c.el.addEventListener("change", () => c.show(c.check().error));
+    c.el.addEventListener("input", () => { if (c.el.classList.contains("invalid")) c.show(c.check().error); });
+    return { f, c };
+  });
+  if (fields.some(({ f }) => f.required)) {
+    form.append(el("p", { class: "form-legend muted" }, el("span", { class: "req", "aria-hidden": "true", text: "*" }), " required"));
+  }
+  body.append(form);
+
+  const byName = new Map(fields.map((x) => [x.f.name, x]));
+  // A 400 that names a field (`content.<name>`) is shown next to it.
+  const serverError = (data) => {
+    const e = data && data.error;
+    const field = e && typeof e.field === "string" && e.field.startsWith("content.") ? e.field.slice(8) : null;
+    const hit = field !== null ? byName.get(field) : null;
+    if (!hit) return false;
+    let message = String(e.message || "is not valid");
+    if (message.startsWith(e.field + ": ")) message = message.slice(e.field.length + 2);
+    hit.c.show(message.charAt(0).toUpperCase() + message.slice(1) + (/[.!?]$/.test(message) ? "" : "."));
+    hit.c.focus();
+    notice(card, "The answer was not accepted: see " + hit.f.label + ".", true);
+    return true;
+  };
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const content = Object.create(null); // a field may be called __proto__
+    let first = null, bad = 0;
+    for (const { f, c } of fields) {
+      const r = c.check();
+      c.show(r.error);
+      if (r.error) { bad++; if (!first) first = c; continue; }
+      if (r.value !== undefined) content[f.name] = r.value;
+    }
+    if (first) {
+      notice(card, bad === 1 ? "One field needs attention." : bad + " fields need attention.", true);
+      first.focus();
+      return;
+    }
+    card.querySelector(".notice").hidden = true;
+    respond(card, i.id, { action: "accept", content }, serverError);
+  });
+  const actions = card.querySelector(".actions");
+  const reason = el("input", { type: "text", class: "reason", placeholder: "reason (optional, shown to the agent)", "aria-label": "Reason for declining (optional, shown to the agent)", maxlength: "4096" });
+  const submit = el("button", { class: "primary", type: "submit", form: form.id, text: "Submit" });
+  const decline = el("button", { class: "danger", type: "button", text: "Decline", onclick: () => {
+    const message = reason.value.trim();
+    respond(card, i.id, message ? { action: "decline", message } : { action: "decline" });
+  } });
+  actions.append(submit, decline, reason);
+}
+
 function pendingCard(i) {
   const card = baseCard(i);
-  if (i.kind === "question") questionBody(card, i); else approvalBody(card, i);
+  if (i.kind === "question") questionBody(card, i);
+  else if (i.kind === "form") formBody(card, i);
+  else approvalBody(card, i);
   return card;
+}
+
+// What a resolved form asked and what was answered: "Label: value" lines (option titles,
+// Yes/No), or why it was declined or cancelled.
+function formResult(card, i) {
+  card.querySelector(".tool").textContent = "";
+  const body = card.querySelector(".body");
+  const input = i.input || {};
+  if (nonBlank(input.message)) body.append(el("p", { class: "form-message asked", text: input.message }));
+  const result = (i.resolution && i.resolution.result) || {};
+  if (result.action === "accept" && result.content && typeof result.content === "object") {
+    const lines = formAnswers(i, result.content);
+    const list = el("div", { class: "answers" });
+    for (const [label, value] of lines) {
+      list.append(el("p", { class: "answer" }, el("span", { class: "answer-label", text: label + ": " }), el("span", { class: "answer-value", text: value })));
+    }
+    if (!lines.length) list.append(el("p", { class: "muted", text: "Submitted with no fields filled in." }));
+    body.append(list);
+  } else if (nonBlank(result.message)) {
+    body.append(el("p", { class: "muted", text: "“" + result.message + "”" }));
+  }
 }
 
 function recentCard(i) {
@@ -323,6 +734,10 @@ function recentCard(i) {
       .then((r) => r.ok ? r.json() : null)
       .then((d) => { if (d && d.summary) what.textContent = d.summary; })
       .catch(() => {});
+  }
+  if (i.kind === "form") {
+    formResult(card, i);
+    return card;
   }
   const msg = r.result && r.result.behavior === "deny" ? r.result.message : null;
   if (msg) body.append(el("p", { class: "muted", text: "“" + msg + "”" }));
@@ -368,7 +783,8 @@ function notify(i) {
   if (!document.hidden || state.notifications.has(i.id)) return;
   if (!("Notification" in window) || Notification.permission !== "granted") return;
   try {
-    state.notifications.set(i.id, new Notification("imrelay: " + i.tool_name, { body: metaLine(i), tag: i.id }));
+    const what = i.kind === "form" ? (i.title || (i.input && i.input.message) || "a form") : i.tool_name;
+    state.notifications.set(i.id, new Notification("imrelay: " + what, { body: metaLine(i), tag: i.id }));
   } catch (_) { /* notifications are a convenience */ }
 }
 
