@@ -41,6 +41,11 @@ pub fn trials() -> Vec<libtest_mimic::Trial> {
             a_form_is_filled_in_checked_field_by_field_and_answered,
         ),
         trial(
+            "inbox::a_link_to_an_item_shows_it_whole",
+            browser,
+            a_link_to_an_item_shows_it_whole,
+        ),
+        trial(
             "inbox::a_form_can_be_declined_with_a_reason",
             browser,
             a_form_can_be_declined_with_a_reason,
@@ -1147,5 +1152,66 @@ async fn a_form_can_be_declined_with_a_reason() {
             .contains("“Ask me after the freeze”")
     );
     drop(b);
+    app.stop().await;
+}
+
+/// Telegram and Feishu link a tool call they had to cut to `<public_url>/#<id>`: the inbox
+/// marks that item, scrolls to it and shows all of it, pending or answered.
+async fn a_link_to_an_item_shows_it_whole() {
+    let bin = chromium().expect("Chromium (checked before the test)");
+    let app = spawn_app().await;
+    let long: String = (1..=400)
+        .map(|n| format!("echo step {n} && "))
+        .collect::<String>()
+        + "echo THE-END";
+    app.create_bash("ln-long", &long).await;
+    app.create_bash("ln-old", &format!("{long} # answered"))
+        .await;
+    let (status, _) = app
+        .respond(
+            "ln-old",
+            &json!({"decision": "deny", "message": "too long", "by": "eve"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let mut b = Browser::launch(&bin).await;
+    b.call("Page.navigate", json!({"url": app.url("/#ln-long")}))
+        .await;
+    give_name(&mut b, "Dana").await;
+    let linked = card("pending", "ln-long");
+    b.until(
+        "the linked pending item, whole",
+        &format!("{linked}?.classList.contains('linked') && {linked}.querySelector('.display').innerText.includes('THE-END')"),
+    )
+    .await;
+    // Whole: nothing left to expand.
+    assert_eq!(
+        b.eval(&format!(
+            "[...{linked}.querySelectorAll('.display button')].map(b => b.textContent)"
+        ))
+        .await,
+        json!([])
+    );
+    // Another link, to an answered one: it is marked in the recent list, shown whole too,
+    // and the first is no longer marked.
+    b.eval("location.hash = '#ln-old'").await;
+    let old = card("recent", "ln-old");
+    b.until(
+        "the linked answered item, whole",
+        &format!("{old}?.classList.contains('linked') && {old}.querySelector('.display')?.innerText.includes('THE-END')"),
+    )
+    .await;
+    assert_eq!(
+        b.eval("[...document.querySelectorAll('.card.linked')].map(c => c.dataset.id)")
+            .await,
+        json!(["ln-old"])
+    );
+    // A link to nothing known changes nothing.
+    b.eval("location.hash = '#no-such-item'").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        b.eval("document.querySelectorAll('.card').length").await,
+        json!(2)
+    );
     app.stop().await;
 }

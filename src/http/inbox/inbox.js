@@ -122,6 +122,7 @@ function describeResolution(i) {
 function baseCard(i) {
   const card = document.getElementById("card-template").content.firstElementChild.cloneNode(true);
   card.dataset.id = i.id;
+  card.dataset.kind = i.kind;
   card.querySelector(".kind").textContent = i.kind;
   card.querySelector(".tool").textContent = i.tool_name;
   card.querySelector(".meta").textContent = metaLine(i);
@@ -210,7 +211,7 @@ function approvalBody(card, i) {
   body.append(display);
   const raw = el("details", { class: "raw" }, el("summary", { text: "Raw JSON" }), el("pre", { text: JSON.stringify(i.input, null, 2) }));
   body.append(raw);
-  loadDisplay(display, i.id, false);
+  loadDisplay(display, i.id, linkedId() === i.id);
   const actions = card.querySelector(".actions");
   const reason = el("input", { type: "text", class: "reason", placeholder: "reason (optional, shown to the agent)", "aria-label": "Reason for denying (optional, shown to the agent)", maxlength: "4096" });
   // "Edit & approve…" opens an editor of the input with its own Approve and Cancel; what
@@ -776,6 +777,7 @@ function created(i) {
   renderCounts();
   tick();
   notify(i);
+  markLinked(card);
 }
 
 // One desktop notification per interaction, while the page is hidden; closed once answered.
@@ -811,6 +813,45 @@ function resolved(i, message) {
     last.remove();
   }
   renderCounts();
+  markLinked(card);
+}
+
+// ---------- a linked item: /#<id> ----------
+// Telegram and Feishu link a tool call they had to cut to its item here: it is marked,
+// scrolled to, and shown whole.
+
+function linkedId() {
+  let h = location.hash.slice(1);
+  try { h = decodeURIComponent(h); } catch (_) { return null; }
+  return /^[A-Za-z0-9._:-]{1,128}$/.test(h) ? h : null;
+}
+
+function markLinked(card) {
+  const id = linkedId();
+  if (!id || !card || card.dataset.id !== id) return;
+  for (const c of document.querySelectorAll(".card.linked")) c.classList.remove("linked");
+  card.classList.add("linked");
+  let box = card.querySelector(".display");
+  if (!box && card.dataset.kind === "approval") {
+    box = el("div", { class: "display" });
+    card.querySelector(".body").append(box);
+  }
+  if (box) loadDisplay(box, id, true);
+  card.scrollIntoView({ block: "center" });
+}
+
+// The linked item: from the lists when it is there, else fetched (an older answered one).
+async function showLinked() {
+  const id = linkedId();
+  if (!id) return;
+  const card = document.querySelector('.card[data-id="' + CSS.escape(id) + '"]');
+  if (card) { markLinked(card); return; }
+  try {
+    const r = await fetch("/v1/interactions/" + encodeURIComponent(id), { headers: authHeaders() });
+    if (!r.ok) return; // unknown, or pruned after the retention time: nothing to show
+    const i = await r.json();
+    if (i.status === "pending") created(i); else resolved(i);
+  } catch (_) { /* the stream reports connectivity */ }
 }
 
 function tick() {
@@ -907,7 +948,7 @@ async function connect() {
     if (!headers["Last-Event-ID"]) {
       state.unconfirmed = null;
       clearPending();
-      loadRecent();
+      loadRecent().then(showLinked);
     }
     hideLogin();
     setConnected(true, "live");
@@ -974,6 +1015,7 @@ document.addEventListener("DOMContentLoaded", () => {
   if ("Notification" in window && Notification.permission === "default") {
     document.addEventListener("click", () => Notification.requestPermission().catch(() => {}), { once: true });
   }
+  window.addEventListener("hashchange", showLinked);
   setInterval(tick, 1000);
   renderCounts();
   showMain();
