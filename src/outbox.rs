@@ -24,10 +24,10 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::audit::{Action, AuditRecord};
-use crate::interaction::Lifecycle;
 use crate::interaction::after as add;
+use crate::interaction::{Interaction, Lifecycle};
 use crate::metrics::Metrics;
-use crate::store::{ClaimQuota, ClaimedJob, JobUpdate, Store};
+use crate::store::{ClaimQuota, ClaimedJob, JobUpdate, OutboxJob, Store};
 use crate::sync::LockExt;
 
 /// How long a claimed job is reserved for one delivery attempt.
@@ -43,6 +43,111 @@ const ORPHANS: usize = 16;
 /// Longest pause between looks at the store (other processes may add jobs).
 const POLL: Duration = Duration::from_secs(1);
 
+/// A channel's jobs, typed: an enum tagged by its `kind` (`#[serde(tag = "kind")]`), one
+/// variant for each thing the channel does, carrying what that needs. It is stored as the
+/// job's `kind` and the variant's fields as its `payload`, so the store knows nothing of it.
+pub trait ChannelJob: serde::Serialize + serde::de::DeserializeOwned {
+    /// The channel whose handler delivers these jobs.
+    const CHANNEL: &'static str;
+
+    /// The job's `kind`: the enum's tag.
+    fn kind(&self) -> String {
+        match serde_json::to_value(self) {
+            Ok(serde_json::Value::Object(m)) => m
+                .get("kind")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            _ => String::new(),
+        }
+    }
+
+    /// This job for interaction `i`, keyed `<channel>:<kind>:<incarnation>[:<more>...]`
+    /// (`more` tells apart jobs of one kind for one interaction: a chat, a receiver), tried
+    /// from `not_before` until `horizon`.
+    fn plan(
+        &self,
+        i: &Interaction,
+        more: &[&str],
+        not_before: Timestamp,
+        horizon: Timestamp,
+    ) -> OutboxJob {
+        let key = OutboxJob::key_for(Self::CHANNEL, &self.kind(), i, more);
+        self.plan_keyed(key, i, not_before, horizon)
+    }
+
+    /// This job for interaction `i` under a key of the caller's own making (a re-post, say,
+    /// which must not collide with the first post).
+    fn plan_keyed(
+        &self,
+        key: String,
+        i: &Interaction,
+        not_before: Timestamp,
+        horizon: Timestamp,
+    ) -> OutboxJob {
+        let mut payload = match serde_json::to_value(self) {
+            Ok(serde_json::Value::Object(m)) => m,
+            // A tagged enum always serializes to an object.
+            _ => serde_json::Map::new(),
+        };
+        let kind = match payload.remove("kind") {
+            Some(serde_json::Value::String(k)) => k,
+            _ => String::new(),
+        };
+        OutboxJob {
+            key,
+            channel: Self::CHANNEL.into(),
+            kind,
+            interaction_id: Some(i.id.clone()),
+            payload: serde_json::Value::Object(payload),
+            not_before,
+            horizon,
+        }
+    }
+
+    /// Reads a claimed job back; one this version cannot read fails for good, saying why.
+    fn read(job: &OutboxJob) -> Result<Self, Delivery> {
+        let mut fields = match &job.payload {
+            serde_json::Value::Object(m) => m.clone(),
+            serde_json::Value::Null => serde_json::Map::new(),
+            other => {
+                return Err(Delivery::Failed(format!(
+                    "a {} job whose payload is not an object: {other}",
+                    Self::CHANNEL
+                )));
+            }
+        };
+        fields.insert("kind".into(), serde_json::Value::String(job.kind.clone()));
+        serde_json::from_value(serde_json::Value::Object(fields)).map_err(|e| {
+            Delivery::Failed(format!(
+                "a {} job of kind {:?} this version cannot read: {e}",
+                Self::CHANNEL,
+                job.kind
+            ))
+        })
+    }
+}
+
+/// How long the update of a resolved interaction's messages is retried, on every channel:
+/// long enough to outlast an outage, short of the day after which nobody reads it.
+pub const UPDATE_HORIZON: Duration = Duration::from_secs(24 * 3600);
+
+/// The window of a job showing a new interaction: from its creation to its deadline (after
+/// which a message could only say it expired).
+pub fn created_window(i: &Interaction) -> (Timestamp, Timestamp) {
+    (i.created_at, i.deadline)
+}
+
+/// The window of a job showing a resolution: from the resolution for [`UPDATE_HORIZON`].
+pub fn resolved_window(i: &Interaction) -> (Timestamp, Timestamp) {
+    let at = i
+        .resolution
+        .as_ref()
+        .map(|r| r.at)
+        .unwrap_or_else(Timestamp::now);
+    (at, add(at, UPDATE_HORIZON))
+}
+
 /// How a delivery attempt ended, as the handler sees it.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Delivery {
@@ -57,6 +162,16 @@ pub enum Delivery {
     },
     /// Failed for good; do not retry.
     Failed(String),
+}
+
+impl Delivery {
+    /// Retry after the backoff: the store could not be read or written.
+    pub fn store_retry(e: impl std::fmt::Display) -> Self {
+        Delivery::Retry {
+            after: None,
+            error: format!("store: {e}"),
+        }
+    }
 }
 
 /// Delivers jobs of one channel.
@@ -377,6 +492,55 @@ impl Lifecycle for WakeOnChange {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+    #[serde(tag = "kind", rename_all = "snake_case")]
+    enum Sample {
+        Post { chat: i64 },
+        Resolved,
+    }
+
+    impl ChannelJob for Sample {
+        const CHANNEL: &'static str = "sample";
+    }
+
+    #[test]
+    fn a_typed_job_is_stored_as_kind_and_payload_and_read_back() {
+        let i = crate::interaction::Interaction::pending(
+            crate::interaction::InteractionId::parse("t1").unwrap(),
+            "Bash",
+            crate::interaction::Input::default(),
+            jiff::Timestamp::from_millisecond(1_700_000_000_000).unwrap(),
+            60,
+        );
+        let (from, until) = created_window(&i);
+        let job = Sample::Post { chat: 42 }.plan(&i, &["42"], from, until);
+        assert_eq!(job.key, "sample:post:t1:1700000000000:42");
+        assert_eq!(
+            (job.channel.as_str(), job.kind.as_str()),
+            ("sample", "post")
+        );
+        // The payload is what jobs stored by earlier versions hold: read the same way.
+        assert_eq!(job.payload, serde_json::json!({"chat": 42}));
+        assert_eq!(Sample::read(&job), Ok(Sample::Post { chat: 42 }));
+        let done = Sample::Resolved.plan(&i, &[], from, until);
+        assert_eq!(done.payload, serde_json::json!({}));
+        assert_eq!(Sample::read(&done), Ok(Sample::Resolved));
+        let unknown = OutboxJob {
+            kind: "explode".into(),
+            ..done.clone()
+        };
+        assert!(
+            matches!(Sample::read(&unknown), Err(Delivery::Failed(m)) if m.contains("explode"))
+        );
+        assert!(matches!(
+            Sample::read(&OutboxJob {
+                payload: serde_json::json!({}),
+                ..job
+            }),
+            Err(Delivery::Failed(_))
+        ));
+    }
 
     #[test]
     fn backoff_grows_with_jitter_and_caps() {

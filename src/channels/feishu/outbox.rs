@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -20,7 +20,7 @@ use super::card::Cards;
 use super::settings::Receiver;
 use crate::health::Health;
 use crate::interaction::{Interaction, Lifecycle};
-use crate::outbox::{Delivery, OutboxHandler};
+use crate::outbox::{ChannelJob, Delivery, OutboxHandler, created_window, resolved_window};
 use crate::store::{ChannelMessage, ClaimedJob, OutboxJob, Store};
 use crate::sync::LockExt;
 
@@ -30,8 +30,22 @@ pub const CHANNEL: &str = "feishu";
 pub const CHAT_GAP: Duration = Duration::from_millis(200);
 /// How long a throttled chat is kept quiet when the platform does not say.
 pub const THROTTLE_PAUSE: Duration = Duration::from_secs(1);
-/// How long an update is retried after a resolution.
-const UPDATE_HORIZON_HOURS: i64 = 24;
+/// What the channel's outbox does.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Job {
+    /// Post the card of a new interaction to one receiver.
+    Send {
+        /// Where.
+        receiver: Receiver,
+    },
+    /// Update every card of a resolved interaction to its outcome.
+    Update,
+}
+
+impl ChannelJob for Job {
+    const CHANNEL: &'static str = CHANNEL;
+}
 
 /// Plans the channel's outbox jobs inside each state change's transaction.
 pub struct Planner {
@@ -41,17 +55,12 @@ pub struct Planner {
 
 impl Lifecycle for Planner {
     fn plan_created(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
+        let (from, until) = created_window(i);
         for r in &self.receivers {
-            jobs.push(OutboxJob {
-                key: OutboxJob::key_for(CHANNEL, "send", i, &[&r.address()]),
-                channel: CHANNEL.into(),
-                kind: "send".into(),
-                interaction_id: Some(i.id.clone()),
-                payload: json!({ "receiver": r }),
-                not_before: i.created_at,
-                // A card posted after the deadline could only say "expired".
-                horizon: i.deadline,
-            });
+            let job = Job::Send {
+                receiver: r.clone(),
+            };
+            jobs.push(job.plan(i, &[&r.address()], from, until));
         }
     }
 
@@ -59,22 +68,8 @@ impl Lifecycle for Planner {
         if self.receivers.is_empty() {
             return;
         }
-        let at = i
-            .resolution
-            .as_ref()
-            .map(|r| r.at)
-            .unwrap_or_else(Timestamp::now);
-        jobs.push(OutboxJob {
-            key: OutboxJob::key_for(CHANNEL, "update", i, &[]),
-            channel: CHANNEL.into(),
-            kind: "update".into(),
-            interaction_id: Some(i.id.clone()),
-            payload: json!({}),
-            not_before: at,
-            horizon: at
-                .checked_add(SignedDuration::from_hours(UPDATE_HORIZON_HOURS))
-                .unwrap_or(at),
-        });
+        let (from, until) = resolved_window(i);
+        jobs.push(Job::Update.plan(i, &[], from, until));
     }
 }
 
@@ -130,10 +125,10 @@ pub struct Deliverer {
 #[async_trait]
 impl OutboxHandler for Deliverer {
     async fn deliver(&self, job: &ClaimedJob) -> Delivery {
-        let delivery = match job.job.kind.as_str() {
-            "send" => self.send(job).await,
-            "update" => self.update(job).await,
-            other => Delivery::Failed(format!("unknown feishu job kind {other:?}")),
+        let delivery = match Job::read(&job.job) {
+            Ok(Job::Send { receiver }) => self.send(job, receiver).await,
+            Ok(Job::Update) => self.update(job).await,
+            Err(failed) => failed,
         };
         match &delivery {
             Delivery::Done => self.health.set("feishu_api", "ok", json!({})),
@@ -151,10 +146,7 @@ impl OutboxHandler for Deliverer {
 }
 
 fn store_retry(e: impl std::fmt::Display) -> Delivery {
-    Delivery::Retry {
-        after: None,
-        error: format!("store: {e}"),
-    }
+    Delivery::store_retry(e)
 }
 
 /// What a failed platform call means for the job. A throttled chat is kept quiet for the
@@ -182,13 +174,9 @@ impl Deliverer {
         failure(&self.pacer, chat, e)
     }
 
-    async fn send(&self, job: &ClaimedJob) -> Delivery {
+    async fn send(&self, job: &ClaimedJob, receiver: Receiver) -> Delivery {
         let Some(id) = &job.job.interaction_id else {
             return Delivery::Failed("a send job without an interaction".into());
-        };
-        let receiver: Receiver = match serde_json::from_value(job.job.payload["receiver"].clone()) {
-            Ok(r) => r,
-            Err(e) => return Delivery::Failed(format!("bad send job payload: {e}")),
         };
         let address = receiver.address();
         let interaction = match self.store.get(id).await {

@@ -47,6 +47,7 @@ use super::Wiring;
 use crate::health::Health;
 use crate::interaction::after;
 use crate::interaction::{Interaction, InteractionId, Lifecycle, Registry, Responder, Via};
+use crate::outbox::ChannelJob;
 use crate::store::{ChannelMessage, OutboxJob, Store, StoreError};
 use crate::sync::LockExt;
 
@@ -66,22 +67,36 @@ struct Planner {
     retention: Duration,
 }
 
+/// What the channel's outbox does.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub(crate) enum Job {
+    /// Post the prompt of a pending interaction to one chat.
+    Post {
+        /// Which chat.
+        chat: i64,
+    },
+    /// Edit every message of a resolved interaction to its outcome.
+    Resolved,
+}
+
+impl ChannelJob for Job {
+    const CHANNEL: &'static str = CHANNEL;
+}
+
 /// The job that posts interaction `i` to `chat`; `nonce` distinguishes a re-post.
 pub(crate) fn post_job(i: &Interaction, chat: i64, nonce: Option<&str>) -> OutboxJob {
-    let chat_s = chat.to_string();
-    let key = match nonce {
-        None => OutboxJob::key_for(CHANNEL, "post", i, &[&chat_s]),
-        Some(n) => OutboxJob::key_for(CHANNEL, "repost", i, &[&chat_s, n]),
-    };
-    OutboxJob {
-        key,
-        channel: CHANNEL.into(),
-        kind: "post".into(),
-        interaction_id: Some(i.id.clone()),
-        payload: json!({ "chat": chat }),
-        not_before: Timestamp::now(),
-        // Posting after the deadline shows nothing anyone could act on.
-        horizon: i.deadline,
+    let job = Job::Post { chat };
+    // Posting after the deadline shows nothing anyone could act on.
+    let (now, deadline) = (Timestamp::now(), i.deadline);
+    match nonce {
+        None => job.plan(i, &[&chat.to_string()], now, deadline),
+        Some(n) => job.plan_keyed(
+            OutboxJob::key_for(CHANNEL, "repost", i, &[&chat.to_string(), n]),
+            i,
+            now,
+            deadline,
+        ),
     }
 }
 
@@ -94,16 +109,8 @@ impl Lifecycle for Planner {
 
     fn plan_resolved(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
         let now = Timestamp::now();
-        jobs.push(OutboxJob {
-            key: OutboxJob::key_for(CHANNEL, "resolved", i, &[]),
-            channel: CHANNEL.into(),
-            kind: "resolved".into(),
-            interaction_id: Some(i.id.clone()),
-            payload: json!({}),
-            not_before: now,
-            // Worth trying for as long as the interaction is kept.
-            horizon: after(now, self.retention),
-        });
+        // Worth trying for as long as the interaction is kept.
+        jobs.push(Job::Resolved.plan(i, &[], now, after(now, self.retention)));
     }
 }
 

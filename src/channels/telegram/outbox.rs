@@ -17,9 +17,9 @@ use jiff::Timestamp;
 use super::client::{Edited, Failure};
 use super::render::{self, Buttons};
 use super::state::{MessageState, PromptState};
-use super::{CHANNEL, Telegram};
+use super::{CHANNEL, Job, Telegram};
 use crate::interaction::{Interaction, InteractionId};
-use crate::outbox::{Delivery, OutboxHandler};
+use crate::outbox::{ChannelJob, Delivery, OutboxHandler};
 use crate::store::{ChannelMessage, ClaimedJob, OutboxJob};
 
 /// The outbox handler for the `telegram` channel.
@@ -31,13 +31,10 @@ impl OutboxHandler for Handler {
         let Some(id) = job.job.interaction_id.clone() else {
             return Delivery::Failed("a telegram job without an interaction".into());
         };
-        match job.job.kind.as_str() {
-            "post" => match job.job.payload["chat"].as_i64() {
-                Some(chat) => self.0.deliver_post(&job.job, &id, chat).await,
-                None => Delivery::Failed("a telegram post job without a chat".into()),
-            },
-            "resolved" => self.0.deliver_resolved(&job.job, &id).await,
-            other => Delivery::Failed(format!("unknown telegram job kind {other:?}")),
+        match Job::read(&job.job) {
+            Ok(Job::Post { chat }) => self.0.deliver_post(&job.job, &id, chat).await,
+            Ok(Job::Resolved) => self.0.deliver_resolved(&job.job, &id).await,
+            Err(failed) => failed,
         }
     }
 
@@ -52,10 +49,7 @@ fn nonce_free(key: &str) -> bool {
 }
 
 fn store_retry(e: impl std::fmt::Display) -> Delivery {
-    Delivery::Retry {
-        after: None,
-        error: format!("store: {e}"),
-    }
+    Delivery::store_retry(e)
 }
 
 impl Telegram {
