@@ -17,6 +17,7 @@ pub mod feishu;
 pub mod present;
 pub mod render;
 pub mod telegram;
+pub mod token;
 pub mod webhook;
 
 use std::future::Future;

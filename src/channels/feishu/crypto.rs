@@ -6,10 +6,9 @@
 
 use aes::Aes256;
 use base64::Engine;
-use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::engine::general_purpose::STANDARD;
 use cbc::cipher::block_padding::Pkcs7;
 use cbc::cipher::{BlockDecryptMut, BlockEncryptMut, KeyIvInit};
-use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
@@ -109,8 +108,8 @@ const TAG_BYTES: usize = 16;
 pub fn button_tag(secret: &[u8], interaction_id: &str, created_ms: i64, action: &str) -> String {
     tag(
         secret,
+        b"imrelay/feishu/button/v2",
         &[
-            b"imrelay/feishu/button/v2",
             interaction_id.as_bytes(),
             created_ms.to_string().as_bytes(),
             action.as_bytes(),
@@ -122,28 +121,15 @@ pub fn button_tag(secret: &[u8], interaction_id: &str, created_ms: i64, action: 
 fn legacy_button_tag(secret: &[u8], interaction_id: &str, action: &str) -> String {
     tag(
         secret,
-        &[
-            b"imrelay/feishu/button/v1",
-            interaction_id.as_bytes(),
-            action.as_bytes(),
-        ],
+        b"imrelay/feishu/button/v1",
+        &[interaction_id.as_bytes(), action.as_bytes()],
     )
 }
 
-/// HMAC-SHA256 over `parts` joined by newlines, cut to [`TAG_BYTES`], base64url.
-fn tag(secret: &[u8], parts: &[&[u8]]) -> String {
-    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret) else {
-        // HMAC takes keys of any length; this branch cannot be reached.
-        return String::new();
-    };
-    for (n, part) in parts.iter().enumerate() {
-        if n > 0 {
-            mac.update(b"\n");
-        }
-        mac.update(part);
-    }
-    let full = mac.finalize().into_bytes();
-    URL_SAFE_NO_PAD.encode(&full[..TAG_BYTES])
+/// The channels' one signed token ([`crate::channels::token::Signer`]) over `parts` under
+/// `domain`, cut to [`TAG_BYTES`].
+fn tag(secret: &[u8], domain: &[u8], parts: &[&[u8]]) -> String {
+    crate::channels::token::Signer::new(secret.to_vec()).tag(domain, parts, TAG_BYTES)
 }
 
 /// Whether `tag` is the MAC of (`interaction_id`, `created_ms`, `action`), or for a button

@@ -25,15 +25,11 @@
 //! └ format version
 //! ```
 
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
-use subtle::ConstantTimeEq;
-
+use crate::channels::token::Signer;
 use crate::interaction::Interaction;
 
-type HmacSha256 = Hmac<Sha256>;
+/// The domain of the MAC over callback data.
+const CALLBACK_DOMAIN: &[u8] = b"imrelay/telegram/callback/v1";
 
 /// The store secret that keys handles and MACs.
 pub const SECRET_NAME: &str = "telegram-callback";
@@ -152,42 +148,30 @@ pub enum CallbackError {
     BadSignature,
 }
 
-/// Encodes and verifies callback data under one key.
-#[derive(Clone)]
+/// Encodes and verifies callback data under one key (the channels' one signed token,
+/// [`Signer`], within Telegram's 64 bytes).
+#[derive(Clone, Debug)]
 pub struct Codec {
-    key: Vec<u8>,
-}
-
-impl std::fmt::Debug for Codec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Codec([redacted])")
-    }
+    signer: Signer,
 }
 
 impl Codec {
     /// A codec keyed with `key` (the store's `telegram-callback` secret).
     pub fn new(key: Vec<u8>) -> Self {
-        Self { key }
-    }
-
-    fn mac(&self, domain: &[u8], data: &[u8]) -> HmacSha256 {
-        // HMAC accepts keys of any length; this cannot fail.
-        let mut mac = <HmacSha256 as Mac>::new_from_slice(&self.key)
-            .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
-        mac.update(domain);
-        mac.update(data);
-        mac
+        Self {
+            signer: Signer::new(key),
+        }
     }
 
     /// The short handle that stands for interaction `i` (this incarnation of its id) in
     /// callback data.
     pub fn handle(&self, i: &Interaction) -> String {
-        let subject = format!("{}\n{}", i.id, i.created_at.as_millisecond());
-        let tag = self
-            .mac(b"imrelay/telegram/handle/v2\n", subject.as_bytes())
-            .finalize()
-            .into_bytes();
-        URL_SAFE_NO_PAD.encode(&tag[..HANDLE_BYTES])
+        let created = i.created_at.as_millisecond().to_string();
+        self.signer.tag(
+            b"imrelay/telegram/handle/v2",
+            &[i.id.as_str().as_bytes(), created.as_bytes()],
+            HANDLE_BYTES,
+        )
     }
 
     /// The callback data for `action` on the interaction with `handle`.
@@ -200,10 +184,9 @@ impl Codec {
         signed.push(char::from(DIGITS[usize::from(o.min(63))]));
         signed.push_str(handle);
         let tag = self
-            .mac(b"imrelay/telegram/callback/v1\n", signed.as_bytes())
-            .finalize()
-            .into_bytes();
-        signed.push_str(&URL_SAFE_NO_PAD.encode(&tag[..MAC_BYTES]));
+            .signer
+            .tag(CALLBACK_DOMAIN, &[signed.as_bytes()], MAC_BYTES);
+        signed.push_str(&tag);
         signed
     }
 
@@ -214,17 +197,10 @@ impl Codec {
             return Err(CallbackError::Malformed);
         }
         let (signed, mac) = data.split_at(SIGNED_LEN);
-        let given = URL_SAFE_NO_PAD
-            .decode(mac)
-            .map_err(|_| CallbackError::Malformed)?;
-        if given.len() != MAC_BYTES {
-            return Err(CallbackError::Malformed);
-        }
-        let expected = self
-            .mac(b"imrelay/telegram/callback/v1\n", signed.as_bytes())
-            .finalize()
-            .into_bytes();
-        if !bool::from(expected[..MAC_BYTES].ct_eq(&given)) {
+        if !self
+            .signer
+            .verify(CALLBACK_DOMAIN, &[signed.as_bytes()], MAC_BYTES, mac)
+        {
             return Err(CallbackError::BadSignature);
         }
         let digit = |b: u8| DIGITS.iter().position(|d| *d == b).map(|n| n as u8);
