@@ -41,6 +41,11 @@ pub fn trials() -> Vec<libtest_mimic::Trial> {
             a_form_is_filled_in_checked_field_by_field_and_answered,
         ),
         trial(
+            "inbox::an_mcp_clients_questions_are_answered_in_the_inbox",
+            browser,
+            an_mcp_clients_questions_are_answered_in_the_inbox,
+        ),
+        trial(
             "inbox::a_link_to_an_item_shows_it_whole",
             browser,
             a_link_to_an_item_shows_it_whole,
@@ -1212,6 +1217,120 @@ async fn a_link_to_an_item_shows_it_whole() {
     assert_eq!(
         b.eval("document.querySelectorAll('.card').length").await,
         json!(2)
+    );
+    app.stop().await;
+}
+
+/// Posts one JSON-RPC message to `/mcp` in `session` (none for `initialize`).
+async fn mcp(app: &TestApp, session: Option<&str>, body: Value) -> reqwest::Response {
+    let mut req = app
+        .client
+        .post(app.url("/mcp"))
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .body(body.to_string());
+    if let Some(s) = session {
+        req = req
+            .header("Mcp-Session-Id", s)
+            .header("MCP-Protocol-Version", "2025-06-18");
+    }
+    req.send().await.unwrap()
+}
+
+/// The result of a `tools/call` answered as an event stream (or as JSON).
+async fn tool_result(resp: reqwest::Response) -> Value {
+    let text = resp.text().await.unwrap();
+    text.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .chain(serde_json::from_str::<Value>(&text).ok())
+        .find(|m| m.get("result").is_some())
+        .map(|m| m["result"].clone())
+        .unwrap_or(Value::Null)
+}
+
+/// An MCP client (here plain JSON-RPC over the Streamable HTTP transport) asks for an
+/// approval and for free text; both are answered in the browser, and the client gets the
+/// answers as its tool results.
+async fn an_mcp_clients_questions_are_answered_in_the_inbox() {
+    let bin = chromium().expect("Chromium (checked before the test)");
+    let app = spawn_app().await;
+    let init = mcp(
+        &app,
+        None,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "codex", "version": "0.9"}}}),
+    )
+    .await;
+    assert_eq!(init.status(), StatusCode::OK);
+    let session = init.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let _ = init.text().await;
+    let ready = mcp(
+        &app,
+        Some(&session),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await;
+    assert!(ready.status().is_success());
+    let call = |id: u64, tool: &str, arguments: Value| {
+        let (app_client, url, session) = (app.client.clone(), app.url("/mcp"), session.clone());
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments}});
+        tokio::spawn(async move {
+            let resp = app_client
+                .post(url)
+                .header("Content-Type", "application/json")
+                .header("Accept", "application/json, text/event-stream")
+                .header("Mcp-Session-Id", session)
+                .header("MCP-Protocol-Version", "2025-06-18")
+                .body(body.to_string())
+                .send()
+                .await
+                .unwrap();
+            tool_result(resp).await
+        })
+    };
+    let approval = call(
+        2,
+        "request_approval",
+        json!({"action": "Deploy build 1234 to production", "details": {"command": "deploy --prod 1234"}, "id": "mcp-deploy"}),
+    );
+    let prompt = call(
+        3,
+        "ask_human",
+        json!({"question": "Which release name?", "id": "mcp-name"}),
+    );
+    let mut b = Browser::launch(&bin).await;
+    b.call("Page.navigate", json!({"url": app.url("/")})).await;
+    give_name(&mut b, "Ines").await;
+    let deploy = card("pending", "mcp-deploy");
+    let name = card("pending", "mcp-name");
+    b.until(
+        "both questions, with who asks",
+        &format!("!!{deploy} && !!{name}?.querySelector('input, textarea') && {deploy}.innerText.includes('codex/0.9')"),
+    )
+    .await;
+    b.eval(&format!("{deploy}.querySelector('button.primary').click()"))
+        .await;
+    let r = approval.await.unwrap();
+    assert_eq!(r["structuredContent"]["status"], "approved", "{r}");
+    assert_eq!(r["structuredContent"]["via"], "desktop", "{r}");
+    assert_eq!(r["structuredContent"]["by"], "Ines", "{r}");
+    b.eval(&format!(
+        "(() => {{ const c = {name}; const f = c.querySelector('input, textarea'); f.value = 'Aurora'; \
+           f.dispatchEvent(new Event('input')); \
+           [...c.querySelectorAll('button')].find(x => x.textContent === 'Submit').click(); }})()"
+    ))
+    .await;
+    let r = prompt.await.unwrap();
+    assert_eq!(r["structuredContent"]["answer"], "Aurora", "{r}");
+    assert_eq!(
+        r["content"][0]["text"], "Ines via desktop answered: Aurora",
+        "{r}"
     );
     app.stop().await;
 }
