@@ -222,13 +222,7 @@ pub fn resolution_for(
             ));
         }
     };
-    Ok(Resolution {
-        outcome,
-        by: responder.by,
-        via: responder.via,
-        at,
-        result: result.into(),
-    })
+    Ok(by_person(outcome, responder, at, result))
 }
 
 /// The resolution of a form: accepted with its checked content, or declined.
@@ -265,13 +259,23 @@ fn form_resolution(
             ));
         }
     };
-    Ok(Resolution {
+    Ok(by_person(outcome, responder, at, result))
+}
+
+/// The resolution `responder` gave at `at`.
+fn by_person(
+    outcome: Outcome,
+    responder: Responder,
+    at: Timestamp,
+    result: impl Into<super::AgentResult>,
+) -> Resolution {
+    Resolution {
         outcome,
         by: responder.by,
         via: responder.via,
         at,
         result: result.into(),
-    })
+    }
 }
 
 /// The reason given, trimmed and bounded, or a default naming who said no.

@@ -1221,22 +1221,6 @@ async fn a_link_to_an_item_shows_it_whole() {
     app.stop().await;
 }
 
-/// Posts one JSON-RPC message to `/mcp` in `session` (none for `initialize`).
-async fn mcp(app: &TestApp, session: Option<&str>, body: Value) -> reqwest::Response {
-    let mut req = app
-        .client
-        .post(app.url("/mcp"))
-        .header("Content-Type", "application/json")
-        .header("Accept", "application/json, text/event-stream")
-        .body(body.to_string());
-    if let Some(s) = session {
-        req = req
-            .header("Mcp-Session-Id", s)
-            .header("MCP-Protocol-Version", "2025-06-18");
-    }
-    req.send().await.unwrap()
-}
-
 /// The result of a `tools/call` answered as an event stream (or as JSON).
 async fn tool_result(resp: reqwest::Response) -> Value {
     let text = resp.text().await.unwrap();
@@ -1255,12 +1239,14 @@ async fn tool_result(resp: reqwest::Response) -> Value {
 async fn an_mcp_clients_questions_are_answered_in_the_inbox() {
     let bin = chromium().expect("Chromium (checked before the test)");
     let app = spawn_app().await;
-    let init = mcp(
+    let init = post_mcp(
         &app,
         None,
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "codex", "version": "0.9"}}}),
+            "clientInfo": {"name": "codex", "version": "0.9"}}})
+        .to_string(),
+        None,
     )
     .await;
     assert_eq!(init.status(), StatusCode::OK);
@@ -1269,10 +1255,11 @@ async fn an_mcp_clients_questions_are_answered_in_the_inbox() {
         .unwrap()
         .to_string();
     let _ = init.text().await;
-    let ready = mcp(
+    let ready = post_mcp(
         &app,
+        None,
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string(),
         Some(&session),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
     )
     .await;
     assert!(ready.status().is_success());

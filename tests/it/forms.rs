@@ -252,20 +252,6 @@ fn elicitation(schema: Value) -> Value {
     })
 }
 
-fn post_hook(app: &TestApp, body: Value) -> tokio::task::JoinHandle<(StatusCode, Value)> {
-    let client = app.client.clone();
-    let url = app.url("/v1/hooks/claude-code");
-    tokio::spawn(async move { split(client.post(url).json(&body).send().await.unwrap()).await })
-}
-
-async fn pending_one(app: &TestApp) -> Value {
-    eventually("an interaction becomes pending", || async {
-        let (_, list) = app.get("/v1/interactions?status=pending").await;
-        list["interactions"].as_array()?.first().cloned()
-    })
-    .await
-}
-
 #[tokio::test]
 async fn the_elicitation_hook_carries_an_mcp_servers_form_to_people_and_back() {
     let app = spawn_app().await;
@@ -329,38 +315,25 @@ async fn the_elicitation_hook_carries_an_mcp_servers_form_to_people_and_back() {
 #[tokio::test]
 async fn an_unanswered_elicitation_hands_back_to_claude_code_or_cancels() {
     use imrelay::config::OnTimeout;
-    // on_timeout = ask: Claude Code shows its own form.
-    let app = spawn_with(|s| {
-        s.hooks.claude_code.timeout_secs = 1;
-        s.hooks.claude_code.on_timeout = OnTimeout::Ask;
-    })
-    .await;
-    let (status, out) = app
-        .post(
-            "/v1/hooks/claude-code",
-            &elicitation(json!({"type": "object", "properties": {"x": {"type": "string"}}})),
-        )
+    for (on_timeout, reply) in [
+        // Claude Code shows its own form.
+        (OnTimeout::Ask, json!({})),
+        // The form is cancelled.
+        (
+            OnTimeout::Deny,
+            json!({"hookSpecificOutput": {"hookEventName": "Elicitation", "action": "cancel"}}),
+        ),
+    ] {
+        let app = spawn_with(|s| {
+            s.hooks.claude_code.timeout_secs = 1;
+            s.hooks.claude_code.on_timeout = on_timeout;
+        })
         .await;
-    assert_eq!((status, out), (StatusCode::OK, json!({})));
-    app.stop().await;
-    // on_timeout = deny: the form is cancelled.
-    let app = spawn_with(|s| {
-        s.hooks.claude_code.timeout_secs = 1;
-        s.hooks.claude_code.on_timeout = OnTimeout::Deny;
-    })
-    .await;
-    let (status, out) = app
-        .post(
-            "/v1/hooks/claude-code",
-            &elicitation(json!({"type": "object", "properties": {"x": {"type": "string"}}})),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK);
-    assert_eq!(
-        out,
-        json!({"hookSpecificOutput": {"hookEventName": "Elicitation", "action": "cancel"}})
-    );
-    app.stop().await;
+        let form = json!({"type": "object", "properties": {"x": {"type": "string"}}});
+        let (status, out) = app.post("/v1/hooks/claude-code", &elicitation(form)).await;
+        assert_eq!((status, out), (StatusCode::OK, reply));
+        app.stop().await;
+    }
 }
 
 #[tokio::test]

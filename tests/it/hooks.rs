@@ -8,22 +8,6 @@ use serde_json::{Value, json};
 
 use crate::support::*;
 
-/// Posts a hook body in the background; returns the pending response.
-fn post_hook(app: &TestApp, body: Value) -> tokio::task::JoinHandle<(StatusCode, Value)> {
-    let client = app.client.clone();
-    let url = app.url("/v1/hooks/claude-code");
-    tokio::spawn(async move { split(client.post(url).json(&body).send().await.unwrap()).await })
-}
-
-/// Waits until an interaction is pending and returns it.
-async fn pending_one(app: &TestApp) -> Value {
-    eventually("an interaction becomes pending", || async {
-        let (_, list) = app.get("/v1/interactions?status=pending").await;
-        list["interactions"].as_array()?.first().cloned()
-    })
-    .await
-}
-
 #[tokio::test]
 async fn pre_tool_use_allow() {
     let app = spawn_app().await;

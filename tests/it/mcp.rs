@@ -721,29 +721,6 @@ fn initialize_body() -> Value {
         "clientInfo": {"name": "curl", "version": "8"}}})
 }
 
-async fn post_mcp(
-    app: &TestApp,
-    token: Option<&str>,
-    body: &str,
-    session: Option<&str>,
-) -> reqwest::Response {
-    let mut req = app
-        .client
-        .post(app.url("/mcp"))
-        .header("Content-Type", "application/json")
-        .header("Accept", "application/json, text/event-stream")
-        .body(body.to_string());
-    if let Some(t) = token {
-        req = req.bearer_auth(t);
-    }
-    if let Some(s) = session {
-        req = req
-            .header("Mcp-Session-Id", s)
-            .header("MCP-Protocol-Version", "2025-06-18");
-    }
-    req.send().await.unwrap()
-}
-
 #[tokio::test]
 async fn the_endpoint_takes_agent_tokens_only() {
     let mut app = spawn_with(with_tokens).await;

@@ -449,3 +449,44 @@ pub fn free_port() -> u16 {
         .expect("a free port")
         .port()
 }
+
+/// Posts a hook body in the background; returns the pending response.
+pub fn post_hook(app: &TestApp, body: Value) -> tokio::task::JoinHandle<(StatusCode, Value)> {
+    let client = app.client.clone();
+    let url = app.url("/v1/hooks/claude-code");
+    tokio::spawn(async move { split(client.post(url).json(&body).send().await.unwrap()).await })
+}
+
+/// Waits until an interaction is pending and returns it.
+pub async fn pending_one(app: &TestApp) -> Value {
+    eventually("an interaction becomes pending", || async {
+        let (_, list) = app.get("/v1/interactions?status=pending").await;
+        list["interactions"].as_array()?.first().cloned()
+    })
+    .await
+}
+
+/// POSTs one JSON-RPC message to `/mcp` as a Streamable HTTP client does, with `token` and,
+/// after `initialize`, in `session`.
+pub async fn post_mcp(
+    app: &TestApp,
+    token: Option<&str>,
+    body: &str,
+    session: Option<&str>,
+) -> reqwest::Response {
+    let mut req = app
+        .client
+        .post(app.url("/mcp"))
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .body(body.to_string());
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    if let Some(s) = session {
+        req = req
+            .header("Mcp-Session-Id", s)
+            .header("MCP-Protocol-Version", "2025-06-18");
+    }
+    req.send().await.unwrap()
+}

@@ -26,7 +26,7 @@
 //! ```
 
 use crate::channels::token::Signer;
-use crate::interaction::Interaction;
+use crate::interaction::{Interaction, Kind};
 
 /// The domain of the MAC over callback data.
 const CALLBACK_DOMAIN: &[u8] = b"imrelay/telegram/callback/v1";
@@ -101,6 +101,35 @@ pub enum Action {
 }
 
 impl Action {
+    /// Whether this action can answer an interaction of `kind`.
+    pub fn fits(self, kind: Kind) -> bool {
+        // A choice, a toggle, Done, or typing: questions and forms alike.
+        let choosing = matches!(
+            self,
+            Action::Pick { .. }
+                | Action::Toggle { .. }
+                | Action::Submit { .. }
+                | Action::Other { .. }
+        );
+        match kind {
+            Kind::Approval => matches!(
+                self,
+                Action::Allow | Action::AllowAlways | Action::Deny | Action::DenyWithReason
+            ),
+            Kind::Question => choosing || matches!(self, Action::Deny | Action::ClearOther { .. }),
+            Kind::Form => {
+                choosing
+                    || matches!(
+                        self,
+                        Action::Deny
+                            | Action::Skip { .. }
+                            | Action::Back { .. }
+                            | Action::SubmitForm
+                    )
+            }
+        }
+    }
+
     fn code(self) -> (u8, u8, u8) {
         match self {
             Action::Allow => (b'a', 0, 0),

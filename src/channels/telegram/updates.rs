@@ -227,31 +227,7 @@ impl Telegram {
             self.client.answer(&q.id, &already_toast(&i)).await;
             return;
         }
-        let fits = matches!(
-            (i.kind, action),
-            (
-                Kind::Approval,
-                Action::Allow | Action::AllowAlways | Action::DenyWithReason
-            ) | (_, Action::Deny)
-                | (
-                    Kind::Question,
-                    Action::Pick { .. }
-                        | Action::Toggle { .. }
-                        | Action::Submit { .. }
-                        | Action::Other { .. }
-                        | Action::ClearOther { .. }
-                )
-                | (
-                    Kind::Form,
-                    Action::Pick { .. }
-                        | Action::Toggle { .. }
-                        | Action::Submit { .. }
-                        | Action::Other { .. }
-                        | Action::Skip { .. }
-                        | Action::Back { .. }
-                        | Action::SubmitForm
-                )
-        );
+        let fits = action.fits(i.kind);
         if !fits {
             self.client.answer(&q.id, NOT_VALID).await;
             self.refuse(
@@ -510,13 +486,9 @@ impl Telegram {
             return;
         }
         let question = &questions[usize::from(qi)];
-        let guard = self.locks.lock(chat, message).await;
-        let mut state = self.prompt_state(chat, message).await;
-        if state.done {
-            drop(guard);
-            self.answer_stale(q, &i.id).await;
+        let Some((guard, mut state)) = self.open_prompt(q, &i.id, chat, message).await else {
             return;
-        }
+        };
         if state.answered(qi) {
             self.client
                 .answer(&q.id, "That question is already answered.")
@@ -670,13 +642,9 @@ impl Telegram {
             self.client.answer(&q.id, NOT_VALID).await;
             return;
         };
-        let guard = self.locks.lock(chat, message).await;
-        let mut state = self.prompt_state(chat, message).await;
-        if state.done {
-            drop(guard);
-            self.answer_stale(q, &i.id).await;
+        let Some((guard, mut state)) = self.open_prompt(q, &i.id, chat, message).await else {
             return;
-        }
+        };
         let current = state.current_field(&form);
         let asked = |fi: u8| -> Result<&crate::interaction::form::Field, &'static str> {
             match form.fields.get(usize::from(fi)) {
@@ -816,6 +784,25 @@ impl Telegram {
             .await;
         drop(guard);
         failed
+    }
+
+    /// Takes a prompt's lock and reads its state for a tap on it; `None` (the tap answered
+    /// as stale) when the prompt already shows its outcome.
+    async fn open_prompt(
+        &self,
+        q: &CallbackQuery,
+        id: &InteractionId,
+        chat: i64,
+        message: i32,
+    ) -> Option<(super::LockGuard<'_>, PromptState)> {
+        let guard = self.locks.lock(chat, message).await;
+        let state = self.prompt_state(chat, message).await;
+        if state.done {
+            drop(guard);
+            self.answer_stale(q, id).await;
+            return None;
+        }
+        Some((guard, state))
     }
 
     async fn answer_stale(&self, q: &CallbackQuery, id: &InteractionId) {
