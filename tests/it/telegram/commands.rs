@@ -1,0 +1,118 @@
+//! The bot's commands: /start, /whoami, /pending.
+
+use super::*;
+
+// ---- commands -----------------------------------------------------------------------------
+
+#[tokio::test]
+async fn whoami_tells_ids_and_approver_status() {
+    let (app, tg) = start(Mode::Webhook).await;
+    tg.wait_n("setWebhook", 1).await;
+    deliver(
+        &app,
+        &text(tg.next_update_id(), ALICE, GROUP, "/whoami", None),
+    )
+    .await;
+    deliver(
+        &app,
+        &text(
+            tg.next_update_id(),
+            MALLORY,
+            -3003,
+            &format!("/start@{BOT_USERNAME}"),
+            None,
+        ),
+    )
+    .await;
+    // Addressed to another bot: ignored.
+    deliver(
+        &app,
+        &text(tg.next_update_id(), ALICE, GROUP, "/whoami@other_bot", None),
+    )
+    .await;
+    let calls = tg.wait_n("sendMessage", 2).await;
+    let alice = &calls[0].params;
+    assert_eq!(alice["chat_id"], GROUP);
+    let t = alice["text"].as_str().unwrap();
+    assert!(t.contains("<code>-2001</code>"), "{t}");
+    assert!(t.contains("<code>1001</code>"), "{t}");
+    assert!(t.contains("you are an approver"), "{t}");
+    assert!(t.contains("prompts are posted here"), "{t}");
+    let mallory = calls[1].params["text"].as_str().unwrap();
+    assert!(mallory.contains("<code>666</code>"), "{mallory}");
+    assert!(mallory.contains("you are not an approver"), "{mallory}");
+    assert!(
+        mallory.contains("not in <code>telegram.chats</code>"),
+        "{mallory}"
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(tg.calls("sendMessage").len(), 2);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn pending_reposts_pending_prompts_with_working_keyboards() {
+    let (app, tg) = start_with(Mode::Webhook, |s| s.telegram.chats = vec![GROUP]).await;
+    deliver(
+        &app,
+        &text(tg.next_update_id(), ALICE, GROUP, "/pending", None),
+    )
+    .await;
+    tg.wait_for("sendMessage", |c| {
+        c.iter().any(|c| c.params["text"] == "Nothing is pending.")
+    })
+    .await;
+    let id = app.create_bash("toolu_repost", "docker system prune").await;
+    let first = prompt(&tg, GROUP, "docker system prune").await;
+    // Non-approvers cannot ask.
+    deliver(
+        &app,
+        &text(tg.next_update_id(), MALLORY, GROUP, "/pending", None),
+    )
+    .await;
+    deliver(
+        &app,
+        &text(tg.next_update_id(), BOB, GROUP, "/pending", None),
+    )
+    .await;
+    let again = tg
+        .wait_for("sendMessage", |c| {
+            c.iter()
+                .filter(|c| {
+                    c.params["text"]
+                        .as_str()
+                        .unwrap_or("")
+                        .contains("docker system prune")
+                })
+                .count()
+                == 2
+        })
+        .await;
+    let second = Posted::from(
+        again
+            .iter()
+            .rev()
+            .find(|c| {
+                c.params["text"]
+                    .as_str()
+                    .unwrap()
+                    .contains("docker system prune")
+            })
+            .unwrap(),
+    );
+    assert_ne!(first.message_id, second.message_id);
+    assert!(
+        tg.calls("sendMessage")
+            .iter()
+            .any(|c| c.params["text"] == "Only approvers can ask for the pending prompts.")
+    );
+    // The re-posted button works, and both copies are edited.
+    assert_eq!(
+        tap_on(&app, &tg, BOB, &second, &second.button("✅ Allow")).await,
+        "Allowed"
+    );
+    assert_eq!(status(&app, &id).await["resolution"]["by"], "Bob");
+    edited(&tg, GROUP, first.message_id, "Allowed by Bob via telegram").await;
+    edited(&tg, GROUP, second.message_id, "Allowed by Bob via telegram").await;
+    app.stop().await;
+}
