@@ -49,114 +49,14 @@ const MAX_BATCH: usize = 512;
 /// Read connections kept open.
 const READERS: usize = 4;
 
+/// The schema's migrations, oldest first: version N is the Nth file in `migrations/`, each
+/// applied once, in its own transaction.
 const MIGRATIONS: &[&str] = &[
-    // 1: interactions, channel bookkeeping, outbox, server secrets, deduplication keys.
-    r#"
-    CREATE TABLE interactions (
-        id          TEXT PRIMARY KEY,
-        created_at  INTEGER NOT NULL,
-        deadline    INTEGER NOT NULL,
-        status      TEXT NOT NULL CHECK (status IN ('pending', 'resolved')),
-        resolved_at INTEGER,
-        doc         TEXT NOT NULL,
-        resolution  TEXT
-    );
-    CREATE INDEX interactions_by_created ON interactions (created_at, id);
-    CREATE INDEX interactions_by_status ON interactions (status, created_at, id);
-    CREATE INDEX interactions_by_resolved ON interactions (resolved_at) WHERE resolved_at IS NOT NULL;
-
-    CREATE TABLE channel_messages (
-        channel        TEXT NOT NULL,
-        address        TEXT NOT NULL,
-        message_ref    TEXT NOT NULL,
-        interaction_id TEXT NOT NULL,
-        state          TEXT,
-        created_at     INTEGER NOT NULL,
-        PRIMARY KEY (channel, address, message_ref)
-    );
-    CREATE INDEX channel_messages_by_interaction ON channel_messages (interaction_id, channel);
-
-    CREATE TABLE outbox (
-        id             INTEGER PRIMARY KEY,
-        key            TEXT NOT NULL UNIQUE,
-        channel        TEXT NOT NULL,
-        kind           TEXT NOT NULL,
-        interaction_id TEXT,
-        payload        TEXT NOT NULL,
-        attempts       INTEGER NOT NULL DEFAULT 0,
-        next_at        INTEGER NOT NULL,
-        horizon_at     INTEGER NOT NULL,
-        lease_until    INTEGER,
-        state          TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'done', 'failed')),
-        last_error     TEXT,
-        created_at     INTEGER NOT NULL,
-        updated_at     INTEGER NOT NULL
-    );
-    CREATE INDEX outbox_due ON outbox (next_at) WHERE state = 'pending';
-    CREATE INDEX outbox_finished ON outbox (updated_at) WHERE state <> 'pending';
-
-    CREATE TABLE secrets (
-        name  TEXT PRIMARY KEY,
-        value BLOB NOT NULL
-    );
-
-    CREATE TABLE seen (
-        scope      TEXT NOT NULL,
-        key        TEXT NOT NULL,
-        expires_at INTEGER NOT NULL,
-        PRIMARY KEY (scope, key)
-    );
-    "#,
-    // 2: the hash-chained audit trail, and small named values.
-    r#"
-    CREATE TABLE audit (
-        seq            INTEGER PRIMARY KEY,
-        at             INTEGER NOT NULL,
-        action         TEXT NOT NULL,
-        interaction_id TEXT,
-        actor          TEXT,
-        channel        TEXT NOT NULL,
-        outcome        TEXT NOT NULL,
-        input_hash     TEXT,
-        detail         TEXT,
-        prev_hash      TEXT NOT NULL,
-        hash           TEXT NOT NULL
-    );
-    CREATE INDEX audit_by_at ON audit (at);
-    CREATE INDEX audit_by_interaction ON audit (interaction_id);
-
-    CREATE TABLE kv (
-        key   TEXT PRIMARY KEY,
-        value TEXT NOT NULL
-    );
-    "#,
-    // 3: fenced outbox claims, claims per channel, and the audit chain's recorded head.
-    r#"
-    ALTER TABLE outbox ADD COLUMN lease_token INTEGER NOT NULL DEFAULT 0;
-    DROP INDEX outbox_due;
-    CREATE INDEX outbox_due_by_channel ON outbox (channel, next_at) WHERE state = 'pending';
-    CREATE INDEX outbox_leased ON outbox (channel, lease_until)
-        WHERE state = 'pending' AND lease_until IS NOT NULL;
-    INSERT OR IGNORE INTO kv (key, value)
-        SELECT 'audit.head', seq || ':' || hash FROM audit ORDER BY seq DESC LIMIT 1;
-    "#,
-    // 4: no index of audit entries by interaction id. Ids are random, so every append dirtied
-    // a different leaf page of it (a fifth of each commit's cost), and nothing needs it:
-    // reads go by sequence number or time, and `audit verify` finds `created` entries by time.
-    r#"
-    DROP INDEX IF EXISTS audit_by_interaction;
-    "#,
-    // 5: the Claude Code hook's memory of the latest generation of each derived id moves
-    // under the prefix of values bound to an interaction (`bound:`, see
-    // `store::BOUND_VALUE_PREFIX`), holding that generation's id, so pruning removes it with
-    // the interaction instead of keeping one entry per command ever seen.
-    r#"
-    INSERT OR REPLACE INTO kv (key, value)
-        SELECT 'bound:hooks.claude_code.latest:' || substr(key, 30),
-               CASE value WHEN '1' THEN substr(key, 30) ELSE substr(key, 30) || '.' || value END
-        FROM kv WHERE substr(key, 1, 29) = 'hooks.claude_code.generation:';
-    DELETE FROM kv WHERE substr(key, 1, 29) = 'hooks.claude_code.generation:';
-    "#,
+    include_str!("migrations/0001_init.sql"),
+    include_str!("migrations/0002_audit_and_kv.sql"),
+    include_str!("migrations/0003_fenced_claims.sql"),
+    include_str!("migrations/0004_no_audit_index_by_interaction.sql"),
+    include_str!("migrations/0005_bound_hook_memory.sql"),
 ];
 
 /// The version the newest migration brings a database to.
