@@ -364,7 +364,7 @@ async fn a_feishu_card_form_is_submitted_and_checked() {
             ("select_static", "f2"),
             ("multi_select_static", "f3"),
             ("date_picker", "f4"),
-            ("select_static", "f5"),
+            ("checker", "f5"),
         ]
         .map(|(a, b)| (a.to_string(), b.to_string()))
     );
@@ -401,7 +401,7 @@ async fn a_feishu_card_form_is_submitted_and_checked() {
             APPROVER,
             &submit,
             Some(json!({"f0": "Ann", "f1": "30", "f2": "1", "f3": ["0", "1"],
-                "f4": "2026-12-01 +0800", "f5": "true"})),
+                "f4": "2026-12-01 +0800", "f5": true})),
         ),
     )
     .await;

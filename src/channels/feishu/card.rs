@@ -680,11 +680,13 @@ impl Cards {
     }
 
     /// One form field: its label (with a mark when required), its description, and the input
-    /// that fits its type. Feishu checks `required` before it sends anything; imrelay checks
-    /// everything again.
+    /// that fits its type (a tick box, labelled itself, for yes/no). Feishu checks `required`
+    /// before it sends anything; imrelay checks everything again.
     fn form_field(&self, n: usize, f: &Field, b: Budget, out: &mut Vec<Value>) {
         let mark = if f.required { " *" } else { "" };
-        out.push(json!({"tag": "div", "text": {"tag": "plain_text", "content": present::visible_text(&format!("{}{mark}", clip(f.label(), 100))), "text_size": "normal_v2"}}));
+        if !matches!(f.ty, FieldType::Boolean) {
+            out.push(json!({"tag": "div", "text": {"tag": "plain_text", "content": present::visible_text(&format!("{}{mark}", clip(f.label(), 100))), "text_size": "normal_v2"}}));
+        }
         if let Some(d) = f.description.as_deref() {
             out.push(grey_div(clip(d, b.question)));
         }
@@ -712,14 +714,11 @@ impl Cards {
                 "placeholder": plain(clip(&hint, 100)),
                 "options": options(choices),
             }),
+            // A tick box: unticked is `false`, so it needs no `required` (which it lacks).
             FieldType::Boolean => json!({
-                "tag": "select_static",
-                "width": "fill",
-                "placeholder": plain(self.t("是 / 否", "Yes or no")),
-                "options": [
-                    {"text": plain(self.t("是", "Yes")), "value": "true"},
-                    {"text": plain(self.t("否", "No")), "value": "false"},
-                ],
+                "tag": "checker",
+                "checked": f.default == Some(Value::Bool(true)),
+                "text": plain(clip(f.label(), 100)),
             }),
             FieldType::Text {
                 format: Some(crate::interaction::form::Format::Date),
@@ -752,16 +751,15 @@ impl Cards {
             }),
         };
         element["name"] = json!(name);
-        element["required"] = json!(f.required && f.default.is_none());
+        if !matches!(f.ty, FieldType::Boolean) {
+            element["required"] = json!(f.required && f.default.is_none());
+        }
         if let Some(d) = &f.default {
             match (&f.ty, d) {
                 (FieldType::Choice { options: c }, Value::String(v)) => {
                     if let Some(j) = c.iter().position(|o| &o.value == v) {
                         element["initial_option"] = json!(j.to_string());
                     }
-                }
-                (FieldType::Boolean, Value::Bool(v)) => {
-                    element["initial_option"] = json!(v.to_string());
                 }
                 (
                     FieldType::Text {
