@@ -319,7 +319,8 @@ pub fn full(p: &Painter, i: &Interaction, now: Timestamp, width: usize) -> Vec<S
 }
 
 /// A form: its message, then each field with what it takes; the field `asking` (an index)
-/// is marked and shows its options numbered.
+/// is marked and shows its description and options numbered (`None`: every field shows them,
+/// as `imrelay show` does).
 pub fn form_view(
     p: &Painter,
     form: &crate::interaction::Form,
@@ -330,20 +331,38 @@ pub fn form_view(
         p.paint(Paint::Bold, &visible_line(&form.message))
     )];
     for (n, f) in form.fields.iter().enumerate() {
-        out.extend(field_lines(p, f, n, asking == Some(n)));
+        let detail = match asking {
+            None => Detail::Shown,
+            Some(a) if a == n => Detail::Asked,
+            Some(_) => Detail::Listed,
+        };
+        out.extend(field_lines(p, f, n, detail));
     }
     out
 }
 
-/// One form field: number, label, required mark and what it takes; with its description
-/// and numbered options when it is the one being asked.
+/// How much of a form field to show.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Detail {
+    /// A line: number, label, what it takes.
+    Listed,
+    /// All of it, for reading (`imrelay show`).
+    Shown,
+    /// All of it, marked, with how to answer: the field being asked.
+    Asked,
+}
+
+/// One form field: number, label, required mark and what it takes; with its description,
+/// numbered options and default unless only `Listed`.
 pub fn field_lines(
     p: &Painter,
     f: &crate::interaction::form::Field,
     n: usize,
-    asking: bool,
+    detail: Detail,
 ) -> Vec<String> {
-    let marker = if asking { "›" } else { " " };
+    let asking = detail != Detail::Listed;
+    let prompting = detail == Detail::Asked;
+    let marker = if prompting { "›" } else { " " };
     let required = if f.required { " *" } else { "" };
     let mut out = vec![format!(
         "  {marker} {}  {}{required} {}",
@@ -371,19 +390,35 @@ pub fn field_lines(
         ) {
             out.push(p.paint(
                 Paint::Dim,
-                "      (several lines: an empty line ends the text)",
+                if prompting {
+                    "      (several lines: an empty line ends the text)"
+                } else {
+                    "      (several lines)"
+                },
             ));
         }
         if let Some(d) = &f.default {
             out.push(p.paint(
                 Paint::Dim,
                 &format!(
-                    "      (Enter for the default: {})",
+                    "      ({}: {})",
+                    if prompting {
+                        "Enter for the default"
+                    } else {
+                        "default"
+                    },
                     visible_line(&f.show(d))
                 ),
             ));
         } else if !f.required {
-            out.push(p.paint(Paint::Dim, "      (optional: Enter leaves it empty)"));
+            out.push(p.paint(
+                Paint::Dim,
+                if prompting {
+                    "      (optional: Enter leaves it empty)"
+                } else {
+                    "      (optional)"
+                },
+            ));
         }
     }
     out

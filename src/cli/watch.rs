@@ -1150,7 +1150,12 @@ impl Watch {
         let mut lines = vec![p.paint(Paint::Green, &format!("    → {}", visible_line(&shown)))];
         if values.len() < form.fields.len() {
             let n = values.len();
-            lines.extend(view::field_lines(&p, &form.fields[n], n, true));
+            lines.extend(view::field_lines(
+                &p,
+                &form.fields[n],
+                n,
+                view::Detail::Asked,
+            ));
             self.term.say(&lines);
             self.term.fresh_prompt();
             self.prompt();
