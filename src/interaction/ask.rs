@@ -373,12 +373,22 @@ mod tests {
             .confirm("Quick?", Ask::default().within(1))
             .await
             .unwrap_err();
-        assert!(matches!(&e, AskError::Expired(m) if m == "No response within 1 seconds"), "{e:?}");
+        assert!(
+            matches!(&e, AskError::Expired(m) if m == "No response within 1 seconds"),
+            "{e:?}"
+        );
         let e = r
-            .ask_form("Bad", json!({"type": "object", "properties": {}}), Ask::default())
+            .ask_form(
+                "Bad",
+                json!({"type": "object", "properties": {}}),
+                Ask::default(),
+            )
             .await
             .unwrap_err();
-        assert!(matches!(e, AskError::Registry(RegistryError::Invalid(_))), "{e:?}");
+        assert!(
+            matches!(e, AskError::Registry(RegistryError::Invalid(_))),
+            "{e:?}"
+        );
     }
 
     #[tokio::test]

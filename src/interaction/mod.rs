@@ -57,8 +57,8 @@ mod refusals;
 mod registry;
 mod suggestions;
 
-pub use ask::{Ask, AskError};
 pub use answer::{Answer, MAX_BY_CHARS, Responder, cancelled, expired, resolution_for};
+pub use ask::{Ask, AskError};
 pub use events::{Event, EventKind, EventLog, Next, Subscription};
 pub use form::{ElicitAction, ElicitResult, FORM_TOOL, Form};
 pub use model::{
