@@ -62,6 +62,11 @@ pub fn trials() -> Vec<Trial> {
             || in_schema(a_change_holds_the_shared_locks_for_two_round_trips),
         ),
         trial(
+            "postgres::a_starting_replica_reads_the_pending_interactions_once",
+            server,
+            || in_schema(a_starting_replica_reads_the_pending_interactions_once),
+        ),
+        trial(
             "postgres::replicas_never_claim_the_same_job",
             server,
             || in_schema(replicas_never_claim_the_same_job),
@@ -481,6 +486,71 @@ async fn a_change_holds_the_shared_locks_for_two_round_trips(schema: String) {
             held < DELAY * 3,
             "a change held the cluster's locks for {held:?}, more than two round trips of {DELAY:?}"
         );
+    }
+}
+
+/// A replica starting reads every pending interaction once. Its change feed then says it may
+/// have missed changes (every listener says so when it connects), but recovery read the
+/// shared events' head before the pending interactions, so the shared events bring the rest:
+/// reading all of them again would double start-up's work and memory for nothing.
+async fn a_starting_replica_reads_the_pending_interactions_once(schema: String) {
+    use imrelay::interaction::{Registry, RegistryConfig};
+    use imrelay::store::intercept::{Intercepted, Interceptor, Op};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[derive(Default)]
+    struct CountPending(AtomicUsize);
+
+    #[async_trait::async_trait]
+    impl Interceptor for CountPending {
+        async fn before(&self, op: Op) -> Result<(), StoreError> {
+            if op == Op::Pending {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+            Ok(())
+        }
+    }
+
+    let other: Arc<dyn Store> = Arc::new(open(&schema).await);
+    for n in 0..3 {
+        let created = other
+            .create(pending(&format!("before-{n}")), Effects::default())
+            .await
+            .unwrap();
+        assert!(matches!(created, CreateOutcome::Created));
+    }
+    let store = Arc::new(Intercepted::new(
+        Arc::new(open(&schema).await),
+        CountPending::default(),
+    ));
+    let registry = Registry::new(store.clone(), RegistryConfig::default());
+    assert_eq!(registry.recover().await.unwrap(), (3, 0));
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let tasks = registry.spawn_background(shutdown.clone());
+    // A change made elsewhere arrives once the feed is connected.
+    let created = other
+        .create(pending("after"), Effects::default())
+        .await
+        .unwrap();
+    assert!(matches!(created, CreateOutcome::Created));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while registry.pending_count() < 4 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the change made elsewhere never arrived"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Time for a re-check, were one started.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        store.hooks.0.load(Ordering::SeqCst),
+        1,
+        "the pending interactions were read again after recovery"
+    );
+    shutdown.cancel();
+    for t in tasks {
+        let _ = t.await;
     }
 }
 
