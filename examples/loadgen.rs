@@ -11,6 +11,10 @@
 //! target/release/examples/loadgen ceiling --listen 127.0.0.1:8788
 //! target/release/examples/loadgen flood --url http://127.0.0.1:8787 --slow 1000 --idle 600 --duration 30 --pid <server pid>
 //! target/release/examples/loadgen stalled --url http://127.0.0.1:8787 --clients 2000 --events 1000 --input-kb 200 --pid <server pid>
+//! # two replicas on one PostgreSQL: wait on one, answer on the other
+//! target/release/examples/loadgen cycle --url http://127.0.0.1:8787 --respond-url http://127.0.0.1:8788 --pid <a>,<b> --db-cpu
+//! # several replicas on PostgreSQL next to SQLite (spawns the servers, a new schema per run):
+//! target/release/examples/loadgen replicas --imrelay target/release/imrelay --postgres-url postgres://postgres@127.0.0.1:5432/test
 //! ```
 //!
 //! Traffic goes only to loopback addresses, and every run is bounded by a duration and a
@@ -49,8 +53,14 @@ struct Cli {
 enum Cmd {
     /// N agents loop create → wait (in flight) → respond → wait returns.
     Cycle {
-        #[arg(long, default_value = "http://127.0.0.1:8787")]
-        url: String,
+        /// Where agents create and wait; several (comma-separated) split the agents across
+        /// them (agent i uses the i-th, round robin).
+        #[arg(long, value_delimiter = ',', default_value = "http://127.0.0.1:8787")]
+        url: Vec<String>,
+        /// Where agents send their answers, if not where they wait (another replica on the
+        /// same store); several (comma-separated) are shared out round robin like `--url`.
+        #[arg(long, value_delimiter = ',')]
+        respond_url: Vec<String>,
         #[arg(long, default_value_t = 32)]
         agents: usize,
         /// Seconds to run (after a 2 s warm-up).
@@ -59,9 +69,14 @@ enum Cmd {
         /// Stop after this many cycles in all.
         #[arg(long, default_value_t = 5_000_000)]
         max_cycles: u64,
-        /// The server's process id, to report its CPU time per cycle.
+        /// The server's process id, to report its CPU time per cycle (several, comma-separated,
+        /// are summed: the replicas of one run).
+        #[arg(long, value_delimiter = ',')]
+        pid: Vec<u32>,
+        /// Also report the CPU time of this machine's PostgreSQL processes per cycle (for runs
+        /// on a PostgreSQL store on this machine).
         #[arg(long)]
-        pid: Option<u32>,
+        db_cpu: bool,
         /// Microseconds each agent waits between sending its wait and the answer (a person's
         /// reaction time, compressed), so answers find the wait parked.
         #[arg(long, default_value_t = 0)]
@@ -139,6 +154,47 @@ enum Cmd {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// Several replicas on one PostgreSQL database (on this machine; a new schema per run,
+    /// dropped after it) next to one SQLite server: wake latency with the answer on another
+    /// replica, cycles per second, start-up with pending interactions.
+    Replicas {
+        /// The imrelay binary (a release build).
+        #[arg(long, default_value = "target/release/imrelay")]
+        imrelay: PathBuf,
+        /// The PostgreSQL database (on this machine; the user may create schemas).
+        #[arg(long, default_value = "postgres://postgres@127.0.0.1:5432/test")]
+        postgres_url: String,
+        /// What to measure, comma-separated: wake (light load, answers after a think time),
+        /// cycles (full load), startup (pending interactions on PostgreSQL), startup-sqlite
+        /// (the same on SQLite).
+        #[arg(long, value_delimiter = ',', default_value = "wake,cycles,startup")]
+        steps: Vec<String>,
+        /// Agents in the cycles step.
+        #[arg(long, default_value_t = 32)]
+        agents: usize,
+        /// Agents in the wake step.
+        #[arg(long, default_value_t = 4)]
+        light_agents: usize,
+        /// The wake step's think time, microseconds.
+        #[arg(long, default_value_t = 2000)]
+        think_us: u64,
+        #[arg(long, default_value_t = 10)]
+        duration: u64,
+        /// Runs per setup (interleaved); the median is reported.
+        #[arg(long, default_value_t = 1)]
+        rounds: usize,
+        #[arg(long, default_value_t = 100_000)]
+        pending: usize,
+        #[arg(long, default_value_t = 10_000_000)]
+        max_cycles: u64,
+        #[arg(long, default_value_t = 120)]
+        create_timeout_secs: u64,
+        /// SQLite synchronous setting for the SQLite runs.
+        #[arg(long, default_value = "normal")]
+        synchronous: String,
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
     /// Serve the stateless ceiling: the same three routes with canned JSON.
     Ceiling {
         #[arg(long, default_value = "127.0.0.1:8788")]
@@ -169,6 +225,9 @@ enum Cmd {
         /// SQLite synchronous setting for the SQLite runs.
         #[arg(long, default_value = "normal")]
         synchronous: String,
+        /// Also run the `replicas` steps against this PostgreSQL database (on this machine).
+        #[arg(long)]
+        postgres_url: Option<String>,
         #[arg(long)]
         json: Option<PathBuf>,
     },
@@ -335,10 +394,34 @@ struct CycleReport {
     think_us: u64,
     /// CPU time the server process used per recorded cycle (user + system), when its pid is
     /// known: a measure of its efficiency that does not depend on how busy the machine is.
+    /// With several servers (replicas), the sum of theirs.
     server_cpu_us_per_cycle: Option<f64>,
+    /// CPU time this machine's PostgreSQL processes used per recorded cycle (`--db-cpu`):
+    /// the store's share of the work when it is a PostgreSQL server on the same cores.
+    db_cpu_us_per_cycle: Option<f64>,
+    /// The share of the machine's CPU time (all cores) that processes other than the
+    /// servers, PostgreSQL and this load generator used during the recorded window: another
+    /// program sharing the machine, which the figures should be read with.
+    other_cpu_share: Option<f64>,
+    /// How many servers the agents created and waited on.
+    wait_servers: usize,
+    /// Whether the answers went to other servers than the waits (another replica).
+    answered_elsewhere: bool,
     /// Of the waits that returned an answer, the share that were parked when it arrived (the
     /// rest found it already answered), from the server's `imrelay_long_polls` counters.
     waits_woken_share: Option<f64>,
+}
+
+/// The `imrelay_long_polls_total` counters (woken, ready) summed over `addrs`, if every one
+/// has them.
+async fn long_polls_of(addrs: &[SocketAddr]) -> Option<(f64, f64)> {
+    let mut sum = (0.0, 0.0);
+    for a in addrs {
+        let (w, r) = long_polls(*a).await?;
+        sum.0 += w;
+        sum.1 += r;
+    }
+    Some(sum)
 }
 
 /// The server's `imrelay_long_polls_total` counters (woken, ready), if it has them.
@@ -395,6 +478,124 @@ fn cpu_us(pid: u32) -> anyhow::Result<f64> {
     Ok(ticks as f64 * 1e6 / clock_ticks() as f64)
 }
 
+/// The machine's busy CPU time so far, over all cores (from `/proc/stat`), in microseconds.
+fn machine_busy_us() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat.lines().next()?.strip_prefix("cpu ")?;
+    let f: Vec<u64> = line
+        .split_whitespace()
+        .map(|v| v.parse().unwrap_or(0))
+        .collect();
+    // user nice system idle iowait irq softirq steal: all but idle and iowait.
+    let busy: u64 = [0, 1, 2, 5, 6, 7].iter().filter_map(|i| f.get(*i)).sum();
+    Some(busy as f64 * 1e6 / clock_ticks() as f64)
+}
+
+fn cores() -> f64 {
+    std::thread::available_parallelism().map_or(1, |n| n.get()) as f64
+}
+
+/// Waits (at most `bound`) until the machine is quiet: under a quarter of its CPU busy over
+/// one second. Returns the busy share last seen.
+async fn wait_quiet(bound: Duration) -> f64 {
+    let start = Instant::now();
+    loop {
+        let (Some(a), t) = (machine_busy_us(), Instant::now()) else {
+            return 0.0;
+        };
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let Some(b) = machine_busy_us() else {
+            return 0.0;
+        };
+        let share = (b - a) / (t.elapsed().as_secs_f64() * 1e6 * cores());
+        if share < 0.25 || start.elapsed() >= bound {
+            return share;
+        }
+    }
+}
+
+/// CPU time (user + system) used so far by each process of this machine named `postgres`
+/// (the server and its backends), in microseconds.
+fn postgres_cpu() -> std::collections::HashMap<u32, f64> {
+    let mut out = std::collections::HashMap::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let is_postgres = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            .is_ok_and(|c| c.trim_end() == "postgres");
+        if is_postgres && let Ok(us) = cpu_us(pid) {
+            out.insert(pid, us);
+        }
+    }
+    out
+}
+
+/// The CPU time PostgreSQL's processes used between two [`postgres_cpu`] readings (a process
+/// that started in between counts in full; one that ended in between is lost).
+fn postgres_cpu_since(before: &std::collections::HashMap<u32, f64>) -> f64 {
+    postgres_cpu()
+        .into_iter()
+        .map(|(pid, now)| now - before.get(&pid).copied().unwrap_or(0.0))
+        .filter(|d| *d > 0.0)
+        .sum()
+}
+
+/// Where a cycle run sends its traffic, and whose CPU time it reads.
+#[derive(Clone, Debug, Default)]
+struct Targets {
+    /// Where agents create and wait: agent i uses the i-th, round robin.
+    wait: Vec<SocketAddr>,
+    /// Where agents answer (agent i: the i-th, round robin); empty: where they wait.
+    respond: Vec<SocketAddr>,
+    /// The servers whose CPU time is summed.
+    pids: Vec<u32>,
+    /// Whether to read this machine's PostgreSQL processes' CPU time too.
+    db_cpu: bool,
+}
+
+impl Targets {
+    /// One server, its pid if known.
+    fn one(url: &str, pid: Option<u32>) -> anyhow::Result<Self> {
+        Ok(Self {
+            wait: vec![loopback(url)?],
+            respond: Vec::new(),
+            pids: pid.into_iter().collect(),
+            db_cpu: false,
+        })
+    }
+
+    /// Where agent `i` creates and waits, and where it answers.
+    fn of_agent(&self, i: usize) -> (SocketAddr, SocketAddr) {
+        let wait = self.wait[i % self.wait.len()];
+        let respond = if self.respond.is_empty() {
+            wait
+        } else {
+            self.respond[i % self.respond.len()]
+        };
+        (wait, respond)
+    }
+
+    /// The servers' CPU time so far (summed), if any pid is known.
+    fn cpu(&self) -> anyhow::Result<Option<f64>> {
+        if self.pids.is_empty() {
+            return Ok(None);
+        }
+        let mut sum = 0.0;
+        for pid in &self.pids {
+            sum += cpu_us(*pid)?;
+        }
+        Ok(Some(sum))
+    }
+}
+
 /// Clock ticks per second (`getconf CLK_TCK`; 100 on Linux when that cannot be asked).
 fn clock_ticks() -> u64 {
     static TICKS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
@@ -410,15 +611,16 @@ fn clock_ticks() -> u64 {
 }
 
 async fn run_cycles(
-    url: &str,
+    targets: &Targets,
     agents: usize,
     duration: Duration,
     max_cycles: u64,
     label: &str,
-    server_pid: Option<u32>,
     think: Duration,
 ) -> anyhow::Result<CycleReport> {
-    let addr = loopback(url)?;
+    if targets.wait.is_empty() {
+        bail!("no server to send the cycles to");
+    }
     let warmup = Duration::from_secs(2);
     let recording = Arc::new(AtomicBool::new(false));
     let stop = Arc::new(AtomicBool::new(false));
@@ -440,9 +642,16 @@ async fn run_cycles(
         );
         let (cycle_h, wake_h) = (cycle_h.clone(), wake_h.clone());
         let run_id = run_id.clone();
+        let (addr, answer_addr) = targets.of_agent(agent);
         tasks.push(tokio::spawn(async move {
             let mut main = Conn::open(addr).await?;
             let mut waiter = Waiter::open(addr).await?;
+            // A third connection when the answers go to another server (replica).
+            let mut elsewhere = if answer_addr == addr {
+                None
+            } else {
+                Some(Conn::open(answer_addr).await?)
+            };
             let mut local_cycle = hist();
             let mut local_wake = hist();
             let mut n = 0u64;
@@ -468,7 +677,11 @@ async fn run_cycles(
                     tokio::time::sleep(think).await;
                 }
                 let t1 = Instant::now();
-                let (s, _) = main
+                let answerer = match elsewhere.as_mut() {
+                    Some(c) => c,
+                    None => &mut main,
+                };
+                let (s, _) = answerer
                     .call("POST", &format!("/v1/interactions/{id}/respond"), Some(r#"{"decision":"allow","by":"loadgen"}"#.to_string()))
                     .await?;
                 let (ws, t2) = waiter.response().await?;
@@ -499,15 +712,34 @@ async fn run_cycles(
         }));
     }
     tokio::time::sleep(warmup).await;
-    let cpu_before = server_pid.map(cpu_us).transpose()?;
-    let polls_before = long_polls(addr).await;
+    let mut waited_on = targets.wait.clone();
+    waited_on.sort();
+    waited_on.dedup();
+    let cpu_before = targets.cpu()?;
+    let db_before = postgres_cpu();
+    let own_before = cpu_us(std::process::id())?;
+    let machine_before = machine_busy_us();
+    let polls_before = long_polls_of(&waited_on).await;
     recording.store(true, Ordering::Relaxed);
     let start = Instant::now();
     let _ = tokio::time::timeout(duration, full.notified()).await;
     recording.store(false, Ordering::Relaxed);
     let seconds = start.elapsed().as_secs_f64();
-    let cpu_after = server_pid.map(cpu_us).transpose()?;
-    let polls_after = long_polls(addr).await;
+    let cpu_after = targets.cpu()?;
+    let db_used = postgres_cpu_since(&db_before);
+    let own_used = cpu_us(std::process::id())? - own_before;
+    let other_cpu_share = match (machine_before, machine_busy_us()) {
+        (Some(a), Some(b)) => {
+            let servers = match (cpu_before, cpu_after) {
+                (Some(x), Some(y)) => y - x,
+                _ => 0.0,
+            };
+            let other = (b - a) - servers - db_used - own_used;
+            Some((other / (seconds * 1e6 * cores())).max(0.0))
+        }
+        _ => None,
+    };
+    let polls_after = long_polls_of(&waited_on).await;
     stop.store(true, Ordering::Relaxed);
     for t in tasks {
         t.await??;
@@ -529,6 +761,13 @@ async fn run_cycles(
             (Some(a), Some(b)) if n > 0 => Some((b - a) / n as f64),
             _ => None,
         },
+        db_cpu_us_per_cycle: (targets.db_cpu && n > 0).then(|| db_used / n as f64),
+        other_cpu_share,
+        wait_servers: waited_on.len(),
+        answered_elsewhere: (0..agents).any(|i| {
+            let (w, r) = targets.of_agent(i);
+            w != r
+        }),
         waits_woken_share: match (polls_before, polls_after) {
             (Some((w0, r0)), Some((w1, r1))) if (w1 - w0) + (r1 - r0) > 0.0 => {
                 Some((w1 - w0) / ((w1 - w0) + (r1 - r0)))
@@ -756,6 +995,8 @@ struct PendingReport {
     /// Of those, the ones still waiting (no response yet) when the memory was read.
     waiters_held: usize,
     waiter_errors: u64,
+    /// The interactions' ids are this followed by 0, 1, … `count - 1`.
+    id_prefix: String,
 }
 
 async fn run_pending(
@@ -888,6 +1129,7 @@ async fn run_pending(
         waiters_connected: waiters_connected as usize,
         waiters_held: waiters_held as usize,
         waiter_errors: errors.load(Ordering::Relaxed),
+        id_prefix: format!("pd-{run_id}-"),
     })
 }
 
@@ -1169,20 +1411,34 @@ async fn start_imrelay(
     db: &Path,
     synchronous: &str,
 ) -> anyhow::Result<(Server, Duration)> {
+    let store = [
+        ("IMRELAY__STORE__BACKEND", backend.to_string()),
+        ("IMRELAY__STORE__PATH", db.display().to_string()),
+        ("IMRELAY__STORE__SYNCHRONOUS", synchronous.to_string()),
+    ];
+    let (server, spawned, port) = spawn_imrelay(bin, &store)?;
+    let ready = wait_ready(port, spawned).await?;
+    Ok((server, ready))
+}
+
+/// Starts imrelay with the store settings `store` (name, value), and returns it with when it
+/// was spawned and its port, without waiting for it.
+fn spawn_imrelay(bin: &Path, store: &[(&str, String)]) -> anyhow::Result<(Server, Instant, u16)> {
     let port = free_port()?;
     let t = Instant::now();
     // Only the settings below: an inherited IMRELAY_CONFIG, IMRELAY__TELEGRAM__*,
     // IMRELAY__AUTH__* and the like could start channels that reach the internet or change
     // the figures. No RUST_LOG either: the default level (info: a line per creation and per
     // resolution), written nowhere, so the logging cost stays in the figures.
-    let child = Command::new(bin)
-        .arg("serve")
+    let mut cmd = Command::new(bin);
+    cmd.arg("serve")
         .env_clear()
         .env("IMRELAY__SERVER__LISTEN", format!("127.0.0.1:{port}"))
-        .env("IMRELAY__STORE__BACKEND", backend)
-        .env("IMRELAY__STORE__PATH", db)
-        .env("IMRELAY__STORE__SYNCHRONOUS", synchronous)
-        .env("IMRELAY__INTERACTIONS__MAX_TIMEOUT_SECS", "7200")
+        .env("IMRELAY__INTERACTIONS__MAX_TIMEOUT_SECS", "7200");
+    for (name, value) in store {
+        cmd.env(name, value);
+    }
+    let child = cmd
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -1191,8 +1447,7 @@ async fn start_imrelay(
         child,
         url: format!("http://127.0.0.1:{port}"),
     };
-    let ready = wait_ready(port, t).await?;
-    Ok((server, ready))
+    Ok((server, t, port))
 }
 
 async fn wait_ready(port: u16, since: Instant) -> anyhow::Result<Duration> {
@@ -1216,15 +1471,16 @@ fn print_cycle(r: &CycleReport, ceiling: Option<f64>, spread: Option<(f64, f64)>
         .respond_to_wake_us
         .map(|w| format!("{:>6} {:>7} {:>7}", w.p50, w.p99, w.p999))
         .unwrap_or_else(|| format!("{:>6} {:>7} {:>7}", "-", "-", "-"));
-    let cpu = r
-        .server_cpu_us_per_cycle
-        .map(|c| format!("{c:.1}"))
-        .unwrap_or_else(|| "-".into());
+    let cpu = match (r.server_cpu_us_per_cycle, r.db_cpu_us_per_cycle) {
+        (Some(c), Some(db)) => format!("{c:.1}+{db:.1}"),
+        (Some(c), None) => format!("{c:.1}"),
+        (None, _) => "-".into(),
+    };
     let spread = spread
         .map(|(lo, hi)| format!("{lo:.0}-{hi:.0}"))
         .unwrap_or_default();
     println!(
-        "{:<24} {:>9.0} {:>11} {:>6}  {:>6} {:>7} {:>7}   {}  {:>8}  {:>5}",
+        "{:<36} {:>9.0} {:>11} {:>6}  {:>6} {:>7} {:>7}   {}  {:>12}  {:>5}",
         r.target,
         r.cycles_per_sec,
         spread,
@@ -1241,8 +1497,12 @@ fn print_cycle(r: &CycleReport, ceiling: Option<f64>, spread: Option<(f64, f64)>
 /// The share of waits that were parked when their answer came, if the server reports it.
 fn print_parked(r: &CycleReport) {
     if let Some(share) = r.waits_woken_share {
+        let other = r
+            .other_cpu_share
+            .map(|o| format!("; other programs used {:.0}% of the CPU", o * 100.0))
+            .unwrap_or_default();
         println!(
-            "{:<32} waits parked when the answer came: {:.1}%",
+            "{:<36} waits parked when the answer came: {:.1}%{other}",
             r.target,
             share * 100.0
         );
@@ -1255,14 +1515,14 @@ const NO_THINK_NOTE: &str = "resp→wake with no think time: the answer may come
 
 fn print_cycle_header() {
     println!(
-        "{:<24} {:>9} {:>11} {:>6}  {:>22}   {:>22}  {:>8}  {:>5}",
+        "{:<36} {:>9} {:>11} {:>6}  {:>22}   {:>22}  {:>12}  {:>5}",
         "",
         "cycles/s",
         "(min-max)",
         "ratio",
         "cycle µs p50/p99/p999",
         "resp→wake µs p50/p99/p999",
-        "cpu µs/c",
+        "cpu µs/c (+db)",
         "errors"
     );
 }
@@ -1296,8 +1556,8 @@ async fn imrelay_cycles(
         let _ = std::fs::remove_file(path);
     }
     let (server, _) = start_imrelay(bin, backend, db, sync).await?;
-    let pid = server.child.id();
-    run_cycles(&server.url, agents, d, max_cycles, label, Some(pid), think).await
+    let targets = Targets::one(&server.url, Some(server.child.id()))?;
+    run_cycles(&targets, agents, d, max_cycles, label, think).await
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -1333,14 +1593,13 @@ async fn suite(
             url: format!("http://127.0.0.1:{port}"),
         };
         wait_ready(port, Instant::now()).await?;
-        let pid = ceiling_server.child.id();
+        let targets = Targets::one(&ceiling_server.url, Some(ceiling_server.child.id()))?;
         let mut c = run_cycles(
-            &ceiling_server.url,
+            &targets,
             agents,
             d,
             max_cycles,
             "stateless ceiling",
-            Some(pid),
             Duration::ZERO,
         )
         .await?;
@@ -1544,6 +1803,456 @@ async fn suite(
     }))
 }
 
+// ---------------------------------------------------------------- replicas on PostgreSQL
+
+/// Checks that a PostgreSQL URL names this machine only (a loopback address, `localhost` or
+/// a Unix socket).
+fn local_postgres(url: &str) -> anyhow::Result<()> {
+    let config: tokio_postgres::Config = url.parse().context("not a PostgreSQL connection URL")?;
+    if config.get_hosts().is_empty() {
+        bail!("the PostgreSQL URL names no host");
+    }
+    for host in config.get_hosts() {
+        match host {
+            tokio_postgres::config::Host::Tcp(h) => {
+                let local = h == "localhost"
+                    || h.parse::<std::net::IpAddr>()
+                        .is_ok_and(|ip| ip.is_loopback());
+                if !local {
+                    bail!("loadgen only uses a PostgreSQL server on this machine, not {h}");
+                }
+            }
+            #[cfg(unix)]
+            tokio_postgres::config::Host::Unix(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// Runs `sql` on the PostgreSQL server at `url` (on this machine, without TLS).
+async fn pg_execute(url: &str, sql: &str) -> anyhow::Result<()> {
+    local_postgres(url)?;
+    let connect = tokio_postgres::connect(url, tokio_postgres::NoTls);
+    let (client, conn) = tokio::time::timeout(Duration::from_secs(10), connect)
+        .await
+        .context("PostgreSQL did not answer within 10 s")??;
+    let conn = tokio::spawn(conn);
+    client.batch_execute(sql).await?;
+    drop(client);
+    let _ = conn.await;
+    Ok(())
+}
+
+/// A new schema for one run (imrelay creates it; [`drop_schema`] removes it).
+fn scratch_schema() -> String {
+    format!("loadgen_{}", uuid::Uuid::now_v7().simple())
+}
+
+async fn drop_schema(url: &str, schema: &str) -> anyhow::Result<()> {
+    pg_execute(url, &format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE")).await
+}
+
+/// The store settings of a replica on `schema` of the database at `url`.
+fn replica_store(url: &str, schema: &str) -> [(&'static str, String); 3] {
+    [
+        ("IMRELAY__STORE__BACKEND", "postgres".into()),
+        ("IMRELAY__STORE__URL", url.into()),
+        ("IMRELAY__STORE__SCHEMA", schema.into()),
+    ]
+}
+
+/// Starts a replica on `schema` and returns it with the time until /healthz answered.
+async fn start_replica(bin: &Path, url: &str, schema: &str) -> anyhow::Result<(Server, Duration)> {
+    let (server, spawned, port) = spawn_imrelay(bin, &replica_store(url, schema))?;
+    let ready = wait_ready(port, spawned).await?;
+    Ok((server, ready))
+}
+
+/// What a run's agents talk to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Setup {
+    /// One imrelay on SQLite.
+    Sqlite,
+    /// One replica on PostgreSQL.
+    One,
+    /// Two replicas: every agent creates and waits on the first and answers on the second.
+    Cross,
+    /// Two replicas: half the agents on each, each answering where it waits.
+    Split,
+}
+
+impl Setup {
+    fn key(self) -> &'static str {
+        match self {
+            Setup::Sqlite => "sqlite",
+            Setup::One => "postgres_one",
+            Setup::Cross => "postgres_cross",
+            Setup::Split => "postgres_split",
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Setup::Sqlite => "sqlite, 1 replica",
+            Setup::One => "postgres, 1 replica",
+            Setup::Cross => "postgres, wait on A, answer on B",
+            Setup::Split => "postgres, 2 replicas, agents split",
+        }
+    }
+}
+
+/// One cycle run on fresh servers: SQLite from a fresh file, PostgreSQL replicas on a new
+/// schema, dropped after the run.
+#[allow(clippy::too_many_arguments)]
+async fn setup_cycles(
+    bin: &Path,
+    pg_url: &str,
+    dir: &Path,
+    sync: &str,
+    setup: Setup,
+    agents: usize,
+    d: Duration,
+    max_cycles: u64,
+    think: Duration,
+) -> anyhow::Result<CycleReport> {
+    let label = format!("{}, {agents} agents", setup.label());
+    if setup == Setup::Sqlite {
+        let db = dir.join("replicas.db");
+        return imrelay_cycles(
+            bin, "sqlite", &db, sync, agents, d, max_cycles, &label, think,
+        )
+        .await;
+    }
+    let schema = scratch_schema();
+    let run = async {
+        let (a, _) = start_replica(bin, pg_url, &schema).await?;
+        let b = match setup {
+            Setup::Cross | Setup::Split => Some(start_replica(bin, pg_url, &schema).await?.0),
+            Setup::Sqlite | Setup::One => None,
+        };
+        let mut targets = Targets {
+            wait: vec![loopback(&a.url)?],
+            respond: Vec::new(),
+            pids: vec![a.child.id()],
+            db_cpu: true,
+        };
+        if let Some(b) = &b {
+            targets.pids.push(b.child.id());
+            match setup {
+                Setup::Cross => targets.respond.push(loopback(&b.url)?),
+                _ => targets.wait.push(loopback(&b.url)?),
+            }
+        }
+        let r = run_cycles(&targets, agents, d, max_cycles, &label, think).await;
+        drop(b);
+        drop(a);
+        r
+    }
+    .await;
+    let dropped = drop_schema(pg_url, &schema).await;
+    let r = run?;
+    dropped?;
+    Ok(r)
+}
+
+/// Start-up with many pending interactions.
+#[derive(Debug, serde::Serialize)]
+struct StartupReport {
+    store: String,
+    /// Creating the pending interactions (on a first process, stopped afterwards).
+    pending: Option<PendingReport>,
+    /// The restarted process: start to its first `200` from /healthz.
+    ready_ms: f64,
+    /// Start to the answer of a wait sent once ready (the answer sent right behind it).
+    first_answer_ms: f64,
+    rss_at_ready_bytes: u64,
+    /// Resident memory once it stopped moving (see [`stable_rss`]).
+    rss_settled_bytes: u64,
+    rss_settled_stable: bool,
+    /// CPU time the process used from its start until its memory settled.
+    cpu_ms_until_settled: f64,
+    /// A second replica started while the first one runs (PostgreSQL), its wait answered on
+    /// the first.
+    second_replica: Option<Box<StartupReport>>,
+}
+
+/// Sends a wait for `id` to `wait_at`, then the answer to `answer_at`; returns when the wait
+/// was answered (200).
+async fn answered_wait(
+    wait_at: SocketAddr,
+    answer_at: SocketAddr,
+    id: &str,
+) -> anyhow::Result<Instant> {
+    let mut w = Waiter::open(wait_at).await?;
+    w.send_get(&format!("/v1/interactions/{id}/wait?timeout_secs=30"))
+        .await?;
+    let mut c = Conn::open(answer_at).await?;
+    let (s, b) = c
+        .call(
+            "POST",
+            &format!("/v1/interactions/{id}/respond"),
+            Some(r#"{"decision":"allow","by":"loadgen"}"#.to_string()),
+        )
+        .await?;
+    if s != 200 {
+        bail!("the answer failed: {s} {}", String::from_utf8_lossy(&b));
+    }
+    let (ws, t) = tokio::time::timeout(Duration::from_secs(35), w.response())
+        .await
+        .context("the wait was not answered within 35 s")??;
+    if ws != 200 {
+        bail!("the wait was answered {ws}");
+    }
+    Ok(t)
+}
+
+/// Spawns imrelay with `store` and measures its start: ready, the first answered wait (on
+/// it, the answer on `answer_at` or on it), its memory and CPU until its memory settles.
+async fn measure_start(
+    bin: &Path,
+    store: &[(&str, String)],
+    id: &str,
+    answer_at: Option<SocketAddr>,
+) -> anyhow::Result<(Server, StartupReport)> {
+    let (server, spawned, port) = spawn_imrelay(bin, store)?;
+    let pid = server.child.id();
+    let ready = wait_ready(port, spawned).await?;
+    let rss_at_ready = rss(pid)?;
+    let addr = loopback(&server.url)?;
+    let answered = answered_wait(addr, answer_at.unwrap_or(addr), id).await?;
+    let (settled, stable) = stable_rss(pid, Duration::from_secs(20)).await?;
+    let cpu = cpu_us(pid)?;
+    let report = StartupReport {
+        store: String::new(),
+        pending: None,
+        ready_ms: ready.as_secs_f64() * 1e3,
+        first_answer_ms: (answered - spawned).as_secs_f64() * 1e3,
+        rss_at_ready_bytes: rss_at_ready,
+        rss_settled_bytes: settled,
+        rss_settled_stable: stable,
+        cpu_ms_until_settled: cpu / 1e3,
+        second_replica: None,
+    };
+    Ok((server, report))
+}
+
+/// Creates `pending` interactions through one process, stops it, and measures a new one's
+/// start (and, on PostgreSQL, a second replica's start next to it).
+async fn startup(
+    bin: &Path,
+    store: &[(&str, String)],
+    second: bool,
+    pending: usize,
+    create_timeout: Duration,
+) -> anyhow::Result<StartupReport> {
+    let (first, spawned, port) = spawn_imrelay(bin, store)?;
+    wait_ready(port, spawned).await?;
+    let p = run_pending(&first.url, pending, 0, first.child.id(), create_timeout).await?;
+    drop(first);
+    let (a, mut report) = measure_start(bin, store, &format!("{}0", p.id_prefix), None).await?;
+    if second {
+        let (b, r) = measure_start(
+            bin,
+            store,
+            &format!("{}1", p.id_prefix),
+            Some(loopback(&a.url)?),
+        )
+        .await?;
+        drop(b);
+        report.second_replica = Some(Box::new(r));
+    }
+    drop(a);
+    report.pending = Some(p);
+    Ok(report)
+}
+
+fn print_startup(r: &StartupReport, who: &str) {
+    println!(
+        "{:<36} ready {:>6.0} ms, first answered wait {:>6.0} ms, RSS at ready {:>6.1} MB, settled {:>6.1} MB{}, CPU until then {:>6.0} ms",
+        format!("{} {who}", r.store),
+        r.ready_ms,
+        r.first_answer_ms,
+        r.rss_at_ready_bytes as f64 / 1e6,
+        r.rss_settled_bytes as f64 / 1e6,
+        if r.rss_settled_stable {
+            ""
+        } else {
+            " (still moving)"
+        },
+        r.cpu_ms_until_settled,
+    );
+}
+
+/// Several replicas on one PostgreSQL database, next to one SQLite server: wake latency at
+/// light load (`wake`), cycles per second (`cycles`), start-up with pending interactions
+/// (`startup`).
+#[allow(clippy::too_many_arguments)]
+async fn replicas(
+    bin: &Path,
+    pg_url: &str,
+    steps: &[String],
+    agents: usize,
+    light_agents: usize,
+    think: Duration,
+    duration: u64,
+    rounds: usize,
+    pending: usize,
+    max_cycles: u64,
+    create_timeout: Duration,
+    sync: &str,
+) -> anyhow::Result<Value> {
+    local_postgres(pg_url)?;
+    for step in steps {
+        if !["wake", "cycles", "startup", "startup-sqlite"].contains(&step.as_str()) {
+            bail!("unknown step {step:?}: use wake, cycles, startup, startup-sqlite");
+        }
+    }
+    let dir = tempfile::tempdir()?;
+    let d = Duration::from_secs(duration);
+    let mut out = serde_json::Map::new();
+    let plans = [
+        (
+            "wake",
+            light_agents,
+            think,
+            &[Setup::Sqlite, Setup::One, Setup::Cross][..],
+        ),
+        (
+            "cycles",
+            agents,
+            Duration::ZERO,
+            &[Setup::Sqlite, Setup::One, Setup::Cross, Setup::Split][..],
+        ),
+    ];
+    for (step, n, think, setups) in plans {
+        if !steps.iter().any(|s| s == step) {
+            continue;
+        }
+        // Each setup once per round, interleaved; the median round of each is reported.
+        let mut runs: Vec<Vec<CycleReport>> = setups.iter().map(|_| Vec::new()).collect();
+        for round in 1..=rounds.max(1) {
+            eprintln!("{step}: round {round} of {rounds}");
+            for (setup, runs) in setups.iter().zip(&mut runs) {
+                // Another program's burst would be measured as ours: let it pass first.
+                let busy = wait_quiet(Duration::from_secs(30)).await;
+                if busy >= 0.25 {
+                    eprintln!(
+                        "the machine is busy ({:.0}% of its CPU) before {}; measuring anyway",
+                        busy * 100.0,
+                        setup.label()
+                    );
+                }
+                let r = setup_cycles(
+                    bin,
+                    pg_url,
+                    dir.path(),
+                    sync,
+                    *setup,
+                    n,
+                    d,
+                    max_cycles,
+                    think,
+                )
+                .await?;
+                runs.push(r);
+            }
+        }
+        println!();
+        if think.is_zero() {
+            println!("cycles, {n} agents:");
+        } else {
+            println!(
+                "wake latency, {n} agents answering {} µs after the wait left:",
+                think.as_micros()
+            );
+        }
+        print_cycle_header();
+        let mut results = serde_json::Map::new();
+        let mut medians = Vec::new();
+        for (setup, runs) in setups.iter().zip(runs) {
+            let errors: Vec<u64> = runs.iter().map(|r| r.errors).collect();
+            let (m, spread) = median(runs)?;
+            print_cycle(&m, None, Some(spread));
+            results.insert(
+                setup.key().into(),
+                json!({"median": &m, "spread": spread, "errors_per_round": errors}),
+            );
+            medians.push(m);
+        }
+        for m in &medians {
+            print_parked(m);
+        }
+        if think.is_zero() {
+            println!("{NO_THINK_NOTE}");
+        }
+        out.insert(step.into(), Value::Object(results));
+    }
+    let mut started = Vec::new();
+    if steps.iter().any(|s| s == "startup-sqlite") {
+        eprintln!("startup: {pending} pending on SQLite");
+        let db = dir.path().join("startup.db");
+        let sqlite_store = [
+            ("IMRELAY__STORE__BACKEND", "sqlite".to_string()),
+            ("IMRELAY__STORE__PATH", db.display().to_string()),
+            ("IMRELAY__STORE__SYNCHRONOUS", sync.to_string()),
+        ];
+        let mut on_sqlite = startup(bin, &sqlite_store, false, pending, create_timeout).await?;
+        on_sqlite.store = "sqlite".into();
+        started.push(on_sqlite);
+    }
+    if steps.iter().any(|s| s == "startup") {
+        eprintln!("startup: {pending} pending on PostgreSQL");
+        let schema = scratch_schema();
+        let on_pg = startup(
+            bin,
+            &replica_store(pg_url, &schema),
+            true,
+            pending,
+            create_timeout,
+        )
+        .await;
+        let dropped = drop_schema(pg_url, &schema).await;
+        let mut on_pg = on_pg?;
+        dropped?;
+        on_pg.store = "postgres".into();
+        if let Some(b) = &mut on_pg.second_replica {
+            b.store = "postgres".into();
+        }
+        started.push(on_pg);
+    }
+    if !started.is_empty() {
+        println!();
+        println!("start-up with {pending} pending interactions:");
+        for r in &started {
+            let Some(p) = &r.pending else { continue };
+            println!(
+                "{:<9} created in {:.1} s ({:.0}/s), +{:.1} MB resident ({:.0} B each)",
+                r.store,
+                p.create_seconds,
+                p.count as f64 / p.create_seconds,
+                p.rss_after_create_bytes.saturating_sub(p.rss_before_bytes) as f64 / 1e6,
+                p.bytes_per_pending,
+            );
+        }
+        let mut startup = serde_json::Map::new();
+        for r in started {
+            print_startup(&r, "restarted");
+            if let Some(b) = &r.second_replica {
+                print_startup(b, "second replica");
+            }
+            startup.insert(r.store.clone(), json!(r));
+        }
+        out.insert("startup".into(), Value::Object(startup));
+    }
+    out.insert("agents".into(), json!(agents));
+    out.insert("light_agents".into(), json!(light_agents));
+    out.insert("think_us".into(), json!(think.as_micros() as u64));
+    out.insert("rounds".into(), json!(rounds));
+    out.insert("seconds_per_run".into(), json!(duration));
+    out.insert("synchronous".into(), json!(sync));
+    Ok(Value::Object(out))
+}
+
 fn write_json(path: &Option<PathBuf>, v: &impl serde::Serialize) -> anyhow::Result<()> {
     if let Some(p) = path {
         std::fs::write(p, serde_json::to_string_pretty(v)?)?;
@@ -1560,20 +2269,35 @@ fn main() -> anyhow::Result<()> {
         match cli.command {
             Cmd::Cycle {
                 url,
+                respond_url,
                 agents,
                 duration,
                 max_cycles,
                 pid,
+                db_cpu,
                 think_us,
                 json,
             } => {
+                let targets = Targets {
+                    wait: url.iter().map(|u| loopback(u)).collect::<Result<_, _>>()?,
+                    respond: respond_url
+                        .iter()
+                        .map(|u| loopback(u))
+                        .collect::<Result<_, _>>()?,
+                    pids: pid,
+                    db_cpu,
+                };
+                let label = if respond_url.is_empty() {
+                    url.join(",")
+                } else {
+                    format!("{} answered on {}", url.join(","), respond_url.join(","))
+                };
                 let r = run_cycles(
-                    &url,
+                    &targets,
                     agents,
                     Duration::from_secs(duration),
                     max_cycles,
-                    &url,
-                    pid,
+                    &label,
                     Duration::from_micros(think_us),
                 )
                 .await?;
@@ -1651,6 +2375,39 @@ fn main() -> anyhow::Result<()> {
                 println!("{}", serde_json::to_string_pretty(&r)?);
                 write_json(&json, &r)
             }
+            Cmd::Replicas {
+                imrelay,
+                postgres_url,
+                steps,
+                agents,
+                light_agents,
+                think_us,
+                duration,
+                rounds,
+                pending,
+                max_cycles,
+                create_timeout_secs,
+                synchronous,
+                json,
+            } => {
+                let v = replicas(
+                    &imrelay,
+                    &postgres_url,
+                    &steps,
+                    agents,
+                    light_agents,
+                    Duration::from_micros(think_us),
+                    duration,
+                    rounds,
+                    pending,
+                    max_cycles,
+                    Duration::from_secs(create_timeout_secs),
+                    &synchronous,
+                )
+                .await?;
+                println!("\n{}", serde_json::to_string_pretty(&v)?);
+                write_json(&json, &v)
+            }
             Cmd::Ceiling { listen } => {
                 if !listen.ip().is_loopback() {
                     bail!("the ceiling server listens on loopback only");
@@ -1667,9 +2424,10 @@ fn main() -> anyhow::Result<()> {
                 max_cycles,
                 create_timeout_secs,
                 synchronous,
+                postgres_url,
                 json,
             } => {
-                let v = suite(
+                let mut v = suite(
                     &imrelay,
                     agents,
                     duration,
@@ -1681,6 +2439,24 @@ fn main() -> anyhow::Result<()> {
                     &synchronous,
                 )
                 .await?;
+                if let Some(pg) = postgres_url {
+                    let steps = ["wake", "cycles", "startup", "startup-sqlite"].map(String::from);
+                    v["replicas"] = replicas(
+                        &imrelay,
+                        &pg,
+                        &steps,
+                        agents,
+                        4,
+                        Duration::from_millis(2),
+                        duration,
+                        rounds,
+                        pending,
+                        max_cycles,
+                        Duration::from_secs(create_timeout_secs),
+                        &synchronous,
+                    )
+                    .await?;
+                }
                 println!("\n{}", serde_json::to_string_pretty(&v)?);
                 write_json(&json, &v)
             }

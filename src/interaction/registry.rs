@@ -9,7 +9,7 @@
 //! trigger it too.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
@@ -319,6 +319,9 @@ struct Inner {
     resolving: Mutex<HashMap<InteractionId, usize, foldhash::fast::RandomState>>,
     /// The id of the last shared event applied here.
     applied_event: AtomicU64,
+    /// Set by [`Registry::recover`] once it read the shared events' head and then every
+    /// pending interaction; taken by the first [`Change::MayHaveMissed`], which that covers.
+    recovered: AtomicBool,
     /// Rung after this process committed a change, so the shared events are read at once.
     pump_kick: Notify,
     /// Rung after every read of the shared events.
@@ -517,6 +520,7 @@ impl Registry {
                 refusals: super::RefusalLimiter::default(),
                 shared_events: store.keeps_events(),
                 applied_event: AtomicU64::new(0),
+                recovered: AtomicBool::new(false),
                 pump_kick: Notify::new(),
                 pumped: Notify::new(),
                 store,
@@ -1066,7 +1070,7 @@ impl Registry {
                         });
                         continue;
                     }
-                    Some(Change::MayHaveMissed) => missed = true,
+                    Some(Change::MayHaveMissed) => missed |= self.must_recheck(),
                 },
                 _ = self.inner.pump_kick.notified(), if shared => {}
                 _ = recheck.tick() => missed = !shared,
@@ -1074,7 +1078,9 @@ impl Registry {
             if shared {
                 // Whatever else is ready is covered by the one read.
                 while let Some(Some(change)) = feed.next().now_or_never() {
-                    missed |= change == Change::MayHaveMissed;
+                    if change == Change::MayHaveMissed {
+                        missed |= self.must_recheck();
+                    }
                 }
                 if let Err(e) = self.pump_events().await {
                     tracing::warn!(error = %e, "could not read the shared events; retrying at the next change or check");
@@ -1085,6 +1091,15 @@ impl Registry {
                 resync.start(self.clone());
             }
         }
+    }
+
+    /// Whether a [`Change::MayHaveMissed`] calls for re-checking everything against the
+    /// store. Not the first one after [`Registry::recover`] (every change feed says it when it
+    /// first connects): recovery read the shared events' head and then every pending
+    /// interaction, and whatever changed since is in the shared events, which are read anyway.
+    /// Reading every pending interaction again would only double start-up's work and memory.
+    fn must_recheck(&self) -> bool {
+        !(self.inner.shared_events && self.inner.recovered.swap(false, Ordering::SeqCst))
     }
 
     /// The current state of an interaction.
@@ -1384,6 +1399,10 @@ impl Registry {
                 reloaded += 1;
             }
         }
+        // What changes from here on is in the shared events after the head read above.
+        self.inner
+            .recovered
+            .store(self.inner.shared_events, Ordering::SeqCst);
         let expired = overdue.len();
         futures_util::stream::iter(overdue)
             .for_each_concurrent(256, |i| async move {

@@ -57,6 +57,16 @@ pub fn trials() -> Vec<Trial> {
             || in_schema(replicas_write_one_audit_chain_and_each_resolution_has_one_winner),
         ),
         trial(
+            "postgres::a_change_holds_the_shared_locks_for_two_round_trips",
+            server,
+            || in_schema(a_change_holds_the_shared_locks_for_two_round_trips),
+        ),
+        trial(
+            "postgres::a_starting_replica_reads_the_pending_interactions_once",
+            server,
+            || in_schema(a_starting_replica_reads_the_pending_interactions_once),
+        ),
+        trial(
             "postgres::replicas_never_claim_the_same_job",
             server,
             || in_schema(replicas_never_claim_the_same_job),
@@ -386,6 +396,161 @@ async fn replicas_write_one_audit_chain_and_each_resolution_has_one_winner(schem
             (head.seq, head.hash.as_str()),
             (last.seq, last.hash.as_str())
         );
+    }
+}
+
+/// Every replica's creates and resolutions wait for the cluster's locks (the audit chain's and
+/// the events'), held until the commit: how long a change holds them bounds how many changes
+/// per second the whole cluster makes. The store reaches the server through a proxy that
+/// passes each answer on `DELAY` late, so that time counts the round trips made while
+/// holding them: the lock with the chain's head, then the entries with the event, then the
+/// commit.
+async fn a_change_holds_the_shared_locks_for_two_round_trips(schema: String) {
+    const DELAY: Duration = Duration::from_millis(100);
+    let proxy =
+        crate::proxy::Proxy::start_with_delay(crate::replicas::upstream().await, DELAY).await;
+    // The store's sessions carry a name of their own, to find their locks.
+    let name = format!("locks_{}", &schema[3..19]);
+    let url = format!(
+        "{} application_name={name}",
+        crate::replicas::through(proxy.addr)
+    );
+    let store = PostgresStore::connect(&PostgresOptions {
+        schema: schema.clone(),
+        ..PostgresOptions::new(url.into())
+    })
+    .await
+    .expect("the store opens through the proxy");
+    let probe = raw().await;
+    let watching = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let watch = watching.clone();
+    let watcher = tokio::spawn(async move {
+        let held = probe
+            .prepare(
+                "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+                 WHERE l.locktype = 'advisory' AND l.granted AND a.application_name = $1",
+            )
+            .await
+            .unwrap();
+        let mut holds = Vec::new();
+        let mut since: Option<std::time::Instant> = None;
+        while watch.load(std::sync::atomic::Ordering::SeqCst) {
+            let n: i64 = probe.query_one(&held, &[&name]).await.unwrap().get(0);
+            match (n > 0, since) {
+                (true, None) => since = Some(std::time::Instant::now()),
+                (false, Some(t)) => {
+                    holds.push(t.elapsed());
+                    since = None;
+                }
+                _ => {}
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        holds
+    });
+    let id = "held-1";
+    let created = store
+        .create(
+            pending(id),
+            Effects {
+                jobs: vec![],
+                audit: vec![record(Action::Created, id, "agent")],
+            },
+        )
+        .await
+        .unwrap();
+    assert!(matches!(created, CreateOutcome::Created));
+    let current = store
+        .get(&InteractionId::parse(id).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let resolution = imrelay::interaction::expired(&current, Timestamp::now());
+    let resolved = store
+        .resolve(
+            Arc::new(current.resolved(resolution)),
+            Effects {
+                jobs: vec![],
+                audit: vec![record(Action::Answered, id, "alice")],
+            },
+        )
+        .await
+        .unwrap();
+    assert!(matches!(resolved, ResolveOutcome::Resolved));
+    watching.store(false, std::sync::atomic::Ordering::SeqCst);
+    let holds = watcher.await.unwrap();
+    assert_eq!(holds.len(), 2, "one hold per change: {holds:?}");
+    for held in holds {
+        // Two round trips and the commit's way there: 2 × DELAY, and well under 3.
+        assert!(
+            held < DELAY * 3,
+            "a change held the cluster's locks for {held:?}, more than two round trips of {DELAY:?}"
+        );
+    }
+}
+
+/// A replica starting reads every pending interaction once. Its change feed then says it may
+/// have missed changes (every listener says so when it connects), but recovery read the
+/// shared events' head before the pending interactions, so the shared events bring the rest:
+/// reading all of them again would double start-up's work and memory for nothing.
+async fn a_starting_replica_reads_the_pending_interactions_once(schema: String) {
+    use imrelay::interaction::{Registry, RegistryConfig};
+    use imrelay::store::intercept::{Intercepted, Interceptor, Op};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[derive(Default)]
+    struct CountPending(AtomicUsize);
+
+    #[async_trait::async_trait]
+    impl Interceptor for CountPending {
+        async fn before(&self, op: Op) -> Result<(), StoreError> {
+            if op == Op::Pending {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+            Ok(())
+        }
+    }
+
+    let other: Arc<dyn Store> = Arc::new(open(&schema).await);
+    for n in 0..3 {
+        let created = other
+            .create(pending(&format!("before-{n}")), Effects::default())
+            .await
+            .unwrap();
+        assert!(matches!(created, CreateOutcome::Created));
+    }
+    let store = Arc::new(Intercepted::new(
+        Arc::new(open(&schema).await),
+        CountPending::default(),
+    ));
+    let registry = Registry::new(store.clone(), RegistryConfig::default());
+    assert_eq!(registry.recover().await.unwrap(), (3, 0));
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let tasks = registry.spawn_background(shutdown.clone());
+    // A change made elsewhere arrives once the feed is connected.
+    let created = other
+        .create(pending("after"), Effects::default())
+        .await
+        .unwrap();
+    assert!(matches!(created, CreateOutcome::Created));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while registry.pending_count() < 4 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the change made elsewhere never arrived"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Time for a re-check, were one started.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        store.hooks.0.load(Ordering::SeqCst),
+        1,
+        "the pending interactions were read again after recovery"
+    );
+    shutdown.cancel();
+    for t in tasks {
+        let _ = t.await;
     }
 }
 

@@ -651,7 +651,7 @@ async fn telegram_polling_runs_on_one_replica_and_fails_over(schema: String) {
 }
 
 /// The test server's URL with its host and port replaced by `addr`.
-fn through(addr: std::net::SocketAddr) -> String {
+pub fn through(addr: std::net::SocketAddr) -> String {
     let config: tokio_postgres::Config = url().parse().expect("the test URL parses");
     let mut out = format!(
         "host={} port={} user={} dbname={} connect_timeout=2",
@@ -667,7 +667,7 @@ fn through(addr: std::net::SocketAddr) -> String {
 }
 
 /// The test server's address.
-async fn upstream() -> std::net::SocketAddr {
+pub async fn upstream() -> std::net::SocketAddr {
     let config: tokio_postgres::Config = url().parse().expect("the test URL parses");
     let host = match &config.get_hosts()[0] {
         tokio_postgres::config::Host::Tcp(h) => h.clone(),

@@ -3,10 +3,18 @@
 //! each append continues from the head the previous one committed: one chain, no forks. The
 //! lock is a statement of its own: a statement's snapshot is taken when it starts, so a read
 //! in the statement that waited for the lock could miss the head committed meanwhile.
+//!
+//! Every replica's writes wait for that lock, so what its holder does before the commit is
+//! sent in as few round trips as the chain allows: the lock and the head's read together
+//! (pipelined: two statements, executed one after the other), then the entries together with
+//! the statements that close the change (its event).
+
+use std::future::Future;
 
 use deadpool_postgres::GenericClient;
+use futures_util::future::try_join;
 
-use super::{Schema, col, exec, from_ms, ms, row, rows};
+use super::{Schema, col, db, from_ms, ms, prepared, rows};
 use crate::audit::{self, Action, AuditEntry, AuditHead, AuditRecord};
 use crate::store::{AuditQuery, StoreError};
 
@@ -16,21 +24,55 @@ pub(super) async fn append(
     schema: &Schema,
     records: Vec<AuditRecord>,
 ) -> Result<(), StoreError> {
+    append_then(tx, schema, records, async { Ok(()) }).await
+}
+
+/// Appends `records` to the chain inside transaction `tx`, moves the recorded head, and runs
+/// `then` (statements on `tx` that must follow the append: the change's event) in the same
+/// round trip as the entries. `then` sends its statements when first polled; it runs alone
+/// when there is nothing to append.
+pub(super) async fn append_then(
+    tx: &impl GenericClient,
+    schema: &Schema,
+    records: Vec<AuditRecord>,
+    then: impl Future<Output = Result<(), StoreError>>,
+) -> Result<(), StoreError> {
     if records.is_empty() {
-        return Ok(());
+        return then.await;
     }
-    exec(
+    // Prepared first (once per connection), so the pipelined statements go out in order.
+    let lock = prepared(tx, "SELECT pg_advisory_xact_lock($1)").await?;
+    let ends = prepared(
         tx,
-        "SELECT pg_advisory_xact_lock($1)",
-        &[&schema.lock_key("audit")],
+        &schema.sql(
+            "SELECT (SELECT value FROM {s}.kv WHERE key = $1), a.seq, a.hash
+             FROM (SELECT 1) one
+             LEFT JOIN LATERAL (SELECT seq, hash FROM {s}.audit ORDER BY seq DESC LIMIT 1) a ON true",
+        ),
     )
     .await?;
-    let ends = schema.sql(
-        "SELECT (SELECT value FROM {s}.kv WHERE key = $1), a.seq, a.hash
-         FROM (SELECT 1) one
-         LEFT JOIN LATERAL (SELECT seq, hash FROM {s}.audit ORDER BY seq DESC LIMIT 1) a ON true",
-    );
-    let (recorded, last) = match row(tx, &ends, &[&audit::HEAD_KEY]).await? {
+    let insert = prepared(
+        tx,
+        &schema.sql(
+            "WITH entries AS (
+                 INSERT INTO {s}.audit (seq, at, action, interaction_id, actor, channel, outcome,
+                                        input_hash, detail, prev_hash, hash)
+                 SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[],
+                                      $6::text[], $7::text[], $8::text[], $9::text[], $10::text[],
+                                      $11::text[]))
+             INSERT INTO {s}.kv (key, value) VALUES ($12, $13)
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        ),
+    )
+    .await?;
+    // One round trip: the lock, then the head, read once the lock is held.
+    let (_, ends) = try_join(
+        tx.execute(&lock, &[&schema.lock_key("audit")]),
+        tx.query_opt(&ends, &[&audit::HEAD_KEY]),
+    )
+    .await
+    .map_err(db)?;
+    let (recorded, last) = match ends {
         Some(r) => {
             let recorded: Option<String> = col(&r, 0)?;
             let seq: Option<i64> = col(&r, 1)?;
@@ -43,7 +85,7 @@ pub(super) async fn append(
         None => (None, None),
     };
     let Some(appended) = audit::append(last, recorded.as_deref(), records) else {
-        return Ok(());
+        return then.await;
     };
     let entries = appended.entries;
     let new_head = appended.head.to_string();
@@ -61,36 +103,30 @@ pub(super) async fn append(
     let details = column(|e| e.record.detail.as_deref());
     let prevs = column(|e| Some(e.prev_hash.as_str()));
     let hashes = column(|e| Some(e.hash.as_str()));
-    let sql = schema.sql(
-        "WITH entries AS (
-             INSERT INTO {s}.audit (seq, at, action, interaction_id, actor, channel, outcome,
-                                    input_hash, detail, prev_hash, hash)
-             SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[],
-                                  $6::text[], $7::text[], $8::text[], $9::text[], $10::text[],
-                                  $11::text[]))
-         INSERT INTO {s}.kv (key, value) VALUES ($12, $13)
-         ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-    );
-    exec(
-        tx,
-        &sql,
-        &[
-            &seqs,
-            &ats,
-            &actions,
-            &ids,
-            &actors,
-            &channels,
-            &outcomes,
-            &input_hashes,
-            &details,
-            &prevs,
-            &hashes,
-            &audit::HEAD_KEY,
-            &new_head,
-        ],
-    )
-    .await?;
+    // One round trip: the entries, then what closes the change.
+    let write = async {
+        tx.execute(
+            &insert,
+            &[
+                &seqs,
+                &ats,
+                &actions,
+                &ids,
+                &actors,
+                &channels,
+                &outcomes,
+                &input_hashes,
+                &details,
+                &prevs,
+                &hashes,
+                &audit::HEAD_KEY,
+                &new_head,
+            ],
+        )
+        .await
+        .map_err(db)
+    };
+    try_join(write, then).await?;
     Ok(())
 }
 

@@ -6,9 +6,11 @@
 use std::sync::Arc;
 
 use deadpool_postgres::GenericClient;
+use futures_util::future::try_join;
+use tokio_postgres::Statement;
 use tokio_postgres::types::Json;
 
-use super::{Schema, col, decode, exec, row, rows};
+use super::{Schema, col, db, decode, exec, prepared, row, rows};
 use crate::interaction::{EventKind, Interaction};
 use crate::store::{StoreError, StoredEvent};
 
@@ -19,42 +21,66 @@ fn kind_name(kind: EventKind) -> &'static str {
     }
 }
 
-/// Appends the event `kind` of `interaction` inside transaction `tx`. Call it last before
-/// the commit: the lock it takes orders every replica's commits until then.
-pub(super) async fn append(
-    tx: &impl GenericClient,
-    schema: &Schema,
-    kind: EventKind,
-    interaction: &Interaction,
-    at: i64,
-) -> Result<(), StoreError> {
-    exec(
-        tx,
-        "SELECT pg_advisory_xact_lock($1)",
-        &[&schema.lock_key("events")],
-    )
-    .await?;
-    let doc = Interaction {
-        resolution: None,
-        ..interaction.clone()
-    };
-    let resolution = interaction.resolution.as_deref().map(Json);
-    exec(
-        tx,
-        &schema.sql(
-            "INSERT INTO {s}.events (id, at, kind, interaction_id, doc, resolution)
-             VALUES (nextval('{s}.event_ids'), $1, $2, $3, $4, $5)",
-        ),
-        &[
-            &at,
-            &kind_name(kind),
-            &interaction.id.as_str(),
-            &Json(&doc),
-            &resolution,
-        ],
-    )
-    .await?;
-    Ok(())
+/// The statements that append an event, prepared (once per connection) before any lock is
+/// taken, so that the lock holder only sends them.
+pub(super) struct Appender {
+    lock: Statement,
+    insert: Statement,
+    lock_key: i64,
+}
+
+impl Appender {
+    pub(super) async fn prepare(
+        tx: &impl GenericClient,
+        schema: &Schema,
+    ) -> Result<Self, StoreError> {
+        Ok(Self {
+            lock: prepared(tx, "SELECT pg_advisory_xact_lock($1)").await?,
+            insert: prepared(
+                tx,
+                &schema.sql(
+                    "INSERT INTO {s}.events (id, at, kind, interaction_id, doc, resolution)
+                     VALUES (nextval('{s}.event_ids'), $1, $2, $3, $4, $5)",
+                ),
+            )
+            .await?,
+            lock_key: schema.lock_key("events"),
+        })
+    }
+
+    /// Appends the event `kind` of `interaction` inside transaction `tx`. Call it last
+    /// before the commit: the lock it takes orders every replica's commits until then. The
+    /// lock and the insert go out together (one round trip; the insert, a statement of its
+    /// own, takes its id once the lock is held).
+    pub(super) async fn append(
+        &self,
+        tx: &impl GenericClient,
+        kind: EventKind,
+        interaction: &Interaction,
+        at: i64,
+    ) -> Result<(), StoreError> {
+        let doc = Interaction {
+            resolution: None,
+            ..interaction.clone()
+        };
+        let resolution = interaction.resolution.as_deref().map(Json);
+        try_join(
+            tx.execute(&self.lock, &[&self.lock_key]),
+            tx.execute(
+                &self.insert,
+                &[
+                    &at,
+                    &kind_name(kind),
+                    &interaction.id.as_str(),
+                    &Json(&doc),
+                    &resolution,
+                ],
+            ),
+        )
+        .await
+        .map_err(db)?;
+        Ok(())
+    }
 }
 
 /// Events after id `after`, oldest first, at most `limit`.

@@ -175,6 +175,16 @@ fn col<'a, T: tokio_postgres::types::FromSql<'a>>(
     row.try_get(idx).map_err(|e| corrupt(describe(&e)))
 }
 
+/// `sql` prepared once per connection (the statement cache). Statements sent together in one
+/// round trip (pipelined: futures on one connection polled together) are prepared first, so
+/// that they go out in the order they are polled.
+async fn prepared(
+    c: &impl GenericClient,
+    sql: &str,
+) -> Result<tokio_postgres::Statement, StoreError> {
+    c.prepare_cached(sql).await.map_err(db)
+}
+
 /// Runs `sql` as a statement prepared once per connection; returns its rows.
 async fn rows(
     c: &impl GenericClient,
@@ -301,15 +311,21 @@ impl PostgresStore {
         self.schema.sql(sql)
     }
 
-    /// Records `effects` in transaction `tx`.
-    async fn apply_effects(
+    /// Records `effects` and the event `kind` of `interaction` in transaction `tx`: the
+    /// outbox jobs, then the audit entries and the event under the cluster's locks, which are
+    /// held until the commit (so the lock holder's statements are sent in two round trips).
+    async fn record_change(
         &self,
         tx: &impl GenericClient,
         effects: Effects,
-        now: i64,
+        kind: EventKind,
+        interaction: &Interaction,
+        at: i64,
     ) -> Result<(), StoreError> {
-        outbox::insert(tx, &self.schema, &effects.jobs, now).await?;
-        audit::append(tx, &self.schema, effects.audit).await
+        outbox::insert(tx, &self.schema, &effects.jobs, at).await?;
+        let events = events::Appender::prepare(tx, &self.schema).await?;
+        let event = events.append(tx, kind, interaction, at);
+        audit::append_then(tx, &self.schema, effects.audit, event).await
     }
 
     /// The interaction `id` as `c` sees it.
@@ -381,8 +397,8 @@ impl InteractionStore for PostgresStore {
                 )),
             };
         }
-        self.apply_effects(&tx, effects, created).await?;
-        events::append(&tx, &self.schema, EventKind::Created, &interaction, created).await?;
+        self.record_change(&tx, effects, EventKind::Created, &interaction, created)
+            .await?;
         tx.commit().await.map_err(db)?;
         Ok(CreateOutcome::Created)
     }
@@ -416,8 +432,8 @@ impl InteractionStore for PostgresStore {
         )
         .await?;
         if !changed.is_empty() {
-            self.apply_effects(&tx, effects, at).await?;
-            events::append(&tx, &self.schema, EventKind::Resolved, &resolved, at).await?;
+            self.record_change(&tx, effects, EventKind::Resolved, &resolved, at)
+                .await?;
             tx.commit().await.map_err(db)?;
             return Ok(ResolveOutcome::Resolved);
         }
