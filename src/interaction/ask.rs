@@ -303,10 +303,9 @@ impl Registry {
     /// Waits for `i` to be resolved: answered, or expired at its deadline.
     async fn until_resolved(&self, i: &Interaction) -> Result<Arc<Interaction>, AskError> {
         loop {
-            let left = i
-                .deadline
-                .duration_since(jiff::Timestamp::now())
-                .unsigned_abs()
+            // Until the deadline (none left once it passed), and a second for its expiry.
+            let left = Duration::try_from(i.deadline.duration_since(jiff::Timestamp::now()))
+                .unwrap_or(Duration::ZERO)
                 .saturating_add(Duration::from_secs(1));
             if let Some(done) = self.wait(&i.id, left).await? {
                 return Ok(done);

@@ -1189,6 +1189,7 @@ async fn a_link_to_an_item_shows_it_whole() {
         &format!("{linked}?.classList.contains('linked') && {linked}.querySelector('.display').innerText.includes('THE-END')"),
     )
     .await;
+    b.screenshots("inbox-linked").await;
     // Whole: nothing left to expand.
     assert_eq!(
         b.eval(&format!(

@@ -477,7 +477,7 @@ impl Callbacks {
                 (FieldType::Multi { .. }, Value::Array(items)) => {
                     Value::Array(items.iter().map(pick).collect::<Result<_, _>>()?)
                 }
-                (FieldType::Boolean, Value::String(s)) => Value::Bool(s == "true"),
+                (FieldType::Boolean, Value::String(s)) => f.parse_text(s).map_err(bad)?,
                 (FieldType::Boolean, Value::Bool(b)) => Value::Bool(*b),
                 (
                     FieldType::Text {
