@@ -62,6 +62,26 @@ pub fn trials() -> Vec<Trial> {
             || in_schema(a_change_holds_the_shared_locks_for_two_round_trips),
         ),
         trial(
+            "postgres::changes_queued_together_are_answered_as_if_each_were_alone",
+            server,
+            || in_schema(changes_queued_together_are_answered_as_if_each_were_alone),
+        ),
+        trial(
+            "postgres::concurrent_changes_share_their_round_trips_and_commit",
+            server,
+            || in_schema(concurrent_changes_share_their_round_trips_and_commit),
+        ),
+        trial(
+            "postgres::a_change_whose_caller_stopped_waiting_is_still_committed",
+            server,
+            || in_schema(a_change_whose_caller_stopped_waiting_is_still_committed),
+        ),
+        trial(
+            "postgres::a_group_with_a_refused_change_fails_only_that_change",
+            server,
+            || in_schema(a_group_with_a_refused_change_fails_only_that_change),
+        ),
+        trial(
             "postgres::a_starting_replica_reads_the_pending_interactions_once",
             server,
             || in_schema(a_starting_replica_reads_the_pending_interactions_once),
@@ -487,6 +507,211 @@ async fn a_change_holds_the_shared_locks_for_two_round_trips(schema: String) {
             "a change held the cluster's locks for {held:?}, more than two round trips of {DELAY:?}"
         );
     }
+}
+
+/// Creates and resolutions queued at one moment are committed together (the store's group
+/// commit), yet each caller gets the outcome its change would have had alone, changes of one
+/// interaction see each other in the order they were made, and each change that took effect
+/// has its audit entry, its event and its notification.
+async fn changes_queued_together_are_answered_as_if_each_were_alone(schema: String) {
+    let store = open(&schema).await;
+    let mut listener = store.listen();
+    assert_eq!(next(&mut listener).await, Notification::MayHaveMissed);
+    let a = pending("batch-a");
+    let b = pending("batch-b");
+    let c = pending("batch-c");
+    let answer = |i: &Arc<Interaction>, by: &str| {
+        let mut resolution = imrelay::interaction::expired(i, Timestamp::now());
+        resolution.by = Some(by.into());
+        Arc::new(i.resolved(resolution))
+    };
+    let audited = |action, id: &str, by: &str| Effects {
+        jobs: vec![job(&format!("{id}-{by}"), "slow")],
+        audit: vec![record(action, id, by)],
+    };
+    // Polled together: every change is queued before the writer takes any.
+    let (created_a, again_a, created_b, answered_b, again_b, missing, created_c) = tokio::join!(
+        store.create(a.clone(), audited(Action::Created, "batch-a", "agent")),
+        store.create(a.clone(), audited(Action::Created, "batch-a", "agent-2")),
+        store.create(b.clone(), audited(Action::Created, "batch-b", "agent")),
+        store.resolve(
+            answer(&b, "alice"),
+            audited(Action::Answered, "batch-b", "alice")
+        ),
+        store.resolve(
+            answer(&b, "bob"),
+            audited(Action::Answered, "batch-b", "bob")
+        ),
+        store.resolve(answer(&pending("batch-none"), "alice"), Effects::default()),
+        store.create(c.clone(), audited(Action::Created, "batch-c", "agent")),
+    );
+    assert!(matches!(created_a.unwrap(), CreateOutcome::Created));
+    assert!(matches!(created_b.unwrap(), CreateOutcome::Created));
+    assert!(matches!(created_c.unwrap(), CreateOutcome::Created));
+    match again_a.unwrap() {
+        CreateOutcome::Exists(i) => assert_eq!(i.id, a.id),
+        other => panic!("a second create of one id: {other:?}"),
+    }
+    assert!(matches!(answered_b.unwrap(), ResolveOutcome::Resolved));
+    match again_b.unwrap() {
+        ResolveOutcome::AlreadyResolved(i) => assert_eq!(
+            i.resolution.as_ref().and_then(|r| r.by.as_deref()),
+            Some("alice"),
+            "the first answer won"
+        ),
+        other => panic!("a second answer: {other:?}"),
+    }
+    assert!(matches!(missing.unwrap(), ResolveOutcome::NotFound));
+
+    // One audit entry, one outbox job and one event per change that took effect.
+    let entries = store
+        .audit(&AuditQuery {
+            after_seq: 0,
+            since: None,
+            limit: 100,
+        })
+        .await
+        .unwrap();
+    assert_eq!(audit::verify(&entries), Ok(4));
+    let actors: Vec<_> = entries
+        .iter()
+        .map(|e| e.record.actor.clone().unwrap_or_default())
+        .collect();
+    assert!(!actors.contains(&"agent-2".to_string()), "{actors:?}");
+    assert!(!actors.contains(&"bob".to_string()), "{actors:?}");
+    let events = store.events_after(0, 100).await.unwrap();
+    let kinds: Vec<_> = events
+        .iter()
+        .map(|e| (e.interaction.id.as_str().to_string(), e.kind))
+        .collect();
+    assert_eq!(kinds.len(), 4, "{kinds:?}");
+    assert!(events.windows(2).all(|w| w[0].id < w[1].id));
+    let resolved_b = events
+        .iter()
+        .find(|e| e.kind == imrelay::interaction::EventKind::Resolved)
+        .expect("b's resolution is an event");
+    assert_eq!(resolved_b.interaction.id, b.id);
+    assert!(resolved_b.interaction.resolution.is_some());
+    let backlog = store.job_backlog().await.unwrap();
+    assert_eq!(backlog, vec![("slow".to_string(), 4)]);
+    // Every change that took effect rang the doorbell.
+    let mut rung = HashSet::new();
+    while rung.len() < 3 {
+        match next(&mut listener).await {
+            Notification::Changed(id) => {
+                rung.insert(id.as_str().to_string());
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(
+        rung,
+        HashSet::from(["batch-a", "batch-b", "batch-c"].map(String::from))
+    );
+}
+
+/// Fifty creates made at once through a connection whose every answer comes 100 ms late take
+/// the round trips of one or two transactions, not fifty.
+async fn concurrent_changes_share_their_round_trips_and_commit(schema: String) {
+    const DELAY: Duration = Duration::from_millis(100);
+    let proxy =
+        crate::proxy::Proxy::start_with_delay(crate::replicas::upstream().await, DELAY).await;
+    let store = Arc::new(
+        PostgresStore::connect(&PostgresOptions {
+            schema: schema.clone(),
+            ..PostgresOptions::new(crate::replicas::through(proxy.addr).into())
+        })
+        .await
+        .expect("the store opens through the proxy"),
+    );
+    let started = std::time::Instant::now();
+    let outcomes = futures_util::future::join_all((0..50).map(|n| {
+        let id = format!("many-{n}");
+        store.create(
+            pending(&id),
+            Effects {
+                jobs: vec![],
+                audit: vec![record(Action::Created, &id, "agent")],
+            },
+        )
+    }))
+    .await;
+    let took = started.elapsed();
+    for o in outcomes {
+        assert!(matches!(o.unwrap(), CreateOutcome::Created));
+    }
+    // Alone, each would take at least five round trips (begin, insert, lock, entries, commit).
+    assert!(
+        took < DELAY * 40,
+        "50 creates took {took:?}: they were not committed together"
+    );
+    let entries = store
+        .audit(&AuditQuery {
+            after_seq: 0,
+            since: None,
+            limit: 100,
+        })
+        .await
+        .unwrap();
+    assert_eq!(audit::verify(&entries), Ok(50));
+}
+
+/// A change is applied once queued: a caller that stops waiting (its client went away) does
+/// not take its change back, nor make it half done.
+async fn a_change_whose_caller_stopped_waiting_is_still_committed(schema: String) {
+    let store = open(&schema).await;
+    let i = pending("abandoned");
+    let effects = Effects {
+        jobs: vec![],
+        audit: vec![record(Action::Created, "abandoned", "agent")],
+    };
+    // Polled once (queued), then dropped.
+    let gave_up = tokio::time::timeout(Duration::ZERO, store.create(i.clone(), effects)).await;
+    assert!(gave_up.is_err(), "answered before the writer ran");
+    eventually("the abandoned create to be committed", || async {
+        store.get(&i.id).await.unwrap().map(|_| ())
+    })
+    .await;
+    let entries = store
+        .audit(&AuditQuery {
+            after_seq: 0,
+            since: None,
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    assert_eq!(audit::verify(&entries), Ok(1));
+    assert_eq!(store.events_after(0, 10).await.unwrap().len(), 1);
+}
+
+/// When the database refuses one change of a group (here its row is locked elsewhere past the
+/// lock timeout), the others are applied alone and succeed; only that change fails.
+async fn a_group_with_a_refused_change_fails_only_that_change(schema: String) {
+    let store = open(&schema).await;
+    let (_, stuck, locker) = locked(&schema, &store, "refused").await;
+    let fine = pending("innocent");
+    let (stuck_outcome, fine_outcome) = tokio::time::timeout(Duration::from_secs(60), async {
+        tokio::join!(
+            store.resolve(stuck.clone(), Effects::default()),
+            store.create(fine.clone(), Effects::default()),
+        )
+    })
+    .await
+    .expect("answers, not a hang");
+    let err = stuck_outcome.expect_err("the row stays locked");
+    assert!(err.to_string().contains("lock timeout"), "{err}");
+    assert!(matches!(fine_outcome.unwrap(), CreateOutcome::Created));
+    locker.batch_execute("ROLLBACK").await.unwrap();
+    assert!(matches!(
+        store.resolve(stuck, Effects::default()).await.unwrap(),
+        ResolveOutcome::Resolved
+    ));
+    let events = store.events_after(0, 10).await.unwrap();
+    assert_eq!(
+        events.len(),
+        3,
+        "refused's creation and resolution, innocent's creation"
+    );
 }
 
 /// A replica starting reads every pending interaction once. Its change feed then says it may

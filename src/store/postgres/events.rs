@@ -1,5 +1,5 @@
 //! The cluster's lifecycle events in PostgreSQL: every create and resolution appends one, in
-//! the same transaction, with an id from a sequence taken under a transaction-level advisory
+//! the same transaction (a group of them, in one statement), with an id from a sequence taken under a transaction-level advisory
 //! lock held until the commit. Ids are thus given in commit order, so a reader following
 //! `id > last` never skips an event that commits later with a lower id.
 
@@ -11,7 +11,7 @@ use tokio_postgres::Statement;
 use tokio_postgres::types::Json;
 
 use super::{Schema, col, db, decode, exec, prepared, row, rows};
-use crate::interaction::{EventKind, Interaction};
+use crate::interaction::{EventKind, Interaction, Resolution};
 use crate::store::{StoreError, StoredEvent};
 
 fn kind_name(kind: EventKind) -> &'static str {
@@ -21,7 +21,17 @@ fn kind_name(kind: EventKind) -> &'static str {
     }
 }
 
-/// The statements that append an event, prepared (once per connection) before any lock is
+/// An event to append: what happened to which interaction, and when (unix ms).
+pub(super) struct New<'a> {
+    pub(super) kind: EventKind,
+    pub(super) id: &'a str,
+    /// The interaction without its resolution.
+    pub(super) doc: &'a Interaction,
+    pub(super) resolution: Option<&'a Resolution>,
+    pub(super) at: i64,
+}
+
+/// The statements that append events, prepared (once per connection) before any lock is
 /// taken, so that the lock holder only sends them.
 pub(super) struct Appender {
     lock: Statement,
@@ -40,7 +50,10 @@ impl Appender {
                 tx,
                 &schema.sql(
                     "INSERT INTO {s}.events (id, at, kind, interaction_id, doc, resolution)
-                     VALUES (nextval('{s}.event_ids'), $1, $2, $3, $4, $5)",
+                     SELECT nextval('{s}.event_ids'), e.at, e.kind, e.id, e.doc, e.res
+                     FROM unnest($1::bigint[], $2::text[], $3::text[], $4::json[], $5::json[])
+                          WITH ORDINALITY AS e(at, kind, id, doc, res, n)
+                     ORDER BY e.n",
                 ),
             )
             .await?,
@@ -48,34 +61,27 @@ impl Appender {
         })
     }
 
-    /// Appends the event `kind` of `interaction` inside transaction `tx`. Call it last
-    /// before the commit: the lock it takes orders every replica's commits until then. The
-    /// lock and the insert go out together (one round trip; the insert, a statement of its
-    /// own, takes its id once the lock is held).
+    /// Appends `events` (in their order) inside transaction `tx`. Call it last before the
+    /// commit: the lock it takes orders every replica's commits until then. The lock and the
+    /// insert go out together (one round trip; the insert, a statement of its own, takes its
+    /// ids once the lock is held).
     pub(super) async fn append(
         &self,
         tx: &impl GenericClient,
-        kind: EventKind,
-        interaction: &Interaction,
-        at: i64,
+        events: &[New<'_>],
     ) -> Result<(), StoreError> {
-        let doc = Interaction {
-            resolution: None,
-            ..interaction.clone()
-        };
-        let resolution = interaction.resolution.as_deref().map(Json);
+        if events.is_empty() {
+            return Ok(());
+        }
+        let ats: Vec<i64> = events.iter().map(|e| e.at).collect();
+        let kinds: Vec<&str> = events.iter().map(|e| kind_name(e.kind)).collect();
+        let ids: Vec<&str> = events.iter().map(|e| e.id).collect();
+        let docs: Vec<Json<&Interaction>> = events.iter().map(|e| Json(e.doc)).collect();
+        let resolutions: Vec<Option<Json<&Resolution>>> =
+            events.iter().map(|e| e.resolution.map(Json)).collect();
         try_join(
             tx.execute(&self.lock, &[&self.lock_key]),
-            tx.execute(
-                &self.insert,
-                &[
-                    &at,
-                    &kind_name(kind),
-                    &interaction.id.as_str(),
-                    &Json(&doc),
-                    &resolution,
-                ],
-            ),
+            tx.execute(&self.insert, &[&ats, &kinds, &ids, &docs, &resolutions]),
         )
         .await
         .map_err(db)?;

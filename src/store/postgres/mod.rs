@@ -8,8 +8,10 @@
 //!   transaction-pooling proxy would not keep).
 //! - The schema is migrated at start-up under an advisory lock (`migrate.rs`), and a
 //!   process older than the schema refuses to start.
-//! - The same contract as SQLite, kept by the database rather than by one writer: creates and
-//!   resolutions are conditional statements; outbox claims take rows with
+//! - The same contract as SQLite, kept by the database rather than by one process: creates and
+//!   resolutions are conditional statements. A store's creates and resolutions are applied
+//!   many to a transaction by one writer task (group commit, `writer.rs`), since every
+//!   replica's changes wait for the cluster's locks until their commit; outbox claims take rows with
 //!   `FOR UPDATE SKIP LOCKED`, so replicas never claim the same job; audit appends take a
 //!   transaction-level advisory lock, so there is one chain across replicas.
 //! - Every create and resolution also sends a notification (`pg_notify`, in the same
@@ -27,6 +29,7 @@ mod lease;
 pub mod listener;
 mod migrate;
 mod outbox;
+mod writer;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,7 +48,7 @@ use super::{
     JobUpdate, ListQuery, OutboxJob, Page, ResolveOutcome, StatusFilter, StoreError, random_secret,
 };
 use crate::audit::{AuditEntry, AuditRecord};
-use crate::interaction::{EventKind, Interaction, InteractionId, Resolution};
+use crate::interaction::{Interaction, InteractionId, Resolution};
 use crate::store::prelude::*;
 
 pub use listener::{Listener, Notification};
@@ -236,6 +239,8 @@ pub struct PostgresStore {
     pool: Pool,
     target: Arc<connect::Target>,
     schema: Schema,
+    /// Applies creates and resolutions, many to a transaction.
+    writer: writer::Writer,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -274,10 +279,12 @@ impl PostgresStore {
             "connected to PostgreSQL"
         );
         drop(client);
+        let writer = writer::Writer::start(pool.clone(), target.clone(), schema.clone());
         Ok(Self {
             pool,
             target,
             schema,
+            writer,
         })
     }
 
@@ -311,23 +318,6 @@ impl PostgresStore {
         self.schema.sql(sql)
     }
 
-    /// Records `effects` and the event `kind` of `interaction` in transaction `tx`: the
-    /// outbox jobs, then the audit entries and the event under the cluster's locks, which are
-    /// held until the commit (so the lock holder's statements are sent in two round trips).
-    async fn record_change(
-        &self,
-        tx: &impl GenericClient,
-        effects: Effects,
-        kind: EventKind,
-        interaction: &Interaction,
-        at: i64,
-    ) -> Result<(), StoreError> {
-        outbox::insert(tx, &self.schema, &effects.jobs, at).await?;
-        let events = events::Appender::prepare(tx, &self.schema).await?;
-        let event = events.append(tx, kind, interaction, at);
-        audit::append_then(tx, &self.schema, effects.audit, event).await
-    }
-
     /// The interaction `id` as `c` sees it.
     async fn get_in(
         &self,
@@ -349,58 +339,7 @@ impl InteractionStore for PostgresStore {
         interaction: Arc<Interaction>,
         effects: Effects,
     ) -> Result<CreateOutcome, StoreError> {
-        let doc = Interaction {
-            resolution: None,
-            ..(*interaction).clone()
-        };
-        let resolution = interaction.resolution.as_deref().map(Json);
-        let id = interaction.id.as_str();
-        let created = ms(interaction.created_at);
-        let status = if resolution.is_some() {
-            "resolved"
-        } else {
-            "pending"
-        };
-        let resolved_at = interaction.resolution.as_ref().map(|r| ms(r.at));
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(db)?;
-        // Inserted, or nothing: then the row that exists is returned unchanged.
-        let sql = self.sql(
-            "WITH ins AS (
-                 INSERT INTO {s}.interactions
-                     (id, created_at, deadline, status, resolved_at, doc, resolution)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)
-                 ON CONFLICT (id) DO NOTHING
-                 RETURNING id)
-             SELECT pg_notify($8, id) FROM ins",
-        );
-        let inserted = rows(
-            &tx,
-            &sql,
-            &[
-                &id,
-                &created,
-                &ms(interaction.deadline),
-                &status,
-                &resolved_at,
-                &Json(&doc),
-                &resolution,
-                &self.schema.channel(),
-            ],
-        )
-        .await?;
-        if inserted.is_empty() {
-            return match self.get_in(&tx, id).await? {
-                Some(existing) => Ok(CreateOutcome::Exists(existing)),
-                None => Err(StoreError::Unavailable(
-                    "insert conflict without a row".into(),
-                )),
-            };
-        }
-        self.record_change(&tx, effects, EventKind::Created, &interaction, created)
-            .await?;
-        tx.commit().await.map_err(db)?;
-        Ok(CreateOutcome::Created)
+        self.writer.create(interaction, effects).await
     }
 
     async fn resolve(
@@ -408,39 +347,7 @@ impl InteractionStore for PostgresStore {
         resolved: Arc<Interaction>,
         effects: Effects,
     ) -> Result<ResolveOutcome, StoreError> {
-        let Some(resolution) = resolved.resolution.as_deref() else {
-            return Err(StoreError::Corrupt(
-                "resolve called without a resolution".into(),
-            ));
-        };
-        let at = ms(resolution.at);
-        let id = resolved.id.as_str();
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(db)?;
-        let sql = self.sql(
-            "WITH upd AS (
-                 UPDATE {s}.interactions
-                 SET status = 'resolved', resolved_at = $2, resolution = $3
-                 WHERE id = $1 AND status = 'pending'
-                 RETURNING id)
-             SELECT pg_notify($4, id) FROM upd",
-        );
-        let changed = rows(
-            &tx,
-            &sql,
-            &[&id, &at, &Json(resolution), &self.schema.channel()],
-        )
-        .await?;
-        if !changed.is_empty() {
-            self.record_change(&tx, effects, EventKind::Resolved, &resolved, at)
-                .await?;
-            tx.commit().await.map_err(db)?;
-            return Ok(ResolveOutcome::Resolved);
-        }
-        match self.get_in(&tx, id).await? {
-            Some(existing) => Ok(ResolveOutcome::AlreadyResolved(existing)),
-            None => Ok(ResolveOutcome::NotFound),
-        }
+        self.writer.resolve(resolved, effects).await
     }
 
     async fn get(&self, id: &InteractionId) -> Result<Option<Arc<Interaction>>, StoreError> {

@@ -19,32 +19,45 @@ pub(super) async fn insert(
     jobs: &[OutboxJob],
     now: i64,
 ) -> Result<(), StoreError> {
+    let jobs: Vec<(&OutboxJob, i64)> = jobs.iter().map(|j| (j, now)).collect();
+    insert_at(c, schema, &jobs).await
+}
+
+/// Records `jobs`, each with the time it was planned at (unix ms), in one statement; a key
+/// already present (or earlier in `jobs`) is skipped.
+pub(super) async fn insert_at(
+    c: &impl GenericClient,
+    schema: &Schema,
+    jobs: &[(&OutboxJob, i64)],
+) -> Result<(), StoreError> {
     if jobs.is_empty() {
         return Ok(());
     }
-    let keys: Vec<&str> = jobs.iter().map(|j| j.key.as_str()).collect();
-    let channels: Vec<&str> = jobs.iter().map(|j| j.channel.as_str()).collect();
-    let kinds: Vec<&str> = jobs.iter().map(|j| j.kind.as_str()).collect();
+    let keys: Vec<&str> = jobs.iter().map(|(j, _)| j.key.as_str()).collect();
+    let channels: Vec<&str> = jobs.iter().map(|(j, _)| j.channel.as_str()).collect();
+    let kinds: Vec<&str> = jobs.iter().map(|(j, _)| j.kind.as_str()).collect();
     let ids: Vec<Option<&str>> = jobs
         .iter()
-        .map(|j| j.interaction_id.as_ref().map(InteractionId::as_str))
+        .map(|(j, _)| j.interaction_id.as_ref().map(InteractionId::as_str))
         .collect();
-    let payloads: Vec<Json<&serde_json::Value>> = jobs.iter().map(|j| Json(&j.payload)).collect();
-    let next: Vec<i64> = jobs.iter().map(|j| ms(j.not_before)).collect();
-    let horizons: Vec<i64> = jobs.iter().map(|j| ms(j.horizon)).collect();
+    let payloads: Vec<Json<&serde_json::Value>> =
+        jobs.iter().map(|(j, _)| Json(&j.payload)).collect();
+    let next: Vec<i64> = jobs.iter().map(|(j, _)| ms(j.not_before)).collect();
+    let horizons: Vec<i64> = jobs.iter().map(|(j, _)| ms(j.horizon)).collect();
+    let nows: Vec<i64> = jobs.iter().map(|(_, at)| *at).collect();
     let sql = schema.sql(
         "INSERT INTO {s}.outbox
              (key, channel, kind, interaction_id, payload, next_at, horizon_at, created_at, updated_at)
-         SELECT k, c, kd, i, p, n, h, $8, $8
+         SELECT k, c, kd, i, p, n, h, t, t
          FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::json[], $6::bigint[],
-                     $7::bigint[]) AS j(k, c, kd, i, p, n, h)
+                     $7::bigint[], $8::bigint[]) AS j(k, c, kd, i, p, n, h, t)
          ON CONFLICT (key) DO NOTHING",
     );
     exec(
         c,
         &sql,
         &[
-            &keys, &channels, &kinds, &ids, &payloads, &next, &horizons, &now,
+            &keys, &channels, &kinds, &ids, &payloads, &next, &horizons, &nows,
         ],
     )
     .await?;
