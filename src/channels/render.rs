@@ -2,26 +2,70 @@
 //! context line, times, and tool input pretty-printed within a size budget.
 
 use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::interaction::{Interaction, Outcome, Resolution};
 
+/// The language of what a channel shows people.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+pub enum Locale {
+    /// Simplified Chinese.
+    #[serde(rename = "zh_cn")]
+    ZhCn,
+    /// English.
+    #[serde(rename = "en_us")]
+    EnUs,
+}
+
 /// A short capitalised label for an outcome: "Allowed", "Expired — denied automatically".
 pub fn outcome_label(outcome: Outcome) -> &'static str {
+    outcome_label_in(outcome, Locale::EnUs)
+}
+
+/// [`outcome_label`] in `locale`.
+pub fn outcome_label_in(outcome: Outcome, locale: Locale) -> &'static str {
+    let zh = locale == Locale::ZhCn;
     match outcome {
+        Outcome::Allowed if zh => "已批准",
         Outcome::Allowed => "Allowed",
+        Outcome::Denied if zh => "已拒绝",
         Outcome::Denied => "Denied",
+        Outcome::Answered if zh => "已回答",
         Outcome::Answered => "Answered",
+        Outcome::Expired if zh => "已过期，已自动拒绝",
         Outcome::Expired => "Expired — denied automatically",
+        Outcome::Cancelled if zh => "已取消",
         Outcome::Cancelled => "Cancelled",
     }
 }
 
 /// "Allowed by alice via desktop", "Expired — denied automatically", "Cancelled by the agent".
 pub fn outcome_phrase(r: &Resolution) -> String {
+    outcome_phrase_in(r, Locale::EnUs)
+}
+
+/// [`outcome_phrase`] in `locale`: "由 alice 通过 telegram 批准".
+pub fn outcome_phrase_in(r: &Resolution, locale: Locale) -> String {
+    let zh = locale == Locale::ZhCn;
     match r.outcome {
-        Outcome::Expired => outcome_label(r.outcome).to_string(),
+        Outcome::Expired => outcome_label_in(r.outcome, locale).to_string(),
+        Outcome::Cancelled if zh => r
+            .message()
+            .map(|m| format!("已取消：{m}"))
+            .unwrap_or_else(|| "已取消".into()),
         Outcome::Cancelled => r.message().unwrap_or("Cancelled").to_string(),
+        o if zh => {
+            let verb = match o {
+                Outcome::Allowed => "批准",
+                Outcome::Denied => "拒绝",
+                _ => "回答",
+            };
+            match &r.by {
+                Some(by) => format!("由 {by} 通过 {} {verb}", r.via),
+                None => format!("通过 {} {verb}", r.via),
+            }
+        }
         _ => {
             let mut s = outcome_label(r.outcome).to_string();
             if let Some(by) = &r.by {
@@ -38,10 +82,18 @@ pub fn outcome_phrase(r: &Resolution) -> String {
 /// The toast for a tap on something already resolved: "Already allowed by Alice via
 /// desktop", "Expired — denied automatically".
 pub fn already_toast(i: &Interaction) -> String {
+    already_toast_in(i, Locale::EnUs)
+}
+
+/// [`already_toast`] in `locale`: "已处理：由 Alice 通过 desktop 批准".
+pub fn already_toast_in(i: &Interaction, locale: Locale) -> String {
+    let zh = locale == Locale::ZhCn;
     match &i.resolution {
+        None if zh => "仍在等待回答".into(),
         None => "Still pending".to_string(),
         Some(r) => match r.outcome {
-            Outcome::Expired | Outcome::Cancelled => outcome_phrase(r),
+            Outcome::Expired | Outcome::Cancelled => outcome_phrase_in(r, locale),
+            _ if zh => format!("已处理：{}", outcome_phrase_in(r, locale)),
             _ => {
                 let p = outcome_phrase(r);
                 let mut c = p.chars();

@@ -51,6 +51,18 @@ impl Action {
         }
     }
 
+    /// Whether a card of an interaction of `kind` carries this button: Allow on approvals,
+    /// Answer on questions and forms, Deny (or Decline) on all.
+    pub fn fits(self, kind: Kind) -> bool {
+        match self {
+            Action::Allow => kind == Kind::Approval,
+            Action::Answer => matches!(kind, Kind::Question | Kind::Form),
+            Action::Deny => match kind {
+                Kind::Approval | Kind::Question | Kind::Form => true,
+            },
+        }
+    }
+
     /// Parses a name carried in button values.
     pub fn parse(s: &str) -> Option<Self> {
         match s {
@@ -375,69 +387,12 @@ impl Cards {
 
     /// "Allowed by alice via telegram", "由 alice 通过 telegram 批准", ...
     pub fn outcome_phrase(&self, r: &Resolution) -> String {
-        if !self.zh() {
-            return render::outcome_phrase(r);
-        }
-        match r.outcome {
-            Outcome::Expired => "已过期，已自动拒绝".to_string(),
-            Outcome::Cancelled => r
-                .message()
-                .map(|m| format!("已取消：{m}"))
-                .unwrap_or_else(|| "已取消".into()),
-            o => {
-                let verb = match o {
-                    Outcome::Allowed => "批准",
-                    Outcome::Denied => "拒绝",
-                    _ => "回答",
-                };
-                match &r.by {
-                    Some(by) => format!("由 {by} 通过 {} {verb}", r.via),
-                    None => format!("通过 {} {verb}", r.via),
-                }
-            }
-        }
+        render::outcome_phrase_in(r, self.locale)
     }
 
     /// The toast for a click on something already resolved.
     pub fn already_toast(&self, i: &Interaction) -> String {
-        if !self.zh() {
-            return render::already_toast(i);
-        }
-        match &i.resolution {
-            None => "仍在等待回答".into(),
-            Some(r) => match r.outcome {
-                Outcome::Expired | Outcome::Cancelled => self.outcome_phrase(r),
-                _ => format!("已处理：{}", self.outcome_phrase(r)),
-            },
-        }
-    }
-
-    /// A toast text in this locale.
-    pub fn text(&self, key: Text) -> &'static str {
-        match key {
-            Text::Allowed => self.t("已批准", "Approved"),
-            Text::Denied => self.t("已拒绝", "Denied"),
-            Text::Answered => self.t("已提交回答", "Answer sent"),
-            Text::Declined => self.t("已拒绝回答", "Question declined"),
-            Text::NotApprover => self.t(
-                "你不在审批人名单中，无法处理此请求",
-                "You are not on the approver list: nothing was changed",
-            ),
-            Text::BadButton => self.t(
-                "此按钮无效或已被篡改，未做任何更改",
-                "This button is not valid: nothing was changed",
-            ),
-            Text::NotFound => self.t("该请求已不存在", "This request no longer exists"),
-            Text::StoreDown => self.t(
-                "imrelay 暂时无法记录你的回答，请稍后重试",
-                "imrelay cannot record your answer right now; please try again",
-            ),
-            Text::Invalid => self.t("回答无效：", "Invalid answer: "),
-            Text::StillWorking => self.t(
-                "仍在处理这次点击，完成后卡片会显示结果",
-                "Still working on this click: the card will show the outcome when it is done",
-            ),
-        }
+        render::already_toast_in(i, self.locale)
     }
 
     fn context(&self, i: &Interaction, b: Budget, out: &mut Vec<Value>) {
@@ -830,31 +785,6 @@ impl Cards {
             }),
         }));
     }
-}
-
-/// Fixed texts (toasts).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Text {
-    /// Approval allowed.
-    Allowed,
-    /// Approval denied.
-    Denied,
-    /// Question answered.
-    Answered,
-    /// Question declined.
-    Declined,
-    /// The clicker is not an approver.
-    NotApprover,
-    /// The button data failed its check.
-    BadButton,
-    /// The interaction is gone.
-    NotFound,
-    /// The store refused the write.
-    StoreDown,
-    /// Prefix of a validation error.
-    Invalid,
-    /// The click is still being handled when the platform stops waiting.
-    StillWorking,
 }
 
 /// A callback answer carrying a toast and, optionally, the card that replaces the clicked one.

@@ -9,7 +9,7 @@
 //! The creation time makes a handle stand for one *incarnation* of an id: an id can be used
 //! again once its interaction was pruned, and the new interaction gets a different handle. A
 //! handle is mapped back to its interaction through a record deleted with the interaction, so
-//! a button left on an old message is answered "no longer known" and can never act on the new
+//! a button left on an old message is answered "This request no longer exists" and can never act on the new
 //! one. (Buttons from before handles carried the creation time have handles of the id alone;
 //! they work through their records until their interactions are pruned.) Layout (37 ASCII
 //! bytes, within Telegram's 64):

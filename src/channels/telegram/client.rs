@@ -22,7 +22,7 @@ use teloxide::types::{
 };
 use teloxide::{ApiError, RequestError};
 
-use super::config::TelegramSettings;
+use super::settings::TelegramSettings;
 use crate::metrics::Metrics;
 use crate::outbox::Delivery;
 

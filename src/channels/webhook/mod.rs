@@ -310,7 +310,7 @@ impl Lifecycle for Webhooks {
 }
 
 /// Delivers the jobs of one target.
-struct Deliver {
+struct Deliverer {
     hooks: Arc<Webhooks>,
     name: String,
 }
@@ -327,7 +327,7 @@ fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
 }
 
 #[async_trait]
-impl OutboxHandler for Deliver {
+impl OutboxHandler for Deliverer {
     async fn deliver(&self, job: &ClaimedJob) -> Delivery {
         let Some(target) = self.hooks.targets.get(&self.name) else {
             return Delivery::Failed(format!("webhook {} is no longer configured", self.name));
@@ -387,8 +387,7 @@ impl OutboxHandler for Deliver {
 }
 
 /// Installs the webhook channel when targets are configured.
-pub async fn install(w: &mut Wiring) -> anyhow::Result<()> {
-    let configured = &w.settings.webhooks;
+pub async fn install(w: &mut Wiring, configured: &[WebhookSettings]) -> anyhow::Result<()> {
     if configured.is_empty() {
         return Ok(());
     }
@@ -426,12 +425,12 @@ pub async fn install(w: &mut Wiring) -> anyhow::Result<()> {
         disabled: RwLock::new(disabled),
         store: w.store.clone(),
         client,
-        public_url: w.settings.public_url(),
+        public_url: w.server.public_url.clone(),
     });
     for name in hooks.targets.keys() {
         w.outbox.register(
             &channel_name(name),
-            Arc::new(Deliver {
+            Arc::new(Deliverer {
                 hooks: hooks.clone(),
                 name: name.clone(),
             }),
