@@ -5,11 +5,11 @@
 //! verify the button's token (see [`super::token`]), which binds the tap to one interaction.
 //! From there every channel takes the same steps, here:
 //!
-//! 1. [`Pipeline::admit`]: the tapper must be an approver; the interaction must exist and be
+//! 1. `Pipeline::admit`: the tapper must be an approver; the interaction must exist and be
 //!    the incarnation the button was made for; it must still be pending; the action must fit
 //!    its kind. A refusal is recorded in the audit trail.
 //! 2. The channel turns the tap into an [`Answer`] (a button's meaning, a card's form).
-//! 3. [`Pipeline::respond`]: the registry's first answer wins.
+//! 3. `Pipeline::respond`: the registry's first answer wins.
 //!
 //! Each step ends in a [`Feedback`], and [`Feedback::text`] is the toast for it, in English or
 //! Chinese: every outcome, every [`RegistryError`] included, has one message on every
@@ -126,7 +126,7 @@ impl Feedback {
 
 /// A tap whose platform request was authenticated and whose button verified.
 #[derive(Clone, Debug)]
-pub struct Tap<'a> {
+pub(crate) struct Tap<'a> {
     /// The interaction the button is bound to.
     pub id: &'a InteractionId,
     /// The creation time (ms) the button was made for, when it carries one; `None` when the
@@ -141,7 +141,7 @@ pub struct Tap<'a> {
     pub audit: bool,
 }
 
-/// Why [`Pipeline::admit`] stopped a tap.
+/// Why `Pipeline::admit` stopped a tap.
 #[derive(Clone, Debug)]
 pub struct Stop {
     /// What the person is told.
@@ -162,7 +162,7 @@ impl From<Feedback> for Stop {
 
 /// The steps from a verified tap to the registry, for one channel.
 #[derive(Clone, Debug)]
-pub struct Pipeline {
+pub(crate) struct Pipeline {
     registry: Registry,
     via: Via,
 }

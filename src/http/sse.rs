@@ -41,7 +41,7 @@ use crate::interaction::{
 };
 
 /// Interval of keep-alive comments.
-pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+pub(crate) const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// What `Retry-After` tells a client refused because every event stream is taken, seconds.
 const RETRY_AFTER_SECS: u64 = 5;

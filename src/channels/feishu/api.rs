@@ -20,11 +20,11 @@ use crate::settings::Secret;
 use crate::sync::LockExt;
 
 /// How long before its expiry a token is replaced.
-pub const TOKEN_MARGIN: Duration = Duration::from_secs(300);
+pub(crate) const TOKEN_MARGIN: Duration = Duration::from_secs(300);
 /// Per-request timeout.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// The platform's "too many requests" code.
-pub const CODE_THROTTLED: i64 = 99991400;
+pub(crate) const CODE_THROTTLED: i64 = 99991400;
 /// Codes that mean the access token is missing, expired or invalid.
 const INVALID_TOKEN_CODES: &[i64] = &[99991661, 99991663, 99991664, 99991665, 99991668];
 /// Codes of transient platform-side failures.
@@ -183,7 +183,7 @@ struct TokenAnswer {
 /// the platform requires): a retried send never posts a second card. `incarnation` names the
 /// interaction by id and creation time ([`crate::interaction::Interaction::incarnation`]), so an id used again
 /// after the first interaction was pruned gets a card of its own.
-pub fn send_uuid(incarnation: &str, receiver: &Receiver) -> String {
+pub(crate) fn send_uuid(incarnation: &str, receiver: &Receiver) -> String {
     let mut h = Sha256::new();
     h.update(b"imrelay/feishu/send\n");
     h.update(incarnation.as_bytes());

@@ -38,11 +38,11 @@ use crate::wire::error::ApiError;
 use crate::wire::extract::ApiBytes;
 
 /// The event type of a card click.
-pub const CARD_ACTION: &str = "card.action.trigger";
+pub(crate) const CARD_ACTION: &str = "card.action.trigger";
 /// How far a signed request's timestamp may be from now, seconds.
-pub const MAX_SKEW_SECS: u64 = 300;
+pub(crate) const MAX_SKEW_SECS: u64 = 300;
 /// How long a caller waits for a click's reply: well inside the platform's 3-second window.
-pub const REPLY_BUDGET: Duration = Duration::from_millis(2500);
+pub(crate) const REPLY_BUDGET: Duration = Duration::from_millis(2500);
 /// How long event ids are remembered for deduplication.
 const DEDUPE_HOURS: i64 = 24;
 /// The deduplication scope in the store.
@@ -117,7 +117,7 @@ impl Callbacks {
     }
 
     /// Handles one decrypted, authenticated event envelope and returns the reply body, within
-    /// [`REPLY_BUDGET`].
+    /// `REPLY_BUDGET`.
     ///
     /// The work runs on a task of its own, so it is finished even if the caller goes away (a
     /// timed-out acknowledgement, a dropped HTTP connection). A delivery of an event that is

@@ -4,7 +4,7 @@
 //! Untrusted text (tool input, questions, paths, reasons) is only ever placed in `plain_text`
 //! elements or inside a code block, so it cannot inject markup such as mentions. Every
 //! button and form carries a value bound to one interaction (id and creation time) and one
-//! action by a MAC (see [`super::crypto::button_tag`]).
+//! action by a MAC (see `super::crypto::button_tag`).
 
 use serde_json::{Map, Value, json};
 
@@ -21,14 +21,14 @@ use crate::interaction::{
 /// The platform refuses a card message whose request body exceeds 30 KB. The card travels as a
 /// JSON string inside that body (escaped a second time), so this is what is measured; read
 /// as 30,000 bytes so either meaning of "KB" is respected.
-pub const MAX_REQUEST_BYTES: usize = 30_000;
+pub(crate) const MAX_REQUEST_BYTES: usize = 30_000;
 /// Room kept in the request body for everything but the card: `receive_id` (an email can be
 /// long), `msg_type`, `uuid` and the JSON around them.
-pub const ENVELOPE_BYTES: usize = 1024;
+pub(crate) const ENVELOPE_BYTES: usize = 1024;
 /// Characters of tool input shown before cutting (reduced further if the card is too big).
-pub const INPUT_CHARS: usize = 6000;
+pub(crate) const INPUT_CHARS: usize = 6000;
 /// Longest text input accepted in a card form (the platform's maximum).
-pub const MAX_INPUT_LEN: u64 = 1000;
+pub(crate) const MAX_INPUT_LEN: u64 = 1000;
 
 /// What a button or form asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,7 +76,7 @@ impl Action {
 
 /// The form field name of form field `n` (field names are the agent's: an index keeps the
 /// card's names within what Feishu accepts).
-pub fn field_name(n: usize) -> String {
+pub(crate) fn field_name(n: usize) -> String {
     format!("f{n}")
 }
 
@@ -91,15 +91,15 @@ fn form_message(i: &Interaction) -> String {
 }
 
 /// Form field names.
-pub const REASON_FIELD: &str = "reason";
+pub(crate) const REASON_FIELD: &str = "reason";
 
 /// The form field of question `i`'s selection.
-pub fn select_field(i: usize) -> String {
+pub(crate) fn select_field(i: usize) -> String {
     format!("q{i}")
 }
 
 /// The form field of question `i`'s "Other" text.
-pub fn other_field(i: usize) -> String {
+pub(crate) fn other_field(i: usize) -> String {
     format!("q{i}_other")
 }
 
@@ -166,7 +166,7 @@ fn json_string_len(s: &str) -> usize {
 
 /// The bytes `card` takes in a send or update request body: the card's JSON, escaped again as
 /// the `content` string, plus [`ENVELOPE_BYTES`].
-pub fn request_bytes(card: &Value) -> usize {
+pub(crate) fn request_bytes(card: &Value) -> usize {
     json_string_len(&card.to_string()) + ENVELOPE_BYTES
 }
 
@@ -290,7 +290,7 @@ impl Cards {
     }
 
     /// The card for `i` as it stands: pending with buttons, or resolved without. Untrusted text
-    /// is cut until the request carrying the card fits [`MAX_REQUEST_BYTES`].
+    /// is cut until the request carrying the card fits `MAX_REQUEST_BYTES`.
     pub fn render(&self, i: &Interaction) -> Value {
         let mut budget = Budget::FULL;
         loop {
