@@ -576,22 +576,8 @@ impl Cards {
                 for (n, q) in questions.iter().enumerate() {
                     self.question_fields(n, q, budget, &mut form);
                 }
-                form.push(self.submit(
-                    i,
-                    Action::Answer,
-                    self.t("提交", "Submit"),
-                    "primary_filled",
-                    "submit",
-                ));
-                out.push(self.deadline_line(i));
-                out.push(json!({"tag": "form", "name": "answer_form", "elements": form}));
-                out.push(self.button(
-                    i,
-                    Action::Deny,
-                    self.t("拒绝回答", "Decline to answer"),
-                    "danger",
-                    "decline",
-                ));
+                let decline = self.t("拒绝回答", "Decline to answer");
+                self.answer_form(i, form, decline, out);
             }
         }
     }
@@ -616,6 +602,19 @@ impl Cards {
         for (n, f) in form.fields.iter().enumerate() {
             self.form_field(n, f, budget, &mut elements);
         }
+        let decline = self.t("拒绝填写", "Decline");
+        self.answer_form(i, elements, decline, out);
+    }
+
+    /// The form of a pending question or form card: its `elements` and Submit, the deadline,
+    /// and the button that declines (labelled `decline`).
+    fn answer_form(
+        &self,
+        i: &Interaction,
+        mut elements: Vec<Value>,
+        decline: &str,
+        out: &mut Vec<Value>,
+    ) {
         elements.push(self.submit(
             i,
             Action::Answer,
@@ -625,13 +624,7 @@ impl Cards {
         ));
         out.push(self.deadline_line(i));
         out.push(json!({"tag": "form", "name": "answer_form", "elements": elements}));
-        out.push(self.button(
-            i,
-            Action::Deny,
-            self.t("拒绝填写", "Decline"),
-            "danger",
-            "decline",
-        ));
+        out.push(self.button(i, Action::Deny, decline, "danger", "decline"));
     }
 
     /// One form field: its label (with a mark when required), its description, and the input
