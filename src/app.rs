@@ -74,7 +74,12 @@ impl App {
         let registry = Registry::new(store.clone(), settings.registry_config());
         registry.add_hook(metrics.clone());
         let mut wiring = Wiring {
-            settings: settings.clone(),
+            server: crate::channels::Server {
+                public_url: settings.public_url(),
+                inbox: settings.inbox_url(),
+                retention: settings.registry_config().retention,
+                leader_lease: Duration::from_millis(settings.store.leader_lease_ms),
+            },
             registry: registry.clone(),
             store: store.clone(),
             outbox: Outbox::new(store.clone(), metrics.clone())
@@ -86,7 +91,12 @@ impl App {
             tasks: Vec::new(),
             shutdown: shutdown.clone(),
         };
-        crate::channels::install(&mut wiring).await?;
+        let sections = crate::channels::Sections {
+            telegram: &settings.telegram,
+            feishu: &settings.feishu,
+            webhooks: &settings.webhooks,
+        };
+        crate::channels::install(&mut wiring, sections).await?;
         let Wiring {
             outbox,
             routes: extra,

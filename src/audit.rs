@@ -24,7 +24,7 @@ pub use crate::interaction::ports::audit::{
 /// byte then the field), so no two different entries encode alike:
 /// `prev_hash, seq (i64 BE), at (unix ms, i64 BE), action, interaction_id?, actor?, channel,
 /// outcome, input_hash?, detail?`.
-pub fn entry_hash(prev_hash: &str, seq: i64, record: &AuditRecord) -> String {
+pub(crate) fn entry_hash(prev_hash: &str, seq: i64, record: &AuditRecord) -> String {
     fn field(h: &mut Sha256, bytes: &[u8]) {
         h.update((bytes.len() as u64).to_be_bytes());
         h.update(bytes);
@@ -78,7 +78,7 @@ pub fn chain(last_seq: i64, last_hash: &str, records: Vec<AuditRecord>) -> Vec<A
 /// the recorded `head` when it is at or ahead of the `last` stored entry (entries deleted from
 /// the end then stay a visible gap instead of being papered over by the next entry), else the
 /// last entry, else the start of the chain.
-pub fn continuation(last: Option<AuditHead>, head: Option<AuditHead>) -> (i64, String) {
+pub(crate) fn continuation(last: Option<AuditHead>, head: Option<AuditHead>) -> (i64, String) {
     let last = last.map_or_else(|| (0, GENESIS.to_string()), |l| (l.seq, l.hash));
     match head {
         Some(head) if head.seq >= last.0 => (head.seq, head.hash),
@@ -98,7 +98,7 @@ pub struct Append {
 
 /// The one rule every backend appends by: `records` chained on from the recorded head
 /// `recorded` (the value stored under [`HEAD_KEY`]) or the `last` stored entry, whichever
-/// [`continuation`] picks. An unreadable recorded head is logged (`audit verify` reports it)
+/// `continuation` picks. An unreadable recorded head is logged (`audit verify` reports it)
 /// and appending goes on from the last entry. `None` when there is nothing to append.
 pub fn append(
     last: Option<AuditHead>,
@@ -137,7 +137,7 @@ pub struct Broken {
 
 /// Incremental verification of a chain read in order.
 #[derive(Debug)]
-pub struct Verifier {
+pub(crate) struct Verifier {
     expected_seq: i64,
     prev_hash: String,
     /// A head kept elsewhere that the chain must contain, and whether it was seen.

@@ -24,10 +24,10 @@ pub(crate) use crate::settings::list;
 use crate::store::Synchronous;
 
 /// The compiled-in defaults.
-pub const DEFAULT_TOML: &str = include_str!("../config/default.toml");
+pub(crate) const DEFAULT_TOML: &str = include_str!("../config/default.toml");
 
 /// Prefix of configuration environment variables.
-pub const ENV_PREFIX: &str = "IMRELAY";
+pub(crate) const ENV_PREFIX: &str = "IMRELAY";
 
 /// Upper bound for durations given in seconds: one year.
 const YEAR_SECS: u64 = 365 * 24 * 3600;
@@ -47,7 +47,7 @@ const MAX_CONNECTIONS: usize = 1_000_000;
 const PLACEHOLDER_PREFIX: &str = "replace-with-";
 
 /// The fewest characters a token may have.
-pub const MIN_TOKEN_CHARS: usize = 16;
+pub(crate) const MIN_TOKEN_CHARS: usize = 16;
 
 /// How to make a good token, for messages about bad ones.
 const MAKE_A_TOKEN: &str = "make one with `openssl rand -hex 32`";

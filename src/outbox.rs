@@ -46,7 +46,7 @@ const POLL: Duration = Duration::from_secs(1);
 /// A channel's jobs, typed: an enum tagged by its `kind` (`#[serde(tag = "kind")]`), one
 /// variant for each thing the channel does, carrying what that needs. It is stored as the
 /// job's `kind` and the variant's fields as its `payload`, so the store knows nothing of it.
-pub trait ChannelJob: serde::Serialize + serde::de::DeserializeOwned {
+pub(crate) trait ChannelJob: serde::Serialize + serde::de::DeserializeOwned {
     /// The channel whose handler delivers these jobs.
     const CHANNEL: &'static str;
 
@@ -130,16 +130,16 @@ pub trait ChannelJob: serde::Serialize + serde::de::DeserializeOwned {
 
 /// How long the update of a resolved interaction's messages is retried, on every channel:
 /// long enough to outlast an outage, short of the day after which nobody reads it.
-pub const UPDATE_HORIZON: Duration = Duration::from_secs(24 * 3600);
+pub(crate) const UPDATE_HORIZON: Duration = Duration::from_secs(24 * 3600);
 
 /// The window of a job showing a new interaction: from its creation to its deadline (after
 /// which a message could only say it expired).
-pub fn created_window(i: &Interaction) -> (Timestamp, Timestamp) {
+pub(crate) fn created_window(i: &Interaction) -> (Timestamp, Timestamp) {
     (i.created_at, i.deadline)
 }
 
 /// The window of a job showing a resolution: from the resolution for [`UPDATE_HORIZON`].
-pub fn resolved_window(i: &Interaction) -> (Timestamp, Timestamp) {
+pub(crate) fn resolved_window(i: &Interaction) -> (Timestamp, Timestamp) {
     let at = i
         .resolution
         .as_ref()
@@ -481,7 +481,7 @@ impl Outbox {
 
 /// Wakes the outbox when a state change recorded jobs (and only then: a wake costs the
 /// store a claim).
-pub struct WakeOnChange(pub Arc<Outbox>);
+pub(crate) struct WakeOnChange(pub Arc<Outbox>);
 
 impl Lifecycle for WakeOnChange {
     fn jobs_recorded(&self) {

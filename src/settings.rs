@@ -107,7 +107,7 @@ impl PathClaim {
 }
 
 /// Refuses the first path claimed twice, naming both settings.
-pub fn check_path_claims(claims: &[PathClaim]) -> Result<(), String> {
+pub(crate) fn check_path_claims(claims: &[PathClaim]) -> Result<(), String> {
     for (i, a) in claims.iter().enumerate() {
         if let Some(b) = claims[i + 1..].iter().find(|b| b.path == a.path) {
             return Err(format!(

@@ -8,7 +8,7 @@
 use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// [`Mutex::lock`], taking the data even if a holder panicked.
-pub trait LockExt<T: ?Sized> {
+pub(crate) trait LockExt<T: ?Sized> {
     /// The guard, whether or not the mutex is poisoned.
     fn locked(&self) -> MutexGuard<'_, T>;
 }
@@ -20,7 +20,7 @@ impl<T: ?Sized> LockExt<T> for Mutex<T> {
 }
 
 /// [`RwLock::read`] and [`RwLock::write`], taking the data even if a writer panicked.
-pub trait RwLockExt<T: ?Sized> {
+pub(crate) trait RwLockExt<T: ?Sized> {
     /// A read guard, whether or not the lock is poisoned.
     fn reading(&self) -> RwLockReadGuard<'_, T>;
     /// A write guard, whether or not the lock is poisoned.

@@ -67,7 +67,7 @@ where
 
 /// Whether `c` must not reach a log as itself: a control character (C0, DEL, C1), a mark
 /// that reorders or hides text, or a line or paragraph separator.
-pub fn is_unsafe_char(c: char) -> bool {
+pub(crate) fn is_unsafe_char(c: char) -> bool {
     c.is_control()
         || matches!(
             c,
@@ -79,7 +79,7 @@ pub fn is_unsafe_char(c: char) -> bool {
         )
 }
 
-/// `text` with every [`is_unsafe_char`] escaped (`\n`, `\u{1b}`): for text from outside
+/// `text` with every `is_unsafe_char` escaped (`\n`, `\u{1b}`): for text from outside
 /// that goes to a terminal.
 pub fn escape(text: &str) -> std::borrow::Cow<'_, str> {
     if !text.chars().any(is_unsafe_char) {
@@ -113,7 +113,7 @@ fn is_plain_token(text: &str) -> bool {
 
 /// The text format's field formatter: see the module documentation.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct SafeFields;
+pub(crate) struct SafeFields;
 
 impl<'a> MakeVisitor<Writer<'a>> for SafeFields {
     type Visitor = SafeVisitor<'a>;
@@ -128,7 +128,7 @@ impl<'a> MakeVisitor<Writer<'a>> for SafeFields {
 }
 
 /// Writes one event's (or span's) fields for [`SafeFields`].
-pub struct SafeVisitor<'a> {
+pub(crate) struct SafeVisitor<'a> {
     writer: Writer<'a>,
     first: bool,
     result: fmt::Result,

@@ -14,6 +14,7 @@
 //! turns a tool call into what a person checks before saying yes, for any surface to render.
 
 pub mod feishu;
+pub mod pipeline;
 pub mod present;
 pub mod render;
 pub mod telegram;
@@ -23,11 +24,11 @@ pub mod webhook;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::Settings;
 use crate::health::Health;
 use crate::interaction::Registry;
 use crate::metrics::Metrics;
@@ -37,10 +38,36 @@ use crate::store::Store;
 /// A background task a channel runs while the server serves.
 pub type Task = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
+/// What every channel may read of the server's settings besides its own section.
+#[derive(Clone, Debug)]
+pub struct Server {
+    /// Where the server is reached from outside (`server.public_url`, or the listen address
+    /// when unset): the base of the webhook endpoints a channel registers with a platform.
+    pub public_url: String,
+    /// Where people open an interaction in the web inbox (`<inbox>/#<id>`), when
+    /// `server.public_url` was set.
+    pub inbox: Option<String>,
+    /// How long resolved interactions are kept (`interactions.retention_hours`).
+    pub retention: Duration,
+    /// How long a replica's lease on a singleton task lasts (`store.leader_lease_ms`).
+    pub leader_lease: Duration,
+}
+
+/// Each channel's own settings section.
+#[derive(Clone, Copy, Debug)]
+pub struct Sections<'a> {
+    /// `[telegram]`.
+    pub telegram: &'a telegram::TelegramSettings,
+    /// `[feishu]`.
+    pub feishu: &'a feishu::FeishuSettings,
+    /// `[[webhooks]]`.
+    pub webhooks: &'a [webhook::WebhookSettings],
+}
+
 /// Everything a channel needs to plug itself in.
 pub struct Wiring {
-    /// The effective settings.
-    pub settings: Arc<Settings>,
+    /// The server-wide settings channels read.
+    pub server: Server,
     /// The registry (to answer, and to register lifecycle hooks).
     pub registry: Registry,
     /// The store (channel bookkeeping, secrets, deduplication).
@@ -59,11 +86,11 @@ pub struct Wiring {
     pub shutdown: CancellationToken,
 }
 
-/// Installs every enabled channel.
-pub async fn install(wiring: &mut Wiring) -> anyhow::Result<()> {
-    webhook::install(wiring).await?;
-    feishu::install(wiring).await?;
-    telegram::install(wiring).await?;
+/// Installs every enabled channel, each with its own section.
+pub async fn install(wiring: &mut Wiring, sections: Sections<'_>) -> anyhow::Result<()> {
+    webhook::install(wiring, sections.webhooks).await?;
+    feishu::install(wiring, sections.feishu).await?;
+    telegram::install(wiring, sections.telegram).await?;
     Ok(())
 }
 

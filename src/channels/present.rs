@@ -216,7 +216,7 @@ impl Presentation {
 /// A tool call as a chat message shows it in one code block, uncut (the channel cuts it to
 /// its own budget and says how much): the text, and the language the block is highlighted
 /// as (`diff`, `bash` or `text`).
-pub fn chat_block(
+pub(crate) fn chat_block(
     tool_name: &str,
     input: &Map<String, Value>,
     cwd: Option<&str>,
@@ -655,7 +655,7 @@ fn push_visible(out: &mut String, c: char, keep_breaks: bool) {
 }
 
 /// `s` with line breaks and every hidden character shown as an escape: safe on one line.
-pub fn visible_line(s: &str) -> String {
+pub(crate) fn visible_line(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         push_visible(&mut out, c, false);
@@ -664,7 +664,7 @@ pub fn visible_line(s: &str) -> String {
 }
 
 /// `s` with every hidden character shown as an escape, line breaks and tabs kept.
-pub fn visible_text(s: &str) -> String {
+pub(crate) fn visible_text(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         push_visible(&mut out, c, true);

@@ -2,26 +2,70 @@
 //! context line, times, and tool input pretty-printed within a size budget.
 
 use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::interaction::{Interaction, Outcome, Resolution};
 
+/// The language of what a channel shows people.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+pub enum Locale {
+    /// Simplified Chinese.
+    #[serde(rename = "zh_cn")]
+    ZhCn,
+    /// English.
+    #[serde(rename = "en_us")]
+    EnUs,
+}
+
 /// A short capitalised label for an outcome: "Allowed", "Expired — denied automatically".
-pub fn outcome_label(outcome: Outcome) -> &'static str {
+pub(crate) fn outcome_label(outcome: Outcome) -> &'static str {
+    outcome_label_in(outcome, Locale::EnUs)
+}
+
+/// [`outcome_label`] in `locale`.
+pub(crate) fn outcome_label_in(outcome: Outcome, locale: Locale) -> &'static str {
+    let zh = locale == Locale::ZhCn;
     match outcome {
+        Outcome::Allowed if zh => "已批准",
         Outcome::Allowed => "Allowed",
+        Outcome::Denied if zh => "已拒绝",
         Outcome::Denied => "Denied",
+        Outcome::Answered if zh => "已回答",
         Outcome::Answered => "Answered",
+        Outcome::Expired if zh => "已过期，已自动拒绝",
         Outcome::Expired => "Expired — denied automatically",
+        Outcome::Cancelled if zh => "已取消",
         Outcome::Cancelled => "Cancelled",
     }
 }
 
 /// "Allowed by alice via desktop", "Expired — denied automatically", "Cancelled by the agent".
-pub fn outcome_phrase(r: &Resolution) -> String {
+pub(crate) fn outcome_phrase(r: &Resolution) -> String {
+    outcome_phrase_in(r, Locale::EnUs)
+}
+
+/// [`outcome_phrase`] in `locale`: "由 alice 通过 telegram 批准".
+pub(crate) fn outcome_phrase_in(r: &Resolution, locale: Locale) -> String {
+    let zh = locale == Locale::ZhCn;
     match r.outcome {
-        Outcome::Expired => outcome_label(r.outcome).to_string(),
+        Outcome::Expired => outcome_label_in(r.outcome, locale).to_string(),
+        Outcome::Cancelled if zh => r
+            .message()
+            .map(|m| format!("已取消：{m}"))
+            .unwrap_or_else(|| "已取消".into()),
         Outcome::Cancelled => r.message().unwrap_or("Cancelled").to_string(),
+        o if zh => {
+            let verb = match o {
+                Outcome::Allowed => "批准",
+                Outcome::Denied => "拒绝",
+                _ => "回答",
+            };
+            match &r.by {
+                Some(by) => format!("由 {by} 通过 {} {verb}", r.via),
+                None => format!("通过 {} {verb}", r.via),
+            }
+        }
         _ => {
             let mut s = outcome_label(r.outcome).to_string();
             if let Some(by) = &r.by {
@@ -35,13 +79,16 @@ pub fn outcome_phrase(r: &Resolution) -> String {
     }
 }
 
-/// The toast for a tap on something already resolved: "Already allowed by Alice via
-/// desktop", "Expired — denied automatically".
-pub fn already_toast(i: &Interaction) -> String {
+/// The toast for a tap on something already resolved, in `locale`: "Already allowed by Alice
+/// via desktop", "已处理：由 Alice 通过 desktop 批准", "Expired — denied automatically".
+pub(crate) fn already_toast_in(i: &Interaction, locale: Locale) -> String {
+    let zh = locale == Locale::ZhCn;
     match &i.resolution {
+        None if zh => "仍在等待回答".into(),
         None => "Still pending".to_string(),
         Some(r) => match r.outcome {
-            Outcome::Expired | Outcome::Cancelled => outcome_phrase(r),
+            Outcome::Expired | Outcome::Cancelled => outcome_phrase_in(r, locale),
+            _ if zh => format!("已处理：{}", outcome_phrase_in(r, locale)),
             _ => {
                 let p = outcome_phrase(r);
                 let mut c = p.chars();
@@ -55,7 +102,7 @@ pub fn already_toast(i: &Interaction) -> String {
 }
 
 /// "claude-code · session 5f8a… · /home/dev/shop", omitting what is unknown.
-pub fn context_line(i: &Interaction) -> String {
+pub(crate) fn context_line(i: &Interaction) -> String {
     let mut parts = Vec::new();
     if let Some(a) = &i.agent {
         parts.push(a.to_string());
@@ -70,13 +117,13 @@ pub fn context_line(i: &Interaction) -> String {
 }
 
 /// A time as "2026-11-22 08:41:26 UTC".
-pub fn format_time(t: Timestamp) -> String {
+pub(crate) fn format_time(t: Timestamp) -> String {
     t.strftime("%Y-%m-%d %H:%M:%S UTC").to_string()
 }
 
 /// Text cut to fit a budget.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Excerpt {
+pub(crate) struct Excerpt {
     /// The (possibly cut) text.
     pub text: String,
     /// How many characters were cut (0 if none).
@@ -84,7 +131,7 @@ pub struct Excerpt {
 }
 
 /// `full`, cut to at most `max_chars` characters.
-pub fn excerpt(full: &str, max_chars: usize) -> Excerpt {
+pub(crate) fn excerpt(full: &str, max_chars: usize) -> Excerpt {
     let full = full.to_string();
     let total = full.chars().count();
     if total <= max_chars {
@@ -98,13 +145,13 @@ pub fn excerpt(full: &str, max_chars: usize) -> Excerpt {
 }
 
 /// "1,234 more characters not shown": the note under a cut excerpt.
-pub fn cut_note(cut: usize) -> String {
+pub(crate) fn cut_note(cut: usize) -> String {
     let noun = if cut == 1 { "character" } else { "characters" };
     format!("{} more {noun} not shown", thousands(cut))
 }
 
 /// `n` with thousands separated by commas: "1,234,567".
-pub fn thousands(n: usize) -> String {
+pub(crate) fn thousands(n: usize) -> String {
     let digits = n.to_string();
     let mut grouped = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
@@ -118,7 +165,7 @@ pub fn thousands(n: usize) -> String {
 
 /// A timeout in words: "45 s", "5 min", "1 h 30 min". From 90 s on it is rounded to whole
 /// minutes first, so 3599 s reads "1 h", never "60 min" or "0 h 60 min".
-pub fn duration_words(secs: u64) -> String {
+pub(crate) fn duration_words(secs: u64) -> String {
     if secs < 90 {
         return format!("{secs} s");
     }
@@ -133,7 +180,7 @@ pub fn duration_words(secs: u64) -> String {
 
 /// The values an accepted form received, as (field label, value as people read it) pairs in
 /// field order; empty unless it was filled in.
-pub fn form_answers(i: &Interaction) -> Vec<(String, String)> {
+pub(crate) fn form_answers(i: &Interaction) -> Vec<(String, String)> {
     let Some(content) = i
         .resolution
         .as_ref()
@@ -153,7 +200,7 @@ pub fn form_answers(i: &Interaction) -> Vec<(String, String)> {
 
 /// The answers a resolved question received, as (question text, answer) pairs in the order
 /// the agent receives them; empty unless it was answered.
-pub fn given_answers(i: &Interaction) -> Vec<(String, String)> {
+pub(crate) fn given_answers(i: &Interaction) -> Vec<(String, String)> {
     let Some(crate::interaction::PermissionResult::Allow { updated_input, .. }) =
         i.resolution.as_ref().and_then(|r| r.permission())
     else {

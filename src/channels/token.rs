@@ -16,7 +16,7 @@ use subtle::ConstantTimeEq;
 
 /// Signs and verifies button tokens under one key.
 #[derive(Clone)]
-pub struct Signer {
+pub(crate) struct Signer {
     key: Vec<u8>,
 }
 

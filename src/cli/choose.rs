@@ -43,7 +43,7 @@ impl Choice {
 /// Reads what was typed at question `q`'s prompt: one option number, several separated by
 /// commas (multi-select), or free text. Text that is only a number is read as an option
 /// number; in quotes it is text.
-pub fn parse_choice(q: &Question, typed: &str) -> Result<Choice, String> {
+pub(crate) fn parse_choice(q: &Question, typed: &str) -> Result<Choice, String> {
     let typed = typed.trim();
     if typed.is_empty() {
         return Err(if q.multi_select {
@@ -104,7 +104,7 @@ fn other(text: &str) -> Result<Choice, String> {
 /// question's text or its header; ANSWER an option's label or your own text; several
 /// `--answer`s for one multi-select question choose several options. Every question needs an
 /// answer; the map is checked as the server checks it.
-pub fn answers_from_args(
+pub(crate) fn answers_from_args(
     questions: &[Question],
     args: &[String],
 ) -> Result<Map<String, Value>, String> {
@@ -169,7 +169,7 @@ pub fn answers_from_args(
 /// as the server checks it.
 ///
 /// [`Field::parse_text`]: crate::interaction::form::Field::parse_text
-pub fn form_from_args(
+pub(crate) fn form_from_args(
     form: &crate::interaction::Form,
     args: &[String],
 ) -> Result<Map<String, Value>, String> {

@@ -1,8 +1,8 @@
 //! A client of a running imrelay's operator API, for the terminal commands: list, read and
 //! answer interactions, and follow `/v1/events` across reconnects.
 //!
-//! Every failure is a [`ClientError`] whose kind a script can rely on through
-//! [`ClientError::exit_code`].
+//! Every failure is a `ClientError` whose kind a script can rely on through
+//! `ClientError::exit_code`.
 
 use std::time::Duration;
 
@@ -55,7 +55,7 @@ pub mod exit {
 
 /// Why a request to imrelay failed.
 #[derive(Debug, thiserror::Error)]
-pub enum ClientError {
+pub(crate) enum ClientError {
     /// No connection, or no answer in time.
     #[error("cannot reach imrelay at {url}: {reason}")]
     Unreachable {
@@ -105,7 +105,7 @@ fn already_resolved(i: &Interaction) -> String {
 }
 
 /// "allowed by alice via telegram at 2026-11-22 08:36:02 UTC", "expired at …".
-pub fn resolution_words(r: &Resolution) -> String {
+pub(crate) fn resolution_words(r: &Resolution) -> String {
     let mut s = match r.outcome {
         Outcome::Cancelled => r
             .message()
@@ -149,7 +149,7 @@ impl ClientError {
 }
 
 /// The `/respond` body for `answer`, from `by` through the terminal.
-pub fn respond_body(answer: &Answer, by: Option<&str>) -> Value {
+pub(crate) fn respond_body(answer: &Answer, by: Option<&str>) -> Value {
     let mut body = match answer {
         Answer::Allow {
             updated_input,
@@ -185,7 +185,7 @@ pub fn respond_body(answer: &Answer, by: Option<&str>) -> Value {
 }
 
 /// The outcome `answer` leads to when it wins.
-pub fn outcome_of(answer: &Answer) -> Outcome {
+pub(crate) fn outcome_of(answer: &Answer) -> Outcome {
     match answer {
         Answer::Allow { .. } => Outcome::Allowed,
         Answer::Deny { .. } => Outcome::Denied,
@@ -194,7 +194,7 @@ pub fn outcome_of(answer: &Answer) -> Outcome {
 }
 
 /// The `imrelay answer` command that sends `answer` to `id`, for a person to run later.
-pub fn answer_command(answer: &Answer, id: &str) -> String {
+pub(crate) fn answer_command(answer: &Answer, id: &str) -> String {
     let mut words = vec!["imrelay".to_string(), "answer".into(), quote(id)];
     match answer {
         Answer::Allow {
@@ -256,7 +256,7 @@ pub fn answer_command(answer: &Answer, id: &str) -> String {
 }
 
 /// `s` as one word for a POSIX shell.
-pub fn quote(s: &str) -> String {
+pub(crate) fn quote(s: &str) -> String {
     if !s.is_empty()
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_.:/=@%+,".contains(c))
@@ -269,7 +269,7 @@ pub fn quote(s: &str) -> String {
 
 /// The base URL of the server a configuration describes (a wildcard listen address is
 /// reached on loopback).
-pub fn local_url(settings: &Settings) -> String {
+pub(crate) fn local_url(settings: &Settings) -> String {
     let mut addr = settings.server.listen;
     if addr.ip().is_unspecified() {
         addr.set_ip(match addr {
@@ -309,7 +309,7 @@ const MAX_PAGES: usize = 40;
 
 /// A connection to one imrelay server.
 #[derive(Clone)]
-pub struct Remote {
+pub(crate) struct Remote {
     base: String,
     token: Option<SecretString>,
     http: reqwest::Client,
@@ -651,7 +651,7 @@ enum Stream {
 
 /// What the event stream reports.
 #[derive(Debug)]
-pub enum Feed {
+pub(crate) enum Feed {
     /// Connected; `resumed` when the server was given the last event id seen.
     Connected {
         /// Whether `Last-Event-ID` was sent.

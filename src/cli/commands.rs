@@ -13,7 +13,7 @@ use crate::interaction::Answer;
 use crate::interaction::{Interaction, Kind};
 
 /// The exit codes, for `--help`.
-pub const EXIT_CODES: &str = "\
+pub(crate) const EXIT_CODES: &str = "\
 Exit status:
   0  answered (pending, show: listed or shown)
   1  any other error (a bad configuration, an unexpected reply)
@@ -94,7 +94,7 @@ pub struct AnswerArgs {
 }
 
 /// The login name, for `--by`: `USER` or `LOGNAME`, else the account's name.
-pub fn login_name() -> Option<String> {
+pub(crate) fn login_name() -> Option<String> {
     ["USER", "LOGNAME"]
         .iter()
         .filter_map(|k| std::env::var(k).ok())
@@ -313,7 +313,7 @@ fn answer_for(args: &AnswerArgs, i: &Interaction) -> Result<Answer, String> {
 
 /// Whether `i` was resolved by `answer` from `by` through the terminal: an earlier attempt
 /// of this same answer that got through though its response was lost.
-pub fn resolved_by_us(i: &Interaction, answer: &Answer, by: Option<&str>) -> bool {
+pub(crate) fn resolved_by_us(i: &Interaction, answer: &Answer, by: Option<&str>) -> bool {
     i.resolution.as_ref().is_some_and(|r| {
         r.via.as_str() == "terminal"
             && r.by.as_deref() == by

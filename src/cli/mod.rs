@@ -43,7 +43,7 @@ const CHUNK: usize = 1000;
 
 /// Parses `--since`: an RFC 3339 time (`2026-11-22T08:00:00Z`) or an age (`2h`, `30m`,
 /// `7d`, `1 day`).
-pub fn parse_since(raw: &str, now: Timestamp) -> anyhow::Result<Timestamp> {
+pub(crate) fn parse_since(raw: &str, now: Timestamp) -> anyhow::Result<Timestamp> {
     if let Ok(t) = raw.parse::<Timestamp>() {
         return Ok(t);
     }
@@ -407,7 +407,7 @@ pub enum Probe {
 
 /// The URL of `probe` on the server these settings describe (a wildcard listen address is
 /// reached on loopback).
-pub fn health_url(settings: &Settings, probe: Probe) -> String {
+pub(crate) fn health_url(settings: &Settings, probe: Probe) -> String {
     let path = match probe {
         Probe::Ready => "/healthz",
         Probe::Live => "/livez",

@@ -54,7 +54,7 @@ enum Control {
 }
 
 /// The terminal: output above a prompt, input from a reader thread.
-pub struct Term {
+pub(crate) struct Term {
     tty: bool,
     painter: Painter,
     out: std::io::Stdout,

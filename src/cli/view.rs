@@ -72,7 +72,7 @@ impl Painter {
 
 /// A time as a person here reads it: "08:40:49" today, "2026-11-21 08:40" otherwise, in the
 /// local time zone.
-pub fn local_time(t: Timestamp, now: Timestamp) -> String {
+pub(crate) fn local_time(t: Timestamp, now: Timestamp) -> String {
     let tz = TimeZone::system();
     let z = t.to_zoned(tz.clone());
     if z.date() == now.to_zoned(tz).date() {
@@ -93,12 +93,12 @@ pub fn clock(secs: i64) -> String {
 }
 
 /// Seconds from `now` to `i`'s deadline (negative once past).
-pub fn seconds_left(i: &Interaction, now: Timestamp) -> i64 {
+pub(crate) fn seconds_left(i: &Interaction, now: Timestamp) -> i64 {
     i.deadline.as_second() - now.as_second()
 }
 
 /// "Approval · Bash", "Question".
-pub fn kind_title(i: &Interaction) -> String {
+pub(crate) fn kind_title(i: &Interaction) -> String {
     match i.kind {
         Kind::Approval => format!("Approval · {}", visible_line(&i.tool_name)),
         Kind::Question => "Question".to_string(),
@@ -110,7 +110,7 @@ pub fn kind_title(i: &Interaction) -> String {
 }
 
 /// The heading rule: "━━ Approval · Bash ━━━━━━━━━".
-pub fn heading(p: &Painter, i: &Interaction, width: usize) -> String {
+pub(crate) fn heading(p: &Painter, i: &Interaction, width: usize) -> String {
     let title = format!(" {} ", kind_title(i));
     let used = 2 + unicode_width::UnicodeWidthStr::width(title.as_str());
     let fill = width.saturating_sub(used + 1).clamp(2, 60);
@@ -156,14 +156,14 @@ pub fn context(p: &Painter, i: &Interaction, now: Timestamp) -> Vec<String> {
 
 /// The tool call of an approval, within `budget`; the note under what was cut says how to
 /// see all.
-pub fn tool_call(p: &Painter, i: &Interaction, budget: Budget) -> Vec<String> {
+pub(crate) fn tool_call(p: &Painter, i: &Interaction, budget: Budget) -> Vec<String> {
     let presentation = present::present(&i.tool_name, &i.input.map(), i.cwd.as_deref(), budget);
     presentation_lines(p, &presentation, &format!("imrelay show {}", i.id))
 }
 
 /// A presentation's blocks as indented lines (its summary is for lists: the heading names
 /// the tool).
-pub fn presentation_lines(p: &Painter, pr: &Presentation, see_all: &str) -> Vec<String> {
+pub(crate) fn presentation_lines(p: &Painter, pr: &Presentation, see_all: &str) -> Vec<String> {
     let mut out = Vec::new();
     let cut_line = |cut: &present::Cut| {
         cut.note()
@@ -246,7 +246,7 @@ pub fn question(p: &Painter, q: &Question, n: usize, of: usize, asking: bool) ->
 }
 
 /// How an interaction ended, on one line: "✓ Allowed by alice via telegram at …".
-pub fn outcome_line(p: &Painter, i: &Interaction, now: Timestamp) -> Option<String> {
+pub(crate) fn outcome_line(p: &Painter, i: &Interaction, now: Timestamp) -> Option<String> {
     let r = i.resolution.as_ref()?;
     let at = local_time(r.at, now);
     let who = match (&r.by, r.via.as_str()) {
@@ -279,7 +279,7 @@ pub fn outcome_line(p: &Painter, i: &Interaction, now: Timestamp) -> Option<Stri
 }
 
 /// The answers a question received, or the values a form received, as indented lines.
-pub fn given_answers(i: &Interaction) -> Vec<String> {
+pub(crate) fn given_answers(i: &Interaction) -> Vec<String> {
     let questions = render::given_answers(i)
         .into_iter()
         .map(|(q, a)| format!("    {} → {}", visible_line(&q), visible_line(&a)));
@@ -321,7 +321,7 @@ pub fn full(p: &Painter, i: &Interaction, now: Timestamp, width: usize) -> Vec<S
 /// A form: its message, then each field with what it takes; the field `asking` (an index)
 /// is marked and shows its description and options numbered (`None`: every field shows them,
 /// as `imrelay show` does).
-pub fn form_view(
+pub(crate) fn form_view(
     p: &Painter,
     form: &crate::interaction::Form,
     asking: Option<usize>,
@@ -343,7 +343,7 @@ pub fn form_view(
 
 /// How much of a form field to show.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Detail {
+pub(crate) enum Detail {
     /// A line: number, label, what it takes.
     Listed,
     /// All of it, for reading (`imrelay show`).
@@ -354,7 +354,7 @@ pub enum Detail {
 
 /// One form field: number, label, required mark and what it takes; with its description,
 /// numbered options and default unless only `Listed`.
-pub fn field_lines(
+pub(crate) fn field_lines(
     p: &Painter,
     f: &crate::interaction::form::Field,
     n: usize,

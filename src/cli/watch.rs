@@ -19,7 +19,7 @@
 //!   or events missed) every interaction shown is checked again.
 //! - Ctrl-C leaves cleanly at any prompt, the terminal restored.
 //!
-//! The loop is one task reacting to four sources: the event stream ([`Feed`]), the person
+//! The loop is one task reacting to four sources: the event stream (`Feed`), the person
 //! ([`Input`]), background work (sending, checking, editing) and a one-second tick.
 //!
 //! Each kind of interaction is one case of the `match` on [`Kind`] in `Watch::show`, which

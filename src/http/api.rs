@@ -28,9 +28,9 @@ pub use crate::wire::answer::{
 };
 
 /// Longest long-poll, in seconds.
-pub const MAX_WAIT_SECS: u64 = 60;
+pub(crate) const MAX_WAIT_SECS: u64 = 60;
 /// Default long-poll, in seconds.
-pub const DEFAULT_WAIT_SECS: u64 = 25;
+pub(crate) const DEFAULT_WAIT_SECS: u64 = 25;
 const DEFAULT_PAGE: usize = 50;
 const MAX_PAGE: usize = 500;
 
@@ -39,7 +39,7 @@ const MAX_PAGE: usize = 500;
 /// `prompt`.
 #[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
-pub enum CreateKind {
+pub(crate) enum CreateKind {
     /// A tool call to allow or deny.
     Approval,
     /// An `AskUserQuestion` call.

@@ -38,6 +38,6 @@ pub async fn script() -> Response {
 }
 
 /// `GET /inbox.css`
-pub async fn style() -> Response {
+pub(crate) async fn style() -> Response {
     asset("text/css; charset=utf-8", STYLE)
 }

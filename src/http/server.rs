@@ -13,8 +13,8 @@
 //!   else gets `503 too_many_connections` with `Retry-After` and `Connection: close`. A
 //!   connection beyond those gets the same `503` as soon as it is accepted, without its
 //!   request being read, and is closed.
-//! - **Open files.** [`open_file_limit`] raises the soft `RLIMIT_NOFILE` to the hard limit, and
-//!   [`connection_budget`] keeps the cap below it with room for the refusals and for
+//! - **Open files.** `open_file_limit` raises the soft `RLIMIT_NOFILE` to the hard limit, and
+//!   `connection_budget` keeps the cap below it with room for the refusals and for
 //!   everything else the process opens (the store, logs, channel connections), warning when
 //!   the configured cap had to be lowered.
 //! - **Shutdown.** When the token fires, the server stops accepting, lets in-flight requests
@@ -46,18 +46,18 @@ use crate::metrics::Metrics;
 
 /// Connections accepted beyond the cap to answer one request each (health probes, or a
 /// `503 too_many_connections`): the default of [`Limits::overflow_connections`].
-pub const OVERFLOW_CONNECTIONS: usize = 64;
+pub(crate) const OVERFLOW_CONNECTIONS: usize = 64;
 
 /// File descriptors kept free for everything but client connections: the store and its
 /// journal, logs, the listener, the runtime, and outbound connections to channels.
-pub const RESERVED_FILES: u64 = 64;
+pub(crate) const RESERVED_FILES: u64 = 64;
 
 /// The header timeout of an overflow connection (at most; the configured one if shorter), so
 /// that a client cannot hold an overflow slot for long.
 const OVERFLOW_HEADER_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Largest accepted request head (request line and headers); larger ones get `431`.
-pub const MAX_HEADER_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_HEADER_BYTES: usize = 64 * 1024;
 
 /// What `Retry-After` tells a client refused for lack of connections, in seconds.
 const RETRY_AFTER_SECS: u64 = 1;
@@ -65,7 +65,7 @@ const RETRY_AFTER_SECS: u64 = 1;
 /// Connections the kernel completes before they are accepted (capped by
 /// `net.core.somaxconn`). tokio's default of 128 drops connections of a burst, health probes
 /// among them, which then wait a second or more for the client to retry.
-pub const LISTEN_BACKLOG: u32 = 1024;
+pub(crate) const LISTEN_BACKLOG: u32 = 1024;
 
 /// Pause after an accept error other than a failed handshake (e.g. out of file descriptors),
 /// so that the loop does not spin while the process has none to give.
@@ -96,7 +96,7 @@ pub struct Budget {
 /// unknown or unlimited): every served connection, every overflow connection and
 /// [`RESERVED_FILES`] must fit under it. If they do not, the cap is lowered to what fits (at
 /// least 1) and the warning says so.
-pub fn connection_budget(configured: usize, open_files: Option<u64>) -> Budget {
+pub(crate) fn connection_budget(configured: usize, open_files: Option<u64>) -> Budget {
     let Some(limit) = open_files else {
         return Budget {
             max_connections: configured,
@@ -128,7 +128,7 @@ pub fn connection_budget(configured: usize, open_files: Option<u64>) -> Budget {
 
 /// Raises the soft open-file limit to the hard limit, as far as the system allows, and
 /// returns the soft limit in force (`None` where there is no such limit, or it is unlimited).
-pub fn open_file_limit() -> Option<u64> {
+pub(crate) fn open_file_limit() -> Option<u64> {
     #[cfg(unix)]
     {
         let before = rlimit::getrlimit(rlimit::Resource::NOFILE)
@@ -154,7 +154,7 @@ pub fn open_file_limit() -> Option<u64> {
     }
 }
 
-/// Listens on `addr` with a [`LISTEN_BACKLOG`] of pending connections.
+/// Listens on `addr` with a `LISTEN_BACKLOG` of pending connections.
 pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     let socket = if addr.is_ipv4() {
         TcpSocket::new_v4()?

@@ -41,7 +41,7 @@ use crate::interaction::{
 };
 
 /// Interval of keep-alive comments.
-pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+pub(crate) const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// What `Retry-After` tells a client refused because every event stream is taken, seconds.
 const RETRY_AFTER_SECS: u64 = 5;
@@ -105,7 +105,13 @@ pub async fn events(State(state): State<AppState>, headers: HeaderMap) -> Respon
         // An id another replica gave: read that far first.
         state.registry.events_caught_up(id).await;
     }
-    let stream = Stream::new(state.registry.clone(), state.shutdown.clone(), resume, slot);
+    let mut stream = Stream::new(state.registry.clone(), state.shutdown.clone(), resume, slot);
+    // The snapshot is taken before the response goes out: what a client sees as pending when
+    // its connection opens is in it, and whatever is created after arrives as a live event
+    // with its own id, on every replica.
+    if let Some(reset) = stream.start.take() {
+        stream.take_snapshot(reset).await;
+    }
     let body = Body::from_stream(futures_util::stream::unfold(stream, |mut s| async move {
         s.next_chunk()
             .await
@@ -210,6 +216,17 @@ impl Stream {
     /// Lists the pending interactions to send as `interaction.created` (after `reset` when
     /// `reset` is set), the last one carrying the head as its id, and continues from it.
     async fn take_snapshot(&mut self, reset: bool) {
+        let store = self.registry.store();
+        if store.keeps_events() {
+            // Events another replica committed are read here first, so the snapshot's id is
+            // the cluster's head and not an older one.
+            match store.event_head().await {
+                Ok(head) => self.registry.events_caught_up(head).await,
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not read the cluster's event head for an event stream")
+                }
+            }
+        }
         let head = self.registry.events().head();
         let pending = match self.registry.pending().await {
             Ok(p) => p,

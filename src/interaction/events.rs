@@ -22,7 +22,7 @@ use super::model::{Interaction, InteractionId};
 use crate::sync::LockExt;
 
 /// The replay buffer's default byte budget: 64 MiB.
-pub const DEFAULT_BUFFER_BYTES: usize = 64 * 1024 * 1024;
+pub(crate) const DEFAULT_BUFFER_BYTES: usize = 64 * 1024 * 1024;
 
 /// What a buffered event costs beyond its encoded text (its id, sequence number, and the
 /// buffer's bookkeeping), counted against the byte budget.

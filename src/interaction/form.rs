@@ -28,21 +28,21 @@ pub const FORM_TOOL: &str = "imrelay:form";
 
 /// Most fields in one form: what a phone screen, a chat's one-question-at-a-time flow and a
 /// Feishu card hold comfortably.
-pub const MAX_FIELDS: usize = 20;
+pub(crate) const MAX_FIELDS: usize = 20;
 /// Most options in one choice field.
-pub const MAX_OPTIONS: usize = 50;
+pub(crate) const MAX_OPTIONS: usize = 50;
 /// Longest form message, in characters.
-pub const MAX_MESSAGE_CHARS: usize = 4000;
+pub(crate) const MAX_MESSAGE_CHARS: usize = 4000;
 /// Longest field name, in characters.
-pub const MAX_NAME_CHARS: usize = 64;
+pub(crate) const MAX_NAME_CHARS: usize = 64;
 /// Longest title or option label, in characters.
-pub const MAX_TITLE_CHARS: usize = 200;
+pub(crate) const MAX_TITLE_CHARS: usize = 200;
 /// Longest field description, in characters.
-pub const MAX_DESCRIPTION_CHARS: usize = 1000;
+pub(crate) const MAX_DESCRIPTION_CHARS: usize = 1000;
 /// Longest `pattern`, in characters.
-pub const MAX_PATTERN_CHARS: usize = 500;
+pub(crate) const MAX_PATTERN_CHARS: usize = 500;
 /// The name of the one field of a free-text prompt.
-pub const PROMPT_FIELD: &str = "answer";
+pub(crate) const PROMPT_FIELD: &str = "answer";
 
 /// What a person did with a form (MCP's `ElicitResult.action`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

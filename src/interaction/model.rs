@@ -805,7 +805,7 @@ pub fn canonical_json(v: &Value) -> String {
 }
 
 /// Writes [`canonical_json`] of `v` into `w` (e.g. straight into a hasher).
-pub fn write_canonical_json<W: std::io::Write>(v: &Value, w: &mut W) -> std::io::Result<()> {
+pub(crate) fn write_canonical_json<W: std::io::Write>(v: &Value, w: &mut W) -> std::io::Result<()> {
     match v {
         Value::Object(m) => write_canonical_object(m, w),
         Value::Array(a) => {

@@ -77,7 +77,7 @@ fn is_json(req: &Request) -> bool {
 
 /// Middleware on `/mcp`: refuses bodies that are not JSON-RPC with JSON-RPC errors, and puts
 /// the transport's plain-text refusals into JSON-RPC errors. `max_body` bounds what it reads.
-pub async fn json_rpc_errors(max_body: usize, req: Request, next: Next) -> Response {
+pub(crate) async fn json_rpc_errors(max_body: usize, req: Request, next: Next) -> Response {
     let req = if req.method() == Method::POST && is_json(&req) {
         let (parts, body) = req.into_parts();
         let bytes = match axum::body::to_bytes(body, max_body).await {

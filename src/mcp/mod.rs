@@ -46,12 +46,12 @@ pub use tools::{
 };
 
 /// Where the endpoint is served.
-pub const PATH: &str = crate::wire::MCP_PATH;
+pub(crate) const PATH: &str = crate::wire::MCP_PATH;
 
 /// The Streamable HTTP endpoint as a tower service.
 pub type Service = StreamableHttpService<Relay, LocalSessionManager>;
 
-/// `service` at [`PATH`], its refusals turned into JSON-RPC errors; `max_body` bounds a request
+/// `service` at `PATH`, its refusals turned into JSON-RPC errors; `max_body` bounds a request
 /// body. The caller puts the agent-token check in front.
 pub fn router<S: Clone + Send + Sync + 'static>(service: Service, max_body: usize) -> Router<S> {
     Router::new()

@@ -32,7 +32,7 @@ const DEFAULT_HEADER: &str = "Question";
 /// `request_approval`'s arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ApprovalArgs {
+pub(crate) struct ApprovalArgs {
     /// What you want to do, in one sentence a person can judge on a phone screen, e.g.
     /// "Deploy build 1234 to production".
     pub action: String,
@@ -60,7 +60,7 @@ pub struct ApprovalArgs {
 
 /// `permission_prompt`'s arguments: what Claude Code's `--permission-prompt-tool` sends.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct PermissionPromptArgs {
+pub(crate) struct PermissionPromptArgs {
     /// The name of the tool requesting permission.
     pub tool_name: String,
     /// The input for the tool.
@@ -109,7 +109,7 @@ impl Choice {
 /// elicitation).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct AskArgs {
+pub(crate) struct AskArgs {
     /// The question, complete enough to answer without other context.
     pub question: String,
     /// The answers to choose from: 2 to 4, each a label or {"label", "description"}. A person
@@ -143,7 +143,7 @@ pub struct AskArgs {
 /// Why a call cannot become an interaction, in words for the model (a tool error).
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct Refusal(pub String);
+pub(crate) struct Refusal(pub String);
 
 impl Refusal {
     /// A refusal naming `field` of the tool's arguments.
@@ -154,7 +154,7 @@ impl Refusal {
 
 /// Who is asking: the MCP client and its session.
 #[derive(Clone, Debug, Default)]
-pub struct Caller {
+pub(crate) struct Caller {
     /// `<name>/<version>` from the client's `initialize`.
     pub agent: Option<String>,
     /// The `Mcp-Session-Id` of the call.
@@ -322,7 +322,7 @@ pub fn question(args: AskArgs, caller: &Caller) -> Result<NewInteraction, Refusa
 
 /// A core validation error in the words of `ask_human`'s arguments (the core names the
 /// `AskUserQuestion` input it was turned into).
-pub fn ask_field(e: &ValidationError) -> String {
+pub(crate) fn ask_field(e: &ValidationError) -> String {
     let field = e
         .field
         .replace("questions[0].options", "choices")
@@ -455,7 +455,7 @@ pub enum Behavior {
 
 /// A result for the model: what it reads, and the same as structured content.
 #[derive(Debug)]
-pub struct Told {
+pub(crate) struct Told {
     /// The text content.
     pub text: String,
     /// The structured content, as the tool's output schema describes it.
@@ -501,7 +501,7 @@ fn end_message(r: &Resolution, status: Status) -> Option<String> {
 }
 
 /// What `request_approval` tells the model about the resolved `i`.
-pub fn approval_told(i: &Interaction) -> Told {
+pub(crate) fn approval_told(i: &Interaction) -> Told {
     let Some(r) = i.resolution.as_deref() else {
         return pending_told(i);
     };
@@ -552,7 +552,7 @@ pub fn approval_told(i: &Interaction) -> Told {
 
 /// What `permission_prompt` tells Claude Code about the resolved `i`: the permission result
 /// as JSON text.
-pub fn permission_told(i: &Interaction) -> Told {
+pub(crate) fn permission_told(i: &Interaction) -> Told {
     let result = match i.resolution.as_deref().and_then(|r| r.permission()) {
         Some(p) => p.clone(),
         None => PermissionResult::Deny {
@@ -567,7 +567,7 @@ pub fn permission_told(i: &Interaction) -> Told {
 }
 
 /// What `ask_human` tells the model about the resolved `i`.
-pub fn ask_told(i: &Interaction) -> Told {
+pub(crate) fn ask_told(i: &Interaction) -> Told {
     let Some(r) = i.resolution.as_deref() else {
         return pending_told(i);
     };

@@ -17,7 +17,7 @@ use crate::interaction::ValidationError;
 /// A request body of at most [`super::MAX_BODY_BYTES`]; a larger one is a `413` in the API's
 /// shape (for the endpoints that check a signature over the raw body).
 #[derive(Debug)]
-pub struct ApiBytes(pub Bytes);
+pub(crate) struct ApiBytes(pub Bytes);
 
 impl<S: Send + Sync> FromRequest<S> for ApiBytes {
     type Rejection = ApiError;
@@ -84,7 +84,7 @@ fn is_json(headers: &HeaderMap) -> bool {
 }
 
 /// Reads `body` as a `T`, naming the offending field of a misfit.
-pub fn from_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+pub(crate) fn from_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     let mut de = serde_json::Deserializer::from_slice(body);
     let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let (path, inner) = (e.path().to_string(), e.into_inner());
@@ -100,7 +100,7 @@ pub fn from_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
 }
 
 /// Reads a JSON value already parsed (`value`) as a `T`, naming the offending field.
-pub fn from_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, ApiError> {
+pub(crate) fn from_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, ApiError> {
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         misfit(&path, &e.into_inner().to_string())

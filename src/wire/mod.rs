@@ -14,7 +14,7 @@ pub mod extract;
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
 /// Where the MCP server is mounted.
-pub const MCP_PATH: &str = "/mcp";
+pub(crate) const MCP_PATH: &str = "/mcp";
 
 /// Paths served by imrelay itself, outside `/v1/`.
 const OWN_PATHS: &[&str] = &[

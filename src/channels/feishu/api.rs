@@ -20,11 +20,11 @@ use crate::settings::Secret;
 use crate::sync::LockExt;
 
 /// How long before its expiry a token is replaced.
-pub const TOKEN_MARGIN: Duration = Duration::from_secs(300);
+pub(crate) const TOKEN_MARGIN: Duration = Duration::from_secs(300);
 /// Per-request timeout.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// The platform's "too many requests" code.
-pub const CODE_THROTTLED: i64 = 99991400;
+pub(crate) const CODE_THROTTLED: i64 = 99991400;
 /// Codes that mean the access token is missing, expired or invalid.
 const INVALID_TOKEN_CODES: &[i64] = &[99991661, 99991663, 99991664, 99991665, 99991668];
 /// Codes of transient platform-side failures.
@@ -183,7 +183,7 @@ struct TokenAnswer {
 /// the platform requires): a retried send never posts a second card. `incarnation` names the
 /// interaction by id and creation time ([`crate::interaction::Interaction::incarnation`]), so an id used again
 /// after the first interaction was pruned gets a card of its own.
-pub fn send_uuid(incarnation: &str, receiver: &Receiver) -> String {
+pub(crate) fn send_uuid(incarnation: &str, receiver: &Receiver) -> String {
     let mut h = Sha256::new();
     h.update(b"imrelay/feishu/send\n");
     h.update(incarnation.as_bytes());
@@ -274,19 +274,12 @@ impl OpenApi {
             "{}/open-apis/auth/v3/tenant_access_token/internal",
             self.base
         );
-        let resp = self
-            .http
-            .post(&url)
-            .json(&json!({"app_id": self.app_id, "app_secret": self.app_secret.expose()}))
-            .send()
-            .await
-            .map_err(|e| ApiError::Network(e.without_url().to_string()))?;
-        let status = resp.status();
-        let headers = resp.headers().clone();
-        let text = resp
-            .text()
-            .await
-            .map_err(|e| ApiError::Network(e.without_url().to_string()))?;
+        let (status, headers, text) = exchange(
+            self.http
+                .post(&url)
+                .json(&json!({"app_id": self.app_id, "app_secret": self.app_secret.expose()})),
+        )
+        .await?;
         let answer: Option<TokenAnswer> = serde_json::from_str(&text).ok();
         match answer {
             Some(a) if status.is_success() && a.code == 0 && !a.tenant_access_token.is_empty() => {
@@ -317,20 +310,13 @@ impl OpenApi {
             attempt += 1;
             let token = self.tenant_token().await?;
             let url = format!("{}{}", self.base, path_and_query);
-            let resp = self
-                .http
-                .request(method.clone(), &url)
-                .bearer_auth(&token)
-                .json(body)
-                .send()
-                .await
-                .map_err(|e| ApiError::Network(e.without_url().to_string()))?;
-            let status = resp.status();
-            let headers = resp.headers().clone();
-            let text = resp
-                .text()
-                .await
-                .map_err(|e| ApiError::Network(e.without_url().to_string()))?;
+            let (status, headers, text) = exchange(
+                self.http
+                    .request(method.clone(), &url)
+                    .bearer_auth(&token)
+                    .json(body),
+            )
+            .await?;
             let envelope: Option<Envelope> = serde_json::from_str(&text).ok();
             match envelope {
                 Some(e) if e.code == 0 && status.is_success() => return Ok(e.data),
@@ -406,20 +392,13 @@ impl OpenApi {
     /// Asks for a long-connection endpoint with the app credentials.
     pub async fn ws_endpoint(&self) -> Result<Endpoint, ApiError> {
         let url = format!("{}/callback/ws/endpoint", self.base);
-        let resp = self
-            .http
-            .post(&url)
-            .header("locale", "zh")
-            .json(&json!({"AppID": self.app_id, "AppSecret": self.app_secret.expose()}))
-            .send()
-            .await
-            .map_err(|e| ApiError::Network(e.without_url().to_string()))?;
-        let status = resp.status();
-        let headers = resp.headers().clone();
-        let text = resp
-            .text()
-            .await
-            .map_err(|e| ApiError::Network(e.without_url().to_string()))?;
+        let (status, headers, text) = exchange(
+            self.http
+                .post(&url)
+                .header("locale", "zh")
+                .json(&json!({"AppID": self.app_id, "AppSecret": self.app_secret.expose()})),
+        )
+        .await?;
         match serde_json::from_str::<Envelope>(&text) {
             Ok(e) if e.code == 0 && status.is_success() => serde_json::from_value(e.data)
                 .map_err(|err| ApiError::Malformed(format!("endpoint answer: {err}"))),
@@ -427,6 +406,19 @@ impl OpenApi {
             Err(_) => Err(classify(status, 0, short(&text), &headers)),
         }
     }
+}
+
+/// Sends `request` and reads the whole answer: its status, headers and text. A failure to
+/// send or read is a network error, named without the URL (which may carry a token).
+async fn exchange(
+    request: reqwest::RequestBuilder,
+) -> Result<(reqwest::StatusCode, reqwest::header::HeaderMap, String), ApiError> {
+    let network = |e: reqwest::Error| ApiError::Network(e.without_url().to_string());
+    let resp = request.send().await.map_err(network)?;
+    let status = resp.status();
+    let headers = resp.headers().clone();
+    let text = resp.text().await.map_err(network)?;
+    Ok((status, headers, text))
 }
 
 fn short(text: &str) -> String {

@@ -24,12 +24,13 @@ use prometheus_client::metrics::family::Family;
 use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 
-use super::card::{self, Action, Cards, Text, other_field, select_field};
+use super::card::{self, Action, Cards, other_field, select_field};
 use super::crypto;
 use super::settings::FeishuSettings;
+use crate::channels::pipeline::{Feedback, Pipeline, Tap};
 use crate::interaction::{
-    Answer, Form, Interaction, InteractionId, Kind, Outcome, Question, Registry, RegistryError,
-    Responder, Via, parse_questions,
+    Answer, Form, Interaction, InteractionId, Kind, Outcome, Question, Registry, Responder, Via,
+    parse_questions,
 };
 use crate::store::Store;
 use crate::sync::LockExt;
@@ -37,11 +38,11 @@ use crate::wire::error::ApiError;
 use crate::wire::extract::ApiBytes;
 
 /// The event type of a card click.
-pub const CARD_ACTION: &str = "card.action.trigger";
+pub(crate) const CARD_ACTION: &str = "card.action.trigger";
 /// How far a signed request's timestamp may be from now, seconds.
-pub const MAX_SKEW_SECS: u64 = 300;
+pub(crate) const MAX_SKEW_SECS: u64 = 300;
 /// How long a caller waits for a click's reply: well inside the platform's 3-second window.
-pub const REPLY_BUDGET: Duration = Duration::from_millis(2500);
+pub(crate) const REPLY_BUDGET: Duration = Duration::from_millis(2500);
 /// How long event ids are remembered for deduplication.
 const DEDUPE_HOURS: i64 = 24;
 /// The deduplication scope in the store.
@@ -66,6 +67,7 @@ pub struct ResultLabels {
 /// Handles card clicks. Cheap to share.
 pub struct Callbacks {
     registry: Registry,
+    pipeline: Pipeline,
     store: Arc<dyn Store>,
     settings: Arc<FeishuSettings>,
     cards: Cards,
@@ -86,6 +88,7 @@ impl Callbacks {
         secret: Vec<u8>,
     ) -> Self {
         Self {
+            pipeline: Pipeline::new(registry.clone(), Via::new(super::outbox::CHANNEL)),
             registry,
             store,
             settings,
@@ -114,7 +117,7 @@ impl Callbacks {
     }
 
     /// Handles one decrypted, authenticated event envelope and returns the reply body, within
-    /// [`REPLY_BUDGET`].
+    /// `REPLY_BUDGET`.
     ///
     /// The work runs on a task of its own, so it is finished even if the caller goes away (a
     /// timed-out acknowledgement, a dropped HTTP connection). A delivery of an event that is
@@ -147,7 +150,7 @@ impl Callbacks {
             Ok(Err(_)) => {
                 // The task ended without a reply: it panicked (and was logged).
                 self.count("error");
-                self.toast("error", self.cards.text(Text::StoreDown), None)
+                self.reply(Feedback::StoreDown).0
             }
             Err(_) => {
                 tracing::warn!(
@@ -156,7 +159,7 @@ impl Callbacks {
                     "feishu: a card click is taking longer than the platform waits; it is still being handled"
                 );
                 self.count("slow");
-                self.toast("info", self.cards.text(Text::StillWorking), None)
+                self.reply(Feedback::StillWorking).0
             }
         }
     }
@@ -249,7 +252,6 @@ impl Callbacks {
             "unknown"
         };
         let action = &event["action"];
-        let via = Via::new(super::outbox::CHANNEL);
 
         let Some((id, created, what)) = self.verify_value(&action["value"]) else {
             // The id in forged data proves nothing: the refusal is not bound to it (so the
@@ -260,42 +262,39 @@ impl Callbacks {
                     .refused(
                         None,
                         actor,
-                        &via,
+                        self.pipeline.via(),
                         &format!("card data failed its integrity check (claimed id {claimed:?})"),
                     )
                     .await;
             }
-            return (
-                self.toast("error", self.cards.text(Text::BadButton), None),
-                "refused",
-            );
+            return self.reply(Feedback::BadButton);
         };
-        let by = if self.settings.is_approver(open_id) {
-            open_id
-        } else if self.settings.is_approver(user_id) {
-            user_id
-        } else {
-            if !again {
-                self.registry
-                    .refused(Some(&id), actor, &via, "not on the feishu approver list")
-                    .await;
-            }
-            return (
-                self.toast("error", self.cards.text(Text::NotApprover), None),
-                "refused",
-            );
+        let by = [open_id, user_id]
+            .into_iter()
+            .find(|who| self.settings.is_approver(who));
+        let tap = Tap {
+            id: &id,
+            created,
+            actor: by.unwrap_or(actor),
+            approver: by.is_some(),
+            audit: !again,
         };
-        if let Err(stale) = self.same_incarnation(&id, created, event).await {
-            return stale;
+        if by.is_some()
+            && created.is_none()
+            && let Err(gone) = self.card_on_record(&id, event).await
+        {
+            return self.reply(gone);
         }
-        let resolved = |i: &Arc<Interaction>| {
-            if again && answered_by(i, by, what) {
-                (self.answered(i), "resolved")
-            } else {
-                (self.already(i), "already_resolved")
-            }
+        let by = tap.actor;
+        // The click delivered again that resolved it is told so again, not "already".
+        let again_mine = |f: Feedback| match f {
+            Feedback::Already(i) if again && answered_by(&i, by, what) => Feedback::Resolved(i),
+            f => f,
         };
-
+        let current = match self.pipeline.admit(&tap, |i| what.fits(i.kind)).await {
+            Ok(i) => i,
+            Err(stop) => return self.reply(again_mine(stop.feedback)),
+        };
         let answer = match what {
             Action::Allow => Answer::allow(),
             Action::Deny => {
@@ -307,14 +306,6 @@ impl Callbacks {
                 Answer::deny(reason)
             }
             Action::Answer => {
-                let current = match self.registry.get(&id).await {
-                    Ok(Some(i)) => i,
-                    Ok(None) => return self.not_found(),
-                    Err(e) => return self.failed(&e),
-                };
-                if !current.is_pending() {
-                    return resolved(&current);
-                }
                 let form = action["form_value"]
                     .as_object()
                     .cloned()
@@ -326,70 +317,27 @@ impl Callbacks {
                 };
                 match answer {
                     Ok(a) => a,
-                    Err(msg) => {
-                        return (
-                            self.toast(
-                                "error",
-                                &format!("{}{msg}", self.cards.text(Text::Invalid)),
-                                None,
-                            ),
-                            "invalid",
-                        );
-                    }
+                    Err(why) => return self.reply(Feedback::Invalid(why)),
                 }
             }
         };
-        match self
-            .registry
-            .respond(&id, answer, Responder::new(by, via))
-            .await
-        {
-            Ok(i) => (self.answered(&i), "resolved"),
-            Err(RegistryError::AlreadyResolved(i)) => resolved(&i),
-            Err(RegistryError::NotFound(_)) => self.not_found(),
-            Err(RegistryError::Invalid(v)) => (
-                self.toast(
-                    "error",
-                    &format!("{}{}", self.cards.text(Text::Invalid), v.message),
-                    None,
-                ),
-                "invalid",
-            ),
-            Err(e) => self.failed(&e),
-        }
+        let by = Responder::new(by, self.pipeline.via().clone());
+        let feedback = self.pipeline.respond(&id, answer, by).await;
+        self.reply(again_mine(feedback))
     }
 
-    /// The reply to the click that resolved `i`: the outcome and the resolved card.
-    fn answered(&self, i: &Interaction) -> Value {
-        let text = match i.resolution.as_ref().map(|r| r.outcome) {
-            Some(Outcome::Allowed) => Text::Allowed,
-            Some(Outcome::Answered) => Text::Answered,
-            _ if matches!(i.kind, Kind::Question | Kind::Form) => Text::Declined,
-            _ => Text::Denied,
+    /// The reply to a click, and the result it is counted under: the feedback's toast, and
+    /// the card as the interaction now is when the feedback shows it.
+    fn reply(&self, feedback: Feedback) -> (Value, &'static str) {
+        let kind = match &feedback {
+            Feedback::Resolved(_) => "success",
+            Feedback::Already(_) | Feedback::StillWorking => "info",
+            _ => "error",
         };
-        self.toast("success", self.cards.text(text), Some(self.cards.render(i)))
-    }
-
-    fn already(&self, i: &Interaction) -> Value {
-        self.toast(
-            "info",
-            &self.cards.already_toast(i),
-            Some(self.cards.render(i)),
-        )
-    }
-
-    fn not_found(&self) -> (Value, &'static str) {
+        let card = feedback.interaction().map(|i| self.cards.render(i));
         (
-            self.toast("error", self.cards.text(Text::NotFound), None),
-            "not_found",
-        )
-    }
-
-    fn failed(&self, e: &RegistryError) -> (Value, &'static str) {
-        tracing::error!(error = %e, "feishu: cannot record an answer");
-        (
-            self.toast("error", self.cards.text(Text::StoreDown), None),
-            "error",
+            self.toast(kind, &feedback.text(self.cards.locale()), card),
+            feedback.result(),
         )
     }
 
@@ -413,41 +361,26 @@ impl Callbacks {
         ))
     }
 
-    /// Whether the clicked card shows the interaction that has `id` now, and not an earlier
-    /// one that was pruned and whose id was used again: its creation time must match, and on a
-    /// card from before buttons carried it, the card must be on record for the interaction
-    /// (records are deleted with it). Otherwise the click is told the request is gone.
-    async fn same_incarnation(
-        &self,
-        id: &InteractionId,
-        created: Option<i64>,
-        event: &Value,
-    ) -> Result<(), (Value, &'static str)> {
-        let current = match created {
-            Some(ms) => match self.registry.get(id).await {
-                Ok(i) => i.is_some_and(|i| i.created_at.as_millisecond() == ms),
-                Err(e) => return Err(self.failed(&e)),
-            },
-            None => {
-                let clicked = event["context"]["open_message_id"]
-                    .as_str()
-                    .unwrap_or_default();
-                match self.store.messages(super::outbox::CHANNEL, id).await {
-                    Ok(cards) => {
-                        !clicked.is_empty() && cards.iter().any(|c| c.message_ref == clicked)
-                    }
-                    Err(e) => return Err(self.failed(&RegistryError::Store(e))),
-                }
+    /// Whether a card from before buttons carried the creation time shows the interaction that
+    /// has `id` now, and not an earlier one that was pruned and whose id was used again: the
+    /// clicked card must be on record for it (records are deleted with it). Otherwise the
+    /// click is told the request is gone. Newer buttons are checked by their creation time.
+    async fn card_on_record(&self, id: &InteractionId, event: &Value) -> Result<(), Feedback> {
+        let clicked = event["context"]["open_message_id"]
+            .as_str()
+            .unwrap_or_default();
+        match self.store.messages(super::outbox::CHANNEL, id).await {
+            Ok(cards) if !clicked.is_empty() && cards.iter().any(|c| c.message_ref == clicked) => {
+                Ok(())
             }
-        };
-        if current {
-            Ok(())
-        } else {
-            Err(self.not_found())
+            Ok(_) => Err(Feedback::NotFound),
+            Err(e) => {
+                tracing::error!(error = %e, "feishu: cannot read the cards of an interaction");
+                Err(Feedback::StoreDown)
+            }
         }
     }
 
-    /// Reads a question form into answers keyed by question index.
     /// A form's content from a card's `form_value`: each field read as its type (a choice by
     /// its option index, a date from the picker's `2026-11-25 +0800`, a number from its text),
     /// empty inputs left out so they take their defaults. The registry checks the rest.
@@ -504,6 +437,7 @@ impl Callbacks {
         Ok(content)
     }
 
+    /// Reads a question form into answers keyed by question index.
     fn answers_from_form(
         &self,
         i: &Interaction,

@@ -4,7 +4,7 @@
 //! Untrusted text (tool input, questions, paths, reasons) is only ever placed in `plain_text`
 //! elements or inside a code block, so it cannot inject markup such as mentions. Every
 //! button and form carries a value bound to one interaction (id and creation time) and one
-//! action by a MAC (see [`super::crypto::button_tag`]).
+//! action by a MAC (see `super::crypto::button_tag`).
 
 use serde_json::{Map, Value, json};
 
@@ -21,14 +21,14 @@ use crate::interaction::{
 /// The platform refuses a card message whose request body exceeds 30 KB. The card travels as a
 /// JSON string inside that body (escaped a second time), so this is what is measured; read
 /// as 30,000 bytes so either meaning of "KB" is respected.
-pub const MAX_REQUEST_BYTES: usize = 30_000;
+pub(crate) const MAX_REQUEST_BYTES: usize = 30_000;
 /// Room kept in the request body for everything but the card: `receive_id` (an email can be
 /// long), `msg_type`, `uuid` and the JSON around them.
-pub const ENVELOPE_BYTES: usize = 1024;
+pub(crate) const ENVELOPE_BYTES: usize = 1024;
 /// Characters of tool input shown before cutting (reduced further if the card is too big).
-pub const INPUT_CHARS: usize = 6000;
+pub(crate) const INPUT_CHARS: usize = 6000;
 /// Longest text input accepted in a card form (the platform's maximum).
-pub const MAX_INPUT_LEN: u64 = 1000;
+pub(crate) const MAX_INPUT_LEN: u64 = 1000;
 
 /// What a button or form asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,6 +51,18 @@ impl Action {
         }
     }
 
+    /// Whether a card of an interaction of `kind` carries this button: Allow on approvals,
+    /// Answer on questions and forms, Deny (or Decline) on all.
+    pub fn fits(self, kind: Kind) -> bool {
+        match self {
+            Action::Allow => kind == Kind::Approval,
+            Action::Answer => matches!(kind, Kind::Question | Kind::Form),
+            Action::Deny => match kind {
+                Kind::Approval | Kind::Question | Kind::Form => true,
+            },
+        }
+    }
+
     /// Parses a name carried in button values.
     pub fn parse(s: &str) -> Option<Self> {
         match s {
@@ -64,7 +76,7 @@ impl Action {
 
 /// The form field name of form field `n` (field names are the agent's: an index keeps the
 /// card's names within what Feishu accepts).
-pub fn field_name(n: usize) -> String {
+pub(crate) fn field_name(n: usize) -> String {
     format!("f{n}")
 }
 
@@ -79,15 +91,15 @@ fn form_message(i: &Interaction) -> String {
 }
 
 /// Form field names.
-pub const REASON_FIELD: &str = "reason";
+pub(crate) const REASON_FIELD: &str = "reason";
 
 /// The form field of question `i`'s selection.
-pub fn select_field(i: usize) -> String {
+pub(crate) fn select_field(i: usize) -> String {
     format!("q{i}")
 }
 
 /// The form field of question `i`'s "Other" text.
-pub fn other_field(i: usize) -> String {
+pub(crate) fn other_field(i: usize) -> String {
     format!("q{i}_other")
 }
 
@@ -154,7 +166,7 @@ fn json_string_len(s: &str) -> usize {
 
 /// The bytes `card` takes in a send or update request body: the card's JSON, escaped again as
 /// the `content` string, plus [`ENVELOPE_BYTES`].
-pub fn request_bytes(card: &Value) -> usize {
+pub(crate) fn request_bytes(card: &Value) -> usize {
     json_string_len(&card.to_string()) + ENVELOPE_BYTES
 }
 
@@ -278,7 +290,7 @@ impl Cards {
     }
 
     /// The card for `i` as it stands: pending with buttons, or resolved without. Untrusted text
-    /// is cut until the request carrying the card fits [`MAX_REQUEST_BYTES`].
+    /// is cut until the request carrying the card fits `MAX_REQUEST_BYTES`.
     pub fn render(&self, i: &Interaction) -> Value {
         let mut budget = Budget::FULL;
         loop {
@@ -375,69 +387,12 @@ impl Cards {
 
     /// "Allowed by alice via telegram", "由 alice 通过 telegram 批准", ...
     pub fn outcome_phrase(&self, r: &Resolution) -> String {
-        if !self.zh() {
-            return render::outcome_phrase(r);
-        }
-        match r.outcome {
-            Outcome::Expired => "已过期，已自动拒绝".to_string(),
-            Outcome::Cancelled => r
-                .message()
-                .map(|m| format!("已取消：{m}"))
-                .unwrap_or_else(|| "已取消".into()),
-            o => {
-                let verb = match o {
-                    Outcome::Allowed => "批准",
-                    Outcome::Denied => "拒绝",
-                    _ => "回答",
-                };
-                match &r.by {
-                    Some(by) => format!("由 {by} 通过 {} {verb}", r.via),
-                    None => format!("通过 {} {verb}", r.via),
-                }
-            }
-        }
+        render::outcome_phrase_in(r, self.locale)
     }
 
     /// The toast for a click on something already resolved.
     pub fn already_toast(&self, i: &Interaction) -> String {
-        if !self.zh() {
-            return render::already_toast(i);
-        }
-        match &i.resolution {
-            None => "仍在等待回答".into(),
-            Some(r) => match r.outcome {
-                Outcome::Expired | Outcome::Cancelled => self.outcome_phrase(r),
-                _ => format!("已处理：{}", self.outcome_phrase(r)),
-            },
-        }
-    }
-
-    /// A toast text in this locale.
-    pub fn text(&self, key: Text) -> &'static str {
-        match key {
-            Text::Allowed => self.t("已批准", "Approved"),
-            Text::Denied => self.t("已拒绝", "Denied"),
-            Text::Answered => self.t("已提交回答", "Answer sent"),
-            Text::Declined => self.t("已拒绝回答", "Question declined"),
-            Text::NotApprover => self.t(
-                "你不在审批人名单中，无法处理此请求",
-                "You are not on the approver list: nothing was changed",
-            ),
-            Text::BadButton => self.t(
-                "此按钮无效或已被篡改，未做任何更改",
-                "This button is not valid: nothing was changed",
-            ),
-            Text::NotFound => self.t("该请求已不存在", "This request no longer exists"),
-            Text::StoreDown => self.t(
-                "imrelay 暂时无法记录你的回答，请稍后重试",
-                "imrelay cannot record your answer right now; please try again",
-            ),
-            Text::Invalid => self.t("回答无效：", "Invalid answer: "),
-            Text::StillWorking => self.t(
-                "仍在处理这次点击，完成后卡片会显示结果",
-                "Still working on this click: the card will show the outcome when it is done",
-            ),
-        }
+        render::already_toast_in(i, self.locale)
     }
 
     fn context(&self, i: &Interaction, b: Budget, out: &mut Vec<Value>) {
@@ -621,22 +576,8 @@ impl Cards {
                 for (n, q) in questions.iter().enumerate() {
                     self.question_fields(n, q, budget, &mut form);
                 }
-                form.push(self.submit(
-                    i,
-                    Action::Answer,
-                    self.t("提交", "Submit"),
-                    "primary_filled",
-                    "submit",
-                ));
-                out.push(self.deadline_line(i));
-                out.push(json!({"tag": "form", "name": "answer_form", "elements": form}));
-                out.push(self.button(
-                    i,
-                    Action::Deny,
-                    self.t("拒绝回答", "Decline to answer"),
-                    "danger",
-                    "decline",
-                ));
+                let decline = self.t("拒绝回答", "Decline to answer");
+                self.answer_form(i, form, decline, out);
             }
         }
     }
@@ -661,6 +602,19 @@ impl Cards {
         for (n, f) in form.fields.iter().enumerate() {
             self.form_field(n, f, budget, &mut elements);
         }
+        let decline = self.t("拒绝填写", "Decline");
+        self.answer_form(i, elements, decline, out);
+    }
+
+    /// The form of a pending question or form card: its `elements` and Submit, the deadline,
+    /// and the button that declines (labelled `decline`).
+    fn answer_form(
+        &self,
+        i: &Interaction,
+        mut elements: Vec<Value>,
+        decline: &str,
+        out: &mut Vec<Value>,
+    ) {
         elements.push(self.submit(
             i,
             Action::Answer,
@@ -670,13 +624,7 @@ impl Cards {
         ));
         out.push(self.deadline_line(i));
         out.push(json!({"tag": "form", "name": "answer_form", "elements": elements}));
-        out.push(self.button(
-            i,
-            Action::Deny,
-            self.t("拒绝填写", "Decline"),
-            "danger",
-            "decline",
-        ));
+        out.push(self.button(i, Action::Deny, decline, "danger", "decline"));
     }
 
     /// One form field: its label (with a mark when required), its description, and the input
@@ -830,31 +778,6 @@ impl Cards {
             }),
         }));
     }
-}
-
-/// Fixed texts (toasts).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Text {
-    /// Approval allowed.
-    Allowed,
-    /// Approval denied.
-    Denied,
-    /// Question answered.
-    Answered,
-    /// Question declined.
-    Declined,
-    /// The clicker is not an approver.
-    NotApprover,
-    /// The button data failed its check.
-    BadButton,
-    /// The interaction is gone.
-    NotFound,
-    /// The store refused the write.
-    StoreDown,
-    /// Prefix of a validation error.
-    Invalid,
-    /// The click is still being handled when the platform stops waiting.
-    StillWorking,
 }
 
 /// A callback answer carrying a toast and, optionally, the card that replaces the clicked one.

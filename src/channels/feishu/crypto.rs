@@ -95,7 +95,7 @@ pub fn verify_signature(
 }
 
 /// Constant-time string equality (the length is not secret).
-pub fn ct_eq_str(a: &str, b: &str) -> bool {
+pub(crate) fn ct_eq_str(a: &str, b: &str) -> bool {
     a.len() == b.len() && bool::from(a.as_bytes().ct_eq(b.as_bytes()))
 }
 
@@ -105,7 +105,12 @@ const TAG_BYTES: usize = 16;
 /// The MAC that binds button data to one interaction (its id and creation time in
 /// milliseconds: an id used again after the first interaction was pruned is another
 /// interaction) and one action, under the server's persistent `feishu-callback` secret.
-pub fn button_tag(secret: &[u8], interaction_id: &str, created_ms: i64, action: &str) -> String {
+pub(crate) fn button_tag(
+    secret: &[u8],
+    interaction_id: &str,
+    created_ms: i64,
+    action: &str,
+) -> String {
     tag(
         secret,
         b"imrelay/feishu/button/v2",
@@ -135,7 +140,7 @@ fn tag(secret: &[u8], domain: &[u8], parts: &[&[u8]]) -> String {
 /// Whether `tag` is the MAC of (`interaction_id`, `created_ms`, `action`), or for a button
 /// without a creation time (`None`) of (`interaction_id`, `action`); compared in constant
 /// time.
-pub fn verify_button_tag(
+pub(crate) fn verify_button_tag(
     secret: &[u8],
     interaction_id: &str,
     created_ms: Option<i64>,

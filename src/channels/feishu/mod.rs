@@ -34,8 +34,8 @@ use crate::channels::Wiring;
 pub const SECRET_NAME: &str = "feishu-callback";
 
 /// Installs the channel when `[feishu] enabled = true`.
-pub async fn install(w: &mut Wiring) -> anyhow::Result<()> {
-    let settings = Arc::new(w.settings.feishu.clone());
+pub async fn install(w: &mut Wiring, settings: &FeishuSettings) -> anyhow::Result<()> {
+    let settings = Arc::new(settings.clone());
     if !settings.enabled {
         return Ok(());
     }
@@ -62,7 +62,7 @@ pub async fn install(w: &mut Wiring) -> anyhow::Result<()> {
         .context("cannot build the feishu HTTP client")?,
     );
     let cards =
-        card::Cards::new(settings.locale, secret.clone()).with_inbox(w.settings.inbox_url());
+        card::Cards::new(settings.locale, secret.clone()).with_inbox(w.server.inbox.clone());
     let callbacks = Arc::new(callback::Callbacks::new(
         w.registry.clone(),
         w.store.clone(),
@@ -153,7 +153,7 @@ pub async fn install(w: &mut Wiring) -> anyhow::Result<()> {
         receivers = settings.receivers.len(),
         approvers = settings.approvers.len(),
         callback = %match settings.mode {
-            Mode::Webhook => format!("{}{}", w.settings.public_url(), settings.callback_path),
+            Mode::Webhook => format!("{}{}", w.server.public_url, settings.callback_path),
             Mode::Websocket => "long connection".to_string(),
         },
         "feishu: channel enabled"

@@ -27,13 +27,13 @@ use crate::sync::LockExt;
 /// The outbox channel name.
 pub const CHANNEL: &str = "feishu";
 /// Smallest gap between two requests to one chat (5 per second).
-pub const CHAT_GAP: Duration = Duration::from_millis(200);
+pub(crate) const CHAT_GAP: Duration = Duration::from_millis(200);
 /// How long a throttled chat is kept quiet when the platform does not say.
-pub const THROTTLE_PAUSE: Duration = Duration::from_secs(1);
+pub(crate) const THROTTLE_PAUSE: Duration = Duration::from_secs(1);
 /// What the channel's outbox does.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Job {
+pub(crate) enum Job {
     /// Post the card of a new interaction to one receiver.
     Send {
         /// Where.
@@ -48,7 +48,7 @@ impl ChannelJob for Job {
 }
 
 /// Plans the channel's outbox jobs inside each state change's transaction.
-pub struct Planner {
+pub(crate) struct Planner {
     /// Where cards go.
     pub receivers: Vec<Receiver>,
 }
@@ -75,7 +75,7 @@ impl Lifecycle for Planner {
 
 /// Spaces requests to each chat.
 #[derive(Default)]
-pub struct Pacer {
+pub(crate) struct Pacer {
     // A std mutex: slots are reserved without awaiting while it is held.
     next: Mutex<HashMap<String, Instant>>,
 }
@@ -109,7 +109,7 @@ impl Pacer {
 }
 
 /// Delivers the channel's jobs.
-pub struct Deliverer {
+pub(crate) struct Deliverer {
     /// The platform client.
     pub api: Arc<OpenApi>,
     /// The store (interactions and card records).

@@ -49,15 +49,7 @@ impl Mode {
 }
 
 /// The language of card text.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
-pub enum Locale {
-    /// Simplified Chinese.
-    #[serde(rename = "zh_cn")]
-    ZhCn,
-    /// English.
-    #[serde(rename = "en_us")]
-    EnUs,
-}
+pub use crate::channels::render::Locale;
 
 /// The kind of id a receiver is given as (the `receive_id_type` of the send API).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize, Serialize)]

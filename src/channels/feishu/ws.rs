@@ -10,7 +10,7 @@
 //! handler's event-id deduplication, which lives in the store.
 //!
 //! Everything that comes from the platform is bounded: connection settings, connect time,
-//! message size and multi-part reassembly ([`Reassembly`]).
+//! message size and multi-part reassembly (`Reassembly`).
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
@@ -39,25 +39,25 @@ use crate::health::Health;
 /// The health component name.
 const COMPONENT: &str = "feishu";
 /// Longest wait between reconnect attempts.
-pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
+pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// Shortest wait between reconnect attempts, whatever the platform says.
-pub const MIN_BACKOFF: Duration = Duration::from_secs(1);
+pub(crate) const MIN_BACKOFF: Duration = Duration::from_secs(1);
 /// A connection that stayed up this long was a good one: the backoff starts over after it.
-pub const STABLE_AFTER: Duration = Duration::from_secs(60);
+pub(crate) const STABLE_AFTER: Duration = Duration::from_secs(60);
 /// The range a ping interval from the platform is held to, seconds.
 const PING_RANGE: (u64, u64) = (1, 600);
 /// The range the platform's reconnect interval and jitter are held to, seconds.
 const RECONNECT_RANGE: (u64, u64) = (0, 300);
 /// How long the parts of a multi-part message are kept waiting for the rest.
-pub const PARTS_TTL: Duration = Duration::from_secs(10);
+pub(crate) const PARTS_TTL: Duration = Duration::from_secs(10);
 /// Most messages being reassembled at once.
-pub const MAX_PARTIAL: usize = 64;
+pub(crate) const MAX_PARTIAL: usize = 64;
 /// Most parts one message may come in.
-pub const MAX_PARTS: usize = 64;
+pub(crate) const MAX_PARTS: usize = 64;
 /// Largest message, whole or reassembled, bytes (card clicks are a few KB).
-pub const MAX_MESSAGE_BYTES: usize = 1 << 20;
+pub(crate) const MAX_MESSAGE_BYTES: usize = 1 << 20;
 /// Most bytes held for all messages being reassembled.
-pub const MAX_HELD_BYTES: usize = 4 << 20;
+pub(crate) const MAX_HELD_BYTES: usize = 4 << 20;
 
 /// The connection settings in force (the platform's, with local defaults).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,7 +111,7 @@ impl Config {
 
     /// The wait before reconnect attempt `attempt` (0 after a connection that was up for a
     /// while): the platform's random jitter first, then an exponential backoff capped by its
-    /// interval, jittered; never less than [`MIN_BACKOFF`].
+    /// interval, jittered; never less than `MIN_BACKOFF`.
     pub fn delay(&self, attempt: u32) -> Duration {
         let mut rng = rand::rng();
         let d = if attempt == 0 {
@@ -131,7 +131,7 @@ impl Config {
 /// last, and starts over only after one stayed up for [`STABLE_AFTER`] (a server that
 /// accepts and then drops at once must not get a reconnect loop).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Attempts(u32);
+pub(crate) struct Attempts(u32);
 
 impl Attempts {
     /// Records how a connection ended (`up_for`: how long it was open, if it opened) and
@@ -153,7 +153,7 @@ impl Attempts {
 
 /// Why a session ended.
 #[derive(Debug, thiserror::Error)]
-pub enum WsError {
+pub(crate) enum WsError {
     /// The endpoint request failed.
     #[error("endpoint request failed: {0}")]
     Endpoint(#[from] ApiError),
@@ -179,7 +179,7 @@ pub enum WsError {
 }
 
 /// The long-connection client.
-pub struct LongConnection {
+pub(crate) struct LongConnection {
     /// The platform client (endpoint requests).
     pub api: Arc<OpenApi>,
     /// The shared click handler.
@@ -199,7 +199,7 @@ pub struct LongConnection {
 }
 
 /// The TLS client settings: the ring provider and the Mozilla roots.
-pub fn tls_config() -> anyhow::Result<Arc<rustls::ClientConfig>> {
+pub(crate) fn tls_config() -> anyhow::Result<Arc<rustls::ClientConfig>> {
     let mut roots = rustls::RootCertStore::empty();
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
     let config = rustls::ClientConfig::builder_with_provider(Arc::new(
@@ -499,7 +499,7 @@ impl LongConnection {
 
 /// Why a part of a multi-part message was dropped.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
-pub enum PartError {
+pub(crate) enum PartError {
     /// `seq` is not below `sum`.
     #[error("part {seq} of a message in {sum} parts does not exist")]
     OutOfRange {
@@ -534,7 +534,7 @@ struct Partial {
 
 /// Multi-part messages being reassembled, bounded in number, parts, bytes and time.
 #[derive(Default)]
-pub struct Reassembly {
+pub(crate) struct Reassembly {
     open: HashMap<String, Partial>,
     held: usize,
 }
@@ -621,6 +621,7 @@ impl Reassembly {
     }
 
     /// Messages waiting for parts, and the bytes held for them.
+    #[cfg(test)]
     pub fn held(&self) -> (usize, usize) {
         (self.open.len(), self.held)
     }

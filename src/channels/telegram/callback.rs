@@ -9,7 +9,7 @@
 //! The creation time makes a handle stand for one *incarnation* of an id: an id can be used
 //! again once its interaction was pruned, and the new interaction gets a different handle. A
 //! handle is mapped back to its interaction through a record deleted with the interaction, so
-//! a button left on an old message is answered "no longer known" and can never act on the new
+//! a button left on an old message is answered "This request no longer exists" and can never act on the new
 //! one. (Buttons from before handles carried the creation time have handles of the id alone;
 //! they work through their records until their interactions are pruned.) Layout (37 ASCII
 //! bytes, within Telegram's 64):
@@ -38,11 +38,11 @@ const VERSION: u8 = b'1';
 const HANDLE_BYTES: usize = 8;
 const MAC_BYTES: usize = 16;
 /// Length of a handle in characters (base64url of 8 bytes).
-pub const HANDLE_LEN: usize = 11;
+pub(crate) const HANDLE_LEN: usize = 11;
 const MAC_LEN: usize = 22;
 const SIGNED_LEN: usize = 4 + HANDLE_LEN;
 /// Length of encoded callback data, in bytes.
-pub const DATA_LEN: usize = SIGNED_LEN + MAC_LEN;
+pub(crate) const DATA_LEN: usize = SIGNED_LEN + MAC_LEN;
 /// The index digits: `0`-`9` first, so data written when indices were decimal reads the same.
 const DIGITS: &[u8; 64] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_";
 
@@ -178,7 +178,7 @@ pub enum CallbackError {
 }
 
 /// Encodes and verifies callback data under one key (the channels' one signed token,
-/// [`Signer`], within Telegram's 64 bytes).
+/// `Signer`, within Telegram's 64 bytes).
 #[derive(Clone, Debug)]
 pub struct Codec {
     signer: Signer,

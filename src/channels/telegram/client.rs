@@ -22,12 +22,12 @@ use teloxide::types::{
 };
 use teloxide::{ApiError, RequestError};
 
-use super::config::TelegramSettings;
+use super::settings::TelegramSettings;
 use crate::metrics::Metrics;
 use crate::outbox::Delivery;
 
 /// The updates imrelay asks Telegram for.
-pub const ALLOWED_UPDATES: [AllowedUpdate; 2] =
+pub(crate) const ALLOWED_UPDATES: [AllowedUpdate; 2] =
     [AllowedUpdate::Message, AllowedUpdate::CallbackQuery];
 
 /// Why a Bot API call failed, sorted by what to do about it.
@@ -87,7 +87,7 @@ fn is_unknown_not_modified(s: &str) -> bool {
 }
 
 /// Sorts a teloxide error; `token` is scrubbed from any text.
-pub fn classify(e: &RequestError, token: &str) -> Failure {
+pub(crate) fn classify(e: &RequestError, token: &str) -> Failure {
     let text = redact(&e.to_string(), token);
     match e {
         RequestError::RetryAfter(s) => {
@@ -131,7 +131,7 @@ pub fn classify(e: &RequestError, token: &str) -> Failure {
 }
 
 /// Replaces the token (which appears in request URLs) in `text`.
-pub fn redact(text: &str, token: &str) -> String {
+pub(crate) fn redact(text: &str, token: &str) -> String {
     if token.is_empty() {
         text.to_string()
     } else {
@@ -154,9 +154,9 @@ pub struct Client {
 /// per second per chat, and twenty per minute per group).
 const QUEUE_ALLOWANCE: Duration = Duration::from_secs(60);
 /// Most attempts of a call made while someone waits for it (see [`Client::retrying`]).
-pub const INLINE_ATTEMPTS: u32 = 4;
+pub(crate) const INLINE_ATTEMPTS: u32 = 4;
 /// Longest `retry_after` waited out inline; a longer one is not worth a person's wait.
-pub const MAX_INLINE_WAIT: Duration = Duration::from_secs(10);
+pub(crate) const MAX_INLINE_WAIT: Duration = Duration::from_secs(10);
 
 /// Delay before inline retry number `n` (1-based) after a transient failure.
 fn inline_backoff(n: u32) -> Duration {
@@ -261,8 +261,8 @@ impl Client {
     }
 
     /// Runs `call` until it succeeds, retrying 429s (waiting out a `retry_after` of at most
-    /// [`MAX_INLINE_WAIT`]) and transient failures (short backoff), at most
-    /// [`INLINE_ATTEMPTS`] times; for calls a person waits for right now (a re-rendered
+    /// `MAX_INLINE_WAIT`) and transient failures (short backoff), at most
+    /// `INLINE_ATTEMPTS` times; for calls a person waits for right now (a re-rendered
     /// keyboard, a reply request) that are not worth an outbox job. Permanent failures are
     /// returned at once.
     pub async fn retrying<T, F, Fut>(&self, what: &str, mut call: F) -> Result<T, Failure>

@@ -18,8 +18,8 @@
 
 pub mod callback;
 pub mod client;
-pub mod config;
 pub mod render;
+pub mod settings;
 pub mod state;
 
 mod lanes;
@@ -39,11 +39,12 @@ use prometheus_client::metrics::family::Family;
 use serde_json::{Value, json};
 use teloxide::types::User;
 
-pub use config::{Mode, TelegramSettings};
+pub use settings::{Mode, TelegramSettings};
 
 use self::callback::Codec;
 use self::client::Client;
 use super::Wiring;
+use crate::channels::pipeline::Pipeline;
 use crate::health::Health;
 use crate::interaction::after;
 use crate::interaction::{Interaction, InteractionId, Lifecycle, Registry, Responder, Via};
@@ -169,6 +170,8 @@ impl Drop for LockGuard<'_> {
 pub(crate) struct Telegram {
     settings: TelegramSettings,
     registry: Registry,
+    /// The shared steps from a verified tap to the registry.
+    pipeline: Pipeline,
     store: Arc<dyn Store>,
     client: Client,
     codec: Codec,
@@ -207,14 +210,19 @@ impl Telegram {
 
     /// Records a refused attempt: counted, logged, and fed to the registry's audit trail.
     async fn refuse(&self, id: Option<&InteractionId>, user: &User, reason: &str, label: &str) {
+        self.count_refused(label);
+        self.registry
+            .refused(id, &actor(user), &Via::new(CHANNEL), reason)
+            .await;
+    }
+
+    /// Counts a refused attempt (the caller records it in the audit trail).
+    fn count_refused(&self, label: &str) {
         self.refused
             .get_or_create(&ReasonLabels {
                 reason: label.into(),
             })
             .inc();
-        self.registry
-            .refused(id, &actor(user), &Via::new(CHANNEL), reason)
-            .await;
     }
 
     fn set_health(&self, state: &str, detail: Value) {
@@ -293,8 +301,8 @@ pub(crate) fn actor(u: &User) -> String {
 }
 
 /// Installs the Telegram channel when `telegram.enabled` is set.
-pub async fn install(w: &mut Wiring) -> anyhow::Result<()> {
-    let s = w.settings.telegram.clone();
+pub async fn install(w: &mut Wiring, settings: &TelegramSettings) -> anyhow::Result<()> {
+    let s = settings.clone();
     if !s.enabled {
         return Ok(());
     }
@@ -337,14 +345,15 @@ pub async fn install(w: &mut Wiring) -> anyhow::Result<()> {
         "Telegram updates handled, by kind (callback_query, message, duplicate)",
         updates.clone(),
     );
-    let retention = w.settings.registry_config().retention;
+    let retention = w.server.retention;
     let tg = Arc::new(Telegram {
         settings: s.clone(),
         registry: w.registry.clone(),
+        pipeline: Pipeline::new(w.registry.clone(), Via::new(CHANNEL)),
         store: w.store.clone(),
         client,
         codec: Codec::new(key),
-        inbox: w.settings.inbox_url(),
+        inbox: w.server.inbox.clone(),
         health: w.health.clone(),
         locks: Locks::default(),
         username: OnceLock::new(),
@@ -353,14 +362,14 @@ pub async fn install(w: &mut Wiring) -> anyhow::Result<()> {
         lanes: lanes::Lanes::new(transport::LANE_PATIENCE),
         refused,
         updates,
-        poll_lease: Duration::from_millis(w.settings.store.leader_lease_ms),
+        poll_lease: w.server.leader_lease,
     });
     w.registry.add_hook(Arc::new(Planner {
         chats: s.chats.clone(),
         retention,
     }));
     w.outbox
-        .register(CHANNEL, Arc::new(outbox::Handler(tg.clone())));
+        .register(CHANNEL, Arc::new(outbox::Deliverer(tg.clone())));
     if s.mode == Mode::Webhook {
         w.route(transport::router(tg.clone(), &s.webhook_path));
     }

@@ -23,10 +23,10 @@ use crate::outbox::{ChannelJob, Delivery, OutboxHandler};
 use crate::store::{ChannelMessage, ClaimedJob, OutboxJob};
 
 /// The outbox handler for the `telegram` channel.
-pub(super) struct Handler(pub(super) Arc<Telegram>);
+pub(super) struct Deliverer(pub(super) Arc<Telegram>);
 
 #[async_trait]
-impl OutboxHandler for Handler {
+impl OutboxHandler for Deliverer {
     async fn deliver(&self, job: &ClaimedJob) -> Delivery {
         let Some(id) = job.job.interaction_id.clone() else {
             return Delivery::Failed("a telegram job without an interaction".into());

@@ -26,11 +26,11 @@ use crate::interaction::form::{Field, FieldType};
 use crate::interaction::{Form, Interaction, Kind, Outcome, Question, parse_questions};
 
 /// Longest message text Telegram accepts.
-pub const MAX_TEXT: usize = 4096;
+pub(crate) const MAX_TEXT: usize = 4096;
 /// Longest text shown on a button, in characters.
 const BUTTON_CHARS: usize = 40;
 /// Longest toast (`answerCallbackQuery` text) Telegram accepts.
-pub const MAX_TOAST: usize = 200;
+pub(crate) const MAX_TOAST: usize = 200;
 
 /// Escapes text for HTML parse mode, hidden characters (controls, direction overrides) shown
 /// as escapes: text from outside never reorders or hides what a person reads.
@@ -89,7 +89,7 @@ pub fn toast(s: &str) -> String {
 
 /// Escapes as much of `text` as fits in `budget` units; returns the escaped text and how
 /// many characters of `text` were left out.
-pub fn fit_escaped(text: &str, budget: usize) -> (String, usize) {
+pub(crate) fn fit_escaped(text: &str, budget: usize) -> (String, usize) {
     let mut out = String::new();
     let mut used = 0;
     let mut taken = 0;
@@ -705,7 +705,7 @@ pub fn resolved(i: &Interaction) -> String {
 
 /// The outcome as plain text (no parse mode, nothing to escape), short: what was asked
 /// and how it ended, for when Telegram refuses the HTML version of the final text.
-pub fn outcome_plain(i: &Interaction) -> String {
+pub(crate) fn outcome_plain(i: &Interaction) -> String {
     let what = match i.kind {
         Kind::Approval => format!("🔐 Approval for {}", clip(&i.tool_name, 100)),
         Kind::Question => "❓ Question".to_string(),
@@ -731,7 +731,7 @@ pub fn outcome_plain(i: &Interaction) -> String {
 
 /// A mention of `user` that Telegram links to them (it also targets a selective
 /// ForceReply at them).
-pub fn mention(user: &User) -> String {
+pub(crate) fn mention(user: &User) -> String {
     format!(
         "<a href=\"tg://user?id={}\">{}</a>",
         user.id.0,
@@ -773,7 +773,7 @@ pub fn reply_request(i: &Interaction, kind: ReplyKind, user: &User) -> String {
 }
 
 /// The final text of a reply request once its interaction is resolved.
-pub fn reply_closed(i: &Interaction) -> String {
+pub(crate) fn reply_closed(i: &Interaction) -> String {
     match &i.resolution {
         Some(r) => format!(
             "{} No reply needed any more: {}",
@@ -785,7 +785,7 @@ pub fn reply_closed(i: &Interaction) -> String {
 }
 
 /// The text a reply request shows once its "Other" answer was taken.
-pub fn reply_taken(text: &str) -> String {
+pub(crate) fn reply_taken(text: &str) -> String {
     format!("✔ Noted: <b>{}</b>", esc(text, 500))
 }
 

@@ -11,7 +11,7 @@ use crate::interaction::{Form, Question};
 
 /// A recorded message's state, stored as an object whose `role` says which kind it is.
 #[derive(Clone, Debug, PartialEq)]
-pub enum MessageState {
+pub(crate) enum MessageState {
     /// A prompt showing the interaction, with its keyboard.
     Prompt(PromptState),
     /// A ForceReply request whose reply carries text for the interaction.
@@ -202,7 +202,7 @@ pub enum ReplyKind {
 
 /// A ForceReply request's state.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ReplyState {
+pub(crate) struct ReplyState {
     /// What the reply means.
     #[serde(flatten)]
     pub kind: ReplyKind,

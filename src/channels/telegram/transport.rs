@@ -29,7 +29,7 @@ use crate::wire::error::ApiError;
 use crate::wire::extract::ApiBytes;
 
 /// The header Telegram echoes the webhook secret token in.
-pub const SECRET_HEADER: &str = "x-telegram-bot-api-secret-token";
+pub(crate) const SECRET_HEADER: &str = "x-telegram-bot-api-secret-token";
 /// Longest a webhook call waits for its update to be handled before answering anyway (the
 /// handling continues).
 const WEBHOOK_WAIT: Duration = Duration::from_secs(10);

@@ -25,17 +25,15 @@ use super::callback::Action;
 use super::render::{self, Buttons, escape};
 use super::state::{MessageState, PromptState, ReplyKind, ReplyState};
 use super::{CHANNEL, DEDUPE_FOR, Telegram, actor, after, display_name, post_job, responder};
-use crate::channels::render::{already_toast, outcome_label};
+use crate::channels::pipeline::{Feedback, Tap};
+use crate::channels::render::Locale;
 use crate::interaction::form::FieldType;
 use crate::interaction::{
-    Answer, Form, Interaction, InteractionId, Kind, Question, RegistryError, parse_questions,
+    Answer, Form, Interaction, InteractionId, Kind, Question, parse_questions,
 };
 use crate::store::ChannelMessage;
 use crate::sync::LockExt;
 
-const NOT_VALID: &str = "This button is not valid.";
-const UNKNOWN: &str = "This prompt is no longer known to imrelay.";
-const NOT_APPROVER: &str = "You are not an approver for this";
 const NOT_YOUR_REQUEST: &str = "This request is for the person who tapped the button. To answer, tap “Deny with reason…” or “Other…” yourself.";
 
 /// Shortest gap between two answers to non-approvers in one chat.
@@ -96,20 +94,16 @@ impl ReplyLimit {
         true
     }
 }
-const STORE_DOWN: &str = "imrelay cannot record this right now. Try again shortly.";
+/// What a person is told, in the messages every channel shares (Telegram's in English).
+fn say(feedback: Feedback) -> String {
+    feedback.text(Locale::EnUs)
+}
 
-/// What a registry answer means to the person who gave it.
-fn answer_toast(r: &Result<Arc<Interaction>, RegistryError>) -> String {
-    match r {
-        Ok(i) => match &i.resolution {
-            Some(res) => outcome_label(res.outcome).to_string(),
-            None => "Saved".to_string(),
-        },
-        Err(RegistryError::AlreadyResolved(w)) => already_toast(w),
-        Err(RegistryError::Invalid(v)) => format!("Not accepted: {v}"),
-        Err(RegistryError::NotFound(_)) => UNKNOWN.to_string(),
-        Err(RegistryError::Conflict(_)) => NOT_VALID.to_string(),
-        Err(RegistryError::Store(_)) => STORE_DOWN.to_string(),
+/// What went wrong with an answer, if anything: `None` when it resolved the interaction.
+fn failure(feedback: Feedback) -> Option<String> {
+    match feedback {
+        Feedback::Resolved(_) => None,
+        f => Some(say(f)),
     }
 }
 
@@ -157,7 +151,7 @@ impl Telegram {
         let (handle, action) = match self.codec.decode(data) {
             Ok(v) => v,
             Err(e) => {
-                self.client.answer(&q.id, NOT_VALID).await;
+                self.client.answer(&q.id, &say(Feedback::BadButton)).await;
                 self.refuse(None, &q.from, &e.to_string(), "bad_data").await;
                 return;
             }
@@ -165,12 +159,12 @@ impl Telegram {
         let id = match self.lookup_handle(&handle).await {
             Ok(Some(id)) => id,
             Ok(None) => {
-                self.client.answer(&q.id, UNKNOWN).await;
+                self.client.answer(&q.id, &say(Feedback::NotFound)).await;
                 return;
             }
             Err(e) => {
                 tracing::error!(error = %e, "telegram: cannot look up a button");
-                self.client.answer(&q.id, STORE_DOWN).await;
+                self.client.answer(&q.id, &say(Feedback::StoreDown)).await;
                 return;
             }
         };
@@ -182,7 +176,7 @@ impl Telegram {
                 .await
             {
                 Ok(Some(m)) if m.interaction_id != id => {
-                    self.client.answer(&q.id, NOT_VALID).await;
+                    self.client.answer(&q.id, &say(Feedback::BadButton)).await;
                     self.refuse(
                         Some(&id),
                         &q.from,
@@ -195,50 +189,30 @@ impl Telegram {
                 Ok(_) => {}
                 Err(e) => {
                     tracing::error!(error = %e, "telegram: cannot look up a message");
-                    self.client.answer(&q.id, STORE_DOWN).await;
+                    self.client.answer(&q.id, &say(Feedback::StoreDown)).await;
                     return;
                 }
             }
         }
-        if !self.is_approver(&q.from) {
-            self.client.answer(&q.id, NOT_APPROVER).await;
-            self.refuse(
-                Some(&id),
-                &q.from,
-                "not in telegram.approvers",
-                "not_approver",
-            )
-            .await;
-            return;
-        }
-        let i = match self.registry.get(&id).await {
-            Ok(Some(i)) => i,
-            Ok(None) => {
-                self.client.answer(&q.id, UNKNOWN).await;
-                return;
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "telegram: cannot read an interaction");
-                self.client.answer(&q.id, STORE_DOWN).await;
+        let who = actor(&q.from);
+        let tap = Tap {
+            id: &id,
+            // The handle binds the button to this incarnation: it is deleted with it.
+            created: None,
+            actor: &who,
+            approver: self.is_approver(&q.from),
+            audit: true,
+        };
+        let i = match self.pipeline.admit(&tap, |i| action.fits(i.kind)).await {
+            Ok(i) => i,
+            Err(stop) => {
+                if let Some(label) = stop.refused {
+                    self.count_refused(label);
+                }
+                self.client.answer(&q.id, &say(stop.feedback)).await;
                 return;
             }
         };
-        if !i.is_pending() {
-            self.client.answer(&q.id, &already_toast(&i)).await;
-            return;
-        }
-        let fits = action.fits(i.kind);
-        if !fits {
-            self.client.answer(&q.id, NOT_VALID).await;
-            self.refuse(
-                Some(&id),
-                &q.from,
-                "an action that does not fit the interaction",
-                "bad_data",
-            )
-            .await;
-            return;
-        }
         match action {
             Action::Allow => self.decide(&q, &i, Answer::allow()).await,
             Action::AllowAlways => {
@@ -270,27 +244,12 @@ impl Telegram {
     }
 
     async fn decide(&self, q: &CallbackQuery, i: &Interaction, answer: Answer) {
-        let r = self
-            .registry
+        let feedback = self
+            .pipeline
             .respond(&i.id, answer, responder(&q.from))
             .await;
-        self.log_answer(&i.id, &q.from, &r);
-        self.client.answer(&q.id, &answer_toast(&r)).await;
+        self.client.answer(&q.id, &say(feedback)).await;
         // The outbox edits every copy (this one included) now that it is resolved.
-    }
-
-    fn log_answer(
-        &self,
-        id: &InteractionId,
-        user: &User,
-        r: &Result<Arc<Interaction>, RegistryError>,
-    ) {
-        match r {
-            Ok(_) => tracing::info!(id = %id, user = user.id.0, "telegram: answer accepted"),
-            Err(e) => {
-                tracing::info!(id = %id, user = user.id.0, error = %e, "telegram: answer not accepted")
-            }
-        }
     }
 
     /// "Deny with reason…" and "Other…": asks the tapper for a reply (selective ForceReply).
@@ -302,13 +261,13 @@ impl Telegram {
         kind: ReplyKind,
     ) {
         let Some((chat, parent)) = at else {
-            self.client.answer(&q.id, NOT_VALID).await;
+            self.client.answer(&q.id, &say(Feedback::BadButton)).await;
             return;
         };
         if let ReplyKind::Other { q: qi } = kind {
             let questions = parse_questions(&i.input.map()).unwrap_or_default();
             if usize::from(qi) >= questions.len() {
-                self.client.answer(&q.id, NOT_VALID).await;
+                self.client.answer(&q.id, &say(Feedback::BadButton)).await;
                 self.refuse(
                     Some(&i.id),
                     &q.from,
@@ -457,7 +416,7 @@ impl Telegram {
         action: Action,
     ) {
         let Some((chat, message)) = at else {
-            self.client.answer(&q.id, NOT_VALID).await;
+            self.client.answer(&q.id, &say(Feedback::BadButton)).await;
             return;
         };
         let questions = parse_questions(&i.input.map()).unwrap_or_default();
@@ -475,7 +434,7 @@ impl Telegram {
                 && oi.is_none_or(|o| usize::from(o) < question.options.len())
         });
         if !fits {
-            self.client.answer(&q.id, NOT_VALID).await;
+            self.client.answer(&q.id, &say(Feedback::BadButton)).await;
             self.refuse(
                 Some(&i.id),
                 &q.from,
@@ -549,23 +508,23 @@ impl Telegram {
         user: &User,
     ) -> Option<String> {
         if state.complete(questions) {
-            let r = self
-                .registry
+            let feedback = self
+                .pipeline
                 .respond(
                     &i.id,
                     Answer::Answers(state.answer_map(questions)),
                     responder(user),
                 )
                 .await;
-            self.log_answer(&i.id, user, &r);
-            if r.is_ok() {
+            let resolved = matches!(feedback, Feedback::Resolved(_));
+            if resolved {
                 self.save_prompt_state(&i.id, chat, message, &state).await;
             }
-            let text = answer_toast(&r);
+            let text = say(feedback);
             if let Some(q) = q {
                 self.client.answer(&q.id, &text).await;
             }
-            return r.err().map(|_| text);
+            return (!resolved).then_some(text);
         }
         self.save_and_rerender(i, chat, message, &state, q, &toast)
             .await
@@ -585,9 +544,9 @@ impl Telegram {
     ) -> Option<String> {
         if !self.save_prompt_state(&i.id, chat, message, state).await {
             if let Some(q) = q {
-                self.client.answer(&q.id, STORE_DOWN).await;
+                self.client.answer(&q.id, &say(Feedback::StoreDown)).await;
             }
-            return Some(STORE_DOWN.to_string());
+            return Some(say(Feedback::StoreDown));
         }
         if let Some(q) = q {
             self.client.answer(&q.id, toast).await;
@@ -639,50 +598,52 @@ impl Telegram {
         action: Action,
     ) {
         let (Some((chat, message)), Ok(form)) = (at, Form::from_input(&i.input.map())) else {
-            self.client.answer(&q.id, NOT_VALID).await;
+            self.client.answer(&q.id, &say(Feedback::BadButton)).await;
             return;
         };
         let Some((guard, mut state)) = self.open_prompt(q, &i.id, chat, message).await else {
             return;
         };
         let current = state.current_field(&form);
-        let asked = |fi: u8| -> Result<&crate::interaction::form::Field, &'static str> {
+        let asked = |fi: u8| -> Result<&crate::interaction::form::Field, String> {
             match form.fields.get(usize::from(fi)) {
-                None => Err(NOT_VALID),
-                Some(_) if current != Some(fi) => Err("That field is not the one being asked now."),
+                None => Err(say(Feedback::BadButton)),
+                Some(_) if current != Some(fi) => {
+                    Err("That field is not the one being asked now.".to_string())
+                }
                 Some(f) => Ok(f),
             }
         };
         let step: Result<String, String> = match action {
-            Action::Pick { q: fi, o } => asked(fi).map_err(str::to_string).and_then(|f| {
+            Action::Pick { q: fi, o } => asked(fi).and_then(|f| {
                 let value = match &f.ty {
                     FieldType::Boolean if o <= 1 => serde_json::Value::Bool(o == 1),
                     FieldType::Choice { options } => options
                         .get(usize::from(o))
                         .map(|c| serde_json::Value::String(c.value.clone()))
-                        .ok_or_else(|| NOT_VALID.to_string())?,
-                    _ => return Err(NOT_VALID.to_string()),
+                        .ok_or_else(|| say(Feedback::BadButton))?,
+                    _ => return Err(say(Feedback::BadButton)),
                 };
                 let shown = f.show(&value);
                 state.fields.insert(fi, value);
                 Ok(format!("{}: {shown}", f.label()))
             }),
-            Action::Toggle { q: fi, o } => asked(fi).map_err(str::to_string).and_then(|f| {
+            Action::Toggle { q: fi, o } => asked(fi).and_then(|f| {
                 let label = f
                     .options()
                     .get(usize::from(o))
                     .filter(|_| matches!(f.ty, FieldType::Multi { .. }))
                     .map(|c| c.label.clone())
-                    .ok_or_else(|| NOT_VALID.to_string())?;
+                    .ok_or_else(|| say(Feedback::BadButton))?;
                 Ok(if state.toggle(fi, o) {
                     format!("☑ {label}")
                 } else {
                     format!("☐ {label}")
                 })
             }),
-            Action::Submit { q: fi } => asked(fi).map_err(str::to_string).and_then(|f| {
+            Action::Submit { q: fi } => asked(fi).and_then(|f| {
                 if !matches!(f.ty, FieldType::Multi { .. }) {
-                    return Err(NOT_VALID.to_string());
+                    return Err(say(Feedback::BadButton));
                 }
                 let chosen: Vec<serde_json::Value> = f
                     .options()
@@ -699,7 +660,7 @@ impl Telegram {
                 state.toggled.remove(&fi);
                 Ok(format!("{}: {shown}", f.label()))
             }),
-            Action::Skip { q: fi } => asked(fi).map_err(str::to_string).and_then(|f| {
+            Action::Skip { q: fi } => asked(fi).and_then(|f| {
                 if f.required {
                     return Err(format!("{} is required.", f.label()));
                 }
@@ -713,27 +674,26 @@ impl Telegram {
                     state.toggled.retain(|n, _| *n < fi);
                     Ok(format!("Back to {}", f.label()))
                 }
-                None => Err(NOT_VALID.to_string()),
+                None => Err(say(Feedback::BadButton)),
             },
             Action::SubmitForm => {
                 if current.is_some() {
                     Err("Fill in every field first.".to_string())
                 } else {
                     let content = state.form_content(&form);
-                    let r = self
-                        .registry
+                    let feedback = self
+                        .pipeline
                         .respond(&i.id, Answer::Accept(content), responder(&q.from))
                         .await;
-                    self.log_answer(&i.id, &q.from, &r);
-                    if r.is_ok() {
+                    if matches!(feedback, Feedback::Resolved(_)) {
                         self.save_prompt_state(&i.id, chat, message, &state).await;
                     }
                     drop(guard);
-                    self.client.answer(&q.id, &answer_toast(&r)).await;
+                    self.client.answer(&q.id, &say(feedback)).await;
                     return;
                 }
             }
-            _ => Err(NOT_VALID.to_string()),
+            _ => Err(say(Feedback::BadButton)),
         };
         match step {
             Ok(toast) => {
@@ -759,7 +719,7 @@ impl Telegram {
         let guard = self.locks.lock(chat, prompt).await;
         let mut state = self.prompt_state(chat, prompt).await;
         if state.done {
-            return Some(UNKNOWN.to_string());
+            return Some(say(Feedback::NotFound));
         }
         let current = state.current_field(&form);
         let fi = match (q, current) {
@@ -807,8 +767,8 @@ impl Telegram {
 
     async fn answer_stale(&self, q: &CallbackQuery, id: &InteractionId) {
         let text = match self.registry.get(id).await {
-            Ok(Some(i)) if !i.is_pending() => already_toast(&i),
-            _ => UNKNOWN.to_string(),
+            Ok(Some(i)) if !i.is_pending() => say(Feedback::Already(i)),
+            _ => say(Feedback::NotFound),
         };
         self.client.answer(&q.id, &text).await;
     }
@@ -958,7 +918,7 @@ impl Telegram {
             Ok(p) => p.into_iter().filter(|i| i.deadline > now).collect(),
             Err(e) => {
                 tracing::error!(error = %e, "telegram: cannot list pending interactions");
-                self.reply(m, STORE_DOWN.into()).await;
+                self.reply(m, say(Feedback::StoreDown)).await;
                 return;
             }
         };
@@ -973,7 +933,7 @@ impl Telegram {
             .collect();
         if let Err(e) = self.store.enqueue(jobs).await {
             tracing::error!(error = %e, "telegram: cannot queue re-posts");
-            self.reply(m, STORE_DOWN.into()).await;
+            self.reply(m, say(Feedback::StoreDown)).await;
             return;
         }
         let n = pending.len();
@@ -1025,22 +985,19 @@ impl Telegram {
         }
         let i = match self.registry.get(&id).await {
             Ok(Some(i)) => i,
-            Ok(None) => return self.reply(m, UNKNOWN.into()).await,
-            Err(_) => return self.reply(m, STORE_DOWN.into()).await,
+            Ok(None) => return self.reply(m, say(Feedback::NotFound)).await,
+            Err(_) => return self.reply(m, say(Feedback::StoreDown)).await,
         };
         if !i.is_pending() {
-            self.reply(m, escape(&already_toast(&i))).await;
+            self.reply(m, escape(&say(Feedback::Already(i.clone()))))
+                .await;
             return;
         }
         let failure = match state {
             MessageState::Reply(r) => match r.kind {
                 ReplyKind::DenyReason => {
-                    let r = self
-                        .registry
-                        .respond(&id, Answer::deny(Some(text.to_string())), responder(from))
-                        .await;
-                    self.log_answer(&id, from, &r);
-                    r.as_ref().err().map(|_| answer_toast(&r))
+                    let answer = Answer::deny(Some(text.to_string()));
+                    failure(self.pipeline.respond(&id, answer, responder(from)).await)
                 }
                 ReplyKind::Other { q } => {
                     self.other_text(&i, chat, parent, r.parent, q, text, from)
@@ -1082,7 +1039,7 @@ impl Telegram {
         let guard = self.locks.lock(chat, prompt).await;
         let mut state = self.prompt_state(chat, prompt).await;
         if state.done {
-            return Some(UNKNOWN.to_string());
+            return Some(say(Feedback::NotFound));
         }
         if state.answered(q) {
             return Some("That question is already answered.".to_string());
@@ -1168,9 +1125,7 @@ impl Telegram {
                 .into());
             }
         };
-        let r = self.registry.respond(&i.id, answer, responder(from)).await;
-        self.log_answer(&i.id, from, &r);
-        r.as_ref().err().map(|_| answer_toast(&r))
+        failure(self.pipeline.respond(&i.id, answer, responder(from)).await)
     }
 }
 
@@ -1184,6 +1139,7 @@ fn is_deny_word(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::interaction::RegistryError;
 
     #[test]
     fn answers_to_strangers_are_limited_per_chat_and_overall() {
@@ -1209,8 +1165,10 @@ mod tests {
 
     #[test]
     fn toasts_name_the_outcome() {
-        let e: Result<Arc<Interaction>, RegistryError> =
-            Err(RegistryError::NotFound(InteractionId::parse("x").unwrap()));
-        assert_eq!(answer_toast(&e), UNKNOWN);
+        let e = Err(RegistryError::NotFound(InteractionId::parse("x").unwrap()));
+        assert_eq!(
+            failure(Feedback::of(e)).as_deref(),
+            Some("This request no longer exists")
+        );
     }
 }

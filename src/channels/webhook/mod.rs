@@ -11,7 +11,10 @@
 //! secret (timestamps within 5 minutes, `webhook-id`s never replayed) and records it with
 //! `via = "webhook:<name>"`, so a system that cannot hold an operator token can answer.
 
+pub mod settings;
 pub mod signature;
+
+pub use settings::{WebhookEvent, WebhookSettings, validate_all};
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock};
@@ -23,7 +26,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -33,128 +36,12 @@ use crate::interaction::{
     ValidationError, Via,
 };
 use crate::outbox::{Delivery, OutboxHandler};
-use crate::settings::Secret;
 use crate::store::{ClaimedJob, OutboxJob, Store};
 use crate::sync::RwLockExt;
 use crate::wire::answer::{RespondBody, outcome_body, path_id};
 use crate::wire::error::ApiError;
 use crate::wire::extract::{ApiBytes, ApiPath, from_json, from_value};
 use signature::{SigningKey, TOLERANCE_SECS};
-
-/// A lifecycle event a target can subscribe to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize, Serialize)]
-pub enum WebhookEvent {
-    /// A new interaction awaits an answer.
-    #[serde(rename = "interaction.created")]
-    Created,
-    /// An interaction was answered, expired or cancelled.
-    #[serde(rename = "interaction.resolved")]
-    Resolved,
-}
-
-impl WebhookEvent {
-    fn name(self) -> &'static str {
-        match self {
-            WebhookEvent::Created => "interaction.created",
-            WebhookEvent::Resolved => "interaction.resolved",
-        }
-    }
-}
-
-fn default_events() -> Vec<WebhookEvent> {
-    vec![WebhookEvent::Created, WebhookEvent::Resolved]
-}
-
-fn default_timeout() -> u64 {
-    10
-}
-
-fn default_horizon() -> u64 {
-    24
-}
-
-/// One `[[webhooks]]` target.
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct WebhookSettings {
-    /// Unique name: `[a-z0-9_-]`, used in `via` and in the inbound URL.
-    pub name: String,
-    /// Where events are POSTed.
-    pub url: String,
-    /// `whsec_<base64>` signing secret (outbound and inbound).
-    pub secret: Secret,
-    /// Events to send (default both).
-    #[serde(default = "default_events")]
-    pub events: Vec<WebhookEvent>,
-    /// Only interactions from these sessions (empty: all).
-    #[serde(default, deserialize_with = "crate::settings::list")]
-    pub sessions: Vec<String>,
-    /// Only interactions from these agents (empty: all).
-    #[serde(default, deserialize_with = "crate::settings::list")]
-    pub agents: Vec<String>,
-    /// Per-request timeout, seconds.
-    #[serde(default = "default_timeout")]
-    pub timeout_secs: u64,
-    /// How long to keep retrying a delivery, hours.
-    #[serde(default = "default_horizon")]
-    pub horizon_hours: u64,
-}
-
-impl WebhookSettings {
-    /// Checks one target's values.
-    pub fn validate(&self) -> Result<(), String> {
-        let n = &self.name;
-        if n.is_empty()
-            || n.len() > 64
-            || !n
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
-        {
-            return Err(format!(
-                "webhooks: name {n:?} must be 1 to 64 characters of a-z, 0-9, - and _"
-            ));
-        }
-        if !(self.url.starts_with("https://") || self.url.starts_with("http://")) {
-            return Err(format!(
-                "webhooks.{n}.url must start with http:// or https://"
-            ));
-        }
-        SigningKey::parse(self.secret.expose()).map_err(|e| format!("webhooks.{n}.secret: {e}"))?;
-        if self.events.is_empty() {
-            return Err(format!("webhooks.{n}.events must name at least one event"));
-        }
-        if self.timeout_secs == 0 || self.horizon_hours == 0 {
-            return Err(format!(
-                "webhooks.{n}: timeout_secs and horizon_hours must be at least 1"
-            ));
-        }
-        Ok(())
-    }
-
-    fn wants(&self, event: WebhookEvent, i: &Interaction) -> bool {
-        self.events.contains(&event)
-            && (self.sessions.is_empty()
-                || i.session
-                    .as_deref()
-                    .is_some_and(|s| self.sessions.iter().any(|x| x == s)))
-            && (self.agents.is_empty()
-                || i.agent
-                    .as_deref()
-                    .is_some_and(|a| self.agents.iter().any(|x| x == a)))
-    }
-}
-
-/// Checks every target and that names are unique.
-pub fn validate_all(targets: &[WebhookSettings]) -> Result<(), String> {
-    let mut names = HashSet::new();
-    for t in targets {
-        t.validate()?;
-        if !names.insert(t.name.as_str()) {
-            return Err(format!("webhooks: the name {:?} is used twice", t.name));
-        }
-    }
-    Ok(())
-}
 
 struct Target {
     settings: WebhookSettings,
@@ -299,18 +186,21 @@ impl Webhooks {
     }
 }
 
-impl Lifecycle for Webhooks {
+/// Plans each target's deliveries inside the registry's transactions.
+struct Planner(Arc<Webhooks>);
+
+impl Lifecycle for Planner {
     fn plan_created(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
-        self.plan(WebhookEvent::Created, i, jobs);
+        self.0.plan(WebhookEvent::Created, i, jobs);
     }
 
     fn plan_resolved(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
-        self.plan(WebhookEvent::Resolved, i, jobs);
+        self.0.plan(WebhookEvent::Resolved, i, jobs);
     }
 }
 
 /// Delivers the jobs of one target.
-struct Deliver {
+struct Deliverer {
     hooks: Arc<Webhooks>,
     name: String,
 }
@@ -327,7 +217,7 @@ fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
 }
 
 #[async_trait]
-impl OutboxHandler for Deliver {
+impl OutboxHandler for Deliverer {
     async fn deliver(&self, job: &ClaimedJob) -> Delivery {
         let Some(target) = self.hooks.targets.get(&self.name) else {
             return Delivery::Failed(format!("webhook {} is no longer configured", self.name));
@@ -387,8 +277,7 @@ impl OutboxHandler for Deliver {
 }
 
 /// Installs the webhook channel when targets are configured.
-pub async fn install(w: &mut Wiring) -> anyhow::Result<()> {
-    let configured = &w.settings.webhooks;
+pub async fn install(w: &mut Wiring, configured: &[WebhookSettings]) -> anyhow::Result<()> {
     if configured.is_empty() {
         return Ok(());
     }
@@ -426,18 +315,18 @@ pub async fn install(w: &mut Wiring) -> anyhow::Result<()> {
         disabled: RwLock::new(disabled),
         store: w.store.clone(),
         client,
-        public_url: w.settings.public_url(),
+        public_url: w.server.public_url.clone(),
     });
     for name in hooks.targets.keys() {
         w.outbox.register(
             &channel_name(name),
-            Arc::new(Deliver {
+            Arc::new(Deliverer {
                 hooks: hooks.clone(),
                 name: name.clone(),
             }),
         );
     }
-    w.registry.add_hook(hooks.clone());
+    w.registry.add_hook(Arc::new(Planner(hooks.clone())));
     w.route(
         Router::new()
             .route("/v1/webhooks/{name}/respond", post(respond))

@@ -11,7 +11,7 @@ use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
 /// The accepted clock difference for inbound signatures.
-pub const TOLERANCE_SECS: i64 = 5 * 60;
+pub(crate) const TOLERANCE_SECS: i64 = 5 * 60;
 
 /// A webhook signing key.
 #[derive(Clone)]

@@ -21,7 +21,7 @@ use crate::store::Leader;
 use crate::store::lease::renew_every;
 
 /// How lease connections are named in `pg_stat_activity`.
-pub const APPLICATION_NAME: &str = "imrelay-lease";
+pub(crate) const APPLICATION_NAME: &str = "imrelay-lease";
 
 /// Starts competing for lease `name` in the background.
 pub(super) fn start(target: Arc<Target>, schema: Schema, name: String, lease: Duration) -> Leader {

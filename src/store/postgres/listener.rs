@@ -31,7 +31,7 @@ const BACKOFF_MIN: Duration = Duration::from_millis(100);
 /// The longest wait before reconnecting.
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// How the listener's connection is named in `pg_stat_activity`.
-pub const APPLICATION_NAME: &str = "imrelay-listener";
+pub(crate) const APPLICATION_NAME: &str = "imrelay-listener";
 
 /// What the listener reports: the store's [`crate::store::Change`].
 pub use crate::store::Change as Notification;

@@ -85,7 +85,7 @@ impl PostgresOptions {
 
 /// Checks a schema name: lowercase letters, digits and `_`, starting with a letter or `_`,
 /// at most 55 bytes, not `pg_…` (reserved by PostgreSQL).
-pub fn check_schema_name(name: &str) -> Result<(), String> {
+pub(crate) fn check_schema_name(name: &str) -> Result<(), String> {
     let ok = !name.is_empty()
         && name.len() <= MAX_SCHEMA_LEN
         && name

@@ -11,26 +11,44 @@
 //! - The database file is locked for this process (`<path>.lock`): two imrelay processes on
 //!   one file would break the single-writer assumptions of the outbox leases on start-up.
 //! - Schema migrations are numbered by `PRAGMA user_version` and applied at open.
+//!
+//! Here: the store and its interaction, channel and small-value roles. Beside it: `writer`
+//! (the writer thread, group commit, the checkpointer), `connect` (connections, the file lock,
+//! migrations), `audit` (the chain's appends and reads) and `outbox` (jobs, claims, leases).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use jiff::Timestamp;
-use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::{
-    AuditQuery, BOUND_VALUE_PREFIX, ChannelMessage, ClaimQuota, ClaimedJob, CreateOutcome, Effects,
-    JobUpdate, ListQuery, OutboxJob, Page, ResolveOutcome, StatusFilter, StoreError, random_secret,
+    BOUND_VALUE_PREFIX, ChannelMessage, CreateOutcome, Effects, ListQuery, Page, ResolveOutcome,
+    StatusFilter, StoreError, random_secret,
 };
-use crate::audit::{self, Action, AuditEntry, AuditHead, AuditRecord};
+use crate::audit::AuditRecord;
 use crate::interaction::{Interaction, InteractionId, Resolution};
 use crate::store::prelude::*;
 use crate::sync::LockExt;
+
+mod audit;
+mod connect;
+mod outbox;
+mod writer;
+
+use audit::append_audit_in;
+pub use audit::{interactions_without_created_entry, read_audit, read_audit_head};
+use connect::{
+    READERS, can_freeze, lock_database, migrate, open_frozen_connection, open_read_connection,
+    open_write_connection,
+};
+pub use connect::{SCHEMA_VERSION, open_read_only, schema_version};
+use outbox::{EncodedJob, encode_jobs, insert_jobs};
+use writer::{LastWrite, Op, WRITE_FRESH, WriteOp, run_writer, start_checkpointer};
 
 /// SQLite's `synchronous` setting: how hard a commit pushes data to the disk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize, Default)]
@@ -44,78 +62,12 @@ pub enum Synchronous {
     Full,
 }
 
-/// Most writes committed in one transaction.
-const MAX_BATCH: usize = 512;
-/// Read connections kept open.
-const READERS: usize = 4;
-
-/// The schema's migrations, oldest first: version N is the Nth file in `migrations/`, each
-/// applied once, in its own transaction.
-const MIGRATIONS: &[&str] = &[
-    include_str!("migrations/0001_init.sql"),
-    include_str!("migrations/0002_audit_and_kv.sql"),
-    include_str!("migrations/0003_fenced_claims.sql"),
-    include_str!("migrations/0004_no_audit_index_by_interaction.sql"),
-    include_str!("migrations/0005_bound_hook_memory.sql"),
-];
-
-/// The version the newest migration brings a database to.
-pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
-
 fn unavailable(e: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable(e.to_string())
 }
 
 fn corrupt(e: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(e.to_string())
-}
-
-/// One queued write: runs inside the group transaction, answers after the commit.
-trait WriteOp: Send {
-    /// Runs the write; `false` if it failed (its savepoint is then rolled back).
-    fn apply(&mut self, conn: &Connection) -> bool;
-    /// Fails the write without running it (its savepoint could not be opened).
-    fn skip(&mut self, error: String);
-    /// Answers the caller once the group's commit is known.
-    fn complete(self: Box<Self>, commit: Result<(), String>);
-}
-
-struct Op<R, F> {
-    f: Option<F>,
-    out: Option<Result<R, StoreError>>,
-    reply: oneshot::Sender<Result<R, StoreError>>,
-}
-
-impl<R, F> WriteOp for Op<R, F>
-where
-    R: Send,
-    F: FnOnce(&Connection) -> Result<R, StoreError> + Send,
-{
-    fn apply(&mut self, conn: &Connection) -> bool {
-        let r = match self.f.take() {
-            Some(f) => f(conn),
-            None => Err(StoreError::Unavailable("write applied twice".into())),
-        };
-        let ok = r.is_ok();
-        self.out = Some(r);
-        ok
-    }
-
-    fn skip(&mut self, error: String) {
-        self.f = None;
-        self.out = Some(Err(StoreError::Unavailable(error)));
-    }
-
-    fn complete(self: Box<Self>, commit: Result<(), String>) {
-        let this = *self;
-        let result = match commit {
-            Ok(()) => this
-                .out
-                .unwrap_or_else(|| Err(StoreError::Unavailable("write never applied".into()))),
-            Err(e) => Err(StoreError::Unavailable(e)),
-        };
-        let _ = this.reply.send(result);
-    }
 }
 
 /// The SQLite store.
@@ -137,205 +89,6 @@ impl std::fmt::Debug for SqliteStore {
             .field("path", &self.path)
             .finish()
     }
-}
-
-fn open_write_connection(path: &Path, sync: Synchronous) -> rusqlite::Result<Connection> {
-    let conn = Connection::open(path)?;
-    conn.busy_timeout(Duration::from_secs(5))?;
-    conn.pragma_update(None, "journal_mode", "WAL")?;
-    conn.pragma_update(
-        None,
-        "synchronous",
-        match sync {
-            Synchronous::Normal => "NORMAL",
-            Synchronous::Full => "FULL",
-        },
-    )?;
-    conn.pragma_update(None, "foreign_keys", "ON")?;
-    // Every write statement stays prepared (rusqlite keeps 16 by default, fewer than the
-    // writer uses, so some were parsed again and again).
-    conn.set_prepared_statement_cache_capacity(64);
-    Ok(conn)
-}
-
-fn open_read_connection(path: &Path) -> rusqlite::Result<Connection> {
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )?;
-    conn.busy_timeout(Duration::from_secs(5))?;
-    Ok(conn)
-}
-
-/// Opens the database as an immutable file: for a disk where not even WAL's shared-memory
-/// file can be created (a read-only file system). Safe only when no write-ahead log holds
-/// data that is not in the main file yet, which [`can_freeze`] checks.
-fn open_frozen_connection(path: &Path) -> rusqlite::Result<Connection> {
-    let mut uri = String::from("file:");
-    for c in path.to_string_lossy().chars() {
-        match c {
-            '%' => uri.push_str("%25"),
-            '?' => uri.push_str("%3f"),
-            '#' => uri.push_str("%23"),
-            c => uri.push(c),
-        }
-    }
-    uri.push_str("?immutable=1");
-    Connection::open_with_flags(
-        uri,
-        OpenFlags::SQLITE_OPEN_READ_ONLY
-            | OpenFlags::SQLITE_OPEN_URI
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-}
-
-/// Whether the database at `path` can be read as an immutable file: it exists and its
-/// write-ahead log is absent or empty (everything committed is in the main file).
-fn can_freeze(path: &Path) -> bool {
-    let mut wal = path.to_path_buf().into_os_string();
-    wal.push("-wal");
-    path.is_file() && std::fs::metadata(PathBuf::from(wal)).map_or(true, |m| m.len() == 0)
-}
-
-/// Applies pending migrations; returns the schema version afterwards.
-fn migrate(conn: &mut Connection) -> rusqlite::Result<i64> {
-    let current: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
-    for (i, sql) in MIGRATIONS.iter().enumerate() {
-        let version = i as i64 + 1;
-        if version <= current {
-            continue;
-        }
-        let tx = conn.transaction()?;
-        tx.execute_batch(sql)?;
-        tx.pragma_update(None, "user_version", version)?;
-        tx.commit()?;
-        tracing::info!(version, "applied store migration");
-    }
-    conn.pragma_query_value(None, "user_version", |r| r.get(0))
-}
-
-/// How long the checkpointer lets log frames gather before copying them back: a page the
-/// writer changes many times in that window is copied once.
-const CHECKPOINT_EVERY: Duration = Duration::from_millis(200);
-/// Log size (frames, 4 KiB pages) past which the checkpointer also restarts the log (writing
-/// it again from its start), briefly waiting for the writer, so the file does not keep
-/// growing under sustained load.
-const CHECKPOINT_RESTART_FRAMES: i64 = 4096;
-
-/// Starts the checkpointer: a thread with its own connection that runs passive checkpoints
-/// after the writer commits, and a truncating one when the log has grown long. Returns the
-/// nudge the writer sends after each commit; `None` (the writer then checkpoints itself, as
-/// SQLite does by default) if the thread cannot start.
-fn start_checkpointer(path: &Path) -> Option<mpsc::SyncSender<()>> {
-    // A restart waits for readers while holding off the writer: it waits briefly, and tries
-    // again at the next nudge rather than stall commits behind a long read (`audit verify`).
-    let conn = match Connection::open(path).and_then(|c| {
-        c.busy_timeout(Duration::from_millis(100))?;
-        Ok(c)
-    }) {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot open the checkpointer's connection; the writer checkpoints itself");
-            return None;
-        }
-    };
-    let (tx, rx) = mpsc::sync_channel::<()>(1);
-    std::thread::Builder::new()
-        .name("imrelay-sqlite-checkpoint".into())
-        .spawn(move || run_checkpointer(conn, rx))
-        .map_err(|e| tracing::warn!(error = %e, "cannot start the checkpointer; the writer checkpoints itself"))
-        .ok()?;
-    Some(tx)
-}
-
-fn run_checkpointer(conn: Connection, nudges: mpsc::Receiver<()>) {
-    // Ends when the writer (the only sender) is gone, after a last full checkpoint.
-    while nudges.recv().is_ok() {
-        std::thread::sleep(CHECKPOINT_EVERY);
-        // Nudges sent while sleeping are covered by this checkpoint.
-        while nudges.try_recv().is_ok() {}
-        match checkpoint(&conn, "PASSIVE") {
-            // Restart only once everything is copied: then it has nothing left to copy
-            // while it holds the writer off.
-            Ok((frames, copied)) if frames >= CHECKPOINT_RESTART_FRAMES && copied == frames => {
-                if let Err(e) = checkpoint(&conn, "RESTART") {
-                    tracing::debug!(error = %e, frames, "could not restart the write-ahead log yet; will retry");
-                }
-            }
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "checkpoint failed; will retry"),
-        }
-    }
-    let _ = checkpoint(&conn, "TRUNCATE");
-}
-
-/// Runs `PRAGMA wal_checkpoint(mode)`; returns the log's length in frames and how many of
-/// them are in the database file now.
-fn checkpoint(conn: &Connection, mode: &str) -> rusqlite::Result<(i64, i64)> {
-    conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |r| {
-        Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
-    })
-}
-
-/// When the writer last committed a transaction that changed something.
-type LastWrite = Arc<Mutex<Option<std::time::Instant>>>;
-
-/// How long a committed change vouches for [`Store::check_writable`] before a probe write.
-const WRITE_FRESH: Duration = Duration::from_secs(5);
-
-fn run_writer(
-    mut conn: Connection,
-    rx: mpsc::Receiver<Box<dyn WriteOp>>,
-    last: LastWrite,
-    checkpoints: Option<mpsc::SyncSender<()>>,
-) {
-    let mut batch: Vec<Box<dyn WriteOp>> = Vec::with_capacity(MAX_BATCH);
-    while let Ok(first) = rx.recv() {
-        batch.push(first);
-        while batch.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(op) => batch.push(op),
-                Err(_) => break,
-            }
-        }
-        let changes = conn.total_changes();
-        let commit = write_batch(&mut conn, &mut batch);
-        if commit.is_ok() && conn.total_changes() > changes {
-            *last.locked() = Some(std::time::Instant::now());
-            if let Some(nudge) = &checkpoints {
-                // Full means a nudge is already waiting: nothing to add.
-                let _ = nudge.try_send(());
-            }
-        }
-        for op in batch.drain(..) {
-            op.complete(commit.clone());
-        }
-    }
-}
-
-fn write_batch(conn: &mut Connection, batch: &mut [Box<dyn WriteOp>]) -> Result<(), String> {
-    let tx = conn.transaction().map_err(|e| e.to_string())?;
-    for op in batch.iter_mut() {
-        // Without its savepoint a failing write could not be undone alone, and the group's
-        // commit would keep its first half: such a write fails without running.
-        // (Cached statements: parsing these per write showed in profiles.)
-        if let Err(e) = run_cached(&tx, "SAVEPOINT op") {
-            op.skip(format!("cannot start the write: {e}"));
-            continue;
-        }
-        let end = if op.apply(&tx) {
-            run_cached(&tx, "RELEASE op")
-        } else {
-            run_cached(&tx, "ROLLBACK TO op").and_then(|_| run_cached(&tx, "RELEASE op"))
-        };
-        if let Err(e) = end {
-            return Err(e.to_string());
-        }
-    }
-    tx.commit().map_err(|e| {
-        tracing::error!(error = %e, "store commit failed; the writes were not acknowledged");
-        e.to_string()
-    })
 }
 
 /// `query_row` through the connection's statement cache: the queries on the write path
@@ -403,124 +156,6 @@ fn get_in(conn: &Connection, id: &str) -> Result<Option<Arc<Interaction>>, Store
     }
 }
 
-struct EncodedJob {
-    key: String,
-    channel: String,
-    kind: String,
-    interaction_id: Option<String>,
-    payload: String,
-    next_at: i64,
-    horizon_at: i64,
-}
-
-fn encode_jobs(jobs: Vec<OutboxJob>) -> Vec<EncodedJob> {
-    jobs.into_iter()
-        .map(|j| EncodedJob {
-            payload: j.payload.to_string(),
-            key: j.key,
-            channel: j.channel,
-            kind: j.kind,
-            interaction_id: j.interaction_id.map(|i| i.as_str().to_string()),
-            next_at: ms(j.not_before),
-            horizon_at: ms(j.horizon),
-        })
-        .collect()
-}
-
-fn insert_jobs(conn: &Connection, jobs: &[EncodedJob], now: i64) -> rusqlite::Result<()> {
-    if jobs.is_empty() {
-        return Ok(());
-    }
-    let mut stmt = conn.prepare_cached(
-        "INSERT INTO outbox (key, channel, kind, interaction_id, payload, next_at, horizon_at, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)
-         ON CONFLICT (key) DO NOTHING",
-    )?;
-    for j in jobs {
-        stmt.execute(params![
-            j.key,
-            j.channel,
-            j.kind,
-            j.interaction_id,
-            j.payload,
-            j.next_at,
-            j.horizon_at,
-            now
-        ])?;
-    }
-    Ok(())
-}
-
-/// The chain head recorded in `kv`, if any.
-fn recorded_head_value(conn: &Connection) -> Result<Option<String>, StoreError> {
-    conn.cached_row(
-        "SELECT value FROM kv WHERE key = ?1",
-        [audit::HEAD_KEY],
-        |r| r.get(0),
-    )
-    .optional()
-    .map_err(unavailable)
-}
-
-fn recorded_head(conn: &Connection) -> Result<Option<AuditHead>, StoreError> {
-    recorded_head_value(conn)?
-        .map(|v| v.parse().map_err(StoreError::Corrupt))
-        .transpose()
-}
-
-fn append_audit_in(conn: &Connection, records: Vec<AuditRecord>) -> Result<(), StoreError> {
-    if records.is_empty() {
-        return Ok(());
-    }
-    let last = conn
-        .cached_row(
-            "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
-            [],
-            |r| {
-                Ok(AuditHead {
-                    seq: r.get(0)?,
-                    hash: r.get(1)?,
-                })
-            },
-        )
-        .optional()
-        .map_err(unavailable)?;
-    let recorded = recorded_head_value(conn)?;
-    let Some(appended) = audit::append(last, recorded.as_deref(), records) else {
-        return Ok(());
-    };
-    let mut stmt = conn
-        .prepare_cached(
-            "INSERT INTO audit (seq, at, action, interaction_id, actor, channel, outcome, input_hash, detail, prev_hash, hash)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-        )
-        .map_err(unavailable)?;
-    for e in &appended.entries {
-        let r = &e.record;
-        stmt.execute(params![
-            e.seq,
-            ms(r.at),
-            r.action.as_str(),
-            r.interaction_id,
-            r.actor,
-            r.channel,
-            r.outcome,
-            r.input_hash,
-            r.detail,
-            e.prev_hash,
-            e.hash
-        ])
-        .map_err(unavailable)?;
-    }
-    conn.prepare_cached(
-        "INSERT INTO kv (key, value) VALUES (?1, ?2)
-         ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-    )
-    .and_then(|mut s| s.execute(params![audit::HEAD_KEY, appended.head.to_string()]))
-    .map_err(unavailable)?;
-    Ok(())
-}
-
 fn apply_effects(
     conn: &Connection,
     jobs: &[EncodedJob],
@@ -529,189 +164,6 @@ fn apply_effects(
 ) -> Result<(), StoreError> {
     insert_jobs(conn, jobs, now).map_err(unavailable)?;
     append_audit_in(conn, audit)
-}
-
-fn parse_action(s: &str) -> Result<Action, StoreError> {
-    serde_json::from_value(Value::String(s.to_string())).map_err(corrupt)
-}
-
-/// Reads audit entries, oldest first, from any connection to an imrelay database (the
-/// server's, or a read-only one opened by the `imrelay audit` command).
-pub fn read_audit(conn: &Connection, q: &AuditQuery) -> Result<Vec<AuditEntry>, StoreError> {
-    let since = q.since.map(ms).unwrap_or(i64::MIN);
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT seq, at, action, interaction_id, actor, channel, outcome, input_hash, detail, prev_hash, hash
-             FROM audit WHERE seq > ?1 AND at >= ?2 ORDER BY seq LIMIT ?3",
-        )
-        .map_err(unavailable)?;
-    let rows = stmt
-        .query_map(params![q.after_seq, since, q.limit as i64], |r| {
-            Ok((
-                r.get::<_, i64>(0)?,
-                r.get::<_, i64>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, Option<String>>(3)?,
-                r.get::<_, Option<String>>(4)?,
-                r.get::<_, String>(5)?,
-                r.get::<_, String>(6)?,
-                r.get::<_, Option<String>>(7)?,
-                r.get::<_, Option<String>>(8)?,
-                r.get::<_, String>(9)?,
-                r.get::<_, String>(10)?,
-            ))
-        })
-        .map_err(unavailable)?;
-    let mut out = Vec::new();
-    for row in rows {
-        let (
-            seq,
-            at,
-            action,
-            interaction_id,
-            actor,
-            channel,
-            outcome,
-            input_hash,
-            detail,
-            prev_hash,
-            hash,
-        ) = row.map_err(unavailable)?;
-        out.push(AuditEntry {
-            seq,
-            record: AuditRecord {
-                at: from_ms(at),
-                action: parse_action(&action)?,
-                interaction_id,
-                actor,
-                channel,
-                outcome,
-                input_hash,
-                detail,
-            },
-            prev_hash,
-            hash,
-        });
-    }
-    Ok(out)
-}
-
-/// The audit chain head recorded with the last append, from any connection to an imrelay
-/// database.
-pub fn read_audit_head(conn: &Connection) -> Result<Option<AuditHead>, StoreError> {
-    recorded_head(conn)
-}
-
-/// The schema version of an imrelay database.
-pub fn schema_version(conn: &Connection) -> Result<i64, StoreError> {
-    conn.pragma_query_value(None, "user_version", |r| r.get(0))
-        .map_err(unavailable)
-}
-
-/// Stored interactions that have no `created` audit entry (at their creation time): how many,
-/// and the ids of up to `sample` of them.
-pub fn interactions_without_created_entry(
-    conn: &Connection,
-    sample: usize,
-) -> Result<(u64, Vec<String>), StoreError> {
-    let mut stmt = conn
-        .prepare(
-            "SELECT id FROM interactions i WHERE NOT EXISTS (
-                 SELECT 1 FROM audit a
-                 WHERE a.interaction_id = i.id AND a.action = 'created' AND a.at = i.created_at)
-             ORDER BY created_at, id",
-        )
-        .map_err(unavailable)?;
-    let rows = stmt
-        .query_map([], |r| r.get::<_, String>(0))
-        .map_err(unavailable)?;
-    let (mut count, mut ids) = (0u64, Vec::new());
-    for row in rows {
-        let id = row.map_err(unavailable)?;
-        count += 1;
-        if ids.len() < sample {
-            ids.push(id);
-        }
-    }
-    Ok((count, ids))
-}
-
-/// Channels with unfinished outbox jobs (a few index seeks, however long the queue).
-fn pending_channels(conn: &Connection) -> Result<Vec<String>, StoreError> {
-    let mut stmt = conn
-        .prepare_cached(
-            "WITH RECURSIVE ch(c) AS (
-                 SELECT (SELECT MIN(channel) FROM outbox WHERE state = 'pending')
-                 UNION ALL
-                 SELECT (SELECT MIN(channel) FROM outbox WHERE state = 'pending' AND channel > ch.c)
-                 FROM ch WHERE ch.c IS NOT NULL)
-             SELECT c FROM ch WHERE c IS NOT NULL",
-        )
-        .map_err(unavailable)?;
-    let rows = stmt
-        .query_map([], |r| r.get::<_, String>(0))
-        .map_err(unavailable)?;
-    rows.collect::<rusqlite::Result<Vec<_>>>()
-        .map_err(unavailable)
-}
-
-/// The channels a claim under `quota` may take jobs of, with how many each.
-fn quota_channels(
-    conn: &Connection,
-    quota: &ClaimQuota,
-) -> Result<Vec<(String, usize)>, StoreError> {
-    let pending = if quota.others > 0 {
-        pending_channels(conn)?
-    } else {
-        Vec::new()
-    };
-    Ok(quota.claimable(pending))
-}
-
-/// Opens an imrelay database read-only, without taking the process lock (for the `imrelay
-/// audit` command, which may run beside the server).
-pub fn open_read_only(path: &Path) -> Result<Connection, StoreError> {
-    if !path.exists() {
-        return Err(unavailable(format!("{} does not exist", path.display())));
-    }
-    open_read_connection(path)
-        .map_err(|e| unavailable(format!("cannot open {}: {e}", path.display())))
-}
-
-/// Takes the exclusive lock on `<path>.lock` for this process. On a read-only disk the lock
-/// file is opened read-only (a lock needs no write access); if it does not exist and cannot be
-/// created, there is nothing to lock and the store opens without it, with a warning.
-fn lock_database(path: &Path) -> Result<Option<File>, StoreError> {
-    let lock_path = {
-        let mut p = path.to_path_buf().into_os_string();
-        p.push(".lock");
-        PathBuf::from(p)
-    };
-    let file = File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .or_else(|e| File::open(&lock_path).map_err(|_| e));
-    let lock = match file {
-        Ok(f) => f,
-        Err(e) => {
-            tracing::warn!(path = %lock_path.display(), error = %e,
-                "cannot open or create the lock file; running without it (make sure no other imrelay uses this database)");
-            return Ok(None);
-        }
-    };
-    match lock.try_lock() {
-        Ok(()) => Ok(Some(lock)),
-        Err(std::fs::TryLockError::WouldBlock) => Err(unavailable(format!(
-            "{} is in use by another imrelay process",
-            path.display()
-        ))),
-        Err(std::fs::TryLockError::Error(e)) => Err(unavailable(format!(
-            "cannot lock {}: {e}",
-            lock_path.display()
-        ))),
-    }
 }
 
 impl SqliteStore {
@@ -1191,186 +643,6 @@ impl ChannelStore for SqliteStore {
             Ok(n == 1)
         })
         .await
-    }
-}
-
-#[async_trait]
-impl OutboxStore for SqliteStore {
-    async fn enqueue(&self, jobs: Vec<OutboxJob>) -> Result<(), StoreError> {
-        let jobs = encode_jobs(jobs);
-        let now = ms(Timestamp::now());
-        self.write(move |conn| insert_jobs(conn, &jobs, now).map_err(unavailable))
-            .await
-    }
-
-    async fn claim_jobs(
-        &self,
-        now: Timestamp,
-        quota: &ClaimQuota,
-        lease: Duration,
-    ) -> Result<Vec<ClaimedJob>, StoreError> {
-        let now = ms(now);
-        let until = now.saturating_add(lease.as_millis() as i64);
-        let quota = quota.clone();
-        self.write(move |conn| {
-            let mut stmt = conn
-                .prepare_cached(
-                    "UPDATE outbox SET lease_until = ?2, lease_token = lease_token + 1
-                     WHERE id IN (
-                         SELECT id FROM outbox
-                         WHERE state = 'pending' AND channel = ?4 AND next_at <= ?1
-                           AND (lease_until IS NULL OR lease_until <= ?1)
-                         ORDER BY next_at, id LIMIT ?3)
-                     RETURNING id, lease_token, attempts, key, channel, kind, interaction_id, payload,
-                               next_at, horizon_at",
-                )
-                .map_err(unavailable)?;
-            let mut out = Vec::new();
-            for (channel, limit) in quota_channels(conn, &quota)? {
-                let rows = stmt
-                    .query_map(params![now, until, limit as i64, channel], |r| {
-                        Ok((
-                            (r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?),
-                            r.get::<_, String>(3)?,
-                            r.get::<_, String>(4)?,
-                            r.get::<_, String>(5)?,
-                            r.get::<_, Option<String>>(6)?,
-                            r.get::<_, String>(7)?,
-                            r.get::<_, i64>(8)?,
-                            r.get::<_, i64>(9)?,
-                        ))
-                    })
-                    .map_err(unavailable)?;
-                for row in rows {
-                    let ((id, lease, attempts), key, channel, kind, iid, payload, next_at, horizon) =
-                        row.map_err(unavailable)?;
-                    out.push(ClaimedJob {
-                        id,
-                        lease,
-                        attempts: attempts.max(0) as u32,
-                        job: OutboxJob {
-                            key,
-                            channel,
-                            kind,
-                            interaction_id: match iid {
-                                Some(s) => Some(InteractionId::stored(&s).map_err(corrupt)?),
-                                None => None,
-                            },
-                            payload: serde_json::from_str(&payload).map_err(corrupt)?,
-                            not_before: from_ms(next_at),
-                            horizon: from_ms(horizon),
-                        },
-                    });
-                }
-            }
-            out.sort_by_key(|j| (j.job.not_before, j.id));
-            Ok(out)
-        })
-        .await
-    }
-
-    async fn finish_job(
-        &self,
-        job: &ClaimedJob,
-        update: JobUpdate,
-        audit: Vec<AuditRecord>,
-    ) -> Result<bool, StoreError> {
-        let now = ms(Timestamp::now());
-        let (id, lease) = (job.id, job.lease);
-        self.write(move |conn| {
-            // Only the newest claim of a still unfinished job records its result.
-            let n = match update {
-                JobUpdate::Done => conn.execute(
-                    "UPDATE outbox SET state = 'done', attempts = attempts + 1, lease_until = NULL,
-                     last_error = NULL, updated_at = ?3
-                     WHERE id = ?1 AND lease_token = ?2 AND state = 'pending'",
-                    params![id, lease, now],
-                ),
-                JobUpdate::Retry { at, error } => conn.execute(
-                    "UPDATE outbox SET attempts = attempts + 1, lease_until = NULL, next_at = ?4,
-                     last_error = ?5, updated_at = ?3
-                     WHERE id = ?1 AND lease_token = ?2 AND state = 'pending'",
-                    params![id, lease, now, ms(at), error],
-                ),
-                JobUpdate::Failed { error } => conn.execute(
-                    "UPDATE outbox SET state = 'failed', attempts = attempts + 1, lease_until = NULL,
-                     last_error = ?4, updated_at = ?3
-                     WHERE id = ?1 AND lease_token = ?2 AND state = 'pending'",
-                    params![id, lease, now, error],
-                ),
-            }
-            .map_err(unavailable)?;
-            if n == 0 {
-                return Ok(false);
-            }
-            append_audit_in(conn, audit)?;
-            Ok(true)
-        })
-        .await
-    }
-
-    async fn next_job_at(&self, quota: &ClaimQuota) -> Result<Option<Timestamp>, StoreError> {
-        let quota = quota.clone();
-        self.read(move |conn| {
-            // Per channel: the earliest unleased job (an index seek), and the leased ones
-            // (few: those in flight), which come back when their lease runs out.
-            let mut stmt = conn
-                .prepare_cached(
-                    "SELECT MIN(t) FROM (
-                         SELECT (SELECT next_at FROM outbox
-                                 WHERE state = 'pending' AND channel = ?1 AND lease_until IS NULL
-                                 ORDER BY next_at LIMIT 1) AS t
-                         UNION ALL
-                         SELECT MIN(MAX(next_at, lease_until)) FROM outbox
-                         WHERE state = 'pending' AND channel = ?1 AND lease_until IS NOT NULL)",
-                )
-                .map_err(unavailable)?;
-            let mut next: Option<i64> = None;
-            for (channel, _) in quota_channels(conn, &quota)? {
-                let t: Option<i64> = stmt
-                    .query_row([&channel], |r| r.get(0))
-                    .map_err(unavailable)?;
-                next = match (next, t) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                };
-            }
-            Ok(next.map(from_ms))
-        })
-        .await
-    }
-
-    async fn job_backlog(&self) -> Result<Vec<(String, u64)>, StoreError> {
-        self.read(|conn| {
-            let mut stmt = conn
-                .prepare_cached(
-                    "SELECT channel, COUNT(*) FROM outbox WHERE state = 'pending'
-                     GROUP BY channel ORDER BY channel",
-                )
-                .map_err(unavailable)?;
-            let rows = stmt
-                .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
-                .map_err(unavailable)?;
-            let mut out = Vec::new();
-            for row in rows {
-                let (c, n) = row.map_err(unavailable)?;
-                out.push((c, n.max(0) as u64));
-            }
-            Ok(out)
-        })
-        .await
-    }
-}
-
-#[async_trait]
-impl AuditStore for SqliteStore {
-    async fn append_audit(&self, records: Vec<AuditRecord>) -> Result<(), StoreError> {
-        self.write(move |conn| append_audit_in(conn, records)).await
-    }
-
-    async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditEntry>, StoreError> {
-        let q = query.clone();
-        self.read(move |conn| read_audit(conn, &q)).await
     }
 }
 

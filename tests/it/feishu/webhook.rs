@@ -358,7 +358,7 @@ async fn approve_end_to_end_with_toast_and_resolved_card() {
     let took = started.elapsed();
     assert_eq!(status, 200);
     assert_eq!(reply["toast"]["type"], "success");
-    assert_eq!(reply["toast"]["content"], "Approved");
+    assert_eq!(reply["toast"]["content"], "Allowed");
     assert_eq!(reply["card"]["type"], "raw");
     let resolved = &reply["card"]["data"];
     assert_eq!(resolved["header"]["template"], "green");
@@ -426,7 +426,7 @@ async fn a_card_from_before_buttons_carried_the_creation_time_works_only_on_reco
     let mut on_its_card = click(&event_id(), APPROVER, &value, None);
     on_its_card["event"]["context"]["open_message_id"] = json!(message_id);
     let (_, reply) = post_callback(&app, &on_its_card).await;
-    assert_eq!(reply["toast"]["content"], "Approved", "{reply}");
+    assert_eq!(reply["toast"]["content"], "Allowed", "{reply}");
     app.stop().await;
 }
 
@@ -818,7 +818,7 @@ async fn a_click_cut_off_half_way_is_still_recorded_and_its_retry_told_so() {
     let (status, retry) = post_callback(&app, &approve).await;
     assert_eq!(status, 200);
     assert_eq!(retry["toast"]["type"], "success", "{retry}");
-    assert_eq!(retry["toast"]["content"], "Approved");
+    assert_eq!(retry["toast"]["content"], "Allowed");
     assert_eq!(retry["card"]["data"]["header"]["template"], "green");
     // A fresh click by the same person is a second click, and is told so.
     let (_, second) = post_callback(

@@ -436,7 +436,7 @@ async fn a_form_on_telegram_goes_back_skips_and_declines() {
     let t = tap_on(&app, &tg, ALICE, &p, &p.button("✅ Yes")).await;
     assert_eq!(t, "That field is not the one being asked now.");
     let decline = now.button("❌ Decline");
-    assert_eq!(tap_on(&app, &tg, ALICE, &now, &decline).await, "Denied");
+    assert_eq!(tap_on(&app, &tg, ALICE, &now, &decline).await, "Declined");
     let body = status(&app, &id).await;
     assert_eq!(body["resolution"]["result"]["action"], "decline");
     assert_eq!(body["resolution"]["outcome"], "denied");

@@ -353,7 +353,7 @@ async fn an_old_button_cannot_act_on_an_id_used_again_after_pruning() {
     // and the new interaction stays pending.
     assert_eq!(
         tap_on(&app, &tg, ALICE, &old, &old.button("✅ Allow")).await,
-        "This prompt is no longer known to imrelay."
+        "This request no longer exists"
     );
     assert_eq!(status(&app, &id).await["status"], "pending");
     // The new prompt's buttons answer it.

@@ -1,0 +1,300 @@
+//! The answer pipeline every chat channel runs a tap, a click or a typed answer through, and
+//! the one set of messages that tells the person what became of it.
+//!
+//! A channel does what only it can: authenticate the platform's request, and decode and
+//! verify the button's token (see [`super::token`]), which binds the tap to one interaction.
+//! From there every channel takes the same steps, here:
+//!
+//! 1. `Pipeline::admit`: the tapper must be an approver; the interaction must exist and be
+//!    the incarnation the button was made for; it must still be pending; the action must fit
+//!    its kind. A refusal is recorded in the audit trail.
+//! 2. The channel turns the tap into an [`Answer`] (a button's meaning, a card's form).
+//! 3. `Pipeline::respond`: the registry's first answer wins.
+//!
+//! Each step ends in a [`Feedback`], and [`Feedback::text`] is the toast for it, in English or
+//! Chinese: every outcome, every [`RegistryError`] included, has one message on every
+//! channel.
+
+use std::sync::Arc;
+
+use crate::interaction::{
+    Answer, Interaction, InteractionId, Kind, Outcome, Registry, RegistryError, Responder, Via,
+};
+
+use super::render::{self, Locale};
+
+/// What became of a tap, a click or a typed answer, as the person who gave it is told.
+#[derive(Clone, Debug)]
+pub enum Feedback {
+    /// This answer resolved the interaction (shown as it now is).
+    Resolved(Arc<Interaction>),
+    /// It was resolved before this answer came (by someone, by expiry, by the agent).
+    Already(Arc<Interaction>),
+    /// The button failed its check, was sent from a message showing another interaction, or
+    /// does not fit the interaction. Nothing changed.
+    BadButton,
+    /// The interaction is gone, or the button was made for an earlier one with its id.
+    NotFound,
+    /// The person is not on the channel's approver list. Nothing changed.
+    NotApprover,
+    /// The answer does not fit the interaction; the text says why. Nothing changed.
+    Invalid(String),
+    /// The store could not read or record it; trying again later may work.
+    StoreDown,
+    /// The platform stopped waiting while the answer is still being recorded.
+    StillWorking,
+}
+
+impl Feedback {
+    /// The feedback for the registry's reply to an answer.
+    pub fn of(result: Result<Arc<Interaction>, RegistryError>) -> Self {
+        match result {
+            Ok(i) => Feedback::Resolved(i),
+            Err(RegistryError::AlreadyResolved(i)) => Feedback::Already(i),
+            Err(RegistryError::NotFound(_)) => Feedback::NotFound,
+            Err(RegistryError::Invalid(v)) => Feedback::Invalid(v.message),
+            // An id in use by another request: the button cannot act on it.
+            Err(RegistryError::Conflict(_)) => Feedback::BadButton,
+            Err(RegistryError::Store(e)) => {
+                tracing::error!(error = %e, "cannot record an answer from a channel");
+                Feedback::StoreDown
+            }
+        }
+    }
+
+    /// The toast: "Allowed", "Already denied by Bob via telegram", "This button is not
+    /// valid.", in `locale`.
+    pub fn text(&self, locale: Locale) -> String {
+        let zh = locale == Locale::ZhCn;
+        let t = |zh_text: &str, en: &str| if zh { zh_text } else { en }.to_string();
+        match self {
+            Feedback::Resolved(i) => match i.resolution.as_ref().map(|r| r.outcome) {
+                Some(Outcome::Allowed) => t("已批准", "Allowed"),
+                Some(Outcome::Answered) => t("已提交回答", "Answered"),
+                Some(Outcome::Denied) => match i.kind {
+                    Kind::Approval => t("已拒绝", "Denied"),
+                    Kind::Question => t("已拒绝回答", "Question declined"),
+                    Kind::Form => t("已拒绝填写", "Declined"),
+                },
+                // An answer never expires or cancels; said plainly should it ever.
+                Some(o @ (Outcome::Expired | Outcome::Cancelled)) => {
+                    render::outcome_label_in(o, locale).to_string()
+                }
+                None => t("已保存", "Saved"),
+            },
+            Feedback::Already(i) => render::already_toast_in(i, locale),
+            Feedback::BadButton => t("此按钮无效，未做任何更改", "This button is not valid."),
+            Feedback::NotFound => t("该请求已不存在", "This request no longer exists"),
+            Feedback::NotApprover => t(
+                "你不在审批人名单中，无法处理此请求",
+                "You are not an approver for this",
+            ),
+            Feedback::Invalid(why) => format!("{}{why}", t("回答无效：", "Not accepted: ")),
+            Feedback::StoreDown => t(
+                "imrelay 暂时无法记录你的回答，请稍后重试",
+                "imrelay cannot record this right now. Try again shortly.",
+            ),
+            Feedback::StillWorking => t(
+                "仍在处理这次点击，完成后卡片会显示结果",
+                "Still working on this: the message will show the outcome when it is done",
+            ),
+        }
+    }
+
+    /// The label it is counted under: `resolved`, `already_resolved`, `refused`,
+    /// `not_found`, `invalid`, `error` or `slow`.
+    pub fn result(&self) -> &'static str {
+        match self {
+            Feedback::Resolved(_) => "resolved",
+            Feedback::Already(_) => "already_resolved",
+            Feedback::BadButton | Feedback::NotApprover => "refused",
+            Feedback::NotFound => "not_found",
+            Feedback::Invalid(_) => "invalid",
+            Feedback::StoreDown => "error",
+            Feedback::StillWorking => "slow",
+        }
+    }
+
+    /// The interaction as it now is, when the feedback shows it.
+    pub fn interaction(&self) -> Option<&Arc<Interaction>> {
+        match self {
+            Feedback::Resolved(i) | Feedback::Already(i) => Some(i),
+            _ => None,
+        }
+    }
+}
+
+/// A tap whose platform request was authenticated and whose button verified.
+#[derive(Clone, Debug)]
+pub(crate) struct Tap<'a> {
+    /// The interaction the button is bound to.
+    pub id: &'a InteractionId,
+    /// The creation time (ms) the button was made for, when it carries one; `None` when the
+    /// channel bound the tap to the incarnation itself.
+    pub created: Option<i64>,
+    /// Who tapped, as the audit trail names them.
+    pub actor: &'a str,
+    /// Whether the tapper is on the channel's approver list.
+    pub approver: bool,
+    /// Whether a refusal is recorded in the audit trail (not when a platform delivers a tap
+    /// that was already refused once again).
+    pub audit: bool,
+}
+
+/// Why `Pipeline::admit` stopped a tap.
+#[derive(Clone, Debug)]
+pub struct Stop {
+    /// What the person is told.
+    pub feedback: Feedback,
+    /// The refusal's label (`not_approver`, `bad_data`) when the tap was refused rather than
+    /// merely late; the audit trail has it already.
+    pub refused: Option<&'static str>,
+}
+
+impl From<Feedback> for Stop {
+    fn from(feedback: Feedback) -> Self {
+        Stop {
+            feedback,
+            refused: None,
+        }
+    }
+}
+
+/// The steps from a verified tap to the registry, for one channel.
+#[derive(Clone, Debug)]
+pub(crate) struct Pipeline {
+    registry: Registry,
+    via: Via,
+}
+
+impl Pipeline {
+    /// The pipeline of the channel named `via`, answering through `registry`.
+    pub fn new(registry: Registry, via: Via) -> Self {
+        Self { registry, via }
+    }
+
+    /// The channel's name.
+    pub fn via(&self) -> &Via {
+        &self.via
+    }
+
+    /// The interaction `tap` is for, when the tapper may answer it now with an action that
+    /// `fits` it.
+    pub async fn admit(
+        &self,
+        tap: &Tap<'_>,
+        fits: impl FnOnce(&Interaction) -> bool,
+    ) -> Result<Arc<Interaction>, Stop> {
+        if !tap.approver {
+            let reason = format!("not in {}.approvers", self.via);
+            return Err(self
+                .refuse(tap, &reason, Feedback::NotApprover, "not_approver")
+                .await);
+        }
+        let i = match self.registry.get(tap.id).await {
+            Ok(Some(i)) => i,
+            Ok(None) => return Err(Feedback::NotFound.into()),
+            Err(e) => {
+                tracing::error!(error = %e, via = %self.via, "cannot read an interaction for a tap");
+                return Err(Feedback::StoreDown.into());
+            }
+        };
+        if tap
+            .created
+            .is_some_and(|ms| i.created_at.as_millisecond() != ms)
+        {
+            return Err(Feedback::NotFound.into());
+        }
+        if !i.is_pending() {
+            return Err(Feedback::Already(i).into());
+        }
+        if !fits(&i) {
+            return Err(self
+                .refuse(
+                    tap,
+                    "an action that does not fit the interaction",
+                    Feedback::BadButton,
+                    "bad_data",
+                )
+                .await);
+        }
+        Ok(i)
+    }
+
+    /// Records that `tap` was refused for `reason` (when the tap asks for it).
+    async fn refuse(
+        &self,
+        tap: &Tap<'_>,
+        reason: &str,
+        feedback: Feedback,
+        label: &'static str,
+    ) -> Stop {
+        if tap.audit {
+            self.registry
+                .refused(Some(tap.id), tap.actor, &self.via, reason)
+                .await;
+        }
+        Stop {
+            feedback,
+            refused: Some(label),
+        }
+    }
+
+    /// Gives `answer` to interaction `id` from `by` (a person on this channel).
+    pub async fn respond(&self, id: &InteractionId, answer: Answer, by: Responder) -> Feedback {
+        let who = by.by.clone().unwrap_or_default();
+        let r = self.registry.respond(id, answer, by).await;
+        match &r {
+            Ok(_) => {
+                tracing::info!(id = %id, via = %self.via, by = %who.escape_debug(), "answer accepted")
+            }
+            Err(e) => {
+                tracing::info!(id = %id, via = %self.via, by = %who.escape_debug(), error = %e, "answer not accepted")
+            }
+        }
+        Feedback::of(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_refusal_says_nothing_changed_in_both_languages() {
+        for f in [
+            Feedback::BadButton,
+            Feedback::NotFound,
+            Feedback::NotApprover,
+            Feedback::Invalid("q0: not an option".into()),
+            Feedback::StoreDown,
+            Feedback::StillWorking,
+        ] {
+            let en = f.text(Locale::EnUs);
+            let zh = f.text(Locale::ZhCn);
+            assert!(!en.is_empty() && !zh.is_empty(), "{f:?}");
+            assert_ne!(en, zh, "{f:?}");
+            assert!(en.is_ascii(), "{en}");
+            assert!(!zh.is_ascii(), "{zh}");
+        }
+        assert_eq!(
+            Feedback::Invalid("q0: not an option".into()).text(Locale::EnUs),
+            "Not accepted: q0: not an option"
+        );
+    }
+
+    #[test]
+    fn registry_errors_map_to_one_feedback_each() {
+        use crate::store::StoreError;
+        let id = InteractionId::parse("x").unwrap();
+        assert!(matches!(
+            Feedback::of(Err(RegistryError::NotFound(id))),
+            Feedback::NotFound
+        ));
+        let down = Feedback::of(Err(RegistryError::Store(StoreError::Unavailable(
+            "down".into(),
+        ))));
+        assert!(matches!(down, Feedback::StoreDown));
+        assert_eq!(down.result(), "error");
+    }
+}

@@ -1,0 +1,162 @@
+//! What a new interaction must be: the request type, its bounds, and the timeouts it gets.
+
+use serde_json::{Map, Value};
+
+use super::Registry;
+use crate::interaction::ValidationError;
+use crate::interaction::form::Form;
+use crate::interaction::model::{Input, Interaction, InteractionId, Kind, now};
+use crate::interaction::question::parse_questions;
+
+/// Longest accepted `tool_name`, in characters.
+const MAX_TOOL_NAME: usize = 200;
+
+/// Longest accepted short label (`session`, `agent`), in characters.
+const MAX_LABEL: usize = 200;
+
+/// Longest accepted text field (`title`, `description`, `cwd`), in characters.
+const MAX_TEXT: usize = 16 * 1024;
+
+/// A request to create an interaction, as an agent sends it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NewInteraction {
+    /// The agent's idempotency key (e.g. the SDK's `toolUseID`); a UUID v7 if absent.
+    pub id: Option<String>,
+    /// The tool name, exactly as `canUseTool` received it.
+    pub tool_name: String,
+    /// The tool input, exactly as `canUseTool` received it.
+    pub input: Map<String, Value>,
+    /// The input's JSON text as the agent sent it, if it sent text: the interaction keeps it
+    /// as its input, so the agent gets back exactly what it sent (a parsed [`Value`] rewrites
+    /// some numbers). `input` must be its parsed form, as [`NewInteraction::from_json`] makes
+    /// both. `None`: the input is written out from `input`.
+    pub input_text: Option<Input>,
+    /// The agent's session label.
+    pub session: Option<String>,
+    /// Which agent is asking.
+    pub agent: Option<String>,
+    /// Human-readable title from the SDK's context.
+    pub title: Option<String>,
+    /// Human-readable description from the SDK's context.
+    pub description: Option<String>,
+    /// The agent's working directory.
+    pub cwd: Option<String>,
+    /// Requested timeout in seconds (clamped to the configured maximum).
+    pub timeout_secs: Option<u64>,
+    /// Permission suggestions ("always allow" rules) the agent offers: an array of the SDK's
+    /// permission updates (see [`crate::interaction::validate_suggestions`]); `[]` is none.
+    pub suggestions: Option<Value>,
+}
+
+impl NewInteraction {
+    /// A request with just a tool name and input.
+    pub fn new(tool_name: impl Into<String>, input: Map<String, Value>) -> Self {
+        Self {
+            tool_name: tool_name.into(),
+            input,
+            ..Self::default()
+        }
+    }
+
+    /// A request with just a tool name and an input the agent sent as JSON text, which the
+    /// interaction keeps as written (see [`NewInteraction::input_text`]).
+    pub fn from_json(
+        tool_name: impl Into<String>,
+        input: &serde_json::value::RawValue,
+    ) -> Result<Self, ValidationError> {
+        let text = Input::from_json(input)?;
+        let map = serde_json::from_str(text.as_json())
+            .map_err(|e| ValidationError::new("input", e.to_string()))?;
+        Ok(Self {
+            input_text: Some(text),
+            ..Self::new(tool_name, map)
+        })
+    }
+}
+
+fn check_len(v: &Option<String>, field: &str, max: usize) -> Result<(), ValidationError> {
+    if let Some(s) = v
+        && s.chars().count() > max
+    {
+        return Err(ValidationError::new(
+            field,
+            format!("is longer than {max} characters"),
+        ));
+    }
+    Ok(())
+}
+
+impl Registry {
+    /// The timeout an interaction of `kind` gets when `requested` seconds were asked for.
+    pub fn timeout_for(&self, kind: Kind, requested: Option<u64>) -> Result<u64, ValidationError> {
+        let cfg = &self.inner.config;
+        let default = match kind {
+            Kind::Approval => cfg.approval_timeout,
+            Kind::Question | Kind::Form => cfg.question_timeout,
+        };
+        let max = cfg.max_timeout.as_secs().max(1);
+        match requested {
+            Some(0) => Err(ValidationError::new("timeout_secs", "must be at least 1")),
+            Some(s) => Ok(s.min(max)),
+            None => Ok(default.as_secs().clamp(1, max)),
+        }
+    }
+
+    pub(super) fn build(&self, new: NewInteraction) -> Result<Interaction, ValidationError> {
+        let id = match &new.id {
+            Some(raw) => InteractionId::parse(raw)?,
+            None => InteractionId::generate(),
+        };
+        if new.tool_name.trim().is_empty() {
+            return Err(ValidationError::new("tool_name", "must not be empty"));
+        }
+        if new.tool_name.chars().count() > MAX_TOOL_NAME {
+            return Err(ValidationError::new(
+                "tool_name",
+                format!("is longer than {MAX_TOOL_NAME} characters"),
+            ));
+        }
+        check_len(&new.session, "session", MAX_LABEL)?;
+        check_len(&new.agent, "agent", MAX_LABEL)?;
+        check_len(&new.title, "title", MAX_TEXT)?;
+        check_len(&new.description, "description", MAX_TEXT)?;
+        check_len(&new.cwd, "cwd", MAX_TEXT)?;
+        let suggestions = new
+            .suggestions
+            .map(crate::interaction::validate_suggestions)
+            .transpose()?
+            .flatten();
+        let kind = Kind::of_tool(&new.tool_name);
+        match kind {
+            Kind::Question => {
+                parse_questions(&new.input)?;
+            }
+            Kind::Form => {
+                Form::from_input(&new.input)?;
+            }
+            Kind::Approval => {}
+        }
+        let timeout_secs = self.timeout_for(kind, new.timeout_secs)?;
+        let interaction = Interaction {
+            session: new.session.map(String::into_boxed_str),
+            agent: new.agent.map(String::into_boxed_str),
+            title: new.title.map(String::into_boxed_str),
+            description: new.description.map(String::into_boxed_str),
+            cwd: new.cwd.map(String::into_boxed_str),
+            suggestions: suggestions.map(Box::new),
+            ..Interaction::pending(
+                id,
+                new.tool_name,
+                new.input_text
+                    .unwrap_or_else(|| Input::from_map(&new.input)),
+                now(),
+                timeout_secs,
+            )
+        };
+        if self.inner.config.audit {
+            // The creation's audit entry refers to the digest; the map is at hand now.
+            interaction.prime_digest(&new.input);
+        }
+        Ok(interaction)
+    }
+}

@@ -1,0 +1,158 @@
+//! Opening the database: its write, read and frozen connections, the file lock that keeps it
+//! to one process, and the schema migrations (`migrations/*.sql`, numbered by
+//! `PRAGMA user_version`).
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags};
+
+use super::{Synchronous, unavailable};
+use crate::store::StoreError;
+
+/// Read connections kept open.
+pub(super) const READERS: usize = 4;
+
+/// The schema's migrations, oldest first: version N is the Nth file in `migrations/`, each
+/// applied once, in its own transaction.
+pub(super) const MIGRATIONS: &[&str] = &[
+    include_str!("migrations/0001_init.sql"),
+    include_str!("migrations/0002_audit_and_kv.sql"),
+    include_str!("migrations/0003_fenced_claims.sql"),
+    include_str!("migrations/0004_no_audit_index_by_interaction.sql"),
+    include_str!("migrations/0005_bound_hook_memory.sql"),
+];
+
+/// The version the newest migration brings a database to.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+pub(super) fn open_write_connection(
+    path: &Path,
+    sync: Synchronous,
+) -> rusqlite::Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(Duration::from_secs(5))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(
+        None,
+        "synchronous",
+        match sync {
+            Synchronous::Normal => "NORMAL",
+            Synchronous::Full => "FULL",
+        },
+    )?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    // Every write statement stays prepared (rusqlite keeps 16 by default, fewer than the
+    // writer uses, so some were parsed again and again).
+    conn.set_prepared_statement_cache_capacity(64);
+    Ok(conn)
+}
+
+pub(super) fn open_read_connection(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(Duration::from_secs(5))?;
+    Ok(conn)
+}
+
+/// Opens the database as an immutable file: for a disk where not even WAL's shared-memory
+/// file can be created (a read-only file system). Safe only when no write-ahead log holds
+/// data that is not in the main file yet, which [`can_freeze`] checks.
+pub(super) fn open_frozen_connection(path: &Path) -> rusqlite::Result<Connection> {
+    let mut uri = String::from("file:");
+    for c in path.to_string_lossy().chars() {
+        match c {
+            '%' => uri.push_str("%25"),
+            '?' => uri.push_str("%3f"),
+            '#' => uri.push_str("%23"),
+            c => uri.push(c),
+        }
+    }
+    uri.push_str("?immutable=1");
+    Connection::open_with_flags(
+        uri,
+        OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+}
+
+/// Whether the database at `path` can be read as an immutable file: it exists and its
+/// write-ahead log is absent or empty (everything committed is in the main file).
+pub(super) fn can_freeze(path: &Path) -> bool {
+    let mut wal = path.to_path_buf().into_os_string();
+    wal.push("-wal");
+    path.is_file() && std::fs::metadata(PathBuf::from(wal)).map_or(true, |m| m.len() == 0)
+}
+
+/// Applies pending migrations; returns the schema version afterwards.
+pub(super) fn migrate(conn: &mut Connection) -> rusqlite::Result<i64> {
+    let current: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    for (i, sql) in MIGRATIONS.iter().enumerate() {
+        let version = i as i64 + 1;
+        if version <= current {
+            continue;
+        }
+        let tx = conn.transaction()?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", version)?;
+        tx.commit()?;
+        tracing::info!(version, "applied store migration");
+    }
+    conn.pragma_query_value(None, "user_version", |r| r.get(0))
+}
+
+/// The schema version of an imrelay database.
+pub fn schema_version(conn: &Connection) -> Result<i64, StoreError> {
+    conn.pragma_query_value(None, "user_version", |r| r.get(0))
+        .map_err(unavailable)
+}
+
+/// Opens an imrelay database read-only, without taking the process lock (for the `imrelay
+/// audit` command, which may run beside the server).
+pub fn open_read_only(path: &Path) -> Result<Connection, StoreError> {
+    if !path.exists() {
+        return Err(unavailable(format!("{} does not exist", path.display())));
+    }
+    open_read_connection(path)
+        .map_err(|e| unavailable(format!("cannot open {}: {e}", path.display())))
+}
+
+/// Takes the exclusive lock on `<path>.lock` for this process. On a read-only disk the lock
+/// file is opened read-only (a lock needs no write access); if it does not exist and cannot be
+/// created, there is nothing to lock and the store opens without it, with a warning.
+pub(super) fn lock_database(path: &Path) -> Result<Option<File>, StoreError> {
+    let lock_path = {
+        let mut p = path.to_path_buf().into_os_string();
+        p.push(".lock");
+        PathBuf::from(p)
+    };
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .or_else(|e| File::open(&lock_path).map_err(|_| e));
+    let lock = match file {
+        Ok(f) => f,
+        Err(e) => {
+            tracing::warn!(path = %lock_path.display(), error = %e,
+                "cannot open or create the lock file; running without it (make sure no other imrelay uses this database)");
+            return Ok(None);
+        }
+    };
+    match lock.try_lock() {
+        Ok(()) => Ok(Some(lock)),
+        Err(std::fs::TryLockError::WouldBlock) => Err(unavailable(format!(
+            "{} is in use by another imrelay process",
+            path.display()
+        ))),
+        Err(std::fs::TryLockError::Error(e)) => Err(unavailable(format!(
+            "cannot lock {}: {e}",
+            lock_path.display()
+        ))),
+    }
+}
