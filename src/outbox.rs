@@ -44,11 +44,13 @@ const ORPHANS: usize = 16;
 const POLL: Duration = Duration::from_secs(1);
 
 /// A channel's jobs, typed: an enum tagged by its `kind` (`#[serde(tag = "kind")]`), one
-/// variant for each thing the channel does, carrying what that needs. It is stored as the
-/// job's `kind` and the variant's fields as its `payload`, so the store knows nothing of it.
+/// variant for each thing the channel does, carrying what that needs (or a struct whose
+/// `kind` field names what it does). It is stored as the job's `kind` and the other fields as
+/// its `payload`, so the store knows nothing of it.
 pub(crate) trait ChannelJob: serde::Serialize + serde::de::DeserializeOwned {
-    /// The channel whose handler delivers these jobs.
-    const CHANNEL: &'static str;
+    /// The outbox channel whose handler delivers this job: the channel's name, or for a
+    /// channel with a queue per target (webhooks), that target's queue.
+    fn channel(&self) -> std::borrow::Cow<'static, str>;
 
     /// The job's `kind`: the enum's tag.
     fn kind(&self) -> String {
@@ -72,7 +74,7 @@ pub(crate) trait ChannelJob: serde::Serialize + serde::de::DeserializeOwned {
         not_before: Timestamp,
         horizon: Timestamp,
     ) -> OutboxJob {
-        let key = OutboxJob::key_for(Self::CHANNEL, &self.kind(), i, more);
+        let key = OutboxJob::key_for(&self.channel(), &self.kind(), i, more);
         self.plan_keyed(key, i, not_before, horizon)
     }
 
@@ -96,7 +98,7 @@ pub(crate) trait ChannelJob: serde::Serialize + serde::de::DeserializeOwned {
         };
         OutboxJob {
             key,
-            channel: Self::CHANNEL.into(),
+            channel: self.channel().into_owned(),
             kind,
             interaction_id: Some(i.id.clone()),
             payload: serde_json::Value::Object(payload),
@@ -113,7 +115,7 @@ pub(crate) trait ChannelJob: serde::Serialize + serde::de::DeserializeOwned {
             other => {
                 return Err(Delivery::Failed(format!(
                     "a {} job whose payload is not an object: {other}",
-                    Self::CHANNEL
+                    job.channel
                 )));
             }
         };
@@ -121,8 +123,7 @@ pub(crate) trait ChannelJob: serde::Serialize + serde::de::DeserializeOwned {
         serde_json::from_value(serde_json::Value::Object(fields)).map_err(|e| {
             Delivery::Failed(format!(
                 "a {} job of kind {:?} this version cannot read: {e}",
-                Self::CHANNEL,
-                job.kind
+                job.channel, job.kind
             ))
         })
     }
@@ -501,7 +502,9 @@ mod tests {
     }
 
     impl ChannelJob for Sample {
-        const CHANNEL: &'static str = "sample";
+        fn channel(&self) -> std::borrow::Cow<'static, str> {
+            "sample".into()
+        }
     }
 
     #[test]

@@ -14,7 +14,7 @@
 //! turns a tool call into what a person checks before saying yes, for any surface to render.
 
 pub mod feishu;
-pub mod pipeline;
+pub(crate) mod pipeline;
 pub mod present;
 pub mod render;
 pub mod telegram;

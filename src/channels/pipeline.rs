@@ -25,7 +25,7 @@ use super::render::{self, Locale};
 
 /// What became of a tap, a click or a typed answer, as the person who gave it is told.
 #[derive(Clone, Debug)]
-pub enum Feedback {
+pub(crate) enum Feedback {
     /// This answer resolved the interaction (shown as it now is).
     Resolved(Arc<Interaction>),
     /// It was resolved before this answer came (by someone, by expiry, by the agent).
@@ -55,10 +55,8 @@ impl Feedback {
             Err(RegistryError::Invalid(v)) => Feedback::Invalid(v.message),
             // An id in use by another request: the button cannot act on it.
             Err(RegistryError::Conflict(_)) => Feedback::BadButton,
-            Err(RegistryError::Store(e)) => {
-                tracing::error!(error = %e, "cannot record an answer from a channel");
-                Feedback::StoreDown
-            }
+            // Logged where the answer was given (`Pipeline::respond`).
+            Err(RegistryError::Store(_)) => Feedback::StoreDown,
         }
     }
 
@@ -143,7 +141,7 @@ pub(crate) struct Tap<'a> {
 
 /// Why `Pipeline::admit` stopped a tap.
 #[derive(Clone, Debug)]
-pub struct Stop {
+pub(crate) struct Stop {
     /// What the person is told.
     pub feedback: Feedback,
     /// The refusal's label (`not_approver`, `bad_data`) when the tap was refused rather than
@@ -247,6 +245,9 @@ impl Pipeline {
         match &r {
             Ok(_) => {
                 tracing::info!(id = %id, via = %self.via, by = %who.escape_debug(), "answer accepted")
+            }
+            Err(e @ RegistryError::Store(_)) => {
+                tracing::error!(id = %id, via = %self.via, by = %who.escape_debug(), error = %e, "cannot record an answer from a channel")
             }
             Err(e) => {
                 tracing::info!(id = %id, via = %self.via, by = %who.escape_debug(), error = %e, "answer not accepted")

@@ -44,7 +44,9 @@ pub(crate) enum Job {
 }
 
 impl ChannelJob for Job {
-    const CHANNEL: &'static str = CHANNEL;
+    fn channel(&self) -> std::borrow::Cow<'static, str> {
+        CHANNEL.into()
+    }
 }
 
 /// Plans the channel's outbox jobs inside each state change's transaction.

@@ -82,7 +82,9 @@ pub(crate) enum Job {
 }
 
 impl ChannelJob for Job {
-    const CHANNEL: &'static str = CHANNEL;
+    fn channel(&self) -> std::borrow::Cow<'static, str> {
+        CHANNEL.into()
+    }
 }
 
 /// The job that posts interaction `i` to `chat`; `nonce` distinguishes a re-post.

@@ -16,6 +16,7 @@ pub mod signature;
 
 pub use settings::{WebhookEvent, WebhookSettings, validate_all};
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -26,7 +27,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -35,7 +36,7 @@ use crate::interaction::{
     Interaction, InteractionId, Kind, Lifecycle, Millis, Registry, RegistryError, Responder,
     ValidationError, Via,
 };
-use crate::outbox::{Delivery, OutboxHandler};
+use crate::outbox::{ChannelJob, Delivery, OutboxHandler};
 use crate::store::{ClaimedJob, OutboxJob, Store};
 use crate::sync::RwLockExt;
 use crate::wire::answer::{RespondBody, outcome_body, path_id};
@@ -148,7 +149,6 @@ impl Webhooks {
             // The creation time tells apart two interactions that had the same id (an id
             // can be used again once the first one was pruned).
             let incarnation = format!("{}:{}", event.name(), i.incarnation());
-            let key = format!("webhook:{name}:{incarnation}");
             let msg_id = format!(
                 "msg_{}",
                 &hex::encode(Sha256::digest(incarnation.as_bytes()))[..32]
@@ -156,15 +156,14 @@ impl Webhooks {
             let body = self.payload(name, event, i, &msg_id);
             let now = crate::interaction::now();
             let horizon = Duration::from_secs(t.settings.horizon_hours.saturating_mul(3600));
-            jobs.push(OutboxJob {
-                key,
-                channel: channel_name(name),
-                kind: event.name().to_string(),
-                interaction_id: Some(i.id.clone()),
-                payload: json!({"target": name, "msg_id": msg_id, "body": body}),
-                not_before: now,
-                horizon: crate::interaction::after(now, horizon),
-            });
+            let job = Job {
+                kind: event,
+                target: name.clone(),
+                msg_id,
+                body,
+            };
+            // Keyed `webhook:<target>:<event>:<incarnation>`.
+            jobs.push(job.plan(i, &[], now, crate::interaction::after(now, horizon)));
         }
     }
 
@@ -183,6 +182,25 @@ impl Webhooks {
         {
             tracing::error!(webhook = name, error = %e, "could not record that the target is disabled");
         }
+    }
+}
+
+/// One delivery to one target: the signed event, in the target's own outbox queue.
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+struct Job {
+    /// The event delivered: the job's kind.
+    kind: WebhookEvent,
+    /// The target's name.
+    target: String,
+    /// The event's `webhook-id`, the same on every attempt so the target can deduplicate.
+    msg_id: String,
+    /// The event's JSON text, fixed when it was planned: what is signed and sent.
+    body: String,
+}
+
+impl ChannelJob for Job {
+    fn channel(&self) -> Cow<'static, str> {
+        channel_name(&self.target).into()
     }
 }
 
@@ -228,24 +246,22 @@ impl OutboxHandler for Deliverer {
                 self.name
             ));
         }
-        let (Some(msg_id), Some(body)) = (
-            job.job.payload["msg_id"].as_str(),
-            job.job.payload["body"].as_str(),
-        ) else {
-            return Delivery::Failed("malformed webhook job".into());
+        let Job { msg_id, body, .. } = match Job::read(&job.job) {
+            Ok(j) => j,
+            Err(unreadable) => return unreadable,
         };
         let ts = jiff::Timestamp::now().as_second();
-        let signature = target.key.sign(msg_id, ts, body.as_bytes());
+        let signature = target.key.sign(&msg_id, ts, body.as_bytes());
         let sent = self
             .hooks
             .client
             .post(&target.settings.url)
             .timeout(Duration::from_secs(target.settings.timeout_secs))
             .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .header("webhook-id", msg_id)
+            .header("webhook-id", &msg_id)
             .header("webhook-timestamp", ts.to_string())
             .header("webhook-signature", signature)
-            .body(body.to_string())
+            .body(body)
             .send()
             .await;
         match sent {
@@ -454,4 +470,48 @@ async fn release(hooks: &Webhooks, scope: &str, msg_id: &str) {
 /// A header value as recorded in refusals and messages: at most 64 characters.
 fn bounded(v: &str) -> String {
     crate::interaction::clip(v, 64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_delivery_is_queued_on_its_target_and_reads_back_as_stored() {
+        let i = Interaction::pending(
+            InteractionId::parse("t1").unwrap(),
+            "Bash",
+            crate::interaction::Input::default(),
+            jiff::Timestamp::from_millisecond(1_700_000_000_000).unwrap(),
+            60,
+        );
+        let job = Job {
+            kind: WebhookEvent::Resolved,
+            target: "ci".into(),
+            msg_id: "msg_1".into(),
+            body: "{}".into(),
+        };
+        let (at, until) = (i.created_at, i.deadline);
+        let stored = job.plan(&i, &[], at, until);
+        assert_eq!(
+            stored.key,
+            "webhook:ci:interaction.resolved:t1:1700000000000"
+        );
+        assert_eq!(
+            (stored.channel.as_str(), stored.kind.as_str()),
+            ("webhook:ci", "interaction.resolved")
+        );
+        // The payload is what earlier versions stored, so their queued jobs still deliver.
+        assert_eq!(
+            stored.payload,
+            json!({"target": "ci", "msg_id": "msg_1", "body": "{}"})
+        );
+        assert_eq!(Job::read(&stored).ok(), Some(job));
+
+        let mut unknown = stored.clone();
+        unknown.kind = "interaction.renamed".into();
+        assert!(
+            matches!(Job::read(&unknown), Err(Delivery::Failed(why)) if why.contains("webhook:ci"))
+        );
+    }
 }
