@@ -356,7 +356,7 @@ async fn the_inbox_answers_and_follows_answers_given_elsewhere() {
     b.until(
         "the approval in the recent list",
         &format!(
-            "!{} && !!{} && {}.textContent.includes('allowed by Dana via desktop')",
+            "!{} && !!{} && {}.textContent.includes('Allowed by Dana via desktop')",
             card("pending", "ib-approve"),
             card("recent", "ib-approve"),
             card("recent", "ib-approve")
@@ -426,7 +426,7 @@ async fn the_inbox_answers_and_follows_answers_given_elsewhere() {
     b.until(
         "the card to follow the answer given through the API",
         &format!(
-            "!{} && !!{} && {}.textContent.includes('denied by Erin via api')",
+            "!{} && !!{} && {}.textContent.includes('Denied by Erin via api')",
             card("pending", "ib-elsewhere"),
             card("recent", "ib-elsewhere"),
             card("recent", "ib-elsewhere")
@@ -454,7 +454,7 @@ async fn the_inbox_answers_and_follows_answers_given_elsewhere() {
     b.until(
         "the stale card to show the first answer",
         &format!(
-            "!{} && !!{} && {}.textContent.includes('denied by Frank')",
+            "!{} && !!{} && {}.textContent.includes('Denied by Frank')",
             card("pending", "ib-stale"),
             card("recent", "ib-stale"),
             card("recent", "ib-stale")
@@ -523,7 +523,7 @@ async fn after_a_restart_the_inbox_drops_what_was_answered_meanwhile_and_keeps_w
     b.until(
         "the card answered meanwhile to move to the recent list",
         &format!(
-            "!{} && !!{} && {}.textContent.includes('allowed by Gina via api')",
+            "!{} && !!{} && {}.textContent.includes('Allowed by Gina via api')",
             card("pending", "ib-gone"),
             card("recent", "ib-gone"),
             card("recent", "ib-gone")
@@ -1082,7 +1082,7 @@ async fn a_form_is_filled_in_checked_field_by_field_and_answered() {
             .await
             .as_str()
             .unwrap()
-            .contains("answered by Ann via desktop")
+            .contains("Answered by Ann via desktop")
     );
     assert_eq!(
         b.eval("typeof window.__xss + ':' + document.querySelectorAll('main img').length")
@@ -1146,7 +1146,7 @@ async fn a_form_can_be_declined_with_a_reason() {
     let recent = card("recent", "fm-prompt");
     b.until(
         "the declined prompt",
-        &format!("({recent}?.textContent || '').includes('declined by Bo via desktop')"),
+        &format!("({recent}?.textContent || '').includes('Declined by Bo via desktop')"),
     )
     .await;
     assert!(

@@ -726,7 +726,9 @@ function recentCard(i) {
   card.classList.add(r.outcome || "");
   card.querySelector(".deadline").textContent = "";
   const body = card.querySelector(".body");
-  body.append(el("p", {}, el("span", { class: "outcome", text: describeResolution(i) })));
+  // A line of its own, so it starts as a sentence: "Allowed by Dana via desktop at …".
+  const said = describeResolution(i);
+  body.append(el("p", {}, el("span", { class: "outcome", text: said.charAt(0).toUpperCase() + said.slice(1) })));
   if (i.kind === "approval") {
     // What was approved or denied, in a line: "Run: cargo test", "Edit src/lib.rs".
     const what = el("p", { class: "summary muted" });
