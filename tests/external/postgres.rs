@@ -29,6 +29,18 @@ use crate::{Need, trial};
 
 const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 
+/// The store's whole audit trail (up to 10,000 entries), oldest first.
+async fn audit_trail(store: &(impl AuditStore + ?Sized)) -> Vec<imrelay::audit::AuditEntry> {
+    store
+        .audit(&AuditQuery {
+            after_seq: 0,
+            since: None,
+            limit: 10_000,
+        })
+        .await
+        .unwrap()
+}
+
 pub fn trials() -> Vec<Trial> {
     vec![
         trial("postgres::store_keeps_the_contract", server, || {
@@ -384,14 +396,7 @@ async fn replicas_write_one_audit_chain_and_each_resolution_has_one_winner(schem
     for t in tasks {
         t.await.unwrap();
     }
-    let entries = a
-        .audit(&AuditQuery {
-            after_seq: 0,
-            since: None,
-            limit: 10_000,
-        })
-        .await
-        .unwrap();
+    let entries = audit_trail(&*a).await;
     assert_eq!(audit::verify(&entries), Ok(entries.len() as i64));
     assert_eq!(entries.len(), ids.len() * 3, "created, answered, refused");
     for id in &ids {
@@ -564,14 +569,7 @@ async fn changes_queued_together_are_answered_as_if_each_were_alone(schema: Stri
     assert!(matches!(missing.unwrap(), ResolveOutcome::NotFound));
 
     // One audit entry, one outbox job and one event per change that took effect.
-    let entries = store
-        .audit(&AuditQuery {
-            after_seq: 0,
-            since: None,
-            limit: 100,
-        })
-        .await
-        .unwrap();
+    let entries = audit_trail(&store).await;
     assert_eq!(audit::verify(&entries), Ok(4));
     let actors: Vec<_> = entries
         .iter()
@@ -656,14 +654,7 @@ async fn concurrent_changes_share_their_round_trips_and_commit(schema: String) {
         (1..=3).contains(&writers),
         "50 creates were committed by {writers} transactions"
     );
-    let entries = store
-        .audit(&AuditQuery {
-            after_seq: 0,
-            since: None,
-            limit: 100,
-        })
-        .await
-        .unwrap();
+    let entries = audit_trail(&*store).await;
     assert_eq!(audit::verify(&entries), Ok(50));
 }
 
@@ -683,14 +674,7 @@ async fn a_change_whose_caller_stopped_waiting_is_still_committed(schema: String
         store.get(&i.id).await.unwrap().map(|_| ())
     })
     .await;
-    let entries = store
-        .audit(&AuditQuery {
-            after_seq: 0,
-            since: None,
-            limit: 10,
-        })
-        .await
-        .unwrap();
+    let entries = audit_trail(&store).await;
     assert_eq!(audit::verify(&entries), Ok(1));
     assert_eq!(store.events_after(0, 10).await.unwrap().len(), 1);
 }

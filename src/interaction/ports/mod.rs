@@ -27,7 +27,7 @@ use self::lease::Leader;
 use super::{Interaction, InteractionId};
 
 /// Why the store could not do what was asked.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum StoreError {
     /// The store cannot take writes (disk full, read-only, I/O error); nothing was changed.
     #[error("the store is unavailable: {0}")]

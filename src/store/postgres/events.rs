@@ -1,7 +1,8 @@
 //! The cluster's lifecycle events in PostgreSQL: every create and resolution appends one, in
-//! the same transaction (a group of them, in one statement), with an id from a sequence taken under a transaction-level advisory
-//! lock held until the commit. Ids are thus given in commit order, so a reader following
-//! `id > last` never skips an event that commits later with a lower id.
+//! the same transaction (a group of them, in one statement), with an id from a sequence taken
+//! under a transaction-level advisory lock held until the commit. Ids are thus given in commit
+//! order, so a reader following `id > last` never skips an event that commits later with a
+//! lower id.
 
 use std::sync::Arc;
 

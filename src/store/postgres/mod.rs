@@ -11,9 +11,9 @@
 //! - The same contract as SQLite, kept by the database rather than by one process: creates and
 //!   resolutions are conditional statements. A store's creates and resolutions are applied
 //!   many to a transaction by one writer task (group commit, `writer.rs`), since every
-//!   replica's changes wait for the cluster's locks until their commit; outbox claims take rows with
-//!   `FOR UPDATE SKIP LOCKED`, so replicas never claim the same job; audit appends take a
-//!   transaction-level advisory lock, so there is one chain across replicas.
+//!   replica's changes wait for the cluster's locks until their commit; outbox claims take
+//!   rows with `FOR UPDATE SKIP LOCKED`, so replicas never claim the same job; audit appends
+//!   take a transaction-level advisory lock, so there is one chain across replicas.
 //! - Every create and resolution also sends a notification (`pg_notify`, in the same
 //!   transaction, so it is delivered at commit) carrying the interaction's id on the channel
 //!   `<schema>.changes`: the [`listener`] turns them into a stream for other processes.

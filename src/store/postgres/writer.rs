@@ -100,14 +100,6 @@ impl Write {
     }
 }
 
-/// A copy of `e` for each change it fails (`StoreError` is not `Clone`).
-fn copy(e: &StoreError) -> StoreError {
-    match e {
-        StoreError::Unavailable(m) => StoreError::Unavailable(m.clone()),
-        StoreError::Corrupt(m) => StoreError::Corrupt(m.clone()),
-    }
-}
-
 /// The queue to a store's writer task; the task ends when the queue is dropped and empty.
 #[derive(Debug)]
 pub(super) struct Writer {
@@ -260,7 +252,7 @@ impl Task {
     /// Applies `batch`: one outcome per change, in its order.
     async fn apply(&self, batch: &[Write]) -> Vec<Result<Outcome, StoreError>> {
         let fail_all = |e: &StoreError| -> Vec<Result<Outcome, StoreError>> {
-            batch.iter().map(|_| Err(copy(e))).collect()
+            batch.iter().map(|_| Err(e.clone())).collect()
         };
         let mut client = match self.pool.get().await {
             Ok(c) => c,
