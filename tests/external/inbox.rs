@@ -874,13 +874,22 @@ async fn tool_calls_show_as_people_read_them() {
         done["resolution"]["result"]["updatedInput"],
         json!({"command": "echo safe"})
     );
-    // The recent item says what was approved, and the page has an icon.
+    // The recent item says what was asked and what was approved, and the page has an icon.
     let recent = card("recent", "pr-bash");
     b.until(
         "the recent item's summary",
-        &format!("({recent}?.querySelector('.summary')?.textContent || '').startsWith('Run: ')"),
+        &format!(
+            "({recent}?.querySelector('.summary')?.textContent || '').startsWith('Asked: Run: ')"
+        ),
     )
     .await;
+    assert_eq!(
+        b.eval(&format!(
+            "[...{recent}.querySelectorAll('.edited-label, pre.edited')].map(e => e.textContent)"
+        ))
+        .await,
+        json!(["Approved as edited:", "{\n  \"command\": \"echo safe\"\n}"])
+    );
     assert_eq!(
         b.eval("document.querySelector('link[rel=icon]').href.startsWith('data:image/svg+xml')")
             .await,

@@ -809,13 +809,17 @@ function recentCard(i) {
   // A line of its own, so it starts as a sentence: "Allowed by Dana via desktop at …".
   const said = describeResolution(i);
   body.append(el("p", {}, el("span", { class: "outcome", text: said.charAt(0).toUpperCase() + said.slice(1) })));
+  // An approval of an edited input: the agent ran that, not what it asked for.
+  const allowed = r.result && r.result.behavior === "allow" ? r.result.updatedInput : null;
+  const edited = i.kind === "approval" && allowed && JSON.stringify(allowed) !== JSON.stringify(i.input) ? allowed : null;
   if (i.kind === "approval") {
-    // What was approved or denied, in a line: "Run: cargo test", "Edit src/lib.rs".
+    // What was approved or denied, in a line: "Run: cargo test", "Edit src/lib.rs" (what was
+    // asked, when an edited input was approved instead).
     const what = el("p", { class: "summary muted" });
     body.append(what);
     fetch("/v1/interactions/" + encodeURIComponent(i.id) + "/display", { headers: authHeaders() })
       .then((r) => r.ok ? r.json() : null)
-      .then((d) => { if (d && d.summary) what.replaceChildren(...words(d.summary)); })
+      .then((d) => { if (d && d.summary) what.replaceChildren(...(edited ? ["Asked: "] : []), ...words(d.summary)); })
       .catch(() => {});
   }
   if (i.kind === "form") {
@@ -824,6 +828,9 @@ function recentCard(i) {
   }
   const msg = r.result && r.result.behavior === "deny" ? r.result.message : null;
   if (msg) body.append(el("p", { class: "muted", text: "“" + msg + "”" }));
+  if (edited) {
+    body.append(el("p", { class: "edited-label", text: "Approved as edited:" }), codeBlock(JSON.stringify(edited, null, 2).split("\n"), "edited"));
+  }
   const answers = r.result && r.result.updatedInput && r.result.updatedInput.answers;
   if (i.kind === "question" && answers) {
     for (const [q, a] of Object.entries(answers)) body.append(el("p", { class: "muted", text: q + " → " + a }));
