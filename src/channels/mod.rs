@@ -14,9 +14,11 @@
 //! turns a tool call into what a person checks before saying yes, for any surface to render.
 
 pub mod feishu;
+pub mod longconn;
 pub(crate) mod pipeline;
 pub mod present;
 pub mod render;
+pub mod slack;
 pub mod telegram;
 pub mod token;
 pub mod webhook;

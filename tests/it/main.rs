@@ -21,6 +21,7 @@ mod outbox;
 mod presentation;
 mod questions;
 mod restart;
+mod slack;
 mod sse;
 mod store;
 mod support;
