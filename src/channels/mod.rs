@@ -13,6 +13,7 @@
 //! rule makes every channel equal. Shared rendering helpers live in [`render`]; [`present`]
 //! turns a tool call into what a person checks before saying yes, for any surface to render.
 
+pub mod dingtalk;
 pub mod feishu;
 pub mod longconn;
 pub(crate) mod pipeline;

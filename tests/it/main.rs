@@ -11,6 +11,7 @@ mod cli;
 mod connections;
 mod contract;
 mod deploy;
+mod dingtalk;
 mod doctor;
 mod feishu;
 mod forms;
