@@ -23,6 +23,7 @@ pub mod slack;
 pub mod telegram;
 pub mod token;
 pub mod webhook;
+pub mod wecom;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -29,3 +29,4 @@ mod support;
 mod telegram;
 mod terminal;
 mod webhooks;
+mod wecom;
