@@ -8,7 +8,9 @@
 
 use aes::cipher::{BlockDecryptMut, BlockEncryptMut, KeyIvInit};
 use base64::Engine;
+use base64::alphabet;
 use base64::engine::general_purpose::STANDARD;
+use base64::engine::{GeneralPurpose, GeneralPurposeConfig};
 use sha1::{Digest, Sha1};
 use subtle::ConstantTimeEq;
 
@@ -16,6 +18,14 @@ use crate::settings::Secret;
 
 /// The block size the padding rounds to (not AES's 16).
 const PAD_BLOCK: usize = 32;
+
+/// Base64 that accepts non-zero trailing bits: EncodingAESKeys are 43 random base64
+/// characters, so the last one rarely ends in the zero bits a strict decoder demands (the
+/// official samples' key does not).
+const LENIENT: GeneralPurpose = GeneralPurpose::new(
+    &alphabet::STANDARD,
+    GeneralPurposeConfig::new().with_decode_allow_trailing_bits(true),
+);
 
 /// Why a callback could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -66,7 +76,7 @@ impl MsgCrypt {
         if k.len() != 43 {
             return Err(CryptoError::BadKey);
         }
-        let bytes = STANDARD
+        let bytes = LENIENT
             .decode(format!("{k}="))
             .map_err(|_| CryptoError::BadKey)?;
         let key: [u8; 32] = bytes.try_into().map_err(|_| CryptoError::BadKey)?;
