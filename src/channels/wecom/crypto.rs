@@ -210,7 +210,7 @@ mod tests {
     #[test]
     fn keys_are_checked() {
         assert!(MsgCrypt::new(Secret::new("t"), &Secret::new("short"), "").is_err());
-        assert!(MsgCrypt::new(Secret::new("t"), &Secret::new(&"!".repeat(43)), "").is_err());
+        assert!(MsgCrypt::new(Secret::new("t"), &Secret::new("!".repeat(43)), "").is_err());
     }
 
     #[test]
