@@ -25,6 +25,16 @@ pub fn trials() -> Vec<libtest_mimic::Trial> {
             super::claude_code,
             permission_prompt_tool_deny_tells_the_model_why,
         ),
+        trial(
+            "agents::claude_code::pre_tool_use_hook_allow_runs_the_command",
+            super::claude_code,
+            pre_tool_use_hook_allow_runs_the_command,
+        ),
+        trial(
+            "agents::claude_code::pre_tool_use_hook_deny_tells_the_model_why",
+            super::claude_code,
+            pre_tool_use_hook_deny_tells_the_model_why,
+        ),
     ]
 }
 
@@ -179,6 +189,83 @@ async fn permission_prompt_tool_deny_tells_the_model_why() {
         result.text.contains("Not on a Friday"),
         "the reason did not reach the model: {result:?}\n{}",
         out.describe()
+    );
+    assert_eq!(proof(&sandbox), None, "a denied command ran");
+    assert!(out.succeeded(), "{}", out.describe());
+}
+
+/// Starts `claude -p` asking for the shell command, with a `PreToolUse` HTTP hook for `Bash`
+/// at imrelay's `/v1/hooks/claude-code` (and no other way to get permission).
+fn start_with_hook(sandbox: &Sandbox, app: &TestApp, model: &FakeModel) -> Running {
+    let settings = sandbox.dir.path().join("settings.json");
+    let hook = json!({"type": "http", "url": app.url("/v1/hooks/claude-code"), "timeout": 60});
+    let config = json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [hook]}]}});
+    std::fs::write(&settings, config.to_string()).expect("write settings.json");
+    let mut c = claude_command(sandbox, model);
+    c.arg("-p")
+        .arg("Write the proof file.")
+        .arg("--settings")
+        .arg(&settings)
+        .args(["--output-format", "stream-json", "--verbose"]);
+    sandbox.spawn(c)
+}
+
+async fn pre_tool_use_hook_allow_runs_the_command() {
+    let app = spawn_app().await;
+    let model = FakeModel::start(Dialect::Anthropic, Step::Shell(COMMAND.into()), "Done.").await;
+    let sandbox = Sandbox::new();
+    let mut agent = start_with_hook(&sandbox, &app, &model);
+
+    let asked = pending(&mut agent, &app).await;
+    assert_eq!(asked["tool_name"], "Bash", "{asked}");
+    assert_eq!(asked["input"]["command"], COMMAND, "{asked}");
+    let (status, body) = app
+        .respond(
+            asked["id"].as_str().expect("id"),
+            &json!({"decision": "allow", "by": "alice"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+
+    let out = agent.finish(RUN_LIMIT).await;
+    assert_eq!(
+        proof(&sandbox).as_deref(),
+        Some("ok\n"),
+        "the command did not run\n{}",
+        out.describe()
+    );
+    let result = model
+        .wait_for_tool_result(Duration::from_secs(1))
+        .await
+        .expect("the tool result reached the model");
+    assert!(!result.is_error, "{result:?}");
+    assert!(out.succeeded(), "{}", out.describe());
+}
+
+async fn pre_tool_use_hook_deny_tells_the_model_why() {
+    let app = spawn_app().await;
+    let model = FakeModel::start(Dialect::Anthropic, Step::Shell(COMMAND.into()), "Done.").await;
+    let sandbox = Sandbox::new();
+    let mut agent = start_with_hook(&sandbox, &app, &model);
+
+    let asked = pending(&mut agent, &app).await;
+    let (status, body) = app
+        .respond(
+            asked["id"].as_str().expect("id"),
+            &json!({"decision": "deny", "message": "Not on a Friday", "by": "alice"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+
+    let out = agent.finish(RUN_LIMIT).await;
+    let result = model
+        .wait_for_tool_result(Duration::from_secs(1))
+        .await
+        .unwrap_or_else(|| panic!("no tool result reached the model\n{}", out.describe()));
+    assert!(result.is_error, "{result:?}");
+    assert!(
+        result.text.contains("Not on a Friday"),
+        "the reason did not reach the model: {result:?}"
     );
     assert_eq!(proof(&sandbox), None, "a denied command ran");
     assert!(out.succeeded(), "{}", out.describe());
