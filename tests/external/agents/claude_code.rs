@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::capture;
 use super::fake_model::{Dialect, FakeModel, Step};
+use super::tap::Tap;
 use super::{Running, Sandbox, installed};
 use crate::support::*;
 use crate::trial;
@@ -62,22 +64,19 @@ pub fn claude_command(sandbox: &Sandbox, model: &FakeModel) -> tokio::process::C
     c
 }
 
-/// Writes an MCP configuration naming imrelay's `/mcp` as the server `imrelay`.
-fn mcp_config(sandbox: &Sandbox, app: &TestApp) -> PathBuf {
+/// Writes an MCP configuration naming `url` (imrelay's `/mcp`, through a tap) as the server
+/// `imrelay`.
+fn mcp_config(sandbox: &Sandbox, url: &str) -> PathBuf {
     let path = sandbox.dir.path().join("mcp.json");
-    let config = json!({"mcpServers": {"imrelay": {"type": "http", "url": app.url("/mcp")}}});
+    let config = json!({"mcpServers": {"imrelay": {"type": "http", "url": url}}});
     std::fs::write(&path, config.to_string()).expect("write mcp.json");
     path
 }
 
 /// Starts `claude -p` asking for the shell command, with every permission going to
 /// imrelay's `permission_prompt` tool.
-fn start_with_permission_prompt_tool(
-    sandbox: &Sandbox,
-    app: &TestApp,
-    model: &FakeModel,
-) -> Running {
-    let config = mcp_config(sandbox, app);
+fn start_with_permission_prompt_tool(sandbox: &Sandbox, tap: &Tap, model: &FakeModel) -> Running {
+    let config = mcp_config(sandbox, &tap.url("/mcp"));
     let mut c = claude_command(sandbox, model);
     c.arg("-p")
         .arg("Write the proof file.")
@@ -116,9 +115,10 @@ fn result_line(stdout: &str) -> Option<Value> {
 
 async fn permission_prompt_tool_allow_runs_the_command() {
     let app = spawn_app().await;
+    let tap = Tap::start(format!("http://{}", app.addr)).await;
     let model = FakeModel::start(Dialect::Anthropic, Step::Shell(COMMAND.into()), "Done.").await;
     let sandbox = Sandbox::new();
-    let mut agent = start_with_permission_prompt_tool(&sandbox, &app, &model);
+    let mut agent = start_with_permission_prompt_tool(&sandbox, &tap, &model);
 
     let asked = pending(&mut agent, &app).await;
     assert_eq!(asked["tool_name"], "Bash", "{asked}");
@@ -132,6 +132,17 @@ async fn permission_prompt_tool_allow_runs_the_command() {
     assert_eq!(status, 200, "{body}");
 
     let out = agent.finish(RUN_LIMIT).await;
+    // What Claude Code sent to the permission tool, and what it got back.
+    let call = tap
+        .exchanges()
+        .into_iter()
+        .find(|e| e.request_json()["params"]["name"] == "permission_prompt")
+        .unwrap_or_else(|| panic!("no permission_prompt call\n{}", tap.describe()));
+    let args = &call.request_json()["params"]["arguments"];
+    assert_eq!(args["tool_name"], "Bash", "{args}");
+    assert_eq!(args["input"]["command"], COMMAND, "{args}");
+    assert!(args["tool_use_id"].is_string(), "{args}");
+    capture("claude-code/permission_prompt_call.json", &call.to_json());
     let result = model
         .wait_for_tool_result(Duration::from_secs(1))
         .await
@@ -160,9 +171,10 @@ async fn permission_prompt_tool_allow_runs_the_command() {
 
 async fn permission_prompt_tool_deny_tells_the_model_why() {
     let app = spawn_app().await;
+    let tap = Tap::start(format!("http://{}", app.addr)).await;
     let model = FakeModel::start(Dialect::Anthropic, Step::Shell(COMMAND.into()), "Done.").await;
     let sandbox = Sandbox::new();
-    let mut agent = start_with_permission_prompt_tool(&sandbox, &app, &model);
+    let mut agent = start_with_permission_prompt_tool(&sandbox, &tap, &model);
 
     let asked = pending(&mut agent, &app).await;
     let (status, body) = app

@@ -269,7 +269,12 @@ fn shell_call(offered: &[String], command: &str) -> Option<(String, Value)> {
     } else if has("shell_command") {
         Some(("shell_command".into(), json!({"command": command})))
     } else if has("exec_command") {
-        Some(("exec_command".into(), json!({"cmd": command})))
+        // Codex runs a command in its sandbox without asking; asking to run it outside is
+        // what makes it ask (under `approval_policy = "on-request"`).
+        Some((
+            "exec_command".into(),
+            json!({"cmd": command, "sandbox_permissions": "require_escalated", "justification": "May I write the proof file?"}),
+        ))
     } else if has("shell") {
         Some(("shell".into(), json!({"command": ["bash", "-lc", command]})))
     } else if has("bash") {
@@ -441,22 +446,42 @@ fn anthropic(state: &State, body: &Value) -> Response {
 }
 
 fn responses(state: &State, body: &Value) -> Response {
-    let offered: Vec<String> = body["tools"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|t| t["name"].as_str().map(str::to_string))
-        .collect();
+    // Codex offers an MCP server's tools inside a `namespace` tool (`mcp__<server>`); such a
+    // tool is offered here as `<namespace>__<name>` and called with both.
+    let mut offered: Vec<String> = Vec::new();
+    for t in body["tools"].as_array().into_iter().flatten() {
+        let Some(name) = t["name"].as_str() else {
+            continue;
+        };
+        if t["type"] == "namespace" {
+            for inner in t["tools"].as_array().into_iter().flatten() {
+                if let Some(n) = inner["name"].as_str() {
+                    offered.push(format!("{name}__{n}"));
+                }
+            }
+        } else {
+            offered.push(name.to_string());
+        }
+    }
     let reply = decide(
         state,
         &offered,
         &tool_results(Dialect::OpenAiResponses, body),
     );
     let item = match &reply {
-        Reply::Call { id, name, input } => json!({
-            "type": "function_call", "id": format!("fc_{id}"), "call_id": id, "name": name,
-            "arguments": input.to_string(), "status": "completed",
-        }),
+        Reply::Call { id, name, input } => {
+            let mut item = json!({
+                "type": "function_call", "id": format!("fc_{id}"), "call_id": id, "name": name,
+                "arguments": input.to_string(), "status": "completed",
+            });
+            if let Some((namespace, tool)) = name.rsplit_once("__")
+                && namespace.starts_with("mcp__")
+            {
+                item["namespace"] = json!(namespace);
+                item["name"] = json!(tool);
+            }
+            item
+        }
         Reply::Text(t) => json!({
             "type": "message", "id": "msg_imrelay_fake", "role": "assistant", "status": "completed",
             "content": [{"type": "output_text", "text": t, "annotations": []}],

@@ -100,6 +100,22 @@ pub fn gemini_cli() -> Need {
     need("gemini-cli")
 }
 
+/// With `IMRELAY_CAPTURE_FIXTURES=1`, writes `value` to `tests/fixtures/<path>` (how the
+/// fixtures captured from the real programs are refreshed); otherwise does nothing.
+pub fn capture(path: &str, value: &serde_json::Value) {
+    if std::env::var("IMRELAY_CAPTURE_FIXTURES").as_deref() != Ok("1") {
+        return;
+    }
+    let file = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(path);
+    if let Some(dir) = file.parent() {
+        std::fs::create_dir_all(dir).expect("the fixtures directory");
+    }
+    let text = serde_json::to_string_pretty(value).expect("JSON");
+    std::fs::write(&file, text + "\n").expect("write the fixture");
+}
+
 /// The trials of every agent.
 pub fn trials() -> Vec<libtest_mimic::Trial> {
     [claude_code::trials(), gemini::trials()]
