@@ -20,6 +20,7 @@ use std::time::Duration;
 use crate::Need;
 
 pub mod claude_code;
+pub mod codex;
 pub mod fake_model;
 pub mod gemini;
 pub mod tap;
@@ -100,6 +101,26 @@ pub fn gemini_cli() -> Need {
     need("gemini-cli")
 }
 
+/// Codex, and tmux to run its terminal interface in.
+pub fn codex_tui() -> Need {
+    let tmux = std::process::Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    match (need("codex"), tmux) {
+        (Need::Here, true) => Need::Here,
+        (Need::Here, false) => {
+            let reason = "tmux is not installed (Debian's tmux; .ci/run installs it)".to_string();
+            if std::env::var("IMRELAY_TEST_AGENTS").as_deref() == Ok("require") {
+                Need::Required(reason)
+            } else {
+                Need::Missing(reason)
+            }
+        }
+        (other, _) => other,
+    }
+}
+
 /// With `IMRELAY_CAPTURE_FIXTURES=1`, writes `value` to `tests/fixtures/<path>` (how the
 /// fixtures captured from the real programs are refreshed); otherwise does nothing.
 pub fn capture(path: &str, value: &serde_json::Value) {
@@ -118,7 +139,7 @@ pub fn capture(path: &str, value: &serde_json::Value) {
 
 /// The trials of every agent.
 pub fn trials() -> Vec<libtest_mimic::Trial> {
-    [claude_code::trials(), gemini::trials()]
+    [claude_code::trials(), codex::trials(), gemini::trials()]
         .into_iter()
         .flatten()
         .collect()
