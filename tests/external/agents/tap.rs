@@ -17,7 +17,8 @@ use tokio_util::sync::CancellationToken;
 pub struct Exchange {
     pub method: String,
     pub path: String,
-    /// Request headers worth keeping (`mcp-*`, `accept`, `content-type`, `user-agent`).
+    /// Request headers worth keeping (`mcp-*`, `accept`, `authorization`, `content-type`,
+    /// `user-agent`, `last-event-id`).
     pub headers: Vec<(String, String)>,
     pub request: String,
     pub status: u16,
@@ -142,7 +143,7 @@ async fn forward(
         name.starts_with("mcp-")
             || matches!(
                 name,
-                "accept" | "content-type" | "user-agent" | "last-event-id"
+                "accept" | "authorization" | "content-type" | "user-agent" | "last-event-id"
             )
     };
     let index = {
