@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use crate::Need;
 
+pub mod acp;
 pub mod claude_code;
 pub mod codex;
 pub mod fake_model;
@@ -139,10 +140,15 @@ pub fn capture(path: &str, value: &serde_json::Value) {
 
 /// The trials of every agent.
 pub fn trials() -> Vec<libtest_mimic::Trial> {
-    [claude_code::trials(), codex::trials(), gemini::trials()]
-        .into_iter()
-        .flatten()
-        .collect()
+    [
+        acp::trials(),
+        claude_code::trials(),
+        codex::trials(),
+        gemini::trials(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 /// A directory for one run of an agent: `home/` (also the XDG directories) and `project/`
