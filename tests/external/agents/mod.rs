@@ -24,6 +24,7 @@ pub mod claude_code;
 pub mod codex;
 pub mod fake_model;
 pub mod gemini;
+pub mod opencode;
 pub mod tap;
 
 /// The agents the installer knows (directories under `npm/`), with their command.
@@ -102,6 +103,10 @@ pub fn gemini_cli() -> Need {
     need("gemini-cli")
 }
 
+pub fn opencode() -> Need {
+    need("opencode")
+}
+
 /// Codex, and tmux to run its terminal interface in.
 pub fn codex_tui() -> Need {
     let tmux = std::process::Command::new("tmux")
@@ -145,6 +150,7 @@ pub fn trials() -> Vec<libtest_mimic::Trial> {
         claude_code::trials(),
         codex::trials(),
         gemini::trials(),
+        opencode::trials(),
     ]
     .into_iter()
     .flatten()
