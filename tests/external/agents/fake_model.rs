@@ -135,11 +135,6 @@ impl FakeModel {
         self.state.requests.lock().expect("lock").clone()
     }
 
-    /// How many times the fake answered with the scripted tool call.
-    pub fn calls_made(&self) -> u32 {
-        *self.state.calls_made.lock().expect("lock")
-    }
-
     /// The results of the fake's own tool calls that came back in any request.
     pub fn tool_results(&self) -> Vec<ToolResult> {
         let mut out: Vec<ToolResult> = Vec::new();
