@@ -41,8 +41,7 @@ use crate::metrics::Metrics;
 pub use server::Relay;
 pub use settings::McpSettings;
 pub use tools::{
-    APPROVAL_TOOL, ApprovalResult, AskResult, Behavior, MAX_CHOICES, MIN_CHOICES,
-    PermissionDecision, Status, split_answer,
+    APPROVAL_TOOL, ApprovalResult, AskResult, MAX_CHOICES, MIN_CHOICES, Status, split_answer,
 };
 
 /// Where the endpoint is served.

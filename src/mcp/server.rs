@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use super::McpSettings;
 use super::calls::{Call, Calls};
 use super::tools::{self, Caller, Refusal, Told};
-use crate::interaction::{Interaction, Registry, RegistryError, clip, now};
+use crate::interaction::{Interaction, Registry, RegistryError, Resolution, clip, now};
 use crate::metrics::Metrics;
 
 /// Longest agent label kept (the registry's limit for `agent`).
@@ -74,11 +74,11 @@ enum Which {
 }
 
 impl Which {
-    fn told(self, i: &Interaction) -> Told {
+    fn told(self, i: &Interaction, r: &Resolution) -> Told {
         match self {
-            Which::Approval => tools::approval_told(i),
-            Which::Permission => tools::permission_told(i),
-            Which::Ask => tools::ask_told(i),
+            Which::Approval => tools::approval_told(i, r),
+            Which::Permission => tools::permission_told(r),
+            Which::Ask => tools::ask_told(i, r),
         }
     }
 }
@@ -88,10 +88,18 @@ fn tool<In: schemars::JsonSchema + 'static, Out: schemars::JsonSchema + 'static>
     title: &str,
     description: &'static str,
 ) -> Tool {
+    text_tool::<In>(name, title, description).with_output_schema::<Out>()
+}
+
+/// A tool whose result is text only: no output schema, so no structured content either.
+fn text_tool<In: schemars::JsonSchema + 'static>(
+    name: &'static str,
+    title: &str,
+    description: &'static str,
+) -> Tool {
     Tool::new(name, description, Arc::new(JsonObject::new()))
         .with_title(title)
         .with_input_schema::<In>()
-        .with_output_schema::<Out>()
         .with_annotations(
             ToolAnnotations::new()
                 .read_only(true)
@@ -123,7 +131,10 @@ static TOOLS: LazyLock<Vec<Tool>> = LazyLock::new(|| {
              chosen labels and any typed text, the text typed, or the form's `content`; or \
              that the person declined or did not answer in time.",
         ),
-        tool::<tools::PermissionPromptArgs, tools::PermissionDecision>(
+        // Claude Code reads the decision from the first block of the result's content, which
+        // it builds as an array of blocks only for a result without structured content (and
+        // its MCP client wants structured content from a tool with an output schema).
+        text_tool::<tools::PermissionPromptArgs>(
             PERMISSION_PROMPT,
             "Permission prompt for Claude Code",
             "For Claude Code's --permission-prompt-tool: asks a person whether the tool call \
@@ -151,7 +162,7 @@ fn tool_error(message: impl Into<String>) -> CallToolResponse {
 
 fn answer(told: Told) -> CallToolResponse {
     let mut result = CallToolResult::success(vec![ContentBlock::text(told.text)]);
-    result.structured_content = Some(told.structured);
+    result.structured_content = told.structured;
     result.into()
 }
 
@@ -253,7 +264,17 @@ impl ServerHandler for Relay {
         let resolved = self
             .wait(&created.interaction, keyed, &caller, &ctx)
             .await?;
-        Ok(answer(which.told(&resolved)))
+        match resolved.resolution.as_deref() {
+            Some(r) => Ok(answer(which.told(&resolved, r))),
+            // The wait ends only with a resolution; the store gave back something else.
+            None => Err(ErrorData::internal_error(
+                format!(
+                    "{} ended without an answer; call again with the same id",
+                    resolved.id
+                ),
+                None,
+            )),
+        }
     }
 }
 
@@ -379,13 +400,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_tool_has_object_input_and_output_schemas() {
+    fn every_tool_has_an_object_input_schema_and_only_permission_prompt_no_output_schema() {
         assert_eq!(TOOLS.len(), 3);
         for t in TOOLS.iter() {
             assert_eq!(t.input_schema["type"], "object", "{}", t.name);
+            assert!(t.description.as_ref().is_some_and(|d| d.len() > 40));
+            if t.name == PERMISSION_PROMPT {
+                // Claude Code reads its text only, and only without structured content.
+                assert!(t.output_schema.is_none());
+                continue;
+            }
             let out = t.output_schema.as_ref().expect("an output schema");
             assert_eq!(out["type"], "object", "{}", t.name);
-            assert!(t.description.as_ref().is_some_and(|d| d.len() > 40));
+            assert!(
+                out["required"]
+                    .as_array()
+                    .unwrap()
+                    .contains(&"summary".into())
+            );
         }
         let ask = &TOOLS[1].input_schema;
         for field in [

@@ -294,6 +294,11 @@ impl Sse {
         }
         let resp = req.send().await.expect("connect");
         assert_eq!(resp.status(), StatusCode::OK);
+        Sse::from_response(resp)
+    }
+
+    /// Reads the events of `resp`, an event stream.
+    pub fn from_response(resp: reqwest::Response) -> Sse {
         Sse {
             resp,
             buf: String::new(),
@@ -464,6 +469,15 @@ pub async fn pending_one(app: &TestApp) -> Value {
         list["interactions"].as_array()?.first().cloned()
     })
     .await
+}
+
+/// The `Mcp-Session-Id` an `initialize` answer gave.
+pub fn mcp_session(resp: &reqwest::Response) -> String {
+    resp.headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .expect("a session id")
+        .to_string()
 }
 
 /// POSTs one JSON-RPC message to `/mcp` as a Streamable HTTP client does, with `token` and,
