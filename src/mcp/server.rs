@@ -5,9 +5,10 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    JsonObject, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    self, CallToolRequestParams, CallToolResponse, CallToolResult, ConstString, ContentBlock,
+    CustomRequest, CustomResult, Implementation, JsonObject, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -188,6 +189,24 @@ fn caller(ctx: &RequestContext<RoleServer>) -> Caller {
     Caller { agent, session }
 }
 
+/// The MCP methods a client sends that rmcp reads into typed requests: a request for one of
+/// them that arrives as a custom request had parameters of the wrong shape.
+const KNOWN_METHODS: &[&str] = &[
+    model::InitializeResultMethod::VALUE,
+    model::PingRequestMethod::VALUE,
+    model::CompleteRequestMethod::VALUE,
+    model::SetLevelRequestMethod::VALUE,
+    model::GetPromptRequestMethod::VALUE,
+    model::ListPromptsRequestMethod::VALUE,
+    model::ListResourcesRequestMethod::VALUE,
+    model::ListResourceTemplatesRequestMethod::VALUE,
+    model::ReadResourceRequestMethod::VALUE,
+    model::SubscribeRequestMethod::VALUE,
+    model::UnsubscribeRequestMethod::VALUE,
+    model::CallToolRequestMethod::VALUE,
+    model::ListToolsRequestMethod::VALUE,
+];
+
 impl ServerHandler for Relay {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
@@ -207,6 +226,35 @@ impl ServerHandler for Relay {
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
         TOOLS.iter().find(|t| t.name == name).cloned()
+    }
+
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        let method = request.method.as_str();
+        if KNOWN_METHODS.contains(&method) {
+            let why = match (method, &request.params) {
+                ("tools/call", Some(p)) => {
+                    match serde_json::from_value::<CallToolRequestParams>(p.clone()) {
+                        Err(e) => e.to_string(),
+                        Ok(_) => "they do not match the method".into(),
+                    }
+                }
+                (_, None) => "they are missing".into(),
+                _ => "they do not match the method".into(),
+            };
+            return Err(ErrorData::invalid_params(
+                format!("invalid params for {method}: {why}"),
+                None,
+            ));
+        }
+        Err(ErrorData::new(
+            model::ErrorCode::METHOD_NOT_FOUND,
+            clip(method, 100),
+            None,
+        ))
     }
 
     async fn call_tool(
