@@ -16,6 +16,7 @@ mod feishu;
 mod forms;
 mod hooks;
 mod mcp;
+mod mcp_sessions;
 mod mcp_wire;
 mod numbers;
 mod outbox;
