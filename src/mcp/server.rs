@@ -5,9 +5,10 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    JsonObject, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    self, CallToolRequestParams, CallToolResponse, CallToolResult, ConstString, ContentBlock,
+    CustomRequest, CustomResult, Implementation, JsonObject, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -17,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::McpSettings;
 use super::calls::{Call, Calls};
+use super::sessions::Table;
 use super::tools::{self, Caller, Refusal, Told};
 use crate::interaction::{Interaction, Registry, RegistryError, Resolution, clip, now};
 use crate::metrics::Metrics;
@@ -45,15 +47,17 @@ pub struct Relay {
     progress_interval: Duration,
     shutdown: CancellationToken,
     calls: Arc<Calls>,
+    sessions: Arc<Table>,
 }
 
 impl Relay {
-    /// A server over `registry`, counting waiting calls in `metrics`; calls end when
-    /// `shutdown` fires.
-    pub fn new(
+    /// A server over `registry`, counting waiting calls in `metrics` and in their sessions'
+    /// entries of `sessions`; calls end when `shutdown` fires or their session closes.
+    pub(crate) fn new(
         registry: Registry,
         settings: &McpSettings,
         metrics: &Metrics,
+        sessions: Arc<Table>,
         shutdown: CancellationToken,
     ) -> Self {
         Self {
@@ -61,8 +65,20 @@ impl Relay {
             progress_interval: Duration::from_secs(settings.progress_interval_secs),
             shutdown,
             calls: Calls::new(metrics),
+            sessions,
         }
     }
+}
+
+/// Why a call ended before its answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ended {
+    /// The client cancelled it (`notifications/cancelled`).
+    Cancelled,
+    /// The client's session closed (`DELETE /mcp`).
+    SessionClosed,
+    /// imrelay is shutting down.
+    Shutdown,
 }
 
 /// Which tool a call is for.
@@ -179,14 +195,35 @@ fn caller(ctx: &RequestContext<RoleServer>) -> Caller {
         };
         Some(clip(&label, MAX_AGENT_CHARS))
     });
-    let session = ctx
-        .extensions
+    let session = session_of(ctx).map(|s| clip(s, MAX_AGENT_CHARS));
+    Caller { agent, session }
+}
+
+/// The `Mcp-Session-Id` of a request.
+fn session_of(ctx: &RequestContext<RoleServer>) -> Option<&str> {
+    ctx.extensions
         .get::<axum::http::request::Parts>()
         .and_then(|p| p.headers.get("mcp-session-id"))
         .and_then(|v| v.to_str().ok())
-        .map(|s| clip(s, MAX_AGENT_CHARS));
-    Caller { agent, session }
 }
+
+/// The MCP methods a client sends that rmcp reads into typed requests: a request for one of
+/// them that arrives as a custom request had parameters of the wrong shape.
+const KNOWN_METHODS: &[&str] = &[
+    model::InitializeResultMethod::VALUE,
+    model::PingRequestMethod::VALUE,
+    model::CompleteRequestMethod::VALUE,
+    model::SetLevelRequestMethod::VALUE,
+    model::GetPromptRequestMethod::VALUE,
+    model::ListPromptsRequestMethod::VALUE,
+    model::ListResourcesRequestMethod::VALUE,
+    model::ListResourceTemplatesRequestMethod::VALUE,
+    model::ReadResourceRequestMethod::VALUE,
+    model::SubscribeRequestMethod::VALUE,
+    model::UnsubscribeRequestMethod::VALUE,
+    model::CallToolRequestMethod::VALUE,
+    model::ListToolsRequestMethod::VALUE,
+];
 
 impl ServerHandler for Relay {
     fn get_info(&self) -> ServerConfig {
@@ -209,12 +246,47 @@ impl ServerHandler for Relay {
         TOOLS.iter().find(|t| t.name == name).cloned()
     }
 
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        let method = request.method.as_str();
+        if KNOWN_METHODS.contains(&method) {
+            let why = match (method, &request.params) {
+                ("tools/call", Some(p)) => {
+                    match serde_json::from_value::<CallToolRequestParams>(p.clone()) {
+                        Err(e) => e.to_string(),
+                        Ok(_) => "they do not match the method".into(),
+                    }
+                }
+                (_, None) => "they are missing".into(),
+                _ => "they do not match the method".into(),
+            };
+            return Err(ErrorData::invalid_params(
+                format!("invalid params for {method}: {why}"),
+                None,
+            ));
+        }
+        Err(ErrorData::new(
+            model::ErrorCode::METHOD_NOT_FOUND,
+            clip(method, 100),
+            None,
+        ))
+    }
+
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let caller = caller(&ctx);
+        // The session knows the call is under way (it is not idle), and ends it if it closes.
+        let in_session = session_of(&ctx).and_then(|s| self.sessions.call(s));
+        let (_busy, closed) = match in_session {
+            Some((busy, closed)) => (Some(busy), closed),
+            None => (None, CancellationToken::new()),
+        };
         let name = request.name.as_ref();
         let (which, new) = match name {
             REQUEST_APPROVAL => (
@@ -262,7 +334,7 @@ impl ServerHandler for Relay {
             Err(e) => return Err(unavailable(&e)),
         };
         let resolved = self
-            .wait(&created.interaction, keyed, &caller, &ctx)
+            .wait(&created.interaction, keyed, &caller, &ctx, &closed)
             .await?;
         match resolved.resolution.as_deref() {
             Some(r) => Ok(answer(which.told(&resolved, r))),
@@ -288,13 +360,15 @@ fn unavailable(e: &RegistryError) -> ErrorData {
 
 impl Relay {
     /// Waits for `i` to be resolved: until a person answers, its deadline passes, the client
-    /// cancels the call, or imrelay shuts down. Sends progress meanwhile when asked to.
+    /// cancels the call or closes its session (`closed` fires), or imrelay shuts down. Sends
+    /// progress meanwhile when asked to.
     async fn wait(
         &self,
         i: &Arc<Interaction>,
         keyed: bool,
         caller: &Caller,
         ctx: &RequestContext<RoleServer>,
+        closed: &CancellationToken,
     ) -> Result<Arc<Interaction>, ErrorData> {
         if !i.is_pending() {
             return Ok(i.clone());
@@ -330,32 +404,43 @@ impl Relay {
                         let _ = ctx.peer.notify_progress(progress_of(i, token.clone())).await;
                     }
                 }
-                _ = ctx.ct.cancelled() => return Err(self.abandoned(call, i, keyed, caller).await),
-                _ = self.shutdown.cancelled() => return Err(self.abandoned(call, i, keyed, caller).await),
+                () = self.shutdown.cancelled() => {
+                    return Err(self.abandoned(call, i, keyed, caller, Ended::Shutdown).await);
+                }
+                () = closed.cancelled() => {
+                    return Err(self.abandoned(call, i, keyed, caller, Ended::SessionClosed).await);
+                }
+                () = ctx.ct.cancelled() => {
+                    return Err(self.abandoned(call, i, keyed, caller, Ended::Cancelled).await);
+                }
             }
         }
     }
 
-    /// The call ended before the answer: the client cancelled it or closed its session, or
-    /// imrelay is shutting down. The interaction is withdrawn on every channel when no other
-    /// call waits for it, except at shutdown for a call with an id: a retry after the restart
-    /// picks up its answer.
+    /// The call ended before the answer (`why`). The interaction is withdrawn on every
+    /// channel when no other call waits for it, except at shutdown for a call with an id: a
+    /// retry after the restart picks up its answer.
     async fn abandoned(
         &self,
         call: Call,
         i: &Interaction,
         keyed: bool,
         caller: &Caller,
+        why: Ended,
     ) -> ErrorData {
         let last = call.leave();
-        let shutting_down = self.shutdown.is_cancelled();
-        let (reason, by) = if shutting_down {
-            ("imrelay shut down before anyone answered".to_string(), None)
+        // A session also closes when imrelay shuts down: that is the shutdown.
+        let why = if self.shutdown.is_cancelled() {
+            Ended::Shutdown
         } else {
-            (
-                "The MCP client cancelled the request".to_string(),
-                caller.agent.clone().or_else(|| Some("mcp client".into())),
-            )
+            why
+        };
+        let shutting_down = why == Ended::Shutdown;
+        let client = || caller.agent.clone().or_else(|| Some("mcp client".into()));
+        let (reason, by) = match why {
+            Ended::Shutdown => ("imrelay shut down before anyone answered".to_string(), None),
+            Ended::SessionClosed => ("The MCP client closed its session".to_string(), client()),
+            Ended::Cancelled => ("The MCP client cancelled the request".to_string(), client()),
         };
         if last && !(shutting_down && keyed) {
             match self.registry.cancel(&i.id, Some(reason.clone()), by).await {

@@ -881,6 +881,9 @@ async fn malformed_requests_unknown_methods_and_bad_arguments_get_json_rpc_error
         json!({"action": "x", "details": "not an object"}),
         json!({"action": "x", "timeout_secs": -1}),
         json!({"action": "x", "surprise": true}),
+        // Arguments that are not an object at all: still invalid params, not an unknown method.
+        json!("x"),
+        json!(["action", "x"]),
     ]
     .into_iter()
     .enumerate()

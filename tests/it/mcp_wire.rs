@@ -1,5 +1,8 @@
-//! `/mcp` as clients see it on the wire, with clients written out by hand over real HTTP
-//! against the real server: `permission_prompt`'s result read the way Claude Code reads it.
+//! `/mcp` as each kind of client sees it on the wire, with clients written out by hand over
+//! real HTTP against the real server: a client of protocol 2025-06-18 that, like the
+//! TypeScript SDK's client of that revision (Gemini CLI's), fails on any event whose data is
+//! not a JSON-RPC message; a 2025-11-25 client that gets priming events and resumes a call
+//! over a new connection; and `permission_prompt`'s result read the way Claude Code reads it.
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -12,6 +15,25 @@ struct Wire {
     url: String,
     version: &'static str,
     session: String,
+}
+
+/// What a client of `2025-06-18` (the TypeScript SDK before 2025-11-25, which Gemini CLI 0.61
+/// uses) does with an event: `JSON.parse` its data and read a JSON-RPC message from it. An
+/// event without JSON data (a priming event's empty `data:`) fails it ("Unexpected end of
+/// JSON input"), and it never gets its tools.
+fn read_as_2025_06_18(ev: &SseEvent) -> Value {
+    assert_eq!(ev.event, "message", "an event of another type: {ev:?}");
+    let v: Value = serde_json::from_str(&ev.raw).unwrap_or_else(|e| {
+        panic!("a 2025-06-18 client fails on this event ({e}): {ev:?}");
+    });
+    assert_eq!(v["jsonrpc"], "2.0", "not a JSON-RPC message: {ev:?}");
+    v
+}
+
+/// What a 2025-06-18 client reads from every one of `events`; the last message.
+fn read_all_as_2025_06_18(events: &[SseEvent]) -> Value {
+    let mut read: Vec<Value> = events.iter().map(read_as_2025_06_18).collect();
+    read.pop().expect("events")
 }
 
 /// Every event of `sse` until the response to request `id` (included), or until the stream
@@ -77,6 +99,127 @@ impl Wire {
         assert_eq!(resp.status(), StatusCode::OK);
         Sse::from_response(resp)
     }
+
+    /// Opens the session's GET stream, resuming after `last_event_id` if given.
+    async fn get(&self, last_event_id: Option<&str>) -> Sse {
+        let mut req = self
+            .http
+            .get(&self.url)
+            .header("Accept", "text/event-stream")
+            .header("Mcp-Session-Id", &self.session)
+            .header("MCP-Protocol-Version", self.version);
+        if let Some(id) = last_event_id {
+            req = req.header("Last-Event-ID", id);
+        }
+        let resp = req.send().await.expect("GET");
+        assert_eq!(resp.status(), StatusCode::OK);
+        Sse::from_response(resp)
+    }
+
+    async fn delete(&self) -> StatusCode {
+        self.http
+            .delete(&self.url)
+            .header("Mcp-Session-Id", &self.session)
+            .header("MCP-Protocol-Version", self.version)
+            .send()
+            .await
+            .expect("DELETE")
+            .status()
+    }
+}
+
+/// The one pending interaction, once it exists.
+async fn the_pending(app: &TestApp) -> Value {
+    eventually("a pending interaction", || async {
+        let (_, body) = app.get("/v1/interactions?status=pending").await;
+        body["interactions"].as_array()?.first().cloned()
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_2025_06_18_client_gets_only_events_with_json_rpc_data() {
+    let app = spawn_app().await;
+    let (wire, init) = Wire::connect(&app, "2025-06-18").await;
+    let result = read_all_as_2025_06_18(&init);
+    assert_eq!(result["result"]["protocolVersion"], "2025-06-18");
+    let mut standalone = wire.get(None).await;
+    let tools = events_until_response(&mut wire.request(2, "tools/list", json!({})).await, 2).await;
+    let tools = read_all_as_2025_06_18(&tools);
+    assert_eq!(tools["result"]["tools"].as_array().map(Vec::len), Some(3));
+    let mut call = wire
+        .request(
+            3,
+            "tools/call",
+            json!({"name": "request_approval", "arguments": {"action": "Deploy"},
+                   "_meta": {"progressToken": "p3"}}),
+        )
+        .await;
+    let i = the_pending(&app).await;
+    let (s, _) = app
+        .respond(
+            i["id"].as_str().unwrap(),
+            &json!({"decision": "allow", "by": "ann"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let events = events_until_response(&mut call, 3).await;
+    let answer = read_all_as_2025_06_18(&events);
+    assert_eq!(answer["result"]["structuredContent"]["approved"], true);
+    // Closing the session ends the GET stream: everything it carried was JSON-RPC too.
+    assert!(wire.delete().await.is_success());
+    while let Some(ev) = standalone
+        .next_within(std::time::Duration::from_secs(10))
+        .await
+    {
+        read_as_2025_06_18(&ev);
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_2025_11_25_client_gets_priming_events_and_resumes_a_call_on_a_new_connection() {
+    let app = spawn_app().await;
+    let (wire, _) = Wire::connect(&app, "2025-11-25").await;
+    // The GET stream starts with a priming event: an id to resume from, and a retry interval.
+    let mut standalone = wire.get(None).await;
+    let first = standalone.next().await;
+    assert_eq!(first.raw, "", "{first:?}");
+    assert!(first.id.is_some() && first.retry.is_some(), "{first:?}");
+    drop(standalone);
+    // So does a tool call's stream.
+    let mut call = wire
+        .request(
+            2,
+            "tools/call",
+            json!({"name": "request_approval", "arguments": {"action": "Rotate the keys"}}),
+        )
+        .await;
+    let priming = call.next().await;
+    assert_eq!(priming.raw, "", "{priming:?}");
+    assert_eq!(priming.retry, Some(3000), "{priming:?}");
+    let resume_from = priming.id.clone().expect("an event id");
+    // The connection drops while a person has not answered yet; the client comes back with
+    // the last event id it saw, and the answer arrives on the new connection.
+    drop(call);
+    let mut resumed = wire.get(Some(&resume_from)).await;
+    let i = the_pending(&app).await;
+    let (s, _) = app
+        .respond(
+            i["id"].as_str().unwrap(),
+            &json!({"decision": "deny", "message": "not today", "by": "ann"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let events = events_until_response(&mut resumed, 2).await;
+    let answer: Value = serde_json::from_str(&events.last().expect("events").raw).unwrap();
+    assert_eq!(answer["id"], 2, "{events:?}");
+    assert_eq!(answer["result"]["structuredContent"]["status"], "denied");
+    assert_eq!(
+        answer["result"]["structuredContent"]["message"],
+        "not today"
+    );
+    app.stop().await;
 }
 
 /// How Claude Code 2.1.x reads what its `--permission-prompt-tool` returned (`tool` as

@@ -278,6 +278,8 @@ pub struct Sse {
 pub struct SseEvent {
     pub event: String,
     pub id: Option<String>,
+    /// The `retry` field, in milliseconds, if the event had one.
+    pub retry: Option<u64>,
     pub data: Value,
     /// The data as sent.
     pub raw: String,
@@ -336,6 +338,7 @@ impl Sse {
             let block: String = self.buf.drain(..cut + 2).collect();
             let mut event = "message".to_string();
             let mut id = None;
+            let mut retry = None;
             let mut data = Vec::new();
             for line in block.lines() {
                 if line.starts_with(':') || line.is_empty() {
@@ -346,6 +349,7 @@ impl Sse {
                 match field {
                     "event" => event = value.to_string(),
                     "id" => id = Some(value.to_string()),
+                    "retry" => retry = value.parse().ok(),
                     "data" => data.push(value.to_string()),
                     _ => {}
                 }
@@ -358,6 +362,7 @@ impl Sse {
             return Some(SseEvent {
                 event,
                 id,
+                retry,
                 data,
                 raw,
             });
