@@ -11,6 +11,7 @@
 //! target/release/examples/loadgen ceiling --listen 127.0.0.1:8788
 //! target/release/examples/loadgen flood --url http://127.0.0.1:8787 --slow 1000 --idle 600 --duration 30 --pid <server pid>
 //! target/release/examples/loadgen stalled --url http://127.0.0.1:8787 --clients 2000 --events 1000 --input-kb 200 --pid <server pid>
+//! target/release/examples/loadgen mcp --url http://127.0.0.1:8787 --sessions 20000 --streams 1100 --pid <server pid>
 //! # two replicas on one PostgreSQL: wait on one, answer on the other
 //! target/release/examples/loadgen cycle --url http://127.0.0.1:8787 --respond-url http://127.0.0.1:8788 --pid <a>,<b> --db-cpu
 //! # several replicas on PostgreSQL next to SQLite (spawns the servers, a new schema per run):
@@ -38,6 +39,9 @@ use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
+
+#[path = "loadgen/mcp.rs"]
+mod mcp;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -150,6 +154,31 @@ enum Cmd {
         pid: u32,
         /// Give up after this many seconds of creating and answering.
         #[arg(long, default_value_t = 120)]
+        timeout_secs: u64,
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// Open MCP sessions and hold GET streams on `/mcp`: how many are accepted, the server's
+    /// memory, whether the API is served meanwhile, and when idle sessions are closed.
+    Mcp {
+        #[arg(long, default_value = "http://127.0.0.1:8787")]
+        url: String,
+        /// Sessions to open (`initialize` and `initialized`).
+        #[arg(long, default_value_t = 2000)]
+        sessions: usize,
+        /// GET streams to open and hold, each on a connection of its own, across the
+        /// sessions opened.
+        #[arg(long, default_value_t = 0)]
+        streams: usize,
+        /// After the streams are let go, wait up to this many seconds for every session to
+        /// be closed as idle.
+        #[arg(long)]
+        watch_idle_secs: Option<u64>,
+        /// The server's process id (to read its resident memory).
+        #[arg(long)]
+        pid: u32,
+        /// Give up opening the sessions after this many seconds.
+        #[arg(long, default_value_t = 300)]
         timeout_secs: u64,
         #[arg(long)]
         json: Option<PathBuf>,
@@ -2368,6 +2397,27 @@ fn main() -> anyhow::Result<()> {
                     clients,
                     events,
                     input_kb,
+                    pid,
+                    Duration::from_secs(timeout_secs),
+                )
+                .await?;
+                println!("{}", serde_json::to_string_pretty(&r)?);
+                write_json(&json, &r)
+            }
+            Cmd::Mcp {
+                url,
+                sessions,
+                streams,
+                watch_idle_secs,
+                pid,
+                timeout_secs,
+                json,
+            } => {
+                let r = mcp::run(
+                    &url,
+                    sessions,
+                    streams,
+                    watch_idle_secs.map(Duration::from_secs),
                     pid,
                     Duration::from_secs(timeout_secs),
                 )

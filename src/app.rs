@@ -28,15 +28,6 @@ pub struct App {
     tasks: Vec<Task>,
 }
 
-/// How long an MCP session with nothing under way lives: past the longest deadline, since a
-/// call without progress notifications is silent while it waits.
-fn mcp_idle(settings: &Settings) -> Duration {
-    Duration::from_secs(settings.interactions.max_timeout_secs.saturating_add(60)).max(MCP_MIN_IDLE)
-}
-
-/// The shortest MCP session idle time (rmcp's default).
-const MCP_MIN_IDLE: Duration = Duration::from_secs(300);
-
 /// Opens the configured store (off the async threads).
 pub async fn open_store(settings: &Settings) -> anyhow::Result<Arc<dyn Store>> {
     Ok(match settings.store.backend {
@@ -100,7 +91,7 @@ impl App {
         let Wiring {
             outbox,
             routes: extra,
-            tasks,
+            mut tasks,
             ..
         } = wiring;
         let outbox = Arc::new(outbox);
@@ -118,15 +109,16 @@ impl App {
             );
         }
         let agent_extra = if settings.mcp.enabled {
-            let service = crate::mcp::service(
+            let (routes, reaper) = crate::mcp::endpoint(
                 registry.clone(),
                 &settings.mcp,
-                mcp_idle(&settings),
                 http::MAX_BODY_BYTES,
                 &metrics,
                 &shutdown,
-            );
-            crate::mcp::router(service, http::MAX_BODY_BYTES)
+            )
+            .into_parts();
+            tasks.push(reaper);
+            routes
         } else {
             Router::new()
         };

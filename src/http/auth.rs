@@ -22,6 +22,7 @@ use subtle::ConstantTimeEq;
 use super::AppState;
 use super::error::ApiError;
 use crate::config::AuthSettings;
+use crate::wire::Principal;
 
 /// What a route requires.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,14 +104,14 @@ impl Auth {
         }
     }
 
-    /// Checks a request against `scope`. For [`Scope::Any`] the request passes if it would
-    /// pass either scope's check alone.
+    /// Checks a request against `scope`, and says who it comes from. For [`Scope::Any`] the
+    /// request passes if it would pass either scope's check alone.
     pub fn check(
         &self,
         scope: Scope,
         headers: &HeaderMap,
         peer: SocketAddr,
-    ) -> Result<(), ApiError> {
+    ) -> Result<Principal, ApiError> {
         let allowed: &[&[[u8; 32]]] = match scope {
             Scope::Agent => &[&self.agent],
             Scope::Operator => &[&self.operator],
@@ -123,7 +124,7 @@ impl Auth {
                 .and_then(|h| h.to_str().ok())
                 .unwrap_or("");
             if peer.ip().is_loopback() && loopback_host(host) {
-                return Ok(());
+                return Ok(Principal::Local);
             }
             if allowed.iter().all(|d| d.is_empty()) {
                 return Err(ApiError::forbidden(format!(
@@ -148,7 +149,7 @@ impl Auth {
             .iter()
             .fold(false, |found, set| matches_any(set, &d) | found);
         if in_scope {
-            return Ok(());
+            return Ok(Principal::Token(d));
         }
         let known = matches_any(&self.agent, &d) | matches_any(&self.operator, &d);
         if known {
@@ -166,10 +167,11 @@ async fn require(
     scope: Scope,
     state: &AppState,
     peer: SocketAddr,
-    req: Request,
+    mut req: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    state.auth.check(scope, req.headers(), peer)?;
+    let principal = state.auth.check(scope, req.headers(), peer)?;
+    req.extensions_mut().insert(principal);
     Ok(next.run(req).await)
 }
 
@@ -302,6 +304,26 @@ mod tests {
             "unauthorized"
         );
         assert!(a.check(Scope::Any, &headers(Some("op"), "x"), peer).is_ok());
+    }
+
+    #[test]
+    fn a_request_is_known_by_its_token_or_as_this_machine() {
+        let a = auth(&["ag1", "ag2"], &[]);
+        let remote = REMOTE.parse().unwrap();
+        let check = |token, host| a.check(Scope::Agent, &headers(Some(token), host), remote);
+        let p1 = check("ag1", "x").unwrap();
+        assert!(matches!(p1, Principal::Token(_)));
+        assert_ne!(p1, check("ag2", "x").unwrap());
+        assert_eq!(p1, check("ag1", "y").unwrap());
+        // The digest stays out of logs.
+        assert_eq!(format!("{p1:?}"), "Principal::Token(..)");
+        // No operator tokens: this machine, whatever it presents.
+        let local = LOCAL.parse().unwrap();
+        assert_eq!(
+            a.check(Scope::Operator, &headers(Some("zz"), "localhost"), local)
+                .unwrap(),
+            Principal::Local
+        );
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! JSON-RPC error bodies for what the transport refuses before a message reaches the server.
+//! JSON-RPC error bodies for what is refused before a message reaches the server.
 //!
 //! rmcp answers a body that is not JSON-RPC with `415` and a line of plain text, and its other
 //! refusals (no session, an unknown session, a missing `Accept`) with plain text too. Clients
@@ -6,11 +6,11 @@
 //! (`-32700`), one that is not a JSON-RPC message with `400` and an invalid request
 //! (`-32600`), and every other plain-text refusal keeps its status with its text in a
 //! JSON-RPC error, as the Streamable HTTP transport allows (an error response without an id).
+//! imrelay's own refusals (a limit reached) are server errors (`-32000`) that say what to do.
 
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
-use axum::http::{HeaderValue, Method, StatusCode, header};
-use axum::middleware::Next;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use rmcp::model::ClientJsonRpcMessage;
 use serde_json::{Value, json};
@@ -18,37 +18,55 @@ use serde_json::{Value, json};
 /// JSON-RPC's parse error.
 const PARSE_ERROR: i64 = -32700;
 /// JSON-RPC's invalid request.
-const INVALID_REQUEST: i64 = -32600;
+pub(crate) const INVALID_REQUEST: i64 = -32600;
+/// JSON-RPC's first implementation-defined server error: a limit of imrelay's was reached.
+pub(crate) const LIMIT_REACHED: i64 = -32000;
 /// Longest refusal text from the transport that is kept.
 const MAX_TEXT: usize = 64 * 1024;
 
 /// A JSON-RPC error response with `status`.
-fn rpc_error(status: StatusCode, id: Value, code: i64, message: String) -> Response {
+pub(crate) fn rpc_error(status: StatusCode, id: Value, code: i64, message: String) -> Response {
+    rpc_error_with(status, id, code, message, None)
+}
+
+/// A JSON-RPC error response with `status`, and `data` in the error when given.
+pub(crate) fn rpc_error_with(
+    status: StatusCode,
+    id: Value,
+    code: i64,
+    message: String,
+    data: Option<Value>,
+) -> Response {
+    let mut error = json!({"code": code, "message": message});
+    if let Some(data) = data {
+        error["data"] = data;
+    }
     (
         status,
         [(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         )],
-        json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
-            .to_string(),
+        json!({"jsonrpc": "2.0", "id": id, "error": error}).to_string(),
     )
         .into_response()
 }
 
-/// The refusal of `body`, if it is not a JSON-RPC message the server reads.
-fn refusal(body: &[u8]) -> Option<Response> {
-    let Err(e) = serde_json::from_slice::<ClientJsonRpcMessage>(body) else {
-        return None;
-    };
+/// `body` as the JSON-RPC message the server reads, or its refusal.
+pub(crate) fn read(body: &[u8]) -> Result<ClientJsonRpcMessage, Box<Response>> {
+    serde_json::from_slice::<ClientJsonRpcMessage>(body).map_err(|e| Box::new(refusal(body, &e)))
+}
+
+/// The refusal of `body`, which is not a JSON-RPC message the server reads (`e` says why).
+fn refusal(body: &[u8], e: &serde_json::Error) -> Response {
     let parsed: Result<Value, _> = serde_json::from_slice(body);
     let Ok(value) = parsed else {
-        return Some(rpc_error(
+        return rpc_error(
             StatusCode::BAD_REQUEST,
             Value::Null,
             PARSE_ERROR,
             format!("Parse error: the body is not JSON ({e})"),
-        ));
+        );
     };
     // Echo the request's id when it has a usable one.
     let id = match value.get("id") {
@@ -60,45 +78,43 @@ fn refusal(body: &[u8]) -> Option<Response> {
     } else {
         format!("not a JSON-RPC 2.0 request, notification or response ({e})")
     };
-    Some(rpc_error(
+    rpc_error(
         StatusCode::BAD_REQUEST,
         id,
         INVALID_REQUEST,
         format!("Invalid Request: {why}"),
-    ))
+    )
 }
 
-fn is_json(req: &Request) -> bool {
+/// Whether `req` carries JSON.
+pub(crate) fn is_json(req: &Request) -> bool {
     req.headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.trim_start().starts_with("application/json"))
 }
 
-/// Middleware on `/mcp`: refuses bodies that are not JSON-RPC with JSON-RPC errors, and puts
-/// the transport's plain-text refusals into JSON-RPC errors. `max_body` bounds what it reads.
-pub(crate) async fn json_rpc_errors(max_body: usize, req: Request, next: Next) -> Response {
-    let req = if req.method() == Method::POST && is_json(&req) {
-        let (parts, body) = req.into_parts();
-        let bytes = match axum::body::to_bytes(body, max_body).await {
-            Ok(bytes) => bytes,
-            Err(_) => {
-                return rpc_error(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    Value::Null,
-                    INVALID_REQUEST,
-                    format!("the request body is larger than {max_body} bytes"),
-                );
-            }
-        };
-        if let Some(refused) = refusal(&bytes) {
-            return refused;
-        }
-        Request::from_parts(parts, Body::from(bytes))
-    } else {
-        req
+/// The body of `req` as a JSON-RPC message, at most `max_body` bytes, or its refusal.
+pub(crate) async fn read_body(
+    req: Request,
+    max_body: usize,
+) -> Result<(Request, ClientJsonRpcMessage), Box<Response>> {
+    let (parts, body) = req.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, max_body).await else {
+        return Err(Box::new(rpc_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            Value::Null,
+            INVALID_REQUEST,
+            format!("the request body is larger than {max_body} bytes"),
+        )));
     };
-    let resp = next.run(req).await;
+    let message = read(&bytes)?;
+    Ok((Request::from_parts(parts, Body::from(bytes)), message))
+}
+
+/// `resp` with a plain-text refusal of the transport's put into a JSON-RPC error (its status
+/// and headers kept).
+pub(crate) async fn as_json_rpc(resp: Response) -> Response {
     if resp.status().is_success() || resp.headers().contains_key(header::CONTENT_TYPE) {
         return resp;
     }
@@ -128,8 +144,8 @@ mod tests {
 
     #[tokio::test]
     async fn bodies_that_are_not_json_rpc_get_the_matching_error() {
-        assert!(refusal(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#).is_none());
-        assert!(refusal(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).is_none());
+        assert!(read(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#).is_ok());
+        assert!(read(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).is_ok());
         for (body, code, id) in [
             (&b"{not json"[..], PARSE_ERROR, Value::Null),
             (b"", PARSE_ERROR, Value::Null),
@@ -146,7 +162,7 @@ mod tests {
                 json!("a"),
             ),
         ] {
-            let r = refusal(body).unwrap();
+            let r = *read(body).unwrap_err();
             assert_eq!(r.status(), StatusCode::BAD_REQUEST);
             let v = body_of(r).await;
             assert_eq!(

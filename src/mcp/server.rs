@@ -5,9 +5,10 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    JsonObject, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    self, CallToolRequestParams, CallToolResponse, CallToolResult, ConstString, ContentBlock,
+    CustomRequest, CustomResult, Implementation, JsonObject, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -17,8 +18,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::McpSettings;
 use super::calls::{Call, Calls};
+use super::sessions::Table;
 use super::tools::{self, Caller, Refusal, Told};
-use crate::interaction::{Interaction, Registry, RegistryError, clip, now};
+use crate::interaction::{Interaction, Registry, RegistryError, Resolution, clip, now};
 use crate::metrics::Metrics;
 
 /// Longest agent label kept (the registry's limit for `agent`).
@@ -45,15 +47,17 @@ pub struct Relay {
     progress_interval: Duration,
     shutdown: CancellationToken,
     calls: Arc<Calls>,
+    sessions: Arc<Table>,
 }
 
 impl Relay {
-    /// A server over `registry`, counting waiting calls in `metrics`; calls end when
-    /// `shutdown` fires.
-    pub fn new(
+    /// A server over `registry`, counting waiting calls in `metrics` and in their sessions'
+    /// entries of `sessions`; calls end when `shutdown` fires or their session closes.
+    pub(crate) fn new(
         registry: Registry,
         settings: &McpSettings,
         metrics: &Metrics,
+        sessions: Arc<Table>,
         shutdown: CancellationToken,
     ) -> Self {
         Self {
@@ -61,8 +65,20 @@ impl Relay {
             progress_interval: Duration::from_secs(settings.progress_interval_secs),
             shutdown,
             calls: Calls::new(metrics),
+            sessions,
         }
     }
+}
+
+/// Why a call ended before its answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ended {
+    /// The client cancelled it (`notifications/cancelled`).
+    Cancelled,
+    /// The client's session closed (`DELETE /mcp`).
+    SessionClosed,
+    /// imrelay is shutting down.
+    Shutdown,
 }
 
 /// Which tool a call is for.
@@ -74,11 +90,11 @@ enum Which {
 }
 
 impl Which {
-    fn told(self, i: &Interaction) -> Told {
+    fn told(self, i: &Interaction, r: &Resolution) -> Told {
         match self {
-            Which::Approval => tools::approval_told(i),
-            Which::Permission => tools::permission_told(i),
-            Which::Ask => tools::ask_told(i),
+            Which::Approval => tools::approval_told(i, r),
+            Which::Permission => tools::permission_told(r),
+            Which::Ask => tools::ask_told(i, r),
         }
     }
 }
@@ -88,10 +104,18 @@ fn tool<In: schemars::JsonSchema + 'static, Out: schemars::JsonSchema + 'static>
     title: &str,
     description: &'static str,
 ) -> Tool {
+    text_tool::<In>(name, title, description).with_output_schema::<Out>()
+}
+
+/// A tool whose result is text only: no output schema, so no structured content either.
+fn text_tool<In: schemars::JsonSchema + 'static>(
+    name: &'static str,
+    title: &str,
+    description: &'static str,
+) -> Tool {
     Tool::new(name, description, Arc::new(JsonObject::new()))
         .with_title(title)
         .with_input_schema::<In>()
-        .with_output_schema::<Out>()
         .with_annotations(
             ToolAnnotations::new()
                 .read_only(true)
@@ -123,7 +147,10 @@ static TOOLS: LazyLock<Vec<Tool>> = LazyLock::new(|| {
              chosen labels and any typed text, the text typed, or the form's `content`; or \
              that the person declined or did not answer in time.",
         ),
-        tool::<tools::PermissionPromptArgs, tools::PermissionDecision>(
+        // Claude Code reads the decision from the first block of the result's content, which
+        // it builds as an array of blocks only for a result without structured content (and
+        // its MCP client wants structured content from a tool with an output schema).
+        text_tool::<tools::PermissionPromptArgs>(
             PERMISSION_PROMPT,
             "Permission prompt for Claude Code",
             "For Claude Code's --permission-prompt-tool: asks a person whether the tool call \
@@ -151,7 +178,7 @@ fn tool_error(message: impl Into<String>) -> CallToolResponse {
 
 fn answer(told: Told) -> CallToolResponse {
     let mut result = CallToolResult::success(vec![ContentBlock::text(told.text)]);
-    result.structured_content = Some(told.structured);
+    result.structured_content = told.structured;
     result.into()
 }
 
@@ -168,14 +195,35 @@ fn caller(ctx: &RequestContext<RoleServer>) -> Caller {
         };
         Some(clip(&label, MAX_AGENT_CHARS))
     });
-    let session = ctx
-        .extensions
+    let session = session_of(ctx).map(|s| clip(s, MAX_AGENT_CHARS));
+    Caller { agent, session }
+}
+
+/// The `Mcp-Session-Id` of a request.
+fn session_of(ctx: &RequestContext<RoleServer>) -> Option<&str> {
+    ctx.extensions
         .get::<axum::http::request::Parts>()
         .and_then(|p| p.headers.get("mcp-session-id"))
         .and_then(|v| v.to_str().ok())
-        .map(|s| clip(s, MAX_AGENT_CHARS));
-    Caller { agent, session }
 }
+
+/// The MCP methods a client sends that rmcp reads into typed requests: a request for one of
+/// them that arrives as a custom request had parameters of the wrong shape.
+const KNOWN_METHODS: &[&str] = &[
+    model::InitializeResultMethod::VALUE,
+    model::PingRequestMethod::VALUE,
+    model::CompleteRequestMethod::VALUE,
+    model::SetLevelRequestMethod::VALUE,
+    model::GetPromptRequestMethod::VALUE,
+    model::ListPromptsRequestMethod::VALUE,
+    model::ListResourcesRequestMethod::VALUE,
+    model::ListResourceTemplatesRequestMethod::VALUE,
+    model::ReadResourceRequestMethod::VALUE,
+    model::SubscribeRequestMethod::VALUE,
+    model::UnsubscribeRequestMethod::VALUE,
+    model::CallToolRequestMethod::VALUE,
+    model::ListToolsRequestMethod::VALUE,
+];
 
 impl ServerHandler for Relay {
     fn get_info(&self) -> ServerConfig {
@@ -198,12 +246,47 @@ impl ServerHandler for Relay {
         TOOLS.iter().find(|t| t.name == name).cloned()
     }
 
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        let method = request.method.as_str();
+        if KNOWN_METHODS.contains(&method) {
+            let why = match (method, &request.params) {
+                ("tools/call", Some(p)) => {
+                    match serde_json::from_value::<CallToolRequestParams>(p.clone()) {
+                        Err(e) => e.to_string(),
+                        Ok(_) => "they do not match the method".into(),
+                    }
+                }
+                (_, None) => "they are missing".into(),
+                _ => "they do not match the method".into(),
+            };
+            return Err(ErrorData::invalid_params(
+                format!("invalid params for {method}: {why}"),
+                None,
+            ));
+        }
+        Err(ErrorData::new(
+            model::ErrorCode::METHOD_NOT_FOUND,
+            clip(method, 100),
+            None,
+        ))
+    }
+
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let caller = caller(&ctx);
+        // The session knows the call is under way (it is not idle), and ends it if it closes.
+        let in_session = session_of(&ctx).and_then(|s| self.sessions.call(s));
+        let (_busy, closed) = match in_session {
+            Some((busy, closed)) => (Some(busy), closed),
+            None => (None, CancellationToken::new()),
+        };
         let name = request.name.as_ref();
         let (which, new) = match name {
             REQUEST_APPROVAL => (
@@ -251,9 +334,19 @@ impl ServerHandler for Relay {
             Err(e) => return Err(unavailable(&e)),
         };
         let resolved = self
-            .wait(&created.interaction, keyed, &caller, &ctx)
+            .wait(&created.interaction, keyed, &caller, &ctx, &closed)
             .await?;
-        Ok(answer(which.told(&resolved)))
+        match resolved.resolution.as_deref() {
+            Some(r) => Ok(answer(which.told(&resolved, r))),
+            // The wait ends only with a resolution; the store gave back something else.
+            None => Err(ErrorData::internal_error(
+                format!(
+                    "{} ended without an answer; call again with the same id",
+                    resolved.id
+                ),
+                None,
+            )),
+        }
     }
 }
 
@@ -267,13 +360,15 @@ fn unavailable(e: &RegistryError) -> ErrorData {
 
 impl Relay {
     /// Waits for `i` to be resolved: until a person answers, its deadline passes, the client
-    /// cancels the call, or imrelay shuts down. Sends progress meanwhile when asked to.
+    /// cancels the call or closes its session (`closed` fires), or imrelay shuts down. Sends
+    /// progress meanwhile when asked to.
     async fn wait(
         &self,
         i: &Arc<Interaction>,
         keyed: bool,
         caller: &Caller,
         ctx: &RequestContext<RoleServer>,
+        closed: &CancellationToken,
     ) -> Result<Arc<Interaction>, ErrorData> {
         if !i.is_pending() {
             return Ok(i.clone());
@@ -309,32 +404,43 @@ impl Relay {
                         let _ = ctx.peer.notify_progress(progress_of(i, token.clone())).await;
                     }
                 }
-                _ = ctx.ct.cancelled() => return Err(self.abandoned(call, i, keyed, caller).await),
-                _ = self.shutdown.cancelled() => return Err(self.abandoned(call, i, keyed, caller).await),
+                () = self.shutdown.cancelled() => {
+                    return Err(self.abandoned(call, i, keyed, caller, Ended::Shutdown).await);
+                }
+                () = closed.cancelled() => {
+                    return Err(self.abandoned(call, i, keyed, caller, Ended::SessionClosed).await);
+                }
+                () = ctx.ct.cancelled() => {
+                    return Err(self.abandoned(call, i, keyed, caller, Ended::Cancelled).await);
+                }
             }
         }
     }
 
-    /// The call ended before the answer: the client cancelled it or closed its session, or
-    /// imrelay is shutting down. The interaction is withdrawn on every channel when no other
-    /// call waits for it, except at shutdown for a call with an id: a retry after the restart
-    /// picks up its answer.
+    /// The call ended before the answer (`why`). The interaction is withdrawn on every
+    /// channel when no other call waits for it, except at shutdown for a call with an id: a
+    /// retry after the restart picks up its answer.
     async fn abandoned(
         &self,
         call: Call,
         i: &Interaction,
         keyed: bool,
         caller: &Caller,
+        why: Ended,
     ) -> ErrorData {
         let last = call.leave();
-        let shutting_down = self.shutdown.is_cancelled();
-        let (reason, by) = if shutting_down {
-            ("imrelay shut down before anyone answered".to_string(), None)
+        // A session also closes when imrelay shuts down: that is the shutdown.
+        let why = if self.shutdown.is_cancelled() {
+            Ended::Shutdown
         } else {
-            (
-                "The MCP client cancelled the request".to_string(),
-                caller.agent.clone().or_else(|| Some("mcp client".into())),
-            )
+            why
+        };
+        let shutting_down = why == Ended::Shutdown;
+        let client = || caller.agent.clone().or_else(|| Some("mcp client".into()));
+        let (reason, by) = match why {
+            Ended::Shutdown => ("imrelay shut down before anyone answered".to_string(), None),
+            Ended::SessionClosed => ("The MCP client closed its session".to_string(), client()),
+            Ended::Cancelled => ("The MCP client cancelled the request".to_string(), client()),
         };
         if last && !(shutting_down && keyed) {
             match self.registry.cancel(&i.id, Some(reason.clone()), by).await {
@@ -379,13 +485,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_tool_has_object_input_and_output_schemas() {
+    fn every_tool_has_an_object_input_schema_and_only_permission_prompt_no_output_schema() {
         assert_eq!(TOOLS.len(), 3);
         for t in TOOLS.iter() {
             assert_eq!(t.input_schema["type"], "object", "{}", t.name);
+            assert!(t.description.as_ref().is_some_and(|d| d.len() > 40));
+            if t.name == PERMISSION_PROMPT {
+                // Claude Code reads its text only, and only without structured content.
+                assert!(t.output_schema.is_none());
+                continue;
+            }
             let out = t.output_schema.as_ref().expect("an output schema");
             assert_eq!(out["type"], "object", "{}", t.name);
-            assert!(t.description.as_ref().is_some_and(|d| d.len() > 40));
+            assert!(
+                out["required"]
+                    .as_array()
+                    .unwrap()
+                    .contains(&"summary".into())
+            );
         }
         let ask = &TOOLS[1].input_schema;
         for field in [

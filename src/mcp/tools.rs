@@ -365,6 +365,9 @@ impl Status {
 /// `request_approval`'s structured result.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct ApprovalResult {
+    /// What happened and what to do, in a sentence (the same as the text content), e.g.
+    /// "Denied by alice via telegram: not on a Friday. Do not go ahead."
+    pub summary: String,
     /// `approved`, `denied`, `expired` (nobody answered in time) or `cancelled`.
     pub status: Status,
     /// Whether you may go ahead: true only when a person approved.
@@ -388,6 +391,9 @@ pub struct ApprovalResult {
 /// `ask_human`'s structured result.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct AskResult {
+    /// What happened, in a sentence (the same as the text content), e.g. "Alice via telegram
+    /// chose: SQLite".
+    pub summary: String,
     /// `answered`, `declined`, `expired` (nobody answered in time) or `cancelled`.
     pub status: Status,
     /// The answer as text: the chosen label(s), joined with ", ", or what the person typed.
@@ -415,56 +421,22 @@ pub struct AskResult {
     pub id: String,
 }
 
-/// `permission_prompt`'s structured result: the decision Claude Code reads (its text content
-/// is this object as JSON).
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
-pub struct PermissionDecision {
-    /// `allow` or `deny`.
-    pub behavior: Behavior,
-    /// For `allow`: the input to run the tool with.
-    #[serde(
-        rename = "updatedInput",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub updated_input: Option<Map<String, Value>>,
-    /// For `allow`: permission rules to add for the session.
-    #[serde(
-        rename = "updatedPermissions",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub updated_permissions: Option<Value>,
-    /// For `deny`: why, in words the model can act on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-    /// For `deny`: whether to stop the whole turn.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub interrupt: Option<bool>,
-}
-
-/// `allow` or `deny`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Behavior {
-    /// Run the tool.
-    Allow,
-    /// Do not run it.
-    Deny,
-}
-
 /// A result for the model: what it reads, and the same as structured content.
+///
+/// Some clients show the model only one of the two (Codex only the structured content), so
+/// each says everything: the structured content carries the text as its `summary`.
 #[derive(Debug)]
 pub(crate) struct Told {
     /// The text content.
     pub text: String,
-    /// The structured content, as the tool's output schema describes it.
-    pub structured: Value,
+    /// The structured content, as the tool's output schema describes it; none for a tool
+    /// without one (`permission_prompt`).
+    pub structured: Option<Value>,
 }
 
-fn structured(v: &impl Serialize) -> Value {
+fn structured(v: &impl Serialize) -> Option<Value> {
     // The result types serialize to objects: nothing in them can fail.
-    serde_json::to_value(v).unwrap_or(Value::Null)
+    serde_json::to_value(v).ok()
 }
 
 /// "alice via telegram", "via telegram", or "" for imrelay itself.
@@ -501,13 +473,11 @@ fn end_message(r: &Resolution, status: Status) -> Option<String> {
 }
 
 /// What `request_approval` tells the model about the resolved `i`.
-pub(crate) fn approval_told(i: &Interaction) -> Told {
-    let Some(r) = i.resolution.as_deref() else {
-        return pending_told(i);
-    };
+pub(crate) fn approval_told(i: &Interaction, r: &Resolution) -> Told {
     let (by, via) = person(r);
     let status = Status::of(r.outcome);
     let mut result = ApprovalResult {
+        summary: String::new(),
         status,
         approved: r.outcome == Outcome::Allowed,
         message: None,
@@ -544,39 +514,39 @@ pub(crate) fn approval_told(i: &Interaction) -> Told {
             }
         }
     };
+    result.summary = text.clone();
     Told {
-        text,
         structured: structured(&result),
+        text,
     }
 }
 
-/// What `permission_prompt` tells Claude Code about the resolved `i`: the permission result
-/// as JSON text.
-pub(crate) fn permission_told(i: &Interaction) -> Told {
-    let result = match i.resolution.as_deref().and_then(|r| r.permission()) {
+/// What `permission_prompt` tells Claude Code about its resolved request: the permission
+/// result as JSON text, which Claude Code parses (`{"behavior":"allow","updatedInput":{...}}`
+/// or `{"behavior":"deny","message":"...","interrupt":false}`), and nothing else.
+pub(crate) fn permission_told(r: &Resolution) -> Told {
+    let result = match r.permission() {
         Some(p) => p.clone(),
         None => PermissionResult::Deny {
-            message: "No answer yet".into(),
+            message: "The request was answered with something other than a decision".into(),
             interrupt: false,
         },
     };
     Told {
         text: serde_json::to_string(&result).unwrap_or_default(),
-        structured: structured(&result),
+        structured: None,
     }
 }
 
 /// What `ask_human` tells the model about the resolved `i`.
-pub(crate) fn ask_told(i: &Interaction) -> Told {
-    let Some(r) = i.resolution.as_deref() else {
-        return pending_told(i);
-    };
+pub(crate) fn ask_told(i: &Interaction, r: &Resolution) -> Told {
     let (by, via) = person(r);
     let status = match r.outcome {
         Outcome::Denied => Status::Declined,
         other => Status::of(other),
     };
     let mut result = AskResult {
+        summary: String::new(),
         status,
         answer: None,
         selected: None,
@@ -674,16 +644,10 @@ pub(crate) fn ask_told(i: &Interaction) -> Told {
             text
         }
     };
+    result.summary = text.clone();
     Told {
-        text,
         structured: structured(&result),
-    }
-}
-
-fn pending_told(i: &Interaction) -> Told {
-    Told {
-        text: format!("{} is still waiting for an answer.", i.id),
-        structured: Value::Null,
+        text,
     }
 }
 

@@ -10,6 +10,26 @@ pub mod answer;
 pub mod error;
 pub mod extract;
 
+/// Who a request authenticated as: the token check puts it in the request's extensions for
+/// what an endpoint counts per client (MCP sessions per agent token).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Principal {
+    /// A configured token, by its SHA-256 digest.
+    Token([u8; 32]),
+    /// A request from this machine to a scope without tokens.
+    Local,
+}
+
+impl std::fmt::Debug for Principal {
+    // The digest stays out of logs: it names a secret.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Principal::Token(_) => f.write_str("Principal::Token(..)"),
+            Principal::Local => f.write_str("Principal::Local"),
+        }
+    }
+}
+
 /// Largest accepted request body.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 

@@ -25,6 +25,7 @@ mod support;
 #[path = "../it/telegram/fake.rs"]
 mod telegram_fake;
 
+mod agents;
 mod inbox;
 mod postgres;
 mod proxy;
@@ -65,6 +66,9 @@ where
 }
 
 fn main() {
+    if agents::fake_model::serve_from_env() {
+        return;
+    }
     let args = Arguments::from_args();
     let trials = [
         postgres::trials(),
@@ -72,6 +76,7 @@ fn main() {
         inbox::trials(),
         read_only_disk::trials(),
         systemd::trials(),
+        agents::trials(),
     ]
     .into_iter()
     .flatten()

@@ -17,6 +17,8 @@ mod feishu;
 mod forms;
 mod hooks;
 mod mcp;
+mod mcp_sessions;
+mod mcp_wire;
 mod numbers;
 mod outbox;
 mod presentation;

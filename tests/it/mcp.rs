@@ -123,12 +123,19 @@ fn spawn_call(
     })
 }
 
+/// The text of `r`; where it has structured content, that says the same (clients such as
+/// Codex show the model only the structured content).
 fn text(r: &CallToolResult) -> String {
-    r.content
+    let text = r
+        .content
         .iter()
         .filter_map(|c| c.as_text().map(|t| t.text.clone()))
         .collect::<Vec<_>>()
-        .join("\n")
+        .join("\n");
+    if let Some(s) = &r.structured_content {
+        assert_eq!(s["summary"], text.as_str(), "{s}");
+    }
+    text
 }
 
 /// The one pending interaction whose tool is `tool`, once it exists.
@@ -171,7 +178,13 @@ async fn initialize_names_the_server_and_lists_three_tools_with_schemas() {
     );
     for t in &tools {
         assert_eq!(t.input_schema["type"], "object");
-        assert!(t.output_schema.is_some(), "{} has no output schema", t.name);
+        // permission_prompt answers with text alone, which Claude Code reads.
+        assert_eq!(
+            t.output_schema.is_some(),
+            t.name != "permission_prompt",
+            "{}",
+            t.name
+        );
     }
     close(app, [client]).await;
 }
@@ -202,7 +215,8 @@ async fn request_approval_shows_who_asks_and_returns_the_decision_and_reason() {
     assert_eq!(r.is_error, Some(false));
     assert_eq!(
         r.structured_content.clone().unwrap(),
-        json!({"status": "denied", "approved": false, "message": "not on a Friday",
+        json!({"summary": "Denied by alice via api: not on a Friday. Do not go ahead.",
+               "status": "denied", "approved": false, "message": "not on a Friday",
                "by": "alice", "via": "api", "id": i["id"]})
     );
     assert_eq!(
@@ -254,10 +268,10 @@ async fn permission_prompt_answers_with_the_json_claude_code_reads_and_reattache
         text(&r),
         r#"{"behavior":"allow","updatedInput":{"command":"rm -rf build"}}"#
     );
-    assert_eq!(
-        r.structured_content.clone().unwrap(),
-        json!({"behavior": "allow", "updatedInput": input})
-    );
+    // Text only: Claude Code reads the decision from the first block of the content, and
+    // turns a result with structured content into a string instead.
+    assert_eq!(r.structured_content, None);
+    assert_eq!(r.content.len(), 1);
     // The same call again (same tool-use id) gets the same answer without asking again.
     let again = call(&client, "permission_prompt", prompt_args).await;
     assert_eq!(text(&again), text(&r));
@@ -811,13 +825,7 @@ async fn malformed_requests_unknown_methods_and_bad_arguments_get_json_rpc_error
     // A real session, then requests inside it.
     let resp = post_mcp(&app, None, &initialize_body().to_string(), None).await;
     assert_eq!(resp.status(), StatusCode::OK);
-    let session = resp
-        .headers()
-        .get("mcp-session-id")
-        .expect("a session id")
-        .to_str()
-        .unwrap()
-        .to_string();
+    let session = mcp_session(&resp);
     let (_, init) = messages(resp).await;
     assert_eq!(init[0]["result"]["serverInfo"]["name"], "imrelay");
     let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
@@ -873,6 +881,9 @@ async fn malformed_requests_unknown_methods_and_bad_arguments_get_json_rpc_error
         json!({"action": "x", "details": "not an object"}),
         json!({"action": "x", "timeout_secs": -1}),
         json!({"action": "x", "surprise": true}),
+        // Arguments that are not an object at all: still invalid params, not an unknown method.
+        json!("x"),
+        json!(["action", "x"]),
     ]
     .into_iter()
     .enumerate()

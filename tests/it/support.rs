@@ -278,6 +278,8 @@ pub struct Sse {
 pub struct SseEvent {
     pub event: String,
     pub id: Option<String>,
+    /// The `retry` field, in milliseconds, if the event had one.
+    pub retry: Option<u64>,
     pub data: Value,
     /// The data as sent.
     pub raw: String,
@@ -294,6 +296,11 @@ impl Sse {
         }
         let resp = req.send().await.expect("connect");
         assert_eq!(resp.status(), StatusCode::OK);
+        Sse::from_response(resp)
+    }
+
+    /// Reads the events of `resp`, an event stream.
+    pub fn from_response(resp: reqwest::Response) -> Sse {
         Sse {
             resp,
             buf: String::new(),
@@ -331,6 +338,7 @@ impl Sse {
             let block: String = self.buf.drain(..cut + 2).collect();
             let mut event = "message".to_string();
             let mut id = None;
+            let mut retry = None;
             let mut data = Vec::new();
             for line in block.lines() {
                 if line.starts_with(':') || line.is_empty() {
@@ -341,6 +349,7 @@ impl Sse {
                 match field {
                     "event" => event = value.to_string(),
                     "id" => id = Some(value.to_string()),
+                    "retry" => retry = value.parse().ok(),
                     "data" => data.push(value.to_string()),
                     _ => {}
                 }
@@ -353,6 +362,7 @@ impl Sse {
             return Some(SseEvent {
                 event,
                 id,
+                retry,
                 data,
                 raw,
             });
@@ -464,6 +474,15 @@ pub async fn pending_one(app: &TestApp) -> Value {
         list["interactions"].as_array()?.first().cloned()
     })
     .await
+}
+
+/// The `Mcp-Session-Id` an `initialize` answer gave.
+pub fn mcp_session(resp: &reqwest::Response) -> String {
+    resp.headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .expect("a session id")
+        .to_string()
 }
 
 /// POSTs one JSON-RPC message to `/mcp` as a Streamable HTTP client does, with `token` and,

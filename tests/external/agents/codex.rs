@@ -1,0 +1,324 @@
+//! Codex (`@openai/codex`, pinned in `npm/codex`) in its terminal interface, under tmux, with
+//! a `PermissionRequest` command hook: the hook's input and what Codex does with each kind of
+//! answer, the facts `imrelay hook codex` is built on (and the fixtures in
+//! `tests/fixtures/codex` describe). The model is [`FakeModel`] speaking the OpenAI Responses
+//! API through a custom `model_provider`; it asks to run the command outside Codex's sandbox,
+//! which is what makes `approval_policy = "on-request"` ask.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::fake_model::{Dialect, FakeModel, Step};
+use super::{Sandbox, installed};
+use crate::support::fixture;
+use crate::trial;
+
+pub fn trials() -> Vec<libtest_mimic::Trial> {
+    vec![
+        trial(
+            "agents::codex::permission_request_hook_allow_runs_the_command",
+            super::codex_tui,
+            permission_request_hook_allow_runs_the_command,
+        ),
+        trial(
+            "agents::codex::permission_request_hook_deny_reaches_the_model",
+            super::codex_tui,
+            permission_request_hook_deny_reaches_the_model,
+        ),
+        trial(
+            "agents::codex::permission_request_hook_with_updated_input_falls_back_to_codex_prompt",
+            super::codex_tui,
+            permission_request_hook_with_updated_input_falls_back_to_codex_prompt,
+        ),
+    ]
+}
+
+/// How long one run of Codex may take, start to end.
+const RUN_LIMIT: Duration = Duration::from_secs(60);
+
+const COMMAND: &str = "echo ok > proof.txt";
+
+fn codex() -> PathBuf {
+    installed("codex").expect("installed (checked by the trial's need)")
+}
+
+/// Codex's home in the sandbox: the fake model as its provider, and `hook.sh` (written here,
+/// answering with `answer.out`, `answer.err` and `answer.code` beside it) as the
+/// `PermissionRequest` hook for `Bash`.
+fn configure(sandbox: &Sandbox, model: &FakeModel, answer: &Answer) -> PathBuf {
+    let codex_home = sandbox.home().join(".codex");
+    std::fs::create_dir_all(&codex_home).expect("CODEX_HOME");
+    let config = format!(
+        r#"model = "gpt-5.1-codex"
+model_provider = "fake"
+approval_policy = "on-request"
+sandbox_mode = "workspace-write"
+
+[model_providers.fake]
+name = "fake"
+base_url = "{}/v1"
+wire_api = "responses"
+env_key = "FAKE_API_KEY"
+"#,
+        model.base_url()
+    );
+    std::fs::write(codex_home.join("config.toml"), config).expect("config.toml");
+    let dir = sandbox.dir.path();
+    let hook = dir.join("hook.sh");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\ncat > '{d}/hook-input.json'\ncat '{d}/answer.out'\ncat '{d}/answer.err' >&2\nexit \"$(cat '{d}/answer.code')\"\n",
+            d = dir.display()
+        ),
+    )
+    .expect("hook.sh");
+    make_executable(&hook);
+    std::fs::write(dir.join("answer.out"), &answer.stdout).expect("answer.out");
+    std::fs::write(dir.join("answer.err"), &answer.stderr).expect("answer.err");
+    std::fs::write(dir.join("answer.code"), answer.code.to_string()).expect("answer.code");
+    let hooks = json!({"hooks": {"PermissionRequest": [{"matcher": "Bash", "hooks": [
+        {"type": "command", "command": hook.display().to_string(), "timeout": 30}
+    ]}]}});
+    std::fs::write(codex_home.join("hooks.json"), hooks.to_string()).expect("hooks.json");
+    codex_home
+}
+
+fn make_executable(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let mut perms = std::fs::metadata(path).expect("metadata").permissions();
+    perms.set_mode(0o755);
+    std::fs::set_permissions(path, perms).expect("chmod");
+}
+
+/// What the hook prints and how it exits.
+struct Answer {
+    stdout: String,
+    stderr: String,
+    code: i32,
+}
+
+impl Answer {
+    fn json(decision: Value) -> Answer {
+        Answer {
+            stdout: json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": decision}})
+                .to_string(),
+            stderr: String::new(),
+            code: 0,
+        }
+    }
+}
+
+/// A program in a tmux session of its own (its own server socket), killed when dropped.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    /// Starts `argv` in a 140×40 terminal with exactly `env`, in `cwd`.
+    fn start(cwd: &Path, env: &[(&str, String)], argv: &[String]) -> Tmux {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let socket = format!(
+            "imrelay-test-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut cmd = vec!["env".to_string(), "-i".to_string()];
+        cmd.extend(env.iter().map(|(k, v)| format!("{k}={v}")));
+        cmd.extend(argv.iter().cloned());
+        let status = Command::new("tmux")
+            .args(["-L", &socket, "-f", "/dev/null", "new-session", "-d"])
+            .args(["-x", "140", "-y", "40", "-c"])
+            .arg(cwd)
+            .args(cmd)
+            .status()
+            .expect("tmux runs");
+        assert!(status.success(), "tmux new-session failed");
+        Tmux { socket }
+    }
+
+    /// What the terminal shows.
+    fn screen(&self) -> String {
+        let out = Command::new("tmux")
+            .args(["-L", &self.socket, "capture-pane", "-p", "-S", "-200"])
+            .output()
+            .expect("tmux capture-pane");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Presses `keys` (tmux key names: `Enter`, `Escape`, ...).
+    fn keys(&self, keys: &[&str]) {
+        let status = Command::new("tmux")
+            .args(["-L", &self.socket, "send-keys"])
+            .args(keys)
+            .status()
+            .expect("tmux send-keys");
+        assert!(status.success(), "tmux send-keys failed");
+    }
+
+    /// Waits until the screen shows `text`, for at most `limit`; the screen.
+    async fn until_shows(&self, text: &str, limit: Duration) -> String {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let screen = self.screen();
+            if screen.contains(text) {
+                return screen;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                panic!("the terminal never showed {text:?} within {limit:?}; it shows:\n{screen}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .status();
+    }
+}
+
+/// Starts Codex's terminal interface on the prompt "Write the proof file.", the hook trusted
+/// for this run (`--dangerously-bypass-hook-trust`, instead of the "Hooks need review" dialog
+/// a new hook gets).
+fn start(sandbox: &Sandbox, codex_home: &Path) -> Tmux {
+    let home = sandbox.home();
+    let env = [
+        ("PATH", std::env::var("PATH").unwrap_or_default()),
+        ("HOME", home.display().to_string()),
+        ("CODEX_HOME", codex_home.display().to_string()),
+        ("FAKE_API_KEY", "imrelay-test-key".into()),
+        ("TERM", "xterm-256color".into()),
+        ("LANG", "C.UTF-8".into()),
+    ];
+    let argv = [
+        codex().display().to_string(),
+        "--dangerously-bypass-hook-trust".into(),
+        "Write the proof file.".into(),
+    ];
+    Tmux::start(&sandbox.project(), &env, &argv)
+}
+
+/// The hook's input, once it has run.
+fn hook_input(sandbox: &Sandbox) -> Value {
+    let text = std::fs::read_to_string(sandbox.dir.path().join("hook-input.json"))
+        .expect("the hook ran and saved its input");
+    serde_json::from_str(&text).expect("the hook's input is JSON")
+}
+
+/// The hook's input has exactly the fields of the captured fixture, with this run's values.
+fn assert_input_like_fixture(input: &Value, sandbox: &Sandbox) {
+    let captured = fixture("codex/permission_request.json");
+    let keys = |v: &Value| -> Vec<String> {
+        let mut k: Vec<String> = v.as_object().expect("an object").keys().cloned().collect();
+        k.sort();
+        k
+    };
+    assert_eq!(keys(input), keys(&captured), "{input}");
+    assert_eq!(input["hook_event_name"], "PermissionRequest", "{input}");
+    assert_eq!(input["tool_name"], "Bash", "{input}");
+    assert_eq!(input["tool_input"]["command"], COMMAND, "{input}");
+    assert_eq!(input["permission_mode"], "default", "{input}");
+    assert!(input.get("tool_use_id").is_none(), "{input}");
+    let cwd = std::fs::canonicalize(sandbox.project()).expect("cwd");
+    assert_eq!(input["cwd"], cwd.display().to_string(), "{input}");
+}
+
+async fn permission_request_hook_allow_runs_the_command() {
+    let model = FakeModel::start(
+        Dialect::OpenAiResponses,
+        Step::Shell(COMMAND.into()),
+        "Done.",
+    )
+    .await;
+    let sandbox = Sandbox::new();
+    let codex_home = configure(
+        &sandbox,
+        &model,
+        &Answer::json(json!({"behavior": "allow"})),
+    );
+    let tui = start(&sandbox, &codex_home);
+
+    let result = model.wait_for_tool_result(RUN_LIMIT).await;
+    let screen = tui.until_shows("Done.", RUN_LIMIT).await;
+    let result = result.unwrap_or_else(|| panic!("no tool result reached the model:\n{screen}"));
+    assert!(
+        std::fs::read_to_string(sandbox.project().join("proof.txt"))
+            .ok()
+            .as_deref()
+            == Some("ok\n"),
+        "the allowed command did not run: {result:?}\n{screen}"
+    );
+    assert!(screen.contains("Ran echo ok > proof.txt"), "{screen}");
+    assert_input_like_fixture(&hook_input(&sandbox), &sandbox);
+}
+
+async fn permission_request_hook_deny_reaches_the_model() {
+    let model = FakeModel::start(
+        Dialect::OpenAiResponses,
+        Step::Shell(COMMAND.into()),
+        "Done.",
+    )
+    .await;
+    let sandbox = Sandbox::new();
+    let deny = json!({"behavior": "deny", "message": "Not on a Friday"});
+    let codex_home = configure(&sandbox, &model, &Answer::json(deny));
+    let tui = start(&sandbox, &codex_home);
+
+    let result = model.wait_for_tool_result(RUN_LIMIT).await;
+    let screen = tui.until_shows("Blocked by hook", RUN_LIMIT).await;
+    let result = result.unwrap_or_else(|| panic!("no tool result reached the model:\n{screen}"));
+    assert!(
+        result.text.contains("Rejected(\\\"Not on a Friday\\\")")
+            || result.text.contains("Rejected(\"Not on a Friday\")"),
+        "{result:?}"
+    );
+    assert!(screen.contains("Not on a Friday"), "{screen}");
+    assert!(
+        !sandbox.project().join("proof.txt").exists(),
+        "a denied command ran"
+    );
+}
+
+async fn permission_request_hook_with_updated_input_falls_back_to_codex_prompt() {
+    let model = FakeModel::start(
+        Dialect::OpenAiResponses,
+        Step::Shell(COMMAND.into()),
+        "Done.",
+    )
+    .await;
+    let sandbox = Sandbox::new();
+    // What imrelay's Claude Code endpoint answers to an allow: Codex refuses it.
+    let allow = json!({"behavior": "allow", "updatedInput": {"command": COMMAND}});
+    let codex_home = configure(&sandbox, &model, &Answer::json(allow));
+    let tui = start(&sandbox, &codex_home);
+
+    let screen = tui
+        .until_shows("Would you like to run the following command?", RUN_LIMIT)
+        .await;
+    assert!(
+        screen.contains("PermissionRequest hook returned unsupported updatedInput"),
+        "{screen}"
+    );
+    assert!(
+        !sandbox.project().join("proof.txt").exists(),
+        "it ran without asking"
+    );
+    // Declining Codex's own prompt (Esc) cancels the call and interrupts the turn.
+    tui.keys(&["Escape"]);
+    let screen = tui.until_shows("Conversation interrupted", RUN_LIMIT).await;
+    assert!(
+        screen.contains("You canceled the request to run echo ok > proof.txt"),
+        "{screen}"
+    );
+    assert!(
+        !sandbox.project().join("proof.txt").exists(),
+        "a declined command ran"
+    );
+}

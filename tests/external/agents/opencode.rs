@@ -1,0 +1,378 @@
+//! OpenCode's server (`opencode serve`, `opencode-ai` pinned in `npm/opencode`) driven over
+//! HTTP as a bridge drives it: its event stream announces permissions and questions, and the
+//! reply endpoints answer them. Checked against the fixtures in `tests/fixtures/opencode`. The
+//! model is [`FakeModel`] speaking OpenAI chat completions, configured as an OpenAI-compatible
+//! provider in `opencode.json`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::fake_model::{Dialect, FakeModel, Step};
+use super::{Running, Sandbox, installed};
+use crate::support::free_port;
+use crate::trial;
+
+pub fn trials() -> Vec<libtest_mimic::Trial> {
+    vec![
+        trial(
+            "agents::opencode::a_permission_answered_once_runs_the_command",
+            super::opencode,
+            a_permission_answered_once_runs_the_command,
+        ),
+        trial(
+            "agents::opencode::a_rejections_message_reaches_the_model",
+            super::opencode,
+            a_rejections_message_reaches_the_model,
+        ),
+        trial(
+            "agents::opencode::a_question_is_answered_with_a_label",
+            super::opencode,
+            a_question_is_answered_with_a_label,
+        ),
+        trial(
+            "agents::opencode::the_server_password_is_http_basic_authentication",
+            super::opencode,
+            the_server_password_is_http_basic_authentication,
+        ),
+    ]
+}
+
+/// How long one wait may take (the first prompt loads OpenCode's plugins: several seconds).
+const LIMIT: Duration = Duration::from_secs(60);
+
+const COMMAND: &str = "echo ok > oc-proof.txt";
+
+fn opencode() -> PathBuf {
+    installed("opencode").expect("installed (checked by the trial's need)")
+}
+
+/// A running `opencode serve` and its event stream.
+struct Server {
+    agent: Running,
+    url: String,
+    client: reqwest::Client,
+    password: Option<String>,
+    events: mpsc::UnboundedReceiver<Value>,
+    /// Every event received so far.
+    seen: Vec<Value>,
+}
+
+impl Server {
+    /// Starts `opencode serve` in `sandbox` with the model at `model`, bash and edits asking
+    /// for permission, the question tool on, and `password` if given; waits until it answers.
+    async fn start(sandbox: &Sandbox, model: &FakeModel, password: Option<&str>) -> Server {
+        let config = json!({
+            "$schema": "https://opencode.ai/config.json",
+            "autoupdate": false, "share": "disabled",
+            "model": "fake/fake-model", "small_model": "fake/fake-model",
+            "provider": {"fake": {
+                "npm": "@ai-sdk/openai-compatible", "name": "Fake",
+                "options": {"baseURL": format!("{}/v1", model.base_url()), "apiKey": "imrelay-test-key"},
+                "models": {"fake-model": {"name": "Fake model", "tool_call": true}},
+            }},
+            "permission": {"bash": "ask", "edit": "ask"},
+        });
+        std::fs::write(sandbox.project().join("opencode.json"), config.to_string())
+            .expect("opencode.json");
+        let port = free_port();
+        let mut c = sandbox.command(&opencode());
+        c.args([
+            "serve",
+            "--hostname",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+        ])
+        .env("OPENCODE_ENABLE_QUESTION_TOOL", "1");
+        if let Some(p) = password {
+            c.env("OPENCODE_SERVER_PASSWORD", p);
+        }
+        let mut agent = sandbox.spawn(c);
+        let url = format!("http://127.0.0.1:{port}");
+        // No request may hang a test: each gets a deadline (the event stream one of its own).
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .build()
+            .expect("a client");
+        let probe = format!("{url}/config");
+        agent
+            .until("opencode serve answers", LIMIT, || {
+                let req = client.get(&probe).timeout(Duration::from_secs(2)).send();
+                async move { req.await.ok().map(|_| ()) }
+            })
+            .await;
+        let (tx, events) = mpsc::unbounded_channel();
+        let mut server = Server {
+            agent,
+            url,
+            client,
+            password: password.map(str::to_string),
+            events,
+            seen: Vec::new(),
+        };
+        if password.is_none() {
+            let resp =
+                tokio::time::timeout(LIMIT, server.request(reqwest::Method::GET, "/event").send())
+                    .await
+                    .expect("GET /event answers in time")
+                    .expect("GET /event");
+            assert_eq!(resp.status(), 200);
+            tokio::spawn(async move {
+                let mut stream = eventsource_stream::Eventsource::eventsource(resp.bytes_stream());
+                while let Some(Ok(event)) = stream.next().await {
+                    if let Ok(v) = serde_json::from_str::<Value>(&event.data)
+                        && tx.send(v).is_err()
+                    {
+                        break;
+                    }
+                }
+            });
+            server.event("server.connected", |_| true).await;
+        }
+        server
+    }
+
+    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let req = self.client.request(method, format!("{}{path}", self.url));
+        match &self.password {
+            Some(p) => req.basic_auth("opencode", Some(p)),
+            None => req,
+        }
+    }
+
+    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        let mut req = self.request(method, path).timeout(LIMIT);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.expect("a request to opencode");
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap_or_default();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    /// Waits for the event of `kind` whose properties satisfy `pred`.
+    async fn event(&mut self, kind: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = tokio::time::Instant::now() + LIMIT;
+        loop {
+            match tokio::time::timeout_at(deadline, self.events.recv()).await {
+                Ok(Some(ev)) => {
+                    self.seen.push(ev.clone());
+                    if ev["type"] == kind && pred(&ev["properties"]) {
+                        return ev["properties"].clone();
+                    }
+                }
+                Ok(None) => panic!("the event stream ended before {kind}"),
+                Err(_) => {
+                    let kinds: Vec<&Value> = self.seen.iter().map(|e| &e["type"]).collect();
+                    panic!(
+                        "no {kind} within {LIMIT:?}; events: {kinds:?}\n{}",
+                        self.agent.output().describe()
+                    )
+                }
+            }
+        }
+    }
+
+    /// Starts a session on `text`; its id.
+    async fn prompt(&self, text: &str) -> String {
+        let (status, session) = self
+            .call(reqwest::Method::POST, "/session", Some(json!({})))
+            .await;
+        assert_eq!(status, 200, "{session}");
+        let id = session["id"].as_str().expect("a session id").to_string();
+        let (status, body) = self
+            .call(
+                reqwest::Method::POST,
+                &format!("/session/{id}/prompt_async"),
+                Some(json!({"parts": [{"type": "text", "text": text}]})),
+            )
+            .await;
+        assert_eq!(status, 204, "{body}");
+        id
+    }
+}
+
+/// The first event of `kind` in a `.jsonl` fixture.
+fn fixture_event(name: &str, kind: &str) -> Value {
+    let path = format!(
+        "{}/tests/fixtures/opencode/{name}.jsonl",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|l| l["event"].clone())
+        .find(|e| e["type"] == kind)
+        .unwrap_or_else(|| panic!("no {kind} in {path}"))["properties"]
+        .clone()
+}
+
+fn keys(v: &Value) -> Vec<String> {
+    let mut k: Vec<String> = v.as_object().expect("an object").keys().cloned().collect();
+    k.sort();
+    k
+}
+
+/// Starts a session asking to run the command; the `permission.asked` it raises.
+async fn asked(server: &mut Server) -> (String, Value) {
+    let session = server.prompt("Write the proof file.").await;
+    let s = session.clone();
+    let asked = server
+        .event("permission.asked", move |p| p["sessionID"] == s)
+        .await;
+    let captured = fixture_event("server_permission_once", "permission.asked");
+    assert_eq!(keys(&asked), keys(&captured), "{asked}");
+    assert_eq!(asked["permission"], "bash", "{asked}");
+    assert_eq!(asked["patterns"], json!([COMMAND]), "{asked}");
+    assert_eq!(asked["metadata"]["command"], COMMAND, "{asked}");
+    assert_eq!(asked["always"], json!(["echo *"]), "{asked}");
+    (session, asked)
+}
+
+async fn a_permission_answered_once_runs_the_command() {
+    let model = FakeModel::start(Dialect::OpenAiChat, Step::Shell(COMMAND.into()), "Done.").await;
+    let sandbox = Sandbox::new();
+    let mut server = Server::start(&sandbox, &model, None).await;
+    let (session, asked) = asked(&mut server).await;
+    let id = asked["id"].as_str().expect("id").to_string();
+
+    let (status, pending) = server.call(reqwest::Method::GET, "/permission", None).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        pending,
+        json!([asked]),
+        "GET /permission lists what was asked"
+    );
+    let (status, ok) = server
+        .call(
+            reqwest::Method::POST,
+            &format!("/permission/{id}/reply"),
+            Some(json!({"reply": "once"})),
+        )
+        .await;
+    assert_eq!((status, ok), (200, json!(true)));
+    let replied = server
+        .event("permission.replied", |p| p["requestID"] == id.as_str())
+        .await;
+    assert_eq!(replied["reply"], "once", "{replied}");
+    server
+        .event("session.idle", |p| p["sessionID"] == session.as_str())
+        .await;
+    assert_eq!(
+        std::fs::read_to_string(sandbox.project().join("oc-proof.txt"))
+            .ok()
+            .as_deref(),
+        Some("ok\n"),
+        "the allowed command did not run"
+    );
+    let (_, pending) = server.call(reqwest::Method::GET, "/permission", None).await;
+    assert_eq!(pending, json!([]));
+}
+
+async fn a_rejections_message_reaches_the_model() {
+    let model = FakeModel::start(Dialect::OpenAiChat, Step::Shell(COMMAND.into()), "Done.").await;
+    let sandbox = Sandbox::new();
+    let mut server = Server::start(&sandbox, &model, None).await;
+    let (session, asked) = asked(&mut server).await;
+    let id = asked["id"].as_str().expect("id").to_string();
+
+    let (status, ok) = server
+        .call(
+            reqwest::Method::POST,
+            &format!("/permission/{id}/reply"),
+            Some(json!({"reply": "reject", "message": "Not on a Friday"})),
+        )
+        .await;
+    assert_eq!((status, ok), (200, json!(true)));
+    server
+        .event("session.idle", |p| p["sessionID"] == session.as_str())
+        .await;
+    assert!(
+        !sandbox.project().join("oc-proof.txt").exists(),
+        "a rejected command ran"
+    );
+    let told = model
+        .wait_for_tool_result(Duration::from_secs(5))
+        .await
+        .expect("the rejection reached the model");
+    assert!(told.text.contains("Not on a Friday"), "{told:?}");
+}
+
+async fn a_question_is_answered_with_a_label() {
+    let step = Step::Tool {
+        name: "question".into(),
+        input: json!({"questions": [{"question": "Which database?", "header": "Database",
+            "options": [{"label": "SQLite", "description": "A file"}, {"label": "PostgreSQL", "description": "A server"}]}]}),
+    };
+    let model = FakeModel::start(Dialect::OpenAiChat, step, "Done.").await;
+    let sandbox = Sandbox::new();
+    let mut server = Server::start(&sandbox, &model, None).await;
+    let session = server.prompt("Ask me which database.").await;
+    let s = session.clone();
+    let asked = server
+        .event("question.asked", move |p| p["sessionID"] == s)
+        .await;
+    let captured = fixture_event("server_question_reply", "question.asked");
+    assert_eq!(keys(&asked), keys(&captured), "{asked}");
+    assert_eq!(
+        asked["questions"][0]["question"], "Which database?",
+        "{asked}"
+    );
+    let id = asked["id"].as_str().expect("id").to_string();
+
+    let (status, ok) = server
+        .call(
+            reqwest::Method::POST,
+            &format!("/question/{id}/reply"),
+            Some(json!({"answers": [["SQLite"]]})),
+        )
+        .await;
+    assert_eq!((status, ok), (200, json!(true)));
+    let replied = server
+        .event("question.replied", |p| p["requestID"] == id.as_str())
+        .await;
+    assert_eq!(replied["answers"], json!([["SQLite"]]), "{replied}");
+    let told = model
+        .wait_for_tool_result(LIMIT)
+        .await
+        .expect("the answer reached the model");
+    assert!(
+        told.text.contains("\"Which database?\"=\"SQLite\""),
+        "{told:?}"
+    );
+}
+
+async fn the_server_password_is_http_basic_authentication() {
+    let model = FakeModel::start(Dialect::OpenAiChat, Step::Shell(COMMAND.into()), "Done.").await;
+    let sandbox = Sandbox::new();
+    let server = Server::start(&sandbox, &model, Some("imrelay-test-password")).await;
+    let without = server
+        .client
+        .get(format!("{}/permission", server.url))
+        .send()
+        .await
+        .expect("a request");
+    assert_eq!(without.status(), 401);
+    assert_eq!(
+        without
+            .headers()
+            .get("www-authenticate")
+            .and_then(|v| v.to_str().ok()),
+        Some("Basic realm=\"Secure Area\"")
+    );
+    let wrong = server
+        .client
+        .get(format!("{}/permission", server.url))
+        .basic_auth("opencode", Some("wrong"))
+        .send()
+        .await
+        .expect("a request");
+    assert_eq!(wrong.status(), 401);
+    let (status, pending) = server.call(reqwest::Method::GET, "/permission", None).await;
+    assert_eq!((status, pending), (200, json!([])));
+}
