@@ -17,8 +17,8 @@
 //! `Mcp-Session-Id` (the session).
 //!
 //! Transport: rmcp's Streamable HTTP server as a tower service, mounted by the app behind the
-//! agent-token check like every agent endpoint, with a gate in front (`gate`) that keeps
-//! sessions and GET streams within their limits, and a session manager (`sessions`) that
+//! agent-token check like every agent endpoint, with a gate in front (`gate.rs`) that keeps
+//! sessions and GET streams within their limits, and a session manager ([`Sessions`]) that
 //! closes idle sessions, withdraws what a closed session waited for, and sends priming events
 //! only to the protocol revisions that read them. This module knows the core and nothing of
 //! channels or of the HTTP layer's routes. `imrelay mcp` ([`crate::cli::mcp`]) relays stdio

@@ -359,7 +359,7 @@ impl Drop for Busy {
 }
 
 /// rmcp's session manager for `/mcp`: its [`LocalSessionManager`], with the sessions kept
-/// in a `Table` and priming events only for the revisions that read them.
+/// in a table shared with the gate, and priming events only for the revisions that read them.
 pub struct Sessions {
     local: LocalSessionManager,
     table: Arc<Table>,
