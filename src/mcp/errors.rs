@@ -68,6 +68,15 @@ fn refusal(body: &[u8]) -> Option<Response> {
     ))
 }
 
+/// The refusal of a body that was not read (too large, too slow, cut off): its HTTP status,
+/// the JSON-RPC invalid request, and `Connection: close` (the rest of it was never read).
+fn unread_body(e: &crate::wire::body::BodyError) -> Response {
+    let mut resp = rpc_error(e.status(), Value::Null, INVALID_REQUEST, e.to_string());
+    resp.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    resp
+}
+
 fn is_json(req: &Request) -> bool {
     req.headers()
         .get(header::CONTENT_TYPE)
@@ -80,16 +89,11 @@ fn is_json(req: &Request) -> bool {
 pub(crate) async fn json_rpc_errors(max_body: usize, req: Request, next: Next) -> Response {
     let req = if req.method() == Method::POST && is_json(&req) {
         let (parts, body) = req.into_parts();
-        let bytes = match axum::body::to_bytes(body, max_body).await {
+        let bytes = match crate::wire::body::read(&parts.headers, &parts.extensions, body, max_body)
+            .await
+        {
             Ok(bytes) => bytes,
-            Err(_) => {
-                return rpc_error(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    Value::Null,
-                    INVALID_REQUEST,
-                    format!("the request body is larger than {max_body} bytes"),
-                );
-            }
+            Err(e) => return unread_body(&e),
         };
         if let Some(refused) = refusal(&bytes) {
             return refused;

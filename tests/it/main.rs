@@ -7,6 +7,7 @@ mod api;
 mod audit;
 mod auth;
 mod bad_input;
+mod bodies;
 mod cli;
 mod connections;
 mod contract;
