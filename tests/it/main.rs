@@ -19,6 +19,7 @@ mod hooks;
 mod mcp;
 mod numbers;
 mod outbox;
+mod pipes;
 mod presentation;
 mod questions;
 mod restart;
