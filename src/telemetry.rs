@@ -256,22 +256,9 @@ struct EscapeInvisibleWriter<W>(W);
 
 impl<W: io::Write> io::Write for EscapeInvisibleWriter<W> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        // Each event arrives whole, so `buf` is the event's complete UTF-8 line. Outside its
-        // strings a JSON line is ASCII, so the characters escaped here are all in strings,
-        // where `\uXXXX` (they are all in the Basic Multilingual Plane) stands for them.
+        // Each event arrives whole, so `buf` is the event's complete UTF-8 line.
         match std::str::from_utf8(buf) {
-            Ok(text) if text.chars().any(|c| !c.is_ascii() && is_unsafe_char(c)) => {
-                let mut out = String::with_capacity(buf.len() + 16);
-                for c in text.chars() {
-                    if !c.is_ascii() && is_unsafe_char(c) {
-                        // Writing into a String cannot fail.
-                        let _ = write!(out, "\\u{:04x}", c as u32);
-                    } else {
-                        out.push(c);
-                    }
-                }
-                self.0.write_all(out.as_bytes())?;
-            }
+            Ok(text) => self.0.write_all(escape_json_invisible(text).as_bytes())?,
             _ => self.0.write_all(buf)?,
         }
         Ok(buf.len())
@@ -280,6 +267,27 @@ impl<W: io::Write> io::Write for EscapeInvisibleWriter<W> {
     fn flush(&mut self) -> io::Result<()> {
         self.0.flush()
     }
+}
+
+/// JSON text (as serde_json writes it) with the characters JSON leaves alone that a terminal
+/// or a viewer may still act on (C1 controls, direction marks, line and paragraph separators:
+/// the non-ASCII `is_unsafe_char`s) written as `\uXXXX`. It parses to the same value: outside
+/// its strings JSON is ASCII, so these characters are all in strings, where `\uXXXX` (they
+/// are all in the Basic Multilingual Plane) stands for them.
+pub fn escape_json_invisible(json: &str) -> std::borrow::Cow<'_, str> {
+    if !json.chars().any(|c| !c.is_ascii() && is_unsafe_char(c)) {
+        return json.into();
+    }
+    let mut out = String::with_capacity(json.len() + 16);
+    for c in json.chars() {
+        if !c.is_ascii() && is_unsafe_char(c) {
+            // Writing into a String cannot fail.
+            let _ = write!(out, "\\u{:04x}", c as u32);
+        } else {
+            out.push(c);
+        }
+    }
+    out.into()
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 use super::client::{ClientError, Remote, RemoteArgs, exit};
 use super::view::{self, Painter};
 use crate::channels::present::visible_line;
+use crate::telemetry::escape_json_invisible;
 use crate::interaction::Answer;
 use crate::interaction::{Interaction, Kind};
 
@@ -139,7 +140,7 @@ pub fn pending(args: PendingArgs, config: Option<&std::path::Path>) -> i32 {
     let written = if args.json {
         serde_json::to_string_pretty(&list)
             .map_err(std::io::Error::other)
-            .and_then(|text| writeln!(out, "{text}"))
+            .and_then(|text| writeln!(out, "{}", escape_json_invisible(&text)))
     } else if list.is_empty() {
         writeln!(out, "Nothing is waiting for an answer.")
     } else {
@@ -185,7 +186,8 @@ pub fn show(args: ShowArgs, config: Option<&std::path::Path>) -> i32 {
         }
     };
     let text = if args.json {
-        serde_json::to_string_pretty(&i).unwrap_or_default()
+        // What the agent sent reaches the terminal: nothing in it may act on the terminal.
+        escape_json_invisible(&serde_json::to_string_pretty(&i).unwrap_or_default()).into_owned()
     } else {
         let width = crossterm::terminal::size()
             .map(|(w, _)| usize::from(w))

@@ -37,6 +37,8 @@ use std::io::Write;
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
+
+use crate::telemetry::escape_json_invisible;
 use jiff::Timestamp;
 use rusqlite::OptionalExtension;
 
@@ -202,7 +204,7 @@ pub fn audit_print(settings: &Settings, since: Option<&str>, json: bool) -> anyh
     each_entry(&conn, since, |e| {
         let r = &e.record;
         if json {
-            writeln!(out, "{}", serde_json::to_string(e)?)?;
+            writeln!(out, "{}", escape_json_invisible(&serde_json::to_string(e)?))?;
         } else {
             writeln!(
                 out,
