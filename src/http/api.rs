@@ -205,10 +205,12 @@ pub(crate) fn json_response(status: StatusCode, body: &impl serde::Serialize) ->
     }
 }
 
-/// `POST /v1/interactions`
+/// `POST /v1/interactions`: counted against the pending budget of the agent token it came
+/// with ([`super::auth::owner`]).
 pub async fn create(
     State(state): State<AppState>,
     ApiQuery(query): ApiQuery<CreateQuery>,
+    headers: axum::http::HeaderMap,
     ApiJson(body): ApiJson<CreateBody>,
 ) -> Result<Response, ApiError> {
     let base = body.request()?;
@@ -223,7 +225,8 @@ pub async fn create(
         suggestions: body.suggestions,
         ..base
     };
-    let created = state.registry.create(new).await?;
+    let owner = super::auth::owner(&headers);
+    let created = state.registry.create_for(new, Some(&owner)).await?;
     match query.wait_secs {
         None => {
             let status = if created.created {

@@ -14,7 +14,7 @@ use serde::ser::SerializeMap;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::interaction::{Interaction, RegistryError, ValidationError};
+use crate::interaction::{Full, Interaction, RegistryError, ValidationError};
 use crate::store::StoreError;
 
 /// An error answer.
@@ -159,6 +159,13 @@ impl From<RegistryError> for ApiError {
             .with("interaction", &*existing),
             RegistryError::AlreadyResolved(i) => Self::already_resolved(&i),
             RegistryError::Store(s) => s.into(),
+            RegistryError::Full(full) => {
+                let (status, code) = match full {
+                    Full::Owner { .. } => (StatusCode::TOO_MANY_REQUESTS, "pending_quota"),
+                    Full::Total { .. } => (StatusCode::SERVICE_UNAVAILABLE, "pending_full"),
+                };
+                Self::new(status, code, full.to_string())
+            }
         }
     }
 }

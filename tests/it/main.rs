@@ -8,6 +8,7 @@ mod audit;
 mod auth;
 mod bad_input;
 mod bodies;
+mod budget;
 mod cli;
 mod connections;
 mod contract;
