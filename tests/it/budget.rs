@@ -78,3 +78,38 @@ async fn pending_bytes_are_bounded_per_token_and_in_all() {
     let (status, body) = create(AGENT_A, "a3").await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
 }
+
+#[tokio::test]
+async fn a_listing_is_bounded_in_bytes_and_pages_on_with_its_cursor() {
+    let app = crate::support::spawn_app().await;
+    for n in 0..10 {
+        let body = json!({"id": format!("big-{n}"), "tool_name": "Bash",
+                          "input": {"command": "x".repeat(900_000)}});
+        let (status, reply) = app.post("/v1/interactions", &body).await;
+        assert_eq!(status, StatusCode::CREATED, "{reply}");
+    }
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..10 {
+        let mut url = app.url("/v1/interactions?status=pending&limit=500");
+        if let Some(c) = &cursor {
+            url.push_str(&format!("&cursor={c}"));
+        }
+        let resp = app.client.get(url).send().await.expect("sent");
+        assert_eq!(resp.status(), StatusCode::OK);
+        let bytes = resp.bytes().await.expect("body");
+        // 4 MiB of interactions at most (here: four of them), never all ten at once.
+        assert!(bytes.len() <= 4 * 1024 * 1024 + 1024, "{} bytes", bytes.len());
+        let page: Value = serde_json::from_slice(&bytes).expect("JSON");
+        let items = page["interactions"].as_array().expect("a list");
+        assert!(!items.is_empty() && items.len() < 10, "{} items", items.len());
+        seen.extend(items.iter().map(|i| i["id"].as_str().unwrap().to_string()));
+        match page["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => break,
+        }
+    }
+    seen.sort();
+    let all: Vec<String> = (0..10).map(|n| format!("big-{n}")).collect();
+    assert_eq!(seen, all, "every interaction listed once");
+}
