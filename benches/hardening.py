@@ -225,7 +225,7 @@ def hold(server, conns, seconds, path="/v1/interactions"):
 def run_bodies(args):
     webhook = (
         "[[webhooks]]\nname = \"ci\"\nurl = \"http://127.0.0.1:9/hook\"\n"
-        f"secret = \"{WEBHOOK_SECRET}\"\nevents = []\n"
+        f"secret = \"{WEBHOOK_SECRET}\"\nevents = [\"interaction.resolved\"]\n"
     )
     unbounded = {
         "IMRELAY__SERVER__BODY_TIMEOUT_SECS": "3600",
