@@ -230,16 +230,21 @@ mod tests {
             min_rate: 100,
         };
         // 200 bytes, then nothing: due at the grace plus 2 s.
-        let stream = futures_util::stream::iter([Ok::<_, std::io::Error>(Bytes::from(
-            vec![b' '; 200],
-        ))])
-        .chain(futures_util::stream::pending());
+        let stream =
+            futures_util::stream::iter([Ok::<_, std::io::Error>(Bytes::from(vec![b' '; 200]))])
+                .chain(futures_util::stream::pending());
         let started = Instant::now();
         let err = read_within(BodyClock::start(limits), Body::from_stream(stream), 1 << 20)
             .await
             .expect_err("refused");
         assert!(
-            matches!(err, BodyError::TooSlow { rate: 100, received: 200 }),
+            matches!(
+                err,
+                BodyError::TooSlow {
+                    rate: 100,
+                    received: 200
+                }
+            ),
             "{err:?}"
         );
         assert_eq!(started.elapsed(), RATE_GRACE + Duration::from_secs(2));
@@ -274,13 +279,23 @@ mod tests {
             .await
             .expect_err("declared too large");
         assert!(matches!(err, BodyError::TooLarge { max: 10 }), "{err:?}");
-        let err = read(&HeaderMap::new(), &Extensions::new(), Body::from(vec![0u8; 11]), max)
-            .await
-            .expect_err("sent too large");
+        let err = read(
+            &HeaderMap::new(),
+            &Extensions::new(),
+            Body::from(vec![0u8; 11]),
+            max,
+        )
+        .await
+        .expect_err("sent too large");
         assert!(matches!(err, BodyError::TooLarge { max: 10 }), "{err:?}");
-        let ok = read(&HeaderMap::new(), &Extensions::new(), Body::from(vec![7u8; 10]), max)
-            .await
-            .expect("at the limit");
+        let ok = read(
+            &HeaderMap::new(),
+            &Extensions::new(),
+            Body::from(vec![7u8; 10]),
+            max,
+        )
+        .await
+        .expect("at the limit");
         assert_eq!(&ok[..], &[7u8; 10]);
     }
 

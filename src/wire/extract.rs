@@ -32,7 +32,13 @@ impl<S: Send + Sync> FromRequest<S> for ApiBytes {
 /// headers (a credential) before reading its body.
 pub(crate) async fn body_of(req: Request) -> Result<Bytes, ApiError> {
     let (parts, body) = req.into_parts();
-    Ok(super::body::read(&parts.headers, &parts.extensions, body, super::MAX_BODY_BYTES).await?)
+    Ok(super::body::read(
+        &parts.headers,
+        &parts.extensions,
+        body,
+        super::MAX_BODY_BYTES,
+    )
+    .await?)
 }
 
 /// A JSON body (`Content-Type: application/json`); rejections become API errors.

@@ -181,7 +181,9 @@ async fn a_webhook_answer_without_well_formed_signature_headers_is_refused_unrea
         ("no signature headers", String::new()),
         (
             "a signature that is not a v1 MAC",
-            format!("webhook-id: msg_1\r\nwebhook-timestamp: {now}\r\nwebhook-signature: v1,abc\r\n"),
+            format!(
+                "webhook-id: msg_1\r\nwebhook-timestamp: {now}\r\nwebhook-signature: v1,abc\r\n"
+            ),
         ),
         (
             "a stale timestamp",

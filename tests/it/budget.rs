@@ -5,7 +5,7 @@ use imrelay::settings::Secret;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::support::{split, spawn_with};
+use crate::support::{spawn_with, split};
 
 const AGENT_A: &str = "agent-token-a-0123456789";
 const AGENT_B: &str = "agent-token-b-0123456789";
@@ -61,7 +61,11 @@ async fn pending_bytes_are_bounded_per_token_and_in_all() {
         async move { split(req.send().await.expect("sent")).await }
     };
     for id in ["a3", "b2"] {
-        assert_eq!(get(id).await.0, StatusCode::NOT_FOUND, "{id} was not written");
+        assert_eq!(
+            get(id).await.0,
+            StatusCode::NOT_FOUND,
+            "{id} was not written"
+        );
     }
     // An answer releases what its interaction held.
     let (status, body): (StatusCode, Value) = split(
@@ -99,10 +103,18 @@ async fn a_listing_is_bounded_in_bytes_and_pages_on_with_its_cursor() {
         assert_eq!(resp.status(), StatusCode::OK);
         let bytes = resp.bytes().await.expect("body");
         // 4 MiB of interactions at most (here: four of them), never all ten at once.
-        assert!(bytes.len() <= 4 * 1024 * 1024 + 1024, "{} bytes", bytes.len());
+        assert!(
+            bytes.len() <= 4 * 1024 * 1024 + 1024,
+            "{} bytes",
+            bytes.len()
+        );
         let page: Value = serde_json::from_slice(&bytes).expect("JSON");
         let items = page["interactions"].as_array().expect("a list");
-        assert!(!items.is_empty() && items.len() < 10, "{} items", items.len());
+        assert!(
+            !items.is_empty() && items.len() < 10,
+            "{} items",
+            items.len()
+        );
         seen.extend(items.iter().map(|i| i["id"].as_str().unwrap().to_string()));
         match page["next_cursor"].as_str() {
             Some(c) => cursor = Some(c.to_string()),

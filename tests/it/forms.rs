@@ -505,7 +505,12 @@ async fn choices_past_the_limit_are_refused_before_they_are_compared() {
 #[tokio::test]
 async fn an_integer_field_no_whole_number_fits_is_refused() {
     let app = spawn_app().await;
-    for (min, max, ok) in [(0.5, 0.6, false), (1.2, 1.9, false), (0.5, 1.0, true), (2.0, 2.0, true)] {
+    for (min, max, ok) in [
+        (0.5, 0.6, false),
+        (1.2, 1.9, false),
+        (0.5, 1.0, true),
+        (2.0, 2.0, true),
+    ] {
         let (status, reply) = app
             .post(
                 "/v1/interactions",
@@ -517,7 +522,10 @@ async fn an_integer_field_no_whole_number_fits_is_refused() {
             assert_eq!(status, StatusCode::CREATED, "{min}..{max}: {reply}");
         } else {
             assert_eq!(status, StatusCode::BAD_REQUEST, "{min}..{max}: {reply}");
-            assert_eq!(reply["error"]["field"], "schema.properties.n.minimum", "{reply}");
+            assert_eq!(
+                reply["error"]["field"], "schema.properties.n.minimum",
+                "{reply}"
+            );
             assert!(
                 reply["error"]["message"]
                     .as_str()

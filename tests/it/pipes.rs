@@ -49,7 +49,8 @@ fn ready(port: u16, child: &mut Child) {
         }
         if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
             use std::io::Write;
-            let _ = s.write_all(b"GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+            let _ =
+                s.write_all(b"GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
             let mut got = String::new();
             let _ = s.read_to_string(&mut got);
             if got.starts_with("HTTP/1.1 200") {

@@ -1086,10 +1086,17 @@ async fn json_output_escapes_what_a_terminal_would_act_on() {
         let (code, out, err) = run(&base, args, &[]).await;
         assert_eq!(code, 0, "{args:?}: {err}");
         for c in ['\u{9b}', '\u{85}', '\u{202e}', '\u{2028}'] {
-            assert!(!out.contains(c), "{args:?}: raw U+{:04X} in {out:?}", c as u32);
+            assert!(
+                !out.contains(c),
+                "{args:?}: raw U+{:04X} in {out:?}",
+                c as u32
+            );
         }
         for escaped in [r"\u009b", r"\u0085", r"\u202e", r"\u2028"] {
-            assert!(out.contains(escaped), "{args:?}: {escaped} missing in {out}");
+            assert!(
+                out.contains(escaped),
+                "{args:?}: {escaped} missing in {out}"
+            );
         }
         // Still JSON, and it reads back as what the agent sent.
         let value: Value = serde_json::from_str(&out).expect("valid JSON");

@@ -396,10 +396,12 @@ async fn respond(
                 )
                 .await;
             // Refused on its headers, the body was never read: close the connection.
-            return Err(
-                ApiError::new(StatusCode::UNAUTHORIZED, "invalid_signature", e.to_string())
-                    .closing(),
-            );
+            return Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "invalid_signature",
+                e.to_string(),
+            )
+            .closing());
         }
     };
     let msg_id = msg_id.unwrap_or_default();

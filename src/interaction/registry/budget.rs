@@ -25,9 +25,7 @@ pub(super) fn cost(i: &Interaction) -> usize {
         + text(&i.title)
         + text(&i.description)
         + text(&i.cwd)
-        + i.suggestions
-            .as_deref()
-            .map_or(0, |s| s.to_string().len())
+        + i.suggestions.as_deref().map_or(0, |s| s.to_string().len())
 }
 
 /// A new interaction that would pass a bound.
@@ -163,12 +161,18 @@ mod tests {
         let a1 = b.reserve(Some("a"), 500).expect("fits");
         assert_eq!(
             b.reserve(Some("a"), 200).unwrap_err(),
-            Full::Owner { held: 500, max: 600 }
+            Full::Owner {
+                held: 500,
+                max: 600
+            }
         );
         let b1 = b.reserve(Some("b"), 400).expect("fits");
         assert_eq!(
             b.reserve(Some("c"), 200).unwrap_err(),
-            Full::Total { held: 900, max: 1000 }
+            Full::Total {
+                held: 900,
+                max: 1000
+            }
         );
         // Held anyway: counted, never refused.
         let forced = b.force(5000);

@@ -523,9 +523,8 @@ impl Registry {
             match slots.get(&interaction.id) {
                 Some(s) => (s.clone(), false),
                 None => {
-                    let charge = charge.unwrap_or_else(|| {
-                        self.inner.budget.force(budget::cost(&interaction))
-                    });
+                    let charge = charge
+                        .unwrap_or_else(|| self.inner.budget.force(budget::cost(&interaction)));
                     let s = Arc::new(Slot::new(interaction.clone(), charge));
                     slots.insert(interaction.id.clone(), s.clone());
                     (s, true)
