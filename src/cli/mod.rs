@@ -166,13 +166,13 @@ fn each_entry(
 /// on standard error (quietly dropped when that is closed too).
 pub(crate) fn say_line(line: std::fmt::Arguments<'_>) {
     let mut out = std::io::stdout().lock();
-    if let Err(e) = out.write_fmt(line).and_then(|()| out.write_all(b"\n")) {
-        if !is_closed_output(&e) {
-            let _ = writeln!(
-                std::io::stderr(),
-                "imrelay: cannot write to standard output: {e}"
-            );
-        }
+    if let Err(e) = out.write_fmt(line).and_then(|()| out.write_all(b"\n"))
+        && !is_closed_output(&e)
+    {
+        let _ = writeln!(
+            std::io::stderr(),
+            "imrelay: cannot write to standard output: {e}"
+        );
     }
 }
 
