@@ -117,8 +117,9 @@ def head(path, length, extra=""):
 
 def closed_by_server(s):
     """Whether the server closed `s` (or answered on it): readable without blocking."""
-    r, _, _ = select.select([s], [], [], 0)
-    return bool(r)
+    p = select.poll()
+    p.register(s, select.POLLIN | select.POLLHUP | select.POLLERR)
+    return bool(p.poll(0))
 
 
 def answer_of(s):
@@ -239,27 +240,108 @@ def run_bodies(args):
     if args.unbounded:
         # The memory effect alone: time bounds off (settings the old binary does not have).
         cases = [(name + ", time bounds off", c, p, unbounded) for name, c, p, _ in cases]
+    wanted = set(args.cases.split(","))
+    if "packets" not in wanted:
+        cases = []
     for name, conns, per_conn, env in cases:
         with Server(args.imrelay, env=env) as server:
             report[name] = packets(server, conns, per_conn)
             print(name, json.dumps(report[name]), flush=True)
-    with Server(args.imrelay, extra_toml=webhook) as server:
-        name = "webhook answer, no signature headers, 20,000 one-byte packets"
-        report[name] = packets(server, 1, 20_000, path="/v1/webhooks/ci/respond")
-        print(name, json.dumps(report[name]), flush=True)
-        now = int(time.time())
-        extra = (
-            f"webhook-id: msg_1\r\nwebhook-timestamp: {now}\r\n"
-            f"webhook-signature: v1,{'A' * 43}=\r\n"
-        )
-        name = "webhook answer, well-formed headers, 20,000 one-byte packets"
-        report[name] = packets(server, 1, 20_000, path="/v1/webhooks/ci/respond", extra=extra)
-        print(name, json.dumps(report[name]), flush=True)
-    if not args.unbounded:
+    if "webhook" in wanted:
+        with Server(args.imrelay, extra_toml=webhook) as server:
+            name = "webhook answer, no signature headers, 20,000 one-byte packets"
+            report[name] = packets(server, 1, 20_000, path="/v1/webhooks/ci/respond")
+            print(name, json.dumps(report[name]), flush=True)
+            now = int(time.time())
+            extra = (
+                f"webhook-id: msg_1\r\nwebhook-timestamp: {now}\r\n"
+                f"webhook-signature: v1,{'A' * 43}=\r\n"
+            )
+            name = "webhook answer, well-formed headers, 20,000 one-byte packets"
+            report[name] = packets(server, 1, 20_000, path="/v1/webhooks/ci/respond", extra=extra)
+            print(name, json.dumps(report[name]), flush=True)
+    if not args.unbounded and "hold" in wanted:
         with Server(args.imrelay) as server:
             name = f"{args.hold} connections holding a slow body for {args.hold_secs} s"
             report[name] = hold(server, args.hold, args.hold_secs)
             print(name, json.dumps(report[name]), flush=True)
+    return report
+
+
+def post_json(server, path, body, timeout=300):
+    """POSTs `body`: (status, seconds, response bytes)."""
+    data = json.dumps(body).encode()
+    req = urllib.request.Request(
+        server.url(path), data=data, headers={"Content-Type": "application/json"}
+    )
+    started = time.time()
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, time.time() - started, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, time.time() - started, e.read()
+
+
+def run_choices(args):
+    """Forms with many choice options: how long the refusal takes, alone and four at once
+    (with /livez asked meanwhile)."""
+    report = {}
+    options = [f"o{k}" for k in range(args.options)]
+    form = {"kind": "form", "message": "m",
+            "schema": {"type": "object", "properties": {"a": {"type": "string", "enum": options}}}}
+    with Server(args.imrelay) as server:
+        status, took, body = post_json(server, "/v1/interactions", form)
+        report["one"] = {"options": args.options, "status": status, "seconds": round(took, 3),
+                         "error": json.loads(body or b"{}").get("error", {}).get("message")}
+        print("one", json.dumps(report["one"]), flush=True)
+        results = []
+        threads = [threading.Thread(target=lambda: results.append(
+            post_json(server, "/v1/interactions", form))) for _ in range(4)]
+        started = time.time()
+        for t in threads:
+            t.start()
+        time.sleep(0.05)
+        live_started = time.time()
+        with urllib.request.urlopen(server.url("/livez"), timeout=300) as r:
+            live = (r.status, round(time.time() - live_started, 3))
+        for t in threads:
+            t.join()
+        report["four_at_once"] = {"statuses": sorted(r[0] for r in results),
+                                  "slowest_seconds": round(max(r[1] for r in results), 3),
+                                  "livez_meanwhile": live,
+                                  "all_seconds": round(time.time() - started, 3)}
+        print("four at once", json.dumps(report["four_at_once"]), flush=True)
+    return report
+
+
+def run_pending(args):
+    """Pending interactions with big inputs: how many were created, the server's RSS, and
+    the bytes of one listing of 500."""
+    report = {}
+    with Server(args.imrelay) as server:
+        before = server.rss()
+        statuses = {}
+        for n in range(args.count):
+            body = {"id": f"big-{n}", "tool_name": "Bash",
+                    "input": {"command": "x" * args.input_bytes}}
+            status, _, reply = post_json(server, "/v1/interactions", body)
+            statuses[status] = statuses.get(status, 0) + 1
+            if status != 201 and "refused_first_at" not in report:
+                report["refused_first_at"] = n
+                report["refusal"] = json.loads(reply).get("error")
+        report["created"] = statuses
+        report["rss_before_mb"] = round(before, 1)
+        report["rss_pending_mb"] = round(server.rss(), 1)
+        started = time.time()
+        with urllib.request.urlopen(
+            server.url("/v1/interactions?status=pending&limit=500"), timeout=300
+        ) as r:
+            listing = r.read()
+        report["listing_bytes"] = len(listing)
+        report["listing_items"] = len(json.loads(listing)["interactions"])
+        report["listing_seconds"] = round(time.time() - started, 2)
+        report["rss_after_listing_mb"] = round(server.rss(), 1)
+        print(json.dumps(report), flush=True)
     return report
 
 
@@ -271,9 +353,22 @@ def main():
     b.add_argument("--hold", type=int, default=1100)
     b.add_argument("--hold-secs", type=int, default=60)
     b.add_argument("--unbounded", action="store_true", help="time bounds off: memory alone")
+    b.add_argument("--cases", default="packets,webhook,hold", help="which, comma-separated")
     b.add_argument("--json")
+    c = sub.add_parser("choices", help="a form with many choice options (item 5)")
+    c.add_argument("--imrelay", required=True)
+    c.add_argument("--options", type=int, default=100_000)
+    c.add_argument("--json")
+    d = sub.add_parser("pending", help="pending interactions with big inputs (item 7)")
+    d.add_argument("--imrelay", required=True)
+    d.add_argument("--count", type=int, default=1000)
+    d.add_argument("--input-bytes", type=int, default=900_000)
+    d.add_argument("--json")
     args = p.parse_args()
-    report = {"bodies": run_bodies}[args.cmd](args)
+    # One descriptor per connection held.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(max(soft, 20000), hard), hard))
+    report = {"bodies": run_bodies, "choices": run_choices, "pending": run_pending}[args.cmd](args)
     with open("/proc/loadavg") as f:
         report["loadavg"] = f.read().split()[:3]
     print("load average:", " ".join(report["loadavg"]))
