@@ -170,6 +170,15 @@ fn declared_length(headers: &HeaderMap) -> Option<u64> {
         .ok()
 }
 
+/// Refuses a request whose `Content-Length` declares more than `max` bytes: checked from the
+/// head alone, before anything else about the request.
+pub fn check_declared(headers: &HeaderMap, max: usize) -> Result<(), BodyError> {
+    if declared_length(headers).is_some_and(|n| n > max as u64) {
+        return Err(BodyError::TooLarge { max });
+    }
+    Ok(())
+}
+
 /// Reads the body of a request whose head was `headers` and `extensions`, at most `max`
 /// bytes, within the request's [`BodyClock`].
 pub async fn read(
@@ -178,9 +187,7 @@ pub async fn read(
     body: Body,
     max: usize,
 ) -> Result<Bytes, BodyError> {
-    if declared_length(headers).is_some_and(|n| n > max as u64) {
-        return Err(BodyError::TooLarge { max });
-    }
+    check_declared(headers, max)?;
     read_within(BodyClock::of(extensions), body, max).await
 }
 

@@ -28,6 +28,16 @@ impl<S: Send + Sync> FromRequest<S> for ApiBytes {
     }
 }
 
+/// Refuses `req` at once if its `Content-Length` declares more than [`super::MAX_BODY_BYTES`]
+/// (`413`): the first check of a handler that looks at a credential in the headers before
+/// reading the body, so that an oversized request is refused as such everywhere.
+pub(crate) fn declared_size(req: &Request) -> Result<(), ApiError> {
+    Ok(super::body::check_declared(
+        req.headers(),
+        super::MAX_BODY_BYTES,
+    )?)
+}
+
 /// The body of `req`, as [`ApiBytes`] reads it: for a handler that checks the request's
 /// headers (a credential) before reading its body.
 pub(crate) async fn body_of(req: Request) -> Result<Bytes, ApiError> {

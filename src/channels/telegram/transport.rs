@@ -26,7 +26,7 @@ use super::client::Failure;
 use super::{Mode, Telegram};
 use crate::interaction::Via;
 use crate::wire::error::ApiError;
-use crate::wire::extract::body_of;
+use crate::wire::extract::{body_of, declared_size};
 
 /// The header Telegram echoes the webhook secret token in.
 pub(crate) const SECRET_HEADER: &str = "x-telegram-bot-api-secret-token";
@@ -268,6 +268,9 @@ pub(super) fn router(tg: Arc<Telegram>, path: &str) -> Router {
 
 /// A webhook call: the secret token header is checked before the body is read.
 async fn webhook(State(tg): State<Arc<Telegram>>, req: Request) -> Response {
+    if let Err(e) = declared_size(&req) {
+        return e.into_response();
+    }
     let given = req
         .headers()
         .get(SECRET_HEADER)

@@ -41,7 +41,7 @@ use crate::store::{ClaimedJob, OutboxJob, Store};
 use crate::sync::RwLockExt;
 use crate::wire::answer::{RespondBody, outcome_body, path_id};
 use crate::wire::error::ApiError;
-use crate::wire::extract::{ApiPath, body_of, from_json, from_value};
+use crate::wire::extract::{ApiPath, body_of, declared_size, from_json, from_value};
 use signature::{Signed, SigningKey, TOLERANCE_SECS};
 
 struct Target {
@@ -369,6 +369,7 @@ async fn respond(
     let Some(target) = hooks.targets.get(&name) else {
         return Err(ApiError::not_found(format!("no webhook named {name:?}")));
     };
+    declared_size(&req)?;
     let via = Via::webhook(&name);
     let headers = req.headers().clone();
     let msg_id = header(&headers, "webhook-id");
