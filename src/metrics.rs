@@ -4,7 +4,13 @@
 //! process keep separate counts. The interaction and refusal counters are fed through the
 //! registry's [`Lifecycle`] hook; channels register their own metrics with
 //! [`Metrics::register`].
+//!
+//! Every series whose labels are known in advance starts at 0 rather than appearing with the
+//! first count (so that `rate()` and alerts see it from the start): the long-poll outcomes,
+//! refusals on the built-in entry points (`api`, `desktop`, `terminal`), and for each channel
+//! ([`Metrics::add_channel`]) its outbox backlog, its deliveries by result and its refusals.
 
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -51,6 +57,9 @@ pub struct DeliveryLabels {
     pub result: String,
 }
 
+/// Every value of [`DeliveryLabels::result`].
+const DELIVERY_RESULTS: [&str; 3] = ["ok", "retry", "failed"];
+
 fn time_to_answer_histogram() -> Histogram {
     Histogram::new([
         0.5, 1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0,
@@ -66,7 +75,10 @@ pub struct Metrics {
     resolved: Family<ResolvedLabels, Counter>,
     time_to_answer: Family<AnswerLabels, Histogram, fn() -> Histogram>,
     /// Unfinished outbox jobs by channel (set at scrape time).
-    pub outbox_backlog: Family<ChannelLabels, Gauge>,
+    outbox_backlog: Family<ChannelLabels, Gauge>,
+    /// The channels known so far ([`Metrics::add_channel`]): their backlog is 0 when the store
+    /// has no job of theirs.
+    channels: Mutex<BTreeSet<String>>,
     /// Outbox delivery attempts by channel and result.
     pub deliveries: Family<DeliveryLabels, Counter>,
     /// Refused answer attempts by channel.
@@ -162,17 +174,65 @@ impl Metrics {
             "Refusals not bound to an interaction that the per-channel rate limit kept out of the log and the audit trail, by channel",
             refusals_suppressed.clone(),
         );
-        Self {
+        let metrics = Self {
             registry: Mutex::new(registry),
             pending,
             created,
             resolved,
             time_to_answer,
             outbox_backlog,
+            channels: Mutex::new(BTreeSet::new()),
             deliveries,
             refusals,
             refusals_suppressed,
             long_polls: long_poll_counters,
+        };
+        // Answers come through these whatever channels are configured.
+        for via in [Via::api(), Via::desktop(), Via::terminal()] {
+            metrics.known_refusals(via.as_str());
+        }
+        metrics
+    }
+
+    /// Makes the series of `channel` (a channel's name, as it delivers through the outbox and
+    /// as answers from it are labelled) known, at 0 until something is counted: its outbox
+    /// backlog, its deliveries by result, its refused answers and suppressed refusals.
+    pub fn add_channel(&self, channel: &str) {
+        self.channels.locked().insert(channel.to_string());
+        drop(self.outbox_backlog.get_or_create(&ChannelLabels {
+            channel: channel.to_string(),
+        }));
+        for result in DELIVERY_RESULTS {
+            drop(self.deliveries.get_or_create(&DeliveryLabels {
+                channel: channel.to_string(),
+                result: result.to_string(),
+            }));
+        }
+        self.known_refusals(channel);
+    }
+
+    fn known_refusals(&self, channel: &str) {
+        let labels = ChannelLabels {
+            channel: channel.to_string(),
+        };
+        drop(self.refusals.get_or_create(&labels));
+        drop(self.refusals_suppressed.get_or_create(&labels));
+    }
+
+    /// Sets the outbox backlog gauges from the store's count of unfinished jobs per channel:
+    /// 0 for a known channel without any, and no series for a channel that is neither known
+    /// nor has jobs (one removed from the configuration whose jobs are gone).
+    pub fn set_outbox_backlog(&self, backlog: Vec<(String, u64)>) {
+        self.outbox_backlog.clear();
+        for channel in self.channels.locked().iter() {
+            drop(self.outbox_backlog.get_or_create(&ChannelLabels {
+                channel: channel.clone(),
+            }));
+        }
+        for (channel, n) in backlog {
+            self.outbox_backlog
+                .get_or_create(&ChannelLabels { channel })
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
         }
     }
 

@@ -270,8 +270,9 @@ impl Outbox {
         self
     }
 
-    /// Registers the handler for `channel`.
+    /// Registers the handler for `channel` (whose metrics then start at 0).
     pub fn register(&mut self, channel: &str, handler: Arc<dyn OutboxHandler>) {
+        self.metrics.add_channel(channel);
         let permits = handler.concurrency().max(1);
         self.handlers.insert(
             channel.to_string(),

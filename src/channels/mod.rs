@@ -13,13 +13,17 @@
 //! rule makes every channel equal. Shared rendering helpers live in [`render`]; [`present`]
 //! turns a tool call into what a person checks before saying yes, for any surface to render.
 
+pub mod dingtalk;
 pub mod feishu;
+pub mod longconn;
 pub(crate) mod pipeline;
 pub mod present;
 pub mod render;
+pub mod slack;
 pub mod telegram;
 pub mod token;
 pub mod webhook;
+pub mod wecom;
 
 use std::future::Future;
 use std::pin::Pin;

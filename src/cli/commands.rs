@@ -30,7 +30,8 @@ Exit status:
 pub struct PendingArgs {
     #[command(flatten)]
     remote: RemoteArgs,
-    /// Print the interactions as a JSON array, exactly as the API returns them.
+    /// Print the interactions as a JSON array, as the API returns them (with every
+    /// question's `multiSelect` stated).
     #[arg(long)]
     json: bool,
 }
@@ -43,7 +44,8 @@ pub struct ShowArgs {
     remote: RemoteArgs,
     /// The interaction's id.
     id: String,
-    /// Print the interaction as JSON, exactly as the API returns it.
+    /// Print the interaction as JSON, as the API returns it (with every question's
+    /// `multiSelect` stated).
     #[arg(long)]
     json: bool,
 }
@@ -138,6 +140,7 @@ pub fn pending(args: PendingArgs, config: Option<&std::path::Path>) -> i32 {
     };
     let mut out = std::io::stdout().lock();
     let written = if args.json {
+        let list: Vec<Value> = list.iter().map(json_view).collect();
         serde_json::to_string_pretty(&list)
             .map_err(std::io::Error::other)
             .and_then(|text| writeln!(out, "{}", escape_json_invisible(&text)))
@@ -187,7 +190,8 @@ pub fn show(args: ShowArgs, config: Option<&std::path::Path>) -> i32 {
     };
     let text = if args.json {
         // What the agent sent reaches the terminal: nothing in it may act on the terminal.
-        escape_json_invisible(&serde_json::to_string_pretty(&i).unwrap_or_default()).into_owned()
+        escape_json_invisible(&serde_json::to_string_pretty(&json_view(&i)).unwrap_or_default())
+            .into_owned()
     } else {
         let width = crossterm::terminal::size()
             .map(|(w, _)| usize::from(w))
@@ -202,6 +206,25 @@ pub fn show(args: ShowArgs, config: Option<&std::path::Path>) -> i32 {
         }
         _ => exit::OK,
     }
+}
+
+/// An interaction as JSON, as the API returns it, with every question's `multiSelect` stated
+/// (`false` where the agent left it out): a script sees which questions take several answers
+/// without knowing the default.
+pub(crate) fn json_view(i: &Interaction) -> Value {
+    let mut v = serde_json::to_value(i).unwrap_or(Value::Null);
+    if i.kind == Kind::Question
+        && let Some(questions) = v
+            .pointer_mut("/input/questions")
+            .and_then(Value::as_array_mut)
+    {
+        for q in questions.iter_mut().filter_map(Value::as_object_mut) {
+            if !q.get("multiSelect").is_some_and(Value::is_boolean) {
+                q.insert("multiSelect".into(), Value::Bool(false));
+            }
+        }
+    }
+    v
 }
 
 /// Checks that `answer`'s flags go together (whatever the interaction).

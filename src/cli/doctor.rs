@@ -6,6 +6,11 @@
 //! Feishu's app credentials get a token and approvers are set (each receiver gets a test card);
 //! each webhook target answers a signed test event (`--send-test`). One line per check, `✓`
 //! or `✗` with what to do; the exit code says whether everything passed.
+//!
+//! A SQLite store is looked at without changing anything (doctor runs where a person happens
+//! to be, beside a running server or before the first start): a database a server is using is
+//! checked through that server's `/healthz`; one nobody uses is opened read-only and its
+//! write access checked without writing; a missing one is not created.
 
 use std::fmt;
 
@@ -14,8 +19,10 @@ use serde_json::json;
 use crate::channels::feishu::api::OpenApi;
 use crate::channels::telegram::client::Client as TelegramClient;
 use crate::channels::webhook::signature::SigningKey;
-use crate::config::Settings;
+use crate::config::{Backend, Settings};
 use crate::metrics::Metrics;
+use crate::store::sqlite::{self, Inspection};
+use crate::telemetry::escape;
 
 /// The outcome of one check.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,17 +78,27 @@ pub async fn run(settings: &Settings, send_test: bool) -> Vec<Check> {
     for target in &settings.webhooks {
         webhook(settings, target, send_test, &mut checks).await;
     }
-    if !send_test
-        && (settings.telegram.enabled || settings.feishu.enabled || !settings.webhooks.is_empty())
-    {
+    let destinations =
+        settings.telegram.enabled || settings.feishu.enabled || !settings.webhooks.is_empty();
+    if !send_test && destinations {
         checks.push(Check::pass(
             "no test messages sent (run `imrelay doctor --send-test` to send one to every chat, receiver and webhook)",
+        ));
+    }
+    if send_test && !destinations {
+        checks.push(Check::fail(
+            "--send-test: no test message sent, as nothing is configured to send to (no Telegram, Feishu or webhook)",
+            "set one up (docs/telegram.md, docs/feishu.md, docs/webhooks.md); the inbox and `imrelay watch` need none",
         ));
     }
     checks
 }
 
 async fn store(settings: &Settings, checks: &mut Vec<Check>) {
+    if settings.store.backend == Backend::Sqlite {
+        sqlite(settings, checks).await;
+        return;
+    }
     match crate::app::open_store(settings).await {
         Err(e) => checks.push(Check::fail(
             format!("store ({}): cannot open it: {e:#}", backend(settings)),
@@ -100,6 +117,147 @@ async fn store(settings: &Settings, checks: &mut Vec<Check>) {
                 "free disk space, or give imrelay write access to its data directory",
             )),
         },
+    }
+}
+
+/// The SQLite store, looked at without creating or writing anything: through the server that
+/// is using it, else read-only.
+async fn sqlite(settings: &Settings, checks: &mut Vec<Check>) {
+    let path = settings.store.path.clone();
+    let shown = shown_path(&path);
+    let inspected = tokio::task::spawn_blocking(move || sqlite::inspect(&path)).await;
+    let check = match inspected {
+        Err(e) => Check::fail(
+            format!("store (sqlite): could not look at {shown}: {e}"),
+            "run doctor again",
+        ),
+        Ok(Err(e)) => Check::fail(
+            format!("store (sqlite): cannot read {shown}: {e}"),
+            "check store.path, and that imrelay may read it",
+        ),
+        Ok(Ok(Inspection::Missing {
+            folder,
+            writable: Ok(()),
+        })) => match server_health(settings).await {
+            // Its server runs, but not on this database: doctor is looking in the wrong place.
+            (url, Ok(_)) => Check::fail(
+                format!(
+                    "store (sqlite): {shown} does not exist, yet an imrelay answers at {url}: it keeps its database elsewhere"
+                ),
+                if settings.store.path.is_relative() {
+                    "store.path is relative: run doctor in the folder that server was started from (or make store.path absolute)"
+                } else {
+                    "run doctor with that server's configuration (--config)"
+                },
+            ),
+            (_, Err(_)) => Check::pass(format!(
+                "store (sqlite): {shown} does not exist yet; `imrelay serve` will create it (it may write in {})",
+                std::path::absolute(&folder).unwrap_or(folder).display()
+            )),
+        },
+        Ok(Ok(Inspection::Missing {
+            folder,
+            writable: Err(e),
+        })) => Check::fail(
+            format!("store (sqlite): {shown} does not exist, and imrelay could not create it: {e}"),
+            format!(
+                "give imrelay write access to {}, or set store.path to a folder it may write",
+                folder.display()
+            ),
+        ),
+        Ok(Ok(Inspection::Idle { version, .. })) if version > sqlite::SCHEMA_VERSION => {
+            Check::fail(
+                format!(
+                    "store (sqlite): {shown} has schema version {version}, newer than this imrelay understands ({})",
+                    sqlite::SCHEMA_VERSION
+                ),
+                "run the imrelay version that wrote it, or a newer one",
+            )
+        }
+        Ok(Ok(Inspection::Idle {
+            writable: Err(e), ..
+        })) => Check::fail(
+            format!("store (sqlite): {shown} can be read but not written: {e}"),
+            "give imrelay write access to the database and its folder",
+        ),
+        Ok(Ok(Inspection::Idle {
+            writable: Ok(()), ..
+        })) => Check::pass(format!(
+            "store (sqlite): {shown} opens, and imrelay may write it (no server is using it; checked without writing)"
+        )),
+        Ok(Ok(Inspection::InUse)) => through_server(settings, &shown).await,
+    };
+    checks.push(check);
+}
+
+/// What the server of these settings says at `/healthz` (its URL, then its status and body
+/// if an imrelay answers there, or why not).
+async fn server_health(
+    settings: &Settings,
+) -> (
+    String,
+    Result<(reqwest::StatusCode, serde_json::Value), String>,
+) {
+    let url = super::health_url(settings, super::Probe::Ready);
+    let answer = async {
+        let r = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(3))
+            .build()?
+            .get(&url)
+            .send()
+            .await?;
+        let status = r.status();
+        r.json::<serde_json::Value>()
+            .await
+            .map(|body| (status, body))
+    };
+    let result = match answer.await {
+        Err(e) => Err(format!("no server answers at {url} ({e})")),
+        Ok((_, body)) if body.get("store").and_then(|s| s.as_str()).is_none() => {
+            Err(format!("what answers at {url} is not imrelay"))
+        }
+        Ok(answered) => Ok(answered),
+    };
+    (url, result)
+}
+
+/// A database another process holds: checked through the server of these settings, if it
+/// is the one answering.
+async fn through_server(settings: &Settings, shown: &str) -> Check {
+    let elsewhere = |why: String| {
+        Check::fail(
+            format!("store (sqlite): {shown} is in use by another imrelay process, and {why}"),
+            "that process holds the database, so `imrelay serve` cannot start with this configuration: \
+             stop it, or give this configuration its own store.path (if that process is its server, check server.listen)",
+        )
+    };
+    match server_health(settings).await {
+        (_, Err(why)) => elsewhere(why),
+        (url, Ok((status, body))) => {
+            let state = body["store"].as_str().unwrap_or_default();
+            if status.is_success() && state == "ok" {
+                Check::pass(format!(
+                    "store (sqlite): {shown} is in use by the running server; checked through it ({url}): it takes writes"
+                ))
+            } else {
+                let why = escape(body["store_error"].as_str().unwrap_or("no reason given"));
+                Check::fail(
+                    format!(
+                        "store (sqlite): {shown} is in use by the running server, which says (at {url}) that its store is {}: {why}",
+                        escape(state)
+                    ),
+                    "free disk space, or give imrelay write access to its data directory",
+                )
+            }
+        }
+    }
+}
+
+/// A path as given, and where that is when it is relative (doctor may run anywhere).
+fn shown_path(path: &std::path::Path) -> String {
+    match std::path::absolute(path) {
+        Ok(abs) if path.is_relative() => format!("{} ({})", path.display(), abs.display()),
+        _ => path.display().to_string(),
     }
 }
 
@@ -142,6 +300,12 @@ async fn telegram(settings: &Settings, send_test: bool, checks: &mut Vec<Check>)
                 format!("Telegram: {e:#}"),
                 "fix telegram.api_url",
             ));
+            untried(
+                send_test,
+                "Telegram",
+                s.chats.iter().map(|c| format!("chat {c}")),
+                checks,
+            );
             return;
         }
     };
@@ -158,6 +322,12 @@ async fn telegram(settings: &Settings, send_test: bool, checks: &mut Vec<Check>)
                     s.api_url.trim()
                 ),
             ));
+            untried(
+                send_test,
+                "Telegram",
+                s.chats.iter().map(|c| format!("chat {c}")),
+                checks,
+            );
             return;
         }
     }
@@ -204,6 +374,12 @@ async fn feishu(settings: &Settings, send_test: bool, checks: &mut Vec<Check>) {
         Ok(api) => api,
         Err(e) => {
             checks.push(Check::fail(format!("Feishu: {e}"), "fix feishu.base_url"));
+            untried(
+                send_test,
+                "Feishu",
+                s.receivers.iter().map(|r| r.address()),
+                checks,
+            );
             return;
         }
     };
@@ -214,6 +390,12 @@ async fn feishu(settings: &Settings, send_test: bool, checks: &mut Vec<Check>) {
                 format!("Feishu: no token for the app credentials: {e}"),
                 "check feishu.app_id and feishu.app_secret, and feishu.domain (feishu or lark)",
             ));
+            untried(
+                send_test,
+                "Feishu",
+                s.receivers.iter().map(|r| r.address()),
+                checks,
+            );
             return;
         }
     }
@@ -274,6 +456,12 @@ async fn webhook(
                 format!("webhook {name}: {e}"),
                 "set its secret to whsec_ followed by base64 of at least 16 random bytes",
             ));
+            untried(
+                send_test,
+                &format!("webhook {name}"),
+                [target.url.clone()],
+                checks,
+            );
             return;
         }
     };
@@ -318,6 +506,25 @@ async fn webhook(
             format!("webhook {name}: {} unreachable: {e}", target.url),
             "check the URL and that the receiver is running",
         )),
+    }
+}
+
+/// With `--send-test`, a failure for each destination of `channel` that gets no test
+/// message because a check before it failed: every destination has its line.
+fn untried(
+    send_test: bool,
+    channel: &str,
+    destinations: impl IntoIterator<Item = String>,
+    checks: &mut Vec<Check>,
+) {
+    if !send_test {
+        return;
+    }
+    for to in destinations {
+        checks.push(Check::fail(
+            format!("{channel}: no test message sent to {to}, as the check above failed"),
+            "fix that, then run `imrelay doctor --send-test` again",
+        ));
     }
 }
 

@@ -232,6 +232,15 @@ pub fn question(p: &Painter, q: &Question, n: usize, of: usize, asking: bool) ->
         out.push(line);
     }
     if !asking {
+        // Which answers it takes, for someone answering later with `imrelay answer`.
+        out.push(p.paint(
+            Paint::Dim,
+            if q.multi_select {
+                "    (multi-select: any number of these, or your own answer)"
+            } else {
+                "    (one of these, or your own answer)"
+            },
+        ));
         return out;
     }
     out.push(p.paint(

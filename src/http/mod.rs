@@ -182,14 +182,7 @@ async fn healthz(State(state): State<AppState>) -> Response {
 
 async fn metrics(State(state): State<AppState>) -> Response {
     if let Ok(backlog) = state.registry.store().job_backlog().await {
-        state.metrics.outbox_backlog.clear();
-        for (channel, n) in backlog {
-            state
-                .metrics
-                .outbox_backlog
-                .get_or_create(&crate::metrics::ChannelLabels { channel })
-                .set(n as i64);
-        }
+        state.metrics.set_outbox_backlog(backlog);
     }
     let body = state.metrics.encode(state.registry.pending_count());
     (

@@ -252,19 +252,21 @@ impl Browser {
     }
 }
 
-/// Which of the page's panels shows: `login`, `name-panel` or `main` (joined if several).
+/// What of the page shows: `login`, `main`, and `name-panel` while the name dialog is open
+/// (joined if several).
 async fn visible(b: &mut Browser) -> Value {
     b.eval(
-        "['login', 'name-panel', 'main'].filter(id => !document.getElementById(id).hidden).join(',')",
+        "[...['login', 'main'].filter(id => !document.getElementById(id).hidden), \
+          ...(document.getElementById('name-panel').open ? ['name-panel'] : [])].join(',')",
     )
     .await
 }
 
-/// Gives the name the inbox asks for on a browser's first visit.
-async fn give_name(b: &mut Browser, name: &str) {
+/// Types `name` into the open name dialog and continues.
+async fn enter_name(b: &mut Browser, name: &str) {
     b.until(
-        "the name prompt",
-        "document.getElementById('name-panel')?.hidden === false",
+        "the name dialog",
+        "document.getElementById('name-panel').open",
     )
     .await;
     b.eval(&format!(
@@ -273,9 +275,30 @@ async fn give_name(b: &mut Browser, name: &str) {
         json!(name)
     ))
     .await;
-    b.until("the inbox", "!document.getElementById('main').hidden")
-        .await;
+    b.until(
+        "the name dialog to close",
+        "!document.getElementById('name-panel').open",
+    )
+    .await;
 }
+
+/// Says who answers from this browser before answering, from the header (the inbox would
+/// otherwise ask at the first answer), once the inbox shows.
+async fn give_name(b: &mut Browser, name: &str) {
+    b.until(
+        "the inbox",
+        "document.getElementById('main')?.hidden === false && document.getElementById('who-box')?.hidden === false",
+    )
+    .await;
+    b.eval("document.getElementById('who-change').click()")
+        .await;
+    enter_name(b, name).await;
+}
+
+/// JavaScript keeping what the page sends to `/respond` from now on in `window.__sent`.
+const COUNT_ANSWERS: &str = "window.__sent = []; if (!window.__counting) { window.__counting = true; \
+    const f0 = window.fetch; \
+    window.fetch = (url, opts) => { if (String(url).endsWith('/respond')) window.__sent.push(opts.body); return f0(url, opts); }; }";
 
 /// JavaScript for the card of interaction `id` in list `list` (`pending` or `recent`).
 fn card(list: &str, id: &str) -> String {
@@ -324,34 +347,57 @@ async fn the_inbox_answers_and_follows_answers_given_elsewhere() {
         "undefined:0"
     );
 
-    // A browser that has not answered before asks who is answering, once, before it shows
-    // anything to answer.
-    assert_eq!(visible(&mut b).await, "name-panel");
-    b.screenshots("inbox-name-prompt").await;
-    b.eval(
-        "document.getElementById('who').value = 'Dana'; \
-            document.querySelector('#name-form button[type=submit]').click()",
-    )
-    .await;
-    b.until(
-        "the inbox after the name",
-        "!document.getElementById('main').hidden",
-    )
-    .await;
+    // A browser that has not answered before shows what waits at once, and asks who is
+    // answering at the first answer.
     assert_eq!(visible(&mut b).await, "main");
+    assert_eq!(
+        b.eval("[document.getElementById('who-named').hidden, document.getElementById('who-change').textContent]")
+            .await,
+        json!([true, "Set your name"])
+    );
+    b.screenshots("inbox-first-open").await;
+    b.eval(COUNT_ANSWERS).await;
+    let approve = format!(
+        "{}.querySelector('button.primary').click()",
+        card("pending", "ib-approve")
+    );
+    b.eval(&approve).await;
+    b.until(
+        "the name dialog at the first answer",
+        "document.getElementById('name-panel').open",
+    )
+    .await;
+    assert_eq!(visible(&mut b).await, "main,name-panel");
+    assert_eq!(
+        b.eval("[window.__sent.length, document.activeElement.id, document.getElementById('name-then').hidden]")
+            .await,
+        json!([0, "who", false]),
+        "nothing is sent before the name, the name field has the keyboard, and the dialog says the answer follows"
+    );
+    b.screenshots("inbox-name-prompt").await;
+    // Cancelled: nothing is sent, and the card can be answered again.
+    b.eval("document.getElementById('who-cancel').click()")
+        .await;
+    assert_eq!(visible(&mut b).await, "main");
+    assert_eq!(
+        b.eval(&format!(
+            "[window.__sent.length, {}.querySelector('button.primary').disabled]",
+            card("pending", "ib-approve")
+        ))
+        .await,
+        json!([0, false])
+    );
+    let (_, still) = app.get("/v1/interactions/ib-approve").await;
+    assert_eq!(still["status"], "pending");
+
+    // Approve again, and give the name: the approval goes out as Dana's.
+    b.eval(&approve).await;
+    enter_name(&mut b, "Dana").await;
     assert_eq!(
         b.eval("document.getElementById('who-name').textContent")
             .await,
         "Dana"
     );
-    b.screenshots("inbox-named").await;
-
-    // Approve as Dana.
-    b.eval(&format!(
-        "{}.querySelector('button.primary').click()",
-        card("pending", "ib-approve")
-    ))
-    .await;
     let (status, out) = app.get("/v1/interactions/ib-approve/wait").await;
     assert_eq!(status, StatusCode::OK, "{out}");
     assert_eq!(out["result"]["behavior"], "allow");
@@ -380,15 +426,18 @@ async fn the_inbox_answers_and_follows_answers_given_elsewhere() {
     )
     .await;
     assert_eq!(visible(&mut b).await, "main");
+    b.screenshots("inbox-named").await;
     b.eval("document.getElementById('who-change').click()")
         .await;
-    assert_eq!(visible(&mut b).await, "name-panel");
-    assert_eq!(b.eval("document.getElementById('who').value").await, "Dana");
-    b.eval(
-        "document.getElementById('who').value = 'Dana Scully'; \
-            document.querySelector('#name-form button[type=submit]').click()",
-    )
-    .await;
+    assert_eq!(visible(&mut b).await, "main,name-panel");
+    assert_eq!(
+        b.eval(
+            "[document.getElementById('who').value, document.getElementById('name-then').hidden]"
+        )
+        .await,
+        json!(["Dana", true])
+    );
+    enter_name(&mut b, "Dana Scully").await;
     assert_eq!(visible(&mut b).await, "main");
     assert_eq!(
         b.eval("document.getElementById('who-name').textContent")
@@ -511,10 +560,33 @@ async fn after_a_restart_the_inbox_drops_what_was_answered_meanwhile_and_keeps_w
     ))
     .await;
 
-    // A restart on the same address: the page's next stream starts with `reset`, as the
-    // event ids it saw belong to the old process. Meanwhile ib-gone is answered elsewhere.
+    // The server goes away: the page says so plainly, and nothing can be answered until it
+    // is back; what was typed stays.
     let addr = first.addr;
     first.stop().await;
+    b.until(
+        "the banner saying the server cannot be reached",
+        "!document.getElementById('offline').hidden",
+    )
+    .await;
+    let kept = card("pending", "ib-kept");
+    assert_eq!(
+        b.eval(&format!(
+            "(() => {{ const c = {kept}; return [document.getElementById('offline').innerText.includes('Answering is paused'), \
+               [...c.querySelectorAll('button')].every(x => x.matches(':disabled')), \
+               c.querySelector('input.reason').value]; }})()"
+        ))
+        .await,
+        json!([true, true, "half typed"])
+    );
+    b.screenshots("inbox-offline").await;
+    b.eval(COUNT_ANSWERS).await;
+    b.eval(&format!("{kept}.querySelector('button.primary').click()"))
+        .await;
+    assert_eq!(b.eval("window.__sent.length").await, 0);
+
+    // A restart on the same address: the page's next stream starts with `reset`, as the
+    // event ids it saw belong to the old process. Meanwhile ib-gone is answered elsewhere.
     let mut s = settings();
     s.server.listen = addr;
     let second = spawn_on(s, std::sync::Arc::new(reopen_sqlite(&path).await)).await;
@@ -543,10 +615,14 @@ async fn after_a_restart_the_inbox_drops_what_was_answered_meanwhile_and_keeps_w
         .await,
         "half typed"
     );
+    // Back: the banner goes and answering works again.
     assert_eq!(
-        b.eval("document.getElementById('conn-text').textContent")
-            .await,
-        "live"
+        b.eval(&format!(
+            "[document.getElementById('conn-text').textContent, document.getElementById('offline').hidden, \
+              {kept}.querySelector('button.primary').matches(':disabled')]"
+        ))
+        .await,
+        json!(["live", true, false])
     );
 
     // Enter in a question's "Other" field answers it.
@@ -579,6 +655,8 @@ async fn tool_calls_show_as_people_read_them() {
     let app = spawn_app().await;
     let hostile = "<img src=x onerror=\"window.__xss=1\"> & rm -rf /";
     app.create_bash("pr-bash", hostile).await;
+    let build = "cargo build --release --locked && ./target/release/imrelay --config /etc/imrelay/config.toml doctor --send-test\n\necho   done";
+    app.create_bash("pr-build", build).await;
     let long: String = (1..=200).map(|n| format!("line {n}\n")).collect();
     for (id, tool, input) in [
         (
@@ -606,9 +684,47 @@ async fn tool_calls_show_as_people_read_them() {
     give_name(&mut b, "Dana").await;
     b.until(
         "every card's tool call",
-        "document.querySelectorAll('#pending .card .display .label').length >= 3",
+        "document.querySelectorAll('#pending .card .display .label').length >= 4",
     )
     .await;
+
+    // On a phone a long command wraps only between words, each continued line marked; it is
+    // still exactly the command, and nothing of it is out of sight.
+    let built = card("pending", "pr-build");
+    b.call(
+        "Emulation.setDeviceMetricsOverride",
+        json!({"width": 390, "height": 800, "deviceScaleFactor": 1, "mobile": true}),
+    )
+    .await;
+    let layout = b
+        .eval(&format!(
+            "(() => {{ const pre = {built}.querySelector('.display pre'); \
+               const lh = parseFloat(getComputedStyle(pre).lineHeight); \
+               const box = pre.getBoundingClientRect(); \
+               const words = [...pre.querySelectorAll('.word')]; \
+               const lines = [...pre.querySelectorAll('.line')]; \
+               return {{ text: pre.textContent, \
+                 split: words.filter(w => w.getClientRects().length !== 1).map(w => w.textContent), \
+                 outside: words.filter(w => w.getBoundingClientRect().right > box.right).map(w => w.textContent), \
+                 rows: lines.map(l => Math.round(l.getBoundingClientRect().height / lh)), \
+                 marked: lines.map(l => Math.round(parseFloat(getComputedStyle(l, '::before').height) / lh)), \
+                 mark: getComputedStyle(lines[0], '::before').maskImage.slice(0, 23) }}; }})()"
+        ))
+        .await;
+    b.call("Emulation.clearDeviceMetricsOverride", json!({}))
+        .await;
+    assert_eq!(layout["text"], build, "{layout}");
+    assert_eq!(layout["split"], json!([]), "{layout}");
+    assert_eq!(layout["outside"], json!([]), "{layout}");
+    let rows = layout["rows"].as_array().unwrap();
+    assert!(
+        rows.len() == 3 && rows[0].as_i64().unwrap() >= 3 && rows[1] == 1 && rows[2] == 1,
+        "the long line wraps, the empty and the short one do not: {layout}"
+    );
+    // Every row after a line's first is marked ↪ (a mask drawn down the margin).
+    let marked: Vec<i64> = rows.iter().map(|r| r.as_i64().unwrap() - 1).collect();
+    assert_eq!(layout["marked"], json!(marked), "{layout}");
+    assert_eq!(layout["mark"], "url(\"data:image/svg+xml", "{layout}");
 
     // A command is itself, as text.
     let bash = card("pending", "pr-bash");
@@ -627,10 +743,10 @@ async fn tool_calls_show_as_people_read_them() {
     let edit = card("pending", "pr-edit");
     assert_eq!(
         b.eval(&format!(
-            "[...{edit}.querySelectorAll('pre.diff span')].map(s => s.className + ':' + s.textContent)"
+            "[...{edit}.querySelectorAll('pre.diff > .line')].map(s => s.className + ':' + s.textContent)"
         ))
         .await,
-        json!(["removed:-let a = 1;", "added:+let a = \"<i>2</i>\";", "context: keep();"])
+        json!(["line removed:-let a = 1;\n", "line added:+let a = \"<i>2</i>\";\n", "line context: keep();"])
     );
     assert_eq!(
         b.eval(&format!(
@@ -699,12 +815,28 @@ async fn tool_calls_show_as_people_read_them() {
             json!(text)
         )
     };
+    // The buttons of a card a person can see and reach.
+    let shown = |card: &str| {
+        format!(
+            "[...{card}.querySelectorAll('button')].filter(x => x.offsetParent !== null).map(x => x.textContent)"
+        )
+    };
+    assert_eq!(
+        b.eval(&shown(&bash)).await,
+        json!(["Approve", "Edit & approve…", "Deny"])
+    );
     b.eval(&click(&bash, "Edit & approve…")).await;
     assert_eq!(
         b.eval(&format!("{bash}.querySelector('.edit-box').hidden"))
             .await,
         false
     );
+    // While editing, only the edited approval and Cancel: the plain Approve is out of reach.
+    assert_eq!(
+        b.eval(&shown(&bash)).await,
+        json!(["Approve edited input", "Cancel"])
+    );
+    b.screenshots("inbox-editing").await;
     b.eval(&set_input(&bash, "{\"command\": ")).await;
     let error = b
         .eval(&format!("{bash}.querySelector('.edit-error').textContent"))
@@ -730,6 +862,10 @@ async fn tool_calls_show_as_people_read_them() {
             .await,
         true
     );
+    assert_eq!(
+        b.eval(&shown(&bash)).await,
+        json!(["Approve", "Edit & approve…", "Deny"])
+    );
     b.eval(&click(&bash, "Edit & approve…")).await;
     b.eval(&set_input(&bash, "{\"command\": \"echo safe\"}"))
         .await;
@@ -743,13 +879,22 @@ async fn tool_calls_show_as_people_read_them() {
         done["resolution"]["result"]["updatedInput"],
         json!({"command": "echo safe"})
     );
-    // The recent item says what was approved, and the page has an icon.
+    // The recent item says what was asked and what was approved, and the page has an icon.
     let recent = card("recent", "pr-bash");
     b.until(
         "the recent item's summary",
-        &format!("({recent}?.querySelector('.summary')?.textContent || '').startsWith('Run: ')"),
+        &format!(
+            "({recent}?.querySelector('.summary')?.textContent || '').startsWith('Asked: Run: ')"
+        ),
     )
     .await;
+    assert_eq!(
+        b.eval(&format!(
+            "[...{recent}.querySelectorAll('.edited-label, pre.edited')].map(e => e.textContent)"
+        ))
+        .await,
+        json!(["Approved as edited:", "{\n  \"command\": \"echo safe\"\n}"])
+    );
     assert_eq!(
         b.eval("document.querySelector('link[rel=icon]').href.startsWith('data:image/svg+xml')")
             .await,
@@ -934,11 +1079,7 @@ async fn a_form_is_filled_in_checked_field_by_field_and_answered() {
     );
 
     // Count what the page sends from here on.
-    b.eval(
-        "window.__sent = []; const f0 = window.fetch; \
-         window.fetch = (url, opts) => { if (String(url).endsWith('/respond')) window.__sent.push(opts.body); return f0(url, opts); }",
-    )
-    .await;
+    b.eval(COUNT_ANSWERS).await;
     // Typed with the keyboard: a number above the maximum.
     b.eval(&format!("{people}.querySelector('input').focus()"))
         .await;

@@ -393,6 +393,16 @@ async fn health_metrics_and_inbox_are_served() {
         r#"imrelay_interactions_resolved_total{kind="approval",outcome="allowed",via="api"} 1"#
     ));
     assert!(metrics.contains("imrelay_time_to_answer_seconds_count"));
+    // Refusals on the built-in entry points start at 0, before any is counted.
+    for via in ["api", "desktop", "terminal"] {
+        for name in [
+            "imrelay_answer_refusals_total",
+            "imrelay_refusals_suppressed_total",
+        ] {
+            let line = format!("{name}{{channel=\"{via}\"}} 0");
+            assert!(metrics.lines().any(|l| l == line), "{line} in:\n{metrics}");
+        }
+    }
 
     let page = app.client.get(app.url("/")).send().await.unwrap();
     assert_eq!(page.status(), StatusCode::OK);

@@ -1,7 +1,10 @@
 //! `imrelay doctor`: the real binary checks a configuration against fakes of Telegram, Feishu
-//! and a webhook receiver, healthy and broken.
+//! and a webhook receiver, healthy and broken; and the store beside a running server, or
+//! without one, creating and writing nothing.
 
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
 use axum::Router;
 use axum::extract::State;
@@ -9,6 +12,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 
 use crate::feishu::fake::{self as feishu_fake, FakeFeishu};
+use crate::support::{Server, free_port};
 use crate::telegram::fake::{self as telegram_fake, Fail, FakeTelegram};
 
 /// A webhook receiver answering `status`, keeping the headers of what it received.
@@ -37,17 +41,31 @@ async fn hook(status: StatusCode) -> (Hook, String) {
     (h, url)
 }
 
-/// Runs `imrelay doctor ARGS` with `config` (TOML) in a fresh data directory.
+/// Runs `imrelay doctor ARGS` with `config` (TOML) in a fresh data directory, its server
+/// address one where nothing listens.
 async fn doctor(config: String, args: &[&str]) -> (bool, String) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("imrelay.toml");
     std::fs::write(&file, config).unwrap();
+    let db = dir.path().join("imrelay.db");
+    let listen = format!("127.0.0.1:{}", free_port());
+    let mut with_config = vec!["--config", file.to_str().unwrap(), "doctor"];
+    with_config.extend(args);
+    let env = [
+        ("IMRELAY__STORE__PATH", db.to_str().unwrap()),
+        ("IMRELAY__SERVER__LISTEN", listen.as_str()),
+    ];
+    run_in(dir.path(), &env, &with_config).await
+}
+
+/// Runs `imrelay ARGS` in the folder `dir` with `env` and no other configuration: whether it
+/// exited 0, and what a person sees.
+async fn run_in(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> (bool, String) {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_imrelay"));
-    cmd.arg("--config")
-        .arg(&file)
-        .arg("doctor")
-        .args(args)
-        .env("IMRELAY__STORE__PATH", dir.path().join("imrelay.db"));
+    cmd.args(args)
+        .current_dir(dir)
+        .env_remove("IMRELAY_CONFIG")
+        .envs(env.iter().copied());
     let out = cmd.output().await.expect("runs");
     // What a person sees: the checks, and any configuration error or warning.
     let seen = format!(
@@ -103,7 +121,7 @@ async fn a_healthy_configuration_passes_and_every_destination_gets_a_test() {
     assert!(ok, "{out}");
     assert!(!out.contains('✗'), "{out}");
     for line in [
-        "✓ store (sqlite) opens and takes writes",
+        "✓ store (sqlite): ",
         "✓ Telegram: the bot token works (@",
         "✓ Telegram: chat 1001 received a test message",
         "✓ Telegram: chat -2001 received a test message",
@@ -164,6 +182,14 @@ async fn a_broken_configuration_fails_and_says_what_to_do() {
         assert!(out.contains(line), "{line:?} in:\n{out}");
         assert!(out.contains(fix), "{fix:?} in:\n{out}");
     }
+    // Every destination that got no test message has its line, with what to do.
+    for line in [
+        "✗ Telegram: no test message sent to chat 1001, as the check above failed\n    → fix that, then run `imrelay doctor --send-test` again",
+        "✗ Telegram: no test message sent to chat -2001, as the check above failed",
+        "✗ Feishu: no test message sent to chat_id:oc_team, as the check above failed",
+    ] {
+        assert!(out.contains(line), "{line:?} in:\n{out}");
+    }
     assert!(out.contains("checks failed"), "{out}");
     // Telegram answered getMe with 401: nothing further was tried there.
     assert!(tg.calls("sendMessage").is_empty());
@@ -183,4 +209,130 @@ async fn nobody_to_answer_is_a_failure() {
         "{out}"
     );
     assert!(out.contains("✗ Feishu: no approvers"), "{out}");
+}
+
+/// Every file under `dir` (its path, size and time of last change).
+fn files(dir: &Path) -> Vec<(PathBuf, u64, SystemTime)> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let m = e.metadata().unwrap();
+            if m.is_dir() {
+                todo.push(e.path());
+            }
+            out.push((e.path(), m.len(), m.modified().unwrap()));
+        }
+    }
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn with_the_defaults_it_creates_nothing_and_says_there_is_nothing_to_test() {
+    let dir = tempfile::tempdir().unwrap();
+    let listen = format!("127.0.0.1:{}", free_port());
+    let env = [("IMRELAY__SERVER__LISTEN", listen.as_str())];
+    let (ok, out) = run_in(dir.path(), &env, &["doctor"]).await;
+    assert!(ok, "{out}");
+    assert!(
+        out.contains(&format!(
+            "✓ store (sqlite): data/imrelay.db ({}) does not exist yet; `imrelay serve` will create it",
+            dir.path().join("data/imrelay.db").display()
+        )),
+        "{out}"
+    );
+    assert_eq!(files(dir.path()), [], "doctor created files");
+
+    // Test messages asked for, and nowhere to send them: said plainly, and a failure.
+    let (ok, out) = run_in(dir.path(), &env, &["doctor", "--send-test"]).await;
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains(
+            "✗ --send-test: no test message sent, as nothing is configured to send to (no Telegram, Feishu or webhook)\n    → set one up"
+        ),
+        "{out}"
+    );
+    assert_eq!(files(dir.path()), []);
+}
+
+#[tokio::test]
+async fn beside_a_running_server_its_store_is_checked_through_it_and_nothing_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("data").join("imrelay.db");
+    let listen = format!("127.0.0.1:{}", free_port());
+    let server = Server::start_on(&listen, &db, None);
+    let env = [
+        ("IMRELAY__SERVER__LISTEN", listen.as_str()),
+        ("IMRELAY__STORE__PATH", db.to_str().unwrap()),
+    ];
+    let names = |dir: &Path| {
+        files(dir)
+            .into_iter()
+            .map(|(p, _, _)| p)
+            .collect::<Vec<_>>()
+    };
+    let before = names(dir.path());
+    let (ok, out) = run_in(dir.path(), &env, &["doctor"]).await;
+    assert!(ok, "{out}");
+    assert!(
+        out.contains(&format!(
+            "✓ store (sqlite): {} is in use by the running server; checked through it (http://{listen}/healthz): it takes writes",
+            db.display()
+        )),
+        "{out}"
+    );
+    assert_eq!(names(dir.path()), before);
+
+    // From another folder, where the relative default path names no database: it says where
+    // the server's database is not, and creates nothing there either.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let (ok, out) = run_in(elsewhere.path(), &env[..1], &["doctor"]).await;
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains(&format!(
+            "✗ store (sqlite): data/imrelay.db ({}) does not exist, yet an imrelay answers at http://{listen}/healthz: it keeps its database elsewhere\n    → store.path is relative: run doctor in the folder that server was started from",
+            elsewhere.path().join("data/imrelay.db").display()
+        )),
+        "{out}"
+    );
+    assert_eq!(files(elsewhere.path()), []);
+
+    // The server stopped: the database is opened read-only and nothing in its folder changes
+    // (but for the time on WAL's shared-memory index, which SQLite's readers update while
+    // the log holds changes not yet in the database file).
+    stop(server).await;
+    let unchanged = |dir: &Path| {
+        files(dir)
+            .into_iter()
+            .map(|(p, len, at)| {
+                let index = p.to_string_lossy().ends_with("-shm");
+                (p, len, if index { SystemTime::UNIX_EPOCH } else { at })
+            })
+            .collect::<Vec<_>>()
+    };
+    let before = unchanged(dir.path());
+    let (ok, out) = run_in(dir.path(), &env, &["doctor"]).await;
+    assert!(ok, "{out}");
+    assert!(
+        out.contains(&format!(
+            "✓ store (sqlite): {} opens, and imrelay may write it (no server is using it; checked without writing)",
+            db.display()
+        )),
+        "{out}"
+    );
+    assert_eq!(unchanged(dir.path()), before);
+}
+
+/// Stops a server as a service manager does (SIGTERM), and waits until it has exited.
+async fn stop(mut server: Server) {
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(server.child.id()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    tokio::task::spawn_blocking(move || {
+        let status = server.child.wait().unwrap();
+        assert!(status.success(), "{status}");
+    })
+    .await
+    .unwrap();
 }

@@ -650,6 +650,39 @@ async fn scriptable_commands_list_show_and_answer_with_reliable_exit_codes() {
         serde_json::from_str::<Value>(&out).unwrap()["tool_name"],
         "Bash"
     );
+    // A question says which answers it takes: one option, or any number of them.
+    let (code, out, _) = run(&base, &["show", "toolu_p2"], &[]).await;
+    assert_eq!(code, 0);
+    assert!(
+        out.contains(
+            "  1/2  [DB] Which database?\n    1  Postgres — the usual\n    2  SQLite\n    (one of these, or your own answer)\n"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("    3  Docs\n    (multi-select: any number of these, or your own answer)"),
+        "{out}"
+    );
+    // As JSON too, where the agent left it out (the first question) as well.
+    for args in [
+        vec!["show", "toolu_p2", "--json"],
+        vec!["pending", "--json"],
+    ] {
+        let (code, out, _) = run(&base, &args, &[]).await;
+        assert_eq!(code, 0);
+        let v: Value = serde_json::from_str(&out).unwrap();
+        let i = if v.is_array() { &v[1] } else { &v };
+        assert_eq!(
+            i["input"]["questions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|q| q["multiSelect"].clone())
+                .collect::<Vec<_>>(),
+            [json!(false), json!(true)],
+            "{args:?}: {out}"
+        );
+    }
 
     // Refused before anything is sent (5: does not fit the interaction; 2: the flags do not
     // go together), nothing changes.

@@ -266,6 +266,43 @@ async fn failures_are_retried_with_the_same_id_until_delivered() {
 }
 
 #[tokio::test]
+async fn a_channels_metrics_start_at_zero_and_count_from_there() {
+    let (rx, url) = Receiver::start(&[500]).await;
+    let app = spawn_with(|s| {
+        fast(s);
+        s.webhooks = vec![target("oncall", &url)];
+    })
+    .await;
+    // Before anything happened, every series of the channel is there, at 0.
+    let metrics = app.metrics().await;
+    for line in [
+        r#"imrelay_outbox_backlog{channel="webhook:oncall"} 0"#,
+        r#"imrelay_outbox_deliveries_total{channel="webhook:oncall",result="ok"} 0"#,
+        r#"imrelay_outbox_deliveries_total{channel="webhook:oncall",result="retry"} 0"#,
+        r#"imrelay_outbox_deliveries_total{channel="webhook:oncall",result="failed"} 0"#,
+        r#"imrelay_answer_refusals_total{channel="webhook:oncall"} 0"#,
+        r#"imrelay_refusals_suppressed_total{channel="webhook:oncall"} 0"#,
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} in:\n{metrics}");
+    }
+    // One delivery, refused once and then taken: counted, and the backlog is back at 0
+    // (still there).
+    app.create_bash("metrics-1", "ls").await;
+    rx.wait_for(2).await;
+    app.metrics_with(r#"imrelay_outbox_deliveries_total{channel="webhook:oncall",result="ok"} 1"#)
+        .await;
+    let metrics = app
+        .metrics_with(r#"imrelay_outbox_backlog{channel="webhook:oncall"} 0"#)
+        .await;
+    assert!(
+        metrics.contains(
+            r#"imrelay_outbox_deliveries_total{channel="webhook:oncall",result="retry"} 1"#
+        ),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
 async fn gone_disables_the_target_and_is_audited() {
     let (rx, url) = Receiver::start(&[410]).await;
     let app = spawn_with(|s| {

@@ -8,9 +8,18 @@ const RECENT_MAX = 30;
 
 const state = {
   token: localStorage.getItem(TOKEN_KEY) || "",
-  // Who answers from this browser: asked for once, remembered, changed from the header.
+  // Who answers from this browser: asked for at the first answer, remembered, changed from
+  // the header.
   who: (localStorage.getItem(WHO_KEY) || "").trim(),
-  renaming: false,
+  // While the name dialog is open: { promise, resolve } of what it gives (null: cancelled).
+  naming: null,
+  // Whether the event stream is up. Answering needs it: without it the page cannot know what
+  // was answered elsewhere, and the server may not be there to take an answer.
+  live: false,
+  // The stream was lost (and not yet back): the banner says so.
+  lost: false,
+  retryTimer: null,
+  retryAt: 0,
   pending: new Map(),   // id -> { interaction, el }
   recent: new Map(),    // id -> interaction (resolved)
   lastEventId: null,
@@ -50,14 +59,35 @@ function setConnected(on, text) {
   $("conn-text").textContent = text;
 }
 
+// Answering on or off, for every pending card at once (their fieldset keeps what each
+// control was, and everything typed).
+function setLive(live) {
+  state.live = live;
+  $("answering").disabled = !live;
+  if (live) state.lost = false;
+  renderOffline();
+}
+
+// The banner while the server cannot be reached: what it means, and when the next try is.
+function renderOffline() {
+  const banner = $("offline");
+  banner.hidden = state.live || !state.lost || !$("login").hidden;
+  if (banner.hidden) return;
+  const left = Math.ceil((state.retryAt - Date.now()) / 1000);
+  $("offline-detail").textContent = "Answering is paused until the connection is back; nothing you typed is lost. " +
+    (state.retryTimer && left > 0 ? "Trying again in " + left + " s." : "Trying to reconnect…");
+}
+
 function showLogin(message) {
   $("login").hidden = false;
   $("main").hidden = true;
-  $("name-panel").hidden = true;
+  $("who-box").hidden = true;
+  closeName(null);
   const err = $("login-error");
   err.hidden = !message;
   err.textContent = message || "";
   setConnected(false, "token required");
+  setLive(false);
 }
 
 function hideLogin() {
@@ -66,26 +96,41 @@ function hideLogin() {
   showMain();
 }
 
-// The inbox, or the name prompt instead while no name is known (or it is being changed).
+// The inbox, and in the header who answers from here (or a way to say it beforehand).
 function showMain() {
-  const naming = !state.who || state.renaming;
-  const opening = naming && $("name-panel").hidden;
-  $("name-panel").hidden = !naming;
-  $("main").hidden = naming;
-  $("who-cancel").hidden = !state.who;
-  $("who-box").hidden = !state.who;
+  $("main").hidden = false;
+  $("who-box").hidden = false;
+  $("who-named").hidden = !state.who;
   $("who-name").textContent = state.who;
-  if (opening) {
-    $("who").value = state.who;
-    $("who").focus();
-  }
+  $("who-change").textContent = state.who ? "Change" : "Set your name";
 }
 
 function setWho(name) {
   state.who = name;
-  state.renaming = false;
   localStorage.setItem(WHO_KEY, name);
   if ($("login").hidden) showMain();
+}
+
+// Asks who is answering (at the first answer, `forAnswer`, or to change it): resolves to the
+// name given, or null when cancelled.
+function askName(forAnswer) {
+  if (state.naming) return state.naming.promise;
+  let resolve;
+  const promise = new Promise((r) => { resolve = r; });
+  state.naming = { promise, resolve };
+  $("name-then").hidden = !forAnswer;
+  $("who").value = state.who;
+  $("name-panel").showModal();
+  $("who").focus();
+  return promise;
+}
+
+function closeName(name) {
+  const dialog = $("name-panel");
+  const naming = state.naming;
+  state.naming = null;
+  if (dialog.open) dialog.close();
+  if (naming) naming.resolve(name);
 }
 
 // ---------- rendering ----------
@@ -147,6 +192,14 @@ function who() {
 
 // `onInvalid(data)` may show a 400 itself (a form shows it next to its field): true if it did.
 async function respond(card, id, body, onInvalid) {
+  // The name goes with the answer: asked for here the first time (cancelled: nothing is sent).
+  if (!state.who && !(await askName(true))) return;
+  // Answered elsewhere while the name was asked: that card has moved to the recent list.
+  if (!state.pending.has(id)) return;
+  if (!state.live) {
+    notice(card, "Not connected to imrelay: answer once the connection is back.", true);
+    return;
+  }
   setBusy(card, true);
   try {
     const resp = await fetch("/v1/interactions/" + encodeURIComponent(id) + "/respond", {
@@ -170,6 +223,32 @@ async function respond(card, id, body, onInvalid) {
   }
 }
 
+// Monospace lines that wrap only between words: every run of non-spaces stays whole (a
+// command's `--release` never splits into `--` and `release`), a wrapped line goes on
+// indented under a ↪ mark, and a run too long for the line scrolls.
+const WRAP_MAX = 20000; // characters; longer text scrolls instead of one element per word
+
+// `lines` are strings, or { text, class } for a line of its own class (a diff's).
+function codeBlock(lines, extraClass) {
+  const pre = el("pre", { class: "code" + (extraClass ? " " + extraClass : "") });
+  const texts = lines.map((l) => typeof l === "string" ? l : l.text);
+  const whole = texts.reduce((n, t) => n + t.length, 0) <= WRAP_MAX;
+  if (!whole) pre.classList.add("scroll");
+  lines.forEach((l, n) => {
+    const row = el("span", { class: "line" + (typeof l === "string" ? "" : " " + l.class) });
+    if (whole) row.append(...words(texts[n])); else row.textContent = texts[n];
+    if (n < lines.length - 1) row.append("\n");
+    pre.append(row);
+  });
+  return pre;
+}
+
+// A line as its words (each kept whole) and the spaces between them, where it may wrap.
+function words(line) {
+  return line.split(/([ \t]+)/).filter((part) => part)
+    .map((part) => /^[ \t]+$/.test(part) ? document.createTextNode(part) : el("span", { class: "word", text: part }));
+}
+
 // The tool call as a person reads it (a command, a diff, a file's first lines), as the
 // server presents it; the raw JSON stays one click away.
 function renderDisplay(box, d, id) {
@@ -180,14 +259,13 @@ function renderDisplay(box, d, id) {
     if (b.type === "field") {
       add(el("p", { class: "field" }, el("span", { class: "label", text: b.label + ": " }), el("code", { text: b.value })), cutNote(b.cut));
     } else if (b.type === "text") {
-      add(el("p", { class: "label", text: b.label }), el("pre", { text: (b.lines || []).join("\n") }), cutNote(b.cut));
+      add(el("p", { class: "label", text: b.label }), codeBlock(b.lines || []), cutNote(b.cut));
     } else if (b.type === "diff") {
-      const pre = el("pre", { class: "diff" });
-      for (const l of b.lines || []) {
+      const lines = (b.lines || []).map((l) => {
         const sign = { removed: "-", added: "+", context: " " }[l.op];
-        pre.append(sign === undefined ? el("span", { class: "gap", text: "⋯" }) : el("span", { class: l.op, text: sign + l.text }));
-      }
-      add(el("p", { class: "label", text: b.label }), pre, cutNote(b.cut));
+        return sign === undefined ? { text: "⋯", class: "gap" } : { text: sign + l.text, class: l.op };
+      });
+      add(el("p", { class: "label", text: b.label }), codeBlock(lines, "diff"), cutNote(b.cut));
     } else if (b.type === "note") {
       box.append(el("p", { class: "note", text: "⚠ " + b.text }));
     }
@@ -209,7 +287,7 @@ function approvalBody(card, i) {
   const body = card.querySelector(".body");
   const display = el("div", { class: "display" });
   body.append(display);
-  const raw = el("details", { class: "raw" }, el("summary", { text: "Raw JSON" }), el("pre", { text: JSON.stringify(i.input, null, 2) }));
+  const raw = el("details", { class: "raw" }, el("summary", { text: "Raw JSON" }), codeBlock(JSON.stringify(i.input, null, 2).split("\n")));
   body.append(raw);
   loadDisplay(display, i.id, linkedId() === i.id);
   const actions = card.querySelector(".actions");
@@ -231,8 +309,10 @@ function approvalBody(card, i) {
     if (r.error) { editError.hidden = false; editError.textContent = r.error; return; }
     respond(card, i.id, { decision: "allow", updated_input: r.parsed });
   } });
+  // While editing, only the edited approval and Cancel: the plain Approve (of the input as
+  // the agent sent it) is out of reach until the edit is cancelled.
   const cancelEdit = el("button", { type: "button", text: "Cancel", onclick: () => {
-    editBox.hidden = true; editor.value = original; editError.hidden = true; approveEdited.disabled = false;
+    editBox.hidden = true; actions.hidden = false; editor.value = original; editError.hidden = true; approveEdited.disabled = false;
   } });
   editor.addEventListener("input", () => {
     const r = parseEdited();
@@ -248,7 +328,7 @@ function approvalBody(card, i) {
     respond(card, i.id, message ? { decision: "deny", message } : { decision: "deny" });
   } });
   const edit = el("button", { type: "button", text: "Edit & approve…", onclick: () => {
-    editBox.hidden = false; editor.focus();
+    editBox.hidden = false; actions.hidden = true; editor.focus();
   } });
   actions.append(approve, edit);
   if (i.suggestions) {
@@ -724,13 +804,17 @@ function recentCard(i) {
   // A line of its own, so it starts as a sentence: "Allowed by Dana via desktop at …".
   const said = describeResolution(i);
   body.append(el("p", {}, el("span", { class: "outcome", text: said.charAt(0).toUpperCase() + said.slice(1) })));
+  // An approval of an edited input: the agent ran that, not what it asked for.
+  const allowed = r.result && r.result.behavior === "allow" ? r.result.updatedInput : null;
+  const edited = i.kind === "approval" && allowed && JSON.stringify(allowed) !== JSON.stringify(i.input) ? allowed : null;
   if (i.kind === "approval") {
-    // What was approved or denied, in a line: "Run: cargo test", "Edit src/lib.rs".
+    // What was approved or denied, in a line: "Run: cargo test", "Edit src/lib.rs" (what was
+    // asked, when an edited input was approved instead).
     const what = el("p", { class: "summary muted" });
     body.append(what);
     fetch("/v1/interactions/" + encodeURIComponent(i.id) + "/display", { headers: authHeaders() })
       .then((r) => r.ok ? r.json() : null)
-      .then((d) => { if (d && d.summary) what.textContent = d.summary; })
+      .then((d) => { if (d && d.summary) what.replaceChildren(...(edited ? ["Asked: "] : []), ...words(d.summary)); })
       .catch(() => {});
   }
   if (i.kind === "form") {
@@ -739,6 +823,9 @@ function recentCard(i) {
   }
   const msg = r.result && r.result.behavior === "deny" ? r.result.message : null;
   if (msg) body.append(el("p", { class: "muted", text: "“" + msg + "”" }));
+  if (edited) {
+    body.append(el("p", { class: "edited-label", text: "Approved as edited:" }), codeBlock(JSON.stringify(edited, null, 2).split("\n"), "edited"));
+  }
   const answers = r.result && r.result.updatedInput && r.result.updatedInput.answers;
   if (i.kind === "question" && answers) {
     for (const [q, a] of Object.entries(answers)) body.append(el("p", { class: "muted", text: q + " → " + a }));
@@ -852,6 +939,7 @@ async function showLinked() {
 }
 
 function tick() {
+  renderOffline();
   const now = Date.now();
   for (const { interaction, el: card } of state.pending.values()) {
     const left = Math.max(0, Math.round((new Date(interaction.deadline).getTime() - now) / 1000));
@@ -922,6 +1010,9 @@ async function loadRecent() {
 }
 
 async function connect() {
+  clearTimeout(state.retryTimer);
+  state.retryTimer = null;
+  renderOffline();
   if (state.controller) state.controller.abort();
   const controller = new AbortController();
   state.controller = controller;
@@ -946,9 +1037,14 @@ async function connect() {
       state.unconfirmed = null;
       clearPending();
       loadRecent().then(showLinked);
+    } else if (state.lost) {
+      // Back after an outage: the stream replays what happened meanwhile; the recent list
+      // is read again too.
+      loadRecent();
     }
     hideLogin();
     setConnected(true, "live");
+    setLive(true);
     state.retry = 1000;
     const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
     let buf = "";
@@ -972,7 +1068,10 @@ async function connect() {
     // Aborted on purpose (a new connection, or forgetting the token): nothing to retry.
     if (controller.signal.aborted && !stalled) return;
     setConnected(false, stalled ? "stalled, reconnecting…" : "reconnecting…");
-    setTimeout(connect, state.retry);
+    state.lost = true;
+    state.retryAt = Date.now() + state.retry;
+    state.retryTimer = setTimeout(connect, state.retry);
+    setLive(false);
     state.retry = Math.min(state.retry * 2, 15000);
   } finally {
     clearInterval(watchdog);
@@ -985,16 +1084,21 @@ document.addEventListener("DOMContentLoaded", () => {
   $("name-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
     const name = $("who").value.trim();
-    if (name) setWho(name);
+    if (!name) return;
+    setWho(name);
+    closeName(name);
   });
-  $("who-change").addEventListener("click", () => { state.renaming = true; showMain(); });
-  $("who-cancel").addEventListener("click", () => { state.renaming = false; showMain(); });
+  $("who-change").addEventListener("click", () => { askName(false); });
+  $("who-cancel").addEventListener("click", () => closeName(null));
+  // Esc, or the dialog closed any other way: cancelled.
+  $("name-panel").addEventListener("close", () => closeName(null));
   // A name given or changed in another tab of this browser.
   window.addEventListener("storage", (ev) => {
     if (ev.key !== WHO_KEY) return;
     state.who = (ev.newValue || "").trim();
     if ($("login").hidden) showMain();
   });
+  $("offline-retry").addEventListener("click", () => connect());
   $("login-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
     state.token = $("token").value.trim();
@@ -1006,6 +1110,8 @@ document.addEventListener("DOMContentLoaded", () => {
   $("logout").addEventListener("click", () => {
     localStorage.removeItem(TOKEN_KEY);
     state.token = "";
+    clearTimeout(state.retryTimer);
+    state.retryTimer = null;
     if (state.controller) state.controller.abort();
     showLogin(null);
   });
@@ -1015,6 +1121,7 @@ document.addEventListener("DOMContentLoaded", () => {
   window.addEventListener("hashchange", showLinked);
   setInterval(tick, 1000);
   renderCounts();
+  setLive(false);
   showMain();
   connect();
 });

@@ -121,15 +121,111 @@ pub fn open_read_only(path: &Path) -> Result<Connection, StoreError> {
         .map_err(|e| unavailable(format!("cannot open {}: {e}", path.display())))
 }
 
+/// What is at a database path, as [`inspect`] found it.
+#[derive(Debug)]
+pub enum Inspection {
+    /// No database yet (`serve` creates it). `folder` is the nearest folder that exists (the
+    /// database's own, or the one its missing folders would be made in); `writable` says
+    /// whether this process may create files there, or why not.
+    Missing {
+        /// The nearest existing folder.
+        folder: PathBuf,
+        /// Whether files can be created in it.
+        writable: Result<(), String>,
+    },
+    /// Another process holds the database's lock: an imrelay is serving it.
+    InUse,
+    /// A database no process is using.
+    Idle {
+        /// Its schema version.
+        version: i64,
+        /// Whether this process could write it (and the journal files beside it), or why not.
+        writable: Result<(), String>,
+    },
+}
+
+/// Looks at the database at `path` without changing anything: nothing is created there
+/// (not the database, its folder or its lock file), nothing is written to it, and its lock is
+/// held only for the look (for `imrelay doctor`, which may run beside the server or before
+/// the first start). A database whose write-ahead log holds changes not yet in its file is
+/// read as any SQLite reader does, which updates the log's shared-memory index.
+pub fn inspect(path: &Path) -> Result<Inspection, StoreError> {
+    if !path.exists() {
+        let mut folder = path.parent().unwrap_or(Path::new(""));
+        while !folder.as_os_str().is_empty() && !folder.is_dir() {
+            folder = folder.parent().unwrap_or(Path::new(""));
+        }
+        let folder = if folder.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            folder
+        };
+        return Ok(Inspection::Missing {
+            folder: folder.to_path_buf(),
+            writable: can_create_in(folder),
+        });
+    }
+    if path.is_dir() {
+        return Err(unavailable(format!("{} is a folder", path.display())));
+    }
+    // Servers create the lock file: without one, no server holds it.
+    let _lock = match File::open(lock_path(path)) {
+        Err(_) => None,
+        Ok(lock) => match lock.try_lock() {
+            Ok(()) => Some(lock),
+            Err(std::fs::TryLockError::WouldBlock) => return Ok(Inspection::InUse),
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(unavailable(format!(
+                    "cannot lock {}: {e}",
+                    lock_path(path).display()
+                )));
+            }
+        },
+    };
+    // Immutable when everything is in the main file: then not even WAL's shared-memory file
+    // is made.
+    let conn = if can_freeze(path) {
+        open_frozen_connection(path)
+    } else {
+        open_read_connection(path)
+    }
+    .map_err(|e| unavailable(format!("cannot open {}: {e}", path.display())))?;
+    let version = schema_version(&conn)
+        .map_err(|e| unavailable(format!("cannot read {}: {e}", path.display())))?;
+    drop(conn);
+    let folder = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let writable = File::options()
+        .write(true)
+        .open(path)
+        .map(drop)
+        .map_err(|e| format!("cannot open {} for writing: {e}", path.display()))
+        .and_then(|()| can_create_in(folder));
+    Ok(Inspection::Idle { version, writable })
+}
+
+/// Whether this process may create files in `folder` (as SQLite does for its journal),
+/// tried with a temporary file that is gone once closed (on Linux one that never has a name
+/// there).
+fn can_create_in(folder: &Path) -> Result<(), String> {
+    tempfile::tempfile_in(folder)
+        .map(drop)
+        .map_err(|e| format!("cannot create files in {}: {e}", folder.display()))
+}
+
+fn lock_path(path: &Path) -> PathBuf {
+    let mut p = path.to_path_buf().into_os_string();
+    p.push(".lock");
+    PathBuf::from(p)
+}
+
 /// Takes the exclusive lock on `<path>.lock` for this process. On a read-only disk the lock
 /// file is opened read-only (a lock needs no write access); if it does not exist and cannot be
 /// created, there is nothing to lock and the store opens without it, with a warning.
 pub(super) fn lock_database(path: &Path) -> Result<Option<File>, StoreError> {
-    let lock_path = {
-        let mut p = path.to_path_buf().into_os_string();
-        p.push(".lock");
-        PathBuf::from(p)
-    };
+    let lock_path = lock_path(path);
     let file = File::options()
         .create(true)
         .truncate(false)

@@ -42,11 +42,11 @@ mod writer;
 
 use audit::append_audit_in;
 pub use audit::{interactions_without_created_entry, read_audit, read_audit_head};
+pub use connect::{Inspection, SCHEMA_VERSION, inspect, open_read_only, schema_version};
 use connect::{
     READERS, can_freeze, lock_database, migrate, open_frozen_connection, open_read_connection,
     open_write_connection,
 };
-pub use connect::{SCHEMA_VERSION, open_read_only, schema_version};
 use outbox::{EncodedJob, encode_jobs, insert_jobs};
 use writer::{LastWrite, Op, WRITE_FRESH, WriteOp, run_writer, start_checkpointer};
 

@@ -169,7 +169,7 @@ async fn a_refused_final_edit_falls_back_to_plain_text_and_never_leaves_buttons(
     // Both jobs count as delivered: 2 posts and 2 final edits.
     let m = deliveries_ok(&app, 4).await;
     assert!(
-        !m.contains("imrelay_outbox_deliveries_total{channel=\"telegram\",result=\"failed\"}"),
+        m.contains("imrelay_outbox_deliveries_total{channel=\"telegram\",result=\"failed\"} 0"),
         "{m}"
     );
     app.stop().await;

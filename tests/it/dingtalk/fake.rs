@@ -1,0 +1,187 @@
+//! A fake DingTalk Stream gateway: `POST /v1.0/gateway/connections/open` (credentials
+//! checked, one-time tickets issued, the subscriptions recorded) and a WebSocket server that
+//! sends the frames a test pushes (`SYSTEM` ping and disconnect, `CALLBACK`s) and records
+//! every acknowledgement, as the official SDKs exchange them.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use axum::Json;
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::handshake::server::{
+    ErrorResponse, Request, Response as WsResponse,
+};
+
+pub const CLIENT_ID: &str = "dingtestappkey";
+pub const CLIENT_SECRET: &str = "dingtest-app-secret";
+
+enum Cmd {
+    Text(String),
+    Drop,
+}
+
+#[derive(Default)]
+pub struct FakeState {
+    ws_url: Mutex<String>,
+    tickets: Mutex<HashSet<String>>,
+    next_ticket: AtomicU64,
+    next_conn: AtomicUsize,
+    /// Gateway requests as received.
+    pub opens: Mutex<Vec<Value>>,
+    open: Mutex<HashMap<usize, mpsc::UnboundedSender<Cmd>>>,
+    /// Every connection opened, and every one closed, in order.
+    pub log: Mutex<Vec<(String, usize)>>,
+    /// Acknowledgements received: (connection, the ack JSON).
+    pub acks: Mutex<Vec<(usize, Value)>>,
+}
+
+impl FakeState {
+    pub fn open_conns(&self) -> Vec<usize> {
+        let mut v: Vec<usize> = self.open.lock().unwrap().keys().copied().collect();
+        v.sort_unstable();
+        v
+    }
+
+    fn send(&self, conn: usize, cmd: Cmd) {
+        let tx = self.open.lock().unwrap().get(&conn).cloned();
+        tx.unwrap_or_else(|| panic!("connection {conn} is not open"))
+            .send(cmd)
+            .unwrap();
+    }
+
+    /// Sends a frame of `kind` on `topic` with message id `id` and `data` (sent as a string).
+    pub fn push(&self, conn: usize, kind: &str, topic: &str, id: &str, data: &Value) {
+        let frame = json!({"specVersion": "1.0", "type": kind,
+            "headers": {"appId": "app-1", "connectionId": "c-1", "contentType": "application/json",
+                        "messageId": id, "time": "1700000000000", "topic": topic},
+            "data": data.to_string()});
+        self.send(conn, Cmd::Text(frame.to_string()));
+    }
+
+    pub fn drop_conn(&self, conn: usize) {
+        self.send(conn, Cmd::Drop);
+    }
+
+    /// Acknowledgements naming message `id`.
+    pub fn acks_of(&self, id: &str) -> Vec<(usize, Value)> {
+        self.acks
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, a)| a["headers"]["messageId"] == id)
+            .cloned()
+            .collect()
+    }
+}
+
+pub struct FakeDingTalk {
+    pub api: String,
+    pub state: Arc<FakeState>,
+}
+
+async fn open(State(state): State<Arc<FakeState>>, Json(body): Json<Value>) -> Response {
+    state.opens.lock().unwrap().push(body.clone());
+    if body["clientId"] != CLIENT_ID || body["clientSecret"] != CLIENT_SECRET {
+        return (
+            StatusCode::UNAUTHORIZED,
+            Json(json!({"code": "InvalidAuthentication", "requestid": "r-1", "message": "clientId or clientSecret is invalid"})),
+        )
+            .into_response();
+    }
+    let n = state.next_ticket.fetch_add(1, Ordering::SeqCst);
+    // Tickets carry characters that must be escaped in a query.
+    let ticket = format!("tk+{n}/=");
+    state.tickets.lock().unwrap().insert(ticket.clone());
+    Json(json!({"endpoint": state.ws_url.lock().unwrap().clone(), "ticket": ticket}))
+        .into_response()
+}
+
+// The handshake callback's error type is fixed by tungstenite.
+#[allow(clippy::result_large_err)]
+async fn serve_ws(listener: tokio::net::TcpListener, state: Arc<FakeState>) {
+    loop {
+        let Ok((tcp, _)) = listener.accept().await else {
+            return;
+        };
+        let state = state.clone();
+        tokio::spawn(async move {
+            let check = |req: &Request, resp: WsResponse| -> Result<WsResponse, ErrorResponse> {
+                let ticket =
+                    url::form_urlencoded::parse(req.uri().query().unwrap_or_default().as_bytes())
+                        .find(|(k, _)| k == "ticket")
+                        .map(|(_, v)| v.into_owned())
+                        .unwrap_or_default();
+                if state.tickets.lock().unwrap().remove(&ticket) {
+                    Ok(resp)
+                } else {
+                    Err(axum::http::Response::builder()
+                        .status(401)
+                        .body(None)
+                        .unwrap())
+                }
+            };
+            let Ok(ws) = tokio_tungstenite::accept_hdr_async(tcp, check).await else {
+                return;
+            };
+            let conn = state.next_conn.fetch_add(1, Ordering::SeqCst);
+            let (tx, mut rx) = mpsc::unbounded_channel();
+            state.open.lock().unwrap().insert(conn, tx);
+            state.log.lock().unwrap().push(("open".into(), conn));
+            let (mut sink, mut stream) = ws.split();
+            loop {
+                tokio::select! {
+                    cmd = rx.recv() => match cmd {
+                        Some(Cmd::Text(t)) => { let _ = sink.send(Message::Text(t.into())).await; }
+                        Some(Cmd::Drop) | None => break,
+                    },
+                    msg = stream.next() => match msg {
+                        Some(Ok(Message::Text(t))) => {
+                            let v: Value = serde_json::from_str(t.as_str()).expect("acks are JSON");
+                            state.acks.lock().unwrap().push((conn, v));
+                        }
+                        Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
+                        Some(Ok(_)) => {}
+                    },
+                }
+            }
+            state.open.lock().unwrap().remove(&conn);
+            state.log.lock().unwrap().push(("closed".into(), conn));
+        });
+    }
+}
+
+impl FakeDingTalk {
+    pub async fn start() -> Self {
+        let state = Arc::new(FakeState::default());
+        let ws = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        *state.ws_url.lock().unwrap() = format!("ws://{}/connect", ws.local_addr().unwrap());
+        tokio::spawn(serve_ws(ws, state.clone()));
+        let app = Router::new()
+            .route("/v1.0/gateway/connections/open", post(open))
+            .with_state(state.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let api = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        FakeDingTalk { api, state }
+    }
+}
+
+/// A card click's callback data, as the card callback topic carries it.
+pub fn card_click(out_track_id: &str, user_id: &str, action: &str, token: &str) -> Value {
+    json!({
+        "extension": "{}", "corpId": "dingcorp1", "type": "actionCallback", "userId": user_id,
+        "outTrackId": out_track_id, "spaceType": "IM_GROUP", "spaceId": "cidGroup1", "userIdType": 1,
+        "content": json!({"cardPrivateData": {"actionIds": [action], "params": {"token": token}}}).to_string(),
+    })
+}
