@@ -167,6 +167,10 @@ impl App {
             max_connections: budget.max_connections,
             overflow_connections: http::server::OVERFLOW_CONNECTIONS,
             header_read_timeout: Duration::from_secs(server.header_read_timeout_secs),
+            body: crate::wire::body::BodyLimits {
+                timeout: Duration::from_secs(server.body_timeout_secs),
+                min_rate: server.body_min_bytes_per_sec,
+            },
         }
     }
 

@@ -34,8 +34,15 @@ const YEAR_SECS: u64 = 365 * 24 * 3600;
 /// Upper bound for durations given in hours: one year.
 const YEAR_HOURS: u64 = 365 * 24;
 
-/// Upper bound of `server.header_read_timeout_secs`.
+/// Upper bound of `server.header_read_timeout_secs` and `server.body_timeout_secs`.
 const HOUR_SECS: u64 = 3600;
+
+/// Upper bound of `server.body_min_bytes_per_sec`: 1 GiB per second.
+const MAX_BODY_RATE: u64 = 1 << 30;
+
+/// Lower bound of `interactions.max_pending_bytes` and `max_pending_bytes_per_token`: 2 MiB,
+/// room for one interaction of the largest body.
+const MIN_PENDING_BYTES: usize = 2 * 1024 * 1024;
 
 /// Lower bound of `interactions.event_buffer_bytes`: 1 MiB.
 const MIN_EVENT_BUFFER_BYTES: usize = 1024 * 1024;
@@ -117,6 +124,10 @@ pub struct ServerSettings {
     /// Time a connection has to send a complete request head (also the keep-alive idle
     /// timeout), in seconds.
     pub header_read_timeout_secs: u64,
+    /// Time a request body has to arrive in full, from the end of its head, in seconds.
+    pub body_timeout_secs: u64,
+    /// Bytes per second a request body must keep up with after a short grace (0: none).
+    pub body_min_bytes_per_sec: u64,
     /// Event streams (`GET /v1/events`) open at once; more are refused.
     pub max_event_streams: usize,
 }
@@ -200,6 +211,10 @@ pub struct InteractionSettings {
     /// About how many bytes of recent events are kept for clients resuming their event
     /// stream.
     pub event_buffer_bytes: usize,
+    /// Bytes the pending interactions held by this process may take in all.
+    pub max_pending_bytes: usize,
+    /// Bytes the pending interactions created with one agent token may take.
+    pub max_pending_bytes_per_token: usize,
 }
 
 /// `[hooks]`
@@ -565,10 +580,33 @@ impl Settings {
                 self.interactions.event_buffer_bytes
             )));
         }
+        let i = &self.interactions;
+        if i.max_pending_bytes < MIN_PENDING_BYTES
+            || !(MIN_PENDING_BYTES..=i.max_pending_bytes).contains(&i.max_pending_bytes_per_token)
+        {
+            return Err(ConfigError::Invalid(format!(
+                "interactions.max_pending_bytes ({}) and interactions.max_pending_bytes_per_token \
+                 ({}) must be at least {MIN_PENDING_BYTES} (2 MiB: one interaction of the largest \
+                 size), and the share of one token at most the whole",
+                i.max_pending_bytes, i.max_pending_bytes_per_token
+            )));
+        }
         if !(1..=HOUR_SECS).contains(&server.header_read_timeout_secs) {
             return Err(ConfigError::Invalid(format!(
                 "server.header_read_timeout_secs must be between 1 and {HOUR_SECS} (one hour), got {}",
                 server.header_read_timeout_secs
+            )));
+        }
+        if !(1..=HOUR_SECS).contains(&server.body_timeout_secs) {
+            return Err(ConfigError::Invalid(format!(
+                "server.body_timeout_secs must be between 1 and {HOUR_SECS} (one hour), got {}",
+                server.body_timeout_secs
+            )));
+        }
+        if server.body_min_bytes_per_sec > MAX_BODY_RATE {
+            return Err(ConfigError::Invalid(format!(
+                "server.body_min_bytes_per_sec must be at most {MAX_BODY_RATE} (1 GiB per second), got {}",
+                server.body_min_bytes_per_sec
             )));
         }
         crate::channels::webhook::validate_all(&self.webhooks).map_err(ConfigError::Invalid)?;
@@ -599,6 +637,8 @@ impl Settings {
             audit: self.audit.enabled,
             recheck_interval: Duration::from_millis(self.store.recheck_interval_ms),
             event_buffer_bytes: i.event_buffer_bytes,
+            max_pending_bytes: i.max_pending_bytes,
+            max_pending_bytes_per_owner: i.max_pending_bytes_per_token,
             ..RegistryConfig::default()
         }
     }

@@ -5,7 +5,12 @@
 //! never with a backtrace: the release binary is stripped, so a backtrace would be a column
 //! of `<unknown>` frames. The exit status is 2 for an invalid configuration and 1 for any
 //! other failure (and for an unhealthy server or a broken audit trail).
+//!
+//! A closed output is not a failure: a command piped into `head` stops writing and exits 0
+//! without a word, and nothing here panics when standard output or standard error is closed
+//! (messages to a closed standard error are dropped).
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -141,23 +146,32 @@ fn main() -> ExitCode {
     let Loaded { settings, warnings } = match Settings::load(config) {
         Ok(loaded) => loaded,
         Err(e) => {
-            eprintln!("error: {e}");
+            complain(format_args!("error: {e}"));
             return ExitCode::from(INVALID_CONFIGURATION);
         }
     };
     match run(command, settings, &warnings) {
         Ok(code) => code,
+        // `imrelay audit | head`: the reader has what it wanted.
+        Err(e) if imrelay::cli::ended_by_closed_output(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            complain(format_args!("error: {e:#}"));
             ExitCode::FAILURE
         }
     }
 }
 
+/// Writes a line to standard error, like `eprintln!`, but drops it when standard error is
+/// closed instead of panicking.
+fn complain(line: std::fmt::Arguments<'_>) {
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_fmt(line).and_then(|()| err.write_all(b"\n"));
+}
+
 /// Prints each configuration warning to standard error.
 fn print_warnings(warnings: &[String]) {
     for w in warnings {
-        eprintln!("warning: {w}");
+        complain(format_args!("warning: {w}"));
     }
 }
 
@@ -175,9 +189,9 @@ fn run(
     };
     match command {
         ServerCommand::CheckConfig => {
-            print!("{}", settings.redacted_toml()?);
+            std::io::stdout().write_all(settings.redacted_toml()?.as_bytes())?;
             print_warnings(warnings);
-            eprintln!("configuration is valid");
+            complain(format_args!("configuration is valid"));
             Ok(ExitCode::SUCCESS)
         }
         ServerCommand::Doctor { send_test } => {
@@ -222,10 +236,10 @@ fn run(
             } else {
                 file.display().to_string()
             };
-            eprintln!(
+            complain(format_args!(
                 "backed up {} to {to} ({bytes} bytes)",
                 settings.store.path.display()
-            );
+            ));
             Ok(ExitCode::SUCCESS)
         }
         ServerCommand::Audit { since, json, .. } => {
@@ -265,8 +279,10 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     let shutdown = app.shutdown_token();
     tokio::spawn(async move {
         wait_for_signal().await;
-        tracing::info!("shutting down: finishing in-flight requests");
+        // Stop first, then say so: nothing on the way (a log line) may keep the signal from
+        // taking effect.
         shutdown.cancel();
+        tracing::info!("shutting down: finishing in-flight requests");
     });
     tracing::info!(
         version = imrelay::VERSION,

@@ -13,9 +13,15 @@
 //! - JSON: values are JSON strings (serde_json escapes `"`, `\` and the C0 controls), and the
 //!   characters JSON leaves alone that a terminal or a viewer may still act on (C1 controls,
 //!   direction marks, line and paragraph separators) are written as `\uXXXX`.
+//!
+//! A log that cannot be written never stops the server: a line that fails (a closed pipe, as
+//! with `imrelay serve 2>&1 | head -1`, a full disk) is dropped, no panic or error message
+//! follows, and once the reader of standard error has gone nothing more is tried.
 
 use std::fmt::{self, Write as _};
 use std::io::{self, IsTerminal};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tracing::field::{Field, Visit};
 use tracing_subscriber::EnvFilter;
@@ -34,7 +40,7 @@ pub fn init(settings: &LogSettings) -> anyhow::Result<()> {
     };
     // Colours only on a terminal: escape codes in journald or a container log are noise.
     let ansi = std::io::stderr().is_terminal();
-    subscriber(settings.format, filter, ansi, std::io::stderr)
+    subscriber(settings.format, filter, ansi, Stderr::default())
         .try_init()
         .map_err(|e| anyhow::anyhow!("cannot set up logging: {e}"))
 }
@@ -51,7 +57,10 @@ where
 {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_ansi(ansi);
+        .with_ansi(ansi)
+        // A line that could not be written is dropped: reporting it would write to the very
+        // stream that failed (with `eprintln!`, which panics on a closed standard error).
+        .log_internal_errors(false);
     match format {
         LogFormat::Text => Box::new(builder.fmt_fields(SafeFields).with_writer(writer).finish()),
         LogFormat::Json => Box::new(
@@ -62,6 +71,50 @@ where
                 .with_writer(EscapeInvisible(writer))
                 .finish(),
         ),
+    }
+}
+
+/// Standard error as the log's destination: a line that cannot be written is dropped, and
+/// after the reader has gone (a broken pipe) no more writes are tried.
+#[derive(Clone, Debug, Default)]
+pub struct Stderr {
+    gone: Arc<AtomicBool>,
+}
+
+impl<'a> MakeWriter<'a> for Stderr {
+    type Writer = Lossy<'a, io::Stderr>;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        Lossy {
+            inner: io::stderr(),
+            gone: &self.gone,
+        }
+    }
+}
+
+/// A writer whose failures are dropped (see [`Stderr`]).
+#[derive(Debug)]
+pub struct Lossy<'a, W> {
+    inner: W,
+    gone: &'a AtomicBool,
+}
+
+impl<W: io::Write> io::Write for Lossy<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if !self.gone.load(Ordering::Relaxed)
+            && let Err(e) = self.inner.write_all(buf)
+            && e.kind() == io::ErrorKind::BrokenPipe
+        {
+            self.gone.store(true, Ordering::Relaxed);
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if !self.gone.load(Ordering::Relaxed) {
+            let _ = self.inner.flush();
+        }
+        Ok(())
     }
 }
 
@@ -203,22 +256,9 @@ struct EscapeInvisibleWriter<W>(W);
 
 impl<W: io::Write> io::Write for EscapeInvisibleWriter<W> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        // Each event arrives whole, so `buf` is the event's complete UTF-8 line. Outside its
-        // strings a JSON line is ASCII, so the characters escaped here are all in strings,
-        // where `\uXXXX` (they are all in the Basic Multilingual Plane) stands for them.
+        // Each event arrives whole, so `buf` is the event's complete UTF-8 line.
         match std::str::from_utf8(buf) {
-            Ok(text) if text.chars().any(|c| !c.is_ascii() && is_unsafe_char(c)) => {
-                let mut out = String::with_capacity(buf.len() + 16);
-                for c in text.chars() {
-                    if !c.is_ascii() && is_unsafe_char(c) {
-                        // Writing into a String cannot fail.
-                        let _ = write!(out, "\\u{:04x}", c as u32);
-                    } else {
-                        out.push(c);
-                    }
-                }
-                self.0.write_all(out.as_bytes())?;
-            }
+            Ok(text) => self.0.write_all(escape_json_invisible(text).as_bytes())?,
             _ => self.0.write_all(buf)?,
         }
         Ok(buf.len())
@@ -227,6 +267,27 @@ impl<W: io::Write> io::Write for EscapeInvisibleWriter<W> {
     fn flush(&mut self) -> io::Result<()> {
         self.0.flush()
     }
+}
+
+/// JSON text (as serde_json writes it) with the characters JSON leaves alone that a terminal
+/// or a viewer may still act on (C1 controls, direction marks, line and paragraph separators:
+/// the non-ASCII `is_unsafe_char`s) written as `\uXXXX`. It parses to the same value: outside
+/// its strings JSON is ASCII, so these characters are all in strings, where `\uXXXX` (they
+/// are all in the Basic Multilingual Plane) stands for them.
+pub fn escape_json_invisible(json: &str) -> std::borrow::Cow<'_, str> {
+    if !json.chars().any(|c| !c.is_ascii() && is_unsafe_char(c)) {
+        return json.into();
+    }
+    let mut out = String::with_capacity(json.len() + 16);
+    for c in json.chars() {
+        if !c.is_ascii() && is_unsafe_char(c) {
+            // Writing into a String cannot fail.
+            let _ = write!(out, "\\u{:04x}", c as u32);
+        } else {
+            out.push(c);
+        }
+    }
+    out.into()
 }
 
 #[cfg(test)]
@@ -307,6 +368,40 @@ mod tests {
         assert!(out.contains("interaction created id=toolu_01 "), "{out}");
         assert!(out.contains(" n=3 ok=true"), "{out}");
         assert!(out.contains(r#"request refused: Bash\n2026"#), "{out}");
+    }
+
+    /// A destination whose reader has gone: every write fails with a broken pipe.
+    struct Closed(Arc<Mutex<usize>>);
+
+    impl io::Write for Closed {
+        fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+            *self.0.lock().unwrap() += 1;
+            Err(io::ErrorKind::BrokenPipe.into())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Err(io::ErrorKind::BrokenPipe.into())
+        }
+    }
+
+    #[test]
+    fn a_closed_destination_drops_lines_and_is_not_tried_again() {
+        let attempts = Arc::new(Mutex::new(0));
+        for format in [LogFormat::Text, LogFormat::Json] {
+            let a = attempts.clone();
+            let gone: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+            let sub = subscriber(format, EnvFilter::new("info"), false, move || Lossy {
+                inner: Closed(a.clone()),
+                gone,
+            });
+            tracing::subscriber::with_default(sub, || {
+                for n in 0..3 {
+                    tracing::info!(n, "a line nobody reads");
+                }
+            });
+            assert!(gone.load(Ordering::Relaxed), "{format:?}");
+        }
+        // One failed write per format, then nothing more.
+        assert_eq!(*attempts.lock().unwrap(), 2);
     }
 
     #[test]

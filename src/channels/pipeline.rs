@@ -57,6 +57,8 @@ impl Feedback {
             Err(RegistryError::Conflict(_)) => Feedback::BadButton,
             // Logged where the answer was given (`Pipeline::respond`).
             Err(RegistryError::Store(_)) => Feedback::StoreDown,
+            // Only creating an interaction can meet a full budget, never an answer.
+            Err(RegistryError::Full(_)) => Feedback::StoreDown,
         }
     }
 

@@ -11,6 +11,7 @@ use super::view::{self, Painter};
 use crate::channels::present::visible_line;
 use crate::interaction::Answer;
 use crate::interaction::{Interaction, Kind};
+use crate::telemetry::escape_json_invisible;
 
 /// The exit codes, for `--help`.
 pub(crate) const EXIT_CODES: &str = "\
@@ -142,7 +143,7 @@ pub fn pending(args: PendingArgs, config: Option<&std::path::Path>) -> i32 {
         let list: Vec<Value> = list.iter().map(json_view).collect();
         serde_json::to_string_pretty(&list)
             .map_err(std::io::Error::other)
-            .and_then(|text| writeln!(out, "{text}"))
+            .and_then(|text| writeln!(out, "{}", escape_json_invisible(&text)))
     } else if list.is_empty() {
         writeln!(out, "Nothing is waiting for an answer.")
     } else {
@@ -188,7 +189,9 @@ pub fn show(args: ShowArgs, config: Option<&std::path::Path>) -> i32 {
         }
     };
     let text = if args.json {
-        serde_json::to_string_pretty(&json_view(&i)).unwrap_or_default()
+        // What the agent sent reaches the terminal: nothing in it may act on the terminal.
+        escape_json_invisible(&serde_json::to_string_pretty(&json_view(&i)).unwrap_or_default())
+            .into_owned()
     } else {
         let width = crossterm::terminal::size()
             .map(|(w, _)| usize::from(w))

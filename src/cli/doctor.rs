@@ -531,13 +531,13 @@ fn untried(
 /// Prints the checks, one per line; true when all passed.
 pub fn print(checks: &[Check]) -> bool {
     for c in checks {
-        println!("{c}");
+        say!("{c}");
     }
     let failed = checks.iter().filter(|c| !c.ok).count();
     if failed == 0 {
-        println!("\nall {} checks passed", checks.len());
+        say!("\nall {} checks passed", checks.len());
     } else {
-        println!("\n{failed} of {} checks failed", checks.len());
+        say!("\n{failed} of {} checks failed", checks.len());
     }
     failed == 0
 }

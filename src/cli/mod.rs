@@ -15,6 +15,15 @@
 //! there is no curl); `imrelay backup FILE` writes a consistent copy of the database while the
 //! server runs (the container images have no `sqlite3`).
 
+/// Prints a line on standard output, like `println!`, but a closed output (`imrelay audit
+/// head | true`) neither panics nor fails the command: the line is dropped, and the command's
+/// verdict is still its exit status.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::cli::say_line(format_args!($($arg)*))
+    };
+}
+
 pub mod choose;
 pub mod client;
 pub mod commands;
@@ -28,6 +37,8 @@ use std::io::Write;
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
+
+use crate::telemetry::escape_json_invisible;
 use jiff::Timestamp;
 use rusqlite::OptionalExtension;
 
@@ -151,6 +162,33 @@ fn each_entry(
     }
 }
 
+/// Writes one line on standard output; see [`say!`]. Any other failure to write is reported
+/// on standard error (quietly dropped when that is closed too).
+pub(crate) fn say_line(line: std::fmt::Arguments<'_>) {
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_fmt(line).and_then(|()| out.write_all(b"\n"))
+        && !is_closed_output(&e)
+    {
+        let _ = writeln!(
+            std::io::stderr(),
+            "imrelay: cannot write to standard output: {e}"
+        );
+    }
+}
+
+/// Whether `e` says the reader of an output went away (a closed pipe): the conventional end
+/// of a command piped into `head`, not a failure.
+pub fn is_closed_output(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::BrokenPipe
+}
+
+/// Whether `e`, or any error it wraps, is a closed output ([`is_closed_output`]).
+pub fn ended_by_closed_output(e: &anyhow::Error) -> bool {
+    e.chain()
+        .filter_map(|cause| cause.downcast_ref::<std::io::Error>())
+        .any(is_closed_output)
+}
+
 /// `imrelay audit [--since ...] [--json]`
 pub fn audit_print(settings: &Settings, since: Option<&str>, json: bool) -> anyhow::Result<()> {
     let since = since
@@ -169,7 +207,7 @@ pub fn audit_print(settings: &Settings, since: Option<&str>, json: bool) -> anyh
     each_entry(&conn, since, |e| {
         let r = &e.record;
         if json {
-            writeln!(out, "{}", serde_json::to_string(e)?)?;
+            writeln!(out, "{}", escape_json_invisible(&serde_json::to_string(e)?))?;
         } else {
             writeln!(
                 out,
@@ -242,11 +280,11 @@ pub fn audit_verify(settings: &Settings, expect: Option<&str>) -> anyhow::Result
     let (missing, sample) = interactions_without_created_entry(&tx, 5)?;
     tx.finish()?;
     if let Some(b) = broken {
-        println!("audit trail BROKEN: {b}");
+        say!("audit trail BROKEN: {b}");
         return Ok(false);
     }
     if missing > 0 {
-        println!(
+        say!(
             "audit trail INCOMPLETE: {missing} stored interaction(s) have no `created` entry \
              (e.g. {}): their entries were deleted, or they were created while [audit] was \
              disabled",
@@ -255,8 +293,8 @@ pub fn audit_verify(settings: &Settings, expect: Option<&str>) -> anyhow::Result
         return Ok(false);
     }
     match verifier.end() {
-        None => println!("audit trail intact: 0 entries"),
-        Some(end) => println!(
+        None => say!("audit trail intact: 0 entries"),
+        Some(end) => say!(
             "audit trail intact: {} entries, head {end}{}",
             verifier.verified(),
             if has_head {
@@ -297,7 +335,7 @@ async fn audit_verify_shared(
     let recorded = match store.audit_head().await {
         Ok(head) => head,
         Err(StoreError::Corrupt(e)) => {
-            println!("audit trail BROKEN: the recorded chain head is unreadable: {e}");
+            say!("audit trail BROKEN: the recorded chain head is unreadable: {e}");
             return Ok(false);
         }
         Err(e) => return Err(e.into()),
@@ -322,7 +360,7 @@ async fn audit_verify_shared(
                 break 'pages;
             }
             if let Err(b) = verifier.check(e) {
-                println!("audit trail BROKEN: {b}");
+                say!("audit trail BROKEN: {b}");
                 return Ok(false);
             }
             after = e.seq;
@@ -332,12 +370,12 @@ async fn audit_verify_shared(
         }
     }
     if let Err(b) = verifier.finish(recorded.as_ref()) {
-        println!("audit trail BROKEN: {b}");
+        say!("audit trail BROKEN: {b}");
         return Ok(false);
     }
     match verifier.end() {
-        None => println!("audit trail intact: 0 entries"),
-        Some(end) => println!(
+        None => say!("audit trail intact: 0 entries"),
+        Some(end) => say!(
             "audit trail intact: {} entries, head {end}",
             verifier.verified()
         ),
@@ -351,7 +389,7 @@ pub fn audit_head(settings: &Settings) -> anyhow::Result<()> {
     if settings.store.backend == Backend::Postgres {
         return on_postgres(settings, |store| async move {
             match store.audit_head().await? {
-                Some(head) => println!("{head}"),
+                Some(head) => say!("{head}"),
                 None => bail!("the audit trail is empty"),
             }
             Ok(())
@@ -392,7 +430,7 @@ pub fn audit_head(settings: &Settings) -> anyhow::Result<()> {
         },
     };
     tx.finish()?;
-    println!("{head}");
+    say!("{head}");
     Ok(())
 }
 
@@ -430,15 +468,15 @@ pub fn healthcheck(settings: &Settings, probe: Probe, url: Option<&str>) -> anyh
             .build()?;
         match client.get(&url).send().await {
             Ok(r) if r.status().is_success() => {
-                println!("healthy: {url}");
+                say!("healthy: {url}");
                 Ok(true)
             }
             Ok(r) => {
-                println!("unhealthy: {url} answered {}", r.status());
+                say!("unhealthy: {url} answered {}", r.status());
                 Ok(false)
             }
             Err(e) => {
-                println!("unhealthy: {url}: {e}");
+                say!("unhealthy: {url}: {e}");
                 Ok(false)
             }
         }

@@ -33,6 +33,9 @@ pub(crate) const MAX_WAIT_SECS: u64 = 60;
 pub(crate) const DEFAULT_WAIT_SECS: u64 = 25;
 const DEFAULT_PAGE: usize = 50;
 const MAX_PAGE: usize = 500;
+/// Most bytes of interactions in one listing: past it the page ends early, with a
+/// `next_cursor` for the rest (a page holds at least one interaction, whatever its size).
+pub(crate) const MAX_LIST_BYTES: usize = 4 * 1024 * 1024;
 
 /// What `POST /v1/interactions` asks for: a tool call (`approval`, the default, or
 /// `question` for `AskUserQuestion`; both follow from `tool_name`), a `form`, or a free-text
@@ -205,10 +208,12 @@ pub(crate) fn json_response(status: StatusCode, body: &impl serde::Serialize) ->
     }
 }
 
-/// `POST /v1/interactions`
+/// `POST /v1/interactions`: counted against the pending budget of the agent token it came
+/// with ([`super::auth::owner`]).
 pub async fn create(
     State(state): State<AppState>,
     ApiQuery(query): ApiQuery<CreateQuery>,
+    headers: axum::http::HeaderMap,
     ApiJson(body): ApiJson<CreateBody>,
 ) -> Result<Response, ApiError> {
     let base = body.request()?;
@@ -223,7 +228,8 @@ pub async fn create(
         suggestions: body.suggestions,
         ..base
     };
-    let created = state.registry.create(new).await?;
+    let owner = super::auth::owner(&headers);
+    let created = state.registry.create_for(new, Some(&owner)).await?;
     match query.wait_secs {
         None => {
             let status = if created.created {
@@ -288,17 +294,51 @@ pub async fn list(
             after,
         })
         .await?;
-    #[derive(serde::Serialize)]
-    struct List {
-        interactions: Vec<Arc<Interaction>>,
-        next_cursor: Option<String>,
+    Ok(list_response(page.interactions, page.next))
+}
+
+/// The body of a listing: the interactions, as many as fit in [`MAX_LIST_BYTES`] (at least
+/// one, whatever its size), and the cursor after the last one listed when more remain.
+fn list_response(items: Vec<Arc<Interaction>>, next: Option<Cursor>) -> Response {
+    let mut body = Vec::with_capacity(4096);
+    body.extend_from_slice(b"{\"interactions\":[");
+    let mut listed = 0;
+    let mut next = next;
+    for (n, i) in items.iter().enumerate() {
+        let start = body.len();
+        if n > 0 {
+            body.push(b',');
+        }
+        // An interaction always serializes (its input is JSON text already checked).
+        if serde_json::to_writer(&mut body, &**i).is_err() {
+            body.truncate(start);
+            continue;
+        }
+        if n > 0 && body.len() > MAX_LIST_BYTES {
+            // The rest is on the next page, from after the last one listed.
+            body.truncate(start);
+            next = items.get(listed.max(1) - 1).map(|last| Cursor {
+                created_ms: last.created_at.as_millisecond(),
+                id: last.id.clone(),
+            });
+            break;
+        }
+        listed = n + 1;
     }
-    let next_cursor = page.next.as_ref().map(encode_cursor);
-    Ok(Json(List {
-        interactions: page.interactions,
-        next_cursor,
-    })
-    .into_response())
+    body.extend_from_slice(b"],\"next_cursor\":");
+    let cursor = next.as_ref().map(encode_cursor);
+    // A string or null always serializes.
+    let _ = serde_json::to_writer(&mut body, &cursor);
+    body.push(b'}');
+    (
+        StatusCode::OK,
+        [(
+            axum::http::header::CONTENT_TYPE,
+            axum::http::HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response()
 }
 
 /// `GET /v1/interactions/{id}`

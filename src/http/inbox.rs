@@ -41,3 +41,15 @@ pub async fn script() -> Response {
 pub(crate) async fn style() -> Response {
     asset("text/css; charset=utf-8", STYLE)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_page_builds_no_regular_expression_from_what_it_is_sent() {
+        // An agent's `pattern` is checked by the server alone (in linear time): the browser's
+        // backtracking engine would freeze the tab on a pattern like (a+)+$.
+        assert!(!SCRIPT.contains("RegExp("), "inbox.js builds a RegExp");
+    }
+}

@@ -17,6 +17,9 @@
 //!   `connection_budget` keeps the cap below it with room for the refusals and for
 //!   everything else the process opens (the store, logs, channel connections), warning when
 //!   the configured cap had to be lowered.
+//! - **Body bounds.** Each request carries a [`BodyClock`] started when its head was read:
+//!   its body must arrive within [`Limits::body`] (a whole-body timeout and a minimum rate),
+//!   which every body reader keeps ([`crate::wire::body`]).
 //! - **Shutdown.** When the token fires, the server stops accepting, lets in-flight requests
 //!   finish and closes idle connections; the future returns once every connection is done.
 
@@ -43,6 +46,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::error::ApiError;
 use crate::metrics::Metrics;
+use crate::wire::body::{BodyClock, BodyLimits};
 
 /// Connections accepted beyond the cap to answer one request each (health probes, or a
 /// `503 too_many_connections`): the default of [`Limits::overflow_connections`].
@@ -81,6 +85,8 @@ pub struct Limits {
     /// Time allowed for a complete request head, from when a connection opens or finishes its
     /// previous response.
     pub header_read_timeout: Duration,
+    /// Time and rate bounds of a request body, from the end of its head.
+    pub body: BodyLimits,
 }
 
 /// The connection cap that fits an open-file limit, and a warning if it had to be lowered.
@@ -236,13 +242,16 @@ pub async fn serve(
             _ = shutdown.cancelled() => break,
         };
         if let Ok(slot) = slots.clone().try_acquire_owned() {
-            let conn = served.serve_connection(TokioIo::new(stream), with_peer(app.clone(), peer));
+            let conn = served.serve_connection(
+                TokioIo::new(stream),
+                with_peer(app.clone(), peer, limits.body),
+            );
             run(graceful.watch(conn), slot, &counts, true);
         } else if let Ok(slot) = overflow.clone().try_acquire_owned() {
             counts.refused.inc();
             let conn = refusing.serve_connection(
                 TokioIo::new(stream),
-                refuse_except_health(app.clone(), peer, limits.max_connections),
+                refuse_except_health(app.clone(), peer, limits),
             );
             run(graceful.watch(conn), slot, &counts, false);
         } else {
@@ -290,10 +299,15 @@ impl<S> Handler for S where
 }
 
 /// The application, with the peer's address available to handlers as
-/// `ConnectInfo<SocketAddr>`.
-fn with_peer(app: TowerToHyperService<Router>, peer: SocketAddr) -> impl Handler + Clone {
+/// `ConnectInfo<SocketAddr>`, and each request's body clock started as its head is read.
+fn with_peer(
+    app: TowerToHyperService<Router>,
+    peer: SocketAddr,
+    body: BodyLimits,
+) -> impl Handler + Clone {
     service_fn(move |mut req: Request<Incoming>| {
         req.extensions_mut().insert(ConnectInfo(peer));
+        req.extensions_mut().insert(BodyClock::start(body));
         app.call(req)
     })
 }
@@ -303,9 +317,10 @@ fn with_peer(app: TowerToHyperService<Router>, peer: SocketAddr) -> impl Handler
 fn refuse_except_health(
     app: TowerToHyperService<Router>,
     peer: SocketAddr,
-    cap: usize,
+    limits: Limits,
 ) -> impl Handler {
-    let app = with_peer(app, peer);
+    let cap = limits.max_connections;
+    let app = with_peer(app, peer, limits.body);
     service_fn(move |req: Request<Incoming>| {
         let health = matches!(req.uri().path(), "/livez" | "/healthz");
         let served = health.then(|| app.call(req));
@@ -437,6 +452,7 @@ mod tests {
             max_connections: 1,
             overflow_connections: 1,
             header_read_timeout: Duration::from_secs(30),
+            body: BodyLimits::default(),
         };
         let server = tokio::spawn({
             let shutdown = shutdown.clone();

@@ -14,6 +14,7 @@
 //! `{"message", "requestedSchema"}`, under the reserved tool name [`FORM_TOOL`]; its answer is
 //! an [`ElicitResult`], which an MCP client can return unchanged.
 
+use std::collections::HashSet;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -329,7 +330,16 @@ impl Field {
                 },
                 Value::Array(items),
             ) => {
-                let mut seen: Vec<&str> = Vec::with_capacity(items.len());
+                // Bounded before the items are looked at: no more than the options.
+                if let Some(max) = max_items
+                    && items.len() > *max
+                {
+                    return Err(format!("choose at most {max}"));
+                }
+                if items.len() > options.len() {
+                    return Err(format!("lists more than the {} options", options.len()));
+                }
+                let mut seen: HashSet<&str> = HashSet::with_capacity(items.len());
                 for item in items {
                     let Value::String(s) = item else {
                         return Err(format!(
@@ -343,20 +353,14 @@ impl Field {
                             list_values(options)
                         ));
                     }
-                    if seen.contains(&s.as_str()) {
+                    if !seen.insert(s.as_str()) {
                         return Err(format!("lists {s:?} twice"));
                     }
-                    seen.push(s);
                 }
                 if let Some(min) = min_items
                     && items.len() < *min
                 {
                     return Err(format!("choose at least {min}"));
-                }
-                if let Some(max) = max_items
-                    && items.len() > *max
-                {
-                    return Err(format!("choose at most {max}"));
                 }
                 Ok(v.clone())
             }
@@ -797,14 +801,24 @@ fn refuse_unknown(
     }
 }
 
-/// Options from `enum` (+ legacy `enumNames`) or `oneOf`/`anyOf` of `{const, title}`.
-fn options(
-    prop: &Map<String, Value>,
+/// Options from `enum` (+ legacy `enumNames`) or `oneOf`/`anyOf` of `{const, title}`: at
+/// most [`MAX_OPTIONS`], each of at most [`MAX_TITLE_CHARS`] characters.
+fn options<'a>(
+    prop: &'a Map<String, Value>,
     at: &str,
     list_key: &str,
 ) -> Result<Vec<Choice>, ValidationError> {
+    // Counted before anything else, and duplicates found with a set: the work stays in
+    // proportion to the options, which are few (a list of 100,000 was once compared pairwise).
+    let too_many = |n: usize| {
+        ValidationError::new(
+            at,
+            format!("a choice needs 1 to {MAX_OPTIONS} options (got {n})"),
+        )
+    };
     let mut out: Vec<Choice> = Vec::new();
-    let push = |out: &mut Vec<Choice>, value: &Value, label: Option<&Value>, at: String| {
+    let mut seen: HashSet<&str> = HashSet::new();
+    let mut push = |out: &mut Vec<Choice>, value: &'a Value, label: Option<&Value>, at: String| {
         let Value::String(value) = value else {
             return Err(ValidationError::new(
                 at,
@@ -817,7 +831,7 @@ fn options(
                 format!("an option must be 1 to {MAX_TITLE_CHARS} characters"),
             ));
         }
-        if out.iter().any(|c| &c.value == value) {
+        if !seen.insert(value.as_str()) {
             return Err(ValidationError::new(
                 at,
                 format!("{value:?} is listed twice"),
@@ -854,6 +868,9 @@ fn options(
                 format!("expected an array, got {}", json_type(list)),
             ));
         };
+        if list.len() > MAX_OPTIONS {
+            return Err(too_many(list.len()));
+        }
         let names = match prop.get("enumNames") {
             None => None,
             Some(Value::Array(n)) if n.len() == list.len() => Some(n),
@@ -879,6 +896,9 @@ fn options(
                 format!("expected an array, got {}", json_type(list)),
             ));
         };
+        if list.len() > MAX_OPTIONS {
+            return Err(too_many(list.len()));
+        }
         for (n, item) in list.iter().enumerate() {
             let here = format!("{at}.{list_key}[{n}]");
             let Some(Value::String(_)) = item.get("const") else {
@@ -903,14 +923,8 @@ fn options(
             format!("a choice needs `enum` or `{list_key}`"),
         ));
     }
-    if out.is_empty() || out.len() > MAX_OPTIONS {
-        return Err(ValidationError::new(
-            at,
-            format!(
-                "a choice needs 1 to {MAX_OPTIONS} options (got {})",
-                out.len()
-            ),
-        ));
+    if out.is_empty() {
+        return Err(too_many(0));
     }
     Ok(out)
 }
@@ -1028,6 +1042,19 @@ fn parse_field(
                 return Err(ValidationError::new(
                     format!("{at}.minimum"),
                     "is greater than maximum",
+                ));
+            }
+            if ty_name == "integer"
+                && let (Some(a), Some(b)) = (minimum, maximum)
+                && a.ceil() > b.floor()
+            {
+                return Err(ValidationError::new(
+                    format!("{at}.minimum"),
+                    format!(
+                        "no whole number lies from {} to {}: nobody could answer",
+                        show_number(a),
+                        show_number(b)
+                    ),
                 ));
             }
             FieldType::Number {
@@ -1177,6 +1204,16 @@ fn parse_schema(schema: &Map<String, Value>, at: &str) -> Result<Vec<Field>, Val
     let required: Vec<&str> = match schema.get("required") {
         None => Vec::new(),
         Some(Value::Array(r)) => {
+            if r.len() > props.len() {
+                return Err(ValidationError::new(
+                    format!("{at}.required"),
+                    format!(
+                        "lists {} names for {} properties: each may be listed once",
+                        r.len(),
+                        props.len()
+                    ),
+                ));
+            }
             let mut names = Vec::with_capacity(r.len());
             for (n, v) in r.iter().enumerate() {
                 match v.as_str() {

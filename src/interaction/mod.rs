@@ -71,7 +71,7 @@ pub use question::{
 };
 pub use refusals::RefusalLimiter;
 pub use registry::{
-    Created, Lifecycle, LongPoll, NewInteraction, Registry, RegistryConfig, RegistryError,
+    Created, Full, Lifecycle, LongPoll, NewInteraction, Registry, RegistryConfig, RegistryError,
 };
 pub use suggestions::{DESTINATIONS, valid_suggestions, validate_suggestions};
 

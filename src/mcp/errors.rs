@@ -86,6 +86,15 @@ fn refusal(body: &[u8], e: &serde_json::Error) -> Response {
     )
 }
 
+/// The refusal of a body that was not read (too large, too slow, cut off): its HTTP status,
+/// the JSON-RPC invalid request, and `Connection: close` (the rest of it was never read).
+fn unread_body(e: &crate::wire::body::BodyError) -> Response {
+    let mut resp = rpc_error(e.status(), Value::Null, INVALID_REQUEST, e.to_string());
+    resp.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    resp
+}
+
 /// Whether `req` carries JSON.
 pub(crate) fn is_json(req: &Request) -> bool {
     req.headers()
@@ -100,13 +109,11 @@ pub(crate) async fn read_body(
     max_body: usize,
 ) -> Result<(Request, ClientJsonRpcMessage), Box<Response>> {
     let (parts, body) = req.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, max_body).await else {
-        return Err(Box::new(rpc_error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            Value::Null,
-            INVALID_REQUEST,
-            format!("the request body is larger than {max_body} bytes"),
-        )));
+    let bytes = match crate::wire::body::read(&parts.headers, &parts.extensions, body, max_body)
+        .await
+    {
+        Ok(bytes) => bytes,
+        Err(e) => return Err(Box::new(unread_body(&e))),
     };
     let message = read(&bytes)?;
     Ok((Request::from_parts(parts, Body::from(bytes)), message))

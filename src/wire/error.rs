@@ -14,7 +14,7 @@ use serde::ser::SerializeMap;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::interaction::{Interaction, RegistryError, ValidationError};
+use crate::interaction::{Full, Interaction, RegistryError, ValidationError};
 use crate::store::StoreError;
 
 /// An error answer.
@@ -26,6 +26,8 @@ pub struct ApiError {
     /// Further fields of the error object, each as its JSON text: an interaction in them is
     /// written as kept, never through a [`Value`] (which would rewrite some numbers).
     extra: Vec<(String, Box<RawValue>)>,
+    /// Whether the answer closes the connection (the request's body was not read to its end).
+    close: bool,
 }
 
 impl ApiError {
@@ -36,7 +38,15 @@ impl ApiError {
             code,
             message: message.into(),
             extra: Vec::new(),
+            close: false,
         }
+    }
+
+    /// The same error, answered with `Connection: close`: for a request whose body was left
+    /// unread, so that the client neither reuses the connection nor keeps sending into it.
+    pub fn closing(mut self) -> Self {
+        self.close = true;
+        self
     }
 
     /// Adds a field to the error object (replacing one of the same name).
@@ -149,6 +159,13 @@ impl From<RegistryError> for ApiError {
             .with("interaction", &*existing),
             RegistryError::AlreadyResolved(i) => Self::already_resolved(&i),
             RegistryError::Store(s) => s.into(),
+            RegistryError::Full(full) => {
+                let (status, code) = match full {
+                    Full::Owner { .. } => (StatusCode::TOO_MANY_REQUESTS, "pending_quota"),
+                    Full::Total { .. } => (StatusCode::SERVICE_UNAVAILABLE, "pending_full"),
+                };
+                Self::new(status, code, full.to_string())
+            }
         }
     }
 }
@@ -191,6 +208,10 @@ impl IntoResponse for ApiError {
             body,
         )
             .into_response();
+        if self.close {
+            resp.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
         if self.status == StatusCode::UNAUTHORIZED {
             resp.headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));

@@ -14,32 +14,41 @@ use serde::de::DeserializeOwned;
 use super::error::ApiError;
 use crate::interaction::ValidationError;
 
-/// A request body of at most [`super::MAX_BODY_BYTES`]; a larger one is a `413` in the API's
-/// shape (for the endpoints that check a signature over the raw body).
+/// A request body of at most [`super::MAX_BODY_BYTES`], read within the request's time
+/// bounds ([`super::body`]): a larger one is a `413`, a slow or stalled one a `408`, both in
+/// the API's shape (for the endpoints that check a signature over the raw body).
 #[derive(Debug)]
 pub(crate) struct ApiBytes(pub Bytes);
 
 impl<S: Send + Sync> FromRequest<S> for ApiBytes {
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        match Bytes::from_request(req, state).await {
-            Ok(bytes) => Ok(ApiBytes(bytes)),
-            Err(r) if r.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(too_large()),
-            Err(r) => Err(ApiError::bad_request(format!(
-                "the body could not be read: {}",
-                r.body_text()
-            ))),
-        }
+    async fn from_request(req: Request, _: &S) -> Result<Self, Self::Rejection> {
+        body_of(req).await.map(ApiBytes)
     }
 }
 
-fn too_large() -> ApiError {
-    ApiError::new(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        "payload_too_large",
-        format!("the body is larger than {} bytes", super::MAX_BODY_BYTES),
+/// Refuses `req` at once if its `Content-Length` declares more than [`super::MAX_BODY_BYTES`]
+/// (`413`): the first check of a handler that looks at a credential in the headers before
+/// reading the body, so that an oversized request is refused as such everywhere.
+pub(crate) fn declared_size(req: &Request) -> Result<(), ApiError> {
+    Ok(super::body::check_declared(
+        req.headers(),
+        super::MAX_BODY_BYTES,
+    )?)
+}
+
+/// The body of `req`, as [`ApiBytes`] reads it: for a handler that checks the request's
+/// headers (a credential) before reading its body.
+pub(crate) async fn body_of(req: Request) -> Result<Bytes, ApiError> {
+    let (parts, body) = req.into_parts();
+    Ok(super::body::read(
+        &parts.headers,
+        &parts.extensions,
+        body,
+        super::MAX_BODY_BYTES,
     )
+    .await?)
 }
 
 /// A JSON body (`Content-Type: application/json`); rejections become API errors.
@@ -199,5 +208,69 @@ fn path_rejection(r: PathRejection) -> ApiError {
             "internal",
             "imrelay could not read this route's parameters",
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use axum::body::Body;
+    use futures_util::StreamExt;
+
+    use super::*;
+
+    /// A chunk's backing memory, counted while alive: it stands for the connection read
+    /// buffer each chunk from hyper keeps alive.
+    struct Counted {
+        live: Arc<AtomicUsize>,
+        bytes: Vec<u8>,
+    }
+
+    impl AsRef<[u8]> for Counted {
+        fn as_ref(&self) -> &[u8] {
+            &self.bytes
+        }
+    }
+
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.live.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// A body of `n` one-byte chunks, each a view into a 4 KiB buffer of its own (as a body
+    /// sent one byte per TCP packet arrives), and the most buffers it saw alive at once.
+    fn one_byte_chunks(n: usize) -> (Body, Arc<AtomicUsize>) {
+        let live = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let (l, m) = (live.clone(), most.clone());
+        let stream = futures_util::stream::iter(0..n).map(move |i| {
+            l.fetch_add(1, Ordering::SeqCst);
+            let mut bytes = vec![0u8; 4096];
+            bytes[0] = b'a' + (i % 26) as u8;
+            let chunk = Bytes::from_owner(Counted {
+                live: l.clone(),
+                bytes,
+            })
+            .slice(0..1);
+            m.fetch_max(l.load(Ordering::SeqCst), Ordering::SeqCst);
+            Ok::<_, std::io::Error>(chunk)
+        });
+        (Body::from_stream(stream), most)
+    }
+
+    #[tokio::test]
+    async fn a_body_in_one_byte_chunks_holds_its_bytes_not_its_chunks() {
+        let n = 2_000;
+        let (body, most) = one_byte_chunks(n);
+        let req = Request::post("/").body(body).expect("request");
+        let ApiBytes(bytes) = ApiBytes::from_request(req, &()).await.expect("read");
+        assert_eq!(bytes.len(), n);
+        assert!(bytes.iter().take(26).copied().eq(b'a'..=b'z'));
+        // Each chunk's buffer is released before the next one is read.
+        let most = most.load(Ordering::SeqCst);
+        assert!(most <= 2, "{most} chunk buffers were alive at once");
     }
 }

@@ -7,6 +7,7 @@
 //! without importing the HTTP layer; `http` re-exports both modules under their old paths.
 
 pub mod answer;
+pub mod body;
 pub mod error;
 pub mod extract;
 

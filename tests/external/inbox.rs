@@ -55,6 +55,11 @@ pub fn trials() -> Vec<libtest_mimic::Trial> {
             browser,
             a_form_can_be_declined_with_a_reason,
         ),
+        trial(
+            "inbox::an_agents_pattern_is_checked_by_the_server_not_the_page",
+            browser,
+            an_agents_pattern_is_checked_by_the_server_not_the_page,
+        ),
     ]
 }
 
@@ -1461,5 +1466,63 @@ async fn an_mcp_clients_questions_are_answered_in_the_inbox() {
         r["content"][0]["text"], "Ines via desktop answered: Aurora",
         "{r}"
     );
+    app.stop().await;
+}
+
+/// A `pattern` that makes a backtracking engine take time exponential in the text: `(a+)+$`
+/// against 40 `a`s and a `!` is hours of work for the browser's RegExp, and nothing for the
+/// server's linear-time one. The page must stay responsive and still say what is wrong.
+async fn an_agents_pattern_is_checked_by_the_server_not_the_page() {
+    let bin = chromium().expect("Chromium (checked before the test)");
+    let app = spawn_app().await;
+    let (status, body) = app
+        .post(
+            "/v1/interactions",
+            &json!({"id": "fm-redos", "kind": "form", "message": "A word",
+                    "schema": {"type": "object", "required": ["word"], "properties": {
+                        "word": {"type": "string", "title": "Word", "pattern": "(a+)+$"}}}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let mut b = Browser::launch(&bin).await;
+    b.call("Page.navigate", json!({"url": app.url("/")})).await;
+    give_name(&mut b, "Ann").await;
+    let form = card("pending", "fm-redos");
+    b.until("the form", &format!("!!{form}?.querySelector('form')"))
+        .await;
+    // Typed and left (input and change: the page checks the field), then submitted. Each
+    // call returns only once the page has run it: a page stuck in its RegExp never answers.
+    let evil = format!("{}!", "a".repeat(40));
+    assert_eq!(b.eval(&fill(&form, "fm-redos", "Word", &evil)).await, true);
+    let submit = format!(
+        "[...{form}.querySelectorAll('button')].find(x => x.textContent === 'Submit').click()"
+    );
+    b.eval(&submit).await;
+    let word = field(&form, "Word");
+    b.until(
+        "the server's refusal next to its field",
+        &format!("{word}.querySelector('.field-error').textContent !== ''"),
+    )
+    .await;
+    assert_eq!(
+        b.eval(&format!(
+            "[{word}.querySelector('input').getAttribute('aria-invalid'), {word}.querySelector('.field-error').textContent]"
+        ))
+        .await,
+        json!(["true", "Must match the pattern (a+)+$."])
+    );
+    assert_eq!(
+        app.get("/v1/interactions/fm-redos").await.1["status"],
+        "pending"
+    );
+    b.eval(&fill(&form, "fm-redos", "Word", "aaa")).await;
+    b.eval(&submit).await;
+    let (status, out) = app.get("/v1/interactions/fm-redos/wait").await;
+    assert_eq!(status, StatusCode::OK, "{out}");
+    assert_eq!(
+        out["result"],
+        json!({"action": "accept", "content": {"word": "aaa"}})
+    );
+    drop(b);
     app.stop().await;
 }

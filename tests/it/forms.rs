@@ -426,3 +426,114 @@ async fn a_feishu_card_form_is_submitted_and_checked() {
     }
     app.stop().await;
 }
+
+/// `n` distinct option values.
+fn many(n: usize) -> Vec<Value> {
+    (0..n).map(|k| json!(format!("o{k}"))).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn choices_past_the_limit_are_refused_before_they_are_compared() {
+    let app = spawn_app().await;
+    // 51 options whose last is not even a string: refused for their number, before any of
+    // them is looked at (the count used to come after comparing every pair).
+    let mut options = many(50);
+    options.push(json!(7));
+    let (status, reply) = app
+        .post(
+            "/v1/interactions",
+            &json!({"kind": "form", "message": "m", "schema": {"type": "object",
+                    "properties": {"a": {"type": "string", "enum": options}}}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{reply}");
+    assert_eq!(reply["error"]["field"], "schema.properties.a", "{reply}");
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("1 to 50 options (got 51)"),
+        "{reply}"
+    );
+
+    // The 100,000 options, four requests at once, on each way in: a clear 400 (the
+    // Elicitation hook leaves a form it cannot carry to Claude Code), and the server answers
+    // meanwhile.
+    let big = many(100_000);
+    let forms = [
+        json!({"type": "string", "enum": big}),
+        json!({"type": "array", "items": {"type": "string", "enum": big}}),
+        // As many as fit in a body (each option is an object here).
+        json!({"type": "string", "oneOf": big[..20_000].iter().map(|v| json!({"const": v, "title": v})).collect::<Vec<_>>()}),
+    ];
+    let mut calls = Vec::new();
+    for field in &forms {
+        let body = json!({"kind": "form", "message": "m",
+                          "schema": {"type": "object", "properties": {"a": field}}});
+        let (client, url) = (app.client.clone(), app.url("/v1/interactions"));
+        calls.push(tokio::spawn(async move {
+            split(client.post(url).json(&body).send().await.unwrap()).await
+        }));
+    }
+    let hook = post_hook(
+        &app,
+        elicitation(json!({"type": "object", "properties": {"a": forms[0]}})),
+    );
+    let (status, live) = app.get("/livez").await;
+    assert_eq!(status, StatusCode::OK, "{live}");
+    for (call, (field, n)) in calls.into_iter().zip([
+        ("schema.properties.a", 100_000),
+        ("schema.properties.a.items", 100_000),
+        ("schema.properties.a", 20_000),
+    ]) {
+        let (status, reply) = call.await.unwrap();
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{reply}");
+        assert_eq!(reply["error"]["field"], field, "{reply}");
+        let says = format!("1 to 50 options (got {n})");
+        assert!(
+            reply["error"]["message"].as_str().unwrap().contains(&says),
+            "{reply}"
+        );
+    }
+    let (status, reply) = hook.await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    let (_, list) = app.get("/v1/interactions").await;
+    assert_eq!(list["interactions"], json!([]), "nothing was created");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn an_integer_field_no_whole_number_fits_is_refused() {
+    let app = spawn_app().await;
+    for (min, max, ok) in [
+        (0.5, 0.6, false),
+        (1.2, 1.9, false),
+        (0.5, 1.0, true),
+        (2.0, 2.0, true),
+    ] {
+        let (status, reply) = app
+            .post(
+                "/v1/interactions",
+                &json!({"kind": "form", "message": "m", "schema": {"type": "object",
+                        "properties": {"n": {"type": "integer", "minimum": min, "maximum": max}}}}),
+            )
+            .await;
+        if ok {
+            assert_eq!(status, StatusCode::CREATED, "{min}..{max}: {reply}");
+        } else {
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{min}..{max}: {reply}");
+            assert_eq!(
+                reply["error"]["field"], "schema.properties.n.minimum",
+                "{reply}"
+            );
+            assert!(
+                reply["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("no whole number"),
+                "{reply}"
+            );
+        }
+    }
+    app.stop().await;
+}

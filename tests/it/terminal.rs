@@ -1105,3 +1105,39 @@ async fn watch_takes_multi_line_text_until_an_empty_line_and_content_as_json() {
         json!({"people": 9, "city": "ber", "dinner": true})
     );
 }
+
+/// What an agent can put in its input that JSON leaves as it is but a terminal acts on:
+/// C1 controls (CSI, NEL), a right-to-left override and a line separator.
+const INVISIBLE: &str = "rm -rf /\u{9b}2J\u{85}next\u{202e}txt.exe\u{2028}line";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_output_escapes_what_a_terminal_would_act_on() {
+    let relay = Relay::start();
+    let base = relay.base();
+    relay.create(bash("toolu_c1", INVISIBLE)).await;
+    for args in [&["show", "toolu_c1", "--json"][..], &["pending", "--json"]] {
+        let (code, out, err) = run(&base, args, &[]).await;
+        assert_eq!(code, 0, "{args:?}: {err}");
+        for c in ['\u{9b}', '\u{85}', '\u{202e}', '\u{2028}'] {
+            assert!(
+                !out.contains(c),
+                "{args:?}: raw U+{:04X} in {out:?}",
+                c as u32
+            );
+        }
+        for escaped in [r"\u009b", r"\u0085", r"\u202e", r"\u2028"] {
+            assert!(
+                out.contains(escaped),
+                "{args:?}: {escaped} missing in {out}"
+            );
+        }
+        // Still JSON, and it reads back as what the agent sent.
+        let value: Value = serde_json::from_str(&out).expect("valid JSON");
+        let input = if args[0] == "show" {
+            &value["input"]
+        } else {
+            &value[0]["input"]
+        };
+        assert_eq!(input["command"], INVISIBLE, "{args:?}");
+    }
+}

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::json;
@@ -26,7 +26,7 @@ use super::client::Failure;
 use super::{Mode, Telegram};
 use crate::interaction::Via;
 use crate::wire::error::ApiError;
-use crate::wire::extract::ApiBytes;
+use crate::wire::extract::{body_of, declared_size};
 
 /// The header Telegram echoes the webhook secret token in.
 pub(crate) const SECRET_HEADER: &str = "x-telegram-bot-api-secret-token";
@@ -266,12 +266,13 @@ pub(super) fn router(tg: Arc<Telegram>, path: &str) -> Router {
     Router::new().route(path, post(webhook)).with_state(tg)
 }
 
-async fn webhook(
-    State(tg): State<Arc<Telegram>>,
-    headers: HeaderMap,
-    ApiBytes(body): ApiBytes,
-) -> Response {
-    let given = headers
+/// A webhook call: the secret token header is checked before the body is read.
+async fn webhook(State(tg): State<Arc<Telegram>>, req: Request) -> Response {
+    if let Err(e) = declared_size(&req) {
+        return e.into_response();
+    }
+    let given = req
+        .headers()
         .get(SECRET_HEADER)
         .map(|v| v.as_bytes())
         .unwrap_or_default();
@@ -289,9 +290,15 @@ async fn webhook(
                 "missing or wrong webhook secret token",
             )
             .await;
+        // The body is left unread: the connection is closed.
         return ApiError::unauthorized("missing or wrong X-Telegram-Bot-Api-Secret-Token header")
+            .closing()
             .into_response();
     }
+    let body = match body_of(req).await {
+        Ok(body) => body,
+        Err(e) => return e.into_response(),
+    };
     let update: Update = match serde_json::from_slice(&body) {
         Ok(u) => u,
         Err(e) => {

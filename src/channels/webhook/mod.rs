@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -41,8 +41,8 @@ use crate::store::{ClaimedJob, OutboxJob, Store};
 use crate::sync::RwLockExt;
 use crate::wire::answer::{RespondBody, outcome_body, path_id};
 use crate::wire::error::ApiError;
-use crate::wire::extract::{ApiBytes, ApiPath, from_json, from_value};
-use signature::{SigningKey, TOLERANCE_SECS};
+use crate::wire::extract::{ApiPath, body_of, declared_size, from_json, from_value};
+use signature::{Signed, SigningKey, TOLERANCE_SECS};
 
 struct Target {
     settings: WebhookSettings,
@@ -359,39 +359,52 @@ fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
     h.get(name).and_then(|v| v.to_str().ok())
 }
 
-/// `POST /v1/webhooks/{name}/respond`
+/// `POST /v1/webhooks/{name}/respond`: the signature headers are checked (present, well
+/// formed, recent) before the body is read, and the signature over the body after.
 async fn respond(
     State(Inbound { hooks, registry }): State<Inbound>,
     ApiPath(name): ApiPath<String>,
-    headers: HeaderMap,
-    ApiBytes(body): ApiBytes,
+    req: Request,
 ) -> Result<Response, ApiError> {
     let Some(target) = hooks.targets.get(&name) else {
         return Err(ApiError::not_found(format!("no webhook named {name:?}")));
     };
+    declared_size(&req)?;
     let via = Via::webhook(&name);
+    let headers = req.headers().clone();
     let msg_id = header(&headers, "webhook-id");
-    if let Err(e) = target.key.verify(
+    let verified = match Signed::check(
         msg_id,
         header(&headers, "webhook-timestamp"),
         header(&headers, "webhook-signature"),
-        &body,
         jiff::Timestamp::now().as_second(),
     ) {
-        registry
-            .refused(
-                None,
-                &bounded(msg_id.unwrap_or("")),
-                &via,
-                &format!("bad signature: {e}"),
+        Ok(signed) => {
+            let body = body_of(req).await?;
+            target.key.verify_body(&signed, &body).map(|()| body)
+        }
+        Err(e) => Err(e),
+    };
+    let body = match verified {
+        Ok(body) => body,
+        Err(e) => {
+            registry
+                .refused(
+                    None,
+                    &bounded(msg_id.unwrap_or("")),
+                    &via,
+                    &format!("bad signature: {e}"),
+                )
+                .await;
+            // Refused on its headers, the body was never read: close the connection.
+            return Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "invalid_signature",
+                e.to_string(),
             )
-            .await;
-        return Err(ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "invalid_signature",
-            e.to_string(),
-        ));
-    }
+            .closing());
+        }
+    };
     let msg_id = msg_id.unwrap_or_default();
     // Check the whole request before using up its webhook-id: a sender whose request was
     // refused for its body can fix it and retry under the same id.

@@ -13,6 +13,9 @@ use subtle::ConstantTimeEq;
 /// The accepted clock difference for inbound signatures.
 pub(crate) const TOLERANCE_SECS: i64 = 5 * 60;
 
+/// Length of an HMAC-SHA256.
+const MAC_BYTES: usize = 32;
+
 /// A webhook signing key.
 #[derive(Clone)]
 pub struct SigningKey(Vec<u8>);
@@ -84,33 +87,74 @@ impl SigningKey {
         body: &[u8],
         now: i64,
     ) -> Result<(), VerifyError> {
-        let id = id
-            .filter(|v| !v.is_empty())
-            .ok_or(VerifyError::MissingHeader("webhook-id"))?;
-        let (ts_text, ts) = timestamp
-            .and_then(|t| Some((t, parse_timestamp(t)?)))
-            .ok_or(VerifyError::MissingHeader("webhook-timestamp"))?;
-        let signature = signature.ok_or(VerifyError::MissingHeader("webhook-signature"))?;
-        if now.abs_diff(ts) > TOLERANCE_SECS.unsigned_abs() {
-            return Err(VerifyError::Stale);
-        }
-        let expected = self.mac(id, ts_text, body);
+        self.verify_body(&Signed::check(id, timestamp, signature, now)?, body)
+    }
+
+    /// Verifies the body of a message whose headers passed [`Signed::check`].
+    pub fn verify_body(&self, signed: &Signed<'_>, body: &[u8]) -> Result<(), VerifyError> {
+        let expected = self.mac(signed.id, signed.timestamp, body);
         let mut ok = subtle::Choice::from(0u8);
-        for candidate in signature.split(' ') {
-            let Some(b64) = candidate.strip_prefix("v1,") else {
-                continue;
-            };
-            if let Ok(given) = STANDARD.decode(b64)
-                && given.len() == expected.len()
-            {
-                ok |= given.ct_eq(&expected);
-            }
+        for given in &signed.signatures {
+            ok |= given.as_slice().ct_eq(&expected);
         }
         if bool::from(ok) {
             Ok(())
         } else {
             Err(VerifyError::Mismatch)
         }
+    }
+}
+
+/// A message's signature headers, present, well formed and recent: what can be checked
+/// before its body is read.
+#[derive(Debug)]
+pub struct Signed<'a> {
+    id: &'a str,
+    /// The timestamp exactly as sent.
+    timestamp: &'a str,
+    /// The `v1` signatures that decode to a MAC's length.
+    signatures: Vec<Vec<u8>>,
+}
+
+impl<'a> Signed<'a> {
+    /// Checks the `webhook-id`, `webhook-timestamp` and `webhook-signature` headers: present,
+    /// the timestamp plain digits within the tolerance of `now` (unix seconds), and at least
+    /// one `v1,` signature of a SHA-256 MAC's length in base64.
+    pub fn check(
+        id: Option<&'a str>,
+        timestamp: Option<&'a str>,
+        signature: Option<&str>,
+        now: i64,
+    ) -> Result<Self, VerifyError> {
+        let id = id
+            .filter(|v| !v.is_empty())
+            .ok_or(VerifyError::MissingHeader("webhook-id"))?;
+        let (timestamp, ts) = timestamp
+            .and_then(|t| Some((t, parse_timestamp(t)?)))
+            .ok_or(VerifyError::MissingHeader("webhook-timestamp"))?;
+        let signature = signature.ok_or(VerifyError::MissingHeader("webhook-signature"))?;
+        if now.abs_diff(ts) > TOLERANCE_SECS.unsigned_abs() {
+            return Err(VerifyError::Stale);
+        }
+        let signatures: Vec<Vec<u8>> = signature
+            .split(' ')
+            .filter_map(|candidate| candidate.strip_prefix("v1,"))
+            .filter_map(|b64| STANDARD.decode(b64).ok())
+            .filter(|mac| mac.len() == MAC_BYTES)
+            .collect();
+        if signatures.is_empty() {
+            return Err(VerifyError::MissingHeader("webhook-signature"));
+        }
+        Ok(Self {
+            id,
+            timestamp,
+            signatures,
+        })
+    }
+
+    /// The `webhook-id`.
+    pub fn id(&self) -> &'a str {
+        self.id
     }
 }
 

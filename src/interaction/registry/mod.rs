@@ -32,11 +32,14 @@ use super::ports::{
 };
 use crate::sync::{LockExt, RwLockExt};
 
+mod budget;
 mod cluster;
 mod deadlines;
 mod records;
 mod validate;
 
+pub use budget::Full;
+use budget::{Budget, Charge};
 use deadlines::{DeadlineKey, Deadlines, EXPIRY_RETRY, instant_in};
 use records::{clip, created_record, log_resolution, resolved_record};
 pub use validate::NewInteraction;
@@ -62,6 +65,12 @@ pub struct RegistryConfig {
     /// With a store shared by several processes: how often everything held is re-checked
     /// against the store, a backstop for changes whose notification was lost.
     pub recheck_interval: Duration,
+    /// Bytes the pending interactions this process holds may take in all: a new one past
+    /// it is refused ([`Full::Total`]).
+    pub max_pending_bytes: usize,
+    /// Bytes the pending interactions of one owner (an agent token) may take: a new one
+    /// past it is refused ([`Full::Owner`]).
+    pub max_pending_bytes_per_owner: usize,
 }
 
 impl Default for RegistryConfig {
@@ -75,6 +84,8 @@ impl Default for RegistryConfig {
             event_buffer_bytes: super::events::DEFAULT_BUFFER_BYTES,
             audit: true,
             recheck_interval: Duration::from_secs(10),
+            max_pending_bytes: 256 * 1024 * 1024,
+            max_pending_bytes_per_owner: 64 * 1024 * 1024,
         }
     }
 }
@@ -106,6 +117,9 @@ pub enum RegistryError {
     /// The store could not record the change; nothing changed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The pending interactions already hold all the memory they may; nothing changed.
+    #[error(transparent)]
+    Full(#[from] Full),
 }
 
 /// Observes the lifecycle: plans durable outbox work inside the state change's transaction,
@@ -158,15 +172,18 @@ struct Slot {
     /// Its entry in the deadline queue, removed when it resolves so the queue holds only
     /// pending interactions. (A std mutex: set and taken, never held across an await.)
     deadline: Mutex<Option<DeadlineKey>>,
+    /// The interaction's bytes, counted against the pending budget until the slot is gone.
+    _charge: Charge,
 }
 
 impl Slot {
-    fn new(interaction: Arc<Interaction>) -> Self {
+    fn new(interaction: Arc<Interaction>, charge: Charge) -> Self {
         Self {
             interaction,
             resolved: OnceLock::new(),
             notify: Notify::new(),
             deadline: Mutex::new(None),
+            _charge: charge,
         }
     }
 
@@ -225,6 +242,8 @@ struct Inner {
     pump_kick: Notify,
     /// Rung after every read of the shared events.
     pumped: Notify,
+    /// The bytes pending interactions hold here, and their bounds.
+    budget: Arc<Budget>,
 }
 
 /// The pending-interaction registry. Cheap to clone; all clones share state.
@@ -295,8 +314,10 @@ impl Registry {
     /// [`Registry::spawn_background`] before serving.
     pub fn new(store: Arc<dyn Store>, config: RegistryConfig) -> Self {
         let events = EventLog::with_budget(config.event_buffer, config.event_buffer_bytes);
+        let budget = Budget::new(config.max_pending_bytes, config.max_pending_bytes_per_owner);
         Self {
             inner: Arc::new(Inner {
+                budget,
                 config,
                 slots: Mutex::new(HashMap::default()),
                 deadlines: Mutex::new(Deadlines::default()),
@@ -368,6 +389,12 @@ impl Registry {
         self.inner.slots.locked().len()
     }
 
+    /// About how many bytes the pending interactions this process holds take (see
+    /// [`RegistryConfig::max_pending_bytes`]).
+    pub fn pending_bytes(&self) -> usize {
+        self.inner.budget.held()
+    }
+
     /// How many deadlines are scheduled (equals the pending count once settled; exposed so
     /// tests can check that resolved interactions leave the queue).
     pub fn scheduled_deadlines(&self) -> usize {
@@ -377,6 +404,19 @@ impl Registry {
     /// Creates an interaction, or re-attaches to the existing one with the same id, tool name
     /// and input. It is durable when this returns.
     pub async fn create(&self, new: NewInteraction) -> Result<Created, RegistryError> {
+        self.create_for(new, None).await
+    }
+
+    /// [`Registry::create`] on behalf of `owner` (an agent token, or whatever the caller
+    /// names its clients by), whose pending interactions may hold at most
+    /// [`RegistryConfig::max_pending_bytes_per_owner`]. A new interaction that would pass
+    /// that, or [`RegistryConfig::max_pending_bytes`] in all, is refused with
+    /// [`RegistryError::Full`] before anything is written.
+    pub async fn create_for(
+        &self,
+        new: NewInteraction,
+        owner: Option<&str>,
+    ) -> Result<Created, RegistryError> {
         let interaction = Arc::new(self.build(new)?);
         let local = self
             .inner
@@ -387,6 +427,10 @@ impl Registry {
         if let Some(existing) = local {
             return Self::reattach(existing, &interaction);
         }
+        let charge = self
+            .inner
+            .budget
+            .reserve(owner, budget::cost(&interaction))?;
         let mut jobs = Vec::new();
         for h in self.hooks().iter() {
             h.plan_created(&interaction, &mut jobs);
@@ -408,7 +452,7 @@ impl Registry {
             .await?
         {
             CreateOutcome::Created => {
-                self.track(interaction.clone());
+                self.track_charged(interaction.clone(), Some(charge));
                 // An answer can land between the commit and `track`: it finds no slot, wins in
                 // the store and publishes `resolved` itself. If any resolution missed its slot
                 // meanwhile, re-read first; a resolved interaction is settled here and never
@@ -466,14 +510,22 @@ impl Registry {
         }
     }
 
-    /// Holds a pending interaction in memory and schedules its deadline (once).
+    /// Holds a pending interaction in memory and schedules its deadline (once); its bytes
+    /// are counted against the budget without a bound (it is held anyway).
     fn track(&self, interaction: Arc<Interaction>) -> Arc<Slot> {
+        self.track_charged(interaction, None)
+    }
+
+    /// [`Registry::track`] with the bytes already reserved by `charge`.
+    fn track_charged(&self, interaction: Arc<Interaction>, charge: Option<Charge>) -> Arc<Slot> {
         let (slot, fresh) = {
             let mut slots = self.inner.slots.locked();
             match slots.get(&interaction.id) {
                 Some(s) => (s.clone(), false),
                 None => {
-                    let s = Arc::new(Slot::new(interaction.clone()));
+                    let charge = charge
+                        .unwrap_or_else(|| self.inner.budget.force(budget::cost(&interaction)));
+                    let s = Arc::new(Slot::new(interaction.clone(), charge));
                     slots.insert(interaction.id.clone(), s.clone());
                     (s, true)
                 }

@@ -68,7 +68,10 @@ pub(crate) async fn setup(mode: Mode, f: impl FnOnce(&mut Settings)) -> (Setting
     (s, tg)
 }
 
-async fn start_with(mode: Mode, f: impl FnOnce(&mut Settings)) -> (TestApp, FakeTelegram) {
+pub(crate) async fn start_with(
+    mode: Mode,
+    f: impl FnOnce(&mut Settings),
+) -> (TestApp, FakeTelegram) {
     let (s, tg) = setup(mode, f).await;
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     (spawn_on(s, store).await, tg)
