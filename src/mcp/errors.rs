@@ -109,12 +109,11 @@ pub(crate) async fn read_body(
     max_body: usize,
 ) -> Result<(Request, ClientJsonRpcMessage), Box<Response>> {
     let (parts, body) = req.into_parts();
-    let bytes = match crate::wire::body::read(&parts.headers, &parts.extensions, body, max_body)
-        .await
-    {
-        Ok(bytes) => bytes,
-        Err(e) => return Err(Box::new(unread_body(&e))),
-    };
+    let bytes =
+        match crate::wire::body::read(&parts.headers, &parts.extensions, body, max_body).await {
+            Ok(bytes) => bytes,
+            Err(e) => return Err(Box::new(unread_body(&e))),
+        };
     let message = read(&bytes)?;
     Ok((Request::from_parts(parts, Body::from(bytes)), message))
 }
