@@ -22,6 +22,7 @@ use crate::interaction::{
     ValidationError,
 };
 use crate::store::{AuditQuery, Cursor, ListQuery, StatusFilter};
+use crate::wire::Principal;
 use crate::wire::answer::present;
 pub use crate::wire::answer::{
     ClientVia, Decision, FormAction, OutcomeBody, RespondBody, outcome_body, path_id,
@@ -209,11 +210,11 @@ pub(crate) fn json_response(status: StatusCode, body: &impl serde::Serialize) ->
 }
 
 /// `POST /v1/interactions`: counted against the pending budget of the agent token it came
-/// with ([`super::auth::owner`]).
+/// with ([`Principal::owner`]).
 pub async fn create(
     State(state): State<AppState>,
     ApiQuery(query): ApiQuery<CreateQuery>,
-    headers: axum::http::HeaderMap,
+    principal: Principal,
     ApiJson(body): ApiJson<CreateBody>,
 ) -> Result<Response, ApiError> {
     let base = body.request()?;
@@ -228,8 +229,10 @@ pub async fn create(
         suggestions: body.suggestions,
         ..base
     };
-    let owner = super::auth::owner(&headers);
-    let created = state.registry.create_for(new, Some(&owner)).await?;
+    let created = state
+        .registry
+        .create_for(new, Some(&principal.owner()))
+        .await?;
     match query.wait_secs {
         None => {
             let status = if created.created {

@@ -87,20 +87,6 @@ fn loopback_host(host: &str) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
-/// The name a request's agent is counted under for per-token bounds: `token:` and the start
-/// of its bearer token's SHA-256 (never the token), or `local` without one (the loopback
-/// rule, when no agent tokens are configured).
-pub fn owner(headers: &HeaderMap) -> String {
-    match headers
-        .get(header::AUTHORIZATION)
-        .and_then(|h| h.to_str().ok())
-        .and_then(bearer_token)
-    {
-        Some(token) => format!("token:{}", hex::encode(&digest(token)[..8])),
-        None => "local".to_string(),
-    }
-}
-
 impl Auth {
     /// Digests the configured tokens.
     pub fn new(settings: &AuthSettings) -> Self {

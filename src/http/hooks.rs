@@ -46,13 +46,14 @@ use super::error::ApiError;
 use super::extract::ApiJson;
 use crate::config::OnTimeout;
 use crate::interaction::{
-    AgentResult, ElicitAction, FORM_TOOL, Form, Input, Interaction, InteractionId, Kind,
+    AgentResult, ElicitAction, FORM_TOOL, Form, Full, Input, Interaction, InteractionId, Kind,
     NewInteraction, Outcome, PermissionResult, Registry, RegistryError, ValidationError,
     canonical_json, valid_suggestions,
 };
 use crate::metrics::Metrics;
 use crate::store::BOUND_VALUE_PREFIX;
 use crate::sync::LockExt;
+use crate::wire::Principal;
 
 /// The Claude Code hook calls waiting on each interaction in this process.
 ///
@@ -276,17 +277,20 @@ fn derived_base(session: &str, tool: &str, input: &Map<String, Value>) -> String
     format!("cc-{}", &hex::encode(h.finalize())[..32])
 }
 
-/// `POST /v1/hooks/claude-code`
+/// `POST /v1/hooks/claude-code`: counted against the pending budget of the agent token it
+/// came with, like the API's creations ([`Principal::owner`]).
 pub async fn claude_code(
     State(state): State<AppState>,
+    principal: Principal,
     ApiJson(hook): ApiJson<HookBody>,
 ) -> Result<Response, ApiError> {
+    let owner = principal.owner();
     // The event name first: other events get no opinion, whatever the rest of their input.
     let event = match field::<String>(&hook.hook_event_name, "hook_event_name", "a string", "hook")
     {
         Ok(Some(name)) if name == "PreToolUse" => Event::PreToolUse,
         Ok(Some(name)) if name == "PermissionRequest" => Event::PermissionRequest,
-        Ok(Some(name)) if name == "Elicitation" => return elicitation(state, hook).await,
+        Ok(Some(name)) if name == "Elicitation" => return elicitation(state, &owner, hook).await,
         Ok(Some(_)) => return Ok(json_response(StatusCode::OK, &HookOutput::NONE)),
         Ok(None) | Err(_) => {
             return Err(ValidationError::new("hook_event_name", "expected a string").into());
@@ -353,30 +357,39 @@ pub async fn claude_code(
         timeout_secs: Some(timeout_secs),
         suggestions,
     };
-    let (interaction, attached) = match (event, tool_use_id.filter(|t| !t.is_empty())) {
+    let created = match (event, tool_use_id.filter(|t| !t.is_empty())) {
         (Event::PreToolUse, Some(tool_use_id)) => {
-            let interaction = state
+            let new = NewInteraction {
+                id: Some(tool_use_id),
+                ..new
+            };
+            state
                 .registry
-                .create(NewInteraction {
-                    id: Some(tool_use_id),
-                    ..new
+                .create_for(new, Some(&owner))
+                .await
+                .map_err(Refused::from)
+                .map(|c| {
+                    // A tool_use_id that is being withdrawn is waited on all the same: its
+                    // outcome, the cancellation, is the answer to it.
+                    let attached = state.hook_calls.attach(
+                        &state.registry,
+                        &c.interaction.id,
+                        Event::PreToolUse,
+                    );
+                    (c.interaction, attached)
                 })
-                .await?
-                .interaction;
-            // A tool_use_id that is being withdrawn is waited on all the same: its outcome,
-            // the cancellation, is the answer to it.
-            let attached =
-                state
-                    .hook_calls
-                    .attach(&state.registry, &interaction.id, Event::PreToolUse);
-            (interaction, attached)
         }
-        _ => {
-            let (interaction, attached) = create_generation(&state, event, &base, new).await?;
-            (interaction, Some(attached))
-        }
+        _ => create_generation(&state, event, &base, &owner, new)
+            .await
+            .map(|(i, attached)| (i, Some(attached))),
     };
-    let reply = wait_and_reply(&state, event, &interaction.id).await;
+    let (id, attached) = match created {
+        Ok((interaction, attached)) => (interaction.id.clone(), attached),
+        Err(refused) => return refused.reply(event),
+    };
+    // Waited on by id: the whole input stays with the store, not with every waiting call.
+    drop(hook);
+    let reply = wait_and_reply(&state, event, &id).await;
     if let Some(attached) = attached {
         attached.finish();
     }
@@ -385,7 +398,7 @@ pub async fn claude_code(
 
 /// An `Elicitation` hook call: an MCP server's form, asked on every channel and answered
 /// with the form's `action` and `content`.
-async fn elicitation(state: AppState, hook: HookBody) -> Result<Response, ApiError> {
+async fn elicitation(state: AppState, owner: &str, hook: HookBody) -> Result<Response, ApiError> {
     let event = Event::Elicitation;
     let name = event.name();
     let string =
@@ -432,10 +445,59 @@ async fn elicitation(state: AppState, hook: HookBody) -> Result<Response, ApiErr
         timeout_secs: Some(default.min(settings.timeout_secs)),
         ..NewInteraction::new(FORM_TOOL, input)
     };
-    let (interaction, attached) = create_generation(&state, event, &base, new).await?;
-    let reply = wait_and_reply(&state, event, &interaction.id).await;
+    let (id, attached) = match create_generation(&state, event, &base, owner, new).await {
+        Ok((interaction, attached)) => (interaction.id.clone(), attached),
+        Err(refused) => return refused.reply(event),
+    };
+    drop(hook);
+    let reply = wait_and_reply(&state, event, &id).await;
     attached.finish();
     reply
+}
+
+/// Why a hook call's interaction was not created.
+enum Refused {
+    /// The pending interactions of its agent token, or of all, hold all they may: imrelay
+    /// cannot ask anyone, so Claude Code is handed the decision back, as at shutdown.
+    Full(Full),
+    /// Any other failure, answered as an API error.
+    Other(ApiError),
+}
+
+impl From<RegistryError> for Refused {
+    fn from(e: RegistryError) -> Self {
+        match e {
+            RegistryError::Full(full) => Refused::Full(full),
+            other => Refused::Other(other.into()),
+        }
+    }
+}
+
+impl From<crate::store::StoreError> for Refused {
+    fn from(e: crate::store::StoreError) -> Self {
+        Refused::Other(e.into())
+    }
+}
+
+impl From<ValidationError> for Refused {
+    fn from(e: ValidationError) -> Self {
+        Refused::Other(e.into())
+    }
+}
+
+impl Refused {
+    fn reply(self, event: Event) -> Result<Response, ApiError> {
+        match self {
+            Refused::Full(full) => {
+                tracing::warn!(event = event.name(), reason = %full, "a Claude Code hook call was handed back: the pending budget is full");
+                Ok(respond_with(ask(
+                    event,
+                    format!("imrelay cannot relay this now: {full}"),
+                )))
+            }
+            Refused::Other(e) => Err(e),
+        }
+    }
 }
 
 /// Waits for the answer to `id` (or the hook's timeout, or shutdown) and builds the reply.
@@ -487,8 +549,9 @@ async fn create_generation(
     state: &AppState,
     event: Event,
     base: &str,
+    owner: &str,
     new: NewInteraction,
-) -> Result<(Arc<Interaction>, Attached), ApiError> {
+) -> Result<(Arc<Interaction>, Attached), Refused> {
     let store = state.registry.store();
     let key = latest_key(base);
     let remembered = store
@@ -512,10 +575,13 @@ async fn create_generation(
         }
         match state
             .registry
-            .create(NewInteraction {
-                id: Some(id),
-                ..new.clone()
-            })
+            .create_for(
+                NewInteraction {
+                    id: Some(id),
+                    ..new.clone()
+                },
+                Some(owner),
+            )
             .await
         {
             Ok(c) if c.interaction.is_pending() || c.created => {

@@ -22,6 +22,7 @@ use super::sessions::Table;
 use super::tools::{self, Caller, Refusal, Told};
 use crate::interaction::{Interaction, Registry, RegistryError, Resolution, clip, now};
 use crate::metrics::Metrics;
+use crate::wire::Principal;
 
 /// Longest agent label kept (the registry's limit for `agent`).
 const MAX_AGENT_CHARS: usize = 200;
@@ -199,6 +200,16 @@ fn caller(ctx: &RequestContext<RoleServer>) -> Caller {
     Caller { agent, session }
 }
 
+/// Whom a call's pending interaction counts against: the agent token its HTTP request came
+/// with, as for every other way of asking ([`Principal::owner`]).
+fn owner_of(ctx: &RequestContext<RoleServer>) -> String {
+    ctx.extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|p| p.extensions.get::<Principal>().copied())
+        .unwrap_or(Principal::Local)
+        .owner()
+}
+
 /// The `Mcp-Session-Id` of a request.
 fn session_of(ctx: &RequestContext<RoleServer>) -> Option<&str> {
     ctx.extensions
@@ -316,8 +327,15 @@ impl ServerHandler for Relay {
             Err(Refusal(message)) => return Ok(tool_error(message)),
         };
         let keyed = new.id.is_some();
-        let created = match self.registry.create(new).await {
+        let created = match self.registry.create_for(new, Some(&owner_of(&ctx))).await {
             Ok(created) => created,
+            // Nothing was written: the model reads why, and may try again later.
+            Err(RegistryError::Full(full)) => {
+                return Ok(tool_error(format!(
+                    "imrelay cannot ask anyone now: {full}. Nothing was asked; do not go ahead \
+                     as if approved."
+                )));
+            }
             Err(RegistryError::Invalid(e)) => {
                 return Ok(tool_error(match which {
                     Which::Ask => tools::ask_field(&e),

@@ -21,6 +21,35 @@ pub enum Principal {
     Local,
 }
 
+impl Principal {
+    /// The name its pending interactions are counted under (the registry's per-owner
+    /// budget): `token:` and the start of the token's SHA-256 (never the token), or `local`.
+    /// The same on every entry point (the API, the hook endpoint, MCP), so an agent token
+    /// has one budget however it asks.
+    pub fn owner(&self) -> String {
+        match self {
+            Principal::Token(d) => format!("token:{}", hex::encode(&d[..8])),
+            Principal::Local => "local".to_string(),
+        }
+    }
+}
+
+/// The principal the token check left in the request (`Local` on a route without one).
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Principal {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _: &S,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(parts
+            .extensions
+            .get::<Principal>()
+            .copied()
+            .unwrap_or(Principal::Local))
+    }
+}
+
 impl std::fmt::Debug for Principal {
     // The digest stays out of logs: it names a secret.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -125,3 +125,189 @@ async fn a_listing_is_bounded_in_bytes_and_pages_on_with_its_cursor() {
     let all: Vec<String> = (0..10).map(|n| format!("big-{n}")).collect();
     assert_eq!(seen, all, "every interaction listed once");
 }
+
+/// A Claude Code hook body for `event` with a 900 KB command.
+fn big_hook(event: &str, tool_use_id: &str) -> Value {
+    json!({"session_id": "s-budget", "cwd": "/tmp", "hook_event_name": event,
+           "tool_name": "Bash", "tool_input": {"command": "x".repeat(900_000)},
+           "tool_use_id": tool_use_id})
+}
+
+/// Opens an MCP session with `token`; its id.
+async fn mcp_session(app: &crate::support::TestApp, token: &str) -> String {
+    use crate::support::{mcp_session, post_mcp};
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "budget-test", "version": "1"}}});
+    let resp = post_mcp(app, Some(token), &init.to_string(), None).await;
+    assert!(resp.status().is_success(), "{}", resp.status());
+    let session = mcp_session(&resp);
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    post_mcp(app, Some(token), &initialized.to_string(), Some(&session)).await;
+    session
+}
+
+/// Calls `request_approval` with 900 KB of details in `session`; the JSON-RPC response.
+async fn big_approval(
+    app: &crate::support::TestApp,
+    token: &str,
+    session: &str,
+    id: &str,
+) -> Value {
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "request_approval", "arguments": {"action": "Run it", "id": id,
+        "tool": "Bash", "details": {"command": "x".repeat(900_000)}}}});
+    let resp = crate::support::post_mcp(app, Some(token), &call.to_string(), Some(session)).await;
+    let text = resp.text().await.expect("body");
+    text.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .chain(serde_json::from_str::<Value>(&text).ok())
+        .find(|m| m["id"] == 2)
+        .unwrap_or_else(|| {
+            panic!(
+                "no response to the call in {}",
+                &text[..text.len().min(500)]
+            )
+        })
+}
+
+#[tokio::test]
+async fn hook_and_mcp_creations_count_against_the_agent_tokens_budget() {
+    use crate::support::eventually;
+    let mib = 1024 * 1024;
+    let app = spawn_with(|s| {
+        s.auth.agent_tokens = vec![Secret::new(AGENT_A), Secret::new(AGENT_B)];
+        s.auth.operator_tokens = vec![Secret::new(OPERATOR)];
+        s.interactions.max_pending_bytes = 64 * mib;
+        s.interactions.max_pending_bytes_per_token = 2 * mib;
+    })
+    .await;
+    let api = |token: &'static str, id: &str| {
+        let body = json!({"id": id, "tool_name": "Bash",
+                          "input": {"command": "x".repeat(900_000)}});
+        let req = app
+            .client
+            .post(app.url("/v1/interactions"))
+            .bearer_auth(token)
+            .json(&body);
+        async move { split(req.send().await.expect("sent")).await }
+    };
+    let hook = |token: &'static str, body: Value| {
+        let req = app
+            .client
+            .post(app.url("/v1/hooks/claude-code"))
+            .bearer_auth(token)
+            .json(&body);
+        tokio::spawn(async move { split(req.send().await.expect("sent")).await })
+    };
+    let pending = || async {
+        let (_, list) = split(
+            app.client
+                .get(app.url("/v1/interactions?status=pending"))
+                .bearer_auth(OPERATOR)
+                .send()
+                .await
+                .expect("sent"),
+        )
+        .await;
+        let mut ids: Vec<String> = list["interactions"]
+            .as_array()
+            .expect("a list")
+            .iter()
+            .map(|i| i["id"].as_str().unwrap_or("").to_string())
+            .collect();
+        ids.sort();
+        ids
+    };
+
+    // A uses its share through the API.
+    for id in ["a1", "a2"] {
+        let (status, body) = api(AGENT_A, id).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+    // Then the hook cannot add to it: Claude Code is handed the decision back at once,
+    // with why, and nothing is written.
+    let (status, out) = hook(AGENT_A, big_hook("PreToolUse", "toolu_over"))
+        .await
+        .unwrap();
+    assert_eq!(status, StatusCode::OK, "{out}");
+    assert_eq!(
+        out["hookSpecificOutput"]["permissionDecision"], "ask",
+        "{out}"
+    );
+    let reason = out["hookSpecificOutput"]["permissionDecisionReason"]
+        .as_str()
+        .unwrap_or("");
+    assert!(reason.contains("max_pending_bytes_per_token"), "{reason}");
+    let (status, out) = hook(AGENT_A, big_hook("PermissionRequest", ""))
+        .await
+        .unwrap();
+    assert_eq!((status, out), (StatusCode::OK, json!({})));
+    // Nor can MCP: a tool error that says why, nothing written.
+    let session = mcp_session(&app, AGENT_A).await;
+    let answer = big_approval(&app, AGENT_A, &session, "mcp-over").await;
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    let said = answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or("");
+    assert!(said.contains("max_pending_bytes_per_token"), "{said}");
+    assert_eq!(pending().await, ["a1", "a2"]);
+
+    // B asks through the hook and MCP; those count in B's share, so the API refuses B's
+    // third 900 KB request.
+    let waiting_hook = hook(AGENT_B, big_hook("PreToolUse", "toolu_b"));
+    let session_b = mcp_session(&app, AGENT_B).await;
+    let waiting_call = {
+        let app_url = app.url("/mcp");
+        let client = app.client.clone();
+        let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "request_approval", "arguments": {"action": "Run it", "id": "mcp-b",
+            "tool": "Bash", "details": {"command": "x".repeat(900_000)}}}});
+        let session = session_b.clone();
+        tokio::spawn(async move {
+            client
+                .post(app_url)
+                .bearer_auth(AGENT_B)
+                .header("Content-Type", "application/json")
+                .header("Accept", "application/json, text/event-stream")
+                .header("Mcp-Session-Id", session)
+                .header("MCP-Protocol-Version", "2025-06-18")
+                .body(call.to_string())
+                .send()
+                .await
+                .expect("sent")
+                .text()
+                .await
+                .expect("body")
+        })
+    };
+    eventually("B's hook call and MCP call are pending", || async {
+        (pending().await.len() == 4).then_some(())
+    })
+    .await;
+    assert_eq!(pending().await, ["a1", "a2", "mcp-b", "toolu_b"]);
+    let (status, body) = api(AGENT_B, "b-third").await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    assert_eq!(body["error"]["code"], "pending_quota", "{body}");
+    // Answered, they release B's share.
+    for id in ["toolu_b", "mcp-b"] {
+        let (status, body) = split(
+            app.client
+                .post(app.url(&format!("/v1/interactions/{id}/respond")))
+                .bearer_auth(OPERATOR)
+                .json(&json!({"decision": "allow", "by": "ann"}))
+                .send()
+                .await
+                .expect("sent"),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+    let (status, out) = waiting_hook.await.unwrap();
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(out["hookSpecificOutput"]["permissionDecision"], "allow");
+    assert!(waiting_call.await.unwrap().contains("\"approved\":true"));
+    let (status, body) = api(AGENT_B, "b-third").await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+}
