@@ -243,7 +243,10 @@ pub async fn create(
             Ok(json_response(status, &created.interaction))
         }
         Some(secs) => {
-            let i = wait_for(&state, &created.interaction.id, secs).await?;
+            // Waited on by id: the request's input stays with the store while it waits.
+            let id = created.interaction.id.clone();
+            drop((created, body.input, body.schema));
+            let i = wait_for(&state, &id, secs).await?;
             Ok(outcome_response(&i))
         }
     }

@@ -20,9 +20,12 @@ use super::McpSettings;
 use super::calls::{Call, Calls};
 use super::sessions::Table;
 use super::tools::{self, Caller, Refusal, Told};
-use crate::interaction::{Interaction, Registry, RegistryError, Resolution, clip, now};
+use crate::interaction::{
+    Interaction, InteractionId, Registry, RegistryError, Resolution, clip, now,
+};
 use crate::metrics::Metrics;
 use crate::wire::Principal;
+use jiff::Timestamp;
 
 /// Longest agent label kept (the registry's limit for `agent`).
 const MAX_AGENT_CHARS: usize = 200;
@@ -351,9 +354,14 @@ impl ServerHandler for Relay {
             }
             Err(e) => return Err(unavailable(&e)),
         };
-        let resolved = self
-            .wait(&created.interaction, keyed, &caller, &ctx, &closed)
-            .await?;
+        let resolved = if created.interaction.is_pending() {
+            // Waited on by id and times: the whole input stays with the store.
+            let awaited = Awaited::of(&created.interaction);
+            drop(created);
+            self.wait(&awaited, keyed, &caller, &ctx, &closed).await?
+        } else {
+            created.interaction
+        };
         match resolved.resolution.as_deref() {
             Some(r) => Ok(answer(which.told(&resolved, r))),
             // The wait ends only with a resolution; the store gave back something else.
@@ -376,21 +384,37 @@ fn unavailable(e: &RegistryError) -> ErrorData {
     )
 }
 
+/// What a waiting call needs of its pending interaction.
+struct Awaited {
+    id: InteractionId,
+    created_at: Timestamp,
+    deadline: Timestamp,
+    timeout_secs: u64,
+}
+
+impl Awaited {
+    fn of(i: &Interaction) -> Self {
+        Self {
+            id: i.id.clone(),
+            created_at: i.created_at,
+            deadline: i.deadline,
+            timeout_secs: i.timeout_secs,
+        }
+    }
+}
+
 impl Relay {
     /// Waits for `i` to be resolved: until a person answers, its deadline passes, the client
     /// cancels the call or closes its session (`closed` fires), or imrelay shuts down. Sends
     /// progress meanwhile when asked to.
     async fn wait(
         &self,
-        i: &Arc<Interaction>,
+        i: &Awaited,
         keyed: bool,
         caller: &Caller,
         ctx: &RequestContext<RoleServer>,
         closed: &CancellationToken,
     ) -> Result<Arc<Interaction>, ErrorData> {
-        if !i.is_pending() {
-            return Ok(i.clone());
-        }
         let call = self.calls.join(&i.id);
         let remaining = i
             .deadline
@@ -441,7 +465,7 @@ impl Relay {
     async fn abandoned(
         &self,
         call: Call,
-        i: &Interaction,
+        i: &Awaited,
         keyed: bool,
         caller: &Caller,
         why: Ended,
@@ -483,7 +507,7 @@ impl Relay {
 }
 
 /// A progress notification for a wait on `i`: seconds waited of its timeout.
-fn progress_of(i: &Interaction, token: rmcp::model::ProgressToken) -> ProgressNotificationParam {
+fn progress_of(i: &Awaited, token: rmcp::model::ProgressToken) -> ProgressNotificationParam {
     let waited_ms = now()
         .as_millisecond()
         .saturating_sub(i.created_at.as_millisecond())

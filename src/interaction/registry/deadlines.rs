@@ -120,7 +120,7 @@ impl Registry {
     }
 
     async fn expire_slot(&self, slot: Arc<Slot>) {
-        let id = slot.interaction.id.clone();
+        let id = slot.id.clone();
         match self.expire(&id).await {
             Ok(_) | Err(RegistryError::NotFound(_)) => {}
             Err(e) => {

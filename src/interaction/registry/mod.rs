@@ -164,9 +164,19 @@ impl LongPoll {
     }
 }
 
+/// The most bytes ([`budget::cost`]) of a pending interaction kept whole in its slot. A
+/// bigger one (a 900 KB command, a long diff) is kept in the store alone, which has it
+/// anyway: its slot holds the id, the deadline and the waiters, and whoever needs the whole
+/// interaction (an answer, the item's endpoint) reads it from the store. A typical tool call
+/// is far below this, and is answered without a read.
+const KEEP_WHOLE_MAX: usize = 16 * 1024;
+
 /// A pending interaction held in memory, with its waiters.
 struct Slot {
-    interaction: Arc<Interaction>,
+    id: InteractionId,
+    /// The interaction, unless it is bigger than [`KEEP_WHOLE_MAX`]: then only the store has
+    /// it.
+    whole: Option<Arc<Interaction>>,
     resolved: OnceLock<Arc<Interaction>>,
     notify: Notify,
     /// Its entry in the deadline queue, removed when it resolves so the queue holds only
@@ -178,8 +188,10 @@ struct Slot {
 
 impl Slot {
     fn new(interaction: Arc<Interaction>, charge: Charge) -> Self {
+        let keep = budget::cost(&interaction) <= KEEP_WHOLE_MAX;
         Self {
-            interaction,
+            id: interaction.id.clone(),
+            whole: keep.then_some(interaction),
             resolved: OnceLock::new(),
             notify: Notify::new(),
             deadline: Mutex::new(None),
@@ -423,9 +435,16 @@ impl Registry {
             .slots
             .locked()
             .get(&interaction.id)
-            .map(|s| s.interaction.clone());
-        if let Some(existing) = local {
-            return Self::reattach(existing, &interaction);
+            .map(|s| s.whole.clone());
+        match local {
+            Some(Some(existing)) => return Self::reattach(existing, &interaction),
+            // Held here without its input: the store has the rest.
+            Some(None) => {
+                if let Some(existing) = self.inner.store.get(&interaction.id).await? {
+                    return Self::reattach(existing, &interaction);
+                }
+            }
+            None => {}
         }
         let charge = self
             .inner
@@ -617,18 +636,23 @@ impl Registry {
         }
     }
 
-    /// The current state of an interaction.
+    /// The current state of an interaction, whole: from memory where it is held there,
+    /// else from the store.
     pub async fn get(&self, id: &InteractionId) -> Result<Option<Arc<Interaction>>, RegistryError> {
         let local = self.inner.slots.locked().get(id).cloned();
-        if let Some(slot) = local {
-            return Ok(Some(
-                slot.resolved
-                    .get()
-                    .cloned()
-                    .unwrap_or_else(|| slot.interaction.clone()),
-            ));
+        if let Some(slot) = local
+            && let Some(i) = slot.resolved.get().or(slot.whole.as_ref())
+        {
+            return Ok(Some(i.clone()));
         }
         Ok(self.inner.store.get(id).await?)
+    }
+
+    /// Whether this process keeps interaction `id` whole in memory (`Some(false)`: pending
+    /// here, but only the store has its input; `None`: not pending here). For tests and
+    /// measurements of what pending interactions hold.
+    pub fn holds_whole(&self, id: &InteractionId) -> Option<bool> {
+        self.inner.slots.locked().get(id).map(|s| s.whole.is_some())
     }
 
     /// A page of interactions, newest first.

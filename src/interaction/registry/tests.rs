@@ -404,3 +404,66 @@ async fn invalid_questions_are_refused_with_the_field() {
     }
     assert_eq!(reg.pending_count(), 0);
 }
+
+#[tokio::test]
+async fn a_big_input_is_kept_by_the_store_alone_and_read_whole_when_needed() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = crate::store::SqliteStore::open(
+        dir.path().join("big.db"),
+        crate::store::Synchronous::Normal,
+    )
+    .unwrap();
+    let reg = Registry::new(Arc::new(store), RegistryConfig::default());
+    let command = "x".repeat(900_000);
+    let big = NewInteraction {
+        id: Some("big".into()),
+        ..NewInteraction::new("Bash", obj(json!({"command": command})))
+    };
+    let id = reg
+        .create(big.clone())
+        .await
+        .unwrap()
+        .interaction
+        .id
+        .clone();
+    let small = reg
+        .create(bash("small"))
+        .await
+        .unwrap()
+        .interaction
+        .id
+        .clone();
+    // The small one is held whole; the big one by its id, deadline and waiters alone.
+    assert_eq!(reg.holds_whole(&small), Some(true));
+    assert_eq!(reg.holds_whole(&id), Some(false));
+    // Its whole input is read from the store when asked for, and it re-attaches as before.
+    let got = reg.get(&id).await.unwrap().unwrap();
+    assert_eq!(got.input.map()["command"], command.as_str());
+    assert!(!reg.create(big.clone()).await.unwrap().created);
+    let mut other = big;
+    other.input = obj(json!({"command": "ls"}));
+    other.input_text = None;
+    assert!(matches!(
+        reg.create(other).await,
+        Err(RegistryError::Conflict(_))
+    ));
+    // A waiter gets the whole answer: an allow hands back the input exactly.
+    let waiter = tokio::spawn({
+        let (reg, id) = (reg.clone(), id.clone());
+        async move { reg.wait(&id, Duration::from_secs(30)).await }
+    });
+    tokio::task::yield_now().await;
+    reg.respond(&id, Answer::allow(), Responder::new("a", Via::api()))
+        .await
+        .unwrap();
+    let resolved = waiter.await.unwrap().unwrap().expect("resolved");
+    match resolved.resolution.as_ref().unwrap().permission() {
+        Some(crate::interaction::PermissionResult::Allow { updated_input, .. }) => {
+            assert_eq!(updated_input.as_json().len(), got.input.as_json().len());
+            assert_eq!(updated_input.map()["command"], command.as_str());
+        }
+        other => panic!("not an allow: {other:?}"),
+    }
+    assert_eq!(reg.holds_whole(&id), None);
+    assert!(reg.pending_bytes() > 0, "the small one is still counted");
+}
