@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiPath, ApiQuery};
+use super::summary::Summary;
 use crate::interaction::{
     FORM_TOOL, Form, Interaction, InteractionId, NewInteraction, RegistryError, Responder,
     ValidationError,
@@ -34,9 +35,13 @@ pub(crate) const MAX_WAIT_SECS: u64 = 60;
 pub(crate) const DEFAULT_WAIT_SECS: u64 = 25;
 const DEFAULT_PAGE: usize = 50;
 const MAX_PAGE: usize = 500;
-/// Most bytes of interactions in one listing: past it the page ends early, with a
-/// `next_cursor` for the rest (a page holds at least one interaction, whatever its size).
+/// Most bytes of summaries in one listing: past it the page ends early, with a
+/// `next_cursor` for the rest (a page holds at least one interaction).
 pub(crate) const MAX_LIST_BYTES: usize = 4 * 1024 * 1024;
+/// About how many bytes of whole interactions a listing may read from the store to
+/// summarize: past it the page ends early too. So a page of 500 interactions with 900 KB
+/// inputs reads about 8 MB, not 450.
+const MAX_LOAD_BYTES: usize = 8 * 1024 * 1024;
 
 /// What `POST /v1/interactions` asks for: a tool call (`approval`, the default, or
 /// `question` for `AskUserQuestion`; both follow from `tool_name`), a `form`, or a free-text
@@ -298,13 +303,15 @@ pub async fn list(
             status: params.status.unwrap_or(StatusFilter::All),
             limit,
             after,
+            max_bytes: Some(MAX_LOAD_BYTES),
         })
         .await?;
     Ok(list_response(page.interactions, page.next))
 }
 
-/// The body of a listing: the interactions, as many as fit in [`MAX_LIST_BYTES`] (at least
-/// one, whatever its size), and the cursor after the last one listed when more remain.
+/// The body of a listing: each interaction's [`Summary`], as many as fit in
+/// [`MAX_LIST_BYTES`] (at least one), and the cursor after the last one listed when more
+/// remain.
 fn list_response(items: Vec<Arc<Interaction>>, next: Option<Cursor>) -> Response {
     let mut body = Vec::with_capacity(4096);
     body.extend_from_slice(b"{\"interactions\":[");
@@ -316,7 +323,7 @@ fn list_response(items: Vec<Arc<Interaction>>, next: Option<Cursor>) -> Response
             body.push(b',');
         }
         // An interaction always serializes (its input is JSON text already checked).
-        if serde_json::to_writer(&mut body, &**i).is_err() {
+        if serde_json::to_writer(&mut body, &Summary(i)).is_err() {
             body.truncate(start);
             continue;
         }

@@ -28,6 +28,7 @@ pub mod hooks;
 pub mod inbox;
 pub mod server;
 pub mod sse;
+mod summary;
 
 pub use crate::wire::{MAX_BODY_BYTES, error, extract};
 

@@ -84,17 +84,23 @@ async fn pending_bytes_are_bounded_per_token_and_in_all() {
 }
 
 #[tokio::test]
-async fn a_listing_is_bounded_in_bytes_and_pages_on_with_its_cursor() {
-    let app = crate::support::spawn_app().await;
-    for n in 0..10 {
-        let body = json!({"id": format!("big-{n}"), "tool_name": "Bash",
-                          "input": {"command": "x".repeat(900_000)}});
+async fn a_listing_of_huge_items_stays_under_its_byte_bound_and_pages_on() {
+    use imrelay::store::{SqliteStore, Store, Synchronous};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> =
+        Arc::new(SqliteStore::open(dir.path().join("list.db"), Synchronous::Normal).unwrap());
+    let app = crate::support::spawn_on(crate::support::settings(), store).await;
+    let count = 12;
+    for n in 0..count {
+        let body = json!({"id": format!("big-{n:02}"), "tool_name": "Bash", "title": "t".repeat(5000),
+                          "input": {"command": format!("{n} {}", "x".repeat(900_000))}});
         let (status, reply) = app.post("/v1/interactions", &body).await;
         assert_eq!(status, StatusCode::CREATED, "{reply}");
     }
     let mut seen = Vec::new();
     let mut cursor: Option<String> = None;
-    for _ in 0..10 {
+    for _ in 0..count + 1 {
         let mut url = app.url("/v1/interactions?status=pending&limit=500");
         if let Some(c) = &cursor {
             url.push_str(&format!("&cursor={c}"));
@@ -102,28 +108,47 @@ async fn a_listing_is_bounded_in_bytes_and_pages_on_with_its_cursor() {
         let resp = app.client.get(url).send().await.expect("sent");
         assert_eq!(resp.status(), StatusCode::OK);
         let bytes = resp.bytes().await.expect("body");
-        // 4 MiB of interactions at most (here: four of them), never all ten at once.
-        assert!(
-            bytes.len() <= 4 * 1024 * 1024 + 1024,
-            "{} bytes",
-            bytes.len()
-        );
         let page: Value = serde_json::from_slice(&bytes).expect("JSON");
         let items = page["interactions"].as_array().expect("a list");
+        // A summary of each: a few KB an item, never the 900 KB inputs.
         assert!(
-            !items.is_empty() && items.len() < 10,
-            "{} items",
+            bytes.len() <= items.len().max(1) * 8 * 1024,
+            "{} bytes for {} items",
+            bytes.len(),
             items.len()
         );
-        seen.extend(items.iter().map(|i| i["id"].as_str().unwrap().to_string()));
+        for i in items {
+            assert_eq!(i["truncated"], true, "{i}");
+            let id = i["id"].as_str().unwrap();
+            let n: usize = id[4..].parse().unwrap();
+            let whole = format!("{n} {}", "x".repeat(900_000));
+            assert_eq!(
+                i["input_bytes"],
+                json!({"command": whole}).to_string().len()
+            );
+            let shown = i["input"]["command"].as_str().unwrap();
+            assert!(shown.ends_with('…') && whole.starts_with(shown.trim_end_matches('…')));
+            assert!(i["title"].as_str().unwrap().len() < 5000);
+            seen.push(id.to_string());
+        }
         match page["next_cursor"].as_str() {
             Some(c) => cursor = Some(c.to_string()),
             None => break,
         }
     }
+    // The store reads about 8 MB of whole interactions for a page: these twelve take two.
+    assert!(cursor.is_some(), "one page held everything");
     seen.sort();
-    let all: Vec<String> = (0..10).map(|n| format!("big-{n}")).collect();
+    let all: Vec<String> = (0..count).map(|n| format!("big-{n:02}")).collect();
     assert_eq!(seen, all, "every interaction listed once");
+    // The whole interaction is at its own endpoint.
+    let (status, i) = app.get("/v1/interactions/big-03").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        i["input"]["command"],
+        format!("3 {}", "x".repeat(900_000)).as_str()
+    );
+    assert!(i.get("truncated").is_none());
 }
 
 /// A Claude Code hook body for `event` with a 900 KB command.

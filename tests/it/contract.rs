@@ -88,6 +88,7 @@ pub async fn contract(store: Arc<dyn Store>) {
             status: StatusFilter::Pending,
             limit: 3,
             after: None,
+            max_bytes: None,
         })
         .await
         .unwrap();
@@ -98,16 +99,46 @@ pub async fn contract(store: Arc<dyn Store>) {
             status: StatusFilter::Pending,
             limit: 3,
             after: next,
+            max_bytes: None,
         })
         .await
         .unwrap();
     assert_eq!(page2.interactions.len(), 2);
     assert!(page2.next.is_none());
+    // A page bounded in bytes holds at least one interaction and pages on after its last;
+    // paging through sees each once, in order.
+    let mut after = None;
+    let mut by_bytes = Vec::new();
+    for _ in 0..10 {
+        let page = store
+            .list(&ListQuery {
+                status: StatusFilter::Pending,
+                limit: 3,
+                after: after.clone(),
+                max_bytes: Some(1),
+            })
+            .await
+            .unwrap();
+        assert!(page.interactions.len() <= 3);
+        if page.next.is_some() {
+            assert!(
+                !page.interactions.is_empty(),
+                "a page with a next holds one"
+            );
+        }
+        by_bytes.extend(page.interactions.iter().map(|i| i.id.to_string()));
+        match page.next {
+            Some(n) => after = Some(n),
+            None => break,
+        }
+    }
+    assert_eq!(by_bytes, ["c-p4", "c-p3", "c-p2", "c-p1", "c-p0"]);
     let resolved_only = store
         .list(&ListQuery {
             status: StatusFilter::Resolved,
             limit: 10,
             after: None,
+            max_bytes: None,
         })
         .await
         .unwrap();

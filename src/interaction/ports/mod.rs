@@ -267,6 +267,11 @@ pub struct ListQuery {
     pub limit: usize,
     /// Continue after this position.
     pub after: Option<Cursor>,
+    /// About how many bytes of stored interactions (their JSON text) the page may load: a
+    /// store that reads them from elsewhere ends the page once it holds more, after at least
+    /// one interaction, with `next` after the last one it holds. `None`: `limit` alone. A
+    /// store that keeps them in memory anyway may ignore it.
+    pub max_bytes: Option<usize>,
 }
 
 /// One page of a listing, newest first.
@@ -279,6 +284,14 @@ pub struct Page {
 }
 
 impl Page {
+    /// A page that ended early (at [`ListQuery::max_bytes`]): more may follow its last item.
+    pub fn cut_short(items: Vec<Arc<Interaction>>) -> Self {
+        Self {
+            next: items.last().map(|i| Cursor::after(i)),
+            interactions: items,
+        }
+    }
+
     /// The page of at most `limit` interactions out of `items`, a newest-first listing that
     /// was asked for one more than `limit`: that extra one, if there, says a next page exists.
     pub fn from_overfetch(mut items: Vec<Arc<Interaction>>, limit: usize) -> Self {

@@ -365,7 +365,8 @@ impl InteractionStore for PostgresStore {
         let limit = i64::try_from(query.limit).unwrap_or(i64::MAX - 1) + 1;
         // The conditions are written out (not switched off by NULL parameters) so that the
         // plan of each variant can use the index that fits it.
-        let mut sql = String::from("SELECT doc, resolution FROM {s}.interactions WHERE true");
+        let mut sql =
+            String::from("SELECT doc, resolution, created_at, id FROM {s}.interactions WHERE true");
         let mut params: Vec<&(dyn ToSql + Sync)> = vec![&limit];
         if let Some(status) = &status {
             params.push(status);
@@ -381,12 +382,43 @@ impl InteractionStore for PostgresStore {
             ));
         }
         sql.push_str(" ORDER BY created_at DESC, id DESC LIMIT $1");
+        let max = query
+            .max_bytes
+            .map(|m| i64::try_from(m).unwrap_or(i64::MAX));
+        if let Some(max) = &max {
+            // Only the rows whose predecessors on the page hold at most `max` bytes leave the
+            // server (the first always does): the page's newest rows are sized there, and
+            // the rest are never sent.
+            params.push(max);
+            sql = format!(
+                "SELECT doc, resolution, upto > ${n} FROM (
+                     SELECT doc, resolution, created_at, id, own,
+                            sum(own) OVER (ORDER BY created_at DESC, id DESC) AS upto
+                     FROM (SELECT doc, resolution, created_at, id,
+                                  octet_length(doc::text)
+                                      + coalesce(octet_length(resolution::text), 0) AS own
+                           FROM ({sql}) newest) sized_rows
+                 ) sized
+                 WHERE upto - own <= ${n}
+                 ORDER BY created_at DESC, id DESC",
+                n = params.len()
+            );
+        }
         let client = self.client().await?;
         let found = rows(&client, &self.sql(&sql), &params).await?;
         let items = found
             .iter()
             .map(|r| decode(r, 0))
             .collect::<Result<Vec<_>, _>>()?;
+        let beyond = max.is_some()
+            && found
+                .last()
+                .map(|r| col::<bool>(r, 2))
+                .transpose()?
+                .unwrap_or(false);
+        if beyond && items.len() <= query.limit {
+            return Ok(Page::cut_short(items));
+        }
         Ok(Page::from_overfetch(items, query.limit))
     }
 

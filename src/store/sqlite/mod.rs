@@ -430,9 +430,15 @@ impl InteractionStore for SqliteStore {
                 .query_map(rusqlite::params_from_iter(args.iter()), read_interaction)
                 .map_err(unavailable)?;
             let mut out = Vec::new();
+            let mut loaded = 0usize;
             for row in rows {
                 let (doc, res) = row.map_err(unavailable)?;
+                loaded = loaded.saturating_add(doc.len() + res.as_ref().map_or(0, String::len));
                 out.push(Arc::new(decode(&doc, res.as_deref())?));
+                // Rows are read one at a time: stop once the page holds its bytes.
+                if query.max_bytes.is_some_and(|max| loaded > max) && out.len() <= query.limit {
+                    return Ok(Page::cut_short(out));
+                }
             }
             Ok(Page::from_overfetch(out, query.limit))
         })
