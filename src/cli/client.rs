@@ -315,6 +315,16 @@ pub(crate) struct Remote {
     http: reqwest::Client,
 }
 
+/// One interaction of a listing.
+#[derive(Debug)]
+pub struct Listed {
+    /// The interaction; its input is a preview when [`Listed::truncated`].
+    pub interaction: Interaction,
+    /// Whether the listing cut something of it (a big input): the whole is at
+    /// `GET /v1/interactions/{id}`.
+    pub truncated: bool,
+}
+
 impl Remote {
     /// A client for `args`, falling back on the configuration for the URL.
     pub fn new(args: &RemoteArgs, config: Option<&std::path::Path>) -> anyhow::Result<Remote> {
@@ -421,8 +431,10 @@ impl Remote {
         parse_interaction(body)
     }
 
-    /// Every pending interaction, oldest first.
-    pub async fn pending(&self) -> Result<Vec<Interaction>, ClientError> {
+    /// Every pending interaction as a listing summarizes it, oldest first: an interaction
+    /// with a big input comes with a preview of it (see [`Listed::truncated`]); [`Remote::get`]
+    /// reads it whole.
+    pub async fn pending(&self) -> Result<Vec<Listed>, ClientError> {
         let mut all = Vec::new();
         let mut cursor: Option<String> = None;
         for _ in 0..MAX_PAGES {
@@ -442,14 +454,21 @@ impl Remote {
                 }
             };
             for item in page {
-                all.push(parse_interaction(item)?);
+                let truncated = item["truncated"].as_bool().unwrap_or(false);
+                all.push(Listed {
+                    interaction: parse_interaction(item)?,
+                    truncated,
+                });
             }
             match body["next_cursor"].as_str() {
                 Some(c) => cursor = Some(c.to_string()),
                 None => break,
             }
         }
-        all.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+        all.sort_by(|a, b| {
+            let (a, b) = (&a.interaction, &b.interaction);
+            (a.created_at, &a.id).cmp(&(b.created_at, &b.id))
+        });
         Ok(all)
     }
 

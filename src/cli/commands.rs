@@ -6,7 +6,7 @@ use std::io::Write;
 
 use serde_json::{Map, Value};
 
-use super::client::{ClientError, Remote, RemoteArgs, exit};
+use super::client::{ClientError, Listed, Remote, RemoteArgs, exit};
 use super::view::{self, Painter};
 use crate::channels::present::visible_line;
 use crate::interaction::Answer;
@@ -140,17 +140,14 @@ pub fn pending(args: PendingArgs, config: Option<&std::path::Path>) -> i32 {
     };
     let mut out = std::io::stdout().lock();
     let written = if args.json {
-        let list: Vec<Value> = list.iter().map(json_view).collect();
-        serde_json::to_string_pretty(&list)
-            .map_err(std::io::Error::other)
-            .and_then(|text| writeln!(out, "{}", escape_json_invisible(&text)))
+        json_list(&remote, &list, &mut out)
     } else if list.is_empty() {
         writeln!(out, "Nothing is waiting for an answer.")
     } else {
         let now = jiff::Timestamp::now();
         let width = list
             .iter()
-            .map(|i| i.id.as_str().len())
+            .map(|l| l.interaction.id.as_str().len())
             .max()
             .unwrap_or(2)
             .max(2);
@@ -159,7 +156,8 @@ pub fn pending(args: PendingArgs, config: Option<&std::path::Path>) -> i32 {
             "{:<width$}  {:<8}  {:>8}  {:<14}  WHAT",
             "ID", "KIND", "LEFT", "AGENT"
         );
-        for i in &list {
+        for l in &list {
+            let i = &l.interaction;
             result = result.and_then(|_| writeln!(out, "{}", view::row(i, width, now)));
         }
         result
@@ -172,6 +170,33 @@ pub fn pending(args: PendingArgs, config: Option<&std::path::Path>) -> i32 {
             exit::ERROR
         }
     }
+}
+
+/// `pending --json`: every pending interaction whole, as a pretty JSON array. One the
+/// listing cut is read whole on its own, and each is written as it comes, so the whole
+/// inputs are never all in memory at once.
+fn json_list(remote: &Remote, list: &[Listed], out: &mut impl Write) -> std::io::Result<()> {
+    if list.is_empty() {
+        return writeln!(out, "[]");
+    }
+    let rt = runtime()?;
+    writeln!(out, "[")?;
+    for (n, l) in list.iter().enumerate() {
+        let whole;
+        let i = if l.truncated {
+            whole = rt
+                .block_on(remote.get(l.interaction.id.as_str()))
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
+            &whole
+        } else {
+            &l.interaction
+        };
+        let text = serde_json::to_string_pretty(&json_view(i)).map_err(std::io::Error::other)?;
+        let indented = text.lines().collect::<Vec<_>>().join("\n  ");
+        let sep = if n + 1 < list.len() { "," } else { "" };
+        writeln!(out, "  {}{sep}", escape_json_invisible(&indented))?;
+    }
+    writeln!(out, "]")
 }
 
 /// `imrelay show ID [--json]`

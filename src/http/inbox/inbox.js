@@ -1005,8 +1005,17 @@ async function loadRecent() {
     const resp = await fetch("/v1/interactions?status=resolved&limit=" + RECENT_MAX, { headers: authHeaders() });
     if (!resp.ok) return;
     const data = await resp.json();
-    for (const i of (data.interactions || []).slice().reverse()) resolved(i);
+    for (const i of (data.interactions || []).slice().reverse()) resolved(i.truncated ? await whole(i) : i);
   } catch (_) { /* the stream reports connectivity */ }
+}
+
+// A listing summarizes an interaction with a big input (`truncated`): the card shows what
+// was approved or edited from the whole one, read from its own endpoint.
+async function whole(i) {
+  try {
+    const r = await fetch("/v1/interactions/" + encodeURIComponent(i.id), { headers: authHeaders() });
+    return r.ok ? await r.json() : i;
+  } catch (_) { return i; }
 }
 
 async function connect() {
