@@ -8,6 +8,8 @@ a bounded time, and stops the server. Standard library only.
 
     python3 benches/hardening.py bodies --imrelay target/release/imrelay
     python3 benches/hardening.py pending --imrelay target/release/imrelay
+    python3 benches/hardening.py pending --imrelay target/release/imrelay --store sqlite \
+        --count 4000 --budget-bytes 8589934592 --connections 4
     python3 benches/hardening.py choices --imrelay target/release/imrelay
 
 See BENCHMARKS.md ("Hardening, round 2") for the figures and the machine they came from.
@@ -316,30 +318,67 @@ def run_choices(args):
 
 def run_pending(args):
     """Pending interactions with big inputs: how many were created, the server's RSS, and
-    the bytes of one listing of 500."""
+    one listing of 500: its bytes, its items, and the server's RSS while it was made (sampled
+    every 20 ms) and after."""
     report = {}
-    with Server(args.imrelay) as server:
+    env = {"IMRELAY__STORE__BACKEND": args.store}
+    if args.budget_bytes:
+        env["IMRELAY__INTERACTIONS__MAX_PENDING_BYTES"] = str(args.budget_bytes)
+        env["IMRELAY__INTERACTIONS__MAX_PENDING_BYTES_PER_TOKEN"] = str(args.budget_bytes)
+    with Server(args.imrelay, env=env) as server:
         before = server.rss()
         statuses = {}
-        for n in range(args.count):
+        lock = threading.Lock()
+        started = time.time()
+
+        def create(n):
             body = {"id": f"big-{n}", "tool_name": "Bash",
-                    "input": {"command": "x" * args.input_bytes}}
+                    "input": {"command": f"{n} " + "x" * args.input_bytes}}
             status, _, reply = post_json(server, "/v1/interactions", body)
-            statuses[status] = statuses.get(status, 0) + 1
-            if status != 201 and "refused_first_at" not in report:
-                report["refused_first_at"] = n
-                report["refusal"] = json.loads(reply).get("error")
+            with lock:
+                statuses[status] = statuses.get(status, 0) + 1
+                if status != 201 and "refusal" not in report:
+                    report["refused_first_at"] = n
+                    report["refusal"] = json.loads(reply).get("error")
+
+        def worker(k):
+            for n in range(k, args.count, args.connections):
+                create(n)
+
+        threads = [threading.Thread(target=worker, args=(k,)) for k in range(args.connections)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        report["store"] = args.store
         report["created"] = statuses
+        report["create_seconds"] = round(time.time() - started, 1)
         report["rss_before_mb"] = round(before, 1)
+        time.sleep(2)
         report["rss_pending_mb"] = round(server.rss(), 1)
+        peak = [server.rss()]
+        done = threading.Event()
+
+        def sample():
+            while not done.is_set():
+                peak[0] = max(peak[0], server.rss())
+                time.sleep(0.02)
+
+        sampler = threading.Thread(target=sample)
+        sampler.start()
         started = time.time()
         with urllib.request.urlopen(
             server.url("/v1/interactions?status=pending&limit=500"), timeout=300
         ) as r:
             listing = r.read()
-        report["listing_bytes"] = len(listing)
-        report["listing_items"] = len(json.loads(listing)["interactions"])
         report["listing_seconds"] = round(time.time() - started, 2)
+        done.set()
+        sampler.join()
+        page = json.loads(listing)
+        report["listing_bytes"] = len(listing)
+        report["listing_items"] = len(page["interactions"])
+        report["listing_next_cursor"] = page.get("next_cursor") is not None
+        report["rss_peak_during_listing_mb"] = round(peak[0], 1)
         report["rss_after_listing_mb"] = round(server.rss(), 1)
         print(json.dumps(report), flush=True)
     return report
@@ -363,6 +402,10 @@ def main():
     d.add_argument("--imrelay", required=True)
     d.add_argument("--count", type=int, default=1000)
     d.add_argument("--input-bytes", type=int, default=900_000)
+    d.add_argument("--store", default="memory", choices=["memory", "sqlite"])
+    d.add_argument("--budget-bytes", type=int, default=0,
+                   help="interactions.max_pending_bytes and _per_token (0: the defaults)")
+    d.add_argument("--connections", type=int, default=1)
     d.add_argument("--json")
     args = p.parse_args()
     # One descriptor per connection held.
