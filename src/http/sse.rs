@@ -16,8 +16,10 @@
 //! a queue of its own: each event is sent as the bytes the log encoded once for everyone,
 //! and the next one is read only when the connection takes more. A client that stops
 //! reading costs what the connection's write buffer holds; one that falls behind the
-//! replay buffer gets `reset` and the pending list. At most `server.max_event_streams`
-//! streams are open at once; more get `503 too_many_event_streams`.
+//! replay buffer gets `reset` and the pending list. A snapshot holds the pending
+//! interactions' ids and reads each one as it sends it, so a stream never holds every pending
+//! input at once. At most `server.max_event_streams` streams are open at once; more get
+//! `503 too_many_event_streams`.
 
 use std::collections::{HashSet, VecDeque};
 use std::convert::Infallible;
@@ -149,8 +151,10 @@ struct Stream {
     sub: Subscription,
     /// Chunks ready to go (at most one event's: its shared body and its id line).
     ready: VecDeque<Bytes>,
-    /// A snapshot being sent: the interactions left, and the id its last one carries.
-    snapshot: VecDeque<Arc<Interaction>>,
+    /// A snapshot being sent: the ids of the interactions left (each is read when it is
+    /// sent, so a stream never holds every pending input at once), and the id its last one
+    /// carries.
+    snapshot: VecDeque<InteractionId>,
     snapshot_head: u64,
     /// Snapshot entries whose live `interaction.created` may still arrive (each is
     /// forgotten once its live event does, or its resolution).
@@ -198,7 +202,22 @@ impl Stream {
             }
             if let Some(i) = self.snapshot.pop_front() {
                 let id = self.snapshot.is_empty().then_some(self.snapshot_head);
-                return Some(created(&i, id));
+                // As it is now: one answered meanwhile comes resolved (its
+                // `interaction.resolved` follows, being after the head). One pruned since, or
+                // unreadable, is left out, unless its event carries the snapshot's id.
+                match self.registry.get(&i).await {
+                    Ok(Some(i)) => return Some(created(&i, id)),
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::warn!(id = %i, error = %e, "could not read a pending interaction for an event stream");
+                    }
+                }
+                if let Some(id) = id {
+                    return Some(Bytes::from(format!(
+                        ": end of the pending list\nid: {id}\n\n"
+                    )));
+                }
+                continue;
             }
             let shutdown = self.shutdown.clone();
             let next = tokio::select! {
@@ -228,7 +247,7 @@ impl Stream {
             }
         }
         let head = self.registry.events().head();
-        let pending = match self.registry.pending().await {
+        let pending = match self.registry.pending_ids().await {
             Ok(p) => p,
             Err(e) => {
                 tracing::warn!(error = %e, "could not list pending interactions for an event stream");
@@ -237,7 +256,7 @@ impl Stream {
         };
         self.sub.skip_to(head);
         self.snapshot_head = head;
-        self.in_snapshot = pending.iter().map(|i| i.id.clone()).collect();
+        self.in_snapshot = pending.iter().cloned().collect();
         self.snapshot = pending.into();
         if reset {
             let data = json!({"reason": "missed events are no longer available; the pending interactions follow"});

@@ -131,6 +131,10 @@ impl<I: Interceptor> InteractionStore for Intercepted<I> {
         self.call(Op::Pending, self.inner.pending()).await
     }
 
+    async fn pending_ids(&self) -> Result<Vec<InteractionId>, StoreError> {
+        self.call(Op::Pending, self.inner.pending_ids()).await
+    }
+
     async fn prune(&self, before: Timestamp) -> Result<u64, StoreError> {
         self.call(Op::Prune, self.inner.prune(before)).await
     }

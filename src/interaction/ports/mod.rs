@@ -385,6 +385,13 @@ pub trait InteractionStore: Send + Sync + 'static {
     /// Every pending interaction, oldest first.
     async fn pending(&self) -> Result<Vec<Arc<Interaction>>, StoreError>;
 
+    /// The ids of every pending interaction, oldest first: for a caller that reads each one
+    /// later, without holding all of them at once. A store that keeps interactions elsewhere
+    /// reads the ids alone.
+    async fn pending_ids(&self) -> Result<Vec<InteractionId>, StoreError> {
+        Ok(self.pending().await?.iter().map(|i| i.id.clone()).collect())
+    }
+
     /// Deletes interactions resolved before `before`, with their channel messages, finished
     /// outbox jobs older than it, expired deduplication keys, and the small named values
     /// under [`BOUND_VALUE_PREFIX`] whose interaction no longer exists. Returns how many

@@ -665,6 +665,12 @@ impl Registry {
         Ok(self.inner.store.pending().await?)
     }
 
+    /// The ids of every pending interaction, oldest first (read each with
+    /// [`Registry::get`] when it is needed, rather than all at once).
+    pub async fn pending_ids(&self) -> Result<Vec<InteractionId>, RegistryError> {
+        Ok(self.inner.store.pending_ids().await?)
+    }
+
     /// Waits up to `timeout` for an interaction to be resolved: `Some` with the resolved
     /// interaction (at once if it already is), `None` if it is still pending.
     pub async fn wait(

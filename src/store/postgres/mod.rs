@@ -435,6 +435,21 @@ impl InteractionStore for PostgresStore {
             .collect()
     }
 
+    async fn pending_ids(&self) -> Result<Vec<InteractionId>, StoreError> {
+        let sql = self.sql(
+            "SELECT id FROM {s}.interactions WHERE status = 'pending' ORDER BY created_at, id",
+        );
+        let client = self.client().await?;
+        rows(&client, &sql, &[])
+            .await?
+            .iter()
+            .map(|r| {
+                let id: String = col(r, 0)?;
+                InteractionId::stored(&id).map_err(|e| corrupt(e.to_string()))
+            })
+            .collect()
+    }
+
     async fn prune(&self, before: Timestamp) -> Result<u64, StoreError> {
         let cutoff = ms(before);
         let client = self.client().await?;

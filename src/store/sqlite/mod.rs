@@ -464,6 +464,25 @@ impl InteractionStore for SqliteStore {
         .await
     }
 
+    async fn pending_ids(&self) -> Result<Vec<InteractionId>, StoreError> {
+        self.read(|conn| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT id FROM interactions WHERE status = 'pending' ORDER BY created_at, id",
+                )
+                .map_err(unavailable)?;
+            let rows = stmt
+                .query_map([], |r| r.get::<_, String>(0))
+                .map_err(unavailable)?;
+            let mut out = Vec::new();
+            for row in rows {
+                out.push(InteractionId::stored(&row.map_err(unavailable)?).map_err(corrupt)?);
+            }
+            Ok(out)
+        })
+        .await
+    }
+
     async fn prune(&self, before: Timestamp) -> Result<u64, StoreError> {
         let cutoff = ms(before);
         let now = ms(Timestamp::now());
