@@ -332,7 +332,8 @@ def run_pending(args):
         started = time.time()
 
         def create(n):
-            body = {"id": f"big-{n}", "tool_name": "Bash",
+            # An hour's deadline (the most allowed): none expires while the others are made.
+            body = {"id": f"big-{n}", "tool_name": "Bash", "timeout_secs": 3600,
                     "input": {"command": f"{n} " + "x" * args.input_bytes}}
             status, _, reply = post_json(server, "/v1/interactions", body)
             with lock:
