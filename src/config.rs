@@ -394,6 +394,46 @@ fn process_env() -> Result<HashMap<String, String>, ConfigError> {
     Ok(env)
 }
 
+/// The values a setting that is one of a fixed set takes (`store.backend`: sqlite, memory,
+/// postgres), as written in the configuration; `None` for any other setting. Read from the
+/// types themselves, so the list is never out of date.
+pub(crate) fn enum_values(key: &str) -> Option<Vec<String>> {
+    use crate::channels::{feishu, telegram};
+    Some(match key {
+        "store.backend" => variants::<Backend>(),
+        "store.synchronous" => variants::<Synchronous>(),
+        "log.format" => variants::<LogFormat>(),
+        "hooks.claude_code.on_timeout" => variants::<OnTimeout>(),
+        "telegram.mode" => variants::<telegram::Mode>(),
+        "feishu.mode" => variants::<feishu::Mode>(),
+        "feishu.domain" => variants::<feishu::settings::Domain>(),
+        "feishu.locale" => variants::<crate::channels::render::Locale>(),
+        _ => return None,
+    })
+}
+
+/// The names serde accepts for the unit variants of enum `T`: what it lists when refusing a
+/// name it does not know.
+fn variants<T: serde::de::DeserializeOwned>() -> Vec<String> {
+    use serde::de::IntoDeserializer;
+    let none: serde::de::value::StrDeserializer<'_, serde::de::value::Error> =
+        "\u{0}".into_deserializer();
+    match T::deserialize(none) {
+        Ok(_) => Vec::new(),
+        // "unknown variant `x`, expected one of `a`, `b`" (or "expected `a` or `b`").
+        Err(e) => {
+            let text = e.to_string();
+            let listed = text.split_once("expected").map_or("", |(_, l)| l);
+            listed
+                .split('`')
+                .skip(1)
+                .step_by(2)
+                .map(str::to_string)
+                .collect()
+        }
+    }
+}
+
 /// Settings as loaded, with what the person running imrelay should be told about them.
 #[derive(Debug)]
 pub struct Loaded {
@@ -1100,6 +1140,59 @@ callback_path = "{feishu_path}"
         let err = error_of(Some(&path), &[]);
         assert!(err.contains("`servr`"), "{err}");
         assert!(err.contains("did you mean `server`"), "{err}");
+    }
+
+    #[test]
+    fn every_setting_of_a_fixed_set_of_values_lists_them() {
+        assert_eq!(
+            enum_values("store.backend").unwrap(),
+            ["sqlite", "memory", "postgres"]
+        );
+        // Every text setting that refuses a name it does not know is one of a fixed set:
+        // its message lists the values it takes.
+        let defaults: toml::Table = toml::from_str(DEFAULT_TOML).unwrap();
+        let mut text_keys = Vec::new();
+        fn walk(t: &toml::Table, prefix: &str, out: &mut Vec<String>) {
+            for (k, v) in t {
+                let key = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                match v {
+                    toml::Value::Table(t) => walk(t, &key, out),
+                    toml::Value::String(_) => out.push(key),
+                    _ => {}
+                }
+            }
+        }
+        walk(&defaults, "", &mut text_keys);
+        for key in text_keys {
+            let var = format!("IMRELAY__{}", key.replace('.', "__").to_uppercase());
+            let Err(e) = Settings::load_with_env(None, env(&[(&var, "zz-not-a-value")])) else {
+                continue;
+            };
+            let e = e.to_string();
+            assert!(!e.contains("variant"), "{key}: {e}");
+            if let Some(values) = enum_values(&key) {
+                assert!(!values.is_empty(), "{key}");
+                assert!(e.contains("is not one of the values"), "{key}: {e}");
+                let default = defaults_value(&defaults, &key);
+                assert!(values.contains(&default), "{key}: {default} in {values:?}");
+            }
+        }
+    }
+
+    fn defaults_value(t: &toml::Table, key: &str) -> String {
+        let mut v = None;
+        let mut table = Some(t);
+        for part in key.split('.') {
+            v = table.and_then(|t| t.get(part));
+            table = v.and_then(toml::Value::as_table);
+        }
+        v.and_then(toml::Value::as_str)
+            .unwrap_or_default()
+            .to_string()
     }
 
     #[test]
