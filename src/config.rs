@@ -654,7 +654,19 @@ impl Settings {
         let url = self.server.public_url.trim();
         if !(url.is_empty() || url.starts_with("http://") || url.starts_with("https://")) {
             return Err(ConfigError::Invalid(format!(
-                "server.public_url must start with http:// or https:// (got {url:?})"
+                "server.public_url must start with http:// or https:// (got {url:?}): it is the \
+                 address people and integrations reach this server at, like \
+                 \"https://{}\"",
+                url.split("://")
+                    .last()
+                    .unwrap_or(url)
+                    .trim_start_matches('/')
+            )));
+        }
+        if !url.is_empty() && url::Url::parse(url).is_err() {
+            return Err(ConfigError::Invalid(format!(
+                "server.public_url is not a URL (got {url:?}): it is the address people and \
+                 integrations reach this server at, like \"https://imrelay.example.com\""
             )));
         }
         self.feishu.validate().map_err(ConfigError::Invalid)?;

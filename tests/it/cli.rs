@@ -379,7 +379,22 @@ fn configuration_mistakes_are_explained_in_a_persons_words() {
         (
             "[server]\npublic_url = \"imrelay.example.com\"\n",
             vec![],
-            "server.public_url must start with http:// or https:// (got \"imrelay.example.com\") (server.public_url is set in c.toml)".into(),
+            "server.public_url must start with http:// or https:// (got \"imrelay.example.com\"): it is the address people and integrations reach this server at, like \"https://imrelay.example.com\" (server.public_url is set in c.toml)".into(),
+        ),
+        (
+            "",
+            vec![("IMRELAY__SERVER__PUBLIC_URL", "https://relay example.com")],
+            "server.public_url is not a URL (got \"https://relay example.com\"): it is the address people and integrations reach this server at, like \"https://imrelay.example.com\" (server.public_url is set by IMRELAY__SERVER__PUBLIC_URL)".into(),
+        ),
+        (
+            "[[webhooks]]\nname = \"ops\"\nurl = \"ops.example.com/hook\"\nsecret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\n",
+            vec![],
+            "webhooks.ops.url must start with http:// or https://: it is where events are posted, like \"https://ops.example.com/hooks/imrelay\" (webhooks is set in c.toml)".into(),
+        ),
+        (
+            "[telegram]\nchats = \"@team\"\n",
+            vec![],
+            format!("telegram.chats in c.toml: \"@team\" is a name, not a chat id. {CHAT_IDS}; then use chats = [-1001234567890]."),
         ),
     ];
     let dir = tempfile::tempdir().unwrap();
