@@ -245,7 +245,9 @@ fn variables_that_are_not_utf8_are_skipped_unless_they_are_settings() {
 fn configuration_mistakes_are_explained_in_a_persons_words() {
     const CHAT_IDS: &str = "Chat ids are numbers like -1001234567890 (a group) or 123456789 (a private chat); a @name is not an id: send /whoami to the bot in that chat to see its id";
     const TAKES_ADDRESS: &str = "It takes an IP address and a port, not a host name: 127.0.0.1:8787 for this machine only, 0.0.0.0:8787 for every interface";
-    let table: Vec<(&str, Vec<(&str, &str)>, String)> = vec![
+    /// The file (`""`: none), the environment, and the message.
+    type Mistake = (&'static str, Vec<(&'static str, &'static str)>, String);
+    let table: Vec<Mistake> = vec![
         (
             "[telegram]\nchats = [\"@acme_team\"]\n",
             vec![],
