@@ -394,6 +394,74 @@ fn process_env() -> Result<HashMap<String, String>, ConfigError> {
     Ok(env)
 }
 
+/// For a TOML error at byte `at` of `text`, what the line it is on most likely meant: a list
+/// without its brackets (`chats = -1, -2`), a Telegram @name where an id belongs.
+fn toml_hint(text: &str, at: usize) -> Option<String> {
+    let start = text.get(..at)?.rfind('\n').map_or(0, |n| n + 1);
+    let line = text.get(start..)?.lines().next()?;
+    let (name, value) = line.split_once('=')?;
+    let (name, value) = (name.trim(), value.trim());
+    if matches!(name, "chats" | "approvers") && value.contains('@') {
+        return Some(
+            "\nTelegram ids are numbers like -1001234567890 (a group) or 123456789 (a person); \
+             a @name is not an id: send /whoami to the bot in that chat to see its id"
+                .into(),
+        );
+    }
+    let quoted_or_bracketed = value.starts_with(['[', '{', '"', '\'']);
+    (!quoted_or_bracketed && value.contains(',') && !name.is_empty())
+        .then(|| format!("\nA list is written in brackets: {name} = [{value}]"))
+}
+
+/// Log levels, most verbose first.
+const LEVELS: [&str; 6] = ["trace", "debug", "info", "warn", "error", "off"];
+
+/// Words other tools use for a level, and the level they mean here.
+const LEVEL_WORDS: [(&str, &str); 10] = [
+    ("verbose", "debug"),
+    ("all", "trace"),
+    ("none", "off"),
+    ("quiet", "off"),
+    ("silent", "off"),
+    ("critical", "error"),
+    ("fatal", "error"),
+    ("err", "error"),
+    ("notice", "info"),
+    ("information", "info"),
+];
+
+impl LogSettings {
+    /// Checks that `level` does not give a word meant as a level that the filter would read as
+    /// a target (`verbose`, `warning`): that silences every line.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        for directive in self.level.split(',').map(str::trim) {
+            let word = directive.to_ascii_lowercase();
+            if LEVELS.contains(&word.as_str()) || !word.chars().all(|c| c.is_ascii_alphabetic()) {
+                continue;
+            }
+            let meant = LEVEL_WORDS
+                .iter()
+                .find(|(w, _)| *w == word)
+                .map(|(_, l)| *l)
+                .or_else(|| {
+                    LEVELS
+                        .iter()
+                        .copied()
+                        .find(|l| strsim::jaro_winkler(&word, l) >= 0.85)
+                });
+            if let Some(level) = meant {
+                return Err(ConfigError::Invalid(format!(
+                    "log.level: {directive:?} is not a level, so it would be read as the name of \
+                     a target and nothing else would be logged. A level is trace, debug, info, \
+                     warn, error or off: use \"{level}\" (or \"imrelay={level},info\" for \
+                     imrelay's own lines only)"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The values a setting that is one of a fixed set takes (`store.backend`: sqlite, memory,
 /// postgres), as written in the configuration; `None` for any other setting. Read from the
 /// types themselves, so the list is never out of date.
@@ -477,7 +545,11 @@ impl Settings {
                     ))
                 })?;
                 let table: toml::Table = toml::from_str(&text).map_err(|e| {
-                    ConfigError::Load(format!("{} is not valid TOML: {e}", path.display()))
+                    let hint = e
+                        .span()
+                        .and_then(|at| toml_hint(&text, at.start))
+                        .unwrap_or_default();
+                    ConfigError::Load(format!("{} is not valid TOML: {e}{hint}", path.display()))
                 })?;
                 Ok::<_, ConfigError>((path, text, table))
             })
@@ -540,6 +612,7 @@ impl Settings {
 
     /// Checks values that only make sense together, and that durations are in range.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.log.validate()?;
         let i = &self.interactions;
         for (name, v, max) in [
             (

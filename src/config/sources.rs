@@ -188,6 +188,7 @@ impl Sources {
                         }
                         _ => format!(": did you mean `{k}`?"),
                     })
+                    .or_else(|| self.section_settings(&key))
                     .unwrap_or_default();
                 problems.push(format!("unknown setting `{key}` in {path}{hint}"));
             }
@@ -207,6 +208,7 @@ impl Sources {
                 None => self
                     .nearest(&var.key)
                     .map(|k| format!(": did you mean {} (`{k}`)?", env_name(&k)))
+                    .or_else(|| self.section_settings(&var.key))
                     .unwrap_or_default(),
             };
             problems.push(format!(
@@ -215,6 +217,22 @@ impl Sources {
             ));
         }
         (!problems.is_empty()).then(|| problems.join("\n  "))
+    }
+
+    /// For an unknown `key` in a known section, the settings that section has.
+    fn section_settings(&self, key: &str) -> Option<String> {
+        let (section, _) = key.rsplit_once('.')?;
+        let prefix = format!("{section}.");
+        let names: Vec<String> = self
+            .known()
+            .into_iter()
+            .filter_map(|(k, _)| {
+                k.strip_prefix(&prefix)
+                    .filter(|rest| !rest.contains('.'))
+                    .map(str::to_string)
+            })
+            .collect();
+        (!names.is_empty()).then(|| format!(": [{section}] has {}", names.join(", ")))
     }
 
     /// Whether dotted `key` is a known setting or section (or lies inside a value, such as a
@@ -236,26 +254,41 @@ impl Sources {
         value.is_some()
     }
 
-    /// The known key most like `key`, if one is alike enough; else a setting of that name in
-    /// another section (`listen` at the top is `server.listen`).
+    /// The known key most like `key`, if one is alike enough (within its section, when that is
+    /// known: the section's name makes every key in it look alike); else a setting of that
+    /// name in another section (`listen` at the top is `server.listen`).
     fn nearest(&self, key: &str) -> Option<String> {
         let known = self.known();
-        known
-            .iter()
-            .map(|(k, _)| (strsim::jaro_winkler(key, k), k))
-            .filter(|(score, _)| *score >= SIMILAR)
-            .max_by(|a, b| a.0.total_cmp(&b.0))
-            .map(|(_, k)| k.clone())
-            .or_else(|| {
-                let last = key.rsplit('.').next().unwrap_or(key);
-                let mut same = known
-                    .iter()
-                    .filter(|(k, table)| !table && k.rsplit('.').next() == Some(last));
-                match (same.next(), same.next()) {
-                    (Some((k, _)), None) => Some(k.clone()),
-                    _ => None,
-                }
-            })
+        let last_of = |k: &str| k.rsplit('.').next().unwrap_or(k).to_string();
+        let last = last_of(key);
+        let section = key
+            .rsplit_once('.')
+            .map(|(s, _)| s)
+            .filter(|s| known.iter().any(|(k, table)| *table && k == s));
+        let alike = match section {
+            Some(section) => known
+                .iter()
+                .filter(|(k, _)| k.rsplit_once('.').map(|(s, _)| s) == Some(section))
+                .map(|(k, _)| (strsim::jaro_winkler(&last, &last_of(k)), k))
+                .filter(|(score, _)| *score >= SIMILAR)
+                .max_by(|a, b| a.0.total_cmp(&b.0))
+                .map(|(_, k)| k.clone()),
+            None => known
+                .iter()
+                .map(|(k, _)| (strsim::jaro_winkler(key, k), k))
+                .filter(|(score, _)| *score >= SIMILAR)
+                .max_by(|a, b| a.0.total_cmp(&b.0))
+                .map(|(_, k)| k.clone()),
+        };
+        alike.or_else(|| {
+            let mut same = known
+                .iter()
+                .filter(|(k, table)| !table && last_of(k) == last);
+            match (same.next(), same.next()) {
+                (Some((k, _)), None) => Some(k.clone()),
+                _ => None,
+            }
+        })
     }
 
     /// Variables that look like settings but are ignored because they separate the parts of

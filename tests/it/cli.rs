@@ -247,7 +247,7 @@ fn configuration_mistakes_are_explained_in_a_persons_words() {
     const TAKES_ADDRESS: &str = "It takes an IP address and a port, not a host name: 127.0.0.1:8787 for this machine only, 0.0.0.0:8787 for every interface";
     /// The file (`""`: none), the environment, and the message.
     type Mistake = (&'static str, Vec<(&'static str, &'static str)>, String);
-    let table: Vec<Mistake> = vec![
+    let mut table: Vec<Mistake> = vec![
         (
             "[telegram]\nchats = [\"@acme_team\"]\n",
             vec![],
@@ -399,6 +399,28 @@ fn configuration_mistakes_are_explained_in_a_persons_words() {
             format!("telegram.chats in c.toml: \"@team\" is a name, not a chat id. {CHAT_IDS}; then use chats = [-1001234567890]."),
         ),
     ];
+    table.extend([
+        (
+            "[outbox]\nmax_attempts = 5\n",
+            vec![],
+            "unknown setting `outbox.max_attempts` in c.toml: [outbox] has retry_base_ms, retry_max_secs".into(),
+        ),
+        (
+            "[log]\nlevel = \"verbose\"\n",
+            vec![],
+            "log.level: \"verbose\" is not a level, so it would be read as the name of a target and nothing else would be logged. A level is trace, debug, info, warn, error or off: use \"debug\" (or \"imrelay=debug,info\" for imrelay's own lines only) (log.level is set in c.toml)".into(),
+        ),
+        (
+            "[telegram]\nchats = -100123, -100456\n",
+            vec![],
+            "c.toml is not valid TOML: TOML parse error at line 2, column 16\n  |\n2 | chats = -100123, -100456\n  |                ^\nunexpected key or value, expected newline, `#`\n\nA list is written in brackets: chats = [-100123, -100456]".into(),
+        ),
+        (
+            "[telegram]\nchats = [@acme_team]\n",
+            vec![],
+            "c.toml is not valid TOML: TOML parse error at line 2, column 10\n  |\n2 | chats = [@acme_team]\n  |          ^^^^^^^^^^\nstring values must be quoted, expected literal string\n\nTelegram ids are numbers like -1001234567890 (a group) or 123456789 (a person); a @name is not an id: send /whoami to the bot in that chat to see its id".into(),
+        ),
+    ]);
     let dir = tempfile::tempdir().unwrap();
     let mut wrong = Vec::new();
     for (file, env, want) in &table {
