@@ -163,7 +163,12 @@ async fn a_frozen_replica_stalls_the_others_writes_only_briefly(schema: String) 
         tokio::time::sleep(Duration::from_millis(5 + attempt % 7)).await;
         kill(pid, Signal::SIGSTOP).unwrap();
         let stopped = Instant::now();
-        if holds_the_locks(&db, &app).await {
+        // Checked twice: what A wrote just before it stopped (its COMMIT) may still be on
+        // its way to the server at the first look.
+        if holds_the_locks(&db, &app).await && {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            holds_the_locks(&db, &app).await
+        } {
             frozen_at = Some(stopped);
             break;
         }
@@ -343,5 +348,7 @@ async fn a_server_that_refuses_writes_is_read_only(schema: String) {
     let (status, kept) = b.get("/v1/interactions/kept").await;
     assert_eq!(status, StatusCode::OK, "{kept}");
     b.stop().await;
-    db.batch_execute(&format!("DROP ROLE {role}")).await.unwrap();
+    db.batch_execute(&format!("REASSIGN OWNED BY {role} TO CURRENT_USER; DROP ROLE {role}"))
+        .await
+        .unwrap();
 }
