@@ -109,7 +109,10 @@ fn start_process(schema: &str, app: &str) -> Server {
     let mut cmd = Command::new(binary);
     cmd.env("IMRELAY__SERVER__LISTEN", "127.0.0.1:0")
         .env("IMRELAY__STORE__BACKEND", "postgres")
-        .env("IMRELAY__STORE__URL", url_with(&format!("application_name={app}")))
+        .env(
+            "IMRELAY__STORE__URL",
+            url_with(&format!("application_name={app}")),
+        )
         .env("IMRELAY__STORE__SCHEMA", schema);
     Server::spawn(cmd)
 }
@@ -196,24 +199,34 @@ async fn a_frozen_replica_stalls_the_others_writes_only_briefly(schema: String) 
     let stall = loop {
         let sent = frozen_at.elapsed();
         let (status, _) = b
-            .post("/v1/interactions", &create_body(&format!("b-{}", creates.len())))
+            .post(
+                "/v1/interactions",
+                &create_body(&format!("b-{}", creates.len())),
+            )
             .await;
         creates.push((sent, frozen_at.elapsed() - sent, status));
         if status == StatusCode::CREATED {
             break frozen_at.elapsed();
         }
-        assert!(frozen_at.elapsed() < Duration::from_secs(120), "{creates:?}");
+        assert!(
+            frozen_at.elapsed() < Duration::from_secs(120),
+            "{creates:?}"
+        );
     };
     let samples = health.await.unwrap();
     // The figures, for BENCHMARKS.md (`--nocapture`).
     eprintln!("stall from the freeze to B's first create: {stall:?}");
     eprintln!("B's creates (sent after the freeze, took, status): {creates:?}");
     eprintln!("B's /healthz (asked after the freeze, status, store): {samples:?}");
-    eventually_within("the server to end A's session", Duration::from_secs(10), || {
-        let db = &db;
-        let app = app.clone();
-        async move { (!holds_the_locks(db, &app).await).then_some(()) }
-    })
+    eventually_within(
+        "the server to end A's session",
+        Duration::from_secs(10),
+        || {
+            let db = &db;
+            let app = app.clone();
+            async move { (!holds_the_locks(db, &app).await).then_some(()) }
+        },
+    )
     .await;
 
     // The first create of B went through: it waited for the frozen session to be ended
@@ -228,7 +241,9 @@ async fn a_frozen_replica_stalls_the_others_writes_only_briefly(schema: String) 
         "{samples:?}"
     );
     assert!(
-        samples.iter().all(|(_, _, store)| store.as_deref() != Some("read_only")),
+        samples
+            .iter()
+            .all(|(_, _, store)| store.as_deref() != Some("read_only")),
         "{samples:?}"
     );
 
@@ -285,7 +300,10 @@ async fn cut_sessions_are_unavailable_never_read_only(schema: String) {
     let until = Instant::now() + Duration::from_secs(4);
     while Instant::now() < until {
         let (status, health) = b.get("/healthz").await;
-        states.push((status, health["store"].as_str().unwrap_or_default().to_string()));
+        states.push((
+            status,
+            health["store"].as_str().unwrap_or_default().to_string(),
+        ));
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     cutter.abort();
@@ -348,7 +366,9 @@ async fn a_server_that_refuses_writes_is_read_only(schema: String) {
     let (status, kept) = b.get("/v1/interactions/kept").await;
     assert_eq!(status, StatusCode::OK, "{kept}");
     b.stop().await;
-    db.batch_execute(&format!("REASSIGN OWNED BY {role} TO CURRENT_USER; DROP ROLE {role}"))
-        .await
-        .unwrap();
+    db.batch_execute(&format!(
+        "REASSIGN OWNED BY {role} TO CURRENT_USER; DROP ROLE {role}"
+    ))
+    .await
+    .unwrap();
 }

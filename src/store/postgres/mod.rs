@@ -402,7 +402,13 @@ impl PostgresStore {
         c: &impl GenericClient,
         key: &str,
     ) -> Result<Option<String>, StoreError> {
-        match row(c, &self.sql("SELECT value FROM {s}.kv WHERE key = $1"), &[&key]).await? {
+        match row(
+            c,
+            &self.sql("SELECT value FROM {s}.kv WHERE key = $1"),
+            &[&key],
+        )
+        .await?
+        {
             Some(r) => col(&r, 0).map(Some),
             None => Ok(None),
         }

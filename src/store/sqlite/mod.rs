@@ -32,9 +32,9 @@ use super::{
 };
 use crate::audit::AuditRecord;
 use crate::interaction::{Interaction, InteractionId, Resolution};
+use crate::store::StoreHealth;
 use crate::store::prelude::*;
 use crate::store::probe::Probe;
-use crate::store::StoreHealth;
 use crate::sync::LockExt;
 
 mod audit;
