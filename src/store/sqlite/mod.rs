@@ -740,7 +740,7 @@ impl KvStore for SqliteStore {
 
     /// A read, then a small write through the writer (committed with whatever else is
     /// queued): a disk that filled or turned read-only a moment ago fails it, whatever was
-    /// committed before. At most one probe a second ([`Probe`]).
+    /// committed before. At most one probe a second.
     async fn health(&self) -> StoreHealth {
         self.probe
             .health(|| async {
