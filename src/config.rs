@@ -18,6 +18,8 @@ use std::time::Duration;
 use secrecy::SecretString;
 use serde::{Deserialize, Serialize};
 
+pub use crate::agents::HooksSettings;
+pub use crate::agents::claude_code::{ClaudeCodeHookSettings, OnTimeout};
 use crate::interaction::RegistryConfig;
 pub use crate::settings::Secret;
 pub(crate) use crate::settings::list;
@@ -70,7 +72,7 @@ pub struct Settings {
     /// Deadlines and retention.
     pub interactions: InteractionSettings,
     /// Agent hook endpoints.
-    pub hooks: HooksSettings,
+    pub hooks: crate::agents::HooksSettings,
     /// The MCP endpoint.
     pub mcp: crate::mcp::McpSettings,
     /// Persistence.
@@ -215,34 +217,6 @@ pub struct InteractionSettings {
     pub max_pending_bytes: usize,
     /// Bytes the pending interactions created with one agent token may take.
     pub max_pending_bytes_per_token: usize,
-}
-
-/// `[hooks]`
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct HooksSettings {
-    /// `[hooks.claude_code]`
-    pub claude_code: ClaudeCodeHookSettings,
-}
-
-/// What the Claude Code hook replies when nobody answered in time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OnTimeout {
-    /// Deny the tool call.
-    Deny,
-    /// Fall back to Claude Code's own permission prompt.
-    Ask,
-}
-
-/// `[hooks.claude_code]`
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct ClaudeCodeHookSettings {
-    /// How long the hook waits for an answer, seconds.
-    pub timeout_secs: u64,
-    /// The reply when nobody answered in time.
-    pub on_timeout: OnTimeout,
 }
 
 /// Which store backend to use.

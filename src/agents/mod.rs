@@ -1,0 +1,84 @@
+//! The agent adapters: each agent's *own* way of asking for approval (its hooks), translated
+//! into interactions and the answers back into exactly the shape that agent accepts.
+//!
+//! Every adapter has the same shape: `src/agents/<agent>/mod.rs` reads its agent's native
+//! request, maps the agent's tool names and inputs onto the ones the rest of imrelay reads
+//! (Claude Code's: `Bash` with `command`, `Edit` with `file_path`, ...; see
+//! docs/architecture.md), creates or re-attaches to the interaction, waits, and writes the
+//! agent's reply; `settings.rs` beside it holds its section of `[hooks]`. What they share
+//! (calls waiting on an interaction and their withdrawal, derived ids and their generations,
+//! waiting within a deadline) is in [`shared`].
+//!
+//! The adapters serve their endpoints through [`routes`], which the app mounts behind the
+//! agent-token check. They import the core, `store`, `wire` and `metrics`; never `http`,
+//! `channels` or `config`.
+
+pub mod claude_code;
+pub mod shared;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::routing::post;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use crate::interaction::Registry;
+use crate::metrics::Metrics;
+use shared::HookCalls;
+
+/// `[hooks]`: each adapter's section.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct HooksSettings {
+    /// `[hooks.claude_code]`
+    pub claude_code: claude_code::ClaudeCodeHookSettings,
+}
+
+/// What every adapter's handler reads: one reference-counted [`HooksState`].
+#[derive(Clone)]
+pub struct Hooks(Arc<HooksState>);
+
+/// What [`Hooks`] holds.
+pub struct HooksState {
+    /// The interaction registry.
+    pub registry: Registry,
+    /// The adapters' settings.
+    pub settings: HooksSettings,
+    /// Fires when the server begins shutting down: waiting calls are answered and withdrawn.
+    pub shutdown: CancellationToken,
+    /// The hook calls waiting on each interaction.
+    pub calls: Arc<HookCalls>,
+}
+
+impl Hooks {
+    /// The adapters' state over `registry`; registers their metrics with `metrics`.
+    pub fn new(
+        registry: Registry,
+        settings: HooksSettings,
+        metrics: &Metrics,
+        shutdown: CancellationToken,
+    ) -> Self {
+        Self(Arc::new(HooksState {
+            registry,
+            settings,
+            shutdown,
+            calls: HookCalls::new(metrics),
+        }))
+    }
+}
+
+impl std::ops::Deref for Hooks {
+    type Target = HooksState;
+
+    fn deref(&self) -> &HooksState {
+        &self.0
+    }
+}
+
+/// Every adapter's endpoint (the caller puts the agent-token check in front).
+pub fn routes<S: Clone + Send + Sync + 'static>(hooks: Hooks) -> Router<S> {
+    Router::new()
+        .route(claude_code::PATH, post(claude_code::hook))
+        .with_state(hooks)
+}
