@@ -199,6 +199,7 @@ pub async fn hook(
         cwd,
         timeout_secs: Some(timeout_secs),
         suggestions,
+        input_fixed: false,
     };
     let (interaction, attached) = match (event, tool_use_id.filter(|t| !t.is_empty())) {
         (Event::PreToolUse, Some(tool_use_id)) => {

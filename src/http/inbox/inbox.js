@@ -330,7 +330,9 @@ function approvalBody(card, i) {
   const edit = el("button", { type: "button", text: "Edit & approve…", onclick: () => {
     editBox.hidden = false; actions.hidden = true; editor.focus();
   } });
-  actions.append(approve, edit);
+  // An agent that cannot run an edited input (Codex) gets no editor: imrelay would refuse it.
+  actions.append(approve);
+  if (!i.input_fixed) actions.append(edit);
   if (i.suggestions) {
     actions.append(el("button", { type: "button", text: "Always allow", title: "Approve, and allow what the agent suggested for the rest of its session",
       onclick: () => respond(card, i.id, { decision: "allow", always: true }) }));
