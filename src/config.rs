@@ -18,8 +18,9 @@ use std::time::Duration;
 use secrecy::SecretString;
 use serde::{Deserialize, Serialize};
 
-pub use crate::agents::HooksSettings;
-pub use crate::agents::claude_code::{ClaudeCodeHookSettings, OnTimeout};
+pub use crate::agents::claude_code::ClaudeCodeHookSettings;
+pub use crate::agents::codex::CodexHookSettings;
+pub use crate::agents::{HooksSettings, OnTimeout};
 use crate::interaction::RegistryConfig;
 pub use crate::settings::Secret;
 pub(crate) use crate::settings::list;
@@ -499,6 +500,11 @@ impl Settings {
             (
                 "hooks.claude_code.timeout_secs",
                 self.hooks.claude_code.timeout_secs,
+                YEAR_SECS,
+            ),
+            (
+                "hooks.codex.timeout_secs",
+                self.hooks.codex.timeout_secs,
                 YEAR_SECS,
             ),
         ] {

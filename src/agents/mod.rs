@@ -14,6 +14,7 @@
 //! `channels` or `config`.
 
 pub mod claude_code;
+pub mod codex;
 pub mod shared;
 
 use std::sync::Arc;
@@ -33,6 +34,18 @@ use shared::HookCalls;
 pub struct HooksSettings {
     /// `[hooks.claude_code]`
     pub claude_code: claude_code::ClaudeCodeHookSettings,
+    /// `[hooks.codex]`
+    pub codex: codex::CodexHookSettings,
+}
+
+/// What a hook replies when nobody answered in time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnTimeout {
+    /// Deny the tool call.
+    Deny,
+    /// Fall back to the agent's own permission prompt.
+    Ask,
 }
 
 /// What every adapter's handler reads: one reference-counted [`HooksState`].
@@ -80,5 +93,6 @@ impl std::ops::Deref for Hooks {
 pub fn routes<S: Clone + Send + Sync + 'static>(hooks: Hooks) -> Router<S> {
     Router::new()
         .route(claude_code::PATH, post(claude_code::hook))
+        .route(codex::PATH, post(codex::hook))
         .with_state(hooks)
 }

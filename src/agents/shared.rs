@@ -27,12 +27,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use prometheus_client::metrics::gauge::Gauge;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use crate::interaction::{
-    Interaction, InteractionId, NewInteraction, Registry, RegistryError, canonical_json,
+    Interaction, InteractionId, NewInteraction, Registry, RegistryError, ValidationError,
+    canonical_json,
 };
 use crate::metrics::Metrics;
 use crate::store::BOUND_VALUE_PREFIX;
@@ -73,7 +75,7 @@ impl HookCalls {
         let gauge = Gauge::default();
         metrics.register(
             "imrelay_hook_calls_waiting",
-            "Claude Code hook calls waiting for an answer",
+            "Agent hook calls (Claude Code, Codex) waiting for an answer",
             gauge.clone(),
         );
         Arc::new(Self {
@@ -288,6 +290,20 @@ pub async fn create_generation(
             Err(e) => return Err(e.into()),
         }
     }
+}
+
+/// Field `name` of a hook input for `event` read as a `T`; absent or `null` is `None`.
+pub fn field<T: serde::de::DeserializeOwned>(
+    raw: &Option<Box<RawValue>>,
+    name: &str,
+    expected: &str,
+    event: &str,
+) -> Result<Option<T>, ValidationError> {
+    raw.as_deref()
+        .map(|r| serde_json::from_str::<Option<T>>(r.get()))
+        .transpose()
+        .map(Option::flatten)
+        .map_err(|_| ValidationError::new(name, format!("expected {expected} in {event} input")))
 }
 
 /// How waiting for an answer ended.

@@ -9,7 +9,9 @@
 //! - Bash: the command (and its `description`); Edit/MultiEdit: a diff per change with the
 //!   file; Write: the file, its size and its first lines; Read/Glob/Grep: the path or pattern;
 //!   WebFetch/WebSearch: the URL or query; `mcp__server__tool`: the server and tool, then the
-//!   arguments; NotebookEdit: the cell and its new source; anything else: its input as
+//!   arguments; NotebookEdit: the cell and its new source; a patch
+//!   ([`crate::interaction::PATCH_TOOL`]): each file it adds, deletes or changes, with a diff;
+//!   anything else: its input as
 //!   labelled values, nested values as JSON.
 //! - Nothing is hidden: input fields a tool's view does not use are listed after it, and an
 //!   input without the usual shape for its tool (a field missing or of another type) is shown
@@ -262,6 +264,7 @@ pub fn present(
         "ExitPlanMode" => plan(&mut out, input),
         ASK_USER_QUESTION => questions(&mut out, input),
         crate::interaction::FORM_TOOL => form(&mut out, input),
+        crate::interaction::PATCH_TOOL => patch(&mut out, input),
         _ => match mcp_name(tool_name) {
             Some((server, tool)) => {
                 out.summary = format!("{} · {}", visible_line(server), visible_line(tool));
@@ -565,6 +568,40 @@ fn questions(out: &mut Builder, input: &Map<String, Value>) -> Shape {
         out.text(&q.header, &text);
     }
     Ok(vec!["questions"])
+}
+
+fn patch(out: &mut Builder, input: &Map<String, Value>) -> Shape {
+    use crate::interaction::patch::{FileChange, parse_patch};
+    let text = required_str(input, "patch")?;
+    let changes = parse_patch(text).map_err(|e| format!("the patch cannot be read: {e}"))?;
+    out.summary = match changes.as_slice() {
+        [only] => format!("Patch {}", out.path_text(only.path())),
+        more => format!("Patch {} files", more.len()),
+    };
+    for change in &changes {
+        match change {
+            FileChange::Add { path, content } => {
+                out.path("New file", path);
+                out.text("Content", content);
+            }
+            FileChange::Delete { path } => {
+                out.path("Delete", path);
+            }
+            FileChange::Update {
+                path,
+                move_to,
+                old,
+                new,
+            } => {
+                out.path("File", path);
+                if let Some(to) = move_to {
+                    out.path("Renamed to", to);
+                }
+                out.diff("Change", old, new);
+            }
+        }
+    }
+    Ok(vec!["patch"])
 }
 
 fn form(out: &mut Builder, input: &Map<String, Value>) -> Shape {

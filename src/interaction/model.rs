@@ -20,6 +20,11 @@ use super::form::{ElicitAction, ElicitResult};
 /// The tool name the Claude Agent SDK uses for structured questions.
 pub const ASK_USER_QUESTION: &str = "AskUserQuestion";
 
+/// The tool name of a patch to files in the `*** Begin Patch` format (Codex's `apply_patch`),
+/// with the patch text as `patch`: an agent adapter maps its agent's patch tool onto it. No
+/// agent tool can have it: tool names are `[A-Za-z0-9_-]`, and this has a colon.
+pub const PATCH_TOOL: &str = "imrelay:patch";
+
 /// Longest accepted interaction id, in bytes.
 pub const MAX_ID_LEN: usize = 128;
 

@@ -21,7 +21,9 @@
 
 mod settings;
 
-pub use settings::{ClaudeCodeHookSettings, OnTimeout};
+pub use settings::ClaudeCodeHookSettings;
+
+use super::OnTimeout;
 
 use std::time::Duration;
 
@@ -33,7 +35,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::Hooks;
-use super::shared::{self, Abandoned, Generations, Waited, derived_base};
+use super::shared::{self, Abandoned, Generations, Waited, derived_base, field};
 use crate::interaction::{
     AgentResult, ElicitAction, FORM_TOOL, Form, Input, Interaction, InteractionId, Kind,
     NewInteraction, Outcome, PermissionResult, ValidationError, valid_suggestions,
@@ -65,20 +67,6 @@ pub struct HookBody {
     message: Option<Box<RawValue>>,
     mode: Option<Box<RawValue>>,
     requested_schema: Option<Box<RawValue>>,
-}
-
-/// Field `name` of a hook input for `event` read as a `T`; absent or `null` is `None`.
-fn field<T: serde::de::DeserializeOwned>(
-    raw: &Option<Box<RawValue>>,
-    name: &str,
-    expected: &str,
-    event: &str,
-) -> Result<Option<T>, ValidationError> {
-    raw.as_deref()
-        .map(|r| serde_json::from_str::<Option<T>>(r.get()))
-        .transpose()
-        .map(Option::flatten)
-        .map_err(|_| ValidationError::new(name, format!("expected {expected} in {event} input")))
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -2,15 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-/// What the Claude Code hook replies when nobody answered in time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OnTimeout {
-    /// Deny the tool call.
-    Deny,
-    /// Fall back to Claude Code's own permission prompt.
-    Ask,
-}
+use crate::agents::OnTimeout;
 
 /// `[hooks.claude_code]`
 #[derive(Clone, Debug, Deserialize, Serialize)]
