@@ -1007,6 +1007,36 @@ mod tests {
         s
     }
 
+    #[test]
+    fn a_patch_shows_each_file_and_its_diff() {
+        let patch = "*** Begin Patch\n*** Update File: src/app.py\n@@\n def greet():\n-    print(\"Hi\")\n+    print(\"Hello\")\n*** Add File: /etc/motd\n+Welcome\n*** Delete File: old.txt\n*** End Patch\n";
+        let p = show(crate::interaction::PATCH_TOOL, json!({"patch": patch}));
+        assert_eq!(p.summary, "Patch 3 files");
+        assert_eq!(field(&p, "File"), "src/app.py");
+        assert_eq!(field(&p, "New file"), "/etc/motd");
+        assert_eq!(field(&p, "Delete"), "old.txt");
+        assert_eq!(text(&p, "Content").0, ["Welcome"]);
+        assert!(p.has_diff(), "{p:#?}");
+        let all = all_text(&p);
+        assert!(all.contains("print(\\\"Hello\\\")"), "{all}");
+        assert!(
+            notes(&p)
+                .iter()
+                .any(|n| n.starts_with("Outside the working directory"))
+        );
+        // One file: its name in the summary. Not a patch: shown as it is, with a remark.
+        let one = show(
+            crate::interaction::PATCH_TOOL,
+            json!({"patch": "*** Begin Patch\n*** Add File: a.txt\n+x\n*** End Patch"}),
+        );
+        assert_eq!(one.summary, "Patch a.txt");
+        let bad = show(crate::interaction::PATCH_TOOL, json!({"patch": "rm -rf /"}));
+        assert!(
+            notes(&bad)[0].contains("the patch cannot be read"),
+            "{bad:#?}"
+        );
+    }
+
     fn assert_no_controls(p: &Presentation) {
         let s = all_text(p);
         assert!(
