@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use super::fake_model::{Dialect, FakeModel, Step};
 use super::{Sandbox, installed};
-use crate::support::fixture;
+use crate::support::{TestApp, eventually_within, fixture, spawn_app};
 use crate::trial;
 
 pub fn trials() -> Vec<libtest_mimic::Trial> {
@@ -34,6 +34,21 @@ pub fn trials() -> Vec<libtest_mimic::Trial> {
             super::codex_tui,
             permission_request_hook_with_updated_input_falls_back_to_codex_prompt,
         ),
+        trial(
+            "agents::codex::imrelay_hook_allow_runs_the_command",
+            super::codex_tui,
+            imrelay_hook_allow_runs_the_command,
+        ),
+        trial(
+            "agents::codex::imrelay_hook_deny_reaches_the_model",
+            super::codex_tui,
+            imrelay_hook_deny_reaches_the_model,
+        ),
+        trial(
+            "agents::codex::imrelay_hook_interrupted_in_codex_is_withdrawn_in_imrelay",
+            super::codex_tui,
+            imrelay_hook_interrupted_in_codex_is_withdrawn_in_imrelay,
+        ),
     ]
 }
 
@@ -50,6 +65,26 @@ fn codex() -> PathBuf {
 /// answering with `answer.out`, `answer.err` and `answer.code` beside it) as the
 /// `PermissionRequest` hook for `Bash`.
 fn configure(sandbox: &Sandbox, model: &FakeModel, answer: &Answer) -> PathBuf {
+    let dir = sandbox.dir.path();
+    let hook = dir.join("hook.sh");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\ncat > '{d}/hook-input.json'\ncat '{d}/answer.out'\ncat '{d}/answer.err' >&2\nexit \"$(cat '{d}/answer.code')\"\n",
+            d = dir.display()
+        ),
+    )
+    .expect("hook.sh");
+    make_executable(&hook);
+    std::fs::write(dir.join("answer.out"), &answer.stdout).expect("answer.out");
+    std::fs::write(dir.join("answer.err"), &answer.stderr).expect("answer.err");
+    std::fs::write(dir.join("answer.code"), answer.code.to_string()).expect("answer.code");
+    configure_hook(sandbox, model, &hook.display().to_string(), 30)
+}
+
+/// Codex's home in the sandbox: the fake model as its provider, and `command` as the
+/// `PermissionRequest` hook for `Bash`, with `timeout` seconds.
+fn configure_hook(sandbox: &Sandbox, model: &FakeModel, command: &str, timeout: u64) -> PathBuf {
     let codex_home = sandbox.home().join(".codex");
     std::fs::create_dir_all(&codex_home).expect("CODEX_HOME");
     let config = format!(
@@ -67,22 +102,8 @@ env_key = "FAKE_API_KEY"
         model.base_url()
     );
     std::fs::write(codex_home.join("config.toml"), config).expect("config.toml");
-    let dir = sandbox.dir.path();
-    let hook = dir.join("hook.sh");
-    std::fs::write(
-        &hook,
-        format!(
-            "#!/bin/sh\ncat > '{d}/hook-input.json'\ncat '{d}/answer.out'\ncat '{d}/answer.err' >&2\nexit \"$(cat '{d}/answer.code')\"\n",
-            d = dir.display()
-        ),
-    )
-    .expect("hook.sh");
-    make_executable(&hook);
-    std::fs::write(dir.join("answer.out"), &answer.stdout).expect("answer.out");
-    std::fs::write(dir.join("answer.err"), &answer.stderr).expect("answer.err");
-    std::fs::write(dir.join("answer.code"), answer.code.to_string()).expect("answer.code");
     let hooks = json!({"hooks": {"PermissionRequest": [{"matcher": "Bash", "hooks": [
-        {"type": "command", "command": hook.display().to_string(), "timeout": 30}
+        {"type": "command", "command": command, "timeout": timeout}
     ]}]}});
     std::fs::write(codex_home.join("hooks.json"), hooks.to_string()).expect("hooks.json");
     codex_home
@@ -320,5 +341,147 @@ async fn permission_request_hook_with_updated_input_falls_back_to_codex_prompt()
     assert!(
         !sandbox.project().join("proof.txt").exists(),
         "a declined command ran"
+    );
+}
+
+/// Codex with `imrelay hook codex` as its `PermissionRequest` hook (Codex's `timeout` 30 s),
+/// talking to `app`: started, and its call pending in imrelay.
+async fn start_through_imrelay(
+    sandbox: &Sandbox,
+    model: &FakeModel,
+    app: &TestApp,
+) -> (Tmux, Value) {
+    let command = format!(
+        "'{}' hook codex --url {} --timeout 30",
+        env!("CARGO_BIN_EXE_imrelay"),
+        app.url("")
+    );
+    let codex_home = configure_hook(sandbox, model, &command, 30);
+    let tui = start(sandbox, &codex_home);
+    let asked = eventually_within("Codex's call is pending in imrelay", RUN_LIMIT, || async {
+        let (_, list) = app.get("/v1/interactions?status=pending").await;
+        list["interactions"].as_array()?.first().cloned()
+    })
+    .await;
+    (tui, asked)
+}
+
+/// Codex as the agent on every channel, with its session and working directory, and the
+/// shell command as a Bash command.
+fn assert_asked_as_codex(asked: &Value, sandbox: &Sandbox) {
+    assert_eq!(asked["agent"], "codex", "{asked}");
+    assert_eq!(asked["tool_name"], "Bash", "{asked}");
+    assert_eq!(asked["input"]["command"], COMMAND, "{asked}");
+    assert_eq!(asked["input_fixed"], true, "{asked}");
+    assert!(
+        asked["session"].as_str().is_some_and(|s| !s.is_empty()),
+        "{asked}"
+    );
+    let cwd = std::fs::canonicalize(sandbox.project()).expect("cwd");
+    assert_eq!(asked["cwd"], cwd.display().to_string(), "{asked}");
+    // Below Codex's hook timeout of 30 s.
+    assert_eq!(asked["timeout_secs"], 25, "{asked}");
+}
+
+async fn imrelay_hook_allow_runs_the_command() {
+    let app = spawn_app().await;
+    let model = FakeModel::start(
+        Dialect::OpenAiResponses,
+        Step::Shell(COMMAND.into()),
+        "Done.",
+    )
+    .await;
+    let sandbox = Sandbox::new();
+    let (tui, asked) = start_through_imrelay(&sandbox, &model, &app).await;
+    assert_asked_as_codex(&asked, &sandbox);
+    let (status, body) = app
+        .respond(
+            asked["id"].as_str().expect("id"),
+            &json!({"decision": "allow", "by": "alice"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+
+    let screen = tui.until_shows("Done.", RUN_LIMIT).await;
+    assert!(screen.contains("Ran echo ok > proof.txt"), "{screen}");
+    assert!(!screen.contains("Hook failed"), "{screen}");
+    assert_eq!(
+        std::fs::read_to_string(sandbox.project().join("proof.txt"))
+            .ok()
+            .as_deref(),
+        Some("ok\n"),
+        "the allowed command did not run:\n{screen}"
+    );
+}
+
+async fn imrelay_hook_deny_reaches_the_model() {
+    let app = spawn_app().await;
+    let model = FakeModel::start(
+        Dialect::OpenAiResponses,
+        Step::Shell(COMMAND.into()),
+        "Done.",
+    )
+    .await;
+    let sandbox = Sandbox::new();
+    let (tui, asked) = start_through_imrelay(&sandbox, &model, &app).await;
+    let id = asked["id"].as_str().expect("id");
+    // An edit is refused where it is made: Codex cannot run an edited command.
+    let (status, body) = app
+        .respond(
+            id,
+            &json!({"decision": "allow", "updated_input": {"command": "echo edited > proof.txt"}}),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    let (status, body) = app
+        .respond(
+            id,
+            &json!({"decision": "deny", "message": "Not on a Friday"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+
+    let result = model.wait_for_tool_result(RUN_LIMIT).await;
+    let screen = tui.until_shows("Blocked by hook", RUN_LIMIT).await;
+    let result = result.unwrap_or_else(|| panic!("no tool result reached the model:\n{screen}"));
+    assert!(result.text.contains("Not on a Friday"), "{result:?}");
+    assert!(screen.contains("Not on a Friday"), "{screen}");
+    assert!(
+        !sandbox.project().join("proof.txt").exists(),
+        "a denied command ran"
+    );
+}
+
+async fn imrelay_hook_interrupted_in_codex_is_withdrawn_in_imrelay() {
+    let app = spawn_app().await;
+    let model = FakeModel::start(
+        Dialect::OpenAiResponses,
+        Step::Shell(COMMAND.into()),
+        "Done.",
+    )
+    .await;
+    let sandbox = Sandbox::new();
+    let (tui, asked) = start_through_imrelay(&sandbox, &model, &app).await;
+    let id = asked["id"].as_str().expect("id").to_string();
+    // Esc while the hook waits: Codex kills the hook and ends the turn.
+    tui.keys(&["Escape"]);
+    let screen = tui.until_shows("Conversation interrupted", RUN_LIMIT).await;
+    let withdrawn = eventually_within(
+        "the interaction is withdrawn in imrelay",
+        Duration::from_secs(10),
+        || async {
+            let (_, i) = app.get(&format!("/v1/interactions/{id}")).await;
+            (i["status"] == "resolved").then_some(i)
+        },
+    )
+    .await;
+    assert_eq!(
+        withdrawn["resolution"]["outcome"], "cancelled",
+        "{withdrawn}\n{screen}"
+    );
+    assert_eq!(withdrawn["resolution"]["by"], "codex", "{withdrawn}");
+    assert!(
+        !sandbox.project().join("proof.txt").exists(),
+        "an interrupted command ran"
     );
 }
