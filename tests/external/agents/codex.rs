@@ -45,6 +45,11 @@ pub fn trials() -> Vec<libtest_mimic::Trial> {
             imrelay_hook_deny_reaches_the_model,
         ),
         trial(
+            "agents::codex::imrelay_pre_tool_use_hook_gates_codex_exec",
+            super::codex,
+            imrelay_pre_tool_use_hook_gates_codex_exec,
+        ),
+        trial(
             "agents::codex::imrelay_hook_interrupted_in_codex_is_withdrawn_in_imrelay",
             super::codex_tui,
             imrelay_hook_interrupted_in_codex_is_withdrawn_in_imrelay,
@@ -79,12 +84,24 @@ fn configure(sandbox: &Sandbox, model: &FakeModel, answer: &Answer) -> PathBuf {
     std::fs::write(dir.join("answer.out"), &answer.stdout).expect("answer.out");
     std::fs::write(dir.join("answer.err"), &answer.stderr).expect("answer.err");
     std::fs::write(dir.join("answer.code"), answer.code.to_string()).expect("answer.code");
-    configure_hook(sandbox, model, &hook.display().to_string(), 30)
+    configure_hook(
+        sandbox,
+        model,
+        "PermissionRequest",
+        &hook.display().to_string(),
+        30,
+    )
 }
 
-/// Codex's home in the sandbox: the fake model as its provider, and `command` as the
-/// `PermissionRequest` hook for `Bash`, with `timeout` seconds.
-fn configure_hook(sandbox: &Sandbox, model: &FakeModel, command: &str, timeout: u64) -> PathBuf {
+/// Codex's home in the sandbox: the fake model as its provider, and `command` as the `event`
+/// hook for `Bash`, with `timeout` seconds.
+fn configure_hook(
+    sandbox: &Sandbox,
+    model: &FakeModel,
+    event: &str,
+    command: &str,
+    timeout: u64,
+) -> PathBuf {
     let codex_home = sandbox.home().join(".codex");
     std::fs::create_dir_all(&codex_home).expect("CODEX_HOME");
     let config = format!(
@@ -102,7 +119,7 @@ env_key = "FAKE_API_KEY"
         model.base_url()
     );
     std::fs::write(codex_home.join("config.toml"), config).expect("config.toml");
-    let hooks = json!({"hooks": {"PermissionRequest": [{"matcher": "Bash", "hooks": [
+    let hooks = json!({"hooks": {event: [{"matcher": "Bash", "hooks": [
         {"type": "command", "command": command, "timeout": timeout}
     ]}]}});
     std::fs::write(codex_home.join("hooks.json"), hooks.to_string()).expect("hooks.json");
@@ -351,12 +368,7 @@ async fn start_through_imrelay(
     model: &FakeModel,
     app: &TestApp,
 ) -> (Tmux, Value) {
-    let command = format!(
-        "'{}' hook codex --url {} --timeout 30",
-        env!("CARGO_BIN_EXE_imrelay"),
-        app.url("")
-    );
-    let codex_home = configure_hook(sandbox, model, &command, 30);
+    let codex_home = configure_hook(sandbox, model, "PermissionRequest", &hook_command(app), 30);
     let tui = start(sandbox, &codex_home);
     let asked = eventually_within("Codex's call is pending in imrelay", RUN_LIMIT, || async {
         let (_, list) = app.get("/v1/interactions?status=pending").await;
@@ -364,6 +376,15 @@ async fn start_through_imrelay(
     })
     .await;
     (tui, asked)
+}
+
+/// `imrelay hook codex` for `app`, as a hook's `command` (Codex's `timeout` 30 s).
+fn hook_command(app: &TestApp) -> String {
+    format!(
+        "'{}' hook codex --url {} --timeout 30",
+        env!("CARGO_BIN_EXE_imrelay"),
+        app.url("")
+    )
 }
 
 /// Codex as the agent on every channel, with its session and working directory, and the
@@ -484,4 +505,66 @@ async fn imrelay_hook_interrupted_in_codex_is_withdrawn_in_imrelay() {
         !sandbox.project().join("proof.txt").exists(),
         "an interrupted command ran"
     );
+}
+
+/// `codex exec`, which never asks: its `PreToolUse` hook is the gate. Allowed, the command
+/// runs; denied, it does not and the model is told why.
+async fn imrelay_pre_tool_use_hook_gates_codex_exec() {
+    for allow in [true, false] {
+        let app = spawn_app().await;
+        // A plain call, inside the sandbox: nothing Codex itself would ask about.
+        let step = Step::Tool {
+            name: "exec_command".into(),
+            input: json!({"cmd": COMMAND}),
+        };
+        let model = FakeModel::start(Dialect::OpenAiResponses, step, "Done.").await;
+        let sandbox = Sandbox::new();
+        let codex_home = configure_hook(&sandbox, &model, "PreToolUse", &hook_command(&app), 30);
+        let mut c = sandbox.command(&codex());
+        c.env("CODEX_HOME", &codex_home)
+            .env("FAKE_API_KEY", "imrelay-test-key")
+            .args([
+                "exec",
+                "--skip-git-repo-check",
+                "--dangerously-bypass-hook-trust",
+                "--dangerously-bypass-approvals-and-sandbox",
+                "Write the proof file.",
+            ]);
+        let mut agent = sandbox.spawn(c);
+        let asked = agent
+            .until("the call is pending in imrelay", RUN_LIMIT, || async {
+                let (_, list) = app.get("/v1/interactions?status=pending").await;
+                list["interactions"].as_array()?.first().cloned()
+            })
+            .await;
+        assert_eq!(asked["agent"], "codex", "{asked}");
+        assert_eq!(asked["tool_name"], "Bash", "{asked}");
+        assert_eq!(asked["input"]["command"], COMMAND, "{asked}");
+        let answer = if allow {
+            json!({"decision": "allow"})
+        } else {
+            json!({"decision": "deny", "message": "Not on a Friday (pre)"})
+        };
+        let (status, body) = app
+            .respond(asked["id"].as_str().expect("id"), &answer)
+            .await;
+        assert_eq!(status, 200, "{body}");
+        let out = agent.finish(RUN_LIMIT).await;
+        let proof = std::fs::read_to_string(sandbox.project().join("proof.txt")).ok();
+        let result = model
+            .wait_for_tool_result(Duration::from_secs(5))
+            .await
+            .unwrap_or_else(|| panic!("no tool result reached the model\n{}", out.describe()));
+        if allow {
+            assert_eq!(proof.as_deref(), Some("ok\n"), "{}", out.describe());
+        } else {
+            assert_eq!(proof, None, "a denied command ran\n{}", out.describe());
+            assert!(
+                result.text.contains("Not on a Friday (pre)"),
+                "{result:?}\n{}",
+                out.describe()
+            );
+        }
+        assert!(out.succeeded(), "{}", out.describe());
+    }
 }
