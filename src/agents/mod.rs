@@ -28,6 +28,23 @@ use crate::interaction::Registry;
 use crate::metrics::Metrics;
 use shared::HookCalls;
 
+/// `tool_name` and `input` as `agent` (an interaction's `agent`: `claude-code`,
+/// `claude-code/<subagent>`, `codex`, ...) named them, in the vocabulary the rest of imrelay
+/// reads (Claude Code's tool names and inputs; see docs/architecture.md): each adapter's one
+/// mapping function, chosen by agent. An agent without an adapter is taken to use that
+/// vocabulary already.
+pub fn as_claude_code(
+    agent: &str,
+    tool_name: &str,
+    input: serde_json::Map<String, serde_json::Value>,
+) -> (String, serde_json::Map<String, serde_json::Value>) {
+    match agent {
+        codex::AGENT => codex::as_claude_code(tool_name, input),
+        // Claude Code's names are the vocabulary.
+        _ => (tool_name.to_string(), input),
+    }
+}
+
 /// `[hooks]`: each adapter's section.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -95,4 +112,25 @@ pub fn routes<S: Clone + Send + Sync + 'static>(hooks: Hooks) -> Router<S> {
         .route(claude_code::PATH, post(claude_code::hook))
         .route(codex::PATH, post(codex::hook))
         .with_state(hooks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn each_agent_maps_with_its_own_adapter() {
+        let patch = json!({"command": "*** Begin Patch\n*** Delete File: a\n*** End Patch"});
+        let input = patch.as_object().cloned().unwrap();
+        let (tool, _) = as_claude_code("codex", "apply_patch", input.clone());
+        assert_eq!(tool, crate::interaction::PATCH_TOOL);
+        // Claude Code's names are kept, whichever subagent asks.
+        for agent in ["claude-code", "claude-code/Explore", "my-agent"] {
+            assert_eq!(
+                as_claude_code(agent, "apply_patch", input.clone()),
+                ("apply_patch".to_string(), input.clone())
+            );
+        }
+    }
 }
