@@ -293,3 +293,24 @@ async fn a_patch_is_asked_about_as_a_patch() {
         "deny"
     );
 }
+
+#[tokio::test]
+async fn a_killed_hook_is_withdrawn_on_telegram_too_and_codex_is_shown_as_the_agent() {
+    use crate::telegram::{PRIVATE, edited, prompt, start};
+    use imrelay::channels::telegram::Mode;
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+
+    let (app, tg) = start(Mode::Webhook).await;
+    let mut hook = hook_command(&app.url(""), &fixture("codex/permission_request.json"), 600);
+    let posted = prompt(&tg, PRIVATE, "echo ok &gt; proof.txt").await;
+    // Codex, its working directory, and the command as a command.
+    for shown in ["codex", "/tmp/cx/a1/project", "May I write the proof file?"] {
+        assert!(posted.text.contains(shown), "{shown}: {}", posted.text);
+    }
+    let pid = Pid::from_raw(hook.id().expect("running") as i32);
+    kill(pid, Signal::SIGTERM).expect("signal the hook");
+    let _ = hook.wait().await;
+    let edit = edited(&tg, PRIVATE, posted.message_id, "Codex stopped waiting").await;
+    assert_eq!(edit["reply_markup"], json!({"inline_keyboard": []}));
+}
