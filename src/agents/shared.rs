@@ -306,6 +306,46 @@ pub fn field<T: serde::de::DeserializeOwned>(
         .map_err(|_| ValidationError::new(name, format!("expected {expected} in {event} input")))
 }
 
+/// Reads the fields of one hook event's input, naming the event in every error.
+#[derive(Clone, Copy, Debug)]
+pub struct Fields<'a> {
+    /// The event (`PreToolUse`, ...).
+    pub event: &'a str,
+}
+
+impl Fields<'_> {
+    /// The error for a missing field `what`.
+    pub fn required(&self, what: &str) -> ValidationError {
+        ValidationError::new(what, format!("is required in {} input", self.event))
+    }
+
+    /// Field `what` as a string; absent or `null` is `None`.
+    pub fn string(
+        &self,
+        raw: &Option<Box<RawValue>>,
+        what: &str,
+    ) -> Result<Option<String>, ValidationError> {
+        field::<String>(raw, what, "a string", self.event)
+    }
+
+    /// `tool_name`: a string, required and not empty.
+    pub fn tool_name(&self, raw: &Option<Box<RawValue>>) -> Result<String, ValidationError> {
+        self.string(raw, "tool_name")?
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| self.required("tool_name"))
+    }
+
+    /// `tool_input` as its JSON text, required and not `null`.
+    pub fn tool_input<'r>(
+        &self,
+        raw: &'r Option<Box<RawValue>>,
+    ) -> Result<&'r RawValue, ValidationError> {
+        raw.as_deref()
+            .filter(|r| r.get() != "null")
+            .ok_or_else(|| self.required("tool_input"))
+    }
+}
+
 /// How waiting for an answer ended.
 pub enum Waited {
     /// Resolved: answered, or expired at the adapter's deadline.

@@ -35,7 +35,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::Hooks;
-use super::shared::{self, Abandoned, Generations, Waited, derived_base, field};
+use super::shared::{self, Abandoned, Fields, Generations, Waited, derived_base, field};
 use crate::interaction::{
     AgentResult, ElicitAction, FORM_TOOL, Form, Input, Interaction, InteractionId, Kind,
     NewInteraction, Outcome, PermissionResult, ValidationError, valid_suggestions,
@@ -128,12 +128,9 @@ pub async fn hook(
         }
     };
     let name = event.name();
-    let required = |what: &str| ValidationError::new(what, format!("is required in {name} input"));
-    let string =
-        |raw: &Option<Box<RawValue>>, what: &str| field::<String>(raw, what, "a string", name);
-    let tool_name = string(&hook.tool_name, "tool_name")?
-        .filter(|t| !t.is_empty())
-        .ok_or_else(|| required("tool_name"))?;
+    let fields = Fields { event: name };
+    let string = |raw: &Option<Box<RawValue>>, what: &str| fields.string(raw, what);
+    let tool_name = fields.tool_name(&hook.tool_name)?;
     let session_id = string(&hook.session_id, "session_id")?;
     let cwd = string(&hook.cwd, "cwd")?;
     let tool_use_id = string(&hook.tool_use_id, "tool_use_id")?;
@@ -145,11 +142,7 @@ pub async fn hook(
         name,
     )?;
     // Kept as Claude Code wrote it: an allow hands exactly this back.
-    let raw_input = hook
-        .tool_input
-        .as_deref()
-        .filter(|r| r.get() != "null")
-        .ok_or_else(|| required("tool_input"))?;
+    let raw_input = fields.tool_input(&hook.tool_input)?;
     let NewInteraction {
         input, input_text, ..
     } = NewInteraction::from_json(tool_name.clone(), raw_input).map_err(|e| {

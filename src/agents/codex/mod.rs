@@ -47,7 +47,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::shared::{self, Abandoned, Generations, Waited, derived_base, field};
+use super::shared::{self, Abandoned, Fields, Generations, Waited, derived_base, field};
 use super::{Hooks, OnTimeout};
 use crate::interaction::{
     AgentResult, Interaction, Kind, NewInteraction, Outcome, PermissionResult, ValidationError,
@@ -123,21 +123,13 @@ pub async fn hook(
         }
     };
     let name = event.name();
-    let required = |what: &str| ValidationError::new(what, format!("is required in {name} input"));
-    let string =
-        |raw: &Option<Box<RawValue>>, what: &str| field::<String>(raw, what, "a string", name);
-    let tool_name = string(&body.tool_name, "tool_name")?
-        .filter(|t| !t.is_empty())
-        .ok_or_else(|| required("tool_name"))?;
-    let session_id = string(&body.session_id, "session_id")?;
-    let turn_id = string(&body.turn_id, "turn_id")?;
-    let cwd = string(&body.cwd, "cwd")?;
-    let tool_use_id = string(&body.tool_use_id, "tool_use_id")?;
-    let raw_input = body
-        .tool_input
-        .as_deref()
-        .filter(|r| r.get() != "null")
-        .ok_or_else(|| required("tool_input"))?;
+    let fields = Fields { event: name };
+    let tool_name = fields.tool_name(&body.tool_name)?;
+    let session_id = fields.string(&body.session_id, "session_id")?;
+    let turn_id = fields.string(&body.turn_id, "turn_id")?;
+    let cwd = fields.string(&body.cwd, "cwd")?;
+    let tool_use_id = fields.string(&body.tool_use_id, "tool_use_id")?;
+    let raw_input = fields.tool_input(&body.tool_input)?;
     let input: Map<String, Value> = serde_json::from_str(raw_input.get()).map_err(|_| {
         ValidationError::new("tool_input", format!("expected an object in {name} input"))
     })?;
