@@ -50,6 +50,11 @@ pub fn trials() -> Vec<libtest_mimic::Trial> {
             imrelay_pre_tool_use_hook_gates_codex_exec,
         ),
         trial(
+            "agents::codex::codex_exec_runs_only_a_trusted_hook",
+            super::codex_tui,
+            codex_exec_runs_only_a_trusted_hook,
+        ),
+        trial(
             "agents::codex::imrelay_hook_interrupted_in_codex_is_withdrawn_in_imrelay",
             super::codex_tui,
             imrelay_hook_interrupted_in_codex_is_withdrawn_in_imrelay,
@@ -226,6 +231,15 @@ impl Drop for Tmux {
 /// for this run (`--dangerously-bypass-hook-trust`, instead of the "Hooks need review" dialog
 /// a new hook gets).
 fn start(sandbox: &Sandbox, codex_home: &Path) -> Tmux {
+    start_with(
+        sandbox,
+        codex_home,
+        &["--dangerously-bypass-hook-trust", "Write the proof file."],
+    )
+}
+
+/// Starts Codex's terminal interface with `args`.
+fn start_with(sandbox: &Sandbox, codex_home: &Path, args: &[&str]) -> Tmux {
     let home = sandbox.home();
     let env = [
         ("PATH", std::env::var("PATH").unwrap_or_default()),
@@ -235,11 +249,8 @@ fn start(sandbox: &Sandbox, codex_home: &Path) -> Tmux {
         ("TERM", "xterm-256color".into()),
         ("LANG", "C.UTF-8".into()),
     ];
-    let argv = [
-        codex().display().to_string(),
-        "--dangerously-bypass-hook-trust".into(),
-        "Write the proof file.".into(),
-    ];
+    let mut argv = vec![codex().display().to_string()];
+    argv.extend(args.iter().map(|a| a.to_string()));
     Tmux::start(&sandbox.project(), &env, &argv)
 }
 
@@ -520,17 +531,7 @@ async fn imrelay_pre_tool_use_hook_gates_codex_exec() {
         let model = FakeModel::start(Dialect::OpenAiResponses, step, "Done.").await;
         let sandbox = Sandbox::new();
         let codex_home = configure_hook(&sandbox, &model, "PreToolUse", &hook_command(&app), 30);
-        let mut c = sandbox.command(&codex());
-        c.env("CODEX_HOME", &codex_home)
-            .env("FAKE_API_KEY", "imrelay-test-key")
-            .args([
-                "exec",
-                "--skip-git-repo-check",
-                "--dangerously-bypass-hook-trust",
-                "--dangerously-bypass-approvals-and-sandbox",
-                "Write the proof file.",
-            ]);
-        let mut agent = sandbox.spawn(c);
+        let mut agent = codex_exec(&sandbox, &codex_home, &["--dangerously-bypass-hook-trust"]);
         let asked = agent
             .until("the call is pending in imrelay", RUN_LIMIT, || async {
                 let (_, list) = app.get("/v1/interactions?status=pending").await;
@@ -567,4 +568,90 @@ async fn imrelay_pre_tool_use_hook_gates_codex_exec() {
         }
         assert!(out.succeeded(), "{}", out.describe());
     }
+}
+
+/// `codex exec` on the prompt, its output to files in the sandbox.
+fn codex_exec(sandbox: &Sandbox, codex_home: &Path, flags: &[&str]) -> super::Running {
+    let mut c = sandbox.command(&codex());
+    c.env("CODEX_HOME", codex_home)
+        .env("FAKE_API_KEY", "imrelay-test-key")
+        .args(["exec", "--skip-git-repo-check"])
+        .args(flags)
+        .args([
+            "--dangerously-bypass-approvals-and-sandbox",
+            "Write the proof file.",
+        ]);
+    sandbox.spawn(c)
+}
+
+/// A hook `codex exec` has not been told to trust does not run at all: the command runs
+/// unasked. Trusted once in the terminal interface ("Hooks need review", then "Trust all and
+/// continue"), the same hook gates the next `codex exec`.
+async fn codex_exec_runs_only_a_trusted_hook() {
+    let app = spawn_app().await;
+    let step = Step::Tool {
+        name: "exec_command".into(),
+        input: json!({"cmd": COMMAND}),
+    };
+    let model = FakeModel::start(Dialect::OpenAiResponses, step, "Done.").await;
+    let sandbox = Sandbox::new();
+    let codex_home = configure_hook(&sandbox, &model, "PreToolUse", &hook_command(&app), 30);
+    let proof = sandbox.project().join("proof.txt");
+
+    let out = codex_exec(&sandbox, &codex_home, &[])
+        .finish(RUN_LIMIT)
+        .await;
+    assert!(out.succeeded(), "{}", out.describe());
+    assert!(
+        proof.exists(),
+        "the untrusted hook stopped it:\n{}",
+        out.describe()
+    );
+    let (_, all) = app.get("/v1/interactions?status=all").await;
+    assert_eq!(all["interactions"], json!([]), "the untrusted hook ran");
+    std::fs::remove_file(&proof).expect("remove the proof");
+
+    let tui = start_with(&sandbox, &codex_home, &[]);
+    tui.until_shows("Hooks need review", RUN_LIMIT).await;
+    // Move to the second choice, looking before each key (one can arrive before the dialog
+    // takes keys).
+    let deadline = tokio::time::Instant::now() + RUN_LIMIT;
+    loop {
+        let screen = tui.screen();
+        if screen.contains("› 2. Trust all and continue") {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "cannot choose to trust the hook:\n{screen}"
+        );
+        if screen.contains("› 1. Review hooks") {
+            tui.keys(&["Down"]);
+        } else if screen.contains("› 3. Continue without trusting") {
+            tui.keys(&["Up"]);
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    tui.keys(&["Enter"]);
+    eventually_within("Codex keeps the trust", RUN_LIMIT, || async {
+        let config = std::fs::read_to_string(codex_home.join("config.toml")).ok()?;
+        config.contains("trusted_hash").then_some(())
+    })
+    .await;
+    drop(tui);
+
+    let mut agent = codex_exec(&sandbox, &codex_home, &[]);
+    let asked = agent
+        .until("the call is pending in imrelay", RUN_LIMIT, || async {
+            let (_, list) = app.get("/v1/interactions?status=pending").await;
+            list["interactions"].as_array()?.first().cloned()
+        })
+        .await;
+    app.respond(
+        asked["id"].as_str().expect("id"),
+        &json!({"decision": "deny", "message": "Not now"}),
+    )
+    .await;
+    let out = agent.finish(RUN_LIMIT).await;
+    assert!(!proof.exists(), "a denied command ran\n{}", out.describe());
 }
