@@ -21,9 +21,10 @@ use super::form::{ElicitAction, ElicitResult};
 pub const ASK_USER_QUESTION: &str = "AskUserQuestion";
 
 /// The tool name of a patch to files in the `*** Begin Patch` format (Codex's `apply_patch`),
-/// with the patch text as `patch`: an agent adapter maps its agent's patch tool onto it. No
-/// agent tool can have it: tool names are `[A-Za-z0-9_-]`, and this has a colon.
-pub const PATCH_TOOL: &str = "imrelay:patch";
+/// with the patch text as `patch`: an agent adapter maps its agent's patch tool onto it.
+/// Claude Code has no tool of this name; it reads as one on every surface ("Approval for
+/// Patch"). Another agent's `Patch` whose input is not such a patch is shown field by field.
+pub const PATCH_TOOL: &str = "Patch";
 
 /// Longest accepted interaction id, in bytes.
 pub const MAX_ID_LEN: usize = 128;

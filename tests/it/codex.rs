@@ -276,7 +276,7 @@ async fn a_patch_is_asked_about_as_a_patch() {
     input["tool_input"] = json!({"command": patch});
     let hook = hook_command(&app.url(""), &input, 60);
     let i = pending_one(&app).await;
-    assert_eq!(i["tool_name"], "imrelay:patch");
+    assert_eq!(i["tool_name"], "Patch");
     assert_eq!(i["input"], json!({"patch": patch}));
     let (_, display) = app
         .get(&format!(
