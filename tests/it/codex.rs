@@ -14,7 +14,22 @@ use crate::support::*;
 
 /// `imrelay hook codex` started on `input`, talking to `url`, with `--timeout timeout`.
 fn hook_command(url: &str, input: &Value, timeout: u64) -> tokio::process::Child {
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_imrelay"))
+    hook_command_with(url, input, timeout, None)
+}
+
+/// [`hook_command`], with `token` as `IMRELAY_AGENT_TOKEN`.
+fn hook_command_with(
+    url: &str,
+    input: &Value,
+    timeout: u64,
+    token: Option<&str>,
+) -> tokio::process::Child {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_imrelay"));
+    command.env_remove("IMRELAY_AGENT_TOKEN");
+    if let Some(t) = token {
+        command.env("IMRELAY_AGENT_TOKEN", t);
+    }
+    let mut child = command
         .args([
             "hook",
             "codex",
@@ -23,7 +38,6 @@ fn hook_command(url: &str, input: &Value, timeout: u64) -> tokio::process::Child
             "--timeout",
             &timeout.to_string(),
         ])
-        .env_remove("IMRELAY_AGENT_TOKEN")
         .env_remove("IMRELAY_URL")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -236,6 +250,19 @@ async fn when_imrelay_cannot_decide_codex_asks_itself_and_exec_is_denied() {
     let (stdout, stderr, code) = finished(hook).await;
     assert_eq!((stdout.as_str(), code), ("", 1), "{stderr}");
     assert!(stderr.contains("401"), "{stderr}");
+    // The token in Codex's environment is the one used.
+    let hook = hook_command_with(
+        &app.url(""),
+        &fixture("codex/permission_request.json"),
+        600,
+        Some("agent-token-0123456789"),
+    );
+    let i = pending_one(&app).await;
+    app.respond(i["id"].as_str().unwrap(), &json!({"decision": "allow"}))
+        .await;
+    let (stdout, stderr, code) = finished(hook).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(printed(&stdout), accepted(0));
 }
 
 #[tokio::test]
