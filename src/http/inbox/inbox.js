@@ -1092,8 +1092,9 @@ document.addEventListener("DOMContentLoaded", () => {
   });
   $("who-change").addEventListener("click", () => { askName(false); });
   $("who-cancel").addEventListener("click", () => closeName(null));
-  // Esc, or the dialog closed any other way: cancelled.
-  $("name-panel").addEventListener("close", () => closeName(null));
+  // Esc, or the dialog closed any other way: cancelled. (Not the late event of a dialog
+  // closed by closeName and opened again since: that one is open, and still asking.)
+  $("name-panel").addEventListener("close", () => { if (!$("name-panel").open) closeName(null); });
   // A name given or changed in another tab of this browser.
   window.addEventListener("storage", (ev) => {
     if (ev.key !== WHO_KEY) return;
