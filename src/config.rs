@@ -446,7 +446,7 @@ pub(crate) fn enum_values(key: &str) -> Option<Vec<String>> {
         "store.backend" => variants::<Backend>(),
         "store.synchronous" => variants::<Synchronous>(),
         "log.format" => variants::<LogFormat>(),
-        "hooks.claude_code.on_timeout" => variants::<OnTimeout>(),
+        "hooks.claude_code.on_timeout" | "hooks.codex.on_timeout" => variants::<OnTimeout>(),
         "telegram.mode" => variants::<telegram::Mode>(),
         "feishu.mode" => variants::<feishu::Mode>(),
         "feishu.domain" => variants::<feishu::settings::Domain>(),
