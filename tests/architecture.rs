@@ -82,13 +82,26 @@ const RULES: &[Rule] = &[
     },
     Rule {
         part: "store",
-        may_import: &["interaction", "interaction::ports", "audit", "settings", "sync"],
+        may_import: &[
+            "interaction",
+            "interaction::ports",
+            "audit",
+            "settings",
+            "sync",
+        ],
         tests_also: &[],
         role: "the backends: implement the core's ports",
     },
     Rule {
         part: "outbox",
-        may_import: &["interaction", "store", "audit", "metrics", "settings", "sync"],
+        may_import: &[
+            "interaction",
+            "store",
+            "audit",
+            "metrics",
+            "settings",
+            "sync",
+        ],
         tests_also: &[],
         role: "the delivery worker and typed jobs",
     },
@@ -550,7 +563,10 @@ fn check(root: &Path, rules: &[Rule], exceptions: &[(&str, &str, &str)]) -> Repo
             }
         };
         let file_is_test = test_modules.iter().any(|t| module.starts_with(t));
-        let rule = rules.iter().find(|r| r.part == from).expect("part has a rule");
+        let rule = rules
+            .iter()
+            .find(|r| r.part == from)
+            .expect("part has a rule");
         for u in uses {
             let target = resolve(root, &u.path);
             let Some((to, len)) = part_of(root, rules, &target) else {
@@ -559,7 +575,11 @@ fn check(root: &Path, rules: &[Rule], exceptions: &[(&str, &str, &str)]) -> Repo
             };
             let test = u.test || file_is_test;
             if std::env::var_os("ARCHITECTURE_EDGES").is_some() {
-                eprintln!("{from} -> {to}  src/{rel}:{}  {}", u.line, u.path.join("::"));
+                eprintln!(
+                    "{from} -> {to}  src/{rel}:{}  {}",
+                    u.line,
+                    u.path.join("::")
+                );
             }
             if (to == from && target[..len] == own[..])
                 || rule.may_import.contains(&to.as_str())
@@ -1144,17 +1164,26 @@ fn breached(r: &Report) -> Vec<(String, usize, String)> {
 }
 
 const BASE: &[(&str, &str)] = &[
-    ("lib.rs", "pub mod core; pub mod leaf; pub mod store; pub mod channels; pub mod http;\n"),
+    (
+        "lib.rs",
+        "pub mod core; pub mod leaf; pub mod store; pub mod channels; pub mod http;\n",
+    ),
     ("core/mod.rs", "mod model;\nuse crate::leaf::Lock;\n"),
     ("core/model.rs", "pub struct Interaction;\n"),
     ("leaf.rs", "pub struct Lock;\n"),
     ("store/mod.rs", "use crate::core::Interaction;\n"),
-    ("channels/mod.rs", "pub mod pipeline; pub mod tg; pub mod fs;\n"),
+    (
+        "channels/mod.rs",
+        "pub mod pipeline; pub mod tg; pub mod fs;\n",
+    ),
     ("channels/pipeline.rs", "use super::super::core::model;\n"),
     ("channels/tg/mod.rs", "use crate::channels::pipeline;\n"),
     ("channels/fs/mod.rs", "mod api;\n"),
     ("channels/fs/api.rs", "pub fn tls() {}\n"),
-    ("http/mod.rs", "use crate::{core, store::Store, channels::{self, pipeline}};\n"),
+    (
+        "http/mod.rs",
+        "use crate::{core, store::Store, channels::{self, pipeline}};\n",
+    ),
 ];
 
 fn with(extra: &[(&'static str, &'static str)]) -> Vec<(&'static str, &'static str)> {
@@ -1189,7 +1218,10 @@ fn the_core_importing_a_channel_fails_with_file_line_rule_and_fix() {
         text.contains("src/core/model.rs:4: `crate::channels::tg::send` is in `channels::*`, which `core` may not import"),
         "{text}"
     );
-    assert!(text.contains("rule: `core` (the core) may import only leaf"), "{text}");
+    assert!(
+        text.contains("rule: `core` (the core) may import only leaf"),
+        "{text}"
+    );
     assert!(text.contains("to do:"), "{text}");
 }
 
@@ -1216,7 +1248,11 @@ fn a_channel_importing_another_fails_and_shared_files_do_not() {
     )]));
     assert_eq!(
         breached(&r),
-        [("channels/tg/mod.rs".to_string(), 2, "channels::*".to_string())]
+        [(
+            "channels/tg/mod.rs".to_string(),
+            2,
+            "channels::*".to_string()
+        )]
     );
 }
 
