@@ -169,11 +169,12 @@ const RULES: &[Rule] = &[
             "metrics",
             "channels::present",
             "channels::render",
+            "agents::*",
             "settings",
             "sync",
         ],
         tests_also: &[],
-        role: "what every agent adapter shares",
+        role: "the list of agent adapters (`mod.rs`) and what they share",
     },
     Rule {
         part: "agents::*",
