@@ -938,6 +938,7 @@ fn scan(root: &Path, module: &[String], text: &str, is_main: bool) -> Scan {
             let base: Option<(Vec<String>, usize)> = match w.as_str() {
                 "crate" if !is_main => Some((Vec::new(), i + 2)),
                 "imrelay" if is_main => Some((Vec::new(), i + 2)),
+                "self" => Some((here.clone(), i + 2)),
                 "super" if !is_main => {
                     let mut up = here.clone();
                     let mut k = i;
@@ -1291,6 +1292,18 @@ fn comments_strings_and_attribute_paths() {
     assert_eq!(
         breached(&r),
         [("core/mod.rs".to_string(), 8, "store".to_string())]
+    );
+}
+
+#[test]
+fn self_and_macro_crate_paths() {
+    let r = fake_check(&with(&[(
+        "channels/mod.rs",
+        "pub mod pipeline; pub mod tg; pub mod fs;\nmacro_rules! m { () => { $crate::http::x() } }\nfn f() { self::pipeline::run(); }\n",
+    )]));
+    assert_eq!(
+        breached(&r),
+        [("channels/mod.rs".to_string(), 2, "http".to_string())]
     );
 }
 
