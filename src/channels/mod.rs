@@ -16,6 +16,7 @@
 pub mod dingtalk;
 pub mod feishu;
 pub mod longconn;
+pub(crate) mod messages;
 pub(crate) mod pipeline;
 pub mod present;
 pub mod render;
