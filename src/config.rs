@@ -89,6 +89,9 @@ pub struct Settings {
     pub feishu: crate::channels::feishu::FeishuSettings,
     /// The Telegram channel.
     pub telegram: crate::channels::telegram::TelegramSettings,
+    /// The Slack channel.
+    #[serde(default)]
+    pub slack: crate::channels::slack::SlackSettings,
 }
 
 /// `[audit]`
@@ -495,6 +498,13 @@ impl Settings {
                     .to_string(),
             );
         }
+        if self.slack.enabled && self.slack.approvers.is_empty() {
+            warnings.push(
+                "slack is enabled but slack.approvers is empty: messages are posted, but nobody \
+                 can answer them from Slack (a refused click logs the clicker's user id)"
+                    .to_string(),
+            );
+        }
         warnings
     }
 
@@ -618,10 +628,15 @@ impl Settings {
             )));
         }
         self.feishu.validate().map_err(ConfigError::Invalid)?;
-        let claims: Vec<_> = [self.telegram.paths(), self.feishu.paths()]
-            .into_iter()
-            .flatten()
-            .collect();
+        self.slack.validate().map_err(ConfigError::Invalid)?;
+        let claims: Vec<_> = [
+            self.telegram.paths(),
+            self.feishu.paths(),
+            self.slack.paths(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
         crate::settings::check_path_claims(&claims).map_err(ConfigError::Invalid)?;
         Ok(())
     }

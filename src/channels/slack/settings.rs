@@ -1,9 +1,6 @@
 //! `[slack]` settings: the app's tokens and signing secret, how interactions reach imrelay
 //! (Socket Mode or the HTTP endpoint), how many Socket Mode connections to hold, where
 //! prompts go and who may answer.
-//!
-//! Not yet part of `config::Settings`: the transports are built and tested first; the
-//! channel that uses them adds the section (see `docs/architecture.md`, "Add a channel").
 
 use serde::{Deserialize, Serialize};
 
