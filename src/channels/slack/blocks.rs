@@ -285,7 +285,7 @@ impl Blocks {
             (Kind::Approval, None) => format!("Approval needed: {}", i.tool_name),
             (Kind::Question, None) => "The agent has a question".into(),
             (Kind::Form, None) => format!("Please fill in: {}", form_message(i)),
-            (_, Some(r)) => format!("{} · {}", title_base(i), render::outcome_phrase(r)),
+            (_, Some(r)) => format!("{} · {}", resolved_title(i), render::outcome_phrase(r)),
         };
         cut(&s, 300)
     }
@@ -299,7 +299,7 @@ impl Blocks {
             Some(r) => format!(
                 "{} {} · {}",
                 outcome_icon(r.outcome),
-                title_base(i),
+                resolved_title(i),
                 render::outcome_label(r.outcome)
             ),
         };
@@ -380,13 +380,16 @@ impl Blocks {
         for (n, q) in questions.iter().enumerate() {
             out.push(section(&format!("[{}] {}", q.header, q.question)));
             if i.resolution.is_none() {
+                // With one question the buttons name the options; with several, the
+                // options are listed here and chosen in the modal.
+                let several = questions.len() != 1;
                 let described: Vec<String> = q
                     .options
                     .iter()
-                    .filter_map(|o| {
-                        o.description
-                            .as_deref()
-                            .map(|d| format!("{}: {d}", o.label))
+                    .filter_map(|o| match o.description.as_deref() {
+                        Some(d) => Some(format!("{}: {d}", o.label)),
+                        None if several => Some(o.label.clone()),
+                        None => None,
                     })
                     .collect();
                 if !described.is_empty() {
@@ -744,6 +747,14 @@ fn title_base(i: &Interaction) -> String {
             .filter(|t| !t.trim().is_empty())
             .unwrap_or("Please fill in")
             .to_string(),
+    }
+}
+
+/// What a resolved message is about: the tool for an approval ("Bash · Allowed").
+fn resolved_title(i: &Interaction) -> String {
+    match i.kind {
+        Kind::Approval => i.tool_name.to_string(),
+        _ => title_base(i),
     }
 }
 

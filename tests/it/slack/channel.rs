@@ -296,10 +296,7 @@ async fn an_approver_approves_and_every_copy_says_who_where_and_how() {
     assert_eq!(body["resolution"]["by"], "u0alice");
     every_copy_shows(&fake, &copies, "Allowed by u0alice via slack").await;
     let done = message(&fake, &copies[1]);
-    assert_eq!(
-        done["blocks"][0]["text"]["text"],
-        "✅ Approve Bash · Allowed"
-    );
+    assert_eq!(done["blocks"][0]["text"]["text"], "✅ Bash · Allowed");
     assert!(
         ephemerals(&fake, APPROVER).is_empty(),
         "the message itself says it worked"
