@@ -194,9 +194,18 @@ impl Pacer {
         }
     }
 
+    /// A pacer that never waits (for a platform whose client paces itself).
+    pub fn off() -> Self {
+        Self::new(Duration::ZERO, Duration::ZERO)
+    }
+
+    fn is_off(&self) -> bool {
+        self.gap.is_zero() && self.pause.is_zero()
+    }
+
     /// Waits for this chat's next free slot.
     pub async fn turn(&self, chat: &str) {
-        if self.gap.is_zero() && self.next.locked().is_empty() {
+        if self.is_off() {
             return;
         }
         let at = {
@@ -214,6 +223,9 @@ impl Pacer {
     /// Keeps this chat quiet for `pause` (the platform throttled it), or the pacer's own
     /// pause when the platform did not say.
     pub fn pause(&self, chat: &str, pause: Option<Duration>) {
+        if self.is_off() {
+            return;
+        }
         let until = Instant::now() + pause.unwrap_or(self.pause);
         let mut next = self.next.locked();
         let slot = next.entry(chat.to_string()).or_insert(until);
