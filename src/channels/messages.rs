@@ -448,16 +448,16 @@ impl<P: Platform> Messages<P> {
             Err(f) => return Err(self.pacer.note(&current.address, f)),
         };
         let state = self.platform.final_state(&current);
-        if let Err(e) = self
+        let recorded = self
             .store
             .set_message_state(channel, &current.address, &current.message_ref, Some(state))
-            .await
+            .await;
+        if let Err(e) = recorded
+            && refused.is_none()
         {
-            if refused.is_none() {
-                // The edit happened; a repeat shows the same.
-                tracing::warn!(id = %i.id, error = %e, "{channel}: could not record a final edit");
-                return Err(Failure::store(e));
-            }
+            // The edit happened; a repeat shows the same.
+            tracing::warn!(id = %i.id, error = %e, "{channel}: could not record a final edit");
+            return Err(Failure::store(e));
         }
         match refused {
             Some(e) => Err(Failure::Permanent(e)),
