@@ -231,6 +231,14 @@ fn cut(s: &str, max: usize) -> String {
     crate::interaction::clip(&present::visible_text(s), max)
 }
 
+/// `s` as Slack's mrkdwn shows it literally: `&`, `<` and `>` escaped, so nothing in it
+/// becomes a mention, a link or a command.
+pub fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
 /// A plain-text object.
 fn plain(s: &str, max: usize) -> Value {
     json!({"type": "plain_text", "text": cut(s, max), "emoji": false})
@@ -279,7 +287,8 @@ impl Blocks {
         b
     }
 
-    /// The notification and fallback text: "Approval needed: Bash".
+    /// The notification and fallback text: "Approval needed: Bash", escaped (Slack reads
+    /// `text` as mrkdwn, where `<!channel>` would notify everyone).
     pub fn summary(&self, i: &Interaction) -> String {
         let s = match (i.kind, &i.resolution) {
             (Kind::Approval, None) => format!("Approval needed: {}", i.tool_name),
@@ -287,7 +296,19 @@ impl Blocks {
             (Kind::Form, None) => format!("Please fill in: {}", form_message(i)),
             (_, Some(r)) => format!("{} · {}", resolved_title(i), render::outcome_phrase(r)),
         };
-        cut(&s, 300)
+        escape(&cut(&s, 300))
+    }
+
+    /// The thread reply that says how `i` ended: `(text, blocks)`.
+    pub fn outcome_reply(&self, i: &Interaction) -> Option<(String, Value)> {
+        let r = i.resolution.as_ref()?;
+        let line = format!(
+            "{} {} · {}",
+            outcome_icon(r.outcome),
+            render::outcome_phrase(r),
+            format_time(r.at)
+        );
+        Some((escape(&cut(&line, 300)), json!([section(&line)])))
     }
 
     /// The message for `i` as it stands: `(text, blocks)`.
@@ -831,6 +852,12 @@ mod tests {
         i.title = Some("t".repeat(500).into());
         let (text, blocks) = b.message(&i);
         assert!(text.starts_with("Approval needed: Bash"));
+        let mut sneaky = bash("ls");
+        sneaky.tool_name = "<!channel> & <https://evil.example|x>".into();
+        assert_eq!(
+            b.message(&sneaky).0,
+            "Approval needed: &lt;!channel&gt; &amp; &lt;https://evil.example|x&gt;"
+        );
         let blocks = blocks.as_array().unwrap();
         assert!(blocks.len() <= MAX_BLOCKS);
         let all = serde_json::to_string(blocks).unwrap();

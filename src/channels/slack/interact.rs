@@ -142,6 +142,8 @@ impl Interactions {
         }
         let api = self.api.clone();
         let user = person.id.clone();
+        // Names in the text are other people's: shown, never read as mentions.
+        let text = blocks::escape(&text);
         // Off the acknowledgement's path: a slow Slack never delays it.
         tokio::spawn(async move {
             if let Err(e) = api.post_ephemeral(&channel, &user, &text).await {

@@ -92,6 +92,7 @@ pub async fn install(w: &mut Wiring, settings: &SlackSettings) -> anyhow::Result
             outbox::Slack {
                 api: api.clone(),
                 blocks,
+                thread_replies: settings.thread_replies,
             },
             w.store.clone(),
             w.health.clone(),

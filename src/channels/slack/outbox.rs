@@ -90,6 +90,8 @@ pub(crate) struct Slack {
     pub api: Arc<WebApi>,
     /// Block Kit rendering.
     pub blocks: Blocks,
+    /// Whether the outcome is also posted as a reply in each message's thread.
+    pub thread_replies: bool,
 }
 
 #[async_trait]
@@ -139,7 +141,23 @@ impl Platform for Slack {
         self.api
             .update(channel, &m.message_ref, &text, &blocks)
             .await
-            .map_err(|e| failure(&e))
+            .map_err(|e| failure(&e))?;
+        if self.thread_replies
+            && let Some((text, blocks)) = self.blocks.outcome_reply(i)
+        {
+            // The message itself shows the outcome already: a reply that fails is logged,
+            // not retried (a retry would update the message again for nothing).
+            let reply = NewMessage {
+                channel,
+                text: &text,
+                blocks: Some(&blocks),
+                thread_ts: Some(&m.message_ref),
+            };
+            if let Err(e) = self.api.post_message(&reply).await {
+                tracing::warn!(id = %i.id, channel, error = %e, "slack: cannot post the outcome in the thread");
+            }
+        }
+        Ok(())
     }
 }
 

@@ -58,6 +58,9 @@ pub struct SlackSettings {
     /// Slack user ids (`U...`, `W...`) who may answer. Empty: nobody.
     #[serde(deserialize_with = "crate::settings::list")]
     pub approvers: Vec<String>,
+    /// Whether the outcome is also posted as a reply in each message's thread (besides the
+    /// message itself showing it), so it shows up for people following the thread.
+    pub thread_replies: bool,
     /// HTTP mode: the path Slack's Events and Interactivity requests are sent to.
     pub events_path: String,
     /// Socket Mode: how long opening a connection (TCP, TLS, WebSocket handshake and Slack's
@@ -77,6 +80,7 @@ impl Default for SlackSettings {
             connections: 2,
             channels: Vec::new(),
             approvers: Vec::new(),
+            thread_replies: false,
             events_path: "/slack/events".into(),
             connect_timeout_secs: 15,
         }

@@ -907,3 +907,45 @@ async fn the_http_endpoint_verifies_signatures_and_refuses_replays() {
     every_copy_shows(&fake, &copies, "Allowed by u0alice via slack").await;
     app.stop().await;
 }
+
+#[tokio::test]
+async fn with_thread_replies_the_outcome_is_also_said_in_each_thread() {
+    let fake = FakeSlack::start().await;
+    let app = spawn_with(|s| {
+        enable(s, &fake);
+        s.slack.thread_replies = true;
+    })
+    .await;
+    app.create_bash("toolu_s13", "ls").await;
+    let copies = posted(&fake, "toolu_s13").await;
+    app.respond(
+        "toolu_s13",
+        &json!({"decision": "allow", "by": "<!channel> bob"}),
+    )
+    .await;
+    every_copy_shows(&fake, &copies, "Allowed by <!channel> bob via api").await;
+    let replies = || {
+        fake.state
+            .calls("chat.postMessage")
+            .into_iter()
+            .filter(|c| c.body["thread_ts"].is_string())
+            .collect::<Vec<_>>()
+    };
+    wait_until("a reply in each thread", || replies().len() == 2).await;
+    for (channel, ts) in &copies {
+        let all = replies();
+        let reply = all
+            .iter()
+            .find(|r| r.body["channel"] == channel.as_str())
+            .unwrap();
+        assert_eq!(reply.body["thread_ts"], ts.as_str());
+        // The notification text is escaped; the block shows the name as written.
+        let text = reply.body["text"].as_str().unwrap();
+        assert!(
+            text.starts_with("✅ Allowed by &lt;!channel&gt; bob via api · "),
+            "{text}"
+        );
+        assert_eq!(reply.body["blocks"][0]["text"]["type"], "plain_text");
+    }
+    app.stop().await;
+}
