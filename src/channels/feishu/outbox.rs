@@ -1,5 +1,5 @@
 //! Posting and updating cards through the durable outbox, on the shared delivery skeleton
-//! ([`crate::channels::messages`]).
+//! (`channels::messages`).
 //!
 //! A new interaction plans one `send` job per receiver; a resolution plans one `update` job
 //! that PATCHes every card recorded for it. Sends carry a dedupe `uuid`, so a retried send

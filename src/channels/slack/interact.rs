@@ -5,7 +5,7 @@
 //! A payload reaches it authenticated (a Socket Mode envelope came over the connection the
 //! app token opened; an HTTP request carried a valid signature). The button value, or the
 //! modal's `private_metadata`, is verified here: its MAC binds it to one interaction's id,
-//! creation time and action. From there the shared [`Pipeline`] checks the approver, the
+//! creation time and action. From there the shared answer pipeline checks the approver, the
 //! incarnation, that it is still pending and that the action fits.
 //!
 //! What the person is told: a click that resolved the interaction shows on the message
