@@ -905,6 +905,33 @@ async fn the_http_endpoint_verifies_signatures_and_refuses_replays() {
     assert_eq!(s, StatusCode::UNAUTHORIZED, "{text}");
     assert!(text.contains("replay"), "{text}");
     every_copy_shows(&fake, &copies, "Allowed by u0alice via slack").await;
+
+    // A modal over HTTP: the errors come back in the response body.
+    app.create_bash("toolu_s14", "ls").await;
+    let copies = posted(&fake, "toolu_s14").await;
+    let v = value(&message(&fake, &copies[0]), "edit");
+    let click = click_payload(APPROVER, &copies[0], "edit", &v);
+    fake.state
+        .triggers
+        .lock()
+        .unwrap()
+        .insert(click["trigger_id"].as_str().unwrap().to_string());
+    let (s, _) = post_signed(&app, &form(&click), ct, now).await;
+    assert_eq!(s, StatusCode::OK);
+    let view = modal(&fake, 1).await;
+    let empty = submission(
+        APPROVER,
+        &view,
+        json!({"command": {"type": "plain_text_input", "value": "   "}}),
+    );
+    let (s, text) = post_signed(&app, &form(&empty), ct, now).await;
+    assert_eq!(s, StatusCode::OK);
+    let reply: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        reply,
+        json!({"response_action": "errors", "errors": {"command": "Type the command to run."}})
+    );
+    assert_eq!(status(&app, "toolu_s14").await["status"], "pending");
     app.stop().await;
 }
 
