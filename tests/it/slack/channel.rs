@@ -731,6 +731,19 @@ async fn answered_elsewhere_updates_every_slack_copy() {
         })
     })
     .await;
+    let (s, body) = app
+        .post(
+            "/v1/interactions",
+            &json!({"id": "toolu_s15", "tool_name": "Bash", "input": {"command": "sleep 9"}, "timeout_secs": 4}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{body}");
+    let copies = posted(&fake, "toolu_s15").await;
+    every_copy_shows(&fake, &copies, "Expired — denied automatically").await;
+    assert_eq!(
+        message(&fake, &copies[0])["blocks"][0]["text"]["text"],
+        "⌛ Bash · Expired — denied automatically"
+    );
     app.stop().await;
 }
 
