@@ -469,6 +469,7 @@ impl<P: Platform> Messages<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::interaction::InteractionId;
 
     const GAP: Duration = Duration::from_millis(200);
     const PAUSE: Duration = Duration::from_secs(1);
@@ -547,6 +548,169 @@ mod tests {
         tokio::time::advance(GAP * 2).await;
         pacer.turn("last").await;
         assert_eq!(pacer.next.locked().len(), 1);
+    }
+
+    /// A platform that records what it did, and can resolve the interaction while posting
+    /// or fail edits as told.
+    struct Fake {
+        store: Arc<dyn Store>,
+        resolve_while_posting: bool,
+        edits: Mutex<Vec<String>>,
+        failures: Mutex<std::collections::VecDeque<Failure>>,
+        posts: std::sync::atomic::AtomicUsize,
+    }
+
+    #[derive(serde::Serialize, serde::Deserialize)]
+    #[serde(tag = "kind", rename_all = "snake_case")]
+    enum TestJob {
+        Post,
+        Update,
+    }
+
+    impl crate::outbox::ChannelJob for TestJob {
+        fn channel(&self) -> std::borrow::Cow<'static, str> {
+            "fake".into()
+        }
+    }
+
+    async fn resolve(store: &dyn Store, i: &Interaction) {
+        use crate::interaction::{Answer, Responder, Via, resolution_for};
+        let r = resolution_for(
+            i,
+            Answer::allow(),
+            Responder::new("alice", Via::new("api")),
+            Timestamp::now(),
+        )
+        .unwrap();
+        store
+            .resolve(Arc::new(i.resolved(r)), Default::default())
+            .await
+            .unwrap();
+    }
+
+    #[async_trait]
+    impl Platform for Fake {
+        type Target = String;
+
+        fn channel(&self) -> &'static str {
+            "fake"
+        }
+
+        fn address(&self, t: &String) -> String {
+            t.clone()
+        }
+
+        async fn post(
+            &self,
+            i: &Interaction,
+            t: &String,
+            _job: &OutboxJob,
+        ) -> Result<Posted, Failure> {
+            let n = self.posts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if self.resolve_while_posting {
+                resolve(self.store.as_ref(), i).await;
+            }
+            Ok(Posted {
+                message_ref: format!("{t}-{n}"),
+                state: None,
+            })
+        }
+
+        async fn edit(&self, _i: &Interaction, m: &ChannelMessage) -> Result<(), Failure> {
+            if let Some(f) = self.failures.locked().pop_front() {
+                return Err(f);
+            }
+            self.edits.locked().push(m.message_ref.clone());
+            Ok(())
+        }
+    }
+
+    async fn setup(resolve_while_posting: bool) -> (Messages<Fake>, Arc<Interaction>) {
+        let store: Arc<dyn Store> = Arc::new(crate::store::MemoryStore::new());
+        let i = Arc::new(Interaction::pending(
+            InteractionId::parse("toolu_x").unwrap(),
+            "Bash",
+            serde_json::Map::new(),
+            Timestamp::now(),
+            300,
+        ));
+        store.create(i.clone(), Default::default()).await.unwrap();
+        let fake = Fake {
+            store: store.clone(),
+            resolve_while_posting,
+            edits: Mutex::default(),
+            failures: Mutex::default(),
+            posts: Default::default(),
+        };
+        let m = Messages {
+            platform: fake,
+            store,
+            pacer: Pacer::off(),
+            health: None,
+        };
+        (m, i)
+    }
+
+    fn job(i: &Interaction, kind: TestJob, chat: &str) -> OutboxJob {
+        use crate::outbox::ChannelJob;
+        let now = Timestamp::now();
+        kind.plan(i, &[chat], now, i.deadline)
+    }
+
+    #[tokio::test]
+    async fn an_answer_that_lands_mid_post_is_shown_on_the_new_copy_at_once() {
+        let (m, i) = setup(true).await;
+        let post = job(&i, TestJob::Post, "a");
+        assert_eq!(m.post(&post, &"a".to_string()).await, Delivery::Done);
+        assert_eq!(*m.platform.edits.locked(), ["a-0"]);
+        // The final job that ran before the copy was recorded finds nothing left to do,
+        // and the post job delivered again neither posts nor edits again.
+        let latest = m.store.get(&i.id).await.unwrap().unwrap();
+        let update = job(&latest, TestJob::Update, "");
+        assert_eq!(m.finalize_all(&update).await, Delivery::Done);
+        assert_eq!(m.post(&post, &"a".to_string()).await, Delivery::Done);
+        assert_eq!(m.platform.edits.locked().len(), 1);
+        assert_eq!(
+            m.platform.posts.load(std::sync::atomic::Ordering::SeqCst),
+            1
+        );
+    }
+
+    #[tokio::test]
+    async fn finalizing_skips_final_copies_gives_up_on_refused_ones_and_stops_when_throttled() {
+        let (m, i) = setup(false).await;
+        for chat in ["a", "b", "c"] {
+            let d = m
+                .post(&job(&i, TestJob::Post, chat), &chat.to_string())
+                .await;
+            assert_eq!(d, Delivery::Done);
+        }
+        resolve(m.store.as_ref(), &i).await;
+        let latest = m.store.get(&i.id).await.unwrap().unwrap();
+        let update = job(&latest, TestJob::Update, "");
+        // One copy refuses for good, one fails for now: the third is still edited.
+        m.platform.failures.locked().extend([
+            Failure::Permanent("message_not_found".into()),
+            Failure::Transient("503".into()),
+        ]);
+        let d = m.finalize_all(&update).await;
+        assert!(matches!(d, Delivery::Retry { after: None, .. }), "{d:?}");
+        assert_eq!(m.platform.edits.locked().len(), 1);
+        // Throttled: the round stops at once.
+        m.platform.failures.locked().push_back(Failure::Throttled {
+            after: Some(Duration::from_secs(2)),
+            error: "ratelimited".into(),
+        });
+        let d = m.finalize_all(&update).await;
+        assert!(
+            matches!(d, Delivery::Retry { after: Some(a), .. } if a == Duration::from_secs(2)),
+            "{d:?}"
+        );
+        // The retry edits only the copy left; the refused one is never tried again.
+        assert_eq!(m.finalize_all(&update).await, Delivery::Done);
+        assert_eq!(m.platform.edits.locked().len(), 2);
+        assert_eq!(m.finalize_all(&update).await, Delivery::Done);
+        assert_eq!(m.platform.edits.locked().len(), 2);
     }
 
     #[test]
