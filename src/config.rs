@@ -469,7 +469,7 @@ impl LogSettings {
 /// postgres), as written in the configuration; `None` for any other setting. Read from the
 /// types themselves, so the list is never out of date.
 pub(crate) fn enum_values(key: &str) -> Option<Vec<String>> {
-    use crate::channels::{feishu, telegram};
+    use crate::channels::{feishu, slack, telegram};
     Some(match key {
         "store.backend" => variants::<Backend>(),
         "store.synchronous" => variants::<Synchronous>(),
@@ -479,6 +479,7 @@ pub(crate) fn enum_values(key: &str) -> Option<Vec<String>> {
         "feishu.mode" => variants::<feishu::Mode>(),
         "feishu.domain" => variants::<feishu::settings::Domain>(),
         "feishu.locale" => variants::<crate::channels::render::Locale>(),
+        "slack.mode" => variants::<slack::Mode>(),
         _ => return None,
     })
 }
