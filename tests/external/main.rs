@@ -31,6 +31,7 @@ mod postgres;
 mod proxy;
 mod read_only_disk;
 mod replicas;
+mod stalls;
 mod systemd;
 
 /// Whether what a test needs is here.
@@ -73,6 +74,7 @@ fn main() {
     let trials = [
         postgres::trials(),
         replicas::trials(),
+        stalls::trials(),
         inbox::trials(),
         read_only_disk::trials(),
         systemd::trials(),
