@@ -86,6 +86,7 @@ impl App {
             telegram: &settings.telegram,
             feishu: &settings.feishu,
             webhooks: &settings.webhooks,
+            slack: &settings.slack,
         };
         crate::channels::install(&mut wiring, sections).await?;
         let Wiring {

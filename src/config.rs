@@ -92,6 +92,9 @@ pub struct Settings {
     pub feishu: crate::channels::feishu::FeishuSettings,
     /// The Telegram channel.
     pub telegram: crate::channels::telegram::TelegramSettings,
+    /// The Slack channel.
+    #[serde(default)]
+    pub slack: crate::channels::slack::SlackSettings,
 }
 
 /// `[audit]`
@@ -441,7 +444,7 @@ impl LogSettings {
 /// postgres), as written in the configuration; `None` for any other setting. Read from the
 /// types themselves, so the list is never out of date.
 pub(crate) fn enum_values(key: &str) -> Option<Vec<String>> {
-    use crate::channels::{feishu, telegram};
+    use crate::channels::{feishu, slack, telegram};
     Some(match key {
         "store.backend" => variants::<Backend>(),
         "store.synchronous" => variants::<Synchronous>(),
@@ -451,6 +454,7 @@ pub(crate) fn enum_values(key: &str) -> Option<Vec<String>> {
         "feishu.mode" => variants::<feishu::Mode>(),
         "feishu.domain" => variants::<feishu::settings::Domain>(),
         "feishu.locale" => variants::<crate::channels::render::Locale>(),
+        "slack.mode" => variants::<slack::Mode>(),
         _ => return None,
     })
 }
@@ -579,6 +583,13 @@ impl Settings {
             warnings.push(
                 "feishu is enabled but feishu.approvers is empty: cards are posted, but nobody \
                  can answer them from Feishu (a refused click logs the clicker's id)"
+                    .to_string(),
+            );
+        }
+        if self.slack.enabled && self.slack.approvers.is_empty() {
+            warnings.push(
+                "slack is enabled but slack.approvers is empty: messages are posted, but nobody \
+                 can answer them from Slack (a refused click logs the clicker's user id)"
                     .to_string(),
             );
         }
@@ -723,10 +734,15 @@ impl Settings {
             )));
         }
         self.feishu.validate().map_err(ConfigError::Invalid)?;
-        let claims: Vec<_> = [self.telegram.paths(), self.feishu.paths()]
-            .into_iter()
-            .flatten()
-            .collect();
+        self.slack.validate().map_err(ConfigError::Invalid)?;
+        let claims: Vec<_> = [
+            self.telegram.paths(),
+            self.feishu.paths(),
+            self.slack.paths(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
         crate::settings::check_path_claims(&claims).map_err(ConfigError::Invalid)?;
         Ok(())
     }

@@ -82,13 +82,14 @@ pub async fn install(w: &mut Wiring, settings: &FeishuSettings) -> anyhow::Resul
     }));
     w.outbox.register(
         outbox::CHANNEL,
-        Arc::new(outbox::Deliverer {
-            api: api.clone(),
-            store: w.store.clone(),
-            cards,
-            pacer: outbox::Pacer::default(),
-            health: w.health.clone(),
-        }),
+        Arc::new(outbox::Deliverer::new(
+            outbox::Feishu {
+                api: api.clone(),
+                cards,
+            },
+            w.store.clone(),
+            w.health.clone(),
+        )),
     );
     match settings.mode {
         Mode::Webhook => {
