@@ -330,7 +330,9 @@ function approvalBody(card, i) {
   const edit = el("button", { type: "button", text: "Edit & approve…", onclick: () => {
     editBox.hidden = false; actions.hidden = true; editor.focus();
   } });
-  actions.append(approve, edit);
+  // An agent that cannot run an edited input (Codex) gets no editor: imrelay would refuse it.
+  actions.append(approve);
+  if (!i.input_fixed) actions.append(edit);
   if (i.suggestions) {
     actions.append(el("button", { type: "button", text: "Always allow", title: "Approve, and allow what the agent suggested for the rest of its session",
       onclick: () => respond(card, i.id, { decision: "allow", always: true }) }));
@@ -1128,8 +1130,9 @@ document.addEventListener("DOMContentLoaded", () => {
   });
   $("who-change").addEventListener("click", () => { askName(false); });
   $("who-cancel").addEventListener("click", () => closeName(null));
-  // Esc, or the dialog closed any other way: cancelled.
-  $("name-panel").addEventListener("close", () => closeName(null));
+  // Esc, or the dialog closed any other way: cancelled. (Not the late event of a dialog
+  // closed by closeName and opened again since: that one is open, and still asking.)
+  $("name-panel").addEventListener("close", () => { if (!$("name-panel").open) closeName(null); });
   // A name given or changed in another tab of this browser.
   window.addEventListener("storage", (ev) => {
     if (ev.key !== WHO_KEY) return;
