@@ -176,7 +176,8 @@ impl Serialize for Summary<'_> {
             || cwd_cut
             || suggestions_cut
             || resolution_cut;
-        let mut st = s.serialize_struct("Summary", 17)?;
+        // Every member of `Interaction`'s own form, in its order (the test below checks).
+        let mut st = s.serialize_struct("Summary", 18)?;
         st.serialize_field("id", &i.id)?;
         st.serialize_field("kind", &i.kind)?;
         st.serialize_field("status", i.status())?;
@@ -191,6 +192,9 @@ impl Serialize for Summary<'_> {
         st.serialize_field("cwd", &cwd)?;
         if let Some(suggestions) = &suggestions {
             st.serialize_field("suggestions", suggestions)?;
+        }
+        if i.input_fixed {
+            st.serialize_field("input_fixed", &true)?;
         }
         st.serialize_field("created_at", &Millis(i.created_at))?;
         st.serialize_field("deadline", &Millis(i.deadline))?;
@@ -219,7 +223,17 @@ mod tests {
 
     #[test]
     fn a_small_interaction_is_listed_as_its_own_endpoint_gives_it() {
-        let i = bash("cargo test");
+        let mut i = bash("cargo test");
+        // Every optional member set, so that one the summary misses shows.
+        i.input_fixed = true;
+        i.suggestions = Some(Box::new(
+            json!([{"type": "setMode", "mode": "acceptEdits"}]),
+        ));
+        i.session = Some("s".into());
+        i.agent = Some("a".into());
+        i.title = Some("t".into());
+        i.description = Some("d".into());
+        i.cwd = Some("/tmp".into());
         let mut whole = serde_json::to_value(&i).unwrap();
         let listed = serde_json::to_value(Summary(&i)).unwrap();
         assert_eq!(listed["truncated"], false);
