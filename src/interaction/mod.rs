@@ -51,6 +51,7 @@ mod ask;
 mod events;
 pub mod form;
 mod model;
+pub mod policy;
 pub mod ports;
 mod question;
 mod refusals;
