@@ -8,6 +8,7 @@
 //! Every error names where the value came from (the file and key, or the environment
 //! variable) and, where the fix is obvious, says what it is.
 
+pub mod policy;
 mod sources;
 
 use std::collections::HashMap;
@@ -89,6 +90,9 @@ pub struct Settings {
     pub feishu: crate::channels::feishu::FeishuSettings,
     /// The Telegram channel.
     pub telegram: crate::channels::telegram::TelegramSettings,
+    /// Policy rules (`[[policy]]`), weighed at creation in this order.
+    #[serde(default)]
+    pub policy: Vec<policy::PolicyRuleSettings>,
 }
 
 /// `[audit]`
@@ -610,6 +614,7 @@ impl Settings {
             )));
         }
         crate::channels::webhook::validate_all(&self.webhooks).map_err(ConfigError::Invalid)?;
+        policy::compile(&self.policy).map_err(ConfigError::Invalid)?;
         self.telegram.validate().map_err(ConfigError::Invalid)?;
         let url = self.server.public_url.trim();
         if !(url.is_empty() || url.starts_with("http://") || url.starts_with("https://")) {
@@ -624,6 +629,11 @@ impl Settings {
             .collect();
         crate::settings::check_path_claims(&claims).map_err(ConfigError::Invalid)?;
         Ok(())
+    }
+
+    /// The policy rules, compiled (checked by [`Settings::validate`]).
+    pub fn policy(&self) -> Result<crate::interaction::policy::Policy, ConfigError> {
+        policy::compile(&self.policy).map_err(ConfigError::Invalid)
     }
 
     /// The registry's view of the settings.

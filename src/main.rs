@@ -94,6 +94,25 @@ enum ServerCommand {
         #[command(subcommand)]
         action: Option<AuditAction>,
     },
+    /// Policy rules: `policy report` says what each rule decided (or, in shadow mode, would
+    /// have decided) over a period, from the audit trail.
+    Policy {
+        #[command(subcommand)]
+        action: PolicyAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum PolicyAction {
+    /// What each rule and grant decided, or would have decided, by rule and mode.
+    Report {
+        /// The period: since this time (RFC 3339) or age (e.g. 24h, 7d).
+        #[arg(long, value_name = "TIME|AGE", default_value = "7d")]
+        since: String,
+        /// One JSON object per rule.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -240,6 +259,12 @@ fn run(
                 "backed up {} to {to} ({bytes} bytes)",
                 settings.store.path.display()
             ));
+            Ok(ExitCode::SUCCESS)
+        }
+        ServerCommand::Policy {
+            action: PolicyAction::Report { since, json },
+        } => {
+            imrelay::cli::policy::print_report(&settings, &since, json)?;
             Ok(ExitCode::SUCCESS)
         }
         ServerCommand::Audit { since, json, .. } => {

@@ -24,6 +24,7 @@ mod mcp_wire;
 mod numbers;
 mod outbox;
 mod pipes;
+mod policy;
 mod presentation;
 mod questions;
 mod restart;

@@ -35,12 +35,14 @@ use crate::sync::{LockExt, RwLockExt};
 mod budget;
 mod cluster;
 mod deadlines;
+mod policy;
 mod records;
 mod validate;
 
 pub use budget::Full;
 use budget::{Budget, Charge};
 use deadlines::{DeadlineKey, Deadlines, EXPIRY_RETRY, instant_in};
+pub use policy::{POLICY_VIA, audit_outcome, describe};
 use records::{clip, created_record, log_resolution, resolved_record};
 pub use validate::NewInteraction;
 
@@ -140,6 +142,9 @@ pub trait Lifecycle: Send + Sync {
     fn refused(&self, _via: &super::Via, _recorded: bool) {}
     /// Called when a [`Registry::wait`] ends.
     fn long_poll(&self, _outcome: LongPoll) {}
+    /// Called for each decision a policy rule or grant took (or, in shadow mode, would have
+    /// taken) about a new interaction, once it was recorded.
+    fn policy(&self, _interaction: &Interaction, _decided: &super::policy::Decided) {}
 }
 
 /// How a [`Registry::wait`] ended.
@@ -244,6 +249,10 @@ struct Inner {
     pumped: Notify,
     /// The bytes pending interactions hold here, and their bounds.
     budget: Arc<Budget>,
+    /// The policy rules weighed at creation.
+    policy: RwLock<Arc<super::policy::Policy>>,
+    /// The live grants weighed at creation, after the policy's deny and ask rules.
+    grants: RwLock<Arc<Vec<super::policy::Rule>>>,
 }
 
 /// The pending-interaction registry. Cheap to clone; all clones share state.
@@ -332,6 +341,8 @@ impl Registry {
                 recovered: AtomicBool::new(false),
                 pump_kick: Notify::new(),
                 pumped: Notify::new(),
+                policy: RwLock::new(Arc::default()),
+                grants: RwLock::new(Arc::default()),
                 store,
             }),
         }
@@ -427,6 +438,14 @@ impl Registry {
         if let Some(existing) = local {
             return Self::reattach(existing, &interaction);
         }
+        let evaluation = self.weigh(&interaction);
+        if let Some(d) = evaluation
+            .live
+            .as_ref()
+            .filter(|d| d.decision != super::policy::Decision::Ask)
+        {
+            return self.create_decided(interaction, d, &evaluation).await;
+        }
         let charge = self
             .inner
             .budget
@@ -439,7 +458,9 @@ impl Registry {
         let effects = Effects {
             jobs,
             audit: if self.inner.config.audit {
-                vec![created_record(&interaction)]
+                let mut audit = vec![created_record(&interaction)];
+                audit.extend(policy::policy_records(&interaction, &evaluation));
+                audit
             } else {
                 Vec::new()
             },
@@ -477,6 +498,7 @@ impl Registry {
                     timeout_secs = interaction.timeout_secs,
                     "interaction created"
                 );
+                self.report_policy(&interaction, &evaluation);
                 for h in self.hooks().iter() {
                     h.created(&interaction);
                     if has_jobs {
