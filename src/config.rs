@@ -782,6 +782,26 @@ mod tests {
     }
 
     #[test]
+    fn every_policy_key_is_in_the_defaults_file_and_documented() {
+        let doc = include_str!("../docs/configuration.md");
+        let rule: policy::PolicyRuleSettings =
+            toml::from_str("name = \"x\"\nmessage = \"m\"").unwrap();
+        let mut rule_keys = Vec::new();
+        keys(&toml::Value::try_from(rule).unwrap(), "policy", &mut rule_keys);
+        assert!(rule_keys.len() >= 8, "{rule_keys:?}");
+        for (_, key) in rule_keys {
+            assert!(
+                DEFAULT_TOML.contains(&format!("# {key} =")),
+                "policy.{key} is missing from config/default.toml"
+            );
+            assert!(
+                doc_section(doc, "`[[policy]]`").contains(&format!("`{key}`")),
+                "policy.{key} is not in docs/configuration.md"
+            );
+        }
+    }
+
+    #[test]
     fn environment_wins_and_lists_split() {
         let s = Settings::load_with_env(
             None,

@@ -433,6 +433,33 @@ pub(crate) fn field_lines(
     out
 }
 
+/// A call a policy rule decided on its own, on one line: "⚙ Policy rule git-read allowed
+/// Bash: git status". `None` for anything a person decided.
+pub(crate) fn policy_line(p: &Painter, i: &Interaction) -> Option<String> {
+    let r = i.resolution.as_ref()?;
+    if r.via.as_str() != crate::interaction::POLICY_VIA {
+        return None;
+    }
+    let summary = present::present(&i.tool_name, &i.input.map(), i.cwd.as_deref(), SUMMARY).summary;
+    let rule = visible_line(r.by.as_deref().unwrap_or("?"));
+    Some(match r.outcome {
+        Outcome::Allowed => p.paint(
+            Paint::Dim,
+            &format!("⚙ Policy rule {rule} allowed {}: {summary}", visible_line(&i.tool_name)),
+        ),
+        _ => p.paint(
+            Paint::Yellow,
+            &format!(
+                "⚙ Policy rule {rule} denied {}: {summary}{}",
+                visible_line(&i.tool_name),
+                r.message()
+                    .map(|m| format!(" (“{}”)", visible_line(m)))
+                    .unwrap_or_default()
+            ),
+        ),
+    })
+}
+
 /// One line of the `imrelay pending` list: id, kind, time left, agent, summary.
 pub fn row(i: &Interaction, id_width: usize, now: Timestamp) -> String {
     let summary = present::present(&i.tool_name, &i.input.map(), i.cwd.as_deref(), SUMMARY).summary;

@@ -610,7 +610,14 @@ impl Watch {
             .items
             .iter()
             .position(|o| o.id == i.id && (gone || o.created_at == i.created_at));
-        let Some(at) = known else { return };
+        let Some(at) = known else {
+            // Never pending: a policy rule decided it at creation. Said in passing.
+            if let Some(line) = view::policy_line(&self.term.painter(), &i) {
+                self.term.say1(line);
+                self.prompt();
+            }
+            return;
+        };
         self.items.remove(at);
         self.skipped.remove(&i.id);
         let shown = self

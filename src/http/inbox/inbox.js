@@ -158,8 +158,12 @@ function describeResolution(i) {
   if (!r) return "";
   // A form is declined rather than denied.
   let s = i.kind === "form" && r.outcome === "denied" ? "declined" : r.outcome;
-  if (r.by) s += " by " + r.by;
-  if (r.via && r.via !== "system") s += " via " + r.via;
+  // Decided by a policy rule or a grant, never shown to a person: "allowed by policy rule git-read".
+  if (r.via === "policy") s += " by policy rule " + (r.by || "");
+  else {
+    if (r.by) s += " by " + r.by;
+    if (r.via && r.via !== "system") s += " via " + r.via;
+  }
   s += " at " + fmtTime(r.at);
   return s;
 }
