@@ -787,7 +787,11 @@ mod tests {
         let rule: policy::PolicyRuleSettings =
             toml::from_str("name = \"x\"\nmessage = \"m\"").unwrap();
         let mut rule_keys = Vec::new();
-        keys(&toml::Value::try_from(rule).unwrap(), "policy", &mut rule_keys);
+        keys(
+            &toml::Value::try_from(rule).unwrap(),
+            "policy",
+            &mut rule_keys,
+        );
         assert!(rule_keys.len() >= 8, "{rule_keys:?}");
         for (_, key) in rule_keys {
             assert!(

@@ -51,7 +51,7 @@ impl Feedback {
         match result {
             Ok(i) => Feedback::Resolved(i),
             Err(RegistryError::AlreadyResolved(i)) => Feedback::Already(i),
-            Err(RegistryError::NotFound(_)) => Feedback::NotFound,
+            Err(RegistryError::NotFound(_) | RegistryError::GrantNotFound(_)) => Feedback::NotFound,
             Err(RegistryError::Invalid(v)) => Feedback::Invalid(v.message),
             // An id in use by another request: the button cannot act on it.
             Err(RegistryError::Conflict(_)) => Feedback::BadButton,

@@ -445,7 +445,10 @@ pub(crate) fn policy_line(p: &Painter, i: &Interaction) -> Option<String> {
     Some(match r.outcome {
         Outcome::Allowed => p.paint(
             Paint::Dim,
-            &format!("⚙ Policy rule {rule} allowed {}: {summary}", visible_line(&i.tool_name)),
+            &format!(
+                "⚙ Policy rule {rule} allowed {}: {summary}",
+                visible_line(&i.tool_name)
+            ),
         ),
         _ => p.paint(
             Paint::Yellow,

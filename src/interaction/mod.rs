@@ -72,8 +72,8 @@ pub use question::{
 };
 pub use refusals::RefusalLimiter;
 pub use registry::{
-    Created, Full, Lifecycle, LongPoll, NewInteraction, POLICY_VIA, Registry, RegistryConfig,
-    RegistryError, audit_outcome, describe,
+    Created, Full, GrantRequest, Lifecycle, LongPoll, NewInteraction, POLICY_VIA, Registry,
+    RegistryConfig, RegistryError, audit_outcome, describe,
 };
 pub use suggestions::{DESTINATIONS, valid_suggestions, validate_suggestions};
 

@@ -20,8 +20,11 @@
 //! The core knows nothing of where rules come from: configuration builds them with
 //! [`Rule::new`], and the store keeps grants.
 
+mod grant;
 pub mod pattern;
 pub mod shell;
+
+pub use grant::{Grant, GrantScope, check_rule, propose};
 
 use globset::GlobMatcher;
 use serde::{Deserialize, Serialize};
@@ -120,6 +123,8 @@ pub struct Rule {
     mode: Mode,
     /// The grant this rule stands for.
     grant: Option<String>,
+    /// When it stops counting (a session grant).
+    until: Option<jiff::Timestamp>,
 }
 
 fn name_glob(text: &str, literal_separator: bool) -> Result<GlobMatcher, String> {
@@ -195,6 +200,7 @@ impl Rule {
             message: spec.message.filter(|m| !m.trim().is_empty()),
             mode: spec.mode,
             grant: None,
+            until: None,
         })
     }
 
@@ -202,6 +208,17 @@ impl Rule {
     pub fn for_grant(mut self, id: impl Into<String>) -> Self {
         self.grant = Some(id.into());
         self
+    }
+
+    /// The same rule, counting only before `until` (if given).
+    pub fn until(mut self, until: Option<jiff::Timestamp>) -> Self {
+        self.until = until;
+        self
+    }
+
+    /// Whether it still counts at `now`.
+    pub fn is_live(&self, now: jiff::Timestamp) -> bool {
+        self.until.is_none_or(|t| t > now)
     }
 
     /// Its name.

@@ -12,6 +12,7 @@
 //! so the rest of the program holds one `Arc<dyn Store>`.
 
 pub mod audit;
+pub mod grants;
 pub mod lease;
 
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use jiff::Timestamp;
 use serde_json::Value;
 
 use self::audit::{AuditEntry, AuditHead, AuditRecord};
+pub use self::grants::GrantStore;
 use self::lease::Leader;
 use super::{Interaction, InteractionId};
 
@@ -542,12 +544,18 @@ pub trait ClusterStore: Send + Sync + 'static {
 /// every role at once. Implemented for any type that implements all the role traits.
 /// (Each role trait is `Send + Sync + 'static` already.)
 pub trait Store:
-    InteractionStore + ChannelStore + OutboxStore + AuditStore + KvStore + ClusterStore
+    InteractionStore + ChannelStore + OutboxStore + AuditStore + KvStore + ClusterStore + GrantStore
 {
 }
 
 impl<T> Store for T where
-    T: InteractionStore + ChannelStore + OutboxStore + AuditStore + KvStore + ClusterStore
+    T: InteractionStore
+        + ChannelStore
+        + OutboxStore
+        + AuditStore
+        + KvStore
+        + ClusterStore
+        + GrantStore
 {
 }
 

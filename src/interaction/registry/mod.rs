@@ -35,6 +35,7 @@ use crate::sync::{LockExt, RwLockExt};
 mod budget;
 mod cluster;
 mod deadlines;
+mod grants;
 mod policy;
 mod records;
 mod validate;
@@ -42,6 +43,7 @@ mod validate;
 pub use budget::Full;
 use budget::{Budget, Charge};
 use deadlines::{DeadlineKey, Deadlines, EXPIRY_RETRY, instant_in};
+pub use grants::GrantRequest;
 pub use policy::{POLICY_VIA, audit_outcome, describe};
 use records::{clip, created_record, log_resolution, resolved_record};
 pub use validate::NewInteraction;
@@ -73,6 +75,8 @@ pub struct RegistryConfig {
     /// Bytes the pending interactions of one owner (an agent token) may take: a new one
     /// past it is refused ([`Full::Owner`]).
     pub max_pending_bytes_per_owner: usize,
+    /// How long a session grant ("allow similar calls for this session") lasts.
+    pub session_grant_ttl: Duration,
 }
 
 impl Default for RegistryConfig {
@@ -88,6 +92,7 @@ impl Default for RegistryConfig {
             recheck_interval: Duration::from_secs(10),
             max_pending_bytes: 256 * 1024 * 1024,
             max_pending_bytes_per_owner: 64 * 1024 * 1024,
+            session_grant_ttl: Duration::from_secs(12 * 3600),
         }
     }
 }
@@ -122,6 +127,9 @@ pub enum RegistryError {
     /// The pending interactions already hold all the memory they may; nothing changed.
     #[error(transparent)]
     Full(#[from] Full),
+    /// No grant in force has this id.
+    #[error("no grant in force with id {0}")]
+    GrantNotFound(String),
 }
 
 /// Observes the lifecycle: plans durable outbox work inside the state change's transaction,
@@ -438,7 +446,7 @@ impl Registry {
         if let Some(existing) = local {
             return Self::reattach(existing, &interaction);
         }
-        let evaluation = self.weigh(&interaction);
+        let evaluation = self.weigh(&interaction).await;
         if let Some(d) = evaluation
             .live
             .as_ref()
@@ -920,6 +928,7 @@ impl Registry {
     /// Loads pending interactions from the store with their original deadlines, and expires
     /// at once those whose deadline passed while imrelay was down. Returns (reloaded, expired).
     pub async fn recover(&self) -> Result<(usize, usize), RegistryError> {
+        self.load_grants().await?;
         if self.inner.shared_events {
             // Read before the pending interactions: every change after this is read later.
             self.load_recent_events().await?;

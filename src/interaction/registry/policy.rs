@@ -41,9 +41,9 @@ impl Registry {
     }
 
     /// What the rules and grants decide about `i`.
-    pub fn weigh(&self, i: &Interaction) -> Evaluation {
+    pub async fn weigh(&self, i: &Interaction) -> Evaluation {
         let policy = self.policy();
-        let grants = self.grants();
+        let grants = self.grant_rules(i).await;
         policy.evaluate(i, &grants)
     }
 

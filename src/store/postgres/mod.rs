@@ -25,6 +25,7 @@
 mod audit;
 mod connect;
 mod events;
+mod grants;
 mod lease;
 pub mod listener;
 mod migrate;

@@ -37,6 +37,7 @@ use crate::sync::LockExt;
 
 mod audit;
 mod connect;
+mod grants;
 mod outbox;
 mod writer;
 
