@@ -17,6 +17,7 @@ mod dingtalk;
 mod doctor;
 mod feishu;
 mod forms;
+mod grants;
 mod hooks;
 mod mcp;
 mod mcp_sessions;
