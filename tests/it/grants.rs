@@ -46,8 +46,14 @@ async fn a_session_grant_allows_the_next_matching_call_until_revoked() {
     assert_eq!(answered["resolution"]["outcome"], "allowed");
     let grant = &answered["grant"];
     assert_eq!(grant["rule"], "Bash(npm run test:*)");
-    assert_eq!((grant["scope"].as_str(), grant["session"].as_str()), (Some("session"), Some("s-1")));
-    assert_eq!((grant["by"].as_str(), grant["via"].as_str()), (Some("alice"), Some("desktop")));
+    assert_eq!(
+        (grant["scope"].as_str(), grant["session"].as_str()),
+        (Some("session"), Some("s-1"))
+    );
+    assert_eq!(
+        (grant["by"].as_str(), grant["via"].as_str()),
+        (Some("alice"), Some("desktop"))
+    );
     assert!(grant["expires_at"].is_string());
     let grant_id = grant["id"].as_str().unwrap().to_string();
 
@@ -57,9 +63,18 @@ async fn a_session_grant_allows_the_next_matching_call_until_revoked() {
     assert_eq!(next["resolution"]["via"], "policy");
     assert_eq!(next["resolution"]["by"], "grant Bash(npm run test:*)");
     // ...not one of another session, nor a call the rule does not cover.
-    assert_eq!(create(&app, "g-3", "npm run test", "s-2").await["status"], "pending");
-    assert_eq!(create(&app, "g-4", "npm run test && rm -rf /", "s-1").await["status"], "pending");
-    assert_eq!(create(&app, "g-5", "npm run build", "s-1").await["status"], "pending");
+    assert_eq!(
+        create(&app, "g-3", "npm run test", "s-2").await["status"],
+        "pending"
+    );
+    assert_eq!(
+        create(&app, "g-4", "npm run test && rm -rf /", "s-1").await["status"],
+        "pending"
+    );
+    assert_eq!(
+        create(&app, "g-5", "npm run build", "s-1").await["status"],
+        "pending"
+    );
 
     let (_, listed) = app.get("/v1/grants").await;
     assert_eq!(listed["grants"].as_array().unwrap().len(), 1);
@@ -70,23 +85,54 @@ async fn a_session_grant_allows_the_next_matching_call_until_revoked() {
         .delete(&format!("/v1/grants/{grant_id}?by=bob&via=desktop"))
         .await;
     assert_eq!(status, StatusCode::OK, "{revoked}");
-    assert_eq!(create(&app, "g-6", "npm run test", "s-1").await["status"], "pending");
+    assert_eq!(
+        create(&app, "g-6", "npm run test", "s-1").await["status"],
+        "pending"
+    );
     let (_, listed) = app.get("/v1/grants").await;
     assert_eq!(listed["grants"], json!([]));
     let (status, again) = app.delete(&format!("/v1/grants/{grant_id}")).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{again}");
 
     let all = audit(&app).await;
-    let granted = all.iter().find(|e| e["action"] == "granted").expect("granted entry");
-    assert_eq!((granted["actor"].as_str(), granted["channel"].as_str(), granted["outcome"].as_str()), (Some("alice"), Some("desktop"), Some("session")));
+    let granted = all
+        .iter()
+        .find(|e| e["action"] == "granted")
+        .expect("granted entry");
+    assert_eq!(
+        (
+            granted["actor"].as_str(),
+            granted["channel"].as_str(),
+            granted["outcome"].as_str()
+        ),
+        (Some("alice"), Some("desktop"), Some("session"))
+    );
     assert_eq!(granted["interaction_id"], "g-1");
-    assert_eq!(granted["detail"], format!("grant {grant_id}: Bash(npm run test:*)"));
-    let revoked = all.iter().find(|e| e["action"] == "revoked").expect("revoked entry");
-    assert_eq!((revoked["actor"].as_str(), revoked["channel"].as_str()), (Some("bob"), Some("desktop")));
-    let decided = all.iter().find(|e| e["action"] == "policy" && e["interaction_id"] == "g-2").expect("policy entry");
+    assert_eq!(
+        granted["detail"],
+        format!("grant {grant_id}: Bash(npm run test:*)")
+    );
+    let revoked = all
+        .iter()
+        .find(|e| e["action"] == "revoked")
+        .expect("revoked entry");
+    assert_eq!(
+        (revoked["actor"].as_str(), revoked["channel"].as_str()),
+        (Some("bob"), Some("desktop"))
+    );
+    let decided = all
+        .iter()
+        .find(|e| e["action"] == "policy" && e["interaction_id"] == "g-2")
+        .expect("policy entry");
     assert_eq!(decided["outcome"], "allow");
-    assert_eq!(decided["detail"], format!("rule \"grant Bash(npm run test:*)\": Bash(npm run test:*) (grant {grant_id})"));
-    app.metrics_with(r#"imrelay_policy_decisions_total{rule="grant",decision="allow",mode="live"} 1"#).await;
+    assert_eq!(
+        decided["detail"],
+        format!("rule \"grant Bash(npm run test:*)\": Bash(npm run test:*) (grant {grant_id})")
+    );
+    app.metrics_with(
+        r#"imrelay_policy_decisions_total{rule="grant",decision="allow",mode="live"} 1"#,
+    )
+    .await;
     app.stop().await;
 }
 
@@ -95,9 +141,18 @@ async fn a_grant_that_does_not_fit_changes_nothing() {
     let app = spawn_app().await;
     create(&app, "b-1", "npm run test", "s-1").await;
     for (grant, field) in [
-        (json!({"rule": "Bash(npm run", "scope": "session"}), "grant.rule"),
-        (json!({"rule": "Bash(make:*)", "scope": "session"}), "grant.rule"),
-        (json!({"rule": "Read(~/x)", "scope": "standing"}), "grant.rule"),
+        (
+            json!({"rule": "Bash(npm run", "scope": "session"}),
+            "grant.rule",
+        ),
+        (
+            json!({"rule": "Bash(make:*)", "scope": "session"}),
+            "grant.rule",
+        ),
+        (
+            json!({"rule": "Read(~/x)", "scope": "standing"}),
+            "grant.rule",
+        ),
         (json!({"scope": "forever"}), ""),
     ] {
         let (status, body) = app
@@ -109,7 +164,10 @@ async fn a_grant_that_does_not_fit_changes_nothing() {
         }
     }
     let (status, body) = app
-        .respond("b-1", &json!({"decision": "deny", "grant": {"scope": "session"}}))
+        .respond(
+            "b-1",
+            &json!({"decision": "deny", "grant": {"scope": "session"}}),
+        )
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     let (_, i) = app.get("/v1/interactions/b-1").await;
@@ -118,13 +176,22 @@ async fn a_grant_that_does_not_fit_changes_nothing() {
     assert_eq!(listed["grants"], json!([]));
     // A call without a session can only be granted standing.
     let (_, nosession) = app
-        .post("/v1/interactions", &json!({"id": "b-2", "tool_name": "Bash", "input": {"command": "ls"}}))
+        .post(
+            "/v1/interactions",
+            &json!({"id": "b-2", "tool_name": "Bash", "input": {"command": "ls"}}),
+        )
         .await;
     assert_eq!(nosession["status"], "pending");
     let (status, body) = app
-        .respond("b-2", &json!({"decision": "allow", "grant": {"scope": "session"}}))
+        .respond(
+            "b-2",
+            &json!({"decision": "allow", "grant": {"scope": "session"}}),
+        )
         .await;
-    assert_eq!((status, body["error"]["field"].as_str()), (StatusCode::BAD_REQUEST, Some("grant.scope")));
+    assert_eq!(
+        (status, body["error"]["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("grant.scope"))
+    );
     app.stop().await;
 }
 
