@@ -219,6 +219,8 @@ pub struct InteractionSettings {
     pub max_pending_bytes: usize,
     /// Bytes the pending interactions created with one agent token may take.
     pub max_pending_bytes_per_token: usize,
+    /// How long a session grant ("allow similar calls for this session") lasts, hours.
+    pub session_grant_hours: u64,
 }
 
 /// `[hooks]`
@@ -527,6 +529,11 @@ impl Settings {
                 YEAR_HOURS,
             ),
             (
+                "interactions.session_grant_hours",
+                i.session_grant_hours,
+                YEAR_HOURS,
+            ),
+            (
                 "hooks.claude_code.timeout_secs",
                 self.hooks.claude_code.timeout_secs,
                 YEAR_SECS,
@@ -649,6 +656,7 @@ impl Settings {
             event_buffer_bytes: i.event_buffer_bytes,
             max_pending_bytes: i.max_pending_bytes,
             max_pending_bytes_per_owner: i.max_pending_bytes_per_token,
+            session_grant_ttl: Duration::from_secs(i.session_grant_hours.saturating_mul(3600)),
             ..RegistryConfig::default()
         }
     }

@@ -139,6 +139,8 @@ enum Client {
     Show(imrelay::cli::commands::ShowArgs),
     /// Answer one interaction: `allow`, `deny [--reason TEXT]`, or `--answer QUESTION=ANSWER`.
     Answer(imrelay::cli::commands::AnswerArgs),
+    /// The grants in force ("allow this and similar calls"): list them, or `grants revoke ID`.
+    Grants(imrelay::cli::grants::GrantsArgs),
     /// Serve MCP on standard input and output, relayed to the server's /mcp (for MCP clients
     /// that launch commands; see docs/mcp.md).
     Mcp(imrelay::cli::mcp::McpArgs),
@@ -157,6 +159,7 @@ fn main() -> ExitCode {
                 Client::Show(args) => imrelay::cli::commands::show(args, config),
                 Client::Answer(args) => imrelay::cli::commands::answer(args, config),
                 Client::Mcp(args) => imrelay::cli::mcp::run(args, config),
+                Client::Grants(args) => imrelay::cli::grants::run(args, config),
             };
             return ExitCode::from(u8::try_from(code).unwrap_or(1));
         }

@@ -339,7 +339,7 @@ impl Remote {
         &self.base
     }
 
-    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+    pub(crate) fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         let req = self.http.request(method, format!("{}{path}", self.base));
         match &self.token {
             Some(t) => req.bearer_auth(t.expose_secret()),
@@ -365,7 +365,7 @@ impl Remote {
     }
 
     /// Sends `req` and reads a JSON body, turning error statuses into [`ClientError`]s.
-    async fn call(
+    pub(crate) async fn call(
         &self,
         req: reqwest::RequestBuilder,
         id: Option<&str>,
@@ -695,7 +695,7 @@ impl Backoff {
     }
 }
 
-fn check_id(id: &str) -> Result<(), ClientError> {
+pub(crate) fn check_id(id: &str) -> Result<(), ClientError> {
     crate::interaction::InteractionId::parse(id)
         .map(|_| ())
         .map_err(|e| ClientError::Invalid {
@@ -703,7 +703,7 @@ fn check_id(id: &str) -> Result<(), ClientError> {
         })
 }
 
-fn parse_interaction(v: Value) -> Result<Interaction, ClientError> {
+pub(crate) fn parse_interaction(v: Value) -> Result<Interaction, ClientError> {
     serde_json::from_value(v).map_err(|e| ClientError::Protocol(format!("an interaction: {e}")))
 }
 

@@ -28,6 +28,7 @@ pub mod choose;
 pub mod client;
 pub mod commands;
 pub mod doctor;
+pub mod grants;
 pub mod mcp;
 pub mod policy;
 pub mod term;

@@ -127,6 +127,15 @@ impl Registry {
             .await?
             .ok_or_else(|| RegistryError::NotFound(id.clone()))?;
         let grant = self.grant_for(&current, request, &responder)?;
+        // The agent's own form of it, where it offers one (Claude Code's permission
+        // suggestions): applied too, for its session.
+        let answer = match answer {
+            Answer::Allow { updated_input, .. } if current.suggestions.is_some() => Answer::Allow {
+                updated_input,
+                always: true,
+            },
+            other => other,
+        };
         let resolved = self.respond(id, answer, responder).await?;
         let grant = self.add_grant(grant).await?;
         Ok((resolved, grant))
