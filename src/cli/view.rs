@@ -433,8 +433,8 @@ pub(crate) fn field_lines(
     out
 }
 
-/// A call a policy rule decided on its own, on one line: "⚙ Policy rule git-read allowed
-/// Bash: git status". `None` for anything a person decided.
+/// A call a policy rule decided on its own, on one line: "⚙ Allowed by policy rule
+/// git-read: Run: git status". `None` for anything a person decided.
 pub(crate) fn policy_line(p: &Painter, i: &Interaction) -> Option<String> {
     let r = i.resolution.as_ref()?;
     if r.via.as_str() != crate::interaction::POLICY_VIA {
@@ -445,16 +445,12 @@ pub(crate) fn policy_line(p: &Painter, i: &Interaction) -> Option<String> {
     Some(match r.outcome {
         Outcome::Allowed => p.paint(
             Paint::Dim,
-            &format!(
-                "⚙ Policy rule {rule} allowed {}: {summary}",
-                visible_line(&i.tool_name)
-            ),
+            &format!("⚙ Allowed by policy rule {rule}: {summary}"),
         ),
         _ => p.paint(
             Paint::Yellow,
             &format!(
-                "⚙ Policy rule {rule} denied {}: {summary}{}",
-                visible_line(&i.tool_name),
+                "⚙ Denied by policy rule {rule}: {summary}{}",
                 r.message()
                     .map(|m| format!(" (“{}”)", visible_line(m)))
                     .unwrap_or_default()
