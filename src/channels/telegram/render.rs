@@ -228,6 +228,13 @@ fn head(i: &Interaction, lim: &Limits) -> String {
     s
 }
 
+/// The rule "Allow similar" grants for `i`'s session, if it can: one imrelay proposes, for a
+/// call of a known session.
+pub fn similar_rule(i: &Interaction) -> Option<String> {
+    i.session.as_ref()?;
+    crate::interaction::policy::propose(i)
+}
+
 fn deadline_line(i: &Interaction) -> String {
     format!(
         "⏳ Answer within {} — by {}",
@@ -646,7 +653,7 @@ fn form_keyboard(form: &Form, state: &PromptState, b: &Buttons) -> Vec<Vec<Inlin
 /// The prompt for a pending interaction, with its keyboard; `state` holds the answers given
 /// on this message so far.
 pub fn prompt(i: &Interaction, state: &PromptState, b: &Buttons) -> Prompt {
-    let tail = deadline_line(i);
+    let mut tail = deadline_line(i);
     match i.kind {
         Kind::Approval => {
             let mut rows = vec![vec![
@@ -655,6 +662,16 @@ pub fn prompt(i: &Interaction, state: &PromptState, b: &Buttons) -> Prompt {
             ]];
             if i.suggestions.is_some() {
                 rows.push(vec![b.button("✅ Always allow", Action::AllowAlways)]);
+            }
+            // "Allow similar": the rule it adds is in the message, in full.
+            if let Some(rule) = similar_rule(i) {
+                rows.push(vec![
+                    b.button("🔁 Allow similar (this session)", Action::AllowSimilar),
+                ]);
+                tail = format!(
+                    "🔁 <i>Allow similar</i> also allows, for this session: <code>{}</code>\n{tail}",
+                    escape(&clip(&rule, 200))
+                );
             }
             rows.push(vec![
                 b.button("💬 Deny with reason…", Action::DenyWithReason),
