@@ -228,13 +228,6 @@ fn head(i: &Interaction, lim: &Limits) -> String {
     s
 }
 
-/// The rule "Allow similar" grants for `i`'s session, if it can: one imrelay proposes, for a
-/// call of a known session.
-pub fn similar_rule(i: &Interaction) -> Option<String> {
-    i.session.as_ref()?;
-    crate::interaction::policy::propose(i)
-}
-
 fn deadline_line(i: &Interaction) -> String {
     format!(
         "⏳ Answer within {} — by {}",
@@ -664,7 +657,7 @@ pub fn prompt(i: &Interaction, state: &PromptState, b: &Buttons) -> Prompt {
                 rows.push(vec![b.button("✅ Always allow", Action::AllowAlways)]);
             }
             // "Allow similar": the rule it adds is in the message, in full.
-            if let Some(rule) = similar_rule(i) {
+            if let Some(rule) = crate::channels::render::similar_rule(i) {
                 rows.push(vec![
                     b.button("🔁 Allow similar (this session)", Action::AllowSimilar),
                 ]);

@@ -223,7 +223,7 @@ impl Telegram {
                 self.decide(&q, &i, a).await
             }
             Action::AllowSimilar => {
-                let feedback = match super::render::similar_rule(&i) {
+                let feedback = match crate::channels::render::similar_rule(&i) {
                     Some(rule) => {
                         let request = crate::interaction::GrantRequest {
                             rule: Some(rule),
