@@ -535,8 +535,16 @@ impl Cards {
                 let similar = crate::channels::render::similar_rule(i);
                 if let Some(rule) = &similar {
                     // What "Allow similar" adds, in full, before anyone taps it.
+                    let native = if i.suggestions.is_some() {
+                        self.t(
+                            "（智能体自身也会在本会话中记住它的建议）",
+                            " (the agent also remembers its own suggestion for this session)",
+                        )
+                    } else {
+                        ""
+                    };
                     out.push(grey_div(format!(
-                        "{}{}",
+                        "{}{}{native}",
                         self.t(
                             "“批准并允许同类”会在本会话中自动允许：",
                             "Allow similar also allows, for this session: "

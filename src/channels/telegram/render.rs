@@ -661,8 +661,13 @@ pub fn prompt(i: &Interaction, state: &PromptState, b: &Buttons) -> Prompt {
                 rows.push(vec![
                     b.button("🔁 Allow similar (this session)", Action::AllowSimilar),
                 ]);
+                let native = if i.suggestions.is_some() {
+                    " (the agent also remembers its own suggestion for this session)"
+                } else {
+                    ""
+                };
                 tail = format!(
-                    "🔁 <i>Allow similar</i> also allows, for this session: <code>{}</code>\n{tail}",
+                    "🔁 <i>Allow similar</i> also allows, for this session: <code>{}</code>{native}\n{tail}",
                     escape(&clip(&rule, 200))
                 );
             }

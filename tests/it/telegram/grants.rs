@@ -113,5 +113,29 @@ async fn a_session_grant_made_on_telegram_allows_the_next_call_until_revoked() {
         p5.buttons()
     );
     assert!(!p5.text.contains("Allow similar"));
+    // Where the agent offers its own form of it, that is applied too, and the message says so.
+    let rule = json!([{"type": "addRules", "rules": [{"toolName": "Bash", "ruleContent": "make:*"}],
+                       "behavior": "allow", "destination": "localSettings"}]);
+    let mut with_own = call("tg-g6", "make all");
+    with_own["suggestions"] = rule;
+    create(&app, with_own).await;
+    let p6 = prompt(&tg, PRIVATE, "make all").await;
+    assert!(p6.text.contains("<code>Bash(make all:*)</code> (the agent also remembers its own suggestion for this session)"), "{}", p6.text);
+    assert_eq!(
+        tap_on(
+            &app,
+            &tg,
+            ALICE,
+            &p6,
+            &p6.button("🔁 Allow similar (this session)")
+        )
+        .await,
+        "Allowed"
+    );
+    let six = status(&app, "tg-g6").await;
+    assert_eq!(
+        six["resolution"]["result"]["updatedPermissions"][0]["destination"], "session",
+        "{six}"
+    );
     app.stop().await;
 }
