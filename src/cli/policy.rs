@@ -115,6 +115,7 @@ pub fn report(settings: &Settings, since: Timestamp) -> anyhow::Result<Vec<RuleC
 /// `imrelay policy report [--since AGE|TIME] [--json]`.
 pub fn print_report(settings: &Settings, since: &str, json: bool) -> anyhow::Result<()> {
     let from = parse_since(since, Timestamp::now())?;
+    let from = Timestamp::from_millisecond(from.as_millisecond()).unwrap_or(from);
     let rows = report(settings, from)?;
     if json {
         for r in &rows {

@@ -223,7 +223,7 @@ mod tests {
         );
         assert_eq!(
             file("Edit", "/w/app/a[1]/x").as_deref(),
-            Some("Edit(a\\[1\\]/**)")
+            Some("Edit(a[[]1[]]/**)")
         );
         let fetch = propose(&call("WebFetch", json!({"url": "https://docs.rs/x"}), None));
         assert_eq!(fetch.as_deref(), Some("WebFetch(domain:docs.rs)"));

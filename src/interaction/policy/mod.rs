@@ -261,7 +261,13 @@ impl Rule {
             let Some(cwd) = i.cwd.as_deref().and_then(|c| pattern::normalise(c, None)) else {
                 return false;
             };
-            if !self.cwds.iter().any(|g| g.is_match(&cwd)) {
+            // `/srv/shop/**` covers the project's own directory too.
+            let inside = format!("{}/", cwd.trim_end_matches('/'));
+            if !self
+                .cwds
+                .iter()
+                .any(|g| g.is_match(&cwd) || g.is_match(&inside))
+            {
                 return false;
             }
         }

@@ -271,6 +271,14 @@ fn matchers_narrow_a_rule() {
     assert_eq!(decided(&p, &i), None, "claude-code is not codex*");
     i.agent = Some("codex-cli".into());
     assert_eq!(decided(&p, &i).map(|d| d.0), Some(Decision::Allow));
+    i.cwd = Some("/work".into());
+    assert_eq!(
+        decided(&p, &i).map(|d| d.0),
+        Some(Decision::Allow),
+        "the directory itself"
+    );
+    i.cwd = Some("/workshop".into());
+    assert_eq!(decided(&p, &i), None);
     i.cwd = Some("/tmp/x".into());
     assert_eq!(decided(&p, &i), None);
     i.cwd = Some("/work/../tmp".into());
