@@ -247,9 +247,10 @@ impl Browser {
             .await;
     }
 
-    /// Waits until `expr` is true in the page.
+    /// Waits until `expr` is true in the page (generously: a browser on a loaded two-core
+    /// machine can take many seconds for its first page).
     async fn until(&mut self, what: &str, expr: &str) {
-        let deadline = Instant::now() + Duration::from_secs(15);
+        let deadline = Instant::now() + Duration::from_secs(45);
         while self.eval(expr).await != json!(true) {
             assert!(Instant::now() < deadline, "timed out waiting for {what}");
             tokio::time::sleep(Duration::from_millis(50)).await;
