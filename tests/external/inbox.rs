@@ -829,7 +829,7 @@ async fn tool_calls_show_as_people_read_them() {
     };
     assert_eq!(
         b.eval(&shown(&bash)).await,
-        json!(["Approve", "Edit & approve…", "Deny"])
+        json!(["Approve", "Edit & approve…", "Allow similar…", "Deny"])
     );
     b.eval(&click(&bash, "Edit & approve…")).await;
     assert_eq!(
@@ -870,7 +870,7 @@ async fn tool_calls_show_as_people_read_them() {
     );
     assert_eq!(
         b.eval(&shown(&bash)).await,
-        json!(["Approve", "Edit & approve…", "Deny"])
+        json!(["Approve", "Edit & approve…", "Allow similar…", "Deny"])
     );
     b.eval(&click(&bash, "Edit & approve…")).await;
     b.eval(&set_input(&bash, "{\"command\": \"echo safe\"}"))
