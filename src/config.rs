@@ -400,6 +400,114 @@ fn process_env() -> Result<HashMap<String, String>, ConfigError> {
     Ok(env)
 }
 
+/// For a TOML error at byte `at` of `text`, what the line it is on most likely meant: a list
+/// without its brackets (`chats = -1, -2`), a Telegram @name where an id belongs.
+fn toml_hint(text: &str, at: usize) -> Option<String> {
+    let start = text.get(..at)?.rfind('\n').map_or(0, |n| n + 1);
+    let line = text.get(start..)?.lines().next()?;
+    let (name, value) = line.split_once('=')?;
+    let (name, value) = (name.trim(), value.trim());
+    if matches!(name, "chats" | "approvers") && value.contains('@') {
+        return Some(
+            "\nTelegram ids are numbers like -1001234567890 (a group) or 123456789 (a person); \
+             a @name is not an id: send /whoami to the bot in that chat to see its id"
+                .into(),
+        );
+    }
+    let quoted_or_bracketed = value.starts_with(['[', '{', '"', '\'']);
+    (!quoted_or_bracketed && value.contains(',') && !name.is_empty())
+        .then(|| format!("\nA list is written in brackets: {name} = [{value}]"))
+}
+
+/// Log levels, most verbose first.
+const LEVELS: [&str; 6] = ["trace", "debug", "info", "warn", "error", "off"];
+
+/// Words other tools use for a level, and the level they mean here.
+const LEVEL_WORDS: [(&str, &str); 10] = [
+    ("verbose", "debug"),
+    ("all", "trace"),
+    ("none", "off"),
+    ("quiet", "off"),
+    ("silent", "off"),
+    ("critical", "error"),
+    ("fatal", "error"),
+    ("err", "error"),
+    ("notice", "info"),
+    ("information", "info"),
+];
+
+impl LogSettings {
+    /// Checks that `level` does not give a word meant as a level that the filter would read as
+    /// a target (`verbose`, `warning`): that silences every line.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        for directive in self.level.split(',').map(str::trim) {
+            let word = directive.to_ascii_lowercase();
+            if LEVELS.contains(&word.as_str()) || !word.chars().all(|c| c.is_ascii_alphabetic()) {
+                continue;
+            }
+            let meant = LEVEL_WORDS
+                .iter()
+                .find(|(w, _)| *w == word)
+                .map(|(_, l)| *l)
+                .or_else(|| {
+                    LEVELS
+                        .iter()
+                        .copied()
+                        .find(|l| strsim::jaro_winkler(&word, l) >= 0.85)
+                });
+            if let Some(level) = meant {
+                return Err(ConfigError::Invalid(format!(
+                    "log.level: {directive:?} is not a level, so it would be read as the name of \
+                     a target and nothing else would be logged. A level is trace, debug, info, \
+                     warn, error or off: use \"{level}\" (or \"imrelay={level},info\" for \
+                     imrelay's own lines only)"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The values a setting that is one of a fixed set takes (`store.backend`: sqlite, memory,
+/// postgres), as written in the configuration; `None` for any other setting. Read from the
+/// types themselves, so the list is never out of date.
+pub(crate) fn enum_values(key: &str) -> Option<Vec<String>> {
+    use crate::channels::{feishu, telegram};
+    Some(match key {
+        "store.backend" => variants::<Backend>(),
+        "store.synchronous" => variants::<Synchronous>(),
+        "log.format" => variants::<LogFormat>(),
+        "hooks.claude_code.on_timeout" => variants::<OnTimeout>(),
+        "telegram.mode" => variants::<telegram::Mode>(),
+        "feishu.mode" => variants::<feishu::Mode>(),
+        "feishu.domain" => variants::<feishu::settings::Domain>(),
+        "feishu.locale" => variants::<crate::channels::render::Locale>(),
+        _ => return None,
+    })
+}
+
+/// The names serde accepts for the unit variants of enum `T`: what it lists when refusing a
+/// name it does not know.
+fn variants<T: serde::de::DeserializeOwned>() -> Vec<String> {
+    use serde::de::IntoDeserializer;
+    let none: serde::de::value::StrDeserializer<'_, serde::de::value::Error> =
+        "\u{0}".into_deserializer();
+    match T::deserialize(none) {
+        Ok(_) => Vec::new(),
+        // "unknown variant `x`, expected one of `a`, `b`" (or "expected `a` or `b`").
+        Err(e) => {
+            let text = e.to_string();
+            let listed = text.split_once("expected").map_or("", |(_, l)| l);
+            listed
+                .split('`')
+                .skip(1)
+                .step_by(2)
+                .map(str::to_string)
+                .collect()
+        }
+    }
+}
+
 /// Settings as loaded, with what the person running imrelay should be told about them.
 #[derive(Debug)]
 pub struct Loaded {
@@ -443,7 +551,11 @@ impl Settings {
                     ))
                 })?;
                 let table: toml::Table = toml::from_str(&text).map_err(|e| {
-                    ConfigError::Load(format!("{} is not valid TOML: {e}", path.display()))
+                    let hint = e
+                        .span()
+                        .and_then(|at| toml_hint(&text, at.start))
+                        .unwrap_or_default();
+                    ConfigError::Load(format!("{} is not valid TOML: {e}{hint}", path.display()))
                 })?;
                 Ok::<_, ConfigError>((path, text, table))
             })
@@ -506,6 +618,7 @@ impl Settings {
 
     /// Checks values that only make sense together, and that durations are in range.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.log.validate()?;
         let i = &self.interactions;
         for (name, v, max) in [
             (
@@ -626,7 +739,19 @@ impl Settings {
         let url = self.server.public_url.trim();
         if !(url.is_empty() || url.starts_with("http://") || url.starts_with("https://")) {
             return Err(ConfigError::Invalid(format!(
-                "server.public_url must start with http:// or https:// (got {url:?})"
+                "server.public_url must start with http:// or https:// (got {url:?}): it is the \
+                 address people and integrations reach this server at, like \
+                 \"https://{}\"",
+                url.split("://")
+                    .last()
+                    .unwrap_or(url)
+                    .trim_start_matches('/')
+            )));
+        }
+        if !url.is_empty() && url::Url::parse(url).is_err() {
+            return Err(ConfigError::Invalid(format!(
+                "server.public_url is not a URL (got {url:?}): it is the address people and \
+                 integrations reach this server at, like \"https://imrelay.example.com\""
             )));
         }
         self.feishu.validate().map_err(ConfigError::Invalid)?;
@@ -1142,6 +1267,59 @@ callback_path = "{feishu_path}"
         let err = error_of(Some(&path), &[]);
         assert!(err.contains("`servr`"), "{err}");
         assert!(err.contains("did you mean `server`"), "{err}");
+    }
+
+    #[test]
+    fn every_setting_of_a_fixed_set_of_values_lists_them() {
+        assert_eq!(
+            enum_values("store.backend").unwrap(),
+            ["sqlite", "memory", "postgres"]
+        );
+        // Every text setting that refuses a name it does not know is one of a fixed set:
+        // its message lists the values it takes.
+        let defaults: toml::Table = toml::from_str(DEFAULT_TOML).unwrap();
+        let mut text_keys = Vec::new();
+        fn walk(t: &toml::Table, prefix: &str, out: &mut Vec<String>) {
+            for (k, v) in t {
+                let key = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                match v {
+                    toml::Value::Table(t) => walk(t, &key, out),
+                    toml::Value::String(_) => out.push(key),
+                    _ => {}
+                }
+            }
+        }
+        walk(&defaults, "", &mut text_keys);
+        for key in text_keys {
+            let var = format!("IMRELAY__{}", key.replace('.', "__").to_uppercase());
+            let Err(e) = Settings::load_with_env(None, env(&[(&var, "zz-not-a-value")])) else {
+                continue;
+            };
+            let e = e.to_string();
+            assert!(!e.contains("variant"), "{key}: {e}");
+            if let Some(values) = enum_values(&key) {
+                assert!(!values.is_empty(), "{key}");
+                assert!(e.contains("is not one of the values"), "{key}: {e}");
+                let default = defaults_value(&defaults, &key);
+                assert!(values.contains(&default), "{key}: {default} in {values:?}");
+            }
+        }
+    }
+
+    fn defaults_value(t: &toml::Table, key: &str) -> String {
+        let mut v = None;
+        let mut table = Some(t);
+        for part in key.split('.') {
+            v = table.and_then(|t| t.get(part));
+            table = v.and_then(toml::Value::as_table);
+        }
+        v.and_then(toml::Value::as_str)
+            .unwrap_or_default()
+            .to_string()
     }
 
     #[test]

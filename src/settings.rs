@@ -8,8 +8,9 @@ use std::fmt;
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 
-/// Deserializes a list given either as a list (files) or as one comma-separated string (the
-/// environment, where `config` cannot tell a one-item list from a plain value). Spaces around
+/// Deserializes a list given either as a list (files), as one comma-separated string (the
+/// environment, where `config` cannot tell a one-item list from a plain value), or as one
+/// value that is not text. Spaces around
 /// items are dropped; an empty string is an empty list, but an empty item (`a,,b`, or a value
 /// of spaces alone) is refused rather than silently dropped.
 pub fn list<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
@@ -23,9 +24,12 @@ where
     enum OneOrMany<T> {
         Many(Vec<T>),
         Joined(String),
+        // One value that is not text: `chats = -1001234567890` for `[-1001234567890]`.
+        One(T),
     }
     match OneOrMany::<T>::deserialize(d)? {
         OneOrMany::Many(v) => Ok(v),
+        OneOrMany::One(v) => Ok(vec![v]),
         OneOrMany::Joined(s) if s.is_empty() => Ok(Vec::new()),
         OneOrMany::Joined(s) => s
             .split(',')

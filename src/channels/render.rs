@@ -178,6 +178,39 @@ pub(crate) fn duration_words(secs: u64) -> String {
     }
 }
 
+/// The form of a single free-text question (a `prompt`, or an elicitation of one text
+/// field): every channel shows it as a question answered by the text itself, not as a form
+/// to fill in and submit. `None` for anything else.
+pub(crate) fn single_text_form(i: &Interaction) -> Option<crate::interaction::Form> {
+    if i.kind != crate::interaction::Kind::Form {
+        return None;
+    }
+    crate::interaction::Form::from_input(&i.input.map())
+        .ok()
+        .filter(|f| f.is_single_text())
+}
+
+/// What a single free-text question's field adds to its message, as one line: the field's
+/// own label when the agent named it, its description, what it accepts beyond plain text and
+/// its default. Empty for a plain prompt.
+pub(crate) fn single_text_note(f: &crate::interaction::form::Field) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    if f.label() != crate::interaction::form::PROMPT_TITLE {
+        parts.push(f.label().to_string());
+    }
+    if let Some(d) = f.description.as_deref().filter(|d| !d.trim().is_empty()) {
+        parts.push(d.to_string());
+    }
+    let hint = f.hint();
+    if hint != "text" {
+        parts.push(hint);
+    }
+    if let Some(d) = &f.default {
+        parts.push(format!("default: {}", f.show(d)));
+    }
+    parts.join(" · ")
+}
+
 /// The values an accepted form received, as (field label, value as people read it) pairs in
 /// field order; empty unless it was filled in.
 pub(crate) fn form_answers(i: &Interaction) -> Vec<(String, String)> {

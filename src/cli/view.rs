@@ -102,10 +102,17 @@ pub(crate) fn kind_title(i: &Interaction) -> String {
     match i.kind {
         Kind::Approval => format!("Approval · {}", visible_line(&i.tool_name)),
         Kind::Question => "Question".to_string(),
-        Kind::Form => match i.title.as_deref().filter(|t| !t.trim().is_empty()) {
-            Some(t) => format!("Form · {}", visible_line(t)),
-            None => "Form".to_string(),
-        },
+        Kind::Form => {
+            let what = if render::single_text_form(i).is_some() {
+                "Question"
+            } else {
+                "Form"
+            };
+            match i.title.as_deref().filter(|t| !t.trim().is_empty()) {
+                Some(t) => format!("{what} · {}", visible_line(t)),
+                None => what.to_string(),
+            }
+        }
     }
 }
 
@@ -292,9 +299,15 @@ pub(crate) fn given_answers(i: &Interaction) -> Vec<String> {
     let questions = render::given_answers(i)
         .into_iter()
         .map(|(q, a)| format!("    {} → {}", visible_line(&q), visible_line(&a)));
-    let fields = render::form_answers(i)
-        .into_iter()
-        .map(|(f, v)| format!("    {}: {}", visible_line(&f), visible_line(&v)));
+    // A single question's answer needs no label: the question is just above.
+    let single = render::single_text_form(i).is_some();
+    let fields = render::form_answers(i).into_iter().map(move |(f, v)| {
+        if single {
+            format!("    → {}", visible_line(&v))
+        } else {
+            format!("    {}: {}", visible_line(&f), visible_line(&v))
+        }
+    });
     questions.chain(fields).collect()
 }
 
@@ -339,6 +352,32 @@ pub(crate) fn form_view(
         "  {}",
         p.paint(Paint::Bold, &visible_line(&form.message))
     )];
+    if form.is_single_text() {
+        // A question of one free text: the question is the field, with what it adds.
+        if let Some(f) = form.fields.first() {
+            let note = render::single_text_note(f);
+            if !note.is_empty() {
+                out.push(format!("  {}", p.paint(Paint::Dim, &visible_line(&note))));
+            }
+            if matches!(
+                f.ty,
+                crate::interaction::form::FieldType::Text {
+                    multiline: true,
+                    ..
+                }
+            ) {
+                out.push(p.paint(
+                    Paint::Dim,
+                    if asking.is_some() {
+                        "  (several lines: an empty line ends the text)"
+                    } else {
+                        "  (several lines)"
+                    },
+                ));
+            }
+        }
+        return out;
+    }
     for (n, f) in form.fields.iter().enumerate() {
         let detail = match asking {
             None => Detail::Shown,

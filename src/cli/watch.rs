@@ -383,6 +383,7 @@ impl Watch {
                 Step::Filling {
                     lines: Some(typed), ..
                 } => format!("line {} (an empty line ends it) › ", typed.len() + 1),
+                Step::Filling { form, .. } if form.is_single_text() => "your answer › ".into(),
                 Step::Filling { form, values, .. } => match form.fields.get(values.len()) {
                     Some(f) if !f.options().is_empty() => {
                         format!("{}: 1–{} › ", visible_line(f.label()), f.options().len())
@@ -1280,7 +1281,10 @@ impl Watch {
             .filter(|(_, v)| !v.is_null())
             .map(|(f, v)| (f.name.clone(), v.clone()))
             .collect();
-        self.term.say(&lines);
+        // A single question's answer is on the line just typed, and shown again once taken.
+        if !form.is_single_text() {
+            self.term.say(&lines);
+        }
         self.send(Answer::Accept(content));
     }
 

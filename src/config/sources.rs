@@ -1,16 +1,18 @@
 //! Where each configuration value came from (a key in the configuration file, or an
 //! environment variable), so that every configuration error names the place to fix and, where
 //! the fix is obvious, says what it is: the nearest known key for an unknown one, a single
-//! underscore where `__` separates the parts of a variable's name, an IP address for a host
-//! name in `server.listen`.
+//! underscore where `__` separates the parts of a variable's name, and (in `explain`) what a
+//! refused value should have been.
 //!
-//! Values are never quoted in messages, except `server.listen`'s, which is no secret.
+//! Values are quoted in messages only where `explain` says what was given, never a secret's.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::Path;
 
 use super::{DEFAULT_TOML, ENV_PREFIX};
+
+mod explain;
 
 /// The separator between the prefix, the section and the key of a variable's name.
 const SEPARATOR: &str = "__";
@@ -169,14 +171,6 @@ impl Sources {
             .map(|(path, _)| Origin::File(path.clone()))
     }
 
-    /// The value of `key` as given, if it is a string (from either source).
-    fn raw(&self, key: &str) -> Option<String> {
-        if let Some(var) = self.env.iter().find(|v| v.key == key) {
-            return Some(var.value.clone());
-        }
-        self.file_value(key)?.as_str().map(str::to_string)
-    }
-
     /// The keys the file or the environment sets that no setting has, as one message that
     /// names each, where it is, and the nearest known key.
     pub(super) fn unknown_keys(&self) -> Option<String> {
@@ -187,7 +181,14 @@ impl Sources {
             for key in unknown {
                 let hint = self
                     .nearest(&key)
-                    .map(|k| format!(": did you mean `{k}`?"))
+                    .map(|k| match k.rsplit_once('.') {
+                        // A setting written outside its section.
+                        Some((section, name)) if !key.contains('.') && name == key => {
+                            format!(": did you mean `{k}`? It goes under [{section}]: {name} = ...")
+                        }
+                        _ => format!(": did you mean `{k}`?"),
+                    })
+                    .or_else(|| self.section_settings(&key))
                     .unwrap_or_default();
                 problems.push(format!("unknown setting `{key}` in {path}{hint}"));
             }
@@ -207,6 +208,7 @@ impl Sources {
                 None => self
                     .nearest(&var.key)
                     .map(|k| format!(": did you mean {} (`{k}`)?", env_name(&k)))
+                    .or_else(|| self.section_settings(&var.key))
                     .unwrap_or_default(),
             };
             problems.push(format!(
@@ -215,6 +217,22 @@ impl Sources {
             ));
         }
         (!problems.is_empty()).then(|| problems.join("\n  "))
+    }
+
+    /// For an unknown `key` in a known section, the settings that section has.
+    fn section_settings(&self, key: &str) -> Option<String> {
+        let (section, _) = key.rsplit_once('.')?;
+        let prefix = format!("{section}.");
+        let names: Vec<String> = self
+            .known()
+            .into_iter()
+            .filter_map(|(k, _)| {
+                k.strip_prefix(&prefix)
+                    .filter(|rest| !rest.contains('.'))
+                    .map(str::to_string)
+            })
+            .collect();
+        (!names.is_empty()).then(|| format!(": [{section}] has {}", names.join(", ")))
     }
 
     /// Whether dotted `key` is a known setting or section (or lies inside a value, such as a
@@ -236,14 +254,41 @@ impl Sources {
         value.is_some()
     }
 
-    /// The known key most like `key`, if one is alike enough.
+    /// The known key most like `key`, if one is alike enough (within its section, when that is
+    /// known: the section's name makes every key in it look alike); else a setting of that
+    /// name in another section (`listen` at the top is `server.listen`).
     fn nearest(&self, key: &str) -> Option<String> {
-        self.known()
-            .into_iter()
-            .map(|(k, _)| (strsim::jaro_winkler(key, &k), k))
-            .filter(|(score, _)| *score >= SIMILAR)
-            .max_by(|a, b| a.0.total_cmp(&b.0))
-            .map(|(_, k)| k)
+        let known = self.known();
+        let last_of = |k: &str| k.rsplit('.').next().unwrap_or(k).to_string();
+        let last = last_of(key);
+        let section = key
+            .rsplit_once('.')
+            .map(|(s, _)| s)
+            .filter(|s| known.iter().any(|(k, table)| *table && k == s));
+        let alike = match section {
+            Some(section) => known
+                .iter()
+                .filter(|(k, _)| k.rsplit_once('.').map(|(s, _)| s) == Some(section))
+                .map(|(k, _)| (strsim::jaro_winkler(&last, &last_of(k)), k))
+                .filter(|(score, _)| *score >= SIMILAR)
+                .max_by(|a, b| a.0.total_cmp(&b.0))
+                .map(|(_, k)| k.clone()),
+            None => known
+                .iter()
+                .map(|(k, _)| (strsim::jaro_winkler(key, k), k))
+                .filter(|(score, _)| *score >= SIMILAR)
+                .max_by(|a, b| a.0.total_cmp(&b.0))
+                .map(|(_, k)| k.clone()),
+        };
+        alike.or_else(|| {
+            let mut same = known
+                .iter()
+                .filter(|(k, table)| !table && last_of(k) == last);
+            match (same.next(), same.next()) {
+                (Some((k, _)), None) => Some(k.clone()),
+                _ => None,
+            }
+        })
     }
 
     /// Variables that look like settings but are ignored because they separate the parts of
@@ -281,49 +326,34 @@ impl Sources {
                 error,
                 key: Some(key),
                 ..
-            } => self.about(&key, &error.to_string()),
+            } => {
+                let error = error.to_string();
+                self.explain(&key, &error)
+                    .unwrap_or_else(|| self.about(&key, &error))
+            }
             config::ConfigError::Type {
                 unexpected,
                 expected,
                 key: Some(key),
                 ..
-            } => self.about(&key, &format!("expected {expected}, found {unexpected}")),
-            config::ConfigError::NotFound(key) => format!("`{key}` is missing"),
+            } => {
+                let error = format!("expected {expected}, found {unexpected}");
+                self.explain(&key, &error)
+                    .unwrap_or_else(|| self.about(&key, &error))
+            }
+            config::ConfigError::NotFound(key) => missing(&key),
             other => other.to_string(),
         }
     }
 
-    /// `problem` with the value of `key`, said where the value came from, with the fix when
-    /// it is obvious.
+    /// `problem` with the value of `key`, said where the value came from.
     fn about(&self, key: &str, problem: &str) -> String {
         let at = match self.origin(key) {
             Some(Origin::Env(var)) => var,
             Some(Origin::File(path)) => format!("{key} in {path}"),
             None => key.to_string(),
         };
-        let mut message = format!("{at}: {problem}");
-        if let Some(fix) = self.fix(key) {
-            message.push_str(". ");
-            message.push_str(&fix);
-        }
-        message
-    }
-
-    /// The fix for a bad value of `key`, where there is an obvious one.
-    fn fix(&self, key: &str) -> Option<String> {
-        if key != "server.listen" {
-            return None;
-        }
-        let raw = self.raw(key)?;
-        let suggestion = listen_fix(raw.trim())?;
-        let set = match self.origin(key)? {
-            Origin::Env(var) => format!("{var}={suggestion}"),
-            Origin::File(_) => format!("listen = \"{suggestion}\""),
-        };
-        Some(format!(
-            "Use {set}: imrelay listens on an IP address and port, not a host name \
-             (127.0.0.1 or [::1] for this machine only, 0.0.0.0 or [::] for every interface)"
-        ))
+        format!("{at}: {problem}")
     }
 
     /// `message`, an error about values that do not fit together, with where each key it
@@ -351,44 +381,26 @@ impl Sources {
     }
 }
 
-/// The listen address to suggest for `raw`, which does not parse: an IP address for a
-/// loopback host name, or the same address with imrelay's default port.
-fn listen_fix(raw: &str) -> Option<String> {
-    const DEFAULT_PORT: u16 = 8787;
-    if let Ok(ip) = raw.trim_matches(['[', ']']).parse::<std::net::IpAddr>() {
-        return Some(std::net::SocketAddr::new(ip, DEFAULT_PORT).to_string());
-    }
-    let (host, port) = match raw.rsplit_once(':') {
-        Some((host, port)) => (host, port.parse::<u16>().ok()?),
-        None => (raw, DEFAULT_PORT),
+/// A setting that must be given, named as it is written: `webhooks[0].secret is missing`.
+fn missing(key: &str) -> String {
+    // The loader writes an item's field right after its index: `webhooks[0]secret`.
+    let key = match key.split_once(']') {
+        Some((list, field)) if !field.is_empty() && !field.starts_with('.') => {
+            format!("{list}].{field}")
+        }
+        _ => key.to_string(),
     };
-    let host = host.trim_matches(['[', ']']);
-    if host.eq_ignore_ascii_case("localhost") || host.eq_ignore_ascii_case("localhost.") {
-        return Some(format!("127.0.0.1:{port}"));
+    match key.split_once('[') {
+        Some((list, _)) => {
+            format!("{key} is missing: every [[{list}]] entry needs it (see docs/configuration.md)")
+        }
+        None => format!("{key} is missing"),
     }
-    if host.is_empty() || host == "*" {
-        return Some(format!("0.0.0.0:{port}"));
-    }
-    None
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn listen_fixes() {
-        assert_eq!(
-            listen_fix("localhost:8795").as_deref(),
-            Some("127.0.0.1:8795")
-        );
-        assert_eq!(listen_fix("LOCALHOST").as_deref(), Some("127.0.0.1:8787"));
-        assert_eq!(listen_fix("127.0.0.1").as_deref(), Some("127.0.0.1:8787"));
-        assert_eq!(listen_fix("::1").as_deref(), Some("[::1]:8787"));
-        assert_eq!(listen_fix(":9000").as_deref(), Some("0.0.0.0:9000"));
-        assert_eq!(listen_fix("relay.example.com:80"), None);
-        assert_eq!(listen_fix("localhost:http"), None);
-    }
 
     #[test]
     fn mentions_whole_keys_only() {

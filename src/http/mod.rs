@@ -175,6 +175,14 @@ async fn healthz(State(state): State<AppState>) -> Response {
     if let Some(e) = error {
         body["store_error"] = json!(e.to_string());
     }
+    // A channel that cannot reach its platform degrades the status and is named, but the
+    // answer stays 200: the server still takes interactions, the other channels and the
+    // inbox still answer them, so a readiness probe keeps it in service.
+    let failing = state.health.failing();
+    if !failing.is_empty() {
+        body["status"] = json!("degraded");
+        body["failing"] = json!(failing);
+    }
     let status = if healthy {
         StatusCode::OK
     } else {

@@ -45,6 +45,9 @@ pub(crate) const MAX_PATTERN_CHARS: usize = 500;
 /// The name of the one field of a free-text prompt.
 pub(crate) const PROMPT_FIELD: &str = "answer";
 
+/// The title of a free-text prompt's one field.
+pub(crate) const PROMPT_TITLE: &str = "Answer";
+
 /// What a person did with a form (MCP's `ElicitResult.action`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -641,7 +644,7 @@ impl Form {
     pub fn prompt_schema(multiline: bool) -> Value {
         let mut field = Map::new();
         field.insert("type".into(), "string".into());
-        field.insert("title".into(), "Answer".into());
+        field.insert("title".into(), PROMPT_TITLE.into());
         field.insert("minLength".into(), 1.into());
         if multiline {
             field.insert("multiline".into(), true.into());

@@ -61,6 +61,11 @@ pub fn trials() -> Vec<libtest_mimic::Trial> {
             a_form_can_be_declined_with_a_reason,
         ),
         trial(
+            "inbox::a_free_text_prompt_is_a_question_answered_in_one_step",
+            browser,
+            a_free_text_prompt_is_a_question_answered_in_one_step,
+        ),
+        trial(
             "inbox::an_agents_pattern_is_checked_by_the_server_not_the_page",
             browser,
             an_agents_pattern_is_checked_by_the_server_not_the_page,
@@ -1266,9 +1271,9 @@ async fn a_form_can_be_declined_with_a_reason() {
         &format!("!!{prompt}?.querySelector('textarea')"),
     )
     .await;
-    // A prompt is one required text area: left empty, Submit says so and sends nothing.
+    // A prompt is one required text area: left empty, Send answer says so and sends nothing.
     b.eval(&format!(
-        "[...{prompt}.querySelectorAll('button')].find(x => x.textContent === 'Submit').click()"
+        "[...{prompt}.querySelectorAll('button')].find(x => x.textContent === 'Send answer').click()"
     ))
     .await;
     assert_eq!(
@@ -1308,6 +1313,99 @@ async fn a_form_can_be_declined_with_a_reason() {
             .unwrap()
             .contains("“Ask me after the freeze”")
     );
+    drop(b);
+    app.stop().await;
+}
+
+/// A free-text prompt reads as a question (not a form): labelled QUESTION, the question itself
+/// in place of a field label, no "required" legend, "Send answer"; Enter in its box answers it,
+/// and the answered card shows the answer under the question, who gave it and when. A form of
+/// several fields keeps its labels, legend and Submit.
+async fn a_free_text_prompt_is_a_question_answered_in_one_step() {
+    let bin = chromium().expect("Chromium (checked before the test)");
+    let app = spawn_app().await;
+    for body in [
+        json!({"id": "fp-color", "kind": "prompt", "message": "What is your favorite color?"}),
+        json!({"id": "fp-form", "kind": "form", "message": "Book the offsite",
+               "schema": offsite_schema()}),
+    ] {
+        let (status, out) = app.post("/v1/interactions", &body).await;
+        assert_eq!(status, StatusCode::CREATED, "{out}");
+    }
+    let mut b = Browser::launch(&bin).await;
+    b.call("Page.navigate", json!({"url": app.url("/")})).await;
+    give_name(&mut b, "Bo").await;
+    let prompt = card("pending", "fp-color");
+    let form = card("pending", "fp-form");
+    b.until("both cards", &format!("!!{prompt} && !!{form}"))
+        .await;
+    let seen = b
+        .eval(&format!(
+            "(() => {{ const c = {prompt}; const shown = (e) => !!e && e.offsetWidth > 1 && e.offsetHeight > 1; \
+               return {{ kind: c.querySelector('.kind').innerText, \
+                 question: c.querySelector('.question-text')?.innerText, \
+                 labels: [...c.querySelectorAll('label, legend')].filter(shown).map(e => e.innerText), \
+                 accessible: c.querySelector('input[type=text]')?.labels[0]?.textContent, \
+                 placeholder: c.querySelector('input[type=text]')?.placeholder, \
+                 legend: shown(c.querySelector('.form-legend')), \
+                 buttons: [...c.querySelectorAll('button')].filter(shown).map(e => e.innerText) }}; }})()"
+        ))
+        .await;
+    assert_eq!(
+        seen,
+        json!({"kind": "QUESTION", "question": "What is your favorite color?", "labels": [],
+               "accessible": "Your answer", "placeholder": "Your answer", "legend": false,
+               "buttons": ["Send answer", "Decline"]})
+    );
+    // The form of two fields is still a form.
+    let other = b
+        .eval(&format!(
+            "(() => {{ const c = {form}; return {{ kind: c.querySelector('.kind').innerText, \
+               legend: !!c.querySelector('.form-legend'), \
+               submit: [...c.querySelectorAll('button')].some(e => e.innerText === 'Submit') }}; }})()"
+        ))
+        .await;
+    assert_eq!(
+        other,
+        json!({"kind": "FORM", "legend": true, "submit": true})
+    );
+    b.screenshots("inbox-prompt").await;
+
+    // Typed, then Enter: answered, with nothing more to press.
+    b.eval(&format!(
+        "(() => {{ const i = {prompt}.querySelector('input[type=text]'); i.value = 'Teal'; \
+           i.dispatchEvent(new Event('input', {{ bubbles: true }})); \
+           i.form.requestSubmit(); }})()"
+    ))
+    .await;
+    let (status, out) = app.get("/v1/interactions/fp-color/wait").await;
+    assert_eq!(status, StatusCode::OK, "{out}");
+    assert_eq!(
+        out["result"],
+        json!({"action": "accept", "content": {"answer": "Teal"}})
+    );
+    let recent = card("recent", "fp-color");
+    b.until("the answered question", &format!("!!{recent}"))
+        .await;
+    let done = b
+        .eval(&format!(
+            "(() => {{ const c = {recent}; return {{ kind: c.querySelector('.kind').innerText, \
+               outcome: c.querySelector('.outcome').innerText, \
+               asked: c.querySelector('.form-message').innerText, \
+               answers: [...c.querySelectorAll('.answer')].map(e => e.innerText) }}; }})()"
+        ))
+        .await;
+    assert_eq!(done["kind"], "QUESTION");
+    assert!(
+        done["outcome"]
+            .as_str()
+            .unwrap()
+            .starts_with("Answered by Bo via desktop at "),
+        "{done}"
+    );
+    assert_eq!(done["asked"], "What is your favorite color?");
+    assert_eq!(done["answers"], json!(["Teal"]));
+    b.screenshots("inbox-prompt-answered").await;
     drop(b);
     app.stop().await;
 }
@@ -1463,7 +1561,7 @@ async fn an_mcp_clients_questions_are_answered_in_the_inbox() {
     b.eval(&format!(
         "(() => {{ const c = {name}; const f = c.querySelector('input, textarea'); f.value = 'Aurora'; \
            f.dispatchEvent(new Event('input')); \
-           [...c.querySelectorAll('button')].find(x => x.textContent === 'Submit').click(); }})()"
+           [...c.querySelectorAll('button')].find(x => x.textContent === 'Send answer').click(); }})()"
     ))
     .await;
     let r = prompt.await.unwrap();
@@ -1501,7 +1599,7 @@ async fn an_agents_pattern_is_checked_by_the_server_not_the_page() {
     let evil = format!("{}!", "a".repeat(40));
     assert_eq!(b.eval(&fill(&form, "fm-redos", "Word", &evil)).await, true);
     let submit = format!(
-        "[...{form}.querySelectorAll('button')].find(x => x.textContent === 'Submit').click()"
+        "[...{form}.querySelectorAll('button')].find(x => x.textContent === 'Send answer').click()"
     );
     b.eval(&submit).await;
     let word = field(&form, "Word");

@@ -237,3 +237,220 @@ fn variables_that_are_not_utf8_are_skipped_unless_they_are_settings() {
         "{err}"
     );
 }
+
+/// The mistakes people make in a configuration, each with the exact message `check-config`
+/// prints: the setting (and the file or variable), what was given, what the setting takes,
+/// and the fix in the syntax of where it was given. `""` as the file: none.
+#[test]
+fn configuration_mistakes_are_explained_in_a_persons_words() {
+    const CHAT_IDS: &str = "Chat ids are numbers like -1001234567890 (a group) or 123456789 (a private chat); a @name is not an id: send /whoami to the bot in that chat to see its id";
+    const TAKES_ADDRESS: &str = "It takes an IP address and a port, not a host name: 127.0.0.1:8787 for this machine only, 0.0.0.0:8787 for every interface";
+    /// The file (`""`: none), the environment, and the message.
+    type Mistake = (&'static str, Vec<(&'static str, &'static str)>, String);
+    let mut table: Vec<Mistake> = vec![
+        (
+            "[telegram]\nchats = [\"@acme_team\"]\n",
+            vec![],
+            format!("telegram.chats in c.toml: \"@acme_team\" is a name, not a chat id. {CHAT_IDS}; then use chats = [-1001234567890]."),
+        ),
+        (
+            "[telegram]\nchats = [\"-1001234567890\"]\n",
+            vec![],
+            "telegram.chats in c.toml: \"-1001234567890\" is in quotes, which makes it text, not a number. Use chats = [-1001234567890] (without quotes).".into(),
+        ),
+        (
+            "",
+            vec![("IMRELAY__TELEGRAM__CHATS", "@team")],
+            format!("IMRELAY__TELEGRAM__CHATS: \"@team\" is a name, not a chat id. {CHAT_IDS}; then use IMRELAY__TELEGRAM__CHATS=-1001234567890 (several separated by commas)."),
+        ),
+        (
+            "",
+            vec![("IMRELAY__TELEGRAM__CHATS", "-1001234567890, acme")],
+            format!("IMRELAY__TELEGRAM__CHATS: \"acme\" is not a chat id. {CHAT_IDS}; then use IMRELAY__TELEGRAM__CHATS=-1001234567890 (several separated by commas)."),
+        ),
+        (
+            "[telegram]\nchats = [0]\n",
+            vec![],
+            "telegram.chats lists 0, which is not a chat id. Chat ids are numbers like -1001234567890 (a group) or 123456789 (a private chat): send /whoami to the bot in that chat to see its id (telegram.chats is set in c.toml)".into(),
+        ),
+        (
+            "[telegram]\napprovers = [\"@alice\"]\n",
+            vec![],
+            "telegram.approvers in c.toml: \"@alice\" is a name, not a user id. User ids are positive numbers like 123456789; a @name is not an id: send /whoami to the bot to see yours; then use approvers = [123456789].".into(),
+        ),
+        (
+            "[telegram]\napprovers = [-1001234567890]\n",
+            vec![],
+            "telegram.approvers in c.toml: -1001234567890 is a chat id (a negative number), not a user id: chats go in telegram.chats. User ids are positive numbers like 123456789; a @name is not an id: send /whoami to the bot to see yours.".into(),
+        ),
+        (
+            "[store]\nbackend = \"postgresql\"\n",
+            vec![],
+            "store.backend in c.toml: \"postgresql\" is not one of the values store.backend takes: \"sqlite\", \"memory\" or \"postgres\". Use backend = \"postgres\".".into(),
+        ),
+        (
+            "",
+            vec![("IMRELAY__STORE__BACKEND", "PostgreSQL")],
+            "IMRELAY__STORE__BACKEND: \"PostgreSQL\" is not one of the values store.backend takes: \"sqlite\", \"memory\" or \"postgres\". Use IMRELAY__STORE__BACKEND=postgres.".into(),
+        ),
+        (
+            "[store]\nsynchronous = \"fast\"\n",
+            vec![],
+            "store.synchronous in c.toml: \"fast\" is not one of the values store.synchronous takes: \"normal\" or \"full\". Use one of them, like synchronous = \"normal\".".into(),
+        ),
+        (
+            "[telegram]\nmode = \"poll\"\n",
+            vec![],
+            "telegram.mode in c.toml: \"poll\" is not one of the values telegram.mode takes: \"polling\" or \"webhook\". Use mode = \"polling\".".into(),
+        ),
+        (
+            "[feishu]\nlocale = \"en\"\n",
+            vec![],
+            "feishu.locale in c.toml: \"en\" is not one of the values feishu.locale takes: \"zh_cn\" or \"en_us\". Use locale = \"en_us\".".into(),
+        ),
+        (
+            "[server]\nlisten = \"127.0.0.1\"\n",
+            vec![],
+            format!("server.listen in c.toml: \"127.0.0.1\" has no port. {TAKES_ADDRESS}. Use listen = \"127.0.0.1:8787\"."),
+        ),
+        (
+            "",
+            vec![("IMRELAY__SERVER__LISTEN", "0.0.0.0")],
+            format!("IMRELAY__SERVER__LISTEN: \"0.0.0.0\" has no port. {TAKES_ADDRESS}. Use IMRELAY__SERVER__LISTEN=0.0.0.0:8787."),
+        ),
+        (
+            "[server]\nlisten = 8787\n",
+            vec![],
+            format!("server.listen in c.toml: \"8787\" has a port but no address. {TAKES_ADDRESS}. Use listen = \"127.0.0.1:8787\" (this machine only)."),
+        ),
+        (
+            "[server]\nlisten = \"relay.example.com:80\"\n",
+            vec![],
+            format!("server.listen in c.toml: \"relay.example.com\" is a host name. {TAKES_ADDRESS}. Use listen = \"0.0.0.0:80\" (every interface), or the address of one."),
+        ),
+        (
+            "[server]\nlisten = \"0.0.0.0:99999\"\n",
+            vec![],
+            format!("server.listen in c.toml: \"99999\" is not a port: ports are numbers from 0 to 65535. {TAKES_ADDRESS}."),
+        ),
+        (
+            "listen = \"127.0.0.1:8787\"\n",
+            vec![],
+            "unknown setting `listen` in c.toml: did you mean `server.listen`? It goes under [server]: listen = ...".into(),
+        ),
+        (
+            "[server]\nshutdown_grace_secs = \"10s\"\n",
+            vec![],
+            "server.shutdown_grace_secs in c.toml: \"10s\" is not a number. It takes a whole number of seconds (the unit is in its name): use shutdown_grace_secs = 10.".into(),
+        ),
+        (
+            "",
+            vec![("IMRELAY__INTERACTIONS__APPROVAL_TIMEOUT_SECS", "5m")],
+            "IMRELAY__INTERACTIONS__APPROVAL_TIMEOUT_SECS: \"5m\" is not a number. It takes a whole number of seconds (the unit is in its name): use IMRELAY__INTERACTIONS__APPROVAL_TIMEOUT_SECS=300.".into(),
+        ),
+        (
+            "[outbox]\nretry_base_ms = \"2s\"\n",
+            vec![],
+            "outbox.retry_base_ms in c.toml: \"2s\" is not a number. It takes a whole number of milliseconds (the unit is in its name): use retry_base_ms = 2000.".into(),
+        ),
+        (
+            "[interactions]\napproval_timeout_secs = -5\n",
+            vec![],
+            "interactions.approval_timeout_secs in c.toml: -5 is below zero. It takes a whole number of seconds (the unit is in its name), like 300 (the default).".into(),
+        ),
+        (
+            "[server]\nmax_connections = \"lots\"\n",
+            vec![],
+            "server.max_connections in c.toml: \"lots\" is not a number. It takes a whole number, like max_connections = 1024.".into(),
+        ),
+        (
+            "",
+            vec![("IMRELAY__TELEGRAM__ENABLED", "maybe")],
+            "IMRELAY__TELEGRAM__ENABLED: \"maybe\" is not true or false. Use IMRELAY__TELEGRAM__ENABLED=true or IMRELAY__TELEGRAM__ENABLED=false.".into(),
+        ),
+        (
+            "[audit]\nenabled = \"sure\"\n",
+            vec![],
+            "audit.enabled in c.toml: \"sure\" is not true or false. Use enabled = true or enabled = false.".into(),
+        ),
+        (
+            "[[webhooks]]\nname = \"ops\"\nurl = \"https://ops.example/hook\"\n",
+            vec![],
+            "webhooks[0].secret is missing: every [[webhooks]] entry needs it (see docs/configuration.md)".into(),
+        ),
+        (
+            "[server]\npublic_url = \"imrelay.example.com\"\n",
+            vec![],
+            "server.public_url must start with http:// or https:// (got \"imrelay.example.com\"): it is the address people and integrations reach this server at, like \"https://imrelay.example.com\" (server.public_url is set in c.toml)".into(),
+        ),
+        (
+            "",
+            vec![("IMRELAY__SERVER__PUBLIC_URL", "https://relay example.com")],
+            "server.public_url is not a URL (got \"https://relay example.com\"): it is the address people and integrations reach this server at, like \"https://imrelay.example.com\" (server.public_url is set by IMRELAY__SERVER__PUBLIC_URL)".into(),
+        ),
+        (
+            "[[webhooks]]\nname = \"ops\"\nurl = \"ops.example.com/hook\"\nsecret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\n",
+            vec![],
+            "webhooks.ops.url must start with http:// or https://: it is where events are posted, like \"https://ops.example.com/hooks/imrelay\" (webhooks is set in c.toml)".into(),
+        ),
+        (
+            "[telegram]\nchats = \"@team\"\n",
+            vec![],
+            format!("telegram.chats in c.toml: \"@team\" is a name, not a chat id. {CHAT_IDS}; then use chats = [-1001234567890]."),
+        ),
+    ];
+    table.extend([
+        (
+            "[outbox]\nmax_attempts = 5\n",
+            vec![],
+            "unknown setting `outbox.max_attempts` in c.toml: [outbox] has retry_base_ms, retry_max_secs".into(),
+        ),
+        (
+            "[log]\nlevel = \"verbose\"\n",
+            vec![],
+            "log.level: \"verbose\" is not a level, so it would be read as the name of a target and nothing else would be logged. A level is trace, debug, info, warn, error or off: use \"debug\" (or \"imrelay=debug,info\" for imrelay's own lines only) (log.level is set in c.toml)".into(),
+        ),
+        (
+            "[telegram]\nchats = -100123, -100456\n",
+            vec![],
+            "c.toml is not valid TOML: TOML parse error at line 2, column 16\n  |\n2 | chats = -100123, -100456\n  |                ^\nunexpected key or value, expected newline, `#`\n\nA list is written in brackets: chats = [-100123, -100456]".into(),
+        ),
+        (
+            "[telegram]\nchats = [@acme_team]\n",
+            vec![],
+            "c.toml is not valid TOML: TOML parse error at line 2, column 10\n  |\n2 | chats = [@acme_team]\n  |          ^^^^^^^^^^\nstring values must be quoted, expected literal string\n\nTelegram ids are numbers like -1001234567890 (a group) or 123456789 (a person); a @name is not an id: send /whoami to the bot in that chat to see its id".into(),
+        ),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut wrong = Vec::new();
+    for (file, env, want) in &table {
+        let mut args = vec!["check-config"];
+        if !file.is_empty() {
+            std::fs::write(dir.path().join("c.toml"), file).unwrap();
+            args = vec!["--config", "c.toml", "check-config"];
+        }
+        let run = imrelay(dir.path(), &args, env);
+        let got = one_error(&run, 2)
+            .strip_prefix("error: invalid configuration: ")
+            .unwrap_or_else(|| panic!("{}", run.stderr))
+            .to_string();
+        if got != *want {
+            wrong.push(format!("{file:?} {env:?}\n  got:  {got}\n  want: {want}"));
+        }
+    }
+    assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
+
+    // A single id without the brackets is taken as a list of one.
+    std::fs::write(
+        dir.path().join("c.toml"),
+        "[telegram]\nchats = -1001234567890\n",
+    )
+    .unwrap();
+    let run = imrelay(dir.path(), &["--config", "c.toml", "check-config"], &[]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(
+        run.stdout.contains("chats = [-1001234567890]"),
+        "{}",
+        run.stdout
+    );
+}

@@ -1211,3 +1211,42 @@ async fn watch_allows_similar_calls_and_grants_lists_and_revokes_them() {
     let (code, _, err) = run(&base, &["answer", "toolu_g3", "deny", "--similar"], &[]).await;
     assert_eq!(code, 2, "{err}");
 }
+
+/// A free-text prompt is a question in `watch` and `show`: headed "Question", the question
+/// in place of a field ("1  Answer * — text"), answered by the line typed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_free_text_prompt_is_a_question_in_watch_and_show() {
+    let relay = Relay::start();
+    relay
+        .create(json!({"id": "p1", "kind": "prompt", "message": "What is your favorite color?"}))
+        .await;
+    let mut w = Watch::start("prompt", &relay.base(), &[]);
+    let before = w.expect("━━ Question ━━");
+    assert!(!before.contains("Form"), "{before}");
+    let asked = w.expect("your answer › ");
+    assert!(asked.contains("  What is your favorite color?"), "{asked}");
+    for form_word in ["Answer *", "— text", "Answer ›", "Form"] {
+        assert!(!asked.contains(form_word), "{form_word:?} in {asked}");
+    }
+    w.line("Teal");
+    w.expect("✓ Answered by alice via terminal");
+    assert_eq!(
+        relay.get("p1").await["resolution"]["result"]["content"],
+        json!({"answer": "Teal"})
+    );
+    w.line("q");
+    assert_eq!(w.exit_code(), 0);
+
+    let (code, out, err) = run(&relay.base(), &["show", "p1"], &[]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("━━ Question ━━"), "{out}");
+    assert!(
+        out.contains("  What is your favorite color?\n\n✓ Answered by alice via terminal at "),
+        "{out}"
+    );
+    assert!(out.trim_end().ends_with("\n    → Teal"), "{out}");
+    assert!(
+        !out.contains("Answer:") && !out.contains("Answer *"),
+        "{out}"
+    );
+}

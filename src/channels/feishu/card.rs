@@ -323,10 +323,20 @@ impl Cards {
             (Kind::Question, None) => self
                 .t("智能体有问题需要回答", "The agent has a question")
                 .to_string(),
+            (Kind::Form, None) if render::single_text_form(i).is_some() => format!(
+                "{}{}",
+                self.t("智能体提问：", "The agent asks: "),
+                clip(&form_message(i), 60)
+            ),
             (Kind::Form, None) => format!(
                 "{}{}",
                 self.t("请填写：", "Please fill in: "),
                 clip(&form_message(i), 60)
+            ),
+            (Kind::Form, Some(r)) if render::single_text_form(i).is_some() => format!(
+                "{} · {}",
+                self.t("提问", "Question"),
+                self.outcome_word(r.outcome)
             ),
             (Kind::Form, Some(r)) => format!(
                 "{} · {}",
@@ -351,6 +361,9 @@ impl Cards {
             Kind::Question => self.t("智能体提问", "Question from the agent").to_string(),
             Kind::Form => match i.title.as_deref().filter(|t| !t.trim().is_empty()) {
                 Some(t) => clip(t, 80),
+                None if render::single_text_form(i).is_some() => {
+                    self.t("智能体提问", "Question from the agent").to_string()
+                }
                 None => self.t("请填写表单", "Please fill in").to_string(),
             },
         };
@@ -433,7 +446,12 @@ impl Cards {
             }
             _ => out.push(json!({"tag": "div", "text": {"tag": "plain_text", "content": present::visible_text(&format!("{} · {at}", self.outcome_phrase(r))), "text_size": "normal_v2"}})),
         }
-        if i.kind == Kind::Form {
+        if render::single_text_form(i).is_some() {
+            // The answer to a single question, without the field's label.
+            for (_, value) in render::form_answers(i) {
+                out.push(div(format!("→ {}", clip(&value, b.question))));
+            }
+        } else if i.kind == Kind::Form {
             for (label, value) in render::form_answers(i) {
                 out.push(div(format!(
                     "{} → {}",
@@ -620,6 +638,9 @@ impl Cards {
                 return;
             }
         };
+        if form.is_single_text() {
+            return self.single_text_body(i, &form, budget, out);
+        }
         out.push(div(clip(&form.message, budget.text)));
         if let Some(r) = &i.resolution {
             self.resolution_lines(i, r, budget, out);
@@ -631,6 +652,49 @@ impl Cards {
         }
         let decline = self.t("拒绝填写", "Decline");
         self.answer_form(i, elements, decline, out);
+    }
+
+    /// A single free-text question: the question as a heading, what its field adds, and one
+    /// box for the answer with "Send answer" — no field label, no form to fill in.
+    fn single_text_body(&self, i: &Interaction, form: &Form, budget: Budget, out: &mut Vec<Value>) {
+        out.push(json!({"tag": "div", "text": {
+            "tag": "plain_text",
+            "content": present::visible_text(&clip(&form.message, budget.text)),
+            "text_size": "heading",
+        }}));
+        let Some(field) = form.fields.first() else {
+            return;
+        };
+        let note = render::single_text_note(field);
+        if !note.is_empty() {
+            out.push(grey_div(clip(&note, budget.question)));
+        }
+        if let Some(r) = &i.resolution {
+            self.resolution_lines(i, r, budget, out);
+            return;
+        }
+        // The field's own input (a text box, a date picker), without its label: the
+        // question above is its label.
+        let mut parts = Vec::new();
+        self.form_field(0, field, budget, &mut parts);
+        let Some(mut input) = parts.pop() else {
+            return;
+        };
+        if input["tag"] == "input" && field.hint() == "text" {
+            input["placeholder"] = plain(self.t("你的回答", "Your answer"));
+        }
+        out.push(self.deadline_line(i));
+        out.push(json!({"tag": "form", "name": "answer_form", "elements": [
+            input,
+            self.submit(i, Action::Answer, self.t("回答", "Send answer"), "primary_filled", "submit"),
+        ]}));
+        out.push(self.button(
+            i,
+            Action::Deny,
+            self.t("拒绝回答", "Decline to answer"),
+            "danger",
+            "decline",
+        ));
     }
 
     /// The form of a pending question or form card: its `elements` and Submit, the deadline,

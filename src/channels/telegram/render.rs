@@ -19,7 +19,7 @@ use super::state::{PromptState, ReplyKind};
 use crate::channels::present;
 use crate::channels::render::{
     context_line, cut_note, duration_words, form_answers, format_time, given_answers,
-    outcome_phrase,
+    outcome_phrase, single_text_form, single_text_note,
 };
 use crate::interaction::clip;
 use crate::interaction::form::{Field, FieldType};
@@ -195,6 +195,7 @@ fn headline(i: &Interaction) -> String {
         (Kind::Approval, true) => format!("🔐 <b>{}</b> needs approval", esc(&i.tool_name, 100)),
         (Kind::Approval, false) => format!("🔐 Approval for <b>{}</b>", esc(&i.tool_name, 100)),
         (Kind::Question, _) => "❓ <b>Question</b>".to_string(),
+        (Kind::Form, _) if single_text_form(i).is_some() => "❓ <b>Question</b>".to_string(),
         (Kind::Form, _) => "📝 <b>Form</b>".to_string(),
     }
 }
@@ -573,6 +574,50 @@ fn form_text(i: &Interaction, form: &Form, state: Option<&PromptState>, tail: &s
     last_resort(i, plain.trim_end(), tail)
 }
 
+/// A single free-text question's text: the head, the question, what its field adds, the
+/// answer once given (here or on any channel), how to answer while pending, and `tail`.
+fn single_text(i: &Interaction, form: &Form, pending: bool, tail: &str) -> String {
+    let given = form_answers(i);
+    let note = form
+        .fields
+        .first()
+        .map(single_text_note)
+        .unwrap_or_default();
+    for lim in &LEVELS {
+        let mut s = head(i, lim);
+        s.push_str(&format!(
+            "\n\n<b>{}</b>",
+            esc(&form.message, lim.description.max(200))
+        ));
+        if !note.is_empty() {
+            s.push_str(&format!("\n<i>{}</i>", esc(&note, 300)));
+        }
+        if let Some((_, v)) = given.first() {
+            s.push_str(&format!("\n\n→ <b>{}</b>", esc(v, lim.answer.max(200))));
+        }
+        if pending {
+            s.push_str("\n\n<i>Reply to this message with your answer.</i>");
+        }
+        s.push_str("\n\n");
+        s.push_str(tail);
+        if units(&s) <= MAX_TEXT {
+            return s;
+        }
+    }
+    last_resort(i, &form.message, tail)
+}
+
+/// A single free-text question's keyboard: the reply request, Skip when it may be left
+/// empty, and Decline. The reply itself is the answer: there is nothing to submit.
+fn single_text_keyboard(form: &Form, b: &Buttons) -> Vec<Vec<InlineKeyboardButton>> {
+    let mut rows = vec![vec![b.button("✏️ Answer…", Action::Other { q: 0 })]];
+    if form.fields.first().is_some_and(|f| !f.required) {
+        rows.push(vec![b.button("⏭ Skip", Action::Skip { q: 0 })]);
+    }
+    rows.push(vec![b.button("❌ Decline", Action::Deny)]);
+    rows
+}
+
 /// The keyboard for the field being asked (or Submit once all are filled in), with Back
 /// and Decline.
 fn form_keyboard(form: &Form, state: &PromptState, b: &Buttons) -> Vec<Vec<InlineKeyboardButton>> {
@@ -687,6 +732,10 @@ pub fn prompt(i: &Interaction, state: &PromptState, b: &Buttons) -> Prompt {
             }
         }
         Kind::Form => match Form::from_input(&i.input.map()) {
+            Ok(form) if form.is_single_text() => Prompt {
+                text: single_text(i, &form, true, &tail),
+                keyboard: InlineKeyboardMarkup::new(single_text_keyboard(&form, b)),
+            },
             Ok(form) => Prompt {
                 text: form_text(i, &form, Some(state), &tail),
                 keyboard: InlineKeyboardMarkup::new(form_keyboard(&form, state, b)),
@@ -712,6 +761,7 @@ pub fn resolved(i: &Interaction) -> String {
             question_text(i, &questions, None, &tail)
         }
         Kind::Form => match Form::from_input(&i.input.map()) {
+            Ok(form) if form.is_single_text() => single_text(i, &form, false, &tail),
             Ok(form) => form_text(i, &form, None, &tail),
             Err(_) => last_resort(i, "", &tail),
         },
@@ -724,6 +774,7 @@ pub(crate) fn outcome_plain(i: &Interaction) -> String {
     let what = match i.kind {
         Kind::Approval => format!("🔐 Approval for {}", clip(&i.tool_name, 100)),
         Kind::Question => "❓ Question".to_string(),
+        Kind::Form if single_text_form(i).is_some() => "❓ Question".to_string(),
         Kind::Form => "📝 Form".to_string(),
     };
     match &i.resolution {
@@ -761,6 +812,14 @@ pub fn reply_request(i: &Interaction, kind: ReplyKind, user: &User) -> String {
             "💬 {}, reply to this message with the reason for denying <b>{}</b>.",
             mention(user),
             esc(&i.tool_name, 100)
+        ),
+        ReplyKind::Field { .. } if single_text_form(i).is_some() => format!(
+            "✏️ {}, reply to this message with your answer to: <b>{}</b>",
+            mention(user),
+            esc(
+                &single_text_form(i).map(|f| f.message).unwrap_or_default(),
+                500
+            )
         ),
         ReplyKind::Field { q } => {
             let form = Form::from_input(&i.input.map()).ok();

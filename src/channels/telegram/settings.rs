@@ -91,6 +91,13 @@ impl TelegramSettings {
     /// Checks the settings; an error names the offending key. Nothing is checked when the
     /// channel is disabled.
     pub fn validate(&self) -> Result<(), String> {
+        // Ids that cannot be right are refused even while the channel is off.
+        if self.chats.contains(&0) {
+            return Err("telegram.chats lists 0, which is not a chat id. Chat ids are numbers like -1001234567890 (a group) or 123456789 (a private chat): send /whoami to the bot in that chat to see its id".into());
+        }
+        if self.approvers.contains(&0) {
+            return Err("telegram.approvers lists 0, which is not a user id. User ids are positive numbers like 123456789: send /whoami to the bot to see yours".into());
+        }
         if !self.enabled {
             return Ok(());
         }

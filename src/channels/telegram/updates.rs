@@ -26,7 +26,7 @@ use super::render::{self, Buttons, escape};
 use super::state::{MessageState, PromptState, ReplyKind, ReplyState};
 use super::{CHANNEL, DEDUPE_FOR, Telegram, actor, after, display_name, post_job, responder};
 use crate::channels::pipeline::{Feedback, Tap};
-use crate::channels::render::Locale;
+use crate::channels::render::{Locale, single_text_form};
 use crate::interaction::form::FieldType;
 use crate::interaction::{
     Answer, Form, Interaction, InteractionId, Kind, Question, parse_questions,
@@ -630,6 +630,20 @@ impl Telegram {
             }
         };
         let step: Result<String, String> = match action {
+            Action::Skip { q: 0 } if form.is_single_text() => {
+                if form.fields.first().is_some_and(|f| f.required) {
+                    Err(say(Feedback::BadButton))
+                } else {
+                    // Left empty: a single question's Skip is its answer.
+                    state.fields.insert(0, serde_json::Value::Null);
+                    let feedback = self
+                        .submit_form(i, &form, chat, message, &state, &q.from)
+                        .await;
+                    drop(guard);
+                    self.client.answer(&q.id, &say(feedback)).await;
+                    return;
+                }
+            }
             Action::Pick { q: fi, o } => asked(fi).and_then(|f| {
                 let value = match &f.ty {
                     FieldType::Boolean if o <= 1 => serde_json::Value::Bool(o == 1),
@@ -695,14 +709,9 @@ impl Telegram {
                 if current.is_some() {
                     Err("Fill in every field first.".to_string())
                 } else {
-                    let content = state.form_content(&form);
                     let feedback = self
-                        .pipeline
-                        .respond(&i.id, Answer::Accept(content), responder(&q.from))
+                        .submit_form(i, &form, chat, message, &state, &q.from)
                         .await;
-                    if matches!(feedback, Feedback::Resolved(_)) {
-                        self.save_prompt_state(&i.id, chat, message, &state).await;
-                    }
                     drop(guard);
                     self.client.answer(&q.id, &say(feedback)).await;
                     return;
@@ -720,6 +729,29 @@ impl Telegram {
         drop(guard);
     }
 
+    /// Sends the form filled in on the prompt `message` as `from`'s answer; once it resolves
+    /// the interaction, the prompt's state is kept so its final text shows what was given.
+    /// The caller holds the prompt's lock.
+    async fn submit_form(
+        &self,
+        i: &Interaction,
+        form: &Form,
+        chat: i64,
+        message: i32,
+        state: &PromptState,
+        from: &User,
+    ) -> Feedback {
+        let content = state.form_content(form);
+        let feedback = self
+            .pipeline
+            .respond(&i.id, Answer::Accept(content), responder(from))
+            .await;
+        if matches!(feedback, Feedback::Resolved(_)) {
+            self.save_prompt_state(&i.id, chat, message, state).await;
+        }
+        feedback
+    }
+
     /// Typed text for form field `q` of the prompt `prompt` (a reply to a request for it, or
     /// to the prompt itself). Returns what went wrong, if anything.
     async fn field_text(
@@ -729,6 +761,7 @@ impl Telegram {
         prompt: i32,
         q: Option<u8>,
         text: &str,
+        from: &User,
     ) -> Option<String> {
         let form = Form::from_input(&i.input.map()).ok()?;
         let guard = self.locks.lock(chat, prompt).await;
@@ -754,6 +787,12 @@ impl Telegram {
         };
         let toast = format!("{}: {}", field.label(), field.show(&value));
         state.fields.insert(fi, value);
+        if form.is_single_text() {
+            // A question of one free text: the reply is the answer, with nothing to submit.
+            let feedback = self.submit_form(i, &form, chat, prompt, &state, from).await;
+            drop(guard);
+            return failure(feedback);
+        }
         let failed = self
             .save_and_rerender(i, chat, prompt, &state, None, &toast)
             .await;
@@ -1019,15 +1058,22 @@ impl Telegram {
                         .await
                 }
                 ReplyKind::Field { q } => {
-                    let failed = self.field_text(&i, chat, r.parent, Some(q), text).await;
+                    let failed = self
+                        .field_text(&i, chat, r.parent, Some(q), text, from)
+                        .await;
                     if failed.is_none() {
                         self.close_request(chat, parent, text).await;
                     }
                     failed
                 }
             },
-            MessageState::Prompt(_) if i.kind == Kind::Form && !is_deny_word(text) => {
-                self.field_text(&i, chat, parent, None, text).await
+            // A reply answers a single free-text question whatever it says (its Decline
+            // button declines); on a form of several fields "deny [reason]" declines.
+            MessageState::Prompt(_)
+                if i.kind == Kind::Form
+                    && (!is_deny_word(text) || single_text_form(&i).is_some()) =>
+            {
+                self.field_text(&i, chat, parent, None, text, from).await
             }
             MessageState::Prompt(_) => self.text_fallback(&i, text, from).await,
         };

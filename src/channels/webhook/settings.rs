@@ -84,7 +84,8 @@ impl WebhookSettings {
         }
         if !(self.url.starts_with("https://") || self.url.starts_with("http://")) {
             return Err(format!(
-                "webhooks.{n}.url must start with http:// or https://"
+                "webhooks.{n}.url must start with http:// or https://: it is where events are \
+                 posted, like \"https://ops.example.com/hooks/imrelay\""
             ));
         }
         SigningKey::parse(self.secret.expose()).map_err(|e| format!("webhooks.{n}.secret: {e}"))?;

@@ -172,7 +172,7 @@ function baseCard(i) {
   const card = document.getElementById("card-template").content.firstElementChild.cloneNode(true);
   card.dataset.id = i.id;
   card.dataset.kind = i.kind;
-  card.querySelector(".kind").textContent = i.kind;
+  card.querySelector(".kind").textContent = isSingleText(i) ? "question" : i.kind;
   card.querySelector(".tool").textContent = i.tool_name;
   card.querySelector(".meta").textContent = metaLine(i);
   card.querySelector(".title").textContent = i.title || i.description || "";
@@ -477,6 +477,17 @@ function formFields(input) {
   });
 }
 
+// A single free-text question (a prompt, or a form of one text field): shown and answered as
+// a question — the question, one box, Send answer — not as a form to fill in and submit.
+function isSingleText(i) {
+  if (i.kind !== "form") return false;
+  const fields = formFields(i.input);
+  return fields.length === 1 && fields[0].type === "text";
+}
+
+// The title a prompt's one field has when the agent gave none of its own.
+const PROMPT_TITLE = "Answer";
+
 // A value as people read it: a choice by its title, a boolean as Yes/No.
 function showFormValue(f, v) {
   const label = (s) => {
@@ -751,7 +762,23 @@ function formBody(card, i) {
     c.el.addEventListener("input", () => { if (c.el.classList.contains("invalid")) c.show(c.check().error); });
     return { f, c };
   });
-  if (fields.some(({ f }) => f.required)) {
+  const single = isSingleText(i);
+  if (single) {
+    // The question is the label: a box for the answer, without a form's marks.
+    form.classList.add("single");
+    const message = form.querySelector(".form-message");
+    if (message) message.classList.add("question-text");
+    const { f, c } = fields[0];
+    const label = c.el.querySelector("label.field-label");
+    const mark = label && label.querySelector(".req");
+    if (mark) mark.remove();
+    if (label && f.label === PROMPT_TITLE) {
+      label.className = "sr-only";
+      label.textContent = "Your answer";
+    }
+    const box = c.el.querySelector("input, textarea");
+    if (box && !box.placeholder) box.placeholder = "Your answer";
+  } else if (fields.some(({ f }) => f.required)) {
     form.append(el("p", { class: "form-legend muted" }, el("span", { class: "req", "aria-hidden": "true", text: "*" }), " required"));
   }
   body.append(form);
@@ -790,7 +817,7 @@ function formBody(card, i) {
   });
   const actions = card.querySelector(".actions");
   const reason = el("input", { type: "text", class: "reason", placeholder: "reason (optional, shown to the agent)", "aria-label": "Reason for declining (optional, shown to the agent)", maxlength: "4096" });
-  const submit = el("button", { class: "primary", type: "submit", form: form.id, text: "Submit" });
+  const submit = el("button", { class: "primary", type: "submit", form: form.id, text: single ? "Send answer" : "Submit" });
   const decline = el("button", { class: "danger", type: "button", text: "Decline", onclick: () => {
     const message = reason.value.trim();
     respond(card, i.id, message ? { action: "decline", message } : { action: "decline" });
@@ -817,8 +844,10 @@ function formResult(card, i) {
   if (result.action === "accept" && result.content && typeof result.content === "object") {
     const lines = formAnswers(i, result.content);
     const list = el("div", { class: "answers" });
+    const single = isSingleText(i);
     for (const [label, value] of lines) {
-      list.append(el("p", { class: "answer" }, el("span", { class: "answer-label", text: label + ": " }), el("span", { class: "answer-value", text: value })));
+      // A single question's answer needs no label: the question is just above.
+      list.append(el("p", { class: "answer" }, single ? null : el("span", { class: "answer-label", text: label + ": " }), el("span", { class: "answer-value", text: value })));
     }
     if (!lines.length) list.append(el("p", { class: "muted", text: "Submitted with no fields filled in." }));
     body.append(list);

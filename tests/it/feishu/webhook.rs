@@ -916,3 +916,76 @@ async fn other_event_types_and_garbage_are_handled() {
     assert_eq!(status, 401, "{reply}");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_free_text_prompt_is_a_question_card_not_a_form() {
+    let fake = FakeFeishu::start().await;
+    let app = spawn_with(|s| enable(s, &fake)).await;
+    let (status, _) = app
+        .post(
+            "/v1/interactions",
+            &json!({"id": "fp1", "kind": "prompt", "message": "What is your favorite color?"}),
+        )
+        .await;
+    assert_eq!(status, 201);
+    let card = card_for(&fake, "fp1").await.1;
+    // Asked as a question: its title and summary say so, the question stands out, and the
+    // one box is for the answer (no field label, no "text" hint, no "*").
+    assert_eq!(
+        card["header"]["title"]["content"],
+        "Question from the agent"
+    );
+    assert_eq!(
+        card["config"]["summary"]["content"],
+        "The agent asks: What is your favorite color?"
+    );
+    let text = card_text(&card["body"]);
+    assert!(text.starts_with("What is your favorite color?"), "{text}");
+    let mut headings = Vec::new();
+    super::find_all(&card, &|v| v["text_size"] == "heading", &mut headings);
+    assert_eq!(headings.len(), 1, "{card}");
+    assert_eq!(headings[0]["content"], "What is your favorite color?");
+    assert_eq!(
+        headings[0]["tag"], "plain_text",
+        "text from the agent is never markdown"
+    );
+    for form_word in ["Please fill in", "Answer *", "Submit", "Form"] {
+        assert!(!text.contains(form_word), "{form_word:?} in {text}");
+    }
+    let inputs = tagged(&card, "input");
+    assert_eq!(inputs.len(), 1, "{card}");
+    assert_eq!(inputs[0]["placeholder"]["content"], "Your answer");
+    assert_eq!(inputs[0]["required"], true);
+    let buttons: Vec<&str> = tagged(&card, "button")
+        .iter()
+        .filter_map(|b| b["text"]["content"].as_str())
+        .collect();
+    assert_eq!(buttons, ["Send answer", "Decline to answer"]);
+
+    let submit = button_value(&card, "submit");
+    let form = json!({"f0": "Teal"});
+    let (status, reply) =
+        post_callback(&app, &click(&event_id(), APPROVER, &submit, Some(form))).await;
+    assert_eq!(status, 200);
+    assert_eq!(reply["toast"]["type"], "success", "{reply}");
+    let resolved = &reply["card"]["data"];
+    assert_eq!(
+        resolved["header"]["title"]["content"],
+        "Question from the agent · Answered"
+    );
+    // The question, who answered and when, and the answer itself.
+    let shown = card_text(&resolved["body"]);
+    assert!(
+        shown.starts_with(&format!(
+            "What is your favorite color?\n**Answered by <at id={APPROVER}></at> via feishu** · "
+        )),
+        "{shown}"
+    );
+    assert!(shown.ends_with("\n→ Teal"), "{shown}");
+    let (_, body) = app.get("/v1/interactions/fp1/wait?timeout_secs=5").await;
+    assert_eq!(
+        body["result"],
+        json!({"action": "accept", "content": {"answer": "Teal"}})
+    );
+    app.stop().await;
+}

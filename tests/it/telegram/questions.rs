@@ -442,3 +442,93 @@ async fn a_form_on_telegram_goes_back_skips_and_declines() {
     assert_eq!(body["resolution"]["outcome"], "denied");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_free_text_prompt_is_a_question_answered_by_the_reply_itself() {
+    let (app, tg) = start(Mode::Webhook).await;
+    let id = create(
+        &app,
+        json!({"kind": "prompt", "message": "What is your favorite color?"}),
+    )
+    .await;
+    let p = prompt(&tg, PRIVATE, "What is your favorite color?").await;
+    // It reads as a question: no form, no field, no "text" hint, no Submit.
+    assert!(p.text.starts_with("❓ <b>Question</b>"), "{}", p.text);
+    assert!(
+        p.text.contains(
+            "<b>What is your favorite color?</b>\n\n<i>Reply to this message with your answer.</i>\n\n⏳ Answer within"
+        ),
+        "{}",
+        p.text
+    );
+    for form_word in ["Form", "Answer *", "<i>text</i>", "Submit"] {
+        assert!(!p.text.contains(form_word), "{form_word:?} in {}", p.text);
+    }
+    let labels: Vec<String> = p.buttons().into_iter().map(|(t, _)| t).collect();
+    assert_eq!(labels, ["✏️ Answer…", "❌ Decline"]);
+
+    // The reply is the answer: nothing more to tap. Even a reply starting with "deny".
+    deliver(
+        &app,
+        &text(
+            tg.next_update_id(),
+            ALICE,
+            PRIVATE,
+            " Deny nothing: teal ",
+            Some(p.message_id),
+        ),
+    )
+    .await;
+    let done = edited(&tg, PRIVATE, p.message_id, "Answered by Alice via telegram").await;
+    let body = status(&app, &id).await;
+    assert_eq!(
+        body["resolution"]["result"],
+        json!({"action": "accept", "content": {"answer": "Deny nothing: teal"}})
+    );
+    // The message shows the question, the answer, who gave it and when.
+    let shown = done["text"].as_str().unwrap();
+    assert!(shown.starts_with("❓ <b>Question</b>"), "{shown}");
+    assert!(
+        shown.contains("<b>What is your favorite color?</b>\n\n→ <b>Deny nothing: teal</b>\n\n✅ <b>Answered by Alice via telegram</b>\n🕑 "),
+        "{shown}"
+    );
+    assert!(!shown.contains("Reply to this message"), "{shown}");
+    assert_eq!(done["reply_markup"]["inline_keyboard"], json!([]));
+
+    // "✏️ Answer…" asks the tapper for a reply, which answers at once as well.
+    let id = create(
+        &app,
+        json!({"kind": "prompt", "message": "Release name?", "multiline": true}),
+    )
+    .await;
+    let p = prompt(&tg, PRIVATE, "Release name?").await;
+    tap_on(&app, &tg, BOB, &p, &p.button("✏️ Answer…")).await;
+    let ask = reply_request(&tg, 1).await;
+    assert!(
+        ask.params["text"]
+            .as_str()
+            .unwrap()
+            .ends_with(", reply to this message with your answer to: <b>Release name?</b>"),
+        "{}",
+        ask.params["text"]
+    );
+    deliver(
+        &app,
+        &text(tg.next_update_id(), BOB, PRIVATE, "Nimbus", ask.message_id),
+    )
+    .await;
+    edited(&tg, PRIVATE, p.message_id, "→ <b>Nimbus</b>").await;
+    assert_eq!(
+        status(&app, &id).await["resolution"]["result"]["content"],
+        json!({"answer": "Nimbus"})
+    );
+    // Nothing ever offered a Submit.
+    for c in tg
+        .calls("sendMessage")
+        .iter()
+        .chain(tg.calls("editMessageText").iter())
+    {
+        assert!(!c.params.to_string().contains("Submit"), "{}", c.params);
+    }
+    app.stop().await;
+}

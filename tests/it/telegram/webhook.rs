@@ -308,3 +308,50 @@ async fn a_cut_tool_call_links_to_its_inbox_item_when_the_public_url_is_set() {
     );
     app.stop().await;
 }
+
+/// `/healthz` while Telegram fails from the start: the top-level status is `degraded` and
+/// names the channel, the answer stays 200 (the server still takes interactions: a readiness
+/// probe keeps it in service), `/livez` is untouched; once Telegram answers, `ok` again.
+#[tokio::test]
+async fn a_failing_channel_degrades_healthz_by_name_without_failing_liveness() {
+    let (s, tg) = setup(Mode::Polling, |_| {}).await;
+    // Telegram refuses the first calls ("Too Many Requests: retry after 1", twice).
+    tg.fail("getMe", Fail::RetryAfter(1), 2);
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let app = spawn_on(s, store).await;
+    let mut body = Value::Null;
+    for _ in 0..200 {
+        let (status, b) = app.get("/healthz").await;
+        assert_eq!(status, StatusCode::OK, "{b}");
+        body = b;
+        if body["components"]["telegram"]["state"] == "retrying" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        body["components"]["telegram"]["state"], "retrying",
+        "{body}"
+    );
+    assert_eq!(body["status"], "degraded", "{body}");
+    assert_eq!(body["failing"], json!(["telegram"]), "{body}");
+    assert_eq!(body["store"], "ok", "{body}");
+    let (status, live) = app.get("/livez").await;
+    assert_eq!((status, &live["status"]), (StatusCode::OK, &json!("ok")));
+    // The server still takes interactions meanwhile.
+    app.create_bash("toolu_degraded", "true").await;
+
+    // Telegram answers again: the channel polls and the status is ok, with nothing failing.
+    let mut healthy = Value::Null;
+    for _ in 0..500 {
+        let (_, b) = app.get("/healthz").await;
+        if b["components"]["telegram"]["state"] == "polling" {
+            healthy = b;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(healthy["status"], "ok", "{healthy}");
+    assert!(healthy.get("failing").is_none(), "{healthy}");
+    app.stop().await;
+}
