@@ -234,6 +234,10 @@ impl InteractionStore for MemoryStore {
         }
         let now = Timestamp::now();
         st.seen.retain(|_, exp| *exp > now);
+        // Grants revoked or expired before the horizon.
+        st.grants.retain(|(g, revoked)| {
+            revoked.is_none_or(|t| t >= before) && g.expires_at.is_none_or(|t| t >= before)
+        });
         let State {
             values,
             interactions,

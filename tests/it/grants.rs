@@ -229,5 +229,23 @@ async fn a_standing_grant_survives_a_restart() {
         )
         .await;
     assert_eq!(elsewhere["status"], "pending");
+    // Revoked, then pruned with what is past retention: the row goes, its audit entries stay.
+    let id = listed["grants"][0]["id"].as_str().unwrap().to_string();
+    let (status, _) = app.delete(&format!("/v1/grants/{id}")).await;
+    assert_eq!(status, StatusCode::OK);
+    let rows = || {
+        rusqlite::Connection::open(&db)
+            .unwrap()
+            .query_row("SELECT count(*) FROM grants", [], |r| r.get::<_, i64>(0))
+            .unwrap()
+    };
+    assert_eq!(rows(), 1);
+    app.prune_all().await;
+    assert_eq!(rows(), 0);
+    let all = audit(&app).await;
+    assert!(
+        all.iter().any(|e| e["action"] == "granted")
+            && all.iter().any(|e| e["action"] == "revoked")
+    );
     app.stop().await;
 }

@@ -65,7 +65,7 @@ pub enum Action {
     Policy,
     /// A person granted a standing or session rule ("allow this and similar calls").
     Granted,
-    /// A grant was revoked (or expired with its session).
+    /// A grant was revoked. (A session grant that runs out is not recorded as an event.)
     Revoked,
 }
 

@@ -375,7 +375,8 @@ pub trait InteractionStore: Send + Sync + 'static {
     async fn pending(&self) -> Result<Vec<Arc<Interaction>>, StoreError>;
 
     /// Deletes interactions resolved before `before`, with their channel messages, finished
-    /// outbox jobs older than it, expired deduplication keys, and the small named values
+    /// outbox jobs older than it, grants revoked or expired before it, expired deduplication
+    /// keys, and the small named values
     /// under [`BOUND_VALUE_PREFIX`] whose interaction no longer exists. Returns how many
     /// interactions were deleted.
     async fn prune(&self, before: Timestamp) -> Result<u64, StoreError>;

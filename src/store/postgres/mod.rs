@@ -439,6 +439,13 @@ impl InteractionStore for PostgresStore {
         )
         .await?;
         events::prune(&client, &self.schema, cutoff).await?;
+        // Grants revoked or expired before the retention horizon (their audit entries stay).
+        exec(
+            &client,
+            &self.sql("DELETE FROM {s}.grants WHERE revoked_at < $1 OR expires_at < $1"),
+            &[&cutoff],
+        )
+        .await?;
         exec(
             &client,
             &self.sql("DELETE FROM {s}.seen WHERE expires_at <= $1"),
