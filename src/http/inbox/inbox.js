@@ -1200,7 +1200,9 @@ document.addEventListener("DOMContentLoaded", () => {
   $("who-change").addEventListener("click", () => { askName(false); });
   $("who-cancel").addEventListener("click", () => closeName(null));
   // Esc, or the dialog closed any other way: cancelled.
-  $("name-panel").addEventListener("close", () => closeName(null));
+  // (A `close` event arrives after the fact: one queued by a Cancel must not close the
+  // dialog opened again since.)
+  $("name-panel").addEventListener("close", () => { if (!$("name-panel").open) closeName(null); });
   // A name given or changed in another tab of this browser.
   window.addEventListener("storage", (ev) => {
     if (ev.key !== WHO_KEY) return;
