@@ -155,16 +155,10 @@ async fn livez() -> Json<serde_json::Value> {
 
 /// Readiness: the store can be read and take writes, and how the components are doing.
 async fn healthz(State(state): State<AppState>) -> Response {
-    let store = state.registry.store();
     // Reads and writes fail separately: a read-only or full disk still serves what it has.
-    let read = store.get_value("health.write_probe").await.map(|_| ());
-    let writable = store.check_writable().await;
+    let store = state.registry.store().health().await;
     let components = state.health.snapshot();
-    let (store_state, healthy, error) = match (&read, &writable) {
-        (Ok(()), Ok(())) => ("ok", true, None),
-        (Ok(()), Err(e)) => ("read_only", false, Some(e)),
-        (Err(e), _) => ("unavailable", false, Some(e)),
-    };
+    let (store_state, healthy, error) = (store.as_str(), store.error().is_none(), store.error());
     let mut body = json!({
         "status": if healthy { "ok" } else { "degraded" },
         "version": env!("CARGO_PKG_VERSION"),

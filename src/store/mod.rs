@@ -23,6 +23,7 @@ pub mod intercept;
 pub use crate::interaction::ports::lease;
 pub mod memory;
 pub mod postgres;
+mod probe;
 pub mod sqlite;
 
 pub use crate::interaction::ports::audit::{AuditEntry, AuditHead, AuditRecord};
@@ -30,7 +31,7 @@ pub use crate::interaction::ports::{
     AuditQuery, AuditStore, BOUND_VALUE_PREFIX, Change, ChangeFeed, ChannelMessage, ChannelStore,
     ClaimQuota, ClaimedJob, ClusterStore, CreateOutcome, Cursor, Effects, InteractionStore,
     JobUpdate, KvStore, ListQuery, OutboxJob, OutboxStore, Page, ResolveOutcome, StatusFilter,
-    Store, StoreError, StoredEvent,
+    Store, StoreError, StoreHealth, StoredEvent,
 };
 
 pub use lease::Leader;

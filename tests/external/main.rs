@@ -32,6 +32,7 @@ mod postgres;
 mod proxy;
 mod read_only_disk;
 mod replicas;
+mod stalls;
 mod systemd;
 
 /// Whether what a test needs is here.
@@ -75,6 +76,7 @@ fn main() {
         postgres::trials(),
         replicas::trials(),
         grants::trials(),
+        stalls::trials(),
         inbox::trials(),
         read_only_disk::trials(),
         systemd::trials(),

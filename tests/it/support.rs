@@ -401,10 +401,16 @@ impl Server {
         if let Some(config) = config {
             cmd.arg("--config").arg(config);
         }
+        cmd.env("IMRELAY__SERVER__LISTEN", listen)
+            .env("IMRELAY__STORE__PATH", db);
+        Self::spawn(cmd)
+    }
+
+    /// Runs `cmd` (an `imrelay` binary and its settings) as `imrelay serve`, and waits until
+    /// it is ready.
+    pub fn spawn(mut cmd: Command) -> Server {
         let mut child = cmd
             .arg("serve")
-            .env("IMRELAY__SERVER__LISTEN", listen)
-            .env("IMRELAY__STORE__PATH", db)
             .env("IMRELAY__LOG__FORMAT", "json")
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())

@@ -472,14 +472,59 @@ pub trait KvStore: Send + Sync + 'static {
     /// Forgets `key` in `scope` (a request that used it failed in a way its sender may retry).
     async fn forget_sighting(&self, scope: &str, key: &str) -> Result<(), StoreError>;
 
-    /// Whether the store can take writes now (for `/healthz`). The default writes a small
-    /// named value.
+    /// Whether the store can take writes now. The default writes a small named value.
     async fn check_writable(&self) -> Result<(), StoreError> {
         self.set_value(
             "health.write_probe",
             Some(Timestamp::now().as_millisecond().to_string()),
         )
         .await
+    }
+
+    /// How the store is doing now, for `/healthz`. The default reads a small named value,
+    /// then checks writes ([`KvStore::check_writable`]): a failed read is
+    /// [`StoreHealth::Unavailable`], a failed write after a good read
+    /// [`StoreHealth::ReadOnly`]. A backend whose probe costs more bounds how often it runs.
+    async fn health(&self) -> StoreHealth {
+        if let Err(e) = self.get_value("health.write_probe").await {
+            return StoreHealth::Unavailable(e);
+        }
+        match self.check_writable().await {
+            Ok(()) => StoreHealth::Ok,
+            Err(e) => StoreHealth::ReadOnly(e),
+        }
+    }
+}
+
+/// How the store is doing, as `/healthz` reports it.
+#[derive(Clone, Debug)]
+pub enum StoreHealth {
+    /// Reads and writes work.
+    Ok,
+    /// What is stored can be read, and writes are refused by the storage itself: a
+    /// read-only or full disk, a read-only database server.
+    ReadOnly(StoreError),
+    /// The store cannot be used now: unreachable, restarting, or writes cannot get through
+    /// (a lock another session holds).
+    Unavailable(StoreError),
+}
+
+impl StoreHealth {
+    /// The state's name in `/healthz`: `ok`, `read_only` or `unavailable`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::ReadOnly(_) => "read_only",
+            Self::Unavailable(_) => "unavailable",
+        }
+    }
+
+    /// Why the store is not healthy (`None` when it is).
+    pub fn error(&self) -> Option<&StoreError> {
+        match self {
+            Self::Ok => None,
+            Self::ReadOnly(e) | Self::Unavailable(e) => Some(e),
+        }
     }
 }
 

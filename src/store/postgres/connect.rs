@@ -27,13 +27,31 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// defaults (hours).
 const DEAD_PEER: Duration = Duration::from_secs(30);
 
-/// Limits set on every pooled connection, so that nothing waits without bound inside the
-/// server either: a lock held by a session that went away (a replica cut off mid-transaction
-/// keeps its locks until the server notices), or a runaway statement. A request that hits one
-/// fails as unavailable (503) instead of hanging, and the session that idles in a transaction
-/// is ended, releasing its locks.
-const SESSION_LIMITS: &str = "SET lock_timeout = '5s'; SET statement_timeout = '30s'; \
-                              SET idle_in_transaction_session_timeout = '60s'";
+/// How long a session may stay inside a transaction without sending its next statement
+/// before the server ends it, releasing its locks. imrelay never waits for anything but the
+/// database inside a transaction (its statements are sent back to back, or pipelined), so a
+/// session idle this long in one belongs to a process that stopped (SIGSTOP, a debugger, a
+/// frozen VM or container) or lost its network. While it holds the cluster's write locks (the
+/// audit chain's and the events') every replica's writes wait for it: this is the longest a
+/// frozen replica can stall the cluster.
+pub(crate) const IDLE_IN_TRANSACTION: Duration = Duration::from_secs(2);
+
+/// Limits set on every connection imrelay opens, so that nothing waits or holds without
+/// bound inside the server:
+///
+/// - `idle_in_transaction_session_timeout` ([`IDLE_IN_TRANSACTION`], 2 s): a session left
+///   idle inside a transaction is ended, and its locks with it.
+/// - `lock_timeout` (5 s): a statement waits at most this long for a lock; longer than the
+///   idle limit, so a write queued behind a frozen replica outlasts it and goes through,
+///   while a lock held by something that is not imrelay (an open transaction in `psql`)
+///   fails the request with 503 instead of hanging it.
+/// - `statement_timeout` (30 s): a runaway statement (a listing, a prune) is cancelled.
+///
+/// The server's own TCP keepalive settings are left to the operator: a session inside a
+/// transaction is bounded by the idle limit whatever became of its client, and one outside
+/// holds no lock.
+const SESSION_LIMITS: &str = "SET idle_in_transaction_session_timeout = '2s'; \
+                              SET lock_timeout = '5s'; SET statement_timeout = '30s'";
 
 /// The server a store talks to.
 pub(crate) struct Target {
@@ -162,6 +180,11 @@ impl Target {
             .map_err(|e| StoreError::Unavailable(format!("cannot build the connection pool: {e}")))
     }
 
+    /// The statements that set a session's limits (see [`SESSION_LIMITS`]).
+    pub(crate) fn session_limits() -> &'static str {
+        SESSION_LIMITS
+    }
+
     /// A pool error as a [`StoreError`].
     pub(crate) fn pool_error(&self, e: PoolError) -> StoreError {
         match e {
@@ -183,6 +206,7 @@ impl Target {
     /// One connection outside the pool, named `application_name`, with the stream of what
     /// the server sends unasked (notifications, notices). The connection lives as long as
     /// that stream is polled; it ends (with an error, or `None`) when the connection is lost.
+    /// Its caller sets [`Target::session_limits`] where it runs statements that lock.
     pub(crate) async fn connect(
         &self,
         application_name: &str,

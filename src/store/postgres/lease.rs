@@ -120,6 +120,10 @@ impl Session {
                     .map_err(|e| e.to_string())?;
             // The connection makes progress while its messages are read.
             tokio::spawn(async move { while messages.next().await.is_some() {} });
+            tokio::time::timeout(limit, c.batch_execute(Target::session_limits()))
+                .await
+                .map_err(|_| "connecting timed out".to_string())?
+                .map_err(|e| describe(&e))?;
             *client = Some(c);
         }
         let Some(c) = client.as_ref() else {

@@ -50,10 +50,17 @@ use super::{
 };
 use crate::audit::{AuditEntry, AuditRecord};
 use crate::interaction::{Interaction, InteractionId, Resolution};
+use crate::store::StoreHealth;
 use crate::store::prelude::*;
+use crate::store::probe::Probe;
 
 pub use listener::{Listener, Notification};
 pub use migrate::SCHEMA_VERSION;
+
+/// How long `/healthz`'s probe waits for the cluster's write locks before it reports that
+/// writes cannot get through. Under load a write waits for them a few milliseconds; a second
+/// means a session holds them and is not finishing (see [`connect::IDLE_IN_TRANSACTION`]).
+const PROBE_LOCK_WAIT: Duration = Duration::from_secs(1);
 
 /// The longest schema name: the notification channel (`<schema>.changes`) must fit
 /// PostgreSQL's 63-byte identifiers.
@@ -167,6 +174,37 @@ fn db(e: tokio_postgres::Error) -> StoreError {
     StoreError::Unavailable(describe(&e))
 }
 
+/// What a failed probe write says of the store: refused by the server's storage or
+/// configuration ([`StoreHealth::ReadOnly`]), or not possible now
+/// ([`StoreHealth::Unavailable`]: a restart, a lost connection, a lock not had in time).
+fn write_health(e: &tokio_postgres::Error) -> StoreHealth {
+    use tokio_postgres::error::SqlState;
+    let code = e.code();
+    if code == Some(&SqlState::LOCK_NOT_AVAILABLE) {
+        return StoreHealth::Unavailable(StoreError::Unavailable(format!(
+            "writes cannot get the cluster's write locks within {} ms: another session holds \
+             them (a replica stopped inside a transaction holds them until the server ends its \
+             session, within {} s)",
+            PROBE_LOCK_WAIT.as_millis(),
+            connect::IDLE_IN_TRANSACTION.as_secs()
+        )));
+    }
+    let refused = [
+        SqlState::READ_ONLY_SQL_TRANSACTION,
+        SqlState::DISK_FULL,
+        SqlState::INSUFFICIENT_PRIVILEGE,
+    ];
+    if code.is_some_and(|c| refused.contains(c)) {
+        StoreHealth::ReadOnly(db_ref(e))
+    } else {
+        StoreHealth::Unavailable(db_ref(e))
+    }
+}
+
+fn db_ref(e: &tokio_postgres::Error) -> StoreError {
+    StoreError::Unavailable(describe(e))
+}
+
 fn corrupt(e: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(e.to_string())
 }
@@ -242,6 +280,8 @@ pub struct PostgresStore {
     schema: Schema,
     /// Applies creates and resolutions, many to a transaction.
     writer: writer::Writer,
+    /// `/healthz`'s probe, bounded in how often it runs.
+    probe: Probe,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -286,6 +326,7 @@ impl PostgresStore {
             target,
             schema,
             writer,
+            probe: Probe::default(),
         })
     }
 
@@ -317,6 +358,61 @@ impl PostgresStore {
 
     fn sql(&self, sql: &str) -> String {
         self.schema.sql(sql)
+    }
+
+    /// `/healthz`'s probe: a read, then what a create or an answer needs: the cluster's
+    /// write locks (the audit chain's, then the events', in the writer's order), waited for at
+    /// most [`PROBE_LOCK_WAIT`], and a small write, committed. A write failing for the
+    /// server's storage (read-only, disk full, no privilege) is [`StoreHealth::ReadOnly`];
+    /// anything else, a restart or a lost connection included, [`StoreHealth::Unavailable`].
+    async fn probe_health(&self) -> StoreHealth {
+        let mut client = match self.client().await {
+            Ok(c) => c,
+            Err(e) => return StoreHealth::Unavailable(e),
+        };
+        if let Err(e) = self.get_value_in(&client, "health.write_probe").await {
+            return StoreHealth::Unavailable(e);
+        }
+        // Numbers only, and the checked schema name: nothing to escape.
+        let sql = self.sql(&format!(
+            "SET LOCAL lock_timeout = '{wait}ms';
+             SELECT pg_advisory_xact_lock({audit});
+             SELECT pg_advisory_xact_lock({events});
+             INSERT INTO {{s}}.kv (key, value) VALUES ('health.write_probe', '{now}')
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            wait = PROBE_LOCK_WAIT.as_millis(),
+            audit = self.schema.lock_key("audit"),
+            events = self.schema.lock_key("events"),
+            now = ms(Timestamp::now()),
+        ));
+        let written = async {
+            let tx = client.transaction().await?;
+            tx.batch_execute(&sql).await?;
+            tx.commit().await
+        }
+        .await;
+        match written {
+            Ok(()) => StoreHealth::Ok,
+            Err(e) => write_health(&e),
+        }
+    }
+
+    /// The small named value `key` as `c` sees it.
+    async fn get_value_in(
+        &self,
+        c: &impl GenericClient,
+        key: &str,
+    ) -> Result<Option<String>, StoreError> {
+        match row(
+            c,
+            &self.sql("SELECT value FROM {s}.kv WHERE key = $1"),
+            &[&key],
+        )
+        .await?
+        {
+            Some(r) => col(&r, 0).map(Some),
+            None => Ok(None),
+        }
     }
 
     /// The interaction `id` as `c` sees it.
@@ -635,16 +731,7 @@ impl AuditStore for PostgresStore {
 impl KvStore for PostgresStore {
     async fn get_value(&self, key: &str) -> Result<Option<String>, StoreError> {
         let client = self.client().await?;
-        match row(
-            &client,
-            &self.sql("SELECT value FROM {s}.kv WHERE key = $1"),
-            &[&key],
-        )
-        .await?
-        {
-            Some(r) => col(&r, 0).map(Some),
-            None => Ok(None),
-        }
+        self.get_value_in(&client, key).await
     }
 
     async fn set_value(&self, key: &str, value: Option<String>) -> Result<(), StoreError> {
@@ -728,7 +815,9 @@ impl KvStore for PostgresStore {
         Ok(())
     }
 
-    // --- Several processes on one store.
+    async fn health(&self) -> StoreHealth {
+        self.probe.health(|| self.probe_health()).await
+    }
 }
 
 #[async_trait]

@@ -32,7 +32,9 @@ use super::{
 };
 use crate::audit::AuditRecord;
 use crate::interaction::{Interaction, InteractionId, Resolution};
+use crate::store::StoreHealth;
 use crate::store::prelude::*;
+use crate::store::probe::Probe;
 use crate::sync::LockExt;
 
 mod audit;
@@ -49,7 +51,7 @@ use connect::{
     open_write_connection,
 };
 use outbox::{EncodedJob, encode_jobs, insert_jobs};
-use writer::{LastWrite, Op, WRITE_FRESH, WriteOp, run_writer, start_checkpointer};
+use writer::{Op, WriteOp, run_writer, start_checkpointer};
 
 /// SQLite's `synchronous` setting: how hard a commit pushes data to the disk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize, Default)]
@@ -78,7 +80,8 @@ pub struct SqliteStore {
     path: PathBuf,
     /// Opened as an immutable file (a read-only file system): every write fails.
     frozen: bool,
-    last_write: LastWrite,
+    /// `/healthz`'s probe, bounded in how often it runs.
+    probe: Probe,
     // Held for the life of the store: the exclusive lock on `<path>.lock` (none when the
     // lock file can be neither opened nor created, e.g. on a read-only disk).
     _lock: Option<File>,
@@ -218,7 +221,6 @@ impl SqliteStore {
             tracing::warn!(error = %e, path = %path.display(),
                 "cannot release the outbox leases of the previous run; those jobs resume when their leases run out");
         }
-        let last_write = LastWrite::default();
         let checkpoints = if frozen {
             None
         } else {
@@ -230,17 +232,16 @@ impl SqliteStore {
             tracing::warn!(error = %e, "cannot hand checkpoints to the checkpointer");
         }
         let (tx, rx) = mpsc::channel::<Box<dyn WriteOp>>();
-        let last = last_write.clone();
         std::thread::Builder::new()
             .name("imrelay-sqlite-writer".into())
-            .spawn(move || run_writer(conn, rx, last, checkpoints))
+            .spawn(move || run_writer(conn, rx, checkpoints))
             .map_err(|e| unavailable(format!("cannot start the writer thread: {e}")))?;
         Ok(Self {
             writer: tx,
             readers: Arc::new(Mutex::new(Vec::new())),
             path,
             frozen,
-            last_write,
+            probe: Probe::default(),
             _lock: lock,
         })
     }
@@ -740,15 +741,24 @@ impl KvStore for SqliteStore {
     }
 
     async fn check_writable(&self) -> Result<(), StoreError> {
-        // A change committed a moment ago says it all; otherwise a small probe write.
-        let recent = self
-            .last_write
-            .locked()
-            .is_some_and(|at| at.elapsed() < WRITE_FRESH);
-        if recent {
-            return Ok(());
-        }
         self.set_value("health.write_probe", Some(ms(Timestamp::now()).to_string()))
+            .await
+    }
+
+    /// A read, then a small write through the writer (committed with whatever else is
+    /// queued): a disk that filled or turned read-only a moment ago fails it, whatever was
+    /// committed before. At most one probe a second.
+    async fn health(&self) -> StoreHealth {
+        self.probe
+            .health(|| async {
+                if let Err(e) = self.get_value("health.write_probe").await {
+                    return StoreHealth::Unavailable(e);
+                }
+                match self.check_writable().await {
+                    Ok(()) => StoreHealth::Ok,
+                    Err(e) => StoreHealth::ReadOnly(e),
+                }
+            })
             .await
     }
 }

@@ -3,7 +3,7 @@
 //! the write-ahead log back into the database outside any commit.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::mpsc;
 use std::time::Duration;
 
 use rusqlite::Connection;
@@ -11,7 +11,6 @@ use tokio::sync::oneshot;
 
 use super::run_cached;
 use crate::store::StoreError;
-use crate::sync::LockExt;
 
 /// Most writes committed in one transaction.
 pub(super) const MAX_BATCH: usize = 512;
@@ -128,16 +127,9 @@ pub(super) fn checkpoint(conn: &Connection, mode: &str) -> rusqlite::Result<(i64
     })
 }
 
-/// When the writer last committed a transaction that changed something.
-pub(super) type LastWrite = Arc<Mutex<Option<std::time::Instant>>>;
-
-/// How long a committed change vouches for [`Store::check_writable`] before a probe write.
-pub(super) const WRITE_FRESH: Duration = Duration::from_secs(5);
-
 pub(super) fn run_writer(
     mut conn: Connection,
     rx: mpsc::Receiver<Box<dyn WriteOp>>,
-    last: LastWrite,
     checkpoints: Option<mpsc::SyncSender<()>>,
 ) {
     let mut batch: Vec<Box<dyn WriteOp>> = Vec::with_capacity(MAX_BATCH);
@@ -151,12 +143,12 @@ pub(super) fn run_writer(
         }
         let changes = conn.total_changes();
         let commit = write_batch(&mut conn, &mut batch);
-        if commit.is_ok() && conn.total_changes() > changes {
-            *last.locked() = Some(std::time::Instant::now());
-            if let Some(nudge) = &checkpoints {
-                // Full means a nudge is already waiting: nothing to add.
-                let _ = nudge.try_send(());
-            }
+        if commit.is_ok()
+            && conn.total_changes() > changes
+            && let Some(nudge) = &checkpoints
+        {
+            // Full means a nudge is already waiting: nothing to add.
+            let _ = nudge.try_send(());
         }
         for op in batch.drain(..) {
             op.complete(commit.clone());
