@@ -91,6 +91,7 @@ impl App {
             telegram: &settings.telegram,
             feishu: &settings.feishu,
             webhooks: &settings.webhooks,
+            slack: &settings.slack,
         };
         crate::channels::install(&mut wiring, sections).await?;
         let Wiring {
@@ -113,7 +114,14 @@ impl App {
                 "recovered pending interactions from the store"
             );
         }
-        let agent_extra = if settings.mcp.enabled {
+        let hooks = crate::agents::Hooks::new(
+            registry.clone(),
+            settings.hooks.clone(),
+            &metrics,
+            shutdown.clone(),
+        );
+        let mut agent_extra = crate::agents::routes(hooks);
+        if settings.mcp.enabled {
             let (routes, reaper) = crate::mcp::endpoint(
                 registry.clone(),
                 &settings.mcp,
@@ -123,14 +131,11 @@ impl App {
             )
             .into_parts();
             tasks.push(reaper);
-            routes
-        } else {
-            Router::new()
-        };
+            agent_extra = agent_extra.merge(routes);
+        }
         let state = AppState::new(http::Shared {
             registry,
             auth: Arc::new(Auth::new(&settings.auth)),
-            hook_calls: http::hooks::HookCalls::new(&metrics),
             event_streams: Default::default(),
             metrics,
             settings,

@@ -12,7 +12,6 @@
 use jiff::Timestamp;
 use sha2::{Digest, Sha256};
 
-pub use crate::interaction::RefusalLimiter;
 pub use crate::interaction::ports::audit::{
     Action, AuditEntry, AuditHead, AuditRecord, GENESIS, HEAD_KEY,
 };

@@ -19,6 +19,9 @@ use std::time::Duration;
 use secrecy::SecretString;
 use serde::{Deserialize, Serialize};
 
+pub use crate::agents::claude_code::ClaudeCodeHookSettings;
+pub use crate::agents::codex::CodexHookSettings;
+pub use crate::agents::{HooksSettings, OnTimeout};
 use crate::interaction::RegistryConfig;
 pub use crate::settings::Secret;
 pub(crate) use crate::settings::list;
@@ -71,7 +74,7 @@ pub struct Settings {
     /// Deadlines and retention.
     pub interactions: InteractionSettings,
     /// Agent hook endpoints.
-    pub hooks: HooksSettings,
+    pub hooks: crate::agents::HooksSettings,
     /// The MCP endpoint.
     pub mcp: crate::mcp::McpSettings,
     /// Persistence.
@@ -93,6 +96,9 @@ pub struct Settings {
     /// Policy rules (`[[policy]]`), weighed at creation in this order.
     #[serde(default)]
     pub policy: Vec<policy::PolicyRuleSettings>,
+    /// The Slack channel.
+    #[serde(default)]
+    pub slack: crate::channels::slack::SlackSettings,
 }
 
 /// `[audit]`
@@ -221,34 +227,6 @@ pub struct InteractionSettings {
     pub max_pending_bytes_per_token: usize,
     /// How long a session grant ("allow similar calls for this session") lasts, hours.
     pub session_grant_hours: u64,
-}
-
-/// `[hooks]`
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct HooksSettings {
-    /// `[hooks.claude_code]`
-    pub claude_code: ClaudeCodeHookSettings,
-}
-
-/// What the Claude Code hook replies when nobody answered in time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OnTimeout {
-    /// Deny the tool call.
-    Deny,
-    /// Fall back to Claude Code's own permission prompt.
-    Ask,
-}
-
-/// `[hooks.claude_code]`
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct ClaudeCodeHookSettings {
-    /// How long the hook waits for an answer, seconds.
-    pub timeout_secs: u64,
-    /// The reply when nobody answered in time.
-    pub on_timeout: OnTimeout,
 }
 
 /// Which store backend to use.
@@ -472,16 +450,17 @@ impl LogSettings {
 /// postgres), as written in the configuration; `None` for any other setting. Read from the
 /// types themselves, so the list is never out of date.
 pub(crate) fn enum_values(key: &str) -> Option<Vec<String>> {
-    use crate::channels::{feishu, telegram};
+    use crate::channels::{feishu, slack, telegram};
     Some(match key {
         "store.backend" => variants::<Backend>(),
         "store.synchronous" => variants::<Synchronous>(),
         "log.format" => variants::<LogFormat>(),
-        "hooks.claude_code.on_timeout" => variants::<OnTimeout>(),
+        "hooks.claude_code.on_timeout" | "hooks.codex.on_timeout" => variants::<OnTimeout>(),
         "telegram.mode" => variants::<telegram::Mode>(),
         "feishu.mode" => variants::<feishu::Mode>(),
         "feishu.domain" => variants::<feishu::settings::Domain>(),
         "feishu.locale" => variants::<crate::channels::render::Locale>(),
+        "slack.mode" => variants::<slack::Mode>(),
         _ => return None,
     })
 }
@@ -613,6 +592,13 @@ impl Settings {
                     .to_string(),
             );
         }
+        if self.slack.enabled && self.slack.approvers.is_empty() {
+            warnings.push(
+                "slack is enabled but slack.approvers is empty: messages are posted, but nobody \
+                 can answer them from Slack (a refused click logs the clicker's user id)"
+                    .to_string(),
+            );
+        }
         warnings
     }
 
@@ -649,6 +635,11 @@ impl Settings {
             (
                 "hooks.claude_code.timeout_secs",
                 self.hooks.claude_code.timeout_secs,
+                YEAR_SECS,
+            ),
+            (
+                "hooks.codex.timeout_secs",
+                self.hooks.codex.timeout_secs,
                 YEAR_SECS,
             ),
         ] {
@@ -755,10 +746,15 @@ impl Settings {
             )));
         }
         self.feishu.validate().map_err(ConfigError::Invalid)?;
-        let claims: Vec<_> = [self.telegram.paths(), self.feishu.paths()]
-            .into_iter()
-            .flatten()
-            .collect();
+        self.slack.validate().map_err(ConfigError::Invalid)?;
+        let claims: Vec<_> = [
+            self.telegram.paths(),
+            self.feishu.paths(),
+            self.slack.paths(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
         crate::settings::check_path_claims(&claims).map_err(ConfigError::Invalid)?;
         Ok(())
     }

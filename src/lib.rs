@@ -12,8 +12,10 @@
 //! - [`channels`]: Telegram, Feishu/Lark and webhooks: present interactions, take answers;
 //!   [`channels::present`] says how a tool call reads to a person, for every surface.
 //! - [`outbox`]: durable delivery of work to the outside world, with retries.
-//! - [`http`]: the axum layer (API, event stream, hooks, inbox, health, metrics) and the
+//! - [`http`]: the axum layer (API, event stream, inbox, health, metrics, routing) and the
 //!   server that bounds connections.
+//! - [`agents`]: the agent adapters: each agent's own approval hooks (Claude Code, ...) as
+//!   interactions, and the answers back in the shape that agent accepts.
 //! - [`mcp`]: the MCP server at `/mcp` (tools that ask people), over the core.
 //! - [`app`]: wiring, shared by `main` and the tests.
 //! - [`cli`]: the command-line tools: the terminal client of a running server (`watch`,
@@ -22,6 +24,7 @@
 //! Error policy: anything a request can reach returns typed errors (`thiserror`) that the
 //! HTTP layer turns into JSON error bodies; `anyhow` is used only at start-up and in the CLI.
 
+pub mod agents;
 pub mod app;
 pub mod audit;
 pub mod channels;

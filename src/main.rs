@@ -144,6 +144,9 @@ enum Client {
     /// Serve MCP on standard input and output, relayed to the server's /mcp (for MCP clients
     /// that launch commands; see docs/mcp.md).
     Mcp(imrelay::cli::mcp::McpArgs),
+    /// The command an agent runs for its approval hooks: `imrelay hook codex` reads Codex's
+    /// hook input on standard input and prints the decision (see docs/codex.md).
+    Hook(imrelay::cli::hook::HookArgs),
 }
 
 fn main() -> ExitCode {
@@ -160,6 +163,7 @@ fn main() -> ExitCode {
                 Client::Answer(args) => imrelay::cli::commands::answer(args, config),
                 Client::Mcp(args) => imrelay::cli::mcp::run(args, config),
                 Client::Grants(args) => imrelay::cli::grants::run(args, config),
+                Client::Hook(args) => imrelay::cli::hook::run(args, config),
             };
             return ExitCode::from(u8::try_from(code).unwrap_or(1));
         }

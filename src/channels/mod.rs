@@ -1,4 +1,4 @@
-//! Channels present interactions outside imrelay (Telegram, Feishu/Lark, webhooks) and hand
+//! Channels present interactions outside imrelay (Telegram, Feishu/Lark, Slack, webhooks) and hand
 //! answers back to the registry.
 //!
 //! A channel plugs in through [`Wiring`] at start-up:
@@ -16,6 +16,7 @@
 pub mod dingtalk;
 pub mod feishu;
 pub mod longconn;
+pub(crate) mod messages;
 pub(crate) mod pipeline;
 pub mod present;
 pub mod render;
@@ -66,6 +67,8 @@ pub struct Sections<'a> {
     pub feishu: &'a feishu::FeishuSettings,
     /// `[[webhooks]]`.
     pub webhooks: &'a [webhook::WebhookSettings],
+    /// `[slack]`.
+    pub slack: &'a slack::SlackSettings,
 }
 
 /// Everything a channel needs to plug itself in.
@@ -94,6 +97,7 @@ pub struct Wiring {
 pub async fn install(wiring: &mut Wiring, sections: Sections<'_>) -> anyhow::Result<()> {
     webhook::install(wiring, sections.webhooks).await?;
     feishu::install(wiring, sections.feishu).await?;
+    slack::install(wiring, sections.slack).await?;
     telegram::install(wiring, sections.telegram).await?;
     Ok(())
 }

@@ -173,6 +173,11 @@ impl Pipeline {
         Self { registry, via }
     }
 
+    /// The registry it answers through.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
     /// The channel's name.
     pub fn via(&self) -> &Via {
         &self.via

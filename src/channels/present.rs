@@ -9,7 +9,9 @@
 //! - Bash: the command (and its `description`); Edit/MultiEdit: a diff per change with the
 //!   file; Write: the file, its size and its first lines; Read/Glob/Grep: the path or pattern;
 //!   WebFetch/WebSearch: the URL or query; `mcp__server__tool`: the server and tool, then the
-//!   arguments; NotebookEdit: the cell and its new source; anything else: its input as
+//!   arguments; NotebookEdit: the cell and its new source; a patch
+//!   ([`crate::interaction::PATCH_TOOL`]): each file it adds, deletes or changes, with a diff;
+//!   anything else: its input as
 //!   labelled values, nested values as JSON.
 //! - Nothing is hidden: input fields a tool's view does not use are listed after it, and an
 //!   input without the usual shape for its tool (a field missing or of another type) is shown
@@ -262,6 +264,7 @@ pub fn present(
         "ExitPlanMode" => plan(&mut out, input),
         ASK_USER_QUESTION => questions(&mut out, input),
         crate::interaction::FORM_TOOL => form(&mut out, input),
+        crate::interaction::PATCH_TOOL => patch(&mut out, input),
         _ => match mcp_name(tool_name) {
             Some((server, tool)) => {
                 out.summary = format!("{} · {}", visible_line(server), visible_line(tool));
@@ -565,6 +568,40 @@ fn questions(out: &mut Builder, input: &Map<String, Value>) -> Shape {
         out.text(&q.header, &text);
     }
     Ok(vec!["questions"])
+}
+
+fn patch(out: &mut Builder, input: &Map<String, Value>) -> Shape {
+    use crate::interaction::patch::{FileChange, parse_patch};
+    let text = required_str(input, "patch")?;
+    let changes = parse_patch(text).map_err(|e| format!("the patch cannot be read: {e}"))?;
+    out.summary = match changes.as_slice() {
+        [only] => format!("Patch {}", out.path_text(only.path())),
+        more => format!("Patch {} files", more.len()),
+    };
+    for change in &changes {
+        match change {
+            FileChange::Add { path, content } => {
+                out.path("New file", path);
+                out.text("Content", content);
+            }
+            FileChange::Delete { path } => {
+                out.path("Delete", path);
+            }
+            FileChange::Update {
+                path,
+                move_to,
+                old,
+                new,
+            } => {
+                out.path("File", path);
+                if let Some(to) = move_to {
+                    out.path("Renamed to", to);
+                }
+                out.diff("Change", old, new);
+            }
+        }
+    }
+    Ok(vec!["patch"])
 }
 
 fn form(out: &mut Builder, input: &Map<String, Value>) -> Shape {
@@ -968,6 +1005,36 @@ mod tests {
             }
         }
         s
+    }
+
+    #[test]
+    fn a_patch_shows_each_file_and_its_diff() {
+        let patch = "*** Begin Patch\n*** Update File: src/app.py\n@@\n def greet():\n-    print(\"Hi\")\n+    print(\"Hello\")\n*** Add File: /etc/motd\n+Welcome\n*** Delete File: old.txt\n*** End Patch\n";
+        let p = show(crate::interaction::PATCH_TOOL, json!({"patch": patch}));
+        assert_eq!(p.summary, "Patch 3 files");
+        assert_eq!(field(&p, "File"), "src/app.py");
+        assert_eq!(field(&p, "New file"), "/etc/motd");
+        assert_eq!(field(&p, "Delete"), "old.txt");
+        assert_eq!(text(&p, "Content").0, ["Welcome"]);
+        assert!(p.has_diff(), "{p:#?}");
+        let all = all_text(&p);
+        assert!(all.contains("print(\\\"Hello\\\")"), "{all}");
+        assert!(
+            notes(&p)
+                .iter()
+                .any(|n| n.starts_with("Outside the working directory"))
+        );
+        // One file: its name in the summary. Not a patch: shown as it is, with a remark.
+        let one = show(
+            crate::interaction::PATCH_TOOL,
+            json!({"patch": "*** Begin Patch\n*** Add File: a.txt\n+x\n*** End Patch"}),
+        );
+        assert_eq!(one.summary, "Patch a.txt");
+        let bad = show(crate::interaction::PATCH_TOOL, json!({"patch": "rm -rf /"}));
+        assert!(
+            notes(&bad)[0].contains("the patch cannot be read"),
+            "{bad:#?}"
+        );
     }
 
     fn assert_no_controls(p: &Presentation) {

@@ -4,6 +4,8 @@
 //! and takes writes; tokens are set where the listen address needs them; Telegram's token
 //! works and approvers are set (and, with `--send-test`, each chat receives a test message);
 //! Feishu's app credentials get a token and approvers are set (each receiver gets a test card);
+//! Slack's bot token passes `auth.test`, the app-level token opens a Socket Mode URL, approvers
+//! are set (each conversation gets a test message);
 //! each webhook target answers a signed test event (`--send-test`). One line per check, `✓`
 //! or `✗` with what to do; the exit code says whether everything passed.
 //!
@@ -75,11 +77,16 @@ pub async fn run(settings: &Settings, send_test: bool) -> Vec<Check> {
     if settings.feishu.enabled {
         feishu(settings, send_test, &mut checks).await;
     }
+    if settings.slack.enabled {
+        slack(settings, send_test, &mut checks).await;
+    }
     for target in &settings.webhooks {
         webhook(settings, target, send_test, &mut checks).await;
     }
-    let destinations =
-        settings.telegram.enabled || settings.feishu.enabled || !settings.webhooks.is_empty();
+    let destinations = settings.telegram.enabled
+        || settings.feishu.enabled
+        || settings.slack.enabled
+        || !settings.webhooks.is_empty();
     if !send_test && destinations {
         checks.push(Check::pass(
             "no test messages sent (run `imrelay doctor --send-test` to send one to every chat, receiver and webhook)",
@@ -437,6 +444,84 @@ async fn feishu(settings: &Settings, send_test: bool, checks: &mut Vec<Check>) {
                     receiver.address()
                 ),
                 "add the app (bot) to that chat, and give it the im:message:send_as_bot permission",
+            )),
+        }
+    }
+}
+
+async fn slack(settings: &Settings, send_test: bool, checks: &mut Vec<Check>) {
+    use crate::channels::slack::Mode;
+    use crate::channels::slack::api::{NewMessage, WebApi};
+    let s = &settings.slack;
+    let channels = || s.channels.iter().map(|c| format!("conversation {c}"));
+    let api = match WebApi::new(&s.api_base(), s.bot_token.clone(), s.app_token.clone()) {
+        Ok(api) => api,
+        Err(e) => {
+            checks.push(Check::fail(format!("Slack: {e}"), "fix slack.api_base"));
+            untried(send_test, "Slack", channels(), checks);
+            return;
+        }
+    };
+    match api.auth_test().await {
+        Ok(who) => checks.push(Check::pass(format!(
+            "Slack: the bot token works (bot {} in workspace {})",
+            escape(&who.user),
+            escape(&who.team)
+        ))),
+        Err(e) => {
+            checks.push(Check::fail(
+                format!("Slack: auth.test refused the bot token: {e}"),
+                "check slack.bot_token (xoxb-..., OAuth & Permissions) and that the app is installed in the workspace",
+            ));
+            untried(send_test, "Slack", channels(), checks);
+            return;
+        }
+    }
+    if s.mode == Mode::SocketMode {
+        match api.connections_open().await {
+            Ok(_) => checks.push(Check::pass(
+                "Slack: the app-level token opens Socket Mode connections",
+            )),
+            Err(e) => checks.push(Check::fail(
+                format!("Slack: apps.connections.open failed: {e}"),
+                "check slack.app_token (xapp-..., scope connections:write) and that Socket Mode is on in the app's settings",
+            )),
+        }
+    }
+    if s.approvers.is_empty() {
+        checks.push(Check::fail(
+            "Slack: no approvers, so nobody can answer",
+            "add your Slack user id (U...) to slack.approvers (profile → ⋮ → Copy member ID)",
+        ));
+    } else {
+        checks.push(Check::pass(format!(
+            "Slack: {} approver(s)",
+            s.approvers.len()
+        )));
+    }
+    if !send_test {
+        return;
+    }
+    let blocks = json!([{"type": "section", "text": {"type": "plain_text",
+        "text": "✅ This conversation receives imrelay's approvals and questions."}}]);
+    for channel in &s.channels {
+        let message = NewMessage {
+            channel,
+            text: "imrelay doctor: test message",
+            blocks: Some(&blocks),
+            thread_ts: None,
+        };
+        match api.post_message(&message).await {
+            Ok(_) => checks.push(Check::pass(format!(
+                "Slack: conversation {} received a test message",
+                escape(channel)
+            ))),
+            Err(e) => checks.push(Check::fail(
+                format!(
+                    "Slack: conversation {} did not take a test message: {e}",
+                    escape(channel)
+                ),
+                "invite the bot to that conversation (/invite @yourbot), and give it the chat:write scope",
             )),
         }
     }

@@ -3,7 +3,8 @@
 //! The terminal client of a running server, over its HTTP API: `imrelay watch` answers
 //! approvals and questions as they arrive ([`watch`]); `imrelay pending`, `imrelay show` and
 //! `imrelay answer` do it one command at a time for scripts ([`commands`]). `imrelay mcp`
-//! relays an MCP client on standard input and output to the server's `/mcp` ([`mcp`]).
+//! relays an MCP client on standard input and output to the server's `/mcp` ([`mcp`]);
+//! `imrelay hook codex` is the command Codex runs for its approval hooks ([`hook`]).
 //!
 //! Tools for the machine the server runs on: `imrelay audit` prints the audit trail,
 //! `imrelay audit verify` checks its hash chain, its recorded head and that every stored
@@ -29,6 +30,7 @@ pub mod client;
 pub mod commands;
 pub mod doctor;
 pub mod grants;
+pub mod hook;
 pub mod mcp;
 pub mod policy;
 pub mod term;

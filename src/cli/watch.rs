@@ -364,6 +364,7 @@ impl Watch {
             ),
             None => "waiting for approvals and questions (q quits) › ".to_string(),
             Some(c) => match &c.step {
+                Step::Choose if c.i.input_fixed => "a/d/g/s/q › ".to_string(),
                 Step::Choose => "a/d/e/g/s/q › ".to_string(),
                 Step::Reason if self.term.is_tty() => {
                     "reason for the agent (Enter for none, Esc goes back) › ".into()
@@ -462,8 +463,16 @@ impl Watch {
             Kind::Approval => {
                 lines.extend(view::tool_call(&p, &i, Budget::TERMINAL));
                 lines.push(String::new());
-                lines.push(keys(
-                    &p,
+                // An agent that cannot run an edited input (Codex) is offered no edit.
+                let choices: &[(&str, &str)] = if i.input_fixed {
+                    &[
+                        ("a", "allow"),
+                        ("d", "deny"),
+                        ("g", "allow similar calls"),
+                        ("s", "skip"),
+                        ("q", "quit"),
+                    ]
+                } else {
                     &[
                         ("a", "allow"),
                         ("d", "deny"),
@@ -471,8 +480,9 @@ impl Watch {
                         ("g", "allow similar calls"),
                         ("s", "skip"),
                         ("q", "quit"),
-                    ],
-                ));
+                    ]
+                };
+                lines.push(keys(&p, choices));
                 Step::Choose
             }
             Kind::Form => match Form::from_input(&i.input.map()) {
@@ -1031,6 +1041,13 @@ impl Watch {
                     always: false,
                 }),
                 "d" | "deny" => self.set_step(Step::Reason),
+                "e" | "edit" if i.input_fixed => self.say_error(&format!(
+                    "{} cannot run an edited input: type a (allow) or d (deny).",
+                    i.agent
+                        .as_deref()
+                        .map(visible_line)
+                        .unwrap_or("This agent".into())
+                )),
                 "e" | "edit" => self.edit(pretty(&i.input.map())).await,
                 "g" | "similar" => {
                     let proposed = crate::interaction::policy::propose(&i).unwrap_or_default();

@@ -26,6 +26,7 @@ use crate::wire::answer::present;
 pub use crate::wire::answer::{
     ClientVia, Decision, FormAction, OutcomeBody, RespondBody, outcome_body, path_id,
 };
+pub(crate) use crate::wire::json_response;
 
 /// Longest long-poll, in seconds.
 pub(crate) const MAX_WAIT_SECS: u64 = 60;
@@ -183,29 +184,6 @@ fn outcome_response(i: &Arc<Interaction>) -> Response {
         StatusCode::OK
     };
     json_response(status, &outcome_body(i))
-}
-
-/// `body` as JSON, written into a buffer with room for a typical interaction up front (the
-/// hot answers carry one or two; axum's `Json` starts at 128 bytes and regrows for them).
-pub(crate) fn json_response(status: StatusCode, body: &impl serde::Serialize) -> Response {
-    let mut buf = Vec::with_capacity(2048);
-    match serde_json::to_writer(&mut buf, body) {
-        Ok(()) => (
-            status,
-            [(
-                axum::http::header::CONTENT_TYPE,
-                axum::http::HeaderValue::from_static("application/json"),
-            )],
-            buf,
-        )
-            .into_response(),
-        Err(e) => ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
-            format!("cannot encode the answer: {e}"),
-        )
-        .into_response(),
-    }
 }
 
 /// `POST /v1/interactions`: counted against the pending budget of the agent token it came

@@ -1,5 +1,5 @@
 //! The axum layer: the router, shared state, authentication, the JSON API, the event stream,
-//! hook endpoints, the web inbox, health and metrics; and the server that runs it within
+//! the web inbox, health and metrics; and the server that runs it within
 //! connection bounds ([`server`]).
 //!
 //! Routes and scopes:
@@ -25,7 +25,6 @@
 pub mod api;
 pub mod auth;
 pub mod grants;
-pub mod hooks;
 pub mod inbox;
 pub mod server;
 pub mod sse;
@@ -85,20 +84,18 @@ pub struct Shared {
     pub shutdown: CancellationToken,
     /// Components reported by `/healthz` (e.g. a channel's connection state).
     pub health: Arc<crate::health::Health>,
-    /// The Claude Code hook calls waiting on each interaction.
-    pub hook_calls: Arc<hooks::HookCalls>,
     /// The open event streams (`GET /v1/events`), against `server.max_event_streams`.
     pub event_streams: sse::StreamCount,
 }
 
 /// The full router for `state`, with `extra` (channel endpoints) merged in, and
-/// `agent_extra` (the MCP endpoint) behind the agent-token check.
+/// `agent_extra` (the agent adapters' hooks and the MCP endpoint) behind the agent-token
+/// check.
 pub fn router(state: AppState, extra: Router, agent_extra: Router<AppState>) -> Router {
     let agent = Router::new()
         .route("/v1/interactions", post(api::create))
         .route("/v1/interactions/{id}/wait", get(api::wait))
         .route("/v1/interactions/{id}", axum::routing::delete(api::cancel))
-        .route("/v1/hooks/claude-code", post(hooks::claude_code))
         .merge(agent_extra)
         .route_layer(from_fn_with_state(state.clone(), auth::agent));
     let operator = Router::new()

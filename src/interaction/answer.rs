@@ -149,6 +149,15 @@ pub fn resolution_for(
                 always,
             },
         ) => {
+            if interaction.input_fixed && updated_input.is_some() {
+                return Err(ValidationError::new(
+                    "updated_input",
+                    format!(
+                        "{} cannot run an edited input: approve it as it is, or deny it",
+                        interaction.agent.as_deref().unwrap_or("this agent")
+                    ),
+                ));
+            }
             let updated_permissions = if always {
                 match &interaction.suggestions {
                     Some(s) => Some(for_this_session(s)),

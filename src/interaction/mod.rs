@@ -51,6 +51,7 @@ mod ask;
 mod events;
 pub mod form;
 mod model;
+pub mod patch;
 pub mod policy;
 pub mod ports;
 mod question;
@@ -64,8 +65,8 @@ pub use events::{Event, EventKind, EventLog, Next, Subscription};
 pub use form::{ElicitAction, ElicitResult, FORM_TOOL, Form};
 pub use model::{
     ASK_USER_QUESTION, AgentResult, DigestCache, Input, Interaction, InteractionId, Kind,
-    MAX_ID_LEN, Millis, Outcome, PermissionResult, Resolution, Via, after, canonical_json, millis,
-    now,
+    MAX_ID_LEN, Millis, Outcome, PATCH_TOOL, PermissionResult, Resolution, Via, after,
+    canonical_json, millis, now,
 };
 pub use question::{
     MAX_ANSWER_CHARS, Question, QuestionOption, json_type, normalise_answers, parse_questions,

@@ -20,6 +20,12 @@ use super::form::{ElicitAction, ElicitResult};
 /// The tool name the Claude Agent SDK uses for structured questions.
 pub const ASK_USER_QUESTION: &str = "AskUserQuestion";
 
+/// The tool name of a patch to files in the `*** Begin Patch` format (Codex's `apply_patch`),
+/// with the patch text as `patch`: an agent adapter maps its agent's patch tool onto it.
+/// Claude Code has no tool of this name; it reads as one on every surface ("Approval for
+/// Patch"). Another agent's `Patch` whose input is not such a patch is shown field by field.
+pub const PATCH_TOOL: &str = "Patch";
+
 /// Longest accepted interaction id, in bytes.
 pub const MAX_ID_LEN: usize = 128;
 
@@ -629,6 +635,10 @@ pub struct Interaction {
     /// are held in memory.
     #[serde(default)]
     pub suggestions: Option<Box<Value>>,
+    /// The agent cannot take an edited input (Codex's hooks): an allow runs the input as it
+    /// is, and an allow with an edited input is refused with a message saying so.
+    #[serde(default)]
+    pub input_fixed: bool,
     /// When imrelay accepted it.
     pub created_at: Timestamp,
     /// When it expires unless answered.
@@ -695,6 +705,7 @@ impl Interaction {
             description: None,
             cwd: None,
             suggestions: None,
+            input_fixed: false,
             created_at,
             deadline: created_at
                 .checked_add(jiff::SignedDuration::from_secs(
@@ -773,7 +784,7 @@ impl Interaction {
 
 impl Serialize for Interaction {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut st = s.serialize_struct("Interaction", 15)?;
+        let mut st = s.serialize_struct("Interaction", 16)?;
         st.serialize_field("id", &self.id)?;
         st.serialize_field("kind", &self.kind)?;
         st.serialize_field("status", self.status())?;
@@ -786,6 +797,9 @@ impl Serialize for Interaction {
         st.serialize_field("cwd", &self.cwd)?;
         if self.suggestions.is_some() {
             st.serialize_field("suggestions", &self.suggestions)?;
+        }
+        if self.input_fixed {
+            st.serialize_field("input_fixed", &true)?;
         }
         st.serialize_field("created_at", &Millis(self.created_at))?;
         st.serialize_field("deadline", &Millis(self.deadline))?;

@@ -11,6 +11,11 @@ pub mod body;
 pub mod error;
 pub mod extract;
 
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+
+use error::ApiError;
+
 /// Who a request authenticated as: the token check puts it in the request's extensions for
 /// what an endpoint counts per client (MCP sessions per agent token).
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -52,4 +57,27 @@ const OWN_PATHS: &[&str] = &[
 /// mount its inbound endpoint there.
 pub fn is_own_path(path: &str) -> bool {
     OWN_PATHS.contains(&path) || path == "/v1" || path.starts_with("/v1/")
+}
+
+/// `body` as JSON, written into a buffer with room for a typical interaction up front (the
+/// hot answers carry one or two; axum's `Json` starts at 128 bytes and regrows for them).
+pub fn json_response(status: StatusCode, body: &impl serde::Serialize) -> Response {
+    let mut buf = Vec::with_capacity(2048);
+    match serde_json::to_writer(&mut buf, body) {
+        Ok(()) => (
+            status,
+            [(
+                axum::http::header::CONTENT_TYPE,
+                axum::http::HeaderValue::from_static("application/json"),
+            )],
+            buf,
+        )
+            .into_response(),
+        Err(e) => ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            format!("cannot encode the answer: {e}"),
+        )
+        .into_response(),
+    }
 }

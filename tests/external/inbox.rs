@@ -31,6 +31,11 @@ pub fn trials() -> Vec<libtest_mimic::Trial> {
             after_a_restart_the_inbox_drops_what_was_answered_meanwhile_and_keeps_what_was_typed,
         ),
         trial(
+            "inbox::a_codex_request_offers_no_editor",
+            browser,
+            a_codex_request_offers_no_editor,
+        ),
+        trial(
             "inbox::tool_calls_show_as_people_read_them",
             browser,
             tool_calls_show_as_people_read_them,
@@ -1781,4 +1786,55 @@ async fn allow_similar_grants_a_rule_shown_and_revoked_in_the_inbox() {
     );
     assert_eq!(create("sim-4", "npm run test").await["status"], "pending");
     app.stop().await;
+}
+
+/// A request from Codex's hook: Codex shown as the agent, the command as a command, and no
+/// "Edit & approve…" (Codex cannot run an edited input); approving it answers the hook.
+async fn a_codex_request_offers_no_editor() {
+    let bin = chromium().expect("Chromium (checked before the test)");
+    let app = spawn_app().await;
+    let client = app.client.clone();
+    let url = app.url("/v1/hooks/codex");
+    let hook = tokio::spawn(async move {
+        let body = fixture("codex/permission_request.json");
+        split(client.post(url).json(&body).send().await.unwrap()).await
+    });
+    let id = pending_one(&app).await["id"].as_str().unwrap().to_string();
+    let mut b = Browser::launch(&bin).await;
+    b.call("Page.navigate", json!({"url": app.url("/")})).await;
+    give_name(&mut b, "Dana").await;
+    let codex = card("pending", &id);
+    b.until(
+        "the card's tool call",
+        &format!("!!{codex} && !!{codex}.querySelector('.display .label')"),
+    )
+    .await;
+    let text = b.eval(&format!("{codex}.innerText")).await;
+    let text = text.as_str().unwrap();
+    for shown in [
+        "codex",
+        "/tmp/cx/a1/project",
+        "echo ok > proof.txt",
+        "May I write the proof file?",
+    ] {
+        assert!(text.contains(shown), "{shown}: {text}");
+    }
+    assert_eq!(
+        b.eval(&format!(
+            "[...{codex}.querySelectorAll('button')].filter(x => x.offsetParent !== null).map(x => x.textContent)"
+        ))
+        .await,
+        json!(["Approve", "Allow similar…", "Deny"])
+    );
+    b.screenshots("inbox-codex").await;
+    b.eval(&format!(
+        "[...{codex}.querySelectorAll('button')].find(x => x.textContent === 'Approve').click()"
+    ))
+    .await;
+    let (status, out) = hook.await.unwrap();
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        out,
+        json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": {"behavior": "allow"}}})
+    );
 }

@@ -407,6 +407,17 @@ async fn a_feishu_click_on_one_replica_answers_an_agent_waiting_on_the_other(sch
     // any replica behind the callback URL).
     let waiting = hook(&a, "toolu_fs", "make deploy");
     let (message_id, card) = card_for(&fake, "toolu_fs").await;
+    // Both receivers' cards are out before the click (a card not yet sent when the
+    // interaction is answered is, rightly, never sent).
+    wait_until("a card for each receiver", || {
+        fake.state
+            .delivered()
+            .iter()
+            .filter(|s| s.card.to_string().contains("toolu_fs"))
+            .count()
+            == 2
+    })
+    .await;
     let approve = button_value(&card, "approve");
     let event = event_id();
     let (status, reply) = post_callback(&b, &click(&event, APPROVER, &approve, None)).await;

@@ -336,3 +336,56 @@ async fn stop(mut server: Server) {
     .await
     .unwrap();
 }
+
+fn slack_config(slack: &crate::slack::fake::FakeSlack, bot_token: &str) -> String {
+    format!(
+        r#"
+[slack]
+enabled = true
+bot_token = "{bot_token}"
+app_token = "{app}"
+api_base = "{api}"
+channels = ["C0APPROVALS", "C0NOTMEMBER"]
+approvers = ["U0ALICE"]
+"#,
+        app = crate::slack::fake::APP_TOKEN,
+        api = slack.api,
+    )
+}
+
+#[tokio::test]
+async fn slack_tokens_and_conversations_are_checked_and_each_gets_a_test_message() {
+    let slack = crate::slack::fake::FakeSlack::start().await;
+    let (ok, out) = doctor(
+        slack_config(&slack, crate::slack::fake::BOT_TOKEN),
+        &["--send-test"],
+    )
+    .await;
+    assert!(!ok, "one conversation refuses: {out}");
+    for line in [
+        "✓ Slack: the bot token works (bot imrelay in workspace imrelay test)",
+        "✓ Slack: the app-level token opens Socket Mode connections",
+        "✓ Slack: 1 approver(s)",
+        "✓ Slack: conversation C0APPROVALS received a test message",
+        "✗ Slack: conversation C0NOTMEMBER did not take a test message: chat.postMessage: Slack refused the request: channel_not_found\n    → invite the bot",
+    ] {
+        assert!(out.contains(line), "{line:?} in:\n{out}");
+    }
+    let posted = slack.state.calls("chat.postMessage");
+    assert_eq!(posted.len(), 2);
+    assert_eq!(posted[0].body["text"], "imrelay doctor: test message");
+
+    // A refused bot token sends nothing and says which setting to fix.
+    let slack = crate::slack::fake::FakeSlack::start().await;
+    let (ok, out) = doctor(slack_config(&slack, "xoxb-revoked"), &["--send-test"]).await;
+    assert!(!ok);
+    assert!(
+        out.contains("✗ Slack: auth.test refused the bot token: auth.test: Slack refused the token: invalid_auth\n    → check slack.bot_token"),
+        "{out}"
+    );
+    assert!(
+        out.contains("✗ Slack: no test message sent to conversation C0APPROVALS"),
+        "{out}"
+    );
+    assert!(slack.state.calls("chat.postMessage").is_empty());
+}

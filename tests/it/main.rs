@@ -10,6 +10,7 @@ mod bad_input;
 mod bodies;
 mod budget;
 mod cli;
+mod codex;
 mod connections;
 mod contract;
 mod deploy;

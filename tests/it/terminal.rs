@@ -1212,6 +1212,43 @@ async fn watch_allows_similar_calls_and_grants_lists_and_revokes_them() {
     assert_eq!(code, 2, "{err}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_offers_no_edit_for_an_agent_that_cannot_take_one() {
+    use std::process::Stdio;
+    use tokio::io::AsyncWriteExt;
+
+    let relay = Relay::start();
+    // Codex's PermissionRequest, through the command Codex runs.
+    let mut hook = tokio::process::Command::new(env!("CARGO_BIN_EXE_imrelay"))
+        .args(["hook", "codex", "--url", &relay.base(), "--timeout", "120"])
+        .env_remove("IMRELAY_AGENT_TOKEN")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("imrelay hook codex runs");
+    let input =
+        serde_json::to_vec(&crate::support::fixture("codex/permission_request.json")).unwrap();
+    let mut stdin = hook.stdin.take().unwrap();
+    stdin.write_all(&input).await.unwrap();
+    drop(stdin);
+    let mut w = Watch::start("codex", &relay.base(), &[]);
+    w.expect("Command:\r\n    echo ok > proof.txt");
+    w.expect("a/d/g/s/q › ");
+    w.line("e");
+    w.expect("codex cannot run an edited input: type a (allow) or d (deny).");
+    w.line("a");
+    w.expect("✓ Allowed by alice via terminal");
+    let out = hook.wait_with_output().await.expect("the hook's output");
+    let printed: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(
+        printed["hookSpecificOutput"]["decision"],
+        json!({"behavior": "allow"})
+    );
+    w.line("q");
+    assert_eq!(w.exit_code(), 0);
+}
+
 /// A free-text prompt is a question in `watch` and `show`: headed "Question", the question
 /// in place of a field ("1  Answer * — text"), answered by the line typed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

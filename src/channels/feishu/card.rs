@@ -407,11 +407,6 @@ impl Cards {
         render::outcome_phrase_in(r, self.locale)
     }
 
-    /// The toast for a click on something already resolved.
-    pub fn already_toast(&self, i: &Interaction) -> String {
-        render::already_toast_in(i, self.locale)
-    }
-
     fn context(&self, i: &Interaction, b: Budget, out: &mut Vec<Value>) {
         let ctx = render::context_line(i);
         if !ctx.is_empty() {

@@ -4,22 +4,24 @@
 //!
 //! - [`settings`] — `[feishu]`.
 //! - [`api`] — the OpenAPI subset (tenant token, send, update) on reqwest.
-//! - [`card`] — card JSON 2.0 for every state, in Simplified Chinese or English.
+//! - `card` — card JSON 2.0 for every state, in Simplified Chinese or English.
 //! - [`crypto`] — callback decryption, signatures, and the MAC binding buttons to one
 //!   interaction.
-//! - [`callback`] — the click handler and the webhook endpoint.
-//! - [`ws`] and [`frame`] — the long connection (WebSocket, protobuf frames) that delivers
+//! - `callback` — the click handler and the webhook endpoint.
+//! - `ws` and [`frame`] — the long connection (WebSocket, protobuf frames) that delivers
 //!   clicks to the same handler without a public URL.
-//! - [`outbox`] — posting and updating cards through the durable outbox.
+//! - `outbox` — posting and updating cards through the durable outbox.
 
+// `api`, `crypto`, `frame` and `settings` are public on purpose: the integration tests drive
+// them (the fake OpenAPI and long connection, signed callbacks); the rest is the crate's own.
 pub mod api;
-pub mod callback;
-pub mod card;
+pub(crate) mod callback;
+pub(crate) mod card;
 pub mod crypto;
 pub mod frame;
-pub mod outbox;
+pub(crate) mod outbox;
 pub mod settings;
-pub mod ws;
+pub(crate) mod ws;
 
 use std::sync::Arc;
 
@@ -80,13 +82,14 @@ pub async fn install(w: &mut Wiring, settings: &FeishuSettings) -> anyhow::Resul
     }));
     w.outbox.register(
         outbox::CHANNEL,
-        Arc::new(outbox::Deliverer {
-            api: api.clone(),
-            store: w.store.clone(),
-            cards,
-            pacer: outbox::Pacer::default(),
-            health: w.health.clone(),
-        }),
+        Arc::new(outbox::Deliverer::new(
+            outbox::Feishu {
+                api: api.clone(),
+                cards,
+            },
+            w.store.clone(),
+            w.health.clone(),
+        )),
     );
     match settings.mode {
         Mode::Webhook => {

@@ -3,7 +3,8 @@
 //! `apps.connections.open` (app-level token).
 //!
 //! Every failure is classified the way a delivery loop needs it ([`ApiError::retry`]): retry
-//! after the `Retry-After` Slack gave on HTTP 429, retry with backoff (the network, HTTP 5xx,
+//! after the `Retry-After` Slack gave on HTTP 429 (and until then, calls of a method Slack
+//! limits per workspace fail at once without asking Slack again), retry with backoff (the network, HTTP 5xx,
 //! Slack's `internal_error` and friends), or give up (a refused token, a missing scope, an
 //! unknown channel, invalid blocks). Tokens travel only in the `Authorization` header and
 //! never appear in an error or a log line.
@@ -15,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::settings::Secret;
+use crate::sync::LockExt;
 
 /// Per-request timeout.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -210,12 +212,20 @@ struct ResponseMetadata {
     messages: Vec<String>,
 }
 
+/// The method whose rate limit Slack keeps per conversation rather than per workspace: a 429
+/// on it says nothing about other conversations (the delivery skeleton paces those).
+const PER_CONVERSATION: &str = "chat.postMessage";
+
 /// The Web API client.
 pub struct WebApi {
     http: reqwest::Client,
     base: String,
     bot_token: Secret,
     app_token: Secret,
+    /// Methods Slack rate-limited for the workspace, until when: calls before then fail at
+    /// once with the remaining wait instead of asking Slack again. A std mutex: never held
+    /// across an await; one entry per method at most.
+    held: std::sync::Mutex<std::collections::HashMap<&'static str, std::time::Instant>>,
 }
 
 impl std::fmt::Debug for WebApi {
@@ -242,6 +252,7 @@ impl WebApi {
             base: base.trim_end_matches('/').to_string(),
             bot_token,
             app_token,
+            held: std::sync::Mutex::default(),
         })
     }
 
@@ -324,6 +335,12 @@ impl WebApi {
         token: &Secret,
         body: Option<&Value>,
     ) -> Result<Value, ApiError> {
+        if let Some(wait) = self.held_for(method) {
+            return Err(ApiError::RateLimited {
+                method,
+                retry_after: wait,
+            });
+        }
         let url = format!("{}/{method}", self.base);
         let request = self.http.post(&url).bearer_auth(token.expose());
         let request = match body {
@@ -341,7 +358,26 @@ impl WebApi {
         let status = resp.status();
         let retry_after = retry_after(resp.headers());
         let text = resp.text().await.map_err(network)?;
-        classify(method, status, retry_after, &text)
+        let answer = classify(method, status, retry_after, &text);
+        if let Err(ApiError::RateLimited { retry_after, .. }) = &answer
+            && method != PER_CONVERSATION
+        {
+            let until = std::time::Instant::now() + *retry_after;
+            self.held.locked().insert(method, until);
+        }
+        answer
+    }
+
+    /// How much longer `method` is held after Slack rate-limited it, if it is.
+    fn held_for(&self, method: &'static str) -> Option<Duration> {
+        let mut held = self.held.locked();
+        let until = *held.get(method)?;
+        let now = std::time::Instant::now();
+        if until <= now {
+            held.remove(method);
+            return None;
+        }
+        Some(until - now)
     }
 }
 

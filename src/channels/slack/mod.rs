@@ -1,21 +1,136 @@
-//! Slack: the transports and the Web API client a Slack channel is built from, each tested
-//! against a fake Slack on loopback. Not yet installed by [`crate::channels::install`]: the
-//! channel (rendering, the delivery skeleton, the answer pipeline) plugs these in.
+//! The Slack channel: every approval, question and form becomes a Block Kit message in the
+//! configured conversations; a click by an approver answers it (a modal takes a reason, an
+//! edited command, a typed answer or a form), and every copy is updated to show the outcome
+//! wherever the answer came from.
 //!
 //! - [`settings`] — `[slack]`: tokens, signing secret, mode, connections, channels, approvers.
 //! - [`api`] — the Web API subset (`auth.test`, `chat.postMessage`, `chat.update`,
 //!   `chat.postEphemeral`, `views.open`, `apps.connections.open`) with every failure
 //!   classified as retry-after-N, transient or permanent.
-//! - [`socket`] — Socket Mode: several WebSocket connections, every envelope acknowledged
-//!   within Slack's 3 s, copies recognised, `disconnect` answered by a replacement first.
-//! - [`verify`] — the HTTP endpoint's request signatures (v0, five minutes, no replays).
+//! - [`blocks`] — Block Kit messages and modals, and the signed values on their buttons.
+//! - [`interact`] — the click and modal handler, shared by both transports.
+//! - [`socket`] — Socket Mode (the default): several WebSocket connections, every envelope
+//!   acknowledged within Slack's 3 s, copies recognised, `disconnect` answered by a
+//!   replacement first.
+//! - [`events`] and [`verify`] — the HTTP Events/Interactivity endpoint, the alternative: the
+//!   request signatures (v0, five minutes, no replays).
+//! - `outbox` — posting and updating messages on the shared delivery skeleton.
 
 pub mod api;
+pub mod blocks;
+pub mod events;
+pub mod interact;
+pub(crate) mod outbox;
 pub mod settings;
 pub mod socket;
 pub mod verify;
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use serde_json::json;
+
 pub use settings::{Mode, SlackSettings};
+
+use crate::channels::Wiring;
+use crate::channels::pipeline::Pipeline;
+use crate::interaction::Via;
 
 /// The channel's name (its `Via`, its outbox channel, its health component).
 pub const CHANNEL: &str = "slack";
+/// The store secret that signs button values (kept across restarts, so old messages keep
+/// working).
+pub const SECRET_NAME: &str = "slack-buttons";
+
+/// Installs the channel when `[slack] enabled = true`.
+pub async fn install(w: &mut Wiring, settings: &SlackSettings) -> anyhow::Result<()> {
+    if !settings.enabled {
+        return Ok(());
+    }
+    let settings = Arc::new(settings.clone());
+    settings
+        .validate()
+        .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+    if settings.approvers.is_empty() {
+        tracing::error!(
+            "slack: slack.approvers is EMPTY, so NOBODY can answer from Slack: every click will be refused. \
+             Add the Slack user ids (U...) of the people who may approve."
+        );
+    }
+    let secret = w
+        .store
+        .secret(SECRET_NAME)
+        .await
+        .context("cannot load the slack button secret from the store")?;
+    let api = Arc::new(
+        api::WebApi::new(
+            &settings.api_base(),
+            settings.bot_token.clone(),
+            settings.app_token.clone(),
+        )
+        .context("cannot build the slack HTTP client")?,
+    );
+    let blocks = blocks::Blocks::new(blocks::Buttons::new(secret), w.server.inbox.clone());
+    let interactions = Arc::new(interact::Interactions::new(
+        Pipeline::new(w.registry.clone(), Via::new(CHANNEL)),
+        api.clone(),
+        settings.clone(),
+        blocks.clone(),
+    ));
+    w.metrics.register(
+        "imrelay_slack_interactions",
+        "Slack clicks and modal submissions, by result (resolved, already_resolved, refused, invalid, modal, ignored, ...)",
+        interactions.results_metric(),
+    );
+    w.registry.add_hook(Arc::new(outbox::Planner {
+        channels: settings.channels.clone(),
+    }));
+    w.outbox.register(
+        CHANNEL,
+        Arc::new(outbox::Deliverer::new(
+            outbox::Slack {
+                api: api.clone(),
+                blocks,
+                thread_replies: settings.thread_replies,
+            },
+            w.store.clone(),
+            w.health.clone(),
+        )),
+    );
+    match settings.mode {
+        Mode::SocketMode => {
+            let client = socket::SocketMode::new(
+                api,
+                interactions,
+                settings.connections,
+                w.health.clone(),
+                w.shutdown.clone(),
+                crate::channels::longconn::tls_config()
+                    .context("cannot set up TLS for slack socket mode")?,
+            )
+            .with_connect_timeout(Duration::from_secs(settings.connect_timeout_secs));
+            w.spawn_on_serve(client.run());
+        }
+        Mode::Http => {
+            w.route(events::router(Arc::new(events::Endpoint::new(
+                interactions,
+                &settings,
+                w.registry.clone(),
+            ))));
+            w.health.set(
+                CHANNEL,
+                "listening",
+                json!({"mode": "http", "events_path": settings.events_path,
+                    "approvers": settings.approvers.len(), "channels": settings.channels.len()}),
+            );
+        }
+    }
+    tracing::info!(
+        mode = settings.mode.as_str(),
+        channels = settings.channels.len(),
+        approvers = settings.approvers.len(),
+        "slack: channel enabled"
+    );
+    Ok(())
+}

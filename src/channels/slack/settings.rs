@@ -1,9 +1,6 @@
 //! `[slack]` settings: the app's tokens and signing secret, how interactions reach imrelay
 //! (Socket Mode or the HTTP endpoint), how many Socket Mode connections to hold, where
 //! prompts go and who may answer.
-//!
-//! Not yet part of `config::Settings`: the transports are built and tested first; the
-//! channel that uses them adds the section (see `docs/architecture.md`, "Add a channel").
 
 use serde::{Deserialize, Serialize};
 
@@ -61,6 +58,9 @@ pub struct SlackSettings {
     /// Slack user ids (`U...`, `W...`) who may answer. Empty: nobody.
     #[serde(deserialize_with = "crate::settings::list")]
     pub approvers: Vec<String>,
+    /// Whether the outcome is also posted as a reply in each message's thread (besides the
+    /// message itself showing it), so it shows up for people following the thread.
+    pub thread_replies: bool,
     /// HTTP mode: the path Slack's Events and Interactivity requests are sent to.
     pub events_path: String,
     /// Socket Mode: how long opening a connection (TCP, TLS, WebSocket handshake and Slack's
@@ -80,6 +80,7 @@ impl Default for SlackSettings {
             connections: 2,
             channels: Vec::new(),
             approvers: Vec::new(),
+            thread_replies: false,
             events_path: "/slack/events".into(),
             connect_timeout_secs: 15,
         }

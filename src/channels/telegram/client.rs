@@ -24,7 +24,6 @@ use teloxide::{ApiError, RequestError};
 
 use super::settings::TelegramSettings;
 use crate::metrics::Metrics;
-use crate::outbox::Delivery;
 
 /// The updates imrelay asks Telegram for.
 pub(crate) const ALLOWED_UPDATES: [AllowedUpdate; 2] =
@@ -42,21 +41,6 @@ pub enum Failure {
 }
 
 impl Failure {
-    /// What the outbox should do.
-    pub fn delivery(self) -> Delivery {
-        match self {
-            Failure::RetryAfter(after) => Delivery::Retry {
-                after: Some(after),
-                error: format!(
-                    "rate limited by Telegram: retry after {} s",
-                    after.as_secs()
-                ),
-            },
-            Failure::Transient(error) => Delivery::Retry { after: None, error },
-            Failure::Permanent(error) => Delivery::Failed(error),
-        }
-    }
-
     /// A short description for logs.
     pub fn describe(&self) -> String {
         match self {

@@ -5,7 +5,7 @@
 //!   state change: one `post` job per configured chat when an interaction is created, one
 //!   `resolved` job when it is resolved (by anyone, anywhere).
 //! - The outbox handler (`outbox`) sends prompts and edits every recorded message to its
-//!   final state, through the throttled Bot API [`client`]; 429s, 5xx and transport errors
+//!   final state, through the throttled Bot API `client`; 429s, 5xx and transport errors
 //!   are retried by the outbox, never blocking other channels or the agent API.
 //! - Updates arrive by long polling or on the webhook route (`transport`) and are handled
 //!   in order per chat (`lanes`); `updates` handles taps, ForceReply answers, the text
@@ -13,14 +13,16 @@
 //! - Buttons carry [`callback`] data: a keyed handle of one interaction plus one action, with
 //!   a MAC under a secret kept in the store, so old buttons keep working after a restart and
 //!   cannot be forged into acting on anything else.
-//! - Every posted message is recorded in the store with its [`state`] (partly answered
+//! - Every posted message is recorded in the store with its `state` (partly answered
 //!   questions, multi-select toggles, what a ForceReply request is for).
 
+// `callback` is public on purpose: the integration tests forge and replay button data with
+// it; the rest is the crate's own.
 pub mod callback;
-pub mod client;
-pub mod render;
-pub mod settings;
-pub mod state;
+pub(crate) mod client;
+pub(crate) mod render;
+pub(crate) mod settings;
+pub(crate) mod state;
 
 mod lanes;
 mod outbox;

@@ -1,39 +1,37 @@
-//! Outbox delivery for Telegram: `post` jobs send a prompt to one chat, `resolved` jobs
+//! Outbox delivery for Telegram, on the shared delivery skeleton
+//! ([`crate::channels::messages`]): `post` jobs send a prompt to one chat, `resolved` jobs
 //! edit every recorded message of an interaction to its final state.
 //!
-//! Both are idempotent. A `post` job records its message with the job's key, so a
-//! redelivered job does not post twice; it records the button handle before sending, so a
-//! tap that arrives before the message is recorded still finds its interaction. After
-//! recording, it looks at the interaction again: a resolution that landed while the post was
-//! in flight (and whose `resolved` job therefore did not see this message) is shown at once.
-//! A `resolved` job marks each message final once edited, so a retry only touches what is
-//! left.
-
-use std::sync::Arc;
+//! Telegram's own part, as the skeleton's hooks: a `post` job finds its message by the job's
+//! key (so a redelivered job does not post twice, and a `/pending` re-post is a copy of its
+//! own); it records the button handle before sending, so a tap that arrives before the
+//! message is recorded still finds its interaction; it records the message under the
+//! message's lock, keeping state a tap may have recorded already; the final edit falls back to
+//! plain text, then to removing the buttons, and holds the message's lock. The teloxide
+//! throttle paces requests, so the skeleton's pacer is off.
 
 use async_trait::async_trait;
-use jiff::Timestamp;
+use serde_json::Value;
 
-use super::client::{Edited, Failure};
+use super::client::{Edited, Failure as TgFailure};
 use super::render::{self, Buttons};
 use super::state::{MessageState, PromptState};
 use super::{CHANNEL, Job, Telegram};
-use crate::interaction::{Interaction, InteractionId};
+use crate::channels::messages::{Failure, Hold, Messages, Pacer, Platform, Posted};
+use crate::interaction::Interaction;
 use crate::outbox::{ChannelJob, Delivery, OutboxHandler};
-use crate::store::{ChannelMessage, ClaimedJob, OutboxJob};
+use crate::store::{ChannelMessage, ClaimedJob, OutboxJob, Store, StoreError};
 
 /// The outbox handler for the `telegram` channel.
-pub(super) struct Deliverer(pub(super) Arc<Telegram>);
+pub(super) struct Deliverer(pub(super) std::sync::Arc<Telegram>);
 
 #[async_trait]
 impl OutboxHandler for Deliverer {
     async fn deliver(&self, job: &ClaimedJob) -> Delivery {
-        let Some(id) = job.job.interaction_id.clone() else {
-            return Delivery::Failed("a telegram job without an interaction".into());
-        };
+        let messages = self.0.messages();
         match Job::read(&job.job) {
-            Ok(Job::Post { chat }) => self.0.deliver_post(&job.job, &id, chat).await,
-            Ok(Job::Resolved) => self.0.deliver_resolved(&job.job, &id).await,
+            Ok(Job::Post { chat }) => messages.post(&job.job, &chat).await,
+            Ok(Job::Resolved) => messages.finalize_all(&job.job).await,
             Err(failed) => failed,
         }
     }
@@ -48,147 +46,153 @@ fn nonce_free(key: &str) -> bool {
     key.starts_with(&format!("{CHANNEL}:post:"))
 }
 
-fn store_retry(e: impl std::fmt::Display) -> Delivery {
-    Delivery::store_retry(e)
+/// What a Bot API failure means for the job.
+fn failure(f: TgFailure) -> Failure {
+    match f {
+        TgFailure::RetryAfter(after) => Failure::Throttled {
+            after: Some(after),
+            error: format!(
+                "rate limited by Telegram: retry after {} s",
+                after.as_secs()
+            ),
+        },
+        TgFailure::Transient(e) => Failure::Transient(e),
+        TgFailure::Permanent(e) => Failure::Permanent(e),
+    }
 }
 
-impl Telegram {
-    async fn deliver_post(&self, job: &OutboxJob, id: &InteractionId, chat: i64) -> Delivery {
-        let key = job.key.as_str();
-        let i = match self.registry.get(id).await {
-            Ok(Some(i)) if job.is_for(&i) => i,
-            // Pruned, or the id now names a newer interaction: nothing of this one to show.
-            Ok(_) => return Delivery::Done,
-            Err(e) => return store_retry(e),
-        };
-        let posted = match self.store.messages(CHANNEL, id).await {
-            Ok(ms) => ms.into_iter().find(|m| {
-                m.address == chat.to_string()
-                    && matches!(MessageState::from_stored(m.state.as_ref()),
-                        MessageState::Prompt(p) if p.job.as_deref() == Some(key))
-            }),
-            Err(e) => return store_retry(e),
-        };
-        let message = match posted {
-            Some(m) => m,
-            None => {
-                if nonce_free(key) && !self.is_chat(chat) {
-                    tracing::info!(id = %id, chat, "telegram: chat no longer in telegram.chats; not posting");
-                    return Delivery::Done;
-                }
-                if !i.is_pending() {
-                    tracing::debug!(id = %id, chat, "telegram: resolved before it was posted; not posting");
-                    return Delivery::Done;
-                }
-                match self.send_prompt(key, &i, chat).await {
-                    Ok(m) => m,
-                    Err(d) => return d,
-                }
-            }
-        };
-        // The resolution may have landed while the post was in flight.
-        match self.registry.get(id).await {
-            Ok(Some(latest)) if !latest.is_pending() => {
-                match self.finalize_message(&latest, &message).await {
-                    Ok(()) => Delivery::Done,
-                    Err(f) => f.delivery(),
-                }
-            }
-            Ok(_) => Delivery::Done,
-            Err(e) => store_retry(e),
-        }
+/// The chat and message id a recorded message names.
+fn ids(m: &ChannelMessage) -> Option<(i64, i32)> {
+    Some((m.address.parse().ok()?, m.message_ref.parse().ok()?))
+}
+
+/// Telegram as the delivery skeleton sees it.
+pub(super) struct Tg<'a>(&'a Telegram);
+
+#[async_trait]
+impl Platform for Tg<'_> {
+    type Target = i64;
+
+    fn channel(&self) -> &'static str {
+        CHANNEL
     }
 
-    /// Sends the prompt and records it; returns the recorded message.
-    async fn send_prompt(
-        &self,
-        key: &str,
-        i: &Interaction,
-        chat: i64,
-    ) -> Result<ChannelMessage, Delivery> {
-        let handle = self.record_handle(i).await.map_err(store_retry)?;
-        let state = PromptState::posted_by(key);
+    fn address(&self, chat: &i64) -> String {
+        chat.to_string()
+    }
+
+    fn is_copy_of(&self, m: &ChannelMessage, address: &str, job: &OutboxJob) -> bool {
+        m.address == address
+            && matches!(MessageState::from_stored(m.state.as_ref()),
+                MessageState::Prompt(p) if p.job.as_deref() == Some(job.key.as_str()))
+    }
+
+    fn still_wanted(&self, chat: &i64, job: &OutboxJob) -> bool {
+        !nonce_free(&job.key) || self.0.is_chat(*chat)
+    }
+
+    async fn before_post(&self, i: &Interaction) -> Result<(), StoreError> {
+        self.0.record_handle(i).await.map(|_| ())
+    }
+
+    async fn post(&self, i: &Interaction, chat: &i64, job: &OutboxJob) -> Result<Posted, Failure> {
+        let handle = self.0.codec.handle(i);
+        let state = PromptState::posted_by(&job.key);
         let p = render::prompt(
             i,
             &state,
             &Buttons {
-                codec: &self.codec,
+                codec: &self.0.codec,
                 handle: &handle,
-                inbox: self.inbox.as_deref(),
+                inbox: self.0.inbox.as_deref(),
             },
         );
-        let message_id = match self.client.send(chat, p.text, Some(p.keyboard), None).await {
-            Ok(m) => m,
-            Err(f) => {
-                tracing::warn!(id = %i.id, chat, error = %f.describe(), "telegram: could not post a prompt");
-                return Err(f.delivery());
-            }
+        let message_id = self
+            .0
+            .client
+            .send(*chat, p.text, Some(p.keyboard), None)
+            .await
+            .map_err(failure)?;
+        Ok(Posted {
+            message_ref: message_id.to_string(),
+            state: Some(MessageState::Prompt(state).to_stored()),
+        })
+    }
+
+    async fn record(
+        &self,
+        store: &dyn Store,
+        mut m: ChannelMessage,
+        job: &OutboxJob,
+    ) -> Result<ChannelMessage, StoreError> {
+        let _guard = match ids(&m) {
+            Some((chat, message)) => Some(self.0.locks.lock(chat, message).await),
+            None => None,
         };
-        let address = chat.to_string();
-        let message_ref = message_id.to_string();
-        let _guard = self.locks.lock(chat, message_id).await;
         // A tap may have recorded state on it already (it can arrive before this point).
-        let state = match self.store.message(CHANNEL, &address, &message_ref).await {
-            Ok(Some(existing)) => match MessageState::from_stored(existing.state.as_ref()) {
+        if let Ok(Some(existing)) = store.message(CHANNEL, &m.address, &m.message_ref).await {
+            let state = match MessageState::from_stored(existing.state.as_ref()) {
                 MessageState::Prompt(mut p) => {
-                    p.job = Some(key.to_string());
+                    p.job = Some(job.key.clone());
                     MessageState::Prompt(p)
                 }
                 other => other,
-            },
-            _ => MessageState::Prompt(state),
-        };
-        let message = ChannelMessage {
-            channel: CHANNEL.into(),
-            address,
-            message_ref,
-            interaction_id: i.id.clone(),
-            state: Some(state.to_stored()),
-            created_at: Timestamp::now(),
-        };
-        if let Err(e) = self.store.record_message(message.clone()).await {
-            // Retrying re-sends (a duplicate); not retrying would leave this copy out of the
-            // final edit. Its buttons work either way (the handle is recorded).
-            tracing::error!(id = %i.id, chat, error = %e, "telegram: posted a prompt but could not record it");
-            return Err(store_retry(e));
+            };
+            m.state = Some(state.to_stored());
         }
-        tracing::info!(id = %i.id, chat, message = message_id, "telegram: prompt posted");
-        Ok(message)
+        // On failure the skeleton retries, which re-sends (a duplicate); not retrying would
+        // leave this copy out of the final edit. Its buttons work either way (the handle is
+        // recorded).
+        store.record_message(m.clone()).await?;
+        Ok(m)
     }
 
-    async fn deliver_resolved(&self, job: &OutboxJob, id: &InteractionId) -> Delivery {
-        let i = match self.registry.get(id).await {
-            Ok(Some(i)) if !i.is_pending() && job.is_for(&i) => i,
-            Ok(_) => return Delivery::Done,
-            Err(e) => return store_retry(e),
+    async fn hold<'b>(&'b self, m: &ChannelMessage) -> Hold<'b> {
+        let (chat, message) = ids(m)?;
+        Some(Box::new(self.0.locks.lock(chat, message).await))
+    }
+
+    fn is_final(&self, m: &ChannelMessage) -> bool {
+        MessageState::from_stored(m.state.as_ref()).is_final()
+    }
+
+    fn final_state(&self, m: &ChannelMessage) -> Value {
+        let mut state = MessageState::from_stored(m.state.as_ref());
+        state.set_final();
+        state.to_stored()
+    }
+
+    async fn edit(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Failure> {
+        let Some((chat, message)) = ids(m) else {
+            return Ok(());
         };
-        let messages = match self.store.messages(CHANNEL, id).await {
-            Ok(ms) => ms,
-            Err(e) => return store_retry(e),
+        let text = match MessageState::from_stored(m.state.as_ref()) {
+            MessageState::Prompt(_) => render::resolved(i),
+            MessageState::Reply(_) => render::reply_closed(i),
         };
-        let mut transient: Option<Failure> = None;
-        let mut permanent: Option<String> = None;
-        for m in &messages {
-            match self.finalize_message(&i, m).await {
-                Ok(()) => {}
-                Err(Failure::Permanent(e)) => {
-                    tracing::error!(id = %id, chat = %m.address, message = %m.message_ref, error = %e,
-                        "telegram: cannot show the outcome on a message; giving up on it");
-                    self.mark_final(m).await;
-                    permanent = Some(e);
-                }
-                Err(f @ Failure::RetryAfter(_)) => {
-                    // Stop here: every further call would be refused too.
-                    transient = Some(f);
-                    break;
-                }
-                Err(f) => transient = Some(f),
+        match self
+            .0
+            .final_edit(i, chat, message, text)
+            .await
+            .map_err(failure)?
+        {
+            Edited::Done => {}
+            Edited::Gone(why) => {
+                tracing::info!(id = %i.id, chat, message, reason = %why, "telegram: message can no longer be edited");
             }
         }
-        match (transient, permanent) {
-            (Some(f), _) => f.delivery(),
-            (None, Some(e)) => Delivery::Failed(e),
-            (None, None) => Delivery::Done,
+        Ok(())
+    }
+}
+
+impl Telegram {
+    /// The delivery skeleton over this channel.
+    fn messages(&self) -> Messages<Tg<'_>> {
+        Messages {
+            platform: Tg(self),
+            store: self.store.clone(),
+            pacer: Pacer::off(),
+            health: None,
         }
     }
 
@@ -199,44 +203,7 @@ impl Telegram {
         i: &Interaction,
         m: &ChannelMessage,
     ) -> Result<(), Failure> {
-        let (Ok(chat), Ok(message)) = (m.address.parse::<i64>(), m.message_ref.parse::<i32>())
-        else {
-            return Ok(());
-        };
-        let _guard = self.locks.lock(chat, message).await;
-        let current = match self
-            .store
-            .message(CHANNEL, &m.address, &m.message_ref)
-            .await
-        {
-            Ok(Some(c)) => c,
-            Ok(None) => m.clone(),
-            Err(e) => return Err(Failure::Transient(format!("store: {e}"))),
-        };
-        let mut state = MessageState::from_stored(current.state.as_ref());
-        if state.is_final() {
-            return Ok(());
-        }
-        let text = match state {
-            MessageState::Prompt(_) => render::resolved(i),
-            MessageState::Reply(_) => render::reply_closed(i),
-        };
-        match self.final_edit(i, chat, message, text).await? {
-            Edited::Done => {}
-            Edited::Gone(why) => {
-                tracing::info!(id = %i.id, chat, message, reason = %why, "telegram: message can no longer be edited");
-            }
-        }
-        state.set_final();
-        if let Err(e) = self
-            .store
-            .set_message_state(CHANNEL, &m.address, &m.message_ref, Some(state.to_stored()))
-            .await
-        {
-            // The edit happened; a repeat is harmless ("message is not modified").
-            tracing::warn!(id = %i.id, error = %e, "telegram: could not record a final edit");
-        }
-        Ok(())
+        self.messages().finalize(i, m).await
     }
 
     /// Shows the outcome on a message and removes its buttons. When Telegram refuses the
@@ -249,9 +216,9 @@ impl Telegram {
         chat: i64,
         message: i32,
         html: String,
-    ) -> Result<Edited, Failure> {
+    ) -> Result<Edited, TgFailure> {
         let why = match self.client.edit(chat, message, html, None).await {
-            Err(Failure::Permanent(why)) => why,
+            Err(TgFailure::Permanent(why)) => why,
             other => return other,
         };
         tracing::warn!(id = %i.id, chat, message, error = %why,
@@ -261,20 +228,11 @@ impl Telegram {
             .edit_plain(chat, message, render::outcome_plain(i))
             .await
         {
-            Err(Failure::Permanent(why)) => why,
+            Err(TgFailure::Permanent(why)) => why,
             other => return other,
         };
         tracing::warn!(id = %i.id, chat, message, error = %why,
             "telegram: the plain outcome was refused too; removing the buttons only");
         self.client.remove_keyboard(chat, message).await
-    }
-
-    async fn mark_final(&self, m: &ChannelMessage) {
-        let mut state = MessageState::from_stored(m.state.as_ref());
-        state.set_final();
-        let _ = self
-            .store
-            .set_message_state(CHANNEL, &m.address, &m.message_ref, Some(state.to_stored()))
-            .await;
     }
 }

@@ -368,7 +368,7 @@ impl Telegram {
             && !latest.is_pending()
             && let Err(f) = self.finalize_message(&latest, message).await
         {
-            tracing::warn!(id = %id, error = %f.describe(), "telegram: could not show an outcome");
+            tracing::warn!(id = %id, error = %f.error(), "telegram: could not show an outcome");
         }
     }
 

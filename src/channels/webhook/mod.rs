@@ -11,7 +11,8 @@
 //! secret (timestamps within 5 minutes, `webhook-id`s never replayed) and records it with
 //! `via = "webhook:<name>"`, so a system that cannot hold an operator token can answer.
 
-pub mod settings;
+pub(crate) mod settings;
+// Public on purpose: the integration tests sign and verify deliveries with it.
 pub mod signature;
 
 pub use settings::{WebhookEvent, WebhookSettings, validate_all};

@@ -362,7 +362,10 @@ function approvalBody(card, i) {
       if (r.ok) rule.value = (await r.json()).proposed_rule || "";
     } catch (_) { /* typed by hand */ }
   } });
-  actions.append(approve, edit, similar);
+  // An agent that cannot run an edited input (Codex) gets no editor: imrelay would refuse it.
+  actions.append(approve);
+  if (!i.input_fixed) actions.append(edit);
+  actions.append(similar);
   if (i.suggestions) {
     actions.append(el("button", { type: "button", text: "Always allow", title: "Approve, and allow what the agent suggested for the rest of its session",
       onclick: () => respond(card, i.id, { decision: "allow", always: true }) }));
@@ -1199,9 +1202,8 @@ document.addEventListener("DOMContentLoaded", () => {
   });
   $("who-change").addEventListener("click", () => { askName(false); });
   $("who-cancel").addEventListener("click", () => closeName(null));
-  // Esc, or the dialog closed any other way: cancelled.
-  // (A `close` event arrives after the fact: one queued by a Cancel must not close the
-  // dialog opened again since.)
+  // Esc, or the dialog closed any other way: cancelled. (Not the late event of a dialog
+  // closed by closeName and opened again since: that one is open, and still asking.)
   $("name-panel").addEventListener("close", () => { if (!$("name-panel").open) closeName(null); });
   // A name given or changed in another tab of this browser.
   window.addEventListener("storage", (ev) => {

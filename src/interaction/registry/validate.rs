@@ -46,6 +46,9 @@ pub struct NewInteraction {
     /// Permission suggestions ("always allow" rules) the agent offers: an array of the SDK's
     /// permission updates (see [`crate::interaction::validate_suggestions`]); `[]` is none.
     pub suggestions: Option<Value>,
+    /// The agent cannot take an edited input: an allow with one is refused
+    /// ([`crate::interaction::Interaction::input_fixed`]).
+    pub input_fixed: bool,
 }
 
 impl NewInteraction {
@@ -144,6 +147,7 @@ impl Registry {
             description: new.description.map(String::into_boxed_str),
             cwd: new.cwd.map(String::into_boxed_str),
             suggestions: suggestions.map(Box::new),
+            input_fixed: new.input_fixed,
             ..Interaction::pending(
                 id,
                 new.tool_name,

@@ -107,6 +107,10 @@ pub fn opencode() -> Need {
     need("opencode")
 }
 
+pub fn codex() -> Need {
+    need("codex")
+}
+
 /// Codex, and tmux to run its terminal interface in.
 pub fn codex_tui() -> Need {
     let tmux = std::process::Command::new("tmux")

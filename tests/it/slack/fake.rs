@@ -322,6 +322,11 @@ async fn method(
                     "response_metadata": {"messages": [format!("[ERROR] no more than {MAX_BLOCKS} items allowed [json-pointer:/blocks]")]}}))
                     .into_response();
             }
+            if let Err(why) = check_limits(&body["blocks"], "/blocks") {
+                return axum::Json(json!({"ok": false, "error": "invalid_blocks",
+                    "response_metadata": {"messages": [why]}}))
+                .into_response();
+            }
             let ts = if method == "chat.update" {
                 let ts = str_field("ts");
                 if state.message(&channel, &ts).is_none() {
@@ -364,12 +369,88 @@ async fn method(
             if view["type"] != "modal" || !view["title"].is_object() {
                 return refuse("invalid_arguments");
             }
+            let short = |v: &Value| v["text"].as_str().is_none_or(|t| t.chars().count() <= 24);
+            if !short(&view["title"])
+                || !short(&view["submit"])
+                || !short(&view["close"])
+                || view["private_metadata"]
+                    .as_str()
+                    .is_some_and(|m| m.len() > 3000)
+            {
+                return refuse("invalid_arguments");
+            }
+            if let Err(why) = check_limits(&view["blocks"], "/view/blocks") {
+                return axum::Json(json!({"ok": false, "error": "invalid_arguments",
+                    "response_metadata": {"messages": [why]}}))
+                .into_response();
+            }
             ok(
                 json!({"view": {"id": "V0MODAL", "type": "modal", "title": view["title"], "blocks": view["blocks"]}}),
             )
         }
         _ => refuse("unknown_method"),
     }
+}
+
+/// Slack's documented limits on what a block holds: a header's text 150 characters, any text
+/// object 3,000, a button's or option's label 75, a button value 2,000, an actions block 25
+/// elements, checkboxes and radio buttons 10 options, a static select 100, ids 255.
+pub fn check_limits(v: &Value, at: &str) -> Result<(), String> {
+    let err = |what: &str| Err(format!("[ERROR] {what} [json-pointer:{at}]"));
+    let chars = |v: &Value| v.as_str().map_or(0, |s| s.chars().count());
+    match v {
+        Value::Array(items) => {
+            for (n, item) in items.iter().enumerate() {
+                check_limits(item, &format!("{at}/{n}"))?;
+            }
+        }
+        Value::Object(m) => {
+            let ty = m.get("type").and_then(Value::as_str).unwrap_or_default();
+            match ty {
+                "header" if chars(&v["text"]["text"]) > 150 => return err("header text over 150"),
+                "plain_text" | "mrkdwn" if chars(&v["text"]) > 3000 => {
+                    return err("text over 3000");
+                }
+                "plain_text" | "mrkdwn" if chars(&v["text"]) == 0 => return err("empty text"),
+                "text" if chars(&v["text"]) > 4000 => return err("rich text over 4000"),
+                "button" if chars(&v["text"]["text"]) > 75 => return err("button label over 75"),
+                "button" if chars(&v["value"]) > 2000 => return err("button value over 2000"),
+                "actions" if v["elements"].as_array().is_some_and(|e| e.len() > 25) => {
+                    return err("more than 25 elements");
+                }
+                "checkboxes" | "radio_buttons"
+                    if v["options"]
+                        .as_array()
+                        .is_some_and(|o| o.is_empty() || o.len() > 10) =>
+                {
+                    return err("1 to 10 options");
+                }
+                "static_select" | "multi_static_select"
+                    if v["options"].as_array().is_some_and(|o| o.len() > 100) =>
+                {
+                    return err("more than 100 options");
+                }
+                _ => {}
+            }
+            if let Some(options) = m.get("options").and_then(Value::as_array) {
+                for o in options {
+                    if chars(&o["text"]["text"]) > 75 {
+                        return err("option label over 75");
+                    }
+                }
+            }
+            for id in ["action_id", "block_id"] {
+                if m.get(id).is_some_and(|i| chars(i) > 255) {
+                    return err("id over 255");
+                }
+            }
+            for (k, child) in m {
+                check_limits(child, &format!("{at}/{k}"))?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 // The handshake callback's error type is fixed by tungstenite.

@@ -1,7 +1,8 @@
-//! Slack's transports against a fake Slack on loopback: the Web API client (shapes, tokens,
+//! Slack against a fake Slack on loopback: the channel end to end (`channel`), and the Web API client (shapes, tokens,
 //! errors and their classification, `Retry-After`) and Socket Mode (acknowledgements,
 //! copies, `disconnect`, drops, several connections, shutdown).
 
+mod channel;
 pub mod fake;
 mod socket;
 mod web_api;

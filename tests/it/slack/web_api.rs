@@ -219,3 +219,43 @@ async fn socket_mode_urls_need_the_app_token() {
     assert!(matches!(e, ApiError::Credentials { .. }), "{e}");
     assert_eq!(e.slack_error(), Some("not_allowed_token_type"));
 }
+
+#[tokio::test]
+async fn a_method_limited_for_the_workspace_is_held_until_its_wait_passes() {
+    let slack = FakeSlack::start().await;
+    let api = client(&slack);
+    let m = NewMessage {
+        channel: "C0APPROVALS",
+        text: "x",
+        blocks: None,
+        thread_ts: None,
+    };
+    let posted = api.post_message(&m).await.unwrap();
+    slack.state.fail("chat.update", &[Failure::RateLimited(1)]);
+    let e = api
+        .update("C0APPROVALS", &posted.ts, "y", &json!([]))
+        .await
+        .unwrap_err();
+    assert_eq!(e.retry(), Retry::After(Duration::from_secs(1)));
+    // Asked again at once: refused here with what is left of the wait, Slack not asked.
+    let e = api
+        .update("C0OPS", &posted.ts, "y", &json!([]))
+        .await
+        .unwrap_err();
+    match e.retry() {
+        Retry::After(d) => assert!(d <= Duration::from_secs(1) && d > Duration::ZERO, "{d:?}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(slack.state.calls("chat.update").len(), 1);
+    // Other methods go on; chat.postMessage is limited per conversation, so never held.
+    slack
+        .state
+        .fail("chat.postMessage", &[Failure::RateLimited(30)]);
+    assert!(api.post_message(&m).await.is_err());
+    assert!(api.post_message(&m).await.is_ok());
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    api.update("C0APPROVALS", &posted.ts, "y", &json!([]))
+        .await
+        .unwrap();
+    assert_eq!(slack.state.calls("chat.update").len(), 2);
+}

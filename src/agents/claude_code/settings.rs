@@ -1,0 +1,15 @@
+//! `[hooks.claude_code]`: the Claude Code hook's settings.
+
+use serde::{Deserialize, Serialize};
+
+use crate::agents::OnTimeout;
+
+/// `[hooks.claude_code]`
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClaudeCodeHookSettings {
+    /// How long the hook waits for an answer, seconds.
+    pub timeout_secs: u64,
+    /// The reply when nobody answered in time.
+    pub on_timeout: OnTimeout,
+}

@@ -1,0 +1,536 @@
+//! Clicks and modal submissions: the one handler that turns Slack's interactivity payloads
+//! (`block_actions`, `view_submission`) into answers, shared by Socket Mode and the HTTP
+//! endpoint.
+//!
+//! A payload reaches it authenticated (a Socket Mode envelope came over the connection the
+//! app token opened; an HTTP request carried a valid signature). The button value, or the
+//! modal's `private_metadata`, is verified here: its MAC binds it to one interaction's id,
+//! creation time and action. From there the shared answer pipeline checks the approver, the
+//! incarnation, that it is still pending and that the action fits.
+//!
+//! What the person is told: a click that resolved the interaction shows on the message
+//! itself (every copy is updated through the outbox); anything else — not an approver, already
+//! answered, a bad button — comes back as an ephemeral message only they see. A modal's
+//! answer that does not fit (a form field out of range, no option chosen) is shown in the
+//! modal next to the field with `response_action: errors`.
+
+use std::sync::Arc;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use serde_json::{Map, Value, json};
+
+use super::api::WebApi;
+use super::blocks::{
+    self, ANSWER_BLOCK, Action, Blocks, CHECKS_ACTION, COMMAND_BLOCK, REASON_BLOCK, Signed,
+};
+use super::settings::SlackSettings;
+use super::socket::{Envelope, EnvelopeHandler};
+use crate::channels::pipeline::{Feedback, Pipeline, Tap};
+use crate::channels::render::Locale;
+use crate::interaction::form::{FieldType, Format};
+use crate::interaction::{Answer, Form, Interaction, Responder, parse_questions};
+
+/// Labels of the interaction counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    /// `resolved`, `already_resolved`, `refused`, `invalid`, `modal`, `ignored`, ...
+    pub result: String,
+}
+
+/// Who acted, as the payload names them.
+struct Person {
+    id: String,
+    name: String,
+}
+
+impl Person {
+    fn of(payload: &Value) -> Self {
+        let user = &payload["user"];
+        let id = user["id"].as_str().unwrap_or_default().to_string();
+        let name = ["name", "username"]
+            .iter()
+            .filter_map(|k| user[*k].as_str())
+            .map(str::trim)
+            .find(|n| !n.is_empty())
+            .map(|n| crate::interaction::clip(n, 100))
+            .unwrap_or_else(|| format!("user {id}"));
+        Person { id, name }
+    }
+
+    fn responder(&self) -> Responder {
+        Responder::new(
+            self.name.clone(),
+            crate::interaction::Via::new(super::CHANNEL),
+        )
+        .with_actor_id(format!("slack:{}", self.id))
+    }
+
+    fn actor(&self) -> String {
+        self.responder().audit_actor().unwrap_or_default()
+    }
+}
+
+/// Handles interactivity payloads. Cheap to share.
+pub struct Interactions {
+    pipeline: Pipeline,
+    api: Arc<WebApi>,
+    settings: Arc<SlackSettings>,
+    blocks: Blocks,
+    results: Family<ResultLabels, Counter>,
+}
+
+impl Interactions {
+    /// A handler answering through `pipeline`, talking back through `api`.
+    pub(crate) fn new(
+        pipeline: Pipeline,
+        api: Arc<WebApi>,
+        settings: Arc<SlackSettings>,
+        blocks: Blocks,
+    ) -> Self {
+        Self {
+            pipeline,
+            api,
+            settings,
+            blocks,
+            results: Family::default(),
+        }
+    }
+
+    /// The per-result counter, for registration with the server's metrics.
+    pub fn results_metric(&self) -> Family<ResultLabels, Counter> {
+        self.results.clone()
+    }
+
+    fn count(&self, result: &str) {
+        self.results
+            .get_or_create(&ResultLabels {
+                result: result.into(),
+            })
+            .inc();
+    }
+
+    /// Handles one interactivity payload; returns the response payload (a view submission's
+    /// `response_action`), if any.
+    pub async fn payload(&self, payload: &Value) -> Option<Value> {
+        match payload["type"].as_str() {
+            Some("block_actions") => {
+                self.block_actions(payload).await;
+                None
+            }
+            Some("view_submission") if payload["view"]["callback_id"] == blocks::CALLBACK_ID => {
+                self.view_submission(payload).await
+            }
+            other => {
+                tracing::debug!(kind = ?other, "slack: ignoring an interaction imrelay did not ask for");
+                self.count("ignored");
+                None
+            }
+        }
+    }
+
+    /// Tells `person` alone, in the channel of the click, what became of it.
+    fn tell(&self, payload: &Value, person: &Person, text: String) {
+        let channel = payload["channel"]["id"]
+            .as_str()
+            .or_else(|| payload["container"]["channel_id"].as_str())
+            .unwrap_or_default()
+            .to_string();
+        if channel.is_empty() || person.id.is_empty() {
+            return;
+        }
+        let api = self.api.clone();
+        let user = person.id.clone();
+        // Names in the text are other people's: shown, never read as mentions.
+        let text = blocks::escape(&text);
+        // Off the acknowledgement's path: a slow Slack never delays it.
+        tokio::spawn(async move {
+            if let Err(e) = api.post_ephemeral(&channel, &user, &text).await {
+                tracing::warn!(error = %e, "slack: cannot show an ephemeral notice");
+            }
+        });
+    }
+
+    /// Verifies `value`; a forged or damaged one is refused and recorded.
+    async fn verify(&self, value: &str, person: &Person) -> Option<Signed> {
+        let signed = self.blocks.buttons.verify(value);
+        if signed.is_none() {
+            // The id in forged data proves nothing: the refusal is bound to no interaction.
+            let claimed = value.split(' ').nth(1).unwrap_or("");
+            self.pipeline
+                .registry()
+                .refused(
+                    None,
+                    &person.actor(),
+                    self.pipeline.via(),
+                    &format!(
+                        "button data failed its integrity check (claimed id {:?})",
+                        crate::interaction::clip(claimed, 80)
+                    ),
+                )
+                .await;
+        }
+        signed
+    }
+
+    /// The interaction `signed` is for, when `person` may act on it now.
+    async fn admit(
+        &self,
+        signed: &Signed,
+        person: &Person,
+    ) -> Result<Arc<Interaction>, (Feedback, Option<&'static str>)> {
+        let actor = person.actor();
+        let tap = Tap {
+            id: &signed.id,
+            created: Some(signed.created),
+            actor: &actor,
+            approver: self.settings.is_approver(&person.id),
+            audit: true,
+        };
+        self.pipeline
+            .admit(&tap, |i| signed.action.fits(i))
+            .await
+            .map_err(|stop| (stop.feedback, stop.refused))
+    }
+
+    async fn block_actions(&self, payload: &Value) {
+        let person = Person::of(payload);
+        let Some(action) = payload["actions"].as_array().and_then(|a| a.first()) else {
+            return;
+        };
+        let action_id = action["action_id"].as_str().unwrap_or_default();
+        if action_id == CHECKS_ACTION || !action_id.starts_with(blocks::ACTION_PREFIX) {
+            // Ticking a box changes nothing until Submit.
+            self.count("ignored");
+            return;
+        }
+        let value = action["value"].as_str().unwrap_or_default();
+        let Some(signed) = self.verify(value, &person).await else {
+            self.count("refused");
+            self.tell(payload, &person, Feedback::BadButton.text(Locale::EnUs));
+            return;
+        };
+        let i = match self.admit(&signed, &person).await {
+            Ok(i) => i,
+            Err((feedback, refused)) => {
+                self.count(refused.map_or(feedback.result(), |_| "refused"));
+                self.tell(payload, &person, feedback.text(Locale::EnUs));
+                return;
+            }
+        };
+        if signed.action.opens_modal() {
+            let trigger = payload["trigger_id"].as_str().unwrap_or_default();
+            let Some(view) = self.blocks.modal(&i, signed.action) else {
+                self.tell(payload, &person, Feedback::BadButton.text(Locale::EnUs));
+                return;
+            };
+            match self.api.views_open(trigger, &view).await {
+                Ok(_) => self.count("modal"),
+                Err(e) => {
+                    tracing::warn!(id = %i.id, error = %e, "slack: cannot open a modal");
+                    self.count("error");
+                    self.tell(
+                        payload,
+                        &person,
+                        "Slack could not open the form in time; try the button again.".into(),
+                    );
+                }
+            }
+            return;
+        }
+        let answer = match signed.action {
+            Action::Allow => Answer::allow(),
+            Action::Deny => Answer::deny(None),
+            Action::Pick(n) => match pick(&i, n) {
+                Some(a) => a,
+                None => return self.tell(payload, &person, Feedback::BadButton.text(Locale::EnUs)),
+            },
+            Action::Submit => match ticked(&i, &payload["state"]["values"]) {
+                Ok(a) => a,
+                Err(why) => {
+                    self.count("invalid");
+                    return self.tell(payload, &person, Feedback::Invalid(why).text(Locale::EnUs));
+                }
+            },
+            _ => return,
+        };
+        let feedback = self
+            .pipeline
+            .respond(&signed.id, answer, person.responder())
+            .await;
+        self.count(feedback.result());
+        if !matches!(feedback, Feedback::Resolved(_)) {
+            self.tell(payload, &person, feedback.text(Locale::EnUs));
+        }
+    }
+
+    async fn view_submission(&self, payload: &Value) -> Option<Value> {
+        let person = Person::of(payload);
+        let view = &payload["view"];
+        let first = first_input(view);
+        let errors = |block: &str, text: String| {
+            Some(json!({"response_action": "errors", "errors": {block: text}}))
+        };
+        let metadata = view["private_metadata"].as_str().unwrap_or_default();
+        let Some(signed) = self.verify(metadata, &person).await else {
+            self.count("refused");
+            return errors(&first, Feedback::BadButton.text(Locale::EnUs));
+        };
+        let i = match self.admit(&signed, &person).await {
+            Ok(i) => i,
+            Err((feedback, refused)) => {
+                self.count(refused.map_or(feedback.result(), |_| "refused"));
+                return errors(&first, feedback.text(Locale::EnUs));
+            }
+        };
+        let values = blocks::state_values(view);
+        let text = |block: &str| {
+            values
+                .get(block)
+                .and_then(|v| v["value"].as_str())
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+        };
+        let answer = match signed.action {
+            Action::Reason => Answer::deny(text(REASON_BLOCK)),
+            Action::Edit => {
+                let Some(command) = text(COMMAND_BLOCK) else {
+                    return errors(COMMAND_BLOCK, "Type the command to run.".into());
+                };
+                let mut input = i.input.map();
+                input.insert("command".into(), Value::String(command));
+                Answer::Allow {
+                    updated_input: Some(input),
+                    always: false,
+                }
+            }
+            Action::Other => {
+                let Some(typed) = text(ANSWER_BLOCK) else {
+                    return errors(ANSWER_BLOCK, "Type an answer.".into());
+                };
+                let multi = parse_questions(&i.input.map())
+                    .ok()
+                    .and_then(|q| q.first().map(|q| q.multi_select))
+                    .unwrap_or(false);
+                let mut answers = Map::new();
+                answers.insert(
+                    "0".into(),
+                    if multi { json!([typed]) } else { json!(typed) },
+                );
+                Answer::Answers(answers)
+            }
+            Action::Answer => match answers_from_modal(&i, &values) {
+                Ok(a) => Answer::Answers(a),
+                Err((block, why)) => {
+                    self.count("invalid");
+                    return errors(&block, why);
+                }
+            },
+            Action::Fill => match content_from_modal(&i, &values) {
+                Ok(c) => Answer::Accept(c),
+                Err((block, why)) => {
+                    self.count("invalid");
+                    return errors(&block, why);
+                }
+            },
+            _ => return errors(&first, Feedback::BadButton.text(Locale::EnUs)),
+        };
+        let feedback = self
+            .pipeline
+            .respond(&signed.id, answer, person.responder())
+            .await;
+        self.count(feedback.result());
+        match feedback {
+            // An empty acknowledgement closes the modal; the message shows the outcome.
+            Feedback::Resolved(_) => None,
+            other => errors(&first, other.text(Locale::EnUs)),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl EnvelopeHandler for Interactions {
+    async fn handle(&self, envelope: Envelope) -> Option<Value> {
+        match envelope.kind.as_str() {
+            "interactive" => self.payload(&envelope.payload).await,
+            other => {
+                tracing::debug!(
+                    kind = other,
+                    "slack: ignoring an envelope imrelay did not ask for"
+                );
+                None
+            }
+        }
+    }
+}
+
+/// The block id of a view's first input (where errors that belong to no field are shown).
+fn first_input(view: &Value) -> String {
+    view["blocks"]
+        .as_array()
+        .and_then(|b| b.iter().find(|b| b["type"] == "input"))
+        .and_then(|b| b["block_id"].as_str())
+        .unwrap_or(REASON_BLOCK)
+        .to_string()
+}
+
+/// The answer of option `n` of a one-question prompt.
+fn pick(i: &Interaction, n: usize) -> Option<Answer> {
+    let q = parse_questions(&i.input.map()).ok()?.into_iter().next()?;
+    let label = q.options.get(n)?.label.clone();
+    let mut answers = Map::new();
+    answers.insert("0".into(), Value::String(label));
+    Some(Answer::Answers(answers))
+}
+
+/// Option indexes chosen in a select, radio buttons or checkboxes element.
+fn chosen(element: Option<&Value>) -> Vec<usize> {
+    let Some(e) = element else { return Vec::new() };
+    let one = e["selected_option"]["value"].as_str().into_iter();
+    let many = e["selected_options"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|o| o["value"].as_str());
+    one.chain(many).filter_map(|v| v.parse().ok()).collect()
+}
+
+/// The options ticked on a multi-select question's message, as its answer.
+fn ticked(i: &Interaction, state: &Value) -> Result<Answer, String> {
+    let q = parse_questions(&i.input.map())
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .next()
+        .ok_or("no question")?;
+    let picked = state
+        .as_object()
+        .into_iter()
+        .flat_map(|blocks| blocks.values())
+        .find_map(|actions| actions.get(CHECKS_ACTION));
+    let labels: Vec<Value> = chosen(picked)
+        .into_iter()
+        .filter_map(|j| q.options.get(j).map(|o| Value::String(o.label.clone())))
+        .collect();
+    if labels.is_empty() {
+        return Err(format!(
+            "{}: tick at least one option, or use Other…",
+            q.header
+        ));
+    }
+    let mut answers = Map::new();
+    answers.insert("0".into(), Value::Array(labels));
+    Ok(Answer::Answers(answers))
+}
+
+/// Answers to every question from the modal; an error names the block it belongs to.
+fn answers_from_modal(
+    i: &Interaction,
+    values: &Map<String, Value>,
+) -> Result<Map<String, Value>, (String, String)> {
+    let questions =
+        parse_questions(&i.input.map()).map_err(|e| (blocks::question_block(0), e.to_string()))?;
+    let mut out = Map::new();
+    for (n, q) in questions.iter().enumerate() {
+        let block = blocks::question_block(n);
+        let labels: Vec<String> = chosen(values.get(&block))
+            .into_iter()
+            .filter_map(|j| q.options.get(j).map(|o| o.label.clone()))
+            .collect();
+        let other = values
+            .get(&blocks::other_block(n))
+            .and_then(|v| v["value"].as_str())
+            .map(str::trim)
+            .filter(|o| !o.is_empty())
+            .map(str::to_string);
+        let value = if q.multi_select {
+            let mut all: Vec<Value> = labels.into_iter().map(Value::String).collect();
+            all.extend(other.map(Value::String));
+            if all.is_empty() {
+                return Err((
+                    block,
+                    "Choose at least one option or type an answer.".into(),
+                ));
+            }
+            Value::Array(all)
+        } else {
+            match (labels.into_iter().next(), other) {
+                (Some(l), None) => Value::String(l),
+                (None, Some(t)) => Value::String(t),
+                (Some(_), Some(_)) => {
+                    return Err((
+                        blocks::other_block(n),
+                        "Choose an option or type an answer, not both.".into(),
+                    ));
+                }
+                (None, None) => {
+                    return Err((block, "Choose an option or type an answer.".into()));
+                }
+            }
+        };
+        out.insert(n.to_string(), value);
+    }
+    Ok(out)
+}
+
+/// A form's content from the modal, each field read as its type; empty inputs are left out
+/// so they take their defaults. The form's own checks run here, so an error is shown next to
+/// its field.
+fn content_from_modal(
+    i: &Interaction,
+    values: &Map<String, Value>,
+) -> Result<Map<String, Value>, (String, String)> {
+    let form =
+        Form::from_input(&i.input.map()).map_err(|e| (blocks::field_block(0), e.to_string()))?;
+    let mut content = Map::new();
+    for (n, f) in form.fields.iter().enumerate() {
+        let block = blocks::field_block(n);
+        let Some(raw) = values.get(&block) else {
+            continue;
+        };
+        let bad = |e: String| (block.clone(), e);
+        let pick = |j: usize| {
+            f.options()
+                .get(j)
+                .map(|c| Value::String(c.value.clone()))
+                .ok_or_else(|| bad(format!("there is no option {j}")))
+        };
+        let text = raw["value"].as_str().map(str::trim).unwrap_or_default();
+        let value = match &f.ty {
+            FieldType::Choice { .. } => match chosen(Some(raw)).first() {
+                Some(j) => pick(*j)?,
+                None => continue,
+            },
+            FieldType::Multi { .. } => {
+                let picked: Vec<usize> = chosen(Some(raw));
+                Value::Array(picked.into_iter().map(pick).collect::<Result<_, _>>()?)
+            }
+            FieldType::Boolean => Value::Bool(!chosen(Some(raw)).is_empty()),
+            FieldType::Text {
+                format: Some(Format::Date),
+                ..
+            } => match raw["selected_date"].as_str() {
+                Some(d) if !d.is_empty() => Value::String(d.to_string()),
+                _ => continue,
+            },
+            FieldType::Text { .. } | FieldType::Number { .. } => {
+                if text.is_empty() {
+                    continue;
+                }
+                f.parse_text(text).map_err(bad)?
+            }
+        };
+        content.insert(f.name.clone(), value);
+    }
+    form.accept(&content).map_err(|e| {
+        let name = e.field.trim_start_matches("content.");
+        let block = form
+            .fields
+            .iter()
+            .position(|f| f.name == name)
+            .map_or_else(|| blocks::field_block(0), blocks::field_block);
+        (block, e.message)
+    })?;
+    Ok(content)
+}
