@@ -161,6 +161,33 @@ impl KvStore for NullStore {
 
 impl ClusterStore for NullStore {}
 
+#[async_trait::async_trait]
+impl GrantStore for NullStore {
+    async fn add_grant(
+        &self,
+        _: imrelay::interaction::policy::Grant,
+        _: Vec<AuditRecord>,
+    ) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    async fn revoke_grant(
+        &self,
+        _: &str,
+        _: Timestamp,
+        _: Vec<AuditRecord>,
+    ) -> Result<Option<imrelay::interaction::policy::Grant>, StoreError> {
+        Ok(None)
+    }
+
+    async fn live_grants(
+        &self,
+        _: Timestamp,
+    ) -> Result<Vec<imrelay::interaction::policy::Grant>, StoreError> {
+        Ok(Vec::new())
+    }
+}
+
 /// The allocator the imrelay binary uses.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -64,6 +64,11 @@ impl App {
         let shutdown = CancellationToken::new();
         let registry = Registry::new(store.clone(), settings.registry_config());
         registry.add_hook(metrics.clone());
+        let policy = settings.policy()?;
+        for rule in policy.rules() {
+            metrics.add_policy_rule(rule.name(), rule.decision().as_str(), rule.mode().as_str());
+        }
+        registry.set_policy(policy);
         let mut wiring = Wiring {
             server: crate::channels::Server {
                 public_url: settings.public_url(),

@@ -8,6 +8,7 @@
 //! Every error names where the value came from (the file and key, or the environment
 //! variable) and, where the fix is obvious, says what it is.
 
+pub mod policy;
 mod sources;
 
 use std::collections::HashMap;
@@ -92,6 +93,9 @@ pub struct Settings {
     pub feishu: crate::channels::feishu::FeishuSettings,
     /// The Telegram channel.
     pub telegram: crate::channels::telegram::TelegramSettings,
+    /// Policy rules (`[[policy]]`), weighed at creation in this order.
+    #[serde(default)]
+    pub policy: Vec<policy::PolicyRuleSettings>,
     /// The Slack channel.
     #[serde(default)]
     pub slack: crate::channels::slack::SlackSettings,
@@ -221,6 +225,8 @@ pub struct InteractionSettings {
     pub max_pending_bytes: usize,
     /// Bytes the pending interactions created with one agent token may take.
     pub max_pending_bytes_per_token: usize,
+    /// How long a session grant ("allow similar calls for this session") lasts, hours.
+    pub session_grant_hours: u64,
 }
 
 /// Which store backend to use.
@@ -622,6 +628,11 @@ impl Settings {
                 YEAR_HOURS,
             ),
             (
+                "interactions.session_grant_hours",
+                i.session_grant_hours,
+                YEAR_HOURS,
+            ),
+            (
                 "hooks.claude_code.timeout_secs",
                 self.hooks.claude_code.timeout_secs,
                 YEAR_SECS,
@@ -714,6 +725,7 @@ impl Settings {
             )));
         }
         crate::channels::webhook::validate_all(&self.webhooks).map_err(ConfigError::Invalid)?;
+        policy::compile(&self.policy).map_err(ConfigError::Invalid)?;
         self.telegram.validate().map_err(ConfigError::Invalid)?;
         let url = self.server.public_url.trim();
         if !(url.is_empty() || url.starts_with("http://") || url.starts_with("https://")) {
@@ -747,6 +759,11 @@ impl Settings {
         Ok(())
     }
 
+    /// The policy rules, compiled (checked by [`Settings::validate`]).
+    pub fn policy(&self) -> Result<crate::interaction::policy::Policy, ConfigError> {
+        policy::compile(&self.policy).map_err(ConfigError::Invalid)
+    }
+
     /// The registry's view of the settings.
     pub fn registry_config(&self) -> RegistryConfig {
         let i = &self.interactions;
@@ -760,6 +777,7 @@ impl Settings {
             event_buffer_bytes: i.event_buffer_bytes,
             max_pending_bytes: i.max_pending_bytes,
             max_pending_bytes_per_owner: i.max_pending_bytes_per_token,
+            session_grant_ttl: Duration::from_secs(i.session_grant_hours.saturating_mul(3600)),
             ..RegistryConfig::default()
         }
     }
@@ -888,6 +906,30 @@ mod tests {
             assert!(
                 doc_section(doc, "`[[webhooks]]`").contains(&format!("`{key}`")),
                 "webhooks.{key} is not in docs/configuration.md"
+            );
+        }
+    }
+
+    #[test]
+    fn every_policy_key_is_in_the_defaults_file_and_documented() {
+        let doc = include_str!("../docs/configuration.md");
+        let rule: policy::PolicyRuleSettings =
+            toml::from_str("name = \"x\"\nmessage = \"m\"").unwrap();
+        let mut rule_keys = Vec::new();
+        keys(
+            &toml::Value::try_from(rule).unwrap(),
+            "policy",
+            &mut rule_keys,
+        );
+        assert!(rule_keys.len() >= 8, "{rule_keys:?}");
+        for (_, key) in rule_keys {
+            assert!(
+                DEFAULT_TOML.contains(&format!("# {key} =")),
+                "policy.{key} is missing from config/default.toml"
+            );
+            assert!(
+                doc_section(doc, "`[[policy]]`").contains(&format!("`{key}`")),
+                "policy.{key} is not in docs/configuration.md"
             );
         }
     }

@@ -94,6 +94,25 @@ enum ServerCommand {
         #[command(subcommand)]
         action: Option<AuditAction>,
     },
+    /// Policy rules: `policy report` says what each rule decided (or, in shadow mode, would
+    /// have decided) over a period, from the audit trail.
+    Policy {
+        #[command(subcommand)]
+        action: PolicyAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum PolicyAction {
+    /// What each rule and grant decided, or would have decided, by rule and mode.
+    Report {
+        /// The period: since this time (RFC 3339) or age (e.g. 24h, 7d).
+        #[arg(long, value_name = "TIME|AGE", default_value = "7d")]
+        since: String,
+        /// One JSON object per rule.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -120,6 +139,8 @@ enum Client {
     Show(imrelay::cli::commands::ShowArgs),
     /// Answer one interaction: `allow`, `deny [--reason TEXT]`, or `--answer QUESTION=ANSWER`.
     Answer(imrelay::cli::commands::AnswerArgs),
+    /// The grants in force ("allow this and similar calls"): list them, or `grants revoke ID`.
+    Grants(imrelay::cli::grants::GrantsArgs),
     /// Serve MCP on standard input and output, relayed to the server's /mcp (for MCP clients
     /// that launch commands; see docs/mcp.md).
     Mcp(imrelay::cli::mcp::McpArgs),
@@ -141,6 +162,7 @@ fn main() -> ExitCode {
                 Client::Show(args) => imrelay::cli::commands::show(args, config),
                 Client::Answer(args) => imrelay::cli::commands::answer(args, config),
                 Client::Mcp(args) => imrelay::cli::mcp::run(args, config),
+                Client::Grants(args) => imrelay::cli::grants::run(args, config),
                 Client::Hook(args) => imrelay::cli::hook::run(args, config),
             };
             return ExitCode::from(u8::try_from(code).unwrap_or(1));
@@ -244,6 +266,12 @@ fn run(
                 "backed up {} to {to} ({bytes} bytes)",
                 settings.store.path.display()
             ));
+            Ok(ExitCode::SUCCESS)
+        }
+        ServerCommand::Policy {
+            action: PolicyAction::Report { since, json },
+        } => {
+            imrelay::cli::policy::print_report(&settings, &since, json)?;
             Ok(ExitCode::SUCCESS)
         }
         ServerCommand::Audit { since, json, .. } => {

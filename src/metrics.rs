@@ -36,6 +36,13 @@ struct ResolvedLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PolicyLabels {
+    rule: String,
+    decision: String,
+    mode: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct AnswerLabels {
     kind: String,
     outcome: String,
@@ -88,6 +95,9 @@ pub struct Metrics {
     /// Long-poll waits by how they ended: ready, woken, timed out (in that order; the
     /// handles are taken once so counting allocates nothing).
     long_polls: [Counter; 3],
+    /// Decisions of policy rules and grants (all grants under the rule label `grant`), by
+    /// rule, decision and mode.
+    policy: Family<PolicyLabels, Counter>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -174,6 +184,12 @@ impl Metrics {
             "Refusals not bound to an interaction that the per-channel rate limit kept out of the log and the audit trail, by channel",
             refusals_suppressed.clone(),
         );
+        let policy = Family::<PolicyLabels, Counter>::default();
+        registry.register(
+            "imrelay_policy_decisions",
+            "Decisions of policy rules and grants at creation (shadow rules: what they would have decided), by rule, decision and mode; every grant counts under rule=\"grant\"",
+            policy.clone(),
+        );
         let metrics = Self {
             registry: Mutex::new(registry),
             pending,
@@ -186,6 +202,7 @@ impl Metrics {
             refusals,
             refusals_suppressed,
             long_polls: long_poll_counters,
+            policy,
         };
         // Answers come through these whatever channels are configured.
         for via in [Via::api(), Via::desktop(), Via::terminal()] {
@@ -236,6 +253,15 @@ impl Metrics {
         }
     }
 
+    /// Makes the series of a configured policy rule known, at 0 until it decides something.
+    pub fn add_policy_rule(&self, rule: &str, decision: &str, mode: &str) {
+        drop(self.policy.get_or_create(&PolicyLabels {
+            rule: rule.to_string(),
+            decision: decision.to_string(),
+            mode: mode.to_string(),
+        }));
+    }
+
     /// Registers a channel's own metric.
     pub fn register(&self, name: &str, help: &str, metric: impl Metric) {
         self.registry.locked().register(name, help, metric);
@@ -281,6 +307,20 @@ impl Lifecycle for Metrics {
         if !recorded {
             self.refusals_suppressed.get_or_create(&labels).inc();
         }
+    }
+
+    fn policy(&self, _i: &Interaction, d: &crate::interaction::policy::Decided) {
+        self.policy
+            .get_or_create(&PolicyLabels {
+                rule: if d.grant.is_some() {
+                    "grant".into()
+                } else {
+                    d.rule.clone()
+                },
+                decision: d.decision.as_str().into(),
+                mode: d.mode.as_str().into(),
+            })
+            .inc();
     }
 
     fn created(&self, i: &Arc<Interaction>) {

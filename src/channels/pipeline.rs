@@ -51,7 +51,7 @@ impl Feedback {
         match result {
             Ok(i) => Feedback::Resolved(i),
             Err(RegistryError::AlreadyResolved(i)) => Feedback::Already(i),
-            Err(RegistryError::NotFound(_)) => Feedback::NotFound,
+            Err(RegistryError::NotFound(_) | RegistryError::GrantNotFound(_)) => Feedback::NotFound,
             Err(RegistryError::Invalid(v)) => Feedback::Invalid(v.message),
             // An id in use by another request: the button cannot act on it.
             Err(RegistryError::Conflict(_)) => Feedback::BadButton,
@@ -259,6 +259,29 @@ impl Pipeline {
             Err(e) => {
                 tracing::info!(id = %id, via = %self.via, by = %who.escape_debug(), error = %e, "answer not accepted")
             }
+        }
+        Feedback::of(r)
+    }
+
+    /// Gives `answer` (an allow) to interaction `id` from `by`, and grants `request` with it.
+    pub async fn respond_granting(
+        &self,
+        id: &InteractionId,
+        answer: Answer,
+        by: Responder,
+        request: &crate::interaction::GrantRequest,
+    ) -> Feedback {
+        let who = by.by.clone().unwrap_or_default();
+        let r = self
+            .registry
+            .respond_granting(id, answer, by, request)
+            .await
+            .map(|(i, grant)| {
+                tracing::info!(id = %id, via = %self.via, by = %who.escape_debug(), grant = %grant.id, rule = %grant.rule, "answer accepted with a grant");
+                i
+            });
+        if let Err(e) = &r {
+            tracing::info!(id = %id, via = %self.via, by = %who.escape_debug(), error = %e, "answer with a grant not accepted");
         }
         Feedback::of(r)
     }

@@ -254,6 +254,17 @@ pub(crate) fn given_answers(i: &Interaction) -> Vec<(String, String)> {
     }
 }
 
+/// The rule a chat's "Allow similar" button grants for `i`'s session, if it can: the one
+/// imrelay proposes, for an approval of a known session. (A chat button grants for the
+/// session only; standing grants are made in the inbox, the terminal or the API.)
+pub fn similar_rule(i: &Interaction) -> Option<String> {
+    if i.kind != crate::interaction::Kind::Approval {
+        return None;
+    }
+    i.session.as_ref()?;
+    crate::interaction::policy::propose(i)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

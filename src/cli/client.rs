@@ -349,7 +349,7 @@ impl Remote {
         &self.base
     }
 
-    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+    pub(crate) fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         let req = self.http.request(method, format!("{}{path}", self.base));
         match &self.token {
             Some(t) => req.bearer_auth(t.expose_secret()),
@@ -375,7 +375,7 @@ impl Remote {
     }
 
     /// Sends `req` and reads a JSON body, turning error statuses into [`ClientError`]s.
-    async fn call(
+    pub(crate) async fn call(
         &self,
         req: reqwest::RequestBuilder,
         id: Option<&str>,
@@ -714,7 +714,7 @@ impl Backoff {
     }
 }
 
-fn check_id(id: &str) -> Result<(), ClientError> {
+pub(crate) fn check_id(id: &str) -> Result<(), ClientError> {
     crate::interaction::InteractionId::parse(id)
         .map(|_| ())
         .map_err(|e| ClientError::Invalid {
@@ -722,7 +722,7 @@ fn check_id(id: &str) -> Result<(), ClientError> {
         })
 }
 
-fn parse_interaction(v: Value) -> Result<Interaction, ClientError> {
+pub(crate) fn parse_interaction(v: Value) -> Result<Interaction, ClientError> {
     serde_json::from_value(v).map_err(|e| ClientError::Protocol(format!("an interaction: {e}")))
 }
 

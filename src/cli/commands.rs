@@ -84,6 +84,14 @@ pub struct AnswerArgs {
     /// With `allow`: also allow what the agent suggested, for the rest of its session.
     #[arg(long)]
     always: bool,
+    /// With `allow`: also allow similar calls from now on, by the rule given (e.g.
+    /// 'Bash(npm run test:*)') or, without one, the rule imrelay proposes.
+    #[arg(long, value_name = "RULE", num_args = 0..=1, default_missing_value = "")]
+    similar: Option<String>,
+    /// With `--similar`: for this agent session (until it expires), or standing (until
+    /// revoked).
+    #[arg(long, value_enum, default_value = "session")]
+    scope: GrantScopeArg,
     /// A question's answer: the question's text or header, `=`, then an option's label or
     /// your own text. Once per question; repeat for several options of a multi-select one.
     /// For a form: a field's name or title, `=`, then its value (a choice by label or value,
@@ -94,6 +102,15 @@ pub struct AnswerArgs {
     /// A form's content as a JSON object (field name → value), instead of `--answer`s.
     #[arg(long, value_name = "JSON", conflicts_with = "answers")]
     content: Option<String>,
+}
+
+/// How long `--similar` allows similar calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum GrantScopeArg {
+    /// This agent session, until it expires.
+    Session,
+    /// Until revoked (`imrelay grants revoke`).
+    Standing,
 }
 
 /// The login name, for `--by`: `USER` or `LOGNAME`, else the account's name.
@@ -270,6 +287,9 @@ fn check_flags(args: &AnswerArgs) -> Result<(), String> {
         if args.always {
             return Err(misplaced("--always", "allow"));
         }
+        if args.similar.is_some() {
+            return Err(misplaced("--similar", "allow"));
+        }
     }
     if args.content.is_some() && args.decision.is_some() {
         return Err("give either allow/deny or --content, not both".into());
@@ -412,6 +432,25 @@ pub fn answer(args: AnswerArgs, config: Option<&std::path::Path>) -> i32 {
                 return exit::REFUSED;
             }
         };
+        if let Some(rule) = &args.similar {
+            let scope = match args.scope {
+                GrantScopeArg::Session => "session",
+                GrantScopeArg::Standing => "standing",
+            };
+            return match remote
+                .respond_granting(&args.id, &answer, by.as_deref(), Some(rule.as_str()), scope)
+                .await
+            {
+                Ok((i, grant)) => {
+                    if let Some(line) = view::outcome_line(&painter, &i, jiff::Timestamp::now()) {
+                        println!("{line}");
+                    }
+                    println!("Granted: {}", super::grants::describe(&grant));
+                    exit::OK
+                }
+                Err(e) => fail(&e),
+            };
+        }
         let mut backoff = super::client::Backoff::default();
         let mut attempt = 1;
         let result = loop {

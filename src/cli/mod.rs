@@ -29,8 +29,10 @@ pub mod choose;
 pub mod client;
 pub mod commands;
 pub mod doctor;
+pub mod grants;
 pub mod hook;
 pub mod mcp;
+pub mod policy;
 pub mod term;
 pub mod view;
 pub mod watch;
@@ -76,7 +78,7 @@ pub(crate) fn parse_since(raw: &str, now: Timestamp) -> anyhow::Result<Timestamp
     Ok(now.checked_sub(age.abs())?)
 }
 
-fn database(settings: &Settings) -> anyhow::Result<rusqlite::Connection> {
+pub(crate) fn database(settings: &Settings) -> anyhow::Result<rusqlite::Connection> {
     match settings.store.backend {
         Backend::Sqlite => {}
         Backend::Memory => bail!(
@@ -139,7 +141,7 @@ pub fn backup(settings: &Settings, target: &std::path::Path) -> anyhow::Result<u
 }
 
 /// Reads the whole trail (from `since`) in chunks, calling `f` on each entry in order.
-fn each_entry(
+pub(crate) fn each_entry(
     conn: &rusqlite::Connection,
     since: Option<Timestamp>,
     mut f: impl FnMut(&AuditEntry) -> anyhow::Result<()>,
@@ -311,7 +313,7 @@ pub fn audit_verify(settings: &Settings, expect: Option<&str>) -> anyhow::Result
 
 /// Runs `f` on the configured PostgreSQL store (opened, and so migrated, as a replica
 /// would), on a runtime of its own.
-fn on_postgres<T, F, Fut>(settings: &Settings, f: F) -> anyhow::Result<T>
+pub(crate) fn on_postgres<T, F, Fut>(settings: &Settings, f: F) -> anyhow::Result<T>
 where
     F: FnOnce(Arc<dyn Store>) -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<T>>,

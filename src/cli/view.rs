@@ -472,6 +472,32 @@ pub(crate) fn field_lines(
     out
 }
 
+/// A call a policy rule decided on its own, on one line: "⚙ Allowed by policy rule
+/// git-read: Run: git status". `None` for anything a person decided.
+pub(crate) fn policy_line(p: &Painter, i: &Interaction) -> Option<String> {
+    let r = i.resolution.as_ref()?;
+    if r.via.as_str() != crate::interaction::POLICY_VIA {
+        return None;
+    }
+    let summary = present::present(&i.tool_name, &i.input.map(), i.cwd.as_deref(), SUMMARY).summary;
+    let rule = visible_line(r.by.as_deref().unwrap_or("?"));
+    Some(match r.outcome {
+        Outcome::Allowed => p.paint(
+            Paint::Dim,
+            &format!("⚙ Allowed by policy rule {rule}: {summary}"),
+        ),
+        _ => p.paint(
+            Paint::Yellow,
+            &format!(
+                "⚙ Denied by policy rule {rule}: {summary}{}",
+                r.message()
+                    .map(|m| format!(" (“{}”)", visible_line(m)))
+                    .unwrap_or_default()
+            ),
+        ),
+    })
+}
+
 /// One line of the `imrelay pending` list: id, kind, time left, agent, summary.
 pub fn row(i: &Interaction, id_width: usize, now: Timestamp) -> String {
     let summary = present::present(&i.tool_name, &i.input.map(), i.cwd.as_deref(), SUMMARY).summary;

@@ -104,10 +104,11 @@ pub fn run(args: WatchArgs, config: Option<&std::path::Path>) -> i32 {
 
 /// Results of work done beside the loop.
 enum Done {
-    /// Sending an answer ended.
+    /// Sending an answer ended (with the grant made beside it).
     Sent {
         id: InteractionId,
         result: Result<Interaction, ClientError>,
+        grant: Option<Value>,
     },
     /// Sending failed for now and is tried again after `wait`.
     Retrying {
@@ -154,8 +155,16 @@ enum Step {
     },
     /// A question whose input cannot be read: it can be declined or skipped.
     Unreadable,
-    /// The answer is on its way.
-    Sending { answer: Answer, attempt: u32 },
+    /// The answer is on its way, with the rule (and scope) of "allow similar calls".
+    Sending {
+        answer: Answer,
+        attempt: u32,
+        grant: Option<(String, &'static str)>,
+    },
+    /// "Allow similar calls": the rule, proposed and editable.
+    Similar(String),
+    /// "Allow similar calls" by this rule: for the session, or standing.
+    SimilarScope(String),
 }
 
 struct Current {
@@ -259,12 +268,22 @@ impl Watch {
         let typed = self.term.take_line();
         if let Some(c) = &self.current {
             match &c.step {
-                Step::Sending { answer, .. } => {
+                Step::Sending { answer, grant, .. } => {
                     lines.push(p.paint(
                         Paint::Yellow,
                         "Your answer was not confirmed by imrelay. To send it later:",
                     ));
-                    lines.push(format!("  {}", answer_command(answer, c.i.id.as_str())));
+                    let mut command = answer_command(answer, c.i.id.as_str());
+                    if let Some((rule, scope)) = grant {
+                        let rule = shlex::try_quote(rule)
+                            .map(|q| q.into_owned())
+                            .unwrap_or_else(|_| rule.clone());
+                        command.push_str(&format!(
+                            " --similar {} --scope {scope}",
+                            visible_line(&rule)
+                        ));
+                    }
+                    lines.push(format!("  {command}"));
                 }
                 Step::Edited(input) => {
                     lines.push(p.paint(Paint::Yellow, "Your edited input was not sent:"));
@@ -345,8 +364,8 @@ impl Watch {
             ),
             None => "waiting for approvals and questions (q quits) › ".to_string(),
             Some(c) => match &c.step {
-                Step::Choose if c.i.input_fixed => "a/d/s/q › ".to_string(),
-                Step::Choose => "a/d/e/s/q › ".to_string(),
+                Step::Choose if c.i.input_fixed => "a/d/g/s/q › ".to_string(),
+                Step::Choose => "a/d/e/g/s/q › ".to_string(),
                 Step::Reason if self.term.is_tty() => {
                     "reason for the agent (Enter for none, Esc goes back) › ".into()
                 }
@@ -374,6 +393,13 @@ impl Watch {
                     None => "› ".into(),
                 },
                 Step::Unreadable => "d/s/q › ".into(),
+                Step::Similar(rule) => format!(
+                    "allow similar calls by {} (Enter keeps it, or type another rule; c cancels) › ",
+                    visible_line(rule)
+                ),
+                Step::SimilarScope(_) => {
+                    "s for this session · a always (until revoked) · c cancel › ".into()
+                }
                 Step::Sending { attempt: 1, .. } => "sending… ".into(),
                 Step::Sending { attempt, .. } => format!("sending… (attempt {attempt}) "),
             },
@@ -439,12 +465,19 @@ impl Watch {
                 lines.push(String::new());
                 // An agent that cannot run an edited input (Codex) is offered no edit.
                 let choices: &[(&str, &str)] = if i.input_fixed {
-                    &[("a", "allow"), ("d", "deny"), ("s", "skip"), ("q", "quit")]
+                    &[
+                        ("a", "allow"),
+                        ("d", "deny"),
+                        ("g", "allow similar calls"),
+                        ("s", "skip"),
+                        ("q", "quit"),
+                    ]
                 } else {
                     &[
                         ("a", "allow"),
                         ("d", "deny"),
                         ("e", "edit, then allow"),
+                        ("g", "allow similar calls"),
                         ("s", "skip"),
                         ("q", "quit"),
                     ]
@@ -615,7 +648,14 @@ impl Watch {
             .items
             .iter()
             .position(|o| o.id == i.id && (gone || o.created_at == i.created_at));
-        let Some(at) = known else { return };
+        let Some(at) = known else {
+            // Never pending: a policy rule decided it at creation. Said in passing.
+            if let Some(line) = view::policy_line(&self.term.painter(), &i) {
+                self.term.say1(line);
+                self.prompt();
+            }
+            return;
+        };
         self.items.remove(at);
         self.skipped.remove(&i.id);
         let shown = self
@@ -721,12 +761,17 @@ impl Watch {
                 }
                 self.prompt();
             }
-            Done::Sent { id, result } => self.sent(id, result),
+            Done::Sent { id, result, grant } => self.sent(id, result, grant),
             Done::Edited { id, result } => self.edited(id, result).await,
         }
     }
 
-    fn sent(&mut self, id: InteractionId, result: Result<Interaction, ClientError>) {
+    fn sent(
+        &mut self,
+        id: InteractionId,
+        result: Result<Interaction, ClientError>,
+        grant: Option<Value>,
+    ) {
         let Some(Current {
             i,
             step: Step::Sending { answer, .. },
@@ -754,6 +799,18 @@ impl Watch {
             Ok(i) => {
                 let mut lines: Vec<String> = view::outcome_line(&p, &i, now).into_iter().collect();
                 lines.extend(view::given_answers(&i));
+                if let Some(g) = grant.as_ref().filter(|g| g.is_object()) {
+                    lines.push(p.paint(
+                        Paint::Green,
+                        &format!("Granted: {}", super::grants::describe(g)),
+                    ));
+                    if i.suggestions.is_some() {
+                        lines.push(p.paint(
+                            Paint::Dim,
+                            "The agent also remembers its own suggestion for this session.",
+                        ));
+                    }
+                }
                 self.term.say(&lines);
                 self.forget(&id);
                 self.show_next(false);
@@ -820,18 +877,35 @@ impl Watch {
     }
 
     fn send(&mut self, answer: Answer) {
+        self.send_granting(answer, None);
+    }
+
+    /// Sends `answer`, granting `grant` (a rule and `session` or `standing`) with it.
+    fn send_granting(&mut self, answer: Answer, grant: Option<(String, &'static str)>) {
         let Some(c) = &self.current else { return };
         let (id, deadline) = (c.i.id.clone(), c.i.deadline);
         self.set_step(Step::Sending {
             answer: answer.clone(),
             attempt: 1,
+            grant: grant.clone(),
         });
         let (remote, tx, by) = (self.remote.clone(), self.done_tx.clone(), self.by.clone());
         tokio::spawn(async move {
             let mut backoff = super::client::Backoff::default();
             let mut attempt = 1;
             loop {
-                match remote.respond(id.as_str(), &answer, by.as_deref()).await {
+                let mut granted = None;
+                let result = match &grant {
+                    None => remote.respond(id.as_str(), &answer, by.as_deref()).await,
+                    Some((rule, scope)) => remote
+                        .respond_granting(id.as_str(), &answer, by.as_deref(), Some(rule), scope)
+                        .await
+                        .map(|(i, g)| {
+                            granted = Some(g);
+                            i
+                        }),
+                };
+                match result {
                     // Tried again until the deadline (and a little after, for the clocks).
                     Err(e)
                         if e.is_transient()
@@ -854,7 +928,11 @@ impl Watch {
                         tokio::time::sleep(wait).await;
                     }
                     result => {
-                        let _ = tx.send(Done::Sent { id, result });
+                        let _ = tx.send(Done::Sent {
+                            id,
+                            result,
+                            grant: granted,
+                        });
                         return;
                     }
                 }
@@ -971,13 +1049,53 @@ impl Watch {
                         .unwrap_or("This agent".into())
                 )),
                 "e" | "edit" => self.edit(pretty(&i.input.map())).await,
+                "g" | "similar" => {
+                    let proposed = crate::interaction::policy::propose(&i).unwrap_or_default();
+                    self.set_step(Step::Similar(proposed));
+                }
                 "s" | "skip" => self.skip(),
                 w if is_quit(w) => self.quit(exit::OK),
                 "" => {}
                 _ => self.say_error(
-                    "Type a (allow), d (deny), e (edit), s (skip) or q (quit), then Enter.",
+                    "Type a (allow), d (deny), e (edit), g (allow similar calls), s (skip) or q (quit), then Enter.",
                 ),
             },
+            Step::Similar(proposed) => {
+                let typed = line.trim();
+                let rule = if typed.is_empty() {
+                    proposed.clone()
+                } else {
+                    typed.to_string()
+                };
+                match (typed, rule.as_str()) {
+                    ("c" | "cancel", _) => self.show(i),
+                    (_, "") => self.say_error("Type the rule to allow, e.g. Bash(npm run test:*)"),
+                    _ => match crate::interaction::policy::check_rule(&rule) {
+                        Ok(()) => self.set_step(Step::SimilarScope(rule)),
+                        Err(e) => self.say_error(&format!(
+                            "{}: {}",
+                            visible_line(&rule),
+                            visible_line(&e.message)
+                        )),
+                    },
+                }
+            }
+            Step::SimilarScope(rule) => {
+                let rule = rule.clone();
+                let allow = Answer::Allow {
+                    updated_input: None,
+                    always: false,
+                };
+                match word.as_str() {
+                    "s" | "session" => self.send_granting(allow, Some((rule, "session"))),
+                    "a" | "always" | "standing" => {
+                        self.send_granting(allow, Some((rule, "standing")))
+                    }
+                    "c" | "cancel" => self.show(i),
+                    "" => {}
+                    _ => self.say_error("Type s (this session), a (always) or c (cancel)."),
+                }
+            }
             Step::Reason => {
                 let reason = line.trim();
                 self.send(Answer::Deny {

@@ -413,6 +413,10 @@ pub async fn display(
         "summary": shown.summary,
         "blocks": blocks,
         "cut": shown.is_cut(),
+        // "Allow this and similar calls": the rule imrelay proposes (editable).
+        "proposed_rule": (i.kind == crate::interaction::Kind::Approval)
+            .then(|| crate::interaction::policy::propose(&i))
+            .flatten(),
     }))
     .into_response())
 }
@@ -464,7 +468,7 @@ pub async fn wait(
 pub async fn respond(
     State(state): State<AppState>,
     ApiPath(id): ApiPath<String>,
-    ApiJson(body): ApiJson<RespondBody>,
+    ApiJson(mut body): ApiJson<RespondBody>,
 ) -> Result<Response, ApiError> {
     let id = path_id(&id)?;
     let responder = Responder {
@@ -472,9 +476,19 @@ pub async fn respond(
         via: body.via(),
         actor_id: None,
     };
+    let grant = body.take_grant();
     let answer = body.answer()?;
-    let resolved = state.registry.respond(&id, answer, responder).await?;
-    Ok(outcome_response(&resolved))
+    let Some(grant) = grant else {
+        let resolved = state.registry.respond(&id, answer, responder).await?;
+        return Ok(outcome_response(&resolved));
+    };
+    let (resolved, grant) = state
+        .registry
+        .respond_granting(&id, answer, responder, &grant.into())
+        .await?;
+    let mut out = serde_json::to_value(outcome_body(&resolved)).unwrap_or_default();
+    out["grant"] = serde_json::to_value(&grant).unwrap_or_default();
+    Ok(json_response(StatusCode::OK, &out))
 }
 
 #[derive(Debug, Deserialize)]

@@ -9,7 +9,7 @@
 //! | `GET /`, `GET /livez`, `GET /healthz`, `GET /metrics` | none |
 //! | `POST /v1/interactions`, `GET /v1/interactions/{id}/wait`, `DELETE /v1/interactions/{id}`, `POST /v1/hooks/claude-code` | agent |
 //! | `POST`, `GET`, `DELETE /mcp` (the MCP endpoint, mounted by the app) | agent |
-//! | `GET /v1/interactions`, `POST /v1/interactions/{id}/respond`, `GET /v1/events`, `GET /v1/audit` | operator |
+//! | `GET /v1/interactions`, `POST /v1/interactions/{id}/respond`, `GET /v1/events`, `GET /v1/audit`, `GET`, `POST /v1/grants`, `DELETE /v1/grants/{id}` | operator |
 //! | `POST /v1/webhooks/{name}/respond` | a Standard Webhooks signature (see [`crate::channels::webhook`]) |
 //! | `GET /v1/interactions/{id}` | agent or operator (whichever check passes) |
 //!
@@ -24,6 +24,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod grants;
 pub mod inbox;
 pub mod server;
 pub mod sse;
@@ -104,6 +105,8 @@ pub fn router(state: AppState, extra: Router, agent_extra: Router<AppState>) -> 
         .route("/v1/events", get(sse::events))
         .route("/v1/audit", get(api::audit))
         .route("/v1/interactions/{id}/display", get(api::display))
+        .route("/v1/grants", get(grants::list).post(grants::add))
+        .route("/v1/grants/{id}", axum::routing::delete(grants::revoke))
         .route_layer(from_fn_with_state(state.clone(), auth::operator));
     let either = Router::new()
         .route("/v1/interactions/{id}", get(api::get))

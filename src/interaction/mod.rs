@@ -52,6 +52,7 @@ mod events;
 pub mod form;
 mod model;
 pub mod patch;
+pub mod policy;
 pub mod ports;
 mod question;
 mod refusals;
@@ -72,7 +73,8 @@ pub use question::{
 };
 pub use refusals::RefusalLimiter;
 pub use registry::{
-    Created, Full, Lifecycle, LongPoll, NewInteraction, Registry, RegistryConfig, RegistryError,
+    Created, Full, GrantRequest, Lifecycle, LongPoll, NewInteraction, POLICY_VIA, Registry,
+    RegistryConfig, RegistryError, audit_outcome, describe,
 };
 pub use suggestions::{DESTINATIONS, valid_suggestions, validate_suggestions};
 

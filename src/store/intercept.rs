@@ -48,6 +48,9 @@ pub enum Op {
     FirstSighting,
     ForgetSighting,
     CheckWritable,
+    AddGrant,
+    RevokeGrant,
+    LiveGrants,
 }
 
 impl Op {
@@ -68,6 +71,8 @@ impl Op {
                 | Op::FirstSighting
                 | Op::ForgetSighting
                 | Op::CheckWritable
+                | Op::AddGrant
+                | Op::RevokeGrant
         )
     }
 }
@@ -234,6 +239,35 @@ impl<I: Interceptor> AuditStore for Intercepted<I> {
 
     async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditEntry>, StoreError> {
         self.call(Op::Audit, self.inner.audit(query)).await
+    }
+}
+
+#[async_trait]
+impl<I: Interceptor> GrantStore for Intercepted<I> {
+    async fn add_grant(
+        &self,
+        grant: crate::interaction::policy::Grant,
+        audit: Vec<AuditRecord>,
+    ) -> Result<(), StoreError> {
+        self.call(Op::AddGrant, self.inner.add_grant(grant, audit))
+            .await
+    }
+
+    async fn revoke_grant(
+        &self,
+        id: &str,
+        at: Timestamp,
+        audit: Vec<AuditRecord>,
+    ) -> Result<Option<crate::interaction::policy::Grant>, StoreError> {
+        self.call(Op::RevokeGrant, self.inner.revoke_grant(id, at, audit))
+            .await
+    }
+
+    async fn live_grants(
+        &self,
+        now: Timestamp,
+    ) -> Result<Vec<crate::interaction::policy::Grant>, StoreError> {
+        self.call(Op::LiveGrants, self.inner.live_grants(now)).await
     }
 }
 

@@ -36,6 +36,8 @@ struct State {
     seen: HashMap<(String, String), Timestamp>,
     values: HashMap<String, String>,
     audit: Vec<AuditEntry>,
+    /// Grants, with the time each was revoked.
+    grants: Vec<(crate::interaction::policy::Grant, Option<Timestamp>)>,
 }
 
 #[derive(Clone)]
@@ -232,6 +234,10 @@ impl InteractionStore for MemoryStore {
         }
         let now = Timestamp::now();
         st.seen.retain(|_, exp| *exp > now);
+        // Grants revoked or expired before the horizon.
+        st.grants.retain(|(g, revoked)| {
+            revoked.is_none_or(|t| t >= before) && g.expires_at.is_none_or(|t| t >= before)
+        });
         let State {
             values,
             interactions,
@@ -483,3 +489,50 @@ impl KvStore for MemoryStore {
 
 /// Only this process writes it: no change feed, its own events, always the leader.
 impl ClusterStore for MemoryStore {}
+
+#[async_trait]
+impl GrantStore for MemoryStore {
+    async fn add_grant(
+        &self,
+        grant: crate::interaction::policy::Grant,
+        audit: Vec<AuditRecord>,
+    ) -> Result<(), StoreError> {
+        let mut st = self.lock();
+        st.grants.push((grant, None));
+        st.append_audit(audit);
+        Ok(())
+    }
+
+    async fn revoke_grant(
+        &self,
+        id: &str,
+        at: Timestamp,
+        audit: Vec<AuditRecord>,
+    ) -> Result<Option<crate::interaction::policy::Grant>, StoreError> {
+        let mut st = self.lock();
+        let Some((grant, revoked)) = st
+            .grants
+            .iter_mut()
+            .find(|(g, revoked)| g.id == id && revoked.is_none() && g.is_live(at))
+        else {
+            return Ok(None);
+        };
+        *revoked = Some(at);
+        let grant = grant.clone();
+        st.append_audit(audit);
+        Ok(Some(grant))
+    }
+
+    async fn live_grants(
+        &self,
+        now: Timestamp,
+    ) -> Result<Vec<crate::interaction::policy::Grant>, StoreError> {
+        Ok(self
+            .lock()
+            .grants
+            .iter()
+            .filter(|(g, revoked)| revoked.is_none() && g.is_live(now))
+            .map(|(g, _)| g.clone())
+            .collect())
+    }
+}

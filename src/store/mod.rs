@@ -43,7 +43,8 @@ pub use sqlite::{SqliteStore, Synchronous};
 /// scope on a concrete backend) and [`Store`].
 pub mod prelude {
     pub use crate::interaction::ports::{
-        AuditStore, ChannelStore, ClusterStore, InteractionStore, KvStore, OutboxStore, Store,
+        AuditStore, ChannelStore, ClusterStore, GrantStore, InteractionStore, KvStore, OutboxStore,
+        Store,
     };
 }
 

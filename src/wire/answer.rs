@@ -97,6 +97,27 @@ pub struct RespondBody {
     always: Option<bool>,
     by: Option<String>,
     via: Option<ClientVia>,
+    grant: Option<GrantBody>,
+}
+
+/// "Allow this and similar calls": `{"rule": "Bash(npm run test:*)", "scope": "session"}`
+/// beside `"decision": "allow"`; without `rule`, the rule imrelay proposes.
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct GrantBody {
+    /// The pattern to allow.
+    pub rule: Option<String>,
+    /// `session` or `standing`.
+    pub scope: crate::interaction::policy::GrantScope,
+}
+
+impl From<GrantBody> for crate::interaction::GrantRequest {
+    fn from(g: GrantBody) -> Self {
+        Self {
+            rule: g.rule,
+            scope: g.scope,
+        }
+    }
 }
 
 impl RespondBody {
@@ -112,6 +133,11 @@ impl RespondBody {
             Some(ClientVia::Terminal) => Via::terminal(),
             Some(ClientVia::Api) | None => Via::api(),
         }
+    }
+
+    /// The grant the body asks for with its allow, taken out of it.
+    pub fn take_grant(&mut self) -> Option<GrantBody> {
+        self.grant.take()
     }
 
     /// The answer the body describes.

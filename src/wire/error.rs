@@ -158,6 +158,9 @@ impl From<RegistryError> for ApiError {
             )
             .with("interaction", &*existing),
             RegistryError::AlreadyResolved(i) => Self::already_resolved(&i),
+            RegistryError::GrantNotFound(id) => {
+                Self::not_found(format!("no grant in force with id {id}"))
+            }
             RegistryError::Store(s) => s.into(),
             RegistryError::Full(full) => {
                 let (status, code) = match full {

@@ -56,6 +56,11 @@ pub fn trials() -> Vec<libtest_mimic::Trial> {
             a_link_to_an_item_shows_it_whole,
         ),
         trial(
+            "inbox::allow_similar_grants_a_rule_shown_and_revoked_in_the_inbox",
+            browser,
+            allow_similar_grants_a_rule_shown_and_revoked_in_the_inbox,
+        ),
+        trial(
             "inbox::a_form_can_be_declined_with_a_reason",
             browser,
             a_form_can_be_declined_with_a_reason,
@@ -834,7 +839,7 @@ async fn tool_calls_show_as_people_read_them() {
     };
     assert_eq!(
         b.eval(&shown(&bash)).await,
-        json!(["Approve", "Edit & approve…", "Deny"])
+        json!(["Approve", "Edit & approve…", "Allow similar…", "Deny"])
     );
     b.eval(&click(&bash, "Edit & approve…")).await;
     assert_eq!(
@@ -875,7 +880,7 @@ async fn tool_calls_show_as_people_read_them() {
     );
     assert_eq!(
         b.eval(&shown(&bash)).await,
-        json!(["Approve", "Edit & approve…", "Deny"])
+        json!(["Approve", "Edit & approve…", "Allow similar…", "Deny"])
     );
     b.eval(&click(&bash, "Edit & approve…")).await;
     b.eval(&set_input(&bash, "{\"command\": \"echo safe\"}"))
@@ -1631,6 +1636,158 @@ async fn an_agents_pattern_is_checked_by_the_server_not_the_page() {
     app.stop().await;
 }
 
+async fn allow_similar_grants_a_rule_shown_and_revoked_in_the_inbox() {
+    let bin = chromium().expect("Chromium (checked before the test)");
+    let app = spawn_with(|s| {
+        s.policy = vec![imrelay::config::policy::PolicyRuleSettings {
+            name: "git-read".into(),
+            tools: vec!["Bash(git status:*)".into()],
+            decision: imrelay::interaction::policy::Decision::Allow,
+            message: None,
+            mode: imrelay::interaction::policy::Mode::Live,
+            kind: Vec::new(),
+            agent: Vec::new(),
+            cwd: Vec::new(),
+        }];
+    })
+    .await;
+    let create = |id: &'static str, command: &'static str| {
+        let app = &app;
+        async move {
+            let (status, body) = app
+                .post(
+                    "/v1/interactions",
+                    &json!({"id": id, "tool_name": "Bash", "input": {"command": command},
+                            "session": "s-1", "agent": "claude-code", "cwd": "/srv/shop"}),
+                )
+                .await;
+            assert_eq!(status, StatusCode::CREATED, "{body}");
+            body
+        }
+    };
+    create("sim-1", "npm run test -- --watch").await;
+    let mut b = Browser::launch(&bin).await;
+    b.call("Page.navigate", json!({"url": app.url("/")})).await;
+    give_name(&mut b, "Dana").await;
+    let c = card("pending", "sim-1");
+    b.until("the pending card", &format!("{c} !== null")).await;
+    b.eval(&format!(
+        "[...{c}.querySelectorAll('button')].find(b => b.textContent === 'Allow similar…').click()"
+    ))
+    .await;
+    b.until(
+        "the proposed rule",
+        &format!("{c}.querySelector('.grant-rule').value === 'Bash(npm run test:*)'"),
+    )
+    .await;
+    assert_eq!(
+        b.eval(&format!(
+            "[...{c}.querySelectorAll('.grant-scope option')].map(o => o.textContent)"
+        ))
+        .await,
+        json!(["for this session", "until revoked"])
+    );
+    // A rule that cannot be read is refused where it was typed, and nothing is answered.
+    b.eval(&format!(
+        "{c}.querySelector('.grant-rule').value = 'Bash(npm run test'; \
+         [...{c}.querySelectorAll('button')].find(b => b.textContent === 'Approve and allow similar').click()"
+    ))
+    .await;
+    b.until(
+        "the rule's error",
+        &format!(
+            "{c}.querySelector('.similar-box .error')?.textContent.includes('not closed') === true"
+        ),
+    )
+    .await;
+    b.screenshots("inbox-allow-similar").await;
+    let (_, still) = app.get("/v1/interactions/sim-1").await;
+    assert_eq!(still["status"], "pending");
+    b.eval(&format!(
+        "{c}.querySelector('.grant-rule').value = 'Bash(npm run test:*)'; \
+         [...{c}.querySelectorAll('button')].find(b => b.textContent === 'Approve and allow similar').click()"
+    ))
+    .await;
+    b.until(
+        "the answered card and the grant",
+        "document.querySelector('#recent [data-id=\"sim-1\"]') !== null && \
+         document.querySelectorAll('#grants .card.grant').length === 1",
+    )
+    .await;
+    assert_eq!(
+        b.eval("document.querySelector('#grants .card.grant .tool').textContent")
+            .await,
+        json!("Bash(npm run test:*)")
+    );
+    let line = b
+        .eval("document.querySelector('#grants .card.grant .meta').textContent")
+        .await;
+    assert!(
+        line.as_str().unwrap().starts_with(
+            "This session · claude-code, in /srv/shop, session s-1 · by Dana via desktop · until "
+        ),
+        "{line}"
+    );
+    // The next matching call, and one a configured rule allows, never reach a person: the
+    // recent list says which rule allowed them.
+    create("sim-2", "npm run test").await;
+    create("sim-3", "git status").await;
+    let recent = |id: &str| {
+        format!(
+            "{}?.querySelector('.outcome')?.textContent",
+            card("recent", id)
+        )
+    };
+    b.until(
+        "both decisions in the recent list",
+        &format!(
+            "{} !== undefined && {} !== undefined",
+            recent("sim-2"),
+            recent("sim-3")
+        ),
+    )
+    .await;
+    let said = b.eval(&recent("sim-2")).await;
+    assert!(
+        said.as_str()
+            .unwrap()
+            .starts_with("Allowed by policy rule grant Bash(npm run test:*) at "),
+        "{said}"
+    );
+    let said = b.eval(&recent("sim-3")).await;
+    assert!(
+        said.as_str()
+            .unwrap()
+            .starts_with("Allowed by policy rule git-read at "),
+        "{said}"
+    );
+    assert_eq!(
+        b.eval("document.querySelectorAll('#pending .card').length")
+            .await,
+        json!(0)
+    );
+    b.screenshots("inbox-grants").await;
+    // Revoked: the list empties, and the next call waits for a person.
+    b.eval("[...document.querySelectorAll('#grants button')].find(b => b.textContent === 'Revoke').click()").await;
+    b.until("the grant to go", "document.querySelectorAll('#grants .card.grant').length === 0 && !document.getElementById('grants-empty').hidden").await;
+    let (_, listed) = app.get("/v1/grants").await;
+    assert_eq!(listed["grants"], json!([]));
+    let (_, audit) = app.get("/v1/audit?limit=1000").await;
+    let revoked = audit["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["action"] == "revoked")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        (revoked["actor"].as_str(), revoked["channel"].as_str()),
+        (Some("Dana"), Some("desktop"))
+    );
+    assert_eq!(create("sim-4", "npm run test").await["status"], "pending");
+    app.stop().await;
+}
+
 /// A request from Codex's hook: Codex shown as the agent, the command as a command, and no
 /// "Edit & approve…" (Codex cannot run an edited input); approving it answers the hook.
 async fn a_codex_request_offers_no_editor() {
@@ -1667,7 +1824,7 @@ async fn a_codex_request_offers_no_editor() {
             "[...{codex}.querySelectorAll('button')].filter(x => x.offsetParent !== null).map(x => x.textContent)"
         ))
         .await,
-        json!(["Approve", "Deny"])
+        json!(["Approve", "Allow similar…", "Deny"])
     );
     b.screenshots("inbox-codex").await;
     b.eval(&format!(

@@ -18,6 +18,7 @@ use libtest_mimic::{Arguments, Completion, Failed, Trial};
 mod contract;
 #[allow(dead_code)]
 mod feishu;
+mod grants;
 #[allow(dead_code)]
 #[path = "../it/support.rs"]
 mod support;
@@ -74,6 +75,7 @@ fn main() {
     let trials = [
         postgres::trials(),
         replicas::trials(),
+        grants::trials(),
         stalls::trials(),
         inbox::trials(),
         read_only_disk::trials(),

@@ -272,8 +272,8 @@ async fn watch_allows_one_approval_and_denies_another_with_a_reason() {
     w.expect("claude-code · session 5f8a2c1e-3b… · /home/dev/shop");
     w.expect("Why: Clean the build");
     w.expect("Command:\r\n    rm -rf build");
-    w.expect("a allow · d deny · e edit, then allow · s skip · q quit");
-    w.expect("1 more] a/d/e/s/q › ");
+    w.expect("a allow · d deny · e edit, then allow · g allow similar calls · s skip · q quit");
+    w.expect("1 more] a/d/e/g/s/q › ");
     w.line("a");
     w.expect("✓ Allowed by alice via terminal");
     let a1 = relay.get("toolu_a1").await;
@@ -285,9 +285,9 @@ async fn watch_allows_one_approval_and_denies_another_with_a_reason() {
     w.expect("File: src/main.rs");
     w.expect("-    println!(\"hi\");");
     w.expect("+    println!(\"héllo, 世界\");");
-    w.expect("a/d/e/s/q › ");
+    w.expect("a/d/e/g/s/q › ");
     w.line("x");
-    w.expect("Type a (allow), d (deny), e (edit), s (skip) or q (quit), then Enter.");
+    w.expect("Type a (allow), d (deny), e (edit), g (allow similar calls), s (skip) or q (quit), then Enter.");
     w.line("d");
     w.expect("reason for the agent (Enter for none, Esc goes back) › ");
     w.line("Use the clean script, s'il vous plaît");
@@ -343,11 +343,11 @@ async fn watch_skips_and_the_skipped_one_comes_back() {
     relay.create(bash("toolu_s2", "make second")).await;
     let mut w = Watch::start("skip", &relay.base(), &[]);
     w.expect("Command:\r\n    make first");
-    w.expect("1 more] a/d/e/s/q › ");
+    w.expect("1 more] a/d/e/g/s/q › ");
     w.line("s");
     w.expect("Skipped: it stays pending and comes back after the others.");
     w.expect("Command:\r\n    make second");
-    w.expect("1 more] a/d/e/s/q › ");
+    w.expect("1 more] a/d/e/g/s/q › ");
     w.line("a");
     w.expect("✓ Allowed by alice via terminal");
     w.expect("Back to what you skipped.");
@@ -359,7 +359,7 @@ async fn watch_skips_and_the_skipped_one_comes_back() {
     assert_eq!(relay.get("toolu_s1").await["status"], "pending");
     w.line("");
     w.expect("Command:\r\n    make first");
-    w.expect("a/d/e/s/q › ");
+    w.expect("a/d/e/g/s/q › ");
     w.line("a");
     w.expect("✓ Allowed by alice via terminal");
     assert_eq!(
@@ -376,9 +376,9 @@ async fn watch_says_what_was_answered_elsewhere_and_what_expired() {
     relay.create(bash("toolu_x1", "cargo publish")).await;
     let mut w = Watch::start("elsewhere", &relay.base(), &[]);
     w.expect("Command:\r\n    cargo publish");
-    w.expect("a/d/e/s/q › ");
+    w.expect("a/d/e/g/s/q › ");
     w.type_only("d");
-    w.expect("a/d/e/s/q › d");
+    w.expect("a/d/e/g/s/q › d");
     assert_eq!(
         relay
             .respond(
@@ -415,7 +415,7 @@ async fn watch_keeps_an_answer_while_the_server_restarts() {
     relay.create(bash("toolu_r1", "cargo build")).await;
     let mut w = Watch::start("restart", &relay.base(), &[]);
     w.expect("Command:\r\n    cargo build");
-    w.expect("a/d/e/s/q › ");
+    w.expect("a/d/e/g/s/q › ");
     relay.kill();
     w.expect("! Lost the connection to imrelay");
     w.expect("offline");
@@ -447,7 +447,7 @@ async fn ctrl_c_leaves_cleanly_and_prints_an_answer_not_yet_sent() {
     relay.create(two_questions("toolu_c2")).await;
     let mut w = Watch::start("ctrl_c", &relay.base(), &[]);
     w.expect("Command:\r\n    ls");
-    w.expect("a/d/e/s/q › ");
+    w.expect("a/d/e/g/s/q › ");
     w.line("s");
     w.expect("1/2  [DB] Which database?");
     w.line("2");
@@ -510,7 +510,7 @@ async fn watch_edits_the_input_in_the_editor_then_allows() {
         &[("EDITOR", editor.as_str()), ("VISUAL", "")],
     );
     w.expect("Command:\r\n    rm -rf /");
-    w.expect("a/d/e/s/q › ");
+    w.expect("a/d/e/g/s/q › ");
     w.line("e");
     w.expect("That is not valid JSON: expected ident");
     w.expect("e edit again · c cancel › ");
@@ -1143,6 +1143,76 @@ async fn json_output_escapes_what_a_terminal_would_act_on() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_allows_similar_calls_and_grants_lists_and_revokes_them() {
+    let relay = Relay::start();
+    let base = relay.base();
+    relay
+        .create(bash("toolu_g1", "npm run test -- --watch"))
+        .await;
+    let mut w = Watch::start("allow_similar", &base, &[]);
+    w.expect("g allow similar calls");
+    w.expect("a/d/e/g/s/q › ");
+    w.line("g");
+    w.expect("allow similar calls by Bash(npm run test:*) (Enter keeps it, or type another rule; c cancels) › ");
+    w.line("Bash(npm run");
+    w.expect("the specifier is not closed");
+    w.line("");
+    w.expect("s for this session · a always (until revoked) · c cancel › ");
+    w.line("s");
+    w.expect("✓ Allowed by alice via terminal");
+    w.expect("Granted: session   Bash(npm run test:*)  (claude-code, in /home/dev/shop, session 5f8a2c1e-3b7d), by alice via terminal, until ");
+    // The next matching call never reaches a person: watch says the rule decided it.
+    let next = relay.create(bash("toolu_g2", "npm run test")).await;
+    assert_eq!(next["status"], "resolved");
+    w.expect("⚙ Allowed by policy rule grant Bash(npm run test:*): Run: npm run test");
+    w.line("q");
+    w.expect("Bye.");
+    assert_eq!(w.exit_code(), 0);
+
+    let (code, out, err) = run(&base, &["grants"], &[]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("session   Bash(npm run test:*)"), "{out}");
+    let id = out
+        .lines()
+        .nth(1)
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap()
+        .to_string();
+    let (code, out, err) = run(&base, &["grants", "revoke", &id], &[]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("Revoked: session"), "{out}");
+    let (code, _, err) = run(&base, &["grants", "revoke", &id], &[]).await;
+    assert_eq!(code, 4, "{err}");
+    let (code, out, _) = run(&base, &["grants"], &[]).await;
+    assert_eq!(code, 0);
+    assert!(out.starts_with("No grants in force"), "{out}");
+    // From a script: a standing grant with the answer.
+    relay
+        .create(bash("toolu_g3", "cargo build --release"))
+        .await;
+    let (code, out, err) = run(
+        &base,
+        &[
+            "answer",
+            "toolu_g3",
+            "allow",
+            "--similar",
+            "--scope",
+            "standing",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("Granted: standing  Bash(cargo build:*)"),
+        "{out}"
+    );
+    let (code, _, err) = run(&base, &["answer", "toolu_g3", "deny", "--similar"], &[]).await;
+    assert_eq!(code, 2, "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_offers_no_edit_for_an_agent_that_cannot_take_one() {
     use std::process::Stdio;
     use tokio::io::AsyncWriteExt;
@@ -1164,7 +1234,7 @@ async fn watch_offers_no_edit_for_an_agent_that_cannot_take_one() {
     drop(stdin);
     let mut w = Watch::start("codex", &relay.base(), &[]);
     w.expect("Command:\r\n    echo ok > proof.txt");
-    w.expect("a/d/s/q › ");
+    w.expect("a/d/g/s/q › ");
     w.line("e");
     w.expect("codex cannot run an edited input: type a (allow) or d (deny).");
     w.line("a");

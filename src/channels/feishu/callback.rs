@@ -295,8 +295,23 @@ impl Callbacks {
             Ok(i) => i,
             Err(stop) => return self.reply(again_mine(stop.feedback)),
         };
+        if what == Action::AllowSimilar {
+            let Some(rule) = crate::channels::render::similar_rule(&current) else {
+                return self.reply(Feedback::BadButton);
+            };
+            let request = crate::interaction::GrantRequest {
+                rule: Some(rule),
+                scope: crate::interaction::policy::GrantScope::Session,
+            };
+            let by = Responder::new(by, self.pipeline.via().clone());
+            let feedback = self
+                .pipeline
+                .respond_granting(&id, Answer::allow(), by, &request)
+                .await;
+            return self.reply(again_mine(feedback));
+        }
         let answer = match what {
-            Action::Allow => Answer::allow(),
+            Action::Allow | Action::AllowSimilar => Answer::allow(),
             Action::Deny => {
                 let reason = action["form_value"][card::REASON_FIELD]
                     .as_str()
@@ -505,7 +520,7 @@ fn answered_by(i: &Interaction, by: &str, what: Action) -> bool {
             && r.by.as_deref() == Some(by)
             && matches!(
                 (what, r.outcome),
-                (Action::Allow, Outcome::Allowed)
+                (Action::Allow | Action::AllowSimilar, Outcome::Allowed)
                     | (Action::Deny, Outcome::Denied)
                     | (Action::Answer, Outcome::Answered)
             )

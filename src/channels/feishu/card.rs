@@ -35,6 +35,8 @@ pub(crate) const MAX_INPUT_LEN: u64 = 1000;
 pub enum Action {
     /// Approve the tool call.
     Allow,
+    /// Approve it, and grant the rule imrelay proposes for similar calls of its session.
+    AllowSimilar,
     /// Deny it (with the reason typed in the form, if any).
     Deny,
     /// Submit the question form.
@@ -46,6 +48,7 @@ impl Action {
     pub fn as_str(self) -> &'static str {
         match self {
             Action::Allow => "allow",
+            Action::AllowSimilar => "allow_similar",
             Action::Deny => "deny",
             Action::Answer => "answer",
         }
@@ -55,7 +58,7 @@ impl Action {
     /// Answer on questions and forms, Deny (or Decline) on all.
     pub fn fits(self, kind: Kind) -> bool {
         match self {
-            Action::Allow => kind == Kind::Approval,
+            Action::Allow | Action::AllowSimilar => kind == Kind::Approval,
             Action::Answer => matches!(kind, Kind::Question | Kind::Form),
             Action::Deny => match kind {
                 Kind::Approval | Kind::Question | Kind::Form => true,
@@ -67,6 +70,7 @@ impl Action {
     pub fn parse(s: &str) -> Option<Self> {
         match s {
             "allow" => Some(Action::Allow),
+            "allow_similar" => Some(Action::AllowSimilar),
             "deny" => Some(Action::Deny),
             "answer" => Some(Action::Answer),
             _ => None,
@@ -541,17 +545,40 @@ impl Cards {
         match &i.resolution {
             Some(r) => self.resolution_lines(i, r, budget, out),
             None => {
+                let similar = crate::channels::render::similar_rule(i);
+                if let Some(rule) = &similar {
+                    // What "Allow similar" adds, in full, before anyone taps it.
+                    let native = if i.suggestions.is_some() {
+                        self.t(
+                            "（智能体自身也会在本会话中记住它的建议）",
+                            " (the agent also remembers its own suggestion for this session)",
+                        )
+                    } else {
+                        ""
+                    };
+                    out.push(grey_div(format!(
+                        "{}{}{native}",
+                        self.t(
+                            "“批准并允许同类”会在本会话中自动允许：",
+                            "Allow similar also allows, for this session: "
+                        ),
+                        crate::interaction::clip(rule, 200)
+                    )));
+                }
                 out.push(self.deadline_line(i));
+                let mut columns = vec![json!({"tag": "column", "width": "auto", "elements": [
+                        self.button(i, Action::Allow, self.t("批准", "Approve"), "primary_filled", "approve")]})];
+                if similar.is_some() {
+                    columns.push(json!({"tag": "column", "width": "auto", "elements": [
+                        self.button(i, Action::AllowSimilar, self.t("批准并允许同类", "Allow similar"), "primary", "allow_similar")]}));
+                }
+                columns.push(json!({"tag": "column", "width": "auto", "elements": [
+                    self.button(i, Action::Deny, self.t("拒绝", "Deny"), "danger", "deny")]}));
                 out.push(json!({
                     "tag": "column_set",
                     "flex_mode": "none",
                     "horizontal_spacing": "8px",
-                    "columns": [
-                        {"tag": "column", "width": "auto", "elements": [
-                            self.button(i, Action::Allow, self.t("批准", "Approve"), "primary_filled", "approve")]},
-                        {"tag": "column", "width": "auto", "elements": [
-                            self.button(i, Action::Deny, self.t("拒绝", "Deny"), "danger", "deny")]},
-                    ],
+                    "columns": columns,
                 }));
                 out.push(json!({
                     "tag": "form",

@@ -53,6 +53,8 @@ pub enum Action {
     Allow,
     /// Allow, and apply the agent's "always allow" suggestions.
     AllowAlways,
+    /// Allow, and grant the rule imrelay proposes for similar calls of this session.
+    AllowSimilar,
     /// Deny the tool call (or decline a question).
     Deny,
     /// Ask for a reason, then deny with it.
@@ -114,7 +116,11 @@ impl Action {
         match kind {
             Kind::Approval => matches!(
                 self,
-                Action::Allow | Action::AllowAlways | Action::Deny | Action::DenyWithReason
+                Action::Allow
+                    | Action::AllowAlways
+                    | Action::AllowSimilar
+                    | Action::Deny
+                    | Action::DenyWithReason
             ),
             Kind::Question => choosing || matches!(self, Action::Deny | Action::ClearOther { .. }),
             Kind::Form => {
@@ -134,6 +140,7 @@ impl Action {
         match self {
             Action::Allow => (b'a', 0, 0),
             Action::AllowAlways => (b'w', 0, 0),
+            Action::AllowSimilar => (b'g', 0, 0),
             Action::Deny => (b'd', 0, 0),
             Action::DenyWithReason => (b'r', 0, 0),
             Action::Pick { q, o } => (b'p', q, o),
@@ -151,6 +158,7 @@ impl Action {
         Some(match a {
             b'a' => Action::Allow,
             b'w' => Action::AllowAlways,
+            b'g' => Action::AllowSimilar,
             b'd' => Action::Deny,
             b'r' => Action::DenyWithReason,
             b'p' => Action::Pick { q, o },
@@ -276,6 +284,7 @@ mod tests {
         for action in [
             Action::Allow,
             Action::AllowAlways,
+            Action::AllowSimilar,
             Action::Deny,
             Action::DenyWithReason,
             Action::Pick { q: 3, o: 2 },

@@ -691,7 +691,7 @@ fn form_keyboard(form: &Form, state: &PromptState, b: &Buttons) -> Vec<Vec<Inlin
 /// The prompt for a pending interaction, with its keyboard; `state` holds the answers given
 /// on this message so far.
 pub fn prompt(i: &Interaction, state: &PromptState, b: &Buttons) -> Prompt {
-    let tail = deadline_line(i);
+    let mut tail = deadline_line(i);
     match i.kind {
         Kind::Approval => {
             let mut rows = vec![vec![
@@ -700,6 +700,21 @@ pub fn prompt(i: &Interaction, state: &PromptState, b: &Buttons) -> Prompt {
             ]];
             if i.suggestions.is_some() {
                 rows.push(vec![b.button("✅ Always allow", Action::AllowAlways)]);
+            }
+            // "Allow similar": the rule it adds is in the message, in full.
+            if let Some(rule) = crate::channels::render::similar_rule(i) {
+                rows.push(vec![
+                    b.button("🔁 Allow similar (this session)", Action::AllowSimilar),
+                ]);
+                let native = if i.suggestions.is_some() {
+                    " (the agent also remembers its own suggestion for this session)"
+                } else {
+                    ""
+                };
+                tail = format!(
+                    "🔁 <i>Allow similar</i> also allows, for this session: <code>{}</code>{native}\n{tail}",
+                    escape(&clip(&rule, 200))
+                );
             }
             rows.push(vec![
                 b.button("💬 Deny with reason…", Action::DenyWithReason),

@@ -222,6 +222,21 @@ impl Telegram {
                 };
                 self.decide(&q, &i, a).await
             }
+            Action::AllowSimilar => {
+                let feedback = match crate::channels::render::similar_rule(&i) {
+                    Some(rule) => {
+                        let request = crate::interaction::GrantRequest {
+                            rule: Some(rule),
+                            scope: crate::interaction::policy::GrantScope::Session,
+                        };
+                        self.pipeline
+                            .respond_granting(&i.id, Answer::allow(), responder(&q.from), &request)
+                            .await
+                    }
+                    None => Feedback::BadButton,
+                };
+                self.client.answer(&q.id, &say(feedback)).await;
+            }
             Action::Deny => self.decide(&q, &i, Answer::deny(None)).await,
             Action::DenyWithReason => self.ask_for_reply(&q, &i, at, ReplyKind::DenyReason).await,
             Action::Other { q: qi } if i.kind == Kind::Form => {

@@ -467,7 +467,14 @@ fn parse_answer(
         )
         .into());
     }
-    let answer: RespondBody = from_value(value)?;
+    let mut answer: RespondBody = from_value(value)?;
+    if answer.take_grant().is_some() {
+        return Err(ValidationError::new(
+            "grant",
+            "grants are made from the inbox, the terminal, Telegram, Feishu or the API, not by a webhook answer",
+        )
+        .into());
+    }
     let id = path_id(&id)?;
     let by = answer.by();
     Ok((id, by, answer.answer()?))

@@ -158,8 +158,12 @@ function describeResolution(i) {
   if (!r) return "";
   // A form is declined rather than denied.
   let s = i.kind === "form" && r.outcome === "denied" ? "declined" : r.outcome;
-  if (r.by) s += " by " + r.by;
-  if (r.via && r.via !== "system") s += " via " + r.via;
+  // Decided by a policy rule or a grant, never shown to a person: "allowed by policy rule git-read".
+  if (r.via === "policy") s += " by policy rule " + (r.by || "");
+  else {
+    if (r.by) s += " by " + r.by;
+    if (r.via && r.via !== "system") s += " via " + r.via;
+  }
   s += " at " + fmtTime(r.at);
   return s;
 }
@@ -330,9 +334,38 @@ function approvalBody(card, i) {
   const edit = el("button", { type: "button", text: "Edit & approve…", onclick: () => {
     editBox.hidden = false; actions.hidden = true; editor.focus();
   } });
+  // "Allow similar…": the rule imrelay proposes, editable, for this session or until revoked.
+  const rule = el("input", { type: "text", class: "grant-rule", spellcheck: "false", maxlength: "1000", "aria-label": "Rule of the calls to allow", placeholder: "e.g. Bash(npm run test:*)" });
+  const scope = el("select", { class: "grant-scope", "aria-label": "For how long" },
+    ...(i.session ? [el("option", { value: "session", text: "for this session" })] : []),
+    el("option", { value: "standing", text: "until revoked" }));
+  const grantError = el("p", { class: "edit-error error", hidden: true, role: "alert" });
+  const grantNote = el("p", { class: "muted", text: i.suggestions ? "The agent also remembers its own suggestion for this session." : "" });
+  const approveSimilar = el("button", { class: "primary", type: "button", text: "Approve and allow similar", onclick: () => {
+    respond(card, i.id, { decision: "allow", grant: { rule: rule.value.trim(), scope: scope.value } }, (data) => {
+      const e = data.error || {};
+      if (!String(e.field || "").startsWith("grant")) return false;
+      grantError.hidden = false; grantError.textContent = e.message || "This rule cannot be granted.";
+      return true;
+    }).then(loadGrants);
+  } });
+  const cancelSimilar = el("button", { type: "button", text: "Cancel", onclick: () => { similarBox.hidden = true; actions.hidden = false; grantError.hidden = true; } });
+  const similarBox = el("div", { class: "similar-box", hidden: true },
+    el("p", { class: "label", text: "Allow this and similar calls by the rule:" }), rule, scope, grantError, grantNote,
+    el("div", { class: "actions" }, approveSimilar, cancelSimilar));
+  body.append(similarBox);
+  const similar = el("button", { type: "button", text: "Allow similar…", title: "Approve, and let imrelay allow calls this rule matches from now on", onclick: async () => {
+    similarBox.hidden = false; actions.hidden = true; rule.focus();
+    if (rule.value) return;
+    try {
+      const r = await fetch("/v1/interactions/" + encodeURIComponent(i.id) + "/display", { headers: authHeaders() });
+      if (r.ok) rule.value = (await r.json()).proposed_rule || "";
+    } catch (_) { /* typed by hand */ }
+  } });
   // An agent that cannot run an edited input (Codex) gets no editor: imrelay would refuse it.
   actions.append(approve);
   if (!i.input_fixed) actions.append(edit);
+  actions.append(similar);
   if (i.suggestions) {
     actions.append(el("button", { type: "button", text: "Always allow", title: "Approve, and allow what the agent suggested for the rest of its session",
       onclick: () => respond(card, i.id, { decision: "allow", always: true }) }));
@@ -1011,7 +1044,11 @@ function handleEvent(name, data, id) {
     let i = null;
     try { i = JSON.parse(data); } catch (_) { /* skip a malformed event */ }
     if (name === "interaction.created") created(i);
-    else if (name === "interaction.resolved") resolved(i);
+    else if (name === "interaction.resolved") {
+      resolved(i);
+      // A grant may have been made or used elsewhere: the list follows.
+      if (i && i.resolution && (i.resolution.via === "policy" || i.resolution.outcome === "allowed")) loadGrants();
+    }
   }
   if (id && state.unconfirmed) confirmPending();
 }
@@ -1029,6 +1066,49 @@ function parseBlock(block) {
     else if (field === "id") id = value;
   }
   if (data.length || name === "reset") handleEvent(name, data.join("\n"), id);
+}
+
+// ---------- grants ----------
+
+function grantLine(g) {
+  const bound = [g.agent, g.cwd && "in " + g.cwd, g.session && "session " + g.session].filter(Boolean).join(", ");
+  let s = (g.scope === "session" ? "This session" : "Until revoked") + (bound ? " · " + bound : "");
+  if (g.by) s += " · by " + g.by;
+  if (g.via) s += " via " + g.via;
+  if (g.expires_at) s += " · until " + fmtTime(g.expires_at);
+  return s;
+}
+
+async function loadGrants() {
+  try {
+    const r = await fetch("/v1/grants", { headers: authHeaders() });
+    if (!r.ok) return;
+    const list = (await r.json()).grants || [];
+    $("grant-count").textContent = String(list.length);
+    $("grants-empty").hidden = list.length > 0;
+    $("grants").replaceChildren(...list.map((g) => {
+      const card = el("article", { class: "card grant", "data-grant": g.id },
+        el("div", { class: "card-head" }, el("span", { class: "kind", text: "grant" }), el("code", { class: "tool", text: g.rule })),
+        el("div", { class: "meta", text: grantLine(g) }));
+      const revoke = el("button", { type: "button", class: "danger", text: "Revoke", onclick: async () => {
+        revoke.disabled = true;
+        const q = new URLSearchParams({ via: "desktop" });
+        if (state.who) q.set("by", state.who);
+        try {
+          const resp = await fetch("/v1/grants/" + encodeURIComponent(g.id) + "?" + q, { method: "DELETE", headers: authHeaders() });
+          if (!resp.ok && resp.status !== 404) {
+            const data = await resp.json().catch(() => ({}));
+            notice(card, (data.error && data.error.message) || ("HTTP " + resp.status), true);
+            revoke.disabled = false;
+            return;
+          }
+        } catch (e) { notice(card, "Could not reach imrelay: " + e.message, true); revoke.disabled = false; return; }
+        loadGrants();
+      } });
+      card.append(el("p", { class: "notice", hidden: true }), el("div", { class: "actions" }, revoke));
+      return card;
+    }));
+  } catch (_) { /* the stream reports connectivity */ }
 }
 
 async function loadRecent() {
@@ -1077,6 +1157,7 @@ async function connect() {
       state.unconfirmed = null;
       clearPending();
       loadRecent().then(showLinked);
+      loadGrants();
     } else if (state.lost) {
       // Back after an outage: the stream replays what happened meanwhile; the recent list
       // is read again too.

@@ -59,6 +59,14 @@ pub enum Action {
     Cancelled,
     /// An outbox delivery was given up.
     DeliveryFailed,
+    /// A policy rule decided (or, in shadow mode, would have decided) an interaction: the
+    /// actor is the rule, the outcome `allow`, `deny`, `ask` or, for a shadow rule,
+    /// `would_allow`, `would_deny`, `would_ask`; the detail the pattern that matched.
+    Policy,
+    /// A person granted a standing or session rule ("allow this and similar calls").
+    Granted,
+    /// A grant was revoked. (A session grant that runs out is not recorded as an event.)
+    Revoked,
 }
 
 impl Action {
@@ -71,6 +79,9 @@ impl Action {
             Action::Expired => "expired",
             Action::Cancelled => "cancelled",
             Action::DeliveryFailed => "delivery_failed",
+            Action::Policy => "policy",
+            Action::Granted => "granted",
+            Action::Revoked => "revoked",
         }
     }
 }

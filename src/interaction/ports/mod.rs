@@ -12,6 +12,7 @@
 //! so the rest of the program holds one `Arc<dyn Store>`.
 
 pub mod audit;
+pub mod grants;
 pub mod lease;
 
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use jiff::Timestamp;
 use serde_json::Value;
 
 use self::audit::{AuditEntry, AuditHead, AuditRecord};
+pub use self::grants::GrantStore;
 use self::lease::Leader;
 use super::{Interaction, InteractionId};
 
@@ -393,7 +395,8 @@ pub trait InteractionStore: Send + Sync + 'static {
     }
 
     /// Deletes interactions resolved before `before`, with their channel messages, finished
-    /// outbox jobs older than it, expired deduplication keys, and the small named values
+    /// outbox jobs older than it, grants revoked or expired before it, expired deduplication
+    /// keys, and the small named values
     /// under [`BOUND_VALUE_PREFIX`] whose interaction no longer exists. Returns how many
     /// interactions were deleted.
     async fn prune(&self, before: Timestamp) -> Result<u64, StoreError>;
@@ -607,12 +610,18 @@ pub trait ClusterStore: Send + Sync + 'static {
 /// every role at once. Implemented for any type that implements all the role traits.
 /// (Each role trait is `Send + Sync + 'static` already.)
 pub trait Store:
-    InteractionStore + ChannelStore + OutboxStore + AuditStore + KvStore + ClusterStore
+    InteractionStore + ChannelStore + OutboxStore + AuditStore + KvStore + ClusterStore + GrantStore
 {
 }
 
 impl<T> Store for T where
-    T: InteractionStore + ChannelStore + OutboxStore + AuditStore + KvStore + ClusterStore
+    T: InteractionStore
+        + ChannelStore
+        + OutboxStore
+        + AuditStore
+        + KvStore
+        + ClusterStore
+        + GrantStore
 {
 }
 

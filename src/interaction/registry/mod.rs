@@ -35,12 +35,16 @@ use crate::sync::{LockExt, RwLockExt};
 mod budget;
 mod cluster;
 mod deadlines;
+mod grants;
+mod policy;
 mod records;
 mod validate;
 
 pub use budget::Full;
 use budget::{Budget, Charge};
 use deadlines::{DeadlineKey, Deadlines, EXPIRY_RETRY, instant_in};
+pub use grants::GrantRequest;
+pub use policy::{POLICY_VIA, audit_outcome, describe};
 use records::{clip, created_record, log_resolution, resolved_record};
 pub use validate::NewInteraction;
 
@@ -71,6 +75,8 @@ pub struct RegistryConfig {
     /// Bytes the pending interactions of one owner (an agent token) may take: a new one
     /// past it is refused ([`Full::Owner`]).
     pub max_pending_bytes_per_owner: usize,
+    /// How long a session grant ("allow similar calls for this session") lasts.
+    pub session_grant_ttl: Duration,
 }
 
 impl Default for RegistryConfig {
@@ -86,6 +92,7 @@ impl Default for RegistryConfig {
             recheck_interval: Duration::from_secs(10),
             max_pending_bytes: 256 * 1024 * 1024,
             max_pending_bytes_per_owner: 64 * 1024 * 1024,
+            session_grant_ttl: Duration::from_secs(12 * 3600),
         }
     }
 }
@@ -120,6 +127,9 @@ pub enum RegistryError {
     /// The pending interactions already hold all the memory they may; nothing changed.
     #[error(transparent)]
     Full(#[from] Full),
+    /// No grant in force has this id.
+    #[error("no grant in force with id {0}")]
+    GrantNotFound(String),
 }
 
 /// Observes the lifecycle: plans durable outbox work inside the state change's transaction,
@@ -140,6 +150,9 @@ pub trait Lifecycle: Send + Sync {
     fn refused(&self, _via: &super::Via, _recorded: bool) {}
     /// Called when a [`Registry::wait`] ends.
     fn long_poll(&self, _outcome: LongPoll) {}
+    /// Called for each decision a policy rule or grant took (or, in shadow mode, would have
+    /// taken) about a new interaction, once it was recorded.
+    fn policy(&self, _interaction: &Interaction, _decided: &super::policy::Decided) {}
 }
 
 /// How a [`Registry::wait`] ended.
@@ -256,6 +269,10 @@ struct Inner {
     pumped: Notify,
     /// The bytes pending interactions hold here, and their bounds.
     budget: Arc<Budget>,
+    /// The policy rules weighed at creation.
+    policy: RwLock<Arc<super::policy::Policy>>,
+    /// The live grants weighed at creation, after the policy's deny and ask rules.
+    grants: RwLock<Arc<Vec<super::policy::Rule>>>,
 }
 
 /// The pending-interaction registry. Cheap to clone; all clones share state.
@@ -344,6 +361,8 @@ impl Registry {
                 recovered: AtomicBool::new(false),
                 pump_kick: Notify::new(),
                 pumped: Notify::new(),
+                policy: RwLock::new(Arc::default()),
+                grants: RwLock::new(Arc::default()),
                 store,
             }),
         }
@@ -446,6 +465,14 @@ impl Registry {
             }
             None => {}
         }
+        let evaluation = self.weigh(&interaction).await;
+        if let Some(d) = evaluation
+            .live
+            .as_ref()
+            .filter(|d| d.decision != super::policy::Decision::Ask)
+        {
+            return self.create_decided(interaction, d, &evaluation).await;
+        }
         let charge = self
             .inner
             .budget
@@ -458,7 +485,9 @@ impl Registry {
         let effects = Effects {
             jobs,
             audit: if self.inner.config.audit {
-                vec![created_record(&interaction)]
+                let mut audit = vec![created_record(&interaction)];
+                audit.extend(policy::policy_records(&interaction, &evaluation));
+                audit
             } else {
                 Vec::new()
             },
@@ -496,6 +525,7 @@ impl Registry {
                     timeout_secs = interaction.timeout_secs,
                     "interaction created"
                 );
+                self.report_policy(&interaction, &evaluation);
                 for h in self.hooks().iter() {
                     h.created(&interaction);
                     if has_jobs {
@@ -928,6 +958,7 @@ impl Registry {
     /// Loads pending interactions from the store with their original deadlines, and expires
     /// at once those whose deadline passed while imrelay was down. Returns (reloaded, expired).
     pub async fn recover(&self) -> Result<(usize, usize), RegistryError> {
+        self.load_grants().await?;
         if self.inner.shared_events {
             // Read before the pending interactions: every change after this is read later.
             self.load_recent_events().await?;

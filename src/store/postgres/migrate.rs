@@ -38,6 +38,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "leases",
         sql: include_str!("migrations/0003_leases.sql"),
     },
+    Migration {
+        version: 4,
+        name: "grants",
+        sql: include_str!("migrations/0004_grants.sql"),
+    },
 ];
 
 /// The version the newest migration brings a database to.

@@ -25,6 +25,7 @@
 mod audit;
 mod connect;
 mod events;
+mod grants;
 mod lease;
 pub mod listener;
 mod migrate;
@@ -581,6 +582,13 @@ impl InteractionStore for PostgresStore {
         )
         .await?;
         events::prune(&client, &self.schema, cutoff).await?;
+        // Grants revoked or expired before the retention horizon (their audit entries stay).
+        exec(
+            &client,
+            &self.sql("DELETE FROM {s}.grants WHERE revoked_at < $1 OR expires_at < $1"),
+            &[&cutoff],
+        )
+        .await?;
         exec(
             &client,
             &self.sql("DELETE FROM {s}.seen WHERE expires_at <= $1"),

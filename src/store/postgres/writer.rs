@@ -423,9 +423,13 @@ impl Task {
             let list: Vec<events::New<'_>> = took_effect
                 .iter()
                 .map(|&k| events::New {
+                    // One created resolved at once (decided by a policy rule) is announced
+                    // as resolved: it was never pending.
                     kind: match batch[k].reply {
-                        Reply::Create(_) => EventKind::Created,
-                        Reply::Resolve(_) => EventKind::Resolved,
+                        Reply::Create(_) if batch[k].interaction.resolution.is_none() => {
+                            EventKind::Created
+                        }
+                        Reply::Create(_) | Reply::Resolve(_) => EventKind::Resolved,
                     },
                     id: id(&batch[k]),
                     doc: &docs[k],

@@ -39,6 +39,7 @@ use crate::sync::LockExt;
 
 mod audit;
 mod connect;
+mod grants;
 mod outbox;
 mod writer;
 
@@ -523,6 +524,12 @@ impl InteractionStore for SqliteStore {
             .map_err(unavailable)?;
             conn.execute("DELETE FROM seen WHERE expires_at <= ?1", [now])
                 .map_err(unavailable)?;
+            // Grants revoked or expired before the retention horizon (their audit entries stay).
+            conn.execute(
+                "DELETE FROM grants WHERE revoked_at < ?1 OR expires_at < ?1",
+                [cutoff],
+            )
+            .map_err(unavailable)?;
             // A range scan of the key index (the prefix has no GLOB metacharacters).
             conn.execute(
                 "DELETE FROM kv WHERE key GLOB ?1

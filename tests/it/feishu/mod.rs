@@ -6,6 +6,7 @@ mod delivery;
 pub mod fake;
 pub mod fake_ws;
 pub mod gate;
+mod grants;
 mod helpers;
 mod webhook;
 mod ws;

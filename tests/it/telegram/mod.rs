@@ -6,6 +6,7 @@ mod access;
 mod commands;
 pub(crate) mod fake;
 mod flow;
+mod grants;
 mod questions;
 mod reliability;
 mod rendering;

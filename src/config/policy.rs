@@ -1,0 +1,135 @@
+//! `[[policy]]`: the policy rules, read and checked here, compiled into the core's
+//! [`Policy`]. Every pattern is compiled at start-up (and by `imrelay check-config`), so a
+//! pattern that cannot be read is refused with its rule, field and position.
+
+use std::collections::HashSet;
+
+use serde::{Deserialize, Serialize};
+
+use crate::interaction::Kind;
+use crate::interaction::policy::{Decision, Mode, Policy, Rule, RuleSpec};
+
+/// One `[[policy]]` table.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyRuleSettings {
+    /// The rule's name: in audit entries, logs, metrics and what people see.
+    pub name: String,
+    /// Permission patterns in Claude Code's syntax (`Bash(git status:*)`, `Read(./src/**)`,
+    /// `WebFetch(domain:docs.rs)`, `mcp__github__*`); any matching is enough. Empty: every
+    /// tool.
+    #[serde(default)]
+    pub tools: Vec<String>,
+    /// `allow`, `deny` or `ask`.
+    #[serde(default = "ask")]
+    pub decision: Decision,
+    /// For a deny: the message the agent receives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// `live` (decides) or `shadow` (logs and audits what it would have decided).
+    #[serde(default)]
+    pub mode: Mode,
+    /// Only interactions of these kinds (`approval`, `question`, `form`); empty: every kind.
+    #[serde(default)]
+    pub kind: Vec<Kind>,
+    /// Only calls from these agents (globs over the agent's label); empty: any.
+    #[serde(default)]
+    pub agent: Vec<String>,
+    /// Only calls whose working directory matches one of these globs (`/srv/app/**`); empty:
+    /// any.
+    #[serde(default)]
+    pub cwd: Vec<String>,
+}
+
+fn ask() -> Decision {
+    Decision::Ask
+}
+
+impl PolicyRuleSettings {
+    fn spec(&self) -> RuleSpec {
+        RuleSpec {
+            name: self.name.clone(),
+            tools: self.tools.clone(),
+            kinds: self.kind.clone(),
+            agents: self.agent.clone(),
+            cwds: self.cwd.clone(),
+            session: None,
+            decision: Some(self.decision),
+            message: self.message.clone(),
+            mode: self.mode,
+        }
+    }
+}
+
+/// Compiles the rules, or says which one is wrong, where and why.
+pub fn compile(rules: &[PolicyRuleSettings]) -> Result<Policy, String> {
+    let mut names = HashSet::new();
+    let mut compiled = Vec::with_capacity(rules.len());
+    for (k, r) in rules.iter().enumerate() {
+        let rule = Rule::new(r.spec())
+            .map_err(|e| format!("policy[{k}] ({:?}): {}: {}", r.name, e.field, e.message))?;
+        if !names.insert(rule.name().to_string()) {
+            return Err(format!(
+                "policy[{k}]: the name {:?} is used by an earlier rule; rule names must be unique",
+                r.name
+            ));
+        }
+        compiled.push(rule);
+    }
+    Ok(Policy::new(compiled))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules(toml_text: &str) -> Vec<PolicyRuleSettings> {
+        #[derive(Deserialize)]
+        struct File {
+            policy: Vec<PolicyRuleSettings>,
+        }
+        toml::from_str::<File>(toml_text).unwrap().policy
+    }
+
+    #[test]
+    fn rules_compile_and_bad_ones_name_their_position() {
+        let ok = rules(
+            r#"
+[[policy]]
+name = "git"
+tools = ["Bash(git status:*)", "Read(./src/**)"]
+decision = "allow"
+
+[[policy]]
+name = "no-rm"
+tools = ["Bash(rm:*)"]
+decision = "deny"
+message = "Use the trash instead."
+mode = "shadow"
+agent = ["claude-code"]
+cwd = ["/srv/**"]
+kind = ["approval"]
+"#,
+        );
+        let p = compile(&ok).unwrap();
+        assert_eq!(p.rules().len(), 2);
+        assert_eq!(p.rules()[1].mode(), Mode::Shadow);
+
+        let bad = rules(
+            "[[policy]]\nname = \"x\"\ntools = [\"Bash(ls:*)\", \"Bash(git status\"]\ndecision = \"allow\"",
+        );
+        let e = compile(&bad).unwrap_err();
+        assert_eq!(
+            e,
+            "policy[0] (\"x\"): tools[1]: \"Bash(git status\" at character 15: the specifier is not closed: end the pattern with `)`"
+        );
+        let twice = rules("[[policy]]\nname = \"x\"\n[[policy]]\nname = \"x\"");
+        assert!(
+            compile(&twice)
+                .unwrap_err()
+                .contains("used by an earlier rule")
+        );
+        let home = rules("[[policy]]\nname = \"h\"\ntools = [\"Read(~/x)\"]\ndecision = \"allow\"");
+        assert!(compile(&home).unwrap_err().contains("home directory"));
+    }
+}

@@ -1,0 +1,95 @@
+//! `/v1/grants`: the grants in force ("allow this and similar calls"), listed, added and
+//! revoked by operators.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::api::json_response;
+use super::error::ApiError;
+use super::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::interaction::policy::{Grant, GrantScope, check_rule};
+use crate::interaction::{ValidationError, Via, now};
+
+/// `GET /v1/grants`
+pub async fn list(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+    let grants = state.registry.live_grants().await?;
+    Ok(Json(json!({ "grants": grants })))
+}
+
+/// The body of `POST /v1/grants`: a standing grant made without a call to answer.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewGrant {
+    rule: String,
+    agent: Option<String>,
+    cwd: Option<String>,
+    by: Option<String>,
+}
+
+/// `POST /v1/grants`
+pub async fn add(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<NewGrant>,
+) -> Result<Response, ApiError> {
+    check_rule(&body.rule).map_err(|e| ValidationError::new("rule", e.message))?;
+    for (field, v) in [("agent", &body.agent), ("cwd", &body.cwd), ("by", &body.by)] {
+        if v.as_ref()
+            .is_some_and(|v| v.trim().is_empty() || v.chars().count() > 1000)
+        {
+            return Err(ValidationError::new(field, "must be 1 to 1000 characters").into());
+        }
+    }
+    if body.cwd.as_ref().is_some_and(|c| !c.starts_with('/')) {
+        return Err(ValidationError::new("cwd", "must be an absolute path").into());
+    }
+    let grant = Grant {
+        id: uuid::Uuid::now_v7().to_string(),
+        rule: body.rule.trim().to_string(),
+        scope: GrantScope::Standing,
+        session: None,
+        agent: body.agent,
+        cwd: body.cwd,
+        by: body.by,
+        via: Via::api().as_str().to_string(),
+        interaction_id: None,
+        created_at: now(),
+        expires_at: None,
+    };
+    let grant = state.registry.add_grant(grant).await?;
+    Ok(json_response(StatusCode::CREATED, &grant))
+}
+
+/// `DELETE /v1/grants/{id}?by=NAME&via=desktop|terminal|api`
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RevokeParams {
+    by: Option<String>,
+    via: Option<crate::wire::answer::ClientVia>,
+}
+
+/// `DELETE /v1/grants/{id}`
+pub async fn revoke(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(params): ApiQuery<RevokeParams>,
+) -> Result<Response, ApiError> {
+    if id.is_empty() || id.len() > 64 {
+        return Err(ValidationError::new("id", "is not a grant id").into());
+    }
+    let via = match params.via {
+        Some(crate::wire::answer::ClientVia::Desktop) => Via::desktop(),
+        Some(crate::wire::answer::ClientVia::Terminal) => Via::terminal(),
+        _ => Via::api(),
+    };
+    let by = params
+        .by
+        .filter(|b| !b.trim().is_empty())
+        .map(|b: String| crate::interaction::clip(&b, 200));
+    let grant = state.registry.revoke_grant(&id, by, &via).await?;
+    Ok(json_response(StatusCode::OK, &grant))
+}

@@ -1,0 +1,255 @@
+//! Grants at the registry: created from a person's answer ("allow this and similar calls"),
+//! revoked, and weighed with the policy at creation. A process that alone writes its store
+//! keeps the grants in force in memory; processes sharing a store read them from it whenever
+//! they weigh an approval, so a grant made or revoked on one replica counts on every other
+//! at once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::records::clip;
+use super::{Registry, RegistryError};
+use crate::interaction::ValidationError;
+use crate::interaction::answer::{Answer, Responder};
+use crate::interaction::model::{Interaction, InteractionId, Kind, Via, after, now};
+use crate::interaction::policy::{Grant, GrantScope, Rule, check_rule, propose};
+use crate::interaction::ports::audit::{Action, AuditRecord};
+use crate::sync::RwLockExt;
+
+/// What a person asks for with "allow this and similar calls".
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GrantRequest {
+    /// The pattern to allow; `None`: the one imrelay proposes from the call.
+    pub rule: Option<String>,
+    /// Session or standing.
+    pub scope: GrantScope,
+}
+
+/// Longest grant pattern, in characters.
+const MAX_RULE: usize = 1000;
+
+impl Registry {
+    /// How long a session grant lasts.
+    fn session_grant_ttl(&self) -> Duration {
+        self.inner.config.session_grant_ttl
+    }
+
+    /// The grant `request` describes for interaction `i`, answered by `responder`: checked,
+    /// not yet recorded.
+    pub fn grant_for(
+        &self,
+        i: &Interaction,
+        request: &GrantRequest,
+        responder: &Responder,
+    ) -> Result<Grant, ValidationError> {
+        if i.kind != Kind::Approval {
+            return Err(ValidationError::new(
+                "grant",
+                "only an approval can be allowed with similar calls",
+            ));
+        }
+        let rule = match &request.rule {
+            Some(r) if !r.trim().is_empty() => r.trim().to_string(),
+            _ => propose(i).ok_or_else(|| {
+                ValidationError::new(
+                    "grant.rule",
+                    "no rule can be proposed for this call (a compound command?): write one",
+                )
+            })?,
+        };
+        if rule.chars().count() > MAX_RULE {
+            return Err(ValidationError::new(
+                "grant.rule",
+                format!("is longer than {MAX_RULE} characters"),
+            ));
+        }
+        check_rule(&rule).map_err(|e| ValidationError::new("grant.rule", e.message))?;
+        let at = now();
+        let (session, expires_at) = match request.scope {
+            GrantScope::Session => {
+                let Some(s) = i.session.as_deref() else {
+                    return Err(ValidationError::new(
+                        "grant.scope",
+                        "this call names no session: grant it as \"standing\"",
+                    ));
+                };
+                (
+                    Some(s.to_string()),
+                    Some(after(at, self.session_grant_ttl())),
+                )
+            }
+            GrantScope::Standing => (None, None),
+        };
+        let grant = Grant {
+            id: uuid::Uuid::now_v7().to_string(),
+            rule,
+            scope: request.scope,
+            session,
+            agent: i.agent.as_deref().map(str::to_string),
+            cwd: i.cwd.as_deref().map(str::to_string),
+            by: responder.by.clone(),
+            via: responder.via.as_str().to_string(),
+            interaction_id: Some(i.id.as_str().to_string()),
+            created_at: at,
+            expires_at,
+        };
+        // The grant must at least allow the call it came from, or it says something else.
+        let allows = grant
+            .to_rule()
+            .map(|r| self.policy().evaluate(i, std::slice::from_ref(&r)).live)
+            .map_err(|e| ValidationError::new("grant.rule", e.message))?;
+        if allows.is_none_or(|d| d.grant.is_none()) {
+            return Err(ValidationError::new(
+                "grant.rule",
+                format!(
+                    "{:?} does not allow this call itself (or a policy rule asks or denies it)",
+                    grant.rule
+                ),
+            ));
+        }
+        Ok(grant)
+    }
+
+    /// Answers interaction `id` with an allow and records the grant `request` describes:
+    /// the grant is recorded only if this answer won.
+    pub async fn respond_granting(
+        &self,
+        id: &InteractionId,
+        answer: Answer,
+        responder: Responder,
+        request: &GrantRequest,
+    ) -> Result<(Arc<Interaction>, Grant), RegistryError> {
+        if !matches!(answer, Answer::Allow { .. }) {
+            return Err(ValidationError::new("grant", "goes with decision \"allow\"").into());
+        }
+        let current = self
+            .get(id)
+            .await?
+            .ok_or_else(|| RegistryError::NotFound(id.clone()))?;
+        let grant = self.grant_for(&current, request, &responder)?;
+        // The agent's own form of it, where it offers one (Claude Code's permission
+        // suggestions): applied too, for its session.
+        let answer = match answer {
+            Answer::Allow { updated_input, .. } if current.suggestions.is_some() => Answer::Allow {
+                updated_input,
+                always: true,
+            },
+            other => other,
+        };
+        let resolved = self.respond(id, answer, responder).await?;
+        let grant = self.add_grant(grant).await?;
+        Ok((resolved, grant))
+    }
+
+    /// Records `grant` (checked with [`Registry::grant_for`]) with its audit entry.
+    pub async fn add_grant(&self, grant: Grant) -> Result<Grant, RegistryError> {
+        grant
+            .to_rule()
+            .map_err(|e| ValidationError::new("grant.rule", e.message))?;
+        let audit = self.grant_record(&grant, Action::Granted, grant.by.clone(), &grant.via);
+        self.inner.store.add_grant(grant.clone(), audit).await?;
+        tracing::info!(grant = %grant.id, rule = %grant.rule, scope = grant.scope.as_str(),
+            by = grant.by.as_deref().unwrap_or(""), via = %grant.via, "grant added");
+        self.load_grants().await?;
+        Ok(grant)
+    }
+
+    /// Revokes grant `id`; who and through which channel go into the audit trail.
+    pub async fn revoke_grant(
+        &self,
+        id: &str,
+        by: Option<String>,
+        via: &Via,
+    ) -> Result<Grant, RegistryError> {
+        let live = self.live_grants().await?;
+        let Some(grant) = live.into_iter().find(|g| g.id == id) else {
+            return Err(RegistryError::GrantNotFound(id.to_string()));
+        };
+        let audit = self.grant_record(&grant, Action::Revoked, by.clone(), via.as_str());
+        let revoked = self
+            .inner
+            .store
+            .revoke_grant(id, now(), audit)
+            .await?
+            .ok_or_else(|| RegistryError::GrantNotFound(id.to_string()))?;
+        tracing::info!(grant = %id, rule = %revoked.rule, by = by.as_deref().unwrap_or(""),
+            via = %via, "grant revoked");
+        self.load_grants().await?;
+        Ok(revoked)
+    }
+
+    fn grant_record(
+        &self,
+        grant: &Grant,
+        action: Action,
+        actor: Option<String>,
+        via: &str,
+    ) -> Vec<AuditRecord> {
+        if !self.inner.config.audit {
+            return Vec::new();
+        }
+        vec![AuditRecord {
+            at: now(),
+            action,
+            interaction_id: grant.interaction_id.clone(),
+            actor: actor.map(|a| clip(&a)),
+            channel: clip(via),
+            outcome: grant.scope.as_str().into(),
+            input_hash: None,
+            detail: Some(clip(&format!("grant {}: {}", grant.id, grant.rule))),
+        }]
+    }
+
+    /// The grants in force, oldest first.
+    pub async fn live_grants(&self) -> Result<Vec<Grant>, RegistryError> {
+        Ok(self.inner.store.live_grants(now()).await?)
+    }
+
+    /// Reads the grants in force from the store into memory.
+    pub async fn load_grants(&self) -> Result<(), RegistryError> {
+        let rules = compile(self.live_grants().await?);
+        self.set_grants(rules);
+        Ok(())
+    }
+
+    /// The grants to weigh now: read from the store when other processes share it (a stale
+    /// copy on a failed read, logged), else the copy in memory; expired ones left out.
+    pub(super) async fn grant_rules(&self, i: &Interaction) -> Arc<Vec<Rule>> {
+        if i.kind != Kind::Approval {
+            return Arc::default();
+        }
+        if self.inner.shared_events {
+            match self.live_grants().await {
+                Ok(grants) => {
+                    let rules = Arc::new(compile(grants));
+                    *self.inner.grants.writing() = rules.clone();
+                    return rules;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not read the grants; weighing the last ones read");
+                }
+            }
+        }
+        let held = self.grants();
+        let at = now();
+        if held.iter().all(|r| r.is_live(at)) {
+            held
+        } else {
+            Arc::new(held.iter().filter(|r| r.is_live(at)).cloned().collect())
+        }
+    }
+}
+
+/// The rules of `grants`, leaving out (and logging) any that no longer compiles.
+fn compile(grants: Vec<Grant>) -> Vec<Rule> {
+    grants
+        .iter()
+        .filter_map(|g| match g.to_rule() {
+            Ok(r) => Some(r.until(g.expires_at)),
+            Err(e) => {
+                tracing::error!(grant = %g.id, rule = %g.rule, error = %e, "a stored grant cannot be read; it allows nothing");
+                None
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,251 @@
+//! Grants: "allow this and similar calls" from an answer, allowing the next matching call at
+//! creation, listed and revoked through the API, and kept across a restart.
+
+use std::sync::Arc;
+
+use imrelay::store::{SqliteStore, Store, Synchronous};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+async fn create(app: &TestApp, id: &str, command: &str, session: &str) -> Value {
+    let (status, body) = app
+        .post(
+            "/v1/interactions",
+            &json!({"id": id, "tool_name": "Bash", "input": {"command": command},
+                    "session": session, "agent": "claude-code", "cwd": "/srv/shop"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    body
+}
+
+async fn audit(app: &TestApp) -> Vec<Value> {
+    let (_, body) = app.get("/v1/audit?limit=1000").await;
+    body["entries"].as_array().unwrap().clone()
+}
+
+#[tokio::test]
+async fn a_session_grant_allows_the_next_matching_call_until_revoked() {
+    let app = spawn_app().await;
+    let first = create(&app, "g-1", "npm run test -- --watch", "s-1").await;
+    assert_eq!(first["status"], "pending");
+    // The proposal, as the inbox and the terminal show it before confirming.
+    let (_, display) = app.get("/v1/interactions/g-1/display").await;
+    assert_eq!(display["proposed_rule"], "Bash(npm run test:*)");
+
+    let (status, answered) = app
+        .respond(
+            "g-1",
+            &json!({"decision": "allow", "by": "alice", "via": "desktop",
+                    "grant": {"scope": "session"}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{answered}");
+    assert_eq!(answered["resolution"]["outcome"], "allowed");
+    let grant = &answered["grant"];
+    assert_eq!(grant["rule"], "Bash(npm run test:*)");
+    assert_eq!(
+        (grant["scope"].as_str(), grant["session"].as_str()),
+        (Some("session"), Some("s-1"))
+    );
+    assert_eq!(
+        (grant["by"].as_str(), grant["via"].as_str()),
+        (Some("alice"), Some("desktop"))
+    );
+    assert!(grant["expires_at"].is_string());
+    let grant_id = grant["id"].as_str().unwrap().to_string();
+
+    // The next matching call of the session is allowed by imrelay itself...
+    let next = create(&app, "g-2", "npm run test", "s-1").await;
+    assert_eq!(next["status"], "resolved", "{next}");
+    assert_eq!(next["resolution"]["via"], "policy");
+    assert_eq!(next["resolution"]["by"], "grant Bash(npm run test:*)");
+    // ...not one of another session, nor a call the rule does not cover.
+    assert_eq!(
+        create(&app, "g-3", "npm run test", "s-2").await["status"],
+        "pending"
+    );
+    assert_eq!(
+        create(&app, "g-4", "npm run test && rm -rf /", "s-1").await["status"],
+        "pending"
+    );
+    assert_eq!(
+        create(&app, "g-5", "npm run build", "s-1").await["status"],
+        "pending"
+    );
+
+    let (_, listed) = app.get("/v1/grants").await;
+    assert_eq!(listed["grants"].as_array().unwrap().len(), 1);
+    assert_eq!(listed["grants"][0]["id"], grant_id.as_str());
+
+    // Revoked (as the inbox's Revoke button does): the next call goes to a person again.
+    let (status, revoked) = app
+        .delete(&format!("/v1/grants/{grant_id}?by=bob&via=desktop"))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{revoked}");
+    assert_eq!(
+        create(&app, "g-6", "npm run test", "s-1").await["status"],
+        "pending"
+    );
+    let (_, listed) = app.get("/v1/grants").await;
+    assert_eq!(listed["grants"], json!([]));
+    let (status, again) = app.delete(&format!("/v1/grants/{grant_id}")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{again}");
+
+    let all = audit(&app).await;
+    let granted = all
+        .iter()
+        .find(|e| e["action"] == "granted")
+        .expect("granted entry");
+    assert_eq!(
+        (
+            granted["actor"].as_str(),
+            granted["channel"].as_str(),
+            granted["outcome"].as_str()
+        ),
+        (Some("alice"), Some("desktop"), Some("session"))
+    );
+    assert_eq!(granted["interaction_id"], "g-1");
+    assert_eq!(
+        granted["detail"],
+        format!("grant {grant_id}: Bash(npm run test:*)")
+    );
+    let revoked = all
+        .iter()
+        .find(|e| e["action"] == "revoked")
+        .expect("revoked entry");
+    assert_eq!(
+        (revoked["actor"].as_str(), revoked["channel"].as_str()),
+        (Some("bob"), Some("desktop"))
+    );
+    let decided = all
+        .iter()
+        .find(|e| e["action"] == "policy" && e["interaction_id"] == "g-2")
+        .expect("policy entry");
+    assert_eq!(decided["outcome"], "allow");
+    assert_eq!(
+        decided["detail"],
+        format!("rule \"grant Bash(npm run test:*)\": Bash(npm run test:*) (grant {grant_id})")
+    );
+    app.metrics_with(
+        r#"imrelay_policy_decisions_total{rule="grant",decision="allow",mode="live"} 1"#,
+    )
+    .await;
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_grant_that_does_not_fit_changes_nothing() {
+    let app = spawn_app().await;
+    create(&app, "b-1", "npm run test", "s-1").await;
+    for (grant, field) in [
+        (
+            json!({"rule": "Bash(npm run", "scope": "session"}),
+            "grant.rule",
+        ),
+        (
+            json!({"rule": "Bash(make:*)", "scope": "session"}),
+            "grant.rule",
+        ),
+        (
+            json!({"rule": "Read(~/x)", "scope": "standing"}),
+            "grant.rule",
+        ),
+        (json!({"scope": "forever"}), ""),
+    ] {
+        let (status, body) = app
+            .respond("b-1", &json!({"decision": "allow", "grant": grant}))
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{grant}: {body}");
+        if !field.is_empty() {
+            assert_eq!(body["error"]["field"], field, "{body}");
+        }
+    }
+    let (status, body) = app
+        .respond(
+            "b-1",
+            &json!({"decision": "deny", "grant": {"scope": "session"}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let (_, i) = app.get("/v1/interactions/b-1").await;
+    assert_eq!(i["status"], "pending");
+    let (_, listed) = app.get("/v1/grants").await;
+    assert_eq!(listed["grants"], json!([]));
+    // A call without a session can only be granted standing.
+    let (_, nosession) = app
+        .post(
+            "/v1/interactions",
+            &json!({"id": "b-2", "tool_name": "Bash", "input": {"command": "ls"}}),
+        )
+        .await;
+    assert_eq!(nosession["status"], "pending");
+    let (status, body) = app
+        .respond(
+            "b-2",
+            &json!({"decision": "allow", "grant": {"scope": "session"}}),
+        )
+        .await;
+    assert_eq!(
+        (status, body["error"]["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("grant.scope"))
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_standing_grant_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("imrelay.db");
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&db, Synchronous::Normal).unwrap());
+    let app = spawn_on(settings(), store).await;
+    create(&app, "st-1", "cargo test --lib", "s-1").await;
+    let (status, answered) = app
+        .respond(
+            "st-1",
+            &json!({"decision": "allow", "by": "carol", "grant": {"rule": "Bash(cargo test:*)", "scope": "standing"}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{answered}");
+    assert_eq!(answered["grant"]["expires_at"], Value::Null);
+    app.stop().await;
+
+    let store: Arc<dyn Store> = Arc::new(reopen_sqlite(&db).await);
+    let app = spawn_on(settings(), store).await;
+    let (_, listed) = app.get("/v1/grants").await;
+    assert_eq!(listed["grants"][0]["rule"], "Bash(cargo test:*)");
+    // Standing: any session of the same agent in the same directory.
+    let next = create(&app, "st-2", "cargo test --doc", "s-9").await;
+    assert_eq!(next["status"], "resolved", "{next}");
+    assert_eq!(next["resolution"]["by"], "grant Bash(cargo test:*)");
+    // Bound to the directory it was granted in.
+    let (_, elsewhere) = app
+        .post(
+            "/v1/interactions",
+            &json!({"id": "st-3", "tool_name": "Bash", "input": {"command": "cargo test"},
+                    "session": "s-9", "agent": "claude-code", "cwd": "/srv/other"}),
+        )
+        .await;
+    assert_eq!(elsewhere["status"], "pending");
+    // Revoked, then pruned with what is past retention: the row goes, its audit entries stay.
+    let id = listed["grants"][0]["id"].as_str().unwrap().to_string();
+    let (status, _) = app.delete(&format!("/v1/grants/{id}")).await;
+    assert_eq!(status, StatusCode::OK);
+    let rows = || {
+        rusqlite::Connection::open(&db)
+            .unwrap()
+            .query_row("SELECT count(*) FROM grants", [], |r| r.get::<_, i64>(0))
+            .unwrap()
+    };
+    assert_eq!(rows(), 1);
+    app.prune_all().await;
+    assert_eq!(rows(), 0);
+    let all = audit(&app).await;
+    assert!(
+        all.iter().any(|e| e["action"] == "granted")
+            && all.iter().any(|e| e["action"] == "revoked")
+    );
+    app.stop().await;
+}
