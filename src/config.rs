@@ -461,6 +461,8 @@ pub(crate) fn enum_values(key: &str) -> Option<Vec<String>> {
         "feishu.domain" => variants::<feishu::settings::Domain>(),
         "feishu.locale" => variants::<crate::channels::render::Locale>(),
         "slack.mode" => variants::<slack::Mode>(),
+        "policy.decision" => variants::<crate::interaction::policy::Decision>(),
+        "policy.mode" => variants::<crate::interaction::policy::Mode>(),
         _ => return None,
     })
 }

@@ -61,6 +61,40 @@ fn without_index(key: &str) -> &str {
     key.split('[').next().unwrap_or(key)
 }
 
+/// `value`, or its element when `part` names one (`policy[0]`): an index past the end, or on
+/// something that is not an array, is `None`.
+fn element<'v>(value: &'v toml::Value, part: &str) -> Option<&'v toml::Value> {
+    match part.split_once('[') {
+        None => Some(value),
+        Some((_, index)) => value
+            .as_array()?
+            .get(index.strip_suffix(']')?.parse::<usize>().ok()?),
+    }
+}
+
+/// `key` with every element index taken out (`policy[0].decision` → `policy.decision`): the
+/// setting it is an instance of.
+pub(super) fn unindexed(key: &str) -> String {
+    key.split('.')
+        .map(without_index)
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+/// `key` as the loader names a member of an array's element (`policy[0]decision`), with the
+/// dot people write (`policy[0].decision`).
+fn dotted(key: &str) -> String {
+    let mut out = String::with_capacity(key.len() + 2);
+    let mut chars = key.chars().peekable();
+    while let Some(c) = chars.next() {
+        out.push(c);
+        if c == ']' && chars.peek().is_some_and(|n| *n != '.' && *n != '[') {
+            out.push('.');
+        }
+    }
+    out
+}
+
 /// `key` as the environment variable that sets it.
 fn env_name(key: &str) -> String {
     format!(
@@ -151,10 +185,11 @@ impl Sources {
     /// The value at dotted `key` in the file (indices ignored).
     fn file_value(&self, key: &str) -> Option<&toml::Value> {
         let (_, table) = self.file.as_ref()?;
-        let mut parts = without_index(key).split('.');
-        let mut value = table.get(parts.next()?)?;
+        let mut parts = key.split('.');
+        let first = parts.next()?;
+        let mut value = element(table.get(without_index(first))?, first)?;
         for part in parts {
-            value = value.as_table()?.get(part)?;
+            value = element(value.as_table()?.get(without_index(part))?, part)?;
         }
         Some(value)
     }
@@ -327,6 +362,7 @@ impl Sources {
                 key: Some(key),
                 ..
             } => {
+                let key = dotted(&key);
                 let error = error.to_string();
                 self.explain(&key, &error)
                     .unwrap_or_else(|| self.about(&key, &error))
@@ -337,6 +373,7 @@ impl Sources {
                 key: Some(key),
                 ..
             } => {
+                let key = dotted(&key);
                 let error = format!("expected {expected}, found {unexpected}");
                 self.explain(&key, &error)
                     .unwrap_or_else(|| self.about(&key, &error))

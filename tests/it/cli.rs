@@ -294,6 +294,11 @@ fn configuration_mistakes_are_explained_in_a_persons_words() {
             "IMRELAY__STORE__BACKEND: \"PostgreSQL\" is not one of the values store.backend takes: \"sqlite\", \"memory\" or \"postgres\". Use IMRELAY__STORE__BACKEND=postgres.".into(),
         ),
         (
+            "[[policy]]\nname = \"x\"\ntools = [\"Bash(ls)\"]\ndecision = \"maybe\"\n",
+            vec![],
+            "policy[0].decision in c.toml: \"maybe\" is not one of the values policy[0].decision takes: \"allow\", \"deny\" or \"ask\". Use one of them, like decision = \"allow\".".into(),
+        ),
+        (
             "[store]\nsynchronous = \"fast\"\n",
             vec![],
             "store.synchronous in c.toml: \"fast\" is not one of the values store.synchronous takes: \"normal\" or \"full\". Use one of them, like synchronous = \"normal\".".into(),

@@ -115,7 +115,7 @@ impl Sources {
     /// mistake is one people make; `None` leaves the loader's message.
     pub(super) fn explain(&self, key: &str, error: &str) -> Option<String> {
         let given = self.given(key)?;
-        if let Some(values) = crate::config::enum_values(key) {
+        if let Some(values) = crate::config::enum_values(&super::unindexed(key)) {
             return Some(self.explain_choice(key, &given, &values));
         }
         match key {
