@@ -17,6 +17,7 @@
 //! - [`agents`]: the agent adapters: each agent's own approval hooks (Claude Code, ...) as
 //!   interactions, and the answers back in the shape that agent accepts.
 //! - [`mcp`]: the MCP server at `/mcp` (tools that ask people), over the core.
+//! - [`tls`]: the TLS client settings every outgoing connection shares.
 //! - [`app`]: wiring, shared by `main` and the tests.
 //! - [`cli`]: the command-line tools: the terminal client of a running server (`watch`,
 //!   `pending`, `show`, `answer`) and tools for the server's machine (`audit`, `backup`).
@@ -40,6 +41,7 @@ pub mod settings;
 pub mod store;
 pub mod sync;
 pub mod telemetry;
+pub mod tls;
 pub mod wire;
 
 /// The version, with the git commit it was built from when known.

@@ -1,8 +1,6 @@
 //! What the long-connection transports of the newer chat platforms share (Slack's Socket
-//! Mode, DingTalk's stream, WeCom's bot connection): the TLS settings for `wss://`, and the
-//! reconnect backoff with its attempt count.
+//! Mode, DingTalk's stream, WeCom's bot connection): the reconnect backoff with its attempt count.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use rand::Rng;
@@ -10,18 +8,9 @@ use rand::Rng;
 /// A connection that stayed up this long was a good one: the backoff starts over after it.
 pub const STABLE_AFTER: Duration = Duration::from_secs(60);
 
-/// The TLS client settings for `wss://`: the ring provider and the Mozilla roots.
-pub fn tls_config() -> Result<Arc<rustls::ClientConfig>, rustls::Error> {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    Ok(Arc::new(config))
-}
+/// The TLS client settings for `wss://` ([`crate::tls::client_config`]; kept under this name
+/// for the transports' tests).
+pub use crate::tls::client_config as tls_config;
 
 /// The wait before reconnect attempt `attempt` (0 first): doubling from `min`, capped at
 /// `max`, jittered down to half of that, never below `min`.

@@ -58,7 +58,7 @@ pub fn run(args: McpArgs, config: Option<&std::path::Path>) -> i32 {
 /// Mozilla roots like every other TLS client of imrelay. (rmcp's default client would need a
 /// process-wide TLS provider.)
 pub fn http_client() -> anyhow::Result<reqwest13::Client> {
-    let tls = crate::channels::feishu::ws::tls_config()?;
+    let tls = crate::tls::client_config()?;
     Ok(reqwest13::Client::builder()
         .tls_backend_preconfigured((*tls).clone())
         .user_agent(concat!("imrelay-mcp/", env!("CARGO_PKG_VERSION")))

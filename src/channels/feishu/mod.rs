@@ -144,7 +144,7 @@ pub async fn install(w: &mut Wiring, settings: &FeishuSettings) -> anyhow::Resul
                 connected,
                 shutdown: w.shutdown.clone(),
                 connect_timeout: std::time::Duration::from_secs(settings.connect_timeout_secs),
-                tls: ws::tls_config()
+                tls: crate::tls::client_config()
                     .context("cannot set up TLS for the feishu long connection")?,
             };
             w.spawn_on_serve(client.run());

@@ -198,19 +198,6 @@ pub(crate) struct LongConnection {
     pub tls: Arc<rustls::ClientConfig>,
 }
 
-/// The TLS client settings: the ring provider and the Mozilla roots.
-pub(crate) fn tls_config() -> anyhow::Result<Arc<rustls::ClientConfig>> {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    Ok(Arc::new(config))
-}
-
 enum Ended {
     Shutdown,
 }
