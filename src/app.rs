@@ -87,13 +87,7 @@ impl App {
             tasks: Vec::new(),
             shutdown: shutdown.clone(),
         };
-        let sections = crate::channels::Sections {
-            telegram: &settings.telegram,
-            feishu: &settings.feishu,
-            webhooks: &settings.webhooks,
-            slack: &settings.slack,
-        };
-        crate::channels::install(&mut wiring, sections).await?;
+        crate::channels::install(&mut wiring, &settings.channels()).await?;
         let Wiring {
             outbox,
             routes: extra,

@@ -1,7 +1,9 @@
 //! Channels present interactions outside imrelay (Telegram, Feishu/Lark, Slack, webhooks) and hand
 //! answers back to the registry.
 //!
-//! A channel plugs in through [`Wiring`] at start-up:
+//! Every channel is listed once, in the channel registry ([`registry`]: each settings section
+//! is a [`Channel`], the list is `config::Settings::channels`), and plugs in through
+//! [`Wiring`] at start-up:
 //! - a [`crate::interaction::Lifecycle`] hook plans its outbox jobs (post a prompt, update a
 //!   message) in the same transaction as the state change;
 //! - an [`crate::outbox::OutboxHandler`] delivers those jobs, with retries;
@@ -19,6 +21,7 @@ pub mod longconn;
 pub(crate) mod messages;
 pub(crate) mod pipeline;
 pub mod present;
+pub mod registry;
 pub mod render;
 pub mod slack;
 pub mod telegram;
@@ -40,6 +43,8 @@ use crate::metrics::Metrics;
 use crate::outbox::Outbox;
 use crate::store::Store;
 
+pub use registry::{Channel, Check, Doctor, install};
+
 /// A background task a channel runs while the server serves.
 pub type Task = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
@@ -56,19 +61,6 @@ pub struct Server {
     pub retention: Duration,
     /// How long a replica's lease on a singleton task lasts (`store.leader_lease_ms`).
     pub leader_lease: Duration,
-}
-
-/// Each channel's own settings section.
-#[derive(Clone, Copy, Debug)]
-pub struct Sections<'a> {
-    /// `[telegram]`.
-    pub telegram: &'a telegram::TelegramSettings,
-    /// `[feishu]`.
-    pub feishu: &'a feishu::FeishuSettings,
-    /// `[[webhooks]]`.
-    pub webhooks: &'a [webhook::WebhookSettings],
-    /// `[slack]`.
-    pub slack: &'a slack::SlackSettings,
 }
 
 /// Everything a channel needs to plug itself in.
@@ -91,15 +83,6 @@ pub struct Wiring {
     pub tasks: Vec<Task>,
     /// Fires at shutdown.
     pub shutdown: CancellationToken,
-}
-
-/// Installs every enabled channel, each with its own section.
-pub async fn install(wiring: &mut Wiring, sections: Sections<'_>) -> anyhow::Result<()> {
-    webhook::install(wiring, sections.webhooks).await?;
-    feishu::install(wiring, sections.feishu).await?;
-    slack::install(wiring, sections.slack).await?;
-    telegram::install(wiring, sections.telegram).await?;
-    Ok(())
 }
 
 impl Wiring {

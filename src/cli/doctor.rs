@@ -9,84 +9,36 @@
 //! each webhook target answers a signed test event (`--send-test`). One line per check, `✓`
 //! or `✗` with what to do; the exit code says whether everything passed.
 //!
+//! Each channel's checks are its own (`channels/<name>/doctor.rs`), run through the channel
+//! registry.
+//!
 //! A SQLite store is looked at without changing anything (doctor runs where a person happens
 //! to be, beside a running server or before the first start): a database a server is using is
 //! checked through that server's `/healthz`; one nobody uses is opened read-only and its
 //! write access checked without writing; a missing one is not created.
 
-use std::fmt;
-
-use serde_json::json;
-
-use crate::channels::feishu::api::OpenApi;
-use crate::channels::telegram::client::Client as TelegramClient;
-use crate::channels::webhook::signature::SigningKey;
+pub use crate::channels::Check;
+use crate::channels::Doctor;
 use crate::config::{Backend, Settings};
-use crate::metrics::Metrics;
 use crate::store::sqlite::{self, Inspection};
 use crate::telemetry::escape;
-
-/// The outcome of one check.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Check {
-    /// Whether it passed.
-    pub ok: bool,
-    /// What was checked, and what was found.
-    pub what: String,
-    /// What to do about a failure.
-    pub fix: Option<String>,
-}
-
-impl Check {
-    fn pass(what: impl Into<String>) -> Self {
-        Self {
-            ok: true,
-            what: what.into(),
-            fix: None,
-        }
-    }
-
-    fn fail(what: impl Into<String>, fix: impl Into<String>) -> Self {
-        Self {
-            ok: false,
-            what: what.into(),
-            fix: Some(fix.into()),
-        }
-    }
-}
-
-impl fmt::Display for Check {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mark = if self.ok { "✓" } else { "✗" };
-        write!(f, "{mark} {}", self.what)?;
-        if let Some(fix) = &self.fix {
-            write!(f, "\n    → {fix}")?;
-        }
-        Ok(())
-    }
-}
 
 /// Runs every check that applies to `settings`; with `send_test`, sends test messages.
 pub async fn run(settings: &Settings, send_test: bool) -> Vec<Check> {
     let mut checks = Vec::new();
     store(settings, &mut checks).await;
     tokens(settings, &mut checks);
-    if settings.telegram.enabled {
-        telegram(settings, send_test, &mut checks).await;
+    let run = Doctor {
+        send_test,
+        public_url: settings.server.public_url.clone(),
+    };
+    let mut destinations = false;
+    for channel in settings.channels() {
+        if channel.enabled() {
+            destinations = true;
+            checks.extend(channel.doctor(&run).await);
+        }
     }
-    if settings.feishu.enabled {
-        feishu(settings, send_test, &mut checks).await;
-    }
-    if settings.slack.enabled {
-        slack(settings, send_test, &mut checks).await;
-    }
-    for target in &settings.webhooks {
-        webhook(settings, target, send_test, &mut checks).await;
-    }
-    let destinations = settings.telegram.enabled
-        || settings.feishu.enabled
-        || settings.slack.enabled
-        || !settings.webhooks.is_empty();
     if !send_test && destinations {
         checks.push(Check::pass(
             "no test messages sent (run `imrelay doctor --send-test` to send one to every chat, receiver and webhook)",
@@ -295,328 +247,17 @@ fn tokens(settings: &Settings, checks: &mut Vec<Check>) {
     }
 }
 
-async fn telegram(settings: &Settings, send_test: bool, checks: &mut Vec<Check>) {
-    let s = &settings.telegram;
-    let client = match TelegramClient::new(s, &Metrics::new()) {
-        Ok((client, worker)) => {
-            tokio::spawn(worker);
-            client
-        }
-        Err(e) => {
-            checks.push(Check::fail(
-                format!("Telegram: {e:#}"),
-                "fix telegram.api_url",
-            ));
-            untried(
-                send_test,
-                "Telegram",
-                s.chats.iter().map(|c| format!("chat {c}")),
-                checks,
-            );
-            return;
-        }
-    };
-    match client.get_me().await {
-        Ok(me) => checks.push(Check::pass(format!(
-            "Telegram: the bot token works (@{})",
-            me.username()
-        ))),
-        Err(e) => {
-            checks.push(Check::fail(
-                format!("Telegram: getMe failed: {}", e.describe()),
-                format!(
-                    "check telegram.token (from @BotFather) and that {} is reachable",
-                    s.api_url.trim()
-                ),
-            ));
-            untried(
-                send_test,
-                "Telegram",
-                s.chats.iter().map(|c| format!("chat {c}")),
-                checks,
-            );
-            return;
-        }
-    }
-    if s.approvers.is_empty() {
-        checks.push(Check::fail(
-            "Telegram: no approvers, so nobody can answer",
-            "add your numeric user id to telegram.approvers (e.g. from @userinfobot)",
-        ));
-    } else {
-        checks.push(Check::pass(format!(
-            "Telegram: {} approver(s)",
-            s.approvers.len()
-        )));
-    }
-    if s.chats.is_empty() {
-        checks.push(Check::fail(
-            "Telegram: no chats to post to",
-            "add a chat id to telegram.chats (your user id for a private chat)",
-        ));
-    }
-    for &chat in &s.chats {
-        if !send_test {
-            continue;
-        }
-        let text = "✅ imrelay doctor: this chat receives imrelay's questions.".to_string();
-        match client.send(chat, text, None, None).await {
-            Ok(_) => checks.push(Check::pass(format!(
-                "Telegram: chat {chat} received a test message"
-            ))),
-            Err(e) => checks.push(Check::fail(
-                format!(
-                    "Telegram: chat {chat} did not take a test message: {}",
-                    e.describe()
-                ),
-                "start a chat with the bot first (send it /start), or add it to the group",
-            )),
-        }
-    }
-}
-
-async fn feishu(settings: &Settings, send_test: bool, checks: &mut Vec<Check>) {
-    let s = &settings.feishu;
-    let api = match OpenApi::new(&s.api_base(), &s.app_id, s.app_secret.clone()) {
-        Ok(api) => api,
-        Err(e) => {
-            checks.push(Check::fail(format!("Feishu: {e}"), "fix feishu.base_url"));
-            untried(
-                send_test,
-                "Feishu",
-                s.receivers.iter().map(|r| r.address()),
-                checks,
-            );
-            return;
-        }
-    };
-    match api.tenant_token().await {
-        Ok(_) => checks.push(Check::pass("Feishu: the app credentials get a token")),
-        Err(e) => {
-            checks.push(Check::fail(
-                format!("Feishu: no token for the app credentials: {e}"),
-                "check feishu.app_id and feishu.app_secret, and feishu.domain (feishu or lark)",
-            ));
-            untried(
-                send_test,
-                "Feishu",
-                s.receivers.iter().map(|r| r.address()),
-                checks,
-            );
-            return;
-        }
-    }
-    if s.approvers.is_empty() {
-        checks.push(Check::fail(
-            "Feishu: no approvers, so nobody can answer",
-            "add your open_id to feishu.approvers",
-        ));
-    } else {
-        checks.push(Check::pass(format!(
-            "Feishu: {} approver(s)",
-            s.approvers.len()
-        )));
-    }
-    if s.receivers.is_empty() {
-        checks.push(Check::fail(
-            "Feishu: no receivers to post to",
-            "add a chat or user to feishu.receivers",
-        ));
-    }
-    for receiver in &s.receivers {
-        if !send_test {
-            continue;
-        }
-        let card = json!({
-            "schema": "2.0",
-            "header": {"title": {"tag": "plain_text", "content": "imrelay doctor"}, "template": "green"},
-            "body": {"elements": [{"tag": "markdown", "content": "✅ This chat receives imrelay's questions."}]},
-        });
-        let uuid = uuid::Uuid::now_v7().to_string();
-        match api.send_card(receiver, &card, &uuid).await {
-            Ok(_) => checks.push(Check::pass(format!(
-                "Feishu: {} received a test card",
-                receiver.address()
-            ))),
-            Err(e) => checks.push(Check::fail(
-                format!(
-                    "Feishu: {} did not take a test card: {e}",
-                    receiver.address()
-                ),
-                "add the app (bot) to that chat, and give it the im:message:send_as_bot permission",
-            )),
-        }
-    }
-}
-
-async fn slack(settings: &Settings, send_test: bool, checks: &mut Vec<Check>) {
-    use crate::channels::slack::Mode;
-    use crate::channels::slack::api::{NewMessage, WebApi};
-    let s = &settings.slack;
-    let channels = || s.channels.iter().map(|c| format!("conversation {c}"));
-    let api = match WebApi::new(&s.api_base(), s.bot_token.clone(), s.app_token.clone()) {
-        Ok(api) => api,
-        Err(e) => {
-            checks.push(Check::fail(format!("Slack: {e}"), "fix slack.api_base"));
-            untried(send_test, "Slack", channels(), checks);
-            return;
-        }
-    };
-    match api.auth_test().await {
-        Ok(who) => checks.push(Check::pass(format!(
-            "Slack: the bot token works (bot {} in workspace {})",
-            escape(&who.user),
-            escape(&who.team)
-        ))),
-        Err(e) => {
-            checks.push(Check::fail(
-                format!("Slack: auth.test refused the bot token: {e}"),
-                "check slack.bot_token (xoxb-..., OAuth & Permissions) and that the app is installed in the workspace",
-            ));
-            untried(send_test, "Slack", channels(), checks);
-            return;
-        }
-    }
-    if s.mode == Mode::SocketMode {
-        match api.connections_open().await {
-            Ok(_) => checks.push(Check::pass(
-                "Slack: the app-level token opens Socket Mode connections",
-            )),
-            Err(e) => checks.push(Check::fail(
-                format!("Slack: apps.connections.open failed: {e}"),
-                "check slack.app_token (xapp-..., scope connections:write) and that Socket Mode is on in the app's settings",
-            )),
-        }
-    }
-    if s.approvers.is_empty() {
-        checks.push(Check::fail(
-            "Slack: no approvers, so nobody can answer",
-            "add your Slack user id (U...) to slack.approvers (profile → ⋮ → Copy member ID)",
-        ));
-    } else {
-        checks.push(Check::pass(format!(
-            "Slack: {} approver(s)",
-            s.approvers.len()
-        )));
-    }
-    if !send_test {
-        return;
-    }
-    let blocks = json!([{"type": "section", "text": {"type": "plain_text",
-        "text": "✅ This conversation receives imrelay's approvals and questions."}}]);
-    for channel in &s.channels {
-        let message = NewMessage {
-            channel,
-            text: "imrelay doctor: test message",
-            blocks: Some(&blocks),
-            thread_ts: None,
-        };
-        match api.post_message(&message).await {
-            Ok(_) => checks.push(Check::pass(format!(
-                "Slack: conversation {} received a test message",
-                escape(channel)
-            ))),
-            Err(e) => checks.push(Check::fail(
-                format!(
-                    "Slack: conversation {} did not take a test message: {e}",
-                    escape(channel)
-                ),
-                "invite the bot to that conversation (/invite @yourbot), and give it the chat:write scope",
-            )),
-        }
-    }
-}
-
-async fn webhook(
-    settings: &Settings,
-    target: &crate::channels::webhook::WebhookSettings,
-    send_test: bool,
-    checks: &mut Vec<Check>,
-) {
-    let name = &target.name;
-    let key = match SigningKey::parse(target.secret.expose()) {
-        Ok(key) => key,
-        Err(e) => {
-            checks.push(Check::fail(
-                format!("webhook {name}: {e}"),
-                "set its secret to whsec_ followed by base64 of at least 16 random bytes",
-            ));
-            untried(
-                send_test,
-                &format!("webhook {name}"),
-                [target.url.clone()],
-                checks,
-            );
-            return;
-        }
-    };
-    if !send_test {
-        checks.push(Check::pass(format!(
-            "webhook {name}: {} (not tried)",
-            target.url
-        )));
-        return;
-    }
-    let id = format!("msg_doctor_{}", uuid::Uuid::now_v7().simple());
-    let now = jiff::Timestamp::now();
-    let body = json!({
-        "type": "imrelay.test",
-        "id": id,
-        "timestamp": now.to_string(),
-        "data": {"message": "imrelay doctor: a signed test event", "public_url": settings.server.public_url},
-    })
-    .to_string();
-    let signature = key.sign(&id, now.as_second(), body.as_bytes());
-    let sent = reqwest::Client::new()
-        .post(&target.url)
-        .timeout(std::time::Duration::from_secs(target.timeout_secs.max(1)))
-        .header("content-type", "application/json")
-        .header("webhook-id", &id)
-        .header("webhook-timestamp", now.as_second().to_string())
-        .header("webhook-signature", signature)
-        .body(body)
-        .send()
-        .await;
-    match sent {
-        Ok(r) if r.status().is_success() => checks.push(Check::pass(format!(
-            "webhook {name}: {} answered a signed test event ({})",
-            target.url,
-            r.status()
-        ))),
-        Ok(r) => checks.push(Check::fail(
-            format!("webhook {name}: {} answered {}", target.url, r.status()),
-            "the receiver must answer 2xx to a correctly signed event (check it verifies with this secret)",
-        )),
-        Err(e) => checks.push(Check::fail(
-            format!("webhook {name}: {} unreachable: {e}", target.url),
-            "check the URL and that the receiver is running",
-        )),
-    }
-}
-
-/// With `--send-test`, a failure for each destination of `channel` that gets no test
-/// message because a check before it failed: every destination has its line.
-fn untried(
-    send_test: bool,
-    channel: &str,
-    destinations: impl IntoIterator<Item = String>,
-    checks: &mut Vec<Check>,
-) {
-    if !send_test {
-        return;
-    }
-    for to in destinations {
-        checks.push(Check::fail(
-            format!("{channel}: no test message sent to {to}, as the check above failed"),
-            "fix that, then run `imrelay doctor --send-test` again",
-        ));
-    }
-}
-
 /// Prints the checks, one per line; true when all passed.
 pub fn print(checks: &[Check]) -> bool {
     for c in checks {
-        say!("{c}");
+        // Checks quote what platforms and servers answered: nothing of it reaches the
+        // terminal unescaped.
+        let shown = Check {
+            ok: c.ok,
+            what: escape(&c.what).into_owned(),
+            fix: c.fix.as_deref().map(|f| escape(f).into_owned()),
+        };
+        say!("{shown}");
     }
     let failed = checks.iter().filter(|c| !c.ok).count();
     if failed == 0 {

@@ -18,6 +18,7 @@ pub mod api;
 pub(crate) mod callback;
 pub(crate) mod card;
 pub mod crypto;
+mod doctor;
 pub mod frame;
 pub(crate) mod outbox;
 pub mod settings;
@@ -162,4 +163,45 @@ pub async fn install(w: &mut Wiring, settings: &FeishuSettings) -> anyhow::Resul
         "feishu: channel enabled"
     );
     Ok(())
+}
+
+/// The `[feishu]` section in the channel registry.
+impl crate::channels::Channel for FeishuSettings {
+    fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        FeishuSettings::validate(self)
+    }
+
+    fn paths(&self) -> Vec<crate::settings::PathClaim> {
+        FeishuSettings::paths(self)
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        if self.enabled && self.approvers.is_empty() {
+            vec![
+                "feishu is enabled but feishu.approvers is empty: cards are posted, but nobody \
+                 can answer them from Feishu (a refused click logs the clicker's id)"
+                    .to_string(),
+            ]
+        } else {
+            Vec::new()
+        }
+    }
+
+    fn install<'a>(
+        &'a self,
+        wiring: &'a mut Wiring,
+    ) -> crate::channels::registry::BoxFuture<'a, anyhow::Result<()>> {
+        Box::pin(install(wiring, self))
+    }
+
+    fn doctor<'a>(
+        &'a self,
+        run: &'a crate::channels::Doctor,
+    ) -> crate::channels::registry::BoxFuture<'a, Vec<crate::channels::Check>> {
+        Box::pin(doctor::checks(self, run))
+    }
 }

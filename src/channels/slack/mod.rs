@@ -18,6 +18,7 @@
 
 pub mod api;
 pub mod blocks;
+mod doctor;
 pub mod events;
 pub mod interact;
 pub(crate) mod outbox;
@@ -133,4 +134,45 @@ pub async fn install(w: &mut Wiring, settings: &SlackSettings) -> anyhow::Result
         "slack: channel enabled"
     );
     Ok(())
+}
+
+/// The `[slack]` section in the channel registry.
+impl crate::channels::Channel for SlackSettings {
+    fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        SlackSettings::validate(self)
+    }
+
+    fn paths(&self) -> Vec<crate::settings::PathClaim> {
+        SlackSettings::paths(self)
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        if self.enabled && self.approvers.is_empty() {
+            vec![
+                "slack is enabled but slack.approvers is empty: messages are posted, but nobody \
+                 can answer them from Slack (a refused click logs the clicker's user id)"
+                    .to_string(),
+            ]
+        } else {
+            Vec::new()
+        }
+    }
+
+    fn install<'a>(
+        &'a self,
+        wiring: &'a mut Wiring,
+    ) -> crate::channels::registry::BoxFuture<'a, anyhow::Result<()>> {
+        Box::pin(install(wiring, self))
+    }
+
+    fn doctor<'a>(
+        &'a self,
+        run: &'a crate::channels::Doctor,
+    ) -> crate::channels::registry::BoxFuture<'a, Vec<crate::channels::Check>> {
+        Box::pin(doctor::checks(self, run))
+    }
 }

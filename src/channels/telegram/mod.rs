@@ -20,6 +20,7 @@
 // it; the rest is the crate's own.
 pub mod callback;
 pub(crate) mod client;
+mod doctor;
 pub(crate) mod render;
 pub(crate) mod settings;
 pub(crate) mod state;
@@ -389,6 +390,47 @@ pub async fn install(w: &mut Wiring, settings: &TelegramSettings) -> anyhow::Res
         "telegram channel enabled"
     );
     Ok(())
+}
+
+/// The `[telegram]` section in the channel registry.
+impl crate::channels::Channel for TelegramSettings {
+    fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        TelegramSettings::validate(self)
+    }
+
+    fn paths(&self) -> Vec<crate::settings::PathClaim> {
+        TelegramSettings::paths(self)
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        if self.enabled && self.approvers.is_empty() {
+            vec![
+                "telegram is enabled but telegram.approvers is empty: prompts are posted, but \
+                 nobody can answer them from Telegram (send /whoami to the bot for your user id)"
+                    .to_string(),
+            ]
+        } else {
+            Vec::new()
+        }
+    }
+
+    fn install<'a>(
+        &'a self,
+        wiring: &'a mut Wiring,
+    ) -> crate::channels::registry::BoxFuture<'a, anyhow::Result<()>> {
+        Box::pin(install(wiring, self))
+    }
+
+    fn doctor<'a>(
+        &'a self,
+        run: &'a crate::channels::Doctor,
+    ) -> crate::channels::registry::BoxFuture<'a, Vec<crate::channels::Check>> {
+        Box::pin(doctor::checks(self, run))
+    }
 }
 
 #[cfg(test)]

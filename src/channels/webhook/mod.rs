@@ -12,6 +12,7 @@
 //! `via = "webhook:<name>"`, so a system that cannot hold an operator token can answer.
 
 pub(crate) mod settings;
+mod doctor;
 // Public on purpose: the integration tests sign and verify deliveries with it.
 pub mod signature;
 
@@ -491,6 +492,31 @@ async fn release(hooks: &Webhooks, scope: &str, msg_id: &str) {
 /// A header value as recorded in refusals and messages: at most 64 characters.
 fn bounded(v: &str) -> String {
     crate::interaction::clip(v, 64)
+}
+
+/// The `[[webhooks]]` targets in the channel registry: enabled when any is configured.
+impl crate::channels::Channel for Vec<WebhookSettings> {
+    fn enabled(&self) -> bool {
+        !self.is_empty()
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        validate_all(self)
+    }
+
+    fn install<'a>(
+        &'a self,
+        wiring: &'a mut Wiring,
+    ) -> crate::channels::registry::BoxFuture<'a, anyhow::Result<()>> {
+        Box::pin(install(wiring, self))
+    }
+
+    fn doctor<'a>(
+        &'a self,
+        run: &'a crate::channels::Doctor,
+    ) -> crate::channels::registry::BoxFuture<'a, Vec<crate::channels::Check>> {
+        Box::pin(doctor::checks(self, run))
+    }
 }
 
 #[cfg(test)]

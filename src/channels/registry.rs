@@ -1,0 +1,126 @@
+//! The channel registry: what every channel offers the rest of imrelay, so that the settings
+//! checks, start-up and `imrelay doctor` go over one list instead of naming each channel.
+//!
+//! Each channel's settings section implements [`Channel`] in the channel's `mod.rs`; the list
+//! itself is `config::Settings::channels` (the settings tree owns the sections). Configuration
+//! validates each in turn, gathers their path claims and warnings; `app` installs each;
+//! `imrelay doctor` runs each one's [`Channel::doctor`] checks.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+
+use crate::settings::PathClaim;
+
+use super::Wiring;
+
+/// A future a channel hands back through the registry.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One channel, as configuration, start-up and `imrelay doctor` see it: implemented by the
+/// channel's settings section.
+pub trait Channel: Send + Sync {
+    /// Whether it is set up to run (for the webhook channel: any target configured).
+    fn enabled(&self) -> bool;
+
+    /// Checks its section's values; the message names the setting and the fix.
+    fn validate(&self) -> Result<(), String>;
+
+    /// The server paths its inbound endpoints claim (checked against every other claim).
+    fn paths(&self) -> Vec<PathClaim> {
+        Vec::new()
+    }
+
+    /// Valid settings that are probably not what was meant (it posts prompts nobody may
+    /// answer).
+    fn warnings(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Plugs it in (a disabled channel does nothing): its lifecycle hook, its delivery
+    /// handler, its routes and its tasks.
+    fn install<'a>(&'a self, wiring: &'a mut Wiring) -> BoxFuture<'a, anyhow::Result<()>>;
+
+    /// `imrelay doctor`'s checks of it (called only when [`Channel::enabled`]).
+    fn doctor<'a>(&'a self, run: &'a Doctor) -> BoxFuture<'a, Vec<Check>>;
+}
+
+/// What `imrelay doctor` asks of a channel's checks.
+#[derive(Clone, Debug)]
+pub struct Doctor {
+    /// Whether to send a test message to every destination (`--send-test`).
+    pub send_test: bool,
+    /// `server.public_url` as configured (possibly empty), for test events that carry it.
+    pub public_url: String,
+}
+
+impl Doctor {
+    /// With `--send-test`, a failure for each destination of `channel` that gets no test
+    /// message because a check before it failed: every destination has its line.
+    pub fn untried(
+        &self,
+        channel: &str,
+        destinations: impl IntoIterator<Item = String>,
+        checks: &mut Vec<Check>,
+    ) {
+        if !self.send_test {
+            return;
+        }
+        for to in destinations {
+            checks.push(Check::fail(
+                format!("{channel}: no test message sent to {to}, as the check above failed"),
+                "fix that, then run `imrelay doctor --send-test` again",
+            ));
+        }
+    }
+}
+
+/// The outcome of one `imrelay doctor` check.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Check {
+    /// Whether it passed.
+    pub ok: bool,
+    /// What was checked, and what was found.
+    pub what: String,
+    /// What to do about a failure.
+    pub fix: Option<String>,
+}
+
+impl Check {
+    /// A check that passed.
+    pub fn pass(what: impl Into<String>) -> Self {
+        Self {
+            ok: true,
+            what: what.into(),
+            fix: None,
+        }
+    }
+
+    /// A check that failed, with what to do about it.
+    pub fn fail(what: impl Into<String>, fix: impl Into<String>) -> Self {
+        Self {
+            ok: false,
+            what: what.into(),
+            fix: Some(fix.into()),
+        }
+    }
+}
+
+impl fmt::Display for Check {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mark = if self.ok { "✓" } else { "✗" };
+        write!(f, "{mark} {}", self.what)?;
+        if let Some(fix) = &self.fix {
+            write!(f, "\n    → {fix}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Installs every channel of `channels`, in order.
+pub async fn install(wiring: &mut Wiring, channels: &[&dyn Channel]) -> anyhow::Result<()> {
+    for channel in channels {
+        channel.install(wiring).await?;
+    }
+    Ok(())
+}
