@@ -5,7 +5,7 @@ use crate::channels::registry::{Check, Doctor};
 use crate::metrics::Metrics;
 
 use super::TelegramSettings;
-use super::client::Client as TelegramClient;
+use super::api::Client as TelegramClient;
 
 /// The checks of `s` (an enabled section).
 pub(super) async fn checks(s: &TelegramSettings, run: &Doctor) -> Vec<Check> {

@@ -1,34 +1,42 @@
 //! The Telegram channel: approvals and questions on the phone, with inline keyboards.
 //!
 //! How it fits together:
-//! - `Planner` (a [`Lifecycle`] hook) records outbox jobs in the same transaction as the
+//! - `plan::Planner` (a [`crate::interaction::Lifecycle`] hook) records outbox jobs in the same transaction as the
 //!   state change: one `post` job per configured chat when an interaction is created, one
 //!   `resolved` job when it is resolved (by anyone, anywhere).
-//! - The outbox handler (`outbox`) sends prompts and edits every recorded message to its
-//!   final state, through the throttled Bot API `client`; 429s, 5xx and transport errors
+//! - The outbox handler (`deliver`) sends prompts and edits every recorded message to its
+//!   final state, through the throttled Bot API client (`api`); 429s, 5xx and transport errors
 //!   are retried by the outbox, never blocking other channels or the agent API.
 //! - Updates arrive by long polling or on the webhook route (`transport`) and are handled
-//!   in order per chat (`lanes`); `updates` handles taps, ForceReply answers, the text
+//!   in order per chat (`lanes`); `inbound` handles taps, ForceReply answers, the text
 //!   fallback and the commands.
-//! - Buttons carry [`callback`] data: a keyed handle of one interaction plus one action, with
+//! - Buttons carry [`button`] data (`callback_data`): a keyed handle of one interaction plus one action, with
 //!   a MAC under a secret kept in the store, so old buttons keep working after a restart and
 //!   cannot be forged into acting on anything else.
 //! - Every posted message is recorded in the store with its `state` (partly answered
 //!   questions, multi-select toggles, what a ForceReply request is for).
 
-// `callback` is public on purpose: the integration tests forge and replay button data with
-// it; the rest is the crate's own.
-pub mod callback;
-pub(crate) mod client;
+// The same roles under the same names in every channel: `settings`, `plan` (the lifecycle
+// hook and its jobs), `deliver` (the outbox handler), `render`, `inbound` (what people send),
+// `api` (the platform's client), `button` (what a button carries), `doctor`. `button` is
+// public on purpose, also as `callback` (its name in Telegram's API and in the integration
+// tests, which forge and replay button data with it); the rest is the crate's own.
+pub(crate) mod api;
+pub mod button;
+mod deliver;
 mod doctor;
+mod inbound;
+mod plan;
 pub(crate) mod render;
 pub(crate) mod settings;
 pub(crate) mod state;
 
 mod lanes;
-mod outbox;
 mod transport;
-mod updates;
+
+pub use self::button as callback;
+// The update handlers name it by its place in the channel.
+pub(crate) use self::plan::post_job;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -44,15 +52,14 @@ use teloxide::types::User;
 
 pub use settings::{Mode, TelegramSettings};
 
-use self::callback::Codec;
-use self::client::Client;
+use self::api::Client;
+use self::button::Codec;
 use super::Wiring;
 use crate::channels::pipeline::Pipeline;
 use crate::health::Health;
 use crate::interaction::after;
-use crate::interaction::{Interaction, InteractionId, Lifecycle, Registry, Responder, Via};
-use crate::outbox::ChannelJob;
-use crate::store::{ChannelMessage, OutboxJob, Store, StoreError};
+use crate::interaction::{Interaction, InteractionId, Registry, Responder, Via};
+use crate::store::{ChannelMessage, Store, StoreError};
 use crate::sync::LockExt;
 
 /// The channel's name in the outbox, the store and `/healthz`.
@@ -64,61 +71,6 @@ const WEBHOOK_SECRET_NAME: &str = "telegram-webhook";
 /// How long an update id is remembered to drop re-deliveries (Telegram keeps undelivered
 /// updates for 24 hours).
 const DEDUPE_FOR: Duration = Duration::from_secs(24 * 3600);
-
-/// Plans the channel's outbox jobs inside the registry's transactions.
-struct Planner {
-    chats: Vec<i64>,
-    retention: Duration,
-}
-
-/// What the channel's outbox does.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub(crate) enum Job {
-    /// Post the prompt of a pending interaction to one chat.
-    Post {
-        /// Which chat.
-        chat: i64,
-    },
-    /// Edit every message of a resolved interaction to its outcome.
-    Resolved,
-}
-
-impl ChannelJob for Job {
-    fn channel(&self) -> std::borrow::Cow<'static, str> {
-        CHANNEL.into()
-    }
-}
-
-/// The job that posts interaction `i` to `chat`; `nonce` distinguishes a re-post.
-pub(crate) fn post_job(i: &Interaction, chat: i64, nonce: Option<&str>) -> OutboxJob {
-    let job = Job::Post { chat };
-    // Posting after the deadline shows nothing anyone could act on.
-    let (now, deadline) = (Timestamp::now(), i.deadline);
-    match nonce {
-        None => job.plan(i, &[&chat.to_string()], now, deadline),
-        Some(n) => job.plan_keyed(
-            OutboxJob::key_for(CHANNEL, "repost", i, &[&chat.to_string(), n]),
-            i,
-            now,
-            deadline,
-        ),
-    }
-}
-
-impl Lifecycle for Planner {
-    fn plan_created(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
-        for chat in &self.chats {
-            jobs.push(post_job(i, *chat, None));
-        }
-    }
-
-    fn plan_resolved(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
-        let now = Timestamp::now();
-        // Worth trying for as long as the interaction is kept.
-        jobs.push(Job::Resolved.plan(i, &[], now, after(now, self.retention)));
-    }
-}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabels {
@@ -189,7 +141,7 @@ pub(crate) struct Telegram {
     /// The secret token webhook calls must carry (webhook mode).
     webhook_secret: String,
     /// Limits answers to people who are not approvers.
-    reply_limit: updates::ReplyLimit,
+    reply_limit: inbound::ReplyLimit,
     /// Per-chat queues that keep each chat's updates in order.
     lanes: lanes::Lanes,
     refused: Family<ReasonLabels, Counter>,
@@ -363,18 +315,18 @@ pub async fn install(w: &mut Wiring, settings: &TelegramSettings) -> anyhow::Res
         locks: Locks::default(),
         username: OnceLock::new(),
         webhook_secret,
-        reply_limit: updates::ReplyLimit::new(),
+        reply_limit: inbound::ReplyLimit::new(),
         lanes: lanes::Lanes::new(transport::LANE_PATIENCE),
         refused,
         updates,
         poll_lease: w.server.leader_lease,
     });
-    w.registry.add_hook(Arc::new(Planner {
+    w.registry.add_hook(Arc::new(plan::Planner {
         chats: s.chats.clone(),
         retention,
     }));
     w.outbox
-        .register(CHANNEL, Arc::new(outbox::Deliverer(tg.clone())));
+        .register(CHANNEL, Arc::new(deliver::Deliverer(tg.clone())));
     if s.mode == Mode::Webhook {
         w.route(transport::router(tg.clone(), &s.webhook_path));
     }
@@ -430,54 +382,5 @@ impl crate::channels::Channel for TelegramSettings {
         run: &'a crate::channels::Doctor,
     ) -> crate::channels::registry::BoxFuture<'a, Vec<crate::channels::Check>> {
         Box::pin(doctor::checks(self, run))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::interaction::now;
-
-    fn interaction(created_at: Timestamp) -> Interaction {
-        Interaction {
-            deadline: now(),
-            ..Interaction::pending(
-                InteractionId::parse("toolu_reused").unwrap(),
-                "Bash",
-                serde_json::Map::new(),
-                created_at,
-                300,
-            )
-        }
-    }
-
-    #[test]
-    fn a_reused_id_gets_fresh_outbox_keys() {
-        let planner = Planner {
-            chats: vec![7],
-            retention: Duration::from_secs(60),
-        };
-        let jobs = |i: &Interaction| {
-            let mut jobs = Vec::new();
-            planner.plan_created(i, &mut jobs);
-            planner.plan_resolved(i, &mut jobs);
-            jobs.push(post_job(i, 7, Some("42")));
-            jobs
-        };
-        let keys = |i: &Interaction| jobs(i).into_iter().map(|j| j.key).collect::<Vec<_>>();
-        let old = interaction(Timestamp::from_millisecond(1_700_000_000_000).unwrap());
-        let new = interaction(Timestamp::from_millisecond(1_700_000_086_400).unwrap());
-        let (old_keys, new_keys) = (keys(&old), keys(&new));
-        assert_eq!(old_keys.len(), 3);
-        for k in &old_keys {
-            assert!(k.contains("toolu_reused:1700000000000"), "{k}");
-            assert!(!new_keys.contains(k), "{k} is reused");
-        }
-        // The same interaction plans the same keys (redelivery stays idempotent).
-        assert_eq!(keys(&old), old_keys);
-        // And the old interaction's jobs do nothing for the new one.
-        for j in jobs(&old) {
-            assert!(j.is_for(&old) && !j.is_for(&new), "{}", j.key);
-        }
     }
 }

@@ -14,7 +14,7 @@
 use serde_json::Value;
 use teloxide::types::{InlineKeyboardButton, InlineKeyboardMarkup, User};
 
-use super::callback::{Action, Codec};
+use super::button::{Action, Codec};
 use super::state::{PromptState, ReplyKind};
 use crate::channels::present;
 use crate::channels::render::{

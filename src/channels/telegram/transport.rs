@@ -22,7 +22,7 @@ use subtle::ConstantTimeEq;
 use teloxide::types::Update;
 use tokio_util::sync::CancellationToken;
 
-use super::client::Failure;
+use super::api::Failure;
 use super::{Mode, Telegram};
 use crate::interaction::Via;
 use crate::wire::error::ApiError;

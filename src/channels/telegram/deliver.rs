@@ -13,10 +13,11 @@
 use async_trait::async_trait;
 use serde_json::Value;
 
-use super::client::{Edited, Failure as TgFailure};
+use super::api::{Edited, Failure as TgFailure};
 use super::render::{self, Buttons};
 use super::state::{MessageState, PromptState};
-use super::{CHANNEL, Job, Telegram};
+use super::plan::Job;
+use super::{CHANNEL, Telegram};
 use crate::channels::messages::{Failure, Hold, Messages, Pacer, Platform, Posted};
 use crate::interaction::Interaction;
 use crate::outbox::{ChannelJob, Delivery, OutboxHandler};
