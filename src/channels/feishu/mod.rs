@@ -3,24 +3,28 @@
 //! the outcome wherever the answer came from.
 //!
 //! - [`settings`] — `[feishu]`.
+//! - `plan` — the outbox jobs a created or resolved interaction needs.
+//! - `deliver` — posting and updating cards through the durable outbox.
+//! - `render` — card JSON 2.0 for every state, in Simplified Chinese or English.
+//! - `inbound` — the click handler and the webhook endpoint.
 //! - [`api`] — the OpenAPI subset (tenant token, send, update) on reqwest.
-//! - `card` — card JSON 2.0 for every state, in Simplified Chinese or English.
-//! - [`crypto`] — callback decryption, signatures, and the MAC binding buttons to one
-//!   interaction.
-//! - `callback` — the click handler and the webhook endpoint.
+//! - `button` — the MAC binding a button to one interaction and action.
+//! - [`crypto`] — callback decryption and signatures.
 //! - `ws` and [`frame`] — the long connection (WebSocket, protobuf frames) that delivers
 //!   clicks to the same handler without a public URL.
-//! - `outbox` — posting and updating cards through the durable outbox.
+//! - `doctor` — `imrelay doctor`'s checks.
 
 // `api`, `crypto`, `frame` and `settings` are public on purpose: the integration tests drive
 // them (the fake OpenAPI and long connection, signed callbacks); the rest is the crate's own.
 pub mod api;
-pub(crate) mod callback;
-pub(crate) mod card;
+mod button;
 pub mod crypto;
+mod deliver;
 mod doctor;
 pub mod frame;
-pub(crate) mod outbox;
+pub(crate) mod inbound;
+mod plan;
+pub(crate) mod render;
 pub mod settings;
 pub(crate) mod ws;
 
@@ -32,6 +36,9 @@ use serde_json::json;
 pub use settings::{FeishuSettings, Mode};
 
 use crate::channels::Wiring;
+
+/// The channel's name in the outbox, the store and `/healthz`.
+pub const CHANNEL: &str = "feishu";
 
 /// The store secret that signs card buttons (kept across restarts, so old cards keep working).
 pub const SECRET_NAME: &str = "feishu-callback";
@@ -65,8 +72,8 @@ pub async fn install(w: &mut Wiring, settings: &FeishuSettings) -> anyhow::Resul
         .context("cannot build the feishu HTTP client")?,
     );
     let cards =
-        card::Cards::new(settings.locale, secret.clone()).with_inbox(w.server.inbox.clone());
-    let callbacks = Arc::new(callback::Callbacks::new(
+        render::Cards::new(settings.locale, secret.clone()).with_inbox(w.server.inbox.clone());
+    let callbacks = Arc::new(inbound::Callbacks::new(
         w.registry.clone(),
         w.store.clone(),
         settings.clone(),
@@ -78,13 +85,13 @@ pub async fn install(w: &mut Wiring, settings: &FeishuSettings) -> anyhow::Resul
         "Feishu card clicks, by result (resolved, already_resolved, refused, invalid, duplicate, ...)",
         callbacks.results_metric(),
     );
-    w.registry.add_hook(Arc::new(outbox::Planner {
+    w.registry.add_hook(Arc::new(plan::Planner {
         receivers: settings.receivers.clone(),
     }));
     w.outbox.register(
-        outbox::CHANNEL,
-        Arc::new(outbox::Deliverer::new(
-            outbox::Feishu {
+        CHANNEL,
+        Arc::new(deliver::Deliverer::new(
+            deliver::Feishu {
                 api: api.clone(),
                 cards,
             },
@@ -94,7 +101,7 @@ pub async fn install(w: &mut Wiring, settings: &FeishuSettings) -> anyhow::Resul
     );
     match settings.mode {
         Mode::Webhook => {
-            w.route(callback::router(Arc::new(callback::Webhook {
+            w.route(inbound::router(Arc::new(inbound::Webhook {
                 callbacks,
                 settings: settings.clone(),
                 registry: w.registry.clone(),

@@ -32,7 +32,7 @@ use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_util::sync::CancellationToken;
 
 use super::api::{ApiError, ClientConfig, OpenApi};
-use super::callback::{Callbacks, Source};
+use super::inbound::{Callbacks, Source};
 use super::frame::{Frame, METHOD_CONTROL, METHOD_DATA};
 use crate::health::Health;
 

@@ -24,8 +24,8 @@ use prometheus_client::metrics::family::Family;
 use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 
-use super::card::{self, Action, Cards, other_field, select_field};
-use super::crypto;
+use super::render::{self, Action, Cards, other_field, select_field};
+use super::{button, crypto};
 use super::settings::FeishuSettings;
 use crate::channels::pipeline::{Feedback, Pipeline, Tap};
 use crate::interaction::{
@@ -88,7 +88,7 @@ impl Callbacks {
         secret: Vec<u8>,
     ) -> Self {
         Self {
-            pipeline: Pipeline::new(registry.clone(), Via::new(super::outbox::CHANNEL)),
+            pipeline: Pipeline::new(registry.clone(), Via::new(super::CHANNEL)),
             registry,
             store,
             settings,
@@ -113,7 +113,7 @@ impl Callbacks {
     }
 
     fn toast(&self, kind: &str, text: &str, card: Option<Value>) -> Value {
-        card::reply(kind, text, card)
+        render::reply(kind, text, card)
     }
 
     /// Handles one decrypted, authenticated event envelope and returns the reply body, within
@@ -313,7 +313,7 @@ impl Callbacks {
         let answer = match what {
             Action::Allow | Action::AllowSimilar => Answer::allow(),
             Action::Deny => {
-                let reason = action["form_value"][card::REASON_FIELD]
+                let reason = action["form_value"][render::REASON_FIELD]
                     .as_str()
                     .map(str::trim)
                     .filter(|r| !r.is_empty())
@@ -366,7 +366,7 @@ impl Callbacks {
         };
         let action = value["action"].as_str()?;
         let mac = value["mac"].as_str()?;
-        if !crypto::verify_button_tag(&self.secret, id, created, action, mac) {
+        if !button::verify_button_tag(&self.secret, id, created, action, mac) {
             return None;
         }
         Some((
@@ -384,7 +384,7 @@ impl Callbacks {
         let clicked = event["context"]["open_message_id"]
             .as_str()
             .unwrap_or_default();
-        match self.store.messages(super::outbox::CHANNEL, id).await {
+        match self.store.messages(super::CHANNEL, id).await {
             Ok(cards) if !clicked.is_empty() && cards.iter().any(|c| c.message_ref == clicked) => {
                 Ok(())
             }
@@ -408,7 +408,7 @@ impl Callbacks {
         let form = Form::from_input(&i.input.map()).map_err(|e| e.to_string())?;
         let mut content = Map::new();
         for (n, f) in form.fields.iter().enumerate() {
-            let Some(raw) = values.get(&card::field_name(n)) else {
+            let Some(raw) = values.get(&render::field_name(n)) else {
                 continue;
             };
             let bad = |e: String| format!("{}: {e}", f.label());
@@ -516,7 +516,7 @@ impl Callbacks {
 /// click being delivered again is the one that resolved it.
 fn answered_by(i: &Interaction, by: &str, what: Action) -> bool {
     i.resolution.as_ref().is_some_and(|r| {
-        r.via == Via::new(super::outbox::CHANNEL)
+        r.via == Via::new(super::CHANNEL)
             && r.by.as_deref() == Some(by)
             && matches!(
                 (what, r.outcome),
@@ -585,7 +585,7 @@ fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
 impl Webhook {
     async fn refuse(&self, reason: &str) -> ApiError {
         self.registry
-            .refused(None, "unknown", &Via::new(super::outbox::CHANNEL), reason)
+            .refused(None, "unknown", &Via::new(super::CHANNEL), reason)
             .await;
         ApiError::unauthorized(format!("feishu callback refused: {reason}"))
     }

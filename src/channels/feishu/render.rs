@@ -4,11 +4,11 @@
 //! Untrusted text (tool input, questions, paths, reasons) is only ever placed in `plain_text`
 //! elements or inside a code block, so it cannot inject markup such as mentions. Every
 //! button and form carries a value bound to one interaction (id and creation time) and one
-//! action by a MAC (see `super::crypto::button_tag`).
+//! action by a MAC (see `super::button::button_tag`).
 
 use serde_json::{Map, Value, json};
 
-use super::crypto::button_tag;
+use super::button::button_tag;
 use super::settings::Locale;
 use crate::channels::present;
 use crate::channels::render::{self, cut_note, format_time};
@@ -1034,7 +1034,7 @@ mod tests {
         answered.resolution = Some(Box::new(Resolution {
             outcome: Outcome::Answered,
             by: Some("ou_1".into()),
-            via: crate::interaction::Via::new(crate::channels::feishu::outbox::CHANNEL),
+            via: crate::interaction::Via::new(crate::channels::feishu::CHANNEL),
             at: now(),
             result: PermissionResult::Deny {
                 message: "\"".repeat(5000),

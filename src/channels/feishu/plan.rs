@@ -1,0 +1,109 @@
+//! Feishu's outbox jobs, planned in the registry's transactions: one `send` job per receiver
+//! when an interaction is created, one `update` job (every card recorded for it) when it is
+//! resolved.
+
+use super::CHANNEL;
+use super::settings::Receiver;
+use crate::interaction::{Interaction, Lifecycle};
+use crate::outbox::{ChannelJob, created_window, resolved_window};
+use crate::store::OutboxJob;
+
+/// What the channel's outbox does.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub(crate) enum Job {
+    /// Post the card of a new interaction to one receiver.
+    Send {
+        /// Where.
+        receiver: Receiver,
+    },
+    /// Update every card of a resolved interaction to its outcome.
+    Update,
+}
+
+impl ChannelJob for Job {
+    fn channel(&self) -> std::borrow::Cow<'static, str> {
+        CHANNEL.into()
+    }
+}
+
+/// Plans the channel's outbox jobs inside each state change's transaction.
+pub(crate) struct Planner {
+    /// Where cards go.
+    pub receivers: Vec<Receiver>,
+}
+
+impl Lifecycle for Planner {
+    fn plan_created(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
+        let (from, until) = created_window(i);
+        for r in &self.receivers {
+            let job = Job::Send {
+                receiver: r.clone(),
+            };
+            jobs.push(job.plan(i, &[&r.address()], from, until));
+        }
+    }
+
+    fn plan_resolved(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
+        if self.receivers.is_empty() {
+            return;
+        }
+        let (from, until) = resolved_window(i);
+        jobs.push(Job::Update.plan(i, &[], from, until));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::channels::feishu::settings::ReceiverType;
+    use crate::interaction::InteractionId;
+    use jiff::Timestamp;
+
+    fn interaction(created_ms: i64) -> Interaction {
+        let created_at = Timestamp::from_millisecond(created_ms).unwrap();
+        Interaction {
+            deadline: created_at,
+            ..Interaction::pending(
+                InteractionId::parse("toolu_reused").unwrap(),
+                "Bash",
+                serde_json::Map::new(),
+                created_at,
+                300,
+            )
+        }
+    }
+
+    #[test]
+    fn a_reused_id_gets_fresh_job_keys() {
+        let planner = Planner {
+            receivers: vec![Receiver {
+                kind: ReceiverType::ChatId,
+                id: "oc_1".into(),
+            }],
+        };
+        let jobs = |i: &Interaction| {
+            let mut jobs = Vec::new();
+            planner.plan_created(i, &mut jobs);
+            planner.plan_resolved(i, &mut jobs);
+            jobs
+        };
+        let keys = |i: &Interaction| jobs(i).into_iter().map(|j| j.key).collect::<Vec<_>>();
+        let (old, new) = (
+            interaction(1_700_000_000_000),
+            interaction(1_700_000_086_400),
+        );
+        let old_keys = keys(&old);
+        assert_eq!(old_keys.len(), 2);
+        for k in &old_keys {
+            assert!(k.contains("toolu_reused:1700000000000"), "{k}");
+            assert!(!keys(&new).contains(k), "{k} is planned again");
+        }
+        // The same interaction plans the same keys (a repeat stays deduplicated).
+        assert_eq!(keys(&old), old_keys);
+        // And the old interaction's jobs do nothing for the new one.
+        for j in jobs(&old) {
+            assert!(j.is_for(&old) && !j.is_for(&new), "{}", j.key);
+        }
+    }
+}
