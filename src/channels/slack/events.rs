@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
 
-use super::interact::Interactions;
+use super::inbound::Interactions;
 use super::settings::SlackSettings;
 use super::verify::Verifier;
 use crate::interaction::{Registry, Via};

@@ -7,21 +7,24 @@
 //! - [`api`] — the Web API subset (`auth.test`, `chat.postMessage`, `chat.update`,
 //!   `chat.postEphemeral`, `views.open`, `apps.connections.open`) with every failure
 //!   classified as retry-after-N, transient or permanent.
-//! - [`blocks`] — Block Kit messages and modals, and the signed values on their buttons.
-//! - [`interact`] — the click and modal handler, shared by both transports.
+//! - `plan` — the outbox jobs a created or resolved interaction needs.
+//! - `deliver` — posting and updating messages on the shared delivery skeleton.
+//! - [`render`] — Block Kit messages and modals, and the signed values on their buttons.
+//! - [`inbound`] — the click and modal handler, shared by both transports.
 //! - [`socket`] — Socket Mode (the default): several WebSocket connections, every envelope
 //!   acknowledged within Slack's 3 s, copies recognised, `disconnect` answered by a
 //!   replacement first.
 //! - [`events`] and [`verify`] — the HTTP Events/Interactivity endpoint, the alternative: the
 //!   request signatures (v0, five minutes, no replays).
-//! - `outbox` — posting and updating messages on the shared delivery skeleton.
+//! - `doctor` — `imrelay doctor`'s checks.
 
 pub mod api;
-pub mod blocks;
+mod deliver;
 mod doctor;
 pub mod events;
-pub mod interact;
-pub(crate) mod outbox;
+pub mod inbound;
+mod plan;
+pub mod render;
 pub mod settings;
 pub mod socket;
 pub mod verify;
@@ -72,8 +75,8 @@ pub async fn install(w: &mut Wiring, settings: &SlackSettings) -> anyhow::Result
         )
         .context("cannot build the slack HTTP client")?,
     );
-    let blocks = blocks::Blocks::new(blocks::Buttons::new(secret), w.server.inbox.clone());
-    let interactions = Arc::new(interact::Interactions::new(
+    let blocks = render::Blocks::new(render::Buttons::new(secret), w.server.inbox.clone());
+    let interactions = Arc::new(inbound::Interactions::new(
         Pipeline::new(w.registry.clone(), Via::new(CHANNEL)),
         api.clone(),
         settings.clone(),
@@ -84,13 +87,13 @@ pub async fn install(w: &mut Wiring, settings: &SlackSettings) -> anyhow::Result
         "Slack clicks and modal submissions, by result (resolved, already_resolved, refused, invalid, modal, ignored, ...)",
         interactions.results_metric(),
     );
-    w.registry.add_hook(Arc::new(outbox::Planner {
+    w.registry.add_hook(Arc::new(plan::Planner {
         channels: settings.channels.clone(),
     }));
     w.outbox.register(
         CHANNEL,
-        Arc::new(outbox::Deliverer::new(
-            outbox::Slack {
+        Arc::new(deliver::Deliverer::new(
+            deliver::Slack {
                 api: api.clone(),
                 blocks,
                 thread_replies: settings.thread_replies,

@@ -22,7 +22,7 @@ use prometheus_client::metrics::family::Family;
 use serde_json::{Map, Value, json};
 
 use super::api::WebApi;
-use super::blocks::{
+use super::render::{
     self, ANSWER_BLOCK, Action, Blocks, CHECKS_ACTION, COMMAND_BLOCK, REASON_BLOCK, Signed,
 };
 use super::settings::SlackSettings;
@@ -119,7 +119,7 @@ impl Interactions {
                 self.block_actions(payload).await;
                 None
             }
-            Some("view_submission") if payload["view"]["callback_id"] == blocks::CALLBACK_ID => {
+            Some("view_submission") if payload["view"]["callback_id"] == render::CALLBACK_ID => {
                 self.view_submission(payload).await
             }
             other => {
@@ -143,7 +143,7 @@ impl Interactions {
         let api = self.api.clone();
         let user = person.id.clone();
         // Names in the text are other people's: shown, never read as mentions.
-        let text = blocks::escape(&text);
+        let text = render::escape(&text);
         // Off the acknowledgement's path: a slow Slack never delays it.
         tokio::spawn(async move {
             if let Err(e) = api.post_ephemeral(&channel, &user, &text).await {
@@ -200,7 +200,7 @@ impl Interactions {
             return;
         };
         let action_id = action["action_id"].as_str().unwrap_or_default();
-        if action_id == CHECKS_ACTION || !action_id.starts_with(blocks::ACTION_PREFIX) {
+        if action_id == CHECKS_ACTION || !action_id.starts_with(render::ACTION_PREFIX) {
             // Ticking a box changes nothing until Submit.
             self.count("ignored");
             return;
@@ -284,7 +284,7 @@ impl Interactions {
                 return errors(&first, feedback.text(Locale::EnUs));
             }
         };
-        let values = blocks::state_values(view);
+        let values = render::state_values(view);
         let text = |block: &str| {
             values
                 .get(block)
@@ -430,16 +430,16 @@ fn answers_from_modal(
     values: &Map<String, Value>,
 ) -> Result<Map<String, Value>, (String, String)> {
     let questions =
-        parse_questions(&i.input.map()).map_err(|e| (blocks::question_block(0), e.to_string()))?;
+        parse_questions(&i.input.map()).map_err(|e| (render::question_block(0), e.to_string()))?;
     let mut out = Map::new();
     for (n, q) in questions.iter().enumerate() {
-        let block = blocks::question_block(n);
+        let block = render::question_block(n);
         let labels: Vec<String> = chosen(values.get(&block))
             .into_iter()
             .filter_map(|j| q.options.get(j).map(|o| o.label.clone()))
             .collect();
         let other = values
-            .get(&blocks::other_block(n))
+            .get(&render::other_block(n))
             .and_then(|v| v["value"].as_str())
             .map(str::trim)
             .filter(|o| !o.is_empty())
@@ -460,7 +460,7 @@ fn answers_from_modal(
                 (None, Some(t)) => Value::String(t),
                 (Some(_), Some(_)) => {
                     return Err((
-                        blocks::other_block(n),
+                        render::other_block(n),
                         "Choose an option or type an answer, not both.".into(),
                     ));
                 }
@@ -482,10 +482,10 @@ fn content_from_modal(
     values: &Map<String, Value>,
 ) -> Result<Map<String, Value>, (String, String)> {
     let form =
-        Form::from_input(&i.input.map()).map_err(|e| (blocks::field_block(0), e.to_string()))?;
+        Form::from_input(&i.input.map()).map_err(|e| (render::field_block(0), e.to_string()))?;
     let mut content = Map::new();
     for (n, f) in form.fields.iter().enumerate() {
-        let block = blocks::field_block(n);
+        let block = render::field_block(n);
         let Some(raw) = values.get(&block) else {
             continue;
         };
@@ -529,7 +529,7 @@ fn content_from_modal(
             .fields
             .iter()
             .position(|f| f.name == name)
-            .map_or_else(|| blocks::field_block(0), blocks::field_block);
+            .map_or_else(|| render::field_block(0), render::field_block);
         (block, e.message)
     })?;
     Ok(content)

@@ -1,13 +1,10 @@
 //! Posting and updating Slack messages through the durable outbox, on the shared delivery
-//! skeleton ([`crate::channels::messages`]).
-//!
-//! A new interaction plans one `post` job per configured conversation; a resolution (an
-//! answer from anywhere, expiry, withdrawal) plans one `update` job that runs `chat.update`
-//! on every copy recorded for it. Slack allows about one message a second per conversation
-//! over time: requests to one conversation are spaced by [`CHANNEL_GAP`], an HTTP 429 keeps
-//! that conversation quiet for the `Retry-After` Slack gave and the job is retried after it.
-//! A Slack outage only delays Slack's jobs: the outbox retries them on their own and every
-//! other channel carries on.
+//! skeleton ([`crate::channels::messages`]): a `post` job posts to one conversation, an
+//! `update` job runs `chat.update` on every copy recorded for the interaction. Slack allows
+//! about one message a second per conversation over time: requests to one conversation are
+//! spaced by [`CHANNEL_GAP`], an HTTP 429 keeps that conversation quiet for the
+//! `Retry-After` Slack gave and the job is retried after it. A Slack outage only delays
+//! Slack's jobs: the outbox retries them on their own and every other channel carries on.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,60 +14,18 @@ use serde_json::json;
 
 use super::CHANNEL;
 use super::api::{ApiError, NewMessage, Retry, WebApi};
-use super::blocks::Blocks;
+use super::plan::Job;
+use super::render::Blocks;
 use crate::channels::messages::{Failure, Messages, Pacer, Platform, Posted};
 use crate::health::Health;
-use crate::interaction::{Interaction, Lifecycle};
-use crate::outbox::{ChannelJob, Delivery, OutboxHandler, created_window, resolved_window};
+use crate::interaction::Interaction;
+use crate::outbox::{ChannelJob, Delivery, OutboxHandler};
 use crate::store::{ChannelMessage, ClaimedJob, OutboxJob, Store};
 
 /// Smallest gap between two requests to one conversation.
 pub(crate) const CHANNEL_GAP: Duration = Duration::from_secs(1);
 /// How long a throttled conversation is kept quiet when Slack does not say.
 pub(crate) const THROTTLE_PAUSE: Duration = Duration::from_secs(1);
-
-/// What the channel's outbox does.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub(crate) enum Job {
-    /// Post the message of a new interaction to one conversation.
-    Post {
-        /// The conversation id (`C...`, `G...`, `D...`) or a user id.
-        channel: String,
-    },
-    /// Update every message of a resolved interaction to its outcome.
-    Update,
-}
-
-impl ChannelJob for Job {
-    fn channel(&self) -> std::borrow::Cow<'static, str> {
-        CHANNEL.into()
-    }
-}
-
-/// Plans the channel's outbox jobs inside each state change's transaction.
-pub(crate) struct Planner {
-    /// Where messages go.
-    pub channels: Vec<String>,
-}
-
-impl Lifecycle for Planner {
-    fn plan_created(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
-        let (from, until) = created_window(i);
-        for c in &self.channels {
-            let job = Job::Post { channel: c.clone() };
-            jobs.push(job.plan(i, &[c], from, until));
-        }
-    }
-
-    fn plan_resolved(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
-        if self.channels.is_empty() {
-            return;
-        }
-        let (from, until) = resolved_window(i);
-        jobs.push(Job::Update.plan(i, &[], from, until));
-    }
-}
 
 /// What a failed Web API call means for the job.
 pub(crate) fn failure(e: &ApiError) -> Failure {

@@ -1,0 +1,51 @@
+//! Slack's outbox jobs, planned in the registry's transactions: one `post` job per
+//! configured conversation when an interaction is created; one `update` job (every copy
+//! recorded for it) when it is resolved (an answer from anywhere, expiry, withdrawal).
+
+use super::CHANNEL;
+use crate::interaction::{Interaction, Lifecycle};
+use crate::outbox::{ChannelJob, created_window, resolved_window};
+use crate::store::OutboxJob;
+
+/// What the channel's outbox does.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub(crate) enum Job {
+    /// Post the message of a new interaction to one conversation.
+    Post {
+        /// The conversation id (`C...`, `G...`, `D...`) or a user id.
+        channel: String,
+    },
+    /// Update every message of a resolved interaction to its outcome.
+    Update,
+}
+
+impl ChannelJob for Job {
+    fn channel(&self) -> std::borrow::Cow<'static, str> {
+        CHANNEL.into()
+    }
+}
+
+/// Plans the channel's outbox jobs inside each state change's transaction.
+pub(crate) struct Planner {
+    /// Where messages go.
+    pub channels: Vec<String>,
+}
+
+impl Lifecycle for Planner {
+    fn plan_created(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
+        let (from, until) = created_window(i);
+        for c in &self.channels {
+            let job = Job::Post { channel: c.clone() };
+            jobs.push(job.plan(i, &[c], from, until));
+        }
+    }
+
+    fn plan_resolved(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
+        if self.channels.is_empty() {
+            return;
+        }
+        let (from, until) = resolved_window(i);
+        jobs.push(Job::Update.plan(i, &[], from, until));
+    }
+}
