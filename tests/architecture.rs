@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 /// One part of the crate and the parts it may import.
 ///
-/// A part is named by its module path (`channels::present`); `*` stands for any folder at that
+/// A part is named by its module path (`interaction::ports`); `*` stands for any folder at that
 /// place (`channels::*` is each channel's folder, while files such as `channels/pipeline.rs`
 /// stay in `channels`). A module belongs to the most specific part that names it or an
 /// ancestor; the crate root files are `lib` and `main`. A part may always import itself.
@@ -118,16 +118,10 @@ const RULES: &[Rule] = &[
         role: "what every inbound endpoint shares",
     },
     Rule {
-        part: "channels::render",
-        may_import: &["interaction", "settings", "sync"],
+        part: "present",
+        may_import: &["interaction"],
         tests_also: &[],
-        role: "presentation: locales, outcome phrases, times",
-    },
-    Rule {
-        part: "channels::present",
-        may_import: &["interaction", "channels::render", "settings", "sync"],
-        tests_also: &[],
-        role: "presentation: a tool call as a person reads it",
+        role: "presentation: a tool call as a person reads it, visible text, locales, outcome phrases, times",
     },
     Rule {
         part: "channels",
@@ -138,8 +132,7 @@ const RULES: &[Rule] = &[
             "wire",
             "health",
             "metrics",
-            "channels::present",
-            "channels::render",
+            "present",
             "tls",
             "channels::*",
             "settings",
@@ -158,8 +151,7 @@ const RULES: &[Rule] = &[
             "health",
             "metrics",
             "channels",
-            "channels::present",
-            "channels::render",
+            "present",
             "tls",
             "settings",
             "sync",
@@ -175,8 +167,7 @@ const RULES: &[Rule] = &[
             "wire",
             "health",
             "metrics",
-            "channels::present",
-            "channels::render",
+            "present",
             "agents::*",
             "settings",
             "sync",
@@ -193,8 +184,7 @@ const RULES: &[Rule] = &[
             "health",
             "metrics",
             "agents",
-            "channels::present",
-            "channels::render",
+            "present",
             "settings",
             "sync",
         ],
@@ -215,7 +205,7 @@ const RULES: &[Rule] = &[
             "outbox",
             "channels",
             "channels::*",
-            "channels::render",
+            "present",
             "agents",
             "agents::*",
             "mcp",
@@ -233,8 +223,7 @@ const RULES: &[Rule] = &[
             "wire",
             "health",
             "metrics",
-            "channels::present",
-            "channels::render",
+            "present",
             "config",
             "settings",
             "sync",
@@ -257,8 +246,7 @@ const RULES: &[Rule] = &[
             "wire",
             "metrics",
             "channels",
-            "channels::present",
-            "channels::render",
+            "present",
             "tls",
             "mcp",
             "agents",
