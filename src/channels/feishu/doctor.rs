@@ -22,11 +22,7 @@ async fn check(s: &FeishuSettings, run: &Doctor, checks: &mut Vec<Check>) {
         Ok(api) => api,
         Err(e) => {
             checks.push(Check::fail(format!("Feishu: {e}"), "fix feishu.base_url"));
-            run.untried(
-                "Feishu",
-                s.receivers.iter().map(|r| r.address()),
-                checks,
-            );
+            run.untried("Feishu", s.receivers.iter().map(|r| r.address()), checks);
             return;
         }
     };
@@ -37,11 +33,7 @@ async fn check(s: &FeishuSettings, run: &Doctor, checks: &mut Vec<Check>) {
                 format!("Feishu: no token for the app credentials: {e}"),
                 "check feishu.app_id and feishu.app_secret, and feishu.domain (feishu or lark)",
             ));
-            run.untried(
-                "Feishu",
-                s.receivers.iter().map(|r| r.address()),
-                checks,
-            );
+            run.untried("Feishu", s.receivers.iter().map(|r| r.address()), checks);
             return;
         }
     }

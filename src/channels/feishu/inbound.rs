@@ -25,8 +25,8 @@ use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 
 use super::render::{self, Action, Cards, other_field, select_field};
-use super::{button, crypto};
 use super::settings::FeishuSettings;
+use super::{button, crypto};
 use crate::channels::pipeline::{Feedback, Pipeline, Tap};
 use crate::interaction::{
     Answer, Form, Interaction, InteractionId, Kind, Outcome, Question, Registry, Responder, Via,

@@ -32,8 +32,8 @@ use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_util::sync::CancellationToken;
 
 use super::api::{ApiError, ClientConfig, OpenApi};
-use super::inbound::{Callbacks, Source};
 use super::frame::{Frame, METHOD_CONTROL, METHOD_DATA};
+use super::inbound::{Callbacks, Source};
 use crate::health::Health;
 
 /// The health component name.

@@ -31,8 +31,7 @@ async fn check(s: &SlackSettings, run: &Doctor, checks: &mut Vec<Check>) {
     match api.auth_test().await {
         Ok(who) => checks.push(Check::pass(format!(
             "Slack: the bot token works (bot {} in workspace {})",
-            who.user,
-            who.team
+            who.user, who.team
         ))),
         Err(e) => {
             checks.push(Check::fail(

@@ -110,8 +110,7 @@ pub async fn install(w: &mut Wiring, settings: &SlackSettings) -> anyhow::Result
                 settings.connections,
                 w.health.clone(),
                 w.shutdown.clone(),
-                crate::tls::client_config()
-                    .context("cannot set up TLS for slack socket mode")?,
+                crate::tls::client_config().context("cannot set up TLS for slack socket mode")?,
             )
             .with_connect_timeout(Duration::from_secs(settings.connect_timeout_secs));
             w.spawn_on_serve(client.run());

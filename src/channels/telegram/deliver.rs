@@ -14,9 +14,9 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use super::api::{Edited, Failure as TgFailure};
+use super::plan::Job;
 use super::render::{self, Buttons};
 use super::state::{MessageState, PromptState};
-use super::plan::Job;
 use super::{CHANNEL, Telegram};
 use crate::channels::messages::{Failure, Hold, Messages, Pacer, Platform, Posted};
 use crate::interaction::Interaction;

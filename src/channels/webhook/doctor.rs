@@ -27,11 +27,7 @@ async fn check(target: &WebhookSettings, run: &Doctor, checks: &mut Vec<Check>) 
                 format!("webhook {name}: {e}"),
                 "set its secret to whsec_ followed by base64 of at least 16 random bytes",
             ));
-            run.untried(
-                &format!("webhook {name}"),
-                [target.url.clone()],
-                checks,
-            );
+            run.untried(&format!("webhook {name}"), [target.url.clone()], checks);
             return;
         }
     };

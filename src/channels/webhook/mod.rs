@@ -11,8 +11,8 @@
 //! secret (timestamps within 5 minutes, `webhook-id`s never replayed) and records it with
 //! `via = "webhook:<name>"`, so a system that cannot hold an operator token can answer.
 
-pub(crate) mod settings;
 mod doctor;
+pub(crate) mod settings;
 // Public on purpose: the integration tests sign and verify deliveries with it.
 pub mod signature;
 
