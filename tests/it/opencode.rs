@@ -583,3 +583,43 @@ async fn bad_input_from_opencode_changes_nothing() {
         Some(None::<Outcome>)
     );
 }
+
+#[tokio::test]
+async fn allow_similar_is_answered_once_never_as_opencodes_always() {
+    let app = spawn_app().await;
+    let mut asked = captured("server_permission_once", "permission.asked");
+    // A command a grant can cover (a redirection is never granted).
+    asked["properties"]["metadata"]["command"] = json!("npm run test");
+    asked["properties"]["patterns"] = json!(["npm run test"]);
+    asked["properties"]["always"] = json!(["npm run *"]);
+    let oc = FakeOpenCode::start(0, with_session(&asked), None).await;
+    let bridge = BridgeProcess::start(&app.url(""), &oc.url(), None, &[]);
+    oc.connected().await;
+    oc.emit(&asked);
+    let request = asked["properties"]["id"].as_str().unwrap();
+    let id = interaction_id(&oc.url(), request);
+    pending(&app, &id).await;
+    let (_, display) = app.get(&format!("/v1/interactions/{id}/display")).await;
+    let rule = display["proposed_rule"]
+        .as_str()
+        .expect("a proposed rule")
+        .to_string();
+    // A grant allows what its rule says, for this session: OpenCode's "always" would allow
+    // `echo *` in every session while its server runs.
+    let (status, body) = app
+        .respond(
+            &id,
+            &json!({"decision": "allow", "grant": {"rule": rule, "scope": "session"}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let r = replies(&oc, 1).await;
+    assert_eq!(
+        r[0],
+        (
+            format!("/permission/{request}/reply"),
+            json!({"reply": "once"})
+        )
+    );
+    bridge.stop().await;
+}
