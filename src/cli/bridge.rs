@@ -512,7 +512,7 @@ impl Bridge {
                 _ = stop.cancelled() => return,
                 r = self.imrelay.call(req, Some(&id)) => r,
             };
-            match result.and_then(|v| parse_interaction(v)) {
+            match result.and_then(parse_interaction) {
                 Ok(i) => break i,
                 Err(e) if e.is_transient() => {
                     self.log(&format!("imrelay: {e}; retrying"));
