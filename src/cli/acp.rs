@@ -98,7 +98,13 @@ pub fn run(args: AcpArgs, config: Option<&std::path::Path>) -> i32 {
         .enable_all()
         .build()
         .context("cannot start the async runtime")
-        .and_then(|rt| rt.block_on(proxy(args, config)));
+        .and_then(|rt| {
+            let result = rt.block_on(proxy(args, config));
+            // The read of standard input blocks a thread until the editor writes or closes
+            // it: the proxy ends without waiting for that.
+            rt.shutdown_background();
+            result
+        });
     match result {
         Ok(code) => code,
         Err(e) => {
