@@ -19,8 +19,8 @@ use std::time::Duration;
 use secrecy::SecretString;
 use serde::{Deserialize, Serialize};
 
-pub use crate::agents::claude_code::ClaudeCodeHookSettings;
 pub use crate::agents::acp::AcpHookSettings;
+pub use crate::agents::claude_code::ClaudeCodeHookSettings;
 pub use crate::agents::codex::CodexHookSettings;
 pub use crate::agents::{HooksSettings, OnTimeout};
 use crate::interaction::RegistryConfig;

@@ -344,7 +344,9 @@ impl Proxy {
         } else if self.waiting.contains_key(&key) {
             Err("its id is that of another request still waiting".to_string())
         } else if self.waiting.len() >= MAX_WAITING {
-            Err(format!("{MAX_WAITING} requests are waiting on imrelay already"))
+            Err(format!(
+                "{MAX_WAITING} requests are waiting on imrelay already"
+            ))
         } else {
             self.tracker
                 .permission_body(message.get("params").unwrap_or(&Value::Null))
@@ -544,10 +546,7 @@ async fn proxy(args: AcpArgs, config: Option<&std::path::Path>) -> anyhow::Resul
         .context("cannot build the HTTP client")?;
     let hook = Hook {
         url: format!("{base}{PATH}"),
-        token: args
-            .token
-            .filter(|t| !t.is_empty())
-            .map(SecretString::from),
+        token: args.token.filter(|t| !t.is_empty()).map(SecretString::from),
         http,
     };
     let mut child = start(&args.command)?;

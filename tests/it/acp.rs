@@ -233,7 +233,10 @@ async fn permission_requests_are_asked_on_every_channel_and_answered_by_option_k
     assert_eq!(body["error"]["field"], "updated_input");
     // "Always allow" is the agent's allow_always option.
     let (status, body) = app
-        .respond(&id, &json!({"decision": "allow", "always": true, "by": "alice"}))
+        .respond(
+            &id,
+            &json!({"decision": "allow", "always": true, "by": "alice"}),
+        )
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(
@@ -280,7 +283,8 @@ async fn a_cancelled_prompt_or_a_withdrawn_request_is_answered_cancelled_and_wit
     p.agent.send(gemini_request(json!(0), &session)).await;
     let id = pending_one(&app).await["id"].as_str().unwrap().to_string();
     // The editor cancels the turn: the agent gets the cancel, then `cancelled` for the request.
-    let cancel = json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}});
+    let cancel =
+        json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}});
     p.editor.send(cancel.clone()).await;
     assert_eq!(p.agent.recv().await, cancel);
     assert_eq!(
@@ -292,7 +296,10 @@ async fn a_cancelled_prompt_or_a_withdrawn_request_is_answered_cancelled_and_wit
         (i["status"] == "resolved").then_some(i)
     })
     .await;
-    assert_eq!(withdrawn["resolution"]["outcome"], "cancelled", "{withdrawn}");
+    assert_eq!(
+        withdrawn["resolution"]["outcome"], "cancelled",
+        "{withdrawn}"
+    );
     assert_eq!(withdrawn["resolution"]["by"], "acp");
 
     // The agent withdraws a request itself (`$/cancel_request`): the same, and the editor

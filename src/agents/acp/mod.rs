@@ -190,7 +190,9 @@ impl Choices {
                 name(o)
             ),
             Some(o) => format!("Allow answers {agent}'s {}.", name(o)),
-            None => format!("{agent} offers no option to allow this call: Allow answers it as cancelled."),
+            None => format!(
+                "{agent} offers no option to allow this call: Allow answers it as cancelled."
+            ),
         });
         if let Some(o) = &self.always {
             out.push(format!("Always allow answers {}.", name(o)));
@@ -289,7 +291,9 @@ pub async fn hook(
         agent: Some(agent_name),
         title,
         description: Some(choices.description(&shown_agent)),
-        cwd: cwd.map(|c| clip(&c, MAX_TEXT_CHARS)).filter(|c| !c.is_empty()),
+        cwd: cwd
+            .map(|c| clip(&c, MAX_TEXT_CHARS))
+            .filter(|c| !c.is_empty()),
         timeout_secs: Some(timeout_secs),
         suggestions,
         input_fixed: true,
@@ -430,14 +434,21 @@ mod tests {
         assert_eq!(c.always, None);
         assert_eq!(c.outcome(&allow(true)), selected("always"));
         assert_eq!(c.outcome(&deny()), selected("never"));
-        assert!(c.description("X").contains("offers no allow for this call alone"));
+        assert!(
+            c.description("X")
+                .contains("offers no allow for this call alone")
+        );
         // No allow at all, and an unknown kind: never chosen, and said so.
         let c = Choices::of(&[
             option("r", "Reject", OptionKind::RejectOnce),
             option("later", "Later", OptionKind::Other),
         ]);
         assert_eq!(c.outcome(&allow(false)), PermissionOutcome::Cancelled);
-        assert!(c.description("X").contains("“Later”"), "{}", c.description("X"));
+        assert!(
+            c.description("X").contains("“Later”"),
+            "{}",
+            c.description("X")
+        );
         // No reject: a deny is cancelled.
         let c = Choices::of(&[option("a", "Allow", OptionKind::AllowOnce)]);
         assert_eq!(c.outcome(&deny()), PermissionOutcome::Cancelled);

@@ -75,7 +75,9 @@ pub fn as_claude_code(call: &ToolCall) -> (String, Map<String, Value>) {
     let kind = call
         .kind
         .as_deref()
-        .filter(|k| !k.is_empty() && k.len() <= 40 && k.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
+        .filter(|k| {
+            !k.is_empty() && k.len() <= 40 && k.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
+        })
         .unwrap_or("other");
     let mut input = Map::new();
     if !texts.is_empty() {
@@ -200,10 +202,12 @@ mod tests {
 
     #[test]
     fn gemini_clis_shell_call_is_shown_by_its_kind_with_its_explanation() {
-        let c = call(json!({"toolCallId": "run_shell_command__1", "status": "pending",
+        let c = call(
+            json!({"toolCallId": "run_shell_command__1", "status": "pending",
             "title": "echo ok > acp-proof.txt",
             "content": [{"type": "content", "content": {"type": "text", "text": "[current working directory /p] (Write the proof)"}}],
-            "locations": [], "kind": "execute"}));
+            "locations": [], "kind": "execute"}),
+        );
         let (tool, input) = as_claude_code(&c);
         assert_eq!(tool, "acp:execute");
         assert_eq!(
@@ -214,8 +218,10 @@ mod tests {
 
     #[test]
     fn a_command_in_raw_input_is_bash() {
-        let c = call(json!({"toolCallId": "1", "kind": "execute", "title": "Run it",
-            "rawInput": {"command": "cargo test", "description": "Run the tests"}}));
+        let c = call(
+            json!({"toolCallId": "1", "kind": "execute", "title": "Run it",
+            "rawInput": {"command": "cargo test", "description": "Run the tests"}}),
+        );
         assert_eq!(
             as_claude_code(&c),
             (
@@ -231,8 +237,10 @@ mod tests {
         );
         assert_eq!(as_claude_code(&argv).1["command"], "bash -lc 'ls -la'");
         // Not an execute call, or no command: the generic view, raw input and all.
-        let read = call(json!({"toolCallId": "1", "kind": "read", "rawInput": {"command": "x"},
-            "locations": [{"path": "/p/a.rs", "line": 4}, {"path": "/p/b.rs"}]}));
+        let read = call(
+            json!({"toolCallId": "1", "kind": "read", "rawInput": {"command": "x"},
+            "locations": [{"path": "/p/a.rs", "line": 4}, {"path": "/p/b.rs"}]}),
+        );
         let (tool, input) = as_claude_code(&read);
         assert_eq!(tool, "acp:read");
         assert_eq!(input["files"], "/p/a.rs:4\n/p/b.rs");
@@ -243,11 +251,13 @@ mod tests {
     fn diffs_are_a_patch_with_a_change_per_file() {
         let old = (1..=20).map(|n| format!("line {n}\n")).collect::<String>();
         let new = old.replace("line 10\n", "line ten\n");
-        let c = call(json!({"toolCallId": "1", "kind": "edit", "title": "Edit two files",
+        let c = call(
+            json!({"toolCallId": "1", "kind": "edit", "title": "Edit two files",
             "content": [
                 {"type": "diff", "path": "/p/new.txt", "oldText": null, "newText": "hello\nworld\n"},
                 {"type": "diff", "path": "/p/a.txt", "oldText": old, "newText": new},
-                {"type": "content", "content": {"type": "text", "text": "Because."}}]}));
+                {"type": "content", "content": {"type": "text", "text": "Because."}}]}),
+        );
         let (tool, input) = as_claude_code(&c);
         assert_eq!(tool, PATCH_TOOL);
         assert_eq!(input["content"], "Because.");
