@@ -267,7 +267,7 @@ impl Proxy {
 
     /// A line from the editor: read, then passed to the agent; a `session/cancel` also
     /// answers and withdraws that session's waiting requests.
-    async fn from_editor(&mut self, read: Read) {
+    async fn on_editor_line(&mut self, read: Read) {
         let bytes = match read {
             Read::Piece(b) => {
                 self.long("editor");
@@ -278,7 +278,7 @@ impl Proxy {
         let Some(message) = parse(&bytes, "editor") else {
             return self.send_agent(bytes).await;
         };
-        self.tracker.from_client(&message);
+        self.tracker.client_sent(&message);
         let cancelled = (message.get("method").and_then(Value::as_str) == Some(SESSION_CANCEL))
             .then(|| message["params"]["sessionId"].as_str().map(str::to_string))
             .flatten();
@@ -307,7 +307,7 @@ impl Proxy {
 
     /// A line from the agent: a permission request goes to imrelay, the withdrawal of one
     /// waiting there is answered here, anything else goes to the editor.
-    async fn from_agent(&mut self, read: Read) {
+    async fn on_agent_line(&mut self, read: Read) {
         let bytes = match read {
             Read::Piece(b) => {
                 self.long("agent");
@@ -318,7 +318,7 @@ impl Proxy {
         let Some(message) = parse(&bytes, "agent") else {
             return self.send_editor(bytes).await;
         };
-        self.tracker.from_agent(&message);
+        self.tracker.agent_sent(&message);
         let method = message.get("method").and_then(Value::as_str);
         match (method, message.get("id")) {
             (Some(REQUEST_PERMISSION), Some(id)) => self.intercept(bytes, &message, id).await,
@@ -594,7 +594,7 @@ async fn proxy(args: AcpArgs, config: Option<&std::path::Path>) -> anyhow::Resul
         tokio::select! {
             status = child.wait() => break status,
             read = editor_lines.recv(), if editor_open => match read {
-                Some(read) => p.from_editor(read).await,
+                Some(read) => p.on_editor_line(read).await,
                 None => {
                     // The editor is gone: close the agent's input, withdraw what waits, and
                     // give the agent a moment to exit.
@@ -605,7 +605,7 @@ async fn proxy(args: AcpArgs, config: Option<&std::path::Path>) -> anyhow::Resul
                 }
             },
             read = agent_lines.recv(), if agent_open => match read {
-                Some(read) => p.from_agent(read).await,
+                Some(read) => p.on_agent_line(read).await,
                 None => agent_open = false,
             },
             Some((key, reply)) = replies.recv() => p.answered(key, reply).await,
@@ -631,7 +631,7 @@ async fn proxy(args: AcpArgs, config: Option<&std::path::Path>) -> anyhow::Resul
     let drained = tokio::time::timeout(DRAIN, async {
         while agent_open {
             match agent_lines.recv().await {
-                Some(read) => p.from_agent(read).await,
+                Some(read) => p.on_agent_line(read).await,
                 None => agent_open = false,
             }
         }

@@ -125,7 +125,7 @@ impl Tracker {
     }
 
     /// Reads a message from the editor to the agent.
-    pub fn from_client(&mut self, m: &Value) {
+    pub fn client_sent(&mut self, m: &Value) {
         let (Some(id), Some(method)) = (m.get("id"), m.get("method").and_then(Value::as_str))
         else {
             return;
@@ -146,7 +146,7 @@ impl Tracker {
     }
 
     /// Reads a message from the agent to the editor.
-    pub fn from_agent(&mut self, m: &Value) {
+    pub fn agent_sent(&mut self, m: &Value) {
         match (m.get("id"), m.get("method").and_then(Value::as_str)) {
             // A response: to a request the tracker reads?
             (Some(id), None) => {
@@ -264,9 +264,9 @@ mod tests {
         let mut asked = None;
         for (dir, m) in fixture("acp_allow") {
             if dir == "->" {
-                t.from_client(&m);
+                t.client_sent(&m);
             } else {
-                t.from_agent(&m);
+                t.agent_sent(&m);
                 if m["method"] == "session/request_permission" {
                     asked = Some(m);
                 }
@@ -288,10 +288,10 @@ mod tests {
     #[test]
     fn a_request_naming_only_its_tool_call_gets_what_the_agent_said_before() {
         let mut t = Tracker::new();
-        t.from_agent(&json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s",
+        t.agent_sent(&json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s",
             "update": {"sessionUpdate": "tool_call", "toolCallId": "c1", "title": "Read a.txt", "kind": "read",
                 "status": "pending", "locations": [{"path": "/p/a.txt"}]}}}));
-        t.from_agent(&json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s",
+        t.agent_sent(&json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s",
             "update": {"sessionUpdate": "tool_call_update", "toolCallId": "c1", "title": "Read /p/a.txt"}}}));
         let body = t
             .permission_body(&json!({"sessionId": "s", "toolCall": {"toolCallId": "c1"},
@@ -304,7 +304,7 @@ mod tests {
         // Unknown session: no working directory, nothing else lost.
         assert_eq!(body.cwd, None);
         // An ended tool call is forgotten.
-        t.from_agent(&json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s",
+        t.agent_sent(&json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s",
             "update": {"sessionUpdate": "tool_call_update", "toolCallId": "c1", "status": "completed"}}}));
         assert_eq!(t.tool_calls_known(), 0);
     }
@@ -319,16 +319,16 @@ mod tests {
             json!({"method": "session/update", "params": {"sessionId": 5}}),
             json!({"method": "session/update", "params": {"sessionId": "s", "update": {"sessionUpdate": "tool_call"}}}),
         ] {
-            t.from_agent(&m);
-            t.from_client(&m);
+            t.agent_sent(&m);
+            t.client_sent(&m);
         }
         assert!(t.agent().is_none());
         assert_eq!(t.tool_calls_known(), 0);
         assert!(t.permission_body(&json!({"sessionId": "s"})).is_err());
         for n in 0..10_000 {
-            t.from_agent(&json!({"method": "session/update", "params": {"sessionId": "s",
+            t.agent_sent(&json!({"method": "session/update", "params": {"sessionId": "s",
                 "update": {"sessionUpdate": "tool_call", "toolCallId": format!("c{n}"), "title": "x"}}}));
-            t.from_client(&json!({"id": n, "method": "session/new", "params": {"cwd": "/p"}}));
+            t.client_sent(&json!({"id": n, "method": "session/new", "params": {"cwd": "/p"}}));
         }
         assert_eq!(t.tool_calls_known(), MAX_TOOL_CALLS);
         assert_eq!(t.opening.len(), MAX_OPENING);
