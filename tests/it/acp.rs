@@ -7,6 +7,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
+use imrelay::config::OnTimeout;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
@@ -213,6 +214,8 @@ async fn permission_requests_are_asked_on_every_channel_and_answered_by_option_k
     assert_eq!(i["title"], "echo ok > acp-proof.txt");
     assert_eq!(i["tool_name"], "acp:execute");
     assert_eq!(i["input_fixed"], true);
+    // The agent waits as long as it takes: `hooks.acp.timeout_secs` is the deadline.
+    assert_eq!(i["timeout_secs"], 3600);
     assert!(i["suggestions"].is_array(), "{i}");
     let description = i["description"].as_str().unwrap();
     assert!(
@@ -434,4 +437,32 @@ async fn the_agent_never_outlives_the_proxy() {
     p.proxy.start_kill().unwrap();
     exited(&mut p.proxy).await;
     wait_until("the agent is gone", || !group_alive(p.pgid)).await;
+}
+
+#[tokio::test]
+async fn at_the_deadline_the_agent_is_denied_or_with_ask_the_editor_asks() {
+    for on_timeout in [OnTimeout::Deny, OnTimeout::Ask] {
+        let app = spawn_with(|s| {
+            s.hooks.acp.timeout_secs = 1;
+            s.hooks.acp.on_timeout = on_timeout;
+        })
+        .await;
+        let mut p = proxied(&app.url("")).await;
+        let session = open_session(&mut p, "/home/dev/shop").await;
+        let asked = gemini_request(json!(0), &session);
+        p.agent.send(asked.clone()).await;
+        let i = pending_one(&app).await;
+        assert_eq!(i["timeout_secs"], 1);
+        match on_timeout {
+            OnTimeout::Deny => assert_eq!(
+                p.agent.recv().await["result"]["outcome"]["optionId"],
+                "cancel"
+            ),
+            OnTimeout::Ask => {
+                // The editor's own prompt asks, with the request as the agent wrote it.
+                assert_eq!(p.editor.recv().await, asked);
+                p.agent.quiet().await;
+            }
+        }
+    }
 }

@@ -281,11 +281,11 @@ pub async fn hook(
                 "destination": "session"}])
     });
     let settings = &state.settings.acp;
+    // The agent waits as long as it takes: the endpoint's own setting is the deadline asked
+    // for, within `interactions.max_timeout_secs`.
     let timeout_secs = state
         .registry
-        .timeout_for(Kind::Approval, None)?
-        .min(settings.timeout_secs)
-        .max(1);
+        .timeout_for(Kind::Approval, Some(settings.timeout_secs.max(1)))?;
     let new = NewInteraction {
         session: Some(clip(&request.session_id, MAX_LABEL_CHARS)).filter(|s| !s.is_empty()),
         agent: Some(agent_name),
