@@ -151,6 +151,9 @@ enum Client {
     /// through unchanged, and the agent's permission requests are asked on every channel (see
     /// docs/acp.md).
     Acp(imrelay::cli::acp::AcpArgs),
+    /// A long-running bridge to an agent's own server: `imrelay bridge opencode` relays the
+    /// approvals and questions of OpenCode servers (see docs/opencode.md).
+    Bridge(imrelay::cli::bridge::BridgeArgs),
 }
 
 fn main() -> ExitCode {
@@ -169,6 +172,7 @@ fn main() -> ExitCode {
                 Client::Grants(args) => imrelay::cli::grants::run(args, config),
                 Client::Hook(args) => imrelay::cli::hook::run(args, config),
                 Client::Acp(args) => imrelay::cli::acp::run(args, config),
+                Client::Bridge(args) => imrelay::cli::bridge::run(args, config),
             };
             return ExitCode::from(u8::try_from(code).unwrap_or(1));
         }

@@ -16,6 +16,7 @@
 pub mod acp;
 pub mod claude_code;
 pub mod codex;
+pub mod opencode;
 pub mod shared;
 
 use std::sync::Arc;

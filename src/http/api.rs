@@ -78,6 +78,8 @@ pub struct CreateBody {
     cwd: Option<String>,
     timeout_secs: Option<u64>,
     suggestions: Option<Value>,
+    /// The agent cannot run an edited input: an edit-then-approve is refused.
+    input_fixed: Option<bool>,
 }
 
 impl CreateBody {
@@ -210,6 +212,7 @@ pub async fn create(
         cwd: body.cwd,
         timeout_secs: body.timeout_secs,
         suggestions: body.suggestions,
+        input_fixed: body.input_fixed.unwrap_or(false),
         ..base
     };
     let created = state
@@ -354,13 +357,13 @@ pub struct DisplayParams {
 }
 
 /// `GET /v1/interactions/{id}/display`: the tool call as a person reads it (see
-/// [`present`](crate::channels::present)), for the inbox and other clients that show it.
+/// [`present`](crate::present)), for the inbox and other clients that show it.
 pub async fn display(
     State(state): State<AppState>,
     ApiPath(id): ApiPath<String>,
     ApiQuery(params): ApiQuery<DisplayParams>,
 ) -> Result<Response, ApiError> {
-    use crate::channels::present::{self, Block, Budget, Cut, DiffLine};
+    use crate::present::{self, Block, Budget, Cut, DiffLine};
     let id = path_id(&id)?;
     let Some(i) = state.registry.get(&id).await? else {
         return Err(RegistryError::NotFound(id).into());
