@@ -19,6 +19,7 @@ use std::time::Duration;
 use secrecy::SecretString;
 use serde::{Deserialize, Serialize};
 
+pub use crate::agents::acp::AcpHookSettings;
 pub use crate::agents::claude_code::ClaudeCodeHookSettings;
 pub use crate::agents::codex::CodexHookSettings;
 pub use crate::agents::{HooksSettings, OnTimeout};
@@ -455,7 +456,9 @@ pub(crate) fn enum_values(key: &str) -> Option<Vec<String>> {
         "store.backend" => variants::<Backend>(),
         "store.synchronous" => variants::<Synchronous>(),
         "log.format" => variants::<LogFormat>(),
-        "hooks.claude_code.on_timeout" | "hooks.codex.on_timeout" => variants::<OnTimeout>(),
+        "hooks.claude_code.on_timeout" | "hooks.codex.on_timeout" | "hooks.acp.on_timeout" => {
+            variants::<OnTimeout>()
+        }
         "telegram.mode" => variants::<telegram::Mode>(),
         "feishu.mode" => variants::<feishu::Mode>(),
         "feishu.domain" => variants::<feishu::settings::Domain>(),
@@ -627,6 +630,11 @@ impl Settings {
             (
                 "hooks.codex.timeout_secs",
                 self.hooks.codex.timeout_secs,
+                YEAR_SECS,
+            ),
+            (
+                "hooks.acp.timeout_secs",
+                self.hooks.acp.timeout_secs,
                 YEAR_SECS,
             ),
         ] {

@@ -13,6 +13,7 @@
 //! agent-token check. They import the core, `store`, `wire` and `metrics`; never `http`,
 //! `channels` or `config`.
 
+pub mod acp;
 pub mod claude_code;
 pub mod codex;
 pub mod opencode;
@@ -54,6 +55,8 @@ pub struct HooksSettings {
     pub claude_code: claude_code::ClaudeCodeHookSettings,
     /// `[hooks.codex]`
     pub codex: codex::CodexHookSettings,
+    /// `[hooks.acp]`
+    pub acp: acp::AcpHookSettings,
 }
 
 /// What a hook replies when nobody answered in time.
@@ -112,6 +115,7 @@ pub fn routes<S: Clone + Send + Sync + 'static>(hooks: Hooks) -> Router<S> {
     Router::new()
         .route(claude_code::PATH, post(claude_code::hook))
         .route(codex::PATH, post(codex::hook))
+        .route(acp::PATH, post(acp::hook))
         .with_state(hooks)
 }
 

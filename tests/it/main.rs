@@ -3,6 +3,7 @@
 //! PostgreSQL server, Chromium, systemd-analyze or `chattr +i` are in `tests/external`, whose harness
 //! reports the ones it cannot run as ignored, with the reason.)
 
+mod acp;
 mod api;
 mod audit;
 mod auth;

@@ -42,7 +42,7 @@ pub fn trials() -> Vec<libtest_mimic::Trial> {
 /// How long one run of Gemini CLI may take, start to end.
 const RUN_LIMIT: Duration = Duration::from_secs(90);
 
-fn gemini() -> PathBuf {
+pub fn gemini() -> PathBuf {
     installed("gemini-cli").expect("installed (checked by the trial's need)")
 }
 
