@@ -806,7 +806,7 @@ impl Watch {
                     ));
                     if i.suggestions
                         .as_deref()
-                        .is_some_and(|s| !crate::interaction::outlives_the_session(s))
+                        .is_some_and(crate::interaction::applied_with_a_grant)
                     {
                         lines.push(p.paint(
                             Paint::Dim,

@@ -77,7 +77,8 @@ pub use registry::{
     RegistryConfig, RegistryError, audit_outcome, describe,
 };
 pub use suggestions::{
-    DESTINATIONS, PROCESS_LIFETIME, outlives_the_session, valid_suggestions, validate_suggestions,
+    DESTINATIONS, PROCESS_LIFETIME, applied_with_a_grant, outlives_the_session, valid_suggestions,
+    validate_suggestions,
 };
 
 /// At most `max` characters of `s`, the last of them an ellipsis when it was cut: for text

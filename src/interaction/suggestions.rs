@@ -42,6 +42,32 @@ pub fn outlives_the_session(suggestions: &Value) -> bool {
     }
 }
 
+/// Whether a grant ("allow similar", limited to what its rule says) also applies the agent's
+/// own `suggestions` on the side: only when each of them is a scoped allow rule
+/// (`addRules` with a `ruleContent`) that lasts no longer than the session. A whole tool
+/// (an ACP agent's "always", which for Gemini CLI's MCP tools is every tool of the server),
+/// a permission mode, extra directories or a process-lifetime "always" would allow more than
+/// the grant says: the call is then allowed once, and the grant alone covers the rest.
+pub fn applied_with_a_grant(suggestions: &Value) -> bool {
+    let scoped_rule = |r: &Value| {
+        r["ruleContent"]
+            .as_str()
+            .is_some_and(|c| !c.trim().is_empty())
+    };
+    let scoped = |u: &Value| {
+        u["type"] == "addRules"
+            && u["behavior"] == "allow"
+            && u["destination"] != PROCESS_LIFETIME
+            && u["rules"]
+                .as_array()
+                .is_some_and(|rules| !rules.is_empty() && rules.iter().all(scoped_rule))
+    };
+    match suggestions {
+        Value::Array(updates) => !updates.is_empty() && updates.iter().all(scoped),
+        single => scoped(single),
+    }
+}
+
 /// What a rule does.
 const BEHAVIORS: &[&str] = &["allow", "deny", "ask"];
 
@@ -247,6 +273,37 @@ fn one_of<'a>(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_grant_applies_only_scoped_allow_rules_of_the_session() {
+        let rule = |content: Value, destination: &str| {
+            json!([{"type": "addRules", "rules": [{"toolName": "Bash", "ruleContent": content}],
+                    "behavior": "allow", "destination": destination}])
+        };
+        assert!(applied_with_a_grant(&rule(json!("make:*"), "session")));
+        assert!(applied_with_a_grant(&rule(
+            json!("make:*"),
+            "localSettings"
+        )));
+        assert!(!applied_with_a_grant(&rule(
+            json!("make:*"),
+            PROCESS_LIFETIME
+        )));
+        assert!(!applied_with_a_grant(&rule(json!(""), "session")));
+        assert!(!applied_with_a_grant(&rule(Value::Null, "session")));
+        let whole_tool = json!([{"type": "addRules", "rules": [{"toolName": "mcp__github"}],
+                                 "behavior": "allow", "destination": "session"}]);
+        assert!(!applied_with_a_grant(&whole_tool));
+        let mode = json!([{"type": "setMode", "mode": "acceptEdits", "destination": "session"}]);
+        assert!(!applied_with_a_grant(&mode));
+        let mut mixed = rule(json!("make:*"), "session");
+        mixed
+            .as_array_mut()
+            .into_iter()
+            .for_each(|a| a.push(mode[0].clone()));
+        assert!(!applied_with_a_grant(&mixed));
+        assert!(!applied_with_a_grant(&json!([])));
+    }
 
     #[test]
     fn only_a_process_lifetime_destination_outlives_the_session() {

@@ -551,7 +551,7 @@ impl Cards {
                     let native = if i
                         .suggestions
                         .as_deref()
-                        .is_some_and(|s| !crate::interaction::outlives_the_session(s))
+                        .is_some_and(crate::interaction::applied_with_a_grant)
                     {
                         self.t(
                             "（智能体自身也会在本会话中记住它的建议）",

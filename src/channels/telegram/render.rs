@@ -709,7 +709,7 @@ pub fn prompt(i: &Interaction, state: &PromptState, b: &Buttons) -> Prompt {
                 let native = if i
                     .suggestions
                     .as_deref()
-                    .is_some_and(|s| !crate::interaction::outlives_the_session(s))
+                    .is_some_and(crate::interaction::applied_with_a_grant)
                 {
                     " (the agent also remembers its own suggestion for this session)"
                 } else {

@@ -343,7 +343,13 @@ function approvalBody(card, i) {
   // An agent's "always" that outlives the session (OpenCode's: every session, while its
   // server runs) is never applied along with a grant, and is labelled as what it is.
   const lasting = Array.isArray(i.suggestions) && i.suggestions.some((u) => u && u.destination === "cliArg");
-  const grantNote = el("p", { class: "muted", text: i.suggestions && !lasting ? "The agent also remembers its own suggestion for this session." : "" });
+  // As the server decides (interaction::applied_with_a_grant): only scoped allow rules that
+  // last no longer than the session are applied with a grant.
+  const scopedRule = (r) => r && typeof r.ruleContent === "string" && r.ruleContent.trim() !== "";
+  const appliedWithGrant = Array.isArray(i.suggestions) && i.suggestions.length > 0 && i.suggestions.every((u) =>
+    u && u.type === "addRules" && u.behavior === "allow" && u.destination !== "cliArg" &&
+    Array.isArray(u.rules) && u.rules.length > 0 && u.rules.every(scopedRule));
+  const grantNote = el("p", { class: "muted", text: appliedWithGrant ? "The agent also remembers its own suggestion for this session." : "" });
   const approveSimilar = el("button", { class: "primary", type: "button", text: "Approve and allow similar", onclick: () => {
     respond(card, i.id, { decision: "allow", grant: { rule: rule.value.trim(), scope: scope.value } }, (data) => {
       const e = data.error || {};

@@ -128,12 +128,13 @@ impl Registry {
             .ok_or_else(|| RegistryError::NotFound(id.clone()))?;
         let grant = self.grant_for(&current, request, &responder)?;
         // The agent's own form of it, where it offers one (Claude Code's permission
-        // suggestions): applied too, for its session. One that would outlive the session
-        // (OpenCode's "always") would allow more than the grant says: not applied.
+        // suggestions): applied too, for its session, when it is a scoped rule. One that
+        // would outlive the session (OpenCode's "always") or cover a whole tool (an ACP
+        // agent's "always") would allow more than the grant says: not applied.
         let session_scoped = current
             .suggestions
             .as_deref()
-            .is_some_and(|s| !crate::interaction::outlives_the_session(s));
+            .is_some_and(crate::interaction::applied_with_a_grant);
         let answer = match answer {
             Answer::Allow { updated_input, .. } if session_scoped => Answer::Allow {
                 updated_input,
