@@ -260,4 +260,45 @@ mod tests {
         assert_eq!(parse(""), Notification::MayHaveMissed);
         assert_eq!(parse("not an id!"), Notification::MayHaveMissed);
     }
+
+    fn resolution(by: &str) -> Resolution {
+        let i = crate::interaction::Interaction::pending(
+            InteractionId::parse("a-1").unwrap(),
+            "Bash",
+            serde_json::Map::new(),
+            crate::interaction::now(),
+            60,
+        );
+        let mut r = crate::interaction::expired(&i, crate::interaction::now());
+        r.by = Some(by.into());
+        r
+    }
+
+    #[test]
+    fn a_resolution_is_carried_when_it_fits_a_notification() {
+        let r = resolution("alice");
+        let payload = settled_payload("a-1", &r).expect("a small resolution fits");
+        assert_eq!(
+            parse_settled(&payload),
+            Some(Notification::Settled(
+                InteractionId::parse("a-1").unwrap(),
+                Box::new(r)
+            ))
+        );
+        // PostgreSQL refuses a payload of 8,000 bytes or more: then none is made.
+        let fits = (7_900..8_000)
+            .map(|n| (n, settled_payload("a-1", &resolution(&"b".repeat(n)))))
+            .collect::<Vec<_>>();
+        let last = fits.iter().rev().find_map(|(_, p)| p.as_ref()).unwrap();
+        assert!(last.len() <= MAX_PAYLOAD && last.len() > MAX_PAYLOAD - 10);
+        assert!(fits.iter().any(|(_, p)| p.is_none()));
+        assert_eq!(settled_payload("a-1", &resolution(&"é".repeat(4_000))), None);
+    }
+
+    #[test]
+    fn an_unreadable_resolution_payload_is_passed_over() {
+        assert_eq!(parse_settled("not json"), None);
+        assert_eq!(parse_settled(r#"{"id":"a-1"}"#), None);
+        assert_eq!(parse_settled(r#"{"id":"","resolution":null}"#), None);
+    }
 }
