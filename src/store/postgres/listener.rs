@@ -286,7 +286,7 @@ mod tests {
             ))
         );
         // PostgreSQL refuses a payload of 8,000 bytes or more: then none is made.
-        let fits = (7_900..8_000)
+        let fits = (7_000..8_000)
             .map(|n| (n, settled_payload("a-1", &resolution(&"b".repeat(n)))))
             .collect::<Vec<_>>();
         let last = fits.iter().rev().find_map(|(_, p)| p.as_ref()).unwrap();
