@@ -860,7 +860,10 @@ async fn a_resolution_from_elsewhere_wakes_waiters_before_the_events_are_read(sc
     let resolution = answer(&i, "alice".into());
     let resolved = Arc::new(i.resolved(resolution.clone()));
     assert!(matches!(
-        elsewhere.resolve(resolved, Effects::default()).await.unwrap(),
+        elsewhere
+            .resolve(resolved, Effects::default())
+            .await
+            .unwrap(),
         ResolveOutcome::Resolved
     ));
     let woken = tokio::time::timeout(Duration::from_secs(20), waiting)
@@ -878,14 +881,20 @@ async fn a_resolution_from_elsewhere_wakes_waiters_before_the_events_are_read(sc
         .await
         .expect("the resolution's event in time");
     let Some(imrelay::interaction::Next::Event(event)) = next else {
-        panic!("an event, not {}", if next.is_some() { "a gap" } else { "the end" });
+        panic!(
+            "an event, not {}",
+            if next.is_some() { "a gap" } else { "the end" }
+        );
     };
     assert_eq!(event.kind, imrelay::interaction::EventKind::Resolved);
     assert_eq!(event.id, i.id);
 
     // Too big to carry, or held without its input: not woken until the events are read.
     let big_input = |id: &str| {
-        let input = json!({"command": "x".repeat(20_000)}).as_object().cloned().unwrap();
+        let input = json!({"command": "x".repeat(20_000)})
+            .as_object()
+            .cloned()
+            .unwrap();
         Arc::new(Interaction::pending(
             InteractionId::parse(id).unwrap(),
             "Bash",
@@ -903,7 +912,10 @@ async fn a_resolution_from_elsewhere_wakes_waiters_before_the_events_are_read(sc
         let resolution = answer(&i, by);
         let resolved = Arc::new(i.resolved(resolution.clone()));
         assert!(matches!(
-            elsewhere.resolve(resolved, Effects::default()).await.unwrap(),
+            elsewhere
+                .resolve(resolved, Effects::default())
+                .await
+                .unwrap(),
             ResolveOutcome::Resolved
         ));
         // The id's notification, sent after any carried resolution, made this replica try

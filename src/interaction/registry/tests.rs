@@ -500,12 +500,18 @@ async fn recovery_and_a_recheck_read_big_pending_interactions_a_page_at_a_time()
         for n in 0..12 {
             let new = NewInteraction {
                 id: Some(format!("big-{n}")),
-                ..NewInteraction::new("Bash", obj(json!({"command": format!("{n} {}", "x".repeat(900_000))})))
+                ..NewInteraction::new(
+                    "Bash",
+                    obj(json!({"command": format!("{n} {}", "x".repeat(900_000))})),
+                )
             };
             ids.push(reg.create(new).await.unwrap().interaction.id.clone());
         }
     }
-    let store = Arc::new(Intercepted::new(Arc::new(open().unwrap()), Reads::default()));
+    let store = Arc::new(Intercepted::new(
+        Arc::new(open().unwrap()),
+        Reads::default(),
+    ));
     let reg = Registry::new(store.clone(), RegistryConfig::default());
     assert_eq!(reg.recover().await.unwrap(), (12, 0));
     let reads = |r: &Reads| {
@@ -514,11 +520,19 @@ async fn recovery_and_a_recheck_read_big_pending_interactions_a_page_at_a_time()
             r.pages.swap(0, Ordering::SeqCst),
         )
     };
-    assert_eq!(reads(&store.hooks), (0, 2), "(whole reads, pages) at start-up");
+    assert_eq!(
+        reads(&store.hooks),
+        (0, 2),
+        "(whole reads, pages) at start-up"
+    );
     for id in &ids {
         assert_eq!(reg.holds_whole(id), Some(false), "{id}");
     }
     reg.resync().await.unwrap();
-    assert_eq!(reads(&store.hooks), (0, 2), "(whole reads, pages) in a re-check");
+    assert_eq!(
+        reads(&store.hooks),
+        (0, 2),
+        "(whole reads, pages) in a re-check"
+    );
     assert_eq!(reg.pending_count(), 12);
 }

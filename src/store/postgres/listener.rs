@@ -292,7 +292,10 @@ mod tests {
         let last = fits.iter().rev().find_map(|(_, p)| p.as_ref()).unwrap();
         assert!(last.len() <= MAX_PAYLOAD && last.len() > MAX_PAYLOAD - 10);
         assert!(fits.iter().any(|(_, p)| p.is_none()));
-        assert_eq!(settled_payload("a-1", &resolution(&"é".repeat(4_000))), None);
+        assert_eq!(
+            settled_payload("a-1", &resolution(&"é".repeat(4_000))),
+            None
+        );
     }
 
     #[test]

@@ -373,14 +373,7 @@ impl Task {
             }
             tx.query(
                 &resolve,
-                &[
-                    &r_ids,
-                    &r_ats,
-                    &r_resolutions,
-                    &channel,
-                    &r_notes,
-                    &settled,
-                ],
+                &[&r_ids, &r_ats, &r_resolutions, &channel, &r_notes, &settled],
             )
             .await
         };
