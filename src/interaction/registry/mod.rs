@@ -191,7 +191,7 @@ const PENDING_PAGE: usize = 500;
 
 /// About the most bytes of stored interactions (their JSON text) read at once when going
 /// through every pending one ([`Registry::pending_page`]): a page of big inputs holds fewer.
-pub const PENDING_PAGE_BYTES: usize = 8 * 1024 * 1024;
+const PENDING_PAGE_BYTES: usize = 8 * 1024 * 1024;
 
 /// A pending interaction held in memory, with its waiters.
 struct Slot {
@@ -700,7 +700,7 @@ impl Registry {
     }
 
     /// One page of a walk through every pending interaction, newest first, holding about
-    /// [`PENDING_PAGE_BYTES`] of them at most (at least one): start with `None`, go on with
+    /// 8 MiB of them at most (at least one): start with `None`, go on with
     /// each page's `next` until it is `None`. For whoever must see each pending interaction
     /// whole (start-up, a re-check, a re-post) without holding all of them at once.
     pub async fn pending_page(&self, after: Option<Cursor>) -> Result<Page, RegistryError> {

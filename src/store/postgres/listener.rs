@@ -4,7 +4,7 @@
 //!
 //! On the changes channel a notification carries an interaction id: the tables are the
 //! truth, and the listener only says where to look. A resolution is also announced on the
-//! settled channel with the resolution itself ([`settled_payload`], when it fits the 8,000
+//! settled channel with the resolution itself (`settled_payload`, when it fits the 8,000
 //! bytes PostgreSQL allows), so a replica holding the interaction wakes its waiters without
 //! reading the store first; it still reads the events, which the id's notification asks
 //! for. A resolution too big to carry is announced by its id alone, as before. Older
