@@ -10,6 +10,9 @@ a bounded time, and stops the server. Standard library only.
     python3 benches/hardening.py pending --imrelay target/release/imrelay
     python3 benches/hardening.py pending --imrelay target/release/imrelay --store sqlite \
         --count 4000 --budget-bytes 8589934592 --connections 4
+    # the same, then a server started on the same database: its start-up
+    python3 benches/hardening.py pending --imrelay target/release/imrelay --store sqlite \
+        --count 4000 --budget-bytes 8589934592 --connections 4 --restart
     python3 benches/hardening.py choices --imrelay target/release/imrelay
 
 See BENCHMARKS.md ("Hardening, round 2") for the figures and the machine they came from.
@@ -49,8 +52,10 @@ def rss_mb(pid):
 class Server:
     """An imrelay server on a free loopback port, stopped with SIGTERM on exit."""
 
-    def __init__(self, binary, extra_toml="", env=None):
-        self.dir = tempfile.TemporaryDirectory()
+    def __init__(self, binary, extra_toml="", env=None, directory=None, on_spawn=None):
+        # A directory of an earlier server (its database) is reused, and left for it to clean.
+        self.dir = directory or tempfile.TemporaryDirectory()
+        self.owns_dir = directory is None
         self.port = free_port()
         config = os.path.join(self.dir.name, "config.toml")
         with open(config, "w") as f:
@@ -76,7 +81,9 @@ class Server:
             stderr=subprocess.DEVNULL,
             preexec_fn=limits,
         )
-        deadline = time.time() + 60
+        if on_spawn:
+            on_spawn(self.proc)
+        deadline = time.time() + 600
         while time.time() < deadline:
             try:
                 with urllib.request.urlopen(self.url("/livez"), timeout=2):
@@ -94,14 +101,18 @@ class Server:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
+    def stop(self):
         self.proc.send_signal(signal.SIGTERM)
         try:
             self.proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-        self.dir.cleanup()
+
+    def __exit__(self, *exc):
+        self.stop()
+        if self.owns_dir:
+            self.dir.cleanup()
 
 
 def connect(port):
@@ -382,7 +393,38 @@ def run_pending(args):
         report["rss_peak_during_listing_mb"] = round(peak[0], 1)
         report["rss_after_listing_mb"] = round(server.rss(), 1)
         print(json.dumps(report), flush=True)
+        if args.restart:
+            server.stop()
+            report["restart"] = restart(args, env, server.dir)
+            print("restart", json.dumps(report["restart"]), flush=True)
     return report
+
+
+def restart(args, env, directory):
+    """A server started on the database the pending interactions are in: how long until it
+    answers, its VmRSS at its peak (sampled every 20 ms from its start) and 2 s after."""
+    peak = [0.0]
+    done = threading.Event()
+
+    def sample(proc):
+        def run():
+            while not done.is_set() and proc.poll() is None:
+                peak[0] = max(peak[0], rss_mb(proc.pid))
+                time.sleep(0.02)
+        threading.Thread(target=run, daemon=True).start()
+
+    started = time.time()
+    with Server(args.imrelay, env=env, directory=directory, on_spawn=sample) as again:
+        ready = time.time() - started
+        time.sleep(2)
+        done.set()
+        with urllib.request.urlopen(
+            again.url("/v1/interactions?status=pending&limit=1"), timeout=300
+        ) as r:
+            listed = json.loads(r.read())
+        return {"ready_seconds": round(ready, 2), "rss_peak_mb": round(peak[0], 1),
+                "rss_settled_mb": round(again.rss(), 1),
+                "pending_listed": len(listed["interactions"])}
 
 
 def main():
@@ -407,6 +449,8 @@ def main():
     d.add_argument("--budget-bytes", type=int, default=0,
                    help="interactions.max_pending_bytes and _per_token (0: the defaults)")
     d.add_argument("--connections", type=int, default=1)
+    d.add_argument("--restart", action="store_true",
+                   help="then start a server on the same database and measure its start-up")
     d.add_argument("--json")
     args = p.parse_args()
     # One descriptor per connection held.

@@ -51,6 +51,8 @@ pub enum Op {
     AddGrant,
     RevokeGrant,
     LiveGrants,
+    EventsAfter,
+    EventHead,
 }
 
 impl Op {
@@ -325,11 +327,12 @@ impl<I: Interceptor> ClusterStore for Intercepted<I> {
         after: u64,
         limit: usize,
     ) -> Result<Vec<super::StoredEvent>, StoreError> {
-        self.inner.events_after(after, limit).await
+        self.call(Op::EventsAfter, self.inner.events_after(after, limit))
+            .await
     }
 
     async fn event_head(&self) -> Result<u64, StoreError> {
-        self.inner.event_head().await
+        self.call(Op::EventHead, self.inner.event_head()).await
     }
 
     fn lead(&self, name: &str, lease: Duration) -> super::Leader {

@@ -99,6 +99,11 @@ pub fn trials() -> Vec<Trial> {
             || in_schema(a_starting_replica_reads_the_pending_interactions_once),
         ),
         trial(
+            "postgres::a_resolution_from_elsewhere_wakes_waiters_before_the_events_are_read",
+            server,
+            || in_schema(a_resolution_from_elsewhere_wakes_waiters_before_the_events_are_read),
+        ),
+        trial(
             "postgres::replicas_never_claim_the_same_job",
             server,
             || in_schema(replicas_never_claim_the_same_job),
@@ -592,13 +597,15 @@ async fn changes_queued_together_are_answered_as_if_each_were_alone(schema: Stri
     assert!(resolved_b.interaction.resolution.is_some());
     let backlog = store.job_backlog().await.unwrap();
     assert_eq!(backlog, vec![("slow".to_string(), 4)]);
-    // Every change that took effect rang the doorbell.
-    let mut rung = HashSet::new();
-    while rung.len() < 3 {
+    // Every change that took effect rang the doorbell, and the resolution also carried
+    // itself.
+    let (mut rung, mut settled) = (HashSet::new(), Vec::new());
+    while rung.len() < 3 || settled.is_empty() {
         match next(&mut listener).await {
             Notification::Changed(id) => {
                 rung.insert(id.as_str().to_string());
             }
+            Notification::Settled(id, resolution) => settled.push((id, resolution)),
             other => panic!("{other:?}"),
         }
     }
@@ -606,6 +613,9 @@ async fn changes_queued_together_are_answered_as_if_each_were_alone(schema: Stri
         rung,
         HashSet::from(["batch-a", "batch-b", "batch-c"].map(String::from))
     );
+    assert_eq!(settled.len(), 1, "{settled:?}");
+    assert_eq!(settled[0].0, b.id);
+    assert_eq!(settled[0].1.by.as_deref(), Some("alice"));
 }
 
 /// Fifty creates made at once through a connection whose every answer comes 100 ms late are
@@ -724,7 +734,8 @@ async fn a_starting_replica_reads_the_pending_interactions_once(schema: String) 
     #[async_trait::async_trait]
     impl Interceptor for CountPending {
         async fn before(&self, op: Op) -> Result<(), StoreError> {
-            if op == Op::Pending {
+            // Read whole (`Pending`) or a page at a time (`List`).
+            if matches!(op, Op::Pending | Op::List) {
                 self.0.fetch_add(1, Ordering::SeqCst);
             }
             Ok(())
@@ -768,6 +779,165 @@ async fn a_starting_replica_reads_the_pending_interactions_once(schema: String) 
         1,
         "the pending interactions were read again after recovery"
     );
+    shutdown.cancel();
+    for t in tasks {
+        let _ = t.await;
+    }
+}
+
+/// An answer committed by another replica wakes a waiter here from the notification that
+/// carries it, while this replica's reads of the shared events (and of interactions) are held
+/// shut: the hop needs no read. A resolution too big to carry, and an interaction this
+/// replica holds without its input, fall back on the events: their waiters wake once the
+/// events can be read, never before.
+async fn a_resolution_from_elsewhere_wakes_waiters_before_the_events_are_read(schema: String) {
+    use imrelay::interaction::{Registry, RegistryConfig};
+    use imrelay::store::intercept::{Intercepted, Interceptor, Op};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// While shut, holds every read of the shared events and of an interaction.
+    struct Gate {
+        shut: tokio::sync::watch::Sender<bool>,
+        /// Reads that found the gate shut.
+        held: AtomicUsize,
+    }
+
+    #[async_trait::async_trait]
+    impl Interceptor for Gate {
+        async fn before(&self, op: Op) -> Result<(), StoreError> {
+            if matches!(op, Op::EventsAfter | Op::Get) {
+                let mut shut = self.shut.subscribe();
+                if *shut.borrow_and_update() {
+                    self.held.fetch_add(1, Ordering::SeqCst);
+                }
+                let _ = shut.wait_for(|s| !*s).await;
+            }
+            Ok(())
+        }
+    }
+
+    let here = Arc::new(Intercepted::new(
+        Arc::new(open(&schema).await),
+        Gate {
+            shut: tokio::sync::watch::channel(false).0,
+            held: AtomicUsize::new(0),
+        },
+    ));
+    let registry = Registry::new(here.clone(), RegistryConfig::default());
+    registry.recover().await.unwrap();
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let tasks = registry.spawn_background(shutdown.clone());
+    let elsewhere = open(&schema).await;
+
+    // Created elsewhere, adopted here (through the events), then shut off from the store.
+    let adopt = |i: Arc<Interaction>| {
+        let (registry, elsewhere, here) = (registry.clone(), &elsewhere, here.clone());
+        async move {
+            let created = elsewhere.create(i.clone(), Effects::default()).await;
+            assert!(matches!(created.unwrap(), CreateOutcome::Created));
+            eventually("the interaction to be adopted here", || async {
+                registry.holds_whole(&i.id).map(|_| ())
+            })
+            .await;
+            here.hooks.shut.send_replace(true);
+            here.hooks.held.store(0, Ordering::SeqCst);
+            let waiting = {
+                let (registry, id) = (registry.clone(), i.id.clone());
+                tokio::spawn(async move { registry.wait(&id, Duration::from_secs(60)).await })
+            };
+            (i, waiting)
+        }
+    };
+    let answer = |i: &Arc<Interaction>, by: String| {
+        let mut resolution = imrelay::interaction::expired(i, Timestamp::now());
+        resolution.by = Some(by);
+        resolution
+    };
+
+    // Carried: woken while every read is held.
+    let (i, waiting) = adopt(pending("carried")).await;
+    assert_eq!(registry.holds_whole(&i.id), Some(true));
+    let resolution = answer(&i, "alice".into());
+    let resolved = Arc::new(i.resolved(resolution.clone()));
+    assert!(matches!(
+        elsewhere
+            .resolve(resolved, Effects::default())
+            .await
+            .unwrap(),
+        ResolveOutcome::Resolved
+    ));
+    let woken = tokio::time::timeout(Duration::from_secs(20), waiting)
+        .await
+        .expect("the waiter woke while the events could not be read")
+        .unwrap()
+        .unwrap()
+        .expect("resolved");
+    assert_eq!(woken.resolution.as_deref(), Some(&resolution));
+    assert_eq!(woken.id, i.id);
+    // The event still comes, in order, once the events can be read.
+    let (_, mut stream) = registry.events().subscribe();
+    here.hooks.shut.send_replace(false);
+    let next = tokio::time::timeout(Duration::from_secs(20), stream.next())
+        .await
+        .expect("the resolution's event in time");
+    let Some(imrelay::interaction::Next::Event(event)) = next else {
+        panic!(
+            "an event, not {}",
+            if next.is_some() { "a gap" } else { "the end" }
+        );
+    };
+    assert_eq!(event.kind, imrelay::interaction::EventKind::Resolved);
+    assert_eq!(event.id, i.id);
+
+    // Too big to carry, or held without its input: not woken until the events are read.
+    let big_input = |id: &str| {
+        let input = json!({"command": "x".repeat(20_000)})
+            .as_object()
+            .cloned()
+            .unwrap();
+        Arc::new(Interaction::pending(
+            InteractionId::parse(id).unwrap(),
+            "Bash",
+            input,
+            imrelay::interaction::now(),
+            60,
+        ))
+    };
+    for (i, by, whole) in [
+        (pending("too-big"), "b".repeat(8_000), true),
+        (big_input("held-by-id"), "bob".to_string(), false),
+    ] {
+        let (i, waiting) = adopt(i).await;
+        assert_eq!(registry.holds_whole(&i.id), Some(whole));
+        let resolution = answer(&i, by);
+        let resolved = Arc::new(i.resolved(resolution.clone()));
+        assert!(matches!(
+            elsewhere
+                .resolve(resolved, Effects::default())
+                .await
+                .unwrap(),
+            ResolveOutcome::Resolved
+        ));
+        // The id's notification, sent after any carried resolution, made this replica try
+        // the events: whatever the notifications could do is done.
+        eventually("the events to be tried", || async {
+            (here.hooks.held.load(Ordering::SeqCst) > 0).then_some(())
+        })
+        .await;
+        assert!(
+            registry.holds_whole(&i.id).is_some() && !waiting.is_finished(),
+            "{} was settled without reading the events",
+            i.id
+        );
+        here.hooks.shut.send_replace(false);
+        let woken = tokio::time::timeout(Duration::from_secs(20), waiting)
+            .await
+            .expect("the waiter woke once the events were read")
+            .unwrap()
+            .unwrap()
+            .expect("resolved");
+        assert_eq!(woken.resolution.as_deref(), Some(&resolution));
+    }
     shutdown.cancel();
     for t in tasks {
         let _ = t.await;
@@ -923,19 +1093,61 @@ async fn the_listener_hears_changes_and_says_when_it_may_have_missed_some(schema
         next(&mut listener).await,
         Notification::Changed(i.id.clone())
     );
-    let resolved = Arc::new(i.resolved(imrelay::interaction::expired(&i, Timestamp::now())));
+    // A resolution rings with the resolution itself on the settled channel first, then
+    // with the id.
+    let resolution = imrelay::interaction::expired(&i, Timestamp::now());
+    let resolved = Arc::new(i.resolved(resolution.clone()));
     store.resolve(resolved, Effects::default()).await.unwrap();
+    assert_eq!(
+        next(&mut listener).await,
+        Notification::Settled(i.id.clone(), Box::new(resolution))
+    );
     assert_eq!(
         next(&mut listener).await,
         Notification::Changed(i.id.clone())
     );
+    // One too big for a notification (PostgreSQL takes under 8,000 bytes) rings with its id
+    // alone, and the write goes through.
+    let big = pending("rung-big");
+    store.create(big.clone(), Effects::default()).await.unwrap();
+    assert_eq!(
+        next(&mut listener).await,
+        Notification::Changed(big.id.clone())
+    );
+    let mut resolution = imrelay::interaction::expired(&big, Timestamp::now());
+    resolution.by = Some("m".repeat(8_000));
+    let resolved = Arc::new(big.resolved(resolution));
+    assert!(matches!(
+        store.resolve(resolved, Effects::default()).await.unwrap(),
+        ResolveOutcome::Resolved
+    ));
+    assert_eq!(
+        next(&mut listener).await,
+        Notification::Changed(big.id.clone())
+    );
+    // A payload on the settled channel that is not a resolution is passed over: its id
+    // comes on the changes channel anyway.
+    db.execute(
+        "SELECT pg_notify($1, 'not json'), pg_notify($2, 'after-junk')",
+        &[&store.settled_channel(), &channel],
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        next(&mut listener).await,
+        Notification::Changed(InteractionId::parse("after-junk").unwrap())
+    );
 
     // The listener's connection is killed: it reconnects, and says it may have missed some.
+    let listening = format!(
+        "LISTEN \"{channel}\"; LISTEN \"{}\"",
+        store.settled_channel()
+    );
     let killed: i64 = db
         .query_one(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
              WHERE application_name = 'imrelay-listener' AND query = $1",
-            &[&format!("LISTEN \"{channel}\"")],
+            &[&listening],
         )
         .await
         .unwrap()
@@ -956,7 +1168,7 @@ async fn the_listener_hears_changes_and_says_when_it_may_have_missed_some(schema
         let n: i64 = probe
             .query_one(
                 "SELECT count(*) FROM pg_stat_activity WHERE query = $1",
-                &[&format!("LISTEN \"{channel}\"")],
+                &[&listening],
             )
             .await
             .unwrap()

@@ -968,29 +968,41 @@ impl Telegram {
             return;
         }
         let now = Timestamp::now();
-        let pending: Vec<Arc<Interaction>> = match self.registry.pending().await {
-            Ok(p) => p.into_iter().filter(|i| i.deadline > now).collect(),
-            Err(e) => {
-                tracing::error!(error = %e, "telegram: cannot list pending interactions");
-                self.reply(m, say(Feedback::StoreDown)).await;
-                return;
+        let nonce = m.id.0.to_string();
+        // A page at a time (a re-post needs each interaction only to plan its job), newest
+        // first; re-posted oldest first, as they were asked.
+        let (mut jobs, mut after) = (Vec::new(), None);
+        loop {
+            let page = match self.registry.pending_page(after).await {
+                Ok(p) => p,
+                Err(e) => {
+                    tracing::error!(error = %e, "telegram: cannot list pending interactions");
+                    self.reply(m, say(Feedback::StoreDown)).await;
+                    return;
+                }
+            };
+            jobs.extend(
+                page.interactions
+                    .iter()
+                    .filter(|i| i.deadline > now)
+                    .map(|i| post_job(i, chat, Some(&nonce))),
+            );
+            match page.next {
+                Some(next) => after = Some(next),
+                None => break,
             }
-        };
-        if pending.is_empty() {
+        }
+        if jobs.is_empty() {
             self.reply(m, "Nothing is pending.".into()).await;
             return;
         }
-        let nonce = m.id.0.to_string();
-        let jobs = pending
-            .iter()
-            .map(|i| post_job(i, chat, Some(&nonce)))
-            .collect();
+        jobs.reverse();
+        let n = jobs.len();
         if let Err(e) = self.store.enqueue(jobs).await {
             tracing::error!(error = %e, "telegram: cannot queue re-posts");
             self.reply(m, say(Feedback::StoreDown)).await;
             return;
         }
-        let n = pending.len();
         self.reply(
             m,
             format!(

@@ -335,11 +335,17 @@ pub struct ChannelMessage {
 pub const BOUND_VALUE_PREFIX: &str = "bound:";
 
 /// What a store shared by several processes reports about changes any of them committed
-/// (see [`ClusterStore::changes`]). The store is the truth: a change says only where to look.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// (see [`ClusterStore::changes`]). The store is the truth: a change says where to look, and
+/// at most carries a committed resolution so waiters wake before the look.
+#[derive(Clone, Debug, PartialEq)]
 pub enum Change {
     /// Interaction `id` was created or resolved, by any process (this one included).
     Changed(InteractionId),
+    /// Interaction `id` was resolved with this resolution, by any process (this one
+    /// included), and committed: a process holding it pending can wake its waiters with it
+    /// at once. Sent besides [`Change::Changed`] for the same resolution (in either order),
+    /// never instead of it, and only when the resolution is small enough to carry.
+    Settled(InteractionId, Box<super::Resolution>),
     /// Changes may have been missed (the feed reconnected, or its reader fell behind):
     /// re-check everything held.
     MayHaveMissed,

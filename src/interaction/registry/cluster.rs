@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Registry, RegistryError};
 use crate::interaction::events::EventKind;
-use crate::interaction::model::{Interaction, InteractionId};
+use crate::interaction::model::{Interaction, InteractionId, Resolution};
 use crate::interaction::ports::{Change, ChangeFeed, StoreError};
 use crate::sync::LockExt;
 
@@ -53,6 +53,10 @@ const EVENTS_CATCH_UP: Duration = Duration::from_secs(2);
 
 /// How many shared events are read at once.
 const EVENT_BATCH: usize = 512;
+
+/// Changes held between the feed and the reader of the shared events (see
+/// [`Registry::settle_as_heard`]).
+const FEED_QUEUE: usize = 1024;
 
 /// How many changes from other processes are re-read at once.
 const REFRESH_CONCURRENCY: usize = 64;
@@ -122,30 +126,39 @@ impl Registry {
     /// Re-checks everything against the store: adopts pending interactions this process does
     /// not hold, and settles those it holds that were resolved elsewhere. For when changes
     /// may have been missed (see [`Change::MayHaveMissed`]).
+    ///
+    /// The pending interactions are read a page at a time ([`Registry::pending_page`]): what
+    /// is held at once is their ids and one page.
     pub async fn resync(&self) -> Result<(), RegistryError> {
         let untracked_before = self.inner.untracked_resolutions.load(Ordering::SeqCst);
-        let pending = self.inner.store.pending().await?;
-        let mut fresh = Vec::new();
-        let stale: Vec<InteractionId> = {
-            let slots = self.inner.slots.locked();
-            let in_store: std::collections::HashSet<&InteractionId> =
-                pending.iter().map(|i| &i.id).collect();
-            for i in &pending {
-                if !slots.contains_key(&i.id) {
-                    fresh.push(i.clone());
+        let mut in_store = std::collections::HashSet::new();
+        let mut adopted = Vec::new();
+        let mut after = None;
+        loop {
+            let page = self.pending_page(after).await?;
+            for i in page.interactions {
+                in_store.insert(i.id.clone());
+                if !self.inner.slots.locked().contains_key(&i.id) {
+                    adopted.push(i.id.clone());
+                    self.track(i);
                 }
             }
-            slots
-                .keys()
-                .filter(|id| !in_store.contains(id))
-                .cloned()
-                .collect()
-        };
-        let mut recheck = stale;
-        let adopted: Vec<InteractionId> = fresh.iter().map(|i| i.id.clone()).collect();
-        for i in fresh {
-            self.track(i);
+            match page.next {
+                Some(next) => after = Some(next),
+                None => break,
+            }
         }
+        // Held here and not pending in the store: resolved elsewhere (or created here after
+        // the walk passed its place, which the re-read finds pending).
+        let mut recheck: Vec<InteractionId> = self
+            .inner
+            .slots
+            .locked()
+            .keys()
+            .filter(|id| !in_store.contains(*id))
+            .cloned()
+            .collect();
+        drop(in_store);
         if self.inner.untracked_resolutions.load(Ordering::SeqCst) != untracked_before {
             // A resolution found no slot meanwhile: it may be one of those just adopted.
             recheck.extend(adopted);
@@ -227,7 +240,8 @@ impl Registry {
     /// interaction (or, when the store keeps shared events, the events after the last one
     /// read), re-checks everything when changes may have been missed, and reads again every
     /// [`RegistryConfig::recheck_interval`] as a backstop.
-    pub(super) async fn run_changes(self, mut feed: ChangeFeed, shutdown: CancellationToken) {
+    pub(super) async fn run_changes(self, feed: ChangeFeed, shutdown: CancellationToken) {
+        let mut feed = self.settle_as_heard(feed, shutdown.clone());
         let every = self
             .inner
             .config
@@ -244,6 +258,9 @@ impl Registry {
                 _ = shutdown.cancelled() => return,
                 change = feed.next() => match change {
                     None => return,
+                    // Settled as heard (`settle_as_heard`); the events (or the interaction)
+                    // are read on the same resolution's `Changed`.
+                    Some(Change::Settled(..)) => continue,
                     Some(Change::Changed(_)) if shared => {}
                     Some(Change::Changed(id)) => {
                         let Ok(permit) = permits.clone().acquire_owned().await else { return };
@@ -277,6 +294,59 @@ impl Registry {
             }
             if missed {
                 resync.start(self.clone());
+            }
+        }
+    }
+
+    /// The feed without its [`Change::Settled`]s, which a task of their own applies as they
+    /// arrive ([`Registry::settled_by_feed`]): a waiter woken by a resolution another
+    /// process committed waits neither for a read of the store nor behind one that the
+    /// other changes started. The rest is passed on in order, through a bounded queue: when
+    /// it is full the feed's own buffer fills, and the feed then reports that it may have
+    /// missed changes. The task ends with `shutdown` or the feed.
+    fn settle_as_heard(&self, mut feed: ChangeFeed, shutdown: CancellationToken) -> ChangeFeed {
+        let (tx, rx) = tokio::sync::mpsc::channel(FEED_QUEUE);
+        let this = self.clone();
+        tokio::spawn(async move {
+            loop {
+                let change = tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    change = feed.next() => change,
+                };
+                match change {
+                    None => return,
+                    Some(Change::Settled(id, resolution)) => this.settled_by_feed(&id, *resolution),
+                    Some(other) => {
+                        tokio::select! {
+                            _ = shutdown.cancelled() => return,
+                            sent = tx.send(other) => if sent.is_err() { return },
+                        }
+                    }
+                }
+            }
+        });
+        Box::pin(futures_util::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|change| (change, rx))
+        }))
+    }
+
+    /// Wakes the local waiters of interaction `id`, resolved elsewhere with `resolution`
+    /// (committed: see [`Change::Settled`]), without reading the store, when this process
+    /// holds it whole. Otherwise (not held, or held without its input) nothing happens here:
+    /// the same resolution's [`Change::Changed`] settles it from the store. With shared
+    /// events, the event itself is published when they are read, in their order.
+    fn settled_by_feed(&self, id: &InteractionId, resolution: Resolution) {
+        let held = self
+            .inner
+            .slots
+            .locked()
+            .get(id)
+            .and_then(|s| s.whole.clone());
+        if let Some(pending) = held {
+            let resolved = Arc::new(pending.resolved(resolution));
+            // Where the events are shared, the event comes from them, numbered.
+            if self.settle_locally(&resolved) && !self.inner.shared_events {
+                self.inner.events.publish(EventKind::Resolved, resolved);
             }
         }
     }

@@ -28,7 +28,8 @@ use super::events::{EventKind, EventLog};
 use super::model::{Interaction, InteractionId, Resolution, now};
 use super::ports::audit::{Action, AuditRecord};
 use super::ports::{
-    CreateOutcome, Effects, ListQuery, OutboxJob, Page, ResolveOutcome, Store, StoreError,
+    CreateOutcome, Cursor, Effects, ListQuery, OutboxJob, Page, ResolveOutcome, StatusFilter,
+    Store, StoreError,
 };
 use crate::sync::{LockExt, RwLockExt};
 
@@ -183,6 +184,14 @@ impl LongPoll {
 /// interaction (an answer, the item's endpoint) reads it from the store. A typical tool call
 /// is far below this, and is answered without a read.
 const KEEP_WHOLE_MAX: usize = 16 * 1024;
+
+/// The most pending interactions read at once when going through all of them
+/// ([`Registry::pending_page`]).
+const PENDING_PAGE: usize = 500;
+
+/// About the most bytes of stored interactions (their JSON text) read at once when going
+/// through every pending one ([`Registry::pending_page`]): a page of big inputs holds fewer.
+const PENDING_PAGE_BYTES: usize = 8 * 1024 * 1024;
 
 /// A pending interaction held in memory, with its waiters.
 struct Slot {
@@ -690,9 +699,18 @@ impl Registry {
         Ok(self.inner.store.list(query).await?)
     }
 
-    /// Every pending interaction, oldest first.
-    pub async fn pending(&self) -> Result<Vec<Arc<Interaction>>, RegistryError> {
-        Ok(self.inner.store.pending().await?)
+    /// One page of a walk through every pending interaction, newest first, holding about
+    /// 8 MiB of them at most (at least one): start with `None`, go on with
+    /// each page's `next` until it is `None`. For whoever must see each pending interaction
+    /// whole (start-up, a re-check, a re-post) without holding all of them at once.
+    pub async fn pending_page(&self, after: Option<Cursor>) -> Result<Page, RegistryError> {
+        let query = ListQuery {
+            status: StatusFilter::Pending,
+            limit: PENDING_PAGE,
+            after,
+            max_bytes: Some(PENDING_PAGE_BYTES),
+        };
+        Ok(self.inner.store.list(&query).await?)
     }
 
     /// The ids of every pending interaction, oldest first (read each with
@@ -957,29 +975,45 @@ impl Registry {
 
     /// Loads pending interactions from the store with their original deadlines, and expires
     /// at once those whose deadline passed while imrelay was down. Returns (reloaded, expired).
+    /// They are read a page at a time ([`Registry::pending_page`]), so start-up holds at once
+    /// only what the slots keep (big inputs stay in the store) and one page.
     pub async fn recover(&self) -> Result<(usize, usize), RegistryError> {
         self.load_grants().await?;
         if self.inner.shared_events {
             // Read before the pending interactions: every change after this is read later.
             self.load_recent_events().await?;
         }
-        let pending = self.inner.store.pending().await?;
         let at = now();
-        let mut overdue = Vec::new();
-        let mut reloaded = 0;
-        for i in pending {
-            if i.deadline <= at {
-                overdue.push(i);
-            } else {
-                self.track(i);
-                reloaded += 1;
+        let (mut reloaded, mut expired) = (0, 0);
+        let mut after = None;
+        loop {
+            let page = self.pending_page(after).await?;
+            let mut overdue = Vec::new();
+            for i in page.interactions {
+                if i.deadline <= at {
+                    overdue.push(i);
+                } else {
+                    self.track(i);
+                    reloaded += 1;
+                }
+            }
+            expired += overdue.len();
+            self.expire_overdue(overdue, at).await;
+            match page.next {
+                Some(next) => after = Some(next),
+                None => break,
             }
         }
         // What changes from here on is in the shared events after the head read above.
         self.inner
             .recovered
             .store(self.inner.shared_events, Ordering::SeqCst);
-        let expired = overdue.len();
+        Ok((reloaded, expired))
+    }
+
+    /// Expires interactions whose deadline passed while imrelay was down; one that cannot
+    /// be recorded now is held and tried again shortly.
+    async fn expire_overdue(&self, overdue: Vec<Arc<Interaction>>, at: jiff::Timestamp) {
         futures_util::stream::iter(overdue)
             .for_each_concurrent(256, |i| async move {
                 let resolved = Arc::new(i.resolved(answer::expired(&i, at)));
@@ -1005,7 +1039,6 @@ impl Registry {
                 }
             })
             .await;
-        Ok((reloaded, expired))
     }
 }
 

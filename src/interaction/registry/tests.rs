@@ -467,3 +467,72 @@ async fn a_big_input_is_kept_by_the_store_alone_and_read_whole_when_needed() {
     assert_eq!(reg.holds_whole(&id), None);
     assert!(reg.pending_bytes() > 0, "the small one is still counted");
 }
+
+/// Start-up and a re-check read the pending interactions a page at a time (about
+/// [`PENDING_PAGE_BYTES`] of them), never all at once: twelve of 900 KB on SQLite take two
+/// pages, and each is then held by its id alone.
+#[tokio::test]
+async fn recovery_and_a_recheck_read_big_pending_interactions_a_page_at_a_time() {
+    #[derive(Default)]
+    struct Reads {
+        whole: std::sync::atomic::AtomicUsize,
+        pages: std::sync::atomic::AtomicUsize,
+    }
+
+    #[async_trait::async_trait]
+    impl Interceptor for Reads {
+        async fn before(&self, op: Op) -> Result<(), StoreError> {
+            match op {
+                Op::Pending => self.whole.fetch_add(1, Ordering::SeqCst),
+                Op::List => self.pages.fetch_add(1, Ordering::SeqCst),
+                _ => 0,
+            };
+            Ok(())
+        }
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.db");
+    let open = || crate::store::SqliteStore::open(&path, crate::store::Synchronous::Normal);
+    let mut ids = Vec::new();
+    {
+        let reg = Registry::new(Arc::new(open().unwrap()), RegistryConfig::default());
+        for n in 0..12 {
+            let new = NewInteraction {
+                id: Some(format!("big-{n}")),
+                ..NewInteraction::new(
+                    "Bash",
+                    obj(json!({"command": format!("{n} {}", "x".repeat(900_000))})),
+                )
+            };
+            ids.push(reg.create(new).await.unwrap().interaction.id.clone());
+        }
+    }
+    let store = Arc::new(Intercepted::new(
+        Arc::new(open().unwrap()),
+        Reads::default(),
+    ));
+    let reg = Registry::new(store.clone(), RegistryConfig::default());
+    assert_eq!(reg.recover().await.unwrap(), (12, 0));
+    let reads = |r: &Reads| {
+        (
+            r.whole.swap(0, Ordering::SeqCst),
+            r.pages.swap(0, Ordering::SeqCst),
+        )
+    };
+    assert_eq!(
+        reads(&store.hooks),
+        (0, 2),
+        "(whole reads, pages) at start-up"
+    );
+    for id in &ids {
+        assert_eq!(reg.holds_whole(id), Some(false), "{id}");
+    }
+    reg.resync().await.unwrap();
+    assert_eq!(
+        reads(&store.hooks),
+        (0, 2),
+        "(whole reads, pages) in a re-check"
+    );
+    assert_eq!(reg.pending_count(), 12);
+}

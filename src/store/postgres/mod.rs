@@ -16,7 +16,9 @@
 //!   take a transaction-level advisory lock, so there is one chain across replicas.
 //! - Every create and resolution also sends a notification (`pg_notify`, in the same
 //!   transaction, so it is delivered at commit) carrying the interaction's id on the channel
-//!   `<schema>.changes`: the [`listener`] turns them into a stream for other processes.
+//!   `<schema>.changes`, and every resolution one carrying the id and the resolution (when
+//!   they fit a notification) on `<schema>.settled`: the [`listener`] turns them into a
+//!   stream for other processes.
 //!
 //! Times are unix milliseconds (`bigint`), as in SQLite; the comparisons that lease and
 //! schedule outbox jobs use the caller's clock, as the other backends do, so replicas need
@@ -62,8 +64,8 @@ pub use migrate::SCHEMA_VERSION;
 /// means a session holds them and is not finishing (see [`connect::IDLE_IN_TRANSACTION`]).
 const PROBE_LOCK_WAIT: Duration = Duration::from_secs(1);
 
-/// The longest schema name: the notification channel (`<schema>.changes`) must fit
-/// PostgreSQL's 63-byte identifiers.
+/// The longest schema name: the notification channels (`<schema>.changes`,
+/// `<schema>.settled`) must fit PostgreSQL's 63-byte identifiers.
 const MAX_SCHEMA_LEN: usize = 55;
 
 /// How to reach and use a PostgreSQL database.
@@ -154,6 +156,14 @@ impl Schema {
     /// The notification channel creates and resolutions are announced on.
     pub(crate) fn channel(&self) -> String {
         format!("{}.changes", self.name)
+    }
+
+    /// The notification channel resolutions are also announced on, with the resolution
+    /// itself when it fits a notification (see [`listener`]). A channel of its own, so a
+    /// replica that knows only [`Schema::channel`] (an older version, during a rolling
+    /// upgrade) never reads a payload it cannot parse.
+    pub(crate) fn settled_channel(&self) -> String {
+        format!("{}.settled", self.name)
     }
 }
 
@@ -345,10 +355,20 @@ impl PostgresStore {
         self.schema.channel()
     }
 
+    /// The notification channel resolutions are also announced on, with the resolution
+    /// when it fits (see [`Listener`]).
+    pub fn settled_channel(&self) -> String {
+        self.schema.settled_channel()
+    }
+
     /// Starts listening for the changes every process writes to this schema (see
     /// [`Listener`]).
     pub fn listen(&self) -> Listener {
-        Listener::start(self.target.clone(), self.schema.channel())
+        Listener::start(
+            self.target.clone(),
+            self.schema.channel(),
+            self.schema.settled_channel(),
+        )
     }
 
     /// A pooled connection.

@@ -31,7 +31,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::types::Json;
 
 use super::connect::Target;
-use super::{Schema, audit, col, db, decode, events, ms, outbox, prepared};
+use super::{Schema, audit, col, db, decode, events, listener, ms, outbox, prepared};
 use crate::interaction::{EventKind, Interaction, Resolution};
 use crate::store::{CreateOutcome, Effects, OutboxJob, ResolveOutcome, StoreError};
 
@@ -209,15 +209,23 @@ impl Task {
                      RETURNING id)
                  SELECT id, pg_notify($8, id) FROM ins",
             ),
-            // Resolved if pending: the ids that come back were resolved (and announced).
+            // Resolved if pending: the ids that come back were resolved (and announced: with
+            // the resolution on the settled channel first, where it fits, then the id).
+            // pg_notify takes a null payload as an empty one, hence the CASE; the length
+            // check, in the server's encoding, keeps an oversized payload from failing the
+            // batch.
             resolve: schema.sql(
                 "WITH upd AS (
                      UPDATE {s}.interactions i
                      SET status = 'resolved', resolved_at = r.at, resolution = r.res
-                     FROM unnest($1::text[], $2::bigint[], $3::json[]) AS r(id, at, res)
+                     FROM unnest($1::text[], $2::bigint[], $3::json[], $5::text[])
+                          AS r(id, at, res, note)
                      WHERE i.id = r.id AND i.status = 'pending'
-                     RETURNING i.id)
-                 SELECT id, pg_notify($4, id) FROM upd",
+                     RETURNING i.id, r.note)
+                 SELECT id,
+                        CASE WHEN octet_length(note) < 8000 THEN pg_notify($6, note) END,
+                        pg_notify($4, id)
+                 FROM upd",
             ),
             // A statement of its own, so it sees rows committed while the ones above waited.
             existing: schema
@@ -331,6 +339,15 @@ impl Task {
         let r_ats: Vec<i64> = resolves.iter().map(|&k| batch[k].at()).collect();
         let r_resolutions: Vec<Option<Json<&Resolution>>> =
             resolves.iter().map(|&k| resolution(&batch[k])).collect();
+        let r_notes: Vec<Option<String>> = resolves
+            .iter()
+            .map(|&k| {
+                let w = &batch[k];
+                let r = w.interaction.resolution.as_deref()?;
+                listener::settled_payload(id(w), r)
+            })
+            .collect();
+        let settled = self.schema.settled_channel();
         let inserting = async {
             if creates.is_empty() {
                 return Ok(Vec::new());
@@ -354,8 +371,11 @@ impl Task {
             if resolves.is_empty() {
                 return Ok(Vec::new());
             }
-            tx.query(&resolve, &[&r_ids, &r_ats, &r_resolutions, &channel])
-                .await
+            tx.query(
+                &resolve,
+                &[&r_ids, &r_ats, &r_resolutions, &channel, &r_notes, &settled],
+            )
+            .await
         };
         let (inserted, updated) = try_join(inserting, updating).await.map_err(db)?;
         let changed: HashSet<String> = inserted
