@@ -227,6 +227,173 @@ fn options<'a>(
     Ok(out)
 }
 
+/// A text field's type: lengths, pattern, format, `multiline`.
+fn text_type(prop: &Map<String, Value>, at: &str) -> Result<FieldType, ValidationError> {
+    refuse_unknown(
+        prop,
+        at,
+        &["minLength", "maxLength", "pattern", "format", "multiline"],
+        "a string",
+    )?;
+    let min_len = count_member(prop, "minLength", at)?;
+    let max_len = count_member(prop, "maxLength", at)?;
+    if let Some(max) = max_len
+        && max > MAX_ANSWER_CHARS
+    {
+        return Err(ValidationError::new(
+            format!("{at}.maxLength"),
+            format!("may be at most {MAX_ANSWER_CHARS}"),
+        ));
+    }
+    if let (Some(a), Some(b)) = (min_len, max_len)
+        && a > b
+    {
+        return Err(ValidationError::new(
+            format!("{at}.minLength"),
+            "is greater than maxLength",
+        ));
+    }
+    let format = match text_member(prop, "format", at, 32)? {
+        None => None,
+        Some(f) => Some(Format::parse(&f).ok_or_else(|| {
+            ValidationError::new(
+                format!("{at}.format"),
+                format!("{f:?} is not supported (email, uri, date or date-time)"),
+            )
+        })?),
+    };
+    let pattern = match text_member(prop, "pattern", at, MAX_PATTERN_CHARS)? {
+        None => None,
+        Some(source) => {
+            let regex = regex::RegexBuilder::new(&source)
+                .size_limit(1 << 20)
+                .build()
+                .map_err(|e| {
+                    let first = e.to_string();
+                    let first = first.lines().last().unwrap_or("").trim().to_string();
+                    ValidationError::new(
+                        format!("{at}.pattern"),
+                        format!("is not a valid regular expression: {first}"),
+                    )
+                })?;
+            Some(Pattern { source, regex })
+        }
+    };
+    let multiline = match prop.get("multiline") {
+        None => false,
+        Some(Value::Bool(b)) => *b,
+        Some(other) => {
+            return Err(ValidationError::new(
+                format!("{at}.multiline"),
+                format!("expected a boolean, got {}", json_type(other)),
+            ));
+        }
+    };
+    Ok(FieldType::Text {
+        min_len,
+        max_len,
+        pattern,
+        format,
+        multiline,
+    })
+}
+
+/// A number field's type (whole when `integer`): its bounds, which some number must meet.
+fn number_type(
+    prop: &Map<String, Value>,
+    at: &str,
+    integer: bool,
+) -> Result<FieldType, ValidationError> {
+    refuse_unknown(prop, at, &["minimum", "maximum"], "a number")?;
+    let minimum = number_member(prop, "minimum", at)?;
+    let maximum = number_member(prop, "maximum", at)?;
+    if let (Some(a), Some(b)) = (minimum, maximum)
+        && a > b
+    {
+        return Err(ValidationError::new(
+            format!("{at}.minimum"),
+            "is greater than maximum",
+        ));
+    }
+    if integer
+        && let (Some(a), Some(b)) = (minimum, maximum)
+        && a.ceil() > b.floor()
+    {
+        return Err(ValidationError::new(
+            format!("{at}.minimum"),
+            format!(
+                "no whole number lies from {} to {}: nobody could answer",
+                show_number(a),
+                show_number(b)
+            ),
+        ));
+    }
+    Ok(FieldType::Number {
+        integer,
+        minimum,
+        maximum,
+    })
+}
+
+/// A multiple choice's type: its options from `items`, and how many to choose.
+fn multi_type(prop: &Map<String, Value>, at: &str) -> Result<FieldType, ValidationError> {
+    refuse_unknown(
+        prop,
+        at,
+        &["items", "minItems", "maxItems"],
+        "a multiple choice",
+    )?;
+    let items_at = format!("{at}.items");
+    let items = match prop.get("items") {
+        Some(Value::Object(items)) => items,
+        _ => {
+            return Err(ValidationError::new(
+                items_at,
+                "a multiple choice needs `items` with `enum` or `anyOf`",
+            ));
+        }
+    };
+    if let Some(k) = items
+        .keys()
+        .find(|k| !matches!(k.as_str(), "type" | "enum" | "enumNames" | "anyOf"))
+    {
+        return Err(ValidationError::new(
+            format!("{items_at}.{k}"),
+            "is not supported (items take `type`, `enum` or `anyOf`)",
+        ));
+    }
+    if let Some(t) = items.get("type")
+        && t != "string"
+    {
+        return Err(ValidationError::new(
+            format!("{items_at}.type"),
+            "only string options are supported",
+        ));
+    }
+    let options = options(items, &items_at, "anyOf")?;
+    let min_items = count_member(prop, "minItems", at)?;
+    let max_items = count_member(prop, "maxItems", at)?;
+    if let (Some(a), Some(b)) = (min_items, max_items)
+        && a > b
+    {
+        return Err(ValidationError::new(
+            format!("{at}.minItems"),
+            "is greater than maxItems",
+        ));
+    }
+    if min_items.is_some_and(|a| a > options.len()) {
+        return Err(ValidationError::new(
+            format!("{at}.minItems"),
+            "is more than the number of options",
+        ));
+    }
+    Ok(FieldType::Multi {
+        options,
+        min_items,
+        max_items,
+    })
+}
+
 fn parse_field(
     name: &str,
     prop: &Value,
@@ -261,167 +428,13 @@ fn parse_field(
                 options: options(prop, at, "oneOf")?,
             }
         }
-        "string" => {
-            refuse_unknown(
-                prop,
-                at,
-                &["minLength", "maxLength", "pattern", "format", "multiline"],
-                "a string",
-            )?;
-            let min_len = count_member(prop, "minLength", at)?;
-            let max_len = count_member(prop, "maxLength", at)?;
-            if let Some(max) = max_len
-                && max > MAX_ANSWER_CHARS
-            {
-                return Err(ValidationError::new(
-                    format!("{at}.maxLength"),
-                    format!("may be at most {MAX_ANSWER_CHARS}"),
-                ));
-            }
-            if let (Some(a), Some(b)) = (min_len, max_len)
-                && a > b
-            {
-                return Err(ValidationError::new(
-                    format!("{at}.minLength"),
-                    "is greater than maxLength",
-                ));
-            }
-            let format = match text_member(prop, "format", at, 32)? {
-                None => None,
-                Some(f) => Some(Format::parse(&f).ok_or_else(|| {
-                    ValidationError::new(
-                        format!("{at}.format"),
-                        format!("{f:?} is not supported (email, uri, date or date-time)"),
-                    )
-                })?),
-            };
-            let pattern = match text_member(prop, "pattern", at, MAX_PATTERN_CHARS)? {
-                None => None,
-                Some(source) => {
-                    let regex = regex::RegexBuilder::new(&source)
-                        .size_limit(1 << 20)
-                        .build()
-                        .map_err(|e| {
-                            let first = e.to_string();
-                            let first = first.lines().last().unwrap_or("").trim().to_string();
-                            ValidationError::new(
-                                format!("{at}.pattern"),
-                                format!("is not a valid regular expression: {first}"),
-                            )
-                        })?;
-                    Some(Pattern { source, regex })
-                }
-            };
-            let multiline = match prop.get("multiline") {
-                None => false,
-                Some(Value::Bool(b)) => *b,
-                Some(other) => {
-                    return Err(ValidationError::new(
-                        format!("{at}.multiline"),
-                        format!("expected a boolean, got {}", json_type(other)),
-                    ));
-                }
-            };
-            FieldType::Text {
-                min_len,
-                max_len,
-                pattern,
-                format,
-                multiline,
-            }
-        }
-        "number" | "integer" => {
-            refuse_unknown(prop, at, &["minimum", "maximum"], "a number")?;
-            let minimum = number_member(prop, "minimum", at)?;
-            let maximum = number_member(prop, "maximum", at)?;
-            if let (Some(a), Some(b)) = (minimum, maximum)
-                && a > b
-            {
-                return Err(ValidationError::new(
-                    format!("{at}.minimum"),
-                    "is greater than maximum",
-                ));
-            }
-            if ty_name == "integer"
-                && let (Some(a), Some(b)) = (minimum, maximum)
-                && a.ceil() > b.floor()
-            {
-                return Err(ValidationError::new(
-                    format!("{at}.minimum"),
-                    format!(
-                        "no whole number lies from {} to {}: nobody could answer",
-                        show_number(a),
-                        show_number(b)
-                    ),
-                ));
-            }
-            FieldType::Number {
-                integer: ty_name == "integer",
-                minimum,
-                maximum,
-            }
-        }
+        "string" => text_type(prop, at)?,
+        "number" | "integer" => number_type(prop, at, ty_name == "integer")?,
         "boolean" => {
             refuse_unknown(prop, at, &[], "a boolean")?;
             FieldType::Boolean
         }
-        "array" => {
-            refuse_unknown(
-                prop,
-                at,
-                &["items", "minItems", "maxItems"],
-                "a multiple choice",
-            )?;
-            let items_at = format!("{at}.items");
-            let items = match prop.get("items") {
-                Some(Value::Object(items)) => items,
-                _ => {
-                    return Err(ValidationError::new(
-                        items_at,
-                        "a multiple choice needs `items` with `enum` or `anyOf`",
-                    ));
-                }
-            };
-            if let Some(k) = items
-                .keys()
-                .find(|k| !matches!(k.as_str(), "type" | "enum" | "enumNames" | "anyOf"))
-            {
-                return Err(ValidationError::new(
-                    format!("{items_at}.{k}"),
-                    "is not supported (items take `type`, `enum` or `anyOf`)",
-                ));
-            }
-            if let Some(t) = items.get("type")
-                && t != "string"
-            {
-                return Err(ValidationError::new(
-                    format!("{items_at}.type"),
-                    "only string options are supported",
-                ));
-            }
-            let options = options(items, &items_at, "anyOf")?;
-            let min_items = count_member(prop, "minItems", at)?;
-            let max_items = count_member(prop, "maxItems", at)?;
-            if let (Some(a), Some(b)) = (min_items, max_items)
-                && a > b
-            {
-                return Err(ValidationError::new(
-                    format!("{at}.minItems"),
-                    "is greater than maxItems",
-                ));
-            }
-            if min_items.is_some_and(|a| a > options.len()) {
-                return Err(ValidationError::new(
-                    format!("{at}.minItems"),
-                    "is more than the number of options",
-                ));
-            }
-            FieldType::Multi {
-                options,
-                min_items,
-                max_items,
-            }
-        }
+        "array" => multi_type(prop, at)?,
         "object" | "null" => {
             return Err(ValidationError::new(
                 format!("{at}.type"),
