@@ -78,6 +78,8 @@ pub struct CreateBody {
     cwd: Option<String>,
     timeout_secs: Option<u64>,
     suggestions: Option<Value>,
+    /// The agent cannot run an edited input: an edit-then-approve is refused.
+    input_fixed: Option<bool>,
 }
 
 impl CreateBody {
@@ -210,6 +212,7 @@ pub async fn create(
         cwd: body.cwd,
         timeout_secs: body.timeout_secs,
         suggestions: body.suggestions,
+        input_fixed: body.input_fixed.unwrap_or(false),
         ..base
     };
     let created = state
