@@ -37,7 +37,9 @@ use super::client::{ClientError, Feed, Remote, RemoteArgs, answer_command, exit}
 use super::commands::{login_name, resolved_by_us};
 use super::term::{Input, Term, Typed};
 use super::view::{self, Paint};
-use crate::interaction::{Answer, Form, Interaction, InteractionId, Kind, Outcome, Question};
+use crate::interaction::{
+    Answer, Form, FormDraft, Interaction, InteractionId, Kind, Outcome, Question,
+};
 use crate::present::{Budget, visible_line};
 
 /// What `imrelay watch --help` adds: the keys and the exit codes.
@@ -146,11 +148,11 @@ enum Step {
         questions: Vec<Question>,
         answers: Vec<(Choice, Value)>,
     },
-    /// A form, filled in field by field; `values` holds the fields done (`null`: left empty),
-    /// `lines` the lines typed so far for a multi-line field (an empty line ends it).
+    /// A form, filled in field by field; `draft` holds the fields done, `lines` the lines
+    /// typed so far for a multi-line field (an empty line ends it).
     Filling {
         form: Form,
-        values: Vec<Value>,
+        draft: FormDraft,
         lines: Option<Vec<String>>,
     },
     /// A question whose input cannot be read: it can be declined or skipped.
@@ -385,7 +387,7 @@ impl Watch {
                     lines: Some(typed), ..
                 } => format!("line {} (an empty line ends it) › ", typed.len() + 1),
                 Step::Filling { form, .. } if form.is_single_text() => "your answer › ".into(),
-                Step::Filling { form, values, .. } => match form.fields.get(values.len()) {
+                Step::Filling { form, draft, .. } => match draft.asked(form).map(|(_, f)| f) {
                     Some(f) if !f.options().is_empty() => {
                         format!("{}: 1–{} › ", visible_line(f.label()), f.options().len())
                     }
@@ -492,7 +494,7 @@ impl Watch {
                     lines.push(keys(&p, &[("s", "skip"), ("d", "decline"), ("q", "quit")]));
                     Step::Filling {
                         form,
-                        values: Vec::new(),
+                        draft: FormDraft::new(),
                         lines: None,
                     }
                 }
@@ -1218,18 +1220,13 @@ impl Watch {
     fn fill_field(&mut self, line: &str) {
         let p = self.term.painter();
         let Some(Current {
-            step:
-                Step::Filling {
-                    form,
-                    values,
-                    lines,
-                },
+            step: Step::Filling { form, draft, lines },
             ..
         }) = &mut self.current
         else {
             return;
         };
-        let Some(field) = form.fields.get(values.len()) else {
+        let Some((_, field)) = draft.asked(form) else {
             return;
         };
         let multiline = matches!(
@@ -1259,48 +1256,19 @@ impl Watch {
             }
             _ => line,
         };
-        let value = if line.trim().is_empty() {
-            if field.required && field.default.is_none() {
-                let e = format!("{} is required.", field.label());
-                return self.say_error(&e);
-            }
-            Value::Null
-        } else {
-            match field.parse_text(line) {
-                Ok(v) => v,
-                Err(e) => {
-                    let e = format!("{}: {e}", field.label());
-                    return self.say_error(&e);
-                }
-            }
+        let shown = match draft.enter_text(form, line) {
+            Ok(shown) => shown,
+            Err(e) => return self.say_error(&e.to_string()),
         };
-        let shown = match (&value, &field.default) {
-            (Value::Null, Some(d)) => format!("{} (default)", field.show(d)),
-            (Value::Null, None) => "(left empty)".to_string(),
-            (v, _) => field.show(v),
-        };
-        values.push(value);
         let mut lines = vec![p.paint(Paint::Green, &format!("    → {}", visible_line(&shown)))];
-        if values.len() < form.fields.len() {
-            let n = values.len();
-            lines.extend(view::field_lines(
-                &p,
-                &form.fields[n],
-                n,
-                view::Detail::Asked,
-            ));
+        if let Some((n, next)) = draft.asked(form) {
+            lines.extend(view::field_lines(&p, next, n, view::Detail::Asked));
             self.term.say(&lines);
             self.term.fresh_prompt();
             self.prompt();
             return;
         }
-        let content: Map<String, Value> = form
-            .fields
-            .iter()
-            .zip(values.iter())
-            .filter(|(_, v)| !v.is_null())
-            .map(|(f, v)| (f.name.clone(), v.clone()))
-            .collect();
+        let content = draft.content(form);
         // A single question's answer is on the line just typed, and shown again once taken.
         if !form.is_single_text() {
             self.term.say(&lines);

@@ -48,6 +48,7 @@
 
 mod answer;
 mod ask;
+pub mod draft;
 mod events;
 pub mod form;
 mod model;
@@ -61,6 +62,7 @@ mod suggestions;
 
 pub use answer::{Answer, MAX_BY_CHARS, Responder, cancelled, expired, resolution_for};
 pub use ask::{Ask, AskError};
+pub use draft::{DraftError, FormDraft};
 pub use events::{Event, EventKind, EventLog, Next, Subscription};
 pub use form::{ElicitAction, ElicitResult, FORM_TOOL, Form};
 pub use model::{

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::interaction::{Form, Question};
+use crate::interaction::{Form, FormDraft, Question};
 
 /// A recorded message's state, stored as an object whose `role` says which kind it is.
 #[derive(Clone, Debug, PartialEq)]
@@ -138,25 +138,30 @@ impl PromptState {
         out
     }
 
+    /// The form filled in on this message so far, as a draft: the fields done in order, and
+    /// the options toggled on for the field being asked.
+    pub fn form_draft(&self, form: &Form) -> FormDraft {
+        let values: Vec<Value> = (0..form.fields.len())
+            .map_while(|n| self.fields.get(&(n as u8)).cloned())
+            .collect();
+        let toggled = self
+            .toggled
+            .get(&(values.len() as u8))
+            .into_iter()
+            .flatten()
+            .map(|o| usize::from(*o));
+        FormDraft::resume(values, toggled)
+    }
+
     /// The form field being asked: the first one not filled in, `None` once all are.
     pub fn current_field(&self, form: &Form) -> Option<u8> {
-        (0..form.fields.len())
-            .map(|n| n as u8)
-            .find(|n| !self.fields.contains_key(n))
+        self.form_draft(form).current(form).map(|n| n as u8)
     }
 
     /// The form's content as filled in so far (fields left empty are left out, so they take
     /// their defaults).
     pub fn form_content(&self, form: &Form) -> Map<String, Value> {
-        self.fields
-            .iter()
-            .filter(|(_, v)| !v.is_null())
-            .filter_map(|(n, v)| {
-                form.fields
-                    .get(usize::from(*n))
-                    .map(|f| (f.name.clone(), v.clone()))
-            })
-            .collect()
+        self.form_draft(form).content(form)
     }
 
     /// Whether every question has an answer.

@@ -1,0 +1,420 @@
+//! The interaction model: what an agent asks, and how it was answered.
+//!
+//! An [`Interaction`] is created from exactly what an agent's `canUseTool` callback receives
+//! (`tool_name` and `input`) plus a little context. It is immutable except for one step: it
+//! gains a [`Resolution`] exactly once. The [`PermissionResult`] inside a resolution is the
+//! Claude Agent SDK's own type, so an agent can hand it back to the SDK unchanged.
+//!
+//! The model is split by concern: `id.rs` (the interaction's id), `result.rs` (the Agent
+//! SDK's `PermissionResult` and MCP's elicitation result as they travel), `input.rs` (a tool
+//! input kept as its JSON text, and the scanner that reads its members), `canonical.rs`
+//! (canonical JSON, for the audit hashes and input digests) and `time.rs` (times as imrelay
+//! writes them); this file holds the interaction itself, its kind, outcome and resolution.
+
+mod canonical;
+mod id;
+mod input;
+mod result;
+mod time;
+
+use std::fmt;
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use serde::ser::SerializeStruct;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+pub use canonical::canonical_json;
+use canonical::write_canonical_object;
+pub use id::{InteractionId, MAX_ID_LEN};
+pub use input::Input;
+pub use result::{AgentResult, PermissionResult};
+pub use time::{Millis, after, millis, now};
+
+/// The tool name the Claude Agent SDK uses for structured questions.
+pub const ASK_USER_QUESTION: &str = "AskUserQuestion";
+
+/// The tool name of a patch to files in the `*** Begin Patch` format (Codex's `apply_patch`),
+/// with the patch text as `patch`: an agent adapter maps its agent's patch tool onto it.
+/// Claude Code has no tool of this name; it reads as one on every surface ("Approval for
+/// Patch"). Another agent's `Patch` whose input is not such a patch is shown field by field.
+pub const PATCH_TOOL: &str = "Patch";
+
+/// What kind of answer an interaction needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// May the agent run this tool call? Answered allow or deny.
+    Approval,
+    /// An `AskUserQuestion`: answered by choosing options or typing "Other" text.
+    Question,
+    /// A form (an MCP elicitation, a free-text prompt): answered by filling in fields, or
+    /// declined.
+    Form,
+}
+
+impl Kind {
+    /// The kind implied by a tool name.
+    pub fn of_tool(tool_name: &str) -> Self {
+        match tool_name {
+            ASK_USER_QUESTION => Kind::Question,
+            super::form::FORM_TOOL => Kind::Form,
+            _ => Kind::Approval,
+        }
+    }
+
+    /// The lowercase label used in JSON, logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Approval => "approval",
+            Kind::Question => "question",
+            Kind::Form => "form",
+        }
+    }
+}
+
+/// How an interaction ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// An approval was allowed.
+    Allowed,
+    /// A person denied it (an approval, or a question they declined to answer).
+    Denied,
+    /// A question was answered, or a form filled in.
+    Answered,
+    /// Nobody answered before the deadline; the agent was denied.
+    Expired,
+    /// The agent withdrew it, or imrelay had to give it up; the agent was denied.
+    Cancelled,
+}
+
+impl Outcome {
+    /// The lowercase label used in JSON, logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Allowed => "allowed",
+            Outcome::Denied => "denied",
+            Outcome::Answered => "answered",
+            Outcome::Expired => "expired",
+            Outcome::Cancelled => "cancelled",
+        }
+    }
+
+    /// Whether the agent may go ahead.
+    pub fn is_allow(self) -> bool {
+        matches!(self, Outcome::Allowed | Outcome::Answered)
+    }
+}
+
+/// The channel through which an answer arrived: `desktop`, `terminal`, `api`, a channel's own
+/// name (`telegram`, `feishu`), `webhook:<name>`, or `system` for expiry and cancellation. An
+/// open name: the core knows only its own entry points, and each channel names itself.
+#[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Via(Arc<str>);
+
+impl Via {
+    /// The built-in web inbox.
+    pub fn desktop() -> Self {
+        Self("desktop".into())
+    }
+    /// The terminal client (`imrelay watch`, `imrelay answer`).
+    pub fn terminal() -> Self {
+        Self("terminal".into())
+    }
+    /// The HTTP API, called by a script or integration.
+    pub fn api() -> Self {
+        Self("api".into())
+    }
+    /// imrelay itself (expiry, cancellation).
+    pub fn system() -> Self {
+        Self("system".into())
+    }
+    /// A channel by its name (each channel owns its name, e.g. `channels::telegram::CHANNEL`).
+    pub fn new(name: &str) -> Self {
+        Self(name.into())
+    }
+    /// A signed answer from the named webhook integration.
+    pub fn webhook(name: &str) -> Self {
+        Self(format!("webhook:{name}").into())
+    }
+    /// The channel label.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Via {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for Via {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+/// How an interaction was resolved: outcome, who, through which channel, when, and the
+/// result handed to the agent.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Resolution {
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Who answered (a display name or platform user id), if a person did.
+    #[serde(default)]
+    pub by: Option<String>,
+    /// The channel the answer came through.
+    pub via: Via,
+    /// When it was resolved.
+    #[serde(serialize_with = "millis")]
+    pub at: Timestamp,
+    /// What the agent receives.
+    pub result: AgentResult,
+}
+
+impl Resolution {
+    /// The deny message, if the result is a deny (or a declined or cancelled form).
+    pub fn message(&self) -> Option<&str> {
+        match &self.result {
+            AgentResult::Permission(PermissionResult::Deny { message, .. }) => Some(message),
+            AgentResult::Permission(PermissionResult::Allow { .. }) => None,
+            AgentResult::Elicit(e) => e.message.as_deref(),
+        }
+    }
+
+    /// The permission result, for approvals and questions.
+    pub fn permission(&self) -> Option<&PermissionResult> {
+        self.result.permission()
+    }
+
+    /// A short human sentence: "allowed by alice via telegram".
+    pub fn summary(&self) -> String {
+        let mut s = String::from(self.outcome.as_str());
+        if let Some(by) = &self.by {
+            s.push_str(" by ");
+            s.push_str(by);
+        }
+        if self.via.as_str() != "system" {
+            s.push_str(" via ");
+            s.push_str(self.via.as_str());
+        }
+        s
+    }
+}
+
+/// One request from an agent for a human decision.
+///
+/// Interactions are shared as `Arc<Interaction>`; resolving one produces a new value with
+/// [`Interaction::resolution`] set.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct Interaction {
+    /// The interaction's id.
+    pub id: InteractionId,
+    /// Approval or question (derived from `tool_name`).
+    pub kind: Kind,
+    /// The tool the agent wants to use, as the SDK names it.
+    pub tool_name: String,
+    /// The tool input, as the SDK passed it.
+    pub input: Input,
+    /// The agent's session label. (The optional texts are boxed strings, a third smaller
+    /// than `String`: pending interactions are held in memory.)
+    #[serde(default)]
+    pub session: Option<Box<str>>,
+    /// Which agent is asking (e.g. `claude-code`).
+    #[serde(default)]
+    pub agent: Option<Box<str>>,
+    /// Human-readable title from the SDK's context.
+    #[serde(default)]
+    pub title: Option<Box<str>>,
+    /// Human-readable description from the SDK's context.
+    #[serde(default)]
+    pub description: Option<Box<str>>,
+    /// The agent's working directory.
+    #[serde(default)]
+    pub cwd: Option<Box<str>>,
+    /// Permission suggestions offered by the agent: the SDK's permission updates, applied by
+    /// "always allow" (checked when the interaction was created).
+    /// Boxed, like the resolution: most interactions have none, and pending interactions
+    /// are held in memory.
+    #[serde(default)]
+    pub suggestions: Option<Box<Value>>,
+    /// The agent cannot take an edited input (Codex's hooks): an allow runs the input as it
+    /// is, and an allow with an edited input is refused with a message saying so.
+    #[serde(default)]
+    pub input_fixed: bool,
+    /// When imrelay accepted it.
+    pub created_at: Timestamp,
+    /// When it expires unless answered.
+    pub deadline: Timestamp,
+    /// The timeout the deadline was computed from, in seconds.
+    pub timeout_secs: u64,
+    /// Set once, when it is resolved. (Boxed: a pending interaction, the kind held in
+    /// memory, then carries one pointer instead of the whole resolution's space.)
+    #[serde(default)]
+    pub resolution: Option<Box<Resolution>>,
+    /// [`Interaction::input_digest`], computed once (not serialized).
+    #[serde(skip)]
+    pub digest: DigestCache,
+}
+
+/// SHA-256 of a tool name and its input in canonical JSON.
+fn digest_of(tool_name: &str, input: &Map<String, Value>) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(tool_name.as_bytes());
+    h.update([0]);
+    // Writing into a hasher cannot fail.
+    let _ = write_canonical_object(input, &mut h);
+    h.finalize().into()
+}
+
+/// A lazily computed input digest (the raw SHA-256, hex-encoded when asked for). Equal
+/// whatever it holds, so it never makes two interactions differ.
+#[derive(Clone, Default)]
+pub struct DigestCache(std::sync::OnceLock<[u8; 32]>);
+
+impl PartialEq for DigestCache {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl fmt::Debug for DigestCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("DigestCache")
+    }
+}
+
+impl Interaction {
+    /// A pending interaction with no optional texts, created at `created_at` with a
+    /// `timeout_secs` deadline; its kind follows from `tool_name`. (The registry builds every
+    /// interaction from this; tests and embedders can too.)
+    pub fn pending(
+        id: InteractionId,
+        tool_name: impl Into<String>,
+        input: impl Into<Input>,
+        created_at: Timestamp,
+        timeout_secs: u64,
+    ) -> Self {
+        let tool_name = tool_name.into();
+        Interaction {
+            id,
+            kind: Kind::of_tool(&tool_name),
+            tool_name,
+            input: input.into(),
+            session: None,
+            agent: None,
+            title: None,
+            description: None,
+            cwd: None,
+            suggestions: None,
+            input_fixed: false,
+            created_at,
+            deadline: created_at
+                .checked_add(jiff::SignedDuration::from_secs(
+                    i64::try_from(timeout_secs).unwrap_or(i64::MAX),
+                ))
+                .unwrap_or(Timestamp::MAX),
+            timeout_secs,
+            resolution: None,
+            digest: DigestCache::default(),
+        }
+    }
+
+    /// Its id and creation time in milliseconds (`toolu_1:1763800000000`): what names this
+    /// interaction in keys kept outside it (outbox jobs, message ids, dedupe keys). An id can
+    /// be used again once the first interaction with it was pruned; with the id alone, the
+    /// new one's work would be taken for the old one's.
+    pub fn incarnation(&self) -> String {
+        format!("{}:{}", self.id, self.created_at.as_millisecond())
+    }
+
+    /// Whether it still awaits an answer.
+    pub fn is_pending(&self) -> bool {
+        self.resolution.is_none()
+    }
+
+    /// `"pending"` or `"resolved"`.
+    pub fn status(&self) -> &'static str {
+        if self.is_pending() {
+            "pending"
+        } else {
+            "resolved"
+        }
+    }
+
+    /// The same interaction, resolved.
+    pub fn resolved(&self, resolution: Resolution) -> Interaction {
+        Interaction {
+            resolution: Some(Box::new(resolution)),
+            ..self.clone()
+        }
+    }
+
+    /// Whether `tool_name` and `input` match: the test for an agent re-attaching with the
+    /// same id.
+    pub fn same_request(&self, tool_name: &str, input: &Input) -> bool {
+        self.tool_name == tool_name && &self.input == input
+    }
+
+    /// SHA-256 (hex) of the tool name and input exactly as shown to people: what an audit
+    /// entry refers to.
+    pub fn input_digest(&self) -> String {
+        hex::encode(
+            self.digest
+                .0
+                .get_or_init(|| digest_of(&self.tool_name, &self.input.map())),
+        )
+    }
+
+    /// Computes [`Interaction::input_digest`] now from `input`, the parsed form of
+    /// [`Interaction::input`] the caller already holds, sparing a parse later.
+    pub(crate) fn prime_digest(&self, input: &Map<String, Value>) {
+        self.digest
+            .0
+            .get_or_init(|| digest_of(&self.tool_name, input));
+    }
+
+    /// Time from creation to resolution, if resolved.
+    pub fn time_to_answer(&self) -> Option<std::time::Duration> {
+        let r = self.resolution.as_ref()?;
+        let ms =
+            r.at.as_millisecond()
+                .saturating_sub(self.created_at.as_millisecond());
+        Some(std::time::Duration::from_millis(ms.max(0) as u64))
+    }
+}
+
+impl Serialize for Interaction {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut st = s.serialize_struct("Interaction", 16)?;
+        st.serialize_field("id", &self.id)?;
+        st.serialize_field("kind", &self.kind)?;
+        st.serialize_field("status", self.status())?;
+        st.serialize_field("tool_name", &self.tool_name)?;
+        st.serialize_field("input", &self.input)?;
+        st.serialize_field("session", &self.session)?;
+        st.serialize_field("agent", &self.agent)?;
+        st.serialize_field("title", &self.title)?;
+        st.serialize_field("description", &self.description)?;
+        st.serialize_field("cwd", &self.cwd)?;
+        if self.suggestions.is_some() {
+            st.serialize_field("suggestions", &self.suggestions)?;
+        }
+        if self.input_fixed {
+            st.serialize_field("input_fixed", &true)?;
+        }
+        st.serialize_field("created_at", &Millis(self.created_at))?;
+        st.serialize_field("deadline", &Millis(self.deadline))?;
+        st.serialize_field("timeout_secs", &self.timeout_secs)?;
+        st.serialize_field("resolution", &self.resolution)?;
+        st.end()
+    }
+}
+
+#[cfg(test)]
+mod tests;
