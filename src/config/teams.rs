@@ -253,6 +253,16 @@ pub fn compile(s: &Settings) -> Result<Teams, String> {
         });
     }
     let routes = Routes::new(specs, &people).map_err(|e| e.to_string())?;
+    for (k, rule) in s.policy.iter().enumerate() {
+        for (j, r) in rule.route.iter().enumerate() {
+            if r != crate::interaction::routes::DEFAULT_ROUTE && routes.get(r).is_none() {
+                return Err(format!(
+                    "policy[{k}] ({:?}).route[{j}]: {r:?} is not the name of a [[routes]] entry (nor \"default\")",
+                    rule.name
+                ));
+            }
+        }
+    }
     Ok(Teams { people, routes })
 }
 
