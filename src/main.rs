@@ -166,6 +166,9 @@ enum Client {
     /// The command an agent runs for its approval hooks: `imrelay hook codex` reads Codex's
     /// hook input on standard input and prints the decision (see docs/codex.md).
     Hook(imrelay::cli::hook::HookArgs),
+    /// A long-running bridge to an agent's own server: `imrelay bridge opencode` relays the
+    /// approvals and questions of OpenCode servers (see docs/opencode.md).
+    Bridge(imrelay::cli::bridge::BridgeArgs),
 }
 
 fn main() -> ExitCode {
@@ -183,6 +186,7 @@ fn main() -> ExitCode {
                 Client::Mcp(args) => imrelay::cli::mcp::run(args, config),
                 Client::Grants(args) => imrelay::cli::grants::run(args, config),
                 Client::Hook(args) => imrelay::cli::hook::run(args, config),
+                Client::Bridge(args) => imrelay::cli::bridge::run(args, config),
             };
             return ExitCode::from(u8::try_from(code).unwrap_or(1));
         }

@@ -15,6 +15,7 @@
 
 pub mod claude_code;
 pub mod codex;
+pub mod opencode;
 pub mod shared;
 
 use std::sync::Arc;

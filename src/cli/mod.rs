@@ -4,7 +4,8 @@
 //! approvals and questions as they arrive ([`watch`]); `imrelay pending`, `imrelay show` and
 //! `imrelay answer` do it one command at a time for scripts ([`commands`]). `imrelay mcp`
 //! relays an MCP client on standard input and output to the server's `/mcp` ([`mcp`]);
-//! `imrelay hook codex` is the command Codex runs for its approval hooks ([`hook`]).
+//! `imrelay hook codex` is the command Codex runs for its approval hooks ([`hook`]);
+//! `imrelay bridge opencode` relays OpenCode servers' approvals and questions ([`bridge`]).
 //!
 //! Tools for the machine the server runs on: `imrelay audit` prints the audit trail,
 //! `imrelay audit verify` checks its hash chain, its recorded head and that every stored
@@ -25,6 +26,7 @@ macro_rules! say {
     };
 }
 
+pub mod bridge;
 pub mod choose;
 pub mod client;
 pub mod commands;

@@ -804,7 +804,10 @@ impl Watch {
                         Paint::Green,
                         &format!("Granted: {}", super::grants::describe(g)),
                     ));
-                    if i.suggestions.is_some() {
+                    if i.suggestions
+                        .as_deref()
+                        .is_some_and(|s| !crate::interaction::outlives_the_session(s))
+                    {
                         lines.push(p.paint(
                             Paint::Dim,
                             "The agent also remembers its own suggestion for this session.",

@@ -80,6 +80,8 @@ pub struct CreateBody {
     suggestions: Option<Value>,
     #[serde(default)]
     labels: Vec<String>,
+    /// The agent cannot run an edited input: an edit-then-approve is refused.
+    input_fixed: Option<bool>,
 }
 
 impl CreateBody {
@@ -213,6 +215,7 @@ pub async fn create(
         timeout_secs: body.timeout_secs,
         suggestions: body.suggestions,
         labels: body.labels,
+        input_fixed: body.input_fixed.unwrap_or(false),
         ..base
     };
     let created = state

@@ -78,7 +78,9 @@ pub use registry::{
     Created, Full, GrantRequest, Lifecycle, LongPoll, MAX_LABEL_CHARS, MAX_LABELS, NewInteraction,
     POLICY_VIA, Registry, RegistryConfig, RegistryError, Teams, audit_outcome, describe,
 };
-pub use suggestions::{DESTINATIONS, valid_suggestions, validate_suggestions};
+pub use suggestions::{
+    DESTINATIONS, PROCESS_LIFETIME, outlives_the_session, valid_suggestions, validate_suggestions,
+};
 
 /// At most `max` characters of `s`, the last of them an ellipsis when it was cut: for text
 /// from outside that goes into logs, the audit trail or a message.

@@ -27,6 +27,21 @@ pub const DESTINATIONS: &[&str] = &[
     "cliArg",
 ];
 
+/// The destination of an agent's "always" that cannot be limited to one session: it lasts
+/// as long as the agent's process runs, for all its sessions (OpenCode's "always"). Channels
+/// say so; and a grant ("allow similar", limited to what its rule says) never applies such a
+/// suggestion on the side ([`outlives_the_session`]).
+pub const PROCESS_LIFETIME: &str = "cliArg";
+
+/// Whether any of `suggestions` lasts beyond the session ([`PROCESS_LIFETIME`]).
+pub fn outlives_the_session(suggestions: &Value) -> bool {
+    let lasting = |u: &Value| u["destination"] == PROCESS_LIFETIME;
+    match suggestions {
+        Value::Array(updates) => updates.iter().any(lasting),
+        single => lasting(single),
+    }
+}
+
 /// What a rule does.
 const BEHAVIORS: &[&str] = &["allow", "deny", "ask"];
 
@@ -232,6 +247,23 @@ fn one_of<'a>(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn only_a_process_lifetime_destination_outlives_the_session() {
+        let lasting = serde_json::json!([{"type": "addRules", "rules": [{"toolName": "bash", "ruleContent": "echo *"}], "behavior": "allow", "destination": "cliArg"}]);
+        assert!(outlives_the_session(&lasting));
+        for d in [
+            "session",
+            "localSettings",
+            "userSettings",
+            "projectSettings",
+        ] {
+            let s =
+                serde_json::json!([{"type": "setMode", "mode": "acceptEdits", "destination": d}]);
+            assert!(!outlives_the_session(&s), "{d}");
+        }
+    }
+
     use super::*;
     use serde_json::json;
 

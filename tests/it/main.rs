@@ -24,6 +24,7 @@ mod mcp;
 mod mcp_sessions;
 mod mcp_wire;
 mod numbers;
+mod opencode;
 mod outbox;
 mod pipes;
 mod policy;

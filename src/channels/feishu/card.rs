@@ -548,7 +548,11 @@ impl Cards {
                 let similar = crate::present::render::similar_rule(i);
                 if let Some(rule) = &similar {
                     // What "Allow similar" adds, in full, before anyone taps it.
-                    let native = if i.suggestions.is_some() {
+                    let native = if i
+                        .suggestions
+                        .as_deref()
+                        .is_some_and(|s| !crate::interaction::outlives_the_session(s))
+                    {
                         self.t(
                             "（智能体自身也会在本会话中记住它的建议）",
                             " (the agent also remembers its own suggestion for this session)",

@@ -706,7 +706,11 @@ pub fn prompt(i: &Interaction, state: &PromptState, b: &Buttons) -> Prompt {
                 rows.push(vec![
                     b.button("🔁 Allow similar (this session)", Action::AllowSimilar),
                 ]);
-                let native = if i.suggestions.is_some() {
+                let native = if i
+                    .suggestions
+                    .as_deref()
+                    .is_some_and(|s| !crate::interaction::outlives_the_session(s))
+                {
                     " (the agent also remembers its own suggestion for this session)"
                 } else {
                     ""

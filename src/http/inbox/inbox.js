@@ -340,7 +340,10 @@ function approvalBody(card, i) {
     ...(i.session ? [el("option", { value: "session", text: "for this session" })] : []),
     el("option", { value: "standing", text: "until revoked" }));
   const grantError = el("p", { class: "edit-error error", hidden: true, role: "alert" });
-  const grantNote = el("p", { class: "muted", text: i.suggestions ? "The agent also remembers its own suggestion for this session." : "" });
+  // An agent's "always" that outlives the session (OpenCode's: every session, while its
+  // server runs) is never applied along with a grant, and is labelled as what it is.
+  const lasting = Array.isArray(i.suggestions) && i.suggestions.some((u) => u && u.destination === "cliArg");
+  const grantNote = el("p", { class: "muted", text: i.suggestions && !lasting ? "The agent also remembers its own suggestion for this session." : "" });
   const approveSimilar = el("button", { class: "primary", type: "button", text: "Approve and allow similar", onclick: () => {
     respond(card, i.id, { decision: "allow", grant: { rule: rule.value.trim(), scope: scope.value } }, (data) => {
       const e = data.error || {};
@@ -367,7 +370,9 @@ function approvalBody(card, i) {
   if (!i.input_fixed) actions.append(edit);
   actions.append(similar);
   if (i.suggestions) {
-    actions.append(el("button", { type: "button", text: "Always allow", title: "Approve, and allow what the agent suggested for the rest of its session",
+    actions.append(el("button", { type: "button", text: "Always allow", title: lasting
+      ? "Approve, and let the agent allow what it suggested in every session, for as long as its server runs"
+      : "Approve, and allow what the agent suggested for the rest of its session",
       onclick: () => respond(card, i.id, { decision: "allow", always: true }) }));
   }
   actions.append(deny, reason);

@@ -129,9 +129,14 @@ impl Registry {
             .ok_or_else(|| RegistryError::NotFound(id.clone()))?;
         let grant = self.grant_for(&current, request, &responder)?;
         // The agent's own form of it, where it offers one (Claude Code's permission
-        // suggestions): applied too, for its session.
+        // suggestions): applied too, for its session. One that would outlive the session
+        // (OpenCode's "always") would allow more than the grant says: not applied.
+        let session_scoped = current
+            .suggestions
+            .as_deref()
+            .is_some_and(|s| !crate::interaction::outlives_the_session(s));
         let answer = match answer {
-            Answer::Allow { updated_input, .. } if current.suggestions.is_some() => Answer::Allow {
+            Answer::Allow { updated_input, .. } if session_scoped => Answer::Allow {
                 updated_input,
                 always: true,
             },

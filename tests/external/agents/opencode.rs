@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 
 use super::fake_model::{Dialect, FakeModel, Step};
 use super::{Running, Sandbox, installed};
-use crate::support::free_port;
+use crate::support::{TestApp, eventually_within, free_port, spawn_app};
 use crate::trial;
 
 pub fn trials() -> Vec<libtest_mimic::Trial> {
@@ -37,6 +37,21 @@ pub fn trials() -> Vec<libtest_mimic::Trial> {
             "agents::opencode::the_server_password_is_http_basic_authentication",
             super::opencode,
             the_server_password_is_http_basic_authentication,
+        ),
+        trial(
+            "agents::opencode::bridge_an_approval_through_imrelay_runs_the_command",
+            super::opencode,
+            bridge_an_approval_through_imrelay_runs_the_command,
+        ),
+        trial(
+            "agents::opencode::bridge_an_answer_in_opencode_withdraws_imrelays_copy",
+            super::opencode,
+            bridge_an_answer_in_opencode_withdraws_imrelays_copy,
+        ),
+        trial(
+            "agents::opencode::bridge_a_question_through_imrelay_reaches_the_model",
+            super::opencode,
+            bridge_a_question_through_imrelay_reaches_the_model,
         ),
     ]
 }
@@ -375,4 +390,151 @@ async fn the_server_password_is_http_basic_authentication() {
     assert_eq!(wrong.status(), 401);
     let (status, pending) = server.call(reqwest::Method::GET, "/permission", None).await;
     assert_eq!((status, pending), (200, json!([])));
+}
+
+/// `imrelay bridge opencode` between `app` and `server`, its standard error in `bridge.log`
+/// in the sandbox.
+fn bridge(sandbox: &Sandbox, app: &TestApp, server: &Server) -> tokio::process::Child {
+    let log = std::fs::File::create(sandbox.dir.path().join("bridge.log")).expect("bridge.log");
+    let mut c = tokio::process::Command::new(env!("CARGO_BIN_EXE_imrelay"));
+    c.env_remove("IMRELAY_AGENT_TOKEN")
+        .env_remove("IMRELAY_URL")
+        .env_remove("OPENCODE_URL")
+        .env_remove("OPENCODE_SERVER_PASSWORD")
+        .args([
+            "bridge",
+            "opencode",
+            "--url",
+            &app.url(""),
+            "--opencode",
+            &server.url,
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .kill_on_drop(true);
+    if let Some(p) = &server.password {
+        c.env("OPENCODE_SERVER_PASSWORD", p);
+    }
+    c.spawn().expect("imrelay bridge opencode starts")
+}
+
+fn bridge_log(sandbox: &Sandbox) -> String {
+    std::fs::read_to_string(sandbox.dir.path().join("bridge.log")).unwrap_or_default()
+}
+
+/// The one interaction pending in `app`, once there is one (else a panic with the bridge's
+/// log).
+async fn pending_in(app: &TestApp, sandbox: &Sandbox) -> Value {
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    loop {
+        let (_, listed) = app.get("/v1/interactions?status=pending").await;
+        if let Some(i) = listed["interactions"].as_array().and_then(|a| a.first()) {
+            return i.clone();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the bridge asked nothing within {LIMIT:?}\n{}",
+            bridge_log(sandbox)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn bridge_an_approval_through_imrelay_runs_the_command() {
+    let model = FakeModel::start(Dialect::OpenAiChat, Step::Shell(COMMAND.into()), "Done.").await;
+    let sandbox = Sandbox::new();
+    let server = Server::start(&sandbox, &model, Some("imrelay-test-password")).await;
+    let app = spawn_app().await;
+    let _bridge = bridge(&sandbox, &app, &server);
+    let session = server.prompt("Write the proof file.").await;
+    let i = pending_in(&app, &sandbox).await;
+    assert_eq!(i["tool_name"], "Bash", "{i}");
+    assert_eq!(i["input"]["command"], COMMAND, "{i}");
+    assert_eq!(i["session"], session.as_str(), "{i}");
+    assert_eq!(
+        i["cwd"].as_str().map(std::path::PathBuf::from),
+        Some(sandbox.project().canonicalize().expect("project")),
+        "{i}"
+    );
+    assert!(
+        i["description"]
+            .as_str()
+            .is_some_and(|d| d.contains("`echo *`") && d.contains("in every session")),
+        "{i}"
+    );
+    let id = i["id"].as_str().expect("id").to_string();
+    let (status, body) = app
+        .respond(&id, &serde_json::json!({"decision": "allow"}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let proof = sandbox.project().join("oc-proof.txt");
+    eventually_within("the allowed command runs", LIMIT, || {
+        let proof = proof.clone();
+        async move { std::fs::read_to_string(&proof).ok().filter(|t| t == "ok\n") }
+    })
+    .await;
+    let (_, pending) = server.call(reqwest::Method::GET, "/permission", None).await;
+    assert_eq!(pending, json!([]), "{}", bridge_log(&sandbox));
+}
+
+async fn bridge_an_answer_in_opencode_withdraws_imrelays_copy() {
+    let model = FakeModel::start(Dialect::OpenAiChat, Step::Shell(COMMAND.into()), "Done.").await;
+    let sandbox = Sandbox::new();
+    let mut server = Server::start(&sandbox, &model, None).await;
+    let app = spawn_app().await;
+    let _bridge = bridge(&sandbox, &app, &server);
+    let (_, asked) = asked(&mut server).await;
+    let i = pending_in(&app, &sandbox).await;
+    let request = asked["id"].as_str().expect("id").to_string();
+    let (status, ok) = server
+        .call(
+            reqwest::Method::POST,
+            &format!("/permission/{request}/reply"),
+            Some(json!({"reply": "reject"})),
+        )
+        .await;
+    assert_eq!((status, ok), (200, json!(true)));
+    let id = i["id"].as_str().expect("id").to_string();
+    let done = eventually_within("imrelay's copy is withdrawn", LIMIT, || async {
+        let (_, v) = app.get(&format!("/v1/interactions/{id}")).await;
+        (v["status"] != "pending").then_some(v)
+    })
+    .await;
+    assert_eq!(done["resolution"]["outcome"], "cancelled", "{done}");
+    assert!(
+        done["resolution"]["result"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("Answered in OpenCode itself")),
+        "{done}"
+    );
+}
+
+async fn bridge_a_question_through_imrelay_reaches_the_model() {
+    let step = Step::Tool {
+        name: "question".into(),
+        input: json!({"questions": [{"question": "Which database?", "header": "Database",
+            "options": [{"label": "SQLite", "description": "A file"}, {"label": "PostgreSQL", "description": "A server"}]}]}),
+    };
+    let model = FakeModel::start(Dialect::OpenAiChat, step, "Done.").await;
+    let sandbox = Sandbox::new();
+    let server = Server::start(&sandbox, &model, None).await;
+    let app = spawn_app().await;
+    let _bridge = bridge(&sandbox, &app, &server);
+    server.prompt("Ask me which database.").await;
+    let i = pending_in(&app, &sandbox).await;
+    assert_eq!(i["kind"], "question", "{i}");
+    let id = i["id"].as_str().expect("id").to_string();
+    let (status, body) = app
+        .respond(&id, &json!({"answers": {"Which database?": "PostgreSQL"}}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let told = model
+        .wait_for_tool_result(LIMIT)
+        .await
+        .expect("the answer reached the model");
+    assert!(
+        told.text.contains("\"Which database?\"=\"PostgreSQL\""),
+        "{told:?}\n{}",
+        bridge_log(&sandbox)
+    );
 }
