@@ -100,6 +100,25 @@ enum ServerCommand {
         #[command(subcommand)]
         action: PolicyAction,
     },
+    /// Which route a call would take (`[[routes]]`: first match wins), where it is sent and
+    /// who may answer it.
+    Route {
+        /// The agent's label (e.g. claude-code).
+        #[arg(long)]
+        agent: Option<String>,
+        /// The tool's name (default Bash).
+        #[arg(long)]
+        tool: Option<String>,
+        /// The working directory.
+        #[arg(long)]
+        cwd: Option<String>,
+        /// The session label.
+        #[arg(long)]
+        session: Option<String>,
+        /// A label the agent sends (repeat for several).
+        #[arg(long = "label")]
+        labels: Vec<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -225,8 +244,28 @@ fn run(
     match command {
         ServerCommand::CheckConfig => {
             std::io::stdout().write_all(settings.redacted_toml()?.as_bytes())?;
+            std::io::stdout()
+                .write_all(imrelay::cli::route::table_comment(&settings)?.as_bytes())?;
             print_warnings(warnings);
             complain(format_args!("configuration is valid"));
+            Ok(ExitCode::SUCCESS)
+        }
+        ServerCommand::Route {
+            agent,
+            tool,
+            cwd,
+            session,
+            labels,
+        } => {
+            let call = imrelay::cli::route::Call {
+                agent,
+                tool,
+                cwd,
+                session,
+                labels,
+            };
+            std::io::stdout()
+                .write_all(imrelay::cli::route::explain(&settings, &call)?.as_bytes())?;
             Ok(ExitCode::SUCCESS)
         }
         ServerCommand::Doctor { send_test } => {

@@ -37,6 +37,7 @@ pub mod grants;
 pub mod hook;
 pub mod mcp;
 pub mod policy;
+pub mod route;
 pub mod term;
 pub mod view;
 pub mod watch;

@@ -39,6 +39,10 @@ pub struct PolicyRuleSettings {
     /// any.
     #[serde(default)]
     pub cwd: Vec<String>,
+    /// Only interactions that took one of these routes (`[[routes]]` names, or `default`);
+    /// empty: any.
+    #[serde(default)]
+    pub route: Vec<String>,
 }
 
 fn ask() -> Decision {
@@ -54,6 +58,7 @@ impl PolicyRuleSettings {
             agents: self.agent.clone(),
             cwds: self.cwd.clone(),
             session: None,
+            routes: self.route.clone(),
             decision: Some(self.decision),
             message: self.message.clone(),
             mode: self.mode,

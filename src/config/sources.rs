@@ -18,7 +18,7 @@ mod explain;
 const SEPARATOR: &str = "__";
 
 /// Top-level keys that are lists of tables, which the defaults leave out.
-const TABLE_LISTS: &[&str] = &["webhooks", "policy"];
+const TABLE_LISTS: &[&str] = &["webhooks", "policy", "people", "groups", "routes"];
 
 /// How alike (Jaro-Winkler) a known key must be to an unknown one to be suggested.
 const SIMILAR: f64 = 0.8;

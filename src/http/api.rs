@@ -78,6 +78,8 @@ pub struct CreateBody {
     cwd: Option<String>,
     timeout_secs: Option<u64>,
     suggestions: Option<Value>,
+    #[serde(default)]
+    labels: Vec<String>,
     /// The agent cannot run an edited input: an edit-then-approve is refused.
     input_fixed: Option<bool>,
 }
@@ -212,6 +214,7 @@ pub async fn create(
         cwd: body.cwd,
         timeout_secs: body.timeout_secs,
         suggestions: body.suggestions,
+        labels: body.labels,
         input_fixed: body.input_fixed.unwrap_or(false),
         ..base
     };
@@ -478,6 +481,7 @@ pub async fn respond(
         by: body.by(),
         via: body.via(),
         actor_id: None,
+        identity: None,
     };
     let grant = body.take_grant();
     let answer = body.answer()?;

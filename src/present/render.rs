@@ -101,7 +101,8 @@ pub(crate) fn already_toast_in(i: &Interaction, locale: Locale) -> String {
     }
 }
 
-/// "claude-code · session 5f8a… · /home/dev/shop", omitting what is unknown.
+/// "claude-code · session 5f8a… · /home/dev/shop · route shop", omitting what is unknown:
+/// every copy says which route it came through.
 pub(crate) fn context_line(i: &Interaction) -> String {
     let mut parts = Vec::new();
     if let Some(a) = &i.agent {
@@ -112,6 +113,9 @@ pub(crate) fn context_line(i: &Interaction) -> String {
     }
     if let Some(c) = &i.cwd {
         parts.push(c.to_string());
+    }
+    if let Some(r) = &i.route {
+        parts.push(format!("route {}", r.name));
     }
     parts.join(" · ")
 }

@@ -43,6 +43,7 @@ async fn a_grant_made_on_one_replica_counts_on_the_other_until_revoked(schema: S
             kind: Vec::new(),
             agent: Vec::new(),
             cwd: Vec::new(),
+            route: Vec::new(),
         }];
     })
     .await;

@@ -1648,6 +1648,7 @@ async fn allow_similar_grants_a_rule_shown_and_revoked_in_the_inbox() {
             kind: Vec::new(),
             agent: Vec::new(),
             cwd: Vec::new(),
+            route: Vec::new(),
         }];
     })
     .await;

@@ -459,3 +459,55 @@ fn configuration_mistakes_are_explained_in_a_persons_words() {
         run.stdout
     );
 }
+
+/// The fenced block of `lang` in `doc` that follows `after`.
+fn block_after<'a>(doc: &'a str, after: &str, lang: &str) -> &'a str {
+    let from = doc.find(after).expect("the marker is in the page") + after.len();
+    let open = format!("```{lang}\n");
+    let start = doc[from..].find(&open).expect("a fenced block follows") + from + open.len();
+    let end = doc[start..].find("```").expect("the block is closed") + start;
+    &doc[start..end]
+}
+
+#[test]
+fn the_teams_example_passes_check_config_and_routes_as_the_page_says() {
+    let doc = include_str!("../../docs/teams.md");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("imrelay.toml"),
+        block_after(doc, "## A worked example", "toml"),
+    )
+    .unwrap();
+    let run = imrelay(
+        dir.path(),
+        &["--config", "imrelay.toml", "check-config"],
+        &[],
+    );
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    // The routes table, exactly as the page shows it, after the settings.
+    let table = block_after(doc, "then the routes, first match first:", "");
+    assert!(run.stdout.ends_with(table), "{}\n---\n{table}", run.stdout);
+    // The whole output is still TOML.
+    toml::from_str::<toml::Table>(&run.stdout).unwrap();
+    // `imrelay route`, both calls as shown.
+    let console = block_after(doc, "Ask which route a call would take:", "console");
+    for call in console.split("$ imrelay ").skip(1) {
+        let (command, expected) = call.split_once('\n').unwrap();
+        let args: Vec<&str> = command.split_whitespace().collect();
+        let run = imrelay(dir.path(), &args, &[]);
+        assert_eq!(run.code, Some(0), "{}", run.stderr);
+        assert_eq!(run.stdout, expected, "{command}");
+    }
+    // A route naming a chat Telegram is not configured with is refused, named.
+    let bad = block_after(doc, "## A worked example", "toml").replace(
+        "telegram = [-1001111111111]\napprovers = [\"shop\"]",
+        "telegram = [-1009]\napprovers = [\"shop\"]",
+    );
+    std::fs::write(dir.path().join("bad.toml"), bad).unwrap();
+    let run = imrelay(dir.path(), &["--config", "bad.toml", "check-config"], &[]);
+    let err = one_error(&run, 2);
+    assert!(
+        err.contains("routes[2] (\"shop\").telegram[0]: chat -1009 is not in telegram.chats"),
+        "{err}"
+    );
+}

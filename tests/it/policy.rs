@@ -23,6 +23,7 @@ fn rule(name: &str, decision: Decision, mode: Mode, tools: &[&str]) -> PolicyRul
         kind: Vec::new(),
         agent: Vec::new(),
         cwd: Vec::new(),
+        route: Vec::new(),
     }
 }
 

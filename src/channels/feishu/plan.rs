@@ -36,7 +36,13 @@ pub(crate) struct Planner {
 impl Lifecycle for Planner {
     fn plan_created(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
         let (from, until) = created_window(i);
-        for r in &self.receivers {
+        // A routed interaction goes to its route's receivers (and people's direct chats) only.
+        let routed: Option<Vec<Receiver>> = i
+            .route
+            .as_deref()
+            .and_then(|r| r.addresses(CHANNEL))
+            .map(|to| to.filter_map(|a| a.parse().ok()).collect());
+        for r in routed.as_ref().unwrap_or(&self.receivers) {
             let job = Job::Send {
                 receiver: r.clone(),
             };

@@ -35,7 +35,13 @@ pub(crate) struct Planner {
 impl Lifecycle for Planner {
     fn plan_created(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
         let (from, until) = created_window(i);
-        for c in &self.channels {
+        // A routed interaction goes to its route's conversations (and people's DMs) only.
+        let routed: Option<Vec<String>> = i
+            .route
+            .as_deref()
+            .and_then(|r| r.addresses(CHANNEL))
+            .map(|to| to.map(str::to_string).collect());
+        for c in routed.as_ref().unwrap_or(&self.channels) {
             let job = Job::Post { channel: c.clone() };
             jobs.push(job.plan(i, &[c], from, until));
         }

@@ -54,8 +54,18 @@ pub(crate) fn post_job(i: &Interaction, chat: i64, nonce: Option<&str>) -> Outbo
 
 impl Lifecycle for Planner {
     fn plan_created(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
-        for chat in &self.chats {
-            jobs.push(post_job(i, *chat, None));
+        // A routed interaction goes to its route's chats (and people's private chats) only.
+        match i.route.as_deref().and_then(|r| r.addresses(CHANNEL)) {
+            Some(to) => {
+                for chat in to.filter_map(|c| c.parse::<i64>().ok()) {
+                    jobs.push(post_job(i, chat, None));
+                }
+            }
+            None => {
+                for chat in &self.chats {
+                    jobs.push(post_job(i, *chat, None));
+                }
+            }
         }
     }
 

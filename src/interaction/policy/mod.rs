@@ -91,6 +91,9 @@ pub struct RuleSpec {
     pub cwds: Vec<String>,
     /// Only calls of this session (grants of session scope).
     pub session: Option<String>,
+    /// Only interactions that took one of these routes (names; `default` is the implicit
+    /// last route); none: any.
+    pub routes: Vec<String>,
     /// What it decides.
     pub decision: Option<Decision>,
     /// For a deny: what the agent is told.
@@ -118,6 +121,7 @@ pub struct Rule {
     agents: Vec<GlobMatcher>,
     cwds: Vec<GlobMatcher>,
     session: Option<String>,
+    routes: Vec<String>,
     decision: Decision,
     message: Option<String>,
     mode: Mode,
@@ -196,6 +200,7 @@ impl Rule {
             agents,
             cwds,
             session: spec.session,
+            routes: spec.routes,
             decision,
             message: spec.message.filter(|m| !m.trim().is_empty()),
             mode: spec.mode,
@@ -275,6 +280,15 @@ impl Rule {
             && i.session.as_deref() != Some(session.as_str())
         {
             return false;
+        }
+        if !self.routes.is_empty() {
+            let route = i
+                .route
+                .as_deref()
+                .map_or(super::routes::DEFAULT_ROUTE, |r| r.name.as_str());
+            if !self.routes.iter().any(|r| r == route) {
+                return false;
+            }
         }
         true
     }

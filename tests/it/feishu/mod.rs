@@ -8,6 +8,7 @@ pub mod fake_ws;
 pub mod gate;
 mod grants;
 mod helpers;
+mod routes;
 mod webhook;
 mod ws;
 

@@ -10,6 +10,7 @@ mod grants;
 mod questions;
 mod reliability;
 mod rendering;
+mod routes;
 mod webhook;
 
 use std::sync::Arc;
