@@ -9,6 +9,7 @@ mod auth;
 mod bad_input;
 mod bodies;
 mod budget;
+mod bulk;
 mod cli;
 mod codex;
 mod connections;
