@@ -571,7 +571,10 @@ async fn answer_all(remote: &Remote, args: AnswerArgs, by: Option<String>) -> i3
                 .map(|i| visible_line(&view::headline(i)))
                 .unwrap_or_default();
             if r["status"] == 200 {
-                println!("{} {id}  {what}", r["outcome"].as_str().unwrap_or("answered"));
+                println!(
+                    "{} {id}  {what}",
+                    r["outcome"].as_str().unwrap_or("answered")
+                );
             } else {
                 code = exit::REFUSED;
                 println!(

@@ -82,11 +82,15 @@ impl BulkBody {
             },
         };
         let by = self.by.filter(|b| !b.trim().is_empty());
-        if by.as_ref().is_some_and(|b| b.chars().count() > MAX_BY_CHARS) {
-            return Err(
-                ValidationError::new("by", format!("is longer than {MAX_BY_CHARS} characters"))
-                    .into(),
-            );
+        if by
+            .as_ref()
+            .is_some_and(|b| b.chars().count() > MAX_BY_CHARS)
+        {
+            return Err(ValidationError::new(
+                "by",
+                format!("is longer than {MAX_BY_CHARS} characters"),
+            )
+            .into());
         }
         let via = match self.via {
             Some(ClientVia::Desktop) => Via::desktop(),

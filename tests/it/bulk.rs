@@ -23,7 +23,10 @@ async fn each_interaction_gets_its_own_result_and_the_rest_are_answered() {
     let c = app.create_bash("bulk-c", "git status").await;
     // Already answered elsewhere: the bulk answer must not change it.
     let (status, _) = app
-        .respond(&c, &json!({"decision": "deny", "by": "bob", "message": "no"}))
+        .respond(
+            &c,
+            &json!({"decision": "deny", "by": "bob", "message": "no"}),
+        )
         .await;
     assert_eq!(status, StatusCode::OK);
     let (status, _) = app
@@ -52,7 +55,17 @@ async fn each_interaction_gets_its_own_result_and_the_rest_are_answered() {
         .iter()
         .map(|r| r["id"].as_str().unwrap())
         .collect();
-    assert_eq!(ids, ["bulk-a", "bulk-missing", "bulk-b", "bulk-c", "bulk-q", "../x"]);
+    assert_eq!(
+        ids,
+        [
+            "bulk-a",
+            "bulk-missing",
+            "bulk-b",
+            "bulk-c",
+            "bulk-q",
+            "../x"
+        ]
+    );
     assert_eq!(result(&body, &a)["status"], 200);
     assert_eq!(result(&body, &a)["outcome"], "allowed");
     assert_eq!(result(&body, &b)["status"], 200);
@@ -72,7 +85,11 @@ async fn each_interaction_gets_its_own_result_and_the_rest_are_answered() {
     assert_eq!(result(&body, "bulk-q")["status"], 400, "{body}");
     assert_eq!(result(&body, "bulk-q")["error"]["code"], "invalid_request");
 
-    for (id, outcome, by) in [(&a, "allowed", "alice"), (&b, "allowed", "alice"), (&c, "denied", "bob")] {
+    for (id, outcome, by) in [
+        (&a, "allowed", "alice"),
+        (&b, "allowed", "alice"),
+        (&c, "denied", "bob"),
+    ] {
         let (_, i) = app.get(&format!("/v1/interactions/{id}")).await;
         assert_eq!(i["resolution"]["outcome"], outcome, "{i}");
         assert_eq!(i["resolution"]["by"], by, "{i}");
@@ -106,10 +123,19 @@ async fn a_wrong_body_answers_nothing() {
         (json!({"ids": [], "decision": "allow"}), "ids"),
         (json!({"ids": many, "decision": "allow"}), "ids"),
         (json!({"ids": [a, a], "decision": "allow"}), "ids[1]"),
-        (json!({"ids": [a], "decision": "allow", "message": "x"}), "message"),
+        (
+            json!({"ids": [a], "decision": "allow", "message": "x"}),
+            "message",
+        ),
         (json!({"ids": [a], "decision": "maybe"}), "decision"),
-        (json!({"ids": [a], "decision": "allow", "updated_input": {}}), "updated_input"),
-        (json!({"ids": [a], "decision": "allow", "by": "x".repeat(201)}), "by"),
+        (
+            json!({"ids": [a], "decision": "allow", "updated_input": {}}),
+            "updated_input",
+        ),
+        (
+            json!({"ids": [a], "decision": "allow", "by": "x".repeat(201)}),
+            "by",
+        ),
     ] {
         let (status, err) = app.post("/v1/respond", &body).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {err}");

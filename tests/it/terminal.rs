@@ -1309,7 +1309,12 @@ async fn answer_all_answers_one_sessions_requests_and_nothing_else() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--all needs --session or --agent"), "{err}");
 
-    let (code, out, err) = run(&base, &["answer", "--all", "--session", "s-1", "allow"], &[]).await;
+    let (code, out, err) = run(
+        &base,
+        &["answer", "--all", "--session", "s-1", "allow"],
+        &[],
+    )
+    .await;
     assert_eq!(code, 0, "{out}{err}");
     assert!(
         out.contains("skipped toolu_aq: a question is answered on its own"),
@@ -1329,7 +1334,15 @@ async fn answer_all_answers_one_sessions_requests_and_nothing_else() {
     // Deny declines the question too, with the one reason.
     let (code, out, err) = run(
         &base,
-        &["answer", "--all", "--session", "s-1", "deny", "--reason", "later"],
+        &[
+            "answer",
+            "--all",
+            "--session",
+            "s-1",
+            "deny",
+            "--reason",
+            "later",
+        ],
         &[],
     )
     .await;
