@@ -145,3 +145,87 @@ async fn a_wrong_body_answers_nothing() {
     assert_eq!(i["status"], "pending");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn only_an_operator_token_answers_many() {
+    use imrelay::config::Secret;
+    const AGENT: &str = "agent-secret-0123456789";
+    const OPERATOR: &str = "operator-secret-0123456789";
+    let mut app = spawn_with(|s| {
+        s.auth.agent_tokens = vec![Secret::new(AGENT)];
+        s.auth.operator_tokens = vec![Secret::new(OPERATOR)];
+    })
+    .await;
+    app.token = Some(AGENT.into());
+    let a = app.create_bash("bulk-auth", "ls").await;
+    let body = json!({"ids": [a], "decision": "allow"});
+    for (token, expected) in [
+        (None, StatusCode::UNAUTHORIZED),
+        (Some(AGENT), StatusCode::FORBIDDEN),
+    ] {
+        app.token = token.map(str::to_string);
+        let (status, err) = app.post("/v1/respond", &body).await;
+        assert_eq!(status, expected, "{err}");
+    }
+    app.token = Some(OPERATOR.into());
+    let (_, i) = app.get(&format!("/v1/interactions/{a}")).await;
+    assert_eq!(i["status"], "pending");
+    let (status, out) = app.post("/v1/respond", &body).await;
+    assert_eq!(status, StatusCode::OK, "{out}");
+    assert_eq!(out["answered"], 1);
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_single_answers_each_interaction_has_exactly_one_winner() {
+    let app = spawn_app().await;
+    let mut ids = Vec::new();
+    for n in 0..40 {
+        ids.push(app.create_bash(&format!("race-{n}"), "make").await);
+    }
+    // A bulk allow of all of them, and a single deny of each, at the same time.
+    let bulk = {
+        let client = app.client.clone();
+        let url = app.url("/v1/respond");
+        let body = json!({"ids": ids, "decision": "allow", "by": "alice"});
+        tokio::spawn(async move { split(client.post(url).json(&body).send().await.unwrap()).await })
+    };
+    let singles: Vec<_> = ids
+        .iter()
+        .map(|id| {
+            let client = app.client.clone();
+            let url = app.url(&format!("/v1/interactions/{id}/respond"));
+            tokio::spawn(async move {
+                split(
+                    client
+                        .post(url)
+                        .json(&json!({"decision": "deny", "by": "bob"}))
+                        .send()
+                        .await
+                        .unwrap(),
+                )
+                .await
+            })
+        })
+        .collect();
+    let (status, body) = bulk.await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let mut bulk_won = 0;
+    for (id, single) in ids.iter().zip(singles) {
+        let (single_status, _) = single.await.unwrap();
+        let r = result(&body, id);
+        let (_, i) = app.get(&format!("/v1/interactions/{id}")).await;
+        // Exactly one of the two answers won, and the interaction shows that one.
+        if r["status"] == 200 {
+            bulk_won += 1;
+            assert_eq!(single_status, StatusCode::CONFLICT, "{id}");
+            assert_eq!(i["resolution"]["by"], "alice", "{i}");
+        } else {
+            assert_eq!(r["status"], 409, "{r}");
+            assert_eq!(single_status, StatusCode::OK, "{id}");
+            assert_eq!(i["resolution"]["by"], "bob", "{i}");
+        }
+    }
+    assert_eq!(body["answered"], bulk_won, "{body}");
+    app.stop().await;
+}
