@@ -34,9 +34,12 @@ pub struct BulkBody {
     via: Option<ClientVia>,
 }
 
+/// One listed id: parsed, or as given when it cannot be an id (that item is a `404`).
+type ListedId = Result<InteractionId, String>;
+
 impl BulkBody {
     /// The ids (checked: at least one, at most [`MAX_BULK`], none twice) and the answer.
-    fn parse(self) -> Result<(Vec<Result<InteractionId, String>>, Answer, Responder), ApiError> {
+    fn parse(self) -> Result<(Vec<ListedId>, Answer, Responder), ApiError> {
         if self.ids.is_empty() {
             return Err(ValidationError::new("ids", "give at least one interaction id").into());
         }
