@@ -69,6 +69,7 @@ impl App {
             metrics.add_policy_rule(rule.name(), rule.decision().as_str(), rule.mode().as_str());
         }
         registry.set_policy(policy);
+        registry.set_teams(settings.teams()?);
         let mut wiring = Wiring {
             server: crate::channels::Server {
                 public_url: settings.public_url(),

@@ -10,6 +10,7 @@
 
 pub mod policy;
 mod sources;
+pub mod teams;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -99,6 +100,15 @@ pub struct Settings {
     /// The Slack channel.
     #[serde(default)]
     pub slack: crate::channels::slack::SlackSettings,
+    /// People and their identities on each channel (`[[people]]`).
+    #[serde(default)]
+    pub people: Vec<teams::PersonSettings>,
+    /// Groups of people (`[[groups]]`).
+    #[serde(default)]
+    pub groups: Vec<teams::GroupSettings>,
+    /// Routes (`[[routes]]`): first match wins.
+    #[serde(default)]
+    pub routes: Vec<teams::RouteSettings>,
 }
 
 /// `[audit]`
@@ -728,6 +738,7 @@ impl Settings {
         }
         crate::channels::webhook::validate_all(&self.webhooks).map_err(ConfigError::Invalid)?;
         policy::compile(&self.policy).map_err(ConfigError::Invalid)?;
+        teams::compile(self).map_err(ConfigError::Invalid)?;
         self.telegram.validate().map_err(ConfigError::Invalid)?;
         let url = self.server.public_url.trim();
         if !(url.is_empty() || url.starts_with("http://") || url.starts_with("https://")) {
@@ -764,6 +775,11 @@ impl Settings {
     /// The policy rules, compiled (checked by [`Settings::validate`]).
     pub fn policy(&self) -> Result<crate::interaction::policy::Policy, ConfigError> {
         policy::compile(&self.policy).map_err(ConfigError::Invalid)
+    }
+
+    /// The people, groups and routes, compiled (checked by [`Settings::validate`]).
+    pub fn teams(&self) -> Result<crate::interaction::Teams, ConfigError> {
+        teams::compile(self).map_err(ConfigError::Invalid)
     }
 
     /// The registry's view of the settings.

@@ -22,6 +22,7 @@ use crate::interaction::{
 };
 
 use super::render::{self, Locale};
+use crate::interaction::routes::{Admission, admission};
 
 /// What became of a tap, a click or a typed answer, as the person who gave it is told.
 #[derive(Clone, Debug)]
@@ -37,6 +38,9 @@ pub(crate) enum Feedback {
     NotFound,
     /// The person is not on the channel's approver list. Nothing changed.
     NotApprover,
+    /// The interaction's route names its approvers, and the person is not one of them: the
+    /// route's name. Nothing changed.
+    OtherRoute(String),
     /// The answer does not fit the interaction; the text says why. Nothing changed.
     Invalid(String),
     /// The store could not read or record it; trying again later may work.
@@ -89,6 +93,15 @@ impl Feedback {
                 "你不在审批人名单中，无法处理此请求",
                 "You are not an approver for this",
             ),
+            Feedback::OtherRoute(route) => {
+                if zh {
+                    format!("此请求属于路由「{route}」，只有该路由的审批人可以处理")
+                } else {
+                    format!(
+                        "This request came through route \"{route}\": only its approvers can answer it"
+                    )
+                }
+            }
             Feedback::Invalid(why) => format!("{}{why}", t("回答无效：", "Not accepted: ")),
             Feedback::StoreDown => t(
                 "imrelay 暂时无法记录你的回答，请稍后重试",
@@ -107,7 +120,7 @@ impl Feedback {
         match self {
             Feedback::Resolved(_) => "resolved",
             Feedback::Already(_) => "already_resolved",
-            Feedback::BadButton | Feedback::NotApprover => "refused",
+            Feedback::BadButton | Feedback::NotApprover | Feedback::OtherRoute(_) => "refused",
             Feedback::NotFound => "not_found",
             Feedback::Invalid(_) => "invalid",
             Feedback::StoreDown => "error",
@@ -134,6 +147,9 @@ pub(crate) struct Tap<'a> {
     pub created: Option<i64>,
     /// Who tapped, as the audit trail names them.
     pub actor: &'a str,
+    /// The tapper's id on the channel (a Telegram user id, a Feishu open_id or user_id, a
+    /// Slack user id): the configured people know them by it.
+    pub identity: &'a str,
     /// Whether the tapper is on the channel's approver list.
     pub approver: bool,
     /// Whether a refusal is recorded in the audit trail (not when a platform delivers a tap
@@ -146,7 +162,7 @@ pub(crate) struct Tap<'a> {
 pub(crate) struct Stop {
     /// What the person is told.
     pub feedback: Feedback,
-    /// The refusal's label (`not_approver`, `bad_data`) when the tap was refused rather than
+    /// The refusal's label (`not_approver`, `other_route`, `bad_data`) when the tap was refused rather than
     /// merely late; the audit trail has it already.
     pub refused: Option<&'static str>,
 }
@@ -190,7 +206,10 @@ impl Pipeline {
         tap: &Tap<'_>,
         fits: impl FnOnce(&Interaction) -> bool,
     ) -> Result<Arc<Interaction>, Stop> {
-        if !tap.approver {
+        let teams = self.registry.teams();
+        let channel = self.via.as_str();
+        let person = teams.people.name_of(channel, tap.identity).is_some();
+        if !tap.approver && !person {
             let reason = format!("not in {}.approvers", self.via);
             return Err(self
                 .refuse(tap, &reason, Feedback::NotApprover, "not_approver")
@@ -209,6 +228,22 @@ impl Pipeline {
             .is_some_and(|ms| i.created_at.as_millisecond() != ms)
         {
             return Err(Feedback::NotFound.into());
+        }
+        match admission(&i, &teams.people, channel, tap.identity, tap.approver) {
+            Admission::Admitted => {}
+            Admission::NotApprover => {
+                let reason = format!("not in {}.approvers", self.via);
+                return Err(self
+                    .refuse(tap, &reason, Feedback::NotApprover, "not_approver")
+                    .await);
+            }
+            Admission::OtherRoute => {
+                let route = i.route.as_ref().map(|r| r.name.clone()).unwrap_or_default();
+                let reason = format!("not an approver of route {route:?}");
+                return Err(self
+                    .refuse(tap, &reason, Feedback::OtherRoute(route), "other_route")
+                    .await);
+            }
         }
         if !i.is_pending() {
             return Err(Feedback::Already(i).into());
@@ -235,8 +270,14 @@ impl Pipeline {
         label: &'static str,
     ) -> Stop {
         if tap.audit {
+            // A configured person is recorded by their name, whatever channel they tapped on.
+            let teams = self.registry.teams();
+            let actor = match teams.people.name_of(self.via.as_str(), tap.identity) {
+                Some(name) => format!("{name} ({}:{})", self.via, tap.identity),
+                None => tap.actor.to_string(),
+            };
             self.registry
-                .refused(Some(tap.id), tap.actor, &self.via, reason)
+                .refused(Some(tap.id), &actor, &self.via, reason)
                 .await;
         }
         Stop {
@@ -297,6 +338,7 @@ mod tests {
             Feedback::BadButton,
             Feedback::NotFound,
             Feedback::NotApprover,
+            Feedback::OtherRoute("shop".into()),
             Feedback::Invalid("q0: not an option".into()),
             Feedback::StoreDown,
             Feedback::StillWorking,

@@ -78,6 +78,8 @@ pub struct CreateBody {
     cwd: Option<String>,
     timeout_secs: Option<u64>,
     suggestions: Option<Value>,
+    #[serde(default)]
+    labels: Vec<String>,
 }
 
 impl CreateBody {
@@ -210,6 +212,7 @@ pub async fn create(
         cwd: body.cwd,
         timeout_secs: body.timeout_secs,
         suggestions: body.suggestions,
+        labels: body.labels,
         ..base
     };
     let created = state
@@ -475,6 +478,7 @@ pub async fn respond(
         by: body.by(),
         via: body.via(),
         actor_id: None,
+        identity: None,
     };
     let grant = body.take_grant();
     let answer = body.answer()?;

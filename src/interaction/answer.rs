@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 use super::ValidationError;
 use super::form::{ElicitAction, ElicitResult, Form};
 use super::model::{Input, Interaction, Kind, Outcome, PermissionResult, Resolution, Via};
+use super::people::{Identity, People};
 use super::question::{MAX_ANSWER_CHARS, normalise_answers, parse_questions};
 
 /// The agent's permission suggestions, each applied for the rest of the session only
@@ -85,6 +86,9 @@ pub struct Responder {
     /// A stable platform identity (e.g. `tg:12345`) for the audit trail, where `by` is a
     /// display name anyone can choose and change. Not shown to people or the agent.
     pub actor_id: Option<String>,
+    /// Who they are on the channel (its name and their id there), when the channel knows: a
+    /// configured person with this identity is recorded by their name.
+    pub identity: Option<Identity>,
 }
 
 impl Responder {
@@ -94,6 +98,7 @@ impl Responder {
             by: Some(by.into()),
             via,
             actor_id: None,
+            identity: None,
         }
     }
 
@@ -103,12 +108,35 @@ impl Responder {
             by: None,
             via,
             actor_id: None,
+            identity: None,
         }
     }
 
     /// The same responder, with a stable platform identity for the audit trail.
     pub fn with_actor_id(mut self, id: impl Into<String>) -> Self {
         self.actor_id = Some(id.into());
+        self
+    }
+
+    /// The same responder, who is `id` on `channel`.
+    pub fn with_identity(mut self, channel: &str, id: impl Into<String>) -> Self {
+        self.identity = Some(Identity::new(channel, id));
+        self
+    }
+
+    /// The same responder, named as `people` know them (unchanged when their identity is
+    /// nobody's).
+    pub fn attributed(mut self, people: &People) -> Self {
+        if let Some(name) = self
+            .identity
+            .as_ref()
+            .and_then(|i| people.name_of(&i.channel, &i.id))
+        {
+            if self.actor_id.is_none() {
+                self.actor_id = self.identity.as_ref().map(ToString::to_string);
+            }
+            self.by = Some(name.to_string());
+        }
         self
     }
 

@@ -52,11 +52,13 @@ mod events;
 pub mod form;
 mod model;
 pub mod patch;
+pub mod people;
 pub mod policy;
 pub mod ports;
 mod question;
 mod refusals;
 mod registry;
+pub mod routes;
 mod suggestions;
 
 pub use answer::{Answer, MAX_BY_CHARS, Responder, cancelled, expired, resolution_for};
@@ -73,8 +75,8 @@ pub use question::{
 };
 pub use refusals::RefusalLimiter;
 pub use registry::{
-    Created, Full, GrantRequest, Lifecycle, LongPoll, NewInteraction, POLICY_VIA, Registry,
-    RegistryConfig, RegistryError, audit_outcome, describe,
+    Created, Full, GrantRequest, Lifecycle, LongPoll, MAX_LABEL_CHARS, MAX_LABELS, NewInteraction,
+    POLICY_VIA, Registry, RegistryConfig, RegistryError, Teams, audit_outcome, describe,
 };
 pub use suggestions::{DESTINATIONS, valid_suggestions, validate_suggestions};
 

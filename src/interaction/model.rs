@@ -639,6 +639,13 @@ pub struct Interaction {
     /// is, and an allow with an edited input is refused with a message saying so.
     #[serde(default)]
     pub input_fixed: bool,
+    /// Labels the agent sent (`prod`, `project:shop`): routes match on them.
+    #[serde(default)]
+    pub labels: Box<[Box<str>]>,
+    /// The route it took (`None` when no route is configured). Boxed: most pending
+    /// interactions carry one pointer.
+    #[serde(default)]
+    pub route: Option<Box<crate::interaction::routes::RouteStamp>>,
     /// When imrelay accepted it.
     pub created_at: Timestamp,
     /// When it expires unless answered.
@@ -706,6 +713,8 @@ impl Interaction {
             cwd: None,
             suggestions: None,
             input_fixed: false,
+            labels: Box::default(),
+            route: None,
             created_at,
             deadline: created_at
                 .checked_add(jiff::SignedDuration::from_secs(
@@ -784,7 +793,7 @@ impl Interaction {
 
 impl Serialize for Interaction {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut st = s.serialize_struct("Interaction", 16)?;
+        let mut st = s.serialize_struct("Interaction", 18)?;
         st.serialize_field("id", &self.id)?;
         st.serialize_field("kind", &self.kind)?;
         st.serialize_field("status", self.status())?;
@@ -800,6 +809,12 @@ impl Serialize for Interaction {
         }
         if self.input_fixed {
             st.serialize_field("input_fixed", &true)?;
+        }
+        if !self.labels.is_empty() {
+            st.serialize_field("labels", &self.labels)?;
+        }
+        if self.route.is_some() {
+            st.serialize_field("route", &self.route)?;
         }
         st.serialize_field("created_at", &Millis(self.created_at))?;
         st.serialize_field("deadline", &Millis(self.deadline))?;

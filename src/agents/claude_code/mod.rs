@@ -184,6 +184,7 @@ pub async fn hook(
         timeout_secs: Some(timeout_secs),
         suggestions,
         input_fixed: false,
+        labels: Vec::new(),
     };
     let owner = principal.owner();
     let created = match (event, tool_use_id.filter(|t| !t.is_empty())) {

@@ -26,6 +26,7 @@ use tokio::sync::watch;
 
 use super::card::{self, Action, Cards, other_field, select_field};
 use super::crypto;
+use super::outbox::CHANNEL;
 use super::settings::FeishuSettings;
 use crate::channels::pipeline::{Feedback, Pipeline, Tap};
 use crate::interaction::{
@@ -269,14 +270,22 @@ impl Callbacks {
             }
             return self.reply(Feedback::BadButton);
         };
-        let by = [open_id, user_id]
+        let teams = self.registry.teams();
+        let listed = [open_id, user_id]
             .into_iter()
             .find(|who| self.settings.is_approver(who));
+        // A configured person may answer a route naming them without being on the list.
+        let by = listed.or_else(|| {
+            [open_id, user_id]
+                .into_iter()
+                .find(|who| !who.is_empty() && teams.people.identify(CHANNEL, who).is_some())
+        });
         let tap = Tap {
             id: &id,
             created,
             actor: by.unwrap_or(actor),
-            approver: by.is_some(),
+            identity: by.unwrap_or(actor),
+            approver: listed.is_some(),
             audit: !again,
         };
         if by.is_some()
@@ -286,9 +295,11 @@ impl Callbacks {
             return self.reply(gone);
         }
         let by = tap.actor;
+        // Recorded under a configured person's name, otherwise under the id.
+        let shown = teams.people.name_of(CHANNEL, by).unwrap_or(by);
         // The click delivered again that resolved it is told so again, not "already".
         let again_mine = |f: Feedback| match f {
-            Feedback::Already(i) if again && answered_by(&i, by, what) => Feedback::Resolved(i),
+            Feedback::Already(i) if again && answered_by(&i, shown, what) => Feedback::Resolved(i),
             f => f,
         };
         let current = match self.pipeline.admit(&tap, |i| what.fits(i.kind)).await {
@@ -303,7 +314,7 @@ impl Callbacks {
                 rule: Some(rule),
                 scope: crate::interaction::policy::GrantScope::Session,
             };
-            let by = Responder::new(by, self.pipeline.via().clone());
+            let by = Responder::new(by, self.pipeline.via().clone()).with_identity(CHANNEL, by);
             let feedback = self
                 .pipeline
                 .respond_granting(&id, Answer::allow(), by, &request)
@@ -336,7 +347,7 @@ impl Callbacks {
                 }
             }
         };
-        let by = Responder::new(by, self.pipeline.via().clone());
+        let by = Responder::new(by, self.pipeline.via().clone()).with_identity(CHANNEL, by);
         let feedback = self.pipeline.respond(&id, answer, by).await;
         self.reply(again_mine(feedback))
     }

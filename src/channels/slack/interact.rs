@@ -65,6 +65,7 @@ impl Person {
             crate::interaction::Via::new(super::CHANNEL),
         )
         .with_actor_id(format!("slack:{}", self.id))
+        .with_identity(super::CHANNEL, self.id.clone())
     }
 
     fn actor(&self) -> String {
@@ -185,6 +186,7 @@ impl Interactions {
             id: &signed.id,
             created: Some(signed.created),
             actor: &actor,
+            identity: &person.id,
             approver: self.settings.is_approver(&person.id),
             audit: true,
         };

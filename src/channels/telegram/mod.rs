@@ -296,7 +296,9 @@ pub(crate) fn display_name(u: &User) -> String {
 /// A Telegram user as the registry records an answer: shown by display name, audited with
 /// the numeric user id (`tg:12345`), which, unlike the name, the user cannot change.
 pub(crate) fn responder(u: &User) -> Responder {
-    Responder::new(display_name(u), Via::new(CHANNEL)).with_actor_id(format!("tg:{}", u.id.0))
+    Responder::new(display_name(u), Via::new(CHANNEL))
+        .with_actor_id(format!("tg:{}", u.id.0))
+        .with_identity(CHANNEL, u.id.0.to_string())
 }
 
 /// How a Telegram user is named in logs and the audit trail: "Alice (tg:12345)".

@@ -195,11 +195,13 @@ impl Telegram {
             }
         }
         let who = actor(&q.from);
+        let identity = q.from.id.0.to_string();
         let tap = Tap {
             id: &id,
             // The handle binds the button to this incarnation: it is deleted with it.
             created: None,
             actor: &who,
+            identity: &identity,
             approver: self.is_approver(&q.from),
             audit: true,
         };

@@ -41,6 +41,9 @@ use crate::outbox::{ChannelJob, Delivery, OutboxHandler};
 use crate::store::{ClaimedJob, OutboxJob, Store};
 use crate::sync::RwLockExt;
 use crate::wire::answer::{RespondBody, outcome_body, path_id};
+
+/// The channel name people's webhook identities are given under (`webhook = ["ci-bot"]`).
+pub const CHANNEL_IDENTITY: &str = "webhook";
 use crate::wire::error::ApiError;
 use crate::wire::extract::{ApiPath, body_of, declared_size, from_json, from_value};
 use signature::{Signed, SigningKey, TOLERANCE_SECS};
@@ -145,6 +148,15 @@ impl Webhooks {
     fn plan(&self, event: WebhookEvent, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
         for (name, t) in &self.targets {
             if !t.settings.wants(event, i) || self.is_disabled(name) {
+                continue;
+            }
+            // A routed interaction goes to its route's webhooks only.
+            if let Some(mut to) = i
+                .route
+                .as_deref()
+                .and_then(|r| r.addresses(CHANNEL_IDENTITY))
+                && !to.any(|n| n == name.as_str())
+            {
                 continue;
             }
             // The creation time tells apart two interactions that had the same id (an id
@@ -425,10 +437,16 @@ async fn respond(
             ),
         ));
     }
+    // A sender name is who the signed answer says it is: a person with that webhook name is
+    // recorded by their name.
+    let identity = by
+        .clone()
+        .map(|b| crate::interaction::people::Identity::new(CHANNEL_IDENTITY, b));
     let responder = Responder {
         by,
         via,
         actor_id: None,
+        identity,
     };
     match registry.respond(&id, answer, responder).await {
         Ok(resolved) => Ok((StatusCode::OK, axum::Json(outcome_body(&resolved))).into_response()),

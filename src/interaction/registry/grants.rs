@@ -122,6 +122,7 @@ impl Registry {
         if !matches!(answer, Answer::Allow { .. }) {
             return Err(ValidationError::new("grant", "goes with decision \"allow\"").into());
         }
+        let responder = self.attribute(responder);
         let current = self
             .get(id)
             .await?

@@ -46,7 +46,7 @@ use deadlines::{DeadlineKey, Deadlines, EXPIRY_RETRY, instant_in};
 pub use grants::GrantRequest;
 pub use policy::{POLICY_VIA, audit_outcome, describe};
 use records::{clip, created_record, log_resolution, resolved_record};
-pub use validate::NewInteraction;
+pub use validate::{MAX_LABEL_CHARS, MAX_LABELS, NewInteraction};
 
 /// Timeouts and retention.
 #[derive(Clone, Debug)]
@@ -273,6 +273,18 @@ struct Inner {
     policy: RwLock<Arc<super::policy::Policy>>,
     /// The live grants weighed at creation, after the policy's deny and ask rules.
     grants: RwLock<Arc<Vec<super::policy::Rule>>>,
+    /// The people answers are recorded under, and the routes interactions take.
+    teams: RwLock<Arc<Teams>>,
+}
+
+/// The people and groups, and the routes: what the registry stamps on each interaction and
+/// checks a person's answer against.
+#[derive(Clone, Debug, Default)]
+pub struct Teams {
+    /// People and groups.
+    pub people: super::people::People,
+    /// Routes, in order.
+    pub routes: super::routes::Routes,
 }
 
 /// The pending-interaction registry. Cheap to clone; all clones share state.
@@ -363,6 +375,7 @@ impl Registry {
                 pumped: Notify::new(),
                 policy: RwLock::new(Arc::default()),
                 grants: RwLock::new(Arc::default()),
+                teams: RwLock::new(Arc::default()),
                 store,
             }),
         }
@@ -732,6 +745,26 @@ impl Registry {
         Ok(waited)
     }
 
+    /// Replaces the people and the routes.
+    pub fn set_teams(&self, teams: Teams) {
+        *self.inner.teams.writing() = Arc::new(teams);
+    }
+
+    /// The people and the routes.
+    pub fn teams(&self) -> Arc<Teams> {
+        self.inner.teams.reading().clone()
+    }
+
+    /// The routes interactions take.
+    pub(super) fn routes(&self) -> super::routes::Routes {
+        self.inner.teams.reading().routes.clone()
+    }
+
+    /// `responder` named as the configured people know them.
+    pub fn attribute(&self, responder: Responder) -> Responder {
+        responder.attributed(&self.inner.teams.reading().people)
+    }
+
     /// Records a person's answer. The first answer wins; later ones get
     /// [`RegistryError::AlreadyResolved`] with the winning resolution. An answer arriving
     /// after the deadline finds the interaction expired.
@@ -741,6 +774,7 @@ impl Registry {
         answer: Answer,
         responder: Responder,
     ) -> Result<Arc<Interaction>, RegistryError> {
+        let responder = self.attribute(responder);
         let current = self.current(id).await?;
         let at = now();
         if current.deadline <= at {

@@ -49,7 +49,15 @@ pub struct NewInteraction {
     /// The agent cannot take an edited input: an allow with one is refused
     /// ([`crate::interaction::Interaction::input_fixed`]).
     pub input_fixed: bool,
+    /// Labels routes match on (`prod`, `project:shop`): at most [`MAX_LABELS`], each a
+    /// short name.
+    pub labels: Vec<String>,
 }
+
+/// The most labels one interaction may carry.
+pub const MAX_LABELS: usize = 16;
+/// The longest label, in characters.
+pub const MAX_LABEL_CHARS: usize = 64;
 
 impl NewInteraction {
     /// A request with just a tool name and input.
@@ -129,6 +137,25 @@ impl Registry {
             .map(crate::interaction::validate_suggestions)
             .transpose()?
             .flatten();
+        if new.labels.len() > MAX_LABELS {
+            return Err(ValidationError::new(
+                "labels",
+                format!("has more than {MAX_LABELS} labels"),
+            ));
+        }
+        for (k, l) in new.labels.iter().enumerate() {
+            if l.trim().is_empty()
+                || l.chars().count() > MAX_LABEL_CHARS
+                || l.chars().any(char::is_control)
+            {
+                return Err(ValidationError::new(
+                    format!("labels[{k}]"),
+                    format!(
+                        "must be 1 to {MAX_LABEL_CHARS} characters, without control characters"
+                    ),
+                ));
+            }
+        }
         let kind = Kind::of_tool(&new.tool_name);
         match kind {
             Kind::Question => {
@@ -139,8 +166,9 @@ impl Registry {
             }
             Kind::Approval => {}
         }
-        let timeout_secs = self.timeout_for(kind, new.timeout_secs)?;
-        let interaction = Interaction {
+        let requested = new.timeout_secs;
+        let timeout_secs = self.timeout_for(kind, requested)?;
+        let mut interaction = Interaction {
             session: new.session.map(String::into_boxed_str),
             agent: new.agent.map(String::into_boxed_str),
             title: new.title.map(String::into_boxed_str),
@@ -148,6 +176,7 @@ impl Registry {
             cwd: new.cwd.map(String::into_boxed_str),
             suggestions: suggestions.map(Box::new),
             input_fixed: new.input_fixed,
+            labels: new.labels.into_iter().map(String::into_boxed_str).collect(),
             ..Interaction::pending(
                 id,
                 new.tool_name,
@@ -157,6 +186,22 @@ impl Registry {
                 timeout_secs,
             )
         };
+        let routes = self.routes();
+        if let Some(route) = routes.route_for(&interaction)
+            && let Some(limit) = route.spec().timeout_secs
+        {
+            // The route's timeout is the default and the longest its interactions wait.
+            let max = self.inner.config.max_timeout.as_secs().max(1);
+            let secs = requested.unwrap_or(limit).min(limit).min(max);
+            interaction.timeout_secs = secs;
+            interaction.deadline = interaction
+                .created_at
+                .checked_add(jiff::SignedDuration::from_secs(
+                    i64::try_from(secs).unwrap_or(i64::MAX),
+                ))
+                .unwrap_or(jiff::Timestamp::MAX);
+        }
+        interaction.route = routes.stamp_for(&interaction).map(Box::new);
         if self.inner.config.audit {
             // The creation's audit entry refers to the digest; the map is at hand now.
             interaction.prime_digest(&new.input);

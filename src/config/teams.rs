@@ -1,0 +1,460 @@
+//! `[[people]]`, `[[groups]]` and `[[routes]]`: read and checked here, compiled into the
+//! core's [`Teams`]. A route's chats, receivers, Slack channels and webhooks must be ones
+//! the channels are configured with, its people and groups must exist, and a person it
+//! messages directly must have an id to message; everything is checked at start-up and by
+//! `imrelay check-config`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::interaction::Kind;
+use crate::interaction::Teams;
+use crate::interaction::people::{GroupSpec, Identity, People, PersonSpec};
+use crate::interaction::routes::{RouteSpec, Routes, Target};
+
+use super::Settings;
+
+/// The channel name of Telegram identities and targets.
+pub const TELEGRAM: &str = "telegram";
+/// The channel name of Feishu identities and targets.
+pub const FEISHU: &str = "feishu";
+/// The channel name of Slack identities and targets.
+pub const SLACK: &str = "slack";
+/// The channel name of webhook identities (sender names) and targets (webhook names).
+pub const WEBHOOK: &str = "webhook";
+/// The channel name of operator identities (an operator token's label, for the inbox and
+/// the terminal).
+pub const OPERATOR: &str = "operator";
+
+/// One `[[people]]` table.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PersonSettings {
+    /// The name answers and refusals are recorded under.
+    pub name: String,
+    /// Telegram user ids.
+    #[serde(default)]
+    pub telegram: Vec<u64>,
+    /// Feishu open_ids (`ou_...`) or user_ids.
+    #[serde(default)]
+    pub feishu: Vec<String>,
+    /// Slack user ids (`U...`).
+    #[serde(default)]
+    pub slack: Vec<String>,
+    /// Sender names in signed webhook answers.
+    #[serde(default)]
+    pub webhook: Vec<String>,
+    /// Labels of operator tokens (the inbox, the terminal).
+    #[serde(default)]
+    pub operator: Vec<String>,
+    /// Groups they belong to.
+    #[serde(default)]
+    pub groups: Vec<String>,
+}
+
+/// One `[[groups]]` table.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupSettings {
+    /// The group's name.
+    pub name: String,
+    /// The names of the people in it.
+    #[serde(default)]
+    pub members: Vec<String>,
+}
+
+/// One `[[routes]]` table.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteSettings {
+    /// The route's name: on every copy, in filters and in the audit trail.
+    pub name: String,
+    /// Only calls from these agents (globs over the agent's label); empty: any.
+    #[serde(default)]
+    pub agent: Vec<String>,
+    /// Only calls of these sessions (globs); empty: any.
+    #[serde(default)]
+    pub session: Vec<String>,
+    /// Only calls whose working directory matches one of these absolute globs; empty: any.
+    #[serde(default)]
+    pub cwd: Vec<String>,
+    /// Only calls of these tools (globs over the tool's name: `Bash`, `mcp__github__*`);
+    /// empty: any.
+    #[serde(default)]
+    pub tool: Vec<String>,
+    /// Only interactions of these kinds (`approval`, `question`, `form`); empty: every kind.
+    #[serde(default)]
+    pub kind: Vec<Kind>,
+    /// Only interactions carrying every one of these labels; empty: any.
+    #[serde(default)]
+    pub labels: Vec<String>,
+    /// Telegram chats it posts to (ids listed in `telegram.chats`).
+    #[serde(default)]
+    pub telegram: Vec<i64>,
+    /// Feishu receivers it sends cards to (`type:id`, as listed in `feishu.receivers`).
+    #[serde(default)]
+    pub feishu: Vec<String>,
+    /// Slack conversations it posts to (ids listed in `slack.channels`).
+    #[serde(default)]
+    pub slack: Vec<String>,
+    /// Webhooks it delivers to (names of `[[webhooks]]`).
+    #[serde(default)]
+    pub webhooks: Vec<String>,
+    /// People it messages directly, on every chat channel they have an id on.
+    #[serde(default)]
+    pub direct: Vec<String>,
+    /// People and groups who may answer; empty: the channels' approver lists.
+    #[serde(default)]
+    pub approvers: Vec<String>,
+    /// The longest its interactions wait, and their timeout when the agent asks none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_secs: Option<u64>,
+}
+
+impl PersonSettings {
+    fn spec(&self) -> PersonSpec {
+        let mut identities = Vec::new();
+        identities.extend(
+            self.telegram
+                .iter()
+                .map(|id| Identity::new(TELEGRAM, id.to_string())),
+        );
+        identities.extend(
+            self.feishu
+                .iter()
+                .map(|id| Identity::new(FEISHU, id.clone())),
+        );
+        identities.extend(self.slack.iter().map(|id| Identity::new(SLACK, id.clone())));
+        identities.extend(
+            self.webhook
+                .iter()
+                .map(|id| Identity::new(WEBHOOK, id.clone())),
+        );
+        identities.extend(
+            self.operator
+                .iter()
+                .map(|id| Identity::new(OPERATOR, id.clone())),
+        );
+        PersonSpec {
+            name: self.name.clone(),
+            identities,
+            groups: self.groups.clone(),
+        }
+    }
+}
+
+/// A Feishu receiver for a person's id: an open_id (`ou_...`) or a user_id.
+fn feishu_direct(id: &str) -> String {
+    if id.starts_with("ou_") {
+        format!("open_id:{id}")
+    } else {
+        format!("user_id:{id}")
+    }
+}
+
+/// The people and groups, checked.
+pub fn people(s: &Settings) -> Result<People, String> {
+    People::new(
+        s.people.iter().map(PersonSettings::spec).collect(),
+        s.groups
+            .iter()
+            .map(|g| GroupSpec {
+                name: g.name.clone(),
+                members: g.members.clone(),
+            })
+            .collect(),
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// The people, groups and routes, checked against each other and against the channels'
+/// settings; the error names the entry, the field and the fix.
+pub fn compile(s: &Settings) -> Result<Teams, String> {
+    let people = people(s)?;
+    let mut specs = Vec::with_capacity(s.routes.len());
+    for (k, r) in s.routes.iter().enumerate() {
+        let at = |f: &str| format!("routes[{k}] ({:?}).{f}", r.name);
+        let mut targets = Vec::new();
+        for (j, chat) in r.telegram.iter().enumerate() {
+            if !s.telegram.chats.contains(chat) {
+                return Err(format!(
+                    "{}: chat {chat} is not in telegram.chats: add it there, or route to a listed chat",
+                    at(&format!("telegram[{j}]"))
+                ));
+            }
+            targets.push(Target::new(TELEGRAM, chat.to_string()));
+        }
+        for (j, rec) in r.feishu.iter().enumerate() {
+            if !s.feishu.receivers.iter().any(|x| x.address() == *rec) {
+                return Err(format!(
+                    "{}: {rec:?} is not in feishu.receivers (written `type:id`, e.g. \"chat_id:oc_...\")",
+                    at(&format!("feishu[{j}]"))
+                ));
+            }
+            targets.push(Target::new(FEISHU, rec.clone()));
+        }
+        for (j, c) in r.slack.iter().enumerate() {
+            if !s.slack.channels.contains(c) {
+                return Err(format!(
+                    "{}: {c:?} is not in slack.channels",
+                    at(&format!("slack[{j}]"))
+                ));
+            }
+            targets.push(Target::new(SLACK, c.clone()));
+        }
+        for (j, w) in r.webhooks.iter().enumerate() {
+            if !s.webhooks.iter().any(|x| x.name == *w) {
+                return Err(format!(
+                    "{}: {w:?} is not the name of a [[webhooks]] entry",
+                    at(&format!("webhooks[{j}]"))
+                ));
+            }
+            targets.push(Target::new(WEBHOOK, w.clone()));
+        }
+        for (j, name) in r.direct.iter().enumerate() {
+            let Some(p) = people.person(name) else {
+                return Err(format!(
+                    "{}: {name:?} is not a person: add a [[people]] entry with this name",
+                    at(&format!("direct[{j}]"))
+                ));
+            };
+            let before = targets.len();
+            if s.telegram.enabled {
+                targets.extend(p.ids_on(TELEGRAM).map(|id| Target::new(TELEGRAM, id)));
+            }
+            if s.feishu.enabled {
+                targets.extend(
+                    p.ids_on(FEISHU)
+                        .map(|id| Target::new(FEISHU, feishu_direct(id))),
+                );
+            }
+            if s.slack.enabled {
+                targets.extend(p.ids_on(SLACK).map(|id| Target::new(SLACK, id)));
+            }
+            if targets.len() == before {
+                return Err(format!(
+                    "{}: {name:?} has no id on an enabled chat channel (telegram, feishu, slack) to message",
+                    at(&format!("direct[{j}]"))
+                ));
+            }
+        }
+        targets.sort();
+        targets.dedup();
+        specs.push(RouteSpec {
+            name: r.name.clone(),
+            agents: r.agent.clone(),
+            sessions: r.session.clone(),
+            cwds: r.cwd.clone(),
+            tools: r.tool.clone(),
+            kinds: r.kind.clone(),
+            labels: r.labels.clone(),
+            targets,
+            approvers: r.approvers.clone(),
+            timeout_secs: r.timeout_secs,
+        });
+    }
+    let routes = Routes::new(specs, &people).map_err(|e| e.to_string())?;
+    Ok(Teams { people, routes })
+}
+
+/// The routes as a table, for `imrelay check-config`: one row per route, the implicit last
+/// one included. Values are as configured: escape them for a terminal.
+pub fn table(teams: &Teams) -> String {
+    let mut rows = vec![[
+        "route".to_string(),
+        "matches".to_string(),
+        "sends to".to_string(),
+        "approvers".to_string(),
+        "timeout".to_string(),
+    ]];
+    for r in teams.routes.routes() {
+        let s = r.spec();
+        let mut m = Vec::new();
+        let mut add = |k: &str, v: &[String]| {
+            if !v.is_empty() {
+                m.push(format!("{k}={}", v.join("|")));
+            }
+        };
+        add("agent", &s.agents);
+        add("session", &s.sessions);
+        add("cwd", &s.cwds);
+        add("tool", &s.tools);
+        add(
+            "kind",
+            &s.kinds
+                .iter()
+                .map(|k| k.as_str().to_string())
+                .collect::<Vec<_>>(),
+        );
+        add("labels", &s.labels);
+        let to: Vec<String> = s
+            .targets
+            .iter()
+            .map(|t| format!("{}:{}", t.channel, t.to))
+            .collect();
+        rows.push([
+            r.name().to_string(),
+            if m.is_empty() {
+                "everything".into()
+            } else {
+                m.join(" ")
+            },
+            if to.is_empty() {
+                "inbox and terminal only".into()
+            } else {
+                to.join(", ")
+            },
+            if s.approvers.is_empty() {
+                "channel lists".into()
+            } else {
+                s.approvers.join(", ")
+            },
+            s.timeout_secs
+                .map(|t| format!("{t}s"))
+                .unwrap_or_else(|| "default".into()),
+        ]);
+    }
+    rows.push([
+        crate::interaction::routes::DEFAULT_ROUTE.to_string(),
+        "everything else".into(),
+        "every configured chat and webhook".into(),
+        "channel lists".into(),
+        "default".into(),
+    ]);
+    let widths: Vec<usize> = (0..5)
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for row in &rows {
+        let line: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(v, w)| format!("{v:<w$}"))
+            .collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Deserialize)]
+    struct File {
+        #[serde(default)]
+        people: Vec<PersonSettings>,
+        #[serde(default)]
+        groups: Vec<GroupSettings>,
+        #[serde(default)]
+        routes: Vec<RouteSettings>,
+    }
+
+    /// The defaults with Telegram on two chats, Feishu on one receiver, a webhook, alice and
+    /// bob, and `routes`.
+    fn settings(routes: &str) -> Settings {
+        let mut s = Settings::load_with_env(None, Some(Default::default())).unwrap();
+        s.telegram.enabled = true;
+        s.telegram.chats = vec![-1001, -1002];
+        s.feishu.enabled = true;
+        s.feishu.receivers = vec!["chat_id:oc_1".parse().unwrap()];
+        s.webhooks = toml::from_str::<toml::Table>(
+            "[[webhooks]]\nname = \"pager\"\nurl = \"https://example.com/hook\"\nsecret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"",
+        )
+        .unwrap()["webhooks"]
+            .clone()
+            .try_into()
+            .unwrap();
+        let f: File = toml::from_str(&format!(
+            "[[people]]\nname = \"alice\"\ntelegram = [111]\ngroups = [\"web\"]\n\
+             [[people]]\nname = \"bob\"\nfeishu = [\"ou_b\"]\nslack = [\"U2\"]\n{routes}"
+        ))
+        .unwrap();
+        s.people = f.people;
+        s.groups = f.groups;
+        s.routes = f.routes;
+        s
+    }
+
+    #[test]
+    fn routes_compile_with_their_targets_and_show_as_a_table() {
+        let s = settings(
+            r#"
+[[routes]]
+name = "shop"
+cwd = ["/srv/shop/**"]
+telegram = [-1001]
+webhooks = ["pager"]
+direct = ["bob"]
+approvers = ["web", "bob"]
+timeout_secs = 600
+"#,
+        );
+        let t = compile(&s).unwrap();
+        let r = t.routes.get("shop").unwrap();
+        let to: Vec<String> = r
+            .spec()
+            .targets
+            .iter()
+            .map(|t| format!("{}:{}", t.channel, t.to))
+            .collect();
+        // Bob's direct messages: Feishu (on), not Slack (off).
+        assert_eq!(
+            to,
+            ["feishu:open_id:ou_b", "telegram:-1001", "webhook:pager"]
+        );
+        let table = table(&t);
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines.len(), 3, "{table}");
+        assert!(lines[0].starts_with("route "), "{table}");
+        assert!(lines[1].starts_with("shop "), "{table}");
+        assert!(lines[1].contains("cwd=/srv/shop/**"), "{table}");
+        assert!(
+            lines[1].contains("web, bob") && lines[1].ends_with("600s"),
+            "{table}"
+        );
+        assert!(lines[2].starts_with("default "), "{table}");
+    }
+
+    #[test]
+    fn routes_naming_unknown_places_or_people_are_refused() {
+        let refused = |routes: &str| compile(&settings(routes)).unwrap_err();
+        let e = refused("[[routes]]\nname = \"r\"\ntelegram = [-9]");
+        assert!(
+            e.starts_with("routes[0] (\"r\").telegram[0]: chat -9 is not in telegram.chats"),
+            "{e}"
+        );
+        let e = refused("[[routes]]\nname = \"r\"\nfeishu = [\"chat_id:oc_9\"]");
+        assert!(
+            e.contains("feishu[0]") && e.contains("feishu.receivers"),
+            "{e}"
+        );
+        let e = refused("[[routes]]\nname = \"r\"\nslack = [\"C9\"]");
+        assert!(e.contains("slack.channels"), "{e}");
+        let e = refused("[[routes]]\nname = \"r\"\nwebhooks = [\"nope\"]");
+        assert!(e.contains("[[webhooks]]"), "{e}");
+        let e = refused("[[routes]]\nname = \"r\"\ndirect = [\"carol\"]");
+        assert!(e.contains("direct[0]") && e.contains("not a person"), "{e}");
+        let e = refused("[[routes]]\nname = \"r\"\napprovers = [\"carol\"]");
+        assert!(e.contains("approvers[0]"), "{e}");
+        let e = refused(
+            "[[routes]]\nname = \"all\"\n[[routes]]\nname = \"later\"\nagent = [\"codex\"]",
+        );
+        assert!(e.contains("can never match"), "{e}");
+        // Alice has no Feishu or Slack id, and Telegram is her only one: turned off, nothing
+        // is left to message.
+        let mut s = settings("[[routes]]\nname = \"r\"\ndirect = [\"alice\"]");
+        s.telegram.enabled = false;
+        assert!(
+            compile(&s)
+                .unwrap_err()
+                .contains("no id on an enabled chat channel")
+        );
+        let mut s = settings("");
+        s.groups = vec![GroupSettings {
+            name: "ops".into(),
+            members: vec!["zed".into()],
+        }];
+        assert!(compile(&s).unwrap_err().contains("groups[0].members[0]"));
+    }
+}
