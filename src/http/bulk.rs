@@ -100,11 +100,8 @@ impl BulkBody {
             Some(ClientVia::Terminal) => Via::terminal(),
             Some(ClientVia::Api) | None => Via::api(),
         };
-        let responder = Responder {
-            by,
-            via,
-            actor_id: None,
-        };
+        let mut responder = Responder::anonymous(via);
+        responder.by = by;
         // A malformed id cannot exist: that item is a 404, like in a URL.
         let ids = self
             .ids

@@ -1891,6 +1891,11 @@ async fn many_are_filtered_selected_and_answered_at_once() {
             .await,
         json!(["any kind", "approval", "question"])
     );
+    // No routes configured: no route filter.
+    assert_eq!(
+        b.eval("document.getElementById('f-route').hidden").await,
+        json!(true)
+    );
     // One session only, all of it ticked.
     b.eval(
         "const f = document.getElementById('f-session'); f.value = 's-1'; \

@@ -909,15 +909,21 @@ function renderCounts() {
 
 // ---------- many at once: filters, Approve selected, Deny selected ----------
 
-const filters = { agent: "", session: "", kind: "" };
-const FILTER_ANY = { agent: "any agent", session: "any session", kind: "any kind" };
+const filters = { agent: "", session: "", route: "", kind: "" };
+const FILTER_ANY = { agent: "any agent", session: "any session", route: "any route", kind: "any kind" };
 
 function kindOf(i) { return isSingleText(i) ? "question" : i.kind; }
+function routeOf(i) { return (i.route && i.route.name) || ""; }
+
+// The value of filter `key` for interaction `i`.
+function facet(i, key) {
+  if (key === "kind") return kindOf(i);
+  if (key === "route") return routeOf(i);
+  return i[key] || "";
+}
 
 function shownBy(i) {
-  return (!filters.agent || i.agent === filters.agent)
-    && (!filters.session || i.session === filters.session)
-    && (!filters.kind || kindOf(i) === filters.kind);
+  return Object.keys(filters).every((key) => !filters[key] || facet(i, key) === filters[key]);
 }
 
 // The ticked cards the filters show (a hidden card is never answered by a bulk button).
@@ -932,10 +938,12 @@ function refreshBulk() {
     const select = $("f-" + key);
     const values = new Set();
     for (const { interaction: i } of state.pending.values()) {
-      const v = key === "kind" ? kindOf(i) : i[key];
+      const v = facet(i, key);
       if (v) values.add(v);
     }
     if (filters[key]) values.add(filters[key]);
+    // A filter with nothing to choose from (no routes configured) is not shown.
+    select.hidden = values.size === 0;
     select.replaceChildren(el("option", { value: "", text: FILTER_ANY[key] }),
       ...[...values].sort().map((v) => el("option", { value: v, text: v })));
     select.value = filters[key];
