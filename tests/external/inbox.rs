@@ -1559,7 +1559,7 @@ async fn an_mcp_clients_questions_are_answered_in_the_inbox() {
     let name = card("pending", "mcp-name");
     b.until(
         "both questions, with who asks",
-        &format!("!!{deploy} && !!{name}?.querySelector('input, textarea') && {deploy}.innerText.includes('codex/0.9')"),
+        &format!("!!{deploy} && !!{name}?.querySelector('.body input, .body textarea') && {deploy}.innerText.includes('codex/0.9')"),
     )
     .await;
     b.eval(&format!("{deploy}.querySelector('button.primary').click()"))
@@ -1569,7 +1569,7 @@ async fn an_mcp_clients_questions_are_answered_in_the_inbox() {
     assert_eq!(r["structuredContent"]["via"], "desktop", "{r}");
     assert_eq!(r["structuredContent"]["by"], "Ines", "{r}");
     b.eval(&format!(
-        "(() => {{ const c = {name}; const f = c.querySelector('input, textarea'); f.value = 'Aurora'; \
+        "(() => {{ const c = {name}; const f = c.querySelector('.body input, .body textarea'); f.value = 'Aurora'; \
            f.dispatchEvent(new Event('input')); \
            [...c.querySelectorAll('button')].find(x => x.textContent === 'Send answer').click(); }})()"
     ))
@@ -1924,8 +1924,9 @@ async fn many_are_filtered_selected_and_answered_at_once() {
     b.eval("document.getElementById('bulk-approve').click()")
         .await;
     b.until(
-        "the approved cards to move to Recent",
-        "!!document.querySelector('#recent [data-id=\"mb-1\"]') && !!document.querySelector('#recent [data-id=\"mb-2\"]')",
+        "the approved cards to move to Recent, and the answer's summary",
+        "!!document.querySelector('#recent [data-id=\"mb-1\"]') && !!document.querySelector('#recent [data-id=\"mb-2\"]') \
+         && document.getElementById('bulk-notice').textContent !== ''",
     )
     .await;
     let said = b
