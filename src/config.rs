@@ -469,7 +469,7 @@ pub(crate) fn enum_values(key: &str) -> Option<Vec<String>> {
         "telegram.mode" => variants::<telegram::Mode>(),
         "feishu.mode" => variants::<feishu::Mode>(),
         "feishu.domain" => variants::<feishu::settings::Domain>(),
-        "feishu.locale" => variants::<crate::channels::render::Locale>(),
+        "feishu.locale" => variants::<crate::present::render::Locale>(),
         "slack.mode" => variants::<slack::Mode>(),
         "policy.decision" => variants::<crate::interaction::policy::Decision>(),
         "policy.mode" => variants::<crate::interaction::policy::Mode>(),

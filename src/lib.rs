@@ -9,8 +9,8 @@
 //! - [`interaction`]: the core (model, validation, registry). No I/O, no HTTP.
 //! - [`audit`]: the hash-chained audit trail.
 //! - [`store`]: persistence behind one trait; SQLite embedded by default.
-//! - [`channels`]: Telegram, Feishu/Lark and webhooks: present interactions, take answers;
-//!   [`channels::present`] says how a tool call reads to a person, for every surface.
+//! - [`present`]: how an interaction and a tool call read to a person, for every surface.
+//! - [`channels`]: Telegram, Feishu/Lark and webhooks: present interactions, take answers.
 //! - [`outbox`]: durable delivery of work to the outside world, with retries.
 //! - [`http`]: the axum layer (API, event stream, inbox, health, metrics, routing) and the
 //!   server that bounds connections.
@@ -36,6 +36,7 @@ pub mod interaction;
 pub mod mcp;
 pub mod metrics;
 pub mod outbox;
+pub mod present;
 pub mod settings;
 pub mod store;
 pub mod sync;

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 /// One part of the crate and the parts it may import.
 ///
-/// A part is named by its module path (`channels::present`); `*` stands for any folder at that
+/// A part is named by its module path (`interaction::ports`); `*` stands for any folder at that
 /// place (`channels::*` is each channel's folder, while files such as `channels/pipeline.rs`
 /// stay in `channels`). A module belongs to the most specific part that names it or an
 /// ancestor; the crate root files are `lib` and `main`. A part may always import itself.
@@ -112,16 +112,10 @@ const RULES: &[Rule] = &[
         role: "what every inbound endpoint shares",
     },
     Rule {
-        part: "channels::render",
-        may_import: &["interaction", "settings", "sync"],
+        part: "present",
+        may_import: &["interaction"],
         tests_also: &[],
-        role: "presentation: locales, outcome phrases, times",
-    },
-    Rule {
-        part: "channels::present",
-        may_import: &["interaction", "channels::render", "settings", "sync"],
-        tests_also: &[],
-        role: "presentation: a tool call as a person reads it",
+        role: "presentation: a tool call as a person reads it, visible text, locales, outcome phrases, times",
     },
     Rule {
         part: "channels",
@@ -132,8 +126,7 @@ const RULES: &[Rule] = &[
             "wire",
             "health",
             "metrics",
-            "channels::present",
-            "channels::render",
+            "present",
             "channels::*",
             "settings",
             "sync",
@@ -151,8 +144,7 @@ const RULES: &[Rule] = &[
             "health",
             "metrics",
             "channels",
-            "channels::present",
-            "channels::render",
+            "present",
             "settings",
             "sync",
         ],
@@ -167,8 +159,7 @@ const RULES: &[Rule] = &[
             "wire",
             "health",
             "metrics",
-            "channels::present",
-            "channels::render",
+            "present",
             "agents::*",
             "settings",
             "sync",
@@ -185,8 +176,7 @@ const RULES: &[Rule] = &[
             "health",
             "metrics",
             "agents",
-            "channels::present",
-            "channels::render",
+            "present",
             "settings",
             "sync",
         ],
@@ -206,7 +196,7 @@ const RULES: &[Rule] = &[
             "store",
             "outbox",
             "channels::*",
-            "channels::render",
+            "present",
             "agents",
             "agents::*",
             "mcp",
@@ -224,8 +214,7 @@ const RULES: &[Rule] = &[
             "wire",
             "health",
             "metrics",
-            "channels::present",
-            "channels::render",
+            "present",
             "config",
             "settings",
             "sync",
@@ -247,8 +236,7 @@ const RULES: &[Rule] = &[
             "audit",
             "wire",
             "metrics",
-            "channels::present",
-            "channels::render",
+            "present",
             "mcp",
             "agents",
             "agents::*",

@@ -10,16 +10,14 @@
 //!   stopped by the shutdown token.
 //!
 //! Answers come back through [`crate::interaction::Registry::respond`], whose first-answer-wins
-//! rule makes every channel equal. Shared rendering helpers live in [`render`]; [`present`]
-//! turns a tool call into what a person checks before saying yes, for any surface to render.
+//! rule makes every channel equal. What a person reads (a tool call, outcome phrases, times)
+//! comes from [`crate::present`], shared with the inbox and the terminal.
 
 pub mod dingtalk;
 pub mod feishu;
 pub mod longconn;
 pub(crate) mod messages;
 pub(crate) mod pipeline;
-pub mod present;
-pub mod render;
 pub mod slack;
 pub mod telegram;
 pub mod token;

@@ -21,8 +21,8 @@ use crate::interaction::{
     Answer, Interaction, InteractionId, Kind, Outcome, Registry, RegistryError, Responder, Via,
 };
 
-use super::render::{self, Locale};
 use crate::interaction::routes::{Admission, admission};
+use crate::present::render::{self, Locale};
 
 /// What became of a tap, a click or a typed answer, as the person who gave it is told.
 #[derive(Clone, Debug)]

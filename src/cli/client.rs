@@ -115,14 +115,11 @@ pub(crate) fn resolution_words(r: &Resolution) -> String {
         _ => r.summary(),
     };
     s.push_str(" at ");
-    s.push_str(&crate::channels::render::format_time(r.at));
+    s.push_str(&crate::present::render::format_time(r.at));
     if let (Outcome::Denied, Some(m)) = (r.outcome, r.message())
         && !m.starts_with("Denied by ")
     {
-        s.push_str(&format!(
-            " (“{}”)",
-            crate::channels::present::visible_line(m)
-        ));
+        s.push_str(&format!(" (“{}”)", crate::present::visible_line(m)));
     }
     s
 }

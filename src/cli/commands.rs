@@ -8,9 +8,9 @@ use serde_json::{Map, Value};
 
 use super::client::{ClientError, Listed, Remote, RemoteArgs, exit};
 use super::view::{self, Painter};
-use crate::channels::present::visible_line;
 use crate::interaction::Answer;
 use crate::interaction::{Interaction, Kind};
+use crate::present::visible_line;
 use crate::telemetry::escape_json_invisible;
 
 /// The exit codes, for `--help`.

@@ -5,8 +5,8 @@
 use serde_json::{Value, json};
 
 use super::client::{ClientError, Remote, RemoteArgs, check_id, exit, parse_interaction};
-use crate::channels::present::visible_line;
 use crate::interaction::{Answer, Interaction};
+use crate::present::visible_line;
 
 /// `imrelay grants`
 #[derive(clap::Args)]

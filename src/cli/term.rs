@@ -254,7 +254,7 @@ impl Term {
             self.out,
             "{status}{}{}",
             self.painter.paint(Paint::Bold, &self.prompt),
-            super::super::channels::present::visible_line(&shown)
+            super::super::present::visible_line(&shown)
         );
         let _ = self.out.flush();
     }
@@ -329,7 +329,7 @@ impl Term {
                 String::new()
             },
             self.painter.paint(Paint::Bold, &self.prompt),
-            super::super::channels::present::visible_line(line)
+            super::super::present::visible_line(line)
         );
         if self.tty {
             let _ = queue!(
@@ -415,7 +415,7 @@ impl Drop for Term {
 const MAX_LINE: usize = 8192;
 
 fn present_line(s: &str) -> String {
-    super::super::channels::present::visible_line(s)
+    super::super::present::visible_line(s)
 }
 
 /// Reads keys until the receiver is gone, pausing while another program has the terminal.

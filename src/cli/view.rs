@@ -1,5 +1,5 @@
 //! How the terminal commands show interactions: a heading, who is asking, the deadline, the
-//! tool call through [`crate::channels::present`], questions with numbered options, and how
+//! tool call through [`crate::present`], questions with numbered options, and how
 //! it ended. Colour only when asked for ([`Painter`]).
 
 use std::io::IsTerminal;
@@ -7,9 +7,9 @@ use std::io::IsTerminal;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 
-use crate::channels::present::{self, Block, Budget, DiffLine, Presentation, visible_line};
-use crate::channels::render;
 use crate::interaction::{Interaction, Kind, Outcome, Question};
+use crate::present::render;
+use crate::present::{self, Block, Budget, DiffLine, Presentation, visible_line};
 
 /// Paints text with ANSI colours, or leaves it plain.
 #[derive(Clone, Copy, Debug)]

@@ -2,7 +2,7 @@
 //!
 //! It follows a running imrelay's `/v1/events` and shows the pending interactions oldest
 //! first, one at a time, with a count of the others. An approval shows the tool call as
-//! [`crate::channels::present`] reads it and takes `a` (allow), `d` (deny, with an optional
+//! [`crate::present`] reads it and takes `a` (allow), `d` (deny, with an optional
 //! reason), `e` (edit the input in `$EDITOR`, then allow), `s` (skip: it stays pending and
 //! comes back) or `q` (quit). A question shows its options numbered and takes a number,
 //! several separated by commas (multi-select) or the person's own text, for every question
@@ -37,8 +37,8 @@ use super::client::{ClientError, Feed, Remote, RemoteArgs, answer_command, exit}
 use super::commands::{login_name, resolved_by_us};
 use super::term::{Input, Term, Typed};
 use super::view::{self, Paint};
-use crate::channels::present::{Budget, visible_line};
 use crate::interaction::{Answer, Form, Interaction, InteractionId, Kind, Outcome, Question};
+use crate::present::{Budget, visible_line};
 
 /// What `imrelay watch --help` adds: the keys and the exit codes.
 const WATCH_HELP: &str = "\
@@ -1356,7 +1356,7 @@ impl Watch {
             Ok(Value::Object(input)) => {
                 let p = self.term.painter();
                 let mut lines = vec![String::new(), p.paint(Paint::Bold, "Edited input:")];
-                let pr = crate::channels::present::present(
+                let pr = crate::present::present(
                     &i.tool_name,
                     &input,
                     i.cwd.as_deref(),

@@ -357,13 +357,13 @@ pub struct DisplayParams {
 }
 
 /// `GET /v1/interactions/{id}/display`: the tool call as a person reads it (see
-/// [`present`](crate::channels::present)), for the inbox and other clients that show it.
+/// [`present`](crate::present)), for the inbox and other clients that show it.
 pub async fn display(
     State(state): State<AppState>,
     ApiPath(id): ApiPath<String>,
     ApiQuery(params): ApiQuery<DisplayParams>,
 ) -> Result<Response, ApiError> {
-    use crate::channels::present::{self, Block, Budget, Cut, DiffLine};
+    use crate::present::{self, Block, Budget, Cut, DiffLine};
     let id = path_id(&id)?;
     let Some(i) = state.registry.get(&id).await? else {
         return Err(RegistryError::NotFound(id).into());

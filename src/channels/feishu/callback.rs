@@ -307,7 +307,7 @@ impl Callbacks {
             Err(stop) => return self.reply(again_mine(stop.feedback)),
         };
         if what == Action::AllowSimilar {
-            let Some(rule) = crate::channels::render::similar_rule(&current) else {
+            let Some(rule) = crate::present::render::similar_rule(&current) else {
                 return self.reply(Feedback::BadButton);
             };
             let request = crate::interaction::GrantRequest {

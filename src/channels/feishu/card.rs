@@ -10,13 +10,13 @@ use serde_json::{Map, Value, json};
 
 use super::crypto::button_tag;
 use super::settings::Locale;
-use crate::channels::present;
-use crate::channels::render::{self, cut_note, format_time};
 use crate::interaction::clip;
 use crate::interaction::form::{Choice, Field, FieldType};
 use crate::interaction::{
     Form, Interaction, Kind, Outcome, PermissionResult, Question, Resolution, parse_questions,
 };
+use crate::present;
+use crate::present::render::{self, cut_note, format_time};
 
 /// The platform refuses a card message whose request body exceeds 30 KB. The card travels as a
 /// JSON string inside that body (escaped a second time), so this is what is measured; read
@@ -545,7 +545,7 @@ impl Cards {
         match &i.resolution {
             Some(r) => self.resolution_lines(i, r, budget, out),
             None => {
-                let similar = crate::channels::render::similar_rule(i);
+                let similar = crate::present::render::similar_rule(i);
                 if let Some(rule) = &similar {
                     // What "Allow similar" adds, in full, before anyone taps it.
                     let native = if i.suggestions.is_some() {

@@ -49,7 +49,7 @@ impl Mode {
 }
 
 /// The language of card text.
-pub use crate::channels::render::Locale;
+pub use crate::present::render::Locale;
 
 /// The kind of id a receiver is given as (the `receive_id_type` of the send API).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize, Serialize)]

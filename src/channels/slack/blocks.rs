@@ -16,13 +16,13 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::channels::present;
-use crate::channels::render::{self, cut_note, format_time};
 use crate::channels::token::Signer;
 use crate::interaction::form::{Choice, Field, FieldType, Format};
 use crate::interaction::{
     Form, Interaction, InteractionId, Kind, Outcome, PermissionResult, Question, parse_questions,
 };
+use crate::present;
+use crate::present::render::{self, cut_note, format_time};
 
 /// Most characters in one text object (section text, rich text, input label).
 pub const MAX_TEXT: usize = 3000;

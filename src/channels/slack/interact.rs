@@ -28,9 +28,9 @@ use super::blocks::{
 use super::settings::SlackSettings;
 use super::socket::{Envelope, EnvelopeHandler};
 use crate::channels::pipeline::{Feedback, Pipeline, Tap};
-use crate::channels::render::Locale;
 use crate::interaction::form::{FieldType, Format};
 use crate::interaction::{Answer, Form, Interaction, Responder, parse_questions};
+use crate::present::render::Locale;
 
 /// Labels of the interaction counter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

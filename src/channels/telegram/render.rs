@@ -16,14 +16,14 @@ use teloxide::types::{InlineKeyboardButton, InlineKeyboardMarkup, User};
 
 use super::callback::{Action, Codec};
 use super::state::{PromptState, ReplyKind};
-use crate::channels::present;
-use crate::channels::render::{
-    context_line, cut_note, duration_words, form_answers, format_time, given_answers,
-    outcome_phrase, single_text_form, single_text_note,
-};
 use crate::interaction::clip;
 use crate::interaction::form::{Field, FieldType};
 use crate::interaction::{Form, Interaction, Kind, Outcome, Question, parse_questions};
+use crate::present;
+use crate::present::render::{
+    context_line, cut_note, duration_words, form_answers, format_time, given_answers,
+    outcome_phrase, single_text_form, single_text_note,
+};
 
 /// Longest message text Telegram accepts.
 pub(crate) const MAX_TEXT: usize = 4096;
@@ -182,7 +182,7 @@ const LEVELS: [Limits; 4] = [
     },
 ];
 
-/// Shows the tool call as a person reads it (see [`present`](crate::channels::present)): a
+/// Shows the tool call as a person reads it (see [`present`](crate::present)): a
 /// command as itself, an edit as a diff, a file as its path and first lines. Returns the
 /// text and the code block's language.
 fn input_text(i: &Interaction) -> (String, &'static str) {
@@ -702,7 +702,7 @@ pub fn prompt(i: &Interaction, state: &PromptState, b: &Buttons) -> Prompt {
                 rows.push(vec![b.button("✅ Always allow", Action::AllowAlways)]);
             }
             // "Allow similar": the rule it adds is in the message, in full.
-            if let Some(rule) = crate::channels::render::similar_rule(i) {
+            if let Some(rule) = crate::present::render::similar_rule(i) {
                 rows.push(vec![
                     b.button("🔁 Allow similar (this session)", Action::AllowSimilar),
                 ]);

@@ -26,11 +26,11 @@ use super::render::{self, Buttons, escape};
 use super::state::{MessageState, PromptState, ReplyKind, ReplyState};
 use super::{CHANNEL, DEDUPE_FOR, Telegram, actor, after, display_name, post_job, responder};
 use crate::channels::pipeline::{Feedback, Tap};
-use crate::channels::render::{Locale, single_text_form};
 use crate::interaction::form::FieldType;
 use crate::interaction::{
     Answer, Form, Interaction, InteractionId, Kind, Question, parse_questions,
 };
+use crate::present::render::{Locale, single_text_form};
 use crate::store::ChannelMessage;
 use crate::sync::LockExt;
 
@@ -225,7 +225,7 @@ impl Telegram {
                 self.decide(&q, &i, a).await
             }
             Action::AllowSimilar => {
-                let feedback = match crate::channels::render::similar_rule(&i) {
+                let feedback = match crate::present::render::similar_rule(&i) {
                     Some(rule) => {
                         let request = crate::interaction::GrantRequest {
                             rule: Some(rule),

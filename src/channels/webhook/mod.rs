@@ -128,11 +128,11 @@ impl Webhooks {
                 respond_url: format!("{}/v1/webhooks/{target}/respond", self.public_url),
                 interaction_url: format!("{}/v1/interactions/{}", self.public_url, i.id),
                 display: (i.kind == Kind::Approval).then(|| {
-                    let shown = crate::channels::present::present(
+                    let shown = crate::present::present(
                         &i.tool_name,
                         &i.input.map(),
                         i.cwd.as_deref(),
-                        crate::channels::present::Budget::ALL,
+                        crate::present::Budget::ALL,
                     );
                     Display {
                         text: shown.plain_text(),
