@@ -156,8 +156,9 @@ enum Client {
     Pending(imrelay::cli::commands::PendingArgs),
     /// Show one interaction in full: the tool call, the questions, how it ended.
     Show(imrelay::cli::commands::ShowArgs),
-    /// Answer one interaction: `allow`, `deny [--reason TEXT]`, or `--answer QUESTION=ANSWER`.
-    Answer(imrelay::cli::commands::AnswerArgs),
+    /// Answer one interaction: `allow`, `deny [--reason TEXT]`, or `--answer QUESTION=ANSWER`;
+    /// or with `--all --session S`, all of a session's at once.
+    Answer(Box<imrelay::cli::commands::AnswerArgs>),
     /// The grants in force ("allow this and similar calls"): list them, or `grants revoke ID`.
     Grants(imrelay::cli::grants::GrantsArgs),
     /// Serve MCP on standard input and output, relayed to the server's /mcp (for MCP clients
@@ -186,7 +187,7 @@ fn main() -> ExitCode {
                 Client::Watch(args) => imrelay::cli::watch::run(args, config),
                 Client::Pending(args) => imrelay::cli::commands::pending(args, config),
                 Client::Show(args) => imrelay::cli::commands::show(args, config),
-                Client::Answer(args) => imrelay::cli::commands::answer(args, config),
+                Client::Answer(args) => imrelay::cli::commands::answer(*args, config),
                 Client::Mcp(args) => imrelay::cli::mcp::run(args, config),
                 Client::Grants(args) => imrelay::cli::grants::run(args, config),
                 Client::Hook(args) => imrelay::cli::hook::run(args, config),

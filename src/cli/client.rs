@@ -487,6 +487,22 @@ impl Remote {
         parse_interaction(body["interaction"].take())
     }
 
+    /// Sends one allow or deny to every interaction in `ids` (`POST /v1/respond`); the
+    /// server's body, with each interaction's own result.
+    pub async fn respond_many(
+        &self,
+        ids: &[String],
+        answer: &Answer,
+        by: Option<&str>,
+    ) -> Result<Value, ClientError> {
+        let mut body = respond_body(answer, by);
+        body["ids"] = json!(ids);
+        let req = self
+            .request(reqwest::Method::POST, "/v1/respond")
+            .json(&body);
+        self.call(req, None).await
+    }
+
     /// Follows `/v1/events` until `tx` is closed, reconnecting with `Last-Event-ID` after a
     /// failure and reporting what happens as [`Feed`] items.
     pub async fn follow(self, tx: mpsc::Sender<Feed>) {

@@ -68,10 +68,21 @@ pub struct AnswerArgs {
     /// Who answers, as other channels will show it [default: your login name].
     #[arg(long, value_name = "NAME")]
     by: Option<String>,
-    /// The interaction's id.
-    id: String,
+    /// The interaction's id (with `--all`: `allow` or `deny`).
+    #[arg(required_unless_present = "all")]
+    id: Option<String>,
     /// `allow` or `deny` an approval (`deny` also declines a question).
     decision: Option<Decision>,
+    /// Answer every pending interaction of `--session` (or `--agent`) at once: `allow`
+    /// allows its approvals, `deny` denies (or declines) all of them.
+    #[arg(long, conflicts_with_all = ["input", "always", "similar", "answers", "content"])]
+    all: bool,
+    /// With `--all`: only this agent session's interactions.
+    #[arg(long, value_name = "SESSION", requires = "all")]
+    session: Option<String>,
+    /// With `--all`: only this agent's interactions (as the agent names itself).
+    #[arg(long, value_name = "AGENT", requires = "all")]
+    agent: Option<String>,
     /// With `deny`: the reason, shown to the agent.
     #[arg(long, value_name = "TEXT")]
     reason: Option<String>,
@@ -412,13 +423,18 @@ pub fn answer(args: AnswerArgs, config: Option<&std::path::Path>) -> i32 {
         .clone()
         .filter(|b| !b.trim().is_empty())
         .or_else(login_name);
+    if args.all {
+        return rt.block_on(answer_all(&remote, args, by));
+    }
     if let Err(message) = check_flags(&args) {
         eprintln!("imrelay: {message}");
         return exit::USAGE;
     }
     let painter = Painter::for_stdout();
+    // Required by clap unless `--all`.
+    let id = args.id.clone().unwrap_or_default();
     rt.block_on(async {
-        let i = match remote.get(&args.id).await {
+        let i = match remote.get(&id).await {
             Ok(i) => i,
             Err(e) => return fail(&e),
         };
@@ -438,7 +454,7 @@ pub fn answer(args: AnswerArgs, config: Option<&std::path::Path>) -> i32 {
                 GrantScopeArg::Standing => "standing",
             };
             return match remote
-                .respond_granting(&args.id, &answer, by.as_deref(), Some(rule.as_str()), scope)
+                .respond_granting(&id, &answer, by.as_deref(), Some(rule.as_str()), scope)
                 .await
             {
                 Ok((i, grant)) => {
@@ -454,7 +470,7 @@ pub fn answer(args: AnswerArgs, config: Option<&std::path::Path>) -> i32 {
         let mut backoff = super::client::Backoff::default();
         let mut attempt = 1;
         let result = loop {
-            match remote.respond(&args.id, &answer, by.as_deref()).await {
+            match remote.respond(&id, &answer, by.as_deref()).await {
                 Err(e) if e.is_transient() && attempt < ANSWER_ATTEMPTS => {
                     eprintln!("imrelay: {}; trying again", visible_line(&e.to_string()));
                     attempt += 1;
@@ -482,4 +498,91 @@ pub fn answer(args: AnswerArgs, config: Option<&std::path::Path>) -> i32 {
             Err(e) => fail(&e),
         }
     })
+}
+
+/// `imrelay answer --all [--session S] [--agent A] allow|deny`: lists what is pending, keeps
+/// what the filters select (for `allow`, approvals only: a question or form cannot be
+/// allowed), and answers those in one request, printing each one's result.
+async fn answer_all(remote: &Remote, args: AnswerArgs, by: Option<String>) -> i32 {
+    // With `--all`, the one word given is the decision, in either position.
+    let word = args.id.as_deref().map(str::to_ascii_lowercase);
+    let decision = match (args.decision, word.as_deref()) {
+        (Some(d), None) => d,
+        (None, Some("allow")) => Decision::Allow,
+        (None, Some("deny")) => Decision::Deny,
+        _ => {
+            eprintln!("imrelay: --all takes allow or deny, and no id");
+            return exit::USAGE;
+        }
+    };
+    if args.session.is_none() && args.agent.is_none() {
+        eprintln!(
+            "imrelay: --all needs --session or --agent, so that it answers only what you meant"
+        );
+        return exit::USAGE;
+    }
+    if decision == Decision::Allow && (args.reason.is_some() || args.interrupt) {
+        eprintln!("imrelay: --reason and --interrupt go with deny");
+        return exit::USAGE;
+    }
+    let pending = match remote.pending().await {
+        Ok(list) => list,
+        Err(e) => return fail(&e),
+    };
+    let chosen: Vec<&Interaction> = pending
+        .iter()
+        .map(|l| &l.interaction)
+        .filter(|i| args.session.is_none() || i.session.as_deref() == args.session.as_deref())
+        .filter(|i| args.agent.is_none() || i.agent.as_deref() == args.agent.as_deref())
+        .collect();
+    let (answerable, skipped): (Vec<&Interaction>, Vec<&Interaction>) = chosen
+        .into_iter()
+        .partition(|i| decision == Decision::Deny || i.kind == Kind::Approval);
+    for i in &skipped {
+        println!(
+            "skipped {}: a {} is answered on its own (or denied with --all deny)",
+            visible_line(i.id.as_str()),
+            i.kind.as_str()
+        );
+    }
+    if answerable.is_empty() {
+        println!("Nothing pending matches.");
+        return exit::OK;
+    }
+    let ids: Vec<String> = answerable.iter().map(|i| i.id.to_string()).collect();
+    let answer = match decision {
+        Decision::Allow => Answer::allow(),
+        Decision::Deny => Answer::Deny {
+            message: args.reason.clone().filter(|r| !r.trim().is_empty()),
+            interrupt: args.interrupt,
+        },
+    };
+    let mut code = exit::OK;
+    for chunk in ids.chunks(crate::wire::answer::MAX_BULK) {
+        let body = match remote.respond_many(chunk, &answer, by.as_deref()).await {
+            Ok(b) => b,
+            Err(e) => return fail(&e),
+        };
+        for r in body["results"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
+            let id = visible_line(r["id"].as_str().unwrap_or("?"));
+            let what = answerable
+                .iter()
+                .find(|i| i.id.as_str() == r["id"])
+                .map(|i| visible_line(&view::headline(i)))
+                .unwrap_or_default();
+            if r["status"] == 200 {
+                println!(
+                    "{} {id}  {what}",
+                    r["outcome"].as_str().unwrap_or("answered")
+                );
+            } else {
+                code = exit::REFUSED;
+                println!(
+                    "not answered {id}: {}",
+                    visible_line(r["error"]["message"].as_str().unwrap_or("refused"))
+                );
+            }
+        }
+    }
+    code
 }

@@ -498,6 +498,11 @@ pub(crate) fn policy_line(p: &Painter, i: &Interaction) -> Option<String> {
     })
 }
 
+/// What an interaction asks, in one line (as `imrelay pending` lists it).
+pub fn headline(i: &Interaction) -> String {
+    present::present(&i.tool_name, &i.input.map(), i.cwd.as_deref(), SUMMARY).summary
+}
+
 /// One line of the `imrelay pending` list: id, kind, time left, agent, summary.
 pub fn row(i: &Interaction, id_width: usize, now: Timestamp) -> String {
     let summary = present::present(&i.tool_name, &i.input.map(), i.cwd.as_deref(), SUMMARY).summary;

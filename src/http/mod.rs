@@ -9,7 +9,7 @@
 //! | `GET /`, `GET /livez`, `GET /healthz`, `GET /metrics` | none |
 //! | `POST /v1/interactions`, `GET /v1/interactions/{id}/wait`, `DELETE /v1/interactions/{id}`, `POST /v1/hooks/claude-code` | agent |
 //! | `POST`, `GET`, `DELETE /mcp` (the MCP endpoint, mounted by the app) | agent |
-//! | `GET /v1/interactions`, `POST /v1/interactions/{id}/respond`, `GET /v1/events`, `GET /v1/audit`, `GET`, `POST /v1/grants`, `DELETE /v1/grants/{id}` | operator |
+//! | `GET /v1/interactions`, `POST /v1/interactions/{id}/respond`, `POST /v1/respond`, `GET /v1/events`, `GET /v1/audit`, `GET`, `POST /v1/grants`, `DELETE /v1/grants/{id}` | operator |
 //! | `POST /v1/webhooks/{name}/respond` | a Standard Webhooks signature (see [`crate::channels::webhook`]) |
 //! | `GET /v1/interactions/{id}` | agent or operator (whichever check passes) |
 //!
@@ -24,6 +24,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod bulk;
 pub mod grants;
 pub mod inbox;
 pub mod server;
@@ -102,6 +103,7 @@ pub fn router(state: AppState, extra: Router, agent_extra: Router<AppState>) -> 
     let operator = Router::new()
         .route("/v1/interactions", get(api::list))
         .route("/v1/interactions/{id}/respond", post(api::respond))
+        .route("/v1/respond", post(bulk::respond_many))
         .route("/v1/events", get(sse::events))
         .route("/v1/audit", get(api::audit))
         .route("/v1/interactions/{id}/display", get(api::display))

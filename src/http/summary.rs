@@ -177,7 +177,7 @@ impl Serialize for Summary<'_> {
             || suggestions_cut
             || resolution_cut;
         // Every member of `Interaction`'s own form, in its order (the test below checks).
-        let mut st = s.serialize_struct("Summary", 18)?;
+        let mut st = s.serialize_struct("Summary", 20)?;
         st.serialize_field("id", &i.id)?;
         st.serialize_field("kind", &i.kind)?;
         st.serialize_field("status", i.status())?;
@@ -195,6 +195,13 @@ impl Serialize for Summary<'_> {
         }
         if i.input_fixed {
             st.serialize_field("input_fixed", &true)?;
+        }
+        // Bounded by their own limits (16 short labels; a route from the configuration).
+        if !i.labels.is_empty() {
+            st.serialize_field("labels", &i.labels)?;
+        }
+        if i.route.is_some() {
+            st.serialize_field("route", &i.route)?;
         }
         st.serialize_field("created_at", &Millis(i.created_at))?;
         st.serialize_field("deadline", &Millis(i.deadline))?;
@@ -234,6 +241,10 @@ mod tests {
         i.title = Some("t".into());
         i.description = Some("d".into());
         i.cwd = Some("/tmp".into());
+        i.labels = vec!["prod".into()].into_boxed_slice();
+        i.route = Some(Box::new(
+            crate::interaction::routes::RouteStamp::default_route(),
+        ));
         let mut whole = serde_json::to_value(&i).unwrap();
         let listed = serde_json::to_value(Summary(&i)).unwrap();
         assert_eq!(listed["truncated"], false);

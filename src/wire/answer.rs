@@ -11,6 +11,9 @@ use crate::interaction::{
     AgentResult, Answer, Interaction, InteractionId, Resolution, ValidationError, Via, json_type,
 };
 
+/// Most interactions one `POST /v1/respond` may answer.
+pub const MAX_BULK: usize = 500;
+
 /// Parses an id from a path; a malformed id cannot exist, so it is a 404.
 pub fn path_id(raw: &str) -> Result<InteractionId, ApiError> {
     InteractionId::parse(raw)

@@ -97,6 +97,11 @@ impl ApiError {
         self.code
     }
 
+    /// The human message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
     /// A 409 carrying the interaction that already won.
     pub fn already_resolved(i: &Arc<Interaction>) -> Self {
         let summary = i

@@ -71,6 +71,11 @@ pub fn trials() -> Vec<libtest_mimic::Trial> {
             a_free_text_prompt_is_a_question_answered_in_one_step,
         ),
         trial(
+            "inbox::many_are_filtered_selected_and_answered_at_once",
+            browser,
+            many_are_filtered_selected_and_answered_at_once,
+        ),
+        trial(
             "inbox::an_agents_pattern_is_checked_by_the_server_not_the_page",
             browser,
             an_agents_pattern_is_checked_by_the_server_not_the_page,
@@ -1554,7 +1559,7 @@ async fn an_mcp_clients_questions_are_answered_in_the_inbox() {
     let name = card("pending", "mcp-name");
     b.until(
         "both questions, with who asks",
-        &format!("!!{deploy} && !!{name}?.querySelector('input, textarea') && {deploy}.innerText.includes('codex/0.9')"),
+        &format!("!!{deploy} && !!{name}?.querySelector('.body input, .body textarea') && {deploy}.innerText.includes('codex/0.9')"),
     )
     .await;
     b.eval(&format!("{deploy}.querySelector('button.primary').click()"))
@@ -1564,7 +1569,7 @@ async fn an_mcp_clients_questions_are_answered_in_the_inbox() {
     assert_eq!(r["structuredContent"]["via"], "desktop", "{r}");
     assert_eq!(r["structuredContent"]["by"], "Ines", "{r}");
     b.eval(&format!(
-        "(() => {{ const c = {name}; const f = c.querySelector('input, textarea'); f.value = 'Aurora'; \
+        "(() => {{ const c = {name}; const f = c.querySelector('.body input, .body textarea'); f.value = 'Aurora'; \
            f.dispatchEvent(new Event('input')); \
            [...c.querySelectorAll('button')].find(x => x.textContent === 'Send answer').click(); }})()"
     ))
@@ -1837,5 +1842,139 @@ async fn a_codex_request_offers_no_editor() {
     assert_eq!(
         out,
         json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": {"behavior": "allow"}}})
+    );
+}
+
+async fn many_are_filtered_selected_and_answered_at_once() {
+    let bin = chromium().expect("Chromium (checked before the test)");
+    let app = spawn_app().await;
+    for (id, session, command) in [
+        ("mb-1", "s-1", "npm test"),
+        ("mb-2", "s-1", "npm run lint"),
+        ("mb-3", "s-1", "cargo build"),
+        ("mb-other", "s-2", "make deploy"),
+    ] {
+        let (status, body) = app
+            .post(
+                "/v1/interactions",
+                &json!({"id": id, "tool_name": "Bash", "session": session, "agent": "claude-code",
+                        "cwd": "/home/dev/shop", "input": {"command": command}}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+    let (status, _) = app
+        .post(
+            "/v1/interactions",
+            &json!({"id": "mb-q", "tool_name": "AskUserQuestion", "session": "s-1", "agent": "claude-code",
+                    "input": {"questions": [{"question": "Which database?", "header": "DB",
+                     "options": [{"label": "Postgres"}, {"label": "SQLite"}]}]}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+
+    let mut b = Browser::launch(&bin).await;
+    b.call("Page.navigate", json!({"url": app.url("/")})).await;
+    give_name(&mut b, "Dana").await;
+    b.until(
+        "five pending cards",
+        "document.querySelectorAll('#pending .card').length === 5",
+    )
+    .await;
+    // The filters offer what is pending.
+    assert_eq!(
+        b.eval("[...document.querySelectorAll('#f-session option')].map(o => o.textContent)")
+            .await,
+        json!(["any session", "s-1", "s-2"])
+    );
+    assert_eq!(
+        b.eval("[...document.querySelectorAll('#f-kind option')].map(o => o.textContent)")
+            .await,
+        json!(["any kind", "approval", "question"])
+    );
+    // No routes configured: no route filter.
+    assert_eq!(
+        b.eval("document.getElementById('f-route').hidden").await,
+        json!(true)
+    );
+    // One session only, all of it ticked.
+    b.eval(
+        "const f = document.getElementById('f-session'); f.value = 's-1'; \
+         f.dispatchEvent(new Event('change')); \
+         const a = document.getElementById('pick-all'); a.checked = true; a.dispatchEvent(new Event('change'))",
+    )
+    .await;
+    assert_eq!(
+        b.eval(
+            "[[...document.querySelectorAll('#pending .card')].filter(c => !c.hidden).map(c => c.dataset.id).sort(), \
+              document.getElementById('bulk-shown').textContent, \
+              document.getElementById('bulk-approve').textContent, \
+              document.getElementById('bulk-deny').textContent]"
+        )
+        .await,
+        json!([["mb-1", "mb-2", "mb-3", "mb-q"], "4 of 5 shown", "Approve selected (3)", "Deny selected (4)"])
+    );
+    b.screenshots("inbox-bulk-selected").await;
+
+    // Untick one; approve the rest: the question is left for its own card.
+    b.eval(&format!(
+        "const p = {}.querySelector('.pick'); p.checked = false; p.dispatchEvent(new Event('change'))",
+        card("pending", "mb-3")
+    ))
+    .await;
+    b.eval("document.getElementById('bulk-approve').click()")
+        .await;
+    b.until(
+        "the approved cards to move to Recent, and the answer's summary",
+        "!!document.querySelector('#recent [data-id=\"mb-1\"]') && !!document.querySelector('#recent [data-id=\"mb-2\"]') \
+         && document.getElementById('bulk-notice').textContent !== ''",
+    )
+    .await;
+    let said = b
+        .eval("document.getElementById('bulk-notice').textContent")
+        .await;
+    assert!(
+        said.as_str().unwrap().starts_with("Approved 2 requests."),
+        "{said}"
+    );
+    assert!(
+        said.as_str()
+            .unwrap()
+            .contains("1 question or form left ticked"),
+        "{said}"
+    );
+    for id in ["mb-1", "mb-2"] {
+        let (_, i) = app.get(&format!("/v1/interactions/{id}")).await;
+        assert_eq!(i["resolution"]["outcome"], "allowed", "{i}");
+        assert_eq!(i["resolution"]["by"], "Dana");
+        assert_eq!(i["resolution"]["via"], "desktop");
+    }
+    for id in ["mb-3", "mb-q", "mb-other"] {
+        let (_, i) = app.get(&format!("/v1/interactions/{id}")).await;
+        assert_eq!(i["status"], "pending", "{id}: {i}");
+    }
+    b.screenshots("inbox-bulk-approved").await;
+
+    // Deny what is still ticked (the question), with one reason.
+    b.eval(
+        "document.getElementById('bulk-reason').value = 'Not in this sprint'; \
+         document.getElementById('bulk-deny').click()",
+    )
+    .await;
+    b.until(
+        "the declined question in Recent",
+        "!!document.querySelector('#recent [data-id=\"mb-q\"]')",
+    )
+    .await;
+    let (_, q) = app.get("/v1/interactions/mb-q/wait").await;
+    assert_eq!(q["resolution"]["outcome"], "denied", "{q}");
+    assert_eq!(q["result"]["message"], "Not in this sprint");
+    // The other session was never shown, so never answered.
+    let (_, other) = app.get("/v1/interactions/mb-other").await;
+    assert_eq!(other["status"], "pending");
+    assert_eq!(
+        b.eval("document.getElementById('bulk-deny').textContent")
+            .await,
+        "Deny selected (0)"
     );
 }

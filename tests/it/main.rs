@@ -10,6 +10,7 @@ mod auth;
 mod bad_input;
 mod bodies;
 mod budget;
+mod bulk;
 mod cli;
 mod codex;
 mod connections;

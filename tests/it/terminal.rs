@@ -1287,3 +1287,68 @@ async fn a_free_text_prompt_is_a_question_in_watch_and_show() {
         "{out}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answer_all_answers_one_sessions_requests_and_nothing_else() {
+    let relay = Relay::start();
+    let base = relay.base();
+    let mut other = bash("toolu_o1", "make deploy");
+    other["session"] = json!("s-other");
+    relay.create(other).await;
+    for (id, command) in [("toolu_a1", "npm test"), ("toolu_a2", "npm run lint")] {
+        let mut b = bash(id, command);
+        b["session"] = json!("s-1");
+        relay.create(b).await;
+    }
+    let mut q = two_questions("toolu_aq");
+    q["session"] = json!("s-1");
+    relay.create(q).await;
+
+    // Without a filter, nothing is answered.
+    let (code, _, err) = run(&base, &["answer", "--all", "allow"], &[]).await;
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--all needs --session or --agent"), "{err}");
+
+    let (code, out, err) = run(
+        &base,
+        &["answer", "--all", "--session", "s-1", "allow"],
+        &[],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("skipped toolu_aq: a question is answered on its own"),
+        "{out}"
+    );
+    assert!(out.contains("allowed toolu_a1  Run: npm test"), "{out}");
+    assert!(out.contains("allowed toolu_a2  Run: npm run lint"), "{out}");
+    for id in ["toolu_a1", "toolu_a2"] {
+        let i = relay.get(id).await;
+        assert_eq!(i["resolution"]["outcome"], "allowed", "{i}");
+        assert_eq!(i["resolution"]["by"], "carol");
+        assert_eq!(i["resolution"]["via"], "terminal");
+    }
+    assert_eq!(relay.get("toolu_o1").await["status"], "pending");
+    assert_eq!(relay.get("toolu_aq").await["status"], "pending");
+
+    // Deny declines the question too, with the one reason.
+    let (code, out, err) = run(
+        &base,
+        &[
+            "answer",
+            "--all",
+            "--session",
+            "s-1",
+            "deny",
+            "--reason",
+            "later",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("denied toolu_aq"), "{out}");
+    let q = relay.get("toolu_aq").await;
+    assert_eq!(q["resolution"]["result"]["message"], "later", "{q}");
+    assert_eq!(relay.get("toolu_o1").await["status"], "pending");
+}

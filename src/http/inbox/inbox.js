@@ -841,6 +841,8 @@ function formBody(card, i) {
 
 function pendingCard(i) {
   const card = baseCard(i);
+  // Ticked, it is among what "Approve selected" / "Deny selected" answer.
+  card.querySelector(".card-head").prepend(el("input", { type: "checkbox", class: "pick", "aria-label": "Select " + i.tool_name + " " + i.id, onchange: refreshBulk }));
   if (i.kind === "question") questionBody(card, i);
   else if (i.kind === "form") formBody(card, i);
   else approvalBody(card, i);
@@ -913,6 +915,116 @@ function renderCounts() {
   $("pending-count").textContent = String(n);
   $("empty").hidden = n > 0;
   document.title = (n ? "(" + n + ") " : "") + "imrelay inbox";
+  refreshBulk();
+}
+
+// ---------- many at once: filters, Approve selected, Deny selected ----------
+
+const filters = { agent: "", session: "", route: "", kind: "" };
+const FILTER_ANY = { agent: "any agent", session: "any session", route: "any route", kind: "any kind" };
+
+function kindOf(i) { return isSingleText(i) ? "question" : i.kind; }
+function routeOf(i) { return (i.route && i.route.name) || ""; }
+
+// The value of filter `key` for interaction `i`.
+function facet(i, key) {
+  if (key === "kind") return kindOf(i);
+  if (key === "route") return routeOf(i);
+  return i[key] || "";
+}
+
+function shownBy(i) {
+  return Object.keys(filters).every((key) => !filters[key] || facet(i, key) === filters[key]);
+}
+
+// The ticked cards the filters show (a hidden card is never answered by a bulk button).
+function picked() {
+  return [...state.pending.values()].filter(({ el: card }) => !card.hidden && card.querySelector(".pick").checked);
+}
+
+// Filters offer what is pending (and keep a chosen value that is gone); cards are shown
+// or hidden by them; the buttons count what they would answer.
+function refreshBulk() {
+  for (const key of Object.keys(filters)) {
+    const select = $("f-" + key);
+    const values = new Set();
+    for (const { interaction: i } of state.pending.values()) {
+      const v = facet(i, key);
+      if (v) values.add(v);
+    }
+    if (filters[key]) values.add(filters[key]);
+    // A filter with nothing to choose from (no routes configured) is not shown.
+    select.hidden = values.size === 0;
+    select.replaceChildren(el("option", { value: "", text: FILTER_ANY[key] }),
+      ...[...values].sort().map((v) => el("option", { value: v, text: v })));
+    select.value = filters[key];
+  }
+  let shown = 0;
+  for (const { interaction: i, el: card } of state.pending.values()) {
+    card.hidden = !shownBy(i);
+    if (!card.hidden) shown++;
+  }
+  const ticked = picked();
+  const approvals = ticked.filter(({ interaction: i }) => i.kind === "approval").length;
+  $("bulk").hidden = state.pending.size === 0;
+  $("bulk-approve").textContent = "Approve selected (" + approvals + ")";
+  $("bulk-approve").disabled = approvals === 0;
+  $("bulk-deny").textContent = "Deny selected (" + ticked.length + ")";
+  $("bulk-deny").disabled = ticked.length === 0;
+  $("pick-all").checked = shown > 0 && ticked.length === shown;
+  $("bulk-shown").textContent = shown < state.pending.size ? shown + " of " + state.pending.size + " shown" : "";
+}
+
+function bulkNotice(text, isError) {
+  const n = $("bulk-notice");
+  n.hidden = !text;
+  n.textContent = text || "";
+  n.className = "notice" + (isError ? " error" : "");
+}
+
+// Answers the ticked cards shown in one request (`POST /v1/respond`): each is answered on
+// its own; the ones refused (answered elsewhere first, or not fitting) say why on their card.
+// Approve answers approvals only: a question or form is answered on its own card.
+async function answerSelected(decision) {
+  if (!state.who && !(await askName(true))) return;
+  if (!state.live) { bulkNotice("Not connected to imrelay: answer once the connection is back.", true); return; }
+  const chosen = picked().filter(({ interaction: i }) => decision === "deny" || i.kind === "approval");
+  if (!chosen.length) return;
+  const left = picked().length - chosen.length;
+  const body = { ids: chosen.map(({ interaction: i }) => i.id), decision, by: who(), via: "desktop" };
+  const reason = $("bulk-reason").value.trim();
+  if (decision === "deny" && reason) body.message = reason;
+  chosen.forEach(({ el: card }) => setBusy(card, true));
+  try {
+    const resp = await fetch("/v1/respond", {
+      method: "POST",
+      headers: authHeaders({ "Content-Type": "application/json" }),
+      body: JSON.stringify(body),
+    });
+    const data = await resp.json().catch(() => ({}));
+    if (resp.status === 401) { showLogin("The token was refused."); return; }
+    if (!resp.ok) {
+      chosen.forEach(({ el: card }) => setBusy(card, false));
+      bulkNotice((data.error && data.error.message) || ("HTTP " + resp.status), true);
+      return;
+    }
+    const refused = [];
+    for (const r of data.results || []) {
+      if (r.status === 200) continue; // the event stream moves it to Recent
+      refused.push(r);
+      const entry = state.pending.get(r.id);
+      if (entry) { setBusy(entry.el, false); notice(entry.el, (r.error && r.error.message) || ("HTTP " + r.status), true); }
+    }
+    const verb = decision === "allow" ? "Approved " : "Denied ";
+    let text = verb + plural(data.answered || 0, "request", "requests") + ".";
+    if (refused.length) text += " " + refused.length + " not answered: " + refused.map((r) => (r.error && r.error.message) || r.id).join("; ");
+    if (left) text += " " + plural(left, "question or form", "questions or forms") + " left ticked: answer each on its card, or deny them.";
+    bulkNotice(text, refused.length > 0);
+    if (decision === "deny") $("bulk-reason").value = "";
+  } catch (e) {
+    chosen.forEach(({ el: card }) => setBusy(card, false));
+    bulkNotice("Could not reach imrelay: " + e.message, true);
+  }
 }
 
 function insertPending(card, i) {
@@ -1232,6 +1344,15 @@ document.addEventListener("DOMContentLoaded", () => {
     if ($("login").hidden) showMain();
   });
   $("offline-retry").addEventListener("click", () => connect());
+  for (const key of Object.keys(filters)) {
+    $("f-" + key).addEventListener("change", (ev) => { filters[key] = ev.target.value; refreshBulk(); });
+  }
+  $("pick-all").addEventListener("change", (ev) => {
+    for (const { el: card } of state.pending.values()) if (!card.hidden) card.querySelector(".pick").checked = ev.target.checked;
+    refreshBulk();
+  });
+  $("bulk-approve").addEventListener("click", () => answerSelected("allow"));
+  $("bulk-deny").addEventListener("click", () => answerSelected("deny"));
   $("login-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
     state.token = $("token").value.trim();
