@@ -249,3 +249,58 @@ async fn a_standing_grant_survives_a_restart() {
     );
     app.stop().await;
 }
+
+/// A grant applies the agent's own suggestion on the side only when it is a scoped allow rule
+/// of the session: a whole tool (an ACP agent's "always"; for Gemini CLI's MCP tools, every tool
+/// of the server) or a permission mode would allow more than the grant's rule says.
+#[tokio::test]
+async fn a_grant_applies_the_agents_own_suggestion_only_when_it_is_a_scoped_rule() {
+    let app = spawn_app().await;
+    let cases = [
+        (
+            "sg-scoped",
+            json!([{"type": "addRules", "rules": [{"toolName": "Bash", "ruleContent": "make all:*"}],
+                    "behavior": "allow", "destination": "session"}]),
+            true,
+        ),
+        (
+            "sg-whole-tool",
+            json!([{"type": "addRules", "rules": [{"toolName": "Bash"}],
+                    "behavior": "allow", "destination": "session"}]),
+            false,
+        ),
+        (
+            "sg-mode",
+            json!([{"type": "setMode", "mode": "acceptEdits", "destination": "session"}]),
+            false,
+        ),
+    ];
+    for (id, suggestions, applied) in cases {
+        let (status, body) = app
+            .post(
+                "/v1/interactions",
+                &json!({"id": id, "tool_name": "Bash", "input": {"command": "make all"},
+                        "session": format!("s-{id}"), "agent": "claude-code",
+                        "suggestions": suggestions}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        let (status, answered) = app
+            .respond(
+                id,
+                &json!({"decision": "allow", "by": "alice", "via": "desktop",
+                        "grant": {"scope": "session"}}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{answered}");
+        assert_eq!(answered["grant"]["rule"], "Bash(make all:*)", "{answered}");
+        let result = &answered["resolution"]["result"];
+        assert_eq!(result["behavior"], "allow", "{answered}");
+        assert_eq!(
+            result.get("updatedPermissions").is_some(),
+            applied,
+            "{id}: {answered}"
+        );
+    }
+    app.stop().await;
+}
