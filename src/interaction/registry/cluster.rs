@@ -281,10 +281,14 @@ impl Registry {
                 _ = recheck.tick() => missed = !shared,
             }
             if shared {
-                // Whatever else is ready is covered by the one read.
-                while let Some(Some(change)) = feed.next().now_or_never() {
-                    if change == Change::MayHaveMissed {
-                        missed |= self.must_recheck();
+                // Whatever else is ready is covered by the one read. A feed that ended is
+                // never polled again.
+                loop {
+                    match feed.next().now_or_never() {
+                        Some(Some(Change::MayHaveMissed)) => missed |= self.must_recheck(),
+                        Some(Some(_)) => {}
+                        Some(None) => return,
+                        None => break,
                     }
                 }
                 if let Err(e) = self.pump_events().await {
@@ -325,9 +329,13 @@ impl Registry {
                 }
             }
         });
-        Box::pin(futures_util::stream::unfold(rx, |mut rx| async move {
-            rx.recv().await.map(|change| (change, rx))
-        }))
+        // Fused: polled after its end, it says so again rather than panicking.
+        Box::pin(
+            futures_util::stream::unfold(rx, |mut rx| async move {
+                rx.recv().await.map(|change| (change, rx))
+            })
+            .fuse(),
+        )
     }
 
     /// Wakes the local waiters of interaction `id`, resolved elsewhere with `resolution`
