@@ -476,6 +476,7 @@ pub(crate) fn enum_values(key: &str) -> Option<Vec<String>> {
         "slack.mode" => variants::<slack::Mode>(),
         "policy.decision" => variants::<crate::interaction::policy::Decision>(),
         "policy.mode" => variants::<crate::interaction::policy::Mode>(),
+        "policy.kind" | "routes.kind" => variants::<crate::interaction::Kind>(),
         _ => return None,
     })
 }

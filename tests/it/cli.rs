@@ -299,6 +299,21 @@ fn configuration_mistakes_are_explained_in_a_persons_words() {
             "policy[0].decision in c.toml: \"maybe\" is not one of the values policy[0].decision takes: \"allow\", \"deny\" or \"ask\". Use one of them, like decision = \"allow\".".into(),
         ),
         (
+            "[[routes]]\nname = \"shop\"\nkind = [\"bogus\"]\n",
+            vec![],
+            "routes[0].kind[0] in c.toml: \"bogus\" is not one of the values routes[0].kind[0] takes: \"approval\", \"question\" or \"form\". Use one of them, like kind = [\"approval\"].".into(),
+        ),
+        (
+            "[[routes]]\nname = \"shop\"\nagent = \"codex\"\n",
+            vec![],
+            "routes[0].agent in c.toml: \"codex\" is not a list. It takes a list, even of one: use agent = [\"codex\"].".into(),
+        ),
+        (
+            "[[policy]]\nname = \"x\"\ntools = [\"Bash(ls)\"]\nkind = [\"aproval\"]\n",
+            vec![],
+            "policy[0].kind[0] in c.toml: \"aproval\" is not one of the values policy[0].kind[0] takes: \"approval\", \"question\" or \"form\". Use kind = [\"approval\"].".into(),
+        ),
+        (
             "[store]\nsynchronous = \"fast\"\n",
             vec![],
             "store.synchronous in c.toml: \"fast\" is not one of the values store.synchronous takes: \"normal\" or \"full\". Use one of them, like synchronous = \"normal\".".into(),

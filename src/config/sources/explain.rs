@@ -107,7 +107,14 @@ impl Sources {
     fn write(&self, key: &str, toml: &str, text: &str) -> String {
         match self.origin(key) {
             Some(Origin::Env(var)) => format!("{var}={text}"),
-            _ => format!("{} = {toml}", key.rsplit('.').next().unwrap_or(key)),
+            _ => {
+                let name = key.rsplit('.').next().unwrap_or(key);
+                // An element of a list (`kind[0]`) is written as the list of it.
+                match name.split_once('[') {
+                    Some((list, _)) => format!("{list} = [{toml}]"),
+                    None => format!("{name} = {toml}"),
+                }
+            }
         }
     }
 
@@ -115,6 +122,15 @@ impl Sources {
     /// mistake is one people make; `None` leaves the loader's message.
     pub(super) fn explain(&self, key: &str, error: &str) -> Option<String> {
         let given = self.given(key)?;
+        if error.contains("expected a sequence") {
+            // One value where a list is taken (`agent = "codex"` for `agent = ["codex"]`).
+            let shown = given.shown();
+            return Some(format!(
+                "{}: {shown} is not a list. It takes a list, even of one: use {}.",
+                self.at(key),
+                self.write(key, &format!("[{shown}]"), &shown)
+            ));
+        }
         if let Some(values) = crate::config::enum_values(&super::unindexed(key)) {
             return Some(self.explain_choice(key, &given, &values));
         }
