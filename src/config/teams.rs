@@ -551,10 +551,85 @@ timeout_secs = 600
         assert!(lines[1].starts_with("shop "), "{table}");
         assert!(lines[1].contains("cwd=/srv/shop/**"), "{table}");
         assert!(
-            lines[1].contains("web, bob") && lines[1].ends_with("600s"),
+            lines[1].contains("web, bob")
+                && lines[1].contains("600s")
+                && lines[1].ends_with("never"),
             "{table}"
         );
         assert!(lines[2].starts_with("default "), "{table}");
+    }
+
+    #[test]
+    fn an_escalation_compiles_with_its_places_and_shows_in_the_table() {
+        let s = settings(
+            r#"
+[[routes]]
+name = "shop"
+telegram = [-1001]
+approvers = ["alice"]
+timeout_secs = 1800
+escalate_after_secs = 300
+[routes.escalate_to]
+telegram = [-1002]
+direct = ["bob"]
+approvers = ["bob"]
+"#,
+        );
+        let t = compile(&s).unwrap();
+        let e = t
+            .routes
+            .get("shop")
+            .unwrap()
+            .spec()
+            .escalation
+            .clone()
+            .unwrap();
+        assert_eq!(e.after_secs, 300);
+        assert_eq!(
+            e.targets,
+            [
+                Target::new(FEISHU, "open_id:ou_b"),
+                Target::new(TELEGRAM, "-1002")
+            ]
+        );
+        assert_eq!(e.approvers, ["bob"]);
+        let table = table(&t);
+        assert!(
+            table
+                .lines()
+                .nth(1)
+                .unwrap()
+                .ends_with("after 300s to feishu:open_id:ou_b, telegram:-1002; approvers bob"),
+            "{table}"
+        );
+    }
+
+    #[test]
+    fn escalations_that_cannot_work_are_refused() {
+        let refused = |extra: &str| {
+            compile(&settings(&format!(
+                "[[routes]]\nname = \"r\"\ntelegram = [-1001]\ntimeout_secs = 600\n{extra}"
+            )))
+            .unwrap_err()
+        };
+        let e = refused("escalate_after_secs = 60");
+        assert!(e.contains("escalate_after_secs needs escalate_to"), "{e}");
+        let e = refused("[routes.escalate_to]\ntelegram = [-1002]");
+        assert!(e.contains("escalate_to needs escalate_after_secs"), "{e}");
+        let e = refused("escalate_after_secs = 60\n[routes.escalate_to]\ntelegram = [-9]");
+        assert!(
+            e.starts_with("routes[0] (\"r\").escalate_to.telegram[0]: chat -9"),
+            "{e}"
+        );
+        let e = refused("escalate_after_secs = 600\n[routes.escalate_to]\ntelegram = [-1002]");
+        assert!(
+            e.contains("escalate_after_secs") && e.contains("timeout_secs"),
+            "{e}"
+        );
+        let e = refused("escalate_after_secs = 60\n[routes.escalate_to]\napprovers = [\"carol\"]");
+        assert!(e.contains("escalate_to.approvers[0]"), "{e}");
+        let e = refused("escalate_after_secs = 60\n[routes.escalate_to]");
+        assert!(e.contains("names no chat"), "{e}");
     }
 
     #[test]

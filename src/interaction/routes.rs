@@ -687,6 +687,102 @@ mod tests {
     }
 
     #[test]
+    fn escalation_approvers_may_answer_once_it_escalated() {
+        let p = people();
+        let r = Routes::new(
+            vec![RouteSpec {
+                name: "shop".into(),
+                targets: vec![Target::new("telegram", "-100")],
+                approvers: vec!["alice".into()],
+                escalation: Some(Escalation {
+                    after_secs: 300,
+                    targets: vec![
+                        Target::new("telegram", "-100"),
+                        Target::new("feishu", "chat_id:oc_2"),
+                    ],
+                    approvers: vec!["bob".into()],
+                }),
+                ..Default::default()
+            }],
+            &p,
+        )
+        .unwrap();
+        let mut i = call("Bash", "claude-code", "/srv/shop");
+        i.route = r.stamp_for(&i).map(Box::new);
+        assert_eq!(
+            admission(&i, &p, "feishu", "ou_b", true),
+            Admission::OtherRoute
+        );
+        assert_eq!(
+            admission(&i, &p, "telegram", "111", false),
+            Admission::Admitted
+        );
+        // Past its time (whether or not this copy carries the mark yet): Bob may too.
+        i.created_at = now() - jiff::SignedDuration::from_secs(301);
+        assert_eq!(
+            admission(&i, &p, "feishu", "ou_b", false),
+            Admission::Admitted
+        );
+        i.created_at = now();
+        i.escalated_at = Some(now());
+        assert_eq!(
+            admission(&i, &p, "feishu", "ou_b", false),
+            Admission::Admitted
+        );
+        // A stranger still may not, and Alice still may.
+        assert_eq!(
+            admission(&i, &p, "feishu", "ou_x", true),
+            Admission::OtherRoute
+        );
+        assert_eq!(
+            admission(&i, &p, "telegram", "111", false),
+            Admission::Admitted
+        );
+        // The chat the route posts to already is not posted to again.
+        let stamp = i.route.as_deref().unwrap();
+        assert!(stamp.escalation_addresses("telegram").is_empty());
+        assert_eq!(stamp.escalation_addresses("feishu"), ["chat_id:oc_2"]);
+        assert_eq!(stamp.escalation.as_ref().unwrap().wait_text(), "5 min");
+        // It is stored with the interaction.
+        let json = serde_json::to_value(stamp).unwrap();
+        assert_eq!(json["escalation"]["after_secs"], 300);
+        let back: RouteStamp = serde_json::from_value(json).unwrap();
+        assert_eq!(&back, stamp);
+    }
+
+    #[test]
+    fn escalations_that_cannot_work_are_refused() {
+        let p = people();
+        let route = |e: Escalation, timeout: Option<u64>| {
+            Routes::new(
+                vec![RouteSpec {
+                    name: "r".into(),
+                    timeout_secs: timeout,
+                    escalation: Some(e),
+                    ..Default::default()
+                }],
+                &p,
+            )
+            .map(|_| ())
+        };
+        let e = |after_secs: u64, approvers: &[&str], targets: Vec<Target>| Escalation {
+            after_secs,
+            targets,
+            approvers: approvers.iter().map(|a| a.to_string()).collect(),
+        };
+        let to = || vec![Target::new("telegram", "-1")];
+        assert!(route(e(60, &[], to()), Some(600)).is_ok());
+        let err = route(e(0, &[], to()), None).unwrap_err();
+        assert_eq!(err.field, "routes[0].escalate_after_secs");
+        let err = route(e(600, &[], to()), Some(600)).unwrap_err();
+        assert!(err.message.contains("before it escalates"), "{err}");
+        let err = route(e(60, &[], vec![]), None).unwrap_err();
+        assert_eq!(err.field, "routes[0].escalate_to");
+        let err = route(e(60, &["mallory"], vec![]), None).unwrap_err();
+        assert_eq!(err.field, "routes[0].escalate_to.approvers[0]");
+    }
+
+    #[test]
     fn routes_that_cannot_match_or_name_strangers_are_refused() {
         let p = people();
         let one = |spec: RouteSpec| Routes::new(vec![spec], &p).unwrap_err();

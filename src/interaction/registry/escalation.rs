@@ -220,3 +220,244 @@ impl Registry {
         self.inner.escalations.len()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::interaction::people::{Identity, People, PersonSpec};
+    use crate::interaction::ports::{AuditQuery, Store};
+    use crate::interaction::registry::{Lifecycle, NewInteraction, RegistryConfig, Teams};
+    use crate::interaction::routes::{Escalation, RouteSpec, Routes, Target};
+    use crate::interaction::{Answer, Responder, Via};
+    use crate::store::MemoryStore;
+
+    /// Counts what the registry asks of the lifecycle hooks about escalations.
+    #[derive(Default)]
+    struct Counts {
+        planned: AtomicUsize,
+        escalated: AtomicUsize,
+    }
+
+    impl Lifecycle for Counts {
+        fn plan_escalated(&self, i: &Interaction, _: &mut Vec<crate::store::OutboxJob>) {
+            assert!(i.escalated_at.is_some() && i.is_pending());
+            self.planned.fetch_add(1, Ordering::SeqCst);
+        }
+        fn escalated(&self, _: &Arc<Interaction>) {
+            self.escalated.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// One route, "shop", that escalates after five minutes to a second chat and to Bob.
+    fn teams() -> Teams {
+        let people = People::new(
+            vec![PersonSpec {
+                name: "bob".into(),
+                identities: vec![Identity::new("telegram", "222")],
+                groups: vec![],
+            }],
+            vec![],
+        )
+        .unwrap();
+        let routes = Routes::new(
+            vec![RouteSpec {
+                name: "shop".into(),
+                targets: vec![Target::new("telegram", "-1")],
+                timeout_secs: Some(3600),
+                escalation: Some(Escalation {
+                    after_secs: 300,
+                    targets: vec![Target::new("telegram", "-2")],
+                    approvers: vec!["bob".into()],
+                }),
+                ..Default::default()
+            }],
+            &people,
+        )
+        .unwrap();
+        Teams { people, routes }
+    }
+
+    fn started(store: Arc<dyn Store>, shutdown: &CancellationToken) -> (Registry, Arc<Counts>) {
+        let reg = Registry::new(store, RegistryConfig::default());
+        reg.set_teams(teams());
+        let counts = Arc::new(Counts::default());
+        reg.add_hook(counts.clone());
+        reg.spawn_background(shutdown.clone());
+        (reg, counts)
+    }
+
+    fn bash(id: &str) -> NewInteraction {
+        NewInteraction {
+            id: Some(id.into()),
+            ..NewInteraction::new(
+                "Bash",
+                json!({"command": "make"}).as_object().cloned().unwrap(),
+            )
+        }
+    }
+
+    fn id(s: &str) -> InteractionId {
+        InteractionId::parse(s).unwrap()
+    }
+
+    async fn settle() {
+        for _ in 0..20 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn nothing_before_the_time_the_escalation_once_after_and_the_answer_still_counts() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let shutdown = CancellationToken::new();
+        let (reg, counts) = started(store.clone(), &shutdown);
+        reg.create(bash("e1")).await.unwrap();
+        assert_eq!(reg.scheduled_escalations(), 1);
+        tokio::time::sleep(Duration::from_secs(299)).await;
+        settle().await;
+        assert_eq!(counts.planned.load(Ordering::SeqCst), 0);
+        let i = reg.get(&id("e1")).await.unwrap().unwrap();
+        assert!(i.escalated_at.is_none());
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        settle().await;
+        assert_eq!(counts.planned.load(Ordering::SeqCst), 1);
+        assert_eq!(counts.escalated.load(Ordering::SeqCst), 1);
+        assert_eq!(reg.scheduled_escalations(), 0);
+        let i = reg.get(&id("e1")).await.unwrap().unwrap();
+        assert!(i.escalated_at.is_some() && i.is_pending());
+        assert!(
+            store
+                .get(&id("e1"))
+                .await
+                .unwrap()
+                .unwrap()
+                .escalated_at
+                .is_some()
+        );
+        // Once: asking again changes nothing.
+        assert!(reg.escalate(&id("e1")).await.unwrap().is_none());
+        let audit = store
+            .audit(&AuditQuery {
+                after_seq: 0,
+                since: None,
+                limit: 10,
+            })
+            .await
+            .unwrap();
+        let escalated: Vec<_> = audit
+            .iter()
+            .filter(|e| e.record.action == crate::interaction::ports::audit::Action::Escalated)
+            .collect();
+        assert_eq!(escalated.len(), 1, "{audit:?}");
+        assert_eq!(
+            escalated[0].record.detail.as_deref(),
+            Some("nobody on route \"shop\" answered in 5 min")
+        );
+        // The first copies stay live: an answer still resolves it, and the mark stays.
+        let done = reg
+            .respond(
+                &id("e1"),
+                Answer::allow(),
+                Responder::new("alice", Via::api()),
+            )
+            .await
+            .unwrap();
+        assert!(!done.is_pending());
+        assert!(
+            store
+                .get(&id("e1"))
+                .await
+                .unwrap()
+                .unwrap()
+                .escalated_at
+                .is_some()
+        );
+        shutdown.cancel();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_before_the_time_means_no_escalation() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let shutdown = CancellationToken::new();
+        let (reg, counts) = started(store.clone(), &shutdown);
+        reg.create(bash("e2")).await.unwrap();
+        tokio::time::sleep(Duration::from_secs(100)).await;
+        reg.respond(
+            &id("e2"),
+            Answer::allow(),
+            Responder::new("alice", Via::api()),
+        )
+        .await
+        .unwrap();
+        assert_eq!(reg.scheduled_escalations(), 0);
+        tokio::time::sleep(Duration::from_secs(600)).await;
+        settle().await;
+        assert_eq!(counts.planned.load(Ordering::SeqCst), 0);
+        assert!(
+            store
+                .get(&id("e2"))
+                .await
+                .unwrap()
+                .unwrap()
+                .escalated_at
+                .is_none()
+        );
+        shutdown.cancel();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn two_registries_on_one_store_escalate_once() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let shutdown = CancellationToken::new();
+        let (a, at_a) = started(store.clone(), &shutdown);
+        let (b, at_b) = started(store.clone(), &shutdown);
+        a.create(bash("e3")).await.unwrap();
+        // The other process hears of it and holds it too, timer and all.
+        b.refresh(&id("e3")).await.unwrap();
+        assert_eq!(
+            (a.scheduled_escalations(), b.scheduled_escalations()),
+            (1, 1)
+        );
+        tokio::time::sleep(Duration::from_secs(301)).await;
+        settle().await;
+        let planned = at_a.planned.load(Ordering::SeqCst) + at_b.planned.load(Ordering::SeqCst);
+        let done = at_a.escalated.load(Ordering::SeqCst) + at_b.escalated.load(Ordering::SeqCst);
+        // Both may plan; one write wins, and only its jobs are recorded.
+        assert!((1..=2).contains(&planned), "{planned}");
+        assert_eq!(done, 1);
+        assert_eq!(
+            (a.scheduled_escalations(), b.scheduled_escalations()),
+            (0, 0)
+        );
+        shutdown.cancel();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_restart_re_arms_pending_escalations() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let first = CancellationToken::new();
+        let (old, _) = started(store.clone(), &first);
+        old.create(bash("e4")).await.unwrap();
+        old.create(bash("e5")).await.unwrap();
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        first.cancel();
+        drop(old);
+        let shutdown = CancellationToken::new();
+        let (new, counts) = started(store.clone(), &shutdown);
+        new.recover().await.unwrap();
+        assert_eq!(new.scheduled_escalations(), 2);
+        // Re-armed from the creation time by the wall clock, which the paused clock leaves
+        // where it was: the escalation is due about 300 s from now.
+        tokio::time::sleep(Duration::from_secs(298)).await;
+        settle().await;
+        assert_eq!(counts.escalated.load(Ordering::SeqCst), 0);
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        settle().await;
+        assert_eq!(counts.escalated.load(Ordering::SeqCst), 2);
+        shutdown.cancel();
+    }
+}
