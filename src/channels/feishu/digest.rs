@@ -82,6 +82,17 @@ fn read_value(cards: &Cards, value: &Value) -> Option<(String, String, DigestAct
     ok.then(|| (to.into(), session.into(), action, set.into()))
 }
 
+/// A digest button's name in the card.
+fn name(a: DigestAction) -> &'static str {
+    match a {
+        DigestAction::Review => "digest_review",
+        DigestAction::AllowAll => "digest_approve_all",
+        DigestAction::DenyAll => "digest_deny_all",
+        DigestAction::ConfirmAllow | DigestAction::ConfirmDeny => "digest_confirm",
+        DigestAction::Cancel => "digest_cancel",
+    }
+}
+
 /// The card of the digest of `members` (not empty) for receiver `to`.
 pub(crate) fn card(
     cards: &Cards,
@@ -102,7 +113,7 @@ pub(crate) fn card(
     let button = |label: &str, a: DigestAction, kind: &str| {
         json!({
             "tag": "button",
-            "name": format!("digest_{}", a.code().to_ascii_lowercase()),
+            "name": name(a),
             "text": plain(label),
             "type": kind,
             "behaviors": [{"type": "callback", "value": {

@@ -26,7 +26,10 @@ async fn start_digests(after: u32) -> (TestApp, FakeTelegram) {
 /// text contains `marker`.
 async fn shows(tg: &FakeTelegram, id: i64, marker: &str) -> Posted {
     for _ in 0..200 {
-        let sent = tg.calls("sendMessage").into_iter().filter(|c| c.message_id == Some(id));
+        let sent = tg
+            .calls("sendMessage")
+            .into_iter()
+            .filter(|c| c.message_id == Some(id));
         let edits = tg
             .calls("editMessageText")
             .into_iter()
@@ -52,7 +55,10 @@ async fn individual(tg: &FakeTelegram, marker: &str) -> Posted {
     let own = |c: &Call| {
         c.params["chat_id"] == GROUP
             && c.params["text"].as_str().unwrap_or("").contains(marker)
-            && !c.params["text"].as_str().unwrap_or("").contains("from session")
+            && !c.params["text"]
+                .as_str()
+                .unwrap_or("")
+                .contains("from session")
     };
     let calls = tg
         .wait_for("sendMessage", |calls| calls.iter().any(own))
@@ -80,7 +86,11 @@ async fn many_pending_in_one_chat_become_one_digest_per_session_approved_all_aft
     }
     let d = digest(&tg, "3 requests from session s-1 in /home/dev/shop").await;
     println!("digest as sent:\n{}\nbuttons: {:?}", d.text, d.buttons());
-    assert!(d.text.contains("• Run: npm ci") && d.text.contains("• Run: npm test"), "{}", d.text);
+    assert!(
+        d.text.contains("• Run: npm ci") && d.text.contains("• Run: npm test"),
+        "{}",
+        d.text
+    );
     let labels: Vec<String> = d.buttons().into_iter().map(|(t, _)| t).collect();
     assert_eq!(labels, ["Review", "Approve all", "Deny all"]);
     let individual = tg
@@ -96,7 +106,10 @@ async fn many_pending_in_one_chat_become_one_digest_per_session_approved_all_aft
     let d4 = shows(&tg, d.message_id, "4 requests from session s-1").await;
     // "Approve all" as it was seen before the fourth arrived is refused, and answers nothing.
     let stale = tap_on(&app, &tg, ALICE, &d, &seen).await;
-    assert!(stale.starts_with("This list changed since you saw it (now 4)"), "{stale}");
+    assert!(
+        stale.starts_with("This list changed since you saw it (now 4)"),
+        "{stale}"
+    );
     for id in &held {
         assert_eq!(status(&app, id).await["status"], "pending");
     }
@@ -108,10 +121,21 @@ async fn many_pending_in_one_chat_become_one_digest_per_session_approved_all_aft
     let asked = tap_on(&app, &tg, ALICE, &d4, &d4.button("Approve all")).await;
     assert_eq!(asked, "Confirm on the message");
     let confirm = shows(&tg, d.message_id, "Approve 4 requests?").await;
-    println!("confirmation:\n{}\nbuttons: {:?}", confirm.text, confirm.buttons());
+    println!(
+        "confirmation:\n{}\nbuttons: {:?}",
+        confirm.text,
+        confirm.buttons()
+    );
     let labels: Vec<String> = confirm.buttons().into_iter().map(|(t, _)| t).collect();
     assert_eq!(labels, ["Yes, approve 4", "Cancel"]);
-    let done = tap_on(&app, &tg, ALICE, &confirm, &confirm.button("Yes, approve 4")).await;
+    let done = tap_on(
+        &app,
+        &tg,
+        ALICE,
+        &confirm,
+        &confirm.button("Yes, approve 4"),
+    )
+    .await;
     assert_eq!(done, "Approved 4");
     for id in &held {
         let body = status(&app, id).await;
@@ -124,8 +148,18 @@ async fn many_pending_in_one_chat_become_one_digest_per_session_approved_all_aft
     let closed = shows(&tg, d.message_id, "all answered").await;
     assert!(closed.buttons().is_empty(), "{:?}", closed.params);
     // The "Yes" tapped again answers nothing more.
-    let again = tap_on(&app, &tg, ALICE, &confirm, &confirm.button("Yes, approve 4")).await;
-    assert_eq!(again, "This digest is closed: its requests were all answered");
+    let again = tap_on(
+        &app,
+        &tg,
+        ALICE,
+        &confirm,
+        &confirm.button("Yes, approve 4"),
+    )
+    .await;
+    assert_eq!(
+        again,
+        "This digest is closed: its requests were all answered"
+    );
     // And the individual message is still what its own answer updates.
     tap_on(&app, &tg, BOB, &p1, &p1.button("✅ Allow")).await;
     edited(&tg, GROUP, p1.message_id, "Allowed by Bob via telegram").await;
@@ -138,7 +172,10 @@ async fn review_posts_them_one_by_one_and_deny_all_updates_those_copies_too() {
     create_in(&app, "toolu_r0", "s-2", "ls").await;
     prompt(&tg, GROUP, "ls").await;
     let mut held = Vec::new();
-    for (n, cmd) in ["rm -rf build", "rm -rf dist", "rm -rf target"].iter().enumerate() {
+    for (n, cmd) in ["rm -rf build", "rm -rf dist", "rm -rf target"]
+        .iter()
+        .enumerate()
+    {
         held.push(create_in(&app, &format!("toolu_r{}", n + 1), "s-2", cmd).await);
     }
     // A question in the same session: Deny all declines it as well.
