@@ -232,7 +232,8 @@ impl Deliverer {
     /// A resolved interaction held in digests: their refresh is asked for.
     pub(crate) async fn digests_of_resolved(&self, job: &OutboxJob) -> Result<(), StoreError> {
         let f = &self.0.platform;
-        let Some(id) = job.interaction_id.as_ref().filter(|_| f.digests.on()) else {
+        // Also with digests turned off since: the ones still open are closed.
+        let Some(id) = job.interaction_id.as_ref() else {
             return Ok(());
         };
         let Some(i) = self.0.store.get(id).await?.filter(|i| job.is_for(i)) else {
@@ -279,10 +280,12 @@ impl Deliverer {
         if members.is_empty() {
             if let (Some(s), Some(m)) = (&shown, &message) {
                 self.0.pacer.turn(&address).await;
-                f.api
-                    .update_card(m, &done_card(&f.cards, &s.title))
-                    .await
-                    .map_err(failure)?;
+                let closed = f.api.update_card(m, &done_card(&f.cards, &s.title)).await;
+                match closed.map_err(failure) {
+                    // Never shown closed: forgotten all the same.
+                    Ok(()) | Err(Failure::Permanent(_)) => {}
+                    Err(e) => return Err(e),
+                }
             }
             return f
                 .digests

@@ -186,7 +186,8 @@ impl Telegram {
 
     /// A resolved interaction held in digests: their refresh is asked for.
     pub(super) async fn digests_of_resolved(&self, job: &OutboxJob) -> Result<(), StoreError> {
-        let Some(id) = job.interaction_id.as_ref().filter(|_| self.digests.on()) else {
+        // Also with digests turned off since: the ones still open are closed.
+        let Some(id) = job.interaction_id.as_ref() else {
             return Ok(());
         };
         let Some(i) = self.store.get(id).await?.filter(|i| job.is_for(i)) else {
@@ -244,10 +245,11 @@ impl Telegram {
         if members.is_empty() {
             if let (Some(s), Some(m)) = (&shown, message) {
                 let text = format!("<b>{}</b>", escape(&TEXTS.done(&s.title)));
-                self.client
-                    .edit(chat, m, text, None)
-                    .await
-                    .map_err(failure)?;
+                match self.client.edit(chat, m, text, None).await.map_err(failure) {
+                    // Never shown closed: forgotten all the same.
+                    Ok(_) | Err(Failure::Permanent(_)) => {}
+                    Err(f) => return Err(f),
+                }
             }
             return self
                 .digests

@@ -200,6 +200,7 @@ mod tests {
             api_url: "https://api.telegram.org".into(),
             poll_timeout_secs: 25,
             request_timeout_secs: 30,
+            digest_after: 0,
         }
     }
 
@@ -207,6 +208,20 @@ mod tests {
     fn a_complete_configuration_passes() {
         assert_eq!(base().validate(), Ok(()));
         assert_eq!(base().bot_id(), "123456");
+    }
+
+    #[test]
+    fn digests_take_zero_or_a_bounded_number() {
+        let with = |n| TelegramSettings {
+            digest_after: n,
+            ..base()
+        };
+        assert_eq!(with(5).validate(), Ok(()));
+        let e = with(5000).validate().unwrap_err();
+        assert!(
+            e.contains("telegram.digest_after") && e.contains("at most 1000"),
+            "{e}"
+        );
     }
 
     #[test]
