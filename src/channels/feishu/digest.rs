@@ -466,3 +466,45 @@ fn down(e: StoreError) -> Feedback {
     tracing::error!(error = %e, "feishu: cannot read or record a digest");
     Feedback::StoreDown
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::interaction::InteractionId;
+    use crate::present::render::Locale;
+
+    #[test]
+    fn digest_buttons_verify_only_as_signed() {
+        let cards = Cards::new(Locale::EnUs, vec![7; 32]);
+        let i = Arc::new(Interaction::pending(
+            InteractionId::parse("toolu_1").unwrap(),
+            "Bash",
+            serde_json::Map::new(),
+            jiff::Timestamp::now(),
+            300,
+        ));
+        let card = card(&cards, "chat_id:oc_1", "LMbAeCb6pWs", &[i], View::List);
+        let mut values = Vec::new();
+        for col in card["body"]["elements"][1]["columns"].as_array().unwrap() {
+            values.push(col["elements"][0]["behaviors"][0]["value"].clone());
+        }
+        assert_eq!(values.len(), 3);
+        let approve = &values[1];
+        assert!(is_digest_value(approve));
+        let (to, _, action, _) = read_value(&cards, approve).unwrap();
+        assert_eq!(
+            (to.as_str(), action),
+            ("chat_id:oc_1", DigestAction::AllowAll)
+        );
+        for (field, forged) in [
+            ("action", "A"),
+            ("to", "chat_id:oc_2"),
+            ("set", "AAAAAAAAAAA"),
+        ] {
+            let mut v = approve.clone();
+            v[field] = json!(forged);
+            assert!(read_value(&cards, &v).is_none(), "{field}");
+        }
+        assert!(read_value(&Cards::new(Locale::EnUs, vec![8; 32]), approve).is_none());
+    }
+}

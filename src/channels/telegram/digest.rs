@@ -29,6 +29,7 @@ use crate::channels::digest::{
 };
 use crate::channels::messages::Failure;
 use crate::channels::pipeline::Feedback;
+use crate::channels::token::Signer;
 use crate::interaction::Interaction;
 use crate::outbox::Delivery;
 use crate::present::render::Locale;
@@ -57,37 +58,44 @@ enum View {
     Confirm { allow: bool },
 }
 
+/// The callback data of digest button `action` in `chat` for `session`'s digest listing the
+/// set `set`, signed by `signer`.
+fn encode(signer: &Signer, chat: i64, session: &str, action: DigestAction, set: &str) -> String {
+    let signed = format!("{FORMAT}{}{session}{set}", action.code());
+    let chat = chat.to_string();
+    let mac = signer.tag(DOMAIN, &[chat.as_bytes(), signed.as_bytes()], MAC_BYTES);
+    format!("{signed}{mac}")
+}
+
+/// The session key, action and fingerprint `data` carries, if its MAC checks out for `chat`
+/// (in constant time).
+fn decode(signer: &Signer, chat: i64, data: &str) -> Option<(String, DigestAction, String)> {
+    if data.len() != DATA_LEN || !data.is_ascii() {
+        return None;
+    }
+    let (signed, mac) = data.split_at(DATA_LEN - 22);
+    let chat_text = chat.to_string();
+    if !signer.verify(
+        DOMAIN,
+        &[chat_text.as_bytes(), signed.as_bytes()],
+        MAC_BYTES,
+        mac,
+    ) {
+        return None;
+    }
+    let action = DigestAction::from_code(signed[1..2].chars().next()?)?;
+    let session = signed[2..2 + KEY_LEN].to_string();
+    let set = signed[2 + KEY_LEN..].to_string();
+    Some((session, action, set))
+}
+
 impl Telegram {
     fn digest_data(&self, chat: i64, session: &str, action: DigestAction, set: &str) -> String {
-        let signed = format!("{FORMAT}{}{session}{set}", action.code());
-        let chat = chat.to_string();
-        let mac = self
-            .codec
-            .signer()
-            .tag(DOMAIN, &[chat.as_bytes(), signed.as_bytes()], MAC_BYTES);
-        format!("{signed}{mac}")
+        encode(self.codec.signer(), chat, session, action, set)
     }
 
-    /// The session key, action and fingerprint `data` carries, if its MAC checks out for
-    /// `chat`.
     fn read_digest_data(&self, chat: i64, data: &str) -> Option<(String, DigestAction, String)> {
-        if data.len() != DATA_LEN || !data.is_ascii() {
-            return None;
-        }
-        let (signed, mac) = data.split_at(DATA_LEN - 22);
-        let chat_text = chat.to_string();
-        if !self.codec.signer().verify(
-            DOMAIN,
-            &[chat_text.as_bytes(), signed.as_bytes()],
-            MAC_BYTES,
-            mac,
-        ) {
-            return None;
-        }
-        let action = DigestAction::from_code(signed[1..2].chars().next()?)?;
-        let session = signed[2..2 + KEY_LEN].to_string();
-        let set = signed[2 + KEY_LEN..].to_string();
-        Some((session, action, set))
+        decode(self.codec.signer(), chat, data)
     }
 
     /// The text and keyboard of the digest of `members` (not empty) in `chat`.
@@ -439,5 +447,35 @@ impl Telegram {
             return Ok(TEXTS.reviewing(n + 1, members.len()));
         }
         Ok(TEXTS.all_reviewed())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digest_data_fits_telegram_and_is_bound_to_its_chat_and_contents() {
+        let s = Signer::new(vec![7; 32]);
+        let (session, set) = ("LMbAeCb6pWs", "JUwBfpYx09o");
+        let data = encode(&s, -2001, session, DigestAction::ConfirmAllow, set);
+        assert_eq!(data.len(), DATA_LEN);
+        assert!(data.len() <= 64 && is_digest_data(&data));
+        assert_eq!(
+            decode(&s, -2001, &data),
+            Some((session.into(), DigestAction::ConfirmAllow, set.into()))
+        );
+        assert_eq!(decode(&s, 1001, &data), None, "another chat");
+        assert_eq!(
+            decode(&Signer::new(vec![8; 32]), -2001, &data),
+            None,
+            "another key"
+        );
+        let deny = format!("DD{}", &data[2..]);
+        assert_eq!(decode(&s, -2001, &deny), None, "another action");
+        let mut swapped = data.clone();
+        swapped.replace_range(13..24, "AAAAAAAAAAA");
+        assert_eq!(decode(&s, -2001, &swapped), None, "another set");
+        assert_eq!(decode(&s, -2001, &data[..DATA_LEN - 1]), None);
     }
 }
