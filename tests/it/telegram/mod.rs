@@ -5,6 +5,7 @@
 mod access;
 mod commands;
 mod digest;
+mod escalation;
 pub(crate) mod fake;
 mod flow;
 mod grants;
