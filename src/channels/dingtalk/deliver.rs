@@ -25,14 +25,15 @@ use crate::store::{ChannelMessage, ClaimedJob, OutboxJob, Store};
 
 /// Smallest gap between two requests to one place (20 a minute).
 pub(crate) const CHAT_GAP: Duration = Duration::from_secs(3);
-/// How long a throttled place is kept quiet (DingTalk does not say how long).
-pub(crate) const THROTTLE_PAUSE: Duration = Duration::from_secs(10);
+/// How long a throttled place is kept quiet, and the job waits, before it is tried again
+/// (DingTalk's limits are per second and it does not say how long).
+pub(crate) const THROTTLE_PAUSE: Duration = Duration::from_secs(2);
 
 /// What a failed OpenAPI call means for the job.
 fn failure(e: ApiError) -> Failure {
     match e {
         ApiError::Throttled { .. } => Failure::Throttled {
-            after: None,
+            after: Some(THROTTLE_PAUSE),
             error: e.to_string(),
         },
         ApiError::Refused { .. } => Failure::Permanent(e.to_string()),
@@ -86,7 +87,12 @@ impl Platform for DingTalk {
     ) -> Result<Posted, Failure> {
         let id = out_track_id(i, target);
         self.api
-            .create_and_deliver(&self.template, &id, &self.cards.params(i), Space::of(target))
+            .create_and_deliver(
+                &self.template,
+                &id,
+                &self.cards.params(i),
+                Space::of(target),
+            )
             .await
             .map_err(failure)?;
         Ok(Posted {

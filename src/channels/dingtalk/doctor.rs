@@ -52,7 +52,10 @@ async fn check(s: &DingTalkSettings, run: &Doctor, checks: &mut Vec<Check>) {
     ) {
         Ok(api) => api,
         Err(e) => {
-            checks.push(Check::fail(format!("DingTalk: {e}"), "fix dingtalk.api_base"));
+            checks.push(Check::fail(
+                format!("DingTalk: {e}"),
+                "fix dingtalk.api_base",
+            ));
             run.untried("DingTalk", groups(), checks);
             return;
         }
@@ -65,7 +68,9 @@ async fn check(s: &DingTalkSettings, run: &Doctor, checks: &mut Vec<Check>) {
         run.untried("DingTalk", groups(), checks);
         return;
     }
-    checks.push(Check::pass("DingTalk: the app credentials get an access token"));
+    checks.push(Check::pass(
+        "DingTalk: the app credentials get an access token",
+    ));
     match Gateway::new(&s.gateway_base(), &s.client_id, s.client_secret.clone()) {
         Ok(g) => match g.open(&[CARD_CALLBACK_TOPIC.to_string()]).await {
             Ok(_) => checks.push(Check::pass(

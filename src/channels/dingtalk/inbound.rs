@@ -258,7 +258,9 @@ fn form_content(i: &Interaction, text: &str) -> Result<Map<String, Value>, Strin
                 .iter()
                 .find(|f| f.name == name || f.label() == name)
                 .ok_or_else(|| format!("there is no field {:?}", clip(name, 60)))?;
-            let v = f.parse_text(value.trim()).map_err(|e| format!("{}: {e}", f.label()))?;
+            let v = f
+                .parse_text(value.trim())
+                .map_err(|e| format!("{}: {e}", f.label()))?;
             content.insert(f.name.clone(), v);
         }
     }
@@ -302,6 +304,10 @@ mod tests {
         let a = question_answers(&q, "mysql\n ui only ").unwrap();
         assert_eq!(a["0"], "mysql");
         assert_eq!(a["1"], json!(["ui only"]));
-        assert!(question_answers(&q, "1").unwrap_err().contains("2 questions"));
+        assert!(
+            question_answers(&q, "1")
+                .unwrap_err()
+                .contains("2 questions")
+        );
     }
 }

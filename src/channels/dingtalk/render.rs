@@ -168,9 +168,11 @@ impl Cards {
         p.insert("markdown".into(), Value::String(lines.join("\n\n")));
         p.insert(
             "outcome".into(),
-            Value::String(i.resolution.as_ref().map_or_else(String::new, |r| {
-                render::outcome_phrase_in(r, self.locale)
-            })),
+            Value::String(
+                i.resolution
+                    .as_ref()
+                    .map_or_else(String::new, |r| render::outcome_phrase_in(r, self.locale)),
+            ),
         );
         p.insert("token".into(), Value::String(self.tokens.token(i)));
         p.insert("options".into(), Value::String(options.to_string()));
@@ -213,7 +215,11 @@ impl Cards {
     /// The header: "Approve Bash?", "审批请求：Bash · 已批准".
     pub fn title(&self, i: &Interaction) -> String {
         let base = match i.kind {
-            Kind::Approval => format!("{}{}", self.t("审批请求：", "Approve "), clip(&i.tool_name, 80)),
+            Kind::Approval => format!(
+                "{}{}",
+                self.t("审批请求：", "Approve "),
+                clip(&i.tool_name, 80)
+            ),
             Kind::Question => self.t("智能体提问", "Question from the agent").to_string(),
             Kind::Form => match i.title.as_deref().filter(|t| !t.trim().is_empty()) {
                 Some(t) => clip(t, 80),
@@ -224,7 +230,10 @@ impl Cards {
         match &i.resolution {
             None if i.kind == Kind::Approval && self.locale == Locale::EnUs => format!("{base}?"),
             None => base,
-            Some(r) => format!("{base} · {}", render::outcome_label_in(r.outcome, self.locale)),
+            Some(r) => format!(
+                "{base} · {}",
+                render::outcome_label_in(r.outcome, self.locale)
+            ),
         }
     }
 
@@ -254,9 +263,15 @@ impl Cards {
                 None => "imrelay inbox".to_string(),
             };
             out.push(escape(&if self.locale == Locale::ZhCn {
-                format!("输入过长，已省略 {} 个字符（完整内容：{where_}）", excerpt.cut)
+                format!(
+                    "输入过长，已省略 {} 个字符（完整内容：{where_}）",
+                    excerpt.cut
+                )
             } else {
-                format!("Input truncated: {} (all of it: {where_})", cut_note(excerpt.cut))
+                format!(
+                    "Input truncated: {} (all of it: {where_})",
+                    cut_note(excerpt.cut)
+                )
             }));
         }
     }
@@ -358,7 +373,11 @@ impl Cards {
             escape(&format_time(r.at))
         ));
         for (label, value) in render::form_answers(i) {
-            out.push(escape(&format!("{} → {}", clip(&label, 60), clip(&value, TEXT_CHARS))));
+            out.push(escape(&format!(
+                "{} → {}",
+                clip(&label, 60),
+                clip(&value, TEXT_CHARS)
+            )));
         }
         for (question, answer) in render::given_answers(i) {
             out.push(escape(&format!(
@@ -373,7 +392,11 @@ impl Cards {
             _ => None,
         };
         if let Some(m) = reason.filter(|m| !m.trim().is_empty()) {
-            out.push(escape(&format!("{}{}", self.t("原因：", "Reason: "), clip(m, TEXT_CHARS))));
+            out.push(escape(&format!(
+                "{}{}",
+                self.t("原因：", "Reason: "),
+                clip(m, TEXT_CHARS)
+            )));
         }
     }
 }
@@ -394,7 +417,10 @@ mod tests {
         let i = Interaction::pending(
             InteractionId::parse("t1").unwrap(),
             "Bash",
-            json!({"command": "echo ```\n# hi"}).as_object().unwrap().clone(),
+            json!({"command": "echo ```\n# hi"})
+                .as_object()
+                .unwrap()
+                .clone(),
             Timestamp::from_millisecond(1_700_000_000_000).unwrap(),
             300,
         );
