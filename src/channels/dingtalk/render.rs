@@ -83,13 +83,16 @@ fn break_fences(text: &str) -> String {
     out
 }
 
-/// Outside text as literal markdown: visible, every markup character escaped.
+/// Outside text as literal markdown: made visible, and a zero-width space put before every
+/// character that could start markup (a link, emphasis, code, a heading, a mention, HTML),
+/// so it shows as typed and forms nothing. (A backslash escape is not used: card markdown
+/// may show the backslash.)
 pub(crate) fn escape(text: &str) -> String {
     let visible = present::visible_text(text);
     let mut out = String::with_capacity(visible.len());
     for c in visible.chars() {
-        if "\\`*_{}[]()#+-.!|<>~@".contains(c) {
-            out.push('\\');
+        if "`*_[]<>~#|!@".contains(c) {
+            out.push('\u{200b}');
         }
         out.push(c);
     }
@@ -413,7 +416,10 @@ mod tests {
 
     #[test]
     fn untrusted_text_cannot_format_or_close_the_code_block() {
-        assert_eq!(escape("[x](http://e) @all"), "\\[x\\]\\(http://e\\) \\@all");
+        assert_eq!(
+            escape("[x](http://e) @all **b**"),
+            "\u{200b}[x\u{200b}](http://e) \u{200b}@all \u{200b}*\u{200b}*b\u{200b}*\u{200b}*"
+        );
         let i = Interaction::pending(
             InteractionId::parse("t1").unwrap(),
             "Bash",

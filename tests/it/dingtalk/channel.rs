@@ -297,7 +297,10 @@ async fn a_form_is_filled_in_the_card_and_a_bad_value_is_said_to_the_clicker() {
     .await;
     let cards = cards(&fake, "f_d1").await;
     let md = cards[0].params["markdown"].as_str().unwrap();
-    assert!(md.contains("plan \\*: "), "{md}");
+    assert!(
+        md.contains("- plan \u{200b}*: one of the options — 1) Free, 2) Pro"),
+        "{md}"
+    );
     let response = click(
         &fake,
         conn,
