@@ -1,7 +1,8 @@
 //! The small subset of DingTalk's OpenAPI (`api.dingtalk.com`) imrelay uses: the app's
 //! access token (`POST /v1.0/oauth2/accessToken`), creating and delivering a card in one
 //! call (`POST /v1.0/card/instances/createAndDeliver`) and updating a card's data for
-//! everyone who sees it (`PUT /v1.0/card/instances`).
+//! everyone who sees it (`PUT /v1.0/card/instances`), and a plain text message from the
+//! robot (`POST /v1.0/robot/groupMessages/send`, `POST /v1.0/robot/oToMessages/batchSend`).
 //!
 //! The token is fetched on demand and cached until five minutes before the `expireIn`
 //! DingTalk gave (as the official Python SDK does); callers share one refresh, and a token
@@ -291,6 +292,26 @@ impl OpenApi {
         self.call(Method::PUT, "/v1.0/card/instances", &body)
             .await
             .map(|_| ())
+    }
+}
+
+impl OpenApi {
+    /// Sends `text` from the robot to `space`, as a plain text message.
+    pub async fn send_text(&self, space: Space<'_>, text: &str) -> Result<(), ApiError> {
+        let param = json!({ "content": text }).to_string();
+        let (path, body) = match space {
+            Space::Group(cid) => (
+                "/v1.0/robot/groupMessages/send",
+                json!({"robotCode": self.robot_code, "openConversationId": cid,
+                    "msgKey": "sampleText", "msgParam": param}),
+            ),
+            Space::User(user) => (
+                "/v1.0/robot/oToMessages/batchSend",
+                json!({"robotCode": self.robot_code, "userIds": [user],
+                    "msgKey": "sampleText", "msgParam": param}),
+            ),
+        };
+        self.call(Method::POST, path, &body).await.map(|_| ())
     }
 }
 

@@ -10,6 +10,10 @@
 //! fits. The answer carries the card's data as it now is (`cardData`, for everyone) and the
 //! pipeline's feedback in the clicker's own `notice` (`userPrivateData`), so what became of
 //! a click is said to that person alone. Every copy is then updated through the outbox.
+//!
+//! Messages to the robot (`/v1.0/im/bot/messages/get`) are read for one command only:
+//! `whoami` is answered with the chat's openConversationId and the sender's userId, what
+//! the settings need.
 
 use std::sync::Arc;
 
@@ -19,10 +23,11 @@ use prometheus_client::metrics::family::Family;
 use serde_json::{Map, Value, json};
 
 use super::CHANNEL;
+use super::api::{OpenApi, Space};
 use super::button::Tokens;
 use super::render::{Action, Cards};
 use super::settings::DingTalkSettings;
-use super::stream::{CARD_CALLBACK_TOPIC, CallbackHandler, CardClick};
+use super::stream::{BOT_MESSAGE_TOPIC, CARD_CALLBACK_TOPIC, CallbackHandler, CardClick};
 use crate::channels::pipeline::{Feedback, Pipeline, Tap};
 use crate::interaction::{Answer, Form, Interaction, Kind, Responder, clip, parse_questions};
 
@@ -39,6 +44,7 @@ const MAX_TEXT_CHARS: usize = 4000;
 /// Handles card clicks. Cheap to share.
 pub struct Clicks {
     pipeline: Pipeline,
+    api: Arc<OpenApi>,
     settings: Arc<DingTalkSettings>,
     cards: Cards,
     results: Family<ResultLabels, Counter>,
@@ -46,9 +52,15 @@ pub struct Clicks {
 
 impl Clicks {
     /// A handler answering through `pipeline`, drawing cards with `cards`.
-    pub(crate) fn new(pipeline: Pipeline, settings: Arc<DingTalkSettings>, cards: Cards) -> Self {
+    pub(crate) fn new(
+        pipeline: Pipeline,
+        api: Arc<OpenApi>,
+        settings: Arc<DingTalkSettings>,
+        cards: Cards,
+    ) -> Self {
         Self {
             pipeline,
+            api,
             settings,
             cards,
             results: Family::default(),
@@ -135,6 +147,10 @@ impl Clicks {
 #[async_trait::async_trait]
 impl CallbackHandler for Clicks {
     async fn callback(&self, topic: &str, data: Value) -> Value {
+        if topic == BOT_MESSAGE_TOPIC {
+            self.message(&data);
+            return json!({});
+        }
         if topic != CARD_CALLBACK_TOPIC {
             self.count("ignored");
             return json!({});
@@ -150,6 +166,57 @@ impl CallbackHandler for Clicks {
         let feedback = self.click(&click).await;
         self.count(feedback.result());
         self.reply(&feedback)
+    }
+}
+
+impl Clicks {
+    /// Answers `whoami` sent to the robot with the chat's and the sender's ids; ignores
+    /// anything else. The reply is sent off the acknowledgement's path.
+    fn message(&self, data: &Value) {
+        let text = data["text"]["content"].as_str().unwrap_or_default().trim();
+        let text = text.trim_start_matches('/').to_ascii_lowercase();
+        if text != "whoami" {
+            self.count("ignored");
+            return;
+        }
+        let user = data["senderStaffId"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let conversation = data["conversationId"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let group = data["conversationType"].as_str() == Some("2");
+        if user.is_empty() || (group && conversation.is_empty()) {
+            self.count("ignored");
+            return;
+        }
+        let zh = self.cards.locale() == super::settings::Locale::ZhCn;
+        let mut reply = if zh {
+            format!("你的 userId：{user}")
+        } else {
+            format!("Your userId: {user}")
+        };
+        if group {
+            reply.push_str(&if zh {
+                format!("\n本群的 openConversationId：{conversation}")
+            } else {
+                format!("\nThis group's openConversationId: {conversation}")
+            });
+        }
+        self.count("whoami");
+        let api = self.api.clone();
+        tokio::spawn(async move {
+            let space = if group {
+                Space::Group(&conversation)
+            } else {
+                Space::User(&user)
+            };
+            if let Err(e) = api.send_text(space, &reply).await {
+                tracing::warn!(error = %e, "dingtalk: cannot answer whoami");
+            }
+        });
     }
 }
 

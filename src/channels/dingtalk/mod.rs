@@ -81,6 +81,7 @@ pub async fn install(w: &mut Wiring, settings: &DingTalkSettings) -> anyhow::Res
     );
     let clicks = Arc::new(inbound::Clicks::new(
         Pipeline::new(w.registry.clone(), Via::new(CHANNEL)),
+        api.clone(),
         settings.clone(),
         cards.clone(),
     ));
@@ -120,7 +121,10 @@ pub async fn install(w: &mut Wiring, settings: &DingTalkSettings) -> anyhow::Res
     );
     let client = stream::Stream::new(
         gateway,
-        vec![stream::CARD_CALLBACK_TOPIC.to_string()],
+        vec![
+            stream::CARD_CALLBACK_TOPIC.to_string(),
+            stream::BOT_MESSAGE_TOPIC.to_string(),
+        ],
         clicks,
         w.shutdown.clone(),
         crate::tls::client_config().context("cannot set up TLS for the dingtalk stream")?,

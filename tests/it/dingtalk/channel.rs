@@ -10,7 +10,9 @@ use imrelay::store::{SqliteStore, Store, Synchronous};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use super::fake::{CLIENT_ID, CLIENT_SECRET, Card, FakeDingTalk, TEMPLATE, card_action};
+use super::fake::{
+    CLIENT_ID, CLIENT_SECRET, Card, FakeDingTalk, TEMPLATE, bot_message, card_action,
+};
 use crate::support::{TestApp, settings, spawn_on, spawn_with, wait_until};
 
 pub const APPROVER: &str = "manager0412";
@@ -547,5 +549,52 @@ async fn pending_cards_survive_a_restart_without_a_second_card() {
         2,
         "nothing sent twice"
     );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn whoami_to_the_robot_tells_the_ids_the_settings_need() {
+    let (fake, app) = start().await;
+    let conn = connected(&fake).await;
+    let open = fake.state.opens.lock().unwrap()[0].clone();
+    assert_eq!(
+        open["subscriptions"],
+        json!([{"type": "CALLBACK", "topic": CALLBACK},
+               {"type": "CALLBACK", "topic": "/v1.0/im/bot/messages/get"}])
+    );
+    let topic = "/v1.0/im/bot/messages/get";
+    let msg = bot_message("cidNewGroup==", true, "staff7", " whoami ");
+    fake.state.push(conn, "CALLBACK", topic, "m-1", &msg);
+    wait_until("the reply", || {
+        !fake.state.calls_to("groupMessages").is_empty()
+    })
+    .await;
+    let sent = &fake.state.calls_to("groupMessages")[0];
+    assert_eq!(sent["openConversationId"], "cidNewGroup==");
+    assert_eq!(sent["robotCode"], CLIENT_ID);
+    assert_eq!(sent["msgKey"], "sampleText");
+    let param: Value = serde_json::from_str(sent["msgParam"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        param["content"],
+        "你的 userId：staff7\n本群的 openConversationId：cidNewGroup=="
+    );
+    // In a person's chat with the robot, the reply goes to them; anything else is ignored.
+    let chat = bot_message("cidPrivate==", false, "staff7", "/WHOAMI");
+    fake.state.push(conn, "CALLBACK", topic, "m-2", &chat);
+    fake.state.push(
+        conn,
+        "CALLBACK",
+        topic,
+        "m-3",
+        &bot_message("cidNewGroup==", true, "staff7", "hello"),
+    );
+    wait_until("the second reply", || {
+        !fake.state.calls_to("oToMessages").is_empty()
+    })
+    .await;
+    let sent = &fake.state.calls_to("oToMessages")[0];
+    assert_eq!(sent["userIds"], json!(["staff7"]));
+    ack(&fake, "m-3").await;
+    assert_eq!(fake.state.calls_to("groupMessages").len(), 1);
     app.stop().await;
 }

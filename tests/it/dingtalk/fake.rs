@@ -285,6 +285,19 @@ async fn update_card(
     Json(json!({"success": true, "result": true})).into_response()
 }
 
+async fn robot_message(
+    State(state): State<Arc<FakeState>>,
+    axum::extract::Path(kind): axum::extract::Path<String>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> Response {
+    state.calls.lock().unwrap().push((kind, body));
+    if !authorized(&headers) {
+        return unauthorized();
+    }
+    Json(json!({"processQueryKey": "pqk-1"})).into_response()
+}
+
 // The handshake callback's error type is fixed by tungstenite.
 #[allow(clippy::result_large_err)]
 async fn serve_ws(listener: tokio::net::TcpListener, state: Arc<FakeState>) {
@@ -353,6 +366,8 @@ impl FakeDingTalk {
                 post(create_and_deliver),
             )
             .route("/v1.0/card/instances", put(update_card))
+            .route("/v1.0/robot/{kind}/send", post(robot_message))
+            .route("/v1.0/robot/{kind}/batchSend", post(robot_message))
             .with_state(state.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let api = format!("http://{}", listener.local_addr().unwrap());
@@ -361,6 +376,20 @@ impl FakeDingTalk {
         });
         FakeDingTalk { api, state }
     }
+}
+
+/// A text message to the robot, as the bot message topic carries it (`conversationType` "2"
+/// in a group, "1" in a person's chat with the robot).
+pub fn bot_message(conversation: &str, group: bool, sender: &str, text: &str) -> Value {
+    json!({
+        "conversationId": conversation, "conversationType": if group { "2" } else { "1" },
+        "chatbotCorpId": "dingcorp1", "chatbotUserId": "$:LWCP_v1:$robot", "msgId": "msg0001",
+        "senderNick": "Ann", "isAdmin": false, "senderStaffId": sender,
+        "sessionWebhookExpiredTime": 1_700_000_000_000u64, "createAt": 1_700_000_000_000u64,
+        "senderCorpId": "dingcorp1", "senderId": "$:LWCP_v1:$sender", "robotCode": CLIENT_ID,
+        "sessionWebhook": "https://oapi.dingtalk.com/robot/sendBySession?session=s1",
+        "msgtype": "text", "text": {"content": text},
+    })
 }
 
 /// A card click's callback data, as the card callback topic carries it.
