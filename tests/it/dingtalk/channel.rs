@@ -598,3 +598,61 @@ async fn whoami_to_the_robot_tells_the_ids_the_settings_need() {
     assert_eq!(fake.state.calls_to("groupMessages").len(), 1);
     app.stop().await;
 }
+
+fn doctor_config(fake: &FakeDingTalk, secret: &str) -> String {
+    format!(
+        r#"
+[dingtalk]
+enabled = true
+client_id = "{CLIENT_ID}"
+client_secret = "{secret}"
+card_template_id = "{TEMPLATE}"
+api_base = "{api}"
+conversations = ["cidGroupOps==", "cidNotMember=="]
+approvers = ["{APPROVER}"]
+"#,
+        api = fake.api,
+    )
+}
+
+#[tokio::test]
+async fn doctor_checks_the_app_the_stream_and_sends_each_group_a_test_card() {
+    let fake = FakeDingTalk::start().await;
+    let (ok, out) =
+        crate::doctor::doctor(doctor_config(&fake, CLIENT_SECRET), &["--send-test"]).await;
+    assert!(!ok, "one group refuses: {out}");
+    for line in [
+        "✓ DingTalk: the app credentials get an access token",
+        "✓ DingTalk: the Stream gateway hands out a connection",
+        "✓ DingTalk: 1 approver(s)",
+        "✓ DingTalk: group cidGroupOps== received a test card",
+        "✗ DingTalk: group cidNotMember== did not take a test card: DingTalk refused the request (HTTP 200, deliverResults): robot is not in the group\n    → add the app's robot to that group",
+    ] {
+        assert!(out.contains(line), "{line:?} in:\n{out}");
+    }
+    let cards = fake.state.cards.lock().unwrap().clone();
+    assert_eq!(cards.len(), 2);
+    assert_eq!(cards[0].template, TEMPLATE);
+    assert!(
+        cards[0].params["markdown"]
+            .as_str()
+            .unwrap()
+            .contains("imrelay")
+    );
+
+    // Refused credentials send nothing and say which settings to fix.
+    let fake = FakeDingTalk::start().await;
+    let (ok, out) = crate::doctor::doctor(doctor_config(&fake, "wrong"), &["--send-test"]).await;
+    assert!(!ok);
+    assert!(
+        out.contains("✗ DingTalk: no access token for the app credentials: DingTalk refused the request (HTTP 400, invalidClientIdOrSecret)"),
+        "{out}"
+    );
+    assert!(out.contains("→ check dingtalk.client_id"), "{out}");
+    assert!(!out.contains("wrong"), "the secret is never shown: {out}");
+    assert!(
+        out.contains("✗ DingTalk: no test message sent to group cidGroupOps=="),
+        "{out}"
+    );
+    assert!(fake.state.cards.lock().unwrap().is_empty());
+}

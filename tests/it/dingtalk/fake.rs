@@ -247,9 +247,15 @@ async fn create_and_deliver(
         .trim_start_matches("dtv1.card//")
         .split_once('.')
         .unwrap_or_default();
-    Json(json!({"success": true, "result": {"outTrackId": id,
-        "deliverResults": [{"spaceType": kind, "spaceId": space_id, "success": true, "carrierId": "c1"}]}}))
-    .into_response()
+    // A group the robot is not in: created, but not delivered there.
+    let delivered = !space_id.contains("NotMember");
+    let result = if delivered {
+        json!({"spaceType": kind, "spaceId": space_id, "success": true, "carrierId": "c1"})
+    } else {
+        json!({"spaceType": kind, "spaceId": space_id, "success": false, "errorMsg": "robot is not in the group"})
+    };
+    Json(json!({"success": true, "result": {"outTrackId": id, "deliverResults": [result]}}))
+        .into_response()
 }
 
 async fn update_card(
