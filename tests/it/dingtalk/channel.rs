@@ -656,3 +656,73 @@ async fn doctor_checks_the_app_the_stream_and_sends_each_group_a_test_card() {
     );
     assert!(fake.state.cards.lock().unwrap().is_empty());
 }
+
+#[tokio::test]
+async fn a_route_sends_to_its_group_and_its_person_and_only_its_approver_answers() {
+    use imrelay::config::teams::{PersonSettings, RouteSettings};
+    let fake = FakeDingTalk::start().await;
+    let app = spawn_with(|s| {
+        enable(s, &fake);
+        s.people = vec![PersonSettings {
+            name: "ann".into(),
+            dingtalk: vec![STRANGER.into()],
+            ..Default::default()
+        }];
+        s.routes = vec![RouteSettings {
+            name: "shop".into(),
+            cwd: vec!["/srv/shop/**".into()],
+            dingtalk: vec![GROUPS[1].into()],
+            direct: vec!["ann".into()],
+            approvers: vec!["ann".into()],
+            ..Default::default()
+        }];
+    })
+    .await;
+    let conn = connected(&fake).await;
+    create(
+        &app,
+        json!({"id": "toolu_r1", "tool_name": "Bash", "input": {"command": "make shop"},
+            "cwd": "/srv/shop"}),
+    )
+    .await;
+    wait_until("the route's cards", || {
+        fake.state.cards_of("toolu_r1").len() == 2
+    })
+    .await;
+    let cards = fake.state.cards_of("toolu_r1");
+    let mut spaces: Vec<&str> = cards.iter().map(|c| c.space.as_str()).collect();
+    spaces.sort();
+    assert_eq!(
+        spaces,
+        [
+            "dtv1.card//IM_GROUP.cidGroupDev==",
+            "dtv1.card//IM_ROBOT.intern9"
+        ]
+    );
+    let robot = &fake.state.calls_to("createAndDeliver");
+    let to_ann = robot
+        .iter()
+        .find(|b| b["openSpaceId"] == "dtv1.card//IM_ROBOT.intern9")
+        .unwrap();
+    assert_eq!(to_ann["imRobotOpenDeliverModel"]["spaceType"], "IM_ROBOT");
+    let md = cards[0].params["markdown"].as_str().unwrap();
+    assert!(
+        md.contains("route shop"),
+        "every card names its route: {md}"
+    );
+
+    // On dingtalk.approvers, but not the route's approver.
+    let r = click(&fake, conn, APPROVER, &cards[0], "allow", json!({})).await;
+    assert_eq!(
+        notice(&r),
+        "此请求属于路由「shop」，只有该路由的审批人可以处理"
+    );
+    assert_eq!(status(&app, "toolu_r1").await["status"], "pending");
+    // Ann is not on dingtalk.approvers, but the route names her: recorded under her name.
+    let r = click(&fake, conn, STRANGER, &cards[1], "allow", json!({})).await;
+    assert_eq!(notice(&r), "已批准", "{r}");
+    let body = status(&app, "toolu_r1").await;
+    assert_eq!(body["resolution"]["by"], "ann", "{body}");
+    every_card_shows(&fake, "toolu_r1", "由 ann 通过 dingtalk 批准").await;
+    app.stop().await;
+}
