@@ -285,6 +285,36 @@ pub fn admission(
     }
 }
 
+/// Checks a route's name: not empty, no spaces at its ends, not [`DEFAULT_ROUTE`], not an
+/// earlier route's.
+fn check_name(
+    name: &str,
+    earlier: &[Route],
+    at: &dyn Fn(&str) -> String,
+) -> Result<(), RouteError> {
+    let err = |message: String| {
+        Err(RouteError {
+            field: at("name"),
+            message,
+        })
+    };
+    let trimmed = name.trim();
+    if trimmed.is_empty() || trimmed != name || name.chars().any(char::is_control) {
+        return err(format!(
+            "{name:?} must be a non-empty name without spaces at its ends"
+        ));
+    }
+    if name == DEFAULT_ROUTE {
+        return err(format!(
+            "{DEFAULT_ROUTE:?} is the implicit last route's name: choose another"
+        ));
+    }
+    if earlier.iter().any(|r| r.name() == name) {
+        return err(format!("{name:?} is the name of an earlier route"));
+    }
+    Ok(())
+}
+
 /// The routes, checked, in order.
 #[derive(Clone, Debug, Default)]
 pub struct Routes {
@@ -300,28 +330,7 @@ impl Routes {
         for (k, spec) in specs.into_iter().enumerate() {
             let at = |f: &str| format!("routes[{k}].{f}");
             let err = |field: String, message: String| RouteError { field, message };
-            let name = spec.name.trim();
-            if name.is_empty() || name != spec.name || name.chars().any(char::is_control) {
-                return Err(err(
-                    at("name"),
-                    format!(
-                        "{:?} must be a non-empty name without spaces at its ends",
-                        spec.name
-                    ),
-                ));
-            }
-            if name == DEFAULT_ROUTE {
-                return Err(err(
-                    at("name"),
-                    format!("{DEFAULT_ROUTE:?} is the implicit last route's name: choose another"),
-                ));
-            }
-            if routes.iter().any(|r| r.name() == name) {
-                return Err(err(
-                    at("name"),
-                    format!("{name:?} is the name of an earlier route"),
-                ));
-            }
+            check_name(&spec.name, &routes, &at)?;
             for (j, c) in spec.cwds.iter().enumerate() {
                 if !c.starts_with('/') && !c.starts_with('*') {
                     return Err(err(
