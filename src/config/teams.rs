@@ -321,8 +321,21 @@ fn escalation(
     }
 }
 
-/// The people and groups, checked.
+/// The people and groups, checked; every operator label a person lists must be the label
+/// of an operator token.
 pub fn people(s: &Settings) -> Result<People, String> {
+    for (k, p) in s.people.iter().enumerate() {
+        for (j, label) in p.operator.iter().enumerate() {
+            if !s.auth.operator_labels().any(|l| l == label) {
+                return Err(format!(
+                    "people[{k}] ({:?}).operator[{j}]: {label:?} is not the label of an \
+                     auth.operator_tokens entry: label their token \
+                     ({{ token = \"...\", label = {label:?} }}), or remove it here",
+                    p.name
+                ));
+            }
+        }
+    }
     People::new(
         s.people.iter().map(PersonSettings::spec).collect(),
         s.groups
