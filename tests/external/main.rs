@@ -27,6 +27,7 @@ mod support;
 mod telegram_fake;
 
 mod agents;
+mod escalation;
 mod inbox;
 mod postgres;
 mod proxy;
@@ -75,6 +76,7 @@ fn main() {
     let trials = [
         postgres::trials(),
         replicas::trials(),
+        escalation::trials(),
         grants::trials(),
         stalls::trials(),
         inbox::trials(),

@@ -7,8 +7,8 @@ use std::time::Duration;
 use imrelay::audit::Action;
 use imrelay::interaction::{Interaction, InteractionId, NewInteraction, Registry, RegistryConfig};
 use imrelay::store::{
-    AuditQuery, AuditRecord, ChannelMessage, ClaimQuota, CreateOutcome, Effects, JobUpdate,
-    ListQuery, OutboxJob, Page, ResolveOutcome, StatusFilter, Store,
+    AuditQuery, AuditRecord, ChannelMessage, ClaimQuota, CreateOutcome, Effects, EscalateOutcome,
+    JobUpdate, ListQuery, OutboxJob, Page, ResolveOutcome, StatusFilter, Store,
 };
 use jiff::Timestamp;
 use serde_json::json;
@@ -412,4 +412,76 @@ pub async fn contract(store: Arc<dyn Store>) {
         store.get_value("plain").await.unwrap(),
         Some(a.id.to_string())
     );
+    escalation(&reg, &store).await;
+}
+
+/// Escalate-if-pending-and-not-yet: the mark and its effects once, and the mark kept by a
+/// resolution made from a copy without it.
+async fn escalation(reg: &Registry, store: &Arc<dyn Store>) {
+    let backlog = |store: Arc<dyn Store>| async move {
+        store
+            .job_backlog()
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|(c, _)| c == "esc-channel")
+            .map_or(0, |(_, n)| n)
+    };
+    let i = created(reg, "c-esc").await;
+    let marked = Arc::new(Interaction {
+        escalated_at: Some(Timestamp::now()),
+        ..(*i).clone()
+    });
+    let effects = Effects {
+        jobs: vec![job("j-esc", "esc-channel")],
+        audit: vec![],
+    };
+    assert!(matches!(
+        store
+            .escalate(marked.clone(), effects.clone())
+            .await
+            .unwrap(),
+        EscalateOutcome::Escalated
+    ));
+    let stored = store.get(&i.id).await.unwrap().unwrap();
+    assert!(stored.is_pending());
+    assert_eq!(
+        stored.escalated_at.map(|t| t.as_millisecond()),
+        marked.escalated_at.map(|t| t.as_millisecond())
+    );
+    assert_eq!(backlog(store.clone()).await, 1);
+    // Once: a second try (another process's) records nothing.
+    let again = Arc::new(Interaction {
+        escalated_at: Some(Timestamp::now() + jiff::SignedDuration::from_secs(1)),
+        ..(*i).clone()
+    });
+    let effects = Effects {
+        jobs: vec![job("j-esc-2", "esc-channel")],
+        audit: vec![],
+    };
+    match store.escalate(again, effects).await.unwrap() {
+        EscalateOutcome::Unchanged(current) => assert!(current.escalated_at.is_some()),
+        other => panic!("unexpected {other:?}"),
+    }
+    assert_eq!(backlog(store.clone()).await, 1);
+    // Resolved from a copy that never saw the mark: the mark stays.
+    let resolved = Arc::new(i.resolved(imrelay::interaction::expired(&i, Timestamp::now())));
+    store.resolve(resolved, Effects::default()).await.unwrap();
+    let stored = store.get(&i.id).await.unwrap().unwrap();
+    assert!(!stored.is_pending() && stored.escalated_at.is_some());
+    // Resolved, or unknown: nothing to escalate.
+    match store.escalate(marked, Effects::default()).await.unwrap() {
+        EscalateOutcome::Unchanged(current) => assert!(!current.is_pending()),
+        other => panic!("unexpected {other:?}"),
+    }
+    let mut ghost = (*i).clone();
+    ghost.id = InteractionId::parse("c-esc-ghost").unwrap();
+    ghost.escalated_at = Some(Timestamp::now());
+    assert!(matches!(
+        store
+            .escalate(Arc::new(ghost), Effects::default())
+            .await
+            .unwrap(),
+        EscalateOutcome::NotFound
+    ));
 }

@@ -8,8 +8,20 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
 
-use super::{Synchronous, unavailable};
+use super::unavailable;
 use crate::store::StoreError;
+
+/// SQLite's `synchronous` setting: how hard a commit pushes data to the disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Synchronous {
+    /// Commits survive a process crash; an OS crash or power loss may lose the last few.
+    #[default]
+    Normal,
+    /// Every commit is flushed to the disk: survives power loss, costs an fsync per commit
+    /// group.
+    Full,
+}
 
 /// Read connections kept open.
 pub(super) const READERS: usize = 4;

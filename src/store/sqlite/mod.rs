@@ -46,25 +46,15 @@ mod writer;
 
 use audit::append_audit_in;
 pub use audit::{interactions_without_created_entry, read_audit, read_audit_head};
-pub use connect::{Inspection, SCHEMA_VERSION, inspect, open_read_only, schema_version};
+pub use connect::{
+    Inspection, SCHEMA_VERSION, Synchronous, inspect, open_read_only, schema_version,
+};
 use connect::{
     READERS, can_freeze, lock_database, migrate, open_frozen_connection, open_read_connection,
     open_write_connection,
 };
 use outbox::{EncodedJob, encode_jobs, insert_jobs};
 use writer::{Op, WriteOp, run_writer, start_checkpointer};
-
-/// SQLite's `synchronous` setting: how hard a commit pushes data to the disk.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum Synchronous {
-    /// Commits survive a process crash; an OS crash or power loss may lose the last few.
-    #[default]
-    Normal,
-    /// Every commit is flushed to the disk: survives power loss, costs an fsync per commit
-    /// group.
-    Full,
-}
 
 fn unavailable(e: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable(e.to_string())
