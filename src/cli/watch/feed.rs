@@ -252,8 +252,7 @@ mod tests {
         i.route = route.map(|name| {
             Box::new(RouteStamp {
                 name: name.into(),
-                targets: None,
-                approvers: Vec::new(),
+                ..RouteStamp::default_route()
             })
         });
         i.agent = agent.map(Into::into);
