@@ -252,7 +252,9 @@ mod tests {
         i.route = route.map(|name| {
             Box::new(RouteStamp {
                 name: name.into(),
-                ..RouteStamp::default_route()
+                targets: None,
+                approvers: Vec::new(),
+                escalation: None,
             })
         });
         i.agent = agent.map(Into::into);
