@@ -101,6 +101,9 @@ pub struct Settings {
     /// The Slack channel.
     #[serde(default)]
     pub slack: crate::channels::slack::SlackSettings,
+    /// The WeCom (企业微信) channel.
+    #[serde(default)]
+    pub wecom: crate::channels::wecom::WeComSettings,
     /// People and their identities on each channel (`[[people]]`).
     #[serde(default)]
     pub people: Vec<teams::PersonSettings>,
@@ -474,6 +477,8 @@ pub(crate) fn enum_values(key: &str) -> Option<Vec<String>> {
         "feishu.domain" => variants::<feishu::settings::Domain>(),
         "feishu.locale" => variants::<crate::present::render::Locale>(),
         "slack.mode" => variants::<slack::Mode>(),
+        "wecom.transport" => variants::<crate::channels::wecom::Transport>(),
+        "wecom.locale" => variants::<crate::present::render::Locale>(),
         "policy.decision" => variants::<crate::interaction::policy::Decision>(),
         "policy.mode" => variants::<crate::interaction::policy::Mode>(),
         "policy.kind" | "routes.kind" => variants::<crate::interaction::Kind>(),
@@ -599,8 +604,14 @@ impl Settings {
     /// The channel registry: every channel's settings section, in the order they are
     /// checked, installed and tried by `imrelay doctor`. A new channel is one line here
     /// (and its field above).
-    pub fn channels(&self) -> [&dyn crate::channels::Channel; 4] {
-        [&self.telegram, &self.feishu, &self.slack, &self.webhooks]
+    pub fn channels(&self) -> [&dyn crate::channels::Channel; 5] {
+        [
+            &self.telegram,
+            &self.feishu,
+            &self.slack,
+            &self.wecom,
+            &self.webhooks,
+        ]
     }
 
     /// Checks values that only make sense together, and that durations are in range.

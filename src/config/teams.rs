@@ -19,6 +19,8 @@ pub const TELEGRAM: &str = "telegram";
 pub const FEISHU: &str = "feishu";
 /// The channel name of Slack identities and targets.
 pub const SLACK: &str = "slack";
+/// The channel name of WeCom identities (userids) and targets (chats).
+pub const WECOM: &str = "wecom";
 /// The channel name of webhook identities (sender names) and targets (webhook names).
 pub const WEBHOOK: &str = "webhook";
 /// The channel name of operator identities (an operator token's label, for the inbox and
@@ -40,6 +42,9 @@ pub struct PersonSettings {
     /// Slack user ids (`U...`).
     #[serde(default)]
     pub slack: Vec<String>,
+    /// WeCom userids.
+    #[serde(default)]
+    pub wecom: Vec<String>,
     /// Sender names in signed webhook answers.
     #[serde(default)]
     pub webhook: Vec<String>,
@@ -96,6 +101,9 @@ pub struct RouteSettings {
     /// Slack conversations it posts to (ids listed in `slack.channels`).
     #[serde(default)]
     pub slack: Vec<String>,
+    /// WeCom chats it sends cards to (listed in `wecom.chats`).
+    #[serde(default)]
+    pub wecom: Vec<String>,
     /// Webhooks it delivers to (names of `[[webhooks]]`).
     #[serde(default)]
     pub webhooks: Vec<String>,
@@ -124,6 +132,7 @@ impl PersonSettings {
                 .map(|id| Identity::new(FEISHU, id.clone())),
         );
         identities.extend(self.slack.iter().map(|id| Identity::new(SLACK, id.clone())));
+        identities.extend(self.wecom.iter().map(|id| Identity::new(WECOM, id.clone())));
         identities.extend(
             self.webhook
                 .iter()
@@ -201,6 +210,15 @@ pub fn compile(s: &Settings) -> Result<Teams, String> {
             }
             targets.push(Target::new(SLACK, c.clone()));
         }
+        for (j, c) in r.wecom.iter().enumerate() {
+            if !s.wecom.chats.contains(c) {
+                return Err(format!(
+                    "{}: {c:?} is not in wecom.chats",
+                    at(&format!("wecom[{j}]"))
+                ));
+            }
+            targets.push(Target::new(WECOM, c.clone()));
+        }
         for (j, w) in r.webhooks.iter().enumerate() {
             if !s.webhooks.iter().any(|x| x.name == *w) {
                 return Err(format!(
@@ -230,9 +248,12 @@ pub fn compile(s: &Settings) -> Result<Teams, String> {
             if s.slack.enabled {
                 targets.extend(p.ids_on(SLACK).map(|id| Target::new(SLACK, id)));
             }
+            if s.wecom.enabled {
+                targets.extend(p.ids_on(WECOM).map(|id| Target::new(WECOM, id)));
+            }
             if targets.len() == before {
                 return Err(format!(
-                    "{}: {name:?} has no id on an enabled chat channel (telegram, feishu, slack) to message",
+                    "{}: {name:?} has no id on an enabled chat channel (telegram, feishu, slack, wecom) to message",
                     at(&format!("direct[{j}]"))
                 ));
             }
