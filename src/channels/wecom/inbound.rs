@@ -226,11 +226,15 @@ impl Inbound {
         };
         let current = match self.pipeline.admit(&tap, |i| fits(pressed.action, i)).await {
             Ok(i) => i,
-            Err(stop) => return self.after_click(click, &id, stop.feedback).await,
+            Err(stop) => return self.after_click(click, &pressed, stop.feedback).await,
         };
         let answer = match answer_of(&pressed, &current, body) {
             Ok(a) => a,
-            Err(why) => return self.after_click(click, &id, Feedback::Invalid(why)).await,
+            Err(why) => {
+                return self
+                    .after_click(click, &pressed, Feedback::Invalid(why))
+                    .await;
+            }
         };
         let chat = click.chatid.as_deref().unwrap_or(userid);
         self.mark_final(chat, &click.task_id, true).await;
@@ -239,16 +243,11 @@ impl Inbound {
         if !matches!(feedback, Feedback::Resolved(_) | Feedback::Already(_)) {
             self.mark_final(chat, &click.task_id, false).await;
         }
-        self.after_click(click, &id, feedback).await
+        self.after_click(click, &pressed, feedback).await
     }
 
     /// The card update that answers a click with `feedback`.
-    async fn after_click(
-        &self,
-        click: &CardClick,
-        id: &InteractionId,
-        feedback: Feedback,
-    ) -> Reply {
+    async fn after_click(&self, click: &CardClick, pressed: &Pressed, feedback: Feedback) -> Reply {
         self.count(feedback.result());
         let text = feedback.text(self.cards.locale());
         if let Some(i) = feedback.interaction().filter(|i| !i.is_pending()) {
@@ -257,7 +256,12 @@ impl Inbound {
                 userids: Vec::new(),
             };
         }
-        let current = self.pipeline.registry().get(id).await.ok().flatten();
+        // The interaction the card was made for, not a later one that took its id.
+        let current = match InteractionId::parse(&pressed.id) {
+            Ok(id) => self.pipeline.registry().get(&id).await.ok().flatten(),
+            Err(_) => None,
+        }
+        .filter(|i| i.created_at.as_millisecond() == pressed.created_ms);
         let card = match current {
             Some(i) if !i.is_pending() => {
                 return Reply::Update {
