@@ -641,3 +641,121 @@ async fn a_card_sent_before_a_restart_still_answers() {
     assert_eq!(sends.len(), 2, "nothing sent twice");
     app.stop().await;
 }
+
+const TOKEN: &str = "QDG6eK";
+const AES_KEY: &str = "jWmYm7qr5nMoAUwZRjGtBxmz3KA1tkAj3ykkR6q2B2C";
+
+fn crypt() -> imrelay::channels::wecom::crypto::MsgCrypt {
+    imrelay::channels::wecom::crypto::MsgCrypt::new(Secret::new(TOKEN), &Secret::new(AES_KEY), "")
+        .unwrap()
+}
+
+/// POSTs `callback` to the endpoint as WeCom does (encrypted, signed, at `ts`); returns the
+/// status and the decrypted reply (if any).
+async fn post_callback(app: &TestApp, callback: &Value, ts: i64) -> (StatusCode, Option<Value>) {
+    let ts = ts.to_string();
+    let (encrypted, sig) = crypt().seal(callback.to_string().as_bytes(), &ts, "nonce1");
+    let resp = app
+        .client
+        .post(app.url(&format!(
+            "/wecom/callback?msg_signature={sig}&timestamp={ts}&nonce=nonce1"
+        )))
+        .json(&json!({"encrypt": encrypted}))
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status();
+    let body = resp.text().await.unwrap();
+    if !status.is_success() || body.is_empty() {
+        return (status, None);
+    }
+    let outer: Value = serde_json::from_str(&body).unwrap();
+    let plain = crypt()
+        .open(
+            outer["msgsignature"].as_str().unwrap(),
+            &outer["timestamp"].to_string(),
+            outer["nonce"].as_str().unwrap(),
+            outer["encrypt"].as_str().unwrap(),
+        )
+        .expect("the reply is signed and encrypted");
+    (status, Some(serde_json::from_slice(&plain).unwrap()))
+}
+
+#[tokio::test]
+async fn the_callback_url_checks_signatures_and_answers_in_its_replies() {
+    let app = spawn_with(|s| {
+        let w = &mut s.wecom;
+        w.enabled = true;
+        w.transport = Transport::Callback;
+        w.token = Secret::new(TOKEN);
+        w.encoding_aes_key = Secret::new(AES_KEY);
+        w.chats = CHATS.iter().map(|c| c.to_string()).collect();
+        w.approvers = vec![APPROVER.into()];
+        w.locale = Locale::EnUs;
+    })
+    .await;
+    let now = jiff::Timestamp::now().as_second();
+    // The URL check when the callback is saved in WeCom's console.
+    let (echo, sig) = crypt().seal(b"echo-1234", &now.to_string(), "n0");
+    let resp = app
+        .client
+        .get(app.url(&format!(
+            "/wecom/callback?msg_signature={sig}&timestamp={now}&nonce=n0&echostr={}",
+            urlencode(&echo)
+        )))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(resp.text().await.unwrap(), "echo-1234");
+
+    // A message gets the card of the oldest interaction waiting for its chat.
+    app.create_bash("toolu_c1", "git push --force").await;
+    let (s, reply) =
+        post_callback(&app, &text("m-c1", APPROVER, CHATS[0], "@imrelay hi"), now).await;
+    assert_eq!(s, StatusCode::OK);
+    let reply = reply.unwrap();
+    assert_eq!(reply["msgtype"], "template_card");
+    let card = &reply["template_card"];
+    assert_eq!(card["sub_title_text"], "git push --force");
+    let task = card["task_id"].as_str().unwrap();
+
+    // A forged signature and a replayed old callback are refused and change nothing.
+    let click = card_click("m-c2", APPROVER, CHATS[0], &key(card, "Allow"), task);
+    let (encrypted, _) = crypt().seal(click.to_string().as_bytes(), &now.to_string(), "n1");
+    let resp = app
+        .client
+        .post(app.url(&format!(
+            "/wecom/callback?msg_signature={}&timestamp={now}&nonce=n1",
+            "0".repeat(40)
+        )))
+        .json(&json!({"encrypt": encrypted}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
+    let (s, _) = post_callback(&app, &click, now - 3600).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    assert!(status(&app, "toolu_c1").await["resolution"].is_null());
+
+    // The click, signed: answered with the card update in the reply.
+    let (s, reply) = post_callback(&app, &click, now).await;
+    assert_eq!(s, StatusCode::OK);
+    let reply = reply.unwrap();
+    assert_eq!(reply["response_type"], "update_template_card");
+    assert_eq!(
+        reply["template_card"]["main_title"]["desc"],
+        "Allowed by zhangsan via wecom"
+    );
+    assert_eq!(outcome(&app, "toolu_c1").await, "allowed");
+    app.stop().await;
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
