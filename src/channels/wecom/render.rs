@@ -14,13 +14,18 @@ use crate::interaction::{Form, Interaction, Kind, parse_questions};
 use crate::present::render::{self as shared, outcome_label_in, outcome_phrase_in};
 use crate::present::visible_line;
 
-/// Characters of a card's title and its description (WeCom cuts longer ones).
-const TITLE_CHARS: usize = 36;
-const DESC_CHARS: usize = 44;
-/// Characters of the card's body text.
-const BODY_CHARS: usize = 160;
-/// Characters of a select list's title and of an option.
-const OPTION_CHARS: usize = 16;
+/// Characters of a card's title and its description (what WeCom's card reference suggests:
+/// longer ones are cut on the phone).
+const TITLE_CHARS: usize = 26;
+const DESC_CHARS: usize = 30;
+/// Characters of the card's body text and of its quote.
+const BODY_CHARS: usize = 112;
+/// Characters of a key-value line's value.
+const VALUE_CHARS: usize = 26;
+/// Characters of a button, a select list's option and a link.
+const OPTION_CHARS: usize = 10;
+/// Characters of a select list's title.
+const SELECT_TITLE_CHARS: usize = 13;
 /// Characters of a markdown note's excerpt of the call.
 const NOTE_CHARS: usize = 600;
 /// Select lists a `multiple_interaction` card holds.
@@ -65,6 +70,14 @@ impl Cards {
         &self.keys
     }
 
+    fn colon(&self) -> &'static str {
+        if self.locale == Locale::ZhCn {
+            "："
+        } else {
+            ": "
+        }
+    }
+
     fn t(&self, zh: &str, en: &str) -> String {
         if self.locale == Locale::ZhCn { zh } else { en }.to_string()
     }
@@ -94,7 +107,8 @@ impl Cards {
             "card_type": "button_interaction",
             "task_id": task_id,
             "source": {"desc": "imrelay"},
-            "main_title": {"title": cut(feedback, TITLE_CHARS)},
+            "main_title": {"title": self.t("imrelay：无法处理", "imrelay: not taken")},
+            "sub_title_text": cut(feedback, BODY_CHARS),
             "button_list": [{"text": self.t("无效", "Not valid"), "style": 2, "key": "noop"}],
         })
     }
@@ -106,7 +120,10 @@ impl Cards {
             Kind::Form => self.t("需要填写", "Form"),
         };
         let tool = i.title.as_deref().unwrap_or(&i.tool_name);
-        cut(&format!("{what}：{}", visible_line(tool)), TITLE_CHARS)
+        cut(
+            &format!("{what}{}{}", self.colon(), visible_line(tool)),
+            TITLE_CHARS,
+        )
     }
 
     /// What the call does, as plain text (the command, the diff, the question).
@@ -153,23 +170,26 @@ impl Cards {
         card.insert(
             "horizontal_content_list".into(),
             json!([
-                {"keyname": self.t("工具", "Tool"), "value": cut(&visible_line(&i.tool_name), DESC_CHARS)},
+                {"keyname": self.t("工具", "Tool"), "value": cut(&visible_line(&i.tool_name), VALUE_CHARS)},
                 {"keyname": self.t("截止", "Until"), "value": until},
             ]),
         );
         if let Some(inbox) = &self.inbox {
             card.insert(
                 "jump_list".into(),
-                json!([{"type": 1, "title": self.t("在收件箱查看全部", "See it all in the inbox"), "url": inbox}]),
+                json!([{"type": 1, "title": self.t("在收件箱查看", "Open inbox"), "url": inbox}]),
             );
         }
         card
     }
 
     fn pending(&self, i: &Interaction, task_id: &str, feedback: Option<&str>) -> Value {
-        let context = shared::context_line(i);
-        let desc = feedback.map_or(context, str::to_string);
-        let mut card = self.base(i, task_id, self.heading(i), desc);
+        let mut card = self.base(i, task_id, self.heading(i), shared::context_line(i));
+        if let Some(feedback) = feedback {
+            // What became of the click, above what the card asks.
+            let body = format!("⚠ {feedback}\n{}", self.body(i));
+            card.insert("sub_title_text".into(), json!(cut(&body, BODY_CHARS)));
+        }
         let typed = self.typed_hint(i);
         if let Some(hint) = typed {
             card.insert("quote_area".into(), json!({"type": 0, "quote_text": hint}));
@@ -297,7 +317,8 @@ impl Cards {
             task_id,
             cut(
                 &format!(
-                    "{label}：{}",
+                    "{label}{}{}",
+                    self.colon(),
                     visible_line(i.title.as_deref().unwrap_or(&i.tool_name))
                 ),
                 TITLE_CHARS,
@@ -344,14 +365,16 @@ impl Cards {
         let tool = visible_line(i.title.as_deref().unwrap_or(&i.tool_name));
         let body = cut(&self.body(i), NOTE_CHARS).replace("```", "'''");
         let mut content = format!(
-            "{icon} **{}**：{tool}\n> {}",
+            "{icon} **{}**{}{tool}\n> {}",
             markdown(&outcome),
+            self.colon(),
             markdown(&shared::context_line(i))
         );
         if let Some(reason) = i.resolution.as_ref().and_then(|r| r.message()) {
             content.push_str(&format!(
-                "\n> {}：{}",
+                "\n> {}{}{}",
                 self.t("理由", "Reason"),
+                self.colon(),
                 markdown(reason)
             ));
         }
@@ -379,7 +402,7 @@ fn select<'a>(n: usize, title: &str, options: impl Iterator<Item = &'a str>) -> 
         .enumerate()
         .map(|(j, l)| json!({"id": j.to_string(), "text": cut(&visible_line(l), OPTION_CHARS)}))
         .collect();
-    json!({"question_key": format!("q{n}"), "title": cut(&visible_line(title), OPTION_CHARS), "option_list": options})
+    json!({"question_key": format!("q{n}"), "title": cut(&visible_line(title), SELECT_TITLE_CHARS), "option_list": options})
 }
 
 /// Outside text made safe in WeCom markdown: visible, and no markup of its own.

@@ -160,7 +160,7 @@ async fn an_approver_approves_the_card_updates_and_the_other_chat_is_told() {
     let (chat_a, card) = &cards[0];
     // What a person sees: what is asked, the command, Allow and Deny, a way to give a reason.
     assert_eq!(card["card_type"], "button_interaction");
-    assert_eq!(card["main_title"]["title"], "Approval needed：Bash");
+    assert_eq!(card["main_title"]["title"], "Approval needed: Bash");
     assert_eq!(card["sub_title_text"], "cargo test --workspace");
     assert!(
         card["quote_area"]["quote_text"]
@@ -185,7 +185,7 @@ async fn an_approver_approves_the_card_updates_and_the_other_chat_is_told() {
     assert_eq!(body["template_card"]["task_id"], *task_id);
     assert_eq!(
         body["template_card"]["main_title"]["title"],
-        "Allowed：Bash"
+        "Allowed: Bash"
     );
     assert_eq!(
         body["template_card"]["main_title"]["desc"],
@@ -238,7 +238,7 @@ async fn deny_with_reason_is_typed_to_the_bot() {
     assert_eq!(s["resolution"]["result"]["message"], "keep the cache");
     for (chat, _) in &cards {
         wait_until("the notes", || !notes(&fake, chat).is_empty()).await;
-        assert!(notes(&fake, chat)[0].contains("Reason：keep the cache"));
+        assert!(notes(&fake, chat)[0].contains("Reason: keep the cache"));
     }
     app.stop().await;
 }
@@ -304,10 +304,10 @@ async fn questions_are_answered_with_buttons_or_select_lists() {
     )
     .await;
     assert_eq!(update["body"]["userids"], json!([APPROVER]));
-    let desc = update["body"]["template_card"]["main_title"]["desc"]
+    let shown = update["body"]["template_card"]["sub_title_text"]
         .as_str()
         .unwrap();
-    assert!(desc.starts_with("Not accepted: DB1"), "{desc}");
+    assert!(shown.starts_with("⚠ Not accepted: DB1"), "{shown}");
     assert!(status(&app, "q_w2").await["resolution"].is_null());
     click(
         &fake,
@@ -386,8 +386,8 @@ async fn a_non_approver_is_told_on_their_own_card_and_nothing_changes() {
     assert_eq!(update["body"]["userids"], json!([STRANGER]));
     let shown = &update["body"]["template_card"];
     assert_eq!(
-        shown["main_title"]["desc"],
-        "You are not an approver for this"
+        shown["sub_title_text"],
+        "⚠ You are not an approver for this\nmake deploy"
     );
     assert_eq!(
         shown["button_list"].as_array().unwrap().len(),
@@ -418,7 +418,7 @@ async fn forged_moved_and_replayed_clicks_are_refused() {
     .await;
     assert_eq!(update["body"]["userids"], json!([APPROVER]));
     assert_eq!(
-        update["body"]["template_card"]["main_title"]["title"],
+        update["body"]["template_card"]["sub_title_text"],
         "This button is not valid."
     );
     // A key taken to another card.
@@ -430,7 +430,7 @@ async fn forged_moved_and_replayed_clicks_are_refused() {
     )
     .await;
     assert_eq!(
-        update["body"]["template_card"]["main_title"]["title"],
+        update["body"]["template_card"]["sub_title_text"],
         "This button is not valid."
     );
     assert!(status(&app, "toolu_w4").await["resolution"].is_null());
@@ -549,7 +549,7 @@ async fn answered_elsewhere_every_chat_is_told_who_where_and_why() {
     assert!(update["body"].get("userids").is_none());
     assert_eq!(
         update["body"]["template_card"]["main_title"]["title"],
-        "Denied：Bash"
+        "Denied: Bash"
     );
     assert_eq!(outcome(&app, "toolu_w7").await, "denied");
     app.stop().await;
