@@ -157,7 +157,7 @@ mod tests {
     #[test]
     fn keys_bind_interaction_action_and_card() {
         let keys = Keys::new(vec![7; 32]);
-        let i = interaction("toolu_1|x", 1_700_000_000_000);
+        let i = interaction("toolu_1:x", 1_700_000_000_000);
         let task = Keys::task_id(&i, "chat1");
         assert!(task.len() <= 128);
         assert!(
@@ -169,7 +169,7 @@ mod tests {
         let p = keys.verify(&key, &task).unwrap();
         assert_eq!(
             (p.id.as_str(), p.created_ms, p.action),
-            ("toolu_1|x", 1_700_000_000_000, Action::Choose(2))
+            ("toolu_1:x", 1_700_000_000_000, Action::Choose(2))
         );
         // On another card, with another action, or under another secret: refused.
         assert!(keys.verify(&key, &Keys::task_id(&i, "chat2")).is_none());
@@ -178,7 +178,7 @@ mod tests {
         assert!(Keys::new(vec![8; 32]).verify(&key, &task).is_none());
         assert!(keys.verify("allow|x", &task).is_none());
         assert!(keys.verify("", &task).is_none());
-        let later = interaction("toolu_1|x", 1_700_000_000_001);
+        let later = interaction("toolu_1:x", 1_700_000_000_001);
         assert_ne!(keys.handle(&i), keys.handle(&later));
         assert_eq!(keys.handle(&i).len(), 8);
     }

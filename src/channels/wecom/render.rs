@@ -340,6 +340,13 @@ impl Cards {
                 json!({"type": 0, "quote_text": cut(&lines.join("\n"), BODY_CHARS)}),
             );
         }
+        card.insert(
+            "horizontal_content_list".into(),
+            json!([
+                {"keyname": self.t("工具", "Tool"), "value": cut(&visible_line(&i.tool_name), VALUE_CHARS)},
+                {"keyname": self.t("处理于", "At"), "value": shared::format_time(r.at)},
+            ]),
+        );
         card.insert("card_type".into(), json!("button_interaction"));
         card.insert(
             "button_list".into(),
@@ -414,4 +421,73 @@ fn markdown(text: &str) -> String {
             c => vec![c],
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::interaction::{InteractionId, Outcome, PermissionResult, Resolution, Via};
+
+    fn bash(command: &str) -> Interaction {
+        let mut input = Map::new();
+        input.insert("command".into(), json!(command));
+        let mut i = Interaction::pending(
+            InteractionId::parse("toolu_1").unwrap(),
+            "Bash",
+            input,
+            jiff::Timestamp::from_millisecond(1_700_000_000_000).unwrap(),
+            300,
+        );
+        i.cwd = Some("/srv/shop".into());
+        i
+    }
+
+    #[test]
+    fn an_approval_reads_as_a_person_expects_in_chinese() {
+        let cards = Cards::new(Locale::ZhCn, Keys::new(vec![7; 32]), None);
+        let i = bash("cargo test --workspace");
+        let card = cards.card(&i, "wrkA");
+        assert_eq!(card["card_type"], "button_interaction");
+        assert_eq!(card["main_title"]["title"], "需要批准：Bash");
+        assert_eq!(card["sub_title_text"], "cargo test --workspace");
+        assert_eq!(card["button_list"][0]["text"], "批准");
+        assert_eq!(card["button_list"][1]["text"], "拒绝");
+        let hint = card["quote_area"]["quote_text"].as_str().unwrap();
+        assert!(
+            hint.starts_with("附理由拒绝：@机器人 发送「拒绝 "),
+            "{hint}"
+        );
+        let r = i.resolved(Resolution {
+            outcome: Outcome::Allowed,
+            by: Some("lisi".into()),
+            via: Via::new("telegram"),
+            at: jiff::Timestamp::from_millisecond(1_700_000_060_000).unwrap(),
+            result: PermissionResult::Allow {
+                updated_input: i.input.clone(),
+                updated_permissions: None,
+            }
+            .into(),
+        });
+        let done = cards.card(&r, "wrkA");
+        assert_eq!(done["main_title"]["title"], "已批准：Bash");
+        assert_eq!(done["main_title"]["desc"], "由 lisi 通过 telegram 批准");
+        assert_eq!(done["task_id"], card["task_id"]);
+        let note = cards.note(&r)["markdown"]["content"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            note.starts_with("✅ **由 lisi 通过 telegram 批准**：Bash"),
+            "{note}"
+        );
+    }
+
+    #[test]
+    fn outside_text_cannot_add_markup_to_a_note() {
+        assert_eq!(
+            markdown("**bold** [x](y) `c`"),
+            "\\*\\*bold\\*\\* \\[x\\](y) \\`c\\`"
+        );
+        assert_eq!(cut("abcdef", 4), "abc…");
+    }
 }
