@@ -148,7 +148,7 @@ impl Endpoint {
                 .seal(reply.to_string().as_bytes(), &q.timestamp, &q.nonce);
         Ok(
             axum::Json(json!({"encrypt": encrypt, "msgsignature": signature,
-            "timestamp": q.timestamp.trim().parse::<i64>().unwrap_or_default(), "nonce": q.nonce}))
+            "timestamp": q.timestamp.trim(), "nonce": q.nonce}))
             .into_response(),
         )
     }

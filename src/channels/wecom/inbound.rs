@@ -161,6 +161,8 @@ impl Inbound {
                 .identify(CHANNEL, chat)
                 .is_some();
         if chat.is_empty() || !ours {
+            // How a person setting the channel up learns a group's chatid.
+            tracing::info!(chat = %chat.escape_debug(), "wecom: a message from a chat not in wecom.chats");
             return;
         }
         let at = jiff::Timestamp::now().to_string();

@@ -673,7 +673,9 @@ async fn post_callback(app: &TestApp, callback: &Value, ts: i64) -> (StatusCode,
     let plain = crypt()
         .open(
             outer["msgsignature"].as_str().unwrap(),
-            &outer["timestamp"].to_string(),
+            outer["timestamp"]
+                .as_str()
+                .expect("the timestamp is a string"),
             outer["nonce"].as_str().unwrap(),
             outer["encrypt"].as_str().unwrap(),
         )
