@@ -1,6 +1,6 @@
 //! WeCom's outbox jobs, planned in the registry's transactions: one `post` job per chat when
-//! an interaction is created; one `update` job (every copy recorded for it) when it is
-//! resolved, from anywhere.
+//! an interaction is created, and one per chat its route escalates to when nobody answered
+//! in time; one `update` job (every copy recorded for it) when it is resolved, from anywhere.
 
 use super::CHANNEL;
 use crate::interaction::{Interaction, Lifecycle};
@@ -44,6 +44,20 @@ impl Lifecycle for Planner {
         for c in routed.as_ref().unwrap_or(&self.chats) {
             let job = Job::Post { chat: c.clone() };
             jobs.push(job.plan(i, &[c], from, until));
+        }
+    }
+
+    fn plan_escalated(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
+        let Some(stamp) = i.route.as_deref() else {
+            return;
+        };
+        let (from, until) = (jiff::Timestamp::now(), i.deadline);
+        for chat in stamp.escalation_addresses(CHANNEL) {
+            let key = OutboxJob::key_for(CHANNEL, "escalate", i, &[chat]);
+            let job = Job::Post {
+                chat: chat.to_string(),
+            };
+            jobs.push(job.plan_keyed(key, i, from, until));
         }
     }
 
