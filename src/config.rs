@@ -105,6 +105,9 @@ pub struct Settings {
     /// The WeCom (企业微信) channel.
     #[serde(default)]
     pub wecom: crate::channels::wecom::WeComSettings,
+    /// The DingTalk channel.
+    #[serde(default)]
+    pub dingtalk: crate::channels::dingtalk::DingTalkSettings,
     /// People and their identities on each channel (`[[people]]`).
     #[serde(default)]
     pub people: Vec<teams::PersonSettings>,
@@ -412,7 +415,7 @@ pub(crate) fn enum_values(key: &str) -> Option<Vec<String>> {
         "telegram.mode" => variants::<telegram::Mode>(),
         "feishu.mode" => variants::<feishu::Mode>(),
         "feishu.domain" => variants::<feishu::settings::Domain>(),
-        "feishu.locale" => variants::<crate::present::render::Locale>(),
+        "feishu.locale" | "dingtalk.locale" => variants::<crate::present::render::Locale>(),
         "slack.mode" => variants::<slack::Mode>(),
         "wecom.transport" => variants::<crate::channels::wecom::Transport>(),
         "wecom.locale" => variants::<crate::present::render::Locale>(),
@@ -541,12 +544,13 @@ impl Settings {
     /// The channel registry: every channel's settings section, in the order they are
     /// checked, installed and tried by `imrelay doctor`. A new channel is one line here
     /// (and its field above).
-    pub fn channels(&self) -> [&dyn crate::channels::Channel; 5] {
+    pub fn channels(&self) -> [&dyn crate::channels::Channel; 6] {
         [
             &self.telegram,
             &self.feishu,
             &self.slack,
             &self.wecom,
+            &self.dingtalk,
             &self.webhooks,
         ]
     }

@@ -21,6 +21,8 @@ pub const FEISHU: &str = "feishu";
 pub const SLACK: &str = "slack";
 /// The channel name of WeCom identities (userids) and targets (chats).
 pub const WECOM: &str = "wecom";
+/// The channel name of DingTalk identities and targets.
+pub const DINGTALK: &str = "dingtalk";
 /// The channel name of webhook identities (sender names) and targets (webhook names).
 pub const WEBHOOK: &str = "webhook";
 /// The channel name of operator identities (an operator token's label, for the inbox and
@@ -45,6 +47,9 @@ pub struct PersonSettings {
     /// WeCom userids.
     #[serde(default)]
     pub wecom: Vec<String>,
+    /// DingTalk userIds.
+    #[serde(default)]
+    pub dingtalk: Vec<String>,
     /// Sender names in signed webhook answers.
     #[serde(default)]
     pub webhook: Vec<String>,
@@ -104,6 +109,10 @@ pub struct RouteSettings {
     /// WeCom chats it sends cards to (listed in `wecom.chats`).
     #[serde(default)]
     pub wecom: Vec<String>,
+    /// DingTalk groups it sends cards to (openConversationIds listed in
+    /// `dingtalk.conversations`).
+    #[serde(default)]
+    pub dingtalk: Vec<String>,
     /// Webhooks it delivers to (names of `[[webhooks]]`).
     #[serde(default)]
     pub webhooks: Vec<String>,
@@ -142,6 +151,9 @@ pub struct EscalateTo {
     /// WeCom chats (listed in `wecom.chats`).
     #[serde(default)]
     pub wecom: Vec<String>,
+    /// DingTalk group conversations (openConversationIds listed in `dingtalk.conversations`).
+    #[serde(default)]
+    pub dingtalk: Vec<String>,
     /// Webhooks (names of `[[webhooks]]`).
     #[serde(default)]
     pub webhooks: Vec<String>,
@@ -159,6 +171,7 @@ struct Places<'a> {
     feishu: &'a [String],
     slack: &'a [String],
     wecom: &'a [String],
+    dingtalk: &'a [String],
     webhooks: &'a [String],
     direct: &'a [String],
 }
@@ -170,6 +183,7 @@ impl RouteSettings {
             feishu: &self.feishu,
             slack: &self.slack,
             wecom: &self.wecom,
+            dingtalk: &self.dingtalk,
             webhooks: &self.webhooks,
             direct: &self.direct,
         }
@@ -183,6 +197,7 @@ impl EscalateTo {
             feishu: &self.feishu,
             slack: &self.slack,
             wecom: &self.wecom,
+            dingtalk: &self.dingtalk,
             webhooks: &self.webhooks,
             direct: &self.direct,
         }
@@ -204,6 +219,11 @@ impl PersonSettings {
         );
         identities.extend(self.slack.iter().map(|id| Identity::new(SLACK, id.clone())));
         identities.extend(self.wecom.iter().map(|id| Identity::new(WECOM, id.clone())));
+        identities.extend(
+            self.dingtalk
+                .iter()
+                .map(|id| Identity::new(DINGTALK, id.clone())),
+        );
         identities.extend(
             self.webhook
                 .iter()
@@ -276,6 +296,15 @@ fn targets(
         }
         targets.push(Target::new(WECOM, c.clone()));
     }
+    for (j, c) in p.dingtalk.iter().enumerate() {
+        if !s.dingtalk.conversations.contains(c) {
+            return Err(format!(
+                "{}: {c:?} is not in dingtalk.conversations",
+                at(&format!("dingtalk[{j}]"))
+            ));
+        }
+        targets.push(Target::new(DINGTALK, c.clone()));
+    }
     for (j, w) in p.webhooks.iter().enumerate() {
         if !s.webhooks.iter().any(|x| x.name == *w) {
             return Err(format!(
@@ -308,9 +337,15 @@ fn targets(
         if s.wecom.enabled {
             targets.extend(p.ids_on(WECOM).map(|id| Target::new(WECOM, id)));
         }
+        if s.dingtalk.enabled {
+            targets.extend(
+                p.ids_on(DINGTALK)
+                    .map(|id| Target::new(DINGTALK, format!("user:{id}"))),
+            );
+        }
         if targets.len() == before {
             return Err(format!(
-                "{}: {name:?} has no id on an enabled chat channel (telegram, feishu, slack, wecom) to message",
+                "{}: {name:?} has no id on an enabled chat channel (telegram, feishu, slack, dingtalk, wecom) to message",
                 at(&format!("direct[{j}]"))
             ));
         }
