@@ -102,6 +102,9 @@ pub struct Settings {
     /// The Slack channel.
     #[serde(default)]
     pub slack: crate::channels::slack::SlackSettings,
+    /// The WeCom (企业微信) channel.
+    #[serde(default)]
+    pub wecom: crate::channels::wecom::WeComSettings,
     /// The DingTalk channel.
     #[serde(default)]
     pub dingtalk: crate::channels::dingtalk::DingTalkSettings,
@@ -414,6 +417,8 @@ pub(crate) fn enum_values(key: &str) -> Option<Vec<String>> {
         "feishu.domain" => variants::<feishu::settings::Domain>(),
         "feishu.locale" | "dingtalk.locale" => variants::<crate::present::render::Locale>(),
         "slack.mode" => variants::<slack::Mode>(),
+        "wecom.transport" => variants::<crate::channels::wecom::Transport>(),
+        "wecom.locale" => variants::<crate::present::render::Locale>(),
         "policy.decision" => variants::<crate::interaction::policy::Decision>(),
         "policy.mode" => variants::<crate::interaction::policy::Mode>(),
         "policy.kind" | "routes.kind" => variants::<crate::interaction::Kind>(),
@@ -539,11 +544,12 @@ impl Settings {
     /// The channel registry: every channel's settings section, in the order they are
     /// checked, installed and tried by `imrelay doctor`. A new channel is one line here
     /// (and its field above).
-    pub fn channels(&self) -> [&dyn crate::channels::Channel; 5] {
+    pub fn channels(&self) -> [&dyn crate::channels::Channel; 6] {
         [
             &self.telegram,
             &self.feishu,
             &self.slack,
+            &self.wecom,
             &self.dingtalk,
             &self.webhooks,
         ]

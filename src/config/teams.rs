@@ -19,6 +19,8 @@ pub const TELEGRAM: &str = "telegram";
 pub const FEISHU: &str = "feishu";
 /// The channel name of Slack identities and targets.
 pub const SLACK: &str = "slack";
+/// The channel name of WeCom identities (userids) and targets (chats).
+pub const WECOM: &str = "wecom";
 /// The channel name of DingTalk identities and targets.
 pub const DINGTALK: &str = "dingtalk";
 /// The channel name of webhook identities (sender names) and targets (webhook names).
@@ -42,6 +44,9 @@ pub struct PersonSettings {
     /// Slack user ids (`U...`).
     #[serde(default)]
     pub slack: Vec<String>,
+    /// WeCom userids.
+    #[serde(default)]
+    pub wecom: Vec<String>,
     /// DingTalk userIds.
     #[serde(default)]
     pub dingtalk: Vec<String>,
@@ -101,6 +106,9 @@ pub struct RouteSettings {
     /// Slack conversations it posts to (ids listed in `slack.channels`).
     #[serde(default)]
     pub slack: Vec<String>,
+    /// WeCom chats it sends cards to (listed in `wecom.chats`).
+    #[serde(default)]
+    pub wecom: Vec<String>,
     /// DingTalk groups it sends cards to (openConversationIds listed in
     /// `dingtalk.conversations`).
     #[serde(default)]
@@ -140,6 +148,9 @@ pub struct EscalateTo {
     /// Slack conversations (ids listed in `slack.channels`).
     #[serde(default)]
     pub slack: Vec<String>,
+    /// WeCom chats (listed in `wecom.chats`).
+    #[serde(default)]
+    pub wecom: Vec<String>,
     /// DingTalk group conversations (openConversationIds listed in `dingtalk.conversations`).
     #[serde(default)]
     pub dingtalk: Vec<String>,
@@ -159,6 +170,7 @@ struct Places<'a> {
     telegram: &'a [i64],
     feishu: &'a [String],
     slack: &'a [String],
+    wecom: &'a [String],
     dingtalk: &'a [String],
     webhooks: &'a [String],
     direct: &'a [String],
@@ -170,6 +182,7 @@ impl RouteSettings {
             telegram: &self.telegram,
             feishu: &self.feishu,
             slack: &self.slack,
+            wecom: &self.wecom,
             dingtalk: &self.dingtalk,
             webhooks: &self.webhooks,
             direct: &self.direct,
@@ -183,6 +196,7 @@ impl EscalateTo {
             telegram: &self.telegram,
             feishu: &self.feishu,
             slack: &self.slack,
+            wecom: &self.wecom,
             dingtalk: &self.dingtalk,
             webhooks: &self.webhooks,
             direct: &self.direct,
@@ -204,6 +218,7 @@ impl PersonSettings {
                 .map(|id| Identity::new(FEISHU, id.clone())),
         );
         identities.extend(self.slack.iter().map(|id| Identity::new(SLACK, id.clone())));
+        identities.extend(self.wecom.iter().map(|id| Identity::new(WECOM, id.clone())));
         identities.extend(
             self.dingtalk
                 .iter()
@@ -272,6 +287,15 @@ fn targets(
         }
         targets.push(Target::new(SLACK, c.clone()));
     }
+    for (j, c) in p.wecom.iter().enumerate() {
+        if !s.wecom.chats.contains(c) {
+            return Err(format!(
+                "{}: {c:?} is not in wecom.chats",
+                at(&format!("wecom[{j}]"))
+            ));
+        }
+        targets.push(Target::new(WECOM, c.clone()));
+    }
     for (j, c) in p.dingtalk.iter().enumerate() {
         if !s.dingtalk.conversations.contains(c) {
             return Err(format!(
@@ -310,6 +334,9 @@ fn targets(
         if s.slack.enabled {
             targets.extend(p.ids_on(SLACK).map(|id| Target::new(SLACK, id)));
         }
+        if s.wecom.enabled {
+            targets.extend(p.ids_on(WECOM).map(|id| Target::new(WECOM, id)));
+        }
         if s.dingtalk.enabled {
             targets.extend(
                 p.ids_on(DINGTALK)
@@ -318,7 +345,7 @@ fn targets(
         }
         if targets.len() == before {
             return Err(format!(
-                "{}: {name:?} has no id on an enabled chat channel (telegram, feishu, slack, dingtalk) to message",
+                "{}: {name:?} has no id on an enabled chat channel (telegram, feishu, slack, dingtalk, wecom) to message",
                 at(&format!("direct[{j}]"))
             ));
         }

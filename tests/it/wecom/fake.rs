@@ -71,6 +71,11 @@ impl FakeState {
         self.send(conn, Cmd::Text(f.to_string()));
     }
 
+    /// Marks `chat` as one where someone messaged the bot (as a message callback would).
+    pub fn reach(&self, chat: &str) {
+        self.reachable.lock().unwrap().insert(chat.to_string());
+    }
+
     pub fn drop_conn(&self, conn: usize) {
         self.send(conn, Cmd::Drop);
     }
@@ -208,4 +213,25 @@ pub fn card_click(msgid: &str, userid: &str, chatid: &str, key: &str, task_id: &
 pub fn text(msgid: &str, userid: &str, chatid: &str, content: &str) -> Value {
     json!({"msgid": msgid, "aibotid": BOT_ID, "chatid": chatid, "chattype": "group",
         "from": {"userid": userid}, "msgtype": "text", "text": {"content": content}})
+}
+
+/// A template card submission in WeCom's nested shape (`event.template_card_event`), with
+/// the select lists' choices (`question_key` → option ids).
+pub fn card_submit(
+    msgid: &str,
+    userid: &str,
+    chatid: &str,
+    key: &str,
+    task_id: &str,
+    selected: &[(&str, &str)],
+) -> Value {
+    let items: Vec<Value> = selected
+        .iter()
+        .map(|(q, o)| json!({"question_key": q, "option_ids": {"option_id": [o]}}))
+        .collect();
+    json!({"msgid": msgid, "create_time": 1700000000, "aibotid": BOT_ID, "chatid": chatid,
+        "chattype": "group", "from": {"userid": userid}, "msgtype": "event",
+        "event": {"eventtype": "template_card_event", "template_card_event": {
+            "card_type": "multiple_interaction", "event_key": key, "task_id": task_id,
+            "selected_items": {"selected_item": items}}}})
 }

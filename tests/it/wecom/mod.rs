@@ -4,4 +4,5 @@
 //! connection taken over by another client.
 
 mod bot;
+pub mod channel;
 pub mod fake;

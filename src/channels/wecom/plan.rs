@@ -1,0 +1,71 @@
+//! WeCom's outbox jobs, planned in the registry's transactions: one `post` job per chat when
+//! an interaction is created, and one per chat its route escalates to when nobody answered
+//! in time; one `update` job (every copy recorded for it) when it is resolved, from anywhere.
+
+use super::CHANNEL;
+use crate::interaction::{Interaction, Lifecycle};
+use crate::outbox::{ChannelJob, created_window, resolved_window};
+use crate::store::OutboxJob;
+
+/// What the channel's outbox does.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub(crate) enum Job {
+    /// Send the card of a new interaction to one chat.
+    Post {
+        /// A group's chatid, or a person's userid.
+        chat: String,
+    },
+    /// Show the outcome on every copy of a resolved interaction.
+    Update,
+}
+
+impl ChannelJob for Job {
+    fn channel(&self) -> std::borrow::Cow<'static, str> {
+        CHANNEL.into()
+    }
+}
+
+/// Plans the channel's outbox jobs inside each state change's transaction.
+pub(crate) struct Planner {
+    /// Where cards go.
+    pub chats: Vec<String>,
+}
+
+impl Lifecycle for Planner {
+    fn plan_created(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
+        let (from, until) = created_window(i);
+        // A routed interaction goes to its route's chats (and people's one-to-one chats) only.
+        let routed: Option<Vec<String>> = i
+            .route
+            .as_deref()
+            .and_then(|r| r.addresses(CHANNEL))
+            .map(|to| to.map(str::to_string).collect());
+        for c in routed.as_ref().unwrap_or(&self.chats) {
+            let job = Job::Post { chat: c.clone() };
+            jobs.push(job.plan(i, &[c], from, until));
+        }
+    }
+
+    fn plan_escalated(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
+        let Some(stamp) = i.route.as_deref() else {
+            return;
+        };
+        let (from, until) = (jiff::Timestamp::now(), i.deadline);
+        for chat in stamp.escalation_addresses(CHANNEL) {
+            let key = OutboxJob::key_for(CHANNEL, "escalate", i, &[chat]);
+            let job = Job::Post {
+                chat: chat.to_string(),
+            };
+            jobs.push(job.plan_keyed(key, i, from, until));
+        }
+    }
+
+    fn plan_resolved(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
+        if self.chats.is_empty() {
+            return;
+        }
+        let (from, until) = resolved_window(i);
+        jobs.push(Job::Update.plan(i, &[], from, until));
+    }
+}
