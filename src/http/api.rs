@@ -473,18 +473,17 @@ pub async fn wait(
 /// `POST /v1/interactions/{id}/respond`
 pub async fn respond(
     State(state): State<AppState>,
+    principal: Principal,
     ApiPath(id): ApiPath<String>,
     ApiJson(mut body): ApiJson<RespondBody>,
 ) -> Result<Response, ApiError> {
     let id = path_id(&id)?;
-    let responder = Responder {
-        by: body.by(),
-        via: body.via(),
-        actor_id: None,
-        identity: None,
-    };
+    let mut responder = Responder::anonymous(body.via());
+    responder.by = body.by();
+    let responder = super::operator::responder(&principal, responder);
     let grant = body.take_grant();
     let answer = body.answer()?;
+    super::operator::admit(&state, &principal, &responder, &id).await?;
     let Some(grant) = grant else {
         let resolved = state.registry.respond(&id, answer, responder).await?;
         return Ok(outcome_response(&resolved));

@@ -1,6 +1,6 @@
 //! Feishu's outbox jobs, planned in the registry's transactions: one `send` job per receiver
-//! when an interaction is created, one `update` job (every card recorded for it) when it is
-//! resolved.
+//! when an interaction is created, one more per receiver its route escalates to when nobody
+//! answered in time, one `update` job (every card recorded for it) when it is resolved.
 
 use super::CHANNEL;
 use super::settings::Receiver;
@@ -47,6 +47,20 @@ impl Lifecycle for Planner {
                 receiver: r.clone(),
             };
             jobs.push(job.plan(i, &[&r.address()], from, until));
+        }
+    }
+
+    fn plan_escalated(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
+        let Some(stamp) = i.route.as_deref() else {
+            return;
+        };
+        let (from, until) = (jiff::Timestamp::now(), i.deadline);
+        for address in stamp.escalation_addresses(CHANNEL) {
+            let Ok(receiver) = address.parse::<Receiver>() else {
+                continue;
+            };
+            let key = OutboxJob::key_for(CHANNEL, "escalate", i, &[address]);
+            jobs.push(Job::Send { receiver }.plan_keyed(key, i, from, until));
         }
     }
 

@@ -1,6 +1,7 @@
 //! Telegram's outbox jobs, planned in the registry's transactions: one `post` job per
-//! configured chat when an interaction is created (and a re-post on `/pending`), one
-//! `resolved` job when it is resolved, by anyone, anywhere.
+//! configured chat when an interaction is created (and a re-post on `/pending`), one more
+//! per chat its route escalates to when nobody answered in time, one `resolved` job when it
+//! is resolved, by anyone, anywhere.
 
 use std::time::Duration;
 
@@ -52,6 +53,17 @@ pub(crate) fn post_job(i: &Interaction, chat: i64, nonce: Option<&str>) -> Outbo
     }
 }
 
+/// The job that posts interaction `i`, escalated, to `chat` (a copy of its own, beside the
+/// first ones).
+pub(crate) fn escalate_job(i: &Interaction, chat: i64) -> OutboxJob {
+    Job::Post { chat }.plan_keyed(
+        OutboxJob::key_for(CHANNEL, "escalate", i, &[&chat.to_string()]),
+        i,
+        Timestamp::now(),
+        i.deadline,
+    )
+}
+
 impl Lifecycle for Planner {
     fn plan_created(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
         // A routed interaction goes to its route's chats (and people's private chats) only.
@@ -65,6 +77,17 @@ impl Lifecycle for Planner {
                 for chat in &self.chats {
                     jobs.push(post_job(i, *chat, None));
                 }
+            }
+        }
+    }
+
+    fn plan_escalated(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
+        let Some(stamp) = i.route.as_deref() else {
+            return;
+        };
+        for chat in stamp.escalation_addresses(CHANNEL) {
+            if let Ok(chat) = chat.parse::<i64>() {
+                jobs.push(escalate_job(i, chat));
             }
         }
     }
