@@ -140,6 +140,9 @@ pub struct EscalateTo {
     /// Slack conversations (ids listed in `slack.channels`).
     #[serde(default)]
     pub slack: Vec<String>,
+    /// DingTalk group conversations (openConversationIds listed in `dingtalk.conversations`).
+    #[serde(default)]
+    pub dingtalk: Vec<String>,
     /// Webhooks (names of `[[webhooks]]`).
     #[serde(default)]
     pub webhooks: Vec<String>,
@@ -180,7 +183,7 @@ impl EscalateTo {
             telegram: &self.telegram,
             feishu: &self.feishu,
             slack: &self.slack,
-            dingtalk: &[],
+            dingtalk: &self.dingtalk,
             webhooks: &self.webhooks,
             direct: &self.direct,
         }
