@@ -254,6 +254,7 @@ mod tests {
                 name: name.into(),
                 targets: None,
                 approvers: Vec::new(),
+                escalation: None,
             })
         });
         i.agent = agent.map(Into::into);
