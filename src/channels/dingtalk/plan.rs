@@ -1,6 +1,7 @@
 //! DingTalk's outbox jobs, planned in the registry's transactions: one `post` job per group
-//! (or, for a route's people, per person) when an interaction is created; one `update` job
-//! (every card recorded for it) when it is resolved.
+//! (or, for a route's people, per person) when an interaction is created, and per place
+//! its route escalates to; one `update` job (every card recorded for it) when it is
+//! resolved.
 
 use super::CHANNEL;
 use crate::interaction::{Interaction, Lifecycle};
@@ -45,6 +46,20 @@ impl Lifecycle for Planner {
         for t in routed.as_ref().unwrap_or(&self.conversations) {
             let job = Job::Post { target: t.clone() };
             jobs.push(job.plan(i, &[t], from, until));
+        }
+    }
+
+    fn plan_escalated(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
+        let Some(stamp) = i.route.as_deref() else {
+            return;
+        };
+        let (from, until) = (jiff::Timestamp::now(), i.deadline);
+        for t in stamp.escalation_addresses(CHANNEL) {
+            let job = Job::Post {
+                target: t.to_string(),
+            };
+            let key = OutboxJob::key_for(CHANNEL, "escalate", i, &[t]);
+            jobs.push(job.plan_keyed(key, i, from, until));
         }
     }
 
