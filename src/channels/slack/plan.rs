@@ -1,5 +1,6 @@
 //! Slack's outbox jobs, planned in the registry's transactions: one `post` job per
-//! configured conversation when an interaction is created; one `update` job (every copy
+//! configured conversation when an interaction is created; one more per conversation its
+//! route escalates to when nobody answered in time; one `update` job (every copy
 //! recorded for it) when it is resolved (an answer from anywhere, expiry, withdrawal).
 
 use super::CHANNEL;
@@ -44,6 +45,20 @@ impl Lifecycle for Planner {
         for c in routed.as_ref().unwrap_or(&self.channels) {
             let job = Job::Post { channel: c.clone() };
             jobs.push(job.plan(i, &[c], from, until));
+        }
+    }
+
+    fn plan_escalated(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
+        let Some(stamp) = i.route.as_deref() else {
+            return;
+        };
+        let (from, until) = (jiff::Timestamp::now(), i.deadline);
+        for c in stamp.escalation_addresses(CHANNEL) {
+            let job = Job::Post {
+                channel: c.to_string(),
+            };
+            let key = OutboxJob::key_for(CHANNEL, "escalate", i, &[c]);
+            jobs.push(job.plan_keyed(key, i, from, until));
         }
     }
 

@@ -67,6 +67,8 @@ pub enum Action {
     Granted,
     /// A grant was revoked. (A session grant that runs out is not recorded as an event.)
     Revoked,
+    /// Nobody answered in time: the route's escalation posted it to more places.
+    Escalated,
 }
 
 impl Action {
@@ -82,6 +84,7 @@ impl Action {
             Action::Policy => "policy",
             Action::Granted => "granted",
             Action::Revoked => "revoked",
+            Action::Escalated => "escalated",
         }
     }
 }

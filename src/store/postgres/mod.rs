@@ -26,6 +26,7 @@
 
 mod audit;
 mod connect;
+mod escalate;
 mod events;
 mod grants;
 mod lease;
@@ -48,7 +49,8 @@ use tokio_postgres::types::{Json, ToSql};
 
 use super::{
     AuditQuery, BOUND_VALUE_PREFIX, ChannelMessage, ClaimQuota, ClaimedJob, CreateOutcome, Effects,
-    JobUpdate, ListQuery, OutboxJob, Page, ResolveOutcome, StatusFilter, StoreError, random_secret,
+    EscalateOutcome, JobUpdate, ListQuery, OutboxJob, Page, ResolveOutcome, StatusFilter,
+    StoreError, random_secret,
 };
 use crate::audit::{AuditEntry, AuditRecord};
 use crate::interaction::{Interaction, InteractionId, Resolution};
@@ -465,6 +467,14 @@ impl InteractionStore for PostgresStore {
         effects: Effects,
     ) -> Result<ResolveOutcome, StoreError> {
         self.writer.resolve(resolved, effects).await
+    }
+
+    async fn escalate(
+        &self,
+        i: Arc<Interaction>,
+        e: Effects,
+    ) -> Result<EscalateOutcome, StoreError> {
+        self.escalate_doc(i, e).await
     }
 
     async fn get(&self, id: &InteractionId) -> Result<Option<Arc<Interaction>>, StoreError> {

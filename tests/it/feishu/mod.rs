@@ -3,6 +3,8 @@
 
 mod cards;
 mod delivery;
+mod digest;
+mod escalation;
 pub mod fake;
 pub mod fake_ws;
 pub mod gate;
