@@ -536,9 +536,10 @@ impl Settings {
     }
 
     /// Settings that are valid but probably not what was meant: a channel that posts prompts
-    /// nobody may answer.
+    /// nobody may answer (neither its approver list nor a route's approvers), a route whose
+    /// approvers cannot answer on a channel it sends to.
     pub fn warnings(&self) -> Vec<String> {
-        self.channels().iter().flat_map(|c| c.warnings()).collect()
+        teams::warnings(self)
     }
 
     /// The channel registry: every channel's settings section, in the order they are

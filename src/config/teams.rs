@@ -448,6 +448,77 @@ pub fn compile(s: &Settings) -> Result<Teams, String> {
     Ok(Teams { people, routes })
 }
 
+/// The chat channel `c` is, among those whose approvers routes can name (`None`: another).
+fn chat_name(s: &Settings, c: &dyn crate::channels::Channel) -> Option<&'static str> {
+    let c = c as *const dyn crate::channels::Channel;
+    if std::ptr::addr_eq(c, &s.telegram) {
+        Some(TELEGRAM)
+    } else if std::ptr::addr_eq(c, &s.feishu) {
+        Some(FEISHU)
+    } else if std::ptr::addr_eq(c, &s.slack) {
+        Some(SLACK)
+    } else {
+        None
+    }
+}
+
+/// Settings that are valid but probably not what was meant, knowing the routes: a chat
+/// channel nobody may answer on (its own approver list empty, and no route's approver has
+/// an id there), and a route whose approvers have no id on a chat channel it sends to.
+pub fn warnings(s: &Settings) -> Vec<String> {
+    // Invalid teams are refused by validation, which says why.
+    let teams = compile(s).unwrap_or_default();
+    let ids_on = |approvers: &[String], channel: &str| -> Vec<String> {
+        let Ok(a) = teams.people.expand(approvers) else {
+            return Vec::new();
+        };
+        a.names()
+            .filter_map(|n| teams.people.person(n))
+            .filter(|p| p.ids_on(channel).next().is_some())
+            .map(|p| p.name().to_string())
+            .collect()
+    };
+    let routed = |channel: &str| {
+        teams
+            .routes
+            .routes()
+            .iter()
+            .any(|r| !ids_on(&r.spec().approvers, channel).is_empty())
+    };
+    let mut out = Vec::new();
+    for c in s.channels() {
+        match chat_name(s, c) {
+            Some(name) if routed(name) => {}
+            _ => out.extend(c.warnings()),
+        }
+    }
+    for r in teams.routes.routes() {
+        let spec = r.spec();
+        if spec.approvers.is_empty() {
+            continue;
+        }
+        let mut channels: Vec<&str> = spec
+            .targets
+            .iter()
+            .map(|t| t.channel.as_str())
+            .filter(|c| [TELEGRAM, FEISHU, SLACK].contains(c))
+            .collect();
+        channels.dedup();
+        for channel in channels {
+            if ids_on(&spec.approvers, channel).is_empty() {
+                out.push(format!(
+                    "route {:?} sends to {channel}, but none of its approvers ({}) has a \
+                     {channel} id in [[people]]: nobody can answer it there (add their ids, \
+                     e.g. {channel} = [...] on a person)",
+                    r.name(),
+                    spec.approvers.join(", ")
+                ));
+            }
+        }
+    }
+    out
+}
+
 /// A route's escalation as the routes table shows it: `after 300s to telegram:-1002,
 /// approvers leads`, or `never`.
 pub fn escalates(e: Option<&Escalation>) -> String {
@@ -632,6 +703,42 @@ timeout_secs = 600
             "{table}"
         );
         assert!(lines[2].starts_with("default "), "{table}");
+    }
+
+    #[test]
+    fn warnings_know_that_routes_name_approvers() {
+        // Telegram's own list is empty; Feishu's too.
+        let mut s = settings("");
+        s.telegram.approvers.clear();
+        s.feishu.approvers.clear();
+        let w = warnings(&s).join("\n");
+        assert!(w.contains("telegram.approvers is empty"), "{w}");
+        assert!(w.contains("feishu.approvers is empty"), "{w}");
+        // A route whose approver (alice) has a Telegram id: Telegram can be answered on.
+        let mut s = settings(
+            "[[routes]]\nname = \"shop\"\ncwd = [\"/srv/shop/**\"]\ntelegram = [-1001]\napprovers = [\"alice\"]",
+        );
+        s.telegram.approvers.clear();
+        s.feishu.approvers.clear();
+        let w = warnings(&s).join("\n");
+        assert!(!w.contains("telegram.approvers is empty"), "{w}");
+        assert!(w.contains("feishu.approvers is empty"), "{w}");
+        // A route to a chat where none of its approvers has an id: said, naming both.
+        let s = settings(
+            "[[routes]]\nname = \"data\"\nfeishu = [\"chat_id:oc_1\"]\napprovers = [\"alice\"]",
+        );
+        let w = warnings(&s).join("\n");
+        assert!(
+            w.contains(
+                "route \"data\" sends to feishu, but none of its approvers (alice) has a feishu id"
+            ),
+            "{w}"
+        );
+        // Bob has one: no warning.
+        let s = settings(
+            "[[routes]]\nname = \"data\"\nfeishu = [\"chat_id:oc_1\"]\napprovers = [\"alice\", \"bob\"]",
+        );
+        assert!(!warnings(&s).join("\n").contains("route \"data\""));
     }
 
     #[test]

@@ -68,6 +68,7 @@ pub async fn add(
         by: operator_name(&state, &principal).or(body.by),
         via: Via::api().as_str().to_string(),
         interaction_id: None,
+        owner: None,
         created_at: now(),
         expires_at: None,
     };

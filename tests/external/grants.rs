@@ -12,11 +12,18 @@ use crate::support::*;
 use crate::trial;
 
 pub fn trials() -> Vec<Trial> {
-    vec![trial(
-        "grants::a_grant_made_on_one_replica_counts_on_the_other_until_revoked",
-        server,
-        || in_schema(a_grant_made_on_one_replica_counts_on_the_other_until_revoked),
-    )]
+    vec![
+        trial(
+            "grants::a_grant_made_on_one_replica_counts_on_the_other_until_revoked",
+            server,
+            || in_schema(a_grant_made_on_one_replica_counts_on_the_other_until_revoked),
+        ),
+        trial(
+            "grants::a_session_grant_counts_on_the_other_replica_for_its_token_alone",
+            server,
+            || in_schema(a_session_grant_counts_on_the_other_replica_for_its_token_alone),
+        ),
+    ]
 }
 
 async fn create(app: &TestApp, id: &str, command: &str) -> Value {
@@ -89,6 +96,47 @@ async fn a_grant_made_on_one_replica_counts_on_the_other_until_revoked(schema: S
     };
     assert_eq!(seen.event, "interaction.resolved");
     assert_eq!(seen.data["resolution"]["by"], "git-read");
+    a.stop().await;
+    b.stop().await;
+}
+
+/// Agent tokens A and B, and an operator token, on every replica.
+fn tokens(s: &mut imrelay::config::Settings) {
+    s.auth.agent_tokens = vec![
+        imrelay::config::Secret::new(AGENT_A),
+        imrelay::config::Secret::new(AGENT_B),
+    ];
+    s.auth.operator_tokens = vec![imrelay::config::OperatorToken::new(OPERATOR)];
+}
+
+const AGENT_A: &str = "agent-a-token-0123456789";
+const AGENT_B: &str = "agent-b-token-0123456789";
+const OPERATOR: &str = "operator-token-0123456789";
+
+async fn a_session_grant_counts_on_the_other_replica_for_its_token_alone(schema: String) {
+    let mut a = replica_with(&schema, tokens).await;
+    let mut b = replica_with(&schema, tokens).await;
+    a.token = Some(AGENT_A.into());
+    assert_eq!(
+        create(&a, "o-1", "npm run test -- --watch").await["status"],
+        "pending"
+    );
+    a.token = Some(OPERATOR.into());
+    let (status, answered) = a
+        .respond(
+            "o-1",
+            &json!({"decision": "allow", "by": "alice", "grant": {"scope": "session"}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{answered}");
+    // On B, the same token's next call of the session is allowed at once...
+    b.token = Some(AGENT_A.into());
+    let next = create(&b, "o-2", "npm run test").await;
+    assert_eq!(next["status"], "resolved", "{next}");
+    assert_eq!(next["resolution"]["by"], "grant Bash(npm run test:*)");
+    // ...and another token naming the same session is asked about.
+    b.token = Some(AGENT_B.into());
+    assert_eq!(create(&b, "o-3", "npm run test").await["status"], "pending");
     a.stop().await;
     b.stop().await;
 }

@@ -304,3 +304,41 @@ async fn a_grant_applies_the_agents_own_suggestion_only_when_it_is_a_scoped_rule
     }
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_session_grant_is_bound_to_the_agent_token_that_asked() {
+    use imrelay::config::{OperatorToken, Secret};
+    const AGENT_A: &str = "agent-a-token-0123456789";
+    const AGENT_B: &str = "agent-b-token-0123456789";
+    const OPERATOR: &str = "operator-token-0123456789";
+    let mut app = spawn_with(|s| {
+        s.auth.agent_tokens = vec![Secret::new(AGENT_A), Secret::new(AGENT_B)];
+        s.auth.operator_tokens = vec![OperatorToken::new(OPERATOR)];
+    })
+    .await;
+    app.token = Some(AGENT_A.into());
+    let first = create(&app, "own-1", "npm run test", "s-shared").await;
+    let owner = first["owner"].as_str().unwrap().to_string();
+    assert!(owner.starts_with("token:"), "{first}");
+    app.token = Some(OPERATOR.into());
+    let (status, answered) = app
+        .respond(
+            "own-1",
+            &json!({"decision": "allow", "by": "alice", "grant": {"scope": "session"}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{answered}");
+    assert_eq!(answered["grant"]["owner"], owner.as_str(), "{answered}");
+
+    // Token B names the same session: the grant is not its, and a person is asked.
+    app.token = Some(AGENT_B.into());
+    let forged = create(&app, "own-2", "npm run test", "s-shared").await;
+    assert_eq!(forged["status"], "pending", "{forged}");
+    assert_ne!(forged["owner"], owner.as_str());
+    // Token A's next matching call of that session is allowed by the grant.
+    app.token = Some(AGENT_A.into());
+    let next = create(&app, "own-3", "npm run test", "s-shared").await;
+    assert_eq!(next["status"], "resolved", "{next}");
+    assert_eq!(next["resolution"]["by"], "grant Bash(npm run test:*)");
+    app.stop().await;
+}

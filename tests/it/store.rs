@@ -141,7 +141,8 @@ async fn migration_5_moves_the_hooks_generation_memory_under_the_bound_prefix() 
         created(&reg, &format!("{base}.3")).await;
         (base.to_string(), other.to_string())
     };
-    // Turn it back into what version 4 left: the memory under its old keys, as numbers.
+    // Turn it back into what version 4 left: the memory under its old keys, as numbers, and
+    // no grants (migrations 6 and 7).
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(&format!(
@@ -149,6 +150,7 @@ async fn migration_5_moves_the_hooks_generation_memory_under_the_bound_prefix() 
                  ('hooks.claude_code.generation:{base}', '3'),
                  ('hooks.claude_code.generation:{other}', '1'),
                  ('webhook.disabled.x', '{{}}');
+             DROP TABLE grants;
              PRAGMA user_version = 4;"
         ))
         .unwrap();
@@ -182,6 +184,54 @@ async fn migration_5_moves_the_hooks_generation_memory_under_the_bound_prefix() 
             .unwrap()
             .is_some()
     );
+}
+
+#[tokio::test]
+async fn migration_7_ends_the_session_grants_no_token_owns() {
+    use imrelay::interaction::policy::{Grant, GrantScope};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v6.db");
+    let grant = |id: &str, scope: GrantScope| Grant {
+        id: id.into(),
+        rule: "Bash(npm test:*)".into(),
+        scope,
+        session: (scope == GrantScope::Session).then(|| "s-1".into()),
+        agent: None,
+        cwd: None,
+        by: Some("alice".into()),
+        via: "api".into(),
+        interaction_id: None,
+        owner: None,
+        created_at: Timestamp::now(),
+        expires_at: (scope == GrantScope::Session)
+            .then(|| Timestamp::now() + jiff::SignedDuration::from_hours(8)),
+    };
+    {
+        let store = SqliteStore::open(&path, Synchronous::Normal).unwrap();
+        store
+            .add_grant(grant("g-session", GrantScope::Session), vec![])
+            .await
+            .unwrap();
+        store
+            .add_grant(grant("g-standing", GrantScope::Standing), vec![])
+            .await
+            .unwrap();
+    }
+    // What version 6 left: grants without owners.
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch("ALTER TABLE grants DROP COLUMN owner; PRAGMA user_version = 6;")
+        .unwrap();
+    let store = reopen_sqlite(&path).await;
+    assert_eq!(user_version(&path), imrelay::store::sqlite::SCHEMA_VERSION);
+    let live: Vec<String> = store
+        .live_grants(Timestamp::now())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|g| g.id)
+        .collect();
+    assert_eq!(live, ["g-standing"]);
 }
 
 /// Rows in the main database file alone, ignoring anything still only in the write-ahead log.

@@ -241,6 +241,9 @@ impl Interactions {
             }
             return;
         }
+        if signed.action == Action::AllowSimilar {
+            return self.allow_similar(payload, &person, &i).await;
+        }
         let answer = match signed.action {
             Action::Allow => Answer::allow(),
             Action::Deny => Answer::deny(None),
@@ -264,6 +267,26 @@ impl Interactions {
         self.count(feedback.result());
         if !matches!(feedback, Feedback::Resolved(_)) {
             self.tell(payload, &person, feedback.text(Locale::EnUs));
+        }
+    }
+
+    /// Approves `i` and grants the rule imrelay proposes for its session ("Allow similar"),
+    /// through the core's grant code as every channel does.
+    async fn allow_similar(&self, payload: &Value, person: &Person, i: &Interaction) {
+        let Some(rule) = crate::present::render::similar_rule(i) else {
+            return self.tell(payload, person, Feedback::BadButton.text(Locale::EnUs));
+        };
+        let request = crate::interaction::GrantRequest {
+            rule: Some(rule),
+            scope: crate::interaction::policy::GrantScope::Session,
+        };
+        let feedback = self
+            .pipeline
+            .respond_granting(&i.id, Answer::allow(), person.responder(), &request)
+            .await;
+        self.count(feedback.result());
+        if !matches!(feedback, Feedback::Resolved(_)) {
+            self.tell(payload, person, feedback.text(Locale::EnUs));
         }
     }
 

@@ -61,6 +61,8 @@ pub const INPUT_ACTION: &str = "v";
 pub enum Action {
     /// Approve the tool call.
     Allow,
+    /// Approve it and allow similar calls for the session (the rule imrelay proposes).
+    AllowSimilar,
     /// Deny it (or decline the question or form).
     Deny,
     /// Open the modal that denies with a reason.
@@ -84,6 +86,7 @@ impl Action {
     pub fn name(self) -> String {
         match self {
             Action::Allow => "allow".into(),
+            Action::AllowSimilar => "allow_similar".into(),
             Action::Deny => "deny".into(),
             Action::Reason => "reason".into(),
             Action::Edit => "edit".into(),
@@ -99,6 +102,7 @@ impl Action {
     pub fn parse(s: &str) -> Option<Self> {
         Some(match s {
             "allow" => Action::Allow,
+            "allow_similar" => Action::AllowSimilar,
             "deny" => Action::Deny,
             "reason" => Action::Reason,
             "edit" => Action::Edit,
@@ -115,6 +119,7 @@ impl Action {
         let questions = || parse_questions(&i.input.map()).unwrap_or_default();
         match self {
             Action::Allow | Action::Reason => i.kind == Kind::Approval,
+            Action::AllowSimilar => render::similar_rule(i).is_some(),
             Action::Edit => i.kind == Kind::Approval && editable_command(i).is_some(),
             Action::Deny => true,
             Action::Pick(n) => {
@@ -383,6 +388,31 @@ impl Blocks {
         ];
         if editable_command(i).is_some() {
             buttons.push(self.button(i, Action::Edit, "Edit & approve…", None));
+        }
+        // "Allow similar": the rule it adds is in the message, in full.
+        if let Some(rule) = render::similar_rule(i) {
+            buttons.insert(
+                1,
+                self.button(
+                    i,
+                    Action::AllowSimilar,
+                    "Allow similar (this session)",
+                    None,
+                ),
+            );
+            let native = if i
+                .suggestions
+                .as_deref()
+                .is_some_and(crate::interaction::applied_with_a_grant)
+            {
+                " (the agent also remembers its own suggestion for this session)"
+            } else {
+                ""
+            };
+            out.push(context(&format!(
+                "Allow similar also allows, for this session: {}{native}",
+                crate::interaction::clip(&rule, 200)
+            )));
         }
         out.push(json!({"type": "actions", "block_id": "decide", "elements": buttons}));
     }

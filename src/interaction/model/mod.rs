@@ -253,6 +253,11 @@ pub struct Interaction {
     /// interactions carry one pointer.
     #[serde(default)]
     pub route: Option<Box<crate::interaction::routes::RouteStamp>>,
+    /// Who created it: the agent token (`token:` and the start of its SHA-256, never the
+    /// token) or `local`, as the creating entry point names it; `None` when created without
+    /// one (a Rust host). A session grant made on it is bound to this owner.
+    #[serde(default)]
+    pub owner: Option<Box<str>>,
     /// When imrelay accepted it.
     pub created_at: Timestamp,
     /// When it expires unless answered.
@@ -326,6 +331,7 @@ impl Interaction {
             input_fixed: false,
             labels: Box::default(),
             route: None,
+            owner: None,
             created_at,
             deadline: created_at
                 .checked_add(jiff::SignedDuration::from_secs(
@@ -405,7 +411,7 @@ impl Interaction {
 
 impl Serialize for Interaction {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut st = s.serialize_struct("Interaction", 18)?;
+        let mut st = s.serialize_struct("Interaction", 19)?;
         st.serialize_field("id", &self.id)?;
         st.serialize_field("kind", &self.kind)?;
         st.serialize_field("status", self.status())?;
@@ -427,6 +433,9 @@ impl Serialize for Interaction {
         }
         if self.route.is_some() {
             st.serialize_field("route", &self.route)?;
+        }
+        if self.owner.is_some() {
+            st.serialize_field("owner", &self.owner)?;
         }
         st.serialize_field("created_at", &Millis(self.created_at))?;
         st.serialize_field("deadline", &Millis(self.deadline))?;

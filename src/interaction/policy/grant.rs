@@ -62,6 +62,11 @@ pub struct Grant {
     /// The interaction whose answer granted it.
     #[serde(default)]
     pub interaction_id: Option<String>,
+    /// The agent token a session grant is bound to (the interaction's
+    /// [`Interaction::owner`]): a call naming the same session with another token is not
+    /// allowed by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
     /// When it was granted.
     #[serde(serialize_with = "crate::interaction::millis")]
     pub created_at: Timestamp,
@@ -93,7 +98,7 @@ impl Grant {
             mode: Mode::Live,
             ..RuleSpec::default()
         })
-        .map(|r| r.for_grant(self.id.clone()))
+        .map(|r| r.for_grant(self.id.clone()).owned_by(self.owner.clone()))
     }
 }
 

@@ -129,6 +129,8 @@ pub struct Rule {
     grant: Option<String>,
     /// When it stops counting (a session grant).
     until: Option<jiff::Timestamp>,
+    /// Only calls made with this agent token (a session grant: see [`Grant::owner`]).
+    owner: Option<String>,
 }
 
 fn name_glob(text: &str, literal_separator: bool) -> Result<GlobMatcher, String> {
@@ -206,12 +208,20 @@ impl Rule {
             mode: spec.mode,
             grant: None,
             until: None,
+            owner: None,
         })
     }
 
     /// The same rule, standing for grant `id`.
     pub fn for_grant(mut self, id: impl Into<String>) -> Self {
         self.grant = Some(id.into());
+        self
+    }
+
+    /// The same rule, for calls made with agent token `owner` only (named as
+    /// [`Interaction::owner`] names it), if given.
+    pub fn owned_by(mut self, owner: Option<String>) -> Self {
+        self.owner = owner;
         self
     }
 
@@ -278,6 +288,13 @@ impl Rule {
         }
         if let Some(session) = &self.session
             && i.session.as_deref() != Some(session.as_str())
+        {
+            return false;
+        }
+        // A session id is the agent's to choose: another token naming the same session is
+        // another client, and the grant is not theirs.
+        if let Some(owner) = &self.owner
+            && i.owner.as_deref() != Some(owner.as_str())
         {
             return false;
         }

@@ -65,7 +65,7 @@ impl Registry {
         }
         check_rule(&rule).map_err(|e| ValidationError::new("grant.rule", e.message))?;
         let at = now();
-        let (session, expires_at) = match request.scope {
+        let (session, expires_at, owner) = match request.scope {
             GrantScope::Session => {
                 let Some(s) = i.session.as_deref() else {
                     return Err(ValidationError::new(
@@ -76,9 +76,11 @@ impl Registry {
                 (
                     Some(s.to_string()),
                     Some(after(at, self.session_grant_ttl())),
+                    // The session is the agent's token's: another token may name it too.
+                    i.owner.as_deref().map(str::to_string),
                 )
             }
-            GrantScope::Standing => (None, None),
+            GrantScope::Standing => (None, None, None),
         };
         let grant = Grant {
             id: uuid::Uuid::now_v7().to_string(),
@@ -90,6 +92,7 @@ impl Registry {
             by: responder.by.clone(),
             via: responder.via.as_str().to_string(),
             interaction_id: Some(i.id.as_str().to_string()),
+            owner,
             created_at: at,
             expires_at,
         };

@@ -490,7 +490,9 @@ impl Registry {
         new: NewInteraction,
         owner: Option<&str>,
     ) -> Result<Created, RegistryError> {
-        let interaction = Arc::new(self.build(new)?);
+        let mut built = self.build(new)?;
+        built.owner = owner.map(Box::from);
+        let interaction = Arc::new(built);
         let local = self
             .inner
             .slots

@@ -21,14 +21,20 @@ impl GrantStore for PostgresStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db)?;
         let sql = self.sql(
-            "INSERT INTO {s}.grants (id, created_at, expires_at, revoked_at, doc)
-             VALUES ($1, $2, $3, NULL, $4)",
+            "INSERT INTO {s}.grants (id, created_at, expires_at, revoked_at, doc, owner)
+             VALUES ($1, $2, $3, NULL, $4, $5)",
         );
         let expires = grant.expires_at.map(ms);
         super::exec(
             &tx,
             &sql,
-            &[&grant.id, &ms(grant.created_at), &expires, &Json(&grant)],
+            &[
+                &grant.id,
+                &ms(grant.created_at),
+                &expires,
+                &Json(&grant),
+                &grant.owner,
+            ],
         )
         .await?;
         audit::append(&tx, &self.schema, audit).await?;

@@ -43,6 +43,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "grants",
         sql: include_str!("migrations/0004_grants.sql"),
     },
+    Migration {
+        version: 5,
+        name: "grant_owner",
+        sql: include_str!("migrations/0005_grant_owner.sql"),
+    },
 ];
 
 /// The version the newest migration brings a database to.

@@ -35,6 +35,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0004_no_audit_index_by_interaction.sql"),
     include_str!("migrations/0005_bound_hook_memory.sql"),
     include_str!("migrations/0006_grants.sql"),
+    include_str!("migrations/0007_grant_owner.sql"),
 ];
 
 /// The version the newest migration brings a database to.

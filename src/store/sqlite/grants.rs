@@ -20,13 +20,14 @@ impl GrantStore for SqliteStore {
         let doc = serde_json::to_string(&grant).map_err(corrupt)?;
         self.write(move |conn| {
             conn.execute(
-                "INSERT INTO grants (id, created_at, expires_at, revoked_at, doc)
-                 VALUES (?1, ?2, ?3, NULL, ?4)",
+                "INSERT INTO grants (id, created_at, expires_at, revoked_at, doc, owner)
+                 VALUES (?1, ?2, ?3, NULL, ?4, ?5)",
                 params![
                     grant.id,
                     ms(grant.created_at),
                     grant.expires_at.map(ms),
-                    doc
+                    doc,
+                    grant.owner
                 ],
             )
             .map_err(unavailable)?;

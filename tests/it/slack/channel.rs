@@ -990,3 +990,60 @@ async fn with_thread_replies_the_outcome_is_also_said_in_each_thread() {
     }
     app.stop().await;
 }
+
+#[tokio::test]
+async fn allow_similar_approves_and_grants_the_proposed_rule_for_the_session() {
+    let (fake, app) = start().await;
+    let conn = connected(&fake).await;
+    let call = |id: &str, command: &str| {
+        json!({"id": id, "tool_name": "Bash", "input": {"command": command},
+               "session": "s-slack", "agent": "claude-code", "cwd": "/srv/shop"})
+    };
+    let (created, _) = app
+        .post(
+            "/v1/interactions",
+            &call("toolu_sim1", "npm run test -- --watch"),
+        )
+        .await;
+    assert_eq!(created, StatusCode::CREATED);
+    let copies = posted(&fake, "toolu_sim1").await;
+    let m = message(&fake, &copies[0]);
+    // The button, and the rule it adds, in full.
+    assert!(
+        buttons(&m["blocks"])
+            .iter()
+            .any(|b| b["text"]["text"] == "Allow similar (this session)"),
+        "{m}"
+    );
+    assert!(
+        text_of(&m).contains("Allow similar also allows, for this session: Bash(npm run test:*)"),
+        "{m}"
+    );
+    click(&fake, conn, APPROVER, &copies[0], "allow_similar").await;
+    let body = status(&app, "toolu_sim1").await;
+    assert_eq!(body["resolution"]["outcome"], "allowed", "{body}");
+    assert_eq!(body["resolution"]["via"], "slack");
+    let (_, grants) = app.get("/v1/grants").await;
+    let g = &grants["grants"][0];
+    assert_eq!(g["rule"], "Bash(npm run test:*)", "{grants}");
+    assert_eq!(
+        (g["scope"].as_str(), g["via"].as_str()),
+        (Some("session"), Some("slack"))
+    );
+    // The next matching call of the session is allowed by the grant.
+    let (_, next) = app
+        .post("/v1/interactions", &call("toolu_sim2", "npm run test"))
+        .await;
+    assert_eq!(next["status"], "resolved", "{next}");
+    assert_eq!(next["resolution"]["by"], "grant Bash(npm run test:*)");
+    // A call without a session carries no such button.
+    app.create_bash("toolu_sim3", "npm run test").await;
+    let plain = message(&fake, &posted(&fake, "toolu_sim3").await[0]);
+    assert!(
+        !buttons(&plain["blocks"])
+            .iter()
+            .any(|b| b["action_id"] == "imrelay.allow_similar"),
+        "{plain}"
+    );
+    app.stop().await;
+}

@@ -1,0 +1,8 @@
+-- The agent token a session grant is bound to (`token:` and the start of its SHA-256, or
+-- `local`; also in `doc`): another token naming the same session id is not allowed by it.
+-- Session grants recorded before owners were cannot be bound to one: they run out now.
+
+ALTER TABLE grants ADD COLUMN owner text COLLATE "C";
+UPDATE grants SET expires_at = (extract(epoch FROM clock_timestamp()) * 1000)::bigint
+ WHERE revoked_at IS NULL AND expires_at IS NOT NULL
+   AND expires_at > (extract(epoch FROM clock_timestamp()) * 1000)::bigint;
