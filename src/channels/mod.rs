@@ -1,4 +1,4 @@
-//! Channels present interactions outside imrelay (Telegram, Feishu/Lark, Slack, webhooks) and hand
+//! Channels present interactions outside imrelay (Telegram, Feishu/Lark, Slack, DingTalk, webhooks) and hand
 //! answers back to the registry.
 //!
 //! Every channel is listed once, in the channel registry ([`registry`]: each settings section
