@@ -16,6 +16,7 @@
 //! comes from [`crate::present`], shared with the inbox and the terminal.
 
 pub(crate) mod digest;
+pub(crate) mod digest_texts;
 pub mod dingtalk;
 pub mod feishu;
 pub mod longconn;

@@ -286,11 +286,10 @@ impl Telegram {
                     .await
                     .map_err(failure)?,
             },
-            None => self
-                .client
-                .send(chat, text, Some(keyboard), None)
-                .await
-                .map_err(failure)?,
+            None => {
+                self.post_digest(chat, session, &members[0], text, keyboard)
+                    .await?
+            }
         };
         next.message_ref = Some(posted.to_string());
         tracing::info!(
@@ -303,6 +302,32 @@ impl Telegram {
             .set_shown(&address, session, Some(&next))
             .await
             .map_err(Failure::store)
+    }
+
+    /// Posts a new digest message, once across replicas: another process posting the same
+    /// digest makes this a retry, which then finds its message and edits it.
+    async fn post_digest(
+        &self,
+        chat: i64,
+        session: &str,
+        first: &Interaction,
+        text: String,
+        keyboard: InlineKeyboardMarkup,
+    ) -> Result<i32, Failure> {
+        let address = chat.to_string();
+        let claimed = self.digests.claim_post(&address, session, first).await;
+        if !claimed.map_err(Failure::store)? {
+            return Err(Failure::Transient(
+                "another process is posting this digest".into(),
+            ));
+        }
+        let sent = self.client.send(chat, text, Some(keyboard), None).await;
+        if sent.is_err()
+            && let Err(e) = self.digests.release_post(&address, session, first).await
+        {
+            tracing::warn!(chat, error = %e, "telegram: could not release a digest's post");
+        }
+        sent.map_err(failure)
     }
 
     /// A tap on a digest button.

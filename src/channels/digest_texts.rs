@@ -1,0 +1,301 @@
+//! A digest's texts (see [`super::digest`]), in English and Chinese: its title, its lines, its
+//! buttons, the confirmation of an "all" answer and what the person is told after a tap.
+
+use std::sync::Arc;
+
+use super::digest::{LISTED, Tally};
+use crate::interaction::{Interaction, Kind};
+use crate::present::render::Locale;
+
+/// Characters of one member's line.
+const LINE_CHARS: usize = 80;
+
+/// A digest's texts in one locale.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Texts(pub Locale);
+
+impl Texts {
+    fn zh(self) -> bool {
+        self.0 == Locale::ZhCn
+    }
+
+    /// "5 requests from session s-1 in ~/shop" (session and folder of its first member).
+    pub fn title(self, n: usize, first: Option<&Interaction>) -> String {
+        let session = first
+            .and_then(|i| i.session.as_deref())
+            .map(|s| crate::present::visible_line(&crate::interaction::clip(s, 24)));
+        let cwd = first
+            .and_then(|i| i.cwd.as_deref())
+            .map(|c| crate::present::visible_line(&crate::interaction::clip(c, 60)));
+        if self.zh() {
+            let from = match (&session, &cwd) {
+                (Some(s), Some(c)) => format!("会话 {s}（{c}）"),
+                (Some(s), None) => format!("会话 {s}"),
+                (None, Some(c)) => format!("{c} 中无会话的请求"),
+                (None, None) => "无会话的请求".to_string(),
+            };
+            return format!("{from}：{n} 个待处理请求");
+        }
+        let what = if n == 1 { "request" } else { "requests" };
+        match (session, cwd) {
+            (Some(s), Some(c)) => format!("{n} {what} from session {s} in {c}"),
+            (Some(s), None) => format!("{n} {what} from session {s}"),
+            (None, Some(c)) => format!("{n} {what} without a session in {c}"),
+            (None, None) => format!("{n} {what} without a session"),
+        }
+    }
+
+    /// One line per listed member ("Run: cargo test"), and how many more are not listed.
+    pub fn lines(self, members: &[Arc<Interaction>]) -> (Vec<String>, usize) {
+        let lines = members.iter().take(LISTED).map(|i| self.line(i)).collect();
+        (lines, members.len().saturating_sub(LISTED))
+    }
+
+    fn line(self, i: &Interaction) -> String {
+        let text = match i.kind {
+            Kind::Approval => {
+                crate::present::present(
+                    &i.tool_name,
+                    &i.input.map(),
+                    i.cwd.as_deref(),
+                    crate::present::Budget::TERMINAL,
+                )
+                .summary
+            }
+            Kind::Question | Kind::Form => {
+                let label = if self.zh() {
+                    if i.kind == Kind::Question {
+                        "提问"
+                    } else {
+                        "表单"
+                    }
+                } else if i.kind == Kind::Question {
+                    "Question"
+                } else {
+                    "Form"
+                };
+                match &i.title {
+                    Some(t) => format!("{label}: {}", crate::present::visible_line(t)),
+                    None => label.to_string(),
+                }
+            }
+        };
+        crate::interaction::clip(&text, LINE_CHARS)
+    }
+
+    /// "… and 3 more".
+    pub fn more(self, n: usize) -> String {
+        if self.zh() {
+            format!("…… 另有 {n} 个")
+        } else {
+            format!("… and {n} more")
+        }
+    }
+
+    /// The buttons' labels: Review, Approve all, Deny all.
+    pub fn buttons(self) -> [&'static str; 3] {
+        if self.zh() {
+            ["逐个查看", "全部批准", "全部拒绝"]
+        } else {
+            ["Review", "Approve all", "Deny all"]
+        }
+    }
+
+    /// The confirmation: "Approve 5 requests? Each is answered on its own."
+    pub fn confirm(self, allow: bool, members: &[Arc<Interaction>]) -> String {
+        let n = members.len();
+        let others = members.iter().filter(|i| i.kind != Kind::Approval).count();
+        if self.zh() {
+            let verb = if allow { "批准" } else { "拒绝" };
+            let mut s = format!("确认{verb}这 {n} 个请求？每个请求分别处理，已被处理的保持不变。");
+            if allow && others > 0 {
+                s.push_str(&format!(
+                    "其中 {others} 个是提问或表单，需逐个回答，不会被批准。"
+                ));
+            }
+            return s;
+        }
+        let verb = if allow { "Approve" } else { "Deny" };
+        let what = if n == 1 { "request" } else { "requests" };
+        let mut s = format!(
+            "{verb} {n} {what}? Each is answered on its own; any already answered stays as it is."
+        );
+        if allow && others > 0 {
+            s.push_str(&format!(
+                " {others} of them {} questions or forms: they are left for Review.",
+                if others == 1 { "is one of the" } else { "are" }
+            ));
+        }
+        s
+    }
+
+    /// The confirmation's buttons: "Yes, approve 5", "Cancel".
+    pub fn confirm_buttons(self, allow: bool, n: usize) -> [String; 2] {
+        if self.zh() {
+            let verb = if allow { "批准" } else { "拒绝" };
+            [format!("确认{verb} {n} 个"), "取消".into()]
+        } else {
+            let verb = if allow { "approve" } else { "deny" };
+            [format!("Yes, {verb} {n}"), "Cancel".into()]
+        }
+    }
+
+    /// The toast after answering all: "Approved 4 · 1 already answered · 1 not yours".
+    pub fn tally(self, allow: bool, t: Tally) -> String {
+        let zh = self.zh();
+        let mut parts = vec![match (zh, allow) {
+            (true, true) => format!("已批准 {} 个", t.answered),
+            (true, false) => format!("已拒绝 {} 个", t.answered),
+            (false, true) => format!("Approved {}", t.answered),
+            (false, false) => format!("Denied {}", t.answered),
+        }];
+        let mut add = |n: usize, zh_text: &str, en: &str| {
+            if n > 0 {
+                parts.push(if zh {
+                    format!("{n} 个{zh_text}")
+                } else {
+                    format!("{n} {en}")
+                });
+            }
+        };
+        add(t.already, "已被处理", "already answered");
+        add(t.refused, "无权处理", "not yours to answer");
+        add(t.skipped, "需逐个回答", "left for Review");
+        add(t.failed, "未能记录，请重试", "not recorded (try again)");
+        parts.join(" · ")
+    }
+
+    /// A tap on a list that changed since it was shown: nothing was answered.
+    pub fn stale(self, now: usize) -> String {
+        if self.zh() {
+            format!("列表已变化（现有 {now} 个请求），未做任何处理。请查看更新后的列表再点击。")
+        } else {
+            format!(
+                "This list changed since you saw it (now {now}): nothing was answered. Look again and tap once more."
+            )
+        }
+    }
+
+    /// A tap on a digest that no longer exists.
+    pub fn closed(self) -> String {
+        if self.zh() {
+            "该汇总已结束：其中的请求均已处理".into()
+        } else {
+            "This digest is closed: its requests were all answered".into()
+        }
+    }
+
+    /// The text of an emptied digest.
+    pub fn done(self, first_title: &str) -> String {
+        if self.zh() {
+            format!("{first_title}——均已处理")
+        } else {
+            format!("{first_title}: all answered")
+        }
+    }
+
+    /// Review posted member `n` of `of` on its own.
+    pub fn reviewing(self, n: usize, of: usize) -> String {
+        if self.zh() {
+            format!("已在下方单独显示第 {n} 个（共 {of} 个）")
+        } else {
+            format!("Request {n} of {of} is posted below on its own")
+        }
+    }
+
+    /// Review found every member posted already.
+    pub fn all_reviewed(self) -> String {
+        if self.zh() {
+            "它们都已在下方单独显示".into()
+        } else {
+            "Each of them is posted below already".into()
+        }
+    }
+
+    /// The confirmation is shown.
+    pub fn confirm_below(self) -> String {
+        if self.zh() {
+            "请在消息中确认".into()
+        } else {
+            "Confirm on the message".into()
+        }
+    }
+
+    /// Cancel: nothing answered.
+    pub fn cancelled(self) -> String {
+        if self.zh() {
+            "已取消，未做任何处理".into()
+        } else {
+            "Cancelled: nothing was answered".into()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::interaction::InteractionId;
+    use jiff::Timestamp;
+
+    fn pending(id: &str, session: Option<&str>, created_ms: i64) -> Interaction {
+        Interaction {
+            session: session.map(Into::into),
+            cwd: Some("/home/dev/shop".into()),
+            ..Interaction::pending(
+                InteractionId::parse(id).unwrap(),
+                "Bash",
+                serde_json::json!({"command": "cargo test"})
+                    .as_object()
+                    .unwrap()
+                    .clone(),
+                Timestamp::from_millisecond(created_ms).unwrap(),
+                300,
+            )
+        }
+    }
+
+    #[test]
+    fn texts_in_both_languages() {
+        let i = Arc::new(pending("a", Some("s-1"), 1));
+        let members = vec![i.clone(), i.clone()];
+        let en = Texts(Locale::EnUs);
+        let zh = Texts(Locale::ZhCn);
+        assert_eq!(
+            en.title(5, Some(&i)),
+            "5 requests from session s-1 in /home/dev/shop"
+        );
+        assert_eq!(
+            zh.title(5, Some(&i)),
+            "会话 s-1（/home/dev/shop）：5 个待处理请求"
+        );
+        assert_eq!(en.lines(&members).0, ["Run: cargo test", "Run: cargo test"]);
+        let t = Tally {
+            answered: 4,
+            already: 1,
+            refused: 1,
+            ..Tally::default()
+        };
+        assert_eq!(
+            en.tally(true, t),
+            "Approved 4 · 1 already answered · 1 not yours to answer"
+        );
+        assert_eq!(
+            zh.tally(true, t),
+            "已批准 4 个 · 1 个已被处理 · 1 个无权处理"
+        );
+        assert!(
+            en.confirm(true, &members)
+                .starts_with("Approve 2 requests?")
+        );
+        for (e, z) in [
+            (en.stale(3), zh.stale(3)),
+            (en.closed(), zh.closed()),
+            (en.cancelled(), zh.cancelled()),
+            (en.all_reviewed(), zh.all_reviewed()),
+            (en.reviewing(1, 2), zh.reviewing(1, 2)),
+            (en.confirm(false, &members), zh.confirm(false, &members)),
+        ] {
+            assert!(e.is_ascii() && !z.is_ascii(), "{e} / {z}");
+        }
+    }
+}
