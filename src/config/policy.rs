@@ -43,6 +43,13 @@ pub struct PolicyRuleSettings {
     /// empty: any.
     #[serde(default)]
     pub route: Vec<String>,
+    /// For an ask rule: how many different people must allow what it matches (the
+    /// two-person rule: 2); unset: one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quorum: Option<u32>,
+    /// With `quorum`: how many different people's denies deny it; unset: one deny denies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deny_quorum: Option<u32>,
 }
 
 fn ask() -> Decision {
@@ -62,6 +69,8 @@ impl PolicyRuleSettings {
             decision: Some(self.decision),
             message: self.message.clone(),
             mode: self.mode,
+            quorum: self.quorum,
+            deny_quorum: self.deny_quorum,
         }
     }
 }

@@ -108,6 +108,13 @@ pub struct RouteSettings {
     /// The longest its interactions wait, and their timeout when the agent asks none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_secs: Option<u64>,
+    /// How many different people must allow its approvals (the two-person rule: 2);
+    /// unset: one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quorum: Option<u32>,
+    /// With `quorum`: how many different people's denies deny; unset: one deny denies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deny_quorum: Option<u32>,
 }
 
 impl PersonSettings {
@@ -250,6 +257,8 @@ pub fn compile(s: &Settings) -> Result<Teams, String> {
             targets,
             approvers: r.approvers.clone(),
             timeout_secs: r.timeout_secs,
+            quorum: r.quorum,
+            deny_quorum: r.deny_quorum,
         });
     }
     let routes = Routes::new(specs, &people).map_err(|e| e.to_string())?;

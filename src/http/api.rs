@@ -20,9 +20,11 @@ use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::summary::Summary;
 use crate::interaction::{
     FORM_TOOL, Form, Interaction, InteractionId, NewInteraction, RegistryError, Responder,
-    ValidationError,
+    ValidationError, Via,
 };
 use crate::store::{AuditQuery, Cursor, ListQuery, StatusFilter};
+use crate::interaction::people::Identity;
+use crate::interaction::quorum;
 use crate::wire::Principal;
 use crate::wire::answer::present;
 pub use crate::wire::answer::{
@@ -470,24 +472,44 @@ pub async fn wait(
     Ok(outcome_response(&i))
 }
 
+/// Who answers through the inbox or the API: the operator token the request came with is
+/// their identity (channel [`quorum::OPERATOR`]), which a configured person may claim; the
+/// body's `by` is only the name shown. The one place an API answer's person is decided.
+pub(super) fn operator_responder(principal: &Principal, by: Option<String>, via: Via) -> Responder {
+    Responder {
+        by,
+        via,
+        actor_id: None,
+        identity: Some(Identity::new(quorum::OPERATOR, principal.owner())),
+    }
+}
+
+/// `202 Accepted` for an answer recorded as a vote that does not decide yet: the outcome
+/// body (`status: "pending"`), with `vote: "recorded"` and `votes`, the tally so far.
+fn voted_response(i: &Arc<Interaction>) -> Response {
+    let mut body = serde_json::to_value(outcome_body(i)).unwrap_or_default();
+    body["vote"] = json!("recorded");
+    body["votes"] = json!(quorum::tally(i));
+    json_response(StatusCode::ACCEPTED, &body)
+}
+
 /// `POST /v1/interactions/{id}/respond`
 pub async fn respond(
     State(state): State<AppState>,
     ApiPath(id): ApiPath<String>,
+    principal: Principal,
     ApiJson(mut body): ApiJson<RespondBody>,
 ) -> Result<Response, ApiError> {
     let id = path_id(&id)?;
-    let responder = Responder {
-        by: body.by(),
-        via: body.via(),
-        actor_id: None,
-        identity: None,
-    };
+    let responder = operator_responder(&principal, body.by(), body.via());
     let grant = body.take_grant();
     let answer = body.answer()?;
     let Some(grant) = grant else {
-        let resolved = state.registry.respond(&id, answer, responder).await?;
-        return Ok(outcome_response(&resolved));
+        return match state.registry.respond(&id, answer, responder).await {
+            Ok(resolved) => Ok(outcome_response(&resolved)),
+            Err(RegistryError::Voted(pending)) => Ok(voted_response(&pending)),
+            Err(e) => Err(e.into()),
+        };
     };
     let (resolved, grant) = state
         .registry

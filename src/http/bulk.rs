@@ -147,9 +147,11 @@ impl From<ApiError> for ItemError {
 /// `POST /v1/respond`: answers every listed interaction in turn, each on its own.
 pub async fn respond_many(
     State(state): State<AppState>,
+    principal: crate::wire::Principal,
     ApiJson(body): ApiJson<BulkBody>,
 ) -> Result<Response, ApiError> {
     let (ids, answer, responder) = body.parse()?;
+    let responder = super::api::operator_responder(&principal, responder.by, responder.via);
     let mut results = Vec::with_capacity(ids.len());
     let mut counts = [0usize; 2];
     for id in ids {

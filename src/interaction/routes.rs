@@ -67,6 +67,11 @@ pub struct RouteSpec {
     pub approvers: Vec<String>,
     /// The longest its interactions wait, and their timeout when the agent asks none.
     pub timeout_secs: Option<u64>,
+    /// How many different people must allow its approvals (the two-person rule); none or
+    /// 1: one.
+    pub quorum: Option<u32>,
+    /// With `quorum`: how many different people's denies deny (default 1).
+    pub deny_quorum: Option<u32>,
 }
 
 /// A route that cannot be used: its place (`routes[1].cwd[0]`) and why.
@@ -170,6 +175,11 @@ impl Route {
             targets: Some(self.spec.targets.clone()),
             approvers: self.spec.approvers.clone(),
         }
+    }
+
+    /// How many people decide its approvals; `None`: one.
+    pub fn quorum(&self) -> Option<super::quorum::Quorum> {
+        super::quorum::Quorum::of(self.spec.quorum, self.spec.deny_quorum)
     }
 
     /// Whether an earlier route `e` matches everything this one does (so this one never
@@ -308,8 +318,20 @@ impl Routes {
                     ));
                 }
             }
-            if spec.timeout_secs == Some(0) {
-                return Err(err(at("timeout_secs"), "must be at least 1".into()));
+            for (f, n) in [
+                ("timeout_secs", spec.timeout_secs),
+                ("quorum", spec.quorum.map(u64::from)),
+                ("deny_quorum", spec.deny_quorum.map(u64::from)),
+            ] {
+                if n == Some(0) {
+                    return Err(err(at(f), "must be at least 1".into()));
+                }
+            }
+            if spec.deny_quorum.is_some() && spec.quorum.is_none() {
+                return Err(err(
+                    at("deny_quorum"),
+                    "goes with quorum (how many people must allow)".into(),
+                ));
             }
             // Tools named without globs have a known kind: a route asking other kinds only
             // can never match.

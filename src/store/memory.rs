@@ -14,6 +14,7 @@ use super::{
     JobUpdate, ListQuery, OutboxJob, Page, ResolveOutcome, StatusFilter, StoreError, random_secret,
 };
 use crate::audit::{self, AuditEntry, AuditRecord};
+use crate::interaction::quorum::{Ballot, Count, VoteOutcome};
 use crate::interaction::{Interaction, InteractionId};
 use crate::store::prelude::*;
 use crate::sync::LockExt;
@@ -165,6 +166,26 @@ impl InteractionStore for MemoryStore {
         st.interactions.insert(resolved.id.clone(), resolved);
         st.apply(effects);
         Ok(ResolveOutcome::Resolved)
+    }
+
+    async fn vote(&self, ballot: Ballot) -> Result<VoteOutcome, StoreError> {
+        let mut st = self.lock();
+        let stored = st.interactions.get(&ballot.interaction.id).cloned();
+        let (updated, effects, decided) = match ballot.count(stored.as_ref()) {
+            Count::Refused(outcome) => return Ok(outcome),
+            Count::Recorded(i) => (Arc::new(i), ballot.recorded_effects, false),
+            Count::Decided(i) => (Arc::new(i), ballot.decided_effects, true),
+        };
+        if decided {
+            st.pending.remove(&key(&updated));
+        }
+        st.interactions.insert(updated.id.clone(), updated.clone());
+        st.apply(effects);
+        Ok(if decided {
+            VoteOutcome::Decided(updated)
+        } else {
+            VoteOutcome::Recorded(updated)
+        })
     }
 
     async fn get(&self, id: &InteractionId) -> Result<Option<Arc<Interaction>>, StoreError> {

@@ -253,6 +253,13 @@ pub struct Interaction {
     /// interactions carry one pointer.
     #[serde(default)]
     pub route: Option<Box<crate::interaction::routes::RouteStamp>>,
+    /// How many different people decide it (an approval on a route or under a policy rule
+    /// with a quorum), stamped at creation.
+    #[serde(default)]
+    pub quorum: Option<crate::interaction::quorum::Quorum>,
+    /// The votes recorded so far (an approval with a quorum), in their order.
+    #[serde(default)]
+    pub votes: Box<[crate::interaction::quorum::Vote]>,
     /// When imrelay accepted it.
     pub created_at: Timestamp,
     /// When it expires unless answered.
@@ -322,6 +329,8 @@ impl Interaction {
             input_fixed: false,
             labels: Box::default(),
             route: None,
+            quorum: None,
+            votes: Box::default(),
             created_at,
             deadline: created_at
                 .checked_add(jiff::SignedDuration::from_secs(
@@ -400,7 +409,7 @@ impl Interaction {
 
 impl Serialize for Interaction {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut st = s.serialize_struct("Interaction", 18)?;
+        let mut st = s.serialize_struct("Interaction", 20)?;
         st.serialize_field("id", &self.id)?;
         st.serialize_field("kind", &self.kind)?;
         st.serialize_field("status", self.status())?;
@@ -422,6 +431,10 @@ impl Serialize for Interaction {
         }
         if self.route.is_some() {
             st.serialize_field("route", &self.route)?;
+        }
+        if self.quorum.is_some() {
+            st.serialize_field("quorum", &self.quorum)?;
+            st.serialize_field("votes", &self.votes)?;
         }
         st.serialize_field("created_at", &Millis(self.created_at))?;
         st.serialize_field("deadline", &Millis(self.deadline))?;

@@ -65,6 +65,10 @@ pub enum Action {
     Policy,
     /// A person granted a standing or session rule ("allow this and similar calls").
     Granted,
+    /// A person voted on an approval that needs several people (the outcome `allow` or
+    /// `deny`; the detail the votes so far). The vote that decides is recorded as
+    /// [`Action::Answered`] besides.
+    Voted,
     /// A grant was revoked. (A session grant that runs out is not recorded as an event.)
     Revoked,
 }
@@ -82,6 +86,7 @@ impl Action {
             Action::Policy => "policy",
             Action::Granted => "granted",
             Action::Revoked => "revoked",
+            Action::Voted => "voted",
         }
     }
 }

@@ -43,6 +43,12 @@ const MIGRATIONS: &[Migration] = &[
         name: "grants",
         sql: include_str!("migrations/0004_grants.sql"),
     },
+    // Version 5 is taken by the operator tokens' labels.
+    Migration {
+        version: 6,
+        name: "votes",
+        sql: include_str!("migrations/0006_votes.sql"),
+    },
 ];
 
 /// The version the newest migration brings a database to.

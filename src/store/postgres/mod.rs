@@ -32,6 +32,7 @@ mod lease;
 pub mod listener;
 mod migrate;
 mod outbox;
+mod votes;
 mod writer;
 
 use std::sync::Arc;
@@ -465,6 +466,13 @@ impl InteractionStore for PostgresStore {
         effects: Effects,
     ) -> Result<ResolveOutcome, StoreError> {
         self.writer.resolve(resolved, effects).await
+    }
+
+    async fn vote(
+        &self,
+        ballot: crate::interaction::quorum::Ballot,
+    ) -> Result<crate::interaction::quorum::VoteOutcome, StoreError> {
+        self.record_vote(ballot).await
     }
 
     async fn get(&self, id: &InteractionId) -> Result<Option<Arc<Interaction>>, StoreError> {

@@ -23,6 +23,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0004_no_audit_index_by_interaction.sql"),
     include_str!("migrations/0005_bound_hook_memory.sql"),
     include_str!("migrations/0006_grants.sql"),
+    // 0007 is taken by the operator tokens' labels.
+    include_str!("migrations/0008_votes.sql"),
 ];
 
 /// The version the newest migration brings a database to.

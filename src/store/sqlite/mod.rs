@@ -41,6 +41,7 @@ mod audit;
 mod connect;
 mod grants;
 mod outbox;
+mod votes;
 mod writer;
 
 use audit::append_audit_in;
@@ -392,6 +393,13 @@ impl InteractionStore for SqliteStore {
             }
         })
         .await
+    }
+
+    async fn vote(
+        &self,
+        ballot: crate::interaction::quorum::Ballot,
+    ) -> Result<crate::interaction::quorum::VoteOutcome, StoreError> {
+        self.record_vote(ballot).await
     }
 
     async fn get(&self, id: &InteractionId) -> Result<Option<Arc<Interaction>>, StoreError> {
