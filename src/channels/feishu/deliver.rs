@@ -87,6 +87,11 @@ impl Platform for Feishu {
         })
     }
 
+    async fn show(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Failure> {
+        // A pending interaction's card carries its buttons and the votes so far.
+        self.edit(i, m).await
+    }
+
     async fn edit(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Failure> {
         self.api
             .update_card(&m.message_ref, &self.cards.render(i))
@@ -116,6 +121,7 @@ impl OutboxHandler for Deliverer {
         match Job::read(&job.job) {
             Ok(Job::Send { receiver }) => self.0.post(&job.job, &receiver).await,
             Ok(Job::Update) => self.0.finalize_all(&job.job).await,
+            Ok(Job::Voted) => self.0.show_votes(&job.job).await,
             Err(failed) => failed,
         }
     }

@@ -1,6 +1,7 @@
 //! Telegram's outbox jobs, planned in the registry's transactions: one `post` job per
 //! configured chat when an interaction is created (and a re-post on `/pending`), one
-//! `resolved` job when it is resolved, by anyone, anywhere.
+//! `resolved` job when it is resolved, by anyone, anywhere, and a `voted` job for each vote
+//! that does not decide yet (every copy shows the votes so far).
 
 use std::time::Duration;
 
@@ -28,6 +29,9 @@ pub(crate) enum Job {
     },
     /// Edit every message of a resolved interaction to its outcome.
     Resolved,
+    /// Edit every message of a pending interaction to show the votes so far (an approval
+    /// that needs several people).
+    Voted,
 }
 
 impl ChannelJob for Job {
@@ -67,6 +71,12 @@ impl Lifecycle for Planner {
                 }
             }
         }
+    }
+
+    fn plan_voted(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
+        // One job per vote (its count names it); worth doing until the deadline.
+        let n = i.votes.len().to_string();
+        jobs.push(Job::Voted.plan(i, &[&n], Timestamp::now(), i.deadline));
     }
 
     fn plan_resolved(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
