@@ -18,13 +18,13 @@ use super::AppState;
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::summary::Summary;
+use crate::interaction::people::Identity;
+use crate::interaction::quorum;
 use crate::interaction::{
     FORM_TOOL, Form, Interaction, InteractionId, NewInteraction, RegistryError, Responder,
     ValidationError, Via,
 };
 use crate::store::{AuditQuery, Cursor, ListQuery, StatusFilter};
-use crate::interaction::people::Identity;
-use crate::interaction::quorum;
 use crate::wire::Principal;
 use crate::wire::answer::present;
 pub use crate::wire::answer::{

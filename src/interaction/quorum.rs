@@ -189,18 +189,13 @@ pub enum Count {
 impl Ballot {
     /// What this ballot does to `stored` (`None`: no row with its id).
     pub fn count(&self, stored: Option<&std::sync::Arc<Interaction>>) -> Count {
-        let Some(current) = stored.filter(|s| s.created_at == self.interaction.created_at)
-        else {
+        let Some(current) = stored.filter(|s| s.created_at == self.interaction.created_at) else {
             return Count::Refused(VoteOutcome::NotFound);
         };
         if !current.is_pending() {
             return Count::Refused(VoteOutcome::AlreadyResolved(current.clone()));
         }
-        if let Some(earlier) = current
-            .votes
-            .iter()
-            .find(|v| v.person == self.vote.person)
-        {
+        if let Some(earlier) = current.votes.iter().find(|v| v.person == self.vote.person) {
             return Count::Refused(VoteOutcome::AlreadyVoted(
                 Box::new(earlier.clone()),
                 current.clone(),
@@ -284,7 +279,10 @@ mod tests {
         assert_eq!(tally(&approval(q, vec![])).unwrap(), "0 of 2");
         let i = approval(
             Quorum::of(Some(3), Some(2)),
-            vec![vote("alice", "telegram", true), vote("bob", "feishu", false)],
+            vec![
+                vote("alice", "telegram", true),
+                vote("bob", "feishu", false),
+            ],
         );
         assert_eq!(
             tally(&i).unwrap(),

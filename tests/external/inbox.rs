@@ -1654,6 +1654,8 @@ async fn allow_similar_grants_a_rule_shown_and_revoked_in_the_inbox() {
             agent: Vec::new(),
             cwd: Vec::new(),
             route: Vec::new(),
+            quorum: None,
+            deny_quorum: None,
         }];
     })
     .await;

@@ -700,7 +700,9 @@ pub fn prompt(i: &Interaction, state: &PromptState, b: &Buttons) -> Prompt {
             ]];
             // Several people decide it: each allows it as it is, once.
             let voted = crate::interaction::quorum::is_voted(i);
-            if let Some(votes) = crate::present::render::votes_line(i, crate::present::render::Locale::EnUs) {
+            if let Some(votes) =
+                crate::present::render::votes_line(i, crate::present::render::Locale::EnUs)
+            {
                 tail = format!("👥 {}\n{tail}", escape(&votes));
             }
             if i.suggestions.is_some() && !voted {
@@ -763,7 +765,8 @@ pub fn prompt(i: &Interaction, state: &PromptState, b: &Buttons) -> Prompt {
 /// via which channel and when. It has no keyboard.
 pub fn resolved(i: &Interaction) -> String {
     let mut tail = outcome_block(i, &LEVELS[1]);
-    if let Some(votes) = crate::present::render::votes_line(i, crate::present::render::Locale::EnUs) {
+    if let Some(votes) = crate::present::render::votes_line(i, crate::present::render::Locale::EnUs)
+    {
         tail = format!("👥 {}\n{tail}", escape(&votes));
     }
     match i.kind {

@@ -390,8 +390,10 @@ pub trait InteractionStore: Send + Sync + 'static {
     /// `ballot.needed`, the interaction is resolved as `ballot.decided` (with every vote)
     /// in the same transaction. Two votes at once, from any processes, are counted one
     /// after the other: neither is lost and only one decides.
-    async fn vote(&self, ballot: crate::interaction::quorum::Ballot)
-    -> Result<crate::interaction::quorum::VoteOutcome, StoreError>;
+    async fn vote(
+        &self,
+        ballot: crate::interaction::quorum::Ballot,
+    ) -> Result<crate::interaction::quorum::VoteOutcome, StoreError>;
 
     /// One interaction by id.
     async fn get(&self, id: &InteractionId) -> Result<Option<Arc<Interaction>>, StoreError>;

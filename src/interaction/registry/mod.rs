@@ -708,10 +708,10 @@ impl Registry {
         let local = self.inner.slots.locked().get(id).cloned();
         // A pending interaction with votes changes as people vote: the store has the votes.
         if let Some(slot) = local
-            && let Some(i) = slot.resolved.get().or(slot
-                .whole
-                .as_ref()
-                .filter(|w| !super::quorum::is_voted(w)))
+            && let Some(i) = slot
+                .resolved
+                .get()
+                .or(slot.whole.as_ref().filter(|w| !super::quorum::is_voted(w)))
         {
             return Ok(Some(i.clone()));
         }

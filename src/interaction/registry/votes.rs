@@ -38,8 +38,13 @@ impl Registry {
                     "an approval that needs several people is allowed as it is: no edited input and no \"always\"",
                 );
                 let who = clip(&responder.audit_actor().unwrap_or_default());
-                self.refused(Some(&current.id), &who, &responder.via, &format!("invalid answer: {e}"))
-                    .await;
+                self.refused(
+                    Some(&current.id),
+                    &who,
+                    &responder.via,
+                    &format!("invalid answer: {e}"),
+                )
+                .await;
                 return Err(e.into());
             }
             _ => false,
@@ -53,9 +58,8 @@ impl Registry {
             at,
         };
         let actor = clip(&responder.audit_actor().unwrap_or_else(|| vote.by.clone()));
-        let decided = Arc::new(current.resolved(answer::resolution_for(
-            &current, answer, responder, at,
-        )?));
+        let decided =
+            Arc::new(current.resolved(answer::resolution_for(&current, answer, responder, at)?));
         let ballot = self.ballot(&current, vote, decided, &actor);
         let resolving = Resolving::start(&self.inner.resolving, &current.id);
         match self.inner.store.vote(ballot).await? {
@@ -87,7 +91,8 @@ impl Registry {
                     if earlier.allow { "allow" } else { "deny" },
                     earlier.via
                 );
-                self.refused(Some(&i.id), &actor, &earlier.via, &reason).await;
+                self.refused(Some(&i.id), &actor, &earlier.via, &reason)
+                    .await;
                 Err(RegistryError::AlreadyVoted(earlier, i))
             }
             VoteOutcome::AlreadyResolved(winner) => {
@@ -122,7 +127,9 @@ impl Registry {
         decided: Arc<Interaction>,
         actor: &str,
     ) -> Ballot {
-        let q = current.quorum.unwrap_or(quorum::Quorum { allow: 1, deny: 1 });
+        let q = current
+            .quorum
+            .unwrap_or(quorum::Quorum { allow: 1, deny: 1 });
         let needed = q.needed(vote.allow);
         let mut votes = current.votes.to_vec();
         votes.push(vote.clone());

@@ -19,10 +19,15 @@ use crate::store::StoreError;
 impl PostgresStore {
     /// [`crate::store::InteractionStore::vote`] on PostgreSQL.
     pub(super) async fn record_vote(&self, ballot: Ballot) -> Result<VoteOutcome, StoreError> {
-        let mut client = self.pool.get().await.map_err(|e| self.target.pool_error(e))?;
+        let mut client = self
+            .pool
+            .get()
+            .await
+            .map_err(|e| self.target.pool_error(e))?;
         let tx = client.transaction().await.map_err(db)?;
         let id = ballot.interaction.id.as_str().to_string();
-        let locked = self.sql("SELECT doc, resolution FROM {s}.interactions WHERE id = $1 FOR UPDATE");
+        let locked =
+            self.sql("SELECT doc, resolution FROM {s}.interactions WHERE id = $1 FOR UPDATE");
         let stored = row(&tx, &locked, &[&id])
             .await?
             .map(|r| decode(&r, 0))
@@ -52,7 +57,13 @@ impl PostgresStore {
             resolution: updated.resolution.as_deref(),
             at,
         }];
-        audit::append_then(&tx, &self.schema, effects.audit, appender.append(&tx, &event)).await?;
+        audit::append_then(
+            &tx,
+            &self.schema,
+            effects.audit,
+            appender.append(&tx, &event),
+        )
+        .await?;
         tx.commit().await.map_err(db)?;
         let updated = Arc::new(updated);
         Ok(if decided {

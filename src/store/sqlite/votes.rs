@@ -70,7 +70,11 @@ fn vote_in(conn: &Connection, ballot: Ballot) -> Result<VoteOutcome, StoreError>
             .map_err(unavailable)?;
             ms(r.at)
         }
-        (true, None) => return Err(StoreError::Corrupt("a deciding vote without a resolution".into())),
+        (true, None) => {
+            return Err(StoreError::Corrupt(
+                "a deciding vote without a resolution".into(),
+            ));
+        }
         (false, _) => {
             conn.prepare_cached("UPDATE interactions SET doc = ?2 WHERE id = ?1")
                 .and_then(|mut s| s.execute(params![id, doc]))
