@@ -253,3 +253,102 @@ async fn the_votes_outlive_a_restart() {
     assert_eq!(done["votes"].as_array().unwrap().len(), 2);
     app.stop().await;
 }
+
+#[tokio::test]
+async fn the_inbox_votes_as_its_operator_and_questions_are_not_voted_on() {
+    let feishu = FakeFeishu::start().await;
+    let (s, tg) = setup(Mode::Webhook, |s| {
+        enable(s, &feishu);
+        teams(s);
+        // The channels' approver lists answer; the inbox and the API too.
+        s.routes[0].approvers.clear();
+    })
+    .await;
+    let app = spawn_on(s, Arc::new(MemoryStore::new())).await;
+    let mut events = Sse::connect(&app, None).await;
+    let id = create(&app, deploy("q-inbox", "make deploy-web")).await;
+    let (s, body) = app
+        .respond(
+            &id,
+            &json!({"decision": "allow", "via": "desktop", "by": "dana"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(body["status"], "pending");
+    assert_eq!(body["vote"], "recorded");
+    assert_eq!(body["votes"], "1 of 2: dana via desktop");
+    assert_eq!(body["interaction"]["quorum"]["allow"], 2);
+    // The inbox hears of it as an event of its own.
+    let voted = loop {
+        let e = events.next().await;
+        if e.event == "interaction.voted" {
+            break e;
+        }
+    };
+    assert_eq!(voted.data["votes"][0]["by"], "dana");
+    assert_eq!(voted.data["status"], "pending");
+    // The same operator again, under another name: the same person.
+    let (s, body) = app
+        .respond(
+            &id,
+            &json!({"decision": "allow", "via": "desktop", "by": "someone else"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["error"]["code"], "already_voted");
+    // An edited input is not voted on.
+    let (s, body) = app
+        .respond(
+            &id,
+            &json!({"decision": "allow", "updated_input": {"command": "ls"}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{body}");
+    // Alice on Telegram makes two.
+    let p = prompt(&tg, GROUP, "make deploy-web").await;
+    assert_eq!(
+        tap_on(&app, &tg, ALICE, &p, &p.button("✅ Allow")).await,
+        "Allowed"
+    );
+    assert_eq!(status(&app, &id).await["resolution"]["outcome"], "allowed");
+
+    // A question on the same route: the first answer resolves it.
+    let q = create(
+        &app,
+        json!({"id": "q-question", "tool_name": "AskUserQuestion", "input": questions_input(),
+               "cwd": "/srv/deploy"}),
+    )
+    .await;
+    let (s, body) = app
+        .respond(
+            &q,
+            &json!({"answers": {"Which color?": "Red", "Which toppings?": ["Ham"]}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    assert_eq!(body["status"], "resolved");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn expiry_before_the_quorum_denies_and_says_how_many_allowed() {
+    let (app, tg, _feishu) = both(Arc::new(MemoryStore::new())).await;
+    let mut call = deploy("q-expire", "make deploy-late");
+    call["timeout_secs"] = json!(2);
+    let id = create(&app, call).await;
+    let p = prompt(&tg, GROUP, "make deploy-late").await;
+    assert_eq!(
+        tap_on(&app, &tg, ALICE, &p, &p.button("✅ Allow")).await,
+        "Vote recorded: 1 of 2: alice via telegram"
+    );
+    let done = eventually("the deadline to pass", || async {
+        let i = status(&app, &id).await;
+        (i["status"] == "resolved").then_some(i)
+    })
+    .await;
+    assert_eq!(done["resolution"]["outcome"], "expired");
+    let message = done["resolution"]["result"]["message"].as_str().unwrap();
+    assert!(message.contains("1 of 2 people allowed it"), "{message}");
+    edited(&tg, GROUP, p.message_id, "1 of 2: alice via telegram").await;
+    app.stop().await;
+}
