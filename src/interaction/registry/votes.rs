@@ -163,3 +163,169 @@ impl Registry {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::interaction::people::{Identity, People, PersonSpec};
+    use crate::interaction::policy::{Decision, Policy, Rule, RuleSpec};
+    use crate::interaction::routes::{RouteSpec, Routes};
+    use crate::interaction::{NewInteraction, Outcome, RegistryConfig, Teams, Via};
+    use crate::store::MemoryStore;
+
+    fn registry(quorum: u32) -> Registry {
+        let reg = Registry::new(Arc::new(MemoryStore::new()), RegistryConfig::default());
+        let people = People::new(
+            vec![PersonSpec {
+                name: "alice".into(),
+                identities: vec![
+                    Identity::new("telegram", "1"),
+                    Identity::new("feishu", "ou_a"),
+                ],
+                groups: Vec::new(),
+            }],
+            Vec::new(),
+        )
+        .unwrap();
+        let routes = Routes::new(
+            vec![RouteSpec {
+                name: "deploy".into(),
+                tools: vec!["Bash".into()],
+                quorum: Some(quorum),
+                ..RouteSpec::default()
+            }],
+            &people,
+        )
+        .unwrap();
+        reg.set_teams(Teams { people, routes });
+        reg
+    }
+
+    fn bash(id: &str, command: &str) -> NewInteraction {
+        NewInteraction {
+            id: Some(id.into()),
+            ..NewInteraction::new(
+                "Bash",
+                json!({"command": command}).as_object().cloned().unwrap(),
+            )
+        }
+    }
+
+    fn on(channel: &str, id: &str) -> Responder {
+        Responder::new(id, Via::new(channel)).with_identity(channel, id)
+    }
+
+    #[tokio::test]
+    async fn votes_at_once_from_many_people_are_all_counted_and_decide_once() {
+        let reg = registry(3);
+        let id = reg
+            .create(bash("q1", "make deploy"))
+            .await
+            .unwrap()
+            .interaction
+            .id
+            .clone();
+        let (_, mut events) = reg.events().subscribe();
+        let answers = (0..6).map(|k| {
+            let reg = reg.clone();
+            let id = id.clone();
+            tokio::spawn(async move {
+                reg.respond(
+                    &id,
+                    Answer::allow(),
+                    on("telegram", &format!("{}", 100 + k)),
+                )
+                .await
+            })
+        });
+        let mut decided = 0;
+        let mut voted = 0;
+        let mut late = 0;
+        for a in answers {
+            match a.await.unwrap() {
+                Ok(i) => {
+                    decided += 1;
+                    assert_eq!(i.votes.len(), 3);
+                }
+                Err(RegistryError::Voted(_)) => voted += 1,
+                Err(RegistryError::AlreadyResolved(_)) => late += 1,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert_eq!((decided, voted, late), (1, 2, 3));
+        let i = reg.get(&id).await.unwrap().unwrap();
+        assert_eq!(i.resolution.as_ref().unwrap().outcome, Outcome::Allowed);
+        assert_eq!(i.votes.len(), 3);
+        // Announced: two votes, then one resolution.
+        let mut kinds = Vec::new();
+        while let Some(crate::interaction::Next::Event(e)) = events.try_next() {
+            kinds.push(e.kind);
+        }
+        assert_eq!(
+            kinds,
+            [EventKind::Voted, EventKind::Voted, EventKind::Resolved]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_person_is_one_vote_whatever_channel_they_answer_from() {
+        let reg = registry(2);
+        let id = reg
+            .create(bash("q2", "make deploy"))
+            .await
+            .unwrap()
+            .interaction
+            .id
+            .clone();
+        let first = reg.respond(&id, Answer::allow(), on("telegram", "1")).await;
+        let Err(RegistryError::Voted(i)) = first else {
+            panic!("{first:?}")
+        };
+        assert_eq!(quorum::tally(&i).unwrap(), "1 of 2: alice via telegram");
+        let again = reg
+            .respond(&id, Answer::deny(None), on("feishu", "ou_a"))
+            .await;
+        let Err(RegistryError::AlreadyVoted(v, _)) = again else {
+            panic!("{again:?}")
+        };
+        assert!(v.allow && v.via.as_str() == "telegram");
+        // An identity nobody configured is a person of its own: a deny denies at once.
+        let denied = reg
+            .respond(&id, Answer::deny(None), on("feishu", "ou_b"))
+            .await
+            .unwrap();
+        assert_eq!(denied.resolution.as_ref().unwrap().outcome, Outcome::Denied);
+    }
+
+    #[tokio::test]
+    async fn the_stricter_of_a_routes_and_an_ask_rules_quorum_is_stamped() {
+        let reg = registry(2);
+        reg.set_policy(Policy::new(vec![
+            Rule::new(RuleSpec {
+                name: "force-push".into(),
+                tools: vec!["Bash(git push --force:*)".into()],
+                decision: Some(Decision::Ask),
+                quorum: Some(3),
+                ..RuleSpec::default()
+            })
+            .unwrap(),
+        ]));
+        let push = reg
+            .create(bash("q3", "git push --force origin main"))
+            .await
+            .unwrap();
+        assert_eq!(push.interaction.quorum.map(|q| q.allow), Some(3));
+        let plain = reg.create(bash("q4", "git status")).await.unwrap();
+        assert_eq!(plain.interaction.quorum.map(|q| q.allow), Some(2));
+        // A rule's quorum is for ask rules only.
+        let allow = Rule::new(RuleSpec {
+            name: "x".into(),
+            decision: Some(Decision::Allow),
+            quorum: Some(2),
+            ..RuleSpec::default()
+        });
+        assert_eq!(allow.unwrap_err().field, "quorum");
+    }
+}
