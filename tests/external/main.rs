@@ -30,6 +30,7 @@ mod agents;
 mod inbox;
 mod postgres;
 mod proxy;
+mod quorum;
 mod read_only_disk;
 mod replicas;
 mod stalls;
@@ -75,6 +76,7 @@ fn main() {
     let trials = [
         postgres::trials(),
         replicas::trials(),
+        quorum::trials(),
         grants::trials(),
         stalls::trials(),
         inbox::trials(),
