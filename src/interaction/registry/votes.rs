@@ -32,9 +32,9 @@ impl Registry {
                 updated_input: None,
                 always: false,
             } => true,
-            Answer::Allow { .. } => {
+            Answer::Allow { always, .. } => {
                 let e = ValidationError::new(
-                    "updated_input",
+                    if *always { "always" } else { "updated_input" },
                     "an approval that needs several people is allowed as it is: no edited input and no \"always\"",
                 );
                 let who = clip(&responder.audit_actor().unwrap_or_default());
