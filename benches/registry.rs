@@ -38,6 +38,15 @@ impl InteractionStore for NullStore {
         Ok(ResolveOutcome::Resolved)
     }
 
+    async fn vote(
+        &self,
+        b: imrelay::interaction::quorum::Ballot,
+    ) -> Result<imrelay::interaction::quorum::VoteOutcome, StoreError> {
+        Ok(imrelay::interaction::quorum::VoteOutcome::Decided(
+            b.decided,
+        ))
+    }
+
     async fn get(&self, _: &InteractionId) -> Result<Option<Arc<Interaction>>, StoreError> {
         Ok(None)
     }
