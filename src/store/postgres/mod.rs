@@ -52,6 +52,7 @@ use super::{
     JobUpdate, ListQuery, OutboxJob, Page, ResolveOutcome, StatusFilter, StoreError, random_secret,
 };
 use crate::audit::{AuditEntry, AuditRecord};
+use crate::interaction::quorum::{Ballot, VoteOutcome};
 use crate::interaction::{Interaction, InteractionId, Resolution};
 use crate::store::StoreHealth;
 use crate::store::prelude::*;
@@ -468,10 +469,7 @@ impl InteractionStore for PostgresStore {
         self.writer.resolve(resolved, effects).await
     }
 
-    async fn vote(
-        &self,
-        ballot: crate::interaction::quorum::Ballot,
-    ) -> Result<crate::interaction::quorum::VoteOutcome, StoreError> {
+    async fn vote(&self, ballot: Ballot) -> Result<VoteOutcome, StoreError> {
         self.record_vote(ballot).await
     }
 
