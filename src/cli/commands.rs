@@ -487,6 +487,12 @@ pub fn answer(args: AnswerArgs, config: Option<&std::path::Path>) -> i32 {
         };
         match result {
             Ok(i) => {
+                // An approval that needs several people: this answer was a vote.
+                if let Some(votes) =
+                    crate::interaction::quorum::tally(&i).filter(|_| i.is_pending())
+                {
+                    println!("vote recorded: {}", visible_line(&votes));
+                }
                 if let Some(line) = view::outcome_line(&painter, &i, jiff::Timestamp::now()) {
                     println!("{line}");
                 }
