@@ -319,6 +319,19 @@ mod tests {
         assert_eq!(push.interaction.quorum.map(|q| q.allow), Some(3));
         let plain = reg.create(bash("q4", "git status")).await.unwrap();
         assert_eq!(plain.interaction.quorum.map(|q| q.allow), Some(2));
+        // A grant or an allow rule never stands for the quorum: people decide.
+        reg.set_policy(Policy::new(vec![
+            Rule::new(RuleSpec {
+                name: "make".into(),
+                tools: vec!["Bash(make:*)".into()],
+                decision: Some(Decision::Allow),
+                ..RuleSpec::default()
+            })
+            .unwrap(),
+        ]));
+        let make = reg.create(bash("q5", "make deploy")).await.unwrap();
+        assert!(make.interaction.is_pending());
+        assert_eq!(make.interaction.quorum.map(|q| q.allow), Some(2));
         // A rule's quorum is for ask rules only.
         let allow = Rule::new(RuleSpec {
             name: "x".into(),
