@@ -146,4 +146,21 @@ kind = ["approval"]
         let home = rules("[[policy]]\nname = \"h\"\ntools = [\"Read(~/x)\"]\ndecision = \"allow\"");
         assert!(compile(&home).unwrap_err().contains("home directory"));
     }
+
+    #[test]
+    fn a_quorum_goes_with_an_ask_rule() {
+        let ok = rules(
+            "[[policy]]\nname = \"force-push\"\ntools = [\"Bash(git push --force:*)\"]\nquorum = 2",
+        );
+        assert!(compile(&ok).is_ok());
+        let allow = rules("[[policy]]\nname = \"a\"\ndecision = \"allow\"\nquorum = 2");
+        assert_eq!(
+            compile(&allow).unwrap_err(),
+            "policy[0] (\"a\"): quorum: only an ask rule takes a quorum: people decide what it matches"
+        );
+        let alone = rules("[[policy]]\nname = \"d\"\ndeny_quorum = 2");
+        assert!(compile(&alone).unwrap_err().contains("goes with quorum"));
+        let zero = rules("[[policy]]\nname = \"z\"\nquorum = 0");
+        assert!(compile(&zero).unwrap_err().contains("at least 1"));
+    }
 }
