@@ -417,9 +417,12 @@ function approvalBody(card, i) {
   } });
   // An agent that cannot run an edited input (Codex) gets no editor: imrelay would refuse it.
   actions.append(approve);
-  if (!i.input_fixed) actions.append(edit);
-  actions.append(similar);
-  if (i.suggestions) {
+  // Several people decide it (a quorum): each approves it as it is, and no grant stands for
+  // them, so neither an editor nor "allow similar" nor "always" is offered.
+  const voted = !!i.quorum;
+  if (!i.input_fixed && !voted) actions.append(edit);
+  if (!voted) actions.append(similar);
+  if (i.suggestions && !voted) {
     actions.append(el("button", { type: "button", text: "Always allow", title: lasting
       ? "Approve, and let the agent allow what it suggested in every session, for as long as its server runs"
       : "Approve, and allow what the agent suggested for the rest of its session",

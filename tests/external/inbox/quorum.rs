@@ -37,6 +37,14 @@ pub(super) async fn a_card_shows_the_votes_so_far_from_everywhere() {
         ),
     )
     .await;
+    // Each approves it as it is: no editor, no "allow similar".
+    assert_eq!(
+        b.eval(&format!(
+            "[...{pending}.querySelectorAll('button')].filter(x => x.offsetParent !== null).map(x => x.textContent)"
+        ))
+        .await,
+        json!(["Approve", "Deny"])
+    );
     let approve = format!(
         "[...{pending}.querySelectorAll('button')].find(x => x.textContent === 'Approve').click()"
     );
