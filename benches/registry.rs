@@ -20,7 +20,8 @@ use imrelay::interaction::{Interaction, InteractionId};
 use imrelay::store::prelude::*;
 use imrelay::store::{
     AuditEntry, AuditQuery, AuditRecord, ChannelMessage, ClaimQuota, ClaimedJob, CreateOutcome,
-    Effects, JobUpdate, ListQuery, MemoryStore, OutboxJob, Page, ResolveOutcome, Store, StoreError,
+    Effects, EscalateOutcome, JobUpdate, ListQuery, MemoryStore, OutboxJob, Page, ResolveOutcome,
+    Store, StoreError,
 };
 use jiff::Timestamp;
 use serde_json::{Map, Value, json};
@@ -45,6 +46,14 @@ impl InteractionStore for NullStore {
         Ok(imrelay::interaction::quorum::VoteOutcome::Decided(
             b.decided,
         ))
+    }
+
+    async fn escalate(
+        &self,
+        _: Arc<Interaction>,
+        _: Effects,
+    ) -> Result<EscalateOutcome, StoreError> {
+        Ok(EscalateOutcome::Escalated)
     }
 
     async fn get(&self, _: &InteractionId) -> Result<Option<Arc<Interaction>>, StoreError> {

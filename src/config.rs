@@ -8,6 +8,7 @@
 //! Every error names where the value came from (the file and key, or the environment
 //! variable) and, where the fix is obvious, says what it is.
 
+mod auth;
 pub mod policy;
 mod sources;
 pub mod teams;
@@ -26,8 +27,8 @@ pub use crate::agents::codex::CodexHookSettings;
 pub use crate::agents::{HooksSettings, OnTimeout};
 use crate::interaction::RegistryConfig;
 pub use crate::settings::Secret;
-pub(crate) use crate::settings::list;
 use crate::store::Synchronous;
+pub use auth::{AuthSettings, MAX_LABEL_CHARS, OperatorToken};
 
 /// The compiled-in defaults.
 pub(crate) const DEFAULT_TOML: &str = include_str!("../config/default.toml");
@@ -151,70 +152,6 @@ pub struct ServerSettings {
     pub body_min_bytes_per_sec: u64,
     /// Event streams (`GET /v1/events`) open at once; more are refused.
     pub max_event_streams: usize,
-}
-
-/// `[auth]`
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct AuthSettings {
-    /// Tokens with the agent scope.
-    #[serde(deserialize_with = "list")]
-    pub agent_tokens: Vec<Secret>,
-    /// Tokens with the operator scope.
-    #[serde(deserialize_with = "list")]
-    pub operator_tokens: Vec<Secret>,
-}
-
-impl AuthSettings {
-    /// Refuses tokens that are guessable, cannot be sent in an `Authorization` header, are
-    /// still the deployment examples' placeholders, or are valid in both scopes (an agent
-    /// holding such a token could approve its own requests). Messages name the token by its
-    /// scope and position, never by its value.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        let scopes = [
-            ("auth.agent_tokens", &self.agent_tokens),
-            ("auth.operator_tokens", &self.operator_tokens),
-        ];
-        for (scope, tokens) in scopes {
-            for (i, token) in tokens.iter().enumerate() {
-                let token = token.expose();
-                // The deployment examples ship these placeholders; copied unchanged they
-                // would let anyone who has read the examples answer for the operator.
-                let problem = if token.starts_with(PLACEHOLDER_PREFIX) {
-                    format!("still holds the example placeholder (\"{PLACEHOLDER_PREFIX}...\")")
-                } else if token.is_empty() {
-                    "is empty".to_string()
-                } else if token.chars().any(char::is_whitespace) {
-                    "contains whitespace".to_string()
-                } else if !token.chars().all(|c| c.is_ascii_graphic()) {
-                    "contains a character that is not printable ASCII, which no client can send \
-                     in an Authorization header"
-                        .to_string()
-                } else if token.chars().count() < MIN_TOKEN_CHARS {
-                    format!("is shorter than {MIN_TOKEN_CHARS} characters")
-                } else {
-                    continue;
-                };
-                return Err(ConfigError::Invalid(format!(
-                    "{scope}[{i}] {problem}: set a real token, {MAKE_A_TOKEN}"
-                )));
-            }
-        }
-        for (i, agent) in self.agent_tokens.iter().enumerate() {
-            if let Some(j) = self
-                .operator_tokens
-                .iter()
-                .position(|o| o.expose() == agent.expose())
-            {
-                return Err(ConfigError::Invalid(format!(
-                    "auth.agent_tokens[{i}] is also auth.operator_tokens[{j}]: an agent holding \
-                     it could approve its own requests. Give each scope its own tokens: \
-                     {MAKE_A_TOKEN} for each"
-                )));
-            }
-        }
-        Ok(())
-    }
 }
 
 /// `[interactions]`

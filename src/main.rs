@@ -344,11 +344,11 @@ fn run(
 
 async fn serve(settings: Settings) -> anyhow::Result<()> {
     let listen = settings.server.listen;
-    for (scope, tokens) in [
-        ("agent", &settings.auth.agent_tokens),
-        ("operator", &settings.auth.operator_tokens),
+    for (scope, none) in [
+        ("agent", settings.auth.agent_tokens.is_empty()),
+        ("operator", settings.auth.operator_tokens.is_empty()),
     ] {
-        if tokens.is_empty() {
+        if none {
             tracing::warn!(
                 "no {scope} tokens configured: {scope} endpoints accept requests from this machine only"
             );

@@ -80,7 +80,8 @@ pub(crate) enum ClientError {
     /// No interaction with this id.
     #[error("no interaction {0}: unknown, or resolved long enough ago to be pruned")]
     NotFound(String),
-    /// The answer does not fit (a 400): nothing changed.
+    /// The answer does not fit (a 400), or the route does not name this token's person
+    /// among its approvers (a 403 `not_an_approver`): nothing changed.
     #[error("refused: {message}")]
     Invalid {
         /// The server's message, naming the field.
@@ -403,7 +404,9 @@ impl Remote {
             (StatusCode::NOT_FOUND, _) => {
                 ClientError::NotFound(id.unwrap_or("(no id)").to_string())
             }
-            (StatusCode::BAD_REQUEST, _) => ClientError::Invalid { message },
+            (StatusCode::BAD_REQUEST, _) | (StatusCode::FORBIDDEN, Some("not_an_approver")) => {
+                ClientError::Invalid { message }
+            }
             (StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN, _) => {
                 self.status_error(status, message)
             }

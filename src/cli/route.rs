@@ -22,7 +22,7 @@ pub struct Call {
 }
 
 /// What `imrelay route` prints for `call`: the route's name, what it matched on, where it
-/// sends and who may answer.
+/// sends, who may answer and where it escalates.
 pub fn explain(settings: &Settings, call: &Call) -> anyhow::Result<String> {
     let teams = settings.teams()?;
     let tool = call.tool.clone().unwrap_or_else(|| "Bash".into());
@@ -41,7 +41,7 @@ pub fn explain(settings: &Settings, call: &Call) -> anyhow::Result<String> {
                 .map(|t| format!("{}:{}", t.channel, t.to))
                 .collect();
             format!(
-                "route {}\n  sends to: {}\n  approvers: {}\n  timeout: {}\n",
+                "route {}\n  sends to: {}\n  approvers: {}\n  timeout: {}\n  escalates: {}\n",
                 r.name(),
                 if to.is_empty() {
                     "the inbox and the terminal only".into()
@@ -56,6 +56,7 @@ pub fn explain(settings: &Settings, call: &Call) -> anyhow::Result<String> {
                 s.timeout_secs
                     .map(|t| format!("{t}s"))
                     .unwrap_or_else(|| "the default".into()),
+                crate::config::teams::escalates(s.escalation.as_ref()),
             )
         }
         None if teams.routes.is_empty() => {

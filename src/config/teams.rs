@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::interaction::Kind;
 use crate::interaction::Teams;
 use crate::interaction::people::{GroupSpec, Identity, People, PersonSpec};
-use crate::interaction::routes::{RouteSpec, Routes, Target};
+use crate::interaction::routes::{Escalation, RouteSpec, Routes, Target};
 
 use super::Settings;
 
@@ -115,6 +115,71 @@ pub struct RouteSettings {
     /// With `quorum`: how many different people's denies deny; unset: one deny denies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deny_quorum: Option<u32>,
+    /// Seconds after which an unanswered interaction escalates to `escalate_to`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalate_after_secs: Option<u64>,
+    /// Where it escalates to, and who may answer it from then on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalate_to: Option<EscalateTo>,
+}
+
+/// A route's `escalate_to`: more places to post an unanswered interaction to (chats,
+/// receivers, Slack channels, webhooks, people's direct messages) and more people who may
+/// answer it. The first copies stay live.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct EscalateTo {
+    /// Telegram chats (ids listed in `telegram.chats`).
+    #[serde(default)]
+    pub telegram: Vec<i64>,
+    /// Feishu receivers (`type:id`, as listed in `feishu.receivers`).
+    #[serde(default)]
+    pub feishu: Vec<String>,
+    /// Slack conversations (ids listed in `slack.channels`).
+    #[serde(default)]
+    pub slack: Vec<String>,
+    /// Webhooks (names of `[[webhooks]]`).
+    #[serde(default)]
+    pub webhooks: Vec<String>,
+    /// People to message directly, on every chat channel they have an id on.
+    #[serde(default)]
+    pub direct: Vec<String>,
+    /// People and groups who may answer too, from the escalation on.
+    #[serde(default)]
+    pub approvers: Vec<String>,
+}
+
+/// The places a route (or its escalation) names, as configured.
+struct Places<'a> {
+    telegram: &'a [i64],
+    feishu: &'a [String],
+    slack: &'a [String],
+    webhooks: &'a [String],
+    direct: &'a [String],
+}
+
+impl RouteSettings {
+    fn places(&self) -> Places<'_> {
+        Places {
+            telegram: &self.telegram,
+            feishu: &self.feishu,
+            slack: &self.slack,
+            webhooks: &self.webhooks,
+            direct: &self.direct,
+        }
+    }
+}
+
+impl EscalateTo {
+    fn places(&self) -> Places<'_> {
+        Places {
+            telegram: &self.telegram,
+            feishu: &self.feishu,
+            slack: &self.slack,
+            webhooks: &self.webhooks,
+            direct: &self.direct,
+        }
+    }
 }
 
 impl PersonSettings {
@@ -158,8 +223,126 @@ fn feishu_direct(id: &str) -> String {
     }
 }
 
-/// The people and groups, checked.
+/// The addresses `p` names, each checked against the channels' settings; `at` names a
+/// field in errors.
+fn targets(
+    s: &Settings,
+    people: &People,
+    p: &Places<'_>,
+    at: &dyn Fn(&str) -> String,
+) -> Result<Vec<Target>, String> {
+    let mut targets = Vec::new();
+    for (j, chat) in p.telegram.iter().enumerate() {
+        if !s.telegram.chats.contains(chat) {
+            return Err(format!(
+                "{}: chat {chat} is not in telegram.chats: add it there, or route to a listed chat",
+                at(&format!("telegram[{j}]"))
+            ));
+        }
+        targets.push(Target::new(TELEGRAM, chat.to_string()));
+    }
+    for (j, rec) in p.feishu.iter().enumerate() {
+        if !s.feishu.receivers.iter().any(|x| x.address() == *rec) {
+            return Err(format!(
+                "{}: {rec:?} is not in feishu.receivers (written `type:id`, e.g. \"chat_id:oc_...\")",
+                at(&format!("feishu[{j}]"))
+            ));
+        }
+        targets.push(Target::new(FEISHU, rec.clone()));
+    }
+    for (j, c) in p.slack.iter().enumerate() {
+        if !s.slack.channels.contains(c) {
+            return Err(format!(
+                "{}: {c:?} is not in slack.channels",
+                at(&format!("slack[{j}]"))
+            ));
+        }
+        targets.push(Target::new(SLACK, c.clone()));
+    }
+    for (j, w) in p.webhooks.iter().enumerate() {
+        if !s.webhooks.iter().any(|x| x.name == *w) {
+            return Err(format!(
+                "{}: {w:?} is not the name of a [[webhooks]] entry",
+                at(&format!("webhooks[{j}]"))
+            ));
+        }
+        targets.push(Target::new(WEBHOOK, w.clone()));
+    }
+    for (j, name) in p.direct.iter().enumerate() {
+        let Some(p) = people.person(name) else {
+            return Err(format!(
+                "{}: {name:?} is not a person: add a [[people]] entry with this name",
+                at(&format!("direct[{j}]"))
+            ));
+        };
+        let before = targets.len();
+        if s.telegram.enabled {
+            targets.extend(p.ids_on(TELEGRAM).map(|id| Target::new(TELEGRAM, id)));
+        }
+        if s.feishu.enabled {
+            targets.extend(
+                p.ids_on(FEISHU)
+                    .map(|id| Target::new(FEISHU, feishu_direct(id))),
+            );
+        }
+        if s.slack.enabled {
+            targets.extend(p.ids_on(SLACK).map(|id| Target::new(SLACK, id)));
+        }
+        if targets.len() == before {
+            return Err(format!(
+                "{}: {name:?} has no id on an enabled chat channel (telegram, feishu, slack) to message",
+                at(&format!("direct[{j}]"))
+            ));
+        }
+    }
+    targets.sort();
+    targets.dedup();
+    Ok(targets)
+}
+
+/// A route's escalation, checked: both `escalate_after_secs` and `escalate_to`, or neither.
+fn escalation(
+    s: &Settings,
+    people: &People,
+    r: &RouteSettings,
+    at: &dyn Fn(&str) -> String,
+) -> Result<Option<Escalation>, String> {
+    match (r.escalate_after_secs, &r.escalate_to) {
+        (None, None) => Ok(None),
+        (Some(_), None) => Err(format!(
+            "{}: escalate_after_secs needs escalate_to (where to escalate: chats, receivers, channels, webhooks, direct, approvers)",
+            at("escalate_after_secs")
+        )),
+        (None, Some(_)) => Err(format!(
+            "{}: escalate_to needs escalate_after_secs (how long nobody answered before it escalates)",
+            at("escalate_to")
+        )),
+        (Some(after_secs), Some(to)) => {
+            let at = |f: &str| at(&format!("escalate_to.{f}"));
+            Ok(Some(Escalation {
+                after_secs,
+                targets: targets(s, people, &to.places(), &at)?,
+                approvers: to.approvers.clone(),
+            }))
+        }
+    }
+}
+
+/// The people and groups, checked; every operator label a person lists must be the label
+/// of an operator token.
 pub fn people(s: &Settings) -> Result<People, String> {
+    for (k, p) in s.people.iter().enumerate() {
+        for (j, label) in p.operator.iter().enumerate() {
+            if !s.auth.operator_labels().any(|l| l == label) {
+                return Err(format!(
+                    "people[{k}] ({:?}).operator[{j}]: {label:?} is not the label of an \
+                     auth.operator_tokens entry: label their token \
+                     ({{ token = \"...\", label = {label:?} }}), or remove it here",
+                    p.name
+                ));
+            }
+        }
+    }
     People::new(
         s.people.iter().map(PersonSettings::spec).collect(),
         s.groups
@@ -180,72 +363,8 @@ pub fn compile(s: &Settings) -> Result<Teams, String> {
     let mut specs = Vec::with_capacity(s.routes.len());
     for (k, r) in s.routes.iter().enumerate() {
         let at = |f: &str| format!("routes[{k}] ({:?}).{f}", r.name);
-        let mut targets = Vec::new();
-        for (j, chat) in r.telegram.iter().enumerate() {
-            if !s.telegram.chats.contains(chat) {
-                return Err(format!(
-                    "{}: chat {chat} is not in telegram.chats: add it there, or route to a listed chat",
-                    at(&format!("telegram[{j}]"))
-                ));
-            }
-            targets.push(Target::new(TELEGRAM, chat.to_string()));
-        }
-        for (j, rec) in r.feishu.iter().enumerate() {
-            if !s.feishu.receivers.iter().any(|x| x.address() == *rec) {
-                return Err(format!(
-                    "{}: {rec:?} is not in feishu.receivers (written `type:id`, e.g. \"chat_id:oc_...\")",
-                    at(&format!("feishu[{j}]"))
-                ));
-            }
-            targets.push(Target::new(FEISHU, rec.clone()));
-        }
-        for (j, c) in r.slack.iter().enumerate() {
-            if !s.slack.channels.contains(c) {
-                return Err(format!(
-                    "{}: {c:?} is not in slack.channels",
-                    at(&format!("slack[{j}]"))
-                ));
-            }
-            targets.push(Target::new(SLACK, c.clone()));
-        }
-        for (j, w) in r.webhooks.iter().enumerate() {
-            if !s.webhooks.iter().any(|x| x.name == *w) {
-                return Err(format!(
-                    "{}: {w:?} is not the name of a [[webhooks]] entry",
-                    at(&format!("webhooks[{j}]"))
-                ));
-            }
-            targets.push(Target::new(WEBHOOK, w.clone()));
-        }
-        for (j, name) in r.direct.iter().enumerate() {
-            let Some(p) = people.person(name) else {
-                return Err(format!(
-                    "{}: {name:?} is not a person: add a [[people]] entry with this name",
-                    at(&format!("direct[{j}]"))
-                ));
-            };
-            let before = targets.len();
-            if s.telegram.enabled {
-                targets.extend(p.ids_on(TELEGRAM).map(|id| Target::new(TELEGRAM, id)));
-            }
-            if s.feishu.enabled {
-                targets.extend(
-                    p.ids_on(FEISHU)
-                        .map(|id| Target::new(FEISHU, feishu_direct(id))),
-                );
-            }
-            if s.slack.enabled {
-                targets.extend(p.ids_on(SLACK).map(|id| Target::new(SLACK, id)));
-            }
-            if targets.len() == before {
-                return Err(format!(
-                    "{}: {name:?} has no id on an enabled chat channel (telegram, feishu, slack) to message",
-                    at(&format!("direct[{j}]"))
-                ));
-            }
-        }
-        targets.sort();
-        targets.dedup();
+        let targets = targets(s, &people, &r.places(), &at)?;
+        let escalation = escalation(s, &people, r, &at)?;
         specs.push(RouteSpec {
             name: r.name.clone(),
             agents: r.agent.clone(),
@@ -259,6 +378,7 @@ pub fn compile(s: &Settings) -> Result<Teams, String> {
             timeout_secs: r.timeout_secs,
             quorum: r.quorum,
             deny_quorum: r.deny_quorum,
+            escalation,
         });
     }
     let routes = Routes::new(specs, &people).map_err(|e| e.to_string())?;
@@ -275,6 +395,27 @@ pub fn compile(s: &Settings) -> Result<Teams, String> {
     Ok(Teams { people, routes })
 }
 
+/// A route's escalation as the routes table shows it: `after 300s to telegram:-1002,
+/// approvers leads`, or `never`.
+pub fn escalates(e: Option<&Escalation>) -> String {
+    let Some(e) = e else {
+        return "never".into();
+    };
+    let mut out = format!("after {}s", e.after_secs);
+    if !e.targets.is_empty() {
+        let to: Vec<String> = e
+            .targets
+            .iter()
+            .map(|t| format!("{}:{}", t.channel, t.to))
+            .collect();
+        out.push_str(&format!(" to {}", to.join(", ")));
+    }
+    if !e.approvers.is_empty() {
+        out.push_str(&format!("; approvers {}", e.approvers.join(", ")));
+    }
+    out
+}
+
 /// The routes as a table, for `imrelay check-config`: one row per route, the implicit last
 /// one included. Values are as configured: escape them for a terminal.
 pub fn table(teams: &Teams) -> String {
@@ -284,6 +425,7 @@ pub fn table(teams: &Teams) -> String {
         "sends to".to_string(),
         "approvers".to_string(),
         "timeout".to_string(),
+        "escalates".to_string(),
     ]];
     for r in teams.routes.routes() {
         let s = r.spec();
@@ -330,6 +472,7 @@ pub fn table(teams: &Teams) -> String {
             s.timeout_secs
                 .map(|t| format!("{t}s"))
                 .unwrap_or_else(|| "default".into()),
+            escalates(s.escalation.as_ref()),
         ]);
     }
     rows.push([
@@ -338,8 +481,9 @@ pub fn table(teams: &Teams) -> String {
         "every configured chat and webhook".into(),
         "channel lists".into(),
         "default".into(),
+        "never".into(),
     ]);
-    let widths: Vec<usize> = (0..5)
+    let widths: Vec<usize> = (0..6)
         .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
         .collect();
     let mut out = String::new();
@@ -429,10 +573,85 @@ timeout_secs = 600
         assert!(lines[1].starts_with("shop "), "{table}");
         assert!(lines[1].contains("cwd=/srv/shop/**"), "{table}");
         assert!(
-            lines[1].contains("web, bob") && lines[1].ends_with("600s"),
+            lines[1].contains("web, bob")
+                && lines[1].contains("600s")
+                && lines[1].ends_with("never"),
             "{table}"
         );
         assert!(lines[2].starts_with("default "), "{table}");
+    }
+
+    #[test]
+    fn an_escalation_compiles_with_its_places_and_shows_in_the_table() {
+        let s = settings(
+            r#"
+[[routes]]
+name = "shop"
+telegram = [-1001]
+approvers = ["alice"]
+timeout_secs = 1800
+escalate_after_secs = 300
+[routes.escalate_to]
+telegram = [-1002]
+direct = ["bob"]
+approvers = ["bob"]
+"#,
+        );
+        let t = compile(&s).unwrap();
+        let e = t
+            .routes
+            .get("shop")
+            .unwrap()
+            .spec()
+            .escalation
+            .clone()
+            .unwrap();
+        assert_eq!(e.after_secs, 300);
+        assert_eq!(
+            e.targets,
+            [
+                Target::new(FEISHU, "open_id:ou_b"),
+                Target::new(TELEGRAM, "-1002")
+            ]
+        );
+        assert_eq!(e.approvers, ["bob"]);
+        let table = table(&t);
+        assert!(
+            table
+                .lines()
+                .nth(1)
+                .unwrap()
+                .ends_with("after 300s to feishu:open_id:ou_b, telegram:-1002; approvers bob"),
+            "{table}"
+        );
+    }
+
+    #[test]
+    fn escalations_that_cannot_work_are_refused() {
+        let refused = |extra: &str| {
+            compile(&settings(&format!(
+                "[[routes]]\nname = \"r\"\ntelegram = [-1001]\ntimeout_secs = 600\n{extra}"
+            )))
+            .unwrap_err()
+        };
+        let e = refused("escalate_after_secs = 60");
+        assert!(e.contains("escalate_after_secs needs escalate_to"), "{e}");
+        let e = refused("[routes.escalate_to]\ntelegram = [-1002]");
+        assert!(e.contains("escalate_to needs escalate_after_secs"), "{e}");
+        let e = refused("escalate_after_secs = 60\n[routes.escalate_to]\ntelegram = [-9]");
+        assert!(
+            e.starts_with("routes[0] (\"r\").escalate_to.telegram[0]: chat -9"),
+            "{e}"
+        );
+        let e = refused("escalate_after_secs = 600\n[routes.escalate_to]\ntelegram = [-1002]");
+        assert!(
+            e.contains("escalate_after_secs") && e.contains("timeout_secs"),
+            "{e}"
+        );
+        let e = refused("escalate_after_secs = 60\n[routes.escalate_to]\napprovers = [\"carol\"]");
+        assert!(e.contains("escalate_to.approvers[0]"), "{e}");
+        let e = refused("escalate_after_secs = 60\n[routes.escalate_to]");
+        assert!(e.contains("names no chat"), "{e}");
     }
 
     #[test]

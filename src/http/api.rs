@@ -18,7 +18,6 @@ use super::AppState;
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::summary::Summary;
-use crate::interaction::people::Identity;
 use crate::interaction::quorum;
 use crate::interaction::{
     FORM_TOOL, Form, Interaction, InteractionId, NewInteraction, RegistryError, Responder,
@@ -472,15 +471,17 @@ pub async fn wait(
     Ok(outcome_response(&i))
 }
 
-/// Who answers through the inbox or the API: the operator token the request came with is
-/// their identity (channel [`quorum::OPERATOR`]), which a configured person may claim; the
-/// body's `by` is only the name shown. The one place an API answer's person is decided.
+/// Who answers through the inbox or the API, as a person: a labelled operator token's
+/// label ([`super::operator::responder`]); a token without a label is the administrator's,
+/// one person named by the token ([`Principal::owner`]). The body's `by` is only the name
+/// shown. The one place an API answer's person is decided.
 pub(super) fn operator_responder(principal: &Principal, by: Option<String>, via: Via) -> Responder {
-    Responder {
-        by,
-        via,
-        actor_id: None,
-        identity: Some(Identity::new(quorum::OPERATOR, principal.owner())),
+    let mut responder = Responder::anonymous(via);
+    responder.by = by;
+    let responder = super::operator::responder(principal, responder);
+    match responder.identity {
+        Some(_) => responder,
+        None => responder.with_identity(quorum::OPERATOR, principal.owner()),
     }
 }
 
@@ -496,14 +497,15 @@ fn voted_response(i: &Arc<Interaction>) -> Response {
 /// `POST /v1/interactions/{id}/respond`
 pub async fn respond(
     State(state): State<AppState>,
-    ApiPath(id): ApiPath<String>,
     principal: Principal,
+    ApiPath(id): ApiPath<String>,
     ApiJson(mut body): ApiJson<RespondBody>,
 ) -> Result<Response, ApiError> {
     let id = path_id(&id)?;
     let responder = operator_responder(&principal, body.by(), body.via());
     let grant = body.take_grant();
     let answer = body.answer()?;
+    super::operator::admit(&state, &principal, &responder, &id).await?;
     let Some(grant) = grant else {
         return match state.registry.respond(&id, answer, responder).await {
             Ok(resolved) => Ok(outcome_response(&resolved)),

@@ -11,13 +11,14 @@
 //! `Host` header a loopback name (which also defeats DNS rebinding from a browser).
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, header};
 use axum::middleware::Next;
 use axum::response::Response;
 use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
+use subtle::{ConditionallySelectable, ConstantTimeEq};
 
 use super::AppState;
 use super::error::ApiError;
@@ -45,10 +46,11 @@ impl Scope {
     }
 }
 
-/// The configured tokens, as digests.
+/// The configured tokens, as digests, and the operator tokens' labels (in the same order).
 pub struct Auth {
     agent: Vec<[u8; 32]>,
     operator: Vec<[u8; 32]>,
+    labels: Vec<Option<Arc<str>>>,
 }
 
 fn digest(token: &str) -> [u8; 32] {
@@ -101,7 +103,25 @@ impl Auth {
                 .iter()
                 .map(|t| digest(t.expose()))
                 .collect(),
+            labels: settings
+                .operator_tokens
+                .iter()
+                .map(|t| t.label.as_deref().map(Arc::from))
+                .collect(),
         }
+    }
+
+    /// The label of the operator token whose digest is `d`, if it is one and has one. Every
+    /// digest is compared (no early exit); only the label read at the end depends on which
+    /// matched, and the caller holds that token already.
+    fn label_of(&self, d: &[u8; 32]) -> Option<Arc<str>> {
+        let mut found = u32::MAX;
+        for (k, o) in self.operator.iter().enumerate() {
+            let k = u32::try_from(k).unwrap_or(u32::MAX);
+            found.conditional_assign(&k, o.ct_eq(d));
+        }
+        let k = usize::try_from(found).ok()?;
+        self.labels.get(k).cloned().flatten()
     }
 
     /// Checks a request against `scope`, and says who it comes from. For [`Scope::Any`] the
@@ -149,7 +169,12 @@ impl Auth {
             .iter()
             .fold(false, |found, set| matches_any(set, &d) | found);
         if in_scope {
-            return Ok(Principal::Token(d));
+            // An agent scope never reads a label: its requests are the agent's own.
+            let label = (scope != Scope::Agent).then(|| self.label_of(&d)).flatten();
+            return Ok(match label {
+                Some(label) => Principal::Labelled(d, label),
+                None => Principal::Token(d),
+            });
         }
         let known = matches_any(&self.agent, &d) | matches_any(&self.operator, &d);
         if known {
@@ -208,12 +233,19 @@ pub async fn any(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::OperatorToken;
     use crate::settings::Secret;
 
     fn auth(agent: &[&str], operator: &[&str]) -> Auth {
         Auth::new(&AuthSettings {
             agent_tokens: agent.iter().map(|t| Secret::new(*t)).collect(),
-            operator_tokens: operator.iter().map(|t| Secret::new(*t)).collect(),
+            operator_tokens: operator
+                .iter()
+                .map(|t| match t.split_once(' ') {
+                    Some((label, token)) => OperatorToken::labelled(token, label),
+                    None => OperatorToken::new(*t),
+                })
+                .collect(),
         })
     }
 
@@ -324,6 +356,28 @@ mod tests {
                 .unwrap(),
             Principal::Local
         );
+    }
+
+    #[test]
+    fn an_operator_tokens_label_comes_with_it() {
+        let a = auth(
+            &["ag-0123456789"],
+            &["admin-0123", "alice-laptop alice-0123"],
+        );
+        let remote = REMOTE.parse().unwrap();
+        let check = |scope, token| a.check(scope, &headers(Some(token), "x"), remote).unwrap();
+        let alice = check(Scope::Operator, "alice-0123");
+        assert_eq!(alice.label(), Some("alice-laptop"));
+        assert_eq!(
+            format!("{alice:?}"),
+            "Principal::Labelled(.., \"alice-laptop\")"
+        );
+        assert_eq!(check(Scope::Any, "alice-0123"), alice);
+        // The administrator's token, and an agent's, have none.
+        assert_eq!(check(Scope::Operator, "admin-0123").label(), None);
+        assert_eq!(check(Scope::Any, "ag-0123456789").label(), None);
+        // Counted under the token, whatever its label.
+        assert!(alice.owner().starts_with("token:"));
     }
 
     #[test]

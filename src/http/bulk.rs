@@ -8,6 +8,7 @@
 //! The request as a whole is refused (`400`, nothing answered) only when its body is wrong.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -17,7 +18,10 @@ use serde::{Deserialize, Serialize};
 use super::AppState;
 use super::error::ApiError;
 use super::extract::ApiJson;
-use crate::interaction::{Answer, InteractionId, MAX_BY_CHARS, Responder, ValidationError, Via};
+use crate::interaction::{
+    Answer, Interaction, InteractionId, MAX_BY_CHARS, Responder, ValidationError, Via,
+};
+use crate::wire::Principal;
 pub use crate::wire::answer::MAX_BULK;
 use crate::wire::answer::{ClientVia, Decision};
 use crate::wire::json_response;
@@ -144,10 +148,25 @@ impl From<ApiError> for ItemError {
     }
 }
 
+/// Answers one listed interaction, if `principal` may.
+async fn answer_one(
+    state: &AppState,
+    principal: &Principal,
+    id: &InteractionId,
+    answer: &Answer,
+    responder: &Responder,
+) -> Result<Arc<Interaction>, ApiError> {
+    super::operator::admit(state, principal, responder, id).await?;
+    Ok(state
+        .registry
+        .respond(id, answer.clone(), responder.clone())
+        .await?)
+}
+
 /// `POST /v1/respond`: answers every listed interaction in turn, each on its own.
 pub async fn respond_many(
     State(state): State<AppState>,
-    principal: crate::wire::Principal,
+    principal: Principal,
     ApiJson(body): ApiJson<BulkBody>,
 ) -> Result<Response, ApiError> {
     let (ids, answer, responder) = body.parse()?;
@@ -162,26 +181,19 @@ pub async fn respond_many(
                 status: StatusCode::NOT_FOUND.as_u16(),
                 outcome: None,
             },
-            Ok(id) => match state
-                .registry
-                .respond(&id, answer.clone(), responder.clone())
-                .await
-            {
+            Ok(id) => match answer_one(&state, &principal, &id, &answer, &responder).await {
                 Ok(resolved) => ItemResult {
                     id: id.to_string(),
                     status: StatusCode::OK.as_u16(),
                     outcome: resolved.resolution.as_ref().map(|r| r.outcome.as_str()),
                     error: None,
                 },
-                Err(e) => {
-                    let e = ApiError::from(e);
-                    ItemResult {
-                        id: id.to_string(),
-                        status: e.status().as_u16(),
-                        outcome: None,
-                        error: Some(e.into()),
-                    }
-                }
+                Err(e) => ItemResult {
+                    id: id.to_string(),
+                    status: e.status().as_u16(),
+                    outcome: None,
+                    error: Some(e.into()),
+                },
             },
         };
         counts[usize::from(item.status != 200)] += 1;

@@ -13,7 +13,16 @@ use super::api::json_response;
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::interaction::policy::{Grant, GrantScope, check_rule};
-use crate::interaction::{ValidationError, Via, now};
+use crate::interaction::{Responder, ValidationError, Via, now};
+use crate::wire::Principal;
+
+/// The name a labelled operator token's holder goes by (their person's, or the label);
+/// `None` for the administrator's token.
+fn operator_name(state: &AppState, principal: &Principal) -> Option<String> {
+    principal.label()?;
+    let r = super::operator::responder(principal, Responder::anonymous(Via::api()));
+    state.registry.attribute(r).by
+}
 
 /// `GET /v1/grants`
 pub async fn list(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
@@ -34,6 +43,7 @@ pub struct NewGrant {
 /// `POST /v1/grants`
 pub async fn add(
     State(state): State<AppState>,
+    principal: Principal,
     ApiJson(body): ApiJson<NewGrant>,
 ) -> Result<Response, ApiError> {
     check_rule(&body.rule).map_err(|e| ValidationError::new("rule", e.message))?;
@@ -54,7 +64,8 @@ pub async fn add(
         session: None,
         agent: body.agent,
         cwd: body.cwd,
-        by: body.by,
+        // A labelled token says who it is: its person's name, not the body's.
+        by: operator_name(&state, &principal).or(body.by),
         via: Via::api().as_str().to_string(),
         interaction_id: None,
         created_at: now(),
@@ -75,6 +86,7 @@ pub struct RevokeParams {
 /// `DELETE /v1/grants/{id}`
 pub async fn revoke(
     State(state): State<AppState>,
+    principal: Principal,
     ApiPath(id): ApiPath<String>,
     ApiQuery(params): ApiQuery<RevokeParams>,
 ) -> Result<Response, ApiError> {
@@ -86,10 +98,12 @@ pub async fn revoke(
         Some(crate::wire::answer::ClientVia::Terminal) => Via::terminal(),
         _ => Via::api(),
     };
-    let by = params
-        .by
-        .filter(|b| !b.trim().is_empty())
-        .map(|b: String| crate::interaction::clip(&b, 200));
+    let by = operator_name(&state, &principal).or_else(|| {
+        params
+            .by
+            .filter(|b| !b.trim().is_empty())
+            .map(|b: String| crate::interaction::clip(&b, 200))
+    });
     let grant = state.registry.revoke_grant(&id, by, &via).await?;
     Ok(json_response(StatusCode::OK, &grant))
 }

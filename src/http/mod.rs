@@ -27,6 +27,7 @@ pub mod auth;
 pub mod bulk;
 pub mod grants;
 pub mod inbox;
+pub mod operator;
 pub mod server;
 pub mod sse;
 mod summary;

@@ -12,6 +12,11 @@
 //! copy can say which route it came through, each channel plans its messages from the
 //! stamp, and a tap is checked against the route's approvers as they are configured when
 //! the tap comes.
+//!
+//! A route may escalate ([`Escalation`]): when nobody answered one of its interactions
+//! within `after_secs`, the registry posts it to more places too, and more people may
+//! answer it from then on. The escalation is part of the stamp, so every process agrees on
+//! it whatever its configuration says later.
 
 use globset::GlobMatcher;
 use serde::{Deserialize, Serialize};
@@ -72,6 +77,56 @@ pub struct RouteSpec {
     pub quorum: Option<u32>,
     /// With `quorum`: how many different people's denies deny (default 1).
     pub deny_quorum: Option<u32>,
+    /// Where its interactions go, and who may answer them too, when nobody answered in time.
+    pub escalation: Option<Escalation>,
+}
+
+/// A route's escalation: after `after_secs` unanswered, its interactions are posted to
+/// `targets` as well (the first copies stay live), and `approvers` may answer them too.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Escalation {
+    /// Seconds after creation.
+    pub after_secs: u64,
+    /// The places it is posted to then (already resolved to addresses).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<Target>,
+    /// The people and groups who may answer from then on, besides the route's own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvers: Vec<String>,
+}
+
+impl Escalation {
+    /// When interaction `i` escalates: `after_secs` after its creation.
+    pub fn due(&self, i: &Interaction) -> jiff::Timestamp {
+        i64::try_from(self.after_secs)
+            .ok()
+            .and_then(|s| {
+                i.created_at
+                    .checked_add(jiff::SignedDuration::from_secs(s))
+                    .ok()
+            })
+            .unwrap_or(jiff::Timestamp::MAX)
+    }
+
+    /// The addresses on `channel` it is posted to.
+    pub fn addresses<'a>(&'a self, channel: &'a str) -> impl Iterator<Item = &'a str> {
+        self.targets
+            .iter()
+            .filter(move |t| t.channel == channel)
+            .map(|t| t.to.as_str())
+    }
+
+    /// The wait as people read it: `5 min`, `90 s`, `2 h`, `1 h 30 min`.
+    pub fn wait_text(&self) -> String {
+        let s = self.after_secs;
+        match (s / 3600, s % 3600 / 60, s % 60) {
+            (0, 0, s) => format!("{s} s"),
+            (0, m, 0) => format!("{m} min"),
+            (h, 0, 0) => format!("{h} h"),
+            (h, m, 0) if h > 0 => format!("{h} h {m} min"),
+            _ => format!("{s} s"),
+        }
+    }
 }
 
 /// A route that cannot be used: its place (`routes[1].cwd[0]`) and why.
@@ -174,6 +229,7 @@ impl Route {
             name: self.spec.name.clone(),
             targets: Some(self.spec.targets.clone()),
             approvers: self.spec.approvers.clone(),
+            escalation: self.spec.escalation.clone(),
         }
     }
 
@@ -209,6 +265,9 @@ pub struct RouteStamp {
     /// The people and groups who may answer it; empty: the channels' approver lists.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub approvers: Vec<String>,
+    /// Where it goes, and who may answer it too, when nobody answered in time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalation: Option<Escalation>,
 }
 
 impl RouteStamp {
@@ -218,6 +277,7 @@ impl RouteStamp {
             name: DEFAULT_ROUTE.into(),
             targets: None,
             approvers: Vec::new(),
+            escalation: None,
         }
     }
 
@@ -229,6 +289,23 @@ impl RouteStamp {
                 .filter(move |t| t.channel == channel)
                 .map(|t| t.to.as_str())
         })
+    }
+}
+
+impl RouteStamp {
+    /// The addresses on `channel` its escalation posts to, leaving out those the route posted
+    /// to already (their copies are live): empty when it does not escalate.
+    pub fn escalation_addresses<'a>(&'a self, channel: &'a str) -> Vec<&'a str> {
+        let Some(e) = &self.escalation else {
+            return Vec::new();
+        };
+        let posted: Vec<&str> = self
+            .addresses(channel)
+            .map(Iterator::collect)
+            .unwrap_or_default();
+        e.addresses(channel)
+            .filter(|a| !posted.contains(a))
+            .collect()
     }
 }
 
@@ -252,15 +329,76 @@ pub fn admission(
     id: &str,
     listed: bool,
 ) -> Admission {
+    let admits = |names: &[String]| {
+        people
+            .expand(names)
+            .is_ok_and(|a| a.admits(people, channel, id))
+    };
+    if let Some(e) = i.route.as_deref().and_then(|r| r.escalation.as_ref())
+        && !e.approvers.is_empty()
+        && escalated(i, e)
+        && admits(&e.approvers)
+    {
+        return Admission::Admitted;
+    }
     match i.route.as_deref() {
-        Some(stamp) if !stamp.approvers.is_empty() => match people.expand(&stamp.approvers) {
-            Ok(a) if a.admits(people, channel, id) => Admission::Admitted,
-            // A name no longer configured admits nobody.
-            _ => Admission::OtherRoute,
-        },
+        Some(stamp) if !stamp.approvers.is_empty() => {
+            if admits(&stamp.approvers) {
+                Admission::Admitted
+            } else {
+                // A name no longer configured admits nobody.
+                Admission::OtherRoute
+            }
+        }
         _ if listed => Admission::Admitted,
         _ => Admission::NotApprover,
     }
+}
+
+/// Whether `i` has escalated under `e`: marked so, or past the time it is due (the mark may
+/// not have reached this process's copy yet; every process reads the same stamp and time).
+fn escalated(i: &Interaction, e: &Escalation) -> bool {
+    i.escalated_at.is_some() || super::model::now() >= e.due(i)
+}
+
+/// Checks a route's escalation: a wait of at least a second and below the route's timeout,
+/// somewhere to go or someone more to answer, and approvers who exist.
+fn check_escalation(
+    e: &Escalation,
+    timeout_secs: Option<u64>,
+    people: &People,
+    at: &dyn Fn(&str) -> String,
+) -> Result<(), RouteError> {
+    let err = |field: String, message: String| Err(RouteError { field, message });
+    if e.after_secs == 0 {
+        return err(at("escalate_after_secs"), "must be at least 1".into());
+    }
+    if let Some(t) = timeout_secs.filter(|t| e.after_secs >= *t) {
+        return err(
+            at("escalate_after_secs"),
+            format!(
+                "{} is not below the route's timeout_secs ({t}): it would expire before it escalates",
+                e.after_secs
+            ),
+        );
+    }
+    if e.targets.is_empty() && e.approvers.is_empty() {
+        return err(
+            at("escalate_to"),
+            "names no chat, receiver, channel, webhook, person or approver to escalate to".into(),
+        );
+    }
+    for (j, a) in e.approvers.iter().enumerate() {
+        if !people.knows(a) {
+            return err(
+                at(&format!("escalate_to.approvers[{j}]")),
+                format!(
+                    "{a:?} is neither a person nor a group: add it to [[people]] or [[groups]]"
+                ),
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The routes, checked, in order.
@@ -332,6 +470,9 @@ impl Routes {
                     at("deny_quorum"),
                     "goes with quorum (how many people must allow)".into(),
                 ));
+            }
+            if let Some(e) = &spec.escalation {
+                check_escalation(e, spec.timeout_secs, people, &at)?;
             }
             // Tools named without globs have a known kind: a route asking other kinds only
             // can never match.
@@ -565,6 +706,102 @@ mod tests {
             admission(&i, &none, "telegram", "111", true),
             Admission::OtherRoute
         );
+    }
+
+    #[test]
+    fn escalation_approvers_may_answer_once_it_escalated() {
+        let p = people();
+        let r = Routes::new(
+            vec![RouteSpec {
+                name: "shop".into(),
+                targets: vec![Target::new("telegram", "-100")],
+                approvers: vec!["alice".into()],
+                escalation: Some(Escalation {
+                    after_secs: 300,
+                    targets: vec![
+                        Target::new("telegram", "-100"),
+                        Target::new("feishu", "chat_id:oc_2"),
+                    ],
+                    approvers: vec!["bob".into()],
+                }),
+                ..Default::default()
+            }],
+            &p,
+        )
+        .unwrap();
+        let mut i = call("Bash", "claude-code", "/srv/shop");
+        i.route = r.stamp_for(&i).map(Box::new);
+        assert_eq!(
+            admission(&i, &p, "feishu", "ou_b", true),
+            Admission::OtherRoute
+        );
+        assert_eq!(
+            admission(&i, &p, "telegram", "111", false),
+            Admission::Admitted
+        );
+        // Past its time (whether or not this copy carries the mark yet): Bob may too.
+        i.created_at = now() - jiff::SignedDuration::from_secs(301);
+        assert_eq!(
+            admission(&i, &p, "feishu", "ou_b", false),
+            Admission::Admitted
+        );
+        i.created_at = now();
+        i.escalated_at = Some(now());
+        assert_eq!(
+            admission(&i, &p, "feishu", "ou_b", false),
+            Admission::Admitted
+        );
+        // A stranger still may not, and Alice still may.
+        assert_eq!(
+            admission(&i, &p, "feishu", "ou_x", true),
+            Admission::OtherRoute
+        );
+        assert_eq!(
+            admission(&i, &p, "telegram", "111", false),
+            Admission::Admitted
+        );
+        // The chat the route posts to already is not posted to again.
+        let stamp = i.route.as_deref().unwrap();
+        assert!(stamp.escalation_addresses("telegram").is_empty());
+        assert_eq!(stamp.escalation_addresses("feishu"), ["chat_id:oc_2"]);
+        assert_eq!(stamp.escalation.as_ref().unwrap().wait_text(), "5 min");
+        // It is stored with the interaction.
+        let json = serde_json::to_value(stamp).unwrap();
+        assert_eq!(json["escalation"]["after_secs"], 300);
+        let back: RouteStamp = serde_json::from_value(json).unwrap();
+        assert_eq!(&back, stamp);
+    }
+
+    #[test]
+    fn escalations_that_cannot_work_are_refused() {
+        let p = people();
+        let route = |e: Escalation, timeout: Option<u64>| {
+            Routes::new(
+                vec![RouteSpec {
+                    name: "r".into(),
+                    timeout_secs: timeout,
+                    escalation: Some(e),
+                    ..Default::default()
+                }],
+                &p,
+            )
+            .map(|_| ())
+        };
+        let e = |after_secs: u64, approvers: &[&str], targets: Vec<Target>| Escalation {
+            after_secs,
+            targets,
+            approvers: approvers.iter().map(|a| a.to_string()).collect(),
+        };
+        let to = || vec![Target::new("telegram", "-1")];
+        assert!(route(e(60, &[], to()), Some(600)).is_ok());
+        let err = route(e(0, &[], to()), None).unwrap_err();
+        assert_eq!(err.field, "routes[0].escalate_after_secs");
+        let err = route(e(600, &[], to()), Some(600)).unwrap_err();
+        assert!(err.message.contains("before it escalates"), "{err}");
+        let err = route(e(60, &[], vec![]), None).unwrap_err();
+        assert_eq!(err.field, "routes[0].escalate_to");
+        let err = route(e(60, &["mallory"], vec![]), None).unwrap_err();
+        assert_eq!(err.field, "routes[0].escalate_to.approvers[0]");
     }
 
     #[test]

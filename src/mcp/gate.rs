@@ -234,7 +234,7 @@ pub(crate) async fn gate(gate: Gate, mut req: Request, next: Next) -> Response {
                 let principal = req
                     .extensions()
                     .get::<Principal>()
-                    .copied()
+                    .cloned()
                     .unwrap_or(Principal::Local);
                 match gate.sessions.reserve(principal) {
                     Ok(reservation) => {

@@ -208,7 +208,7 @@ fn caller(ctx: &RequestContext<RoleServer>) -> Caller {
 fn owner_of(ctx: &RequestContext<RoleServer>) -> String {
     ctx.extensions
         .get::<axum::http::request::Parts>()
-        .and_then(|p| p.extensions.get::<Principal>().copied())
+        .and_then(|p| p.extensions.get::<Principal>().cloned())
         .unwrap_or(Principal::Local)
         .owner()
 }

@@ -143,7 +143,7 @@ impl Table {
         if state.total >= self.limits.max_sessions {
             return Err(Full::All(self.limits.max_sessions));
         }
-        let held = state.held.entry(owner).or_insert(0);
+        let held = state.held.entry(owner.clone()).or_insert(0);
         if *held >= self.limits.max_per_token {
             return Err(Full::Token(self.limits.max_per_token));
         }
@@ -162,7 +162,7 @@ impl Table {
         let owner = match reservation {
             Some(r) => {
                 *r.0.bound.locked() = true;
-                r.0.owner
+                r.0.owner.clone()
             }
             None => {
                 let mut state = self.lock();
@@ -311,7 +311,7 @@ struct Reserved {
 impl Drop for Reserved {
     fn drop(&mut self) {
         if !*self.bound.locked() {
-            self.table.lock().release(self.owner);
+            self.table.lock().release(self.owner.clone());
         }
     }
 }
@@ -521,22 +521,22 @@ mod tests {
     fn places_are_capped_per_token_and_in_all_and_freed_when_unused() {
         let t = table(3, 2);
         let (a, b) = (Principal::Token([1; 32]), Principal::Token([2; 32]));
-        let a1 = t.reserve(a).unwrap();
-        let a2 = t.reserve(a).unwrap();
-        assert_eq!(t.reserve(a).err(), Some(Full::Token(2)));
-        let b1 = t.reserve(b).unwrap();
-        assert_eq!(t.reserve(b).err(), Some(Full::All(3)));
+        let a1 = t.reserve(a.clone()).unwrap();
+        let a2 = t.reserve(a.clone()).unwrap();
+        assert_eq!(t.reserve(a.clone()).err(), Some(Full::Token(2)));
+        let b1 = t.reserve(b.clone()).unwrap();
+        assert_eq!(t.reserve(b.clone()).err(), Some(Full::All(3)));
         // A reservation that never became a session frees its place.
         drop(a2);
-        let a3 = t.reserve(a).unwrap();
+        let a3 = t.reserve(a.clone()).unwrap();
         // One that did keeps it until the session is removed.
         t.open(&id("s1"), Some(&a1));
         t.open(&id("s3"), Some(&a3));
         drop((a1, a3));
-        assert_eq!(t.reserve(a).err(), Some(Full::All(3)));
+        assert_eq!(t.reserve(a.clone()).err(), Some(Full::All(3)));
         t.remove("s1");
         t.remove("s1");
-        let again = t.reserve(a).unwrap();
+        let again = t.reserve(a.clone()).unwrap();
         drop((again, b1));
         assert_eq!(t.lock().total, 1);
         assert_eq!(t.lock().held.len(), 1);

@@ -120,6 +120,25 @@ pub(crate) fn context_line(i: &Interaction) -> String {
     parts.join(" · ")
 }
 
+/// "escalated: nobody on shop answered in 5 min" in `locale`: what the copies a route's
+/// escalation posts say (and every copy of it from then on, while it is pending). `None`
+/// unless it escalated.
+pub(crate) fn escalated_line(i: &Interaction, locale: Locale) -> Option<String> {
+    i.escalated_at?;
+    let r = i.route.as_deref()?;
+    let wait = duration_words(r.escalation.as_ref()?.after_secs);
+    Some(match locale {
+        Locale::ZhCn => {
+            let wait = wait
+                .replace(" min", " 分钟")
+                .replace(" h", " 小时")
+                .replace(" s", " 秒");
+            format!("已升级：路由 {} 上 {wait} 内无人回答", r.name)
+        }
+        Locale::EnUs => format!("escalated: nobody on {} answered in {wait}", r.name),
+    })
+}
+
 /// A time as "2026-11-22 08:41:26 UTC".
 pub(crate) fn format_time(t: Timestamp) -> String {
     t.strftime("%Y-%m-%d %H:%M:%S UTC").to_string()

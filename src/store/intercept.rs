@@ -14,8 +14,8 @@ use serde_json::Value;
 
 use super::{
     AuditEntry, AuditHead, AuditQuery, AuditRecord, ChannelMessage, ClaimQuota, ClaimedJob,
-    CreateOutcome, Effects, JobUpdate, ListQuery, OutboxJob, Page, ResolveOutcome, Store,
-    StoreError,
+    CreateOutcome, Effects, EscalateOutcome, JobUpdate, ListQuery, OutboxJob, Page, ResolveOutcome,
+    Store, StoreError,
 };
 use crate::interaction::{Interaction, InteractionId};
 use crate::store::prelude::*;
@@ -26,6 +26,7 @@ use crate::store::prelude::*;
 pub enum Op {
     Create,
     Resolve,
+    Escalate,
     Get,
     List,
     Pending,
@@ -131,6 +132,14 @@ impl<I: Interceptor> InteractionStore for Intercepted<I> {
         b: crate::interaction::quorum::Ballot,
     ) -> Result<crate::interaction::quorum::VoteOutcome, StoreError> {
         self.call(Op::Resolve, self.inner.vote(b)).await
+    }
+
+    async fn escalate(
+        &self,
+        i: Arc<Interaction>,
+        e: Effects,
+    ) -> Result<EscalateOutcome, StoreError> {
+        self.call(Op::Escalate, self.inner.escalate(i, e)).await
     }
 
     async fn get(&self, id: &InteractionId) -> Result<Option<Arc<Interaction>>, StoreError> {

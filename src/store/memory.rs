@@ -11,7 +11,8 @@ use serde_json::Value;
 
 use super::{
     AuditQuery, BOUND_VALUE_PREFIX, ChannelMessage, ClaimQuota, ClaimedJob, CreateOutcome, Effects,
-    JobUpdate, ListQuery, OutboxJob, Page, ResolveOutcome, StatusFilter, StoreError, random_secret,
+    EscalateOutcome, JobUpdate, ListQuery, OutboxJob, Page, ResolveOutcome, StatusFilter,
+    StoreError, random_secret,
 };
 use crate::audit::{self, AuditEntry, AuditRecord};
 use crate::interaction::quorum::{Ballot, Count, VoteOutcome};
@@ -161,8 +162,16 @@ impl InteractionStore for MemoryStore {
         if !current.is_pending() {
             return Ok(ResolveOutcome::AlreadyResolved(current.clone()));
         }
-        let k = key(current);
+        let (k, marked) = (key(current), current.escalated_at);
         st.pending.remove(&k);
+        // The escalation mark stays, whatever copy the resolution was made from.
+        let resolved = match (resolved.escalated_at, marked) {
+            (None, Some(at)) => Arc::new(Interaction {
+                escalated_at: Some(at),
+                ..(*resolved).clone()
+            }),
+            _ => resolved,
+        };
         st.interactions.insert(resolved.id.clone(), resolved);
         st.apply(effects);
         Ok(ResolveOutcome::Resolved)
@@ -186,6 +195,28 @@ impl InteractionStore for MemoryStore {
         } else {
             VoteOutcome::Recorded(updated)
         })
+    }
+
+    async fn escalate(
+        &self,
+        escalated: Arc<Interaction>,
+        effects: Effects,
+    ) -> Result<EscalateOutcome, StoreError> {
+        let mut st = self.lock();
+        let Some(current) = st.interactions.get(&escalated.id) else {
+            return Ok(EscalateOutcome::NotFound);
+        };
+        if !current.is_pending() || current.escalated_at.is_some() {
+            return Ok(EscalateOutcome::Unchanged(current.clone()));
+        }
+        // The votes recorded meanwhile are kept.
+        let escalated = Arc::new(Interaction {
+            votes: current.votes.clone(),
+            ..(*escalated).clone()
+        });
+        st.interactions.insert(escalated.id.clone(), escalated);
+        st.apply(effects);
+        Ok(EscalateOutcome::Escalated)
     }
 
     async fn get(&self, id: &InteractionId) -> Result<Option<Arc<Interaction>>, StoreError> {

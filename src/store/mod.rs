@@ -29,9 +29,9 @@ pub mod sqlite;
 pub use crate::interaction::ports::audit::{AuditEntry, AuditHead, AuditRecord};
 pub use crate::interaction::ports::{
     AuditQuery, AuditStore, BOUND_VALUE_PREFIX, Change, ChangeFeed, ChannelMessage, ChannelStore,
-    ClaimQuota, ClaimedJob, ClusterStore, CreateOutcome, Cursor, Effects, InteractionStore,
-    JobUpdate, KvStore, ListQuery, OutboxJob, OutboxStore, Page, ResolveOutcome, StatusFilter,
-    Store, StoreError, StoreHealth, StoredEvent,
+    ClaimQuota, ClaimedJob, ClusterStore, CreateOutcome, Cursor, Effects, EscalateOutcome,
+    InteractionStore, JobUpdate, KvStore, ListQuery, OutboxJob, OutboxStore, Page, ResolveOutcome,
+    StatusFilter, Store, StoreError, StoreHealth, StoredEvent,
 };
 
 pub use lease::Leader;

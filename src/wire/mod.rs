@@ -11,30 +11,48 @@ pub mod body;
 pub mod error;
 pub mod extract;
 
+use std::sync::Arc;
+
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use error::ApiError;
 
 /// Who a request authenticated as: the token check puts it in the request's extensions for
-/// what an endpoint counts per client (MCP sessions per agent token).
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+/// what an endpoint counts per client (MCP sessions per agent token) and for who answers
+/// (an operator token's label names its person).
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub enum Principal {
-    /// A configured token, by its SHA-256 digest.
+    /// A configured token without a label, by its SHA-256 digest (an agent token, or the
+    /// administrator's operator token).
     Token([u8; 32]),
+    /// An operator token with a label (`alice-laptop`), by its SHA-256 digest: the label says
+    /// whose it is.
+    Labelled([u8; 32], Arc<str>),
     /// A request from this machine to a scope without tokens.
     Local,
 }
 
 impl Principal {
     /// The name its pending interactions are counted under (the registry's per-owner
-    /// budget): `token:` and the start of the token's SHA-256 (never the token), or `local`.
-    /// The same on every entry point (the API, the hook endpoint, MCP), so an agent token
-    /// has one budget however it asks.
+    /// budget) and its grants are bound to: `token:` and the start of the token's SHA-256
+    /// (never the token), or `local`. The same on every entry point (the API, the hook
+    /// endpoint, MCP), so an agent token has one budget however it asks.
     pub fn owner(&self) -> String {
         match self {
-            Principal::Token(d) => format!("token:{}", hex::encode(&d[..8])),
+            Principal::Token(d) | Principal::Labelled(d, _) => {
+                format!("token:{}", hex::encode(&d[..8]))
+            }
             Principal::Local => "local".to_string(),
+        }
+    }
+
+    /// The label of the operator token, if it has one: `None` for the administrator's token,
+    /// an agent token, or this machine without tokens.
+    pub fn label(&self) -> Option<&str> {
+        match self {
+            Principal::Labelled(_, label) => Some(label),
+            _ => None,
         }
     }
 }
@@ -50,16 +68,17 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Principal {
         Ok(parts
             .extensions
             .get::<Principal>()
-            .copied()
+            .cloned()
             .unwrap_or(Principal::Local))
     }
 }
 
 impl std::fmt::Debug for Principal {
-    // The digest stays out of logs: it names a secret.
+    // The digest stays out of logs: it names a secret. The label is a name.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Principal::Token(_) => f.write_str("Principal::Token(..)"),
+            Principal::Labelled(_, label) => write!(f, "Principal::Labelled(.., {label:?})"),
             Principal::Local => f.write_str("Principal::Local"),
         }
     }

@@ -12,7 +12,7 @@ const OPERATOR: &str = "operator-secret-0123456789";
 async fn app_with_tokens() -> TestApp {
     spawn_with(|s| {
         s.auth.agent_tokens = vec![Secret::new(AGENT)];
-        s.auth.operator_tokens = vec![Secret::new(OPERATOR)];
+        s.auth.operator_tokens = vec![imrelay::config::OperatorToken::new(OPERATOR)];
     })
     .await
 }
@@ -140,7 +140,7 @@ async fn each_scope_is_refused_where_it_does_not_belong() {
 async fn either_scope_routes_pass_when_either_scope_would() {
     // Only operators have tokens: a local agent needs none, and may read what it created.
     let mut app = spawn_with(|s| {
-        s.auth.operator_tokens = vec![Secret::new(OPERATOR)];
+        s.auth.operator_tokens = vec![imrelay::config::OperatorToken::new(OPERATOR)];
     })
     .await;
     let id = app.create_bash("either-1", "ls").await;

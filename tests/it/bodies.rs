@@ -147,7 +147,9 @@ async fn a_declared_body_over_the_limit_is_refused_before_it_is_read() {
 async fn an_agent_token_is_checked_before_the_body_is_read() {
     let app = spawn_with(|s| {
         s.auth.agent_tokens = vec![Secret::new("agent-token-0123456789")];
-        s.auth.operator_tokens = vec![Secret::new("operator-token-0123456789")];
+        s.auth.operator_tokens = vec![imrelay::config::OperatorToken::new(
+            "operator-token-0123456789",
+        )];
     })
     .await;
     // No token, and a body that never comes: refused on the head alone.

@@ -16,7 +16,7 @@ async fn pending_bytes_are_bounded_per_token_and_in_all() {
     let mib = 1024 * 1024;
     let app = spawn_with(|s| {
         s.auth.agent_tokens = vec![Secret::new(AGENT_A), Secret::new(AGENT_B)];
-        s.auth.operator_tokens = vec![Secret::new(OPERATOR)];
+        s.auth.operator_tokens = vec![imrelay::config::OperatorToken::new(OPERATOR)];
         s.interactions.max_pending_bytes = 3 * mib;
         s.interactions.max_pending_bytes_per_token = 2 * mib;
     })
@@ -203,7 +203,7 @@ async fn hook_and_mcp_creations_count_against_the_agent_tokens_budget() {
     let mib = 1024 * 1024;
     let app = spawn_with(|s| {
         s.auth.agent_tokens = vec![Secret::new(AGENT_A), Secret::new(AGENT_B)];
-        s.auth.operator_tokens = vec![Secret::new(OPERATOR)];
+        s.auth.operator_tokens = vec![imrelay::config::OperatorToken::new(OPERATOR)];
         s.interactions.max_pending_bytes = 64 * mib;
         s.interactions.max_pending_bytes_per_token = 2 * mib;
     })

@@ -153,7 +153,7 @@ async fn only_an_operator_token_answers_many() {
     const OPERATOR: &str = "operator-secret-0123456789";
     let mut app = spawn_with(|s| {
         s.auth.agent_tokens = vec![Secret::new(AGENT)];
-        s.auth.operator_tokens = vec![Secret::new(OPERATOR)];
+        s.auth.operator_tokens = vec![imrelay::config::OperatorToken::new(OPERATOR)];
     })
     .await;
     app.token = Some(AGENT.into());

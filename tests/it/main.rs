@@ -27,6 +27,7 @@ mod mcp_sessions;
 mod mcp_wire;
 mod numbers;
 mod opencode;
+mod operators;
 mod outbox;
 mod pipes;
 mod policy;

@@ -726,7 +726,7 @@ async fn concurrent_calls_from_several_sessions_each_get_their_own_answer() {
 
 fn with_tokens(s: &mut Settings) {
     s.auth.agent_tokens = vec![Secret::new(AGENT_TOKEN)];
-    s.auth.operator_tokens = vec![Secret::new(OPERATOR_TOKEN)];
+    s.auth.operator_tokens = vec![imrelay::config::OperatorToken::new(OPERATOR_TOKEN)];
 }
 
 fn initialize_body() -> Value {

@@ -502,7 +502,9 @@ async fn signed_answers_in() {
     let mut app = spawn_with(|s| {
         fast(s);
         s.webhooks = vec![target("ticketing", &url)];
-        s.auth.operator_tokens = vec![Secret::new("operator-token-0123456789")];
+        s.auth.operator_tokens = vec![imrelay::config::OperatorToken::new(
+            "operator-token-0123456789",
+        )];
         s.auth.agent_tokens = vec![Secret::new("agent-token-0123456789")];
     })
     .await;

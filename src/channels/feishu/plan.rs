@@ -1,7 +1,7 @@
 //! Feishu's outbox jobs, planned in the registry's transactions: one `send` job per receiver
-//! when an interaction is created, one `update` job (every card recorded for it) when it is
-//! resolved, and one `voted` job (every card recorded for it) for each vote that does not
-//! decide yet.
+//! when an interaction is created, one more per receiver its route escalates to when nobody
+//! answered in time, one `update` job (every card recorded for it) when it is resolved, and
+//! one `voted` job (every card recorded for it) for each vote that does not decide yet.
 
 use super::CHANNEL;
 use super::settings::Receiver;
@@ -58,6 +58,20 @@ impl Lifecycle for Planner {
         // One job per vote (its count names it), worth doing while it is pending.
         let (from, until) = created_window(i);
         jobs.push(Job::Voted.plan(i, &[&i.votes.len().to_string()], from, until));
+    }
+
+    fn plan_escalated(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
+        let Some(stamp) = i.route.as_deref() else {
+            return;
+        };
+        let (from, until) = (jiff::Timestamp::now(), i.deadline);
+        for address in stamp.escalation_addresses(CHANNEL) {
+            let Ok(receiver) = address.parse::<Receiver>() else {
+                continue;
+            };
+            let key = OutboxJob::key_for(CHANNEL, "escalate", i, &[address]);
+            jobs.push(Job::Send { receiver }.plan_keyed(key, i, from, until));
+        }
     }
 
     fn plan_resolved(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {

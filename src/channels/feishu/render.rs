@@ -412,6 +412,11 @@ impl Cards {
         if !ctx.is_empty() {
             out.push(grey_div(clip(&ctx, b.text * 2 / 5)));
         }
+        if i.is_pending()
+            && let Some(line) = render::escalated_line(i, self.locale)
+        {
+            out.push(div(format!("⏫ {}", clip(&line, b.text / 2))));
+        }
         if let Some(t) = i.title.as_deref().filter(|t| !t.trim().is_empty()) {
             out.push(div(clip(t, b.text / 2)));
         }

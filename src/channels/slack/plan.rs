@@ -1,5 +1,6 @@
 //! Slack's outbox jobs, planned in the registry's transactions: one `post` job per
-//! configured conversation when an interaction is created; one `update` job (every copy
+//! configured conversation when an interaction is created; one more per conversation its
+//! route escalates to when nobody answered in time; one `update` job (every copy
 //! recorded for it) when it is resolved (an answer from anywhere, expiry, withdrawal); one
 //! `voted` job for each vote that does not decide yet.
 
@@ -55,6 +56,20 @@ impl Lifecycle for Planner {
         // One job per vote (its count names it), worth doing while it is pending.
         let (from, until) = created_window(i);
         jobs.push(Job::Voted.plan(i, &[&i.votes.len().to_string()], from, until));
+    }
+
+    fn plan_escalated(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
+        let Some(stamp) = i.route.as_deref() else {
+            return;
+        };
+        let (from, until) = (jiff::Timestamp::now(), i.deadline);
+        for c in stamp.escalation_addresses(CHANNEL) {
+            let job = Job::Post {
+                channel: c.to_string(),
+            };
+            let key = OutboxJob::key_for(CHANNEL, "escalate", i, &[c]);
+            jobs.push(job.plan_keyed(key, i, from, until));
+        }
     }
 
     fn plan_resolved(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {

@@ -329,6 +329,11 @@ impl Blocks {
         if !ctx.is_empty() {
             out.push(context(&ctx));
         }
+        if i.is_pending()
+            && let Some(line) = render::escalated_line(i, render::Locale::EnUs)
+        {
+            out.push(section(&format!("⏫ {line}")));
+        }
         if let Some(t) = i.title.as_deref().filter(|t| !t.trim().is_empty())
             && i.kind != Kind::Form
         {

@@ -1,7 +1,8 @@
 //! Telegram's outbox jobs, planned in the registry's transactions: one `post` job per
-//! configured chat when an interaction is created (and a re-post on `/pending`), one
-//! `resolved` job when it is resolved, by anyone, anywhere, and a `voted` job for each vote
-//! that does not decide yet (every copy shows the votes so far).
+//! configured chat when an interaction is created (and a re-post on `/pending`), one more
+//! per chat its route escalates to when nobody answered in time, one `resolved` job when it
+//! is resolved, by anyone, anywhere, and a `voted` job for each vote that does not decide
+//! yet (every copy shows the votes so far).
 
 use std::time::Duration;
 
@@ -56,6 +57,17 @@ pub(crate) fn post_job(i: &Interaction, chat: i64, nonce: Option<&str>) -> Outbo
     }
 }
 
+/// The job that posts interaction `i`, escalated, to `chat` (a copy of its own, beside the
+/// first ones).
+pub(crate) fn escalate_job(i: &Interaction, chat: i64) -> OutboxJob {
+    Job::Post { chat }.plan_keyed(
+        OutboxJob::key_for(CHANNEL, "escalate", i, &[&chat.to_string()]),
+        i,
+        Timestamp::now(),
+        i.deadline,
+    )
+}
+
 impl Lifecycle for Planner {
     fn plan_created(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
         // A routed interaction goes to its route's chats (and people's private chats) only.
@@ -77,6 +89,17 @@ impl Lifecycle for Planner {
         // One job per vote (its count names it); worth doing until the deadline.
         let n = i.votes.len().to_string();
         jobs.push(Job::Voted.plan(i, &[&n], Timestamp::now(), i.deadline));
+    }
+
+    fn plan_escalated(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
+        let Some(stamp) = i.route.as_deref() else {
+            return;
+        };
+        for chat in stamp.escalation_addresses(CHANNEL) {
+            if let Ok(chat) = chat.parse::<i64>() {
+                jobs.push(escalate_job(i, chat));
+            }
+        }
     }
 
     fn plan_resolved(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {

@@ -692,6 +692,11 @@ fn form_keyboard(form: &Form, state: &PromptState, b: &Buttons) -> Vec<Vec<Inlin
 /// on this message so far.
 pub fn prompt(i: &Interaction, state: &PromptState, b: &Buttons) -> Prompt {
     let mut tail = deadline_line(i);
+    if let Some(line) =
+        crate::present::render::escalated_line(i, crate::present::render::Locale::EnUs)
+    {
+        tail = format!("⏫ <b>{}</b>\n{tail}", escape(&line));
+    }
     match i.kind {
         Kind::Approval => {
             let mut rows = vec![vec![

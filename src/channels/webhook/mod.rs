@@ -151,34 +151,66 @@ impl Webhooks {
             if !t.settings.wants(event, i) || self.is_disabled(name) {
                 continue;
             }
-            // A routed interaction goes to its route's webhooks only.
-            if let Some(mut to) = i
-                .route
-                .as_deref()
-                .and_then(|r| r.addresses(CHANNEL_IDENTITY))
+            // A routed interaction goes to its route's webhooks only, and, once escalated,
+            // its resolution to those it escalated to as well.
+            if let Some(stamp) = i.route.as_deref()
+                && let Some(mut to) = stamp.addresses(CHANNEL_IDENTITY)
                 && !to.any(|n| n == name.as_str())
+                && !(event == WebhookEvent::Resolved
+                    && i.escalated_at.is_some()
+                    && stamp
+                        .escalation_addresses(CHANNEL_IDENTITY)
+                        .contains(&name.as_str()))
             {
                 continue;
             }
-            // The creation time tells apart two interactions that had the same id (an id
-            // can be used again once the first one was pruned).
-            let incarnation = format!("{}:{}", event.name(), i.incarnation());
-            let msg_id = format!(
-                "msg_{}",
-                &hex::encode(Sha256::digest(incarnation.as_bytes()))[..32]
-            );
-            let body = self.payload(name, event, i, &msg_id);
-            let now = crate::interaction::now();
-            let horizon = Duration::from_secs(t.settings.horizon_hours.saturating_mul(3600));
-            let job = Job {
-                kind: event,
-                target: name.clone(),
-                msg_id,
-                body,
-            };
-            // Keyed `webhook:<target>:<event>:<incarnation>`.
-            jobs.push(job.plan(i, &[], now, crate::interaction::after(now, horizon)));
+            self.plan_one(name, t, event, i, jobs);
         }
+    }
+
+    /// An escalated interaction, as `interaction.created` (it is new to them, and carries
+    /// `escalated_at`), to the webhooks its route escalates to.
+    fn plan_escalated(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
+        let Some(stamp) = i.route.as_deref() else {
+            return;
+        };
+        for name in stamp.escalation_addresses(CHANNEL_IDENTITY) {
+            if let Some((name, t)) = self.targets.get_key_value(name)
+                && t.settings.wants(WebhookEvent::Created, i)
+                && !self.is_disabled(name)
+            {
+                self.plan_one(name, t, WebhookEvent::Created, i, jobs);
+            }
+        }
+    }
+
+    /// The delivery of `event` about `i` to target `name`.
+    fn plan_one(
+        &self,
+        name: &str,
+        t: &Target,
+        event: WebhookEvent,
+        i: &Interaction,
+        jobs: &mut Vec<OutboxJob>,
+    ) {
+        // The creation time tells apart two interactions that had the same id (an id
+        // can be used again once the first one was pruned).
+        let incarnation = format!("{}:{}", event.name(), i.incarnation());
+        let msg_id = format!(
+            "msg_{}",
+            &hex::encode(Sha256::digest(incarnation.as_bytes()))[..32]
+        );
+        let body = self.payload(name, event, i, &msg_id);
+        let now = crate::interaction::now();
+        let horizon = Duration::from_secs(t.settings.horizon_hours.saturating_mul(3600));
+        let job = Job {
+            kind: event,
+            target: name.to_string(),
+            msg_id,
+            body,
+        };
+        // Keyed `webhook:<target>:<event>:<incarnation>`.
+        jobs.push(job.plan(i, &[], now, crate::interaction::after(now, horizon)));
     }
 
     async fn disable(&self, name: &str, url: &str, reason: &str) {
@@ -228,6 +260,10 @@ impl Lifecycle for Planner {
 
     fn plan_resolved(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
         self.0.plan(WebhookEvent::Resolved, i, jobs);
+    }
+
+    fn plan_escalated(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
+        self.0.plan_escalated(i, jobs);
     }
 }
 

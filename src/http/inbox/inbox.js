@@ -149,7 +149,10 @@ function metaLine(i) {
   if (i.agent) parts.push("agent " + i.agent);
   if (i.session) parts.push("session " + i.session);
   if (i.cwd) parts.push(i.cwd);
+  if (i.route && i.route.name) parts.push("route " + i.route.name);
   parts.push("asked " + fmtTime(i.created_at));
+  // Nobody on its route answered in time: posted to the places it escalates to as well.
+  if (i.escalated_at) parts.push("escalated " + fmtTime(i.escalated_at));
   return parts.join(" · ");
 }
 

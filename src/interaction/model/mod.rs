@@ -266,6 +266,10 @@ pub struct Interaction {
     pub deadline: Timestamp,
     /// The timeout the deadline was computed from, in seconds.
     pub timeout_secs: u64,
+    /// When its route's escalation posted it to more places (see
+    /// [`crate::interaction::routes::Escalation`]); set once, while it is pending.
+    #[serde(default)]
+    pub escalated_at: Option<Timestamp>,
     /// Set once, when it is resolved. (Boxed: a pending interaction, the kind held in
     /// memory, then carries one pointer instead of the whole resolution's space.)
     #[serde(default)]
@@ -338,6 +342,7 @@ impl Interaction {
                 ))
                 .unwrap_or(Timestamp::MAX),
             timeout_secs,
+            escalated_at: None,
             resolution: None,
             digest: DigestCache::default(),
         }
@@ -439,6 +444,9 @@ impl Serialize for Interaction {
         st.serialize_field("created_at", &Millis(self.created_at))?;
         st.serialize_field("deadline", &Millis(self.deadline))?;
         st.serialize_field("timeout_secs", &self.timeout_secs)?;
+        if let Some(at) = self.escalated_at {
+            st.serialize_field("escalated_at", &Millis(at))?;
+        }
         st.serialize_field("resolution", &self.resolution)?;
         st.end()
     }

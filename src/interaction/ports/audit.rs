@@ -71,6 +71,8 @@ pub enum Action {
     Voted,
     /// A grant was revoked. (A session grant that runs out is not recorded as an event.)
     Revoked,
+    /// Nobody answered in time: the route's escalation posted it to more places.
+    Escalated,
 }
 
 impl Action {
@@ -87,6 +89,7 @@ impl Action {
             Action::Granted => "granted",
             Action::Revoked => "revoked",
             Action::Voted => "voted",
+            Action::Escalated => "escalated",
         }
     }
 }

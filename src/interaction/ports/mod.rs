@@ -212,6 +212,18 @@ pub enum ResolveOutcome {
     NotFound,
 }
 
+/// Result of [`InteractionStore::escalate`].
+#[derive(Clone, Debug)]
+pub enum EscalateOutcome {
+    /// This call marked it escalated and recorded the jobs.
+    Escalated,
+    /// It is resolved, or escalated already (by this process or another): nothing was
+    /// recorded; here it is as stored.
+    Unchanged(Arc<Interaction>),
+    /// No interaction has that id.
+    NotFound,
+}
+
 /// Which interactions to list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -394,6 +406,16 @@ pub trait InteractionStore: Send + Sync + 'static {
         &self,
         ballot: crate::interaction::quorum::Ballot,
     ) -> Result<crate::interaction::quorum::VoteOutcome, StoreError>;
+
+    /// Records `escalated` (a pending interaction with [`Interaction::escalated_at`] set) and
+    /// its effects, in one transaction, if the stored interaction is still pending and not yet
+    /// escalated: the compare-and-set that makes an escalation happen once however many
+    /// processes try it. Only the mark changes; the stored resolution (none) stays.
+    async fn escalate(
+        &self,
+        escalated: Arc<Interaction>,
+        effects: Effects,
+    ) -> Result<EscalateOutcome, StoreError>;
 
     /// One interaction by id.
     async fn get(&self, id: &InteractionId) -> Result<Option<Arc<Interaction>>, StoreError>;

@@ -98,6 +98,8 @@ impl Registry {
         match &latest {
             Some(i) if i.is_pending() => {
                 let held = self.inner.slots.locked().contains_key(id);
+                // Escalated by another process: reads here show it, and the timer stops.
+                self.note_escalated(i);
                 if !held {
                     self.track(i.clone());
                     // A resolution seen between the read and `track` found no slot: re-read.
@@ -344,12 +346,7 @@ impl Registry {
     /// the same resolution's [`Change::Changed`] settles it from the store. With shared
     /// events, the event itself is published when they are read, in their order.
     fn settled_by_feed(&self, id: &InteractionId, resolution: Resolution) {
-        let held = self
-            .inner
-            .slots
-            .locked()
-            .get(id)
-            .and_then(|s| s.whole.clone());
+        let held = self.inner.slots.locked().get(id).and_then(|s| s.held());
         if let Some(pending) = held {
             let resolved = Arc::new(pending.resolved(resolution));
             // Where the events are shared, the event comes from them, numbered.

@@ -66,7 +66,8 @@ impl Registry {
         }
     }
 
-    /// Starts the deadline timer and the retention pruner; both stop when `shutdown` fires.
+    /// Starts the deadline timer, the escalation timer and the retention pruner; they stop
+    /// when `shutdown` fires.
     pub fn spawn_background(
         &self,
         shutdown: CancellationToken,
@@ -74,6 +75,7 @@ impl Registry {
         let mut tasks = vec![
             tokio::spawn(self.clone().run_deadlines(shutdown.clone())),
             tokio::spawn(self.clone().run_pruner(shutdown.clone())),
+            tokio::spawn(self.clone().run_escalations(shutdown.clone())),
         ];
         if let Some(feed) = self.inner.store.changes() {
             tasks.push(tokio::spawn(self.clone().run_changes(feed, shutdown)));

@@ -10,8 +10,9 @@
 //!
 //! Here: the registry's state and its create, answer, wait and recovery. Beside it:
 //! `validate` (what a new interaction must be, and its timeout), `records` (the audit records
-//! and log line of each change), `deadlines` (the expiry timer and the retention pruner) and
-//! `cluster` (changes made by other processes on a shared store).
+//! and log line of each change), `deadlines` (the expiry timer and the retention pruner),
+//! `escalation` (a route's escalation, once) and `cluster` (changes made by other processes
+//! on a shared store).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -36,6 +37,7 @@ use crate::sync::{LockExt, RwLockExt};
 mod budget;
 mod cluster;
 mod deadlines;
+mod escalation;
 mod grants;
 mod policy;
 mod records;
@@ -149,6 +151,11 @@ pub trait Lifecycle: Send + Sync {
     fn plan_created(&self, _interaction: &Interaction, _jobs: &mut Vec<OutboxJob>) {}
     /// Outbox jobs to record together with a resolution.
     fn plan_resolved(&self, _interaction: &Interaction, _jobs: &mut Vec<OutboxJob>) {}
+    /// Outbox jobs to record together with an escalation: the copies for the places the
+    /// route escalates to ([`RouteStamp::escalation`](super::routes::RouteStamp::escalation)).
+    fn plan_escalated(&self, _interaction: &Interaction, _jobs: &mut Vec<OutboxJob>) {}
+    /// Called after an escalation was committed (once, by the process that made it).
+    fn escalated(&self, _interaction: &Arc<Interaction>) {}
     /// Called after a new interaction was committed.
     fn created(&self, _interaction: &Arc<Interaction>) {}
     /// Called after a resolution was committed (once, by the process that made it).
@@ -218,6 +225,10 @@ struct Slot {
     /// Its entry in the deadline queue, removed when it resolves so the queue holds only
     /// pending interactions. (A std mutex: set and taken, never held across an await.)
     deadline: Mutex<Option<DeadlineKey>>,
+    /// Its entry in the escalation queue, like `deadline`.
+    escalation: Mutex<Option<DeadlineKey>>,
+    /// The interaction as escalated, once it is (only when `whole` is kept).
+    escalated: OnceLock<Arc<Interaction>>,
     /// The interaction's bytes, counted against the pending budget until the slot is gone.
     _charge: Charge,
 }
@@ -231,8 +242,15 @@ impl Slot {
             resolved: OnceLock::new(),
             notify: Notify::new(),
             deadline: Mutex::new(None),
+            escalation: Mutex::new(None),
+            escalated: OnceLock::new(),
             _charge: charge,
         }
+    }
+
+    /// The pending interaction as held here, latest first: escalated, or as created.
+    fn held(&self) -> Option<Arc<Interaction>> {
+        self.escalated.get().or(self.whole.as_ref()).cloned()
     }
 
     /// Completes when the interaction is resolved.
@@ -266,6 +284,7 @@ struct Inner {
     slots: Mutex<HashMap<InteractionId, Arc<Slot>, foldhash::fast::RandomState>>,
     deadlines: Mutex<Deadlines>,
     deadline_changed: Notify,
+    escalations: escalation::Escalations,
     events: EventLog,
     hooks: RwLock<Vec<Arc<dyn Lifecycle>>>,
     /// How many resolutions found no local slot. Bumped under the `slots` lock, so
@@ -386,6 +405,7 @@ impl Registry {
                 slots: Mutex::new(HashMap::default()),
                 deadlines: Mutex::new(Deadlines::default()),
                 deadline_changed: Notify::new(),
+                escalations: Default::default(),
                 events,
                 hooks: RwLock::new(Vec::new()),
                 untracked_resolutions: AtomicU64::new(0),
@@ -490,7 +510,7 @@ impl Registry {
             .slots
             .locked()
             .get(&interaction.id)
-            .map(|s| s.whole.clone());
+            .map(|s| s.held());
         match local {
             Some(Some(existing)) => return Self::reattach(existing, &interaction),
             // Held here without its input: the store has the rest.
@@ -626,6 +646,7 @@ impl Registry {
                 slot.clone(),
                 instant_in(Duration::from_millis(remaining as u64)),
             );
+            self.arm_escalation(&slot, &interaction);
         }
         slot
     }
@@ -696,6 +717,7 @@ impl Registry {
                 if let Some(key) = key {
                     self.inner.deadlines.locked().queue.remove(&key);
                 }
+                self.disarm_escalation(&slot);
                 true
             }
             None => false,
@@ -711,9 +733,10 @@ impl Registry {
             && let Some(i) = slot
                 .resolved
                 .get()
-                .or(slot.whole.as_ref().filter(|w| !super::quorum::is_voted(w)))
+                .cloned()
+                .or_else(|| slot.held().filter(|w| !super::quorum::is_voted(w)))
         {
-            return Ok(Some(i.clone()));
+            return Ok(Some(i));
         }
         Ok(self.inner.store.get(id).await?)
     }

@@ -28,6 +28,28 @@ pub(super) fn created_record(i: &Interaction) -> AuditRecord {
     }
 }
 
+/// The record of an escalation: by imrelay, on the route it names.
+pub(super) fn escalated_record(i: &Interaction) -> AuditRecord {
+    let route = i.route.as_deref();
+    AuditRecord {
+        at: i.escalated_at.unwrap_or(i.created_at),
+        action: Action::Escalated,
+        interaction_id: Some(i.id.as_str().to_string()),
+        actor: Some("system".into()),
+        channel: "system".into(),
+        outcome: "pending".into(),
+        input_hash: Some(i.input_digest()),
+        detail: route.map(|r| {
+            let wait = r
+                .escalation
+                .as_ref()
+                .map(|e| e.wait_text())
+                .unwrap_or_default();
+            clip(&format!("nobody on route {:?} answered in {wait}", r.name))
+        }),
+    }
+}
+
 /// `actor` names who answered for the audit (a stable identity); default: `r.by`. An answer
 /// that named nobody is anonymous (no actor); `system` is imrelay itself: an expiry, or a
 /// cancellation that names nobody else.

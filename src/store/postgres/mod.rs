@@ -26,6 +26,7 @@
 
 mod audit;
 mod connect;
+mod escalate;
 mod events;
 mod grants;
 mod lease;
@@ -49,7 +50,8 @@ use tokio_postgres::types::{Json, ToSql};
 
 use super::{
     AuditQuery, BOUND_VALUE_PREFIX, ChannelMessage, ClaimQuota, ClaimedJob, CreateOutcome, Effects,
-    JobUpdate, ListQuery, OutboxJob, Page, ResolveOutcome, StatusFilter, StoreError, random_secret,
+    EscalateOutcome, JobUpdate, ListQuery, OutboxJob, Page, ResolveOutcome, StatusFilter,
+    StoreError, random_secret,
 };
 use crate::audit::{AuditEntry, AuditRecord};
 use crate::interaction::quorum::{Ballot, VoteOutcome};
@@ -471,6 +473,14 @@ impl InteractionStore for PostgresStore {
 
     async fn vote(&self, ballot: Ballot) -> Result<VoteOutcome, StoreError> {
         self.record_vote(ballot).await
+    }
+
+    async fn escalate(
+        &self,
+        i: Arc<Interaction>,
+        e: Effects,
+    ) -> Result<EscalateOutcome, StoreError> {
+        self.escalate_doc(i, e).await
     }
 
     async fn get(&self, id: &InteractionId) -> Result<Option<Arc<Interaction>>, StoreError> {

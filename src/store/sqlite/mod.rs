@@ -27,8 +27,8 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::{
-    BOUND_VALUE_PREFIX, ChannelMessage, CreateOutcome, Effects, ListQuery, Page, ResolveOutcome,
-    StatusFilter, StoreError, random_secret,
+    BOUND_VALUE_PREFIX, ChannelMessage, CreateOutcome, Effects, EscalateOutcome, ListQuery, Page,
+    ResolveOutcome, StatusFilter, StoreError, random_secret,
 };
 use crate::audit::AuditRecord;
 use crate::interaction::quorum::{Ballot, VoteOutcome};
@@ -40,6 +40,7 @@ use crate::sync::LockExt;
 
 mod audit;
 mod connect;
+mod escalate;
 mod grants;
 mod outbox;
 mod rows;
@@ -370,6 +371,14 @@ impl InteractionStore for SqliteStore {
 
     async fn vote(&self, ballot: Ballot) -> Result<VoteOutcome, StoreError> {
         self.record_vote(ballot).await
+    }
+
+    async fn escalate(
+        &self,
+        i: Arc<Interaction>,
+        e: Effects,
+    ) -> Result<EscalateOutcome, StoreError> {
+        self.escalate_doc(i, e).await
     }
 
     async fn get(&self, id: &InteractionId) -> Result<Option<Arc<Interaction>>, StoreError> {

@@ -3,6 +3,7 @@
 
 mod cards;
 mod delivery;
+mod escalation;
 pub mod fake;
 pub mod fake_ws;
 pub mod gate;
