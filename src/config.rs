@@ -102,6 +102,9 @@ pub struct Settings {
     /// The Slack channel.
     #[serde(default)]
     pub slack: crate::channels::slack::SlackSettings,
+    /// The DingTalk channel.
+    #[serde(default)]
+    pub dingtalk: crate::channels::dingtalk::DingTalkSettings,
     /// People and their identities on each channel (`[[people]]`).
     #[serde(default)]
     pub people: Vec<teams::PersonSettings>,
@@ -409,7 +412,7 @@ pub(crate) fn enum_values(key: &str) -> Option<Vec<String>> {
         "telegram.mode" => variants::<telegram::Mode>(),
         "feishu.mode" => variants::<feishu::Mode>(),
         "feishu.domain" => variants::<feishu::settings::Domain>(),
-        "feishu.locale" => variants::<crate::present::render::Locale>(),
+        "feishu.locale" | "dingtalk.locale" => variants::<crate::present::render::Locale>(),
         "slack.mode" => variants::<slack::Mode>(),
         "policy.decision" => variants::<crate::interaction::policy::Decision>(),
         "policy.mode" => variants::<crate::interaction::policy::Mode>(),
@@ -536,8 +539,14 @@ impl Settings {
     /// The channel registry: every channel's settings section, in the order they are
     /// checked, installed and tried by `imrelay doctor`. A new channel is one line here
     /// (and its field above).
-    pub fn channels(&self) -> [&dyn crate::channels::Channel; 4] {
-        [&self.telegram, &self.feishu, &self.slack, &self.webhooks]
+    pub fn channels(&self) -> [&dyn crate::channels::Channel; 5] {
+        [
+            &self.telegram,
+            &self.feishu,
+            &self.slack,
+            &self.dingtalk,
+            &self.webhooks,
+        ]
     }
 
     /// Checks values that only make sense together, and that durations are in range.

@@ -1,4 +1,4 @@
-//! Channels present interactions outside imrelay (Telegram, Feishu/Lark, Slack, webhooks) and hand
+//! Channels present interactions outside imrelay (Telegram, Feishu/Lark, Slack, DingTalk, webhooks) and hand
 //! answers back to the registry.
 //!
 //! Every channel is listed once, in the channel registry ([`registry`]: each settings section
@@ -15,6 +15,7 @@
 //! rule makes every channel equal. What a person reads (a tool call, outcome phrases, times)
 //! comes from [`crate::present`], shared with the inbox and the terminal.
 
+pub(crate) mod digest;
 pub mod dingtalk;
 pub mod feishu;
 pub mod longconn;

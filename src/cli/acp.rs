@@ -230,6 +230,35 @@ struct Waiting {
 }
 
 /// What the proxy does with a message, decided by reading it.
+impl Proxy {
+    /// The agent has exited: what waits is withdrawn, what it wrote before still reaches
+    /// the editor (for at most [`DRAIN`]), and nothing of its process group outlives it.
+    async fn after_exit(
+        mut self,
+        agent_lines: &mut mpsc::Receiver<Read>,
+        mut agent_open: bool,
+        pgid: Option<u32>,
+    ) {
+        self.abandon_all();
+        self.agent_gone = true;
+        let drained = tokio::time::timeout(DRAIN, async {
+            while agent_open {
+                match agent_lines.recv().await {
+                    Some(read) => self.on_agent_line(read).await,
+                    None => agent_open = false,
+                }
+            }
+        })
+        .await;
+        if drained.is_err() {
+            say("the agent's output stayed open after it exited: stopped reading it");
+        }
+        #[cfg(unix)]
+        signal_group(pgid, libc::SIGKILL);
+        self.abandon_all();
+    }
+}
+
 struct Proxy {
     tracker: Tracker,
     hook: Hook,
@@ -531,7 +560,8 @@ fn code_of(status: std::process::ExitStatus) -> i32 {
     status.code().unwrap_or(exit::ERROR)
 }
 
-async fn proxy(args: AcpArgs, config: Option<&std::path::Path>) -> anyhow::Result<i32> {
+/// The client of imrelay's ACP endpoint: `--url` (or the configuration's) and `--token`.
+fn hook_of(args: &AcpArgs, config: Option<&std::path::Path>) -> anyhow::Result<Hook> {
     let base = base_url(
         &RemoteArgs {
             url: args.url.clone(),
@@ -544,11 +574,19 @@ async fn proxy(args: AcpArgs, config: Option<&std::path::Path>) -> anyhow::Resul
         .user_agent(concat!("imrelay-acp/", env!("CARGO_PKG_VERSION")))
         .build()
         .context("cannot build the HTTP client")?;
-    let hook = Hook {
+    Ok(Hook {
         url: format!("{base}{PATH}"),
-        token: args.token.filter(|t| !t.is_empty()).map(SecretString::from),
+        token: args
+            .token
+            .clone()
+            .filter(|t| !t.is_empty())
+            .map(SecretString::from),
         http,
-    };
+    })
+}
+
+async fn proxy(args: AcpArgs, config: Option<&std::path::Path>) -> anyhow::Result<i32> {
+    let hook = hook_of(&args, config)?;
     let mut child = start(&args.command)?;
     let pgid = child.id();
     let agent_in = child.stdin.take().context("the agent's standard input")?;
@@ -625,26 +663,7 @@ async fn proxy(args: AcpArgs, config: Option<&std::path::Path>) -> anyhow::Resul
             }
         }
     };
-    p.abandon_all();
-    p.agent_gone = true;
-    // What the agent wrote before it exited still reaches the editor.
-    let drained = tokio::time::timeout(DRAIN, async {
-        while agent_open {
-            match agent_lines.recv().await {
-                Some(read) => p.on_agent_line(read).await,
-                None => agent_open = false,
-            }
-        }
-    })
-    .await;
-    if drained.is_err() {
-        say("the agent's output stayed open after it exited: stopped reading it");
-    }
-    // Nothing of the agent's outlives it.
-    #[cfg(unix)]
-    signal_group(pgid, libc::SIGKILL);
-    p.abandon_all();
-    drop(p);
+    p.after_exit(&mut agent_lines, agent_open, pgid).await;
     agent_writer.abort();
     let _ = tokio::time::timeout(DRAIN, editor_writer).await;
     let status = status.context("cannot wait for the agent")?;

@@ -6,14 +6,16 @@
 
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use reqwest::StatusCode;
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 
 use crate::config::Settings;
+
+mod events;
+
 use crate::interaction::{Answer, Interaction, Outcome, Resolution};
+pub(crate) use events::Feed;
 
 /// Where the server is and how to be let in (`--url`, `--token`).
 /// (No `Debug`: it holds the token.)
@@ -506,149 +508,6 @@ impl Remote {
         self.call(req, None).await
     }
 
-    /// Follows `/v1/events` until `tx` is closed, reconnecting with `Last-Event-ID` after a
-    /// failure and reporting what happens as [`Feed`] items.
-    pub async fn follow(self, tx: mpsc::Sender<Feed>) {
-        let mut last_id: Option<String> = None;
-        let mut backoff = Backoff::default();
-        loop {
-            let outcome = self.stream_once(&tx, &mut last_id).await;
-            let error = match outcome {
-                Stream::Closed => return,
-                Stream::Fatal(e) => {
-                    let _ = tx.send(Feed::Refused(e)).await;
-                    return;
-                }
-                Stream::Lost { error, connected } => {
-                    if connected {
-                        backoff = Backoff::default();
-                    }
-                    error
-                }
-            };
-            let wait = backoff.delay();
-            if tx
-                .send(Feed::Lost {
-                    error,
-                    retry_in: wait,
-                })
-                .await
-                .is_err()
-            {
-                return;
-            }
-            tokio::time::sleep(wait).await;
-        }
-    }
-
-    async fn stream_once(&self, tx: &mpsc::Sender<Feed>, last_id: &mut Option<String>) -> Stream {
-        let mut req = self
-            .request(reqwest::Method::GET, "/v1/events")
-            .header("Accept", "text/event-stream");
-        if let Some(id) = last_id.as_deref() {
-            req = req.header("Last-Event-ID", id);
-        }
-        let resp = match tokio::time::timeout(CONNECT_TIMEOUT * 2, req.send()).await {
-            Err(_) => {
-                return Stream::Lost {
-                    error: "no answer in time".into(),
-                    connected: false,
-                };
-            }
-            Ok(Err(e)) => {
-                return Stream::Lost {
-                    error: match self.unreachable(&e) {
-                        ClientError::Unreachable { reason, .. } => reason,
-                        other => other.to_string(),
-                    },
-                    connected: false,
-                };
-            }
-            Ok(Ok(r)) => r,
-        };
-        let status = resp.status();
-        if !status.is_success() {
-            let text = resp.text().await.unwrap_or_default();
-            let message = serde_json::from_str::<Value>(&text)
-                .ok()
-                .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
-                .unwrap_or_else(|| crate::interaction::clip(text.trim(), 200));
-            return match status {
-                StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
-                    Stream::Fatal(self.status_error(status, message))
-                }
-                s if s.is_server_error() => Stream::Lost {
-                    error: format!("{s}: {message}"),
-                    connected: false,
-                },
-                s => Stream::Fatal(ClientError::Protocol(format!(
-                    "/v1/events answered {s}: {message}"
-                ))),
-            };
-        }
-        if tx
-            .send(Feed::Connected {
-                resumed: last_id.is_some(),
-            })
-            .await
-            .is_err()
-        {
-            return Stream::Closed;
-        }
-        let mut events = eventsource_stream::EventStream::new(resp.bytes_stream());
-        loop {
-            let next = match tokio::time::timeout(IDLE_LIMIT, events.next()).await {
-                Err(_) => {
-                    return Stream::Lost {
-                        error: format!("nothing heard for {} s", IDLE_LIMIT.as_secs()),
-                        connected: true,
-                    };
-                }
-                Ok(n) => n,
-            };
-            let event = match next {
-                None => {
-                    return Stream::Lost {
-                        error: "the server closed the event stream".into(),
-                        connected: true,
-                    };
-                }
-                Some(Err(e)) => {
-                    return Stream::Lost {
-                        error: match e {
-                            eventsource_stream::EventStreamError::Transport(_) => {
-                                "the connection dropped".into()
-                            }
-                            other => format!("the event stream cannot be read: {other}"),
-                        },
-                        connected: true,
-                    };
-                }
-                Some(Ok(event)) => event,
-            };
-            if !event.id.is_empty() {
-                *last_id = Some(event.id.clone());
-            }
-            let feed = match event.event.as_str() {
-                "reset" => Some(Feed::Reset),
-                "interaction.created" | "interaction.resolved" => {
-                    match serde_json::from_str::<Interaction>(&event.data) {
-                        Ok(i) if event.event == "interaction.created" => Some(Feed::Created(i)),
-                        Ok(i) => Some(Feed::Resolved(i)),
-                        Err(e) => Some(Feed::Unreadable(format!("{}: {e}", event.event))),
-                    }
-                }
-                // Event kinds from a newer server: not for this client.
-                _ => None,
-            };
-            if let Some(feed) = feed
-                && tx.send(feed).await.is_err()
-            {
-                return Stream::Closed;
-            }
-        }
-    }
-
     fn status_error(&self, status: StatusCode, message: String) -> ClientError {
         match status {
             StatusCode::UNAUTHORIZED if self.token.is_some() => ClientError::Unauthorized {
@@ -668,47 +527,6 @@ impl Remote {
             },
         }
     }
-}
-
-/// The server sends a keep-alive every 15 s: silence for this long means the connection is
-/// gone.
-const IDLE_LIMIT: Duration = Duration::from_secs(45);
-
-/// How one connection to the event stream ended.
-enum Stream {
-    /// The receiver went away.
-    Closed,
-    /// Reconnecting will not help (401, 403, an unexpected status).
-    Fatal(ClientError),
-    /// The connection failed or dropped; `connected` when it had been established.
-    Lost { error: String, connected: bool },
-}
-
-/// What the event stream reports.
-#[derive(Debug)]
-pub(crate) enum Feed {
-    /// Connected; `resumed` when the server was given the last event id seen.
-    Connected {
-        /// Whether `Last-Event-ID` was sent.
-        resumed: bool,
-    },
-    /// A new (or, after connecting, a pending) interaction.
-    Created(Interaction),
-    /// An interaction was resolved.
-    Resolved(Interaction),
-    /// Missed events are gone: the pending interactions follow; drop what is known.
-    Reset,
-    /// An event this client could not read.
-    Unreadable(String),
-    /// The connection failed or dropped; the next attempt is in `retry_in`.
-    Lost {
-        /// What went wrong.
-        error: String,
-        /// When the next attempt is made.
-        retry_in: Duration,
-    },
-    /// The server refused the stream; following has stopped.
-    Refused(ClientError),
 }
 
 /// Reconnection delays: 250 ms doubling up to 5 s.

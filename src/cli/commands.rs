@@ -430,107 +430,104 @@ pub fn answer(args: AnswerArgs, config: Option<&std::path::Path>) -> i32 {
         eprintln!("imrelay: {message}");
         return exit::USAGE;
     }
-    let painter = Painter::for_stdout();
     // Required by clap unless `--all`.
     let id = args.id.clone().unwrap_or_default();
-    rt.block_on(async {
-        let i = match remote.get(&id).await {
-            Ok(i) => i,
-            Err(e) => return fail(&e),
-        };
-        if !i.is_pending() {
-            return fail(&ClientError::AlreadyResolved(Box::new(i)));
+    rt.block_on(answer_one(&remote, &args, &id, by.as_deref()))
+}
+
+/// `imrelay answer ID ...` once connected: the interaction read, the answer made from the
+/// arguments and sent (with a grant, or tried again while imrelay cannot be reached).
+async fn answer_one(remote: &Remote, args: &AnswerArgs, id: &str, by: Option<&str>) -> i32 {
+    let painter = Painter::for_stdout();
+    let i = match remote.get(id).await {
+        Ok(i) => i,
+        Err(e) => return fail(&e),
+    };
+    if !i.is_pending() {
+        return fail(&ClientError::AlreadyResolved(Box::new(i)));
+    }
+    let answer = match answer_for(args, &i) {
+        Ok(r) => r,
+        Err(message) => {
+            eprintln!("imrelay: {}", visible_line(&message));
+            return exit::REFUSED;
         }
-        let answer = match answer_for(&args, &i) {
-            Ok(r) => r,
-            Err(message) => {
-                eprintln!("imrelay: {}", visible_line(&message));
-                return exit::REFUSED;
-            }
+    };
+    if let Some(rule) = &args.similar {
+        let scope = match args.scope {
+            GrantScopeArg::Session => "session",
+            GrantScopeArg::Standing => "standing",
         };
-        if let Some(rule) = &args.similar {
-            let scope = match args.scope {
-                GrantScopeArg::Session => "session",
-                GrantScopeArg::Standing => "standing",
-            };
-            return match remote
-                .respond_granting(&id, &answer, by.as_deref(), Some(rule.as_str()), scope)
-                .await
-            {
-                Ok((i, grant)) => {
-                    if let Some(line) = view::outcome_line(&painter, &i, jiff::Timestamp::now()) {
-                        println!("{line}");
-                    }
-                    println!("Granted: {}", super::grants::describe(&grant));
-                    exit::OK
-                }
-                Err(e) => fail(&e),
-            };
-        }
-        let mut backoff = super::client::Backoff::default();
-        let mut attempt = 1;
-        let result = loop {
-            match remote.respond(&id, &answer, by.as_deref()).await {
-                Err(e) if e.is_transient() && attempt < ANSWER_ATTEMPTS => {
-                    eprintln!("imrelay: {}; trying again", visible_line(&e.to_string()));
-                    attempt += 1;
-                    tokio::time::sleep(backoff.delay()).await;
-                }
-                // An earlier attempt got through; its response was lost.
-                Err(ClientError::AlreadyResolved(i))
-                    if attempt > 1 && resolved_by_us(&i, &answer, by.as_deref()) =>
-                {
-                    break Ok(*i);
-                }
-                other => break other,
-            }
-        };
-        match result {
-            Ok(i) => {
-                // An approval that needs several people: this answer was a vote.
-                if let Some(votes) =
-                    crate::interaction::quorum::tally(&i).filter(|_| i.is_pending())
-                {
-                    println!("vote recorded: {}", visible_line(&votes));
-                }
+        return match remote
+            .respond_granting(id, &answer, by, Some(rule.as_str()), scope)
+            .await
+        {
+            Ok((i, grant)) => {
                 if let Some(line) = view::outcome_line(&painter, &i, jiff::Timestamp::now()) {
                     println!("{line}");
                 }
-                for line in view::given_answers(&i) {
-                    println!("{line}");
-                }
+                println!("Granted: {}", super::grants::describe(&grant));
                 exit::OK
             }
             Err(e) => fail(&e),
+        };
+    }
+    match respond_retrying(remote, id, &answer, by).await {
+        Ok(i) => {
+            // An approval that needs several people: this answer was a vote.
+            if let Some(votes) = crate::interaction::quorum::tally(&i).filter(|_| i.is_pending()) {
+                println!("vote recorded: {}", visible_line(&votes));
+            }
+            if let Some(line) = view::outcome_line(&painter, &i, jiff::Timestamp::now()) {
+                println!("{line}");
+            }
+            for line in view::given_answers(&i) {
+                println!("{line}");
+            }
+            exit::OK
         }
-    })
+        Err(e) => fail(&e),
+    }
+}
+
+/// Sends `answer`, up to [`ANSWER_ATTEMPTS`] times while imrelay cannot be reached.
+async fn respond_retrying(
+    remote: &Remote,
+    id: &str,
+    answer: &Answer,
+    by: Option<&str>,
+) -> Result<Interaction, ClientError> {
+    let mut backoff = super::client::Backoff::default();
+    let mut attempt = 1;
+    loop {
+        match remote.respond(id, answer, by).await {
+            Err(e) if e.is_transient() && attempt < ANSWER_ATTEMPTS => {
+                eprintln!("imrelay: {}; trying again", visible_line(&e.to_string()));
+                attempt += 1;
+                tokio::time::sleep(backoff.delay()).await;
+            }
+            // An earlier attempt got through; its response was lost.
+            Err(ClientError::AlreadyResolved(i))
+                if attempt > 1 && resolved_by_us(&i, answer, by) =>
+            {
+                return Ok(*i);
+            }
+            other => return other,
+        }
+    }
 }
 
 /// `imrelay answer --all [--session S] [--agent A] allow|deny`: lists what is pending, keeps
 /// what the filters select (for `allow`, approvals only: a question or form cannot be
 /// allowed), and answers those in one request, printing each one's result.
 async fn answer_all(remote: &Remote, args: AnswerArgs, by: Option<String>) -> i32 {
-    // With `--all`, the one word given is the decision, in either position.
-    let word = args.id.as_deref().map(str::to_ascii_lowercase);
-    let decision = match (args.decision, word.as_deref()) {
-        (Some(d), None) => d,
-        (None, Some("allow")) => Decision::Allow,
-        (None, Some("deny")) => Decision::Deny,
-        _ => {
-            eprintln!("imrelay: --all takes allow or deny, and no id");
+    let decision = match all_decision(&args) {
+        Ok(d) => d,
+        Err(message) => {
+            eprintln!("imrelay: {message}");
             return exit::USAGE;
         }
     };
-    if args.session.is_none() && args.agent.is_none() {
-        eprintln!(
-            "imrelay: --all needs --session or --agent, so that it answers only what you meant"
-        );
-        return exit::USAGE;
-    }
-    if decision == Decision::Allow && (args.reason.is_some() || args.interrupt) {
-        eprintln!("imrelay: --reason and --interrupt go with deny");
-        return exit::USAGE;
-    }
     let pending = match remote.pending().await {
         Ok(list) => list,
         Err(e) => return fail(&e),
@@ -569,26 +566,54 @@ async fn answer_all(remote: &Remote, args: AnswerArgs, by: Option<String>) -> i3
             Ok(b) => b,
             Err(e) => return fail(&e),
         };
-        for r in body["results"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
-            let id = visible_line(r["id"].as_str().unwrap_or("?"));
-            let what = answerable
-                .iter()
-                .find(|i| i.id.as_str() == r["id"])
-                .map(|i| visible_line(&view::headline(i)))
-                .unwrap_or_default();
-            if r["status"] == 200 {
-                println!(
-                    "{} {id}  {what}",
-                    r["outcome"].as_str().unwrap_or("answered")
-                );
-            } else {
-                code = exit::REFUSED;
-                println!(
-                    "not answered {id}: {}",
-                    visible_line(r["error"]["message"].as_str().unwrap_or("refused"))
-                );
-            }
+        if !print_results(&body, &answerable) {
+            code = exit::REFUSED;
         }
     }
     code
+}
+
+/// The decision of `--all` (the one word given, in either position), checked against the
+/// other flags.
+fn all_decision(args: &AnswerArgs) -> Result<Decision, &'static str> {
+    let word = args.id.as_deref().map(str::to_ascii_lowercase);
+    let decision = match (args.decision, word.as_deref()) {
+        (Some(d), None) => d,
+        (None, Some("allow")) => Decision::Allow,
+        (None, Some("deny")) => Decision::Deny,
+        _ => return Err("--all takes allow or deny, and no id"),
+    };
+    if args.session.is_none() && args.agent.is_none() {
+        return Err("--all needs --session or --agent, so that it answers only what you meant");
+    }
+    if decision == Decision::Allow && (args.reason.is_some() || args.interrupt) {
+        return Err("--reason and --interrupt go with deny");
+    }
+    Ok(decision)
+}
+
+/// Prints each result of a bulk answer; whether every one was answered.
+fn print_results(body: &Value, answerable: &[&Interaction]) -> bool {
+    let mut all = true;
+    for r in body["results"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
+        let id = visible_line(r["id"].as_str().unwrap_or("?"));
+        let what = answerable
+            .iter()
+            .find(|i| i.id.as_str() == r["id"])
+            .map(|i| visible_line(&view::headline(i)))
+            .unwrap_or_default();
+        if r["status"] == 200 {
+            println!(
+                "{} {id}  {what}",
+                r["outcome"].as_str().unwrap_or("answered")
+            );
+        } else {
+            all = false;
+            println!(
+                "not answered {id}: {}",
+                visible_line(r["error"]["message"].as_str().unwrap_or("refused"))
+            );
+        }
+    }
+    all
 }

@@ -19,6 +19,8 @@ pub const TELEGRAM: &str = "telegram";
 pub const FEISHU: &str = "feishu";
 /// The channel name of Slack identities and targets.
 pub const SLACK: &str = "slack";
+/// The channel name of DingTalk identities and targets.
+pub const DINGTALK: &str = "dingtalk";
 /// The channel name of webhook identities (sender names) and targets (webhook names).
 pub const WEBHOOK: &str = "webhook";
 /// The channel name of operator identities (an operator token's label, for the inbox and
@@ -40,6 +42,9 @@ pub struct PersonSettings {
     /// Slack user ids (`U...`).
     #[serde(default)]
     pub slack: Vec<String>,
+    /// DingTalk userIds.
+    #[serde(default)]
+    pub dingtalk: Vec<String>,
     /// Sender names in signed webhook answers.
     #[serde(default)]
     pub webhook: Vec<String>,
@@ -96,6 +101,10 @@ pub struct RouteSettings {
     /// Slack conversations it posts to (ids listed in `slack.channels`).
     #[serde(default)]
     pub slack: Vec<String>,
+    /// DingTalk groups it sends cards to (openConversationIds listed in
+    /// `dingtalk.conversations`).
+    #[serde(default)]
+    pub dingtalk: Vec<String>,
     /// Webhooks it delivers to (names of `[[webhooks]]`).
     #[serde(default)]
     pub webhooks: Vec<String>,
@@ -138,6 +147,9 @@ pub struct EscalateTo {
     /// Slack conversations (ids listed in `slack.channels`).
     #[serde(default)]
     pub slack: Vec<String>,
+    /// DingTalk group conversations (openConversationIds listed in `dingtalk.conversations`).
+    #[serde(default)]
+    pub dingtalk: Vec<String>,
     /// Webhooks (names of `[[webhooks]]`).
     #[serde(default)]
     pub webhooks: Vec<String>,
@@ -154,6 +166,7 @@ struct Places<'a> {
     telegram: &'a [i64],
     feishu: &'a [String],
     slack: &'a [String],
+    dingtalk: &'a [String],
     webhooks: &'a [String],
     direct: &'a [String],
 }
@@ -164,6 +177,7 @@ impl RouteSettings {
             telegram: &self.telegram,
             feishu: &self.feishu,
             slack: &self.slack,
+            dingtalk: &self.dingtalk,
             webhooks: &self.webhooks,
             direct: &self.direct,
         }
@@ -176,6 +190,7 @@ impl EscalateTo {
             telegram: &self.telegram,
             feishu: &self.feishu,
             slack: &self.slack,
+            dingtalk: &self.dingtalk,
             webhooks: &self.webhooks,
             direct: &self.direct,
         }
@@ -196,6 +211,11 @@ impl PersonSettings {
                 .map(|id| Identity::new(FEISHU, id.clone())),
         );
         identities.extend(self.slack.iter().map(|id| Identity::new(SLACK, id.clone())));
+        identities.extend(
+            self.dingtalk
+                .iter()
+                .map(|id| Identity::new(DINGTALK, id.clone())),
+        );
         identities.extend(
             self.webhook
                 .iter()
@@ -259,6 +279,15 @@ fn targets(
         }
         targets.push(Target::new(SLACK, c.clone()));
     }
+    for (j, c) in p.dingtalk.iter().enumerate() {
+        if !s.dingtalk.conversations.contains(c) {
+            return Err(format!(
+                "{}: {c:?} is not in dingtalk.conversations",
+                at(&format!("dingtalk[{j}]"))
+            ));
+        }
+        targets.push(Target::new(DINGTALK, c.clone()));
+    }
     for (j, w) in p.webhooks.iter().enumerate() {
         if !s.webhooks.iter().any(|x| x.name == *w) {
             return Err(format!(
@@ -288,9 +317,15 @@ fn targets(
         if s.slack.enabled {
             targets.extend(p.ids_on(SLACK).map(|id| Target::new(SLACK, id)));
         }
+        if s.dingtalk.enabled {
+            targets.extend(
+                p.ids_on(DINGTALK)
+                    .map(|id| Target::new(DINGTALK, format!("user:{id}"))),
+            );
+        }
         if targets.len() == before {
             return Err(format!(
-                "{}: {name:?} has no id on an enabled chat channel (telegram, feishu, slack) to message",
+                "{}: {name:?} has no id on an enabled chat channel (telegram, feishu, slack, dingtalk) to message",
                 at(&format!("direct[{j}]"))
             ));
         }

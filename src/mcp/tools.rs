@@ -559,55 +559,7 @@ pub(crate) fn ask_told(i: &Interaction, r: &Resolution) -> Told {
     };
     let text = match &r.result {
         AgentResult::Elicit(e) if e.action == ElicitAction::Accept => {
-            let content = e.content.clone().unwrap_or_default();
-            let text = match Form::from_input(&i.input.map()) {
-                Ok(form)
-                    if form.fields.len() == 1
-                        && form.fields[0].name == CHOICE_FIELD
-                        && !form.fields[0].options().is_empty() =>
-                {
-                    let selected: Vec<String> = match content.get(CHOICE_FIELD) {
-                        Some(Value::String(s)) => vec![s.clone()],
-                        Some(Value::Array(items)) => items
-                            .iter()
-                            .filter_map(|v| v.as_str().map(str::to_string))
-                            .collect(),
-                        _ => Vec::new(),
-                    };
-                    let answer = selected.join(", ");
-                    let text = format!("{} chose: {answer}", who(r));
-                    result.answer = Some(answer);
-                    result.selected = Some(selected);
-                    text
-                }
-                Ok(form) if form.is_single_text() => {
-                    let answer = content
-                        .get(PROMPT_FIELD)
-                        .or_else(|| content.values().next())
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_string();
-                    let text = format!("{} answered: {answer}", who(r));
-                    result.answer = Some(answer);
-                    text
-                }
-                Ok(form) => {
-                    let lines: Vec<String> = form
-                        .summary(&content)
-                        .into_iter()
-                        .map(|(k, v)| format!("{k}: {v}"))
-                        .collect();
-                    format!(
-                        "{} filled in the form: {}. The values: {}",
-                        who(r),
-                        lines.join("; "),
-                        Value::Object(content.clone())
-                    )
-                }
-                Err(_) => format!("{} answered: {}", who(r), Value::Object(content.clone())),
-            };
-            result.content = Some(content);
-            text
+            form_told(i, r, e.content.clone().unwrap_or_default(), &mut result)
         }
         AgentResult::Elicit(_) | AgentResult::Permission(PermissionResult::Deny { .. }) => {
             result.message = end_message(r, status);
@@ -619,29 +571,7 @@ pub(crate) fn ask_told(i: &Interaction, r: &Resolution) -> Told {
             }
         }
         AgentResult::Permission(PermissionResult::Allow { updated_input, .. }) => {
-            let asked = i.input.map();
-            let answered = updated_input.map();
-            let (question, labels, multiple) = first_question(&asked);
-            let answer = answered
-                .get("answers")
-                .and_then(|a| a.get(&question))
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string();
-            let (selected, other) = split_answer(&answer, &labels, multiple);
-            let text = match (&selected[..], &other) {
-                ([], Some(o)) => format!("{} answered in their own words: {o}", who(r)),
-                (chosen, None) => format!("{} chose: {}", who(r), chosen.join(", ")),
-                (chosen, Some(o)) => format!(
-                    "{} chose: {}, and added in their own words: {o}",
-                    who(r),
-                    chosen.join(", ")
-                ),
-            };
-            result.answer = Some(answer);
-            result.selected = Some(selected);
-            result.other = other;
-            text
+            question_told(i, r, &updated_input.map(), &mut result)
         }
     };
     result.summary = text.clone();
@@ -649,6 +579,95 @@ pub(crate) fn ask_told(i: &Interaction, r: &Resolution) -> Told {
         structured: structured(&result),
         text,
     }
+}
+
+/// A form filled in (`content`): a choice, a single answer or the fields, as the model
+/// reads them; `result` takes the same.
+fn form_told(
+    i: &Interaction,
+    r: &Resolution,
+    content: Map<String, Value>,
+    result: &mut AskResult,
+) -> String {
+    let text = match Form::from_input(&i.input.map()) {
+        Ok(form)
+            if form.fields.len() == 1
+                && form.fields[0].name == CHOICE_FIELD
+                && !form.fields[0].options().is_empty() =>
+        {
+            let selected: Vec<String> = match content.get(CHOICE_FIELD) {
+                Some(Value::String(s)) => vec![s.clone()],
+                Some(Value::Array(items)) => items
+                    .iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect(),
+                _ => Vec::new(),
+            };
+            let answer = selected.join(", ");
+            let text = format!("{} chose: {answer}", who(r));
+            result.answer = Some(answer);
+            result.selected = Some(selected);
+            text
+        }
+        Ok(form) if form.is_single_text() => {
+            let answer = content
+                .get(PROMPT_FIELD)
+                .or_else(|| content.values().next())
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            let text = format!("{} answered: {answer}", who(r));
+            result.answer = Some(answer);
+            text
+        }
+        Ok(form) => {
+            let lines: Vec<String> = form
+                .summary(&content)
+                .into_iter()
+                .map(|(k, v)| format!("{k}: {v}"))
+                .collect();
+            format!(
+                "{} filled in the form: {}. The values: {}",
+                who(r),
+                lines.join("; "),
+                Value::Object(content.clone())
+            )
+        }
+        Err(_) => format!("{} answered: {}", who(r), Value::Object(content.clone())),
+    };
+    result.content = Some(content);
+    text
+}
+
+/// A question answered (`answered`, the allowed input): the options chosen and the
+/// person's own words; `result` takes the same.
+fn question_told(
+    i: &Interaction,
+    r: &Resolution,
+    answered: &Map<String, Value>,
+    result: &mut AskResult,
+) -> String {
+    let (question, labels, multiple) = first_question(&i.input.map());
+    let answer = answered
+        .get("answers")
+        .and_then(|a| a.get(&question))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let (selected, other) = split_answer(&answer, &labels, multiple);
+    let text = match (&selected[..], &other) {
+        ([], Some(o)) => format!("{} answered in their own words: {o}", who(r)),
+        (chosen, None) => format!("{} chose: {}", who(r), chosen.join(", ")),
+        (chosen, Some(o)) => format!(
+            "{} chose: {}, and added in their own words: {o}",
+            who(r),
+            chosen.join(", ")
+        ),
+    };
+    result.answer = Some(answer);
+    result.selected = Some(selected);
+    result.other = other;
+    text
 }
 
 /// The first question's text, its option labels and whether it is multi-select.

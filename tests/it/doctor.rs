@@ -43,7 +43,7 @@ async fn hook(status: StatusCode) -> (Hook, String) {
 
 /// Runs `imrelay doctor ARGS` with `config` (TOML) in a fresh data directory, its server
 /// address one where nothing listens.
-async fn doctor(config: String, args: &[&str]) -> (bool, String) {
+pub(crate) async fn doctor(config: String, args: &[&str]) -> (bool, String) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("imrelay.toml");
     std::fs::write(&file, config).unwrap();

@@ -17,7 +17,7 @@ mod connections;
 mod contract;
 mod deploy;
 mod dingtalk;
-mod doctor;
+pub(crate) mod doctor;
 mod feishu;
 mod forms;
 mod grants;

@@ -52,6 +52,21 @@ pub struct TestApp {
 }
 
 impl TestApp {
+    /// Waits until the outbox holds no unfinished job: every delivery planned so far was
+    /// made or given up, and none is left to retry. What a test then sees is all there is,
+    /// not what arrived within a fixed wait.
+    pub async fn outbox_idle(&self) {
+        let store = self.store.clone();
+        eventually("the outbox is idle", || {
+            let store = store.clone();
+            async move {
+                let backlog = store.job_backlog().await.expect("the outbox backlog");
+                backlog.iter().all(|(_, n)| *n == 0).then_some(())
+            }
+        })
+        .await
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.addr, path)
     }

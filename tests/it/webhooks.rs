@@ -229,7 +229,7 @@ async fn filters_by_event_session_and_agent() {
         app.respond(id, &json!({"decision": "allow"})).await;
     }
     let got = rx.wait_for(1).await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    app.outbox_idle().await;
     let got_all = rx.received();
     assert_eq!(
         got_all.len(),
@@ -261,7 +261,7 @@ async fn failures_are_retried_with_the_same_id_until_delivered() {
     for r in &got {
         verify(r);
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    app.outbox_idle().await;
     assert_eq!(rx.received().len(), 4, "no more attempts after success");
 }
 
@@ -329,7 +329,7 @@ async fn gone_disables_the_target_and_is_audited() {
     }
     assert!(disabled);
     app.create_bash("gone-2", "ls").await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    app.outbox_idle().await;
     assert_eq!(rx.received().len(), 1);
     let (_, audit) = app.get("/v1/audit").await;
     let failed: Vec<&Value> = audit["entries"]

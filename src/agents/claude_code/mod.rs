@@ -25,6 +25,7 @@ pub use settings::ClaudeCodeHookSettings;
 
 use super::OnTimeout;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::State;
@@ -130,6 +131,29 @@ pub async fn hook(
             return Err(ValidationError::new("hook_event_name", "expected a string").into());
         }
     };
+    let owner = principal.owner();
+    let (new, base, tool_use_id) = read_call(&state, event, &hook)?;
+    let created = create(&state, event, &owner, new, &base, tool_use_id).await;
+    let (id, attached) = match created {
+        Ok((interaction, attached)) => (interaction.id.clone(), attached),
+        Err(refused) => return handed_back(event, refused),
+    };
+    // Waited on by id: the whole input stays with the store, not with every waiting call.
+    drop(hook);
+    let reply = wait_and_reply(&state, event, &id).await;
+    if let Some(attached) = attached {
+        attached.finish();
+    }
+    reply
+}
+
+/// A `PreToolUse` or `PermissionRequest` call read into the interaction it asks for, the
+/// base of its derived id and Claude Code's `tool_use_id`.
+fn read_call(
+    state: &Hooks,
+    event: Event,
+    hook: &HookBody,
+) -> Result<(NewInteraction, String, Option<String>), ApiError> {
     let name = event.name();
     let fields = Fields { event: name };
     let string = |raw: &Option<Box<RawValue>>, what: &str| fields.string(raw, what);
@@ -173,7 +197,7 @@ pub async fn hook(
     let base = derived(session_id.as_deref().unwrap_or(""), &tool_name, &input);
     let new = NewInteraction {
         id: None,
-        tool_name: tool_name.clone(),
+        tool_name,
         input,
         input_text,
         session: session_id,
@@ -186,8 +210,20 @@ pub async fn hook(
         input_fixed: false,
         labels: Vec::new(),
     };
-    let owner = principal.owner();
-    let created = match (event, tool_use_id.filter(|t| !t.is_empty())) {
+    Ok((new, base, tool_use_id.filter(|t| !t.is_empty())))
+}
+
+/// Creates (or re-attaches to) the interaction of a call: by its `tool_use_id` for a
+/// `PreToolUse` that has one, else by generation of its derived id.
+async fn create(
+    state: &Hooks,
+    event: Event,
+    owner: &str,
+    new: NewInteraction,
+    base: &str,
+    tool_use_id: Option<String>,
+) -> Result<(Arc<Interaction>, Option<shared::Attached>), Refused> {
+    match (event, tool_use_id) {
         (Event::PreToolUse, Some(tool_use_id)) => {
             let new = NewInteraction {
                 id: Some(tool_use_id),
@@ -195,7 +231,7 @@ pub async fn hook(
             };
             state
                 .registry
-                .create_for(new, Some(&owner))
+                .create_for(new, Some(owner))
                 .await
                 .map_err(Refused::from)
                 .map(|c| {
@@ -213,24 +249,13 @@ pub async fn hook(
             &state.registry,
             &state.calls,
             event.generations(),
-            &base,
-            &owner,
+            base,
+            owner,
             new,
         )
         .await
         .map(|(i, attached)| (i, Some(attached))),
-    };
-    let (id, attached) = match created {
-        Ok((interaction, attached)) => (interaction.id.clone(), attached),
-        Err(refused) => return handed_back(event, refused),
-    };
-    // Waited on by id: the whole input stays with the store, not with every waiting call.
-    drop(hook);
-    let reply = wait_and_reply(&state, event, &id).await;
-    if let Some(attached) = attached {
-        attached.finish();
     }
-    reply
 }
 
 /// An `Elicitation` hook call: an MCP server's form, asked on every channel and answered

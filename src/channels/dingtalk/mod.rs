@@ -1,12 +1,182 @@
-//! DingTalk (钉钉): the Stream mode transport a DingTalk channel is built from, tested
-//! against a fake gateway and WebSocket on loopback. Not yet installed by
-//! [`crate::channels::install`]: the channel (cards, the delivery skeleton, the answer
-//! pipeline) plugs it in.
+//! The DingTalk (钉钉) channel: every approval, question and form becomes an interactive card
+//! (drawn with the app's card template) in the configured groups, or in a route's people's
+//! chats with the robot; a click by an approver answers it, and every card is updated to
+//! show the outcome wherever the answer came from. Clicks arrive over Stream mode, so no
+//! public URL is needed.
 //!
-//! - [`stream`] — the gateway request, the WebSocket, `SYSTEM` ping/disconnect, `CALLBACK`
-//!   acknowledgements carrying the handler's response, redeliveries answered once.
+//! - [`settings`] — `[dingtalk]`.
+//! - `plan` — the outbox jobs a created or resolved interaction needs.
+//! - `deliver` — creating and updating cards on the shared delivery skeleton.
+//! - `render` — the card template's variables for every state, in Chinese or English.
+//! - [`inbound`] — the click handler the Stream connection calls.
+//! - [`api`] — the OpenAPI subset (access token, card create-and-deliver, card update).
+//! - `button` — the token that binds a card's buttons to one interaction.
+//! - [`stream`] — the Stream mode transport: the gateway request, the WebSocket, `SYSTEM`
+//!   ping/disconnect, `CALLBACK` acknowledgements carrying the handler's response,
+//!   redeliveries answered once.
+//! - `doctor` — `imrelay doctor`'s checks.
 
+// `api`, `inbound`, `settings` and `stream` are public on purpose: the integration tests
+// drive them (the fake gateway and OpenAPI); the rest is the crate's own.
+pub mod api;
+mod button;
+mod deliver;
+mod doctor;
+pub mod inbound;
+mod plan;
+mod render;
+pub mod settings;
 pub mod stream;
 
-/// The channel's name.
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+
+pub use settings::DingTalkSettings;
+
+use crate::channels::Wiring;
+use crate::channels::pipeline::Pipeline;
+use crate::interaction::Via;
+
+/// The channel's name (its `Via`, its outbox channel, its health component).
 pub const CHANNEL: &str = "dingtalk";
+/// The store secret that signs card tokens (kept across restarts, so old cards keep
+/// working).
+pub const SECRET_NAME: &str = "dingtalk-cards";
+
+/// Installs the channel when `[dingtalk] enabled = true`.
+pub async fn install(w: &mut Wiring, settings: &DingTalkSettings) -> anyhow::Result<()> {
+    if !settings.enabled {
+        return Ok(());
+    }
+    let settings = Arc::new(settings.clone());
+    settings
+        .validate()
+        .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+    if settings.approvers.is_empty() {
+        tracing::error!(
+            "dingtalk: dingtalk.approvers is EMPTY, so NOBODY can answer from DingTalk: every click will be refused. \
+             Add the DingTalk userIds of the people who may approve."
+        );
+    }
+    let secret = w
+        .store
+        .secret(SECRET_NAME)
+        .await
+        .context("cannot load the dingtalk card secret from the store")?;
+    let api = Arc::new(
+        api::OpenApi::new(
+            &settings.api_base(),
+            &settings.client_id,
+            settings.client_secret.clone(),
+            settings.robot_code(),
+        )
+        .context("cannot build the dingtalk HTTP client")?,
+    );
+    let cards = render::Cards::new(
+        settings.locale,
+        button::Tokens::new(secret),
+        w.server.inbox.clone(),
+    );
+    let clicks = Arc::new(inbound::Clicks::new(
+        Pipeline::new(w.registry.clone(), Via::new(CHANNEL)),
+        api.clone(),
+        settings.clone(),
+        cards.clone(),
+    ));
+    w.metrics.register(
+        "imrelay_dingtalk_clicks",
+        "DingTalk card clicks, by result (resolved, already_resolved, refused, invalid, ignored, ...)",
+        clicks.results_metric(),
+    );
+    w.registry.add_hook(Arc::new(plan::Planner {
+        conversations: settings.conversations.clone(),
+    }));
+    w.outbox.register(
+        CHANNEL,
+        Arc::new(deliver::Deliverer::new(
+            deliver::DingTalk {
+                api,
+                cards,
+                template: settings.card_template_id.clone(),
+            },
+            w.store.clone(),
+            w.health.clone(),
+        )),
+    );
+    let gateway = Arc::new(
+        stream::Gateway::new(
+            &settings.gateway_base(),
+            &settings.client_id,
+            settings.client_secret.clone(),
+        )
+        .context("cannot build the dingtalk gateway client")?,
+    );
+    w.health.set(
+        CHANNEL,
+        "connecting",
+        serde_json::json!({"mode": "stream", "approvers": settings.approvers.len(),
+            "conversations": settings.conversations.len()}),
+    );
+    let client = stream::Stream::new(
+        gateway,
+        vec![
+            stream::CARD_CALLBACK_TOPIC.to_string(),
+            stream::BOT_MESSAGE_TOPIC.to_string(),
+        ],
+        clicks,
+        w.shutdown.clone(),
+        crate::tls::client_config().context("cannot set up TLS for the dingtalk stream")?,
+    )
+    .with_health(w.health.clone())
+    .with_connect_timeout(Duration::from_secs(settings.connect_timeout_secs));
+    w.spawn_on_serve(Arc::new(client).run());
+    tracing::info!(
+        conversations = settings.conversations.len(),
+        approvers = settings.approvers.len(),
+        "dingtalk: channel enabled"
+    );
+    Ok(())
+}
+
+/// The `[dingtalk]` section in the channel registry.
+impl crate::channels::Channel for DingTalkSettings {
+    fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        DingTalkSettings::validate(self)
+    }
+
+    fn paths(&self) -> Vec<crate::settings::PathClaim> {
+        DingTalkSettings::paths(self)
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        if self.enabled && self.approvers.is_empty() {
+            vec![
+                "dingtalk is enabled but dingtalk.approvers is empty: cards are sent, but nobody \
+                 can answer them from DingTalk (a refused click logs the clicker's userId)"
+                    .to_string(),
+            ]
+        } else {
+            Vec::new()
+        }
+    }
+
+    fn install<'a>(
+        &'a self,
+        wiring: &'a mut Wiring,
+    ) -> crate::channels::registry::BoxFuture<'a, anyhow::Result<()>> {
+        Box::pin(install(wiring, self))
+    }
+
+    fn doctor<'a>(
+        &'a self,
+        run: &'a crate::channels::Doctor,
+    ) -> crate::channels::registry::BoxFuture<'a, Vec<crate::channels::Check>> {
+        Box::pin(doctor::checks(self, run))
+    }
+}

@@ -289,6 +289,7 @@ pub struct Stream {
     acked: Arc<Mutex<Acked>>,
     stats: Arc<StreamStats>,
     last_error: Mutex<Option<String>>,
+    health: Option<Arc<crate::health::Health>>,
 }
 
 impl Stream {
@@ -310,6 +311,25 @@ impl Stream {
             acked: Arc::default(),
             stats: Arc::default(),
             last_error: Mutex::new(None),
+            health: None,
+        }
+    }
+
+    /// Reports the connection's state to `health` (as the `dingtalk` component).
+    pub fn with_health(mut self, health: Arc<crate::health::Health>) -> Self {
+        self.health = Some(health);
+        self
+    }
+
+    /// How long opening a connection may take before it is abandoned and retried.
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    fn report(&self, state: &str, detail: Value) {
+        if let Some(h) = &self.health {
+            h.set(super::CHANNEL, state, detail);
         }
     }
 
@@ -346,6 +366,10 @@ impl Stream {
             );
             tracing::warn!(error = %error, retry_in_ms = wait.as_millis() as u64, "dingtalk: stream connection lost or refused; reconnecting");
             *self.last_error.locked() = Some(error.to_string());
+            self.report(
+                "retrying",
+                json!({"mode": "stream", "last_error": error.to_string()}),
+            );
             self.stats.reconnects.fetch_add(1, Ordering::Relaxed);
             tokio::select! {
                 _ = self.shutdown.cancelled() => break,
@@ -390,6 +414,7 @@ impl Stream {
         self.stats.connected.fetch_add(1, Ordering::Relaxed);
         self.stats.live.store(1, Ordering::SeqCst);
         tracing::info!("dingtalk: stream connection established");
+        self.report("connected", json!({"mode": "stream"}));
         let (mut sink, mut stream) = ws.split();
         let (ack_tx, mut ack_rx) = mpsc::channel::<String>(64);
         let mut ping = tokio::time::interval_at(Instant::now() + PING_INTERVAL, PING_INTERVAL);

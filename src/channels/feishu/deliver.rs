@@ -33,6 +33,10 @@ pub(crate) struct Feishu {
     pub api: Arc<OpenApi>,
     /// Card rendering.
     pub cards: Cards,
+    /// The digests of sessions with many interactions pending (`feishu.digest_after`).
+    pub digests: crate::channels::digest::Digests,
+    /// Where cards go when an interaction names no route.
+    pub receivers: Vec<Receiver>,
 }
 
 /// The pacer for Feishu's 5 requests per second per chat.
@@ -42,7 +46,7 @@ pub(crate) fn pacer() -> Pacer {
 
 /// What a failed platform call means: throttling is retried after the platform's wait if it
 /// gave one (and the chat kept quiet), a refusal is for good, anything else is retried.
-fn failure(e: ApiError) -> Failure {
+pub(crate) fn failure(e: ApiError) -> Failure {
     match e {
         ApiError::Throttled { retry_after, .. } => Failure::Throttled {
             after: retry_after,
@@ -119,8 +123,15 @@ impl Deliverer {
 impl OutboxHandler for Deliverer {
     async fn deliver(&self, job: &ClaimedJob) -> Delivery {
         match Job::read(&job.job) {
-            Ok(Job::Send { receiver }) => self.0.post(&job.job, &receiver).await,
-            Ok(Job::Update) => self.0.finalize_all(&job.job).await,
+            Ok(Job::Send { receiver }) => match self.hold_for_digest(&job.job, &receiver).await {
+                Some(held) => held,
+                None => self.0.post(&job.job, &receiver).await,
+            },
+            Ok(Job::Update) => match self.digests_of_resolved(&job.job).await {
+                Err(e) => Delivery::store_retry(e),
+                Ok(()) => self.0.finalize_all(&job.job).await,
+            },
+            Ok(Job::Digest { receiver, session }) => self.refresh_digest(&receiver, &session).await,
             Ok(Job::Voted) => self.0.show_votes(&job.job).await,
             Err(failed) => failed,
         }

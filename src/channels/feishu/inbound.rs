@@ -68,11 +68,13 @@ pub struct ResultLabels {
 /// Handles card clicks. Cheap to share.
 pub struct Callbacks {
     registry: Registry,
-    pipeline: Pipeline,
-    store: Arc<dyn Store>,
+    pub(super) pipeline: Pipeline,
+    pub(super) store: Arc<dyn Store>,
     settings: Arc<FeishuSettings>,
-    cards: Cards,
+    pub(super) cards: Cards,
     secret: Vec<u8>,
+    /// The digests of sessions with many interactions pending (`feishu.digest_after`).
+    pub(super) digests: crate::channels::digest::Digests,
     results: Family<ResultLabels, Counter>,
     // Clicks being handled, by event id, with where their reply will appear. A std mutex:
     // never held across an await.
@@ -87,8 +89,10 @@ impl Callbacks {
         settings: Arc<FeishuSettings>,
         cards: Cards,
         secret: Vec<u8>,
+        digests: crate::channels::digest::Digests,
     ) -> Self {
         Self {
+            digests,
             pipeline: Pipeline::new(registry.clone(), Via::new(super::CHANNEL)),
             registry,
             store,
@@ -253,6 +257,24 @@ impl Callbacks {
             "unknown"
         };
         let action = &event["action"];
+        let teams = self.registry.teams();
+        let listed = [open_id, user_id]
+            .into_iter()
+            .find(|who| self.settings.is_approver(who));
+        // A configured person may answer a route naming them without being on the list.
+        let by = listed.or_else(|| {
+            [open_id, user_id]
+                .into_iter()
+                .find(|who| !who.is_empty() && teams.people.identify(CHANNEL, who).is_some())
+        });
+        if super::digest::is_digest_value(&action["value"]) {
+            let who = super::digest::Clicker {
+                by: by.unwrap_or(actor),
+                approver: listed.is_some(),
+                again,
+            };
+            return self.digest_click(event, who).await;
+        }
 
         let Some((id, created, what)) = self.verify_value(&action["value"]) else {
             // The id in forged data proves nothing: the refusal is not bound to it (so the
@@ -270,16 +292,6 @@ impl Callbacks {
             }
             return self.reply(Feedback::BadButton);
         };
-        let teams = self.registry.teams();
-        let listed = [open_id, user_id]
-            .into_iter()
-            .find(|who| self.settings.is_approver(who));
-        // A configured person may answer a route naming them without being on the list.
-        let by = listed.or_else(|| {
-            [open_id, user_id]
-                .into_iter()
-                .find(|who| !who.is_empty() && teams.people.identify(CHANNEL, who).is_some())
-        });
         let tap = Tap {
             id: &id,
             created,
@@ -354,7 +366,7 @@ impl Callbacks {
 
     /// The reply to a click, and the result it is counted under: the feedback's toast, and
     /// the card as the interaction now is when the feedback shows it.
-    fn reply(&self, feedback: Feedback) -> (Value, &'static str) {
+    pub(super) fn reply(&self, feedback: Feedback) -> (Value, &'static str) {
         let kind = match &feedback {
             Feedback::Resolved(_) => "success",
             Feedback::Already(_) | Feedback::StillWorking => "info",

@@ -20,6 +20,7 @@ pub mod api;
 mod button;
 pub mod crypto;
 mod deliver;
+mod digest;
 mod doctor;
 pub mod frame;
 pub(crate) mod inbound;
@@ -73,12 +74,15 @@ pub async fn install(w: &mut Wiring, settings: &FeishuSettings) -> anyhow::Resul
     );
     let cards =
         render::Cards::new(settings.locale, secret.clone()).with_inbox(w.server.inbox.clone());
+    let digests =
+        crate::channels::digest::Digests::new(w.store.clone(), CHANNEL, settings.digest_after);
     let callbacks = Arc::new(inbound::Callbacks::new(
         w.registry.clone(),
         w.store.clone(),
         settings.clone(),
         cards.clone(),
         secret,
+        digests.clone(),
     ));
     w.metrics.register(
         "imrelay_feishu_callbacks",
@@ -94,6 +98,8 @@ pub async fn install(w: &mut Wiring, settings: &FeishuSettings) -> anyhow::Resul
             deliver::Feishu {
                 api: api.clone(),
                 cards,
+                digests,
+                receivers: settings.receivers.clone(),
             },
             w.store.clone(),
             w.health.clone(),

@@ -23,6 +23,53 @@ pub(crate) enum Job {
     /// Update every card of a pending interaction to show the votes so far (an approval
     /// that needs several people).
     Voted,
+    /// Post or bring up to date the digest card of one session for one receiver
+    /// (`channels::digest`).
+    Digest {
+        /// Where.
+        receiver: Receiver,
+        /// The session's digest key.
+        session: String,
+    },
+}
+
+/// The receivers interaction `i` is posted to: its route's receivers (and people's direct
+/// chats) when it was routed, otherwise `receivers`.
+pub(crate) fn receivers_of(i: &Interaction, receivers: &[Receiver]) -> Vec<Receiver> {
+    match i.route.as_deref().and_then(|r| r.addresses(CHANNEL)) {
+        Some(to) => to.filter_map(|a| a.parse().ok()).collect(),
+        None => receivers.to_vec(),
+    }
+}
+
+/// The job that brings the digest of `session` for `receiver` up to date at the end of the
+/// current edit window (every change within it shares the job); `i` is the change's
+/// interaction.
+pub(crate) fn digest_job(i: &Interaction, receiver: &Receiver, session: &str) -> OutboxJob {
+    let (at, window) = crate::channels::digest::refresh_window(jiff::Timestamp::now());
+    let key = format!("{CHANNEL}:digest:{}:{session}:{window}", receiver.address());
+    let job = Job::Digest {
+        receiver: receiver.clone(),
+        session: session.to_string(),
+    };
+    let until = crate::interaction::after(at, crate::outbox::UPDATE_HORIZON);
+    job.plan_keyed(key, i, at, until)
+}
+
+/// The job that posts `i` to `receiver` again, on its own, for a digest's Review (`nonce`
+/// tells reviews from different digest cards apart).
+pub(crate) fn review_job(i: &Interaction, receiver: &Receiver, nonce: &str) -> OutboxJob {
+    let (from, until) = created_window(i);
+    let job = Job::Send {
+        receiver: receiver.clone(),
+    };
+    let key = OutboxJob::key_for(CHANNEL, "review", i, &[&receiver.address(), nonce]);
+    job.plan_keyed(key, i, from, until)
+}
+
+/// Whether `key` is a job's first post of an interaction (not a Review's).
+pub(crate) fn first_post(key: &str) -> bool {
+    key.starts_with(&format!("{CHANNEL}:send:"))
 }
 
 impl ChannelJob for Job {
@@ -41,12 +88,7 @@ impl Lifecycle for Planner {
     fn plan_created(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
         let (from, until) = created_window(i);
         // A routed interaction goes to its route's receivers (and people's direct chats) only.
-        let routed: Option<Vec<Receiver>> = i
-            .route
-            .as_deref()
-            .and_then(|r| r.addresses(CHANNEL))
-            .map(|to| to.filter_map(|a| a.parse().ok()).collect());
-        for r in routed.as_ref().unwrap_or(&self.receivers) {
+        for r in &receivers_of(i, &self.receivers) {
             let job = Job::Send {
                 receiver: r.clone(),
             };

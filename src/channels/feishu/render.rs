@@ -238,6 +238,11 @@ impl Cards {
         self
     }
 
+    /// The secret button values are signed with.
+    pub(crate) fn secret(&self) -> &[u8] {
+        &self.secret
+    }
+
     /// The locale.
     pub fn locale(&self) -> Locale {
         self.locale

@@ -170,6 +170,10 @@ pub struct FeishuSettings {
     /// may take before it is abandoned and retried, seconds.
     #[serde(default = "default_connect_timeout")]
     pub connect_timeout_secs: u64,
+    /// More than this many interactions pending for one receiver: further ones are shown in
+    /// one digest card per session instead of a card each. 0: never.
+    #[serde(default)]
+    pub digest_after: u32,
 }
 
 fn default_connect_timeout() -> u64 {
@@ -192,6 +196,7 @@ impl Default for FeishuSettings {
             locale: Locale::ZhCn,
             callback_path: "/feishu/callback".into(),
             connect_timeout_secs: default_connect_timeout(),
+            digest_after: 0,
         }
     }
 }
@@ -224,6 +229,13 @@ impl FeishuSettings {
 
     /// Checks values that only make sense together; the message names the setting.
     pub fn validate(&self) -> Result<(), String> {
+        if self.digest_after > crate::channels::digest::MAX_AFTER {
+            return Err(format!(
+                "feishu.digest_after is {}: give 0 (no digests) or at most {}",
+                self.digest_after,
+                crate::channels::digest::MAX_AFTER
+            ));
+        }
         let url = self.base_url.trim();
         if !(url.is_empty() || url.starts_with("http://") || url.starts_with("https://")) {
             return Err(format!(

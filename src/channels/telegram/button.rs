@@ -200,6 +200,11 @@ impl Codec {
         }
     }
 
+    /// The signer under the same key (for the digest's buttons).
+    pub(crate) fn signer(&self) -> &Signer {
+        &self.signer
+    }
+
     /// The short handle that stands for interaction `i` (this incarnation of its id) in
     /// callback data.
     pub fn handle(&self, i: &Interaction) -> String {

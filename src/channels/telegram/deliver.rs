@@ -31,8 +31,15 @@ impl OutboxHandler for Deliverer {
     async fn deliver(&self, job: &ClaimedJob) -> Delivery {
         let messages = self.0.messages();
         match Job::read(&job.job) {
-            Ok(Job::Post { chat }) => messages.post(&job.job, &chat).await,
-            Ok(Job::Resolved) => messages.finalize_all(&job.job).await,
+            Ok(Job::Post { chat }) => match self.0.hold_for_digest(&job.job, chat).await {
+                Some(held) => held,
+                None => messages.post(&job.job, &chat).await,
+            },
+            Ok(Job::Resolved) => match self.0.digests_of_resolved(&job.job).await {
+                Err(e) => Delivery::store_retry(e),
+                Ok(()) => messages.finalize_all(&job.job).await,
+            },
+            Ok(Job::Digest { chat, session }) => self.0.refresh_digest(chat, &session).await,
             Ok(Job::Voted) => messages.show_votes(&job.job).await,
             Err(failed) => failed,
         }
@@ -44,12 +51,12 @@ impl OutboxHandler for Deliverer {
 }
 
 /// Whether `key` is a first post (not a `/pending` re-post, which was checked when asked).
-fn nonce_free(key: &str) -> bool {
+pub(super) fn nonce_free(key: &str) -> bool {
     key.starts_with(&format!("{CHANNEL}:post:"))
 }
 
 /// What a Bot API failure means for the job.
-fn failure(f: TgFailure) -> Failure {
+pub(super) fn failure(f: TgFailure) -> Failure {
     match f {
         TgFailure::RetryAfter(after) => Failure::Throttled {
             after: Some(after),

@@ -148,6 +148,9 @@ impl Telegram {
 
     async fn on_callback(&self, q: CallbackQuery) {
         let data = q.data.as_deref().unwrap_or("");
+        if super::digest::is_digest_data(data) {
+            return self.on_digest_tap(&q).await;
+        }
         let (handle, action) = match self.codec.decode(data) {
             Ok(v) => v,
             Err(e) => {

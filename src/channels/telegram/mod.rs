@@ -24,6 +24,7 @@
 pub(crate) mod api;
 pub mod button;
 mod deliver;
+mod digest;
 mod doctor;
 mod inbound;
 mod plan;
@@ -148,6 +149,8 @@ pub(crate) struct Telegram {
     updates: Family<KindLabels, Counter>,
     /// How long the lease of the one replica that polls lasts (see [`crate::store::Leader`]).
     poll_lease: Duration,
+    /// The digests of sessions with many interactions pending (`telegram.digest_after`).
+    digests: crate::channels::digest::Digests,
 }
 
 impl Telegram {
@@ -322,6 +325,7 @@ pub async fn install(w: &mut Wiring, settings: &TelegramSettings) -> anyhow::Res
         refused,
         updates,
         poll_lease: w.server.leader_lease,
+        digests: crate::channels::digest::Digests::new(w.store.clone(), CHANNEL, s.digest_after),
     });
     w.registry.add_hook(Arc::new(plan::Planner {
         chats: s.chats.clone(),

@@ -33,6 +33,13 @@ pub(crate) enum Job {
     /// Edit every message of a pending interaction to show the votes so far (an approval
     /// that needs several people).
     Voted,
+    /// Post or bring up to date the digest of one session in one chat (`channels::digest`).
+    Digest {
+        /// Which chat.
+        chat: i64,
+        /// The session's digest key.
+        session: String,
+    },
 }
 
 impl ChannelJob for Job {
@@ -57,6 +64,28 @@ pub(crate) fn post_job(i: &Interaction, chat: i64, nonce: Option<&str>) -> Outbo
     }
 }
 
+/// The job that brings the digest of `session` in `chat` up to date at the end of the
+/// current edit window (every change within it shares the job); `i` is the change's
+/// interaction.
+pub(crate) fn digest_job(i: &Interaction, chat: i64, session: &str) -> OutboxJob {
+    let (at, window) = crate::channels::digest::refresh_window(Timestamp::now());
+    let key = format!("{CHANNEL}:digest:{chat}:{session}:{window}");
+    let job = Job::Digest {
+        chat,
+        session: session.to_string(),
+    };
+    job.plan_keyed(key, i, at, after(at, crate::outbox::UPDATE_HORIZON))
+}
+
+/// The chats interaction `i` is posted to: its route's chats (and people's private chats)
+/// when it was routed, otherwise `chats`.
+pub(crate) fn chats_of(i: &Interaction, chats: &[i64]) -> Vec<i64> {
+    match i.route.as_deref().and_then(|r| r.addresses(CHANNEL)) {
+        Some(to) => to.filter_map(|c| c.parse::<i64>().ok()).collect(),
+        None => chats.to_vec(),
+    }
+}
+
 /// The job that posts interaction `i`, escalated, to `chat` (a copy of its own, beside the
 /// first ones).
 pub(crate) fn escalate_job(i: &Interaction, chat: i64) -> OutboxJob {
@@ -70,18 +99,8 @@ pub(crate) fn escalate_job(i: &Interaction, chat: i64) -> OutboxJob {
 
 impl Lifecycle for Planner {
     fn plan_created(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
-        // A routed interaction goes to its route's chats (and people's private chats) only.
-        match i.route.as_deref().and_then(|r| r.addresses(CHANNEL)) {
-            Some(to) => {
-                for chat in to.filter_map(|c| c.parse::<i64>().ok()) {
-                    jobs.push(post_job(i, chat, None));
-                }
-            }
-            None => {
-                for chat in &self.chats {
-                    jobs.push(post_job(i, *chat, None));
-                }
-            }
+        for chat in chats_of(i, &self.chats) {
+            jobs.push(post_job(i, chat, None));
         }
     }
 

@@ -43,6 +43,10 @@ pub struct TelegramSettings {
     pub poll_timeout_secs: u64,
     /// Upper bound for one Bot API call (other than the long poll), in seconds.
     pub request_timeout_secs: u64,
+    /// More than this many interactions pending for one chat: further ones are shown in one
+    /// digest message per session instead of a message each. 0: never.
+    #[serde(default)]
+    pub digest_after: u32,
 }
 
 /// Characters Telegram accepts in a webhook secret token.
@@ -97,6 +101,13 @@ impl TelegramSettings {
         }
         if self.approvers.contains(&0) {
             return Err("telegram.approvers lists 0, which is not a user id. User ids are positive numbers like 123456789: send /whoami to the bot to see yours".into());
+        }
+        if self.digest_after > crate::channels::digest::MAX_AFTER {
+            return Err(format!(
+                "telegram.digest_after is {}: give 0 (no digests) or at most {}",
+                self.digest_after,
+                crate::channels::digest::MAX_AFTER
+            ));
         }
         if !self.enabled {
             return Ok(());
@@ -189,6 +200,7 @@ mod tests {
             api_url: "https://api.telegram.org".into(),
             poll_timeout_secs: 25,
             request_timeout_secs: 30,
+            digest_after: 0,
         }
     }
 
@@ -196,6 +208,20 @@ mod tests {
     fn a_complete_configuration_passes() {
         assert_eq!(base().validate(), Ok(()));
         assert_eq!(base().bot_id(), "123456");
+    }
+
+    #[test]
+    fn digests_take_zero_or_a_bounded_number() {
+        let with = |n| TelegramSettings {
+            digest_after: n,
+            ..base()
+        };
+        assert_eq!(with(5).validate(), Ok(()));
+        let e = with(5000).validate().unwrap_err();
+        assert!(
+            e.contains("telegram.digest_after") && e.contains("at most 1000"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -101,22 +101,126 @@ fn refuse_unknown(
 
 /// Options from `enum` (+ legacy `enumNames`) or `oneOf`/`anyOf` of `{const, title}`: at
 /// most [`MAX_OPTIONS`], each of at most [`MAX_TITLE_CHARS`] characters.
-fn options<'a>(
-    prop: &'a Map<String, Value>,
+fn options(
+    prop: &Map<String, Value>,
     at: &str,
     list_key: &str,
 ) -> Result<Vec<Choice>, ValidationError> {
     // Counted before anything else, and duplicates found with a set: the work stays in
     // proportion to the options, which are few (a list of 100,000 was once compared pairwise).
-    let too_many = |n: usize| {
-        ValidationError::new(
+    let mut gathered = Gathered::default();
+    if let Some(list) = prop.get("enum") {
+        enum_options(prop, list, at, &mut gathered)?;
+    } else if let Some(list) = prop.get(list_key) {
+        const_options(list, at, list_key, &mut gathered)?;
+    } else {
+        return Err(ValidationError::new(
             at,
-            format!("a choice needs 1 to {MAX_OPTIONS} options (got {n})"),
-        )
+            format!("a choice needs `enum` or `{list_key}`"),
+        ));
+    }
+    if gathered.out.is_empty() {
+        return Err(too_many(at, 0));
+    }
+    Ok(gathered.out)
+}
+
+fn too_many(at: &str, n: usize) -> ValidationError {
+    ValidationError::new(
+        at,
+        format!("a choice needs 1 to {MAX_OPTIONS} options (got {n})"),
+    )
+}
+
+/// `enum`, with `enumNames` as their titles if given.
+fn enum_options<'a>(
+    prop: &'a Map<String, Value>,
+    list: &'a Value,
+    at: &str,
+    gathered: &mut Gathered<'a>,
+) -> Result<(), ValidationError> {
+    let Value::Array(list) = list else {
+        return Err(ValidationError::new(
+            format!("{at}.enum"),
+            format!("expected an array, got {}", json_type(list)),
+        ));
     };
-    let mut out: Vec<Choice> = Vec::new();
-    let mut seen: HashSet<&str> = HashSet::new();
-    let mut push = |out: &mut Vec<Choice>, value: &'a Value, label: Option<&Value>, at: String| {
+    if list.len() > MAX_OPTIONS {
+        return Err(too_many(at, list.len()));
+    }
+    let names = match prop.get("enumNames") {
+        None => None,
+        Some(Value::Array(n)) if n.len() == list.len() => Some(n),
+        Some(_) => {
+            return Err(ValidationError::new(
+                format!("{at}.enumNames"),
+                "must be an array as long as `enum`",
+            ));
+        }
+    };
+    for (n, v) in list.iter().enumerate() {
+        gathered.push(
+            v,
+            names.and_then(|names| names.get(n)),
+            format!("{at}.enum[{n}]"),
+        )?;
+    }
+    Ok(())
+}
+
+/// `oneOf` or `anyOf` (`list_key`) of `{const, title}`.
+fn const_options<'a>(
+    list: &'a Value,
+    at: &str,
+    list_key: &str,
+    gathered: &mut Gathered<'a>,
+) -> Result<(), ValidationError> {
+    let Value::Array(list) = list else {
+        return Err(ValidationError::new(
+            format!("{at}.{list_key}"),
+            format!("expected an array, got {}", json_type(list)),
+        ));
+    };
+    if list.len() > MAX_OPTIONS {
+        return Err(too_many(at, list.len()));
+    }
+    for (n, item) in list.iter().enumerate() {
+        let here = format!("{at}.{list_key}[{n}]");
+        let Some(Value::String(_)) = item.get("const") else {
+            return Err(ValidationError::new(
+                here,
+                "expected an object with a string `const` and a `title`",
+            ));
+        };
+        if let Value::Object(o) = item
+            && let Some(k) = o.keys().find(|k| !matches!(k.as_str(), "const" | "title"))
+        {
+            return Err(ValidationError::new(
+                format!("{here}.{k}"),
+                "is not supported (an option has `const` and `title`)",
+            ));
+        }
+        gathered.push(&item["const"], item.get("title"), here)?;
+    }
+    Ok(())
+}
+
+/// The options read so far, and their values (each allowed once).
+#[derive(Default)]
+struct Gathered<'a> {
+    out: Vec<Choice>,
+    seen: HashSet<&'a str>,
+}
+
+impl<'a> Gathered<'a> {
+    /// One option: its value (a string of 1 to [`MAX_TITLE_CHARS`] characters, not seen
+    /// before) and its title, if it has one; `at` names it in an error.
+    fn push(
+        &mut self,
+        value: &'a Value,
+        label: Option<&Value>,
+        at: String,
+    ) -> Result<(), ValidationError> {
         let Value::String(value) = value else {
             return Err(ValidationError::new(
                 at,
@@ -129,7 +233,7 @@ fn options<'a>(
                 format!("an option must be 1 to {MAX_TITLE_CHARS} characters"),
             ));
         }
-        if !seen.insert(value.as_str()) {
+        if !self.seen.insert(value.as_str()) {
             return Err(ValidationError::new(
                 at,
                 format!("{value:?} is listed twice"),
@@ -153,78 +257,12 @@ fn options<'a>(
                 ));
             }
         };
-        out.push(Choice {
+        self.out.push(Choice {
             value: value.clone(),
             label,
         });
         Ok(())
-    };
-    if let Some(list) = prop.get("enum") {
-        let Value::Array(list) = list else {
-            return Err(ValidationError::new(
-                format!("{at}.enum"),
-                format!("expected an array, got {}", json_type(list)),
-            ));
-        };
-        if list.len() > MAX_OPTIONS {
-            return Err(too_many(list.len()));
-        }
-        let names = match prop.get("enumNames") {
-            None => None,
-            Some(Value::Array(n)) if n.len() == list.len() => Some(n),
-            Some(_) => {
-                return Err(ValidationError::new(
-                    format!("{at}.enumNames"),
-                    "must be an array as long as `enum`",
-                ));
-            }
-        };
-        for (n, v) in list.iter().enumerate() {
-            push(
-                &mut out,
-                v,
-                names.and_then(|names| names.get(n)),
-                format!("{at}.enum[{n}]"),
-            )?;
-        }
-    } else if let Some(list) = prop.get(list_key) {
-        let Value::Array(list) = list else {
-            return Err(ValidationError::new(
-                format!("{at}.{list_key}"),
-                format!("expected an array, got {}", json_type(list)),
-            ));
-        };
-        if list.len() > MAX_OPTIONS {
-            return Err(too_many(list.len()));
-        }
-        for (n, item) in list.iter().enumerate() {
-            let here = format!("{at}.{list_key}[{n}]");
-            let Some(Value::String(_)) = item.get("const") else {
-                return Err(ValidationError::new(
-                    here,
-                    "expected an object with a string `const` and a `title`",
-                ));
-            };
-            if let Value::Object(o) = item
-                && let Some(k) = o.keys().find(|k| !matches!(k.as_str(), "const" | "title"))
-            {
-                return Err(ValidationError::new(
-                    format!("{here}.{k}"),
-                    "is not supported (an option has `const` and `title`)",
-                ));
-            }
-            push(&mut out, &item["const"], item.get("title"), here)?;
-        }
-    } else {
-        return Err(ValidationError::new(
-            at,
-            format!("a choice needs `enum` or `{list_key}`"),
-        ));
     }
-    if out.is_empty() {
-        return Err(too_many(0));
-    }
-    Ok(out)
 }
 
 /// A text field's type: lengths, pattern, format, `multiline`.
@@ -467,6 +505,53 @@ fn parse_field(
     Ok(field)
 }
 
+/// The names `required` lists, each one of the properties.
+fn required<'a>(
+    schema: &'a Map<String, Value>,
+    props: &Map<String, Value>,
+    at: &str,
+) -> Result<Vec<&'a str>, ValidationError> {
+    let r = match schema.get("required") {
+        None => return Ok(Vec::new()),
+        Some(Value::Array(r)) => r,
+        Some(other) => {
+            return Err(ValidationError::new(
+                format!("{at}.required"),
+                format!("expected an array, got {}", json_type(other)),
+            ));
+        }
+    };
+    if r.len() > props.len() {
+        return Err(ValidationError::new(
+            format!("{at}.required"),
+            format!(
+                "lists {} names for {} properties: each may be listed once",
+                r.len(),
+                props.len()
+            ),
+        ));
+    }
+    let mut names = Vec::with_capacity(r.len());
+    for (n, v) in r.iter().enumerate() {
+        match v.as_str() {
+            Some(name) if props.contains_key(name) => names.push(name),
+            Some(name) => {
+                return Err(ValidationError::new(
+                    format!("{at}.required[{n}]"),
+                    format!("{name:?} is not one of the properties"),
+                ));
+            }
+            None => {
+                return Err(ValidationError::new(
+                    format!("{at}.required[{n}]"),
+                    "expected a property name",
+                ));
+            }
+        }
+    }
+    Ok(names)
+}
+
 /// The fields of a `requestedSchema`, in its order; errors name the property (`at`...).
 pub(super) fn parse_schema(
     schema: &Map<String, Value>,
@@ -516,46 +601,7 @@ pub(super) fn parse_schema(
             ),
         ));
     }
-    let required: Vec<&str> = match schema.get("required") {
-        None => Vec::new(),
-        Some(Value::Array(r)) => {
-            if r.len() > props.len() {
-                return Err(ValidationError::new(
-                    format!("{at}.required"),
-                    format!(
-                        "lists {} names for {} properties: each may be listed once",
-                        r.len(),
-                        props.len()
-                    ),
-                ));
-            }
-            let mut names = Vec::with_capacity(r.len());
-            for (n, v) in r.iter().enumerate() {
-                match v.as_str() {
-                    Some(name) if props.contains_key(name) => names.push(name),
-                    Some(name) => {
-                        return Err(ValidationError::new(
-                            format!("{at}.required[{n}]"),
-                            format!("{name:?} is not one of the properties"),
-                        ));
-                    }
-                    None => {
-                        return Err(ValidationError::new(
-                            format!("{at}.required[{n}]"),
-                            "expected a property name",
-                        ));
-                    }
-                }
-            }
-            names
-        }
-        Some(other) => {
-            return Err(ValidationError::new(
-                format!("{at}.required"),
-                format!("expected an array, got {}", json_type(other)),
-            ));
-        }
-    };
+    let required = required(schema, props, at)?;
     let mut fields = Vec::with_capacity(props.len());
     for (name, prop) in props {
         let here = format!("{at}.properties.{name}");

@@ -25,7 +25,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
-use deadpool_postgres::{Object, Pool};
+use deadpool_postgres::{Object, Pool, Transaction};
 use futures_util::future::try_join;
 use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::types::Json;
@@ -300,7 +300,6 @@ impl Task {
         batch: &[Write],
     ) -> Result<Vec<Result<Outcome, StoreError>>, Failure> {
         let tx = client.transaction().await.map_err(db)?;
-        let channel = self.schema.channel();
         // The row without its resolution, as the `doc` columns hold it.
         let docs: Vec<Interaction> = batch
             .iter()
@@ -309,12 +308,34 @@ impl Task {
                 ..(*w.interaction).clone()
             })
             .collect();
+        let changed = self.write_rows(&tx, batch, &docs).await?;
+        let outcomes = self.outcomes(&tx, batch, &changed).await?;
+        let took_effect: Vec<usize> = (0..batch.len())
+            .filter(|&k| changed.contains(id(&batch[k])))
+            .collect();
+        if !took_effect.is_empty() {
+            self.bring_along(&tx, batch, &docs, &took_effect).await?;
+        }
+        tx.commit().await.map_err(|e| Failure {
+            error: db(e),
+            committing: true,
+        })?;
+        Ok(outcomes)
+    }
+
+    /// The conditional inserts and updates, one statement each, in one round trip; the ids
+    /// of the interactions they changed.
+    async fn write_rows(
+        &self,
+        tx: &Transaction<'_>,
+        batch: &[Write],
+        docs: &[Interaction],
+    ) -> Result<HashSet<String>, Failure> {
+        let channel = self.schema.channel();
         let (creates, resolves): (Vec<usize>, Vec<usize>) =
             (0..batch.len()).partition(|&k| matches!(batch[k].reply, Reply::Create(_)));
-
-        // The conditional inserts and updates, one statement each, in one round trip.
-        let create = prepared(&tx, &self.sql.create).await?;
-        let resolve = prepared(&tx, &self.sql.resolve).await?;
+        let create = prepared(tx, &self.sql.create).await?;
+        let resolve = prepared(tx, &self.sql.resolve).await?;
         let c_ids: Vec<&str> = creates.iter().map(|&k| id(&batch[k])).collect();
         let c_created: Vec<i64> = creates.iter().map(|&k| batch[k].at()).collect();
         let c_deadlines: Vec<i64> = creates
@@ -378,13 +399,21 @@ impl Task {
             .await
         };
         let (inserted, updated) = try_join(inserting, updating).await.map_err(db)?;
-        let changed: HashSet<String> = inserted
+        Ok(inserted
             .iter()
             .chain(&updated)
             .map(|r| col::<String>(r, 0))
-            .collect::<Result<_, _>>()?;
+            .collect::<Result<_, _>>()?)
+    }
 
-        // What the changes that did nothing found instead.
+    /// Each change's outcome: what it did, or what the changes that did nothing found
+    /// instead.
+    async fn outcomes(
+        &self,
+        tx: &Transaction<'_>,
+        batch: &[Write],
+        changed: &HashSet<String>,
+    ) -> Result<Vec<Result<Outcome, StoreError>>, Failure> {
         let unchanged: Vec<&str> = batch
             .iter()
             .map(id)
@@ -392,16 +421,14 @@ impl Task {
             .collect();
         let mut existing: HashMap<String, Result<Arc<Interaction>, StoreError>> = HashMap::new();
         if !unchanged.is_empty() {
-            let stmt = prepared(&tx, &self.sql.existing).await?;
+            let stmt = prepared(tx, &self.sql.existing).await?;
             for r in tx.query(&stmt, &[&unchanged]).await.map_err(db)? {
                 existing.insert(col(&r, 0)?, decode(&r, 1));
             }
         }
-        let mut outcomes = Vec::with_capacity(batch.len());
-        let mut took_effect = Vec::new();
-        for (k, w) in batch.iter().enumerate() {
-            let done = changed.contains(id(w));
-            outcomes.push(match (&w.reply, done) {
+        Ok(batch
+            .iter()
+            .map(|w| match (&w.reply, changed.contains(id(w))) {
                 (Reply::Create(_), true) => Ok(Outcome::Created),
                 (Reply::Resolve(_), true) => Ok(Outcome::Resolved),
                 (Reply::Create(_), false) => match existing.remove(id(w)) {
@@ -416,56 +443,55 @@ impl Task {
                     Some(Err(e)) => Err(e),
                     None => Ok(Outcome::NotFound),
                 },
-            });
-            if done {
-                took_effect.push(k);
-            }
-        }
+            })
+            .collect())
+    }
 
-        // What the changes that took effect bring along: their outbox jobs, then their audit
-        // entries and events under the cluster's locks, held until the commit.
-        if !took_effect.is_empty() {
-            let jobs: Vec<(&OutboxJob, i64)> = took_effect
-                .iter()
-                .flat_map(|&k| {
-                    batch[k]
-                        .effects
-                        .jobs
-                        .iter()
-                        .map(move |j| (j, batch[k].at()))
-                })
-                .collect();
-            outbox::insert_at(&tx, &self.schema, &jobs).await?;
-            let records = took_effect
-                .iter()
-                .flat_map(|&k| batch[k].effects.audit.iter().cloned())
-                .collect();
-            let list: Vec<events::New<'_>> = took_effect
-                .iter()
-                .map(|&k| events::New {
-                    // One created resolved at once (decided by a policy rule) is announced
-                    // as resolved: it was never pending.
-                    kind: match batch[k].reply {
-                        Reply::Create(_) if batch[k].interaction.resolution.is_none() => {
-                            EventKind::Created
-                        }
-                        Reply::Create(_) | Reply::Resolve(_) => EventKind::Resolved,
-                    },
-                    id: id(&batch[k]),
-                    doc: &docs[k],
-                    resolution: batch[k].interaction.resolution.as_deref(),
-                    at: batch[k].at(),
-                })
-                .collect();
-            let appender = events::Appender::prepare(&tx, &self.schema).await?;
-            let appending = appender.append(&tx, &list);
-            audit::append_then(&tx, &self.schema, records, appending).await?;
-        }
-        tx.commit().await.map_err(|e| Failure {
-            error: db(e),
-            committing: true,
-        })?;
-        Ok(outcomes)
+    /// What the changes that took effect bring along: their outbox jobs, then their audit
+    /// entries and events under the cluster's locks, held until the commit.
+    async fn bring_along(
+        &self,
+        tx: &Transaction<'_>,
+        batch: &[Write],
+        docs: &[Interaction],
+        took_effect: &[usize],
+    ) -> Result<(), Failure> {
+        let jobs: Vec<(&OutboxJob, i64)> = took_effect
+            .iter()
+            .flat_map(|&k| {
+                batch[k]
+                    .effects
+                    .jobs
+                    .iter()
+                    .map(move |j| (j, batch[k].at()))
+            })
+            .collect();
+        outbox::insert_at(tx, &self.schema, &jobs).await?;
+        let records = took_effect
+            .iter()
+            .flat_map(|&k| batch[k].effects.audit.iter().cloned())
+            .collect();
+        let list: Vec<events::New<'_>> = took_effect
+            .iter()
+            .map(|&k| events::New {
+                // One created resolved at once (decided by a policy rule) is announced
+                // as resolved: it was never pending.
+                kind: match batch[k].reply {
+                    Reply::Create(_) if batch[k].interaction.resolution.is_none() => {
+                        EventKind::Created
+                    }
+                    Reply::Create(_) | Reply::Resolve(_) => EventKind::Resolved,
+                },
+                id: id(&batch[k]),
+                doc: &docs[k],
+                resolution: batch[k].interaction.resolution.as_deref(),
+                at: batch[k].at(),
+            })
+            .collect();
+        let appender = events::Appender::prepare(tx, &self.schema).await?;
+        let appending = appender.append(tx, &list);
+        audit::append_then(tx, &self.schema, records, appending).await?;
+        Ok(())
     }
 }
 

@@ -1,6 +1,8 @@
-//! DingTalk's Stream mode against a fake gateway and WebSocket on loopback: the connection
-//! request, ping and disconnect frames, card-click callbacks and their acknowledgements,
-//! redeliveries, and refused credentials.
+//! DingTalk against a fake gateway, WebSocket and OpenAPI on loopback: Stream mode (the
+//! connection request, ping and disconnect frames, card-click callbacks and their
+//! acknowledgements, redeliveries, refused credentials) and the channel end to end (cards
+//! created and updated, every click through the answer pipeline, restarts).
 
+mod channel;
 pub mod fake;
 mod stream;

@@ -172,7 +172,7 @@ async fn a_permanent_refusal_is_not_retried_and_other_receivers_still_get_cards(
     let app = spawn_with(|s| enable(s, &fake)).await;
     app.create_bash("toolu_ref", "ls").await;
     wait_until("one card delivered", || fake.state.delivered().len() == 1).await;
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    app.outbox_idle().await;
     assert_eq!(
         fake.state.sends().len(),
         2,

@@ -3,6 +3,7 @@
 
 mod cards;
 mod delivery;
+mod digest;
 mod escalation;
 pub mod fake;
 pub mod fake_ws;

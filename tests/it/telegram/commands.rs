@@ -45,8 +45,17 @@ async fn whoami_tells_ids_and_approver_status() {
         mallory.contains("not in <code>telegram.chats</code>"),
         "{mallory}"
     );
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(tg.calls("sendMessage").len(), 2);
+    // One chat's updates are handled in order: once a later command in the same chat is
+    // answered, the one addressed to another bot was handled, and nothing was sent for it.
+    deliver(
+        &app,
+        &text(tg.next_update_id(), ALICE, GROUP, "/whoami", None),
+    )
+    .await;
+    let calls = tg.wait_n("sendMessage", 3).await;
+    let probe = calls[2].params["text"].as_str().unwrap();
+    assert!(probe.contains("you are an approver"), "{probe}");
+    assert_eq!(tg.calls("sendMessage").len(), 3);
     app.stop().await;
 }
 

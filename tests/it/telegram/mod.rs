@@ -4,6 +4,7 @@
 
 mod access;
 mod commands;
+mod digest;
 mod escalation;
 pub(crate) mod fake;
 mod flow;

@@ -254,7 +254,7 @@ async fn a_send_that_finally_fails_is_counted() {
     app.metrics_with("imrelay_outbox_deliveries_total{channel=\"telegram\",result=\"failed\"} 1")
         .await;
     // Not retried: the chat does not exist.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    app.outbox_idle().await;
     assert_eq!(tg.calls("sendMessage").len(), 1);
     app.stop().await;
 }

@@ -1,0 +1,140 @@
+//! Creating, delivering and updating cards through the durable outbox, on the shared
+//! delivery skeleton ([`crate::channels::messages`]): a `post` job creates and delivers one
+//! card (its `outTrackId` derived from the interaction and the place, so every retry names
+//! the same card), an `update` job replaces the data of every card recorded for the
+//! interaction. DingTalk lets a robot send about 20 messages a minute to one group, so
+//! requests to one place are spaced by [`CHAT_GAP`]; a throttled place is kept quiet and the
+//! job retried.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use super::CHANNEL;
+use super::api::{ApiError, OpenApi, Space};
+use super::plan::Job;
+use super::render::Cards;
+use crate::channels::messages::{Failure, Messages, Pacer, Platform, Posted};
+use crate::health::Health;
+use crate::interaction::Interaction;
+use crate::outbox::{ChannelJob, Delivery, OutboxHandler};
+use crate::store::{ChannelMessage, ClaimedJob, OutboxJob, Store};
+
+/// Smallest gap between two requests to one place (20 a minute).
+pub(crate) const CHAT_GAP: Duration = Duration::from_secs(3);
+/// How long a throttled place is kept quiet, and the job waits, before it is tried again
+/// (DingTalk's limits are per second and it does not say how long).
+pub(crate) const THROTTLE_PAUSE: Duration = Duration::from_secs(2);
+
+/// What a failed OpenAPI call means for the job.
+fn failure(e: ApiError) -> Failure {
+    match e {
+        ApiError::Throttled { .. } => Failure::Throttled {
+            after: Some(THROTTLE_PAUSE),
+            error: e.to_string(),
+        },
+        ApiError::Refused { .. } => Failure::Permanent(e.to_string()),
+        other => Failure::Transient(other.to_string()),
+    }
+}
+
+/// The card id of `i`'s card at `target`: the same on every attempt.
+pub(crate) fn out_track_id(i: &Interaction, target: &str) -> String {
+    let mut h = Sha256::new();
+    for part in [
+        i.id.as_str(),
+        &i.created_at.as_millisecond().to_string(),
+        target,
+    ] {
+        h.update(part.as_bytes());
+        h.update(b"\n");
+    }
+    let digest = h.finalize();
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("imrelay-{hex}")
+}
+
+/// DingTalk as the delivery skeleton sees it.
+pub(crate) struct DingTalk {
+    /// The OpenAPI client.
+    pub api: Arc<OpenApi>,
+    /// Card rendering.
+    pub cards: Cards,
+    /// The card template.
+    pub template: String,
+}
+
+#[async_trait]
+impl Platform for DingTalk {
+    type Target = String;
+
+    fn channel(&self) -> &'static str {
+        CHANNEL
+    }
+
+    fn address(&self, target: &String) -> String {
+        target.clone()
+    }
+
+    async fn post(
+        &self,
+        i: &Interaction,
+        target: &String,
+        _job: &OutboxJob,
+    ) -> Result<Posted, Failure> {
+        let id = out_track_id(i, target);
+        self.api
+            .create_and_deliver(
+                &self.template,
+                &id,
+                &self.cards.params(i),
+                Space::of(target),
+            )
+            .await
+            .map_err(failure)?;
+        Ok(Posted {
+            message_ref: id,
+            state: Some(json!({})),
+        })
+    }
+
+    async fn edit(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Failure> {
+        self.api
+            .update_card(&m.message_ref, &self.cards.params(i))
+            .await
+            .map_err(failure)
+    }
+}
+
+/// Delivers the channel's jobs.
+pub(crate) struct Deliverer(pub Messages<DingTalk>);
+
+impl Deliverer {
+    /// The deliverer of DingTalk's jobs, reporting to `health`.
+    pub fn new(dingtalk: DingTalk, store: Arc<dyn Store>, health: Arc<Health>) -> Self {
+        Deliverer(Messages {
+            platform: dingtalk,
+            store,
+            pacer: Pacer::new(CHAT_GAP, THROTTLE_PAUSE),
+            health: Some((health, "dingtalk_api")),
+        })
+    }
+}
+
+#[async_trait]
+impl OutboxHandler for Deliverer {
+    async fn deliver(&self, job: &ClaimedJob) -> Delivery {
+        match Job::read(&job.job) {
+            Ok(Job::Post { target }) => self.0.post(&job.job, &target).await,
+            Ok(Job::Update) => self.0.finalize_all(&job.job).await,
+            Err(failed) => failed,
+        }
+    }
+
+    fn concurrency(&self) -> usize {
+        4
+    }
+}
