@@ -39,6 +39,15 @@ impl InteractionStore for NullStore {
         Ok(ResolveOutcome::Resolved)
     }
 
+    async fn vote(
+        &self,
+        b: imrelay::interaction::quorum::Ballot,
+    ) -> Result<imrelay::interaction::quorum::VoteOutcome, StoreError> {
+        Ok(imrelay::interaction::quorum::VoteOutcome::Decided(
+            b.decided,
+        ))
+    }
+
     async fn escalate(
         &self,
         _: Arc<Interaction>,

@@ -440,8 +440,9 @@ pub(crate) async fn answer_all(
 
 fn count(t: &mut Tally, f: &Feedback) {
     match f {
-        Feedback::Resolved(_) => t.answered += 1,
-        Feedback::Already(_) | Feedback::NotFound => t.already += 1,
+        // A vote on an approval that needs several people is this person's answer, taken.
+        Feedback::Resolved(_) | Feedback::Voted(_) => t.answered += 1,
+        Feedback::Already(_) | Feedback::NotFound | Feedback::AlreadyVoted(..) => t.already += 1,
         Feedback::NotApprover | Feedback::OtherRoute(_) => t.refused += 1,
         Feedback::BadButton | Feedback::Invalid(_) => t.skipped += 1,
         Feedback::StoreDown | Feedback::StillWorking => t.failed += 1,

@@ -125,6 +125,13 @@ pub(crate) trait Platform: Send + Sync {
     /// Edits copy `m` to show `i` as it now is (resolved), without buttons.
     async fn edit(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Failure>;
 
+    /// Edits copy `m` to show pending `i` as it now is (the votes so far on an approval
+    /// that needs several people), keeping its buttons. By default nothing: the copy shows
+    /// the votes when it shows the outcome.
+    async fn show(&self, _i: &Interaction, _m: &ChannelMessage) -> Result<(), Failure> {
+        Ok(())
+    }
+
     /// Whether recorded copy `m` at `address` is the one `job` posts (by default: the copy
     /// in that chat).
     fn is_copy_of(&self, m: &ChannelMessage, address: &str, _job: &OutboxJob) -> bool {
@@ -386,6 +393,55 @@ impl<P: Platform> Messages<P> {
             Err(e) => return Delivery::store_retry(e),
         };
         self.finalize_copies(&i, id).await
+    }
+
+    /// Delivers a votes job: every copy of pending interaction `id` not yet final shows the
+    /// votes so far (`Platform::show`). A resolution that lands meanwhile may have had its
+    /// copies edited before these edits: then they are shown the outcome again, so no copy
+    /// of a resolved interaction keeps its buttons.
+    pub async fn show_votes(&self, job: &OutboxJob) -> Delivery {
+        let channel = self.platform.channel();
+        let Some(id) = &job.interaction_id else {
+            return Delivery::Failed(format!("a {channel} update job without an interaction"));
+        };
+        let i = match self.store.get(id).await {
+            Ok(Some(i)) if i.is_pending() && job.is_for(&i) => i,
+            Ok(_) => return Delivery::Done,
+            Err(e) => return Delivery::store_retry(e),
+        };
+        let copies = match self.store.messages(channel, id).await {
+            Ok(ms) => ms,
+            Err(e) => return Delivery::store_retry(e),
+        };
+        let mut failed = None;
+        let mut shown = Vec::new();
+        for m in copies.iter().filter(|m| !self.platform.is_final(m)) {
+            let _hold = self.platform.hold(m).await;
+            self.pacer.turn(&m.address).await;
+            match self.platform.show(&i, m).await {
+                Ok(()) => shown.push(m),
+                Err(f) => {
+                    let throttled = matches!(f, Failure::Throttled { .. });
+                    failed = Some(self.pacer.note(&m.address, f));
+                    if throttled {
+                        break;
+                    }
+                }
+            }
+        }
+        match self.store.get(id).await {
+            Ok(Some(latest)) if !latest.is_pending() => {
+                for m in shown {
+                    let _hold = self.platform.hold(m).await;
+                    if let Err(f) = self.platform.edit(&latest, m).await {
+                        failed = Some(f);
+                    }
+                }
+            }
+            Ok(_) => {}
+            Err(e) => return Delivery::store_retry(e),
+        }
+        self.report(failed.map_or(Delivery::Done, |f| f.delivery()))
     }
 
     /// Edits every copy of `i` not yet final.

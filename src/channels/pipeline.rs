@@ -21,6 +21,7 @@ use crate::interaction::{
     Answer, Interaction, InteractionId, Kind, Outcome, Registry, RegistryError, Responder, Via,
 };
 
+use crate::interaction::quorum::Vote;
 use crate::interaction::routes::{Admission, admission};
 use crate::present::render::{self, Locale};
 
@@ -45,6 +46,12 @@ pub(crate) enum Feedback {
     Invalid(String),
     /// The store could not read or record it; trying again later may work.
     StoreDown,
+    /// The answer was recorded as a vote, and more votes are needed (shown as it now is,
+    /// with the votes so far).
+    Voted(Arc<Interaction>),
+    /// This person voted on it already, from this or another channel: their vote. Nothing
+    /// changed.
+    AlreadyVoted(Box<Vote>, Arc<Interaction>),
     /// The platform stopped waiting while the answer is still being recorded.
     StillWorking,
 }
@@ -63,6 +70,8 @@ impl Feedback {
             Err(RegistryError::Store(_)) => Feedback::StoreDown,
             // Only creating an interaction can meet a full budget, never an answer.
             Err(RegistryError::Full(_)) => Feedback::StoreDown,
+            Err(RegistryError::Voted(i)) => Feedback::Voted(i),
+            Err(RegistryError::AlreadyVoted(v, i)) => Feedback::AlreadyVoted(v, i),
         }
     }
 
@@ -107,6 +116,17 @@ impl Feedback {
                 "imrelay 暂时无法记录你的回答，请稍后重试",
                 "imrelay cannot record this right now. Try again shortly.",
             ),
+            Feedback::Voted(i) => voted_text(i, zh),
+            Feedback::AlreadyVoted(v, _) => {
+                let via = v.via.as_str();
+                if zh {
+                    let what = if v.allow { "批准" } else { "拒绝" };
+                    format!("你已经投过票（经 {via} {what}），每人只计一票")
+                } else {
+                    let what = if v.allow { "allow" } else { "deny" };
+                    format!("You already voted on this ({what} via {via}): each person counts once")
+                }
+            }
             Feedback::StillWorking => t(
                 "仍在处理这次点击，完成后卡片会显示结果",
                 "Still working on this: the message will show the outcome when it is done",
@@ -125,15 +145,43 @@ impl Feedback {
             Feedback::Invalid(_) => "invalid",
             Feedback::StoreDown => "error",
             Feedback::StillWorking => "slow",
+            Feedback::Voted(_) => "voted",
+            Feedback::AlreadyVoted(..) => "already_voted",
         }
     }
 
     /// The interaction as it now is, when the feedback shows it.
     pub fn interaction(&self) -> Option<&Arc<Interaction>> {
         match self {
-            Feedback::Resolved(i) | Feedback::Already(i) => Some(i),
+            Feedback::Resolved(i)
+            | Feedback::Already(i)
+            | Feedback::Voted(i)
+            | Feedback::AlreadyVoted(_, i) => Some(i),
             _ => None,
         }
+    }
+}
+
+/// "Vote recorded: 1 of 2: alice via telegram", in English or Chinese.
+fn voted_text(i: &Interaction, zh: bool) -> String {
+    let need = i.quorum.map_or(1, |q| q.allow);
+    let allows: Vec<String> = i
+        .votes
+        .iter()
+        .filter(|v| v.allow)
+        .map(|v| format!("{} via {}", v.by, v.via))
+        .collect();
+    if zh {
+        format!(
+            "已记录你的投票：需 {need} 人批准，已有 {} 人（{}）",
+            allows.len(),
+            allows.join("、")
+        )
+    } else {
+        format!(
+            "Vote recorded: {}",
+            crate::interaction::quorum::tally(i).unwrap_or_default()
+        )
     }
 }
 

@@ -474,6 +474,10 @@ async fn answer_one(remote: &Remote, args: &AnswerArgs, id: &str, by: Option<&st
     }
     match respond_retrying(remote, id, &answer, by).await {
         Ok(i) => {
+            // An approval that needs several people: this answer was a vote.
+            if let Some(votes) = crate::interaction::quorum::tally(&i).filter(|_| i.is_pending()) {
+                println!("vote recorded: {}", visible_line(&votes));
+            }
             if let Some(line) = view::outcome_line(&painter, &i, jiff::Timestamp::now()) {
                 println!("{line}");
             }

@@ -43,6 +43,13 @@ pub struct PolicyRuleSettings {
     /// empty: any.
     #[serde(default)]
     pub route: Vec<String>,
+    /// For an ask rule: how many different people must allow what it matches (the
+    /// two-person rule: 2); unset: one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quorum: Option<u32>,
+    /// With `quorum`: how many different people's denies deny it; unset: one deny denies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deny_quorum: Option<u32>,
 }
 
 fn ask() -> Decision {
@@ -62,6 +69,8 @@ impl PolicyRuleSettings {
             decision: Some(self.decision),
             message: self.message.clone(),
             mode: self.mode,
+            quorum: self.quorum,
+            deny_quorum: self.deny_quorum,
         }
     }
 }
@@ -136,5 +145,22 @@ kind = ["approval"]
         );
         let home = rules("[[policy]]\nname = \"h\"\ntools = [\"Read(~/x)\"]\ndecision = \"allow\"");
         assert!(compile(&home).unwrap_err().contains("home directory"));
+    }
+
+    #[test]
+    fn a_quorum_goes_with_an_ask_rule() {
+        let ok = rules(
+            "[[policy]]\nname = \"force-push\"\ntools = [\"Bash(git push --force:*)\"]\nquorum = 2",
+        );
+        assert!(compile(&ok).is_ok());
+        let allow = rules("[[policy]]\nname = \"a\"\ndecision = \"allow\"\nquorum = 2");
+        assert_eq!(
+            compile(&allow).unwrap_err(),
+            "policy[0] (\"a\"): quorum: only an ask rule takes a quorum: people decide what it matches"
+        );
+        let alone = rules("[[policy]]\nname = \"d\"\ndeny_quorum = 2");
+        assert!(compile(&alone).unwrap_err().contains("goes with quorum"));
+        let zero = rules("[[policy]]\nname = \"z\"\nquorum = 0");
+        assert!(compile(&zero).unwrap_err().contains("at least 1"));
     }
 }

@@ -125,6 +125,13 @@ pub struct RouteSettings {
     /// The longest its interactions wait, and their timeout when the agent asks none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_secs: Option<u64>,
+    /// How many different people must allow its approvals (the two-person rule: 2);
+    /// unset: one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quorum: Option<u32>,
+    /// With `quorum`: how many different people's denies deny; unset: one deny denies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deny_quorum: Option<u32>,
     /// Seconds after which an unanswered interaction escalates to `escalate_to`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub escalate_after_secs: Option<u64>,
@@ -431,6 +438,8 @@ pub fn compile(s: &Settings) -> Result<Teams, String> {
             targets,
             approvers: r.approvers.clone(),
             timeout_secs: r.timeout_secs,
+            quorum: r.quorum,
+            deny_quorum: r.deny_quorum,
             escalation,
         });
     }

@@ -18,9 +18,10 @@ use super::AppState;
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::summary::Summary;
+use crate::interaction::quorum;
 use crate::interaction::{
     FORM_TOOL, Form, Interaction, InteractionId, NewInteraction, RegistryError, Responder,
-    ValidationError,
+    ValidationError, Via,
 };
 use crate::store::{AuditQuery, Cursor, ListQuery, StatusFilter};
 use crate::wire::Principal;
@@ -470,6 +471,29 @@ pub async fn wait(
     Ok(outcome_response(&i))
 }
 
+/// Who answers through the inbox or the API, as a person: a labelled operator token's
+/// label ([`super::operator::responder`]); a token without a label is the administrator's,
+/// one person named by the token ([`Principal::owner`]). The body's `by` is only the name
+/// shown. The one place an API answer's person is decided.
+pub(super) fn operator_responder(principal: &Principal, by: Option<String>, via: Via) -> Responder {
+    let mut responder = Responder::anonymous(via);
+    responder.by = by;
+    let responder = super::operator::responder(principal, responder);
+    match responder.identity {
+        Some(_) => responder,
+        None => responder.with_identity(quorum::OPERATOR, principal.owner()),
+    }
+}
+
+/// `202 Accepted` for an answer recorded as a vote that does not decide yet: the outcome
+/// body (`status: "pending"`), with `vote: "recorded"` and `votes`, the tally so far.
+fn voted_response(i: &Arc<Interaction>) -> Response {
+    let mut body = serde_json::to_value(outcome_body(i)).unwrap_or_default();
+    body["vote"] = json!("recorded");
+    body["votes"] = json!(quorum::tally(i));
+    json_response(StatusCode::ACCEPTED, &body)
+}
+
 /// `POST /v1/interactions/{id}/respond`
 pub async fn respond(
     State(state): State<AppState>,
@@ -478,15 +502,16 @@ pub async fn respond(
     ApiJson(mut body): ApiJson<RespondBody>,
 ) -> Result<Response, ApiError> {
     let id = path_id(&id)?;
-    let mut responder = Responder::anonymous(body.via());
-    responder.by = body.by();
-    let responder = super::operator::responder(&principal, responder);
+    let responder = operator_responder(&principal, body.by(), body.via());
     let grant = body.take_grant();
     let answer = body.answer()?;
     super::operator::admit(&state, &principal, &responder, &id).await?;
     let Some(grant) = grant else {
-        let resolved = state.registry.respond(&id, answer, responder).await?;
-        return Ok(outcome_response(&resolved));
+        return match state.registry.respond(&id, answer, responder).await {
+            Ok(resolved) => Ok(outcome_response(&resolved)),
+            Err(RegistryError::Voted(pending)) => Ok(voted_response(&pending)),
+            Err(e) => Err(e.into()),
+        };
     };
     let (resolved, grant) = state
         .registry

@@ -170,7 +170,7 @@ pub async fn respond_many(
     ApiJson(body): ApiJson<BulkBody>,
 ) -> Result<Response, ApiError> {
     let (ids, answer, responder) = body.parse()?;
-    let responder = super::operator::responder(&principal, responder);
+    let responder = super::api::operator_responder(&principal, responder.by, responder.via);
     let mut results = Vec::with_capacity(ids.len());
     let mut counts = [0usize; 2];
     for id in ids {

@@ -373,7 +373,9 @@ pub fn expired(interaction: &Interaction, at: Timestamp) -> Resolution {
         at,
         result: given_up(
             interaction,
-            format!("No response within {} seconds", interaction.timeout_secs),
+            super::quorum::expiry_message(interaction).unwrap_or_else(|| {
+                format!("No response within {} seconds", interaction.timeout_secs)
+            }),
         ),
     }
 }

@@ -35,6 +35,9 @@ pub enum EventKind {
     Created,
     /// An interaction was answered, expired or cancelled.
     Resolved,
+    /// A person voted on an approval that needs several people, and it is still pending:
+    /// the interaction carries the votes so far.
+    Voted,
 }
 
 impl EventKind {
@@ -43,6 +46,7 @@ impl EventKind {
         match self {
             EventKind::Created => "interaction.created",
             EventKind::Resolved => "interaction.resolved",
+            EventKind::Voted => "interaction.voted",
         }
     }
 }

@@ -77,6 +77,11 @@ pub struct RouteSpec {
     pub approvers: Vec<String>,
     /// The longest its interactions wait, and their timeout when the agent asks none.
     pub timeout_secs: Option<u64>,
+    /// How many different people must allow its approvals (the two-person rule); none or
+    /// 1: one.
+    pub quorum: Option<u32>,
+    /// With `quorum`: how many different people's denies deny (default 1).
+    pub deny_quorum: Option<u32>,
     /// Where its interactions go, and who may answer them too, when nobody answered in time.
     pub escalation: Option<Escalation>,
 }
@@ -183,6 +188,11 @@ impl Route {
             approvers: self.spec.approvers.clone(),
             escalation: self.spec.escalation.clone(),
         }
+    }
+
+    /// How many people decide its approvals; `None`: one.
+    pub fn quorum(&self) -> Option<super::quorum::Quorum> {
+        super::quorum::Quorum::of(self.spec.quorum, self.spec.deny_quorum)
     }
 
     /// Whether an earlier route `e` matches everything this one does (so this one never
@@ -349,8 +359,20 @@ impl Routes {
                     ));
                 }
             }
-            if spec.timeout_secs == Some(0) {
-                return Err(err(at("timeout_secs"), "must be at least 1".into()));
+            for (f, n) in [
+                ("timeout_secs", spec.timeout_secs),
+                ("quorum", spec.quorum.map(u64::from)),
+                ("deny_quorum", spec.deny_quorum.map(u64::from)),
+            ] {
+                if n == Some(0) {
+                    return Err(err(at(f), "must be at least 1".into()));
+                }
+            }
+            if spec.deny_quorum.is_some() && spec.quorum.is_none() {
+                return Err(err(
+                    at("deny_quorum"),
+                    "goes with quorum (how many people must allow)".into(),
+                ));
             }
             if let Some(e) = &spec.escalation {
                 check_escalation(e, spec.timeout_secs, people, &at)?;

@@ -288,6 +288,21 @@ pub fn similar_rule(i: &Interaction) -> Option<String> {
     crate::interaction::policy::propose(i)
 }
 
+/// The votes so far on an approval that needs several people, as every copy shows them
+/// ("Needs 2 people · votes: 1 of 2: alice via telegram"); `None` for anything else. The
+/// names are outside values: the caller escapes the line for its surface.
+pub fn votes_line(i: &Interaction, locale: Locale) -> Option<String> {
+    if !crate::interaction::quorum::is_voted(i) {
+        return None;
+    }
+    let need = i.quorum.map_or(1, |q| q.allow);
+    let tally = crate::interaction::quorum::tally(i)?;
+    Some(match locale {
+        Locale::ZhCn => format!("需 {need} 人批准 · 投票：{tally}"),
+        Locale::EnUs => format!("Needs {need} people · votes: {tally}"),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

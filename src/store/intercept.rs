@@ -127,6 +127,13 @@ impl<I: Interceptor> InteractionStore for Intercepted<I> {
         self.call(Op::Resolve, self.inner.resolve(i, e)).await
     }
 
+    async fn vote(
+        &self,
+        b: crate::interaction::quorum::Ballot,
+    ) -> Result<crate::interaction::quorum::VoteOutcome, StoreError> {
+        self.call(Op::Resolve, self.inner.vote(b)).await
+    }
+
     async fn escalate(
         &self,
         i: Arc<Interaction>,

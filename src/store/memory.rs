@@ -15,6 +15,7 @@ use super::{
     StoreError, random_secret,
 };
 use crate::audit::{self, AuditEntry, AuditRecord};
+use crate::interaction::quorum::{Ballot, Count, VoteOutcome};
 use crate::interaction::{Interaction, InteractionId};
 use crate::store::prelude::*;
 use crate::sync::LockExt;
@@ -176,6 +177,26 @@ impl InteractionStore for MemoryStore {
         Ok(ResolveOutcome::Resolved)
     }
 
+    async fn vote(&self, ballot: Ballot) -> Result<VoteOutcome, StoreError> {
+        let mut st = self.lock();
+        let stored = st.interactions.get(&ballot.interaction.id).cloned();
+        let (updated, effects, decided) = match ballot.count(stored.as_ref()) {
+            Count::Refused(outcome) => return Ok(outcome),
+            Count::Recorded(i) => (Arc::new(i), ballot.recorded_effects, false),
+            Count::Decided(i) => (Arc::new(i), ballot.decided_effects, true),
+        };
+        if decided {
+            st.pending.remove(&key(&updated));
+        }
+        st.interactions.insert(updated.id.clone(), updated.clone());
+        st.apply(effects);
+        Ok(if decided {
+            VoteOutcome::Decided(updated)
+        } else {
+            VoteOutcome::Recorded(updated)
+        })
+    }
+
     async fn escalate(
         &self,
         escalated: Arc<Interaction>,
@@ -188,6 +209,11 @@ impl InteractionStore for MemoryStore {
         if !current.is_pending() || current.escalated_at.is_some() {
             return Ok(EscalateOutcome::Unchanged(current.clone()));
         }
+        // The votes recorded meanwhile are kept.
+        let escalated = Arc::new(Interaction {
+            votes: current.votes.clone(),
+            ..(*escalated).clone()
+        });
         st.interactions.insert(escalated.id.clone(), escalated);
         st.apply(effects);
         Ok(EscalateOutcome::Escalated)

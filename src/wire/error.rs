@@ -167,6 +167,30 @@ impl From<RegistryError> for ApiError {
                 Self::not_found(format!("no grant in force with id {id}"))
             }
             RegistryError::Store(s) => s.into(),
+            // The HTTP API answers a recorded vote with 202 and this body.
+            RegistryError::Voted(i) => Self::new(
+                StatusCode::ACCEPTED,
+                "voted",
+                format!(
+                    "vote recorded on interaction {}: {}",
+                    i.id,
+                    crate::interaction::quorum::tally(&i).unwrap_or_default()
+                ),
+            )
+            .with("interaction", &*i),
+            RegistryError::AlreadyVoted(v, i) => Self::new(
+                StatusCode::CONFLICT,
+                "already_voted",
+                format!(
+                    "{} already voted on interaction {} ({} via {}): each person counts once",
+                    v.by,
+                    i.id,
+                    if v.allow { "allow" } else { "deny" },
+                    v.via
+                ),
+            )
+            .with("vote", &*v)
+            .with("interaction", &*i),
             RegistryError::Full(full) => {
                 let (status, code) = match full {
                     Full::Owner { .. } => (StatusCode::TOO_MANY_REQUESTS, "pending_quota"),

@@ -51,6 +51,8 @@ async fn a_grant_made_on_one_replica_counts_on_the_other_until_revoked(schema: S
             agent: Vec::new(),
             cwd: Vec::new(),
             route: Vec::new(),
+            quorum: None,
+            deny_quorum: None,
         }];
     })
     .await;

@@ -18,8 +18,15 @@ use tokio_tungstenite::tungstenite::Message;
 use crate::support::*;
 use crate::{Need, trial};
 
+mod quorum;
+
 pub fn trials() -> Vec<libtest_mimic::Trial> {
     vec![
+        trial(
+            "inbox::a_card_shows_the_votes_so_far_from_everywhere",
+            browser,
+            quorum::a_card_shows_the_votes_so_far_from_everywhere,
+        ),
         trial(
             "inbox::the_inbox_answers_and_follows_answers_given_elsewhere",
             browser,
@@ -1654,6 +1661,8 @@ async fn allow_similar_grants_a_rule_shown_and_revoked_in_the_inbox() {
             agent: Vec::new(),
             cwd: Vec::new(),
             route: Vec::new(),
+            quorum: None,
+            deny_quorum: None,
         }];
     })
     .await;

@@ -31,6 +31,7 @@ mod escalation;
 mod inbox;
 mod postgres;
 mod proxy;
+mod quorum;
 mod read_only_disk;
 mod replicas;
 mod stalls;
@@ -77,6 +78,7 @@ fn main() {
         postgres::trials(),
         replicas::trials(),
         escalation::trials(),
+        quorum::trials(),
         grants::trials(),
         stalls::trials(),
         inbox::trials(),

@@ -260,7 +260,9 @@ async fn migrations_apply_once_when_replicas_start_together(schema: String) {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(versions, (1..=SCHEMA_VERSION).collect::<Vec<_>>());
+    // Version 5 (the operator tokens' labels) comes with them: drop the filter then.
+    let expected: Vec<i32> = (1..=SCHEMA_VERSION).filter(|v| *v != 5).collect();
+    assert_eq!(versions, expected);
 
     // Data outlives the store, and opening again applies nothing again.
     let store = stores.into_iter().next().unwrap().unwrap();
@@ -285,7 +287,7 @@ async fn migrations_apply_once_when_replicas_start_together(schema: String) {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(n, i64::from(SCHEMA_VERSION));
+    assert_eq!(n, expected.len() as i64);
 }
 
 async fn an_older_imrelay_refuses_a_newer_schema(schema: String) {

@@ -24,6 +24,8 @@ fn rule(name: &str, decision: Decision, mode: Mode, tools: &[&str]) -> PolicyRul
         agent: Vec::new(),
         cwd: Vec::new(),
         route: Vec::new(),
+        quorum: None,
+        deny_quorum: None,
     }
 }
 

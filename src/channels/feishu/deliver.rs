@@ -91,6 +91,11 @@ impl Platform for Feishu {
         })
     }
 
+    async fn show(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Failure> {
+        // A pending interaction's card carries its buttons and the votes so far.
+        self.edit(i, m).await
+    }
+
     async fn edit(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Failure> {
         self.api
             .update_card(&m.message_ref, &self.cards.render(i))
@@ -127,6 +132,7 @@ impl OutboxHandler for Deliverer {
                 Ok(()) => self.0.finalize_all(&job.job).await,
             },
             Ok(Job::Digest { receiver, session }) => self.refresh_digest(&receiver, &session).await,
+            Ok(Job::Voted) => self.0.show_votes(&job.job).await,
             Err(failed) => failed,
         }
     }

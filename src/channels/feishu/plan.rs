@@ -1,6 +1,7 @@
 //! Feishu's outbox jobs, planned in the registry's transactions: one `send` job per receiver
 //! when an interaction is created, one more per receiver its route escalates to when nobody
-//! answered in time, one `update` job (every card recorded for it) when it is resolved.
+//! answered in time, one `update` job (every card recorded for it) when it is resolved, and
+//! one `voted` job (every card recorded for it) for each vote that does not decide yet.
 
 use super::CHANNEL;
 use super::settings::Receiver;
@@ -19,6 +20,9 @@ pub(crate) enum Job {
     },
     /// Update every card of a resolved interaction to its outcome.
     Update,
+    /// Update every card of a pending interaction to show the votes so far (an approval
+    /// that needs several people).
+    Voted,
     /// Post or bring up to date the digest card of one session for one receiver
     /// (`channels::digest`).
     Digest {
@@ -90,6 +94,12 @@ impl Lifecycle for Planner {
             };
             jobs.push(job.plan(i, &[&r.address()], from, until));
         }
+    }
+
+    fn plan_voted(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
+        // One job per vote (its count names it), worth doing while it is pending.
+        let (from, until) = created_window(i);
+        jobs.push(Job::Voted.plan(i, &[&i.votes.len().to_string()], from, until));
     }
 
     fn plan_escalated(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {

@@ -552,10 +552,15 @@ impl Cards {
                 )
             }));
         }
+        if let Some(votes) = crate::present::render::votes_line(i, self.locale) {
+            out.push(grey_div(votes));
+        }
         match &i.resolution {
             Some(r) => self.resolution_lines(i, r, budget, out),
             None => {
-                let similar = crate::present::render::similar_rule(i);
+                // Several people decide it: each allows it as it is, once.
+                let similar = crate::present::render::similar_rule(i)
+                    .filter(|_| !crate::interaction::quorum::is_voted(i));
                 if let Some(rule) = &similar {
                     // What "Allow similar" adds, in full, before anyone taps it.
                     let native = if i

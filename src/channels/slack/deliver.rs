@@ -86,6 +86,20 @@ impl Platform for Slack {
         })
     }
 
+    async fn show(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Failure> {
+        // A pending interaction's message carries its buttons and the votes so far.
+        let channel = m
+            .state
+            .as_ref()
+            .and_then(|s| s["channel"].as_str())
+            .unwrap_or(&m.address);
+        let (text, blocks) = self.blocks.message(i);
+        self.api
+            .update(channel, &m.message_ref, &text, &blocks)
+            .await
+            .map_err(|e| failure(&e))
+    }
+
     async fn edit(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Failure> {
         let channel = m
             .state
@@ -142,6 +156,7 @@ impl OutboxHandler for Deliverer {
         match Job::read(&job.job) {
             Ok(Job::Post { channel }) => self.0.post(&job.job, &channel).await,
             Ok(Job::Update) => self.0.finalize_all(&job.job).await,
+            Ok(Job::Voted) => self.0.show_votes(&job.job).await,
             Err(failed) => failed,
         }
     }

@@ -1,7 +1,8 @@
 //! Slack's outbox jobs, planned in the registry's transactions: one `post` job per
 //! configured conversation when an interaction is created; one more per conversation its
 //! route escalates to when nobody answered in time; one `update` job (every copy
-//! recorded for it) when it is resolved (an answer from anywhere, expiry, withdrawal).
+//! recorded for it) when it is resolved (an answer from anywhere, expiry, withdrawal); one
+//! `voted` job for each vote that does not decide yet.
 
 use super::CHANNEL;
 use crate::interaction::{Interaction, Lifecycle};
@@ -19,6 +20,9 @@ pub(crate) enum Job {
     },
     /// Update every message of a resolved interaction to its outcome.
     Update,
+    /// Update every message of a pending interaction to show the votes so far (an approval
+    /// that needs several people).
+    Voted,
 }
 
 impl ChannelJob for Job {
@@ -46,6 +50,12 @@ impl Lifecycle for Planner {
             let job = Job::Post { channel: c.clone() };
             jobs.push(job.plan(i, &[c], from, until));
         }
+    }
+
+    fn plan_voted(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
+        // One job per vote (its count names it), worth doing while it is pending.
+        let (from, until) = created_window(i);
+        jobs.push(Job::Voted.plan(i, &[&i.votes.len().to_string()], from, until));
     }
 
     fn plan_escalated(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {

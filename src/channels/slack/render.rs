@@ -378,6 +378,9 @@ impl Blocks {
         if excerpt.cut > 0 {
             out.push(self.cut_notice(i, excerpt.cut));
         }
+        if let Some(votes) = render::votes_line(i, render::Locale::EnUs) {
+            out.push(context(&votes));
+        }
         if i.resolution.is_some() {
             return;
         }
@@ -386,7 +389,8 @@ impl Blocks {
             self.button(i, Action::Deny, "Deny", Some("danger")),
             self.button(i, Action::Reason, "Deny with reason…", None),
         ];
-        if editable_command(i).is_some() {
+        // Several people decide it: each allows it as it is.
+        if editable_command(i).is_some() && !crate::interaction::quorum::is_voted(i) {
             buttons.push(self.button(i, Action::Edit, "Edit & approve…", None));
         }
         // "Allow similar": the rule it adds is in the message, in full.

@@ -40,6 +40,7 @@ impl OutboxHandler for Deliverer {
                 Ok(()) => messages.finalize_all(&job.job).await,
             },
             Ok(Job::Digest { chat, session }) => self.0.refresh_digest(chat, &session).await,
+            Ok(Job::Voted) => messages.show_votes(&job.job).await,
             Err(failed) => failed,
         }
     }
@@ -168,6 +169,31 @@ impl Platform for Tg<'_> {
         let mut state = MessageState::from_stored(m.state.as_ref());
         state.set_final();
         state.to_stored()
+    }
+
+    async fn show(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Failure> {
+        let Some((chat, message)) = ids(m) else {
+            return Ok(());
+        };
+        let MessageState::Prompt(state) = MessageState::from_stored(m.state.as_ref()) else {
+            return Ok(());
+        };
+        let handle = self.0.codec.handle(i);
+        let p = render::prompt(
+            i,
+            &state,
+            &Buttons {
+                codec: &self.0.codec,
+                handle: &handle,
+                inbox: self.0.inbox.as_deref(),
+            },
+        );
+        self.0
+            .client
+            .edit(chat, message, p.text, Some(p.keyboard))
+            .await
+            .map_err(failure)?;
+        Ok(())
     }
 
     async fn edit(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Failure> {

@@ -1,7 +1,8 @@
 //! Telegram's outbox jobs, planned in the registry's transactions: one `post` job per
 //! configured chat when an interaction is created (and a re-post on `/pending`), one more
 //! per chat its route escalates to when nobody answered in time, one `resolved` job when it
-//! is resolved, by anyone, anywhere.
+//! is resolved, by anyone, anywhere, and a `voted` job for each vote that does not decide
+//! yet (every copy shows the votes so far).
 
 use std::time::Duration;
 
@@ -29,6 +30,9 @@ pub(crate) enum Job {
     },
     /// Edit every message of a resolved interaction to its outcome.
     Resolved,
+    /// Edit every message of a pending interaction to show the votes so far (an approval
+    /// that needs several people).
+    Voted,
     /// Post or bring up to date the digest of one session in one chat (`channels::digest`).
     Digest {
         /// Which chat.
@@ -98,6 +102,12 @@ impl Lifecycle for Planner {
         for chat in chats_of(i, &self.chats) {
             jobs.push(post_job(i, chat, None));
         }
+    }
+
+    fn plan_voted(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
+        // One job per vote (its count names it); worth doing until the deadline.
+        let n = i.votes.len().to_string();
+        jobs.push(Job::Voted.plan(i, &[&n], Timestamp::now(), i.deadline));
     }
 
     fn plan_escalated(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {

@@ -703,11 +703,18 @@ pub fn prompt(i: &Interaction, state: &PromptState, b: &Buttons) -> Prompt {
                 b.button("✅ Allow", Action::Allow),
                 b.button("❌ Deny", Action::Deny),
             ]];
-            if i.suggestions.is_some() {
+            // Several people decide it: each allows it as it is, once.
+            let voted = crate::interaction::quorum::is_voted(i);
+            if let Some(votes) =
+                crate::present::render::votes_line(i, crate::present::render::Locale::EnUs)
+            {
+                tail = format!("👥 {}\n{tail}", escape(&votes));
+            }
+            if i.suggestions.is_some() && !voted {
                 rows.push(vec![b.button("✅ Always allow", Action::AllowAlways)]);
             }
             // "Allow similar": the rule it adds is in the message, in full.
-            if let Some(rule) = crate::present::render::similar_rule(i) {
+            if let Some(rule) = crate::present::render::similar_rule(i).filter(|_| !voted) {
                 rows.push(vec![
                     b.button("🔁 Allow similar (this session)", Action::AllowSimilar),
                 ]);
@@ -762,7 +769,11 @@ pub fn prompt(i: &Interaction, state: &PromptState, b: &Buttons) -> Prompt {
 /// The final text of a resolved interaction's prompt: what was asked, the outcome, who,
 /// via which channel and when. It has no keyboard.
 pub fn resolved(i: &Interaction) -> String {
-    let tail = outcome_block(i, &LEVELS[1]);
+    let mut tail = outcome_block(i, &LEVELS[1]);
+    if let Some(votes) = crate::present::render::votes_line(i, crate::present::render::Locale::EnUs)
+    {
+        tail = format!("👥 {}\n{tail}", escape(&votes));
+    }
     match i.kind {
         Kind::Approval => approval_text(i, &tail, None),
         Kind::Question => {

@@ -182,6 +182,38 @@ function baseCard(i) {
   return card;
 }
 
+// The votes so far on an approval that needs several people: "Needs 2 people · votes: 1 of
+// 2: alice via telegram".
+function votesText(i) {
+  if (!i || !i.quorum || i.kind !== "approval") return "";
+  const who = (vs) => vs.map((v) => v.by + " via " + v.via).join(", ");
+  const allows = (i.votes || []).filter((v) => v.allow);
+  const denies = (i.votes || []).filter((v) => !v.allow);
+  let s = "Needs " + i.quorum.allow + " people · votes: " + allows.length + " of " + i.quorum.allow;
+  if (allows.length) s += ": " + who(allows);
+  if (denies.length) s += "; " + denies.length + " of " + i.quorum.deny + " to deny: " + who(denies);
+  return s;
+}
+
+function showVotes(card, i) {
+  const text = votesText(i);
+  let line = card.querySelector(".votes");
+  if (!text) { if (line) line.remove(); return; }
+  if (!line) {
+    line = el("p", { class: "votes muted" });
+    card.querySelector(".body").prepend(line);
+  }
+  line.textContent = text;
+}
+
+// A vote that did not decide yet, from anywhere: the card shows the votes so far.
+function voted(i) {
+  const entry = i && state.pending.get(i.id);
+  if (!entry || i.status !== "pending") return;
+  entry.interaction = i;
+  showVotes(entry.el, i);
+}
+
 function notice(card, text, isError) {
   const n = card.querySelector(".notice");
   n.hidden = false;
@@ -215,7 +247,19 @@ async function respond(card, id, body, onInvalid) {
       body: JSON.stringify(Object.assign({ by: who(), via: "desktop" }, body)),
     });
     const data = await resp.json().catch(() => ({}));
+    // Recorded as a vote: more people must allow it.
+    if (resp.status === 202 && data.vote === "recorded") {
+      setBusy(card, false);
+      voted(data.interaction);
+      notice(card, "Vote recorded: " + (data.votes || ""), false);
+      return;
+    }
     if (resp.ok) { resolved(data.interaction); return; }
+    if (resp.status === 409 && data.error && data.error.code === "already_voted") {
+      setBusy(card, false);
+      notice(card, data.error.message, true);
+      return;
+    }
     if (resp.status === 409 && data.error && data.error.interaction) {
       resolved(data.error.interaction, "Already " + describeResolution(data.error.interaction));
       return;
@@ -376,9 +420,12 @@ function approvalBody(card, i) {
   } });
   // An agent that cannot run an edited input (Codex) gets no editor: imrelay would refuse it.
   actions.append(approve);
-  if (!i.input_fixed) actions.append(edit);
-  actions.append(similar);
-  if (i.suggestions) {
+  // Several people decide it (a quorum): each approves it as it is, and no grant stands for
+  // them, so neither an editor nor "allow similar" nor "always" is offered.
+  const voted = !!i.quorum;
+  if (!i.input_fixed && !voted) actions.append(edit);
+  if (!voted) actions.append(similar);
+  if (i.suggestions && !voted) {
     actions.append(el("button", { type: "button", text: "Always allow", title: lasting
       ? "Approve, and let the agent allow what it suggested in every session, for as long as its server runs"
       : "Approve, and allow what the agent suggested for the rest of its session",
@@ -849,6 +896,7 @@ function pendingCard(i) {
   if (i.kind === "question") questionBody(card, i);
   else if (i.kind === "form") formBody(card, i);
   else approvalBody(card, i);
+  showVotes(card, i);
   return card;
 }
 
@@ -897,6 +945,7 @@ function recentCard(i) {
       .then((d) => { if (d && d.summary) what.replaceChildren(...(edited ? ["Asked: "] : []), ...words(d.summary)); })
       .catch(() => {});
   }
+  if (i.kind === "approval") showVotes(card, i);
   if (i.kind === "form") {
     formResult(card, i);
     return card;
@@ -1170,6 +1219,7 @@ function handleEvent(name, data, id) {
     let i = null;
     try { i = JSON.parse(data); } catch (_) { /* skip a malformed event */ }
     if (name === "interaction.created") created(i);
+    else if (name === "interaction.voted") voted(i);
     else if (name === "interaction.resolved") {
       resolved(i);
       // A grant may have been made or used elsewhere: the list follows.

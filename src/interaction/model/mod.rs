@@ -258,6 +258,13 @@ pub struct Interaction {
     /// one (a Rust host). A session grant made on it is bound to this owner.
     #[serde(default)]
     pub owner: Option<Box<str>>,
+    /// How many different people decide it (an approval on a route or under a policy rule
+    /// with a quorum), stamped at creation.
+    #[serde(default)]
+    pub quorum: Option<crate::interaction::quorum::Quorum>,
+    /// The votes recorded so far (an approval with a quorum), in their order.
+    #[serde(default)]
+    pub votes: Box<[crate::interaction::quorum::Vote]>,
     /// When imrelay accepted it.
     pub created_at: Timestamp,
     /// When it expires unless answered.
@@ -332,6 +339,8 @@ impl Interaction {
             labels: Box::default(),
             route: None,
             owner: None,
+            quorum: None,
+            votes: Box::default(),
             created_at,
             deadline: created_at
                 .checked_add(jiff::SignedDuration::from_secs(
@@ -411,7 +420,7 @@ impl Interaction {
 
 impl Serialize for Interaction {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut st = s.serialize_struct("Interaction", 19)?;
+        let mut st = s.serialize_struct("Interaction", 21)?;
         st.serialize_field("id", &self.id)?;
         st.serialize_field("kind", &self.kind)?;
         st.serialize_field("status", self.status())?;
@@ -436,6 +445,10 @@ impl Serialize for Interaction {
         }
         if self.owner.is_some() {
             st.serialize_field("owner", &self.owner)?;
+        }
+        if self.quorum.is_some() {
+            st.serialize_field("quorum", &self.quorum)?;
+            st.serialize_field("votes", &self.votes)?;
         }
         st.serialize_field("created_at", &Millis(self.created_at))?;
         st.serialize_field("deadline", &Millis(self.deadline))?;

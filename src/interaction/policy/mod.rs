@@ -30,6 +30,7 @@ use globset::GlobMatcher;
 use serde::{Deserialize, Serialize};
 
 use super::model::{Interaction, Kind};
+use super::quorum::Quorum;
 pub use pattern::{Call, Pattern, PatternError, Subject, Use};
 
 /// What a rule decides.
@@ -100,6 +101,11 @@ pub struct RuleSpec {
     pub message: Option<String>,
     /// Live or shadow.
     pub mode: Mode,
+    /// For an ask rule: how many different people must allow what it matches (the
+    /// two-person rule); none or 1: one.
+    pub quorum: Option<u32>,
+    /// With `quorum`: how many different people's denies deny it (default 1).
+    pub deny_quorum: Option<u32>,
 }
 
 /// A rule that cannot be built: which field (`tools[1]`, `cwd[0]`, ...) and why.
@@ -131,6 +137,8 @@ pub struct Rule {
     until: Option<jiff::Timestamp>,
     /// Only calls made with this agent token (a session grant: see [`Grant::owner`]).
     owner: Option<String>,
+    /// For an ask rule: the people it takes.
+    quorum: Option<Quorum>,
 }
 
 fn name_glob(text: &str, literal_separator: bool) -> Result<GlobMatcher, String> {
@@ -195,7 +203,25 @@ impl Rule {
                 "an allow rule applies to approvals only: questions and forms need a person's answer".into(),
             ));
         }
+        if spec.quorum.is_some() && decision != Decision::Ask {
+            return Err(err(
+                "quorum".into(),
+                "only an ask rule takes a quorum: people decide what it matches".into(),
+            ));
+        }
+        for (field, n) in [("quorum", spec.quorum), ("deny_quorum", spec.deny_quorum)] {
+            if n == Some(0) {
+                return Err(err(field.into(), "must be at least 1".into()));
+            }
+        }
+        if spec.deny_quorum.is_some() && spec.quorum.is_none() {
+            return Err(err(
+                "deny_quorum".into(),
+                "goes with quorum (how many people must allow)".into(),
+            ));
+        }
         Ok(Self {
+            quorum: Quorum::of(spec.quorum, spec.deny_quorum),
             name: spec.name.trim().to_string(),
             patterns,
             kinds: spec.kinds,
@@ -471,6 +497,25 @@ impl Policy {
     /// Whether there is nothing to weigh.
     pub fn is_empty(&self) -> bool {
         self.rules.is_empty()
+    }
+
+    /// The quorum the live ask rules matching `i` ask for: the stricter of them (see
+    /// [`Quorum::stricter`]); `None` when none matching asks for one.
+    pub fn quorum_for(&self, i: &Interaction) -> Option<Quorum> {
+        let asking: Vec<&Rule> = self
+            .rules
+            .iter()
+            .filter(|r| r.quorum.is_some() && r.mode == Mode::Live && r.applies(i))
+            .collect();
+        if asking.is_empty() {
+            return None;
+        }
+        let input = i.input.map();
+        let subjects = Subjects::of(i, &input);
+        asking
+            .into_iter()
+            .filter(|r| subjects.any(r).is_some())
+            .fold(None, |q, r| Quorum::stricter(q, r.quorum))
     }
 
     /// Weighs `i` against the rules and `grants` (allow rules of their own).

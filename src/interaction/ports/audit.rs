@@ -65,6 +65,10 @@ pub enum Action {
     Policy,
     /// A person granted a standing or session rule ("allow this and similar calls").
     Granted,
+    /// A person voted on an approval that needs several people (the outcome `allow` or
+    /// `deny`; the detail the votes so far). The vote that decides is recorded as
+    /// [`Action::Answered`] besides.
+    Voted,
     /// A grant was revoked. (A session grant that runs out is not recorded as an event.)
     Revoked,
     /// Nobody answered in time: the route's escalation posted it to more places.
@@ -84,6 +88,7 @@ impl Action {
             Action::Policy => "policy",
             Action::Granted => "granted",
             Action::Revoked => "revoked",
+            Action::Voted => "voted",
             Action::Escalated => "escalated",
         }
     }

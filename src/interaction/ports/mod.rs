@@ -396,6 +396,17 @@ pub trait InteractionStore: Send + Sync + 'static {
         effects: Effects,
     ) -> Result<ResolveOutcome, StoreError>;
 
+    /// Records a person's vote on an approval that needs several people and counts the
+    /// votes, in one transaction: refused when the person voted already (one vote per
+    /// person, whatever channel), and, when the votes on the vote's side reach
+    /// `ballot.needed`, the interaction is resolved as `ballot.decided` (with every vote)
+    /// in the same transaction. Two votes at once, from any processes, are counted one
+    /// after the other: neither is lost and only one decides.
+    async fn vote(
+        &self,
+        ballot: crate::interaction::quorum::Ballot,
+    ) -> Result<crate::interaction::quorum::VoteOutcome, StoreError>;
+
     /// Records `escalated` (a pending interaction with [`Interaction::escalated_at`] set) and
     /// its effects, in one transaction, if the stored interaction is still pending and not yet
     /// escalated: the compare-and-set that makes an escalation happen once however many

@@ -130,6 +130,14 @@ impl Registry {
             .get(id)
             .await?
             .ok_or_else(|| RegistryError::NotFound(id.clone()))?;
+        if crate::interaction::quorum::is_voted(&current) {
+            // One person would allow, for later calls, what needs several people now.
+            return Err(ValidationError::new(
+                "grant",
+                "this approval needs several people: it cannot grant similar calls",
+            )
+            .into());
+        }
         let grant = self.grant_for(&current, request, &responder)?;
         // The agent's own form of it, where it offers one (Claude Code's permission
         // suggestions): applied too, for its session, when it is a scoped rule. One that

@@ -42,6 +42,7 @@ mod grants;
 mod policy;
 mod records;
 mod validate;
+mod votes;
 
 pub use budget::Full;
 use budget::{Budget, Charge};
@@ -133,6 +134,14 @@ pub enum RegistryError {
     /// No grant in force has this id.
     #[error("no grant in force with id {0}")]
     GrantNotFound(String),
+    /// The answer was recorded as a vote on an approval that needs several people, and the
+    /// votes do not decide it yet: the interaction, still pending, with the votes so far.
+    #[error("vote recorded on interaction {}: {}", .0.id, super::quorum::tally(.0).unwrap_or_default())]
+    Voted(Arc<Interaction>),
+    /// This person voted on the interaction already (from this or another channel): their
+    /// vote, and the interaction as it is. Nothing changed.
+    #[error("{} already voted on interaction {} ({} via {})", .0.by, .1.id, if .0.allow { "allow" } else { "deny" }, .0.via)]
+    AlreadyVoted(Box<super::quorum::Vote>, Arc<Interaction>),
 }
 
 /// Observes the lifecycle: plans durable outbox work inside the state change's transaction,
@@ -151,6 +160,11 @@ pub trait Lifecycle: Send + Sync {
     fn created(&self, _interaction: &Arc<Interaction>) {}
     /// Called after a resolution was committed (once, by the process that made it).
     fn resolved(&self, _interaction: &Arc<Interaction>) {}
+    /// Outbox jobs to record together with a vote that does not decide yet (`interaction`
+    /// carries the votes so far, this one included): every copy shows them.
+    fn plan_voted(&self, _interaction: &Interaction, _jobs: &mut Vec<OutboxJob>) {}
+    /// Called after a vote that did not decide was committed (by the process that made it).
+    fn voted(&self, _interaction: &Arc<Interaction>) {}
     /// Called after a committed change recorded outbox jobs.
     fn jobs_recorded(&self) {}
     /// Called for every answer attempt reported to [`Registry::refused`]; `recorded` is false
@@ -716,8 +730,13 @@ impl Registry {
     /// else from the store.
     pub async fn get(&self, id: &InteractionId) -> Result<Option<Arc<Interaction>>, RegistryError> {
         let local = self.inner.slots.locked().get(id).cloned();
+        // A pending interaction with votes changes as people vote: the store has the votes.
         if let Some(slot) = local
-            && let Some(i) = slot.resolved.get().cloned().or_else(|| slot.held())
+            && let Some(i) = slot
+                .resolved
+                .get()
+                .cloned()
+                .or_else(|| slot.held().filter(|w| !super::quorum::is_voted(w)))
         {
             return Ok(Some(i));
         }
@@ -819,6 +838,9 @@ impl Registry {
         let responder = self.attribute(responder);
         let current = self.current(id).await?;
         let at = now();
+        if super::quorum::is_voted(&current) && current.deadline > at {
+            return self.vote(current, answer, responder, at).await;
+        }
         if current.deadline <= at {
             // Past the deadline: the expiry is due even if its timer has not fired yet.
             let expired = match self

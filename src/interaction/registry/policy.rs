@@ -44,7 +44,18 @@ impl Registry {
     pub async fn weigh(&self, i: &Interaction) -> Evaluation {
         let policy = self.policy();
         let grants = self.grant_rules(i).await;
-        policy.evaluate(i, &grants)
+        let mut evaluation = policy.evaluate(i, &grants);
+        // An approval that needs several people is allowed only by them: no rule or grant
+        // allows it (one person's "allow similar" elsewhere must not stand for the quorum).
+        if i.quorum.is_some()
+            && evaluation
+                .live
+                .as_ref()
+                .is_some_and(|d| d.decision == Decision::Allow)
+        {
+            evaluation.live = None;
+        }
+        evaluation
     }
 
     /// Creates `interaction` resolved as rule `d` decided: one write, nothing planned for any

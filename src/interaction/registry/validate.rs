@@ -7,6 +7,7 @@ use crate::interaction::ValidationError;
 use crate::interaction::form::Form;
 use crate::interaction::model::{Input, Interaction, InteractionId, Kind, now};
 use crate::interaction::question::parse_questions;
+use crate::sync::RwLockExt;
 
 /// Longest accepted `tool_name`, in characters.
 const MAX_TOOL_NAME: usize = 200;
@@ -202,6 +203,15 @@ impl Registry {
                 .unwrap_or(jiff::Timestamp::MAX);
         }
         interaction.route = routes.stamp_for(&interaction).map(Box::new);
+        if interaction.kind == Kind::Approval {
+            // The route's and the matching ask rules' quorum, the stricter: stamped now so
+            // every process counts the same votes.
+            let policy = self.inner.policy.reading().clone();
+            interaction.quorum = crate::interaction::quorum::Quorum::stricter(
+                routes.route_for(&interaction).and_then(|r| r.quorum()),
+                policy.quorum_for(&interaction),
+            );
+        }
         if self.inner.config.audit {
             // The creation's audit entry refers to the digest; the map is at hand now.
             interaction.prime_digest(&new.input);

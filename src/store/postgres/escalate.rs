@@ -28,7 +28,10 @@ impl PostgresStore {
         };
         let id = escalated.id.as_str();
         let sql = self.sql(
-            "UPDATE {s}.interactions SET doc = $2
+            // The votes recorded meanwhile (under the row's lock) are kept.
+            "UPDATE {s}.interactions
+             SET doc = CASE WHEN doc->'votes' IS NULL THEN $2::json
+                       ELSE jsonb_set($2::jsonb, '{votes}', (doc->'votes')::jsonb)::json END
              WHERE id = $1 AND status = 'pending' AND (doc->>'escalated_at') IS NULL
              RETURNING pg_notify($3, id)",
         );

@@ -19,6 +19,7 @@ fn kind_name(kind: EventKind) -> &'static str {
     match kind {
         EventKind::Created => "created",
         EventKind::Resolved => "resolved",
+        EventKind::Voted => "voted",
     }
 }
 
@@ -110,6 +111,7 @@ pub(super) async fn after(
             let kind = match kind.as_str() {
                 "created" => EventKind::Created,
                 "resolved" => EventKind::Resolved,
+                "voted" => EventKind::Voted,
                 other => {
                     return Err(StoreError::Corrupt(format!(
                         "an event of unknown kind {:?}",

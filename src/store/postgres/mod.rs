@@ -33,6 +33,7 @@ mod lease;
 pub mod listener;
 mod migrate;
 mod outbox;
+mod votes;
 mod writer;
 
 use std::sync::Arc;
@@ -53,6 +54,7 @@ use super::{
     StoreError, random_secret,
 };
 use crate::audit::{AuditEntry, AuditRecord};
+use crate::interaction::quorum::{Ballot, VoteOutcome};
 use crate::interaction::{Interaction, InteractionId, Resolution};
 use crate::store::StoreHealth;
 use crate::store::prelude::*;
@@ -467,6 +469,10 @@ impl InteractionStore for PostgresStore {
         effects: Effects,
     ) -> Result<ResolveOutcome, StoreError> {
         self.writer.resolve(resolved, effects).await
+    }
+
+    async fn vote(&self, ballot: Ballot) -> Result<VoteOutcome, StoreError> {
+        self.record_vote(ballot).await
     }
 
     async fn escalate(

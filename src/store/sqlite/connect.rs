@@ -36,6 +36,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0005_bound_hook_memory.sql"),
     include_str!("migrations/0006_grants.sql"),
     include_str!("migrations/0007_grant_owner.sql"),
+    include_str!("migrations/0008_votes.sql"),
 ];
 
 /// The version the newest migration brings a database to.

@@ -32,7 +32,10 @@ impl SqliteStore {
         self.write(move |conn| {
             let changed = conn
                 .prepare_cached(
-                    "UPDATE interactions SET doc = ?2
+                    // The votes recorded meanwhile are kept.
+                    "UPDATE interactions
+                     SET doc = CASE WHEN json_extract(doc, '$.votes') IS NULL THEN ?2
+                               ELSE json_set(?2, '$.votes', json(json_extract(doc, '$.votes'))) END
                      WHERE id = ?1 AND status = 'pending'
                        AND json_extract(doc, '$.escalated_at') IS NULL",
                 )

@@ -31,7 +31,8 @@ use super::{
     ResolveOutcome, StatusFilter, StoreError, random_secret,
 };
 use crate::audit::AuditRecord;
-use crate::interaction::{Interaction, InteractionId, Resolution};
+use crate::interaction::quorum::{Ballot, VoteOutcome};
+use crate::interaction::{Interaction, InteractionId};
 use crate::store::StoreHealth;
 use crate::store::prelude::*;
 use crate::store::probe::Probe;
@@ -42,6 +43,8 @@ mod connect;
 mod escalate;
 mod grants;
 mod outbox;
+mod rows;
+mod votes;
 mod writer;
 
 use audit::append_audit_in;
@@ -54,6 +57,7 @@ use connect::{
     open_write_connection,
 };
 use outbox::{EncodedJob, encode_jobs, insert_jobs};
+use rows::{decode, get_in, read_interaction};
 use writer::{Op, WriteOp, run_writer, start_checkpointer};
 
 fn unavailable(e: impl std::fmt::Display) -> StoreError {
@@ -119,36 +123,6 @@ fn ms(t: Timestamp) -> i64 {
 
 fn from_ms(v: i64) -> Timestamp {
     Timestamp::from_millisecond(v).unwrap_or(Timestamp::UNIX_EPOCH)
-}
-
-fn decode(doc: &str, resolution: Option<&str>) -> Result<Interaction, StoreError> {
-    let mut i: Interaction = serde_json::from_str(doc).map_err(corrupt)?;
-    i.resolution = match resolution {
-        Some(r) => Some(Box::new(
-            serde_json::from_str::<Resolution>(r).map_err(corrupt)?,
-        )),
-        None => None,
-    };
-    Ok(i)
-}
-
-fn read_interaction(row: &rusqlite::Row<'_>) -> rusqlite::Result<(String, Option<String>)> {
-    Ok((row.get(0)?, row.get(1)?))
-}
-
-fn get_in(conn: &Connection, id: &str) -> Result<Option<Arc<Interaction>>, StoreError> {
-    let row = conn
-        .cached_row(
-            "SELECT doc, resolution FROM interactions WHERE id = ?1",
-            [id],
-            read_interaction,
-        )
-        .optional()
-        .map_err(unavailable)?;
-    match row {
-        Some((doc, res)) => Ok(Some(Arc::new(decode(&doc, res.as_deref())?))),
-        None => Ok(None),
-    }
 }
 
 fn apply_effects(
@@ -383,6 +357,10 @@ impl InteractionStore for SqliteStore {
             }
         })
         .await
+    }
+
+    async fn vote(&self, ballot: Ballot) -> Result<VoteOutcome, StoreError> {
+        self.record_vote(ballot).await
     }
 
     async fn escalate(

@@ -10,6 +10,7 @@ pub(crate) mod fake;
 mod flow;
 mod grants;
 mod questions;
+mod quorum;
 mod reliability;
 mod rendering;
 mod routes;
