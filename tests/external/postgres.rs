@@ -260,8 +260,7 @@ async fn migrations_apply_once_when_replicas_start_together(schema: String) {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    // Version 5 (the operator tokens' labels) comes with them: drop the filter then.
-    let expected: Vec<i32> = (1..=SCHEMA_VERSION).filter(|v| *v != 5).collect();
+    let expected: Vec<i32> = (1..=SCHEMA_VERSION).collect();
     assert_eq!(versions, expected);
 
     // Data outlives the store, and opening again applies nothing again.
