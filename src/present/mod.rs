@@ -42,7 +42,7 @@ use serde_json::{Map, Value};
 
 use budget::Builder;
 pub use budget::{Budget, Cut};
-pub(crate) use text::{visible_line, visible_text};
+pub(crate) use text::{break_fences, visible_line, visible_text};
 
 /// One line of a diff.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -46,6 +46,27 @@ pub(crate) fn visible_line(s: &str) -> String {
     out
 }
 
+/// `text` with a zero-width space after every second backtick in a row, so that no run of
+/// three (a code fence) survives, however long the run was: outside text inside a fenced
+/// block cannot close it early.
+pub(crate) fn break_fences(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut run = 0;
+    for c in text.chars() {
+        if c == '`' {
+            if run == 2 {
+                out.push('\u{200b}');
+                run = 0;
+            }
+            run += 1;
+        } else {
+            run = 0;
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// `s` with every hidden character shown as an escape, line breaks and tabs kept.
 pub(crate) fn visible_text(s: &str) -> String {
     let mut out = String::with_capacity(s.len());

@@ -64,25 +64,6 @@ impl Action {
     }
 }
 
-/// Breaks every run of three backticks, so text cannot close a code fence.
-fn break_fences(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut run = 0;
-    for c in text.chars() {
-        if c == '`' {
-            if run == 2 {
-                out.push('\u{200b}');
-                run = 0;
-            }
-            run += 1;
-        } else {
-            run = 0;
-        }
-        out.push(c);
-    }
-    out
-}
-
 /// Outside text as literal markdown: made visible, and a zero-width space put before every
 /// character that could start markup (a link, emphasis, code, a heading, a mention, HTML),
 /// so it shows as typed and forms nothing. (A backslash escape is not used: card markdown
@@ -259,7 +240,10 @@ impl Cards {
         // The tool call as on every other surface: a command, a diff, a file's first lines.
         let (text, lang) = present::chat_block(&i.tool_name, &i.input.map(), i.cwd.as_deref());
         let excerpt = render::excerpt(&text, INPUT_CHARS);
-        out.push(format!("```{lang}\n{}\n```", break_fences(&excerpt.text)));
+        out.push(format!(
+            "```{lang}\n{}\n```",
+            present::break_fences(&excerpt.text)
+        ));
         if excerpt.cut > 0 {
             let where_ = match &self.inbox {
                 Some(base) => format!("{base}/#{}", i.id),

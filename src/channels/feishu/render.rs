@@ -129,29 +129,9 @@ fn grey_div(content: impl Into<String>) -> Value {
     json!({"tag": "div", "text": {"tag": "plain_text", "content": present::visible_text(&content.into()), "text_color": "grey", "text_size": "notation"}})
 }
 
-/// `text` with a zero-width space after every second backtick in a row, so that no run of
-/// three (a code fence) survives, however long the run was.
-fn break_fences(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut run = 0;
-    for c in text.chars() {
-        if c == '`' {
-            if run == 2 {
-                out.push('\u{200b}');
-                run = 0;
-            }
-            run += 1;
-        } else {
-            run = 0;
-        }
-        out.push(c);
-    }
-    out
-}
-
 /// A fenced code block whose content cannot close the fence early.
 fn code_block(text: &str, lang: &str) -> Value {
-    let safe = break_fences(text);
+    let safe = present::break_fences(text);
     json!({"tag": "markdown", "content": format!("```{lang}\n{safe}\n```")})
 }
 
@@ -1085,7 +1065,7 @@ mod tests {
         for n in 0..=10 {
             for (before, after) in [("", ""), ("a", "b"), ("`", ""), ("\n", "`\n")] {
                 let text = format!("{before}{}{after}", "`".repeat(n));
-                let safe = break_fences(&text);
+                let safe = present::break_fences(&text);
                 assert!(!safe.contains("```"), "{n}: {text:?} → {safe:?}");
                 assert_eq!(safe.replace('\u{200b}', ""), text, "only spaces are added");
                 let block = code_block(&text, "json")["content"]
