@@ -1345,3 +1345,201 @@ fn the_doc_table_lists_every_rule() {
         assert!(t.contains(&format!("| `{}` |", r.part)), "{t}");
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Size: no source file over 800 lines and no function over 80, tests aside.
+
+/// The longest a source file may be, in lines, not counting `#[cfg(test)]` items.
+const MAX_FILE_LINES: usize = 800;
+/// The longest a function may be, in lines from `fn` to its closing brace.
+const MAX_FN_LINES: usize = 80;
+
+/// What is over a limit today, by path from `src/` (and `::name` for a function). Remove a line
+/// when its file or function is cut down; a line that is no longer over fails.
+const TOO_LONG_TODAY: &[&str] = &[
+    "agents/acp/mod.rs::hook",
+    "agents/acp/tools.rs::as_claude_code",
+    "agents/codex/mod.rs::hook",
+    "app.rs::with_store",
+    "channels/dingtalk/mod.rs::install",
+    "channels/dingtalk/stream.rs::session",
+    "channels/feishu/inbound.rs::click",
+    "channels/feishu/mod.rs::install",
+    "channels/feishu/render.rs",
+    "channels/feishu/render.rs::approval_body",
+    "channels/feishu/render.rs::form_field",
+    "channels/feishu/ws.rs::session",
+    "channels/slack/inbound.rs::view_submission",
+    "channels/slack/mod.rs::install",
+    "channels/slack/render.rs",
+    "channels/telegram/inbound.rs",
+    "channels/telegram/inbound.rs::on_callback",
+    "channels/telegram/inbound.rs::ask_for_reply",
+    "channels/telegram/inbound.rs::on_question_tap",
+    "channels/telegram/inbound.rs::on_form_tap",
+    "channels/telegram/mod.rs::install",
+    "channels/telegram/render.rs",
+    "channels/telegram/transport.rs::poll",
+    "channels/webhook/mod.rs::respond",
+    "channels/wecom/bot.rs::session",
+    "cli/acp.rs::proxy",
+    "cli/bridge.rs::handle",
+    "config/teams.rs::targets",
+    "config.rs::validate",
+    "http/api.rs::request",
+    "interaction/answer.rs::resolution_for",
+    "interaction/patch.rs::parse_patch",
+    "interaction/policy/mod.rs::new",
+    "interaction/policy/shell.rs::run",
+    "interaction/policy/shell.rs::redirection",
+    "interaction/question.rs::parse_questions",
+    "interaction/registry/mod.rs",
+    "interaction/registry/mod.rs::create_for",
+    "interaction/registry/validate.rs::build",
+    "interaction/registry/votes.rs::vote",
+    "interaction/routes.rs::new",
+    "main.rs::run",
+    "mcp/server.rs::call_tool",
+    "mcp/tools.rs::question",
+    "metrics.rs::new",
+    "store/postgres/audit.rs::append_then",
+    "store/postgres/migrate.rs::migrate",
+    "store/postgres/mod.rs",
+];
+
+/// Every file over [`MAX_FILE_LINES`] and every function over [`MAX_FN_LINES`] under `root`,
+/// as `(path[::fn], lines)`.
+fn too_long(root: &Path) -> Vec<(String, usize)> {
+    let mut files = Vec::new();
+    collect(root, &mut files);
+    files.sort();
+    let mut out = Vec::new();
+    for file in &files {
+        let rel = file
+            .strip_prefix(root)
+            .unwrap_or(file)
+            .to_string_lossy()
+            .replace('\\', "/");
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        out.extend(sizes(&rel, &text));
+    }
+    out
+}
+
+/// The over-long file and functions of one file's text.
+fn sizes(rel: &str, text: &str) -> Vec<(String, usize)> {
+    let toks = lex(text);
+    let test = test_regions(&toks);
+    let total = text.lines().count();
+    // Lines taken by test items: from the first to the last line of each region.
+    let mut test_lines = BTreeSet::new();
+    let mut k = 0;
+    while k < toks.len() {
+        if test[k] {
+            let start = toks[k].1;
+            while k + 1 < toks.len() && test[k + 1] {
+                k += 1;
+            }
+            test_lines.extend(start..=toks[k].1);
+        }
+        k += 1;
+    }
+    let mut out = Vec::new();
+    let lines = total.saturating_sub(test_lines.len());
+    if lines > MAX_FILE_LINES {
+        out.push((rel.to_string(), lines));
+    }
+    for (i, t) in toks.iter().enumerate() {
+        if test[i] || t.0 != Tok::Ident("fn".into()) {
+            continue;
+        }
+        let Some((Tok::Ident(name), _)) = toks.get(i + 1) else {
+            continue;
+        };
+        // The body: the first `{` outside parentheses and brackets, unless a `;` ends the
+        // declaration first.
+        let mut depth = 0i64;
+        let mut k = i + 2;
+        let mut body = None;
+        while k < toks.len() {
+            match toks[k].0 {
+                Tok::Punct('(') | Tok::Punct('[') => depth += 1,
+                Tok::Punct(')') | Tok::Punct(']') => depth -= 1,
+                Tok::Punct(';') if depth == 0 => break,
+                Tok::Punct('{') if depth == 0 => {
+                    body = Some(k);
+                    break;
+                }
+                _ => {}
+            }
+            k += 1;
+        }
+        let Some(open) = body else { continue };
+        let mut depth = 0i64;
+        let mut end = open;
+        for (j, t) in toks.iter().enumerate().skip(open) {
+            match t.0 {
+                Tok::Punct('{') => depth += 1,
+                Tok::Punct('}') => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = j;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let len = toks[end].1 - t.1 + 1;
+        if len > MAX_FN_LINES {
+            out.push((format!("{rel}::{name}"), len));
+        }
+    }
+    out
+}
+
+#[test]
+fn no_file_or_function_is_too_long() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let found = too_long(&root);
+    let mut problems = Vec::new();
+    for (what, lines) in &found {
+        if !TOO_LONG_TODAY.contains(&what.as_str()) {
+            let limit = if what.contains("::") {
+                MAX_FN_LINES
+            } else {
+                MAX_FILE_LINES
+            };
+            problems.push(format!(
+                "  {what}: {lines} lines, over {limit}; split it along its concerns"
+            ));
+        }
+    }
+    for listed in TOO_LONG_TODAY {
+        if !found.iter().any(|(w, _)| w == listed) {
+            problems.push(format!(
+                "  {listed} is no longer over its limit: remove it from TOO_LONG_TODAY"
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+}
+
+#[test]
+fn sizes_count_functions_and_leave_tests_aside() {
+    let long_body = "    let x = 1;\n".repeat(MAX_FN_LINES);
+    let text = format!(
+        "fn short() {{ }}\nfn long() {{\n{long_body}}}\ntrait T {{ fn decl(&self); }}\n\
+         #[cfg(test)]\nmod tests {{\n    fn also_long() {{\n{long_body}    }}\n}}\n"
+    );
+    let found = sizes("a.rs", &text);
+    assert_eq!(found, vec![("a.rs::long".to_string(), MAX_FN_LINES + 2)]);
+    let file = format!(
+        "fn f() {{}}\n{}",
+        "const A: u8 = 1;\n".repeat(MAX_FILE_LINES)
+    );
+    assert_eq!(
+        sizes("b.rs", &file),
+        vec![("b.rs".to_string(), MAX_FILE_LINES + 1)]
+    );
+}
