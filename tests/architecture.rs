@@ -1375,7 +1375,6 @@ const TOO_LONG_TODAY: &[&str] = &[
     "channels/telegram/inbound.rs::on_question_tap",
     "channels/telegram/inbound.rs::on_form_tap",
     "channels/telegram/mod.rs::install",
-    "channels/telegram/render.rs",
     "channels/telegram/transport.rs::poll",
     "channels/webhook/mod.rs::respond",
     "channels/wecom/bot.rs::session",
