@@ -1368,7 +1368,6 @@ const TOO_LONG_TODAY: &[&str] = &[
     "channels/feishu/ws.rs::session",
     "channels/slack/inbound.rs::view_submission",
     "channels/slack/mod.rs::install",
-    "channels/slack/render.rs",
     "channels/telegram/inbound.rs",
     "channels/telegram/inbound.rs::on_callback",
     "channels/telegram/inbound.rs::ask_for_reply",
