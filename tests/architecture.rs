@@ -1393,8 +1393,6 @@ const TOO_LONG_TODAY: &[&str] = &[
     "interaction/policy/shell.rs::run",
     "interaction/policy/shell.rs::redirection",
     "interaction/question.rs::parse_questions",
-    "interaction/registry/mod.rs",
-    "interaction/registry/mod.rs::create_for",
     "interaction/registry/validate.rs::build",
     "interaction/registry/votes.rs::vote",
     "interaction/routes.rs::new",
