@@ -1393,7 +1393,6 @@ const TOO_LONG_TODAY: &[&str] = &[
     "interaction/policy/shell.rs::run",
     "interaction/policy/shell.rs::redirection",
     "interaction/question.rs::parse_questions",
-    "interaction/routes.rs::new",
     "main.rs::run",
     "mcp/server.rs::call_tool",
     "mcp/tools.rs::question",
