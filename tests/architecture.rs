@@ -1387,7 +1387,6 @@ const TOO_LONG_TODAY: &[&str] = &[
     "config/teams.rs::targets",
     "config.rs::validate",
     "http/api.rs::request",
-    "interaction/policy/mod.rs::new",
     "interaction/policy/shell.rs::run",
     "interaction/policy/shell.rs::redirection",
     "interaction/question.rs::parse_questions",
