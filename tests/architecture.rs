@@ -1387,8 +1387,6 @@ const TOO_LONG_TODAY: &[&str] = &[
     "config/teams.rs::targets",
     "config.rs::validate",
     "http/api.rs::request",
-    "interaction/policy/shell.rs::run",
-    "interaction/policy/shell.rs::redirection",
     "interaction/question.rs::parse_questions",
     "main.rs::run",
     "mcp/server.rs::call_tool",
