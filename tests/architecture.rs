@@ -1387,7 +1387,6 @@ const TOO_LONG_TODAY: &[&str] = &[
     "config/teams.rs::targets",
     "config.rs::validate",
     "http/api.rs::request",
-    "interaction/question.rs::parse_questions",
     "main.rs::run",
     "mcp/server.rs::call_tool",
     "mcp/tools.rs::question",
