@@ -1360,7 +1360,6 @@ const TOO_LONG_TODAY: &[&str] = &[
     "agents/acp/mod.rs::hook",
     "agents/acp/tools.rs::as_claude_code",
     "agents/codex/mod.rs::hook",
-    "app.rs::with_store",
     "channels/dingtalk/mod.rs::install",
     "channels/dingtalk/stream.rs::session",
     "channels/feishu/inbound.rs::click",
