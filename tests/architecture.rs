@@ -1397,7 +1397,6 @@ const TOO_LONG_TODAY: &[&str] = &[
     "interaction/registry/validate.rs::build",
     "interaction/registry/votes.rs::vote",
     "interaction/routes.rs::new",
-    "main.rs::run",
     "mcp/server.rs::call_tool",
     "mcp/tools.rs::question",
 ];
