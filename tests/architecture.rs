@@ -1383,8 +1383,6 @@ const TOO_LONG_TODAY: &[&str] = &[
     "channels/wecom/bot.rs::session",
     "cli/acp.rs::proxy",
     "cli/bridge.rs::handle",
-    "config/teams.rs::targets",
-    "config.rs::validate",
     "http/api.rs::request",
     "interaction/answer.rs::resolution_for",
     "interaction/patch.rs::parse_patch",
