@@ -1380,7 +1380,6 @@ const TOO_LONG_TODAY: &[&str] = &[
     "channels/telegram/mod.rs::install",
     "channels/telegram/render.rs",
     "channels/telegram/transport.rs::poll",
-    "channels/webhook/mod.rs::respond",
     "channels/wecom/bot.rs::session",
     "cli/acp.rs::proxy",
     "cli/bridge.rs::handle",
