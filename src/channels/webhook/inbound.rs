@@ -116,12 +116,10 @@ async fn signed_body(
                 )
                 .await;
             // Refused on its headers, the body was never read: close the connection.
-            Err(ApiError::new(
-                StatusCode::UNAUTHORIZED,
-                "invalid_signature",
-                e.to_string(),
+            Err(
+                ApiError::new(StatusCode::UNAUTHORIZED, "invalid_signature", e.to_string())
+                    .closing(),
             )
-            .closing())
         }
     }
 }
