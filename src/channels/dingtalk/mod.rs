@@ -61,13 +61,8 @@ pub async fn install(w: &mut Wiring, settings: &DingTalkSettings) -> anyhow::Res
         return Ok(());
     }
     let settings = Arc::new(settings.clone());
-    let secret = OPENING
-        .open(
-            w.store.as_ref(),
-            settings.as_ref(),
-            settings.approvers.len(),
-        )
-        .await?;
+    let approvers = settings.approvers.len();
+    let secret = OPENING.open(&w.store, &*settings, approvers).await?;
     let api = Arc::new(
         api::OpenApi::new(
             &settings.api_base(),

@@ -60,13 +60,8 @@ pub async fn install(w: &mut Wiring, settings: &FeishuSettings) -> anyhow::Resul
     if !settings.enabled {
         return Ok(());
     }
-    let secret = OPENING
-        .open(
-            w.store.as_ref(),
-            settings.as_ref(),
-            settings.approvers.len(),
-        )
-        .await?;
+    let approvers = settings.approvers.len();
+    let secret = OPENING.open(&w.store, &*settings, approvers).await?;
     let api = Arc::new(
         api::OpenApi::new(
             &settings.api_base(),
