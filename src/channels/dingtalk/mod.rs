@@ -62,7 +62,7 @@ pub async fn install(w: &mut Wiring, settings: &DingTalkSettings) -> anyhow::Res
     }
     let settings = Arc::new(settings.clone());
     let approvers = settings.approvers.len();
-    let secret = OPENING.open(&w.store, &*settings, approvers).await?;
+    let secret = OPENING.open(&*w.store, &*settings, approvers).await?;
     let api = Arc::new(
         api::OpenApi::new(
             &settings.api_base(),

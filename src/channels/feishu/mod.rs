@@ -61,7 +61,7 @@ pub async fn install(w: &mut Wiring, settings: &FeishuSettings) -> anyhow::Resul
         return Ok(());
     }
     let approvers = settings.approvers.len();
-    let secret = OPENING.open(&w.store, &*settings, approvers).await?;
+    let secret = OPENING.open(&*w.store, &*settings, approvers).await?;
     let api = Arc::new(
         api::OpenApi::new(
             &settings.api_base(),

@@ -64,7 +64,7 @@ pub async fn install(w: &mut Wiring, settings: &SlackSettings) -> anyhow::Result
     }
     let settings = Arc::new(settings.clone());
     let approvers = settings.approvers.len();
-    let secret = OPENING.open(&w.store, &*settings, approvers).await?;
+    let secret = OPENING.open(&*w.store, &*settings, approvers).await?;
     let api = Arc::new(
         api::WebApi::new(
             &settings.api_base(),
@@ -134,7 +134,7 @@ fn transport(
         Mode::Http => {
             w.route(events::router(Arc::new(events::Endpoint::new(
                 interactions,
-                &settings,
+                settings,
                 w.registry.clone(),
             ))));
             w.health.set(

@@ -62,7 +62,7 @@ pub async fn install(w: &mut Wiring, settings: &WeComSettings) -> anyhow::Result
     }
     let settings = Arc::new(settings.clone());
     let approvers = settings.approvers.len();
-    let secret = OPENING.open(&w.store, &*settings, approvers).await?;
+    let secret = OPENING.open(&*w.store, &*settings, approvers).await?;
     let cards = render::Cards::new(
         settings.locale,
         button::Keys::new(secret),
