@@ -143,6 +143,7 @@ pub fn context(p: &Painter, i: &Interaction, now: Timestamp) -> Vec<String> {
     {
         out.push(visible_line(text));
     }
+    out.extend(votes_line(i));
     match &i.resolution {
         None => {
             let left = seconds_left(i, now);
@@ -159,6 +160,20 @@ pub fn context(p: &Painter, i: &Interaction, now: Timestamp) -> Vec<String> {
         Some(_) => out.push(format!("Asked at {}", local_time(i.created_at, now))),
     }
     out
+}
+
+/// The votes so far on an approval that needs several people, as the inbox shows them:
+/// `Needs 2 people · votes: 1 of 2: alice via telegram`. `None` for any other interaction.
+pub(crate) fn votes_line(i: &Interaction) -> Option<String> {
+    let q = i
+        .quorum
+        .filter(|_| crate::interaction::quorum::is_voted(i))?;
+    let tally = crate::interaction::quorum::tally(i)?;
+    Some(format!(
+        "Needs {} people · votes: {}",
+        q.allow,
+        visible_line(&tally)
+    ))
 }
 
 /// The tool call of an approval, within `budget`; the note under what was cut says how to

@@ -13,16 +13,8 @@ use super::api::json_response;
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::interaction::policy::{Grant, GrantScope, check_rule};
-use crate::interaction::{Responder, ValidationError, Via, now};
+use crate::interaction::{ValidationError, Via, now};
 use crate::wire::Principal;
-
-/// The name a labelled operator token's holder goes by (their person's, or the label);
-/// `None` for the administrator's token.
-fn operator_name(state: &AppState, principal: &Principal) -> Option<String> {
-    principal.label()?;
-    let r = super::operator::responder(principal, Responder::anonymous(Via::api()));
-    state.registry.attribute(r).by
-}
 
 /// `GET /v1/grants`
 pub async fn list(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
@@ -65,7 +57,7 @@ pub async fn add(
         agent: body.agent,
         cwd: body.cwd,
         // A labelled token says who it is: its person's name, not the body's.
-        by: operator_name(&state, &principal).or(body.by),
+        by: super::operator::name(&state, &principal).or(body.by),
         via: Via::api().as_str().to_string(),
         interaction_id: None,
         owner: None,
@@ -99,7 +91,7 @@ pub async fn revoke(
         Some(crate::wire::answer::ClientVia::Terminal) => Via::terminal(),
         _ => Via::api(),
     };
-    let by = operator_name(&state, &principal).or_else(|| {
+    let by = super::operator::name(&state, &principal).or_else(|| {
         params
             .by
             .filter(|b| !b.trim().is_empty())

@@ -110,6 +110,7 @@ pub fn router(state: AppState, extra: Router, agent_extra: Router<AppState>) -> 
         .route("/v1/interactions/{id}/display", get(api::display))
         .route("/v1/grants", get(grants::list).post(grants::add))
         .route("/v1/grants/{id}", axum::routing::delete(grants::revoke))
+        .route("/v1/me", get(operator::me))
         .route_layer(from_fn_with_state(state.clone(), auth::operator));
     let either = Router::new()
         .route("/v1/interactions/{id}", get(api::get))

@@ -11,13 +11,16 @@
 //! A token without a label (and this machine, when no operator token is configured) is the
 //! administrator's: it answers everything, under the name the body gives.
 
+use axum::Json;
+use axum::extract::State;
 use axum::http::StatusCode;
+use serde_json::{Value, json};
 
 use super::AppState;
 use super::error::ApiError;
 use crate::config::teams::OPERATOR;
 use crate::interaction::routes::{Admission, admission};
-use crate::interaction::{Interaction, InteractionId, Responder};
+use crate::interaction::{Interaction, InteractionId, Responder, Via};
 use crate::wire::Principal;
 
 /// The error code of an answer from an operator who is not an approver of the route.
@@ -33,6 +36,24 @@ pub fn responder(principal: &Principal, mut responder: Responder) -> Responder {
             .with_actor_id(format!("{OPERATOR}:{label}"));
     }
     responder
+}
+
+/// The name a labelled operator token's holder answers as (their person's, or the label);
+/// `None` for the administrator's token and this machine without tokens.
+pub fn name(state: &AppState, principal: &Principal) -> Option<String> {
+    principal.label()?;
+    let r = responder(principal, Responder::anonymous(Via::api()));
+    state.registry.attribute(r).by
+}
+
+/// `GET /v1/me`: who the request's operator token answers as. `label` and `name` are
+/// `null` for a token without a label (and this machine without tokens): such an answer goes
+/// under the name its body gives.
+pub async fn me(State(state): State<AppState>, principal: Principal) -> Json<Value> {
+    Json(json!({
+        "label": principal.label(),
+        "name": name(&state, &principal),
+    }))
 }
 
 /// Whether `responder` (built by [`responder`] for `principal`) may answer interaction

@@ -18,10 +18,16 @@ use tokio_tungstenite::tungstenite::Message;
 use crate::support::*;
 use crate::{Need, trial};
 
+mod operator;
 mod quorum;
 
 pub fn trials() -> Vec<libtest_mimic::Trial> {
     vec![
+        trial(
+            "inbox::a_labelled_token_answers_as_its_person_without_asking_a_name",
+            browser,
+            operator::a_labelled_token_answers_as_its_person_without_asking_a_name,
+        ),
         trial(
             "inbox::a_card_shows_the_votes_so_far_from_everywhere",
             browser,

@@ -18,6 +18,7 @@ mod contract;
 mod deploy;
 mod dingtalk;
 pub(crate) mod doctor;
+mod escalation;
 mod feishu;
 mod forms;
 mod grants;

@@ -168,3 +168,24 @@ fn a_person_naming_a_label_no_token_has_is_refused() {
         "{e}"
     );
 }
+
+#[tokio::test]
+async fn me_says_who_a_token_answers_as() {
+    let mut app = spawn_with(teams).await;
+    for (token, expected) in [
+        (ALICE, json!({"label": "alice-laptop", "name": "alice"})),
+        // A label nobody lists answers under the label itself.
+        (NOBODY, json!({"label": "kiosk", "name": "kiosk"})),
+        // The administrator's token answers under the name each answer gives.
+        (ADMIN, json!({"label": null, "name": null})),
+    ] {
+        app.token = Some(token.into());
+        let (status, me) = app.get("/v1/me").await;
+        assert_eq!(status, StatusCode::OK, "{me}");
+        assert_eq!(me, expected);
+    }
+    // It is an operator's question: an agent token is refused.
+    app.token = Some(AGENT.into());
+    let (status, _) = app.get("/v1/me").await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+}

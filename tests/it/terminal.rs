@@ -1352,3 +1352,67 @@ async fn answer_all_answers_one_sessions_requests_and_nothing_else() {
     assert_eq!(q["resolution"]["result"]["message"], "later", "{q}");
     assert_eq!(relay.get("toolu_o1").await["status"], "pending");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_shows_the_votes_so_far_on_an_approval_that_needs_several_people() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("imrelay.toml");
+    let token = |who: &str| format!("{who}-token-0123456789abcdef");
+    std::fs::write(
+        &config,
+        format!(
+            "[auth]\noperator_tokens = [\n  {{ token = \"{}\", label = \"alice-term\" }},\n  \
+             {{ token = \"{}\", label = \"bob-laptop\" }},\n  \
+             {{ token = \"{}\", label = \"carol-phone\" }},\n]\n\
+             [[people]]\nname = \"alice\"\noperator = [\"alice-term\"]\n\
+             [[people]]\nname = \"bob\"\noperator = [\"bob-laptop\"]\n\
+             [[people]]\nname = \"carol\"\noperator = [\"carol-phone\"]\n\
+             [[routes]]\nname = \"deploy\"\ncwd = [\"/srv/deploy/**\"]\nquorum = 3\n",
+            token("alice"),
+            token("bob"),
+            token("carol")
+        ),
+    )
+    .unwrap();
+    let server = Server::start_with(&dir.path().join("imrelay.db"), Some(&config));
+    let http = reqwest::Client::new();
+    let resp = http
+        .post(format!("{}/v1/interactions", server.base))
+        .json(
+            &json!({"id": "vote-1", "tool_name": "Bash", "cwd": "/srv/deploy",
+                      "input": {"command": "make deploy"}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::CREATED);
+    let vote = |who: &str| {
+        http.post(format!("{}/v1/interactions/vote-1/respond", server.base))
+            .bearer_auth(token(who))
+            .json(&json!({"decision": "allow"}))
+            .send()
+    };
+    let alice = token("alice");
+    let mut w = Watch::start("votes", &server.base, &[("IMRELAY_TOKEN", &alice)]);
+    w.expect("━━ Approval · Bash");
+    w.expect("Needs 3 people · votes: 0 of 3");
+    w.expect("a/d/e/g/s/q › ");
+    // Bob votes elsewhere: the running tally is said on the request shown.
+    assert_eq!(vote("bob").await.unwrap().status(), StatusCode::ACCEPTED);
+    w.expect("Needs 3 people · votes: 1 of 3: bob via api");
+    // Alice's own answer is a vote too: said, and the next one waited for.
+    w.line("a");
+    w.expect("✓ Vote recorded: 2 of 3: bob via api, alice via terminal");
+    w.expect("waiting for approvals and questions (q quits) › ");
+    assert_eq!(vote("carol").await.unwrap().status(), StatusCode::OK);
+    w.line("q");
+    w.expect("Bye.");
+    assert_eq!(w.exit_code(), 0);
+    // Her own vote is said once, by the answer's response.
+    assert!(
+        !w.screen().contains("Needs 3 people · votes: 2 of 3"),
+        "{}",
+        w.screen()
+    );
+    server.kill();
+}

@@ -50,15 +50,15 @@ fn signatures_match_the_reference_implementation() {
 
 /// One request the receiver got.
 #[derive(Clone, Debug)]
-struct Received {
+pub(crate) struct Received {
     headers: HeaderMap,
-    body: Value,
+    pub(crate) body: Value,
     raw: Bytes,
 }
 
 /// A fake webhook receiver: records requests, answers with queued statuses (then 204).
 #[derive(Clone, Default)]
-struct Receiver {
+pub(crate) struct Receiver {
     got: Arc<Mutex<Vec<Received>>>,
     statuses: Arc<Mutex<VecDeque<u16>>>,
 }
@@ -71,7 +71,7 @@ async fn receive(State(r): State<Receiver>, headers: HeaderMap, raw: Bytes) -> A
 }
 
 impl Receiver {
-    async fn start(statuses: &[u16]) -> (Receiver, String) {
+    pub(crate) async fn start(statuses: &[u16]) -> (Receiver, String) {
         let r = Receiver::default();
         r.statuses.lock().unwrap().extend(statuses.iter().copied());
         let app = Router::new()
@@ -83,11 +83,11 @@ impl Receiver {
         (r, url)
     }
 
-    fn received(&self) -> Vec<Received> {
+    pub(crate) fn received(&self) -> Vec<Received> {
         self.got.lock().unwrap().clone()
     }
 
-    async fn wait_for(&self, n: usize) -> Vec<Received> {
+    pub(crate) async fn wait_for(&self, n: usize) -> Vec<Received> {
         for _ in 0..500 {
             let got = self.received();
             if got.len() >= n {
@@ -102,7 +102,7 @@ impl Receiver {
     }
 }
 
-fn target(name: &str, url: &str) -> WebhookSettings {
+pub(crate) fn target(name: &str, url: &str) -> WebhookSettings {
     WebhookSettings {
         name: name.into(),
         url: url.into(),
@@ -118,7 +118,7 @@ fn target(name: &str, url: &str) -> WebhookSettings {
     }
 }
 
-fn fast(s: &mut Settings) {
+pub(crate) fn fast(s: &mut Settings) {
     s.outbox.retry_base_ms = 20;
     s.outbox.retry_max_secs = 1;
     s.server.public_url = "https://imrelay.example.com".into();
@@ -397,23 +397,16 @@ async fn a_restart_mid_retry_resumes_delivery() {
         rx.wait_for(1).await;
         app.stop().await;
     }
-    let mut store = None;
-    for _ in 0..100 {
-        if let Ok(s) = SqliteStore::open(&path, Synchronous::Normal) {
-            store = Some(s);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let store = reopen_sqlite(&path).await;
     let mut s = settings(&url);
     s.outbox.retry_base_ms = 20;
-    let _app = spawn_on(s, Arc::new(store.expect("reopens"))).await;
+    let _app = spawn_on(s, Arc::new(store)).await;
     let got = rx.wait_for(2).await;
     assert_eq!(got[1].body["data"]["interaction"]["id"], "resume-1");
     assert_eq!(got[0].headers["webhook-id"], got[1].headers["webhook-id"]);
 }
 
-fn signed(body: &Value, id: &str, ts: i64) -> (String, Vec<(&'static str, String)>) {
+pub(crate) fn signed(body: &Value, id: &str, ts: i64) -> (String, Vec<(&'static str, String)>) {
     let raw = body.to_string();
     let key = SigningKey::parse(SECRET).unwrap();
     let sig = key.sign(id, ts, raw.as_bytes());
@@ -427,7 +420,7 @@ fn signed(body: &Value, id: &str, ts: i64) -> (String, Vec<(&'static str, String
     )
 }
 
-async fn post_signed(
+pub(crate) async fn post_signed(
     app: &TestApp,
     name: &str,
     raw: String,

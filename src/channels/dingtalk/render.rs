@@ -226,6 +226,11 @@ impl Cards {
         if !ctx.is_empty() {
             out.push(escape(&clip(&ctx, 300)));
         }
+        if i.is_pending()
+            && let Some(line) = render::escalated_line(i, self.locale)
+        {
+            out.push(format!("⏫ {}", escape(&line)));
+        }
         if i.kind != Kind::Form
             && let Some(t) = i.title.as_deref().filter(|t| !t.trim().is_empty())
         {

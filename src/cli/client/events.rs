@@ -37,6 +37,9 @@ pub(crate) enum Feed {
     Created(Interaction),
     /// An interaction was resolved.
     Resolved(Interaction),
+    /// A vote on an approval that needs several people did not decide it: the interaction
+    /// with the votes so far.
+    Voted(Interaction),
     /// Missed events are gone: the pending interactions follow; drop what is known.
     Reset,
     /// An event this client could not read.
@@ -189,9 +192,10 @@ fn lost(error: String) -> Stream {
 fn feed_of(event: &eventsource_stream::Event) -> Option<Feed> {
     match event.event.as_str() {
         "reset" => Some(Feed::Reset),
-        "interaction.created" | "interaction.resolved" => {
+        "interaction.created" | "interaction.resolved" | "interaction.voted" => {
             match serde_json::from_str::<Interaction>(&event.data) {
                 Ok(i) if event.event == "interaction.created" => Some(Feed::Created(i)),
+                Ok(i) if event.event == "interaction.voted" => Some(Feed::Voted(i)),
                 Ok(i) => Some(Feed::Resolved(i)),
                 Err(e) => Some(Feed::Unreadable(format!("{}: {e}", event.event))),
             }

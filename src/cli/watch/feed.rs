@@ -98,7 +98,8 @@ impl Watch {
             }
             Feed::Created(i) if self.filter.takes(&i) => self.add(i),
             Feed::Resolved(i) if self.filter.takes(&i) => self.resolved(i, false),
-            Feed::Created(_) | Feed::Resolved(_) => {}
+            Feed::Voted(i) if self.filter.takes(&i) => self.voted(i),
+            Feed::Created(_) | Feed::Resolved(_) | Feed::Voted(_) => {}
             Feed::Reset => {
                 self.term.say1(p.paint(
                     Paint::Dim,
@@ -165,6 +166,32 @@ impl Watch {
             }
             // Checked again at the next reconnect.
             Err(_) => {}
+        }
+    }
+
+    /// A vote on `i` did not decide it: kept with the votes so far, and the running tally
+    /// said when it is the one shown (unless the editor has the terminal, or an answer to it
+    /// is on its way: the response says the votes then).
+    fn voted(&mut self, i: Interaction) {
+        let Some(known) = self
+            .items
+            .iter_mut()
+            .find(|o| o.id == i.id && o.created_at == i.created_at)
+        else {
+            return;
+        };
+        *known = i.clone();
+        let Some(c) = self.current.as_mut().filter(|c| c.i.id == i.id) else {
+            return;
+        };
+        c.i = i;
+        if matches!(c.step, Step::Editing | Step::Sending { .. }) {
+            return;
+        }
+        if let Some(line) = view::votes_line(&c.i) {
+            let line = self.term.painter().paint(Paint::Dim, &line);
+            self.term.say1(line);
+            self.prompt();
         }
     }
 

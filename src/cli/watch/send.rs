@@ -143,6 +143,13 @@ impl Watch {
         let mut lines: Vec<String> = view::outcome_line(&p, i, Timestamp::now())
             .into_iter()
             .collect();
+        // An approval that needs several people: the answer was a vote, and it waits for more.
+        if let Some(votes) = crate::interaction::quorum::tally(i).filter(|_| i.is_pending()) {
+            lines.push(p.paint(
+                Paint::Green,
+                &format!("✓ Vote recorded: {}", visible_line(&votes)),
+            ));
+        }
         lines.extend(view::given_answers(i));
         if let Some(g) = grant.filter(|g| g.is_object()) {
             lines.push(p.paint(

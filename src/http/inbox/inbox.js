@@ -11,6 +11,9 @@ const state = {
   // Who answers from this browser: asked for at the first answer, remembered, changed from
   // the header.
   who: (localStorage.getItem(WHO_KEY) || "").trim(),
+  // Who the token answers as, when it has a label ({ name, label } from /v1/me): the server
+  // records that name whatever the page says, so the page asks for none.
+  operator: null,
   // While the name dialog is open: { promise, resolve } of what it gives (null: cancelled).
   naming: null,
   // Whether the event stream is up. Answering needs it: without it the page cannot know what
@@ -96,13 +99,40 @@ function hideLogin() {
   showMain();
 }
 
-// The inbox, and in the header who answers from here (or a way to say it beforehand).
+// The inbox, and in the header who answers from here (or a way to say it beforehand; a
+// labelled token's name cannot be changed here).
 function showMain() {
   $("main").hidden = false;
   $("who-box").hidden = false;
-  $("who-named").hidden = !state.who;
-  $("who-name").textContent = state.who;
+  const name = answersAs();
+  $("who-named").hidden = !name;
+  $("who-name").textContent = name;
+  $("who-token").hidden = !state.operator;
+  $("who-token").textContent = state.operator ? "(token " + state.operator.label + ")" : "";
+  $("who-change").hidden = !!state.operator;
   $("who-change").textContent = state.who ? "Change" : "Set your name";
+}
+
+// The name answers from here go under: the token's person, or the name given here.
+function answersAs() {
+  return state.operator ? state.operator.name : state.who;
+}
+
+// Whether a name must be asked for before answering: only without a labelled token.
+function needsName() {
+  return !state.operator && !state.who;
+}
+
+// Reads who the token answers as (a labelled token's person); unknown, the page asks for a
+// name as before.
+async function loadMe() {
+  state.operator = null;
+  try {
+    const r = await fetch("/v1/me", { headers: authHeaders() });
+    const me = r.ok ? await r.json() : {};
+    if (me.name && me.label) state.operator = { name: me.name, label: me.label };
+  } catch (_) { /* the stream reports connectivity */ }
+  if ($("login").hidden) showMain();
 }
 
 function setWho(name) {
@@ -225,14 +255,15 @@ function setBusy(card, busy) {
   card.querySelectorAll("button, input, textarea, select").forEach((b) => { b.disabled = busy; });
 }
 
+// The name sent with an answer: none with a labelled token (the server knows it).
 function who() {
-  return state.who || undefined;
+  return state.operator ? undefined : (state.who || undefined);
 }
 
 // `onInvalid(data)` may show a 400 itself (a form shows it next to its field): true if it did.
 async function respond(card, id, body, onInvalid) {
   // The name goes with the answer: asked for here the first time (cancelled: nothing is sent).
-  if (!state.who && !(await askName(true))) return;
+  if (needsName() && !(await askName(true))) return;
   // Answered elsewhere while the name was asked: that card has moved to the recent list.
   if (!state.pending.has(id)) return;
   if (!state.live) {
@@ -1038,7 +1069,7 @@ function bulkNotice(text, isError) {
 // its own; the ones refused (answered elsewhere first, or not fitting) say why on their card.
 // Approve answers approvals only: a question or form is answered on its own card.
 async function answerSelected(decision) {
-  if (!state.who && !(await askName(true))) return;
+  if (needsName() && !(await askName(true))) return;
   if (!state.live) { bulkNotice("Not connected to imrelay: answer once the connection is back.", true); return; }
   const chosen = picked().filter(({ interaction: i }) => decision === "deny" || i.kind === "approval");
   if (!chosen.length) return;
@@ -1269,7 +1300,7 @@ async function loadGrants() {
       const revoke = el("button", { type: "button", class: "danger", text: "Revoke", onclick: async () => {
         revoke.disabled = true;
         const q = new URLSearchParams({ via: "desktop" });
-        if (state.who) q.set("by", state.who);
+        if (who()) q.set("by", who());
         try {
           const resp = await fetch("/v1/grants/" + encodeURIComponent(g.id) + "?" + q, { method: "DELETE", headers: authHeaders() });
           if (!resp.ok && resp.status !== 404) {
@@ -1330,6 +1361,7 @@ async function connect() {
     // earlier stream (say one that dropped mid-list) may be stale, and some of them may have
     // been answered meanwhile.
     if (!headers["Last-Event-ID"]) {
+      await loadMe();
       state.unconfirmed = null;
       clearPending();
       loadRecent().then(showLinked);
@@ -1410,6 +1442,7 @@ document.addEventListener("DOMContentLoaded", () => {
     ev.preventDefault();
     state.token = $("token").value.trim();
     localStorage.setItem(TOKEN_KEY, state.token);
+    state.operator = null;
     // A fresh connection resends every pending interaction; cards from before are stale.
     state.lastEventId = null;
     connect();
@@ -1417,6 +1450,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("logout").addEventListener("click", () => {
     localStorage.removeItem(TOKEN_KEY);
     state.token = "";
+    state.operator = null;
     clearTimeout(state.retryTimer);
     state.retryTimer = null;
     if (state.controller) state.controller.abort();

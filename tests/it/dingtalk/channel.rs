@@ -41,7 +41,7 @@ async fn start() -> (FakeDingTalk, TestApp) {
 }
 
 /// The open Stream connection, once there is one.
-async fn connected(fake: &FakeDingTalk) -> usize {
+pub(crate) async fn connected(fake: &FakeDingTalk) -> usize {
     wait_until("a stream connection", || {
         !fake.state.open_conns().is_empty()
     })
@@ -64,7 +64,7 @@ fn next_id() -> String {
 
 /// Delivers a click of `action` by `user` on `card` with `params` (the card's token added
 /// unless given); returns the acknowledgement's `response`.
-async fn click(
+pub(crate) async fn click(
     fake: &FakeDingTalk,
     conn: usize,
     user: &str,
@@ -91,21 +91,21 @@ async fn ack(fake: &FakeDingTalk, id: &str) -> Value {
     data["response"].clone()
 }
 
-fn notice(response: &Value) -> String {
+pub(crate) fn notice(response: &Value) -> String {
     response["userPrivateData"]["cardParamMap"]["notice"]
         .as_str()
         .unwrap_or_default()
         .to_string()
 }
 
-async fn status(app: &TestApp, id: &str) -> Value {
+pub(crate) async fn status(app: &TestApp, id: &str) -> Value {
     let (s, body) = app.get(&format!("/v1/interactions/{id}")).await;
     assert_eq!(s, StatusCode::OK, "{body}");
     body
 }
 
 /// Waits until every card of `id` is resolved and shows `phrase`.
-async fn every_card_shows(fake: &FakeDingTalk, id: &str, phrase: &str) {
+pub(crate) async fn every_card_shows(fake: &FakeDingTalk, id: &str, phrase: &str) {
     wait_until(&format!("every card showing {phrase:?}"), || {
         let cards = fake.state.cards_of(id);
         !cards.is_empty()

@@ -3,6 +3,6 @@
 //! acknowledgements, redeliveries, refused credentials) and the channel end to end (cards
 //! created and updated, every click through the answer pipeline, restarts).
 
-mod channel;
+pub(crate) mod channel;
 pub mod fake;
 mod stream;

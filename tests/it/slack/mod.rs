@@ -2,7 +2,7 @@
 //! errors and their classification, `Retry-After`) and Socket Mode (acknowledgements,
 //! copies, `disconnect`, drops, several connections, shutdown).
 
-mod channel;
+pub(crate) mod channel;
 pub mod fake;
 mod socket;
 mod web_api;
