@@ -62,14 +62,7 @@ impl App {
         let metrics = Arc::new(Metrics::new());
         let health = Arc::new(Health::default());
         let shutdown = CancellationToken::new();
-        let registry = Registry::new(store.clone(), settings.registry_config());
-        registry.add_hook(metrics.clone());
-        let policy = settings.policy()?;
-        for rule in policy.rules() {
-            metrics.add_policy_rule(rule.name(), rule.decision().as_str(), rule.mode().as_str());
-        }
-        registry.set_policy(policy);
-        registry.set_teams(settings.teams()?);
+        let registry = build_registry(&settings, store.clone(), &metrics)?;
         let mut wiring = Wiring {
             server: crate::channels::Server {
                 public_url: settings.public_url(),
@@ -79,7 +72,7 @@ impl App {
             },
             registry: registry.clone(),
             store: store.clone(),
-            outbox: Outbox::new(store.clone(), metrics.clone())
+            outbox: Outbox::new(store, metrics.clone())
                 .with_backoff(settings.backoff())
                 .with_audit(settings.audit.enabled),
             metrics: metrics.clone(),
@@ -97,37 +90,8 @@ impl App {
         } = wiring;
         let outbox = Arc::new(outbox);
         registry.add_hook(Arc::new(WakeOnChange(outbox.clone())));
-
-        let (reloaded, expired) = registry
-            .recover()
-            .await
-            .context("cannot load pending interactions from the store")?;
-        if reloaded + expired > 0 {
-            tracing::info!(
-                reloaded,
-                expired,
-                "recovered pending interactions from the store"
-            );
-        }
-        let hooks = crate::agents::Hooks::new(
-            registry.clone(),
-            settings.hooks.clone(),
-            &metrics,
-            shutdown.clone(),
-        );
-        let mut agent_extra = crate::agents::routes(hooks);
-        if settings.mcp.enabled {
-            let (routes, reaper) = crate::mcp::endpoint(
-                registry.clone(),
-                &settings.mcp,
-                http::MAX_BODY_BYTES,
-                &metrics,
-                &shutdown,
-            )
-            .into_parts();
-            tasks.push(reaper);
-            agent_extra = agent_extra.merge(routes);
-        }
+        recover(&registry).await?;
+        let agent_extra = agent_routes(&settings, &registry, &metrics, &shutdown, &mut tasks);
         let state = AppState::new(http::Shared {
             registry,
             auth: Arc::new(Auth::new(&settings.auth)),
@@ -212,4 +176,69 @@ impl App {
         self.state.registry.close();
         Ok(())
     }
+}
+
+/// The registry over `store`, counted by `metrics`, with the policy rules (each rule's series
+/// made known) and the people, groups and routes the settings describe.
+fn build_registry(
+    settings: &Settings,
+    store: Arc<dyn Store>,
+    metrics: &Arc<Metrics>,
+) -> anyhow::Result<Registry> {
+    let registry = Registry::new(store, settings.registry_config());
+    registry.add_hook(metrics.clone());
+    let policy = settings.policy()?;
+    for rule in policy.rules() {
+        metrics.add_policy_rule(rule.name(), rule.decision().as_str(), rule.mode().as_str());
+    }
+    registry.set_policy(policy);
+    registry.set_teams(settings.teams()?);
+    Ok(registry)
+}
+
+/// Loads the pending interactions from the store (expiring those whose time ran out).
+async fn recover(registry: &Registry) -> anyhow::Result<()> {
+    let (reloaded, expired) = registry
+        .recover()
+        .await
+        .context("cannot load pending interactions from the store")?;
+    if reloaded + expired > 0 {
+        tracing::info!(
+            reloaded,
+            expired,
+            "recovered pending interactions from the store"
+        );
+    }
+    Ok(())
+}
+
+/// The agent adapters' endpoints, and MCP's when it is enabled (its session reaper joins
+/// `tasks`).
+fn agent_routes(
+    settings: &Settings,
+    registry: &Registry,
+    metrics: &Arc<Metrics>,
+    shutdown: &CancellationToken,
+    tasks: &mut Vec<Task>,
+) -> Router<AppState> {
+    let hooks = crate::agents::Hooks::new(
+        registry.clone(),
+        settings.hooks.clone(),
+        metrics,
+        shutdown.clone(),
+    );
+    let mut routes = crate::agents::routes(hooks);
+    if settings.mcp.enabled {
+        let (mcp, reaper) = crate::mcp::endpoint(
+            registry.clone(),
+            &settings.mcp,
+            http::MAX_BODY_BYTES,
+            metrics,
+            shutdown,
+        )
+        .into_parts();
+        tasks.push(reaper);
+        routes = routes.merge(mcp);
+    }
+    routes
 }

@@ -10,6 +10,7 @@
 
 mod auth;
 pub mod policy;
+mod ranges;
 mod sources;
 pub mod teams;
 
@@ -35,27 +36,6 @@ pub(crate) const DEFAULT_TOML: &str = include_str!("../config/default.toml");
 
 /// Prefix of configuration environment variables.
 pub(crate) const ENV_PREFIX: &str = "IMRELAY";
-
-/// Upper bound for durations given in seconds: one year.
-const YEAR_SECS: u64 = 365 * 24 * 3600;
-/// Upper bound for durations given in hours: one year.
-const YEAR_HOURS: u64 = 365 * 24;
-
-/// Upper bound of `server.header_read_timeout_secs` and `server.body_timeout_secs`.
-const HOUR_SECS: u64 = 3600;
-
-/// Upper bound of `server.body_min_bytes_per_sec`: 1 GiB per second.
-const MAX_BODY_RATE: u64 = 1 << 30;
-
-/// Lower bound of `interactions.max_pending_bytes` and `max_pending_bytes_per_token`: 2 MiB,
-/// room for one interaction of the largest body.
-const MIN_PENDING_BYTES: usize = 2 * 1024 * 1024;
-
-/// Lower bound of `interactions.event_buffer_bytes`: 1 MiB.
-const MIN_EVENT_BUFFER_BYTES: usize = 1024 * 1024;
-
-/// Upper bound of `server.max_connections` (and of `server.max_event_streams`).
-const MAX_CONNECTIONS: usize = 1_000_000;
 
 /// How the placeholder tokens in the deployment examples begin.
 const PLACEHOLDER_PREFIX: &str = "replace-with-";
@@ -158,6 +138,31 @@ pub struct ServerSettings {
     pub body_min_bytes_per_sec: u64,
     /// Event streams (`GET /v1/events`) open at once; more are refused.
     pub max_event_streams: usize,
+}
+
+impl ServerSettings {
+    /// `public_url` is empty or an `http://` or `https://` URL.
+    fn check_public_url(&self) -> Result<(), ConfigError> {
+        let url = self.public_url.trim();
+        if !(url.is_empty() || url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(ConfigError::Invalid(format!(
+                "server.public_url must start with http:// or https:// (got {url:?}): it is the \
+                 address people and integrations reach this server at, like \
+                 \"https://{}\"",
+                url.split("://")
+                    .last()
+                    .unwrap_or(url)
+                    .trim_start_matches('/')
+            )));
+        }
+        if !url.is_empty() && url::Url::parse(url).is_err() {
+            return Err(ConfigError::Invalid(format!(
+                "server.public_url is not a URL (got {url:?}): it is the address people and \
+                 integrations reach this server at, like \"https://imrelay.example.com\""
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// `[interactions]`
@@ -559,58 +564,32 @@ impl Settings {
     /// Checks values that only make sense together, and that durations are in range.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.log.validate()?;
-        let i = &self.interactions;
-        for (name, v, max) in [
-            (
-                "interactions.approval_timeout_secs",
-                i.approval_timeout_secs,
-                YEAR_SECS,
-            ),
-            (
-                "interactions.question_timeout_secs",
-                i.question_timeout_secs,
-                YEAR_SECS,
-            ),
-            (
-                "interactions.max_timeout_secs",
-                i.max_timeout_secs,
-                YEAR_SECS,
-            ),
-            (
-                "interactions.retention_hours",
-                i.retention_hours,
-                YEAR_HOURS,
-            ),
-            (
-                "interactions.session_grant_hours",
-                i.session_grant_hours,
-                YEAR_HOURS,
-            ),
-            (
-                "hooks.claude_code.timeout_secs",
-                self.hooks.claude_code.timeout_secs,
-                YEAR_SECS,
-            ),
-            (
-                "hooks.codex.timeout_secs",
-                self.hooks.codex.timeout_secs,
-                YEAR_SECS,
-            ),
-            (
-                "hooks.acp.timeout_secs",
-                self.hooks.acp.timeout_secs,
-                YEAR_SECS,
-            ),
-        ] {
-            if v == 0 {
-                return Err(ConfigError::Invalid(format!("{name} must be at least 1")));
-            }
-            if v > max {
-                return Err(ConfigError::Invalid(format!(
-                    "{name} must be at most {max} (one year), got {v}"
-                )));
-            }
+        self.check_durations()?;
+        self.check_exposure()?;
+        self.auth.validate()?;
+        self.store.validate()?;
+        self.mcp.validate().map_err(ConfigError::Invalid)?;
+        if self.outbox.retry_base_ms == 0 || self.outbox.retry_max_secs == 0 {
+            return Err(ConfigError::Invalid(
+                "outbox.retry_base_ms and outbox.retry_max_secs must be at least 1".into(),
+            ));
         }
+        self.server.check_connections()?;
+        self.interactions.check_memory()?;
+        self.server.check_request_timeouts()?;
+        policy::compile(&self.policy).map_err(ConfigError::Invalid)?;
+        teams::compile(self).map_err(ConfigError::Invalid)?;
+        self.server.check_public_url()?;
+        for channel in self.channels() {
+            channel.validate().map_err(ConfigError::Invalid)?;
+        }
+        let claims: Vec<_> = self.channels().iter().flat_map(|c| c.paths()).collect();
+        crate::settings::check_path_claims(&claims).map_err(ConfigError::Invalid)?;
+        Ok(())
+    }
+
+    /// A server listening beyond loopback needs agent and operator tokens.
+    fn check_exposure(&self) -> Result<(), ConfigError> {
         if !self.server.listen.ip().is_loopback() {
             let mut missing = Vec::new();
             if !self.auth.agent_tokens.iter().any(|t| !t.is_empty()) {
@@ -627,87 +606,6 @@ impl Settings {
                 )));
             }
         }
-        self.auth.validate()?;
-        self.store.validate()?;
-        self.mcp.validate().map_err(ConfigError::Invalid)?;
-        if self.outbox.retry_base_ms == 0 || self.outbox.retry_max_secs == 0 {
-            return Err(ConfigError::Invalid(
-                "outbox.retry_base_ms and outbox.retry_max_secs must be at least 1".into(),
-            ));
-        }
-        let server = &self.server;
-        if !(1..=MAX_CONNECTIONS).contains(&server.max_connections) {
-            return Err(ConfigError::Invalid(format!(
-                "server.max_connections must be between 1 and {MAX_CONNECTIONS}, got {}",
-                server.max_connections
-            )));
-        }
-        if !(1..=MAX_CONNECTIONS).contains(&server.max_event_streams) {
-            return Err(ConfigError::Invalid(format!(
-                "server.max_event_streams must be between 1 and {MAX_CONNECTIONS}, got {}",
-                server.max_event_streams
-            )));
-        }
-        if self.interactions.event_buffer_bytes < MIN_EVENT_BUFFER_BYTES {
-            return Err(ConfigError::Invalid(format!(
-                "interactions.event_buffer_bytes must be at least {MIN_EVENT_BUFFER_BYTES} (1 MiB), got {}",
-                self.interactions.event_buffer_bytes
-            )));
-        }
-        let i = &self.interactions;
-        if i.max_pending_bytes < MIN_PENDING_BYTES
-            || !(MIN_PENDING_BYTES..=i.max_pending_bytes).contains(&i.max_pending_bytes_per_token)
-        {
-            return Err(ConfigError::Invalid(format!(
-                "interactions.max_pending_bytes ({}) and interactions.max_pending_bytes_per_token \
-                 ({}) must be at least {MIN_PENDING_BYTES} (2 MiB: one interaction of the largest \
-                 size), and the share of one token at most the whole",
-                i.max_pending_bytes, i.max_pending_bytes_per_token
-            )));
-        }
-        if !(1..=HOUR_SECS).contains(&server.header_read_timeout_secs) {
-            return Err(ConfigError::Invalid(format!(
-                "server.header_read_timeout_secs must be between 1 and {HOUR_SECS} (one hour), got {}",
-                server.header_read_timeout_secs
-            )));
-        }
-        if !(1..=HOUR_SECS).contains(&server.body_timeout_secs) {
-            return Err(ConfigError::Invalid(format!(
-                "server.body_timeout_secs must be between 1 and {HOUR_SECS} (one hour), got {}",
-                server.body_timeout_secs
-            )));
-        }
-        if server.body_min_bytes_per_sec > MAX_BODY_RATE {
-            return Err(ConfigError::Invalid(format!(
-                "server.body_min_bytes_per_sec must be at most {MAX_BODY_RATE} (1 GiB per second), got {}",
-                server.body_min_bytes_per_sec
-            )));
-        }
-        policy::compile(&self.policy).map_err(ConfigError::Invalid)?;
-        teams::compile(self).map_err(ConfigError::Invalid)?;
-        let url = self.server.public_url.trim();
-        if !(url.is_empty() || url.starts_with("http://") || url.starts_with("https://")) {
-            return Err(ConfigError::Invalid(format!(
-                "server.public_url must start with http:// or https:// (got {url:?}): it is the \
-                 address people and integrations reach this server at, like \
-                 \"https://{}\"",
-                url.split("://")
-                    .last()
-                    .unwrap_or(url)
-                    .trim_start_matches('/')
-            )));
-        }
-        if !url.is_empty() && url::Url::parse(url).is_err() {
-            return Err(ConfigError::Invalid(format!(
-                "server.public_url is not a URL (got {url:?}): it is the address people and \
-                 integrations reach this server at, like \"https://imrelay.example.com\""
-            )));
-        }
-        for channel in self.channels() {
-            channel.validate().map_err(ConfigError::Invalid)?;
-        }
-        let claims: Vec<_> = self.channels().iter().flat_map(|c| c.paths()).collect();
-        crate::settings::check_path_claims(&claims).map_err(ConfigError::Invalid)?;
         Ok(())
     }
 

@@ -230,27 +230,14 @@ fn print_warnings(warnings: &[String]) {
     }
 }
 
+/// Runs a command of the server's machine.
 fn run(
     command: ServerCommand,
     settings: Settings,
     warnings: &[String],
 ) -> anyhow::Result<ExitCode> {
-    let passed = |ok: bool| {
-        if ok {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::FAILURE
-        }
-    };
     match command {
-        ServerCommand::CheckConfig => {
-            std::io::stdout().write_all(settings.redacted_toml()?.as_bytes())?;
-            std::io::stdout()
-                .write_all(imrelay::cli::route::table_comment(&settings)?.as_bytes())?;
-            print_warnings(warnings);
-            complain(format_args!("configuration is valid"));
-            Ok(ExitCode::SUCCESS)
-        }
+        ServerCommand::CheckConfig => check_config(&settings, warnings),
         ServerCommand::Route {
             agent,
             tool,
@@ -271,11 +258,7 @@ fn run(
         }
         ServerCommand::Doctor { send_test } => {
             print_warnings(warnings);
-            let checks = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .context("cannot start the async runtime")?
-                .block_on(imrelay::cli::doctor::run(&settings, send_test));
+            let checks = runtime()?.block_on(imrelay::cli::doctor::run(&settings, send_test));
             Ok(passed(imrelay::cli::doctor::print(&checks)))
         }
         ServerCommand::Healthcheck { live, url } => {
@@ -304,19 +287,7 @@ fn run(
             imrelay::cli::audit_head(&settings)?;
             Ok(ExitCode::SUCCESS)
         }
-        ServerCommand::Backup { file } => {
-            let bytes = imrelay::cli::backup(&settings, &file)?;
-            let to = if file == std::path::Path::new("-") {
-                "standard output".to_string()
-            } else {
-                file.display().to_string()
-            };
-            complain(format_args!(
-                "backed up {} to {to} ({bytes} bytes)",
-                settings.store.path.display()
-            ));
-            Ok(ExitCode::SUCCESS)
-        }
+        ServerCommand::Backup { file } => backup(&settings, &file),
         ServerCommand::Policy {
             action: PolicyAction::Report { since, json },
         } => {
@@ -328,18 +299,61 @@ fn run(
             Ok(ExitCode::SUCCESS)
         }
         ServerCommand::Serve => {
-            imrelay::telemetry::init(&settings.log)?;
-            for w in warnings {
-                tracing::warn!("{w}");
-            }
-            tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .context("cannot start the async runtime")?
-                .block_on(serve(settings))?;
+            start_telemetry(&settings, warnings)?;
+            runtime()?.block_on(serve(settings))?;
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// Sets up logging for the server, and logs the configuration warnings through it.
+fn start_telemetry(settings: &Settings, warnings: &[String]) -> anyhow::Result<()> {
+    imrelay::telemetry::init(&settings.log)?;
+    for w in warnings {
+        tracing::warn!("{w}");
+    }
+    Ok(())
+}
+
+/// Success when a check passed, failure when it did not.
+fn passed(ok: bool) -> ExitCode {
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// The async runtime of the commands that need one.
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+/// `check-config`: the effective configuration, every secret redacted, and the routes table.
+fn check_config(settings: &Settings, warnings: &[String]) -> anyhow::Result<ExitCode> {
+    std::io::stdout().write_all(settings.redacted_toml()?.as_bytes())?;
+    std::io::stdout().write_all(imrelay::cli::route::table_comment(settings)?.as_bytes())?;
+    print_warnings(warnings);
+    complain(format_args!("configuration is valid"));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `backup FILE`: a consistent copy of the database, and a line saying where it went.
+fn backup(settings: &Settings, file: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let bytes = imrelay::cli::backup(settings, file)?;
+    let to = if file == std::path::Path::new("-") {
+        "standard output".to_string()
+    } else {
+        file.display().to_string()
+    };
+    complain(format_args!(
+        "backed up {} to {to} ({bytes} bytes)",
+        settings.store.path.display()
+    ));
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn serve(settings: Settings) -> anyhow::Result<()> {

@@ -114,18 +114,6 @@ impl Default for Metrics {
 impl Metrics {
     /// Fresh metrics with the core families registered.
     pub fn new() -> Self {
-        let mut registry = Registry::default();
-        let pending = Gauge::default();
-        let created = Family::<KindLabels, Counter>::default();
-        let resolved = Family::<ResolvedLabels, Counter>::default();
-        let time_to_answer =
-            Family::<AnswerLabels, Histogram, fn() -> Histogram>::new_with_constructor(
-                time_to_answer_histogram,
-            );
-        let outbox_backlog = Family::<ChannelLabels, Gauge>::default();
-        let deliveries = Family::<DeliveryLabels, Counter>::default();
-        let refusals = Family::<ChannelLabels, Counter>::default();
-        let refusals_suppressed = Family::<ChannelLabels, Counter>::default();
         let long_polls = Family::<LongPollLabels, Counter>::default();
         let long_poll = |o: LongPoll| {
             long_polls
@@ -139,6 +127,32 @@ impl Metrics {
             long_poll(LongPoll::Woken),
             long_poll(LongPoll::TimedOut),
         ];
+        let metrics = Self {
+            registry: Mutex::new(Registry::default()),
+            pending: Gauge::default(),
+            created: Family::default(),
+            resolved: Family::default(),
+            time_to_answer: Family::new_with_constructor(time_to_answer_histogram),
+            outbox_backlog: Family::default(),
+            channels: Mutex::new(BTreeSet::new()),
+            deliveries: Family::default(),
+            refusals: Family::default(),
+            refusals_suppressed: Family::default(),
+            long_polls: long_poll_counters,
+            policy: Family::default(),
+        };
+        metrics.register_core(long_polls);
+        // Answers come through these whatever channels are configured.
+        for via in [Via::api(), Via::desktop(), Via::terminal()] {
+            metrics.known_refusals(via.as_str());
+        }
+        metrics
+    }
+
+    /// Registers the core families (`long_polls` is the family whose counters
+    /// [`Metrics::long_polls`] holds).
+    fn register_core(&self, long_polls: Family<LongPollLabels, Counter>) {
+        let mut registry = self.registry.locked();
         registry.register(
             "imrelay_long_polls",
             "Waits for an answer (/wait, create with wait_secs, hooks) by how they ended: ready (already resolved), woken (answered while waiting), timed_out",
@@ -147,68 +161,48 @@ impl Metrics {
         registry.register(
             "imrelay_interactions_pending",
             "Interactions awaiting an answer",
-            pending.clone(),
+            self.pending.clone(),
         );
         registry.register(
             "imrelay_interactions_created",
             "Interactions created, by kind",
-            created.clone(),
+            self.created.clone(),
         );
         registry.register(
             "imrelay_interactions_resolved",
             "Interactions resolved, by kind, outcome and channel",
-            resolved.clone(),
+            self.resolved.clone(),
         );
         registry.register(
             "imrelay_time_to_answer_seconds",
             "Time from creation to resolution",
-            time_to_answer.clone(),
+            self.time_to_answer.clone(),
         );
         registry.register(
             "imrelay_outbox_backlog",
             "Outbox jobs not yet delivered, by channel",
-            outbox_backlog.clone(),
+            self.outbox_backlog.clone(),
         );
         registry.register(
             "imrelay_outbox_deliveries",
             "Outbox delivery attempts, by channel and result (ok, retry, failed)",
-            deliveries.clone(),
+            self.deliveries.clone(),
         );
         registry.register(
             "imrelay_answer_refusals",
             "Refused answer attempts (bad signatures, forged or foreign buttons, non-approvers, late or invalid answers), by channel",
-            refusals.clone(),
+            self.refusals.clone(),
         );
         registry.register(
             "imrelay_refusals_suppressed",
             "Refusals not bound to an interaction that the per-channel rate limit kept out of the log and the audit trail, by channel",
-            refusals_suppressed.clone(),
+            self.refusals_suppressed.clone(),
         );
-        let policy = Family::<PolicyLabels, Counter>::default();
         registry.register(
             "imrelay_policy_decisions",
             "Decisions of policy rules and grants at creation (shadow rules: what they would have decided), by rule, decision and mode; every grant counts under rule=\"grant\"",
-            policy.clone(),
+            self.policy.clone(),
         );
-        let metrics = Self {
-            registry: Mutex::new(registry),
-            pending,
-            created,
-            resolved,
-            time_to_answer,
-            outbox_backlog,
-            channels: Mutex::new(BTreeSet::new()),
-            deliveries,
-            refusals,
-            refusals_suppressed,
-            long_polls: long_poll_counters,
-            policy,
-        };
-        // Answers come through these whatever channels are configured.
-        for via in [Via::api(), Via::desktop(), Via::terminal()] {
-            metrics.known_refusals(via.as_str());
-        }
-        metrics
     }
 
     /// Makes the series of `channel` (a channel's name, as it delivers through the outbox and

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::interaction::Kind;
 use crate::interaction::Teams;
-use crate::interaction::people::{GroupSpec, Identity, People, PersonSpec};
+use crate::interaction::people::{GroupSpec, Identity, People, Person, PersonSpec};
 use crate::interaction::routes::{Escalation, RouteSpec, Routes, Target};
 
 use super::Settings;
@@ -266,6 +266,35 @@ fn targets(
     p: &Places<'_>,
     at: &dyn Fn(&str) -> String,
 ) -> Result<Vec<Target>, String> {
+    let mut targets = listed_targets(s, p, at)?;
+    for (j, name) in p.direct.iter().enumerate() {
+        let Some(p) = people.person(name) else {
+            return Err(format!(
+                "{}: {name:?} is not a person: add a [[people]] entry with this name",
+                at(&format!("direct[{j}]"))
+            ));
+        };
+        let direct = direct_targets(s, p);
+        if direct.is_empty() {
+            return Err(format!(
+                "{}: {name:?} has no id on an enabled chat channel (telegram, feishu, slack, dingtalk, wecom) to message",
+                at(&format!("direct[{j}]"))
+            ));
+        }
+        targets.extend(direct);
+    }
+    targets.sort();
+    targets.dedup();
+    Ok(targets)
+}
+
+/// The chats, receivers, channels, conversations and webhooks `p` lists, each checked
+/// against its channel's settings; `at` names a field in errors.
+fn listed_targets(
+    s: &Settings,
+    p: &Places<'_>,
+    at: &dyn Fn(&str) -> String,
+) -> Result<Vec<Target>, String> {
     let mut targets = Vec::new();
     for (j, chat) in p.telegram.iter().enumerate() {
         if !s.telegram.chats.contains(chat) {
@@ -321,45 +350,34 @@ fn targets(
         }
         targets.push(Target::new(WEBHOOK, w.clone()));
     }
-    for (j, name) in p.direct.iter().enumerate() {
-        let Some(p) = people.person(name) else {
-            return Err(format!(
-                "{}: {name:?} is not a person: add a [[people]] entry with this name",
-                at(&format!("direct[{j}]"))
-            ));
-        };
-        let before = targets.len();
-        if s.telegram.enabled {
-            targets.extend(p.ids_on(TELEGRAM).map(|id| Target::new(TELEGRAM, id)));
-        }
-        if s.feishu.enabled {
-            targets.extend(
-                p.ids_on(FEISHU)
-                    .map(|id| Target::new(FEISHU, feishu_direct(id))),
-            );
-        }
-        if s.slack.enabled {
-            targets.extend(p.ids_on(SLACK).map(|id| Target::new(SLACK, id)));
-        }
-        if s.wecom.enabled {
-            targets.extend(p.ids_on(WECOM).map(|id| Target::new(WECOM, id)));
-        }
-        if s.dingtalk.enabled {
-            targets.extend(
-                p.ids_on(DINGTALK)
-                    .map(|id| Target::new(DINGTALK, format!("user:{id}"))),
-            );
-        }
-        if targets.len() == before {
-            return Err(format!(
-                "{}: {name:?} has no id on an enabled chat channel (telegram, feishu, slack, dingtalk, wecom) to message",
-                at(&format!("direct[{j}]"))
-            ));
-        }
-    }
-    targets.sort();
-    targets.dedup();
     Ok(targets)
+}
+
+/// Where to message `p` directly: their ids on every enabled chat channel.
+fn direct_targets(s: &Settings, p: &Person) -> Vec<Target> {
+    let mut targets = Vec::new();
+    if s.telegram.enabled {
+        targets.extend(p.ids_on(TELEGRAM).map(|id| Target::new(TELEGRAM, id)));
+    }
+    if s.feishu.enabled {
+        targets.extend(
+            p.ids_on(FEISHU)
+                .map(|id| Target::new(FEISHU, feishu_direct(id))),
+        );
+    }
+    if s.slack.enabled {
+        targets.extend(p.ids_on(SLACK).map(|id| Target::new(SLACK, id)));
+    }
+    if s.wecom.enabled {
+        targets.extend(p.ids_on(WECOM).map(|id| Target::new(WECOM, id)));
+    }
+    if s.dingtalk.enabled {
+        targets.extend(
+            p.ids_on(DINGTALK)
+                .map(|id| Target::new(DINGTALK, format!("user:{id}"))),
+        );
+    }
+    targets
 }
 
 /// A route's escalation, checked: both `escalate_after_secs` and `escalate_to`, or neither.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tokio_postgres::types::Json;
 
-use super::{PostgresStore, audit, db, ms, outbox};
+use super::{PostgresStore, audit, db, ms, outbox, rows};
 use crate::interaction::Interaction;
 use crate::store::{Effects, EscalateOutcome, StoreError};
 
@@ -43,7 +43,7 @@ impl PostgresStore {
             .map_err(db)?;
         if marked.is_empty() {
             tx.rollback().await.map_err(db)?;
-            return Ok(match self.get_in(&client, id).await? {
+            return Ok(match rows::get_in(&client, &self.schema, id).await? {
                 Some(current) => EscalateOutcome::Unchanged(current),
                 None => EscalateOutcome::NotFound,
             });

@@ -8,7 +8,7 @@
 //! rather than write to tables it does not understand.
 
 use sha2::{Digest, Sha256};
-use tokio_postgres::Client;
+use tokio_postgres::{Client, Transaction};
 
 use super::{Schema, describe};
 use crate::store::StoreError;
@@ -65,14 +65,55 @@ fn checksum(sql: &str) -> String {
 /// Brings `schema` to [`SCHEMA_VERSION`], creating it if needed; returns the version it
 /// was at before.
 pub(super) async fn migrate(client: &mut Client, schema: &Schema) -> Result<i32, StoreError> {
-    let fail = |what: &str, e: tokio_postgres::Error| {
-        StoreError::Unavailable(format!(
-            "cannot migrate schema {}: {what}: {}",
-            schema.name(),
-            describe(&e)
-        ))
-    };
-    let tx = client.transaction().await.map_err(|e| fail("begin", e))?;
+    let tx = client
+        .transaction()
+        .await
+        .map_err(|e| failed(schema, "begin", &e))?;
+    lock(&tx, schema).await?;
+    create_tables(&tx, schema).await?;
+    let applied = applied(&tx, schema).await?;
+    let before = applied.last().map_or(0, |(v, _, _)| *v);
+    if before > SCHEMA_VERSION {
+        let (_, name, _) = &applied[applied.len() - 1];
+        return Err(StoreError::Unavailable(format!(
+            "schema {} is at version {before} ({name}), newer than this imrelay knows \
+             (version {SCHEMA_VERSION}): it was migrated by a newer imrelay. Run that version \
+             (or newer) on every replica; this one refuses to start rather than write to \
+             tables it does not understand",
+            schema.name()
+        )));
+    }
+    for m in MIGRATIONS {
+        if let Some((_, _, sum)) = applied.iter().find(|(v, _, _)| *v == m.version) {
+            if *sum != checksum(m.sql) {
+                tracing::warn!(
+                    schema = schema.name(),
+                    version = m.version,
+                    "an applied migration differs from the one in this binary; it is not applied again"
+                );
+            }
+            continue;
+        }
+        apply(&tx, schema, m).await?;
+    }
+    tx.commit()
+        .await
+        .map_err(|e| failed(schema, "commit", &e))?;
+    Ok(before)
+}
+
+/// A step of the migration of `schema` that failed, as a [`StoreError`].
+fn failed(schema: &Schema, what: &str, e: &tokio_postgres::Error) -> StoreError {
+    StoreError::Unavailable(format!(
+        "cannot migrate schema {}: {what}: {}",
+        schema.name(),
+        describe(e)
+    ))
+}
+
+/// Takes the schema's migration lock in `tx`, waiting as long as it takes.
+async fn lock(tx: &Transaction<'_>, schema: &Schema) -> Result<(), StoreError> {
+    let fail = |what: &str, e: tokio_postgres::Error| failed(schema, what, &e);
     // Another replica may be migrating (a long step): wait for it, whatever the pooled
     // connection's limits.
     tx.batch_execute("SET LOCAL lock_timeout = 0; SET LOCAL statement_timeout = 0")
@@ -84,6 +125,13 @@ pub(super) async fn migrate(client: &mut Client, schema: &Schema) -> Result<i32,
     )
     .await
     .map_err(|e| fail("lock", e))?;
+    Ok(())
+}
+
+/// Creates the schema if it is missing, and its `migrations` table; sets the transaction's
+/// `search_path` to the schema, which the migrations' statements rely on.
+async fn create_tables(tx: &Transaction<'_>, schema: &Schema) -> Result<(), StoreError> {
+    let fail = |what: &str, e: tokio_postgres::Error| failed(schema, what, &e);
     // Created only when missing: CREATE SCHEMA checks for the database's CREATE privilege
     // even with IF NOT EXISTS, and a schema made beforehand by an administrator needs none.
     let exists = tx
@@ -110,62 +158,49 @@ pub(super) async fn migrate(client: &mut Client, schema: &Schema) -> Result<i32,
          );"
     ))
     .await
-    .map_err(|e| fail("create the migrations table", e))?;
-    let applied: Vec<(i32, String, String)> = tx
+    .map_err(|e| fail("create the migrations table", e))
+}
+
+/// The migrations applied so far, as (version, name, checksum), oldest first.
+async fn applied(
+    tx: &Transaction<'_>,
+    schema: &Schema,
+) -> Result<Vec<(i32, String, String)>, StoreError> {
+    Ok(tx
         .query(
             "SELECT version, name, checksum FROM migrations ORDER BY version",
             &[],
         )
         .await
-        .map_err(|e| fail("read the applied versions", e))?
+        .map_err(|e| failed(schema, "read the applied versions", &e))?
         .iter()
         .map(|r| (r.get(0), r.get(1), r.get(2)))
-        .collect();
-    let before = applied.last().map_or(0, |(v, _, _)| *v);
-    if before > SCHEMA_VERSION {
-        let (_, name, _) = &applied[applied.len() - 1];
-        return Err(StoreError::Unavailable(format!(
-            "schema {} is at version {before} ({name}), newer than this imrelay knows \
-             (version {SCHEMA_VERSION}): it was migrated by a newer imrelay. Run that version \
-             (or newer) on every replica; this one refuses to start rather than write to \
-             tables it does not understand",
-            schema.name()
-        )));
-    }
-    for m in MIGRATIONS {
-        if let Some((_, _, sum)) = applied.iter().find(|(v, _, _)| *v == m.version) {
-            if *sum != checksum(m.sql) {
-                tracing::warn!(
-                    schema = schema.name(),
-                    version = m.version,
-                    "an applied migration differs from the one in this binary; it is not applied again"
-                );
-            }
-            continue;
-        }
-        tx.batch_execute(m.sql)
-            .await
-            .map_err(|e| fail(&format!("apply {:04}_{}", m.version, m.name), e))?;
-        tx.execute(
-            "INSERT INTO migrations (version, name, checksum, applied_at) VALUES ($1, $2, $3, $4)",
-            &[
-                &m.version,
-                &m.name,
-                &checksum(m.sql),
-                &jiff::Timestamp::now().as_millisecond(),
-            ],
-        )
+        .collect())
+}
+
+/// Applies `m` and records its version.
+async fn apply(tx: &Transaction<'_>, schema: &Schema, m: &Migration) -> Result<(), StoreError> {
+    tx.batch_execute(m.sql)
         .await
-        .map_err(|e| fail("record the version", e))?;
-        tracing::info!(
-            schema = schema.name(),
-            version = m.version,
-            name = m.name,
-            "applied store migration"
-        );
-    }
-    tx.commit().await.map_err(|e| fail("commit", e))?;
-    Ok(before)
+        .map_err(|e| failed(schema, &format!("apply {:04}_{}", m.version, m.name), &e))?;
+    tx.execute(
+        "INSERT INTO migrations (version, name, checksum, applied_at) VALUES ($1, $2, $3, $4)",
+        &[
+            &m.version,
+            &m.name,
+            &checksum(m.sql),
+            &jiff::Timestamp::now().as_millisecond(),
+        ],
+    )
+    .await
+    .map_err(|e| failed(schema, "record the version", &e))?;
+    tracing::info!(
+        schema = schema.name(),
+        version = m.version,
+        name = m.name,
+        "applied store migration"
+    );
+    Ok(())
 }
 
 #[cfg(test)]

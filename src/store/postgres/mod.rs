@@ -23,16 +23,25 @@
 //! Times are unix milliseconds (`bigint`), as in SQLite; the comparisons that lease and
 //! schedule outbox jobs use the caller's clock, as the other backends do, so replicas need
 //! synchronized clocks (NTP).
+//!
+//! Here: the store and its interaction, channel and small-value roles. Beside it: `schema`
+//! (the schema's name and the names derived from it), `connect` (the pool, the server's URL
+//! without its password), `migrate`, `writer` (group commit), `rows` (an interaction's row
+//! read back), `health` (`/healthz`'s probe), `audit` and `outbox` (with their roles),
+//! `events`, `listener`, `lease`, `grants`, `votes` and `escalate`.
 
 mod audit;
 mod connect;
 mod escalate;
 mod events;
 mod grants;
+mod health;
 mod lease;
 pub mod listener;
 mod migrate;
 mod outbox;
+mod rows;
+mod schema;
 mod votes;
 mod writer;
 
@@ -44,33 +53,23 @@ use deadpool_postgres::{GenericClient, Object, Pool};
 use jiff::Timestamp;
 use secrecy::SecretString;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use tokio_postgres::Row;
 use tokio_postgres::types::{Json, ToSql};
 
 use super::{
-    AuditQuery, BOUND_VALUE_PREFIX, ChannelMessage, ClaimQuota, ClaimedJob, CreateOutcome, Effects,
-    EscalateOutcome, JobUpdate, ListQuery, OutboxJob, Page, ResolveOutcome, StatusFilter,
-    StoreError, random_secret,
+    BOUND_VALUE_PREFIX, ChannelMessage, CreateOutcome, Effects, EscalateOutcome, ListQuery, Page,
+    ResolveOutcome, StatusFilter, StoreError, random_secret,
 };
-use crate::audit::{AuditEntry, AuditRecord};
 use crate::interaction::quorum::{Ballot, VoteOutcome};
-use crate::interaction::{Interaction, InteractionId, Resolution};
+use crate::interaction::{Interaction, InteractionId};
 use crate::store::StoreHealth;
 use crate::store::prelude::*;
 use crate::store::probe::Probe;
 
 pub use listener::{Listener, Notification};
 pub use migrate::SCHEMA_VERSION;
-
-/// How long `/healthz`'s probe waits for the cluster's write locks before it reports that
-/// writes cannot get through. Under load a write waits for them a few milliseconds; a second
-/// means a session holds them and is not finishing (see [`connect::IDLE_IN_TRANSACTION`]).
-const PROBE_LOCK_WAIT: Duration = Duration::from_secs(1);
-
-/// The longest schema name: the notification channels (`<schema>.changes`,
-/// `<schema>.settled`) must fit PostgreSQL's 63-byte identifiers.
-const MAX_SCHEMA_LEN: usize = 55;
+use rows::decode;
+pub(crate) use schema::{Schema, check_schema_name};
 
 /// How to reach and use a PostgreSQL database.
 #[derive(Clone, Debug)]
@@ -97,80 +96,6 @@ impl PostgresOptions {
     }
 }
 
-/// Checks a schema name: lowercase letters, digits and `_`, starting with a letter or `_`,
-/// at most 55 bytes, not `pg_…` (reserved by PostgreSQL).
-pub(crate) fn check_schema_name(name: &str) -> Result<(), String> {
-    let ok = !name.is_empty()
-        && name.len() <= MAX_SCHEMA_LEN
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-        && !name.as_bytes()[0].is_ascii_digit()
-        && !name.starts_with("pg_");
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "{name:?} is not a usable schema name: use 1 to {MAX_SCHEMA_LEN} lowercase letters, \
-             digits and _, starting with a letter (and not pg_)"
-        ))
-    }
-}
-
-/// The schema a store uses, and the names derived from it.
-#[derive(Clone, Debug)]
-pub(crate) struct Schema {
-    name: String,
-    quoted: String,
-}
-
-impl Schema {
-    fn new(name: &str) -> Result<Self, StoreError> {
-        check_schema_name(name).map_err(StoreError::Unavailable)?;
-        Ok(Self {
-            name: name.to_string(),
-            quoted: format!("\"{name}\""),
-        })
-    }
-
-    /// The schema's name.
-    pub(crate) fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The name as an SQL identifier.
-    pub(crate) fn quoted(&self) -> &str {
-        &self.quoted
-    }
-
-    /// `sql` with `{s}` replaced by the schema (statements name their tables `{s}.table`).
-    pub(crate) fn sql(&self, sql: &str) -> String {
-        sql.replace("{s}", &self.quoted)
-    }
-
-    /// The key of an advisory lock for `purpose` in this schema (every process derives the
-    /// same one).
-    pub(crate) fn lock_key(&self, purpose: &str) -> i64 {
-        let digest = Sha256::digest(format!("imrelay:{}:{purpose}", self.name).as_bytes());
-        let mut bytes = [0u8; 8];
-        bytes.copy_from_slice(&digest[..8]);
-        i64::from_be_bytes(bytes)
-    }
-
-    /// The notification channel creates and resolutions are announced on.
-    pub(crate) fn channel(&self) -> String {
-        format!("{}.changes", self.name)
-    }
-
-    /// The notification channel resolutions are also announced on, with the resolution
-    /// itself when it fits a notification (see [`listener`]). A channel of its own, so a
-    /// replica that knows only [`Schema::channel`] (an older version, during a rolling
-    /// upgrade) never reads a payload it cannot parse.
-    pub(crate) fn settled_channel(&self) -> String {
-        format!("{}.settled", self.name)
-    }
-}
-
 /// A database error as a [`StoreError`]: the error and its causes (tokio-postgres keeps the
 /// server's message in the cause).
 fn describe(e: &tokio_postgres::Error) -> String {
@@ -186,37 +111,6 @@ fn describe(e: &tokio_postgres::Error) -> String {
 
 fn db(e: tokio_postgres::Error) -> StoreError {
     StoreError::Unavailable(describe(&e))
-}
-
-/// What a failed probe write says of the store: refused by the server's storage or
-/// configuration ([`StoreHealth::ReadOnly`]), or not possible now
-/// ([`StoreHealth::Unavailable`]: a restart, a lost connection, a lock not had in time).
-fn write_health(e: &tokio_postgres::Error) -> StoreHealth {
-    use tokio_postgres::error::SqlState;
-    let code = e.code();
-    if code == Some(&SqlState::LOCK_NOT_AVAILABLE) {
-        return StoreHealth::Unavailable(StoreError::Unavailable(format!(
-            "writes cannot get the cluster's write locks within {} ms: another session holds \
-             them (a replica stopped inside a transaction holds them until the server ends its \
-             session, within {} s)",
-            PROBE_LOCK_WAIT.as_millis(),
-            connect::IDLE_IN_TRANSACTION.as_secs()
-        )));
-    }
-    let refused = [
-        SqlState::READ_ONLY_SQL_TRANSACTION,
-        SqlState::DISK_FULL,
-        SqlState::INSUFFICIENT_PRIVILEGE,
-    ];
-    if code.is_some_and(|c| refused.contains(c)) {
-        StoreHealth::ReadOnly(db_ref(e))
-    } else {
-        StoreHealth::Unavailable(db_ref(e))
-    }
-}
-
-fn db_ref(e: &tokio_postgres::Error) -> StoreError {
-    StoreError::Unavailable(describe(e))
 }
 
 fn corrupt(e: impl std::fmt::Display) -> StoreError {
@@ -279,14 +173,6 @@ fn from_ms(v: i64) -> Timestamp {
     Timestamp::from_millisecond(v).unwrap_or(Timestamp::UNIX_EPOCH)
 }
 
-/// An interaction from its `doc` and `resolution` columns (at `idx` and `idx + 1`).
-fn decode(row: &Row, idx: usize) -> Result<Arc<Interaction>, StoreError> {
-    let Json(mut i): Json<Interaction> = col(row, idx)?;
-    let resolution: Option<Json<Resolution>> = col(row, idx + 1)?;
-    i.resolution = resolution.map(|Json(r)| Box::new(r));
-    Ok(Arc::new(i))
-}
-
 /// The PostgreSQL store.
 pub struct PostgresStore {
     pool: Pool,
@@ -302,7 +188,7 @@ impl std::fmt::Debug for PostgresStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PostgresStore")
             .field("url", &self.target.shown())
-            .field("schema", &self.schema.name)
+            .field("schema", &self.schema.name())
             .finish()
     }
 }
@@ -384,43 +270,6 @@ impl PostgresStore {
         self.schema.sql(sql)
     }
 
-    /// `/healthz`'s probe: a read, then what a create or an answer needs: the cluster's
-    /// write locks (the audit chain's, then the events', in the writer's order), waited for at
-    /// most [`PROBE_LOCK_WAIT`], and a small write, committed. A write failing for the
-    /// server's storage (read-only, disk full, no privilege) is [`StoreHealth::ReadOnly`];
-    /// anything else, a restart or a lost connection included, [`StoreHealth::Unavailable`].
-    async fn probe_health(&self) -> StoreHealth {
-        let mut client = match self.client().await {
-            Ok(c) => c,
-            Err(e) => return StoreHealth::Unavailable(e),
-        };
-        if let Err(e) = self.get_value_in(&client, "health.write_probe").await {
-            return StoreHealth::Unavailable(e);
-        }
-        // Numbers only, and the checked schema name: nothing to escape.
-        let sql = self.sql(&format!(
-            "SET LOCAL lock_timeout = '{wait}ms';
-             SELECT pg_advisory_xact_lock({audit});
-             SELECT pg_advisory_xact_lock({events});
-             INSERT INTO {{s}}.kv (key, value) VALUES ('health.write_probe', '{now}')
-             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            wait = PROBE_LOCK_WAIT.as_millis(),
-            audit = self.schema.lock_key("audit"),
-            events = self.schema.lock_key("events"),
-            now = ms(Timestamp::now()),
-        ));
-        let written = async {
-            let tx = client.transaction().await?;
-            tx.batch_execute(&sql).await?;
-            tx.commit().await
-        }
-        .await;
-        match written {
-            Ok(()) => StoreHealth::Ok,
-            Err(e) => write_health(&e),
-        }
-    }
-
     /// The small named value `key` as `c` sees it.
     async fn get_value_in(
         &self,
@@ -437,19 +286,6 @@ impl PostgresStore {
             Some(r) => col(&r, 0).map(Some),
             None => Ok(None),
         }
-    }
-
-    /// The interaction `id` as `c` sees it.
-    async fn get_in(
-        &self,
-        c: &impl GenericClient,
-        id: &str,
-    ) -> Result<Option<Arc<Interaction>>, StoreError> {
-        let sql = self.sql("SELECT doc, resolution FROM {s}.interactions WHERE id = $1");
-        row(c, &sql, &[&id])
-            .await?
-            .map(|r| decode(&r, 0))
-            .transpose()
     }
 }
 
@@ -485,7 +321,7 @@ impl InteractionStore for PostgresStore {
 
     async fn get(&self, id: &InteractionId) -> Result<Option<Arc<Interaction>>, StoreError> {
         let client = self.client().await?;
-        self.get_in(&client, id.as_str()).await
+        rows::get_in(&client, &self.schema, id.as_str()).await
     }
 
     async fn list(&self, query: &ListQuery) -> Result<Page, StoreError> {
@@ -745,68 +581,6 @@ impl ChannelStore for PostgresStore {
         )
         .await?;
         Ok(n == 1)
-    }
-}
-
-#[async_trait]
-impl OutboxStore for PostgresStore {
-    async fn enqueue(&self, jobs: Vec<OutboxJob>) -> Result<(), StoreError> {
-        let client = self.client().await?;
-        outbox::insert(&client, &self.schema, &jobs, ms(Timestamp::now())).await
-    }
-
-    async fn claim_jobs(
-        &self,
-        now: Timestamp,
-        quota: &ClaimQuota,
-        lease: Duration,
-    ) -> Result<Vec<ClaimedJob>, StoreError> {
-        let client = self.client().await?;
-        outbox::claim(&client, &self.schema, ms(now), quota, lease).await
-    }
-
-    async fn finish_job(
-        &self,
-        job: &ClaimedJob,
-        update: JobUpdate,
-        audit: Vec<AuditRecord>,
-    ) -> Result<bool, StoreError> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(db)?;
-        if !outbox::finish(&tx, &self.schema, job, update, ms(Timestamp::now())).await? {
-            return Ok(false);
-        }
-        audit::append(&tx, &self.schema, audit).await?;
-        tx.commit().await.map_err(db)?;
-        Ok(true)
-    }
-
-    async fn next_job_at(&self, quota: &ClaimQuota) -> Result<Option<Timestamp>, StoreError> {
-        let client = self.client().await?;
-        outbox::next_at(&client, &self.schema, quota).await
-    }
-
-    async fn job_backlog(&self) -> Result<Vec<(String, u64)>, StoreError> {
-        let client = self.client().await?;
-        outbox::backlog(&client, &self.schema).await
-    }
-}
-
-#[async_trait]
-impl AuditStore for PostgresStore {
-    async fn append_audit(&self, records: Vec<AuditRecord>) -> Result<(), StoreError> {
-        if records.is_empty() {
-            return Ok(());
-        }
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(db)?;
-        audit::append(&tx, &self.schema, records).await?;
-        tx.commit().await.map_err(db)
-    }
-
-    async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditEntry>, StoreError> {
-        let client = self.client().await?;
-        audit::read(&client, &self.schema, query).await
     }
 }
 

@@ -5,11 +5,15 @@
 
 use std::time::Duration;
 
+use async_trait::async_trait;
 use deadpool_postgres::GenericClient;
+use jiff::Timestamp;
 use tokio_postgres::types::Json;
 
-use super::{Schema, col, exec, from_ms, ms, rows};
+use super::{PostgresStore, Schema, audit, col, db, exec, from_ms, ms, rows};
+use crate::audit::AuditRecord;
 use crate::interaction::InteractionId;
+use crate::store::prelude::*;
 use crate::store::{ClaimQuota, ClaimedJob, JobUpdate, OutboxJob, StoreError};
 
 /// Records `jobs` (one statement, whatever their number); a key already present is skipped.
@@ -252,4 +256,48 @@ pub(super) async fn backlog(
             Ok((col(r, 0)?, n.max(0) as u64))
         })
         .collect()
+}
+
+#[async_trait]
+impl OutboxStore for PostgresStore {
+    async fn enqueue(&self, jobs: Vec<OutboxJob>) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        insert(&client, &self.schema, &jobs, ms(Timestamp::now())).await
+    }
+
+    async fn claim_jobs(
+        &self,
+        now: Timestamp,
+        quota: &ClaimQuota,
+        lease: Duration,
+    ) -> Result<Vec<ClaimedJob>, StoreError> {
+        let client = self.client().await?;
+        claim(&client, &self.schema, ms(now), quota, lease).await
+    }
+
+    async fn finish_job(
+        &self,
+        job: &ClaimedJob,
+        update: JobUpdate,
+        audit: Vec<AuditRecord>,
+    ) -> Result<bool, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db)?;
+        if !finish(&tx, &self.schema, job, update, ms(Timestamp::now())).await? {
+            return Ok(false);
+        }
+        audit::append(&tx, &self.schema, audit).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(true)
+    }
+
+    async fn next_job_at(&self, quota: &ClaimQuota) -> Result<Option<Timestamp>, StoreError> {
+        let client = self.client().await?;
+        next_at(&client, &self.schema, quota).await
+    }
+
+    async fn job_backlog(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        let client = self.client().await?;
+        backlog(&client, &self.schema).await
+    }
 }
