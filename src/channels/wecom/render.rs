@@ -185,9 +185,13 @@ impl Cards {
 
     fn pending(&self, i: &Interaction, task_id: &str, feedback: Option<&str>) -> Value {
         let mut card = self.base(i, task_id, self.heading(i), shared::context_line(i));
-        if let Some(feedback) = feedback {
-            // What became of the click, above what the card asks.
-            let body = format!("⚠ {feedback}\n{}", self.body(i));
+        // Why it came here late (nobody on its route answered in time), and what became of
+        // the click: above what the card asks.
+        let escalated = shared::escalated_line(i, self.locale).map(|l| format!("⏫ {l}"));
+        let feedback = feedback.map(|f| format!("⚠ {f}"));
+        let above: Vec<String> = feedback.into_iter().chain(escalated).collect();
+        if !above.is_empty() {
+            let body = format!("{}\n{}", above.join("\n"), self.body(i));
             card.insert("sub_title_text".into(), json!(cut(&body, BODY_CHARS)));
         }
         let typed = self.typed_hint(i);
@@ -479,6 +483,29 @@ mod tests {
         assert!(
             note.starts_with("✅ **由 lisi 通过 telegram 批准**：Bash"),
             "{note}"
+        );
+    }
+
+    #[test]
+    fn an_escalated_card_says_why_above_the_call() {
+        use crate::interaction::routes::{Escalation, RouteStamp};
+        let cards = Cards::new(Locale::ZhCn, Keys::new(vec![7; 32]), None);
+        let mut i = bash("make shop");
+        i.route = Some(Box::new(RouteStamp {
+            name: "shop".into(),
+            targets: None,
+            approvers: Vec::new(),
+            escalation: Some(Escalation {
+                after_secs: 300,
+                targets: Vec::new(),
+                approvers: Vec::new(),
+            }),
+        }));
+        assert_eq!(cards.card(&i, "wrkA")["sub_title_text"], "make shop");
+        i.escalated_at = Some(jiff::Timestamp::from_millisecond(1_700_000_300_000).unwrap());
+        assert_eq!(
+            cards.card(&i, "wrkA")["sub_title_text"],
+            "⏫ 已升级：路由 shop 上 5 分钟 内无人回答\nmake shop"
         );
     }
 
