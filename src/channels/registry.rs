@@ -10,7 +10,10 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 
+use anyhow::Context;
+
 use crate::settings::PathClaim;
+use crate::store::Store;
 
 use super::Wiring;
 
@@ -123,4 +126,53 @@ pub async fn install(wiring: &mut Wiring, channels: &[&dyn Channel]) -> anyhow::
         channel.install(wiring).await?;
     }
     Ok(())
+}
+
+/// How a chat platform's install begins: whom it warns about, and the store secret that signs
+/// its buttons.
+pub(crate) struct Opening {
+    /// The channel's name: its log lines' prefix and its section's name.
+    pub channel: &'static str,
+    /// The platform as people call it ("Slack").
+    pub platform: &'static str,
+    /// What identifies an approver there ("Slack user ids (U...)").
+    pub approver_ids: &'static str,
+    /// The store secret that signs its buttons (kept across restarts, so old messages keep
+    /// working).
+    pub secret: &'static str,
+    /// What that secret signs, as an error names it ("button", "card").
+    pub signs: &'static str,
+}
+
+impl Opening {
+    /// The steps every chat platform's install begins with: its section validated, an error
+    /// logged when nobody (`approvers` is 0) may answer from it, and its button secret loaded
+    /// from the store.
+    pub(crate) async fn open(
+        &self,
+        store: &dyn Store,
+        section: &dyn Channel,
+        approvers: usize,
+    ) -> anyhow::Result<Vec<u8>> {
+        let Self {
+            channel,
+            platform,
+            approver_ids,
+            secret,
+            signs,
+        } = self;
+        section
+            .validate()
+            .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+        if approvers == 0 {
+            tracing::error!(
+                "{channel}: {channel}.approvers is EMPTY, so NOBODY can answer from {platform}: every click will be refused. \
+                 Add the {approver_ids} of the people who may approve."
+            );
+        }
+        store
+            .secret(secret)
+            .await
+            .with_context(|| format!("cannot load the {channel} {signs} secret from the store"))
+    }
 }

@@ -91,8 +91,12 @@ async fn two_replicas_escalate_an_unanswered_request_once(schema: String) {
     let (_, st) = b.get("/v1/interactions/pg-esc").await;
     assert_eq!(st["status"], "pending", "{st}");
     assert!(st["escalated_at"].is_string(), "{st}");
-    // Give the losing timer every chance to write, and every job the time to be delivered.
-    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    // Both timers have fired (the loser found the interaction escalated already), and every
+    // job is delivered.
+    wait_until("both escalation timers to fire", || {
+        a.registry.scheduled_escalations() == 0 && b.registry.scheduled_escalations() == 0
+    })
+    .await;
     eventually("the outbox to settle", || async {
         let backlog = a.store.job_backlog().await.unwrap();
         backlog.iter().all(|(_, n)| *n == 0).then_some(())

@@ -773,8 +773,14 @@ async fn a_starting_replica_reads_the_pending_interactions_once(schema: String) 
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    // Time for a re-check, were one started.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // A re-check, were one started on the feed's connecting, would have begun reading by the
+    // time a later change made elsewhere arrives (the changes are read in order).
+    let fence = other
+        .create(pending("fence"), Effects::default())
+        .await
+        .unwrap();
+    assert!(matches!(fence, CreateOutcome::Created));
+    wait_until("the later change arrives", || registry.pending_count() == 5).await;
     assert_eq!(
         store.hooks.0.load(Ordering::SeqCst),
         1,

@@ -90,7 +90,22 @@ async fn a_lock_held_elsewhere_turns_healthz_unavailable_until_released(schema: 
             resp.unwrap().status()
         })
     };
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let key = lock_key(&schema, "audit");
+    let (high, low) = ((key >> 32) as u32, key as u32);
+    let db = raw().await;
+    eventually("the create to wait for the lock", || async {
+        // A bigint advisory key is shown as its high and low halves.
+        let row = db
+            .query_one(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+                   AND classid = $1 AND objid = $2 AND objsubid = 1",
+                &[&high, &low],
+            )
+            .await
+            .unwrap();
+        (row.get::<_, i64>(0) > 0).then_some(())
+    })
+    .await;
     assert!(!create.is_finished(), "the create waits for the lock");
     holder.batch_execute("ROLLBACK").await.unwrap();
     assert_eq!(create.await.unwrap(), StatusCode::CREATED);

@@ -37,6 +37,7 @@ pub use settings::DingTalkSettings;
 
 use crate::channels::Wiring;
 use crate::channels::pipeline::Pipeline;
+use crate::channels::registry::Opening;
 use crate::interaction::Via;
 
 /// The channel's name (its `Via`, its outbox channel, its health component).
@@ -45,26 +46,23 @@ pub const CHANNEL: &str = "dingtalk";
 /// working).
 pub const SECRET_NAME: &str = "dingtalk-cards";
 
+/// How the install begins: the approvers' warning and the button secret.
+const OPENING: Opening = Opening {
+    channel: CHANNEL,
+    platform: "DingTalk",
+    approver_ids: "DingTalk userIds",
+    secret: SECRET_NAME,
+    signs: "card",
+};
+
 /// Installs the channel when `[dingtalk] enabled = true`.
 pub async fn install(w: &mut Wiring, settings: &DingTalkSettings) -> anyhow::Result<()> {
     if !settings.enabled {
         return Ok(());
     }
     let settings = Arc::new(settings.clone());
-    settings
-        .validate()
-        .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
-    if settings.approvers.is_empty() {
-        tracing::error!(
-            "dingtalk: dingtalk.approvers is EMPTY, so NOBODY can answer from DingTalk: every click will be refused. \
-             Add the DingTalk userIds of the people who may approve."
-        );
-    }
-    let secret = w
-        .store
-        .secret(SECRET_NAME)
-        .await
-        .context("cannot load the dingtalk card secret from the store")?;
+    let approvers = settings.approvers.len();
+    let secret = OPENING.open(&*w.store, &*settings, approvers).await?;
     let api = Arc::new(
         api::OpenApi::new(
             &settings.api_base(),
@@ -105,6 +103,21 @@ pub async fn install(w: &mut Wiring, settings: &DingTalkSettings) -> anyhow::Res
             w.health.clone(),
         )),
     );
+    stream(w, &settings, clicks)?;
+    tracing::info!(
+        conversations = settings.conversations.len(),
+        approvers = settings.approvers.len(),
+        "dingtalk: channel enabled"
+    );
+    Ok(())
+}
+
+/// The Stream mode connection that brings clicks, started when the server serves.
+fn stream(
+    w: &mut Wiring,
+    settings: &DingTalkSettings,
+    clicks: Arc<inbound::Clicks>,
+) -> anyhow::Result<()> {
     let gateway = Arc::new(
         stream::Gateway::new(
             &settings.gateway_base(),
@@ -132,11 +145,6 @@ pub async fn install(w: &mut Wiring, settings: &DingTalkSettings) -> anyhow::Res
     .with_health(w.health.clone())
     .with_connect_timeout(Duration::from_secs(settings.connect_timeout_secs));
     w.spawn_on_serve(Arc::new(client).run());
-    tracing::info!(
-        conversations = settings.conversations.len(),
-        approvers = settings.approvers.len(),
-        "dingtalk: channel enabled"
-    );
     Ok(())
 }
 

@@ -21,8 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
-use tokio_tungstenite::tungstenite::{self, Message};
+use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 
 use crate::channels::longconn::{self, Attempts};
@@ -392,23 +391,16 @@ impl Stream {
         }
         url.query_pairs_mut()
             .append_pair("ticket", &endpoint.ticket);
-        let limits = WebSocketConfig::default()
-            .max_message_size(Some(MAX_MESSAGE_BYTES))
-            .max_frame_size(Some(MAX_MESSAGE_BYTES));
-        let connect = tokio_tungstenite::connect_async_tls_with_config(
+        let dialed = longconn::dial(
             url.as_str(),
-            Some(limits),
-            true,
-            Some(tokio_tungstenite::Connector::Rustls(self.tls.clone())),
-        );
-        let (ws, _) = tokio::select! {
-            _ = self.shutdown.cancelled() => return Ok(Ended::Shutdown),
-            r = tokio::time::timeout(self.connect_timeout, connect) => r
-                .map_err(|_| StreamError::Connect("the connection stalled".into()))?
-                .map_err(|e| match e {
-                    tungstenite::Error::Http(resp) => StreamError::Connect(format!("handshake refused (HTTP {})", resp.status())),
-                    other => StreamError::Connect(other.to_string()),
-                })?,
+            MAX_MESSAGE_BYTES,
+            self.tls.clone(),
+            self.connect_timeout,
+            &self.shutdown,
+        )
+        .await;
+        let Some(ws) = dialed.map_err(|e| StreamError::Connect(e.to_string()))? else {
+            return Ok(Ended::Shutdown);
         };
         *opened = Some(Instant::now());
         self.stats.connected.fetch_add(1, Ordering::Relaxed);
@@ -438,19 +430,10 @@ impl Stream {
                 }
                 msg = stream.next() => {
                     last_seen = Instant::now();
-                    let text = match msg {
-                        None => return Err(StreamError::Dropped("the connection ended".into())),
-                        Some(Err(e)) => return Err(StreamError::Dropped(format!("connection error: {e}"))),
-                        Some(Ok(Message::Close(_))) => return Err(StreamError::Dropped("closed by DingTalk".into())),
-                        Some(Ok(Message::Text(t))) => t,
-                        Some(Ok(_)) => continue,
-                    };
-                    let frame: Frame = match serde_json::from_str(text.as_str()) {
-                        Ok(f) => f,
-                        Err(e) => {
-                            tracing::warn!(error = %e, "dingtalk: a frame that is not JSON ignored");
-                            continue;
-                        }
+                    let Some(frame) = longconn::json_frame::<Frame>(msg, "dingtalk", "DingTalk")
+                        .map_err(StreamError::Dropped)?
+                    else {
+                        continue;
                     };
                     if frame.kind == "SYSTEM" && frame.topic() == "disconnect" {
                         // Acknowledge on this connection first, then replace it.

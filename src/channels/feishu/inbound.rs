@@ -30,8 +30,8 @@ use super::settings::FeishuSettings;
 use super::{button, crypto};
 use crate::channels::pipeline::{Feedback, Pipeline, Tap};
 use crate::interaction::{
-    Answer, Form, Interaction, InteractionId, Kind, Outcome, Question, Registry, Responder, Via,
-    parse_questions,
+    Answer, Form, Interaction, InteractionId, Kind, Outcome, Question, Registry, Responder, Teams,
+    Via, parse_questions,
 };
 use crate::store::Store;
 use crate::sync::LockExt;
@@ -63,6 +63,16 @@ pub enum Source {
 pub struct ResultLabels {
     /// `resolved`, `already_resolved`, `refused`, `invalid`, `duplicate`, `slow`, `ignored`, ...
     pub result: String,
+}
+
+/// Who clicked a card, as [`Callbacks::click`] sees them.
+struct Operator<'a> {
+    /// The id refusals are recorded under (`unknown` when the event names none).
+    actor: &'a str,
+    /// The id they answer by, when they may answer.
+    by: Option<&'a str>,
+    /// Whether they are on `feishu.approvers`.
+    approver: bool,
 }
 
 /// Handles card clicks. Cheap to share.
@@ -247,57 +257,31 @@ impl Callbacks {
     /// resolved the interaction is told so again rather than "already answered".
     async fn click(&self, envelope: &Value, again: bool) -> (Value, &'static str) {
         let event = &envelope["event"];
-        let open_id = event["operator"]["open_id"].as_str().unwrap_or_default();
-        let user_id = event["operator"]["user_id"].as_str().unwrap_or_default();
-        let actor = if !open_id.is_empty() {
-            open_id
-        } else if !user_id.is_empty() {
-            user_id
-        } else {
-            "unknown"
-        };
         let action = &event["action"];
         let teams = self.registry.teams();
-        let listed = [open_id, user_id]
-            .into_iter()
-            .find(|who| self.settings.is_approver(who));
-        // A configured person may answer a route naming them without being on the list.
-        let by = listed.or_else(|| {
-            [open_id, user_id]
-                .into_iter()
-                .find(|who| !who.is_empty() && teams.people.identify(CHANNEL, who).is_some())
-        });
+        let Operator {
+            actor,
+            by,
+            approver,
+        } = self.operator(event, &teams);
         if super::digest::is_digest_value(&action["value"]) {
             let who = super::digest::Clicker {
                 by: by.unwrap_or(actor),
-                approver: listed.is_some(),
+                approver,
                 again,
             };
             return self.digest_click(event, who).await;
         }
 
         let Some((id, created, what)) = self.verify_value(&action["value"]) else {
-            // The id in forged data proves nothing: the refusal is not bound to it (so the
-            // rate limit for unauthenticated refusals applies), and it is only named.
-            let claimed = action["value"]["id"].as_str().unwrap_or("");
-            if !again {
-                self.registry
-                    .refused(
-                        None,
-                        actor,
-                        self.pipeline.via(),
-                        &format!("card data failed its integrity check (claimed id {claimed:?})"),
-                    )
-                    .await;
-            }
-            return self.reply(Feedback::BadButton);
+            return self.forged(action, actor, again).await;
         };
         let tap = Tap {
             id: &id,
             created,
             actor: by.unwrap_or(actor),
             identity: by.unwrap_or(actor),
-            approver: listed.is_some(),
+            approver,
             audit: !again,
         };
         if by.is_some()
@@ -333,7 +317,71 @@ impl Callbacks {
                 .await;
             return self.reply(again_mine(feedback));
         }
-        let answer = match what {
+        let answer = match self.answer_of(what, action, &current) {
+            Ok(a) => a,
+            Err(why) => return self.reply(Feedback::Invalid(why)),
+        };
+        let by = Responder::new(by, self.pipeline.via().clone()).with_identity(CHANNEL, by);
+        let feedback = self.pipeline.respond(&id, answer, by).await;
+        self.reply(again_mine(feedback))
+    }
+
+    /// Who clicked: the id refusals name, and the id they may answer by, if any: an approver's,
+    /// or a configured person's (a route naming them lets them answer without being listed).
+    fn operator<'a>(&self, event: &'a Value, teams: &Teams) -> Operator<'a> {
+        let open_id = event["operator"]["open_id"].as_str().unwrap_or_default();
+        let user_id = event["operator"]["user_id"].as_str().unwrap_or_default();
+        let actor = if !open_id.is_empty() {
+            open_id
+        } else if !user_id.is_empty() {
+            user_id
+        } else {
+            "unknown"
+        };
+        let listed = [open_id, user_id]
+            .into_iter()
+            .find(|who| self.settings.is_approver(who));
+        // A configured person may answer a route naming them without being on the list.
+        let by = listed.or_else(|| {
+            [open_id, user_id]
+                .into_iter()
+                .find(|who| !who.is_empty() && teams.people.identify(CHANNEL, who).is_some())
+        });
+        Operator {
+            actor,
+            by,
+            approver: listed.is_some(),
+        }
+    }
+
+    /// A click whose card data failed its integrity check: refused (once, not again on a
+    /// repeat delivery) and told so.
+    async fn forged(&self, action: &Value, actor: &str, again: bool) -> (Value, &'static str) {
+        // The id in forged data proves nothing: the refusal is not bound to it (so the
+        // rate limit for unauthenticated refusals applies), and it is only named.
+        let claimed = action["value"]["id"].as_str().unwrap_or("");
+        if !again {
+            self.registry
+                .refused(
+                    None,
+                    actor,
+                    self.pipeline.via(),
+                    &format!("card data failed its integrity check (claimed id {claimed:?})"),
+                )
+                .await;
+        }
+        self.reply(Feedback::BadButton)
+    }
+
+    /// The answer a verified click gives `current`: its action, with the reason or the answers
+    /// typed on the card; why not, when those do not fit.
+    fn answer_of(
+        &self,
+        what: Action,
+        action: &Value,
+        current: &Interaction,
+    ) -> Result<Answer, String> {
+        Ok(match what {
             Action::Allow | Action::AllowSimilar => Answer::allow(),
             Action::Deny => {
                 let reason = action["form_value"][render::REASON_FIELD]
@@ -348,20 +396,14 @@ impl Callbacks {
                     .as_object()
                     .cloned()
                     .unwrap_or_default();
-                let answer = if current.kind == Kind::Form {
-                    self.content_from_form(&current, &form).map(Answer::Accept)
+                if current.kind == Kind::Form {
+                    self.content_from_form(current, &form).map(Answer::Accept)?
                 } else {
-                    self.answers_from_form(&current, &form).map(Answer::Answers)
-                };
-                match answer {
-                    Ok(a) => a,
-                    Err(why) => return self.reply(Feedback::Invalid(why)),
+                    self.answers_from_form(current, &form)
+                        .map(Answer::Answers)?
                 }
             }
-        };
-        let by = Responder::new(by, self.pipeline.via().clone()).with_identity(CHANNEL, by);
-        let feedback = self.pipeline.respond(&id, answer, by).await;
-        self.reply(again_mine(feedback))
+        })
     }
 
     /// The reply to a click, and the result it is counted under: the feedback's toast, and

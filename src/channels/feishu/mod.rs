@@ -37,6 +37,7 @@ use serde_json::json;
 pub use settings::{FeishuSettings, Mode};
 
 use crate::channels::Wiring;
+use crate::channels::registry::Opening;
 
 /// The channel's name in the outbox, the store and `/healthz`.
 pub const CHANNEL: &str = "feishu";
@@ -44,26 +45,23 @@ pub const CHANNEL: &str = "feishu";
 /// The store secret that signs card buttons (kept across restarts, so old cards keep working).
 pub const SECRET_NAME: &str = "feishu-callback";
 
+/// How the install begins: the approvers' warning and the button secret.
+const OPENING: Opening = Opening {
+    channel: CHANNEL,
+    platform: "Feishu",
+    approver_ids: "open_ids (ou_...) or user_ids",
+    secret: SECRET_NAME,
+    signs: "button",
+};
+
 /// Installs the channel when `[feishu] enabled = true`.
 pub async fn install(w: &mut Wiring, settings: &FeishuSettings) -> anyhow::Result<()> {
     let settings = Arc::new(settings.clone());
     if !settings.enabled {
         return Ok(());
     }
-    settings
-        .validate()
-        .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
-    if settings.approvers.is_empty() {
-        tracing::error!(
-            "feishu: feishu.approvers is EMPTY, so NOBODY can answer from Feishu: every click will be refused. \
-             Add the open_ids (ou_...) or user_ids of the people who may approve."
-        );
-    }
-    let secret = w
-        .store
-        .secret(SECRET_NAME)
-        .await
-        .context("cannot load the feishu button secret from the store")?;
+    let approvers = settings.approvers.len();
+    let secret = OPENING.open(&*w.store, &*settings, approvers).await?;
     let api = Arc::new(
         api::OpenApi::new(
             &settings.api_base(),
@@ -106,63 +104,8 @@ pub async fn install(w: &mut Wiring, settings: &FeishuSettings) -> anyhow::Resul
         )),
     );
     match settings.mode {
-        Mode::Webhook => {
-            w.route(inbound::router(Arc::new(inbound::Webhook {
-                callbacks,
-                settings: settings.clone(),
-                registry: w.registry.clone(),
-            })));
-            if settings.encrypt_key.is_empty() {
-                tracing::warn!(
-                    "feishu: no encrypt_key: callbacks are neither encrypted nor signed; only the verification token \
-                     authenticates them. Set an Encrypt Key in the developer console and in feishu.encrypt_key."
-                );
-            }
-            w.health.set(
-                "feishu",
-                "webhook",
-                json!({
-                    "mode": "webhook",
-                    "callback_path": settings.callback_path,
-                    "approvers": settings.approvers.len(),
-                    "receivers": settings.receivers.len(),
-                }),
-            );
-        }
-        Mode::Websocket => {
-            let reconnects = prometheus_client::metrics::counter::Counter::default();
-            let connected = prometheus_client::metrics::gauge::Gauge::<
-                i64,
-                std::sync::atomic::AtomicI64,
-            >::default();
-            w.metrics.register(
-                "imrelay_feishu_ws_reconnects",
-                "Times the Feishu long connection was lost or could not be opened and was retried",
-                reconnects.clone(),
-            );
-            w.metrics.register(
-                "imrelay_feishu_ws_connected",
-                "1 while the Feishu long connection is open",
-                connected.clone(),
-            );
-            w.health.set(
-                "feishu",
-                "connecting",
-                json!({"mode": "websocket", "approvers": settings.approvers.len()}),
-            );
-            let client = ws::LongConnection {
-                api,
-                callbacks,
-                health: w.health.clone(),
-                reconnects,
-                connected,
-                shutdown: w.shutdown.clone(),
-                connect_timeout: std::time::Duration::from_secs(settings.connect_timeout_secs),
-                tls: crate::tls::client_config()
-                    .context("cannot set up TLS for the feishu long connection")?,
-            };
-            w.spawn_on_serve(client.run());
-        }
+        Mode::Webhook => webhook_mode(w, &settings, callbacks),
+        Mode::Websocket => long_connection(w, &settings, api, callbacks)?,
     }
     tracing::info!(
         mode = settings.mode.as_str(),
@@ -175,6 +118,76 @@ pub async fn install(w: &mut Wiring, settings: &FeishuSettings) -> anyhow::Resul
         },
         "feishu: channel enabled"
     );
+    Ok(())
+}
+
+/// Webhook mode: the callback endpoint, and the channel's health as listening on it.
+fn webhook_mode(
+    w: &mut Wiring,
+    settings: &Arc<FeishuSettings>,
+    callbacks: Arc<inbound::Callbacks>,
+) {
+    w.route(inbound::router(Arc::new(inbound::Webhook {
+        callbacks,
+        settings: settings.clone(),
+        registry: w.registry.clone(),
+    })));
+    if settings.encrypt_key.is_empty() {
+        tracing::warn!(
+            "feishu: no encrypt_key: callbacks are neither encrypted nor signed; only the verification token \
+             authenticates them. Set an Encrypt Key in the developer console and in feishu.encrypt_key."
+        );
+    }
+    w.health.set(
+        "feishu",
+        "webhook",
+        json!({
+            "mode": "webhook",
+            "callback_path": settings.callback_path,
+            "approvers": settings.approvers.len(),
+            "receivers": settings.receivers.len(),
+        }),
+    );
+}
+
+/// Websocket mode: the long connection's metrics, and the connection itself, started when
+/// the server serves.
+fn long_connection(
+    w: &mut Wiring,
+    settings: &FeishuSettings,
+    api: Arc<api::OpenApi>,
+    callbacks: Arc<inbound::Callbacks>,
+) -> anyhow::Result<()> {
+    let reconnects = prometheus_client::metrics::counter::Counter::default();
+    let connected =
+        prometheus_client::metrics::gauge::Gauge::<i64, std::sync::atomic::AtomicI64>::default();
+    w.metrics.register(
+        "imrelay_feishu_ws_reconnects",
+        "Times the Feishu long connection was lost or could not be opened and was retried",
+        reconnects.clone(),
+    );
+    w.metrics.register(
+        "imrelay_feishu_ws_connected",
+        "1 while the Feishu long connection is open",
+        connected.clone(),
+    );
+    w.health.set(
+        "feishu",
+        "connecting",
+        json!({"mode": "websocket", "approvers": settings.approvers.len()}),
+    );
+    let client = ws::LongConnection {
+        api,
+        callbacks,
+        health: w.health.clone(),
+        reconnects,
+        connected,
+        shutdown: w.shutdown.clone(),
+        connect_timeout: std::time::Duration::from_secs(settings.connect_timeout_secs),
+        tls: crate::tls::client_config()
+            .context("cannot set up TLS for the feishu long connection")?,
+    };
+    w.spawn_on_serve(client.run());
     Ok(())
 }
 

@@ -27,13 +27,13 @@ use rand::Rng;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_util::sync::CancellationToken;
 
 use super::api::{ApiError, ClientConfig, OpenApi};
 use super::frame::{Frame, METHOD_CONTROL, METHOD_DATA};
 use super::inbound::{Callbacks, Source};
+use crate::channels::longconn::{self, DialError, Socket};
 use crate::health::Health;
 
 /// The health component name.
@@ -281,33 +281,9 @@ impl LongConnection {
         opened: &mut Option<Instant>,
         last_error: Option<&str>,
     ) -> Result<Ended, WsError> {
-        let endpoint = self.api.ws_endpoint().await?;
-        if let Some(c) = &endpoint.config {
-            config.apply(c);
-        }
-        let (service, conn_id) = parse_endpoint(&endpoint.url)?;
-        let connector = tokio_tungstenite::Connector::Rustls(self.tls.clone());
-        let limits = WebSocketConfig::default()
-            .max_message_size(Some(MAX_MESSAGE_BYTES + 64 * 1024))
-            .max_frame_size(Some(MAX_MESSAGE_BYTES + 64 * 1024));
-        let connect = tokio_tungstenite::connect_async_tls_with_config(
-            endpoint.url.as_str(),
-            Some(limits),
-            true,
-            Some(connector),
-        );
-        let connected = tokio::select! {
-            _ = self.shutdown.cancelled() => return Ok(Ended::Shutdown),
-            r = tokio::time::timeout(self.connect_timeout, connect) => r,
+        let Some((ws, service, conn_id)) = self.open(config).await? else {
+            return Ok(Ended::Shutdown);
         };
-        let (ws, _) = connected
-            .map_err(|_| {
-                WsError::Connect(format!(
-                    "no connection after {} s (TCP, TLS or the WebSocket handshake stalled)",
-                    self.connect_timeout.as_secs()
-                ))
-            })?
-            .map_err(handshake_error)?;
         *opened = Some(Instant::now());
         self.connected.set(1);
         tracing::info!(
@@ -355,22 +331,9 @@ impl LongConnection {
                             return Err(WsError::Dropped(format!("closed by the platform: {why}")));
                         }
                         Some(Ok(Message::Binary(bytes))) => {
-                            let frame = match Frame::from_bytes(&bytes) {
-                                Ok(f) => f,
-                                Err(e) => {
-                                    tracing::warn!(error = %e, "feishu: undecodable frame ignored");
-                                    continue;
-                                }
-                            };
-                            match frame.method {
-                                METHOD_CONTROL => {
-                                    if self.control(frame, config) {
-                                        ping = tokio::time::interval_at(Instant::now() + config.ping(), config.ping());
-                                        self.report_connected(config, &conn_id, last_error);
-                                    }
-                                }
-                                METHOD_DATA => self.data(frame, &mut parts, &ack_tx),
-                                other => tracing::debug!(method = other, "feishu: frame of unknown method ignored"),
+                            if self.frame(&bytes, config, &mut parts, &ack_tx) {
+                                ping = tokio::time::interval_at(Instant::now() + config.ping(), config.ping());
+                                self.report_connected(config, &conn_id, last_error);
                             }
                         }
                         Some(Ok(_)) => {} // text, ping and pong frames of the WebSocket layer
@@ -378,6 +341,55 @@ impl LongConnection {
                 }
             }
         }
+    }
+
+    /// Asks for an endpoint (applying the config it carries) and connects to it: the socket,
+    /// with the service and connection ids the endpoint names; `None` at shutdown.
+    async fn open(&self, config: &mut Config) -> Result<Option<(Socket, i32, String)>, WsError> {
+        let endpoint = self.api.ws_endpoint().await?;
+        if let Some(c) = &endpoint.config {
+            config.apply(c);
+        }
+        let (service, conn_id) = parse_endpoint(&endpoint.url)?;
+        let dialed = longconn::dial(
+            endpoint.url.as_str(),
+            MAX_MESSAGE_BYTES + 64 * 1024,
+            self.tls.clone(),
+            self.connect_timeout,
+            &self.shutdown,
+        )
+        .await;
+        match dialed {
+            Ok(ws) => Ok(ws.map(|ws| (ws, service, conn_id))),
+            Err(DialError::Stalled) => Err(WsError::Connect(format!(
+                "no connection after {} s (TCP, TLS or the WebSocket handshake stalled)",
+                self.connect_timeout.as_secs()
+            ))),
+            Err(DialError::Failed(e)) => Err(handshake_error(e)),
+        }
+    }
+
+    /// Handles one binary frame; returns whether the connection settings changed.
+    fn frame(
+        &self,
+        bytes: &[u8],
+        config: &mut Config,
+        parts: &mut Reassembly,
+        acks: &mpsc::Sender<Vec<u8>>,
+    ) -> bool {
+        let frame = match Frame::from_bytes(bytes) {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::warn!(error = %e, "feishu: undecodable frame ignored");
+                return false;
+            }
+        };
+        match frame.method {
+            METHOD_CONTROL => return self.control(frame, config),
+            METHOD_DATA => self.data(frame, parts, acks),
+            other => tracing::debug!(method = other, "feishu: frame of unknown method ignored"),
+        }
+        false
     }
 
     fn report_connected(&self, config: &Config, conn_id: &str, last_error: Option<&str>) {

@@ -309,6 +309,31 @@ impl Interactions {
                 return errors(&first, feedback.text(Locale::EnUs));
             }
         };
+        let answer = match self.modal_answer(signed.action, &i, view, &first) {
+            Ok(a) => a,
+            Err((block, why)) => return errors(&block, why),
+        };
+        let feedback = self
+            .pipeline
+            .respond(&signed.id, answer, person.responder())
+            .await;
+        self.count(feedback.result());
+        match feedback {
+            // An empty acknowledgement closes the modal; the message shows the outcome.
+            Feedback::Resolved(_) => None,
+            other => errors(&first, other.text(Locale::EnUs)),
+        }
+    }
+
+    /// The answer a submitted modal gives `i`, or the block to flag and why (`first`, the
+    /// modal's first input, for a modal no answer comes from).
+    fn modal_answer(
+        &self,
+        action: Action,
+        i: &Interaction,
+        view: &Value,
+        first: &str,
+    ) -> Result<Answer, (String, String)> {
         let values = render::state_values(view);
         let text = |block: &str| {
             values
@@ -318,11 +343,15 @@ impl Interactions {
                 .filter(|s| !s.is_empty())
                 .map(str::to_string)
         };
-        let answer = match signed.action {
+        let invalid = |e: (String, String)| {
+            self.count("invalid");
+            e
+        };
+        Ok(match action {
             Action::Reason => Answer::deny(text(REASON_BLOCK)),
             Action::Edit => {
                 let Some(command) = text(COMMAND_BLOCK) else {
-                    return errors(COMMAND_BLOCK, "Type the command to run.".into());
+                    return Err((COMMAND_BLOCK.into(), "Type the command to run.".into()));
                 };
                 let mut input = i.input.map();
                 input.insert("command".into(), Value::String(command));
@@ -333,7 +362,7 @@ impl Interactions {
             }
             Action::Other => {
                 let Some(typed) = text(ANSWER_BLOCK) else {
-                    return errors(ANSWER_BLOCK, "Type an answer.".into());
+                    return Err((ANSWER_BLOCK.into(), "Type an answer.".into()));
                 };
                 let multi = parse_questions(&i.input.map())
                     .ok()
@@ -346,32 +375,13 @@ impl Interactions {
                 );
                 Answer::Answers(answers)
             }
-            Action::Answer => match answers_from_modal(&i, &values) {
-                Ok(a) => Answer::Answers(a),
-                Err((block, why)) => {
-                    self.count("invalid");
-                    return errors(&block, why);
-                }
-            },
-            Action::Fill => match content_from_modal(&i, &values) {
-                Ok(c) => Answer::Accept(c),
-                Err((block, why)) => {
-                    self.count("invalid");
-                    return errors(&block, why);
-                }
-            },
-            _ => return errors(&first, Feedback::BadButton.text(Locale::EnUs)),
-        };
-        let feedback = self
-            .pipeline
-            .respond(&signed.id, answer, person.responder())
-            .await;
-        self.count(feedback.result());
-        match feedback {
-            // An empty acknowledgement closes the modal; the message shows the outcome.
-            Feedback::Resolved(_) => None,
-            other => errors(&first, other.text(Locale::EnUs)),
-        }
+            Action::Answer => Answer::Answers(answers_from_modal(i, &values).map_err(invalid)?),
+            Action::Fill => Answer::Accept(content_from_modal(i, &values).map_err(invalid)?),
+            _ => {
+                let why = Feedback::BadButton.text(Locale::EnUs);
+                return Err((first.to_string(), why));
+            }
+        })
     }
 }
 

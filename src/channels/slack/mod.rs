@@ -39,6 +39,7 @@ pub use settings::{Mode, SlackSettings};
 
 use crate::channels::Wiring;
 use crate::channels::pipeline::Pipeline;
+use crate::channels::registry::Opening;
 use crate::interaction::Via;
 
 /// The channel's name (its `Via`, its outbox channel, its health component).
@@ -47,26 +48,23 @@ pub const CHANNEL: &str = "slack";
 /// working).
 pub const SECRET_NAME: &str = "slack-buttons";
 
+/// How the install begins: the approvers' warning and the button secret.
+const OPENING: Opening = Opening {
+    channel: CHANNEL,
+    platform: "Slack",
+    approver_ids: "Slack user ids (U...)",
+    secret: SECRET_NAME,
+    signs: "button",
+};
+
 /// Installs the channel when `[slack] enabled = true`.
 pub async fn install(w: &mut Wiring, settings: &SlackSettings) -> anyhow::Result<()> {
     if !settings.enabled {
         return Ok(());
     }
     let settings = Arc::new(settings.clone());
-    settings
-        .validate()
-        .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
-    if settings.approvers.is_empty() {
-        tracing::error!(
-            "slack: slack.approvers is EMPTY, so NOBODY can answer from Slack: every click will be refused. \
-             Add the Slack user ids (U...) of the people who may approve."
-        );
-    }
-    let secret = w
-        .store
-        .secret(SECRET_NAME)
-        .await
-        .context("cannot load the slack button secret from the store")?;
+    let approvers = settings.approvers.len();
+    let secret = OPENING.open(&*w.store, &*settings, approvers).await?;
     let api = Arc::new(
         api::WebApi::new(
             &settings.api_base(),
@@ -102,6 +100,24 @@ pub async fn install(w: &mut Wiring, settings: &SlackSettings) -> anyhow::Result
             w.health.clone(),
         )),
     );
+    transport(w, &settings, api, interactions)?;
+    tracing::info!(
+        mode = settings.mode.as_str(),
+        channels = settings.channels.len(),
+        approvers = settings.approvers.len(),
+        "slack: channel enabled"
+    );
+    Ok(())
+}
+
+/// How clicks arrive: Socket Mode's connections, started when the server serves, or the
+/// HTTP events endpoint.
+fn transport(
+    w: &mut Wiring,
+    settings: &SlackSettings,
+    api: Arc<api::WebApi>,
+    interactions: Arc<inbound::Interactions>,
+) -> anyhow::Result<()> {
     match settings.mode {
         Mode::SocketMode => {
             let client = socket::SocketMode::new(
@@ -118,7 +134,7 @@ pub async fn install(w: &mut Wiring, settings: &SlackSettings) -> anyhow::Result
         Mode::Http => {
             w.route(events::router(Arc::new(events::Endpoint::new(
                 interactions,
-                &settings,
+                settings,
                 w.registry.clone(),
             ))));
             w.health.set(
@@ -129,12 +145,6 @@ pub async fn install(w: &mut Wiring, settings: &SlackSettings) -> anyhow::Result
             );
         }
     }
-    tracing::info!(
-        mode = settings.mode.as_str(),
-        channels = settings.channels.len(),
-        approvers = settings.approvers.len(),
-        "slack: channel enabled"
-    );
     Ok(())
 }
 

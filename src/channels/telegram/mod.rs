@@ -269,44 +269,10 @@ pub async fn install(w: &mut Wiring, settings: &TelegramSettings) -> anyhow::Res
         return Ok(());
     }
     s.validate().map_err(anyhow::Error::msg)?;
-    if s.approvers.is_empty() {
-        tracing::error!(
-            "telegram.approvers is empty: NOBODY can answer from Telegram. Prompts are still posted; send /whoami to the bot to learn your user id and add it to telegram.approvers"
-        );
-    }
-    if s.chats.is_empty() {
-        tracing::warn!(
-            "telegram.chats is empty: prompts are not posted anywhere. Send /whoami to the bot in a chat to learn its id and add it to telegram.chats"
-        );
-    }
-    let key = w
-        .store
-        .secret(callback::SECRET_NAME)
-        .await
-        .context("cannot read the Telegram button secret from the store")?;
-    let webhook_secret = if s.webhook_secret.is_empty() {
-        hex::encode(
-            w.store
-                .secret(WEBHOOK_SECRET_NAME)
-                .await
-                .context("cannot read the Telegram webhook secret from the store")?,
-        )
-    } else {
-        s.webhook_secret.expose().to_string()
-    };
+    warn_of_gaps(&s);
+    let (key, webhook_secret) = secrets(w.store.as_ref(), &s).await?;
     let (client, worker) = Client::new(&s, &w.metrics)?;
-    let refused = Family::<ReasonLabels, Counter>::default();
-    w.metrics.register(
-        "imrelay_telegram_refused",
-        "Telegram answer attempts refused, by reason (not_approver, bad_data, foreign_message, foreign_reply, bad_webhook_secret)",
-        refused.clone(),
-    );
-    let updates = Family::<KindLabels, Counter>::default();
-    w.metrics.register(
-        "imrelay_telegram_updates",
-        "Telegram updates handled, by kind (callback_query, message, duplicate)",
-        updates.clone(),
-    );
+    let (refused, updates) = register_counters(w);
     let retention = w.server.retention;
     let tg = Arc::new(Telegram {
         settings: s.clone(),
@@ -348,6 +314,58 @@ pub async fn install(w: &mut Wiring, settings: &TelegramSettings) -> anyhow::Res
         "telegram channel enabled"
     );
     Ok(())
+}
+
+/// Says at start-up what a configuration leaves nobody to do: answer (no approvers) or
+/// see prompts (no chats).
+fn warn_of_gaps(s: &TelegramSettings) {
+    if s.approvers.is_empty() {
+        tracing::error!(
+            "telegram.approvers is empty: NOBODY can answer from Telegram. Prompts are still posted; send /whoami to the bot to learn your user id and add it to telegram.approvers"
+        );
+    }
+    if s.chats.is_empty() {
+        tracing::warn!(
+            "telegram.chats is empty: prompts are not posted anywhere. Send /whoami to the bot in a chat to learn its id and add it to telegram.chats"
+        );
+    }
+}
+
+/// The buttons' key and the webhook secret token: both kept in the store, the token
+/// derived from a stored secret unless `telegram.webhook_secret` sets it.
+async fn secrets(store: &dyn Store, s: &TelegramSettings) -> anyhow::Result<(Vec<u8>, String)> {
+    let key = store
+        .secret(callback::SECRET_NAME)
+        .await
+        .context("cannot read the Telegram button secret from the store")?;
+    let webhook_secret = if s.webhook_secret.is_empty() {
+        hex::encode(
+            store
+                .secret(WEBHOOK_SECRET_NAME)
+                .await
+                .context("cannot read the Telegram webhook secret from the store")?,
+        )
+    } else {
+        s.webhook_secret.expose().to_string()
+    };
+    Ok((key, webhook_secret))
+}
+
+/// The channel's counters, registered: refused attempts by reason, updates by kind.
+fn register_counters(w: &Wiring) -> (Family<ReasonLabels, Counter>, Family<KindLabels, Counter>) {
+    let refused = Family::<ReasonLabels, Counter>::default();
+    w.metrics.register(
+        "imrelay_telegram_refused",
+        "Telegram answer attempts refused, by reason (not_approver, bad_data, foreign_message, foreign_reply, bad_webhook_secret)",
+        refused.clone(),
+    );
+    let updates = Family::<KindLabels, Counter>::default();
+    w.metrics.register(
+        "imrelay_telegram_updates",
+        "Telegram updates handled, by kind (callback_query, message, duplicate)",
+        updates.clone(),
+    );
+    (refused, updates)
 }
 
 /// The `[telegram]` section in the channel registry.

@@ -1,6 +1,7 @@
 //! What imrelay remembers about each Telegram message it posted (kept in the store's
-//! `ChannelMessage::state`): prompts with their partly answered questions, and the
-//! "reply to this message" requests behind "Deny with reason…" and "Other…".
+//! `ChannelMessage::state`): prompts with their partly answered questions or the form filled
+//! in so far (the core's [`FormDraft`], kept as its fields and toggles), and the "reply to
+//! this message" requests behind "Deny with reason…" and "Other…".
 
 use std::collections::BTreeMap;
 
@@ -158,10 +159,16 @@ impl PromptState {
         self.form_draft(form).current(form).map(|n| n as u8)
     }
 
-    /// The form's content as filled in so far (fields left empty are left out, so they take
-    /// their defaults).
-    pub fn form_content(&self, form: &Form) -> Map<String, Value> {
-        self.form_draft(form).content(form)
+    /// Keeps `draft` as the form filled in on this message: its fields done, and the
+    /// options toggled on for the field being asked.
+    pub fn keep_form_draft(&mut self, draft: &FormDraft) {
+        self.fields = (0u8..).zip(draft.values().iter().cloned()).collect();
+        self.toggled.clear();
+        if !draft.toggled().is_empty() {
+            let asked = draft.values().len() as u8;
+            let toggled = draft.toggled().iter().map(|o| *o as u8).collect();
+            self.toggled.insert(asked, toggled);
+        }
     }
 
     /// Whether every question has an answer.
@@ -250,6 +257,30 @@ mod tests {
             MessageState::from_stored(Some(&json!("junk"))),
             MessageState::Prompt(_)
         ));
+    }
+
+    #[test]
+    fn a_form_draft_is_kept_as_it_is_read() {
+        let input = Form::input(
+            "Deploy?",
+            json!({"type":"object","properties":{
+                "env":{"type":"string","enum":["prod","dev"]},
+                "tags":{"type":"array","items":{"enum":["a","b","c"]}}}}),
+        );
+        let form = Form::from_input(&input).unwrap();
+        let mut p = PromptState::default();
+        let mut draft = p.form_draft(&form);
+        draft.pick(&form, 0, 1).unwrap();
+        draft.toggle(&form, 1, 2).unwrap();
+        draft.toggle(&form, 1, 0).unwrap();
+        p.keep_form_draft(&draft);
+        assert_eq!(p.fields, BTreeMap::from([(0, json!("dev"))]));
+        assert_eq!(p.toggled, BTreeMap::from([(1, vec![0, 2])]));
+        assert_eq!(p.current_field(&form), Some(1));
+        assert_eq!(p.form_draft(&form), draft);
+        draft.back(&form, 0).unwrap();
+        p.keep_form_draft(&draft);
+        assert_eq!(p, PromptState::default());
     }
 
     #[test]

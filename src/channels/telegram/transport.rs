@@ -186,40 +186,52 @@ impl Telegram {
                         tracing::info!("telegram: polling again");
                         self.set_health("polling", json!({}));
                     }
-                    let before = offset;
-                    // In order within a chat, concurrently across chats: a toggle and the
-                    // Submit after it in one batch must not swap places.
-                    for u in updates {
-                        offset = offset.max((u.id.0 as i32).saturating_add(1));
-                        let this = self.clone();
-                        // Nobody waits for the handling here: the poll goes on.
-                        drop(
-                            self.lanes
-                                .submit(lane_of(&u), async move { this.handle_update(u).await }),
-                        );
-                    }
-                    if offset != before {
-                        self.store_offset(offset).await;
-                    }
+                    self.hand_over(updates, &mut offset).await;
                 }
                 Err(f) => {
                     failures += 1;
-                    let wait = match &f {
-                        Failure::RetryAfter(d) => *d,
-                        _ => backoff(failures),
-                    };
-                    tracing::warn!(error = %f.describe(), retry_in_ms = wait.as_millis() as u64, "telegram: getUpdates failed");
-                    self.set_health(
-                        "error",
-                        json!({ "last_error": format!("getUpdates: {}", f.describe()) }),
-                    );
-                    if !pause(wait, shutdown).await {
+                    if !self.poll_failed(&f, failures, shutdown).await {
                         break;
                     }
                 }
             }
         }
         self.lanes.drain(DRAIN).await;
+    }
+
+    /// Hands a batch of updates to the lanes, and moves `offset` (kept in the store) past
+    /// them. In order within a chat, concurrently across chats: a toggle and the Submit
+    /// after it in one batch must not swap places.
+    async fn hand_over(self: &Arc<Self>, updates: Vec<Update>, offset: &mut i32) {
+        let before = *offset;
+        for u in updates {
+            *offset = (*offset).max((u.id.0 as i32).saturating_add(1));
+            let this = self.clone();
+            // Nobody waits for the handling here: the poll goes on.
+            drop(
+                self.lanes
+                    .submit(lane_of(&u), async move { this.handle_update(u).await }),
+            );
+        }
+        if *offset != before {
+            self.store_offset(*offset).await;
+        }
+    }
+
+    /// After failed poll number `failures` in a row: logs it, shows it in `/healthz`, and
+    /// waits before the next (as long as Telegram asks, else backing off); `false` if
+    /// shutdown came first.
+    async fn poll_failed(&self, f: &Failure, failures: u32, shutdown: &CancellationToken) -> bool {
+        let wait = match f {
+            Failure::RetryAfter(d) => *d,
+            _ => backoff(failures),
+        };
+        tracing::warn!(error = %f.describe(), retry_in_ms = wait.as_millis() as u64, "telegram: getUpdates failed");
+        self.set_health(
+            "error",
+            json!({ "last_error": format!("getUpdates: {}", f.describe()) }),
+        );
+        pause(wait, shutdown).await
     }
 
     /// The offset the last poller got to (kept in the store, so a replica that takes over

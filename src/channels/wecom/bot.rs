@@ -20,16 +20,16 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
-use tokio_tungstenite::tungstenite::{self, Message};
+use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 
-use crate::channels::longconn::{self, Attempts};
+use crate::channels::longconn::{self, Attempts, Socket};
 use crate::settings::Secret;
 use crate::sync::LockExt;
 
@@ -331,52 +331,19 @@ impl BotConnection {
 
     /// One connection: handshake, subscription, then frames until it ends (`Ok`: shutdown).
     async fn session(&self, subscribed_at: &mut Option<Instant>) -> Result<(), BotError> {
-        let limits = WebSocketConfig::default()
-            .max_message_size(Some(MAX_MESSAGE_BYTES))
-            .max_frame_size(Some(MAX_MESSAGE_BYTES));
-        let connect = tokio_tungstenite::connect_async_tls_with_config(
-            self.url.as_str(),
-            Some(limits),
-            true,
-            Some(tokio_tungstenite::Connector::Rustls(self.tls.clone())),
-        );
-        let (ws, _) = tokio::select! {
-            _ = self.shutdown.cancelled() => return Ok(()),
-            r = tokio::time::timeout(SUBSCRIBE_TIMEOUT, connect) => r
-                .map_err(|_| BotError::Connect("the connection stalled".into()))?
-                .map_err(|e| match e {
-                    tungstenite::Error::Http(resp) => BotError::Connect(format!("handshake refused (HTTP {})", resp.status())),
-                    other => BotError::Connect(other.to_string()),
-                })?,
+        let dialed = longconn::dial(
+            &self.url,
+            MAX_MESSAGE_BYTES,
+            self.tls.clone(),
+            SUBSCRIBE_TIMEOUT,
+            &self.shutdown,
+        )
+        .await;
+        let Some(ws) = dialed.map_err(|e| BotError::Connect(e.to_string()))? else {
+            return Ok(());
         };
         let (mut sink, mut stream) = ws.split();
-        // Subscribe first; nothing else is sent before WeCom accepts it.
-        let sub_id = req_id(cmd::SUBSCRIBE);
-        let sub = json!({"cmd": cmd::SUBSCRIBE, "headers": {"req_id": sub_id},
-            "body": {"bot_id": self.bot_id, "secret": self.secret.expose()}});
-        sink.send(Message::Text(sub.to_string().into()))
-            .await
-            .map_err(|e| BotError::Dropped(format!("subscribe failed: {e}")))?;
-        let answer = tokio::time::timeout(SUBSCRIBE_TIMEOUT, async {
-            while let Some(msg) = stream.next().await {
-                if let Ok(Message::Text(t)) = msg
-                    && let Ok(f) = serde_json::from_str::<Frame>(t.as_str())
-                    && f.headers.req_id == sub_id
-                {
-                    return Some(f);
-                }
-            }
-            None
-        })
-        .await
-        .map_err(|_| BotError::Timeout(cmd::SUBSCRIBE.into()))?
-        .ok_or_else(|| BotError::Dropped("closed before the subscription was answered".into()))?;
-        if answer.errcode.unwrap_or(-1) != 0 {
-            return Err(BotError::Refused {
-                errcode: answer.errcode.unwrap_or(-1),
-                errmsg: answer.errmsg.unwrap_or_default(),
-            });
-        }
+        self.subscribe(&mut sink, &mut stream).await?;
         *subscribed_at = Some(Instant::now());
         self.stats.subscribed.fetch_add(1, Ordering::Relaxed);
         self.stats.live.store(1, Ordering::SeqCst);
@@ -412,19 +379,10 @@ impl BotConnection {
                         .map_err(|e| BotError::Dropped(format!("ping failed: {e}")))?;
                 }
                 msg = stream.next() => {
-                    let text = match msg {
-                        None => return Err(BotError::Dropped("the connection ended".into())),
-                        Some(Err(e)) => return Err(BotError::Dropped(format!("connection error: {e}"))),
-                        Some(Ok(Message::Close(_))) => return Err(BotError::Dropped("closed by WeCom".into())),
-                        Some(Ok(Message::Text(t))) => t,
-                        Some(Ok(_)) => continue,
-                    };
-                    let frame: Frame = match serde_json::from_str(text.as_str()) {
-                        Ok(f) => f,
-                        Err(e) => {
-                            tracing::warn!(error = %e, "wecom: a frame that is not JSON ignored");
-                            continue;
-                        }
+                    let Some(frame) = longconn::json_frame::<Frame>(msg, "wecom", "WeCom")
+                        .map_err(BotError::Dropped)?
+                    else {
+                        continue;
                     };
                     match frame.cmd.as_deref() {
                         None if frame.headers.req_id.starts_with(cmd::PING) => unanswered = 0,
@@ -447,6 +405,42 @@ impl BotConnection {
                 }
             }
         }
+    }
+
+    /// Subscribes with the bot's id and secret, first: nothing else is sent before WeCom
+    /// accepts it.
+    async fn subscribe(
+        &self,
+        sink: &mut SplitSink<Socket, Message>,
+        stream: &mut SplitStream<Socket>,
+    ) -> Result<(), BotError> {
+        let sub_id = req_id(cmd::SUBSCRIBE);
+        let sub = json!({"cmd": cmd::SUBSCRIBE, "headers": {"req_id": sub_id},
+            "body": {"bot_id": self.bot_id, "secret": self.secret.expose()}});
+        sink.send(Message::Text(sub.to_string().into()))
+            .await
+            .map_err(|e| BotError::Dropped(format!("subscribe failed: {e}")))?;
+        let answer = tokio::time::timeout(SUBSCRIBE_TIMEOUT, async {
+            while let Some(msg) = stream.next().await {
+                if let Ok(Message::Text(t)) = msg
+                    && let Ok(f) = serde_json::from_str::<Frame>(t.as_str())
+                    && f.headers.req_id == sub_id
+                {
+                    return Some(f);
+                }
+            }
+            None
+        })
+        .await
+        .map_err(|_| BotError::Timeout(cmd::SUBSCRIBE.into()))?
+        .ok_or_else(|| BotError::Dropped("closed before the subscription was answered".into()))?;
+        if answer.errcode.unwrap_or(-1) != 0 {
+            return Err(BotError::Refused {
+                errcode: answer.errcode.unwrap_or(-1),
+                errmsg: answer.errmsg.unwrap_or_default(),
+            });
+        }
+        Ok(())
     }
 
     /// Hands a callback to the handler on a task of its own, once per `msgid`.

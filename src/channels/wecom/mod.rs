@@ -38,6 +38,7 @@ pub use settings::{Transport, WeComSettings};
 
 use crate::channels::Wiring;
 use crate::channels::pipeline::Pipeline;
+use crate::channels::registry::Opening;
 use crate::interaction::Via;
 
 /// The channel's name (its `Via`, its outbox channel, its health component).
@@ -45,26 +46,23 @@ pub const CHANNEL: &str = "wecom";
 /// The store secret that signs button keys (kept across restarts, so old cards keep working).
 pub const SECRET_NAME: &str = "wecom-buttons";
 
+/// How the install begins: the approvers' warning and the button secret.
+const OPENING: Opening = Opening {
+    channel: CHANNEL,
+    platform: "WeCom",
+    approver_ids: "WeCom userids",
+    secret: SECRET_NAME,
+    signs: "button",
+};
+
 /// Installs the channel when `[wecom] enabled = true`.
 pub async fn install(w: &mut Wiring, settings: &WeComSettings) -> anyhow::Result<()> {
     if !settings.enabled {
         return Ok(());
     }
     let settings = Arc::new(settings.clone());
-    settings
-        .validate()
-        .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
-    if settings.approvers.is_empty() {
-        tracing::error!(
-            "wecom: wecom.approvers is EMPTY, so NOBODY can answer from WeCom: every click will be refused. \
-             Add the WeCom userids of the people who may approve."
-        );
-    }
-    let secret = w
-        .store
-        .secret(SECRET_NAME)
-        .await
-        .context("cannot load the wecom button secret from the store")?;
+    let approvers = settings.approvers.len();
+    let secret = OPENING.open(&*w.store, &*settings, approvers).await?;
     let cards = render::Cards::new(
         settings.locale,
         button::Keys::new(secret),

@@ -32,6 +32,20 @@ async fn health(app: &TestApp) -> Value {
     app.get("/healthz").await.1["components"]["feishu"].clone()
 }
 
+/// The channel's health once `reached` holds for it, or as it is after five seconds (for the
+/// assertions that follow to show).
+async fn health_when(app: &TestApp, reached: impl Fn(&Value) -> bool) -> Value {
+    let mut h = Value::Null;
+    for _ in 0..500 {
+        h = health(app).await;
+        if reached(&h) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    h
+}
+
 /// The callback reply an ack carries.
 fn ack_reply(ack: &Frame) -> Value {
     let body: Value = serde_json::from_slice(ack.payload.as_deref().unwrap()).unwrap();
@@ -85,14 +99,7 @@ async fn connects_with_the_endpoint_pings_and_applies_a_pong_config() {
             .unwrap();
     assert_eq!(ping.service, SERVICE);
     // Its pong carried a new interval, which is now in force.
-    let mut h = Value::Null;
-    for _ in 0..500 {
-        h = health(&app).await;
-        if h["ping_interval_secs"] == 7 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    let h = health_when(&app, |h| h["ping_interval_secs"] == 7).await;
     assert_eq!(h["state"], "connected", "{h}");
     assert_eq!(h["ping_interval_secs"], 7, "{h}");
     assert_eq!(h["reconnect_interval_secs"], 2, "{h}");
@@ -288,16 +295,8 @@ async fn a_slow_click_is_acked_in_time_finished_anyway_and_its_redelivery_gets_t
         0,
         envelope.to_string().as_bytes(),
     ));
-    for _ in 0..500 {
-        if app
-            .metrics()
-            .await
-            .contains("imrelay_feishu_callbacks_total{result=\"duplicate\"} 1")
-        {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    app.metrics_with("imrelay_feishu_callbacks_total{result=\"duplicate\"} 1")
+        .await;
     assert!(
         app.metrics()
             .await
@@ -326,14 +325,7 @@ async fn a_refused_handshake_reports_the_platform_message_and_retries() {
         p.ws.connections.load(std::sync::atomic::Ordering::SeqCst) == 1
     })
     .await;
-    let mut h = Value::Null;
-    for _ in 0..500 {
-        h = health(&app).await;
-        if h["state"] == "connected" {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    let h = health_when(&app, |h| h["state"] == "connected").await;
     let last = h["last_error"].as_str().unwrap_or_default().to_string();
     assert!(
         last.contains("the app has no long connection permission"),
@@ -361,14 +353,7 @@ async fn bad_credentials_keep_the_connection_down_and_say_why() {
         s.feishu.app_secret = Secret::new("wrong");
     })
     .await;
-    let mut h = Value::Null;
-    for _ in 0..500 {
-        h = health(&app).await;
-        if h["state"] == "disconnected" {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    let h = health_when(&app, |h| h["state"] == "disconnected").await;
     assert_eq!(h["state"], "disconnected", "{h}");
     assert!(
         h["last_error"].as_str().unwrap().contains("no credential"),
@@ -422,14 +407,7 @@ async fn a_stalled_connect_times_out_and_is_retried() {
     })
     .await;
     assert_eq!(p.ws.endpoint_requests.lock().unwrap().len(), 2);
-    let mut h = Value::Null;
-    for _ in 0..500 {
-        h = health(&app).await;
-        if h["state"] == "connected" {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    let h = health_when(&app, |h| h["state"] == "connected").await;
     assert!(
         h["last_error"]
             .as_str()
@@ -452,14 +430,7 @@ async fn a_huge_ping_interval_is_clamped_and_the_connection_keeps_working() {
         Some(json!({"PingInterval": u64::MAX, "ReconnectInterval": -1}));
     let app = spawn_with(|s| enable_ws(s, &p)).await;
     wait_until("a ping", || p.ws.pings() >= 1).await;
-    let mut h = Value::Null;
-    for _ in 0..500 {
-        h = health(&app).await;
-        if h["ping_interval_secs"] != 1 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    let h = health_when(&app, |h| h["ping_interval_secs"] != 1).await;
     assert_eq!(h["state"], "connected", "{h}");
     assert_eq!(h["ping_interval_secs"], 600, "{h}");
     // The connection is still served: a click is answered.

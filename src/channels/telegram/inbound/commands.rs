@@ -1,0 +1,164 @@
+//! The commands: `/start`, `/whoami` and `/help` (the ids to configure), `/pending`
+//! (re-post what is waiting), and how the bot answers any message, rate limited for
+//! strangers.
+
+use std::time::Instant;
+
+use jiff::Timestamp;
+use teloxide::types::{Message, User};
+
+use super::say;
+use crate::channels::pipeline::Feedback;
+use crate::channels::telegram::render::escape;
+use crate::channels::telegram::{Telegram, actor, display_name, post_job};
+
+impl Telegram {
+    /// Answers `m` in its chat. Answers to non-approvers are rate limited ([`ReplyLimit`]).
+    pub(super) async fn reply(&self, m: &Message, html: String) {
+        let chat = m.chat.id.0;
+        let approver = m.from.as_ref().is_some_and(|u| self.is_approver(u));
+        if !approver && !self.reply_limit.allow(chat, Instant::now()) {
+            tracing::debug!(
+                chat,
+                "telegram: not answering a non-approver (rate limited)"
+            );
+            return;
+        }
+        if let Err(f) = self.client.send(chat, html, None, Some(m.id.0)).await {
+            tracing::warn!(chat, error = %f.describe(), "telegram: could not reply");
+        }
+    }
+
+    /// The command in `text` if it is addressed to this bot (`/cmd` or `/cmd@thisbot`).
+    fn command(&self, text: &str) -> Option<String> {
+        let first = text.split_whitespace().next()?.strip_prefix('/')?;
+        let (cmd, to) = match first.split_once('@') {
+            Some((c, bot)) => (c, Some(bot)),
+            None => (first, None),
+        };
+        if let Some(bot) = to {
+            let mine = self.username.get()?;
+            if !bot.eq_ignore_ascii_case(mine) {
+                return None;
+            }
+        }
+        Some(cmd.to_ascii_lowercase())
+    }
+
+    /// A command (`/start`, `/whoami`, `/help`, `/pending`) addressed to this bot.
+    pub(super) async fn on_command(&self, m: &Message, from: &User, text: &str) {
+        let Some(cmd) = self.command(text) else {
+            return;
+        };
+        match cmd.as_str() {
+            "start" | "whoami" | "help" => self.whoami(m, from, cmd == "start").await,
+            "pending" => self.pending(m, from).await,
+            _ if m.chat.is_private() => {
+                self.reply(m, "Unknown command. Try /whoami or /pending.".into())
+                    .await
+            }
+            _ => {}
+        }
+    }
+
+    /// `/whoami` (and `/start`, `/help`): the chat's and the sender's ids, and what they
+    /// mean for prompts here.
+    async fn whoami(&self, m: &Message, from: &User, greeting: bool) {
+        let chat = m.chat.id.0;
+        let mut s = String::new();
+        if greeting {
+            s.push_str("👋 <b>imrelay</b> posts your agents' tool approvals and questions here; tap to answer.\n\n");
+        }
+        s.push_str(&format!(
+            "Chat id: <code>{chat}</code> — {}\n",
+            if self.is_chat(chat) {
+                "prompts are posted here."
+            } else {
+                "not in <code>telegram.chats</code>, so prompts are not posted here."
+            }
+        ));
+        s.push_str(&format!(
+            "Your user id: <code>{}</code> ({}) — {}",
+            from.id.0,
+            escape(&display_name(from)),
+            if self.is_approver(from) {
+                "you are an approver."
+            } else {
+                "you are not an approver (add this id to <code>telegram.approvers</code>)."
+            }
+        ));
+        if self.settings.approvers.is_empty() {
+            s.push_str(
+                "\n\n⚠️ <code>telegram.approvers</code> is empty: nobody can answer from Telegram.",
+            );
+        }
+        self.reply(m, s).await;
+    }
+
+    /// `/pending`: re-posts in this chat every interaction still pending (approvers only).
+    async fn pending(&self, m: &Message, from: &User) {
+        let chat = m.chat.id.0;
+        if !self.is_chat(chat) {
+            self.reply(
+                m,
+                format!("Prompts are not posted in this chat: add <code>{chat}</code> to <code>telegram.chats</code> first."),
+            )
+            .await;
+            return;
+        }
+        if !self.is_approver(from) {
+            tracing::info!(user = %actor(from), chat, "telegram: /pending from a non-approver");
+            self.reply(m, "Only approvers can ask for the pending prompts.".into())
+                .await;
+            return;
+        }
+        let now = Timestamp::now();
+        let nonce = m.id.0.to_string();
+        // A page at a time (a re-post needs each interaction only to plan its job), newest
+        // first; re-posted oldest first, as they were asked.
+        let (mut jobs, mut after) = (Vec::new(), None);
+        loop {
+            let page = match self.registry.pending_page(after).await {
+                Ok(p) => p,
+                Err(e) => {
+                    tracing::error!(error = %e, "telegram: cannot list pending interactions");
+                    self.reply(m, say(Feedback::StoreDown)).await;
+                    return;
+                }
+            };
+            jobs.extend(
+                page.interactions
+                    .iter()
+                    .filter(|i| i.deadline > now)
+                    .map(|i| post_job(i, chat, Some(&nonce))),
+            );
+            match page.next {
+                Some(next) => after = Some(next),
+                None => break,
+            }
+        }
+        if jobs.is_empty() {
+            self.reply(m, "Nothing is pending.".into()).await;
+            return;
+        }
+        jobs.reverse();
+        let n = jobs.len();
+        if let Err(e) = self.store.enqueue(jobs).await {
+            tracing::error!(error = %e, "telegram: cannot queue re-posts");
+            self.reply(m, say(Feedback::StoreDown)).await;
+            return;
+        }
+        self.reply(
+            m,
+            format!(
+                "Re-posting {n} pending {}.",
+                if n == 1 {
+                    "interaction"
+                } else {
+                    "interactions"
+                }
+            ),
+        )
+        .await;
+    }
+}
