@@ -1357,7 +1357,6 @@ const MAX_FN_LINES: usize = 80;
 /// What is over a limit today, by path from `src/` (and `::name` for a function). Remove a line
 /// when its file or function is cut down; a line that is no longer over fails.
 const TOO_LONG_TODAY: &[&str] = &[
-    "agents/acp/tools.rs::as_claude_code",
     "app.rs::with_store",
     "channels/dingtalk/mod.rs::install",
     "channels/dingtalk/stream.rs::session",
