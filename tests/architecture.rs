@@ -1383,7 +1383,6 @@ const TOO_LONG_TODAY: &[&str] = &[
     "cli/bridge.rs::handle",
     "config/teams.rs::targets",
     "config.rs::validate",
-    "http/api.rs::request",
     "interaction/answer.rs::resolution_for",
     "interaction/patch.rs::parse_patch",
     "interaction/policy/mod.rs::new",
