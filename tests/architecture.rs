@@ -1395,7 +1395,6 @@ const TOO_LONG_TODAY: &[&str] = &[
     "interaction/registry/votes.rs::vote",
     "interaction/routes.rs::new",
     "main.rs::run",
-    "mcp/tools.rs::question",
     "metrics.rs::new",
     "store/postgres/audit.rs::append_then",
     "store/postgres/migrate.rs::migrate",
