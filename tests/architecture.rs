@@ -1379,7 +1379,6 @@ const TOO_LONG_TODAY: &[&str] = &[
     "channels/telegram/transport.rs::poll",
     "channels/webhook/mod.rs::respond",
     "channels/wecom/bot.rs::session",
-    "cli/acp.rs::proxy",
     "cli/bridge.rs::handle",
     "config/teams.rs::targets",
     "config.rs::validate",
