@@ -1379,7 +1379,6 @@ const TOO_LONG_TODAY: &[&str] = &[
     "channels/telegram/transport.rs::poll",
     "channels/webhook/mod.rs::respond",
     "channels/wecom/bot.rs::session",
-    "cli/bridge.rs::handle",
     "config/teams.rs::targets",
     "config.rs::validate",
     "interaction/answer.rs::resolution_for",
