@@ -49,7 +49,7 @@ use axum::response::Response;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::shared::{self, Abandoned, Generations, Refused, derived_base};
+use super::shared::{Abandoned, Generations, Refused, derived_base};
 use super::{Hooks, OnTimeout};
 use crate::interaction::{
     AgentResult, Interaction, InteractionId, Kind, NewInteraction, Outcome, PermissionResult,
@@ -73,6 +73,12 @@ pub const AGENT: &str = "acp";
 const ABANDONED: Abandoned = Abandoned {
     by: AGENT,
     reason: "The agent stopped waiting for this answer (the prompt was cancelled in the editor, or the agent or the editor ended)",
+};
+
+/// Its derived ids in generations.
+const GENERATIONS: Generations = Generations {
+    adapter: "acp",
+    abandoned: ABANDONED,
 };
 
 /// Longest agent name and session label kept (longer ones are cut): the interaction's own
@@ -229,19 +235,9 @@ pub async fn hook(
 ) -> Result<Response, ApiError> {
     let choices = Choices::of(&body.request.options);
     let (new, base, timeout_secs) = read_call(&state, body, &choices)?;
-    let generations = Generations {
-        adapter: "acp",
-        abandoned: ABANDONED,
-    };
-    let created = shared::create_generation(
-        &state.registry,
-        &state.calls,
-        generations,
-        &base,
-        &principal.owner(),
-        new,
-    )
-    .await;
+    let created = state
+        .create_generation(GENERATIONS, &base, &principal.owner(), new)
+        .await;
     let (interaction, attached) = match created {
         Ok(c) => c,
         Err(refused) => return handed_back(refused),
@@ -360,10 +356,7 @@ async fn wait_and_reply(
 ) -> Result<Response, ApiError> {
     let on_timeout = state.settings.acp.on_timeout;
     let wait = Duration::from_secs(timeout_secs);
-    let reply = match shared::wait(&state.registry, &state.shutdown, id, wait)
-        .await?
-        .answer()
-    {
+    let reply = match state.answer(id, wait).await? {
         Ok(i) => reply(&i, choices, on_timeout),
         Err(reason) => HookReply::editor(reason),
     };

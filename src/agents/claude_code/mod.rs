@@ -245,16 +245,10 @@ async fn create(
                     (c.interaction, attached)
                 })
         }
-        _ => shared::create_generation(
-            &state.registry,
-            &state.calls,
-            event.generations(),
-            base,
-            owner,
-            new,
-        )
-        .await
-        .map(|(i, attached)| (i, Some(attached))),
+        _ => state
+            .create_generation(event.generations(), base, owner, new)
+            .await
+            .map(|(i, attached)| (i, Some(attached))),
     }
 }
 
@@ -307,15 +301,9 @@ async fn elicitation(state: Hooks, owner: &str, hook: HookBody) -> Result<Respon
         timeout_secs: Some(default.min(settings.timeout_secs)),
         ..NewInteraction::new(FORM_TOOL, input)
     };
-    let created = shared::create_generation(
-        &state.registry,
-        &state.calls,
-        event.generations(),
-        &base,
-        owner,
-        new,
-    )
-    .await;
+    let created = state
+        .create_generation(event.generations(), &base, owner, new)
+        .await;
     let (id, attached) = match created {
         Ok((interaction, attached)) => (interaction.id.clone(), attached),
         Err(refused) => return handed_back(event, refused),
@@ -350,10 +338,7 @@ async fn wait_and_reply(
 ) -> Result<Response, ApiError> {
     let settings = &state.settings.claude_code;
     let wait = Duration::from_secs(settings.timeout_secs);
-    match shared::wait(&state.registry, &state.shutdown, id, wait)
-        .await?
-        .answer()
-    {
+    match state.answer(id, wait).await? {
         Ok(i) => Ok(respond_with(reply(event, &i, settings.on_timeout))),
         // Claude Code will not come back for this answer: it was withdrawn everywhere.
         Err(reason) => Ok(respond_with(ask(event, reason))),

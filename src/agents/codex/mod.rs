@@ -47,7 +47,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::shared::{self, Abandoned, Fields, Generations, derived_base, field};
+use super::shared::{Abandoned, Fields, Generations, derived_base, field};
 use super::{Hooks, OnTimeout};
 use crate::interaction::{
     AgentResult, Interaction, InteractionId, Kind, NewInteraction, Outcome, PermissionResult,
@@ -85,6 +85,12 @@ impl Event {
 const ABANDONED: Abandoned = Abandoned {
     by: AGENT,
     reason: "Codex stopped waiting for this answer (its hook timed out, or the turn was interrupted)",
+};
+
+/// Its derived ids in generations.
+const GENERATIONS: Generations = Generations {
+    adapter: "codex",
+    abandoned: ABANDONED,
 };
 
 /// The fields imrelay reads from Codex's hook input (others are ignored), each as its JSON
@@ -125,19 +131,9 @@ pub async fn hook(
         }
     };
     let (new, base, timeout_secs) = read_call(&state, event, &body, query)?;
-    let generations = Generations {
-        adapter: "codex",
-        abandoned: ABANDONED,
-    };
-    let (interaction, attached) = shared::create_generation(
-        &state.registry,
-        &state.calls,
-        generations,
-        &base,
-        &principal.owner(),
-        new,
-    )
-    .await?;
+    let (interaction, attached) = state
+        .create_generation(GENERATIONS, &base, &principal.owner(), new)
+        .await?;
     let reply = wait_and_reply(&state, event, &interaction.id, timeout_secs).await;
     attached.finish();
     reply
@@ -208,10 +204,7 @@ async fn wait_and_reply(
 ) -> Result<Response, ApiError> {
     let on_timeout = state.settings.codex.on_timeout;
     let wait = Duration::from_secs(timeout_secs);
-    let output = match shared::wait(&state.registry, &state.shutdown, id, wait)
-        .await?
-        .answer()
-    {
+    let output = match state.answer(id, wait).await? {
         Ok(i) => reply(event, &i, on_timeout),
         Err(reason) => no_answer(event, reason),
     };
