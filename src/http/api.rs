@@ -25,7 +25,7 @@ use crate::interaction::{
 };
 use crate::store::{AuditQuery, Cursor, ListQuery, StatusFilter};
 use crate::wire::Principal;
-use crate::wire::answer::present;
+use crate::wire::answer::none_of;
 pub use crate::wire::answer::{
     ClientVia, Decision, FormAction, OutcomeBody, RespondBody, outcome_body, path_id,
 };
@@ -97,17 +97,14 @@ impl CreateBody {
 
     /// An approval or question: `tool_name` and `input`, and none of a form's fields.
     fn tool_call(&self) -> Result<NewInteraction, ApiError> {
-        if let Some(field) = present([
-            ("message", self.message.is_some()),
-            ("schema", self.schema.is_some()),
-            ("multiline", self.multiline.is_some()),
-        ]) {
-            return Err(ValidationError::new(
-                field,
-                "only applies to `kind` \"form\" or \"prompt\"",
-            )
-            .into());
-        }
+        none_of(
+            [
+                ("message", self.message.is_some()),
+                ("schema", self.schema.is_some()),
+                ("multiline", self.multiline.is_some()),
+            ],
+            "only applies to `kind` \"form\" or \"prompt\"",
+        )?;
         let tool_name = self
             .tool_name
             .clone()
@@ -138,17 +135,14 @@ impl CreateBody {
     /// A form or prompt: `message`, and `schema` for a form or `multiline` for a prompt;
     /// none of a tool call's fields.
     fn form(&self, kind: CreateKind) -> Result<NewInteraction, ApiError> {
-        if let Some(field) = present([
-            ("tool_name", self.tool_name.is_some()),
-            ("input", self.input.is_some()),
-            ("suggestions", self.suggestions.is_some()),
-        ]) {
-            return Err(ValidationError::new(
-                field,
-                "does not apply to a form or prompt (send `message` and `schema`)",
-            )
-            .into());
-        }
+        none_of(
+            [
+                ("tool_name", self.tool_name.is_some()),
+                ("input", self.input.is_some()),
+                ("suggestions", self.suggestions.is_some()),
+            ],
+            "does not apply to a form or prompt (send `message` and `schema`)",
+        )?;
         let message = self
             .message
             .as_deref()
