@@ -176,39 +176,10 @@ pub fn resolution_for(
                 updated_input,
                 always,
             },
-        ) => {
-            if interaction.input_fixed && updated_input.is_some() {
-                return Err(ValidationError::new(
-                    "updated_input",
-                    format!(
-                        "{} cannot run an edited input: approve it as it is, or deny it",
-                        interaction.agent.as_deref().unwrap_or("this agent")
-                    ),
-                ));
-            }
-            let updated_permissions = if always {
-                match &interaction.suggestions {
-                    Some(s) => Some(for_this_session(s)),
-                    None => {
-                        return Err(ValidationError::new(
-                            "always",
-                            "this interaction carries no permission suggestions to apply",
-                        ));
-                    }
-                }
-            } else {
-                None
-            };
-            (
-                Outcome::Allowed,
-                PermissionResult::Allow {
-                    updated_input: updated_input
-                        .map(Input::from)
-                        .unwrap_or_else(|| interaction.input.clone()),
-                    updated_permissions,
-                },
-            )
-        }
+        ) => (
+            Outcome::Allowed,
+            approval_allowed(interaction, updated_input, always)?,
+        ),
         (_, Answer::Allow { .. }) => {
             return Err(ValidationError::new(
                 "decision",
@@ -223,18 +194,7 @@ pub fn resolution_for(
             },
         ),
         (Kind::Question, Answer::Answers(given)) => {
-            let questions = parse_questions(&interaction.input.map())?;
-            let answers = normalise_answers(&questions, &given)?;
-            (
-                Outcome::Answered,
-                PermissionResult::Allow {
-                    // The rest of the input as the agent wrote it.
-                    updated_input: interaction
-                        .input
-                        .with_member("answers", &Value::Object(answers)),
-                    updated_permissions: None,
-                },
-            )
+            (Outcome::Answered, question_answered(interaction, &given)?)
         }
         (_, Answer::Answers(_)) => {
             return Err(ValidationError::new(
@@ -260,6 +220,59 @@ pub fn resolution_for(
         }
     };
     Ok(by_person(outcome, responder, at, result))
+}
+
+/// The result of an approval allowed, as it is or with `updated_input`, and with the
+/// agent's suggestions for this session when `always`.
+fn approval_allowed(
+    interaction: &Interaction,
+    updated_input: Option<Map<String, Value>>,
+    always: bool,
+) -> Result<PermissionResult, ValidationError> {
+    if interaction.input_fixed && updated_input.is_some() {
+        return Err(ValidationError::new(
+            "updated_input",
+            format!(
+                "{} cannot run an edited input: approve it as it is, or deny it",
+                interaction.agent.as_deref().unwrap_or("this agent")
+            ),
+        ));
+    }
+    let updated_permissions = if always {
+        match &interaction.suggestions {
+            Some(s) => Some(for_this_session(s)),
+            None => {
+                return Err(ValidationError::new(
+                    "always",
+                    "this interaction carries no permission suggestions to apply",
+                ));
+            }
+        }
+    } else {
+        None
+    };
+    Ok(PermissionResult::Allow {
+        updated_input: updated_input
+            .map(Input::from)
+            .unwrap_or_else(|| interaction.input.clone()),
+        updated_permissions,
+    })
+}
+
+/// The result of a question answered with `given`, checked against its questions.
+fn question_answered(
+    interaction: &Interaction,
+    given: &Map<String, Value>,
+) -> Result<PermissionResult, ValidationError> {
+    let questions = parse_questions(&interaction.input.map())?;
+    let answers = normalise_answers(&questions, given)?;
+    Ok(PermissionResult::Allow {
+        // The rest of the input as the agent wrote it.
+        updated_input: interaction
+            .input
+            .with_member("answers", &Value::Object(answers)),
+        updated_permissions: None,
+    })
 }
 
 /// The resolution of a form: accepted with its checked content, or declined.

@@ -96,43 +96,7 @@ pub fn parse_patch(text: &str) -> Result<Vec<FileChange<'_>>, String> {
         } else if line.trim() == "*** End of File" || line.starts_with("@@") {
             // A hunk's header or end: the lines say what changes.
         } else {
-            match changes.last_mut() {
-                Some(FileChange::Add { content, .. }) => match line.strip_prefix('+') {
-                    Some(l) => {
-                        content.push_str(l);
-                        content.push('\n');
-                    }
-                    None => {
-                        return Err(format!(
-                            "a line of an added file does not start with `+`: {line:?}"
-                        ));
-                    }
-                },
-                Some(FileChange::Update { old, new, .. }) => {
-                    let (to_old, to_new, l) = match line.split_at_checked(1) {
-                        Some(("+", l)) => (false, true, l),
-                        Some(("-", l)) => (true, false, l),
-                        Some((" ", l)) => (true, true, l),
-                        None => (true, true, ""),
-                        Some(_) => {
-                            return Err(format!(
-                                "a changed line does not start with `+`, `-` or a space: {line:?}"
-                            ));
-                        }
-                    };
-                    for (wanted, text) in [(to_old, &mut *old), (to_new, &mut *new)] {
-                        if wanted {
-                            text.push_str(l);
-                            text.push('\n');
-                        }
-                    }
-                }
-                Some(FileChange::Delete { .. }) | None => {
-                    if !line.trim().is_empty() {
-                        return Err(format!("a line belongs to no file: {line:?}"));
-                    }
-                }
-            }
+            body_line(changes.last_mut(), line)?;
         }
     }
     if !ended {
@@ -142,6 +106,53 @@ pub fn parse_patch(text: &str) -> Result<Vec<FileChange<'_>>, String> {
         return Err("it changes no file".into());
     }
     Ok(changes)
+}
+
+/// Adds a line of a file's body to `change`, the file it follows: a line of an added file,
+/// or a line of an updated file's hunk.
+fn body_line(change: Option<&mut FileChange<'_>>, line: &str) -> Result<(), String> {
+    match change {
+        Some(FileChange::Add { content, .. }) => match line.strip_prefix('+') {
+            Some(l) => {
+                content.push_str(l);
+                content.push('\n');
+            }
+            None => {
+                return Err(format!(
+                    "a line of an added file does not start with `+`: {line:?}"
+                ));
+            }
+        },
+        Some(FileChange::Update { old, new, .. }) => hunk_line(old, new, line)?,
+        Some(FileChange::Delete { .. }) | None => {
+            if !line.trim().is_empty() {
+                return Err(format!("a line belongs to no file: {line:?}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Adds a hunk's line to the old lines (removed), the new ones (added), or both (context).
+fn hunk_line(old: &mut String, new: &mut String, line: &str) -> Result<(), String> {
+    let (to_old, to_new, l) = match line.split_at_checked(1) {
+        Some(("+", l)) => (false, true, l),
+        Some(("-", l)) => (true, false, l),
+        Some((" ", l)) => (true, true, l),
+        None => (true, true, ""),
+        Some(_) => {
+            return Err(format!(
+                "a changed line does not start with `+`, `-` or a space: {line:?}"
+            ));
+        }
+    };
+    for (wanted, text) in [(to_old, old), (to_new, new)] {
+        if wanted {
+            text.push_str(l);
+            text.push('\n');
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

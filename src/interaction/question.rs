@@ -65,6 +65,60 @@ pub fn json_type(v: &Value) -> &'static str {
     }
 }
 
+/// The options of question `i`: 2 to 4, each an object with a unique, non-empty label and
+/// an optional description.
+fn parse_options(
+    i: usize,
+    options: Option<&Value>,
+) -> Result<Vec<QuestionOption>, ValidationError> {
+    let at = |f: &str| format!("questions[{i}].{f}");
+    let options = match options {
+        Some(Value::Array(o)) => o,
+        Some(other) => {
+            return Err(ValidationError::new(
+                at("options"),
+                format!("expected an array, got {}", json_type(other)),
+            ));
+        }
+        None => return Err(ValidationError::new(at("options"), "is required")),
+    };
+    if !(2..=4).contains(&options.len()) {
+        return Err(ValidationError::new(
+            at("options"),
+            format!("expected 2 to 4 options, got {}", options.len()),
+        ));
+    }
+    let mut parsed = Vec::with_capacity(options.len());
+    for (j, o) in options.iter().enumerate() {
+        let field = |f: &str| format!("questions[{i}].options[{j}].{f}");
+        let Value::Object(o) = o else {
+            return Err(ValidationError::new(
+                format!("questions[{i}].options[{j}]"),
+                format!("expected an object, got {}", json_type(o)),
+            ));
+        };
+        let label = non_empty_string(o.get("label"), &field("label"))?;
+        if parsed.iter().any(|p: &QuestionOption| p.label == label) {
+            return Err(ValidationError::new(
+                field("label"),
+                format!("duplicates another option's label {label:?}"),
+            ));
+        }
+        let description = match o.get("description") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(other) => {
+                return Err(ValidationError::new(
+                    field("description"),
+                    format!("expected a string, got {}", json_type(other)),
+                ));
+            }
+        };
+        parsed.push(QuestionOption { label, description });
+    }
+    Ok(parsed)
+}
+
 /// Validates `AskUserQuestion` input and returns its questions.
 ///
 /// Errors name the offending field, e.g. `questions[1].options: expected 2 to 4 options,
@@ -107,50 +161,7 @@ pub fn parse_questions(input: &Map<String, Value>) -> Result<Vec<Question>, Vali
                 ));
             }
         };
-        let options = match q.get("options") {
-            Some(Value::Array(o)) => o,
-            Some(other) => {
-                return Err(ValidationError::new(
-                    at("options"),
-                    format!("expected an array, got {}", json_type(other)),
-                ));
-            }
-            None => return Err(ValidationError::new(at("options"), "is required")),
-        };
-        if !(2..=4).contains(&options.len()) {
-            return Err(ValidationError::new(
-                at("options"),
-                format!("expected 2 to 4 options, got {}", options.len()),
-            ));
-        }
-        let mut parsed = Vec::with_capacity(options.len());
-        for (j, o) in options.iter().enumerate() {
-            let field = |f: &str| format!("questions[{i}].options[{j}].{f}");
-            let Value::Object(o) = o else {
-                return Err(ValidationError::new(
-                    format!("questions[{i}].options[{j}]"),
-                    format!("expected an object, got {}", json_type(o)),
-                ));
-            };
-            let label = non_empty_string(o.get("label"), &field("label"))?;
-            if parsed.iter().any(|p: &QuestionOption| p.label == label) {
-                return Err(ValidationError::new(
-                    field("label"),
-                    format!("duplicates another option's label {label:?}"),
-                ));
-            }
-            let description = match o.get("description") {
-                None | Some(Value::Null) => None,
-                Some(Value::String(s)) => Some(s.clone()),
-                Some(other) => {
-                    return Err(ValidationError::new(
-                        field("description"),
-                        format!("expected a string, got {}", json_type(other)),
-                    ));
-                }
-            };
-            parsed.push(QuestionOption { label, description });
-        }
+        let parsed = parse_options(i, q.get("options"))?;
         if let Some(prev) = out.iter().position(|p| p.question == question) {
             return Err(ValidationError::new(
                 at("question"),

@@ -325,6 +325,72 @@ fn check_name(
     Ok(())
 }
 
+/// Checks what a route asks for on its own, its name aside: absolute cwd globs, approvers
+/// who are people or groups, counts of at least 1, a deny quorum only with a quorum, its
+/// escalation, and kinds its named tools can be.
+fn check_spec(
+    spec: &RouteSpec,
+    people: &People,
+    at: &dyn Fn(&str) -> String,
+) -> Result<(), RouteError> {
+    let err = |field: String, message: String| RouteError { field, message };
+    for (j, c) in spec.cwds.iter().enumerate() {
+        if !c.starts_with('/') && !c.starts_with('*') {
+            return Err(err(
+                at(&format!("cwd[{j}]")),
+                format!("{c:?} must be an absolute path glob, e.g. /srv/shop/**"),
+            ));
+        }
+    }
+    for (j, a) in spec.approvers.iter().enumerate() {
+        if !people.knows(a) {
+            return Err(err(
+                at(&format!("approvers[{j}]")),
+                format!(
+                    "{a:?} is neither a person nor a group: add it to [[people]] or [[groups]]"
+                ),
+            ));
+        }
+    }
+    for (f, n) in [
+        ("timeout_secs", spec.timeout_secs),
+        ("quorum", spec.quorum.map(u64::from)),
+        ("deny_quorum", spec.deny_quorum.map(u64::from)),
+    ] {
+        if n == Some(0) {
+            return Err(err(at(f), "must be at least 1".into()));
+        }
+    }
+    if spec.deny_quorum.is_some() && spec.quorum.is_none() {
+        return Err(err(
+            at("deny_quorum"),
+            "goes with quorum (how many people must allow)".into(),
+        ));
+    }
+    if let Some(e) = &spec.escalation {
+        check_escalation(e, spec.timeout_secs, people, at)?;
+    }
+    // Tools named without globs have a known kind: a route asking other kinds only
+    // can never match.
+    if !spec.kinds.is_empty()
+        && !spec.tools.is_empty()
+        && spec
+            .tools
+            .iter()
+            .all(|t| !has_glob_chars(t) && !spec.kinds.contains(&Kind::of_tool(t)))
+    {
+        return Err(err(
+            at("kind"),
+            format!(
+                "no tool in {:?} is of kind {:?}: this route can never match",
+                spec.tools,
+                spec.kinds.iter().map(|k| k.as_str()).collect::<Vec<_>>()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// The routes, checked, in order.
 #[derive(Clone, Debug, Default)]
 pub struct Routes {
@@ -341,60 +407,7 @@ impl Routes {
             let at = |f: &str| format!("routes[{k}].{f}");
             let err = |field: String, message: String| RouteError { field, message };
             check_name(&spec.name, &routes, &at)?;
-            for (j, c) in spec.cwds.iter().enumerate() {
-                if !c.starts_with('/') && !c.starts_with('*') {
-                    return Err(err(
-                        at(&format!("cwd[{j}]")),
-                        format!("{c:?} must be an absolute path glob, e.g. /srv/shop/**"),
-                    ));
-                }
-            }
-            for (j, a) in spec.approvers.iter().enumerate() {
-                if !people.knows(a) {
-                    return Err(err(
-                        at(&format!("approvers[{j}]")),
-                        format!(
-                            "{a:?} is neither a person nor a group: add it to [[people]] or [[groups]]"
-                        ),
-                    ));
-                }
-            }
-            for (f, n) in [
-                ("timeout_secs", spec.timeout_secs),
-                ("quorum", spec.quorum.map(u64::from)),
-                ("deny_quorum", spec.deny_quorum.map(u64::from)),
-            ] {
-                if n == Some(0) {
-                    return Err(err(at(f), "must be at least 1".into()));
-                }
-            }
-            if spec.deny_quorum.is_some() && spec.quorum.is_none() {
-                return Err(err(
-                    at("deny_quorum"),
-                    "goes with quorum (how many people must allow)".into(),
-                ));
-            }
-            if let Some(e) = &spec.escalation {
-                check_escalation(e, spec.timeout_secs, people, &at)?;
-            }
-            // Tools named without globs have a known kind: a route asking other kinds only
-            // can never match.
-            if !spec.kinds.is_empty()
-                && !spec.tools.is_empty()
-                && spec
-                    .tools
-                    .iter()
-                    .all(|t| !has_glob_chars(t) && !spec.kinds.contains(&Kind::of_tool(t)))
-            {
-                return Err(err(
-                    at("kind"),
-                    format!(
-                        "no tool in {:?} is of kind {:?}: this route can never match",
-                        spec.tools,
-                        spec.kinds.iter().map(|k| k.as_str()).collect::<Vec<_>>()
-                    ),
-                ));
-            }
+            check_spec(&spec, people, &at)?;
             let route = Route {
                 agents: globs(&at("agent"), &spec.agents, false)?,
                 sessions: globs(&at("session"), &spec.sessions, false)?,

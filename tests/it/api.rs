@@ -13,12 +13,12 @@ async fn approval_create_wait_respond() {
     let id = app.create_bash("toolu_approve", "rm -rf build").await;
 
     // The wait is in flight when the answer arrives.
-    let waiter = {
-        let client = app.client.clone();
-        let url = app.url(&format!("/v1/interactions/{id}/wait?timeout_secs=30"));
-        tokio::spawn(async move { split(client.get(url).send().await.unwrap()).await })
-    };
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    let waiter = long_poll(
+        &app.client,
+        &app.url(""),
+        app.url(&format!("/v1/interactions/{id}/wait?timeout_secs=30")),
+    )
+    .await;
     let (status, body) = app
         .respond(
             &id,
@@ -30,9 +30,11 @@ async fn approval_create_wait_respond() {
     assert_eq!(body["resolution"]["by"], "alice");
     assert_eq!(body["resolution"]["via"], "desktop");
 
-    let (status, waited) = waiter.await.unwrap();
+    let (status, waited) = split(waiter.await.unwrap()).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(waited["status"], "resolved");
+    app.metrics_with(r#"imrelay_long_polls_total{outcome="woken"} 1"#)
+        .await;
     // Exactly the SDK's PermissionResult, with updatedInput always present.
     assert_eq!(
         waited["result"],

@@ -1,7 +1,6 @@
 //! The audit trail: what is recorded, the API, and `imrelay audit [verify]` on a real file.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use imrelay::store::{SqliteStore, Store, Synchronous};
 use reqwest::StatusCode;
@@ -164,7 +163,7 @@ async fn audit_verify_passes_on_an_intact_file_and_names_the_broken_entry() {
         eventful(&app).await;
         app.stop().await;
     }
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    sqlite_closed(&db).await;
 
     let (ok, out, err) = cli(&db, &["audit", "verify"]);
     assert!(ok, "{out}{err}");
@@ -236,7 +235,7 @@ async fn deleting_from_the_end_of_the_trail_is_detected() {
         eventful(&app).await;
         app.stop().await;
     }
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    sqlite_closed(&db).await;
     let (ok, out, err) = cli(&db, &["audit", "verify"]);
     assert!(ok, "{out}{err}");
     let (ok, head, err) = cli(&db, &["audit", "head"]);
@@ -308,7 +307,7 @@ async fn deleting_from_the_end_of_the_trail_is_detected() {
     let app = spawn_on(settings(), store).await;
     app.create_bash("after-the-cut", "ls").await;
     app.stop().await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    sqlite_closed(&cut).await;
     let (ok, out, _) = cli(&cut, &["audit", "verify"]);
     assert!(!ok, "{out}");
     assert!(out.contains(&format!("broken at entry {last}")), "{out}");

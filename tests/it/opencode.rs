@@ -293,6 +293,16 @@ impl BridgeProcess {
     }
 }
 
+/// Announces one more permission request (like `asked`) and waits until imrelay holds it.
+/// The bridge reads OpenCode's events in order, so by then it has handled each one before:
+/// a reply one of them caused was on its way first.
+async fn after_the_events_so_far(app: &TestApp, oc: &FakeOpenCode, asked: &Value) {
+    let mut fence = asked.clone();
+    fence["properties"]["id"] = json!("per_fence");
+    oc.emit(&fence);
+    pending(app, &interaction_id(&oc.url(), "per_fence")).await;
+}
+
 /// The interaction id the bridge derives for `request` on `server`.
 fn interaction_id(server: &str, request: &str) -> String {
     imrelay::agents::opencode::Request::Permission(imrelay::agents::opencode::PermissionAsked {
@@ -394,7 +404,7 @@ async fn a_permission_is_an_approval_answered_back_once() {
         )
     );
     // Once: the announcement seen twice, and the settling event after the reply, add nothing.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    after_the_events_so_far(&app, &oc, &asked).await;
     assert_eq!(oc.replies().len(), 1, "{:?}", oc.replies());
     let err = bridge.stop().await;
     assert!(err.contains("replied to"), "{err}");
@@ -424,7 +434,7 @@ async fn answered_in_opencode_withdraws_the_copy_everywhere() {
             .contains("Answered in OpenCode itself"),
         "{i}"
     );
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    after_the_events_so_far(&app, &oc, &asked).await;
     assert!(oc.replies().is_empty(), "{:?}", oc.replies());
     bridge.stop().await;
 }
@@ -516,15 +526,33 @@ async fn pending_requests_are_found_again_after_restarts() {
     app.stop().await;
     let mut later = asked.clone();
     later["properties"]["id"] = json!("per_later");
+    // What answers on imrelay's address meanwhile takes the bridge's attempt and drops it.
+    let away = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .expect("imrelay's address");
     oc.emit(&later);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let attempt = tokio::time::timeout(Duration::from_secs(10), away.accept())
+        .await
+        .expect("the bridge tries imrelay while it is away")
+        .expect("accept");
+    drop((attempt, away));
     let app = spawn_on(on_port(), store).await;
     let later_id = interaction_id(&oc.url(), "per_later");
     pending(&app, &later_id).await;
     // OpenCode goes away and comes back without the request (its server restarted): the copy
     // is withdrawn.
     oc.shut();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_until("the bridge's event stream ends", || {
+        oc.fake.events.receiver_count() == 0
+    })
+    .await;
+    eventually("OpenCode's address is free", || async {
+        tokio::net::TcpListener::bind(("127.0.0.1", oc_port))
+            .await
+            .ok()
+            .map(drop)
+    })
+    .await;
     let inner = with_session(&asked);
     let oc2 = FakeOpenCode::start(oc_port, inner, None).await;
     let i = resolved(&app, &later_id).await;

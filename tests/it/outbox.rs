@@ -19,7 +19,7 @@ use jiff::{SignedDuration, Timestamp};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::support::{reopen_sqlite, wait_until};
+use crate::support::{outbox_holds, reopen_sqlite, wait_until};
 
 /// A receiver that fails the first `fail_first` requests with 500.
 #[derive(Clone)]
@@ -85,27 +85,56 @@ fn job(url: &str, horizon: SignedDuration) -> OutboxJob {
 }
 
 fn worker(store: Arc<dyn Store>) -> Arc<Outbox> {
+    Arc::new(http_worker(store))
+}
+
+/// The outbox posting over HTTP, with short retries.
+fn http_worker(store: Arc<dyn Store>) -> Outbox {
     let mut outbox = Outbox::new(store, Arc::new(Metrics::new())).with_backoff(Backoff {
         base: Duration::from_millis(20),
         max: Duration::from_millis(100),
     });
     outbox.register("http", Arc::new(HttpPost(reqwest::Client::new())));
-    Arc::new(outbox)
+    outbox
 }
 
-#[tokio::test]
+/// A wall clock that advances with tokio's paused clock (for the outbox's `with_clock`), and
+/// the wall time it starts at.
+fn paused_wall_clock() -> (imrelay::outbox::Clock, Timestamp) {
+    let start_wall = imrelay::interaction::now();
+    let start = tokio::time::Instant::now();
+    let clock: imrelay::outbox::Clock = Arc::new(move || {
+        start_wall + SignedDuration::try_from(tokio::time::Instant::now() - start).unwrap()
+    });
+    (clock, start_wall)
+}
+
+/// The HTTP outbox over a memory store holding one job for `url`, due now and given up after
+/// `horizon`, on tokio's paused clock: a wait is over at once, once everything that could
+/// happen before its end has happened.
+async fn one_post_on_a_paused_clock(
+    url: &str,
+    horizon: SignedDuration,
+) -> (Arc<dyn Store>, Arc<Outbox>) {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let (clock, start_wall) = paused_wall_clock();
+    let mut j = job(url, horizon);
+    j.not_before = start_wall;
+    j.horizon = start_wall + horizon;
+    store.enqueue(vec![j]).await.unwrap();
+    let outbox = Arc::new(http_worker(store.clone()).with_clock(clock));
+    (store, outbox)
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_failing_delivery_is_retried_until_it_succeeds() {
     let (url, hits) = fake_receiver(3).await;
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    store
-        .enqueue(vec![job(&url, SignedDuration::from_hours(1))])
-        .await
-        .unwrap();
-    let outbox = worker(store.clone());
+    let (store, outbox) = one_post_on_a_paused_clock(&url, SignedDuration::from_hours(1)).await;
     let stop = CancellationToken::new();
     tokio::spawn(outbox.clone().run(stop.clone()));
     wait_until("hits >= 4", || hits.load(Ordering::SeqCst) >= 4).await;
-    // Delivered on the 4th attempt, then finished: no more requests.
+    // Delivered on the 4th attempt, then finished: no more requests (on the paused clock,
+    // any retry due within the wait is made before it ends).
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(hits.load(Ordering::SeqCst), 4);
     assert!(
@@ -118,19 +147,15 @@ async fn a_failing_delivery_is_retried_until_it_succeeds() {
     stop.cancel();
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn delivery_stops_at_the_horizon() {
     let (url, hits) = fake_receiver(usize::MAX).await;
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    store
-        .enqueue(vec![job(&url, SignedDuration::from_millis(400))])
-        .await
-        .unwrap();
-    let outbox = worker(store.clone());
+    let (store, outbox) = one_post_on_a_paused_clock(&url, SignedDuration::from_millis(400)).await;
     let stop = CancellationToken::new();
     tokio::spawn(outbox.clone().run(stop.clone()));
     wait_until("hits >= 2", || hits.load(Ordering::SeqCst) >= 2).await;
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    // Given up once a retry would fall past the horizon: the job is no longer unfinished.
+    outbox_holds(&store, 0).await;
     let attempts = hits.load(Ordering::SeqCst);
     assert!(
         store
@@ -140,6 +165,7 @@ async fn delivery_stops_at_the_horizon() {
             .is_none(),
         "the job was given up"
     );
+    // On the paused clock, any attempt due within the wait is made before it ends.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
         hits.load(Ordering::SeqCst),
@@ -225,11 +251,7 @@ impl OutboxHandler for Recorder {
 /// tokio's paused clock (for the outbox's `with_clock`).
 async fn one_job_on_a_paused_clock(channel: &str) -> (Arc<dyn Store>, imrelay::outbox::Clock) {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let start_wall = imrelay::interaction::now();
-    let start = tokio::time::Instant::now();
-    let clock: imrelay::outbox::Clock = Arc::new(move || {
-        start_wall + SignedDuration::try_from(tokio::time::Instant::now() - start).unwrap()
-    });
+    let (clock, start_wall) = paused_wall_clock();
     let mut j = job("http://unused", SignedDuration::from_hours(1));
     j.channel = channel.into();
     j.not_before = start_wall;

@@ -119,7 +119,7 @@ async fn a_command_whose_output_is_closed_ends_quietly() {
         app.create_bash("piped-1", "ls").await;
         app.stop().await;
     }
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    crate::support::sqlite_closed(&db).await;
     let (ok, out, err) = crate::support::cli(&db, &["audit", "verify"]);
     assert!(ok, "{out}{err}");
     for args in [

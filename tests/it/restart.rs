@@ -7,11 +7,15 @@ use futures_util::StreamExt;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use super::support::Server;
+use super::support::{Server, long_poll, wait_until};
 
 async fn call(client: &reqwest::Client, req: reqwest::RequestBuilder) -> (StatusCode, Value) {
     let _ = client;
-    let resp = req.send().await.expect("request");
+    answer(req.send().await.expect("request")).await
+}
+
+/// The status and JSON body of `resp`.
+async fn answer(resp: reqwest::Response) -> (StatusCode, Value) {
     let status = resp.status();
     (status, resp.json().await.unwrap_or(Value::Null))
 }
@@ -77,7 +81,15 @@ async fn sigkill_with_pending_and_resolved_interactions_loses_nothing() {
     assert_eq!(status, StatusCode::CREATED);
 
     server.kill();
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let deadline: jiff::Timestamp = short["deadline"]
+        .as_str()
+        .and_then(|d| d.parse().ok())
+        .expect("a deadline");
+    wait_until(
+        "the short-lived deadline passes while the server is down",
+        || jiff::Timestamp::now() > deadline,
+    )
+    .await;
 
     let server = Server::start(&db);
     let base = server.base.clone();
@@ -136,12 +148,12 @@ async fn sigkill_with_pending_and_resolved_interactions_loses_nothing() {
     assert_eq!(body["result"]["behavior"], "allow");
 
     // Answering a pending one after the restart wakes its waiter.
-    let waiter = {
-        let client = client.clone();
-        let url = format!("{base}/v1/interactions/toolu_0001/wait?timeout_secs=30");
-        tokio::spawn(async move { call(&client, client.get(url)).await })
-    };
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let waiter = long_poll(
+        &client,
+        &base,
+        format!("{base}/v1/interactions/toolu_0001/wait?timeout_secs=30"),
+    )
+    .await;
     let (status, _) = call(
         &client,
         client
@@ -150,7 +162,7 @@ async fn sigkill_with_pending_and_resolved_interactions_loses_nothing() {
     )
     .await;
     assert_eq!(status, StatusCode::OK);
-    let (status, body) = waiter.await.unwrap();
+    let (status, body) = answer(waiter.await.unwrap()).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["resolution"]["by"], "bob");
     server.kill();
@@ -192,12 +204,12 @@ async fn sigterm_shuts_down_cleanly_and_ends_long_polls() {
             .json(&json!({"id": "t1", "tool_name": "Bash", "input": {}})),
     )
     .await;
-    let poll = {
-        let client = client.clone();
-        let url = format!("{base}/v1/interactions/t1/wait?timeout_secs=60");
-        tokio::spawn(async move { call(&client, client.get(url)).await })
-    };
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let poll = long_poll(
+        &client,
+        &base,
+        format!("{base}/v1/interactions/t1/wait?timeout_secs=60"),
+    )
+    .await;
     let pid = server.child.id();
     let status = Command::new("kill")
         .args(["-TERM", &pid.to_string()])
@@ -205,10 +217,13 @@ async fn sigterm_shuts_down_cleanly_and_ends_long_polls() {
         .unwrap();
     assert!(status.success());
     // The long-poll is answered (still pending) instead of being cut off.
-    let (status, body) = tokio::time::timeout(Duration::from_secs(10), poll)
-        .await
-        .expect("the long-poll ends promptly")
-        .unwrap();
+    let (status, body) = answer(
+        tokio::time::timeout(Duration::from_secs(10), poll)
+            .await
+            .expect("the long-poll ends promptly")
+            .unwrap(),
+    )
+    .await;
     assert_eq!(status, StatusCode::ACCEPTED);
     assert_eq!(body["status"], "pending");
     let mut server = server;

@@ -56,15 +56,7 @@ impl TestApp {
     /// made or given up, and none is left to retry. What a test then sees is all there is,
     /// not what arrived within a fixed wait.
     pub async fn outbox_idle(&self) {
-        let store = self.store.clone();
-        eventually("the outbox is idle", || {
-            let store = store.clone();
-            async move {
-                let backlog = store.job_backlog().await.expect("the outbox backlog");
-                backlog.iter().all(|(_, n)| *n == 0).then_some(())
-            }
-        })
-        .await
+        outbox_holds(&self.store, 0).await
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -202,6 +194,70 @@ where
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+/// Waits until the outbox in `store` holds exactly `n` unfinished jobs (planned, retrying or
+/// in flight): with `n` 0, every delivery planned so far was made or given up.
+pub async fn outbox_holds(store: &Arc<dyn Store>, n: u64) {
+    eventually(&format!("the outbox holds {n} unfinished jobs"), || async {
+        let backlog = store.job_backlog().await.expect("the outbox backlog");
+        let unfinished: u64 = backlog.iter().map(|(_, k)| *k).sum();
+        (unfinished == n).then_some(())
+    })
+    .await
+}
+
+/// How many client connections the server at `base` serves now (its
+/// `imrelay_http_connections` gauge), asked on `client`: the connection asking is among them.
+pub async fn open_connections(client: &reqwest::Client, base: &str) -> u64 {
+    let text = client
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .expect("request")
+        .text()
+        .await
+        .expect("metrics text");
+    text.lines()
+        .find_map(|l| l.strip_prefix("imrelay_http_connections "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no imrelay_http_connections in {text}"))
+}
+
+/// Sends `GET url` (a long poll) on a connection of its own, and returns once the server at
+/// `base` serves that connection, so that what the test does next finds the request there
+/// rather than racing it. `client` asks for the connection count.
+pub async fn long_poll(
+    client: &reqwest::Client,
+    base: &str,
+    url: String,
+) -> tokio::task::JoinHandle<reqwest::Response> {
+    let before = open_connections(client, base).await;
+    let own = reqwest::Client::new();
+    let poll = tokio::spawn(async move { own.get(url).send().await.expect("request") });
+    eventually("the long poll reaches the server", || async {
+        (open_connections(client, base).await > before).then_some(())
+    })
+    .await;
+    poll
+}
+
+/// Waits until no store holds the SQLite database at `path` any more: its lock is free and
+/// its write-ahead log is empty (the last connection closed and checkpointed), so the file
+/// alone holds every commit.
+pub async fn sqlite_closed(path: &Path) {
+    let beside = |suffix: &str| {
+        let mut p = path.as_os_str().to_owned();
+        p.push(suffix);
+        std::path::PathBuf::from(p)
+    };
+    let (lock, wal) = (beside(".lock"), beside("-wal"));
+    eventually("the store lets go of the database", || {
+        let free = std::fs::File::open(&lock).map_or(true, |f| f.try_lock().is_ok());
+        let logged = std::fs::metadata(&wal).map_or(0, |m| m.len());
+        std::future::ready((free && logged == 0).then_some(()))
+    })
+    .await
 }
 
 /// Waits until `condition` holds, checking every 10 ms for at most ten seconds.

@@ -397,17 +397,10 @@ async fn a_restart_mid_retry_resumes_delivery() {
         rx.wait_for(1).await;
         app.stop().await;
     }
-    let mut store = None;
-    for _ in 0..100 {
-        if let Ok(s) = SqliteStore::open(&path, Synchronous::Normal) {
-            store = Some(s);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let store = reopen_sqlite(&path).await;
     let mut s = settings(&url);
     s.outbox.retry_base_ms = 20;
-    let _app = spawn_on(s, Arc::new(store.expect("reopens"))).await;
+    let _app = spawn_on(s, Arc::new(store)).await;
     let got = rx.wait_for(2).await;
     assert_eq!(got[1].body["data"]["interaction"]["id"], "resume-1");
     assert_eq!(got[0].headers["webhook-id"], got[1].headers["webhook-id"]);

@@ -149,6 +149,43 @@ fn name_glob(text: &str, literal_separator: bool) -> Result<GlobMatcher, String>
         .map_err(|e| format!("{text:?} is not a valid glob: {}", e.kind()))
 }
 
+/// Checks what goes with a rule's decision: a message only on a deny, only approvals for an
+/// allow, a quorum (at least 1, a deny quorum only with one) only on an ask.
+fn check_decision(spec: &RuleSpec, decision: Decision) -> Result<(), RuleError> {
+    let err = |field: String, message: String| RuleError { field, message };
+    if decision != Decision::Deny && spec.message.is_some() {
+        return Err(err(
+            "message".into(),
+            "only a deny rule has a message for the agent".into(),
+        ));
+    }
+    if decision == Decision::Allow && spec.kinds.iter().any(|k| *k != Kind::Approval) {
+        return Err(err(
+            "kind".into(),
+            "an allow rule applies to approvals only: questions and forms need a person's answer"
+                .into(),
+        ));
+    }
+    if spec.quorum.is_some() && decision != Decision::Ask {
+        return Err(err(
+            "quorum".into(),
+            "only an ask rule takes a quorum: people decide what it matches".into(),
+        ));
+    }
+    for (field, n) in [("quorum", spec.quorum), ("deny_quorum", spec.deny_quorum)] {
+        if n == Some(0) {
+            return Err(err(field.into(), "must be at least 1".into()));
+        }
+    }
+    if spec.deny_quorum.is_some() && spec.quorum.is_none() {
+        return Err(err(
+            "deny_quorum".into(),
+            "goes with quorum (how many people must allow)".into(),
+        ));
+    }
+    Ok(())
+}
+
 impl Rule {
     /// Compiles `spec`; every pattern and glob is checked.
     pub fn new(spec: RuleSpec) -> Result<Self, RuleError> {
@@ -191,35 +228,7 @@ impl Rule {
                 name_glob(c, true).map_err(|e| err(format!("cwd[{k}]"), e))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        if decision != Decision::Deny && spec.message.is_some() {
-            return Err(err(
-                "message".into(),
-                "only a deny rule has a message for the agent".into(),
-            ));
-        }
-        if decision == Decision::Allow && spec.kinds.iter().any(|k| *k != Kind::Approval) {
-            return Err(err(
-                "kind".into(),
-                "an allow rule applies to approvals only: questions and forms need a person's answer".into(),
-            ));
-        }
-        if spec.quorum.is_some() && decision != Decision::Ask {
-            return Err(err(
-                "quorum".into(),
-                "only an ask rule takes a quorum: people decide what it matches".into(),
-            ));
-        }
-        for (field, n) in [("quorum", spec.quorum), ("deny_quorum", spec.deny_quorum)] {
-            if n == Some(0) {
-                return Err(err(field.into(), "must be at least 1".into()));
-            }
-        }
-        if spec.deny_quorum.is_some() && spec.quorum.is_none() {
-            return Err(err(
-                "deny_quorum".into(),
-                "goes with quorum (how many people must allow)".into(),
-            ));
-        }
+        check_decision(&spec, decision)?;
         Ok(Self {
             quorum: Quorum::of(spec.quorum, spec.deny_quorum),
             name: spec.name.trim().to_string(),

@@ -258,34 +258,8 @@ impl Lexer {
                     self.end_word(&mut part, &mut word);
                     self.end_part(&mut part);
                 }
-                '&' | '|' => {
-                    if c == '&' && self.peek(1) == Some('>') {
-                        self.end_word(&mut part, &mut word);
-                        self.redirection();
-                        continue;
-                    }
-                    self.at += 1;
-                    if matches!(self.peek(0), Some('&') | Some('|')) {
-                        self.at += 1;
-                    }
-                    self.end_word(&mut part, &mut word);
-                    self.end_part(&mut part);
-                }
-                '<' | '>' => {
-                    // A word of digits right before is the descriptor (`2>`).
-                    if word.started && !word.text.chars().all(|d| d.is_ascii_digit()) {
-                        self.end_word(&mut part, &mut word);
-                    } else {
-                        word = Word::default();
-                    }
-                    if self.peek(1) == Some('(') {
-                        self.doubt("process substitution");
-                        self.at += 2;
-                        self.nested(')');
-                        continue;
-                    }
-                    self.redirection();
-                }
+                '&' | '|' => self.and_or(c, &mut part, &mut word),
+                '<' | '>' => self.angle(&mut part, &mut word),
                 '#' if !word.started => {
                     while let Some(c) = self.peek(0) {
                         if c == '\n' {
@@ -297,23 +271,7 @@ impl Lexer {
                 '\'' => {
                     self.at += 1;
                     word.started = true;
-                    loop {
-                        match self.peek(0) {
-                            None => {
-                                self.doubt("an unterminated quote");
-                                break;
-                            }
-                            Some('\'') => {
-                                self.at += 1;
-                                break;
-                            }
-                            Some(c) => {
-                                self.check_char(c);
-                                word.text.push(c);
-                                self.at += 1;
-                            }
-                        }
-                    }
+                    self.single_quoted(&mut word);
                 }
                 '"' => {
                     self.at += 1;
@@ -322,16 +280,7 @@ impl Lexer {
                 }
                 '\\' => {
                     self.at += 1;
-                    match self.peek(0) {
-                        None => self.doubt("a backslash at the end"),
-                        Some('\n') => self.at += 1,
-                        Some(c) => {
-                            self.check_char(c);
-                            word.started = true;
-                            word.text.push(c);
-                            self.at += 1;
-                        }
-                    }
+                    self.escaped(&mut word);
                 }
                 '$' => {
                     word.started = true;
@@ -357,6 +306,75 @@ impl Lexer {
         }
         self.end_word(&mut part, &mut word);
         self.end_part(&mut part);
+    }
+
+    /// At `&` or `|`: a redirection (`&>`), or an operator (`&`, `&&`, `|`, `||`) that ends
+    /// the part.
+    fn and_or(&mut self, c: char, part: &mut Part, word: &mut Word) {
+        if c == '&' && self.peek(1) == Some('>') {
+            self.end_word(part, word);
+            self.redirection();
+            return;
+        }
+        self.at += 1;
+        if matches!(self.peek(0), Some('&') | Some('|')) {
+            self.at += 1;
+        }
+        self.end_word(part, word);
+        self.end_part(part);
+    }
+
+    /// At `<` or `>`: a process substitution, or a redirection.
+    fn angle(&mut self, part: &mut Part, word: &mut Word) {
+        // A word of digits right before is the descriptor (`2>`).
+        if word.started && !word.text.chars().all(|d| d.is_ascii_digit()) {
+            self.end_word(part, word);
+        } else {
+            *word = Word::default();
+        }
+        if self.peek(1) == Some('(') {
+            self.doubt("process substitution");
+            self.at += 2;
+            self.nested(')');
+            return;
+        }
+        self.redirection();
+    }
+
+    /// After a `'`: reads to the closing one, every character as it is.
+    fn single_quoted(&mut self, word: &mut Word) {
+        loop {
+            match self.peek(0) {
+                None => {
+                    self.doubt("an unterminated quote");
+                    break;
+                }
+                Some('\'') => {
+                    self.at += 1;
+                    break;
+                }
+                Some(c) => {
+                    self.check_char(c);
+                    word.text.push(c);
+                    self.at += 1;
+                }
+            }
+        }
+    }
+
+    /// After a `\` outside quotes: the next character as it is, a line continuation, or
+    /// nothing (a doubt).
+    fn escaped(&mut self, word: &mut Word) {
+        match self.peek(0) {
+            None => self.doubt("a backslash at the end"),
+            Some('\n') => self.at += 1,
+            Some(c) => {
+                self.check_char(c);
+                word.started = true;
+                word.text.push(c);
+                self.at += 1;
+            }
+        }
     }
 
     fn check_char(&mut self, c: char) {
@@ -530,9 +548,29 @@ impl Lexer {
     /// At a redirection operator (`<`, `>`, `>>`, `>|`, `<>`, `<&`, `>&`, `&>`, `&>>`, `<<`,
     /// `<<<`): reads it and its target; a harmless one is dropped, any other is a doubt.
     fn redirection(&mut self) {
-        let first = self.peek(0);
-        let second = self.peek(1);
-        let op: &str = match (first, second) {
+        let op = self.redirection_op();
+        self.at += op.len();
+        if op.starts_with("<<") {
+            self.doubt("a here-document or here-string");
+            return;
+        }
+        while matches!(self.peek(0), Some(' ' | '\t')) {
+            self.at += 1;
+        }
+        let target = self.redirection_target();
+        let t = target.text.as_str();
+        let duplicates = op.ends_with('&')
+            && op != "&"
+            && (t == "-" || (!t.is_empty() && t.chars().all(|c| c.is_ascii_digit())));
+        let null = t == "/dev/null" && matches!(op, ">" | ">>" | "<" | "&>" | "&>>" | ">|");
+        if !(duplicates || null) {
+            self.doubt("a redirection to or from a file");
+        }
+    }
+
+    /// The redirection operator at the current position (not yet read).
+    fn redirection_op(&self) -> &'static str {
+        match (self.peek(0), self.peek(1)) {
             (Some('&'), _) => {
                 if self.peek(2) == Some('>') {
                     "&>>"
@@ -548,17 +586,11 @@ impl Lexer {
             (Some('>'), Some('&')) => ">&",
             (Some('>'), Some('|')) => ">|",
             _ => ">",
-        };
-        self.at += op.len();
-        let op = op.to_string();
-        if op.starts_with("<<") {
-            self.doubt("a here-document or here-string");
-            return;
         }
-        while matches!(self.peek(0), Some(' ' | '\t')) {
-            self.at += 1;
-        }
-        // The target: one word, read as any other.
+    }
+
+    /// A redirection's target: one word, read as any other.
+    fn redirection_target(&mut self) -> Word {
         let mut target = Word::default();
         while let Some(c) = self.peek(0) {
             match c {
@@ -602,15 +634,7 @@ impl Lexer {
                 }
             }
         }
-        let t = target.text.as_str();
-        let duplicates = op.ends_with('&')
-            && op != "&"
-            && (t == "-" || (!t.is_empty() && t.chars().all(|c| c.is_ascii_digit())));
-        let null =
-            t == "/dev/null" && matches!(op.as_str(), ">" | ">>" | "<" | "&>" | "&>>" | ">|");
-        if !(duplicates || null) {
-            self.doubt("a redirection to or from a file");
-        }
+        target
     }
 }
 

@@ -8,48 +8,53 @@
 //! Waking is a separate step ([`Registry::refresh`]) so a change made by another process can
 //! trigger it too.
 //!
-//! Here: the registry's state and its create, answer, wait and recovery. Beside it:
-//! `validate` (what a new interaction must be, and its timeout), `records` (the audit records
-//! and log line of each change), `deadlines` (the expiry timer and the retention pruner),
-//! `escalation` (a route's escalation, once) and `cluster` (changes made by other processes
-//! on a shared store).
+//! Here: the registry's state, its lifecycle hooks, and answering (first answer wins:
+//! respond, cancel, expire). Beside it: `validate` (what a new interaction must be, and its
+//! timeout), `create` (a new interaction written and announced, or re-attached to),
+//! `slots` (pending interactions held in memory with their waiters), `reads` (get, list,
+//! pending pages, wait), `refused` (answer attempts refused, recorded), `recover`
+//! (start-up), `records` (the audit records and log line of each change), `deadlines` (the
+//! expiry timer and the retention pruner), `escalation` (a route's escalation, once),
+//! `votes` (the vote step for an approval that needs several people), `grants` and `policy`
+//! (weighed at creation), `budget` (the bytes pending interactions may hold) and `cluster`
+//! (changes made by other processes on a shared store).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use tokio::sync::Notify;
-use tokio::time::Instant;
 
 use super::ValidationError;
 use super::answer::{self, Answer, Responder};
 use super::events::{EventKind, EventLog};
 use super::model::{Interaction, InteractionId, Resolution, now};
-use super::ports::audit::{Action, AuditRecord};
-use super::ports::{
-    CreateOutcome, Cursor, Effects, ListQuery, OutboxJob, Page, ResolveOutcome, StatusFilter,
-    Store, StoreError,
-};
+use super::ports::{Effects, OutboxJob, ResolveOutcome, Store, StoreError};
 use crate::sync::{LockExt, RwLockExt};
 
 mod budget;
 mod cluster;
+mod create;
 mod deadlines;
 mod escalation;
 mod grants;
 mod policy;
+mod reads;
 mod records;
+mod recover;
+mod refused;
+mod slots;
 mod validate;
 mod votes;
 
+use budget::Budget;
 pub use budget::Full;
-use budget::{Budget, Charge};
-use deadlines::{DeadlineKey, Deadlines, EXPIRY_RETRY, instant_in};
+use deadlines::Deadlines;
 pub use grants::GrantRequest;
 pub use policy::{POLICY_VIA, audit_outcome, describe};
-use records::{clip, created_record, log_resolution, resolved_record};
+use records::{clip, log_resolution, resolved_record};
+use slots::Slot;
 pub use validate::{MAX_LABEL_CHARS, MAX_LABELS, NewInteraction};
 
 /// Timeouts and retention.
@@ -195,84 +200,6 @@ impl LongPoll {
             LongPoll::Ready => "ready",
             LongPoll::Woken => "woken",
             LongPoll::TimedOut => "timed_out",
-        }
-    }
-}
-
-/// The most bytes ([`budget::cost`]) of a pending interaction kept whole in its slot. A
-/// bigger one (a 900 KB command, a long diff) is kept in the store alone, which has it
-/// anyway: its slot holds the id, the deadline and the waiters, and whoever needs the whole
-/// interaction (an answer, the item's endpoint) reads it from the store. A typical tool call
-/// is far below this, and is answered without a read.
-const KEEP_WHOLE_MAX: usize = 16 * 1024;
-
-/// The most pending interactions read at once when going through all of them
-/// ([`Registry::pending_page`]).
-const PENDING_PAGE: usize = 500;
-
-/// About the most bytes of stored interactions (their JSON text) read at once when going
-/// through every pending one ([`Registry::pending_page`]): a page of big inputs holds fewer.
-const PENDING_PAGE_BYTES: usize = 8 * 1024 * 1024;
-
-/// A pending interaction held in memory, with its waiters.
-struct Slot {
-    id: InteractionId,
-    /// The interaction, unless it is bigger than [`KEEP_WHOLE_MAX`]: then only the store has
-    /// it.
-    whole: Option<Arc<Interaction>>,
-    resolved: OnceLock<Arc<Interaction>>,
-    notify: Notify,
-    /// Its entry in the deadline queue, removed when it resolves so the queue holds only
-    /// pending interactions. (A std mutex: set and taken, never held across an await.)
-    deadline: Mutex<Option<DeadlineKey>>,
-    /// Its entry in the escalation queue, like `deadline`.
-    escalation: Mutex<Option<DeadlineKey>>,
-    /// The interaction as escalated, once it is (only when `whole` is kept).
-    escalated: OnceLock<Arc<Interaction>>,
-    /// The interaction's bytes, counted against the pending budget until the slot is gone.
-    _charge: Charge,
-}
-
-impl Slot {
-    fn new(interaction: Arc<Interaction>, charge: Charge) -> Self {
-        let keep = budget::cost(&interaction) <= KEEP_WHOLE_MAX;
-        Self {
-            id: interaction.id.clone(),
-            whole: keep.then_some(interaction),
-            resolved: OnceLock::new(),
-            notify: Notify::new(),
-            deadline: Mutex::new(None),
-            escalation: Mutex::new(None),
-            escalated: OnceLock::new(),
-            _charge: charge,
-        }
-    }
-
-    /// The pending interaction as held here, latest first: escalated, or as created.
-    fn held(&self) -> Option<Arc<Interaction>> {
-        self.escalated.get().or(self.whole.as_ref()).cloned()
-    }
-
-    /// Completes when the interaction is resolved.
-    async fn resolution(&self) -> Arc<Interaction> {
-        loop {
-            if let Some(r) = self.resolved.get() {
-                return r.clone();
-            }
-            let notified = self.notify.notified();
-            tokio::pin!(notified);
-            // Register before re-checking, so a resolution in between is not missed.
-            notified.as_mut().enable();
-            if let Some(r) = self.resolved.get() {
-                return r.clone();
-            }
-            notified.await;
-        }
-    }
-
-    fn settle(&self, resolved: Arc<Interaction>) {
-        if self.resolved.set(resolved).is_ok() {
-            self.notify.notify_waiters();
         }
     }
 }
@@ -435,12 +362,6 @@ impl Registry {
         self.inner.hooks.writing().clear();
     }
 
-    fn report_long_poll(&self, outcome: LongPoll) {
-        for h in self.hooks().iter() {
-            h.long_poll(outcome);
-        }
-    }
-
     fn hooks(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<dyn Lifecycle>>> {
         self.inner.hooks.reading()
     }
@@ -486,324 +407,6 @@ impl Registry {
     /// tests can check that resolved interactions leave the queue).
     pub fn scheduled_deadlines(&self) -> usize {
         self.inner.deadlines.locked().queue.len()
-    }
-
-    /// Creates an interaction, or re-attaches to the existing one with the same id, tool name
-    /// and input. It is durable when this returns.
-    pub async fn create(&self, new: NewInteraction) -> Result<Created, RegistryError> {
-        self.create_for(new, None).await
-    }
-
-    /// [`Registry::create`] on behalf of `owner` (an agent token, or whatever the caller
-    /// names its clients by), whose pending interactions may hold at most
-    /// [`RegistryConfig::max_pending_bytes_per_owner`]. A new interaction that would pass
-    /// that, or [`RegistryConfig::max_pending_bytes`] in all, is refused with
-    /// [`RegistryError::Full`] before anything is written.
-    pub async fn create_for(
-        &self,
-        new: NewInteraction,
-        owner: Option<&str>,
-    ) -> Result<Created, RegistryError> {
-        let mut built = self.build(new)?;
-        built.owner = owner.map(Box::from);
-        let interaction = Arc::new(built);
-        let local = self
-            .inner
-            .slots
-            .locked()
-            .get(&interaction.id)
-            .map(|s| s.held());
-        match local {
-            Some(Some(existing)) => return Self::reattach(existing, &interaction),
-            // Held here without its input: the store has the rest.
-            Some(None) => {
-                if let Some(existing) = self.inner.store.get(&interaction.id).await? {
-                    return Self::reattach(existing, &interaction);
-                }
-            }
-            None => {}
-        }
-        let evaluation = self.weigh(&interaction).await;
-        if let Some(d) = evaluation
-            .live
-            .as_ref()
-            .filter(|d| d.decision != super::policy::Decision::Ask)
-        {
-            return self.create_decided(interaction, d, &evaluation).await;
-        }
-        let charge = self
-            .inner
-            .budget
-            .reserve(owner, budget::cost(&interaction))?;
-        let mut jobs = Vec::new();
-        for h in self.hooks().iter() {
-            h.plan_created(&interaction, &mut jobs);
-        }
-        let has_jobs = !jobs.is_empty();
-        let effects = Effects {
-            jobs,
-            audit: if self.inner.config.audit {
-                let mut audit = vec![created_record(&interaction)];
-                audit.extend(policy::policy_records(&interaction, &evaluation));
-                audit
-            } else {
-                Vec::new()
-            },
-        };
-        let untracked_before = self.inner.untracked_resolutions.load(Ordering::SeqCst);
-        match self
-            .inner
-            .store
-            .create(interaction.clone(), effects)
-            .await?
-        {
-            CreateOutcome::Created => {
-                self.track_charged(interaction.clone(), Some(charge));
-                // An answer can land between the commit and `track`: it finds no slot, wins in
-                // the store and publishes `resolved` itself. If any resolution missed its slot
-                // meanwhile, re-read first; a resolved interaction is settled here and never
-                // announced as created after its resolution.
-                let unchanged =
-                    self.inner.untracked_resolutions.load(Ordering::SeqCst) == untracked_before;
-                let resolved_meanwhile = if unchanged && self.announce_created(&interaction) {
-                    None
-                } else {
-                    let latest = self.resolved_in_store(&interaction.id).await;
-                    if latest.is_none() {
-                        self.announce_created(&interaction);
-                    }
-                    latest
-                };
-                tracing::info!(
-                    id = %interaction.id,
-                    kind = interaction.kind.as_str(),
-                    tool = %interaction.tool_name,
-                    session = interaction.session.as_deref().unwrap_or(""),
-                    agent = interaction.agent.as_deref().unwrap_or(""),
-                    timeout_secs = interaction.timeout_secs,
-                    "interaction created"
-                );
-                self.report_policy(&interaction, &evaluation);
-                for h in self.hooks().iter() {
-                    h.created(&interaction);
-                    if has_jobs {
-                        h.jobs_recorded();
-                    }
-                }
-                Ok(Created {
-                    interaction: resolved_meanwhile.unwrap_or(interaction),
-                    created: true,
-                })
-            }
-            CreateOutcome::Exists(existing) => {
-                if existing.is_pending()
-                    && existing.same_request(&interaction.tool_name, &interaction.input)
-                {
-                    self.adopt(existing.clone()).await?;
-                }
-                Self::reattach(existing, &interaction)
-            }
-        }
-    }
-
-    fn reattach(existing: Arc<Interaction>, asked: &Interaction) -> Result<Created, RegistryError> {
-        if existing.same_request(&asked.tool_name, &asked.input) {
-            Ok(Created {
-                interaction: existing,
-                created: false,
-            })
-        } else {
-            Err(RegistryError::Conflict(existing))
-        }
-    }
-
-    /// Holds a pending interaction in memory and schedules its deadline (once); its bytes
-    /// are counted against the budget without a bound (it is held anyway).
-    fn track(&self, interaction: Arc<Interaction>) -> Arc<Slot> {
-        self.track_charged(interaction, None)
-    }
-
-    /// [`Registry::track`] with the bytes already reserved by `charge`.
-    fn track_charged(&self, interaction: Arc<Interaction>, charge: Option<Charge>) -> Arc<Slot> {
-        let (slot, fresh) = {
-            let mut slots = self.inner.slots.locked();
-            match slots.get(&interaction.id) {
-                Some(s) => (s.clone(), false),
-                None => {
-                    let charge = charge
-                        .unwrap_or_else(|| self.inner.budget.force(budget::cost(&interaction)));
-                    let s = Arc::new(Slot::new(interaction.clone(), charge));
-                    slots.insert(interaction.id.clone(), s.clone());
-                    (s, true)
-                }
-            }
-        };
-        if fresh {
-            let remaining = interaction
-                .deadline
-                .as_millisecond()
-                .saturating_sub(now().as_millisecond())
-                .max(0);
-            self.schedule(
-                slot.clone(),
-                instant_in(Duration::from_millis(remaining as u64)),
-            );
-            self.arm_escalation(&slot, &interaction);
-        }
-        slot
-    }
-
-    /// Tracks a pending interaction this process did not create (another replica made it, or
-    /// it was loaded at start-up), re-checking the store so a resolution committed meanwhile
-    /// is not missed.
-    async fn adopt(&self, interaction: Arc<Interaction>) -> Result<Arc<Slot>, RegistryError> {
-        let slot = self.track(interaction.clone());
-        if let Some(latest) = self.inner.store.get(&interaction.id).await?
-            && !latest.is_pending()
-        {
-            self.settle_locally(&latest);
-        }
-        Ok(slot)
-    }
-
-    /// Publishes `interaction.created` if the interaction is still pending here. Done under
-    /// the slots lock, which whoever settles the slot takes before publishing `resolved`, so
-    /// `created` always comes first. Returns whether it was published.
-    fn announce_created(&self, interaction: &Arc<Interaction>) -> bool {
-        let slots = self.inner.slots.locked();
-        let pending = slots
-            .get(&interaction.id)
-            .is_some_and(|s| s.resolved.get().is_none());
-        if pending {
-            self.publish(EventKind::Created, interaction.clone());
-        }
-        pending
-    }
-
-    /// Re-reads a freshly tracked interaction and, if the store has it resolved, settles it
-    /// locally and returns it. A failed read is logged: the deadline settles it later.
-    async fn resolved_in_store(&self, id: &InteractionId) -> Option<Arc<Interaction>> {
-        match self.inner.store.get(id).await {
-            Ok(Some(latest)) if !latest.is_pending() => {
-                self.settle_locally(&latest);
-                Some(latest)
-            }
-            Ok(_) => None,
-            Err(e) => {
-                tracing::warn!(id = %id, error = %e, "could not re-read a new interaction; its deadline will settle it");
-                None
-            }
-        }
-    }
-
-    /// Wakes local waiters of a resolved interaction and forgets it as pending. Returns
-    /// whether it was pending here.
-    fn settle_locally(&self, resolved: &Arc<Interaction>) -> bool {
-        let slot = {
-            let mut slots = self.inner.slots.locked();
-            let slot = slots.remove(&resolved.id);
-            if slot.is_none() {
-                // Under the lock, so a `track` that follows is guaranteed to see the count.
-                self.inner
-                    .untracked_resolutions
-                    .fetch_add(1, Ordering::SeqCst);
-            }
-            slot
-        };
-        match slot {
-            Some(slot) => {
-                slot.settle(resolved.clone());
-                // Taken in its own statement: the deadline timer locks the queue before a
-                // slot's key, so holding the key's lock while locking the queue could deadlock.
-                let key = slot.deadline.locked().take();
-                if let Some(key) = key {
-                    self.inner.deadlines.locked().queue.remove(&key);
-                }
-                self.disarm_escalation(&slot);
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// The current state of an interaction, whole: from memory where it is held there,
-    /// else from the store.
-    pub async fn get(&self, id: &InteractionId) -> Result<Option<Arc<Interaction>>, RegistryError> {
-        let local = self.inner.slots.locked().get(id).cloned();
-        // A pending interaction with votes changes as people vote: the store has the votes.
-        if let Some(slot) = local
-            && let Some(i) = slot
-                .resolved
-                .get()
-                .cloned()
-                .or_else(|| slot.held().filter(|w| !super::quorum::is_voted(w)))
-        {
-            return Ok(Some(i));
-        }
-        Ok(self.inner.store.get(id).await?)
-    }
-
-    /// Whether this process keeps interaction `id` whole in memory (`Some(false)`: pending
-    /// here, but only the store has its input; `None`: not pending here). For tests and
-    /// measurements of what pending interactions hold.
-    pub fn holds_whole(&self, id: &InteractionId) -> Option<bool> {
-        self.inner.slots.locked().get(id).map(|s| s.whole.is_some())
-    }
-
-    /// A page of interactions, newest first.
-    pub async fn list(&self, query: &ListQuery) -> Result<Page, RegistryError> {
-        Ok(self.inner.store.list(query).await?)
-    }
-
-    /// One page of a walk through every pending interaction, newest first, holding about
-    /// 8 MiB of them at most (at least one): start with `None`, go on with
-    /// each page's `next` until it is `None`. For whoever must see each pending interaction
-    /// whole (start-up, a re-check, a re-post) without holding all of them at once.
-    pub async fn pending_page(&self, after: Option<Cursor>) -> Result<Page, RegistryError> {
-        let query = ListQuery {
-            status: StatusFilter::Pending,
-            limit: PENDING_PAGE,
-            after,
-            max_bytes: Some(PENDING_PAGE_BYTES),
-        };
-        Ok(self.inner.store.list(&query).await?)
-    }
-
-    /// The ids of every pending interaction, oldest first (read each with
-    /// [`Registry::get`] when it is needed, rather than all at once).
-    pub async fn pending_ids(&self) -> Result<Vec<InteractionId>, RegistryError> {
-        Ok(self.inner.store.pending_ids().await?)
-    }
-
-    /// Waits up to `timeout` for an interaction to be resolved: `Some` with the resolved
-    /// interaction (at once if it already is), `None` if it is still pending.
-    pub async fn wait(
-        &self,
-        id: &InteractionId,
-        timeout: Duration,
-    ) -> Result<Option<Arc<Interaction>>, RegistryError> {
-        let local = self.inner.slots.locked().get(id).cloned();
-        let slot = match local {
-            Some(s) => s,
-            None => match self.inner.store.get(id).await? {
-                None => return Err(RegistryError::NotFound(id.clone())),
-                Some(i) if !i.is_pending() => {
-                    self.report_long_poll(LongPoll::Ready);
-                    return Ok(Some(i));
-                }
-                Some(i) => self.adopt(i).await?,
-            },
-        };
-        if let Some(resolved) = slot.resolved.get() {
-            self.report_long_poll(LongPoll::Ready);
-            return Ok(Some(resolved.clone()));
-        }
-        let (outcome, waited) = match tokio::time::timeout(timeout, slot.resolution()).await {
-            Ok(resolved) => (LongPoll::Woken, Some(resolved)),
-            Err(_) => (LongPoll::TimedOut, None),
-        };
-        self.report_long_poll(outcome);
-        Ok(waited)
     }
 
     /// Replaces the people and the routes.
@@ -890,70 +493,6 @@ impl Registry {
             _ => {}
         }
         result
-    }
-
-    /// Records an answer attempt that was refused before reaching the registry's decision
-    /// (a non-approver's tap, a bad signature, a forged button): it changes nothing, but it
-    /// is part of the record of who tried what.
-    ///
-    /// Anyone can send refusals that are not bound to an interaction (`id` is `None`: a bad
-    /// signature, a wrong secret), so those are rate-limited per channel: beyond a burst, they
-    /// are counted instead of logged and audited, and the count goes into the next entry.
-    /// `actor` and `reason` are cut to a bounded length.
-    pub async fn refused(
-        &self,
-        id: Option<&InteractionId>,
-        actor: &str,
-        via: &super::Via,
-        reason: &str,
-    ) {
-        /// Longest actor recorded, in characters.
-        const MAX_ACTOR: usize = 128;
-        let admitted = match id {
-            Some(_) => Some(0),
-            None => self
-                .inner
-                .refusals
-                .admit(via.as_str(), Instant::now().into_std()),
-        };
-        for h in self.hooks().iter() {
-            h.refused(via, admitted.is_some());
-        }
-        let Some(suppressed) = admitted else { return };
-        let actor = super::clip(actor, MAX_ACTOR);
-        let mut detail = clip(reason);
-        if suppressed > 0 {
-            detail.push_str(&format!(
-                " (and {suppressed} similar refusals on this channel before it, not recorded)"
-            ));
-        }
-        tracing::warn!(
-            id = id.map(|i| i.as_str()).unwrap_or(""),
-            actor,
-            via = %via,
-            reason = detail,
-            "answer attempt refused"
-        );
-        if !self.inner.config.audit {
-            return;
-        }
-        let input_hash = match id {
-            Some(id) => self.get(id).await.ok().flatten().map(|i| i.input_digest()),
-            None => None,
-        };
-        let record = AuditRecord {
-            at: now(),
-            action: Action::Refused,
-            interaction_id: id.map(|i| i.as_str().to_string()),
-            actor: (!actor.is_empty()).then_some(actor),
-            channel: via.as_str().to_string(),
-            outcome: "refused".into(),
-            input_hash,
-            detail: Some(detail),
-        };
-        if let Err(e) = self.inner.store.append_audit(vec![record]).await {
-            tracing::error!(error = %e, "could not append a refusal to the audit trail");
-        }
     }
 
     /// The outbox jobs and audit record that go with a resolution.
@@ -1051,74 +590,6 @@ impl Registry {
             }
             ResolveOutcome::NotFound => Err(RegistryError::NotFound(current.id.clone())),
         }
-    }
-
-    /// Loads pending interactions from the store with their original deadlines, and expires
-    /// at once those whose deadline passed while imrelay was down. Returns (reloaded, expired).
-    /// They are read a page at a time ([`Registry::pending_page`]), so start-up holds at once
-    /// only what the slots keep (big inputs stay in the store) and one page.
-    pub async fn recover(&self) -> Result<(usize, usize), RegistryError> {
-        self.load_grants().await?;
-        if self.inner.shared_events {
-            // Read before the pending interactions: every change after this is read later.
-            self.load_recent_events().await?;
-        }
-        let at = now();
-        let (mut reloaded, mut expired) = (0, 0);
-        let mut after = None;
-        loop {
-            let page = self.pending_page(after).await?;
-            let mut overdue = Vec::new();
-            for i in page.interactions {
-                if i.deadline <= at {
-                    overdue.push(i);
-                } else {
-                    self.track(i);
-                    reloaded += 1;
-                }
-            }
-            expired += overdue.len();
-            self.expire_overdue(overdue, at).await;
-            match page.next {
-                Some(next) => after = Some(next),
-                None => break,
-            }
-        }
-        // What changes from here on is in the shared events after the head read above.
-        self.inner
-            .recovered
-            .store(self.inner.shared_events, Ordering::SeqCst);
-        Ok((reloaded, expired))
-    }
-
-    /// Expires interactions whose deadline passed while imrelay was down; one that cannot
-    /// be recorded now is held and tried again shortly.
-    async fn expire_overdue(&self, overdue: Vec<Arc<Interaction>>, at: jiff::Timestamp) {
-        futures_util::stream::iter(overdue)
-            .for_each_concurrent(256, |i| async move {
-                let resolved = Arc::new(i.resolved(answer::expired(&i, at)));
-                let effects = self.resolution_effects(&resolved, None);
-                let has_jobs = !effects.jobs.is_empty();
-                match self.inner.store.resolve(resolved.clone(), effects).await {
-                    Ok(ResolveOutcome::Resolved) => {
-                        self.publish(EventKind::Resolved, resolved.clone());
-                        log_resolution(&resolved, "interaction expired while imrelay was down");
-                        for h in self.hooks().iter() {
-                            h.resolved(&resolved);
-                            if has_jobs {
-                                h.jobs_recorded();
-                            }
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(e) => {
-                        tracing::error!(id = %resolved.id, error = %e, "could not record an overdue expiry; retrying shortly");
-                        let slot = self.track(i.clone());
-                        self.schedule(slot, instant_in(EXPIRY_RETRY));
-                    }
-                }
-            })
-            .await;
     }
 }
 

@@ -93,3 +93,16 @@ pub(super) fn log_resolution(resolved: &Interaction, what: &'static str) {
         );
     }
 }
+
+/// Logs a new interaction, once it is recorded.
+pub(super) fn log_created(i: &Interaction) {
+    tracing::info!(
+        id = %i.id,
+        kind = i.kind.as_str(),
+        tool = %i.tool_name,
+        session = i.session.as_deref().unwrap_or(""),
+        agent = i.agent.as_deref().unwrap_or(""),
+        timeout_secs = i.timeout_secs,
+        "interaction created"
+    );
+}

@@ -98,6 +98,60 @@ fn check_len(v: &Option<String>, field: &str, max: usize) -> Result<(), Validati
     Ok(())
 }
 
+/// Checks the tool name and the text fields against their bounds.
+fn check_text(new: &NewInteraction) -> Result<(), ValidationError> {
+    if new.tool_name.trim().is_empty() {
+        return Err(ValidationError::new("tool_name", "must not be empty"));
+    }
+    if new.tool_name.chars().count() > MAX_TOOL_NAME {
+        return Err(ValidationError::new(
+            "tool_name",
+            format!("is longer than {MAX_TOOL_NAME} characters"),
+        ));
+    }
+    check_len(&new.session, "session", MAX_LABEL)?;
+    check_len(&new.agent, "agent", MAX_LABEL)?;
+    check_len(&new.title, "title", MAX_TEXT)?;
+    check_len(&new.description, "description", MAX_TEXT)?;
+    check_len(&new.cwd, "cwd", MAX_TEXT)
+}
+
+/// Checks the labels: how many, and each one's length and characters.
+fn check_labels(labels: &[String]) -> Result<(), ValidationError> {
+    if labels.len() > MAX_LABELS {
+        return Err(ValidationError::new(
+            "labels",
+            format!("has more than {MAX_LABELS} labels"),
+        ));
+    }
+    for (k, l) in labels.iter().enumerate() {
+        if l.trim().is_empty()
+            || l.chars().count() > MAX_LABEL_CHARS
+            || l.chars().any(char::is_control)
+        {
+            return Err(ValidationError::new(
+                format!("labels[{k}]"),
+                format!("must be 1 to {MAX_LABEL_CHARS} characters, without control characters"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Checks that a question's or a form's input is one (an approval's input may be anything).
+fn check_input(kind: Kind, input: &Map<String, Value>) -> Result<(), ValidationError> {
+    match kind {
+        Kind::Question => {
+            parse_questions(input)?;
+        }
+        Kind::Form => {
+            Form::from_input(input)?;
+        }
+        Kind::Approval => {}
+    }
+    Ok(())
+}
+
 impl Registry {
     /// The timeout an interaction of `kind` gets when `requested` seconds were asked for.
     pub fn timeout_for(&self, kind: Kind, requested: Option<u64>) -> Result<u64, ValidationError> {
@@ -119,54 +173,15 @@ impl Registry {
             Some(raw) => InteractionId::parse(raw)?,
             None => InteractionId::generate(),
         };
-        if new.tool_name.trim().is_empty() {
-            return Err(ValidationError::new("tool_name", "must not be empty"));
-        }
-        if new.tool_name.chars().count() > MAX_TOOL_NAME {
-            return Err(ValidationError::new(
-                "tool_name",
-                format!("is longer than {MAX_TOOL_NAME} characters"),
-            ));
-        }
-        check_len(&new.session, "session", MAX_LABEL)?;
-        check_len(&new.agent, "agent", MAX_LABEL)?;
-        check_len(&new.title, "title", MAX_TEXT)?;
-        check_len(&new.description, "description", MAX_TEXT)?;
-        check_len(&new.cwd, "cwd", MAX_TEXT)?;
+        check_text(&new)?;
         let suggestions = new
             .suggestions
             .map(crate::interaction::validate_suggestions)
             .transpose()?
             .flatten();
-        if new.labels.len() > MAX_LABELS {
-            return Err(ValidationError::new(
-                "labels",
-                format!("has more than {MAX_LABELS} labels"),
-            ));
-        }
-        for (k, l) in new.labels.iter().enumerate() {
-            if l.trim().is_empty()
-                || l.chars().count() > MAX_LABEL_CHARS
-                || l.chars().any(char::is_control)
-            {
-                return Err(ValidationError::new(
-                    format!("labels[{k}]"),
-                    format!(
-                        "must be 1 to {MAX_LABEL_CHARS} characters, without control characters"
-                    ),
-                ));
-            }
-        }
+        check_labels(&new.labels)?;
         let kind = Kind::of_tool(&new.tool_name);
-        match kind {
-            Kind::Question => {
-                parse_questions(&new.input)?;
-            }
-            Kind::Form => {
-                Form::from_input(&new.input)?;
-            }
-            Kind::Approval => {}
-        }
+        check_input(kind, &new.input)?;
         let requested = new.timeout_secs;
         let timeout_secs = self.timeout_for(kind, requested)?;
         let mut interaction = Interaction {
@@ -187,8 +202,20 @@ impl Registry {
                 timeout_secs,
             )
         };
+        self.stamp_route(&mut interaction, requested);
+        if self.inner.config.audit {
+            // The creation's audit entry refers to the digest; the map is at hand now.
+            interaction.prime_digest(&new.input);
+        }
+        Ok(interaction)
+    }
+
+    /// Stamps a new interaction with its route: the route's timeout (when it has one, the
+    /// default and the longest its interactions wait; `requested` is what was asked for),
+    /// the route itself, and for an approval the quorum it needs.
+    fn stamp_route(&self, interaction: &mut Interaction, requested: Option<u64>) {
         let routes = self.routes();
-        if let Some(route) = routes.route_for(&interaction)
+        if let Some(route) = routes.route_for(interaction)
             && let Some(limit) = route.spec().timeout_secs
         {
             // The route's timeout is the default and the longest its interactions wait.
@@ -202,20 +229,15 @@ impl Registry {
                 ))
                 .unwrap_or(jiff::Timestamp::MAX);
         }
-        interaction.route = routes.stamp_for(&interaction).map(Box::new);
+        interaction.route = routes.stamp_for(interaction).map(Box::new);
         if interaction.kind == Kind::Approval {
             // The route's and the matching ask rules' quorum, the stricter: stamped now so
             // every process counts the same votes.
             let policy = self.inner.policy.reading().clone();
             interaction.quorum = crate::interaction::quorum::Quorum::stricter(
-                routes.route_for(&interaction).and_then(|r| r.quorum()),
-                policy.quorum_for(&interaction),
+                routes.route_for(interaction).and_then(|r| r.quorum()),
+                policy.quorum_for(interaction),
             );
         }
-        if self.inner.config.audit {
-            // The creation's audit entry refers to the digest; the map is at hand now.
-            interaction.prime_digest(&new.input);
-        }
-        Ok(interaction)
     }
 }

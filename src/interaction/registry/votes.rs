@@ -27,28 +27,7 @@ impl Registry {
         responder: Responder,
         at: Timestamp,
     ) -> Result<Arc<Interaction>, RegistryError> {
-        let allow = match &answer {
-            Answer::Allow {
-                updated_input: None,
-                always: false,
-            } => true,
-            Answer::Allow { always, .. } => {
-                let e = ValidationError::new(
-                    if *always { "always" } else { "updated_input" },
-                    "an approval that needs several people is allowed as it is: no edited input and no \"always\"",
-                );
-                let who = clip(&responder.audit_actor().unwrap_or_default());
-                self.refused(
-                    Some(&current.id),
-                    &who,
-                    &responder.via,
-                    &format!("invalid answer: {e}"),
-                )
-                .await;
-                return Err(e.into());
-            }
-            _ => false,
-        };
+        let allow = self.allows(&current, &answer, &responder).await?;
         let person = self.person(&responder);
         let vote = Vote {
             by: responder.by.clone().unwrap_or_else(|| person.clone()),
@@ -102,6 +81,38 @@ impl Registry {
                 Err(RegistryError::AlreadyResolved(winner))
             }
             VoteOutcome::NotFound => Err(RegistryError::NotFound(current.id.clone())),
+        }
+    }
+
+    /// Whether `answer` is a vote to allow: an allow with an edited input or "always" does
+    /// not fit an approval that needs several people, and is refused (and recorded so).
+    async fn allows(
+        &self,
+        current: &Interaction,
+        answer: &Answer,
+        responder: &Responder,
+    ) -> Result<bool, RegistryError> {
+        match answer {
+            Answer::Allow {
+                updated_input: None,
+                always: false,
+            } => Ok(true),
+            Answer::Allow { always, .. } => {
+                let e = ValidationError::new(
+                    if *always { "always" } else { "updated_input" },
+                    "an approval that needs several people is allowed as it is: no edited input and no \"always\"",
+                );
+                let who = clip(&responder.audit_actor().unwrap_or_default());
+                self.refused(
+                    Some(&current.id),
+                    &who,
+                    &responder.via,
+                    &format!("invalid answer: {e}"),
+                )
+                .await;
+                Err(e.into())
+            }
+            _ => Ok(false),
         }
     }
 

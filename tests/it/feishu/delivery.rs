@@ -11,7 +11,7 @@ use serde_json::json;
 
 use super::fake::{APP_ID, APP_SECRET, Failure, FakeFeishu};
 use super::{APPROVER, button_value, card_for, card_text, click, enable, event_id, post_callback};
-use crate::support::{settings, spawn_on, spawn_with, wait_until};
+use crate::support::{reopen_sqlite, settings, spawn_on, spawn_with, wait_until};
 
 #[tokio::test]
 async fn the_tenant_token_is_cached() {
@@ -338,15 +338,7 @@ async fn cards_and_their_buttons_survive_a_restart() {
     wait_until("four cards", || fake.state.delivered().len() == 4).await;
     app.stop().await;
 
-    let mut reopened = None;
-    for _ in 0..100 {
-        if let Ok(st) = SqliteStore::open(&path, Synchronous::Normal) {
-            reopened = Some(st);
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    let store: Arc<dyn Store> = Arc::new(reopened.expect("the store reopens"));
+    let store: Arc<dyn Store> = Arc::new(reopen_sqlite(&path).await);
     let app = spawn_on(s, store).await;
     // An old button still works after the restart...
     let (_, reply) = post_callback(

@@ -490,8 +490,14 @@ async fn an_envelope_delivered_twice_is_handled_once() {
         "denied"
     );
     every_copy_shows(&fake, &copies, "Denied by u0alice via slack").await;
-    // Handled once: the copy got no "already denied" notice.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Handled once: the copy got no "already denied" notice. A notice for it would have been
+    // on its way before the copy was acknowledged; one asked for after that (a stranger's
+    // click) arrives after it would have.
+    deliver(&fake, conn, click_payload(STRANGER, &copies[0], "deny", &v)).await;
+    wait_until("the stranger's notice", || {
+        !ephemerals(&fake, STRANGER).is_empty()
+    })
+    .await;
     assert!(ephemerals(&fake, APPROVER).is_empty());
     app.stop().await;
 }

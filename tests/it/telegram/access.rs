@@ -235,7 +235,8 @@ async fn a_resolution_during_the_post_is_shown_as_soon_as_the_post_lands() {
         )
         .await;
     assert_eq!(s, StatusCode::OK);
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The resolution's job has run and finished; only the held post is left.
+    outbox_holds(&app.store, 1).await;
     tg.release("sendMessage");
     let p = prompt(&tg, PRIVATE, "rm -rf node_modules").await;
     edited(&tg, PRIVATE, p.message_id, "Allowed by Carol via desktop").await;

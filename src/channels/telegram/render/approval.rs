@@ -1,0 +1,116 @@
+//! An approval's text and keyboard: the tool call as a person reads it in a code block, cut to
+//! what fits with a note of how much was left out, and the buttons that decide it.
+
+use teloxide::types::InlineKeyboardMarkup;
+
+use super::budget::{MAX_TEXT, escape, fit_escaped, last_resort, units};
+use super::{Action, Buttons, LEVELS, Prompt, head, headline};
+use crate::interaction::Interaction;
+use crate::interaction::clip;
+use crate::present;
+use crate::present::render::cut_note;
+
+/// Shows the tool call as a person reads it (see [`present`](crate::present)): a
+/// command as itself, an edit as a diff, a file as its path and first lines. Returns the
+/// text and the code block's language.
+fn input_text(i: &Interaction) -> (String, &'static str) {
+    present::chat_block(&i.tool_name, &i.input.map(), i.cwd.as_deref())
+}
+
+/// Wraps escaped code in a block.
+fn code_block(escaped: &str, lang: &str) -> String {
+    format!("<pre><code class=\"language-{lang}\">{escaped}</code></pre>")
+}
+
+/// Room kept for the note under cut input ("\n✂️ <i>1,234 more characters not shown</i>").
+const CUT_NOTE_RESERVE: usize = 80;
+
+/// `head`, the input in a code block cut to what fits, a note of how much was cut (with
+/// `more`, a link to all of it, when given), and `tail`; `None` if `head` and `tail` leave
+/// no room.
+fn with_input(
+    head: &str,
+    input: &str,
+    lang: &str,
+    tail: &str,
+    more: Option<&str>,
+) -> Option<String> {
+    let link = more
+        .map(|url| format!(" · <a href=\"{}\">all of it in the inbox</a>", escape(url)))
+        .unwrap_or_default();
+    let fixed = units(head)
+        + units(&code_block("", lang))
+        + units(tail)
+        + 4
+        + CUT_NOTE_RESERVE
+        + units(&link);
+    if fixed >= MAX_TEXT {
+        return None;
+    }
+    let (body, cut) = fit_escaped(input, MAX_TEXT - fixed);
+    let mut s = format!("{head}\n\n{}", code_block(&body, lang));
+    if cut > 0 {
+        s.push_str(&format!("\n✂️ <i>{}</i>{link}", cut_note(cut)));
+    }
+    s.push_str("\n\n");
+    s.push_str(tail);
+    Some(s)
+}
+
+/// The approval text: head, input (cut to what fits, linking to the inbox item under
+/// `inbox` when given), and `tail`.
+pub(super) fn approval_text(i: &Interaction, tail: &str, inbox: Option<&str>) -> String {
+    let (input, lang) = input_text(i);
+    let more = inbox.map(|base| format!("{base}/#{}", i.id));
+    LEVELS
+        .iter()
+        .map(|lim| head(i, lim))
+        .chain(std::iter::once(headline(i)))
+        .find_map(|head| with_input(&head, &input, lang, tail, more.as_deref()))
+        // Only if `tail` alone were too long, which the field budgets rule out.
+        .unwrap_or_else(|| last_resort(i, "", tail))
+}
+
+/// The prompt of a pending approval: its buttons, and above `tail` the votes so far and the
+/// rule "Allow similar" adds.
+pub(super) fn approval_prompt(i: &Interaction, mut tail: String, b: &Buttons) -> Prompt {
+    let mut rows = vec![vec![
+        b.button("✅ Allow", Action::Allow),
+        b.button("❌ Deny", Action::Deny),
+    ]];
+    // Several people decide it: each allows it as it is, once.
+    let voted = crate::interaction::quorum::is_voted(i);
+    if let Some(votes) = crate::present::render::votes_line(i, crate::present::render::Locale::EnUs)
+    {
+        tail = format!("👥 {}\n{tail}", escape(&votes));
+    }
+    if i.suggestions.is_some() && !voted {
+        rows.push(vec![b.button("✅ Always allow", Action::AllowAlways)]);
+    }
+    // "Allow similar": the rule it adds is in the message, in full.
+    if let Some(rule) = crate::present::render::similar_rule(i).filter(|_| !voted) {
+        rows.push(vec![
+            b.button("🔁 Allow similar (this session)", Action::AllowSimilar),
+        ]);
+        let native = if i
+            .suggestions
+            .as_deref()
+            .is_some_and(crate::interaction::applied_with_a_grant)
+        {
+            " (the agent also remembers its own suggestion for this session)"
+        } else {
+            ""
+        };
+        tail = format!(
+            "🔁 <i>Allow similar</i> also allows, for this session: <code>{}</code>{native}\n{tail}",
+            escape(&clip(&rule, 200))
+        );
+    }
+    rows.push(vec![
+        b.button("💬 Deny with reason…", Action::DenyWithReason),
+    ]);
+    Prompt {
+        text: approval_text(i, &tail, b.inbox),
+        keyboard: InlineKeyboardMarkup::new(rows),
+    }
+}

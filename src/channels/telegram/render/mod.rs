@@ -1,0 +1,462 @@
+//! Telegram rendering: prompts (approvals and questions) with their inline keyboards, the
+//! final state of a resolved interaction, and the ForceReply requests.
+//!
+//! Messages use HTML parse mode. Everything that comes from an agent or a person (tool
+//! names, input, titles, questions, labels, reasons, names) is escaped. A message never
+//! exceeds Telegram's 4096 characters: long tool input is cut with a note of how much was
+//! left out, and question texts shrink step by step until the whole message fits. Lengths
+//! are measured on the HTML source in UTF-16 code units, which is never less than what
+//! Telegram counts; every field's budget is in those units *after* escaping (a field full of
+//! `&` grows fivefold when escaped). Text is always cut before it is escaped, so a cut never
+//! splits an escape or a tag, and the deadline (on a prompt) or the outcome (on a final
+//! edit) is always kept.
+//!
+//! `mod.rs` has the entry points (a pending prompt, a resolved message) and the head every
+//! message starts with; each kind's text and keyboard are in `approval.rs`, `question.rs` and
+//! `form.rs`, the outcome in `outcome.rs`, the ForceReply requests in `reply.rs`, and HTML
+//! escaping with the length budgets in `budget.rs`.
+
+mod approval;
+mod budget;
+mod form;
+mod outcome;
+mod question;
+mod reply;
+
+use serde_json::Value;
+use teloxide::types::{InlineKeyboardButton, InlineKeyboardMarkup};
+
+use super::button::{Action, Codec};
+use super::state::{PromptState, ReplyKind};
+use crate::interaction::clip;
+use crate::interaction::{Form, Interaction, Kind, parse_questions};
+use crate::present::render::{context_line, duration_words, format_time, single_text_form};
+
+use approval::{approval_prompt, approval_text};
+use budget::{LEVELS, Limits, esc, last_resort};
+pub use budget::{escape, toast};
+use form::{form_keyboard, form_text, single_text, single_text_keyboard};
+use outcome::outcome_block;
+pub(crate) use outcome::outcome_plain;
+use question::{question_keyboard, question_text};
+pub use reply::reply_request;
+pub(crate) use reply::{reply_closed, reply_taken};
+
+/// Longest text shown on a button, in characters.
+const BUTTON_CHARS: usize = 40;
+
+/// A prompt ready to send: text and keyboard.
+#[derive(Clone, Debug)]
+pub struct Prompt {
+    /// The HTML text.
+    pub text: String,
+    /// The inline keyboard.
+    pub keyboard: InlineKeyboardMarkup,
+}
+
+/// Makes callback data for the buttons of one interaction.
+pub struct Buttons<'a> {
+    /// The codec (keyed).
+    pub codec: &'a Codec,
+    /// The interaction's handle.
+    pub handle: &'a str,
+    /// The inbox's base URL (`server.public_url`), for a link to all of a cut tool call.
+    pub inbox: Option<&'a str>,
+}
+
+impl Buttons<'_> {
+    fn button(&self, text: &str, action: Action) -> InlineKeyboardButton {
+        InlineKeyboardButton::callback(
+            clip(text, BUTTON_CHARS),
+            self.codec.encode(self.handle, action),
+        )
+    }
+}
+
+/// The first line: what this is, and whether it still waits for an answer.
+fn headline(i: &Interaction) -> String {
+    match (i.kind, i.is_pending()) {
+        (Kind::Approval, true) => format!("🔐 <b>{}</b> needs approval", esc(&i.tool_name, 100)),
+        (Kind::Approval, false) => format!("🔐 Approval for <b>{}</b>", esc(&i.tool_name, 100)),
+        (Kind::Question, _) => "❓ <b>Question</b>".to_string(),
+        (Kind::Form, _) if single_text_form(i).is_some() => "❓ <b>Question</b>".to_string(),
+        (Kind::Form, _) => "📝 <b>Form</b>".to_string(),
+    }
+}
+
+fn head(i: &Interaction, lim: &Limits) -> String {
+    let mut s = headline(i);
+    if let Some(t) = i
+        .title
+        .as_deref()
+        .filter(|t| !t.trim().is_empty() && lim.title > 0)
+    {
+        s.push_str(&format!("\n<b>{}</b>", esc(t, lim.title)));
+    }
+    // A Bash call's own `description` says what the command is for.
+    let input = i.input.map();
+    let description = match i.kind {
+        Kind::Approval => i
+            .description
+            .as_deref()
+            .or_else(|| input.get("description").and_then(Value::as_str)),
+        Kind::Question | Kind::Form => i.description.as_deref(),
+    }
+    .filter(|d| !d.trim().is_empty() && lim.description > 0);
+    if let Some(d) = description {
+        s.push_str(&format!("\n{}", esc(d, lim.description)));
+    }
+    let ctx = context_line(i);
+    if !ctx.is_empty() {
+        s.push_str(&format!("\n<i>{}</i>", esc(&ctx, 300)));
+    }
+    s
+}
+
+fn deadline_line(i: &Interaction) -> String {
+    format!(
+        "⏳ Answer within {} — by {}",
+        duration_words(i.timeout_secs),
+        format_time(i.deadline)
+    )
+}
+
+/// The prompt for a pending interaction, with its keyboard; `state` holds the answers given
+/// on this message so far.
+pub fn prompt(i: &Interaction, state: &PromptState, b: &Buttons) -> Prompt {
+    let mut tail = deadline_line(i);
+    if let Some(line) =
+        crate::present::render::escalated_line(i, crate::present::render::Locale::EnUs)
+    {
+        tail = format!("⏫ <b>{}</b>\n{tail}", escape(&line));
+    }
+    match i.kind {
+        Kind::Approval => approval_prompt(i, tail, b),
+        Kind::Question => {
+            let questions = parse_questions(&i.input.map()).unwrap_or_default();
+            Prompt {
+                text: question_text(i, &questions, Some(state), &tail),
+                keyboard: InlineKeyboardMarkup::new(question_keyboard(&questions, state, b)),
+            }
+        }
+        Kind::Form => match Form::from_input(&i.input.map()) {
+            Ok(form) if form.is_single_text() => Prompt {
+                text: single_text(i, &form, true, &tail),
+                keyboard: InlineKeyboardMarkup::new(single_text_keyboard(&form, b)),
+            },
+            Ok(form) => Prompt {
+                text: form_text(i, &form, Some(state), &tail),
+                keyboard: InlineKeyboardMarkup::new(form_keyboard(&form, state, b)),
+            },
+            Err(e) => Prompt {
+                text: last_resort(i, &format!("This form cannot be shown: {e}"), &tail),
+                keyboard: InlineKeyboardMarkup::new(vec![vec![
+                    b.button("❌ Decline", Action::Deny),
+                ]]),
+            },
+        },
+    }
+}
+
+/// The final text of a resolved interaction's prompt: what was asked, the outcome, who,
+/// via which channel and when. It has no keyboard.
+pub fn resolved(i: &Interaction) -> String {
+    let mut tail = outcome_block(i, &LEVELS[1]);
+    if let Some(votes) = crate::present::render::votes_line(i, crate::present::render::Locale::EnUs)
+    {
+        tail = format!("👥 {}\n{tail}", escape(&votes));
+    }
+    match i.kind {
+        Kind::Approval => approval_text(i, &tail, None),
+        Kind::Question => {
+            let questions = parse_questions(&i.input.map()).unwrap_or_default();
+            question_text(i, &questions, None, &tail)
+        }
+        Kind::Form => match Form::from_input(&i.input.map()) {
+            Ok(form) if form.is_single_text() => single_text(i, &form, false, &tail),
+            Ok(form) => form_text(i, &form, None, &tail),
+            Err(_) => last_resort(i, "", &tail),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::budget::{MAX_TEXT, MAX_TOAST, fit_escaped, units};
+    use super::*;
+    use crate::interaction::Outcome;
+    use crate::interaction::{InteractionId, now};
+    use crate::present;
+    use serde_json::json;
+
+    fn interaction(tool: &str, input: Value) -> Interaction {
+        Interaction {
+            session: Some("s1".into()),
+            agent: Some("claude-code".into()),
+            cwd: Some("/home/dev/<shop>".into()),
+            ..Interaction::pending(
+                InteractionId::parse("t1").unwrap(),
+                tool,
+                input.as_object().unwrap().clone(),
+                now(),
+                300,
+            )
+        }
+    }
+
+    fn buttons(codec: &Codec) -> Buttons<'_> {
+        Buttons {
+            codec,
+            handle: "AAAAAAAAAAA",
+            inbox: None,
+        }
+    }
+
+    #[test]
+    fn hostile_input_is_escaped() {
+        let codec = Codec::new(vec![1; 32]);
+        let i = interaction(
+            "Bash",
+            json!({"command": "echo '<script>alert(1)</script>' && rm -rf /"}),
+        );
+        let p = prompt(&i, &PromptState::default(), &buttons(&codec));
+        assert!(
+            p.text.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+            "{}",
+            p.text
+        );
+        assert!(p.text.contains("&amp;&amp; rm -rf /"));
+        assert!(!p.text.contains("<script>"));
+        assert!(p.text.contains("/home/dev/&lt;shop&gt;"));
+    }
+
+    #[test]
+    fn long_input_is_cut_to_fit_with_a_note() {
+        let codec = Codec::new(vec![1; 32]);
+        let i = interaction("Write", json!({"content": "<&>".repeat(5000)}));
+        let p = prompt(&i, &PromptState::default(), &buttons(&codec));
+        assert!(units(&p.text) <= MAX_TEXT, "{}", units(&p.text));
+        assert!(p.text.contains("more characters not shown"));
+        let r = resolved(&i);
+        assert!(units(&r) <= MAX_TEXT);
+    }
+
+    #[test]
+    fn fit_never_splits_an_escape() {
+        let (s, cut) = fit_escaped("a&b", 3);
+        assert_eq!((s.as_str(), cut), ("a", 2));
+        let (s, cut) = fit_escaped("a&b", 6);
+        assert_eq!((s.as_str(), cut), ("a&amp;", 1));
+    }
+
+    /// The text of HTML as Telegram shows it (tags dropped, entities decoded).
+    fn shown(html: &str) -> String {
+        let mut out = String::new();
+        let mut rest = html;
+        while let Some(c) = rest.chars().next() {
+            if c == '<' {
+                rest = &rest[rest.find('>').unwrap() + 1..];
+            } else if c == '&' {
+                let end = rest.find(';').unwrap();
+                out.push(match &rest[..=end] {
+                    "&lt;" => '<',
+                    "&gt;" => '>',
+                    "&amp;" => '&',
+                    "&quot;" => '"',
+                    other => panic!("unexpected entity {other}"),
+                });
+                rest = &rest[end + 1..];
+            } else {
+                out.push(c);
+                rest = &rest[c.len_utf8()..];
+            }
+        }
+        out
+    }
+
+    /// The number in "1,234 more characters not shown".
+    fn cut_count(text: &str) -> usize {
+        let end = text.find(" more characters not shown").expect("a cut note");
+        let start = text[..end].rfind('>').unwrap() + 1;
+        text[start..end].replace(',', "").parse().unwrap()
+    }
+
+    /// Text that grows about fivefold when escaped.
+    fn hostile(n: usize) -> String {
+        "\"\"😀\"&".repeat(n)
+    }
+
+    /// Text that grows more than fivefold when escaped: quotes and an emoji.
+    fn quotes(n: usize) -> String {
+        "\"\"\"\"\"😀".repeat(n)
+    }
+
+    fn resolve(mut i: Interaction, by: &str, message: &str) -> Interaction {
+        i.resolution = Some(Box::new(crate::interaction::Resolution {
+            outcome: Outcome::Denied,
+            by: Some(by.into()),
+            via: crate::interaction::Via::new(crate::channels::telegram::CHANNEL),
+            at: now(),
+            result: crate::interaction::PermissionResult::Deny {
+                message: message.into(),
+                interrupt: false,
+            }
+            .into(),
+        }));
+        i
+    }
+
+    #[test]
+    fn fields_are_budgeted_after_escaping() {
+        // Every character escapes to 6 units (or is an emoji of 2): the budget is still kept.
+        let e = esc(&"\"".repeat(1000), 300);
+        assert!(units(&e) <= 300, "{}", units(&e));
+        assert!(e.ends_with('…') && !e.contains("&quot…") && !e.contains("&qu…"));
+        let e = esc(&"😀".repeat(1000), 301);
+        assert!(units(&e) <= 301);
+        assert_eq!(esc("a&b", 100), "a&amp;b");
+        assert!(units(&toast(&"😀".repeat(300))) <= MAX_TOAST);
+        assert_eq!(toast("Allowed"), "Allowed");
+    }
+
+    #[test]
+    fn tool_calls_show_as_people_read_them() {
+        let codec = Codec::new(vec![1; 32]);
+        // An edit is a diff with its file, escaped for Telegram's HTML.
+        let edit = interaction(
+            "Edit",
+            json!({"file_path": "/home/dev/<shop>/src/a.rs", "old_string": "let x = 1;\nkeep();", "new_string": "let x = \"<b>2</b>\";\nkeep();"}),
+        );
+        let p = prompt(&edit, &PromptState::default(), &buttons(&codec));
+        assert!(
+            p.text.contains("<code class=\"language-diff\">"),
+            "{}",
+            p.text
+        );
+        assert!(p.text.contains("File: src/a.rs"), "{}", p.text);
+        assert!(p.text.contains("\n-let x = 1;"), "{}", p.text);
+        assert!(
+            p.text
+                .contains("\n+let x = &quot;&lt;b&gt;2&lt;/b&gt;&quot;;"),
+            "{}",
+            p.text
+        );
+        assert!(!p.text.contains("old_string"), "{}", p.text);
+        // A write is its file and first lines; a command is itself, with no JSON around it.
+        let write = interaction(
+            "Write",
+            json!({"file_path": "/etc/hosts", "content": "127.0.0.1 localhost\n"}),
+        );
+        let p = prompt(&write, &PromptState::default(), &buttons(&codec));
+        assert!(p.text.contains("/etc/hosts"), "{}", p.text);
+        assert!(p.text.contains("127.0.0.1 localhost"), "{}", p.text);
+        assert!(!p.text.contains("\\n"), "no JSON escapes: {}", p.text);
+        let bash = interaction("Bash", json!({"command": "ls -la\ncat x"}));
+        let p = prompt(&bash, &PromptState::default(), &buttons(&codec));
+        assert!(
+            p.text
+                .contains("<code class=\"language-bash\">ls -la\ncat x</code>"),
+            "{}",
+            p.text
+        );
+    }
+
+    #[test]
+    fn hostile_approvals_keep_the_deadline_an_exact_cut_count_and_the_outcome() {
+        let codec = Codec::new(vec![1; 32]);
+        let command = hostile(3000);
+        let mut i = interaction("Bash", json!({ "command": command }));
+        i.title = Some(hostile(500).into());
+        i.description = Some(hostile(1000).into());
+        i.cwd = Some(hostile(500).into());
+        i.agent = Some(hostile(100).into());
+        i.tool_name = hostile(100);
+        let p = prompt(&i, &PromptState::default(), &buttons(&codec));
+        assert!(units(&p.text) <= MAX_TEXT, "{}", units(&p.text));
+        assert!(p.text.contains("⏳ Answer within 5 min"), "{}", p.text);
+        assert!(!p.text.contains("&lt;b&gt;") && !p.text.contains("&amp;lt;"));
+        // The count is exact: what is shown plus what was cut is the whole tool call as a
+        // person reads it (a tool of unknown name: its input field by field).
+        let full =
+            present::present(&i.tool_name, &i.input.map(), None, present::Budget::ALL).plain_text();
+        assert!(full.starts_with("command: "), "{full}");
+        let start = p.text.find("<code class=\"language-text\">").unwrap();
+        let block = &p.text[start..p.text.find("</code>").unwrap()];
+        let shown_input = shown(&format!("{block}</code>"));
+        assert!(full.starts_with(&shown_input));
+        assert_eq!(
+            shown_input.chars().count() + cut_count(&p.text),
+            full.chars().count()
+        );
+
+        let r = resolved(&resolve(i, &hostile(50), &hostile(2000)));
+        assert!(units(&r) <= MAX_TEXT, "{}", units(&r));
+        assert!(r.starts_with("🔐 Approval for"), "{r}");
+        assert!(r.contains("❌ <b>Denied by"), "{r}");
+        assert!(r.contains("🕑"), "{r}");
+        assert!(!r.contains("&lt;b&gt;"));
+    }
+
+    #[test]
+    fn hostile_questions_keep_the_deadline_and_the_outcome() {
+        let codec = Codec::new(vec![1; 32]);
+        let q = |n: usize, multi: bool| {
+            json!({"question": format!("{n}{}", quotes(3000)), "header": quotes(50), "multiSelect": multi,
+                "options": (0..4).map(|o| json!({"label": format!("{o}{}", quotes(300)), "description": quotes(500)})).collect::<Vec<_>>()})
+        };
+        let mut i = interaction(
+            "AskUserQuestion",
+            json!({"questions": [q(0, false), q(1, true), q(2, false), q(3, true)]}),
+        );
+        assert_eq!(parse_questions(&i.input.map()).unwrap().len(), 4);
+        i.title = Some(hostile(500).into());
+        i.description = Some(hostile(1000).into());
+        i.cwd = Some(hostile(500).into());
+        let mut partly = PromptState::default();
+        partly.answers.insert(0, vec![hostile(4000)]);
+        partly.other.insert(1, hostile(4000));
+        for state in [PromptState::default(), partly] {
+            let p = prompt(&i, &state, &buttons(&codec));
+            assert!(units(&p.text) <= MAX_TEXT, "{}", units(&p.text));
+            assert!(p.text.contains("⏳ Answer within"), "{}", p.text);
+            assert!(!p.text.contains("&lt;b&gt;") && !p.text.contains("&amp;lt;"));
+        }
+        let r = resolved(&resolve(i, "Alice", &hostile(2000)));
+        assert!(units(&r) <= MAX_TEXT, "{}", units(&r));
+        assert!(r.contains("Denied by Alice via telegram"), "{r}");
+        assert!(!r.contains("&lt;b&gt;"));
+    }
+
+    #[test]
+    fn the_last_resort_cuts_plain_text_and_keeps_the_tail() {
+        let i = interaction("Bash", json!({}));
+        let tail = "⏳ Answer within 5 min — by then";
+        let m = last_resort(&i, &format!("<b>{}</b>", hostile(5000)), tail);
+        assert!(units(&m) <= MAX_TEXT, "{}", units(&m));
+        assert!(m.ends_with(tail), "{m}");
+        assert!(m.starts_with("🔐 <b>Bash</b> needs approval"));
+        // The plain text was escaped once, after cutting: its tag shows as text, and no
+        // escape is split or doubled.
+        assert!(m.contains("&lt;b&gt;&quot;&quot;😀&quot;&amp;"), "{m}");
+        assert!(!m.contains("&amp;lt;"));
+        let resolved_one = resolve(i, "Alice", "no");
+        assert!(last_resort(&resolved_one, "x", "t").starts_with("🔐 Approval for"));
+    }
+
+    #[test]
+    fn huge_questions_still_fit() {
+        let codec = Codec::new(vec![1; 32]);
+        let q = |n: usize| {
+            json!({"question": format!("{n}{}", "Q&".repeat(3000)), "header": "H", "multiSelect": n.is_multiple_of(2),
+                "options": (0..4).map(|o| json!({"label": format!("{o}{}", "L".repeat(300)), "description": "<d>".repeat(500)})).collect::<Vec<_>>()})
+        };
+        let i = interaction(
+            "AskUserQuestion",
+            json!({"questions": [q(0), q(1), q(2), q(3)]}),
+        );
+        let p = prompt(&i, &PromptState::default(), &buttons(&codec));
+        assert!(units(&p.text) <= MAX_TEXT, "{}", units(&p.text));
+        let buttons: usize = p.keyboard.inline_keyboard.iter().map(Vec::len).sum();
+        assert!(buttons <= 100);
+    }
+}
