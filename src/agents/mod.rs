@@ -20,14 +20,16 @@ pub mod opencode;
 pub mod shared;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::routing::post;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::interaction::Registry;
+use crate::interaction::{Interaction, InteractionId, NewInteraction, Registry};
 use crate::metrics::Metrics;
+use crate::wire::error::ApiError;
 use shared::HookCalls;
 
 /// `tool_name` and `input` as `agent` (an interaction's `agent`: `claude-code`,
@@ -99,6 +101,33 @@ impl Hooks {
             shutdown,
             calls: HookCalls::new(metrics),
         }))
+    }
+}
+
+impl HooksState {
+    /// Creates (or re-attaches to) the interaction of a call with a derived id `base`, as
+    /// [`shared::create_generation`] does, on this registry and its waiting calls.
+    pub async fn create_generation(
+        &self,
+        of: shared::Generations,
+        base: &str,
+        owner: &str,
+        new: NewInteraction,
+    ) -> Result<(Arc<Interaction>, shared::Attached), shared::Refused> {
+        shared::create_generation(&self.registry, &self.calls, of, base, owner, new).await
+    }
+
+    /// Waits for the answer to `id` for at most `wait`, or until shutdown, as
+    /// [`shared::wait`] does: the interaction whose resolution answers the agent, or why
+    /// there is none ([`shared::Waited::answer`]).
+    pub async fn answer(
+        &self,
+        id: &InteractionId,
+        wait: Duration,
+    ) -> Result<Result<Arc<Interaction>, String>, ApiError> {
+        Ok(shared::wait(&self.registry, &self.shutdown, id, wait)
+            .await?
+            .answer())
     }
 }
 

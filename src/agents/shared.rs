@@ -33,8 +33,8 @@ use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use crate::interaction::{
-    Full, Interaction, InteractionId, NewInteraction, Registry, RegistryError, ValidationError,
-    canonical_json,
+    Full, Interaction, InteractionId, NewInteraction, Outcome, Registry, RegistryError,
+    ValidationError, canonical_json,
 };
 use crate::metrics::Metrics;
 use crate::store::BOUND_VALUE_PREFIX;
@@ -407,6 +407,28 @@ pub enum Waited {
     },
 }
 
+impl Waited {
+    /// The interaction whose resolution answers the agent: the resolved one, or one answered
+    /// a moment before shutdown; else, when it was withdrawn at shutdown (the agent will not
+    /// come back for this answer), the withdrawal's message.
+    pub fn answer(self) -> Result<Arc<Interaction>, String> {
+        match self {
+            Waited::Resolved(i) => Ok(i),
+            Waited::ShutDown { resolved, reason } => {
+                if resolved
+                    .resolution
+                    .as_ref()
+                    .is_some_and(|r| r.outcome != Outcome::Cancelled)
+                {
+                    Ok(resolved)
+                } else {
+                    Err(reason)
+                }
+            }
+        }
+    }
+}
+
 /// Waits for the answer to `id` for at most `wait` (then expires it), or until `shutdown`
 /// fires (then withdraws it everywhere: the agent will not come back for this answer).
 pub async fn wait(
@@ -435,7 +457,7 @@ pub async fn wait(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::interaction::{Outcome, RegistryConfig};
+    use crate::interaction::RegistryConfig;
     use crate::store::MemoryStore;
     use serde_json::json;
 

@@ -585,24 +585,35 @@ fn hook_of(args: &AcpArgs, config: Option<&std::path::Path>) -> anyhow::Result<H
     })
 }
 
-async fn proxy(args: AcpArgs, config: Option<&std::path::Path>) -> anyhow::Result<i32> {
-    let hook = hook_of(&args, config)?;
-    let mut child = start(&args.command)?;
-    let pgid = child.id();
+/// The tasks that carry lines between the editor and the agent, and what they read.
+struct Pipes {
+    /// Writes the agent's input.
+    agent_writer: tokio::task::JoinHandle<()>,
+    /// Writes the editor's input (imrelay's standard output).
+    editor_writer: tokio::task::JoinHandle<()>,
+    /// Lines from the editor.
+    editor_lines: mpsc::Receiver<Read>,
+    /// Lines from the agent.
+    agent_lines: mpsc::Receiver<Read>,
+    /// The endpoint's replies to the permission requests posted.
+    replies: mpsc::Receiver<(String, Result<HookReply, String>)>,
+}
+
+/// Starts reading and writing both sides (the editor on standard input and output, the
+/// agent on its own), and the proxy between them.
+fn connect(hook: Hook, child: &mut tokio::process::Child) -> anyhow::Result<(Proxy, Pipes)> {
     let agent_in = child.stdin.take().context("the agent's standard input")?;
     let agent_out = child.stdout.take().context("the agent's standard output")?;
-
     let (to_agent, agent_queue) = mpsc::channel(QUEUE);
     let agent_writer = tokio::spawn(write_lines(agent_in, agent_queue));
     let (to_editor, editor_queue) = mpsc::channel(QUEUE);
     let editor_writer = tokio::spawn(write_lines(tokio::io::stdout(), editor_queue));
-    let (editor_tx, mut editor_lines) = mpsc::channel(QUEUE);
+    let (editor_tx, editor_lines) = mpsc::channel(QUEUE);
     tokio::spawn(read_lines(tokio::io::stdin(), editor_tx));
-    let (agent_tx, mut agent_lines) = mpsc::channel(QUEUE);
+    let (agent_tx, agent_lines) = mpsc::channel(QUEUE);
     tokio::spawn(read_lines(agent_out, agent_tx));
-    let (done, mut replies) = mpsc::channel(QUEUE);
-
-    let mut p = Proxy {
+    let (done, replies) = mpsc::channel(QUEUE);
+    let proxy = Proxy {
         tracker: Tracker::new(),
         hook,
         waiting: HashMap::new(),
@@ -612,6 +623,21 @@ async fn proxy(args: AcpArgs, config: Option<&std::path::Path>) -> anyhow::Resul
         told_long: false,
         agent_gone: false,
     };
+    let pipes = Pipes {
+        agent_writer,
+        editor_writer,
+        editor_lines,
+        agent_lines,
+        replies,
+    };
+    Ok((proxy, pipes))
+}
+
+async fn proxy(args: AcpArgs, config: Option<&std::path::Path>) -> anyhow::Result<i32> {
+    let hook = hook_of(&args, config)?;
+    let mut child = start(&args.command)?;
+    let pgid = child.id();
+    let (mut p, mut pipes) = connect(hook, &mut child)?;
     let mut editor_open = true;
     let mut agent_open = true;
     // When the agent is killed unless it has exited.
@@ -631,7 +657,7 @@ async fn proxy(args: AcpArgs, config: Option<&std::path::Path>) -> anyhow::Resul
         };
         tokio::select! {
             status = child.wait() => break status,
-            read = editor_lines.recv(), if editor_open => match read {
+            read = pipes.editor_lines.recv(), if editor_open => match read {
                 Some(read) => p.on_editor_line(read).await,
                 None => {
                     // The editor is gone: close the agent's input, withdraw what waits, and
@@ -642,11 +668,11 @@ async fn proxy(args: AcpArgs, config: Option<&std::path::Path>) -> anyhow::Resul
                     kill_at.get_or_insert(tokio::time::Instant::now() + GRACE);
                 }
             },
-            read = agent_lines.recv(), if agent_open => match read {
+            read = pipes.agent_lines.recv(), if agent_open => match read {
                 Some(read) => p.on_agent_line(read).await,
                 None => agent_open = false,
             },
-            Some((key, reply)) = replies.recv() => p.answered(key, reply).await,
+            Some((key, reply)) = pipes.replies.recv() => p.answered(key, reply).await,
             sig = &mut stop, if !stopping => {
                 stopping = true;
                 say(&format!("signal {sig}: stopping the agent"));
@@ -663,9 +689,9 @@ async fn proxy(args: AcpArgs, config: Option<&std::path::Path>) -> anyhow::Resul
             }
         }
     };
-    p.after_exit(&mut agent_lines, agent_open, pgid).await;
-    agent_writer.abort();
-    let _ = tokio::time::timeout(DRAIN, editor_writer).await;
+    p.after_exit(&mut pipes.agent_lines, agent_open, pgid).await;
+    pipes.agent_writer.abort();
+    let _ = tokio::time::timeout(DRAIN, pipes.editor_writer).await;
     let status = status.context("cannot wait for the agent")?;
     Ok(code_of(status))
 }

@@ -473,47 +473,77 @@ impl Bridge {
     /// Asks imrelay about `r`, waits for the answer and replies to OpenCode, unless `stop`
     /// fires first.
     async fn handle(self: &Arc<Self>, r: Request, stop: CancellationToken) {
-        let session = r.session_id().to_string();
-        let cwd = match self
-            .opencode(
-                reqwest::Method::GET,
-                &format!("/session/{}", segment(&session)),
-                None,
-            )
-            .await
-        {
-            Ok(s) => s["directory"].as_str().map(str::to_string),
-            Err(OpenCodeError::Status { status: 404, .. }) => {
-                self.log(&format!(
-                    "ignored {} of session {}: OpenCode does not know that session",
-                    escape(r.id()),
-                    escape(&session)
-                ));
-                return;
-            }
-            Err(e) => {
-                self.log(&format!(
-                    "cannot read session {} ({}); asking without its directory",
-                    escape(&session),
-                    escape(&e.to_string())
-                ));
-                None
-            }
+        let Some(cwd) = self.directory_of(&r).await else {
+            return;
         };
         let body = r.create_body(&self.url, cwd.as_deref(), self.options.timeout);
         let id = r.interaction_id(&self.url);
         let mut backoff = Backoff::default();
-        let mut interaction = loop {
+        let Some(interaction) = self.create(&r, &body, &id, &stop, &mut backoff).await else {
+            return;
+        };
+        if interaction.is_pending() {
+            self.log(&format!("{} asked as {id}", escape(r.id())));
+        }
+        let Some(interaction) = self.wait_for(&id, interaction, &stop, &mut backoff).await else {
+            return;
+        };
+        self.reply(&r, &interaction, &stop).await;
+    }
+
+    /// The working directory of `r`'s session, if OpenCode tells it; `None` when OpenCode
+    /// does not know the session, so `r` is ignored.
+    async fn directory_of(&self, r: &Request) -> Option<Option<String>> {
+        let session = r.session_id();
+        match self
+            .opencode(
+                reqwest::Method::GET,
+                &format!("/session/{}", segment(session)),
+                None,
+            )
+            .await
+        {
+            Ok(s) => Some(s["directory"].as_str().map(str::to_string)),
+            Err(OpenCodeError::Status { status: 404, .. }) => {
+                self.log(&format!(
+                    "ignored {} of session {}: OpenCode does not know that session",
+                    escape(r.id()),
+                    escape(session)
+                ));
+                None
+            }
+            Err(e) => {
+                self.log(&format!(
+                    "cannot read session {} ({}); asking without its directory",
+                    escape(session),
+                    escape(&e.to_string())
+                ));
+                Some(None)
+            }
+        }
+    }
+
+    /// Creates the interaction `id` for `r` from `body`, retrying while imrelay is out of
+    /// reach; `None` when `stop` fires or imrelay refuses it (OpenCode's own interface asks).
+    async fn create(
+        &self,
+        r: &Request,
+        body: &Value,
+        id: &str,
+        stop: &CancellationToken,
+        backoff: &mut Backoff,
+    ) -> Option<Interaction> {
+        loop {
             let req = self
                 .imrelay
                 .request(reqwest::Method::POST, "/v1/interactions")
-                .json(&body);
+                .json(body);
             let result = tokio::select! {
-                _ = stop.cancelled() => return,
-                r = self.imrelay.call(req, Some(&id)) => r,
+                _ = stop.cancelled() => return None,
+                r = self.imrelay.call(req, Some(id)) => r,
             };
             match result.and_then(parse_interaction) {
-                Ok(i) => break i,
+                Ok(i) => return Some(i),
                 Err(e) if e.is_transient() => {
                     self.log(&format!("imrelay: {e}; retrying"));
                     tokio::time::sleep(backoff.delay()).await;
@@ -523,27 +553,35 @@ impl Bridge {
                         "imrelay refused {} ({e}); left to OpenCode's own interface",
                         escape(r.id())
                     ));
-                    return;
+                    return None;
                 }
             }
-        };
-        if interaction.is_pending() {
-            self.log(&format!("{} asked as {id}", escape(r.id())));
         }
+    }
+
+    /// Waits until `interaction` (`id`) is resolved, and returns it so; `None` when `stop`
+    /// fires or imrelay no longer has it.
+    async fn wait_for(
+        &self,
+        id: &str,
+        mut interaction: Interaction,
+        stop: &CancellationToken,
+        backoff: &mut Backoff,
+    ) -> Option<Interaction> {
         while interaction.is_pending() {
             let req = self.imrelay.request(
                 reqwest::Method::GET,
                 &format!("/v1/interactions/{id}/wait?timeout_secs={POLL_SECS}"),
             );
             let result = tokio::select! {
-                _ = stop.cancelled() => return,
-                r = self.imrelay.call(req, Some(&id)) => r,
+                _ = stop.cancelled() => return None,
+                r = self.imrelay.call(req, Some(id)) => r,
             };
             match result.and_then(|mut v| parse_interaction(v["interaction"].take())) {
                 Ok(i) => interaction = i,
                 Err(ClientError::NotFound(_)) => {
                     self.log(&format!("{id} is gone from imrelay; left to OpenCode"));
-                    return;
+                    return None;
                 }
                 Err(e) => {
                     self.log(&format!("imrelay: {e}; retrying"));
@@ -551,7 +589,7 @@ impl Bridge {
                 }
             }
         }
-        self.reply(&r, &interaction, &stop).await;
+        Some(interaction)
     }
 
     /// Sends OpenCode the reply for the resolved `i`, once.

@@ -25,7 +25,7 @@ use crate::interaction::{
 };
 use crate::store::{AuditQuery, Cursor, ListQuery, StatusFilter};
 use crate::wire::Principal;
-use crate::wire::answer::present;
+use crate::wire::answer::none_of;
 pub use crate::wire::answer::{
     ClientVia, Decision, FormAction, OutcomeBody, RespondBody, outcome_body, path_id,
 };
@@ -90,95 +90,99 @@ impl CreateBody {
     fn request(&self) -> Result<NewInteraction, ApiError> {
         let kind = self.kind.unwrap_or(CreateKind::Approval);
         match kind {
-            CreateKind::Approval | CreateKind::Question => {
-                if let Some(field) = present([
-                    ("message", self.message.is_some()),
-                    ("schema", self.schema.is_some()),
-                    ("multiline", self.multiline.is_some()),
-                ]) {
-                    return Err(ValidationError::new(
-                        field,
-                        "only applies to `kind` \"form\" or \"prompt\"",
-                    )
-                    .into());
-                }
-                let tool_name = self
-                    .tool_name
-                    .clone()
-                    .ok_or_else(|| ValidationError::new("tool_name", "is required"))?;
-                let input = self
-                    .input
-                    .as_ref()
-                    .ok_or_else(|| ValidationError::new("input", "is required"))?;
-                let is_question = tool_name == crate::interaction::ASK_USER_QUESTION;
-                if tool_name == FORM_TOOL {
-                    return Err(ValidationError::new(
-                        "tool_name",
-                        "is reserved for forms: send `kind` \"form\" with `message` and `schema`",
-                    )
-                    .into());
-                }
-                if self.kind == Some(CreateKind::Question) && !is_question {
-                    return Err(ValidationError::new(
-                        "tool_name",
-                        "a question is an AskUserQuestion call: `tool_name` must be \"AskUserQuestion\"",
-                    )
-                    .into());
-                }
-                // Kept as the agent wrote it, to give back exactly that.
-                Ok(NewInteraction::from_json(tool_name, input)?)
-            }
-            CreateKind::Form | CreateKind::Prompt => {
-                if let Some(field) = present([
-                    ("tool_name", self.tool_name.is_some()),
-                    ("input", self.input.is_some()),
-                    ("suggestions", self.suggestions.is_some()),
-                ]) {
-                    return Err(ValidationError::new(
-                        field,
-                        "does not apply to a form or prompt (send `message` and `schema`)",
-                    )
-                    .into());
-                }
-                let message = self
-                    .message
-                    .as_deref()
-                    .ok_or_else(|| ValidationError::new("message", "is required"))?;
-                let schema = match kind {
-                    CreateKind::Prompt => {
-                        if self.schema.is_some() {
-                            return Err(ValidationError::new(
-                                "schema",
-                                "a prompt has one text field: send `kind` \"form\" for a schema",
-                            )
-                            .into());
-                        }
-                        Form::prompt_schema(self.multiline.unwrap_or(false))
-                    }
-                    _ => {
-                        if self.multiline.is_some() {
-                            return Err(ValidationError::new(
-                                "multiline",
-                                "applies to a prompt; in a form, set `multiline` on a string field",
-                            )
-                            .into());
-                        }
-                        self.schema
-                            .clone()
-                            .ok_or_else(|| ValidationError::new("schema", "is required"))?
-                    }
-                };
-                let input = Form::input(message, schema);
-                // Checked here too, so errors name the body's fields (`schema.properties.x`).
-                Form::from_input(&input).map_err(|e| {
-                    ValidationError::new(
-                        e.field.replacen("requestedSchema", "schema", 1),
-                        e.message,
-                    )
-                })?;
-                Ok(NewInteraction::new(FORM_TOOL, input))
-            }
+            CreateKind::Approval | CreateKind::Question => self.tool_call(),
+            CreateKind::Form | CreateKind::Prompt => self.form(kind),
         }
+    }
+
+    /// An approval or question: `tool_name` and `input`, and none of a form's fields.
+    fn tool_call(&self) -> Result<NewInteraction, ApiError> {
+        none_of(
+            [
+                ("message", self.message.is_some()),
+                ("schema", self.schema.is_some()),
+                ("multiline", self.multiline.is_some()),
+            ],
+            "only applies to `kind` \"form\" or \"prompt\"",
+        )?;
+        let tool_name = self
+            .tool_name
+            .clone()
+            .ok_or_else(|| ValidationError::new("tool_name", "is required"))?;
+        let input = self
+            .input
+            .as_ref()
+            .ok_or_else(|| ValidationError::new("input", "is required"))?;
+        let is_question = tool_name == crate::interaction::ASK_USER_QUESTION;
+        if tool_name == FORM_TOOL {
+            return Err(ValidationError::new(
+                "tool_name",
+                "is reserved for forms: send `kind` \"form\" with `message` and `schema`",
+            )
+            .into());
+        }
+        if self.kind == Some(CreateKind::Question) && !is_question {
+            return Err(ValidationError::new(
+                "tool_name",
+                "a question is an AskUserQuestion call: `tool_name` must be \"AskUserQuestion\"",
+            )
+            .into());
+        }
+        // Kept as the agent wrote it, to give back exactly that.
+        Ok(NewInteraction::from_json(tool_name, input)?)
+    }
+
+    /// A form or prompt: `message`, and `schema` for a form or `multiline` for a prompt;
+    /// none of a tool call's fields.
+    fn form(&self, kind: CreateKind) -> Result<NewInteraction, ApiError> {
+        none_of(
+            [
+                ("tool_name", self.tool_name.is_some()),
+                ("input", self.input.is_some()),
+                ("suggestions", self.suggestions.is_some()),
+            ],
+            "does not apply to a form or prompt (send `message` and `schema`)",
+        )?;
+        let message = self
+            .message
+            .as_deref()
+            .ok_or_else(|| ValidationError::new("message", "is required"))?;
+        let schema = self.form_schema(kind)?;
+        let input = Form::input(message, schema);
+        // Checked here too, so errors name the body's fields (`schema.properties.x`).
+        Form::from_input(&input).map_err(|e| {
+            ValidationError::new(e.field.replacen("requestedSchema", "schema", 1), e.message)
+        })?;
+        Ok(NewInteraction::new(FORM_TOOL, input))
+    }
+
+    /// The schema of a form (`schema`, required) or of a prompt (one text field,
+    /// `multiline` or not).
+    fn form_schema(&self, kind: CreateKind) -> Result<Value, ApiError> {
+        Ok(match kind {
+            CreateKind::Prompt => {
+                if self.schema.is_some() {
+                    return Err(ValidationError::new(
+                        "schema",
+                        "a prompt has one text field: send `kind` \"form\" for a schema",
+                    )
+                    .into());
+                }
+                Form::prompt_schema(self.multiline.unwrap_or(false))
+            }
+            _ => {
+                if self.multiline.is_some() {
+                    return Err(ValidationError::new(
+                        "multiline",
+                        "applies to a prompt; in a form, set `multiline` on a string field",
+                    )
+                    .into());
+                }
+                self.schema
+                    .clone()
+                    .ok_or_else(|| ValidationError::new("schema", "is required"))?
+            }
+        })
     }
 }
 

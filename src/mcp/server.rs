@@ -21,7 +21,7 @@ use super::calls::{Call, Calls};
 use super::sessions::Table;
 use super::tools::{self, Caller, Refusal, Told};
 use crate::interaction::{
-    Interaction, InteractionId, Registry, RegistryError, Resolution, clip, now,
+    Interaction, InteractionId, NewInteraction, Registry, RegistryError, Resolution, clip, now,
 };
 use crate::metrics::Metrics;
 use crate::wire::Principal;
@@ -94,6 +94,60 @@ enum Which {
 }
 
 impl Which {
+    /// The tool a call names, and the interaction its arguments ask for (or the refusal the
+    /// model reads); an unknown tool or arguments off its schema are invalid params.
+    fn read(
+        request: CallToolRequestParams,
+        caller: &Caller,
+    ) -> Result<(Which, Result<NewInteraction, Refusal>), ErrorData> {
+        let name = request.name.as_ref();
+        Ok(match name {
+            REQUEST_APPROVAL => (
+                Which::Approval,
+                tools::approval(arguments(name, request.arguments)?, caller),
+            ),
+            PERMISSION_PROMPT => (
+                Which::Permission,
+                tools::permission(arguments(name, request.arguments)?, caller),
+            ),
+            ASK_HUMAN => (
+                Which::Ask,
+                tools::question(arguments(name, request.arguments)?, caller),
+            ),
+            other => {
+                return Err(ErrorData::invalid_params(
+                    format!(
+                        "no tool named {:?}: the tools are {REQUEST_APPROVAL}, {ASK_HUMAN} and {PERMISSION_PROMPT}",
+                        clip(other, 100)
+                    ),
+                    None,
+                ));
+            }
+        })
+    }
+
+    /// The answer to a call whose interaction the registry refused: what the model can act
+    /// on is a tool error; a store that cannot take it is an internal error.
+    fn refused(self, e: RegistryError) -> Result<CallToolResponse, ErrorData> {
+        match e {
+            // Nothing was written: the model reads why, and may try again later.
+            RegistryError::Full(full) => Ok(tool_error(format!(
+                "imrelay cannot ask anyone now: {full}. Nothing was asked; do not go ahead \
+                 as if approved."
+            ))),
+            RegistryError::Invalid(e) => Ok(tool_error(match self {
+                Which::Ask => tools::ask_field(&e),
+                _ => e.to_string(),
+            })),
+            RegistryError::Conflict(existing) => Ok(tool_error(format!(
+                "id: {} is already taken by a different request: choose another id (the \
+                 same id is for retrying the same call)",
+                existing.id
+            ))),
+            e => Err(unavailable(&e)),
+        }
+    }
+
     fn told(self, i: &Interaction, r: &Resolution) -> Told {
         match self {
             Which::Approval => tools::approval_told(i, r),
@@ -301,30 +355,7 @@ impl ServerHandler for Relay {
             Some((busy, closed)) => (Some(busy), closed),
             None => (None, CancellationToken::new()),
         };
-        let name = request.name.as_ref();
-        let (which, new) = match name {
-            REQUEST_APPROVAL => (
-                Which::Approval,
-                tools::approval(arguments(name, request.arguments)?, &caller),
-            ),
-            PERMISSION_PROMPT => (
-                Which::Permission,
-                tools::permission(arguments(name, request.arguments)?, &caller),
-            ),
-            ASK_HUMAN => (
-                Which::Ask,
-                tools::question(arguments(name, request.arguments)?, &caller),
-            ),
-            other => {
-                return Err(ErrorData::invalid_params(
-                    format!(
-                        "no tool named {:?}: the tools are {REQUEST_APPROVAL}, {ASK_HUMAN} and {PERMISSION_PROMPT}",
-                        clip(other, 100)
-                    ),
-                    None,
-                ));
-            }
-        };
+        let (which, new) = Which::read(request, &caller)?;
         let new = match new {
             Ok(new) => new,
             Err(Refusal(message)) => return Ok(tool_error(message)),
@@ -332,27 +363,7 @@ impl ServerHandler for Relay {
         let keyed = new.id.is_some();
         let created = match self.registry.create_for(new, Some(&owner_of(&ctx))).await {
             Ok(created) => created,
-            // Nothing was written: the model reads why, and may try again later.
-            Err(RegistryError::Full(full)) => {
-                return Ok(tool_error(format!(
-                    "imrelay cannot ask anyone now: {full}. Nothing was asked; do not go ahead \
-                     as if approved."
-                )));
-            }
-            Err(RegistryError::Invalid(e)) => {
-                return Ok(tool_error(match which {
-                    Which::Ask => tools::ask_field(&e),
-                    _ => e.to_string(),
-                }));
-            }
-            Err(RegistryError::Conflict(existing)) => {
-                return Ok(tool_error(format!(
-                    "id: {} is already taken by a different request: choose another id (the \
-                     same id is for retrying the same call)",
-                    existing.id
-                )));
-            }
-            Err(e) => return Err(unavailable(&e)),
+            Err(e) => return which.refused(e),
         };
         let resolved = if created.interaction.is_pending() {
             // Waited on by id and times: the whole input stays with the store.

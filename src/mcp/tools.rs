@@ -212,23 +212,11 @@ pub fn permission(args: PermissionPromptArgs, caller: &Caller) -> Result<NewInte
 
 /// The interaction `ask_human` asks for: an `AskUserQuestion` question with `choices`, a
 /// form with `schema`, or else a free-text prompt.
-pub fn question(args: AskArgs, caller: &Caller) -> Result<NewInteraction, Refusal> {
+pub fn question(mut args: AskArgs, caller: &Caller) -> Result<NewInteraction, Refusal> {
     if args.question.trim().is_empty() {
         return Err(Refusal::field("question", "must not be empty"));
     }
-    let form = |schema: Value| -> Result<NewInteraction, Refusal> {
-        let input = Form::input(&args.question, schema);
-        Form::from_input(&input).map_err(|e| {
-            Refusal::field(&e.field.replacen("requestedSchema", "schema", 1), e.message)
-        })?;
-        Ok(caller.fill(NewInteraction {
-            id: args.id.clone(),
-            title: args.header.clone().filter(|h| !h.trim().is_empty()),
-            timeout_secs: args.timeout_secs,
-            ..NewInteraction::new(FORM_TOOL, input)
-        }))
-    };
-    let choices = match (args.choices, args.schema) {
+    let choices = match (args.choices.take(), args.schema.take()) {
         (Some(_), Some(_)) => {
             return Err(Refusal(
                 "schema: give either `choices` or `schema`, not both (a form field can be a \
@@ -243,13 +231,13 @@ pub fn question(args: AskArgs, caller: &Caller) -> Result<NewInteraction, Refusa
                     "applies to `choices`; in a form, a field of type array takes several",
                 ));
             }
-            return form(Value::Object(schema));
+            return ask_form(&args, caller, Value::Object(schema));
         }
         (None, None) => {
             if args.multiple {
                 return Err(Refusal::field("multiple", "applies to `choices`"));
             }
-            return form(Form::prompt_schema(false));
+            return ask_form(&args, caller, Form::prompt_schema(false));
         }
         (Some(choices), None) => choices,
     };
@@ -265,40 +253,66 @@ pub fn question(args: AskArgs, caller: &Caller) -> Result<NewInteraction, Refusa
     }
     if choices.len() > MAX_CHOICES {
         // More than every channel's question buttons hold: one list field of a form.
-        if choices.len() > crate::interaction::form::MAX_OPTIONS {
-            return Err(Refusal::field(
-                "choices",
-                format!(
-                    "at most {} (got {}). Narrow them down, or split the question into \
-                     several (e.g. first the category, then the item)",
-                    crate::interaction::form::MAX_OPTIONS,
-                    choices.len()
-                ),
-            ));
-        }
-        let options: Vec<Value> = choices
-            .into_iter()
-            .map(|c| {
-                let label = match c {
-                    Choice::Label(l) | Choice::Described { label: l, .. } => l,
-                };
-                serde_json::json!({"const": label, "title": label})
-            })
-            .collect();
-        let title = args.header.clone().unwrap_or_else(|| "Choose".to_string());
-        let field = if args.multiple {
-            serde_json::json!({"type": "array", "title": title, "items": {"anyOf": options}, "minItems": 1})
-        } else {
-            serde_json::json!({"type": "string", "title": title, "oneOf": options})
-        };
-        let mut properties = Map::new();
-        properties.insert(CHOICE_FIELD.into(), field);
-        return form(serde_json::json!({
-            "type": "object",
-            "properties": properties,
-            "required": [CHOICE_FIELD],
-        }));
+        let schema = choices_schema(&args, choices)?;
+        return ask_form(&args, caller, schema);
     }
+    Ok(choices_question(args, choices, caller))
+}
+
+/// `ask_human` as a form of `schema`, headed by the question.
+fn ask_form(args: &AskArgs, caller: &Caller, schema: Value) -> Result<NewInteraction, Refusal> {
+    let input = Form::input(&args.question, schema);
+    Form::from_input(&input).map_err(|e| {
+        Refusal::field(&e.field.replacen("requestedSchema", "schema", 1), e.message)
+    })?;
+    Ok(caller.fill(NewInteraction {
+        id: args.id.clone(),
+        title: args.header.clone().filter(|h| !h.trim().is_empty()),
+        timeout_secs: args.timeout_secs,
+        ..NewInteraction::new(FORM_TOOL, input)
+    }))
+}
+
+/// More choices than question buttons hold, as a form's one list field (one choice, or
+/// several with `multiple`); more than a list field holds is refused.
+fn choices_schema(args: &AskArgs, choices: Vec<Choice>) -> Result<Value, Refusal> {
+    if choices.len() > crate::interaction::form::MAX_OPTIONS {
+        return Err(Refusal::field(
+            "choices",
+            format!(
+                "at most {} (got {}). Narrow them down, or split the question into \
+                 several (e.g. first the category, then the item)",
+                crate::interaction::form::MAX_OPTIONS,
+                choices.len()
+            ),
+        ));
+    }
+    let options: Vec<Value> = choices
+        .into_iter()
+        .map(|c| {
+            let label = match c {
+                Choice::Label(l) | Choice::Described { label: l, .. } => l,
+            };
+            serde_json::json!({"const": label, "title": label})
+        })
+        .collect();
+    let title = args.header.clone().unwrap_or_else(|| "Choose".to_string());
+    let field = if args.multiple {
+        serde_json::json!({"type": "array", "title": title, "items": {"anyOf": options}, "minItems": 1})
+    } else {
+        serde_json::json!({"type": "string", "title": title, "oneOf": options})
+    };
+    let mut properties = Map::new();
+    properties.insert(CHOICE_FIELD.into(), field);
+    Ok(serde_json::json!({
+        "type": "object",
+        "properties": properties,
+        "required": [CHOICE_FIELD],
+    }))
+}
+
+/// `ask_human` with a few `choices`: an `AskUserQuestion` question.
+fn choices_question(args: AskArgs, choices: Vec<Choice>, caller: &Caller) -> NewInteraction {
     let header = args
         .header
         .filter(|h| !h.trim().is_empty())
@@ -313,11 +327,11 @@ pub fn question(args: AskArgs, caller: &Caller) -> Result<NewInteraction, Refusa
             "multiSelect": args.multiple,
         }]),
     );
-    Ok(caller.fill(NewInteraction {
+    caller.fill(NewInteraction {
         id: args.id,
         timeout_secs: args.timeout_secs,
         ..NewInteraction::new(ASK_USER_QUESTION, input)
-    }))
+    })
 }
 
 /// A core validation error in the words of `ask_human`'s arguments (the core names the

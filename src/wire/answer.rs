@@ -36,6 +36,18 @@ pub(crate) fn present<const N: usize>(fields: [(&'static str, bool); N]) -> Opti
     fields.into_iter().find(|(_, given)| *given).map(|(f, _)| f)
 }
 
+/// `Ok` when none of `fields` is present; else an error naming the first that is, with
+/// `message`.
+pub(crate) fn none_of<const N: usize>(
+    fields: [(&'static str, bool); N],
+    message: &str,
+) -> Result<(), ValidationError> {
+    match present(fields) {
+        Some(field) => Err(ValidationError::new(field, message)),
+        None => Ok(()),
+    }
+}
+
 /// The answer shape shared by `/wait`, `/respond`, `DELETE` and `POST ?wait_secs`:
 /// `{"status", "result"?, "resolution"?, "interaction"}`. Serialized straight from the
 /// interaction, without an intermediate JSON tree.

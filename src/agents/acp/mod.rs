@@ -49,10 +49,11 @@ use axum::response::Response;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::shared::{self, Abandoned, Generations, Refused, Waited, derived_base};
+use super::shared::{Abandoned, Generations, Refused, derived_base};
 use super::{Hooks, OnTimeout};
 use crate::interaction::{
-    AgentResult, Interaction, Kind, NewInteraction, Outcome, PermissionResult, ValidationError,
+    AgentResult, Interaction, InteractionId, Kind, NewInteraction, Outcome, PermissionResult,
+    ValidationError,
 };
 use crate::wire::error::ApiError;
 use crate::wire::extract::ApiJson;
@@ -72,6 +73,12 @@ pub const AGENT: &str = "acp";
 const ABANDONED: Abandoned = Abandoned {
     by: AGENT,
     reason: "The agent stopped waiting for this answer (the prompt was cancelled in the editor, or the agent or the editor ended)",
+};
+
+/// Its derived ids in generations.
+const GENERATIONS: Generations = Generations {
+    adapter: "acp",
+    abandoned: ABANDONED,
 };
 
 /// Longest agent name and session label kept (longer ones are cut): the interaction's own
@@ -226,6 +233,27 @@ pub async fn hook(
     principal: crate::wire::Principal,
     ApiJson(body): ApiJson<HookBody>,
 ) -> Result<Response, ApiError> {
+    let choices = Choices::of(&body.request.options);
+    let (new, base, timeout_secs) = read_call(&state, body, &choices)?;
+    let created = state
+        .create_generation(GENERATIONS, &base, &principal.owner(), new)
+        .await;
+    let (interaction, attached) = match created {
+        Ok(c) => c,
+        Err(refused) => return handed_back(refused),
+    };
+    let reply = wait_and_reply(&state, &interaction.id, timeout_secs, &choices).await;
+    attached.finish();
+    reply
+}
+
+/// A permission request read into the interaction it asks for, the base of its derived id
+/// and its deadline in seconds.
+fn read_call(
+    state: &Hooks,
+    body: HookBody,
+    choices: &Choices,
+) -> Result<(NewInteraction, String, u64), ApiError> {
     let HookBody {
         request,
         cwd,
@@ -238,7 +266,6 @@ pub async fn hook(
         )
         .into());
     }
-    let choices = Choices::of(&request.options);
     if !choices.unknown.is_empty() {
         let kinds: Vec<&str> = choices
             .unknown
@@ -247,19 +274,7 @@ pub async fn hook(
             .collect();
         tracing::warn!(options = ?kinds, "an ACP agent offered options of a kind imrelay does not know; they are not offered on any channel");
     }
-    let agent_name = agent
-        .as_ref()
-        .map(|a| a.name.trim())
-        .filter(|n| !n.is_empty())
-        .map(|n| clip(n, MAX_LABEL_CHARS))
-        .unwrap_or_else(|| AGENT.to_string());
-    let shown_agent = agent
-        .as_ref()
-        .and_then(|a| a.title.as_deref())
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .map(|t| clip(t, MAX_LABEL_CHARS))
-        .unwrap_or_else(|| agent_name.clone());
+    let (agent_name, shown_agent) = agent_names(agent.as_ref());
     let call = &request.tool_call;
     let (tool, input) = as_claude_code(call);
     let title = call
@@ -280,12 +295,11 @@ pub async fn hook(
         json!([{"type": "addRules", "rules": [{"toolName": tool}], "behavior": "allow",
                 "destination": "session"}])
     });
-    let settings = &state.settings.acp;
     // The agent waits as long as it takes: the endpoint's own setting is the deadline asked
     // for, within `interactions.max_timeout_secs`.
     let timeout_secs = state
         .registry
-        .timeout_for(Kind::Approval, Some(settings.timeout_secs.max(1)))?;
+        .timeout_for(Kind::Approval, Some(state.settings.acp.timeout_secs.max(1)))?;
     let new = NewInteraction {
         session: Some(clip(&request.session_id, MAX_LABEL_CHARS)).filter(|s| !s.is_empty()),
         agent: Some(agent_name),
@@ -299,50 +313,52 @@ pub async fn hook(
         input_fixed: true,
         ..NewInteraction::new(tool, input)
     };
-    let generations = Generations {
-        adapter: "acp",
-        abandoned: ABANDONED,
-    };
-    let created = shared::create_generation(
-        &state.registry,
-        &state.calls,
-        generations,
-        &base,
-        &principal.owner(),
-        new,
-    )
-    .await;
-    let (interaction, attached) = match created {
-        Ok(c) => c,
-        Err(Refused::Full(full)) => {
+    Ok((new, base, timeout_secs))
+}
+
+/// The agent's name as the interaction carries it (`acp` when it gave none) and as the
+/// description names it (its title, else that name).
+fn agent_names(agent: Option<&AgentInfo>) -> (String, String) {
+    let name = agent
+        .map(|a| a.name.trim())
+        .filter(|n| !n.is_empty())
+        .map(|n| clip(n, MAX_LABEL_CHARS))
+        .unwrap_or_else(|| AGENT.to_string());
+    let shown = agent
+        .and_then(|a| a.title.as_deref())
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(|t| clip(t, MAX_LABEL_CHARS))
+        .unwrap_or_else(|| name.clone());
+    (name, shown)
+}
+
+/// A request whose interaction was refused for a full pending budget: nobody can be asked,
+/// so the editor's own prompt asks. Any other refusal is an API error.
+fn handed_back(refused: Refused) -> Result<Response, ApiError> {
+    match refused {
+        Refused::Full(full) => {
             tracing::warn!(reason = %full, "an ACP permission request was handed to the editor: the pending budget is full");
-            return Ok(answer(&HookReply::editor(format!(
+            Ok(answer(&HookReply::editor(format!(
                 "imrelay cannot ask anyone now: {full}"
-            ))));
+            ))))
         }
-        Err(Refused::Other(e)) => return Err(e),
-    };
-    let waited = shared::wait(
-        &state.registry,
-        &state.shutdown,
-        &interaction.id,
-        Duration::from_secs(timeout_secs),
-    )
-    .await;
-    attached.finish();
-    let reply = match waited? {
-        Waited::Resolved(i) => reply(&i, &choices, settings.on_timeout),
-        Waited::ShutDown { resolved, reason } => {
-            if resolved
-                .resolution
-                .as_ref()
-                .is_some_and(|r| r.outcome != Outcome::Cancelled)
-            {
-                reply(&resolved, &choices, settings.on_timeout)
-            } else {
-                HookReply::editor(reason)
-            }
-        }
+        Refused::Other(e) => Err(e),
+    }
+}
+
+/// Waits for the answer to `id` (or its deadline, or shutdown) and builds the reply.
+async fn wait_and_reply(
+    state: &Hooks,
+    id: &InteractionId,
+    timeout_secs: u64,
+    choices: &Choices,
+) -> Result<Response, ApiError> {
+    let on_timeout = state.settings.acp.on_timeout;
+    let wait = Duration::from_secs(timeout_secs);
+    let reply = match state.answer(id, wait).await? {
+        Ok(i) => reply(&i, choices, on_timeout),
+        Err(reason) => HookReply::editor(reason),
     };
     Ok(answer(&reply))
 }

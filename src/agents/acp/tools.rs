@@ -40,38 +40,64 @@ pub fn as_claude_code(call: &ToolCall) -> (String, Map<String, Value>) {
             _ => None,
         })
         .collect();
+    if let Some(patch) = as_patch(&content, &texts) {
+        return patch;
+    }
+    if let Some(bash) = as_bash(call) {
+        return bash;
+    }
+    as_generic(call, &content, &texts)
+}
+
+/// A call whose content holds diffs, every one on a path a patch can name: [`PATCH_TOOL`]
+/// with its `patch` and its text as `content`.
+fn as_patch(content: &[Content], texts: &[&str]) -> Option<(String, Map<String, Value>)> {
     let diffs: Vec<&Content> = content
         .iter()
         .filter(|c| matches!(c, Content::Diff { .. }))
         .collect();
     let clean = |p: &str| !p.is_empty() && !p.chars().any(char::is_control);
-    if !diffs.is_empty()
-        && diffs
+    if diffs.is_empty()
+        || !diffs
             .iter()
             .all(|d| matches!(d, Content::Diff { path, .. } if clean(path)))
     {
-        let mut input = Map::new();
-        input.insert("patch".into(), Value::String(patch_of(&diffs)));
-        if !texts.is_empty() {
-            input.insert("content".into(), Value::String(texts.join("\n\n")));
-        }
-        return (PATCH_TOOL.to_string(), input);
+        return None;
     }
-    if call.kind.as_deref() == Some("execute")
-        && let Some(command) = call.raw_input.as_ref().and_then(command_of)
+    let mut input = Map::new();
+    input.insert("patch".into(), Value::String(patch_of(&diffs)));
+    if !texts.is_empty() {
+        input.insert("content".into(), Value::String(texts.join("\n\n")));
+    }
+    Some((PATCH_TOOL.to_string(), input))
+}
+
+/// An `execute` call whose `rawInput` holds its command: `Bash` with that `command` and
+/// the `rawInput`'s `description`.
+fn as_bash(call: &ToolCall) -> Option<(String, Map<String, Value>)> {
+    if call.kind.as_deref() != Some("execute") {
+        return None;
+    }
+    let command = call.raw_input.as_ref().and_then(command_of)?;
+    let mut input = Map::new();
+    input.insert("command".into(), Value::String(command));
+    if let Some(d) = call
+        .raw_input
+        .as_ref()
+        .and_then(|r| r.get("description"))
+        .and_then(Value::as_str)
     {
-        let mut input = Map::new();
-        input.insert("command".into(), Value::String(command));
-        if let Some(d) = call
-            .raw_input
-            .as_ref()
-            .and_then(|r| r.get("description"))
-            .and_then(Value::as_str)
-        {
-            input.insert("description".into(), Value::String(d.to_string()));
-        }
-        return ("Bash".to_string(), input);
+        input.insert("description".into(), Value::String(d.to_string()));
     }
+    Some(("Bash".to_string(), input))
+}
+
+/// Any other call: `acp:<kind>` with its text, files, other content blocks and `rawInput`.
+fn as_generic(
+    call: &ToolCall,
+    content: &[Content],
+    texts: &[&str],
+) -> (String, Map<String, Value>) {
     let kind = call
         .kind
         .as_deref()
@@ -93,30 +119,7 @@ pub fn as_claude_code(call: &ToolCall) -> (String, Map<String, Value>) {
     if !files.is_empty() {
         input.insert("files".into(), Value::String(files.join("\n")));
     }
-    let mut others = Vec::new();
-    for c in &content {
-        match c {
-            Content::Text(_) => {}
-            Content::Diff {
-                path,
-                old_text,
-                new_text,
-            } => {
-                let mut d = Map::new();
-                d.insert("path".into(), Value::String(path.clone()));
-                d.insert(
-                    "oldText".into(),
-                    old_text.clone().map_or(Value::Null, Value::String),
-                );
-                d.insert("newText".into(), Value::String(new_text.clone()));
-                others.push(("diff", Value::Object(d)));
-            }
-            Content::Terminal(id) => others.push(("terminal", Value::String(id.clone()))),
-            Content::Block(kind) => others.push(("block", Value::String(kind.clone()))),
-            Content::Unknown => others.push(("unreadable content", Value::Bool(true))),
-        }
-    }
-    for (key, value) in others {
+    for (key, value) in content.iter().filter_map(other_block) {
         match input.get_mut(key) {
             Some(Value::Array(list)) => list.push(value),
             Some(_) => {}
@@ -129,6 +132,31 @@ pub fn as_claude_code(call: &ToolCall) -> (String, Map<String, Value>) {
         input.insert("rawInput".into(), raw.clone());
     }
     (format!("{GENERIC_PREFIX}{kind}"), input)
+}
+
+/// A content block other than text, as the key of the list it joins in a generic call's
+/// input and its entry there.
+fn other_block(c: &Content) -> Option<(&'static str, Value)> {
+    Some(match c {
+        Content::Text(_) => return None,
+        Content::Diff {
+            path,
+            old_text,
+            new_text,
+        } => {
+            let mut d = Map::new();
+            d.insert("path".into(), Value::String(path.clone()));
+            d.insert(
+                "oldText".into(),
+                old_text.clone().map_or(Value::Null, Value::String),
+            );
+            d.insert("newText".into(), Value::String(new_text.clone()));
+            ("diff", Value::Object(d))
+        }
+        Content::Terminal(id) => ("terminal", Value::String(id.clone())),
+        Content::Block(kind) => ("block", Value::String(kind.clone())),
+        Content::Unknown => ("unreadable content", Value::Bool(true)),
+    })
 }
 
 /// A `rawInput`'s `command`: a string as it is, a list of strings joined and quoted as a

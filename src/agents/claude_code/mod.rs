@@ -36,7 +36,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::Hooks;
-use super::shared::{self, Abandoned, Fields, Generations, Refused, Waited, derived_base, field};
+use super::shared::{self, Abandoned, Fields, Generations, Refused, derived_base, field};
 use crate::interaction::{
     AgentResult, ElicitAction, FORM_TOOL, Form, Input, Interaction, InteractionId, Kind,
     NewInteraction, Outcome, PermissionResult, ValidationError, valid_suggestions,
@@ -245,16 +245,10 @@ async fn create(
                     (c.interaction, attached)
                 })
         }
-        _ => shared::create_generation(
-            &state.registry,
-            &state.calls,
-            event.generations(),
-            base,
-            owner,
-            new,
-        )
-        .await
-        .map(|(i, attached)| (i, Some(attached))),
+        _ => state
+            .create_generation(event.generations(), base, owner, new)
+            .await
+            .map(|(i, attached)| (i, Some(attached))),
     }
 }
 
@@ -307,15 +301,9 @@ async fn elicitation(state: Hooks, owner: &str, hook: HookBody) -> Result<Respon
         timeout_secs: Some(default.min(settings.timeout_secs)),
         ..NewInteraction::new(FORM_TOOL, input)
     };
-    let created = shared::create_generation(
-        &state.registry,
-        &state.calls,
-        event.generations(),
-        &base,
-        owner,
-        new,
-    )
-    .await;
+    let created = state
+        .create_generation(event.generations(), &base, owner, new)
+        .await;
     let (id, attached) = match created {
         Ok((interaction, attached)) => (interaction.id.clone(), attached),
         Err(refused) => return handed_back(event, refused),
@@ -350,19 +338,10 @@ async fn wait_and_reply(
 ) -> Result<Response, ApiError> {
     let settings = &state.settings.claude_code;
     let wait = Duration::from_secs(settings.timeout_secs);
-    match shared::wait(&state.registry, &state.shutdown, id, wait).await? {
-        Waited::Resolved(i) => Ok(respond_with(reply(event, &i, settings.on_timeout))),
+    match state.answer(id, wait).await? {
+        Ok(i) => Ok(respond_with(reply(event, &i, settings.on_timeout))),
         // Claude Code will not come back for this answer: it was withdrawn everywhere.
-        Waited::ShutDown { resolved, reason } => {
-            if resolved
-                .resolution
-                .as_ref()
-                .is_some_and(|r| r.outcome != Outcome::Cancelled)
-            {
-                return Ok(respond_with(reply(event, &resolved, settings.on_timeout)));
-            }
-            Ok(respond_with(ask(event, reason)))
-        }
+        Err(reason) => Ok(respond_with(ask(event, reason))),
     }
 }
 

@@ -47,10 +47,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::shared::{self, Abandoned, Fields, Generations, Waited, derived_base, field};
+use super::shared::{Abandoned, Fields, Generations, derived_base, field};
 use super::{Hooks, OnTimeout};
 use crate::interaction::{
-    AgentResult, Interaction, Kind, NewInteraction, Outcome, PermissionResult, ValidationError,
+    AgentResult, Interaction, InteractionId, Kind, NewInteraction, Outcome, PermissionResult,
+    ValidationError,
 };
 use crate::wire::error::ApiError;
 use crate::wire::extract::{ApiJson, ApiQuery};
@@ -84,6 +85,12 @@ impl Event {
 const ABANDONED: Abandoned = Abandoned {
     by: AGENT,
     reason: "Codex stopped waiting for this answer (its hook timed out, or the turn was interrupted)",
+};
+
+/// Its derived ids in generations.
+const GENERATIONS: Generations = Generations {
+    adapter: "codex",
+    abandoned: ABANDONED,
 };
 
 /// The fields imrelay reads from Codex's hook input (others are ignored), each as its JSON
@@ -123,6 +130,23 @@ pub async fn hook(
             return Err(ValidationError::new("hook_event_name", "expected a string").into());
         }
     };
+    let (new, base, timeout_secs) = read_call(&state, event, &body, query)?;
+    let (interaction, attached) = state
+        .create_generation(GENERATIONS, &base, &principal.owner(), new)
+        .await?;
+    let reply = wait_and_reply(&state, event, &interaction.id, timeout_secs).await;
+    attached.finish();
+    reply
+}
+
+/// A hook call read into the interaction it asks for, the base of its derived id and its
+/// deadline in seconds.
+fn read_call(
+    state: &Hooks,
+    event: Event,
+    body: &HookBody,
+    query: HookQuery,
+) -> Result<(NewInteraction, String, u64), ApiError> {
     let name = event.name();
     let fields = Fields { event: name };
     let tool_name = fields.tool_name(&body.tool_name)?;
@@ -152,13 +176,12 @@ pub async fn hook(
         )
         .into());
     }
-    let settings = &state.settings.codex;
     // The deadline never outlives the command's wait: every copy on every channel shows the
     // expiry the moment Codex gets its answer.
     let timeout_secs = state
         .registry
         .timeout_for(Kind::Approval, None)?
-        .min(settings.timeout_secs)
+        .min(state.settings.codex.timeout_secs)
         .min(query.timeout.unwrap_or(u64::MAX))
         .max(1);
     let new = NewInteraction {
@@ -169,40 +192,21 @@ pub async fn hook(
         input_fixed: true,
         ..NewInteraction::new(shown_tool, shown_input)
     };
-    let generations = Generations {
-        adapter: "codex",
-        abandoned: ABANDONED,
-    };
-    let (interaction, attached) = shared::create_generation(
-        &state.registry,
-        &state.calls,
-        generations,
-        &base,
-        &principal.owner(),
-        new,
-    )
-    .await?;
-    let waited = shared::wait(
-        &state.registry,
-        &state.shutdown,
-        &interaction.id,
-        Duration::from_secs(timeout_secs),
-    )
-    .await;
-    attached.finish();
-    let output = match waited? {
-        Waited::Resolved(i) => reply(event, &i, settings.on_timeout),
-        Waited::ShutDown { resolved, reason } => {
-            if resolved
-                .resolution
-                .as_ref()
-                .is_some_and(|r| r.outcome != Outcome::Cancelled)
-            {
-                reply(event, &resolved, settings.on_timeout)
-            } else {
-                no_answer(event, reason)
-            }
-        }
+    Ok((new, base, timeout_secs))
+}
+
+/// Waits for the answer to `id` (or its deadline, or shutdown) and builds the reply.
+async fn wait_and_reply(
+    state: &Hooks,
+    event: Event,
+    id: &InteractionId,
+    timeout_secs: u64,
+) -> Result<Response, ApiError> {
+    let on_timeout = state.settings.codex.on_timeout;
+    let wait = Duration::from_secs(timeout_secs);
+    let output = match state.answer(id, wait).await? {
+        Ok(i) => reply(event, &i, on_timeout),
+        Err(reason) => no_answer(event, reason),
     };
     Ok(answer(&output))
 }
