@@ -249,6 +249,19 @@ impl RouteStamp {
     }
 }
 
+/// The places on `channel` an interaction goes to: its route's addresses when it was routed,
+/// otherwise every one the channel is configured with (`configured`).
+pub fn destinations<'a>(
+    route: Option<&'a RouteStamp>,
+    channel: &'a str,
+    configured: &'a [String],
+) -> Vec<&'a str> {
+    match route.and_then(|r| r.addresses(channel)) {
+        Some(to) => to.collect(),
+        None => configured.iter().map(String::as_str).collect(),
+    }
+}
+
 /// Who may answer a routed interaction, by a tap from `id` on `channel`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Admission {

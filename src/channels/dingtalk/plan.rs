@@ -4,6 +4,7 @@
 //! resolved.
 
 use super::CHANNEL;
+use crate::interaction::routes::destinations;
 use crate::interaction::{Interaction, Lifecycle};
 use crate::outbox::{ChannelJob, created_window, resolved_window};
 use crate::store::OutboxJob;
@@ -37,14 +38,11 @@ pub(crate) struct Planner {
 impl Lifecycle for Planner {
     fn plan_created(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
         let (from, until) = created_window(i);
-        // A routed interaction goes to its route's groups (and people's chats) only.
-        let routed: Option<Vec<String>> = i
-            .route
-            .as_deref()
-            .and_then(|r| r.addresses(CHANNEL))
-            .map(|to| to.map(str::to_string).collect());
-        for t in routed.as_ref().unwrap_or(&self.conversations) {
-            let job = Job::Post { target: t.clone() };
+        // A routed interaction goes to its route's places only.
+        for t in destinations(i.route.as_deref(), CHANNEL, &self.conversations) {
+            let job = Job::Post {
+                target: t.to_string(),
+            };
             jobs.push(job.plan(i, &[t], from, until));
         }
     }

@@ -5,6 +5,7 @@
 //! `voted` job for each vote that does not decide yet.
 
 use super::CHANNEL;
+use crate::interaction::routes::destinations;
 use crate::interaction::{Interaction, Lifecycle};
 use crate::outbox::{ChannelJob, created_window, resolved_window};
 use crate::store::OutboxJob;
@@ -40,14 +41,11 @@ pub(crate) struct Planner {
 impl Lifecycle for Planner {
     fn plan_created(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
         let (from, until) = created_window(i);
-        // A routed interaction goes to its route's conversations (and people's DMs) only.
-        let routed: Option<Vec<String>> = i
-            .route
-            .as_deref()
-            .and_then(|r| r.addresses(CHANNEL))
-            .map(|to| to.map(str::to_string).collect());
-        for c in routed.as_ref().unwrap_or(&self.channels) {
-            let job = Job::Post { channel: c.clone() };
+        // A routed interaction goes to its route's places only.
+        for c in destinations(i.route.as_deref(), CHANNEL, &self.channels) {
+            let job = Job::Post {
+                channel: c.to_string(),
+            };
             jobs.push(job.plan(i, &[c], from, until));
         }
     }

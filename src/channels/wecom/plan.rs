@@ -3,6 +3,7 @@
 //! in time; one `update` job (every copy recorded for it) when it is resolved, from anywhere.
 
 use super::CHANNEL;
+use crate::interaction::routes::destinations;
 use crate::interaction::{Interaction, Lifecycle};
 use crate::outbox::{ChannelJob, created_window, resolved_window};
 use crate::store::OutboxJob;
@@ -35,14 +36,11 @@ pub(crate) struct Planner {
 impl Lifecycle for Planner {
     fn plan_created(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
         let (from, until) = created_window(i);
-        // A routed interaction goes to its route's chats (and people's one-to-one chats) only.
-        let routed: Option<Vec<String>> = i
-            .route
-            .as_deref()
-            .and_then(|r| r.addresses(CHANNEL))
-            .map(|to| to.map(str::to_string).collect());
-        for c in routed.as_ref().unwrap_or(&self.chats) {
-            let job = Job::Post { chat: c.clone() };
+        // A routed interaction goes to its route's places only.
+        for c in destinations(i.route.as_deref(), CHANNEL, &self.chats) {
+            let job = Job::Post {
+                chat: c.to_string(),
+            };
             jobs.push(job.plan(i, &[c], from, until));
         }
     }
