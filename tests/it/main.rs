@@ -35,6 +35,7 @@ mod policy;
 mod presentation;
 mod questions;
 mod restart;
+mod shell_oracle;
 mod slack;
 mod sse;
 mod store;
