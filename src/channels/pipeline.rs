@@ -64,6 +64,7 @@ impl Feedback {
             Err(RegistryError::AlreadyResolved(i)) => Feedback::Already(i),
             Err(RegistryError::NotFound(_) | RegistryError::GrantNotFound(_)) => Feedback::NotFound,
             Err(RegistryError::Invalid(v)) => Feedback::Invalid(v.message),
+            Err(RegistryError::Forbidden(why)) => Feedback::Invalid(why),
             // An id in use by another request: the button cannot act on it.
             Err(RegistryError::Conflict(_)) => Feedback::BadButton,
             // Logged where the answer was given (`Pipeline::respond`).

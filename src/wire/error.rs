@@ -166,6 +166,9 @@ impl From<RegistryError> for ApiError {
             RegistryError::GrantNotFound(id) => {
                 Self::not_found(format!("no grant in force with id {id}"))
             }
+            RegistryError::Forbidden(message) => {
+                Self::new(StatusCode::FORBIDDEN, "not_an_approver", message)
+            }
             RegistryError::Store(s) => s.into(),
             // The HTTP API answers a recorded vote with 202 and this body.
             RegistryError::Voted(i) => Self::new(

@@ -1278,7 +1278,7 @@ function parseBlock(block) {
 // ---------- grants ----------
 
 function grantLine(g) {
-  const bound = [g.agent, g.cwd && "in " + g.cwd, g.session && "session " + g.session].filter(Boolean).join(", ");
+  const bound = [g.route && "route " + g.route, g.agent, g.cwd && "in " + g.cwd, g.session && "session " + g.session].filter(Boolean).join(", ");
   let s = (g.scope === "session" ? "This session" : "Until revoked") + (bound ? " · " + bound : "");
   if (g.by) s += " · by " + g.by;
   if (g.via) s += " via " + g.via;
