@@ -476,16 +476,20 @@ pub async fn wait(
 }
 
 /// Who answers through the inbox or the API, as a person: a labelled operator token's
-/// label ([`super::operator::responder`]); a token without a label is the administrator's,
-/// one person named by the token ([`Principal::owner`]). The body's `by` is only the name
-/// shown. The one place an API answer's person is decided.
+/// label ([`super::operator::responder`]); a token without a label is the administrator's:
+/// its identity names the token ([`Principal::owner`]) for the audit trail, and in a vote
+/// every such token counts as the one person [`quorum::ADMINISTRATOR`], whatever `by` the
+/// body gives (`by` is only the name shown on a single answer). The one place an API
+/// answer's person is decided.
 pub(super) fn operator_responder(principal: &Principal, by: Option<String>, via: Via) -> Responder {
     let mut responder = Responder::anonymous(via);
     responder.by = by;
     let responder = super::operator::responder(principal, responder);
     match responder.identity {
         Some(_) => responder,
-        None => responder.with_identity(quorum::OPERATOR, principal.owner()),
+        None => responder
+            .with_identity(quorum::OPERATOR, principal.owner())
+            .with_credential(quorum::ADMINISTRATOR),
     }
 }
 

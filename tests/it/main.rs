@@ -42,5 +42,6 @@ mod store;
 mod support;
 mod telegram;
 mod terminal;
+mod vote_credentials;
 mod webhooks;
 mod wecom;

@@ -14,7 +14,6 @@ use crate::interaction::answer::{Answer, Responder};
 use crate::interaction::model::{Interaction, InteractionId, Kind, after, now};
 use crate::interaction::policy::{Grant, GrantScope, Rule, check_rule, propose};
 use crate::interaction::ports::audit::{Action, AuditRecord};
-use crate::interaction::quorum::person_of;
 use crate::interaction::routes::{Admission, DEFAULT_ROUTE, route_admission, route_name};
 use crate::sync::RwLockExt;
 
@@ -276,11 +275,9 @@ impl Registry {
         ) == Admission::Admitted
     }
 
-    /// The person behind `responder`'s identity (a configured person's name, or
-    /// `channel:id`); `None` without an identity (an administrator's token).
+    /// The person behind `responder` (see [`Responder::person`]).
     fn person_behind(&self, responder: &Responder) -> Option<String> {
-        let id = responder.identity.as_ref()?;
-        Some(person_of(&self.teams().people, &id.channel, &id.id))
+        responder.person(&self.teams().people)
     }
 
     /// Records a refused grant or revocation in the log and the audit trail.
