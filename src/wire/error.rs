@@ -163,6 +163,12 @@ impl From<RegistryError> for ApiError {
             )
             .with("interaction", &*existing),
             RegistryError::AlreadyResolved(i) => Self::already_resolved(&i),
+            RegistryError::Taken(id) => Self::new(
+                StatusCode::CONFLICT,
+                "id_conflict",
+                format!("interaction id {id} is in use by another client: choose another id"),
+            )
+            .with("field", Value::String("id".into())),
             RegistryError::GrantNotFound(id) => {
                 Self::not_found(format!("no grant in force with id {id}"))
             }

@@ -124,6 +124,10 @@ pub enum RegistryError {
     /// No interaction has this id.
     #[error("no interaction with id {0}")]
     NotFound(InteractionId),
+    /// The id is another client's interaction (another agent token's): nothing of it is
+    /// told, and nothing changed.
+    #[error("interaction id {0} is in use by another client: choose another id")]
+    Taken(InteractionId),
     /// The id exists with a different tool name or input.
     #[error("interaction {} already exists with a different tool_name or input", .0.id)]
     Conflict(Arc<Interaction>),
