@@ -546,3 +546,23 @@ fn an_operator_token_listed_twice_is_refused() {
     );
     assert!(!err.contains("op-token-0123456789"), "{err}");
 }
+
+/// Names from the file with bidirectional or invisible characters are printed escaped by
+/// `check-config`, as `imrelay route` prints them, never as they are.
+#[test]
+fn check_config_escapes_invisible_characters_in_names() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("c.toml"),
+        "[[people]]\nname = \"ali\u{202e}ce\u{200b}\"\n\n[[routes]]\nname = \"de\u{202e}ploy\"\napprovers = [\"ali\u{202e}ce\u{200b}\"]\n",
+    )
+    .unwrap();
+    let run = imrelay(dir.path(), &["-c", "c.toml", "check-config"], &[]);
+    for text in [&run.stdout, &run.stderr] {
+        assert!(
+            !text.contains('\u{202e}') && !text.contains('\u{200b}'),
+            "{text}"
+        );
+    }
+    assert!(run.stdout.contains("ali\\u202ece\\u200b"), "{}", run.stdout);
+}
