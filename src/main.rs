@@ -226,7 +226,7 @@ fn complain(line: std::fmt::Arguments<'_>) {
 /// Prints each configuration warning to standard error.
 fn print_warnings(warnings: &[String]) {
     for w in warnings {
-        complain(format_args!("warning: {w}"));
+        complain(format_args!("warning: {}", imrelay::telemetry::escape(w)));
     }
 }
 
@@ -334,8 +334,14 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 /// `check-config`: the effective configuration, every secret redacted, and the routes table.
 fn check_config(settings: &Settings, warnings: &[String]) -> anyhow::Result<ExitCode> {
-    std::io::stdout().write_all(settings.redacted_toml()?.as_bytes())?;
-    std::io::stdout().write_all(imrelay::cli::route::table_comment(settings)?.as_bytes())?;
+    // Names come from the file: bidirectional and invisible characters are shown as `\u`
+    // escapes (which TOML reads back as the same characters), never printed as they are.
+    let toml = settings.redacted_toml()?;
+    let shown = imrelay::telemetry::escape_json_invisible(&toml);
+    std::io::stdout().write_all(shown.as_bytes())?;
+    let table = imrelay::cli::route::table_comment(settings)?;
+    let shown = imrelay::telemetry::escape_json_invisible(&table);
+    std::io::stdout().write_all(shown.as_bytes())?;
     print_warnings(warnings);
     complain(format_args!("configuration is valid"));
     Ok(ExitCode::SUCCESS)

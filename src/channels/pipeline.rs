@@ -64,8 +64,9 @@ impl Feedback {
             Err(RegistryError::AlreadyResolved(i)) => Feedback::Already(i),
             Err(RegistryError::NotFound(_) | RegistryError::GrantNotFound(_)) => Feedback::NotFound,
             Err(RegistryError::Invalid(v)) => Feedback::Invalid(v.message),
+            Err(RegistryError::Forbidden(why)) => Feedback::Invalid(why),
             // An id in use by another request: the button cannot act on it.
-            Err(RegistryError::Conflict(_)) => Feedback::BadButton,
+            Err(RegistryError::Conflict(_) | RegistryError::Taken(_)) => Feedback::BadButton,
             // Logged where the answer was given (`Pipeline::respond`).
             Err(RegistryError::Store(_)) => Feedback::StoreDown,
             // Only creating an interaction can meet a full budget, never an answer.

@@ -607,6 +607,12 @@ fn print_results(body: &Value, answerable: &[&Interaction]) -> bool {
                 "{} {id}  {what}",
                 r["outcome"].as_str().unwrap_or("answered")
             );
+        } else if r["status"] == 202 {
+            // A vote recorded on an approval that needs more people: not refused.
+            println!(
+                "voted {id}  {what}: {}",
+                visible_line(r["error"]["message"].as_str().unwrap_or("vote recorded"))
+            );
         } else {
             all = false;
             println!(

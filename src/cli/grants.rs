@@ -92,6 +92,9 @@ impl Remote {
 pub fn describe(g: &Value) -> String {
     let text = |k: &str| g[k].as_str().map(visible_line);
     let mut bound = Vec::new();
+    if let Some(r) = text("route") {
+        bound.push(format!("route {r}"));
+    }
     if let Some(a) = text("agent") {
         bound.push(a);
     }

@@ -208,6 +208,18 @@ impl Serialize for OperatorToken {
     }
 }
 
+/// Fewest different characters a token may have: a long run of one character (or two) is
+/// as guessable as a short token.
+const MIN_DISTINCT_CHARS: usize = 8;
+
+/// How many different characters `token` has.
+fn distinct(token: &str) -> usize {
+    let mut seen: Vec<char> = token.chars().collect();
+    seen.sort_unstable();
+    seen.dedup();
+    seen.len()
+}
+
 /// What is wrong with `token`, if anything.
 fn token_problem(token: &str) -> Option<String> {
     Some(if token.starts_with(PLACEHOLDER_PREFIX) {
@@ -222,6 +234,8 @@ fn token_problem(token: &str) -> Option<String> {
             .to_string()
     } else if token.chars().count() < MIN_TOKEN_CHARS {
         format!("is shorter than {MIN_TOKEN_CHARS} characters")
+    } else if distinct(token) < MIN_DISTINCT_CHARS {
+        format!("has fewer than {MIN_DISTINCT_CHARS} different characters, so it can be guessed")
     } else {
         return None;
     })
@@ -264,6 +278,13 @@ impl AuthSettings {
                 if let Some(problem) = token_problem(token) {
                     return Err(ConfigError::Invalid(format!(
                         "{scope}[{i}] {problem}: set a real token, {MAKE_A_TOKEN}"
+                    )));
+                }
+                // Listed twice, a token would be whichever entry came last (an administrator's
+                // token where a label was meant, or the other way round).
+                if let Some(j) = tokens[..i].iter().position(|t| t == token) {
+                    return Err(ConfigError::Invalid(format!(
+                        "{scope}[{i}] is the same token as {scope}[{j}]: a token is listed                          once, with its label if it has one. Remove one of them (or give                          each its own token: {MAKE_A_TOKEN})"
                     )));
                 }
             }
@@ -392,6 +413,61 @@ mod tests {
             (t[1].expose(), t[1].label.as_deref()),
             ("admin-token-0123456789", None)
         );
+    }
+
+    fn none() -> AuthSettings {
+        AuthSettings {
+            agent_tokens: Vec::new(),
+            operator_tokens: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_token_listed_twice_or_easily_guessed_is_refused() {
+        let a = AuthSettings {
+            operator_tokens: vec![
+                OperatorToken::labelled("op-token-0123456789", "alice-laptop"),
+                OperatorToken::new("op-token-0123456789"),
+            ],
+            ..none()
+        };
+        let e = a.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("auth.operator_tokens[1] is the same token as auth.operator_tokens[0]"),
+            "{e}"
+        );
+        assert!(
+            !e.contains("op-token-0123456789"),
+            "never the token itself: {e}"
+        );
+        let a = AuthSettings {
+            agent_tokens: vec![
+                Secret::new("agent-token-0123456789"),
+                Secret::new("agent-token-0123456789"),
+            ],
+            ..none()
+        };
+        assert!(
+            a.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("auth.agent_tokens[1] is the same token")
+        );
+        for weak in [
+            "aaaaaaaaaaaaaaaa",
+            "abababababababababab",
+            "abcabcabcabcabcabc",
+        ] {
+            let a = AuthSettings {
+                agent_tokens: vec![Secret::new(weak)],
+                ..none()
+            };
+            let e = a.validate().unwrap_err().to_string();
+            assert!(
+                e.contains("fewer than 8 different characters"),
+                "{weak}: {e}"
+            );
+        }
     }
 
     #[test]

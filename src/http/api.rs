@@ -15,6 +15,7 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::AppState;
+use super::auth::Role;
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::summary::Summary;
@@ -346,13 +347,32 @@ fn list_response(items: Vec<Arc<Interaction>>, next: Option<Cursor>) -> Response
 /// `GET /v1/interactions/{id}`
 pub async fn get(
     State(state): State<AppState>,
+    role: Role,
+    principal: Principal,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Response, ApiError> {
     let id = path_id(&id)?;
-    match state.registry.get(&id).await? {
-        Some(i) => Ok(Json(i).into_response()),
-        None => Err(RegistryError::NotFound(id).into()),
+    Ok(Json(owned(&state, role, &principal, &id).await?).into_response())
+}
+
+/// Interaction `id`, if the request may see it: an operator every one; an agent's token only
+/// those it created (another token's is answered as not found, so its existence is not told,
+/// and the attempt is logged).
+async fn owned(
+    state: &AppState,
+    role: Role,
+    principal: &Principal,
+    id: &InteractionId,
+) -> Result<Arc<Interaction>, ApiError> {
+    let Some(i) = state.registry.get(id).await? else {
+        return Err(RegistryError::NotFound(id.clone()).into());
+    };
+    let owner = principal.owner();
+    if role == Role::Agent && i.owner.as_deref().is_some_and(|o| o != owner) {
+        tracing::warn!(%id, client = %owner, "an agent token asked for another token's interaction; refused as not found");
+        return Err(RegistryError::NotFound(id.clone()).into());
     }
+    Ok(i)
 }
 
 /// `GET /v1/interactions/{id}/display` parameters.
@@ -462,10 +482,13 @@ async fn wait_for(
 /// `GET /v1/interactions/{id}/wait`
 pub async fn wait(
     State(state): State<AppState>,
+    role: Role,
+    principal: Principal,
     ApiPath(id): ApiPath<String>,
     ApiQuery(params): ApiQuery<WaitParams>,
 ) -> Result<Response, ApiError> {
     let id = path_id(&id)?;
+    owned(&state, role, &principal, &id).await?;
     let i = wait_for(
         &state,
         &id,
@@ -476,16 +499,20 @@ pub async fn wait(
 }
 
 /// Who answers through the inbox or the API, as a person: a labelled operator token's
-/// label ([`super::operator::responder`]); a token without a label is the administrator's,
-/// one person named by the token ([`Principal::owner`]). The body's `by` is only the name
-/// shown. The one place an API answer's person is decided.
+/// label ([`super::operator::responder`]); a token without a label is the administrator's:
+/// its identity names the token ([`Principal::owner`]) for the audit trail, and in a vote
+/// every such token counts as the one person [`quorum::ADMINISTRATOR`], whatever `by` the
+/// body gives (`by` is only the name shown on a single answer). The one place an API
+/// answer's person is decided.
 pub(super) fn operator_responder(principal: &Principal, by: Option<String>, via: Via) -> Responder {
     let mut responder = Responder::anonymous(via);
     responder.by = by;
     let responder = super::operator::responder(principal, responder);
     match responder.identity {
         Some(_) => responder,
-        None => responder.with_identity(quorum::OPERATOR, principal.owner()),
+        None => responder
+            .with_identity(quorum::OPERATOR, principal.owner())
+            .with_credential(quorum::ADMINISTRATOR),
     }
 }
 
@@ -535,10 +562,13 @@ pub struct CancelParams {
 /// `DELETE /v1/interactions/{id}`
 pub async fn cancel(
     State(state): State<AppState>,
+    role: Role,
+    principal: Principal,
     ApiPath(id): ApiPath<String>,
     ApiQuery(params): ApiQuery<CancelParams>,
 ) -> Result<Response, ApiError> {
     let id = path_id(&id)?;
+    owned(&state, role, &principal, &id).await?;
     let reason = params
         .reason
         .filter(|r| !r.trim().is_empty())

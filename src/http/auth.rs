@@ -188,6 +188,52 @@ impl Auth {
     }
 }
 
+/// Which scope's token a request came with: an agent's token reaches only the interactions
+/// it created; an operator's reaches every one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// An agent token (or this machine, where only the agent scope is without tokens).
+    Agent,
+    /// An operator token (or this machine, where the operator scope is without tokens).
+    Operator,
+}
+
+impl Auth {
+    /// The role of `principal`, admitted to `scope`.
+    fn role(&self, scope: Scope, principal: &Principal) -> Role {
+        match (scope, principal) {
+            (Scope::Agent, _) => Role::Agent,
+            (Scope::Operator, _) => Role::Operator,
+            (Scope::Any, Principal::Token(d) | Principal::Labelled(d, _)) => {
+                if matches_any(&self.operator, d) {
+                    Role::Operator
+                } else {
+                    Role::Agent
+                }
+            }
+            (Scope::Any, Principal::Local) if self.operator.is_empty() => Role::Operator,
+            (Scope::Any, Principal::Local) => Role::Agent,
+        }
+    }
+}
+
+/// The role the token check left in the request; [`Role::Agent`], the narrower, where there
+/// was none.
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Role {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _: &S,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(parts
+            .extensions
+            .get::<Role>()
+            .copied()
+            .unwrap_or(Role::Agent))
+    }
+}
+
 async fn require(
     scope: Scope,
     state: &AppState,
@@ -196,7 +242,9 @@ async fn require(
     next: Next,
 ) -> Result<Response, ApiError> {
     let principal = state.auth.check(scope, req.headers(), peer)?;
+    let role = state.auth.role(scope, &principal);
     req.extensions_mut().insert(principal);
+    req.extensions_mut().insert(role);
     Ok(next.run(req).await)
 }
 

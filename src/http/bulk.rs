@@ -172,7 +172,8 @@ pub async fn respond_many(
     let (ids, answer, responder) = body.parse()?;
     let responder = super::api::operator_responder(&principal, responder.by, responder.via);
     let mut results = Vec::with_capacity(ids.len());
-    let mut counts = [0usize; 2];
+    // Answered, voted (recorded, more votes needed), refused.
+    let mut counts = [0usize; 3];
     for id in ids {
         let item = match id {
             Err(raw) => ItemResult {
@@ -196,7 +197,11 @@ pub async fn respond_many(
                 },
             },
         };
-        counts[usize::from(item.status != 200)] += 1;
+        counts[match item.status {
+            200 => 0,
+            202 => 1,
+            _ => 2,
+        }] += 1;
         results.push(item);
     }
     Ok(json_response(
@@ -204,7 +209,8 @@ pub async fn respond_many(
         &serde_json::json!({
             "results": results,
             "answered": counts[0],
-            "refused": counts[1],
+            "voted": counts[1],
+            "refused": counts[2],
         }),
     ))
 }

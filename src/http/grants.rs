@@ -1,5 +1,6 @@
 //! `/v1/grants`: the grants in force ("allow this and similar calls"), listed, added and
-//! revoked by operators.
+//! revoked by operators: an administrator's token any grant; a labelled token's person only
+//! on the routes they approve, and revoking their own grants or those on such a route.
 
 use axum::Json;
 use axum::extract::State;
@@ -13,7 +14,7 @@ use super::api::json_response;
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::interaction::policy::{Grant, GrantScope, check_rule};
-use crate::interaction::{ValidationError, Via, now};
+use crate::interaction::{Grantor, Responder, ValidationError, Via, now};
 use crate::wire::Principal;
 
 /// `GET /v1/grants`
@@ -22,14 +23,38 @@ pub async fn list(State(state): State<AppState>) -> Result<Json<Value>, ApiError
     Ok(Json(json!({ "grants": grants })))
 }
 
-/// The body of `POST /v1/grants`: a standing grant made without a call to answer.
+/// The body of `POST /v1/grants`: a standing grant made without a call to answer. A person
+/// (a labelled token) names the route it covers, one they approve; an administrator (a
+/// token without a label) may leave `route` out, and the grant covers every route.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NewGrant {
     rule: String,
     agent: Option<String>,
     cwd: Option<String>,
+    route: Option<String>,
     by: Option<String>,
+}
+
+/// Who asks, as the request's operator token says: a labelled token is a person, whose
+/// identity decides; a token without a label (or this machine without tokens) is an
+/// administrator's, named as the request gives.
+fn grantor(state: &AppState, principal: &Principal, via: Via, by: Option<String>) -> Grantor {
+    let asked = super::operator::responder(
+        principal,
+        Responder {
+            by,
+            ..Responder::anonymous(via)
+        },
+    );
+    if principal.label().is_some() {
+        Grantor::Person {
+            responder: state.registry.attribute(asked),
+            listed: true,
+        }
+    } else {
+        Grantor::Administrator(asked)
+    }
 }
 
 /// `POST /v1/grants`
@@ -39,7 +64,12 @@ pub async fn add(
     ApiJson(body): ApiJson<NewGrant>,
 ) -> Result<Response, ApiError> {
     check_rule(&body.rule).map_err(|e| ValidationError::new("rule", e.message))?;
-    for (field, v) in [("agent", &body.agent), ("cwd", &body.cwd), ("by", &body.by)] {
+    for (field, v) in [
+        ("agent", &body.agent),
+        ("cwd", &body.cwd),
+        ("route", &body.route),
+        ("by", &body.by),
+    ] {
         if v.as_ref()
             .is_some_and(|v| v.trim().is_empty() || v.chars().count() > 1000)
         {
@@ -49,6 +79,7 @@ pub async fn add(
     if body.cwd.as_ref().is_some_and(|c| !c.starts_with('/')) {
         return Err(ValidationError::new("cwd", "must be an absolute path").into());
     }
+    let grantor = grantor(&state, &principal, Via::api(), body.by);
     let grant = Grant {
         id: uuid::Uuid::now_v7().to_string(),
         rule: body.rule.trim().to_string(),
@@ -57,14 +88,16 @@ pub async fn add(
         agent: body.agent,
         cwd: body.cwd,
         // A labelled token says who it is: its person's name, not the body's.
-        by: super::operator::name(&state, &principal).or(body.by),
+        by: grantor.responder().by.clone(),
         via: Via::api().as_str().to_string(),
         interaction_id: None,
         owner: None,
+        route: body.route,
+        grantor: None,
         created_at: now(),
         expires_at: None,
     };
-    let grant = state.registry.add_grant(grant).await?;
+    let grant = state.registry.add_grant(grant, &grantor).await?;
     Ok(json_response(StatusCode::CREATED, &grant))
 }
 
@@ -91,12 +124,11 @@ pub async fn revoke(
         Some(crate::wire::answer::ClientVia::Terminal) => Via::terminal(),
         _ => Via::api(),
     };
-    let by = super::operator::name(&state, &principal).or_else(|| {
-        params
-            .by
-            .filter(|b| !b.trim().is_empty())
-            .map(|b: String| crate::interaction::clip(&b, 200))
-    });
-    let grant = state.registry.revoke_grant(&id, by, &via).await?;
+    let by = params
+        .by
+        .filter(|b| !b.trim().is_empty())
+        .map(|b: String| crate::interaction::clip(&b, 200));
+    let revoker = grantor(&state, &principal, via, by);
+    let grant = state.registry.revoke_grant(&id, &revoker).await?;
     Ok(json_response(StatusCode::OK, &grant))
 }

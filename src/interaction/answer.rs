@@ -89,6 +89,13 @@ pub struct Responder {
     /// Who they are on the channel (its name and their id there), when the channel knows: a
     /// configured person with this identity is recorded by their name.
     pub identity: Option<Identity>,
+    /// The person a vote counts as when the credential it came with is the person, not the
+    /// name it gives: every administrator's token is [`quorum::ADMINISTRATOR`], a webhook
+    /// without a person is `webhook <name>`. Such an answer's `by` is only a claim, never
+    /// counted or recorded as a voter.
+    ///
+    /// [`quorum::ADMINISTRATOR`]: crate::interaction::quorum::ADMINISTRATOR
+    pub credential: Option<String>,
 }
 
 impl Responder {
@@ -99,6 +106,7 @@ impl Responder {
             via,
             actor_id: None,
             identity: None,
+            credential: None,
         }
     }
 
@@ -109,12 +117,20 @@ impl Responder {
             via,
             actor_id: None,
             identity: None,
+            credential: None,
         }
     }
 
     /// The same responder, with a stable platform identity for the audit trail.
     pub fn with_actor_id(mut self, id: impl Into<String>) -> Self {
         self.actor_id = Some(id.into());
+        self
+    }
+
+    /// The same responder, counted in votes as `credential` whatever name it gives (see
+    /// [`Responder::credential`]).
+    pub fn with_credential(mut self, credential: impl Into<String>) -> Self {
+        self.credential = Some(credential.into());
         self
     }
 
@@ -138,6 +154,17 @@ impl Responder {
             self.by = Some(name.to_string());
         }
         self
+    }
+
+    /// The person behind this answer, as a vote counts it: its credential's where that is
+    /// the person (see [`Responder::credential`]), else its identity's as `people` know it
+    /// (a configured person's name, or `channel:id`); `None` for an answer with neither.
+    pub fn person(&self, people: &People) -> Option<String> {
+        if let Some(c) = &self.credential {
+            return Some(c.clone());
+        }
+        let id = self.identity.as_ref()?;
+        Some(super::quorum::person_of(people, &id.channel, &id.id))
     }
 
     /// How the audit trail names this responder: "Alice (tg:12345)" with a stable identity,

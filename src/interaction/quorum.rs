@@ -23,6 +23,10 @@ use super::ports::Effects;
 /// (an operator token's label).
 pub const OPERATOR: &str = "operator";
 
+/// The one person every administrator's token (an operator token without a label, or this
+/// machine without tokens) counts as in a vote, whatever name its answers give.
+pub const ADMINISTRATOR: &str = "administrator";
+
 /// How many different people decide an approval.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Quorum {

@@ -294,9 +294,25 @@ pub fn admission(
     {
         return Admission::Admitted;
     }
-    match i.route.as_deref() {
+    route_admission(i.route.as_deref(), people, channel, id, listed)
+}
+
+/// Whether `id` on `channel` (on the channel's own approver list or not, `listed`) may
+/// answer what takes route `route` (`None`: no route is configured) before any escalation,
+/// as `people` are now configured: what a person may grant or revoke on that route too.
+pub fn route_admission(
+    route: Option<&RouteStamp>,
+    people: &People,
+    channel: &str,
+    id: &str,
+    listed: bool,
+) -> Admission {
+    match route {
         Some(stamp) if !stamp.approvers.is_empty() => {
-            if admits(&stamp.approvers) {
+            let admitted = people
+                .expand(&stamp.approvers)
+                .is_ok_and(|a| a.admits(people, channel, id));
+            if admitted {
                 Admission::Admitted
             } else {
                 // A name no longer configured admits nobody.
@@ -306,6 +322,13 @@ pub fn admission(
         _ if listed => Admission::Admitted,
         _ => Admission::NotApprover,
     }
+}
+
+/// The name of `i`'s route: the implicit last route's when it carries none.
+pub fn route_name(i: &Interaction) -> &str {
+    i.route
+        .as_deref()
+        .map_or(DEFAULT_ROUTE, |r| r.name.as_str())
 }
 
 /// Checks a route's name: not empty, no spaces at its ends, not [`DEFAULT_ROUTE`], not an
@@ -462,6 +485,15 @@ impl Routes {
     /// The first route `i` matches, `None` for the implicit last route.
     pub fn route_for(&self, i: &Interaction) -> Option<&Route> {
         self.routes.iter().find(|r| r.matches(i))
+    }
+
+    /// The stamp of the route named `name` (the implicit last route's for
+    /// [`DEFAULT_ROUTE`]); `None` when there is no such route.
+    pub fn stamp_named(&self, name: &str) -> Option<RouteStamp> {
+        if name == DEFAULT_ROUTE {
+            return Some(RouteStamp::default_route());
+        }
+        self.get(name).map(Route::stamp)
     }
 
     /// The stamp `i` gets: its route's, the implicit last route's, or none when no route is

@@ -163,8 +163,17 @@ impl From<RegistryError> for ApiError {
             )
             .with("interaction", &*existing),
             RegistryError::AlreadyResolved(i) => Self::already_resolved(&i),
+            RegistryError::Taken(id) => Self::new(
+                StatusCode::CONFLICT,
+                "id_conflict",
+                format!("interaction id {id} is in use by another client: choose another id"),
+            )
+            .with("field", Value::String("id".into())),
             RegistryError::GrantNotFound(id) => {
                 Self::not_found(format!("no grant in force with id {id}"))
+            }
+            RegistryError::Forbidden(message) => {
+                Self::new(StatusCode::FORBIDDEN, "not_an_approver", message)
             }
             RegistryError::Store(s) => s.into(),
             // The HTTP API answers a recorded vote with 202 and this body.

@@ -205,3 +205,55 @@ async fn settings_built_in_code_with_weak_tokens_do_not_start() {
     assert!(e.to_string().contains("shorter than 16"), "{e}");
     assert!(!e.to_string().contains("tok-42"), "{e}");
 }
+
+/// One agent token cannot read, wait on, re-attach to or cancel another's interaction: each
+/// is answered as if there were none, and nothing changes. Operators see every one.
+#[tokio::test]
+async fn an_agent_token_reaches_only_its_own_interactions() {
+    const OTHER: &str = "other-agent-secret-0123456789";
+    let mut app = spawn_with(|s| {
+        s.auth.agent_tokens = vec![Secret::new(AGENT), Secret::new(OTHER)];
+        s.auth.operator_tokens = vec![imrelay::config::OperatorToken::new(OPERATOR)];
+    })
+    .await;
+    let create = json!({"id": "mine-1", "tool_name": "Bash", "input": {"command": "make"}});
+    app.token = Some(AGENT.into());
+    let (status, _) = app.post("/v1/interactions", &create).await;
+    assert_eq!(status, StatusCode::CREATED);
+
+    app.token = Some(OTHER.into());
+    for path in [
+        "/v1/interactions/mine-1",
+        "/v1/interactions/mine-1/wait?timeout_secs=0",
+    ] {
+        let (status, body) = app.get(path).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{path}: {body}");
+        assert!(body.get("interaction").is_none(), "{body}");
+    }
+    let (status, body) = app.delete("/v1/interactions/mine-1").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    // The same id and request: not re-attached to, and nothing of it told.
+    let (status, body) = app.post("/v1/interactions", &create).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["error"]["code"], "id_conflict", "{body}");
+    assert!(body["error"].get("interaction").is_none(), "{body}");
+
+    app.token = Some(AGENT.into());
+    let (status, mine) = app.get("/v1/interactions/mine-1").await;
+    assert_eq!(
+        (status, mine["status"].as_str()),
+        (StatusCode::OK, Some("pending"))
+    );
+    let (status, again) = app.post("/v1/interactions", &create).await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "its own client re-attaches: {again}"
+    );
+    app.token = Some(OPERATOR.into());
+    let (status, seen) = app.get("/v1/interactions/mine-1").await;
+    assert_eq!(
+        (status, seen["status"].as_str()),
+        (StatusCode::OK, Some("pending"))
+    );
+}

@@ -229,3 +229,40 @@ async fn racing_single_answers_each_interaction_has_exactly_one_winner() {
     assert_eq!(body["answered"], bulk_won, "{body}");
     app.stop().await;
 }
+
+/// A vote recorded on an approval that needs more people is counted as a vote, not a
+/// refusal.
+#[tokio::test]
+async fn a_recorded_vote_is_counted_as_voted_not_refused() {
+    let app = spawn_with(|s| {
+        s.routes = vec![imrelay::config::teams::RouteSettings {
+            name: "deploy".into(),
+            cwd: vec!["/srv/deploy/**".into()],
+            quorum: Some(2),
+            ..Default::default()
+        }];
+    })
+    .await;
+    let (status, _) = app
+        .post(
+            "/v1/interactions",
+            &json!({"id": "bulk-v", "tool_name": "Bash", "input": {"command": "make deploy"},
+                    "cwd": "/srv/deploy"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let plain = app.create_bash("bulk-p", "npm test").await;
+    let (status, body) = app
+        .post(
+            "/v1/respond",
+            &json!({"ids": ["bulk-v", plain, "bulk-none"], "decision": "allow"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(result(&body, "bulk-v")["status"], 202, "{body}");
+    assert_eq!(
+        (&body["answered"], &body["voted"], &body["refused"]),
+        (&json!(1), &json!(1), &json!(1)),
+        "{body}"
+    );
+}

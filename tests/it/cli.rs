@@ -526,3 +526,43 @@ fn the_teams_example_passes_check_config_and_routes_as_the_page_says() {
         "{err}"
     );
 }
+
+/// The same operator token listed twice (once with a label, once without) passed
+/// `check-config` and was then the administrator's, answering routes its person does not
+/// approve: refused, naming the entries and never the token.
+#[test]
+fn an_operator_token_listed_twice_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("c.toml"),
+        "[auth]\nagent_tokens = []\noperator_tokens = [{ token = \"op-token-0123456789\", label = \"alice-laptop\" }, \"op-token-0123456789\"]\n",
+    )
+    .unwrap();
+    let run = imrelay(dir.path(), &["-c", "c.toml", "check-config"], &[]);
+    let err = one_error(&run, 2);
+    assert!(
+        err.contains("auth.operator_tokens[1] is the same token as auth.operator_tokens[0]"),
+        "{err}"
+    );
+    assert!(!err.contains("op-token-0123456789"), "{err}");
+}
+
+/// Names from the file with bidirectional or invisible characters are printed escaped by
+/// `check-config`, as `imrelay route` prints them, never as they are.
+#[test]
+fn check_config_escapes_invisible_characters_in_names() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("c.toml"),
+        "[[people]]\nname = \"ali\u{202e}ce\u{200b}\"\n\n[[routes]]\nname = \"de\u{202e}ploy\"\napprovers = [\"ali\u{202e}ce\u{200b}\"]\n",
+    )
+    .unwrap();
+    let run = imrelay(dir.path(), &["-c", "c.toml", "check-config"], &[]);
+    for text in [&run.stdout, &run.stderr] {
+        assert!(
+            !text.contains('\u{202e}') && !text.contains('\u{200b}'),
+            "{text}"
+        );
+    }
+    assert!(run.stdout.contains("ali\\u202ece\\u200b"), "{}", run.stdout);
+}

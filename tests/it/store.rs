@@ -202,6 +202,8 @@ async fn migration_7_ends_the_session_grants_no_token_owns() {
         via: "api".into(),
         interaction_id: None,
         owner: None,
+        route: None,
+        grantor: None,
         created_at: Timestamp::now(),
         expires_at: (scope == GrantScope::Session)
             .then(|| Timestamp::now() + jiff::SignedDuration::from_hours(8)),

@@ -1160,7 +1160,7 @@ async fn watch_allows_similar_calls_and_grants_lists_and_revokes_them() {
     w.expect("s for this session · a always (until revoked) · c cancel › ");
     w.line("s");
     w.expect("✓ Allowed by alice via terminal");
-    w.expect("Granted: session   Bash(npm run test:*)  (claude-code, in /home/dev/shop, session 5f8a2c1e-3b7d), by alice via terminal, until ");
+    w.expect("Granted: session   Bash(npm run test:*)  (route default, claude-code, in /home/dev/shop, session 5f8a2c1e-3b7d), by alice via terminal, until ");
     // The next matching call never reaches a person: watch says the rule decided it.
     let next = relay.create(bash("toolu_g2", "npm run test")).await;
     assert_eq!(next["status"], "resolved");

@@ -63,11 +63,14 @@ async fn respond(
     let identity = by
         .clone()
         .map(|b| crate::interaction::people::Identity::new(CHANNEL_IDENTITY, b));
+    // The secret is the credential: in a vote the webhook is one person, whatever sender
+    // the body names.
     let responder = Responder {
         by,
         via,
         actor_id: None,
         identity,
+        credential: Some(format!("webhook {name}")),
     };
     match registry.respond(&id, answer, responder).await {
         Ok(resolved) => Ok((StatusCode::OK, axum::Json(outcome_body(&resolved))).into_response()),

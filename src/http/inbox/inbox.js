@@ -1094,12 +1094,14 @@ async function answerSelected(decision) {
     const refused = [];
     for (const r of data.results || []) {
       if (r.status === 200) continue; // the event stream moves it to Recent
-      refused.push(r);
       const entry = state.pending.get(r.id);
-      if (entry) { setBusy(entry.el, false); notice(entry.el, (r.error && r.error.message) || ("HTTP " + r.status), true); }
+      // 202: a vote recorded on an approval that needs more people, said on its card.
+      if (r.status !== 202) refused.push(r);
+      if (entry) { setBusy(entry.el, false); notice(entry.el, (r.error && r.error.message) || ("HTTP " + r.status), r.status !== 202); }
     }
     const verb = decision === "allow" ? "Approved " : "Denied ";
     let text = verb + plural(data.answered || 0, "request", "requests") + ".";
+    if (data.voted) text += " " + plural(data.voted, "vote", "votes") + " recorded on approvals that need more people.";
     if (refused.length) text += " " + refused.length + " not answered: " + refused.map((r) => (r.error && r.error.message) || r.id).join("; ");
     if (left) text += " " + plural(left, "question or form", "questions or forms") + " left ticked: answer each on its card, or deny them.";
     bulkNotice(text, refused.length > 0);
@@ -1278,7 +1280,7 @@ function parseBlock(block) {
 // ---------- grants ----------
 
 function grantLine(g) {
-  const bound = [g.agent, g.cwd && "in " + g.cwd, g.session && "session " + g.session].filter(Boolean).join(", ");
+  const bound = [g.route && "route " + g.route, g.agent, g.cwd && "in " + g.cwd, g.session && "session " + g.session].filter(Boolean).join(", ");
   let s = (g.scope === "session" ? "This session" : "Until revoked") + (bound ? " · " + bound : "");
   if (g.by) s += " · by " + g.by;
   if (g.via) s += " via " + g.via;

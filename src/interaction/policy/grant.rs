@@ -67,6 +67,15 @@ pub struct Grant {
     /// allowed by it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    /// The route whose calls it covers (the route of the call it came from, or the one a
+    /// person named): a grant never reaches past what its grantor may approve. `None`:
+    /// every route (an administrator's grant, or one recorded before grants had routes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route: Option<String>,
+    /// Who granted it, as a person (a configured person's name, or `channel:id`): they may
+    /// revoke it. `None`: an administrator's token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grantor: Option<String>,
     /// When it was granted.
     #[serde(serialize_with = "crate::interaction::millis")]
     pub created_at: Timestamp,
@@ -94,6 +103,7 @@ impl Grant {
             agents: self.agent.iter().map(|a| globset::escape(a)).collect(),
             cwds: self.cwd.iter().map(|c| globset::escape(c)).collect(),
             session: self.session.clone(),
+            routes: self.route.iter().cloned().collect(),
             decision: Some(Decision::Allow),
             mode: Mode::Live,
             ..RuleSpec::default()

@@ -334,10 +334,7 @@ impl Rule {
             return false;
         }
         if !self.routes.is_empty() {
-            let route = i
-                .route
-                .as_deref()
-                .map_or(super::routes::DEFAULT_ROUTE, |r| r.name.as_str());
+            let route = super::routes::route_name(i);
             if !self.routes.iter().any(|r| r == route) {
                 return false;
             }

@@ -13,8 +13,12 @@
 //!   (`2>&1`, `>&2`, `<&-`) and reading from or writing to `/dev/null`.
 //!
 //! Anything else makes the split *not confident*, and a command that is not confidently split
-//! never matches an allow rule: parameter expansion (`$VAR`, `${...}`, `$IFS`), command and
-//! arithmetic substitution (`$(...)`, `` `...` ``, `$((...))`), process substitution
+//! never matches an allow rule: every `$` that does not end a word (parameter expansion
+//! `$VAR`, `${...}`, `$IFS`, `$_`; command and arithmetic substitution `$(...)`,
+//! `` `...` ``, `$((...))` and the old `$[...]`), an arithmetic command `((...))`, builtins
+//! that evaluate what their words say (`let`, `compgen`, `complete`, and an array subscript
+//! given as a variable's name to `printf -v`, `test -v`, `read`, `unset` and the like:
+//! bash evaluates `a[$(cmd)]` and runs `cmd`), process substitution
 //! (`<(...)`, `>(...)`), here-documents and here-strings (`<<`, `<<<`), every other
 //! redirection (`> file`, `>> file`, `< file`, `&> file`), `$'...'` and `$"..."` quoting,
 //! reserved words (`if`, `for`, `while`, `case`, `function`, `[[`, `time`, ...), a glob or
@@ -159,6 +163,63 @@ pub fn is_assignment(word: &str) -> bool {
     }
 }
 
+/// Builtins that evaluate their arguments as code: `let` (arithmetic), `compgen` and
+/// `complete` (word lists and commands).
+const EVALUATING: &[&str] = &["let", "compgen", "complete"];
+
+/// Builtins that take a variable's name, where an array subscript (`a[$(cmd)]`) is evaluated
+/// as arithmetic and so runs the command inside it; `printf` only with `-v`, `test` and `[`
+/// only with `-v` or `-R`.
+const NAMING: &[&str] = &[
+    "read",
+    "mapfile",
+    "readarray",
+    "unset",
+    "wait",
+    "getopts",
+    "export",
+    "readonly",
+    "printf",
+    "test",
+    "[",
+];
+
+/// Why `part` is not confident as a builtin that evaluates what its words say (see
+/// [`EVALUATING`] and [`NAMING`]), looking behind leading assignments and `command` or
+/// `builtin`, which run the builtin itself.
+fn evaluating_builtin(part: &[String]) -> Option<&'static str> {
+    let mut at = part.iter().take_while(|w| is_assignment(w)).count();
+    while let Some(w) = part.get(at) {
+        if !matches!(w.as_str(), "command" | "builtin") {
+            break;
+        }
+        at += 1;
+        while part.get(at).is_some_and(|w| w.starts_with('-')) {
+            at += 1;
+        }
+    }
+    let name = part.get(at)?.as_str();
+    let args = &part[at + 1..];
+    if EVALUATING.contains(&name) {
+        return Some("a builtin that evaluates its arguments (let, compgen, complete)");
+    }
+    if !NAMING.contains(&name) {
+        return None;
+    }
+    let flagged = |flags: &[char]| {
+        args.iter().any(|a| {
+            a.starts_with('-') && !a.starts_with("--") && a[1..].chars().any(|c| flags.contains(&c))
+        })
+    };
+    let names = match name {
+        "printf" => flagged(&['v']),
+        "test" | "[" => flagged(&['v', 'R']),
+        _ => true,
+    };
+    (names && args.iter().any(|a| a.contains('[')))
+        .then_some("an array subscript a builtin evaluates (`a[$(...)]`)")
+}
+
 /// The last path segment of a command name (`/usr/bin/env` → `env`).
 fn basename(word: &str) -> &str {
     word.rsplit('/').next().unwrap_or(word)
@@ -248,6 +309,9 @@ impl Lexer {
                     self.end_word(&mut part, &mut word);
                 }
                 '\n' | ';' | '(' | ')' => {
+                    if c == '(' && self.peek(1) == Some('(') {
+                        self.doubt("an arithmetic command `((...))`");
+                    }
                     self.at += 1;
                     if c == ';' && self.peek(0) == Some(';') {
                         self.doubt("`;;` belongs to a case statement");
@@ -284,7 +348,7 @@ impl Lexer {
                 }
                 '$' => {
                     word.started = true;
-                    self.dollar(&mut word);
+                    self.dollar(&mut word, false);
                 }
                 '`' => {
                     self.doubt("command substitution");
@@ -405,6 +469,9 @@ impl Lexer {
     }
 
     fn end_part(&mut self, part: &mut Part) {
+        if let Some(why) = evaluating_builtin(part) {
+            self.doubt(why);
+        }
         if !part.is_empty() {
             self.out.parts.push(std::mem::take(part));
         }
@@ -433,7 +500,7 @@ impl Lexer {
                         None => {}
                     }
                 }
-                Some('$') => self.dollar(word),
+                Some('$') => self.dollar(word, true),
                 Some('`') => {
                     self.doubt("command substitution");
                     self.at += 1;
@@ -449,30 +516,45 @@ impl Lexer {
         }
     }
 
-    /// At a `$`.
-    fn dollar(&mut self, word: &mut Word) {
+    /// At a `$`; `quoted` inside double quotes.
+    ///
+    /// Only a `$` that ends a word (before a blank, a newline, the end, or the closing `"`)
+    /// is read as itself: before anything else bash may expand it (`$VAR`, `${...}`,
+    /// `$(...)`, `$((...))`, the old arithmetic `$[...]`, which evaluates array subscripts
+    /// and so runs the `$(...)` in a variable's value), and a construct not listed here is
+    /// a doubt rather than a guess.
+    fn dollar(&mut self, word: &mut Word, quoted: bool) {
         self.at += 1;
         match self.peek(0) {
             Some('(') => {
-                self.doubt("command substitution");
+                self.doubt(if self.peek(1) == Some('(') {
+                    "arithmetic expansion"
+                } else {
+                    "command substitution"
+                });
                 self.at += 1;
                 word.text.push('\u{1}');
                 self.nested(')');
+            }
+            Some('[') => {
+                self.doubt("arithmetic expansion");
+                word.text.push('$');
             }
             Some('{') => {
                 self.doubt("parameter expansion");
                 word.text.push('$');
             }
-            Some(c) if c.is_ascii_alphanumeric() || "_@*#?-$!'\"".contains(c) => {
-                self.doubt(if c == '\'' || c == '"' {
-                    "`$'...'` or `$\"...\"` quoting"
-                } else {
-                    "parameter expansion"
-                });
+            Some('\'' | '"') if !quoted => {
+                self.doubt("`$'...'` or `$\"...\"` quoting");
                 word.text.push('$');
             }
             // A lone `$` stays a `$`.
-            _ => word.text.push('$'),
+            None | Some(' ' | '\t' | '\n') => word.text.push('$'),
+            Some('"') => word.text.push('$'),
+            Some(_) => {
+                self.doubt("parameter expansion");
+                word.text.push('$');
+            }
         }
     }
 
@@ -620,7 +702,7 @@ impl Lexer {
                 }
                 '$' => {
                     target.started = true;
-                    self.dollar(&mut target);
+                    self.dollar(&mut target, false);
                 }
                 '`' => {
                     self.doubt("command substitution");
@@ -746,6 +828,44 @@ mod tests {
         ] {
             doubtful(cmd);
         }
+    }
+
+    #[test]
+    fn every_expansion_bash_evaluates_is_a_doubt() {
+        for cmd in [
+            // `$_` holds the quoted text; `$[_]` evaluates it as arithmetic, running `$(...)`.
+            "git status 'a[$(touch PWNED)]'; git status $[_]",
+            "git status 'a[$(touch PWNED)]' && git status \"$[_]\"",
+            "git status 'a[$(touch PWNED)]'\ngit status $[_]",
+            "echo {1..$[_]}",
+            "git status $[X]",
+            "echo $[1]",
+            "ls $((1))",
+            "((X))",
+            "echo $%",
+            "echo \"$'x'\"",
+            "printf -v 'a[$(touch PWNED)]' %s x",
+            "printf -vx 'a[$(touch PWNED)]'",
+            "command printf -v 'a[$(touch PWNED)]' %s x",
+            "test -v 'a[$(touch PWNED)]'",
+            "[ -v 'a[$(touch PWNED)]' ]",
+            "[ -R 'a[$(touch PWNED)]' ]",
+            "read 'a[$(touch PWNED)]'",
+            "unset 'a[$(touch PWNED)]'",
+            "wait -n -p 'a[$(touch PWNED)]'",
+            "FOO=1 builtin unset 'a[x]'",
+            "let x=1",
+            "compgen -W '$(touch PWNED)' x",
+            "complete -C 'touch PWNED' x",
+        ] {
+            doubtful(cmd);
+        }
+        // What stays readable: a `$` ending a word, a bracket where nothing evaluates it.
+        confident("echo a$ \"b$\"", &[&["echo", "a$", "b$"]]);
+        confident("printf '[%s]' x", &[&["printf", "[%s]", "x"]]);
+        confident("test -f x", &[&["test", "-f", "x"]]);
+        confident("test -v x", &[&["test", "-v", "x"]]);
+        confident("( (a) )", &[&["a"]]);
     }
 
     #[test]

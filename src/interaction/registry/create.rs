@@ -143,6 +143,13 @@ impl Registry {
         existing: Arc<Interaction>,
         asked: &Interaction,
     ) -> Result<Created, RegistryError> {
+        // Another client's interaction is theirs: neither re-attached to nor shown.
+        if let (Some(theirs), Some(mine)) = (existing.owner.as_deref(), asked.owner.as_deref())
+            && theirs != mine
+        {
+            tracing::warn!(id = %existing.id, client = mine, "an id another client's interaction holds was asked for; refused");
+            return Err(RegistryError::Taken(existing.id.clone()));
+        }
         if existing.same_request(&asked.tool_name, &asked.input) {
             Ok(Created {
                 interaction: existing,

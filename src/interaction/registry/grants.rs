@@ -11,9 +11,10 @@ use super::records::clip;
 use super::{Registry, RegistryError};
 use crate::interaction::ValidationError;
 use crate::interaction::answer::{Answer, Responder};
-use crate::interaction::model::{Interaction, InteractionId, Kind, Via, after, now};
+use crate::interaction::model::{Interaction, InteractionId, Kind, after, now};
 use crate::interaction::policy::{Grant, GrantScope, Rule, check_rule, propose};
 use crate::interaction::ports::audit::{Action, AuditRecord};
+use crate::interaction::routes::{Admission, DEFAULT_ROUTE, route_admission, route_name};
 use crate::sync::RwLockExt;
 
 /// What a person asks for with "allow this and similar calls".
@@ -27,6 +28,32 @@ pub struct GrantRequest {
 
 /// Longest grant pattern, in characters.
 const MAX_RULE: usize = 1000;
+
+/// Who asks to make or revoke a grant.
+#[derive(Clone, Debug)]
+pub enum Grantor {
+    /// An administrator's token (an operator token without a label): any grant, on any
+    /// route or on all of them, and any revocation.
+    Administrator(Responder),
+    /// A person (a labelled operator token, a chat identity), on the channel's own approver
+    /// list or not (`listed`): grants only on a route they approve, and revokes their own
+    /// grants and those on a route they approve.
+    Person {
+        /// Who they are and where they answer from; their identity decides.
+        responder: Responder,
+        /// Whether the channel lists them as an approver (an operator token always is).
+        listed: bool,
+    },
+}
+
+impl Grantor {
+    /// Who asks, for the audit trail.
+    pub fn responder(&self) -> &Responder {
+        match self {
+            Grantor::Administrator(r) | Grantor::Person { responder: r, .. } => r,
+        }
+    }
+}
 
 impl Registry {
     /// How long a session grant lasts.
@@ -93,6 +120,9 @@ impl Registry {
             via: responder.via.as_str().to_string(),
             interaction_id: Some(i.id.as_str().to_string()),
             owner,
+            // The route the answer was admitted on: the grant covers nothing beyond it.
+            route: Some(route_name(i).to_string()),
+            grantor: self.person_behind(responder),
             created_at: at,
             expires_at,
         };
@@ -155,12 +185,114 @@ impl Registry {
             other => other,
         };
         let resolved = self.respond(id, answer, responder).await?;
-        let grant = self.add_grant(grant).await?;
+        let grant = self.record_grant(grant).await?;
         Ok((resolved, grant))
     }
 
+    /// Records `grant`, a standing grant made without a call to answer, if `grantor` may make
+    /// it: an administrator any grant; a person only on a route they approve, which the grant
+    /// must name (it then covers that route alone). A refusal is recorded in the audit trail
+    /// and answered [`RegistryError::Forbidden`].
+    pub async fn add_grant(
+        &self,
+        mut grant: Grant,
+        grantor: &Grantor,
+    ) -> Result<Grant, RegistryError> {
+        self.check_grant_route(&grant)?;
+        if let Grantor::Person { responder, listed } = grantor {
+            let Some(route) = grant.route.clone() else {
+                return Err(ValidationError::new(
+                    "route",
+                    "name the route this grant is for: a person's grant covers only a route they approve",
+                )
+                .into());
+            };
+            if !self.approves(&route, responder, *listed) {
+                let why = format!("not an approver of route {route:?}: may not grant on it");
+                self.refuse_grant(grantor, None, &why).await;
+                return Err(RegistryError::Forbidden(format!(
+                    "{} may not grant on route {route:?}: only its approvers (and administrators) may",
+                    responder.by.as_deref().unwrap_or("this person")
+                )));
+            }
+            grant.grantor = self.person_behind(responder);
+        } else {
+            grant.grantor = None;
+        }
+        self.record_grant(grant).await
+    }
+
+    /// A grant's route exists, and a grant could allow its calls (not a route whose approvals
+    /// need several people).
+    fn check_grant_route(&self, grant: &Grant) -> Result<(), ValidationError> {
+        let Some(route) = grant.route.as_deref() else {
+            return Ok(());
+        };
+        let teams = self.teams();
+        if teams.routes.stamp_named(route).is_none() {
+            let names: Vec<&str> = teams
+                .routes
+                .routes()
+                .iter()
+                .map(|r| r.name())
+                .chain([DEFAULT_ROUTE])
+                .collect();
+            return Err(ValidationError::new(
+                "route",
+                format!("no route is named {route:?} (routes: {})", names.join(", ")),
+            ));
+        }
+        if let Some(q) = teams.routes.get(route).and_then(|r| r.quorum())
+            && q.allow > 1
+        {
+            return Err(ValidationError::new(
+                "route",
+                format!(
+                    "route {route:?} needs {} people to allow its approvals: a grant, one person's, would never allow its calls",
+                    q.allow
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether `responder` (on the channel's approver list or not, `listed`) may answer what
+    /// takes route `route` as it is now configured.
+    fn approves(&self, route: &str, responder: &Responder, listed: bool) -> bool {
+        let teams = self.teams();
+        let (Some(stamp), Some(identity)) =
+            (teams.routes.stamp_named(route), responder.identity.as_ref())
+        else {
+            return false;
+        };
+        let stamp = (!teams.routes.is_empty()).then_some(&stamp);
+        route_admission(
+            stamp,
+            &teams.people,
+            &identity.channel,
+            &identity.id,
+            listed,
+        ) == Admission::Admitted
+    }
+
+    /// The person behind `responder` (see [`Responder::person`]).
+    fn person_behind(&self, responder: &Responder) -> Option<String> {
+        responder.person(&self.teams().people)
+    }
+
+    /// Records a refused grant or revocation in the log and the audit trail.
+    async fn refuse_grant(&self, grantor: &Grantor, grant: Option<&Grant>, why: &str) {
+        let r = self.attribute(grantor.responder().clone());
+        let reason = match grant {
+            Some(g) => format!("grant {}: {why}", g.id),
+            None => format!("grant: {why}"),
+        };
+        self.refused(None, &r.audit_actor().unwrap_or_default(), &r.via, &reason)
+            .await;
+    }
+
     /// Records `grant` (checked with [`Registry::grant_for`]) with its audit entry.
-    pub async fn add_grant(&self, grant: Grant) -> Result<Grant, RegistryError> {
+    async fn record_grant(&self, grant: Grant) -> Result<Grant, RegistryError> {
         grant
             .to_rule()
             .map_err(|e| ValidationError::new("grant.rule", e.message))?;
@@ -172,17 +304,39 @@ impl Registry {
         Ok(grant)
     }
 
-    /// Revokes grant `id`; who and through which channel go into the audit trail.
-    pub async fn revoke_grant(
-        &self,
-        id: &str,
-        by: Option<String>,
-        via: &Via,
-    ) -> Result<Grant, RegistryError> {
+    /// Revokes grant `id` if `revoker` may: an administrator any grant; a person their own
+    /// grants and those on a route they approve. Who and through which channel go into the
+    /// audit trail; a refusal is recorded there too and answered
+    /// [`RegistryError::Forbidden`].
+    pub async fn revoke_grant(&self, id: &str, revoker: &Grantor) -> Result<Grant, RegistryError> {
         let live = self.live_grants().await?;
         let Some(grant) = live.into_iter().find(|g| g.id == id) else {
             return Err(RegistryError::GrantNotFound(id.to_string()));
         };
+        if let Grantor::Person { responder, listed } = revoker {
+            let own = grant.grantor.is_some() && self.person_behind(responder) == grant.grantor;
+            let approver = grant
+                .route
+                .as_deref()
+                .is_some_and(|r| self.approves(r, responder, *listed));
+            if !own && !approver {
+                let why = match &grant.route {
+                    Some(r) => format!("neither its grantor nor an approver of route {r:?}"),
+                    None => {
+                        "neither its grantor nor an administrator (it covers every route)".into()
+                    }
+                };
+                self.refuse_grant(revoker, Some(&grant), &format!("may not revoke: {why}"))
+                    .await;
+                return Err(RegistryError::Forbidden(format!(
+                    "{} may not revoke grant {}: {why}",
+                    responder.by.as_deref().unwrap_or("this person"),
+                    grant.id
+                )));
+            }
+        }
+        let r = self.attribute(revoker.responder().clone());
+        let (by, via) = (r.by.clone(), &r.via);
         let audit = self.grant_record(&grant, Action::Revoked, by.clone(), via.as_str());
         let revoked = self
             .inner

@@ -51,7 +51,7 @@ mod votes;
 use budget::Budget;
 pub use budget::Full;
 use deadlines::Deadlines;
-pub use grants::GrantRequest;
+pub use grants::{GrantRequest, Grantor};
 pub use policy::{POLICY_VIA, audit_outcome, describe};
 use records::{clip, log_resolution, resolved_record};
 use slots::Slot;
@@ -124,6 +124,10 @@ pub enum RegistryError {
     /// No interaction has this id.
     #[error("no interaction with id {0}")]
     NotFound(InteractionId),
+    /// The id is another client's interaction (another agent token's): nothing of it is
+    /// told, and nothing changed.
+    #[error("interaction id {0} is in use by another client: choose another id")]
+    Taken(InteractionId),
     /// The id exists with a different tool name or input.
     #[error("interaction {} already exists with a different tool_name or input", .0.id)]
     Conflict(Arc<Interaction>),
@@ -139,6 +143,10 @@ pub enum RegistryError {
     /// No grant in force has this id.
     #[error("no grant in force with id {0}")]
     GrantNotFound(String),
+    /// Who asked may not do this (make or revoke a grant beyond the routes they approve);
+    /// the refusal was recorded. Nothing changed.
+    #[error("{0}")]
+    Forbidden(String),
     /// The answer was recorded as a vote on an approval that needs several people, and the
     /// votes do not decide it yet: the interaction, still pending, with the votes so far.
     #[error("vote recorded on interaction {}: {}", .0.id, super::quorum::tally(.0).unwrap_or_default())]

@@ -29,8 +29,19 @@ impl Registry {
     ) -> Result<Arc<Interaction>, RegistryError> {
         let allow = self.allows(&current, &answer, &responder).await?;
         let person = self.person(&responder);
+        // A name the credential does not prove (an administrator's token, a webhook's body)
+        // is neither counted nor recorded: the vote is the credential's.
+        let by = match &responder.credential {
+            Some(c) => c.clone(),
+            None => responder.by.clone().unwrap_or_else(|| person.clone()),
+        };
+        let mut responder = responder;
+        if responder.credential.is_some() {
+            responder.actor_id = responder.identity.as_ref().map(ToString::to_string);
+            responder.by = Some(by.clone());
+        }
         let vote = Vote {
-            by: responder.by.clone().unwrap_or_else(|| person.clone()),
+            by,
             person,
             via: responder.via.clone(),
             allow,
@@ -117,17 +128,15 @@ impl Registry {
     }
 
     /// The person behind an answer: one vote each, whatever channel they answer from. The
-    /// channel's identity as people know it; an inbox or API answer is its operator
-    /// token's identity (channel [`quorum::OPERATOR`]), which the HTTP layer sets; an answer with
-    /// no identity counts as its channel's one person.
+    /// credential's where that is the person (every administrator's token is one,
+    /// [`quorum::ADMINISTRATOR`]; a webhook without a person is one), else the channel's
+    /// identity as people know it (a labelled operator token's label, a chat user); an
+    /// answer with neither counts as its channel's one person.
     fn person(&self, responder: &Responder) -> String {
-        match &responder.identity {
-            Some(id) => quorum::person_of(&self.inner.teams.reading().people, &id.channel, &id.id),
-            None => responder
-                .actor_id
-                .clone()
-                .unwrap_or_else(|| responder.via.as_str().to_string()),
-        }
+        responder
+            .person(&self.inner.teams.reading().people)
+            .or_else(|| responder.actor_id.clone())
+            .unwrap_or_else(|| responder.via.as_str().to_string())
     }
 
     /// The ballot for `vote` on `current`: what it records whether it decides or not.

@@ -51,7 +51,7 @@ pub(super) async fn a_card_shows_the_votes_so_far_from_everywhere() {
     b.eval(&approve).await;
     b.until(
         "the vote to be said",
-        &format!("{pending}?.querySelector('.notice')?.textContent === 'Vote recorded: 1 of 3: Dana via desktop'"),
+        &format!("{pending}?.querySelector('.notice')?.textContent === 'Vote recorded: 1 of 3: administrator via desktop'"),
     )
     .await;
     // Bob votes on another channel: the card follows.
@@ -65,7 +65,7 @@ pub(super) async fn a_card_shows_the_votes_so_far_from_everywhere() {
     );
     b.until(
         "the other vote on the card",
-        &format!("{pending}?.querySelector('.votes')?.textContent === 'Needs 3 people · votes: 2 of 3: Dana via desktop, bob via telegram'"),
+        &format!("{pending}?.querySelector('.votes')?.textContent === 'Needs 3 people · votes: 2 of 3: administrator via desktop, bob via telegram'"),
     )
     .await;
     // The page votes again: refused, said on the card, nothing changed.
@@ -87,7 +87,7 @@ pub(super) async fn a_card_shows_the_votes_so_far_from_everywhere() {
     let recent = card("recent", "inbox-q");
     b.until(
         "the resolved card with its votes",
-        &format!("{recent}?.querySelector('.votes')?.textContent.includes('3 of 3: Dana via desktop, bob via telegram, carol via feishu')"),
+        &format!("{recent}?.querySelector('.votes')?.textContent.includes('3 of 3: administrator via desktop, bob via telegram, carol via feishu')"),
     )
     .await;
     app.stop().await;
