@@ -132,6 +132,10 @@ enum PolicyAction {
         #[arg(long)]
         json: bool,
     },
+    /// Print the starter policy: tested deny and ask rules for the commands teams fear
+    /// (force pushes, rm -rf of /, ~ or ., chmod -R 777, a download piped into a shell,
+    /// database drops, terraform destroy, kubectl delete), to paste into imrelay.toml.
+    Starter,
 }
 
 #[derive(Subcommand)]
@@ -292,6 +296,12 @@ fn run(
             action: PolicyAction::Report { since, json },
         } => {
             imrelay::cli::policy::print_report(&settings, &since, json)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        ServerCommand::Policy {
+            action: PolicyAction::Starter,
+        } => {
+            std::io::stdout().write_all(imrelay::cli::policy::STARTER.as_bytes())?;
             Ok(ExitCode::SUCCESS)
         }
         ServerCommand::Audit { since, json, .. } => {

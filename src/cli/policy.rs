@@ -1,6 +1,7 @@
 //! `imrelay policy report`: what each policy rule (and grant) decided, or in shadow mode would
 //! have decided, over a period, read from the audit trail (`policy` entries). Configured rules
 //! that decided nothing are listed with zeros, so a rule that never matches shows up.
+//! `imrelay policy starter`: the starter policy, to paste into a configuration.
 
 use std::collections::BTreeMap;
 
@@ -13,6 +14,10 @@ use crate::audit::{Action, AuditEntry};
 use crate::config::{Backend, Settings};
 use crate::store::AuditQuery;
 use crate::telemetry::escape;
+
+/// The starter policy (`config/policy-starter.toml`): deny and ask rules for the commands
+/// teams fear, printed by `imrelay policy starter`.
+pub const STARTER: &str = include_str!("../../config/policy-starter.toml");
 
 /// One rule's counts.
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]

@@ -32,6 +32,7 @@ mod operators;
 mod outbox;
 mod pipes;
 mod policy;
+mod policy_starter;
 mod presentation;
 mod questions;
 mod restart;

@@ -20,6 +20,7 @@
 //! The core knows nothing of where rules come from: configuration builds them with
 //! [`Rule::new`], and the store keeps grants.
 
+mod flags;
 mod grant;
 pub mod pattern;
 pub mod shell;

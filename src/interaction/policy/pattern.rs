@@ -22,6 +22,7 @@ use globset::{Glob, GlobBuilder, GlobMatcher};
 use regex::Regex;
 use serde_json::{Map, Value};
 
+use super::flags;
 use super::shell::{self, Part};
 
 /// Tools an `Edit` rule covers.
@@ -52,7 +53,7 @@ pub struct PatternError {
 }
 
 impl PatternError {
-    fn new(position: usize, message: impl Into<String>) -> Self {
+    pub(super) fn new(position: usize, message: impl Into<String>) -> Self {
         Self {
             position,
             message: message.into(),
@@ -99,6 +100,11 @@ struct Command {
     /// The pattern's words outside wildcards: a `find -exec` is covered only if its action is
     /// written here.
     literal: Vec<String>,
+    /// Words that must appear anywhere (see [`flags`]).
+    groups: Vec<flags::Group>,
+    /// For a deny or ask rule: the command is also read behind its program's global options
+    /// and path (see [`flags::readings`]).
+    restrict: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -219,7 +225,7 @@ impl Pattern {
             ));
         }
         if tool == "Bash" {
-            return Self::command(s, at);
+            return Self::command(s, at, used);
         }
         if PATH_TOOLS.contains(&tool) {
             return Self::path(s, at, used);
@@ -260,7 +266,8 @@ impl Pattern {
         ))
     }
 
-    fn command(s: &str, at: usize) -> Result<Spec, PatternError> {
+    fn command(s: &str, at: usize, used: Use) -> Result<Spec, PatternError> {
+        let (s, groups) = flags::take_groups(s, at, used)?;
         let s = s.trim();
         if s == "*" {
             return Ok(Spec::Any);
@@ -327,7 +334,12 @@ impl Pattern {
             .flat_map(|p| p.split_whitespace())
             .map(str::to_string)
             .collect();
-        Ok(Spec::Command(Command { regex, literal }))
+        Ok(Spec::Command(Command {
+            regex,
+            literal,
+            groups,
+            restrict: used == Use::Restrict,
+        }))
     }
 
     fn path(s: &str, at: usize, used: Use) -> Result<Spec, PatternError> {
@@ -422,6 +434,20 @@ impl Pattern {
 
 impl Command {
     fn matches(&self, part: &Part) -> bool {
+        if !self.restrict {
+            return self.matches_words(part);
+        }
+        flags::readings(part).iter().any(|p| self.matches_words(p))
+    }
+
+    fn matches_words(&self, part: &[String]) -> bool {
+        if !self
+            .groups
+            .iter()
+            .all(|g| g.met_by(part.get(1..).unwrap_or_default()))
+        {
+            return false;
+        }
         let mut words = Vec::with_capacity(part.len());
         for w in part {
             match shlex::try_quote(w) {
