@@ -526,3 +526,61 @@ fn the_teams_example_passes_check_config_and_routes_as_the_page_says() {
         "{err}"
     );
 }
+
+/// The sections a page presents, in its order: `[server]`, `[hooks.claude_code]`,
+/// `[[policy]]`, … from its headings.
+fn sections_of(doc: &str) -> Vec<String> {
+    doc.lines()
+        .filter(|l| l.starts_with('#'))
+        .filter_map(|l| {
+            let (_, rest) = l.split_once("`[")?;
+            let (name, _) = rest.split_once("]`")?;
+            Some(name.trim_matches(['[', ']']).to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn check_config_prints_the_settings_in_the_order_the_docs_present_them() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("c.toml"),
+        "[[webhooks]]\nname = \"oncall\"\nurl = \"https://example.com/hook\"\n\
+         secret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\n\
+         [[policy]]\nname = \"git-read\"\ntools = [\"Bash(git status:*)\"]\ndecision = \"allow\"\n\
+         [[people]]\nname = \"alice\"\ntelegram = [42]\n",
+    )
+    .unwrap();
+    let run = imrelay(dir.path(), &["--config", "c.toml", "check-config"], &[]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    // Each section where the docs have it, the empty lists said as comments.
+    let printed: Vec<String> = run
+        .stdout
+        .lines()
+        .filter_map(|l| {
+            let l = l.strip_prefix("# ").unwrap_or(l);
+            let name = l.strip_suffix(": none").unwrap_or(l);
+            (name.starts_with('[') && name.ends_with(']'))
+                .then(|| name.trim_matches(['[', ']']).to_string())
+        })
+        .collect();
+    let documented = sections_of(include_str!("../../docs/configuration.md"));
+    assert_eq!(printed, documented, "\n{}", run.stdout);
+    assert!(run.stdout.starts_with("[server]\n"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("# [[groups]]: none\n"),
+        "{}",
+        run.stdout
+    );
+    // Still TOML, and the same settings as before, only in this order.
+    let shown: toml::Table = toml::from_str(&run.stdout).unwrap();
+    let settings = imrelay::config::Settings::load_with_env(
+        Some(&dir.path().join("c.toml")),
+        Some(Default::default()),
+    )
+    .unwrap();
+    // (Secrets serialize as `[redacted]` either way; an empty list is a comment.)
+    let mut all = toml::Table::try_from(&settings).unwrap();
+    all.retain(|_, v| !matches!(v, toml::Value::Array(a) if a.is_empty()));
+    assert_eq!(shown, all);
+}
