@@ -1,6 +1,7 @@
 //! `imrelay doctor`: the real binary checks a configuration against fakes of Telegram, Feishu
-//! and a webhook receiver, healthy and broken; and the store beside a running server, or
-//! without one, creating and writing nothing.
+//! and a webhook receiver, healthy and broken, and tells a platform it cannot reach from one
+//! that refuses the credentials; and the store beside a running server, or without one,
+//! creating and writing nothing.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -172,7 +173,10 @@ async fn a_broken_configuration_fails_and_says_what_to_do() {
     let (ok, out) = doctor(broken, &["--send-test"]).await;
     assert!(!ok, "{out}");
     for (line, fix) in [
-        ("✗ Telegram: getMe failed", "→ check telegram.token"),
+        (
+            "✗ Telegram: the bot token was refused (getMe: Invalid bot token)",
+            "→ check telegram.token",
+        ),
         (
             "✗ Feishu: no token for the app credentials",
             "→ check feishu.app_id",
@@ -191,6 +195,8 @@ async fn a_broken_configuration_fails_and_says_what_to_do() {
         assert!(out.contains(line), "{line:?} in:\n{out}");
     }
     assert!(out.contains("checks failed"), "{out}");
+    // Telegram's own words, without the library's.
+    assert!(!out.contains("A Telegram's error"), "{out}");
     // Telegram answered getMe with 401: nothing further was tried there.
     assert!(tg.calls("sendMessage").is_empty());
     tg.take_refusals();
@@ -388,4 +394,97 @@ async fn slack_tokens_and_conversations_are_checked_and_each_gets_a_test_message
         "{out}"
     );
     assert!(slack.state.calls("chat.postMessage").is_empty());
+}
+
+/// A platform that cannot be reached is said to be unreachable, with the fix for that: never
+/// blamed on the credentials, which were never tried. Credentials refused are still said to be.
+#[tokio::test]
+async fn a_platform_out_of_reach_is_not_blamed_on_the_credentials() {
+    let (tg, ding, wecom) = (free_port(), free_port(), free_port());
+    let config = format!(
+        r#"
+[telegram]
+enabled = true
+token = "{token}"
+api_url = "http://127.0.0.1:{tg}"
+chats = [1001]
+approvers = [1001]
+
+[dingtalk]
+enabled = true
+client_id = "{ding_id}"
+client_secret = "{ding_secret}"
+card_template_id = "{template}"
+api_base = "http://127.0.0.1:{ding}"
+conversations = ["cidGroupOps=="]
+approvers = ["manager4711"]
+
+[wecom]
+enabled = true
+transport = "longconn"
+url = "ws://127.0.0.1:{wecom}"
+bot_id = "{bot_id}"
+secret = "{wecom_secret}"
+chats = ["wrkGroupA"]
+approvers = ["zhangsan"]
+"#,
+        token = telegram_fake::TOKEN,
+        ding_id = crate::dingtalk::fake::CLIENT_ID,
+        ding_secret = crate::dingtalk::fake::CLIENT_SECRET,
+        template = crate::dingtalk::fake::TEMPLATE,
+        bot_id = crate::wecom::fake::BOT_ID,
+        wecom_secret = crate::wecom::fake::SECRET,
+    );
+    let (ok, out) = doctor(config.clone(), &["--send-test"]).await;
+    assert!(!ok, "{out}");
+    for (line, fix) in [
+        (
+            format!(
+                "✗ Telegram: cannot reach the Bot API at http://127.0.0.1:{tg} (Bot API cannot connect"
+            ),
+            format!(
+                "→ check that this machine reaches http://127.0.0.1:{tg} (its name resolves, no firewall in the way), then run doctor again"
+            ),
+        ),
+        (
+            format!(
+                "✗ DingTalk: cannot reach http://127.0.0.1:{ding} for an access token: cannot reach DingTalk: "
+            ),
+            format!("→ check that this machine reaches http://127.0.0.1:{ding} "),
+        ),
+        (
+            format!("✗ WeCom: cannot reach WeCom at ws://127.0.0.1:{wecom}: cannot connect"),
+            format!("→ check that this machine reaches ws://127.0.0.1:{wecom} "),
+        ),
+    ] {
+        assert!(out.contains(&line), "{line:?} in:\n{out}");
+        assert!(out.contains(&fix), "{fix:?} in:\n{out}");
+    }
+    for blamed in [
+        "check telegram.token",
+        "check dingtalk.client_id",
+        "check wecom.bot_id",
+    ] {
+        assert!(!out.contains(blamed), "{blamed:?} in:\n{out}");
+    }
+
+    // A WeCom that answers and refuses the secret: the credentials are named.
+    let fake = crate::wecom::fake::FakeWecom::start().await;
+    let refused = config
+        .replace(&format!("ws://127.0.0.1:{wecom}"), &fake.url)
+        .replace(crate::wecom::fake::SECRET, "not-the-secret");
+    let (ok, out) = doctor(refused, &[]).await;
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("✗ WeCom: the long connection was refused: WeCom refused the subscription"),
+        "{out}"
+    );
+    assert!(
+        out.contains("→ check wecom.bot_id and wecom.secret"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("not-the-secret"),
+        "the secret is never shown: {out}"
+    );
 }
