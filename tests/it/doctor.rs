@@ -1,7 +1,7 @@
 //! `imrelay doctor`: the real binary checks a configuration against fakes of Telegram, Feishu
 //! and a webhook receiver, healthy and broken, and tells a platform it cannot reach from one
 //! that refuses the credentials; and the store beside a running server, or without one,
-//! creating and writing nothing.
+//! creating and writing nothing. What `imrelay serve` says at start-up of the same gaps, too.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -486,5 +486,86 @@ approvers = ["zhangsan"]
     assert!(
         !out.contains("not-the-secret"),
         "the secret is never shown: {out}"
+    );
+}
+
+/// The lines `imrelay serve` logs with `config` (TOML) until it is ready; then it is stopped.
+fn start_up_lines(config: &str) -> Vec<String> {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("imrelay.toml");
+    std::fs::write(&file, config).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_imrelay"))
+        .arg("--config")
+        .arg(&file)
+        .arg("serve")
+        .env_remove("IMRELAY_CONFIG")
+        .env("IMRELAY__SERVER__LISTEN", "127.0.0.1:0")
+        .env("IMRELAY__STORE__PATH", dir.path().join("imrelay.db"))
+        .env("IMRELAY__LOG__FORMAT", "json")
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the imrelay binary starts");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = Vec::new();
+    for line in std::io::BufReader::new(stderr).lines() {
+        let Ok(line) = line else { break };
+        let ready = line.contains("\"imrelay is ready\"");
+        lines.push(line);
+        if ready {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    lines
+}
+
+/// Telegram with neither approvers nor chats: start-up says both at once, and never that
+/// prompts are still posted (there is no chat to post them to).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn telegram_without_approvers_or_chats_says_nothing_is_posted_at_start_up() {
+    let tg = FakeTelegram::start().await;
+    let config = format!(
+        "[telegram]\nenabled = true\ntoken = \"{}\"\napi_url = \"{}\"\n",
+        telegram_fake::TOKEN,
+        tg.url
+    );
+    let lines = tokio::task::spawn_blocking(move || start_up_lines(&config))
+        .await
+        .unwrap();
+    let said: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains("telegram.approvers") || l.contains("telegram.chats"))
+        .collect();
+    // The channel's line says both at once; the configuration's warning agrees.
+    assert!(
+        said.iter().any(|l| l.contains(
+            "telegram.approvers and telegram.chats are empty: NOBODY can answer from Telegram, \
+             and prompts reach only people a route messages directly"
+        )),
+        "{said:#?}"
+    );
+    assert!(
+        said.iter().any(|l| l.contains(
+            "telegram is enabled but telegram.approvers is empty, and so is telegram.chats"
+        )),
+        "{said:#?}"
+    );
+    for l in &said {
+        assert!(
+            !l.contains("still posted") && !l.contains("prompts are posted"),
+            "{l}"
+        );
+        assert!(
+            !l.contains("\"telegram.chats is empty"),
+            "said twice: {said:#?}"
+        );
+    }
+    assert!(
+        lines.last().is_some_and(|l| l.contains("imrelay is ready")),
+        "{lines:#?}"
     );
 }
