@@ -527,6 +527,25 @@ fn the_teams_example_passes_check_config_and_routes_as_the_page_says() {
     );
 }
 
+#[test]
+fn watch_help_names_every_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = imrelay(dir.path(), &["watch", "--help"], &[]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let help = run.stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+    for key in [
+        "a allow",
+        "d deny",
+        "e edit the input",
+        "g allow similar calls",
+        "s skip",
+        "q quit",
+        "An approval several people decide takes no e or g",
+    ] {
+        assert!(help.contains(key), "{key:?} in:\n{}", run.stdout);
+    }
+}
+
 /// The sections a page presents, in its order: `[server]`, `[hooks.claude_code]`,
 /// `[[policy]]`, … from its headings.
 fn sections_of(doc: &str) -> Vec<String> {

@@ -1396,7 +1396,8 @@ async fn watch_shows_the_votes_so_far_on_an_approval_that_needs_several_people()
     let mut w = Watch::start("votes", &server.base, &[("IMRELAY_TOKEN", &alice)]);
     w.expect("━━ Approval · Bash");
     w.expect("Needs 3 people · votes: 0 of 3");
-    w.expect("a/d/e/g/s/q › ");
+    // A vote, no more: no edit, no "allow similar".
+    w.expect("a/d/s/q › ");
     // Bob votes elsewhere: the running tally is said on the request shown.
     assert_eq!(vote("bob").await.unwrap().status(), StatusCode::ACCEPTED);
     w.expect("Needs 3 people · votes: 1 of 3: bob via api");
@@ -1415,4 +1416,27 @@ async fn watch_shows_the_votes_so_far_on_an_approval_that_needs_several_people()
         w.screen()
     );
     server.kill();
+}
+
+/// "Allow similar calls" for a call imrelay proposes no rule for (a pipeline): the prompt asks
+/// for one, and promises nothing for Enter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_asks_for_a_rule_when_it_has_none_to_propose() {
+    let relay = Relay::start();
+    relay.create(bash("toolu_n1", "ls | wc -l")).await;
+    let mut w = Watch::start("no_rule", &relay.base(), &[]);
+    // No labelled token: the name given.
+    w.expect("Answering as alice. Connecting…");
+    w.expect("a/d/e/g/s/q › ");
+    w.line("g");
+    let asked = "allow similar calls by the rule (e.g. Bash(npm run test:*); c cancels) › ";
+    w.expect(asked);
+    w.line("");
+    w.expect("Type the rule to allow, e.g. Bash(npm run test:*)");
+    w.line("c");
+    w.expect("a/d/e/g/s/q › ");
+    w.line("q");
+    w.expect("Bye.");
+    assert_eq!(w.exit_code(), 0);
+    assert!(!w.screen().contains("Enter keeps it"), "{}", w.screen());
 }

@@ -3,8 +3,9 @@
 //! It follows a running imrelay's `/v1/events` and shows the pending interactions oldest
 //! first, one at a time, with a count of the others. An approval shows the tool call as
 //! [`crate::present`] reads it and takes `a` (allow), `d` (deny, with an optional
-//! reason), `e` (edit the input in `$EDITOR`, then allow), `s` (skip: it stays pending and
-//! comes back) or `q` (quit). A question shows its options numbered and takes a number,
+//! reason), `e` (edit the input in `$EDITOR`, then allow), `g` (allow similar calls by a
+//! rule), `s` (skip: it stays pending and comes back) or `q` (quit); one that several people
+//! decide takes neither `e` nor `g`. A question shows its options numbered and takes a number,
 //! several separated by commas (multi-select) or the person's own text, for every question
 //! before anything is sent.
 //!
@@ -55,7 +56,9 @@ use crate::present::visible_line;
 /// What `imrelay watch --help` adds: the keys and the exit codes.
 const WATCH_HELP: &str = "\
 Approvals: a allow · d deny (then a reason, optional) · e edit the input in $VISUAL or
-$EDITOR, then allow · s skip (it stays pending and comes back) · q quit. Then Enter.
+$EDITOR, then allow · g allow similar calls (a rule, proposed and editable; then s for this
+session or a until revoked) · s skip (it stays pending and comes back) · q quit. Then Enter.
+An approval several people decide takes no e or g: each allows it as it is.
 Questions: one option number, several separated by commas (multi-select), or your own
 answer (a number as your own answer goes in quotes); s skip · d decline · q quit.
 Ctrl-C leaves at any prompt; an answer imrelay has not confirmed is printed as the
