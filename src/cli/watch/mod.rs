@@ -46,12 +46,15 @@ use self::editor::{Signal, Signals};
 use self::feed::Filter;
 use self::send::Done;
 use self::steps::{Act, Step, Then, is_quit};
-use super::client::{Remote, RemoteArgs, answer_command, exit};
+use super::client::{Operator, Remote, RemoteArgs, answer_command, exit};
 use super::commands::login_name;
 use super::term::{Input, Term, Typed};
 use super::view::{self, Paint};
 use crate::interaction::{Interaction, InteractionId};
 use crate::present::visible_line;
+
+/// How long the start waits to learn who the token answers as before greeting.
+const ME_WAIT: Duration = Duration::from_secs(2);
 
 /// What `imrelay watch --help` adds: the keys and the exit codes.
 const WATCH_HELP: &str = "\
@@ -76,7 +79,8 @@ Exit status:
 pub struct WatchArgs {
     #[command(flatten)]
     remote: RemoteArgs,
-    /// Who answers, as other channels will show it [default: your login name].
+    /// Who answers, as other channels will show it [default: your login name]. A labelled
+    /// operator token answers as its person instead.
     #[arg(long, value_name = "NAME")]
     by: Option<String>,
     #[command(flatten)]
@@ -92,7 +96,8 @@ pub fn run(args: WatchArgs, config: Option<&std::path::Path>) -> i32 {
             return exit::ERROR;
         }
     };
-    let by = args.by.filter(|b| !b.trim().is_empty()).or_else(login_name);
+    let given = args.by.filter(|b| !b.trim().is_empty());
+    let by = given.clone().or_else(login_name);
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -112,7 +117,9 @@ pub fn run(args: WatchArgs, config: Option<&std::path::Path>) -> i32 {
                 return exit::ERROR;
             }
         };
-        Watch::new(remote, by, args.filter, term).run(input).await
+        let mut watch = Watch::new(remote, by, args.filter, term);
+        watch.by_given = given;
+        watch.run(input).await
     });
     // The input thread may be blocked reading; it ends with the process.
     rt.shutdown_background();
@@ -135,7 +142,17 @@ enum Link {
 
 struct Watch {
     remote: Remote,
+    /// The name answers go under: the token's person, `--by`, or the login name.
     by: Option<String>,
+    /// `--by`, as given.
+    by_given: Option<String>,
+    /// The token's person, when the token is labelled (`GET /v1/me`); `None` until known.
+    operator: Option<Operator>,
+    /// Whether `GET /v1/me` has answered.
+    knows_me: bool,
+    /// Approvals several people decide on which this person's vote is counted: not shown
+    /// again while the others decide.
+    voted: HashSet<InteractionId>,
     /// Which interactions are shown.
     filter: Filter,
     term: Term,
@@ -160,6 +177,10 @@ impl Watch {
         Watch {
             remote,
             by,
+            by_given: None,
+            operator: None,
+            knows_me: false,
+            voted: HashSet::new(),
             filter,
             term,
             items: Vec::new(),
@@ -179,6 +200,15 @@ impl Watch {
     async fn run(mut self, mut input: mpsc::UnboundedReceiver<Input>) -> i32 {
         let (feed_tx, mut feed) = mpsc::channel(256);
         let follower = tokio::spawn(self.remote.clone().follow(feed_tx));
+        // Who answers, before saying so; a server not reachable yet is asked again once the
+        // stream is up.
+        if let Ok(Ok(me)) = tokio::time::timeout(ME_WAIT, self.remote.me()).await {
+            self.knows_me = true;
+            self.operator = me;
+        }
+        if let Some(op) = &self.operator {
+            self.by = Some(op.name.clone());
+        }
         self.greet();
         self.prompt();
         let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -212,18 +242,50 @@ impl Watch {
                 Paint::Bold,
                 &format!("imrelay watch · {}", visible_line(self.remote.url())),
             ),
-            p.paint(
-                Paint::Dim,
-                &format!(
-                    "Answering as {}. Connecting…",
-                    visible_line(self.by.as_deref().unwrap_or("(nobody: pass --by)"))
-                ),
-            ),
+            p.paint(Paint::Dim, &format!("{} Connecting…", self.answering_as())),
         ];
         if let Some(only) = self.filter.describe() {
             lines.push(p.paint(Paint::Dim, &format!("Showing only {only}.")));
         }
         self.term.say(&lines);
+    }
+
+    /// "Answering as alice (token alice-term)." — the token's person when the token is
+    /// labelled (the server records that name, whatever `--by` says: a different `--by` is
+    /// said to be unused), else `--by` or the login name.
+    fn answering_as(&self) -> String {
+        match &self.operator {
+            Some(op) => {
+                let who = format!(
+                    "Answering as {} (token {})",
+                    visible_line(&op.name),
+                    visible_line(&op.label)
+                );
+                match self.by_given.as_deref().filter(|g| *g != op.name) {
+                    Some(given) => format!(
+                        "{who}, not {}: imrelay records the token's person.",
+                        visible_line(given)
+                    ),
+                    None => format!("{who}."),
+                }
+            }
+            None => format!(
+                "Answering as {}.",
+                visible_line(self.by.as_deref().unwrap_or("(nobody: pass --by)"))
+            ),
+        }
+    }
+
+    /// `GET /v1/me` answered after the greeting (the server was not reachable then): a
+    /// labelled token's person is said, and answers go under that name.
+    fn learned_me(&mut self, me: Option<Operator>) {
+        self.knows_me = true;
+        let Some(op) = me else { return };
+        self.by = Some(op.name.clone());
+        self.operator = Some(op);
+        let line = self.term.painter().paint(Paint::Dim, &self.answering_as());
+        self.term.say1(line);
+        self.prompt();
     }
 
     fn quit(&mut self, code: i32) {
