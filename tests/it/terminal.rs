@@ -1185,7 +1185,11 @@ async fn watch_allows_similar_calls_and_grants_lists_and_revokes_them() {
     assert_eq!(code, 4, "{err}");
     let (code, out, _) = run(&base, &["grants"], &[]).await;
     assert_eq!(code, 0);
-    assert!(out.starts_with("No grants in force"), "{out}");
+    // Said with how to make one.
+    assert_eq!(
+        out.trim_end(),
+        "No grants in force. Allowing an approval with a rule makes one: `imrelay answer ID allow --similar`, or g in `imrelay watch`."
+    );
     // From a script: a standing grant with the answer.
     relay
         .create(bash("toolu_g3", "cargo build --release"))
