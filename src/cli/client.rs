@@ -14,6 +14,7 @@ use crate::config::Settings;
 
 mod events;
 
+use crate::interaction::quorum::Vote;
 use crate::interaction::{Answer, Interaction, Outcome, Resolution};
 pub(crate) use events::Feed;
 
@@ -47,7 +48,8 @@ pub mod exit {
     pub const ALREADY_RESOLVED: i32 = 3;
     /// No such interaction (unknown, or pruned after its retention period).
     pub const NOT_FOUND: i32 = 4;
-    /// Refused: the answer does not fit the interaction, or the token is not accepted.
+    /// Refused: the answer does not fit the interaction, this person's vote was given
+    /// already, or the token is not accepted.
     pub const REFUSED: i32 = 5;
     /// imrelay cannot be reached, or cannot take the answer now (try again).
     pub const UNREACHABLE: i32 = 6;
@@ -79,6 +81,10 @@ pub(crate) enum ClientError {
     /// Someone answered first, or it expired or was cancelled: the interaction says how.
     #[error("{}", already_resolved(.0))]
     AlreadyResolved(Box<Interaction>),
+    /// This person's vote on an approval that several people decide is counted already:
+    /// nothing changed, and it waits for the others (the vote, and the interaction as it is).
+    #[error("{}", already_voted(.0, .1))]
+    AlreadyVoted(Box<Vote>, Box<Interaction>),
     /// No interaction with this id.
     #[error("no interaction {0}: unknown, or resolved long enough ago to be pruned")]
     NotFound(String),
@@ -107,6 +113,23 @@ fn already_resolved(i: &Interaction) -> String {
     }
 }
 
+/// "alice already voted on toolu_1 (allowed via api at …): each person counts once. Votes
+/// so far: 1 of 2: alice via api".
+fn already_voted(v: &Vote, i: &Interaction) -> String {
+    let mut s = format!(
+        "{} already voted on {} ({} via {} at {}): each person counts once",
+        crate::present::visible_line(&v.by),
+        i.id,
+        if v.allow { "allowed" } else { "denied" },
+        v.via.as_str(),
+        crate::present::render::format_time(v.at)
+    );
+    if let Some(votes) = crate::interaction::quorum::tally(i) {
+        s.push_str(&format!(". Votes so far: {votes}"));
+    }
+    s
+}
+
 /// "allowed by alice via telegram at 2026-11-22 08:36:02 UTC", "expired at …".
 pub(crate) fn resolution_words(r: &Resolution) -> String {
     let mut s = match r.outcome {
@@ -132,6 +155,7 @@ impl ClientError {
     pub fn exit_code(&self) -> i32 {
         match self {
             ClientError::AlreadyResolved(_) => exit::ALREADY_RESOLVED,
+            ClientError::AlreadyVoted(..) => exit::REFUSED,
             ClientError::NotFound(_) => exit::NOT_FOUND,
             ClientError::Invalid { .. } | ClientError::Unauthorized { .. } => exit::REFUSED,
             ClientError::Unreachable { .. } | ClientError::Unavailable { .. } => exit::UNREACHABLE,
@@ -403,6 +427,13 @@ impl Remote {
                     Err(e) => ClientError::Protocol(format!("a 409 without its interaction: {e}")),
                 }
             }
+            (StatusCode::CONFLICT, Some("already_voted")) => match (
+                serde_json::from_value::<Vote>(error["vote"].clone()),
+                serde_json::from_value::<Interaction>(error["interaction"].clone()),
+            ) {
+                (Ok(v), Ok(i)) => ClientError::AlreadyVoted(Box::new(v), Box::new(i)),
+                _ => ClientError::Protocol(format!("{status}: {message}")),
+            },
             (StatusCode::NOT_FOUND, _) => {
                 ClientError::NotFound(id.unwrap_or("(no id)").to_string())
             }
@@ -418,6 +449,21 @@ impl Remote {
                 message,
             },
             (s, _) => ClientError::Protocol(format!("{s}: {message}")),
+        })
+    }
+
+    /// Who the token answers as (`GET /v1/me`): the person and label of a labelled operator
+    /// token; `None` for any other token (and none), whose answers go under the name they give.
+    pub async fn me(&self) -> Result<Option<Operator>, ClientError> {
+        let body = self
+            .call(self.request(reqwest::Method::GET, "/v1/me"), None)
+            .await?;
+        Ok(match (body["name"].as_str(), body["label"].as_str()) {
+            (Some(name), Some(label)) => Some(Operator {
+                name: name.to_string(),
+                label: label.to_string(),
+            }),
+            _ => None,
         })
     }
 
@@ -527,6 +573,16 @@ impl Remote {
             },
         }
     }
+}
+
+/// The person a labelled operator token answers as: the server records their answers under
+/// `name`, whatever name the request gives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Operator {
+    /// Their person's name (or the label, when no person lists it).
+    pub name: String,
+    /// The token's label.
+    pub label: String,
 }
 
 /// Reconnection delays: 250 ms doubling up to 5 s.

@@ -21,7 +21,8 @@ Exit status:
   2  the command line is wrong
   3  already resolved: answered elsewhere first, expired or cancelled
   4  no such interaction (unknown, or pruned after its retention period)
-  5  refused: the answer does not fit, or the token is missing or not accepted
+  5  refused: the answer does not fit, your vote was given already, or the token is missing
+     or not accepted
   6  imrelay cannot be reached or cannot take it now: try again";
 
 /// `imrelay pending`

@@ -159,7 +159,9 @@ pub fn run(args: GrantsArgs, config: Option<&std::path::Path>) -> i32 {
                 exit::OK
             }
             Ok(list) if list.is_empty() => {
-                say!("No grants in force: every call no policy rule decides goes to a person.");
+                say!(
+                    "No grants in force. Allowing an approval with a rule makes one: `imrelay answer ID allow --similar`, or g in `imrelay watch`."
+                );
                 exit::OK
             }
             Ok(list) => {

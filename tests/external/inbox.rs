@@ -18,11 +18,17 @@ use tokio_tungstenite::tungstenite::Message;
 use crate::support::*;
 use crate::{Need, trial};
 
+mod first_look;
 mod operator;
 mod quorum;
 
 pub fn trials() -> Vec<libtest_mimic::Trial> {
     vec![
+        trial(
+            "inbox::what_a_person_meets_first_is_said_in_words",
+            browser,
+            first_look::what_a_person_meets_first_is_said_in_words,
+        ),
         trial(
             "inbox::a_labelled_token_answers_as_its_person_without_asking_a_name",
             browser,
@@ -1066,7 +1072,7 @@ async fn a_form_is_filled_in_checked_field_by_field_and_answered() {
             "City*=radio:3",
             "Venue=select:1",
             "Extras=checkbox:3",
-            "First day=date:1",
+            "First day=text:1",
             "Contact e-mail*=email:1",
             "Agenda link=url:1",
             "Catering=checkbox:1",
@@ -1721,6 +1727,18 @@ async fn allow_similar_grants_a_rule_shown_and_revoked_in_the_inbox() {
         ),
     )
     .await;
+    // Said under the box it is about, without the field's path before it.
+    let said = b
+        .eval(&format!(
+            "{c}.querySelector('.similar-box .error').textContent"
+        ))
+        .await;
+    assert!(
+        said.as_str()
+            .unwrap()
+            .starts_with("\"Bash(npm run test\" at character 17"),
+        "{said}"
+    );
     b.screenshots("inbox-allow-similar").await;
     let (_, still) = app.get("/v1/interactions/sim-1").await;
     assert_eq!(still["status"], "pending");

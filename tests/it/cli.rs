@@ -566,3 +566,80 @@ fn check_config_escapes_invisible_characters_in_names() {
     }
     assert!(run.stdout.contains("ali\\u202ece\\u200b"), "{}", run.stdout);
 }
+
+#[test]
+fn watch_help_names_every_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = imrelay(dir.path(), &["watch", "--help"], &[]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let help = run.stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+    for key in [
+        "a allow",
+        "d deny",
+        "e edit the input",
+        "g allow similar calls",
+        "s skip",
+        "q quit",
+        "An approval several people decide takes no e or g",
+    ] {
+        assert!(help.contains(key), "{key:?} in:\n{}", run.stdout);
+    }
+}
+
+/// The sections a page presents, in its order: `[server]`, `[hooks.claude_code]`,
+/// `[[policy]]`, … from its headings.
+fn sections_of(doc: &str) -> Vec<String> {
+    doc.lines()
+        .filter(|l| l.starts_with('#'))
+        .filter_map(|l| {
+            let (_, rest) = l.split_once("`[")?;
+            let (name, _) = rest.split_once("]`")?;
+            Some(name.trim_matches(['[', ']']).to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn check_config_prints_the_settings_in_the_order_the_docs_present_them() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("c.toml"),
+        "[[webhooks]]\nname = \"oncall\"\nurl = \"https://example.com/hook\"\n\
+         secret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\n\
+         [[policy]]\nname = \"git-read\"\ntools = [\"Bash(git status:*)\"]\ndecision = \"allow\"\n\
+         [[people]]\nname = \"alice\"\ntelegram = [42]\n",
+    )
+    .unwrap();
+    let run = imrelay(dir.path(), &["--config", "c.toml", "check-config"], &[]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    // Each section where the docs have it, the empty lists said as comments.
+    let printed: Vec<String> = run
+        .stdout
+        .lines()
+        .filter_map(|l| {
+            let l = l.strip_prefix("# ").unwrap_or(l);
+            let name = l.strip_suffix(": none").unwrap_or(l);
+            (name.starts_with('[') && name.ends_with(']'))
+                .then(|| name.trim_matches(['[', ']']).to_string())
+        })
+        .collect();
+    let documented = sections_of(include_str!("../../docs/configuration.md"));
+    assert_eq!(printed, documented, "\n{}", run.stdout);
+    assert!(run.stdout.starts_with("[server]\n"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("# [[groups]]: none\n"),
+        "{}",
+        run.stdout
+    );
+    // Still TOML, and the same settings as before, only in this order.
+    let shown: toml::Table = toml::from_str(&run.stdout).unwrap();
+    let settings = imrelay::config::Settings::load_with_env(
+        Some(&dir.path().join("c.toml")),
+        Some(Default::default()),
+    )
+    .unwrap();
+    // (Secrets serialize as `[redacted]` either way; an empty list is a comment.)
+    let mut all = toml::Table::try_from(&settings).unwrap();
+    all.retain(|_, v| !matches!(v, toml::Value::Array(a) if a.is_empty()));
+    assert_eq!(shown, all);
+}

@@ -1,6 +1,7 @@
 //! `imrelay doctor`: the real binary checks a configuration against fakes of Telegram, Feishu
-//! and a webhook receiver, healthy and broken; and the store beside a running server, or
-//! without one, creating and writing nothing.
+//! and a webhook receiver, healthy and broken, and tells a platform it cannot reach from one
+//! that refuses the credentials; and the store beside a running server, or without one,
+//! creating and writing nothing. What `imrelay serve` says at start-up of the same gaps, too.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -172,7 +173,10 @@ async fn a_broken_configuration_fails_and_says_what_to_do() {
     let (ok, out) = doctor(broken, &["--send-test"]).await;
     assert!(!ok, "{out}");
     for (line, fix) in [
-        ("✗ Telegram: getMe failed", "→ check telegram.token"),
+        (
+            "✗ Telegram: the bot token was refused (getMe: Invalid bot token)",
+            "→ check telegram.token",
+        ),
         (
             "✗ Feishu: no token for the app credentials",
             "→ check feishu.app_id",
@@ -191,6 +195,8 @@ async fn a_broken_configuration_fails_and_says_what_to_do() {
         assert!(out.contains(line), "{line:?} in:\n{out}");
     }
     assert!(out.contains("checks failed"), "{out}");
+    // Telegram's own words, without the library's.
+    assert!(!out.contains("A Telegram's error"), "{out}");
     // Telegram answered getMe with 401: nothing further was tried there.
     assert!(tg.calls("sendMessage").is_empty());
     tg.take_refusals();
@@ -388,4 +394,178 @@ async fn slack_tokens_and_conversations_are_checked_and_each_gets_a_test_message
         "{out}"
     );
     assert!(slack.state.calls("chat.postMessage").is_empty());
+}
+
+/// A platform that cannot be reached is said to be unreachable, with the fix for that: never
+/// blamed on the credentials, which were never tried. Credentials refused are still said to be.
+#[tokio::test]
+async fn a_platform_out_of_reach_is_not_blamed_on_the_credentials() {
+    let (tg, ding, wecom) = (free_port(), free_port(), free_port());
+    let config = format!(
+        r#"
+[telegram]
+enabled = true
+token = "{token}"
+api_url = "http://127.0.0.1:{tg}"
+chats = [1001]
+approvers = [1001]
+
+[dingtalk]
+enabled = true
+client_id = "{ding_id}"
+client_secret = "{ding_secret}"
+card_template_id = "{template}"
+api_base = "http://127.0.0.1:{ding}"
+conversations = ["cidGroupOps=="]
+approvers = ["manager4711"]
+
+[wecom]
+enabled = true
+transport = "longconn"
+url = "ws://127.0.0.1:{wecom}"
+bot_id = "{bot_id}"
+secret = "{wecom_secret}"
+chats = ["wrkGroupA"]
+approvers = ["zhangsan"]
+"#,
+        token = telegram_fake::TOKEN,
+        ding_id = crate::dingtalk::fake::CLIENT_ID,
+        ding_secret = crate::dingtalk::fake::CLIENT_SECRET,
+        template = crate::dingtalk::fake::TEMPLATE,
+        bot_id = crate::wecom::fake::BOT_ID,
+        wecom_secret = crate::wecom::fake::SECRET,
+    );
+    let (ok, out) = doctor(config.clone(), &["--send-test"]).await;
+    assert!(!ok, "{out}");
+    for (line, fix) in [
+        (
+            format!(
+                "✗ Telegram: cannot reach the Bot API at http://127.0.0.1:{tg} (Bot API cannot connect"
+            ),
+            format!(
+                "→ check that this machine reaches http://127.0.0.1:{tg} (its name resolves, no firewall in the way), then run doctor again"
+            ),
+        ),
+        (
+            format!(
+                "✗ DingTalk: cannot reach http://127.0.0.1:{ding} for an access token: cannot reach DingTalk: "
+            ),
+            format!("→ check that this machine reaches http://127.0.0.1:{ding} "),
+        ),
+        (
+            format!("✗ WeCom: cannot reach WeCom at ws://127.0.0.1:{wecom}: cannot connect"),
+            format!("→ check that this machine reaches ws://127.0.0.1:{wecom} "),
+        ),
+    ] {
+        assert!(out.contains(&line), "{line:?} in:\n{out}");
+        assert!(out.contains(&fix), "{fix:?} in:\n{out}");
+    }
+    for blamed in [
+        "check telegram.token",
+        "check dingtalk.client_id",
+        "check wecom.bot_id",
+    ] {
+        assert!(!out.contains(blamed), "{blamed:?} in:\n{out}");
+    }
+
+    // A WeCom that answers and refuses the secret: the credentials are named.
+    let fake = crate::wecom::fake::FakeWecom::start().await;
+    let refused = config
+        .replace(&format!("ws://127.0.0.1:{wecom}"), &fake.url)
+        .replace(crate::wecom::fake::SECRET, "not-the-secret");
+    let (ok, out) = doctor(refused, &[]).await;
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("✗ WeCom: the long connection was refused: WeCom refused the subscription"),
+        "{out}"
+    );
+    assert!(
+        out.contains("→ check wecom.bot_id and wecom.secret"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("not-the-secret"),
+        "the secret is never shown: {out}"
+    );
+}
+
+/// The lines `imrelay serve` logs with `config` (TOML) until it is ready; then it is stopped.
+fn start_up_lines(config: &str) -> Vec<String> {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("imrelay.toml");
+    std::fs::write(&file, config).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_imrelay"))
+        .arg("--config")
+        .arg(&file)
+        .arg("serve")
+        .env_remove("IMRELAY_CONFIG")
+        .env("IMRELAY__SERVER__LISTEN", "127.0.0.1:0")
+        .env("IMRELAY__STORE__PATH", dir.path().join("imrelay.db"))
+        .env("IMRELAY__LOG__FORMAT", "json")
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the imrelay binary starts");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = Vec::new();
+    for line in std::io::BufReader::new(stderr).lines() {
+        let Ok(line) = line else { break };
+        let ready = line.contains("\"imrelay is ready\"");
+        lines.push(line);
+        if ready {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    lines
+}
+
+/// Telegram with neither approvers nor chats: start-up says both at once, and never that
+/// prompts are still posted (there is no chat to post them to).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn telegram_without_approvers_or_chats_says_nothing_is_posted_at_start_up() {
+    let tg = FakeTelegram::start().await;
+    let config = format!(
+        "[telegram]\nenabled = true\ntoken = \"{}\"\napi_url = \"{}\"\n",
+        telegram_fake::TOKEN,
+        tg.url
+    );
+    let lines = tokio::task::spawn_blocking(move || start_up_lines(&config))
+        .await
+        .unwrap();
+    let said: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains("telegram.approvers") || l.contains("telegram.chats"))
+        .collect();
+    // The channel's line says both at once; the configuration's warning agrees.
+    assert!(
+        said.iter().any(|l| l.contains(
+            "telegram.approvers and telegram.chats are empty: NOBODY can answer from Telegram, \
+             and prompts reach only people a route messages directly"
+        )),
+        "{said:#?}"
+    );
+    assert!(
+        said.iter().any(|l| l.contains(
+            "telegram is enabled but telegram.approvers is empty, and so is telegram.chats"
+        )),
+        "{said:#?}"
+    );
+    for l in &said {
+        assert!(
+            !l.contains("still posted") && !l.contains("prompts are posted"),
+            "{l}"
+        );
+        assert!(
+            !l.contains("\"telegram.chats is empty"),
+            "said twice: {said:#?}"
+        );
+    }
+    assert!(
+        lines.last().is_some_and(|l| l.contains("imrelay is ready")),
+        "{lines:#?}"
+    );
 }

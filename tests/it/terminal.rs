@@ -1185,7 +1185,11 @@ async fn watch_allows_similar_calls_and_grants_lists_and_revokes_them() {
     assert_eq!(code, 4, "{err}");
     let (code, out, _) = run(&base, &["grants"], &[]).await;
     assert_eq!(code, 0);
-    assert!(out.starts_with("No grants in force"), "{out}");
+    // Said with how to make one.
+    assert_eq!(
+        out.trim_end(),
+        "No grants in force. Allowing an approval with a rule makes one: `imrelay answer ID allow --similar`, or g in `imrelay watch`."
+    );
     // From a script: a standing grant with the answer.
     relay
         .create(bash("toolu_g3", "cargo build --release"))
@@ -1396,7 +1400,8 @@ async fn watch_shows_the_votes_so_far_on_an_approval_that_needs_several_people()
     let mut w = Watch::start("votes", &server.base, &[("IMRELAY_TOKEN", &alice)]);
     w.expect("━━ Approval · Bash");
     w.expect("Needs 3 people · votes: 0 of 3");
-    w.expect("a/d/e/g/s/q › ");
+    // A vote, no more: no edit, no "allow similar".
+    w.expect("a/d/s/q › ");
     // Bob votes elsewhere: the running tally is said on the request shown.
     assert_eq!(vote("bob").await.unwrap().status(), StatusCode::ACCEPTED);
     w.expect("Needs 3 people · votes: 1 of 3: bob via api");
@@ -1415,4 +1420,174 @@ async fn watch_shows_the_votes_so_far_on_an_approval_that_needs_several_people()
         w.screen()
     );
     server.kill();
+}
+
+/// A configuration of two people, each with a labelled operator token (`tokens`), and a
+/// route whose approvals need two people; the token of `who`.
+fn two_person_rule(dir: &Path, tokens: bool) -> (PathBuf, impl Fn(&str) -> String) {
+    let token = |who: &str| format!("{who}-token-0123456789abcdef");
+    let config = dir.join("imrelay.toml");
+    let people = if tokens {
+        format!(
+            "[auth]\noperator_tokens = [\n  {{ token = \"{}\", label = \"alice-term\" }},\n  \
+             {{ token = \"{}\", label = \"bob-laptop\" }},\n]\n\
+             [[people]]\nname = \"alice\"\noperator = [\"alice-term\"]\n\
+             [[people]]\nname = \"bob\"\noperator = [\"bob-laptop\"]\n",
+            token("alice"),
+            token("bob"),
+        )
+    } else {
+        String::new()
+    };
+    std::fs::write(
+        &config,
+        format!("{people}[[routes]]\nname = \"deploy\"\ncwd = [\"/srv/deploy/**\"]\nquorum = 2\n"),
+    )
+    .unwrap();
+    (config, token)
+}
+
+/// Creates a deploy (which needs two people) with `id` on `server`.
+async fn deploy(http: &reqwest::Client, server: &Server, id: &str) {
+    let resp = http
+        .post(format!("{}/v1/interactions", server.base))
+        .json(&json!({"id": id, "tool_name": "Bash", "cwd": "/srv/deploy",
+                      "input": {"command": "make deploy"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::CREATED);
+}
+
+/// On an approval several people decide, watch offers a vote and no more (no edit, no "allow
+/// similar"); what this person voted on already (before watch started, or meanwhile from
+/// elsewhere) is said and not offered again; and with a labelled token it greets the token's
+/// person, not `--by`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_offers_only_a_vote_on_a_two_person_approval_and_never_a_second_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let (config, token) = two_person_rule(dir.path(), true);
+    let server = Server::start_with(&dir.path().join("imrelay.db"), Some(&config));
+    let http = reqwest::Client::new();
+    let bob = token("bob");
+    let vote = |id: &str| {
+        http.post(format!("{}/v1/interactions/{id}/respond", server.base))
+            .bearer_auth(&bob)
+            .json(&json!({"decision": "allow"}))
+            .send()
+    };
+    // Bob votes on one from a script first.
+    deploy(&http, &server, "vote-2").await;
+    assert_eq!(vote("vote-2").await.unwrap().status(), StatusCode::ACCEPTED);
+
+    // Bob's token, and `--by alice` (as every watch here is started): imrelay records Bob.
+    let mut w = Watch::start("second_vote", &server.base, &[("IMRELAY_TOKEN", &bob)]);
+    w.expect(
+        "Answering as bob (token bob-laptop), not alice: imrelay records the token's person. Connecting…",
+    );
+    w.expect("⚑ You already allowed vote-2 (Bash) via api: it waits for the others.");
+    w.expect("Needs 2 people · votes: 1 of 2: bob via api");
+    w.expect("waiting for approvals and questions (q quits) › ");
+
+    // One he has not voted on: a vote, and nothing else.
+    deploy(&http, &server, "vote-3").await;
+    w.expect("━━ Approval · Bash");
+    let keys = w.expect("a/d/s/q › ");
+    assert!(
+        keys.contains("a allow · d deny · s skip · q quit"),
+        "{keys}"
+    );
+    let refused = "Several people decide this one: each allows it as it is, and no rule allows it \
+                   for them. Type a (allow: your vote) or d (deny).";
+    for key in ["g", "e"] {
+        w.line(key);
+        w.expect(refused);
+    }
+    // He votes from elsewhere while it is shown: said, and the watch moves on.
+    assert_eq!(vote("vote-3").await.unwrap().status(), StatusCode::ACCEPTED);
+    w.expect("⚑ You already allowed vote-3 (Bash) via api: it waits for the others.");
+    w.expect("waiting for approvals and questions (q quits) › ");
+    w.line("q");
+    w.expect("Bye.");
+    assert_eq!(w.exit_code(), 0);
+    let screen = w.screen();
+    for wrong in ["unexpected answer", "allow similar"] {
+        assert!(
+            !screen.contains(wrong),
+            "{wrong:?} on the screen:\n{screen}"
+        );
+    }
+    // Shown once only: the one voted on before watch started never was.
+    assert_eq!(screen.matches("━━ Approval · Bash").count(), 1, "{screen}");
+    server.kill();
+}
+
+/// Without tokens every terminal answer is one person's: a second vote from a terminal is
+/// refused by imrelay, and watch says so as a person would, not as an HTTP status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_says_a_second_vote_plainly() {
+    let dir = tempfile::tempdir().unwrap();
+    let (config, _) = two_person_rule(dir.path(), false);
+    let server = Server::start_with(&dir.path().join("imrelay.db"), Some(&config));
+    let http = reqwest::Client::new();
+    deploy(&http, &server, "vote-4").await;
+    let (code, out, err) = run(
+        &server.base,
+        &["answer", "vote-4", "allow", "--by", "carol"],
+        &[],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    let mut w = Watch::start("second_vote_refused", &server.base, &[]);
+    w.expect("Needs 2 people · votes: 1 of 2: carol via terminal");
+    w.expect("a/d/s/q › ");
+    w.line("a");
+    w.expect("⚑ Not counted again: you already voted on this (allowed by carol via terminal at ");
+    w.expect("), and each person counts once.");
+    w.expect("It waits for the others: Needs 2 people · votes: 1 of 2: carol via terminal");
+    w.expect(
+        "(Without a labelled operator token, every answer from a terminal is one person's vote.)",
+    );
+    w.expect("waiting for approvals and questions (q quits) › ");
+    w.line("q");
+    w.expect("Bye.");
+    assert_eq!(w.exit_code(), 0);
+    assert!(!w.screen().contains("unexpected answer"), "{}", w.screen());
+    // A script is told the same, with the exit status of a refusal.
+    let (code, _, err) = run(
+        &server.base,
+        &["answer", "vote-4", "allow", "--by", "dave"],
+        &[],
+    )
+    .await;
+    assert_eq!(code, 5, "{err}");
+    assert!(
+        err.contains("carol already voted on vote-4 (allowed via terminal at "),
+        "{err}"
+    );
+    assert!(err.contains("each person counts once"), "{err}");
+    server.kill();
+}
+
+/// "Allow similar calls" for a call imrelay proposes no rule for (a pipeline): the prompt asks
+/// for one, and promises nothing for Enter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_asks_for_a_rule_when_it_has_none_to_propose() {
+    let relay = Relay::start();
+    relay.create(bash("toolu_n1", "ls | wc -l")).await;
+    let mut w = Watch::start("no_rule", &relay.base(), &[]);
+    // No labelled token: the name given.
+    w.expect("Answering as alice. Connecting…");
+    w.expect("a/d/e/g/s/q › ");
+    w.line("g");
+    let asked = "allow similar calls by the rule (e.g. Bash(npm run test:*); c cancels) › ";
+    w.expect(asked);
+    w.line("");
+    w.expect("Type the rule to allow, e.g. Bash(npm run test:*)");
+    w.line("c");
+    w.expect("a/d/e/g/s/q › ");
+    w.line("q");
+    w.expect("Bye.");
+    assert_eq!(w.exit_code(), 0);
+    assert!(!w.screen().contains("Enter keeps it"), "{}", w.screen());
 }

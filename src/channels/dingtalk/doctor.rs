@@ -6,8 +6,8 @@
 use serde_json::{Map, Value};
 
 use super::DingTalkSettings;
-use super::api::{OpenApi, Space};
-use super::stream::{CARD_CALLBACK_TOPIC, Gateway};
+use super::api::{ApiError, OpenApi, Space};
+use super::stream::{CARD_CALLBACK_TOPIC, Gateway, StreamError};
 use crate::channels::registry::{Check, Doctor};
 
 /// The checks of `s` (an enabled section).
@@ -61,31 +61,14 @@ async fn check(s: &DingTalkSettings, run: &Doctor, checks: &mut Vec<Check>) {
         }
     };
     if let Err(e) = api.access_token().await {
-        checks.push(Check::fail(
-            format!("DingTalk: no access token for the app credentials: {e}"),
-            "check dingtalk.client_id (the app's Client ID / AppKey) and dingtalk.client_secret",
-        ));
+        checks.push(no_token(&e, &s.api_base()));
         run.untried("DingTalk", groups(), checks);
         return;
     }
     checks.push(Check::pass(
         "DingTalk: the app credentials get an access token",
     ));
-    match Gateway::new(&s.gateway_base(), &s.client_id, s.client_secret.clone()) {
-        Ok(g) => match g.open(&[CARD_CALLBACK_TOPIC.to_string()]).await {
-            Ok(_) => checks.push(Check::pass(
-                "DingTalk: the Stream gateway hands out a connection",
-            )),
-            Err(e) => checks.push(Check::fail(
-                format!("DingTalk: the Stream gateway refused: {e}"),
-                "turn on Stream mode for the app's robot and card callbacks (Developer Console → the app)",
-            )),
-        },
-        Err(e) => checks.push(Check::fail(
-            format!("DingTalk: {e}"),
-            "fix dingtalk.gateway_base",
-        )),
-    }
+    checks.push(gateway(s).await);
     if s.approvers.is_empty() {
         checks.push(Check::fail(
             "DingTalk: no approvers, so nobody can answer",
@@ -120,5 +103,63 @@ async fn check(s: &DingTalkSettings, run: &Doctor, checks: &mut Vec<Check>) {
                 "add the app's robot to that group, check dingtalk.card_template_id, and grant the app Card.Instance.Write",
             )),
         }
+    }
+}
+
+/// Why the app got no access token: DingTalk refused the credentials, or could not be
+/// reached, or failed on its side — each with its own fix.
+fn no_token(e: &ApiError, api_base: &str) -> Check {
+    let fix = match e {
+        ApiError::Refused { .. } => {
+            "check dingtalk.client_id (the app's Client ID / AppKey) and dingtalk.client_secret"
+                .to_string()
+        }
+        ApiError::Network(_) => unreachable_fix(api_base),
+        ApiError::Throttled { .. } | ApiError::Unavailable { .. } => {
+            "DingTalk failed on its side or asked to slow down: run doctor again in a minute"
+                .to_string()
+        }
+        ApiError::Malformed(_) => {
+            format!("check dingtalk.api_base: what answers at {api_base} is not DingTalk's OpenAPI")
+        }
+    };
+    let what = match e {
+        ApiError::Network(_) => format!("DingTalk: cannot reach {api_base} for an access token"),
+        _ => "DingTalk: no access token for the app credentials".to_string(),
+    };
+    Check::fail(format!("{what}: {e}"), fix)
+}
+
+/// The fix for a server this machine could not reach.
+fn unreachable_fix(base: &str) -> String {
+    format!(
+        "check that this machine reaches {base} (its name resolves, no firewall in the way), then run doctor again"
+    )
+}
+
+/// Whether the Stream gateway hands out a connection: refused (Stream mode is off), out of
+/// reach, or not DingTalk's gateway at all.
+async fn gateway(s: &DingTalkSettings) -> Check {
+    let base = s.gateway_base();
+    let g = match Gateway::new(&base, &s.client_id, s.client_secret.clone()) {
+        Ok(g) => g,
+        Err(e) => return Check::fail(format!("DingTalk: {e}"), "fix dingtalk.gateway_base"),
+    };
+    match g.open(&[CARD_CALLBACK_TOPIC.to_string()]).await {
+        Ok(_) => Check::pass("DingTalk: the Stream gateway hands out a connection"),
+        Err(e @ StreamError::Refused { .. }) => Check::fail(
+            format!("DingTalk: the Stream gateway refused: {e}"),
+            "turn on Stream mode for the app's robot and card callbacks (Developer Console → the app)",
+        ),
+        Err(e @ StreamError::Network(_)) => Check::fail(
+            format!("DingTalk: cannot reach the Stream gateway at {base}: {e}"),
+            unreachable_fix(&base),
+        ),
+        Err(e) => Check::fail(
+            format!("DingTalk: the Stream gateway gave no connection: {e}"),
+            format!(
+                "check dingtalk.gateway_base: what answers at {base} is not DingTalk's Stream gateway"
+            ),
+        ),
     }
 }

@@ -70,9 +70,14 @@ fn is_unknown_not_modified(s: &str) -> bool {
     s.starts_with("Bad Request: message is not modified")
 }
 
-/// Sorts a teloxide error; `token` is scrubbed from any text.
+/// Sorts a teloxide error; `token` is scrubbed from any text. What the Bot API answered is
+/// said in its own words ("Invalid bot token", "Bad Request: chat not found"), without
+/// teloxide's "A Telegram's error:" before it.
 pub(crate) fn classify(e: &RequestError, token: &str) -> Failure {
-    let text = redact(&e.to_string(), token);
+    let text = match e {
+        RequestError::Api(api) => redact(&api.to_string(), token),
+        _ => redact(&e.to_string(), token),
+    };
     match e {
         RequestError::RetryAfter(s) => {
             Failure::RetryAfter(s.duration().max(Duration::from_secs(1)))
@@ -85,7 +90,13 @@ pub(crate) fn classify(e: &RequestError, token: &str) -> Failure {
             } else {
                 "transport error"
             };
-            let source = std::error::Error::source(&**inner)
+            // The innermost cause says what happened ("Connection refused (os error 111)");
+            // the ones around it ("client error (Connect)") only that something did.
+            let mut cause: Option<&dyn std::error::Error> = std::error::Error::source(&**inner);
+            while let Some(deeper) = cause.and_then(|c| c.source()) {
+                cause = Some(deeper);
+            }
+            let source = cause
                 .map(|s| redact(&s.to_string(), token))
                 .unwrap_or_default();
             Failure::Transient(format!("Bot API {kind}: {source}"))
@@ -511,6 +522,11 @@ mod tests {
             classify(&RequestError::Api(ApiError::ChatNotFound), t),
             Failure::Permanent(_)
         ));
+        // Telegram's words, as Telegram says them.
+        assert_eq!(
+            classify(&RequestError::Api(ApiError::InvalidToken), t),
+            Failure::Permanent("Invalid bot token".into())
+        );
         assert!(matches!(
             classify(
                 &RequestError::Api(ApiError::Unknown("Internal Server Error".into())),

@@ -5,7 +5,7 @@ use crate::channels::registry::{Check, Doctor};
 use crate::metrics::Metrics;
 
 use super::TelegramSettings;
-use super::api::Client as TelegramClient;
+use super::api::{Client as TelegramClient, Failure};
 
 /// The checks of `s` (an enabled section).
 pub(super) async fn checks(s: &TelegramSettings, run: &Doctor) -> Vec<Check> {
@@ -40,13 +40,7 @@ async fn check(s: &TelegramSettings, run: &Doctor, checks: &mut Vec<Check>) {
             me.username()
         ))),
         Err(e) => {
-            checks.push(Check::fail(
-                format!("Telegram: getMe failed: {}", e.describe()),
-                format!(
-                    "check telegram.token (from @BotFather) and that {} is reachable",
-                    s.api_url.trim()
-                ),
-            ));
+            checks.push(get_me_failed(&e, s.api_url.trim()));
             run.untried(
                 "Telegram",
                 s.chats.iter().map(|c| format!("chat {c}")),
@@ -89,5 +83,26 @@ async fn check(s: &TelegramSettings, run: &Doctor, checks: &mut Vec<Check>) {
                 "start a chat with the bot first (send it /start), or add it to the group",
             )),
         }
+    }
+}
+
+/// What a failed `getMe` means: Telegram refused the token, or imrelay could not reach it
+/// (or was told to wait), each with its own fix.
+fn get_me_failed(e: &Failure, api_url: &str) -> Check {
+    match e {
+        Failure::Permanent(why) => Check::fail(
+            format!("Telegram: the bot token was refused (getMe: {why})"),
+            "check telegram.token: the token @BotFather gave, whole (digits, a colon, then letters)",
+        ),
+        Failure::Transient(why) => Check::fail(
+            format!("Telegram: cannot reach the Bot API at {api_url} ({why})"),
+            format!(
+                "check that this machine reaches {api_url} (its name resolves, no firewall in the way), then run doctor again"
+            ),
+        ),
+        Failure::RetryAfter(_) => Check::fail(
+            format!("Telegram: getMe was {}", e.describe()),
+            "run doctor again after that wait",
+        ),
     }
 }

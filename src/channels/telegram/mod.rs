@@ -319,15 +319,34 @@ pub async fn install(w: &mut Wiring, settings: &TelegramSettings) -> anyhow::Res
 /// Says at start-up what a configuration leaves nobody to do: answer (no approvers) or
 /// see prompts (no chats).
 fn warn_of_gaps(s: &TelegramSettings) {
-    if s.approvers.is_empty() {
-        tracing::error!(
-            "telegram.approvers is empty: NOBODY can answer from Telegram. Prompts are still posted; send /whoami to the bot to learn your user id and add it to telegram.approvers"
-        );
+    match gaps(s) {
+        Some(Gap::NobodyAnswers(line)) => tracing::error!("{line}"),
+        Some(Gap::NothingPosted(line)) => tracing::warn!("{line}"),
+        None => {}
     }
-    if s.chats.is_empty() {
-        tracing::warn!(
-            "telegram.chats is empty: prompts are not posted anywhere. Send /whoami to the bot in a chat to learn its id and add it to telegram.chats"
-        );
+}
+
+/// What a configuration leaves undone at start-up, in one line.
+#[derive(Debug, PartialEq)]
+enum Gap {
+    /// Nobody can answer from Telegram (and maybe nothing is posted either).
+    NobodyAnswers(&'static str),
+    /// Prompts are posted nowhere of telegram's own.
+    NothingPosted(&'static str),
+}
+
+fn gaps(s: &TelegramSettings) -> Option<Gap> {
+    match (s.approvers.is_empty(), s.chats.is_empty()) {
+        (true, false) => Some(Gap::NobodyAnswers(
+            "telegram.approvers is empty: NOBODY can answer from Telegram. Prompts are still posted to telegram.chats; send /whoami to the bot to learn your user id and add it to telegram.approvers",
+        )),
+        (true, true) => Some(Gap::NobodyAnswers(
+            "telegram.approvers and telegram.chats are empty: NOBODY can answer from Telegram, and prompts reach only people a route messages directly. Send /whoami to the bot in a chat: it says your user id (for telegram.approvers) and the chat's id (for telegram.chats)",
+        )),
+        (false, true) => Some(Gap::NothingPosted(
+            "telegram.chats is empty: prompts reach only people a route messages directly (`direct`). Send /whoami to the bot in a chat to learn its id and add it to telegram.chats",
+        )),
+        (false, false) => None,
     }
 }
 
@@ -383,15 +402,20 @@ impl crate::channels::Channel for TelegramSettings {
     }
 
     fn warnings(&self) -> Vec<String> {
-        if self.enabled && self.approvers.is_empty() {
-            vec![
-                "telegram is enabled but telegram.approvers is empty: prompts are posted, but \
-                 nobody can answer them from Telegram (send /whoami to the bot for your user id)"
-                    .to_string(),
-            ]
-        } else {
-            Vec::new()
+        if !self.enabled || !self.approvers.is_empty() {
+            return Vec::new();
         }
+        vec![
+            if self.chats.is_empty() {
+                "telegram is enabled but telegram.approvers is empty, and so is telegram.chats: \
+             nobody can answer from Telegram, and prompts reach only people a route messages \
+             directly (send /whoami to the bot in a chat for your user id and the chat's id)"
+            } else {
+                "telegram is enabled but telegram.approvers is empty: prompts are posted, but \
+             nobody can answer them from Telegram (send /whoami to the bot for your user id)"
+            }
+            .to_string(),
+        ]
     }
 
     fn install<'a>(
@@ -406,5 +430,48 @@ impl crate::channels::Channel for TelegramSettings {
         run: &'a crate::channels::Doctor,
     ) -> crate::channels::registry::BoxFuture<'a, Vec<crate::channels::Check>> {
         Box::pin(doctor::checks(self, run))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gap_at_start_up_says_only_what_is_true() {
+        let with = |approvers: Vec<u64>, chats: Vec<i64>| {
+            gaps(&TelegramSettings {
+                enabled: true,
+                token: crate::settings::Secret::new("123:abc"),
+                chats,
+                approvers,
+                mode: Mode::Polling,
+                webhook_url: String::new(),
+                webhook_path: "/telegram/webhook".into(),
+                webhook_secret: crate::settings::Secret::new(""),
+                api_url: "https://api.telegram.org".into(),
+                poll_timeout_secs: 25,
+                request_timeout_secs: 30,
+                digest_after: 0,
+            })
+        };
+        assert_eq!(with(vec![1], vec![1]), None);
+        let Some(Gap::NobodyAnswers(line)) = with(vec![], vec![1]) else {
+            panic!("nobody answers")
+        };
+        assert!(
+            line.contains("Prompts are still posted to telegram.chats"),
+            "{line}"
+        );
+        // Nothing is posted to chats there are none of: said once, with both fixes.
+        let Some(Gap::NobodyAnswers(line)) = with(vec![], vec![]) else {
+            panic!("nobody answers")
+        };
+        assert!(!line.contains("still posted"), "{line}");
+        assert!(
+            line.contains("telegram.approvers and telegram.chats are empty"),
+            "{line}"
+        );
+        assert!(matches!(with(vec![1], vec![]), Some(Gap::NothingPosted(_))));
     }
 }

@@ -248,7 +248,7 @@ pub struct BotConnection {
     heartbeat: Duration,
     seen: Mutex<(HashSet<String>, VecDeque<String>)>,
     stats: Arc<BotStats>,
-    last_error: Mutex<Option<String>>,
+    last_error: Mutex<Option<Arc<BotError>>>,
     current: Mutex<Option<Replies>>,
 }
 
@@ -288,8 +288,13 @@ impl BotConnection {
         self.stats.clone()
     }
 
-    /// Why the last connection failed or ended, if it did.
+    /// Why the last connection failed or ended, if it did, in words.
     pub fn last_error(&self) -> Option<String> {
+        self.last_failure().map(|e| e.to_string())
+    }
+
+    /// Why the last connection failed or ended, if it did.
+    pub fn last_failure(&self) -> Option<Arc<BotError>> {
         self.last_error.locked().clone()
     }
 
@@ -320,7 +325,7 @@ impl BotConnection {
                 ),
             };
             tracing::warn!(error = %error, retry_in_ms = wait.as_millis() as u64, "wecom: bot connection lost or refused; reconnecting");
-            *self.last_error.locked() = Some(error.to_string());
+            *self.last_error.locked() = Some(Arc::new(error));
             self.stats.reconnects.fetch_add(1, Ordering::Relaxed);
             tokio::select! {
                 _ = self.shutdown.cancelled() => break,

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::bot::{BotConnection, BotHandler, Frame, Replies};
+use super::bot::{BotConnection, BotError, BotHandler, Frame, Replies};
 use super::settings::{Transport, WeComSettings};
 use crate::channels::registry::{Check, Doctor};
 
@@ -85,14 +85,18 @@ async fn longconn(s: &WeComSettings, run: &Doctor, checks: &mut Vec<Check>) {
             if let Some(r) = bot.replies() {
                 return Ok(r);
             }
-            if let Some(e) = bot.last_error() {
+            if let Some(e) = bot.last_failure() {
                 return Err(e);
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     })
     .await
-    .unwrap_or_else(|_| Err("no answer from WeCom in time".into()));
+    .unwrap_or_else(|_| {
+        Err(Arc::new(BotError::Timeout(
+            "the connection and subscription".into(),
+        )))
+    });
     match up {
         Ok(replies) => {
             checks.push(Check::pass(
@@ -107,10 +111,7 @@ async fn longconn(s: &WeComSettings, run: &Doctor, checks: &mut Vec<Check>) {
             }
         }
         Err(e) => {
-            checks.push(Check::fail(
-                format!("WeCom: the long connection failed: {e}"),
-                "check wecom.bot_id and wecom.secret (the bot's API settings, long-connection mode), and that only one program uses them",
-            ));
+            checks.push(not_connected(&e, &s.ws_url()));
             run.untried("WeCom", s.chats.iter().cloned(), checks);
         }
     }
@@ -132,5 +133,26 @@ async fn send_tests(s: &WeComSettings, replies: &Replies, checks: &mut Vec<Check
                  add the bot to that chat and @-mention it once (or, for a person, message it), then try again",
             )),
         }
+    }
+}
+
+/// Why the long connection did not subscribe: WeCom refused the bot's credentials, another
+/// program holds them, or WeCom could not be reached — each with its own fix.
+fn not_connected(e: &BotError, url: &str) -> Check {
+    match e {
+        BotError::Refused { .. } => Check::fail(
+            format!("WeCom: the long connection was refused: {e}"),
+            "check wecom.bot_id and wecom.secret (the bot's API settings, long-connection mode)",
+        ),
+        BotError::TakenOver => Check::fail(
+            format!("WeCom: {e}"),
+            "only one program may use a bot's credentials at a time: stop the other (a running imrelay with this configuration?), or give this one its own bot",
+        ),
+        _ => Check::fail(
+            format!("WeCom: cannot reach WeCom at {url}: {e}"),
+            format!(
+                "check that this machine reaches {url} (its name resolves, no firewall in the way), then run doctor again"
+            ),
+        ),
     }
 }

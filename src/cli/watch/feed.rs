@@ -10,6 +10,7 @@ use super::steps::Step;
 use super::{Current, Link, Watch};
 use crate::cli::client::{ClientError, Feed};
 use crate::cli::view::{self, Paint};
+use crate::interaction::quorum::{OPERATOR, Vote};
 use crate::interaction::routes::DEFAULT_ROUTE;
 use crate::interaction::{Interaction, InteractionId, Outcome};
 use crate::present::visible_line;
@@ -78,6 +79,14 @@ impl Watch {
                 if !resumed {
                     self.check_all();
                 }
+                if !self.knows_me {
+                    let (remote, tx) = (self.remote.clone(), self.done_tx.clone());
+                    tokio::spawn(async move {
+                        if let Ok(me) = remote.me().await {
+                            let _ = tx.send(Done::Me(me));
+                        }
+                    });
+                }
                 self.prompt();
             }
             Feed::Lost { error, retry_in } => {
@@ -121,6 +130,13 @@ impl Watch {
     pub(super) fn add(&mut self, i: Interaction) {
         if !i.is_pending() {
             return self.resolved(i, false);
+        }
+        // This person's vote is counted: the others decide it now.
+        if let Some(v) = self.my_vote(&i).cloned() {
+            return self.counted(&i, &v);
+        }
+        if self.voted.contains(&i.id) {
+            return;
         }
         match self.items.iter_mut().find(|o| o.id == i.id) {
             Some(known) => *known = i,
@@ -181,6 +197,14 @@ impl Watch {
             return;
         };
         *known = i.clone();
+        let sending = self.current.as_ref().is_some_and(|c| {
+            c.i.id == i.id && matches!(c.step, Step::Editing | Step::Sending { .. })
+        });
+        // This person voted elsewhere (unless it is the answer on its way from here: its
+        // response says so).
+        if let Some(v) = self.my_vote(&i).cloned().filter(|_| !sending) {
+            return self.counted(&i, &v);
+        }
         let Some(c) = self.current.as_mut().filter(|c| c.i.id == i.id) else {
             return;
         };
@@ -195,8 +219,50 @@ impl Watch {
         }
     }
 
+    /// This person's vote on `i`, when it is counted already: known with a labelled token,
+    /// whose person the server names (`GET /v1/me`).
+    fn my_vote<'a>(&self, i: &'a Interaction) -> Option<&'a Vote> {
+        let op = self.operator.as_ref()?;
+        // A label no person lists is a person of its own.
+        let unlisted = format!("{OPERATOR}:{}", op.label);
+        i.votes
+            .iter()
+            .find(|v| v.person == op.name || v.person == unlisted)
+    }
+
+    /// `i` waits for the others, this person's vote `v` counted: said once, and not shown
+    /// (the next one is, if it was).
+    fn counted(&mut self, i: &Interaction, v: &Vote) {
+        let shown = self.current.as_ref().is_some_and(|c| c.i.id == i.id);
+        self.items.retain(|o| o.id != i.id);
+        self.skipped.remove(&i.id);
+        let new = self.voted.insert(i.id.clone());
+        if !new && !shown {
+            return;
+        }
+        let p = self.term.painter();
+        let mut lines = vec![p.paint(
+            Paint::Yellow,
+            &format!(
+                "⚑ You already {} {} ({}) via {}: it waits for the others.",
+                if v.allow { "allowed" } else { "denied" },
+                i.id,
+                visible_line(&i.tool_name),
+                visible_line(v.via.as_str()),
+            ),
+        )];
+        lines.extend(view::votes_line(i).map(|l| p.paint(Paint::Dim, &l)));
+        self.term.say(&lines);
+        if shown {
+            self.show_next(false);
+        } else {
+            self.prompt();
+        }
+    }
+
     /// `i` was resolved; `gone` when it no longer exists at all.
     pub(super) fn resolved(&mut self, i: Interaction, gone: bool) {
+        self.voted.remove(&i.id);
         let known = self
             .items
             .iter()

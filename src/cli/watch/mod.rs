@@ -3,8 +3,9 @@
 //! It follows a running imrelay's `/v1/events` and shows the pending interactions oldest
 //! first, one at a time, with a count of the others. An approval shows the tool call as
 //! [`crate::present`] reads it and takes `a` (allow), `d` (deny, with an optional
-//! reason), `e` (edit the input in `$EDITOR`, then allow), `s` (skip: it stays pending and
-//! comes back) or `q` (quit). A question shows its options numbered and takes a number,
+//! reason), `e` (edit the input in `$EDITOR`, then allow), `g` (allow similar calls by a
+//! rule), `s` (skip: it stays pending and comes back) or `q` (quit); one that several people
+//! decide takes neither `e` nor `g`. A question shows its options numbered and takes a number,
 //! several separated by commas (multi-select) or the person's own text, for every question
 //! before anything is sent.
 //!
@@ -45,17 +46,22 @@ use self::editor::{Signal, Signals};
 use self::feed::Filter;
 use self::send::Done;
 use self::steps::{Act, Step, Then, is_quit};
-use super::client::{Remote, RemoteArgs, answer_command, exit};
+use super::client::{Operator, Remote, RemoteArgs, answer_command, exit};
 use super::commands::login_name;
 use super::term::{Input, Term, Typed};
 use super::view::{self, Paint};
 use crate::interaction::{Interaction, InteractionId};
 use crate::present::visible_line;
 
+/// How long the start waits to learn who the token answers as before greeting.
+const ME_WAIT: Duration = Duration::from_secs(2);
+
 /// What `imrelay watch --help` adds: the keys and the exit codes.
 const WATCH_HELP: &str = "\
 Approvals: a allow · d deny (then a reason, optional) · e edit the input in $VISUAL or
-$EDITOR, then allow · s skip (it stays pending and comes back) · q quit. Then Enter.
+$EDITOR, then allow · g allow similar calls (a rule, proposed and editable; then s for this
+session or a until revoked) · s skip (it stays pending and comes back) · q quit. Then Enter.
+An approval several people decide takes no e or g: each allows it as it is.
 Questions: one option number, several separated by commas (multi-select), or your own
 answer (a number as your own answer goes in quotes); s skip · d decline · q quit.
 Ctrl-C leaves at any prompt; an answer imrelay has not confirmed is printed as the
@@ -73,7 +79,8 @@ Exit status:
 pub struct WatchArgs {
     #[command(flatten)]
     remote: RemoteArgs,
-    /// Who answers, as other channels will show it [default: your login name].
+    /// Who answers, as other channels will show it [default: your login name]. A labelled
+    /// operator token answers as its person instead.
     #[arg(long, value_name = "NAME")]
     by: Option<String>,
     #[command(flatten)]
@@ -89,7 +96,8 @@ pub fn run(args: WatchArgs, config: Option<&std::path::Path>) -> i32 {
             return exit::ERROR;
         }
     };
-    let by = args.by.filter(|b| !b.trim().is_empty()).or_else(login_name);
+    let given = args.by.filter(|b| !b.trim().is_empty());
+    let by = given.clone().or_else(login_name);
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -109,7 +117,9 @@ pub fn run(args: WatchArgs, config: Option<&std::path::Path>) -> i32 {
                 return exit::ERROR;
             }
         };
-        Watch::new(remote, by, args.filter, term).run(input).await
+        let mut watch = Watch::new(remote, by, args.filter, term);
+        watch.by_given = given;
+        watch.run(input).await
     });
     // The input thread may be blocked reading; it ends with the process.
     rt.shutdown_background();
@@ -132,7 +142,17 @@ enum Link {
 
 struct Watch {
     remote: Remote,
+    /// The name answers go under: the token's person, `--by`, or the login name.
     by: Option<String>,
+    /// `--by`, as given.
+    by_given: Option<String>,
+    /// The token's person, when the token is labelled (`GET /v1/me`); `None` until known.
+    operator: Option<Operator>,
+    /// Whether `GET /v1/me` has answered.
+    knows_me: bool,
+    /// Approvals several people decide on which this person's vote is counted: not shown
+    /// again while the others decide.
+    voted: HashSet<InteractionId>,
     /// Which interactions are shown.
     filter: Filter,
     term: Term,
@@ -157,6 +177,10 @@ impl Watch {
         Watch {
             remote,
             by,
+            by_given: None,
+            operator: None,
+            knows_me: false,
+            voted: HashSet::new(),
             filter,
             term,
             items: Vec::new(),
@@ -176,6 +200,15 @@ impl Watch {
     async fn run(mut self, mut input: mpsc::UnboundedReceiver<Input>) -> i32 {
         let (feed_tx, mut feed) = mpsc::channel(256);
         let follower = tokio::spawn(self.remote.clone().follow(feed_tx));
+        // Who answers, before saying so; a server not reachable yet is asked again once the
+        // stream is up.
+        if let Ok(Ok(me)) = tokio::time::timeout(ME_WAIT, self.remote.me()).await {
+            self.knows_me = true;
+            self.operator = me;
+        }
+        if let Some(op) = &self.operator {
+            self.by = Some(op.name.clone());
+        }
         self.greet();
         self.prompt();
         let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -209,18 +242,50 @@ impl Watch {
                 Paint::Bold,
                 &format!("imrelay watch · {}", visible_line(self.remote.url())),
             ),
-            p.paint(
-                Paint::Dim,
-                &format!(
-                    "Answering as {}. Connecting…",
-                    visible_line(self.by.as_deref().unwrap_or("(nobody: pass --by)"))
-                ),
-            ),
+            p.paint(Paint::Dim, &format!("{} Connecting…", self.answering_as())),
         ];
         if let Some(only) = self.filter.describe() {
             lines.push(p.paint(Paint::Dim, &format!("Showing only {only}.")));
         }
         self.term.say(&lines);
+    }
+
+    /// "Answering as alice (token alice-term)." — the token's person when the token is
+    /// labelled (the server records that name, whatever `--by` says: a different `--by` is
+    /// said to be unused), else `--by` or the login name.
+    fn answering_as(&self) -> String {
+        match &self.operator {
+            Some(op) => {
+                let who = format!(
+                    "Answering as {} (token {})",
+                    visible_line(&op.name),
+                    visible_line(&op.label)
+                );
+                match self.by_given.as_deref().filter(|g| *g != op.name) {
+                    Some(given) => format!(
+                        "{who}, not {}: imrelay records the token's person.",
+                        visible_line(given)
+                    ),
+                    None => format!("{who}."),
+                }
+            }
+            None => format!(
+                "Answering as {}.",
+                visible_line(self.by.as_deref().unwrap_or("(nobody: pass --by)"))
+            ),
+        }
+    }
+
+    /// `GET /v1/me` answered after the greeting (the server was not reachable then): a
+    /// labelled token's person is said, and answers go under that name.
+    fn learned_me(&mut self, me: Option<Operator>) {
+        self.knows_me = true;
+        let Some(op) = me else { return };
+        self.by = Some(op.name.clone());
+        self.operator = Some(op);
+        let line = self.term.painter().paint(Paint::Dim, &self.answering_as());
+        self.term.say1(line);
+        self.prompt();
     }
 
     fn quit(&mut self, code: i32) {

@@ -10,9 +10,10 @@ use serde_json::Value;
 
 use super::steps::{Grant, Step};
 use super::{Current, Watch};
-use crate::cli::client::{Backoff, ClientError, Remote};
+use crate::cli::client::{Backoff, ClientError, Operator, Remote};
 use crate::cli::commands::resolved_by_us;
 use crate::cli::view::{self, Paint};
+use crate::interaction::quorum::Vote;
 use crate::interaction::{Answer, Interaction, InteractionId, Outcome};
 use crate::present::visible_line;
 
@@ -41,6 +42,8 @@ pub(super) enum Done {
         id: InteractionId,
         result: Result<String, String>,
     },
+    /// `GET /v1/me` answered: the token's person, if it is labelled.
+    Me(Option<Operator>),
 }
 
 impl Watch {
@@ -56,6 +59,7 @@ impl Watch {
             } => self.retrying(id, attempt, &error, wait),
             Done::Sent { id, result, grant } => self.sent(id, result, grant),
             Done::Edited { id, result } => self.edited(id, result).await,
+            Done::Me(me) => self.learned_me(me),
         }
     }
 
@@ -115,6 +119,7 @@ impl Watch {
         match won {
             Ok(i) => self.taken(&i, grant.as_ref()),
             Err(ClientError::AlreadyResolved(i)) => self.answered_first(&i),
+            Err(ClientError::AlreadyVoted(vote, i)) => self.already_voted(&vote, &i),
             Err(ClientError::NotFound(_)) => {
                 self.say_error("⚑ Not sent: it is gone from imrelay (resolved and pruned).");
             }
@@ -149,6 +154,7 @@ impl Watch {
                 Paint::Green,
                 &format!("✓ Vote recorded: {}", visible_line(&votes)),
             ));
+            self.voted.insert(i.id.clone());
         }
         lines.extend(view::given_answers(i));
         if let Some(g) = grant.filter(|g| g.is_object()) {
@@ -185,6 +191,37 @@ impl Watch {
         lines.extend(view::outcome_line(&p, i, Timestamp::now()));
         lines.extend(view::given_answers(i));
         self.term.say(&lines);
+    }
+
+    /// This person had voted on it already (elsewhere, or before a restart): said as a
+    /// person would, and it is not shown again while the others decide.
+    fn already_voted(&mut self, vote: &Vote, i: &Interaction) {
+        let p = self.term.painter();
+        let mut lines = vec![p.paint(
+            Paint::Yellow,
+            &format!(
+                "⚑ Not counted again: you already voted on this ({} by {} via {} at {}), and each person counts once.",
+                if vote.allow { "allowed" } else { "denied" },
+                visible_line(&vote.by),
+                visible_line(vote.via.as_str()),
+                view::local_time(vote.at, Timestamp::now())
+            ),
+        )];
+        if let Some(votes) = view::votes_line(i) {
+            lines.push(p.paint(Paint::Dim, &format!("It waits for the others: {votes}")));
+        }
+        // Someone else's name on "your" vote: the terminal without a labelled token.
+        if self.operator.is_none()
+            && vote.via.as_str() == "terminal"
+            && self.by.as_deref() != Some(vote.by.as_str())
+        {
+            lines.push(p.paint(
+                Paint::Dim,
+                "(Without a labelled operator token, every answer from a terminal is one person's vote.)",
+            ));
+        }
+        self.term.say(&lines);
+        self.voted.insert(i.id.clone());
     }
 
     /// imrelay refused the answer: said, and back to where it was given.

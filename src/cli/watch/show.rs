@@ -112,7 +112,7 @@ impl Watch {
             (Kind::Approval, Ok(step)) => {
                 lines.extend(view::tool_call(&p, &i, Budget::TERMINAL));
                 lines.push(String::new());
-                lines.push(keys(&p, approval_keys(i.input_fixed)));
+                lines.push(keys(&p, &steps::approval_keys(&i)));
                 step
             }
             (Kind::Form, Ok(step)) => {
@@ -166,28 +166,6 @@ impl Watch {
     pub(super) fn say_error(&mut self, text: &str) {
         let line = self.term.painter().paint(Paint::Yellow, text);
         self.term.say1(line);
-    }
-}
-
-/// An approval's keys: an agent that cannot run an edited input (Codex) is offered no edit.
-fn approval_keys(input_fixed: bool) -> &'static [(&'static str, &'static str)] {
-    if input_fixed {
-        &[
-            ("a", "allow"),
-            ("d", "deny"),
-            ("g", "allow similar calls"),
-            ("s", "skip"),
-            ("q", "quit"),
-        ]
-    } else {
-        &[
-            ("a", "allow"),
-            ("d", "deny"),
-            ("e", "edit, then allow"),
-            ("g", "allow similar calls"),
-            ("s", "skip"),
-            ("q", "quit"),
-        ]
     }
 }
 

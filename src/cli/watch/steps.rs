@@ -175,8 +175,7 @@ impl Step {
     /// The prompt's text at this step of `i`; `tty` when Esc can go back.
     pub(super) fn prompt(&self, i: &Interaction, tty: bool) -> String {
         match self {
-            Step::Choose if i.input_fixed => "a/d/g/s/q › ".to_string(),
-            Step::Choose => "a/d/e/g/s/q › ".to_string(),
+            Step::Choose => format!("{} › ", approval_letters(i)),
             Step::Reason if tty => "reason for the agent (Enter for none, Esc goes back) › ".into(),
             Step::Reason => "reason for the agent (Enter for none) › ".into(),
             Step::Editing => "(editing…)".into(),
@@ -202,6 +201,9 @@ impl Step {
                 None => "› ".into(),
             },
             Step::Unreadable => "d/s/q › ".into(),
+            Step::Similar(rule) if rule.is_empty() => {
+                "allow similar calls by the rule (e.g. Bash(npm run test:*); c cancels) › ".into()
+            }
             Step::Similar(rule) => format!(
                 "allow similar calls by {} (Enter keeps it, or type another rule; c cancels) › ",
                 visible_line(rule)
@@ -213,6 +215,35 @@ impl Step {
             Step::Sending { attempt, .. } => format!("sending… (attempt {attempt}) "),
         }
     }
+}
+
+/// Whether several people decide `i` (a quorum): each allows it as it is, and no grant
+/// stands for them, so neither an edit nor "allow similar calls" is offered.
+pub(super) fn voted(i: &Interaction) -> bool {
+    i.quorum.is_some()
+}
+
+/// The keys an approval takes, as the prompt shows them: `a/d/e/g/s/q`, without `e` for an
+/// agent that cannot run an edited input and without `e` and `g` when several people decide.
+pub(super) fn approval_letters(i: &Interaction) -> String {
+    approval_keys(i)
+        .iter()
+        .map(|(k, _)| *k)
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// An approval's keys and what each does.
+pub(super) fn approval_keys(i: &Interaction) -> Vec<(&'static str, &'static str)> {
+    let mut keys = vec![("a", "allow"), ("d", "deny")];
+    if !i.input_fixed && !voted(i) {
+        keys.push(("e", "edit, then allow"));
+    }
+    if !voted(i) {
+        keys.push(("g", "allow similar calls"));
+    }
+    keys.extend([("s", "skip"), ("q", "quit")]);
+    keys
 }
 
 /// An approval's keys.
@@ -233,6 +264,11 @@ fn choose_approval(i: &Interaction, word: &str) -> Act {
                 .map(visible_line)
                 .unwrap_or("This agent".into())
         )),
+        "e" | "edit" | "g" | "similar" if voted(i) => Act::Error(
+            "Several people decide this one: each allows it as it is, and no rule allows it for \
+             them. Type a (allow: your vote) or d (deny)."
+                .into(),
+        ),
         "e" | "edit" => Act::Edit(pretty(&i.input.map())),
         "g" | "similar" => Act::Step(Step::Similar(
             crate::interaction::policy::propose(i).unwrap_or_default(),
@@ -240,9 +276,25 @@ fn choose_approval(i: &Interaction, word: &str) -> Act {
         "s" | "skip" => Act::Skip,
         w if is_quit(w) => Act::Quit,
         "" => Act::Nothing,
-        _ => Act::Error(
-            "Type a (allow), d (deny), e (edit), g (allow similar calls), s (skip) or q (quit), then Enter.".into(),
-        ),
+        _ => Act::Error(format!("Type {}, then Enter.", approval_words(i))),
+    }
+}
+
+/// The keys an approval takes, in words: "a (allow), d (deny), … or q (quit)".
+fn approval_words(i: &Interaction) -> String {
+    let words: Vec<String> = approval_keys(i)
+        .iter()
+        .map(|(k, what)| {
+            let what = match *k {
+                "e" => "edit",
+                _ => what,
+            };
+            format!("{k} ({what})")
+        })
+        .collect();
+    match words.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => words.join(""),
     }
 }
 
@@ -472,6 +524,28 @@ mod tests {
     }
 
     #[test]
+    fn an_approval_several_people_decide_takes_a_vote_and_no_more() {
+        let mut i = bash();
+        i.quorum = Some(crate::interaction::quorum::Quorum { allow: 2, deny: 1 });
+        let mut step = start(&i);
+        assert_eq!(step.prompt(&i, true), "a/d/s/q › ");
+        for key in ["e", "g"] {
+            match step.take(&i, key) {
+                Act::Error(e) => assert!(e.starts_with("Several people decide this one"), "{e}"),
+                other => panic!("{key} is refused, not {other:?}"),
+            }
+        }
+        assert!(matches!(step.take(&i, "a"), Act::Send(_, None)));
+        match step.take(&i, "x") {
+            Act::Error(e) => assert_eq!(
+                e,
+                "Type a (allow), d (deny), s (skip) or q (quit), then Enter."
+            ),
+            other => panic!("the keys said, not {other:?}"),
+        }
+    }
+
+    #[test]
     fn allow_similar_proposes_a_rule_checks_another_and_asks_the_scope() {
         let i = bash();
         let Act::Step(mut similar) = start(&i).take(&i, "g") else {
@@ -494,6 +568,17 @@ mod tests {
             Act::Send(_, Some((_, "session")))
         ));
         assert!(matches!(similar.take(&i, "c"), Act::Show));
+        // No rule to propose (a pipeline): the prompt asks for one, promising nothing.
+        let piped = interaction("Bash", json!({"command": "ls | wc -l"}));
+        let Act::Step(none) = start(&piped).take(&piped, "g") else {
+            panic!("g asks for a rule")
+        };
+        let asked = none.prompt(&piped, true);
+        assert!(
+            asked.starts_with("allow similar calls by the rule (e.g. "),
+            "{asked}"
+        );
+        assert!(!asked.contains("Enter keeps it"), "{asked}");
     }
 
     #[test]

@@ -189,8 +189,8 @@ function metaLine(i) {
 function describeResolution(i) {
   const r = i.resolution;
   if (!r) return "";
-  // A form is declined rather than denied.
-  let s = i.kind === "form" && r.outcome === "denied" ? "declined" : r.outcome;
+  // A question or form is declined rather than denied.
+  let s = i.kind !== "approval" && r.outcome === "denied" ? "declined" : r.outcome;
   // Decided by a policy rule or a grant, never shown to a person: "allowed by policy rule git-read".
   if (r.via === "policy") s += " by policy rule " + (r.by || "");
   else {
@@ -205,8 +205,10 @@ function baseCard(i) {
   const card = document.getElementById("card-template").content.firstElementChild.cloneNode(true);
   card.dataset.id = i.id;
   card.dataset.kind = i.kind;
-  card.querySelector(".kind").textContent = isSingleText(i) ? "question" : i.kind;
-  card.querySelector(".tool").textContent = i.tool_name;
+  card.querySelector(".kind").textContent = kindOf(i);
+  // A question or a form is headed by what it asks: its tool's name (AskUserQuestion,
+  // imrelay:form) says nothing to a person.
+  card.querySelector(".tool").textContent = i.kind === "approval" ? i.tool_name : "";
   card.querySelector(".meta").textContent = metaLine(i);
   card.querySelector(".title").textContent = i.title || i.description || "";
   return card;
@@ -230,7 +232,7 @@ function showVotes(card, i) {
   let line = card.querySelector(".votes");
   if (!text) { if (line) line.remove(); return; }
   if (!line) {
-    line = el("p", { class: "votes muted" });
+    line = el("p", { class: "votes" });
     card.querySelector(".body").prepend(line);
   }
   line.textContent = text;
@@ -242,6 +244,15 @@ function voted(i) {
   if (!entry || i.status !== "pending") return;
   entry.interaction = i;
   showVotes(entry.el, i);
+}
+
+// A second vote by the same person, said as a person would (and as the chats say it): "You
+// already voted on this (allowed by alice via telegram at 10:02:11): each person counts once."
+function alreadyVoted(error) {
+  const v = error.vote;
+  if (!v || typeof v !== "object") return error.message || "You already voted on this: each person counts once.";
+  return "You already voted on this (" + (v.allow ? "allowed" : "denied") + " by " + v.by + " via " + v.via + " at " +
+    fmtTime(v.at) + "): each person counts once.";
 }
 
 function notice(card, text, isError) {
@@ -288,7 +299,7 @@ async function respond(card, id, body, onInvalid) {
     if (resp.ok) { resolved(data.interaction); return; }
     if (resp.status === 409 && data.error && data.error.code === "already_voted") {
       setBusy(card, false);
-      notice(card, data.error.message, true);
+      notice(card, alreadyVoted(data.error), true);
       return;
     }
     if (resp.status === 409 && data.error && data.error.interaction) {
@@ -432,7 +443,10 @@ function approvalBody(card, i) {
     respond(card, i.id, { decision: "allow", grant: { rule: rule.value.trim(), scope: scope.value } }, (data) => {
       const e = data.error || {};
       if (!String(e.field || "").startsWith("grant")) return false;
-      grantError.hidden = false; grantError.textContent = e.message || "This rule cannot be granted.";
+      // The message names the field it is about ("grant.rule: …"): the box is that field.
+      const message = String(e.message || "This rule cannot be granted.");
+      grantError.hidden = false;
+      grantError.textContent = message.startsWith(e.field + ": ") ? message.slice(e.field.length + 2) : message;
       return true;
     }).then(loadGrants);
   } });
@@ -509,8 +523,16 @@ function questionBody(card, i) {
   // A submit button of the form (by its `form` attribute) though it sits in the actions row,
   // so that Enter in any field of the form answers.
   const submit = el("button", { class: "primary", type: "submit", form: form.id, text: "Submit" });
-  const decline = el("button", { type: "button", text: "Decline", onclick: () => respond(card, i.id, { decision: "deny" }) });
-  card.querySelector(".actions").append(submit, decline);
+  card.querySelector(".actions").append(submit, ...declining((message) =>
+    respond(card, i.id, message ? { decision: "deny", message } : { decision: "deny" })));
+}
+
+// Decline and its reason box, alike on a question, a form and a prompt: `send(message)`
+// declines (the reason typed, or none).
+function declining(send) {
+  const reason = el("input", { type: "text", class: "reason", placeholder: "reason (optional, shown to the agent)", "aria-label": "Reason for declining (optional, shown to the agent)", maxlength: "4096" });
+  const decline = el("button", { class: "danger", type: "button", text: "Decline", onclick: () => send(reason.value.trim()) });
+  return [decline, reason];
 }
 
 // ---------- forms ----------
@@ -540,6 +562,33 @@ function formOptions(p, listKey) {
   return [];
 }
 
+// An untitled field's label, from its property name in words: `room_size`, `roomSize` and
+// `room-size` are "Room size"; an acronym (URL) stays as it is. (Only here: where a person
+// types a field's name, as in DingTalk's `name: value` lines, and in what an agent is told,
+// the name stays as the schema has it.)
+function nameLabel(name) {
+  const words = [];
+  let word = "", afterLower = false;
+  for (const c of name) {
+    if (c === "_" || c === "-" || /\s/.test(c)) {
+      if (word) words.push(word);
+      word = ""; afterLower = false;
+      continue;
+    }
+    if (c !== c.toLowerCase() && afterLower) { words.push(word); word = ""; }
+    afterLower = c !== c.toUpperCase() || (c >= "0" && c <= "9");
+    word += c;
+  }
+  if (word) words.push(word);
+  if (!words.length) return name;
+  return words.map((w, n) => {
+    const chars = [...w];
+    const acronym = chars.length > 1 && !chars.some((c) => c !== c.toUpperCase());
+    const shown = acronym ? w : w.toLowerCase();
+    return n === 0 ? [...shown][0].toUpperCase() + [...shown].slice(1).join("") : shown;
+  }).join(" ");
+}
+
 // A form interaction's fields, in the schema's order.
 function formFields(input) {
   const schema = (input && input.requestedSchema) || {};
@@ -549,7 +598,7 @@ function formFields(input) {
     const p = raw && typeof raw === "object" ? raw : {};
     const f = {
       name, p,
-      label: nonBlank(p.title) || name,
+      label: nonBlank(p.title) || nameLabel(name),
       description: nonBlank(p.description),
       required: required.includes(name),
       def: p.default,
@@ -638,6 +687,15 @@ function isEmail(s) {
   return !domain.startsWith(".") && !domain.endsWith(".") && !/[\s\u0000-\u001f\u007f-\u009f]/u.test(s);
 }
 
+// A calendar date as the API takes it: 2026-11-25, and a day that exists.
+function isDate(s) {
+  if (!/^\d{4}-\d{2}-\d{2}$/.test(s)) return false;
+  const [y, m, d] = s.split("-").map(Number);
+  const t = new Date(0);
+  t.setUTCFullYear(y, m - 1, d);
+  return t.getUTCFullYear() === y && t.getUTCMonth() === m - 1 && t.getUTCDate() === d;
+}
+
 function isUri(s) {
   try { new URL(s); return true; } catch (_) { return false; }
 }
@@ -670,6 +728,7 @@ function fieldHint(f) {
     if (hi !== null) return what + ", at most " + hi;
     return f.integer ? what : null;
   }
+  if (f.type === "text" && p.format === "date") return "A date, like 2026-11-25";
   if (f.type === "text") {
     const min = num("minLength");
     return range(min !== null && min > 1 ? min : null, num("maxLength"), ["character", "characters"]);
@@ -788,9 +847,11 @@ function formControl(f, base) {
     if (p.multiline === true) {
       input = el("textarea", { rows: "4", class: "field-text" });
     } else {
-      const type = { email: "email", uri: "url", date: "date", "date-time": "datetime-local" }[format] || "text";
-      input = el("input", { type, class: "field-text" });
+      // A date is typed as the API speaks it (2026-11-25), not in this browser's own order.
+      const type = { email: "email", uri: "url", "date-time": "datetime-local" }[format] || "text";
+      input = el("input", { type, class: "field-text" + (format === "date" ? " field-date" : "") });
       if (format === "email") input.autocomplete = "email";
+      if (format === "date") { input.placeholder = "YYYY-MM-DD"; input.autocomplete = "off"; input.spellcheck = false; }
     }
     const def = typeof f.def === "string" ? f.def : "";
     let shown = def;
@@ -814,7 +875,7 @@ function formControl(f, base) {
       if (typeof p.minLength === "number" && n < p.minLength) return { error: "Must be at least " + plural(p.minLength, "character", "characters") + " (now " + n + ")." };
       if (format === "email" && !isEmail(s)) return { error: "Must be " + FORMAT_HINT.email + "." };
       if (format === "uri" && !isUri(s)) return { error: "Must be " + FORMAT_HINT.uri + "." };
-      if (format === "date" && !/^\d{4}-\d{2}-\d{2}$/.test(s)) return { error: "Must be " + FORMAT_HINT.date + "." };
+      if (format === "date" && !isDate(s)) return { error: "Must be " + FORMAT_HINT.date + "." };
       // A `pattern` is the agent's regular expression: only the server checks it, in linear
       // time. The browser's engine backtracks, and a pattern like (a+)+$ would freeze the page
       // for minutes on a few dozen characters. A mismatch comes back as a 400 naming the
@@ -845,8 +906,6 @@ function formControl(f, base) {
 function formBody(card, i) {
   const body = card.querySelector(".body");
   const input = i.input || {};
-  // The tool name (imrelay:form) says nothing to a person: the message is what is asked.
-  card.querySelector(".tool").textContent = "";
   const form = el("form", { id: "answer-" + i.id, class: "elicit", novalidate: true });
   if (nonBlank(input.message)) form.append(el("p", { class: "form-message", text: input.message }));
   const fields = formFields(input).map((f, n) => {
@@ -910,20 +969,15 @@ function formBody(card, i) {
     card.querySelector(".notice").hidden = true;
     respond(card, i.id, { action: "accept", content }, serverError);
   });
-  const actions = card.querySelector(".actions");
-  const reason = el("input", { type: "text", class: "reason", placeholder: "reason (optional, shown to the agent)", "aria-label": "Reason for declining (optional, shown to the agent)", maxlength: "4096" });
   const submit = el("button", { class: "primary", type: "submit", form: form.id, text: single ? "Send answer" : "Submit" });
-  const decline = el("button", { class: "danger", type: "button", text: "Decline", onclick: () => {
-    const message = reason.value.trim();
-    respond(card, i.id, message ? { action: "decline", message } : { action: "decline" });
-  } });
-  actions.append(submit, decline, reason);
+  card.querySelector(".actions").append(submit, ...declining((message) =>
+    respond(card, i.id, message ? { action: "decline", message } : { action: "decline" })));
 }
 
 function pendingCard(i) {
   const card = baseCard(i);
   // Ticked, it is among what "Approve selected" / "Deny selected" answer.
-  card.querySelector(".card-head").prepend(el("input", { type: "checkbox", class: "pick", "aria-label": "Select " + i.tool_name + " " + i.id, onchange: refreshBulk }));
+  card.querySelector(".card-head").prepend(el("input", { type: "checkbox", class: "pick", "aria-label": "Select " + (i.kind === "approval" ? i.tool_name : kindOf(i)) + " " + i.id, onchange: refreshBulk }));
   if (i.kind === "question") questionBody(card, i);
   else if (i.kind === "form") formBody(card, i);
   else approvalBody(card, i);
@@ -934,7 +988,6 @@ function pendingCard(i) {
 // What a resolved form asked and what was answered: "Label: value" lines (option titles,
 // Yes/No), or why it was declined or cancelled.
 function formResult(card, i) {
-  card.querySelector(".tool").textContent = "";
   const body = card.querySelector(".body");
   const input = i.input || {};
   if (nonBlank(input.message)) body.append(el("p", { class: "form-message asked", text: input.message }));
@@ -981,22 +1034,36 @@ function recentCard(i) {
     formResult(card, i);
     return card;
   }
+  if (i.kind === "question") questionResult(body, i);
   const msg = r.result && r.result.behavior === "deny" ? r.result.message : null;
   if (msg) body.append(el("p", { class: "muted", text: "“" + msg + "”" }));
   if (edited) {
     body.append(el("p", { class: "edited-label", text: "Approved as edited:" }), codeBlock(JSON.stringify(edited, null, 2).split("\n"), "edited"));
   }
-  const answers = r.result && r.result.updatedInput && r.result.updatedInput.answers;
-  if (i.kind === "question" && answers) {
-    for (const [q, a] of Object.entries(answers)) body.append(el("p", { class: "muted", text: q + " → " + a }));
-  }
   return card;
+}
+
+// What a resolved question asked, each with its answer ("Which database? → Postgres"), or
+// only the questions when it was declined.
+function questionResult(body, i) {
+  const answers = (i.resolution && i.resolution.result && i.resolution.result.updatedInput &&
+    i.resolution.result.updatedInput.answers) || {};
+  const asked = Array.isArray(i.input && i.input.questions) ? i.input.questions.map((q) => q && String(q.question)) : [];
+  const list = el("div", { class: "answers" });
+  for (const q of new Set([...asked, ...Object.keys(answers)])) {
+    const a = answers[q];
+    const shown = a === undefined ? null : Array.isArray(a) ? a.join(", ") : String(a);
+    list.append(el("p", { class: "answer" }, el("span", { class: shown === null ? "muted" : "answer-label", text: q }),
+      shown === null ? null : el("span", { class: "answer-value", text: " → " + shown })));
+  }
+  if (list.children.length) body.append(list);
 }
 
 function renderCounts() {
   const n = state.pending.size;
   $("pending-count").textContent = String(n);
   $("empty").hidden = n > 0;
+  $("recent-section").hidden = $("recent").children.length === 0;
   document.title = (n ? "(" + n + ") " : "") + "imrelay inbox";
   refreshBulk();
 }
@@ -1036,8 +1103,9 @@ function refreshBulk() {
       if (v) values.add(v);
     }
     if (filters[key]) values.add(filters[key]);
-    // A filter with nothing to choose from (no routes configured) is not shown.
-    select.hidden = values.size === 0;
+    // A filter that would narrow nothing (every pending request has the same agent, or no
+    // routes are configured) is not shown, unless it is in use.
+    select.hidden = values.size < 2 && !filters[key];
     select.replaceChildren(el("option", { value: "", text: FILTER_ANY[key] }),
       ...[...values].sort().map((v) => el("option", { value: v, text: v })));
     select.value = filters[key];
@@ -1049,7 +1117,12 @@ function refreshBulk() {
   }
   const ticked = picked();
   const approvals = ticked.filter(({ interaction: i }) => i.kind === "approval").length;
-  $("bulk").hidden = state.pending.size === 0;
+  // Many at once needs several: with one pending request its own card answers it (unless a
+  // filter chosen earlier hides it: then the filters stay, to be cleared).
+  const several = state.pending.size > 1 || Object.values(filters).some(Boolean);
+  $("bulk").hidden = !several;
+  $("pending").classList.toggle("single", !several);
+  $("bulk-actions").hidden = ticked.length === 0;
   $("bulk-approve").textContent = "Approve selected (" + approvals + ")";
   $("bulk-approve").disabled = approvals === 0;
   $("bulk-deny").textContent = "Deny selected (" + ticked.length + ")";
@@ -1141,7 +1214,9 @@ function notify(i) {
   if (!document.hidden || state.notifications.has(i.id)) return;
   if (!("Notification" in window) || Notification.permission !== "granted") return;
   try {
-    const what = i.kind === "form" ? (i.title || (i.input && i.input.message) || "a form") : i.tool_name;
+    const asked = i.kind === "question" && Array.isArray(i.input && i.input.questions) && i.input.questions[0];
+    const what = i.kind === "form" ? (i.title || (i.input && i.input.message) || "a form")
+      : asked ? String(asked.question || "a question") : i.tool_name;
     state.notifications.set(i.id, new Notification("imrelay: " + what, { body: metaLine(i), tag: i.id }));
   } catch (_) { /* notifications are a convenience */ }
 }

@@ -1,6 +1,6 @@
-//! The inbox opened with a labelled operator token: it says whose name its answers go under
-//! (the token's person, from the server) and never asks for one; the answer is recorded
-//! under that name.
+//! The inbox opened with a labelled operator token: the token form says where a token comes
+//! from; the inbox says whose name its answers go under (the token's person, from the server)
+//! and never asks for one; the answer is recorded under that name.
 
 use imrelay::config::OperatorToken;
 use imrelay::config::teams::PersonSettings;
@@ -30,6 +30,15 @@ pub(super) async fn a_labelled_token_answers_as_its_person_without_asking_a_name
         "document.getElementById('login')?.hidden === false",
     )
     .await;
+    // It says where a token comes from.
+    let said = b.eval("document.getElementById('login').textContent").await;
+    assert!(
+        said.as_str()
+            .unwrap()
+            .contains("one of those in auth.operator_tokens"),
+        "{said}"
+    );
+    b.screenshots("inbox-login").await;
     b.eval(&format!(
         "document.getElementById('token').value = {}; \
          document.querySelector('#login-form button[type=submit]').click()",

@@ -1,6 +1,6 @@
 //! The two-person rule in the inbox: a pending card shows the votes so far, from its own
 //! answers and from answers anywhere else; the page's own vote is said on the card, and its
-//! second vote refused there.
+//! second vote refused there, in a person's words.
 
 use imrelay::config::teams::RouteSettings;
 use imrelay::interaction::{Answer, InteractionId, Responder, Via};
@@ -75,6 +75,18 @@ pub(super) async fn a_card_shows_the_votes_so_far_from_everywhere() {
         &format!("{pending}?.querySelector('.notice.error')?.textContent.includes('each person counts once')"),
     )
     .await;
+    // Said as a person would, not as the server's record has it.
+    let said = b
+        .eval(&format!(
+            "{pending}.querySelector('.notice.error').textContent"
+        ))
+        .await;
+    let said = said.as_str().unwrap();
+    assert!(
+        said.starts_with("You already voted on this (allowed by Dana via desktop at "),
+        "{said}"
+    );
+    assert!(!said.contains("interaction inbox-q"), "{said}");
     b.screenshots("inbox-quorum").await;
     // Carol decides: the card moves to the recent list with every vote.
     let carol = Responder::new("carol", Via::new("feishu")).with_identity("feishu", "ou_c");
