@@ -20,13 +20,13 @@ use axum::response::Response;
 use sha2::{Digest, Sha256};
 use subtle::{ConditionallySelectable, ConstantTimeEq};
 
-use super::AppState;
 use super::error::ApiError;
+use super::{AppState, quota};
 use crate::config::AuthSettings;
 use crate::wire::Principal;
 
 /// What a route requires.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Scope {
     /// An agent token.
     Agent,
@@ -37,7 +37,8 @@ pub enum Scope {
 }
 
 impl Scope {
-    fn name(self) -> &'static str {
+    /// The scope in words: `agent`, `operator`, `agent or operator`.
+    pub fn name(self) -> &'static str {
         match self {
             Scope::Agent => "agent",
             Scope::Operator => "operator",
@@ -196,8 +197,13 @@ async fn require(
     next: Next,
 ) -> Result<Response, ApiError> {
     let principal = state.auth.check(scope, req.headers(), peer)?;
+    // The token's share of the connections, held until the answer is sent.
+    let place = match state.quota.take(scope, &principal, req.uri().path()) {
+        Ok(place) => place,
+        Err(refused) => return Ok(refused),
+    };
     req.extensions_mut().insert(principal);
-    Ok(next.run(req).await)
+    Ok(quota::held_while_sent(next.run(req).await, place))
 }
 
 /// Middleware: an agent token.
