@@ -2,35 +2,48 @@
 //! serve`) and a running imrelay (see docs/opencode.md).
 //!
 //! For each server it follows the event stream (`GET /event`, with HTTP Basic
-//! authentication when `OPENCODE_SERVER_PASSWORD` is set), and each time the stream opens it
-//! lists what already waits (`GET /permission`, `GET /question`), so requests asked while the
-//! bridge, the server or imrelay was away are found again. Each request becomes one
-//! interaction, created over imrelay's agent API with an agent token and an id derived from
-//! the server and the request ([`crate::agents::opencode`]): a bridge started again re-attaches
-//! to the same interaction, and an answer given meanwhile is carried over. The bridge waits for
-//! the answer (long polls, retried while imrelay is unreachable) and sends OpenCode its reply
-//! once: a request it has replied to is never replied to again. When OpenCode settles a request
-//! itself (`permission.replied`, `question.replied`, `question.rejected`), or no longer lists it
-//! after a reconnect, the interaction is withdrawn on every channel.
+//! authentication when `OPENCODE_SERVER_PASSWORD` is set), and lists what waits (`GET
+//! /permission`, `GET /question`) each time the stream opens, every minute, and soon after an
+//! event it could not read: requests asked while the bridge, the server or imrelay was away,
+//! or whose event was lost, are found again. Each request becomes one interaction, created
+//! over imrelay's agent API with an agent token and an id derived from the server and the
+//! request ([`crate::agents::opencode`]): a bridge started again re-attaches to the same
+//! interaction, and an answer given meanwhile is carried over. At most [`MAX_WAITING`]
+//! requests are asked and waited on at once (long polls, retried while imrelay is
+//! unreachable); the others wait their turn, in OpenCode's own interface meanwhile.
 //!
-//! Bad input from OpenCode (an unreadable event, a request for a session it does not know)
-//! is reported on standard error, with outside text escaped, and changes nothing. Lost
-//! connections are retried with backoff, 250 ms doubling up to 5 s.
+//! The answer goes back to OpenCode as its reply ([`handle`]), retried with backoff while
+//! OpenCode is unreachable or fails (5xx); a request counts as replied to only once OpenCode
+//! accepted the reply, and one whose reply did not get through is taken up again at the next
+//! listing that still shows it. When OpenCode settles a request itself (`permission.replied`,
+//! `question.replied`, `question.rejected`), or no longer lists it, the interaction is
+//! withdrawn on every channel.
+//!
+//! Everything read from OpenCode is bounded ([`sse`], [`opencode`]): an event over
+//! [`MAX_EVENT_BYTES`], or whose data is not UTF-8, is skipped alone and the stream goes on.
+//! Bad input (an unreadable event, an id too long to reply to, a request for a session it
+//! does not know) is reported on standard error, with outside text escaped, and changes
+//! nothing. Lost connections are retried with backoff, 250 ms doubling up to 5 s.
+
+mod handle;
+mod opencode;
+mod sse;
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use secrecy::{ExposeSecret, SecretString};
-use serde_json::Value;
+use secrecy::SecretString;
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::client::{Backoff, ClientError, Remote, RemoteArgs, exit, parse_interaction};
+use super::client::{Backoff, ClientError, Remote, RemoteArgs, exit};
 use crate::agents::opencode::{
-    ANSWERED_IN_OPENCODE, Event, GONE_FROM_OPENCODE, OnTimeout, Request, parse_event, segment,
+    ANSWERED_IN_OPENCODE, Event, GONE_FROM_OPENCODE, OnTimeout, Request, parse_event,
 };
-use crate::interaction::Interaction;
 use crate::sync::LockExt;
 use crate::telemetry::escape;
 
@@ -145,6 +158,9 @@ pub fn run(args: BridgeArgs, config: Option<&std::path::Path>) -> i32 {
         username: args.username,
         timeout: args.timeout,
         on_timeout: args.on_timeout,
+        waits: Arc::new(Semaphore::new(MAX_WAITING)),
+        told_full: AtomicBool::new(false),
+        withdrawals: Arc::new(Semaphore::new(MAX_WITHDRAWING)),
     };
     runtime.block_on(async move {
         let http = match reqwest::Client::builder()
@@ -193,10 +209,24 @@ struct Options {
     username: String,
     timeout: Option<u64>,
     on_timeout: OnTimeout,
+    /// Turns to ask imrelay and wait for its answer: [`MAX_WAITING`], for every server.
+    waits: Arc<Semaphore>,
+    /// Whether the requests over [`MAX_WAITING`] were reported since there was room.
+    told_full: AtomicBool,
+    /// Withdrawals under way at once, for every server.
+    withdrawals: Arc<Semaphore>,
 }
 
+/// Requests asked and waited on at once, for every server (as `imrelay acp`): each holds one
+/// long poll, so one bridge cannot take more than this of imrelay's connections.
+pub const MAX_WAITING: usize = 256;
+
+/// Withdrawals sent to imrelay at once (when many requests go at once, after a restart of
+/// OpenCode).
+const MAX_WITHDRAWING: usize = 16;
+
 /// The most request ids remembered as replied to, per server (more than OpenCode keeps
-/// waiting at once; the ids OpenCode no longer lists are forgotten at each reconnect).
+/// waiting at once; the ids OpenCode no longer lists are forgotten at each listing).
 const MAX_DONE: usize = 4096;
 
 /// How long imrelay is asked to hold each long poll, seconds.
@@ -206,6 +236,17 @@ const POLL_SECS: u64 = 10;
 /// before it is taken for lost.
 const SILENCE: Duration = Duration::from_secs(60);
 
+/// How often what OpenCode lists as waiting is compared with what the bridge handles.
+const RELIST: Duration = Duration::from_secs(60);
+
+/// How soon after an event it could not read the bridge lists again (a request may have
+/// been in it), at the most often.
+const RELIST_SOON: Duration = Duration::from_secs(2);
+
+/// The most bytes of one event read (a larger one is skipped). OpenCode's largest events
+/// carry a file's contents or a diff.
+pub const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
+
 /// The bridge to one OpenCode server.
 struct Bridge {
     url: String,
@@ -214,71 +255,14 @@ struct Bridge {
     options: Arc<Options>,
     /// The requests being handled: their interaction id, and what stops the handler.
     tracked: Mutex<HashMap<String, (String, CancellationToken)>>,
-    /// The requests replied to (oldest first): never replied to twice.
+    /// The requests OpenCode accepted a reply to, or left to its own interface (oldest
+    /// first): never taken up again.
     done: Mutex<VecDeque<String>>,
-}
-
-/// Why a request to OpenCode failed.
-#[derive(Debug, thiserror::Error)]
-enum OpenCodeError {
-    #[error("cannot reach OpenCode at {url}: {reason}")]
-    Unreachable { url: String, reason: String },
-    #[error("OpenCode at {url} answered {path} with {status}")]
-    Status {
-        url: String,
-        path: String,
-        status: u16,
-    },
-    #[error("OpenCode at {url} answered {path} with something unreadable: {reason}")]
-    Unreadable {
-        url: String,
-        path: String,
-        reason: String,
-    },
 }
 
 impl Bridge {
     fn log(&self, what: &str) {
         say_err(&format!("opencode {}: {what}", escape(&self.url)));
-    }
-
-    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
-        let req = self.http.request(method, format!("{}{path}", self.url));
-        match &self.options.password {
-            Some(p) => req.basic_auth(&self.options.username, Some(p.expose_secret())),
-            None => req,
-        }
-    }
-
-    async fn opencode(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<&Value>,
-    ) -> Result<Value, OpenCodeError> {
-        let mut req = self.request(method, path).timeout(Duration::from_secs(15));
-        if let Some(b) = body {
-            req = req.json(b);
-        }
-        let unreachable = |e: reqwest::Error| OpenCodeError::Unreachable {
-            url: self.url.clone(),
-            reason: e.to_string(),
-        };
-        let resp = req.send().await.map_err(unreachable)?;
-        let status = resp.status();
-        if !status.is_success() {
-            return Err(OpenCodeError::Status {
-                url: self.url.clone(),
-                path: path.to_string(),
-                status: status.as_u16(),
-            });
-        }
-        let text = resp.text().await.map_err(unreachable)?;
-        serde_json::from_str(&text).map_err(|e| OpenCodeError::Unreadable {
-            url: self.url.clone(),
-            path: path.to_string(),
-            reason: e.to_string(),
-        })
     }
 
     /// Follows the server's event stream for ever, reconnecting with backoff.
@@ -325,67 +309,110 @@ impl Bridge {
         }
     }
 
-    /// Reads events until the stream ends or falls silent.
+    /// Reads events until the stream ends or falls silent, listing what waits every
+    /// [`RELIST`] meanwhile.
     async fn read(self: &Arc<Self>, resp: reqwest::Response) {
-        let mut stream = eventsource_stream::Eventsource::eventsource(resp.bytes_stream());
+        let mut chunks = resp.bytes_stream();
+        let mut events = sse::Events::new(MAX_EVENT_BYTES);
+        let mut items = Vec::new();
+        let mut heard = Instant::now();
+        let mut relist = Instant::now() + RELIST;
         loop {
-            let event = match tokio::time::timeout(SILENCE, stream.next()).await {
-                Ok(Some(Ok(event))) => event,
-                Ok(Some(Err(e))) => {
-                    self.log(&format!("the event stream broke: {e}"));
-                    return;
+            let chunk = tokio::select! {
+                chunk = chunks.next() => chunk,
+                () = tokio::time::sleep_until(relist) => {
+                    self.reconcile().await;
+                    relist = Instant::now() + RELIST;
+                    continue;
                 }
-                Ok(None) => return,
-                Err(_) => {
+                () = tokio::time::sleep_until(heard + SILENCE) => {
                     self.log("the event stream fell silent");
                     return;
                 }
             };
-            match parse_event(&event.data) {
-                Ok(Event::Asked(r)) => self.start(r),
-                Ok(Event::Settled { request_id }) => {
-                    self.settle(&request_id, ANSWERED_IN_OPENCODE);
+            let bytes = match chunk {
+                Some(Ok(bytes)) => bytes,
+                Some(Err(e)) => {
+                    self.log(&format!("the event stream broke: {e}"));
+                    return;
                 }
-                Ok(Event::Other) => {}
-                Err(e) => self.log(&format!(
-                    "ignored an event it could not read ({})",
-                    escape(&e.to_string())
-                )),
+                None => return,
+            };
+            heard = Instant::now();
+            events.push(&bytes, &mut items);
+            for item in items.drain(..) {
+                if !self.on_event(item) {
+                    relist = relist.min(Instant::now() + RELIST_SOON);
+                }
             }
         }
+    }
+
+    /// Acts on one event; `false` when it could not be read (a request may have been lost).
+    fn on_event(self: &Arc<Self>, item: sse::Item) -> bool {
+        let data = match item {
+            sse::Item::Event(data) => data,
+            sse::Item::TooLong { bytes } => {
+                self.log(&format!(
+                    "skipped an event of {bytes} bytes, over the {MAX_EVENT_BYTES} the bridge reads"
+                ));
+                return false;
+            }
+            sse::Item::NotUtf8 => {
+                self.log("skipped an event that is not UTF-8");
+                return false;
+            }
+        };
+        match parse_event(&data) {
+            Ok(Event::Asked(r)) => self.start(r),
+            Ok(Event::Settled { request_id }) => {
+                self.settle(&request_id, ANSWERED_IN_OPENCODE);
+            }
+            Ok(Event::Other) => {}
+            Err(e) => {
+                self.log(&format!(
+                    "ignored an event it could not read ({})",
+                    escape(&e.to_string())
+                ));
+                return false;
+            }
+        }
+        true
+    }
+
+    /// What the server lists as waiting; `None` (reported) when it cannot be read.
+    async fn listed(&self) -> Option<Vec<Request>> {
+        let mut listed: Vec<Request> = Vec::new();
+        for (path, question) in [("/permission", false), ("/question", true)] {
+            let listing = match self.list(path).await {
+                Ok(listing) => listing,
+                Err(e) => {
+                    self.log(&format!(
+                        "{}; it is listed again later",
+                        escape(&e.to_string())
+                    ));
+                    return None;
+                }
+            };
+            for item in listing.items() {
+                match Request::from_listing(item, question) {
+                    Ok(r) => listed.push(r),
+                    Err(e) => self.log(&format!(
+                        "ignored a request of GET {path} it could not read ({})",
+                        escape(&e)
+                    )),
+                }
+            }
+        }
+        Some(listed)
     }
 
     /// Takes up every request the server lists as waiting, and withdraws the ones it no
     /// longer lists.
     async fn reconcile(self: &Arc<Self>) {
-        let mut listed: Vec<Request> = Vec::new();
-        for (path, question) in [("/permission", false), ("/question", true)] {
-            let items = match self.opencode(reqwest::Method::GET, path, None).await {
-                Ok(Value::Array(items)) => items,
-                Ok(_) => {
-                    self.log(&format!("GET {path} is not a list; ignored"));
-                    return;
-                }
-                Err(e) => {
-                    self.log(&escape(&e.to_string()));
-                    return;
-                }
-            };
-            for item in items {
-                let parsed = if question {
-                    serde_json::from_value(item).map(Request::Question)
-                } else {
-                    serde_json::from_value(item).map(Request::Permission)
-                };
-                match parsed {
-                    Ok(r) => listed.push(r),
-                    Err(e) => self.log(&format!(
-                        "ignored a request of GET {path} it could not read ({})",
-                        escape(&e.to_string())
-                    )),
-                }
-            }
-        }
+        let Some(listed) = self.listed().await else {
+            return;
+        };
         let ids: HashSet<&str> = listed.iter().map(Request::id).collect();
         let gone: Vec<String> = self
             .tracked
@@ -420,8 +447,11 @@ impl Bridge {
         let me = self.clone();
         tokio::spawn(async move {
             let request_id = r.id().to_string();
-            me.handle(r, token).await;
-            me.tracked.locked().remove(&request_id);
+            me.handle(r, token.clone()).await;
+            // Unless something else ended it (and may have started it again since).
+            if !token.is_cancelled() {
+                me.tracked.locked().remove(&request_id);
+            }
         });
     }
 
@@ -435,6 +465,9 @@ impl Bridge {
         self.remember(request_id);
         let me = self.clone();
         tokio::spawn(async move {
+            let Ok(_turn) = me.options.withdrawals.clone().acquire_owned().await else {
+                return;
+            };
             let mut backoff = Backoff::default();
             for _ in 0..10 {
                 let req = me
@@ -470,165 +503,9 @@ impl Bridge {
         }
     }
 
-    /// Asks imrelay about `r`, waits for the answer and replies to OpenCode, unless `stop`
-    /// fires first.
-    async fn handle(self: &Arc<Self>, r: Request, stop: CancellationToken) {
-        let Some(cwd) = self.directory_of(&r).await else {
-            return;
-        };
-        let body = r.create_body(&self.url, cwd.as_deref(), self.options.timeout);
-        let id = r.interaction_id(&self.url);
-        let mut backoff = Backoff::default();
-        let Some(interaction) = self.create(&r, &body, &id, &stop, &mut backoff).await else {
-            return;
-        };
-        if interaction.is_pending() {
-            self.log(&format!("{} asked as {id}", escape(r.id())));
-        }
-        let Some(interaction) = self.wait_for(&id, interaction, &stop, &mut backoff).await else {
-            return;
-        };
-        self.reply(&r, &interaction, &stop).await;
-    }
-
-    /// The working directory of `r`'s session, if OpenCode tells it; `None` when OpenCode
-    /// does not know the session, so `r` is ignored.
-    async fn directory_of(&self, r: &Request) -> Option<Option<String>> {
-        let session = r.session_id();
-        match self
-            .opencode(
-                reqwest::Method::GET,
-                &format!("/session/{}", segment(session)),
-                None,
-            )
-            .await
-        {
-            Ok(s) => Some(s["directory"].as_str().map(str::to_string)),
-            Err(OpenCodeError::Status { status: 404, .. }) => {
-                self.log(&format!(
-                    "ignored {} of session {}: OpenCode does not know that session",
-                    escape(r.id()),
-                    escape(session)
-                ));
-                None
-            }
-            Err(e) => {
-                self.log(&format!(
-                    "cannot read session {} ({}); asking without its directory",
-                    escape(session),
-                    escape(&e.to_string())
-                ));
-                Some(None)
-            }
-        }
-    }
-
-    /// Creates the interaction `id` for `r` from `body`, retrying while imrelay is out of
-    /// reach; `None` when `stop` fires or imrelay refuses it (OpenCode's own interface asks).
-    async fn create(
-        &self,
-        r: &Request,
-        body: &Value,
-        id: &str,
-        stop: &CancellationToken,
-        backoff: &mut Backoff,
-    ) -> Option<Interaction> {
-        loop {
-            let req = self
-                .imrelay
-                .request(reqwest::Method::POST, "/v1/interactions")
-                .json(body);
-            let result = tokio::select! {
-                _ = stop.cancelled() => return None,
-                r = self.imrelay.call(req, Some(id)) => r,
-            };
-            match result.and_then(parse_interaction) {
-                Ok(i) => return Some(i),
-                Err(e) if e.is_transient() => {
-                    self.log(&format!("imrelay: {e}; retrying"));
-                    tokio::time::sleep(backoff.delay()).await;
-                }
-                Err(e) => {
-                    self.log(&format!(
-                        "imrelay refused {} ({e}); left to OpenCode's own interface",
-                        escape(r.id())
-                    ));
-                    return None;
-                }
-            }
-        }
-    }
-
-    /// Waits until `interaction` (`id`) is resolved, and returns it so; `None` when `stop`
-    /// fires or imrelay no longer has it.
-    async fn wait_for(
-        &self,
-        id: &str,
-        mut interaction: Interaction,
-        stop: &CancellationToken,
-        backoff: &mut Backoff,
-    ) -> Option<Interaction> {
-        while interaction.is_pending() {
-            let req = self.imrelay.request(
-                reqwest::Method::GET,
-                &format!("/v1/interactions/{id}/wait?timeout_secs={POLL_SECS}"),
-            );
-            let result = tokio::select! {
-                _ = stop.cancelled() => return None,
-                r = self.imrelay.call(req, Some(id)) => r,
-            };
-            match result.and_then(|mut v| parse_interaction(v["interaction"].take())) {
-                Ok(i) => interaction = i,
-                Err(ClientError::NotFound(_)) => {
-                    self.log(&format!("{id} is gone from imrelay; left to OpenCode"));
-                    return None;
-                }
-                Err(e) => {
-                    self.log(&format!("imrelay: {e}; retrying"));
-                    tokio::time::sleep(backoff.delay()).await;
-                }
-            }
-        }
-        Some(interaction)
-    }
-
-    /// Sends OpenCode the reply for the resolved `i`, once.
-    async fn reply(self: &Arc<Self>, r: &Request, i: &Interaction, stop: &CancellationToken) {
-        // From here on the request is answered: a settling event, a listing or a reconnect
-        // does not take it up again.
-        if stop.is_cancelled() || self.tracked.locked().remove(r.id()).is_none() {
-            return;
-        }
-        self.remember(r.id());
-        let Some(reply) = r.reply(i, self.options.on_timeout) else {
-            self.log(&format!(
-                "{} ended without an answer for OpenCode; left to its own interface",
-                i.id
-            ));
-            return;
-        };
-        let mut backoff = Backoff::default();
-        for _ in 0..20 {
-            match self
-                .opencode(reqwest::Method::POST, &reply.path, reply.body.as_ref())
-                .await
-            {
-                Ok(_) => {
-                    self.log(&format!("replied to {}", escape(r.id())));
-                    return;
-                }
-                Err(OpenCodeError::Unreachable { .. }) => {
-                    tokio::time::sleep(backoff.delay()).await;
-                }
-                Err(e) => {
-                    self.log(&format!("{}", escape(&e.to_string())));
-                    return;
-                }
-            }
-        }
-        self.log(&format!(
-            "gave up replying to {}: OpenCode stayed unreachable",
-            escape(r.id())
-        ));
+    /// `request_id` is settled for good: never taken up again, and no longer handled.
+    fn finished(&self, request_id: &str) {
+        self.remember(request_id);
+        self.tracked.locked().remove(request_id);
     }
 }
