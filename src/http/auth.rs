@@ -200,7 +200,7 @@ async fn require(
     // The token's share of the connections, held until the answer is sent.
     let place = match state.quota.take(scope, &principal, req.uri().path()) {
         Ok(place) => place,
-        Err(refused) => return Ok(refused),
+        Err(refused) => return Ok(axum::response::IntoResponse::into_response(refused)),
     };
     req.extensions_mut().insert(principal);
     Ok(quota::held_while_sent(next.run(req).await, place))

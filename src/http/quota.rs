@@ -107,7 +107,7 @@ impl Quota {
         scope: Scope,
         principal: &Principal,
         path: &str,
-    ) -> Result<InFlight, Response> {
+    ) -> Result<InFlight, Refused> {
         let holder = Holder::of(scope, principal);
         let max = self.max();
         let mut shares = self.shares.locked();
@@ -138,26 +138,35 @@ impl Quota {
         } else {
             share.unlogged += 1;
         }
-        Err(refusal(max))
+        Err(Refused { max })
     }
 }
 
+/// A request over its token's share.
+#[derive(Debug)]
+pub struct Refused {
+    max: usize,
+}
+
 /// `429 connection_quota`, with `Retry-After` and `Connection: close`.
-fn refusal(max: usize) -> Response {
-    let mut resp = ApiError::new(
-        StatusCode::TOO_MANY_REQUESTS,
-        "connection_quota",
-        format!(
-            "this token already has {max} requests in flight (long-polls, event streams, hooks \
+impl IntoResponse for Refused {
+    fn into_response(self) -> Response {
+        let max = self.max;
+        let mut resp = ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "connection_quota",
+            format!(
+                "this token already has {max} requests in flight (long-polls, event streams, hooks \
              waiting for an answer), the most server.max_connections_per_token allows: wait \
              for some to end before starting more"
-        ),
-    )
-    .closing()
-    .into_response();
-    resp.headers_mut()
-        .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
-    resp
+            ),
+        )
+        .closing()
+        .into_response();
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+        resp
+    }
 }
 
 /// One request's place in its token's share; dropping it frees the place.
@@ -207,6 +216,7 @@ mod tests {
         let Err(refused) = quota.take(Scope::Agent, &a, "/x") else {
             panic!("a third request of the token is refused");
         };
+        let refused = refused.into_response();
         assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(refused.headers()[header::RETRY_AFTER], "1");
         assert_eq!(refused.headers()[header::CONNECTION], "close");
