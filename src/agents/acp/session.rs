@@ -5,8 +5,8 @@
 //! names only its tool call's id is shown with everything the agent said about it before.
 //!
 //! Everything is bounded, in number and in bytes: the requests awaiting their result, the
-//! sessions and the tool calls are each kept up to a fixed number and a fixed size (what their
-//! JSON would take), the oldest forgotten first; a tool call is forgotten once it has ended,
+//! sessions and the tool calls are each kept up to a fixed number and a fixed size (about what
+//! their JSON would take), the oldest forgotten first; a tool call is forgotten once it has ended,
 //! and one larger than the proxy could post to imrelay is not kept at all.
 
 use std::collections::{HashMap, VecDeque};
@@ -30,7 +30,7 @@ const MAX_SESSIONS: usize = 1024;
 const MAX_SESSION_BYTES: usize = 4 * 1024 * 1024;
 /// Tool calls remembered, of all sessions.
 const MAX_TOOL_CALLS: usize = 512;
-/// Bytes of the tool calls remembered, of all sessions (their JSON).
+/// Bytes of the tool calls remembered, of all sessions (about their JSON).
 const MAX_TOOL_CALL_BYTES: usize = 16 * 1024 * 1024;
 /// The largest tool call kept: a permission request carrying more could not be posted to
 /// imrelay anyway (its body limit).
@@ -123,24 +123,46 @@ impl<K: Clone + Eq + Hash, V> Bounded<K, V> {
     }
 }
 
-/// The bytes a tool call takes, as JSON (what the proxy would post of it).
+/// About the bytes a tool call takes as JSON (what the proxy would post of it): its texts'
+/// lengths and a few bytes per value, counted without writing it out.
 fn json_size(call: &ToolCall) -> usize {
-    /// Counts what is written.
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0 += b.len();
-            Ok(b.len())
+    let ToolCall {
+        tool_call_id,
+        title,
+        kind,
+        status,
+        content,
+        locations,
+        raw_input,
+    } = call;
+    let texts = [
+        Some(tool_call_id),
+        title.as_ref(),
+        kind.as_ref(),
+        status.as_ref(),
+    ];
+    let lists = [content.as_ref(), locations.as_ref()];
+    texts.iter().flatten().map(|t| t.len() + 16).sum::<usize>()
+        + lists
+            .iter()
+            .flatten()
+            .map(|l| l.iter().map(value_size).sum::<usize>() + 16)
+            .sum::<usize>()
+        + raw_input.as_ref().map_or(0, value_size)
+}
+
+/// About the bytes `v` takes as JSON: its strings' lengths and a few bytes per value.
+fn value_size(v: &Value) -> usize {
+    match v {
+        Value::Null | Value::Bool(_) | Value::Number(_) => 8,
+        Value::String(s) => s.len() + 2,
+        Value::Array(items) => items.iter().map(value_size).sum::<usize>() + 2,
+        Value::Object(map) => {
+            map.iter()
+                .map(|(k, v)| k.len() + 4 + value_size(v))
+                .sum::<usize>()
+                + 2
         }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    match serde_json::to_writer(&mut count, call) {
-        Ok(()) => count.0,
-        // Cannot happen for a value read from JSON; never kept if it did.
-        Err(_) => usize::MAX,
     }
 }
 
@@ -317,7 +339,7 @@ impl Tracker {
         self.tool_calls.len()
     }
 
-    /// How many bytes of tool calls are remembered, as JSON (for tests of the bound).
+    /// How many bytes of tool calls are remembered, about their JSON (for tests of the bound).
     pub fn tool_call_bytes(&self) -> usize {
         self.tool_calls.bytes
     }
@@ -442,7 +464,11 @@ mod tests {
         let counted: usize = t.tool_calls.map.values().map(|(_, size)| size).sum();
         assert_eq!(counted, t.tool_call_bytes());
         assert!(t.tool_call_bytes() > MAX_TOOL_CALL_BYTES - 1_100_000);
-        assert_eq!(t.tool_calls_known(), MAX_TOOL_CALL_BYTES / 1_000_100);
+        // As many as fit: each counts its 1 MB and some bytes more.
+        let each = t.tool_call_bytes() / t.tool_calls_known();
+        assert!((1_000_000..1_000_200).contains(&each), "{each}");
+        let fit = MAX_TOOL_CALL_BYTES / each;
+        assert_eq!(t.tool_calls_known(), fit);
         let newest = t
             .permission_body(
                 &json!({"sessionId": "s", "toolCall": {"toolCallId": "c39"}, "options": []}),
@@ -466,10 +492,10 @@ mod tests {
             "update": {"sessionUpdate": "tool_call_update", "toolCallId": "c38", "status": "failed"}}}));
         let counted: usize = t.tool_calls.map.values().map(|(_, size)| size).sum();
         assert_eq!(counted, t.tool_call_bytes());
-        assert_eq!(t.tool_calls_known(), MAX_TOOL_CALL_BYTES / 1_000_100 - 2);
+        assert_eq!(t.tool_calls_known(), fit - 2);
         // One larger than a post is never kept, and takes nothing from the others.
         t.agent_sent(&big_call("huge", MAX_ONE_TOOL_CALL_BYTES + 1));
-        assert_eq!(t.tool_calls_known(), MAX_TOOL_CALL_BYTES / 1_000_100 - 2);
+        assert_eq!(t.tool_calls_known(), fit - 2);
     }
 
     #[test]
