@@ -113,12 +113,19 @@ impl Bridge {
         if resp.content_length().is_some_and(|n| n > max as u64) {
             return Err(too_long());
         }
-        let mut bytes = Vec::new();
+        let declared = resp.content_length().and_then(|n| usize::try_from(n).ok());
+        let mut bytes = Vec::with_capacity(declared.unwrap_or(0));
         let mut chunks = resp.bytes_stream();
         while let Some(chunk) = chunks.next().await {
             let chunk = chunk.map_err(|e| self.unreachable(&e))?;
-            if bytes.len() + chunk.len() > max {
+            let len = bytes.len() + chunk.len();
+            if len > max {
                 return Err(too_long());
+            }
+            // Grown by doubling as a `Vec` is, but never past the bound.
+            if len > bytes.capacity() {
+                let grown = (2 * bytes.capacity()).clamp(len, max);
+                bytes.reserve_exact(grown - bytes.len());
             }
             bytes.extend_from_slice(&chunk);
         }
