@@ -60,7 +60,7 @@ def peak_mb(pid):
 def events(case, mb):
     """The frames the event stream sends after `server.connected`."""
     if case == "line":
-        text = "a" * (mb * 1_000_000)
+        text = "a" * int(mb * 1_000_000)
         event = json.dumps({"type": "message.part.updated", "properties": {"text": text}})
         return [f"data: {event}\n\n".encode(), MARKER]
     if case == "utf8":
@@ -76,7 +76,7 @@ def handler(case, mb, chunk):
         def log_message(self, *args):
             pass
 
-        def send_chunked(self, content_type, pieces):
+        def send_chunked(self, content_type, pieces, end=True):
             self.send_response(200)
             self.send_header("content-type", content_type)
             self.send_header("transfer-encoding", "chunked")
@@ -85,22 +85,25 @@ def handler(case, mb, chunk):
                 for k in range(0, len(piece), chunk):
                     part = piece[k : k + chunk]
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+            if end:
+                self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
 
         def do_GET(self):
             try:
                 if self.path == "/event":
                     connected = b'data: {"type":"server.connected","properties":{}}\n\n'
-                    self.send_chunked("text/event-stream", [connected] + events(case, mb))
+                    frames = [connected] + events(case, mb)
+                    self.send_chunked("text/event-stream", frames, end=False)
                     time.sleep(3600)
                 elif self.path == "/permission" and case == "listing":
                     item = json.dumps({"id": "per_x", "sessionID": "ses_x", "permission": "bash"})
                     pad = " " * 1000
-                    count = mb * 1_000_000 // (len(item) + len(pad) + 1)
+                    count = int(mb * 1_000_000) // (len(item) + len(pad) + 1)
                     body = "[" + ",".join(item + pad for _ in range(count)) + "]"
-                    self.send_chunked("application/json", [body.encode(), b""])
+                    self.send_chunked("application/json", [body.encode()])
                 else:
-                    self.send_chunked("application/json", [b"[]", b""])
+                    self.send_chunked("application/json", [b"[]"])
             except (BrokenPipeError, ConnectionResetError):
                 pass
 
@@ -111,7 +114,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("case", choices=["line", "utf8", "listing"])
     p.add_argument("--imrelay", required=True)
-    p.add_argument("--mb", type=int, default=16)
+    p.add_argument("--mb", type=float, default=16)
     p.add_argument("--chunk", type=int, default=64 * 1024)
     p.add_argument("--limit", type=float, default=120)
     a = p.parse_args()
