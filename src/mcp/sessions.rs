@@ -364,7 +364,7 @@ impl Drop for Busy {
 
 /// rmcp's session manager for `/mcp`: its [`LocalSessionManager`], with the sessions kept
 /// in a table shared with the gate, priming events only for the revisions that read them, and
-/// each tool call tied to the streams that carry its answer ([`Links`]).
+/// each tool call tied to the streams that carry its answer (`dropped.rs`).
 pub struct Sessions {
     local: LocalSessionManager,
     table: Arc<Table>,

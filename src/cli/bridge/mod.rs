@@ -12,14 +12,14 @@
 //! requests are asked and waited on at once (long polls, retried while imrelay is
 //! unreachable); the others wait their turn, in OpenCode's own interface meanwhile.
 //!
-//! The answer goes back to OpenCode as its reply ([`handle`]), retried with backoff while
+//! The answer goes back to OpenCode as its reply (`handle.rs`), retried with backoff while
 //! OpenCode is unreachable or fails (5xx); a request counts as replied to only once OpenCode
 //! accepted the reply, and one whose reply did not get through is taken up again at the next
 //! listing that still shows it. When OpenCode settles a request itself (`permission.replied`,
 //! `question.replied`, `question.rejected`), or no longer lists it, the interaction is
 //! withdrawn on every channel.
 //!
-//! Everything read from OpenCode is bounded ([`sse`], [`opencode`]): an event over
+//! Everything read from OpenCode is bounded (`sse.rs`, `opencode.rs`): an event over
 //! [`MAX_EVENT_BYTES`], or whose data is not UTF-8, is skipped alone and the stream goes on.
 //! Bad input (an unreadable event, an id too long to reply to, a request for a session it
 //! does not know) is reported on standard error, with outside text escaped, and changes
@@ -111,6 +111,24 @@ pub struct OpenCodeArgs {
     pub on_timeout: OnTimeout,
 }
 
+/// The servers' URLs without a trailing slash; `None` (said on standard error) when one is
+/// not an `http://` or `https://` URL.
+fn server_urls(raw: &[String]) -> Option<Vec<String>> {
+    let mut servers = Vec::new();
+    for raw in raw {
+        let url = raw.trim().trim_end_matches('/').to_string();
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            say_err(&format!(
+                "error: --opencode {:?}: expected an http:// or https:// URL",
+                escape(raw)
+            ));
+            return None;
+        }
+        servers.push(url);
+    }
+    Some(servers)
+}
+
 /// Runs the bridge until interrupted; returns the exit status.
 pub fn run(args: BridgeArgs, config: Option<&std::path::Path>) -> i32 {
     let Agent::Opencode(args) = args.agent;
@@ -127,18 +145,9 @@ pub fn run(args: BridgeArgs, config: Option<&std::path::Path>) -> i32 {
             return exit::USAGE;
         }
     };
-    let mut servers = Vec::new();
-    for raw in &args.servers {
-        let url = raw.trim().trim_end_matches('/').to_string();
-        if !(url.starts_with("http://") || url.starts_with("https://")) {
-            say_err(&format!(
-                "error: --opencode {:?}: expected an http:// or https:// URL",
-                escape(raw)
-            ));
-            return exit::USAGE;
-        }
-        servers.push(url);
-    }
+    let Some(servers) = server_urls(&args.servers) else {
+        return exit::USAGE;
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
