@@ -12,6 +12,9 @@
 //! Only `data` fields matter to the bridge: `event`, `id` and `retry` are read past, and so
 //! are comments. Lines end with CRLF, LF or CR, as the standard allows.
 
+/// The most capacity the line buffer keeps between events.
+const KEEP_CAPACITY: usize = 64 * 1024;
+
 /// What a chunk completes.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Item {
@@ -162,6 +165,10 @@ impl Events {
         }
         self.data.clear();
         self.has_data = false;
+        // A long line's buffer is not kept for the short ones that follow.
+        if self.line.capacity() > KEEP_CAPACITY {
+            self.line = Vec::new();
+        }
     }
 }
 
