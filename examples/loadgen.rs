@@ -1463,7 +1463,11 @@ fn spawn_imrelay(bin: &Path, store: &[(&str, String)]) -> anyhow::Result<(Server
     cmd.arg("serve")
         .env_clear()
         .env("IMRELAY__SERVER__LISTEN", format!("127.0.0.1:{port}"))
-        .env("IMRELAY__INTERACTIONS__MAX_TIMEOUT_SECS", "7200");
+        .env("IMRELAY__INTERACTIONS__MAX_TIMEOUT_SECS", "7200")
+        // The 10,000 long polls of `pending` come from one client (this machine, one share):
+        // room for all of them, as the run's `ulimit -n 20000` has.
+        .env("IMRELAY__SERVER__MAX_CONNECTIONS", "12000")
+        .env("IMRELAY__SERVER__MAX_CONNECTIONS_PER_TOKEN", "12000");
     for (name, value) in store {
         cmd.env(name, value);
     }

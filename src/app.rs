@@ -96,6 +96,7 @@ impl App {
             registry,
             auth: Arc::new(Auth::new(&settings.auth)),
             event_streams: Default::default(),
+            quota: http::quota::Quota::new(settings.server.max_connections_per_token, &metrics),
             metrics,
             settings,
             shutdown,
@@ -132,6 +133,20 @@ impl App {
         if let Some(warning) = &budget.warning {
             tracing::warn!("{warning}");
         }
+        let per_token = http::server::per_token_share(
+            server.max_connections_per_token,
+            server.max_connections,
+            budget.max_connections,
+        );
+        if per_token != server.max_connections_per_token {
+            tracing::warn!(
+                "with the connection cap lowered to {}, each token may hold at most {per_token}                  of them at once (server.max_connections_per_token = {} keeps its share of                  server.max_connections = {})",
+                budget.max_connections,
+                server.max_connections_per_token,
+                server.max_connections
+            );
+        }
+        self.state.quota.set_max(per_token);
         http::server::Limits {
             max_connections: budget.max_connections,
             overflow_connections: http::server::OVERFLOW_CONNECTIONS,

@@ -138,6 +138,9 @@ pub struct ServerSettings {
     pub body_min_bytes_per_sec: u64,
     /// Event streams (`GET /v1/events`) open at once; more are refused.
     pub max_event_streams: usize,
+    /// Requests one token (without tokens: this machine, per scope) may have in flight at
+    /// once; more get `429 connection_quota`.
+    pub max_connections_per_token: usize,
 }
 
 impl ServerSettings {

@@ -68,7 +68,8 @@ pub(crate) enum ClientError {
         /// What went wrong, in words.
         reason: String,
     },
-    /// The server answered with a 5xx (e.g. its store cannot take writes).
+    /// The server answered with a 5xx (e.g. its store cannot take writes), or the token has
+    /// as many requests in flight as the server allows it (`429 connection_quota`).
     #[error("imrelay at {url} cannot take this now ({status}): {message}")]
     Unavailable {
         /// The server's base URL.
@@ -443,6 +444,11 @@ impl Remote {
             (StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN, _) => {
                 self.status_error(status, message)
             }
+            (StatusCode::TOO_MANY_REQUESTS, Some("connection_quota")) => ClientError::Unavailable {
+                url: self.base.clone(),
+                status: status.as_u16(),
+                message,
+            },
             (s, _) if s.is_server_error() => ClientError::Unavailable {
                 url: self.base.clone(),
                 status: s.as_u16(),

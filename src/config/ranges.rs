@@ -84,7 +84,8 @@ impl Settings {
 }
 
 impl ServerSettings {
-    /// `max_connections` and `max_event_streams` are 1 to [`MAX_CONNECTIONS`].
+    /// `max_connections` and `max_event_streams` are 1 to [`MAX_CONNECTIONS`], and
+    /// `max_connections_per_token` 1 to `max_connections`.
     pub(super) fn check_connections(&self) -> Result<(), ConfigError> {
         if !(1..=MAX_CONNECTIONS).contains(&self.max_connections) {
             return Err(ConfigError::Invalid(format!(
@@ -96,6 +97,12 @@ impl ServerSettings {
             return Err(ConfigError::Invalid(format!(
                 "server.max_event_streams must be between 1 and {MAX_CONNECTIONS}, got {}",
                 self.max_event_streams
+            )));
+        }
+        if !(1..=self.max_connections).contains(&self.max_connections_per_token) {
+            return Err(ConfigError::Invalid(format!(
+                "server.max_connections_per_token must be between 1 and server.max_connections                  ({}), got {}: it is one token's share of the connections, so that one client                  cannot take them all",
+                self.max_connections, self.max_connections_per_token
             )));
         }
         Ok(())

@@ -20,13 +20,13 @@ use axum::response::Response;
 use sha2::{Digest, Sha256};
 use subtle::{ConditionallySelectable, ConstantTimeEq};
 
-use super::AppState;
 use super::error::ApiError;
+use super::{AppState, quota};
 use crate::config::AuthSettings;
 use crate::wire::Principal;
 
 /// What a route requires.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Scope {
     /// An agent token.
     Agent,
@@ -37,7 +37,8 @@ pub enum Scope {
 }
 
 impl Scope {
-    fn name(self) -> &'static str {
+    /// The scope in words: `agent`, `operator`, `agent or operator`.
+    pub fn name(self) -> &'static str {
         match self {
             Scope::Agent => "agent",
             Scope::Operator => "operator",
@@ -243,9 +244,14 @@ async fn require(
 ) -> Result<Response, ApiError> {
     let principal = state.auth.check(scope, req.headers(), peer)?;
     let role = state.auth.role(scope, &principal);
+    // The token's share of the connections, held until the answer is sent.
+    let place = match state.quota.take(scope, &principal, req.uri().path()) {
+        Ok(place) => place,
+        Err(refused) => return Ok(axum::response::IntoResponse::into_response(refused)),
+    };
     req.extensions_mut().insert(principal);
     req.extensions_mut().insert(role);
-    Ok(next.run(req).await)
+    Ok(quota::held_while_sent(next.run(req).await, place))
 }
 
 /// Middleware: an agent token.

@@ -28,6 +28,7 @@ pub mod bulk;
 pub mod grants;
 pub mod inbox;
 pub mod operator;
+pub mod quota;
 pub mod server;
 pub mod sse;
 mod summary;
@@ -89,6 +90,8 @@ pub struct Shared {
     pub health: Arc<crate::health::Health>,
     /// The open event streams (`GET /v1/events`), against `server.max_event_streams`.
     pub event_streams: sse::StreamCount,
+    /// The requests each token has in flight, against `server.max_connections_per_token`.
+    pub quota: Arc<quota::Quota>,
 }
 
 /// The full router for `state`, with `extra` (channel endpoints) merged in, and

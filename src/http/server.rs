@@ -132,6 +132,17 @@ pub(crate) fn connection_budget(configured: usize, open_files: Option<u64>) -> B
     }
 }
 
+/// Each token's share of connections when the cap `fitted` may be lower than the configured
+/// `configured_max`: the configured `per_token`, lowered in the same proportion as the cap
+/// (at least 1).
+pub(crate) fn per_token_share(per_token: usize, configured_max: usize, fitted: usize) -> usize {
+    if fitted >= configured_max {
+        return per_token;
+    }
+    let share = (per_token as u128 * fitted as u128 / configured_max.max(1) as u128) as usize;
+    share.clamp(1, per_token)
+}
+
 /// Raises the soft open-file limit to the hard limit, as far as the system allows, and
 /// returns the soft limit in force (`None` where there is no such limit, or it is unlimited).
 pub(crate) fn open_file_limit() -> Option<u64> {
@@ -490,6 +501,14 @@ mod tests {
         shutdown.cancel();
         drop(held);
         server.await.expect("the server stops");
+    }
+
+    #[test]
+    fn a_lowered_cap_lowers_each_tokens_share_alike() {
+        assert_eq!(per_token_share(512, 1024, 1024), 512);
+        assert_eq!(per_token_share(512, 1024, 200), 100);
+        assert_eq!(per_token_share(512, 1024, 1), 1);
+        assert_eq!(per_token_share(1024, 1024, 10), 10);
     }
 
     #[test]

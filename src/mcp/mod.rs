@@ -12,7 +12,8 @@
 //! Each call creates an interaction (or re-attaches to the one with the same id), waits for it
 //! with progress notifications when the client asked for them, and answers with text for the
 //! model plus structured content matching the tool's output schema. The client's
-//! `notifications/cancelled` (or the end of its session) withdraws the interaction on every
+//! `notifications/cancelled`, the end of its session, or its connection dropping without its
+//! coming back within `mcp.reconnect_grace_secs` withdraws the interaction on every
 //! channel. Who asks is the client's `initialize` name and version (the agent) and its
 //! `Mcp-Session-Id` (the session).
 //!
@@ -25,6 +26,7 @@
 //! to it.
 
 mod calls;
+mod dropped;
 mod errors;
 mod gate;
 mod server;
@@ -86,7 +88,8 @@ pub fn endpoint(
         metrics,
     );
     let relay = Relay::new(registry, settings, metrics, table.clone(), shutdown.clone());
-    let sessions = Arc::new(Sessions::new(table.clone(), SSE_RETRY));
+    let links = dropped::Links::new(Duration::from_secs(settings.reconnect_grace_secs));
+    let sessions = Arc::new(Sessions::new(table.clone(), SSE_RETRY, links));
     // The agent-token check in front of it decides who may call, for any host name (the
     // loopback rule for a scope without tokens includes the Host header), so rmcp's own
     // loopback-only Host check would only refuse deployments behind a proxy. Priming events

@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::McpSettings;
 use super::calls::{Call, Calls};
+use super::dropped::Link;
 use super::sessions::Table;
 use super::tools::{self, Caller, Refusal, Told};
 use crate::interaction::{
@@ -81,6 +82,8 @@ enum Ended {
     Cancelled,
     /// The client's session closed (`DELETE /mcp`).
     SessionClosed,
+    /// The connection carrying the call dropped, and the client did not come back in time.
+    Dropped,
     /// imrelay is shutting down.
     Shutdown,
 }
@@ -355,6 +358,11 @@ impl ServerHandler for Relay {
             Some((busy, closed)) => (Some(busy), closed),
             None => (None, CancellationToken::new()),
         };
+        // Fires when no stream has carried the call's answer for the grace period.
+        let dropped = ctx
+            .extensions
+            .get::<Arc<Link>>()
+            .map_or_else(CancellationToken::new, |l| l.gone());
         let (which, new) = Which::read(request, &caller)?;
         let new = match new {
             Ok(new) => new,
@@ -369,7 +377,11 @@ impl ServerHandler for Relay {
             // Waited on by id and times: the whole input stays with the store.
             let awaited = Awaited::of(&created.interaction);
             drop(created);
-            self.wait(&awaited, keyed, &caller, &ctx, &closed).await?
+            let ends = Ends {
+                closed: &closed,
+                dropped: &dropped,
+            };
+            self.wait(&awaited, keyed, &caller, &ctx, ends).await?
         } else {
             created.interaction
         };
@@ -395,6 +407,14 @@ fn unavailable(e: &RegistryError) -> ErrorData {
     )
 }
 
+/// What ends a waiting call besides its answer, the client's cancellation and shutdown.
+struct Ends<'a> {
+    /// The session closed.
+    closed: &'a CancellationToken,
+    /// No stream carried the call for the grace period.
+    dropped: &'a CancellationToken,
+}
+
 /// What a waiting call needs of its pending interaction.
 struct Awaited {
     id: InteractionId,
@@ -416,15 +436,15 @@ impl Awaited {
 
 impl Relay {
     /// Waits for `i` to be resolved: until a person answers, its deadline passes, the client
-    /// cancels the call or closes its session (`closed` fires), or imrelay shuts down. Sends
-    /// progress meanwhile when asked to.
+    /// cancels the call, closes its session or stays away after its connection dropped
+    /// (`ends`), or imrelay shuts down. Sends progress meanwhile when asked to.
     async fn wait(
         &self,
         i: &Awaited,
         keyed: bool,
         caller: &Caller,
         ctx: &RequestContext<RoleServer>,
-        closed: &CancellationToken,
+        ends: Ends<'_>,
     ) -> Result<Arc<Interaction>, ErrorData> {
         let call = self.calls.join(&i.id);
         let remaining = i
@@ -460,8 +480,11 @@ impl Relay {
                 () = self.shutdown.cancelled() => {
                     return Err(self.abandoned(call, i, keyed, caller, Ended::Shutdown).await);
                 }
-                () = closed.cancelled() => {
+                () = ends.closed.cancelled() => {
                     return Err(self.abandoned(call, i, keyed, caller, Ended::SessionClosed).await);
+                }
+                () = ends.dropped.cancelled() => {
+                    return Err(self.abandoned(call, i, keyed, caller, Ended::Dropped).await);
                 }
                 () = ctx.ct.cancelled() => {
                     return Err(self.abandoned(call, i, keyed, caller, Ended::Cancelled).await);
@@ -494,6 +517,10 @@ impl Relay {
             Ended::Shutdown => ("imrelay shut down before anyone answered".to_string(), None),
             Ended::SessionClosed => ("The MCP client closed its session".to_string(), client()),
             Ended::Cancelled => ("The MCP client cancelled the request".to_string(), client()),
+            Ended::Dropped => (
+                "The MCP client's connection dropped and it did not come back".to_string(),
+                client(),
+            ),
         };
         if last && !(shutting_down && keyed) {
             match self.registry.cancel(&i.id, Some(reason.clone()), by).await {

@@ -6,9 +6,11 @@
 //!   before rmcp sees an `initialize`, and refuses it when none is left; the reservation
 //!   travels with the request and is bound to the session rmcp creates for it.
 //! - **Idle sessions** are closed after `mcp.session_idle_secs` without a request, a stream
-//!   open or a tool call waiting: a call that waits hours for a person, even after its
-//!   connection dropped, keeps its session. rmcp's own idle timer is off, since it cannot tell
-//!   a silent wait from idleness.
+//!   open or a tool call waiting: a call that waits hours for a person keeps its session.
+//!   rmcp's own idle timer is off, since it cannot tell a silent wait from idleness.
+//! - **Dropped connections**: each tool call is tied to the streams that carry its answer
+//!   ([`super::dropped`]); one that no stream carries for `mcp.reconnect_grace_secs` ends, and
+//!   its interaction is withdrawn.
 //! - **Closing** a session (`DELETE /mcp`, idleness, or the end of rmcp's session worker)
 //!   first ends the tool calls waiting in it, which withdraws their interactions on every
 //!   channel ([`super::server`]), and answers once that is done.
@@ -27,7 +29,8 @@ use std::time::Duration;
 use futures_util::{Stream, StreamExt};
 use prometheus_client::metrics::gauge::Gauge;
 use rmcp::model::{
-    ClientJsonRpcMessage, GetExtensions, ProtocolVersion, ServerJsonRpcMessage, ServerResult,
+    ClientJsonRpcMessage, ClientRequest, GetExtensions, ProtocolVersion, ServerJsonRpcMessage,
+    ServerResult,
 };
 use rmcp::transport::streamable_http_server::session::local::{
     LocalSessionManager, LocalSessionManagerError,
@@ -39,6 +42,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::dropped::{Link, Links};
 use crate::metrics::Metrics;
 use crate::sync::LockExt;
 use crate::wire::Principal;
@@ -359,17 +363,20 @@ impl Drop for Busy {
 }
 
 /// rmcp's session manager for `/mcp`: its [`LocalSessionManager`], with the sessions kept
-/// in a table shared with the gate, and priming events only for the revisions that read them.
+/// in a table shared with the gate, priming events only for the revisions that read them, and
+/// each tool call tied to the streams that carry its answer (`dropped.rs`).
 pub struct Sessions {
     local: LocalSessionManager,
     table: Arc<Table>,
     /// The reconnection delay priming events announce.
     retry: Duration,
+    links: Arc<Links>,
 }
 
 impl Sessions {
-    /// Sessions kept in `table`; priming events announce `retry`.
-    pub(crate) fn new(table: Arc<Table>, retry: Duration) -> Self {
+    /// Sessions kept in `table`; priming events announce `retry`; tool calls are tied to
+    /// their streams through `links`.
+    pub(crate) fn new(table: Arc<Table>, retry: Duration, links: Arc<Links>) -> Self {
         let mut local = LocalSessionManager::default();
         // Idle sessions are closed by [`reap`], which knows about calls that wait in silence.
         local.session_config.keep_alive = None;
@@ -378,6 +385,20 @@ impl Sessions {
             local,
             table,
             retry,
+            links,
+        }
+    }
+
+    /// `stream`, counted as carrying the call of `link` (if any) while it is open.
+    fn carried(
+        &self,
+        id: &SessionId,
+        link: Option<Arc<Link>>,
+        stream: impl Stream<Item = ServerSseMessage> + Send + Sync + 'static,
+    ) -> std::pin::Pin<Box<dyn Stream<Item = ServerSseMessage> + Send + Sync + 'static>> {
+        match link {
+            Some(link) => Box::pin(self.links.carry(id, link, Box::pin(stream))),
+            None => Box::pin(stream),
         }
     }
 
@@ -443,10 +464,21 @@ impl SessionManager for Sessions {
     async fn create_stream(
         &self,
         id: &SessionId,
-        message: ClientJsonRpcMessage,
+        mut message: ClientJsonRpcMessage,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        // A tool call learns from its link when its client has gone.
+        let link = match &mut message {
+            ClientJsonRpcMessage::Request(r)
+                if matches!(r.request, ClientRequest::CallToolRequest(_)) =>
+            {
+                let link = self.links.link();
+                r.request.extensions_mut().insert(link.clone());
+                Some(link)
+            }
+            _ => None,
+        };
         let stream = self.local.create_stream(id, message).await?;
-        Ok(self.readable(id, stream))
+        Ok(self.readable(id, self.carried(id, link, stream)))
     }
 
     async fn accept_message(
@@ -475,8 +507,9 @@ impl SessionManager for Sessions {
         id: &SessionId,
         last_event_id: String,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        let link = self.links.resumed(id, &last_event_id);
         let stream = self.local.resume(id, last_event_id).await?;
-        Ok(self.readable(id, stream))
+        Ok(self.readable(id, self.carried(id, link, stream)))
     }
 }
 

@@ -8,6 +8,9 @@ const MAX_PROGRESS_INTERVAL_SECS: u64 = 300;
 /// Longest accepted `session_idle_secs` (a week).
 const MAX_SESSION_IDLE_SECS: u64 = 7 * 24 * 3600;
 
+/// Longest accepted `reconnect_grace_secs` (an hour).
+const MAX_RECONNECT_GRACE_SECS: u64 = 3600;
+
 /// `[mcp]`
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -27,6 +30,10 @@ pub struct McpSettings {
     pub session_idle_secs: u64,
     /// GET streams (`GET /mcp`) open at once; more get `503`.
     pub max_streams: usize,
+    /// Seconds a tool call whose connection dropped waits for its client to come back
+    /// (resume the call's stream, or call again with the same id) before its interaction is
+    /// withdrawn; 0: at once.
+    pub reconnect_grace_secs: u64,
 }
 
 impl McpSettings {
@@ -56,6 +63,12 @@ impl McpSettings {
         if self.max_streams == 0 {
             return Err("mcp.max_streams must be at least 1".into());
         }
+        if self.reconnect_grace_secs > MAX_RECONNECT_GRACE_SECS {
+            return Err(format!(
+                "mcp.reconnect_grace_secs must be between 0 and {MAX_RECONNECT_GRACE_SECS}, got {}",
+                self.reconnect_grace_secs
+            ));
+        }
         Ok(())
     }
 }
@@ -72,6 +85,7 @@ mod tests {
             max_sessions_per_token: 250,
             session_idle_secs: 600,
             max_streams: 256,
+            reconnect_grace_secs: 30,
         }
     }
 
@@ -79,7 +93,7 @@ mod tests {
     fn values_out_of_range_are_refused_by_name() {
         assert!(defaults().validate().is_ok());
         type Change = fn(&mut McpSettings);
-        let bad: [(Change, &str); 7] = [
+        let bad: [(Change, &str); 8] = [
             (
                 |s| s.progress_interval_secs = 0,
                 "mcp.progress_interval_secs",
@@ -99,6 +113,10 @@ mod tests {
             ),
             (|s| s.session_idle_secs = 0, "mcp.session_idle_secs"),
             (|s| s.max_streams = 0, "mcp.max_streams"),
+            (
+                |s| s.reconnect_grace_secs = MAX_RECONNECT_GRACE_SECS + 1,
+                "mcp.reconnect_grace_secs",
+            ),
         ];
         for (change, key) in bad {
             let mut s = defaults();

@@ -1,6 +1,7 @@
 //! Connection bounds: slow and idle clients are closed after the header timeout, requests
-//! being answered (long-polls, event streams) are not, and connections over the cap are
-//! refused while health checks still answer.
+//! being answered (long-polls, event streams) are not, connections over the cap are refused
+//! while health checks still answer, and one token's long-polls take its share of the
+//! connections and no more, so operators keep theirs.
 
 use std::time::Duration;
 
@@ -217,6 +218,140 @@ async fn connections_over_the_cap_are_refused_while_health_checks_answer() {
             .await
             .ok()?;
         (resp.status() == StatusCode::OK).then_some(())
+    })
+    .await;
+}
+
+const AGENT: &str = "agent-share-0123456789abcdef";
+const OPERATOR: &str = "operator-share-0123456789abc";
+
+/// `GET path` with `token` on a connection of its own: the status, the `Connection` header and
+/// the body.
+async fn get_alone(app: &TestApp, token: &str, path: &str) -> (StatusCode, String, Value) {
+    let resp = reqwest::Client::new()
+        .get(app.url(path))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("request");
+    let status = resp.status();
+    let connection = resp
+        .headers()
+        .get("connection")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    let body = resp.json().await.unwrap_or(Value::Null);
+    (status, connection, body)
+}
+
+#[tokio::test]
+async fn one_tokens_long_polls_take_its_share_and_operators_keep_theirs() {
+    let mut app = spawn_with(|s| {
+        s.server.max_connections = 8;
+        s.server.max_connections_per_token = 4;
+        s.auth.agent_tokens = vec![imrelay::config::Secret::new(AGENT)];
+        s.auth.operator_tokens = vec![imrelay::config::OperatorToken::new(OPERATOR)];
+    })
+    .await;
+    app.token = Some(AGENT.into());
+    let id = app.create_bash("share-1", "ls").await;
+    // The agent opens as many long-polls as there are connections, each on its own.
+    let path = format!("/v1/interactions/{id}/wait?timeout_secs=60");
+    let polls: Vec<_> = (0..8)
+        .map(|_| {
+            let (url, path) = (app.url(""), path.clone());
+            tokio::spawn(async move {
+                let resp = reqwest::Client::new()
+                    .get(format!("{url}{path}"))
+                    .bearer_auth(AGENT)
+                    .send()
+                    .await
+                    .expect("request");
+                let status = resp.status();
+                let headers = resp.headers().clone();
+                (
+                    status,
+                    headers,
+                    resp.json::<Value>().await.unwrap_or(Value::Null),
+                )
+            })
+        })
+        .collect();
+    // Four of them are refused at once, and say why; four are held. (A burst of nine
+    // connections with the client's pooled one: one may find the cap taken by refused ones
+    // still closing, and get the server's own `503`.)
+    eventually("the refused polls are answered", || async {
+        (polls.iter().filter(|p| p.is_finished()).count() == 4).then_some(())
+    })
+    .await;
+    let (done, waiting): (Vec<_>, Vec<_>) = polls.into_iter().partition(|p| p.is_finished());
+    let mut refused = Vec::new();
+    for poll in done {
+        refused.push(poll.await.expect("the poll task"));
+    }
+    assert_eq!(refused.len(), 4, "{refused:?}");
+    let over_cap = refused
+        .iter()
+        .filter(|(status, _, body)| {
+            *status == StatusCode::SERVICE_UNAVAILABLE
+                && body["error"]["code"] == "too_many_connections"
+        })
+        .count();
+    assert!(over_cap <= 1, "{refused:?}");
+    for (status, headers, body) in &refused {
+        if *status == StatusCode::SERVICE_UNAVAILABLE {
+            continue;
+        }
+        assert_eq!(*status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+        assert_eq!(body["error"]["code"], "connection_quota", "{body}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("server.max_connections_per_token"),
+            "{body}"
+        );
+        assert_eq!(headers["retry-after"], "1");
+        assert_eq!(headers["connection"], "close");
+    }
+    // Meanwhile operators list and answer: the rest of the connections are theirs.
+    for _ in 0..3 {
+        let (status, _, body) = get_alone(&app, OPERATOR, "/v1/interactions?status=pending").await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(
+            body["interactions"].as_array().map(Vec::len),
+            Some(1),
+            "{body}"
+        );
+    }
+    app.metrics_with(&format!(
+        "imrelay_http_token_connections_refused_total {}\n",
+        4 - over_cap
+    ))
+    .await;
+    // A fifth request of the agent's is refused while four wait; another token's is not.
+    let (status, connection, body) =
+        get_alone(&app, AGENT, &format!("/v1/interactions/{id}")).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    assert_eq!(connection, "close");
+    let (status, _, _) = get_alone(&app, OPERATOR, &format!("/v1/interactions/{id}")).await;
+    assert_eq!(status, StatusCode::OK);
+    app.token = Some(OPERATOR.into());
+    let (status, body) = app.respond(&id, &json!({"decision": "allow"})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // The four that waited get the answer, and their places are free again.
+    for poll in waiting {
+        let (status, _, body) = tokio::time::timeout(BOUND, poll)
+            .await
+            .expect("the poll returns")
+            .expect("the poll task");
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(body["status"], "resolved", "{body}");
+    }
+    eventually("the agent's share is free again", || async {
+        let (status, _, _) = get_alone(&app, AGENT, &format!("/v1/interactions/{id}")).await;
+        (status == StatusCode::OK).then_some(())
     })
     .await;
 }

@@ -1,6 +1,7 @@
 //! MCP sessions on `/mcp`: closing one withdraws what it waits for; caps per agent token and
 //! in all, with the refusal a client over them gets; idle sessions expiring while one waiting
-//! for a person stays; and the GET streams' own budget.
+//! for a person stays; a call whose connection dropped withdrawn unless its client comes back;
+//! and the GET streams' own budget.
 
 use imrelay::config::Secret;
 use reqwest::StatusCode;
@@ -165,8 +166,6 @@ async fn an_idle_session_closes_but_one_whose_call_waits_for_a_person_stays() {
     )
     .await;
     let i = pending_titled(&app, "slow").await;
-    // The connection of the call drops: the call still waits, and so does its session.
-    drop(call);
     let idle = open(&app, None).await.unwrap();
     // Watched from the metrics: a request in a session would keep it from being idle.
     app.metrics_with("imrelay_mcp_sessions 1\n").await;
@@ -181,9 +180,138 @@ async fn an_idle_session_closes_but_one_whose_call_waits_for_a_person_stays() {
         .respond(i["id"].as_str().unwrap(), &json!({"decision": "allow"}))
         .await;
     assert_eq!(s, StatusCode::OK);
+    let (_, answered) = split(call).await;
+    assert!(answered.to_string().contains("approved"), "{answered}");
     app.metrics_with("imrelay_mcp_sessions 0\n").await;
     let (status, body) = split(post_mcp(&app, None, &list, Some(&waiting)).await).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    app.stop().await;
+}
+
+/// A session of protocol 2025-11-25, whose streams start with an event id (priming).
+async fn open_resumable(app: &TestApp) -> String {
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "resumer", "version": "1"}}});
+    let resp = post_mcp(app, None, &init.to_string(), None).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    let session = mcp_session(&resp);
+    let _ = resp.text().await;
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let r = in_resumable(app, &session, &initialized).await;
+    assert!(r.status().is_success(), "{}", r.status());
+    session
+}
+
+/// POSTs `message` in the 2025-11-25 session `session`.
+async fn in_resumable(app: &TestApp, session: &str, message: &Value) -> reqwest::Response {
+    app.client
+        .post(app.url("/mcp"))
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .header("Mcp-Session-Id", session)
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .body(message.to_string())
+        .send()
+        .await
+        .expect("POST")
+}
+
+/// `request_approval` (JSON-RPC id `rpc`) in the 2025-11-25 `session`; the response, still
+/// streaming, and the id of its first event.
+async fn call_resumable(
+    app: &TestApp,
+    session: &str,
+    rpc: u64,
+    arguments: Value,
+) -> (reqwest::Response, String) {
+    let body = json!({"jsonrpc": "2.0", "id": rpc, "method": "tools/call",
+                      "params": {"name": "request_approval", "arguments": arguments}});
+    let mut resp = in_resumable(app, session, &body).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    let mut seen = String::new();
+    let id = loop {
+        let chunk = resp.chunk().await.expect("read").expect("a first event");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+        if let Some(line) = seen.lines().find_map(|l| l.strip_prefix("id:")) {
+            break line.trim().to_string();
+        }
+    };
+    (resp, id)
+}
+
+#[tokio::test]
+async fn a_call_whose_connection_drops_is_withdrawn_unless_its_client_comes_back() {
+    let app = spawn_with(|s| s.mcp.reconnect_grace_secs = 4).await;
+    let session = open_resumable(&app).await;
+    let (resumed, event_id) = call_resumable(
+        &app,
+        &session,
+        2,
+        json!({"action": "resumed", "timeout_secs": 600}),
+    )
+    .await;
+    let keyed = json!({"action": "retried", "id": "retried-1", "timeout_secs": 600});
+    let (retried, _) = call_resumable(&app, &session, 3, keyed.clone()).await;
+    let resumed_i = pending_titled(&app, "resumed").await;
+    let retried_i = pending_titled(&app, "retried").await;
+    // Both connections drop; the client comes back for both within the grace: it resumes
+    // one stream (`Last-Event-ID`) and calls the other again with the same id.
+    drop((resumed, retried));
+    let resume = app
+        .client
+        .get(app.url("/mcp"))
+        .header("Accept", "text/event-stream")
+        .header("Mcp-Session-Id", &session)
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .header("Last-Event-ID", &event_id)
+        .send()
+        .await
+        .expect("GET");
+    assert_eq!(resume.status(), StatusCode::OK);
+    let (again, _) = call_resumable(&app, &session, 4, keyed).await;
+    // A third call drops after them, and nobody comes back for it: it is withdrawn on every
+    // channel, by the client, once the grace has passed.
+    let (abandoned, _) = call_resumable(
+        &app,
+        &session,
+        5,
+        json!({"action": "abandoned", "timeout_secs": 600}),
+    )
+    .await;
+    let abandoned_i = pending_titled(&app, "abandoned").await;
+    drop(abandoned);
+    let id = abandoned_i["id"].as_str().unwrap().to_string();
+    let got = eventually("the abandoned call is withdrawn", || async {
+        let (_, got) = app.get(&format!("/v1/interactions/{id}")).await;
+        (got["status"] != "pending").then_some(got)
+    })
+    .await;
+    assert_eq!(got["resolution"]["outcome"], "cancelled", "{got}");
+    assert_eq!(
+        got["resolution"]["result"]["message"],
+        "The MCP client's connection dropped and it did not come back",
+        "{got}"
+    );
+    assert_eq!(got["resolution"]["by"], "resumer/1", "{got}");
+    // The two whose grace began earlier still wait, and their answers reach the client.
+    for i in [&resumed_i, &retried_i] {
+        let (_, got) = app
+            .get(&format!("/v1/interactions/{}", i["id"].as_str().unwrap()))
+            .await;
+        assert_eq!(got["status"], "pending", "{got}");
+        let (s, _) = app
+            .respond(i["id"].as_str().unwrap(), &json!({"decision": "allow"}))
+            .await;
+        assert_eq!(s, StatusCode::OK);
+    }
+    for stream in [resume, again] {
+        let text = stream
+            .text()
+            .await
+            .expect("the stream ends with the answer");
+        assert!(text.contains("approved"), "{text}");
+    }
     app.stop().await;
 }
 

@@ -48,6 +48,11 @@ pub const ANSWERED_IN_OPENCODE: &str = "Answered in OpenCode itself";
 /// restarted, or the session was deleted).
 pub const GONE_FROM_OPENCODE: &str = "OpenCode no longer waits for this answer";
 
+/// The longest request or session id read (OpenCode's are 30 characters: `per_`, `que_` or
+/// `ses_` and 26 more). A longer one is refused where it is read: its reply's URL would be
+/// too long for OpenCode (`414`), so imrelay would decide what OpenCode could never be told.
+pub const MAX_ID_BYTES: usize = 256;
+
 /// A request OpenCode waits on.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Request {
@@ -159,13 +164,20 @@ pub fn parse_event(data: &str) -> Result<Event, EventError> {
         kind: env.kind.clone(),
         message: e.to_string(),
     };
+    let asked = |r: Request| match r.check() {
+        Ok(()) => Ok(Event::Asked(r)),
+        Err(message) => Err(EventError {
+            kind: env.kind.clone(),
+            message,
+        }),
+    };
     match env.kind.as_str() {
-        "permission.asked" => Ok(Event::Asked(Request::Permission(
+        "permission.asked" => asked(Request::Permission(
             serde_json::from_value(env.properties.clone()).map_err(err)?,
-        ))),
-        "question.asked" => Ok(Event::Asked(Request::Question(
+        )),
+        "question.asked" => asked(Request::Question(
             serde_json::from_value(env.properties.clone()).map_err(err)?,
-        ))),
+        )),
         "permission.replied" | "question.replied" | "question.rejected" => {
             #[derive(Deserialize)]
             struct Settled {
@@ -200,6 +212,38 @@ pub enum OnTimeout {
 }
 
 impl Request {
+    /// Reads one item of `GET /permission` (`question` false) or `GET /question`.
+    pub fn from_listing(
+        item: &serde_json::value::RawValue,
+        question: bool,
+    ) -> Result<Self, String> {
+        let r = if question {
+            serde_json::from_str(item.get()).map(Request::Question)
+        } else {
+            serde_json::from_str(item.get()).map(Request::Permission)
+        }
+        .map_err(|e| e.to_string())?;
+        r.check()?;
+        Ok(r)
+    }
+
+    /// Whether its ids are ones the bridge can answer: not empty, at most [`MAX_ID_BYTES`].
+    pub fn check(&self) -> Result<(), String> {
+        for (what, id) in [("id", self.id()), ("sessionID", self.session_id())] {
+            if id.is_empty() {
+                return Err(format!("its {what} is empty"));
+            }
+            if id.len() > MAX_ID_BYTES {
+                return Err(format!(
+                    "its {what} is {} bytes long, more than an OpenCode id ({MAX_ID_BYTES} at most): \
+                     a reply could not reach it",
+                    id.len()
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// OpenCode's id (`per_…`, `que_…`).
     pub fn id(&self) -> &str {
         match self {
@@ -476,6 +520,26 @@ mod tests {
         assert!(parse_event("not json").is_err());
         let e = parse_event(r#"{"type":"permission.asked","properties":{"id":5}}"#).unwrap_err();
         assert_eq!(e.kind, "permission.asked");
+    }
+
+    #[test]
+    fn ids_no_reply_could_reach_are_refused() {
+        let asked = |id: &str, session: &str| {
+            serde_json::json!({"type": "permission.asked", "properties": {"id": id,
+                "sessionID": session, "permission": "bash"}})
+            .to_string()
+        };
+        assert!(parse_event(&asked("per_1", "ses_1")).is_ok());
+        let long = "p".repeat(MAX_ID_BYTES + 1);
+        let e = parse_event(&asked(&long, "ses_1")).unwrap_err();
+        assert!(e.message.contains("more than an OpenCode id"), "{e}");
+        assert!(parse_event(&asked("per_1", &long)).is_err());
+        assert!(parse_event(&asked("", "ses_1")).is_err());
+        let item = serde_json::value::RawValue::from_string(
+            serde_json::json!({"id": long, "sessionID": "s", "permission": "bash"}).to_string(),
+        )
+        .unwrap();
+        assert!(Request::from_listing(&item, false).is_err());
     }
 
     #[test]

@@ -53,6 +53,11 @@ pub fn trials() -> Vec<libtest_mimic::Trial> {
             super::opencode,
             bridge_a_question_through_imrelay_reaches_the_model,
         ),
+        trial(
+            "agents::opencode::bridge_an_answer_given_while_it_was_away_reaches_opencode_on_its_return",
+            super::opencode,
+            bridge_an_answer_given_while_it_was_away_reaches_opencode_on_its_return,
+        ),
     ]
 }
 
@@ -535,6 +540,42 @@ async fn bridge_a_question_through_imrelay_reaches_the_model() {
     assert!(
         told.text.contains("\"Which database?\"=\"PostgreSQL\""),
         "{told:?}\n{}",
+        bridge_log(&sandbox)
+    );
+}
+
+async fn bridge_an_answer_given_while_it_was_away_reaches_opencode_on_its_return() {
+    let model = FakeModel::start(Dialect::OpenAiChat, Step::Shell(COMMAND.into()), "Done.").await;
+    let sandbox = Sandbox::new();
+    let server = Server::start(&sandbox, &model, None).await;
+    let app = spawn_app().await;
+    let mut first = bridge(&sandbox, &app, &server);
+    server.prompt("Write the proof file.").await;
+    let i = pending_in(&app, &sandbox).await;
+    // The bridge goes away; the answer is given in imrelay meanwhile, and OpenCode, which
+    // has had no reply, still lists the request.
+    first.kill().await.expect("the first bridge stops");
+    let id = i["id"].as_str().expect("id").to_string();
+    let (status, body) = app
+        .respond(&id, &serde_json::json!({"decision": "allow"}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let (_, waiting) = server.call(reqwest::Method::GET, "/permission", None).await;
+    assert_eq!(waiting.as_array().map(Vec::len), Some(1), "{waiting}");
+    // A bridge started again takes the request up from OpenCode's listing, finds the answer
+    // on the interaction it re-attaches to, and replies: the command runs.
+    let _second = bridge(&sandbox, &app, &server);
+    let proof = sandbox.project().join("oc-proof.txt");
+    eventually_within("the allowed command runs", LIMIT, || {
+        let proof = proof.clone();
+        async move { std::fs::read_to_string(&proof).ok().filter(|t| t == "ok\n") }
+    })
+    .await;
+    let (_, pending) = server.call(reqwest::Method::GET, "/permission", None).await;
+    assert_eq!(pending, json!([]), "{}", bridge_log(&sandbox));
+    assert!(
+        bridge_log(&sandbox).contains("replied to"),
+        "{}",
         bridge_log(&sandbox)
     );
 }
