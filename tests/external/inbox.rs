@@ -1763,7 +1763,7 @@ async fn allow_similar_grants_a_rule_shown_and_revoked_in_the_inbox() {
         .await;
     assert!(
         line.as_str().unwrap().starts_with(
-            "This session · claude-code, in /srv/shop, session s-1 · by Dana via desktop · until "
+            "This session · route default, claude-code, in /srv/shop, session s-1 · by Dana via desktop · until "
         ),
         "{line}"
     );

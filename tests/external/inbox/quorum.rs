@@ -83,7 +83,7 @@ pub(super) async fn a_card_shows_the_votes_so_far_from_everywhere() {
         .await;
     let said = said.as_str().unwrap();
     assert!(
-        said.starts_with("You already voted on this (allowed by Dana via desktop at "),
+        said.starts_with("You already voted on this (allowed by administrator via desktop at "),
         "{said}"
     );
     assert!(!said.contains("interaction inbox-q"), "{said}");
