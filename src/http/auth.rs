@@ -227,11 +227,7 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Role {
         parts: &mut axum::http::request::Parts,
         _: &S,
     ) -> Result<Self, Self::Rejection> {
-        Ok(parts
-            .extensions
-            .get::<Role>()
-            .copied()
-            .unwrap_or(Role::Agent))
+        Ok(crate::wire::extension_or(parts, Role::Agent))
     }
 }
 
