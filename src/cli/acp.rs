@@ -42,7 +42,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWrite
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
-use super::client::{RemoteArgs, base_url, exit};
+use super::client::{AgentRemoteArgs, exit};
 use crate::agents::acp::session::{Tracker, id_key};
 use crate::agents::acp::wire::{CANCEL_REQUEST, REQUEST_PERMISSION, SESSION_CANCEL};
 use crate::agents::acp::{HookReply, PATH};
@@ -69,18 +69,9 @@ const DRAIN: Duration = Duration::from_secs(2);
 /// `imrelay acp`'s arguments. (No `Debug`: it holds the token.)
 #[derive(Clone, clap::Args)]
 pub struct AcpArgs {
-    /// The imrelay server [default: the listen address of the configuration].
-    #[arg(long, env = "IMRELAY_URL", value_name = "URL")]
-    pub url: Option<String>,
-    /// An agent token (one of `auth.agent_tokens`). Not needed on the server's own machine
-    /// when the server has none.
-    #[arg(
-        long,
-        env = "IMRELAY_AGENT_TOKEN",
-        hide_env_values = true,
-        value_name = "TOKEN"
-    )]
-    pub token: Option<String>,
+    /// Where the server is and the agent token to present.
+    #[command(flatten)]
+    pub remote: AgentRemoteArgs,
     /// The agent's command and its arguments, after `--` (`-- gemini --acp`).
     #[arg(
         required = true,
@@ -562,13 +553,7 @@ fn code_of(status: std::process::ExitStatus) -> i32 {
 
 /// The client of imrelay's ACP endpoint: `--url` (or the configuration's) and `--token`.
 fn hook_of(args: &AcpArgs, config: Option<&std::path::Path>) -> anyhow::Result<Hook> {
-    let base = base_url(
-        &RemoteArgs {
-            url: args.url.clone(),
-            token: None,
-        },
-        config,
-    )?;
+    let base = args.remote.base_url(config)?;
     let http = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(5))
         .user_agent(concat!("imrelay-acp/", env!("CARGO_PKG_VERSION")))
@@ -576,11 +561,7 @@ fn hook_of(args: &AcpArgs, config: Option<&std::path::Path>) -> anyhow::Result<H
         .context("cannot build the HTTP client")?;
     Ok(Hook {
         url: format!("{base}{PATH}"),
-        token: args
-            .token
-            .clone()
-            .filter(|t| !t.is_empty())
-            .map(SecretString::from),
+        token: args.remote.token(),
         http,
     })
 }
