@@ -209,3 +209,68 @@ async fn an_audit_append_waits_for_a_held_write_lock() {
         .collect();
     assert_eq!(details, ["first", "second"]);
 }
+
+/// Fails every audit append while set (the refusals' own writes), as a store that cannot
+/// take them would; everything else passes.
+#[derive(Default)]
+struct RefuseAuditAppends(std::sync::atomic::AtomicBool);
+
+#[async_trait::async_trait]
+impl imrelay::store::intercept::Interceptor for RefuseAuditAppends {
+    async fn before(
+        &self,
+        op: imrelay::store::intercept::Op,
+    ) -> Result<(), imrelay::store::StoreError> {
+        if op == imrelay::store::intercept::Op::AppendAudit
+            && self.0.load(std::sync::atomic::Ordering::SeqCst)
+        {
+            return Err(imrelay::store::StoreError::Unavailable(
+                "database is locked".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A refusal that cannot be written is not answered as if it were: the request fails with
+/// 503 `audit_unavailable` (alone or in a bulk answer), and once the store takes writes
+/// again the same attempt is refused and recorded.
+#[tokio::test]
+async fn a_refusal_that_cannot_be_audited_fails_the_request() {
+    use imrelay::store::MemoryStore;
+    use imrelay::store::intercept::Intercepted;
+
+    let store = Arc::new(Intercepted::new(
+        Arc::new(MemoryStore::new()),
+        RefuseAuditAppends::default(),
+    ));
+    let app = spawn_on(settings(), store.clone()).await;
+    let id = app.create_bash("unaudited", "ls").await;
+    let (status, _) = app.respond(&id, &json!({"decision": "allow"})).await;
+    assert_eq!(status, StatusCode::OK);
+    let refused_before = refused_entries(&app).await;
+
+    let set = |on: bool| store.hooks.0.store(on, std::sync::atomic::Ordering::SeqCst);
+    set(true);
+    let (status, body) = app
+        .respond(&id, &json!({"decision": "deny", "by": "late"}))
+        .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(body["error"]["code"], "audit_unavailable", "{body}");
+    let (status, body) = app
+        .post("/v1/respond", &json!({"ids": [id], "decision": "deny"}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["results"][0]["status"], 503, "{body}");
+    assert_eq!(
+        body["results"][0]["error"]["code"], "audit_unavailable",
+        "{body}"
+    );
+
+    set(false);
+    let (status, body) = app
+        .respond(&id, &json!({"decision": "deny", "by": "late"}))
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(refused_entries(&app).await, refused_before + 1);
+}
