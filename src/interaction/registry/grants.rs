@@ -265,7 +265,7 @@ impl Registry {
         else {
             return false;
         };
-        let stamp = (!teams.routes.is_empty()).then_some(&stamp);
+        let stamp = (!teams.routes.is_empty()).then_some(&*stamp);
         route_admission(
             stamp,
             &teams.people,
