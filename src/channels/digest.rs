@@ -360,7 +360,7 @@ pub(crate) async fn admit_tapper(pipeline: &Pipeline, who: &Tapper<'_>) -> Resul
     if who.approver || teams.people.name_of(via.as_str(), who.identity).is_some() {
         return Ok(());
     }
-    pipeline
+    let recorded = pipeline
         .registry()
         .refused(
             None,
@@ -369,7 +369,11 @@ pub(crate) async fn admit_tapper(pipeline: &Pipeline, who: &Tapper<'_>) -> Resul
             &format!("a digest button; not in {via}.approvers"),
         )
         .await;
-    Err(Feedback::NotApprover)
+    Err(match recorded {
+        Ok(()) => Feedback::NotApprover,
+        // Not recorded: try again.
+        Err(_) => Feedback::StoreDown,
+    })
 }
 
 /// What answering all the listed interactions did, one count per result.

@@ -79,8 +79,8 @@ pub use question::{
 pub use refusals::RefusalLimiter;
 pub use registry::{
     Created, Full, GrantRequest, Grantor, Lifecycle, LongPoll, MAX_LABEL_CHARS, MAX_LABELS,
-    NewInteraction, POLICY_VIA, Registry, RegistryConfig, RegistryError, Teams, audit_outcome,
-    describe,
+    NewInteraction, POLICY_VIA, Registry, RegistryConfig, RegistryError, Teams, Unrecorded,
+    audit_outcome, describe,
 };
 pub use suggestions::{
     DESTINATIONS, PROCESS_LIFETIME, applied_with_a_grant, outlives_the_session, valid_suggestions,

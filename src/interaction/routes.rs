@@ -18,6 +18,8 @@
 //! answer it from then on. The escalation is part of the stamp, so every process agrees on
 //! it whatever its configuration says later.
 
+use std::sync::Arc;
+
 use globset::GlobMatcher;
 use serde::{Deserialize, Serialize};
 
@@ -100,6 +102,9 @@ pub struct RouteError {
 #[derive(Clone, Debug)]
 pub struct Route {
     spec: RouteSpec,
+    /// The stamp its interactions carry, made once: every interaction taking the route
+    /// shares it (pending interactions are held in memory).
+    stamp: Arc<RouteStamp>,
     agents: Vec<GlobMatcher>,
     sessions: Vec<GlobMatcher>,
     cwds: Vec<GlobMatcher>,
@@ -180,14 +185,9 @@ impl Route {
             .all(|l| i.labels.iter().any(|have| &**have == l.as_str()))
     }
 
-    /// The stamp an interaction taking this route carries.
-    pub fn stamp(&self) -> RouteStamp {
-        RouteStamp {
-            name: self.spec.name.clone(),
-            targets: Some(self.spec.targets.clone()),
-            approvers: self.spec.approvers.clone(),
-            escalation: self.spec.escalation.clone(),
-        }
+    /// The stamp an interaction taking this route carries (one, shared).
+    pub fn stamp(&self) -> Arc<RouteStamp> {
+        self.stamp.clone()
     }
 
     /// How many people decide its approvals; `None`: one.
@@ -209,6 +209,13 @@ impl Route {
             && covers(&a.kinds, &b.kinds)
             && a.labels.iter().all(|l| b.labels.contains(l))
     }
+}
+
+/// The implicit last route's stamp, one for every interaction that takes it.
+fn default_stamp() -> Arc<RouteStamp> {
+    static DEFAULT: std::sync::LazyLock<Arc<RouteStamp>> =
+        std::sync::LazyLock::new(|| Arc::new(RouteStamp::default_route()));
+    DEFAULT.clone()
 }
 
 /// The route an interaction took, as it is stored with it.
@@ -445,6 +452,12 @@ impl Routes {
             check_name(&spec.name, &routes, &at)?;
             check_spec(&spec, people, &at)?;
             let route = Route {
+                stamp: Arc::new(RouteStamp {
+                    name: spec.name.clone(),
+                    targets: Some(spec.targets.clone()),
+                    approvers: spec.approvers.clone(),
+                    escalation: spec.escalation.clone(),
+                }),
                 agents: globs(&at("agent"), &spec.agents, false)?,
                 sessions: globs(&at("session"), &spec.sessions, false)?,
                 cwds: globs(&at("cwd"), &spec.cwds, true)?,
@@ -489,23 +502,23 @@ impl Routes {
 
     /// The stamp of the route named `name` (the implicit last route's for
     /// [`DEFAULT_ROUTE`]); `None` when there is no such route.
-    pub fn stamp_named(&self, name: &str) -> Option<RouteStamp> {
+    pub fn stamp_named(&self, name: &str) -> Option<Arc<RouteStamp>> {
         if name == DEFAULT_ROUTE {
-            return Some(RouteStamp::default_route());
+            return Some(default_stamp());
         }
         self.get(name).map(Route::stamp)
     }
 
     /// The stamp `i` gets: its route's, the implicit last route's, or none when no route is
-    /// configured at all.
-    pub fn stamp_for(&self, i: &Interaction) -> Option<RouteStamp> {
+    /// configured at all. Shared by every interaction taking the same route.
+    pub fn stamp_for(&self, i: &Interaction) -> Option<Arc<RouteStamp>> {
         if self.routes.is_empty() {
             return None;
         }
         Some(
             self.route_for(i)
                 .map(Route::stamp)
-                .unwrap_or_else(RouteStamp::default_route),
+                .unwrap_or_else(default_stamp),
         )
     }
 }
@@ -612,7 +625,7 @@ mod tests {
                 .is_none()
         );
         let stamp = r.stamp_for(&call("Bash", "codex", "/srv/data")).unwrap();
-        assert_eq!(stamp, RouteStamp::default_route());
+        assert_eq!(*stamp, RouteStamp::default_route());
         assert!(stamp.addresses("telegram").is_none());
 
         let mut labelled = call("Bash", "x", "/tmp");
@@ -635,7 +648,7 @@ mod tests {
         let p = people();
         let r = shop_and_data();
         let mut i = call("Bash", "claude-code", "/srv/shop");
-        i.route = r.stamp_for(&i).map(Box::new);
+        i.route = r.stamp_for(&i);
         assert_eq!(
             admission(&i, &p, "telegram", "111", false),
             Admission::Admitted
@@ -652,7 +665,7 @@ mod tests {
         );
         // The implicit route leaves it to the channels' lists.
         let mut d = call("Bash", "gemini", "/tmp");
-        d.route = r.stamp_for(&d).map(Box::new);
+        d.route = r.stamp_for(&d);
         assert_eq!(
             admission(&d, &p, "feishu", "ou_b", true),
             Admission::Admitted

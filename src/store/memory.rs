@@ -19,6 +19,9 @@ use crate::interaction::quorum::{Ballot, Count, VoteOutcome};
 use crate::interaction::{Interaction, InteractionId};
 use crate::store::prelude::*;
 use crate::sync::LockExt;
+use trail::Trail;
+
+mod trail;
 
 type OrderKey = (i64, InteractionId);
 type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
@@ -37,7 +40,8 @@ struct State {
     secrets: HashMap<String, Vec<u8>>,
     seen: HashMap<(String, String), Timestamp>,
     values: HashMap<String, String>,
-    audit: Vec<AuditEntry>,
+    /// The audit trail, kept compact (it holds an entry for every interaction).
+    audit: Trail,
     /// Grants, with the time each was revoked.
     grants: Vec<(crate::interaction::policy::Grant, Option<Timestamp>)>,
 }
@@ -68,17 +72,22 @@ impl State {
     }
 
     fn append_audit(&mut self, records: Vec<AuditRecord>) {
-        let last = self.audit.last().map(|e| audit::AuditHead {
-            seq: e.seq,
-            hash: e.hash.clone(),
-        });
+        let last = self
+            .audit
+            .last()
+            .map(|(seq, hash)| audit::AuditHead { seq, hash });
         let recorded = self.values.get(audit::HEAD_KEY).map(String::as_str);
         let Some(appended) = audit::append(last, recorded, records) else {
             return;
         };
         self.values
             .insert(audit::HEAD_KEY.to_string(), appended.head.to_string());
-        self.audit.extend(appended.entries);
+        let interactions = &self.interactions;
+        for e in appended.entries {
+            self.audit.push(e, |id| {
+                interactions.get_key_value(id).map(|(k, _)| k.shared())
+            });
+        }
     }
 
     fn enqueue(&mut self, jobs: Vec<OutboxJob>) {
@@ -474,14 +483,7 @@ impl AuditStore for MemoryStore {
 
     async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditEntry>, StoreError> {
         let st = self.lock();
-        Ok(st
-            .audit
-            .iter()
-            .filter(|e| e.seq > query.after_seq)
-            .filter(|e| query.since.is_none_or(|t| e.record.at >= t))
-            .take(query.limit)
-            .cloned()
-            .collect())
+        Ok(st.audit.read(query.after_seq, query.since, query.limit))
     }
 }
 

@@ -26,6 +26,7 @@ mod hooks;
 mod mcp;
 mod mcp_sessions;
 mod mcp_wire;
+mod mixed_writes;
 mod numbers;
 mod opencode;
 mod operators;

@@ -346,8 +346,9 @@ impl Callbacks {
         let texts = Texts(self.cards.locale());
         let Some((to, session, action, set)) = read_value(&self.cards, &event["action"]["value"])
         else {
-            if !who.again {
-                self.pipeline
+            if !who.again
+                && self
+                    .pipeline
                     .registry()
                     .refused(
                         None,
@@ -355,7 +356,10 @@ impl Callbacks {
                         self.pipeline.via(),
                         "digest card data failed its integrity check",
                     )
-                    .await;
+                    .await
+                    .is_err()
+            {
+                return self.reply(Feedback::StoreDown);
             }
             return self.reply(Feedback::BadButton);
         };

@@ -360,15 +360,19 @@ impl Callbacks {
         // The id in forged data proves nothing: the refusal is not bound to it (so the
         // rate limit for unauthenticated refusals applies), and it is only named.
         let claimed = action["value"]["id"].as_str().unwrap_or("");
-        if !again {
-            self.registry
+        if !again
+            && self
+                .registry
                 .refused(
                     None,
                     actor,
                     self.pipeline.via(),
                     &format!("card data failed its integrity check (claimed id {claimed:?})"),
                 )
-                .await;
+                .await
+                .is_err()
+        {
+            return self.reply(Feedback::StoreDown);
         }
         self.reply(Feedback::BadButton)
     }
@@ -649,10 +653,14 @@ fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
 
 impl Webhook {
     async fn refuse(&self, reason: &str) -> ApiError {
-        self.registry
+        match self
+            .registry
             .refused(None, "unknown", &Via::new(super::CHANNEL), reason)
-            .await;
-        ApiError::unauthorized(format!("feishu callback refused: {reason}"))
+            .await
+        {
+            Ok(()) => ApiError::unauthorized(format!("feishu callback refused: {reason}")),
+            Err(e) => e.into(),
+        }
     }
 
     /// Checks the signature headers of a request against its raw body.

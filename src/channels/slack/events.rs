@@ -55,7 +55,7 @@ impl Endpoint {
         if let Err(e) = self.verifier.verify_request(&headers, &body) {
             self.registry
                 .refused(None, "unknown", &Via::new(super::CHANNEL), &e.to_string())
-                .await;
+                .await?;
             return Err(ApiError::unauthorized(format!(
                 "slack request refused: {e}"
             )));

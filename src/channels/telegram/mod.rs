@@ -56,7 +56,7 @@ pub use settings::{Mode, TelegramSettings};
 use self::api::Client;
 use self::button::Codec;
 use super::Wiring;
-use crate::channels::pipeline::Pipeline;
+use crate::channels::pipeline::{Feedback, Pipeline};
 use crate::health::Health;
 use crate::interaction::after;
 use crate::interaction::{Interaction, InteractionId, Registry, Responder, Via};
@@ -169,11 +169,25 @@ impl Telegram {
     }
 
     /// Records a refused attempt: counted, logged, and fed to the registry's audit trail.
-    async fn refuse(&self, id: Option<&InteractionId>, user: &User, reason: &str, label: &str) {
+    /// Returns what the person is to be told: `told`, or that it failed and may be tried
+    /// again when the refusal could not be recorded.
+    async fn refuse(
+        &self,
+        id: Option<&InteractionId>,
+        user: &User,
+        reason: &str,
+        label: &str,
+        told: Feedback,
+    ) -> Feedback {
         self.count_refused(label);
-        self.registry
+        match self
+            .registry
             .refused(id, &actor(user), &Via::new(CHANNEL), reason)
-            .await;
+            .await
+        {
+            Ok(()) => told,
+            Err(_) => Feedback::StoreDown,
+        }
     }
 
     /// Counts a refused attempt (the caller records it in the audit trail).

@@ -83,10 +83,14 @@ impl Endpoint {
     }
 
     async fn refuse(&self, reason: &str) -> ApiError {
-        self.registry
+        match self
+            .registry
             .refused(None, "unknown", &Via::new(CHANNEL), reason)
-            .await;
-        ApiError::unauthorized(format!("wecom callback refused: {reason}"))
+            .await
+        {
+            Ok(()) => ApiError::unauthorized(format!("wecom callback refused: {reason}")),
+            Err(e) => e.into(),
+        }
     }
 
     /// Checks the signature and the timestamp of `encrypted`, then decrypts it.

@@ -249,15 +249,17 @@ pub struct Interaction {
     /// Labels the agent sent (`prod`, `project:shop`): routes match on them.
     #[serde(default)]
     pub labels: Box<[Box<str>]>,
-    /// The route it took (`None` when no route is configured). Boxed: most pending
-    /// interactions carry one pointer.
+    /// The route it took (`None` when no route is configured). Shared: every interaction
+    /// that took a route points to its one stamp, rather than holding a copy of its names
+    /// and targets (pending interactions are held in memory).
     #[serde(default)]
-    pub route: Option<Box<crate::interaction::routes::RouteStamp>>,
+    pub route: Option<Arc<crate::interaction::routes::RouteStamp>>,
     /// Who created it: the agent token (`token:` and the start of its SHA-256, never the
     /// token) or `local`, as the creating entry point names it; `None` when created without
     /// one (a Rust host). A session grant made on it is bound to this owner.
+    /// (Shared: the pending interactions of one owner point to one copy of its name.)
     #[serde(default)]
-    pub owner: Option<Box<str>>,
+    pub owner: Option<Arc<str>>,
     /// How many different people decide it (an approval on a route or under a policy rule
     /// with a quorum), stamped at creation.
     #[serde(default)]

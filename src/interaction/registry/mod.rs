@@ -54,6 +54,7 @@ use deadlines::Deadlines;
 pub use grants::{GrantRequest, Grantor};
 pub use policy::{POLICY_VIA, audit_outcome, describe};
 use records::{clip, log_resolution, resolved_record};
+pub use refused::Unrecorded;
 use slots::Slot;
 pub use validate::{MAX_LABEL_CHARS, MAX_LABELS, NewInteraction};
 
@@ -151,6 +152,10 @@ pub enum RegistryError {
     /// votes do not decide it yet: the interaction, still pending, with the votes so far.
     #[error("vote recorded on interaction {}: {}", .0.id, super::quorum::tally(.0).unwrap_or_default())]
     Voted(Arc<Interaction>),
+    /// The attempt was refused, and its refusal could not be written to the audit trail:
+    /// nothing changed, and whoever sent it may try again.
+    #[error(transparent)]
+    Unrecorded(#[from] Unrecorded),
     /// This person voted on the interaction already (from this or another channel): their
     /// vote, and the interaction as it is. Nothing changed.
     #[error("{} already voted on interaction {} ({} via {})", .0.by, .1.id, if .0.allow { "allow" } else { "deny" }, .0.via)]
@@ -468,7 +473,7 @@ impl Registry {
                 &via,
                 "answered after the deadline",
             )
-            .await;
+            .await?;
             return Err(RegistryError::AlreadyResolved(expired));
         }
         // Clipped: a refused answer's `by` has not been length-checked, and it is logged
@@ -492,11 +497,11 @@ impl Registry {
                         .map(|r| r.summary())
                         .unwrap_or_default()
                 );
-                self.refused(Some(id), &who, &via, &reason).await;
+                self.refused(Some(id), &who, &via, &reason).await?;
             }
             Err(RegistryError::Invalid(e)) => {
                 self.refused(Some(id), &who, &via, &format!("invalid answer: {e}"))
-                    .await;
+                    .await?;
             }
             _ => {}
         }

@@ -145,7 +145,7 @@ mod tests {
         )
         .unwrap();
         let mut i = call("Bash", "claude-code", "/srv/shop");
-        i.route = r.stamp_for(&i).map(Box::new);
+        i.route = r.stamp_for(&i);
         assert_eq!(
             admission(&i, &p, "feishu", "ou_b", true),
             Admission::OtherRoute

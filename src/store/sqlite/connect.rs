@@ -6,7 +6,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use super::unavailable;
 use crate::store::StoreError;
@@ -111,7 +111,8 @@ pub(super) fn migrate(conn: &mut Connection) -> rusqlite::Result<i64> {
         if version <= current {
             continue;
         }
-        let tx = conn.transaction()?;
+        // IMMEDIATE, as every write transaction here: the lock is waited for at BEGIN.
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         tx.execute_batch(sql)?;
         tx.pragma_update(None, "user_version", version)?;
         tx.commit()?;
