@@ -8,6 +8,15 @@ use std::fmt;
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 
+/// A short fingerprint of a token, to tell in logs which token a request came with without
+/// showing it: the first 8 hex digits of its SHA-256 (`printf %s "$TOKEN" | sha256sum | cut
+/// -c1-8` gives the same).
+pub fn fingerprint(token: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(token.as_bytes());
+    digest.iter().take(4).map(|b| format!("{b:02x}")).collect()
+}
+
 /// Deserializes a list given either as a list (files), as one comma-separated string (the
 /// environment, where `config` cannot tell a one-item list from a plain value), or as one
 /// value that is not text. Spaces around

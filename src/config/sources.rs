@@ -139,6 +139,20 @@ fn walk_file(table: &toml::Table, schema: &toml::Table, prefix: &str, unknown: &
     }
 }
 
+/// Takes dotted `key` out of `table`.
+fn remove(table: &mut toml::Table, key: &str) {
+    match key.split_once('.') {
+        None => {
+            table.remove(key);
+        }
+        Some((first, rest)) => {
+            if let Some(toml::Value::Table(inner)) = table.get_mut(first) {
+                remove(inner, rest);
+            }
+        }
+    }
+}
+
 /// Whether `text` mentions `key` as a whole key (not as part of a longer one).
 fn mentions(text: &str, key: &str) -> bool {
     let part = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '.';
@@ -206,9 +220,9 @@ impl Sources {
             .map(|(path, _)| Origin::File(path.clone()))
     }
 
-    /// The keys the file or the environment sets that no setting has, as one message that
-    /// names each, where it is, and the nearest known key.
-    pub(super) fn unknown_keys(&self) -> Option<String> {
+    /// The keys the file or the environment sets that no setting has, one message for each
+    /// that names it, where it is, and the nearest known key.
+    pub(super) fn unknown_keys(&self) -> Vec<String> {
         let mut problems = Vec::new();
         if let Some((path, table)) = &self.file {
             let mut unknown = Vec::new();
@@ -251,7 +265,32 @@ impl Sources {
                 var.key, var.name
             ));
         }
-        (!problems.is_empty()).then(|| problems.join("\n  "))
+        problems
+    }
+
+    /// The file's table without the keys no setting has, as TOML (`None`: no file, or none
+    /// unknown in it), and the names of the variables that set no setting: what is left is
+    /// read, so that unknown keys do not hide the other mistakes.
+    pub(super) fn without_unknown(&self) -> (Option<String>, Vec<String>) {
+        let mut text = None;
+        if let Some((_, table)) = &self.file {
+            let mut unknown = Vec::new();
+            walk_file(table, &self.schema, "", &mut unknown);
+            if !unknown.is_empty() {
+                let mut pruned = table.clone();
+                for key in &unknown {
+                    remove(&mut pruned, key);
+                }
+                text = toml::to_string(&pruned).ok();
+            }
+        }
+        let vars = self
+            .env
+            .iter()
+            .filter(|v| !self.is_known(&v.key))
+            .map(|v| v.name.clone())
+            .collect();
+        (text, vars)
     }
 
     /// For an unknown `key` in a known section, the settings that section has.
