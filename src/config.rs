@@ -346,42 +346,6 @@ fn process_env() -> Result<HashMap<String, String>, ConfigError> {
     Ok(env)
 }
 
-/// For a TOML error at byte `at` of `text`, what the line it is on most likely meant: a list
-/// without its brackets (`chats = -1, -2`), a Telegram @name where an id belongs.
-fn toml_hint(text: &str, at: usize) -> Option<String> {
-    let start = text.get(..at)?.rfind('\n').map_or(0, |n| n + 1);
-    let line = text.get(start..)?.lines().next()?;
-    let (name, value) = line.split_once('=')?;
-    let (name, value) = (name.trim(), value.trim());
-    if matches!(name, "chats" | "approvers") && value.contains('@') {
-        return Some(
-            "\nTelegram ids are numbers like -1001234567890 (a group) or 123456789 (a person); \
-             a @name is not an id: send /whoami to the bot in that chat to see its id"
-                .into(),
-        );
-    }
-    let quoted_or_bracketed = value.starts_with(['[', '{', '"', '\'']);
-    if quoted_or_bracketed || name.is_empty() {
-        return None;
-    }
-    if value.contains(',') {
-        return Some(format!(
-            "\nA list is written in brackets: {name} = [{value}]"
-        ));
-    }
-    // A bare word: `enabled = yes`, `token = 123456:ABC` (read as the start of a time).
-    let word = value.split('#').next().unwrap_or(value).trim();
-    if ["yes", "no", "on", "off", "y", "n"].contains(&word.to_ascii_lowercase().as_str()) {
-        return Some(format!(
-            "\nOn or off is written true or false, without quotes: {name} = true or {name} = false"
-        ));
-    }
-    let escaped = word.replace('\\', "\\\\").replace('"', "\\\"");
-    let literal = word.parse::<f64>().is_ok() || matches!(word, "true" | "false");
-    (!word.is_empty() && !literal)
-        .then(|| format!("\nText is written in quotes: {name} = \"{escaped}\""))
-}
-
 /// Log levels, most verbose first.
 const LEVELS: [&str; 6] = ["trace", "debug", "info", "warn", "error", "off"];
 
@@ -524,7 +488,7 @@ impl Settings {
                 let table: toml::Table = toml::from_str(&text).map_err(|e| {
                     let hint = e
                         .span()
-                        .and_then(|at| toml_hint(&text, at.start))
+                        .and_then(|at| strict::toml_hint(&text, at.start))
                         .unwrap_or_default();
                     ConfigError::Load(format!("{} is not valid TOML: {e}{hint}", path.display()))
                 })?;
@@ -537,6 +501,9 @@ impl Settings {
         let loose = file_table.as_ref().map(|(path, _, table)| {
             strict::loose_values(table, &schema, &path.display().to_string())
         });
+        let spellings = file_table
+            .as_ref()
+            .map(|(path, _, table)| strict::other_spellings(table, &path.display().to_string()));
         let sources = sources::Sources::new(file_table.map(|(path, _, table)| (path, table)), &env);
         // Every mistake is said at once: unknown keys (left out of what is read, so that they
         // hide nothing), values of the wrong type (one per section), or, when every value
@@ -576,6 +543,7 @@ impl Settings {
         problems.extend(settings.problems().iter().map(|m| sources.annotate(m)));
         mistakes::all_of(problems)?;
         let mut warnings = sources.ignored_variables(&env);
+        warnings.extend(spellings.unwrap_or_default());
         warnings.extend(settings.warnings());
         Ok(Loaded { settings, warnings })
     }

@@ -20,6 +20,18 @@ const SEPARATOR: &str = "__";
 /// Top-level keys that are lists of tables, which the defaults leave out.
 const TABLE_LISTS: &[&str] = &["webhooks", "policy", "people", "groups", "routes"];
 
+/// Names people write for a top-level list, and the list's name.
+const ALIASES: &[(&str, &str)] = &[
+    ("person", "people"),
+    ("persons", "people"),
+    ("group", "groups"),
+    ("route", "routes"),
+    ("webhook", "webhooks"),
+    ("rule", "policy"),
+    ("rules", "policy"),
+    ("policies", "policy"),
+];
+
 /// How alike (Jaro-Winkler) a known key must be to an unknown one to be suggested.
 const SIMILAR: f64 = 0.8;
 
@@ -332,6 +344,9 @@ impl Sources {
     /// known: the section's name makes every key in it look alike); else a setting of that
     /// name in another section (`listen` at the top is `server.listen`).
     fn nearest(&self, key: &str) -> Option<String> {
+        if let Some((_, meant)) = ALIASES.iter().find(|(a, _)| *a == key) {
+            return Some(meant.to_string());
+        }
         let known = self.known();
         let last_of = |k: &str| k.rsplit('.').next().unwrap_or(k).to_string();
         let last = last_of(key);

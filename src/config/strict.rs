@@ -2,7 +2,8 @@
 //! instead with the fix: `enabled = "yes"` (read as true), `timeout_secs = 900.5` (read as
 //! 901), `quorum = "2"` (read as 2). What a setting takes is read from the defaults file for
 //! the sections, and from [`LIST_NUMBERS`] for the lists of tables. The environment's values
-//! are text by nature and are not checked here.
+//! are text by nature and are not checked here. And for TOML that does not parse, what the
+//! line most likely meant.
 
 /// The whole-number fields of the entries of the lists of tables (`[[routes]]`,
 /// `[[policy]]`), which the defaults file does not show.
@@ -109,4 +110,65 @@ pub(super) fn loose_values(table: &toml::Table, schema: &toml::Table, path: &str
         }
     }
     out
+}
+
+/// The spellings of a field that `[[routes]]` and `[[policy]]` both accept though each has
+/// its own (`tool` on a route, `tools` on a rule): (list, the one written, the list's own).
+const OTHER_SPELLINGS: &[(&str, &str, &str)] =
+    &[("routes", "tools", "tool"), ("policy", "tool", "tools")];
+
+/// Warnings for the entries of the file `table` (read from `path`) that use the other
+/// list's spelling of a field: read all the same, and said.
+pub(super) fn other_spellings(table: &toml::Table, path: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (list, written, own) in OTHER_SPELLINGS {
+        let Some(toml::Value::Array(entries)) = table.get(*list) else {
+            continue;
+        };
+        for (i, entry) in entries.iter().enumerate() {
+            if entry.as_table().is_some_and(|t| t.contains_key(*written)) {
+                out.push(format!(
+                    "{list}[{i}].{written} in {path} is read as {own}: [[{list}]] entries \
+                     call it `{own}` (write {own} = [...])"
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// For a TOML error at byte `at` of `text`, what the line it is on most likely meant: a list
+/// without its brackets (`chats = -1, -2`), a Telegram @name where an id belongs.
+pub(super) fn toml_hint(text: &str, at: usize) -> Option<String> {
+    let start = text.get(..at)?.rfind('\n').map_or(0, |n| n + 1);
+    let line = text.get(start..)?.lines().next()?;
+    let (name, value) = line.split_once('=')?;
+    let (name, value) = (name.trim(), value.trim());
+    if matches!(name, "chats" | "approvers") && value.contains('@') {
+        return Some(
+            "\nTelegram ids are numbers like -1001234567890 (a group) or 123456789 (a person); \
+             a @name is not an id: send /whoami to the bot in that chat to see its id"
+                .into(),
+        );
+    }
+    let quoted_or_bracketed = value.starts_with(['[', '{', '"', '\'']);
+    if quoted_or_bracketed || name.is_empty() {
+        return None;
+    }
+    if value.contains(',') {
+        return Some(format!(
+            "\nA list is written in brackets: {name} = [{value}]"
+        ));
+    }
+    // A bare word: `enabled = yes`, `token = 123456:ABC` (read as the start of a time).
+    let word = value.split('#').next().unwrap_or(value).trim();
+    if ["yes", "no", "on", "off", "y", "n"].contains(&word.to_ascii_lowercase().as_str()) {
+        return Some(format!(
+            "\nOn or off is written true or false, without quotes: {name} = true or {name} = false"
+        ));
+    }
+    let escaped = word.replace('\\', "\\\\").replace('"', "\\\"");
+    let literal = word.parse::<f64>().is_ok() || matches!(word, "true" | "false");
+    (!word.is_empty() && !literal)
+        .then(|| format!("\nText is written in quotes: {name} = \"{escaped}\""))
 }

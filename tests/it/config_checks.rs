@@ -207,6 +207,34 @@ fn loose_values_and_bare_words_are_refused_with_the_fix() {
             "[telegram]\nenabled = yes\n",
             "On or off is written true or false, without quotes: enabled = true or enabled = false",
         ),
+        (
+            "[[person]]\nname = \"alice\"\n",
+            "unknown setting `person` in c.toml: did you mean `people`?",
+        ),
+        (
+            "[[routes]]\nname = \"r\"\nlabel = [\"prod\"]\n",
+            "routes[0] in c.toml: `label` is not a setting of [[routes]]: did you mean `labels`?",
+        ),
+        (
+            "[[routes]]\nname = \"r\"\ntimeout_secs = \"15m\"\n",
+            "routes[0].timeout_secs in c.toml: \"15m\" is not a number. It takes a whole number of seconds (the unit is in its name): use timeout_secs = 900.",
+        ),
+        (
+            "[[people]]\nname = \"bob\"\ntelegram = [1]\n[[routes]]\nname = \"r\"\ntimeout_secs = 600\nescalate_after_secs = 60\nescalate_to = [\"bob\"]\n",
+            "routes[0].escalate_to in c.toml: [\"bob\"] is not a table. escalate_to says where to escalate and who may answer from then on, each on its own line under the route: [routes.escalate_to] then, for example, approvers = [\"bob\"]",
+        ),
+        (
+            "[feishu]\nreceivers = [\"oc_abc\"]\n",
+            "feishu.receivers in c.toml: [\"oc_abc\"] is text, but each receiver is a table of its type (chat_id, open_id, user_id, union_id or email) and its id: use receivers = [{ type = \"chat_id\", id = \"oc_abc\" }].",
+        ),
+        (
+            "[auth]\noperator_tokens = [\"Bearer 3f9a1c77e0b24d5a8c6e\"]\n",
+            "auth.operator_tokens[0] starts with `Bearer `, which is how the Authorization header carries a token, not part of it: drop `Bearer ` and keep the rest",
+        ),
+        (
+            "[[routes]]\nname = \"r\"\ncwd = \"srv/shop\"\n",
+            "routes[0].cwd[0]: \"srv/shop\" must be an absolute path glob",
+        ),
     ];
     let dir = tempfile::tempdir().unwrap();
     let mut wrong = Vec::new();
@@ -219,4 +247,30 @@ fn loose_values_and_bare_words_are_refused_with_the_fix() {
         }
     }
     assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
+}
+
+/// A list of one may be written without brackets inside `[[routes]]` and `[[policy]]` too,
+/// and each list's spelling of the tool field is read on the other, with a warning.
+#[test]
+fn a_list_of_one_is_read_without_brackets_and_tool_spellings_are_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, out, err) = check(
+        dir.path(),
+        "[[routes]]\nname = \"codex\"\nagent = \"codex\"\ntools = \"Bash\"\n\
+         [[policy]]\nname = \"git\"\ntool = \"Bash(git status:*)\"\ndecision = \"allow\"\n",
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("agent = [\"codex\"]"), "{out}");
+    assert!(out.contains("tool = [\"Bash\"]"), "{out}");
+    assert!(out.contains("tools = [\"Bash(git status:*)\"]"), "{out}");
+    assert!(
+        err.contains(
+            "warning: routes[0].tools in c.toml is read as tool: [[routes]] entries call it `tool`"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("warning: policy[0].tool in c.toml is read as tools"),
+        "{err}"
+    );
 }
