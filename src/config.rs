@@ -1,5 +1,6 @@
 //! Typed settings, loaded with the `config` crate from three layers: the compiled-in
-//! `config/default.toml`, an optional file (`--config FILE` or `IMRELAY_CONFIG`), and
+//! `config/default.toml`, an optional file (`--config FILE` or `IMRELAY_CONFIG`, else the
+//! first found of `./imrelay.toml`, the user's and the system's: see [`discovery`]), and
 //! `IMRELAY__SECTION__KEY` environment variables (which win). Unknown keys are an error.
 //!
 //! Secrets are [`Secret`] values: they never appear in `Debug` output, logs, error messages
@@ -9,9 +10,13 @@
 //! variable) and, where the fix is obvious, says what it is.
 
 mod auth;
+pub mod discovery;
+mod mistakes;
 pub mod policy;
 mod ranges;
+mod reach;
 mod sources;
+mod strict;
 pub mod teams;
 
 use std::collections::HashMap;
@@ -30,6 +35,7 @@ use crate::interaction::RegistryConfig;
 pub use crate::settings::Secret;
 use crate::store::Synchronous;
 pub use auth::{AuthSettings, MAX_LABEL_CHARS, OperatorToken};
+pub use discovery::ConfigFile;
 
 /// The compiled-in defaults.
 pub(crate) const DEFAULT_TOML: &str = include_str!("../config/default.toml");
@@ -340,25 +346,6 @@ fn process_env() -> Result<HashMap<String, String>, ConfigError> {
     Ok(env)
 }
 
-/// For a TOML error at byte `at` of `text`, what the line it is on most likely meant: a list
-/// without its brackets (`chats = -1, -2`), a Telegram @name where an id belongs.
-fn toml_hint(text: &str, at: usize) -> Option<String> {
-    let start = text.get(..at)?.rfind('\n').map_or(0, |n| n + 1);
-    let line = text.get(start..)?.lines().next()?;
-    let (name, value) = line.split_once('=')?;
-    let (name, value) = (name.trim(), value.trim());
-    if matches!(name, "chats" | "approvers") && value.contains('@') {
-        return Some(
-            "\nTelegram ids are numbers like -1001234567890 (a group) or 123456789 (a person); \
-             a @name is not an id: send /whoami to the bot in that chat to see its id"
-                .into(),
-        );
-    }
-    let quoted_or_bracketed = value.starts_with(['[', '{', '"', '\'']);
-    (!quoted_or_bracketed && value.contains(',') && !name.is_empty())
-        .then(|| format!("\nA list is written in brackets: {name} = [{value}]"))
-}
-
 /// Log levels, most verbose first.
 const LEVELS: [&str; 6] = ["trace", "debug", "info", "warn", "error", "off"];
 
@@ -501,39 +488,62 @@ impl Settings {
                 let table: toml::Table = toml::from_str(&text).map_err(|e| {
                     let hint = e
                         .span()
-                        .and_then(|at| toml_hint(&text, at.start))
+                        .and_then(|at| strict::toml_hint(&text, at.start))
                         .unwrap_or_default();
                     ConfigError::Load(format!("{} is not valid TOML: {e}{hint}", path.display()))
                 })?;
                 Ok::<_, ConfigError>((path, text, table))
             })
             .transpose()?;
+        let file_text = file_table.as_ref().map(|(_, text, _)| text.clone());
+        // The defaults are compiled in and parsed by every load; a test checks they parse.
+        let schema: toml::Table = toml::from_str(DEFAULT_TOML).unwrap_or_default();
+        let loose = file_table.as_ref().map(|(path, _, table)| {
+            strict::loose_values(table, &schema, &path.display().to_string())
+        });
+        let spellings = file_table
+            .as_ref()
+            .map(|(path, _, table)| strict::other_spellings(table, &path.display().to_string()));
+        let sources = sources::Sources::new(file_table.map(|(path, _, table)| (path, table)), &env);
+        // Every mistake is said at once: unknown keys (left out of what is read, so that they
+        // hide nothing), values of the wrong type (one per section), or, when every value
+        // reads, values that do not fit.
+        let mut problems = sources.unknown_keys();
+        problems.extend(loose.unwrap_or_default());
+        let (pruned, unknown_vars) = sources.without_unknown();
         let mut builder = config::Config::builder().add_source(config::File::from_str(
             DEFAULT_TOML,
             config::FileFormat::Toml,
         ));
-        if let Some((_, text, _)) = &file_table {
-            builder = builder.add_source(config::File::from_str(text, config::FileFormat::Toml));
+        if let Some(text) = pruned.or(file_text) {
+            builder = builder.add_source(config::File::from_str(&text, config::FileFormat::Toml));
         }
-        let sources = sources::Sources::new(file_table.map(|(path, _, table)| (path, table)), &env);
-        if let Some(unknown) = sources.unknown_keys() {
-            return Err(ConfigError::Load(unknown));
-        }
+        let mut known_env = env.clone();
+        known_env.retain(|name, _| !unknown_vars.contains(name));
         // Values stay strings; serde converts them to the field's type (lists via `list`).
         let environment = config::Environment::with_prefix(ENV_PREFIX)
             .prefix_separator("__")
             .separator("__")
-            .source(Some(env.clone()));
-        let settings: Settings = builder
+            .source(Some(known_env));
+        let built = builder
             .add_source(environment)
             .build()
-            .and_then(config::Config::try_deserialize)
             .map_err(|e| ConfigError::Load(sources.describe(e)))?;
-        settings.validate().map_err(|e| match e {
-            ConfigError::Invalid(m) => ConfigError::Invalid(sources.annotate(&m)),
-            other => other,
-        })?;
+        let settings = match built.clone().try_deserialize::<Settings>() {
+            Ok(settings) => settings,
+            Err(whole) => {
+                let each = mistakes::section_errors(&built);
+                problems.extend(each.into_iter().map(|e| sources.describe(e)));
+                if problems.is_empty() {
+                    problems.push(sources.describe(whole));
+                }
+                return Err(mistakes::joined(problems));
+            }
+        };
+        problems.extend(settings.problems().iter().map(|m| sources.annotate(m)));
+        mistakes::all_of(problems)?;
         let mut warnings = sources.ignored_variables(&env);
+        warnings.extend(spellings.unwrap_or_default());
         warnings.extend(settings.warnings());
         Ok(Loaded { settings, warnings })
     }
@@ -547,7 +557,15 @@ impl Settings {
     /// nobody may answer (neither its approver list nor a route's approvers), a route whose
     /// approvers cannot answer on a channel it sends to.
     pub fn warnings(&self) -> Vec<String> {
-        teams::warnings(self)
+        let mut out = teams::warnings(self);
+        out.extend(reach::warnings(self));
+        out
+    }
+
+    /// Each route that sends or escalates to places on channels that are turned off, with
+    /// those places (`channel:address`): the routes table says so.
+    pub fn route_places_off(&self) -> Vec<(String, Vec<String>)> {
+        reach::places_off(self)
     }
 
     /// The channel registry: every channel's settings section, in the order they are
@@ -564,31 +582,45 @@ impl Settings {
         ]
     }
 
-    /// Checks values that only make sense together, and that durations are in range.
+    /// Checks values that only make sense together, and that durations are in range; the
+    /// error says every problem at once.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        self.log.validate()?;
-        self.check_durations()?;
-        self.check_exposure()?;
-        self.auth.validate()?;
-        self.store.validate()?;
-        self.mcp.validate().map_err(ConfigError::Invalid)?;
+        mistakes::all_of(self.problems())
+    }
+
+    /// Every problem [`Settings::validate`] finds, each a complete message with its fix.
+    pub fn problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut check = |r: Result<(), ConfigError>| {
+            if let Err(e) = r {
+                out.push(e.into_message());
+            }
+        };
+        let invalid = ConfigError::Invalid;
+        check(self.log.validate());
+        check(self.check_durations());
+        check(self.check_exposure());
+        check(self.auth.validate());
+        check(self.store.validate());
+        check(self.mcp.validate().map_err(invalid));
         if self.outbox.retry_base_ms == 0 || self.outbox.retry_max_secs == 0 {
-            return Err(ConfigError::Invalid(
+            check(Err(invalid(
                 "outbox.retry_base_ms and outbox.retry_max_secs must be at least 1".into(),
-            ));
+            )));
         }
-        self.server.check_connections()?;
-        self.interactions.check_memory()?;
-        self.server.check_request_timeouts()?;
-        policy::compile(&self.policy).map_err(ConfigError::Invalid)?;
-        teams::compile(self).map_err(ConfigError::Invalid)?;
-        self.server.check_public_url()?;
+        check(self.server.check_connections());
+        check(self.interactions.check_memory());
+        check(self.server.check_request_timeouts());
+        check(policy::compile(&self.policy).map(drop).map_err(invalid));
+        check(teams::compile(self).map(drop).map_err(invalid));
+        check(self.server.check_public_url());
         for channel in self.channels() {
-            channel.validate().map_err(ConfigError::Invalid)?;
+            check(channel.validate().map_err(invalid));
         }
         let claims: Vec<_> = self.channels().iter().flat_map(|c| c.paths()).collect();
-        crate::settings::check_path_claims(&claims).map_err(ConfigError::Invalid)?;
-        Ok(())
+        check(crate::settings::check_path_claims(&claims).map_err(invalid));
+        out.extend(reach::problems(self));
+        out
     }
 
     /// A server listening beyond loopback needs agent and operator tokens.

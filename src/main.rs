@@ -32,7 +32,9 @@ const INVALID_CONFIGURATION: u8 = 2;
 #[derive(Parser)]
 #[command(name = "imrelay", version = imrelay::VERSION, about)]
 struct Cli {
-    /// Configuration file (TOML), layered over the built-in defaults.
+    /// Configuration file (TOML), layered over the built-in defaults. Without it: the first
+    /// found of ./imrelay.toml, $XDG_CONFIG_HOME/imrelay/imrelay.toml (or
+    /// ~/.config/imrelay/imrelay.toml) and /etc/imrelay/imrelay.toml.
     #[arg(
         long,
         short,
@@ -67,6 +69,15 @@ enum ServerCommand {
         /// Also send a test message to every Telegram chat, Feishu receiver and webhook.
         #[arg(long)]
         send_test: bool,
+        /// Also check an agent token against the running server: the one given, or without
+        /// one IMRELAY_AGENT_TOKEN's (the token itself is never printed, only a fingerprint).
+        #[arg(
+            long,
+            value_name = "TOKEN",
+            num_args = 0..=1,
+            default_missing_value = ""
+        )]
+        agent_token: Option<String>,
     },
     /// Exit 0 if the server answers /healthz (for container health checks).
     Healthcheck {
@@ -182,7 +193,8 @@ enum Client {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let config = cli.config.as_deref();
+    let file = imrelay::config::discovery::locate_here(cli.config.as_deref());
+    let config = file.path();
     let command = match cli.command.unwrap_or(Command::Server(ServerCommand::Serve)) {
         // The terminal client reads the configuration only for the server's address, and
         // only without --url: it also runs where there is no configuration.
@@ -209,7 +221,7 @@ fn main() -> ExitCode {
             return ExitCode::from(INVALID_CONFIGURATION);
         }
     };
-    match run(command, settings, &warnings) {
+    match run(command, settings, &warnings, &file) {
         Ok(code) => code,
         // `imrelay audit | head`: the reader has what it wanted.
         Err(e) if imrelay::cli::ended_by_closed_output(&e) => ExitCode::SUCCESS,
@@ -239,9 +251,10 @@ fn run(
     command: ServerCommand,
     settings: Settings,
     warnings: &[String],
+    file: &imrelay::config::ConfigFile,
 ) -> anyhow::Result<ExitCode> {
     match command {
-        ServerCommand::CheckConfig => check_config(&settings, warnings),
+        ServerCommand::CheckConfig => check_config(&settings, warnings, file),
         ServerCommand::Route {
             agent,
             tool,
@@ -260,11 +273,10 @@ fn run(
                 .write_all(imrelay::cli::route::explain(&settings, &call)?.as_bytes())?;
             Ok(ExitCode::SUCCESS)
         }
-        ServerCommand::Doctor { send_test } => {
-            print_warnings(warnings);
-            let checks = runtime()?.block_on(imrelay::cli::doctor::run(&settings, send_test));
-            Ok(passed(imrelay::cli::doctor::print(&checks)))
-        }
+        ServerCommand::Doctor {
+            send_test,
+            agent_token,
+        } => doctor(&settings, warnings, file, send_test, agent_token),
         ServerCommand::Healthcheck { live, url } => {
             let probe = if live {
                 imrelay::cli::Probe::Live
@@ -309,20 +321,62 @@ fn run(
             Ok(ExitCode::SUCCESS)
         }
         ServerCommand::Serve => {
-            start_telemetry(&settings, warnings)?;
+            start_telemetry(&settings, warnings, file)?;
             runtime()?.block_on(serve(settings))?;
             Ok(ExitCode::SUCCESS)
         }
     }
 }
 
-/// Sets up logging for the server, and logs the configuration warnings through it.
-fn start_telemetry(settings: &Settings, warnings: &[String]) -> anyhow::Result<()> {
+/// Sets up logging for the server, and logs which configuration file was read (or that none
+/// was) and the configuration warnings through it.
+fn start_telemetry(
+    settings: &Settings,
+    warnings: &[String],
+    file: &imrelay::config::ConfigFile,
+) -> anyhow::Result<()> {
     imrelay::telemetry::init(&settings.log)?;
+    let said = imrelay::telemetry::escape(&file.to_string()).into_owned();
+    match file {
+        imrelay::config::ConfigFile::None { .. } => tracing::warn!("{said}"),
+        _ => tracing::info!("{said}"),
+    }
     for w in warnings {
         tracing::warn!("{w}");
     }
     Ok(())
+}
+
+/// `doctor`: which file was read, the warnings, then one line per check (with
+/// `--agent-token`, the token's against the running server).
+fn doctor(
+    settings: &Settings,
+    warnings: &[String],
+    file: &imrelay::config::ConfigFile,
+    send_test: bool,
+    agent_token: Option<String>,
+) -> anyhow::Result<ExitCode> {
+    complain(format_args!(
+        "{}",
+        imrelay::telemetry::escape(&file.to_string())
+    ));
+    print_warnings(warnings);
+    let token = match agent_token.as_deref() {
+        Some("") => Some(std::env::var("IMRELAY_AGENT_TOKEN").map_err(|_| {
+            anyhow::anyhow!(
+                "--agent-token without a value reads IMRELAY_AGENT_TOKEN, which is not set"
+            )
+        })?),
+        other => other.map(str::to_string),
+    };
+    let checks = runtime()?.block_on(async {
+        let mut checks = imrelay::cli::doctor::run(settings, send_test).await;
+        if let Some(token) = &token {
+            checks.push(imrelay::cli::doctor::agent_token(settings, token).await);
+        }
+        checks
+    });
+    Ok(passed(imrelay::cli::doctor::print(&checks)))
 }
 
 /// Success when a check passed, failure when it did not.
@@ -342,8 +396,17 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("cannot start the async runtime")
 }
 
-/// `check-config`: the effective configuration, every secret redacted, and the routes table.
-fn check_config(settings: &Settings, warnings: &[String]) -> anyhow::Result<ExitCode> {
+/// `check-config`: which file was read, the effective configuration, every secret redacted,
+/// and the routes table.
+fn check_config(
+    settings: &Settings,
+    warnings: &[String],
+    file: &imrelay::config::ConfigFile,
+) -> anyhow::Result<ExitCode> {
+    complain(format_args!(
+        "{}",
+        imrelay::telemetry::escape(&file.to_string())
+    ));
     // Names come from the file: bidirectional and invisible characters are shown as `\u`
     // escapes (which TOML reads back as the same characters), never printed as they are.
     let toml = settings.redacted_toml()?;

@@ -8,6 +8,53 @@ use std::fmt;
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 
+/// A short fingerprint of a token, to tell in logs which token a request came with without
+/// showing it: the first 8 hex digits of its SHA-256 (`printf %s "$TOKEN" | sha256sum | cut
+/// -c1-8` gives the same).
+pub fn fingerprint(token: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(token.as_bytes());
+    digest.iter().take(4).map(|b| format!("{b:02x}")).collect()
+}
+
+/// Deserializes a list given as a list or as one value (`agent = "codex"` for
+/// `agent = ["codex"]`), without splitting text at commas: for the lists inside `[[routes]]`
+/// and `[[policy]]`, which only a file sets and whose patterns may hold commas.
+pub fn one_or_many<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    use serde::de::IntoDeserializer;
+    struct Visit<T>(std::marker::PhantomData<T>);
+    impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Visit<T> {
+        type Value = Vec<T>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a list, or one value")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+            let mut out = Vec::new();
+            while let Some(item) = seq.next_element()? {
+                out.push(item);
+            }
+            Ok(out)
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Vec<T>, E> {
+            T::deserialize(v.into_deserializer()).map(|one| vec![one])
+        }
+        fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Vec<T>, E> {
+            T::deserialize(v.into_deserializer()).map(|one| vec![one])
+        }
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Vec<T>, E> {
+            T::deserialize(v.into_deserializer()).map(|one| vec![one])
+        }
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Vec<T>, E> {
+            T::deserialize(v.into_deserializer()).map(|one| vec![one])
+        }
+    }
+    d.deserialize_any(Visit(std::marker::PhantomData))
+}
+
 /// Deserializes a list given either as a list (files), as one comma-separated string (the
 /// environment, where `config` cannot tell a one-item list from a plain value), or as one
 /// value that is not text. Spaces around

@@ -26,10 +26,11 @@ pub struct RemoteArgs {
     #[arg(long, env = "IMRELAY_URL", value_name = "URL")]
     pub url: Option<String>,
     /// An operator token (one of `auth.operator_tokens`). Not needed on the server's own
-    /// machine when the server has none.
+    /// machine when the server has none. (`IMRELAY_TOKEN`, its old name, is still read, with
+    /// a warning.)
     #[arg(
         long,
-        env = "IMRELAY_TOKEN",
+        env = "IMRELAY_OPERATOR_TOKEN",
         hide_env_values = true,
         value_name = "TOKEN"
     )]
@@ -366,6 +367,23 @@ pub fn base_url(args: &RemoteArgs, config: Option<&std::path::Path>) -> anyhow::
     Ok(base)
 }
 
+/// The variable the operator token was read from before it had a name of its own.
+pub const OLD_TOKEN_VARIABLE: &str = "IMRELAY_TOKEN";
+
+/// The operator token from [`OLD_TOKEN_VARIABLE`], with a warning that names the new
+/// variable: one name per role, so an agent's token and an operator's are not mixed up.
+fn old_token_variable() -> Option<String> {
+    use std::io::Write as _;
+    let token = std::env::var(OLD_TOKEN_VARIABLE).ok()?;
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(
+        err,
+        "warning: {OLD_TOKEN_VARIABLE} is read as the operator token, but that is now \
+         IMRELAY_OPERATOR_TOKEN (and IMRELAY_AGENT_TOKEN is the agent's): rename it"
+    );
+    Some(token)
+}
+
 /// How long a request may take (the event stream excepted).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long connecting may take.
@@ -399,13 +417,10 @@ impl Remote {
             .connect_timeout(CONNECT_TIMEOUT)
             .user_agent(concat!("imrelay-cli/", env!("CARGO_PKG_VERSION")))
             .build()?;
+        let token = args.token.clone().or_else(old_token_variable);
         Ok(Remote {
             base,
-            token: args
-                .token
-                .as_deref()
-                .filter(|t| !t.is_empty())
-                .map(|t| SecretString::from(t.to_string())),
+            token: token.filter(|t| !t.is_empty()).map(SecretString::from),
             http,
         })
     }
@@ -605,12 +620,12 @@ impl Remote {
         match status {
             StatusCode::UNAUTHORIZED if self.token.is_some() => ClientError::Unauthorized {
                 message: format!(
-                    "imrelay refused the token ({message}): check --token or IMRELAY_TOKEN"
+                    "imrelay refused the token ({message}): check --token or IMRELAY_OPERATOR_TOKEN"
                 ),
             },
             StatusCode::UNAUTHORIZED => ClientError::Unauthorized {
                 message: format!(
-                    "imrelay wants an operator token ({message}): pass --token or set IMRELAY_TOKEN"
+                    "imrelay wants an operator token ({message}): pass --token or set IMRELAY_OPERATOR_TOKEN"
                 ),
             },
             _ => ClientError::Unauthorized {

@@ -267,3 +267,56 @@ pub fn print(checks: &[Check]) -> bool {
     }
     failed == 0
 }
+
+/// The id asked about to check an agent token: an agent's request that reads nothing and
+/// changes nothing (no interaction has it, so a token that passes gets 404).
+const TOKEN_PROBE_ID: &str = "imrelay-doctor-token-check";
+
+/// Checks `token` as an agent token against the server this configuration describes: the
+/// same check an agent's hook meets, without creating anything. Names the token by its
+/// fingerprint only.
+pub async fn agent_token(settings: &Settings, token: &str) -> Check {
+    let base = super::client::local_url(settings);
+    let fp = crate::settings::fingerprint(token);
+    let url = format!("{base}/v1/interactions/{TOKEN_PROBE_ID}/wait?timeout_secs=0");
+    let sent = async {
+        reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(5))
+            .build()?
+            .get(&url)
+            .bearer_auth(token)
+            .send()
+            .await
+    };
+    let status = match sent.await {
+        Ok(r) => r.status(),
+        Err(e) => {
+            return Check::fail(
+                format!("agent token {fp}: no server answers at {base} ({e})"),
+                "start `imrelay serve` with this configuration, then run doctor again",
+            );
+        }
+    };
+    match status.as_u16() {
+        401 => Check::fail(
+            format!("agent token {fp}: the server at {base} does not know it (401)"),
+            "use one of auth.agent_tokens (the server logs each refused token with its fingerprint)",
+        ),
+        403 => Check::fail(
+            format!(
+                "agent token {fp}: the server at {base} knows it, but not as an agent token (403): an operator token?"
+            ),
+            "give agents a token from auth.agent_tokens (IMRELAY_AGENT_TOKEN); operator tokens are for people (IMRELAY_OPERATOR_TOKEN)",
+        ),
+        _ if settings.auth.agent_tokens.is_empty() => Check::pass(format!(
+            "agent token {fp}: the server at {base} has no agent tokens, so agents on this machine need none"
+        )),
+        200 | 404 | 408 | 410 => Check::pass(format!(
+            "agent token {fp} is accepted by the server at {base}"
+        )),
+        other => Check::fail(
+            format!("agent token {fp}: the server at {base} answered {other}"),
+            "look at the server's log",
+        ),
+    }
+}

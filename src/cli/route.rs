@@ -85,5 +85,14 @@ pub fn table_comment(settings: &Settings) -> anyhow::Result<String> {
         out.push_str(&escape(line));
         out.push('\n');
     }
+    for (route, off) in settings.route_places_off() {
+        let line = format!(
+            "route {route}: {} turned off, nothing is posted there",
+            off.join(", ")
+        );
+        out.push_str("#   ");
+        out.push_str(&escape(&line));
+        out.push('\n');
+    }
     Ok(out)
 }

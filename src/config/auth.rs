@@ -220,12 +220,21 @@ fn distinct(token: &str) -> usize {
     seen.len()
 }
 
+/// A token written with the scheme of the header that carries it.
+const BEARER: &str = "starts with `Bearer `, which is how the Authorization header carries a \
+     token, not part of it: drop `Bearer ` and keep the rest";
+
 /// What is wrong with `token`, if anything.
 fn token_problem(token: &str) -> Option<String> {
     Some(if token.starts_with(PLACEHOLDER_PREFIX) {
         format!("still holds the example placeholder (\"{PLACEHOLDER_PREFIX}...\")")
     } else if token.is_empty() {
         "is empty".to_string()
+    } else if token
+        .get(..7)
+        .is_some_and(|b| b.eq_ignore_ascii_case("bearer "))
+    {
+        BEARER.to_string()
     } else if token.chars().any(char::is_whitespace) {
         "contains whitespace".to_string()
     } else if !token.chars().all(|c| c.is_ascii_graphic()) {
@@ -276,9 +285,12 @@ impl AuthSettings {
         for (scope, tokens) in &scopes {
             for (i, token) in tokens.iter().enumerate() {
                 if let Some(problem) = token_problem(token) {
-                    return Err(ConfigError::Invalid(format!(
-                        "{scope}[{i}] {problem}: set a real token, {MAKE_A_TOKEN}"
-                    )));
+                    let fix = if problem == BEARER {
+                        String::new()
+                    } else {
+                        format!(": set a real token, {MAKE_A_TOKEN}")
+                    };
+                    return Err(ConfigError::Invalid(format!("{scope}[{i}] {problem}{fix}")));
                 }
                 // Listed twice, a token would be whichever entry came last (an administrator's
                 // token where a label was meant, or the other way round).

@@ -18,7 +18,11 @@ pub struct PolicyRuleSettings {
     /// Permission patterns in Claude Code's syntax (`Bash(git status:*)`, `Read(./src/**)`,
     /// `WebFetch(domain:docs.rs)`, `mcp__github__*`); any matching is enough. Empty: every
     /// tool.
-    #[serde(default)]
+    #[serde(
+        default,
+        alias = "tool",
+        deserialize_with = "crate::settings::one_or_many"
+    )]
     pub tools: Vec<String>,
     /// `allow`, `deny` or `ask`.
     #[serde(default = "ask")]
@@ -30,18 +34,18 @@ pub struct PolicyRuleSettings {
     #[serde(default)]
     pub mode: Mode,
     /// Only interactions of these kinds (`approval`, `question`, `form`); empty: every kind.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::settings::one_or_many")]
     pub kind: Vec<Kind>,
     /// Only calls from these agents (globs over the agent's label); empty: any.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::settings::one_or_many")]
     pub agent: Vec<String>,
     /// Only calls whose working directory matches one of these globs (`/srv/app/**`); empty:
     /// any.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::settings::one_or_many")]
     pub cwd: Vec<String>,
     /// Only interactions that took one of these routes (`[[routes]]` names, or `default`);
     /// empty: any.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::settings::one_or_many")]
     pub route: Vec<String>,
     /// For an ask rule: how many different people must allow what it matches (the
     /// two-person rule: 2); unset: one.

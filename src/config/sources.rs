@@ -20,6 +20,18 @@ const SEPARATOR: &str = "__";
 /// Top-level keys that are lists of tables, which the defaults leave out.
 const TABLE_LISTS: &[&str] = &["webhooks", "policy", "people", "groups", "routes"];
 
+/// Names people write for a top-level list, and the list's name.
+const ALIASES: &[(&str, &str)] = &[
+    ("person", "people"),
+    ("persons", "people"),
+    ("group", "groups"),
+    ("route", "routes"),
+    ("webhook", "webhooks"),
+    ("rule", "policy"),
+    ("rules", "policy"),
+    ("policies", "policy"),
+];
+
 /// How alike (Jaro-Winkler) a known key must be to an unknown one to be suggested.
 const SIMILAR: f64 = 0.8;
 
@@ -139,6 +151,20 @@ fn walk_file(table: &toml::Table, schema: &toml::Table, prefix: &str, unknown: &
     }
 }
 
+/// Takes dotted `key` out of `table`.
+fn remove(table: &mut toml::Table, key: &str) {
+    match key.split_once('.') {
+        None => {
+            table.remove(key);
+        }
+        Some((first, rest)) => {
+            if let Some(toml::Value::Table(inner)) = table.get_mut(first) {
+                remove(inner, rest);
+            }
+        }
+    }
+}
+
 /// Whether `text` mentions `key` as a whole key (not as part of a longer one).
 fn mentions(text: &str, key: &str) -> bool {
     let part = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '.';
@@ -206,9 +232,9 @@ impl Sources {
             .map(|(path, _)| Origin::File(path.clone()))
     }
 
-    /// The keys the file or the environment sets that no setting has, as one message that
-    /// names each, where it is, and the nearest known key.
-    pub(super) fn unknown_keys(&self) -> Option<String> {
+    /// The keys the file or the environment sets that no setting has, one message for each
+    /// that names it, where it is, and the nearest known key.
+    pub(super) fn unknown_keys(&self) -> Vec<String> {
         let mut problems = Vec::new();
         if let Some((path, table)) = &self.file {
             let mut unknown = Vec::new();
@@ -251,7 +277,32 @@ impl Sources {
                 var.key, var.name
             ));
         }
-        (!problems.is_empty()).then(|| problems.join("\n  "))
+        problems
+    }
+
+    /// The file's table without the keys no setting has, as TOML (`None`: no file, or none
+    /// unknown in it), and the names of the variables that set no setting: what is left is
+    /// read, so that unknown keys do not hide the other mistakes.
+    pub(super) fn without_unknown(&self) -> (Option<String>, Vec<String>) {
+        let mut text = None;
+        if let Some((_, table)) = &self.file {
+            let mut unknown = Vec::new();
+            walk_file(table, &self.schema, "", &mut unknown);
+            if !unknown.is_empty() {
+                let mut pruned = table.clone();
+                for key in &unknown {
+                    remove(&mut pruned, key);
+                }
+                text = toml::to_string(&pruned).ok();
+            }
+        }
+        let vars = self
+            .env
+            .iter()
+            .filter(|v| !self.is_known(&v.key))
+            .map(|v| v.name.clone())
+            .collect();
+        (text, vars)
     }
 
     /// For an unknown `key` in a known section, the settings that section has.
@@ -293,6 +344,9 @@ impl Sources {
     /// known: the section's name makes every key in it look alike); else a setting of that
     /// name in another section (`listen` at the top is `server.listen`).
     fn nearest(&self, key: &str) -> Option<String> {
+        if let Some((_, meant)) = ALIASES.iter().find(|(a, _)| *a == key) {
+            return Some(meant.to_string());
+        }
         let known = self.known();
         let last_of = |k: &str| k.rsplit('.').next().unwrap_or(k).to_string();
         let last = last_of(key);

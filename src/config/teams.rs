@@ -79,23 +79,27 @@ pub struct RouteSettings {
     /// The route's name: on every copy, in filters and in the audit trail.
     pub name: String,
     /// Only calls from these agents (globs over the agent's label); empty: any.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::settings::one_or_many")]
     pub agent: Vec<String>,
     /// Only calls of these sessions (globs); empty: any.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::settings::one_or_many")]
     pub session: Vec<String>,
     /// Only calls whose working directory matches one of these absolute globs; empty: any.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::settings::one_or_many")]
     pub cwd: Vec<String>,
     /// Only calls of these tools (globs over the tool's name: `Bash`, `mcp__github__*`);
     /// empty: any.
-    #[serde(default)]
+    #[serde(
+        default,
+        alias = "tools",
+        deserialize_with = "crate::settings::one_or_many"
+    )]
     pub tool: Vec<String>,
     /// Only interactions of these kinds (`approval`, `question`, `form`); empty: every kind.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::settings::one_or_many")]
     pub kind: Vec<Kind>,
     /// Only interactions carrying every one of these labels; empty: any.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::settings::one_or_many")]
     pub labels: Vec<String>,
     /// Telegram chats it posts to (ids listed in `telegram.chats`).
     #[serde(default)]
@@ -117,10 +121,10 @@ pub struct RouteSettings {
     #[serde(default)]
     pub webhooks: Vec<String>,
     /// People it messages directly, on every chat channel they have an id on.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::settings::one_or_many")]
     pub direct: Vec<String>,
     /// People and groups who may answer; empty: the channels' approver lists.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::settings::one_or_many")]
     pub approvers: Vec<String>,
     /// The longest its interactions wait, and their timeout when the agent asks none.
     #[serde(default, skip_serializing_if = "Option::is_none")]

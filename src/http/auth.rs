@@ -52,6 +52,7 @@ pub struct Auth {
     agent: Vec<[u8; 32]>,
     operator: Vec<[u8; 32]>,
     labels: Vec<Option<Arc<str>>>,
+    refusals: super::refused::RefusalLog,
 }
 
 fn digest(token: &str) -> [u8; 32] {
@@ -109,6 +110,7 @@ impl Auth {
                 .iter()
                 .map(|t| t.label.as_deref().map(Arc::from))
                 .collect(),
+            refusals: super::refused::RefusalLog::default(),
         }
     }
 
@@ -238,7 +240,24 @@ async fn require(
     mut req: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    let principal = state.auth.check(scope, req.headers(), peer)?;
+    let principal = match state.auth.check(scope, req.headers(), peer) {
+        Ok(principal) => principal,
+        Err(e) => {
+            let token = req
+                .headers()
+                .get(header::AUTHORIZATION)
+                .and_then(|h| h.to_str().ok())
+                .and_then(bearer_token);
+            let why = e.message().to_string();
+            let status = e.status().as_u16();
+            let path = req.uri().path();
+            state
+                .auth
+                .refusals
+                .note(scope.name(), path, peer, token, status, &why);
+            return Err(e);
+        }
+    };
     let role = state.auth.role(scope, &principal);
     // The token's share of the connections, held until the answer is sent.
     let place = match state.quota.take(scope, &principal, req.uri().path()) {

@@ -29,6 +29,7 @@ pub mod grants;
 pub mod inbox;
 pub mod operator;
 pub mod quota;
+mod refused;
 pub mod server;
 pub mod sse;
 mod summary;

@@ -304,11 +304,6 @@ fn configuration_mistakes_are_explained_in_a_persons_words() {
             "routes[0].kind[0] in c.toml: \"bogus\" is not one of the values routes[0].kind[0] takes: \"approval\", \"question\" or \"form\". Use one of them, like kind = [\"approval\"].".into(),
         ),
         (
-            "[[routes]]\nname = \"shop\"\nagent = \"codex\"\n",
-            vec![],
-            "routes[0].agent in c.toml: \"codex\" is not a list. It takes a list, even of one: use agent = [\"codex\"].".into(),
-        ),
-        (
             "[[policy]]\nname = \"x\"\ntools = [\"Bash(ls)\"]\nkind = [\"aproval\"]\n",
             vec![],
             "policy[0].kind[0] in c.toml: \"aproval\" is not one of the values policy[0].kind[0] takes: \"approval\", \"question\" or \"form\". Use kind = [\"approval\"].".into(),

@@ -47,6 +47,7 @@ impl Watch {
             .env("TERM", "xterm-256color")
             .env("NO_COLOR", "1")
             .env_remove("IMRELAY_TOKEN")
+            .env_remove("IMRELAY_OPERATOR_TOKEN")
             .env_remove("IMRELAY_URL");
         for (k, v) in env {
             if v.is_empty() {
@@ -590,6 +591,7 @@ async fn run(base: &str, args: &[&str], env: &[(&str, &str)]) -> (i32, String, S
         .env("IMRELAY_URL", base)
         .env("USER", "carol")
         .env_remove("IMRELAY_TOKEN")
+        .env_remove("IMRELAY_OPERATOR_TOKEN")
         .env_remove("NO_COLOR");
     for (k, v) in env {
         cmd.env(k, v);
@@ -800,17 +802,39 @@ async fn scriptable_commands_need_an_operator_token_where_the_server_has_them() 
     let (code, _, err) = run(&server.base, &["pending"], &[]).await;
     assert_eq!(code, 5);
     assert!(
-        err.contains("imrelay wants an operator token") && err.contains("IMRELAY_TOKEN"),
+        err.contains("imrelay wants an operator token") && err.contains("IMRELAY_OPERATOR_TOKEN"),
         "{err}"
     );
     let (code, _, err) = run(
         &server.base,
         &["pending"],
-        &[("IMRELAY_TOKEN", "agent-token-0123456789abcdef")],
+        &[("IMRELAY_OPERATOR_TOKEN", "agent-token-0123456789abcdef")],
     )
     .await;
     assert_eq!(code, 5);
     assert!(err.contains("needs an operator token"), "{err}");
+    // The operator token under its own name, and under the old one with a warning.
+    let (code, _, err) = run(
+        &server.base,
+        &["pending"],
+        &[("IMRELAY_OPERATOR_TOKEN", "operator-token-0123456789abcdef")],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("warning"), "{err}");
+    let (code, _, err) = run(
+        &server.base,
+        &["pending"],
+        &[("IMRELAY_TOKEN", "operator-token-0123456789abcdef")],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(
+            "IMRELAY_TOKEN is read as the operator token, but that is now IMRELAY_OPERATOR_TOKEN"
+        ),
+        "{err}"
+    );
     // watch stops at once too, saying why.
     let (code, out, _) = run(&server.base, &["watch"], &[]).await;
     assert_eq!(code, 5, "{out}");
@@ -1397,7 +1421,7 @@ async fn watch_shows_the_votes_so_far_on_an_approval_that_needs_several_people()
             .send()
     };
     let alice = token("alice");
-    let mut w = Watch::start("votes", &server.base, &[("IMRELAY_TOKEN", &alice)]);
+    let mut w = Watch::start("votes", &server.base, &[("IMRELAY_OPERATOR_TOKEN", &alice)]);
     w.expect("━━ Approval · Bash");
     w.expect("Needs 3 people · votes: 0 of 3");
     // A vote, no more: no edit, no "allow similar".
@@ -1481,7 +1505,11 @@ async fn watch_offers_only_a_vote_on_a_two_person_approval_and_never_a_second_on
     assert_eq!(vote("vote-2").await.unwrap().status(), StatusCode::ACCEPTED);
 
     // Bob's token, and `--by alice` (as every watch here is started): imrelay records Bob.
-    let mut w = Watch::start("second_vote", &server.base, &[("IMRELAY_TOKEN", &bob)]);
+    let mut w = Watch::start(
+        "second_vote",
+        &server.base,
+        &[("IMRELAY_OPERATOR_TOKEN", &bob)],
+    );
     w.expect(
         "Answering as bob (token bob-laptop), not alice: imrelay records the token's person. Connecting…",
     );

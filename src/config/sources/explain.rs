@@ -121,6 +121,15 @@ impl Sources {
     /// A message for a refused value of `key` (`error` is the loader's own words), when the
     /// mistake is one people make; `None` leaves the loader's message.
     pub(super) fn explain(&self, key: &str, error: &str) -> Option<String> {
+        if let Some(m) = self.explain_unknown_field(key, error) {
+            return Some(m);
+        }
+        if super::unindexed(key) == "routes.escalate_to" {
+            return self.explain_escalate_to(key);
+        }
+        if key == "feishu.receivers" && error.contains("untagged enum") {
+            return self.explain_receivers(key);
+        }
         let given = self.given(key)?;
         if error.contains("expected a sequence") {
             // One value where a list is taken (`agent = "codex"` for `agent = ["codex"]`).
@@ -140,6 +149,77 @@ impl Sources {
             "server.listen" => self.explain_listen(key, &given),
             _ => self.explain_type(key, &given, error),
         }
+    }
+
+    /// A field a `[[list]]` entry does not have (`label` on a route): the nearest it has, or
+    /// all of them.
+    fn explain_unknown_field(&self, key: &str, error: &str) -> Option<String> {
+        let rest = &error[error.find("unknown field `")? + "unknown field `".len()..];
+        let (field, rest) = rest.split_once('`')?;
+        let names: Vec<&str> = rest.split('`').skip(1).step_by(2).collect();
+        let list = key.split(['[', '.']).next().unwrap_or(key);
+        let near = names
+            .iter()
+            .map(|n| (strsim::jaro_winkler(field, n), *n))
+            .filter(|(score, _)| *score >= 0.8)
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|(_, n)| n);
+        let what = if key.contains('[') {
+            format!("[[{list}]]")
+        } else {
+            format!("[{key}]")
+        };
+        Some(match near {
+            Some(n) => format!(
+                "{}: `{field}` is not a setting of {what}: did you mean `{n}`?",
+                self.at(key)
+            ),
+            None => format!(
+                "{}: `{field}` is not a setting of {what}, which has {}",
+                self.at(key),
+                names.join(", ")
+            ),
+        })
+    }
+
+    /// `escalate_to` written as a list (`escalate_to = ["bob"]`): it is a table.
+    fn explain_escalate_to(&self, key: &str) -> Option<String> {
+        let at = &key[..key.find("escalate_to")? + "escalate_to".len()];
+        let given = self.given(at)?;
+        Some(format!(
+            "{}: {} is not a table. escalate_to says where to escalate and who may answer from \
+             then on, each on its own line under the route: [routes.escalate_to] then, for \
+             example, approvers = [\"bob\"] and direct = [\"bob\"] (see docs/teams.md).",
+            self.at(at),
+            given.shown()
+        ))
+    }
+
+    /// Feishu receivers written as text in a file: each is a table of its type and id.
+    fn explain_receivers(&self, key: &str) -> Option<String> {
+        let Given::Toml(value) = self.given(key)? else {
+            return None;
+        };
+        let first = match &value {
+            toml::Value::Array(items) => items.first()?.as_str()?.to_string(),
+            toml::Value::String(s) => s.clone(),
+            _ => return None,
+        };
+        let (kind, id) = match first.split_once(':') {
+            Some((kind, id)) => (kind.to_string(), id.to_string()),
+            None if first.starts_with("ou_") => ("open_id".into(), first.clone()),
+            None if first.starts_with("on_") => ("union_id".into(), first.clone()),
+            None if first.contains('@') => ("email".into(), first.clone()),
+            None if first.starts_with("oc_") => ("chat_id".into(), first.clone()),
+            None => ("user_id".into(), first.clone()),
+        };
+        Some(format!(
+            "{}: {} is text, but each receiver is a table of its type (chat_id, open_id, \
+             user_id, union_id or email) and its id: use receivers = [{{ type = {kind:?}, id = \
+             {id:?} }}].",
+            self.at(key),
+            value
+        ))
     }
 
     /// A value that is not one of the names `values` of `key`.
@@ -308,7 +388,13 @@ impl Sources {
         if is_secret(key) {
             return None;
         }
-        let default = self.schema_value(key)?;
+        let listed = list_number(key);
+        let default = self.schema_value(key).or(listed.as_ref())?;
+        let default_word = if listed.is_some() {
+            ""
+        } else {
+            " (the default)"
+        };
         let text = match given {
             Given::Toml(toml::Value::String(s)) | Given::Text(s) => Some(s.trim()),
             _ => None,
@@ -327,7 +413,7 @@ impl Sources {
                     || text.is_some_and(|t| t.starts_with('-'));
                 if negative {
                     return Some(format!(
-                        "{at}: {shown} is below zero. It takes {what}, like {d} (the default)."
+                        "{at}: {shown} is below zero. It takes {what}, like {d}{default_word}."
                     ));
                 }
                 if let Some(n) = text.and_then(|t| with_unit(t, unit)) {
@@ -361,6 +447,20 @@ impl Sources {
         }
         Some(value)
     }
+}
+
+/// An example of a whole-number field of a `[[routes]]` or `[[policy]]` entry, which the
+/// defaults do not show (`routes[0].timeout_secs`: 600).
+fn list_number(key: &str) -> Option<toml::Value> {
+    let (list, rest) = key.split_once('[')?;
+    let field = rest.split_once("].")?.1;
+    let example = match (list, field) {
+        ("routes", "timeout_secs") => 600,
+        ("routes", "escalate_after_secs") => 300,
+        ("routes" | "policy", "quorum" | "deny_quorum") => 2,
+        _ => return None,
+    };
+    Some(toml::Value::Integer(example))
 }
 
 /// Whether `key` holds a secret, whose value a message must not repeat.

@@ -42,6 +42,36 @@ const PATH_TOOLS: &[&str] = &[
     "NotebookRead",
 ];
 
+/// The tool names patterns are written with (Claude Code's, onto which every agent's tools
+/// are mapped), for a name written in another case.
+const TOOL_NAMES: &[&str] = &[
+    "Bash",
+    "BashOutput",
+    "Edit",
+    "Glob",
+    "Grep",
+    "KillShell",
+    "LS",
+    "MultiEdit",
+    "NotebookEdit",
+    "NotebookRead",
+    "Read",
+    "Task",
+    "TodoWrite",
+    "WebFetch",
+    "WebSearch",
+    "Write",
+];
+
+/// The known tool name `tool` is in another case (`bash` → `Bash`); `None` when it is one
+/// as written, or none at all.
+pub fn miscased_tool(tool: &str) -> Option<&'static str> {
+    TOOL_NAMES
+        .iter()
+        .find(|k| k.eq_ignore_ascii_case(tool) && **k != tool)
+        .copied()
+}
+
 /// A pattern that cannot be read: where (in characters from its start) and why.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("at character {position}: {message}")]
@@ -152,6 +182,26 @@ fn glob(text: &str, position: usize) -> Result<GlobMatcher, PatternError> {
         .map_err(|e| PatternError::new(position, format!("not a valid glob: {}", e.kind())))
 }
 
+/// A pattern with text after the `)` that closes its specifier (`Bash(git status)*`):
+/// refused, saying to put it inside.
+fn text_after_specifier(trimmed: &str, open: usize, lead: usize) -> Result<(), PatternError> {
+    let Some(close) = trimmed
+        .rfind(')')
+        .filter(|c| *c > open && !trimmed.ends_with(')'))
+    else {
+        return Ok(());
+    };
+    let (inside, after) = (&trimmed[open + 1..close], &trimmed[close + 1..]);
+    Err(PatternError::new(
+        lead + trimmed[..close].chars().count() + 2,
+        format!(
+            "{after:?} follows the `)` that closes the specifier: everything a pattern matches \
+             goes inside, e.g. `{}({inside}{after})`",
+            &trimmed[..open]
+        ),
+    ))
+}
+
 impl Pattern {
     /// Reads `text` (see the module's documentation).
     pub fn parse(text: &str, used: Use) -> Result<Self, PatternError> {
@@ -166,6 +216,7 @@ impl Pattern {
         let (tool, spec) = match trimmed.find('(') {
             None => (trimmed, None),
             Some(open) => {
+                text_after_specifier(trimmed, open, lead)?;
                 if !trimmed.ends_with(')') {
                     return Err(PatternError::new(
                         lead + trimmed.chars().count(),
@@ -195,6 +246,15 @@ impl Pattern {
             return Err(PatternError::new(
                 lead + bad_at + 1,
                 format!("{bad:?} cannot be part of a tool name"),
+            ));
+        }
+        if let Some(known) = miscased_tool(tool) {
+            return Err(PatternError::new(
+                lead + 1,
+                format!(
+                    "`{tool}` is not a tool name: tool names are case-sensitive, so it would match \
+                     nothing; write `{known}`"
+                ),
             ));
         }
         let tool_match = if tool.contains('*') {
