@@ -150,6 +150,18 @@ fn transport(
 
 /// The `[slack]` section in the channel registry.
 impl crate::channels::Channel for SlackSettings {
+    fn name(&self) -> &'static str {
+        CHANNEL
+    }
+
+    fn places(&self) -> Vec<String> {
+        self.channels.clone()
+    }
+
+    fn unlisted(&self, place: &str) -> String {
+        format!("{place:?} is not in slack.channels")
+    }
+
     fn enabled(&self) -> bool {
         self.enabled
     }
@@ -162,15 +174,15 @@ impl crate::channels::Channel for SlackSettings {
         SlackSettings::paths(self)
     }
 
-    fn warnings(&self) -> Vec<String> {
+    fn nobody_answers(&self) -> Option<String> {
         if self.enabled && self.approvers.is_empty() {
-            vec![
+            Some(
                 "slack is enabled but slack.approvers is empty: messages are posted, but nobody \
                  can answer them from Slack (a refused click logs the clicker's user id)"
                     .to_string(),
-            ]
+            )
         } else {
-            Vec::new()
+            None
         }
     }
 
