@@ -116,7 +116,7 @@ pub trait Channel: Send + Sync {
     }
 
     /// The places it is configured to post to, as addresses a route names
-    /// (`telegram.chats`, `slack.channels`, ...).
+    /// (`telegram.chats`, `slack.chats`, ...).
     fn places(&self) -> Vec<String> {
         Vec::new()
     }

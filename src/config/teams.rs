@@ -724,7 +724,7 @@ timeout_secs = 600
         );
         let e = refused("", "[[routes]]\nname = \"r\"\nslack = [\"C1\"]");
         assert!(
-            e.contains("routes[0] (\"r\").slack[0]: \"C1\" is not in slack.channels"),
+            e.contains("routes[0] (\"r\").slack[0]: \"C1\" is not in slack.chats"),
             "{e}"
         );
         let e = refused("", "[[routes]]\nname = \"r\"\nwebhook = [\"pager\"]");
@@ -813,12 +813,9 @@ approvers = ["bob"]
             "{e}"
         );
         let e = refused("[[routes]]\nname = \"r\"\nfeishu = [\"chat_id:oc_9\"]");
-        assert!(
-            e.contains("feishu[0]") && e.contains("feishu.receivers"),
-            "{e}"
-        );
+        assert!(e.contains("feishu[0]") && e.contains("feishu.chats"), "{e}");
         let e = refused("[[routes]]\nname = \"r\"\nslack = [\"C9\"]");
-        assert!(e.contains("slack.channels"), "{e}");
+        assert!(e.contains("slack.chats"), "{e}");
         let e = refused("[[routes]]\nname = \"r\"\nwebhooks = [\"nope\"]");
         assert!(e.contains("[[webhooks]]"), "{e}");
         let e = refused("[[routes]]\nname = \"r\"\ndirect = [\"carol\"]");

@@ -159,7 +159,7 @@ impl crate::channels::Channel for DingTalkSettings {
     }
 
     fn unlisted(&self, place: &str) -> String {
-        format!("{place:?} is not in dingtalk.conversations")
+        format!("{place:?} is not in dingtalk.chats")
     }
 
     fn direct(&self, id: &str) -> Option<String> {

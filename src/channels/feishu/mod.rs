@@ -205,7 +205,7 @@ impl crate::channels::Channel for FeishuSettings {
     }
 
     fn unlisted(&self, place: &str) -> String {
-        format!("{place:?} is not in feishu.receivers (written `type:id`, e.g. \"chat_id:oc_...\")")
+        format!("{place:?} is not in feishu.chats (written `type:id`, e.g. \"chat_id:oc_...\")")
     }
 
     /// An open_id (`ou_...`) is messaged as one, anything else as a user_id.

@@ -159,7 +159,7 @@ impl crate::channels::Channel for SlackSettings {
     }
 
     fn unlisted(&self, place: &str) -> String {
-        format!("{place:?} is not in slack.channels")
+        format!("{place:?} is not in slack.chats")
     }
 
     fn enabled(&self) -> bool {
