@@ -7,6 +7,11 @@
 //! A test binary of its own: its global allocator counts what each thread allocates, and
 //! nothing else runs on the thread that measures.
 
+#![allow(
+    unsafe_code,
+    reason = "a counting global allocator implements GlobalAlloc over the system allocator"
+)]
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::Arc;

@@ -43,8 +43,6 @@ use crate::sync::LockExt;
 pub(crate) const EDIT_GAP: Duration = Duration::from_secs(3);
 /// The largest `digest_after` a channel takes.
 pub(crate) const MAX_AFTER: u32 = 1000;
-/// How many members a digest lists by name; the rest are counted.
-pub(crate) const LISTED: usize = 8;
 
 /// What a digest button does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -376,21 +374,6 @@ pub(crate) async fn admit_tapper(pipeline: &Pipeline, who: &Tapper<'_>) -> Resul
     })
 }
 
-/// What answering all the listed interactions did, one count per result.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Tally {
-    /// Answered by this tap.
-    pub answered: usize,
-    /// Answered before (by someone, anywhere), expired or gone.
-    pub already: usize,
-    /// Not for this person (another route's approvers).
-    pub refused: usize,
-    /// Left for Review: a question or a form "Approve all" cannot answer.
-    pub skipped: usize,
-    /// Not recorded (the store); trying again may work.
-    pub failed: usize,
-}
-
 /// The interaction and creation time an incarnation (`<id>:<created ms>`) names.
 fn parse_incarnation(inc: &str) -> Option<(InteractionId, i64)> {
     let (id, ms) = inc.rsplit_once(':')?;
@@ -453,7 +436,7 @@ fn count(t: &mut Tally, f: &Feedback) {
     }
 }
 
-pub(crate) use super::digest_texts::Texts;
+pub(crate) use super::digest_texts::{Tally, Texts};
 
 #[cfg(test)]
 mod tests {

@@ -484,6 +484,9 @@ fn start(command: &[String]) -> anyhow::Result<tokio::process::Child> {
     #[cfg(target_os = "linux")]
     {
         let parent = std::process::id();
+        // The one place imrelay needs `unsafe` (with `signal_group` below): the lint is denied
+        // for the crate in Cargo.toml's [lints].
+        #[allow(unsafe_code)]
         // SAFETY: the closure runs in the forked child before exec and calls only
         // async-signal-safe functions (prctl, getppid), allocating nothing.
         unsafe {
@@ -507,6 +510,7 @@ fn start(command: &[String]) -> anyhow::Result<tokio::process::Child> {
 #[cfg(unix)]
 fn signal_group(pgid: Option<u32>, signal: i32) {
     if let Some(pgid) = pgid.and_then(|p| i32::try_from(p).ok()).filter(|p| *p > 1) {
+        #[allow(unsafe_code)]
         // SAFETY: kill(2) with a negative pid signals a process group; no memory is involved.
         unsafe {
             libc::kill(-pgid, signal);

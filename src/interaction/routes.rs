@@ -21,7 +21,6 @@
 use std::sync::Arc;
 
 use globset::GlobMatcher;
-use serde::{Deserialize, Serialize};
 
 use super::model::{Interaction, Kind};
 use super::people::{People, Person};
@@ -29,32 +28,8 @@ use super::policy::pattern;
 
 mod escalation;
 
-pub use escalation::Escalation;
+pub use super::model::{DEFAULT_ROUTE, Escalation, RouteStamp, Target, route_name};
 use escalation::{check_escalation, escalated};
-
-/// The implicit last route's name.
-pub const DEFAULT_ROUTE: &str = "default";
-
-/// A place a route sends its interactions: a channel's name (`telegram`, `feishu`, `slack`,
-/// `webhook`) and the address that channel reads (a chat id, `type:id` receiver, a
-/// conversation id, a webhook's name).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct Target {
-    /// The channel's name.
-    pub channel: String,
-    /// The address on it.
-    pub to: String,
-}
-
-impl Target {
-    /// A target on `channel`.
-    pub fn new(channel: impl Into<String>, to: impl Into<String>) -> Self {
-        Self {
-            channel: channel.into(),
-            to: to.into(),
-        }
-    }
-}
 
 /// A route as given, before [`Routes::new`] checks it.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -217,45 +192,6 @@ fn default_stamp() -> Arc<RouteStamp> {
         std::sync::LazyLock::new(|| Arc::new(RouteStamp::default_route()));
     DEFAULT.clone()
 }
-
-/// The route an interaction took, as it is stored with it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RouteStamp {
-    /// The route's name.
-    pub name: String,
-    /// Where it was sent; `None`: everywhere (the implicit last route).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub targets: Option<Vec<Target>>,
-    /// The people and groups who may answer it; empty: the channels' approver lists.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub approvers: Vec<String>,
-    /// Where it goes, and who may answer it too, when nobody answered in time.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub escalation: Option<Escalation>,
-}
-
-impl RouteStamp {
-    /// The implicit last route's stamp.
-    pub fn default_route() -> Self {
-        Self {
-            name: DEFAULT_ROUTE.into(),
-            targets: None,
-            approvers: Vec::new(),
-            escalation: None,
-        }
-    }
-
-    /// The addresses on `channel` this interaction goes to: `None` when it goes to every
-    /// place the channel is configured with.
-    pub fn addresses<'a>(&'a self, channel: &'a str) -> Option<impl Iterator<Item = &'a str>> {
-        self.targets.as_ref().map(move |t| {
-            t.iter()
-                .filter(move |t| t.channel == channel)
-                .map(|t| t.to.as_str())
-        })
-    }
-}
-
 /// The places on `channel` an interaction goes to: its route's addresses when it was routed,
 /// otherwise every one the channel is configured with (`configured`).
 pub fn destinations<'a>(
@@ -329,13 +265,6 @@ pub fn route_admission(
         _ if listed => Admission::Admitted,
         _ => Admission::NotApprover,
     }
-}
-
-/// The name of `i`'s route: the implicit last route's when it carries none.
-pub fn route_name(i: &Interaction) -> &str {
-    i.route
-        .as_deref()
-        .map_or(DEFAULT_ROUTE, |r| r.name.as_str())
 }
 
 /// Checks a route's name: not empty, no spaces at its ends, not [`DEFAULT_ROUTE`], not an

@@ -69,6 +69,7 @@ impl Watch {
         };
         let pty = session.process().get_file_handle().expect("the pty");
         // SAFETY: TIOCSWINSZ reads one Winsize from the pointer, which outlives the call.
+        #[allow(unsafe_code)] // a test's pseudo-terminal size; see Cargo.toml's [lints]
         unsafe { set_window_size(pty.as_raw_fd(), &size) }.expect("the window size is set");
         Watch {
             session,

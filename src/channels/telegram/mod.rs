@@ -403,6 +403,26 @@ fn register_counters(w: &Wiring) -> (Family<ReasonLabels, Counter>, Family<KindL
 
 /// The `[telegram]` section in the channel registry.
 impl crate::channels::Channel for TelegramSettings {
+    fn name(&self) -> &'static str {
+        CHANNEL
+    }
+
+    fn places(&self) -> Vec<String> {
+        self.chats.iter().map(i64::to_string).collect()
+    }
+
+    fn place(&self, written: &crate::channels::Written) -> Result<String, String> {
+        written.number("a Telegram chat id", i64::MIN)
+    }
+
+    fn unlisted(&self, place: &str) -> String {
+        format!("chat {place} is not in telegram.chats: add it there, or route to a listed chat")
+    }
+
+    fn person_id(&self, written: &crate::channels::Written) -> Result<String, String> {
+        written.number("a Telegram user id (a positive number)", 1)
+    }
+
     fn enabled(&self) -> bool {
         self.enabled
     }
@@ -415,11 +435,15 @@ impl crate::channels::Channel for TelegramSettings {
         TelegramSettings::paths(self)
     }
 
-    fn warnings(&self) -> Vec<String> {
+    fn approvers(&self) -> Vec<String> {
+        self.approvers.iter().map(u64::to_string).collect()
+    }
+
+    fn nobody_answers(&self) -> Option<String> {
         if !self.enabled || !self.approvers.is_empty() {
-            return Vec::new();
+            return None;
         }
-        vec![
+        Some(
             if self.chats.is_empty() {
                 "telegram is enabled but telegram.approvers is empty, and so is telegram.chats: \
              nobody can answer from Telegram, and prompts reach only people a route messages \
@@ -429,7 +453,7 @@ impl crate::channels::Channel for TelegramSettings {
              nobody can answer them from Telegram (send /whoami to the bot for your user id)"
             }
             .to_string(),
-        ]
+        )
     }
 
     fn install<'a>(

@@ -12,6 +12,7 @@
 //! so the rest of the program holds one `Arc<dyn Store>`.
 
 pub mod audit;
+mod ballot;
 pub mod grants;
 pub mod lease;
 
@@ -24,6 +25,7 @@ use jiff::Timestamp;
 use serde_json::Value;
 
 use self::audit::{AuditEntry, AuditHead, AuditRecord};
+pub use self::ballot::{Ballot, Count, VoteOutcome};
 pub use self::grants::GrantStore;
 use self::lease::Leader;
 use super::{Interaction, InteractionId};
@@ -265,11 +267,6 @@ impl Cursor {
             id: i.id.clone(),
         }
     }
-
-    /// Whether `i` comes after this cursor in newest-first order.
-    pub fn precedes(&self, i: &Interaction) -> bool {
-        (i.created_at.as_millisecond(), &i.id) < (self.created_ms, &self.id)
-    }
 }
 
 /// A listing request.
@@ -402,10 +399,7 @@ pub trait InteractionStore: Send + Sync + 'static {
     /// `ballot.needed`, the interaction is resolved as `ballot.decided` (with every vote)
     /// in the same transaction. Two votes at once, from any processes, are counted one
     /// after the other: neither is lost and only one decides.
-    async fn vote(
-        &self,
-        ballot: crate::interaction::quorum::Ballot,
-    ) -> Result<crate::interaction::quorum::VoteOutcome, StoreError>;
+    async fn vote(&self, ballot: Ballot) -> Result<VoteOutcome, StoreError>;
 
     /// Records `escalated` (a pending interaction with [`Interaction::escalated_at`] set) and
     /// its effects, in one transaction, if the stored interaction is still pending and not yet
