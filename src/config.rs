@@ -420,6 +420,9 @@ pub(crate) fn enum_values(key: &str) -> Option<Vec<String>> {
         "hooks.claude_code.on_timeout" | "hooks.codex.on_timeout" | "hooks.acp.on_timeout" => {
             variants::<OnTimeout>()
         }
+        "hooks.claude_code.on_finish" | "hooks.codex.on_finish" => {
+            variants::<crate::agents::steer::OnFinish>()
+        }
         "telegram.mode" => variants::<telegram::Mode>(),
         "feishu.mode" => variants::<feishu::Mode>(),
         "feishu.domain" => variants::<feishu::settings::Domain>(),

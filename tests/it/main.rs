@@ -36,6 +36,7 @@ mod policy_starter;
 mod presentation;
 mod questions;
 mod restart;
+mod sessions;
 mod shell_oracle;
 mod slack;
 mod sse;

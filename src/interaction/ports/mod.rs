@@ -14,6 +14,7 @@
 pub mod audit;
 pub mod grants;
 pub mod lease;
+pub mod sessions;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,6 +27,7 @@ use serde_json::Value;
 use self::audit::{AuditEntry, AuditHead, AuditRecord};
 pub use self::grants::GrantStore;
 use self::lease::Leader;
+pub use self::sessions::{SessionChange, SessionStore};
 use super::{Interaction, InteractionId};
 
 /// Why the store could not do what was asked.
@@ -649,7 +651,14 @@ pub trait ClusterStore: Send + Sync + 'static {
 /// every role at once. Implemented for any type that implements all the role traits.
 /// (Each role trait is `Send + Sync + 'static` already.)
 pub trait Store:
-    InteractionStore + ChannelStore + OutboxStore + AuditStore + KvStore + ClusterStore + GrantStore
+    InteractionStore
+    + ChannelStore
+    + OutboxStore
+    + AuditStore
+    + KvStore
+    + ClusterStore
+    + GrantStore
+    + SessionStore
 {
 }
 
@@ -661,6 +670,7 @@ impl<T> Store for T where
         + KvStore
         + ClusterStore
         + GrantStore
+        + SessionStore
 {
 }
 

@@ -15,7 +15,8 @@
 //! pending pages, wait), `refused` (answer attempts refused, recorded), `recover`
 //! (start-up), `records` (the audit records and log line of each change), `deadlines` (the
 //! expiry timer and the retention pruner), `escalation` (a route's escalation, once),
-//! `votes` (the vote step for an approval that needs several people), `grants` and `policy`
+//! `votes` (the vote step for an approval that needs several people), `sessions` (agent
+//! sessions: reported, listed, sent messages), `grants` and `policy`
 //! (weighed at creation), `budget` (the bytes pending interactions may hold) and `cluster`
 //! (changes made by other processes on a shared store).
 
@@ -44,6 +45,7 @@ mod reads;
 mod records;
 mod recover;
 mod refused;
+mod sessions;
 mod slots;
 mod validate;
 mod votes;
@@ -54,6 +56,7 @@ use deadlines::Deadlines;
 pub use grants::{GrantRequest, Grantor};
 pub use policy::{POLICY_VIA, audit_outcome, describe};
 use records::{clip, log_resolution, resolved_record};
+pub use sessions::{MAX_SESSIONS, SessionReport, SessionView};
 use slots::Slot;
 pub use validate::{MAX_LABEL_CHARS, MAX_LABELS, NewInteraction};
 
