@@ -188,6 +188,10 @@ async fn lifecycle(
     name: &str,
     hook: &HookBody,
 ) -> Result<Response, ApiError> {
+    // Events sessions do not follow get no opinion, whatever the rest of their input.
+    if steer::session_event(name, None).is_none() {
+        return Ok(json_response(StatusCode::OK, &serde_json::json!({})));
+    }
     let fields = Fields { event: name };
     let input = steer::Lifecycle {
         event: name,

@@ -164,6 +164,10 @@ async fn lifecycle(
     body: &HookBody,
     command_timeout: Option<u64>,
 ) -> Result<Response, ApiError> {
+    // Events sessions do not follow get no opinion, whatever the rest of their input.
+    if steer::session_event(name, None).is_none() {
+        return Ok(json_response(StatusCode::OK, &serde_json::json!({})));
+    }
     let fields = Fields { event: name };
     let settings = &state.settings.codex;
     let agent = steer::Agent {
