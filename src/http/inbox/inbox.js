@@ -384,7 +384,7 @@ function approvalBody(card, i) {
   body.append(raw);
   loadDisplay(display, i.id, linkedId() === i.id);
   const actions = card.querySelector(".actions");
-  const reason = el("input", { type: "text", class: "reason", placeholder: "reason (optional, shown to the agent)", "aria-label": "Reason for denying (optional, shown to the agent)", maxlength: "4096" });
+  const reason = el("input", { type: "text", class: "reason", placeholder: "Deny and tell it… what to do instead (optional)", "aria-label": "Deny and tell the agent what to do instead (optional: the agent reads it as your instruction)", maxlength: "4096" });
   // "Edit & approve…" opens an editor of the input with its own Approve and Cancel; what
   // is wrong with the JSON shows under it as it is typed.
   const original = JSON.stringify(i.input, null, 2);
