@@ -42,6 +42,11 @@ pub fn trials() -> Vec<libtest_mimic::Trial> {
             super::claude_code,
             a_reply_to_a_finished_turn_continues_it,
         ),
+        trial(
+            "agents::claude_code::a_message_reaches_the_model_after_the_next_tool",
+            super::claude_code,
+            a_message_reaches_the_model_after_the_next_tool,
+        ),
     ]
 }
 
@@ -377,4 +382,53 @@ async fn a_reply_to_a_finished_turn_continues_it() {
     let (_, sessions) = app.get("/v1/sessions").await;
     let state = &sessions["sessions"][0]["state"];
     assert!(state == "finished" || state == "gone", "{sessions}");
+}
+
+/// A person's message to a working session, queued while its `Bash` call waits for approval,
+/// reaches the model with the call's result through the `PostToolUse` hook.
+async fn a_message_reaches_the_model_after_the_next_tool() {
+    let app = spawn_app().await;
+    let model = FakeModel::start(Dialect::Anthropic, Step::Shell(COMMAND.into()), "Done.").await;
+    let sandbox = Sandbox::new();
+    let settings = sandbox.dir.path().join("settings.json");
+    let hook = json!({"type": "http", "url": app.url("/v1/hooks/claude-code"), "timeout": 60});
+    let config = json!({"hooks": {
+        "PreToolUse": [{"matcher": "Bash", "hooks": [hook]}],
+        "PostToolUse": [{"matcher": "*", "hooks": [hook]}],
+    }});
+    std::fs::write(&settings, config.to_string()).expect("write settings.json");
+    let mut c = claude_command(&sandbox, &model);
+    c.arg("-p")
+        .arg("Write the proof file.")
+        .arg("--settings")
+        .arg(&settings)
+        .args(["--output-format", "stream-json", "--verbose"]);
+    let mut agent = sandbox.spawn(c);
+
+    let asked = pending(&mut agent, &app).await;
+    let session = asked["session"].as_str().expect("a session id");
+    let (status, body) = app
+        .post(
+            &format!("/v1/sessions/claude-code/{session}/messages"),
+            &json!({"text": "Use the staging database from now on", "by": "alice"}),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    app.respond(
+        asked["id"].as_str().expect("id"),
+        &json!({"decision": "allow", "by": "alice"}),
+    )
+    .await;
+    let out = agent.finish(RUN_LIMIT).await;
+    assert!(out.succeeded(), "{}", out.describe());
+    assert!(
+        model_saw(&model, "Use the staging database from now on"),
+        "the message did not reach the model\n{}\n{}",
+        out.describe(),
+        model.describe()
+    );
+    let (_, s) = app
+        .get(&format!("/v1/sessions/claude-code/{session}"))
+        .await;
+    assert_eq!(s["messages"][0]["delivered_with"], "tool_used", "{s}");
 }
