@@ -27,8 +27,9 @@ impl SessionStore for PostgresStore {
     ) -> Result<Option<Session>, StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db)?;
-        // One key per session, in a space of its own (the second argument).
-        let key = format!("{agent}\u{0}{id}");
+        // One key per session, in a space of its own (the second argument). Two sessions
+        // whose names join alike only share a lock, never a row.
+        let key = format!("{agent}/{id}");
         exec(
             &tx,
             "SELECT pg_advisory_xact_lock(hashtextextended($1, 45))",
