@@ -203,6 +203,12 @@ async fn a_message_reaches_a_working_session_at_its_next_tool_and_is_audited() {
         .filter_map(|e| e["outcome"].as_str())
         .collect();
     assert_eq!(outcomes, ["queued", "delivered"], "{audit}");
+    let metrics = app.metrics().await;
+    for outcome in ["queued", "delivered"] {
+        let series =
+            format!("imrelay_session_messages_total{{outcome=\"{outcome}\",via=\"api\"}} 1");
+        assert!(metrics.contains(&series), "{series} not in\n{metrics}");
+    }
     // Nothing reaches a session nobody has seen, or with no words.
     let (status, err) = app
         .post(

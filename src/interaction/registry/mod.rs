@@ -188,6 +188,9 @@ pub trait Lifecycle: Send + Sync {
     fn refused(&self, _via: &super::Via, _recorded: bool) {}
     /// Called when a [`Registry::wait`] ends.
     fn long_poll(&self, _outcome: LongPoll) {}
+    /// Called after a person's message to an agent session was queued (`outcome`
+    /// `queued`) or handed to its agent (`delivered`); `via` is where it came from.
+    fn steered(&self, _via: &str, _outcome: &str) {}
     /// Called for each decision a policy rule or grant took (or, in shadow mode, would have
     /// taken) about a new interaction, once it was recorded.
     fn policy(&self, _interaction: &Interaction, _decided: &super::policy::Decided) {}

@@ -176,6 +176,9 @@ impl Registry {
             tracing::warn!(error = %e, "a delivered message's audit entry was not recorded");
         }
         for m in &s.delivered_now {
+            for h in self.hooks().iter() {
+                h.steered(&m.via, "delivered");
+            }
             tracing::info!(agent = %s.agent.escape_debug(), session = %s.id.escape_debug(),
                 message = %m.id, event = %s.last_event, "a message was handed to an agent");
         }
@@ -285,6 +288,9 @@ impl Registry {
             )
             .into());
         };
+        for h in self.hooks().iter() {
+            h.steered(responder.via.as_str(), "queued");
+        }
         tracing::info!(agent = %agent.escape_debug(), session = %id.escape_debug(),
             by = %responder.by.as_deref().unwrap_or("").escape_debug(), via = %responder.via,
             "a message to an agent session was queued");
