@@ -23,6 +23,7 @@ pub mod longconn;
 pub(crate) mod messages;
 pub(crate) mod pipeline;
 pub mod registry;
+pub(crate) mod sessions;
 pub mod slack;
 pub mod telegram;
 pub mod token;

@@ -38,6 +38,7 @@ pub mod hook;
 pub mod mcp;
 pub mod policy;
 pub mod route;
+pub mod sessions;
 pub mod term;
 pub mod view;
 pub mod watch;

@@ -15,7 +15,9 @@ use super::{
     StoreError, random_secret,
 };
 use crate::audit::{self, AuditEntry, AuditRecord};
+use crate::interaction::ports::SessionChange;
 use crate::interaction::quorum::{Ballot, Count, VoteOutcome};
+use crate::interaction::sessions::Session;
 use crate::interaction::{Interaction, InteractionId};
 use crate::store::prelude::*;
 use crate::sync::LockExt;
@@ -44,6 +46,8 @@ struct State {
     audit: Trail,
     /// Grants, with the time each was revoked.
     grants: Vec<(crate::interaction::policy::Grant, Option<Timestamp>)>,
+    /// Agent sessions, by agent and session id.
+    sessions: HashMap<(String, String), Session>,
 }
 
 #[derive(Clone)]
@@ -295,6 +299,7 @@ impl InteractionStore for MemoryStore {
         }
         let now = Timestamp::now();
         st.seen.retain(|_, exp| *exp > now);
+        st.sessions.retain(|_, s| s.last_activity >= before);
         // Grants revoked or expired before the horizon.
         st.grants.retain(|(g, revoked)| {
             revoked.is_none_or(|t| t >= before) && g.expires_at.is_none_or(|t| t >= before)
@@ -588,5 +593,52 @@ impl GrantStore for MemoryStore {
             .filter(|(g, revoked)| revoked.is_none() && g.is_live(now))
             .map(|(g, _)| g.clone())
             .collect())
+    }
+}
+
+#[async_trait]
+impl SessionStore for MemoryStore {
+    async fn change_session(
+        &self,
+        agent: &str,
+        id: &str,
+        change: SessionChange,
+        audit: Vec<AuditRecord>,
+        keep: usize,
+    ) -> Result<Option<Session>, StoreError> {
+        let mut st = self.lock();
+        let key = (agent.to_string(), id.to_string());
+        let Some(changed) = change(st.sessions.get(&key).cloned()) else {
+            return Ok(None);
+        };
+        let mut kept = changed.clone();
+        kept.delivered_now.clear();
+        st.sessions.insert(key, kept);
+        st.append_audit(audit);
+        if st.sessions.len() > keep {
+            let mut by_age: Vec<_> = st
+                .sessions
+                .iter()
+                .map(|(k, s)| (s.last_activity, k.clone()))
+                .collect();
+            by_age.sort();
+            let excess = st.sessions.len() - keep;
+            for (_, k) in by_age.into_iter().take(excess) {
+                st.sessions.remove(&k);
+            }
+        }
+        Ok(Some(changed))
+    }
+
+    async fn session(&self, agent: &str, id: &str) -> Result<Option<Session>, StoreError> {
+        let key = (agent.to_string(), id.to_string());
+        Ok(self.lock().sessions.get(&key).cloned())
+    }
+
+    async fn sessions(&self, limit: usize) -> Result<Vec<Session>, StoreError> {
+        let mut all: Vec<Session> = self.lock().sessions.values().cloned().collect();
+        all.sort_by(|a, b| b.last_activity.cmp(&a.last_activity).then(a.id.cmp(&b.id)));
+        all.truncate(limit);
+        Ok(all)
     }
 }

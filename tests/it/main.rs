@@ -40,6 +40,7 @@ mod policy_starter;
 mod presentation;
 mod questions;
 mod restart;
+mod sessions;
 mod shell_oracle;
 mod slack;
 mod sse;

@@ -291,7 +291,7 @@ async fn watch_allows_one_approval_and_denies_another_with_a_reason() {
     w.line("x");
     w.expect("Type a (allow), d (deny), e (edit), g (allow similar calls), s (skip) or q (quit), then Enter.");
     w.line("d");
-    w.expect("reason for the agent (Enter for none, Esc goes back) › ");
+    w.expect("deny and tell the agent what to do instead (Enter for nothing, Esc goes back) › ");
     w.line("Use the clean script, s'il vous plaît");
     w.expect("✗ Denied by alice via terminal");
     w.expect("“Use the clean script, s'il vous plaît”");

@@ -15,6 +15,7 @@ pub mod audit;
 mod ballot;
 pub mod grants;
 pub mod lease;
+pub mod sessions;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,6 +29,7 @@ use self::audit::{AuditEntry, AuditHead, AuditRecord};
 pub use self::ballot::{Ballot, Count, VoteOutcome};
 pub use self::grants::GrantStore;
 use self::lease::Leader;
+pub use self::sessions::{SessionChange, SessionStore};
 use super::{Interaction, InteractionId};
 
 /// Why the store could not do what was asked.
@@ -643,7 +645,14 @@ pub trait ClusterStore: Send + Sync + 'static {
 /// every role at once. Implemented for any type that implements all the role traits.
 /// (Each role trait is `Send + Sync + 'static` already.)
 pub trait Store:
-    InteractionStore + ChannelStore + OutboxStore + AuditStore + KvStore + ClusterStore + GrantStore
+    InteractionStore
+    + ChannelStore
+    + OutboxStore
+    + AuditStore
+    + KvStore
+    + ClusterStore
+    + GrantStore
+    + SessionStore
 {
 }
 
@@ -655,6 +664,7 @@ impl<T> Store for T where
         + KvStore
         + ClusterStore
         + GrantStore
+        + SessionStore
 {
 }
 

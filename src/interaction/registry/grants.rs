@@ -258,7 +258,7 @@ impl Registry {
 
     /// Whether `responder` (on the channel's approver list or not, `listed`) may answer what
     /// takes route `route` as it is now configured.
-    fn approves(&self, route: &str, responder: &Responder, listed: bool) -> bool {
+    pub(super) fn approves(&self, route: &str, responder: &Responder, listed: bool) -> bool {
         let teams = self.teams();
         let (Some(stamp), Some(identity)) =
             (teams.routes.stamp_named(route), responder.identity.as_ref())

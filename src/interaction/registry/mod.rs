@@ -15,7 +15,8 @@
 //! pending pages, wait), `refused` (answer attempts refused, recorded), `recover`
 //! (start-up), `records` (the audit records and log line of each change), `deadlines` (the
 //! expiry timer and the retention pruner), `escalation` (a route's escalation, once),
-//! `votes` (the vote step for an approval that needs several people), `grants` and `policy`
+//! `votes` (the vote step for an approval that needs several people), `sessions` (agent
+//! sessions: reported, listed, sent messages), `grants` and `policy`
 //! (weighed at creation), `budget` (the bytes pending interactions may hold) and `cluster`
 //! (changes made by other processes on a shared store).
 
@@ -44,6 +45,7 @@ mod reads;
 mod records;
 mod recover;
 mod refused;
+mod sessions;
 mod slots;
 mod validate;
 mod votes;
@@ -55,6 +57,7 @@ pub use grants::{GrantRequest, Grantor};
 pub use policy::{POLICY_VIA, audit_outcome, describe};
 use records::{clip, log_resolution, resolved_record};
 pub use refused::Unrecorded;
+pub use sessions::{MAX_SESSIONS, SessionReport, SessionView};
 use slots::Slot;
 pub use validate::{MAX_LABEL_CHARS, MAX_LABELS, NewInteraction};
 
@@ -190,6 +193,9 @@ pub trait Lifecycle: Send + Sync {
     fn refused(&self, _via: &super::Via, _recorded: bool) {}
     /// Called when a [`Registry::wait`] ends.
     fn long_poll(&self, _outcome: LongPoll) {}
+    /// Called after a person's message to an agent session was queued (`outcome`
+    /// `queued`) or handed to its agent (`delivered`); `via` is where it came from.
+    fn steered(&self, _via: &str, _outcome: &str) {}
     /// Called for each decision a policy rule or grant took (or, in shadow mode, would have
     /// taken) about a new interaction, once it was recorded.
     fn policy(&self, _interaction: &Interaction, _decided: &super::policy::Decided) {}

@@ -37,6 +37,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0006_grants.sql"),
     include_str!("migrations/0007_grant_owner.sql"),
     include_str!("migrations/0008_votes.sql"),
+    include_str!("migrations/0009_sessions.sql"),
 ];
 
 /// The version the newest migration brings a database to.
