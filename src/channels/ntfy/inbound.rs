@@ -98,7 +98,7 @@ async fn act(
         .filter(|id| {
             bound
                 .as_deref()
-                .is_some_and(|v| tokens::names(v, &id.to_string()))
+                .is_some_and(|v| tokens::names(v, id.as_ref()))
         })
     else {
         return Err(refuse(

@@ -59,6 +59,11 @@ impl Default for NtfySettings {
     }
 }
 
+/// Whether `url` is an http(s) URL.
+fn is_http(url: &str) -> bool {
+    url.starts_with("https://") || url.starts_with("http://")
+}
+
 /// Whether `t` is a topic ntfy accepts: 1 to 64 of `A-Z a-z 0-9 _ -`.
 fn valid_topic(t: &str) -> bool {
     !t.is_empty()
@@ -74,7 +79,7 @@ impl NtfySettings {
         if !self.enabled {
             return out;
         }
-        if !(self.api_url.starts_with("https://") || self.api_url.starts_with("http://")) {
+        if !is_http(&self.api_url) {
             out.push(format!(
                 "ntfy.api_url = {:?} must start with https:// or http://: the ntfy server, \
                  like \"https://ntfy.sh\" or \"https://ntfy.example.com\"",
@@ -121,9 +126,7 @@ impl NtfySettings {
                 ));
             }
         }
-        if !self.public_url.is_empty()
-            && !(self.public_url.starts_with("https://") || self.public_url.starts_with("http://"))
-        {
+        if !self.public_url.is_empty() && !is_http(&self.public_url) {
             out.push(format!(
                 "ntfy.public_url = {:?} must start with https:// or http://: imrelay's address as \
                  the phone reaches it",
