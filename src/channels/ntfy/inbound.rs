@@ -74,42 +74,39 @@ async fn refuse(
     ApiError::new(status, code, message)
 }
 
+/// The action, the creation time, the digest and the interaction of a token imrelay made;
+/// anything else is refused.
+async fn binding(
+    s: &Inbound,
+    action: &str,
+    token: &str,
+) -> Result<(Action, i64, String, InteractionId), ApiError> {
+    let invalid = || async {
+        let m = "this button is not valid: it was not made by imrelay, or not for this action";
+        refuse(s, None, StatusCode::FORBIDDEN, "invalid_token", m.into()).await
+    };
+    let (Some(action), Some(created)) = (Action::parse(action), tokens::created(token)) else {
+        return Err(invalid().await);
+    };
+    let digest = tokens::digest(action, token);
+    let bound = s.store.get_value(&tokens::key(&digest)).await?;
+    let id = bound.as_deref().and_then(|v| {
+        InteractionId::parse(v)
+            .ok()
+            .filter(|id| tokens::names(v, id.as_ref()))
+    });
+    match id {
+        Some(id) => Ok((action, created, digest, id)),
+        None => Err(invalid().await),
+    }
+}
+
 /// `POST /v1/ntfy/{action}/{token}`.
 async fn act(
     State(s): State<Inbound>,
     ApiPath((action, token)): ApiPath<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let invalid = "this button is not valid: it was not made by imrelay, or not for this action";
-    let (Some(action), Some(created)) = (Action::parse(&action), tokens::created(&token)) else {
-        return Err(refuse(
-            &s,
-            None,
-            StatusCode::FORBIDDEN,
-            "invalid_token",
-            invalid.into(),
-        )
-        .await);
-    };
-    let digest = tokens::digest(action, &token);
-    let bound = s.store.get_value(&tokens::key(&digest)).await?;
-    let Some(id) = bound
-        .as_deref()
-        .and_then(|v| InteractionId::parse(v).ok())
-        .filter(|id| {
-            bound
-                .as_deref()
-                .is_some_and(|v| tokens::names(v, id.as_ref()))
-        })
-    else {
-        return Err(refuse(
-            &s,
-            None,
-            StatusCode::FORBIDDEN,
-            "invalid_token",
-            invalid.into(),
-        )
-        .await);
-    };
+    let (action, created, digest, id) = binding(&s, &action, &token).await?;
     let tap = Tap {
         id: &id,
         created: Some(created),
