@@ -3,11 +3,13 @@
 //! action URLs, answers through them, refusals of used, forged and foreign tokens, and the
 //! privacy mode.
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode as AxumStatus};
+use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use imrelay::config::teams::PersonSettings;
 use imrelay::config::{Secret, Settings};
@@ -23,6 +25,9 @@ struct FakeNtfy {
     auth: String,
     got: Arc<Mutex<Vec<Value>>>,
     refused: Arc<Mutex<Vec<String>>>,
+    /// Statuses to answer well-formed publishes with before accepting them (a `429` says
+    /// `Retry-After: 0`).
+    failures: Arc<Mutex<VecDeque<u16>>>,
 }
 
 /// What is wrong with `body` as ntfy's "publish as JSON" takes it.
@@ -89,7 +94,25 @@ fn format_mistakes(body: &Value) -> Vec<String> {
     out
 }
 
-async fn publish(State(f): State<FakeNtfy>, headers: HeaderMap, body: String) -> AxumStatus {
+async fn publish(State(f): State<FakeNtfy>, headers: HeaderMap, body: String) -> Response {
+    let status = check(&f, &headers, &body);
+    if status == AxumStatus::OK
+        && let Some(code) = f.failures.lock().unwrap().pop_front()
+    {
+        let code = AxumStatus::from_u16(code).unwrap();
+        return (code, [("retry-after", "0")]).into_response();
+    }
+    if status == AxumStatus::OK {
+        f.got
+            .lock()
+            .unwrap()
+            .push(serde_json::from_str(&body).unwrap());
+    }
+    status.into_response()
+}
+
+/// Whether a publish is authorized and in ntfy's format.
+fn check(f: &FakeNtfy, headers: &HeaderMap, body: &str) -> AxumStatus {
     let auth = headers
         .get("authorization")
         .and_then(|v| v.to_str().ok())
@@ -101,7 +124,7 @@ async fn publish(State(f): State<FakeNtfy>, headers: HeaderMap, body: String) ->
             .push(format!("authorization {auth:?}"));
         return AxumStatus::UNAUTHORIZED;
     }
-    let Ok(body) = serde_json::from_str::<Value>(&body) else {
+    let Ok(body) = serde_json::from_str::<Value>(body) else {
         f.refused.lock().unwrap().push("not JSON".into());
         return AxumStatus::BAD_REQUEST;
     };
@@ -110,7 +133,6 @@ async fn publish(State(f): State<FakeNtfy>, headers: HeaderMap, body: String) ->
         f.refused.lock().unwrap().extend(mistakes);
         return AxumStatus::BAD_REQUEST;
     }
-    f.got.lock().unwrap().push(body);
     AxumStatus::OK
 }
 
@@ -120,6 +142,7 @@ impl FakeNtfy {
             auth: auth.into(),
             got: Arc::default(),
             refused: Arc::default(),
+            failures: Arc::default(),
         };
         let app = Router::new()
             .route("/", post(publish))
@@ -298,4 +321,24 @@ async fn the_privacy_mode_leaves_the_command_out_and_basic_auth_is_sent() {
     );
     assert_eq!(prompt["actions"].as_array().unwrap().len(), 2);
     assert!(fake.refused().is_empty(), "{:?}", fake.refused());
+}
+
+#[tokio::test]
+async fn a_throttled_or_failing_server_is_retried_through_the_outbox() {
+    let (fake, url) = FakeNtfy::start("Bearer tk_test").await;
+    fake.failures.lock().unwrap().extend([503, 429]);
+    let app = spawn_with(|s| {
+        configure(s, &url);
+        s.outbox.retry_base_ms = 10;
+    })
+    .await;
+    app.create_bash("nr", "make release").await;
+    let prompt = fake.nth(0).await;
+    assert!(
+        fake.failures.lock().unwrap().is_empty(),
+        "both refusals were met"
+    );
+    assert!(prompt["message"].as_str().unwrap().contains("make release"));
+    app.outbox_idle().await;
+    assert_eq!(fake.got.lock().unwrap().len(), 1, "published once");
 }
