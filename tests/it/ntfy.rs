@@ -49,8 +49,13 @@ fn format_mistakes(body: &Value) -> Vec<String> {
     for k in o.keys().filter(|k| !known.contains(&k.as_str())) {
         out.push(format!("unexpected field {k}"));
     }
-    for k in ["topic", "title", "message", "sequence_id"] {
+    for k in ["topic", "title", "message"] {
         if !o.get(k).is_some_and(Value::is_string) {
+            out.push(format!("{k} is not a string"));
+        }
+    }
+    for k in ["click", "sequence_id"] {
+        if o.get(k).is_some_and(|v| !v.is_string()) {
             out.push(format!("{k} is not a string"));
         }
     }
@@ -67,9 +72,6 @@ fn format_mistakes(body: &Value) -> Vec<String> {
         .is_some_and(|t| t.iter().all(Value::is_string))
     {
         out.push("tags is not a list of strings".into());
-    }
-    if o.get("click").is_some_and(|c| !c.is_string()) {
-        out.push("click is not a string".into());
     }
     for a in o
         .get("actions")
@@ -146,6 +148,10 @@ impl FakeNtfy {
         };
         let app = Router::new()
             .route("/", post(publish))
+            .route(
+                "/v1/health",
+                axum::routing::get(|| async { axum::Json(serde_json::json!({"healthy": true})) }),
+            )
             .with_state(f.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
@@ -341,4 +347,22 @@ async fn a_throttled_or_failing_server_is_retried_through_the_outbox() {
     assert!(prompt["message"].as_str().unwrap().contains("make release"));
     app.outbox_idle().await;
     assert_eq!(fake.got.lock().unwrap().len(), 1, "published once");
+}
+
+#[tokio::test]
+async fn doctor_checks_the_server_and_publishes_a_test_to_each_topic() {
+    let (fake, url) = FakeNtfy::start("Bearer tk_test").await;
+    let config = format!(
+        "[ntfy]\nenabled = true\napi_url = \"{url}\"\ntopics = [\"phone-alice\"]\n\
+         token = \"tk_test\"\nperson = \"alice\"\n\n[[people]]\nname = \"alice\"\nntfy = [\"alice\"]\n"
+    );
+    let (_, out) = crate::doctor::doctor(config, &["--send-test"]).await;
+    assert!(out.contains(&format!("✓ ntfy: {url} answers")), "{out}");
+    assert!(
+        out.contains("✓ ntfy: a test message was published to topic phone-alice"),
+        "{out}"
+    );
+    let test = fake.nth(0).await;
+    assert_eq!(test["title"], "imrelay doctor");
+    assert!(fake.refused().is_empty(), "{:?}", fake.refused());
 }

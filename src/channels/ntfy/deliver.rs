@@ -80,17 +80,12 @@ impl Ntfy {
     /// Publishes one message.
     async fn publish(&self, body: &Publish<'_>) -> Result<(), Failure> {
         let s = &self.settings;
-        let mut req = self
+        let req = self
             .client
             .post(format!("{}/", s.base()))
             .timeout(Duration::from_secs(s.timeout_secs))
             .json(body);
-        if !s.token.is_empty() {
-            req = req.bearer_auth(s.token.expose());
-        } else if !s.username.is_empty() {
-            req = req.basic_auth(&s.username, Some(s.password.expose()));
-        }
-        match req.send().await {
+        match s.authorize(req).send().await {
             Ok(r) if r.status().is_success() => Ok(()),
             Ok(r) => Err(failure(r.status(), r.headers())),
             Err(e) if e.is_timeout() => Err(Failure::Transient(format!(

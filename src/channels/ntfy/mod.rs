@@ -9,8 +9,10 @@
 //! - `render` — the JSON ntfy publishes.
 //! - `tokens` — the single-use action tokens, kept hashed.
 //! - `inbound` — the buttons' endpoint, through the answer pipeline.
+//! - `doctor` — `imrelay doctor`'s checks.
 
 mod deliver;
+mod doctor;
 mod inbound;
 mod plan;
 mod render;
@@ -149,14 +151,8 @@ impl crate::channels::Channel for NtfySettings {
 
     fn doctor<'a>(
         &'a self,
-        _run: &'a crate::channels::Doctor,
+        run: &'a crate::channels::Doctor,
     ) -> crate::channels::registry::BoxFuture<'a, Vec<crate::channels::Check>> {
-        Box::pin(async move {
-            vec![crate::channels::Check::pass(format!(
-                "ntfy: publishing to {} topic(s) on {}",
-                self.topics.len(),
-                self.base()
-            ))]
-        })
+        Box::pin(doctor::checks(self, run))
     }
 }

@@ -147,6 +147,17 @@ impl NtfySettings {
             .unwrap_or(self.priority)
     }
 
+    /// `req` with the configured credentials: a bearer token, basic auth, or none.
+    pub(super) fn authorize(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        if !self.token.is_empty() {
+            req.bearer_auth(self.token.expose())
+        } else if !self.username.is_empty() {
+            req.basic_auth(&self.username, Some(self.password.expose()))
+        } else {
+            req
+        }
+    }
+
     /// The server's address without a trailing slash.
     pub(super) fn base(&self) -> &str {
         self.api_url.trim_end_matches('/')
