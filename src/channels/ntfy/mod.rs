@@ -60,6 +60,13 @@ pub async fn install(w: &mut Wiring, settings: &NtfySettings) -> anyhow::Result<
     }
     let person = person(w, settings.person.trim())?;
     let settings = Arc::new(settings.clone());
+    if settings.public_url.trim().is_empty() && w.server.inbox.is_none() {
+        tracing::warn!(
+            "ntfy: neither ntfy.public_url nor server.public_url is set, so the buttons call {}, \
+             which a phone cannot reach: set one to imrelay's address as the phone reaches it",
+            w.server.public_url
+        );
+    }
     let actions_base = match settings.public_url.trim().trim_end_matches('/') {
         "" => w.server.public_url.clone(),
         url => url.to_string(),
