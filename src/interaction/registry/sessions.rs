@@ -7,13 +7,13 @@ use serde::Serialize;
 
 use super::records::clip;
 use super::{Grantor, Registry, RegistryError};
-use crate::interaction::ValidationError;
 use crate::interaction::model::{ASK_USER_QUESTION, Interaction, InteractionId, now};
 use crate::interaction::ports::audit::{Action, AuditRecord};
 use crate::interaction::routes::DEFAULT_ROUTE;
 use crate::interaction::sessions::{
     MAX_MESSAGE_CHARS, Session, SessionEvent, SessionMessage, SessionState, SessionUpdate,
 };
+use crate::interaction::{Responder, ValidationError};
 
 /// The most sessions kept: past it, the least recently active go.
 pub const MAX_SESSIONS: usize = 10_000;
@@ -236,21 +236,7 @@ impl Registry {
             .await?
             .ok_or_else(|| no_session(agent, id))?;
         let responder = self.attribute(sender.responder().clone());
-        if let Grantor::Person { listed, .. } = sender
-            && !self.approves(&s.route, &responder, *listed)
-        {
-            let why = format!(
-                "not an approver of route {:?}: may not message its sessions",
-                s.route
-            );
-            let actor = responder.audit_actor().unwrap_or_default();
-            self.refused(None, &actor, &responder.via, &why).await?;
-            return Err(RegistryError::Forbidden(format!(
-                "{} may not message this session: only the approvers of route {:?} (and administrators) may",
-                responder.by.as_deref().unwrap_or("this person"),
-                s.route
-            )));
-        }
+        self.may_steer(&s, &responder, sender).await?;
         let message = SessionMessage {
             id: uuid::Uuid::now_v7().to_string(),
             text: text.to_string(),
@@ -295,6 +281,33 @@ impl Registry {
             by = %responder.by.as_deref().unwrap_or("").escape_debug(), via = %responder.via,
             "a message to an agent session was queued");
         Ok(SessionView::of(kept, &store.pending().await?, now()))
+    }
+
+    /// Refuses (and records the refusal of) a person who may not answer the session's route;
+    /// an administrator always may.
+    async fn may_steer(
+        &self,
+        s: &Session,
+        responder: &Responder,
+        sender: &Grantor,
+    ) -> Result<(), RegistryError> {
+        let Grantor::Person { listed, .. } = sender else {
+            return Ok(());
+        };
+        if self.approves(&s.route, responder, *listed) {
+            return Ok(());
+        }
+        let why = format!(
+            "not an approver of route {:?}: may not message its sessions",
+            s.route
+        );
+        let actor = responder.audit_actor().unwrap_or_default();
+        self.refused(None, &actor, &responder.via, &why).await?;
+        Err(RegistryError::Forbidden(format!(
+            "{} may not message this session: only the approvers of route {:?} (and administrators) may",
+            responder.by.as_deref().unwrap_or("this person"),
+            s.route
+        )))
     }
 }
 
