@@ -360,3 +360,50 @@ async fn codex_sessions_are_learnt_and_a_reply_continues_its_turn() {
     );
     app.stop().await;
 }
+
+#[tokio::test]
+async fn messages_are_bounded_per_session_and_per_person() {
+    let app = spawn_app().await;
+    for id in ["s-a", "s-b"] {
+        let mut prompt = claude("UserPromptSubmit", json!({"prompt": "go"}));
+        prompt["session_id"] = json!(id);
+        hook_with(&app, prompt, None).await.unwrap();
+    }
+    let send = |id: &'static str, n: usize| {
+        let path = format!("/v1/sessions/claude-code/{id}/messages");
+        let app = &app;
+        async move {
+            app.post(&path, &json!({"text": format!("step {n}"), "by": "alice"}))
+                .await
+        }
+    };
+    // Per session: 8 wait at most.
+    for n in 0..8 {
+        let (status, out) = send("s-a", n).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{out}");
+    }
+    let (status, err) = send("s-a", 8).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("8 messages already wait"),
+        "{err}"
+    );
+    // Per person: 10 at once (the refused one counted), then one every few seconds.
+    let (status, out) = send("s-b", 0).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{out}");
+    let (status, err) = send("s-b", 1).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("wait a few seconds"),
+        "{err}"
+    );
+    let (_, s) = app.get("/v1/sessions/claude-code/s-b").await;
+    assert_eq!(s["messages"].as_array().unwrap().len(), 1, "{s}");
+    app.stop().await;
+}
