@@ -407,3 +407,73 @@ async fn messages_are_bounded_per_session_and_per_person() {
     assert_eq!(s["messages"].as_array().unwrap().len(), 1, "{s}");
     app.stop().await;
 }
+
+/// `imrelay sessions ARGS` against `app`, in an empty environment: its exit status and output.
+async fn cli(app: &TestApp, args: &[&str]) -> (Option<i32>, String, String) {
+    let dir = tempfile::tempdir().expect("a directory");
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_imrelay"))
+        .current_dir(dir.path())
+        .env_clear()
+        .arg("sessions")
+        .args(["--url", &app.url("")])
+        .args(args)
+        .output()
+        .await
+        .expect("imrelay runs");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn imrelay_sessions_lists_them_and_sends_a_message() {
+    let app = spawn_app().await;
+    let (code, out, err) = cli(&app, &[]).await;
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("No sessions seen yet"), "{out}");
+    let prompt = claude("UserPromptSubmit", json!({"prompt": "go"}));
+    hook_with(&app, prompt, None).await.unwrap();
+    let stop = claude(
+        "Stop",
+        json!({"last_assistant_message": "Done \u{1b}[31mred"}),
+    );
+    hook_with(&app, stop, None).await.unwrap();
+    let (code, out, err) = cli(&app, &[]).await;
+    assert_eq!(code, Some(0), "{err}");
+    let line = out
+        .lines()
+        .find(|l| l.contains(SESSION))
+        .expect("the session's line");
+    assert!(line.starts_with("claude-code"), "{out}");
+    assert!(line.contains("finished"), "{out}");
+    assert!(line.contains("/srv/shop"), "{out}");
+    // What the agent said, with no control sequence reaching the terminal.
+    assert!(out.contains("said: Done"), "{out}");
+    assert!(!out.contains('\u{1b}'), "{out:?}");
+    let (code, out, err) = cli(
+        &app,
+        &[
+            "send",
+            "claude-code",
+            SESSION,
+            "run the tests",
+            "--by",
+            "bob",
+        ],
+    )
+    .await;
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.starts_with("Queued"), "{out}");
+    let (code, out, _) = cli(&app, &["--json"]).await;
+    assert_eq!(code, Some(0));
+    let list: Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(list[0]["messages"][0]["by"], "bob", "{list}");
+    assert_eq!(list[0]["messages"][0]["via"], "terminal", "{list}");
+    // A session nobody has seen: the server's words, a failing status.
+    let (code, _, err) = cli(&app, &["send", "codex", "nope", "hi"]).await;
+    assert_ne!(code, Some(0));
+    assert!(err.contains("no codex session nope is known"), "{err}");
+    app.stop().await;
+}
