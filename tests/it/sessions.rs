@@ -477,3 +477,38 @@ async fn imrelay_sessions_lists_them_and_sends_a_message() {
     assert!(err.contains("no codex session nope is known"), "{err}");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn tell_only_does_not_hold_the_agent_and_a_reply_reaches_it_at_its_next_tool() {
+    let app = spawn_with(|s| s.hooks.claude_code.on_finish = OnFinish::Tell).await;
+    let stop = claude("Stop", json!({"last_assistant_message": "Migrated."}));
+    // Answered at once: the agent is not held.
+    let out = tokio::time::timeout(Duration::from_secs(5), hook_with(&app, stop, None))
+        .await
+        .expect("the Stop hook answers at once")
+        .unwrap();
+    assert_eq!(out, json!({}));
+    let q = pending_one(&app).await;
+    app.respond(
+        q["id"].as_str().unwrap(),
+        &json!({"answers": {"0": "now seed the data"}, "by": "alice"}),
+    )
+    .await;
+    let queued = eventually("the reply is queued for the session", || async {
+        let s = session(&app, "claude-code").await;
+        s["messages"].as_array()?.first().cloned()
+    })
+    .await;
+    assert_eq!(queued["by"], "alice", "{queued}");
+    let prompt = claude("UserPromptSubmit", json!({"prompt": "next"}));
+    let out = hook_with(&app, prompt, None).await.unwrap();
+    let context = out["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap();
+    assert!(context.contains("now seed the data"), "{out}");
+    assert_eq!(
+        out["hookSpecificOutput"]["hookEventName"],
+        "UserPromptSubmit"
+    );
+    app.stop().await;
+}
