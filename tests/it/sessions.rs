@@ -512,3 +512,26 @@ async fn tell_only_does_not_hold_the_agent_and_a_reply_reaches_it_at_its_next_to
     );
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_finished_question_is_withdrawn_when_the_agent_stops_waiting() {
+    let app = spawn_with(|s| {
+        s.hooks.claude_code.on_finish = OnFinish::Ask;
+        s.hooks.claude_code.finish_wait_secs = 60;
+    })
+    .await;
+    let stop = claude("Stop", json!({"last_assistant_message": "Done."}));
+    let held = hook_with(&app, stop, None);
+    let q = pending_one(&app).await;
+    // Claude Code's own hook timeout: the call's connection closes.
+    held.abort();
+    let id = q["id"].as_str().unwrap().to_string();
+    let gone = eventually("the question is withdrawn", || async {
+        let (_, i) = app.get(&format!("/v1/interactions/{id}")).await;
+        (i["status"] != "pending").then_some(i)
+    })
+    .await;
+    assert_eq!(gone["resolution"]["outcome"], "cancelled", "{gone}");
+    assert_eq!(gone["resolution"]["by"], "claude-code", "{gone}");
+    app.stop().await;
+}
