@@ -18,6 +18,18 @@ use crate::interaction::{Responder, ValidationError};
 /// The most sessions kept: past it, the least recently active go.
 pub const MAX_SESSIONS: usize = 10_000;
 
+/// How many messages one person may send to agent sessions at once, and then one per
+/// [`MESSAGE_REFILL`].
+pub const MESSAGE_BURST: u32 = 10;
+
+/// How often a person may send another message once the burst is spent.
+pub const MESSAGE_REFILL: std::time::Duration = std::time::Duration::from_secs(6);
+
+/// The per-person bound on messages to sessions.
+pub(super) fn message_limiter() -> crate::interaction::RefusalLimiter {
+    crate::interaction::RefusalLimiter::new(MESSAGE_BURST, MESSAGE_REFILL)
+}
+
 /// The longest agent name or session id kept, in characters; a longer one is not a session.
 const MAX_KEY_CHARS: usize = 256;
 
@@ -237,6 +249,18 @@ impl Registry {
             .ok_or_else(|| no_session(agent, id))?;
         let responder = self.attribute(sender.responder().clone());
         self.may_steer(&s, &responder, sender).await?;
+        let person = responder.audit_actor().unwrap_or_else(|| "someone".into());
+        let clock = tokio::time::Instant::now().into_std();
+        if self.inner.messages.admit(&person, clock).is_none() {
+            return Err(ValidationError::new(
+                "text",
+                format!(
+                    "{} sent {MESSAGE_BURST} messages in a short while: wait a few seconds and send it again",
+                    responder.by.as_deref().unwrap_or("this person")
+                ),
+            )
+            .into());
+        }
         let message = SessionMessage {
             id: uuid::Uuid::now_v7().to_string(),
             text: text.to_string(),
