@@ -1576,12 +1576,14 @@ async fn watch_says_a_second_vote_plainly() {
     .await;
     assert_eq!(code, 0, "{out}{err}");
     let mut w = Watch::start("second_vote_refused", &server.base, &[]);
-    w.expect("Needs 2 people · votes: 1 of 2: carol via terminal");
+    w.expect("Needs 2 people · votes: 1 of 2: administrator via terminal");
     w.expect("a/d/s/q › ");
     w.line("a");
-    w.expect("⚑ Not counted again: you already voted on this (allowed by carol via terminal at ");
+    w.expect(
+        "⚑ Not counted again: you already voted on this (allowed by administrator via terminal at ",
+    );
     w.expect("), and each person counts once.");
-    w.expect("It waits for the others: Needs 2 people · votes: 1 of 2: carol via terminal");
+    w.expect("It waits for the others: Needs 2 people · votes: 1 of 2: administrator via terminal");
     w.expect(
         "(Without a labelled operator token, every answer from a terminal is one person's vote.)",
     );
@@ -1599,7 +1601,7 @@ async fn watch_says_a_second_vote_plainly() {
     .await;
     assert_eq!(code, 5, "{err}");
     assert!(
-        err.contains("carol already voted on vote-4 (allowed via terminal at "),
+        err.contains("administrator already voted on vote-4 (allowed via terminal at "),
         "{err}"
     );
     assert!(err.contains("each person counts once"), "{err}");
