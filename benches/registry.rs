@@ -206,6 +206,35 @@ impl GrantStore for NullStore {
     }
 }
 
+#[async_trait::async_trait]
+impl imrelay::interaction::ports::SessionStore for NullStore {
+    async fn change_session(
+        &self,
+        _: &str,
+        _: &str,
+        change: imrelay::interaction::ports::SessionChange,
+        _: Vec<AuditRecord>,
+        _: usize,
+    ) -> Result<Option<imrelay::interaction::sessions::Session>, StoreError> {
+        Ok(change(None))
+    }
+
+    async fn session(
+        &self,
+        _: &str,
+        _: &str,
+    ) -> Result<Option<imrelay::interaction::sessions::Session>, StoreError> {
+        Ok(None)
+    }
+
+    async fn sessions(
+        &self,
+        _: usize,
+    ) -> Result<Vec<imrelay::interaction::sessions::Session>, StoreError> {
+        Ok(Vec::new())
+    }
+}
+
 /// The allocator the imrelay binary uses.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -9,6 +9,7 @@
 //! Every error names where the value came from (the file and key, or the environment
 //! variable) and, where the fix is obvious, says what it is.
 
+mod aliases;
 mod auth;
 pub mod discovery;
 mod mistakes;
@@ -407,11 +408,14 @@ pub(crate) fn enum_values(key: &str) -> Option<Vec<String>> {
         "hooks.claude_code.on_timeout" | "hooks.codex.on_timeout" | "hooks.acp.on_timeout" => {
             variants::<OnTimeout>()
         }
-        "telegram.mode" => variants::<telegram::Mode>(),
-        "feishu.mode" => variants::<feishu::Mode>(),
+        "hooks.claude_code.on_finish" | "hooks.codex.on_finish" => {
+            variants::<crate::agents::steer::OnFinish>()
+        }
+        "telegram.transport" => variants::<telegram::Mode>(),
+        "feishu.transport" => variants::<feishu::Mode>(),
         "feishu.domain" => variants::<feishu::settings::Domain>(),
         "feishu.locale" | "dingtalk.locale" => variants::<crate::present::render::Locale>(),
-        "slack.mode" => variants::<slack::Mode>(),
+        "slack.transport" => variants::<slack::Mode>(),
         "wecom.transport" => variants::<crate::channels::wecom::Transport>(),
         "wecom.locale" => variants::<crate::present::render::Locale>(),
         "policy.decision" => variants::<crate::interaction::policy::Decision>(),
@@ -475,8 +479,10 @@ impl Settings {
     /// precedence (the last wins).
     pub fn load_from(
         file: Option<&Path>,
-        env: HashMap<String, String>,
+        mut env: HashMap<String, String>,
     ) -> Result<Loaded, ConfigError> {
+        // Settings under an old name are read under the new one, with a warning each.
+        let mut renamed = aliases::rename_in_env(&mut env);
         let file_table = file
             .map(|path| {
                 let text = std::fs::read_to_string(path).map_err(|e| {
@@ -492,6 +498,14 @@ impl Settings {
                         .unwrap_or_default();
                     ConfigError::Load(format!("{} is not valid TOML: {e}{hint}", path.display()))
                 })?;
+                let mut table = table;
+                let old = aliases::rename_in_file(&mut table, &path.display().to_string());
+                let text = if old.is_empty() {
+                    text
+                } else {
+                    toml::to_string(&table).map_err(|e| ConfigError::Load(e.to_string()))?
+                };
+                renamed.extend(old);
                 Ok::<_, ConfigError>((path, text, table))
             })
             .transpose()?;
@@ -542,7 +556,8 @@ impl Settings {
         };
         problems.extend(settings.problems().iter().map(|m| sources.annotate(m)));
         mistakes::all_of(problems)?;
-        let mut warnings = sources.ignored_variables(&env);
+        let mut warnings = renamed;
+        warnings.extend(sources.ignored_variables(&env));
         warnings.extend(spellings.unwrap_or_default());
         warnings.extend(settings.warnings());
         Ok(Loaded { settings, warnings })

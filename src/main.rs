@@ -176,6 +176,9 @@ enum Client {
     Answer(Box<imrelay::cli::commands::AnswerArgs>),
     /// The grants in force ("allow this and similar calls"): list them, or `grants revoke ID`.
     Grants(imrelay::cli::grants::GrantsArgs),
+    /// The agent sessions the server has seen and what each is doing; `sessions send AGENT ID
+    /// TEXT` queues a message for one (see docs/sessions.md).
+    Sessions(imrelay::cli::sessions::SessionsArgs),
     /// Serve MCP on standard input and output, relayed to the server's /mcp (for MCP clients
     /// that launch commands; see docs/mcp.md).
     Mcp(imrelay::cli::mcp::McpArgs),
@@ -206,6 +209,7 @@ fn main() -> ExitCode {
                 Client::Answer(args) => imrelay::cli::commands::answer(*args, config),
                 Client::Mcp(args) => imrelay::cli::mcp::run(args, config),
                 Client::Grants(args) => imrelay::cli::grants::run(args, config),
+                Client::Sessions(args) => imrelay::cli::sessions::run(args, config),
                 Client::Hook(args) => imrelay::cli::hook::run(args, config),
                 Client::Acp(args) => imrelay::cli::acp::run(args, config),
                 Client::Bridge(args) => imrelay::cli::bridge::run(args, config),

@@ -36,6 +36,12 @@ struct ResolvedLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SteeredLabels {
+    outcome: String,
+    via: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PolicyLabels {
     rule: String,
     decision: String,
@@ -98,6 +104,8 @@ pub struct Metrics {
     /// Decisions of policy rules and grants (all grants under the rule label `grant`), by
     /// rule, decision and mode.
     policy: Family<PolicyLabels, Counter>,
+    /// People's messages to agent sessions, by outcome (queued, delivered) and where from.
+    steered: Family<SteeredLabels, Counter>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -140,6 +148,7 @@ impl Metrics {
             refusals_suppressed: Family::default(),
             long_polls: long_poll_counters,
             policy: Family::default(),
+            steered: Family::default(),
         };
         metrics.register_core(long_polls);
         // Answers come through these whatever channels are configured.
@@ -202,6 +211,11 @@ impl Metrics {
             "imrelay_policy_decisions",
             "Decisions of policy rules and grants at creation (shadow rules: what they would have decided), by rule, decision and mode; every grant counts under rule=\"grant\"",
             self.policy.clone(),
+        );
+        registry.register(
+            "imrelay_session_messages",
+            "People's messages to agent sessions, by outcome (queued, delivered) and where they came from",
+            self.steered.clone(),
         );
     }
 
@@ -284,6 +298,15 @@ impl Metrics {
 }
 
 impl Lifecycle for Metrics {
+    fn steered(&self, via: &str, outcome: &str) {
+        self.steered
+            .get_or_create(&SteeredLabels {
+                outcome: outcome.into(),
+                via: via.into(),
+            })
+            .inc();
+    }
+
     fn long_poll(&self, outcome: LongPoll) {
         let i = match outcome {
             LongPoll::Ready => 0,

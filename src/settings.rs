@@ -141,7 +141,7 @@ impl Serialize for Secret {
 /// refused whichever they are.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PathClaim {
-    /// The setting that names the path (e.g. `telegram.webhook_path`).
+    /// The setting that names the path (e.g. `telegram.inbound_path`).
     pub setting: &'static str,
     /// The path.
     pub path: String,

@@ -453,7 +453,8 @@ mod tests {
                     &Via::new(crate::channels::telegram::CHANNEL),
                     EVIL,
                 )
-                .await;
+                .await
+                .unwrap();
             let out = text(&sink);
             assert!(out.lines().count() >= 4, "{out}");
             for line in out.lines() {

@@ -1480,3 +1480,230 @@ fn sizes_count_functions_and_leave_tests_aside() {
         vec![("b.rs".to_string(), MAX_FILE_LINES + 1)]
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Circles: inside every folder, the files and sub-folders import each other in layers.
+
+/// One import between two siblings of a folder, with where it is written.
+#[derive(Debug, Clone)]
+struct Edge {
+    from: String,
+    to: String,
+    at: String,
+}
+
+/// Every import circle among the children of a folder under `root`, one line each: the folder,
+/// the children in the circle, and for each step the file and line that makes it. A folder's
+/// own `mod.rs` is its face (it declares and re-exports the children), not one of them; test
+/// code is left aside.
+fn circles(root: &Path) -> Vec<String> {
+    let mut files = Vec::new();
+    collect(root, &mut files);
+    files.sort();
+    // Folder -> edges between its children.
+    let mut edges: std::collections::BTreeMap<Vec<String>, Vec<Edge>> = Default::default();
+    let mut test_modules = BTreeSet::new();
+    let mut read = Vec::new();
+    for file in &files {
+        let rel = file
+            .strip_prefix(root)
+            .expect("under root")
+            .to_string_lossy()
+            .replace('\\', "/");
+        let text = std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{rel}: {e}"));
+        let module = module_of(&rel);
+        let scan = scan(root, &module, &text, rel == "main.rs");
+        for child in &scan.test_children {
+            let mut m = module.clone();
+            m.push(child.clone());
+            test_modules.insert(m);
+        }
+        read.push((rel, module, scan.uses));
+    }
+    for (rel, module, uses) in read {
+        if test_modules.iter().any(|t| module.starts_with(t)) {
+            continue;
+        }
+        for u in uses.iter().filter(|u| !u.test) {
+            let target = resolve(root, &u.path);
+            // The deepest folder both sit in, and the child of it each belongs to.
+            let common = module
+                .iter()
+                .zip(&target)
+                .take_while(|(a, b)| a == b)
+                .count();
+            if common >= module.len() || common >= target.len() {
+                continue; // one is inside the other: a folder's face and its children
+            }
+            let folder = module[..common].to_vec();
+            if !is_folder(root, &folder) && !folder.is_empty() {
+                continue;
+            }
+            edges.entry(folder).or_default().push(Edge {
+                from: module[common].clone(),
+                to: target[common].clone(),
+                at: format!("src/{rel}:{}", u.line),
+            });
+        }
+    }
+    let mut out = Vec::new();
+    for (folder, list) in edges {
+        for circle in strongly_connected(&list) {
+            let mut steps: Vec<&Edge> = Vec::new();
+            for e in list
+                .iter()
+                .filter(|e| circle.contains(&e.from) && circle.contains(&e.to))
+            {
+                if !steps.iter().any(|s| s.from == e.from && s.to == e.to) {
+                    steps.push(e);
+                }
+            }
+            let steps: Vec<String> = steps
+                .iter()
+                .map(|e| format!("{} → {} ({})", e.from, e.to, e.at))
+                .collect();
+            out.push(format!(
+                "in `src/{}`: {} import each other: {}",
+                if folder.is_empty() {
+                    String::new()
+                } else {
+                    format!("{}/", folder.join("/"))
+                },
+                circle.iter().cloned().collect::<Vec<_>>().join(", "),
+                steps.join("; ")
+            ));
+        }
+    }
+    out
+}
+
+/// Tarjan's walk state: the groups of nodes that reach each other.
+struct Walk {
+    index: Vec<Option<usize>>,
+    low: Vec<usize>,
+    on: Vec<bool>,
+    stack: Vec<usize>,
+    counter: usize,
+    groups: Vec<Vec<usize>>,
+}
+
+impl Walk {
+    fn visit(&mut self, v: usize, next: &[Vec<usize>]) {
+        self.index[v] = Some(self.counter);
+        self.low[v] = self.counter;
+        self.counter += 1;
+        self.stack.push(v);
+        self.on[v] = true;
+        for &w in &next[v] {
+            match self.index[w] {
+                None => {
+                    self.visit(w, next);
+                    self.low[v] = self.low[v].min(self.low[w]);
+                }
+                Some(i) if self.on[w] => self.low[v] = self.low[v].min(i),
+                Some(_) => {}
+            }
+        }
+        if Some(self.low[v]) == self.index[v] {
+            let mut group = Vec::new();
+            while let Some(w) = self.stack.pop() {
+                self.on[w] = false;
+                group.push(w);
+                if w == v {
+                    break;
+                }
+            }
+            self.groups.push(group);
+        }
+    }
+}
+
+/// The groups of more than one node that reach each other (Tarjan's algorithm).
+fn strongly_connected(edges: &[Edge]) -> Vec<BTreeSet<String>> {
+    let nodes: BTreeSet<&str> = edges
+        .iter()
+        .flat_map(|e| [e.from.as_str(), e.to.as_str()])
+        .collect();
+    let nodes: Vec<&str> = nodes.into_iter().collect();
+    let at = |n: &str| nodes.iter().position(|m| *m == n).expect("a node");
+    let mut next: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
+    for e in edges {
+        next[at(&e.from)].push(at(&e.to));
+    }
+    let n = nodes.len();
+    let mut walk = Walk {
+        index: vec![None; n],
+        low: vec![0; n],
+        on: vec![false; n],
+        stack: Vec::new(),
+        counter: 0,
+        groups: Vec::new(),
+    };
+    for v in 0..n {
+        if walk.index[v].is_none() {
+            walk.visit(v, &next);
+        }
+    }
+    walk.groups
+        .into_iter()
+        .filter(|g| g.len() > 1)
+        .map(|g| g.into_iter().map(|i| nodes[i].to_string()).collect())
+        .collect()
+}
+
+/// No folder's files import each other in a circle: each folder is layers too, so a file can
+/// be read (and moved) with what it imports and without what imports it.
+#[test]
+fn no_folder_has_an_import_circle() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let found = circles(&root);
+    assert!(
+        found.is_empty(),
+        "import circles (docs/architecture.md: no import cycles, even inside a folder); move \
+         what both sides need into a file they both import, or hand it over as a parameter:\n  {}",
+        found.join("\n  ")
+    );
+}
+
+#[test]
+fn a_circle_inside_a_folder_is_found_with_its_lines() {
+    let dir = tree(&with(&[
+        (
+            "core/mod.rs",
+            "mod model;\nmod votes;\nuse crate::leaf::Lock;\n",
+        ),
+        (
+            "core/model.rs",
+            "use super::votes::Vote;\npub struct Interaction;\n",
+        ),
+        (
+            "core/votes.rs",
+            "pub struct Vote;\n\nfn f() {\n    crate::core::model::Interaction;\n}\n",
+        ),
+    ]));
+    let found = circles(dir.path());
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].contains("in `src/core/`: model, votes"),
+        "{}",
+        found[0]
+    );
+    assert!(found[0].contains("src/core/model.rs:1"), "{}", found[0]);
+    assert!(found[0].contains("src/core/votes.rs:4"), "{}", found[0]);
+    // A folder's face importing its children, and test code, make no circle.
+    let dir = tree(&with(&[
+        (
+            "core/mod.rs",
+            "mod model;\nmod votes;\npub use votes::Vote;\n",
+        ),
+        (
+            "core/model.rs",
+            "use super::votes::Vote;\nuse crate::core::Vote as V;\n",
+        ),
+        (
+            "core/votes.rs",
+            "pub struct Vote;\n#[cfg(test)]\nmod tests {\n    use crate::core::model;\n}\n",
+        ),
+    ]));
+    assert!(circles(dir.path()).is_empty(), "{:?}", circles(dir.path()));
+}

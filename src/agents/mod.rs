@@ -18,6 +18,7 @@ pub mod claude_code;
 pub mod codex;
 pub mod opencode;
 pub mod shared;
+pub mod steer;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -43,8 +43,6 @@ use crate::sync::LockExt;
 pub(crate) const EDIT_GAP: Duration = Duration::from_secs(3);
 /// The largest `digest_after` a channel takes.
 pub(crate) const MAX_AFTER: u32 = 1000;
-/// How many members a digest lists by name; the rest are counted.
-pub(crate) const LISTED: usize = 8;
 
 /// What a digest button does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -360,7 +358,7 @@ pub(crate) async fn admit_tapper(pipeline: &Pipeline, who: &Tapper<'_>) -> Resul
     if who.approver || teams.people.name_of(via.as_str(), who.identity).is_some() {
         return Ok(());
     }
-    pipeline
+    let recorded = pipeline
         .registry()
         .refused(
             None,
@@ -369,22 +367,11 @@ pub(crate) async fn admit_tapper(pipeline: &Pipeline, who: &Tapper<'_>) -> Resul
             &format!("a digest button; not in {via}.approvers"),
         )
         .await;
-    Err(Feedback::NotApprover)
-}
-
-/// What answering all the listed interactions did, one count per result.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Tally {
-    /// Answered by this tap.
-    pub answered: usize,
-    /// Answered before (by someone, anywhere), expired or gone.
-    pub already: usize,
-    /// Not for this person (another route's approvers).
-    pub refused: usize,
-    /// Left for Review: a question or a form "Approve all" cannot answer.
-    pub skipped: usize,
-    /// Not recorded (the store); trying again may work.
-    pub failed: usize,
+    Err(match recorded {
+        Ok(()) => Feedback::NotApprover,
+        // Not recorded: try again.
+        Err(_) => Feedback::StoreDown,
+    })
 }
 
 /// The interaction and creation time an incarnation (`<id>:<created ms>`) names.
@@ -449,7 +436,7 @@ fn count(t: &mut Tally, f: &Feedback) {
     }
 }
 
-pub(crate) use super::digest_texts::Texts;
+pub(crate) use super::digest_texts::{Tally, Texts};
 
 #[cfg(test)]
 mod tests {

@@ -3,9 +3,26 @@
 
 use std::sync::Arc;
 
-use super::digest::{LISTED, Tally};
 use crate::interaction::{Interaction, Kind};
 use crate::present::render::Locale;
+
+/// How many members a digest lists by name; the rest are counted.
+pub(crate) const LISTED: usize = 8;
+
+/// What answering all the listed interactions did, one count per result.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Tally {
+    /// Answered by this tap.
+    pub answered: usize,
+    /// Answered before (by someone, anywhere), expired or gone.
+    pub already: usize,
+    /// Not for this person (another route's approvers).
+    pub refused: usize,
+    /// Left for Review: a question or a form "Approve all" cannot answer.
+    pub skipped: usize,
+    /// Not recorded (the store); trying again may work.
+    pub failed: usize,
+}
 
 /// Characters of one member's line.
 const LINE_CHARS: usize = 80;

@@ -23,6 +23,7 @@ pub mod longconn;
 pub(crate) mod messages;
 pub(crate) mod pipeline;
 pub mod registry;
+pub(crate) mod sessions;
 pub mod slack;
 pub mod telegram;
 pub mod token;
@@ -43,7 +44,7 @@ use crate::metrics::Metrics;
 use crate::outbox::Outbox;
 use crate::store::Store;
 
-pub use registry::{Channel, Check, Doctor, install};
+pub use registry::{Channel, Check, Doctor, Written, install};
 
 /// A background task a channel runs while the server serves.
 pub type Task = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;

@@ -71,6 +71,8 @@ impl Feedback {
             Err(RegistryError::Store(_)) => Feedback::StoreDown,
             // Only creating an interaction can meet a full budget, never an answer.
             Err(RegistryError::Full(_)) => Feedback::StoreDown,
+            // Refused, and the refusal could not be recorded: try again.
+            Err(RegistryError::Unrecorded(_)) => Feedback::StoreDown,
             Err(RegistryError::Voted(i)) => Feedback::Voted(i),
             Err(RegistryError::AlreadyVoted(v, i)) => Feedback::AlreadyVoted(v, i),
         }
@@ -325,9 +327,18 @@ impl Pipeline {
                 Some(name) => format!("{name} ({}:{})", self.via, tap.identity),
                 None => tap.actor.to_string(),
             };
-            self.registry
+            if self
+                .registry
                 .refused(Some(tap.id), &actor, &self.via, reason)
-                .await;
+                .await
+                .is_err()
+            {
+                // Not recorded: the person is told to try again, not that it was refused.
+                return Stop {
+                    feedback: Feedback::StoreDown,
+                    refused: Some(label),
+                };
+            }
         }
         Stop {
             feedback,

@@ -20,9 +20,128 @@ use super::Wiring;
 /// A future a channel hands back through the registry.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
+/// An id or a place as written in `[[people]]` and `[[routes]]` (`telegram = [42]`,
+/// `slack = ["C0123"]`): a number or a text, each channel saying which it takes.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(untagged)]
+pub enum Written {
+    /// A number (Telegram's user and chat ids).
+    Number(i64),
+    /// A text (every other channel's ids and places).
+    Text(String),
+}
+
+impl From<i64> for Written {
+    fn from(n: i64) -> Self {
+        Self::Number(n)
+    }
+}
+
+impl From<i32> for Written {
+    fn from(n: i32) -> Self {
+        Self::Number(n.into())
+    }
+}
+
+impl From<u64> for Written {
+    fn from(n: u64) -> Self {
+        Self::Number(i64::try_from(n).unwrap_or(i64::MAX))
+    }
+}
+
+impl From<&str> for Written {
+    fn from(s: &str) -> Self {
+        Self::Text(s.to_string())
+    }
+}
+
+impl From<String> for Written {
+    fn from(s: String) -> Self {
+        Self::Text(s)
+    }
+}
+
+impl fmt::Display for Written {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Number(n) => write!(f, "{n}"),
+            Self::Text(t) => write!(f, "{t:?}"),
+        }
+    }
+}
+
+impl Written {
+    /// As a text id: a text as it is, a number refused (`what` names what was expected).
+    pub fn text(&self, what: &str) -> Result<String, String> {
+        match self {
+            Self::Text(t) => Ok(t.clone()),
+            Self::Number(n) => Err(format!("{n} is a number, but {what} is a text: quote it")),
+        }
+    }
+
+    /// As a number: a number as it is (at least `min`), a text refused.
+    pub fn number(&self, what: &str, min: i64) -> Result<String, String> {
+        match self {
+            Self::Number(n) if *n >= min => Ok(n.to_string()),
+            Self::Number(n) => Err(format!("{n} is not {what}")),
+            Self::Text(t) => Err(format!(
+                "{t:?} is a text, but {what} is a number: unquote it"
+            )),
+        }
+    }
+}
+
 /// One channel, as configuration, start-up and `imrelay doctor` see it: implemented by the
-/// channel's settings section.
+/// channel's settings section. It is the channel's whole contract with the rest of imrelay:
+/// its name, its places, how a person's id on it is written, where a person is messaged
+/// directly, its checks, its install and its doctor.
 pub trait Channel: Send + Sync {
+    /// Its name: in people's ids, in routes' targets, in log lines and in its section's name.
+    fn name(&self) -> &'static str;
+
+    /// The key `[[routes]]` and `escalate_to` list its places under (its name, unless said).
+    fn route_key(&self) -> &'static str {
+        self.name()
+    }
+
+    /// The key `[[people]]` lists a person's ids on it under (its name, unless said).
+    fn person_key(&self) -> &'static str {
+        self.name()
+    }
+
+    /// Whether people answer on it by tapping its messages (a chat), so a route's approvers
+    /// need an id there.
+    fn is_chat(&self) -> bool {
+        true
+    }
+
+    /// The places it is configured to post to, as addresses a route names
+    /// (`telegram.chats`, `slack.chats`, ...).
+    fn places(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// A place as a route writes it, as its address; the error says what is expected.
+    fn place(&self, written: &Written) -> Result<String, String> {
+        written.text("a place")
+    }
+
+    /// What a route naming `place`, not among [`Channel::places`], is told (with the fix).
+    fn unlisted(&self, place: &str) -> String {
+        format!("{place:?} is not in {}.chats", self.name())
+    }
+
+    /// A person's id as `[[people]]` writes it, as answers on it name them; the error says
+    /// what is expected.
+    fn person_id(&self, written: &Written) -> Result<String, String> {
+        written.text("an id")
+    }
+
+    /// Where a person whose id here is `id` is messaged directly (`None`: it cannot).
+    fn direct(&self, id: &str) -> Option<String> {
+        Some(id.to_string())
+    }
+
     /// Whether it is set up to run (for the webhook channel: any target configured).
     fn enabled(&self) -> bool;
 
@@ -34,10 +153,28 @@ pub trait Channel: Send + Sync {
         Vec::new()
     }
 
-    /// Valid settings that are probably not what was meant (it posts prompts nobody may
-    /// answer).
+    /// Valid settings that are probably not what was meant (besides
+    /// [`Channel::nobody_answers`]).
     fn warnings(&self) -> Vec<String> {
         Vec::new()
+    }
+
+    /// The people on its own approver list, by their ids on it (who may answer a route that
+    /// names no approvers).
+    fn approvers(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Values of its section that read but can never work (a name where an id belongs),
+    /// each a complete message with its fix; all are said at once with the others'.
+    fn problems(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// When it is enabled with nobody on its own approver list: the warning that it posts
+    /// prompts nobody may answer. Shown unless a route's approvers have ids on it.
+    fn nobody_answers(&self) -> Option<String> {
+        None
     }
 
     /// Plugs it in (a disabled channel does nothing): its lifecycle hook, its delivery

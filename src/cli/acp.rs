@@ -42,7 +42,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWrite
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
-use super::client::{RemoteArgs, base_url, exit};
+use super::client::{AgentRemoteArgs, exit};
 use crate::agents::acp::session::{Tracker, id_key};
 use crate::agents::acp::wire::{CANCEL_REQUEST, REQUEST_PERMISSION, SESSION_CANCEL};
 use crate::agents::acp::{HookReply, PATH};
@@ -69,18 +69,9 @@ const DRAIN: Duration = Duration::from_secs(2);
 /// `imrelay acp`'s arguments. (No `Debug`: it holds the token.)
 #[derive(Clone, clap::Args)]
 pub struct AcpArgs {
-    /// The imrelay server [default: the listen address of the configuration].
-    #[arg(long, env = "IMRELAY_URL", value_name = "URL")]
-    pub url: Option<String>,
-    /// An agent token (one of `auth.agent_tokens`). Not needed on the server's own machine
-    /// when the server has none.
-    #[arg(
-        long,
-        env = "IMRELAY_AGENT_TOKEN",
-        hide_env_values = true,
-        value_name = "TOKEN"
-    )]
-    pub token: Option<String>,
+    /// Where the server is and the agent token to present.
+    #[command(flatten)]
+    pub remote: AgentRemoteArgs,
     /// The agent's command and its arguments, after `--` (`-- gemini --acp`).
     #[arg(
         required = true,
@@ -493,6 +484,9 @@ fn start(command: &[String]) -> anyhow::Result<tokio::process::Child> {
     #[cfg(target_os = "linux")]
     {
         let parent = std::process::id();
+        // The one place imrelay needs `unsafe` (with `signal_group` below): the lint is denied
+        // for the crate in Cargo.toml's [lints].
+        #[allow(unsafe_code)]
         // SAFETY: the closure runs in the forked child before exec and calls only
         // async-signal-safe functions (prctl, getppid), allocating nothing.
         unsafe {
@@ -516,6 +510,7 @@ fn start(command: &[String]) -> anyhow::Result<tokio::process::Child> {
 #[cfg(unix)]
 fn signal_group(pgid: Option<u32>, signal: i32) {
     if let Some(pgid) = pgid.and_then(|p| i32::try_from(p).ok()).filter(|p| *p > 1) {
+        #[allow(unsafe_code)]
         // SAFETY: kill(2) with a negative pid signals a process group; no memory is involved.
         unsafe {
             libc::kill(-pgid, signal);
@@ -562,13 +557,7 @@ fn code_of(status: std::process::ExitStatus) -> i32 {
 
 /// The client of imrelay's ACP endpoint: `--url` (or the configuration's) and `--token`.
 fn hook_of(args: &AcpArgs, config: Option<&std::path::Path>) -> anyhow::Result<Hook> {
-    let base = base_url(
-        &RemoteArgs {
-            url: args.url.clone(),
-            token: None,
-        },
-        config,
-    )?;
+    let base = args.remote.base_url(config)?;
     let http = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(5))
         .user_agent(concat!("imrelay-acp/", env!("CARGO_PKG_VERSION")))
@@ -576,11 +565,7 @@ fn hook_of(args: &AcpArgs, config: Option<&std::path::Path>) -> anyhow::Result<H
         .context("cannot build the HTTP client")?;
     Ok(Hook {
         url: format!("{base}{PATH}"),
-        token: args
-            .token
-            .clone()
-            .filter(|t| !t.is_empty())
-            .map(SecretString::from),
+        token: args.remote.token(),
         http,
     })
 }

@@ -37,6 +37,47 @@ pub struct RemoteArgs {
     pub token: Option<String>,
 }
 
+/// Where the server is and the agent token an agent-side command presents (`imrelay acp`,
+/// `imrelay mcp`, `imrelay hook`, `imrelay bridge`). (No `Debug`: it holds the token.)
+#[derive(Clone, Default, clap::Args)]
+pub struct AgentRemoteArgs {
+    /// The imrelay server [default: the listen address of the configuration].
+    #[arg(long, env = "IMRELAY_URL", value_name = "URL")]
+    pub url: Option<String>,
+    /// An agent token (one of `auth.agent_tokens`). Not needed on the server's own machine
+    /// when the server has none.
+    #[arg(
+        long,
+        env = "IMRELAY_AGENT_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    pub token: Option<String>,
+}
+
+impl AgentRemoteArgs {
+    /// The server's address: `--url`, or the configuration's listen address.
+    pub fn base_url(&self, config: Option<&std::path::Path>) -> anyhow::Result<String> {
+        base_url(&self.remote(), config)
+    }
+
+    /// The token given, if any (an empty one is none).
+    pub fn token(&self) -> Option<secrecy::SecretString> {
+        self.token
+            .as_deref()
+            .filter(|t| !t.is_empty())
+            .map(|t| secrecy::SecretString::from(t.to_string()))
+    }
+
+    /// The same, as the operator commands' arguments are (for [`Remote::new`]).
+    pub fn remote(&self) -> RemoteArgs {
+        RemoteArgs {
+            url: self.url.clone(),
+            token: self.token.clone(),
+        }
+    }
+}
+
 /// Exit codes of the terminal commands (documented in docs/terminal.md and `--help`).
 pub mod exit {
     /// Answered (or listed, or shown).

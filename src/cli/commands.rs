@@ -13,21 +13,9 @@ use crate::interaction::{Interaction, Kind};
 use crate::present::visible_line;
 use crate::telemetry::escape_json_invisible;
 
-/// The exit codes, for `--help`.
-pub(crate) const EXIT_CODES: &str = "\
-Exit status:
-  0  answered (pending, show: listed or shown)
-  1  any other error (a bad configuration, an unexpected reply)
-  2  the command line is wrong
-  3  already resolved: answered elsewhere first, expired or cancelled
-  4  no such interaction (unknown, or pruned after its retention period)
-  5  refused: the answer does not fit, your vote was given already, or the token is missing
-     or not accepted
-  6  imrelay cannot be reached or cannot take it now: try again";
-
 /// `imrelay pending`
 #[derive(clap::Args)]
-#[command(after_help = EXIT_CODES)]
+#[command(after_help = super::EXIT_CODES)]
 pub struct PendingArgs {
     #[command(flatten)]
     remote: RemoteArgs,
@@ -39,7 +27,7 @@ pub struct PendingArgs {
 
 /// `imrelay show`
 #[derive(clap::Args)]
-#[command(after_help = EXIT_CODES)]
+#[command(after_help = super::EXIT_CODES)]
 pub struct ShowArgs {
     #[command(flatten)]
     remote: RemoteArgs,
@@ -62,7 +50,7 @@ pub enum Decision {
 
 /// `imrelay answer`
 #[derive(clap::Args)]
-#[command(after_help = EXIT_CODES)]
+#[command(after_help = super::EXIT_CODES)]
 pub struct AnswerArgs {
     #[command(flatten)]
     remote: RemoteArgs,
@@ -123,16 +111,6 @@ pub enum GrantScopeArg {
     Session,
     /// Until revoked (`imrelay grants revoke`).
     Standing,
-}
-
-/// The login name, for `--by`: `USER` or `LOGNAME`, else the account's name.
-pub(crate) fn login_name() -> Option<String> {
-    ["USER", "LOGNAME"]
-        .iter()
-        .filter_map(|k| std::env::var(k).ok())
-        .find(|v| !v.trim().is_empty())
-        .or_else(|| whoami::username().ok())
-        .filter(|v| !v.trim().is_empty())
 }
 
 fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
@@ -423,7 +401,7 @@ pub fn answer(args: AnswerArgs, config: Option<&std::path::Path>) -> i32 {
         .by
         .clone()
         .filter(|b| !b.trim().is_empty())
-        .or_else(login_name);
+        .or_else(super::login_name);
     if args.all {
         return rt.block_on(answer_all(&remote, args, by));
     }

@@ -10,7 +10,7 @@ use crate::present::visible_line;
 
 /// `imrelay grants`
 #[derive(clap::Args)]
-#[command(after_help = super::commands::EXIT_CODES)]
+#[command(after_help = super::EXIT_CODES)]
 pub struct GrantsArgs {
     #[command(flatten)]
     remote: RemoteArgs,
@@ -180,7 +180,7 @@ pub fn run(args: GrantsArgs, config: Option<&std::path::Path>) -> i32 {
         GrantsAction::Revoke { id, by } => {
             let by = by
                 .filter(|b| !b.trim().is_empty())
-                .or_else(super::commands::login_name);
+                .or_else(super::login_name);
             match rt.block_on(remote.revoke_grant(&id, by.as_deref())) {
                 Ok(g) => {
                     say!("Revoked: {}", describe(&g));

@@ -24,9 +24,9 @@
 use std::io::{Read, Write};
 use std::time::Duration;
 
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::ExposeSecret;
 
-use super::client::{RemoteArgs, base_url, exit};
+use super::client::{AgentRemoteArgs, exit};
 use crate::telemetry::escape;
 use crate::wire::MAX_BODY_BYTES;
 
@@ -55,18 +55,9 @@ enum Agent {
 /// `imrelay hook codex`'s arguments. (No `Debug`: it holds the token.)
 #[derive(Clone, clap::Args)]
 pub struct CodexArgs {
-    /// The imrelay server [default: the listen address of the configuration].
-    #[arg(long, env = "IMRELAY_URL", value_name = "URL")]
-    pub url: Option<String>,
-    /// An agent token (one of `auth.agent_tokens`). Not needed on the server's own machine
-    /// when the server has none.
-    #[arg(
-        long,
-        env = "IMRELAY_AGENT_TOKEN",
-        hide_env_values = true,
-        value_name = "TOKEN"
-    )]
-    pub token: Option<String>,
+    /// Where the server is and the agent token to present.
+    #[command(flatten)]
+    pub remote: AgentRemoteArgs,
     /// The hook's `timeout` in Codex's settings, in seconds: imrelay's deadline is 5 seconds
     /// less.
     #[arg(long, value_name = "SECS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=31_536_000))]
@@ -142,14 +133,7 @@ async fn ask(
     config: Option<&std::path::Path>,
     input: Vec<u8>,
 ) -> Result<Vec<u8>, String> {
-    let base = base_url(
-        &RemoteArgs {
-            url: args.url.clone(),
-            token: None,
-        },
-        config,
-    )
-    .map_err(|e| format!("{e:#}"))?;
+    let base = args.remote.base_url(config).map_err(|e| format!("{e:#}"))?;
     let deadline = args.timeout.saturating_sub(MARGIN_SECS).max(1);
     let url = format!("{base}{}?timeout={deadline}", crate::agents::codex::PATH);
     let http = reqwest::Client::builder()
@@ -163,11 +147,7 @@ async fn ask(
         .post(&url)
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .body(input);
-    let token = args
-        .token
-        .as_deref()
-        .filter(|t| !t.is_empty())
-        .map(|t| SecretString::from(t.to_string()));
+    let token = args.remote.token();
     if let Some(t) = &token {
         request = request.bearer_auth(t.expose_secret());
     }

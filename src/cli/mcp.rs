@@ -16,26 +16,17 @@ use rmcp::model::{ClientJsonRpcMessage, ErrorData, JsonRpcMessage, ServerJsonRpc
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{IntoTransport, StreamableHttpClientTransport, Transport};
 use rmcp::{RoleClient, RoleServer};
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::ExposeSecret;
 use tokio::task::JoinSet;
 
-use super::client::{RemoteArgs, exit};
+use super::client::{AgentRemoteArgs, exit};
 
 /// `imrelay mcp`'s arguments. (No `Debug`: it holds the token.)
 #[derive(Clone, Default, clap::Args)]
 pub struct McpArgs {
-    /// The imrelay server [default: the listen address of the configuration].
-    #[arg(long, env = "IMRELAY_URL", value_name = "URL")]
-    pub url: Option<String>,
-    /// An agent token (one of `auth.agent_tokens`). Not needed on the server's own machine
-    /// when the server has none.
-    #[arg(
-        long,
-        env = "IMRELAY_AGENT_TOKEN",
-        hide_env_values = true,
-        value_name = "TOKEN"
-    )]
-    pub token: Option<String>,
+    /// Where the server is and the agent token to present.
+    #[command(flatten)]
+    pub remote: AgentRemoteArgs,
 }
 
 /// Runs the relay until the client closes standard input; returns the exit code.
@@ -70,15 +61,9 @@ pub fn http_client() -> anyhow::Result<reqwest13::Client> {
 }
 
 async fn relay(args: McpArgs, config: Option<&std::path::Path>) -> anyhow::Result<()> {
-    let base = super::client::base_url(
-        &RemoteArgs {
-            url: args.url,
-            token: None,
-        },
-        config,
-    )?;
+    let base = args.remote.base_url(config)?;
     let url = format!("{base}{}", crate::mcp::PATH);
-    let token = args.token.filter(|t| !t.is_empty()).map(SecretString::from);
+    let token = args.remote.token();
     let mut upstream_config = StreamableHttpClientTransportConfig::with_uri(url.clone());
     if let Some(t) = &token {
         upstream_config = upstream_config.auth_header(t.expose_secret());

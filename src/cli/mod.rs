@@ -38,6 +38,7 @@ pub mod hook;
 pub mod mcp;
 pub mod policy;
 pub mod route;
+pub mod sessions;
 pub mod term;
 pub mod view;
 pub mod watch;
@@ -58,6 +59,28 @@ use crate::store::sqlite::{
 };
 use crate::store::{AuditQuery, Store, StoreError};
 use crate::telemetry::escape;
+
+/// The exit codes, for `--help`.
+pub(crate) const EXIT_CODES: &str = "\
+Exit status:
+  0  answered (pending, show: listed or shown)
+  1  any other error (a bad configuration, an unexpected reply)
+  2  the command line is wrong
+  3  already resolved: answered elsewhere first, expired or cancelled
+  4  no such interaction (unknown, or pruned after its retention period)
+  5  refused: the answer does not fit, your vote was given already, or the token is missing
+     or not accepted
+  6  imrelay cannot be reached or cannot take it now: try again";
+
+/// The login name, for `--by`: `USER` or `LOGNAME`, else the account's name.
+pub(crate) fn login_name() -> Option<String> {
+    ["USER", "LOGNAME"]
+        .iter()
+        .filter_map(|k| std::env::var(k).ok())
+        .find(|v| !v.trim().is_empty())
+        .or_else(|| whoami::username().ok())
+        .filter(|v| !v.trim().is_empty())
+}
 
 const CHUNK: usize = 1000;
 

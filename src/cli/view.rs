@@ -48,11 +48,6 @@ impl Painter {
         Painter { colour: false }
     }
 
-    /// Whether it colours.
-    pub fn colours(&self) -> bool {
-        self.colour
-    }
-
     /// `s` in `style`.
     pub fn paint(&self, style: Paint, s: &str) -> String {
         if !self.colour || s.is_empty() {

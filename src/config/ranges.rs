@@ -65,6 +65,16 @@ impl Settings {
                 YEAR_SECS,
             ),
             (
+                "hooks.claude_code.finish_wait_secs",
+                self.hooks.claude_code.finish_wait_secs,
+                YEAR_SECS,
+            ),
+            (
+                "hooks.codex.finish_wait_secs",
+                self.hooks.codex.finish_wait_secs,
+                YEAR_SECS,
+            ),
+            (
                 "hooks.acp.timeout_secs",
                 self.hooks.acp.timeout_secs,
                 YEAR_SECS,

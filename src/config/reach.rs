@@ -7,13 +7,12 @@
 use std::collections::BTreeSet;
 
 use super::Settings;
-use super::teams::{DINGTALK, FEISHU, RouteSettings, SLACK, TELEGRAM, WECOM};
+use super::teams::RouteSettings;
 use crate::interaction::Teams;
 
 /// The problems (refused), each a complete message.
 pub(super) fn problems(s: &Settings) -> Vec<String> {
-    let mut out = Vec::new();
-    slack_names(s, &mut out);
+    let mut out: Vec<String> = s.channels().iter().flat_map(|c| c.problems()).collect();
     for (k, r) in s.routes.iter().enumerate() {
         for (j, t) in r.tool.iter().enumerate() {
             if let Some(known) = crate::interaction::policy::pattern::miscased_tool(t) {
@@ -124,21 +123,9 @@ fn channel_answerers(s: &Settings, teams: &Teams) -> BTreeSet<String> {
                 .map_or_else(|| format!("{channel}:{id}"), str::to_string),
         );
     };
-    if s.telegram.enabled {
-        s.telegram
-            .approvers
-            .iter()
-            .for_each(|id| add(TELEGRAM, &id.to_string()));
-    }
-    let lists: [(&str, bool, &[String]); 4] = [
-        (FEISHU, s.feishu.enabled, &s.feishu.approvers),
-        (SLACK, s.slack.enabled, &s.slack.approvers),
-        (WECOM, s.wecom.enabled, &s.wecom.approvers),
-        (DINGTALK, s.dingtalk.enabled, &s.dingtalk.approvers),
-    ];
-    for (channel, enabled, ids) in lists {
-        if enabled {
-            ids.iter().for_each(|id| add(channel, id));
+    for c in s.channels() {
+        if c.enabled() && c.is_chat() {
+            c.approvers().iter().for_each(|id| add(c.name(), id));
         }
     }
     for label in s.auth.operator_labels() {
@@ -228,16 +215,12 @@ pub(super) fn places_off(s: &Settings) -> Vec<(String, Vec<String>)> {
         .collect()
 }
 
-/// Whether chat channel `channel` is turned on (webhooks always are).
+/// Whether the channel called `channel` is turned on.
 fn enabled(s: &Settings, channel: &str) -> bool {
-    match channel {
-        TELEGRAM => s.telegram.enabled,
-        FEISHU => s.feishu.enabled,
-        SLACK => s.slack.enabled,
-        WECOM => s.wecom.enabled,
-        DINGTALK => s.dingtalk.enabled,
-        _ => true,
-    }
+    s.channels()
+        .iter()
+        .find(|c| c.name() == channel)
+        .is_none_or(|c| c.enabled())
 }
 
 /// `places` as `channel:address`, split into those on enabled channels and the others.
@@ -252,50 +235,11 @@ fn channel_of(place: &str) -> &str {
     place.split(':').next().unwrap_or(place)
 }
 
-/// Slack wants ids (`C…` channels, `U…` people): a `#name` or `@name` is refused with how to
-/// find the id.
-fn slack_names(s: &Settings, out: &mut Vec<String>) {
-    const CHANNEL: &str = "Slack channel ids look like C0123456789: open the channel's details \
-        in Slack; its id is at the bottom";
-    const USER: &str = "Slack user ids look like U0123456789: open their profile in Slack, \
-        then ⋮ → Copy member ID";
-    let mut check = |at: String, v: &str, channel: bool| {
-        if v.starts_with('#') || v.starts_with('@') {
-            let (what, how) = if channel {
-                ("channel", CHANNEL)
-            } else {
-                ("user", USER)
-            };
-            out.push(format!("{at}: {v:?} is a name, not a {what} id. {how}"));
-        }
-    };
-    for (j, c) in s.slack.channels.iter().enumerate() {
-        check(format!("slack.channels[{j}]"), c, true);
-    }
-    for (j, c) in s.slack.approvers.iter().enumerate() {
-        check(format!("slack.approvers[{j}]"), c, false);
-    }
-    for (k, p) in s.people.iter().enumerate() {
-        for (j, c) in p.slack.iter().enumerate() {
-            check(format!("people[{k}] ({:?}).slack[{j}]", p.name), c, false);
-        }
-    }
-}
-
 /// Warnings: settings that may be meant but probably do not do what was meant.
 pub(super) fn warnings(s: &Settings) -> Vec<String> {
     let mut out = Vec::new();
     for (k, p) in s.people.iter().enumerate() {
-        let spec_ids = [
-            p.telegram.len(),
-            p.feishu.len(),
-            p.slack.len(),
-            p.wecom.len(),
-            p.dingtalk.len(),
-            p.webhook.len(),
-            p.operator.len(),
-        ];
-        if spec_ids.iter().all(|n| *n == 0) {
+        if p.operator.is_empty() && p.ids.values().all(Vec::is_empty) {
             out.push(format!(
                 "people[{k}] ({:?}) has no id on any channel: no answer can be recognised as \
                  theirs, so they can never answer. Add their ids (telegram = [...], slack = \

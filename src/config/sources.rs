@@ -506,6 +506,6 @@ mod tests {
             "telegram.webhook"
         ));
         assert!(!mentions("xserver.listen", "server.listen"));
-        assert!(mentions("telegram.webhook_path.", "telegram.webhook_path"));
+        assert!(mentions("telegram.inbound_path.", "telegram.inbound_path"));
     }
 }

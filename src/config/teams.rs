@@ -1,8 +1,13 @@
 //! `[[people]]`, `[[groups]]` and `[[routes]]`: read and checked here, compiled into the
-//! core's [`Teams`]. A route's chats, receivers, Slack channels and webhooks must be ones
-//! the channels are configured with, its people and groups must exist, and a person it
-//! messages directly must have an id to message; everything is checked at start-up and by
+//! core's [`Teams`]. A person's ids and a route's places are listed under each channel's
+//! name (`telegram = [42]`, `slack = ["C0123"]`); which names exist, how each id is written,
+//! which places each channel is configured with and how a person is messaged directly are
+//! the channels' own to say (the registry, [`crate::channels::Channel`]), so nothing here
+//! names a channel. A route's people and groups must exist, and a person it messages
+//! directly must have an id to message; everything is checked at start-up and by
 //! `imrelay check-config`.
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -12,53 +17,54 @@ use crate::interaction::people::{GroupSpec, Identity, People, Person, PersonSpec
 use crate::interaction::routes::{Escalation, RouteSpec, Routes, Target};
 
 use super::Settings;
+use crate::channels::{Channel, Written};
 
-/// The channel name of Telegram identities and targets.
-pub const TELEGRAM: &str = "telegram";
-/// The channel name of Feishu identities and targets.
-pub const FEISHU: &str = "feishu";
-/// The channel name of Slack identities and targets.
-pub const SLACK: &str = "slack";
-/// The channel name of WeCom identities (userids) and targets (chats).
-pub const WECOM: &str = "wecom";
-/// The channel name of DingTalk identities and targets.
-pub const DINGTALK: &str = "dingtalk";
-/// The channel name of webhook identities (sender names) and targets (webhook names).
-pub const WEBHOOK: &str = "webhook";
+/// Ids or places listed under each channel's key (`telegram = [42]`, `slack = ["C0123"]`).
+pub type PerChannel = BTreeMap<String, Vec<Written>>;
+
+/// `list` as written ids or places: `written(vec![42])`, `written(vec!["C0123"])`.
+pub fn written<W: Into<Written>>(list: Vec<W>) -> Vec<Written> {
+    list.into_iter().map(Into::into).collect()
+}
+
 /// The channel name of operator identities (an operator token's label, for the inbox and
 /// the terminal).
 pub const OPERATOR: &str = "operator";
 
 /// One `[[people]]` table.
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
 pub struct PersonSettings {
     /// The name answers and refusals are recorded under.
     pub name: String,
-    /// Telegram user ids.
-    #[serde(default)]
-    pub telegram: Vec<u64>,
-    /// Feishu open_ids (`ou_...`) or user_ids.
-    #[serde(default)]
-    pub feishu: Vec<String>,
-    /// Slack user ids (`U...`).
-    #[serde(default)]
-    pub slack: Vec<String>,
-    /// WeCom userids.
-    #[serde(default)]
-    pub wecom: Vec<String>,
-    /// DingTalk userIds.
-    #[serde(default)]
-    pub dingtalk: Vec<String>,
-    /// Sender names in signed webhook answers.
-    #[serde(default)]
-    pub webhook: Vec<String>,
     /// Labels of operator tokens (the inbox, the terminal).
     #[serde(default)]
     pub operator: Vec<String>,
     /// Groups they belong to.
     #[serde(default)]
     pub groups: Vec<String>,
+    /// Their ids on each channel, under the channel's name (`telegram = [42]`,
+    /// `feishu = ["ou_..."]`, `webhook = ["sender"]`).
+    #[serde(flatten)]
+    pub ids: PerChannel,
+}
+
+impl PersonSettings {
+    /// A person called `name` with no ids yet.
+    pub fn named(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            ..Self::default()
+        }
+    }
+
+    /// With `ids` on the channel called `channel`.
+    pub fn on<W: Into<Written>>(mut self, channel: &str, ids: impl IntoIterator<Item = W>) -> Self {
+        self.ids
+            .entry(channel.to_string())
+            .or_default()
+            .extend(ids.into_iter().map(Into::into));
+        self
+    }
 }
 
 /// One `[[groups]]` table.
@@ -74,7 +80,6 @@ pub struct GroupSettings {
 
 /// One `[[routes]]` table.
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
 pub struct RouteSettings {
     /// The route's name: on every copy, in filters and in the audit trail.
     pub name: String,
@@ -101,25 +106,10 @@ pub struct RouteSettings {
     /// Only interactions carrying every one of these labels; empty: any.
     #[serde(default, deserialize_with = "crate::settings::one_or_many")]
     pub labels: Vec<String>,
-    /// Telegram chats it posts to (ids listed in `telegram.chats`).
-    #[serde(default)]
-    pub telegram: Vec<i64>,
-    /// Feishu receivers it sends cards to (`type:id`, as listed in `feishu.receivers`).
-    #[serde(default)]
-    pub feishu: Vec<String>,
-    /// Slack conversations it posts to (ids listed in `slack.channels`).
-    #[serde(default)]
-    pub slack: Vec<String>,
-    /// WeCom chats it sends cards to (listed in `wecom.chats`).
-    #[serde(default)]
-    pub wecom: Vec<String>,
-    /// DingTalk groups it sends cards to (openConversationIds listed in
-    /// `dingtalk.conversations`).
-    #[serde(default)]
-    pub dingtalk: Vec<String>,
-    /// Webhooks it delivers to (names of `[[webhooks]]`).
-    #[serde(default)]
-    pub webhooks: Vec<String>,
+    /// The places it posts to, under each channel's name (`telegram = [-1001]`,
+    /// `slack = ["C0123"]`, `webhooks = ["ci"]`): each listed in that channel's section.
+    #[serde(flatten)]
+    pub places: PerChannel,
     /// People it messages directly, on every chat channel they have an id on.
     #[serde(default, deserialize_with = "crate::settings::one_or_many")]
     pub direct: Vec<String>,
@@ -148,26 +138,10 @@ pub struct RouteSettings {
 /// receivers, Slack channels, webhooks, people's direct messages) and more people who may
 /// answer it. The first copies stay live.
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
 pub struct EscalateTo {
-    /// Telegram chats (ids listed in `telegram.chats`).
-    #[serde(default)]
-    pub telegram: Vec<i64>,
-    /// Feishu receivers (`type:id`, as listed in `feishu.receivers`).
-    #[serde(default)]
-    pub feishu: Vec<String>,
-    /// Slack conversations (ids listed in `slack.channels`).
-    #[serde(default)]
-    pub slack: Vec<String>,
-    /// WeCom chats (listed in `wecom.chats`).
-    #[serde(default)]
-    pub wecom: Vec<String>,
-    /// DingTalk group conversations (openConversationIds listed in `dingtalk.conversations`).
-    #[serde(default)]
-    pub dingtalk: Vec<String>,
-    /// Webhooks (names of `[[webhooks]]`).
-    #[serde(default)]
-    pub webhooks: Vec<String>,
+    /// More places to post to, under each channel's name, as in a route.
+    #[serde(flatten)]
+    pub places: PerChannel,
     /// People to message directly, on every chat channel they have an id on.
     #[serde(default)]
     pub direct: Vec<String>,
@@ -178,24 +152,14 @@ pub struct EscalateTo {
 
 /// The places a route (or its escalation) names, as configured.
 struct Places<'a> {
-    telegram: &'a [i64],
-    feishu: &'a [String],
-    slack: &'a [String],
-    wecom: &'a [String],
-    dingtalk: &'a [String],
-    webhooks: &'a [String],
+    listed: &'a PerChannel,
     direct: &'a [String],
 }
 
 impl RouteSettings {
     fn places(&self) -> Places<'_> {
         Places {
-            telegram: &self.telegram,
-            feishu: &self.feishu,
-            slack: &self.slack,
-            wecom: &self.wecom,
-            dingtalk: &self.dingtalk,
-            webhooks: &self.webhooks,
+            listed: &self.places,
             direct: &self.direct,
         }
     }
@@ -204,61 +168,54 @@ impl RouteSettings {
 impl EscalateTo {
     fn places(&self) -> Places<'_> {
         Places {
-            telegram: &self.telegram,
-            feishu: &self.feishu,
-            slack: &self.slack,
-            wecom: &self.wecom,
-            dingtalk: &self.dingtalk,
-            webhooks: &self.webhooks,
+            listed: &self.places,
             direct: &self.direct,
         }
     }
 }
 
+/// The channel whose `key` (its route or person key) is `key`, or an error naming the
+/// channels there are.
+fn channel<'s>(
+    s: &'s Settings,
+    key: &str,
+    of: fn(&dyn Channel) -> &'static str,
+) -> Result<&'s dyn Channel, String> {
+    s.channels()
+        .into_iter()
+        .find(|c| of(*c) == key)
+        .ok_or_else(|| {
+            let names: Vec<&str> = s.channels().iter().map(|c| of(*c)).collect();
+            format!(
+                "{key:?} is not a channel (the channels: {}): check the spelling",
+                names.join(", ")
+            )
+        })
+}
+
 impl PersonSettings {
-    fn spec(&self) -> PersonSpec {
+    fn spec(&self, s: &Settings, k: usize) -> Result<PersonSpec, String> {
+        let at = |f: &str| format!("people[{k}] ({:?}).{f}", self.name);
         let mut identities = Vec::new();
-        identities.extend(
-            self.telegram
-                .iter()
-                .map(|id| Identity::new(TELEGRAM, id.to_string())),
-        );
-        identities.extend(
-            self.feishu
-                .iter()
-                .map(|id| Identity::new(FEISHU, id.clone())),
-        );
-        identities.extend(self.slack.iter().map(|id| Identity::new(SLACK, id.clone())));
-        identities.extend(self.wecom.iter().map(|id| Identity::new(WECOM, id.clone())));
-        identities.extend(
-            self.dingtalk
-                .iter()
-                .map(|id| Identity::new(DINGTALK, id.clone())),
-        );
-        identities.extend(
-            self.webhook
-                .iter()
-                .map(|id| Identity::new(WEBHOOK, id.clone())),
-        );
+        for (key, ids) in &self.ids {
+            let c = channel(s, key, |c| c.person_key()).map_err(|e| format!("{}: {e}", at(key)))?;
+            for (j, id) in ids.iter().enumerate() {
+                let id = c
+                    .person_id(id)
+                    .map_err(|e| format!("{}: {e}", at(&format!("{key}[{j}]"))))?;
+                identities.push(Identity::new(c.name(), id));
+            }
+        }
         identities.extend(
             self.operator
                 .iter()
                 .map(|id| Identity::new(OPERATOR, id.clone())),
         );
-        PersonSpec {
+        Ok(PersonSpec {
             name: self.name.clone(),
             identities,
             groups: self.groups.clone(),
-        }
-    }
-}
-
-/// A Feishu receiver for a person's id: an open_id (`ou_...`) or a user_id.
-fn feishu_direct(id: &str) -> String {
-    if id.starts_with("ou_") {
-        format!("open_id:{id}")
-    } else {
-        format!("user_id:{id}")
+        })
     }
 }
 
@@ -280,9 +237,16 @@ fn targets(
         };
         let direct = direct_targets(s, p);
         if direct.is_empty() {
+            let chats: Vec<&str> = s
+                .channels()
+                .iter()
+                .filter(|c| c.is_chat())
+                .map(|c| c.name())
+                .collect();
             return Err(format!(
-                "{}: {name:?} has no id on an enabled chat channel (telegram, feishu, slack, dingtalk, wecom) to message",
-                at(&format!("direct[{j}]"))
+                "{}: {name:?} has no id on an enabled chat channel ({}) to message",
+                at(&format!("direct[{j}]")),
+                chats.join(", ")
             ));
         }
         targets.extend(direct);
@@ -292,67 +256,25 @@ fn targets(
     Ok(targets)
 }
 
-/// The chats, receivers, channels, conversations and webhooks `p` lists, each checked
-/// against its channel's settings; `at` names a field in errors.
+/// The places `p` lists on each channel, each checked against that channel's settings;
+/// `at` names a field in errors.
 fn listed_targets(
     s: &Settings,
     p: &Places<'_>,
     at: &dyn Fn(&str) -> String,
 ) -> Result<Vec<Target>, String> {
     let mut targets = Vec::new();
-    for (j, chat) in p.telegram.iter().enumerate() {
-        if !s.telegram.chats.contains(chat) {
-            return Err(format!(
-                "{}: chat {chat} is not in telegram.chats: add it there, or route to a listed chat",
-                at(&format!("telegram[{j}]"))
-            ));
+    for (key, places) in p.listed {
+        let c = channel(s, key, |c| c.route_key()).map_err(|e| format!("{}: {e}", at(key)))?;
+        let configured = c.places();
+        for (j, place) in places.iter().enumerate() {
+            let at = || at(&format!("{key}[{j}]"));
+            let place = c.place(place).map_err(|e| format!("{}: {e}", at()))?;
+            if !configured.contains(&place) {
+                return Err(format!("{}: {}", at(), c.unlisted(&place)));
+            }
+            targets.push(Target::new(c.name(), place));
         }
-        targets.push(Target::new(TELEGRAM, chat.to_string()));
-    }
-    for (j, rec) in p.feishu.iter().enumerate() {
-        if !s.feishu.receivers.iter().any(|x| x.address() == *rec) {
-            return Err(format!(
-                "{}: {rec:?} is not in feishu.receivers (written `type:id`, e.g. \"chat_id:oc_...\")",
-                at(&format!("feishu[{j}]"))
-            ));
-        }
-        targets.push(Target::new(FEISHU, rec.clone()));
-    }
-    for (j, c) in p.slack.iter().enumerate() {
-        if !s.slack.channels.contains(c) {
-            return Err(format!(
-                "{}: {c:?} is not in slack.channels",
-                at(&format!("slack[{j}]"))
-            ));
-        }
-        targets.push(Target::new(SLACK, c.clone()));
-    }
-    for (j, c) in p.wecom.iter().enumerate() {
-        if !s.wecom.chats.contains(c) {
-            return Err(format!(
-                "{}: {c:?} is not in wecom.chats",
-                at(&format!("wecom[{j}]"))
-            ));
-        }
-        targets.push(Target::new(WECOM, c.clone()));
-    }
-    for (j, c) in p.dingtalk.iter().enumerate() {
-        if !s.dingtalk.conversations.contains(c) {
-            return Err(format!(
-                "{}: {c:?} is not in dingtalk.conversations",
-                at(&format!("dingtalk[{j}]"))
-            ));
-        }
-        targets.push(Target::new(DINGTALK, c.clone()));
-    }
-    for (j, w) in p.webhooks.iter().enumerate() {
-        if !s.webhooks.iter().any(|x| x.name == *w) {
-            return Err(format!(
-                "{}: {w:?} is not the name of a [[webhooks]] entry",
-                at(&format!("webhooks[{j}]"))
-            ));
-        }
-        targets.push(Target::new(WEBHOOK, w.clone()));
     }
     Ok(targets)
 }
@@ -360,26 +282,14 @@ fn listed_targets(
 /// Where to message `p` directly: their ids on every enabled chat channel.
 fn direct_targets(s: &Settings, p: &Person) -> Vec<Target> {
     let mut targets = Vec::new();
-    if s.telegram.enabled {
-        targets.extend(p.ids_on(TELEGRAM).map(|id| Target::new(TELEGRAM, id)));
-    }
-    if s.feishu.enabled {
-        targets.extend(
-            p.ids_on(FEISHU)
-                .map(|id| Target::new(FEISHU, feishu_direct(id))),
-        );
-    }
-    if s.slack.enabled {
-        targets.extend(p.ids_on(SLACK).map(|id| Target::new(SLACK, id)));
-    }
-    if s.wecom.enabled {
-        targets.extend(p.ids_on(WECOM).map(|id| Target::new(WECOM, id)));
-    }
-    if s.dingtalk.enabled {
-        targets.extend(
-            p.ids_on(DINGTALK)
-                .map(|id| Target::new(DINGTALK, format!("user:{id}"))),
-        );
+    for c in s.channels() {
+        if c.enabled() && c.is_chat() {
+            targets.extend(
+                p.ids_on(c.name())
+                    .filter_map(|id| c.direct(id))
+                    .map(|to| Target::new(c.name(), to)),
+            );
+        }
     }
     targets
 }
@@ -427,8 +337,14 @@ pub fn people(s: &Settings) -> Result<People, String> {
             }
         }
     }
+    let specs = s
+        .people
+        .iter()
+        .enumerate()
+        .map(|(k, p)| p.spec(s, k))
+        .collect::<Result<Vec<_>, _>>()?;
     People::new(
-        s.people.iter().map(PersonSettings::spec).collect(),
+        specs,
         s.groups
             .iter()
             .map(|g| GroupSpec {
@@ -479,20 +395,6 @@ pub fn compile(s: &Settings) -> Result<Teams, String> {
     Ok(Teams { people, routes })
 }
 
-/// The chat channel `c` is, among those whose approvers routes can name (`None`: another).
-fn chat_name(s: &Settings, c: &dyn crate::channels::Channel) -> Option<&'static str> {
-    let c = c as *const dyn crate::channels::Channel;
-    if std::ptr::addr_eq(c, &s.telegram) {
-        Some(TELEGRAM)
-    } else if std::ptr::addr_eq(c, &s.feishu) {
-        Some(FEISHU)
-    } else if std::ptr::addr_eq(c, &s.slack) {
-        Some(SLACK)
-    } else {
-        None
-    }
-}
-
 /// Settings that are valid but probably not what was meant, knowing the routes: a chat
 /// channel nobody may answer on (its own approver list empty, and no route's approver has
 /// an id there), and a route whose approvers have no id on a chat channel it sends to.
@@ -518,11 +420,12 @@ pub fn warnings(s: &Settings) -> Vec<String> {
     };
     let mut out = Vec::new();
     for c in s.channels() {
-        match chat_name(s, c) {
-            Some(name) if routed(name) => {}
-            _ => out.extend(c.warnings()),
+        if !(c.is_chat() && routed(c.name())) {
+            out.extend(c.nobody_answers());
         }
+        out.extend(c.warnings());
     }
+    let chat = |name: &str| s.channels().iter().any(|c| c.is_chat() && c.name() == name);
     for r in teams.routes.routes() {
         let spec = r.spec();
         if spec.approvers.is_empty() {
@@ -532,7 +435,7 @@ pub fn warnings(s: &Settings) -> Vec<String> {
             .targets
             .iter()
             .map(|t| t.channel.as_str())
-            .filter(|c| [TELEGRAM, FEISHU, SLACK].contains(c))
+            .filter(|c| chat(c))
             .collect();
         channels.dedup();
         for channel in channels {
@@ -773,6 +676,66 @@ timeout_secs = 600
     }
 
     #[test]
+    fn every_chat_channel_is_known_to_the_warnings_through_the_registry() {
+        // DingTalk and WeCom with empty approver lists, answered through a route's approvers.
+        let mut s = settings(
+            "[[people]]\nname = \"chen\"\ndingtalk = [\"u-chen\"]\nwecom = [\"chen\"]\n\
+             [[routes]]\nname = \"data\"\ndingtalk = [\"cid-1\"]\nwecom = [\"wr-1\"]\n\
+             approvers = [\"chen\"]\ntool = [\"Bash\"]\n\
+             [[routes]]\nname = \"ops\"\ndingtalk = [\"cid-1\"]\napprovers = [\"alice\"]",
+        );
+        s.dingtalk.enabled = true;
+        s.dingtalk.conversations = vec!["cid-1".into()];
+        s.wecom.enabled = true;
+        s.wecom.chats = vec!["wr-1".into()];
+        compile(&s).unwrap();
+        let w = warnings(&s).join("\n");
+        assert!(!w.contains("dingtalk.approvers is empty"), "{w}");
+        assert!(!w.contains("wecom.approvers is empty"), "{w}");
+        assert!(
+            w.contains(
+                "route \"ops\" sends to dingtalk, but none of its approvers (alice) has a \
+                 dingtalk id"
+            ),
+            "{w}"
+        );
+        // Chen messaged directly: on DingTalk as a user, on WeCom by userid.
+        let t = compile(&s).unwrap();
+        assert_eq!(
+            t.people.person("chen").unwrap().ids_on("dingtalk").count(),
+            1
+        );
+    }
+
+    #[test]
+    fn ids_and_places_are_read_by_their_channel() {
+        let refused = |people: &str, routes: &str| {
+            let mut s = settings(routes);
+            let f: File = toml::from_str(people).unwrap();
+            s.people.extend(f.people);
+            compile(&s).unwrap_err()
+        };
+        let e = refused("[[people]]\nname = \"eve\"\ntelegarm = [1]", "");
+        assert!(
+            e.contains("people[2] (\"eve\").telegarm: \"telegarm\" is not a channel")
+                && e.contains("telegram, feishu, slack"),
+            "{e}"
+        );
+        let e = refused("[[people]]\nname = \"eve\"\ntelegram = [\"eve\"]", "");
+        assert!(
+            e.contains("people[2] (\"eve\").telegram[0]: \"eve\" is a text"),
+            "{e}"
+        );
+        let e = refused("", "[[routes]]\nname = \"r\"\nslack = [\"C1\"]");
+        assert!(
+            e.contains("routes[0] (\"r\").slack[0]: \"C1\" is not in slack.chats"),
+            "{e}"
+        );
+        let e = refused("", "[[routes]]\nname = \"r\"\nwebhook = [\"pager\"]");
+        assert!(e.contains("\"webhook\" is not a channel"), "{e}");
+    }
+
+    #[test]
     fn an_escalation_compiles_with_its_places_and_shows_in_the_table() {
         let s = settings(
             r#"
@@ -801,8 +764,8 @@ approvers = ["bob"]
         assert_eq!(
             e.targets,
             [
-                Target::new(FEISHU, "open_id:ou_b"),
-                Target::new(TELEGRAM, "-1002")
+                Target::new("feishu", "open_id:ou_b"),
+                Target::new("telegram", "-1002")
             ]
         );
         assert_eq!(e.approvers, ["bob"]);
@@ -854,12 +817,9 @@ approvers = ["bob"]
             "{e}"
         );
         let e = refused("[[routes]]\nname = \"r\"\nfeishu = [\"chat_id:oc_9\"]");
-        assert!(
-            e.contains("feishu[0]") && e.contains("feishu.receivers"),
-            "{e}"
-        );
+        assert!(e.contains("feishu[0]") && e.contains("feishu.chats"), "{e}");
         let e = refused("[[routes]]\nname = \"r\"\nslack = [\"C9\"]");
-        assert!(e.contains("slack.channels"), "{e}");
+        assert!(e.contains("slack.chats"), "{e}");
         let e = refused("[[routes]]\nname = \"r\"\nwebhooks = [\"nope\"]");
         assert!(e.contains("[[webhooks]]"), "{e}");
         let e = refused("[[routes]]\nname = \"r\"\ndirect = [\"carol\"]");

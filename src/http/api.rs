@@ -187,6 +187,7 @@ impl CreateBody {
     }
 }
 
+/// The query of `POST /v1/interactions`: how long to wait for the answer.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CreateQuery {
@@ -247,6 +248,7 @@ pub async fn create(
     }
 }
 
+/// The query of `GET /v1/interactions`: which, how many, from where.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ListParams {
@@ -452,6 +454,7 @@ pub async fn display(
     .into_response())
 }
 
+/// The query of `GET /v1/interactions/{id}/wait`: how long to wait.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WaitParams {
@@ -553,6 +556,7 @@ pub async fn respond(
     Ok(json_response(StatusCode::OK, &out))
 }
 
+/// The body of a cancel: why, if said.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CancelParams {
@@ -583,6 +587,7 @@ pub async fn cancel(
     Ok(outcome_response(&resolved))
 }
 
+/// The query of `GET /v1/audit`: where to start and how many.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AuditParams {

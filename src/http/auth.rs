@@ -25,27 +25,7 @@ use super::{AppState, quota};
 use crate::config::AuthSettings;
 use crate::wire::Principal;
 
-/// What a route requires.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Scope {
-    /// An agent token.
-    Agent,
-    /// An operator token.
-    Operator,
-    /// Either kind of token.
-    Any,
-}
-
-impl Scope {
-    /// The scope in words: `agent`, `operator`, `agent or operator`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Scope::Agent => "agent",
-            Scope::Operator => "operator",
-            Scope::Any => "agent or operator",
-        }
-    }
-}
+pub use super::quota::Scope;
 
 /// The configured tokens, as digests, and the operator tokens' labels (in the same order).
 pub struct Auth {
@@ -229,11 +209,7 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Role {
         parts: &mut axum::http::request::Parts,
         _: &S,
     ) -> Result<Self, Self::Rejection> {
-        Ok(parts
-            .extensions
-            .get::<Role>()
-            .copied()
-            .unwrap_or(Role::Agent))
+        Ok(crate::wire::extension_or(parts, Role::Agent))
     }
 }
 

@@ -39,7 +39,12 @@ pub struct NewGrant {
 /// Who asks, as the request's operator token says: a labelled token is a person, whose
 /// identity decides; a token without a label (or this machine without tokens) is an
 /// administrator's, named as the request gives.
-fn grantor(state: &AppState, principal: &Principal, via: Via, by: Option<String>) -> Grantor {
+pub(super) fn grantor(
+    state: &AppState,
+    principal: &Principal,
+    via: Via,
+    by: Option<String>,
+) -> Grantor {
     let asked = super::operator::responder(
         principal,
         Responder {

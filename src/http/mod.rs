@@ -9,7 +9,7 @@
 //! | `GET /`, `GET /livez`, `GET /healthz`, `GET /metrics` | none |
 //! | `POST /v1/interactions`, `GET /v1/interactions/{id}/wait`, `DELETE /v1/interactions/{id}`, `POST /v1/hooks/claude-code` | agent |
 //! | `POST`, `GET`, `DELETE /mcp` (the MCP endpoint, mounted by the app) | agent |
-//! | `GET /v1/interactions`, `POST /v1/interactions/{id}/respond`, `POST /v1/respond`, `GET /v1/events`, `GET /v1/audit`, `GET`, `POST /v1/grants`, `DELETE /v1/grants/{id}` | operator |
+//! | `GET /v1/interactions`, `POST /v1/interactions/{id}/respond`, `POST /v1/respond`, `GET /v1/events`, `GET /v1/audit`, `GET`, `POST /v1/grants`, `DELETE /v1/grants/{id}`, `GET /v1/sessions`, `GET /v1/sessions/{agent}/{id}`, `POST /v1/sessions/{agent}/{id}/messages` | operator |
 //! | `POST /v1/webhooks/{name}/respond` | a Standard Webhooks signature (see [`crate::channels::webhook`]) |
 //! | `GET /v1/interactions/{id}` | agent or operator (whichever check passes) |
 //!
@@ -31,6 +31,7 @@ pub mod operator;
 pub mod quota;
 mod refused;
 pub mod server;
+pub mod sessions;
 pub mod sse;
 mod summary;
 
@@ -115,6 +116,12 @@ pub fn router(state: AppState, extra: Router, agent_extra: Router<AppState>) -> 
         .route("/v1/grants", get(grants::list).post(grants::add))
         .route("/v1/grants/{id}", axum::routing::delete(grants::revoke))
         .route("/v1/me", get(operator::me))
+        .route("/v1/sessions", get(sessions::list))
+        .route("/v1/sessions/{agent}/{id}", get(sessions::get))
+        .route(
+            "/v1/sessions/{agent}/{id}/messages",
+            post(sessions::message),
+        )
         .route_layer(from_fn_with_state(state.clone(), auth::operator));
     let either = Router::new()
         .route("/v1/interactions/{id}", get(api::get))

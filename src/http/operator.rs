@@ -83,7 +83,7 @@ pub async fn admit(
             &responder.via,
             &format!("not an approver of route {route:?}"),
         )
-        .await;
+        .await?;
     Err(ApiError::new(
         StatusCode::FORBIDDEN,
         NOT_AN_APPROVER,

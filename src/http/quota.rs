@@ -21,11 +21,32 @@ use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use prometheus_client::metrics::counter::Counter;
 
-use super::auth::Scope;
 use super::error::ApiError;
 use crate::metrics::Metrics;
 use crate::sync::LockExt;
 use crate::wire::Principal;
+
+/// What a route requires.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Scope {
+    /// An agent token.
+    Agent,
+    /// An operator token.
+    Operator,
+    /// Either kind of token.
+    Any,
+}
+
+impl Scope {
+    /// The scope in words: `agent`, `operator`, `agent or operator`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scope::Agent => "agent",
+            Scope::Operator => "operator",
+            Scope::Any => "agent or operator",
+        }
+    }
+}
 
 /// What `Retry-After` tells a client over its share, in seconds.
 const RETRY_AFTER_SECS: u64 = 1;

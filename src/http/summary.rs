@@ -219,6 +219,7 @@ mod tests {
     use super::*;
     use crate::interaction::{InteractionId, Outcome, Via, now};
     use serde_json::json;
+    use std::sync::Arc;
 
     fn bash(command: &str) -> Interaction {
         let input = json!({"command": command, "description": "d"});
@@ -245,7 +246,7 @@ mod tests {
         i.description = Some("d".into());
         i.cwd = Some("/tmp".into());
         i.labels = vec!["prod".into()].into_boxed_slice();
-        i.route = Some(Box::new(
+        i.route = Some(Arc::new(
             crate::interaction::routes::RouteStamp::default_route(),
         ));
         let mut whole = serde_json::to_value(&i).unwrap();

@@ -61,6 +61,7 @@ pub mod quorum;
 mod refusals;
 mod registry;
 pub mod routes;
+pub mod sessions;
 mod suggestions;
 
 pub use answer::{Answer, MAX_BY_CHARS, Responder, cancelled, expired, resolution_for};
@@ -79,8 +80,8 @@ pub use question::{
 pub use refusals::RefusalLimiter;
 pub use registry::{
     Created, Full, GrantRequest, Grantor, Lifecycle, LongPoll, MAX_LABEL_CHARS, MAX_LABELS,
-    NewInteraction, POLICY_VIA, Registry, RegistryConfig, RegistryError, Teams, audit_outcome,
-    describe,
+    MAX_SESSIONS, NewInteraction, POLICY_VIA, Registry, RegistryConfig, RegistryError,
+    SessionReport, SessionView, Teams, Unrecorded, audit_outcome, describe,
 };
 pub use suggestions::{
     DESTINATIONS, PROCESS_LIFETIME, applied_with_a_grant, outlives_the_session, valid_suggestions,

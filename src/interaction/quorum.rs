@@ -12,12 +12,10 @@
 //! channel, is refused; the vote that reaches the count decides. Questions and forms are
 //! not voted on: the first answer resolves them.
 
-use jiff::Timestamp;
-use serde::{Deserialize, Serialize};
-
-use super::model::{Interaction, Kind, Via, millis};
+use super::model::{Interaction, Kind};
+pub use super::model::{Quorum, Vote};
 use super::people::People;
-use super::ports::Effects;
+pub use super::ports::{Ballot, Count, VoteOutcome};
 
 /// The channel name of an answer from the inbox or the API, as people know its identity
 /// (an operator token's label).
@@ -26,65 +24,6 @@ pub const OPERATOR: &str = "operator";
 /// The one person every administrator's token (an operator token without a label, or this
 /// machine without tokens) counts as in a vote, whatever name its answers give.
 pub const ADMINISTRATOR: &str = "administrator";
-
-/// How many different people decide an approval.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Quorum {
-    /// Different people who must allow it (at least 2 for a quorum to mean anything).
-    pub allow: u32,
-    /// Different people whose deny denies it (1: one deny denies).
-    #[serde(default = "one")]
-    pub deny: u32,
-}
-
-fn one() -> u32 {
-    1
-}
-
-impl Quorum {
-    /// The quorum of a route or rule configured with `allow` and `deny` (`None`: none, or
-    /// one person, which is no quorum at all).
-    pub fn of(allow: Option<u32>, deny: Option<u32>) -> Option<Self> {
-        let allow = allow.filter(|a| *a > 1)?;
-        Some(Self {
-            allow,
-            deny: deny.unwrap_or(1).clamp(1, allow),
-        })
-    }
-
-    /// The stricter of two quorums: the larger allow count, the smaller deny count.
-    pub fn stricter(a: Option<Self>, b: Option<Self>) -> Option<Self> {
-        match (a, b) {
-            (Some(a), Some(b)) => Some(Self {
-                allow: a.allow.max(b.allow),
-                deny: a.deny.min(b.deny),
-            }),
-            (a, b) => a.or(b),
-        }
-    }
-
-    /// How many votes on `allow`'s side decide.
-    pub fn needed(&self, allow: bool) -> u32 {
-        if allow { self.allow } else { self.deny }
-    }
-}
-
-/// One person's vote on an approval.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Vote {
-    /// Who, as a person: a configured person's name, or `channel:id` for an identity nobody
-    /// configured. One vote per person.
-    pub person: String,
-    /// The name shown ("alice").
-    pub by: String,
-    /// The channel it came through.
-    pub via: Via,
-    /// Allow (`true`) or deny.
-    pub allow: bool,
-    /// When.
-    #[serde(serialize_with = "millis")]
-    pub at: Timestamp,
-}
 
 /// Whether `i` is decided by votes: an approval with a quorum, still pending or not.
 pub fn is_voted(i: &Interaction) -> bool {
@@ -141,99 +80,12 @@ pub fn expiry_message(i: &Interaction) -> Option<String> {
     ))
 }
 
-/// One vote for the store to record and count in one transaction.
-#[derive(Clone, Debug)]
-pub struct Ballot {
-    /// The interaction voted on, as the voter saw it (its id and creation time name it).
-    pub interaction: std::sync::Arc<Interaction>,
-    /// The vote.
-    pub vote: Vote,
-    /// How many votes on the vote's side decide.
-    pub needed: u32,
-    /// The interaction resolved by this vote, should it decide (its votes are filled in
-    /// by the store with every vote counted).
-    pub decided: std::sync::Arc<Interaction>,
-    /// What a deciding vote records: its resolution's outbox jobs and audit entries.
-    pub decided_effects: Effects,
-    /// What a vote that does not decide records: the outbox jobs that show the votes on
-    /// every copy, and its audit entry.
-    pub recorded_effects: Effects,
-}
-
-impl Ballot {
-    /// `current` with the votes `votes` (what the store counted), decided or not.
-    pub fn with_votes(i: &Interaction, votes: Vec<Vote>) -> Interaction {
-        Interaction {
-            votes: votes.into_boxed_slice(),
-            ..i.clone()
-        }
-    }
-
-    /// Whether `votes` (every vote counted, this one included) decide on the vote's side.
-    pub fn decides(&self, votes: &[Vote]) -> bool {
-        let same = votes.iter().filter(|v| v.allow == self.vote.allow).count();
-        u32::try_from(same).unwrap_or(u32::MAX) >= self.needed
-    }
-}
-
-/// What a store does with a ballot, given the interaction as it is stored now (read under
-/// the transaction's lock), votes included.
-#[derive(Debug)]
-pub enum Count {
-    /// Nothing to record: the outcome as it is.
-    Refused(VoteOutcome),
-    /// Record the vote and keep the interaction pending with these votes (the
-    /// `recorded_effects` go with it).
-    Recorded(Interaction),
-    /// Record the vote and resolve: the interaction resolved with every vote (the
-    /// `decided_effects` go with it).
-    Decided(Interaction),
-}
-
-impl Ballot {
-    /// What this ballot does to `stored` (`None`: no row with its id).
-    pub fn count(&self, stored: Option<&std::sync::Arc<Interaction>>) -> Count {
-        let Some(current) = stored.filter(|s| s.created_at == self.interaction.created_at) else {
-            return Count::Refused(VoteOutcome::NotFound);
-        };
-        if !current.is_pending() {
-            return Count::Refused(VoteOutcome::AlreadyResolved(current.clone()));
-        }
-        if let Some(earlier) = current.votes.iter().find(|v| v.person == self.vote.person) {
-            return Count::Refused(VoteOutcome::AlreadyVoted(
-                Box::new(earlier.clone()),
-                current.clone(),
-            ));
-        }
-        let mut votes = current.votes.to_vec();
-        votes.push(self.vote.clone());
-        if self.decides(&votes) {
-            Count::Decided(Self::with_votes(&self.decided, votes))
-        } else {
-            Count::Recorded(Self::with_votes(current, votes))
-        }
-    }
-}
-
-/// What recording a vote did.
-#[derive(Clone, Debug)]
-pub enum VoteOutcome {
-    /// Recorded; not decided yet: the interaction with every vote so far.
-    Recorded(std::sync::Arc<Interaction>),
-    /// Recorded, and it decided: the interaction resolved, with every vote.
-    Decided(std::sync::Arc<Interaction>),
-    /// This person voted already: their earlier vote, and the interaction as it is.
-    AlreadyVoted(Box<Vote>, std::sync::Arc<Interaction>),
-    /// It was resolved already: the winner.
-    AlreadyResolved(std::sync::Arc<Interaction>),
-    /// No such interaction (or another incarnation of its id).
-    NotFound,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::interaction::InteractionId;
+    use crate::interaction::model::Via;
+    use jiff::Timestamp;
 
     fn vote(person: &str, via: &str, allow: bool) -> Vote {
         Vote {

@@ -18,8 +18,9 @@
 //! answer it from then on. The escalation is part of the stamp, so every process agrees on
 //! it whatever its configuration says later.
 
+use std::sync::Arc;
+
 use globset::GlobMatcher;
-use serde::{Deserialize, Serialize};
 
 use super::model::{Interaction, Kind};
 use super::people::{People, Person};
@@ -27,32 +28,8 @@ use super::policy::pattern;
 
 mod escalation;
 
-pub use escalation::Escalation;
+pub use super::model::{DEFAULT_ROUTE, Escalation, RouteStamp, Target, route_name};
 use escalation::{check_escalation, escalated};
-
-/// The implicit last route's name.
-pub const DEFAULT_ROUTE: &str = "default";
-
-/// A place a route sends its interactions: a channel's name (`telegram`, `feishu`, `slack`,
-/// `webhook`) and the address that channel reads (a chat id, `type:id` receiver, a
-/// conversation id, a webhook's name).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct Target {
-    /// The channel's name.
-    pub channel: String,
-    /// The address on it.
-    pub to: String,
-}
-
-impl Target {
-    /// A target on `channel`.
-    pub fn new(channel: impl Into<String>, to: impl Into<String>) -> Self {
-        Self {
-            channel: channel.into(),
-            to: to.into(),
-        }
-    }
-}
 
 /// A route as given, before [`Routes::new`] checks it.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -100,6 +77,9 @@ pub struct RouteError {
 #[derive(Clone, Debug)]
 pub struct Route {
     spec: RouteSpec,
+    /// The stamp its interactions carry, made once: every interaction taking the route
+    /// shares it (pending interactions are held in memory).
+    stamp: Arc<RouteStamp>,
     agents: Vec<GlobMatcher>,
     sessions: Vec<GlobMatcher>,
     cwds: Vec<GlobMatcher>,
@@ -180,14 +160,9 @@ impl Route {
             .all(|l| i.labels.iter().any(|have| &**have == l.as_str()))
     }
 
-    /// The stamp an interaction taking this route carries.
-    pub fn stamp(&self) -> RouteStamp {
-        RouteStamp {
-            name: self.spec.name.clone(),
-            targets: Some(self.spec.targets.clone()),
-            approvers: self.spec.approvers.clone(),
-            escalation: self.spec.escalation.clone(),
-        }
+    /// The stamp an interaction taking this route carries (one, shared).
+    pub fn stamp(&self) -> Arc<RouteStamp> {
+        self.stamp.clone()
     }
 
     /// How many people decide its approvals; `None`: one.
@@ -211,44 +186,12 @@ impl Route {
     }
 }
 
-/// The route an interaction took, as it is stored with it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RouteStamp {
-    /// The route's name.
-    pub name: String,
-    /// Where it was sent; `None`: everywhere (the implicit last route).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub targets: Option<Vec<Target>>,
-    /// The people and groups who may answer it; empty: the channels' approver lists.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub approvers: Vec<String>,
-    /// Where it goes, and who may answer it too, when nobody answered in time.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub escalation: Option<Escalation>,
+/// The implicit last route's stamp, one for every interaction that takes it.
+fn default_stamp() -> Arc<RouteStamp> {
+    static DEFAULT: std::sync::LazyLock<Arc<RouteStamp>> =
+        std::sync::LazyLock::new(|| Arc::new(RouteStamp::default_route()));
+    DEFAULT.clone()
 }
-
-impl RouteStamp {
-    /// The implicit last route's stamp.
-    pub fn default_route() -> Self {
-        Self {
-            name: DEFAULT_ROUTE.into(),
-            targets: None,
-            approvers: Vec::new(),
-            escalation: None,
-        }
-    }
-
-    /// The addresses on `channel` this interaction goes to: `None` when it goes to every
-    /// place the channel is configured with.
-    pub fn addresses<'a>(&'a self, channel: &'a str) -> Option<impl Iterator<Item = &'a str>> {
-        self.targets.as_ref().map(move |t| {
-            t.iter()
-                .filter(move |t| t.channel == channel)
-                .map(|t| t.to.as_str())
-        })
-    }
-}
-
 /// The places on `channel` an interaction goes to: its route's addresses when it was routed,
 /// otherwise every one the channel is configured with (`configured`).
 pub fn destinations<'a>(
@@ -322,13 +265,6 @@ pub fn route_admission(
         _ if listed => Admission::Admitted,
         _ => Admission::NotApprover,
     }
-}
-
-/// The name of `i`'s route: the implicit last route's when it carries none.
-pub fn route_name(i: &Interaction) -> &str {
-    i.route
-        .as_deref()
-        .map_or(DEFAULT_ROUTE, |r| r.name.as_str())
 }
 
 /// Checks a route's name: not empty, no spaces at its ends, not [`DEFAULT_ROUTE`], not an
@@ -445,6 +381,12 @@ impl Routes {
             check_name(&spec.name, &routes, &at)?;
             check_spec(&spec, people, &at)?;
             let route = Route {
+                stamp: Arc::new(RouteStamp {
+                    name: spec.name.clone(),
+                    targets: Some(spec.targets.clone()),
+                    approvers: spec.approvers.clone(),
+                    escalation: spec.escalation.clone(),
+                }),
                 agents: globs(&at("agent"), &spec.agents, false)?,
                 sessions: globs(&at("session"), &spec.sessions, false)?,
                 cwds: globs(&at("cwd"), &spec.cwds, true)?,
@@ -489,23 +431,23 @@ impl Routes {
 
     /// The stamp of the route named `name` (the implicit last route's for
     /// [`DEFAULT_ROUTE`]); `None` when there is no such route.
-    pub fn stamp_named(&self, name: &str) -> Option<RouteStamp> {
+    pub fn stamp_named(&self, name: &str) -> Option<Arc<RouteStamp>> {
         if name == DEFAULT_ROUTE {
-            return Some(RouteStamp::default_route());
+            return Some(default_stamp());
         }
         self.get(name).map(Route::stamp)
     }
 
     /// The stamp `i` gets: its route's, the implicit last route's, or none when no route is
-    /// configured at all.
-    pub fn stamp_for(&self, i: &Interaction) -> Option<RouteStamp> {
+    /// configured at all. Shared by every interaction taking the same route.
+    pub fn stamp_for(&self, i: &Interaction) -> Option<Arc<RouteStamp>> {
         if self.routes.is_empty() {
             return None;
         }
         Some(
             self.route_for(i)
                 .map(Route::stamp)
-                .unwrap_or_else(RouteStamp::default_route),
+                .unwrap_or_else(default_stamp),
         )
     }
 }
@@ -612,7 +554,7 @@ mod tests {
                 .is_none()
         );
         let stamp = r.stamp_for(&call("Bash", "codex", "/srv/data")).unwrap();
-        assert_eq!(stamp, RouteStamp::default_route());
+        assert_eq!(*stamp, RouteStamp::default_route());
         assert!(stamp.addresses("telegram").is_none());
 
         let mut labelled = call("Bash", "x", "/tmp");
@@ -635,7 +577,7 @@ mod tests {
         let p = people();
         let r = shop_and_data();
         let mut i = call("Bash", "claude-code", "/srv/shop");
-        i.route = r.stamp_for(&i).map(Box::new);
+        i.route = r.stamp_for(&i);
         assert_eq!(
             admission(&i, &p, "telegram", "111", false),
             Admission::Admitted
@@ -652,7 +594,7 @@ mod tests {
         );
         // The implicit route leaves it to the channels' lists.
         let mut d = call("Bash", "gemini", "/tmp");
-        d.route = r.stamp_for(&d).map(Box::new);
+        d.route = r.stamp_for(&d);
         assert_eq!(
             admission(&d, &p, "feishu", "ou_b", true),
             Admission::Admitted

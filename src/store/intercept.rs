@@ -52,6 +52,9 @@ pub enum Op {
     AddGrant,
     RevokeGrant,
     LiveGrants,
+    ChangeSession,
+    Session,
+    Sessions,
     EventsAfter,
     EventHead,
 }
@@ -76,6 +79,7 @@ impl Op {
                 | Op::CheckWritable
                 | Op::AddGrant
                 | Op::RevokeGrant
+                | Op::ChangeSession
         )
     }
 }
@@ -286,6 +290,39 @@ impl<I: Interceptor> GrantStore for Intercepted<I> {
         now: Timestamp,
     ) -> Result<Vec<crate::interaction::policy::Grant>, StoreError> {
         self.call(Op::LiveGrants, self.inner.live_grants(now)).await
+    }
+}
+
+#[async_trait]
+impl<I: Interceptor> SessionStore for Intercepted<I> {
+    async fn change_session(
+        &self,
+        agent: &str,
+        id: &str,
+        change: crate::interaction::ports::SessionChange,
+        audit: Vec<AuditRecord>,
+        keep: usize,
+    ) -> Result<Option<crate::interaction::sessions::Session>, StoreError> {
+        self.call(
+            Op::ChangeSession,
+            self.inner.change_session(agent, id, change, audit, keep),
+        )
+        .await
+    }
+
+    async fn session(
+        &self,
+        agent: &str,
+        id: &str,
+    ) -> Result<Option<crate::interaction::sessions::Session>, StoreError> {
+        self.call(Op::Session, self.inner.session(agent, id)).await
+    }
+
+    async fn sessions(
+        &self,
+        limit: usize,
+    ) -> Result<Vec<crate::interaction::sessions::Session>, StoreError> {
+        self.call(Op::Sessions, self.inner.sessions(limit)).await
     }
 }
 

@@ -15,10 +15,15 @@ use super::{
     StoreError, random_secret,
 };
 use crate::audit::{self, AuditEntry, AuditRecord};
+use crate::interaction::ports::SessionChange;
 use crate::interaction::quorum::{Ballot, Count, VoteOutcome};
+use crate::interaction::sessions::Session;
 use crate::interaction::{Interaction, InteractionId};
 use crate::store::prelude::*;
 use crate::sync::LockExt;
+use trail::Trail;
+
+mod trail;
 
 type OrderKey = (i64, InteractionId);
 type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
@@ -37,9 +42,12 @@ struct State {
     secrets: HashMap<String, Vec<u8>>,
     seen: HashMap<(String, String), Timestamp>,
     values: HashMap<String, String>,
-    audit: Vec<AuditEntry>,
+    /// The audit trail, kept compact (it holds an entry for every interaction).
+    audit: Trail,
     /// Grants, with the time each was revoked.
     grants: Vec<(crate::interaction::policy::Grant, Option<Timestamp>)>,
+    /// Agent sessions, by agent and session id.
+    sessions: HashMap<(String, String), Session>,
 }
 
 #[derive(Clone)]
@@ -68,17 +76,22 @@ impl State {
     }
 
     fn append_audit(&mut self, records: Vec<AuditRecord>) {
-        let last = self.audit.last().map(|e| audit::AuditHead {
-            seq: e.seq,
-            hash: e.hash.clone(),
-        });
+        let last = self
+            .audit
+            .last()
+            .map(|(seq, hash)| audit::AuditHead { seq, hash });
         let recorded = self.values.get(audit::HEAD_KEY).map(String::as_str);
         let Some(appended) = audit::append(last, recorded, records) else {
             return;
         };
         self.values
             .insert(audit::HEAD_KEY.to_string(), appended.head.to_string());
-        self.audit.extend(appended.entries);
+        let interactions = &self.interactions;
+        for e in appended.entries {
+            self.audit.push(e, |id| {
+                interactions.get_key_value(id).map(|(k, _)| k.shared())
+            });
+        }
     }
 
     fn enqueue(&mut self, jobs: Vec<OutboxJob>) {
@@ -286,6 +299,7 @@ impl InteractionStore for MemoryStore {
         }
         let now = Timestamp::now();
         st.seen.retain(|_, exp| *exp > now);
+        st.sessions.retain(|_, s| s.last_activity >= before);
         // Grants revoked or expired before the horizon.
         st.grants.retain(|(g, revoked)| {
             revoked.is_none_or(|t| t >= before) && g.expires_at.is_none_or(|t| t >= before)
@@ -474,14 +488,7 @@ impl AuditStore for MemoryStore {
 
     async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditEntry>, StoreError> {
         let st = self.lock();
-        Ok(st
-            .audit
-            .iter()
-            .filter(|e| e.seq > query.after_seq)
-            .filter(|e| query.since.is_none_or(|t| e.record.at >= t))
-            .take(query.limit)
-            .cloned()
-            .collect())
+        Ok(st.audit.read(query.after_seq, query.since, query.limit))
     }
 }
 
@@ -586,5 +593,52 @@ impl GrantStore for MemoryStore {
             .filter(|(g, revoked)| revoked.is_none() && g.is_live(now))
             .map(|(g, _)| g.clone())
             .collect())
+    }
+}
+
+#[async_trait]
+impl SessionStore for MemoryStore {
+    async fn change_session(
+        &self,
+        agent: &str,
+        id: &str,
+        change: SessionChange,
+        audit: Vec<AuditRecord>,
+        keep: usize,
+    ) -> Result<Option<Session>, StoreError> {
+        let mut st = self.lock();
+        let key = (agent.to_string(), id.to_string());
+        let Some(changed) = change(st.sessions.get(&key).cloned()) else {
+            return Ok(None);
+        };
+        let mut kept = changed.clone();
+        kept.delivered_now.clear();
+        st.sessions.insert(key, kept);
+        st.append_audit(audit);
+        if st.sessions.len() > keep {
+            let mut by_age: Vec<_> = st
+                .sessions
+                .iter()
+                .map(|(k, s)| (s.last_activity, k.clone()))
+                .collect();
+            by_age.sort();
+            let excess = st.sessions.len() - keep;
+            for (_, k) in by_age.into_iter().take(excess) {
+                st.sessions.remove(&k);
+            }
+        }
+        Ok(Some(changed))
+    }
+
+    async fn session(&self, agent: &str, id: &str) -> Result<Option<Session>, StoreError> {
+        let key = (agent.to_string(), id.to_string());
+        Ok(self.lock().sessions.get(&key).cloned())
+    }
+
+    async fn sessions(&self, limit: usize) -> Result<Vec<Session>, StoreError> {
+        let mut all: Vec<Session> = self.lock().sessions.values().cloned().collect();
+        all.sort_by(|a, b| b.last_activity.cmp(&a.last_activity).then(a.id.cmp(&b.id)));
+        all.truncate(limit);
+        Ok(all)
     }
 }

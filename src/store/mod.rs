@@ -44,7 +44,7 @@ pub use sqlite::{SqliteStore, Synchronous};
 pub mod prelude {
     pub use crate::interaction::ports::{
         AuditStore, ChannelStore, ClusterStore, GrantStore, InteractionStore, KvStore, OutboxStore,
-        Store,
+        SessionStore, Store,
     };
 }
 

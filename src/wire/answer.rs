@@ -83,10 +83,13 @@ pub enum ClientVia {
     Api,
 }
 
+/// An approval's answer: allow or deny.
 #[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum Decision {
+    /// Let the agent go ahead.
     Allow,
+    /// Stop it.
     Deny,
 }
 
@@ -94,7 +97,9 @@ pub enum Decision {
 #[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum FormAction {
+    /// Filled in: the values go to the agent.
     Accept,
+    /// Declined: the agent gets no values.
     Decline,
 }
 

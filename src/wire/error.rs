@@ -14,7 +14,7 @@ use serde::ser::SerializeMap;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::interaction::{Full, Interaction, RegistryError, ValidationError};
+use crate::interaction::{Full, Interaction, RegistryError, Unrecorded, ValidationError};
 use crate::store::StoreError;
 
 /// An error answer.
@@ -148,6 +148,17 @@ impl From<StoreError> for ApiError {
     }
 }
 
+impl From<Unrecorded> for ApiError {
+    fn from(e: Unrecorded) -> Self {
+        tracing::error!(error = %e.0, "a refusal could not be audited; request refused");
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "audit_unavailable",
+            "imrelay refused this and could not write the refusal to its audit trail (its store refused the write); nothing was changed, try again later",
+        )
+    }
+}
+
 impl From<RegistryError> for ApiError {
     fn from(e: RegistryError) -> Self {
         match e {
@@ -176,6 +187,7 @@ impl From<RegistryError> for ApiError {
                 Self::new(StatusCode::FORBIDDEN, "not_an_approver", message)
             }
             RegistryError::Store(s) => s.into(),
+            RegistryError::Unrecorded(u) => u.into(),
             // The HTTP API answers a recorded vote with 202 and this body.
             RegistryError::Voted(i) => Self::new(
                 StatusCode::ACCEPTED,

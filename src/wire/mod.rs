@@ -65,12 +65,17 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Principal {
         parts: &mut axum::http::request::Parts,
         _: &S,
     ) -> Result<Self, Self::Rejection> {
-        Ok(parts
-            .extensions
-            .get::<Principal>()
-            .cloned()
-            .unwrap_or(Principal::Local))
+        Ok(extension_or(parts, Principal::Local))
     }
+}
+
+/// What a layer before the handler left in the request's extensions, or `default` where it
+/// left nothing (a route that layer does not guard).
+pub fn extension_or<T: Clone + Send + Sync + 'static>(
+    parts: &axum::http::request::Parts,
+    default: T,
+) -> T {
+    parts.extensions.get::<T>().cloned().unwrap_or(default)
 }
 
 impl std::fmt::Debug for Principal {

@@ -44,18 +44,27 @@ fn escalating(s: &mut imrelay::config::Settings, tg: &FakeTelegram) {
     t.webhook_url = "https://relay.example.com/telegram/webhook".into();
     t.webhook_secret = Secret::new("webhook-secret_1");
     s.people = vec![PersonSettings {
+        ids: imrelay::config::teams::PerChannel::from([(
+            "telegram".into(),
+            imrelay::config::teams::written(vec![1001]),
+        )]),
         name: "alice".into(),
-        telegram: vec![1001],
         ..Default::default()
     }];
     s.routes = vec![RouteSettings {
+        places: imrelay::config::teams::PerChannel::from([(
+            "telegram".into(),
+            imrelay::config::teams::written(vec![GROUP]),
+        )]),
         name: "shop".into(),
-        telegram: vec![GROUP],
         approvers: vec!["alice".into()],
         timeout_secs: Some(60),
         escalate_after_secs: Some(1),
         escalate_to: Some(EscalateTo {
-            telegram: vec![LEADS],
+            places: imrelay::config::teams::PerChannel::from([(
+                "telegram".into(),
+                imrelay::config::teams::written(vec![LEADS]),
+            )]),
             ..Default::default()
         }),
         ..Default::default()

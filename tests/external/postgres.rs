@@ -48,6 +48,13 @@ pub fn trials() -> Vec<Trial> {
                 contract(Arc::new(open(&schema).await)).await;
             })
         }),
+        trial("postgres::replicas_agree_on_sessions", server, || {
+            in_schema(|schema| async move {
+                let a: Arc<dyn Store> = Arc::new(open(&schema).await);
+                let b: Arc<dyn Store> = Arc::new(open(&schema).await);
+                crate::contract::sessions(vec![a, b]).await;
+            })
+        }),
         trial(
             "postgres::migrations_apply_once_when_replicas_start_together",
             server,

@@ -34,14 +34,22 @@ pub fn trials() -> Vec<Trial> {
 fn teams(s: &mut Settings) {
     s.people = vec![
         PersonSettings {
+            ids: imrelay::config::teams::PerChannel::from([
+                ("telegram".into(), imrelay::config::teams::written(vec![1])),
+                (
+                    "feishu".into(),
+                    imrelay::config::teams::written(vec!["ou_alice"]),
+                ),
+            ]),
             name: "alice".into(),
-            telegram: vec![1],
-            feishu: vec!["ou_alice".into()],
             ..Default::default()
         },
         PersonSettings {
+            ids: imrelay::config::teams::PerChannel::from([(
+                "telegram".into(),
+                imrelay::config::teams::written(vec![2]),
+            )]),
             name: "bob".into(),
-            telegram: vec![2],
             ..Default::default()
         },
     ];

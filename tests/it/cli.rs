@@ -314,9 +314,9 @@ fn configuration_mistakes_are_explained_in_a_persons_words() {
             "store.synchronous in c.toml: \"fast\" is not one of the values store.synchronous takes: \"normal\" or \"full\". Use one of them, like synchronous = \"normal\".".into(),
         ),
         (
-            "[telegram]\nmode = \"poll\"\n",
+            "[telegram]\ntransport = \"poll\"\n",
             vec![],
-            "telegram.mode in c.toml: \"poll\" is not one of the values telegram.mode takes: \"polling\" or \"webhook\". Use mode = \"polling\".".into(),
+            "telegram.transport in c.toml: \"poll\" is not one of the values telegram.transport takes: \"polling\" or \"webhook\". Use transport = \"polling\".".into(),
         ),
         (
             "[feishu]\nlocale = \"en\"\n",

@@ -98,7 +98,7 @@ fn settings_that_can_never_work_together_are_refused_with_the_fix() {
         ),
         (
             "[slack]\nchannels = [\"#team\"]\n".into(),
-            "slack.channels[0]: \"#team\" is a name, not a channel id. Slack channel ids look like C0123456789",
+            "slack.chats[0]: \"#team\" is a name, not a channel id. Slack channel ids look like C0123456789",
         ),
         (
             "[slack]\napprovers = [\"@alice\"]\n".into(),

@@ -413,6 +413,113 @@ pub async fn contract(store: Arc<dyn Store>) {
         Some(a.id.to_string())
     );
     escalation(&reg, &store).await;
+    sessions(vec![store.clone()]).await;
+}
+
+fn session_at(id: &str, second: i64) -> imrelay::interaction::sessions::Session {
+    use imrelay::interaction::sessions::{Session, SessionEvent, SessionUpdate};
+    Session::apply(
+        None,
+        &SessionUpdate {
+            agent: "claude-code".into(),
+            id: id.into(),
+            cwd: Some("/w".into()),
+            route: "default".into(),
+            owner: None,
+            event: SessionEvent::Started,
+            at: Timestamp::from_second(second).unwrap(),
+        },
+    )
+}
+
+/// Sessions on `stores` (one store, or replicas sharing one): changes to one session never
+/// interleave, whichever replica makes them; the bound and the retention hold.
+pub async fn sessions(stores: Vec<Arc<dyn Store>>) {
+    use imrelay::interaction::sessions::SessionMessage;
+    let first = stores[0].clone();
+    // 20 changes at once, spread over the replicas, each adding a message: none is lost.
+    let mut tasks = Vec::new();
+    for n in 0..20 {
+        let store = stores[n % stores.len()].clone();
+        tasks.push(tokio::spawn(async move {
+            let change = Box::new(move |s: Option<_>| {
+                let mut s = s.unwrap_or_else(|| session_at("s-race", 1000));
+                s.messages.push(SessionMessage {
+                    id: format!("m{n}"),
+                    text: format!("message {n}"),
+                    by: "alice".into(),
+                    via: "api".into(),
+                    at: Timestamp::from_second(1000).unwrap(),
+                    delivered_at: None,
+                    delivered_with: None,
+                });
+                Some(s)
+            });
+            store
+                .change_session("claude-code", "s-race", change, vec![], 100)
+                .await
+                .unwrap()
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    for store in &stores {
+        let s = store
+            .session("claude-code", "s-race")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(s.messages.len(), 20, "{s:?}");
+    }
+    // A change that keeps nothing changes nothing.
+    let none = first
+        .change_session("claude-code", "s-none", Box::new(|_| None), vec![], 100)
+        .await
+        .unwrap();
+    assert!(none.is_none());
+    assert!(
+        first
+            .session("claude-code", "s-none")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // The bound: the least recently active go first.
+    for (n, id) in ["s-1", "s-2", "s-3", "s-4"].iter().enumerate() {
+        let s = session_at(id, 2000 + n as i64);
+        let store = stores[n % stores.len()].clone();
+        store
+            .change_session("claude-code", id, Box::new(move |_| Some(s)), vec![], 3)
+            .await
+            .unwrap();
+    }
+    let kept: Vec<String> = first
+        .sessions(10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(kept, ["s-4", "s-3", "s-2"]);
+    // The retention: pruned with the rest.
+    first
+        .prune(Timestamp::from_second(2001).unwrap())
+        .await
+        .unwrap();
+    let kept: Vec<String> = first
+        .sessions(10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(kept, ["s-4", "s-3", "s-2"]);
+    first
+        .prune(Timestamp::from_second(2002).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(first.sessions(10).await.unwrap().len(), 2);
 }
 
 /// Escalate-if-pending-and-not-yet: the mark and its effects once, and the mark kept by a

@@ -69,6 +69,7 @@ impl Watch {
         };
         let pty = session.process().get_file_handle().expect("the pty");
         // SAFETY: TIOCSWINSZ reads one Winsize from the pointer, which outlives the call.
+        #[allow(unsafe_code)] // a test's pseudo-terminal size; see Cargo.toml's [lints]
         unsafe { set_window_size(pty.as_raw_fd(), &size) }.expect("the window size is set");
         Watch {
             session,
@@ -290,7 +291,7 @@ async fn watch_allows_one_approval_and_denies_another_with_a_reason() {
     w.line("x");
     w.expect("Type a (allow), d (deny), e (edit), g (allow similar calls), s (skip) or q (quit), then Enter.");
     w.line("d");
-    w.expect("reason for the agent (Enter for none, Esc goes back) › ");
+    w.expect("deny and tell the agent what to do instead (Enter for nothing, Esc goes back) › ");
     w.line("Use the clean script, s'il vous plaît");
     w.expect("✗ Denied by alice via terminal");
     w.expect("“Use the clean script, s'il vous plaît”");
@@ -1575,6 +1576,7 @@ async fn watch_says_a_second_vote_plainly() {
     )
     .await;
     assert_eq!(code, 0, "{out}{err}");
+    // Without labelled tokens the vote is the administrator's, whatever `--by` says.
     let mut w = Watch::start("second_vote_refused", &server.base, &[]);
     w.expect("Needs 2 people · votes: 1 of 2: administrator via terminal");
     w.expect("a/d/s/q › ");

@@ -31,9 +31,12 @@ fn teams(s: &mut Settings, webhook_url: &str) {
     s.people = ["alice", "bob"]
         .iter()
         .map(|n| PersonSettings {
+            ids: imrelay::config::teams::PerChannel::from([(
+                "webhook".into(),
+                imrelay::config::teams::written(vec![n.to_string()]),
+            )]),
             name: n.to_string(),
             operator: vec![format!("{n}-laptop")],
-            webhook: vec![n.to_string()],
             ..Default::default()
         })
         .collect();

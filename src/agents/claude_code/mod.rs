@@ -37,6 +37,7 @@ use serde_json::{Map, Value};
 
 use super::Hooks;
 use super::shared::{self, Abandoned, Fields, Generations, Refused, derived_base, field};
+use super::steer;
 use crate::interaction::{
     AgentResult, ElicitAction, FORM_TOOL, Form, Input, Interaction, InteractionId, Kind,
     NewInteraction, Outcome, PermissionResult, ValidationError, valid_suggestions,
@@ -68,6 +69,7 @@ pub struct HookBody {
     message: Option<Box<RawValue>>,
     mode: Option<Box<RawValue>>,
     requested_schema: Option<Box<RawValue>>,
+    last_assistant_message: Option<Box<RawValue>>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -124,15 +126,17 @@ pub async fn hook(
         Ok(Some(name)) if name == "PreToolUse" => Event::PreToolUse,
         Ok(Some(name)) if name == "PermissionRequest" => Event::PermissionRequest,
         Ok(Some(name)) if name == "Elicitation" => {
+            asked(&state, &principal.owner(), &hook).await;
             return elicitation(state, &principal.owner(), hook).await;
         }
-        Ok(Some(_)) => return Ok(json_response(StatusCode::OK, &HookOutput::NONE)),
+        Ok(Some(name)) => return lifecycle(&state, &principal.owner(), &name, &hook).await,
         Ok(None) | Err(_) => {
             return Err(ValidationError::new("hook_event_name", "expected a string").into());
         }
     };
     let owner = principal.owner();
     let (new, base, tool_use_id) = read_call(&state, event, &hook)?;
+    asked(&state, &owner, &hook).await;
     let created = create(&state, event, &owner, new, &base, tool_use_id).await;
     let (id, attached) = match created {
         Ok((interaction, attached)) => (interaction.id.clone(), attached),
@@ -145,6 +149,60 @@ pub async fn hook(
         attached.finish();
     }
     reply
+}
+
+/// The agent as sessions and steering know it.
+fn steering(state: &Hooks) -> steer::Agent {
+    let settings = &state.settings.claude_code;
+    steer::Agent {
+        name: AGENT,
+        shown: "Claude Code",
+        on_finish: settings.on_finish,
+        finish_wait_secs: settings.finish_wait_secs,
+    }
+}
+
+/// Records that the session asked for something (an approval, an answer, a form).
+async fn asked(state: &Hooks, owner: &str, hook: &HookBody) {
+    let string =
+        |raw: &Option<Box<RawValue>>| field::<String>(raw, "", "a string", "hook").ok().flatten();
+    let (session, cwd) = (string(&hook.session_id), string(&hook.cwd));
+    let event = crate::interaction::sessions::SessionEvent::Asked;
+    steer::report(
+        state,
+        AGENT,
+        session.as_deref(),
+        cwd.as_deref(),
+        owner,
+        event,
+    )
+    .await;
+}
+
+/// Any other hook event: what the session did (`SessionStart`, `UserPromptSubmit`,
+/// `PostToolUse`, `Stop`, `SessionEnd`), answered with a person's queued message or reply
+/// where there is one ([`steer`]); `{}` (no opinion) otherwise.
+async fn lifecycle(
+    state: &Hooks,
+    owner: &str,
+    name: &str,
+    hook: &HookBody,
+) -> Result<Response, ApiError> {
+    // Events sessions do not follow get no opinion, whatever the rest of their input.
+    if steer::session_event(name, None).is_none() {
+        return Ok(json_response(StatusCode::OK, &serde_json::json!({})));
+    }
+    let fields = Fields { event: name };
+    let input = steer::Lifecycle {
+        event: name,
+        session: fields.string(&hook.session_id, "session_id")?,
+        cwd: fields.string(&hook.cwd, "cwd")?,
+        last_message: fields.string(&hook.last_assistant_message, "last_assistant_message")?,
+    };
+    let output = steer::lifecycle(state, steering(state), owner, input)
+        .await
+        .unwrap_or_else(|| serde_json::json!({}));
+    Ok(json_response(StatusCode::OK, &output))
 }
 
 /// A `PreToolUse` or `PermissionRequest` call read into the interaction it asks for, the

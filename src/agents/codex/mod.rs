@@ -48,7 +48,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::shared::{Abandoned, Fields, Generations, derived_base, field};
-use super::{Hooks, OnTimeout};
+use super::{Hooks, OnTimeout, steer};
 use crate::interaction::{
     AgentResult, Interaction, InteractionId, Kind, NewInteraction, Outcome, PermissionResult,
     ValidationError,
@@ -104,6 +104,7 @@ pub struct HookBody {
     tool_name: Option<Box<RawValue>>,
     tool_input: Option<Box<RawValue>>,
     tool_use_id: Option<Box<RawValue>>,
+    last_assistant_message: Option<Box<RawValue>>,
 }
 
 /// The query string `imrelay hook codex` adds.
@@ -124,19 +125,70 @@ pub async fn hook(
     {
         Ok(Some(name)) if name == "PermissionRequest" => Event::PermissionRequest,
         Ok(Some(name)) if name == "PreToolUse" => Event::PreToolUse,
-        // Another event: no opinion.
-        Ok(Some(_)) => return Ok(answer(&Output::NONE)),
+        // Another event: what the session did, and a person's words where there are some.
+        Ok(Some(name)) => {
+            let owner = principal.owner();
+            return lifecycle(&state, &owner, &name, &body, query.timeout).await;
+        }
         Ok(None) | Err(_) => {
             return Err(ValidationError::new("hook_event_name", "expected a string").into());
         }
     };
     let (new, base, timeout_secs) = read_call(&state, event, &body, query)?;
+    let asked = crate::interaction::sessions::SessionEvent::Asked;
+    let owner = principal.owner();
+    steer::report(
+        &state,
+        AGENT,
+        new.session.as_deref(),
+        new.cwd.as_deref(),
+        &owner,
+        asked,
+    )
+    .await;
     let (interaction, attached) = state
-        .create_generation(GENERATIONS, &base, &principal.owner(), new)
+        .create_generation(GENERATIONS, &base, &owner, new)
         .await?;
     let reply = wait_and_reply(&state, event, &interaction.id, timeout_secs).await;
     attached.finish();
     reply
+}
+
+/// Any other hook event: what the session did (`SessionStart`, `UserPromptSubmit`,
+/// `PostToolUse`, `Stop`), answered with a person's queued message or reply where there is
+/// one ([`steer`]); `{}` (no opinion) otherwise.
+async fn lifecycle(
+    state: &Hooks,
+    owner: &str,
+    name: &str,
+    body: &HookBody,
+    command_timeout: Option<u64>,
+) -> Result<Response, ApiError> {
+    // Events sessions do not follow get no opinion, whatever the rest of their input.
+    if steer::session_event(name, None).is_none() {
+        return Ok(json_response(StatusCode::OK, &serde_json::json!({})));
+    }
+    let fields = Fields { event: name };
+    let settings = &state.settings.codex;
+    let agent = steer::Agent {
+        name: AGENT,
+        shown: "Codex",
+        on_finish: settings.on_finish,
+        // Within the command's wait, as every answer is.
+        finish_wait_secs: settings
+            .finish_wait_secs
+            .min(command_timeout.unwrap_or(u64::MAX)),
+    };
+    let input = steer::Lifecycle {
+        event: name,
+        session: fields.string(&body.session_id, "session_id")?,
+        cwd: fields.string(&body.cwd, "cwd")?,
+        last_message: fields.string(&body.last_assistant_message, "last_assistant_message")?,
+    };
+    let output = steer::lifecycle(state, agent, owner, input)
+        .await
+        .unwrap_or_else(|| serde_json::json!({}));
+    Ok(json_response(StatusCode::OK, &output))
 }
 
 /// A hook call read into the interaction it asks for, the base of its derived id and its

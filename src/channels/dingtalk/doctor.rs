@@ -54,7 +54,7 @@ async fn check(s: &DingTalkSettings, run: &Doctor, checks: &mut Vec<Check>) {
         Err(e) => {
             checks.push(Check::fail(
                 format!("DingTalk: {e}"),
-                "fix dingtalk.api_base",
+                "fix dingtalk.api_url",
             ));
             run.untried("DingTalk", groups(), checks);
             return;
@@ -83,7 +83,7 @@ async fn check(s: &DingTalkSettings, run: &Doctor, checks: &mut Vec<Check>) {
     if s.conversations.is_empty() {
         checks.push(Check::fail(
             "DingTalk: no groups to send cards to",
-            "add a group's openConversationId to dingtalk.conversations",
+            "add a group's openConversationId to dingtalk.chats",
         ));
     }
     if !run.send_test {
@@ -120,7 +120,7 @@ fn no_token(e: &ApiError, api_base: &str) -> Check {
                 .to_string()
         }
         ApiError::Malformed(_) => {
-            format!("check dingtalk.api_base: what answers at {api_base} is not DingTalk's OpenAPI")
+            format!("check dingtalk.api_url: what answers at {api_base} is not DingTalk's OpenAPI")
         }
     };
     let what = match e {
@@ -143,7 +143,7 @@ async fn gateway(s: &DingTalkSettings) -> Check {
     let base = s.gateway_base();
     let g = match Gateway::new(&base, &s.client_id, s.client_secret.clone()) {
         Ok(g) => g,
-        Err(e) => return Check::fail(format!("DingTalk: {e}"), "fix dingtalk.gateway_base"),
+        Err(e) => return Check::fail(format!("DingTalk: {e}"), "fix dingtalk.gateway_url"),
     };
     match g.open(&[CARD_CALLBACK_TOPIC.to_string()]).await {
         Ok(_) => Check::pass("DingTalk: the Stream gateway hands out a connection"),
@@ -158,7 +158,7 @@ async fn gateway(s: &DingTalkSettings) -> Check {
         Err(e) => Check::fail(
             format!("DingTalk: the Stream gateway gave no connection: {e}"),
             format!(
-                "check dingtalk.gateway_base: what answers at {base} is not DingTalk's Stream gateway"
+                "check dingtalk.gateway_url: what answers at {base} is not DingTalk's Stream gateway"
             ),
         ),
     }

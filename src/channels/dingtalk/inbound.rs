@@ -103,7 +103,8 @@ impl Clicks {
         let token = params.get("token").and_then(Value::as_str).unwrap_or("");
         let Some((id, created)) = self.cards.tokens().verify(token) else {
             // The id in forged data proves nothing: the refusal is bound to no interaction.
-            self.pipeline
+            let recorded = self
+                .pipeline
                 .registry()
                 .refused(
                     None,
@@ -115,7 +116,11 @@ impl Clicks {
                     ),
                 )
                 .await;
-            return Feedback::BadButton;
+            return match recorded {
+                Ok(()) => Feedback::BadButton,
+                // Not recorded: try again.
+                Err(_) => Feedback::StoreDown,
+            };
         };
         let Some(action) = ids.first().and_then(|a| Action::parse(a)) else {
             return Feedback::BadButton;

@@ -150,6 +150,22 @@ fn stream(
 
 /// The `[dingtalk]` section in the channel registry.
 impl crate::channels::Channel for DingTalkSettings {
+    fn name(&self) -> &'static str {
+        CHANNEL
+    }
+
+    fn places(&self) -> Vec<String> {
+        self.conversations.clone()
+    }
+
+    fn unlisted(&self, place: &str) -> String {
+        format!("{place:?} is not in dingtalk.chats")
+    }
+
+    fn direct(&self, id: &str) -> Option<String> {
+        Some(format!("user:{id}"))
+    }
+
     fn enabled(&self) -> bool {
         self.enabled
     }
@@ -162,15 +178,19 @@ impl crate::channels::Channel for DingTalkSettings {
         DingTalkSettings::paths(self)
     }
 
-    fn warnings(&self) -> Vec<String> {
+    fn approvers(&self) -> Vec<String> {
+        self.approvers.clone()
+    }
+
+    fn nobody_answers(&self) -> Option<String> {
         if self.enabled && self.approvers.is_empty() {
-            vec![
+            Some(
                 "dingtalk is enabled but dingtalk.approvers is empty: cards are sent, but nobody \
                  can answer them from DingTalk (a refused click logs the clicker's userId)"
                     .to_string(),
-            ]
+            )
         } else {
-            Vec::new()
+            None
         }
     }
 

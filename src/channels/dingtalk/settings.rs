@@ -31,6 +31,7 @@ pub struct DingTalkSettings {
     pub card_template_id: String,
     /// Group conversations cards are sent to (their openConversationId, `cid...`).
     #[serde(deserialize_with = "crate::settings::list")]
+    #[serde(rename = "chats", alias = "conversations")]
     pub conversations: Vec<String>,
     /// DingTalk userIds who may answer. Empty: nobody.
     #[serde(deserialize_with = "crate::settings::list")]
@@ -38,9 +39,11 @@ pub struct DingTalkSettings {
     /// The language of card text.
     pub locale: Locale,
     /// Overrides the OpenAPI base URL (a proxy, or a test server). Empty: DingTalk's.
+    #[serde(rename = "api_url", alias = "api_base")]
     pub api_base: String,
     /// Overrides the base URL of the Stream gateway (`/v1.0/gateway/connections/open`).
     /// Empty: the OpenAPI base.
+    #[serde(rename = "gateway_url", alias = "gateway_base")]
     pub gateway_base: String,
     /// How long opening the Stream connection may take before it is abandoned and
     /// retried, seconds.
@@ -106,8 +109,8 @@ impl DingTalkSettings {
     /// Checks values that only make sense together; the message names the setting.
     pub fn validate(&self) -> Result<(), String> {
         for (name, url) in [
-            ("dingtalk.api_base", &self.api_base),
-            ("dingtalk.gateway_base", &self.gateway_base),
+            ("dingtalk.api_url", &self.api_base),
+            ("dingtalk.gateway_url", &self.gateway_base),
         ] {
             let url = url.trim();
             if !(url.is_empty() || url.starts_with("http://") || url.starts_with("https://")) {
@@ -125,11 +128,11 @@ impl DingTalkSettings {
         for (i, c) in self.conversations.iter().enumerate() {
             if c.trim().is_empty() || c.starts_with(USER_PREFIX) {
                 return Err(format!(
-                    "dingtalk.conversations[{i}] must be a group's openConversationId (cid...), got {c:?}"
+                    "dingtalk.chats[{i}] must be a group's openConversationId (cid...), got {c:?}"
                 ));
             }
             if self.conversations[..i].contains(c) {
-                return Err(format!("dingtalk.conversations lists {c:?} twice"));
+                return Err(format!("dingtalk.chats lists {c:?} twice"));
             }
         }
         if self.approvers.iter().any(|a| a.trim().is_empty()) {
@@ -192,7 +195,7 @@ mod tests {
         assert!(s.validate().unwrap_err().contains("openConversationId"));
         let mut s = enabled();
         s.gateway_base = "ws://x".into();
-        assert!(s.validate().unwrap_err().contains("gateway_base"));
+        assert!(s.validate().unwrap_err().contains("gateway_url"));
         let mut s = enabled();
         s.connect_timeout_secs = 0;
         assert!(s.validate().is_err());

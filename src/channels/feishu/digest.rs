@@ -15,7 +15,6 @@ use serde_json::{Value, json};
 use super::CHANNEL;
 use super::api::send_uuid;
 use super::deliver::{Deliverer, failure};
-use super::inbound::Callbacks;
 use super::plan::{digest_job, first_post, receivers_of, review_job};
 use super::render::{self, Cards};
 use super::settings::Receiver;
@@ -335,7 +334,24 @@ pub(crate) struct Clicker<'a> {
     pub again: bool,
 }
 
-impl Callbacks {
+/// What a click on a digest card needs of the callback handler (which hands it over, so
+/// this file does not import the handler that imports it).
+pub(crate) struct DigestClicks<'a> {
+    /// The shared answer pipeline.
+    pub pipeline: &'a crate::channels::pipeline::Pipeline,
+    /// The store (the copies a Review posts).
+    pub store: &'a dyn crate::store::Store,
+    /// The card renderer.
+    pub cards: &'a Cards,
+    /// The digests of this channel.
+    pub digests: &'a crate::channels::digest::Digests,
+}
+
+impl DigestClicks<'_> {
+    fn reply(&self, feedback: Feedback) -> (Value, &'static str) {
+        render::feedback_reply(self.cards, feedback)
+    }
+
     /// A click on a digest card's button: the reply (a toast, and the card as it now is) and
     /// the result it is counted under.
     pub(crate) async fn digest_click(
@@ -344,10 +360,11 @@ impl Callbacks {
         who: Clicker<'_>,
     ) -> (Value, &'static str) {
         let texts = Texts(self.cards.locale());
-        let Some((to, session, action, set)) = read_value(&self.cards, &event["action"]["value"])
+        let Some((to, session, action, set)) = read_value(self.cards, &event["action"]["value"])
         else {
-            if !who.again {
-                self.pipeline
+            if !who.again
+                && self
+                    .pipeline
                     .registry()
                     .refused(
                         None,
@@ -355,7 +372,10 @@ impl Callbacks {
                         self.pipeline.via(),
                         "digest card data failed its integrity check",
                     )
-                    .await;
+                    .await
+                    .is_err()
+            {
+                return self.reply(Feedback::StoreDown);
             }
             return self.reply(Feedback::BadButton);
         };
@@ -366,10 +386,10 @@ impl Callbacks {
             responder: Responder::new(who.by, self.pipeline.via().clone())
                 .with_identity(CHANNEL, who.by),
         };
-        if let Err(f) = admit_tapper(&self.pipeline, &tapper).await {
+        if let Err(f) = admit_tapper(self.pipeline, &tapper).await {
             return self.reply(f);
         }
-        let digests = &self.digests;
+        let digests = self.digests;
         let _held = digests.lock(&to, &session).await;
         let clicked = event["context"]["open_message_id"]
             .as_str()
@@ -396,7 +416,7 @@ impl Callbacks {
                 DigestAction::DenyAll => (texts.confirm_below(), View::Confirm { allow: false }),
                 DigestAction::ConfirmAllow | DigestAction::ConfirmDeny => {
                     let allow = action == DigestAction::ConfirmAllow;
-                    let tally = answer_all(&self.pipeline, &now.ids, allow, &tapper).await;
+                    let tally = answer_all(self.pipeline, &now.ids, allow, &tapper).await;
                     tracing::info!(receiver = %to, answered = tally.answered, "feishu: a digest answered all");
                     (texts.tally(allow, tally), View::List)
                 }
@@ -419,11 +439,11 @@ impl Callbacks {
         shown: Shown,
         view: View,
     ) -> Result<Value, Feedback> {
-        let digests = &self.digests;
+        let digests = self.digests;
         let members = digests.members(to, session).await.map_err(down)?;
         if members.is_empty() {
             digests.set_shown(to, session, None).await.map_err(down)?;
-            return Ok(done_card(&self.cards, &shown.title));
+            return Ok(done_card(self.cards, &shown.title));
         }
         let mut next = Shown::of(shown.message_ref, &members);
         next.title = Texts(self.cards.locale()).title(members.len(), Some(&members[0]));
@@ -431,7 +451,7 @@ impl Callbacks {
             .set_shown(to, session, Some(&next))
             .await
             .map_err(down)?;
-        Ok(card(&self.cards, to, session, &members, view))
+        Ok(card(self.cards, to, session, &members, view))
     }
 
     /// Review: posts the first member not yet posted to `to` on its own, with its buttons.

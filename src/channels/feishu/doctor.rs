@@ -21,7 +21,7 @@ async fn check(s: &FeishuSettings, run: &Doctor, checks: &mut Vec<Check>) {
     let api = match OpenApi::new(&s.api_base(), &s.app_id, s.app_secret.clone()) {
         Ok(api) => api,
         Err(e) => {
-            checks.push(Check::fail(format!("Feishu: {e}"), "fix feishu.base_url"));
+            checks.push(Check::fail(format!("Feishu: {e}"), "fix feishu.api_url"));
             run.untried("Feishu", s.receivers.iter().map(|r| r.address()), checks);
             return;
         }
@@ -51,7 +51,7 @@ async fn check(s: &FeishuSettings, run: &Doctor, checks: &mut Vec<Check>) {
     if s.receivers.is_empty() {
         checks.push(Check::fail(
             "Feishu: no receivers to post to",
-            "add a chat or user to feishu.receivers",
+            "add a chat or user to feishu.chats",
         ));
     }
     for receiver in &s.receivers {

@@ -127,10 +127,6 @@ impl Callbacks {
             .inc();
     }
 
-    fn toast(&self, kind: &str, text: &str, card: Option<Value>) -> Value {
-        render::reply(kind, text, card)
-    }
-
     /// Handles one decrypted, authenticated event envelope and returns the reply body, within
     /// `REPLY_BUDGET`.
     ///
@@ -270,7 +266,13 @@ impl Callbacks {
                 approver,
                 again,
             };
-            return self.digest_click(event, who).await;
+            let clicks = super::digest::DigestClicks {
+                pipeline: &self.pipeline,
+                store: &*self.store,
+                cards: &self.cards,
+                digests: &self.digests,
+            };
+            return clicks.digest_click(event, who).await;
         }
 
         let Some((id, created, what)) = self.verify_value(&action["value"]) else {
@@ -360,15 +362,19 @@ impl Callbacks {
         // The id in forged data proves nothing: the refusal is not bound to it (so the
         // rate limit for unauthenticated refusals applies), and it is only named.
         let claimed = action["value"]["id"].as_str().unwrap_or("");
-        if !again {
-            self.registry
+        if !again
+            && self
+                .registry
                 .refused(
                     None,
                     actor,
                     self.pipeline.via(),
                     &format!("card data failed its integrity check (claimed id {claimed:?})"),
                 )
-                .await;
+                .await
+                .is_err()
+        {
+            return self.reply(Feedback::StoreDown);
         }
         self.reply(Feedback::BadButton)
     }
@@ -409,16 +415,7 @@ impl Callbacks {
     /// The reply to a click, and the result it is counted under: the feedback's toast, and
     /// the card as the interaction now is when the feedback shows it.
     pub(super) fn reply(&self, feedback: Feedback) -> (Value, &'static str) {
-        let kind = match &feedback {
-            Feedback::Resolved(_) => "success",
-            Feedback::Already(_) | Feedback::StillWorking => "info",
-            _ => "error",
-        };
-        let card = feedback.interaction().map(|i| self.cards.render(i));
-        (
-            self.toast(kind, &feedback.text(self.cards.locale()), card),
-            feedback.result(),
-        )
+        render::feedback_reply(&self.cards, feedback)
     }
 
     /// The interaction (id and, on cards that carry it, creation time) and action a button
@@ -649,10 +646,14 @@ fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
 
 impl Webhook {
     async fn refuse(&self, reason: &str) -> ApiError {
-        self.registry
+        match self
+            .registry
             .refused(None, "unknown", &Via::new(super::CHANNEL), reason)
-            .await;
-        ApiError::unauthorized(format!("feishu callback refused: {reason}"))
+            .await
+        {
+            Ok(()) => ApiError::unauthorized(format!("feishu callback refused: {reason}")),
+            Err(e) => e.into(),
+        }
     }
 
     /// Checks the signature headers of a request against its raw body.

@@ -193,6 +193,30 @@ fn long_connection(
 
 /// The `[feishu]` section in the channel registry.
 impl crate::channels::Channel for FeishuSettings {
+    fn name(&self) -> &'static str {
+        CHANNEL
+    }
+
+    fn places(&self) -> Vec<String> {
+        self.receivers
+            .iter()
+            .map(settings::Receiver::address)
+            .collect()
+    }
+
+    fn unlisted(&self, place: &str) -> String {
+        format!("{place:?} is not in feishu.chats (written `type:id`, e.g. \"chat_id:oc_...\")")
+    }
+
+    /// An open_id (`ou_...`) is messaged as one, anything else as a user_id.
+    fn direct(&self, id: &str) -> Option<String> {
+        Some(if id.starts_with("ou_") {
+            format!("open_id:{id}")
+        } else {
+            format!("user_id:{id}")
+        })
+    }
+
     fn enabled(&self) -> bool {
         self.enabled
     }
@@ -205,15 +229,19 @@ impl crate::channels::Channel for FeishuSettings {
         FeishuSettings::paths(self)
     }
 
-    fn warnings(&self) -> Vec<String> {
+    fn approvers(&self) -> Vec<String> {
+        self.approvers.clone()
+    }
+
+    fn nobody_answers(&self) -> Option<String> {
         if self.enabled && self.approvers.is_empty() {
-            vec![
+            Some(
                 "feishu is enabled but feishu.approvers is empty: cards are posted, but nobody \
                  can answer them from Feishu (a refused click logs the clicker's id)"
                     .to_string(),
-            ]
+            )
         } else {
-            Vec::new()
+            None
         }
     }
 

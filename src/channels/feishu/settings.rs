@@ -122,7 +122,7 @@ impl fmt::Display for Receiver {
     }
 }
 
-/// `type:id`, as written in the environment (`IMRELAY__FEISHU__RECEIVERS=chat_id:oc_1,open_id:ou_2`).
+/// `type:id`, as written in the environment (`IMRELAY__FEISHU__CHATS=chat_id:oc_1,open_id:ou_2`).
 impl FromStr for Receiver {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
@@ -143,10 +143,12 @@ pub struct FeishuSettings {
     /// Whether the channel runs.
     pub enabled: bool,
     /// How card clicks arrive.
+    #[serde(rename = "transport", alias = "mode")]
     pub mode: Mode,
     /// Feishu or Lark.
     pub domain: Domain,
     /// Overrides the OpenAPI base URL (empty: the domain's).
+    #[serde(rename = "api_url", alias = "base_url")]
     pub base_url: String,
     /// The app's App ID (`cli_...`).
     pub app_id: String,
@@ -158,6 +160,7 @@ pub struct FeishuSettings {
     pub encrypt_key: Secret,
     /// Where cards are posted.
     #[serde(deserialize_with = "crate::settings::list")]
+    #[serde(rename = "chats", alias = "receivers")]
     pub receivers: Vec<Receiver>,
     /// Who may answer: open_ids or user_ids. Empty: nobody.
     #[serde(deserialize_with = "crate::settings::list")]
@@ -165,6 +168,7 @@ pub struct FeishuSettings {
     /// The language of card text.
     pub locale: Locale,
     /// The path of the callback endpoint (webhook mode).
+    #[serde(rename = "inbound_path", alias = "callback_path")]
     pub callback_path: String,
     /// Websocket mode: how long opening the connection (TCP, TLS and the WebSocket handshake)
     /// may take before it is abandoned and retried, seconds.
@@ -206,7 +210,7 @@ impl FeishuSettings {
     /// enabled in webhook mode.
     pub fn paths(&self) -> Vec<PathClaim> {
         if self.enabled && self.mode == Mode::Webhook {
-            vec![PathClaim::new("feishu.callback_path", &self.callback_path)]
+            vec![PathClaim::new("feishu.inbound_path", &self.callback_path)]
         } else {
             Vec::new()
         }
@@ -239,26 +243,26 @@ impl FeishuSettings {
         let url = self.base_url.trim();
         if !(url.is_empty() || url.starts_with("http://") || url.starts_with("https://")) {
             return Err(format!(
-                "feishu.base_url must start with http:// or https:// (got {url:?})"
+                "feishu.api_url must start with http:// or https:// (got {url:?})"
             ));
         }
         let path = &self.callback_path;
         if !path.starts_with('/') || path.len() < 2 || path.contains(char::is_whitespace) {
             return Err(format!(
-                "feishu.callback_path must be a path such as \"/feishu/callback\" (got {path:?})"
+                "feishu.inbound_path must be a path such as \"/feishu/callback\" (got {path:?})"
             ));
         }
         if crate::wire::is_own_path(path) {
             return Err(format!(
-                "feishu.callback_path {path:?} collides with one of imrelay's own endpoints"
+                "feishu.inbound_path {path:?} collides with one of imrelay's own endpoints"
             ));
         }
         for (i, r) in self.receivers.iter().enumerate() {
             if r.id.trim().is_empty() {
-                return Err(format!("feishu.receivers[{i}].id must not be empty"));
+                return Err(format!("feishu.chats[{i}].id must not be empty"));
             }
             if self.receivers[..i].contains(r) {
-                return Err(format!("feishu.receivers lists {r} twice"));
+                return Err(format!("feishu.chats lists {r} twice"));
             }
         }
         if !(1..=300).contains(&self.connect_timeout_secs) {
@@ -291,7 +295,7 @@ impl FeishuSettings {
         }
         if self.receivers.is_empty() {
             return Err(
-                "feishu is enabled but feishu.receivers is empty: no card would be posted anywhere"
+                "feishu is enabled but feishu.chats is empty: no card would be posted anywhere"
                     .into(),
             );
         }
@@ -339,7 +343,7 @@ mod tests {
         assert!(s.validate().unwrap_err().contains("verification_token"));
         let mut s = enabled();
         s.receivers.clear();
-        assert!(s.validate().unwrap_err().contains("receivers"));
+        assert!(s.validate().unwrap_err().contains("feishu.chats"));
         let mut s = enabled();
         s.receivers.push(s.receivers[0].clone());
         assert!(s.validate().unwrap_err().contains("twice"));

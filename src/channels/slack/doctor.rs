@@ -23,7 +23,7 @@ async fn check(s: &SlackSettings, run: &Doctor, checks: &mut Vec<Check>) {
     let api = match WebApi::new(&s.api_base(), s.bot_token.clone(), s.app_token.clone()) {
         Ok(api) => api,
         Err(e) => {
-            checks.push(Check::fail(format!("Slack: {e}"), "fix slack.api_base"));
+            checks.push(Check::fail(format!("Slack: {e}"), "fix slack.api_url"));
             run.untried("Slack", channels(), checks);
             return;
         }

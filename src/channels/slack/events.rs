@@ -1,6 +1,6 @@
-//! The HTTP Events/Interactivity endpoint (`slack.mode = "http"`): Slack POSTs clicks and
+//! The HTTP Events/Interactivity endpoint (`slack.transport = "http"`): Slack POSTs clicks and
 //! modal submissions (`payload=` form bodies) and Events API callbacks (JSON) to
-//! `server.public_url + slack.events_path`.
+//! `server.public_url + slack.inbound_path`.
 //!
 //! Every request is authenticated before anything else is read from it ([`super::verify`]:
 //! the v0 signature, five minutes of tolerance, no replays); a refused one is a 401 recorded in
@@ -55,7 +55,7 @@ impl Endpoint {
         if let Err(e) = self.verifier.verify_request(&headers, &body) {
             self.registry
                 .refused(None, "unknown", &Via::new(super::CHANNEL), &e.to_string())
-                .await;
+                .await?;
             return Err(ApiError::unauthorized(format!(
                 "slack request refused: {e}"
             )));
@@ -98,7 +98,7 @@ impl Endpoint {
     }
 }
 
-/// The router serving `slack.events_path`.
+/// The router serving `slack.inbound_path`.
 pub fn router(endpoint: Arc<Endpoint>) -> Router {
     let path = endpoint.path.clone();
     Router::new().route(&path, post(serve)).with_state(endpoint)

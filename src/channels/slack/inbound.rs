@@ -153,26 +153,31 @@ impl Interactions {
         });
     }
 
-    /// Verifies `value`; a forged or damaged one is refused and recorded.
-    async fn verify(&self, value: &str, person: &Person) -> Option<Signed> {
-        let signed = self.blocks.buttons.verify(value);
-        if signed.is_none() {
-            // The id in forged data proves nothing: the refusal is bound to no interaction.
-            let claimed = value.split(' ').nth(1).unwrap_or("");
-            self.pipeline
-                .registry()
-                .refused(
-                    None,
-                    &person.actor(),
-                    self.pipeline.via(),
-                    &format!(
-                        "button data failed its integrity check (claimed id {:?})",
-                        crate::interaction::clip(claimed, 80)
-                    ),
-                )
-                .await;
+    /// Verifies `value`; a forged or damaged one is refused and recorded (the feedback is
+    /// then a bad button, or a store failure when the refusal could not be recorded).
+    async fn verify(&self, value: &str, person: &Person) -> Result<Signed, Feedback> {
+        if let Some(signed) = self.blocks.buttons.verify(value) {
+            return Ok(signed);
         }
-        signed
+        // The id in forged data proves nothing: the refusal is bound to no interaction.
+        let claimed = value.split(' ').nth(1).unwrap_or("");
+        let recorded = self
+            .pipeline
+            .registry()
+            .refused(
+                None,
+                &person.actor(),
+                self.pipeline.via(),
+                &format!(
+                    "button data failed its integrity check (claimed id {:?})",
+                    crate::interaction::clip(claimed, 80)
+                ),
+            )
+            .await;
+        Err(match recorded {
+            Ok(()) => Feedback::BadButton,
+            Err(_) => Feedback::StoreDown,
+        })
     }
 
     /// The interaction `signed` is for, when `person` may act on it now.
@@ -208,10 +213,13 @@ impl Interactions {
             return;
         }
         let value = action["value"].as_str().unwrap_or_default();
-        let Some(signed) = self.verify(value, &person).await else {
-            self.count("refused");
-            self.tell(payload, &person, Feedback::BadButton.text(Locale::EnUs));
-            return;
+        let signed = match self.verify(value, &person).await {
+            Ok(signed) => signed,
+            Err(feedback) => {
+                self.count("refused");
+                self.tell(payload, &person, feedback.text(Locale::EnUs));
+                return;
+            }
         };
         let i = match self.admit(&signed, &person).await {
             Ok(i) => i,
@@ -298,9 +306,12 @@ impl Interactions {
             Some(json!({"response_action": "errors", "errors": {block: text}}))
         };
         let metadata = view["private_metadata"].as_str().unwrap_or_default();
-        let Some(signed) = self.verify(metadata, &person).await else {
-            self.count("refused");
-            return errors(&first, Feedback::BadButton.text(Locale::EnUs));
+        let signed = match self.verify(metadata, &person).await {
+            Ok(signed) => signed,
+            Err(feedback) => {
+                self.count("refused");
+                return errors(&first, feedback.text(Locale::EnUs));
+            }
         };
         let i = match self.admit(&signed, &person).await {
             Ok(i) => i,

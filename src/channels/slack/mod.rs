@@ -150,6 +150,36 @@ fn transport(
 
 /// The `[slack]` section in the channel registry.
 impl crate::channels::Channel for SlackSettings {
+    fn name(&self) -> &'static str {
+        CHANNEL
+    }
+
+    fn places(&self) -> Vec<String> {
+        self.channels.clone()
+    }
+
+    fn unlisted(&self, place: &str) -> String {
+        format!("{place:?} is not in slack.chats")
+    }
+
+    fn person_id(&self, written: &crate::channels::Written) -> Result<String, String> {
+        let id = written.text("a Slack user id")?;
+        match settings::name_not_id(&id, false) {
+            Some(why) => Err(why),
+            None => Ok(id),
+        }
+    }
+
+    fn problems(&self) -> Vec<String> {
+        let chats = self.channels.iter().enumerate().filter_map(|(j, c)| {
+            settings::name_not_id(c, true).map(|why| format!("slack.chats[{j}]: {why}"))
+        });
+        let approvers = self.approvers.iter().enumerate().filter_map(|(j, c)| {
+            settings::name_not_id(c, false).map(|why| format!("slack.approvers[{j}]: {why}"))
+        });
+        chats.chain(approvers).collect()
+    }
+
     fn enabled(&self) -> bool {
         self.enabled
     }
@@ -162,15 +192,19 @@ impl crate::channels::Channel for SlackSettings {
         SlackSettings::paths(self)
     }
 
-    fn warnings(&self) -> Vec<String> {
+    fn approvers(&self) -> Vec<String> {
+        self.approvers.clone()
+    }
+
+    fn nobody_answers(&self) -> Option<String> {
         if self.enabled && self.approvers.is_empty() {
-            vec![
+            Some(
                 "slack is enabled but slack.approvers is empty: messages are posted, but nobody \
                  can answer them from Slack (a refused click logs the clicker's user id)"
                     .to_string(),
-            ]
+            )
         } else {
-            Vec::new()
+            None
         }
     }
 

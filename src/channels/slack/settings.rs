@@ -39,6 +39,7 @@ pub struct SlackSettings {
     /// Whether the channel runs.
     pub enabled: bool,
     /// How interactions arrive.
+    #[serde(rename = "transport", alias = "mode")]
     pub mode: Mode,
     /// The bot token (`xoxb-...`): posts and updates messages, opens modals.
     pub bot_token: Secret,
@@ -48,12 +49,14 @@ pub struct SlackSettings {
     /// The signing secret: authenticates requests to the HTTP endpoint.
     pub signing_secret: Secret,
     /// Overrides the Web API base URL (a proxy, or a test server). Empty: Slack's.
+    #[serde(rename = "api_url", alias = "api_base")]
     pub api_base: String,
     /// Socket Mode connections held open at once (1 to 10); Slack hands each envelope to
     /// one of them, so a second one covers the gap while another reconnects.
     pub connections: u8,
     /// Conversation ids (`C...`, `G...`, `D...`) prompts are posted to.
     #[serde(deserialize_with = "crate::settings::list")]
+    #[serde(rename = "chats", alias = "channels")]
     pub channels: Vec<String>,
     /// Slack user ids (`U...`, `W...`) who may answer. Empty: nobody.
     #[serde(deserialize_with = "crate::settings::list")]
@@ -62,6 +65,7 @@ pub struct SlackSettings {
     /// message itself showing it), so it shows up for people following the thread.
     pub thread_replies: bool,
     /// HTTP mode: the path Slack's Events and Interactivity requests are sent to.
+    #[serde(rename = "inbound_path", alias = "events_path")]
     pub events_path: String,
     /// Socket Mode: how long opening a connection (TCP, TLS, WebSocket handshake and Slack's
     /// `hello`) may take before it is abandoned and retried, seconds.
@@ -102,7 +106,7 @@ impl SlackSettings {
     /// enabled in HTTP mode.
     pub fn paths(&self) -> Vec<PathClaim> {
         if self.enabled && self.mode == Mode::Http {
-            vec![PathClaim::new("slack.events_path", &self.events_path)]
+            vec![PathClaim::new("slack.inbound_path", &self.events_path)]
         } else {
             Vec::new()
         }
@@ -118,7 +122,7 @@ impl SlackSettings {
         let url = self.api_base.trim();
         if !(url.is_empty() || url.starts_with("http://") || url.starts_with("https://")) {
             return Err(format!(
-                "slack.api_base must start with http:// or https:// (got {url:?})"
+                "slack.api_url must start with http:// or https:// (got {url:?})"
             ));
         }
         if !(1..=MAX_CONNECTIONS).contains(&self.connections) {
@@ -136,20 +140,20 @@ impl SlackSettings {
         let path = &self.events_path;
         if !path.starts_with('/') || path.len() < 2 || path.contains(char::is_whitespace) {
             return Err(format!(
-                "slack.events_path must be a path such as \"/slack/events\" (got {path:?})"
+                "slack.inbound_path must be a path such as \"/slack/events\" (got {path:?})"
             ));
         }
         if crate::wire::is_own_path(path) {
             return Err(format!(
-                "slack.events_path {path:?} collides with one of imrelay's own endpoints"
+                "slack.inbound_path {path:?} collides with one of imrelay's own endpoints"
             ));
         }
         for (i, c) in self.channels.iter().enumerate() {
             if c.trim().is_empty() {
-                return Err(format!("slack.channels[{i}] must not be empty"));
+                return Err(format!("slack.chats[{i}] must not be empty"));
             }
             if self.channels[..i].contains(c) {
-                return Err(format!("slack.channels lists {c} twice"));
+                return Err(format!("slack.chats lists {c} twice"));
             }
         }
         if self.approvers.iter().any(|a| a.trim().is_empty()) {
@@ -187,7 +191,7 @@ impl SlackSettings {
         }
         if self.channels.is_empty() {
             return Err(
-                "slack is enabled but slack.channels is empty: no prompt would be posted anywhere"
+                "slack is enabled but slack.chats is empty: no prompt would be posted anywhere"
                     .into(),
             );
         }
@@ -237,7 +241,7 @@ mod tests {
         assert!(s.validate().unwrap_err().contains("twice"));
         let mut s = enabled();
         s.channels.clear();
-        assert!(s.validate().unwrap_err().contains("slack.channels"));
+        assert!(s.validate().unwrap_err().contains("slack.chats"));
         let mut s = enabled();
         s.events_path = "/v1/interactions".into();
         assert!(s.validate().unwrap_err().contains("collides"));
@@ -266,4 +270,22 @@ mod tests {
         s.mode = Mode::Http;
         assert_eq!(s.paths().len(), 1);
     }
+}
+
+/// Slack wants ids (`C…` channels, `U…` people): for a `#name` or `@name`, what is wrong and
+/// how to find the id.
+pub(crate) fn name_not_id(value: &str, channel: bool) -> Option<String> {
+    const CHANNEL: &str = "Slack channel ids look like C0123456789: open the channel's details \
+        in Slack; its id is at the bottom";
+    const USER: &str = "Slack user ids look like U0123456789: open their profile in Slack, \
+        then ⋮ → Copy member ID";
+    if !(value.starts_with('#') || value.starts_with('@')) {
+        return None;
+    }
+    let (what, how) = if channel {
+        ("channel", CHANNEL)
+    } else {
+        ("user", USER)
+    };
+    Some(format!("{value:?} is a name, not a {what} id. {how}"))
 }

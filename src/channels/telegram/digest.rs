@@ -339,14 +339,16 @@ impl Telegram {
             return;
         };
         let Some((session, action, set)) = self.read_digest_data(chat, data) else {
-            self.client.answer(&q.id, &say(Feedback::BadButton)).await;
-            self.refuse(
-                None,
-                &q.from,
-                "digest button data failed its check",
-                "bad_data",
-            )
-            .await;
+            let told = self
+                .refuse(
+                    None,
+                    &q.from,
+                    "digest button data failed its check",
+                    "bad_data",
+                    Feedback::BadButton,
+                )
+                .await;
+            self.client.answer(&q.id, &say(told)).await;
             return;
         };
         let (who, identity) = (actor(&q.from), q.from.id.0.to_string());

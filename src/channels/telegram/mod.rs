@@ -56,7 +56,7 @@ pub use settings::{Mode, TelegramSettings};
 use self::api::Client;
 use self::button::Codec;
 use super::Wiring;
-use crate::channels::pipeline::Pipeline;
+use crate::channels::pipeline::{Feedback, Pipeline};
 use crate::health::Health;
 use crate::interaction::after;
 use crate::interaction::{Interaction, InteractionId, Registry, Responder, Via};
@@ -169,11 +169,25 @@ impl Telegram {
     }
 
     /// Records a refused attempt: counted, logged, and fed to the registry's audit trail.
-    async fn refuse(&self, id: Option<&InteractionId>, user: &User, reason: &str, label: &str) {
+    /// Returns what the person is to be told: `told`, or that it failed and may be tried
+    /// again when the refusal could not be recorded.
+    async fn refuse(
+        &self,
+        id: Option<&InteractionId>,
+        user: &User,
+        reason: &str,
+        label: &str,
+        told: Feedback,
+    ) -> Feedback {
         self.count_refused(label);
-        self.registry
+        match self
+            .registry
             .refused(id, &actor(user), &Via::new(CHANNEL), reason)
-            .await;
+            .await
+        {
+            Ok(()) => told,
+            Err(_) => Feedback::StoreDown,
+        }
     }
 
     /// Counts a refused attempt (the caller records it in the audit trail).
@@ -389,6 +403,26 @@ fn register_counters(w: &Wiring) -> (Family<ReasonLabels, Counter>, Family<KindL
 
 /// The `[telegram]` section in the channel registry.
 impl crate::channels::Channel for TelegramSettings {
+    fn name(&self) -> &'static str {
+        CHANNEL
+    }
+
+    fn places(&self) -> Vec<String> {
+        self.chats.iter().map(i64::to_string).collect()
+    }
+
+    fn place(&self, written: &crate::channels::Written) -> Result<String, String> {
+        written.number("a Telegram chat id", i64::MIN)
+    }
+
+    fn unlisted(&self, place: &str) -> String {
+        format!("chat {place} is not in telegram.chats: add it there, or route to a listed chat")
+    }
+
+    fn person_id(&self, written: &crate::channels::Written) -> Result<String, String> {
+        written.number("a Telegram user id (a positive number)", 1)
+    }
+
     fn enabled(&self) -> bool {
         self.enabled
     }
@@ -401,11 +435,15 @@ impl crate::channels::Channel for TelegramSettings {
         TelegramSettings::paths(self)
     }
 
-    fn warnings(&self) -> Vec<String> {
+    fn approvers(&self) -> Vec<String> {
+        self.approvers.iter().map(u64::to_string).collect()
+    }
+
+    fn nobody_answers(&self) -> Option<String> {
         if !self.enabled || !self.approvers.is_empty() {
-            return Vec::new();
+            return None;
         }
-        vec![
+        Some(
             if self.chats.is_empty() {
                 "telegram is enabled but telegram.approvers is empty, and so is telegram.chats: \
              nobody can answer from Telegram, and prompts reach only people a route messages \
@@ -415,7 +453,7 @@ impl crate::channels::Channel for TelegramSettings {
              nobody can answer them from Telegram (send /whoami to the bot for your user id)"
             }
             .to_string(),
-        ]
+        )
     }
 
     fn install<'a>(

@@ -29,10 +29,12 @@ pub struct TelegramSettings {
     #[serde(deserialize_with = "crate::settings::list")]
     pub approvers: Vec<u64>,
     /// Polling (default) or webhook.
+    #[serde(rename = "transport", alias = "mode")]
     pub mode: Mode,
     /// The public HTTPS URL Telegram posts updates to (webhook mode).
     pub webhook_url: String,
     /// The path on this server that receives webhook updates.
+    #[serde(rename = "inbound_path", alias = "webhook_path")]
     pub webhook_path: String,
     /// The secret Telegram echoes in `X-Telegram-Bot-Api-Secret-Token`. Empty: one is derived
     /// from a persistent server secret.
@@ -86,7 +88,7 @@ impl TelegramSettings {
     /// enabled in webhook mode.
     pub fn paths(&self) -> Vec<PathClaim> {
         if self.enabled && self.mode == Mode::Webhook {
-            vec![PathClaim::new("telegram.webhook_path", &self.webhook_path)]
+            vec![PathClaim::new("telegram.inbound_path", &self.webhook_path)]
         } else {
             Vec::new()
         }
@@ -132,19 +134,19 @@ impl TelegramSettings {
         let path = &self.webhook_path;
         if !path.starts_with('/') || path.len() < 2 || path.contains(char::is_whitespace) {
             return Err(format!(
-                "telegram.webhook_path must start with / and name a path (got {path:?})"
+                "telegram.inbound_path must start with / and name a path (got {path:?})"
             ));
         }
         if crate::wire::is_own_path(path) {
             return Err(format!(
-                "telegram.webhook_path {path:?} collides with one of imrelay's own endpoints"
+                "telegram.inbound_path {path:?} collides with one of imrelay's own endpoints"
             ));
         }
         if self.mode == Mode::Webhook {
             let url = self.webhook_url.trim();
             if url.is_empty() {
                 return Err(
-                    "telegram.mode is \"webhook\" but telegram.webhook_url is empty: set the public https:// URL that reaches telegram.webhook_path, or use mode = \"polling\"".into(),
+                    "telegram.transport is \"webhook\" but telegram.webhook_url is empty: set the public https:// URL that reaches telegram.inbound_path, or use transport = \"polling\"".into(),
                 );
             }
             if !https_url(url) {
@@ -273,7 +275,7 @@ mod tests {
 
         let mut s = base();
         s.webhook_path = "telegram".into();
-        assert!(s.validate().unwrap_err().contains("webhook_path"));
+        assert!(s.validate().unwrap_err().contains("inbound_path"));
         s.webhook_path = "/healthz".into();
         assert!(s.validate().unwrap_err().contains("collides"));
         s.webhook_path = "/v1/interactions".into();

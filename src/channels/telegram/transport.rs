@@ -294,14 +294,18 @@ async fn webhook(State(tg): State<Arc<Telegram>>, req: Request) -> Response {
                 reason: "bad_webhook_secret".into(),
             })
             .inc();
-        tg.registry
+        if let Err(e) = tg
+            .registry
             .refused(
                 None,
                 "unknown webhook caller",
                 &Via::new(crate::channels::telegram::CHANNEL),
                 "missing or wrong webhook secret token",
             )
-            .await;
+            .await
+        {
+            return ApiError::from(e).closing().into_response();
+        }
         // The body is left unread: the connection is closed.
         return ApiError::unauthorized("missing or wrong X-Telegram-Bot-Api-Secret-Token header")
             .closing()

@@ -117,7 +117,7 @@ async fn signed_body(
                     via,
                     &format!("bad signature: {e}"),
                 )
-                .await;
+                .await?;
             // Refused on its headers, the body was never read: close the connection.
             Err(
                 ApiError::new(StatusCode::UNAUTHORIZED, "invalid_signature", e.to_string())
@@ -141,7 +141,7 @@ async fn first_use(
     }
     registry
         .refused(None, &bounded(msg_id), via, "replayed webhook-id")
-        .await;
+        .await?;
     Err(ApiError::new(
         StatusCode::CONFLICT,
         "replayed",

@@ -145,6 +145,30 @@ async fn targets(
 
 /// The `[[webhooks]]` targets in the channel registry: enabled when any is configured.
 impl crate::channels::Channel for Vec<WebhookSettings> {
+    fn name(&self) -> &'static str {
+        CHANNEL_IDENTITY
+    }
+
+    fn route_key(&self) -> &'static str {
+        "webhooks"
+    }
+
+    fn is_chat(&self) -> bool {
+        false
+    }
+
+    fn places(&self) -> Vec<String> {
+        self.iter().map(|w| w.name.clone()).collect()
+    }
+
+    fn unlisted(&self, place: &str) -> String {
+        format!("{place:?} is not the name of a [[webhooks]] entry")
+    }
+
+    fn direct(&self, _id: &str) -> Option<String> {
+        None
+    }
+
     fn enabled(&self) -> bool {
         !self.is_empty()
     }

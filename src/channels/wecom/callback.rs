@@ -1,5 +1,5 @@
 //! The callback URL (`wecom.transport = "callback"`): WeCom sends the bot's callbacks to
-//! `server.public_url + wecom.callback_path`, encrypted with the EncodingAESKey and signed
+//! `server.public_url + wecom.inbound_path`, encrypted with the EncodingAESKey and signed
 //! with the Token ([`super::crypto`]).
 //!
 //! - `GET ?msg_signature&timestamp&nonce&echostr`: the URL check when the callback is saved in
@@ -83,10 +83,14 @@ impl Endpoint {
     }
 
     async fn refuse(&self, reason: &str) -> ApiError {
-        self.registry
+        match self
+            .registry
             .refused(None, "unknown", &Via::new(CHANNEL), reason)
-            .await;
-        ApiError::unauthorized(format!("wecom callback refused: {reason}"))
+            .await
+        {
+            Ok(()) => ApiError::unauthorized(format!("wecom callback refused: {reason}")),
+            Err(e) => e.into(),
+        }
     }
 
     /// Checks the signature and the timestamp of `encrypted`, then decrypts it.
@@ -192,7 +196,7 @@ impl Endpoint {
     }
 }
 
-/// The router serving `wecom.callback_path`.
+/// The router serving `wecom.inbound_path`.
 pub(crate) fn router(endpoint: Arc<Endpoint>) -> Router {
     let path = endpoint.path.clone();
     Router::new()

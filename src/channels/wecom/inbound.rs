@@ -198,7 +198,9 @@ impl Inbound {
                 self.count("ignored");
                 return Reply::None;
             }
-            if !again {
+            let recorded = if again {
+                Ok(())
+            } else {
                 self.pipeline
                     .registry()
                     .refused(
@@ -207,10 +209,15 @@ impl Inbound {
                         self.pipeline.via(),
                         "card button failed its integrity check",
                     )
-                    .await;
-            }
+                    .await
+            };
             self.count("invalid");
-            let text = Feedback::BadButton.text(self.cards.locale());
+            let feedback = match recorded {
+                Ok(()) => Feedback::BadButton,
+                // Not recorded: try again.
+                Err(_) => Feedback::StoreDown,
+            };
+            let text = feedback.text(self.cards.locale());
             return self.only_for(userid, self.cards.notice(&click.task_id, &text));
         };
         let Ok(id) = InteractionId::parse(&pressed.id) else {

@@ -141,6 +141,14 @@ fn longconn(
 
 /// The `[wecom]` section in the channel registry.
 impl crate::channels::Channel for WeComSettings {
+    fn name(&self) -> &'static str {
+        CHANNEL
+    }
+
+    fn places(&self) -> Vec<String> {
+        self.chats.clone()
+    }
+
     fn enabled(&self) -> bool {
         self.enabled
     }
@@ -153,15 +161,20 @@ impl crate::channels::Channel for WeComSettings {
         WeComSettings::paths(self)
     }
 
+    fn approvers(&self) -> Vec<String> {
+        self.approvers.clone()
+    }
+
+    fn nobody_answers(&self) -> Option<String> {
+        (self.enabled && self.approvers.is_empty()).then(|| {
+            "wecom is enabled but wecom.approvers is empty: cards are sent, but nobody can \
+             answer them from WeCom (a refused click logs the clicker's userid)"
+                .to_string()
+        })
+    }
+
     fn warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
-        if self.enabled && self.approvers.is_empty() {
-            out.push(
-                "wecom is enabled but wecom.approvers is empty: cards are sent, but nobody can \
-                 answer them from WeCom (a refused click logs the clicker's userid)"
-                    .to_string(),
-            );
-        }
         if self.enabled && self.transport == Transport::Callback {
             out.push(
                 "wecom.transport = \"callback\": WeCom lets a bot send a card only as the reply to \

@@ -491,7 +491,7 @@ mod tests {
         use crate::interaction::routes::{Escalation, RouteStamp};
         let cards = Cards::new(Locale::ZhCn, Keys::new(vec![7; 32]), None);
         let mut i = bash("make shop");
-        i.route = Some(Box::new(RouteStamp {
+        i.route = Some(std::sync::Arc::new(RouteStamp {
             name: "shop".into(),
             targets: None,
             approvers: Vec::new(),

@@ -38,6 +38,7 @@ pub struct WeComSettings {
     /// How WeCom and imrelay talk.
     pub transport: Transport,
     /// The long connection's URL (a test server, a proxy). Empty: WeCom's.
+    #[serde(rename = "api_url", alias = "url")]
     pub url: String,
     /// The bot's BotID (long connection; in callback mode, the receiver id its messages name).
     pub bot_id: String,
@@ -48,6 +49,7 @@ pub struct WeComSettings {
     /// The callback EncodingAESKey (callback mode): 43 characters, encrypts every callback.
     pub encoding_aes_key: Secret,
     /// Callback mode: the path WeCom's callbacks are POSTed to.
+    #[serde(rename = "inbound_path", alias = "callback_path")]
     pub callback_path: String,
     /// Chats cards go to: a group's chatid, or a person's userid for their one-to-one chat
     /// with the bot. WeCom delivers only to chats where someone has messaged the bot.
@@ -83,7 +85,7 @@ impl WeComSettings {
     /// callback mode.
     pub fn paths(&self) -> Vec<PathClaim> {
         if self.enabled && self.transport == Transport::Callback {
-            vec![PathClaim::new("wecom.callback_path", &self.callback_path)]
+            vec![PathClaim::new("wecom.inbound_path", &self.callback_path)]
         } else {
             Vec::new()
         }
@@ -107,18 +109,18 @@ impl WeComSettings {
         let url = self.url.trim();
         if !(url.is_empty() || url.starts_with("ws://") || url.starts_with("wss://")) {
             return Err(format!(
-                "wecom.url must start with wss:// (or ws:// for a local test server) (got {url:?})"
+                "wecom.api_url must start with wss:// (or ws:// for a local test server) (got {url:?})"
             ));
         }
         let path = &self.callback_path;
         if !path.starts_with('/') || path.len() < 2 || path.contains(char::is_whitespace) {
             return Err(format!(
-                "wecom.callback_path must be a path such as \"/wecom/callback\" (got {path:?})"
+                "wecom.inbound_path must be a path such as \"/wecom/callback\" (got {path:?})"
             ));
         }
         if crate::wire::is_own_path(path) {
             return Err(format!(
-                "wecom.callback_path {path:?} collides with one of imrelay's own endpoints"
+                "wecom.inbound_path {path:?} collides with one of imrelay's own endpoints"
             ));
         }
         for (i, c) in self.chats.iter().enumerate() {
@@ -220,7 +222,7 @@ mod tests {
         assert!(s.validate().unwrap_err().contains("wecom.chats"));
         let mut s = enabled();
         s.url = "http://x".into();
-        assert!(s.validate().unwrap_err().contains("wecom.url"));
+        assert!(s.validate().unwrap_err().contains("wecom.api_url"));
         let mut s = enabled();
         s.callback_path = "/v1/interactions".into();
         assert!(s.validate().unwrap_err().contains("collides"));

@@ -40,7 +40,7 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::client::{Backoff, ClientError, Remote, RemoteArgs, exit};
+use super::client::{AgentRemoteArgs, Backoff, ClientError, Remote, exit};
 use crate::agents::opencode::{
     ANSWERED_IN_OPENCODE, Event, GONE_FROM_OPENCODE, OnTimeout, Request, parse_event,
 };
@@ -90,18 +90,9 @@ pub struct OpenCodeArgs {
         default_value = "opencode"
     )]
     pub username: String,
-    /// The imrelay server [default: the listen address of the configuration].
-    #[arg(long, env = "IMRELAY_URL", value_name = "URL")]
-    pub url: Option<String>,
-    /// An agent token (one of `auth.agent_tokens`). Not needed on the server's own machine
-    /// when the server has none.
-    #[arg(
-        long,
-        env = "IMRELAY_AGENT_TOKEN",
-        hide_env_values = true,
-        value_name = "TOKEN"
-    )]
-    pub token: Option<String>,
+    /// Where the server is and the agent token to present.
+    #[command(flatten)]
+    pub remote: AgentRemoteArgs,
     /// imrelay's deadline for each request, seconds [default: the server's default].
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=31_536_000))]
     pub timeout: Option<u64>,
@@ -132,13 +123,7 @@ fn server_urls(raw: &[String]) -> Option<Vec<String>> {
 /// Runs the bridge until interrupted; returns the exit status.
 pub fn run(args: BridgeArgs, config: Option<&std::path::Path>) -> i32 {
     let Agent::Opencode(args) = args.agent;
-    let remote = match Remote::new(
-        &RemoteArgs {
-            url: args.url.clone(),
-            token: args.token.clone(),
-        },
-        config,
-    ) {
+    let remote = match Remote::new(&args.remote.remote(), config) {
         Ok(r) => r,
         Err(e) => {
             say_err(&format!("error: {e:#}"));

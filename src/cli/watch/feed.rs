@@ -343,7 +343,7 @@ mod tests {
         let id = crate::interaction::InteractionId::generate();
         let mut i = Interaction::pending(id, "Bash", serde_json::Map::new(), Timestamp::now(), 60);
         i.route = route.map(|name| {
-            Box::new(RouteStamp {
+            std::sync::Arc::new(RouteStamp {
                 name: name.into(),
                 targets: None,
                 approvers: Vec::new(),

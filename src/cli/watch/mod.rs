@@ -47,7 +47,7 @@ use self::feed::Filter;
 use self::send::Done;
 use self::steps::{Act, Step, Then, is_quit};
 use super::client::{Operator, Remote, RemoteArgs, answer_command, exit};
-use super::commands::login_name;
+use super::login_name;
 use super::term::{Input, Term, Typed};
 use super::view::{self, Paint};
 use crate::interaction::{Interaction, InteractionId};

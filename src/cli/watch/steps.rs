@@ -176,6 +176,14 @@ impl Step {
     pub(super) fn prompt(&self, i: &Interaction, tty: bool) -> String {
         match self {
             Step::Choose => format!("{} › ", approval_letters(i)),
+            // A deny's words reach the model as the person's instruction.
+            Step::Reason if i.kind == Kind::Approval && tty => {
+                "deny and tell the agent what to do instead (Enter for nothing, Esc goes back) › "
+                    .into()
+            }
+            Step::Reason if i.kind == Kind::Approval => {
+                "deny and tell the agent what to do instead (Enter for nothing) › ".into()
+            }
             Step::Reason if tty => "reason for the agent (Enter for none, Esc goes back) › ".into(),
             Step::Reason => "reason for the agent (Enter for none) › ".into(),
             Step::Editing => "(editing…)".into(),

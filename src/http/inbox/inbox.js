@@ -384,7 +384,7 @@ function approvalBody(card, i) {
   body.append(raw);
   loadDisplay(display, i.id, linkedId() === i.id);
   const actions = card.querySelector(".actions");
-  const reason = el("input", { type: "text", class: "reason", placeholder: "reason (optional, shown to the agent)", "aria-label": "Reason for denying (optional, shown to the agent)", maxlength: "4096" });
+  const reason = el("input", { type: "text", class: "reason", placeholder: "Deny and tell it… what to do instead (optional)", "aria-label": "Deny and tell the agent what to do instead (optional: the agent reads it as your instruction)", maxlength: "4096" });
   // "Edit & approve…" opens an editor of the input with its own Approve and Cancel; what
   // is wrong with the JSON shows under it as it is typed.
   const original = JSON.stringify(i.input, null, 2);
@@ -1333,6 +1333,11 @@ function handleEvent(name, data, id) {
       // A grant may have been made or used elsewhere: the list follows.
       if (i && i.resolution && (i.resolution.via === "policy" || i.resolution.outcome === "allowed")) loadGrants();
     }
+    // A session waits, or stops waiting: its line follows (once for a burst of events).
+    if (i && i.session && (name === "interaction.created" || name === "interaction.resolved")) {
+      clearTimeout(state.sessionsTimer);
+      state.sessionsTimer = setTimeout(loadSessions, 300);
+    }
   }
   if (id && state.unconfirmed) confirmPending();
 }
@@ -1395,6 +1400,67 @@ async function loadGrants() {
   } catch (_) { /* the stream reports connectivity */ }
 }
 
+// ---------- sessions ----------
+
+function sessionLine(s) {
+  const parts = [s.agent, s.route && "route " + s.route, s.cwd && "in " + s.cwd, "last " + fmtTime(s.last_activity)];
+  if (s.pending && s.pending.length) parts.push(s.pending.length + " waiting");
+  const queued = (s.messages || []).filter((m) => !m.delivered_at).length;
+  if (queued) parts.push(queued + " message" + (queued > 1 ? "s" : "") + " queued");
+  return parts.filter(Boolean).join(" · ");
+}
+
+function sessionCard(s) {
+  const card = el("article", { class: "card session", "data-session": s.agent + "/" + s.id },
+    el("div", { class: "card-head" }, el("span", { class: "kind state-" + s.state, text: s.state }), el("code", { class: "tool", text: s.id })),
+    el("div", { class: "meta", text: sessionLine(s) }));
+  if (s.state === "finished" && s.last_message) card.append(el("p", { class: "said", text: s.last_message }));
+  for (const m of (s.messages || []).slice(-3)) {
+    const when = m.delivered_at ? "delivered " + fmtTime(m.delivered_at) : "queued";
+    card.append(el("p", { class: "muted", text: m.by + ": " + m.text + " (" + when + ")" }));
+  }
+  if (s.state !== "gone") {
+    const text = el("input", { type: "text", class: "reason", maxlength: "4000", placeholder: "tell the agent… (at its next step)", "aria-label": "A message to this session" });
+    const send = el("button", { type: "button", text: "Send", onclick: async () => {
+      if (!text.value.trim()) return;
+      send.disabled = true;
+      const body = { text: text.value, via: "desktop" };
+      if (who()) body.by = who();
+      try {
+        const path = "/v1/sessions/" + encodeURIComponent(s.agent) + "/" + encodeURIComponent(s.id) + "/messages";
+        const resp = await fetch(path, { method: "POST", headers: authHeaders({ "Content-Type": "application/json" }), body: JSON.stringify(body) });
+        if (!resp.ok) {
+          const data = await resp.json().catch(() => ({}));
+          notice(card, (data.error && data.error.message) || ("HTTP " + resp.status), true);
+          send.disabled = false;
+          return;
+        }
+      } catch (e) { notice(card, "Could not reach imrelay: " + e.message, true); send.disabled = false; return; }
+      loadSessions();
+    } });
+    card.append(el("p", { class: "notice", hidden: true }), el("div", { class: "actions" }, text, send));
+  }
+  return card;
+}
+
+async function loadSessions() {
+  try {
+    const route = $("s-route").value;
+    const r = await fetch("/v1/sessions" + (route ? "?route=" + encodeURIComponent(route) : ""), { headers: authHeaders() });
+    if (!r.ok) return;
+    const list = (await r.json()).sessions || [];
+    if (!route) {
+      const routes = [...new Set(list.map((s) => s.route))].sort();
+      const select = $("s-route");
+      select.replaceChildren(el("option", { value: "", text: "every route" }), ...routes.map((n) => el("option", { value: n, text: "route " + n })));
+      select.hidden = routes.length < 2;
+    }
+    $("session-count").textContent = String(list.length);
+    $("sessions-empty").hidden = list.length > 0;
+    $("sessions").replaceChildren(...list.map(sessionCard));
+  } catch (_) { /* the stream reports connectivity */ }
+}
+
 async function loadRecent() {
   try {
     const resp = await fetch("/v1/interactions?status=resolved&limit=" + RECENT_MAX, { headers: authHeaders() });
@@ -1443,6 +1509,7 @@ async function connect() {
       clearPending();
       loadRecent().then(showLinked);
       loadGrants();
+      loadSessions();
     } else if (state.lost) {
       // Back after an outage: the stream replays what happened meanwhile; the recent list
       // is read again too.
@@ -1513,6 +1580,10 @@ document.addEventListener("DOMContentLoaded", () => {
     for (const { el: card } of state.pending.values()) if (!card.hidden) card.querySelector(".pick").checked = ev.target.checked;
     refreshBulk();
   });
+  $("s-route").addEventListener("change", () => loadSessions());
+  // Sessions also change with no interaction (a tool ran, a turn ended): read them again now
+  // and then while the page is shown.
+  setInterval(() => { if (!document.hidden && $("login").hidden) loadSessions(); }, 15000);
   $("bulk-approve").addEventListener("click", () => answerSelected("allow"));
   $("bulk-deny").addEventListener("click", () => answerSelected("deny"));
   $("login-form").addEventListener("submit", (ev) => {

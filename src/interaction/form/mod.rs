@@ -279,14 +279,6 @@ impl FieldType {
             FieldType::Multi { .. } => "an array of option values",
         }
     }
-
-    /// Whether this field is answered by choosing (buttons, a select) rather than typing.
-    pub fn is_choice(&self) -> bool {
-        matches!(
-            self,
-            FieldType::Boolean | FieldType::Choice { .. } | FieldType::Multi { .. }
-        )
-    }
 }
 
 /// A validated form: its message and fields in the order the schema lists them.

@@ -62,6 +62,19 @@ impl InteractionId {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The id's string, shared rather than copied (for a record kept beside the
+    /// interaction).
+    pub fn shared(&self) -> Arc<str> {
+        self.0.clone()
+    }
+}
+
+/// Ids hash and compare as their strings: a map keyed by id is searched with a `&str`.
+impl std::borrow::Borrow<str> for InteractionId {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
 }
 
 impl<'de> Deserialize<'de> for InteractionId {

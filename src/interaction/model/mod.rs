@@ -15,6 +15,7 @@ mod canonical;
 mod id;
 mod input;
 mod result;
+mod stamps;
 mod time;
 
 use std::fmt;
@@ -30,6 +31,7 @@ use canonical::write_canonical_object;
 pub use id::{InteractionId, MAX_ID_LEN};
 pub use input::Input;
 pub use result::{AgentResult, PermissionResult};
+pub use stamps::{DEFAULT_ROUTE, Escalation, Quorum, RouteStamp, Target, Vote, route_name};
 pub use time::{Millis, after, millis, now};
 
 /// The tool name the Claude Agent SDK uses for structured questions.
@@ -249,22 +251,24 @@ pub struct Interaction {
     /// Labels the agent sent (`prod`, `project:shop`): routes match on them.
     #[serde(default)]
     pub labels: Box<[Box<str>]>,
-    /// The route it took (`None` when no route is configured). Boxed: most pending
-    /// interactions carry one pointer.
+    /// The route it took (`None` when no route is configured). Shared: every interaction
+    /// that took a route points to its one stamp, rather than holding a copy of its names
+    /// and targets (pending interactions are held in memory).
     #[serde(default)]
-    pub route: Option<Box<crate::interaction::routes::RouteStamp>>,
+    pub route: Option<Arc<RouteStamp>>,
     /// Who created it: the agent token (`token:` and the start of its SHA-256, never the
     /// token) or `local`, as the creating entry point names it; `None` when created without
     /// one (a Rust host). A session grant made on it is bound to this owner.
+    /// (Shared: the pending interactions of one owner point to one copy of its name.)
     #[serde(default)]
-    pub owner: Option<Box<str>>,
+    pub owner: Option<Arc<str>>,
     /// How many different people decide it (an approval on a route or under a policy rule
     /// with a quorum), stamped at creation.
     #[serde(default)]
-    pub quorum: Option<crate::interaction::quorum::Quorum>,
+    pub quorum: Option<Quorum>,
     /// The votes recorded so far (an approval with a quorum), in their order.
     #[serde(default)]
-    pub votes: Box<[crate::interaction::quorum::Vote]>,
+    pub votes: Box<[Vote]>,
     /// When imrelay accepted it.
     pub created_at: Timestamp,
     /// When it expires unless answered.
@@ -272,7 +276,7 @@ pub struct Interaction {
     /// The timeout the deadline was computed from, in seconds.
     pub timeout_secs: u64,
     /// When its route's escalation posted it to more places (see
-    /// [`crate::interaction::routes::Escalation`]); set once, while it is pending.
+    /// [`Escalation`]); set once, while it is pending.
     #[serde(default)]
     pub escalated_at: Option<Timestamp>,
     /// Set once, when it is resolved. (Boxed: a pending interaction, the kind held in

@@ -23,7 +23,33 @@ use std::borrow::Cow;
 
 use regex::Regex;
 
-use super::pattern::{PatternError, Use};
+/// A pattern that cannot be read: where (in characters from its start) and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("at character {position}: {message}")]
+pub struct PatternError {
+    /// Characters from the start of the pattern to the fault (1-based).
+    pub position: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl PatternError {
+    pub(super) fn new(position: usize, message: impl Into<String>) -> Self {
+        Self {
+            position,
+            message: message.into(),
+        }
+    }
+}
+
+/// What a pattern will be used for: an allow pattern is held to what it says more strictly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Use {
+    /// In an allow rule or a grant.
+    Allow,
+    /// In a deny or ask rule.
+    Restrict,
+}
 
 /// One alternative of a group.
 #[derive(Clone, Debug)]

@@ -30,8 +30,8 @@ pub use grant::{Grant, GrantScope, check_rule, propose};
 use globset::GlobMatcher;
 use serde::{Deserialize, Serialize};
 
+use super::model::Quorum;
 use super::model::{Interaction, Kind};
-use super::quorum::Quorum;
 pub use pattern::{Call, Pattern, PatternError, Subject, Use};
 
 /// What a rule decides.
@@ -335,7 +335,7 @@ impl Rule {
             return false;
         }
         if !self.routes.is_empty() {
-            let route = super::routes::route_name(i);
+            let route = super::model::route_name(i);
             if !self.routes.iter().any(|r| r == route) {
                 return false;
             }

@@ -23,6 +23,7 @@ use regex::Regex;
 use serde_json::{Map, Value};
 
 use super::flags;
+pub use super::flags::{PatternError, Use};
 use super::shell::{self, Part};
 
 /// Tools an `Edit` rule covers.
@@ -70,34 +71,6 @@ pub fn miscased_tool(tool: &str) -> Option<&'static str> {
         .iter()
         .find(|k| k.eq_ignore_ascii_case(tool) && **k != tool)
         .copied()
-}
-
-/// A pattern that cannot be read: where (in characters from its start) and why.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("at character {position}: {message}")]
-pub struct PatternError {
-    /// Characters from the start of the pattern to the fault (1-based).
-    pub position: usize,
-    /// What is wrong.
-    pub message: String,
-}
-
-impl PatternError {
-    pub(super) fn new(position: usize, message: impl Into<String>) -> Self {
-        Self {
-            position,
-            message: message.into(),
-        }
-    }
-}
-
-/// What a pattern will be used for: an allow pattern is held to what it says more strictly.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Use {
-    /// In an allow rule or a grant.
-    Allow,
-    /// In a deny or ask rule.
-    Restrict,
 }
 
 /// A compiled permission pattern.
@@ -456,11 +429,6 @@ impl Pattern {
                 .is_some_and(|rest| rest.starts_with("__") && rest.len() > 2),
             ToolMatch::Glob(g) => g.is_match(tool),
         }
-    }
-
-    /// Whether the pattern only covers shell commands part by part.
-    pub fn is_command(&self) -> bool {
-        matches!(self.spec, Spec::Command(_))
     }
 
     /// Whether this pattern matches `subject` of `call`.

@@ -73,6 +73,9 @@ pub enum Action {
     Revoked,
     /// Nobody answered in time: the route's escalation posted it to more places.
     Escalated,
+    /// A person sent a message to an agent session (the detail: the session and the text's
+    /// first characters), or it was handed to the agent (the outcome `delivered`).
+    Steered,
 }
 
 impl Action {
@@ -90,6 +93,7 @@ impl Action {
             Action::Revoked => "revoked",
             Action::Voted => "voted",
             Action::Escalated => "escalated",
+            Action::Steered => "steered",
         }
     }
 }

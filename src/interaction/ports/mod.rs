@@ -12,8 +12,10 @@
 //! so the rest of the program holds one `Arc<dyn Store>`.
 
 pub mod audit;
+mod ballot;
 pub mod grants;
 pub mod lease;
+pub mod sessions;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,8 +26,10 @@ use jiff::Timestamp;
 use serde_json::Value;
 
 use self::audit::{AuditEntry, AuditHead, AuditRecord};
+pub use self::ballot::{Ballot, Count, VoteOutcome};
 pub use self::grants::GrantStore;
 use self::lease::Leader;
+pub use self::sessions::{SessionChange, SessionStore};
 use super::{Interaction, InteractionId};
 
 /// Why the store could not do what was asked.
@@ -265,11 +269,6 @@ impl Cursor {
             id: i.id.clone(),
         }
     }
-
-    /// Whether `i` comes after this cursor in newest-first order.
-    pub fn precedes(&self, i: &Interaction) -> bool {
-        (i.created_at.as_millisecond(), &i.id) < (self.created_ms, &self.id)
-    }
 }
 
 /// A listing request.
@@ -402,10 +401,7 @@ pub trait InteractionStore: Send + Sync + 'static {
     /// `ballot.needed`, the interaction is resolved as `ballot.decided` (with every vote)
     /// in the same transaction. Two votes at once, from any processes, are counted one
     /// after the other: neither is lost and only one decides.
-    async fn vote(
-        &self,
-        ballot: crate::interaction::quorum::Ballot,
-    ) -> Result<crate::interaction::quorum::VoteOutcome, StoreError>;
+    async fn vote(&self, ballot: Ballot) -> Result<VoteOutcome, StoreError>;
 
     /// Records `escalated` (a pending interaction with [`Interaction::escalated_at`] set) and
     /// its effects, in one transaction, if the stored interaction is still pending and not yet
@@ -649,7 +645,14 @@ pub trait ClusterStore: Send + Sync + 'static {
 /// every role at once. Implemented for any type that implements all the role traits.
 /// (Each role trait is `Send + Sync + 'static` already.)
 pub trait Store:
-    InteractionStore + ChannelStore + OutboxStore + AuditStore + KvStore + ClusterStore + GrantStore
+    InteractionStore
+    + ChannelStore
+    + OutboxStore
+    + AuditStore
+    + KvStore
+    + ClusterStore
+    + GrantStore
+    + SessionStore
 {
 }
 
@@ -661,6 +664,7 @@ impl<T> Store for T where
         + KvStore
         + ClusterStore
         + GrantStore
+        + SessionStore
 {
 }
 

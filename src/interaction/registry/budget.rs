@@ -66,14 +66,15 @@ pub(crate) struct Budget {
 #[derive(Debug, Default)]
 struct Held {
     total: usize,
-    by_owner: HashMap<String, usize>,
+    /// Each owner's name is one string, shared by its charges and its interactions.
+    by_owner: HashMap<Arc<str>, usize>,
 }
 
 /// Bytes counted against the budget until dropped.
 #[derive(Debug)]
 pub(crate) struct Charge {
     budget: Arc<Budget>,
-    owner: Option<String>,
+    owner: Option<Arc<str>>,
     bytes: usize,
 }
 
@@ -87,15 +88,25 @@ impl Budget {
         })
     }
 
+    /// `name` as one shared string: the one the budget holds for that owner if it holds any
+    /// of its bytes (every pending interaction of an agent token then points to one copy of
+    /// its name), or a new one.
+    pub(crate) fn owner(&self, name: &str) -> Arc<str> {
+        match self.held.locked().by_owner.get_key_value(name) {
+            Some((shared, _)) => shared.clone(),
+            None => Arc::from(name),
+        }
+    }
+
     /// Counts `bytes` for `owner`, unless that passes a bound.
     pub(crate) fn reserve(
         self: &Arc<Self>,
-        owner: Option<&str>,
+        owner: Option<&Arc<str>>,
         bytes: usize,
     ) -> Result<Charge, Full> {
         let mut held = self.held.locked();
         if let Some(owner) = owner {
-            let mine = held.by_owner.get(owner).copied().unwrap_or(0);
+            let mine = held.by_owner.get(&**owner).copied().unwrap_or(0);
             if mine.saturating_add(bytes) > self.max_per_owner {
                 return Err(Full::Owner {
                     held: mine,
@@ -118,14 +129,14 @@ impl Budget {
         self.add(&mut held, None, bytes)
     }
 
-    fn add(self: &Arc<Self>, held: &mut Held, owner: Option<&str>, bytes: usize) -> Charge {
+    fn add(self: &Arc<Self>, held: &mut Held, owner: Option<&Arc<str>>, bytes: usize) -> Charge {
         held.total = held.total.saturating_add(bytes);
         if let Some(owner) = owner {
-            *held.by_owner.entry(owner.to_string()).or_insert(0) += bytes;
+            *held.by_owner.entry(owner.clone()).or_insert(0) += bytes;
         }
         Charge {
             budget: self.clone(),
-            owner: owner.map(str::to_string),
+            owner: owner.cloned(),
             bytes,
         }
     }
@@ -141,11 +152,11 @@ impl Drop for Charge {
         let mut held = self.budget.held.locked();
         held.total = held.total.saturating_sub(self.bytes);
         if let Some(owner) = &self.owner
-            && let Some(mine) = held.by_owner.get_mut(owner)
+            && let Some(mine) = held.by_owner.get_mut(&**owner)
         {
             *mine = mine.saturating_sub(self.bytes);
             if *mine == 0 {
-                held.by_owner.remove(owner);
+                held.by_owner.remove(&**owner);
             }
         }
     }
@@ -158,17 +169,17 @@ mod tests {
     #[test]
     fn each_bound_refuses_and_dropping_releases() {
         let b = Budget::new(1000, 600);
-        let a1 = b.reserve(Some("a"), 500).expect("fits");
+        let a1 = b.reserve(Some(&"a".into()), 500).expect("fits");
         assert_eq!(
-            b.reserve(Some("a"), 200).unwrap_err(),
+            b.reserve(Some(&"a".into()), 200).unwrap_err(),
             Full::Owner {
                 held: 500,
                 max: 600
             }
         );
-        let b1 = b.reserve(Some("b"), 400).expect("fits");
+        let b1 = b.reserve(Some(&"b".into()), 400).expect("fits");
         assert_eq!(
-            b.reserve(Some("c"), 200).unwrap_err(),
+            b.reserve(Some(&"c".into()), 200).unwrap_err(),
             Full::Total {
                 held: 900,
                 max: 1000
@@ -179,7 +190,7 @@ mod tests {
         assert_eq!(b.held(), 5900);
         drop((a1, forced));
         assert_eq!(b.held(), 400);
-        let a2 = b.reserve(Some("a"), 600).expect("released");
+        let a2 = b.reserve(Some(&"a".into()), 600).expect("released");
         drop((a2, b1));
         assert_eq!(b.held(), 0);
         assert!(b.held.locked().by_owner.is_empty());

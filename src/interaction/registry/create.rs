@@ -32,7 +32,8 @@ impl Registry {
         owner: Option<&str>,
     ) -> Result<Created, RegistryError> {
         let mut built = self.build(new)?;
-        built.owner = owner.map(Box::from);
+        // One string per owner, shared by its pending interactions and their charges.
+        built.owner = owner.map(|o| self.inner.budget.owner(o));
         let interaction = Arc::new(built);
         if let Some(existing) = self.held_already(&interaction).await? {
             return Self::reattach(existing, &interaction);
@@ -48,7 +49,7 @@ impl Registry {
         let charge = self
             .inner
             .budget
-            .reserve(owner, budget::cost(&interaction))?;
+            .reserve(interaction.owner.as_ref(), budget::cost(&interaction))?;
         let effects = self.created_effects(&interaction, &evaluation);
         let has_jobs = !effects.jobs.is_empty();
         let untracked_before = self.inner.untracked_resolutions.load(Ordering::SeqCst);

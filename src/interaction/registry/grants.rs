@@ -209,7 +209,7 @@ impl Registry {
             };
             if !self.approves(&route, responder, *listed) {
                 let why = format!("not an approver of route {route:?}: may not grant on it");
-                self.refuse_grant(grantor, None, &why).await;
+                self.refuse_grant(grantor, None, &why).await?;
                 return Err(RegistryError::Forbidden(format!(
                     "{} may not grant on route {route:?}: only its approvers (and administrators) may",
                     responder.by.as_deref().unwrap_or("this person")
@@ -258,14 +258,14 @@ impl Registry {
 
     /// Whether `responder` (on the channel's approver list or not, `listed`) may answer what
     /// takes route `route` as it is now configured.
-    fn approves(&self, route: &str, responder: &Responder, listed: bool) -> bool {
+    pub(super) fn approves(&self, route: &str, responder: &Responder, listed: bool) -> bool {
         let teams = self.teams();
         let (Some(stamp), Some(identity)) =
             (teams.routes.stamp_named(route), responder.identity.as_ref())
         else {
             return false;
         };
-        let stamp = (!teams.routes.is_empty()).then_some(&stamp);
+        let stamp = (!teams.routes.is_empty()).then_some(&*stamp);
         route_admission(
             stamp,
             &teams.people,
@@ -281,14 +281,19 @@ impl Registry {
     }
 
     /// Records a refused grant or revocation in the log and the audit trail.
-    async fn refuse_grant(&self, grantor: &Grantor, grant: Option<&Grant>, why: &str) {
+    async fn refuse_grant(
+        &self,
+        grantor: &Grantor,
+        grant: Option<&Grant>,
+        why: &str,
+    ) -> Result<(), super::Unrecorded> {
         let r = self.attribute(grantor.responder().clone());
         let reason = match grant {
             Some(g) => format!("grant {}: {why}", g.id),
             None => format!("grant: {why}"),
         };
         self.refused(None, &r.audit_actor().unwrap_or_default(), &r.via, &reason)
-            .await;
+            .await
     }
 
     /// Records `grant` (checked with [`Registry::grant_for`]) with its audit entry.
@@ -327,7 +332,7 @@ impl Registry {
                     }
                 };
                 self.refuse_grant(revoker, Some(&grant), &format!("may not revoke: {why}"))
-                    .await;
+                    .await?;
                 return Err(RegistryError::Forbidden(format!(
                     "{} may not revoke grant {}: {why}",
                     responder.by.as_deref().unwrap_or("this person"),

@@ -15,7 +15,8 @@
 //! pending pages, wait), `refused` (answer attempts refused, recorded), `recover`
 //! (start-up), `records` (the audit records and log line of each change), `deadlines` (the
 //! expiry timer and the retention pruner), `escalation` (a route's escalation, once),
-//! `votes` (the vote step for an approval that needs several people), `grants` and `policy`
+//! `votes` (the vote step for an approval that needs several people), `sessions` (agent
+//! sessions: reported, listed, sent messages), `grants` and `policy`
 //! (weighed at creation), `budget` (the bytes pending interactions may hold) and `cluster`
 //! (changes made by other processes on a shared store).
 
@@ -44,6 +45,7 @@ mod reads;
 mod records;
 mod recover;
 mod refused;
+mod sessions;
 mod slots;
 mod validate;
 mod votes;
@@ -54,6 +56,8 @@ use deadlines::Deadlines;
 pub use grants::{GrantRequest, Grantor};
 pub use policy::{POLICY_VIA, audit_outcome, describe};
 use records::{clip, log_resolution, resolved_record};
+pub use refused::Unrecorded;
+pub use sessions::{MAX_SESSIONS, SessionReport, SessionView};
 use slots::Slot;
 pub use validate::{MAX_LABEL_CHARS, MAX_LABELS, NewInteraction};
 
@@ -151,6 +155,10 @@ pub enum RegistryError {
     /// votes do not decide it yet: the interaction, still pending, with the votes so far.
     #[error("vote recorded on interaction {}: {}", .0.id, super::quorum::tally(.0).unwrap_or_default())]
     Voted(Arc<Interaction>),
+    /// The attempt was refused, and its refusal could not be written to the audit trail:
+    /// nothing changed, and whoever sent it may try again.
+    #[error(transparent)]
+    Unrecorded(#[from] Unrecorded),
     /// This person voted on the interaction already (from this or another channel): their
     /// vote, and the interaction as it is. Nothing changed.
     #[error("{} already voted on interaction {} ({} via {})", .0.by, .1.id, if .0.allow { "allow" } else { "deny" }, .0.via)]
@@ -185,6 +193,9 @@ pub trait Lifecycle: Send + Sync {
     fn refused(&self, _via: &super::Via, _recorded: bool) {}
     /// Called when a [`Registry::wait`] ends.
     fn long_poll(&self, _outcome: LongPoll) {}
+    /// Called after a person's message to an agent session was queued (`outcome`
+    /// `queued`) or handed to its agent (`delivered`); `via` is where it came from.
+    fn steered(&self, _via: &str, _outcome: &str) {}
     /// Called for each decision a policy rule or grant took (or, in shadow mode, would have
     /// taken) about a new interaction, once it was recorded.
     fn policy(&self, _interaction: &Interaction, _decided: &super::policy::Decided) {}
@@ -468,7 +479,7 @@ impl Registry {
                 &via,
                 "answered after the deadline",
             )
-            .await;
+            .await?;
             return Err(RegistryError::AlreadyResolved(expired));
         }
         // Clipped: a refused answer's `by` has not been length-checked, and it is logged
@@ -492,11 +503,11 @@ impl Registry {
                         .map(|r| r.summary())
                         .unwrap_or_default()
                 );
-                self.refused(Some(id), &who, &via, &reason).await;
+                self.refused(Some(id), &who, &via, &reason).await?;
             }
             Err(RegistryError::Invalid(e)) => {
                 self.refused(Some(id), &who, &via, &format!("invalid answer: {e}"))
-                    .await;
+                    .await?;
             }
             _ => {}
         }

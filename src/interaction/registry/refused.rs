@@ -1,12 +1,22 @@
 //! Refused answer attempts: logged and audited, those not bound to an interaction only up
-//! to a rate per channel.
+//! to a rate per channel. An attempt whose audit entry cannot be written fails with
+//! [`Unrecorded`]: the caller answers it as a store failure (try again), never as if it had
+//! been recorded.
 
 use tokio::time::Instant;
 
 use super::Registry;
 use super::records::clip;
 use crate::interaction::model::{InteractionId, Via, now};
+use crate::interaction::ports::StoreError;
 use crate::interaction::ports::audit::{Action, AuditRecord};
+
+/// A refused answer attempt whose audit entry could not be written (the store refused the
+/// write). The attempt is refused all the same and nothing changed; whoever sent it is told
+/// to try again, as for any write the store refused.
+#[derive(Debug, thiserror::Error)]
+#[error("the refused attempt could not be written to the audit trail: {0}")]
+pub struct Unrecorded(pub StoreError);
 
 impl Registry {
     /// Records an answer attempt that was refused before reaching the registry's decision
@@ -17,7 +27,16 @@ impl Registry {
     /// signature, a wrong secret), so those are rate-limited per channel: beyond a burst, they
     /// are counted instead of logged and audited, and the count goes into the next entry.
     /// `actor` and `reason` are cut to a bounded length.
-    pub async fn refused(&self, id: Option<&InteractionId>, actor: &str, via: &Via, reason: &str) {
+    ///
+    /// Fails with [`Unrecorded`] when the audit entry could not be written: the request that
+    /// made the attempt must then fail as a store failure.
+    pub async fn refused(
+        &self,
+        id: Option<&InteractionId>,
+        actor: &str,
+        via: &Via,
+        reason: &str,
+    ) -> Result<(), Unrecorded> {
         /// Longest actor recorded, in characters.
         const MAX_ACTOR: usize = 128;
         let admitted = match id {
@@ -30,7 +49,9 @@ impl Registry {
         for h in self.hooks().iter() {
             h.refused(via, admitted.is_some());
         }
-        let Some(suppressed) = admitted else { return };
+        let Some(suppressed) = admitted else {
+            return Ok(());
+        };
         let actor = crate::interaction::clip(actor, MAX_ACTOR);
         let mut detail = clip(reason);
         if suppressed > 0 {
@@ -46,7 +67,7 @@ impl Registry {
             "answer attempt refused"
         );
         if !self.inner.config.audit {
-            return;
+            return Ok(());
         }
         let input_hash = match id {
             Some(id) => self.get(id).await.ok().flatten().map(|i| i.input_digest()),
@@ -62,8 +83,10 @@ impl Registry {
             input_hash,
             detail: Some(detail),
         };
-        if let Err(e) = self.inner.store.append_audit(vec![record]).await {
-            tracing::error!(error = %e, "could not append a refusal to the audit trail");
-        }
+        self.inner.store.append_audit(vec![record]).await.map_err(|e| {
+            tracing::error!(error = %e,
+                "could not append a refusal to the audit trail; the attempt is answered as a store failure");
+            Unrecorded(e)
+        })
     }
 }

@@ -229,7 +229,7 @@ impl Registry {
                 ))
                 .unwrap_or(jiff::Timestamp::MAX);
         }
-        interaction.route = routes.stamp_for(interaction).map(Box::new);
+        interaction.route = routes.stamp_for(interaction);
         if interaction.kind == Kind::Approval {
             // The route's and the matching ask rules' quorum, the stricter: stamped now so
             // every process counts the same votes.

@@ -82,7 +82,7 @@ impl Registry {
                     earlier.via
                 );
                 self.refused(Some(&i.id), &actor, &earlier.via, &reason)
-                    .await;
+                    .await?;
                 Err(RegistryError::AlreadyVoted(earlier, i))
             }
             VoteOutcome::AlreadyResolved(winner) => {
@@ -120,7 +120,7 @@ impl Registry {
                     &responder.via,
                     &format!("invalid answer: {e}"),
                 )
-                .await;
+                .await?;
                 Err(e.into())
             }
             _ => Ok(false),

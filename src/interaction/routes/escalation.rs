@@ -1,74 +1,7 @@
 //! A route's escalation: where its unanswered interactions go after a while, who may
 //! answer them from then on, and the checks a configured one passes.
 
-use serde::{Deserialize, Serialize};
-
-use super::{Interaction, People, RouteError, RouteStamp, Target};
-
-/// A route's escalation: after `after_secs` unanswered, its interactions are posted to
-/// `targets` as well (the first copies stay live), and `approvers` may answer them too.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Escalation {
-    /// Seconds after creation.
-    pub after_secs: u64,
-    /// The places it is posted to then (already resolved to addresses).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub targets: Vec<Target>,
-    /// The people and groups who may answer from then on, besides the route's own.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub approvers: Vec<String>,
-}
-
-impl Escalation {
-    /// When interaction `i` escalates: `after_secs` after its creation.
-    pub fn due(&self, i: &Interaction) -> jiff::Timestamp {
-        i64::try_from(self.after_secs)
-            .ok()
-            .and_then(|s| {
-                i.created_at
-                    .checked_add(jiff::SignedDuration::from_secs(s))
-                    .ok()
-            })
-            .unwrap_or(jiff::Timestamp::MAX)
-    }
-
-    /// The addresses on `channel` it is posted to.
-    pub fn addresses<'a>(&'a self, channel: &'a str) -> impl Iterator<Item = &'a str> {
-        self.targets
-            .iter()
-            .filter(move |t| t.channel == channel)
-            .map(|t| t.to.as_str())
-    }
-
-    /// The wait as people read it: `5 min`, `90 s`, `2 h`, `1 h 30 min`.
-    pub fn wait_text(&self) -> String {
-        let s = self.after_secs;
-        match (s / 3600, s % 3600 / 60, s % 60) {
-            (0, 0, s) => format!("{s} s"),
-            (0, m, 0) => format!("{m} min"),
-            (h, 0, 0) => format!("{h} h"),
-            (h, m, 0) if h > 0 => format!("{h} h {m} min"),
-            _ => format!("{s} s"),
-        }
-    }
-}
-
-impl RouteStamp {
-    /// The addresses on `channel` its escalation posts to, leaving out those the route posted
-    /// to already (their copies are live): empty when it does not escalate.
-    pub fn escalation_addresses<'a>(&'a self, channel: &'a str) -> Vec<&'a str> {
-        let Some(e) = &self.escalation else {
-            return Vec::new();
-        };
-        let posted: Vec<&str> = self
-            .addresses(channel)
-            .map(Iterator::collect)
-            .unwrap_or_default();
-        e.addresses(channel)
-            .filter(|a| !posted.contains(a))
-            .collect()
-    }
-}
+use super::{Escalation, Interaction, People, RouteError};
 
 /// Whether `i` has escalated under `e`: marked so, or past the time it is due (the mark may
 /// not have reached this process's copy yet; every process reads the same stamp and time).
@@ -119,7 +52,7 @@ pub(super) fn check_escalation(
 #[cfg(test)]
 mod tests {
     use super::super::tests::{call, people};
-    use super::super::{Admission, RouteSpec, Routes, admission};
+    use super::super::{Admission, RouteSpec, RouteStamp, Routes, Target, admission};
     use super::*;
     use crate::interaction::model::now;
 
@@ -145,7 +78,7 @@ mod tests {
         )
         .unwrap();
         let mut i = call("Bash", "claude-code", "/srv/shop");
-        i.route = r.stamp_for(&i).map(Box::new);
+        i.route = r.stamp_for(&i);
         assert_eq!(
             admission(&i, &p, "feishu", "ou_b", true),
             Admission::OtherRoute

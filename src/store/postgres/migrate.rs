@@ -53,6 +53,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "votes",
         sql: include_str!("migrations/0006_votes.sql"),
     },
+    Migration {
+        version: 7,
+        name: "sessions",
+        sql: include_str!("migrations/0007_sessions.sql"),
+    },
 ];
 
 /// The version the newest migration brings a database to.

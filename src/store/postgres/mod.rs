@@ -28,7 +28,7 @@
 //! (the schema's name and the names derived from it), `connect` (the pool, the server's URL
 //! without its password), `migrate`, `writer` (group commit), `rows` (an interaction's row
 //! read back), `health` (`/healthz`'s probe), `audit` and `outbox` (with their roles),
-//! `events`, `listener`, `lease`, `grants`, `votes` and `escalate`.
+//! `events`, `listener`, `lease`, `grants`, `sessions`, `votes` and `escalate`.
 
 mod audit;
 mod connect;
@@ -42,6 +42,7 @@ mod migrate;
 mod outbox;
 mod rows;
 mod schema;
+mod sessions;
 mod votes;
 mod writer;
 
@@ -458,6 +459,12 @@ impl InteractionStore for PostgresStore {
         exec(
             &client,
             &self.sql("DELETE FROM {s}.grants WHERE revoked_at < $1 OR expires_at < $1"),
+            &[&cutoff],
+        )
+        .await?;
+        exec(
+            &client,
+            &self.sql("DELETE FROM {s}.sessions WHERE last_activity < $1"),
             &[&cutoff],
         )
         .await?;

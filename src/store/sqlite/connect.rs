@@ -6,7 +6,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use super::unavailable;
 use crate::store::StoreError;
@@ -37,6 +37,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0006_grants.sql"),
     include_str!("migrations/0007_grant_owner.sql"),
     include_str!("migrations/0008_votes.sql"),
+    include_str!("migrations/0009_sessions.sql"),
 ];
 
 /// The version the newest migration brings a database to.
@@ -111,7 +112,8 @@ pub(super) fn migrate(conn: &mut Connection) -> rusqlite::Result<i64> {
         if version <= current {
             continue;
         }
-        let tx = conn.transaction()?;
+        // IMMEDIATE, as every write transaction here: the lock is waited for at BEGIN.
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         tx.execute_batch(sql)?;
         tx.pragma_update(None, "user_version", version)?;
         tx.commit()?;

@@ -44,6 +44,7 @@ mod escalate;
 mod grants;
 mod outbox;
 mod rows;
+mod sessions;
 mod votes;
 mod writer;
 
@@ -507,6 +508,8 @@ impl InteractionStore for SqliteStore {
                 [cutoff],
             )
             .map_err(unavailable)?;
+            conn.execute("DELETE FROM sessions WHERE last_activity < ?1", [cutoff])
+                .map_err(unavailable)?;
             // A range scan of the key index (the prefix has no GLOB metacharacters).
             conn.execute(
                 "DELETE FROM kv WHERE key GLOB ?1

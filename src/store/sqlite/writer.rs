@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use rusqlite::Connection;
+use rusqlite::{Connection, TransactionBehavior};
 use tokio::sync::oneshot;
 
 use super::run_cached;
@@ -160,7 +160,14 @@ pub(super) fn write_batch(
     conn: &mut Connection,
     batch: &mut [Box<dyn WriteOp>],
 ) -> Result<(), String> {
-    let tx = conn.transaction().map_err(|e| e.to_string())?;
+    // IMMEDIATE: the write lock is taken at BEGIN, where SQLite's busy handler waits for it.
+    // A deferred transaction whose first write came after a read (an audit append reads the
+    // chain's head first, a vote its interaction) had to upgrade its read lock instead, and an
+    // upgrade that finds the lock held (the checkpointer holds it while it restarts the log)
+    // fails at once with "database is locked", busy handler or not.
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| e.to_string())?;
     for op in batch.iter_mut() {
         // Without its savepoint a failing write could not be undone alone, and the group's
         // commit would keep its first half: such a write fails without running.

@@ -37,6 +37,16 @@ pub fn trials() -> Vec<libtest_mimic::Trial> {
             super::claude_code,
             pre_tool_use_hook_deny_tells_the_model_why,
         ),
+        trial(
+            "agents::claude_code::a_reply_to_a_finished_turn_continues_it",
+            super::claude_code,
+            a_reply_to_a_finished_turn_continues_it,
+        ),
+        trial(
+            "agents::claude_code::a_message_reaches_the_model_after_the_next_tool",
+            super::claude_code,
+            a_message_reaches_the_model_after_the_next_tool,
+        ),
     ]
 }
 
@@ -281,4 +291,144 @@ async fn pre_tool_use_hook_deny_tells_the_model_why() {
     );
     assert_eq!(proof(&sandbox), None, "a denied command ran");
     assert!(out.succeeded(), "{}", out.describe());
+}
+
+/// Whether any request the model received carries `text`.
+fn model_saw(model: &FakeModel, text: &str) -> bool {
+    model
+        .requests()
+        .iter()
+        .any(|r| r.body.to_string().contains(text))
+}
+
+/// Claude Code's `Stop` hook at imrelay with `on_finish = "ask"`: the end of the turn is asked
+/// on the session's route with what Claude said; a reply continues the turn (the model is
+/// called again and reads the person's words); "Let it stop" ends it.
+async fn a_reply_to_a_finished_turn_continues_it() {
+    let app = spawn_with(|s| {
+        s.hooks.claude_code.on_finish = imrelay::agents::steer::OnFinish::Ask;
+        s.hooks.claude_code.finish_wait_secs = 60;
+    })
+    .await;
+    // No tool the model asks for is offered: it answers in words at once.
+    let step = Step::Tool {
+        name: "no_such_tool".into(),
+        input: json!({}),
+    };
+    let model = FakeModel::start(Dialect::Anthropic, step, "Done.").await;
+    let sandbox = Sandbox::new();
+    let settings = sandbox.dir.path().join("settings.json");
+    let hook = json!({"type": "http", "url": app.url("/v1/hooks/claude-code"), "timeout": 90});
+    let entry = json!([{"hooks": [hook]}]);
+    let config = json!({"hooks": {"SessionStart": entry, "UserPromptSubmit": entry,
+        "Stop": entry, "SessionEnd": entry}});
+    std::fs::write(&settings, config.to_string()).expect("write settings.json");
+    let mut c = claude_command(&sandbox, &model);
+    c.arg("-p")
+        .arg("Say something.")
+        .arg("--settings")
+        .arg(&settings)
+        .args(["--output-format", "stream-json", "--verbose"]);
+    let mut agent = sandbox.spawn(c);
+
+    let asked = pending(&mut agent, &app).await;
+    assert_eq!(asked["kind"], "question", "{asked}");
+    assert_eq!(asked["agent"], "claude-code", "{asked}");
+    let question = asked["input"]["questions"][0]["question"]
+        .as_str()
+        .unwrap_or("");
+    assert!(
+        question.contains("OK."),
+        "Claude's last message is not shown: {question}"
+    );
+    let (_, sessions) = app.get("/v1/sessions").await;
+    let session = &sessions["sessions"][0];
+    assert_eq!(session["state"], "waiting", "{sessions}");
+    assert_eq!(session["last_message"], "OK.", "{sessions}");
+    let before = model.requests().len();
+    let (status, body) = app
+        .respond(
+            asked["id"].as_str().expect("id"),
+            &json!({"answers": {"0": "Also list the files, please"}, "by": "alice"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+
+    // The turn goes on: the model is called again with the person's words, and the next end
+    // of the turn is asked again.
+    let again = agent
+        .until("the next end of the turn is asked", RUN_LIMIT, || async {
+            let (_, list) = app.get("/v1/interactions?status=pending").await;
+            list["interactions"].as_array()?.first().cloned()
+        })
+        .await;
+    assert!(
+        model.requests().len() > before,
+        "the model was not called again\n{}",
+        model.describe()
+    );
+    assert!(
+        model_saw(&model, "Also list the files, please"),
+        "the reply did not reach the model\n{}",
+        model.describe()
+    );
+    app.respond(
+        again["id"].as_str().expect("id"),
+        &json!({"answers": {"0": "Let it stop"}, "by": "alice"}),
+    )
+    .await;
+    let out = agent.finish(RUN_LIMIT).await;
+    assert!(out.succeeded(), "{}", out.describe());
+    let (_, sessions) = app.get("/v1/sessions").await;
+    let state = &sessions["sessions"][0]["state"];
+    assert!(state == "finished" || state == "gone", "{sessions}");
+}
+
+/// A person's message to a working session, queued while its `Bash` call waits for approval,
+/// reaches the model with the call's result through the `PostToolUse` hook.
+async fn a_message_reaches_the_model_after_the_next_tool() {
+    let app = spawn_app().await;
+    let model = FakeModel::start(Dialect::Anthropic, Step::Shell(COMMAND.into()), "Done.").await;
+    let sandbox = Sandbox::new();
+    let settings = sandbox.dir.path().join("settings.json");
+    let hook = json!({"type": "http", "url": app.url("/v1/hooks/claude-code"), "timeout": 60});
+    let config = json!({"hooks": {
+        "PreToolUse": [{"matcher": "Bash", "hooks": [hook]}],
+        "PostToolUse": [{"matcher": "*", "hooks": [hook]}],
+    }});
+    std::fs::write(&settings, config.to_string()).expect("write settings.json");
+    let mut c = claude_command(&sandbox, &model);
+    c.arg("-p")
+        .arg("Write the proof file.")
+        .arg("--settings")
+        .arg(&settings)
+        .args(["--output-format", "stream-json", "--verbose"]);
+    let mut agent = sandbox.spawn(c);
+
+    let asked = pending(&mut agent, &app).await;
+    let session = asked["session"].as_str().expect("a session id");
+    let (status, body) = app
+        .post(
+            &format!("/v1/sessions/claude-code/{session}/messages"),
+            &json!({"text": "Use the staging database from now on", "by": "alice"}),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    app.respond(
+        asked["id"].as_str().expect("id"),
+        &json!({"decision": "allow", "by": "alice"}),
+    )
+    .await;
+    let out = agent.finish(RUN_LIMIT).await;
+    assert!(out.succeeded(), "{}", out.describe());
+    assert!(
+        model_saw(&model, "Use the staging database from now on"),
+        "the message did not reach the model\n{}\n{}",
+        out.describe(),
+        model.describe()
+    );
+    let (_, s) = app
+        .get(&format!("/v1/sessions/claude-code/{session}"))
+        .await;
+    assert_eq!(s["messages"][0]["delivered_with"], "tool_used", "{s}");
 }

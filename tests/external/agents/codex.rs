@@ -20,6 +20,11 @@ use crate::trial;
 pub fn trials() -> Vec<libtest_mimic::Trial> {
     vec![
         trial(
+            "agents::codex::a_reply_to_a_finished_turn_continues_it",
+            super::codex,
+            a_reply_to_a_finished_turn_continues_it,
+        ),
+        trial(
             "agents::codex::permission_request_hook_allow_runs_the_command",
             super::codex_tui,
             permission_request_hook_allow_runs_the_command,
@@ -654,4 +659,66 @@ async fn codex_exec_runs_only_a_trusted_hook() {
     .await;
     let out = agent.finish(RUN_LIMIT).await;
     assert!(!proof.exists(), "a denied command ran\n{}", out.describe());
+}
+
+/// `codex exec` with its `Stop` hook at imrelay and `on_finish = "ask"`: the end of the turn is
+/// asked with what Codex said; a reply continues the same turn (the model is called again and
+/// reads the person's words); "Let it stop" ends it.
+async fn a_reply_to_a_finished_turn_continues_it() {
+    let app = crate::support::spawn_with(|s| {
+        s.hooks.codex.on_finish = imrelay::agents::steer::OnFinish::Ask;
+        s.hooks.codex.finish_wait_secs = 60;
+    })
+    .await;
+    // No tool the model asks for is offered: it answers in words at once.
+    let step = Step::Tool {
+        name: "no_such_tool".into(),
+        input: json!({}),
+    };
+    let model = FakeModel::start(Dialect::OpenAiResponses, step, "Done.").await;
+    let sandbox = Sandbox::new();
+    let codex_home = configure_hook(&sandbox, &model, "Stop", &hook_command(&app), 30);
+    let hooks = json!({"hooks": {"Stop": [{"hooks": [
+        {"type": "command", "command": hook_command(&app), "timeout": 30}
+    ]}]}});
+    std::fs::write(codex_home.join("hooks.json"), hooks.to_string()).expect("hooks.json");
+    let mut agent = codex_exec(&sandbox, &codex_home, &["--dangerously-bypass-hook-trust"]);
+    let asked = agent
+        .until("the end of the turn is asked", RUN_LIMIT, || async {
+            let (_, list) = app.get("/v1/interactions?status=pending").await;
+            list["interactions"].as_array()?.first().cloned()
+        })
+        .await;
+    assert_eq!(asked["agent"], "codex", "{asked}");
+    assert_eq!(asked["kind"], "question", "{asked}");
+    let before = model.requests().len();
+    let (status, body) = app
+        .respond(
+            asked["id"].as_str().expect("id"),
+            &json!({"answers": {"0": "Also list the files, please"}, "by": "alice"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let again = agent
+        .until("the next end of the turn is asked", RUN_LIMIT, || async {
+            let (_, list) = app.get("/v1/interactions?status=pending").await;
+            list["interactions"].as_array()?.first().cloned()
+        })
+        .await;
+    assert!(model.requests().len() > before, "{}", model.describe());
+    assert!(
+        model
+            .requests()
+            .iter()
+            .any(|r| r.body.to_string().contains("Also list the files, please")),
+        "the reply did not reach the model\n{}",
+        model.describe()
+    );
+    app.respond(
+        again["id"].as_str().expect("id"),
+        &json!({"answers": {"0": "Let it stop"}}),
+    )
+    .await;
+    let out = agent.finish(RUN_LIMIT).await;
+    assert!(out.succeeded(), "{}", out.describe());
 }

@@ -70,6 +70,39 @@ fn opencode() -> PathBuf {
     installed("opencode").expect("installed (checked by the trial's need)")
 }
 
+/// Waits until the `opencode serve` just started answers on `url` with the configuration
+/// written for it (not another server's answer on a port taken meanwhile).
+async fn ours(
+    agent: &mut Running,
+    client: &reqwest::Client,
+    url: &str,
+    password: Option<&str>,
+) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    loop {
+        let mut req = client
+            .get(format!("{url}/config"))
+            .timeout(Duration::from_secs(2));
+        if let Some(p) = password {
+            req = req.basic_auth("opencode", Some(p));
+        }
+        if let Ok(resp) = req.send().await {
+            let config: Option<Value> = resp.json().await.ok();
+            match config.as_ref().and_then(|c| c.get("model")) {
+                Some(m) if m == "fake/fake-model" => return Ok(()),
+                _ => return Err("another server answers there".into()),
+            }
+        }
+        if agent.exited() {
+            return Err("it ended before it answered".into());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(format!("it did not answer within {LIMIT:?}"));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// A running `opencode serve` and its event stream.
 struct Server {
     agent: Running,
@@ -98,33 +131,41 @@ impl Server {
         });
         std::fs::write(sandbox.project().join("opencode.json"), config.to_string())
             .expect("opencode.json");
-        let port = free_port();
-        let mut c = sandbox.command(&opencode());
-        c.args([
-            "serve",
-            "--hostname",
-            "127.0.0.1",
-            "--port",
-            &port.to_string(),
-        ])
-        .env("OPENCODE_ENABLE_QUESTION_TOOL", "1");
-        if let Some(p) = password {
-            c.env("OPENCODE_SERVER_PASSWORD", p);
-        }
-        let mut agent = sandbox.spawn(c);
-        let url = format!("http://127.0.0.1:{port}");
         // No request may hang a test: each gets a deadline (the event stream one of its own).
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(5))
             .build()
             .expect("a client");
-        let probe = format!("{url}/config");
-        agent
-            .until("opencode serve answers", LIMIT, || {
-                let req = client.get(&probe).timeout(Duration::from_secs(2)).send();
-                async move { req.await.ok().map(|_| ()) }
-            })
-            .await;
+        // `--port 0` means OpenCode's default port, so a free one is picked here; another
+        // process may take it before OpenCode binds it: then OpenCode ends, or another server
+        // answers, and a new port is tried.
+        let mut tries = 0;
+        let (agent, url) = loop {
+            tries += 1;
+            let port = free_port();
+            let mut c = sandbox.command(&opencode());
+            c.args([
+                "serve",
+                "--hostname",
+                "127.0.0.1",
+                "--port",
+                &port.to_string(),
+            ])
+            .env("OPENCODE_ENABLE_QUESTION_TOOL", "1");
+            if let Some(p) = password {
+                c.env("OPENCODE_SERVER_PASSWORD", p);
+            }
+            let mut agent = sandbox.spawn(c);
+            let url = format!("http://127.0.0.1:{port}");
+            match ours(&mut agent, &client, &url, password).await {
+                Ok(()) => break (agent, url),
+                Err(why) if tries < 3 => {
+                    eprintln!("opencode serve on port {port}: {why}; trying another port");
+                    let _ = agent.finish(Duration::from_secs(1)).await;
+                }
+                Err(why) => panic!("opencode serve: {why}\n{}", agent.output().describe()),
+            }
+        };
         let (tx, events) = mpsc::unbounded_channel();
         let mut server = Server {
             agent,

@@ -664,14 +664,20 @@ async fn a_route_sends_to_its_group_and_its_person_and_only_its_approver_answers
     let app = spawn_with(|s| {
         enable(s, &fake);
         s.people = vec![PersonSettings {
+            ids: imrelay::config::teams::PerChannel::from([(
+                "dingtalk".into(),
+                imrelay::config::teams::written(vec![STRANGER]),
+            )]),
             name: "ann".into(),
-            dingtalk: vec![STRANGER.into()],
             ..Default::default()
         }];
         s.routes = vec![RouteSettings {
+            places: imrelay::config::teams::PerChannel::from([(
+                "dingtalk".into(),
+                imrelay::config::teams::written(vec![GROUPS[1]]),
+            )]),
             name: "shop".into(),
             cwd: vec!["/srv/shop/**".into()],
-            dingtalk: vec![GROUPS[1].into()],
             direct: vec!["ann".into()],
             approvers: vec!["ann".into()],
             ..Default::default()

@@ -36,20 +36,32 @@ async fn an_unanswered_card_escalates_to_another_group_where_bob_answers() {
         enable(s, &fake);
         s.people = people(
             PersonSettings {
-                dingtalk: vec![APPROVER.into()],
+                ids: imrelay::config::teams::PerChannel::from([(
+                    "dingtalk".into(),
+                    imrelay::config::teams::written(vec![APPROVER]),
+                )]),
                 ..Default::default()
             },
             PersonSettings {
-                dingtalk: vec![BOB.into()],
+                ids: imrelay::config::teams::PerChannel::from([(
+                    "dingtalk".into(),
+                    imrelay::config::teams::written(vec![BOB]),
+                )]),
                 ..Default::default()
             },
         );
         let route = RouteSettings {
-            dingtalk: vec![first_place.into()],
+            places: imrelay::config::teams::PerChannel::from([(
+                "dingtalk".into(),
+                imrelay::config::teams::written(vec![first_place]),
+            )]),
             ..Default::default()
         };
         let to = EscalateTo {
-            dingtalk: vec![escalated_place.into()],
+            places: imrelay::config::teams::PerChannel::from([(
+                "dingtalk".into(),
+                imrelay::config::teams::written(vec![escalated_place]),
+            )]),
             ..Default::default()
         };
         shop(s, route, to);

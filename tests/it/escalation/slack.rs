@@ -20,20 +20,32 @@ async fn an_unanswered_message_escalates_to_another_conversation_where_bob_answe
         enable(s, &fake);
         s.people = people(
             PersonSettings {
-                slack: vec![APPROVER.into()],
+                ids: imrelay::config::teams::PerChannel::from([(
+                    "slack".into(),
+                    imrelay::config::teams::written(vec![APPROVER]),
+                )]),
                 ..Default::default()
             },
             PersonSettings {
-                slack: vec![BOB.into()],
+                ids: imrelay::config::teams::PerChannel::from([(
+                    "slack".into(),
+                    imrelay::config::teams::written(vec![BOB]),
+                )]),
                 ..Default::default()
             },
         );
         let route = RouteSettings {
-            slack: vec![first_place.into()],
+            places: imrelay::config::teams::PerChannel::from([(
+                "slack".into(),
+                imrelay::config::teams::written(vec![first_place]),
+            )]),
             ..Default::default()
         };
         let to = EscalateTo {
-            slack: vec![escalated_place.into()],
+            places: imrelay::config::teams::PerChannel::from([(
+                "slack".into(),
+                imrelay::config::teams::written(vec![escalated_place]),
+            )]),
             ..Default::default()
         };
         shop(s, route, to);

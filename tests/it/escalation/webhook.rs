@@ -22,20 +22,32 @@ async fn an_unanswered_request_is_sent_to_the_escalations_webhook_where_bob_answ
         ];
         s.people = people(
             PersonSettings {
-                webhook: vec!["jira-alice".into()],
+                ids: imrelay::config::teams::PerChannel::from([(
+                    "webhook".into(),
+                    imrelay::config::teams::written(vec!["jira-alice"]),
+                )]),
                 ..Default::default()
             },
             PersonSettings {
-                webhook: vec!["pd-bob".into()],
+                ids: imrelay::config::teams::PerChannel::from([(
+                    "webhook".into(),
+                    imrelay::config::teams::written(vec!["pd-bob"]),
+                )]),
                 ..Default::default()
             },
         );
         let route = RouteSettings {
-            webhooks: vec!["ticketing".into()],
+            places: imrelay::config::teams::PerChannel::from([(
+                "webhooks".into(),
+                imrelay::config::teams::written(vec!["ticketing"]),
+            )]),
             ..Default::default()
         };
         let to = EscalateTo {
-            webhooks: vec!["pager".into()],
+            places: imrelay::config::teams::PerChannel::from([(
+                "webhooks".into(),
+                imrelay::config::teams::written(vec!["pager"]),
+            )]),
             ..Default::default()
         };
         shop(s, route, to);

@@ -17,20 +17,29 @@ use crate::support::{TestApp, eventually, spawn_with};
 fn teams(s: &mut imrelay::config::Settings) {
     s.people = vec![
         PersonSettings {
+            ids: imrelay::config::teams::PerChannel::from([(
+                "feishu".into(),
+                imrelay::config::teams::written(vec![APPROVER]),
+            )]),
             name: "alice".into(),
-            feishu: vec![APPROVER.into()],
             ..Default::default()
         },
         PersonSettings {
+            ids: imrelay::config::teams::PerChannel::from([(
+                "feishu".into(),
+                imrelay::config::teams::written(vec![DM]),
+            )]),
             name: "bob".into(),
-            feishu: vec![DM.into()],
             ..Default::default()
         },
     ];
     s.routes = vec![RouteSettings {
+        places: imrelay::config::teams::PerChannel::from([(
+            "feishu".into(),
+            imrelay::config::teams::written(vec![format!("chat_id:{CHAT}")]),
+        )]),
         name: "shop".into(),
         cwd: vec!["/srv/shop/**".into()],
-        feishu: vec![format!("chat_id:{CHAT}")],
         approvers: vec!["alice".into()],
         timeout_secs: Some(3600),
         escalate_after_secs: Some(300),

@@ -143,7 +143,7 @@ async fn an_event_that_is_not_utf8_or_too_long_is_skipped_alone() {
     let app = spawn_app().await;
     let asked = captured("server_permission_once", "permission.asked");
     let oc = FakeOpenCode::start(0, with_session(&asked), None).await;
-    let bridge = BridgeProcess::start(&app.url(""), &oc.url(), None, &[]);
+    let mut bridge = BridgeProcess::start(&app.url(""), &oc.url(), None, &[]);
     oc.connected().await;
     let (first, first_id) = permission(&oc, "per_first");
     oc.emit(&first);
@@ -158,6 +158,9 @@ async fn an_event_that_is_not_utf8_or_too_long_is_skipped_alone() {
     // The events around them are read at once (not after the stream's silence timeout).
     pending(&app, &first_id).await;
     pending(&app, &after_id).await;
+    // The listing the first skip prompts may find `per_after` before the long event is read
+    // through: wait for the bridge to have read it.
+    bridge.until_said("the bridge reads").await;
     let err = bridge.stop().await;
     assert!(err.contains("skipped an event that is not UTF-8"), "{err}");
     assert!(err.contains("over the 16777216 the bridge reads"), "{err}");

@@ -302,7 +302,7 @@ async fn question_reject(State(f): State<Fake>, Path(id): Path<String>) -> Respo
 }
 
 /// `imrelay bridge opencode` between `imrelay` and `opencode`.
-pub struct BridgeProcess(tokio::process::Child);
+pub struct BridgeProcess(tokio::process::Child, String);
 
 impl BridgeProcess {
     pub fn start(imrelay: &str, opencode: &str, password: Option<&str>, extra: &[&str]) -> Self {
@@ -326,14 +326,27 @@ impl BridgeProcess {
         if let Some(p) = password {
             c.env("OPENCODE_SERVER_PASSWORD", p);
         }
-        BridgeProcess(c.spawn().expect("imrelay runs"))
+        BridgeProcess(c.spawn().expect("imrelay runs"), String::new())
+    }
+
+    /// Waits until it has written `needle` on standard error (at most 60 s).
+    pub async fn until_said(&mut self, needle: &str) {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+        let err = self.0.stderr.as_mut().expect("standard error is piped");
+        let mut buf = [0u8; 4096];
+        while !self.1.contains(needle) {
+            match tokio::time::timeout_at(deadline, err.read(&mut buf)).await {
+                Ok(Ok(n)) if n > 0 => self.1.push_str(&String::from_utf8_lossy(&buf[..n])),
+                _ => panic!("the bridge did not say {needle:?}; it said:\n{}", self.1),
+            }
+        }
     }
 
     /// Stops it; what it wrote on standard error.
     pub async fn stop(mut self) -> String {
         let _ = self.0.start_kill();
         let _ = self.0.wait().await;
-        let mut err = String::new();
+        let mut err = std::mem::take(&mut self.1);
         if let Some(mut e) = self.0.stderr.take() {
             let _ = e.read_to_string(&mut err).await;
         }

@@ -1,4 +1,4 @@
-//! The bot's commands: /start, /whoami, /pending.
+//! The bot's commands: /start, /whoami, /pending, /sessions.
 
 use super::*;
 
@@ -123,5 +123,68 @@ async fn pending_reposts_pending_prompts_with_working_keyboards() {
     assert_eq!(status(&app, &id).await["resolution"]["by"], "Bob");
     edited(&tg, GROUP, first.message_id, "Allowed by Bob via telegram").await;
     edited(&tg, GROUP, second.message_id, "Allowed by Bob via telegram").await;
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn sessions_lists_the_agent_sessions_of_this_chats_routes() {
+    let (app, tg) = start_with(Mode::Webhook, |s| s.telegram.chats = vec![GROUP]).await;
+    deliver(
+        &app,
+        &text(tg.next_update_id(), ALICE, GROUP, "/sessions", None),
+    )
+    .await;
+    tg.wait_for("sendMessage", |c| {
+        c.iter()
+            .any(|c| c.params["text"] == "No agent session of this chat's routes is known.")
+    })
+    .await;
+    // A session whose turn ended, as Claude Code's hooks tell it.
+    let stop = serde_json::json!({"hook_event_name": "Stop", "session_id": "s-tg",
+        "cwd": "/srv/<shop>", "stop_hook_active": false,
+        "last_assistant_message": "Tests pass <b>now</b>."});
+    let (status, out) = app.post("/v1/hooks/claude-code", &stop).await;
+    assert_eq!(status, 200, "{out}");
+    deliver(
+        &app,
+        &text(tg.next_update_id(), ALICE, GROUP, "/sessions", None),
+    )
+    .await;
+    let calls = tg
+        .wait_for("sendMessage", |c| {
+            c.iter().any(|c| {
+                c.params["text"]
+                    .as_str()
+                    .unwrap_or("")
+                    .starts_with("<b>Sessions</b>")
+            })
+        })
+        .await;
+    let listing = calls
+        .iter()
+        .filter_map(|c| c.params["text"].as_str())
+        .find(|t| t.starts_with("<b>Sessions</b>"))
+        .unwrap()
+        .to_string();
+    // Outside text is escaped for Telegram's HTML.
+    assert!(
+        listing.contains("finished · claude-code · /srv/&lt;shop&gt;"),
+        "{listing}"
+    );
+    assert!(
+        listing.contains("Tests pass &lt;b&gt;now&lt;/b&gt;."),
+        "{listing}"
+    );
+    // Not for those who may not answer.
+    deliver(
+        &app,
+        &text(tg.next_update_id(), MALLORY, GROUP, "/sessions", None),
+    )
+    .await;
+    tg.wait_for("sendMessage", |c| {
+        c.iter()
+            .any(|c| c.params["text"] == "Only approvers can list the sessions.")
+    })
+    .await;
     app.stop().await;
 }

@@ -17,25 +17,37 @@ const ESCALATED: &str = "escalated: nobody on shop answered in 5 min";
 fn teams(s: &mut Settings) {
     s.people = vec![
         PersonSettings {
+            ids: imrelay::config::teams::PerChannel::from([(
+                "telegram".into(),
+                imrelay::config::teams::written(vec![ALICE.id as u64]),
+            )]),
             name: "alice".into(),
-            telegram: vec![ALICE.id as u64],
             ..Default::default()
         },
         PersonSettings {
+            ids: imrelay::config::teams::PerChannel::from([(
+                "telegram".into(),
+                imrelay::config::teams::written(vec![BOB.id as u64]),
+            )]),
             name: "bob".into(),
-            telegram: vec![BOB.id as u64],
             ..Default::default()
         },
     ];
     s.routes = vec![RouteSettings {
+        places: imrelay::config::teams::PerChannel::from([(
+            "telegram".into(),
+            imrelay::config::teams::written(vec![GROUP]),
+        )]),
         name: "shop".into(),
         cwd: vec!["/srv/shop/**".into()],
-        telegram: vec![GROUP],
         approvers: vec!["alice".into()],
         timeout_secs: Some(3600),
         escalate_after_secs: Some(300),
         escalate_to: Some(EscalateTo {
-            telegram: vec![PRIVATE],
+            places: imrelay::config::teams::PerChannel::from([(
+                "telegram".into(),
+                imrelay::config::teams::written(vec![PRIVATE]),
+            )]),
             approvers: vec!["bob".into()],
             ..Default::default()
         }),

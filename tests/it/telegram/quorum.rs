@@ -16,14 +16,25 @@ use crate::feishu::{
 fn teams(s: &mut Settings) {
     s.people = vec![
         PersonSettings {
+            ids: imrelay::config::teams::PerChannel::from([
+                (
+                    "telegram".into(),
+                    imrelay::config::teams::written(vec![ALICE.id as u64]),
+                ),
+                (
+                    "feishu".into(),
+                    imrelay::config::teams::written(vec![APPROVER]),
+                ),
+            ]),
             name: "alice".into(),
-            telegram: vec![ALICE.id as u64],
-            feishu: vec![APPROVER.into()],
             ..Default::default()
         },
         PersonSettings {
+            ids: imrelay::config::teams::PerChannel::from([(
+                "telegram".into(),
+                imrelay::config::teams::written(vec![BOB.id as u64]),
+            )]),
             name: "bob".into(),
-            telegram: vec![BOB.id as u64],
             ..Default::default()
         },
     ];
@@ -32,10 +43,18 @@ fn teams(s: &mut Settings) {
         members: vec!["alice".into(), "bob".into()],
     }];
     s.routes = vec![RouteSettings {
+        places: imrelay::config::teams::PerChannel::from([
+            (
+                "telegram".into(),
+                imrelay::config::teams::written(vec![GROUP]),
+            ),
+            (
+                "feishu".into(),
+                imrelay::config::teams::written(vec![format!("chat_id:{CHAT}")]),
+            ),
+        ]),
         name: "deploy".into(),
         cwd: vec!["/srv/deploy/**".into()],
-        telegram: vec![GROUP],
-        feishu: vec![format!("chat_id:{CHAT}")],
         approvers: vec!["deployers".into()],
         quorum: Some(2),
         ..Default::default()

@@ -12,29 +12,41 @@ use super::*;
 fn teams(s: &mut Settings) {
     s.people = vec![
         PersonSettings {
+            ids: imrelay::config::teams::PerChannel::from([(
+                "telegram".into(),
+                imrelay::config::teams::written(vec![ALICE.id as u64]),
+            )]),
             name: "alice".into(),
-            telegram: vec![ALICE.id as u64],
             ..Default::default()
         },
         PersonSettings {
+            ids: imrelay::config::teams::PerChannel::from([(
+                "telegram".into(),
+                imrelay::config::teams::written(vec![BOB.id as u64]),
+            )]),
             name: "bob".into(),
-            telegram: vec![BOB.id as u64],
             groups: vec!["ops".into()],
             ..Default::default()
         },
     ];
     s.routes = vec![
         RouteSettings {
+            places: imrelay::config::teams::PerChannel::from([(
+                "telegram".into(),
+                imrelay::config::teams::written(vec![GROUP]),
+            )]),
             name: "shop".into(),
             cwd: vec!["/srv/shop/**".into()],
-            telegram: vec![GROUP],
             approvers: vec!["alice".into()],
             ..Default::default()
         },
         RouteSettings {
+            places: imrelay::config::teams::PerChannel::from([(
+                "telegram".into(),
+                imrelay::config::teams::written(vec![PRIVATE]),
+            )]),
             name: "ops".into(),
             cwd: vec!["/srv/ops/**".into()],
-            telegram: vec![PRIVATE],
             approvers: vec!["ops".into()],
             timeout_secs: Some(120),
             ..Default::default()

@@ -296,6 +296,25 @@ pub fn reply(toast_type: &str, toast: &str, card: Option<Value>) -> Value {
     Value::Object(out)
 }
 
+/// The reply to a click the pipeline answered with `feedback`: a toast (success, info or
+/// error) with its text, and the card as it now is; with the result it is counted under.
+pub(crate) fn feedback_reply(
+    cards: &Cards,
+    feedback: crate::channels::pipeline::Feedback,
+) -> (Value, &'static str) {
+    use crate::channels::pipeline::Feedback;
+    let kind = match &feedback {
+        Feedback::Resolved(_) => "success",
+        Feedback::Already(_) | Feedback::StillWorking => "info",
+        _ => "error",
+    };
+    let card = feedback.interaction().map(|i| cards.render(i));
+    (
+        reply(kind, &feedback.text(cards.locale()), card),
+        feedback.result(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::budget::{INPUT_CHARS, json_string_len};

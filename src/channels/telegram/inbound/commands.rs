@@ -1,6 +1,6 @@
 //! The commands: `/start`, `/whoami` and `/help` (the ids to configure), `/pending`
-//! (re-post what is waiting), and how the bot answers any message, rate limited for
-//! strangers.
+//! (re-post what is waiting), `/sessions` (the agent sessions of this chat's routes), and how
+//! the bot answers any message, rate limited for strangers.
 
 use std::time::Instant;
 
@@ -53,9 +53,13 @@ impl Telegram {
         match cmd.as_str() {
             "start" | "whoami" | "help" => self.whoami(m, from, cmd == "start").await,
             "pending" => self.pending(m, from).await,
+            "sessions" => self.sessions(m, from).await,
             _ if m.chat.is_private() => {
-                self.reply(m, "Unknown command. Try /whoami or /pending.".into())
-                    .await
+                self.reply(
+                    m,
+                    "Unknown command. Try /whoami, /pending or /sessions.".into(),
+                )
+                .await
             }
             _ => {}
         }
@@ -93,6 +97,41 @@ impl Telegram {
             );
         }
         self.reply(m, s).await;
+    }
+
+    /// `/sessions`: the agent sessions whose route posts to this chat (approvers only).
+    async fn sessions(&self, m: &Message, from: &User) {
+        let chat = m.chat.id.0;
+        if !self.is_approver(from) {
+            tracing::info!(user = %actor(from), chat, "telegram: /sessions from a non-approver");
+            self.reply(m, "Only approvers can list the sessions.".into())
+                .await;
+            return;
+        }
+        let address = chat.to_string();
+        let listed = self.is_chat(chat);
+        let sessions =
+            match crate::channels::sessions::of_chat(&self.registry, "telegram", &address, listed)
+                .await
+            {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::error!(error = %e, "telegram: cannot list the sessions");
+                    self.reply(m, say(Feedback::StoreDown)).await;
+                    return;
+                }
+            };
+        if sessions.is_empty() {
+            self.reply(m, "No agent session of this chat's routes is known.".into())
+                .await;
+            return;
+        }
+        let lines: Vec<String> = crate::channels::sessions::lines(&sessions)
+            .iter()
+            .map(|l| escape(l))
+            .collect();
+        self.reply(m, format!("<b>Sessions</b>\n{}", lines.join("\n")))
+            .await;
     }
 
     /// `/pending`: re-posts in this chat every interaction still pending (approvers only).

@@ -94,8 +94,10 @@ impl Telegram {
     /// Answers a tap whose button does not fit what it names as a bad button, and records
     /// the refusal (`bad_data`) saying why.
     async fn bad_button(&self, q: &CallbackQuery, id: Option<&InteractionId>, why: &str) {
-        self.client.answer(&q.id, &say(Feedback::BadButton)).await;
-        self.refuse(id, &q.from, why, "bad_data").await;
+        let told = self
+            .refuse(id, &q.from, why, "bad_data", Feedback::BadButton)
+            .await;
+        self.client.answer(&q.id, &say(told)).await;
     }
 
     /// A message: a reply to one of the bot's messages, a command, or (from an approver, in

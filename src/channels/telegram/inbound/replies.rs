@@ -147,23 +147,36 @@ impl Telegram {
         let chat = m.chat.id.0;
         let id = stored.interaction_id.clone();
         if !self.is_approver(from) {
-            // Refused and audited, but not answered: strangers cannot make the bot talk.
-            self.refuse(Some(&id), from, "not in telegram.approvers", "not_approver")
-                .await;
+            // Refused and audited, but not answered: strangers cannot make the bot talk (not
+            // even to say the refusal could not be recorded; the log says it).
+            self.refuse(
+                Some(&id),
+                from,
+                "not in telegram.approvers",
+                "not_approver",
+                Feedback::NotApprover,
+            )
+            .await;
             return;
         }
         let state = MessageState::from_stored(stored.state.as_ref());
         if let MessageState::Reply(r) = &state
             && r.user != from.id.0
         {
-            self.refuse(
-                Some(&id),
-                from,
-                "a reply to a request made for another user",
-                "foreign_reply",
-            )
-            .await;
-            self.reply(m, escape(NOT_YOUR_REQUEST)).await;
+            let told = self
+                .refuse(
+                    Some(&id),
+                    from,
+                    "a reply to a request made for another user",
+                    "foreign_reply",
+                    Feedback::BadButton,
+                )
+                .await;
+            let text = match told {
+                Feedback::StoreDown => escape(&say(told)),
+                _ => escape(NOT_YOUR_REQUEST),
+            };
+            self.reply(m, text).await;
             return;
         }
         let i = match self.registry.get(&id).await {

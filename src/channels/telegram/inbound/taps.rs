@@ -87,14 +87,16 @@ impl Telegram {
             .await
         {
             Ok(Some(m)) if m.interaction_id != *id => {
-                self.client.answer(&q.id, &say(Feedback::BadButton)).await;
-                self.refuse(
-                    Some(id),
-                    &q.from,
-                    "a button of one interaction sent from a message showing another",
-                    "foreign_message",
-                )
-                .await;
+                let told = self
+                    .refuse(
+                        Some(id),
+                        &q.from,
+                        "a button of one interaction sent from a message showing another",
+                        "foreign_message",
+                        Feedback::BadButton,
+                    )
+                    .await;
+                self.client.answer(&q.id, &say(told)).await;
                 false
             }
             Ok(_) => true,

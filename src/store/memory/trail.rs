@@ -1,0 +1,215 @@
+//! The in-memory store's audit trail, kept compact: an entry as the chain produces it holds
+//! three hashes as 64-character hex strings and five other strings, about 490 bytes, and
+//! the store keeps one for every interaction it holds. Here an entry keeps its hashes as
+//! their 32 bytes, leaves out its `prev_hash` (the previous entry's hash, as it is whenever
+//! the chain is appended to), and shares the interaction's own id string. An entry that
+//! does not fit that form (a hash that is not lowercase hex, a chain that does not follow
+//! on) is kept whole. Every entry reads back exactly as it was appended.
+
+use std::sync::Arc;
+
+use jiff::Timestamp;
+
+use crate::audit::{Action, AuditEntry, AuditRecord, GENESIS};
+
+/// A hash as bytes, if it is lowercase hex of 32 bytes (as the chain writes every hash).
+fn bytes(text: &str) -> Option<[u8; 32]> {
+    let mut b = [0u8; 32];
+    hex::decode_to_slice(text, &mut b).ok()?;
+    (hex::encode(b) == text).then_some(b)
+}
+
+/// An entry whose hashes are bytes and whose `prev_hash` is the previous entry's hash.
+#[derive(Debug)]
+struct Compact {
+    seq: i64,
+    at: Timestamp,
+    action: Action,
+    interaction_id: Option<Arc<str>>,
+    actor: Option<Box<str>>,
+    channel: Box<str>,
+    outcome: Box<str>,
+    input_hash: Option<[u8; 32]>,
+    detail: Option<Box<str>>,
+    hash: [u8; 32],
+}
+
+/// One entry as kept.
+#[derive(Debug)]
+enum Kept {
+    Compact(Compact),
+    Whole(Box<AuditEntry>),
+}
+
+impl Kept {
+    fn seq(&self) -> i64 {
+        match self {
+            Kept::Compact(c) => c.seq,
+            Kept::Whole(w) => w.seq,
+        }
+    }
+
+    fn at(&self) -> Timestamp {
+        match self {
+            Kept::Compact(c) => c.at,
+            Kept::Whole(w) => w.record.at,
+        }
+    }
+
+    fn hash(&self) -> String {
+        match self {
+            Kept::Compact(c) => hex::encode(c.hash),
+            Kept::Whole(w) => w.hash.clone(),
+        }
+    }
+}
+
+/// The trail, oldest first.
+#[derive(Debug, Default)]
+pub(super) struct Trail {
+    entries: Vec<Kept>,
+}
+
+impl Trail {
+    fn entries(&self) -> impl Iterator<Item = &Kept> {
+        self.entries.iter()
+    }
+
+    fn last_entry(&self) -> Option<&Kept> {
+        self.entries.last()
+    }
+
+    /// The last entry's `seq` and hash.
+    pub(super) fn last(&self) -> Option<(i64, String)> {
+        self.last_entry().map(|e| (e.seq(), e.hash()))
+    }
+
+    /// Keeps `entry`; `id` gives the shared string of an interaction id, if the store holds
+    /// that interaction.
+    pub(super) fn push(&mut self, entry: AuditEntry, id: impl Fn(&str) -> Option<Arc<str>>) {
+        let follows = self
+            .last_entry()
+            .is_some_and(|last| last.hash() == entry.prev_hash);
+        let hash = bytes(&entry.hash);
+        let input_hash = entry.record.input_hash.as_deref().map(bytes);
+        let kept = match (follows, hash, input_hash) {
+            (true, Some(hash), None | Some(Some(_))) => {
+                let r = entry.record;
+                Kept::Compact(Compact {
+                    seq: entry.seq,
+                    at: r.at,
+                    action: r.action,
+                    interaction_id: r
+                        .interaction_id
+                        .map(|i| id(&i).unwrap_or_else(|| Arc::from(i))),
+                    actor: r.actor.map(Box::from),
+                    channel: r.channel.into(),
+                    outcome: r.outcome.into(),
+                    input_hash: input_hash.flatten(),
+                    detail: r.detail.map(Box::from),
+                    hash,
+                })
+            }
+            _ => Kept::Whole(Box::new(entry)),
+        };
+        self.entries.push(kept);
+    }
+
+    /// The entries from `after_seq` on and at or after `since`, oldest first, at most
+    /// `limit`, as they were appended.
+    pub(super) fn read(
+        &self,
+        after_seq: i64,
+        since: Option<Timestamp>,
+        limit: usize,
+    ) -> Vec<AuditEntry> {
+        let mut out = Vec::new();
+        let mut before: Option<&Kept> = None;
+        for e in self.entries() {
+            let previous = before.replace(e);
+            if out.len() >= limit {
+                break;
+            }
+            if e.seq() <= after_seq || since.is_some_and(|t| e.at() < t) {
+                continue;
+            }
+            out.push(match e {
+                Kept::Whole(w) => (**w).clone(),
+                Kept::Compact(c) => AuditEntry {
+                    seq: c.seq,
+                    record: AuditRecord {
+                        at: c.at,
+                        action: c.action,
+                        interaction_id: c.interaction_id.as_deref().map(str::to_string),
+                        actor: c.actor.as_deref().map(str::to_string),
+                        channel: c.channel.to_string(),
+                        outcome: c.outcome.to_string(),
+                        input_hash: c.input_hash.map(hex::encode),
+                        detail: c.detail.as_deref().map(str::to_string),
+                    },
+                    // A compact entry always follows another.
+                    prev_hash: previous.map_or_else(|| GENESIS.to_string(), Kept::hash),
+                    hash: hex::encode(c.hash),
+                },
+            });
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(seq: i64, prev: &str, hash: &str, id: Option<&str>) -> AuditEntry {
+        AuditEntry {
+            seq,
+            record: AuditRecord {
+                at: Timestamp::from_second(1_700_000_000 + seq).unwrap(),
+                action: Action::Created,
+                interaction_id: id.map(str::to_string),
+                actor: Some("agent".into()),
+                channel: "agent".into(),
+                outcome: "pending".into(),
+                input_hash: Some("ab".repeat(32)),
+                detail: None,
+            },
+            prev_hash: prev.into(),
+            hash: hash.into(),
+        }
+    }
+
+    #[test]
+    fn entries_read_back_exactly_as_appended() {
+        let (h1, h2, h3) = ("11".repeat(32), "22".repeat(32), "NOT HEX".to_string());
+        let mut odd_input = entry(9, &"33".repeat(32), &"44".repeat(32), None);
+        odd_input.record.input_hash = Some("AB".repeat(32));
+        let appended = vec![
+            // The first continues from a recorded head, not the genesis.
+            entry(5, &"ff".repeat(32), &h1, Some("a")),
+            entry(6, &h1, &h2, None),
+            // Out of the chain's order, and a hash that is not hex: kept as written.
+            entry(7, &"0A".repeat(32), &h3, Some("b")),
+            entry(8, &h3, &"33".repeat(32), Some("a")),
+            odd_input,
+            entry(10, &"44".repeat(32), &"55".repeat(32), Some("a")),
+        ];
+        let shared: Arc<str> = Arc::from("a");
+        let mut trail = Trail::default();
+        for e in appended.clone() {
+            trail.push(e, |i| (i == "a").then(|| shared.clone()));
+        }
+        let kept: Vec<_> = trail.entries().collect();
+        assert!(matches!(kept[1], Kept::Compact(_)));
+        assert!(matches!(kept[5], Kept::Compact(_)));
+        assert_eq!(trail.read(0, None, 100), appended);
+        assert_eq!(trail.read(6, None, 1), appended[2..3]);
+        let since = appended[4].record.at;
+        assert_eq!(trail.read(0, Some(since), 100), appended[4..]);
+        assert_eq!(trail.last(), Some((10, "55".repeat(32))));
+        drop(kept);
+        // The interaction's id string is shared, not copied, by the compact entries of
+        // "a" (seq 8 and 10; seq 5 is kept whole).
+        assert_eq!(Arc::strong_count(&shared), 3);
+    }
+}

@@ -1,0 +1,362 @@
+//! Agent sessions and steering: sessions learnt from Claude Code's hook events (posted as
+//! Claude Code posts them) and Codex's (through `imrelay hook codex`, the real command),
+//! listed by `GET /v1/sessions`; a finished turn asked on the session's route and continued
+//! by a reply; a person's message handed to a working session at its next tool; and only the
+//! route's approvers may steer.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use imrelay::agents::steer::OnFinish;
+use imrelay::config::teams::{PersonSettings, RouteSettings};
+use imrelay::config::{OperatorToken, Secret, Settings};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
+
+use crate::support::*;
+
+const SESSION: &str = "5f8a2c1e-3b7d-4e9f-a1c2-6d8e0f4b2a91";
+
+/// A Claude Code hook input of `event` in the session, with `more` fields.
+fn claude(event: &str, more: Value) -> Value {
+    let mut body = json!({
+        "session_id": SESSION,
+        "transcript_path": "/home/dev/.claude/projects/shop/t.jsonl",
+        "cwd": "/srv/shop",
+        "permission_mode": "default",
+        "hook_event_name": event,
+    });
+    for (k, v) in more.as_object().cloned().unwrap_or_default() {
+        body[k] = v;
+    }
+    body
+}
+
+/// Posts a Claude Code hook input with `token` (an agent token), as Claude Code does.
+fn hook_with(app: &TestApp, body: Value, token: Option<&str>) -> tokio::task::JoinHandle<Value> {
+    let mut req = app
+        .client
+        .post(app.url("/v1/hooks/claude-code"))
+        .json(&body);
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    tokio::spawn(async move {
+        let (status, out) = split(req.send().await.expect("hook call")).await;
+        assert_eq!(status, StatusCode::OK, "{out}");
+        out
+    })
+}
+
+async fn session(app: &TestApp, agent: &str) -> Value {
+    let (status, s) = app.get(&format!("/v1/sessions/{agent}/{SESSION}")).await;
+    assert_eq!(status, StatusCode::OK, "{s}");
+    s
+}
+
+#[tokio::test]
+async fn hook_events_make_a_session_whose_state_a_listing_shows() {
+    let app = spawn_app().await;
+    let started = hook_with(
+        &app,
+        claude("SessionStart", json!({"source": "startup"})),
+        None,
+    );
+    assert_eq!(started.await.unwrap(), json!({}));
+    assert_eq!(session(&app, "claude-code").await["state"], "finished");
+    let prompt = claude("UserPromptSubmit", json!({"prompt": "clean the build"}));
+    assert_eq!(hook_with(&app, prompt, None).await.unwrap(), json!({}));
+    assert_eq!(session(&app, "claude-code").await["state"], "working");
+    // An approval waits: the session waits on a person, and names it.
+    let call = hook_with(&app, fixture("claude-code/pre_tool_use.json"), None);
+    let i = pending_one(&app).await;
+    let s = session(&app, "claude-code").await;
+    assert_eq!(s["state"], "waiting", "{s}");
+    assert_eq!(s["pending"][0]["id"], i["id"], "{s}");
+    assert_eq!(s["cwd"], "/home/dev/shop", "{s}");
+    let id = i["id"].as_str().unwrap();
+    app.respond(id, &json!({"decision": "allow", "by": "alice"}))
+        .await;
+    call.await.unwrap();
+    let used = claude(
+        "PostToolUse",
+        json!({"tool_name": "Bash", "tool_input": {"command": "rm -rf build"},
+        "tool_response": {"stdout": ""}, "tool_use_id": "toolu_1"}),
+    );
+    assert_eq!(hook_with(&app, used, None).await.unwrap(), json!({}));
+    assert_eq!(session(&app, "claude-code").await["state"], "working");
+    // Off by default: the turn ends with no question, and the last message is kept.
+    let stop = claude(
+        "Stop",
+        json!({"stop_hook_active": false,
+        "last_assistant_message": "  Removed the build directory.\n"}),
+    );
+    assert_eq!(hook_with(&app, stop, None).await.unwrap(), json!({}));
+    let s = session(&app, "claude-code").await;
+    assert_eq!(s["state"], "finished", "{s}");
+    assert_eq!(s["last_message"], "Removed the build directory.", "{s}");
+    let (_, list) = app.get("/v1/interactions?status=pending").await;
+    assert_eq!(list["interactions"], json!([]), "{list}");
+    // Listed, and filtered by route.
+    let (_, all) = app.get("/v1/sessions").await;
+    assert_eq!(all["sessions"].as_array().unwrap().len(), 1, "{all}");
+    let (_, default) = app.get("/v1/sessions?route=default").await;
+    assert_eq!(default["sessions"][0]["id"], SESSION, "{default}");
+    let (_, other) = app.get("/v1/sessions?route=elsewhere").await;
+    assert_eq!(other["sessions"], json!([]), "{other}");
+    let end = claude("SessionEnd", json!({"reason": "exit"}));
+    hook_with(&app, end, None).await.unwrap();
+    assert_eq!(session(&app, "claude-code").await["state"], "gone");
+    // Bad listings change nothing and say why.
+    let (status, err) = app.get("/v1/sessions?limit=0").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
+    assert_eq!(err["error"]["field"], "limit", "{err}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_reply_to_a_finished_turn_continues_it_and_let_it_stop_ends_it() {
+    let app = spawn_with(|s| {
+        s.hooks.claude_code.on_finish = OnFinish::Ask;
+        s.hooks.claude_code.finish_wait_secs = 60;
+    })
+    .await;
+    let stop = claude(
+        "Stop",
+        json!({"stop_hook_active": false,
+        "last_assistant_message": "The build directory is gone."}),
+    );
+    let held = hook_with(&app, stop.clone(), None);
+    let q = pending_one(&app).await;
+    assert_eq!(q["kind"], "question", "{q}");
+    assert_eq!(q["title"], "Claude Code finished its turn", "{q}");
+    let text = q["input"]["questions"][0]["question"].as_str().unwrap();
+    assert!(text.contains("The build directory is gone."), "{text}");
+    let (status, out) = app
+        .respond(
+            q["id"].as_str().unwrap(),
+            &json!({"answers": {"0": "now run the tests"}, "by": "alice"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{out}");
+    let out = held.await.unwrap();
+    assert_eq!(out["decision"], "block", "{out}");
+    let reason = out["reason"].as_str().unwrap();
+    assert!(reason.contains("now run the tests"), "{reason}");
+    assert!(reason.starts_with("alice "), "{reason}");
+    // The next end of the turn asks again; "Let it stop" lets it.
+    let mut again = stop;
+    again["stop_hook_active"] = json!(true);
+    let held = hook_with(&app, again, None);
+    let q = pending_one(&app).await;
+    app.respond(
+        q["id"].as_str().unwrap(),
+        &json!({"answers": {"0": "Let it stop"}}),
+    )
+    .await;
+    assert_eq!(held.await.unwrap(), json!({}));
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_message_reaches_a_working_session_at_its_next_tool_and_is_audited() {
+    let app = spawn_app().await;
+    let prompt = claude("UserPromptSubmit", json!({"prompt": "drop the table"}));
+    hook_with(&app, prompt, None).await.unwrap();
+    let path = format!("/v1/sessions/claude-code/{SESSION}/messages");
+    let (status, s) = app
+        .post(
+            &path,
+            &json!({"text": "truncate it instead", "by": "alice"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{s}");
+    assert_eq!(s["messages"][0]["text"], "truncate it instead", "{s}");
+    assert!(s["messages"][0].get("delivered_at").is_none(), "{s}");
+    // An approval does not carry it; the tool's end does.
+    let used = claude(
+        "PostToolUse",
+        json!({"tool_name": "Bash", "tool_input": {"command": "ls"},
+        "tool_response": {}, "tool_use_id": "toolu_2"}),
+    );
+    let out = hook_with(&app, used.clone(), None).await.unwrap();
+    let context = out["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap();
+    assert!(context.contains("truncate it instead"), "{out}");
+    assert!(context.contains("alice"), "{out}");
+    assert_eq!(out["hookSpecificOutput"]["hookEventName"], "PostToolUse");
+    // Once.
+    assert_eq!(hook_with(&app, used, None).await.unwrap(), json!({}));
+    let s = session(&app, "claude-code").await;
+    assert_eq!(s["messages"][0]["delivered_with"], "tool_used", "{s}");
+    let (_, audit) = app.get("/v1/audit?limit=100").await;
+    let steered: Vec<&Value> = audit["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["action"] == "steered")
+        .collect();
+    let outcomes: Vec<&str> = steered
+        .iter()
+        .filter_map(|e| e["outcome"].as_str())
+        .collect();
+    assert_eq!(outcomes, ["queued", "delivered"], "{audit}");
+    let metrics = app.metrics().await;
+    for outcome in ["queued", "delivered"] {
+        let series =
+            format!("imrelay_session_messages_total{{outcome=\"{outcome}\",via=\"api\"}} 1");
+        assert!(metrics.contains(&series), "{series} not in\n{metrics}");
+    }
+    // Nothing reaches a session nobody has seen, or with no words.
+    let (status, err) = app
+        .post(
+            "/v1/sessions/claude-code/nope/messages",
+            &json!({"text": "hi"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
+    let (status, err) = app.post(&path, &json!({"text": "  "})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
+    assert_eq!(err["error"]["field"], "text", "{err}");
+    app.stop().await;
+}
+
+const AGENT: &str = "agent-token-0123456789";
+const ALICE: &str = "alice-token-0123456789";
+const BOB: &str = "bob-token-0123456789";
+
+/// Alice approves the shop's route; bob approves nothing.
+fn teams(s: &mut Settings) {
+    s.auth.agent_tokens = vec![Secret::new(AGENT)];
+    s.auth.operator_tokens = vec![
+        OperatorToken::labelled(ALICE, "alice-laptop"),
+        OperatorToken::labelled(BOB, "bob-phone"),
+    ];
+    s.people = vec![
+        PersonSettings {
+            name: "alice".into(),
+            operator: vec!["alice-laptop".into()],
+            ..Default::default()
+        },
+        PersonSettings {
+            name: "bob".into(),
+            operator: vec!["bob-phone".into()],
+            ..Default::default()
+        },
+    ];
+    s.routes = vec![RouteSettings {
+        name: "shop".into(),
+        cwd: vec!["/srv/shop/**".into(), "/srv/shop".into()],
+        approvers: vec!["alice".into()],
+        ..Default::default()
+    }];
+}
+
+#[tokio::test]
+async fn only_the_routes_approvers_may_message_its_sessions() {
+    let mut app = spawn_with(teams).await;
+    let prompt = claude("UserPromptSubmit", json!({"prompt": "go"}));
+    hook_with(&app, prompt, Some(AGENT)).await.unwrap();
+    app.token = Some(BOB.into());
+    let s = session(&app, "claude-code").await;
+    assert_eq!(s["route"], "shop", "{s}");
+    let path = format!("/v1/sessions/claude-code/{SESSION}/messages");
+    let (status, err) = app.post(&path, &json!({"text": "stop"})).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{err}");
+    assert_eq!(err["error"]["code"], "not_an_approver", "{err}");
+    assert!(session(&app, "claude-code").await["messages"] == json!([]));
+    app.token = Some(ALICE.into());
+    let (status, s) = app
+        .post(&path, &json!({"text": "stop", "by": "mallory"}))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{s}");
+    // The token says who it is.
+    assert_eq!(s["messages"][0]["by"], "alice", "{s}");
+    let (_, audit) = app.get("/v1/audit?limit=100").await;
+    assert!(
+        audit["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["action"] == "refused"
+                && e["actor"].as_str().unwrap_or("").starts_with("bob")),
+        "{audit}"
+    );
+    app.stop().await;
+}
+
+/// `imrelay hook codex` run on `input` against `app`; what it printed.
+async fn codex_hook(app: &TestApp, input: Value) -> tokio::task::JoinHandle<Value> {
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_imrelay"))
+        .args(["hook", "codex", "--url", &app.url(""), "--timeout", "120"])
+        .env_remove("IMRELAY_AGENT_TOKEN")
+        .env_remove("IMRELAY_URL")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("imrelay runs");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin
+        .write_all(input.to_string().as_bytes())
+        .await
+        .expect("write the hook input");
+    drop(stdin);
+    tokio::spawn(async move {
+        let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+            .await
+            .expect("the hook ends")
+            .expect("output");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{text} {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_str(text.trim()).expect("JSON on standard output")
+    })
+}
+
+#[tokio::test]
+async fn codex_sessions_are_learnt_and_a_reply_continues_its_turn() {
+    let app = spawn_with(|s| {
+        s.hooks.codex.on_finish = OnFinish::Ask;
+        s.hooks.codex.finish_wait_secs = 60;
+    })
+    .await;
+    let base = json!({"session_id": SESSION, "turn_id": "t1", "cwd": "/w",
+        "transcript_path": null, "model": "gpt-5", "permission_mode": "default"});
+    let with = |event: &str, more: Value| {
+        let mut b = base.clone();
+        b["hook_event_name"] = json!(event);
+        for (k, v) in more.as_object().cloned().unwrap_or_default() {
+            b[k] = v;
+        }
+        b
+    };
+    let started = codex_hook(&app, with("SessionStart", json!({"source": "startup"}))).await;
+    assert_eq!(started.await.unwrap(), json!({}));
+    assert_eq!(session(&app, "codex").await["state"], "finished");
+    let stop = with(
+        "Stop",
+        json!({"stop_hook_active": false, "last_assistant_message": "Done."}),
+    );
+    let held = codex_hook(&app, stop).await;
+    let q = pending_one(&app).await;
+    assert_eq!(q["agent"], "codex", "{q}");
+    app.respond(
+        q["id"].as_str().unwrap(),
+        &json!({"answers": {"0": "Continue"}}),
+    )
+    .await;
+    let out = held.await.unwrap();
+    assert_eq!(out["decision"], "block", "{out}");
+    assert!(
+        out["reason"].as_str().unwrap().contains("continue"),
+        "{out}"
+    );
+    app.stop().await;
+}
