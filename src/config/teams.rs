@@ -186,12 +186,38 @@ fn channel<'s>(
         .find(|c| of(*c) == key)
         .ok_or_else(|| {
             let names: Vec<&str> = s.channels().iter().map(|c| of(*c)).collect();
+            // A misspelt setting of the entry (`label` for `labels`) lands here too.
+            let meant = FIELDS
+                .iter()
+                .find(|f| strsim::jaro_winkler(key, f) >= 0.9)
+                .map(|f| format!(": did you mean `{f}`?"))
+                .unwrap_or_else(|| ": check the spelling".into());
             format!(
-                "{key:?} is not a channel (the channels: {}): check the spelling",
+                "{key:?} is not a channel (the channels: {}) nor a setting{meant}",
                 names.join(", ")
             )
         })
 }
+
+/// The settings of a `[[routes]]` or `[[people]]` entry that are not channels, for a key
+/// that is neither.
+const FIELDS: &[&str] = &[
+    "name",
+    "agent",
+    "session",
+    "cwd",
+    "tool",
+    "kind",
+    "labels",
+    "direct",
+    "approvers",
+    "timeout_secs",
+    "quorum",
+    "deny_quorum",
+    "escalate_after_secs",
+    "escalate_to",
+    "groups",
+];
 
 impl PersonSettings {
     fn spec(&self, s: &Settings, k: usize) -> Result<PersonSpec, String> {
