@@ -199,6 +199,24 @@ impl SlackSettings {
     }
 }
 
+/// Slack wants ids (`C…` channels, `U…` people): for a `#name` or `@name`, what is wrong and
+/// how to find the id.
+pub(crate) fn name_not_id(value: &str, channel: bool) -> Option<String> {
+    const CHANNEL: &str = "Slack channel ids look like C0123456789: open the channel's details \
+        in Slack; its id is at the bottom";
+    const USER: &str = "Slack user ids look like U0123456789: open their profile in Slack, \
+        then ⋮ → Copy member ID";
+    if !(value.starts_with('#') || value.starts_with('@')) {
+        return None;
+    }
+    let (what, how) = if channel {
+        ("channel", CHANNEL)
+    } else {
+        ("user", USER)
+    };
+    Some(format!("{value:?} is a name, not a {what} id. {how}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -270,22 +288,4 @@ mod tests {
         s.mode = Mode::Http;
         assert_eq!(s.paths().len(), 1);
     }
-}
-
-/// Slack wants ids (`C…` channels, `U…` people): for a `#name` or `@name`, what is wrong and
-/// how to find the id.
-pub(crate) fn name_not_id(value: &str, channel: bool) -> Option<String> {
-    const CHANNEL: &str = "Slack channel ids look like C0123456789: open the channel's details \
-        in Slack; its id is at the bottom";
-    const USER: &str = "Slack user ids look like U0123456789: open their profile in Slack, \
-        then ⋮ → Copy member ID";
-    if !(value.starts_with('#') || value.starts_with('@')) {
-        return None;
-    }
-    let (what, how) = if channel {
-        ("channel", CHANNEL)
-    } else {
-        ("user", USER)
-    };
-    Some(format!("{value:?} is a name, not a {what} id. {how}"))
 }
