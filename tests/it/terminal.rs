@@ -1464,9 +1464,18 @@ fn two_person_rule(dir: &Path, tokens: bool) -> (PathBuf, impl Fn(&str) -> Strin
     } else {
         String::new()
     };
+    // Without labelled tokens the terminal is one voter (the administrator): a signed
+    // webhook is the second that makes the quorum reachable (check-config refuses one that
+    // is not).
+    let second = if tokens {
+        ""
+    } else {
+        "[[webhooks]]\nname = \"ops\"\nurl = \"http://127.0.0.1:9/hook\"\n\
+         secret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\n"
+    };
     std::fs::write(
         &config,
-        format!("{people}[[routes]]\nname = \"deploy\"\ncwd = [\"/srv/deploy/**\"]\nquorum = 2\n"),
+        format!("{people}{second}[[routes]]\nname = \"deploy\"\ncwd = [\"/srv/deploy/**\"]\nquorum = 2\n"),
     )
     .unwrap();
     (config, token)

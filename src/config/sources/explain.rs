@@ -198,6 +198,7 @@ impl Sources {
     /// Feishu chats (its receivers) written as text in a file: each is a table of its type and
     /// id.
     fn explain_receivers(&self, key: &str) -> Option<String> {
+        let name = key.rsplit('.').next().unwrap_or(key);
         let Given::Toml(value) = self.given(key)? else {
             return None;
         };
@@ -216,7 +217,7 @@ impl Sources {
         };
         Some(format!(
             "{}: {} is text, but each receiver is a table of its type (chat_id, open_id, \
-             user_id, union_id or email) and its id: use chats = [{{ type = {kind:?}, id = \
+             user_id, union_id or email) and its id: use {name} = [{{ type = {kind:?}, id = \
              {id:?} }}].",
             self.at(key),
             value
