@@ -241,6 +241,18 @@ impl crate::channels::Channel for FeishuSettings {
         }
     }
 
+    fn warnings(&self) -> Vec<String> {
+        if self.enabled && self.receivers.is_empty() {
+            vec![
+                "feishu.chats is empty: cards reach only people a route messages directly \
+                 (`direct`); to post in a group, add it to feishu.chats (\"chat_id:oc_...\")"
+                    .to_string(),
+            ]
+        } else {
+            Vec::new()
+        }
+    }
+
     fn install<'a>(
         &'a self,
         wiring: &'a mut Wiring,

@@ -186,6 +186,19 @@ impl crate::channels::Channel for SlackSettings {
         }
     }
 
+    fn warnings(&self) -> Vec<String> {
+        if self.enabled && self.channels.is_empty() {
+            vec![
+                "slack.chats is empty: prompts reach only people a route messages directly \
+                 (`direct`); to post in a conversation, add its id (\"C...\", in its details) \
+                 to slack.chats"
+                    .to_string(),
+            ]
+        } else {
+            Vec::new()
+        }
+    }
+
     fn install<'a>(
         &'a self,
         wiring: &'a mut Wiring,
