@@ -643,3 +643,62 @@ fn check_config_prints_the_settings_in_the_order_the_docs_present_them() {
     all.retain(|_, v| !matches!(v, toml::Value::Array(a) if a.is_empty()));
     assert_eq!(shown, all);
 }
+
+/// Every list of channels a person reads (`--help`, `doctor --help`, the package's
+/// description, README's first paragraph, the crate's docs, the MCP server's instructions)
+/// names every channel of the registry (`Settings::channels`), by the name people call it.
+#[test]
+fn every_list_of_channels_names_every_registered_channel() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    let read = |f: &str| std::fs::read_to_string(root.join(f)).unwrap();
+    let readme = read("README.md");
+    let first_paragraph = readme
+        .split("\n\n")
+        .find(|p| !p.starts_with('#'))
+        .unwrap()
+        .replace('\n', " ");
+    let server = read("src/mcp/server.rs");
+    let instructions = server
+        .split("const INSTRUCTIONS: &str = \"")
+        .nth(1)
+        .and_then(|s| s.split("\";").next())
+        .unwrap()
+        .replace("\\\n", "");
+    let lib = read("src/lib.rs").replace("\n//! ", " ");
+    let lists = [
+        (
+            "imrelay --help",
+            imrelay(dir.path(), &["--help"], &[]).stdout,
+        ),
+        (
+            "imrelay doctor --help",
+            imrelay(dir.path(), &["doctor", "--help"], &[]).stdout,
+        ),
+        (
+            "Cargo.toml's description",
+            env!("CARGO_PKG_DESCRIPTION").into(),
+        ),
+        ("README.md's first paragraph", first_paragraph),
+        ("src/mcp/server.rs's INSTRUCTIONS", instructions),
+        ("src/lib.rs's docs", lib),
+    ];
+    let settings = imrelay::config::Settings::defaults().unwrap();
+    let mut missing = Vec::new();
+    for c in settings.channels() {
+        let platform = c.platform();
+        // "webhooks" in a list; "Feishu/Lark" may be "Feishu" alone where space is short.
+        let short = platform.split('/').next().unwrap_or(platform);
+        for (what, text) in &lists {
+            let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+            if !flat.contains(short) {
+                missing.push(format!("{what} does not name {platform}"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "{missing:#?}");
+    assert_eq!(
+        imrelay::channels::in_words(&settings.channels()),
+        "Telegram, Feishu/Lark, Slack, WeCom, DingTalk and webhooks"
+    );
+}

@@ -197,6 +197,10 @@ impl crate::channels::Channel for FeishuSettings {
         CHANNEL
     }
 
+    fn platform(&self) -> &'static str {
+        "Feishu/Lark"
+    }
+
     fn places(&self) -> Vec<String> {
         self.receivers
             .iter()

@@ -154,6 +154,10 @@ impl crate::channels::Channel for SlackSettings {
         CHANNEL
     }
 
+    fn platform(&self) -> &'static str {
+        "Slack"
+    }
+
     fn places(&self) -> Vec<String> {
         self.channels.clone()
     }

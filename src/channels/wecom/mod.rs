@@ -145,6 +145,10 @@ impl crate::channels::Channel for WeComSettings {
         CHANNEL
     }
 
+    fn platform(&self) -> &'static str {
+        "WeCom"
+    }
+
     fn places(&self) -> Vec<String> {
         self.chats.clone()
     }
