@@ -702,3 +702,45 @@ fn every_list_of_channels_names_every_registered_channel() {
         "Telegram, Feishu/Lark, Slack, WeCom, DingTalk and webhooks"
     );
 }
+
+/// docs/channels.md's table of what each channel offers has one column per registered
+/// channel, in the registry's order, and every row a cell for each: a channel added without
+/// its column fails here.
+#[test]
+fn every_registered_channel_has_its_column_in_docs_channels_md() {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/channels.md"))
+            .unwrap();
+    let table: Vec<&str> = doc
+        .split("## What each channel offers today")
+        .nth(1)
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with('|'))
+        .collect();
+    let cells = |l: &str| -> Vec<String> {
+        l.trim_matches('|')
+            .split('|')
+            .map(|c| c.trim().to_string())
+            .collect()
+    };
+    let header = cells(table[0]);
+    let settings = imrelay::config::Settings::defaults().unwrap();
+    let platforms: Vec<String> = settings
+        .channels()
+        .iter()
+        .map(|c| c.platform().to_string())
+        .collect();
+    assert_eq!(
+        header[1..],
+        platforms[..],
+        "the columns of docs/channels.md"
+    );
+    for row in &table[2..] {
+        let row = cells(row);
+        assert_eq!(row.len(), header.len(), "{row:?}");
+        for cell in &row[1..] {
+            assert!(["✅", "✗", "—"].contains(&cell.as_str()), "{row:?}");
+        }
+    }
+}
