@@ -1313,6 +1313,8 @@ callback_path = "{feishu_path}"
         assert!(s.warnings().is_empty());
         s.telegram.enabled = true;
         s.feishu.enabled = true;
+        // With a chat to post to (an empty list has a warning of its own).
+        s.feishu.receivers = vec!["chat_id:oc_1".parse().unwrap()];
         let w = s.warnings();
         assert_eq!(w.len(), 2, "{w:?}");
         assert!(w[0].contains("telegram.approvers is empty"), "{w:?}");

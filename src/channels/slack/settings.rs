@@ -189,12 +189,6 @@ impl SlackSettings {
         if self.mode == Mode::SocketMode && !self.app_token.expose().starts_with("xapp-") {
             return Err("slack.app_token must be an app-level token (it starts with xapp-)".into());
         }
-        if self.channels.is_empty() {
-            return Err(
-                "slack is enabled but slack.chats is empty: no prompt would be posted anywhere"
-                    .into(),
-            );
-        }
         Ok(())
     }
 }
@@ -258,8 +252,14 @@ mod tests {
         s.channels.push("C1".into());
         assert!(s.validate().unwrap_err().contains("twice"));
         let mut s = enabled();
+        // No chats: accepted (prompts reach people's direct messages; ids can be learnt).
         s.channels.clear();
-        assert!(s.validate().unwrap_err().contains("slack.chats"));
+        assert!(s.validate().is_ok());
+        assert!(
+            crate::channels::Channel::warnings(&s)
+                .concat()
+                .contains("slack.chats is empty")
+        );
         let mut s = enabled();
         s.events_path = "/v1/interactions".into();
         assert!(s.validate().unwrap_err().contains("collides"));
