@@ -486,32 +486,7 @@ impl Settings {
     ) -> Result<Loaded, ConfigError> {
         // Settings under an old name are read under the new one, with a warning each.
         let mut renamed = aliases::rename_in_env(&mut env);
-        let file_table = file
-            .map(|path| {
-                let text = std::fs::read_to_string(path).map_err(|e| {
-                    ConfigError::Load(format!(
-                        "cannot read the configuration file {}: {e}",
-                        path.display()
-                    ))
-                })?;
-                let table: toml::Table = toml::from_str(&text).map_err(|e| {
-                    let hint = e
-                        .span()
-                        .and_then(|at| strict::toml_hint(&text, at.start))
-                        .unwrap_or_default();
-                    ConfigError::Load(format!("{} is not valid TOML: {e}{hint}", path.display()))
-                })?;
-                let mut table = table;
-                let old = aliases::rename_in_file(&mut table, &path.display().to_string());
-                let text = if old.is_empty() {
-                    text
-                } else {
-                    toml::to_string(&table).map_err(|e| ConfigError::Load(e.to_string()))?
-                };
-                renamed.extend(old);
-                Ok::<_, ConfigError>((path, text, table))
-            })
-            .transpose()?;
+        let file_table = file.map(|path| read_file(path, &mut renamed)).transpose()?;
         let file_text = file_table.as_ref().map(|(_, text, _)| text.clone());
         // The defaults are compiled in and parsed by every load; a test checks they parse.
         let schema: toml::Table = toml::from_str(DEFAULT_TOML).unwrap_or_default();
@@ -785,6 +760,35 @@ fn list<T: Serialize>(out: &mut String, key: &str, items: &[T]) -> Result<(), Co
         return Ok(());
     }
     section(out, key, &items)
+}
+
+/// Reads the configuration file at `path` as TOML, its settings under old names read under
+/// the new ones (a warning each into `renamed`): the path, the text to load, and the table.
+fn read_file<'p>(
+    path: &'p Path,
+    renamed: &mut Vec<String>,
+) -> Result<(&'p Path, String, toml::Table), ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        ConfigError::Load(format!(
+            "cannot read the configuration file {}: {e}",
+            path.display()
+        ))
+    })?;
+    let mut table: toml::Table = toml::from_str(&text).map_err(|e| {
+        let hint = e
+            .span()
+            .and_then(|at| strict::toml_hint(&text, at.start))
+            .unwrap_or_default();
+        ConfigError::Load(format!("{} is not valid TOML: {e}{hint}", path.display()))
+    })?;
+    let old = aliases::rename_in_file(&mut table, &path.display().to_string());
+    let text = if old.is_empty() {
+        text
+    } else {
+        toml::to_string(&table).map_err(|e| ConfigError::Load(e.to_string()))?
+    };
+    renamed.extend(old);
+    Ok((path, text, table))
 }
 
 #[cfg(test)]
@@ -1315,6 +1319,8 @@ callback_path = "{feishu_path}"
         assert!(s.warnings().is_empty());
         s.telegram.enabled = true;
         s.feishu.enabled = true;
+        // With a chat to post to (an empty list has a warning of its own).
+        s.feishu.receivers = vec!["chat_id:oc_1".parse().unwrap()];
         let w = s.warnings();
         assert_eq!(w.len(), 2, "{w:?}");
         assert!(w[0].contains("telegram.approvers is empty"), "{w:?}");

@@ -133,6 +133,7 @@ fn a_pending_interaction_holds_under_a_bounded_number_of_bytes() {
     );
 }
 
-/// The bound: 923 bytes were measured (1,173 before route stamps and owner names were
-/// shared and the in-memory store's audit entries made compact), with a little room.
+/// The bound: 915 bytes were measured (1,173 before route stamps and owner names were
+/// shared, the in-memory store's audit entries made compact and the slot's queue keys put
+/// under one mutex), with a little room.
 const MAX_BYTES_PER_PENDING: isize = 960;

@@ -202,10 +202,21 @@ async fn finished(
         tokio::spawn(queue_reply(state.clone(), agent, session, created));
         return None;
     }
-    match state.answer(&id, Duration::from_secs(timeout)).await {
+    // Withdrawn everywhere if the agent stops waiting first (its hook's own timeout, an
+    // interrupted session).
+    let abandoned = super::shared::Abandoned {
+        by: agent.name,
+        reason: "The agent stopped waiting for a reply (its Stop hook timed out, or the session was interrupted)",
+    };
+    let attached = state.calls.attach(&state.registry, &id, abandoned);
+    let continued = match state.answer(&id, Duration::from_secs(timeout)).await {
         Ok(Ok(i)) => continue_with(&i),
         _ => None,
+    };
+    if let Some(a) = attached {
+        a.finish();
     }
+    continued
 }
 
 /// Tell only: waits for a reply to the finished question and queues it for the session.

@@ -1,4 +1,4 @@
-//! Channels present interactions outside imrelay (Telegram, Feishu/Lark, Slack, DingTalk, webhooks) and hand
+//! Channels present interactions outside imrelay (Telegram, Feishu/Lark, Slack, WeCom, DingTalk, webhooks) and hand
 //! answers back to the registry.
 //!
 //! Every channel is listed once, in the channel registry ([`registry`]: each settings section
@@ -22,6 +22,7 @@ pub mod feishu;
 pub mod longconn;
 pub(crate) mod messages;
 pub mod ntfy;
+mod pacer;
 pub(crate) mod pipeline;
 pub mod registry;
 pub(crate) mod sessions;
@@ -45,7 +46,7 @@ use crate::metrics::Metrics;
 use crate::outbox::Outbox;
 use crate::store::Store;
 
-pub use registry::{Channel, Check, Doctor, Written, install};
+pub use registry::{Channel, Check, Doctor, Written, in_words, install};
 
 /// A background task a channel runs while the server serves.
 pub type Task = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;

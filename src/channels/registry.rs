@@ -99,6 +99,11 @@ pub trait Channel: Send + Sync {
     /// Its name: in people's ids, in routes' targets, in log lines and in its section's name.
     fn name(&self) -> &'static str;
 
+    /// The platform as people call it, in help texts and lists of channels ("Telegram",
+    /// "Feishu/Lark", "webhooks"). Every user-facing list of channels is checked against
+    /// these by a test.
+    fn platform(&self) -> &'static str;
+
     /// The key `[[routes]]` and `escalate_to` list its places under (its name, unless said).
     fn route_key(&self) -> &'static str {
         self.name()
@@ -254,6 +259,16 @@ impl fmt::Display for Check {
             write!(f, "\n    → {fix}")?;
         }
         Ok(())
+    }
+}
+
+/// The platforms of `channels` as a sentence lists them: "Telegram, Slack and webhooks".
+pub fn in_words(channels: &[&dyn Channel]) -> String {
+    let names: Vec<&str> = channels.iter().map(|c| c.platform()).collect();
+    match names.split_last() {
+        None => String::new(),
+        Some((last, [])) => (*last).to_string(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
     }
 }
 

@@ -69,7 +69,7 @@ impl AgentRemoteArgs {
             .map(|t| secrecy::SecretString::from(t.to_string()))
     }
 
-    /// The same, as the operator commands' arguments are (for [`Remote::new`]).
+    /// The same, as the operator commands' arguments are (for `Remote::new`).
     pub fn remote(&self) -> RemoteArgs {
         RemoteArgs {
             url: self.url.clone(),

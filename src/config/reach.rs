@@ -111,8 +111,8 @@ fn route_answerers(s: &Settings, teams: &Teams, r: &RouteSettings) -> BTreeSet<S
 }
 
 /// The people the channels' approver lists and the operator tokens name (one person per
-/// configured person, else per id), with the administrator: who may answer a route that
-/// names no approvers.
+/// configured person, else per id), each webhook, and the administrator: who may answer a
+/// route that names no approvers.
 fn channel_answerers(s: &Settings, teams: &Teams) -> BTreeSet<String> {
     let mut who = BTreeSet::new();
     let mut add = |channel: &str, id: &str| {
@@ -130,6 +130,10 @@ fn channel_answerers(s: &Settings, teams: &Teams) -> BTreeSet<String> {
     }
     for label in s.auth.operator_labels() {
         add(super::teams::OPERATOR, label);
+    }
+    // A signed webhook answer is one person per webhook.
+    for w in &s.webhooks {
+        who.insert(format!("webhook {}", w.name));
     }
     if s.auth.operator_tokens.is_empty() || s.auth.operator_tokens.iter().any(|t| t.label.is_none())
     {

@@ -154,6 +154,8 @@ pub struct EscalateTo {
 struct Places<'a> {
     listed: &'a PerChannel,
     direct: &'a [String],
+    /// What lists them, and its other settings (for a key that is neither).
+    fields: (&'static str, &'static [&'static str]),
 }
 
 impl RouteSettings {
@@ -161,6 +163,7 @@ impl RouteSettings {
         Places {
             listed: &self.places,
             direct: &self.direct,
+            fields: ("[[routes]]", ROUTE_FIELDS),
         }
     }
 }
@@ -170,26 +173,66 @@ impl EscalateTo {
         Places {
             listed: &self.places,
             direct: &self.direct,
+            fields: ("escalate_to", ESCALATION_FIELDS),
         }
     }
 }
 
-/// The channel whose `key` (its route or person key) is `key`, or an error naming the
-/// channels there are.
+/// The settings of a `[[routes]]` entry besides its places, for a key that is neither.
+const ROUTE_FIELDS: &[&str] = &[
+    "name",
+    "agent",
+    "session",
+    "cwd",
+    "tool",
+    "kind",
+    "labels",
+    "direct",
+    "approvers",
+    "timeout_secs",
+    "quorum",
+    "deny_quorum",
+    "escalate_after_secs",
+    "escalate_to",
+];
+
+/// The settings of a route's `escalate_to` besides its places.
+const ESCALATION_FIELDS: &[&str] = &["direct", "approvers"];
+
+/// The settings of a `[[people]]` entry besides its ids.
+const PERSON_FIELDS: &[&str] = &["name", "operator", "groups"];
+
+/// The channel whose `key` (its route or person key) is `key`, or an error saying it is
+/// neither a channel nor one of `fields` (the other settings of `what`), with the nearest.
 fn channel<'s>(
     s: &'s Settings,
     key: &str,
     of: fn(&dyn Channel) -> &'static str,
+    (what, fields): (&str, &[&str]),
 ) -> Result<&'s dyn Channel, String> {
     s.channels()
         .into_iter()
         .find(|c| of(*c) == key)
         .ok_or_else(|| {
             let names: Vec<&str> = s.channels().iter().map(|c| of(*c)).collect();
-            format!(
-                "{key:?} is not a channel (the channels: {}): check the spelling",
-                names.join(", ")
-            )
+            let near = fields
+                .iter()
+                .chain(&names)
+                .map(|n| (strsim::jaro_winkler(key, n), *n))
+                .filter(|(score, _)| *score >= 0.8)
+                .max_by(|a, b| a.0.total_cmp(&b.0))
+                .map(|(_, n)| n);
+            match near {
+                Some(n) => format!(
+                    "`{key}` is neither a setting of {what} nor a channel: did you mean `{n}`?"
+                ),
+                None => format!(
+                    "`{key}` is neither a setting of {what} ({}) nor a channel ({}): check the \
+                     spelling",
+                    fields.join(", "),
+                    names.join(", ")
+                ),
+            }
         })
 }
 
@@ -198,7 +241,8 @@ impl PersonSettings {
         let at = |f: &str| format!("people[{k}] ({:?}).{f}", self.name);
         let mut identities = Vec::new();
         for (key, ids) in &self.ids {
-            let c = channel(s, key, |c| c.person_key()).map_err(|e| format!("{}: {e}", at(key)))?;
+            let c = channel(s, key, |c| c.person_key(), ("[[people]]", PERSON_FIELDS))
+                .map_err(|e| format!("{}: {e}", at(key)))?;
             for (j, id) in ids.iter().enumerate() {
                 let id = c
                     .person_id(id)
@@ -265,7 +309,8 @@ fn listed_targets(
 ) -> Result<Vec<Target>, String> {
     let mut targets = Vec::new();
     for (key, places) in p.listed {
-        let c = channel(s, key, |c| c.route_key()).map_err(|e| format!("{}: {e}", at(key)))?;
+        let c = channel(s, key, |c| c.route_key(), p.fields)
+            .map_err(|e| format!("{}: {e}", at(key)))?;
         let configured = c.places();
         for (j, place) in places.iter().enumerate() {
             let at = || at(&format!("{key}[{j}]"));

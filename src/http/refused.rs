@@ -69,3 +69,24 @@ impl RefusalLog {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn at_most_the_budget_is_logged_in_a_window_and_the_rest_counted() {
+        let log = RefusalLog::default();
+        let peer: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        for _ in 0..PER_MINUTE + 5 {
+            log.note("agent", "/v1/interactions", peer, Some("t"), 401, "no");
+        }
+        let (_, logged, held_back) = *log.state.lock().unwrap();
+        assert_eq!((logged, held_back), (PER_MINUTE, 5));
+        // A new window logs again, and its first line carries the count held back.
+        log.state.lock().unwrap().0 = Instant::now() - WINDOW;
+        log.note("agent", "/v1/interactions", peer, None, 401, "no");
+        let (_, logged, held_back) = *log.state.lock().unwrap();
+        assert_eq!((logged, held_back), (1, 0));
+    }
+}

@@ -21,9 +21,15 @@ use crate::{Need, trial};
 mod first_look;
 mod operator;
 mod quorum;
+mod sessions;
 
 pub fn trials() -> Vec<libtest_mimic::Trial> {
     vec![
+        trial(
+            "inbox::the_sessions_show_their_state_and_take_a_message",
+            browser,
+            sessions::the_sessions_show_their_state_and_take_a_message,
+        ),
         trial(
             "inbox::what_a_person_meets_first_is_said_in_words",
             browser,

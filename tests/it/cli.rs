@@ -638,3 +638,104 @@ fn check_config_prints_the_settings_in_the_order_the_docs_present_them() {
     all.retain(|_, v| !matches!(v, toml::Value::Array(a) if a.is_empty()));
     assert_eq!(shown, all);
 }
+
+/// Every list of channels a person reads (`--help`, `doctor --help`, the package's
+/// description, README's first paragraph, the crate's docs, the MCP server's instructions)
+/// names every channel of the registry (`Settings::channels`), by the name people call it.
+#[test]
+fn every_list_of_channels_names_every_registered_channel() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    let read = |f: &str| std::fs::read_to_string(root.join(f)).unwrap();
+    let readme = read("README.md");
+    let first_paragraph = readme
+        .split("\n\n")
+        .find(|p| !p.starts_with('#'))
+        .unwrap()
+        .replace('\n', " ");
+    let server = read("src/mcp/server.rs");
+    let instructions = server
+        .split("const INSTRUCTIONS: &str = \"")
+        .nth(1)
+        .and_then(|s| s.split("\";").next())
+        .unwrap()
+        .replace("\\\n", "");
+    let lib = read("src/lib.rs").replace("\n//! ", " ");
+    let lists = [
+        (
+            "imrelay --help",
+            imrelay(dir.path(), &["--help"], &[]).stdout,
+        ),
+        (
+            "imrelay doctor --help",
+            imrelay(dir.path(), &["doctor", "--help"], &[]).stdout,
+        ),
+        (
+            "Cargo.toml's description",
+            env!("CARGO_PKG_DESCRIPTION").into(),
+        ),
+        ("README.md's first paragraph", first_paragraph),
+        ("src/mcp/server.rs's INSTRUCTIONS", instructions),
+        ("src/lib.rs's docs", lib),
+    ];
+    let settings = imrelay::config::Settings::defaults().unwrap();
+    let mut missing = Vec::new();
+    for c in settings.channels() {
+        let platform = c.platform();
+        // "webhooks" in a list; "Feishu/Lark" may be "Feishu" alone where space is short.
+        let short = platform.split('/').next().unwrap_or(platform);
+        for (what, text) in &lists {
+            let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+            if !flat.contains(short) {
+                missing.push(format!("{what} does not name {platform}"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "{missing:#?}");
+    assert_eq!(
+        imrelay::channels::in_words(&settings.channels()),
+        "Telegram, Feishu/Lark, Slack, WeCom, DingTalk, ntfy and webhooks"
+    );
+}
+
+/// docs/channels.md's table of what each channel offers has one column per registered
+/// channel, in the registry's order, and every row a cell for each: a channel added without
+/// its column fails here.
+#[test]
+fn every_registered_channel_has_its_column_in_docs_channels_md() {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/channels.md"))
+            .unwrap();
+    let table: Vec<&str> = doc
+        .split("## What each channel offers today")
+        .nth(1)
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with('|'))
+        .collect();
+    let cells = |l: &str| -> Vec<String> {
+        l.trim_matches('|')
+            .split('|')
+            .map(|c| c.trim().to_string())
+            .collect()
+    };
+    let header = cells(table[0]);
+    let settings = imrelay::config::Settings::defaults().unwrap();
+    let platforms: Vec<String> = settings
+        .channels()
+        .iter()
+        .map(|c| c.platform().to_string())
+        .collect();
+    assert_eq!(
+        header[1..],
+        platforms[..],
+        "the columns of docs/channels.md"
+    );
+    for row in &table[2..] {
+        let row = cells(row);
+        assert_eq!(row.len(), header.len(), "{row:?}");
+        for cell in &row[1..] {
+            assert!(["✅", "✗", "—"].contains(&cell.as_str()), "{row:?}");
+        }
+    }
+}

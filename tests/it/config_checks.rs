@@ -213,7 +213,7 @@ fn loose_values_and_bare_words_are_refused_with_the_fix() {
         ),
         (
             "[[routes]]\nname = \"r\"\nlabel = [\"prod\"]\n",
-            "routes[0] in c.toml: `label` is not a setting of [[routes]]: did you mean `labels`?",
+            "routes[0] (\"r\").label: `label` is neither a setting of [[routes]] nor a channel: did you mean `labels`?",
         ),
         (
             "[[routes]]\nname = \"r\"\ntimeout_secs = \"15m\"\n",
@@ -225,7 +225,7 @@ fn loose_values_and_bare_words_are_refused_with_the_fix() {
         ),
         (
             "[feishu]\nreceivers = [\"oc_abc\"]\n",
-            "feishu.receivers in c.toml: [\"oc_abc\"] is text, but each receiver is a table of its type (chat_id, open_id, user_id, union_id or email) and its id: use receivers = [{ type = \"chat_id\", id = \"oc_abc\" }].",
+            "feishu.chats in c.toml: [\"oc_abc\"] is text, but each receiver is a table of its type (chat_id, open_id, user_id, union_id or email) and its id: use chats = [{ type = \"chat_id\", id = \"oc_abc\" }].",
         ),
         (
             "[auth]\noperator_tokens = [\"Bearer 3f9a1c77e0b24d5a8c6e\"]\n",

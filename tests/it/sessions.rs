@@ -360,3 +360,178 @@ async fn codex_sessions_are_learnt_and_a_reply_continues_its_turn() {
     );
     app.stop().await;
 }
+
+#[tokio::test]
+async fn messages_are_bounded_per_session_and_per_person() {
+    let app = spawn_app().await;
+    for id in ["s-a", "s-b"] {
+        let mut prompt = claude("UserPromptSubmit", json!({"prompt": "go"}));
+        prompt["session_id"] = json!(id);
+        hook_with(&app, prompt, None).await.unwrap();
+    }
+    let send = |id: &'static str, n: usize| {
+        let path = format!("/v1/sessions/claude-code/{id}/messages");
+        let app = &app;
+        async move {
+            app.post(&path, &json!({"text": format!("step {n}"), "by": "alice"}))
+                .await
+        }
+    };
+    // Per session: 8 wait at most.
+    for n in 0..8 {
+        let (status, out) = send("s-a", n).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{out}");
+    }
+    let (status, err) = send("s-a", 8).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("8 messages already wait"),
+        "{err}"
+    );
+    // Per person: 10 at once (the refused one counted), then one every few seconds.
+    let (status, out) = send("s-b", 0).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{out}");
+    let (status, err) = send("s-b", 1).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("wait a few seconds"),
+        "{err}"
+    );
+    let (_, s) = app.get("/v1/sessions/claude-code/s-b").await;
+    assert_eq!(s["messages"].as_array().unwrap().len(), 1, "{s}");
+    app.stop().await;
+}
+
+/// `imrelay sessions ARGS` against `app`, in an empty environment: its exit status and output.
+async fn cli(app: &TestApp, args: &[&str]) -> (Option<i32>, String, String) {
+    let dir = tempfile::tempdir().expect("a directory");
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_imrelay"))
+        .current_dir(dir.path())
+        .env_clear()
+        .arg("sessions")
+        .args(["--url", &app.url("")])
+        .args(args)
+        .output()
+        .await
+        .expect("imrelay runs");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn imrelay_sessions_lists_them_and_sends_a_message() {
+    let app = spawn_app().await;
+    let (code, out, err) = cli(&app, &[]).await;
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("No sessions seen yet"), "{out}");
+    let prompt = claude("UserPromptSubmit", json!({"prompt": "go"}));
+    hook_with(&app, prompt, None).await.unwrap();
+    let stop = claude(
+        "Stop",
+        json!({"last_assistant_message": "Done \u{1b}[31mred"}),
+    );
+    hook_with(&app, stop, None).await.unwrap();
+    let (code, out, err) = cli(&app, &[]).await;
+    assert_eq!(code, Some(0), "{err}");
+    let line = out
+        .lines()
+        .find(|l| l.contains(SESSION))
+        .expect("the session's line");
+    assert!(line.starts_with("claude-code"), "{out}");
+    assert!(line.contains("finished"), "{out}");
+    assert!(line.contains("/srv/shop"), "{out}");
+    // What the agent said, with no control sequence reaching the terminal.
+    assert!(out.contains("said: Done"), "{out}");
+    assert!(!out.contains('\u{1b}'), "{out:?}");
+    let (code, out, err) = cli(
+        &app,
+        &[
+            "send",
+            "claude-code",
+            SESSION,
+            "run the tests",
+            "--by",
+            "bob",
+        ],
+    )
+    .await;
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.starts_with("Queued"), "{out}");
+    let (code, out, _) = cli(&app, &["--json"]).await;
+    assert_eq!(code, Some(0));
+    let list: Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(list[0]["messages"][0]["by"], "bob", "{list}");
+    assert_eq!(list[0]["messages"][0]["via"], "terminal", "{list}");
+    // A session nobody has seen: the server's words, a failing status.
+    let (code, _, err) = cli(&app, &["send", "codex", "nope", "hi"]).await;
+    assert_ne!(code, Some(0));
+    assert!(err.contains("no codex session nope is known"), "{err}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn tell_only_does_not_hold_the_agent_and_a_reply_reaches_it_at_its_next_tool() {
+    let app = spawn_with(|s| s.hooks.claude_code.on_finish = OnFinish::Tell).await;
+    let stop = claude("Stop", json!({"last_assistant_message": "Migrated."}));
+    // Answered at once: the agent is not held.
+    let out = tokio::time::timeout(Duration::from_secs(5), hook_with(&app, stop, None))
+        .await
+        .expect("the Stop hook answers at once")
+        .unwrap();
+    assert_eq!(out, json!({}));
+    let q = pending_one(&app).await;
+    app.respond(
+        q["id"].as_str().unwrap(),
+        &json!({"answers": {"0": "now seed the data"}, "by": "alice"}),
+    )
+    .await;
+    let queued = eventually("the reply is queued for the session", || async {
+        let s = session(&app, "claude-code").await;
+        s["messages"].as_array()?.first().cloned()
+    })
+    .await;
+    assert_eq!(queued["by"], "alice", "{queued}");
+    let prompt = claude("UserPromptSubmit", json!({"prompt": "next"}));
+    let out = hook_with(&app, prompt, None).await.unwrap();
+    let context = out["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap();
+    assert!(context.contains("now seed the data"), "{out}");
+    assert_eq!(
+        out["hookSpecificOutput"]["hookEventName"],
+        "UserPromptSubmit"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_finished_question_is_withdrawn_when_the_agent_stops_waiting() {
+    let app = spawn_with(|s| {
+        s.hooks.claude_code.on_finish = OnFinish::Ask;
+        s.hooks.claude_code.finish_wait_secs = 60;
+    })
+    .await;
+    let stop = claude("Stop", json!({"last_assistant_message": "Done."}));
+    let held = hook_with(&app, stop, None);
+    let q = pending_one(&app).await;
+    // Claude Code's own hook timeout: the call's connection closes.
+    held.abort();
+    let id = q["id"].as_str().unwrap().to_string();
+    let gone = eventually("the question is withdrawn", || async {
+        let (_, i) = app.get(&format!("/v1/interactions/{id}")).await;
+        (i["status"] != "pending").then_some(i)
+    })
+    .await;
+    assert_eq!(gone["resolution"]["outcome"], "cancelled", "{gone}");
+    assert_eq!(gone["resolution"]["by"], "claude-code", "{gone}");
+    app.stop().await;
+}

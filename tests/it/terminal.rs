@@ -1464,9 +1464,18 @@ fn two_person_rule(dir: &Path, tokens: bool) -> (PathBuf, impl Fn(&str) -> Strin
     } else {
         String::new()
     };
+    // Without labelled tokens the terminal is one voter (the administrator): a signed
+    // webhook is the second that makes the quorum reachable (check-config refuses one that
+    // is not).
+    let second = if tokens {
+        ""
+    } else {
+        "[[webhooks]]\nname = \"ops\"\nurl = \"http://127.0.0.1:9/hook\"\n\
+         secret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\n"
+    };
     std::fs::write(
         &config,
-        format!("{people}[[routes]]\nname = \"deploy\"\ncwd = [\"/srv/deploy/**\"]\nquorum = 2\n"),
+        format!("{people}{second}[[routes]]\nname = \"deploy\"\ncwd = [\"/srv/deploy/**\"]\nquorum = 2\n"),
     )
     .unwrap();
     (config, token)
@@ -1556,45 +1565,35 @@ async fn watch_offers_only_a_vote_on_a_two_person_approval_and_never_a_second_on
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_says_a_second_vote_plainly() {
     let dir = tempfile::tempdir().unwrap();
-    let (config, _) = two_person_rule(dir.path(), false);
+    // Two people, each with a labelled token (without them every answer is the
+    // administrator's, and check-config refuses a quorum of two nobody else can give).
+    let (config, token) = two_person_rule(dir.path(), true);
     let server = Server::start_with(&dir.path().join("imrelay.db"), Some(&config));
     let http = reqwest::Client::new();
     deploy(&http, &server, "vote-4").await;
-    let (code, out, err) = run(
-        &server.base,
-        &["answer", "vote-4", "allow", "--by", "carol"],
-        &[],
-    )
-    .await;
-    assert_eq!(code, 0, "{out}{err}");
-    // Without labelled tokens the vote is the administrator's, whatever `--by` says.
-    let mut w = Watch::start("second_vote_refused", &server.base, &[]);
-    w.expect("Needs 2 people · votes: 1 of 2: administrator via terminal");
+    let alice = token("alice");
+    let env = [("IMRELAY_OPERATOR_TOKEN", alice.as_str())];
+    let mut w = Watch::start("second_vote_refused", &server.base, &env);
+    w.expect("Needs 2 people · votes: 0 of 2");
     w.expect("a/d/s/q › ");
-    w.line("a");
-    w.expect(
-        "⚑ Not counted again: you already voted on this (allowed by administrator via terminal at ",
-    );
-    w.expect("), and each person counts once.");
-    w.expect("It waits for the others: Needs 2 people · votes: 1 of 2: administrator via terminal");
-    w.expect(
-        "(Without a labelled operator token, every answer from a terminal is one person's vote.)",
-    );
+    // Alice votes from a script while her watch shows the card: the watch says so at once,
+    // and offers it no more.
+    let (code, out, err) = run(&server.base, &["answer", "vote-4", "allow"], &env).await;
+    assert_eq!(code, 0, "{out}{err}");
+    w.expect("⚑ You already allowed vote-4 (Bash) via terminal: it waits for the others.");
+    w.expect("Needs 2 people · votes: 1 of 2: alice via terminal");
     w.expect("waiting for approvals and questions (q quits) › ");
+    w.line("a");
+    w.expect("Nothing to answer right now.");
     w.line("q");
     w.expect("Bye.");
     assert_eq!(w.exit_code(), 0);
     assert!(!w.screen().contains("unexpected answer"), "{}", w.screen());
     // A script is told the same, with the exit status of a refusal.
-    let (code, _, err) = run(
-        &server.base,
-        &["answer", "vote-4", "allow", "--by", "dave"],
-        &[],
-    )
-    .await;
+    let (code, _, err) = run(&server.base, &["answer", "vote-4", "allow"], &env).await;
     assert_eq!(code, 5, "{err}");
     assert!(
-        err.contains("administrator already voted on vote-4 (allowed via terminal at "),
+        err.contains("alice already voted on vote-4 (allowed via terminal at "),
         "{err}"
     );
     assert!(err.contains("each person counts once"), "{err}");

@@ -154,6 +154,10 @@ impl crate::channels::Channel for DingTalkSettings {
         CHANNEL
     }
 
+    fn platform(&self) -> &'static str {
+        "DingTalk"
+    }
+
     fn places(&self) -> Vec<String> {
         self.conversations.clone()
     }

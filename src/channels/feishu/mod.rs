@@ -197,6 +197,10 @@ impl crate::channels::Channel for FeishuSettings {
         CHANNEL
     }
 
+    fn platform(&self) -> &'static str {
+        "Feishu/Lark"
+    }
+
     fn places(&self) -> Vec<String> {
         self.receivers
             .iter()
@@ -242,6 +246,18 @@ impl crate::channels::Channel for FeishuSettings {
             )
         } else {
             None
+        }
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        if self.enabled && self.receivers.is_empty() {
+            vec![
+                "feishu.chats is empty: cards reach only people a route messages directly \
+                 (`direct`); to post in a group, add it to feishu.chats (\"chat_id:oc_...\")"
+                    .to_string(),
+            ]
+        } else {
+            Vec::new()
         }
     }
 

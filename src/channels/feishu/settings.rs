@@ -293,12 +293,6 @@ impl FeishuSettings {
                 missing.join(", ")
             ));
         }
-        if self.receivers.is_empty() {
-            return Err(
-                "feishu is enabled but feishu.chats is empty: no card would be posted anywhere"
-                    .into(),
-            );
-        }
         Ok(())
     }
 }
@@ -342,8 +336,14 @@ mod tests {
         s.mode = Mode::Webhook;
         assert!(s.validate().unwrap_err().contains("verification_token"));
         let mut s = enabled();
+        // No chats: accepted (cards reach people's direct messages; ids can be learnt).
         s.receivers.clear();
-        assert!(s.validate().unwrap_err().contains("feishu.chats"));
+        assert!(s.validate().is_ok());
+        assert!(
+            crate::channels::Channel::warnings(&s)
+                .concat()
+                .contains("feishu.chats is empty")
+        );
         let mut s = enabled();
         s.receivers.push(s.receivers[0].clone());
         assert!(s.validate().unwrap_err().contains("twice"));

@@ -111,8 +111,17 @@ impl crate::channels::Channel for NtfySettings {
         CHANNEL
     }
 
+    fn platform(&self) -> &'static str {
+        "ntfy"
+    }
+
     fn places(&self) -> Vec<String> {
         self.topics.clone()
+    }
+
+    fn direct(&self, _id: &str) -> Option<String> {
+        // A person's ntfy id names them, not a topic: prompts go to the topics.
+        None
     }
 
     fn unlisted(&self, place: &str) -> String {

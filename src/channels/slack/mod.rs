@@ -154,6 +154,10 @@ impl crate::channels::Channel for SlackSettings {
         CHANNEL
     }
 
+    fn platform(&self) -> &'static str {
+        "Slack"
+    }
+
     fn places(&self) -> Vec<String> {
         self.channels.clone()
     }
@@ -205,6 +209,19 @@ impl crate::channels::Channel for SlackSettings {
             )
         } else {
             None
+        }
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        if self.enabled && self.channels.is_empty() {
+            vec![
+                "slack.chats is empty: prompts reach only people a route messages directly \
+                 (`direct`); to post in a conversation, add its id (\"C...\", in its details) \
+                 to slack.chats"
+                    .to_string(),
+            ]
+        } else {
+            Vec::new()
         }
     }
 

@@ -189,14 +189,26 @@ impl SlackSettings {
         if self.mode == Mode::SocketMode && !self.app_token.expose().starts_with("xapp-") {
             return Err("slack.app_token must be an app-level token (it starts with xapp-)".into());
         }
-        if self.channels.is_empty() {
-            return Err(
-                "slack is enabled but slack.chats is empty: no prompt would be posted anywhere"
-                    .into(),
-            );
-        }
         Ok(())
     }
+}
+
+/// Slack wants ids (`C…` channels, `U…` people): for a `#name` or `@name`, what is wrong and
+/// how to find the id.
+pub(crate) fn name_not_id(value: &str, channel: bool) -> Option<String> {
+    const CHANNEL: &str = "Slack channel ids look like C0123456789: open the channel's details \
+        in Slack; its id is at the bottom";
+    const USER: &str = "Slack user ids look like U0123456789: open their profile in Slack, \
+        then ⋮ → Copy member ID";
+    if !(value.starts_with('#') || value.starts_with('@')) {
+        return None;
+    }
+    let (what, how) = if channel {
+        ("channel", CHANNEL)
+    } else {
+        ("user", USER)
+    };
+    Some(format!("{value:?} is a name, not a {what} id. {how}"))
 }
 
 #[cfg(test)]
@@ -240,8 +252,14 @@ mod tests {
         s.channels.push("C1".into());
         assert!(s.validate().unwrap_err().contains("twice"));
         let mut s = enabled();
+        // No chats: accepted (prompts reach people's direct messages; ids can be learnt).
         s.channels.clear();
-        assert!(s.validate().unwrap_err().contains("slack.chats"));
+        assert!(s.validate().is_ok());
+        assert!(
+            crate::channels::Channel::warnings(&s)
+                .concat()
+                .contains("slack.chats is empty")
+        );
         let mut s = enabled();
         s.events_path = "/v1/interactions".into();
         assert!(s.validate().unwrap_err().contains("collides"));
@@ -270,22 +288,4 @@ mod tests {
         s.mode = Mode::Http;
         assert_eq!(s.paths().len(), 1);
     }
-}
-
-/// Slack wants ids (`C…` channels, `U…` people): for a `#name` or `@name`, what is wrong and
-/// how to find the id.
-pub(crate) fn name_not_id(value: &str, channel: bool) -> Option<String> {
-    const CHANNEL: &str = "Slack channel ids look like C0123456789: open the channel's details \
-        in Slack; its id is at the bottom";
-    const USER: &str = "Slack user ids look like U0123456789: open their profile in Slack, \
-        then ⋮ → Copy member ID";
-    if !(value.starts_with('#') || value.starts_with('@')) {
-        return None;
-    }
-    let (what, how) = if channel {
-        ("channel", CHANNEL)
-    } else {
-        ("user", USER)
-    };
-    Some(format!("{value:?} is a name, not a {what} id. {how}"))
 }

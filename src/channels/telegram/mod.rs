@@ -407,6 +407,10 @@ impl crate::channels::Channel for TelegramSettings {
         CHANNEL
     }
 
+    fn platform(&self) -> &'static str {
+        "Telegram"
+    }
+
     fn places(&self) -> Vec<String> {
         self.chats.iter().map(i64::to_string).collect()
     }

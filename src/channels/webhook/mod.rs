@@ -149,6 +149,10 @@ impl crate::channels::Channel for Vec<WebhookSettings> {
         CHANNEL_IDENTITY
     }
 
+    fn platform(&self) -> &'static str {
+        "webhooks"
+    }
+
     fn route_key(&self) -> &'static str {
         "webhooks"
     }

@@ -115,6 +115,11 @@ impl Inbound {
         if body["msgtype"] == "text" && !again {
             let text = body["text"]["content"].as_str().unwrap_or_default();
             let userid = body["from"]["userid"].as_str().unwrap_or_default();
+            if strip_mentions(text).trim().eq_ignore_ascii_case("whoami") {
+                self.count("whoami");
+                let chat = body["chatid"].as_str().unwrap_or(userid);
+                return Reply::Respond(self.cards.reply_text(&self.whoami(chat, userid)));
+            }
             return self.typed(userid, text).await;
         }
         self.count(if again { "duplicate" } else { "ignored" });
@@ -309,6 +314,20 @@ impl Inbound {
 
     /// A typed answer: `deny <handle> <reason>` / `拒绝 <handle> <理由>`, `answer <handle>
     /// <text>` / `回答 <handle> <内容>`; anything else is told how.
+    /// `whoami`'s answer: the chat's id and the sender's userid, and where each goes. Sent
+    /// from a chat not yet configured too: it is how a group's chatid is learnt.
+    fn whoami(&self, chat: &str, userid: &str) -> String {
+        if self.cards.locale() == crate::present::render::Locale::ZhCn {
+            format!(
+                "本会话 chatid（填入 wecom.chats）：{chat}；你的 userid（填入 wecom.approvers）：{userid}"
+            )
+        } else {
+            format!(
+                "This chat's id (for wecom.chats): {chat}; your userid (for wecom.approvers): {userid}"
+            )
+        }
+    }
+
     async fn typed(&self, userid: &str, text: &str) -> Reply {
         let words = strip_mentions(text);
         let mut parts = words.splitn(3, char::is_whitespace);

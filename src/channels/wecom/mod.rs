@@ -145,6 +145,10 @@ impl crate::channels::Channel for WeComSettings {
         CHANNEL
     }
 
+    fn platform(&self) -> &'static str {
+        "WeCom"
+    }
+
     fn places(&self) -> Vec<String> {
         self.chats.clone()
     }
@@ -175,6 +179,14 @@ impl crate::channels::Channel for WeComSettings {
 
     fn warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
+        if self.enabled && self.chats.is_empty() {
+            out.push(
+                "wecom.chats is empty: cards reach only people a route messages directly \
+                 (`direct`); for a group's chatid, @-mention the bot in it: imrelay logs \
+                 `wecom: a message from a chat not in wecom.chats` with the chat's id"
+                    .to_string(),
+            );
+        }
         if self.enabled && self.transport == Transport::Callback {
             out.push(
                 "wecom.transport = \"callback\": WeCom lets a bot send a card only as the reply to \

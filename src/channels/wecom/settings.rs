@@ -174,11 +174,6 @@ impl WeComSettings {
                     .into(),
             );
         }
-        if self.chats.is_empty() {
-            return Err(
-                "wecom is enabled but wecom.chats is empty: no card would be sent anywhere".into(),
-            );
-        }
         Ok(())
     }
 }
@@ -218,8 +213,14 @@ mod tests {
         s.chats.push(s.chats[0].clone());
         assert!(s.validate().unwrap_err().contains("twice"));
         let mut s = enabled();
+        // No chats: accepted, so a group's chatid can be learnt by @-mentioning the bot.
         s.chats.clear();
-        assert!(s.validate().unwrap_err().contains("wecom.chats"));
+        assert!(s.validate().is_ok());
+        assert!(
+            crate::channels::Channel::warnings(&s)
+                .concat()
+                .contains("wecom: a message from a chat not in wecom.chats")
+        );
         let mut s = enabled();
         s.url = "http://x".into();
         assert!(s.validate().unwrap_err().contains("wecom.api_url"));

@@ -127,7 +127,7 @@ impl Sources {
         if super::unindexed(key) == "routes.escalate_to" {
             return self.explain_escalate_to(key);
         }
-        if key == "feishu.receivers" && error.contains("untagged enum") {
+        if key == "feishu.chats" && error.contains("untagged enum") {
             return self.explain_receivers(key);
         }
         let given = self.given(key)?;
@@ -195,8 +195,10 @@ impl Sources {
         ))
     }
 
-    /// Feishu receivers written as text in a file: each is a table of its type and id.
+    /// Feishu chats (its receivers) written as text in a file: each is a table of its type and
+    /// id.
     fn explain_receivers(&self, key: &str) -> Option<String> {
+        let name = key.rsplit('.').next().unwrap_or(key);
         let Given::Toml(value) = self.given(key)? else {
             return None;
         };
@@ -215,7 +217,7 @@ impl Sources {
         };
         Some(format!(
             "{}: {} is text, but each receiver is a table of its type (chat_id, open_id, \
-             user_id, union_id or email) and its id: use receivers = [{{ type = {kind:?}, id = \
+             user_id, union_id or email) and its id: use {name} = [{{ type = {kind:?}, id = \
              {id:?} }}].",
             self.at(key),
             value

@@ -55,7 +55,7 @@ impl Registry {
                 .queue
                 .first_key_value()
                 .is_none_or(|(first, _)| key < *first);
-            if let Some(old) = slot.deadline.locked().replace(key) {
+            if let Some(old) = slot.keys.locked().deadline.replace(key) {
                 d.queue.remove(&old);
             }
             d.queue.insert(key, slot);
@@ -95,7 +95,7 @@ impl Registry {
                         break;
                     }
                     let slot = entry.remove();
-                    slot.deadline.locked().take();
+                    slot.keys.locked().deadline.take();
                     due.push(slot);
                 }
                 let next = d.queue.first_key_value().map(|(k, _)| k.0);

@@ -66,7 +66,7 @@ impl Registry {
             let earlier = queue
                 .first_key_value()
                 .is_none_or(|(first, _)| key < *first);
-            if let Some(old) = slot.escalation.locked().replace(key) {
+            if let Some(old) = slot.keys.locked().escalation.replace(key) {
                 queue.remove(&old);
             }
             queue.insert(key, slot);
@@ -80,7 +80,7 @@ impl Registry {
     /// Takes `slot` out of the escalation queue (it resolved, or escalated).
     pub(super) fn disarm_escalation(&self, slot: &Slot) {
         // Taken in its own statement: the timer locks the queue before a slot's key.
-        let key = slot.escalation.locked().take();
+        let key = slot.keys.locked().escalation.take();
         if let Some(key) = key {
             self.inner.escalations.queue.locked().0.remove(&key);
         }
@@ -99,7 +99,7 @@ impl Registry {
                         break;
                     }
                     let slot = entry.remove();
-                    slot.escalation.locked().take();
+                    slot.keys.locked().escalation.take();
                     due.push(slot);
                 }
                 let next = guard.0.first_key_value().map(|(k, _)| k.0);

@@ -239,6 +239,8 @@ struct Inner {
     untracked_resolutions: AtomicU64,
     /// Bounds what refusals not bound to an interaction write (see [`Registry::refused`]).
     refusals: super::RefusalLimiter,
+    /// Bounds how fast one person sends messages to agent sessions (`sessions`).
+    messages: super::RefusalLimiter,
     /// Whether the store keeps every process's lifecycle events ([`ports::ClusterStore::keeps_events`](super::ports::ClusterStore::keeps_events)):
     /// then `events` is fed from there (by [`Registry::run_changes`]), not by this process.
     shared_events: bool,
@@ -357,6 +359,7 @@ impl Registry {
                 untracked_resolutions: AtomicU64::new(0),
                 resolving: Mutex::new(HashMap::default()),
                 refusals: super::RefusalLimiter::default(),
+                messages: sessions::message_limiter(),
                 shared_events: store.keeps_events(),
                 applied_event: AtomicU64::new(0),
                 recovered: AtomicBool::new(false),

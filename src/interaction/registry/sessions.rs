@@ -7,16 +7,28 @@ use serde::Serialize;
 
 use super::records::clip;
 use super::{Grantor, Registry, RegistryError};
-use crate::interaction::ValidationError;
 use crate::interaction::model::{ASK_USER_QUESTION, Interaction, InteractionId, now};
 use crate::interaction::ports::audit::{Action, AuditRecord};
 use crate::interaction::routes::DEFAULT_ROUTE;
 use crate::interaction::sessions::{
     MAX_MESSAGE_CHARS, Session, SessionEvent, SessionMessage, SessionState, SessionUpdate,
 };
+use crate::interaction::{Responder, ValidationError};
 
 /// The most sessions kept: past it, the least recently active go.
 pub const MAX_SESSIONS: usize = 10_000;
+
+/// How many messages one person may send to agent sessions at once, and then one per
+/// [`MESSAGE_REFILL`].
+pub const MESSAGE_BURST: u32 = 10;
+
+/// How often a person may send another message once the burst is spent.
+pub const MESSAGE_REFILL: std::time::Duration = std::time::Duration::from_secs(6);
+
+/// The per-person bound on messages to sessions.
+pub(super) fn message_limiter() -> crate::interaction::RefusalLimiter {
+    crate::interaction::RefusalLimiter::new(MESSAGE_BURST, MESSAGE_REFILL)
+}
 
 /// The longest agent name or session id kept, in characters; a longer one is not a session.
 const MAX_KEY_CHARS: usize = 256;
@@ -236,20 +248,18 @@ impl Registry {
             .await?
             .ok_or_else(|| no_session(agent, id))?;
         let responder = self.attribute(sender.responder().clone());
-        if let Grantor::Person { listed, .. } = sender
-            && !self.approves(&s.route, &responder, *listed)
-        {
-            let why = format!(
-                "not an approver of route {:?}: may not message its sessions",
-                s.route
-            );
-            let actor = responder.audit_actor().unwrap_or_default();
-            self.refused(None, &actor, &responder.via, &why).await?;
-            return Err(RegistryError::Forbidden(format!(
-                "{} may not message this session: only the approvers of route {:?} (and administrators) may",
-                responder.by.as_deref().unwrap_or("this person"),
-                s.route
-            )));
+        self.may_steer(&s, &responder, sender).await?;
+        let person = responder.audit_actor().unwrap_or_else(|| "someone".into());
+        let clock = tokio::time::Instant::now().into_std();
+        if self.inner.messages.admit(&person, clock).is_none() {
+            return Err(ValidationError::new(
+                "text",
+                format!(
+                    "{} sent {MESSAGE_BURST} messages in a short while: wait a few seconds and send it again",
+                    responder.by.as_deref().unwrap_or("this person")
+                ),
+            )
+            .into());
         }
         let message = SessionMessage {
             id: uuid::Uuid::now_v7().to_string(),
@@ -295,6 +305,33 @@ impl Registry {
             by = %responder.by.as_deref().unwrap_or("").escape_debug(), via = %responder.via,
             "a message to an agent session was queued");
         Ok(SessionView::of(kept, &store.pending().await?, now()))
+    }
+
+    /// Refuses (and records the refusal of) a person who may not answer the session's route;
+    /// an administrator always may.
+    async fn may_steer(
+        &self,
+        s: &Session,
+        responder: &Responder,
+        sender: &Grantor,
+    ) -> Result<(), RegistryError> {
+        let Grantor::Person { listed, .. } = sender else {
+            return Ok(());
+        };
+        if self.approves(&s.route, responder, *listed) {
+            return Ok(());
+        }
+        let why = format!(
+            "not an approver of route {:?}: may not message its sessions",
+            s.route
+        );
+        let actor = responder.audit_actor().unwrap_or_default();
+        self.refused(None, &actor, &responder.via, &why).await?;
+        Err(RegistryError::Forbidden(format!(
+            "{} may not message this session: only the approvers of route {:?} (and administrators) may",
+            responder.by.as_deref().unwrap_or("this person"),
+            s.route
+        )))
     }
 }
 

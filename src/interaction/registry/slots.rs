@@ -21,6 +21,15 @@ use crate::sync::LockExt;
 /// is far below this, and is answered without a read.
 const KEEP_WHOLE_MAX: usize = 16 * 1024;
 
+/// A slot's positions in the registry's queues.
+#[derive(Default)]
+pub(super) struct QueueKeys {
+    /// In the deadline queue.
+    pub(super) deadline: Option<DeadlineKey>,
+    /// In the escalation queue.
+    pub(super) escalation: Option<DeadlineKey>,
+}
+
 /// A pending interaction held in memory, with its waiters.
 pub(super) struct Slot {
     pub(super) id: InteractionId,
@@ -29,11 +38,11 @@ pub(super) struct Slot {
     pub(super) whole: Option<Arc<Interaction>>,
     pub(super) resolved: OnceLock<Arc<Interaction>>,
     notify: Notify,
-    /// Its entry in the deadline queue, removed when it resolves so the queue holds only
-    /// pending interactions. (A std mutex: set and taken, never held across an await.)
-    pub(super) deadline: Mutex<Option<DeadlineKey>>,
-    /// Its entry in the escalation queue, like `deadline`.
-    pub(super) escalation: Mutex<Option<DeadlineKey>>,
+    /// Its entries in the deadline and escalation queues, removed when it resolves so the
+    /// queues hold only pending interactions. (A std mutex: set and taken, never held across
+    /// an await. One for both: a slot is held for every pending interaction, and one mutex
+    /// fewer keeps it in a smaller allocation.)
+    pub(super) keys: Mutex<QueueKeys>,
     /// The interaction as escalated, once it is (only when `whole` is kept).
     pub(super) escalated: OnceLock<Arc<Interaction>>,
     /// The interaction's bytes, counted against the pending budget until the slot is gone.
@@ -48,8 +57,7 @@ impl Slot {
             whole: keep.then_some(interaction),
             resolved: OnceLock::new(),
             notify: Notify::new(),
-            deadline: Mutex::new(None),
-            escalation: Mutex::new(None),
+            keys: Mutex::new(QueueKeys::default()),
             escalated: OnceLock::new(),
             _charge: charge,
         }
@@ -160,7 +168,7 @@ impl Registry {
                 slot.settle(resolved.clone());
                 // Taken in its own statement: the deadline timer locks the queue before a
                 // slot's key, so holding the key's lock while locking the queue could deadlock.
-                let key = slot.deadline.locked().take();
+                let key = slot.keys.locked().deadline.take();
                 if let Some(key) = key {
                     self.inner.deadlines.locked().queue.remove(&key);
                 }

@@ -65,6 +65,8 @@ pub struct Fake {
     pub events: broadcast::Sender<Bytes>,
     /// Bytes of the endless listing sent so far.
     pub listing_sent: Arc<AtomicUsize>,
+    /// How many times the endless listing was asked for.
+    pub listing_requests: Arc<AtomicUsize>,
     password: Option<String>,
     /// Ends every open stream: the server is gone.
     stop: CancellationToken,
@@ -89,6 +91,7 @@ impl FakeOpenCode {
             inner,
             events,
             listing_sent: Arc::new(AtomicUsize::new(0)),
+            listing_requests: Arc::new(AtomicUsize::new(0)),
             password: password.map(str::to_string),
             stop: stop.clone(),
         };
@@ -213,6 +216,7 @@ async fn list_permissions(State(f): State<Fake>) -> Response {
     let Some(total) = endless else {
         return axum::Json(json!(f.inner.lock().unwrap().permissions)).into_response();
     };
+    f.listing_requests.fetch_add(1, Ordering::Relaxed);
     // `[` and spaces, never closed, sent in pieces of 1 MiB without a length.
     const PIECE: usize = 1024 * 1024;
     let mut piece = vec![b' '; PIECE];

@@ -764,3 +764,38 @@ fn urlencode(s: &str) -> String {
         })
         .collect()
 }
+
+/// With no chats configured the channel starts, sends nothing, and `whoami` in a group tells
+/// its chatid and the sender's userid: how docs/wecom.md has a person learn them.
+#[tokio::test]
+async fn an_empty_chat_list_starts_and_whoami_tells_the_ids() {
+    let fake = FakeWecom::start().await;
+    let app = spawn_with(|s| {
+        enable(s, &fake);
+        s.wecom.chats.clear();
+        s.wecom.approvers.clear();
+    })
+    .await;
+    let conn = connected(&fake).await;
+    fake.state.push(
+        conn,
+        "aibot_msg_callback",
+        "req-who",
+        text("m-who", "lisi", "wrkNewGroup", "@imrelay whoami"),
+    );
+    wait_until("the reply", || {
+        !fake.state.sent("aibot_respond_msg").is_empty()
+    })
+    .await;
+    let (_, reply) = fake.state.sent("aibot_respond_msg")[0].clone();
+    assert_eq!(reply["headers"]["req_id"], "req-who");
+    assert_eq!(
+        reply["body"]["stream"]["content"],
+        "This chat's id (for wecom.chats): wrkNewGroup; your userid (for wecom.approvers): lisi"
+    );
+    assert!(
+        fake.state.sent("aibot_send_msg").is_empty(),
+        "nothing is sent to a chat nobody configured"
+    );
+    app.stop().await;
+}

@@ -134,6 +134,25 @@ impl Telegram {
         }
     }
 
+    /// A reply to a request the bot made for another person: refused, recorded, and said
+    /// so (or that it failed, when the refusal could not be recorded).
+    async fn foreign_reply(&self, m: &Message, from: &User, id: &InteractionId) {
+        let told = self
+            .refuse(
+                Some(id),
+                from,
+                "a reply to a request made for another user",
+                "foreign_reply",
+                Feedback::BadButton,
+            )
+            .await;
+        let text = match told {
+            Feedback::StoreDown => escape(&say(told)),
+            _ => escape(NOT_YOUR_REQUEST),
+        };
+        self.reply(m, text).await;
+    }
+
     /// A reply to `stored`, one of the bot's messages (`parent`): a ForceReply answer or the
     /// text fallback.
     pub(super) async fn on_reply(
@@ -163,21 +182,7 @@ impl Telegram {
         if let MessageState::Reply(r) = &state
             && r.user != from.id.0
         {
-            let told = self
-                .refuse(
-                    Some(&id),
-                    from,
-                    "a reply to a request made for another user",
-                    "foreign_reply",
-                    Feedback::BadButton,
-                )
-                .await;
-            let text = match told {
-                Feedback::StoreDown => escape(&say(told)),
-                _ => escape(NOT_YOUR_REQUEST),
-            };
-            self.reply(m, text).await;
-            return;
+            return self.foreign_reply(m, from, &id).await;
         }
         let i = match self.registry.get(&id).await {
             Ok(Some(i)) => i,
