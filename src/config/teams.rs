@@ -762,8 +762,15 @@ timeout_secs = 600
         };
         let e = refused("[[people]]\nname = \"eve\"\ntelegarm = [1]", "");
         assert!(
-            e.contains("people[2] (\"eve\").telegarm: \"telegarm\" is not a channel")
-                && e.contains("telegram, feishu, slack"),
+            e.contains(
+                "people[2] (\"eve\").telegarm: `telegarm` is neither a setting of [[people]] \
+                 nor a channel: did you mean `telegram`?"
+            ),
+            "{e}"
+        );
+        let e = refused("[[people]]\nname = \"eve\"\nxyz = [1]", "");
+        assert!(
+            e.contains("`xyz` is neither a setting of [[people]] (name, operator, groups) nor a channel (telegram, feishu, slack"),
             "{e}"
         );
         let e = refused("[[people]]\nname = \"eve\"\ntelegram = [\"eve\"]", "");
@@ -777,7 +784,13 @@ timeout_secs = 600
             "{e}"
         );
         let e = refused("", "[[routes]]\nname = \"r\"\nwebhook = [\"pager\"]");
-        assert!(e.contains("\"webhook\" is not a channel"), "{e}");
+        assert!(
+            e.contains(
+                "`webhook` is neither a setting of [[routes]] nor a channel: did you mean \
+                 `webhooks`?"
+            ),
+            "{e}"
+        );
     }
 
     #[test]
