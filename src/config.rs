@@ -95,6 +95,9 @@ pub struct Settings {
     /// The DingTalk channel.
     #[serde(default)]
     pub dingtalk: crate::channels::dingtalk::DingTalkSettings,
+    /// The ntfy channel.
+    #[serde(default)]
+    pub ntfy: crate::channels::ntfy::NtfySettings,
     /// People and their identities on each channel (`[[people]]`).
     #[serde(default)]
     pub people: Vec<teams::PersonSettings>,
@@ -561,13 +564,14 @@ impl Settings {
     /// The channel registry: every channel's settings section, in the order they are
     /// checked, installed and tried by `imrelay doctor`. A new channel is one line here
     /// (and its field above).
-    pub fn channels(&self) -> [&dyn crate::channels::Channel; 6] {
+    pub fn channels(&self) -> [&dyn crate::channels::Channel; 7] {
         [
             &self.telegram,
             &self.feishu,
             &self.slack,
             &self.wecom,
             &self.dingtalk,
+            &self.ntfy,
             &self.webhooks,
         ]
     }
@@ -709,6 +713,7 @@ impl Settings {
             slack,
             wecom,
             dingtalk,
+            ntfy,
             people,
             groups,
             routes,
@@ -732,6 +737,7 @@ impl Settings {
         section(&mut out, "slack", slack)?;
         section(&mut out, "wecom", wecom)?;
         section(&mut out, "dingtalk", dingtalk)?;
+        section(&mut out, "ntfy", ntfy)?;
         list(&mut out, "webhooks", webhooks)?;
         Ok(out.trim_end().to_string() + "\n")
     }

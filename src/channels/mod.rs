@@ -21,6 +21,7 @@ pub mod dingtalk;
 pub mod feishu;
 pub mod longconn;
 pub(crate) mod messages;
+pub mod ntfy;
 mod pacer;
 pub(crate) mod pipeline;
 pub mod registry;

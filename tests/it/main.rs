@@ -30,6 +30,7 @@ mod mcp;
 mod mcp_sessions;
 mod mcp_wire;
 mod mixed_writes;
+mod ntfy;
 mod numbers;
 mod opencode;
 mod operators;

@@ -1,0 +1,228 @@
+//! Publishing prompts and outcomes through the durable outbox, on the shared delivery
+//! skeleton (`channels::messages`): a prompt is published with its single-use action URLs
+//! (their hashes stored first), recorded under its notification id (`sequence_id`); an
+//! outcome is published under the same id, so ntfy 2.16 and newer replace the prompt with it.
+//! A `429` waits for the time the server asks (or the outbox's backoff), `5xx` and network
+//! failures are retried, any other refusal is final and says what to check.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sha2::{Digest, Sha256};
+
+use super::CHANNEL;
+use super::plan::Job;
+use super::render::{self, PromptParts, Publish};
+use super::settings::NtfySettings;
+use super::tokens::{self, Action};
+use crate::channels::messages::{Failure, Messages, Pacer, Platform, Posted};
+use crate::interaction::{Interaction, Kind};
+use crate::outbox::{ChannelJob, Delivery, OutboxHandler};
+use crate::store::{ChannelMessage, ClaimedJob, OutboxJob, Store};
+
+/// Smallest gap between two messages to one topic.
+const TOPIC_GAP: Duration = Duration::from_millis(500);
+/// How long a throttled topic is kept quiet when the server does not say.
+const THROTTLE_PAUSE: Duration = Duration::from_secs(30);
+
+/// ntfy as the delivery skeleton sees it.
+pub(crate) struct Ntfy {
+    /// The section.
+    pub settings: Arc<NtfySettings>,
+    /// The HTTP client (no redirects).
+    pub client: reqwest::Client,
+    /// Where action tokens are kept.
+    pub store: Arc<dyn Store>,
+    /// The base of the action URLs (no trailing slash).
+    pub actions_base: String,
+    /// The web inbox, when known: what a tap on a notification opens.
+    pub inbox: Option<String>,
+}
+
+/// A notification's id on `topic` for interaction `i` (ntfy takes up to 64 of
+/// `A-Za-z0-9_-`).
+fn sequence_id(i: &Interaction, topic: &str) -> String {
+    let h = Sha256::digest(format!("{}\n{topic}", i.incarnation()).as_bytes());
+    format!("imrelay-{}", &hex::encode(h)[..32])
+}
+
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    headers
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .map(|s| Duration::from_secs(s.min(3600)))
+}
+
+/// What ntfy's answer means for the job.
+fn failure(status: reqwest::StatusCode, headers: &reqwest::header::HeaderMap) -> Failure {
+    let error = format!("ntfy answered HTTP {status}");
+    match status.as_u16() {
+        429 => Failure::Throttled {
+            after: retry_after(headers),
+            error,
+        },
+        408 | 500..=599 => Failure::Transient(error),
+        401 | 403 => Failure::Permanent(format!(
+            "{error}: the server refused imrelay's credentials for this topic; check ntfy.token \
+             (or ntfy.username and ntfy.password) and the user's access to the topic, then run \
+             `imrelay doctor --send-test`"
+        )),
+        _ => Failure::Permanent(format!("{error}: the publish was refused as it is")),
+    }
+}
+
+impl Ntfy {
+    /// Publishes one message.
+    async fn publish(&self, body: &Publish<'_>) -> Result<(), Failure> {
+        let s = &self.settings;
+        let req = self
+            .client
+            .post(format!("{}/", s.base()))
+            .timeout(Duration::from_secs(s.timeout_secs))
+            .json(body);
+        match s.authorize(req).send().await {
+            Ok(r) if r.status().is_success() => Ok(()),
+            Ok(r) => Err(failure(r.status(), r.headers())),
+            Err(e) if e.is_timeout() => Err(Failure::Transient(format!(
+                "ntfy did not answer within {} s",
+                s.timeout_secs
+            ))),
+            Err(e) => Err(Failure::Transient(format!("ntfy request failed: {e}"))),
+        }
+    }
+
+    /// Makes and stores the allow and deny tokens of approval `i`: their URLs.
+    async fn action_urls(&self, i: &Interaction) -> Result<(String, String), Failure> {
+        let mut urls = Vec::with_capacity(2);
+        for action in [Action::Allow, Action::Deny] {
+            let token = tokens::make(i);
+            let key = tokens::key(&tokens::digest(action, &token));
+            self.store
+                .set_value(&key, Some(i.id.to_string()))
+                .await
+                .map_err(Failure::store)?;
+            urls.push(format!(
+                "{}/v1/ntfy/{}/{token}",
+                self.actions_base,
+                action.as_str()
+            ));
+        }
+        let deny = urls.pop().unwrap_or_default();
+        let allow = urls.pop().unwrap_or_default();
+        Ok((allow, deny))
+    }
+}
+
+#[async_trait]
+impl Platform for Ntfy {
+    type Target = String;
+
+    fn channel(&self) -> &'static str {
+        CHANNEL
+    }
+
+    fn address(&self, topic: &String) -> String {
+        topic.clone()
+    }
+
+    async fn post(
+        &self,
+        i: &Interaction,
+        topic: &String,
+        _job: &OutboxJob,
+    ) -> Result<Posted, Failure> {
+        let seq = sequence_id(i, topic);
+        let urls = if i.kind == Kind::Approval {
+            Some(self.action_urls(i).await?)
+        } else {
+            None
+        };
+        let route = i.route.as_ref().map(|r| r.name.as_str());
+        let body = render::prompt(
+            i,
+            PromptParts {
+                topic,
+                sequence_id: &seq,
+                priority: self.settings.priority_for(route),
+                include_command: self.settings.include_command,
+                click: self.inbox.as_ref().map(|b| format!("{b}/#{}", i.id)),
+                urls,
+            },
+        );
+        self.publish(&body).await?;
+        Ok(Posted {
+            message_ref: seq,
+            state: None,
+        })
+    }
+
+    async fn edit(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Failure> {
+        let body = render::outcome(i, &m.address, &m.message_ref, self.settings.include_command);
+        self.publish(&body).await
+    }
+}
+
+/// Delivers the channel's jobs.
+pub(crate) struct Deliverer(pub Messages<Ntfy>);
+
+impl Deliverer {
+    /// The deliverer of `ntfy`'s jobs.
+    pub fn new(ntfy: Ntfy, store: Arc<dyn Store>) -> Self {
+        Deliverer(Messages {
+            platform: ntfy,
+            store,
+            pacer: Pacer::new(TOPIC_GAP, THROTTLE_PAUSE),
+            health: None,
+        })
+    }
+}
+
+#[async_trait]
+impl OutboxHandler for Deliverer {
+    async fn deliver(&self, job: &ClaimedJob) -> Delivery {
+        match Job::read(&job.job) {
+            Ok(Job::Post { topic }) => self.0.post(&job.job, &topic).await,
+            Ok(Job::Update) => self.0.finalize_all(&job.job).await,
+            Err(failed) => failed,
+        }
+    }
+
+    fn concurrency(&self) -> usize {
+        4
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::StatusCode;
+    use reqwest::header::HeaderMap;
+
+    #[test]
+    fn throttling_waits_server_errors_retry_and_refusals_say_what_to_check() {
+        let mut h = HeaderMap::new();
+        h.insert(reqwest::header::RETRY_AFTER, "7".parse().unwrap());
+        assert_eq!(
+            failure(StatusCode::TOO_MANY_REQUESTS, &h),
+            Failure::Throttled {
+                after: Some(Duration::from_secs(7)),
+                error: "ntfy answered HTTP 429 Too Many Requests".into()
+            }
+        );
+        let none = HeaderMap::new();
+        assert!(matches!(
+            failure(StatusCode::BAD_GATEWAY, &none),
+            Failure::Transient(_)
+        ));
+        let f = failure(StatusCode::FORBIDDEN, &none);
+        assert!(
+            matches!(&f, Failure::Permanent(e) if e.contains("ntfy.token")),
+            "{f:?}"
+        );
+    }
+}

@@ -1,0 +1,174 @@
+//! The ntfy channel: every interaction is published to the configured ntfy topics (a
+//! self-hosted server or ntfy.sh); an approval carries Allow and Deny buttons whose
+//! single-use URLs answer it as the person the channel is configured for; the outcome is
+//! published under the same notification id when it is answered, from anywhere.
+//!
+//! - [`settings`] — `[ntfy]`: the server, credentials, topics, the person, priority, privacy.
+//! - `plan` — the outbox jobs a created, escalated or resolved interaction needs.
+//! - `deliver` — publishing prompts and outcomes on the shared delivery skeleton.
+//! - `render` — the JSON ntfy publishes.
+//! - `tokens` — the single-use action tokens, kept hashed.
+//! - `inbound` — the buttons' endpoint, through the answer pipeline.
+//! - `doctor` — `imrelay doctor`'s checks.
+
+mod deliver;
+mod doctor;
+mod inbound;
+mod plan;
+mod render;
+pub mod settings;
+mod tokens;
+
+use std::sync::Arc;
+
+pub use settings::NtfySettings;
+
+use crate::channels::Wiring;
+use crate::channels::pipeline::Pipeline;
+use crate::interaction::Via;
+
+/// The channel's name (its `Via`, its outbox channel, its people's key).
+pub const CHANNEL: &str = "ntfy";
+
+/// Who answers through the buttons, as `[[people]]` knows them.
+fn person(w: &Wiring, name: &str) -> anyhow::Result<inbound::Person> {
+    let teams = w.registry.teams();
+    let Some(p) = teams.people.person(name) else {
+        anyhow::bail!(
+            "invalid configuration: ntfy.person = {name:?} is not a [[people]] entry: add \
+             [[people]] name = {name:?} (with ntfy = [\"{name}\"] if routes name approvers)"
+        );
+    };
+    let identity = p
+        .ids_on(CHANNEL)
+        .next()
+        .map_or_else(|| p.name().to_string(), str::to_string);
+    Ok(inbound::Person {
+        name: p.name().to_string(),
+        identity,
+    })
+}
+
+/// Installs the channel when `[ntfy] enabled = true`.
+pub async fn install(w: &mut Wiring, settings: &NtfySettings) -> anyhow::Result<()> {
+    if !settings.enabled {
+        return Ok(());
+    }
+    let mistakes = settings.mistakes();
+    if !mistakes.is_empty() {
+        anyhow::bail!("invalid configuration: {}", mistakes.join("; "));
+    }
+    let person = person(w, settings.person.trim())?;
+    let settings = Arc::new(settings.clone());
+    if settings.public_url.trim().is_empty() && w.server.inbox.is_none() {
+        tracing::warn!(
+            "ntfy: neither ntfy.public_url nor server.public_url is set, so the buttons call {}, \
+             which a phone cannot reach: set one to imrelay's address as the phone reaches it",
+            w.server.public_url
+        );
+    }
+    let actions_base = match settings.public_url.trim().trim_end_matches('/') {
+        "" => w.server.public_url.clone(),
+        url => url.to_string(),
+    };
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .user_agent(format!("imrelay/{}", env!("CARGO_PKG_VERSION")))
+        .build()?;
+    w.registry.add_hook(Arc::new(plan::Planner {
+        topics: settings.topics.clone(),
+    }));
+    w.outbox.register(
+        CHANNEL,
+        Arc::new(deliver::Deliverer::new(
+            deliver::Ntfy {
+                settings: settings.clone(),
+                client,
+                store: w.store.clone(),
+                actions_base,
+                inbox: w.server.inbox.clone(),
+            },
+            w.store.clone(),
+        )),
+    );
+    w.route(inbound::router(inbound::Inbound {
+        pipeline: Pipeline::new(w.registry.clone(), Via::new(CHANNEL)),
+        store: w.store.clone(),
+        person: person.clone(),
+    }));
+    tracing::info!(
+        topics = settings.topics.len(),
+        person = %person.name.escape_debug(),
+        include_command = settings.include_command,
+        "ntfy: channel enabled"
+    );
+    Ok(())
+}
+
+/// The `[ntfy]` section in the channel registry.
+impl crate::channels::Channel for NtfySettings {
+    fn name(&self) -> &'static str {
+        CHANNEL
+    }
+
+    fn platform(&self) -> &'static str {
+        "ntfy"
+    }
+
+    fn places(&self) -> Vec<String> {
+        self.topics.clone()
+    }
+
+    fn direct(&self, _id: &str) -> Option<String> {
+        // A person's ntfy id names them, not a topic: prompts go to the topics.
+        None
+    }
+
+    fn unlisted(&self, place: &str) -> String {
+        format!("{place:?} is not in ntfy.topics")
+    }
+
+    fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        match self.mistakes().first() {
+            Some(m) => Err(m.clone()),
+            None => Ok(()),
+        }
+    }
+
+    fn problems(&self) -> Vec<String> {
+        self.mistakes().into_iter().skip(1).collect()
+    }
+
+    fn approvers(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.enabled && self.api_url.starts_with("http://") {
+            out.push(format!(
+                "ntfy.api_url = {:?} is plain http: the token and every text cross the network unencrypted",
+                self.api_url
+            ));
+        }
+        out
+    }
+
+    fn install<'a>(
+        &'a self,
+        wiring: &'a mut Wiring,
+    ) -> crate::channels::registry::BoxFuture<'a, anyhow::Result<()>> {
+        Box::pin(install(wiring, self))
+    }
+
+    fn doctor<'a>(
+        &'a self,
+        run: &'a crate::channels::Doctor,
+    ) -> crate::channels::registry::BoxFuture<'a, Vec<crate::channels::Check>> {
+        Box::pin(doctor::checks(self, run))
+    }
+}
