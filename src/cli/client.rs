@@ -411,6 +411,26 @@ pub struct Listed {
 
 impl Remote {
     /// A client for `args`, falling back on the configuration for the URL.
+    /// A client and the runtime to drive it, for a command that makes a few requests; on
+    /// failure, said on standard error, the exit code.
+    pub(crate) fn with_runtime(
+        args: &RemoteArgs,
+        config: Option<&std::path::Path>,
+    ) -> Result<(Remote, tokio::runtime::Runtime), i32> {
+        let remote = Remote::new(args, config).map_err(|e| {
+            eprintln!("imrelay: {e:#}");
+            exit::ERROR
+        })?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| {
+                eprintln!("imrelay: {e}");
+                exit::ERROR
+            })?;
+        Ok((remote, rt))
+    }
+
     pub fn new(args: &RemoteArgs, config: Option<&std::path::Path>) -> anyhow::Result<Remote> {
         let base = base_url(args, config)?;
         let http = reqwest::Client::builder()

@@ -126,22 +126,9 @@ pub fn describe(g: &Value) -> String {
 
 /// `imrelay grants [list|revoke ID]`
 pub fn run(args: GrantsArgs, config: Option<&std::path::Path>) -> i32 {
-    let remote = match Remote::new(&args.remote, config) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("imrelay: {e:#}");
-            return exit::ERROR;
-        }
-    };
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("imrelay: {e}");
-            return exit::ERROR;
-        }
+    let (remote, rt) = match Remote::with_runtime(&args.remote, config) {
+        Ok(both) => both,
+        Err(code) => return code,
     };
     let fail = |e: ClientError| {
         eprintln!("imrelay: {}", visible_line(&e.to_string()));

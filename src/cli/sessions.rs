@@ -121,22 +121,9 @@ pub fn line(s: &Value) -> String {
 
 /// `imrelay sessions [list|send AGENT ID TEXT]`
 pub fn run(args: SessionsArgs, config: Option<&std::path::Path>) -> i32 {
-    let remote = match Remote::new(&args.remote, config) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("imrelay: {e:#}");
-            return exit::ERROR;
-        }
-    };
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("imrelay: {e}");
-            return exit::ERROR;
-        }
+    let (remote, rt) = match Remote::with_runtime(&args.remote, config) {
+        Ok(both) => both,
+        Err(code) => return code,
     };
     let fail = |e: ClientError| {
         eprintln!("imrelay: {}", visible_line(&e.to_string()));
