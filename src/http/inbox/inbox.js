@@ -132,6 +132,8 @@ async function loadMe() {
     const me = r.ok ? await r.json() : {};
     if (me.name && me.label) state.operator = { name: me.name, label: me.label };
   } catch (_) { /* the stream reports connectivity */ }
+  // A labelled token's votes are its person's: no card needs the note about this page.
+  if (state.operator) document.querySelectorAll(".votes-note").forEach((n) => n.remove());
   if ($("login").hidden) showMain();
 }
 
@@ -236,6 +238,16 @@ function showVotes(card, i) {
     card.querySelector(".body").prepend(line);
   }
   line.textContent = text;
+  // Without a labelled token, every answer from this page is the administrator's one vote:
+  // say so where it bites, with the way out.
+  let note = card.querySelector(".votes-note");
+  if (state.operator) { if (note) note.remove(); return; }
+  if (!note) {
+    note = el("p", { class: "votes-note" });
+    line.after(note);
+  }
+  note.textContent = "Answers from this page count as one person (the administrator): the " +
+    "other votes come from each person's own labelled token or chat.";
 }
 
 // A vote that did not decide yet, from anywhere: the card shows the votes so far.

@@ -37,6 +37,14 @@ pub(super) async fn a_card_shows_the_votes_so_far_from_everywhere() {
         ),
     )
     .await;
+    // Without a labelled token the page is one voter, and the card says so.
+    b.until(
+        "the note under the votes",
+        &format!(
+            "{pending}?.querySelector('.votes-note')?.textContent.startsWith('Answers from this page count as one person (the administrator)') === true"
+        ),
+    )
+    .await;
     // Each approves it as it is: no editor, no "allow similar".
     assert_eq!(
         b.eval(&format!(
