@@ -169,6 +169,7 @@ async fn stopped(id: &InteractionId, f: Feedback) -> ApiError {
             (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable")
         }
         Feedback::Invalid(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid"),
+        Feedback::StepUp(_) => (StatusCode::FORBIDDEN, crate::wire::error::STEP_UP_REQUIRED),
         _ => (StatusCode::FORBIDDEN, "refused"),
     };
     tracing::warn!(via = CHANNEL, interaction = %id, code, "ntfy action refused: {}", message.escape_debug());
