@@ -16,6 +16,7 @@
 //! comes from [`crate::present`], shared with the inbox and the terminal.
 
 pub(crate) mod digest;
+pub(crate) mod digest_flow;
 pub(crate) mod digest_texts;
 pub mod dingtalk;
 pub mod feishu;
@@ -24,6 +25,7 @@ pub(crate) mod messages;
 pub mod ntfy;
 mod pacer;
 pub(crate) mod pipeline;
+pub(crate) mod plan;
 pub mod registry;
 pub(crate) mod sessions;
 pub mod slack;
