@@ -17,6 +17,7 @@
 
 pub(crate) mod desk;
 pub(crate) mod digest;
+pub(crate) mod digest_flow;
 pub(crate) mod digest_texts;
 pub mod dingtalk;
 pub mod feishu;
@@ -25,6 +26,7 @@ pub(crate) mod messages;
 pub mod ntfy;
 mod pacer;
 pub(crate) mod pipeline;
+pub(crate) mod plan;
 pub mod registry;
 pub(crate) mod sessions;
 pub mod slack;
