@@ -610,7 +610,7 @@ fn count(t: &mut Tally, f: &Feedback) {
         // A vote on an approval that needs several people is this person's answer, taken.
         Feedback::Resolved(_) | Feedback::Voted(_) => t.answered += 1,
         Feedback::Already(_) | Feedback::NotFound | Feedback::AlreadyVoted(..) => t.already += 1,
-        Feedback::NotApprover | Feedback::OtherRoute(_) => t.refused += 1,
+        Feedback::NotApprover | Feedback::OtherRoute(_) | Feedback::StepUp(_) => t.refused += 1,
         Feedback::BadButton | Feedback::Invalid(_) => t.skipped += 1,
         Feedback::StoreDown | Feedback::StillWorking => t.failed += 1,
     }

@@ -15,6 +15,7 @@
 //! rule makes every channel equal. What a person reads (a tool call, outcome phrases, times)
 //! comes from [`crate::present`], shared with the inbox and the terminal.
 
+pub(crate) mod desk;
 pub(crate) mod digest;
 pub(crate) mod digest_flow;
 pub(crate) mod digest_texts;

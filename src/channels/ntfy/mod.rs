@@ -106,6 +106,10 @@ pub async fn install(w: &mut Wiring, settings: &NtfySettings) -> anyhow::Result<
 
 /// The `[ntfy]` section in the channel registry.
 impl crate::channels::Channel for NtfySettings {
+    fn is_phone(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         CHANNEL
     }
