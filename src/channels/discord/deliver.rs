@@ -17,10 +17,12 @@ use super::CHANNEL;
 use super::api::{ApiError, Rest, Retry};
 use super::plan::Job;
 use super::render::Render;
+use crate::channels::digest::{Digests, Edited, Sheet};
+use crate::channels::digest_texts::Texts;
 use crate::channels::messages::{Failure, Messages, Pacer, Platform, Posted};
 use crate::health::Health;
 use crate::interaction::Interaction;
-use crate::outbox::{ChannelJob, Delivery, OutboxHandler};
+use crate::outbox::{Delivery, OutboxHandler};
 use crate::store::{ChannelMessage, ClaimedJob, OutboxJob, Store};
 use crate::sync::LockExt;
 
@@ -83,6 +85,23 @@ impl Discord {
 #[async_trait]
 impl Platform for Discord {
     type Target = String;
+    type Job = Job;
+
+    fn has_digests(&self) -> bool {
+        false
+    }
+
+    fn texts(&self) -> Texts {
+        Texts(self.render.locale())
+    }
+
+    async fn post_digest(&self, _to: &String, _sheet: &Sheet) -> Result<String, Failure> {
+        Err(Failure::Permanent("Discord shows no digests yet".into()))
+    }
+
+    async fn edit_digest(&self, _a: &str, _m: &str, _sheet: &Sheet) -> Result<Edited, Failure> {
+        Ok(Edited::Cannot)
+    }
 
     fn channel(&self) -> &'static str {
         CHANNEL
@@ -134,6 +153,7 @@ impl Deliverer {
     pub fn new(discord: Discord, store: Arc<dyn Store>, health: Arc<Health>) -> Self {
         Deliverer(Messages {
             platform: discord,
+            digests: Digests::new(store.clone(), CHANNEL, 0, Vec::new()),
             store,
             pacer: Pacer::new(CHANNEL_GAP, THROTTLE_PAUSE),
             health: Some((health, "discord_api")),
@@ -144,12 +164,7 @@ impl Deliverer {
 #[async_trait]
 impl OutboxHandler for Deliverer {
     async fn deliver(&self, job: &ClaimedJob) -> Delivery {
-        match Job::read(&job.job) {
-            Ok(Job::Post { channel }) => self.0.post(&job.job, &channel).await,
-            Ok(Job::Update) => self.0.finalize_all(&job.job).await,
-            Ok(Job::Voted) => self.0.show_votes(&job.job).await,
-            Err(failed) => failed,
-        }
+        self.0.deliver(&job.job).await
     }
 
     fn concurrency(&self) -> usize {

@@ -231,12 +231,13 @@ impl Gateway {
                         Ok(None) => continue,
                         Err(e) => return Next::Resume(e),
                     };
-                    match self.on_frame(&frame, session, &mut acked) {
-                        Some(Ok(())) => if sink.send(heartbeat(session.seq)).await.is_err() {
-                            return Next::Resume("cannot send a heartbeat".into());
-                        },
+                    let beat = match self.on_frame(&frame, session, &mut acked) {
                         Some(Err(next)) => return next,
-                        None => {}
+                        Some(Ok(())) => true,
+                        None => false,
+                    };
+                    if beat && sink.send(heartbeat(session.seq)).await.is_err() {
+                        return Next::Resume("cannot send a heartbeat".into());
                     }
                 }
             }

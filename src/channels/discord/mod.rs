@@ -86,9 +86,8 @@ pub async fn install(w: &mut Wiring, settings: &DiscordSettings) -> anyhow::Resu
         "Discord clicks, selects and modal submissions, by result (resolved, already_resolved, refused, invalid, modal, slow, ...)",
         interactions.results_metric(),
     );
-    w.registry.add_hook(Arc::new(plan::Planner {
-        channels: settings.chats.clone(),
-    }));
+    w.registry
+        .add_hook(Arc::new(plan::planner(&settings.chats)));
     w.outbox.register(
         CHANNEL,
         Arc::new(deliver::Deliverer::new(

@@ -1,28 +1,25 @@
-//! Discord's outbox jobs, planned in the registry's transactions: one `post` job per
-//! configured channel when an interaction is created; one more per channel its
-//! route escalates to when nobody answered in time; one `update` job (every copy
-//! recorded for it) when it is resolved (an answer from anywhere, expiry, withdrawal); one
-//! `voted` job for each vote that does not decide yet.
+//! Discord's outbox jobs, planned by the kit's one planner (`channels::plan`): one `post` job
+//! per configured channel (or person's direct messages) when an interaction is created; one
+//! more per place its route escalates to when nobody answered in time; one `update` job
+//! (every copy recorded for it) when it is resolved; one `voted` job for each vote that does
+//! not decide yet. Discord shows no digests yet (`Platform::has_digests`).
 
 use super::CHANNEL;
-use crate::interaction::routes::destinations;
-use crate::interaction::{Interaction, Lifecycle};
-use crate::outbox::{ChannelJob, created_window, resolved_window};
-use crate::store::OutboxJob;
+use crate::channels::plan::{ChatJob, Todo};
+use crate::outbox::ChannelJob;
 
 /// What the channel's outbox does.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub(crate) enum Job {
-    /// Post the message of a new interaction to one channel.
+    /// Post the message of a new interaction to one place.
     Post {
         /// The channel id, or `@` and a user id (their direct messages).
         channel: String,
     },
     /// Update every message of a resolved interaction to its outcome.
     Update,
-    /// Update every message of a pending interaction to show the votes so far (an approval
-    /// that needs several people).
+    /// Show the votes so far on every copy of a pending interaction.
     Voted,
 }
 
@@ -32,48 +29,40 @@ impl ChannelJob for Job {
     }
 }
 
-/// Plans the channel's outbox jobs inside each state change's transaction.
-pub(crate) struct Planner {
-    /// Where messages go.
-    pub channels: Vec<String>,
+impl ChatJob for Job {
+    type Target = String;
+    const POST: &'static str = "post";
+
+    fn make(todo: Todo<String>) -> Self {
+        match todo {
+            Todo::Post(channel) => Job::Post { channel },
+            Todo::Update => Job::Update,
+            // Discord shows no digests yet (`Platform::has_digests`): never asked.
+            Todo::Voted | Todo::Digest { .. } => Job::Voted,
+        }
+    }
+
+    fn todo(self) -> Todo<String> {
+        match self {
+            Job::Post { channel } => Todo::Post(channel),
+            Job::Update => Todo::Update,
+            Job::Voted => Todo::Voted,
+        }
+    }
+
+    fn target(address: &str) -> Option<String> {
+        Some(address.to_string())
+    }
+
+    fn address(channel: &String) -> String {
+        channel.clone()
+    }
 }
 
-impl Lifecycle for Planner {
-    fn plan_created(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
-        let (from, until) = created_window(i);
-        // A routed interaction goes to its route's places only.
-        for c in destinations(i.route.as_deref(), CHANNEL, &self.channels) {
-            let job = Job::Post {
-                channel: c.to_string(),
-            };
-            jobs.push(job.plan(i, &[c], from, until));
-        }
-    }
+/// The kit's planner over Discord's jobs.
+pub(crate) type Planner = crate::channels::plan::Planner<Job>;
 
-    fn plan_voted(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
-        // One job per vote (its count names it), worth doing while it is pending.
-        let (from, until) = created_window(i);
-        jobs.push(Job::Voted.plan(i, &[&i.votes.len().to_string()], from, until));
-    }
-
-    fn plan_escalated(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
-        let Some(stamp) = i.route.as_deref() else {
-            return;
-        };
-        let (from, until) = (jiff::Timestamp::now(), i.deadline);
-        for c in stamp.escalation_addresses(CHANNEL) {
-            let job = Job::Post {
-                channel: c.to_string(),
-            };
-            let key = OutboxJob::key_for(CHANNEL, "escalate", i, &[c]);
-            jobs.push(job.plan_keyed(key, i, from, until));
-        }
-    }
-
-    fn plan_resolved(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
-        // Copies may be in direct messages even with no channels configured: the job
-        // finds what was posted.
-        let (from, until) = resolved_window(i);
-        jobs.push(Job::Update.plan(i, &[], from, until));
-    }
+/// The planner posting to `chats`.
+pub(crate) fn planner(chats: &[String]) -> Planner {
+    Planner::new(CHANNEL, chats.to_vec())
 }
