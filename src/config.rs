@@ -99,6 +99,9 @@ pub struct Settings {
     /// The ntfy channel.
     #[serde(default)]
     pub ntfy: crate::channels::ntfy::NtfySettings,
+    /// The Discord channel.
+    #[serde(default)]
+    pub discord: crate::channels::discord::DiscordSettings,
     /// People and their identities on each channel (`[[people]]`).
     #[serde(default)]
     pub people: Vec<teams::PersonSettings>,
@@ -418,10 +421,11 @@ pub(crate) fn enum_values(key: &str) -> Option<Vec<String>> {
         "telegram.transport" => variants::<telegram::Mode>(),
         "feishu.transport" => variants::<feishu::Mode>(),
         "feishu.domain" => variants::<feishu::settings::Domain>(),
+        "discord.transport" => variants::<crate::channels::discord::Transport>(),
         "feishu.locale" | "dingtalk.locale" => variants::<crate::present::render::Locale>(),
         "slack.transport" => variants::<slack::Mode>(),
         "wecom.transport" => variants::<crate::channels::wecom::Transport>(),
-        "wecom.locale" => variants::<crate::present::render::Locale>(),
+        "wecom.locale" | "discord.locale" => variants::<crate::present::render::Locale>(),
         "policy.decision" => variants::<crate::interaction::policy::Decision>(),
         "policy.mode" => variants::<crate::interaction::policy::Mode>(),
         "policy.kind" | "routes.kind" => variants::<crate::interaction::Kind>(),
@@ -566,7 +570,7 @@ impl Settings {
     /// The channel registry: every channel's settings section, in the order they are
     /// checked, installed and tried by `imrelay doctor`. A new channel is one line here
     /// (and its field above).
-    pub fn channels(&self) -> [&dyn crate::channels::Channel; 7] {
+    pub fn channels(&self) -> [&dyn crate::channels::Channel; 8] {
         [
             &self.telegram,
             &self.feishu,
@@ -574,6 +578,7 @@ impl Settings {
             &self.wecom,
             &self.dingtalk,
             &self.ntfy,
+            &self.discord,
             &self.webhooks,
         ]
     }
@@ -717,6 +722,7 @@ impl Settings {
             wecom,
             dingtalk,
             ntfy,
+            discord,
             people,
             groups,
             routes,
@@ -741,6 +747,7 @@ impl Settings {
         section(&mut out, "wecom", wecom)?;
         section(&mut out, "dingtalk", dingtalk)?;
         section(&mut out, "ntfy", ntfy)?;
+        section(&mut out, "discord", discord)?;
         list(&mut out, "webhooks", webhooks)?;
         Ok(out.trim_end().to_string() + "\n")
     }

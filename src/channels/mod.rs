@@ -1,4 +1,4 @@
-//! Channels present interactions outside imrelay (Telegram, Feishu/Lark, Slack, WeCom, DingTalk, webhooks) and hand
+//! Channels present interactions outside imrelay (Telegram, Feishu/Lark, Slack, WeCom, DingTalk, ntfy, Discord, webhooks) and hand
 //! answers back to the registry.
 //!
 //! Every channel is listed once, in the channel registry ([`registry`]: each settings section
@@ -20,6 +20,7 @@ pub(crate) mod digest;
 pub(crate) mod digest_flow;
 pub(crate) mod digest_texts;
 pub mod dingtalk;
+pub mod discord;
 pub mod feishu;
 pub mod longconn;
 pub(crate) mod messages;

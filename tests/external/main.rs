@@ -27,6 +27,7 @@ mod support;
 mod telegram_fake;
 
 mod agents;
+mod discord;
 mod escalation;
 mod inbox;
 mod postgres;
@@ -85,6 +86,7 @@ fn main() {
         read_only_disk::trials(),
         systemd::trials(),
         agents::trials(),
+        discord::trials(),
     ]
     .into_iter()
     .flatten()

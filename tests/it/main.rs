@@ -19,6 +19,7 @@ mod connections;
 mod contract;
 mod deploy;
 mod dingtalk;
+mod discord;
 mod doc_blocks;
 pub(crate) mod doctor;
 mod escalation;

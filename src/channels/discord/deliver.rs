@@ -1,0 +1,173 @@
+//! Posting and editing Discord messages through the durable outbox, on the kit's delivery
+//! skeleton ([`crate::channels::messages`]): a `post` job posts to one channel (or opens the
+//! direct-message channel of a person first), an `update` job edits every copy recorded for
+//! the interaction, a `voted` job shows the votes so far. Requests to one channel are spaced
+//! by [`CHANNEL_GAP`] (Discord allows about five messages in five seconds per channel); a 429,
+//! or a bucket Discord said is empty, keeps that channel quiet for the wait Discord gave and
+//! the job is retried after it ([`super::api`] keeps the buckets and the global limit).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::json;
+
+use super::CHANNEL;
+use super::api::{ApiError, Rest, Retry};
+use super::plan::Job;
+use super::render::Render;
+use crate::channels::digest::{Digests, Edited, Sheet};
+use crate::channels::digest_texts::Texts;
+use crate::channels::messages::{Failure, Messages, Pacer, Platform, Posted};
+use crate::health::Health;
+use crate::interaction::Interaction;
+use crate::outbox::{Delivery, OutboxHandler};
+use crate::store::{ChannelMessage, ClaimedJob, OutboxJob, Store};
+use crate::sync::LockExt;
+
+/// Smallest gap between two requests to one channel.
+pub(crate) const CHANNEL_GAP: Duration = Duration::from_millis(250);
+/// How long a throttled channel is kept quiet when Discord does not say.
+pub(crate) const THROTTLE_PAUSE: Duration = Duration::from_secs(1);
+/// Most direct-message channels remembered.
+const MAX_DMS: usize = 4096;
+
+/// What a failed REST call means for the job.
+pub(crate) fn failure(e: &ApiError) -> Failure {
+    match e.retry() {
+        Retry::After(d) => Failure::Throttled {
+            after: Some(d),
+            error: e.to_string(),
+        },
+        Retry::Transient => Failure::Transient(e.to_string()),
+        Retry::Permanent => Failure::Permanent(e.to_string()),
+    }
+}
+
+/// Discord as the delivery skeleton sees it.
+pub(crate) struct Discord {
+    /// The REST client.
+    pub rest: Arc<Rest>,
+    /// Messages.
+    pub render: Render,
+    /// Direct-message channels opened, by user id.
+    pub dms: Mutex<HashMap<String, String>>,
+}
+
+impl Discord {
+    /// The channel id an address names: itself, or a person's direct-message channel.
+    async fn channel_of(&self, address: &str) -> Result<String, Failure> {
+        let Some(user) = address.strip_prefix('@') else {
+            return Ok(address.to_string());
+        };
+        if let Some(dm) = self.dms.locked().get(user).cloned() {
+            return Ok(dm);
+        }
+        let dm = self.rest.open_dm(user).await.map_err(|e| failure(&e))?;
+        let mut dms = self.dms.locked();
+        if dms.len() >= MAX_DMS {
+            dms.clear();
+        }
+        dms.insert(user.to_string(), dm.clone());
+        Ok(dm)
+    }
+
+    fn recorded_channel(m: &ChannelMessage) -> String {
+        m.state
+            .as_ref()
+            .and_then(|s| s["channel"].as_str())
+            .unwrap_or(&m.address)
+            .to_string()
+    }
+}
+
+#[async_trait]
+impl Platform for Discord {
+    type Target = String;
+    type Job = Job;
+
+    fn has_digests(&self) -> bool {
+        false
+    }
+
+    fn texts(&self) -> Texts {
+        Texts(self.render.locale())
+    }
+
+    async fn post_digest(&self, _to: &String, _sheet: &Sheet) -> Result<String, Failure> {
+        Err(Failure::Permanent("Discord shows no digests yet".into()))
+    }
+
+    async fn edit_digest(&self, _a: &str, _m: &str, _sheet: &Sheet) -> Result<Edited, Failure> {
+        Ok(Edited::Cannot)
+    }
+
+    fn channel(&self) -> &'static str {
+        CHANNEL
+    }
+
+    fn address(&self, target: &String) -> String {
+        target.clone()
+    }
+
+    async fn post(
+        &self,
+        i: &Interaction,
+        target: &String,
+        _job: &OutboxJob,
+    ) -> Result<Posted, Failure> {
+        let channel = self.channel_of(target).await?;
+        let id = self
+            .rest
+            .post(&channel, &self.render.message(i))
+            .await
+            .map_err(|e| failure(&e))?;
+        Ok(Posted {
+            message_ref: id,
+            state: Some(json!({ "channel": channel })),
+        })
+    }
+
+    async fn show(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Failure> {
+        self.edit(i, m).await
+    }
+
+    async fn edit(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Failure> {
+        self.rest
+            .edit(
+                &Self::recorded_channel(m),
+                &m.message_ref,
+                &self.render.message(i),
+            )
+            .await
+            .map_err(|e| failure(&e))
+    }
+}
+
+/// Delivers the channel's jobs.
+pub(crate) struct Deliverer(pub Messages<Discord>);
+
+impl Deliverer {
+    /// The deliverer of Discord's jobs, reporting to `health`.
+    pub fn new(discord: Discord, store: Arc<dyn Store>, health: Arc<Health>) -> Self {
+        Deliverer(Messages {
+            platform: discord,
+            digests: Digests::new(store.clone(), CHANNEL, 0, Vec::new()),
+            store,
+            pacer: Pacer::new(CHANNEL_GAP, THROTTLE_PAUSE),
+            health: Some((health, "discord_api")),
+        })
+    }
+}
+
+#[async_trait]
+impl OutboxHandler for Deliverer {
+    async fn deliver(&self, job: &ClaimedJob) -> Delivery {
+        self.0.deliver(&job.job).await
+    }
+
+    fn concurrency(&self) -> usize {
+        4
+    }
+}

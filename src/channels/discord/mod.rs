@@ -1,0 +1,253 @@
+//! The Discord channel: every approval, question and form becomes a message with components
+//! in the configured channels (and in people's direct messages); a click, a select menu or a
+//! modal by an approver answers it, and every copy is edited to the outcome wherever the
+//! answer came from.
+//!
+//! - [`settings`] — `[discord]`: the bot token, the transport, the public key, the chats,
+//!   approvers, locale.
+//! - [`api`] — the REST subset, with Discord's per-route buckets, `Retry-After` and the
+//!   global limit; every failure classified as retry-after-N, transient or permanent.
+//! - `plan` — the outbox jobs a created or resolved interaction needs.
+//! - `deliver` — posting and editing messages on the kit's delivery skeleton.
+//! - [`render`] — the messages (content within 2,000 characters, code blocks, buttons, select
+//!   menus) and modals; [`button`] — the signed `custom_id`s.
+//! - [`inbound`] — clicks, selects and modal submissions through the kit's answer pipeline,
+//!   shared by both transports, answered within Discord's 3 s.
+//! - [`gateway`] — the Gateway (the default): identify with no intents, heartbeats, resume.
+//! - [`endpoint`] — the HTTP interactions endpoint, the alternative: Ed25519 signatures, a
+//!   replay window.
+//! - `doctor` — `imrelay doctor`'s checks.
+
+pub mod api;
+pub mod button;
+mod deliver;
+mod doctor;
+pub mod endpoint;
+pub mod gateway;
+pub mod inbound;
+mod plan;
+pub mod render;
+pub mod settings;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use serde_json::json;
+
+pub use settings::{DiscordSettings, Transport};
+
+use crate::channels::Wiring;
+use crate::channels::pipeline::Pipeline;
+use crate::channels::registry::Opening;
+use crate::interaction::Via;
+
+/// The channel's name (its `Via`, its outbox channel, its health component).
+pub const CHANNEL: &str = "discord";
+/// The store secret that signs `custom_id`s (kept across restarts, so old messages keep
+/// working).
+pub const SECRET_NAME: &str = "discord-components";
+
+/// How the install begins: the approvers' warning and the component secret.
+const OPENING: Opening = Opening {
+    channel: CHANNEL,
+    platform: "Discord",
+    approver_ids: "Discord user ids",
+    secret: SECRET_NAME,
+    signs: "component",
+};
+
+/// Installs the channel when `[discord] enabled = true`.
+pub async fn install(w: &mut Wiring, settings: &DiscordSettings) -> anyhow::Result<()> {
+    if !settings.enabled {
+        return Ok(());
+    }
+    let settings = Arc::new(settings.clone());
+    let secret = OPENING
+        .open(&*w.store, &*settings, settings.approvers.len())
+        .await?;
+    let rest = Arc::new(
+        api::Rest::new(&settings.api_url(), settings.bot_token.clone())
+            .context("cannot build the discord HTTP client")?,
+    );
+    let render = render::Render::new(
+        button::Buttons::new(secret),
+        w.server.inbox.clone(),
+        settings.locale,
+    );
+    let interactions = Arc::new(inbound::Interactions::new(
+        Pipeline::new(w.registry.clone(), Via::new(CHANNEL)),
+        render.clone(),
+        settings.clone(),
+        w.store.clone(),
+    ));
+    w.metrics.register(
+        "imrelay_discord_interactions",
+        "Discord clicks, selects and modal submissions, by result (resolved, already_resolved, refused, invalid, modal, slow, ...)",
+        interactions.results_metric(),
+    );
+    w.registry
+        .add_hook(Arc::new(plan::planner(&settings.chats)));
+    w.outbox.register(
+        CHANNEL,
+        Arc::new(deliver::Deliverer::new(
+            deliver::Discord {
+                rest: rest.clone(),
+                render,
+                dms: Default::default(),
+            },
+            w.store.clone(),
+            w.health.clone(),
+        )),
+    );
+    transport(w, &settings, rest, interactions)?;
+    tracing::info!(
+        transport = settings.transport.as_str(),
+        chats = settings.chats.len(),
+        approvers = settings.approvers.len(),
+        "discord: channel enabled"
+    );
+    Ok(())
+}
+
+/// How clicks arrive: the Gateway, started when the server serves, or the HTTP interactions
+/// endpoint.
+fn transport(
+    w: &mut Wiring,
+    settings: &DiscordSettings,
+    rest: Arc<api::Rest>,
+    interactions: Arc<inbound::Interactions>,
+) -> anyhow::Result<()> {
+    match settings.transport {
+        Transport::Gateway => {
+            let gateway = gateway::Gateway {
+                url: settings.gateway_url(),
+                token: settings.bot_token.clone(),
+                rest,
+                handler: interactions,
+                health: w.health.clone(),
+                shutdown: w.shutdown.clone(),
+                tls: crate::tls::client_config()
+                    .context("cannot set up TLS for the discord gateway")?,
+                connect_timeout: Duration::from_secs(settings.connect_timeout_secs),
+            };
+            w.spawn_on_serve(gateway.run());
+        }
+        Transport::Interactions => {
+            let key = settings
+                .public_key_bytes()
+                .context("discord.public_key must be 64 hex characters")?;
+            w.route(endpoint::router(Arc::new(endpoint::Endpoint::new(
+                interactions,
+                key,
+                &settings.inbound_path,
+                w.registry.clone(),
+            ))));
+            w.health.set(
+                CHANNEL,
+                "listening",
+                json!({"transport": "interactions", "inbound_path": settings.inbound_path}),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// A Discord id as `[[people]]` and `[[routes]]` write it: a text of digits (a number is
+/// taken too).
+fn snowflake(written: &crate::channels::Written, what: &str) -> Result<String, String> {
+    let id = match written {
+        crate::channels::Written::Number(n) if *n > 0 => n.to_string(),
+        other => other.text(&format!("a Discord {what} id"))?,
+    };
+    match settings::not_an_id(&id, what) {
+        Some(why) => Err(why),
+        None => Ok(id),
+    }
+}
+
+/// The `[discord]` section in the channel registry.
+impl crate::channels::Channel for DiscordSettings {
+    fn name(&self) -> &'static str {
+        CHANNEL
+    }
+
+    fn platform(&self) -> &'static str {
+        "Discord"
+    }
+
+    fn places(&self) -> Vec<String> {
+        self.chats.clone()
+    }
+
+    fn place(&self, written: &crate::channels::Written) -> Result<String, String> {
+        snowflake(written, "channel")
+    }
+
+    fn unlisted(&self, place: &str) -> String {
+        format!("{place:?} is not in discord.chats")
+    }
+
+    fn person_id(&self, written: &crate::channels::Written) -> Result<String, String> {
+        snowflake(written, "user")
+    }
+
+    fn direct(&self, id: &str) -> Option<String> {
+        Some(format!("@{id}"))
+    }
+
+    fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        DiscordSettings::validate(self)
+    }
+
+    fn paths(&self) -> Vec<crate::settings::PathClaim> {
+        DiscordSettings::paths(self)
+    }
+
+    fn approvers(&self) -> Vec<String> {
+        self.approvers.clone()
+    }
+
+    fn problems(&self) -> Vec<String> {
+        DiscordSettings::problems(self)
+    }
+
+    fn nobody_answers(&self) -> Option<String> {
+        (self.enabled && self.approvers.is_empty()).then(|| {
+            "discord is enabled but discord.approvers is empty: messages are posted, but nobody \
+             can answer them from Discord (a refused click logs the clicker's user id)"
+                .to_string()
+        })
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        if self.enabled && self.chats.is_empty() {
+            vec![
+                "discord.chats is empty: prompts reach only people a route messages directly \
+                 (`direct`); to post in a channel, add its id (Developer Mode on, right-click \
+                 the channel → Copy Channel ID) to discord.chats"
+                    .to_string(),
+            ]
+        } else {
+            Vec::new()
+        }
+    }
+
+    fn install<'a>(
+        &'a self,
+        wiring: &'a mut Wiring,
+    ) -> crate::channels::registry::BoxFuture<'a, anyhow::Result<()>> {
+        Box::pin(install(wiring, self))
+    }
+
+    fn doctor<'a>(
+        &'a self,
+        run: &'a crate::channels::Doctor,
+    ) -> crate::channels::registry::BoxFuture<'a, Vec<crate::channels::Check>> {
+        Box::pin(doctor::checks(self, run))
+    }
+}
