@@ -132,6 +132,14 @@ pub struct RouteSettings {
     /// Where it escalates to, and who may answer it from then on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub escalate_to: Option<EscalateTo>,
+    /// What a finished turn of the sessions that take this route does (`off`, `tell`,
+    /// `ask`); unset: the agent's `[hooks.*] on_finish`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_finish: Option<crate::interaction::sessions::OnFinish>,
+    /// How long `on_finish = "ask"` holds the agent for a reply, seconds; unset: the
+    /// agent's `[hooks.*] finish_wait_secs`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_wait_secs: Option<u64>,
 }
 
 /// A route's `escalate_to`: more places to post an unanswered interaction to (chats,
@@ -424,6 +432,8 @@ pub fn compile(s: &Settings) -> Result<Teams, String> {
             quorum: r.quorum,
             deny_quorum: r.deny_quorum,
             escalation,
+            on_finish: r.on_finish,
+            finish_wait_secs: r.finish_wait_secs,
         });
     }
     let routes = Routes::new(specs, &people).map_err(|e| e.to_string())?;

@@ -99,7 +99,7 @@ impl Lifecycle for Planner {
     fn plan_voted(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
         // One job per vote (its count names it), worth doing while it is pending.
         let (from, until) = created_window(i);
-        jobs.push(Job::Voted.plan(i, &[&i.votes.len().to_string()], from, until));
+        jobs.push(Job::Voted.plan(i, &[&i.votes().len().to_string()], from, until));
     }
 
     fn plan_escalated(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {

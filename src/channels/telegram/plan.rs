@@ -106,7 +106,7 @@ impl Lifecycle for Planner {
 
     fn plan_voted(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
         // One job per vote (its count names it); worth doing until the deadline.
-        let n = i.votes.len().to_string();
+        let n = i.votes().len().to_string();
         jobs.push(Job::Voted.plan(i, &[&n], Timestamp::now(), i.deadline));
     }
 
