@@ -506,6 +506,7 @@ mod tests {
                 targets: Vec::new(),
                 approvers: Vec::new(),
             }),
+            ..RouteStamp::default_route()
         }));
         assert_eq!(cards.card(&i, "wrkA")["sub_title_text"], "make shop");
         i.set_escalated_at(Some(

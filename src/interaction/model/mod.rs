@@ -258,7 +258,7 @@ pub struct Interaction {
     /// memory, then carries one pointer instead of the whole resolution's space.)
     pub resolution: Option<Box<Resolution>>,
     /// The fields few interactions set (title, description, labels, quorum, votes, the
-    /// escalation time), behind one pointer: read them through [`Interaction::title`] and
+    /// escalation time, the desk-first hold's end), behind one pointer: read them through [`Interaction::title`] and
     /// its neighbours, set them through [`Interaction::set_title`] and its neighbours.
     pub rare: RareBox,
     /// [`Interaction::input_digest`], computed once (not serialized).
@@ -302,6 +302,8 @@ struct Wire {
     #[serde(default)]
     escalated_at: Option<Timestamp>,
     #[serde(default)]
+    phones_at: Option<Timestamp>,
+    #[serde(default)]
     resolution: Option<Box<Resolution>>,
 }
 
@@ -330,6 +332,7 @@ impl From<Wire> for Interaction {
                 quorum: w.quorum,
                 votes: w.votes,
                 escalated_at: w.escalated_at,
+                phones_at: w.phones_at,
             }
             .into(),
             digest: DigestCache::default(),
@@ -460,6 +463,17 @@ impl Interaction {
         self.rare.set(votes.is_empty(), |r| r.votes = votes);
     }
 
+    /// "Desk first": when its route held the phone copies because one of its approvers was
+    /// at the desk at its creation, the time the phones are told (never past the deadline).
+    pub fn phones_at(&self) -> Option<Timestamp> {
+        self.rare.get().phones_at
+    }
+
+    /// Sets [`Interaction::phones_at`].
+    pub fn set_phones_at(&mut self, at: Option<Timestamp>) {
+        self.rare.set(at.is_none(), |r| r.phones_at = at);
+    }
+
     /// Sets [`Interaction::escalated_at`].
     pub fn set_escalated_at(&mut self, at: Option<Timestamp>) {
         self.rare.set(at.is_none(), |r| r.escalated_at = at);
@@ -566,6 +580,9 @@ impl Serialize for Interaction {
         st.serialize_field("timeout_secs", &self.timeout_secs)?;
         if let Some(at) = self.escalated_at() {
             st.serialize_field("escalated_at", &Millis(at))?;
+        }
+        if let Some(at) = self.phones_at() {
+            st.serialize_field("phones_at", &Millis(at))?;
         }
         st.serialize_field("resolution", &self.resolution)?;
         st.end()

@@ -26,6 +26,8 @@ pub struct Rare {
     pub votes: Vec<Vote>,
     /// When its route's escalation posted it to more places.
     pub escalated_at: Option<Timestamp>,
+    /// "Desk first": when the phones are told.
+    pub phones_at: Option<Timestamp>,
 }
 
 /// The empty set of rare fields, what a null pointer stands for.
@@ -36,6 +38,7 @@ static NONE: Rare = Rare {
     quorum: None,
     votes: Vec::new(),
     escalated_at: None,
+    phones_at: None,
 };
 
 /// [`Rare`] behind one pointer, null while every field is unset. Two values compare equal
