@@ -11,6 +11,7 @@
 //! target/release/examples/loadgen ceiling --listen 127.0.0.1:8788
 //! target/release/examples/loadgen flood --url http://127.0.0.1:8787 --slow 1000 --idle 600 --duration 30 --pid <server pid>
 //! target/release/examples/loadgen stalled --url http://127.0.0.1:8787 --clients 2000 --events 1000 --input-kb 200 --pid <server pid>
+//! target/release/examples/loadgen hooks --url http://127.0.0.1:8787 --agents 16 --duration 10
 //! target/release/examples/loadgen mcp --url http://127.0.0.1:8787 --sessions 20000 --streams 1100 --pid <server pid>
 //! # two replicas on one PostgreSQL: wait on one, answer on the other
 //! target/release/examples/loadgen cycle --url http://127.0.0.1:8787 --respond-url http://127.0.0.1:8788 --pid <a>,<b> --db-cpu
@@ -40,6 +41,8 @@ use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
+#[path = "loadgen/hooks.rs"]
+mod hooks;
 #[path = "loadgen/mcp.rs"]
 mod mcp;
 
@@ -155,6 +158,27 @@ enum Cmd {
         /// Give up after this many seconds of creating and answering.
         #[arg(long, default_value_t = 120)]
         timeout_secs: u64,
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// Simulated Claude Code sessions send their session hooks (`PostToolUse`, `Stop`) in a
+    /// loop: the hooks' round trip through the server.
+    Hooks {
+        #[arg(long, default_value = "http://127.0.0.1:8787")]
+        url: String,
+        /// Sessions, each on a connection of its own.
+        #[arg(long, default_value_t = 16)]
+        agents: usize,
+        /// `PostToolUse` hooks per turn (then a `Stop`).
+        #[arg(long, default_value_t = 4)]
+        tools_per_turn: usize,
+        /// Every N-th turn, queue a message for the session first (handed over by the
+        /// turn's first `PostToolUse`).
+        #[arg(long)]
+        message_every: Option<usize>,
+        /// Seconds to run (after a one-second warm-up).
+        #[arg(long, default_value_t = 10)]
+        duration: u64,
         #[arg(long)]
         json: Option<PathBuf>,
     },
@@ -2403,6 +2427,25 @@ fn main() -> anyhow::Result<()> {
                     input_kb,
                     pid,
                     Duration::from_secs(timeout_secs),
+                )
+                .await?;
+                println!("{}", serde_json::to_string_pretty(&r)?);
+                write_json(&json, &r)
+            }
+            Cmd::Hooks {
+                url,
+                agents,
+                tools_per_turn,
+                message_every,
+                duration,
+                json,
+            } => {
+                let r = hooks::run(
+                    &url,
+                    agents,
+                    tools_per_turn,
+                    message_every,
+                    Duration::from_secs(duration),
                 )
                 .await?;
                 println!("{}", serde_json::to_string_pretty(&r)?);

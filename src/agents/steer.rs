@@ -12,7 +12,6 @@
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::Hooks;
@@ -22,25 +21,9 @@ use crate::interaction::{
     Responder, SessionReport,
 };
 
-/// The answer that lets a finished turn stop.
-pub const LET_IT_STOP: &str = "Let it stop";
+pub use crate::interaction::sessions::{CONTINUE, FINISHED_HEADER, LET_IT_STOP};
 
-/// The answer that tells the agent to go on, without more words.
-pub const CONTINUE: &str = "Continue";
-
-/// What happens when an agent's turn ends (`on_finish` in the adapter's settings).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OnFinish {
-    /// Nothing: the session's state is kept, no one is asked.
-    Off,
-    /// A "finished" question reaches the session's route; the agent is not held. A reply is
-    /// queued for the session and reaches the agent with its next prompt or tool.
-    Tell,
-    /// As `tell`, and the `Stop` hook holds the agent for a reply (`finish_wait_secs`): a
-    /// reply continues the turn at once.
-    Ask,
-}
+pub use crate::interaction::sessions::OnFinish;
 
 /// How an adapter's agent is named and what its settings say of finished turns.
 #[derive(Clone, Copy, Debug)]
@@ -165,18 +148,29 @@ fn block(reason: String) -> Value {
     json!({"decision": "block", "reason": reason})
 }
 
-/// A finished turn: asks the session's route (per `agent.on_finish`); the words to continue
-/// with, if a person gave some while the agent was held.
+/// `agent`'s settings for finished turns with what the session's route says over them.
+pub fn finish_for(state: &Hooks, agent: Agent, session: &str, cwd: Option<&str>) -> Agent {
+    let route = state.registry.finish_settings(agent.name, session, cwd);
+    Agent {
+        on_finish: route.on_finish.unwrap_or(agent.on_finish),
+        finish_wait_secs: route.finish_wait_secs.unwrap_or(agent.finish_wait_secs),
+        ..agent
+    }
+}
+
+/// A finished turn: asks the session's route (per `on_finish`, the route's or else the
+/// agent's); the words to continue with, if a person gave some while the agent was held.
 async fn finished(
     state: &Hooks,
     agent: Agent,
     owner: &str,
     hook: &Lifecycle<'_>,
 ) -> Option<String> {
+    let session = hook.session.clone().filter(|s| !s.is_empty())?;
+    let agent = finish_for(state, agent, &session, hook.cwd.as_deref());
     if agent.on_finish == OnFinish::Off {
         return None;
     }
-    let session = hook.session.clone().filter(|s| !s.is_empty())?;
     let default = state.registry.timeout_for(Kind::Question, None).ok()?;
     let timeout = match agent.on_finish {
         OnFinish::Ask => agent.finish_wait_secs.clamp(1, default.max(1)),
@@ -259,7 +253,7 @@ fn question(agent: Agent, hook: &Lifecycle<'_>) -> serde_json::Map<String, Value
     );
     let input = json!({"questions": [{
         "question": text,
-        "header": "Finished",
+        "header": FINISHED_HEADER,
         "multiSelect": false,
         "options": [
             {"label": LET_IT_STOP, "description": "End the turn here"},

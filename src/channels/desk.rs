@@ -55,7 +55,7 @@ impl DeskFirst {
 
 impl Lifecycle for DeskFirst {
     fn plan_created(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
-        let Some(at) = i.phones_at else {
+        let Some(at) = i.phones_at() else {
             return;
         };
         for job in jobs.iter_mut() {

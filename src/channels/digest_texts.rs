@@ -91,7 +91,7 @@ impl Texts {
                 } else {
                     "Form"
                 };
-                match &i.title {
+                match i.title() {
                     Some(t) => format!("{label}: {}", crate::present::visible_line(t)),
                     None => label.to_string(),
                 }

@@ -65,7 +65,11 @@ impl Feedback {
         match result {
             Ok(i) => Feedback::Resolved(i),
             Err(RegistryError::AlreadyResolved(i)) => Feedback::Already(i),
-            Err(RegistryError::NotFound(_) | RegistryError::GrantNotFound(_)) => Feedback::NotFound,
+            Err(
+                RegistryError::NotFound(_)
+                | RegistryError::GrantNotFound(_)
+                | RegistryError::SessionNotFound(_),
+            ) => Feedback::NotFound,
             Err(RegistryError::Invalid(v)) => Feedback::Invalid(v.message),
             Err(RegistryError::Forbidden(why)) => Feedback::Invalid(why),
             // An id in use by another request: the button cannot act on it.
@@ -184,9 +188,9 @@ impl Feedback {
 
 /// "Vote recorded: 1 of 2: alice via telegram", in English or Chinese.
 fn voted_text(i: &Interaction, zh: bool) -> String {
-    let need = i.quorum.map_or(1, |q| q.allow);
+    let need = i.quorum().map_or(1, |q| q.allow);
     let allows: Vec<String> = i
-        .votes
+        .votes()
         .iter()
         .filter(|v| v.allow)
         .map(|v| format!("{} via {}", v.by, v.via))

@@ -130,7 +130,7 @@ impl<J: ChatJob> Lifecycle for Planner<J> {
 
     fn plan_voted(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
         let (from, until) = created_window(i);
-        let n = i.votes.len().to_string();
+        let n = i.votes().len().to_string();
         jobs.push(J::make(Todo::Voted).plan(i, &[&n], from, until));
     }
 

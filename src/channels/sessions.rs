@@ -2,8 +2,9 @@
 //! agent sessions of the routes that post to one chat, as lines of plain text the channel
 //! escapes for its platform ([docs/sessions.md](../../docs/sessions.md)).
 
-use crate::interaction::routes::DEFAULT_ROUTE;
+use crate::interaction::routes::{Admission, DEFAULT_ROUTE, route_admission};
 use crate::interaction::{Registry, RegistryError, SessionView};
+use crate::present::render::Locale;
 use crate::present::visible_line;
 
 /// The most sessions one listing shows.
@@ -68,4 +69,69 @@ pub fn lines(sessions: &[SessionView]) -> Vec<String> {
             line
         })
         .collect()
+}
+
+/// Whether `id` on `channel` may list the sessions: on the channel's approver list
+/// (`listed`), or an approver of a configured route.
+pub fn may_list(registry: &Registry, channel: &str, id: &str, listed: bool) -> bool {
+    if listed {
+        return true;
+    }
+    let teams = registry.teams();
+    teams.routes.routes().iter().any(|r| {
+        !r.spec().approvers.is_empty()
+            && route_admission(Some(&r.stamp()), &teams.people, channel, id, false)
+                == Admission::Admitted
+    })
+}
+
+/// Whether `text` (a chat message, mentions stripped) is the `/sessions` command: `/sessions`
+/// or `sessions`, any case, or `会话`.
+pub fn is_command(text: &str) -> bool {
+    let word = text.trim().trim_start_matches('/');
+    let word = word.split('@').next().unwrap_or(word);
+    word.eq_ignore_ascii_case("sessions") || word == "会话"
+}
+
+/// What the `/sessions` command answers on a chat channel, in plain text (the channel
+/// escapes it for its platform), in `locale`: the listing for `who` (an `id` on `channel`,
+/// `listed` on its approver list) in the chat `address` (`configured`: one of the
+/// channel's configured places). Written once for every channel but Telegram's HTML.
+pub async fn answer(
+    registry: &Registry,
+    channel: &str,
+    address: &str,
+    configured: bool,
+    (id, listed): (&str, bool),
+    locale: Locale,
+) -> String {
+    let zh = locale == Locale::ZhCn;
+    if !may_list(registry, channel, id, listed) {
+        tracing::info!(channel, "/sessions from someone who approves nothing here");
+        return if zh {
+            "只有审批人可以查看会话。".into()
+        } else {
+            "Only approvers can list the sessions.".into()
+        };
+    }
+    let sessions = match of_chat(registry, channel, address, configured).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(channel, error = %e, "cannot list the sessions");
+            return if zh {
+                "暂时无法读取会话，请稍后再试。".into()
+            } else {
+                "The sessions cannot be read right now; try again later.".into()
+            };
+        }
+    };
+    if sessions.is_empty() {
+        return if zh {
+            "本会话的路由还没有已知的智能体会话。".into()
+        } else {
+            "No agent session of this chat's routes is known.".into()
+        };
+    }
+    let header = if zh { "会话" } else { "Sessions" };
+    format!("{header}\n{}", lines(&sessions).join("\n"))
 }

@@ -131,6 +131,10 @@ pub(crate) enum ClientError {
     /// No interaction with this id.
     #[error("no interaction {0}: unknown, or resolved long enough ago to be pruned")]
     NotFound(String),
+    /// No agent session with this agent and id (404 `session_not_found`): the server's
+    /// words.
+    #[error("{0}")]
+    SessionNotFound(String),
     /// The answer does not fit (a 400), or the route does not name this token's person
     /// among its approvers (a 403 `not_an_approver`): nothing changed.
     #[error("refused: {message}")]
@@ -199,7 +203,7 @@ impl ClientError {
         match self {
             ClientError::AlreadyResolved(_) => exit::ALREADY_RESOLVED,
             ClientError::AlreadyVoted(..) => exit::REFUSED,
-            ClientError::NotFound(_) => exit::NOT_FOUND,
+            ClientError::NotFound(_) | ClientError::SessionNotFound(_) => exit::NOT_FOUND,
             ClientError::Invalid { .. } | ClientError::Unauthorized { .. } => exit::REFUSED,
             ClientError::Unreachable { .. } | ClientError::Unavailable { .. } => exit::UNREACHABLE,
             ClientError::Protocol(_) => exit::ERROR,
@@ -511,6 +515,9 @@ impl Remote {
                 (Ok(v), Ok(i)) => ClientError::AlreadyVoted(Box::new(v), Box::new(i)),
                 _ => ClientError::Protocol(format!("{status}: {message}")),
             },
+            (StatusCode::NOT_FOUND, Some("session_not_found")) => {
+                ClientError::SessionNotFound(message)
+            }
             (StatusCode::NOT_FOUND, _) => {
                 ClientError::NotFound(id.unwrap_or("(no id)").to_string())
             }

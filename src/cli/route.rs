@@ -31,7 +31,7 @@ pub fn explain(settings: &Settings, call: &Call) -> anyhow::Result<String> {
     i.agent = call.agent.clone().map(Into::into);
     i.cwd = call.cwd.clone().map(Into::into);
     i.session = call.session.clone().map(Into::into);
-    i.labels = call.labels.iter().map(|l| l.as_str().into()).collect();
+    i.set_labels(call.labels.iter().map(|l| l.as_str().into()).collect());
     let out = match teams.routes.route_for(&i) {
         Some(r) => {
             let s = r.spec();

@@ -119,6 +119,33 @@ pub fn line(s: &Value) -> String {
     out
 }
 
+/// One session in a line for a terminal that shows other things too (`imrelay watch`):
+/// state, agent, session id, directory, waiting interactions, and what a finished one said
+/// last (its start).
+pub fn brief(s: &Value) -> String {
+    let text = |k: &str| visible_line(s[k].as_str().unwrap_or("-"));
+    let mut out = format!(
+        "{} · {} {} · {} · route {}",
+        text("state"),
+        text("agent"),
+        text("id"),
+        text("cwd"),
+        text("route")
+    );
+    let pending = s["pending"].as_array().map_or(0, Vec::len);
+    if pending > 0 {
+        out.push_str(&format!(" · {pending} waiting"));
+    }
+    if let Some(m) = s["last_message"]
+        .as_str()
+        .filter(|_| s["state"] == "finished")
+    {
+        let first: String = m.chars().take(80).collect();
+        out.push_str(&format!(" · said “{}”", visible_line(&first)));
+    }
+    out
+}
+
 /// `imrelay sessions [list|send AGENT ID TEXT]`
 pub fn run(args: SessionsArgs, config: Option<&std::path::Path>) -> i32 {
     let (remote, rt) = match Remote::with_runtime(&args.remote, config) {

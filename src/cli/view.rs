@@ -103,7 +103,7 @@ pub(crate) fn kind_title(i: &Interaction) -> String {
             } else {
                 "Form"
             };
-            match i.title.as_deref().filter(|t| !t.trim().is_empty()) {
+            match i.title().filter(|t| !t.trim().is_empty()) {
                 Some(t) => format!("{what} · {}", visible_line(t)),
                 None => what.to_string(),
             }
@@ -131,7 +131,7 @@ pub fn context(p: &Painter, i: &Interaction, now: Timestamp) -> Vec<String> {
     if !ctx.is_empty() {
         out.push(p.paint(Paint::Dim, &visible_line(&ctx)));
     }
-    for text in [i.title.as_deref(), i.description.as_deref()]
+    for text in [i.title(), i.description()]
         .into_iter()
         .flatten()
         .filter(|t| !t.trim().is_empty())
@@ -161,7 +161,7 @@ pub fn context(p: &Painter, i: &Interaction, now: Timestamp) -> Vec<String> {
 /// `Needs 2 people · votes: 1 of 2: alice via telegram`. `None` for any other interaction.
 pub(crate) fn votes_line(i: &Interaction) -> Option<String> {
     let q = i
-        .quorum
+        .quorum()
         .filter(|_| crate::interaction::quorum::is_voted(i))?;
     let tally = crate::interaction::quorum::tally(i)?;
     Some(format!(

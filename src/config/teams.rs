@@ -132,6 +132,14 @@ pub struct RouteSettings {
     /// Where it escalates to, and who may answer it from then on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub escalate_to: Option<EscalateTo>,
+    /// What a finished turn of the sessions that take this route does (`off`, `tell`,
+    /// `ask`); unset: the agent's `[hooks.*] on_finish`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_finish: Option<crate::interaction::sessions::OnFinish>,
+    /// How long `on_finish = "ask"` holds the agent for a reply, seconds; unset: the
+    /// agent's `[hooks.*] finish_wait_secs`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_wait_secs: Option<u64>,
     /// An answer counts only with a passkey assertion made in the inbox (see docs/phone.md).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub step_up: bool,
@@ -437,6 +445,8 @@ pub fn compile(s: &Settings) -> Result<Teams, String> {
             quorum: r.quorum,
             deny_quorum: r.deny_quorum,
             escalation,
+            on_finish: r.on_finish,
+            finish_wait_secs: r.finish_wait_secs,
             step_up: r.step_up,
             desk_first_secs: r.desk_first_secs,
             desk_first_chats: r.desk_first_chats,

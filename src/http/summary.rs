@@ -153,8 +153,8 @@ impl Serialize for Summary<'_> {
         let i = self.0;
         let input_bytes = i.input.as_json().len();
         let (input, input_cut) = shown(&i.input, || i.input.as_json().to_string());
-        let (title, title_cut) = cut_text(i.title.as_deref());
-        let (description, description_cut) = cut_text(i.description.as_deref());
+        let (title, title_cut) = cut_text(i.title());
+        let (description, description_cut) = cut_text(i.description());
         let (cwd, cwd_cut) = cut_text(i.cwd.as_deref());
         let (suggestions, suggestions_cut) = match &i.suggestions {
             Some(v) => {
@@ -197,8 +197,8 @@ impl Serialize for Summary<'_> {
             st.serialize_field("input_fixed", &true)?;
         }
         // Bounded by their own limits (16 short labels; a route from the configuration).
-        if !i.labels.is_empty() {
-            st.serialize_field("labels", &i.labels)?;
+        if !i.labels().is_empty() {
+            st.serialize_field("labels", &i.labels())?;
         }
         if i.route.is_some() {
             st.serialize_field("route", &i.route)?;
@@ -206,7 +206,7 @@ impl Serialize for Summary<'_> {
         st.serialize_field("created_at", &Millis(i.created_at))?;
         st.serialize_field("deadline", &Millis(i.deadline))?;
         st.serialize_field("timeout_secs", &i.timeout_secs)?;
-        if let Some(at) = i.escalated_at {
+        if let Some(at) = i.escalated_at() {
             st.serialize_field("escalated_at", &Millis(at))?;
         }
         st.serialize_field("resolution", &resolution)?;
@@ -242,10 +242,10 @@ mod tests {
         ));
         i.session = Some("s".into());
         i.agent = Some("a".into());
-        i.title = Some("t".into());
-        i.description = Some("d".into());
+        i.set_title(Some("t".into()));
+        i.set_description(Some("d".into()));
         i.cwd = Some("/tmp".into());
-        i.labels = vec!["prod".into()].into_boxed_slice();
+        i.set_labels(vec!["prod".into()]);
         i.route = Some(Arc::new(
             crate::interaction::routes::RouteStamp::default_route(),
         ));
@@ -264,7 +264,7 @@ mod tests {
     fn a_big_input_and_its_allow_are_previewed_within_bounds() {
         let command = "é".repeat(450_000);
         let mut i = bash(&command);
-        i.title = Some("t".repeat(20_000).into());
+        i.set_title(Some("t".repeat(20_000).into()));
         let allow = PermissionResult::Allow {
             updated_input: i.input.clone(),
             updated_permissions: None,

@@ -80,8 +80,8 @@ pub use question::{
 };
 pub use refusals::RefusalLimiter;
 pub use registry::{
-    Created, Full, GrantRequest, Grantor, Lifecycle, LongPoll, MAX_LABEL_CHARS, MAX_LABELS,
-    MAX_SESSIONS, NewInteraction, POLICY_VIA, Registry, RegistryConfig, RegistryError,
+    Created, FinishSettings, Full, GrantRequest, Grantor, Lifecycle, LongPoll, MAX_LABEL_CHARS,
+    MAX_LABELS, MAX_SESSIONS, NewInteraction, POLICY_VIA, Registry, RegistryConfig, RegistryError,
     SessionReport, SessionView, Teams, Unrecorded, audit_outcome, describe,
 };
 pub use suggestions::{

@@ -27,7 +27,7 @@ pub const ADMINISTRATOR: &str = "administrator";
 
 /// Whether `i` is decided by votes: an approval with a quorum, still pending or not.
 pub fn is_voted(i: &Interaction) -> bool {
-    i.kind == Kind::Approval && i.quorum.is_some()
+    i.kind == Kind::Approval && i.quorum().is_some()
 }
 
 /// The person behind an answer's identity (`channel`, `id`), as `people` know them: a
@@ -43,14 +43,14 @@ pub fn person_of(people: &People, channel: &str, id: &str) -> String {
 /// telegram` (and a deny's `denied by bob via feishu` when a deny was recorded without
 /// deciding). `None` when `i` has no quorum.
 pub fn tally(i: &Interaction) -> Option<String> {
-    let q = i.quorum?;
-    let allows: Vec<&Vote> = i.votes.iter().filter(|v| v.allow).collect();
+    let q = i.quorum()?;
+    let allows: Vec<&Vote> = i.votes().iter().filter(|v| v.allow).collect();
     let mut s = format!("{} of {}", allows.len(), q.allow);
     if !allows.is_empty() {
         s.push_str(": ");
         s.push_str(&who(&allows));
     }
-    let denies: Vec<&Vote> = i.votes.iter().filter(|v| !v.allow).collect();
+    let denies: Vec<&Vote> = i.votes().iter().filter(|v| !v.allow).collect();
     if !denies.is_empty() {
         s.push_str(&format!(
             "; {} of {} to deny: {}",
@@ -72,8 +72,8 @@ fn who(votes: &[&Vote]) -> String {
 
 /// The message an approval that expired before its quorum gives the agent: how many allowed.
 pub fn expiry_message(i: &Interaction) -> Option<String> {
-    let q = i.quorum.filter(|_| i.kind == Kind::Approval)?;
-    let allows = i.votes.iter().filter(|v| v.allow).count();
+    let q = i.quorum().filter(|_| i.kind == Kind::Approval)?;
+    let allows = i.votes().iter().filter(|v| v.allow).count();
     Some(format!(
         "No quorum within {} seconds: {allows} of {} people allowed it, denied",
         i.timeout_secs, q.allow
@@ -105,8 +105,8 @@ mod tests {
             Timestamp::UNIX_EPOCH,
             60,
         );
-        i.quorum = q;
-        i.votes = votes.into_boxed_slice();
+        i.set_quorum(q);
+        i.set_votes(votes);
         i
     }
 

@@ -61,6 +61,11 @@ pub struct RouteSpec {
     pub deny_quorum: Option<u32>,
     /// Where its interactions go, and who may answer them too, when nobody answered in time.
     pub escalation: Option<Escalation>,
+    /// What a finished turn of the sessions that take it does; unset: the agent's setting.
+    pub on_finish: Option<super::sessions::OnFinish>,
+    /// How long `on_finish = "ask"` holds such a session's agent for a reply, seconds;
+    /// unset: the agent's setting.
+    pub finish_wait_secs: Option<u64>,
     /// An answer counts only with a passkey assertion made in the inbox.
     pub step_up: bool,
     /// "Desk first": how long the phone copies wait while an approver is at the desk.
@@ -163,7 +168,7 @@ impl Route {
         self.spec
             .labels
             .iter()
-            .all(|l| i.labels.iter().any(|have| &**have == l.as_str()))
+            .all(|l| i.labels().iter().any(|have| &**have == l.as_str()))
     }
 
     /// The stamp an interaction taking this route carries (one, shared).
@@ -334,6 +339,7 @@ fn check_spec(
         ("timeout_secs", spec.timeout_secs),
         ("quorum", spec.quorum.map(u64::from)),
         ("deny_quorum", spec.deny_quorum.map(u64::from)),
+        ("finish_wait_secs", spec.finish_wait_secs),
     ] {
         if n == Some(0) {
             return Err(err(at(f), "must be at least 1".into()));
@@ -573,9 +579,9 @@ mod tests {
         assert!(stamp.addresses("telegram").is_none());
 
         let mut labelled = call("Bash", "x", "/tmp");
-        labelled.labels = vec!["prod".into(), "eu".into()].into();
+        labelled.set_labels(vec!["prod".into(), "eu".into()]);
         assert_eq!(r.route_for(&labelled).unwrap().name(), "prod");
-        labelled.labels = vec!["eu".into()].into();
+        labelled.set_labels(vec!["eu".into()]);
         assert!(r.route_for(&labelled).is_none());
 
         let s = r.route_for(&shop).unwrap().stamp();

@@ -28,6 +28,46 @@ pub const MAX_QUEUED: usize = 8;
 /// The most delivered messages a session's record remembers.
 const KEEP_DELIVERED: usize = 8;
 
+/// The answer to a "finished" question that lets the turn stop.
+pub const LET_IT_STOP: &str = "Let it stop";
+
+/// The answer to a "finished" question that tells the agent to go on, without more words.
+pub const CONTINUE: &str = "Continue";
+
+/// The header of a "finished" question (the one question an agent adapter asks when a
+/// session's turn ends).
+pub const FINISHED_HEADER: &str = "Finished";
+
+/// Whether `i` is a session's "finished" question: a question of a session with one
+/// question headed [`FINISHED_HEADER`] whose answers are [`LET_IT_STOP`] and [`CONTINUE`].
+/// Any text is its answer (what the agent goes on with).
+pub fn is_finished_question(i: &super::Interaction) -> bool {
+    if i.kind != super::Kind::Question || i.session.is_none() || i.agent.is_none() {
+        return false;
+    }
+    let Ok(questions) = super::parse_questions(&i.input.map()) else {
+        return false;
+    };
+    matches!(questions.as_slice(), [q] if q.header == FINISHED_HEADER
+        && q.has_label(LET_IT_STOP)
+        && q.has_label(CONTINUE))
+}
+
+/// What happens when an agent's turn ends (`on_finish` in an adapter's settings, or a
+/// route's, which takes precedence for the sessions that take it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnFinish {
+    /// Nothing: the session's state is kept, no one is asked.
+    Off,
+    /// A "finished" question reaches the session's route; the agent is not held. A reply is
+    /// queued for the session and reaches the agent with its next prompt or tool.
+    Tell,
+    /// As `tell`, and the `Stop` hook holds the agent for a reply (`finish_wait_secs`): a
+    /// reply continues the turn at once.
+    Ask,
+}
+
 /// What a session is doing, as a person reads it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

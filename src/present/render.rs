@@ -124,7 +124,7 @@ pub(crate) fn context_line(i: &Interaction) -> String {
 /// escalation posts say (and every copy of it from then on, while it is pending). `None`
 /// unless it escalated.
 pub(crate) fn escalated_line(i: &Interaction, locale: Locale) -> Option<String> {
-    i.escalated_at?;
+    i.escalated_at()?;
     let r = i.route.as_deref()?;
     let wait = duration_words(r.escalation.as_ref()?.after_secs);
     Some(match locale {
@@ -295,7 +295,7 @@ pub fn votes_line(i: &Interaction, locale: Locale) -> Option<String> {
     if !crate::interaction::quorum::is_voted(i) {
         return None;
     }
-    let need = i.quorum.map_or(1, |q| q.allow);
+    let need = i.quorum().map_or(1, |q| q.allow);
     let tally = crate::interaction::quorum::tally(i)?;
     Some(match locale {
         Locale::ZhCn => format!("需 {need} 人批准 · 投票：{tally}"),

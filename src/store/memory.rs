@@ -1,7 +1,7 @@
 //! An in-memory [`Store`]: everything is lost when the process exits. For tests and
 //! throwaway runs (`store.backend = "memory"`).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -21,20 +21,19 @@ use crate::interaction::sessions::Session;
 use crate::interaction::{Interaction, InteractionId};
 use crate::store::prelude::*;
 use crate::sync::LockExt;
+use order::Order;
 use trail::Trail;
 
+mod order;
 mod trail;
 
-type OrderKey = (i64, InteractionId);
 type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 #[derive(Default)]
 struct State {
     interactions: Map<InteractionId, Arc<Interaction>>,
-    /// Every interaction, by (creation time, id), for newest-first listing.
-    all: BTreeSet<OrderKey>,
-    /// Pending interactions only, same order.
-    pending: BTreeSet<OrderKey>,
+    /// Every interaction once, pending and resolved apart, for newest-first listing.
+    order: Order,
     messages: Map<(String, String, String), ChannelMessage>,
     jobs: Map<i64, JobRow>,
     job_keys: Map<String, i64>,
@@ -137,10 +136,6 @@ impl MemoryStore {
     }
 }
 
-fn key(i: &Interaction) -> OrderKey {
-    (i.created_at.as_millisecond(), i.id.clone())
-}
-
 #[async_trait]
 impl InteractionStore for MemoryStore {
     async fn create(
@@ -152,11 +147,7 @@ impl InteractionStore for MemoryStore {
         if let Some(existing) = st.interactions.get(&interaction.id) {
             return Ok(CreateOutcome::Exists(existing.clone()));
         }
-        let k = key(&interaction);
-        st.all.insert(k.clone());
-        if interaction.is_pending() {
-            st.pending.insert(k);
-        }
+        st.order.insert(&interaction);
         st.interactions
             .insert(interaction.id.clone(), interaction.clone());
         st.apply(effects);
@@ -175,14 +166,16 @@ impl InteractionStore for MemoryStore {
         if !current.is_pending() {
             return Ok(ResolveOutcome::AlreadyResolved(current.clone()));
         }
-        let (k, marked) = (key(current), current.escalated_at);
-        st.pending.remove(&k);
+        let marked = current.escalated_at();
+        let current = current.clone();
+        st.order.resolve(&current);
         // The escalation mark stays, whatever copy the resolution was made from.
-        let resolved = match (resolved.escalated_at, marked) {
-            (None, Some(at)) => Arc::new(Interaction {
-                escalated_at: Some(at),
-                ..(*resolved).clone()
-            }),
+        let resolved = match (resolved.escalated_at(), marked) {
+            (None, Some(at)) => {
+                let mut marked = (*resolved).clone();
+                marked.set_escalated_at(Some(at));
+                Arc::new(marked)
+            }
             _ => resolved,
         };
         st.interactions.insert(resolved.id.clone(), resolved);
@@ -199,7 +192,7 @@ impl InteractionStore for MemoryStore {
             Count::Decided(i) => (Arc::new(i), ballot.decided_effects, true),
         };
         if decided {
-            st.pending.remove(&key(&updated));
+            st.order.resolve(&updated);
         }
         st.interactions.insert(updated.id.clone(), updated.clone());
         st.apply(effects);
@@ -219,14 +212,14 @@ impl InteractionStore for MemoryStore {
         let Some(current) = st.interactions.get(&escalated.id) else {
             return Ok(EscalateOutcome::NotFound);
         };
-        if !current.is_pending() || current.escalated_at.is_some() {
+        if !current.is_pending() || current.escalated_at().is_some() {
             return Ok(EscalateOutcome::Unchanged(current.clone()));
         }
         // The votes recorded meanwhile are kept.
-        let escalated = Arc::new(Interaction {
-            votes: current.votes.clone(),
-            ..(*escalated).clone()
-        });
+        let votes = current.votes().to_vec();
+        let mut escalated = (*escalated).clone();
+        escalated.set_votes(votes);
+        let escalated = Arc::new(escalated);
         st.interactions.insert(escalated.id.clone(), escalated);
         st.apply(effects);
         Ok(EscalateOutcome::Escalated)
@@ -238,18 +231,10 @@ impl InteractionStore for MemoryStore {
 
     async fn list(&self, query: &ListQuery) -> Result<Page, StoreError> {
         let st = self.lock();
-        let index = match query.status {
-            StatusFilter::Pending => &st.pending,
-            StatusFilter::Resolved | StatusFilter::All => &st.all,
-        };
-        let upper = query.after.as_ref().map(|c| (c.created_ms, c.id.clone()));
-        let iter: Box<dyn Iterator<Item = &OrderKey>> = match &upper {
-            Some(u) => Box::new(index.range(..u.clone()).rev()),
-            None => Box::new(index.iter().rev()),
-        };
+        let before = query.after.as_ref().map(|c| (c.created_ms, &c.id));
         let mut out = Vec::with_capacity(query.limit.min(1024));
-        for k in iter {
-            let Some(i) = st.interactions.get(&k.1) else {
+        for id in st.order.newest_first(query.status, before) {
+            let Some(i) = st.interactions.get(id) else {
                 continue;
             };
             if !query.status.matches(i) {
@@ -265,11 +250,14 @@ impl InteractionStore for MemoryStore {
 
     async fn pending(&self) -> Result<Vec<Arc<Interaction>>, StoreError> {
         let st = self.lock();
-        Ok(st
-            .pending
-            .iter()
-            .filter_map(|k| st.interactions.get(&k.1).cloned())
-            .collect())
+        let mut pending: Vec<Arc<Interaction>> = st
+            .order
+            .newest_first(StatusFilter::Pending, None)
+            .filter_map(|id| st.interactions.get(id).cloned())
+            .collect();
+        // Oldest first, as it always listed them.
+        pending.reverse();
+        Ok(pending)
     }
 
     async fn prune(&self, before: Timestamp) -> Result<u64, StoreError> {
@@ -282,7 +270,7 @@ impl InteractionStore for MemoryStore {
             .collect();
         for i in &doomed {
             st.interactions.remove(&i.id);
-            st.all.remove(&key(i));
+            st.order.remove_resolved(i);
         }
         let ids: std::collections::HashSet<&InteractionId> = doomed.iter().map(|i| &i.id).collect();
         st.messages.retain(|_, m| !ids.contains(&m.interaction_id));

@@ -186,6 +186,9 @@ impl From<RegistryError> for ApiError {
             RegistryError::GrantNotFound(id) => {
                 Self::not_found(format!("no grant in force with id {id}"))
             }
+            RegistryError::SessionNotFound(message) => {
+                Self::new(StatusCode::NOT_FOUND, "session_not_found", message)
+            }
             RegistryError::Forbidden(message) => {
                 Self::new(StatusCode::FORBIDDEN, "not_an_approver", message)
             }

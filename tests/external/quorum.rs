@@ -125,7 +125,7 @@ async fn votes_on_two_replicas_at_once_are_counted_and_decide_once(schema: Strin
             .respond(&id, Answer::allow(), on("feishu", "ou_carol"))
             .await;
         let decided = carol.unwrap();
-        assert_eq!(decided.votes.len(), 3);
+        assert_eq!(decided.votes().len(), 3);
         let waited = waiting.await.unwrap().unwrap().expect("resolved");
         assert_eq!(
             waited.resolution.as_ref().unwrap().outcome,
@@ -182,7 +182,7 @@ async fn a_replica_started_between_the_votes_goes_on_counting(schema: String) {
     let Err(RegistryError::Voted(i)) = second else {
         panic!("{second:?}")
     };
-    assert_eq!(i.votes.len(), 2);
+    assert_eq!(i.votes().len(), 2);
     // A deny denies at once.
     let denied = c
         .registry
@@ -190,8 +190,8 @@ async fn a_replica_started_between_the_votes_goes_on_counting(schema: String) {
         .await
         .unwrap();
     assert_eq!(denied.resolution.as_ref().unwrap().outcome, Outcome::Denied);
-    assert_eq!(denied.votes.len(), 3);
+    assert_eq!(denied.votes().len(), 3);
     let stored = c.registry.get(&id).await.unwrap().unwrap();
-    assert_eq!(stored.votes.len(), 3);
+    assert_eq!(stored.votes().len(), 3);
     c.stop().await;
 }

@@ -535,10 +535,9 @@ async fn escalation(reg: &Registry, store: &Arc<dyn Store>) {
             .map_or(0, |(_, n)| n)
     };
     let i = created(reg, "c-esc").await;
-    let marked = Arc::new(Interaction {
-        escalated_at: Some(Timestamp::now()),
-        ..(*i).clone()
-    });
+    let mut marked = (*i).clone();
+    marked.set_escalated_at(Some(Timestamp::now()));
+    let marked = Arc::new(marked);
     let effects = Effects {
         jobs: vec![job("j-esc", "esc-channel")],
         audit: vec![],
@@ -553,21 +552,20 @@ async fn escalation(reg: &Registry, store: &Arc<dyn Store>) {
     let stored = store.get(&i.id).await.unwrap().unwrap();
     assert!(stored.is_pending());
     assert_eq!(
-        stored.escalated_at.map(|t| t.as_millisecond()),
-        marked.escalated_at.map(|t| t.as_millisecond())
+        stored.escalated_at().map(|t| t.as_millisecond()),
+        marked.escalated_at().map(|t| t.as_millisecond())
     );
     assert_eq!(backlog(store.clone()).await, 1);
     // Once: a second try (another process's) records nothing.
-    let again = Arc::new(Interaction {
-        escalated_at: Some(Timestamp::now() + jiff::SignedDuration::from_secs(1)),
-        ..(*i).clone()
-    });
+    let mut again = (*i).clone();
+    again.set_escalated_at(Some(Timestamp::now() + jiff::SignedDuration::from_secs(1)));
+    let again = Arc::new(again);
     let effects = Effects {
         jobs: vec![job("j-esc-2", "esc-channel")],
         audit: vec![],
     };
     match store.escalate(again, effects).await.unwrap() {
-        EscalateOutcome::Unchanged(current) => assert!(current.escalated_at.is_some()),
+        EscalateOutcome::Unchanged(current) => assert!(current.escalated_at().is_some()),
         other => panic!("unexpected {other:?}"),
     }
     assert_eq!(backlog(store.clone()).await, 1);
@@ -575,7 +573,7 @@ async fn escalation(reg: &Registry, store: &Arc<dyn Store>) {
     let resolved = Arc::new(i.resolved(imrelay::interaction::expired(&i, Timestamp::now())));
     store.resolve(resolved, Effects::default()).await.unwrap();
     let stored = store.get(&i.id).await.unwrap().unwrap();
-    assert!(!stored.is_pending() && stored.escalated_at.is_some());
+    assert!(!stored.is_pending() && stored.escalated_at().is_some());
     // Resolved, or unknown: nothing to escalate.
     match store.escalate(marked, Effects::default()).await.unwrap() {
         EscalateOutcome::Unchanged(current) => assert!(!current.is_pending()),
@@ -583,7 +581,7 @@ async fn escalation(reg: &Registry, store: &Arc<dyn Store>) {
     }
     let mut ghost = (*i).clone();
     ghost.id = InteractionId::parse("c-esc-ghost").unwrap();
-    ghost.escalated_at = Some(Timestamp::now());
+    ghost.set_escalated_at(Some(Timestamp::now()));
     assert!(matches!(
         store
             .escalate(Arc::new(ghost), Effects::default())

@@ -216,7 +216,8 @@ async fn a_message_reaches_a_working_session_at_its_next_tool_and_is_audited() {
             &json!({"text": "hi"}),
         )
         .await;
-    assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
+    assert_eq!(status, StatusCode::NOT_FOUND, "{err}");
+    assert_eq!(err["error"]["code"], "session_not_found", "{err}");
     let (status, err) = app.post(&path, &json!({"text": "  "})).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
     assert_eq!(err["error"]["field"], "text", "{err}");
@@ -473,7 +474,7 @@ async fn imrelay_sessions_lists_them_and_sends_a_message() {
     assert_eq!(list[0]["messages"][0]["via"], "terminal", "{list}");
     // A session nobody has seen: the server's words, a failing status.
     let (code, _, err) = cli(&app, &["send", "codex", "nope", "hi"]).await;
-    assert_ne!(code, Some(0));
+    assert_eq!(code, Some(4), "{err}");
     assert!(err.contains("no codex session nope is known"), "{err}");
     app.stop().await;
 }
@@ -533,5 +534,95 @@ async fn a_finished_question_is_withdrawn_when_the_agent_stops_waiting() {
     .await;
     assert_eq!(gone["resolution"]["outcome"], "cancelled", "{gone}");
     assert_eq!(gone["resolution"]["by"], "claude-code", "{gone}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn an_unknown_session_is_a_404_session_not_found_wherever_it_is_named() {
+    let app = spawn_app().await;
+    let prompt = claude("UserPromptSubmit", json!({"prompt": "go"}));
+    hook_with(&app, prompt, None).await.unwrap();
+    // Another agent's session id, an id never seen, a session id of another agent.
+    for path in [
+        "/v1/sessions/claude-code/never-seen",
+        &format!("/v1/sessions/codex/{SESSION}"),
+        "/v1/sessions/nobody/x",
+    ] {
+        let (status, err) = app.get(path).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{path}: {err}");
+        assert_eq!(err["error"]["code"], "session_not_found", "{path}: {err}");
+        let message = err["error"]["message"].as_str().unwrap();
+        assert!(message.contains("is known"), "{message}");
+        // A message to it: the same, whatever the message says (even nothing).
+        for body in [json!({"text": "hi"}), json!({"text": ""})] {
+            let (status, err) = app.post(&format!("{path}/messages"), &body).await;
+            assert_eq!(status, StatusCode::NOT_FOUND, "{path}: {err}");
+            assert_eq!(err["error"]["code"], "session_not_found", "{path}: {err}");
+        }
+    }
+    // The known one still answers.
+    assert_eq!(session(&app, "claude-code").await["id"], SESSION);
+    app.stop().await;
+}
+
+/// A `Stop` of the session in `cwd`, posted with the agent token.
+fn stop_in(app: &TestApp, cwd: &str) -> tokio::task::JoinHandle<Value> {
+    let mut body = claude(
+        "Stop",
+        json!({"stop_hook_active": false, "last_assistant_message": "Done."}),
+    );
+    body["cwd"] = json!(cwd);
+    hook_with(app, body, Some(AGENT))
+}
+
+#[tokio::test]
+async fn a_route_says_what_a_finished_turn_does_over_the_agents_setting() {
+    // The agent says off; the shop's route says ask, for 60 s.
+    let app = spawn_with(|s| {
+        teams(s);
+        s.hooks.claude_code.on_finish = OnFinish::Off;
+        s.routes[0].on_finish = Some(OnFinish::Ask);
+        s.routes[0].finish_wait_secs = Some(60);
+    })
+    .await;
+    let mut app = app;
+    app.token = Some(ALICE.into());
+    let held = stop_in(&app, "/srv/shop");
+    let q = pending_one(&app).await;
+    assert_eq!(q["route"]["name"], "shop", "{q}");
+    assert!(q["timeout_secs"].as_u64().unwrap() <= 60, "{q}");
+    let (status, out) = app
+        .respond(
+            q["id"].as_str().unwrap(),
+            &json!({"answers": {"0": "go on"}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{out}");
+    assert_eq!(held.await.unwrap()["decision"], "block");
+    // Elsewhere the agent's setting holds: nobody is asked.
+    let elsewhere = tokio::time::timeout(Duration::from_secs(10), stop_in(&app, "/srv/blog"))
+        .await
+        .expect("answered at once")
+        .unwrap();
+    assert_eq!(elsewhere, json!({}));
+    let (_, list) = app.get("/v1/interactions?status=pending").await;
+    assert_eq!(list["interactions"], json!([]), "{list}");
+    app.stop().await;
+
+    // The agent says ask; the shop's route says off.
+    let mut app = spawn_with(|s| {
+        teams(s);
+        s.hooks.claude_code.on_finish = OnFinish::Ask;
+        s.routes[0].on_finish = Some(OnFinish::Off);
+    })
+    .await;
+    app.token = Some(ALICE.into());
+    let quiet = tokio::time::timeout(Duration::from_secs(10), stop_in(&app, "/srv/shop"))
+        .await
+        .expect("answered at once")
+        .unwrap();
+    assert_eq!(quiet, json!({}));
+    let (_, list) = app.get("/v1/interactions?status=pending").await;
+    assert_eq!(list["interactions"], json!([]), "{list}");
     app.stop().await;
 }

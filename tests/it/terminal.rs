@@ -1622,3 +1622,68 @@ async fn watch_asks_for_a_rule_when_it_has_none_to_propose() {
     assert_eq!(w.exit_code(), 0);
     assert!(!w.screen().contains("Enter keeps it"), "{}", w.screen());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_lists_the_agent_sessions_with_their_states() {
+    let relay = Relay::start();
+    let hook = |body: Value| {
+        let (http, url) = (
+            relay.http.clone(),
+            format!("{}/v1/hooks/claude-code", relay.base()),
+        );
+        async move {
+            let resp = http.post(url).json(&body).send().await.expect("a hook");
+            assert_eq!(resp.status(), StatusCode::OK);
+        }
+    };
+    // One session working, one whose turn ended with what it said.
+    hook(
+        json!({"hook_event_name": "UserPromptSubmit", "session_id": "s-working",
+        "cwd": "/home/dev/shop", "prompt": "run the tests"}),
+    )
+    .await;
+    hook(
+        json!({"hook_event_name": "Stop", "session_id": "s-done", "cwd": "/home/dev/blog",
+        "stop_hook_active": false, "last_assistant_message": "Published the post."}),
+    )
+    .await;
+    let mut w = Watch::start("sessions", &relay.base(), &[]);
+    w.expect("sessions lists the agent sessions");
+    w.expect("waiting for approvals and questions (q quits) › ");
+    w.line("sessions");
+    w.expect("Agent sessions (2):");
+    w.expect_each(&[
+        "finished · claude-code s-done · /home/dev/blog · route default · said “Published the post.”",
+        "working · claude-code s-working · /home/dev/shop · route default",
+    ]);
+    w.expect("waiting for approvals and questions (q quits) › ");
+    // At an approval's prompt too, where the session asking shows as waiting.
+    let asked = {
+        let (http, url) = (
+            relay.http.clone(),
+            format!("{}/v1/hooks/claude-code", relay.base()),
+        );
+        tokio::spawn(async move {
+            let body = json!({"hook_event_name": "PreToolUse", "session_id": "s-working",
+                "cwd": "/home/dev/shop", "tool_name": "Bash", "tool_use_id": "toolu_s1",
+                "tool_input": {"command": "make test", "description": "Run the tests"}});
+            http.post(url)
+                .json(&body)
+                .send()
+                .await
+                .expect("a hook")
+                .status()
+        })
+    };
+    w.expect("a/d/e/g/s/q › ");
+    w.line("sessions");
+    w.expect("Agent sessions (2):");
+    w.expect("waiting · claude-code s-working · /home/dev/shop · route default · 1 waiting");
+    w.expect("a/d/e/g/s/q › ");
+    w.line("a");
+    w.expect("✓ Allowed by alice via terminal");
+    assert_eq!(asked.await.unwrap(), StatusCode::OK);
+    w.line("q");
+    w.expect("Bye.");
+    assert_eq!(w.exit_code(), 0);
+}

@@ -275,6 +275,9 @@ impl Clicks {
     /// anything else. The reply is sent off the acknowledgement's path.
     fn message(&self, data: &Value) {
         let text = data["text"]["content"].as_str().unwrap_or_default().trim();
+        if crate::channels::sessions::is_command(text) {
+            return self.sessions(data);
+        }
         let text = text.trim_start_matches('/').to_ascii_lowercase();
         if text != "whoami" {
             self.count("ignored");
@@ -316,6 +319,55 @@ impl Clicks {
             };
             if let Err(e) = api.send_text(space, &reply).await {
                 tracing::warn!(error = %e, "dingtalk: cannot answer whoami");
+            }
+        });
+    }
+}
+
+impl Clicks {
+    /// `/sessions` sent to the robot: the shared listing of this chat's sessions, sent off
+    /// the acknowledgement's path.
+    fn sessions(&self, data: &Value) {
+        let user = data["senderStaffId"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let conversation = data["conversationId"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let group = data["conversationType"].as_str() == Some("2");
+        if user.is_empty() || (group && conversation.is_empty()) {
+            self.count("ignored");
+            return;
+        }
+        self.count("sessions");
+        let (api, registry) = (self.api.clone(), self.pipeline.registry().clone());
+        let listed = self.settings.is_approver(&user);
+        let configured = group && self.settings.conversations.contains(&conversation);
+        let locale = self.cards.locale();
+        tokio::spawn(async move {
+            let address = if group {
+                conversation.clone()
+            } else {
+                format!("user:{user}")
+            };
+            let text = crate::channels::sessions::answer(
+                &registry,
+                super::CHANNEL,
+                &address,
+                configured,
+                (&user, listed),
+                locale,
+            )
+            .await;
+            let space = if group {
+                Space::Group(&conversation)
+            } else {
+                Space::User(&user)
+            };
+            if let Err(e) = api.send_text(space, &text).await {
+                tracing::warn!(error = %e, "dingtalk: cannot answer /sessions");
             }
         });
     }

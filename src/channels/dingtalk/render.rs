@@ -205,7 +205,7 @@ impl Cards {
                 clip(&i.tool_name, 80)
             ),
             Kind::Question => self.t("智能体提问", "Question from the agent").to_string(),
-            Kind::Form => match i.title.as_deref().filter(|t| !t.trim().is_empty()) {
+            Kind::Form => match i.title().filter(|t| !t.trim().is_empty()) {
                 Some(t) => clip(t, 80),
                 None => self.t("请填写表单", "Please fill in").to_string(),
             },
@@ -232,11 +232,11 @@ impl Cards {
             out.push(format!("⏫ {}", escape(&line)));
         }
         if i.kind != Kind::Form
-            && let Some(t) = i.title.as_deref().filter(|t| !t.trim().is_empty())
+            && let Some(t) = i.title().filter(|t| !t.trim().is_empty())
         {
             out.push(format!("**{}**", escape(&clip(t, 200))));
         }
-        if let Some(d) = i.description.as_deref().filter(|d| !d.trim().is_empty()) {
+        if let Some(d) = i.description().filter(|d| !d.trim().is_empty()) {
             out.push(escape(&clip(d, TEXT_CHARS)));
         }
     }

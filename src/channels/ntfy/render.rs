@@ -98,9 +98,8 @@ fn prompt_text(i: &Interaction, include_command: bool) -> (String, String) {
             );
         }
         _ => i
-            .title
-            .as_deref()
-            .or(i.description.as_deref())
+            .title()
+            .or(i.description())
             .unwrap_or("Open imrelay to answer.")
             .to_string(),
     };

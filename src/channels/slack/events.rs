@@ -64,6 +64,18 @@ impl Endpoint {
             .get(axum::http::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|t| t.starts_with("application/x-www-form-urlencoded"));
+        if form && let Some(command) = form_urlencoded::parse(&body).find(|(k, _)| k == "command") {
+            // A slash command: its fields are the form's.
+            let mut payload = serde_json::Map::new();
+            payload.insert("command".into(), Value::String(command.1.into_owned()));
+            for (k, v) in form_urlencoded::parse(&body) {
+                if matches!(&*k, "text" | "user_id" | "channel_id") {
+                    payload.insert(k.into_owned(), Value::String(v.into_owned()));
+                }
+            }
+            let reply = self.interactions.slash(&Value::Object(payload)).await;
+            return Ok(axum::Json(reply).into_response());
+        }
         if form {
             let payload = form_urlencoded::parse(&body)
                 .find(|(k, _)| k == "payload")

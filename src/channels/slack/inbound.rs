@@ -471,6 +471,7 @@ impl EnvelopeHandler for Interactions {
     async fn handle(&self, envelope: Envelope) -> Option<Value> {
         match envelope.kind.as_str() {
             "interactive" => self.payload(&envelope.payload).await,
+            "slash_commands" => Some(self.slash(&envelope.payload).await),
             other => {
                 tracing::debug!(
                     kind = other,
@@ -479,6 +480,36 @@ impl EnvelopeHandler for Interactions {
                 None
             }
         }
+    }
+}
+
+impl Interactions {
+    /// A slash command (`/sessions`, or any command of the app given `sessions` as its
+    /// text): the shared listing of the channel's sessions, shown to the person who typed
+    /// it only (an ephemeral response).
+    pub(crate) async fn slash(&self, payload: &Value) -> Value {
+        let command = payload["command"].as_str().unwrap_or_default();
+        let text = payload["text"].as_str().unwrap_or_default();
+        let said = if crate::channels::sessions::is_command(command)
+            || crate::channels::sessions::is_command(text)
+        {
+            self.count("sessions");
+            let user = payload["user_id"].as_str().unwrap_or_default();
+            let channel = payload["channel_id"].as_str().unwrap_or_default();
+            crate::channels::sessions::answer(
+                self.pipeline.registry(),
+                super::CHANNEL,
+                channel,
+                self.settings.channels.iter().any(|c| c == channel),
+                (user, self.settings.is_approver(user)),
+                crate::present::render::Locale::EnUs,
+            )
+            .await
+        } else {
+            self.count("ignored");
+            "imrelay knows one command here: sessions (the agent sessions of this channel's routes).".into()
+        };
+        json!({"response_type": "ephemeral", "text": super::render::escape(&said)})
     }
 }
 

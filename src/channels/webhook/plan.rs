@@ -120,7 +120,7 @@ impl Webhooks {
                 && let Some(mut to) = stamp.addresses(CHANNEL_IDENTITY)
                 && !to.any(|n| n == name.as_str())
                 && !(event == WebhookEvent::Resolved
-                    && i.escalated_at.is_some()
+                    && i.escalated_at().is_some()
                     && stamp
                         .escalation_addresses(CHANNEL_IDENTITY)
                         .contains(&name.as_str()))

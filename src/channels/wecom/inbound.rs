@@ -201,6 +201,21 @@ impl Inbound {
                 let chat = body["chatid"].as_str().unwrap_or(userid);
                 return Reply::Respond(self.cards.reply_text(&self.whoami(chat, userid)));
             }
+            if crate::channels::sessions::is_command(&strip_mentions(text)) {
+                self.count("sessions");
+                let chat = body["chatid"].as_str().unwrap_or(userid);
+                let configured = self.settings.chats.iter().any(|c| c == chat);
+                let listing = crate::channels::sessions::answer(
+                    self.pipeline.registry(),
+                    CHANNEL,
+                    chat,
+                    configured,
+                    (userid, self.settings.is_approver(userid)),
+                    self.cards.locale(),
+                )
+                .await;
+                return Reply::Respond(self.cards.reply_lines(&listing));
+            }
             return self.typed(userid, text).await;
         }
         self.count(if again { "duplicate" } else { "ignored" });

@@ -119,7 +119,7 @@ impl Cards {
             Kind::Question => self.t("需要回答", "Question"),
             Kind::Form => self.t("需要填写", "Form"),
         };
-        let tool = i.title.as_deref().unwrap_or(&i.tool_name);
+        let tool = i.title().unwrap_or(&i.tool_name);
         cut(
             &format!("{what}{}{}", self.colon(), visible_line(tool)),
             TITLE_CHARS,
@@ -323,7 +323,7 @@ impl Cards {
                 &format!(
                     "{label}{}{}",
                     self.colon(),
-                    visible_line(i.title.as_deref().unwrap_or(&i.tool_name))
+                    visible_line(i.title().unwrap_or(&i.tool_name))
                 ),
                 TITLE_CHARS,
             ),
@@ -373,7 +373,7 @@ impl Cards {
             }
             _ => "⛔",
         };
-        let tool = visible_line(i.title.as_deref().unwrap_or(&i.tool_name));
+        let tool = visible_line(i.title().unwrap_or(&i.tool_name));
         let body = cut(&self.body(i), NOTE_CHARS).replace("```", "'''");
         let mut content = format!(
             "{icon} **{}**{}{tool}\n> {}",
@@ -396,6 +396,12 @@ impl Cards {
     /// The reply to a typed answer (`aibot_respond_msg`): a finished stream message.
     pub fn reply_text(&self, text: &str) -> Value {
         json!({"msgtype": "stream", "stream": {"id": super::bot::req_id("imrelay"), "finish": true, "content": markdown(text)}})
+    }
+
+    /// As [`Cards::reply_text`], keeping `text`'s lines (each made visible and escaped).
+    pub fn reply_lines(&self, text: &str) -> Value {
+        let content: Vec<String> = text.lines().map(markdown).collect();
+        json!({"msgtype": "stream", "stream": {"id": super::bot::req_id("imrelay"), "finish": true, "content": content.join("\n")}})
     }
 }
 
@@ -503,7 +509,9 @@ mod tests {
             ..RouteStamp::default_route()
         }));
         assert_eq!(cards.card(&i, "wrkA")["sub_title_text"], "make shop");
-        i.escalated_at = Some(jiff::Timestamp::from_millisecond(1_700_000_300_000).unwrap());
+        i.set_escalated_at(Some(
+            jiff::Timestamp::from_millisecond(1_700_000_300_000).unwrap(),
+        ));
         assert_eq!(
             cards.card(&i, "wrkA")["sub_title_text"],
             "⏫ 已升级：路由 shop 上 5 分钟 内无人回答\nmake shop"

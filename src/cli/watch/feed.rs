@@ -44,6 +44,11 @@ impl Filter {
                 .is_none_or(|s| i.session.as_deref() == Some(s))
     }
 
+    /// The route it keeps to, if any.
+    pub(super) fn route(&self) -> Option<&str> {
+        self.route.as_deref()
+    }
+
     /// The filter in words (`route deploy, agent codex`); `None` when everything is shown.
     pub(super) fn describe(&self) -> Option<String> {
         let parts: Vec<String> = [
@@ -73,7 +78,7 @@ impl Watch {
                     self.connected_once = true;
                     self.term.say1(p.paint(
                         Paint::Dim,
-                        "Connected. Waiting for approvals and questions; q quits.",
+                        "Connected. Waiting for approvals and questions; sessions lists the agent sessions; q quits.",
                     ));
                 }
                 if !resumed {
@@ -225,7 +230,7 @@ impl Watch {
         let op = self.operator.as_ref()?;
         // A label no person lists is a person of its own.
         let unlisted = format!("{OPERATOR}:{}", op.label);
-        i.votes
+        i.votes()
             .iter()
             .find(|v| v.person == op.name || v.person == unlisted)
     }

@@ -45,7 +45,7 @@ use tokio::sync::mpsc;
 use self::editor::{Signal, Signals};
 use self::feed::Filter;
 use self::send::Done;
-use self::steps::{Act, Step, Then, is_quit};
+use self::steps::{Act, Step, Then, is_quit, is_sessions};
 use super::client::{Operator, Remote, RemoteArgs, answer_command, exit};
 use super::login_name;
 use super::term::{Input, Term, Typed};
@@ -64,6 +64,8 @@ session or a until revoked) · s skip (it stays pending and comes back) · q qui
 An approval several people decide takes no e or g: each allows it as it is.
 Questions: one option number, several separated by commas (multi-select), or your own
 answer (a number as your own answer goes in quotes); s skip · d decline · q quit.
+Sessions: `sessions` (with nothing to answer, or at an approval's prompt) lists the agent
+sessions (of --route's only, when given): state, agent, directory, what a finished one said.
 Ctrl-C leaves at any prompt; an answer imrelay has not confirmed is printed as the
 `imrelay answer` command that sends it.
 
@@ -403,7 +405,7 @@ impl Watch {
     }
 
     /// Plain mode: hands typed-ahead lines to prompts that want one. With nothing to answer,
-    /// only a `q` next in line is taken; the end of input ends the session at the next prompt.
+    /// only a `q` or `sessions` next in line is taken; the end of input ends the session at the next prompt.
     async fn drain_queue(&mut self) {
         if self.term.is_tty() {
             return;
@@ -422,10 +424,10 @@ impl Watch {
                     None => break,
                 }
             } else if self.current.is_none()
-                && self
-                    .queued
-                    .front()
-                    .is_some_and(|l| is_quit(&l.trim().to_lowercase()))
+                && self.queued.front().is_some_and(|l| {
+                    let word = l.trim().to_lowercase();
+                    is_quit(&word) || is_sessions(&word)
+                })
             {
                 let line = self.queued.pop_front().unwrap_or_default();
                 self.term.echo(&line);
@@ -437,6 +439,18 @@ impl Watch {
     }
 
     async fn on_line(&mut self, line: String) {
+        // At an approval's prompt, or with nothing to answer; a question may take the word
+        // as its answer.
+        let choosing = matches!(
+            self.current,
+            None | Some(Current {
+                step: Step::Choose,
+                ..
+            })
+        );
+        if choosing && is_sessions(&line.trim().to_lowercase()) {
+            return self.list_sessions().await;
+        }
         let Some(c) = &mut self.current else {
             match line.trim().to_lowercase().as_str() {
                 w if is_quit(w) => self.quit(exit::OK),
@@ -514,6 +528,36 @@ impl Watch {
             self.term.say(&lines);
         }
         self.send(answer);
+    }
+
+    /// `sessions`: the agent sessions (of the filter's route, if it names one), one line
+    /// each, most recently active first; then the prompt again.
+    async fn list_sessions(&mut self) {
+        let p = self.term.painter();
+        let lines = match self.remote.sessions(self.filter.route()).await {
+            Ok(list) if list.is_empty() => vec![p.paint(
+                Paint::Dim,
+                "No agent sessions seen yet (docs/sessions.md says how to send their hook events).",
+            )],
+            Ok(list) => {
+                let mut lines =
+                    vec![p.paint(Paint::Bold, &format!("Agent sessions ({}):", list.len()))];
+                lines.extend(
+                    list.iter()
+                        .map(|s| format!("  {}", super::sessions::brief(s))),
+                );
+                lines
+            }
+            Err(e) => vec![p.paint(
+                Paint::Yellow,
+                &format!(
+                    "The sessions could not be listed: {}",
+                    visible_line(&e.to_string())
+                ),
+            )],
+        };
+        self.term.say(&lines);
+        self.prompt();
     }
 
     // ----- time -----

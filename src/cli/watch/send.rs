@@ -120,7 +120,7 @@ impl Watch {
             Ok(i) => self.taken(&i, grant.as_ref()),
             Err(ClientError::AlreadyResolved(i)) => self.answered_first(&i),
             Err(ClientError::AlreadyVoted(vote, i)) => self.already_voted(&vote, &i),
-            Err(ClientError::NotFound(_)) => {
+            Err(ClientError::NotFound(_) | ClientError::SessionNotFound(_)) => {
                 self.say_error("⚑ Not sent: it is gone from imrelay (resolved and pruned).");
             }
             Err(e @ ClientError::Unauthorized { .. }) => {

@@ -114,6 +114,11 @@ pub(super) fn first(i: &Interaction) -> Result<Step, String> {
     }
 }
 
+/// Whether `word` (trimmed, lower case) lists the agent sessions.
+pub(super) fn is_sessions(word: &str) -> bool {
+    matches!(word, "sessions" | "/sessions")
+}
+
 /// Whether `word` (trimmed, lower case) leaves the watch.
 pub(super) fn is_quit(word: &str) -> bool {
     matches!(word, "q" | "quit" | "exit")
@@ -228,7 +233,7 @@ impl Step {
 /// Whether several people decide `i` (a quorum): each allows it as it is, and no grant
 /// stands for them, so neither an edit nor "allow similar calls" is offered.
 pub(super) fn voted(i: &Interaction) -> bool {
-    i.quorum.is_some()
+    i.quorum().is_some()
 }
 
 /// The keys an approval takes, as the prompt shows them: `a/d/e/g/s/q`, without `e` for an
@@ -534,7 +539,10 @@ mod tests {
     #[test]
     fn an_approval_several_people_decide_takes_a_vote_and_no_more() {
         let mut i = bash();
-        i.quorum = Some(crate::interaction::quorum::Quorum { allow: 2, deny: 1 });
+        i.set_quorum(Some(crate::interaction::quorum::Quorum {
+            allow: 2,
+            deny: 1,
+        }));
         let mut step = start(&i);
         assert_eq!(step.prompt(&i, true), "a/d/s/q › ");
         for key in ["e", "g"] {

@@ -58,6 +58,12 @@ impl InteractionId {
         Self(uuid::Uuid::now_v7().to_string().into())
     }
 
+    /// The empty id, which sorts before every valid one: the lower end of a range of keys
+    /// that end with an id. Never the id of an interaction.
+    pub fn lowest() -> Self {
+        Self(Arc::from(""))
+    }
+
     /// The id as a string slice.
     pub fn as_str(&self) -> &str {
         &self.0

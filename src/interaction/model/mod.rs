@@ -14,6 +14,7 @@
 mod canonical;
 mod id;
 mod input;
+mod rare;
 mod result;
 mod stamps;
 mod time;
@@ -30,6 +31,7 @@ pub use canonical::canonical_json;
 use canonical::write_canonical_object;
 pub use id::{InteractionId, MAX_ID_LEN};
 pub use input::Input;
+pub use rare::{Rare, RareBox};
 pub use result::{AgentResult, PermissionResult};
 pub use stamps::{DEFAULT_ROUTE, Escalation, Quorum, RouteStamp, Target, Vote, route_name};
 pub use time::{Millis, after, millis, now};
@@ -213,6 +215,7 @@ impl Resolution {
 /// Interactions are shared as `Arc<Interaction>`; resolving one produces a new value with
 /// [`Interaction::resolution`] set.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(from = "Wire")]
 pub struct Interaction {
     /// The interaction's id.
     pub id: InteractionId,
@@ -224,72 +227,117 @@ pub struct Interaction {
     pub input: Input,
     /// The agent's session label. (The optional texts are boxed strings, a third smaller
     /// than `String`: pending interactions are held in memory.)
-    #[serde(default)]
     pub session: Option<Box<str>>,
     /// Which agent is asking (e.g. `claude-code`).
-    #[serde(default)]
     pub agent: Option<Box<str>>,
-    /// Human-readable title from the SDK's context.
-    #[serde(default)]
-    pub title: Option<Box<str>>,
-    /// Human-readable description from the SDK's context.
-    #[serde(default)]
-    pub description: Option<Box<str>>,
     /// The agent's working directory.
-    #[serde(default)]
     pub cwd: Option<Box<str>>,
     /// Permission suggestions offered by the agent: the SDK's permission updates, applied by
     /// "always allow" (checked when the interaction was created).
-    /// Boxed, like the resolution: most interactions have none, and pending interactions
-    /// are held in memory.
-    #[serde(default)]
+    /// Boxed, like the resolution: pending interactions are held in memory.
     pub suggestions: Option<Box<Value>>,
     /// The agent cannot take an edited input (Codex's hooks): an allow runs the input as it
     /// is, and an allow with an edited input is refused with a message saying so.
-    #[serde(default)]
     pub input_fixed: bool,
-    /// Labels the agent sent (`prod`, `project:shop`): routes match on them.
-    #[serde(default)]
-    pub labels: Box<[Box<str>]>,
     /// The route it took (`None` when no route is configured). Shared: every interaction
     /// that took a route points to its one stamp, rather than holding a copy of its names
     /// and targets (pending interactions are held in memory).
-    #[serde(default)]
     pub route: Option<Arc<RouteStamp>>,
     /// Who created it: the agent token (`token:` and the start of its SHA-256, never the
     /// token) or `local`, as the creating entry point names it; `None` when created without
     /// one (a Rust host). A session grant made on it is bound to this owner.
     /// (Shared: the pending interactions of one owner point to one copy of its name.)
-    #[serde(default)]
     pub owner: Option<Arc<str>>,
-    /// How many different people decide it (an approval on a route or under a policy rule
-    /// with a quorum), stamped at creation.
-    #[serde(default)]
-    pub quorum: Option<Quorum>,
-    /// The votes recorded so far (an approval with a quorum), in their order.
-    #[serde(default)]
-    pub votes: Box<[Vote]>,
     /// When imrelay accepted it.
     pub created_at: Timestamp,
     /// When it expires unless answered.
     pub deadline: Timestamp,
     /// The timeout the deadline was computed from, in seconds.
     pub timeout_secs: u64,
-    /// When its route's escalation posted it to more places (see
-    /// [`Escalation`]); set once, while it is pending.
-    #[serde(default)]
-    pub escalated_at: Option<Timestamp>,
-    /// "Desk first": when its route held the phone copies because one of its approvers was
-    /// at the desk at its creation, the time the phones are told (never past the deadline).
-    #[serde(default)]
-    pub phones_at: Option<Timestamp>,
     /// Set once, when it is resolved. (Boxed: a pending interaction, the kind held in
     /// memory, then carries one pointer instead of the whole resolution's space.)
-    #[serde(default)]
     pub resolution: Option<Box<Resolution>>,
+    /// The fields few interactions set (title, description, labels, quorum, votes, the
+    /// escalation time, the desk-first hold's end), behind one pointer: read them through [`Interaction::title`] and
+    /// its neighbours, set them through [`Interaction::set_title`] and its neighbours.
+    pub rare: RareBox,
     /// [`Interaction::input_digest`], computed once (not serialized).
-    #[serde(skip)]
     pub digest: DigestCache,
+}
+
+/// An interaction as it is written (see `impl Serialize for Interaction`), read back.
+#[derive(Deserialize)]
+struct Wire {
+    id: InteractionId,
+    kind: Kind,
+    tool_name: String,
+    input: Input,
+    #[serde(default)]
+    session: Option<Box<str>>,
+    #[serde(default)]
+    agent: Option<Box<str>>,
+    #[serde(default)]
+    title: Option<Box<str>>,
+    #[serde(default)]
+    description: Option<Box<str>>,
+    #[serde(default)]
+    cwd: Option<Box<str>>,
+    #[serde(default)]
+    suggestions: Option<Box<Value>>,
+    #[serde(default)]
+    input_fixed: bool,
+    #[serde(default)]
+    labels: Vec<Box<str>>,
+    #[serde(default)]
+    route: Option<Arc<RouteStamp>>,
+    #[serde(default)]
+    owner: Option<Arc<str>>,
+    #[serde(default)]
+    quorum: Option<Quorum>,
+    #[serde(default)]
+    votes: Vec<Vote>,
+    created_at: Timestamp,
+    deadline: Timestamp,
+    timeout_secs: u64,
+    #[serde(default)]
+    escalated_at: Option<Timestamp>,
+    #[serde(default)]
+    phones_at: Option<Timestamp>,
+    #[serde(default)]
+    resolution: Option<Box<Resolution>>,
+}
+
+impl From<Wire> for Interaction {
+    fn from(w: Wire) -> Self {
+        Interaction {
+            id: w.id,
+            kind: w.kind,
+            tool_name: w.tool_name,
+            input: w.input,
+            session: w.session,
+            agent: w.agent,
+            cwd: w.cwd,
+            suggestions: w.suggestions,
+            input_fixed: w.input_fixed,
+            route: w.route,
+            owner: w.owner,
+            created_at: w.created_at,
+            deadline: w.deadline,
+            timeout_secs: w.timeout_secs,
+            resolution: w.resolution,
+            rare: Rare {
+                title: w.title,
+                description: w.description,
+                labels: w.labels,
+                quorum: w.quorum,
+                votes: w.votes,
+                escalated_at: w.escalated_at,
+                phones_at: w.phones_at,
+            }
+            .into(),
+            digest: DigestCache::default(),
+        }
+    }
 }
 
 /// SHA-256 of a tool name and its input in canonical JSON.
@@ -339,16 +387,11 @@ impl Interaction {
             input: input.into(),
             session: None,
             agent: None,
-            title: None,
-            description: None,
             cwd: None,
             suggestions: None,
             input_fixed: false,
-            labels: Box::default(),
             route: None,
             owner: None,
-            quorum: None,
-            votes: Box::default(),
             created_at,
             deadline: created_at
                 .checked_add(jiff::SignedDuration::from_secs(
@@ -356,11 +399,84 @@ impl Interaction {
                 ))
                 .unwrap_or(Timestamp::MAX),
             timeout_secs,
-            escalated_at: None,
-            phones_at: None,
             resolution: None,
+            rare: RareBox::default(),
             digest: DigestCache::default(),
         }
+    }
+
+    /// Human-readable title from the SDK's context.
+    pub fn title(&self) -> Option<&str> {
+        self.rare.get().title.as_deref()
+    }
+
+    /// Human-readable description from the SDK's context.
+    pub fn description(&self) -> Option<&str> {
+        self.rare.get().description.as_deref()
+    }
+
+    /// Labels the agent sent (`prod`, `project:shop`): routes match on them.
+    pub fn labels(&self) -> &[Box<str>] {
+        &self.rare.get().labels
+    }
+
+    /// How many different people decide it (an approval on a route or under a policy rule
+    /// with a quorum), stamped at creation.
+    pub fn quorum(&self) -> Option<Quorum> {
+        self.rare.get().quorum
+    }
+
+    /// The votes recorded so far (an approval with a quorum), in their order.
+    pub fn votes(&self) -> &[Vote] {
+        &self.rare.get().votes
+    }
+
+    /// When its route's escalation posted it to more places (see [`Escalation`]); set once,
+    /// while it is pending.
+    pub fn escalated_at(&self) -> Option<Timestamp> {
+        self.rare.get().escalated_at
+    }
+
+    /// Sets [`Interaction::title`].
+    pub fn set_title(&mut self, title: Option<Box<str>>) {
+        self.rare.set(title.is_none(), |r| r.title = title);
+    }
+
+    /// Sets [`Interaction::description`].
+    pub fn set_description(&mut self, description: Option<Box<str>>) {
+        self.rare
+            .set(description.is_none(), |r| r.description = description);
+    }
+
+    /// Sets [`Interaction::labels`].
+    pub fn set_labels(&mut self, labels: Vec<Box<str>>) {
+        self.rare.set(labels.is_empty(), |r| r.labels = labels);
+    }
+
+    /// Sets [`Interaction::quorum`].
+    pub fn set_quorum(&mut self, quorum: Option<Quorum>) {
+        self.rare.set(quorum.is_none(), |r| r.quorum = quorum);
+    }
+
+    /// Sets [`Interaction::votes`].
+    pub fn set_votes(&mut self, votes: Vec<Vote>) {
+        self.rare.set(votes.is_empty(), |r| r.votes = votes);
+    }
+
+    /// "Desk first": when its route held the phone copies because one of its approvers was
+    /// at the desk at its creation, the time the phones are told (never past the deadline).
+    pub fn phones_at(&self) -> Option<Timestamp> {
+        self.rare.get().phones_at
+    }
+
+    /// Sets [`Interaction::phones_at`].
+    pub fn set_phones_at(&mut self, at: Option<Timestamp>) {
+        self.rare.set(at.is_none(), |r| r.phones_at = at);
+    }
+
+    /// Sets [`Interaction::escalated_at`].
+    pub fn set_escalated_at(&mut self, at: Option<Timestamp>) {
+        self.rare.set(at.is_none(), |r| r.escalated_at = at);
     }
 
     /// Its id and creation time in milliseconds (`toolu_1:1763800000000`): what names this
@@ -437,8 +553,8 @@ impl Serialize for Interaction {
         st.serialize_field("input", &self.input)?;
         st.serialize_field("session", &self.session)?;
         st.serialize_field("agent", &self.agent)?;
-        st.serialize_field("title", &self.title)?;
-        st.serialize_field("description", &self.description)?;
+        st.serialize_field("title", &self.title())?;
+        st.serialize_field("description", &self.description())?;
         st.serialize_field("cwd", &self.cwd)?;
         if self.suggestions.is_some() {
             st.serialize_field("suggestions", &self.suggestions)?;
@@ -446,8 +562,8 @@ impl Serialize for Interaction {
         if self.input_fixed {
             st.serialize_field("input_fixed", &true)?;
         }
-        if !self.labels.is_empty() {
-            st.serialize_field("labels", &self.labels)?;
+        if !self.labels().is_empty() {
+            st.serialize_field("labels", self.labels())?;
         }
         if self.route.is_some() {
             st.serialize_field("route", &self.route)?;
@@ -455,17 +571,17 @@ impl Serialize for Interaction {
         if self.owner.is_some() {
             st.serialize_field("owner", &self.owner)?;
         }
-        if self.quorum.is_some() {
-            st.serialize_field("quorum", &self.quorum)?;
-            st.serialize_field("votes", &self.votes)?;
+        if let Some(quorum) = self.quorum() {
+            st.serialize_field("quorum", &Some(quorum))?;
+            st.serialize_field("votes", self.votes())?;
         }
         st.serialize_field("created_at", &Millis(self.created_at))?;
         st.serialize_field("deadline", &Millis(self.deadline))?;
         st.serialize_field("timeout_secs", &self.timeout_secs)?;
-        if let Some(at) = self.escalated_at {
+        if let Some(at) = self.escalated_at() {
             st.serialize_field("escalated_at", &Millis(at))?;
         }
-        if let Some(at) = self.phones_at {
+        if let Some(at) = self.phones_at() {
             st.serialize_field("phones_at", &Millis(at))?;
         }
         st.serialize_field("resolution", &self.resolution)?;

@@ -29,10 +29,9 @@ pub struct Ballot {
 impl Ballot {
     /// `current` with the votes `votes` (what the store counted), decided or not.
     pub fn with_votes(i: &Interaction, votes: Vec<Vote>) -> Interaction {
-        Interaction {
-            votes: votes.into_boxed_slice(),
-            ..i.clone()
-        }
+        let mut i = i.clone();
+        i.set_votes(votes);
+        i
     }
 
     /// Whether `votes` (every vote counted, this one included) decide on the vote's side.
@@ -65,13 +64,17 @@ impl Ballot {
         if !current.is_pending() {
             return Count::Refused(VoteOutcome::AlreadyResolved(current.clone()));
         }
-        if let Some(earlier) = current.votes.iter().find(|v| v.person == self.vote.person) {
+        if let Some(earlier) = current
+            .votes()
+            .iter()
+            .find(|v| v.person == self.vote.person)
+        {
             return Count::Refused(VoteOutcome::AlreadyVoted(
                 Box::new(earlier.clone()),
                 current.clone(),
             ));
         }
-        let mut votes = current.votes.to_vec();
+        let mut votes = current.votes().to_vec();
         votes.push(self.vote.clone());
         if self.decides(&votes) {
             Count::Decided(Self::with_votes(&self.decided, votes))

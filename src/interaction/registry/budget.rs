@@ -17,13 +17,14 @@ const OVERHEAD_BYTES: usize = 512;
 /// The bytes an interaction holds while pending, about.
 pub(super) fn cost(i: &Interaction) -> usize {
     let text = |s: &Option<Box<str>>| s.as_deref().map_or(0, str::len);
+    let shown = |s: Option<&str>| s.map_or(0, str::len);
     OVERHEAD_BYTES
         + i.input.as_json().len()
         + i.tool_name.len()
         + text(&i.session)
         + text(&i.agent)
-        + text(&i.title)
-        + text(&i.description)
+        + shown(i.title())
+        + shown(i.description())
         + text(&i.cwd)
         + i.suggestions.as_deref().map_or(0, |s| s.to_string().len())
 }

@@ -42,7 +42,7 @@ impl Registry {
         let Some(e) = i.route.as_deref().and_then(|r| r.escalation.as_ref()) else {
             return;
         };
-        if i.escalated_at.is_some() || !i.is_pending() {
+        if i.escalated_at().is_some() || !i.is_pending() {
             return;
         }
         let remaining = e
@@ -149,16 +149,15 @@ impl Registry {
         let at = now();
         let route = current.route.as_deref();
         if !current.is_pending()
-            || current.escalated_at.is_some()
+            || current.escalated_at().is_some()
             || current.deadline <= at
             || route.and_then(|r| r.escalation.as_ref()).is_none()
         {
             return Ok(None);
         }
-        let escalated = Arc::new(Interaction {
-            escalated_at: Some(at),
-            ..(*current).clone()
-        });
+        let mut escalated = (*current).clone();
+        escalated.set_escalated_at(Some(at));
+        let escalated = Arc::new(escalated);
         let mut jobs = Vec::new();
         for h in self.hooks().iter() {
             h.plan_escalated(&escalated, &mut jobs);
@@ -203,7 +202,7 @@ impl Registry {
     /// Keeps the escalated copy of a pending interaction held here (so reads show the mark)
     /// and disarms its timer.
     pub(super) fn note_escalated(&self, i: &Arc<Interaction>) {
-        if i.escalated_at.is_none() {
+        if i.escalated_at().is_none() {
             return;
         }
         let slot = self.inner.slots.locked().get(&i.id).cloned();
@@ -244,7 +243,7 @@ mod tests {
 
     impl Lifecycle for Counts {
         fn plan_escalated(&self, i: &Interaction, _: &mut Vec<crate::store::OutboxJob>) {
-            assert!(i.escalated_at.is_some() && i.is_pending());
+            assert!(i.escalated_at().is_some() && i.is_pending());
             self.planned.fetch_add(1, Ordering::SeqCst);
         }
         fn escalated(&self, _: &Arc<Interaction>) {
@@ -321,21 +320,21 @@ mod tests {
         settle().await;
         assert_eq!(counts.planned.load(Ordering::SeqCst), 0);
         let i = reg.get(&id("e1")).await.unwrap().unwrap();
-        assert!(i.escalated_at.is_none());
+        assert!(i.escalated_at().is_none());
         tokio::time::sleep(Duration::from_secs(2)).await;
         settle().await;
         assert_eq!(counts.planned.load(Ordering::SeqCst), 1);
         assert_eq!(counts.escalated.load(Ordering::SeqCst), 1);
         assert_eq!(reg.scheduled_escalations(), 0);
         let i = reg.get(&id("e1")).await.unwrap().unwrap();
-        assert!(i.escalated_at.is_some() && i.is_pending());
+        assert!(i.escalated_at().is_some() && i.is_pending());
         assert!(
             store
                 .get(&id("e1"))
                 .await
                 .unwrap()
                 .unwrap()
-                .escalated_at
+                .escalated_at()
                 .is_some()
         );
         // Once: asking again changes nothing.
@@ -373,7 +372,7 @@ mod tests {
                 .await
                 .unwrap()
                 .unwrap()
-                .escalated_at
+                .escalated_at()
                 .is_some()
         );
         shutdown.cancel();
@@ -403,7 +402,7 @@ mod tests {
                 .await
                 .unwrap()
                 .unwrap()
-                .escalated_at
+                .escalated_at()
                 .is_none()
         );
         shutdown.cancel();

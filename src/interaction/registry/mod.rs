@@ -57,7 +57,7 @@ pub use grants::{GrantRequest, Grantor};
 pub use policy::{POLICY_VIA, audit_outcome, describe};
 use records::{clip, log_resolution, resolved_record};
 pub use refused::Unrecorded;
-pub use sessions::{MAX_SESSIONS, SessionReport, SessionView};
+pub use sessions::{FinishSettings, MAX_SESSIONS, SessionReport, SessionView};
 use slots::Slot;
 pub use validate::{MAX_LABEL_CHARS, MAX_LABELS, NewInteraction};
 
@@ -147,6 +147,10 @@ pub enum RegistryError {
     /// No grant in force has this id.
     #[error("no grant in force with id {0}")]
     GrantNotFound(String),
+    /// No agent session is kept under this agent and id (never seen, or pruned): what it
+    /// says, with both made printable.
+    #[error("{0}")]
+    SessionNotFound(String),
     /// Who asked may not do this (make or revoke a grant beyond the routes they approve);
     /// the refusal was recorded. Nothing changed.
     #[error("{0}")]

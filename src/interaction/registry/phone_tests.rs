@@ -138,15 +138,15 @@ async fn desk_first_holds_the_phones_only_while_an_approver_is_at_the_desk() {
         ..RouteSpec::default()
     });
     let away = reg.create(bash("d1", "ls")).await.unwrap().interaction;
-    assert_eq!(away.phones_at, None);
+    assert_eq!(away.phones_at(), None);
     // Someone who is not the route's approver does not hold it.
     reg.presence().report("bob", true);
     let bob = reg.create(bash("d2", "ls")).await.unwrap().interaction;
-    assert_eq!(bob.phones_at, None);
+    assert_eq!(bob.phones_at(), None);
     reg.presence().report("alice", true);
     let held = reg.create(bash("d3", "ls")).await.unwrap().interaction;
     assert_eq!(
-        held.phones_at,
+        held.phones_at(),
         Some(crate::interaction::after(
             held.created_at,
             Duration::from_secs(20)
@@ -161,8 +161,8 @@ async fn desk_first_holds_the_phones_only_while_an_approver_is_at_the_desk() {
         .await
         .unwrap()
         .interaction;
-    assert_eq!(short.phones_at, Some(short.deadline));
+    assert_eq!(short.phones_at(), Some(short.deadline));
     reg.presence().report("alice", false);
     let left = reg.create(bash("d5", "ls")).await.unwrap().interaction;
-    assert_eq!(left.phones_at, None);
+    assert_eq!(left.phones_at(), None);
 }

@@ -47,7 +47,7 @@ impl Registry {
         let mut evaluation = policy.evaluate(i, &grants);
         // An approval that needs several people is allowed only by them: no rule or grant
         // allows it (one person's "allow similar" elsewhere must not stand for the quorum).
-        if i.quorum.is_some()
+        if i.quorum().is_some()
             && evaluation
                 .live
                 .as_ref()

@@ -32,7 +32,7 @@ pub(super) fn created_record(i: &Interaction) -> AuditRecord {
 pub(super) fn escalated_record(i: &Interaction) -> AuditRecord {
     let route = i.route.as_deref();
     AuditRecord {
-        at: i.escalated_at.unwrap_or(i.created_at),
+        at: i.escalated_at().unwrap_or(i.created_at),
         action: Action::Escalated,
         interaction_id: Some(i.id.as_str().to_string()),
         actor: Some("system".into()),

@@ -11,7 +11,7 @@ use crate::interaction::model::{ASK_USER_QUESTION, Interaction, InteractionId, n
 use crate::interaction::ports::audit::{Action, AuditRecord};
 use crate::interaction::routes::DEFAULT_ROUTE;
 use crate::interaction::sessions::{
-    MAX_MESSAGE_CHARS, Session, SessionEvent, SessionMessage, SessionState, SessionUpdate,
+    MAX_MESSAGE_CHARS, OnFinish, Session, SessionEvent, SessionMessage, SessionState, SessionUpdate,
 };
 use crate::interaction::{Responder, ValidationError};
 
@@ -120,25 +120,56 @@ fn is_agents(i: &Interaction, agent: &str) -> bool {
         .is_some_and(|a| a == agent || a.strip_prefix(agent).is_some_and(|r| r.starts_with('/')))
 }
 
+/// What a route says of a session's finished turns: its `on_finish` and `finish_wait_secs`,
+/// each `None` where the route leaves it to the agent's settings.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FinishSettings {
+    /// What a finished turn does.
+    pub on_finish: Option<OnFinish>,
+    /// How long `ask` holds the agent, seconds.
+    pub finish_wait_secs: Option<u64>,
+}
+
+/// The interaction a session's "finished" question would be, for matching routes.
+fn probe(agent: &str, id: &str, cwd: Option<&str>) -> Option<Interaction> {
+    let probe_id = InteractionId::parse("session-route").ok()?;
+    let mut probe = Interaction::pending(
+        probe_id,
+        ASK_USER_QUESTION,
+        serde_json::Map::new(),
+        now(),
+        0,
+    );
+    probe.agent = Some(agent.into());
+    probe.session = Some(id.into());
+    probe.cwd = cwd.map(Into::into);
+    Some(probe)
+}
+
 impl Registry {
     /// The route a session's interactions take: the one its "finished" question would.
     pub fn session_route(&self, agent: &str, id: &str, cwd: Option<&str>) -> String {
-        let Ok(probe_id) = InteractionId::parse("session-route") else {
+        let Some(probe) = probe(agent, id, cwd) else {
             return DEFAULT_ROUTE.to_string();
         };
-        let mut probe = Interaction::pending(
-            probe_id,
-            ASK_USER_QUESTION,
-            serde_json::Map::new(),
-            now(),
-            0,
-        );
-        probe.agent = Some(agent.into());
-        probe.session = Some(id.into());
-        probe.cwd = cwd.map(Into::into);
         self.routes()
             .stamp_for(&probe)
             .map_or_else(|| DEFAULT_ROUTE.to_string(), |s| s.name.clone())
+    }
+
+    /// What the route of a session (the one its "finished" question takes) says of finished
+    /// turns; it overrides the agent's settings where it says anything.
+    pub fn finish_settings(&self, agent: &str, id: &str, cwd: Option<&str>) -> FinishSettings {
+        let Some(probe) = probe(agent, id, cwd) else {
+            return FinishSettings::default();
+        };
+        let routes = self.routes();
+        routes
+            .route_for(&probe)
+            .map_or_else(FinishSettings::default, |r| FinishSettings {
+                on_finish: r.spec().on_finish,
+                finish_wait_secs: r.spec().finish_wait_secs,
+            })
     }
 
     /// Records what an adapter saw of a session; returns the session as kept, with the
@@ -234,6 +265,12 @@ impl Registry {
         text: &str,
         sender: &Grantor,
     ) -> Result<SessionView, RegistryError> {
+        // An unknown session is said first, whatever the message: 404 wherever one is named.
+        let store = &self.inner.store;
+        let s = store
+            .session(agent, id)
+            .await?
+            .ok_or_else(|| no_session(agent, id))?;
         let text = text.trim();
         if text.is_empty() || text.chars().count() > MAX_MESSAGE_CHARS {
             return Err(ValidationError::new(
@@ -242,11 +279,6 @@ impl Registry {
             )
             .into());
         }
-        let store = &self.inner.store;
-        let s = store
-            .session(agent, id)
-            .await?
-            .ok_or_else(|| no_session(agent, id))?;
         let responder = self.attribute(sender.responder().clone());
         self.may_steer(&s, &responder, sender).await?;
         let person = responder.audit_actor().unwrap_or_else(|| "someone".into());
@@ -278,6 +310,7 @@ impl Registry {
         let refused = Arc::new(std::sync::Mutex::new(None));
         let why = refused.clone();
         let change = Box::new(move |s: Option<Session>| {
+            // Gone meanwhile (pruned): `why` stays empty.
             let mut s = s?;
             match s.queue(message) {
                 Ok(()) => Some(s),
@@ -292,11 +325,10 @@ impl Registry {
             .await?;
         let Some(kept) = kept else {
             let why = crate::sync::LockExt::locked(&*refused).take();
-            return Err(ValidationError::new(
-                "session",
-                why.unwrap_or_else(|| "this session is no longer kept".into()),
-            )
-            .into());
+            return Err(match why {
+                Some(why) => ValidationError::new("session", why).into(),
+                None => no_session(agent, id),
+            });
         };
         for h in self.hooks().iter() {
             h.steered(responder.via.as_str(), "queued");
@@ -336,11 +368,11 @@ impl Registry {
 }
 
 fn no_session(agent: &str, id: &str) -> RegistryError {
-    ValidationError::new(
-        "session",
-        format!("no {} session {} is known", clip(agent), clip(id)),
-    )
-    .into()
+    RegistryError::SessionNotFound(format!(
+        "no {} session {} is known (never seen, or pruned): `imrelay sessions` lists them",
+        clip(agent),
+        clip(id)
+    ))
 }
 
 /// The audit record of a message to a session: `queued` when sent, `delivered` when handed

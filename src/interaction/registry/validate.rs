@@ -187,12 +187,9 @@ impl Registry {
         let mut interaction = Interaction {
             session: new.session.map(String::into_boxed_str),
             agent: new.agent.map(String::into_boxed_str),
-            title: new.title.map(String::into_boxed_str),
-            description: new.description.map(String::into_boxed_str),
             cwd: new.cwd.map(String::into_boxed_str),
             suggestions: suggestions.map(Box::new),
             input_fixed: new.input_fixed,
-            labels: new.labels.into_iter().map(String::into_boxed_str).collect(),
             ..Interaction::pending(
                 id,
                 new.tool_name,
@@ -202,6 +199,9 @@ impl Registry {
                 timeout_secs,
             )
         };
+        interaction.set_title(new.title.map(String::into_boxed_str));
+        interaction.set_description(new.description.map(String::into_boxed_str));
+        interaction.set_labels(new.labels.into_iter().map(String::into_boxed_str).collect());
         self.stamp_route(&mut interaction, requested);
         if self.inner.config.audit {
             // The creation's audit entry refers to the digest; the map is at hand now.
@@ -232,7 +232,7 @@ impl Registry {
                 interaction.created_at,
                 std::time::Duration::from_secs(hold),
             );
-            interaction.phones_at = Some(at.min(interaction.deadline));
+            interaction.set_phones_at(Some(at.min(interaction.deadline)));
         }
     }
 
@@ -261,10 +261,11 @@ impl Registry {
             // The route's and the matching ask rules' quorum, the stricter: stamped now so
             // every process counts the same votes.
             let policy = self.inner.policy.reading().clone();
-            interaction.quorum = crate::interaction::quorum::Quorum::stricter(
+            let quorum = crate::interaction::quorum::Quorum::stricter(
                 routes.route_for(interaction).and_then(|r| r.quorum()),
                 policy.quorum_for(interaction),
             );
+            interaction.set_quorum(quorum);
             // An ask rule asking for a passkey: this interaction's own copy of the stamp
             // says so (the route's is shared by every interaction taking it).
             if policy.step_up_for(interaction)

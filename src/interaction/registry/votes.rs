@@ -148,10 +148,10 @@ impl Registry {
         actor: &str,
     ) -> Ballot {
         let q = current
-            .quorum
+            .quorum()
             .unwrap_or(quorum::Quorum { allow: 1, deny: 1 });
         let needed = q.needed(vote.allow);
-        let mut votes = current.votes.to_vec();
+        let mut votes = current.votes().to_vec();
         votes.push(vote.clone());
         let after = Ballot::with_votes(current, votes);
         let record = self.inner.config.audit.then(|| AuditRecord {
@@ -267,7 +267,7 @@ mod tests {
             match a.await.unwrap() {
                 Ok(i) => {
                     decided += 1;
-                    assert_eq!(i.votes.len(), 3);
+                    assert_eq!(i.votes().len(), 3);
                 }
                 Err(RegistryError::Voted(_)) => voted += 1,
                 Err(RegistryError::AlreadyResolved(_)) => late += 1,
@@ -277,7 +277,7 @@ mod tests {
         assert_eq!((decided, voted, late), (1, 2, 3));
         let i = reg.get(&id).await.unwrap().unwrap();
         assert_eq!(i.resolution.as_ref().unwrap().outcome, Outcome::Allowed);
-        assert_eq!(i.votes.len(), 3);
+        assert_eq!(i.votes().len(), 3);
         // Announced: two votes, then one resolution.
         let mut kinds = Vec::new();
         while let Some(crate::interaction::Next::Event(e)) = events.try_next() {
@@ -336,9 +336,9 @@ mod tests {
             .create(bash("q3", "git push --force origin main"))
             .await
             .unwrap();
-        assert_eq!(push.interaction.quorum.map(|q| q.allow), Some(3));
+        assert_eq!(push.interaction.quorum().map(|q| q.allow), Some(3));
         let plain = reg.create(bash("q4", "git status")).await.unwrap();
-        assert_eq!(plain.interaction.quorum.map(|q| q.allow), Some(2));
+        assert_eq!(plain.interaction.quorum().map(|q| q.allow), Some(2));
         // A grant or an allow rule never stands for the quorum: people decide.
         reg.set_policy(Policy::new(vec![
             Rule::new(RuleSpec {
@@ -351,7 +351,7 @@ mod tests {
         ]));
         let make = reg.create(bash("q5", "make deploy")).await.unwrap();
         assert!(make.interaction.is_pending());
-        assert_eq!(make.interaction.quorum.map(|q| q.allow), Some(2));
+        assert_eq!(make.interaction.quorum().map(|q| q.allow), Some(2));
         // A rule's quorum is for ask rules only.
         let allow = Rule::new(RuleSpec {
             name: "x".into(),

@@ -6,7 +6,7 @@ use super::{Escalation, Interaction, People, RouteError};
 /// Whether `i` has escalated under `e`: marked so, or past the time it is due (the mark may
 /// not have reached this process's copy yet; every process reads the same stamp and time).
 pub(super) fn escalated(i: &Interaction, e: &Escalation) -> bool {
-    i.escalated_at.is_some() || crate::interaction::model::now() >= e.due(i)
+    i.escalated_at().is_some() || crate::interaction::model::now() >= e.due(i)
 }
 
 /// Checks a route's escalation: a wait of at least a second and below the route's timeout,
@@ -94,7 +94,7 @@ mod tests {
             Admission::Admitted
         );
         i.created_at = now();
-        i.escalated_at = Some(now());
+        i.set_escalated_at(Some(now()));
         assert_eq!(
             admission(&i, &p, "feishu", "ou_b", false),
             Admission::Admitted

@@ -5,7 +5,13 @@
 //! the chain is appended to), and shares the interaction's own id string. An entry that
 //! does not fit that form (a hash that is not lowercase hex, a chain that does not follow
 //! on) is kept whole. Every entry reads back exactly as it was appended.
+//!
+//! The short texts that repeat from entry to entry (the actor, the channel, the outcome, a
+//! tool's name as the detail) are kept once and shared, and the entries are kept in chunks
+//! of a fixed size, so that the trail never holds a doubled, half-empty list (BENCHMARKS.md,
+//! memory per pending interaction).
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use jiff::Timestamp;
@@ -26,13 +32,21 @@ struct Compact {
     at: Timestamp,
     action: Action,
     interaction_id: Option<Arc<str>>,
-    actor: Option<Box<str>>,
-    channel: Box<str>,
-    outcome: Box<str>,
+    actor: Option<Arc<str>>,
+    channel: Arc<str>,
+    outcome: Arc<str>,
     input_hash: Option<[u8; 32]>,
-    detail: Option<Box<str>>,
+    detail: Option<Arc<str>>,
     hash: [u8; 32],
 }
+
+/// Entries per chunk of the trail.
+const CHUNK: usize = 1024;
+
+/// The longest text shared between entries, and how many distinct texts are kept to share:
+/// past either, a text is kept for its entry alone.
+const WORD_MAX: usize = 64;
+const WORDS_MAX: usize = 4096;
 
 /// One entry as kept.
 #[derive(Debug)]
@@ -67,16 +81,34 @@ impl Kept {
 /// The trail, oldest first.
 #[derive(Debug, Default)]
 pub(super) struct Trail {
-    entries: Vec<Kept>,
+    /// Chunks of at most [`CHUNK`] entries, each allocated whole.
+    chunks: Vec<Vec<Kept>>,
+    /// The short texts entries share.
+    words: HashSet<Arc<str>>,
 }
 
 impl Trail {
     fn entries(&self) -> impl Iterator<Item = &Kept> {
-        self.entries.iter()
+        self.chunks.iter().flatten()
     }
 
     fn last_entry(&self) -> Option<&Kept> {
-        self.entries.last()
+        self.chunks.last().and_then(|c| c.last())
+    }
+
+    /// `text` as kept: the copy other entries share when it is short and the table has room.
+    fn word(&mut self, text: String) -> Arc<str> {
+        if text.len() > WORD_MAX {
+            return Arc::from(text);
+        }
+        if let Some(w) = self.words.get(text.as_str()) {
+            return w.clone();
+        }
+        let w: Arc<str> = Arc::from(text);
+        if self.words.len() < WORDS_MAX {
+            self.words.insert(w.clone());
+        }
+        w
     }
 
     /// The last entry's `seq` and hash.
@@ -102,17 +134,24 @@ impl Trail {
                     interaction_id: r
                         .interaction_id
                         .map(|i| id(&i).unwrap_or_else(|| Arc::from(i))),
-                    actor: r.actor.map(Box::from),
-                    channel: r.channel.into(),
-                    outcome: r.outcome.into(),
+                    actor: r.actor.map(|a| self.word(a)),
+                    channel: self.word(r.channel),
+                    outcome: self.word(r.outcome),
                     input_hash: input_hash.flatten(),
-                    detail: r.detail.map(Box::from),
+                    detail: r.detail.map(|d| self.word(d)),
                     hash,
                 })
             }
             _ => Kept::Whole(Box::new(entry)),
         };
-        self.entries.push(kept);
+        match self.chunks.last_mut() {
+            Some(c) if c.len() < CHUNK => c.push(kept),
+            _ => {
+                let mut c = Vec::with_capacity(CHUNK);
+                c.push(kept);
+                self.chunks.push(c);
+            }
+        }
     }
 
     /// The entries from `after_seq` on and at or after `since`, oldest first, at most
@@ -211,5 +250,29 @@ mod tests {
         // The interaction's id string is shared, not copied, by the compact entries of
         // "a" (seq 8 and 10; seq 5 is kept whole).
         assert_eq!(Arc::strong_count(&shared), 3);
+    }
+
+    #[test]
+    fn entries_span_chunks_and_share_their_repeated_texts() {
+        let mut trail = Trail::default();
+        let mut prev = "ff".repeat(32);
+        let n = CHUNK * 2 + 5;
+        for seq in 1..=n as i64 {
+            let hash = format!("{seq:064x}");
+            trail.push(entry(seq, &prev, &hash, None), |_| None);
+            prev = hash;
+        }
+        assert_eq!(trail.chunks.len(), 3);
+        assert!(trail.chunks.iter().all(|c| c.capacity() == CHUNK));
+        let read = trail.read(0, None, usize::MAX);
+        assert_eq!(read.len(), n);
+        assert_eq!(read[CHUNK].seq, CHUNK as i64 + 1);
+        assert_eq!(read[CHUNK].prev_hash, format!("{CHUNK:064x}"));
+        assert_eq!(trail.last(), Some((n as i64, format!("{n:064x}"))));
+        // "agent" (actor and channel) and "pending": one copy each, shared by every entry.
+        assert_eq!(trail.words.len(), 2);
+        let agent = trail.words.get("agent").unwrap();
+        // The first entry does not follow a known head: kept whole, sharing nothing.
+        assert_eq!(Arc::strong_count(agent), 2 * (n - 1) + 1);
     }
 }

@@ -17,7 +17,7 @@ impl PostgresStore {
         escalated: Arc<Interaction>,
         effects: Effects,
     ) -> Result<EscalateOutcome, StoreError> {
-        let Some(at) = escalated.escalated_at.map(ms) else {
+        let Some(at) = escalated.escalated_at().map(ms) else {
             return Err(StoreError::Corrupt(
                 "escalate called without escalated_at".into(),
             ));

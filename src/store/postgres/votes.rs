@@ -142,7 +142,7 @@ impl PostgresStore {
                 let sql = self.sql("UPDATE {s}.interactions SET doc = $2 WHERE id = $1");
                 super::exec(tx, &sql, &[&id, &Json(doc)]).await?;
                 super::exec(tx, "SELECT pg_notify($1, $2)", &[&channel, &id]).await?;
-                let at = updated.votes.last().map_or(0, |v| ms(v.at));
+                let at = updated.votes().last().map_or(0, |v| ms(v.at));
                 Ok(at)
             }
         }

@@ -103,7 +103,7 @@ pub(super) async fn a_card_shows_the_votes_so_far_from_everywhere() {
         .respond(&id, Answer::allow(), carol)
         .await
         .unwrap();
-    assert_eq!(done.votes.len(), 3);
+    assert_eq!(done.votes().len(), 3);
     let recent = card("recent", "inbox-q");
     b.until(
         "the resolved card with its votes",

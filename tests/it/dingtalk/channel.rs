@@ -733,6 +733,49 @@ async fn a_route_sends_to_its_group_and_its_person_and_only_its_approver_answers
     app.stop().await;
 }
 
+/// `sessions` to the robot: the shared listing of the group's sessions, for approvers only.
+#[tokio::test]
+async fn sessions_to_the_robot_lists_the_groups_agent_sessions() {
+    let (fake, app) = start().await;
+    let conn = connected(&fake).await;
+    let stop = json!({"hook_event_name": "Stop", "session_id": "s-dt", "cwd": "/srv/shop",
+        "stop_hook_active": false, "last_assistant_message": "Deployed to staging."});
+    let (status, out) = app.post("/v1/hooks/claude-code", &stop).await;
+    assert_eq!(status, 200, "{out}");
+    let topic = "/v1.0/im/bot/messages/get";
+    let asked = bot_message(GROUPS[0], true, APPROVER, "/sessions");
+    fake.state.push(conn, "CALLBACK", topic, "m-s1", &asked);
+    let stranger = bot_message(GROUPS[0], true, STRANGER, "会话");
+    fake.state.push(conn, "CALLBACK", topic, "m-s2", &stranger);
+    wait_until("both replies", || {
+        fake.state.calls_to("groupMessages").len() >= 2
+    })
+    .await;
+    let texts: Vec<String> = fake
+        .state
+        .calls_to("groupMessages")
+        .iter()
+        .map(|sent| {
+            assert_eq!(sent["openConversationId"], GROUPS[0]);
+            let param: Value = serde_json::from_str(sent["msgParam"].as_str().unwrap()).unwrap();
+            param["content"].as_str().unwrap().to_string()
+        })
+        .collect();
+    let listing = texts
+        .iter()
+        .find(|t| t.starts_with("会话\n"))
+        .expect("the listing");
+    assert!(
+        listing.contains("finished · claude-code · /srv/shop"),
+        "{listing}"
+    );
+    assert!(listing.contains("Deployed to staging."), "{listing}");
+    assert!(
+        texts.iter().any(|t| t == "只有审批人可以查看会话。"),
+        "{texts:?}"
+    );
+    app.stop().await;
+}
 /// The digest card of session `session`, once one was created.
 async fn digest_card(fake: &FakeDingTalk, session: &str) -> Card {
     let marker = format!("from session {session}");

@@ -1056,6 +1056,53 @@ async fn allow_similar_approves_and_grants_the_proposed_rule_for_the_session() {
     app.stop().await;
 }
 
+/// The `/sessions` slash command (Socket Mode): the shared listing of the channel's sessions
+/// in the acknowledgement, shown to the person who typed it; for approvers only.
+#[tokio::test]
+async fn the_sessions_slash_command_lists_the_channels_agent_sessions() {
+    let (fake, app) = start().await;
+    let conn = connected(&fake).await;
+    let stop = json!({"hook_event_name": "Stop", "session_id": "s-sl", "cwd": "/srv/<shop>",
+        "stop_hook_active": false, "last_assistant_message": "Deployed to staging."});
+    let (status, out) = app.post("/v1/hooks/claude-code", &stop).await;
+    assert_eq!(status, 200, "{out}");
+    let command = |id: &str, user: &str| {
+        json!({"envelope_id": id, "type": "slash_commands", "accepts_response_payload": true,
+            "payload": {"command": "/sessions", "text": "", "user_id": user,
+                "channel_id": CHANNELS[0], "team_id": "T0TEAM",
+                "response_url": "https://hooks.slack.com/commands/T0TEAM/1/x", "trigger_id": "t.1"}})
+    };
+    fake.state
+        .sockets
+        .deliver(conn, &command("env-sessions", APPROVER));
+    fake.state
+        .sockets
+        .deliver(conn, &command("env-sessions-2", STRANGER));
+    wait_until("both acknowledged", || {
+        !fake.state.sockets.acks_of("env-sessions").is_empty()
+            && !fake.state.sockets.acks_of("env-sessions-2").is_empty()
+    })
+    .await;
+    let listing = fake.state.sockets.acks_of("env-sessions")[0]
+        .payload
+        .clone()
+        .expect("a response");
+    assert_eq!(listing["response_type"], "ephemeral", "{listing}");
+    let text = listing["text"].as_str().unwrap();
+    assert!(text.starts_with("Sessions\n"), "{text}");
+    // Outside text escaped for Slack.
+    assert!(
+        text.contains("finished · claude-code · /srv/&lt;shop&gt;"),
+        "{text}"
+    );
+    let refused = fake.state.sockets.acks_of("env-sessions-2")[0]
+        .payload
+        .clone()
+        .expect("a response");
+    assert_eq!(refused["text"], "Only approvers can list the sessions.");
+    app.stop().await;
+}
+
 /// The digest message of session `session` (its conversation and ts), once one was posted.
 async fn digest_of(fake: &FakeSlack, session: &str) -> (String, String) {
     let marker = format!("from session {session}");

@@ -15,6 +15,7 @@ mod quorum;
 mod reliability;
 mod rendering;
 mod routes;
+mod sessions;
 mod webhook;
 
 use std::sync::Arc;

@@ -800,6 +800,51 @@ async fn an_empty_chat_list_starts_and_whoami_tells_the_ids() {
     app.stop().await;
 }
 
+/// `@bot sessions`: the shared listing of the chat's sessions, for approvers only.
+#[tokio::test]
+async fn sessions_to_the_bot_lists_the_chats_agent_sessions() {
+    let (fake, app) = start_with(|_| {}).await;
+    let conn = connected(&fake).await;
+    let stop = json!({"hook_event_name": "Stop", "session_id": "s-wc", "cwd": "/srv/shop",
+        "stop_hook_active": false, "last_assistant_message": "Deployed to staging."});
+    let (status, out) = app.post("/v1/hooks/claude-code", &stop).await;
+    assert_eq!(status, 200, "{out}");
+    fake.state.push(
+        conn,
+        "aibot_msg_callback",
+        "req-s1",
+        text("m-s1", APPROVER, CHATS[0], "@imrelay sessions"),
+    );
+    wait_until("the listing", || {
+        !fake.state.sent("aibot_respond_msg").is_empty()
+    })
+    .await;
+    let (_, reply) = fake.state.sent("aibot_respond_msg")[0].clone();
+    assert_eq!(reply["headers"]["req_id"], "req-s1");
+    let listing = reply["body"]["stream"]["content"].as_str().unwrap();
+    assert!(listing.starts_with("Sessions\n"), "{listing}");
+    assert!(
+        listing.contains("finished · claude-code · /srv/shop"),
+        "{listing}"
+    );
+    fake.state.push(
+        conn,
+        "aibot_msg_callback",
+        "req-s2",
+        text("m-s2", "stranger", CHATS[0], "/sessions"),
+    );
+    wait_until("the refusal", || {
+        fake.state.sent("aibot_respond_msg").len() >= 2
+    })
+    .await;
+    let (_, reply) = fake.state.sent("aibot_respond_msg")[1].clone();
+    assert_eq!(
+        reply["body"]["stream"]["content"],
+        "Only approvers can list the sessions."
+    );
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn past_digest_after_a_chat_gets_one_digest_card_approved_all_once_confirmed() {
     let (fake, app) = start_with(|s| {

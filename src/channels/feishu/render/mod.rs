@@ -238,7 +238,7 @@ impl Cards {
                 clip(&i.tool_name, 80)
             ),
             Kind::Question => self.t("智能体提问", "Question from the agent").to_string(),
-            Kind::Form => match i.title.as_deref().filter(|t| !t.trim().is_empty()) {
+            Kind::Form => match i.title().filter(|t| !t.trim().is_empty()) {
                 Some(t) => clip(t, 80),
                 None if render::single_text_form(i).is_some() => {
                     self.t("智能体提问", "Question from the agent").to_string()
@@ -263,10 +263,10 @@ impl Cards {
         {
             out.push(div(format!("⏫ {}", clip(&line, b.text / 2))));
         }
-        if let Some(t) = i.title.as_deref().filter(|t| !t.trim().is_empty()) {
+        if let Some(t) = i.title().filter(|t| !t.trim().is_empty()) {
             out.push(div(clip(t, b.text / 2)));
         }
-        if let Some(d) = i.description.as_deref().filter(|d| !d.trim().is_empty()) {
+        if let Some(d) = i.description().filter(|d| !d.trim().is_empty()) {
             out.push(div(clip(d, b.text)));
         }
     }

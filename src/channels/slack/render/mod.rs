@@ -168,12 +168,12 @@ impl Blocks {
         {
             out.push(section(&format!("⏫ {line}")));
         }
-        if let Some(t) = i.title.as_deref().filter(|t| !t.trim().is_empty())
+        if let Some(t) = i.title().filter(|t| !t.trim().is_empty())
             && i.kind != Kind::Form
         {
             out.push(section(t));
         }
-        if let Some(d) = i.description.as_deref().filter(|d| !d.trim().is_empty()) {
+        if let Some(d) = i.description().filter(|d| !d.trim().is_empty()) {
             out.push(section(d));
         }
         match i.kind {
@@ -206,8 +206,7 @@ fn title_base(i: &Interaction) -> String {
         Kind::Approval => format!("Approve {}", i.tool_name),
         Kind::Question => "Question from the agent".into(),
         Kind::Form => i
-            .title
-            .as_deref()
+            .title()
             .filter(|t| !t.trim().is_empty())
             .unwrap_or("Please fill in")
             .to_string(),
@@ -271,7 +270,7 @@ mod tests {
     fn untrusted_text_is_plain_and_within_limits() {
         let b = Blocks::new(buttons(), Some("https://relay.example".into()));
         let mut i = bash(&format!("echo <!channel> *bold* {}", "x".repeat(10_000)));
-        i.title = Some("t".repeat(500).into());
+        i.set_title(Some("t".repeat(500).into()));
         let (text, blocks) = b.message(&i);
         assert!(text.starts_with("Approval needed: Bash"));
         let mut sneaky = bash("ls");

@@ -91,8 +91,7 @@ impl Blocks {
                     blocks.push(field_input(n, f));
                 }
                 let title = i
-                    .title
-                    .as_deref()
+                    .title()
                     .filter(|t| !t.trim().is_empty())
                     .unwrap_or("Please fill in");
                 return Some(self.view(i, action, title, "Submit", blocks));

@@ -37,6 +37,7 @@ mod limit;
 mod prompt;
 mod questions;
 mod replies;
+mod steer;
 mod taps;
 
 pub(super) use self::limit::ReplyLimit;

@@ -189,6 +189,10 @@ impl Telegram {
             Ok(None) => return self.reply(m, say(Feedback::NotFound)).await,
             Err(_) => return self.reply(m, say(Feedback::StoreDown)).await,
         };
+        // A reply to one of a session's prompts may be said to the session.
+        if matches!(state, MessageState::Prompt(_)) && self.to_session(m, from, &i, text).await {
+            return;
+        }
         if !i.is_pending() {
             self.reply(m, escape(&say(Feedback::Already(i.clone()))))
                 .await;

@@ -86,21 +86,16 @@ fn headline(i: &Interaction) -> String {
 
 fn head(i: &Interaction, lim: &Limits) -> String {
     let mut s = headline(i);
-    if let Some(t) = i
-        .title
-        .as_deref()
-        .filter(|t| !t.trim().is_empty() && lim.title > 0)
-    {
+    if let Some(t) = i.title().filter(|t| !t.trim().is_empty() && lim.title > 0) {
         s.push_str(&format!("\n<b>{}</b>", esc(t, lim.title)));
     }
     // A Bash call's own `description` says what the command is for.
     let input = i.input.map();
     let description = match i.kind {
         Kind::Approval => i
-            .description
-            .as_deref()
+            .description()
             .or_else(|| input.get("description").and_then(Value::as_str)),
-        Kind::Question | Kind::Form => i.description.as_deref(),
+        Kind::Question | Kind::Form => i.description(),
     }
     .filter(|d| !d.trim().is_empty() && lim.description > 0);
     if let Some(d) = description {
@@ -366,8 +361,8 @@ mod tests {
         let codec = Codec::new(vec![1; 32]);
         let command = hostile(3000);
         let mut i = interaction("Bash", json!({ "command": command }));
-        i.title = Some(hostile(500).into());
-        i.description = Some(hostile(1000).into());
+        i.set_title(Some(hostile(500).into()));
+        i.set_description(Some(hostile(1000).into()));
         i.cwd = Some(hostile(500).into());
         i.agent = Some(hostile(100).into());
         i.tool_name = hostile(100);
@@ -409,8 +404,8 @@ mod tests {
             json!({"questions": [q(0, false), q(1, true), q(2, false), q(3, true)]}),
         );
         assert_eq!(parse_questions(&i.input.map()).unwrap().len(), 4);
-        i.title = Some(hostile(500).into());
-        i.description = Some(hostile(1000).into());
+        i.set_title(Some(hostile(500).into()));
+        i.set_description(Some(hostile(1000).into()));
         i.cwd = Some(hostile(500).into());
         let mut partly = PromptState::default();
         partly.answers.insert(0, vec![hostile(4000)]);

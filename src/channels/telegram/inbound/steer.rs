@@ -1,0 +1,92 @@
+//! Replies that talk to an agent session: a reply to any of a session's prompts (its
+//! "finished" question, an approval or question it asked) reaches the session.
+//!
+//! - A reply to a pending "finished" question is its answer: the agent goes on with the
+//!   text (as "Other…" would).
+//! - A reply to a session's prompt that no longer waits (answered, expired), or to a pending
+//!   approval with words other than `allow` / `deny [reason]`, is queued as a message to
+//!   the session, handed to the agent at its next step (docs/sessions.md).
+//!
+//! Everything else keeps its meaning (the text fallback, a form's field). Who may: the
+//! session's route's approvers, as for answers; the registry checks and records refusals.
+
+use serde_json::{Map, Value};
+use teloxide::types::{Message, User};
+
+use super::{failure, say};
+use crate::channels::pipeline::Feedback;
+use crate::channels::telegram::render::escape;
+use crate::channels::telegram::{Telegram, responder};
+use crate::interaction::sessions::is_finished_question;
+use crate::interaction::{Answer, Grantor, Interaction, Kind, RegistryError};
+
+/// Whether `text` is the text fallback's answer to an approval (`allow`, `deny [reason]`).
+fn is_answer_word(text: &str) -> bool {
+    let word = text.split_whitespace().next().unwrap_or("");
+    ["allow", "approve", "deny", "reject"]
+        .iter()
+        .any(|w| word.eq_ignore_ascii_case(w))
+}
+
+/// The session's agent as sessions are kept: a subagent's interactions
+/// (`claude-code/Explore`) belong to its agent's session.
+fn session_agent(agent: &str) -> &str {
+    agent.split_once('/').map_or(agent, |(a, _)| a)
+}
+
+impl Telegram {
+    /// Takes `text`, a reply from an approver to the prompt of `i`, as said to `i`'s agent
+    /// session when it is one (see the module's description); `false` when it is not, and
+    /// the reply keeps its usual meaning.
+    pub(super) async fn to_session(
+        &self,
+        m: &Message,
+        from: &User,
+        i: &Interaction,
+        text: &str,
+    ) -> bool {
+        let (Some(agent), Some(session)) = (i.agent.as_deref(), i.session.as_deref()) else {
+            return false;
+        };
+        let finished = i.is_pending() && is_finished_question(i);
+        // `allow` / `deny [reason]` keep their meaning (and "already answered" its notice).
+        if is_answer_word(text) && !finished {
+            return false;
+        }
+        if i.is_pending() {
+            if finished {
+                let mut answers = Map::new();
+                answers.insert("0".into(), Value::String(text.to_string()));
+                let answered = self
+                    .pipeline
+                    .respond(&i.id, Answer::Answers(answers), responder(from))
+                    .await;
+                if let Some(f) = failure(answered) {
+                    self.reply(m, escape(&f)).await;
+                }
+                return true;
+            }
+            if i.kind != Kind::Approval {
+                return false;
+            }
+        }
+        let sender = Grantor::Person {
+            responder: responder(from),
+            listed: self.is_approver(from),
+        };
+        let told = match self
+            .registry
+            .message_session(session_agent(agent), session, text, &sender)
+            .await
+        {
+            Ok(_) => format!(
+                "✉️ Queued for the {} session: it reaches the agent at its next step.",
+                escape(session_agent(agent))
+            ),
+            Err(RegistryError::SessionNotFound(why)) => escape(&why),
+            Err(e) => escape(&say(Feedback::of(Err(e)))),
+        };
+        self.reply(m, told).await;
+        true
+    }
+}

@@ -1,0 +1,107 @@
+//! Agent sessions on Telegram: a reply to a session's prompt talks to the session.
+
+use super::*;
+use imrelay::agents::steer::OnFinish;
+
+/// A Claude Code `Stop` hook of session `s-tg`, posted as Claude Code does, held until it is
+/// answered; what it answered.
+fn stop(app: &TestApp) -> tokio::task::JoinHandle<Value> {
+    let body = json!({"hook_event_name": "Stop", "session_id": "s-tg", "cwd": "/srv/shop",
+        "stop_hook_active": false, "last_assistant_message": "The migration ran."});
+    let req = app
+        .client
+        .post(app.url("/v1/hooks/claude-code"))
+        .json(&body);
+    tokio::spawn(async move {
+        let resp = req.send().await.expect("the hook call");
+        assert_eq!(resp.status(), StatusCode::OK);
+        resp.json().await.expect("JSON")
+    })
+}
+
+#[tokio::test]
+async fn a_reply_to_a_sessions_prompt_continues_it_or_reaches_it_as_a_message() {
+    let (app, tg) = start_with(Mode::Webhook, |s| {
+        s.hooks.claude_code.on_finish = OnFinish::Ask;
+        s.hooks.claude_code.finish_wait_secs = 60;
+    })
+    .await;
+    let held = stop(&app);
+    let p = prompt(&tg, PRIVATE, "finished its turn").await;
+    // A reply to the pending "finished" question continues the turn with its words.
+    deliver(
+        &app,
+        &text(
+            tg.next_update_id(),
+            ALICE,
+            PRIVATE,
+            "now run the tests",
+            Some(p.message_id),
+        ),
+    )
+    .await;
+    let out = held.await.unwrap();
+    assert_eq!(out["decision"], "block", "{out}");
+    assert!(
+        out["reason"]
+            .as_str()
+            .unwrap()
+            .contains("now run the tests"),
+        "{out}"
+    );
+    // A stranger's reply to the same prompt changes nothing.
+    deliver(
+        &app,
+        &text(
+            tg.next_update_id(),
+            MALLORY,
+            PRIVATE,
+            "rm -rf /",
+            Some(p.message_id),
+        ),
+    )
+    .await;
+    // A reply once it was answered is a message to the session, queued for its next step.
+    deliver(
+        &app,
+        &text(
+            tg.next_update_id(),
+            ALICE,
+            PRIVATE,
+            "and then the linter",
+            Some(p.message_id),
+        ),
+    )
+    .await;
+    tg.wait_for("sendMessage", |c| {
+        c.iter().any(|c| {
+            c.params["text"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("✉️ Queued for the claude-code session")
+        })
+    })
+    .await;
+    let (status, s) = app.get("/v1/sessions/claude-code/s-tg").await;
+    assert_eq!(status, StatusCode::OK, "{s}");
+    let messages = s["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 1, "{s}");
+    assert_eq!(messages[0]["text"], "and then the linter", "{s}");
+    assert_eq!(messages[0]["by"], "Alice", "{s}");
+    assert_eq!(messages[0]["via"], "telegram", "{s}");
+    // `allow` / `deny` to an answered prompt keep their meaning: already answered.
+    deliver(
+        &app,
+        &text(
+            tg.next_update_id(),
+            ALICE,
+            PRIVATE,
+            "allow",
+            Some(p.message_id),
+        ),
+    )
+    .await;
+    let (_, s) = app.get("/v1/sessions/claude-code/s-tg").await;
+    assert_eq!(s["messages"].as_array().unwrap().len(), 1, "{s}");
+    app.stop().await;
+}
