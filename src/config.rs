@@ -98,6 +98,9 @@ pub struct Settings {
     /// The ntfy channel.
     #[serde(default)]
     pub ntfy: crate::channels::ntfy::NtfySettings,
+    /// The Matrix channel.
+    #[serde(default)]
+    pub matrix: crate::channels::matrix::MatrixSettings,
     /// People and their identities on each channel (`[[people]]`).
     #[serde(default)]
     pub people: Vec<teams::PersonSettings>,
@@ -420,7 +423,8 @@ pub(crate) fn enum_values(key: &str) -> Option<Vec<String>> {
         "feishu.locale" | "dingtalk.locale" => variants::<crate::present::render::Locale>(),
         "slack.transport" => variants::<slack::Mode>(),
         "wecom.transport" => variants::<crate::channels::wecom::Transport>(),
-        "wecom.locale" => variants::<crate::present::render::Locale>(),
+        "wecom.locale" | "matrix.locale" => variants::<crate::present::render::Locale>(),
+        "matrix.transport" => variants::<crate::channels::matrix::Transport>(),
         "policy.decision" => variants::<crate::interaction::policy::Decision>(),
         "policy.mode" => variants::<crate::interaction::policy::Mode>(),
         "policy.kind" | "routes.kind" => variants::<crate::interaction::Kind>(),
@@ -564,7 +568,7 @@ impl Settings {
     /// The channel registry: every channel's settings section, in the order they are
     /// checked, installed and tried by `imrelay doctor`. A new channel is one line here
     /// (and its field above).
-    pub fn channels(&self) -> [&dyn crate::channels::Channel; 7] {
+    pub fn channels(&self) -> [&dyn crate::channels::Channel; 8] {
         [
             &self.telegram,
             &self.feishu,
@@ -572,6 +576,7 @@ impl Settings {
             &self.wecom,
             &self.dingtalk,
             &self.ntfy,
+            &self.matrix,
             &self.webhooks,
         ]
     }
@@ -714,6 +719,7 @@ impl Settings {
             wecom,
             dingtalk,
             ntfy,
+            matrix,
             people,
             groups,
             routes,
@@ -738,6 +744,7 @@ impl Settings {
         section(&mut out, "wecom", wecom)?;
         section(&mut out, "dingtalk", dingtalk)?;
         section(&mut out, "ntfy", ntfy)?;
+        section(&mut out, "matrix", matrix)?;
         list(&mut out, "webhooks", webhooks)?;
         Ok(out.trim_end().to_string() + "\n")
     }

@@ -95,7 +95,7 @@ type ReadSection = fn(&config::Config, &str, &mut Vec<config::ConfigError>);
 /// The error of each section of `cfg` that cannot be read, in the order of
 /// [`Settings`](super::Settings)' fields.
 pub(super) fn section_errors(cfg: &config::Config) -> Vec<config::ConfigError> {
-    use crate::channels::{dingtalk, feishu, ntfy, slack, telegram, webhook, wecom};
+    use crate::channels::{dingtalk, feishu, matrix, ntfy, slack, telegram, webhook, wecom};
     let mut out = Vec::new();
     let read: Vec<(&str, ReadSection)> = vec![
         ("server", one::<super::ServerSettings>),
@@ -115,6 +115,7 @@ pub(super) fn section_errors(cfg: &config::Config) -> Vec<config::ConfigError> {
         ("wecom", one::<wecom::WeComSettings>),
         ("dingtalk", one::<dingtalk::DingTalkSettings>),
         ("ntfy", one::<ntfy::NtfySettings>),
+        ("matrix", one::<matrix::MatrixSettings>),
         ("people", one::<Vec<super::teams::PersonSettings>>),
         ("groups", one::<Vec<super::teams::GroupSettings>>),
         ("routes", one::<Vec<super::teams::RouteSettings>>),
