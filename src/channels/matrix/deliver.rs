@@ -20,10 +20,12 @@ use super::api::{ApiError, Retry};
 use super::plan::Job;
 use super::render::{Render, Text};
 use super::session::Session;
+use crate::channels::digest::{Digests, Edited, Sheet};
+use crate::channels::digest_texts::Texts;
 use crate::channels::messages::{Failure, Messages, Pacer, Platform, Posted};
 use crate::health::Health;
 use crate::interaction::Interaction;
-use crate::outbox::{ChannelJob, Delivery, OutboxHandler};
+use crate::outbox::{Delivery, OutboxHandler};
 use crate::store::{BOUND_VALUE_PREFIX, ChannelMessage, ClaimedJob, OutboxJob, Store, StoreError};
 use crate::sync::LockExt;
 
@@ -195,6 +197,25 @@ pub(crate) fn room_of_copy(m: &ChannelMessage) -> &str {
 #[async_trait]
 impl Platform for Matrix {
     type Target = String;
+    type Job = Job;
+
+    /// A digest gathers prompts behind buttons; Matrix has none, so every prompt is posted on
+    /// its own (answered by a reaction or a reply).
+    fn has_digests(&self) -> bool {
+        false
+    }
+
+    fn texts(&self) -> Texts {
+        Texts(self.render.locale)
+    }
+
+    async fn post_digest(&self, _room: &String, _sheet: &Sheet) -> Result<String, Failure> {
+        Err(Failure::Permanent("Matrix shows no digests".into()))
+    }
+
+    async fn edit_digest(&self, _a: &str, _m: &str, _sheet: &Sheet) -> Result<Edited, Failure> {
+        Ok(Edited::Cannot)
+    }
 
     fn channel(&self) -> &'static str {
         CHANNEL
@@ -266,6 +287,7 @@ impl Deliverer {
     pub fn new(matrix: Matrix, store: Arc<dyn Store>, health: Arc<Health>) -> Self {
         Deliverer(Messages {
             platform: matrix,
+            digests: Digests::new(store.clone(), CHANNEL, 0, Vec::new()),
             store,
             pacer: pacer(),
             health: Some((health, "matrix_api")),
@@ -276,12 +298,7 @@ impl Deliverer {
 #[async_trait]
 impl OutboxHandler for Deliverer {
     async fn deliver(&self, job: &ClaimedJob) -> Delivery {
-        match Job::read(&job.job) {
-            Ok(Job::Post { room }) => self.0.post(&job.job, &room).await,
-            Ok(Job::Update) => self.0.finalize_all(&job.job).await,
-            Ok(Job::Voted) => self.0.show_votes(&job.job).await,
-            Err(failed) => failed,
-        }
+        self.0.deliver(&job.job).await
     }
 
     fn concurrency(&self) -> usize {

@@ -57,9 +57,8 @@ pub async fn install(w: &mut Wiring, settings: &MatrixSettings) -> anyhow::Resul
         locale: settings.locale,
         inbox: w.server.inbox.clone(),
     };
-    w.registry.add_hook(Arc::new(plan::Planner {
-        rooms: settings.chats.clone(),
-    }));
+    w.registry
+        .add_hook(Arc::new(plan::planner(&settings.chats)));
     w.outbox.register(
         CHANNEL,
         Arc::new(deliver::Deliverer::new(

@@ -1,14 +1,12 @@
-//! Matrix's outbox jobs, planned in the registry's transactions: one `post` job per
-//! configured room (or person messaged directly) when an interaction is created; one more per room its
-//! route escalates to when nobody answered in time; one `update` job (every copy
-//! recorded for it) when it is resolved (an answer from anywhere, expiry, withdrawal); one
-//! `voted` job for each vote that does not decide yet.
+//! Matrix's outbox jobs, planned by the kit's one planner (`channels::plan`): one `post` job
+//! per configured room (or person messaged directly) when an interaction is created, and one
+//! per room its route escalates to when nobody answered in time; one `voted` job for each vote
+//! that does not decide yet; one `update` job (every copy recorded for it) when it is
+//! resolved, from anywhere.
 
 use super::CHANNEL;
-use crate::interaction::routes::destinations;
-use crate::interaction::{Interaction, Lifecycle};
-use crate::outbox::{ChannelJob, created_window, resolved_window};
-use crate::store::OutboxJob;
+use crate::channels::plan::{ChatJob, Todo};
+use crate::outbox::ChannelJob;
 
 /// What the channel's outbox does.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
@@ -20,10 +18,9 @@ pub(crate) enum Job {
         /// room.
         room: String,
     },
-    /// Update every message of a resolved interaction to its outcome.
+    /// Edit every message of a resolved interaction to its outcome.
     Update,
-    /// Update every message of a pending interaction to show the votes so far (an approval
-    /// that needs several people).
+    /// Edit every message of a pending interaction to show the votes so far.
     Voted,
 }
 
@@ -33,47 +30,41 @@ impl ChannelJob for Job {
     }
 }
 
-/// Plans the channel's outbox jobs inside each state change's transaction.
-pub(crate) struct Planner {
-    /// Where messages go.
-    pub rooms: Vec<String>,
+impl ChatJob for Job {
+    type Target = String;
+    const POST: &'static str = "post";
+
+    fn make(todo: Todo<String>) -> Self {
+        match todo {
+            Todo::Post(room) => Job::Post { room },
+            Todo::Update => Job::Update,
+            // Matrix shows no digests (`Platform::has_digests`): never asked.
+            Todo::Voted | Todo::Digest { .. } => Job::Voted,
+        }
+    }
+
+    fn todo(self) -> Todo<String> {
+        match self {
+            Job::Post { room } => Todo::Post(room),
+            Job::Update => Todo::Update,
+            Job::Voted => Todo::Voted,
+        }
+    }
+
+    fn target(address: &str) -> Option<String> {
+        Some(address.to_string())
+    }
+
+    fn address(room: &String) -> String {
+        room.clone()
+    }
 }
 
-impl Lifecycle for Planner {
-    fn plan_created(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
-        let (from, until) = created_window(i);
-        // A routed interaction goes to its route's rooms only.
-        for c in destinations(i.route.as_deref(), CHANNEL, &self.rooms) {
-            let job = Job::Post {
-                room: c.to_string(),
-            };
-            jobs.push(job.plan(i, &[c], from, until));
-        }
-    }
+/// Plans the channel's outbox jobs inside each state change's transaction (the kit's one
+/// planner).
+pub(crate) type Planner = crate::channels::plan::Planner<Job>;
 
-    fn plan_voted(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
-        // One job per vote (its count names it), worth doing while it is pending.
-        let (from, until) = created_window(i);
-        jobs.push(Job::Voted.plan(i, &[&i.votes.len().to_string()], from, until));
-    }
-
-    fn plan_escalated(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
-        let Some(stamp) = i.route.as_deref() else {
-            return;
-        };
-        let (from, until) = (jiff::Timestamp::now(), i.deadline);
-        for c in stamp.escalation_addresses(CHANNEL) {
-            let job = Job::Post {
-                room: c.to_string(),
-            };
-            let key = OutboxJob::key_for(CHANNEL, "escalate", i, &[c]);
-            jobs.push(job.plan_keyed(key, i, from, until));
-        }
-    }
-
-    fn plan_resolved(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
-        // Planned even with no rooms configured: a route may have messaged people directly.
-        let (from, until) = resolved_window(i);
-        jobs.push(Job::Update.plan(i, &[], from, until));
-    }
+/// The planner of the channel, posting to `rooms` what names no route.
+pub(crate) fn planner(rooms: &[String]) -> Planner {
+    Planner::new(CHANNEL, rooms.to_vec())
 }
