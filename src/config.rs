@@ -15,6 +15,7 @@ pub mod discovery;
 mod mistakes;
 pub mod phone;
 pub mod policy;
+mod print;
 mod ranges;
 mod reach;
 mod sources;
@@ -102,6 +103,9 @@ pub struct Settings {
     /// The Discord channel.
     #[serde(default)]
     pub discord: crate::channels::discord::DiscordSettings,
+    /// The Matrix channel.
+    #[serde(default)]
+    pub matrix: crate::channels::matrix::MatrixSettings,
     /// People and their identities on each channel (`[[people]]`).
     #[serde(default)]
     pub people: Vec<teams::PersonSettings>,
@@ -425,7 +429,10 @@ pub(crate) fn enum_values(key: &str) -> Option<Vec<String>> {
         "feishu.locale" | "dingtalk.locale" => variants::<crate::present::render::Locale>(),
         "slack.transport" => variants::<slack::Mode>(),
         "wecom.transport" => variants::<crate::channels::wecom::Transport>(),
-        "wecom.locale" | "discord.locale" => variants::<crate::present::render::Locale>(),
+        "wecom.locale" | "discord.locale" | "matrix.locale" => {
+            variants::<crate::present::render::Locale>()
+        }
+        "matrix.transport" => variants::<crate::channels::matrix::Transport>(),
         "policy.decision" => variants::<crate::interaction::policy::Decision>(),
         "policy.mode" => variants::<crate::interaction::policy::Mode>(),
         "policy.kind" | "routes.kind" => variants::<crate::interaction::Kind>(),
@@ -570,7 +577,7 @@ impl Settings {
     /// The channel registry: every channel's settings section, in the order they are
     /// checked, installed and tried by `imrelay doctor`. A new channel is one line here
     /// (and its field above).
-    pub fn channels(&self) -> [&dyn crate::channels::Channel; 8] {
+    pub fn channels(&self) -> [&dyn crate::channels::Channel; 9] {
         [
             &self.telegram,
             &self.feishu,
@@ -579,6 +586,7 @@ impl Settings {
             &self.dingtalk,
             &self.ntfy,
             &self.discord,
+            &self.matrix,
             &self.webhooks,
         ]
     }
@@ -699,77 +707,6 @@ impl Settings {
         (!url.is_empty()).then(|| url.to_string())
     }
 
-    /// The effective configuration as TOML, every secret redacted, section by section in the
-    /// order docs/configuration.md presents them (an empty list, such as no `[[policy]]`, as
-    /// a comment saying so).
-    pub fn redacted_toml(&self) -> Result<String, ConfigError> {
-        // Every field named (no `..`): a new section cannot be left out of what is printed.
-        let Settings {
-            server,
-            auth,
-            interactions,
-            hooks,
-            mcp,
-            store,
-            log,
-            outbox,
-            audit,
-            webhooks,
-            feishu,
-            telegram,
-            policy,
-            slack,
-            wecom,
-            dingtalk,
-            ntfy,
-            discord,
-            people,
-            groups,
-            routes,
-        } = self;
-        let mut out = String::new();
-        section(&mut out, "server", server)?;
-        section(&mut out, "auth", auth)?;
-        section(&mut out, "interactions", interactions)?;
-        section(&mut out, "hooks", hooks)?;
-        section(&mut out, "mcp", mcp)?;
-        section(&mut out, "store", store)?;
-        section(&mut out, "audit", audit)?;
-        list(&mut out, "policy", policy)?;
-        list(&mut out, "people", people)?;
-        list(&mut out, "groups", groups)?;
-        list(&mut out, "routes", routes)?;
-        section(&mut out, "outbox", outbox)?;
-        section(&mut out, "log", log)?;
-        section(&mut out, "telegram", telegram)?;
-        section(&mut out, "feishu", feishu)?;
-        section(&mut out, "slack", slack)?;
-        section(&mut out, "wecom", wecom)?;
-        section(&mut out, "dingtalk", dingtalk)?;
-        section(&mut out, "ntfy", ntfy)?;
-        section(&mut out, "discord", discord)?;
-        list(&mut out, "webhooks", webhooks)?;
-        Ok(out.trim_end().to_string() + "\n")
-    }
-}
-
-/// Appends `[key]` (its tables, `[key.sub]`, after it) to `out`.
-fn section<T: Serialize>(out: &mut String, key: &str, value: &T) -> Result<(), ConfigError> {
-    let one: std::collections::BTreeMap<&str, &T> = [(key, value)].into();
-    let text = toml::to_string_pretty(&one).map_err(|e| ConfigError::Invalid(e.to_string()))?;
-    out.push_str(&text);
-    out.push('\n');
-    Ok(())
-}
-
-/// Appends `[[key]]` for each of `items` to `out`, or a comment that there are none (an
-/// empty array cannot follow a table in TOML).
-fn list<T: Serialize>(out: &mut String, key: &str, items: &[T]) -> Result<(), ConfigError> {
-    if items.is_empty() {
-        out.push_str(&format!("# [[{key}]]: none\n\n"));
-        return Ok(());
-    }
-    section(out, key, &items)
 }
 
 /// Reads the configuration file at `path` as TOML, its settings under old names read under

@@ -1,4 +1,4 @@
-//! Channels present interactions outside imrelay (Telegram, Feishu/Lark, Slack, WeCom, DingTalk, ntfy, Discord, webhooks) and hand
+//! Channels present interactions outside imrelay (Telegram, Feishu/Lark, Slack, WeCom, DingTalk, ntfy, Discord, Matrix, webhooks) and hand
 //! answers back to the registry.
 //!
 //! Every channel is listed once, in the channel registry ([`registry`]: each settings section
@@ -23,6 +23,7 @@ pub mod dingtalk;
 pub mod discord;
 pub mod feishu;
 pub mod longconn;
+pub mod matrix;
 pub(crate) mod messages;
 pub mod ntfy;
 mod pacer;
@@ -33,6 +34,7 @@ pub(crate) mod sessions;
 pub mod slack;
 pub mod telegram;
 pub mod token;
+pub(crate) mod typed;
 pub mod webhook;
 pub mod wecom;
 

@@ -1,5 +1,5 @@
 //! Tests that need something beside the Rust toolchain: a PostgreSQL server, Chromium,
-//! `systemd-analyze`, files that even root cannot write (`chattr +i`). Whether each is here is known only when the tests run, and the
+//! a Matrix homeserver (Synapse), `systemd-analyze`, files that even root cannot write (`chattr +i`). Whether each is here is known only when the tests run, and the
 //! standard test harness can mark a test ignored only when it is compiled; so this binary has
 //! its own harness (libtest-mimic, `harness = false`), which reports a test whose need is
 //! missing as `ignored (reason)` in cargo test's own output, and counts it among the ignored.
@@ -30,6 +30,7 @@ mod agents;
 mod discord;
 mod escalation;
 mod inbox;
+mod matrix;
 mod postgres;
 mod proxy;
 mod quorum;
@@ -87,6 +88,7 @@ fn main() {
         systemd::trials(),
         agents::trials(),
         discord::trials(),
+        matrix::trials(),
     ]
     .into_iter()
     .flatten()

@@ -29,7 +29,8 @@ use super::render::{Action, Cards};
 use super::settings::DingTalkSettings;
 use super::stream::{BOT_MESSAGE_TOPIC, CARD_CALLBACK_TOPIC, CallbackHandler, CardClick};
 use crate::channels::pipeline::{Feedback, Pipeline, Tap};
-use crate::interaction::{Answer, Form, Interaction, Kind, Responder, clip, parse_questions};
+use crate::channels::typed::{form_content, question_answers};
+use crate::interaction::{Answer, Interaction, Kind, Responder, clip, parse_questions};
 
 /// Labels of the click counter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -415,119 +416,4 @@ fn answer(i: &Interaction, action: Action, params: &Map<String, Value>) -> Resul
             }
         }
     })
-}
-
-/// Answers to every question from typed text: one line per question, each an option's
-/// number (several, comma-separated, where several may be chosen) or the person's own words.
-fn question_answers(i: &Interaction, text: &str) -> Result<Map<String, Value>, String> {
-    let questions = parse_questions(&i.input.map()).map_err(|e| e.to_string())?;
-    let lines: Vec<&str> = if questions.len() == 1 {
-        vec![text]
-    } else {
-        text.lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .collect()
-    };
-    if lines.len() != questions.len() {
-        return Err(format!(
-            "answer each of the {} questions on its own line",
-            questions.len()
-        ));
-    }
-    let mut out = Map::new();
-    for (n, (q, line)) in questions.iter().zip(lines).enumerate() {
-        let numbers: Option<Vec<usize>> = line
-            .split([',', '，'])
-            .map(|p| p.trim().parse::<usize>().ok())
-            .collect();
-        let picked: Option<Vec<String>> = numbers.and_then(|ns| {
-            ns.iter()
-                .map(|k| k.checked_sub(1).and_then(|j| q.options.get(j)))
-                .map(|o| o.map(|o| o.label.clone()))
-                .collect()
-        });
-        let value = match picked {
-            Some(labels) if q.multi_select => json!(labels),
-            Some(labels) if labels.len() == 1 => json!(labels[0]),
-            Some(_) => return Err(format!("{}: choose one option", q.header)),
-            None if q.multi_select => json!([line]),
-            None => json!(line),
-        };
-        out.insert(n.to_string(), value);
-    }
-    Ok(out)
-}
-
-/// A form's content from typed text: the whole text for a form of one text field,
-/// otherwise one `name: value` line per field (a field's label works as its name). Each
-/// value is read as its field's type; the form's own checks run on the result.
-fn form_content(i: &Interaction, text: &str) -> Result<Map<String, Value>, String> {
-    let form = Form::from_input(&i.input.map()).map_err(|e| e.to_string())?;
-    let mut content = Map::new();
-    if let Some(f) = form.fields.first().filter(|_| form.is_single_text()) {
-        content.insert(f.name.clone(), f.parse_text(text)?);
-    } else {
-        for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
-            let (name, value) = line
-                .split_once([':', '：', '='])
-                .ok_or_else(|| format!("{line:?}: write name: value"))?;
-            let name = name.trim();
-            let f = form
-                .fields
-                .iter()
-                .find(|f| f.name == name || f.label() == name)
-                .ok_or_else(|| format!("there is no field {:?}", clip(name, 60)))?;
-            let v = f
-                .parse_text(value.trim())
-                .map_err(|e| format!("{}: {e}", f.label()))?;
-            content.insert(f.name.clone(), v);
-        }
-    }
-    form.accept(&content).map_err(|e| {
-        let name = e.field.trim_start_matches("content.");
-        let label = form.field(name).map_or(name, |f| f.label());
-        format!("{label}: {}", e.message)
-    })?;
-    Ok(content)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::interaction::InteractionId;
-    use jiff::Timestamp;
-
-    fn pending(tool: &str, input: Value) -> Interaction {
-        Interaction::pending(
-            InteractionId::parse("t1").unwrap(),
-            tool,
-            input.as_object().unwrap().clone(),
-            Timestamp::from_millisecond(1_700_000_000_000).unwrap(),
-            300,
-        )
-    }
-
-    #[test]
-    fn typed_answers_read_numbers_as_options_and_words_as_themselves() {
-        let q = pending(
-            "AskUserQuestion",
-            json!({"questions": [
-                {"question": "Which db?", "header": "DB", "multiSelect": false,
-                 "options": [{"label": "sqlite"}, {"label": "postgres"}]},
-                {"question": "Which parts?", "header": "Parts", "multiSelect": true,
-                 "options": [{"label": "api"}, {"label": "ui"}]}]}),
-        );
-        let a = question_answers(&q, "2\n1, 2").unwrap();
-        assert_eq!(a["0"], "postgres");
-        assert_eq!(a["1"], json!(["api", "ui"]));
-        let a = question_answers(&q, "mysql\n ui only ").unwrap();
-        assert_eq!(a["0"], "mysql");
-        assert_eq!(a["1"], json!(["ui only"]));
-        assert!(
-            question_answers(&q, "1")
-                .unwrap_err()
-                .contains("2 questions")
-        );
-    }
 }

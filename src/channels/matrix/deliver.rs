@@ -1,0 +1,334 @@
+//! Posting and editing Matrix messages through the durable outbox, on the shared delivery
+//! skeleton ([`crate::channels::messages`]): a `post` job sends the prompt to one room (a
+//! person messaged directly gets a direct room, made once and remembered), an `update` job
+//! edits every copy (`m.replace`) to show the outcome, a `voted` job edits them to show the
+//! votes so far. Each send carries a transaction id derived from what it does, so a retried
+//! send after a lost answer is not posted twice. A room that is end-to-end encrypted gets
+//! nothing (see docs/matrix.md): the job fails saying so.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use ruma::events::room::message::{ReplacementMetadata, RoomMessageEventContent};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::CHANNEL;
+use super::api::{ApiError, Retry};
+use super::plan::Job;
+use super::render::{Render, Text};
+use super::session::Session;
+use crate::channels::digest::{Digests, Edited, Sheet};
+use crate::channels::digest_texts::Texts;
+use crate::channels::messages::{Failure, Messages, Pacer, Platform, Posted};
+use crate::health::Health;
+use crate::interaction::Interaction;
+use crate::outbox::{Delivery, OutboxHandler};
+use crate::store::{BOUND_VALUE_PREFIX, ChannelMessage, ClaimedJob, OutboxJob, Store, StoreError};
+use crate::sync::LockExt;
+
+/// Smallest gap between two requests to one room (homeservers limit a sender's messages;
+/// Synapse's default is about 0.2 a second sustained with bursts of 10).
+pub(crate) const ROOM_GAP: Duration = Duration::from_millis(200);
+/// How long a throttled room is kept quiet when the homeserver does not say.
+pub(crate) const THROTTLE_PAUSE: Duration = Duration::from_secs(2);
+/// How long a room's encryption, once looked up, is trusted.
+const ENCRYPTION_TTL: Duration = Duration::from_secs(300);
+
+/// What a failed call means for the job.
+pub(crate) fn failure(e: &ApiError) -> Failure {
+    match e.retry() {
+        Retry::After(after) => Failure::Throttled {
+            after,
+            error: e.to_string(),
+        },
+        Retry::Transient => Failure::Transient(e.to_string()),
+        Retry::Permanent => Failure::Permanent(e.to_string()),
+    }
+}
+
+/// The named value that maps a posted event to its interaction (pruned with it).
+pub(crate) fn event_key(event_id: &str) -> String {
+    format!("{BOUND_VALUE_PREFIX}matrix.event:{event_id}")
+}
+
+/// The named value that remembers the direct room with `user`.
+pub(crate) fn direct_key(user: &str) -> String {
+    format!("matrix.direct:{user}")
+}
+
+/// A transaction id for what `parts` describe: the same parts, the same id.
+pub(crate) fn txn(parts: &[&str]) -> String {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update(p.as_bytes());
+        h.update([0u8]);
+    }
+    format!("imrelay-{}", &hex::encode(h.finalize())[..40])
+}
+
+/// The content of a formatted message.
+pub(crate) fn formatted(t: &Text) -> RoomMessageEventContent {
+    RoomMessageEventContent::text_html(t.plain.clone(), t.html.clone())
+}
+
+/// Matrix as the delivery skeleton sees it.
+pub(crate) struct Matrix {
+    /// The bot's session with the homeserver.
+    pub session: Arc<Session>,
+    /// Message rendering.
+    pub render: Render,
+    /// Where direct rooms and posted events are remembered.
+    pub store: Arc<dyn Store>,
+    /// Rooms whose encryption was looked up, and when.
+    encrypted: Mutex<HashMap<String, (bool, Instant)>>,
+}
+
+impl Matrix {
+    /// The platform over `session`.
+    pub fn new(session: Arc<Session>, render: Render, store: Arc<dyn Store>) -> Self {
+        Self {
+            session,
+            render,
+            store,
+            encrypted: Mutex::default(),
+        }
+    }
+
+    /// The room a target names: a room id as it is; a user id, the direct room with them
+    /// (made and remembered on first use).
+    async fn room_of(&self, target: &str) -> Result<String, Failure> {
+        if !target.starts_with('@') {
+            return Ok(target.to_string());
+        }
+        let key = direct_key(target);
+        if let Some(room) = self.store.get_value(&key).await.map_err(Failure::store)? {
+            return Ok(room);
+        }
+        let room = self
+            .session
+            .call(|c, t| async move { c.create_direct(target, t).await })
+            .await
+            .map_err(|e| failure(&e))?;
+        tracing::info!(user = %target.escape_debug(), room = %room, "matrix: made a direct room");
+        self.store
+            .set_value(&key, Some(room.clone()))
+            .await
+            .map_err(Failure::store)?;
+        Ok(room)
+    }
+
+    /// Refuses a room that is end-to-end encrypted (looked up at most every few minutes).
+    async fn check_unencrypted(&self, room: &str) -> Result<(), Failure> {
+        let known = self
+            .encrypted
+            .locked()
+            .get(room)
+            .filter(|(_, at)| at.elapsed() < ENCRYPTION_TTL)
+            .map(|(e, _)| *e);
+        let encrypted = match known {
+            Some(e) => e,
+            None => {
+                let e = self
+                    .session
+                    .call(|c, t| async move { c.is_encrypted(room, t).await })
+                    .await
+                    .map_err(|e| failure(&e))?;
+                self.encrypted
+                    .locked()
+                    .insert(room.to_string(), (e, Instant::now()));
+                e
+            }
+        };
+        if encrypted {
+            return Err(Failure::Permanent(format!(
+                "room {room} is end-to-end encrypted, and imrelay does not post into encrypted \
+                 rooms yet (the prompt would be in the clear there): use an unencrypted room \
+                 (docs/matrix.md)"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Sends `content` as an `m.room.message` to `room` under transaction `txn`.
+    async fn send(&self, room: &str, txn: &str, content: Value) -> Result<String, Failure> {
+        self.session
+            .call(|c, t| {
+                let content = content.clone();
+                async move { c.send(room, "m.room.message", txn, &content, t).await }
+            })
+            .await
+            .map_err(|e| failure(&e))
+    }
+
+    /// Edits copy `m` to read as `i` does now; `what` tells this edit from others.
+    async fn replace(
+        &self,
+        i: &Interaction,
+        m: &ChannelMessage,
+        what: &str,
+    ) -> Result<(), Failure> {
+        let room = room_of_copy(m);
+        let Ok(event_id) = ruma::OwnedEventId::try_from(m.message_ref.as_str()) else {
+            return Err(Failure::Permanent(format!(
+                "{:?} is not an event id",
+                m.message_ref
+            )));
+        };
+        let content = formatted(&self.render.message(i))
+            .make_replacement(ReplacementMetadata::new(event_id, None));
+        let content = serde_json::to_value(&content)
+            .map_err(|e| Failure::Permanent(format!("cannot encode the edit: {e}")))?;
+        let id = txn(&[what, &m.message_ref, &i.incarnation()]);
+        self.send(room, &id, content).await.map(|_| ())
+    }
+}
+
+/// The room a recorded copy is in.
+pub(crate) fn room_of_copy(m: &ChannelMessage) -> &str {
+    m.state
+        .as_ref()
+        .and_then(|s| s["room"].as_str())
+        .unwrap_or(&m.address)
+}
+
+#[async_trait]
+impl Platform for Matrix {
+    type Target = String;
+    type Job = Job;
+
+    /// A digest gathers prompts behind buttons; Matrix has none, so every prompt is posted on
+    /// its own (answered by a reaction or a reply).
+    fn has_digests(&self) -> bool {
+        false
+    }
+
+    fn texts(&self) -> Texts {
+        Texts(self.render.locale)
+    }
+
+    async fn post_digest(&self, _room: &String, _sheet: &Sheet) -> Result<String, Failure> {
+        Err(Failure::Permanent("Matrix shows no digests".into()))
+    }
+
+    async fn edit_digest(&self, _a: &str, _m: &str, _sheet: &Sheet) -> Result<Edited, Failure> {
+        Ok(Edited::Cannot)
+    }
+
+    fn channel(&self) -> &'static str {
+        CHANNEL
+    }
+
+    fn address(&self, target: &String) -> String {
+        target.clone()
+    }
+
+    async fn post(
+        &self,
+        i: &Interaction,
+        target: &String,
+        job: &OutboxJob,
+    ) -> Result<Posted, Failure> {
+        let room = self.room_of(target).await?;
+        self.check_unencrypted(&room).await?;
+        let content = serde_json::to_value(formatted(&self.render.message(i)))
+            .map_err(|e| Failure::Permanent(format!("cannot encode the prompt: {e}")))?;
+        let event_id = self
+            .send(&room, &txn(&["post", &job.key, target]), content)
+            .await?;
+        Ok(Posted {
+            message_ref: event_id,
+            state: Some(json!({
+                "room": room,
+                "created": i.created_at.as_millisecond(),
+            })),
+        })
+    }
+
+    async fn record(
+        &self,
+        store: &dyn Store,
+        m: ChannelMessage,
+        _job: &OutboxJob,
+    ) -> Result<ChannelMessage, StoreError> {
+        // The event's id leads an answer (a reaction, a reply) back to its interaction.
+        store
+            .set_value(
+                &event_key(&m.message_ref),
+                Some(m.interaction_id.to_string()),
+            )
+            .await?;
+        store.record_message(m.clone()).await?;
+        Ok(m)
+    }
+
+    async fn show(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Failure> {
+        let votes = i.votes.len().to_string();
+        self.replace(i, m, &format!("votes:{votes}")).await
+    }
+
+    async fn edit(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Failure> {
+        self.replace(i, m, "final").await
+    }
+}
+
+/// The pacer for the homeserver's sending rate per room.
+pub(crate) fn pacer() -> Pacer {
+    Pacer::new(ROOM_GAP, THROTTLE_PAUSE)
+}
+
+/// Delivers the channel's jobs.
+pub(crate) struct Deliverer(pub Messages<Matrix>);
+
+impl Deliverer {
+    /// The deliverer of Matrix's jobs, reporting to `health`.
+    pub fn new(matrix: Matrix, store: Arc<dyn Store>, health: Arc<Health>) -> Self {
+        Deliverer(Messages {
+            platform: matrix,
+            digests: Digests::new(store.clone(), CHANNEL, 0, Vec::new()),
+            store,
+            pacer: pacer(),
+            health: Some((health, "matrix_api")),
+        })
+    }
+}
+
+#[async_trait]
+impl OutboxHandler for Deliverer {
+    async fn deliver(&self, job: &ClaimedJob) -> Delivery {
+        self.0.deliver(&job.job).await
+    }
+
+    fn concurrency(&self) -> usize {
+        4
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_transaction_id_names_what_it_sends() {
+        assert_eq!(txn(&["post", "k", "!r:x"]), txn(&["post", "k", "!r:x"]));
+        assert_ne!(txn(&["post", "k", "!r:x"]), txn(&["post", "k", "!s:x"]));
+        assert_ne!(txn(&["ab", "c"]), txn(&["a", "bc"]));
+    }
+
+    #[test]
+    fn an_edit_replaces_the_prompt_and_carries_the_new_text() {
+        let t = Text {
+            plain: "done".into(),
+            html: "<b>done</b>".into(),
+        };
+        let id = ruma::OwnedEventId::try_from("$abc:example.org").unwrap();
+        let c = formatted(&t).make_replacement(ReplacementMetadata::new(id, None));
+        let v = serde_json::to_value(&c).unwrap();
+        assert_eq!(v["m.relates_to"]["rel_type"], "m.replace");
+        assert_eq!(v["m.relates_to"]["event_id"], "$abc:example.org");
+        assert_eq!(v["m.new_content"]["formatted_body"], "<b>done</b>");
+        assert_eq!(v["m.new_content"]["format"], "org.matrix.custom.html");
+    }
+}

@@ -1,0 +1,489 @@
+//! Answers from Matrix: the `/sync` long poll, and the reactions and replies on prompts it
+//! brings, through the answer pipeline.
+//!
+//! - The poll resumes from the `since` token kept in the store's named values (per bot
+//!   account), saved after each batch is handled: a restart neither answers again nor misses
+//!   what came meanwhile. The first poll of an account only takes its token: history from
+//!   before imrelay ran answers nothing.
+//! - Invitations to a room on `matrix.chats`, and to direct rooms from a configured person,
+//!   are accepted; others are left alone.
+//! - A reaction ✅ (allow an approval) or ❌ (deny, or decline a question or form) on a
+//!   prompt, or a reply to a prompt (an approval: denied with the reply as the reason; a
+//!   question: an option's number or the person's own words, one line per question; a form:
+//!   `name: value` lines), is an answer. Each event is taken once (`first_sighting` on its
+//!   id); an edit (`m.replace`) of an earlier message answers nothing.
+//! - The sender must be an approver: checked on every answer by the pipeline. Whoever is
+//!   refused, answered late, or wrote an answer that does not fit gets a notice in reply,
+//!   in the channel's locale; an answer that resolves shows on the prompt itself (every copy
+//!   is edited through the outbox).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use ruma::events::reaction::ReactionEventContent;
+use ruma::events::room::message::sanitize::remove_plain_reply_fallback;
+use ruma::events::room::message::{
+    AddMentions, ForwardThread, Relation, ReplyMetadata, RoomMessageEventContent,
+};
+use ruma::events::{
+    AnySyncMessageLikeEvent, AnySyncTimelineEvent, OriginalSyncMessageLikeEvent,
+    SyncMessageLikeEvent,
+};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::CHANNEL;
+use super::api::ApiError;
+use super::deliver::{event_key, txn};
+use super::render::{ALLOW, DENY, Render};
+use super::session::Session;
+use super::settings::MatrixSettings;
+use crate::channels::pipeline::{Feedback, Pipeline, Tap};
+use crate::channels::typed::{form_content, question_answers};
+use crate::health::Health;
+use crate::interaction::{Answer, Interaction, InteractionId, Kind, Responder, Via, clip};
+use crate::store::Store;
+
+/// How long an event id is remembered as handled, hours.
+const SEEN_HOURS: i64 = 7 * 24;
+/// The longest reply read as an answer.
+const MAX_REPLY_CHARS: usize = 4000;
+
+/// What a person's event means.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Said {
+    /// A reaction ✅.
+    Allow,
+    /// A reaction ❌.
+    Deny,
+    /// A reply's text.
+    Reply(String),
+}
+
+/// A person's answer to a prompt, as read from one event.
+#[derive(Clone, Debug)]
+struct Heard {
+    room: String,
+    event_id: String,
+    sender: String,
+    prompt: String,
+    said: Said,
+}
+
+/// The sync loop and answer handler.
+pub(crate) struct Inbound {
+    /// The bot's session.
+    pub session: Arc<Session>,
+    /// The answer pipeline.
+    pub pipeline: Pipeline,
+    /// Interactions, copies, the `since` token and the events seen.
+    pub store: Arc<dyn Store>,
+    /// The section.
+    pub settings: Arc<MatrixSettings>,
+    /// Rendering of notices.
+    pub render: Render,
+    /// Where the connection's state is reported.
+    pub health: Arc<Health>,
+    /// Fires at shutdown.
+    pub shutdown: CancellationToken,
+}
+
+/// Reads the sync key of account `user`.
+fn since_key(user: &str) -> String {
+    format!("matrix.since:{user}")
+}
+
+/// The reaction key as people mean it: without the emoji variation selector.
+fn reaction(key: &str) -> Option<Said> {
+    let k: String = key.chars().filter(|c| *c != '\u{fe0f}').collect();
+    match k.as_str() {
+        k if k == ALLOW => Some(Said::Allow),
+        "✔" | "👍" => Some(Said::Allow),
+        k if k == DENY => Some(Said::Deny),
+        "✖" | "👎" => Some(Said::Deny),
+        _ => None,
+    }
+}
+
+/// What `event` in `room` says about a prompt, if anything.
+fn heard(room: &str, event: &Value) -> Option<Heard> {
+    let parsed: AnySyncTimelineEvent = serde_json::from_value(event.clone()).ok()?;
+    let AnySyncTimelineEvent::MessageLike(m) = parsed else {
+        return None;
+    };
+    match m {
+        AnySyncMessageLikeEvent::Reaction(SyncMessageLikeEvent::Original(
+            OriginalSyncMessageLikeEvent {
+                content: ReactionEventContent { relates_to, .. },
+                event_id,
+                sender,
+                ..
+            },
+        )) => Some(Heard {
+            room: room.to_string(),
+            event_id: event_id.to_string(),
+            sender: sender.to_string(),
+            prompt: relates_to.event_id.to_string(),
+            said: reaction(&relates_to.key)?,
+        }),
+        AnySyncMessageLikeEvent::RoomMessage(SyncMessageLikeEvent::Original(ev)) => {
+            let prompt = match &ev.content.relates_to {
+                Some(Relation::Reply(r)) => r.in_reply_to.event_id.to_string(),
+                Some(Relation::Thread(t)) if !t.is_falling_back => {
+                    t.in_reply_to.as_ref()?.event_id.to_string()
+                }
+                // An edit changes nothing: the answer was the message it edits, if any.
+                _ => return None,
+            };
+            let text = remove_plain_reply_fallback(ev.content.body()).trim();
+            if text.is_empty() {
+                return None;
+            }
+            Some(Heard {
+                room: room.to_string(),
+                event_id: ev.event_id.to_string(),
+                sender: ev.sender.to_string(),
+                prompt,
+                said: Said::Reply(text.chars().take(MAX_REPLY_CHARS).collect()),
+            })
+        }
+        _ => None,
+    }
+}
+
+/// The answer `said` gives `i`; `Err` says why it does not fit.
+fn answer(i: &Interaction, said: &Said) -> Result<Answer, String> {
+    Ok(match (said, i.kind) {
+        (Said::Allow, Kind::Approval) => Answer::allow(),
+        (Said::Allow, _) => {
+            return Err(format!(
+                "{ALLOW} allows an approval; answer a question or form by replying to it"
+            ));
+        }
+        (Said::Deny, _) => Answer::deny(None),
+        (Said::Reply(text), Kind::Approval) => Answer::deny(Some(text.clone())),
+        (Said::Reply(text), Kind::Question) => Answer::Answers(question_answers(i, text)?),
+        (Said::Reply(text), Kind::Form) => Answer::Accept(form_content(i, text)?),
+    })
+}
+
+impl Inbound {
+    /// Polls `/sync` until shutdown.
+    pub async fn run(self) {
+        let mut attempt = 0u32;
+        let me = loop {
+            match self
+                .session
+                .call(|c, t| async move { c.whoami(t).await })
+                .await
+            {
+                Ok(w) => break w.user_id,
+                Err(e) => {
+                    self.failing(&e);
+                    if !self.pause(&mut attempt).await {
+                        return;
+                    }
+                }
+            }
+        };
+        self.check_rooms().await;
+        let key = since_key(&me);
+        let mut since = match self.store.get_value(&key).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(error = %e, "matrix: cannot read the sync position; starting from now");
+                None
+            }
+        };
+        let wait = Duration::from_secs(self.settings.sync_timeout_secs);
+        loop {
+            let polled = tokio::select! {
+                () = self.shutdown.cancelled() => return,
+                r = self.session.call(|c, t| {
+                    let since = since.clone();
+                    async move { c.sync(since.as_deref(), wait, t).await }
+                }) => r,
+            };
+            let batch = match polled {
+                Ok(b) => b,
+                Err(e) => {
+                    self.failing(&e);
+                    if !self.pause(&mut attempt).await {
+                        return;
+                    }
+                    continue;
+                }
+            };
+            attempt = 0;
+            self.health.set(
+                CHANNEL,
+                "connected",
+                serde_json::json!({"transport": "sync", "user": me}),
+            );
+            self.invitations(&batch, &me).await;
+            if since.is_some() {
+                self.timeline(&batch, &me).await;
+            }
+            if let Some(next) = batch["next_batch"].as_str() {
+                since = Some(next.to_string());
+                if let Err(e) = self.store.set_value(&key, since.clone()).await {
+                    tracing::warn!(error = %e, "matrix: cannot save the sync position");
+                }
+            }
+        }
+    }
+
+    /// Reports a failed call and logs it.
+    fn failing(&self, e: &ApiError) {
+        tracing::warn!(error = %e, "matrix: the homeserver did not answer as expected; trying again");
+        self.health.set(
+            CHANNEL,
+            "failing",
+            serde_json::json!({"last_error": e.to_string()}),
+        );
+    }
+
+    /// Waits before the next try; `false` at shutdown.
+    async fn pause(&self, attempt: &mut u32) -> bool {
+        *attempt = attempt.saturating_add(1);
+        let wait = crate::channels::longconn::backoff(
+            *attempt,
+            Duration::from_secs(1),
+            Duration::from_secs(60),
+        );
+        tokio::select! {
+            () = self.shutdown.cancelled() => false,
+            () = tokio::time::sleep(wait) => true,
+        }
+    }
+
+    /// Joins the configured rooms the bot is not in yet, and warns about encrypted ones.
+    async fn check_rooms(&self) {
+        let joined = self
+            .session
+            .call(|c, t| async move { c.joined_rooms(t).await })
+            .await
+            .unwrap_or_default();
+        for room in &self.settings.chats {
+            if !joined.contains(room) {
+                match self
+                    .session
+                    .call(|c, t| async move { c.join(room, t).await })
+                    .await
+                {
+                    Ok(_) => tracing::info!(room = %room, "matrix: joined a configured room"),
+                    Err(e) => tracing::warn!(room = %room, error = %e,
+                        "matrix: the bot is not in a configured room and cannot join it: invite the bot's account to it"),
+                }
+            }
+            if let Ok(true) = self
+                .session
+                .call(|c, t| async move { c.is_encrypted(room, t).await })
+                .await
+            {
+                tracing::warn!(room = %room,
+                    "matrix: this configured room is end-to-end encrypted; imrelay does not post into encrypted rooms yet, \
+                     so it gets no prompts: use an unencrypted room (docs/matrix.md)");
+            }
+        }
+    }
+
+    /// Accepts invitations to configured rooms and direct rooms from configured people.
+    async fn invitations(&self, batch: &Value, me: &str) {
+        let Some(invites) = batch["rooms"]["invite"].as_object() else {
+            return;
+        };
+        for (room, data) in invites {
+            let inviter = data["invite_state"]["events"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|e| e["type"] == "m.room.member" && e["state_key"] == me)
+                .and_then(|e| e["sender"].as_str())
+                .unwrap_or_default();
+            let known = self.settings.is_approver(inviter)
+                || self
+                    .pipeline
+                    .registry()
+                    .teams()
+                    .people
+                    .name_of(CHANNEL, inviter)
+                    .is_some();
+            if !self.settings.chats.contains(room) && !known {
+                tracing::info!(room = %room, inviter = %inviter.escape_debug(),
+                    "matrix: not joining a room that is not on matrix.chats, from someone not configured");
+                continue;
+            }
+            match self
+                .session
+                .call(|c, t| async move { c.join(room, t).await })
+                .await
+            {
+                Ok(_) => {
+                    tracing::info!(room = %room, inviter = %inviter.escape_debug(), "matrix: accepted an invitation")
+                }
+                Err(e) => {
+                    tracing::warn!(room = %room, error = %e, "matrix: cannot accept an invitation")
+                }
+            }
+        }
+    }
+
+    /// Handles every answer in the joined rooms' timelines.
+    async fn timeline(&self, batch: &Value, me: &str) {
+        let Some(rooms) = batch["rooms"]["join"].as_object() else {
+            return;
+        };
+        for (room, data) in rooms {
+            for event in data["timeline"]["events"].as_array().into_iter().flatten() {
+                if event["sender"] == me {
+                    continue;
+                }
+                if let Some(h) = heard(room, event) {
+                    self.answer(h).await;
+                }
+            }
+        }
+    }
+
+    /// The interaction whose prompt is event `prompt` in `room`, and the creation time its
+    /// copy was posted for.
+    async fn prompt_of(&self, h: &Heard) -> Option<(InteractionId, Option<i64>)> {
+        let id = self.store.get_value(&event_key(&h.prompt)).await.ok()??;
+        let id = InteractionId::parse(&id).ok()?;
+        let copies = self.store.messages(CHANNEL, &id).await.ok()?;
+        let copy = copies
+            .into_iter()
+            .find(|m| m.message_ref == h.prompt && super::deliver::room_of_copy(m) == h.room)?;
+        let created = copy.state.as_ref().and_then(|s| s["created"].as_i64());
+        Some((id, created))
+    }
+
+    /// Takes one answer through the pipeline, and tells the person what became of it unless
+    /// the prompt itself shows it.
+    async fn answer(&self, h: Heard) {
+        let Some((id, created)) = self.prompt_of(&h).await else {
+            // Not a reply to a prompt of imrelay's: a conversation, left alone.
+            return;
+        };
+        let until = Timestamp::now()
+            .checked_add(jiff::SignedDuration::from_hours(SEEN_HOURS))
+            .unwrap_or(Timestamp::MAX);
+        match self
+            .store
+            .first_sighting("matrix.event", &h.event_id, until)
+            .await
+        {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::debug!(event = %h.event_id, "matrix: an event seen before; ignored");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "matrix: cannot record an event as seen; not answering it");
+                return self
+                    .tell(&h, &Feedback::StoreDown.text(self.render.locale))
+                    .await;
+            }
+        }
+        let teams = self.pipeline.registry().teams();
+        let name = teams
+            .people
+            .name_of(CHANNEL, &h.sender)
+            .map_or_else(|| h.sender.clone(), str::to_string);
+        let responder = Responder::new(name, Via::new(CHANNEL))
+            .with_actor_id(format!("matrix:{}", clip(&h.sender, 255)))
+            .with_identity(CHANNEL, h.sender.clone());
+        let actor = responder.audit_actor().unwrap_or_default();
+        let tap = Tap {
+            id: &id,
+            created,
+            actor: &actor,
+            identity: &h.sender,
+            approver: self.settings.is_approver(&h.sender),
+            audit: true,
+        };
+        let i = match self.pipeline.admit(&tap, |_| true).await {
+            Ok(i) => i,
+            Err(stop) => {
+                return self.tell(&h, &stop.feedback.text(self.render.locale)).await;
+            }
+        };
+        let given = match answer(&i, &h.said) {
+            Ok(a) => a,
+            Err(why) => {
+                return self
+                    .tell(&h, &Feedback::Invalid(why).text(self.render.locale))
+                    .await;
+            }
+        };
+        let feedback = self.pipeline.respond(&id, given, responder).await;
+        if !matches!(feedback, Feedback::Resolved(_)) {
+            self.tell(&h, &feedback.text(self.render.locale)).await;
+        }
+    }
+
+    /// Answers the person's event with a notice only they are mentioned in.
+    async fn tell(&self, h: &Heard, text: &str) {
+        let (Ok(event_id), Ok(sender)) = (
+            ruma::OwnedEventId::try_from(h.event_id.as_str()),
+            ruma::OwnedUserId::try_from(h.sender.as_str()),
+        ) else {
+            return;
+        };
+        let t = self.render.notice(&h.sender, text);
+        let content = RoomMessageEventContent::notice_html(t.plain, t.html).make_reply_to(
+            ReplyMetadata::new(&event_id, &sender, None),
+            ForwardThread::Yes,
+            AddMentions::Yes,
+        );
+        let Ok(content) = serde_json::to_value(&content) else {
+            return;
+        };
+        let txn = txn(&["notice", &h.event_id]);
+        let room = h.room.as_str();
+        if let Err(e) = self
+            .session
+            .call(|c, t| {
+                let content = content.clone();
+                let txn = txn.clone();
+                async move { c.send(room, "m.room.message", &txn, &content, t).await }
+            })
+            .await
+        {
+            tracing::warn!(room = %h.room, error = %e, "matrix: cannot send a notice");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn reactions_and_replies_are_read_and_edits_are_not() {
+        let r = json!({"type": "m.reaction", "event_id": "$r:x", "sender": "@a:x",
+            "origin_server_ts": 1, "content": {"m.relates_to": {"rel_type": "m.annotation",
+            "event_id": "$p:x", "key": "✅\u{fe0f}"}}});
+        let h = heard("!room:x", &r).unwrap();
+        assert_eq!(h.said, Said::Allow);
+        assert_eq!(h.prompt, "$p:x");
+        let reply = json!({"type": "m.room.message", "event_id": "$m:x", "sender": "@a:x",
+            "origin_server_ts": 1, "content": {"msgtype": "m.text",
+            "body": "> <@bot:x> 🔐 Bash\n\nnot on prod",
+            "m.relates_to": {"m.in_reply_to": {"event_id": "$p:x"}}}});
+        let h = heard("!room:x", &reply).unwrap();
+        assert_eq!(h.said, Said::Reply("not on prod".into()));
+        let edit = json!({"type": "m.room.message", "event_id": "$e:x", "sender": "@a:x",
+            "origin_server_ts": 1, "content": {"msgtype": "m.text", "body": "* 1",
+            "m.new_content": {"msgtype": "m.text", "body": "1"},
+            "m.relates_to": {"rel_type": "m.replace", "event_id": "$m:x"}}});
+        assert!(heard("!room:x", &edit).is_none());
+        let other = json!({"type": "m.reaction", "event_id": "$r2:x", "sender": "@a:x",
+            "origin_server_ts": 1, "content": {"m.relates_to": {"rel_type": "m.annotation",
+            "event_id": "$p:x", "key": "🎉"}}});
+        assert!(heard("!room:x", &other).is_none());
+    }
+}

@@ -1,0 +1,194 @@
+//! The Matrix channel: a bot account on any homeserver posts every approval, question and
+//! form as a formatted message in the configured rooms (and in direct rooms with the people a
+//! route messages directly); people answer by reacting ✅ / ❌ or by replying, and every copy
+//! is edited (`m.replace`) to show the outcome, wherever the answer came from.
+//!
+//! - [`settings`] — `[matrix]`: the homeserver, the bot's token or login, rooms, approvers.
+//! - `api` — the client-server calls (reqwest, with ruma's event types), every failure
+//!   classified as throttled, transient or permanent.
+//! - `session` — the token, or a login when first needed.
+//! - `plan` — the outbox jobs a created, escalated, voted or resolved interaction needs.
+//! - `deliver` — posting and editing messages on the shared delivery skeleton.
+//! - `render` — the messages, with how to answer written on them.
+//! - `inbound` — the `/sync` long poll and the answers it brings, through the pipeline.
+//! - `doctor` — `imrelay doctor`'s checks.
+//!
+//! End-to-end encrypted rooms get no prompts (see docs/matrix.md): start-up and the doctor
+//! say so for each configured room that is encrypted.
+
+mod api;
+mod deliver;
+mod doctor;
+mod inbound;
+mod plan;
+mod render;
+mod session;
+pub mod settings;
+
+use std::sync::Arc;
+
+pub use settings::{MatrixSettings, Transport};
+
+use crate::channels::Wiring;
+use crate::channels::pipeline::Pipeline;
+use crate::interaction::Via;
+
+/// The channel's name (its `Via`, its outbox channel, its health component, its people's key).
+pub const CHANNEL: &str = "matrix";
+
+/// Installs the channel when `[matrix] enabled = true`.
+pub async fn install(w: &mut Wiring, settings: &MatrixSettings) -> anyhow::Result<()> {
+    if !settings.enabled {
+        return Ok(());
+    }
+    let mistakes = settings.mistakes();
+    if !mistakes.is_empty() {
+        anyhow::bail!("invalid configuration: {}", mistakes.join("; "));
+    }
+    if settings.approvers.is_empty() {
+        tracing::error!(
+            "matrix: matrix.approvers is EMPTY, so only people a route names may answer from Matrix. \
+             Add the Matrix user ids (@alice:example.org) of the people who may approve."
+        );
+    }
+    let settings = Arc::new(settings.clone());
+    let session = Arc::new(session::Session::new(&settings)?);
+    let render = render::Render {
+        locale: settings.locale,
+        inbox: w.server.inbox.clone(),
+    };
+    w.registry
+        .add_hook(Arc::new(plan::planner(&settings.chats)));
+    w.outbox.register(
+        CHANNEL,
+        Arc::new(deliver::Deliverer::new(
+            deliver::Matrix::new(session.clone(), render.clone(), w.store.clone()),
+            w.store.clone(),
+            w.health.clone(),
+        )),
+    );
+    let inbound = inbound::Inbound {
+        session,
+        pipeline: Pipeline::new(w.registry.clone(), Via::new(CHANNEL)),
+        store: w.store.clone(),
+        settings: settings.clone(),
+        render,
+        health: w.health.clone(),
+        shutdown: w.shutdown.clone(),
+    };
+    w.spawn_on_serve(inbound.run());
+    tracing::info!(
+        transport = settings.transport.as_str(),
+        homeserver = %settings.base(),
+        rooms = settings.chats.len(),
+        approvers = settings.approvers.len(),
+        "matrix: channel enabled"
+    );
+    Ok(())
+}
+
+/// The `[matrix]` section in the channel registry.
+impl crate::channels::Channel for MatrixSettings {
+    fn name(&self) -> &'static str {
+        CHANNEL
+    }
+
+    fn platform(&self) -> &'static str {
+        "Matrix"
+    }
+
+    fn places(&self) -> Vec<String> {
+        self.chats.clone()
+    }
+
+    fn unlisted(&self, place: &str) -> String {
+        format!("{place:?} is not in matrix.chats")
+    }
+
+    fn place(&self, written: &crate::channels::Written) -> Result<String, String> {
+        let room = written.text("a Matrix room id")?;
+        match settings::not_a_room_id(&room) {
+            Some(why) => Err(why),
+            None => Ok(room),
+        }
+    }
+
+    fn person_id(&self, written: &crate::channels::Written) -> Result<String, String> {
+        let id = written.text("a Matrix user id")?;
+        match settings::not_a_user_id(&id) {
+            Some(why) => Err(why),
+            None => Ok(id),
+        }
+    }
+
+    fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        match self.mistakes().first() {
+            Some(m) => Err(m.clone()),
+            None => Ok(()),
+        }
+    }
+
+    fn problems(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.mistakes().into_iter().skip(1).collect();
+        out.extend(self.wrong_ids());
+        out
+    }
+
+    fn approvers(&self) -> Vec<String> {
+        self.approvers.clone()
+    }
+
+    fn nobody_answers(&self) -> Option<String> {
+        if self.enabled && self.approvers.is_empty() {
+            Some(
+                "matrix is enabled but matrix.approvers is empty: prompts are posted, but nobody \
+                 can answer them from Matrix (a refused answer is told to its sender)"
+                    .to_string(),
+            )
+        } else {
+            None
+        }
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.enabled && self.chats.is_empty() {
+            out.push(
+                "matrix.chats is empty: prompts reach only people a route messages directly; to \
+                 post in a room, invite the bot to it and add its id (\"!...:server\") to matrix.chats"
+                    .to_string(),
+            );
+        }
+        if self.enabled && self.api_url.trim().starts_with("http://") {
+            let host = self.api_url.trim().trim_start_matches("http://");
+            if !(host.starts_with("127.")
+                || host.starts_with("localhost")
+                || host.starts_with("[::1]"))
+            {
+                out.push(format!(
+                    "matrix.api_url = {:?} is plain http: the bot's token and every message cross the network unencrypted",
+                    self.api_url
+                ));
+            }
+        }
+        out
+    }
+
+    fn install<'a>(
+        &'a self,
+        wiring: &'a mut Wiring,
+    ) -> crate::channels::registry::BoxFuture<'a, anyhow::Result<()>> {
+        Box::pin(install(wiring, self))
+    }
+
+    fn doctor<'a>(
+        &'a self,
+        run: &'a crate::channels::Doctor,
+    ) -> crate::channels::registry::BoxFuture<'a, Vec<crate::channels::Check>> {
+        Box::pin(doctor::checks(self, run))
+    }
+}
