@@ -706,7 +706,6 @@ impl Settings {
         let url = self.server.public_url.trim().trim_end_matches('/');
         (!url.is_empty()).then(|| url.to_string())
     }
-
 }
 
 /// Reads the configuration file at `path` as TOML, its settings under old names read under

@@ -95,7 +95,9 @@ type ReadSection = fn(&config::Config, &str, &mut Vec<config::ConfigError>);
 /// The error of each section of `cfg` that cannot be read, in the order of
 /// [`Settings`](super::Settings)' fields.
 pub(super) fn section_errors(cfg: &config::Config) -> Vec<config::ConfigError> {
-    use crate::channels::{dingtalk, discord, feishu, matrix, ntfy, slack, telegram, webhook, wecom};
+    use crate::channels::{
+        dingtalk, discord, feishu, matrix, ntfy, slack, telegram, webhook, wecom,
+    };
     let mut out = Vec::new();
     let read: Vec<(&str, ReadSection)> = vec![
         ("server", one::<super::ServerSettings>),

@@ -80,4 +80,3 @@ fn list<T: Serialize>(out: &mut String, key: &str, items: &[T]) -> Result<(), Co
     }
     section(out, key, &items)
 }
-
