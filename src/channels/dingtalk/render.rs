@@ -39,6 +39,10 @@ pub(crate) enum Action {
     Pick,
     /// Send the input box's text as the answer (a question) or the fields (a form).
     Submit,
+    /// Approve, and grant the session the rule imrelay proposes for similar calls.
+    AllowSimilar,
+    /// Approve with the input box's text as the command to run instead.
+    Edit,
 }
 
 impl Action {
@@ -49,6 +53,8 @@ impl Action {
             "deny" => Action::Deny,
             "pick" => Action::Pick,
             "submit" => Action::Submit,
+            "similar" => Action::AllowSimilar,
+            "edit" => Action::Edit,
             _ => return None,
         })
     }
@@ -56,11 +62,22 @@ impl Action {
     /// Whether a card of an interaction of `kind` carries this button.
     pub fn fits(self, kind: Kind) -> bool {
         match self {
-            Action::Allow => kind == Kind::Approval,
+            Action::Allow | Action::AllowSimilar | Action::Edit => kind == Kind::Approval,
             Action::Deny => true,
             Action::Pick => kind == Kind::Question,
             Action::Submit => kind != Kind::Approval,
         }
+    }
+
+    /// Whether the card of `i` carries this button: it fits `i`'s kind, and "Allow similar"
+    /// and "Edit & approve" only where there is a rule to grant, a command to edit.
+    pub fn offered(self, i: &Interaction) -> bool {
+        self.fits(i.kind)
+            && match self {
+                Action::AllowSimilar => render::similar_rule(i).is_some(),
+                Action::Edit => render::editable_command(i).is_some(),
+                _ => true,
+            }
     }
 }
 
@@ -164,6 +181,26 @@ impl Cards {
         p.insert("allow_label".into(), s(self.t("批准", "Approve")));
         p.insert("deny_label".into(), s(self.deny_label(i.kind)));
         p.insert("submit_label".into(), s(self.t("提交", "Submit")));
+        // Empty when the card has no such button (the template hides a button whose label
+        // is empty).
+        let similar = pending && render::similar_rule(i).is_some();
+        p.insert(
+            "similar_label".into(),
+            s(if similar {
+                self.t("批准同类（本会话）", "Allow similar (this session)")
+            } else {
+                ""
+            }),
+        );
+        let editable = pending && render::editable_command(i).is_some();
+        p.insert(
+            "edit_label".into(),
+            s(if editable {
+                self.t("按输入框的命令批准", "Edit & approve")
+            } else {
+                ""
+            }),
+        );
         p.insert("notice".into(), s(""));
         p
     }
@@ -178,6 +215,10 @@ impl Cards {
 
     fn input_hint(&self, i: &Interaction) -> &'static str {
         match i.kind {
+            Kind::Approval if render::editable_command(i).is_some() => self.t(
+                "拒绝原因（可选，会告知智能体），或改写后要运行的命令（按输入框的命令批准）",
+                "Reason for denying (optional, shown to the agent), or the command to run instead (Edit & approve)",
+            ),
             Kind::Approval => self.t(
                 "拒绝原因（可选，会告知智能体）",
                 "Reason for denying (optional, shown to the agent)",
@@ -264,6 +305,15 @@ impl Cards {
                     "Input truncated: {} (all of it: {where_})",
                     cut_note(excerpt.cut)
                 )
+            }));
+        }
+        if i.is_pending()
+            && let Some(rule) = render::similar_rule(i)
+        {
+            out.push(escape(&if self.locale == Locale::ZhCn {
+                format!("「批准同类」同时允许本会话中的：{rule}")
+            } else {
+                format!("Allow similar also allows, for this session: {rule}")
             }));
         }
     }

@@ -74,14 +74,17 @@ pub async fn install(w: &mut Wiring, settings: &FeishuSettings) -> anyhow::Resul
         render::Cards::new(settings.locale, secret.clone()).with_inbox(w.server.inbox.clone());
     let digests =
         crate::channels::digest::Digests::new(w.store.clone(), CHANNEL, settings.digest_after);
-    let callbacks = Arc::new(inbound::Callbacks::new(
-        w.registry.clone(),
-        w.store.clone(),
-        settings.clone(),
-        cards.clone(),
-        secret,
-        digests.clone(),
-    ));
+    let callbacks = Arc::new(
+        inbound::Callbacks::new(
+            w.registry.clone(),
+            w.store.clone(),
+            settings.clone(),
+            cards.clone(),
+            secret,
+            digests.clone(),
+        )
+        .with_api(api.clone()),
+    );
     w.metrics.register(
         "imrelay_feishu_callbacks",
         "Feishu card clicks, by result (resolved, already_resolved, refused, invalid, duplicate, ...)",
