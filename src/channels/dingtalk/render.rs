@@ -143,6 +143,10 @@ impl Cards {
         };
         let mut lines = Vec::new();
         self.context(i, &mut lines);
+        // The votes so far, when several people decide it.
+        if let Some(votes) = render::votes_line(i, self.locale) {
+            lines.push(format!("👥 {}", escape(&votes)));
+        }
         match i.kind {
             Kind::Approval => self.approval(i, &mut lines),
             Kind::Question => self.question(i, &mut lines),
@@ -478,6 +482,36 @@ mod tests {
         let zh = cards(Locale::ZhCn).params(&i);
         assert_eq!(zh["title"], "审批请求：Bash");
         assert_eq!(zh["deny_label"], "拒绝");
+    }
+
+    #[test]
+    fn a_card_several_people_decide_shows_the_votes_so_far() {
+        let mut i = Interaction::pending(
+            InteractionId::parse("t2").unwrap(),
+            "Bash",
+            json!({"command": "make deploy"})
+                .as_object()
+                .unwrap()
+                .clone(),
+            Timestamp::from_millisecond(1_700_000_000_000).unwrap(),
+            300,
+        );
+        i.quorum = Some(crate::interaction::quorum::Quorum { allow: 2, deny: 1 });
+        i.votes = Box::new([crate::interaction::quorum::Vote {
+            person: "alice".into(),
+            by: "alice".into(),
+            via: crate::interaction::Via::new("telegram"),
+            allow: true,
+            at: Timestamp::from_millisecond(1_700_000_001_000).unwrap(),
+        }]);
+        let md = cards(Locale::EnUs).params(&i)["markdown"]
+            .as_str()
+            .unwrap()
+            .replace('\u{200b}', "");
+        assert!(
+            md.contains("Needs 2 people · votes: 1 of 2: alice via telegram"),
+            "{md}"
+        );
     }
 
     #[test]

@@ -189,7 +189,9 @@ impl Cards {
         // the click: above what the card asks.
         let escalated = shared::escalated_line(i, self.locale).map(|l| format!("⏫ {l}"));
         let feedback = feedback.map(|f| format!("⚠ {f}"));
-        let above: Vec<String> = feedback.into_iter().chain(escalated).collect();
+        // The votes so far, when several people decide it.
+        let votes = shared::votes_line(i, self.locale).map(|v| format!("👥 {}", visible_line(&v)));
+        let above: Vec<String> = feedback.into_iter().chain(escalated).chain(votes).collect();
         if !above.is_empty() {
             let body = format!("{}\n{}", above.join("\n"), self.body(i));
             card.insert("sub_title_text".into(), json!(cut(&body, BODY_CHARS)));
@@ -508,6 +510,27 @@ mod tests {
             note.starts_with("✅ **由 lisi 通过 telegram 批准**：Bash"),
             "{note}"
         );
+    }
+
+    #[test]
+    fn a_card_several_people_decide_shows_the_votes_so_far() {
+        let cards = Cards::new(Locale::EnUs, Keys::new(vec![7; 32]), None);
+        let mut i = bash("make deploy");
+        i.quorum = Some(crate::interaction::quorum::Quorum { allow: 2, deny: 1 });
+        i.votes = Box::new([crate::interaction::quorum::Vote {
+            person: "alice".into(),
+            by: "alice".into(),
+            via: Via::new("telegram"),
+            allow: true,
+            at: jiff::Timestamp::from_millisecond(1_700_000_001_000).unwrap(),
+        }]);
+        let card = cards.card(&i, "wrkA");
+        let body = card["sub_title_text"].as_str().unwrap();
+        assert!(
+            body.contains("Needs 2 people · votes: 1 of 2: alice via telegram"),
+            "{body}"
+        );
+        assert!(body.contains("make deploy"), "{body}");
     }
 
     #[test]
