@@ -15,7 +15,9 @@
 //! rule makes every channel equal. What a person reads (a tool call, outcome phrases, times)
 //! comes from [`crate::present`], shared with the inbox and the terminal.
 
+pub(crate) mod desk;
 pub(crate) mod digest;
+pub(crate) mod digest_flow;
 pub(crate) mod digest_texts;
 pub mod dingtalk;
 pub mod feishu;
@@ -24,6 +26,7 @@ pub(crate) mod messages;
 pub mod ntfy;
 mod pacer;
 pub(crate) mod pipeline;
+pub(crate) mod plan;
 pub mod registry;
 pub(crate) mod sessions;
 pub mod slack;

@@ -36,6 +36,7 @@ pub mod doctor;
 pub mod grants;
 pub mod hook;
 pub mod mcp;
+pub mod passkeys;
 pub mod policy;
 pub mod route;
 pub mod sessions;

@@ -7,6 +7,7 @@ use axum::response::{IntoResponse, Response};
 
 const HTML: &str = include_str!("inbox/index.html");
 const SCRIPT: &str = include_str!("inbox/inbox.js");
+const PASSKEYS: &str = include_str!("inbox/passkeys.js");
 const STYLE: &str = include_str!("inbox/inbox.css");
 
 /// Only this page's own script and stylesheet run; it may talk only to this server.
@@ -37,6 +38,11 @@ pub async fn script() -> Response {
     asset("text/javascript; charset=utf-8", SCRIPT)
 }
 
+/// `GET /passkeys.js`: passkeys and presence ("desk first").
+pub async fn passkeys_script() -> Response {
+    asset("text/javascript; charset=utf-8", PASSKEYS)
+}
+
 /// `GET /inbox.css`
 pub(crate) async fn style() -> Response {
     asset("text/css; charset=utf-8", STYLE)
@@ -51,5 +57,6 @@ mod tests {
         // An agent's `pattern` is checked by the server alone (in linear time): the browser's
         // backtracking engine would freeze the tab on a pattern like (a+)+$.
         assert!(!SCRIPT.contains("RegExp("), "inbox.js builds a RegExp");
+        assert!(!PASSKEYS.contains("RegExp("), "passkeys.js builds a RegExp");
     }
 }

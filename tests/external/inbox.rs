@@ -20,11 +20,22 @@ use crate::{Need, trial};
 
 mod first_look;
 mod operator;
+mod phone;
 mod quorum;
 mod sessions;
 
 pub fn trials() -> Vec<libtest_mimic::Trial> {
     vec![
+        trial(
+            "inbox::a_passkey_answers_a_step_up_approval_and_a_chat_tap_cannot",
+            browser,
+            phone::a_passkey_answers_a_step_up_approval_and_a_chat_tap_cannot,
+        ),
+        trial(
+            "inbox::at_the_desk_the_phone_waits_and_away_it_rings_at_once",
+            browser,
+            phone::at_the_desk_the_phone_waits_and_away_it_rings_at_once,
+        ),
         trial(
             "inbox::the_sessions_show_their_state_and_take_a_message",
             browser,
@@ -1681,6 +1692,7 @@ async fn allow_similar_grants_a_rule_shown_and_revoked_in_the_inbox() {
             route: Vec::new(),
             quorum: None,
             deny_quorum: None,
+            step_up: false,
         }];
     })
     .await;

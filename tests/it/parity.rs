@@ -82,7 +82,11 @@ const CHECKED_ELSEWHERE: &[(&str, &str)] = &[
     ),
     (
         "Digests (`digest_after`)",
-        "tests/it/telegram/digest.rs, feishu/digest.rs",
+        "each channel's digest tests (tests/it/<channel>/digest.rs and the kit's)",
+    ),
+    (
+        "A burst gathered into a digest",
+        "the kit's burst tests (digest_flow.rs) and each channel's digest tests",
     ),
     (
         "The vote tally on every copy",

@@ -16,9 +16,11 @@ use super::plan::Job;
 use super::render::{self, PromptParts, Publish};
 use super::settings::NtfySettings;
 use super::tokens::{self, Action};
+use crate::channels::digest::{Digests, Edited, Sheet};
+use crate::channels::digest_texts::Texts;
 use crate::channels::messages::{Failure, Messages, Pacer, Platform, Posted};
 use crate::interaction::{Interaction, Kind};
-use crate::outbox::{ChannelJob, Delivery, OutboxHandler};
+use crate::outbox::{Delivery, OutboxHandler};
 use crate::store::{ChannelMessage, ClaimedJob, OutboxJob, Store};
 
 /// Smallest gap between two messages to one topic.
@@ -121,6 +123,24 @@ impl Ntfy {
 #[async_trait]
 impl Platform for Ntfy {
     type Target = String;
+    type Job = Job;
+
+    /// A notification cannot gather others: every prompt is published on its own.
+    fn has_digests(&self) -> bool {
+        false
+    }
+
+    fn texts(&self) -> Texts {
+        Texts(crate::present::render::Locale::EnUs)
+    }
+
+    async fn post_digest(&self, _topic: &String, _sheet: &Sheet) -> Result<String, Failure> {
+        Err(Failure::Permanent("ntfy shows no digests".into()))
+    }
+
+    async fn edit_digest(&self, _a: &str, _m: &str, _sheet: &Sheet) -> Result<Edited, Failure> {
+        Ok(Edited::Cannot)
+    }
 
     fn channel(&self) -> &'static str {
         CHANNEL
@@ -175,6 +195,7 @@ impl Deliverer {
     pub fn new(ntfy: Ntfy, store: Arc<dyn Store>) -> Self {
         Deliverer(Messages {
             platform: ntfy,
+            digests: Digests::new(store.clone(), super::CHANNEL, 0, Vec::new()),
             store,
             pacer: Pacer::new(TOPIC_GAP, THROTTLE_PAUSE),
             health: None,
@@ -185,11 +206,7 @@ impl Deliverer {
 #[async_trait]
 impl OutboxHandler for Deliverer {
     async fn deliver(&self, job: &ClaimedJob) -> Delivery {
-        match Job::read(&job.job) {
-            Ok(Job::Post { topic }) => self.0.post(&job.job, &topic).await,
-            Ok(Job::Update) => self.0.finalize_all(&job.job).await,
-            Err(failed) => failed,
-        }
+        self.0.deliver(&job.job).await
     }
 
     fn concurrency(&self) -> usize {

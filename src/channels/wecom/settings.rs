@@ -63,6 +63,10 @@ pub struct WeComSettings {
     /// How long opening the long connection may take before it is abandoned and retried,
     /// seconds.
     pub connect_timeout_secs: u64,
+    /// Digests: more than this many interactions pending for one place, further ones are
+    /// shown in one digest message per agent session. 0: only when the place's queue
+    /// cannot be posted before the requests' deadlines.
+    pub digest_after: u32,
 }
 
 impl Default for WeComSettings {
@@ -80,6 +84,7 @@ impl Default for WeComSettings {
             approvers: Vec::new(),
             locale: Locale::ZhCn,
             connect_timeout_secs: super::bot::SUBSCRIBE_TIMEOUT.as_secs(),
+            digest_after: 0,
         }
     }
 }
@@ -110,6 +115,13 @@ impl WeComSettings {
 
     /// Checks values that only make sense together; the message names the setting.
     pub fn validate(&self) -> Result<(), String> {
+        if self.digest_after > crate::channels::digest::MAX_AFTER {
+            return Err(format!(
+                "wecom.digest_after is {}: give 0 (no digests past a count) or at most {}",
+                self.digest_after,
+                crate::channels::digest::MAX_AFTER
+            ));
+        }
         let url = self.url.trim();
         if !(url.is_empty() || url.starts_with("ws://") || url.starts_with("wss://")) {
             return Err(format!(
