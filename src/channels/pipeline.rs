@@ -1,16 +1,24 @@
-//! The answer pipeline every chat channel runs a tap, a click or a typed answer through, and
-//! the one set of messages that tells the person what became of it.
+//! The one inbound path every chat channel runs a tap, a click or a typed answer through,
+//! and the one set of messages that tells the person what became of it.
 //!
-//! A channel does what only it can: authenticate the platform's request, and decode and
-//! verify the button's token (see [`super::token`]), which binds the tap to one interaction.
-//! From there every channel takes the same steps, here:
+//! A channel does what only it can: authenticate the platform's request, decode its
+//! button's token (see [`super::token`]), which binds the tap to one interaction, and read
+//! what the click or reply means ([`Decision`]). From there every channel takes the same
+//! steps, here:
 //!
-//! 1. `Pipeline::admit`: the tapper must be an approver; the interaction must exist and be
+//! 1. [`Pipeline::verified`]: a token that failed its check is refused and recorded, bound
+//!    to no interaction (the id in forged data proves nothing); [`replayed`] tells a
+//!    platform's re-delivery of a callback from a new one.
+//! 2. [`Pipeline::admit`]: the tapper must be an approver; the interaction must exist and be
 //!    the incarnation the button was made for; it must still be pending; the action must fit
 //!    its kind. A refusal is recorded in the audit trail.
-//! 2. The channel turns the tap into an [`Answer`] (a button's meaning, a card's form).
-//! 3. `Pipeline::respond`: the registry's first answer wins.
+//! 3. The channel turns the tap into a [`Decision`] (a button's meaning, a card's form, a
+//!    typed reply).
+//! 4. [`Pipeline::decide`]: the answer, "Allow similar" with its session grant, or "Edit &
+//!    approve" with the edited command; the registry's first answer wins.
+//! 5. [`Pipeline::count`]: every outcome counted under one label set ([`ResultLabels`]).
 //!
+//! [`Pipeline::answer`] runs steps 2 to 5 for the channels whose button answers at once.
 //! Each step ends in a [`Feedback`], and [`Feedback::text`] is the toast for it, in English or
 //! Chinese: every outcome, every [`RegistryError`] included, has one message on every
 //! channel.
@@ -20,6 +28,10 @@ use std::sync::Arc;
 use crate::interaction::{
     Answer, Interaction, InteractionId, Kind, Outcome, Registry, RegistryError, Responder, Via,
 };
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 
 use crate::interaction::quorum::Vote;
 use crate::interaction::routes::{Admission, admission};
@@ -248,17 +260,197 @@ impl From<Feedback> for Stop {
     }
 }
 
+impl Stop {
+    /// The label the stop is counted under: `refused` for a refusal, otherwise the
+    /// feedback's (a refusal that could not be recorded is still a refusal).
+    pub fn result(&self) -> &'static str {
+        match self.refused {
+            Some(_) => "refused",
+            None => self.feedback.result(),
+        }
+    }
+}
+
+/// Labels of a channel's answer counter: one per outcome (`resolved`, `already_resolved`,
+/// `refused`, `invalid`, `voted`, `duplicate`, `ignored`, `whoami`, ...).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    /// What became of it.
+    pub result: String,
+}
+
+/// What a verified click or reply asks for, once its platform has read it.
+#[derive(Clone, Debug)]
+pub(crate) enum Decision {
+    /// This answer, as it is.
+    Answer(Answer),
+    /// Approve, and grant the rule imrelay proposes for the session's similar calls
+    /// ([`render::similar_rule`]).
+    AllowSimilar,
+    /// Approve with the command changed to this one ("Edit & approve", on an approval whose
+    /// command [`render::editable_command`] offers).
+    Edit(String),
+}
+
+/// Whether a callback with `key` in `scope` was handled before (here or by another
+/// replica) within `hours`: a platform's re-delivery, which is answered without being
+/// audited or counted again. A store that cannot say is taken as "new": the registry still
+/// lets only one answer win.
+pub(crate) async fn replayed(
+    store: &dyn crate::store::Store,
+    scope: &str,
+    key: &str,
+    hours: i64,
+) -> bool {
+    if key.is_empty() {
+        return false;
+    }
+    let expires = jiff::Timestamp::now()
+        .checked_add(jiff::SignedDuration::from_hours(hours))
+        .unwrap_or(jiff::Timestamp::MAX);
+    match store.first_sighting(scope, key, expires).await {
+        Ok(first) => !first,
+        Err(e) => {
+            tracing::warn!(error = %e, scope, "cannot check a callback for re-delivery; handling it as new");
+            false
+        }
+    }
+}
+
 /// The steps from a verified tap to the registry, for one channel.
 #[derive(Clone, Debug)]
 pub(crate) struct Pipeline {
     registry: Registry,
     via: Via,
+    results: Family<ResultLabels, Counter>,
 }
 
 impl Pipeline {
     /// The pipeline of the channel named `via`, answering through `registry`.
     pub fn new(registry: Registry, via: Via) -> Self {
-        Self { registry, via }
+        Self {
+            registry,
+            via,
+            results: Family::default(),
+        }
+    }
+
+    /// The per-result counter, for registration with the server's metrics.
+    pub fn results_metric(&self) -> Family<ResultLabels, Counter> {
+        self.results.clone()
+    }
+
+    /// Counts one callback, click or reply under `result`.
+    pub fn count(&self, result: &str) {
+        self.results
+            .get_or_create(&ResultLabels {
+                result: result.into(),
+            })
+            .inc();
+    }
+
+    /// `verified`, or, when the platform's token failed its check (`None`), the refusal:
+    /// recorded in the audit trail bound to no interaction (the id `claimed` in forged data
+    /// proves nothing and is only named), unless `audit` is off for a re-delivery. The
+    /// feedback is then a bad button, or a store failure when the refusal could not be
+    /// recorded.
+    pub async fn verified<T>(
+        &self,
+        verified: Option<T>,
+        actor: &str,
+        what: &str,
+        claimed: &str,
+        audit: bool,
+    ) -> Result<T, Feedback> {
+        if let Some(v) = verified {
+            return Ok(v);
+        }
+        if !audit {
+            return Err(Feedback::BadButton);
+        }
+        let reason = if claimed.is_empty() {
+            format!("{what} failed its integrity check")
+        } else {
+            format!(
+                "{what} failed its integrity check (claimed id {:?})",
+                crate::interaction::clip(claimed, 80)
+            )
+        };
+        match self.registry.refused(None, actor, &self.via, &reason).await {
+            Ok(()) => Err(Feedback::BadButton),
+            // Not recorded: try again.
+            Err(_) => Err(Feedback::StoreDown),
+        }
+    }
+
+    /// The one path from a verified tap to its outcome: admits `tap` for an action that
+    /// `fits`, reads the interaction's [`Decision`] with `read` (its `Err` says why the
+    /// answer does not fit), decides it as `by`, and counts the outcome.
+    pub async fn answer(
+        &self,
+        tap: &Tap<'_>,
+        fits: impl FnOnce(&Interaction) -> bool,
+        read: impl FnOnce(&Interaction) -> Result<Decision, String>,
+        by: Responder,
+    ) -> Feedback {
+        let current = match self.admit(tap, fits).await {
+            Ok(i) => i,
+            Err(stop) => {
+                self.count(stop.result());
+                return stop.feedback;
+            }
+        };
+        let feedback = match read(&current) {
+            Ok(decision) => self.decide(&current, decision, by).await,
+            Err(why) => Feedback::Invalid(why),
+        };
+        self.count(feedback.result());
+        feedback
+    }
+
+    /// Gives interaction `i` the answer `decision` stands for, from `by`: "Allow similar"
+    /// allows and grants the session the proposed rule; "Edit & approve" allows with the
+    /// edited command. A decision the interaction cannot take is a bad button.
+    pub async fn decide(&self, i: &Interaction, decision: Decision, by: Responder) -> Feedback {
+        match decision {
+            Decision::Answer(answer) => self.respond(&i.id, answer, by).await,
+            Decision::AllowSimilar => {
+                let Some(rule) = render::similar_rule(i) else {
+                    return Feedback::BadButton;
+                };
+                let request = crate::interaction::GrantRequest {
+                    rule: Some(rule),
+                    scope: crate::interaction::policy::GrantScope::Session,
+                };
+                self.respond_granting(&i.id, Answer::allow(), by, &request)
+                    .await
+            }
+            Decision::Edit(command) => {
+                if render::editable_command(i).is_none() {
+                    return Feedback::BadButton;
+                }
+                let command = command.trim();
+                if command.is_empty() {
+                    return Feedback::Invalid("type the command to run".into());
+                }
+                if command.chars().count() > render::EDITABLE_CHARS {
+                    return Feedback::Invalid(format!(
+                        "the command is longer than {} characters",
+                        render::EDITABLE_CHARS
+                    ));
+                }
+                let mut input = i.input.map();
+                input.insert(
+                    "command".into(),
+                    serde_json::Value::String(command.to_string()),
+                );
+                let answer = Answer::Allow {
+                    updated_input: Some(input),
+                    always: false,
+                };
+                self.respond(&i.id, answer, by).await
+            }
+        }
     }
 
     /// The registry it answers through.

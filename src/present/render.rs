@@ -288,6 +288,24 @@ pub fn similar_rule(i: &Interaction) -> Option<String> {
     crate::interaction::policy::propose(i)
 }
 
+/// The longest command "Edit & approve" offers to change (characters).
+pub const EDITABLE_CHARS: usize = 3000;
+
+/// The command of a `Bash` approval, which a chat's "Edit & approve" lets a person change
+/// (the agent runs the edited command in its place); `None` for anything else, or a command
+/// longer than [`EDITABLE_CHARS`].
+pub fn editable_command(i: &Interaction) -> Option<String> {
+    if i.kind != crate::interaction::Kind::Approval || i.tool_name != "Bash" {
+        return None;
+    }
+    i.input
+        .map()
+        .get("command")
+        .and_then(Value::as_str)
+        .filter(|c| c.chars().count() <= EDITABLE_CHARS)
+        .map(str::to_string)
+}
+
 /// The votes so far on an approval that needs several people, as every copy shows them
 /// ("Needs 2 people · votes: 1 of 2: alice via telegram"); `None` for anything else. The
 /// names are outside values: the caller escapes the line for its surface.

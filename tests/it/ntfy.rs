@@ -21,7 +21,7 @@ use crate::support::*;
 /// A fake ntfy server: records each publish, refuses (400) one not in ntfy's format or
 /// without the expected `Authorization`.
 #[derive(Clone)]
-struct FakeNtfy {
+pub(crate) struct FakeNtfy {
     auth: String,
     got: Arc<Mutex<Vec<Value>>>,
     refused: Arc<Mutex<Vec<String>>>,
@@ -139,7 +139,7 @@ fn check(f: &FakeNtfy, headers: &HeaderMap, body: &str) -> AxumStatus {
 }
 
 impl FakeNtfy {
-    async fn start(auth: &str) -> (FakeNtfy, String) {
+    pub(crate) async fn start(auth: &str) -> (FakeNtfy, String) {
         let f = FakeNtfy {
             auth: auth.into(),
             got: Arc::default(),
@@ -168,12 +168,17 @@ impl FakeNtfy {
         .await
     }
 
+    /// Every publish so far.
+    pub(crate) fn published(&self) -> Vec<Value> {
+        self.got.lock().unwrap().clone()
+    }
+
     fn refused(&self) -> Vec<String> {
         self.refused.lock().unwrap().clone()
     }
 }
 
-fn configure(s: &mut Settings, url: &str) {
+pub(crate) fn configure(s: &mut Settings, url: &str) {
     s.ntfy.enabled = true;
     s.ntfy.api_url = url.into();
     s.ntfy.topics = vec!["phone-alice".into()];
@@ -189,7 +194,7 @@ fn path_of(url: &str) -> String {
 }
 
 /// The button labelled `label` of a published prompt: the path it posts to.
-fn button(prompt: &Value, label: &str) -> String {
+pub(crate) fn button(prompt: &Value, label: &str) -> String {
     let a = prompt["actions"]
         .as_array()
         .and_then(|a| a.iter().find(|a| a["label"] == label))
@@ -197,7 +202,7 @@ fn button(prompt: &Value, label: &str) -> String {
     path_of(a["url"].as_str().unwrap())
 }
 
-async fn press(app: &TestApp, path: &str) -> (StatusCode, Value) {
+pub(crate) async fn press(app: &TestApp, path: &str) -> (StatusCode, Value) {
     split(app.client.post(app.url(path)).send().await.unwrap()).await
 }
 

@@ -17,9 +17,6 @@
 
 use std::sync::Arc;
 
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
 use serde_json::{Map, Value, json};
 
 use super::CHANNEL;
@@ -28,16 +25,9 @@ use super::button::Tokens;
 use super::render::{Action, Cards};
 use super::settings::DingTalkSettings;
 use super::stream::{BOT_MESSAGE_TOPIC, CARD_CALLBACK_TOPIC, CallbackHandler, CardClick};
-use crate::channels::pipeline::{Feedback, Pipeline, Tap};
+use crate::channels::pipeline::{Decision, Feedback, Pipeline, Tap};
 use crate::channels::typed::{form_content, question_answers};
-use crate::interaction::{Answer, Interaction, Kind, Responder, clip, parse_questions};
-
-/// Labels of the click counter.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ResultLabels {
-    /// `resolved`, `already_resolved`, `refused`, `invalid`, `ignored`, ...
-    pub result: String,
-}
+use crate::interaction::{Answer, Form, Interaction, Kind, Responder, clip, parse_questions};
 
 /// Longest text accepted from a card's input box.
 const MAX_TEXT_CHARS: usize = 4000;
@@ -48,7 +38,6 @@ pub struct Clicks {
     api: Arc<OpenApi>,
     settings: Arc<DingTalkSettings>,
     cards: Cards,
-    results: Family<ResultLabels, Counter>,
     digests: Option<(
         crate::channels::digest::Digests,
         super::digest::DigestTokens,
@@ -68,7 +57,6 @@ impl Clicks {
             api,
             settings,
             cards,
-            results: Family::default(),
             digests: None,
         }
     }
@@ -162,16 +150,17 @@ impl Clicks {
     }
 
     /// The per-result counter, for registration with the server's metrics.
-    pub fn results_metric(&self) -> Family<ResultLabels, Counter> {
-        self.results.clone()
+    pub fn results_metric(
+        &self,
+    ) -> prometheus_client::metrics::family::Family<
+        crate::channels::pipeline::ResultLabels,
+        prometheus_client::metrics::counter::Counter,
+    > {
+        self.pipeline.results_metric()
     }
 
     fn count(&self, result: &str) {
-        self.results
-            .get_or_create(&ResultLabels {
-                result: result.into(),
-            })
-            .inc();
+        self.pipeline.count(result);
     }
 
     /// The answer to a click: the card as the interaction now is, when the feedback shows
@@ -188,38 +177,32 @@ impl Clicks {
         reply
     }
 
-    /// Handles one click; returns what the clicker is told.
+    /// Handles one click; returns what the clicker is told (counted).
     async fn click(&self, click: &CardClick) -> Feedback {
         let Some((ids, params)) = click.action() else {
+            self.count("refused");
             return Feedback::BadButton;
         };
         let user = click.user_id.as_str();
+        let actor = format!("dingtalk:{}", clip(user, 80));
         let token = params.get("token").and_then(Value::as_str).unwrap_or("");
-        let Some((id, created)) = self.cards.tokens().verify(token) else {
-            // The id in forged data proves nothing: the refusal is bound to no interaction.
-            let recorded = self
-                .pipeline
-                .registry()
-                .refused(
-                    None,
-                    &format!("dingtalk:{}", clip(user, 80)),
-                    self.pipeline.via(),
-                    &format!(
-                        "card data failed its integrity check (claimed id {:?})",
-                        clip(Tokens::claimed(token), 80)
-                    ),
-                )
-                .await;
-            return match recorded {
-                Ok(()) => Feedback::BadButton,
-                // Not recorded: try again.
-                Err(_) => Feedback::StoreDown,
-            };
+        let verified = self.cards.tokens().verify(token);
+        let claimed = clip(Tokens::claimed(token), 80);
+        let (id, created) = match self
+            .pipeline
+            .verified(verified, &actor, "card data", &claimed, true)
+            .await
+        {
+            Ok(v) => v,
+            Err(feedback) => {
+                self.count(feedback.result());
+                return feedback;
+            }
         };
         let Some(action) = ids.first().and_then(|a| Action::parse(a)) else {
+            self.count("refused");
             return Feedback::BadButton;
         };
-        let actor = format!("dingtalk:{user}");
         let tap = Tap {
             id: &id,
             created: Some(created),
@@ -228,18 +211,17 @@ impl Clicks {
             approver: self.settings.is_approver(user),
             audit: true,
         };
-        let current = match self.pipeline.admit(&tap, |i| action.fits(i.kind)).await {
-            Ok(i) => i,
-            Err(stop) => return stop.feedback,
-        };
-        let answer = match answer(&current, action, &params) {
-            Ok(a) => a,
-            Err(why) => return Feedback::Invalid(why),
-        };
         let by = Responder::new(user, self.pipeline.via().clone())
             .with_actor_id(actor.clone())
             .with_identity(CHANNEL, user);
-        self.pipeline.respond(&id, answer, by).await
+        self.pipeline
+            .answer(
+                &tap,
+                |i| action.offered(i),
+                |i| decision(i, action, &params),
+                by,
+            )
+            .await
     }
 }
 
@@ -266,7 +248,6 @@ impl CallbackHandler for Clicks {
             return reply;
         }
         let feedback = self.click(&click).await;
-        self.count(feedback.result());
         self.reply(&feedback)
     }
 }
@@ -384,10 +365,19 @@ fn text_of(params: &Map<String, Value>) -> Option<String> {
         .map(|t| t.chars().take(MAX_TEXT_CHARS).collect())
 }
 
-/// The answer a click means for `i`; `Err` says why it does not fit.
-fn answer(i: &Interaction, action: Action, params: &Map<String, Value>) -> Result<Answer, String> {
-    Ok(match action {
+/// What a click means for `i`; `Err` says why it does not fit.
+fn decision(
+    i: &Interaction,
+    action: Action,
+    params: &Map<String, Value>,
+) -> Result<Decision, String> {
+    Ok(Decision::Answer(match action {
         Action::Allow => Answer::allow(),
+        Action::AllowSimilar => return Ok(Decision::AllowSimilar),
+        Action::Edit => {
+            let command = text_of(params).ok_or("type the command to run in the box first")?;
+            return Ok(Decision::Edit(command));
+        }
         Action::Deny => Answer::deny(text_of(params)),
         Action::Pick => {
             let index = params
@@ -415,5 +405,5 @@ fn answer(i: &Interaction, action: Action, params: &Map<String, Value>) -> Resul
                 _ => Answer::Answers(question_answers(i, &text)?),
             }
         }
-    })
+    }))
 }

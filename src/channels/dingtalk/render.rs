@@ -39,6 +39,10 @@ pub(crate) enum Action {
     Pick,
     /// Send the input box's text as the answer (a question) or the fields (a form).
     Submit,
+    /// Approve, and grant the session the rule imrelay proposes for similar calls.
+    AllowSimilar,
+    /// Approve with the input box's text as the command to run instead.
+    Edit,
 }
 
 impl Action {
@@ -49,6 +53,8 @@ impl Action {
             "deny" => Action::Deny,
             "pick" => Action::Pick,
             "submit" => Action::Submit,
+            "similar" => Action::AllowSimilar,
+            "edit" => Action::Edit,
             _ => return None,
         })
     }
@@ -56,11 +62,22 @@ impl Action {
     /// Whether a card of an interaction of `kind` carries this button.
     pub fn fits(self, kind: Kind) -> bool {
         match self {
-            Action::Allow => kind == Kind::Approval,
+            Action::Allow | Action::AllowSimilar | Action::Edit => kind == Kind::Approval,
             Action::Deny => true,
             Action::Pick => kind == Kind::Question,
             Action::Submit => kind != Kind::Approval,
         }
+    }
+
+    /// Whether the card of `i` carries this button: it fits `i`'s kind, and "Allow similar"
+    /// and "Edit & approve" only where there is a rule to grant, a command to edit.
+    pub fn offered(self, i: &Interaction) -> bool {
+        self.fits(i.kind)
+            && match self {
+                Action::AllowSimilar => render::similar_rule(i).is_some(),
+                Action::Edit => render::editable_command(i).is_some(),
+                _ => true,
+            }
     }
 }
 
@@ -126,6 +143,10 @@ impl Cards {
         };
         let mut lines = Vec::new();
         self.context(i, &mut lines);
+        // The votes so far, when several people decide it.
+        if let Some(votes) = render::votes_line(i, self.locale) {
+            lines.push(format!("👥 {}", escape(&votes)));
+        }
         match i.kind {
             Kind::Approval => self.approval(i, &mut lines),
             Kind::Question => self.question(i, &mut lines),
@@ -164,6 +185,26 @@ impl Cards {
         p.insert("allow_label".into(), s(self.t("批准", "Approve")));
         p.insert("deny_label".into(), s(self.deny_label(i.kind)));
         p.insert("submit_label".into(), s(self.t("提交", "Submit")));
+        // Empty when the card has no such button (the template hides a button whose label
+        // is empty).
+        let similar = pending && render::similar_rule(i).is_some();
+        p.insert(
+            "similar_label".into(),
+            s(if similar {
+                self.t("批准同类（本会话）", "Allow similar (this session)")
+            } else {
+                ""
+            }),
+        );
+        let editable = pending && render::editable_command(i).is_some();
+        p.insert(
+            "edit_label".into(),
+            s(if editable {
+                self.t("按输入框的命令批准", "Edit & approve")
+            } else {
+                ""
+            }),
+        );
         p.insert("notice".into(), s(""));
         p
     }
@@ -178,6 +219,10 @@ impl Cards {
 
     fn input_hint(&self, i: &Interaction) -> &'static str {
         match i.kind {
+            Kind::Approval if render::editable_command(i).is_some() => self.t(
+                "拒绝原因（可选，会告知智能体），或改写后要运行的命令（按输入框的命令批准）",
+                "Reason for denying (optional, shown to the agent), or the command to run instead (Edit & approve)",
+            ),
             Kind::Approval => self.t(
                 "拒绝原因（可选，会告知智能体）",
                 "Reason for denying (optional, shown to the agent)",
@@ -264,6 +309,15 @@ impl Cards {
                     "Input truncated: {} (all of it: {where_})",
                     cut_note(excerpt.cut)
                 )
+            }));
+        }
+        if i.is_pending()
+            && let Some(rule) = render::similar_rule(i)
+        {
+            out.push(escape(&if self.locale == Locale::ZhCn {
+                format!("「批准同类」同时允许本会话中的：{rule}")
+            } else {
+                format!("Allow similar also allows, for this session: {rule}")
             }));
         }
     }
@@ -428,6 +482,36 @@ mod tests {
         let zh = cards(Locale::ZhCn).params(&i);
         assert_eq!(zh["title"], "审批请求：Bash");
         assert_eq!(zh["deny_label"], "拒绝");
+    }
+
+    #[test]
+    fn a_card_several_people_decide_shows_the_votes_so_far() {
+        let mut i = Interaction::pending(
+            InteractionId::parse("t2").unwrap(),
+            "Bash",
+            json!({"command": "make deploy"})
+                .as_object()
+                .unwrap()
+                .clone(),
+            Timestamp::from_millisecond(1_700_000_000_000).unwrap(),
+            300,
+        );
+        i.quorum = Some(crate::interaction::quorum::Quorum { allow: 2, deny: 1 });
+        i.votes = Box::new([crate::interaction::quorum::Vote {
+            person: "alice".into(),
+            by: "alice".into(),
+            via: crate::interaction::Via::new("telegram"),
+            allow: true,
+            at: Timestamp::from_millisecond(1_700_000_001_000).unwrap(),
+        }]);
+        let md = cards(Locale::EnUs).params(&i)["markdown"]
+            .as_str()
+            .unwrap()
+            .replace('\u{200b}', "");
+        assert!(
+            md.contains("Needs 2 people · votes: 1 of 2: alice via telegram"),
+            "{md}"
+        );
     }
 
     #[test]

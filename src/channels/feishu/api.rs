@@ -368,6 +368,26 @@ impl OpenApi {
             .ok_or_else(|| ApiError::Malformed("the send answer carries no message_id".into()))
     }
 
+    /// Sends the plain text `text` to the chat `chat_id`. Returns the message id.
+    pub async fn send_text(&self, chat_id: &str, text: &str) -> Result<String, ApiError> {
+        let data = self
+            .call(
+                Method::POST,
+                "/open-apis/im/v1/messages?receive_id_type=chat_id",
+                &json!({
+                    "receive_id": chat_id,
+                    "msg_type": "text",
+                    "content": json!({"text": text}).to_string(),
+                }),
+            )
+            .await?;
+        Ok(data
+            .get("message_id")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string())
+    }
+
     /// Replaces the content of card message `message_id`.
     pub async fn update_card(&self, message_id: &str, card: &Value) -> Result<(), ApiError> {
         if message_id.is_empty()

@@ -18,7 +18,6 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use serde_json::{Map, Value, json};
@@ -28,7 +27,7 @@ use super::CHANNEL;
 use super::render::{self, Action, Cards, other_field, select_field};
 use super::settings::FeishuSettings;
 use super::{button, crypto};
-use crate::channels::pipeline::{Feedback, Pipeline, Tap};
+use crate::channels::pipeline::{Decision, Feedback, Pipeline, ResultLabels, Tap, replayed};
 use crate::interaction::{
     Answer, Form, Interaction, InteractionId, Kind, Outcome, Question, Registry, Responder, Teams,
     Via, parse_questions,
@@ -40,6 +39,8 @@ use crate::wire::extract::ApiBytes;
 
 /// The event type of a card click.
 pub(crate) const CARD_ACTION: &str = "card.action.trigger";
+/// The event type of a message to the bot (`whoami`).
+pub(crate) const MESSAGE_RECEIVED: &str = "im.message.receive_v1";
 /// How far a signed request's timestamp may be from now, seconds.
 pub(crate) const MAX_SKEW_SECS: u64 = 300;
 /// How long a caller waits for a click's reply: well inside the platform's 3-second window.
@@ -56,13 +57,6 @@ pub enum Source {
     Webhook,
     /// The long connection (authenticated by the app credentials it was opened with).
     LongConnection,
-}
-
-/// Labels of the card-click counter.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ResultLabels {
-    /// `resolved`, `already_resolved`, `refused`, `invalid`, `duplicate`, `slow`, `ignored`, ...
-    pub result: String,
 }
 
 /// Who clicked a card, as [`Callbacks::click`] sees them.
@@ -85,10 +79,11 @@ pub struct Callbacks {
     secret: Vec<u8>,
     /// The digests of sessions with many interactions pending (`feishu.digest_after`).
     pub(super) digests: crate::channels::digest::Digests,
-    results: Family<ResultLabels, Counter>,
     // Clicks being handled, by event id, with where their reply will appear. A std mutex:
     // never held across an await.
     running: Mutex<HashMap<String, watch::Receiver<Option<Value>>>>,
+    /// Answers `whoami`, when set.
+    api: Option<Arc<super::api::OpenApi>>,
 }
 
 impl Callbacks {
@@ -109,22 +104,77 @@ impl Callbacks {
             settings,
             cards,
             secret,
-            results: Family::default(),
             running: Mutex::new(HashMap::new()),
+            api: None,
         }
+    }
+
+    /// Answers `whoami` through `api`.
+    pub fn with_api(mut self, api: Arc<super::api::OpenApi>) -> Self {
+        self.api = Some(api);
+        self
+    }
+
+    /// A message to the bot: `whoami` (in a group, with the bot @-mentioned; or in its
+    /// direct chat) is answered in that chat with its chat_id and the sender's open_id and
+    /// user_id, what `feishu.chats` and `feishu.approvers` need. Anything else is ignored.
+    /// The answer is sent off the acknowledgement's path.
+    fn message(&self, envelope: &Value) -> Value {
+        let event = &envelope["event"];
+        let message = &event["message"];
+        let content: Value = message["content"]
+            .as_str()
+            .and_then(|c| serde_json::from_str(c).ok())
+            .unwrap_or(Value::Null);
+        let text = content["text"].as_str().unwrap_or_default();
+        // Mentions arrive as `@_user_1` placeholders.
+        let words: Vec<&str> = text
+            .split_whitespace()
+            .filter(|w| !w.starts_with("@_user"))
+            .collect();
+        let whoami = message["message_type"] == "text"
+            && matches!(words.as_slice(), [w] if w.trim_start_matches('/').eq_ignore_ascii_case("whoami"));
+        let chat = message["chat_id"].as_str().unwrap_or_default().to_string();
+        let sender = &event["sender"]["sender_id"];
+        let open_id = sender["open_id"].as_str().unwrap_or_default();
+        let user_id = sender["user_id"].as_str().unwrap_or_default();
+        let Some(api) = self.api.clone().filter(|_| whoami && !chat.is_empty()) else {
+            self.count("ignored");
+            return json!({});
+        };
+        self.count("whoami");
+        let zh = self.cards.locale() == super::settings::Locale::ZhCn;
+        let mut reply = if zh {
+            format!(
+                "本会话的 chat_id（填入 feishu.chats，写作 chat_id:…）：{chat}\n你的 open_id（填入 feishu.approvers）：{open_id}"
+            )
+        } else {
+            format!(
+                "This chat's chat_id (for feishu.chats, as chat_id:…): {chat}\nYour open_id (for feishu.approvers): {open_id}"
+            )
+        };
+        if !user_id.is_empty() {
+            reply.push_str(&if zh {
+                format!("\n你的 user_id：{user_id}")
+            } else {
+                format!("\nYour user_id: {user_id}")
+            });
+        }
+        tokio::spawn(async move {
+            if let Err(e) = api.send_text(&chat, &reply).await {
+                tracing::warn!(error = %e, "feishu: cannot answer whoami");
+            }
+        });
+        json!({})
     }
 
     /// The per-result counter, for registration with the server's metrics.
     pub fn results_metric(&self) -> Family<ResultLabels, Counter> {
-        self.results.clone()
+        self.pipeline.results_metric()
     }
 
     fn count(&self, result: &str) {
-        self.results
-            .get_or_create(&ResultLabels {
-                result: result.into(),
-            })
-            .inc();
+        self.pipeline.count(result);
     }
 
     /// Handles one decrypted, authenticated event envelope and returns the reply body, within
@@ -137,6 +187,9 @@ impl Callbacks {
     pub async fn handle(self: &Arc<Self>, envelope: Value, source: Source) -> Value {
         let header = &envelope["header"];
         let event_type = header["event_type"].as_str().unwrap_or_default();
+        if envelope["schema"].as_str() == Some("2.0") && event_type == MESSAGE_RECEIVED {
+            return self.message(&envelope);
+        }
         if envelope["schema"].as_str() != Some("2.0") || event_type != CARD_ACTION {
             tracing::debug!(
                 event_type,
@@ -217,21 +270,7 @@ impl Callbacks {
 
     /// Records the event id, then handles the click.
     async fn process(&self, envelope: &Value, event_id: &str, source: Source) -> Value {
-        let expires = jiff::Timestamp::now()
-            .checked_add(jiff::SignedDuration::from_hours(DEDUPE_HOURS))
-            .unwrap_or(jiff::Timestamp::MAX);
-        let again = match self
-            .store
-            .first_sighting(DEDUPE_SCOPE, event_id, expires)
-            .await
-        {
-            Ok(first) => !first,
-            Err(e) => {
-                // Better to act than to drop a click: the registry still lets one answer win.
-                tracing::warn!(error = %e, "feishu: cannot check a card click for re-delivery; handling it as new");
-                false
-            }
-        };
+        let again = replayed(&*self.store, DEDUPE_SCOPE, event_id, DEDUPE_HOURS).await;
         if again {
             tracing::info!(
                 event_id,
@@ -303,27 +342,12 @@ impl Callbacks {
             Ok(i) => i,
             Err(stop) => return self.reply(again_mine(stop.feedback)),
         };
-        if what == Action::AllowSimilar {
-            let Some(rule) = crate::present::render::similar_rule(&current) else {
-                return self.reply(Feedback::BadButton);
-            };
-            let request = crate::interaction::GrantRequest {
-                rule: Some(rule),
-                scope: crate::interaction::policy::GrantScope::Session,
-            };
-            let by = Responder::new(by, self.pipeline.via().clone()).with_identity(CHANNEL, by);
-            let feedback = self
-                .pipeline
-                .respond_granting(&id, Answer::allow(), by, &request)
-                .await;
-            return self.reply(again_mine(feedback));
-        }
-        let answer = match self.answer_of(what, action, &current) {
-            Ok(a) => a,
+        let decision = match self.decision_of(what, action, &current) {
+            Ok(d) => d,
             Err(why) => return self.reply(Feedback::Invalid(why)),
         };
         let by = Responder::new(by, self.pipeline.via().clone()).with_identity(CHANNEL, by);
-        let feedback = self.pipeline.respond(&id, answer, by).await;
+        let feedback = self.pipeline.decide(&current, decision, by).await;
         self.reply(again_mine(feedback))
     }
 
@@ -358,36 +382,34 @@ impl Callbacks {
     /// A click whose card data failed its integrity check: refused (once, not again on a
     /// repeat delivery) and told so.
     async fn forged(&self, action: &Value, actor: &str, again: bool) -> (Value, &'static str) {
-        // The id in forged data proves nothing: the refusal is not bound to it (so the
-        // rate limit for unauthenticated refusals applies), and it is only named.
         let claimed = action["value"]["id"].as_str().unwrap_or("");
-        if !again
-            && self
-                .registry
-                .refused(
-                    None,
-                    actor,
-                    self.pipeline.via(),
-                    &format!("card data failed its integrity check (claimed id {claimed:?})"),
-                )
-                .await
-                .is_err()
+        match self
+            .pipeline
+            .verified(None::<()>, actor, "card data", claimed, !again)
+            .await
         {
-            return self.reply(Feedback::StoreDown);
+            Ok(()) | Err(Feedback::BadButton) => self.reply(Feedback::BadButton),
+            Err(other) => self.reply(other),
         }
-        self.reply(Feedback::BadButton)
     }
 
-    /// The answer a verified click gives `current`: its action, with the reason or the answers
-    /// typed on the card; why not, when those do not fit.
-    fn answer_of(
+    /// What a verified click means for `current`: its action, with the reason, the edited
+    /// command or the answers typed on the card; why not, when those do not fit.
+    fn decision_of(
         &self,
         what: Action,
         action: &Value,
         current: &Interaction,
-    ) -> Result<Answer, String> {
-        Ok(match what {
-            Action::Allow | Action::AllowSimilar => Answer::allow(),
+    ) -> Result<Decision, String> {
+        Ok(Decision::Answer(match what {
+            Action::Allow => Answer::allow(),
+            Action::AllowSimilar => return Ok(Decision::AllowSimilar),
+            Action::Edit => {
+                let command = action["form_value"][render::COMMAND_FIELD]
+                    .as_str()
+                    .unwrap_or_default();
+                return Ok(Decision::Edit(command.to_string()));
+            }
             Action::Deny => {
                 let reason = action["form_value"][render::REASON_FIELD]
                     .as_str()
@@ -408,7 +430,7 @@ impl Callbacks {
                         .map(Answer::Answers)?
                 }
             }
-        })
+        }))
     }
 
     /// The reply to a click, and the result it is counted under: the feedback's toast, and
@@ -581,8 +603,10 @@ fn answered_by(i: &Interaction, by: &str, what: Action) -> bool {
             && r.by.as_deref() == Some(by)
             && matches!(
                 (what, r.outcome),
-                (Action::Allow | Action::AllowSimilar, Outcome::Allowed)
-                    | (Action::Deny, Outcome::Denied)
+                (
+                    Action::Allow | Action::AllowSimilar | Action::Edit,
+                    Outcome::Allowed
+                ) | (Action::Deny, Outcome::Denied)
                     | (Action::Answer, Outcome::Answered)
             )
     })

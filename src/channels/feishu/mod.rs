@@ -83,14 +83,17 @@ pub async fn install(w: &mut Wiring, settings: &FeishuSettings) -> anyhow::Resul
         settings.digest_after,
         places,
     );
-    let callbacks = Arc::new(inbound::Callbacks::new(
-        w.registry.clone(),
-        w.store.clone(),
-        settings.clone(),
-        cards.clone(),
-        secret,
-        digests.clone(),
-    ));
+    let callbacks = Arc::new(
+        inbound::Callbacks::new(
+            w.registry.clone(),
+            w.store.clone(),
+            settings.clone(),
+            cards.clone(),
+            secret,
+            digests.clone(),
+        )
+        .with_api(api.clone()),
+    );
     w.metrics.register(
         "imrelay_feishu_callbacks",
         "Feishu card clicks, by result (resolved, already_resolved, refused, invalid, duplicate, ...)",

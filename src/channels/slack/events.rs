@@ -105,6 +105,11 @@ impl Endpoint {
             tracing::info!("slack: answered the request URL verification");
             return Ok(axum::Json(json!({"challenge": event["challenge"]})).into_response());
         }
+        if event["type"] == "event_callback" {
+            // Off the acknowledgement's path: Slack waits 3 s at most.
+            let interactions = self.interactions.clone();
+            tokio::spawn(async move { interactions.event(&event).await });
+        }
         // Events imrelay did not subscribe to are acknowledged and dropped.
         Ok(StatusCode::OK.into_response())
     }

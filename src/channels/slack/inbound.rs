@@ -16,9 +16,6 @@
 
 use std::sync::Arc;
 
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
 use serde_json::{Map, Value, json};
 
 use super::api::WebApi;
@@ -27,17 +24,12 @@ use super::render::{
 };
 use super::settings::SlackSettings;
 use super::socket::{Envelope, EnvelopeHandler};
-use crate::channels::pipeline::{Feedback, Pipeline, Tap};
+use crate::channels::pipeline::{Decision, Feedback, Pipeline, ResultLabels, Tap};
 use crate::interaction::form::{FieldType, Format};
 use crate::interaction::{Answer, Form, Interaction, Responder, parse_questions};
 use crate::present::render::Locale;
-
-/// Labels of the interaction counter.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ResultLabels {
-    /// `resolved`, `already_resolved`, `refused`, `invalid`, `modal`, `ignored`, ...
-    pub result: String,
-}
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 
 /// Who acted, as the payload names them.
 struct Person {
@@ -79,7 +71,6 @@ pub struct Interactions {
     api: Arc<WebApi>,
     settings: Arc<SlackSettings>,
     blocks: Blocks,
-    results: Family<ResultLabels, Counter>,
     digests: Option<DigestClicks>,
 }
 
@@ -106,7 +97,6 @@ impl Interactions {
             api,
             settings,
             blocks,
-            results: Family::default(),
             digests: None,
         }
     }
@@ -167,15 +157,11 @@ impl Interactions {
 
     /// The per-result counter, for registration with the server's metrics.
     pub fn results_metric(&self) -> Family<ResultLabels, Counter> {
-        self.results.clone()
+        self.pipeline.results_metric()
     }
 
     fn count(&self, result: &str) {
-        self.results
-            .get_or_create(&ResultLabels {
-                result: result.into(),
-            })
-            .inc();
+        self.pipeline.count(result);
     }
 
     /// Handles one interactivity payload; returns the response payload (a view submission's
@@ -195,6 +181,45 @@ impl Interactions {
                 None
             }
         }
+    }
+
+    /// An Events API callback (`event_callback`): `whoami` in a message that mentions the
+    /// bot (`app_mention`) or in its direct messages (`message`, channel type `im`) is
+    /// answered, to the sender alone, with the conversation's and the sender's ids: what
+    /// `slack.chats` and `slack.approvers` need. Anything else is ignored.
+    pub async fn event(&self, callback: &Value) {
+        let event = &callback["event"];
+        let kind = event["type"].as_str().unwrap_or_default();
+        let asked = match kind {
+            "app_mention" => true,
+            "message" => event["channel_type"] == "im",
+            _ => false,
+        };
+        let from_bot = event.get("bot_id").is_some() || event.get("subtype").is_some();
+        let text = event["text"].as_str().unwrap_or_default();
+        let words: Vec<&str> = text
+            .split_whitespace()
+            .filter(|w| !(w.starts_with("<@") && w.ends_with('>')))
+            .collect();
+        let whoami = matches!(words.as_slice(), [w] if w.trim_start_matches('/').eq_ignore_ascii_case("whoami"));
+        let (channel, user) = (
+            event["channel"].as_str().unwrap_or_default(),
+            event["user"].as_str().unwrap_or_default(),
+        );
+        if !asked || from_bot || !whoami || channel.is_empty() || user.is_empty() {
+            self.count("ignored");
+            return;
+        }
+        self.count("whoami");
+        let text = format!(
+            "This conversation's id (for slack.chats): {channel}; your user id (for slack.approvers): {user}"
+        );
+        let person = Person {
+            id: user.to_string(),
+            name: user.to_string(),
+        };
+        let payload = json!({"channel": {"id": channel}});
+        self.tell(&payload, &person, text);
     }
 
     /// Tells `person` alone, in the channel of the click, what became of it.
@@ -222,28 +247,16 @@ impl Interactions {
     /// Verifies `value`; a forged or damaged one is refused and recorded (the feedback is
     /// then a bad button, or a store failure when the refusal could not be recorded).
     async fn verify(&self, value: &str, person: &Person) -> Result<Signed, Feedback> {
-        if let Some(signed) = self.blocks.buttons.verify(value) {
-            return Ok(signed);
-        }
-        // The id in forged data proves nothing: the refusal is bound to no interaction.
         let claimed = value.split(' ').nth(1).unwrap_or("");
-        let recorded = self
-            .pipeline
-            .registry()
-            .refused(
-                None,
+        self.pipeline
+            .verified(
+                self.blocks.buttons.verify(value),
                 &person.actor(),
-                self.pipeline.via(),
-                &format!(
-                    "button data failed its integrity check (claimed id {:?})",
-                    crate::interaction::clip(claimed, 80)
-                ),
+                "button data",
+                claimed,
+                true,
             )
-            .await;
-        Err(match recorded {
-            Ok(()) => Feedback::BadButton,
-            Err(_) => Feedback::StoreDown,
-        })
+            .await
     }
 
     /// The interaction `signed` is for, when `person` may act on it now.
@@ -319,18 +332,16 @@ impl Interactions {
             }
             return;
         }
-        if signed.action == Action::AllowSimilar {
-            return self.allow_similar(payload, &person, &i).await;
-        }
-        let answer = match signed.action {
-            Action::Allow => Answer::allow(),
-            Action::Deny => Answer::deny(None),
+        let decision = match signed.action {
+            Action::Allow => Decision::Answer(Answer::allow()),
+            Action::AllowSimilar => Decision::AllowSimilar,
+            Action::Deny => Decision::Answer(Answer::deny(None)),
             Action::Pick(n) => match pick(&i, n) {
-                Some(a) => a,
+                Some(a) => Decision::Answer(a),
                 None => return self.tell(payload, &person, Feedback::BadButton.text(Locale::EnUs)),
             },
             Action::Submit => match ticked(&i, &payload["state"]["values"]) {
-                Ok(a) => a,
+                Ok(a) => Decision::Answer(a),
                 Err(why) => {
                     self.count("invalid");
                     return self.tell(payload, &person, Feedback::Invalid(why).text(Locale::EnUs));
@@ -338,33 +349,10 @@ impl Interactions {
             },
             _ => return,
         };
-        let feedback = self
-            .pipeline
-            .respond(&signed.id, answer, person.responder())
-            .await;
+        let feedback = self.pipeline.decide(&i, decision, person.responder()).await;
         self.count(feedback.result());
         if !matches!(feedback, Feedback::Resolved(_)) {
             self.tell(payload, &person, feedback.text(Locale::EnUs));
-        }
-    }
-
-    /// Approves `i` and grants the rule imrelay proposes for its session ("Allow similar"),
-    /// through the core's grant code as every channel does.
-    async fn allow_similar(&self, payload: &Value, person: &Person, i: &Interaction) {
-        let Some(rule) = crate::present::render::similar_rule(i) else {
-            return self.tell(payload, person, Feedback::BadButton.text(Locale::EnUs));
-        };
-        let request = crate::interaction::GrantRequest {
-            rule: Some(rule),
-            scope: crate::interaction::policy::GrantScope::Session,
-        };
-        let feedback = self
-            .pipeline
-            .respond_granting(&i.id, Answer::allow(), person.responder(), &request)
-            .await;
-        self.count(feedback.result());
-        if !matches!(feedback, Feedback::Resolved(_)) {
-            self.tell(payload, person, feedback.text(Locale::EnUs));
         }
     }
 
@@ -390,14 +378,11 @@ impl Interactions {
                 return errors(&first, feedback.text(Locale::EnUs));
             }
         };
-        let answer = match self.modal_answer(signed.action, &i, view, &first) {
+        let decision = match self.modal_answer(signed.action, &i, view, &first) {
             Ok(a) => a,
             Err((block, why)) => return errors(&block, why),
         };
-        let feedback = self
-            .pipeline
-            .respond(&signed.id, answer, person.responder())
-            .await;
+        let feedback = self.pipeline.decide(&i, decision, person.responder()).await;
         self.count(feedback.result());
         match feedback {
             // An empty acknowledgement closes the modal; the message shows the outcome.
@@ -414,7 +399,7 @@ impl Interactions {
         i: &Interaction,
         view: &Value,
         first: &str,
-    ) -> Result<Answer, (String, String)> {
+    ) -> Result<Decision, (String, String)> {
         let values = render::state_values(view);
         let text = |block: &str| {
             values
@@ -428,18 +413,13 @@ impl Interactions {
             self.count("invalid");
             e
         };
-        Ok(match action {
+        Ok(Decision::Answer(match action {
             Action::Reason => Answer::deny(text(REASON_BLOCK)),
             Action::Edit => {
                 let Some(command) = text(COMMAND_BLOCK) else {
                     return Err((COMMAND_BLOCK.into(), "Type the command to run.".into()));
                 };
-                let mut input = i.input.map();
-                input.insert("command".into(), Value::String(command));
-                Answer::Allow {
-                    updated_input: Some(input),
-                    always: false,
-                }
+                return Ok(Decision::Edit(command));
             }
             Action::Other => {
                 let Some(typed) = text(ANSWER_BLOCK) else {
@@ -462,7 +442,7 @@ impl Interactions {
                 let why = Feedback::BadButton.text(Locale::EnUs);
                 return Err((first.to_string(), why));
             }
-        })
+        }))
     }
 }
 
@@ -472,6 +452,10 @@ impl EnvelopeHandler for Interactions {
         match envelope.kind.as_str() {
             "interactive" => self.payload(&envelope.payload).await,
             "slash_commands" => Some(self.slash(&envelope.payload).await),
+            "events_api" => {
+                self.event(&envelope.payload).await;
+                None
+            }
             other => {
                 tracing::debug!(
                     kind = other,

@@ -246,6 +246,7 @@ pub struct BotConnection {
     shutdown: CancellationToken,
     tls: Arc<rustls::ClientConfig>,
     heartbeat: Duration,
+    connect_timeout: Duration,
     seen: Mutex<(HashSet<String>, VecDeque<String>)>,
     stats: Arc<BotStats>,
     last_error: Mutex<Option<Arc<BotError>>>,
@@ -270,6 +271,7 @@ impl BotConnection {
             shutdown,
             tls,
             heartbeat: HEARTBEAT_INTERVAL,
+            connect_timeout: SUBSCRIBE_TIMEOUT,
             seen: Mutex::default(),
             stats: Arc::default(),
             last_error: Mutex::new(None),
@@ -280,6 +282,12 @@ impl BotConnection {
     /// Sends `ping` this often instead.
     pub fn with_heartbeat(mut self, every: Duration) -> Self {
         self.heartbeat = every;
+        self
+    }
+
+    /// Gives up opening a connection after `timeout` (then retries) instead.
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
         self
     }
 
@@ -340,7 +348,7 @@ impl BotConnection {
             &self.url,
             MAX_MESSAGE_BYTES,
             self.tls.clone(),
-            SUBSCRIBE_TIMEOUT,
+            self.connect_timeout,
             &self.shutdown,
         )
         .await;

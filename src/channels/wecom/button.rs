@@ -30,6 +30,8 @@ pub(crate) enum Action {
     Choose(usize),
     /// Submit the card's selections (a question or form as select lists).
     Submit,
+    /// Allow, and grant the session the rule imrelay proposes for similar calls.
+    AllowSimilar,
 }
 
 impl Action {
@@ -39,6 +41,7 @@ impl Action {
             Action::Deny => "deny".into(),
             Action::Choose(n) => format!("o{n}"),
             Action::Submit => "submit".into(),
+            Action::AllowSimilar => "similar".into(),
         }
     }
 
@@ -47,6 +50,7 @@ impl Action {
             "allow" => Action::Allow,
             "deny" => Action::Deny,
             "submit" => Action::Submit,
+            "similar" => Action::AllowSimilar,
             o => Action::Choose(o.strip_prefix('o')?.parse().ok()?),
         })
     }

@@ -11,7 +11,6 @@
 
 use std::sync::Arc;
 
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use serde_json::{Map, Value, json};
@@ -21,7 +20,7 @@ use super::bot::{BotHandler, CardClick, Frame, Replies};
 use super::button::{Action, Pressed};
 use super::render::Cards;
 use super::settings::WeComSettings;
-use crate::channels::pipeline::{Feedback, Pipeline, Tap};
+use crate::channels::pipeline::{Decision, Feedback, Pipeline, ResultLabels, Tap, replayed};
 use crate::interaction::form::FieldType;
 use crate::interaction::{
     Answer, Form, Interaction, InteractionId, Kind, Responder, parse_questions,
@@ -34,13 +33,6 @@ pub const SEEN_PREFIX: &str = "wecom:seen:";
 const DEDUPE_SCOPE: &str = "wecom-callback";
 /// How long callback ids are remembered, hours.
 const DEDUPE_HOURS: i64 = 24;
-
-/// Labels of the callback counter.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ResultLabels {
-    /// `resolved`, `already_resolved`, `refused`, `invalid`, `duplicate`, `ignored`, ...
-    pub result: String,
-}
 
 /// What a callback asks imrelay to send back.
 #[derive(Debug, PartialEq)]
@@ -64,7 +56,6 @@ pub struct Inbound {
     store: Arc<dyn Store>,
     settings: Arc<WeComSettings>,
     cards: Cards,
-    results: Family<ResultLabels, Counter>,
     digests: Option<(crate::channels::digest::Digests, super::digest::DigestKeys)>,
 }
 
@@ -81,7 +72,6 @@ impl Inbound {
             store,
             settings,
             cards,
-            results: Family::default(),
             digests: None,
         }
     }
@@ -167,15 +157,11 @@ impl Inbound {
 
     /// The per-result counter, for registration with the server's metrics.
     pub fn results_metric(&self) -> Family<ResultLabels, Counter> {
-        self.results.clone()
+        self.pipeline.results_metric()
     }
 
     fn count(&self, result: &str) {
-        self.results
-            .get_or_create(&ResultLabels {
-                result: result.into(),
-            })
-            .inc();
+        self.pipeline.count(result);
     }
 
     /// Handles one callback body (`aibot_msg_callback` or `aibot_event_callback`) whose
@@ -224,23 +210,8 @@ impl Inbound {
 
     /// Whether this callback (by `msgid`) was handled before, here or by another replica.
     async fn seen_before(&self, body: &Value) -> bool {
-        let Some(msgid) = body["msgid"].as_str().filter(|m| !m.is_empty()) else {
-            return false;
-        };
-        let expires = jiff::Timestamp::now()
-            .checked_add(jiff::SignedDuration::from_hours(DEDUPE_HOURS))
-            .unwrap_or(jiff::Timestamp::MAX);
-        match self
-            .store
-            .first_sighting(DEDUPE_SCOPE, msgid, expires)
-            .await
-        {
-            Ok(first) => !first,
-            Err(e) => {
-                tracing::warn!(error = %e, "wecom: cannot check a callback for re-delivery; handling it as new");
-                false
-            }
-        }
+        let msgid = body["msgid"].as_str().unwrap_or_default();
+        replayed(&*self.store, DEDUPE_SCOPE, msgid, DEDUPE_HOURS).await
     }
 
     /// Records that the chat of a message callback has messaged the bot, when it is a chat
@@ -297,35 +268,25 @@ impl Inbound {
         }
         let userid = click.userid.as_str();
         let actor = if userid.is_empty() { "unknown" } else { userid };
-        let Some(pressed) = self.cards.keys().verify(&click.event_key, &click.task_id) else {
-            if matches!(click.event_key.as_str(), "done" | "noop") {
-                self.count("ignored");
-                return Reply::None;
+        let verified = self.cards.keys().verify(&click.event_key, &click.task_id);
+        if verified.is_none() && matches!(click.event_key.as_str(), "done" | "noop") {
+            self.count("ignored");
+            return Reply::None;
+        }
+        let pressed = match self
+            .pipeline
+            .verified(verified, actor, "card button", "", !again)
+            .await
+        {
+            Ok(p) => p,
+            Err(feedback) => {
+                self.count(feedback.result());
+                let text = feedback.text(self.cards.locale());
+                return self.only_for(userid, self.cards.notice(&click.task_id, &text));
             }
-            let recorded = if again {
-                Ok(())
-            } else {
-                self.pipeline
-                    .registry()
-                    .refused(
-                        None,
-                        actor,
-                        self.pipeline.via(),
-                        "card button failed its integrity check",
-                    )
-                    .await
-            };
-            self.count("invalid");
-            let feedback = match recorded {
-                Ok(()) => Feedback::BadButton,
-                // Not recorded: try again.
-                Err(_) => Feedback::StoreDown,
-            };
-            let text = feedback.text(self.cards.locale());
-            return self.only_for(userid, self.cards.notice(&click.task_id, &text));
         };
         let Ok(id) = InteractionId::parse(&pressed.id) else {
-            self.count("invalid");
+            self.count("refused");
             return Reply::None;
         };
         let (listed, _) = self.who(userid);
@@ -339,20 +300,27 @@ impl Inbound {
         };
         let current = match self.pipeline.admit(&tap, |i| fits(pressed.action, i)).await {
             Ok(i) => i,
-            Err(stop) => return self.after_click(click, &pressed, stop.feedback).await,
+            Err(stop) => {
+                self.count(stop.result());
+                return self.after_click(click, &pressed, stop.feedback).await;
+            }
         };
-        let answer = match answer_of(&pressed, &current, body) {
-            Ok(a) => a,
+        let decision = match decision_of(&pressed, &current, body) {
+            Ok(d) => d,
             Err(why) => {
+                self.count("invalid");
                 return self
                     .after_click(click, &pressed, Feedback::Invalid(why))
                     .await;
             }
         };
+        // The copy clicked shows the outcome itself: the resolution's job leaves it alone,
+        // unless the answer does not land.
         let chat = click.chatid.as_deref().unwrap_or(userid);
         self.mark_final(chat, &click.task_id, true).await;
         let by = Responder::new(actor, self.pipeline.via().clone()).with_identity(CHANNEL, actor);
-        let feedback = self.pipeline.respond(&id, answer, by).await;
+        let feedback = self.pipeline.decide(&current, decision, by).await;
+        self.count(feedback.result());
         if !matches!(feedback, Feedback::Resolved(_) | Feedback::Already(_)) {
             self.mark_final(chat, &click.task_id, false).await;
         }
@@ -361,7 +329,6 @@ impl Inbound {
 
     /// The card update that answers a click with `feedback`.
     async fn after_click(&self, click: &CardClick, pressed: &Pressed, feedback: Feedback) -> Reply {
-        self.count(feedback.result());
         let text = feedback.text(self.cards.locale());
         if let Some(i) = feedback.interaction().filter(|i| !i.is_pending()) {
             return Reply::Update {
@@ -433,25 +400,34 @@ impl Inbound {
         let verb = parts.next().unwrap_or_default();
         let handle = parts.next().unwrap_or_default().trim();
         let rest = parts.next().unwrap_or_default().trim().to_string();
-        let deny = matches!(verb, "deny" | "拒绝");
-        if !(deny || matches!(verb, "answer" | "回答")) || handle.is_empty() {
+        let Some(verb) = Typed::parse(verb).filter(|_| !handle.is_empty()) else {
             self.count("ignored");
             return Reply::Respond(self.cards.reply_text(&self.help()));
-        }
-        let feedback = self.typed_answer(userid, handle, deny, rest).await;
-        self.count(feedback.result());
+        };
+        let feedback = self.typed_answer(userid, handle, verb, rest).await;
         Reply::Respond(self.cards.reply_text(&feedback.text(self.cards.locale())))
     }
 
-    async fn typed_answer(&self, userid: &str, handle: &str, deny: bool, rest: String) -> Feedback {
+    /// A typed answer to the pending interaction whose handle is `handle` (counted).
+    async fn typed_answer(
+        &self,
+        userid: &str,
+        handle: &str,
+        verb: Typed,
+        rest: String,
+    ) -> Feedback {
         let pending = match self.store.pending().await {
             Ok(p) => p,
-            Err(_) => return Feedback::StoreDown,
+            Err(_) => {
+                self.count("error");
+                return Feedback::StoreDown;
+            }
         };
         let Some(i) = pending
             .into_iter()
             .find(|i| self.cards.keys().handle(i) == handle)
         else {
+            self.count("not_found");
             return Feedback::NotFound;
         };
         let actor = if userid.is_empty() { "unknown" } else { userid };
@@ -464,29 +440,27 @@ impl Inbound {
             approver: listed,
             audit: true,
         };
-        let fits_kind = |i: &Interaction| deny || i.kind == Kind::Question;
-        let current = match self.pipeline.admit(&tap, fits_kind).await {
-            Ok(i) => i,
-            Err(stop) => return stop.feedback,
+        let fits = |i: &Interaction| match verb {
+            Typed::Deny => true,
+            Typed::Answer => i.kind == Kind::Question,
+            Typed::Edit => crate::present::render::editable_command(i).is_some(),
         };
-        let reason = Some(rest.clone()).filter(|r| !r.is_empty());
-        let answer = if deny {
-            Answer::deny(reason)
-        } else {
-            match own_answer(&current, rest) {
-                Ok(a) => a,
-                Err(why) => return Feedback::Invalid(why),
-            }
+        let read = |current: &Interaction| match verb {
+            Typed::Deny => Ok(Decision::Answer(Answer::deny(
+                Some(rest.clone()).filter(|r| !r.is_empty()),
+            ))),
+            Typed::Answer => own_answer(current, rest.clone()).map(Decision::Answer),
+            Typed::Edit => Ok(Decision::Edit(rest.clone())),
         };
         let by = Responder::new(actor, self.pipeline.via().clone()).with_identity(CHANNEL, actor);
-        self.pipeline.respond(&i.id, answer, by).await
+        self.pipeline.answer(&tap, fits, read, by).await
     }
 
     fn help(&self) -> String {
         if self.cards.locale() == crate::present::render::Locale::ZhCn {
-            "请点击卡片上的按钮作答；附理由拒绝请发送「拒绝 编号 理由」，自己作答请发送「回答 编号 内容」（编号见卡片）".into()
+            "请点击卡片上的按钮作答；附理由拒绝请发送「拒绝 编号 理由」，自己作答请发送「回答 编号 内容」，改写命令后批准请发送「编辑 编号 新命令」（编号见卡片）".into()
         } else {
-            "Answer with the card's buttons; to deny with a reason send `deny <code> <reason>`, to answer in your own words `answer <code> <text>` (the code is on the card)".into()
+            "Answer with the card's buttons; to deny with a reason send `deny <code> <reason>`, to answer in your own words `answer <code> <text>`, to approve an edited command `edit <code> <command>` (the code is on the card)".into()
         }
     }
 }
@@ -520,19 +494,51 @@ fn strip_mentions(text: &str) -> String {
         .join(" ")
 }
 
+/// What a typed answer asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Typed {
+    /// `deny <handle> [reason]` / `拒绝`.
+    Deny,
+    /// `answer <handle> <text>` / `回答`.
+    Answer,
+    /// `edit <handle> <command>` / `编辑`: approve with the command changed.
+    Edit,
+}
+
+impl Typed {
+    fn parse(verb: &str) -> Option<Self> {
+        Some(match verb {
+            "deny" | "拒绝" => Typed::Deny,
+            "answer" | "回答" => Typed::Answer,
+            "edit" | "编辑" => Typed::Edit,
+            _ => return None,
+        })
+    }
+}
+
 /// Whether a button fits the interaction's kind.
 fn fits(action: Action, i: &Interaction) -> bool {
     match action {
         Action::Allow => i.kind == Kind::Approval,
+        Action::AllowSimilar => crate::present::render::similar_rule(i).is_some(),
         Action::Deny => true,
         Action::Choose(_) => i.kind == Kind::Question,
         Action::Submit => i.kind != Kind::Approval,
     }
 }
 
+/// What a verified click means for `i`.
+fn decision_of(pressed: &Pressed, i: &Interaction, body: &Value) -> Result<Decision, String> {
+    if pressed.action == Action::AllowSimilar {
+        return Ok(Decision::AllowSimilar);
+    }
+    answer_of(pressed, i, body).map(Decision::Answer)
+}
+
 /// The answer a verified click gives `i`.
 fn answer_of(pressed: &Pressed, i: &Interaction, body: &Value) -> Result<Answer, String> {
     match pressed.action {
+        Action::AllowSimilar => Err("not an answer".into()),
         Action::Allow => Ok(Answer::allow()),
         Action::Deny => Ok(Answer::deny(None)),
         Action::Choose(n) => {

@@ -127,14 +127,20 @@ fn longconn(
     cards: render::Cards,
     (digests, digest_keys): (crate::channels::digest::Digests, digest::DigestKeys),
 ) -> anyhow::Result<()> {
-    let bot = Arc::new(bot::BotConnection::new(
-        &settings.ws_url(),
-        &settings.bot_id,
-        settings.secret.clone(),
-        inbound,
-        w.shutdown.clone(),
-        crate::tls::client_config().context("cannot set up TLS for the wecom long connection")?,
-    ));
+    let bot = Arc::new(
+        bot::BotConnection::new(
+            &settings.ws_url(),
+            &settings.bot_id,
+            settings.secret.clone(),
+            inbound,
+            w.shutdown.clone(),
+            crate::tls::client_config()
+                .context("cannot set up TLS for the wecom long connection")?,
+        )
+        .with_connect_timeout(std::time::Duration::from_secs(
+            settings.connect_timeout_secs,
+        )),
+    );
     w.registry
         .add_hook(Arc::new(plan::planner(&settings.chats)));
     w.outbox.register(

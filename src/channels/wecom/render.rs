@@ -189,7 +189,9 @@ impl Cards {
         // the click: above what the card asks.
         let escalated = shared::escalated_line(i, self.locale).map(|l| format!("⏫ {l}"));
         let feedback = feedback.map(|f| format!("⚠ {f}"));
-        let above: Vec<String> = feedback.into_iter().chain(escalated).collect();
+        // The votes so far, when several people decide it.
+        let votes = shared::votes_line(i, self.locale).map(|v| format!("👥 {}", visible_line(&v)));
+        let above: Vec<String> = feedback.into_iter().chain(escalated).chain(votes).collect();
         if !above.is_empty() {
             let body = format!("{}\n{}", above.join("\n"), self.body(i));
             card.insert("sub_title_text".into(), json!(cut(&body, BODY_CHARS)));
@@ -202,11 +204,27 @@ impl Cards {
         let deny = json!({"text": self.t("拒绝", "Deny"), "style": 2, "key": key(Action::Deny)});
         match i.kind {
             Kind::Approval => {
+                let mut buttons = vec![
+                    json!({"text": self.t("批准", "Allow"), "style": 1, "key": key(Action::Allow)}),
+                ];
+                // "Allow similar": the rule it adds is in the card's text.
+                if let Some(rule) = shared::similar_rule(i) {
+                    buttons.push(json!({"text": self.t("批准同类", "Allow similar"), "style": 1, "key": key(Action::AllowSimilar)}));
+                    let line = if self.locale == Locale::ZhCn {
+                        format!("「批准同类」同时允许本会话中的：{rule}")
+                    } else {
+                        format!("Allow similar also allows, for this session: {rule}")
+                    };
+                    let body = card
+                        .get("sub_title_text")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default();
+                    let body = format!("{}\n{}", visible_line(&line), body);
+                    card.insert("sub_title_text".into(), json!(cut(&body, BODY_CHARS)));
+                }
+                buttons.push(deny);
                 card.insert("card_type".into(), json!("button_interaction"));
-                card.insert(
-                    "button_list".into(),
-                    json!([{"text": self.t("批准", "Allow"), "style": 1, "key": key(Action::Allow)}, deny]),
-                );
+                card.insert("button_list".into(), json!(buttons));
             }
             Kind::Question | Kind::Form => {
                 let selects = self.selects(i);
@@ -245,6 +263,14 @@ impl Cards {
     fn typed_hint(&self, i: &Interaction) -> Option<String> {
         let h = self.keys.handle(i);
         Some(match i.kind {
+            Kind::Approval if shared::editable_command(i).is_some() => self.t(
+                &format!(
+                    "附理由拒绝：@机器人 发送「拒绝 {h} 理由」；改写命令后批准：发送「编辑 {h} 新命令」"
+                ),
+                &format!(
+                    "To deny with a reason, message the bot: deny {h} <reason>; to approve an edited command: edit {h} <command>"
+                ),
+            ),
             Kind::Approval => self.t(
                 &format!("附理由拒绝：@机器人 发送「拒绝 {h} 理由」"),
                 &format!("To deny with a reason, message the bot: deny {h} <reason>"),
@@ -490,6 +516,27 @@ mod tests {
             note.starts_with("✅ **由 lisi 通过 telegram 批准**：Bash"),
             "{note}"
         );
+    }
+
+    #[test]
+    fn a_card_several_people_decide_shows_the_votes_so_far() {
+        let cards = Cards::new(Locale::EnUs, Keys::new(vec![7; 32]), None);
+        let mut i = bash("make deploy");
+        i.quorum = Some(crate::interaction::quorum::Quorum { allow: 2, deny: 1 });
+        i.votes = Box::new([crate::interaction::quorum::Vote {
+            person: "alice".into(),
+            by: "alice".into(),
+            via: Via::new("telegram"),
+            allow: true,
+            at: jiff::Timestamp::from_millisecond(1_700_000_001_000).unwrap(),
+        }]);
+        let card = cards.card(&i, "wrkA");
+        let body = card["sub_title_text"].as_str().unwrap();
+        assert!(
+            body.contains("Needs 2 people · votes: 1 of 2: alice via telegram"),
+            "{body}"
+        );
+        assert!(body.contains("make deploy"), "{body}");
     }
 
     #[test]

@@ -60,6 +60,9 @@ pub struct WeComSettings {
     pub approvers: Vec<String>,
     /// The language of card text.
     pub locale: Locale,
+    /// How long opening the long connection may take before it is abandoned and retried,
+    /// seconds.
+    pub connect_timeout_secs: u64,
     /// Digests: more than this many interactions pending for one place, further ones are
     /// shown in one digest message per agent session. 0: only when the place's queue
     /// cannot be posted before the requests' deadlines.
@@ -80,6 +83,7 @@ impl Default for WeComSettings {
             chats: Vec::new(),
             approvers: Vec::new(),
             locale: Locale::ZhCn,
+            connect_timeout_secs: super::bot::SUBSCRIBE_TIMEOUT.as_secs(),
             digest_after: 0,
         }
     }
@@ -122,6 +126,12 @@ impl WeComSettings {
         if !(url.is_empty() || url.starts_with("ws://") || url.starts_with("wss://")) {
             return Err(format!(
                 "wecom.api_url must start with wss:// (or ws:// for a local test server) (got {url:?})"
+            ));
+        }
+        if !(1..=300).contains(&self.connect_timeout_secs) {
+            return Err(format!(
+                "wecom.connect_timeout_secs must be between 1 and 300 (got {})",
+                self.connect_timeout_secs
             ));
         }
         let path = &self.callback_path;
@@ -236,6 +246,9 @@ mod tests {
         let mut s = enabled();
         s.url = "http://x".into();
         assert!(s.validate().unwrap_err().contains("wecom.api_url"));
+        let mut s = enabled();
+        s.connect_timeout_secs = 0;
+        assert!(s.validate().unwrap_err().contains("connect_timeout_secs"));
         let mut s = enabled();
         s.callback_path = "/v1/interactions".into();
         assert!(s.validate().unwrap_err().contains("collides"));

@@ -50,7 +50,7 @@ pub(crate) async fn connected(fake: &FakeDingTalk) -> usize {
 }
 
 /// The cards of interaction `id`, once there is one in every group.
-async fn cards(fake: &FakeDingTalk, id: &str) -> Vec<Card> {
+pub(crate) async fn cards(fake: &FakeDingTalk, id: &str) -> Vec<Card> {
     wait_until(&format!("cards for {id} in every group"), || {
         fake.state.cards_of(id).len() == GROUPS.len()
     })

@@ -117,7 +117,7 @@ pub(crate) fn copies(fake: &FakeSlack, id: &str) -> Vec<(String, String)> {
 }
 
 /// The messages posted for interaction `id`: (channel, ts) of each, waiting for both.
-async fn posted(fake: &FakeSlack, id: &str) -> Vec<(String, String)> {
+pub(crate) async fn posted(fake: &FakeSlack, id: &str) -> Vec<(String, String)> {
     wait_until(&format!("messages for {id} in every channel"), || {
         copies(fake, id).len() == CHANNELS.len()
     })
@@ -165,7 +165,7 @@ fn click_payload(user: &str, at: &(String, String), action: &str, value: &str) -
 
 /// Delivers `payload` in an interactive envelope on `conn`; returns the acknowledgement's
 /// payload once it came.
-async fn deliver(fake: &FakeSlack, conn: usize, payload: Value) -> Option<Value> {
+pub(crate) async fn deliver(fake: &FakeSlack, conn: usize, payload: Value) -> Option<Value> {
     let envelope_id = next_id();
     let accepts = payload["type"] == "view_submission";
     // Slack's trigger ids: the fake accepts each once.
@@ -195,13 +195,13 @@ pub(crate) async fn click(
 }
 
 /// The last modal `views.open` received.
-async fn modal(fake: &FakeSlack, n: usize) -> Value {
+pub(crate) async fn modal(fake: &FakeSlack, n: usize) -> Value {
     wait_until("a modal", || fake.state.calls("views.open").len() >= n).await;
     fake.state.calls("views.open")[n - 1].body["view"].clone()
 }
 
 /// A `view_submission` of `view` by `user` with input `values` (block id → element state).
-fn submission(user: &str, view: &Value, values: Value) -> Value {
+pub(crate) fn submission(user: &str, view: &Value, values: Value) -> Value {
     let state: serde_json::Map<String, Value> = values
         .as_object()
         .unwrap()

@@ -30,7 +30,7 @@ use serde_json::{Value, json};
 use crate::support::*;
 use fake::*;
 
-const ALICE: Person = Person {
+pub(crate) const ALICE: Person = Person {
     id: 1001,
     first_name: "Alice",
 };
@@ -38,7 +38,7 @@ const BOB: Person = Person {
     id: 1002,
     first_name: "Bob",
 };
-const MALLORY: Person = Person {
+pub(crate) const MALLORY: Person = Person {
     id: 666,
     first_name: "Mallory",
 };
@@ -176,7 +176,7 @@ pub(crate) async fn edited(tg: &FakeTelegram, chat: i64, id: i64, marker: &str) 
 }
 
 /// Posts an update to the webhook route with the right secret; returns the status.
-async fn deliver(app: &TestApp, update: &Value) -> StatusCode {
+pub(crate) async fn deliver(app: &TestApp, update: &Value) -> StatusCode {
     app.client
         .post(app.url("/telegram/webhook"))
         .header("X-Telegram-Bot-Api-Secret-Token", SECRET)
@@ -214,6 +214,40 @@ async fn tap_on(app: &TestApp, tg: &FakeTelegram, who: Person, p: &Posted, data:
         StatusCode::OK
     );
     toast(tg, u).await
+}
+
+/// Taps `data` on message `message` in `chat` as `who` through the webhook; returns the
+/// toast.
+pub(crate) async fn tap_at(
+    app: &TestApp,
+    tg: &FakeTelegram,
+    who: Person,
+    chat: i64,
+    message: i64,
+    data: &str,
+) -> String {
+    let u = tg.next_update_id();
+    assert_eq!(
+        deliver(app, &tap(u, who, chat, message, data)).await,
+        StatusCode::OK
+    );
+    toast(tg, u).await
+}
+
+/// Sends `body` as `who`'s reply to message `message` in `chat` through the webhook.
+pub(crate) async fn reply_to(
+    app: &TestApp,
+    tg: &FakeTelegram,
+    who: Person,
+    chat: i64,
+    message: i64,
+    body: &str,
+) {
+    let u = tg.next_update_id();
+    assert_eq!(
+        deliver(app, &text(u, who, chat, body, Some(message))).await,
+        StatusCode::OK
+    );
 }
 
 /// Waits for the `n`th (1-based) ForceReply request and returns it.

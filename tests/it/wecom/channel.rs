@@ -51,7 +51,7 @@ async fn start() -> (FakeWecom, TestApp) {
 }
 
 /// The open connection, once subscribed.
-async fn connected(fake: &FakeWecom) -> usize {
+pub(crate) async fn connected(fake: &FakeWecom) -> usize {
     wait_until("a subscribed long connection", || {
         !fake.state.open_conns().is_empty()
     })
@@ -71,7 +71,7 @@ fn sent(fake: &FakeWecom, cmd: &str, f: impl Fn(&Value) -> bool) -> Vec<Value> {
 
 /// The cards sent for an interaction whose card title mentions `needle`, one per chat:
 /// (chat, template_card).
-async fn sent_cards(fake: &FakeWecom, needle: &str) -> Vec<(String, Value)> {
+pub(crate) async fn sent_cards(fake: &FakeWecom, needle: &str) -> Vec<(String, Value)> {
     let find = || {
         let mut found: Vec<(String, Value)> = sent(fake, "aibot_send_msg", |b| {
             b["msgtype"] == "template_card" && b.to_string().contains(needle)
@@ -95,7 +95,7 @@ async fn sent_cards(fake: &FakeWecom, needle: &str) -> Vec<(String, Value)> {
 }
 
 /// The key of the button labelled `label` on `card`.
-fn key(card: &Value, label: &str) -> String {
+pub(crate) fn key(card: &Value, label: &str) -> String {
     let all = card["button_list"]
         .as_array()
         .into_iter()
@@ -110,7 +110,7 @@ fn key(card: &Value, label: &str) -> String {
 }
 
 /// Pushes a click and returns the card update that answered it (on the click's req_id).
-async fn click(fake: &FakeWecom, req_id: &str, body: Value) -> Value {
+pub(crate) async fn click(fake: &FakeWecom, req_id: &str, body: Value) -> Value {
     let conn = connected(fake).await;
     fake.state.push(conn, "aibot_event_callback", req_id, body);
     let update = || {

@@ -14,6 +14,8 @@ pub enum Action {
     Deny,
     /// Submit the question form.
     Answer,
+    /// Approve with the command typed in the edit form ("Edit & approve").
+    Edit,
 }
 
 impl Action {
@@ -24,6 +26,7 @@ impl Action {
             Action::AllowSimilar => "allow_similar",
             Action::Deny => "deny",
             Action::Answer => "answer",
+            Action::Edit => "edit",
         }
     }
 
@@ -31,7 +34,7 @@ impl Action {
     /// Answer on questions and forms, Deny (or Decline) on all.
     pub fn fits(self, kind: Kind) -> bool {
         match self {
-            Action::Allow | Action::AllowSimilar => kind == Kind::Approval,
+            Action::Allow | Action::AllowSimilar | Action::Edit => kind == Kind::Approval,
             Action::Answer => matches!(kind, Kind::Question | Kind::Form),
             Action::Deny => match kind {
                 Kind::Approval | Kind::Question | Kind::Form => true,
@@ -46,6 +49,7 @@ impl Action {
             "allow_similar" => Some(Action::AllowSimilar),
             "deny" => Some(Action::Deny),
             "answer" => Some(Action::Answer),
+            "edit" => Some(Action::Edit),
             _ => None,
         }
     }
@@ -59,6 +63,8 @@ pub(crate) fn field_name(n: usize) -> String {
 
 /// Form field names.
 pub(crate) const REASON_FIELD: &str = "reason";
+/// The edit form's field: the command to run instead.
+pub(crate) const COMMAND_FIELD: &str = "command";
 
 /// The form field of question `i`'s selection.
 pub(crate) fn select_field(i: usize) -> String {

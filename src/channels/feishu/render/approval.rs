@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::action::{Action, REASON_FIELD};
+use super::action::{Action, COMMAND_FIELD, REASON_FIELD};
 use super::budget::Budget;
 use super::{Cards, MAX_INPUT_LEN, code_block, grey_div, plain};
 use crate::interaction::Interaction;
@@ -109,21 +109,51 @@ impl Cards {
         })
     }
 
-    /// The form that denies with a reason typed for the agent.
+    /// The form that denies with a reason typed for the agent, and, where the command can be
+    /// edited ("Edit & approve"), approves the command as changed in it. One form: Feishu
+    /// sends every input of the form with either button, and each reads its own.
     fn deny_form(&self, i: &Interaction) -> Value {
+        let mut elements = vec![
+            json!({
+                "tag": "input",
+                "name": REASON_FIELD,
+                "required": false,
+                "max_length": MAX_INPUT_LEN,
+                "placeholder": plain(self.t("拒绝原因（会告知智能体）", "Reason for denying (shown to the agent)")),
+            }),
+            self.submit(
+                i,
+                Action::Deny,
+                self.t("拒绝并说明原因", "Deny with reason"),
+                "danger",
+                "deny_with_reason",
+            ),
+        ];
+        // Several people decide it: each allows it as it is, once.
+        if let Some(command) = render::editable_command(i)
+            .filter(|c| c.chars().count() as u64 <= MAX_INPUT_LEN)
+            .filter(|_| !crate::interaction::quorum::is_voted(i))
+        {
+            elements.push(json!({
+                "tag": "input",
+                "name": COMMAND_FIELD,
+                "required": false,
+                "max_length": MAX_INPUT_LEN,
+                "default_value": command,
+                "placeholder": plain(self.t("要运行的命令（可修改）", "The command to run (change it here)")),
+            }));
+            elements.push(self.submit(
+                i,
+                Action::Edit,
+                self.t("按修改后的命令批准", "Edit & approve"),
+                "primary",
+                "edit",
+            ));
+        }
         json!({
             "tag": "form",
             "name": "deny_form",
-            "elements": [
-                {
-                    "tag": "input",
-                    "name": REASON_FIELD,
-                    "required": false,
-                    "max_length": MAX_INPUT_LEN,
-                    "placeholder": plain(self.t("拒绝原因（会告知智能体）", "Reason for denying (shown to the agent)")),
-                },
-                self.submit(i, Action::Deny, self.t("拒绝并说明原因", "Deny with reason"), "danger", "deny_with_reason"),
-            ],
+            "elements": elements,
         })
     }
 }

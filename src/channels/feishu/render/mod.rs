@@ -28,7 +28,7 @@ use crate::present;
 use crate::present::render::{self, format_time};
 
 pub use action::Action;
-pub(crate) use action::{REASON_FIELD, field_name, other_field, select_field};
+pub(crate) use action::{COMMAND_FIELD, REASON_FIELD, field_name, other_field, select_field};
 use budget::{Budget, MAX_REQUEST_BYTES, request_bytes};
 
 /// Longest text input accepted in a card form (the platform's maximum).

@@ -1,9 +1,6 @@
 //! What a button or modal asks for, and the signed value that carries it: bound to one
 //! interaction (its id and creation time) and one action by a MAC under the channel's secret.
 
-use serde_json::Value;
-
-use super::MAX_TEXT;
 use crate::channels::token::Signer;
 use crate::interaction::{Interaction, InteractionId, Kind, parse_questions};
 use crate::present::render;
@@ -107,18 +104,7 @@ impl Action {
     }
 }
 
-/// The command of a `Bash` call, which "Edit & approve" lets a person change.
-pub fn editable_command(i: &Interaction) -> Option<String> {
-    if i.tool_name != "Bash" {
-        return None;
-    }
-    i.input
-        .map()
-        .get("command")
-        .and_then(Value::as_str)
-        .filter(|c| c.chars().count() <= MAX_TEXT)
-        .map(str::to_string)
-}
+pub use crate::present::render::editable_command;
 
 /// A signed value: what it is for, once verified.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -7,7 +7,7 @@ use jiff::Timestamp;
 use teloxide::types::{CallbackQuery, Message, User};
 
 use super::{failure, say};
-use crate::channels::pipeline::Feedback;
+use crate::channels::pipeline::{Decision, Feedback};
 use crate::channels::telegram::render::{self, escape};
 use crate::channels::telegram::state::{MessageState, ReplyKind, ReplyState};
 use crate::channels::telegram::{CHANNEL, Telegram, responder};
@@ -261,13 +261,20 @@ impl Telegram {
         }
     }
 
-    /// `allow` / `deny [reason]` as a reply to a prompt. Returns what went wrong, if anything.
+    /// `allow` / `deny [reason]` / `edit <command>` as a reply to a prompt. Returns what went
+    /// wrong, if anything.
     async fn text_fallback(&self, i: &Interaction, text: &str, from: &User) -> Option<String> {
         let (word, rest) = match text.split_once(char::is_whitespace) {
             Some((w, r)) => (w, r.trim()),
             None => (text, ""),
         };
-        let answer = match (word.to_ascii_lowercase().as_str(), i.kind) {
+        let word = word.to_ascii_lowercase();
+        if word == "edit" && i.kind == Kind::Approval {
+            // "Edit & approve": the command as typed runs in place of the agent's.
+            let decision = Decision::Edit(rest.to_string());
+            return failure(self.pipeline.decide(i, decision, responder(from)).await);
+        }
+        let answer = match (word.as_str(), i.kind) {
             ("allow" | "approve", Kind::Approval) if rest.is_empty() => Answer::allow(),
             ("allow" | "approve", Kind::Question | Kind::Form) => {
                 return Some(
@@ -278,6 +285,9 @@ impl Telegram {
             ("deny" | "reject", _) => Answer::deny((!rest.is_empty()).then(|| rest.to_string())),
             _ => {
                 return Some(match i.kind {
+                    Kind::Approval if crate::present::render::editable_command(i).is_some() => {
+                        "To answer by text, reply “allow” or “deny [reason]” to the prompt, or “edit <command>” to run a changed command."
+                    }
                     Kind::Approval => {
                         "To answer by text, reply “allow” or “deny [reason]” to the prompt."
                     }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use teloxide::types::CallbackQuery;
 
 use super::{place, say};
-use crate::channels::pipeline::{Feedback, Tap};
+use crate::channels::pipeline::{Decision, Feedback, Tap};
 use crate::channels::telegram::callback::Action;
 use crate::channels::telegram::state::ReplyKind;
 use crate::channels::telegram::{CHANNEL, Telegram, actor, responder};
@@ -178,18 +178,10 @@ impl Telegram {
 
     /// "Allow similar": allows, and grants the session a rule for calls like this one.
     async fn allow_similar(&self, q: &CallbackQuery, i: &Interaction) {
-        let feedback = match crate::present::render::similar_rule(i) {
-            Some(rule) => {
-                let request = crate::interaction::GrantRequest {
-                    rule: Some(rule),
-                    scope: crate::interaction::policy::GrantScope::Session,
-                };
-                self.pipeline
-                    .respond_granting(&i.id, Answer::allow(), responder(&q.from), &request)
-                    .await
-            }
-            None => Feedback::BadButton,
-        };
+        let feedback = self
+            .pipeline
+            .decide(i, Decision::AllowSimilar, responder(&q.from))
+            .await;
         self.client.answer(&q.id, &say(feedback)).await;
     }
 }

@@ -106,6 +106,12 @@ pub(super) fn approval_prompt(i: &Interaction, mut tail: String, b: &Buttons) ->
             escape(&clip(&rule, 200))
         );
     }
+    // "Edit & approve": a reply with the command changed (the keyboard stays as it is).
+    if crate::present::render::editable_command(i).is_some() && !voted {
+        tail = format!(
+            "✏️ To run it changed, reply to this message: <code>edit</code> and the command.\n{tail}"
+        );
+    }
     rows.push(vec![
         b.button("💬 Deny with reason…", Action::DenyWithReason),
     ]);

@@ -1,0 +1,845 @@
+//! The parity suite: docs/channels.md's table of what each channel offers, kept true.
+//!
+//! One suite for every channel in the registry: each row the suite drives is one check
+//! written once ([`Feature`]), and each channel one harness ([`Run`]) over the loopback
+//! fake its own tests use (Telegram's Bot API, Feishu's callback endpoint, Slack's Socket
+//! Mode, DingTalk's Stream, WeCom's long connection, ntfy's publish endpoint, a webhook
+//! receiver). Every ✅ cell of a driven row is run through its channel's fake and fails when
+//! the fake does not show it; a channel registered without a harness fails too, as does a
+//! row the suite neither drives nor names where it is checked.
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::support::{TestApp, wait_until};
+
+/// The table: one row per feature, one column per registered channel (by its `platform`).
+fn table() -> (Vec<String>, Vec<(String, Vec<String>)>) {
+    let doc = include_str!("../../docs/channels.md");
+    let lines: Vec<&str> = doc
+        .split("## What each channel offers today")
+        .nth(1)
+        .expect("docs/channels.md has its table")
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .collect();
+    let cells = |l: &str| -> Vec<String> {
+        l.trim_matches('|')
+            .split('|')
+            .map(|c| c.trim().to_string())
+            .collect()
+    };
+    let header = cells(lines[0]);
+    let rows = lines[2..]
+        .iter()
+        .map(|l| {
+            let c = cells(l);
+            (c[0].clone(), c[1..].to_vec())
+        })
+        .collect();
+    (header[1..].to_vec(), rows)
+}
+
+/// A row this suite drives through every channel that claims it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Feature {
+    /// An approver allows one request and denies another from the prompt.
+    ApproveDeny,
+    /// Someone not allowed to answer is told the kit's one refusal text, and nothing changes.
+    RefusalText,
+    /// "Allow similar" allows and grants the proposed rule for the session.
+    AllowSimilar,
+    /// "Edit & approve" allows with the command as the person changed it.
+    EditApprove,
+    /// `whoami` from a chat not configured answers with the chat's and the sender's ids.
+    Whoami,
+}
+
+impl Feature {
+    /// The feature a row of the table stands for, if the suite drives it.
+    fn of_row(row: &str) -> Option<Self> {
+        Some(match row {
+            "Approve, deny" => Feature::ApproveDeny,
+            "The same refusal text" => Feature::RefusalText,
+            "\"Allow similar\"" => Feature::AllowSimilar,
+            "Edit & approve" => Feature::EditApprove,
+            "`whoami` tells the chat's and the sender's ids" => Feature::Whoami,
+            _ => return None,
+        })
+    }
+}
+
+/// Rows the suite does not drive yet, and the tests that check them channel by channel.
+/// Channels this suite has no harness for yet, with the tests that check their ✅ cells today
+/// (each prints as such when the suite runs): Discord's fake lives in `tests/it/discord`, and
+/// Matrix is tested against a real homeserver in `tests/external/matrix.rs`.
+const OWN_SUITE: &[(&str, &str)] = &[
+    ("discord", "tests/it/discord/channel.rs"),
+    ("matrix", "tests/external/matrix.rs (a real Synapse)"),
+];
+
+const CHECKED_ELSEWHERE: &[(&str, &str)] = &[
+    (
+        "The one settings vocabulary",
+        "tests/it/config_checks.rs (aliases and their warnings)",
+    ),
+    (
+        "Starts with an empty `chats` (learn ids first)",
+        "each channel's empty-list test (tests/it/<channel>/)",
+    ),
+    (
+        "Digests (`digest_after`)",
+        "each channel's digest tests (tests/it/<channel>/digest.rs and the kit's)",
+    ),
+    (
+        "A burst gathered into a digest",
+        "the kit's burst tests (digest_flow.rs) and each channel's digest tests",
+    ),
+    (
+        "The vote tally on every copy",
+        "tests/it/telegram/quorum.rs and each channel's quorum test",
+    ),
+    (
+        "The outcome in the message's thread",
+        "tests/it/slack/channel.rs (thread_replies)",
+    ),
+    (
+        "`locale` (English and Chinese)",
+        "each channel's rendering tests",
+    ),
+    (
+        "`connect_timeout_secs`",
+        "each long-connection channel's settings tests",
+    ),
+];
+
+/// Who presses a button.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Who {
+    /// A configured approver.
+    Approver,
+    /// Someone the channel does not let answer.
+    Stranger,
+}
+
+/// A button of a prompt, by what it does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Button {
+    Allow,
+    Deny,
+    Similar,
+}
+
+/// A channel's copy of a prompt, as its fake holds it.
+struct Copy {
+    /// What a person reads on it.
+    text: String,
+    /// Everything the harness needs to press its buttons.
+    raw: Value,
+}
+
+/// One channel running against its fake.
+enum Run {
+    Telegram(crate::telegram::fake::FakeTelegram),
+    Feishu(crate::feishu::fake::FakeFeishu),
+    Slack(crate::slack::fake::FakeSlack),
+    DingTalk(crate::dingtalk::fake::FakeDingTalk),
+    WeCom(crate::wecom::fake::FakeWecom),
+    Ntfy(crate::ntfy::FakeNtfy),
+    Webhooks(crate::webhooks::Receiver),
+}
+
+/// The prompt's marker: what the copy's text contains.
+fn marker(command: &str) -> &str {
+    command
+}
+
+impl Run {
+    /// The server with the channel named `name` on, pointed at a new fake.
+    async fn start(name: &str) -> (Run, TestApp) {
+        match name {
+            "telegram" => {
+                let (app, tg) =
+                    crate::telegram::start(imrelay::channels::telegram::Mode::Webhook).await;
+                (Run::Telegram(tg), app)
+            }
+            "feishu" => {
+                let fake = crate::feishu::fake::FakeFeishu::start().await;
+                let app = crate::support::spawn_with(|s| crate::feishu::enable(s, &fake)).await;
+                (Run::Feishu(fake), app)
+            }
+            "slack" => {
+                let fake = crate::slack::fake::FakeSlack::start().await;
+                let app =
+                    crate::support::spawn_with(|s| crate::slack::channel::enable(s, &fake)).await;
+                crate::slack::channel::connected(&fake).await;
+                (Run::Slack(fake), app)
+            }
+            "dingtalk" => {
+                let fake = crate::dingtalk::fake::FakeDingTalk::start().await;
+                let app =
+                    crate::support::spawn_with(|s| crate::dingtalk::channel::enable(s, &fake))
+                        .await;
+                crate::dingtalk::channel::connected(&fake).await;
+                (Run::DingTalk(fake), app)
+            }
+            "wecom" => {
+                let fake = crate::wecom::fake::FakeWecom::start().await;
+                for c in crate::wecom::channel::CHATS {
+                    fake.state.reach(c);
+                }
+                let app =
+                    crate::support::spawn_with(|s| crate::wecom::channel::enable(s, &fake)).await;
+                crate::wecom::channel::connected(&fake).await;
+                (Run::WeCom(fake), app)
+            }
+            "ntfy" => {
+                let (fake, url) = crate::ntfy::FakeNtfy::start("Bearer tk_test").await;
+                let app = crate::support::spawn_with(|s| crate::ntfy::configure(s, &url)).await;
+                (Run::Ntfy(fake), app)
+            }
+            "webhook" => {
+                let (rx, url) = crate::webhooks::Receiver::start(&[]).await;
+                let app = crate::support::spawn_with(|s| {
+                    crate::webhooks::fast(s);
+                    s.webhooks = vec![crate::webhooks::target("ticketing", &url)];
+                })
+                .await;
+                (Run::Webhooks(rx), app)
+            }
+            other => panic!(
+                "channel {other:?} is registered but the parity suite has no harness for it: \
+                 add one to tests/it/parity.rs (Run::start)"
+            ),
+        }
+    }
+
+    /// The first copy of the prompt of interaction `id`, whose text shows `command`.
+    async fn copy(&self, id: &str, command: &str) -> Copy {
+        match self {
+            Run::Telegram(tg) => {
+                let p =
+                    crate::telegram::prompt(tg, crate::telegram::PRIVATE, marker(command)).await;
+                Copy {
+                    text: p.text.clone(),
+                    raw: json!({"chat": crate::telegram::PRIVATE, "message_id": p.message_id,
+                                "buttons": p.buttons()}),
+                }
+            }
+            Run::Feishu(fake) => {
+                let (_, card) = crate::feishu::card_for(fake, id).await;
+                Copy {
+                    text: crate::feishu::card_text(&card),
+                    raw: card,
+                }
+            }
+            Run::Slack(fake) => {
+                let copies = crate::slack::channel::posted(fake, id).await;
+                let m = crate::slack::channel::message(fake, &copies[0]);
+                Copy {
+                    text: crate::slack::channel::text_of(&m),
+                    raw: json!({"at": [copies[0].0, copies[0].1]}),
+                }
+            }
+            Run::DingTalk(fake) => {
+                let cards = crate::dingtalk::channel::cards(fake, id).await;
+                let c = &cards[0];
+                Copy {
+                    // As a person reads it: the zero-width spaces that keep markdown inert
+                    // are invisible.
+                    text: c.params["markdown"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .replace('\u{200b}', ""),
+                    raw: json!({"id": c.id, "params": c.params}),
+                }
+            }
+            Run::WeCom(fake) => {
+                let cards = crate::wecom::channel::sent_cards(fake, command).await;
+                let (chat, card) = &cards[0];
+                Copy {
+                    text: card.to_string(),
+                    raw: json!({"chat": chat, "card": card}),
+                }
+            }
+            Run::Ntfy(fake) => {
+                let find = || {
+                    fake.published()
+                        .into_iter()
+                        .find(|p| p["message"].as_str().is_some_and(|m| m.contains(command)))
+                };
+                wait_until(&format!("the ntfy prompt of {id}"), || find().is_some()).await;
+                let p = find().unwrap();
+                Copy {
+                    text: p.to_string(),
+                    raw: p,
+                }
+            }
+            Run::Webhooks(rx) => {
+                let find = || {
+                    rx.received()
+                        .into_iter()
+                        .map(|r| r.body)
+                        .find(|b| b["data"]["interaction"]["id"] == id)
+                };
+                wait_until(&format!("the event of {id}"), || find().is_some()).await;
+                let event = find().unwrap();
+                Copy {
+                    text: event.to_string(),
+                    raw: event,
+                }
+            }
+        }
+    }
+
+    /// Presses `button` on `copy` as `who`; returns what the person is told ("" when the
+    /// message itself shows it).
+    async fn press(&self, app: &TestApp, copy: &Copy, button: Button, who: Who) -> String {
+        match self {
+            Run::Telegram(tg) => {
+                let label = match button {
+                    Button::Allow => "✅ Allow",
+                    Button::Deny => "❌ Deny",
+                    Button::Similar => "🔁 Allow similar (this session)",
+                };
+                let data = copy.raw["buttons"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|b| b[0] == label)
+                    .unwrap_or_else(|| panic!("no {label} on {}", copy.raw))[1]
+                    .as_str()
+                    .unwrap()
+                    .to_string();
+                let person = match who {
+                    Who::Approver => crate::telegram::ALICE,
+                    Who::Stranger => crate::telegram::MALLORY,
+                };
+                crate::telegram::tap_at(
+                    app,
+                    tg,
+                    person,
+                    copy.raw["chat"].as_i64().unwrap(),
+                    copy.raw["message_id"].as_i64().unwrap(),
+                    &data,
+                )
+                .await
+            }
+            Run::Feishu(_) => {
+                let name = match button {
+                    Button::Allow => "approve",
+                    Button::Deny => "deny",
+                    Button::Similar => "allow_similar",
+                };
+                let value = crate::feishu::button_value(&copy.raw, name);
+                let user = match who {
+                    Who::Approver => crate::feishu::APPROVER,
+                    Who::Stranger => crate::feishu::STRANGER,
+                };
+                let envelope = crate::feishu::click(&crate::feishu::event_id(), user, &value, None);
+                let (s, reply) = crate::feishu::post_callback(app, &envelope).await;
+                assert_eq!(s, StatusCode::OK, "{reply}");
+                reply["toast"]["content"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            }
+            Run::Slack(fake) => {
+                let action = match button {
+                    Button::Allow => "allow",
+                    Button::Deny => "deny",
+                    Button::Similar => "allow_similar",
+                };
+                let user = match who {
+                    Who::Approver => crate::slack::channel::APPROVER,
+                    Who::Stranger => crate::slack::channel::STRANGER,
+                };
+                let at = (
+                    copy.raw["at"][0].as_str().unwrap().to_string(),
+                    copy.raw["at"][1].as_str().unwrap().to_string(),
+                );
+                let conn = crate::slack::channel::connected(fake).await;
+                let before = crate::slack::channel::ephemerals(fake, user).len();
+                crate::slack::channel::click(fake, conn, user, &at, action).await;
+                if who == Who::Stranger {
+                    wait_until("an ephemeral notice", || {
+                        crate::slack::channel::ephemerals(fake, user).len() > before
+                    })
+                    .await;
+                }
+                crate::slack::channel::ephemerals(fake, user)
+                    .get(before)
+                    .cloned()
+                    .unwrap_or_default()
+            }
+            Run::DingTalk(fake) => {
+                let action = match button {
+                    Button::Allow => "allow",
+                    Button::Deny => "deny",
+                    Button::Similar => "similar",
+                };
+                let user = match who {
+                    Who::Approver => crate::dingtalk::channel::APPROVER,
+                    Who::Stranger => crate::dingtalk::channel::STRANGER,
+                };
+                let card = dingtalk_card(copy);
+                let conn = crate::dingtalk::channel::connected(fake).await;
+                let response =
+                    crate::dingtalk::channel::click(fake, conn, user, &card, action, json!({}))
+                        .await;
+                crate::dingtalk::channel::notice(&response)
+            }
+            Run::WeCom(fake) => {
+                let label = match button {
+                    Button::Allow => "Allow",
+                    Button::Deny => "Deny",
+                    Button::Similar => "Allow similar",
+                };
+                let card = &copy.raw["card"];
+                let user = match who {
+                    Who::Approver => crate::wecom::channel::APPROVER,
+                    Who::Stranger => crate::wecom::channel::STRANGER,
+                };
+                let n = uuid::Uuid::now_v7().simple().to_string();
+                let update = crate::wecom::channel::click(
+                    fake,
+                    &format!("req-{n}"),
+                    crate::wecom::fake::card_click(
+                        &format!("m-{n}"),
+                        user,
+                        copy.raw["chat"].as_str().unwrap(),
+                        &crate::wecom::channel::key(card, label),
+                        card["task_id"].as_str().unwrap(),
+                    ),
+                )
+                .await;
+                update["body"]["template_card"].to_string()
+            }
+            Run::Ntfy(_) => {
+                assert_eq!(who, Who::Approver, "ntfy presses carry no person");
+                let label = match button {
+                    Button::Allow => "Allow",
+                    Button::Deny => "Deny",
+                    Button::Similar => "Allow similar",
+                };
+                let path = crate::ntfy::button(&copy.raw, label);
+                let (s, body) = crate::ntfy::press(app, &path).await;
+                assert_eq!(s, StatusCode::OK, "{body}");
+                String::new()
+            }
+            Run::Webhooks(_) => {
+                assert_eq!(
+                    who,
+                    Who::Approver,
+                    "a webhook's answer is signed, not a person's"
+                );
+                let decision = match button {
+                    Button::Allow => "allow",
+                    Button::Deny => "deny",
+                    Button::Similar => panic!("webhooks have no buttons"),
+                };
+                let id = copy.raw["data"]["interaction"]["id"].as_str().unwrap();
+                let body = json!({"id": id, "decision": decision, "by": "jira"});
+                let now = jiff::Timestamp::now().as_second();
+                let msg = format!("msg_{}", uuid::Uuid::now_v7().simple());
+                let (raw, headers) = crate::webhooks::signed(&body, &msg, now);
+                let (s, out) = crate::webhooks::post_signed(app, "ticketing", raw, headers).await;
+                assert_eq!(s, StatusCode::OK, "{out}");
+                String::new()
+            }
+        }
+    }
+
+    /// `whoami` sent from a chat no setting names: the answer, the chat's id and the
+    /// sender's id it must tell.
+    async fn whoami(&self, app: &TestApp) -> (String, String, String) {
+        match self {
+            Run::Telegram(tg) => {
+                let chat = -4004_i64;
+                let u = tg.next_update_id();
+                let update =
+                    crate::telegram::fake::text(u, crate::telegram::ALICE, chat, "/whoami", None);
+                crate::telegram::deliver(app, &update).await;
+                let calls = tg
+                    .wait_for("sendMessage", |c| {
+                        c.iter().any(|c| c.params["chat_id"] == chat)
+                    })
+                    .await;
+                let reply = calls
+                    .iter()
+                    .find(|c| c.params["chat_id"] == chat)
+                    .unwrap()
+                    .params["text"]
+                    .as_str()
+                    .unwrap()
+                    .to_string();
+                (
+                    reply,
+                    chat.to_string(),
+                    crate::telegram::ALICE.id.to_string(),
+                )
+            }
+            Run::Feishu(fake) => {
+                let (chat, sender) = ("oc_not_yet_configured", "ou_newcomer");
+                let envelope = json!({
+                    "schema": "2.0",
+                    "header": {"event_id": crate::feishu::event_id(), "token": crate::feishu::VERIFICATION_TOKEN,
+                               "create_time": "1700000000000", "event_type": "im.message.receive_v1",
+                               "tenant_key": "tenant", "app_id": crate::feishu::fake::APP_ID},
+                    "event": {
+                        "sender": {"sender_id": {"open_id": sender, "user_id": "u_newcomer"}, "sender_type": "user"},
+                        "message": {"message_id": "om_in_1", "chat_id": chat, "chat_type": "group",
+                                    "message_type": "text",
+                                    "content": json!({"text": "@_user_1 whoami"}).to_string(),
+                                    "mentions": [{"key": "@_user_1", "name": "imrelay"}]}
+                    }
+                });
+                let (s, reply) = crate::feishu::post_callback(app, &envelope).await;
+                assert_eq!(s, StatusCode::OK, "{reply}");
+                let find = || {
+                    fake.state
+                        .delivered()
+                        .into_iter()
+                        .find(|s| s.receive_id == chat)
+                        .map(|s| s.card["text"].as_str().unwrap_or_default().to_string())
+                };
+                wait_until("the whoami answer", || find().is_some()).await;
+                (find().unwrap(), chat.into(), sender.into())
+            }
+            Run::Slack(fake) => {
+                let (chat, sender) = ("C0NOTYET", "U0NEWCOMER");
+                let conn = crate::slack::channel::connected(fake).await;
+                let envelope = json!({
+                    "envelope_id": uuid::Uuid::now_v7().simple().to_string(),
+                    "type": "events_api", "accepts_response_payload": false,
+                    "retry_attempt": 0, "retry_reason": "",
+                    "payload": {"type": "event_callback", "team_id": "T0TEAM", "api_app_id": "A0APP",
+                                "event_id": "Ev0WHOAMI", "event_time": 1_700_000_000,
+                                "event": {"type": "app_mention", "user": sender, "channel": chat,
+                                          "text": "<@U0BOT> whoami", "ts": "1700000000.000100"}},
+                });
+                fake.state.sockets.deliver(conn, &envelope);
+                wait_until("the whoami answer", || {
+                    !crate::slack::channel::ephemerals(fake, sender).is_empty()
+                })
+                .await;
+                let reply = crate::slack::channel::ephemerals(fake, sender)[0].clone();
+                (reply, chat.into(), sender.into())
+            }
+            Run::DingTalk(fake) => {
+                let (chat, sender) = ("cidNotYet==", "staff7");
+                let conn = crate::dingtalk::channel::connected(fake).await;
+                let msg = crate::dingtalk::fake::bot_message(chat, true, sender, " whoami ");
+                fake.state
+                    .push(conn, "CALLBACK", "/v1.0/im/bot/messages/get", "m-who", &msg);
+                wait_until("the whoami answer", || {
+                    !fake.state.calls_to("groupMessages").is_empty()
+                })
+                .await;
+                let sent = &fake.state.calls_to("groupMessages")[0];
+                let param: Value =
+                    serde_json::from_str(sent["msgParam"].as_str().unwrap()).unwrap();
+                (
+                    param["content"].as_str().unwrap().to_string(),
+                    chat.into(),
+                    sender.into(),
+                )
+            }
+            Run::WeCom(fake) => {
+                let (chat, sender) = ("wrkNotYet", "lisi");
+                let conn = crate::wecom::channel::connected(fake).await;
+                fake.state.push(
+                    conn,
+                    "aibot_msg_callback",
+                    "req-who",
+                    crate::wecom::fake::text("m-who", sender, chat, "@imrelay whoami"),
+                );
+                wait_until("the whoami answer", || {
+                    !fake.state.sent("aibot_respond_msg").is_empty()
+                })
+                .await;
+                let (_, reply) = fake.state.sent("aibot_respond_msg")[0].clone();
+                (
+                    reply["body"]["stream"]["content"]
+                        .as_str()
+                        .unwrap()
+                        .to_string(),
+                    chat.into(),
+                    sender.into(),
+                )
+            }
+            Run::Ntfy(_) | Run::Webhooks(_) => panic!("no chat to ask whoami in"),
+        }
+    }
+
+    /// "Edit & approve" on `copy` as the approver, with `command` in place of the agent's.
+    async fn edit(&self, app: &TestApp, copy: &Copy, command: &str) {
+        match self {
+            Run::Telegram(tg) => {
+                crate::telegram::reply_to(
+                    app,
+                    tg,
+                    crate::telegram::ALICE,
+                    copy.raw["chat"].as_i64().unwrap(),
+                    copy.raw["message_id"].as_i64().unwrap(),
+                    &format!("edit {command}"),
+                )
+                .await;
+            }
+            Run::Feishu(_) => {
+                let value = crate::feishu::button_value(&copy.raw, "edit");
+                let envelope = crate::feishu::click(
+                    &crate::feishu::event_id(),
+                    crate::feishu::APPROVER,
+                    &value,
+                    Some(json!({"command": command})),
+                );
+                let (s, reply) = crate::feishu::post_callback(app, &envelope).await;
+                assert_eq!(s, StatusCode::OK, "{reply}");
+            }
+            Run::Slack(fake) => {
+                let at = (
+                    copy.raw["at"][0].as_str().unwrap().to_string(),
+                    copy.raw["at"][1].as_str().unwrap().to_string(),
+                );
+                let conn = crate::slack::channel::connected(fake).await;
+                let n = fake.state.calls("views.open").len() + 1;
+                crate::slack::channel::click(
+                    fake,
+                    conn,
+                    crate::slack::channel::APPROVER,
+                    &at,
+                    "edit",
+                )
+                .await;
+                let view = crate::slack::channel::modal(fake, n).await;
+                crate::slack::channel::deliver(
+                    fake,
+                    conn,
+                    crate::slack::channel::submission(
+                        crate::slack::channel::APPROVER,
+                        &view,
+                        json!({"command": {"type": "plain_text_input", "value": command}}),
+                    ),
+                )
+                .await;
+            }
+            Run::DingTalk(fake) => {
+                let card = dingtalk_card(copy);
+                let conn = crate::dingtalk::channel::connected(fake).await;
+                crate::dingtalk::channel::click(
+                    fake,
+                    conn,
+                    crate::dingtalk::channel::APPROVER,
+                    &card,
+                    "edit",
+                    json!({"text": command}),
+                )
+                .await;
+            }
+            Run::WeCom(fake) => {
+                let hint = copy.raw["card"]["quote_area"]["quote_text"]
+                    .as_str()
+                    .unwrap();
+                let handle = hint
+                    .rsplit("edit ")
+                    .next()
+                    .unwrap()
+                    .split(' ')
+                    .next()
+                    .unwrap();
+                let n = uuid::Uuid::now_v7().simple().to_string();
+                let conn = crate::wecom::channel::connected(fake).await;
+                let before = fake.state.sent("aibot_respond_msg").len();
+                fake.state.push(
+                    conn,
+                    "aibot_msg_callback",
+                    &format!("req-{n}"),
+                    crate::wecom::fake::text(
+                        &format!("m-{n}"),
+                        crate::wecom::channel::APPROVER,
+                        copy.raw["chat"].as_str().unwrap(),
+                        &format!("@imrelay edit {handle} {command}"),
+                    ),
+                );
+                wait_until("the reply", || {
+                    fake.state.sent("aibot_respond_msg").len() > before
+                })
+                .await;
+            }
+            Run::Webhooks(_) => {
+                let id = copy.raw["data"]["interaction"]["id"].as_str().unwrap();
+                let mut input = copy.raw["data"]["interaction"]["input"].clone();
+                input["command"] = json!(command);
+                let body =
+                    json!({"id": id, "decision": "allow", "updated_input": input, "by": "jira"});
+                let now = jiff::Timestamp::now().as_second();
+                let msg = format!("msg_{}", uuid::Uuid::now_v7().simple());
+                let (raw, headers) = crate::webhooks::signed(&body, &msg, now);
+                let (s, out) = crate::webhooks::post_signed(app, "ticketing", raw, headers).await;
+                assert_eq!(s, StatusCode::OK, "{out}");
+            }
+            Run::Ntfy(_) => panic!("no Edit & approve on ntfy"),
+        }
+    }
+}
+
+/// The DingTalk card a copy stands for.
+fn dingtalk_card(copy: &Copy) -> crate::dingtalk::fake::Card {
+    crate::dingtalk::fake::Card {
+        id: copy.raw["id"].as_str().unwrap().to_string(),
+        space: String::new(),
+        template: String::new(),
+        params: copy.raw["params"].as_object().unwrap().clone(),
+        updates: 0,
+    }
+}
+
+async fn status(app: &TestApp, id: &str) -> Value {
+    let (s, body) = app.get(&format!("/v1/interactions/{id}")).await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    body
+}
+
+/// Waits until interaction `id` is resolved; its resolution.
+async fn resolved(app: &TestApp, id: &str) -> Value {
+    let mut last = Value::Null;
+    for _ in 0..400 {
+        last = status(app, id).await;
+        if last["status"] != "pending" {
+            return last["resolution"].clone();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("{id} was not resolved: {last}");
+}
+
+/// A Bash call of a session (so "Allow similar" has a rule to offer).
+fn call(id: &str, command: &str) -> Value {
+    json!({"id": id, "tool_name": "Bash", "input": {"command": command},
+           "session": "s-parity", "agent": "claude-code", "cwd": "/srv/shop"})
+}
+
+async fn create(app: &TestApp, body: Value) -> String {
+    let (s, created) = app.post("/v1/interactions", &body).await;
+    assert_eq!(s, StatusCode::CREATED, "{created}");
+    created["id"].as_str().unwrap().to_string()
+}
+
+/// Drives `feature` through channel `name`'s fake; panics with what the fake did not show.
+async fn drive(name: &str, feature: Feature) {
+    let (run, app) = Run::start(name).await;
+    match feature {
+        Feature::ApproveDeny => {
+            let id = create(&app, call("p-allow", "make parity-allow")).await;
+            let copy = run.copy(&id, "make parity-allow").await;
+            run.press(&app, &copy, Button::Allow, Who::Approver).await;
+            let r = resolved(&app, &id).await;
+            assert_eq!(r["outcome"], "allowed", "{name}: {r}");
+            assert!(
+                r["via"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .starts_with(name.trim_end_matches('s')),
+                "{name}: {r}"
+            );
+            let id = create(&app, call("p-deny", "make parity-deny")).await;
+            let copy = run.copy(&id, "make parity-deny").await;
+            run.press(&app, &copy, Button::Deny, Who::Approver).await;
+            let r = resolved(&app, &id).await;
+            assert_eq!(r["outcome"], "denied", "{name}: {r}");
+        }
+        Feature::RefusalText => {
+            let id = create(&app, call("p-refuse", "make parity-refuse")).await;
+            let copy = run.copy(&id, "make parity-refuse").await;
+            let told = run.press(&app, &copy, Button::Allow, Who::Stranger).await;
+            // The kit's one text, in the channel's language.
+            assert!(
+                told.contains("You are not an approver for this")
+                    || told.contains("你不在审批人名单中，无法处理此请求"),
+                "{name}: told {told:?}"
+            );
+            assert_eq!(status(&app, &id).await["status"], "pending", "{name}");
+        }
+        Feature::AllowSimilar => {
+            let id = create(&app, call("p-similar", "npm run test -- --watch")).await;
+            let copy = run.copy(&id, "npm run test -- --watch").await;
+            assert!(
+                copy.text.contains("Bash(npm run test:*)"),
+                "{name}: the rule is not shown: {}",
+                copy.text
+            );
+            run.press(&app, &copy, Button::Similar, Who::Approver).await;
+            let r = resolved(&app, &id).await;
+            assert_eq!(r["outcome"], "allowed", "{name}: {r}");
+            let (_, grants) = app.get("/v1/grants").await;
+            let g = &grants["grants"][0];
+            assert_eq!(
+                (g["rule"].as_str(), g["scope"].as_str(), g["via"].as_str()),
+                (Some("Bash(npm run test:*)"), Some("session"), Some(name)),
+                "{name}: {grants}"
+            );
+        }
+        Feature::Whoami => {
+            let (reply, chat, sender) = run.whoami(&app).await;
+            assert!(
+                reply.contains(&chat) && reply.contains(&sender),
+                "{name}: whoami told {reply:?}, not the chat {chat} and the sender {sender}"
+            );
+        }
+        Feature::EditApprove => {
+            let id = create(&app, call("p-edit", "rm -rf parity-build")).await;
+            let copy = run.copy(&id, "rm -rf parity-build").await;
+            run.edit(&app, &copy, "rm -rf parity-build/tmp").await;
+            let r = resolved(&app, &id).await;
+            assert_eq!(r["outcome"], "allowed", "{name}: {r}");
+            assert_eq!(
+                r["result"]["updatedInput"]["command"], "rm -rf parity-build/tmp",
+                "{name}: {r}"
+            );
+        }
+    }
+    app.stop().await;
+}
+
+/// Every row is driven here or named with where it is checked; every registered channel
+/// has a harness; every ✅ cell of a driven row shows through the channel's fake.
+#[tokio::test]
+async fn every_claimed_cell_shows_through_its_channels_fake() {
+    let (columns, rows) = table();
+    let settings = imrelay::config::Settings::defaults().unwrap();
+    let channels: Vec<(&str, &str)> = settings
+        .channels()
+        .iter()
+        .map(|c| (c.name(), c.platform()))
+        .collect();
+    let platforms: Vec<&str> = channels.iter().map(|c| c.1).collect();
+    assert_eq!(columns, platforms, "docs/channels.md's columns");
+    let mut driven = Vec::new();
+    for (row, cells) in &rows {
+        let elsewhere = CHECKED_ELSEWHERE.iter().any(|(r, _)| r == row);
+        let Some(feature) = Feature::of_row(row) else {
+            assert!(
+                elsewhere,
+                "row {row:?} is neither driven by the parity suite nor named in CHECKED_ELSEWHERE"
+            );
+            continue;
+        };
+        for ((name, _), cell) in channels.iter().zip(cells) {
+            // A mark may carry a footnote ("✅ ¹").
+            if cell.split_whitespace().next() == Some("✅") {
+                driven.push((*name, feature));
+            }
+        }
+    }
+    assert!(driven.len() >= 15, "{driven:?}");
+    for (name, feature) in driven {
+        if let Some((_, suite)) = OWN_SUITE.iter().find(|(n, _)| *n == name) {
+            eprintln!("parity: {name} · {feature:?}: not driven here yet, checked by {suite}");
+            continue;
+        }
+        eprintln!("parity: {name} · {feature:?}");
+        drive(name, feature).await;
+    }
+}
