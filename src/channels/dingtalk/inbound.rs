@@ -27,7 +27,7 @@ use super::settings::DingTalkSettings;
 use super::stream::{BOT_MESSAGE_TOPIC, CARD_CALLBACK_TOPIC, CallbackHandler, CardClick};
 use crate::channels::pipeline::{Decision, Feedback, Pipeline, Tap};
 use crate::channels::typed::{form_content, question_answers};
-use crate::interaction::{Answer, Form, Interaction, Kind, Responder, clip, parse_questions};
+use crate::interaction::{Answer, Interaction, Kind, Responder, clip, parse_questions};
 
 /// Longest text accepted from a card's input box.
 const MAX_TEXT_CHARS: usize = 4000;

@@ -496,8 +496,8 @@ mod tests {
             Timestamp::from_millisecond(1_700_000_000_000).unwrap(),
             300,
         );
-        i.quorum = Some(crate::interaction::quorum::Quorum { allow: 2, deny: 1 });
-        i.votes = Box::new([crate::interaction::quorum::Vote {
+        i.set_quorum(Some(crate::interaction::quorum::Quorum { allow: 2, deny: 1 }));
+        i.set_votes(vec![crate::interaction::quorum::Vote {
             person: "alice".into(),
             by: "alice".into(),
             via: crate::interaction::Via::new("telegram"),

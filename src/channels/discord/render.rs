@@ -152,12 +152,12 @@ impl Render {
         {
             head.push(format!("⏫ {}", escape(&line)));
         }
-        if let Some(t) = i.title.as_deref().filter(|t| !t.trim().is_empty())
+        if let Some(t) = i.title().filter(|t| !t.trim().is_empty())
             && i.kind != Kind::Form
         {
             head.push(escape(&cut(t, 300)));
         }
-        if let Some(d) = i.description.as_deref().filter(|d| !d.trim().is_empty()) {
+        if let Some(d) = i.description().filter(|d| !d.trim().is_empty()) {
             head.push(escape(&cut(d, 300)));
         }
         let mut tail = Vec::new();
@@ -481,8 +481,7 @@ fn title_base(i: &Interaction) -> String {
         Kind::Approval => format!("Approve {}", i.tool_name),
         Kind::Question => "Question from the agent".into(),
         Kind::Form => i
-            .title
-            .as_deref()
+            .title()
             .filter(|t| !t.trim().is_empty())
             .unwrap_or("Please fill in")
             .to_string(),

@@ -265,7 +265,7 @@ impl Platform for Matrix {
     }
 
     async fn show(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Failure> {
-        let votes = i.votes.len().to_string();
+        let votes = i.votes().len().to_string();
         self.replace(i, m, &format!("votes:{votes}")).await
     }
 
