@@ -496,7 +496,10 @@ mod tests {
             Timestamp::from_millisecond(1_700_000_000_000).unwrap(),
             300,
         );
-        i.set_quorum(Some(crate::interaction::quorum::Quorum { allow: 2, deny: 1 }));
+        i.set_quorum(Some(crate::interaction::quorum::Quorum {
+            allow: 2,
+            deny: 1,
+        }));
         i.set_votes(vec![crate::interaction::quorum::Vote {
             person: "alice".into(),
             by: "alice".into(),

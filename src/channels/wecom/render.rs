@@ -522,7 +522,10 @@ mod tests {
     fn a_card_several_people_decide_shows_the_votes_so_far() {
         let cards = Cards::new(Locale::EnUs, Keys::new(vec![7; 32]), None);
         let mut i = bash("make deploy");
-        i.set_quorum(Some(crate::interaction::quorum::Quorum { allow: 2, deny: 1 }));
+        i.set_quorum(Some(crate::interaction::quorum::Quorum {
+            allow: 2,
+            deny: 1,
+        }));
         i.set_votes(vec![crate::interaction::quorum::Vote {
             person: "alice".into(),
             by: "alice".into(),

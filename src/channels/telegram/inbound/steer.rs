@@ -20,10 +20,11 @@ use crate::channels::telegram::{Telegram, responder};
 use crate::interaction::sessions::is_finished_question;
 use crate::interaction::{Answer, Grantor, Interaction, Kind, RegistryError};
 
-/// Whether `text` is the text fallback's answer to an approval (`allow`, `deny [reason]`).
+/// Whether `text` is the text fallback's answer to an approval (`allow`, `deny [reason]`,
+/// `edit <command>`).
 fn is_answer_word(text: &str) -> bool {
     let word = text.split_whitespace().next().unwrap_or("");
-    ["allow", "approve", "deny", "reject"]
+    ["allow", "approve", "deny", "reject", "edit"]
         .iter()
         .any(|w| word.eq_ignore_ascii_case(w))
 }
@@ -49,7 +50,7 @@ impl Telegram {
             return false;
         };
         let finished = i.is_pending() && is_finished_question(i);
-        // `allow` / `deny [reason]` keep their meaning (and "already answered" its notice).
+        // `allow` / `deny [reason]` / `edit <command>` keep their meaning (and "already answered" its notice).
         if is_answer_word(text) && !finished {
             return false;
         }
