@@ -98,6 +98,9 @@ pub struct Settings {
     /// The ntfy channel.
     #[serde(default)]
     pub ntfy: crate::channels::ntfy::NtfySettings,
+    /// The Web Push channel (the installable inbox's notifications).
+    #[serde(default)]
+    pub push: crate::channels::push::PushSettings,
     /// People and their identities on each channel (`[[people]]`).
     #[serde(default)]
     pub people: Vec<teams::PersonSettings>,
@@ -564,7 +567,7 @@ impl Settings {
     /// The channel registry: every channel's settings section, in the order they are
     /// checked, installed and tried by `imrelay doctor`. A new channel is one line here
     /// (and its field above).
-    pub fn channels(&self) -> [&dyn crate::channels::Channel; 7] {
+    pub fn channels(&self) -> [&dyn crate::channels::Channel; 8] {
         [
             &self.telegram,
             &self.feishu,
@@ -572,6 +575,7 @@ impl Settings {
             &self.wecom,
             &self.dingtalk,
             &self.ntfy,
+            &self.push,
             &self.webhooks,
         ]
     }
@@ -714,6 +718,7 @@ impl Settings {
             wecom,
             dingtalk,
             ntfy,
+            push,
             people,
             groups,
             routes,
@@ -738,6 +743,7 @@ impl Settings {
         section(&mut out, "wecom", wecom)?;
         section(&mut out, "dingtalk", dingtalk)?;
         section(&mut out, "ntfy", ntfy)?;
+        section(&mut out, "push", push)?;
         list(&mut out, "webhooks", webhooks)?;
         Ok(out.trim_end().to_string() + "\n")
     }

@@ -177,6 +177,9 @@ enum Client {
     Answer(Box<imrelay::cli::commands::AnswerArgs>),
     /// The grants in force ("allow this and similar calls"): list them, or `grants revoke ID`.
     Grants(imrelay::cli::grants::GrantsArgs),
+    /// The devices subscribed for Web Push from the inbox: list them, or `devices remove ID`
+    /// (see docs/phone.md).
+    Devices(imrelay::cli::devices::DevicesArgs),
     /// The agent sessions the server has seen and what each is doing; `sessions send AGENT ID
     /// TEXT` queues a message for one (see docs/sessions.md).
     Sessions(imrelay::cli::sessions::SessionsArgs),
@@ -210,6 +213,7 @@ fn main() -> ExitCode {
                 Client::Answer(args) => imrelay::cli::commands::answer(*args, config),
                 Client::Mcp(args) => imrelay::cli::mcp::run(args, config),
                 Client::Grants(args) => imrelay::cli::grants::run(args, config),
+                Client::Devices(args) => imrelay::cli::devices::run(args, config),
                 Client::Sessions(args) => imrelay::cli::sessions::run(args, config),
                 Client::Hook(args) => imrelay::cli::hook::run(args, config),
                 Client::Acp(args) => imrelay::cli::acp::run(args, config),

@@ -232,12 +232,32 @@ impl From<Feedback> for Stop {
 pub(crate) struct Pipeline {
     registry: Registry,
     via: Via,
+    /// The channel whose ids the tappers' are, as `[[people]]` lists them: the channel's own
+    /// name, unless said ([`Pipeline::known_as`]).
+    identities: String,
 }
 
 impl Pipeline {
     /// The pipeline of the channel named `via`, answering through `registry`.
     pub fn new(registry: Registry, via: Via) -> Self {
-        Self { registry, via }
+        let identities = via.as_str().to_string();
+        Self {
+            registry,
+            via,
+            identities,
+        }
+    }
+
+    /// The pipeline with tappers known by their ids on `channel` (Web Push answers as the
+    /// operator token that subscribed the device: `operator`).
+    pub fn known_as(mut self, channel: &str) -> Self {
+        self.identities = channel.to_string();
+        self
+    }
+
+    /// The channel whose ids the tappers' are.
+    pub fn identities(&self) -> &str {
+        &self.identities
     }
 
     /// The registry it answers through.
@@ -258,7 +278,7 @@ impl Pipeline {
         fits: impl FnOnce(&Interaction) -> bool,
     ) -> Result<Arc<Interaction>, Stop> {
         let teams = self.registry.teams();
-        let channel = self.via.as_str();
+        let channel = self.identities.as_str();
         let person = teams.people.name_of(channel, tap.identity).is_some();
         if !tap.approver && !person {
             let reason = format!("not in {}.approvers", self.via);
@@ -323,8 +343,8 @@ impl Pipeline {
         if tap.audit {
             // A configured person is recorded by their name, whatever channel they tapped on.
             let teams = self.registry.teams();
-            let actor = match teams.people.name_of(self.via.as_str(), tap.identity) {
-                Some(name) => format!("{name} ({}:{})", self.via, tap.identity),
+            let actor = match teams.people.name_of(&self.identities, tap.identity) {
+                Some(name) => format!("{name} ({}:{})", self.identities, tap.identity),
                 None => tap.actor.to_string(),
             };
             if self

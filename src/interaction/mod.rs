@@ -57,6 +57,7 @@ pub mod people;
 pub mod policy;
 pub mod ports;
 mod question;
+pub mod quiet;
 pub mod quorum;
 mod refusals;
 mod registry;

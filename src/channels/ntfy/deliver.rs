@@ -12,12 +12,14 @@ use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 
 use super::CHANNEL;
+use super::inbound::TOKENS;
 use super::plan::Job;
 use super::render::{self, PromptParts, Publish};
 use super::settings::NtfySettings;
-use super::tokens::{self, Action};
+use crate::channels::actions::Action;
 use crate::channels::messages::{Failure, Messages, Pacer, Platform, Posted};
-use crate::interaction::{Interaction, Kind};
+use crate::channels::notification;
+use crate::interaction::{Interaction, Kind, Registry};
 use crate::outbox::{ChannelJob, Delivery, OutboxHandler};
 use crate::store::{ChannelMessage, ClaimedJob, OutboxJob, Store};
 
@@ -100,10 +102,8 @@ impl Ntfy {
     async fn action_urls(&self, i: &Interaction) -> Result<(String, String), Failure> {
         let mut urls = Vec::with_capacity(2);
         for action in [Action::Allow, Action::Deny] {
-            let token = tokens::make(i);
-            let key = tokens::key(&tokens::digest(action, &token));
-            self.store
-                .set_value(&key, Some(i.id.to_string()))
+            let token = TOKENS
+                .issue(self.store.as_ref(), i, action, &[])
                 .await
                 .map_err(Failure::store)?;
             urls.push(format!(
@@ -168,17 +168,44 @@ impl Platform for Ntfy {
 }
 
 /// Delivers the channel's jobs.
-pub(crate) struct Deliverer(pub Messages<Ntfy>);
+pub(crate) struct Deliverer {
+    /// The skeleton over [`Ntfy`].
+    pub messages: Messages<Ntfy>,
+    /// People (the person's quiet hours).
+    pub registry: Registry,
+    /// The `[[people]]` name whose phone the topics reach.
+    pub person: String,
+}
 
 impl Deliverer {
-    /// The deliverer of `ntfy`'s jobs.
-    pub fn new(ntfy: Ntfy, store: Arc<dyn Store>) -> Self {
-        Deliverer(Messages {
-            platform: ntfy,
-            store,
-            pacer: Pacer::new(TOPIC_GAP, THROTTLE_PAUSE),
-            health: None,
-        })
+    /// The deliverer of `ntfy`'s jobs, to `person`'s phone.
+    pub fn new(ntfy: Ntfy, store: Arc<dyn Store>, registry: Registry, person: String) -> Self {
+        Deliverer {
+            messages: Messages {
+                platform: ntfy,
+                store,
+                pacer: Pacer::new(TOPIC_GAP, THROTTLE_PAUSE),
+                health: None,
+            },
+            registry,
+            person,
+        }
+    }
+
+    /// Until when a post job waits for the person's quiet hours, if it does.
+    async fn held(&self, job: &OutboxJob) -> Option<jiff::Timestamp> {
+        let id = job.interaction_id.as_ref()?;
+        let i = self.messages.store.get(id).await.ok()??;
+        let escalation = job.key.starts_with(&format!("{CHANNEL}:escalate:"));
+        let teams = self.registry.teams();
+        let end = notification::held_until(
+            &teams.people,
+            &self.person,
+            &i,
+            escalation,
+            jiff::Timestamp::now(),
+        )?;
+        (i.is_pending() && end < i.deadline).then_some(end)
     }
 }
 
@@ -186,8 +213,11 @@ impl Deliverer {
 impl OutboxHandler for Deliverer {
     async fn deliver(&self, job: &ClaimedJob) -> Delivery {
         match Job::read(&job.job) {
-            Ok(Job::Post { topic }) => self.0.post(&job.job, &topic).await,
-            Ok(Job::Update) => self.0.finalize_all(&job.job).await,
+            Ok(Job::Post { topic }) => match self.held(&job.job).await {
+                Some(end) => notification::hold(end, jiff::Timestamp::now()),
+                None => self.messages.post(&job.job, &topic).await,
+            },
+            Ok(Job::Update) => self.messages.finalize_all(&job.job).await,
             Err(failed) => failed,
         }
     }

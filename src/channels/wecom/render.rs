@@ -499,6 +499,7 @@ mod tests {
                 after_secs: 300,
                 targets: Vec::new(),
                 approvers: Vec::new(),
+                through_quiet: false,
             }),
         }));
         assert_eq!(cards.card(&i, "wrkA")["sub_title_text"], "make shop");

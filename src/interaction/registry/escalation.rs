@@ -259,6 +259,7 @@ mod tests {
                 name: "bob".into(),
                 identities: vec![Identity::new("telegram", "222")],
                 groups: vec![],
+                quiet: None,
             }],
             vec![],
         )
@@ -272,6 +273,7 @@ mod tests {
                     after_secs: 300,
                     targets: vec![Target::new("telegram", "-2")],
                     approvers: vec!["bob".into()],
+                    through_quiet: false,
                 }),
                 ..Default::default()
             }],
