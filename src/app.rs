@@ -100,6 +100,9 @@ impl App {
             auth: Arc::new(Auth::new(&settings.auth)),
             event_streams: Default::default(),
             quota: http::quota::Quota::new(settings.server.max_connections_per_token, &metrics),
+            passkeys: Arc::new(http::passkeys::Passkeys::new(
+                crate::config::phone::passkey_origin(&settings),
+            )),
             metrics,
             settings,
             shutdown,

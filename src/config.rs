@@ -13,6 +13,7 @@ mod aliases;
 mod auth;
 pub mod discovery;
 mod mistakes;
+pub mod phone;
 pub mod policy;
 mod ranges;
 mod reach;
@@ -555,6 +556,7 @@ impl Settings {
     pub fn warnings(&self) -> Vec<String> {
         let mut out = teams::warnings(self);
         out.extend(reach::warnings(self));
+        out.extend(phone::warnings(self));
         out
     }
 
@@ -618,6 +620,7 @@ impl Settings {
         let claims: Vec<_> = self.channels().iter().flat_map(|c| c.paths()).collect();
         check(crate::settings::check_path_claims(&claims).map_err(invalid));
         out.extend(reach::problems(self));
+        out.extend(phone::problems(self));
         out
     }
 

@@ -180,6 +180,9 @@ enum Client {
     /// The devices subscribed for Web Push from the inbox: list them, or `devices remove ID`
     /// (see docs/phone.md).
     Devices(imrelay::cli::devices::DevicesArgs),
+    /// The passkeys people registered in the inbox for answers that need one: list them, or
+    /// `passkeys remove ID` for a lost device (see docs/phone.md).
+    Passkeys(imrelay::cli::passkeys::PasskeysArgs),
     /// The agent sessions the server has seen and what each is doing; `sessions send AGENT ID
     /// TEXT` queues a message for one (see docs/sessions.md).
     Sessions(imrelay::cli::sessions::SessionsArgs),
@@ -214,6 +217,7 @@ fn main() -> ExitCode {
                 Client::Mcp(args) => imrelay::cli::mcp::run(args, config),
                 Client::Grants(args) => imrelay::cli::grants::run(args, config),
                 Client::Devices(args) => imrelay::cli::devices::run(args, config),
+                Client::Passkeys(args) => imrelay::cli::passkeys::run(args, config),
                 Client::Sessions(args) => imrelay::cli::sessions::run(args, config),
                 Client::Hook(args) => imrelay::cli::hook::run(args, config),
                 Client::Acp(args) => imrelay::cli::acp::run(args, config),

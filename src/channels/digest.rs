@@ -1,11 +1,14 @@
-//! Digests: when more than a configured number of interactions are pending for one chat, a
-//! chat platform (Telegram, Feishu) shows one message per agent session instead of a message
-//! each — "5 requests from session s-1 in ~/shop" with Review, Approve all and Deny all — and
-//! keeps it up to date as interactions come and go. What every such channel shares is here;
-//! each renders and delivers it in its own `digest.rs`.
+//! Digests: when more than a configured number of interactions are pending for one chat, or
+//! when the chat's queue cannot be posted before the requests' deadlines at the platform's
+//! pace, every chat channel shows one message per agent session instead of a message each —
+//! "5 requests from session s-1 in ~/shop" with Review, Approve all and Deny all — and keeps
+//! it up to date as interactions come and go. The digest's store records, its texts' shape
+//! ([`Sheet`]) and its answers are here; its flow over the delivery skeleton is in
+//! `digest_flow.rs`; a platform only draws a [`Sheet`] and encodes its buttons.
 //!
 //! - **Held**: a first post whose chat already has more than `digest_after` interactions
-//!   pending (or that has a live digest for its session) is not posted: a marker record
+//!   pending, that the chat's pace would show too late, or whose chat has a live digest for
+//!   its session, is not posted: a marker record
 //!   (`<channel>:digest`, the chat, the interaction's incarnation) says it is held there. The
 //!   marker is deleted with the interaction, so nothing outlives it.
 //! - **Members**: a digest's members are computed from the store each time, never kept as
@@ -86,6 +89,160 @@ impl DigestAction {
             _ => return None,
         })
     }
+
+    /// How a platform may style its button: the one that approves, the one that denies, or
+    /// neither.
+    pub fn style(self) -> Style {
+        match self {
+            DigestAction::AllowAll | DigestAction::ConfirmAllow => Style::Primary,
+            DigestAction::DenyAll | DigestAction::ConfirmDeny => Style::Danger,
+            DigestAction::Review | DigestAction::Cancel => Style::Plain,
+        }
+    }
+}
+
+/// The look of a digest button.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Style {
+    /// The approving one.
+    Primary,
+    /// The denying one.
+    Danger,
+    /// Any other.
+    Plain,
+}
+
+/// What a digest message shows: the list, or the confirmation of an "all" answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum View {
+    /// The members, with Review, Approve all and Deny all.
+    List,
+    /// The question "approve (deny) all N?", with Yes and Cancel.
+    Confirm {
+        /// Whether it confirms approving (else denying).
+        allow: bool,
+    },
+}
+
+/// One button of a digest message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Button {
+    /// What it says, in the channel's language.
+    pub label: String,
+    /// What it does.
+    pub action: DigestAction,
+}
+
+/// A digest message as the kit asks a platform to show it: the texts are written and the
+/// buttons chosen; the platform lays them out and encodes each button with the place, the
+/// session, its action and the set (see its button codec).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Sheet {
+    /// The place it is shown in.
+    pub address: String,
+    /// The session's digest key.
+    pub session: String,
+    /// The fingerprint of the listed members, which every button carries.
+    pub set: String,
+    /// The incarnation of its first member (a platform's idempotency key for a new post).
+    pub first: String,
+    /// The title ("5 requests from session s-1 in ~/shop", or "done" once closed).
+    pub title: String,
+    /// One line per listed member.
+    pub lines: Vec<String>,
+    /// "… and N more", when not every member is listed.
+    pub more: Option<String>,
+    /// The question of a confirmation.
+    pub question: Option<String>,
+    /// Rows of buttons; none once closed.
+    pub rows: Vec<Vec<Button>>,
+}
+
+impl Sheet {
+    /// The digest of `members` (not empty) at `address` for `session`, in `view`.
+    pub fn of(
+        texts: Texts,
+        address: &str,
+        session: &str,
+        members: &[Arc<Interaction>],
+        view: View,
+    ) -> Self {
+        let (lines, more) = texts.lines(members);
+        let button = |label: &str, action| Button {
+            label: label.to_string(),
+            action,
+        };
+        let (question, rows) = match view {
+            View::List => {
+                let [review, allow, deny] = texts.buttons();
+                let rows = vec![
+                    vec![button(review, DigestAction::Review)],
+                    vec![
+                        button(allow, DigestAction::AllowAll),
+                        button(deny, DigestAction::DenyAll),
+                    ],
+                ];
+                (None, rows)
+            }
+            View::Confirm { allow } => {
+                let [yes, cancel] = texts.confirm_buttons(allow, members.len());
+                let confirm = if allow {
+                    DigestAction::ConfirmAllow
+                } else {
+                    DigestAction::ConfirmDeny
+                };
+                let rows = vec![vec![
+                    button(&yes, confirm),
+                    button(&cancel, DigestAction::Cancel),
+                ]];
+                (Some(texts.confirm(allow, members)), rows)
+            }
+        };
+        Sheet {
+            address: address.to_string(),
+            session: session.to_string(),
+            set: Shown::of(None, members).set,
+            first: members.first().map(|i| i.incarnation()).unwrap_or_default(),
+            title: texts.title(members.len(), members.first().map(|i| i.as_ref())),
+            lines,
+            more: (more > 0).then(|| texts.more(more)),
+            question,
+            rows,
+        }
+    }
+
+    /// The digest at `address` for `session` once none of its members is left: `title` was
+    /// its last title.
+    pub fn closed(texts: Texts, address: &str, session: &str, title: &str) -> Self {
+        Sheet {
+            address: address.to_string(),
+            session: session.to_string(),
+            set: String::new(),
+            first: String::new(),
+            title: texts.done(title),
+            lines: Vec::new(),
+            more: None,
+            question: None,
+            rows: Vec::new(),
+        }
+    }
+
+    /// Whether it shows a digest with nothing left in it.
+    pub fn is_closed(&self) -> bool {
+        self.rows.is_empty()
+    }
+}
+
+/// What became of an edit of a digest message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Edited {
+    /// It shows the sheet.
+    Done,
+    /// It is gone (deleted in the chat): a new one is posted.
+    Gone,
+    /// The platform cannot change it now (it lets a message change only in answer to a click
+    /// on it): it keeps what it showed, and a click on it shows the digest as it now is.
+    Cannot,
 }
 
 /// base64url of the first 8 bytes of SHA-256 over `domain` and `parts`, newline-joined: 11
@@ -151,23 +308,69 @@ pub(crate) struct Digests {
     channel: &'static str,
     /// Held interactions: `digest_after` (0: never).
     pub after: u32,
+    /// The channel's configured places, as addresses (where an interaction that names no
+    /// route goes).
+    places: Arc<Vec<String>>,
     locks: Arc<KeyedLocks>,
+    /// When each place's queue was last found able to keep up, and with how many pending:
+    /// the queue is not weighed again until more arrive or a moment passes.
+    weighed: Arc<Mutex<HashMap<String, (tokio::time::Instant, usize)>>>,
 }
 
 impl Digests {
-    /// The digests of `channel` over `store`, holding posts past `after` pending per chat.
-    pub fn new(store: Arc<dyn Store>, channel: &'static str, after: u32) -> Self {
+    /// The digests of `channel` over `store`, holding posts past `after` pending per chat;
+    /// `places` are the channel's configured places.
+    pub fn new(
+        store: Arc<dyn Store>,
+        channel: &'static str,
+        after: u32,
+        places: Vec<String>,
+    ) -> Self {
         Self {
             store,
             channel,
             after,
+            places: Arc::new(places),
             locks: Arc::default(),
+            weighed: Arc::default(),
         }
     }
 
-    /// Whether digests are on.
+    /// Whether digests past `digest_after` are on (a queue that cannot keep up is gathered
+    /// either way).
     pub fn on(&self) -> bool {
         self.after > 0
+    }
+
+    /// The channel's name.
+    pub fn channel(&self) -> &'static str {
+        self.channel
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// Whether interaction `i` goes to the place at `address`.
+    pub fn goes_to(&self, i: &Interaction, address: &str) -> bool {
+        super::plan::goes_to(i, self.channel, &self.places, address)
+    }
+
+    /// Whether the queue of `address` was found able to keep up within `within`, with no
+    /// more than `pending` interactions pending for it.
+    pub fn weighed_lately(&self, address: &str, pending: usize, within: Duration) -> bool {
+        let now = tokio::time::Instant::now();
+        let mut map = self.weighed.locked();
+        map.retain(|_, (at, _)| now.duration_since(*at) < within);
+        map.get(address).is_some_and(|(_, n)| pending <= *n)
+    }
+
+    /// Notes that the queue of `address` keeps up with `pending` interactions pending.
+    pub fn keeps_up(&self, address: &str, pending: usize) {
+        self.weighed
+            .locked()
+            .insert(address.to_string(), (tokio::time::Instant::now(), pending));
     }
 
     fn marker_channel(&self) -> String {
@@ -233,29 +436,6 @@ impl Digests {
         self.store
             .forget_sighting(&format!("{}-digest-post", self.channel), &key)
             .await
-    }
-
-    /// Whether the first post of `i` to `address` is held for a digest: digests are on and
-    /// either more than `after` interactions are pending for that chat (`for_chat` says
-    /// which go there) or the chat has a live digest for its session.
-    pub async fn should_hold(
-        &self,
-        i: &Interaction,
-        address: &str,
-        for_chat: impl Fn(&Interaction) -> bool,
-    ) -> Result<bool, StoreError> {
-        if !self.on() || !i.is_pending() {
-            return Ok(false);
-        }
-        if self.is_held(address, i).await? {
-            return Ok(true);
-        }
-        let pending = self.store.pending().await?;
-        let here = pending.iter().filter(|p| for_chat(p)).count();
-        if here > self.after as usize {
-            return Ok(true);
-        }
-        Ok(self.shown(address, &session_key(i)).await?.is_some())
     }
 
     /// Marks `i` as held in `address`'s digest.
@@ -430,7 +610,7 @@ fn count(t: &mut Tally, f: &Feedback) {
         // A vote on an approval that needs several people is this person's answer, taken.
         Feedback::Resolved(_) | Feedback::Voted(_) => t.answered += 1,
         Feedback::Already(_) | Feedback::NotFound | Feedback::AlreadyVoted(..) => t.already += 1,
-        Feedback::NotApprover | Feedback::OtherRoute(_) => t.refused += 1,
+        Feedback::NotApprover | Feedback::OtherRoute(_) | Feedback::StepUp(_) => t.refused += 1,
         Feedback::BadButton | Feedback::Invalid(_) => t.skipped += 1,
         Feedback::StoreDown | Feedback::StillWorking => t.failed += 1,
     }
@@ -499,7 +679,7 @@ mod tests {
     #[tokio::test]
     async fn members_are_the_sessions_pending_interactions_held_in_that_chat() {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-        let d = Digests::new(store.clone(), "fake", 2);
+        let d = Digests::new(store.clone(), "fake", 2, vec!["chat".into()]);
         let mine = [
             pending("a", Some("s-1"), 1_000),
             pending("b", Some("s-1"), 2_000),
@@ -511,10 +691,8 @@ mod tests {
                 .await
                 .unwrap();
         }
-        let all = |_: &Interaction| true;
-        // Three pending for the chat, more than two: held.
-        assert!(d.should_hold(&mine[0], "chat", all).await.unwrap());
-        assert!(!d.should_hold(&mine[0], "chat", |_| false).await.unwrap());
+        // Unrouted interactions go to the configured places only.
+        assert!(d.goes_to(&mine[0], "chat") && !d.goes_to(&mine[0], "other"));
         for i in &mine {
             d.hold(i, "chat").await.unwrap();
         }
@@ -535,8 +713,6 @@ mod tests {
         assert!(!d.claim_post("chat", &s1, &mine[0]).await.unwrap());
         d.release_post("chat", &s1, &mine[0]).await.unwrap();
         assert!(d.claim_post("chat", &s1, &mine[0]).await.unwrap());
-        // Off: never held.
-        let off = Digests::new(store, "fake", 0);
-        assert!(!off.should_hold(&mine[0], "chat", all).await.unwrap());
+        assert!(d.on() && !Digests::new(store, "fake", 0, Vec::new()).on());
     }
 }

@@ -32,10 +32,13 @@ use async_trait::async_trait;
 use jiff::Timestamp;
 use serde_json::{Value, json};
 
+pub(crate) use super::digest::{Digests, Edited, Sheet};
+use super::digest_texts::Texts;
 pub(crate) use super::pacer::Pacer;
+use super::plan::{ChatJob, Todo};
 use crate::health::Health;
 use crate::interaction::{Interaction, InteractionId};
-use crate::outbox::Delivery;
+use crate::outbox::{ChannelJob, Delivery};
 use crate::store::{ChannelMessage, OutboxJob, Store, StoreError};
 
 /// What a failed platform call means for the job.
@@ -106,6 +109,9 @@ pub(crate) trait Platform: Send + Sync {
     /// Where one copy goes (a chat id, a receiver, a conversation).
     type Target: Send + Sync;
 
+    /// The channel's jobs (planned by `channels::plan::Planner`).
+    type Job: ChatJob<Target = Self::Target>;
+
     /// The channel name under which copies are recorded.
     fn channel(&self) -> &'static str;
 
@@ -129,6 +135,33 @@ pub(crate) trait Platform: Send + Sync {
     async fn show(&self, _i: &Interaction, _m: &ChannelMessage) -> Result<(), Failure> {
         Ok(())
     }
+
+    /// Whether the platform shows digests (a notification service does not: every prompt is
+    /// posted on its own).
+    fn has_digests(&self) -> bool {
+        true
+    }
+
+    /// The language of the channel's digests.
+    fn texts(&self) -> Texts;
+
+    /// How often one place may be posted to, when the pacer does not say (a platform whose
+    /// client paces itself).
+    fn pace(&self, _address: &str) -> Option<Duration> {
+        None
+    }
+
+    /// Posts a new digest message showing `sheet` to `target`; returns its id.
+    async fn post_digest(&self, target: &Self::Target, sheet: &Sheet) -> Result<String, Failure>;
+
+    /// Changes digest message `message` at `address` to show `sheet` (a closed sheet: the
+    /// digest is done, without buttons).
+    async fn edit_digest(
+        &self,
+        address: &str,
+        message: &str,
+        sheet: &Sheet,
+    ) -> Result<Edited, Failure>;
 
     /// Whether recorded copy `m` at `address` is the one `job` posts (by default: the copy
     /// in that chat).
@@ -198,11 +231,24 @@ pub(crate) struct Messages<P: Platform> {
     pub store: Arc<dyn Store>,
     /// Per-chat spacing.
     pub pacer: Pacer,
+    /// The channel's digests.
+    pub digests: Digests,
     /// Where the platform's state is reported: the health component, when reported.
     pub health: Option<(Arc<Health>, &'static str)>,
 }
 
 impl<P: Platform> Messages<P> {
+    /// Delivers one of the channel's jobs: the one dispatch of every chat channel.
+    pub async fn deliver(&self, job: &OutboxJob) -> Delivery {
+        match P::Job::read(job).map(ChatJob::todo) {
+            Ok(Todo::Post(target)) => self.post(job, &target).await,
+            Ok(Todo::Update) => self.finalize_all(job).await,
+            Ok(Todo::Voted) => self.show_votes(job).await,
+            Ok(Todo::Digest { to, session }) => self.refresh_digest(&to, &session).await,
+            Err(failed) => failed,
+        }
+    }
+
     /// Reports how the last delivery went, and passes it on.
     fn report(&self, d: Delivery) -> Delivery {
         if let Some((health, component)) = &self.health {
@@ -251,6 +297,10 @@ impl<P: Platform> Messages<P> {
                 if !i.is_pending() {
                     tracing::debug!(id = %id, chat = %address, "{channel}: resolved before it was posted; not posting");
                     return Delivery::Done;
+                }
+                // Every reason not to post it now is asked here, in one place.
+                if let Some(held) = self.hold_for_digest(job, &i, target).await {
+                    return held;
                 }
                 match self.send(job, &i, target, &address).await {
                     Ok(m) => m,
@@ -323,6 +373,9 @@ impl<P: Platform> Messages<P> {
     }
 
     async fn finalize_all_inner(&self, job: &OutboxJob) -> Delivery {
+        if let Err(e) = self.digests_of_resolved(job).await {
+            return Delivery::store_retry(e);
+        }
         let channel = self.platform.channel();
         let Some(id) = &job.interaction_id else {
             return Delivery::Failed(format!("a {channel} update job without an interaction"));
@@ -493,6 +546,33 @@ mod tests {
         }
     }
 
+    impl ChatJob for TestJob {
+        type Target = String;
+        const POST: &'static str = "post";
+
+        fn make(todo: Todo<String>) -> Self {
+            match todo {
+                Todo::Post(_) | Todo::Digest { .. } => TestJob::Post,
+                Todo::Update | Todo::Voted => TestJob::Update,
+            }
+        }
+
+        fn todo(self) -> Todo<String> {
+            match self {
+                TestJob::Post => Todo::Post("a".into()),
+                TestJob::Update => Todo::Update,
+            }
+        }
+
+        fn target(address: &str) -> Option<String> {
+            Some(address.into())
+        }
+
+        fn address(target: &String) -> String {
+            target.clone()
+        }
+    }
+
     async fn resolve(store: &dyn Store, i: &Interaction) {
         use crate::interaction::{Answer, Responder, Via, resolution_for};
         let r = resolution_for(
@@ -511,6 +591,19 @@ mod tests {
     #[async_trait]
     impl Platform for Fake {
         type Target = String;
+        type Job = TestJob;
+
+        fn texts(&self) -> Texts {
+            Texts(crate::present::render::Locale::EnUs)
+        }
+
+        async fn post_digest(&self, _t: &String, _s: &Sheet) -> Result<String, Failure> {
+            Err(Failure::Permanent("no digests here".into()))
+        }
+
+        async fn edit_digest(&self, _a: &str, _m: &str, _s: &Sheet) -> Result<Edited, Failure> {
+            Ok(Edited::Gone)
+        }
 
         fn channel(&self) -> &'static str {
             "fake"
@@ -564,6 +657,7 @@ mod tests {
         };
         let m = Messages {
             platform: fake,
+            digests: Digests::new(store.clone(), "fake", 0, vec!["a".into()]),
             store,
             pacer: Pacer::off(),
             health: None,

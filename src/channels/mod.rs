@@ -16,7 +16,9 @@
 //! comes from [`crate::present`], shared with the inbox and the terminal.
 
 pub(crate) mod actions;
+pub(crate) mod desk;
 pub(crate) mod digest;
+pub(crate) mod digest_flow;
 pub(crate) mod digest_texts;
 pub mod dingtalk;
 pub mod feishu;
@@ -26,6 +28,7 @@ pub(crate) mod notification;
 pub mod ntfy;
 mod pacer;
 pub(crate) mod pipeline;
+pub(crate) mod plan;
 pub mod push;
 pub mod registry;
 pub(crate) mod sessions;

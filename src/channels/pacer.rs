@@ -35,6 +35,20 @@ impl Pacer {
         Self::new(Duration::ZERO, Duration::ZERO)
     }
 
+    /// The gap between two requests to one chat (zero when off).
+    pub(crate) fn gap(&self) -> Duration {
+        self.gap
+    }
+
+    /// How long until this chat's next free slot (zero when it is free now).
+    pub(crate) fn wait(&self, chat: &str) -> Duration {
+        let now = Instant::now();
+        self.next
+            .locked()
+            .get(chat)
+            .map_or(Duration::ZERO, |t| t.saturating_duration_since(now))
+    }
+
     fn is_off(&self) -> bool {
         self.gap.is_zero() && self.pause.is_zero()
     }

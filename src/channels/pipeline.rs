@@ -54,6 +54,9 @@ pub(crate) enum Feedback {
     AlreadyVoted(Box<Vote>, Arc<Interaction>),
     /// The platform stopped waiting while the answer is still being recorded.
     StillWorking,
+    /// The interaction needs a passkey: it is answered in the inbox, not here. Nothing
+    /// changed.
+    StepUp(Arc<Interaction>),
 }
 
 impl Feedback {
@@ -75,6 +78,7 @@ impl Feedback {
             Err(RegistryError::Unrecorded(_)) => Feedback::StoreDown,
             Err(RegistryError::Voted(i)) => Feedback::Voted(i),
             Err(RegistryError::AlreadyVoted(v, i)) => Feedback::AlreadyVoted(v, i),
+            Err(RegistryError::StepUpRequired(i)) => Feedback::StepUp(i),
         }
     }
 
@@ -134,6 +138,18 @@ impl Feedback {
                 "仍在处理这次点击，完成后卡片会显示结果",
                 "Still working on this: the message will show the outcome when it is done",
             ),
+            Feedback::StepUp(i) => {
+                let route = crate::interaction::routes::route_name(i);
+                if zh {
+                    format!(
+                        "此请求（路由「{route}」）需要通行密钥：请在 imrelay 收件箱中打开并回答"
+                    )
+                } else {
+                    format!(
+                        "This needs a passkey (route \"{route}\"): open it in the imrelay inbox and answer there"
+                    )
+                }
+            }
         }
     }
 
@@ -150,6 +166,7 @@ impl Feedback {
             Feedback::StillWorking => "slow",
             Feedback::Voted(_) => "voted",
             Feedback::AlreadyVoted(..) => "already_voted",
+            Feedback::StepUp(_) => "step_up",
         }
     }
 

@@ -120,6 +120,12 @@ pub trait Channel: Send + Sync {
         true
     }
 
+    /// Whether its copies ring a person's phone by themselves (push, ntfy): "desk first"
+    /// holds them while one of a route's approvers is at the desk.
+    fn is_phone(&self) -> bool {
+        false
+    }
+
     /// The places it is configured to post to, as addresses a route names
     /// (`telegram.chats`, `slack.chats`, ...).
     fn places(&self) -> Vec<String> {
@@ -277,6 +283,18 @@ pub async fn install(wiring: &mut Wiring, channels: &[&dyn Channel]) -> anyhow::
     for channel in channels {
         channel.install(wiring).await?;
     }
+    // After every channel's hook: "desk first" holds the copies they planned.
+    let on = || channels.iter().filter(|c| c.enabled());
+    wiring
+        .registry
+        .add_hook(std::sync::Arc::new(super::desk::DeskFirst {
+            phones: on().filter(|c| c.is_phone()).map(|c| c.name()).collect(),
+            chats: on()
+                .filter(|c| c.is_chat() && !c.is_phone())
+                .map(|c| c.name())
+                .collect(),
+            registry: wiring.registry.clone(),
+        }));
     Ok(())
 }
 

@@ -37,6 +37,7 @@ pub mod doctor;
 pub mod grants;
 pub mod hook;
 pub mod mcp;
+pub mod passkeys;
 pub mod policy;
 pub mod route;
 pub mod sessions;

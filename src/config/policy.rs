@@ -54,6 +54,9 @@ pub struct PolicyRuleSettings {
     /// With `quorum`: how many different people's denies deny it; unset: one deny denies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deny_quorum: Option<u32>,
+    /// For an ask rule: answers count only with a passkey assertion made in the inbox.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub step_up: bool,
 }
 
 fn ask() -> Decision {
@@ -75,6 +78,7 @@ impl PolicyRuleSettings {
             mode: self.mode,
             quorum: self.quorum,
             deny_quorum: self.deny_quorum,
+            step_up: self.step_up,
         }
     }
 }

@@ -15,6 +15,7 @@ const LIST_NUMBERS: &[(&str, &[&str])] = &[
             "quorum",
             "deny_quorum",
             "escalate_after_secs",
+            "desk_first_secs",
         ],
     ),
     ("policy", &["quorum", "deny_quorum"]),

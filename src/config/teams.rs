@@ -140,6 +140,16 @@ pub struct RouteSettings {
     /// Where it escalates to, and who may answer it from then on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub escalate_to: Option<EscalateTo>,
+    /// An answer counts only with a passkey assertion made in the inbox (see docs/phone.md).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub step_up: bool,
+    /// "Desk first": while one of its approvers is at the inbox or `imrelay watch`, the phone
+    /// copies wait this many seconds (never past the deadline); unset: sent at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desk_first_secs: Option<u64>,
+    /// With `desk_first_secs`: the chat copies (groups, channels) wait too.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub desk_first_chats: bool,
 }
 
 /// A route's `escalate_to`: more places to post an unanswered interaction to (chats,
@@ -206,6 +216,9 @@ const ROUTE_FIELDS: &[&str] = &[
     "deny_quorum",
     "escalate_after_secs",
     "escalate_to",
+    "step_up",
+    "desk_first_secs",
+    "desk_first_chats",
 ];
 
 /// The settings of a route's `escalate_to` besides its places.
@@ -451,6 +464,9 @@ pub fn compile(s: &Settings) -> Result<Teams, String> {
             quorum: r.quorum,
             deny_quorum: r.deny_quorum,
             escalation,
+            step_up: r.step_up,
+            desk_first_secs: r.desk_first_secs,
+            desk_first_chats: r.desk_first_chats,
         });
     }
     let routes = Routes::new(specs, &people).map_err(|e| e.to_string())?;

@@ -538,8 +538,29 @@ pub async fn respond(
     let id = path_id(&id)?;
     let responder = operator_responder(&principal, body.by(), body.via());
     let grant = body.take_grant();
+    let passkey = body.take_passkey();
     let answer = body.answer()?;
     super::operator::admit(&state, &principal, &responder, &id).await?;
+    if let Some(passkey) = passkey {
+        // The assertion is checked (and used up) first: the answer counts with it.
+        super::passkeys::verify(&state, &principal, &id, passkey).await?;
+        if grant.is_some() {
+            return Err(ValidationError::new(
+                "grant",
+                "an answer with a passkey cannot grant similar calls: they would need none",
+            )
+            .into());
+        }
+        return match state
+            .registry
+            .respond_with_passkey(&id, answer, responder)
+            .await
+        {
+            Ok(resolved) => Ok(outcome_response(&resolved)),
+            Err(RegistryError::Voted(pending)) => Ok(voted_response(&pending)),
+            Err(e) => Err(e.into()),
+        };
+    }
     let Some(grant) = grant else {
         return match state.registry.respond(&id, answer, responder).await {
             Ok(resolved) => Ok(outcome_response(&resolved)),

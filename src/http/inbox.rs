@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 
 const HTML: &str = include_str!("inbox/index.html");
 const SCRIPT: &str = include_str!("inbox/inbox.js");
+const PASSKEYS: &str = include_str!("inbox/passkeys.js");
 const STYLE: &str = include_str!("inbox/inbox.css");
 const PUSH_SCRIPT: &str = include_str!("inbox/push.js");
 const WORKER: &str = include_str!("inbox/sw.js");
@@ -48,6 +49,11 @@ pub async fn page() -> Response {
 /// `GET /inbox.js`
 pub async fn script() -> Response {
     asset("text/javascript; charset=utf-8", SCRIPT)
+}
+
+/// `GET /passkeys.js`: passkeys and presence ("desk first").
+pub async fn passkeys_script() -> Response {
+    asset("text/javascript; charset=utf-8", PASSKEYS)
 }
 
 /// `GET /inbox.css`
@@ -98,6 +104,7 @@ mod tests {
         // An agent's `pattern` is checked by the server alone (in linear time): the browser's
         // backtracking engine would freeze the tab on a pattern like (a+)+$.
         assert!(!SCRIPT.contains("RegExp("), "inbox.js builds a RegExp");
+        assert!(!PASSKEYS.contains("RegExp("), "passkeys.js builds a RegExp");
         assert!(!PUSH_SCRIPT.contains("RegExp("), "push.js builds a RegExp");
         assert!(!WORKER.contains("RegExp("), "sw.js builds a RegExp");
     }

@@ -6,10 +6,10 @@
 //!
 //! | route | scope |
 //! |---|---|
-//! | `GET /`, `GET /livez`, `GET /healthz`, `GET /metrics`, the inbox's assets (`/inbox.js`, `/push.js`, `/sw.js`, `/manifest.webmanifest`, the icons) | none |
+//! | `GET /`, `GET /livez`, `GET /healthz`, `GET /metrics`, the inbox's assets (`/inbox.js`, `/passkeys.js`, `/push.js`, `/sw.js`, `/manifest.webmanifest`, the icons) | none |
 //! | `POST /v1/interactions`, `GET /v1/interactions/{id}/wait`, `DELETE /v1/interactions/{id}`, `POST /v1/hooks/claude-code` | agent |
 //! | `POST`, `GET`, `DELETE /mcp` (the MCP endpoint, mounted by the app) | agent |
-//! | `GET /v1/interactions`, `POST /v1/interactions/{id}/respond`, `POST /v1/respond`, `GET /v1/events`, `GET /v1/audit`, `GET`, `POST /v1/grants`, `DELETE /v1/grants/{id}`, `GET /v1/sessions`, `GET /v1/sessions/{agent}/{id}`, `POST /v1/sessions/{agent}/{id}/messages` | operator |
+//! | `GET /v1/interactions`, `POST /v1/interactions/{id}/respond`, `POST /v1/respond`, `GET /v1/events`, `GET /v1/audit`, `GET`, `POST /v1/grants`, `DELETE /v1/grants/{id}`, `GET /v1/sessions`, `GET /v1/sessions/{agent}/{id}`, `POST /v1/sessions/{agent}/{id}/messages`, `GET`, `POST /v1/passkeys`, `POST /v1/passkeys/register`, `DELETE /v1/passkeys/{id}`, `POST /v1/interactions/{id}/passkey`, `GET`, `POST /v1/presence` | operator |
 //! | `POST /v1/webhooks/{name}/respond` | a Standard Webhooks signature (see [`crate::channels::webhook`]) |
 //! | `GET /v1/interactions/{id}` | agent or operator (whichever check passes) |
 //!
@@ -28,6 +28,8 @@ pub mod bulk;
 pub mod grants;
 pub mod inbox;
 pub mod operator;
+pub mod passkeys;
+pub mod presence;
 pub mod quota;
 mod refused;
 pub mod server;
@@ -94,6 +96,8 @@ pub struct Shared {
     pub event_streams: sse::StreamCount,
     /// The requests each token has in flight, against `server.max_connections_per_token`.
     pub quota: Arc<quota::Quota>,
+    /// Passkeys: the relying party and the challenges waiting for their second step.
+    pub passkeys: Arc<passkeys::Passkeys>,
 }
 
 /// What the channels, the agent adapters and MCP add to the router.
@@ -135,6 +139,11 @@ pub fn router(state: AppState, extra: Extra) -> Router {
         .route("/v1/grants", get(grants::list).post(grants::add))
         .route("/v1/grants/{id}", axum::routing::delete(grants::revoke))
         .route("/v1/me", get(operator::me))
+        .route("/v1/passkeys", get(passkeys::list).post(passkeys::create))
+        .route("/v1/passkeys/register", post(passkeys::register))
+        .route("/v1/passkeys/{id}", axum::routing::delete(passkeys::remove))
+        .route("/v1/interactions/{id}/passkey", post(passkeys::challenge))
+        .route("/v1/presence", get(presence::list).post(presence::report))
         .route("/v1/sessions", get(sessions::list))
         .route("/v1/sessions/{agent}/{id}", get(sessions::get))
         .route(
@@ -148,6 +157,7 @@ pub fn router(state: AppState, extra: Extra) -> Router {
     let open = Router::new()
         .route("/", get(inbox::page))
         .route("/inbox.js", get(inbox::script))
+        .route("/passkeys.js", get(inbox::passkeys_script))
         .route("/inbox.css", get(inbox::style))
         .route("/push.js", get(inbox::push_script))
         .route("/sw.js", get(inbox::worker))

@@ -56,6 +56,7 @@ pub mod patch;
 pub mod people;
 pub mod policy;
 pub mod ports;
+pub mod presence;
 mod question;
 pub mod quiet;
 pub mod quorum;

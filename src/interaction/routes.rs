@@ -61,6 +61,12 @@ pub struct RouteSpec {
     pub deny_quorum: Option<u32>,
     /// Where its interactions go, and who may answer them too, when nobody answered in time.
     pub escalation: Option<Escalation>,
+    /// An answer counts only with a passkey assertion made in the inbox.
+    pub step_up: bool,
+    /// "Desk first": how long the phone copies wait while an approver is at the desk.
+    pub desk_first_secs: Option<u64>,
+    /// With `desk_first_secs`: the chat copies wait too.
+    pub desk_first_chats: bool,
 }
 
 /// A route that cannot be used: its place (`routes[1].cwd[0]`) and why.
@@ -386,6 +392,9 @@ impl Routes {
                     targets: Some(spec.targets.clone()),
                     approvers: spec.approvers.clone(),
                     escalation: spec.escalation.clone(),
+                    step_up: spec.step_up,
+                    desk_first_secs: spec.desk_first_secs.filter(|s| *s > 0),
+                    desk_first_chats: spec.desk_first_chats,
                 }),
                 agents: globs(&at("agent"), &spec.agents, false)?,
                 sessions: globs(&at("session"), &spec.sessions, false)?,
@@ -450,6 +459,12 @@ impl Routes {
                 .unwrap_or_else(default_stamp),
         )
     }
+}
+
+/// Whether an answer to `i` counts only with a passkey assertion (its route's or a
+/// matching ask rule's `step_up`, stamped at creation).
+pub fn needs_step_up(i: &Interaction) -> bool {
+    i.route.as_ref().is_some_and(|r| r.step_up)
 }
 
 /// A person's direct-message addresses on `channel`: their ids there.

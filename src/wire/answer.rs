@@ -118,6 +118,19 @@ pub struct RespondBody {
     by: Option<String>,
     via: Option<ClientVia>,
     grant: Option<GrantBody>,
+    passkey: Option<PasskeyBody>,
+}
+
+/// A passkey assertion made in the inbox, for an answer that needs one (`step_up`):
+/// `{"challenge": "<id from POST /v1/interactions/{id}/passkey>", "credential": {...}}`, the
+/// credential as `navigator.credentials.get()` gave it, in its JSON form.
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct PasskeyBody {
+    /// The challenge's id, as the start of the assertion gave it.
+    pub challenge: String,
+    /// The `PublicKeyCredential`, JSON-encoded (base64url fields).
+    pub credential: Value,
 }
 
 /// "Allow this and similar calls": `{"rule": "Bash(npm run test:*)", "scope": "session"}`
@@ -153,6 +166,11 @@ impl RespondBody {
             Some(ClientVia::Terminal) => Via::terminal(),
             Some(ClientVia::Api) | None => Via::api(),
         }
+    }
+
+    /// The passkey assertion the body carries, taken out of it.
+    pub fn take_passkey(&mut self) -> Option<PasskeyBody> {
+        self.passkey.take()
     }
 
     /// The grant the body asks for with its allow, taken out of it.

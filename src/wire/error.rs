@@ -159,6 +159,9 @@ impl From<Unrecorded> for ApiError {
     }
 }
 
+/// The error code of an answer without the passkey assertion its interaction needs.
+pub const STEP_UP_REQUIRED: &str = "step_up_required";
+
 impl From<RegistryError> for ApiError {
     fn from(e: RegistryError) -> Self {
         match e {
@@ -212,6 +215,17 @@ impl From<RegistryError> for ApiError {
             )
             .with("vote", &*v)
             .with("interaction", &*i),
+            RegistryError::StepUpRequired(i) => Self::new(
+                StatusCode::FORBIDDEN,
+                STEP_UP_REQUIRED,
+                format!(
+                    "interaction {} needs a passkey (route {:?} has step_up): answer it in the \
+                     inbox, which asks for the passkey, or with an assertion from \
+                     POST /v1/interactions/{{id}}/passkey",
+                    i.id,
+                    crate::interaction::routes::route_name(&i)
+                ),
+            ),
             RegistryError::Full(full) => {
                 let (status, code) = match full {
                     Full::Owner { .. } => (StatusCode::TOO_MANY_REQUESTS, "pending_quota"),

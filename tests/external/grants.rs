@@ -53,6 +53,7 @@ async fn a_grant_made_on_one_replica_counts_on_the_other_until_revoked(schema: S
             route: Vec::new(),
             quorum: None,
             deny_quorum: None,
+            step_up: false,
         }];
     })
     .await;

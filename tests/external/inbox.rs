@@ -20,6 +20,7 @@ use crate::{Need, trial};
 
 mod first_look;
 mod operator;
+mod phone;
 mod push;
 mod quorum;
 mod sessions;
@@ -35,6 +36,16 @@ pub fn trials() -> Vec<libtest_mimic::Trial> {
             "inbox::push::the_service_worker_shows_the_push_and_its_approve_answers",
             push::fake_push_service_and_browser,
             push::the_service_worker_shows_the_push_and_its_approve_answers,
+        ),
+        trial(
+            "inbox::a_passkey_answers_a_step_up_approval_and_a_chat_tap_cannot",
+            browser,
+            phone::a_passkey_answers_a_step_up_approval_and_a_chat_tap_cannot,
+        ),
+        trial(
+            "inbox::at_the_desk_the_phone_waits_and_away_it_rings_at_once",
+            browser,
+            phone::at_the_desk_the_phone_waits_and_away_it_rings_at_once,
         ),
         trial(
             "inbox::the_sessions_show_their_state_and_take_a_message",
@@ -1692,6 +1703,7 @@ async fn allow_similar_grants_a_rule_shown_and_revoked_in_the_inbox() {
             route: Vec::new(),
             quorum: None,
             deny_quorum: None,
+            step_up: false,
         }];
     })
     .await;

@@ -26,6 +26,7 @@ fn rule(name: &str, decision: Decision, mode: Mode, tools: &[&str]) -> PolicyRul
         route: Vec::new(),
         quorum: None,
         deny_quorum: None,
+        step_up: false,
     }
 }
 

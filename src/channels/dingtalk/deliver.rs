@@ -15,12 +15,15 @@ use sha2::{Digest, Sha256};
 
 use super::CHANNEL;
 use super::api::{ApiError, OpenApi, Space};
+use super::digest::{self, DigestTokens};
 use super::plan::Job;
 use super::render::Cards;
+use crate::channels::digest::{Digests, Edited, Sheet};
+use crate::channels::digest_texts::Texts;
 use crate::channels::messages::{Failure, Messages, Pacer, Platform, Posted};
 use crate::health::Health;
 use crate::interaction::Interaction;
-use crate::outbox::{ChannelJob, Delivery, OutboxHandler};
+use crate::outbox::{Delivery, OutboxHandler};
 use crate::store::{ChannelMessage, ClaimedJob, OutboxJob, Store};
 
 /// Smallest gap between two requests to one place (20 a minute).
@@ -65,11 +68,48 @@ pub(crate) struct DingTalk {
     pub cards: Cards,
     /// The card template.
     pub template: String,
+    /// Signs digest cards' tokens.
+    pub digest_tokens: DigestTokens,
 }
 
 #[async_trait]
 impl Platform for DingTalk {
     type Target = String;
+    type Job = Job;
+
+    fn texts(&self) -> Texts {
+        Texts(self.cards.locale())
+    }
+
+    async fn post_digest(&self, target: &String, sheet: &Sheet) -> Result<String, Failure> {
+        // The same id on every attempt: a retry names the same card.
+        let mut h = Sha256::new();
+        for part in ["digest", &sheet.session, &sheet.first, target] {
+            h.update(part.as_bytes());
+            h.update(b"\n");
+        }
+        let id = format!("imrelay-d-{}", hex::encode(&h.finalize()[..16]));
+        let params = digest::params(&self.digest_tokens, sheet);
+        self.api
+            .create_and_deliver(&self.template, &id, &params, Space::of(target))
+            .await
+            .map_err(failure)?;
+        Ok(id)
+    }
+
+    async fn edit_digest(
+        &self,
+        _address: &str,
+        message: &str,
+        sheet: &Sheet,
+    ) -> Result<Edited, Failure> {
+        let params = digest::params(&self.digest_tokens, sheet);
+        self.api
+            .update_card(message, &params)
+            .await
+            .map_err(failure)?;
+        Ok(Edited::Done)
+    }
 
     fn channel(&self) -> &'static str {
         CHANNEL
@@ -113,10 +153,16 @@ impl Platform for DingTalk {
 pub(crate) struct Deliverer(pub Messages<DingTalk>);
 
 impl Deliverer {
-    /// The deliverer of DingTalk's jobs, reporting to `health`.
-    pub fn new(dingtalk: DingTalk, store: Arc<dyn Store>, health: Arc<Health>) -> Self {
+    /// The deliverer of DingTalk's jobs and `digests`, reporting to `health`.
+    pub fn new(
+        dingtalk: DingTalk,
+        digests: Digests,
+        store: Arc<dyn Store>,
+        health: Arc<Health>,
+    ) -> Self {
         Deliverer(Messages {
             platform: dingtalk,
+            digests,
             store,
             pacer: Pacer::new(CHAT_GAP, THROTTLE_PAUSE),
             health: Some((health, "dingtalk_api")),
@@ -127,11 +173,7 @@ impl Deliverer {
 #[async_trait]
 impl OutboxHandler for Deliverer {
     async fn deliver(&self, job: &ClaimedJob) -> Delivery {
-        match Job::read(&job.job) {
-            Ok(Job::Post { target }) => self.0.post(&job.job, &target).await,
-            Ok(Job::Update) => self.0.finalize_all(&job.job).await,
-            Err(failed) => failed,
-        }
+        self.0.deliver(&job.job).await
     }
 
     fn concurrency(&self) -> usize {

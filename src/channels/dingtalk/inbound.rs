@@ -48,6 +48,10 @@ pub struct Clicks {
     settings: Arc<DingTalkSettings>,
     cards: Cards,
     results: Family<ResultLabels, Counter>,
+    digests: Option<(
+        crate::channels::digest::Digests,
+        super::digest::DigestTokens,
+    )>,
 }
 
 impl Clicks {
@@ -64,7 +68,96 @@ impl Clicks {
             settings,
             cards,
             results: Family::default(),
+            digests: None,
         }
+    }
+
+    /// Answers clicks on digests too.
+    pub(crate) fn with_digests(
+        mut self,
+        digests: crate::channels::digest::Digests,
+        tokens: super::digest::DigestTokens,
+    ) -> Self {
+        self.digests = Some((digests, tokens));
+        self
+    }
+
+    /// A click on a digest card, answered through the kit: the card as it now is for
+    /// everyone, and what became of the click for the clicker alone. `None`: not a digest's.
+    async fn digest_click(&self, click: &CardClick) -> Option<Value> {
+        let (digests, tokens) = self.digests.as_ref()?;
+        let (ids, params) = click.action()?;
+        let token = params.get("token").and_then(Value::as_str)?;
+        if !super::digest::is_digest_token(token) {
+            return None;
+        }
+        let user = click.user_id.as_str();
+        let actor = format!("dingtalk:{user}");
+        let index = params.get("index").and_then(|v| match v {
+            Value::String(s) => s.parse().ok(),
+            other => other.as_u64(),
+        });
+        let action = ids.first().map(String::as_str).unwrap_or_default();
+        let texts = crate::channels::digest_texts::Texts(self.cards.locale());
+        let feedback = |f: Feedback| {
+            json!({
+                "cardUpdateOptions": {"updatePrivateDataByKey": true},
+                "userPrivateData": {"cardParamMap": {"notice": f.text(self.cards.locale())}},
+            })
+        };
+        let Some((what, place, session, set)) = tokens.read(token, action, index) else {
+            self.count("refused");
+            let recorded = self
+                .pipeline
+                .registry()
+                .refused(
+                    None,
+                    &actor,
+                    self.pipeline.via(),
+                    "digest card data failed its integrity check",
+                )
+                .await;
+            return Some(feedback(match recorded {
+                Ok(()) => Feedback::BadButton,
+                Err(_) => Feedback::StoreDown,
+            }));
+        };
+        let who = crate::channels::digest::Tapper {
+            actor: &actor,
+            identity: user,
+            approver: self.settings.is_approver(user),
+            responder: Responder::new(user, self.pipeline.via().clone())
+                .with_actor_id(actor.clone())
+                .with_identity(CHANNEL, user),
+        };
+        let press = crate::channels::digest_flow::Press {
+            address: &place,
+            session: &session,
+            action: what,
+            set: &set,
+            message: &click.out_track_id,
+        };
+        let tapped = digests
+            .tap::<super::plan::Job>(&self.pipeline, texts, &press, &who)
+            .await;
+        Some(match tapped {
+            Ok(t) => {
+                self.count("digest");
+                let mut reply = json!({
+                    "cardUpdateOptions": {"updateCardDataByKey": true, "updatePrivateDataByKey": true},
+                    "userPrivateData": {"cardParamMap": {"notice": t.toast}},
+                });
+                if let Some(sheet) = &t.redraw {
+                    reply["cardData"] =
+                        json!({"cardParamMap": super::digest::params(tokens, sheet)});
+                }
+                reply
+            }
+            Err(f) => {
+                self.count(f.result());
+                feedback(f)
+            }
+        })
     }
 
     /// The per-result counter, for registration with the server's metrics.
@@ -168,6 +261,9 @@ impl CallbackHandler for Clicks {
                 return json!({});
             }
         };
+        if let Some(reply) = self.digest_click(&click).await {
+            return reply;
+        }
         let feedback = self.click(&click).await;
         self.count(feedback.result());
         self.reply(&feedback)

@@ -21,6 +21,7 @@
 pub mod api;
 mod button;
 mod deliver;
+mod digest;
 mod doctor;
 pub mod inbound;
 mod plan;
@@ -74,23 +75,32 @@ pub async fn install(w: &mut Wiring, settings: &DingTalkSettings) -> anyhow::Res
     );
     let cards = render::Cards::new(
         settings.locale,
-        button::Tokens::new(secret),
+        button::Tokens::new(secret.clone()),
         w.server.inbox.clone(),
     );
-    let clicks = Arc::new(inbound::Clicks::new(
-        Pipeline::new(w.registry.clone(), Via::new(CHANNEL)),
-        api.clone(),
-        settings.clone(),
-        cards.clone(),
-    ));
+    let digests = crate::channels::digest::Digests::new(
+        w.store.clone(),
+        CHANNEL,
+        settings.digest_after,
+        settings.conversations.clone(),
+    );
+    let digest_tokens = digest::DigestTokens::new(secret);
+    let clicks = Arc::new(
+        inbound::Clicks::new(
+            Pipeline::new(w.registry.clone(), Via::new(CHANNEL)),
+            api.clone(),
+            settings.clone(),
+            cards.clone(),
+        )
+        .with_digests(digests.clone(), digest_tokens.clone()),
+    );
     w.metrics.register(
         "imrelay_dingtalk_clicks",
         "DingTalk card clicks, by result (resolved, already_resolved, refused, invalid, ignored, ...)",
         clicks.results_metric(),
     );
-    w.registry.add_hook(Arc::new(plan::Planner {
-        conversations: settings.conversations.clone(),
-    }));
+    w.registry
+        .add_hook(Arc::new(plan::planner(&settings.conversations)));
     w.outbox.register(
         CHANNEL,
         Arc::new(deliver::Deliverer::new(
@@ -98,7 +108,9 @@ pub async fn install(w: &mut Wiring, settings: &DingTalkSettings) -> anyhow::Res
                 api,
                 cards,
                 template: settings.card_template_id.clone(),
+                digest_tokens,
             },
+            digests,
             w.store.clone(),
             w.health.clone(),
         )),

@@ -48,6 +48,10 @@ pub struct DingTalkSettings {
     /// How long opening the Stream connection may take before it is abandoned and
     /// retried, seconds.
     pub connect_timeout_secs: u64,
+    /// Digests: more than this many interactions pending for one place, further ones are
+    /// shown in one digest message per agent session. 0: only when the place's queue
+    /// cannot be posted before the requests' deadlines.
+    pub digest_after: u32,
 }
 
 impl Default for DingTalkSettings {
@@ -64,6 +68,7 @@ impl Default for DingTalkSettings {
             api_base: String::new(),
             gateway_base: String::new(),
             connect_timeout_secs: 15,
+            digest_after: 0,
         }
     }
 }
@@ -108,6 +113,13 @@ impl DingTalkSettings {
 
     /// Checks values that only make sense together; the message names the setting.
     pub fn validate(&self) -> Result<(), String> {
+        if self.digest_after > crate::channels::digest::MAX_AFTER {
+            return Err(format!(
+                "dingtalk.digest_after is {}: give 0 (no digests past a count) or at most {}",
+                self.digest_after,
+                crate::channels::digest::MAX_AFTER
+            ));
+        }
         for (name, url) in [
             ("dingtalk.api_url", &self.api_base),
             ("dingtalk.gateway_url", &self.gateway_base),

@@ -17,10 +17,12 @@ use super::api::{ApiError, OpenApi, send_uuid};
 use super::plan::Job;
 use super::render::Cards;
 use super::settings::Receiver;
+use crate::channels::digest::{Digests, Edited, Sheet};
+use crate::channels::digest_texts::Texts;
 use crate::channels::messages::{Failure, Messages, Pacer, Platform, Posted};
 use crate::health::Health;
 use crate::interaction::Interaction;
-use crate::outbox::{ChannelJob, Delivery, OutboxHandler};
+use crate::outbox::{Delivery, OutboxHandler};
 use crate::store::{ChannelMessage, ClaimedJob, OutboxJob, Store};
 
 /// Smallest gap between two requests to one chat (5 per second).
@@ -33,10 +35,6 @@ pub(crate) struct Feishu {
     pub api: Arc<OpenApi>,
     /// Card rendering.
     pub cards: Cards,
-    /// The digests of sessions with many interactions pending (`feishu.digest_after`).
-    pub digests: crate::channels::digest::Digests,
-    /// Where cards go when an interaction names no route.
-    pub receivers: Vec<Receiver>,
 }
 
 /// The pacer for Feishu's 5 requests per second per chat.
@@ -60,6 +58,38 @@ pub(crate) fn failure(e: ApiError) -> Failure {
 #[async_trait]
 impl Platform for Feishu {
     type Target = Receiver;
+    type Job = Job;
+
+    fn texts(&self) -> Texts {
+        Texts(self.cards.locale())
+    }
+
+    async fn post_digest(&self, receiver: &Receiver, sheet: &Sheet) -> Result<String, Failure> {
+        // The uuid makes a retried send answer with the card already sent.
+        let uuid = send_uuid(
+            &format!("digest:{}:{}", sheet.session, sheet.first),
+            receiver,
+        );
+        let card = super::digest::card(&self.cards, sheet);
+        self.api
+            .send_card(receiver, &card, &uuid)
+            .await
+            .map_err(failure)
+    }
+
+    async fn edit_digest(
+        &self,
+        _address: &str,
+        message: &str,
+        sheet: &Sheet,
+    ) -> Result<Edited, Failure> {
+        let card = super::digest::card(&self.cards, sheet);
+        self.api
+            .update_card(message, &card)
+            .await
+            .map_err(failure)?;
+        Ok(Edited::Done)
+    }
 
     fn channel(&self) -> &'static str {
         CHANNEL
@@ -108,10 +138,16 @@ impl Platform for Feishu {
 pub(crate) struct Deliverer(pub Messages<Feishu>);
 
 impl Deliverer {
-    /// The deliverer of `feishu`'s jobs, reporting to `health`.
-    pub fn new(feishu: Feishu, store: Arc<dyn Store>, health: Arc<Health>) -> Self {
+    /// The deliverer of `feishu`'s jobs and `digests`, reporting to `health`.
+    pub fn new(
+        feishu: Feishu,
+        digests: Digests,
+        store: Arc<dyn Store>,
+        health: Arc<Health>,
+    ) -> Self {
         Deliverer(Messages {
             platform: feishu,
+            digests,
             store,
             pacer: pacer(),
             health: Some((health, "feishu_api")),
@@ -122,19 +158,7 @@ impl Deliverer {
 #[async_trait]
 impl OutboxHandler for Deliverer {
     async fn deliver(&self, job: &ClaimedJob) -> Delivery {
-        match Job::read(&job.job) {
-            Ok(Job::Send { receiver }) => match self.hold_for_digest(&job.job, &receiver).await {
-                Some(held) => held,
-                None => self.0.post(&job.job, &receiver).await,
-            },
-            Ok(Job::Update) => match self.digests_of_resolved(&job.job).await {
-                Err(e) => Delivery::store_retry(e),
-                Ok(()) => self.0.finalize_all(&job.job).await,
-            },
-            Ok(Job::Digest { receiver, session }) => self.refresh_digest(&receiver, &session).await,
-            Ok(Job::Voted) => self.0.show_votes(&job.job).await,
-            Err(failed) => failed,
-        }
+        self.0.deliver(&job.job).await
     }
 
     fn concurrency(&self) -> usize {

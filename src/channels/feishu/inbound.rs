@@ -268,7 +268,6 @@ impl Callbacks {
             };
             let clicks = super::digest::DigestClicks {
                 pipeline: &self.pipeline,
-                store: &*self.store,
                 cards: &self.cards,
                 digests: &self.digests,
             };

@@ -72,8 +72,17 @@ pub async fn install(w: &mut Wiring, settings: &FeishuSettings) -> anyhow::Resul
     );
     let cards =
         render::Cards::new(settings.locale, secret.clone()).with_inbox(w.server.inbox.clone());
-    let digests =
-        crate::channels::digest::Digests::new(w.store.clone(), CHANNEL, settings.digest_after);
+    let places: Vec<String> = settings
+        .receivers
+        .iter()
+        .map(settings::Receiver::address)
+        .collect();
+    let digests = crate::channels::digest::Digests::new(
+        w.store.clone(),
+        CHANNEL,
+        settings.digest_after,
+        places,
+    );
     let callbacks = Arc::new(inbound::Callbacks::new(
         w.registry.clone(),
         w.store.clone(),
@@ -87,18 +96,16 @@ pub async fn install(w: &mut Wiring, settings: &FeishuSettings) -> anyhow::Resul
         "Feishu card clicks, by result (resolved, already_resolved, refused, invalid, duplicate, ...)",
         callbacks.results_metric(),
     );
-    w.registry.add_hook(Arc::new(plan::Planner {
-        receivers: settings.receivers.clone(),
-    }));
+    w.registry
+        .add_hook(Arc::new(plan::planner(&settings.receivers)));
     w.outbox.register(
         CHANNEL,
         Arc::new(deliver::Deliverer::new(
             deliver::Feishu {
                 api: api.clone(),
                 cards,
-                digests,
-                receivers: settings.receivers.clone(),
             },
+            digests,
             w.store.clone(),
             w.health.clone(),
         )),

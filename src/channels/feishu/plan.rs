@@ -1,13 +1,12 @@
-//! Feishu's outbox jobs, planned in the registry's transactions: one `send` job per receiver
-//! when an interaction is created, one more per receiver its route escalates to when nobody
-//! answered in time, one `update` job (every card recorded for it) when it is resolved, and
-//! one `voted` job (every card recorded for it) for each vote that does not decide yet.
+//! Feishu's outbox jobs, planned by the kit's one planner (`channels::plan`): one `send` job
+//! per receiver when an interaction is created, one more per receiver its route escalates
+//! to when nobody answered in time, one `update` job (every card recorded for it) when it is
+//! resolved, one `voted` job for each vote that does not decide yet, and `digest` jobs.
 
 use super::CHANNEL;
 use super::settings::Receiver;
-use crate::interaction::{Interaction, Lifecycle};
-use crate::outbox::{ChannelJob, created_window, resolved_window};
-use crate::store::OutboxJob;
+use crate::channels::plan::{ChatJob, Todo};
+use crate::outbox::ChannelJob;
 
 /// What the channel's outbox does.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
@@ -33,103 +32,62 @@ pub(crate) enum Job {
     },
 }
 
-/// The receivers interaction `i` is posted to: its route's receivers (and people's direct
-/// chats) when it was routed, otherwise `receivers`.
-pub(crate) fn receivers_of(i: &Interaction, receivers: &[Receiver]) -> Vec<Receiver> {
-    match i.route.as_deref().and_then(|r| r.addresses(CHANNEL)) {
-        Some(to) => to.filter_map(|a| a.parse().ok()).collect(),
-        None => receivers.to_vec(),
-    }
-}
-
-/// The job that brings the digest of `session` for `receiver` up to date at the end of the
-/// current edit window (every change within it shares the job); `i` is the change's
-/// interaction.
-pub(crate) fn digest_job(i: &Interaction, receiver: &Receiver, session: &str) -> OutboxJob {
-    let (at, window) = crate::channels::digest::refresh_window(jiff::Timestamp::now());
-    let key = format!("{CHANNEL}:digest:{}:{session}:{window}", receiver.address());
-    let job = Job::Digest {
-        receiver: receiver.clone(),
-        session: session.to_string(),
-    };
-    let until = crate::interaction::after(at, crate::outbox::UPDATE_HORIZON);
-    job.plan_keyed(key, i, at, until)
-}
-
-/// The job that posts `i` to `receiver` again, on its own, for a digest's Review (`nonce`
-/// tells reviews from different digest cards apart).
-pub(crate) fn review_job(i: &Interaction, receiver: &Receiver, nonce: &str) -> OutboxJob {
-    let (from, until) = created_window(i);
-    let job = Job::Send {
-        receiver: receiver.clone(),
-    };
-    let key = OutboxJob::key_for(CHANNEL, "review", i, &[&receiver.address(), nonce]);
-    job.plan_keyed(key, i, from, until)
-}
-
-/// Whether `key` is a job's first post of an interaction (not a Review's).
-pub(crate) fn first_post(key: &str) -> bool {
-    key.starts_with(&format!("{CHANNEL}:send:"))
-}
-
 impl ChannelJob for Job {
     fn channel(&self) -> std::borrow::Cow<'static, str> {
         CHANNEL.into()
     }
 }
 
-/// Plans the channel's outbox jobs inside each state change's transaction.
-pub(crate) struct Planner {
-    /// Where cards go.
-    pub receivers: Vec<Receiver>,
+impl ChatJob for Job {
+    type Target = Receiver;
+    const POST: &'static str = "send";
+
+    fn make(todo: Todo<Receiver>) -> Self {
+        match todo {
+            Todo::Post(receiver) => Job::Send { receiver },
+            Todo::Update => Job::Update,
+            Todo::Voted => Job::Voted,
+            Todo::Digest { to, session } => Job::Digest {
+                receiver: to,
+                session,
+            },
+        }
+    }
+
+    fn todo(self) -> Todo<Receiver> {
+        match self {
+            Job::Send { receiver } => Todo::Post(receiver),
+            Job::Update => Todo::Update,
+            Job::Voted => Todo::Voted,
+            Job::Digest { receiver, session } => Todo::Digest {
+                to: receiver,
+                session,
+            },
+        }
+    }
+
+    fn target(address: &str) -> Option<Receiver> {
+        address.parse().ok()
+    }
+
+    fn address(receiver: &Receiver) -> String {
+        receiver.address()
+    }
 }
 
-impl Lifecycle for Planner {
-    fn plan_created(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
-        let (from, until) = created_window(i);
-        // A routed interaction goes to its route's receivers (and people's direct chats) only.
-        for r in &receivers_of(i, &self.receivers) {
-            let job = Job::Send {
-                receiver: r.clone(),
-            };
-            jobs.push(job.plan(i, &[&r.address()], from, until));
-        }
-    }
+/// Plans the channel's outbox jobs inside each state change's transaction.
+pub(crate) type Planner = crate::channels::plan::Planner<Job>;
 
-    fn plan_voted(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
-        // One job per vote (its count names it), worth doing while it is pending.
-        let (from, until) = created_window(i);
-        jobs.push(Job::Voted.plan(i, &[&i.votes.len().to_string()], from, until));
-    }
-
-    fn plan_escalated(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
-        let Some(stamp) = i.route.as_deref() else {
-            return;
-        };
-        let (from, until) = (jiff::Timestamp::now(), i.deadline);
-        for address in stamp.escalation_addresses(CHANNEL) {
-            let Ok(receiver) = address.parse::<Receiver>() else {
-                continue;
-            };
-            let key = OutboxJob::key_for(CHANNEL, "escalate", i, &[address]);
-            jobs.push(Job::Send { receiver }.plan_keyed(key, i, from, until));
-        }
-    }
-
-    fn plan_resolved(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
-        if self.receivers.is_empty() {
-            return;
-        }
-        let (from, until) = resolved_window(i);
-        jobs.push(Job::Update.plan(i, &[], from, until));
-    }
+/// The planner of the channel, posting to `receivers` what names no route.
+pub(crate) fn planner(receivers: &[Receiver]) -> Planner {
+    Planner::new(CHANNEL, receivers.iter().map(Receiver::address).collect())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::channels::feishu::settings::ReceiverType;
-    use crate::interaction::InteractionId;
+    use crate::interaction::{Interaction, InteractionId, Lifecycle};
     use jiff::Timestamp;
 
     fn interaction(created_ms: i64) -> Interaction {
@@ -148,12 +106,10 @@ mod tests {
 
     #[test]
     fn a_reused_id_gets_fresh_job_keys() {
-        let planner = Planner {
-            receivers: vec![Receiver {
-                kind: ReceiverType::ChatId,
-                id: "oc_1".into(),
-            }],
-        };
+        let planner = planner(&[Receiver {
+            kind: ReceiverType::ChatId,
+            id: "oc_1".into(),
+        }]);
         let jobs = |i: &Interaction| {
             let mut jobs = Vec::new();
             planner.plan_created(i, &mut jobs);

@@ -17,10 +17,12 @@ use super::plan::Job;
 use super::render::{self, PromptParts, Publish};
 use super::settings::NtfySettings;
 use crate::channels::actions::Action;
+use crate::channels::digest::{Digests, Edited, Sheet};
+use crate::channels::digest_texts::Texts;
 use crate::channels::messages::{Failure, Messages, Pacer, Platform, Posted};
 use crate::channels::notification;
-use crate::interaction::{Interaction, Kind, Registry};
-use crate::outbox::{ChannelJob, Delivery, OutboxHandler};
+use crate::interaction::{Interaction, Kind};
+use crate::outbox::{Delivery, OutboxHandler};
 use crate::store::{ChannelMessage, ClaimedJob, OutboxJob, Store};
 
 /// Smallest gap between two messages to one topic.
@@ -121,6 +123,24 @@ impl Ntfy {
 #[async_trait]
 impl Platform for Ntfy {
     type Target = String;
+    type Job = Job;
+
+    /// A notification cannot gather others: every prompt is published on its own.
+    fn has_digests(&self) -> bool {
+        false
+    }
+
+    fn texts(&self) -> Texts {
+        Texts(crate::present::render::Locale::EnUs)
+    }
+
+    async fn post_digest(&self, _topic: &String, _sheet: &Sheet) -> Result<String, Failure> {
+        Err(Failure::Permanent("ntfy shows no digests".into()))
+    }
+
+    async fn edit_digest(&self, _a: &str, _m: &str, _sheet: &Sheet) -> Result<Edited, Failure> {
+        Ok(Edited::Cannot)
+    }
 
     fn channel(&self) -> &'static str {
         CHANNEL
@@ -172,17 +192,23 @@ pub(crate) struct Deliverer {
     /// The skeleton over [`Ntfy`].
     pub messages: Messages<Ntfy>,
     /// People (the person's quiet hours).
-    pub registry: Registry,
+    pub registry: crate::interaction::Registry,
     /// The `[[people]]` name whose phone the topics reach.
     pub person: String,
 }
 
 impl Deliverer {
     /// The deliverer of `ntfy`'s jobs, to `person`'s phone.
-    pub fn new(ntfy: Ntfy, store: Arc<dyn Store>, registry: Registry, person: String) -> Self {
+    pub fn new(
+        ntfy: Ntfy,
+        store: Arc<dyn Store>,
+        registry: crate::interaction::Registry,
+        person: String,
+    ) -> Self {
         Deliverer {
             messages: Messages {
                 platform: ntfy,
+                digests: Digests::new(store.clone(), super::CHANNEL, 0, Vec::new()),
                 store,
                 pacer: Pacer::new(TOPIC_GAP, THROTTLE_PAUSE),
                 health: None,
@@ -194,17 +220,15 @@ impl Deliverer {
 
     /// Until when a post job waits for the person's quiet hours, if it does.
     async fn held(&self, job: &OutboxJob) -> Option<jiff::Timestamp> {
+        if job.kind != "post" {
+            return None;
+        }
         let id = job.interaction_id.as_ref()?;
         let i = self.messages.store.get(id).await.ok()??;
         let escalation = job.key.starts_with(&format!("{CHANNEL}:escalate:"));
         let teams = self.registry.teams();
-        let end = notification::held_until(
-            &teams.people,
-            &self.person,
-            &i,
-            escalation,
-            jiff::Timestamp::now(),
-        )?;
+        let now = jiff::Timestamp::now();
+        let end = notification::held_until(&teams.people, &self.person, &i, escalation, now)?;
         (i.is_pending() && end < i.deadline).then_some(end)
     }
 }
@@ -212,13 +236,9 @@ impl Deliverer {
 #[async_trait]
 impl OutboxHandler for Deliverer {
     async fn deliver(&self, job: &ClaimedJob) -> Delivery {
-        match Job::read(&job.job) {
-            Ok(Job::Post { topic }) => match self.held(&job.job).await {
-                Some(end) => notification::hold(end, jiff::Timestamp::now()),
-                None => self.messages.post(&job.job, &topic).await,
-            },
-            Ok(Job::Update) => self.messages.finalize_all(&job.job).await,
-            Err(failed) => failed,
+        match self.held(&job.job).await {
+            Some(end) => notification::hold(end, jiff::Timestamp::now()),
+            None => self.messages.deliver(&job.job).await,
         }
     }
 

@@ -75,9 +75,8 @@ pub async fn install(w: &mut Wiring, settings: &NtfySettings) -> anyhow::Result<
         .redirect(reqwest::redirect::Policy::none())
         .user_agent(format!("imrelay/{}", env!("CARGO_PKG_VERSION")))
         .build()?;
-    w.registry.add_hook(Arc::new(plan::Planner {
-        topics: settings.topics.clone(),
-    }));
+    w.registry
+        .add_hook(Arc::new(plan::planner(&settings.topics)));
     w.outbox.register(
         CHANNEL,
         Arc::new(deliver::Deliverer::new(
@@ -112,6 +111,10 @@ pub async fn install(w: &mut Wiring, settings: &NtfySettings) -> anyhow::Result<
 
 /// The `[ntfy]` section in the channel registry.
 impl crate::channels::Channel for NtfySettings {
+    fn is_phone(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         CHANNEL
     }

@@ -1,12 +1,11 @@
-//! ntfy's outbox jobs, planned in the registry's transactions: one `post` job per topic when
-//! an interaction is created, and one per topic its route escalates to when nobody answered
-//! in time; one `update` job (every copy recorded for it) when it is resolved, from anywhere.
+//! ntfy's outbox jobs, planned by the kit's one planner (`channels::plan`): one `post` job per
+//! topic when an interaction is created, and one per topic its route escalates to when nobody
+//! answered in time; one `update` job (every copy recorded for it) when it is resolved, from
+//! anywhere.
 
 use super::CHANNEL;
-use crate::interaction::routes::destinations;
-use crate::interaction::{Interaction, Lifecycle};
-use crate::outbox::{ChannelJob, created_window, resolved_window};
-use crate::store::OutboxJob;
+use crate::channels::plan::{ChatJob, Todo};
+use crate::outbox::ChannelJob;
 
 /// What the channel's outbox does.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
@@ -19,6 +18,8 @@ pub(crate) enum Job {
     },
     /// Publish the outcome of a resolved interaction to every topic that has its prompt.
     Update,
+    /// A vote that does not decide yet: a notification shows no votes, so nothing is done.
+    Voted,
 }
 
 impl ChannelJob for Job {
@@ -27,43 +28,41 @@ impl ChannelJob for Job {
     }
 }
 
-/// Plans the channel's outbox jobs inside each state change's transaction.
-pub(crate) struct Planner {
-    /// Where prompts go.
-    pub topics: Vec<String>,
+impl ChatJob for Job {
+    type Target = String;
+    const POST: &'static str = "post";
+
+    fn make(todo: Todo<String>) -> Self {
+        match todo {
+            Todo::Post(topic) => Job::Post { topic },
+            Todo::Update => Job::Update,
+            // ntfy shows no digests (`Platform::has_digests`): never asked.
+            Todo::Voted | Todo::Digest { .. } => Job::Voted,
+        }
+    }
+
+    fn todo(self) -> Todo<String> {
+        match self {
+            Job::Post { topic } => Todo::Post(topic),
+            Job::Update => Todo::Update,
+            Job::Voted => Todo::Voted,
+        }
+    }
+
+    fn target(address: &str) -> Option<String> {
+        Some(address.to_string())
+    }
+
+    fn address(topic: &String) -> String {
+        topic.clone()
+    }
 }
 
-impl Lifecycle for Planner {
-    fn plan_created(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
-        let (from, until) = created_window(i);
-        // A routed interaction goes to its route's topics only.
-        for t in destinations(i.route.as_deref(), CHANNEL, &self.topics) {
-            let job = Job::Post {
-                topic: t.to_string(),
-            };
-            jobs.push(job.plan(i, &[t], from, until));
-        }
-    }
+/// Plans the channel's outbox jobs inside each state change's transaction (the kit's one
+/// planner).
+pub(crate) type Planner = crate::channels::plan::Planner<Job>;
 
-    fn plan_escalated(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
-        let Some(stamp) = i.route.as_deref() else {
-            return;
-        };
-        let (from, until) = (jiff::Timestamp::now(), i.deadline);
-        for topic in stamp.escalation_addresses(CHANNEL) {
-            let key = OutboxJob::key_for(CHANNEL, "escalate", i, &[topic]);
-            let job = Job::Post {
-                topic: topic.to_string(),
-            };
-            jobs.push(job.plan_keyed(key, i, from, until));
-        }
-    }
-
-    fn plan_resolved(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
-        if self.topics.is_empty() {
-            return;
-        }
-        let (from, until) = resolved_window(i);
-        jobs.push(Job::Update.plan(i, &[], from, until));
-    }
+/// The planner of the channel, publishing to `topics` what names no route.
+pub(crate) fn planner(topics: &[String]) -> Planner {
+    Planner::new(CHANNEL, topics.to_vec())
 }

@@ -24,6 +24,8 @@ use super::render::{self, PushAction};
 use super::settings::PushSettings;
 use super::vapid::Vapid;
 use crate::channels::actions::Action;
+use crate::channels::digest::{Digests, Edited, Sheet};
+use crate::channels::digest_texts::Texts;
 use crate::channels::messages::{Failure, Messages, Pacer, Platform, Posted};
 use crate::channels::notification;
 use crate::interaction::quorum::OPERATOR;
@@ -174,6 +176,24 @@ impl Push {
 #[async_trait]
 impl Platform for Push {
     type Target = Device;
+    type Job = super::plan::DeviceJob;
+
+    /// A notification cannot gather others: every prompt is pushed on its own.
+    fn has_digests(&self) -> bool {
+        false
+    }
+
+    fn texts(&self) -> Texts {
+        Texts(crate::present::render::Locale::EnUs)
+    }
+
+    async fn post_digest(&self, _d: &Device, _sheet: &Sheet) -> Result<String, Failure> {
+        Err(Failure::Permanent("Web Push shows no digests".into()))
+    }
+
+    async fn edit_digest(&self, _a: &str, _m: &str, _sheet: &Sheet) -> Result<Edited, Failure> {
+        Ok(Edited::Cannot)
+    }
 
     fn channel(&self) -> &'static str {
         CHANNEL
@@ -231,6 +251,7 @@ impl Deliverer {
         Deliverer {
             messages: Messages {
                 platform: push,
+                digests: Digests::new(store.clone(), CHANNEL, 0, Vec::new()),
                 store,
                 pacer: Pacer::new(Duration::ZERO, Duration::from_secs(30)),
                 health: None,

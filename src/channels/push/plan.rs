@@ -54,3 +54,58 @@ impl Lifecycle for Planner {
         jobs.push(Job::Update.plan(i, &[], from, until));
     }
 }
+
+/// The delivery skeleton's view of a push job, one device at a time. The deliverer fans a
+/// post out to the devices itself, so no such job is planned: this only says what the
+/// skeleton would do with one.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub(crate) enum DeviceJob {
+    /// Notify one device.
+    Post {
+        /// The device.
+        device: super::devices::Device,
+    },
+    /// Replace every notification with the outcome.
+    Update,
+    /// A vote that does not decide yet: a notification shows no votes.
+    Voted,
+}
+
+impl ChannelJob for DeviceJob {
+    fn channel(&self) -> std::borrow::Cow<'static, str> {
+        CHANNEL.into()
+    }
+}
+
+impl crate::channels::plan::ChatJob for DeviceJob {
+    type Target = super::devices::Device;
+    const POST: &'static str = "post";
+
+    fn make(todo: crate::channels::plan::Todo<Self::Target>) -> Self {
+        use crate::channels::plan::Todo;
+        match todo {
+            Todo::Post(device) => DeviceJob::Post { device },
+            Todo::Update => DeviceJob::Update,
+            Todo::Voted | Todo::Digest { .. } => DeviceJob::Voted,
+        }
+    }
+
+    fn todo(self) -> crate::channels::plan::Todo<Self::Target> {
+        use crate::channels::plan::Todo;
+        match self {
+            DeviceJob::Post { device } => Todo::Post(device),
+            DeviceJob::Update => Todo::Update,
+            DeviceJob::Voted => Todo::Voted,
+        }
+    }
+
+    fn target(_address: &str) -> Option<Self::Target> {
+        // A device is found in the store, not named by settings or routes.
+        None
+    }
+
+    fn address(device: &Self::Target) -> String {
+        device.id.clone()
+    }
+}

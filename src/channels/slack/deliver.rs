@@ -14,12 +14,15 @@ use serde_json::json;
 
 use super::CHANNEL;
 use super::api::{ApiError, NewMessage, Retry, WebApi};
+use super::digest::{self, DigestButtons};
 use super::plan::Job;
 use super::render::Blocks;
+use crate::channels::digest::{Digests, Edited, Sheet};
+use crate::channels::digest_texts::Texts;
 use crate::channels::messages::{Failure, Messages, Pacer, Platform, Posted};
 use crate::health::Health;
 use crate::interaction::Interaction;
-use crate::outbox::{ChannelJob, Delivery, OutboxHandler};
+use crate::outbox::{Delivery, OutboxHandler};
 use crate::store::{ChannelMessage, ClaimedJob, OutboxJob, Store};
 
 /// Smallest gap between two requests to one conversation.
@@ -47,11 +50,57 @@ pub(crate) struct Slack {
     pub blocks: Blocks,
     /// Whether the outcome is also posted as a reply in each message's thread.
     pub thread_replies: bool,
+    /// Signs digest buttons.
+    pub digest_buttons: DigestButtons,
+    /// The language of digests.
+    pub texts: Texts,
 }
 
 #[async_trait]
 impl Platform for Slack {
     type Target = String;
+    type Job = Job;
+
+    fn texts(&self) -> Texts {
+        self.texts
+    }
+
+    async fn post_digest(&self, channel: &String, sheet: &Sheet) -> Result<String, Failure> {
+        let (text, blocks) = digest::message(&self.digest_buttons, sheet);
+        let posted = self
+            .api
+            .post_message(&NewMessage {
+                channel,
+                text: &text,
+                blocks: Some(&blocks),
+                thread_ts: None,
+            })
+            .await
+            .map_err(|e| failure(&e))?;
+        Ok(format!("{}:{}", posted.channel, posted.ts))
+    }
+
+    async fn edit_digest(
+        &self,
+        _address: &str,
+        message: &str,
+        sheet: &Sheet,
+    ) -> Result<Edited, Failure> {
+        let Some((channel, ts)) = message.split_once(':') else {
+            return Ok(Edited::Gone);
+        };
+        let (text, blocks) = digest::message(&self.digest_buttons, sheet);
+        match self.api.update(channel, ts, &text, &blocks).await {
+            Ok(()) => Ok(Edited::Done),
+            Err(e) => match failure(&e) {
+                // Deleted in the conversation: a new one is posted.
+                Failure::Permanent(_) if e.to_string().contains("message_not_found") => {
+                    Ok(Edited::Gone)
+                }
+                f => Err(f),
+            },
+        }
+    }
 
     fn channel(&self) -> &'static str {
         CHANNEL
@@ -139,10 +188,11 @@ pub(crate) fn pacer() -> Pacer {
 pub(crate) struct Deliverer(pub Messages<Slack>);
 
 impl Deliverer {
-    /// The deliverer of Slack's jobs, reporting to `health`.
-    pub fn new(slack: Slack, store: Arc<dyn Store>, health: Arc<Health>) -> Self {
+    /// The deliverer of Slack's jobs and `digests`, reporting to `health`.
+    pub fn new(slack: Slack, digests: Digests, store: Arc<dyn Store>, health: Arc<Health>) -> Self {
         Deliverer(Messages {
             platform: slack,
+            digests,
             store,
             pacer: pacer(),
             health: Some((health, "slack_api")),
@@ -153,12 +203,7 @@ impl Deliverer {
 #[async_trait]
 impl OutboxHandler for Deliverer {
     async fn deliver(&self, job: &ClaimedJob) -> Delivery {
-        match Job::read(&job.job) {
-            Ok(Job::Post { channel }) => self.0.post(&job.job, &channel).await,
-            Ok(Job::Update) => self.0.finalize_all(&job.job).await,
-            Ok(Job::Voted) => self.0.show_votes(&job.job).await,
-            Err(failed) => failed,
-        }
+        self.0.deliver(&job.job).await
     }
 
     fn concurrency(&self) -> usize {

@@ -80,6 +80,17 @@ pub struct Interactions {
     settings: Arc<SlackSettings>,
     blocks: Blocks,
     results: Family<ResultLabels, Counter>,
+    digests: Option<DigestClicks>,
+}
+
+/// What a click on a digest needs (`super::digest`).
+pub(crate) struct DigestClicks {
+    /// The channel's digests.
+    pub digests: crate::channels::digest::Digests,
+    /// Reads digest button values.
+    pub buttons: super::digest::DigestButtons,
+    /// The language of digests.
+    pub texts: crate::channels::digest_texts::Texts,
 }
 
 impl Interactions {
@@ -96,6 +107,61 @@ impl Interactions {
             settings,
             blocks,
             results: Family::default(),
+            digests: None,
+        }
+    }
+
+    /// Answers clicks on digests too.
+    pub(crate) fn with_digests(mut self, digests: DigestClicks) -> Self {
+        self.digests = Some(digests);
+        self
+    }
+
+    /// A click on a digest button: answered through the kit, the digest redrawn in place.
+    async fn digest_click(&self, payload: &Value, person: &Person, value: &str) {
+        let Some(d) = &self.digests else {
+            return;
+        };
+        let conversation = payload["container"]["channel_id"]
+            .as_str()
+            .or_else(|| payload["channel"]["id"].as_str())
+            .unwrap_or_default();
+        let ts = payload["container"]["message_ts"]
+            .as_str()
+            .unwrap_or_default();
+        let message = format!("{conversation}:{ts}");
+        let actor = person.actor();
+        let who = crate::channels::digest::Tapper {
+            actor: &actor,
+            identity: &person.id,
+            approver: self.settings.is_approver(&person.id),
+            responder: person.responder(),
+        };
+        let clicked = super::digest::click(
+            &d.digests,
+            &self.pipeline,
+            &d.buttons,
+            d.texts,
+            value,
+            &message,
+            &who,
+        )
+        .await;
+        match clicked {
+            Ok(t) => {
+                self.count("digest");
+                if let Some(sheet) = &t.redraw {
+                    let (text, blocks) = super::digest::message(&d.buttons, sheet);
+                    if let Err(e) = self.api.update(conversation, ts, &text, &blocks).await {
+                        tracing::warn!(error = %e, "slack: could not update a digest");
+                    }
+                }
+                self.tell(payload, person, t.toast);
+            }
+            Err(f) => {
+                self.count(f.result());
+                self.tell(payload, person, f.text(d.texts.0));
+            }
         }
     }
 
@@ -207,6 +273,10 @@ impl Interactions {
             return;
         };
         let action_id = action["action_id"].as_str().unwrap_or_default();
+        if action_id.starts_with(super::digest::ACTION_PREFIX) {
+            let value = action["value"].as_str().unwrap_or_default();
+            return self.digest_click(payload, &person, value).await;
+        }
         if action_id == CHECKS_ACTION || !action_id.starts_with(render::ACTION_PREFIX) {
             // Ticking a box changes nothing until Submit.
             self.count("ignored");

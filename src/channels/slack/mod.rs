@@ -20,6 +20,7 @@
 
 pub mod api;
 mod deliver;
+mod digest;
 mod doctor;
 pub mod events;
 pub mod inbound;
@@ -73,21 +74,35 @@ pub async fn install(w: &mut Wiring, settings: &SlackSettings) -> anyhow::Result
         )
         .context("cannot build the slack HTTP client")?,
     );
-    let blocks = render::Blocks::new(render::Buttons::new(secret), w.server.inbox.clone());
-    let interactions = Arc::new(inbound::Interactions::new(
-        Pipeline::new(w.registry.clone(), Via::new(CHANNEL)),
-        api.clone(),
-        settings.clone(),
-        blocks.clone(),
-    ));
+    let blocks = render::Blocks::new(render::Buttons::new(secret.clone()), w.server.inbox.clone());
+    let digests = crate::channels::digest::Digests::new(
+        w.store.clone(),
+        CHANNEL,
+        settings.digest_after,
+        settings.channels.clone(),
+    );
+    let digest_buttons = digest::DigestButtons::new(secret);
+    let texts = crate::channels::digest_texts::Texts(crate::present::render::Locale::EnUs);
+    let interactions = Arc::new(
+        inbound::Interactions::new(
+            Pipeline::new(w.registry.clone(), Via::new(CHANNEL)),
+            api.clone(),
+            settings.clone(),
+            blocks.clone(),
+        )
+        .with_digests(inbound::DigestClicks {
+            digests: digests.clone(),
+            buttons: digest_buttons.clone(),
+            texts,
+        }),
+    );
     w.metrics.register(
         "imrelay_slack_interactions",
         "Slack clicks and modal submissions, by result (resolved, already_resolved, refused, invalid, modal, ignored, ...)",
         interactions.results_metric(),
     );
-    w.registry.add_hook(Arc::new(plan::Planner {
-        channels: settings.channels.clone(),
-    }));
+    w.registry
+        .add_hook(Arc::new(plan::planner(&settings.channels)));
     w.outbox.register(
         CHANNEL,
         Arc::new(deliver::Deliverer::new(
@@ -95,7 +110,10 @@ pub async fn install(w: &mut Wiring, settings: &SlackSettings) -> anyhow::Result
                 api: api.clone(),
                 blocks,
                 thread_replies: settings.thread_replies,
+                digest_buttons,
+                texts,
             },
+            digests,
             w.store.clone(),
             w.health.clone(),
         )),

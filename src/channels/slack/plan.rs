@@ -1,14 +1,12 @@
-//! Slack's outbox jobs, planned in the registry's transactions: one `post` job per
-//! configured conversation when an interaction is created; one more per conversation its
-//! route escalates to when nobody answered in time; one `update` job (every copy
-//! recorded for it) when it is resolved (an answer from anywhere, expiry, withdrawal); one
-//! `voted` job for each vote that does not decide yet.
+//! Slack's outbox jobs, planned by the kit's one planner (`channels::plan`): one `post` job
+//! per configured conversation when an interaction is created; one more per conversation its
+//! route escalates to when nobody answered in time; one `update` job (every copy recorded for
+//! it) when it is resolved (an answer from anywhere, expiry, withdrawal); one `voted` job for
+//! each vote that does not decide yet; `digest` jobs.
 
 use super::CHANNEL;
-use crate::interaction::routes::destinations;
-use crate::interaction::{Interaction, Lifecycle};
-use crate::outbox::{ChannelJob, created_window, resolved_window};
-use crate::store::OutboxJob;
+use crate::channels::plan::{ChatJob, Todo};
+use crate::outbox::ChannelJob;
 
 /// What the channel's outbox does.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
@@ -21,9 +19,16 @@ pub(crate) enum Job {
     },
     /// Update every message of a resolved interaction to its outcome.
     Update,
-    /// Update every message of a pending interaction to show the votes so far (an approval
-    /// that needs several people).
+    /// Show the votes so far on every copy of a pending interaction (an approval that needs
+    /// several people).
     Voted,
+    /// Post or bring up to date the digest of one session in one place (`channels::digest`).
+    Digest {
+        /// Where.
+        channel: String,
+        /// The session's digest key.
+        session: String,
+    },
 }
 
 impl ChannelJob for Job {
@@ -32,49 +37,48 @@ impl ChannelJob for Job {
     }
 }
 
-/// Plans the channel's outbox jobs inside each state change's transaction.
-pub(crate) struct Planner {
-    /// Where messages go.
-    pub channels: Vec<String>,
+impl ChatJob for Job {
+    type Target = String;
+    const POST: &'static str = "post";
+
+    fn make(todo: Todo<String>) -> Self {
+        match todo {
+            Todo::Post(channel) => Job::Post { channel },
+            Todo::Update => Job::Update,
+            Todo::Voted => Job::Voted,
+            Todo::Digest { to, session } => Job::Digest {
+                channel: to,
+                session,
+            },
+        }
+    }
+
+    fn todo(self) -> Todo<String> {
+        match self {
+            Job::Post { channel } => Todo::Post(channel),
+            Job::Update => Todo::Update,
+            Job::Voted => Todo::Voted,
+            Job::Digest { channel, session } => Todo::Digest {
+                to: channel,
+                session,
+            },
+        }
+    }
+
+    fn target(address: &str) -> Option<String> {
+        Some(address.to_string())
+    }
+
+    fn address(target: &String) -> String {
+        target.clone()
+    }
 }
 
-impl Lifecycle for Planner {
-    fn plan_created(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
-        let (from, until) = created_window(i);
-        // A routed interaction goes to its route's places only.
-        for c in destinations(i.route.as_deref(), CHANNEL, &self.channels) {
-            let job = Job::Post {
-                channel: c.to_string(),
-            };
-            jobs.push(job.plan(i, &[c], from, until));
-        }
-    }
+/// Plans the channel's outbox jobs inside each state change's transaction (the kit's one
+/// planner).
+pub(crate) type Planner = crate::channels::plan::Planner<Job>;
 
-    fn plan_voted(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
-        // One job per vote (its count names it), worth doing while it is pending.
-        let (from, until) = created_window(i);
-        jobs.push(Job::Voted.plan(i, &[&i.votes.len().to_string()], from, until));
-    }
-
-    fn plan_escalated(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
-        let Some(stamp) = i.route.as_deref() else {
-            return;
-        };
-        let (from, until) = (jiff::Timestamp::now(), i.deadline);
-        for c in stamp.escalation_addresses(CHANNEL) {
-            let job = Job::Post {
-                channel: c.to_string(),
-            };
-            let key = OutboxJob::key_for(CHANNEL, "escalate", i, &[c]);
-            jobs.push(job.plan_keyed(key, i, from, until));
-        }
-    }
-
-    fn plan_resolved(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
-        if self.channels.is_empty() {
-            return;
-        }
-        let (from, until) = resolved_window(i);
-        jobs.push(Job::Update.plan(i, &[], from, until));
-    }
+/// The planner of the channel, posting to `places` what names no route.
+pub(crate) fn planner(places: &[String]) -> Planner {
+    Planner::new(CHANNEL, places.to_vec())
 }

@@ -70,6 +70,10 @@ pub struct SlackSettings {
     /// Socket Mode: how long opening a connection (TCP, TLS, WebSocket handshake and Slack's
     /// `hello`) may take before it is abandoned and retried, seconds.
     pub connect_timeout_secs: u64,
+    /// Digests: more than this many interactions pending for one place, further ones are
+    /// shown in one digest message per agent session. 0: only when the place's queue
+    /// cannot be posted before the requests' deadlines.
+    pub digest_after: u32,
 }
 
 impl Default for SlackSettings {
@@ -87,6 +91,7 @@ impl Default for SlackSettings {
             thread_replies: false,
             events_path: "/slack/events".into(),
             connect_timeout_secs: 15,
+            digest_after: 0,
         }
     }
 }
@@ -119,6 +124,13 @@ impl SlackSettings {
 
     /// Checks values that only make sense together; the message names the setting.
     pub fn validate(&self) -> Result<(), String> {
+        if self.digest_after > crate::channels::digest::MAX_AFTER {
+            return Err(format!(
+                "slack.digest_after is {}: give 0 (no digests past a count) or at most {}",
+                self.digest_after,
+                crate::channels::digest::MAX_AFTER
+            ));
+        }
         let url = self.api_base.trim();
         if !(url.is_empty() || url.starts_with("http://") || url.starts_with("https://")) {
             return Err(format!(

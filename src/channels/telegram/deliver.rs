@@ -18,9 +18,12 @@ use super::plan::Job;
 use super::render::{self, Buttons};
 use super::state::{MessageState, PromptState};
 use super::{CHANNEL, Telegram};
+use crate::channels::digest::{Edited as DigestEdited, Sheet};
+use crate::channels::digest_texts::Texts;
 use crate::channels::messages::{Failure, Hold, Messages, Pacer, Platform, Posted};
 use crate::interaction::Interaction;
-use crate::outbox::{ChannelJob, Delivery, OutboxHandler};
+use crate::outbox::{Delivery, OutboxHandler};
+use crate::present::render::Locale;
 use crate::store::{ChannelMessage, ClaimedJob, OutboxJob, Store, StoreError};
 
 /// The outbox handler for the `telegram` channel.
@@ -29,20 +32,7 @@ pub(super) struct Deliverer(pub(super) std::sync::Arc<Telegram>);
 #[async_trait]
 impl OutboxHandler for Deliverer {
     async fn deliver(&self, job: &ClaimedJob) -> Delivery {
-        let messages = self.0.messages();
-        match Job::read(&job.job) {
-            Ok(Job::Post { chat }) => match self.0.hold_for_digest(&job.job, chat).await {
-                Some(held) => held,
-                None => messages.post(&job.job, &chat).await,
-            },
-            Ok(Job::Resolved) => match self.0.digests_of_resolved(&job.job).await {
-                Err(e) => Delivery::store_retry(e),
-                Ok(()) => messages.finalize_all(&job.job).await,
-            },
-            Ok(Job::Digest { chat, session }) => self.0.refresh_digest(chat, &session).await,
-            Ok(Job::Voted) => messages.show_votes(&job.job).await,
-            Err(failed) => failed,
-        }
+        self.0.messages().deliver(&job.job).await
     }
 
     fn concurrency(&self) -> usize {
@@ -81,6 +71,41 @@ pub(super) struct Tg<'a>(&'a Telegram);
 #[async_trait]
 impl Platform for Tg<'_> {
     type Target = i64;
+    type Job = Job;
+
+    /// Telegram's texts are in English.
+    fn texts(&self) -> Texts {
+        Texts(Locale::EnUs)
+    }
+
+    /// The throttle allows one message a second to a person and twenty a minute to a group.
+    fn pace(&self, address: &str) -> Option<std::time::Duration> {
+        let group = address.starts_with('-');
+        Some(std::time::Duration::from_secs(if group { 3 } else { 1 }))
+    }
+
+    async fn post_digest(&self, chat: &i64, sheet: &Sheet) -> Result<String, Failure> {
+        let (text, keyboard) = self.0.digest_message(*chat, sheet);
+        let sent = self.0.client.send(*chat, text, keyboard, None).await;
+        Ok(sent.map_err(failure)?.to_string())
+    }
+
+    async fn edit_digest(
+        &self,
+        address: &str,
+        message: &str,
+        sheet: &Sheet,
+    ) -> Result<DigestEdited, Failure> {
+        let (Ok(chat), Ok(message)) = (address.parse::<i64>(), message.parse::<i32>()) else {
+            return Ok(DigestEdited::Gone);
+        };
+        let (text, keyboard) = self.0.digest_message(chat, sheet);
+        match self.0.client.edit(chat, message, text, keyboard).await {
+            Ok(Edited::Done) => Ok(DigestEdited::Done),
+            Ok(Edited::Gone(_)) => Ok(DigestEdited::Gone),
+            Err(f) => Err(failure(f)),
+        }
+    }
 
     fn channel(&self) -> &'static str {
         CHANNEL
@@ -221,9 +246,10 @@ impl Platform for Tg<'_> {
 
 impl Telegram {
     /// The delivery skeleton over this channel.
-    fn messages(&self) -> Messages<Tg<'_>> {
+    pub(super) fn messages(&self) -> Messages<Tg<'_>> {
         Messages {
             platform: Tg(self),
+            digests: self.digests.clone(),
             store: self.store.clone(),
             pacer: Pacer::off(),
             health: None,

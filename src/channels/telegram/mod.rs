@@ -287,7 +287,6 @@ pub async fn install(w: &mut Wiring, settings: &TelegramSettings) -> anyhow::Res
     let (key, webhook_secret) = secrets(w.store.as_ref(), &s).await?;
     let (client, worker) = Client::new(&s, &w.metrics)?;
     let (refused, updates) = register_counters(w);
-    let retention = w.server.retention;
     let tg = Arc::new(Telegram {
         settings: s.clone(),
         registry: w.registry.clone(),
@@ -305,12 +304,14 @@ pub async fn install(w: &mut Wiring, settings: &TelegramSettings) -> anyhow::Res
         refused,
         updates,
         poll_lease: w.server.leader_lease,
-        digests: crate::channels::digest::Digests::new(w.store.clone(), CHANNEL, s.digest_after),
+        digests: crate::channels::digest::Digests::new(
+            w.store.clone(),
+            CHANNEL,
+            s.digest_after,
+            s.chats.iter().map(i64::to_string).collect(),
+        ),
     });
-    w.registry.add_hook(Arc::new(plan::Planner {
-        chats: s.chats.clone(),
-        retention,
-    }));
+    w.registry.add_hook(Arc::new(plan::planner(&s.chats)));
     w.outbox
         .register(CHANNEL, Arc::new(deliver::Deliverer(tg.clone())));
     if s.mode == Mode::Webhook {

@@ -1,23 +1,19 @@
-//! Telegram's outbox jobs, planned in the registry's transactions: one `post` job per
-//! configured chat when an interaction is created (and a re-post on `/pending`), one more
-//! per chat its route escalates to when nobody answered in time, one `resolved` job when it
-//! is resolved, by anyone, anywhere, and a `voted` job for each vote that does not decide
-//! yet (every copy shows the votes so far).
-
-use std::time::Duration;
+//! Telegram's outbox jobs, planned by the kit's one planner (`channels::plan`): one `post`
+//! job per configured chat when an interaction is created (and a re-post on `/pending`), one
+//! more per chat its route escalates to when nobody answered in time, one `resolved` job
+//! when it is resolved, by anyone, anywhere, a `voted` job for each vote that does not
+//! decide yet (every copy shows the votes so far), and `digest` jobs.
 
 use jiff::Timestamp;
 
 use super::CHANNEL;
-use crate::interaction::{Interaction, Lifecycle, after};
+use crate::channels::plan::{ChatJob, Todo};
+use crate::interaction::Interaction;
 use crate::outbox::ChannelJob;
 use crate::store::OutboxJob;
 
 /// Plans the channel's outbox jobs inside the registry's transactions.
-pub(super) struct Planner {
-    pub(super) chats: Vec<i64>,
-    pub(super) retention: Duration,
-}
+pub(super) type Planner = crate::channels::plan::Planner<Job>;
 
 /// What the channel's outbox does.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
@@ -48,6 +44,42 @@ impl ChannelJob for Job {
     }
 }
 
+impl ChatJob for Job {
+    type Target = i64;
+    const POST: &'static str = "post";
+
+    fn make(todo: Todo<i64>) -> Self {
+        match todo {
+            Todo::Post(chat) => Job::Post { chat },
+            Todo::Update => Job::Resolved,
+            Todo::Voted => Job::Voted,
+            Todo::Digest { to, session } => Job::Digest { chat: to, session },
+        }
+    }
+
+    fn todo(self) -> Todo<i64> {
+        match self {
+            Job::Post { chat } => Todo::Post(chat),
+            Job::Resolved => Todo::Update,
+            Job::Voted => Todo::Voted,
+            Job::Digest { chat, session } => Todo::Digest { to: chat, session },
+        }
+    }
+
+    fn target(address: &str) -> Option<i64> {
+        address.parse().ok()
+    }
+
+    fn address(chat: &i64) -> String {
+        chat.to_string()
+    }
+}
+
+/// The planner of the channel, posting to `chats` what names no route.
+pub(super) fn planner(chats: &[i64]) -> Planner {
+    Planner::new(CHANNEL, chats.iter().map(i64::to_string).collect())
+}
+
 /// The job that posts interaction `i` to `chat`; `nonce` distinguishes a re-post.
 pub(crate) fn post_job(i: &Interaction, chat: i64, nonce: Option<&str>) -> OutboxJob {
     let job = Job::Post { chat };
@@ -64,74 +96,11 @@ pub(crate) fn post_job(i: &Interaction, chat: i64, nonce: Option<&str>) -> Outbo
     }
 }
 
-/// The job that brings the digest of `session` in `chat` up to date at the end of the
-/// current edit window (every change within it shares the job); `i` is the change's
-/// interaction.
-pub(crate) fn digest_job(i: &Interaction, chat: i64, session: &str) -> OutboxJob {
-    let (at, window) = crate::channels::digest::refresh_window(Timestamp::now());
-    let key = format!("{CHANNEL}:digest:{chat}:{session}:{window}");
-    let job = Job::Digest {
-        chat,
-        session: session.to_string(),
-    };
-    job.plan_keyed(key, i, at, after(at, crate::outbox::UPDATE_HORIZON))
-}
-
-/// The chats interaction `i` is posted to: its route's chats (and people's private chats)
-/// when it was routed, otherwise `chats`.
-pub(crate) fn chats_of(i: &Interaction, chats: &[i64]) -> Vec<i64> {
-    match i.route.as_deref().and_then(|r| r.addresses(CHANNEL)) {
-        Some(to) => to.filter_map(|c| c.parse::<i64>().ok()).collect(),
-        None => chats.to_vec(),
-    }
-}
-
-/// The job that posts interaction `i`, escalated, to `chat` (a copy of its own, beside the
-/// first ones).
-pub(crate) fn escalate_job(i: &Interaction, chat: i64) -> OutboxJob {
-    Job::Post { chat }.plan_keyed(
-        OutboxJob::key_for(CHANNEL, "escalate", i, &[&chat.to_string()]),
-        i,
-        Timestamp::now(),
-        i.deadline,
-    )
-}
-
-impl Lifecycle for Planner {
-    fn plan_created(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
-        for chat in chats_of(i, &self.chats) {
-            jobs.push(post_job(i, chat, None));
-        }
-    }
-
-    fn plan_voted(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
-        // One job per vote (its count names it); worth doing until the deadline.
-        let n = i.votes.len().to_string();
-        jobs.push(Job::Voted.plan(i, &[&n], Timestamp::now(), i.deadline));
-    }
-
-    fn plan_escalated(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
-        let Some(stamp) = i.route.as_deref() else {
-            return;
-        };
-        for chat in stamp.escalation_addresses(CHANNEL) {
-            if let Ok(chat) = chat.parse::<i64>() {
-                jobs.push(escalate_job(i, chat));
-            }
-        }
-    }
-
-    fn plan_resolved(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
-        let now = Timestamp::now();
-        // Worth trying for as long as the interaction is kept.
-        jobs.push(Job::Resolved.plan(i, &[], now, after(now, self.retention)));
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::interaction::InteractionId;
+    use crate::interaction::Lifecycle;
     use crate::interaction::now;
 
     fn interaction(created_at: Timestamp) -> Interaction {
@@ -149,10 +118,7 @@ mod tests {
 
     #[test]
     fn a_reused_id_gets_fresh_outbox_keys() {
-        let planner = Planner {
-            chats: vec![7],
-            retention: Duration::from_secs(60),
-        };
+        let planner = planner(&[7]);
         let jobs = |i: &Interaction| {
             let mut jobs = Vec::new();
             planner.plan_created(i, &mut jobs);

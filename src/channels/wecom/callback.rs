@@ -174,12 +174,7 @@ impl Endpoint {
         let pending = self.store.pending().await.ok()?;
         let i = pending
             .iter()
-            .filter(
-                |i| match i.route.as_deref().and_then(|r| r.addresses(CHANNEL)) {
-                    Some(mut to) => to.any(|a| a == chat),
-                    None => self.chats.contains(&chat),
-                },
-            )
+            .filter(|i| crate::channels::plan::goes_to(i, CHANNEL, &self.chats, &chat))
             .min_by_key(|i| i.created_at)?;
         let copy = ChannelMessage {
             channel: CHANNEL.into(),

@@ -17,12 +17,15 @@ use serde_json::{Value, json};
 use super::CHANNEL;
 use super::bot::{BotConnection, BotError};
 use super::button::Keys;
+use super::digest::{self, DigestKeys};
 use super::plan::Job;
 use super::render::Cards;
+use crate::channels::digest::{Digests, Edited, Sheet};
+use crate::channels::digest_texts::Texts;
 use crate::channels::messages::{Failure, Messages, Pacer, Platform, Posted};
 use crate::health::Health;
 use crate::interaction::Interaction;
-use crate::outbox::{ChannelJob, Delivery, OutboxHandler};
+use crate::outbox::{Delivery, OutboxHandler};
 use crate::store::{ChannelMessage, ClaimedJob, OutboxJob, Store};
 
 /// Smallest gap between two messages to one chat.
@@ -38,6 +41,8 @@ pub(crate) struct WeCom {
     pub bot: Arc<BotConnection>,
     /// Card rendering.
     pub cards: Cards,
+    /// Signs digest cards' buttons.
+    pub digest_keys: DigestKeys,
 }
 
 /// What a failed send means: throttling waits, a refusal is for good (said with the reason
@@ -69,6 +74,32 @@ impl WeCom {
 #[async_trait]
 impl Platform for WeCom {
     type Target = String;
+    type Job = Job;
+
+    fn texts(&self) -> Texts {
+        Texts(self.cards.locale())
+    }
+
+    async fn post_digest(&self, chat: &String, sheet: &Sheet) -> Result<String, Failure> {
+        let task_id = digest::task_id(sheet, chat);
+        let card = self.digest_keys.card(sheet, &task_id, None);
+        self.send(
+            chat,
+            json!({"msgtype": "template_card", "template_card": card}),
+        )
+        .await?;
+        Ok(task_id)
+    }
+
+    /// WeCom changes a card only in answer to a click on it.
+    async fn edit_digest(
+        &self,
+        _address: &str,
+        _message: &str,
+        _sheet: &Sheet,
+    ) -> Result<Edited, Failure> {
+        Ok(Edited::Cannot)
+    }
 
     fn channel(&self) -> &'static str {
         CHANNEL
@@ -105,10 +136,11 @@ impl Platform for WeCom {
 pub(crate) struct Deliverer(pub Messages<WeCom>);
 
 impl Deliverer {
-    /// The deliverer of `wecom`'s jobs, reporting to `health`.
-    pub fn new(wecom: WeCom, store: Arc<dyn Store>, health: Arc<Health>) -> Self {
+    /// The deliverer of `wecom`'s jobs and `digests`, reporting to `health`.
+    pub fn new(wecom: WeCom, digests: Digests, store: Arc<dyn Store>, health: Arc<Health>) -> Self {
         Deliverer(Messages {
             platform: wecom,
+            digests,
             store,
             pacer: Pacer::new(CHAT_GAP, THROTTLE_PAUSE),
             health: Some((health, "wecom_send")),
@@ -119,11 +151,7 @@ impl Deliverer {
 #[async_trait]
 impl OutboxHandler for Deliverer {
     async fn deliver(&self, job: &ClaimedJob) -> Delivery {
-        match Job::read(&job.job) {
-            Ok(Job::Post { chat }) => self.0.post(&job.job, &chat).await,
-            Ok(Job::Update) => self.0.finalize_all(&job.job).await,
-            Err(failed) => failed,
-        }
+        self.0.deliver(&job.job).await
     }
 
     fn concurrency(&self) -> usize {

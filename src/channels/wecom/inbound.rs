@@ -65,6 +65,7 @@ pub struct Inbound {
     settings: Arc<WeComSettings>,
     cards: Cards,
     results: Family<ResultLabels, Counter>,
+    digests: Option<(crate::channels::digest::Digests, super::digest::DigestKeys)>,
 }
 
 impl Inbound {
@@ -81,7 +82,87 @@ impl Inbound {
             settings,
             cards,
             results: Family::default(),
+            digests: None,
         }
+    }
+
+    /// Answers clicks on digest cards too.
+    pub(crate) fn with_digests(
+        mut self,
+        digests: crate::channels::digest::Digests,
+        keys: super::digest::DigestKeys,
+    ) -> Self {
+        self.digests = Some((digests, keys));
+        self
+    }
+
+    /// A click on a digest card, answered through the kit with the digest as it now is (for
+    /// everyone) and what became of the click quoted under it. `None`: not a digest's.
+    async fn digest_click(&self, click: &CardClick, again: bool) -> Option<Reply> {
+        let (digests, keys) = self.digests.as_ref()?;
+        if !super::digest::is_digest_key(&click.event_key) {
+            return None;
+        }
+        let userid = click.userid.as_str();
+        let actor = if userid.is_empty() { "unknown" } else { userid };
+        let locale = self.cards.locale();
+        let Some((action, place, session, set)) = keys.read(&click.event_key, &click.task_id)
+        else {
+            let recorded = if again {
+                Ok(())
+            } else {
+                self.pipeline
+                    .registry()
+                    .refused(
+                        None,
+                        actor,
+                        self.pipeline.via(),
+                        "digest card button failed its integrity check",
+                    )
+                    .await
+            };
+            self.count("invalid");
+            let f = match recorded {
+                Ok(()) => Feedback::BadButton,
+                Err(_) => Feedback::StoreDown,
+            };
+            return Some(self.only_for(userid, self.cards.notice(&click.task_id, &f.text(locale))));
+        };
+        let (listed, _) = self.who(userid);
+        let who = crate::channels::digest::Tapper {
+            actor,
+            identity: actor,
+            approver: listed,
+            responder: Responder::new(actor, self.pipeline.via().clone())
+                .with_identity(CHANNEL, actor),
+        };
+        let press = crate::channels::digest_flow::Press {
+            address: &place,
+            session: &session,
+            action,
+            set: &set,
+            message: &click.task_id,
+        };
+        let texts = crate::channels::digest_texts::Texts(locale);
+        let tapped = digests
+            .tap::<super::plan::Job>(&self.pipeline, texts, &press, &who)
+            .await;
+        Some(match tapped {
+            Ok(t) => {
+                self.count("digest");
+                match &t.redraw {
+                    Some(sheet) => Reply::Update {
+                        card: keys.card(sheet, &click.task_id, Some(&t.toast)),
+                        userids: Vec::new(),
+                    },
+                    None => Reply::None,
+                }
+            }
+            Err(f) => {
+                self.count(f.result());
+                self.only_for(userid, self.cards.notice(&click.task_id, &f.text(locale)))
+            }
+        })
     }
 
     /// The per-result counter, for registration with the server's metrics.
@@ -196,6 +277,9 @@ impl Inbound {
     }
 
     async fn click(&self, click: &CardClick, body: &Value, again: bool) -> Reply {
+        if let Some(reply) = self.digest_click(click, again).await {
+            return reply;
+        }
         let userid = click.userid.as_str();
         let actor = if userid.is_empty() { "unknown" } else { userid };
         let Some(pressed) = self.cards.keys().verify(&click.event_key, &click.task_id) else {

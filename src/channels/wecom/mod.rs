@@ -23,6 +23,7 @@ mod button;
 pub mod callback;
 pub mod crypto;
 mod deliver;
+mod digest;
 mod doctor;
 pub mod inbound;
 mod plan;
@@ -65,22 +66,34 @@ pub async fn install(w: &mut Wiring, settings: &WeComSettings) -> anyhow::Result
     let secret = OPENING.open(&*w.store, &*settings, approvers).await?;
     let cards = render::Cards::new(
         settings.locale,
-        button::Keys::new(secret),
+        button::Keys::new(secret.clone()),
         w.server.inbox.clone(),
     );
-    let inbound = Arc::new(inbound::Inbound::new(
-        Pipeline::new(w.registry.clone(), Via::new(CHANNEL)),
+    let digests = crate::channels::digest::Digests::new(
         w.store.clone(),
-        settings.clone(),
-        cards.clone(),
-    ));
+        CHANNEL,
+        settings.digest_after,
+        settings.chats.clone(),
+    );
+    let digest_keys = digest::DigestKeys::new(secret);
+    let inbound = Arc::new(
+        inbound::Inbound::new(
+            Pipeline::new(w.registry.clone(), Via::new(CHANNEL)),
+            w.store.clone(),
+            settings.clone(),
+            cards.clone(),
+        )
+        .with_digests(digests.clone(), digest_keys.clone()),
+    );
     w.metrics.register(
         "imrelay_wecom_callbacks",
         "WeCom card clicks and typed answers, by result (resolved, already_resolved, refused, invalid, duplicate, ignored, ...)",
         inbound.results_metric(),
     );
     match settings.transport {
-        settings::Transport::Longconn => longconn(w, &settings, inbound, cards)?,
+        settings::Transport::Longconn => {
+            longconn(w, &settings, inbound, cards, (digests, digest_keys))?
+        }
         settings::Transport::Callback => {
             w.route(callback::router(Arc::new(callback::Endpoint::new(
                 inbound,
@@ -112,6 +125,7 @@ fn longconn(
     settings: &WeComSettings,
     inbound: Arc<inbound::Inbound>,
     cards: render::Cards,
+    (digests, digest_keys): (crate::channels::digest::Digests, digest::DigestKeys),
 ) -> anyhow::Result<()> {
     let bot = Arc::new(bot::BotConnection::new(
         &settings.ws_url(),
@@ -121,16 +135,17 @@ fn longconn(
         w.shutdown.clone(),
         crate::tls::client_config().context("cannot set up TLS for the wecom long connection")?,
     ));
-    w.registry.add_hook(Arc::new(plan::Planner {
-        chats: settings.chats.clone(),
-    }));
+    w.registry
+        .add_hook(Arc::new(plan::planner(&settings.chats)));
     w.outbox.register(
         CHANNEL,
         Arc::new(deliver::Deliverer::new(
             deliver::WeCom {
                 bot: bot.clone(),
                 cards,
+                digest_keys,
             },
+            digests,
             w.store.clone(),
             w.health.clone(),
         )),

@@ -501,6 +501,7 @@ mod tests {
                 approvers: Vec::new(),
                 through_quiet: false,
             }),
+            ..RouteStamp::default_route()
         }));
         assert_eq!(cards.card(&i, "wrkA")["sub_title_text"], "make shop");
         i.escalated_at = Some(jiff::Timestamp::from_millisecond(1_700_000_300_000).unwrap());

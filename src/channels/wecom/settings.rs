@@ -60,6 +60,10 @@ pub struct WeComSettings {
     pub approvers: Vec<String>,
     /// The language of card text.
     pub locale: Locale,
+    /// Digests: more than this many interactions pending for one place, further ones are
+    /// shown in one digest message per agent session. 0: only when the place's queue
+    /// cannot be posted before the requests' deadlines.
+    pub digest_after: u32,
 }
 
 impl Default for WeComSettings {
@@ -76,6 +80,7 @@ impl Default for WeComSettings {
             chats: Vec::new(),
             approvers: Vec::new(),
             locale: Locale::ZhCn,
+            digest_after: 0,
         }
     }
 }
@@ -106,6 +111,13 @@ impl WeComSettings {
 
     /// Checks values that only make sense together; the message names the setting.
     pub fn validate(&self) -> Result<(), String> {
+        if self.digest_after > crate::channels::digest::MAX_AFTER {
+            return Err(format!(
+                "wecom.digest_after is {}: give 0 (no digests past a count) or at most {}",
+                self.digest_after,
+                crate::channels::digest::MAX_AFTER
+            ));
+        }
         let url = self.url.trim();
         if !(url.is_empty() || url.starts_with("ws://") || url.starts_with("wss://")) {
             return Err(format!(

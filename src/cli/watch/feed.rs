@@ -345,9 +345,7 @@ mod tests {
         i.route = route.map(|name| {
             std::sync::Arc::new(RouteStamp {
                 name: name.into(),
-                targets: None,
-                approvers: Vec::new(),
-                escalation: None,
+                ..RouteStamp::default_route()
             })
         });
         i.agent = agent.map(Into::into);

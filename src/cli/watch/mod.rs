@@ -200,6 +200,8 @@ impl Watch {
     async fn run(mut self, mut input: mpsc::UnboundedReceiver<Input>) -> i32 {
         let (feed_tx, mut feed) = mpsc::channel(256);
         let follower = tokio::spawn(self.remote.clone().follow(feed_tx));
+        // "Desk first": while this runs, its person is at the desk.
+        let presence = tokio::spawn(self.remote.clone().at_desk());
         // Who answers, before saying so; a server not reachable yet is asked again once the
         // stream is up.
         if let Ok(Ok(me)) = tokio::time::timeout(ME_WAIT, self.remote.me()).await {
@@ -230,6 +232,9 @@ impl Watch {
             self.drain_queue().await;
         }
         follower.abort();
+        presence.abort();
+        // Left the desk: phones are told at once from now on (best effort, briefly).
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.remote.presence(false)).await;
         self.term.finish();
         self.exit.unwrap_or(exit::OK)
     }

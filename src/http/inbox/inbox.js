@@ -135,6 +135,8 @@ async function loadMe() {
   // A labelled token's votes are its person's: no card needs the note about this page.
   if (state.operator) document.querySelectorAll(".votes-note").forEach((n) => n.remove());
   if ($("login").hidden) showMain();
+  loadPasskeys();
+  presenceChanged();
 }
 
 function setWho(name) {
@@ -185,6 +187,7 @@ function metaLine(i) {
   parts.push("asked " + fmtTime(i.created_at));
   // Nobody on its route answered in time: posted to the places it escalates to as well.
   if (i.escalated_at) parts.push("escalated " + fmtTime(i.escalated_at));
+  if (i.route && i.route.step_up) parts.push("needs a passkey");
   return parts.join(" · ");
 }
 
@@ -295,6 +298,13 @@ async function respond(card, id, body, onInvalid) {
   }
   setBusy(card, true);
   try {
+    // A route with step_up takes an answer made with a passkey only (passkeys.js).
+    const entry = state.pending.get(id);
+    if (entry && needsPasskey(entry.interaction)) {
+      const passkey = await passkeyFor(card, id);
+      if (!passkey) { setBusy(card, false); return; }
+      body = Object.assign({}, body, { passkey });
+    }
     const resp = await fetch("/v1/interactions/" + encodeURIComponent(id) + "/respond", {
       method: "POST",
       headers: authHeaders({ "Content-Type": "application/json" }),
@@ -1304,6 +1314,9 @@ function tick() {
     const left = Math.max(0, Math.round((new Date(interaction.deadline).getTime() - now) / 1000));
     const d = card.querySelector(".deadline");
     d.textContent = left > 0 ? "expires in " + (left >= 60 ? Math.floor(left / 60) + "m " : "") + (left % 60) + "s" : "expiring…";
+    // "Desk first": the phones hear of it once the hold ends, unless it is answered here.
+    const hold = holdText(interaction);
+    if (hold) d.textContent += " · " + hold;
     d.classList.toggle("soon", left < 30);
   }
 }

@@ -279,6 +279,10 @@ pub struct Interaction {
     /// [`Escalation`]); set once, while it is pending.
     #[serde(default)]
     pub escalated_at: Option<Timestamp>,
+    /// "Desk first": when its route held the phone copies because one of its approvers was
+    /// at the desk at its creation, the time the phones are told (never past the deadline).
+    #[serde(default)]
+    pub phones_at: Option<Timestamp>,
     /// Set once, when it is resolved. (Boxed: a pending interaction, the kind held in
     /// memory, then carries one pointer instead of the whole resolution's space.)
     #[serde(default)]
@@ -353,6 +357,7 @@ impl Interaction {
                 .unwrap_or(Timestamp::MAX),
             timeout_secs,
             escalated_at: None,
+            phones_at: None,
             resolution: None,
             digest: DigestCache::default(),
         }
@@ -459,6 +464,9 @@ impl Serialize for Interaction {
         st.serialize_field("timeout_secs", &self.timeout_secs)?;
         if let Some(at) = self.escalated_at {
             st.serialize_field("escalated_at", &Millis(at))?;
+        }
+        if let Some(at) = self.phones_at {
+            st.serialize_field("phones_at", &Millis(at))?;
         }
         st.serialize_field("resolution", &self.resolution)?;
         st.end()

@@ -47,6 +47,18 @@ pub struct RouteStamp {
     /// Where it goes, and who may answer it too, when nobody answered in time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub escalation: Option<Escalation>,
+    /// An answer counts only with a passkey assertion made in the inbox (`step_up`): chat
+    /// buttons, webhooks and API answers without one are refused.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub step_up: bool,
+    /// "Desk first": while one of its approvers is at the inbox or `imrelay watch`, the
+    /// phone copies (push, ntfy, direct messages; chat copies too with `desk_first_chats`)
+    /// wait this many seconds, never past the deadline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desk_first_secs: Option<u64>,
+    /// With `desk_first_secs`: the chat copies (groups, channels) wait too.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub desk_first_chats: bool,
 }
 
 impl RouteStamp {
@@ -57,6 +69,9 @@ impl RouteStamp {
             targets: None,
             approvers: Vec::new(),
             escalation: None,
+            step_up: false,
+            desk_first_secs: None,
+            desk_first_chats: false,
         }
     }
 

@@ -107,6 +107,9 @@ pub struct RuleSpec {
     pub quorum: Option<u32>,
     /// With `quorum`: how many different people's denies deny it (default 1).
     pub deny_quorum: Option<u32>,
+    /// For an ask rule: an answer to what it matches counts only with a passkey assertion
+    /// made in the inbox.
+    pub step_up: bool,
 }
 
 /// A rule that cannot be built: which field (`tools[1]`, `cwd[0]`, ...) and why.
@@ -140,6 +143,8 @@ pub struct Rule {
     owner: Option<String>,
     /// For an ask rule: the people it takes.
     quorum: Option<Quorum>,
+    /// For an ask rule: answers need a passkey assertion.
+    step_up: bool,
 }
 
 fn name_glob(text: &str, literal_separator: bool) -> Result<GlobMatcher, String> {
@@ -164,6 +169,13 @@ fn check_decision(spec: &RuleSpec, decision: Decision) -> Result<(), RuleError> 
         return Err(err(
             "kind".into(),
             "an allow rule applies to approvals only: questions and forms need a person's answer"
+                .into(),
+        ));
+    }
+    if spec.step_up && decision != Decision::Ask {
+        return Err(err(
+            "step_up".into(),
+            "only an ask rule takes step_up: a person answers what it matches, with a passkey"
                 .into(),
         ));
     }
@@ -232,6 +244,7 @@ impl Rule {
         check_decision(&spec, decision)?;
         Ok(Self {
             quorum: Quorum::of(spec.quorum, spec.deny_quorum),
+            step_up: spec.step_up,
             name: spec.name.trim().to_string(),
             patterns,
             kinds: spec.kinds,
@@ -523,6 +536,21 @@ impl Policy {
             .into_iter()
             .filter(|r| subjects.any(r).is_some())
             .fold(None, |q, r| Quorum::stricter(q, r.quorum))
+    }
+
+    /// Whether a live ask rule matching `i` asks for a passkey (`step_up`).
+    pub fn step_up_for(&self, i: &Interaction) -> bool {
+        let asking: Vec<&Rule> = self
+            .rules
+            .iter()
+            .filter(|r| r.step_up && r.mode == Mode::Live && r.applies(i))
+            .collect();
+        if asking.is_empty() {
+            return false;
+        }
+        let input = i.input.map();
+        let subjects = Subjects::of(i, &input);
+        asking.into_iter().any(|r| subjects.any(r).is_some())
     }
 
     /// Weighs `i` against the rules and `grants` (allow rules of their own).

@@ -76,6 +76,10 @@ pub enum Action {
     /// A person sent a message to an agent session (the detail: the session and the text's
     /// first characters), or it was handed to the agent (the outcome `delivered`).
     Steered,
+    /// A person's passkey was registered (`registered`), verified for an answer that needs
+    /// one (`asserted`), refused (`refused`) or removed (`removed`); the detail names the
+    /// credential (its label and the start of its id).
+    Passkey,
 }
 
 impl Action {
@@ -94,6 +98,7 @@ impl Action {
             Action::Voted => "voted",
             Action::Escalated => "escalated",
             Action::Steered => "steered",
+            Action::Passkey => "passkey",
         }
     }
 }

@@ -168,6 +168,14 @@ impl Registry {
             )
             .into());
         }
+        if crate::interaction::routes::needs_step_up(&current) {
+            // Later calls would be allowed without the passkey this one needs.
+            return Err(ValidationError::new(
+                "grant",
+                "this approval needs a passkey: it cannot grant similar calls",
+            )
+            .into());
+        }
         let grant = self.grant_for(&current, request, &responder)?;
         // The agent's own form of it, where it offers one (Claude Code's permission
         // suggestions): applied too, for its session, when it is a scoped rule. One that

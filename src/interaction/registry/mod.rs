@@ -163,6 +163,19 @@ pub enum RegistryError {
     /// vote, and the interaction as it is. Nothing changed.
     #[error("{} already voted on interaction {} ({} via {})", .0.by, .1.id, if .0.allow { "allow" } else { "deny" }, .0.via)]
     AlreadyVoted(Box<super::quorum::Vote>, Arc<Interaction>),
+    /// The interaction's route (or an ask rule) needs a passkey: an answer counts only with
+    /// an assertion made in the inbox. The refusal was recorded; nothing changed.
+    #[error("interaction {} needs a passkey (step_up on route {}): answer it in the inbox", .0.id, super::routes::route_name(.0))]
+    StepUpRequired(Arc<Interaction>),
+}
+
+/// Whether an answer came with a passkey assertion its receiver verified.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StepUp {
+    /// Without one (a chat, a webhook, the API).
+    Without,
+    /// With one, verified.
+    Verified,
 }
 
 /// Observes the lifecycle: plans durable outbox work inside the state change's transaction,
@@ -233,6 +246,8 @@ struct Inner {
     escalations: escalation::Escalations,
     events: EventLog,
     hooks: RwLock<Vec<Arc<dyn Lifecycle>>>,
+    /// Who is at the desk ("desk first").
+    presence: super::presence::Presence,
     /// How many resolutions found no local slot. Bumped under the `slots` lock, so
     /// [`Registry::create`] can tell whether its own interaction may have been resolved
     /// between the store's commit and the slot's insertion, and only then re-read it.
@@ -356,6 +371,7 @@ impl Registry {
                 escalations: Default::default(),
                 events,
                 hooks: RwLock::new(Vec::new()),
+                presence: Default::default(),
                 untracked_resolutions: AtomicU64::new(0),
                 resolving: Mutex::new(HashMap::default()),
                 refusals: super::RefusalLimiter::default(),
@@ -371,6 +387,11 @@ impl Registry {
                 store,
             }),
         }
+    }
+
+    /// Who is at the desk: the inbox and `imrelay watch` report here ("desk first").
+    pub fn presence(&self) -> &super::presence::Presence {
+        &self.inner.presence
     }
 
     /// Registers a lifecycle observer (a channel, webhooks, metrics).
@@ -460,8 +481,66 @@ impl Registry {
         answer: Answer,
         responder: Responder,
     ) -> Result<Arc<Interaction>, RegistryError> {
+        self.respond_as(id, answer, responder, StepUp::Without)
+            .await
+    }
+
+    /// [`Registry::respond`] with a passkey assertion the caller verified (the inbox's): the
+    /// one way to answer an interaction that needs `step_up`.
+    pub async fn respond_with_passkey(
+        &self,
+        id: &InteractionId,
+        answer: Answer,
+        responder: Responder,
+    ) -> Result<Arc<Interaction>, RegistryError> {
+        self.respond_as(id, answer, responder, StepUp::Verified)
+            .await
+    }
+
+    /// Whether `current` needs a passkey this answer lacks (refused, the refusal recorded),
+    /// or an `always` the passkey would not cover later.
+    async fn check_step_up(
+        &self,
+        current: &Arc<Interaction>,
+        answer: &Answer,
+        responder: &Responder,
+        step_up: StepUp,
+    ) -> Result<(), RegistryError> {
+        if !super::routes::needs_step_up(current) || !current.is_pending() {
+            return Ok(());
+        }
+        if step_up == StepUp::Without {
+            self.refused(
+                Some(&current.id),
+                &clip(&responder.audit_actor().unwrap_or_default()),
+                &responder.via,
+                "needs a passkey (step_up): answer it in the inbox",
+            )
+            .await?;
+            return Err(RegistryError::StepUpRequired(current.clone()));
+        }
+        if matches!(answer, Answer::Allow { always: true, .. }) {
+            // "Always" would let later calls through without a passkey.
+            return Err(ValidationError::new(
+                "always",
+                "this approval needs a passkey: it cannot allow similar calls for good",
+            )
+            .into());
+        }
+        Ok(())
+    }
+
+    async fn respond_as(
+        &self,
+        id: &InteractionId,
+        answer: Answer,
+        responder: Responder,
+        step_up: StepUp,
+    ) -> Result<Arc<Interaction>, RegistryError> {
         let responder = self.attribute(responder);
         let current = self.current(id).await?;
+        self.check_step_up(&current, &answer, &responder, step_up)
+            .await?;
         let at = now();
         if super::quorum::is_voted(&current) && current.deadline > at {
             return self.vote(current, answer, responder, at).await;
@@ -615,5 +694,7 @@ impl Registry {
     }
 }
 
+#[cfg(test)]
+mod phone_tests;
 #[cfg(test)]
 mod tests;

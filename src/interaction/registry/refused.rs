@@ -89,4 +89,46 @@ impl Registry {
             Unrecorded(e)
         })
     }
+
+    /// Records a passkey event in the audit trail ([`Action::Passkey`]): `outcome` is
+    /// `registered`, `asserted`, `refused` or `removed`, `detail` names the credential.
+    /// A store that cannot take it fails the request that caused it.
+    pub async fn audit_passkey(
+        &self,
+        id: Option<&InteractionId>,
+        actor: &str,
+        via: &Via,
+        outcome: &str,
+        detail: &str,
+    ) -> Result<(), Unrecorded> {
+        tracing::info!(
+            id = id.map(|i| i.as_str()).unwrap_or(""),
+            actor = %actor.escape_debug(),
+            via = %via,
+            outcome,
+            detail = %detail.escape_debug(),
+            "passkey"
+        );
+        if !self.inner.config.audit {
+            return Ok(());
+        }
+        let record = AuditRecord {
+            at: now(),
+            action: Action::Passkey,
+            interaction_id: id.map(|i| i.as_str().to_string()),
+            actor: (!actor.is_empty()).then(|| crate::interaction::clip(actor, 128)),
+            channel: via.as_str().to_string(),
+            outcome: outcome.into(),
+            input_hash: None,
+            detail: Some(clip(detail)),
+        };
+        self.inner
+            .store
+            .append_audit(vec![record])
+            .await
+            .map_err(|e| {
+                tracing::error!(error = %e, "could not append a passkey event to the audit trail");
+                Unrecorded(e)
+            })
+    }
 }

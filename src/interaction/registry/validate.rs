@@ -210,6 +210,32 @@ impl Registry {
         Ok(interaction)
     }
 
+    /// "Desk first": when its route holds the phones and one of its approvers (anyone, for a
+    /// route that names none) is at the desk, the time the phones are told.
+    fn stamp_desk_first(&self, interaction: &mut Interaction) {
+        let Some(hold) = interaction.route.as_ref().and_then(|r| r.desk_first_secs) else {
+            return;
+        };
+        let presence = self.presence();
+        let present = match interaction.route.as_deref().map(|r| &r.approvers) {
+            Some(approvers) if !approvers.is_empty() => {
+                let teams = self.teams();
+                teams
+                    .people
+                    .expand(approvers)
+                    .is_ok_and(|a| a.names().any(|n| presence.is_present(n)))
+            }
+            _ => presence.anyone(),
+        };
+        if present {
+            let at = crate::interaction::after(
+                interaction.created_at,
+                std::time::Duration::from_secs(hold),
+            );
+            interaction.phones_at = Some(at.min(interaction.deadline));
+        }
+    }
+
     /// Stamps a new interaction with its route: the route's timeout (when it has one, the
     /// default and the longest its interactions wait; `requested` is what was asked for),
     /// the route itself, and for an approval the quorum it needs.
@@ -230,6 +256,7 @@ impl Registry {
                 .unwrap_or(jiff::Timestamp::MAX);
         }
         interaction.route = routes.stamp_for(interaction);
+        self.stamp_desk_first(interaction);
         if interaction.kind == Kind::Approval {
             // The route's and the matching ask rules' quorum, the stricter: stamped now so
             // every process counts the same votes.
@@ -238,6 +265,19 @@ impl Registry {
                 routes.route_for(interaction).and_then(|r| r.quorum()),
                 policy.quorum_for(interaction),
             );
+            // An ask rule asking for a passkey: this interaction's own copy of the stamp
+            // says so (the route's is shared by every interaction taking it).
+            if policy.step_up_for(interaction)
+                && !interaction.route.as_ref().is_some_and(|r| r.step_up)
+            {
+                let mut stamp = interaction
+                    .route
+                    .as_deref()
+                    .cloned()
+                    .unwrap_or_else(crate::interaction::routes::RouteStamp::default_route);
+                stamp.step_up = true;
+                interaction.route = Some(std::sync::Arc::new(stamp));
+            }
         }
     }
 }

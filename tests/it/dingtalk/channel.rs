@@ -732,3 +732,95 @@ async fn a_route_sends_to_its_group_and_its_person_and_only_its_approver_answers
     every_card_shows(&fake, "toolu_r1", "由 ann 通过 dingtalk 批准").await;
     app.stop().await;
 }
+
+/// The digest card of session `session`, once one was created.
+async fn digest_card(fake: &FakeDingTalk, session: &str) -> Card {
+    let marker = format!("from session {session}");
+    let find = || {
+        fake.state
+            .cards
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|c| {
+                c.params["title"]
+                    .as_str()
+                    .is_some_and(|t| t.contains(&marker))
+            })
+            .cloned()
+    };
+    wait_until("a digest card", || find().is_some()).await;
+    find().unwrap()
+}
+
+#[tokio::test]
+async fn past_digest_after_a_group_gets_one_digest_card_approved_all_once_confirmed() {
+    let fake = FakeDingTalk::start().await;
+    let app = spawn_with(|s| {
+        enable(s, &fake);
+        s.dingtalk.conversations = vec![GROUPS[0].to_string()];
+        s.dingtalk.digest_after = 1;
+        s.dingtalk.locale = imrelay::channels::dingtalk::settings::Locale::EnUs;
+    })
+    .await;
+    let conn = connected(&fake).await;
+    for k in 0..3 {
+        create(
+            &app,
+            json!({"id": format!("toolu_dd{k}"), "tool_name": "Bash",
+                "input": {"command": format!("step-{k}")}, "session": "s-1", "cwd": "/srv/app"}),
+        )
+        .await;
+    }
+    // The first gets its own card; the two past `digest_after` share one digest card, drawn
+    // with the same template: Approve all and Deny all are its allow and deny buttons.
+    let digest = digest_card(&fake, "s-1").await;
+    wait_until("the digest lists both", || {
+        digest_card_now(&fake, &digest.id)["title"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("2 requests"))
+    })
+    .await;
+    assert_eq!(fake.state.cards_of("toolu_dd0").len(), 1);
+    let digest = digest_card_of(&fake, &digest.id);
+    assert_eq!(digest.params["allow_label"], "Approve all");
+    assert_eq!(digest.params["status"], "pending");
+    // Approve all asks first (the reply redraws the card as the confirmation), Yes answers.
+    let asked = click(&fake, conn, APPROVER, &digest, "allow", json!({})).await;
+    let confirm = asked["cardData"]["cardParamMap"].clone();
+    assert!(
+        confirm["allow_label"].as_str().unwrap().starts_with("Yes"),
+        "{confirm}"
+    );
+    let confirming = Card {
+        params: confirm.as_object().unwrap().clone(),
+        ..digest.clone()
+    };
+    let done = click(&fake, conn, APPROVER, &confirming, "allow", json!({})).await;
+    assert!(notice(&done).contains("Approved 2"), "{done}");
+    assert_eq!(
+        done["cardData"]["cardParamMap"]["status"], "answered",
+        "{done}"
+    );
+    for k in 1..3 {
+        let body = status(&app, &format!("toolu_dd{k}")).await;
+        assert_eq!(body["resolution"]["outcome"], "allowed", "{body}");
+    }
+    assert_eq!(status(&app, "toolu_dd0").await["status"], "pending");
+    app.stop().await;
+}
+
+fn digest_card_of(fake: &FakeDingTalk, id: &str) -> Card {
+    fake.state
+        .cards
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|c| c.id == id)
+        .cloned()
+        .unwrap()
+}
+
+fn digest_card_now(fake: &FakeDingTalk, id: &str) -> serde_json::Map<String, Value> {
+    digest_card_of(fake, id).params
+}

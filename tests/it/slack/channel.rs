@@ -14,7 +14,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use super::fake::{APP_TOKEN, BOT_TOKEN, CHANNELS, Failure, FakeSlack, interactive};
-use crate::support::{TestApp, settings, spawn_on, spawn_with, wait_until};
+use crate::support::{TestApp, eventually, settings, spawn_on, spawn_with, wait_until};
 
 pub const APPROVER: &str = "U0ALICE";
 pub const STRANGER: &str = "U0MALLORY";
@@ -1053,5 +1053,92 @@ async fn allow_similar_approves_and_grants_the_proposed_rule_for_the_session() {
             .any(|b| b["action_id"] == "imrelay.allow_similar"),
         "{plain}"
     );
+    app.stop().await;
+}
+
+/// The digest message of session `session` (its conversation and ts), once one was posted.
+async fn digest_of(fake: &FakeSlack, session: &str) -> (String, String) {
+    let marker = format!("from session {session}");
+    let find = || {
+        let messages = fake.state.messages.lock().unwrap();
+        messages
+            .iter()
+            .find(|(_, body)| text_of(body).contains(&marker))
+            .map(|(k, _)| k.clone())
+    };
+    wait_until("a digest message", || find().is_some()).await;
+    find().unwrap()
+}
+
+/// Clicks the digest button `code` (`a`: Approve all, `A`: confirm) of the digest at `at`.
+async fn click_digest(fake: &FakeSlack, conn: usize, at: &(String, String), code: &str) {
+    let action_id = format!("imrelay-digest.{code}");
+    wait_until(&format!("a {action_id} button"), || {
+        buttons(&message(fake, at)["blocks"])
+            .iter()
+            .any(|b| b["action_id"] == action_id)
+    })
+    .await;
+    let v = buttons(&message(fake, at)["blocks"])
+        .into_iter()
+        .find(|b| b["action_id"] == action_id)
+        .unwrap()["value"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut payload = click_payload(APPROVER, at, "allow", &v);
+    payload["actions"][0]["action_id"] = json!(action_id);
+    deliver(fake, conn, payload).await;
+}
+
+#[tokio::test]
+async fn past_digest_after_a_conversation_gets_one_digest_approved_all_once_confirmed() {
+    let fake = FakeSlack::start().await;
+    let app = spawn_with(|s| {
+        enable(s, &fake);
+        s.slack.channels = vec![CHANNELS[0].to_string()];
+        s.slack.digest_after = 1;
+    })
+    .await;
+    let conn = connected(&fake).await;
+    let mut ids = Vec::new();
+    for k in 0..3 {
+        let id = format!("toolu_dg{k}");
+        let (s, body) = app
+            .post(
+                "/v1/interactions",
+                &json!({"id": id, "tool_name": "Bash", "input": {"command": format!("step-{k}")},
+                    "session": "s-1", "cwd": "/home/dev/shop"}),
+            )
+            .await;
+        assert_eq!(s, StatusCode::CREATED, "{body}");
+        ids.push(id);
+    }
+    // The first is posted on its own; the two past `digest_after` are in one digest.
+    let at = digest_of(&fake, "s-1").await;
+    wait_until("the digest lists both", || {
+        text_of(&message(&fake, &at)).contains("2 requests from session s-1")
+    })
+    .await;
+    assert_eq!(copies(&fake, "toolu_dg0").len(), 1);
+    assert!(copies(&fake, "toolu_dg1").is_empty() && copies(&fake, "toolu_dg2").is_empty());
+    // Approve all asks first; Yes answers exactly the two listed.
+    click_digest(&fake, conn, &at, "a").await;
+    click_digest(&fake, conn, &at, "A").await;
+    for id in &ids[1..] {
+        let body = eventually(&format!("{id} answered"), || async {
+            let b = status(&app, id).await;
+            (b["status"] == "resolved").then_some(b)
+        })
+        .await;
+        assert_eq!(body["resolution"]["outcome"], "allowed", "{body}");
+        assert_eq!(body["resolution"]["via"], "slack");
+    }
+    assert_eq!(status(&app, "toolu_dg0").await["status"], "pending");
+    wait_until("the digest reads all answered", || {
+        let m = message(&fake, &at);
+        text_of(&m).contains("all answered") && buttons(&m["blocks"]).is_empty()
+    })
+    .await;
     app.stop().await;
 }

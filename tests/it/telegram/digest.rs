@@ -254,3 +254,71 @@ async fn digest_buttons_are_bound_to_their_chat_and_refuse_forgery() {
     }
     app.stop().await;
 }
+
+/// A burst to one chat that Telegram's pace (one message a second to a person) cannot post
+/// before the deadlines is gathered into a digest at once, with digests otherwise off: every
+/// request is posted on its own or listed in the digest, none is left to expire unseen.
+#[tokio::test]
+async fn a_burst_the_pace_cannot_post_in_time_is_gathered_into_a_digest_not_left_to_expire() {
+    let (app, tg) = start_with(Mode::Webhook, |s| {
+        s.telegram.chats = vec![PRIVATE];
+    })
+    .await;
+    let n = 30;
+    let created = futures_util::future::join_all((0..n).map(|k| {
+        create(
+            &app,
+            json!({"tool_name": "Bash", "input": {"command": format!("burst-{k}-end")},
+                   "session": "s-burst", "cwd": "/home/dev/shop", "timeout_secs": 20}),
+        )
+    }))
+    .await;
+    assert_eq!(created.len(), n);
+    let digest_title = regex::Regex::new(r"^<b>(\d+) requests? from session s-burst").unwrap();
+    let (mut posted, mut listed) = (0, 0);
+    for _ in 0..600 {
+        let sent = tg.calls("sendMessage");
+        let edited = tg.calls("editMessageText");
+        let text = |c: &Call| c.params["text"].as_str().unwrap_or("").to_string();
+        posted = sent
+            .iter()
+            .filter(|c| text(c).contains("burst-") && !text(c).contains("from session"))
+            .count();
+        listed = sent
+            .iter()
+            .chain(edited.iter())
+            .filter_map(|c| {
+                digest_title
+                    .captures(&text(c))
+                    .map(|m| m[1].parse::<usize>().unwrap())
+            })
+            .max()
+            .unwrap_or(0);
+        if posted + listed == n {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        posted + listed,
+        n,
+        "{posted} posted, {listed} in the digest"
+    );
+    assert!(
+        listed > 0 && posted > 0,
+        "{posted} posted, {listed} in the digest"
+    );
+    // Nothing was posted twice: the gathered ones never got a message of their own.
+    let sent = tg.calls("sendMessage");
+    for k in 0..n {
+        let own = sent
+            .iter()
+            .filter(|c| {
+                let t = c.params["text"].as_str().unwrap_or("");
+                t.contains(&format!("burst-{k}-end")) && !t.contains("from session")
+            })
+            .count();
+        assert!(own <= 1, "burst-{k} posted {own} times");
+    }
+    app.stop().await;
+}

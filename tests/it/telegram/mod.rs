@@ -3,6 +3,7 @@
 //! resolution from anywhere, rate limits and outages, restarts, webhook and polling.
 
 mod access;
+mod burst;
 mod commands;
 mod digest;
 mod escalation;

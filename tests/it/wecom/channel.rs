@@ -799,3 +799,88 @@ async fn an_empty_chat_list_starts_and_whoami_tells_the_ids() {
     );
     app.stop().await;
 }
+
+#[tokio::test]
+async fn past_digest_after_a_chat_gets_one_digest_card_approved_all_once_confirmed() {
+    let (fake, app) = start_with(|s| {
+        s.wecom.chats = vec![CHATS[0].to_string()];
+        s.wecom.digest_after = 1;
+    })
+    .await;
+    for k in 0..3 {
+        let (s, body) = app
+            .post(
+                "/v1/interactions",
+                &json!({"id": format!("toolu_wd{k}"), "tool_name": "Bash",
+                    "input": {"command": format!("step-{k}")}, "session": "s-1", "cwd": "/srv/app"}),
+            )
+            .await;
+        assert_eq!(s, StatusCode::CREATED, "{body}");
+    }
+    // The first gets its own card; the two past `digest_after` share one digest card.
+    let digest = || {
+        sent(&fake, "aibot_send_msg", |b| {
+            b["msgtype"] == "template_card" && b.to_string().contains("requests from session")
+        })
+        .last()
+        .map(|f| f["body"]["template_card"].clone())
+    };
+    wait_until("a digest card", || digest().is_some()).await;
+    let card = digest().unwrap();
+    let task = card["task_id"].as_str().unwrap().to_string();
+    // WeCom changes a card only in answer to a click: the card lists what was held when it
+    // was sent, and a click shows the list as it now is.
+    let title = card["main_title"]["title"].as_str().unwrap();
+    assert!(title.contains("requests"), "{card}");
+    // A list that grew since the card was sent is shown anew first (stale, nothing answered).
+    let mut shown = card.clone();
+    let mut confirm = Value::Null;
+    for n in 0..3 {
+        let body = card_click(
+            &format!("m-wd1-{n}"),
+            APPROVER,
+            CHATS[0],
+            &key(&shown, "Approve all"),
+            &task,
+        );
+        let asked = click(&fake, &format!("req-wd1-{n}"), body).await;
+        let redrawn = asked["body"]["template_card"].clone();
+        if redrawn["button_list"][0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("Yes")
+        {
+            confirm = redrawn;
+            break;
+        }
+        shown = redrawn;
+    }
+    let confirm = &confirm;
+    let yes = confirm["button_list"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(yes.starts_with("Yes"), "{confirm}");
+    let listed: u32 = yes
+        .chars()
+        .filter(char::is_ascii_digit)
+        .collect::<String>()
+        .parse()
+        .unwrap();
+    let body = card_click("m-wd2", APPROVER, CHATS[0], &key(confirm, &yes), &task);
+    let done = click(&fake, "req-wd2", body).await;
+    assert!(done.to_string().contains("Approved"), "{done}");
+    let mut allowed = 0;
+    for k in 0..3 {
+        let (_, i) = app.get(&format!("/v1/interactions/toolu_wd{k}")).await;
+        if i["resolution"]["outcome"] == "allowed" {
+            allowed += 1;
+        }
+    }
+    assert_eq!(
+        allowed, listed,
+        "the confirmation answered exactly what it listed"
+    );
+    assert!(listed >= 1);
+    app.stop().await;
+}

@@ -1,0 +1,521 @@
+//! Passkeys (WebAuthn) for answers that need one (`step_up` on a route or an ask rule).
+//!
+//! A person registers a passkey in the inbox: `POST /v1/passkeys/register` gives the
+//! browser a challenge, `POST /v1/passkeys` takes the new credential. The person is the
+//! operator token's (a labelled token's person, or the label; the administrator's token is
+//! [`ADMINISTRATOR`]). The credentials are kept in the store as one small named value
+//! ([`KEY`]): memory, SQLite and PostgreSQL alike, at most [`MAX_PER_PERSON`] a person and
+//! [`MAX_ALL`] in all. Only the public key, its id, counter and label are kept.
+//!
+//! To answer an interaction that needs a passkey, the inbox asks for a challenge bound to that
+//! interaction and that person (`POST /v1/interactions/{id}/passkey`), has the browser sign it
+//! (`navigator.credentials.get`), and sends the assertion with the answer
+//! (`"passkey": {"challenge", "credential"}`). The challenge is used up by the first attempt,
+//! right or wrong, so a replayed assertion finds no challenge and is refused. Challenges live
+//! in this process's memory (at most [`MAX_CHALLENGES`], each for [`CHALLENGE_TTL`]): with
+//! several replicas, both steps must reach the same one (sticky sessions), or the second says
+//! so (`passkey_challenge_unknown`) and the inbox starts again.
+//!
+//! Every registration, assertion, refusal and removal is in the audit trail
+//! ([`crate::interaction::ports::audit::Action::Passkey`]). An administrator's token lists
+//! and removes anyone's passkeys (`imrelay passkeys`); a person lists and removes their own.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use webauthn_rs::prelude::{
+    Passkey, PasskeyAuthentication, PasskeyRegistration, PublicKeyCredential,
+    RegisterPublicKeyCredential, Webauthn, WebauthnBuilder,
+};
+
+use super::AppState;
+use super::error::ApiError;
+use super::extract::{ApiJson, ApiPath};
+use crate::interaction::quorum::ADMINISTRATOR;
+use crate::interaction::{InteractionId, Via};
+use crate::sync::LockExt;
+use crate::wire::Principal;
+use crate::wire::answer::{PasskeyBody, path_id};
+
+/// The store key of the registered credentials (a JSON list).
+pub const KEY: &str = "passkeys.credentials";
+/// Most passkeys one person may have.
+pub const MAX_PER_PERSON: usize = 10;
+/// Most passkeys in all.
+pub const MAX_ALL: usize = 1000;
+/// Most challenges waiting for their second step at once; the oldest goes first.
+pub const MAX_CHALLENGES: usize = 1024;
+/// How long a challenge waits for its second step.
+pub const CHALLENGE_TTL: Duration = Duration::from_secs(300);
+/// The error code of an answer whose passkey assertion was refused.
+pub const PASSKEY_REFUSED: &str = "passkey_refused";
+
+/// One registered passkey, as kept.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Stored {
+    /// The credential's id (base64url), as the browser names it.
+    pub id: String,
+    /// Whose it is.
+    pub person: String,
+    /// What its owner called it ("laptop").
+    pub label: String,
+    /// When it was registered (ms since the epoch).
+    pub created_at: i64,
+    /// When it last made an assertion (ms), if ever.
+    #[serde(default)]
+    pub last_used_at: Option<i64>,
+    /// The public key and counter.
+    pub passkey: Passkey,
+}
+
+impl Stored {
+    /// What a listing shows of it (no key material).
+    fn summary(&self) -> Value {
+        json!({
+            "id": self.id,
+            "person": self.person,
+            "label": self.label,
+            "created_at": self.created_at,
+            "last_used_at": self.last_used_at,
+        })
+    }
+}
+
+/// A challenge waiting for its second step.
+enum Pending {
+    Register {
+        person: String,
+        label: String,
+        state: Box<PasskeyRegistration>,
+    },
+    Assert {
+        person: String,
+        interaction: InteractionId,
+        state: Box<PasskeyAuthentication>,
+    },
+}
+
+/// The relying party and the challenges waiting for their second step.
+pub struct Passkeys {
+    webauthn: Result<Webauthn, String>,
+    /// The origin passkeys are made for (`https://imrelay.example.com`), when configured.
+    origin: Option<String>,
+    /// The relying party's id (`localhost`), when passkeys can be used.
+    rp_id: Option<String>,
+    pending: Mutex<HashMap<String, (Instant, Pending)>>,
+}
+
+impl Passkeys {
+    /// Passkeys for the inbox at `origin` (the relying party is its host name); `Err`
+    /// carries why passkeys cannot work (an IP address), which every passkey request then
+    /// answers with.
+    pub fn new(origin: Result<crate::config::phone::PasskeyOrigin, String>) -> Self {
+        let shown = origin
+            .as_ref()
+            .ok()
+            .filter(|o| !o.any_port)
+            .map(|o| o.origin.origin().ascii_serialization());
+        let rp_id = origin.as_ref().ok().map(|o| o.rp_id.clone());
+        let webauthn = origin.and_then(|o| {
+            WebauthnBuilder::new(&o.rp_id, &o.origin)
+                .map(|b| b.rp_name("imrelay").allow_any_port(o.any_port))
+                .and_then(|b| b.build())
+                .map_err(|e| format!("passkeys cannot use {}: {e}", o.origin))
+        });
+        Self {
+            webauthn,
+            origin: shown,
+            rp_id,
+            pending: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn webauthn(&self) -> Result<&Webauthn, ApiError> {
+        self.webauthn
+            .as_ref()
+            .map_err(|why| ApiError::new(StatusCode::CONFLICT, "passkeys_unavailable", why.clone()))
+    }
+
+    /// Keeps `p` under a fresh id, dropping expired challenges and, past the bound, the oldest.
+    fn hold(&self, p: Pending) -> String {
+        let mut bytes = [0u8; 32];
+        rand::RngCore::fill_bytes(&mut rand::rng(), &mut bytes);
+        let id = URL_SAFE_NO_PAD.encode(bytes);
+        let now = Instant::now();
+        let mut pending = self.pending.locked();
+        pending.retain(|_, (at, _)| now.duration_since(*at) < CHALLENGE_TTL);
+        while pending.len() >= MAX_CHALLENGES {
+            let Some(oldest) = pending
+                .iter()
+                .min_by_key(|(_, (at, _))| *at)
+                .map(|(k, _)| k.clone())
+            else {
+                break;
+            };
+            pending.remove(&oldest);
+        }
+        pending.insert(digest(&id), (now, p));
+        id
+    }
+
+    /// The challenge `id`, taken out (used once, whatever comes of it).
+    fn take(&self, id: &str) -> Result<Pending, ApiError> {
+        let found = self.pending.locked().remove(&digest(id));
+        match found {
+            Some((at, p)) if at.elapsed() < CHALLENGE_TTL => Ok(p),
+            _ => Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "passkey_challenge_unknown",
+                "this passkey challenge is unknown, used already or expired (a replayed \
+                 assertion, or one made on another replica): start again",
+            )),
+        }
+    }
+}
+
+/// The challenge's id as it is kept: its SHA-256 (found by that, which no timing turns into
+/// an id).
+fn digest(id: &str) -> String {
+    hex::encode(Sha256::digest(id.as_bytes()))
+}
+
+/// The person an operator token answers as: a labelled token's person (or its label), the
+/// administrator for a token without one.
+pub(super) fn person(state: &AppState, principal: &Principal) -> String {
+    super::operator::name(state, principal).unwrap_or_else(|| ADMINISTRATOR.to_string())
+}
+
+async fn load(state: &AppState) -> Result<Vec<Stored>, ApiError> {
+    let raw = state.registry.store().get_value(KEY).await?;
+    Ok(raw
+        .and_then(|r| match serde_json::from_str(&r) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                tracing::error!(error = %e, "the stored passkeys cannot be read; none are used");
+                None
+            }
+        })
+        .unwrap_or_default())
+}
+
+async fn save(state: &AppState, all: &[Stored]) -> Result<(), ApiError> {
+    let text = serde_json::to_string(all).map_err(|e| internal(e.to_string()))?;
+    state.registry.store().set_value(KEY, Some(text)).await?;
+    Ok(())
+}
+
+/// `GET /v1/passkeys`: the administrator's token lists everyone's, a person's their own.
+pub async fn list(
+    State(state): State<AppState>,
+    principal: Principal,
+) -> Result<Response, ApiError> {
+    let all = load(&state).await?;
+    let me = principal.label().map(|_| person(&state, &principal));
+    let shown: Vec<Value> = all
+        .iter()
+        .filter(|p| me.as_deref().is_none_or(|m| p.person == m))
+        .map(Stored::summary)
+        .collect();
+    Ok(axum::Json(json!({
+        "passkeys": shown,
+        "person": person(&state, &principal),
+        "origin": state.passkeys.origin,
+        "rp_id": state.passkeys.rp_id,
+    }))
+    .into_response())
+}
+
+/// The body of `POST /v1/passkeys/register`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegisterBody {
+    /// What to call the passkey ("laptop"); default "passkey".
+    label: Option<String>,
+}
+
+/// `POST /v1/passkeys/register`: the options for `navigator.credentials.create`.
+pub async fn register(
+    State(state): State<AppState>,
+    principal: Principal,
+    ApiJson(body): ApiJson<RegisterBody>,
+) -> Result<Response, ApiError> {
+    let webauthn = state.passkeys.webauthn()?;
+    let label = body.label.unwrap_or_default();
+    let label = label.trim();
+    if label.chars().count() > 64 || label.chars().any(char::is_control) {
+        return Err(crate::interaction::ValidationError::new(
+            "label",
+            "at most 64 characters, no control characters",
+        )
+        .into());
+    }
+    let label = if label.is_empty() { "passkey" } else { label }.to_string();
+    let who = person(&state, &principal);
+    let all = load(&state).await?;
+    let mine: Vec<&Stored> = all.iter().filter(|p| p.person == who).collect();
+    if mine.len() >= MAX_PER_PERSON || all.len() >= MAX_ALL {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "too_many_passkeys",
+            format!(
+                "{who} has {} passkeys ({} in all; at most {MAX_PER_PERSON} a person, \
+                 {MAX_ALL} in all): remove one first",
+                mine.len(),
+                all.len()
+            ),
+        ));
+    }
+    // The person's stable WebAuthn user handle: derived from their name.
+    let handle = uuid::Uuid::from_slice(&Sha256::digest(who.as_bytes())[..16])
+        .map_err(|e| internal(e.to_string()))?;
+    let exclude = mine.iter().map(|p| p.passkey.cred_id().clone()).collect();
+    let (options, reg) = webauthn
+        .start_passkey_registration(handle, &who, &who, Some(exclude))
+        .map_err(|e| internal(format!("passkey registration: {e}")))?;
+    let challenge = state.passkeys.hold(Pending::Register {
+        person: who,
+        label,
+        state: Box::new(reg),
+    });
+    Ok(axum::Json(json!({ "challenge": challenge, "options": options })).into_response())
+}
+
+/// The body of `POST /v1/passkeys`: the challenge's id and the new credential.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateBody {
+    challenge: String,
+    credential: Value,
+}
+
+/// `POST /v1/passkeys`: keeps the credential `navigator.credentials.create` made.
+pub async fn create(
+    State(state): State<AppState>,
+    principal: Principal,
+    ApiJson(body): ApiJson<CreateBody>,
+) -> Result<Response, ApiError> {
+    let webauthn = state.passkeys.webauthn()?;
+    let who = person(&state, &principal);
+    let Pending::Register {
+        person,
+        label,
+        state: reg,
+    } = state.passkeys.take(&body.challenge)?
+    else {
+        return Err(bad_challenge());
+    };
+    if person != who {
+        return Err(bad_challenge());
+    }
+    let credential: RegisterPublicKeyCredential = serde_json::from_value(body.credential)
+        .map_err(|e| crate::interaction::ValidationError::new("credential", e.to_string()))?;
+    let via = Via::desktop();
+    let passkey = match webauthn.finish_passkey_registration(&credential, &reg) {
+        Ok(p) => p,
+        Err(e) => {
+            state
+                .registry
+                .audit_passkey(None, &who, &via, "refused", &format!("registration: {e}"))
+                .await?;
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                PASSKEY_REFUSED,
+                format!("the new passkey was refused: {e}"),
+            ));
+        }
+    };
+    let id = URL_SAFE_NO_PAD.encode(passkey.cred_id());
+    let mut all = load(&state).await?;
+    if all.iter().any(|p| p.id == id) {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "passkey_exists",
+            "this passkey is registered already",
+        ));
+    }
+    let stored = Stored {
+        id: id.clone(),
+        person: who.clone(),
+        label,
+        created_at: jiff::Timestamp::now().as_millisecond(),
+        last_used_at: None,
+        passkey,
+    };
+    let summary = stored.summary();
+    all.push(stored);
+    save(&state, &all).await?;
+    state
+        .registry
+        .audit_passkey(None, &who, &via, "registered", &describe(&summary))
+        .await?;
+    Ok((StatusCode::CREATED, axum::Json(summary)).into_response())
+}
+
+/// `label (id abcdef12…)`, as the audit trail names a passkey.
+fn describe(summary: &Value) -> String {
+    let id = summary["id"].as_str().unwrap_or_default();
+    format!(
+        "{} (id {}…)",
+        summary["label"].as_str().unwrap_or_default(),
+        id.chars().take(12).collect::<String>()
+    )
+}
+
+fn bad_challenge() -> ApiError {
+    ApiError::new(
+        StatusCode::FORBIDDEN,
+        "passkey_challenge_unknown",
+        "this challenge was made for another person or step: start again",
+    )
+}
+
+/// `DELETE /v1/passkeys/{id}`: a person removes their own; the administrator's token anyone's
+/// (a lost device).
+pub async fn remove(
+    State(state): State<AppState>,
+    principal: Principal,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Response, ApiError> {
+    let who = person(&state, &principal);
+    let admin = principal.label().is_none();
+    let mut all = load(&state).await?;
+    let Some(k) = all
+        .iter()
+        .position(|p| p.id == id && (admin || p.person == who))
+    else {
+        return Err(ApiError::not_found(format!(
+            "no passkey with id {id:?} of yours"
+        )));
+    };
+    let gone = all.remove(k);
+    save(&state, &all).await?;
+    let detail = format!("{} of {}", describe(&gone.summary()), gone.person);
+    state
+        .registry
+        .audit_passkey(None, &who, &Via::api(), "removed", &detail)
+        .await?;
+    Ok(axum::Json(gone.summary()).into_response())
+}
+
+/// `POST /v1/interactions/{id}/passkey`: a challenge for answering interaction `id` with one
+/// of the person's passkeys (the options for `navigator.credentials.get`).
+pub async fn challenge(
+    State(state): State<AppState>,
+    principal: Principal,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Response, ApiError> {
+    let webauthn = state.passkeys.webauthn()?;
+    let id = path_id(&id)?;
+    if state.registry.get(&id).await?.is_none() {
+        return Err(ApiError::not_found(format!("no interaction with id {id}")));
+    }
+    let who = person(&state, &principal);
+    let mine: Vec<Passkey> = load(&state)
+        .await?
+        .into_iter()
+        .filter(|p| p.person == who)
+        .map(|p| p.passkey)
+        .collect();
+    if mine.is_empty() {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "no_passkey",
+            format!("{who} has no passkey: register one in the inbox (Passkeys) first"),
+        ));
+    }
+    let (options, auth) = webauthn
+        .start_passkey_authentication(&mine)
+        .map_err(|e| internal(format!("passkey assertion: {e}")))?;
+    let challenge = state.passkeys.hold(Pending::Assert {
+        person: who,
+        interaction: id,
+        state: Box::new(auth),
+    });
+    Ok(axum::Json(json!({ "challenge": challenge, "options": options })).into_response())
+}
+
+/// Checks `body`, an assertion for answering interaction `id` as `principal`'s person: the
+/// challenge is used up, its interaction and person must be these, and the signature one of
+/// the person's passkeys'. Success and refusal are audited.
+pub async fn verify(
+    state: &AppState,
+    principal: &Principal,
+    id: &InteractionId,
+    body: PasskeyBody,
+) -> Result<(), ApiError> {
+    let webauthn = state.passkeys.webauthn()?;
+    let who = person(state, principal);
+    let via = Via::desktop();
+    let (owner, interaction, auth) = match state.passkeys.take(&body.challenge) {
+        Ok(Pending::Assert {
+            person,
+            interaction,
+            state,
+        }) => (person, interaction, state),
+        Ok(Pending::Register { .. }) => {
+            return Err(refused(state, id, &who, "not an assertion's challenge").await);
+        }
+        Err(e) => {
+            state
+                .registry
+                .audit_passkey(Some(id), &who, &via, "refused", "unknown or used challenge")
+                .await?;
+            return Err(e);
+        }
+    };
+    if owner != who || &interaction != id {
+        let why = "the challenge was made for another person or interaction";
+        return Err(refused(state, id, &who, why).await);
+    }
+    let credential: PublicKeyCredential = match serde_json::from_value(body.credential) {
+        Ok(c) => c,
+        Err(e) => return Err(refused(state, id, &who, &format!("not a credential: {e}")).await),
+    };
+    let result = match webauthn.finish_passkey_authentication(&credential, &auth) {
+        Ok(r) => r,
+        Err(e) => return Err(refused(state, id, &who, &e.to_string()).await),
+    };
+    let mut all = load(state).await?;
+    let used = URL_SAFE_NO_PAD.encode(result.cred_id());
+    let Some(p) = all.iter_mut().find(|p| p.id == used && p.person == who) else {
+        return Err(refused(state, id, &who, "the passkey was removed").await);
+    };
+    p.passkey.update_credential(&result);
+    p.last_used_at = Some(jiff::Timestamp::now().as_millisecond());
+    let detail = describe(&p.summary());
+    save(state, &all).await?;
+    state
+        .registry
+        .audit_passkey(Some(id), &who, &via, "asserted", &detail)
+        .await?;
+    Ok(())
+}
+
+/// An assertion refused for `why`, audited: the error to answer with.
+async fn refused(state: &AppState, id: &InteractionId, who: &str, why: &str) -> ApiError {
+    if let Err(e) = state
+        .registry
+        .audit_passkey(Some(id), who, &Via::desktop(), "refused", why)
+        .await
+    {
+        return e.into();
+    }
+    ApiError::new(
+        StatusCode::FORBIDDEN,
+        PASSKEY_REFUSED,
+        format!("the passkey assertion was refused: {why}"),
+    )
+}
+
+fn internal(message: String) -> ApiError {
+    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+}
