@@ -15,6 +15,8 @@ pub mod discovery;
 mod mistakes;
 pub mod phone;
 pub mod policy;
+mod print;
+use print::{list, section};
 mod ranges;
 mod reach;
 mod sources;
@@ -750,25 +752,6 @@ impl Settings {
         list(&mut out, "webhooks", webhooks)?;
         Ok(out.trim_end().to_string() + "\n")
     }
-}
-
-/// Appends `[key]` (its tables, `[key.sub]`, after it) to `out`.
-fn section<T: Serialize>(out: &mut String, key: &str, value: &T) -> Result<(), ConfigError> {
-    let one: std::collections::BTreeMap<&str, &T> = [(key, value)].into();
-    let text = toml::to_string_pretty(&one).map_err(|e| ConfigError::Invalid(e.to_string()))?;
-    out.push_str(&text);
-    out.push('\n');
-    Ok(())
-}
-
-/// Appends `[[key]]` for each of `items` to `out`, or a comment that there are none (an
-/// empty array cannot follow a table in TOML).
-fn list<T: Serialize>(out: &mut String, key: &str, items: &[T]) -> Result<(), ConfigError> {
-    if items.is_empty() {
-        out.push_str(&format!("# [[{key}]]: none\n\n"));
-        return Ok(());
-    }
-    section(out, key, &items)
 }
 
 /// Reads the configuration file at `path` as TOML, its settings under old names read under
