@@ -164,6 +164,10 @@ impl KvStore for NullStore {
         Ok(())
     }
 
+    async fn values_under(&self, _: &str, _: usize) -> Result<Vec<(String, String)>, StoreError> {
+        Ok(Vec::new())
+    }
+
     async fn secret(&self, _: &str) -> Result<Vec<u8>, StoreError> {
         Ok(vec![0; 32])
     }

@@ -24,6 +24,7 @@ pub struct App {
     state: AppState,
     outbox: Arc<Outbox>,
     extra: Router,
+    operator_extra: Router,
     agent_extra: Router<AppState>,
     tasks: Vec<Task>,
 }
@@ -78,6 +79,7 @@ impl App {
             metrics: metrics.clone(),
             health: health.clone(),
             routes: Router::new(),
+            operator_routes: Router::new(),
             tasks: Vec::new(),
             shutdown: shutdown.clone(),
         };
@@ -85,6 +87,7 @@ impl App {
         let Wiring {
             outbox,
             routes: extra,
+            operator_routes: operator_extra,
             mut tasks,
             ..
         } = wiring;
@@ -109,6 +112,7 @@ impl App {
             state,
             outbox,
             extra,
+            operator_extra,
             agent_extra,
             tasks,
         })
@@ -171,7 +175,14 @@ impl App {
         for task in self.tasks {
             tasks.push(tokio::spawn(task));
         }
-        let router = http::router(self.state.clone(), self.extra, self.agent_extra);
+        let router = http::router(
+            self.state.clone(),
+            http::Extra {
+                open: self.extra,
+                operator: self.operator_extra,
+                agent: self.agent_extra,
+            },
+        );
         let server = http::server::serve(
             listener,
             router,

@@ -106,6 +106,9 @@ pub struct Settings {
     /// The Matrix channel.
     #[serde(default)]
     pub matrix: crate::channels::matrix::MatrixSettings,
+    /// The Web Push channel (the installable inbox's notifications).
+    #[serde(default)]
+    pub push: crate::channels::push::PushSettings,
     /// People and their identities on each channel (`[[people]]`).
     #[serde(default)]
     pub people: Vec<teams::PersonSettings>,
@@ -577,7 +580,7 @@ impl Settings {
     /// The channel registry: every channel's settings section, in the order they are
     /// checked, installed and tried by `imrelay doctor`. A new channel is one line here
     /// (and its field above).
-    pub fn channels(&self) -> [&dyn crate::channels::Channel; 9] {
+    pub fn channels(&self) -> [&dyn crate::channels::Channel; 10] {
         [
             &self.telegram,
             &self.feishu,
@@ -587,6 +590,7 @@ impl Settings {
             &self.ntfy,
             &self.discord,
             &self.matrix,
+            &self.push,
             &self.webhooks,
         ]
     }

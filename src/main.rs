@@ -177,6 +177,9 @@ enum Client {
     Answer(Box<imrelay::cli::commands::AnswerArgs>),
     /// The grants in force ("allow this and similar calls"): list them, or `grants revoke ID`.
     Grants(imrelay::cli::grants::GrantsArgs),
+    /// The devices subscribed for Web Push from the inbox: list them, or `devices remove ID`
+    /// (see docs/phone.md).
+    Devices(imrelay::cli::devices::DevicesArgs),
     /// The passkeys people registered in the inbox for answers that need one: list them, or
     /// `passkeys remove ID` for a lost device (see docs/phone.md).
     Passkeys(imrelay::cli::passkeys::PasskeysArgs),
@@ -213,6 +216,7 @@ fn main() -> ExitCode {
                 Client::Answer(args) => imrelay::cli::commands::answer(*args, config),
                 Client::Mcp(args) => imrelay::cli::mcp::run(args, config),
                 Client::Grants(args) => imrelay::cli::grants::run(args, config),
+                Client::Devices(args) => imrelay::cli::devices::run(args, config),
                 Client::Passkeys(args) => imrelay::cli::passkeys::run(args, config),
                 Client::Sessions(args) => imrelay::cli::sessions::run(args, config),
                 Client::Hook(args) => imrelay::cli::hook::run(args, config),

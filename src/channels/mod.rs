@@ -15,6 +15,7 @@
 //! rule makes every channel equal. What a person reads (a tool call, outcome phrases, times)
 //! comes from [`crate::present`], shared with the inbox and the terminal.
 
+pub(crate) mod actions;
 pub(crate) mod desk;
 pub(crate) mod digest;
 pub(crate) mod digest_flow;
@@ -25,10 +26,12 @@ pub mod feishu;
 pub mod longconn;
 pub mod matrix;
 pub(crate) mod messages;
+pub(crate) mod notification;
 pub mod ntfy;
 mod pacer;
 pub(crate) mod pipeline;
 pub(crate) mod plan;
+pub mod push;
 pub mod registry;
 pub(crate) mod sessions;
 pub mod slack;
@@ -88,6 +91,10 @@ pub struct Wiring {
     pub health: Arc<Health>,
     /// Inbound endpoints, merged into the server's router.
     pub routes: Router,
+    /// Endpoints for people with an operator token (the inbox's), merged into the server's
+    /// router behind the operator-token check; a handler reads who called as
+    /// [`crate::wire::Principal`].
+    pub operator_routes: Router,
     /// Background tasks, started when the server starts serving.
     pub tasks: Vec<Task>,
     /// Fires at shutdown.
@@ -99,6 +106,12 @@ impl Wiring {
     pub fn route(&mut self, routes: Router) {
         let current = std::mem::take(&mut self.routes);
         self.routes = current.merge(routes);
+    }
+
+    /// Adds endpoints behind the operator-token check.
+    pub fn route_operator(&mut self, routes: Router) {
+        let current = std::mem::take(&mut self.operator_routes);
+        self.operator_routes = current.merge(routes);
     }
 
     /// Adds a background task.

@@ -323,15 +323,20 @@ pub(crate) struct Pipeline {
     registry: Registry,
     via: Via,
     results: Family<ResultLabels, Counter>,
+    /// The channel whose ids the tappers' are, as `[[people]]` lists them: the channel's own
+    /// name, unless said ([`Pipeline::known_as`]).
+    identities: String,
 }
 
 impl Pipeline {
     /// The pipeline of the channel named `via`, answering through `registry`.
     pub fn new(registry: Registry, via: Via) -> Self {
+        let identities = via.as_str().to_string();
         Self {
             registry,
             via,
             results: Family::default(),
+            identities,
         }
     }
 
@@ -453,6 +458,18 @@ impl Pipeline {
         }
     }
 
+    /// The pipeline with tappers known by their ids on `channel` (Web Push answers as the
+    /// operator token that subscribed the device: `operator`).
+    pub fn known_as(mut self, channel: &str) -> Self {
+        self.identities = channel.to_string();
+        self
+    }
+
+    /// The channel whose ids the tappers' are.
+    pub fn identities(&self) -> &str {
+        &self.identities
+    }
+
     /// The registry it answers through.
     pub fn registry(&self) -> &Registry {
         &self.registry
@@ -471,7 +488,7 @@ impl Pipeline {
         fits: impl FnOnce(&Interaction) -> bool,
     ) -> Result<Arc<Interaction>, Stop> {
         let teams = self.registry.teams();
-        let channel = self.via.as_str();
+        let channel = self.identities.as_str();
         let person = teams.people.name_of(channel, tap.identity).is_some();
         if !tap.approver && !person {
             let reason = format!("not in {}.approvers", self.via);
@@ -536,8 +553,8 @@ impl Pipeline {
         if tap.audit {
             // A configured person is recorded by their name, whatever channel they tapped on.
             let teams = self.registry.teams();
-            let actor = match teams.people.name_of(self.via.as_str(), tap.identity) {
-                Some(name) => format!("{name} ({}:{})", self.via, tap.identity),
+            let actor = match teams.people.name_of(&self.identities, tap.identity) {
+                Some(name) => format!("{name} ({}:{})", self.identities, tap.identity),
                 None => tap.actor.to_string(),
             };
             if self

@@ -32,6 +32,7 @@ pub mod bridge;
 pub mod choose;
 pub mod client;
 pub mod commands;
+pub mod devices;
 pub mod doctor;
 pub mod grants;
 pub mod hook;

@@ -31,6 +31,7 @@ impl Settings {
             ntfy,
             discord,
             matrix,
+            push,
             people,
             groups,
             routes,
@@ -57,6 +58,7 @@ impl Settings {
         section(&mut out, "ntfy", ntfy)?;
         section(&mut out, "discord", discord)?;
         section(&mut out, "matrix", matrix)?;
+        section(&mut out, "push", push)?;
         list(&mut out, "webhooks", webhooks)?;
         Ok(out.trim_end().to_string() + "\n")
     }

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::interaction::Kind;
 use crate::interaction::Teams;
 use crate::interaction::people::{GroupSpec, Identity, People, Person, PersonSpec};
+use crate::interaction::quiet::QuietHours;
 use crate::interaction::routes::{Escalation, RouteSpec, Routes, Target};
 
 use super::Settings;
@@ -42,6 +43,13 @@ pub struct PersonSettings {
     /// Groups they belong to.
     #[serde(default)]
     pub groups: Vec<String>,
+    /// Their quiet hours, `"HH:MM-HH:MM"` (`"22:00-07:00"`): phone notifications (Web Push,
+    /// ntfy) wait until they end. Empty: none.
+    #[serde(default)]
+    pub quiet: String,
+    /// The time zone of `quiet` (an IANA name, `"Europe/Berlin"`); empty: the server's.
+    #[serde(default)]
+    pub time_zone: String,
     /// Their ids on each channel, under the channel's name (`telegram = [42]`,
     /// `feishu = ["ou_..."]`, `webhook = ["sender"]`).
     #[serde(flatten)]
@@ -166,6 +174,10 @@ pub struct EscalateTo {
     /// People and groups who may answer too, from the escalation on.
     #[serde(default)]
     pub approvers: Vec<String>,
+    /// Whether the escalation's notifications reach phones (Web Push, ntfy) in their
+    /// people's quiet hours.
+    #[serde(default)]
+    pub through_quiet: bool,
 }
 
 /// The places a route (or its escalation) names, as configured.
@@ -218,10 +230,10 @@ const ROUTE_FIELDS: &[&str] = &[
 ];
 
 /// The settings of a route's `escalate_to` besides its places.
-const ESCALATION_FIELDS: &[&str] = &["direct", "approvers"];
+const ESCALATION_FIELDS: &[&str] = &["direct", "approvers", "through_quiet"];
 
 /// The settings of a `[[people]]` entry besides its ids.
-const PERSON_FIELDS: &[&str] = &["name", "operator", "groups"];
+const PERSON_FIELDS: &[&str] = &["name", "operator", "groups", "quiet", "time_zone"];
 
 /// The channel whose `key` (its route or person key) is `key`, or an error saying it is
 /// neither a channel nor one of `fields` (the other settings of `what`), with the nearest.
@@ -276,10 +288,24 @@ impl PersonSettings {
                 .iter()
                 .map(|id| Identity::new(OPERATOR, id.clone())),
         );
+        let quiet = match (self.quiet.trim(), self.time_zone.trim()) {
+            ("", "") => None,
+            ("", _) => {
+                return Err(format!(
+                    "{}: a time zone without quiet hours: add quiet = \"22:00-07:00\" (the hours \
+                     phone notifications wait), or remove time_zone",
+                    at("time_zone")
+                ));
+            }
+            (span, zone) => {
+                Some(QuietHours::parse(span, zone).map_err(|e| format!("{}: {e}", at("quiet")))?)
+            }
+        };
         Ok(PersonSpec {
             name: self.name.clone(),
             identities,
             groups: self.groups.clone(),
+            quiet,
         })
     }
 }
@@ -383,6 +409,7 @@ fn escalation(
                 after_secs,
                 targets: targets(s, people, &to.places(), &at)?,
                 approvers: to.approvers.clone(),
+                through_quiet: to.through_quiet,
             }))
         }
     }
@@ -796,7 +823,7 @@ timeout_secs = 600
         );
         let e = refused("[[people]]\nname = \"eve\"\nxyz = [1]", "");
         assert!(
-            e.contains("`xyz` is neither a setting of [[people]] (name, operator, groups) nor a channel (telegram, feishu, slack"),
+            e.contains("`xyz` is neither a setting of [[people]] (name, operator, groups, quiet, time_zone) nor a channel (telegram, feishu, slack"),
             "{e}"
         );
         let e = refused("[[people]]\nname = \"eve\"\ntelegram = [\"eve\"]", "");

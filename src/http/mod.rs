@@ -6,7 +6,7 @@
 //!
 //! | route | scope |
 //! |---|---|
-//! | `GET /`, `GET /passkeys.js`, `GET /livez`, `GET /healthz`, `GET /metrics` | none |
+//! | `GET /`, `GET /livez`, `GET /healthz`, `GET /metrics`, the inbox's assets (`/inbox.js`, `/passkeys.js`, `/push.js`, `/sw.js`, `/manifest.webmanifest`, the icons) | none |
 //! | `POST /v1/interactions`, `GET /v1/interactions/{id}/wait`, `DELETE /v1/interactions/{id}`, `POST /v1/hooks/claude-code` | agent |
 //! | `POST`, `GET`, `DELETE /mcp` (the MCP endpoint, mounted by the app) | agent |
 //! | `GET /v1/interactions`, `POST /v1/interactions/{id}/respond`, `POST /v1/respond`, `GET /v1/events`, `GET /v1/audit`, `GET`, `POST /v1/grants`, `DELETE /v1/grants/{id}`, `GET /v1/sessions`, `GET /v1/sessions/{agent}/{id}`, `POST /v1/sessions/{agent}/{id}/messages`, `GET`, `POST /v1/passkeys`, `POST /v1/passkeys/register`, `DELETE /v1/passkeys/{id}`, `POST /v1/interactions/{id}/passkey`, `GET`, `POST /v1/presence` | operator |
@@ -100,10 +100,29 @@ pub struct Shared {
     pub passkeys: Arc<passkeys::Passkeys>,
 }
 
-/// The full router for `state`, with `extra` (channel endpoints) merged in, and
-/// `agent_extra` (the agent adapters' hooks and the MCP endpoint) behind the agent-token
-/// check.
-pub fn router(state: AppState, extra: Router, agent_extra: Router<AppState>) -> Router {
+/// What the channels, the agent adapters and MCP add to the router.
+pub struct Extra {
+    /// The channels' own endpoints (they authenticate their callers themselves).
+    pub open: Router,
+    /// The channels' endpoints for operators, behind the operator-token check.
+    pub operator: Router,
+    /// The agent adapters' hooks and the MCP endpoint, behind the agent-token check.
+    pub agent: Router<AppState>,
+}
+
+/// The full router for `state`, with `extra` merged in.
+pub fn router(state: AppState, extra: Extra) -> Router {
+    let Extra {
+        open: extra,
+        operator: operator_extra,
+        agent: agent_extra,
+    } = extra;
+    // (axum refuses a route layer on a router without routes.)
+    let operator_extra = if operator_extra.has_routes() {
+        operator_extra.route_layer(from_fn_with_state(state.clone(), auth::operator))
+    } else {
+        operator_extra
+    };
     let agent = Router::new()
         .route("/v1/interactions", post(api::create))
         .route("/v1/interactions/{id}/wait", get(api::wait))
@@ -140,6 +159,13 @@ pub fn router(state: AppState, extra: Router, agent_extra: Router<AppState>) -> 
         .route("/inbox.js", get(inbox::script))
         .route("/passkeys.js", get(inbox::passkeys_script))
         .route("/inbox.css", get(inbox::style))
+        .route("/push.js", get(inbox::push_script))
+        .route("/sw.js", get(inbox::worker))
+        .route("/manifest.webmanifest", get(inbox::manifest))
+        .route(inbox::ICONS[0], get(inbox::icon))
+        .route(inbox::ICONS[1], get(inbox::icon))
+        .route(inbox::ICONS[2], get(inbox::icon))
+        .route(inbox::ICONS[3], get(inbox::icon))
         .route("/livez", get(livez))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics));
@@ -152,6 +178,7 @@ pub fn router(state: AppState, extra: Router, agent_extra: Router<AppState>) -> 
         // The channels' endpoints before the fallbacks: a method-not-allowed fallback covers
         // only the routes registered before it.
         .merge(extra)
+        .merge(operator_extra)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))

@@ -58,6 +58,7 @@ pub mod policy;
 pub mod ports;
 pub mod presence;
 mod question;
+pub mod quiet;
 pub mod quorum;
 mod refusals;
 mod registry;

@@ -16,6 +16,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 
+use super::quiet::QuietHours;
+
 /// One identity: the channel's name (`telegram`, `feishu`, `slack`, `webhook`, `operator`)
 /// and the id that channel knows the person by.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -51,6 +53,8 @@ pub struct PersonSpec {
     pub identities: Vec<Identity>,
     /// The groups they belong to (besides any group listing them).
     pub groups: Vec<String>,
+    /// When their phone is left alone.
+    pub quiet: Option<QuietHours>,
 }
 
 /// A group as given: a name and the people in it.
@@ -85,9 +89,15 @@ pub struct Person {
     name: String,
     identities: Vec<Identity>,
     groups: BTreeSet<String>,
+    quiet: Option<QuietHours>,
 }
 
 impl Person {
+    /// Their quiet hours, if they set any.
+    pub fn quiet(&self) -> Option<&QuietHours> {
+        self.quiet.as_ref()
+    }
+
     /// Their name.
     pub fn name(&self) -> &str {
         &self.name
@@ -185,6 +195,7 @@ impl People {
                 name: p.name,
                 identities: p.identities,
                 groups: p.groups.into_iter().collect(),
+                quiet: p.quiet,
             });
         }
         let mut declared = BTreeSet::new();
@@ -324,6 +335,7 @@ mod tests {
             name: name.into(),
             identities: ids.iter().map(|(c, i)| Identity::new(*c, *i)).collect(),
             groups: groups.iter().map(|g| g.to_string()).collect(),
+            quiet: None,
         }
     }
 

@@ -491,11 +491,13 @@ mod tests {
                     name: "alice".into(),
                     identities: vec![Identity::new("telegram", "111")],
                     groups: vec!["web".into()],
+                    quiet: None,
                 },
                 PersonSpec {
                     name: "bob".into(),
                     identities: vec![Identity::new("feishu", "ou_b")],
                     groups: vec![],
+                    quiet: None,
                 },
             ],
             vec![],

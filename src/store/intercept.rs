@@ -337,6 +337,15 @@ impl<I: Interceptor> KvStore for Intercepted<I> {
             .await
     }
 
+    async fn values_under(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        self.call(Op::GetValue, self.inner.values_under(prefix, limit))
+            .await
+    }
+
     async fn secret(&self, name: &str) -> Result<Vec<u8>, StoreError> {
         self.call(Op::Secret, self.inner.secret(name)).await
     }

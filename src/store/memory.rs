@@ -495,6 +495,23 @@ impl KvStore for MemoryStore {
         Ok(())
     }
 
+    async fn values_under(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        let st = self.lock();
+        let mut found: Vec<(String, String)> = st
+            .values
+            .iter()
+            .filter(|(k, _)| k.starts_with(prefix))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        found.sort();
+        found.truncate(limit);
+        Ok(found)
+    }
+
     async fn secret(&self, name: &str) -> Result<Vec<u8>, StoreError> {
         Ok(self
             .lock()

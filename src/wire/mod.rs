@@ -104,6 +104,13 @@ const OWN_PATHS: &[&str] = &[
     "/metrics",
     "/inbox.js",
     "/inbox.css",
+    "/push.js",
+    "/sw.js",
+    "/manifest.webmanifest",
+    "/icon-192.png",
+    "/icon-512.png",
+    "/icon-maskable-512.png",
+    "/apple-touch-icon.png",
 ];
 
 /// Whether `path` is one of imrelay's own endpoints (or under `/v1/`), so a channel must not

@@ -21,11 +21,22 @@ use crate::{Need, trial};
 mod first_look;
 mod operator;
 mod phone;
+mod push;
 mod quorum;
 mod sessions;
 
 pub fn trials() -> Vec<libtest_mimic::Trial> {
     vec![
+        trial(
+            "inbox::push::every_push_decrypts_with_the_devices_keys_and_carries_a_valid_vapid_jwt",
+            push::fake_push_service,
+            push::every_push_decrypts_with_the_devices_keys_and_carries_a_valid_vapid_jwt,
+        ),
+        trial(
+            "inbox::push::the_service_worker_shows_the_push_and_its_approve_answers",
+            push::fake_push_service_and_browser,
+            push::the_service_worker_shows_the_push_and_its_approve_answers,
+        ),
         trial(
             "inbox::a_passkey_answers_a_step_up_approval_and_a_chat_tap_cannot",
             browser,

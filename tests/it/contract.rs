@@ -380,6 +380,27 @@ pub async fn contract(store: Arc<dyn Store>) {
     store.forget_sighting("tg", "update-1").await.unwrap();
     assert!(store.first_sighting("tg", "update-1", exp).await.unwrap());
 
+    // Values are read by prefix, in key order, within the limit; a key that only shares a
+    // prefix's start, or sorts right after it, is not one of them.
+    for (k, v) in [
+        ("dev.b", "2"),
+        ("dev.a", "1"),
+        ("dev.\u{e9}", "3"),
+        ("dev", "x"),
+        ("dew.a", "x"),
+        ("de", "x"),
+    ] {
+        store.set_value(k, Some(v.into())).await.unwrap();
+    }
+    let under = store.values_under("dev.", 10).await.unwrap();
+    assert_eq!(
+        under,
+        [("dev.a", "1"), ("dev.b", "2"), ("dev.\u{e9}", "3")]
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+    );
+    assert_eq!(store.values_under("dev.", 2).await.unwrap().len(), 2);
+    assert!(store.values_under("nothing.", 10).await.unwrap().is_empty());
+
     // Values bound to an interaction live as long as it does; other values are kept.
     let pending = store.pending().await.unwrap()[0].id.to_string();
     let bound = |name: &str| format!("{}{name}", imrelay::store::BOUND_VALUE_PREFIX);

@@ -12,13 +12,15 @@ use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 
 use super::CHANNEL;
+use super::inbound::TOKENS;
 use super::plan::Job;
 use super::render::{self, PromptParts, Publish};
 use super::settings::NtfySettings;
-use super::tokens::{self, Action};
+use crate::channels::actions::Action;
 use crate::channels::digest::{Digests, Edited, Sheet};
 use crate::channels::digest_texts::Texts;
 use crate::channels::messages::{Failure, Messages, Pacer, Platform, Posted};
+use crate::channels::notification;
 use crate::interaction::{Interaction, Kind};
 use crate::outbox::{Delivery, OutboxHandler};
 use crate::store::{ChannelMessage, ClaimedJob, OutboxJob, Store};
@@ -102,10 +104,8 @@ impl Ntfy {
     async fn action_urls(&self, i: &Interaction) -> Result<(String, String), Failure> {
         let mut urls = Vec::with_capacity(2);
         for action in [Action::Allow, Action::Deny] {
-            let token = tokens::make(i);
-            let key = tokens::key(&tokens::digest(action, &token));
-            self.store
-                .set_value(&key, Some(i.id.to_string()))
+            let token = TOKENS
+                .issue(self.store.as_ref(), i, action, &[])
                 .await
                 .map_err(Failure::store)?;
             urls.push(format!(
@@ -188,25 +188,58 @@ impl Platform for Ntfy {
 }
 
 /// Delivers the channel's jobs.
-pub(crate) struct Deliverer(pub Messages<Ntfy>);
+pub(crate) struct Deliverer {
+    /// The skeleton over [`Ntfy`].
+    pub messages: Messages<Ntfy>,
+    /// People (the person's quiet hours).
+    pub registry: crate::interaction::Registry,
+    /// The `[[people]]` name whose phone the topics reach.
+    pub person: String,
+}
 
 impl Deliverer {
-    /// The deliverer of `ntfy`'s jobs.
-    pub fn new(ntfy: Ntfy, store: Arc<dyn Store>) -> Self {
-        Deliverer(Messages {
-            platform: ntfy,
-            digests: Digests::new(store.clone(), super::CHANNEL, 0, Vec::new()),
-            store,
-            pacer: Pacer::new(TOPIC_GAP, THROTTLE_PAUSE),
-            health: None,
-        })
+    /// The deliverer of `ntfy`'s jobs, to `person`'s phone.
+    pub fn new(
+        ntfy: Ntfy,
+        store: Arc<dyn Store>,
+        registry: crate::interaction::Registry,
+        person: String,
+    ) -> Self {
+        Deliverer {
+            messages: Messages {
+                platform: ntfy,
+                digests: Digests::new(store.clone(), super::CHANNEL, 0, Vec::new()),
+                store,
+                pacer: Pacer::new(TOPIC_GAP, THROTTLE_PAUSE),
+                health: None,
+            },
+            registry,
+            person,
+        }
+    }
+
+    /// Until when a post job waits for the person's quiet hours, if it does.
+    async fn held(&self, job: &OutboxJob) -> Option<jiff::Timestamp> {
+        if job.kind != "post" {
+            return None;
+        }
+        let id = job.interaction_id.as_ref()?;
+        let i = self.messages.store.get(id).await.ok()??;
+        let escalation = job.key.starts_with(&format!("{CHANNEL}:escalate:"));
+        let teams = self.registry.teams();
+        let now = jiff::Timestamp::now();
+        let end = notification::held_until(&teams.people, &self.person, &i, escalation, now)?;
+        (i.is_pending() && end < i.deadline).then_some(end)
     }
 }
 
 #[async_trait]
 impl OutboxHandler for Deliverer {
     async fn deliver(&self, job: &ClaimedJob) -> Delivery {
-        self.0.deliver(&job.job).await
+        match self.held(&job.job).await {
+            Some(end) => notification::hold(end, jiff::Timestamp::now()),
+            None => self.messages.deliver(&job.job).await,
+        }
     }
 
     fn concurrency(&self) -> usize {

@@ -7,8 +7,8 @@
 //! - `plan` — the outbox jobs a created, escalated or resolved interaction needs.
 //! - `deliver` — publishing prompts and outcomes on the shared delivery skeleton.
 //! - `render` — the JSON ntfy publishes.
-//! - `tokens` — the single-use action tokens, kept hashed.
-//! - `inbound` — the buttons' endpoint, through the answer pipeline.
+//! - `inbound` — the buttons' endpoint: the kit's single-use action tokens
+//!   ([`crate::channels::actions`]) through the answer pipeline.
 //! - `doctor` — `imrelay doctor`'s checks.
 
 mod deliver;
@@ -17,13 +17,13 @@ mod inbound;
 mod plan;
 mod render;
 pub mod settings;
-mod tokens;
 
 use std::sync::Arc;
 
 pub use settings::NtfySettings;
 
 use crate::channels::Wiring;
+use crate::channels::actions::{Endpoint, Person};
 use crate::channels::pipeline::Pipeline;
 use crate::interaction::Via;
 
@@ -31,7 +31,7 @@ use crate::interaction::Via;
 pub const CHANNEL: &str = "ntfy";
 
 /// Who answers through the buttons, as `[[people]]` knows them.
-fn person(w: &Wiring, name: &str) -> anyhow::Result<inbound::Person> {
+fn person(w: &Wiring, name: &str) -> anyhow::Result<Person> {
     let teams = w.registry.teams();
     let Some(p) = teams.people.person(name) else {
         anyhow::bail!(
@@ -43,7 +43,7 @@ fn person(w: &Wiring, name: &str) -> anyhow::Result<inbound::Person> {
         .ids_on(CHANNEL)
         .next()
         .map_or_else(|| p.name().to_string(), str::to_string);
-    Ok(inbound::Person {
+    Ok(Person {
         name: p.name().to_string(),
         identity,
     })
@@ -88,11 +88,16 @@ pub async fn install(w: &mut Wiring, settings: &NtfySettings) -> anyhow::Result<
                 inbox: w.server.inbox.clone(),
             },
             w.store.clone(),
+            w.registry.clone(),
+            person.name.clone(),
         )),
     );
     w.route(inbound::router(inbound::Inbound {
-        pipeline: Pipeline::new(w.registry.clone(), Via::new(CHANNEL)),
-        store: w.store.clone(),
+        endpoint: Endpoint {
+            pipeline: Pipeline::new(w.registry.clone(), Via::new(CHANNEL)),
+            store: w.store.clone(),
+            tokens: inbound::TOKENS,
+        },
         person: person.clone(),
     }));
     tracing::info!(

@@ -6,8 +6,9 @@
 
 use serde::Serialize;
 
-use crate::interaction::{Interaction, Kind};
-use crate::present::render::{context_line, outcome_phrase};
+use crate::channels::notification;
+use crate::interaction::Interaction;
+use crate::present::render::outcome_phrase;
 
 /// The longest message body published (ntfy keeps up to 4096 bytes as text).
 const MAX_MESSAGE_CHARS: usize = 3000;
@@ -51,75 +52,6 @@ pub(super) struct Publish<'a> {
     pub sequence_id: &'a str,
 }
 
-/// "An approval", "A question", "A form".
-fn what(i: &Interaction) -> &'static str {
-    match i.kind {
-        Kind::Approval => "An approval",
-        Kind::Question => "A question",
-        Kind::Form => "A form",
-    }
-}
-
-/// Where it comes from, in the fewest words: the route, else the agent, else "imrelay".
-fn place(i: &Interaction) -> String {
-    i.route
-        .as_ref()
-        .map(|r| r.name.clone())
-        .or_else(|| i.agent.as_deref().map(str::to_string))
-        .unwrap_or_else(|| "imrelay".into())
-}
-
-/// The text of a prompt: the command (or the question's title) and its context, or, in the
-/// privacy mode, only that something waits.
-fn prompt_text(i: &Interaction, include_command: bool) -> (String, String) {
-    if !include_command {
-        return (
-            format!("{} is waiting in {}", what(i), place(i)),
-            "Open imrelay to see what is asked.".into(),
-        );
-    }
-    let context = context_line(i);
-    let body = match i.kind {
-        Kind::Approval => {
-            let shown = crate::present::present(
-                &i.tool_name,
-                &i.input.map(),
-                i.cwd.as_deref(),
-                crate::present::Budget::ALL,
-            );
-            let text = shown.plain_text();
-            let title = format!("{}: {}", i.tool_name, shown.summary);
-            return (
-                crate::interaction::clip(&title, 200),
-                join(
-                    &crate::interaction::clip(&text, MAX_MESSAGE_CHARS),
-                    &context,
-                ),
-            );
-        }
-        _ => i
-            .title()
-            .or(i.description())
-            .unwrap_or("Open imrelay to answer.")
-            .to_string(),
-    };
-    (
-        format!("{} from {}", what(i), place(i)),
-        join(
-            &crate::interaction::clip(&body, MAX_MESSAGE_CHARS),
-            &context,
-        ),
-    )
-}
-
-fn join(a: &str, b: &str) -> String {
-    if b.is_empty() {
-        a.to_string()
-    } else {
-        format!("{a}\n\n{b}")
-    }
-}
-
 /// What a prompt needs besides the interaction.
 pub(super) struct PromptParts<'a> {
     /// The topic.
@@ -138,7 +70,7 @@ pub(super) struct PromptParts<'a> {
 
 /// The prompt of pending `i`.
 pub(super) fn prompt<'a>(i: &Interaction, p: PromptParts<'a>) -> Publish<'a> {
-    let (title, message) = prompt_text(i, p.include_command);
+    let (title, message) = notification::text(i, p.include_command, MAX_MESSAGE_CHARS);
     let actions = p
         .urls
         .map(|(allow, deny)| {
@@ -184,7 +116,7 @@ pub(super) fn outcome<'a>(
         .as_deref()
         .map(outcome_phrase)
         .unwrap_or_else(|| "Resolved".into());
-    let (title, _) = prompt_text(i, include_command);
+    let (title, _) = notification::text(i, include_command, MAX_MESSAGE_CHARS);
     let tag = match i.resolution.as_deref().map(|r| r.outcome) {
         Some(crate::interaction::Outcome::Allowed | crate::interaction::Outcome::Answered) => {
             "white_check_mark"

@@ -555,6 +555,7 @@ mod tests {
                 after_secs: 300,
                 targets: Vec::new(),
                 approvers: Vec::new(),
+                through_quiet: false,
             }),
             ..RouteStamp::default_route()
         }));

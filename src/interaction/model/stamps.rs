@@ -122,6 +122,9 @@ pub struct Escalation {
     /// The people and groups who may answer from then on, besides the route's own.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub approvers: Vec<String>,
+    /// Whether its notifications reach phones in their people's quiet hours.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub through_quiet: bool,
 }
 
 impl Escalation {

@@ -511,6 +511,14 @@ pub trait KvStore: Send + Sync + 'static {
     /// Sets (or with `None` removes) a small named value.
     async fn set_value(&self, key: &str, value: Option<String>) -> Result<(), StoreError>;
 
+    /// The named values whose keys start with `prefix`, by key, at most `limit` of them (a
+    /// small set kept under one prefix, such as a channel's registered devices).
+    async fn values_under(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, String)>, StoreError>;
+
     /// A named 32-byte server secret, created at random on first use and kept for good (used
     /// to sign channel buttons so they keep working after a restart).
     async fn secret(&self, name: &str) -> Result<Vec<u8>, StoreError>;

@@ -258,6 +258,7 @@ mod tests {
                 name: "bob".into(),
                 identities: vec![Identity::new("telegram", "222")],
                 groups: vec![],
+                quiet: None,
             }],
             vec![],
         )
@@ -271,6 +272,7 @@ mod tests {
                     after_secs: 300,
                     targets: vec![Target::new("telegram", "-2")],
                     approvers: vec!["bob".into()],
+                    through_quiet: false,
                 }),
                 ..Default::default()
             }],

@@ -22,6 +22,7 @@ fn registry(route: RouteSpec) -> Registry {
             name: "alice".into(),
             identities: vec![Identity::new("telegram", "1")],
             groups: Vec::new(),
+            quiet: None,
         }],
         Vec::new(),
     )

@@ -205,6 +205,7 @@ mod tests {
                     Identity::new("feishu", "ou_a"),
                 ],
                 groups: Vec::new(),
+                quiet: None,
             }],
             Vec::new(),
         )

@@ -71,6 +71,7 @@ mod tests {
                         Target::new("feishu", "chat_id:oc_2"),
                     ],
                     approvers: vec!["bob".into()],
+                    through_quiet: false,
                 }),
                 ..Default::default()
             }],
@@ -139,6 +140,7 @@ mod tests {
             after_secs,
             targets,
             approvers: approvers.iter().map(|a| a.to_string()).collect(),
+            through_quiet: false,
         };
         let to = || vec![Target::new("telegram", "-1")];
         assert!(route(e(60, &[], to()), Some(600)).is_ok());

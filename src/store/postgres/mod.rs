@@ -616,6 +616,29 @@ impl KvStore for PostgresStore {
         Ok(())
     }
 
+    async fn values_under(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        let client = self.client().await?;
+        // `key` sorts in byte order (COLLATE "C"): a range over the primary key.
+        let sql = self.sql(
+            "SELECT key, value FROM {s}.kv WHERE key >= $1 AND key < $1 || chr(1114111)
+             ORDER BY key LIMIT $2",
+        );
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let found = rows(&client, &sql, &[&prefix, &limit]).await?;
+        let mut out = Vec::with_capacity(found.len());
+        for r in &found {
+            let (k, v): (String, String) = (col(r, 0)?, col(r, 1)?);
+            if k.starts_with(prefix) {
+                out.push((k, v));
+            }
+        }
+        Ok(out)
+    }
+
     async fn secret(&self, name: &str) -> Result<Vec<u8>, StoreError> {
         let client = self.client().await?;
         // Created once: whichever replica inserts first, every one reads that value (the

@@ -42,6 +42,7 @@ mod audit;
 mod connect;
 mod escalate;
 mod grants;
+mod kv;
 mod outbox;
 mod rows;
 mod sessions;
@@ -686,6 +687,14 @@ impl KvStore for SqliteStore {
             Ok(())
         })
         .await
+    }
+
+    async fn values_under(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        kv::values_under(self, prefix, limit).await
     }
 
     async fn secret(&self, name: &str) -> Result<Vec<u8>, StoreError> {

@@ -1,0 +1,103 @@
+//! What a phone notification says of an interaction, the same on every channel that
+//! notifies a phone (ntfy, Web Push): the tool and command (or the question's title), the
+//! agent and the route; or, in the privacy mode (`include_command = false`), only what kind
+//! of thing waits and where ("An approval is waiting in shop").
+
+use crate::interaction::{Interaction, Kind};
+use crate::present::render::context_line;
+
+/// "An approval", "A question", "A form".
+pub(crate) fn what(i: &Interaction) -> &'static str {
+    match i.kind {
+        Kind::Approval => "An approval",
+        Kind::Question => "A question",
+        Kind::Form => "A form",
+    }
+}
+
+/// Where it comes from, in the fewest words: the route, else the agent, else "imrelay".
+pub(crate) fn place(i: &Interaction) -> String {
+    i.route
+        .as_ref()
+        .map(|r| r.name.clone())
+        .or_else(|| i.agent.as_deref().map(str::to_string))
+        .unwrap_or_else(|| "imrelay".into())
+}
+
+/// The title and text of a prompt (the text at most `max_chars` long): the command (or the question's title) and its context, or, in the
+/// privacy mode, only that something waits.
+pub(crate) fn text(i: &Interaction, include_command: bool, max_chars: usize) -> (String, String) {
+    if !include_command {
+        return (
+            format!("{} is waiting in {}", what(i), place(i)),
+            "Open imrelay to see what is asked.".into(),
+        );
+    }
+    let context = context_line(i);
+    let body = match i.kind {
+        Kind::Approval => {
+            let shown = crate::present::present(
+                &i.tool_name,
+                &i.input.map(),
+                i.cwd.as_deref(),
+                crate::present::Budget::ALL,
+            );
+            let text = shown.plain_text();
+            let title = format!("{}: {}", i.tool_name, shown.summary);
+            return (
+                crate::interaction::clip(&title, 200),
+                join(&crate::interaction::clip(&text, max_chars), &context),
+            );
+        }
+        _ => i
+            .title
+            .as_deref()
+            .or(i.description.as_deref())
+            .unwrap_or("Open imrelay to answer.")
+            .to_string(),
+    };
+    (
+        format!("{} from {}", what(i), place(i)),
+        join(&crate::interaction::clip(&body, max_chars), &context),
+    )
+}
+
+fn join(a: &str, b: &str) -> String {
+    if b.is_empty() {
+        a.to_string()
+    } else {
+        format!("{a}\n\n{b}")
+    }
+}
+
+/// Until when a phone notification of `i` to `person` waits for their quiet hours (`None`:
+/// send it now): an escalation's goes through when its route says so
+/// (`escalate_to.through_quiet`).
+pub(crate) fn held_until(
+    people: &crate::interaction::people::People,
+    person: &str,
+    i: &Interaction,
+    escalation: bool,
+    now: jiff::Timestamp,
+) -> Option<jiff::Timestamp> {
+    let through = escalation
+        && i.route
+            .as_deref()
+            .and_then(|r| r.escalation.as_ref())
+            .is_some_and(|e| e.through_quiet);
+    if through {
+        return None;
+    }
+    let end = people.person(person)?.quiet()?.ends_after(now)?;
+    // Past the deadline there is nothing left to send.
+    (end < i.deadline).then_some(end).or(Some(i.deadline))
+}
+
+/// The outbox's answer for a job held until `end`.
+pub(crate) fn hold(end: jiff::Timestamp, now: jiff::Timestamp) -> crate::outbox::Delivery {
+    let secs = u64::try_from((end - now).get_seconds().max(1)).unwrap_or(60);
+    crate::outbox::Delivery::Retry {
+        after: Some(std::time::Duration::from_secs(secs)),
+        error: "held for quiet hours".into(),
+    }
+}

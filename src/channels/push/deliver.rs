@@ -1,0 +1,361 @@
+//! Sending pushes through the durable outbox, on the shared delivery skeleton
+//! (`channels::messages`): each device is one "chat", its notification one recorded copy
+//! (under the notification's tag), so a retried job notifies only the devices not yet
+//! notified and an outcome goes to every device that got the prompt.
+//!
+//! A push is encrypted to the device (RFC 8291, `aes128gcm`) and signed with the server's
+//! VAPID key (RFC 8292). `TTL` is the time left to the deadline (a push service drops it
+//! after that), `Urgency` is `high` when less than five minutes are left. A push service's
+//! `404` or `410` means the subscription is gone: the device is removed. `429` waits as
+//! asked, `5xx` and network failures are retried, anything else is final and says why.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+
+use super::CHANNEL;
+use super::TOKENS;
+use super::devices::{self, Device};
+use super::plan::Job;
+use super::render::{self, PushAction};
+use super::settings::PushSettings;
+use super::vapid::Vapid;
+use crate::channels::actions::Action;
+use crate::channels::digest::{Digests, Edited, Sheet};
+use crate::channels::digest_texts::Texts;
+use crate::channels::messages::{Failure, Messages, Pacer, Platform, Posted};
+use crate::channels::notification;
+use crate::interaction::quorum::OPERATOR;
+use crate::interaction::routes::{Admission, admission};
+use crate::interaction::{Interaction, Kind, Registry};
+use crate::outbox::{ChannelJob, Delivery, OutboxHandler};
+use crate::store::{ChannelMessage, ClaimedJob, OutboxJob, Store};
+
+/// The longest TTL asked of a push service (four weeks, what the largest keep).
+const MAX_TTL_SECS: i64 = 28 * 24 * 3600;
+
+/// Web Push as the delivery skeleton sees it.
+pub(crate) struct Push {
+    /// The section.
+    pub settings: Arc<PushSettings>,
+    /// The HTTP client (no redirects).
+    pub client: reqwest::Client,
+    /// Devices and action tokens.
+    pub store: Arc<dyn Store>,
+    /// The server's VAPID key.
+    pub vapid: Vapid,
+    /// The VAPID contact.
+    pub contact: String,
+}
+
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    headers
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .map(|s| Duration::from_secs(s.min(3600)))
+}
+
+/// What a push service's answer means.
+fn failure(status: reqwest::StatusCode, headers: &reqwest::header::HeaderMap) -> Failure {
+    let error = format!("the push service answered HTTP {status}");
+    match status.as_u16() {
+        429 => Failure::Throttled {
+            after: retry_after(headers),
+            error,
+        },
+        408 | 500..=599 => Failure::Transient(error),
+        401 | 403 => Failure::Permanent(format!(
+            "{error}: it refused imrelay's VAPID signature; check push.subject (a mailto: or \
+             https: contact) and that the device subscribed with this server's key (it changes \
+             only with a new store): subscribe the device again from the inbox"
+        )),
+        413 => Failure::Permanent(format!("{error}: the payload is too large")),
+        _ => Failure::Permanent(format!("{error}: the push was refused as it is")),
+    }
+}
+
+/// The seconds left until `i`'s deadline, as a push's TTL (at least 0).
+fn ttl(i: &Interaction) -> i64 {
+    (i.deadline.as_second() - jiff::Timestamp::now().as_second()).clamp(0, MAX_TTL_SECS)
+}
+
+impl Push {
+    /// Encrypts `payload` to `d` and sends it with `ttl` and `urgency`.
+    async fn send(
+        &self,
+        d: &Device,
+        payload: Vec<u8>,
+        ttl: i64,
+        urgency: &str,
+        topic: &str,
+    ) -> Result<(), Failure> {
+        let endpoint = url::Url::parse(&d.endpoint)
+            .map_err(|_| Failure::Permanent("the device's endpoint is not a URL".into()))?;
+        let key = URL_SAFE_NO_PAD
+            .decode(d.p256dh.trim_end_matches('='))
+            .ok()
+            .and_then(|k| web_push_native::p256::PublicKey::from_sec1_bytes(&k).ok())
+            .ok_or_else(|| Failure::Permanent("the device's p256dh key is not valid".into()))?;
+        let auth = URL_SAFE_NO_PAD
+            .decode(d.auth.trim_end_matches('='))
+            .ok()
+            .filter(|a| a.len() == 16)
+            .ok_or_else(|| Failure::Permanent("the device's auth secret is not valid".into()))?;
+        let auth = web_push_native::Auth::clone_from_slice(&auth);
+        let body = web_push_native::encrypt(payload, &key, &auth)
+            .map_err(|e| Failure::Permanent(format!("cannot encrypt the payload: {e}")))?;
+        let authorization = self
+            .vapid
+            .authorization(&endpoint, &self.contact)
+            .ok_or_else(|| Failure::Permanent("the device's endpoint has no host".into()))?;
+        let sent = self
+            .client
+            .post(endpoint)
+            .timeout(Duration::from_secs(self.settings.timeout_secs))
+            .header("TTL", ttl.to_string())
+            .header("Urgency", urgency)
+            .header("Topic", topic)
+            .header(reqwest::header::CONTENT_ENCODING, "aes128gcm")
+            .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+            .header(reqwest::header::AUTHORIZATION, authorization)
+            .body(body)
+            .send()
+            .await;
+        match sent {
+            Ok(r) if r.status().is_success() => Ok(()),
+            Ok(r) if matches!(r.status().as_u16(), 404 | 410) => {
+                devices::remove(self.store.as_ref(), &d.id)
+                    .await
+                    .map_err(Failure::store)?;
+                tracing::info!(device = %d.id, person = %d.person.escape_debug(), status = %r.status(), "push: the subscription is gone; device removed");
+                Err(Failure::Permanent(format!(
+                    "the push service answered HTTP {}: the subscription is gone, so the device \
+                     was removed; it is notified again once it subscribes again from the inbox",
+                    r.status()
+                )))
+            }
+            Ok(r) => Err(failure(r.status(), r.headers())),
+            Err(e) if e.is_timeout() => Err(Failure::Transient(format!(
+                "the push service did not answer within {} s",
+                self.settings.timeout_secs
+            ))),
+            Err(e) => Err(Failure::Transient(format!("push request failed: {e}"))),
+        }
+    }
+
+    /// The Approve and Deny actions of approval `i` for device `d`: fresh single-use tokens,
+    /// good until the sooner of `push.action_ttl_secs` and the deadline.
+    async fn actions(&self, i: &Interaction, d: &Device) -> Result<Vec<PushAction>, Failure> {
+        let until = (jiff::Timestamp::now().as_second()
+            + i64::try_from(self.settings.action_ttl_secs).unwrap_or(900))
+        .min(i.deadline.as_second())
+        .to_string();
+        let mut out = Vec::with_capacity(2);
+        for (action, title) in [(Action::Allow, "Approve"), (Action::Deny, "Deny")] {
+            let token = TOKENS
+                .issue(self.store.as_ref(), i, action, &[&until, &d.id])
+                .await
+                .map_err(Failure::store)?;
+            out.push(PushAction {
+                action: action.as_str(),
+                title,
+                url: format!("/v1/push/{}/{token}", action.as_str()),
+            });
+        }
+        Ok(out)
+    }
+}
+
+#[async_trait]
+impl Platform for Push {
+    type Target = Device;
+    type Job = super::plan::DeviceJob;
+
+    /// A notification cannot gather others: every prompt is pushed on its own.
+    fn has_digests(&self) -> bool {
+        false
+    }
+
+    fn texts(&self) -> Texts {
+        Texts(crate::present::render::Locale::EnUs)
+    }
+
+    async fn post_digest(&self, _d: &Device, _sheet: &Sheet) -> Result<String, Failure> {
+        Err(Failure::Permanent("Web Push shows no digests".into()))
+    }
+
+    async fn edit_digest(&self, _a: &str, _m: &str, _sheet: &Sheet) -> Result<Edited, Failure> {
+        Ok(Edited::Cannot)
+    }
+
+    fn channel(&self) -> &'static str {
+        CHANNEL
+    }
+
+    fn address(&self, d: &Device) -> String {
+        d.id.clone()
+    }
+
+    async fn post(&self, i: &Interaction, d: &Device, _job: &OutboxJob) -> Result<Posted, Failure> {
+        let actions = if i.kind == Kind::Approval {
+            self.actions(i, d).await?
+        } else {
+            Vec::new()
+        };
+        let payload = render::prompt(i, self.settings.include_command, actions);
+        let tag = payload.tag.clone();
+        let left = ttl(i);
+        let urgency = if left < 300 { "high" } else { "normal" };
+        self.send(d, payload.bytes(), left, urgency, &tag[8..])
+            .await?;
+        Ok(Posted {
+            message_ref: tag,
+            state: None,
+        })
+    }
+
+    async fn edit(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Failure> {
+        let Some(d) = devices::get(self.store.as_ref(), &m.address)
+            .await
+            .map_err(Failure::store)?
+        else {
+            // Removed since: nothing left to replace.
+            return Ok(());
+        };
+        let payload = render::outcome(i, self.settings.include_command);
+        let tag = payload.tag.clone();
+        // Kept a day: a phone that was off still learns the prompt is settled.
+        self.send(&d, payload.bytes(), 86_400, "normal", &tag[8..])
+            .await
+    }
+}
+
+/// Delivers the channel's jobs.
+pub(crate) struct Deliverer {
+    /// The skeleton over [`Push`].
+    pub messages: Messages<Push>,
+    /// Who may answer what (the devices' people).
+    pub registry: Registry,
+}
+
+impl Deliverer {
+    /// The deliverer of `push`'s jobs.
+    pub fn new(push: Push, store: Arc<dyn Store>, registry: Registry) -> Self {
+        Deliverer {
+            messages: Messages {
+                platform: push,
+                digests: Digests::new(store.clone(), CHANNEL, 0, Vec::new()),
+                store,
+                pacer: Pacer::new(Duration::ZERO, Duration::from_secs(30)),
+                health: None,
+            },
+            registry,
+        }
+    }
+
+    /// Whether device `d`'s person may answer `i` now.
+    fn admitted(&self, i: &Interaction, d: &Device) -> bool {
+        let Some(label) = &d.label else {
+            return false;
+        };
+        let teams = self.registry.teams();
+        admission(i, &teams.people, OPERATOR, label, true) == Admission::Admitted
+    }
+
+    /// Notifies every device whose person may answer the interaction now and is not in
+    /// their quiet hours (unless `escalation` and its route says escalations go through):
+    /// the job is retried for those in a retryable failure, and when the first quiet hours
+    /// end (the others are not notified twice).
+    async fn post(&self, job: &OutboxJob, escalation: bool) -> Delivery {
+        let Some(id) = &job.interaction_id else {
+            return Delivery::Failed("a push post job without an interaction".into());
+        };
+        let store = self.messages.store.as_ref();
+        let i = match store.get(id).await {
+            Ok(Some(i)) if job.is_for(&i) && i.is_pending() => i,
+            Ok(_) => return Delivery::Done,
+            Err(e) => return Delivery::store_retry(e),
+        };
+        let all = match devices::list(store, None).await {
+            Ok(all) => all,
+            Err(e) => return Delivery::store_retry(e),
+        };
+        let teams = self.registry.teams();
+        let now = jiff::Timestamp::now();
+        let mut retry: Option<Delivery> = None;
+        let mut held: Option<jiff::Timestamp> = None;
+        for d in all.iter().filter(|d| self.admitted(&i, d)) {
+            if let Some(end) =
+                notification::held_until(&teams.people, &d.person, &i, escalation, now)
+            {
+                tracing::debug!(id = %id, device = %d.id, until = %end, "push: held for quiet hours");
+                held = Some(held.map_or(end, |h| h.min(end)));
+                continue;
+            }
+            match self.messages.post(job, d).await {
+                Delivery::Done => {}
+                Delivery::Failed(e) => {
+                    tracing::warn!(id = %id, device = %d.id, error = %e.escape_debug(), "push: a device was not notified");
+                }
+                r @ Delivery::Retry { .. } => retry = Some(r),
+            }
+        }
+        match (retry, held) {
+            (Some(r), _) => r,
+            (None, Some(end)) if end < i.deadline => notification::hold(end, now),
+            (None, _) => Delivery::Done,
+        }
+    }
+}
+
+#[async_trait]
+impl OutboxHandler for Deliverer {
+    async fn deliver(&self, job: &ClaimedJob) -> Delivery {
+        match Job::read(&job.job) {
+            Ok(Job::Post { escalation }) => self.post(&job.job, escalation).await,
+            Ok(Job::Update) => self.messages.finalize_all(&job.job).await,
+            Err(failed) => failed,
+        }
+    }
+
+    fn concurrency(&self) -> usize {
+        4
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::StatusCode;
+    use reqwest::header::HeaderMap;
+
+    #[test]
+    fn throttling_waits_server_errors_retry_and_refusals_say_what_to_check() {
+        let mut h = HeaderMap::new();
+        h.insert(reqwest::header::RETRY_AFTER, "7".parse().unwrap());
+        assert_eq!(
+            failure(StatusCode::TOO_MANY_REQUESTS, &h),
+            Failure::Throttled {
+                after: Some(Duration::from_secs(7)),
+                error: "the push service answered HTTP 429 Too Many Requests".into()
+            }
+        );
+        let none = HeaderMap::new();
+        assert!(matches!(
+            failure(StatusCode::SERVICE_UNAVAILABLE, &none),
+            Failure::Transient(_)
+        ));
+        let f = failure(StatusCode::FORBIDDEN, &none);
+        assert!(
+            matches!(&f, Failure::Permanent(e) if e.contains("push.subject")),
+            "{f:?}"
+        );
+    }
+}

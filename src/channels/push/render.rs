@@ -1,0 +1,157 @@
+//! What a push carries: the JSON the inbox's service worker (`sw.js`) reads from each push
+//! and turns into a notification. A prompt says what is asked (tool and command or the
+//! question, agent, route: [`crate::channels::notification`]), where a tap opens the card, and
+//! for an approval its Approve and Deny actions with their single-use URLs. An outcome
+//! carries the same `tag`, so it replaces the prompt's notification ("Allowed by bob via
+//! telegram").
+//!
+//! The payload is kept under [`MAX_PAYLOAD`] bytes: push services take 4096 encrypted.
+
+use serde::Serialize;
+
+use crate::channels::notification;
+use crate::interaction::Interaction;
+use crate::present::render::outcome_phrase;
+
+/// The largest payload sent, in bytes (4096 less the encryption's header, tag and padding).
+pub(super) const MAX_PAYLOAD: usize = 3800;
+
+/// The longest body shown before it is cut.
+const MAX_BODY_CHARS: usize = 1000;
+
+/// One action of a notification.
+#[derive(Debug, Serialize)]
+pub(super) struct PushAction {
+    /// `allow` or `deny`: what the worker's `notificationclick` reads.
+    pub action: &'static str,
+    /// The button's label.
+    pub title: &'static str,
+    /// The single-use URL (a path on this server) the worker posts to.
+    pub url: String,
+}
+
+/// A push's JSON.
+#[derive(Debug, Serialize)]
+pub(super) struct Payload {
+    /// The format's version.
+    pub v: u8,
+    /// `prompt` or `outcome`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// The interaction's id.
+    pub id: String,
+    /// The notification's tag: an outcome replaces the prompt with the same tag.
+    pub tag: String,
+    /// The title.
+    pub title: String,
+    /// The text.
+    pub body: String,
+    /// What a tap opens (a path on this server: the inbox card).
+    pub url: String,
+    /// The deadline (unix ms) of a prompt.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<i64>,
+    /// Its actions (an approval's prompt only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub actions: Vec<PushAction>,
+}
+
+impl Payload {
+    /// The JSON bytes, with the body cut until it fits [`MAX_PAYLOAD`].
+    pub fn bytes(mut self) -> Vec<u8> {
+        loop {
+            let bytes = serde_json::to_vec(&self).unwrap_or_default();
+            if bytes.len() <= MAX_PAYLOAD || self.body.is_empty() {
+                return bytes;
+            }
+            let keep = self.body.chars().count() / 2;
+            self.body = crate::interaction::clip(&self.body, keep);
+            self.title = crate::interaction::clip(&self.title, 100);
+        }
+    }
+}
+
+/// The tag of interaction `i`'s notifications (per incarnation).
+pub(super) fn tag(i: &Interaction) -> String {
+    use sha2::{Digest, Sha256};
+    let h = Sha256::digest(i.incarnation().as_bytes());
+    format!("imrelay-{}", &hex::encode(h)[..24])
+}
+
+/// The prompt of pending `i`, with `actions` (an approval's allow and deny URLs).
+pub(super) fn prompt(i: &Interaction, include_command: bool, actions: Vec<PushAction>) -> Payload {
+    let (title, body) = notification::text(i, include_command, MAX_BODY_CHARS);
+    Payload {
+        v: 1,
+        kind: "prompt",
+        id: i.id.to_string(),
+        tag: tag(i),
+        title,
+        body,
+        url: card(i),
+        deadline: Some(i.deadline.as_millisecond()),
+        actions,
+    }
+}
+
+/// The outcome of resolved `i`, replacing its prompt.
+pub(super) fn outcome(i: &Interaction, include_command: bool) -> Payload {
+    let (title, _) = notification::text(i, include_command, MAX_BODY_CHARS);
+    let body = i
+        .resolution
+        .as_deref()
+        .map(outcome_phrase)
+        .unwrap_or_else(|| "Resolved".into());
+    Payload {
+        v: 1,
+        kind: "outcome",
+        id: i.id.to_string(),
+        tag: tag(i),
+        title,
+        body,
+        url: card(i),
+        deadline: None,
+        actions: Vec::new(),
+    }
+}
+
+/// The inbox card of `i`, as a path.
+fn card(i: &Interaction) -> String {
+    let id: String = form_urlencoded::byte_serialize(i.id.as_ref().as_bytes()).collect();
+    format!("/#{id}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::interaction::InteractionId;
+
+    fn bash(command: &str) -> Interaction {
+        let mut input = serde_json::Map::new();
+        input.insert("command".into(), command.into());
+        let mut i = Interaction::pending(
+            InteractionId::parse("p1").unwrap(),
+            "Bash",
+            input,
+            jiff::Timestamp::from_millisecond(1_700_000_000_000).unwrap(),
+            60,
+        );
+        i.agent = Some("claude-code".into());
+        i
+    }
+
+    #[test]
+    fn a_prompt_says_the_command_unless_told_not_to_and_always_fits() {
+        let i = bash("cargo publish --allow-dirty");
+        let p = prompt(&i, true, Vec::new());
+        assert!(p.title.contains("cargo publish"), "{}", p.title);
+        assert_eq!(p.url, "/#p1");
+        let quiet = prompt(&i, false, Vec::new());
+        let json = String::from_utf8(quiet.bytes()).unwrap();
+        assert!(!json.contains("cargo publish"), "{json}");
+        assert!(json.contains("An approval is waiting"), "{json}");
+        let long = bash(&"é".repeat(5000));
+        assert!(prompt(&long, true, Vec::new()).bytes().len() <= MAX_PAYLOAD);
+        assert_eq!(tag(&i), tag(&bash("other")));
+    }
+}

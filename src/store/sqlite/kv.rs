@@ -1,0 +1,37 @@
+//! Named values read by prefix: a range over the `kv` table's primary key.
+
+use rusqlite::params;
+
+use super::{SqliteStore, unavailable};
+use crate::interaction::ports::StoreError;
+
+/// The values whose keys start with `prefix`, by key, at most `limit`.
+pub(super) async fn values_under(
+    store: &SqliteStore,
+    prefix: &str,
+    limit: usize,
+) -> Result<Vec<(String, String)>, StoreError> {
+    let prefix = prefix.to_string();
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    store
+        .read(move |conn| {
+            // A range over the primary key: every key that starts with the prefix sorts
+            // at or after it and before it with U+10FFFF appended.
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT key, value FROM kv WHERE key >= ?1 AND key < ?1 || char(1114111)
+                 ORDER BY key LIMIT ?2",
+                )
+                .map_err(unavailable)?;
+            let rows = stmt
+                .query_map(params![prefix, limit], |r| Ok((r.get(0)?, r.get(1)?)))
+                .map_err(unavailable)?
+                .collect::<Result<Vec<(String, String)>, _>>()
+                .map_err(unavailable)?;
+            Ok(rows
+                .into_iter()
+                .filter(|(k, _)| k.starts_with(&prefix))
+                .collect())
+        })
+        .await
+}
