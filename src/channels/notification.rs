@@ -50,9 +50,8 @@ pub(crate) fn text(i: &Interaction, include_command: bool, max_chars: usize) -> 
             );
         }
         _ => i
-            .title
-            .as_deref()
-            .or(i.description.as_deref())
+            .title()
+            .or(i.description())
             .unwrap_or("Open imrelay to answer.")
             .to_string(),
     };
