@@ -11,7 +11,7 @@
 //! - [`audit`]: the hash-chained audit trail.
 //! - [`store`]: persistence behind one trait; SQLite embedded by default.
 //! - [`present`]: how an interaction and a tool call read to a person, for every surface.
-//! - [`channels`]: Telegram, Feishu/Lark, Slack, WeCom, DingTalk, ntfy, Discord, Matrix and webhooks: present interactions, take answers.
+//! - [`channels`]: Telegram, Feishu/Lark, Slack, WeCom, DingTalk, ntfy, Discord, Matrix, Web Push and webhooks: present interactions, take answers.
 //! - [`outbox`]: durable delivery of work to the outside world, with retries.
 //! - [`http`]: the axum layer (API, event stream, inbox, health, metrics, routing) and the
 //!   server that bounds connections.

@@ -28,7 +28,7 @@ use imrelay::config::{Loaded, Settings};
 const INVALID_CONFIGURATION: u8 = 2;
 
 /// A human-in-the-loop relay for AI agents: tool approvals and questions, answered from
-/// Telegram, Feishu/Lark, Slack, WeCom, DingTalk, ntfy, Discord, Matrix, webhooks or the desktop.
+/// Telegram, Feishu/Lark, Slack, WeCom, DingTalk, ntfy, Discord, Matrix, Web Push, webhooks or the desktop.
 #[derive(Parser)]
 #[command(name = "imrelay", version = imrelay::VERSION, about)]
 struct Cli {
@@ -64,7 +64,7 @@ enum ServerCommand {
     /// Validate the configuration and print it, with every secret redacted.
     CheckConfig,
     /// Check the configuration against the world before relying on it: the store, tokens,
-    /// and each enabled channel (Telegram, Feishu/Lark, Slack, WeCom, DingTalk, ntfy, Discord, Matrix and webhooks); one line per check, exit 1 if any failed.
+    /// and each enabled channel (Telegram, Feishu/Lark, Slack, WeCom, DingTalk, ntfy, Discord, Matrix, Web Push and webhooks); one line per check, exit 1 if any failed.
     Doctor {
         /// Also send a test message to every destination of every enabled channel (chats,
         /// groups, conversations, webhooks).

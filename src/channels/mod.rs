@@ -1,4 +1,4 @@
-//! Channels present interactions outside imrelay (Telegram, Feishu/Lark, Slack, WeCom, DingTalk, ntfy, Discord, Matrix, webhooks) and hand
+//! Channels present interactions outside imrelay (Telegram, Feishu/Lark, Slack, WeCom, DingTalk, ntfy, Discord, Matrix, Web Push, webhooks) and hand
 //! answers back to the registry.
 //!
 //! Every channel is listed once, in the channel registry ([`registry`]: each settings section

@@ -39,7 +39,7 @@ const PERMISSION_PROMPT: &str = "permission_prompt";
 const ASK_HUMAN: &str = "ask_human";
 
 const INSTRUCTIONS: &str = "imrelay relays your requests to people on their phones and \
-desktops (Telegram, Feishu/Lark, Slack, WeCom, DingTalk, ntfy, Discord, Matrix, webhooks, a web inbox). Use request_approval before an \
+desktops (Telegram, Feishu/Lark, Slack, WeCom, DingTalk, ntfy, Discord, Matrix, Web Push, webhooks, a web inbox). Use request_approval before an \
 action that is risky, irreversible or beyond what you were asked to do, and ask_human when \
 you need a person's decision between a few choices. Both wait until a person answers, which \
 may take minutes; the answer says who decided and why. permission_prompt is for Claude \

@@ -694,7 +694,7 @@ fn every_list_of_channels_names_every_registered_channel() {
     assert!(missing.is_empty(), "{missing:#?}");
     assert_eq!(
         imrelay::channels::in_words(&settings.channels()),
-        "Telegram, Feishu/Lark, Slack, WeCom, DingTalk, ntfy, Discord, Matrix and webhooks"
+        "Telegram, Feishu/Lark, Slack, WeCom, DingTalk, ntfy, Discord, Matrix, Web Push and webhooks"
     );
 }
 

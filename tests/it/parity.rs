@@ -73,10 +73,15 @@ impl Feature {
 /// Rows the suite does not drive yet, and the tests that check them channel by channel.
 /// Channels this suite has no harness for yet, with the tests that check their ✅ cells today
 /// (each prints as such when the suite runs): Discord's fake lives in `tests/it/discord`, and
-/// Matrix is tested against a real homeserver in `tests/external/matrix.rs`.
+/// Matrix is tested against a real homeserver in `tests/external/matrix.rs`, and Web Push
+/// in Chromium in `tests/external/inbox/push.rs`.
 const OWN_SUITE: &[(&str, &str)] = &[
     ("discord", "tests/it/discord/channel.rs"),
     ("matrix", "tests/external/matrix.rs (a real Synapse)"),
+    (
+        "push",
+        "tests/external/inbox/push.rs (Chromium and a push service checked with http-ece)",
+    ),
 ];
 
 const CHECKED_ELSEWHERE: &[(&str, &str)] = &[
