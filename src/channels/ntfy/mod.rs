@@ -8,7 +8,7 @@
 //! - `deliver` — publishing prompts and outcomes on the shared delivery skeleton.
 //! - `render` — the JSON ntfy publishes.
 //! - `inbound` — the buttons' endpoint: the kit's single-use action tokens
-//!   ([`crate::channels::actions`]) through the answer pipeline.
+//!   (`channels/actions.rs`) through the answer pipeline.
 //! - `doctor` — `imrelay doctor`'s checks.
 
 mod deliver;
