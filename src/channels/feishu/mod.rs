@@ -107,6 +107,12 @@ pub async fn install(w: &mut Wiring, settings: &FeishuSettings) -> anyhow::Resul
             deliver::Feishu {
                 api: api.clone(),
                 cards,
+                threads: crate::channels::threads::Threads::installed(
+                    w,
+                    CHANNEL,
+                    settings.thread_per,
+                ),
+                thread_replies: settings.thread_replies,
             },
             digests,
             w.store.clone(),
