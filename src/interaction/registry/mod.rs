@@ -214,6 +214,9 @@ pub trait Lifecycle: Send + Sync {
     /// Called after a person's message to an agent session was queued (`outcome`
     /// `queued`) or handed to its agent (`delivered`); `via` is where it came from.
     fn steered(&self, _via: &str, _outcome: &str) {}
+    /// Called after an agent session's record changed (by the process the adapter reported
+    /// it to), with the record as kept.
+    fn session_reported(&self, _session: &crate::interaction::sessions::Session) {}
     /// Called for each decision a policy rule or grant took (or, in shadow mode, would have
     /// taken) about a new interaction, once it was recorded.
     fn policy(&self, _interaction: &Interaction, _decided: &super::policy::Decided) {}

@@ -5,4 +5,5 @@
 pub(crate) mod channel;
 pub mod fake;
 mod socket;
+mod threads;
 mod web_api;
