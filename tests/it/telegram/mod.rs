@@ -11,6 +11,7 @@ pub(crate) mod fake;
 mod flow;
 mod grants;
 mod questions;
+mod quiet;
 mod quorum;
 mod reliability;
 mod rendering;
