@@ -4,5 +4,6 @@
 
 pub(crate) mod channel;
 pub mod fake;
+mod passkey;
 mod socket;
 mod web_api;
