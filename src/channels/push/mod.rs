@@ -109,6 +109,10 @@ impl crate::channels::Channel for PushSettings {
         false
     }
 
+    fn is_phone(&self) -> bool {
+        true
+    }
+
     fn direct(&self, _id: &str) -> Option<String> {
         None
     }
