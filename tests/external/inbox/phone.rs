@@ -242,7 +242,42 @@ pub(super) async fn a_passkey_answers_a_step_up_approval_and_a_chat_tap_cannot()
     let (_, still) = app.get("/v1/interactions/pk-2").await;
     assert_eq!(still["status"], "pending", "{still}");
 
-    // Registration, the assertion and the refusals are in the audit trail.
+    // A second passkey: the token alone cannot add one (a stolen token adds no thief's
+    // passkey); with an assertion by the first, made in the page, its registration starts,
+    // and the same assertion cannot start another.
+    let (status, body) = app
+        .post("/v1/passkeys/register", &json!({"label": "thief"}))
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(body["error"]["code"], "passkey_required", "{body}");
+    let proof = b
+        .eval(
+            "(async () => { const p = await apiJson('/v1/passkeys/assert', 'POST'); \
+             const c = await navigator.credentials.get(requestOptions(p.options)); \
+             return { challenge: p.challenge, credential: credentialJson(c) }; })()",
+        )
+        .await;
+    let (status, body) = app
+        .post(
+            "/v1/passkeys/register",
+            &json!({"label": "second", "passkey": proof}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(
+        body["options"]["publicKey"]["challenge"].is_string(),
+        "{body}"
+    );
+    let (status, body) = app
+        .post(
+            "/v1/passkeys/register",
+            &json!({"label": "third", "passkey": proof}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(body["error"]["code"], "passkey_challenge_unknown", "{body}");
+
+    // Registration, the assertions and the refusals are in the audit trail.
     let (_, audit) = app.get("/v1/audit?limit=1000").await;
     let passkey: Vec<String> = audit["entries"]
         .as_array()
@@ -251,7 +286,11 @@ pub(super) async fn a_passkey_answers_a_step_up_approval_and_a_chat_tap_cannot()
         .filter(|e| e["action"] == "passkey")
         .map(|e| e["outcome"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(passkey, ["registered", "asserted", "refused"], "{audit}");
+    assert_eq!(
+        passkey,
+        ["registered", "asserted", "refused", "asserted", "refused"],
+        "{audit}"
+    );
 
     // A lost device: the administrator's token removes it (here the person's own token).
     let id = listed["passkeys"][0]["id"].as_str().unwrap().to_string();
