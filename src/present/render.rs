@@ -321,6 +321,56 @@ pub fn votes_line(i: &Interaction, locale: Locale) -> Option<String> {
     })
 }
 
+/// Why a chat cannot answer `i`: it needs a passkey (`step_up`), so it is answered in the
+/// inbox, in `locale`. The toast a tap on it gets, and the line its copies show.
+pub(crate) fn step_up_text(i: &Interaction, locale: Locale) -> String {
+    let route = crate::interaction::routes::route_name(i);
+    match locale {
+        Locale::ZhCn => {
+            format!("此请求（路由「{route}」）需要通行密钥：请在 imrelay 收件箱中打开并回答")
+        }
+        Locale::EnUs => format!(
+            "This needs a passkey (route \"{route}\"): open it in the imrelay inbox and answer there"
+        ),
+    }
+}
+
+/// What a chat copy of a pending interaction that needs a passkey (`step_up`) shows in place
+/// of its answer buttons: one link button to its card in the inbox, where a platform has
+/// link buttons (see [`step_up_link`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct StepUpLink {
+    /// The button's label: "🔑 Answer in the inbox".
+    pub label: &'static str,
+    /// The card in the inbox: `<inbox>/#<id>`.
+    pub url: String,
+    /// Why, shown above the button ([`step_up_text`]).
+    pub why: String,
+}
+
+/// The link a chat copy of `i` shows in place of its answer buttons, in `locale`: `Some`
+/// when `i` is pending, needs a passkey, and the inbox has an address (`inbox`, from
+/// `server.public_url`). Otherwise the copy keeps its buttons, and a tap on one is refused
+/// with [`step_up_text`] (as on a platform without link buttons).
+pub(crate) fn step_up_link(
+    i: &Interaction,
+    inbox: Option<&str>,
+    locale: Locale,
+) -> Option<StepUpLink> {
+    if !i.is_pending() || !crate::interaction::routes::needs_step_up(i) {
+        return None;
+    }
+    let base = inbox?.trim_end_matches('/');
+    Some(StepUpLink {
+        label: match locale {
+            Locale::ZhCn => "🔑 在收件箱中回答",
+            Locale::EnUs => "🔑 Answer in the inbox",
+        },
+        url: format!("{base}/#{}", i.id),
+        why: step_up_text(i, locale),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
