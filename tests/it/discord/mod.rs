@@ -2,5 +2,6 @@
 //! discord.py in `tests/external/discord.rs`): the channel end to end (`channel`).
 
 pub(crate) mod channel;
+mod commands;
 pub mod fake;
 mod threads;
