@@ -118,3 +118,37 @@ pub(crate) fn hold(end: jiff::Timestamp, now: jiff::Timestamp) -> crate::outbox:
         error: "held for quiet hours".into(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::interaction::InteractionId;
+    use crate::interaction::routes::RouteStamp;
+
+    #[test]
+    fn a_step_up_approval_offers_no_actions_and_says_the_inbox_answers_it() {
+        let mut input = serde_json::Map::new();
+        input.insert("command".into(), "make deploy-prod".into());
+        let mut i = Interaction::pending(
+            InteractionId::parse("n1").unwrap(),
+            "Bash",
+            input,
+            jiff::Timestamp::now(),
+            60,
+        );
+        assert!(answers_here(&i));
+        i.route = Some(std::sync::Arc::new(RouteStamp {
+            name: "prod".into(),
+            step_up: true,
+            ..RouteStamp::default_route()
+        }));
+        assert!(!answers_here(&i));
+        for include_command in [true, false] {
+            let (_, body) = text(&i, include_command, 500);
+            assert!(
+                body.ends_with("This needs a passkey (route \"prod\"): open it in the imrelay inbox and answer there"),
+                "{body}"
+            );
+        }
+    }
+}

@@ -3,3 +3,4 @@
 
 mod channel;
 pub mod fake;
+mod passkey;
