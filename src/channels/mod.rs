@@ -36,6 +36,7 @@ pub mod registry;
 pub(crate) mod sessions;
 pub mod slack;
 pub mod telegram;
+pub mod threads;
 pub mod token;
 pub(crate) mod typed;
 pub mod webhook;

@@ -200,6 +200,34 @@ impl Rest {
             .map(|_| ())
     }
 
+    /// Starts a public thread named `name` from message `message` in `channel`: the
+    /// thread's channel id (Discord gives it the message's id).
+    pub async fn start_thread(
+        &self,
+        channel: &str,
+        message: &str,
+        name: &str,
+    ) -> Result<String, ApiError> {
+        let path = format!("/channels/{channel}/messages/{message}/threads");
+        let route = "POST /channels/{id}/messages/{id}/threads";
+        // A day of silence archives it (Discord's choices: 60, 1440, 4320, 10080 minutes).
+        let body = json!({ "name": name, "auto_archive_duration": 1440 });
+        let v = self
+            .call(Method::POST, route, &path, channel, Some(&body), true)
+            .await?;
+        id_of(route, &v)
+    }
+
+    /// Archives and locks thread `thread`: it stays readable, nobody posts in it.
+    pub async fn close_thread(&self, thread: &str) -> Result<(), ApiError> {
+        let path = format!("/channels/{thread}");
+        let route = "PATCH /channels/{id}";
+        let body = json!({ "archived": true, "locked": true });
+        self.call(Method::PATCH, route, &path, thread, Some(&body), true)
+            .await
+            .map(|_| ())
+    }
+
     /// Answers interaction `id` (with its `token`) with `response`; interaction callbacks
     /// are not bound to the bot's token nor to the global limit.
     pub async fn callback(&self, id: &str, token: &str, response: &Value) -> Result<(), ApiError> {

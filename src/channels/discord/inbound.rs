@@ -195,12 +195,18 @@ impl Interactions {
         })
     }
 
-    /// The interaction whose copy is the message clicked on (in its channel, or in the
-    /// clicker's direct messages).
+    /// The interaction whose copy is the message clicked on (in its channel, in the channel
+    /// a thread is in, or in the clicker's direct messages).
     async fn by_message(&self, payload: &Value, person: &Person) -> Option<InteractionId> {
         let message = payload["message"]["id"].as_str()?;
         let channel = payload["channel_id"].as_str().unwrap_or_default();
-        for address in [channel.to_string(), format!("@{}", person.id)] {
+        // A prompt in a session's thread is recorded under the channel the thread is in.
+        let parent = payload["channel"]["parent_id"].as_str().unwrap_or_default();
+        for address in [
+            channel.to_string(),
+            parent.to_string(),
+            format!("@{}", person.id),
+        ] {
             if let Ok(Some(m)) = self.store.message(super::CHANNEL, &address, message).await {
                 return Some(m.interaction_id);
             }

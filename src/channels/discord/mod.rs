@@ -95,6 +95,12 @@ pub async fn install(w: &mut Wiring, settings: &DiscordSettings) -> anyhow::Resu
                 rest: rest.clone(),
                 render,
                 dms: Default::default(),
+                threads: crate::channels::threads::Threads::installed(
+                    w,
+                    CHANNEL,
+                    settings.thread_per,
+                ),
+                thread_replies: settings.thread_replies,
             },
             w.store.clone(),
             w.health.clone(),

@@ -375,6 +375,12 @@ impl Render {
         }))
     }
 
+    /// A plain message of `text` (escaped), mentioning nobody.
+    pub fn plain(&self, text: &str) -> Value {
+        json!({"content": crate::interaction::clip(&escape(text), MAX_CONTENT),
+            "allowed_mentions": {"parse": []}})
+    }
+
     /// An ephemeral notice (only the person who clicked sees it): an interaction response.
     pub fn notice(&self, text: &str) -> Value {
         json!({"type": 4, "data": {"content": crate::interaction::clip(&escape(text), MAX_CONTENT),

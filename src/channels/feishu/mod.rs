@@ -101,13 +101,16 @@ pub async fn install(w: &mut Wiring, settings: &FeishuSettings) -> anyhow::Resul
     );
     w.registry
         .add_hook(Arc::new(plan::planner(&settings.receivers)));
+    let feishu = deliver::Feishu {
+        api: api.clone(),
+        cards,
+        threads: crate::channels::threads::Threads::installed(w, CHANNEL, settings.thread_per),
+        thread_replies: settings.thread_replies,
+    };
     w.outbox.register(
         CHANNEL,
         Arc::new(deliver::Deliverer::new(
-            deliver::Feishu {
-                api: api.clone(),
-                cards,
-            },
+            feishu,
             digests,
             w.store.clone(),
             w.health.clone(),

@@ -62,7 +62,10 @@ pub async fn install(w: &mut Wiring, settings: &MatrixSettings) -> anyhow::Resul
     w.outbox.register(
         CHANNEL,
         Arc::new(deliver::Deliverer::new(
-            deliver::Matrix::new(session.clone(), render.clone(), w.store.clone()),
+            deliver::Matrix::new(session.clone(), render.clone(), w.store.clone()).with_threads(
+                crate::channels::threads::Threads::installed(w, CHANNEL, settings.thread_per),
+                settings.thread_replies,
+            ),
             w.store.clone(),
             w.health.clone(),
         )),

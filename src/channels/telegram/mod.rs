@@ -151,6 +151,8 @@ pub(crate) struct Telegram {
     poll_lease: Duration,
     /// The digests of sessions with many interactions pending (`telegram.digest_after`).
     digests: crate::channels::digest::Digests,
+    /// A forum topic per agent session (`telegram.thread_per`).
+    threads: crate::channels::threads::Threads,
 }
 
 impl Telegram {
@@ -310,6 +312,7 @@ pub async fn install(w: &mut Wiring, settings: &TelegramSettings) -> anyhow::Res
             s.digest_after,
             s.chats.iter().map(i64::to_string).collect(),
         ),
+        threads: crate::channels::threads::Threads::installed(w, CHANNEL, s.thread_per),
     });
     w.registry.add_hook(Arc::new(plan::planner(&s.chats)));
     w.outbox
@@ -496,6 +499,8 @@ mod tests {
                 poll_timeout_secs: 25,
                 request_timeout_secs: 30,
                 digest_after: 0,
+                thread_per: Default::default(),
+                thread_replies: false,
             })
         };
         assert_eq!(with(vec![1], vec![1]), None);

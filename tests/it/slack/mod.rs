@@ -6,4 +6,5 @@ pub(crate) mod channel;
 pub mod fake;
 mod passkey;
 mod socket;
+mod threads;
 mod web_api;

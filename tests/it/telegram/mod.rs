@@ -18,6 +18,7 @@ mod reliability;
 mod rendering;
 mod routes;
 mod sessions;
+mod threads;
 mod webhook;
 
 use std::sync::Arc;
