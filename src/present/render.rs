@@ -448,6 +448,35 @@ mod tests {
     }
 
     #[test]
+    fn a_step_up_interaction_links_to_its_card_while_pending_and_with_an_inbox() {
+        let mut i = Interaction::pending(
+            crate::interaction::InteractionId::parse("s1").unwrap(),
+            "Bash",
+            serde_json::Map::new(),
+            Timestamp::UNIX_EPOCH,
+            60,
+        );
+        assert_eq!(
+            step_up_link(&i, Some("https://r.example"), Locale::EnUs),
+            None
+        );
+        let stamp = crate::interaction::routes::RouteStamp {
+            name: "prod".into(),
+            step_up: true,
+            ..crate::interaction::routes::RouteStamp::default_route()
+        };
+        i.route = Some(std::sync::Arc::new(stamp));
+        let link = step_up_link(&i, Some("https://r.example/"), Locale::EnUs).unwrap();
+        assert_eq!(link.url, "https://r.example/#s1");
+        assert_eq!(
+            link.why,
+            "This needs a passkey (route \"prod\"): open it in the imrelay inbox and answer there"
+        );
+        assert_eq!(step_up_link(&i, None, Locale::EnUs), None);
+        assert!(step_up_text(&i, Locale::ZhCn).contains("通行密钥"));
+    }
+
+    #[test]
     fn durations_round_to_whole_minutes_before_splitting_hours() {
         assert_eq!(duration_words(89), "89 s");
         assert_eq!(duration_words(90), "2 min");

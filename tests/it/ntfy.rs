@@ -204,3 +204,33 @@ async fn doctor_checks_the_server_and_publishes_a_test_to_each_topic() {
     assert_eq!(test["title"], "imrelay doctor");
     assert!(fake.refused().is_empty(), "{:?}", fake.refused());
 }
+
+#[tokio::test]
+async fn a_step_up_approval_has_no_buttons_and_says_the_inbox_answers_it() {
+    let (fake, url) = FakeNtfy::start("Bearer tk_test").await;
+    let app = spawn_with(|s| {
+        configure(s, &url);
+        s.server.public_url = "https://relay.example.com".into();
+        s.routes = vec![imrelay::config::teams::RouteSettings {
+            name: "prod".into(),
+            places: imrelay::config::teams::PerChannel::from([(
+                "ntfy".into(),
+                imrelay::config::teams::written(vec!["phone-alice"]),
+            )]),
+            step_up: true,
+            ..Default::default()
+        }];
+    })
+    .await;
+    app.create_bash("ns", "make deploy-prod").await;
+    let prompt = fake.nth(0).await;
+    assert!(prompt.get("actions").is_none(), "{prompt}");
+    assert_eq!(prompt["click"], "https://relay.example.com/#ns", "{prompt}");
+    assert!(
+        prompt["message"].as_str().unwrap().contains(
+            "This needs a passkey (route \"prod\"): open it in the imrelay inbox and answer there"
+        ),
+        "{prompt}"
+    );
+    assert!(fake.refused().is_empty(), "{:?}", fake.refused());
+}

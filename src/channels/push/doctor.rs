@@ -141,7 +141,7 @@ async fn reach_checks(devices: &[Device]) -> Vec<Check> {
             ))),
             Err(e) => out.push(Check::fail(
                 format!(
-                    "push: {origin} (the push service of {}) does not answer within {} s: {e}",
+                    "push: {origin} (the push service of {}) does not answer (waited at most {} s): {e}",
                     devices_word(n),
                     REACH_TIMEOUT.as_secs()
                 ),
