@@ -1,0 +1,127 @@
+//! The proxy's part in steering (docs/steering.md): it tells imrelay what each session does
+//! (opened, prompted at the desk, its turn ended, with what the agent said last) at
+//! [`crate::agents::acp::SESSION_PATH`], and when a turn ends, imrelay's answer is the next
+//! prompt, if any: a person's queued messages, a deny's instruction, or a reply to the
+//! "finished" question. The proxy sends it to the agent as a `session/prompt` of its own
+//! ([`Turns::own_prompt`]); the agent's `session/update` notifications reach the editor as
+//! ever, and the answer to the proxy's request stays with the proxy.
+//!
+//! Each session's reports go in order (each waits for the one before). The report of a
+//! turn's end waits for a reply (with `on_finish = "ask"`) and is abandoned, withdrawing the
+//! "finished" question on every channel, as soon as anything newer happens in the session: a
+//! person at the desk prompting first wins.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::{Hook, say};
+use crate::agents::acp::prompts::{Ended, Turns, Whose};
+use crate::agents::acp::session::Tracker;
+use crate::agents::turns::{TurnAgent, TurnBody, TurnEvent, TurnReply};
+
+/// Sessions whose last report is followed (past it, finished ones are forgotten).
+const MAX_CHAINS: usize = 256;
+
+/// A turn's end answered: the session and the prompt to send, or why there is none.
+pub(super) type Answered = (String, Result<TurnReply, String>);
+
+/// What the proxy does for steering.
+pub(super) struct Steering {
+    /// Each session's turns.
+    pub turns: Turns,
+    hook: Hook,
+    /// Each session's last report, and whether it is a turn's end waiting for a reply.
+    chains: HashMap<String, (JoinHandle<()>, bool)>,
+    /// Where the answers to turns' ends arrive.
+    answers: mpsc::Sender<Answered>,
+    /// Whether a report that failed was said on standard error (once is enough).
+    told: Arc<AtomicBool>,
+}
+
+impl Steering {
+    /// Reports to `hook`'s imrelay; answers to turns' ends go to `answers`.
+    pub fn new(hook: Hook, answers: mpsc::Sender<Answered>) -> Self {
+        Self {
+            turns: Turns::new(),
+            hook,
+            chains: HashMap::new(),
+            answers,
+            told: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Tells imrelay that `event` happened in `session`; for a turn's end, with what the
+    /// agent said, and its answer goes to the proxy's answers.
+    pub fn report(
+        &mut self,
+        tracker: &Tracker,
+        event: TurnEvent,
+        session: &str,
+        said: Option<String>,
+    ) {
+        let body = TurnBody {
+            event,
+            session: session.to_string(),
+            cwd: tracker.cwd(session),
+            agent: tracker.agent().map(|a| TurnAgent {
+                name: a.name.clone(),
+                title: a.title.clone(),
+            }),
+            last_message: said,
+        };
+        let before = match self.chains.remove(session) {
+            // Something newer happened: the wait for a reply is over.
+            Some((task, true)) => {
+                task.abort();
+                None
+            }
+            Some((task, false)) => Some(task),
+            None => None,
+        };
+        let (hook, told, answers) = (self.hook.clone(), self.told.clone(), self.answers.clone());
+        let stop = event == TurnEvent::Stopped;
+        let key = session.to_string();
+        let task = tokio::spawn(async move {
+            if let Some(before) = before {
+                let _ = before.await;
+            }
+            let answer = hook.turn(&body).await;
+            if let Err(why) = &answer
+                && !told.swap(true, Ordering::Relaxed)
+            {
+                say(&format!(
+                    "a session's turn was not reported to imrelay (said once only): {why}"
+                ));
+            }
+            if stop {
+                let _ = answers.send((key, answer)).await;
+            }
+        });
+        if self.chains.len() >= MAX_CHAINS {
+            self.chains.retain(|_, (t, _)| !t.is_finished());
+        }
+        self.chains.insert(session.to_string(), (task, stop));
+    }
+
+    /// A turn ended: reported when it ended by itself (a cancelled or failed one asks
+    /// nothing; what waits for the session waits for its next turn's end).
+    pub fn ended(&mut self, tracker: &Tracker, ended: Ended) {
+        if ended.finished() {
+            self.report(tracker, TurnEvent::Stopped, &ended.session, ended.said);
+        } else if ended.stop_reason.is_none() && ended.whose == Whose::Proxy {
+            say("the agent answered a prompt sent for a person through imrelay with an error");
+        }
+    }
+
+    /// Stops every wait for a reply (the agent or the editor is gone): each "finished"
+    /// question is withdrawn.
+    pub fn abandon_all(&mut self) {
+        for (_, (task, _)) in self.chains.drain() {
+            task.abort();
+        }
+    }
+}
