@@ -20,6 +20,7 @@ use std::time::Duration;
 use crate::Need;
 
 pub mod acp;
+pub mod acp_steer;
 pub mod claude_code;
 pub mod codex;
 pub mod fake_model;
@@ -151,6 +152,7 @@ pub fn capture(path: &str, value: &serde_json::Value) {
 pub fn trials() -> Vec<libtest_mimic::Trial> {
     [
         acp::trials(),
+        acp_steer::trials(),
         claude_code::trials(),
         codex::trials(),
         gemini::trials(),
