@@ -169,6 +169,17 @@ pub enum Event {
         /// `per_…` or `que_…`
         request_id: String,
     },
+    /// A session is working on a turn (`session.status` with `busy`; said again during the
+    /// turn).
+    Busy {
+        /// `ses_…`
+        session_id: String,
+    },
+    /// A session's turn ended (`session.idle`).
+    Idle {
+        /// `ses_…`
+        session_id: String,
+    },
     /// Any other event (`server.connected`, `message.updated`, ...).
     Other,
 }
@@ -225,7 +236,25 @@ pub fn parse_event(data: &str) -> Result<Event, EventError> {
                 request_id: s.request_id,
             })
         }
+        "session.status" | "session.idle" => Ok(session_event(&env.kind, &env.properties)),
         _ => Ok(Event::Other),
+    }
+}
+
+/// A `session.status` or `session.idle` event's meaning: a session busy or idle (one whose id
+/// no request could carry is no session: [`Event::Other`]).
+fn session_event(kind: &str, properties: &Value) -> Event {
+    let Some(id) = properties["sessionID"]
+        .as_str()
+        .filter(|id| !id.is_empty() && id.len() <= MAX_ID_BYTES)
+    else {
+        return Event::Other;
+    };
+    let session_id = id.to_string();
+    match (kind, properties["status"]["type"].as_str()) {
+        ("session.idle", _) => Event::Idle { session_id },
+        (_, Some("busy")) => Event::Busy { session_id },
+        _ => Event::Other,
     }
 }
 
@@ -549,6 +578,15 @@ mod tests {
             parse_event(r#"{"type":"server.connected","properties":{}}"#).unwrap(),
             Event::Other
         );
+        let busy = fixture("server_permission_once", "session.status");
+        let Event::Busy { session_id } = parse_event(&busy).unwrap() else {
+            panic!("not busy: {busy}");
+        };
+        assert!(session_id.starts_with("ses_"), "{session_id}");
+        let idle = fixture("server_permission_once", "session.idle");
+        assert_eq!(parse_event(&idle).unwrap(), Event::Idle { session_id });
+        let idle_status = r#"{"type":"session.status","properties":{"sessionID":"ses_1","status":{"type":"idle"}}}"#;
+        assert_eq!(parse_event(idle_status).unwrap(), Event::Other);
     }
 
     #[test]

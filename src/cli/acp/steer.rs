@@ -6,25 +6,20 @@
 //! ([`Turns::own_prompt`]); the agent's `session/update` notifications reach the editor as
 //! ever, and the answer to the proxy's request stays with the proxy.
 //!
-//! Each session's reports go in order (each waits for the one before). The report of a
-//! turn's end waits for a reply (with `on_finish = "ask"`) and is abandoned, withdrawing the
-//! "finished" question on every channel, as soon as anything newer happens in the session: a
-//! person at the desk prompting first wins.
+//! Each session's reports go in order, and the wait for a reply to a turn's end is abandoned
+//! as soon as anything newer happens in the session ([`Reports`]): a person at the desk
+//! prompting first wins.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 
 use super::{Hook, say};
 use crate::agents::acp::prompts::{Ended, Turns, Whose};
 use crate::agents::acp::session::Tracker;
 use crate::agents::turns::{TurnAgent, TurnBody, TurnEvent, TurnReply};
-
-/// Sessions whose last report is followed (past it, finished ones are forgotten).
-const MAX_CHAINS: usize = 256;
+use crate::cli::turns::Reports;
 
 /// A turn's end answered: the session and the prompt to send, or why there is none.
 pub(super) type Answered = (String, Result<TurnReply, String>);
@@ -34,8 +29,8 @@ pub(super) struct Steering {
     /// Each session's turns.
     pub turns: Turns,
     hook: Hook,
-    /// Each session's last report, and whether it is a turn's end waiting for a reply.
-    chains: HashMap<String, (JoinHandle<()>, bool)>,
+    /// Each session's reports.
+    reports: Reports,
     /// Where the answers to turns' ends arrive.
     answers: mpsc::Sender<Answered>,
     /// Whether a report that failed was said on standard error (once is enough).
@@ -48,7 +43,7 @@ impl Steering {
         Self {
             turns: Turns::new(),
             hook,
-            chains: HashMap::new(),
+            reports: Reports::default(),
             answers,
             told: Arc::new(AtomicBool::new(false)),
         }
@@ -73,22 +68,10 @@ impl Steering {
             }),
             last_message: said,
         };
-        let before = match self.chains.remove(session) {
-            // Something newer happened: the wait for a reply is over.
-            Some((task, true)) => {
-                task.abort();
-                None
-            }
-            Some((task, false)) => Some(task),
-            None => None,
-        };
         let (hook, told, answers) = (self.hook.clone(), self.told.clone(), self.answers.clone());
         let stop = event == TurnEvent::Stopped;
         let key = session.to_string();
-        let task = tokio::spawn(async move {
-            if let Some(before) = before {
-                let _ = before.await;
-            }
+        self.reports.send(session, stop, async move {
             let answer = hook.turn(&body).await;
             if let Err(why) = &answer
                 && !told.swap(true, Ordering::Relaxed)
@@ -101,10 +84,6 @@ impl Steering {
                 let _ = answers.send((key, answer)).await;
             }
         });
-        if self.chains.len() >= MAX_CHAINS {
-            self.chains.retain(|_, (t, _)| !t.is_finished());
-        }
-        self.chains.insert(session.to_string(), (task, stop));
     }
 
     /// A turn ended: reported when it ended by itself (a cancelled or failed one asks
@@ -120,8 +99,6 @@ impl Steering {
     /// Stops every wait for a reply (the agent or the editor is gone): each "finished"
     /// question is withdrawn.
     pub fn abandon_all(&mut self) {
-        for (_, (task, _)) in self.chains.drain() {
-            task.abort();
-        }
+        self.reports.abandon_all();
     }
 }

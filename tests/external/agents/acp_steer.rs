@@ -31,13 +31,13 @@ pub fn trials() -> Vec<libtest_mimic::Trial> {
     ]
 }
 
-const AGENT_TOKEN: &str = "agent-token-0123456789";
-const ALICE: &str = "alice-token-0123456789";
-const BOB: &str = "bob-token-0123456789";
+pub(super) const AGENT_TOKEN: &str = "agent-token-0123456789";
+pub(super) const ALICE: &str = "alice-token-0123456789";
+pub(super) const BOB: &str = "bob-token-0123456789";
 
-/// Gemini CLI's sessions take a route alice approves; bob approves nothing. A finished turn
-/// asks (`on_finish`).
-fn teams(on_finish: OnFinish) -> impl FnOnce(&mut Settings) {
+/// `agent`'s sessions take a route alice approves; bob approves nothing. A finished turn of
+/// an ACP agent or of OpenCode does what `on_finish` says.
+pub(super) fn teams(agent: &'static str, on_finish: OnFinish) -> impl FnOnce(&mut Settings) {
     move |s| {
         s.auth.agent_tokens = vec![Secret::new(AGENT_TOKEN)];
         s.auth.operator_tokens = vec![
@@ -57,18 +57,20 @@ fn teams(on_finish: OnFinish) -> impl FnOnce(&mut Settings) {
             },
         ];
         s.routes = vec![RouteSettings {
-            name: "gemini".into(),
-            agent: vec!["gemini-cli".into()],
+            name: "steered".into(),
+            agent: vec![agent.into()],
             approvers: vec!["alice".into()],
             ..Default::default()
         }];
         s.hooks.acp.on_finish = on_finish;
         s.hooks.acp.finish_wait_secs = 120;
+        s.hooks.opencode.on_finish = on_finish;
+        s.hooks.opencode.finish_wait_secs = 120;
     }
 }
 
 /// The pending "finished" question, once there is one.
-async fn finished_question(app: &TestApp) -> Value {
+pub(super) async fn finished_question(app: &TestApp) -> Value {
     eventually_within("a finished question waits in imrelay", LIMIT, || async {
         let (_, list) = app.get("/v1/interactions?status=pending").await;
         for i in list["interactions"].as_array()? {
@@ -85,7 +87,7 @@ async fn finished_question(app: &TestApp) -> Value {
 }
 
 /// Waits until a request to the model carries `text`.
-async fn model_reads(model: &FakeModel, text: &str) {
+pub(super) async fn model_reads(model: &FakeModel, text: &str) {
     eventually_within(&format!("the model reads {text:?}"), LIMIT, || async {
         model
             .requests()
@@ -112,7 +114,7 @@ fn saw_proxys_answer(seen: &[Value]) -> bool {
 }
 
 async fn a_reply_to_a_finished_turn_continues_gemini_and_a_non_approver_changes_nothing() {
-    let mut app = spawn_with(teams(OnFinish::Ask)).await;
+    let mut app = spawn_with(teams("gemini-cli", OnFinish::Ask)).await;
     app.token = Some(ALICE.into());
     let model = FakeModel::start(Dialect::Gemini, Step::Shell(COMMAND.into()), "Done.").await;
     let sandbox = Sandbox::new();
@@ -197,7 +199,7 @@ async fn a_reply_to_a_finished_turn_continues_gemini_and_a_non_approver_changes_
 }
 
 async fn a_denys_instruction_and_a_message_sent_mid_turn_are_the_next_prompts() {
-    let mut app = spawn_with(teams(OnFinish::Off)).await;
+    let mut app = spawn_with(teams("gemini-cli", OnFinish::Off)).await;
     app.token = Some(ALICE.into());
     let model = FakeModel::start(Dialect::Gemini, Step::Shell(COMMAND.into()), "Done.").await;
     let sandbox = Sandbox::new();

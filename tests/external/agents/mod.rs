@@ -26,6 +26,7 @@ pub mod codex;
 pub mod fake_model;
 pub mod gemini;
 pub mod opencode;
+pub mod opencode_steer;
 pub mod tap;
 
 /// The agents the installer knows (directories under `npm/`), with their command.
@@ -157,6 +158,7 @@ pub fn trials() -> Vec<libtest_mimic::Trial> {
         codex::trials(),
         gemini::trials(),
         opencode::trials(),
+        opencode_steer::trials(),
     ]
     .into_iter()
     .flatten()
