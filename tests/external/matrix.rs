@@ -790,6 +790,7 @@ async fn the_doctor_checks_the_rooms_and_an_encrypted_room_gets_no_prompt() {
     let run = Doctor {
         send_test: true,
         public_url: String::new(),
+        kept: None,
     };
     let checks = settings.matrix.doctor(&run).await;
     let said: Vec<String> = checks.iter().map(ToString::to_string).collect();

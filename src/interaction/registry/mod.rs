@@ -47,6 +47,7 @@ mod recover;
 mod refused;
 mod sessions;
 mod slots;
+mod texts;
 mod validate;
 mod votes;
 
@@ -281,6 +282,9 @@ struct Inner {
     pumped: Notify,
     /// The bytes pending interactions hold here, and their bounds.
     budget: Arc<Budget>,
+    /// The agent, session and directory texts, one copy shared by the interactions that
+    /// repeat them.
+    texts: texts::SharedTexts,
     /// The policy rules weighed at creation.
     policy: RwLock<Arc<super::policy::Policy>>,
     /// The live grants weighed at creation, after the policy's deny and ask rules.
@@ -371,6 +375,7 @@ impl Registry {
         Self {
             inner: Arc::new(Inner {
                 budget,
+                texts: Default::default(),
                 config,
                 slots: Mutex::new(HashMap::default()),
                 deadlines: Mutex::new(Deadlines::default()),

@@ -4,4 +4,5 @@
 pub(crate) mod channel;
 mod commands;
 pub mod fake;
+mod passkey;
 mod threads;

@@ -256,6 +256,24 @@ pub fn refusal(method: &str, params: &Value) -> Option<String> {
                     "Bad Request: text buttons are unallowed in the inline keyboard".into(),
                 );
             }
+            // "Exactly one of the optional fields must be used" (InlineKeyboardButton).
+            let kinds = [
+                "url",
+                "callback_data",
+                "switch_inline_query",
+                "login_url",
+                "pay",
+            ];
+            if kinds.iter().filter(|k| b.get(**k).is_some()).count() != 1 {
+                return Some("Bad Request: can't parse inline keyboard button".into());
+            }
+            if let Some(u) = b.get("url")
+                && !u
+                    .as_str()
+                    .is_some_and(|u| u.starts_with("https://") || u.starts_with("http://"))
+            {
+                return Some("Bad Request: BUTTON_URL_INVALID".into());
+            }
             if let Some(d) = b.get("callback_data")
                 && !d.as_str().is_some_and(|d| (1..=64).contains(&d.len()))
             {
