@@ -377,6 +377,7 @@ mod tests {
                 cwd: None,
                 route: "default".into(),
                 owner: None,
+                delivery: Default::default(),
                 event,
                 at: Timestamp::now(),
             };
