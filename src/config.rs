@@ -422,9 +422,11 @@ pub(crate) fn enum_values(key: &str) -> Option<Vec<String>> {
         "hooks.claude_code.on_timeout" | "hooks.codex.on_timeout" | "hooks.acp.on_timeout" => {
             variants::<OnTimeout>()
         }
-        "hooks.claude_code.on_finish" | "hooks.codex.on_finish" | "routes.on_finish" => {
-            variants::<crate::agents::steer::OnFinish>()
-        }
+        "hooks.claude_code.on_finish"
+        | "hooks.codex.on_finish"
+        | "hooks.acp.on_finish"
+        | "hooks.opencode.on_finish"
+        | "routes.on_finish" => variants::<crate::agents::steer::OnFinish>(),
         "telegram.transport" => variants::<telegram::Mode>(),
         "feishu.transport" => variants::<feishu::Mode>(),
         "feishu.domain" => variants::<feishu::settings::Domain>(),

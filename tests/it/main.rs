@@ -4,6 +4,7 @@
 //! reports the ones it cannot run as ignored, with the reason.)
 
 mod acp;
+mod acp_steer;
 mod api;
 mod audit;
 mod auth;

@@ -158,6 +158,31 @@ impl Rest {
             .await
     }
 
+    /// The application's id (the bot's application).
+    pub async fn application_id(&self) -> Result<String, ApiError> {
+        let route = "GET /oauth2/applications/@me";
+        let v = self
+            .call(
+                Method::GET,
+                route,
+                "/oauth2/applications/@me",
+                "",
+                None,
+                true,
+            )
+            .await?;
+        id_of(route, &v)
+    }
+
+    /// Replaces application `app`'s global commands with `commands`.
+    pub async fn put_commands(&self, app: &str, commands: &Value) -> Result<(), ApiError> {
+        let path = format!("/applications/{app}/commands");
+        let route = "PUT /applications/{id}/commands";
+        self.call(Method::PUT, route, &path, app, Some(commands), true)
+            .await
+            .map(|_| ())
+    }
+
     /// A channel the bot can see.
     pub async fn channel(&self, id: &str) -> Result<Value, ApiError> {
         let path = format!("/channels/{id}");

@@ -13,6 +13,7 @@
 //!   menus) and modals; [`button`] — the signed `custom_id`s.
 //! - [`inbound`] — clicks, selects and modal submissions through the kit's answer pipeline,
 //!   shared by both transports, answered within Discord's 3 s.
+//! - `commands` — the `/whoami` and `/sessions` application commands, registered at start-up.
 //! - [`gateway`] — the Gateway (the default): identify with no intents, heartbeats, resume.
 //! - [`endpoint`] — the HTTP interactions endpoint, the alternative: Ed25519 signatures, a
 //!   replay window.
@@ -20,6 +21,7 @@
 
 pub mod api;
 pub mod button;
+mod commands;
 mod deliver;
 mod doctor;
 pub mod endpoint;
@@ -106,6 +108,7 @@ pub async fn install(w: &mut Wiring, settings: &DiscordSettings) -> anyhow::Resu
             w.health.clone(),
         )),
     );
+    w.spawn_on_serve(commands::register(rest.clone(), w.shutdown.clone()));
     transport(w, &settings, rest, interactions)?;
     tracing::info!(
         transport = settings.transport.as_str(),

@@ -7,6 +7,7 @@
 //! - `deliver` — posting and updating cards through the durable outbox.
 //! - `render` — card JSON 2.0 for every state, in Simplified Chinese or English.
 //! - `inbound` — the click handler and the webhook endpoint.
+//! - `commands` — `whoami` and `/sessions` written to the bot.
 //! - [`api`] — the OpenAPI subset (tenant token, send, update) on reqwest.
 //! - `button` — the MAC binding a button to one interaction and action.
 //! - [`crypto`] — callback decryption and signatures.
@@ -18,6 +19,7 @@
 // them (the fake OpenAPI and long connection, signed callbacks); the rest is the crate's own.
 pub mod api;
 mod button;
+mod commands;
 pub mod crypto;
 mod deliver;
 mod digest;

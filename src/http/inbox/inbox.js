@@ -1447,7 +1447,7 @@ function sessionCard(s) {
     card.append(el("p", { class: "muted", text: m.by + ": " + m.text + " (" + when + ")" }));
   }
   if (s.state !== "gone") {
-    const text = el("input", { type: "text", class: "reason", maxlength: "4000", placeholder: "tell the agent… (at its next step)", "aria-label": "A message to this session" });
+    const text = el("input", { type: "text", class: "reason", maxlength: "4000", placeholder: s.delivery === "turn_end" ? "tell the agent… (sent when its turn ends)" : "tell the agent… (at its next step)", "aria-label": "A message to this session" });
     const send = el("button", { type: "button", text: "Send", onclick: async () => {
       if (!text.value.trim()) return;
       send.disabled = true;

@@ -229,6 +229,8 @@ pub struct FakeState {
     pub dms: Mutex<HashMap<String, String>>,
     /// Threads started from a message, by id (the message's): the thread's channel object.
     pub threads: Mutex<HashMap<String, Value>>,
+    /// The application's global commands, as last put.
+    pub commands: Mutex<Vec<Value>>,
     pub gateway: Gateway,
     /// The token the gateway and REST accept.
     token: Mutex<String>,
@@ -541,6 +543,7 @@ async fn rest(
                 .insert((channel.to_string(), id), message.clone());
             reply(StatusCode::OK, message, &format!("messages-{channel}"))
         }
+        ("PUT", ["applications", app, "commands"]) => put_commands(&state, app, &body),
         ("POST", ["channels", channel, "messages", message, "threads"]) => {
             start_thread(&state, channel, message, &body)
         }
@@ -586,6 +589,47 @@ fn known_channel(state: &FakeState, channel: &str) -> bool {
     CHANNELS.contains(&channel)
         || state.dms.lock().unwrap().values().any(|d| d == channel)
         || state.threads.lock().unwrap().contains_key(channel)
+}
+
+/// `PUT /applications/{id}/commands` (bulk overwrite), as Discord documents it: the
+/// application's own id, at most 100 chat input commands (type 1) each named in 1–32
+/// lowercase letters, digits, `-` or `_`, described in 1–100 characters, names unique.
+fn put_commands(state: &FakeState, app: &str, body: &Value) -> Response {
+    if app != APP_ID {
+        return error(StatusCode::FORBIDDEN, 50001, "Missing Access");
+    }
+    let Some(list) = body.as_array().filter(|l| l.len() <= 100) else {
+        return error(StatusCode::BAD_REQUEST, 50035, "Invalid Form Body");
+    };
+    let mut names = std::collections::HashSet::new();
+    for c in list {
+        let name = c["name"].as_str().unwrap_or("");
+        let description = c["description"].as_str().unwrap_or("").chars().count();
+        let ok = (1..=32).contains(&name.chars().count())
+            && name
+                .chars()
+                .all(|ch| ch.is_lowercase() || ch.is_numeric() || ch == '-' || ch == '_')
+            && (1..=100).contains(&description)
+            && c["type"].as_u64().unwrap_or(1) == 1
+            && names.insert(name.to_string());
+        if !ok {
+            return error(StatusCode::BAD_REQUEST, 50035, "Invalid Form Body");
+        }
+    }
+    let made: Vec<Value> = list
+        .iter()
+        .map(|c| {
+            let mut c = c.clone();
+            c["id"] = json!(state.snowflake());
+            c["application_id"] = json!(APP_ID);
+            c["version"] = json!(state.snowflake());
+            c["default_member_permissions"] = Value::Null;
+            c["type"] = json!(1);
+            c
+        })
+        .collect();
+    *state.commands.lock().unwrap() = made.clone();
+    reply(StatusCode::OK, Value::Array(made), "commands")
 }
 
 /// `POST /channels/{id}/messages/{id}/threads`, as Discord documents it: a public thread
@@ -995,6 +1039,18 @@ pub fn component_click(
         "authorizing_integration_owners": {"0": GUILD}, "context": 0,
         "attachment_size_limit": 10485760,
     })
+}
+
+/// An `INTERACTION_CREATE` for chat input command `name` (`/whoami`) used by `user` in
+/// `channel`.
+pub fn command_use(state: &FakeState, n: u64, user: &str, channel: &str, name: &str) -> Value {
+    let mut v = component_click(state, n, user, channel, "0", "unused", None);
+    v["type"] = json!(2);
+    v["data"] = json!({"id": "7000000000000000001", "name": name, "type": 1});
+    if let Some(m) = v.as_object_mut() {
+        m.remove("message");
+    }
+    v
 }
 
 /// An `INTERACTION_CREATE` for the submission of modal `custom_id` (opened from a button on

@@ -2,6 +2,7 @@
 //! discord.py in `tests/external/discord.rs`): the channel end to end (`channel`).
 
 pub(crate) mod channel;
+mod commands;
 pub mod fake;
 mod passkey;
 mod threads;
