@@ -439,6 +439,11 @@ pub(crate) fn enum_values(key: &str) -> Option<Vec<String>> {
             variants::<crate::present::render::Locale>()
         }
         "matrix.transport" => variants::<crate::channels::matrix::Transport>(),
+        "telegram.thread_per"
+        | "slack.thread_per"
+        | "feishu.thread_per"
+        | "discord.thread_per"
+        | "matrix.thread_per" => variants::<crate::channels::threads::ThreadPer>(),
         "policy.decision" => variants::<crate::interaction::policy::Decision>(),
         "policy.mode" => variants::<crate::interaction::policy::Mode>(),
         "policy.kind" | "routes.kind" => variants::<crate::interaction::Kind>(),

@@ -106,6 +106,10 @@ const CHECKED_ELSEWHERE: &[(&str, &str)] = &[
         "tests/it/telegram/quorum.rs and each channel's quorum test",
     ),
     (
+        "A `step_up` approval links to its inbox card",
+        "tests/it/{telegram,slack,discord}/passkey.rs, tests/it/ntfy.rs, feishu's and push's unit tests",
+    ),
+    (
         "The outcome in the message's thread",
         "tests/it/slack/channel.rs (thread_replies)",
     ),

@@ -178,6 +178,9 @@ impl Render {
         if let Some(votes) = render::votes_line(i, self.locale) {
             tail.push(format!("-# {}", escape(&votes)));
         }
+        if let Some(l) = render::step_up_link(i, self.inbox.as_deref(), self.locale) {
+            tail.push(format!("🔑 {}", escape(&l.why)));
+        }
         let body = self.body(i, head.join("\n").len() + tail.join("\n").len() + 8);
         let content = [head.join("\n"), body, tail.join("\n")]
             .into_iter()
@@ -265,6 +268,12 @@ impl Render {
 
     /// The action rows of a pending interaction.
     fn components(&self, i: &Interaction) -> Vec<Value> {
+        // It needs a passkey: a link to its card in the inbox, in place of the buttons.
+        if let Some(l) = render::step_up_link(i, self.inbox.as_deref(), self.locale) {
+            let link =
+                json!({"type": 2, "style": 5, "label": cut(l.label, MAX_LABEL), "url": l.url});
+            return vec![row(vec![link])];
+        }
         match i.kind {
             Kind::Approval => {
                 let mut b = vec![self.button(i, Action::Allow, "Approve", 3)];
@@ -364,6 +373,12 @@ impl Render {
             "title": cut(&title, MAX_MODAL_LABEL),
             "components": rows,
         }))
+    }
+
+    /// A plain message of `text` (escaped), mentioning nobody.
+    pub fn plain(&self, text: &str) -> Value {
+        json!({"content": crate::interaction::clip(&escape(text), MAX_CONTENT),
+            "allowed_mentions": {"parse": []}})
     }
 
     /// An ephemeral notice (only the person who clicked sees it): an interaction response.

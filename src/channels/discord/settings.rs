@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::channels::threads::ThreadPer;
 use crate::present::render::Locale;
 use crate::settings::{PathClaim, Secret};
 
@@ -64,6 +65,11 @@ pub struct DiscordSettings {
     pub connect_timeout_secs: u64,
     /// Interactions transport: the path Discord's interaction requests are sent to.
     pub inbound_path: String,
+    /// Where each agent session's prompts go: `none` (in the channel) or `session` (a
+    /// thread per session, started from a message that names it).
+    pub thread_per: ThreadPer,
+    /// Whether the outcome is also posted as a reply to each message.
+    pub thread_replies: bool,
 }
 
 impl Default for DiscordSettings {
@@ -80,6 +86,8 @@ impl Default for DiscordSettings {
             locale: Locale::EnUs,
             connect_timeout_secs: 15,
             inbound_path: "/discord/interactions".into(),
+            thread_per: ThreadPer::None,
+            thread_replies: false,
         }
     }
 }

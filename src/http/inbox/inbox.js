@@ -97,6 +97,8 @@ function hideLogin() {
   $("login").hidden = true;
   $("logout").hidden = !state.token;
   showMain();
+  // Signed in: say at once whether this person is at the desk (passkeys.js).
+  if (typeof presenceChanged === "function") presenceChanged();
 }
 
 // The inbox, and in the header who answers from here (or a way to say it beforehand; a

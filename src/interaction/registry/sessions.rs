@@ -211,6 +211,9 @@ impl Registry {
             .await?;
         if let Some(s) = &kept {
             self.delivered(s).await;
+            for h in self.hooks().iter() {
+                h.session_reported(s);
+            }
         }
         Ok(kept)
     }

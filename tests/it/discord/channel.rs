@@ -80,7 +80,7 @@ fn components(m: &Value) -> Vec<Value> {
 }
 
 /// The `custom_id` of the component labelled `label` (or the select, for `"select"`).
-fn custom_id(m: &Value, label: &str) -> String {
+pub(crate) fn custom_id(m: &Value, label: &str) -> String {
     components(m)
         .into_iter()
         .find(|c| c["label"] == label || (label == "select" && c["type"] == 3))
@@ -91,7 +91,7 @@ fn custom_id(m: &Value, label: &str) -> String {
 }
 
 /// Dispatches `interaction` over the Gateway; returns the callback imrelay made for it.
-async fn deliver(fake: &FakeDiscord, interaction: Value) -> Value {
+pub(crate) async fn deliver(fake: &FakeDiscord, interaction: Value) -> Value {
     let id = interaction["id"].as_str().unwrap().to_string();
     fake.state
         .gateway
