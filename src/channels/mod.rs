@@ -40,6 +40,7 @@ pub mod token;
 pub(crate) mod typed;
 pub mod webhook;
 pub mod wecom;
+pub(crate) mod words;
 
 use std::future::Future;
 use std::pin::Pin;

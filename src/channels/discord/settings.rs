@@ -57,7 +57,7 @@ pub struct DiscordSettings {
     /// Discord user ids who may answer. Empty: nobody.
     #[serde(deserialize_with = "crate::settings::list")]
     pub approvers: Vec<String>,
-    /// The language of the notices people get (`en_us` or `zh_cn`).
+    /// The language of messages, modals and notices (`en_us` or `zh_cn`).
     pub locale: Locale,
     /// Gateway: how long opening the connection (TCP, TLS, handshake, `Hello`) may take
     /// before it is abandoned and retried, seconds.

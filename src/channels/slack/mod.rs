@@ -74,7 +74,11 @@ pub async fn install(w: &mut Wiring, settings: &SlackSettings) -> anyhow::Result
         )
         .context("cannot build the slack HTTP client")?,
     );
-    let blocks = render::Blocks::new(render::Buttons::new(secret.clone()), w.server.inbox.clone());
+    let blocks = render::Blocks::new(
+        render::Buttons::new(secret.clone()),
+        w.server.inbox.clone(),
+        settings.locale,
+    );
     let digests = crate::channels::digest::Digests::new(
         w.store.clone(),
         CHANNEL,
@@ -82,7 +86,7 @@ pub async fn install(w: &mut Wiring, settings: &SlackSettings) -> anyhow::Result
         settings.channels.clone(),
     );
     let digest_buttons = digest::DigestButtons::new(secret);
-    let texts = crate::channels::digest_texts::Texts(crate::present::render::Locale::EnUs);
+    let texts = crate::channels::digest_texts::Texts(settings.locale);
     let interactions = Arc::new(
         inbound::Interactions::new(
             Pipeline::new(w.registry.clone(), Via::new(CHANNEL)),

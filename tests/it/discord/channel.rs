@@ -19,7 +19,7 @@ use crate::support::{TestApp, spawn_with, wait_until};
 pub const APPROVER: &str = "6000000000000000001";
 pub const STRANGER: &str = "6000000000000000066";
 
-static NEXT: AtomicU64 = AtomicU64::new(1);
+pub static NEXT: AtomicU64 = AtomicU64::new(1);
 
 /// Enables the channel in `s`, pointed at `fake`, over the Gateway.
 pub fn enable(s: &mut Settings, fake: &FakeDiscord) {
@@ -33,19 +33,28 @@ pub fn enable(s: &mut Settings, fake: &FakeDiscord) {
     d.approvers = vec![APPROVER.into()];
 }
 
-async fn start() -> (FakeDiscord, TestApp) {
+pub async fn start() -> (FakeDiscord, TestApp) {
+    start_with(|_| {}).await
+}
+
+/// [`start`], with more settings.
+pub async fn start_with(f: impl FnOnce(&mut Settings)) -> (FakeDiscord, TestApp) {
     let fake = FakeDiscord::start().await;
     fake.state
         .gateway
         .heartbeat_ms
         .store(1000, Ordering::SeqCst);
-    let app = spawn_with(|s| enable(s, &fake)).await;
+    let app = spawn_with(|s| {
+        enable(s, &fake);
+        f(s);
+    })
+    .await;
     wait_until("a Gateway session", || fake.state.gateway.ready()).await;
     (fake, app)
 }
 
 /// The messages posted for interaction `id` in every channel: (channel, message id).
-async fn posted(fake: &FakeDiscord, id: &str) -> Vec<(String, String)> {
+pub async fn posted(fake: &FakeDiscord, id: &str) -> Vec<(String, String)> {
     let find = || -> Vec<(String, String)> {
         CHANNELS
             .iter()
@@ -65,12 +74,12 @@ async fn posted(fake: &FakeDiscord, id: &str) -> Vec<(String, String)> {
     find()
 }
 
-fn message(fake: &FakeDiscord, (channel, id): &(String, String)) -> Value {
+pub fn message(fake: &FakeDiscord, (channel, id): &(String, String)) -> Value {
     fake.state.message(channel, id).unwrap()
 }
 
 /// Every component of a message (buttons and selects), flattened.
-fn components(m: &Value) -> Vec<Value> {
+pub fn components(m: &Value) -> Vec<Value> {
     m["components"]
         .as_array()
         .into_iter()
@@ -80,7 +89,7 @@ fn components(m: &Value) -> Vec<Value> {
 }
 
 /// The `custom_id` of the component labelled `label` (or the select, for `"select"`).
-fn custom_id(m: &Value, label: &str) -> String {
+pub fn custom_id(m: &Value, label: &str) -> String {
     components(m)
         .into_iter()
         .find(|c| c["label"] == label || (label == "select" && c["type"] == 3))
@@ -91,7 +100,7 @@ fn custom_id(m: &Value, label: &str) -> String {
 }
 
 /// Dispatches `interaction` over the Gateway; returns the callback imrelay made for it.
-async fn deliver(fake: &FakeDiscord, interaction: Value) -> Value {
+pub async fn deliver(fake: &FakeDiscord, interaction: Value) -> Value {
     let id = interaction["id"].as_str().unwrap().to_string();
     fake.state
         .gateway
@@ -115,7 +124,7 @@ async fn deliver(fake: &FakeDiscord, interaction: Value) -> Value {
 }
 
 /// `user` clicks `label` on copy `at`; returns the interaction response.
-async fn click(fake: &FakeDiscord, user: &str, at: &(String, String), label: &str) -> Value {
+pub async fn click(fake: &FakeDiscord, user: &str, at: &(String, String), label: &str) -> Value {
     let cid = custom_id(&message(fake, at), label);
     let n = NEXT.fetch_add(1, Ordering::SeqCst);
     deliver(
