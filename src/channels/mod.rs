@@ -18,6 +18,7 @@
 pub(crate) mod actions;
 pub(crate) mod desk;
 pub(crate) mod digest;
+pub(crate) mod digest_buttons;
 pub(crate) mod digest_flow;
 pub(crate) mod digest_texts;
 pub mod dingtalk;

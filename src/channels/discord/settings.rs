@@ -64,6 +64,10 @@ pub struct DiscordSettings {
     pub connect_timeout_secs: u64,
     /// Interactions transport: the path Discord's interaction requests are sent to.
     pub inbound_path: String,
+    /// Digests: more than this many interactions pending for one place, further ones are
+    /// shown in one digest message per agent session. 0: only when the place's queue
+    /// cannot be posted before the requests' deadlines.
+    pub digest_after: u32,
 }
 
 impl Default for DiscordSettings {
@@ -80,6 +84,7 @@ impl Default for DiscordSettings {
             locale: Locale::EnUs,
             connect_timeout_secs: 15,
             inbound_path: "/discord/interactions".into(),
+            digest_after: 0,
         }
     }
 }
@@ -161,6 +166,13 @@ impl DiscordSettings {
                     schemes[0], schemes[1]
                 ));
             }
+        }
+        if self.digest_after > crate::channels::digest::MAX_AFTER {
+            return Err(format!(
+                "discord.digest_after is {}: give 0 (no digests past a count) or at most {}",
+                self.digest_after,
+                crate::channels::digest::MAX_AFTER
+            ));
         }
         if !(1..=300).contains(&self.connect_timeout_secs) {
             return Err(format!(

@@ -126,7 +126,7 @@ impl Interactions {
             approver: self.settings.is_approver(&person.id),
             responder: person.responder(),
         };
-        let clicked = super::digest::click(
+        let clicked = crate::channels::digest_buttons::click::<super::plan::Job>(
             &d.digests,
             &self.pipeline,
             &d.buttons,

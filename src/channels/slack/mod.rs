@@ -85,7 +85,7 @@ pub async fn install(w: &mut Wiring, settings: &SlackSettings) -> anyhow::Result
         settings.digest_after,
         settings.channels.clone(),
     );
-    let digest_buttons = digest::DigestButtons::new(secret);
+    let digest_buttons = digest::DigestButtons::new(secret, digest::DOMAIN);
     let texts = crate::channels::digest_texts::Texts(settings.locale);
     let interactions = Arc::new(
         inbound::Interactions::new(
