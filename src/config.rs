@@ -422,9 +422,11 @@ pub(crate) fn enum_values(key: &str) -> Option<Vec<String>> {
         "hooks.claude_code.on_timeout" | "hooks.codex.on_timeout" | "hooks.acp.on_timeout" => {
             variants::<OnTimeout>()
         }
-        "hooks.claude_code.on_finish" | "hooks.codex.on_finish" | "routes.on_finish" => {
-            variants::<crate::agents::steer::OnFinish>()
-        }
+        "hooks.claude_code.on_finish"
+        | "hooks.codex.on_finish"
+        | "hooks.acp.on_finish"
+        | "hooks.opencode.on_finish"
+        | "routes.on_finish" => variants::<crate::agents::steer::OnFinish>(),
         "telegram.transport" => variants::<telegram::Mode>(),
         "feishu.transport" => variants::<feishu::Mode>(),
         "feishu.domain" => variants::<feishu::settings::Domain>(),
@@ -436,6 +438,11 @@ pub(crate) fn enum_values(key: &str) -> Option<Vec<String>> {
             variants::<crate::present::render::Locale>()
         }
         "matrix.transport" => variants::<crate::channels::matrix::Transport>(),
+        "telegram.thread_per"
+        | "slack.thread_per"
+        | "feishu.thread_per"
+        | "discord.thread_per"
+        | "matrix.thread_per" => variants::<crate::channels::threads::ThreadPer>(),
         "policy.decision" => variants::<crate::interaction::policy::Decision>(),
         "policy.mode" => variants::<crate::interaction::policy::Mode>(),
         "policy.kind" | "routes.kind" => variants::<crate::interaction::Kind>(),

@@ -19,6 +19,7 @@ pub mod codex;
 pub mod opencode;
 pub mod shared;
 pub mod steer;
+pub mod turns;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -60,6 +61,8 @@ pub struct HooksSettings {
     pub codex: codex::CodexHookSettings,
     /// `[hooks.acp]`
     pub acp: acp::AcpHookSettings,
+    /// `[hooks.opencode]`
+    pub opencode: opencode::OpenCodeHookSettings,
 }
 
 /// What a hook replies when nobody answered in time.
@@ -146,6 +149,8 @@ pub fn routes<S: Clone + Send + Sync + 'static>(hooks: Hooks) -> Router<S> {
         .route(claude_code::PATH, post(claude_code::hook))
         .route(codex::PATH, post(codex::hook))
         .route(acp::PATH, post(acp::hook))
+        .route(acp::SESSION_PATH, post(acp::session))
+        .route(opencode::SESSION_PATH, post(opencode::session))
         .with_state(hooks)
 }
 

@@ -10,12 +10,15 @@
 //! person gave (a reply to the "finished" question, or a queued message), never by itself:
 //! neither agent's `stop_hook_active` flag tells one block from the next.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use super::Hooks;
-use crate::interaction::sessions::{SessionEvent, SessionMessage, trim_message};
+use crate::interaction::sessions::{
+    Delivery, MAX_MESSAGE_CHARS, SessionEvent, SessionMessage, trim_message,
+};
 use crate::interaction::{
     ASK_USER_QUESTION, AgentResult, Grantor, Interaction, Kind, NewInteraction, PermissionResult,
     Responder, SessionReport,
@@ -26,12 +29,17 @@ pub use crate::interaction::sessions::{CONTINUE, FINISHED_HEADER, LET_IT_STOP};
 pub use crate::interaction::sessions::OnFinish;
 
 /// How an adapter's agent is named and what its settings say of finished turns.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Agent {
-    /// The agent's name in interactions and sessions (`claude-code`, `codex`).
-    pub name: &'static str,
+    /// The adapter (`claude-code`, `codex`, `acp`, `opencode`): who withdraws a question its
+    /// agent stopped waiting for.
+    pub adapter: &'static str,
+    /// The agent's name in interactions and sessions (`claude-code`, `codex`, `gemini-cli`).
+    pub name: Cow<'static, str>,
     /// As people read it (`Claude Code`).
-    pub shown: &'static str,
+    pub shown: Cow<'static, str>,
+    /// When a queued message can reach it.
+    pub delivery: Delivery,
     /// What a finished turn does.
     pub on_finish: OnFinish,
     /// How long an `ask` holds the agent for a reply, seconds.
@@ -67,7 +75,7 @@ pub fn session_event(name: &str, last_message: Option<String>) -> Option<Session
 /// hands to the agent. A store that fails is logged: the agent's hook is answered anyway.
 pub async fn report(
     state: &Hooks,
-    agent: &str,
+    agent: &Agent,
     session: Option<&str>,
     cwd: Option<&str>,
     owner: &str,
@@ -77,17 +85,18 @@ pub async fn report(
         return Vec::new();
     };
     let report = SessionReport {
-        agent: agent.to_string(),
+        agent: agent.name.to_string(),
         id: id.to_string(),
         cwd: cwd.map(str::to_string),
         owner: Some(owner.to_string()),
+        delivery: agent.delivery,
         event,
     };
     match state.registry.report_session(report).await {
         Ok(Some(s)) => s.delivered_now,
         Ok(None) => Vec::new(),
         Err(e) => {
-            tracing::warn!(agent, error = %e, "a session's hook event was not recorded");
+            tracing::warn!(agent = %agent.name, error = %e, "a session's hook event was not recorded");
             Vec::new()
         }
     }
@@ -121,7 +130,7 @@ pub async fn lifecycle(
     let event = session_event(hook.event, last.clone())?;
     let delivered = report(
         state,
-        agent.name,
+        &agent,
         hook.session.as_deref(),
         hook.cwd.as_deref(),
         owner,
@@ -150,7 +159,7 @@ fn block(reason: String) -> Value {
 
 /// `agent`'s settings for finished turns with what the session's route says over them.
 pub fn finish_for(state: &Hooks, agent: Agent, session: &str, cwd: Option<&str>) -> Agent {
-    let route = state.registry.finish_settings(agent.name, session, cwd);
+    let route = state.registry.finish_settings(&agent.name, session, cwd);
     Agent {
         on_finish: route.on_finish.unwrap_or(agent.on_finish),
         finish_wait_secs: route.finish_wait_secs.unwrap_or(agent.finish_wait_secs),
@@ -178,16 +187,16 @@ async fn finished(
     };
     let new = NewInteraction {
         session: Some(session.clone()),
-        agent: Some(agent.name.into()),
+        agent: Some(agent.name.to_string()),
         title: Some(format!("{} finished its turn", agent.shown)),
         cwd: hook.cwd.clone(),
         timeout_secs: Some(timeout),
-        ..NewInteraction::new(ASK_USER_QUESTION, question(agent, hook))
+        ..NewInteraction::new(ASK_USER_QUESTION, question(&agent, hook))
     };
     let created = match state.registry.create_for(new, Some(owner)).await {
         Ok(c) => c.interaction,
         Err(e) => {
-            tracing::warn!(agent = agent.name, error = %e, "a finished turn could not be posted");
+            tracing::warn!(agent = %agent.name, error = %e, "a finished turn could not be posted");
             return None;
         }
     };
@@ -199,7 +208,7 @@ async fn finished(
     // Withdrawn everywhere if the agent stops waiting first (its hook's own timeout, an
     // interrupted session).
     let abandoned = super::shared::Abandoned {
-        by: agent.name,
+        by: agent.adapter,
         reason: "The agent stopped waiting for a reply (its Stop hook timed out, or the session was interrupted)",
     };
     let attached = state.calls.attach(&state.registry, &id, abandoned);
@@ -222,25 +231,38 @@ async fn queue_reply(state: Hooks, agent: Agent, session: String, i: std::sync::
     let Some(text) = continue_with(&answered) else {
         return;
     };
-    let Some(r) = &answered.resolution else {
+    queue_answer(&state, &agent, &session, &text, &answered).await;
+}
+
+/// Queues `text`, the words of whoever answered `i` (an interaction of the session), as
+/// their message to `agent`'s `session`. A refusal (a full queue, a session gone) is logged.
+pub async fn queue_answer(
+    state: &Hooks,
+    agent: &Agent,
+    session: &str,
+    text: &str,
+    i: &Interaction,
+) {
+    let Some(r) = &i.resolution else {
         return;
     };
-    // Whoever answered the question was admitted by its route, the session's.
+    // Whoever answered was admitted by the interaction's route, the session's.
     let sender = Grantor::Administrator(Responder {
         by: r.by.clone(),
         ..Responder::anonymous(r.via.clone())
     });
+    let text: String = text.chars().take(MAX_MESSAGE_CHARS).collect();
     if let Err(e) = state
         .registry
-        .message_session(agent.name, &session, &text, &sender)
+        .message_session(&agent.name, session, &text, &sender)
         .await
     {
-        tracing::warn!(agent = agent.name, error = %e, "a reply to a finished turn was not queued");
+        tracing::warn!(agent = %agent.name, error = %e, "a person's words to a session were not queued");
     }
 }
 
 /// The "finished" question: what the agent said last, and the two answers.
-fn question(agent: Agent, hook: &Lifecycle<'_>) -> serde_json::Map<String, Value> {
+fn question(agent: &Agent, hook: &Lifecycle<'_>) -> serde_json::Map<String, Value> {
     let said = hook
         .last_message
         .as_deref()

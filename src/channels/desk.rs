@@ -1,12 +1,21 @@
-//! "Desk first", applied in one place for every channel: a lifecycle hook installed after
-//! the channels', which moves the start of the phone copies planned for a new interaction to
-//! the time its route's hold ends ([`Interaction::phones_at`], stamped by the registry when
-//! one of the route's approvers was at the desk).
+//! "Desk first" and quiet hours for direct messages, applied in one place for every channel:
+//! a lifecycle hook installed after the channels', which moves the start of the phone copies
+//! they planned.
 //!
-//! Held are the copies on channels that ring a phone by themselves ([`Channel::is_phone`]:
-//! push, ntfy), direct messages on chat channels (a job whose address is a configured
-//! person's id there), and, when the route says `desk_first_chats`, every chat copy. A
-//! held copy of an interaction answered in the meantime is never posted: the delivery
+//! **Desk first**: the copies planned for a new interaction start when its route's hold ends
+//! ([`Interaction::phones_at`], stamped by the registry when one of the route's approvers
+//! was at the desk). Held are the copies on channels that ring a phone by themselves
+//! ([`Channel::is_phone`]: push, ntfy), direct messages on chat channels (a job whose
+//! address is a configured person's id there), and, when the route says `desk_first_chats`,
+//! every chat copy.
+//!
+//! **Quiet hours**: a direct message on a chat channel to a person in their quiet hours
+//! (`[[people]] quiet`) starts when the hours end, and is not planned at all when they end
+//! only at the deadline or later; an escalation's goes through when its route says so
+//! (`escalate_to.through_quiet`). (Push and ntfy check the same hours when they deliver,
+//! through [`super::notification::held_until`].)
+//!
+//! A held copy of an interaction answered in the meantime is never posted: the delivery
 //! skeleton posts nothing once the interaction is resolved ([`super::messages`]).
 //!
 //! [`Channel::is_phone`]: super::registry::Channel::is_phone
@@ -27,7 +36,29 @@ pub(crate) struct DeskFirst {
 }
 
 impl DeskFirst {
-    /// Whether `job`, one of `i`'s, is a copy the hold applies to.
+    /// The person `job`, one of `i`'s on a chat channel, messages directly, if it is a
+    /// direct message: its address is a configured person's id there.
+    fn recipient(&self, i: &Interaction, job: &OutboxJob) -> Option<String> {
+        let channel = job.channel.as_str();
+        if !self.chats.contains(channel) {
+            return None;
+        }
+        // `<channel>:<kind>:<incarnation>:<address>[:<more>]`.
+        let rest = job.key.strip_prefix(channel)?.strip_prefix(':')?;
+        let (_, rest) = rest.split_once(':')?;
+        let address = rest.strip_prefix(&i.incarnation())?.strip_prefix(':')?;
+        let teams = self.registry.teams();
+        // An address may hold ':' itself (a Matrix id): the longest head that is someone's.
+        let mut end = address.len();
+        loop {
+            if let Some(name) = teams.people.name_of(channel, &address[..end]) {
+                return Some(name.to_string());
+            }
+            end = address[..end].rfind(':')?;
+        }
+    }
+
+    /// Whether `job`, one of `i`'s, is a copy the desk-first hold applies to.
     fn held(&self, i: &Interaction, job: &OutboxJob) -> bool {
         let channel = job.channel.as_str();
         if self.phones.contains(channel) {
@@ -36,35 +67,49 @@ impl DeskFirst {
         if !self.chats.contains(channel) {
             return false;
         }
-        if i.route.as_ref().is_some_and(|r| r.desk_first_chats) {
-            return true;
-        }
-        // `<channel>:<kind>:<incarnation>:<address>`: a person's id is a direct message.
-        let head = format!("{channel}:{}:{}:", job.kind, i.incarnation());
-        let Some(address) = job.key.strip_prefix(&head) else {
-            return false;
-        };
-        let address = address.split(':').next().unwrap_or_default();
-        self.registry
-            .teams()
-            .people
-            .name_of(channel, address)
-            .is_some()
+        i.route.as_ref().is_some_and(|r| r.desk_first_chats) || self.recipient(i, job).is_some()
+    }
+
+    /// Holds `i`'s direct messages among `jobs` for their people's quiet hours, and drops
+    /// those whose hours last to the deadline (`escalation`: planned by an escalation).
+    fn quiet(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>, escalation: bool) {
+        let teams = self.registry.teams();
+        jobs.retain_mut(|job| {
+            if job.interaction_id.as_ref() != Some(&i.id) {
+                return true;
+            }
+            let Some(person) = self.recipient(i, job) else {
+                return true;
+            };
+            let at = job.not_before;
+            match super::notification::held_until(&teams.people, &person, i, escalation, at) {
+                None => true,
+                Some(end) if end < i.deadline => {
+                    job.not_before = job.not_before.max(end);
+                    true
+                }
+                Some(_) => false,
+            }
+        });
     }
 }
 
 impl Lifecycle for DeskFirst {
     fn plan_created(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
-        let Some(at) = i.phones_at() else {
-            return;
-        };
-        for job in jobs.iter_mut() {
-            if job.not_before < at
-                && job.interaction_id.as_ref() == Some(&i.id)
-                && self.held(i, job)
-            {
-                job.not_before = at;
+        if let Some(at) = i.phones_at() {
+            for job in jobs.iter_mut() {
+                if job.not_before < at
+                    && job.interaction_id.as_ref() == Some(&i.id)
+                    && self.held(i, job)
+                {
+                    job.not_before = at;
+                }
             }
         }
+        self.quiet(i, jobs, false);
+    }
+
+    fn plan_escalated(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
+        self.quiet(i, jobs, true);
     }
 }

@@ -502,13 +502,14 @@ pub(crate) fn refresh_window(now: Timestamp) -> (Timestamp, String) {
 
 /// In-process locks by key, forgotten when nobody holds or waits for them.
 #[derive(Default)]
-struct KeyedLocks {
+pub(crate) struct KeyedLocks {
     // A std mutex: only the map is guarded, never across an await.
     map: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl KeyedLocks {
-    async fn lock(&self, key: &str) -> tokio::sync::OwnedMutexGuard<()> {
+    /// Holds `key` until the guard is dropped.
+    pub async fn lock(&self, key: &str) -> tokio::sync::OwnedMutexGuard<()> {
         let m = {
             let mut map = self.map.locked();
             map.retain(|_, m| Arc::strong_count(m) > 1 || m.try_lock().is_err());

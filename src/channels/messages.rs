@@ -36,6 +36,7 @@ pub(crate) use super::digest::{Digests, Edited, Sheet};
 use super::digest_texts::Texts;
 pub(crate) use super::pacer::Pacer;
 use super::plan::{ChatJob, Todo};
+use super::threads::{Kept, Opener, Threads};
 use crate::health::Health;
 use crate::interaction::{Interaction, InteractionId};
 use crate::outbox::{ChannelJob, Delivery};
@@ -128,6 +129,52 @@ pub(crate) trait Platform: Send + Sync {
 
     /// Edits copy `m` to show `i` as it now is (resolved), without buttons.
     async fn edit(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Failure>;
+
+    /// The channel's threads per session, when it has threads ([`super::threads`]).
+    fn threads(&self) -> Option<&Threads> {
+        None
+    }
+
+    /// Opens the thread of a session at `target`, its first message saying what `opener`
+    /// names; returns the thread's id (what [`Platform::post_in_thread`] and
+    /// [`Platform::close_thread`] take).
+    async fn open_thread(
+        &self,
+        _target: &Self::Target,
+        _opener: &Opener,
+    ) -> Result<String, Failure> {
+        Err(Failure::Permanent(format!(
+            "{} has no threads",
+            self.channel()
+        )))
+    }
+
+    /// Posts the prompt of pending interaction `i` to `target` in thread `thread`.
+    async fn post_in_thread(
+        &self,
+        i: &Interaction,
+        target: &Self::Target,
+        job: &OutboxJob,
+        _thread: &str,
+    ) -> Result<Posted, Failure> {
+        self.post(i, target, job).await
+    }
+
+    /// Closes thread `thread` at `address` (its session ended). By default there is nothing
+    /// to close.
+    async fn close_thread(&self, _address: &str, _thread: &str) -> Result<(), Failure> {
+        Ok(())
+    }
+
+    /// Whether the outcome is also posted as a reply to each copy (`thread_replies`).
+    fn thread_replies(&self) -> bool {
+        false
+    }
+
+    /// Posts the outcome of resolved `i` as a reply to copy `m`, in its thread.
+    async fn reply_outcome(&self, _i: &Interaction, _m: &ChannelMessage) -> Result<(), Failure> {
+        Ok(())
+    }
 
     /// Edits copy `m` to show pending `i` as it now is (the votes so far on an approval
     /// that needs several people), keeping its buttons. By default nothing: the copy shows
@@ -240,6 +287,11 @@ pub(crate) struct Messages<P: Platform> {
 impl<P: Platform> Messages<P> {
     /// Delivers one of the channel's jobs: the one dispatch of every chat channel.
     pub async fn deliver(&self, job: &OutboxJob) -> Delivery {
+        if let Some(threads) = self.platform.threads()
+            && threads.sweep_due()
+        {
+            self.sweep(threads).await;
+        }
         match P::Job::read(job).map(ChatJob::todo) {
             Ok(Todo::Post(target)) => self.post(job, &target).await,
             Ok(Todo::Update) => self.finalize_all(job).await,
@@ -332,8 +384,13 @@ impl<P: Platform> Messages<P> {
     ) -> Result<ChannelMessage, Failure> {
         let channel = self.platform.channel();
         self.platform.before_post(i).await.map_err(Failure::store)?;
+        let thread = self.thread_of(i, target, address).await?;
         self.pacer.turn(address).await;
-        let posted = match self.platform.post(i, target, job).await {
+        let posted = match thread {
+            Some(t) => self.platform.post_in_thread(i, target, job, &t).await,
+            None => self.platform.post(i, target, job).await,
+        };
+        let posted = match posted {
             Ok(p) => p,
             Err(f) => {
                 tracing::warn!(id = %i.id, chat = %address, error = %f.error(), "{channel}: could not post a prompt");
@@ -362,6 +419,71 @@ impl<P: Platform> Messages<P> {
                 // final edit.
                 tracing::error!(id = %i.id, chat = %address, error = %e, "{channel}: posted a prompt but could not record it");
                 Err(Failure::store(e))
+            }
+        }
+    }
+
+    /// The thread `i`'s prompt goes into at `target`, when the channel puts each session in
+    /// a thread of its own: the one on record, or one opened now. `None`: in the chat (no
+    /// threads, no session, or a thread the platform refused to open).
+    async fn thread_of(
+        &self,
+        i: &Interaction,
+        target: &P::Target,
+        address: &str,
+    ) -> Result<Option<String>, Failure> {
+        let channel = self.platform.channel();
+        let Some(threads) = self.platform.threads().filter(|t| t.on()) else {
+            return Ok(None);
+        };
+        let Some(opener) = Opener::of(i) else {
+            return Ok(None);
+        };
+        let _hold = threads.lock(address, i).await;
+        if let Some(kept) = threads.kept(address, i).await.map_err(Failure::store)? {
+            return Ok(Some(kept.thread));
+        }
+        self.pacer.turn(address).await;
+        match self.platform.open_thread(target, &opener).await {
+            Ok(thread) => {
+                tracing::info!(id = %i.id, chat = %address, thread = %thread, "{channel}: opened a session's thread");
+                let evicted = threads
+                    .keep(address, i, &thread)
+                    .await
+                    .map_err(Failure::store)?;
+                self.close_threads(evicted).await;
+                Ok(Some(thread))
+            }
+            Err(Failure::Permanent(e)) => {
+                tracing::warn!(id = %i.id, chat = %address, error = %e, "{channel}: cannot open a thread for the session; posting in the chat");
+                Ok(None)
+            }
+            Err(f) => Err(self.pacer.note(address, f)),
+        }
+    }
+
+    /// Closes the threads of sessions that ended (the store's sessions say so).
+    async fn sweep(&self, threads: &Threads) {
+        match threads.ended().await {
+            Ok(ended) => self.close_threads(ended).await,
+            Err(e) => {
+                tracing::warn!(error = %e, "{}: cannot look for ended sessions' threads", self.platform.channel())
+            }
+        }
+    }
+
+    /// Closes threads already forgotten; a failure is logged (the thread stays open).
+    async fn close_threads(&self, threads: Vec<Kept>) {
+        let channel = self.platform.channel();
+        for t in threads {
+            self.pacer.turn(&t.address).await;
+            match self.platform.close_thread(&t.address, &t.thread).await {
+                Ok(()) => {
+                    tracing::info!(chat = %t.address, thread = %t.thread, "{channel}: closed the thread of an ended session")
+                }
+                Err(f) => {
+                    tracing::warn!(chat = %t.address, thread = %t.thread, error = %f.error(), "{channel}: cannot close a session's thread")
+                }
             }
         }
     }
@@ -487,6 +609,7 @@ impl<P: Platform> Messages<P> {
         let refused = match self.platform.edit(i, &current).await {
             Ok(()) => {
                 tracing::info!(id = %i.id, chat = %current.address, message = %current.message_ref, "{channel}: copy updated");
+                self.reply_outcome(i, &current).await;
                 None
             }
             Err(Failure::Permanent(e)) => {
@@ -511,6 +634,20 @@ impl<P: Platform> Messages<P> {
         match refused {
             Some(e) => Err(Failure::Permanent(e)),
             None => Ok(()),
+        }
+    }
+}
+
+impl<P: Platform> Messages<P> {
+    /// Posts the outcome of `i` as a reply to copy `m` when the channel says so
+    /// (`thread_replies`). The copy itself shows the outcome already: a reply that fails is
+    /// logged, not retried (a retry would edit the copy again for nothing).
+    async fn reply_outcome(&self, i: &Interaction, m: &ChannelMessage) {
+        if !self.platform.thread_replies() {
+            return;
+        }
+        if let Err(f) = self.platform.reply_outcome(i, m).await {
+            tracing::warn!(id = %i.id, chat = %m.address, error = %f.error(), "{}: cannot post the outcome in the message's thread", self.platform.channel());
         }
     }
 }

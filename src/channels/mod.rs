@@ -37,6 +37,7 @@ pub mod registry;
 pub(crate) mod sessions;
 pub mod slack;
 pub mod telegram;
+pub mod threads;
 pub mod token;
 pub(crate) mod typed;
 pub mod webhook;
@@ -57,7 +58,7 @@ use crate::metrics::Metrics;
 use crate::outbox::Outbox;
 use crate::store::Store;
 
-pub use registry::{Channel, Check, Doctor, Written, in_words, install};
+pub use registry::{Channel, Check, Doctor, Kept, Written, in_words, install};
 
 /// A background task a channel runs while the server serves.
 pub type Task = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;

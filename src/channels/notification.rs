@@ -24,9 +24,27 @@ pub(crate) fn place(i: &Interaction) -> String {
         .unwrap_or_else(|| "imrelay".into())
 }
 
-/// The title and text of a prompt (the text at most `max_chars` long): the command (or the question's title) and its context, or, in the
-/// privacy mode, only that something waits.
+/// Whether a phone notification of `i` carries buttons that answer it: an approval's do,
+/// unless it needs a passkey (`step_up`), which only the inbox answers (a tap opens its card,
+/// and [`text`] says why).
+pub(crate) fn answers_here(i: &Interaction) -> bool {
+    i.kind == Kind::Approval && !crate::interaction::routes::needs_step_up(i)
+}
+
+/// The title and text of a prompt (the text at most `max_chars` long): the command (or the
+/// question's title) and its context, or, in the privacy mode, only that something waits;
+/// when it needs a passkey, why it is answered in the inbox.
 pub(crate) fn text(i: &Interaction, include_command: bool, max_chars: usize) -> (String, String) {
+    let (title, body) = words(i, include_command, max_chars);
+    if i.is_pending() && crate::interaction::routes::needs_step_up(i) {
+        let why = crate::present::render::step_up_text(i, crate::present::render::Locale::EnUs);
+        return (title, join(&body, &why));
+    }
+    (title, body)
+}
+
+/// [`text`] without the passkey's note.
+fn words(i: &Interaction, include_command: bool, max_chars: usize) -> (String, String) {
     if !include_command {
         return (
             format!("{} is waiting in {}", what(i), place(i)),
@@ -98,5 +116,39 @@ pub(crate) fn hold(end: jiff::Timestamp, now: jiff::Timestamp) -> crate::outbox:
     crate::outbox::Delivery::Retry {
         after: Some(std::time::Duration::from_secs(secs)),
         error: "held for quiet hours".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::interaction::InteractionId;
+    use crate::interaction::routes::RouteStamp;
+
+    #[test]
+    fn a_step_up_approval_offers_no_actions_and_says_the_inbox_answers_it() {
+        let mut input = serde_json::Map::new();
+        input.insert("command".into(), "make deploy-prod".into());
+        let mut i = Interaction::pending(
+            InteractionId::parse("n1").unwrap(),
+            "Bash",
+            input,
+            jiff::Timestamp::now(),
+            60,
+        );
+        assert!(answers_here(&i));
+        i.route = Some(std::sync::Arc::new(RouteStamp {
+            name: "prod".into(),
+            step_up: true,
+            ..RouteStamp::default_route()
+        }));
+        assert!(!answers_here(&i));
+        for include_command in [true, false] {
+            let (_, body) = text(&i, include_command, 500);
+            assert!(
+                body.ends_with("This needs a passkey (route \"prod\"): open it in the imrelay inbox and answer there"),
+                "{body}"
+            );
+        }
     }
 }

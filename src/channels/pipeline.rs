@@ -154,18 +154,7 @@ impl Feedback {
                 "仍在处理这次点击，完成后卡片会显示结果",
                 "Still working on this: the message will show the outcome when it is done",
             ),
-            Feedback::StepUp(i) => {
-                let route = crate::interaction::routes::route_name(i);
-                if zh {
-                    format!(
-                        "此请求（路由「{route}」）需要通行密钥：请在 imrelay 收件箱中打开并回答"
-                    )
-                } else {
-                    format!(
-                        "This needs a passkey (route \"{route}\"): open it in the imrelay inbox and answer there"
-                    )
-                }
-            }
+            Feedback::StepUp(i) => render::step_up_text(i, locale),
         }
     }
 

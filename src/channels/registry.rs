@@ -197,12 +197,41 @@ pub trait Channel: Send + Sync {
 }
 
 /// What `imrelay doctor` asks of a channel's checks.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Doctor {
     /// Whether to send a test message to every destination (`--send-test`).
     pub send_test: bool,
     /// `server.public_url` as configured (possibly empty), for test events that carry it.
     pub public_url: String,
+    /// What the store keeps for channels, read without changing it; `None` when the store
+    /// keeps nothing across starts (memory) or cannot be read.
+    pub kept: Option<std::sync::Arc<dyn Kept>>,
+}
+
+impl fmt::Debug for Doctor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Doctor")
+            .field("send_test", &self.send_test)
+            .field("public_url", &self.public_url)
+            .field("kept", &self.kept.is_some())
+            .finish()
+    }
+}
+
+/// A channel's state in the store as `imrelay doctor` reads it: without writing, beside a
+/// running server or before the first start.
+pub trait Kept: Send + Sync {
+    /// The named values whose keys start with `prefix`, at most `limit`.
+    fn values_under<'a>(
+        &'a self,
+        prefix: &'a str,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<(String, String)>, crate::store::StoreError>>;
+    /// The named server secret `name`, if it was made (`None`: not yet).
+    fn secret<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Vec<u8>>, crate::store::StoreError>>;
 }
 
 impl Doctor {

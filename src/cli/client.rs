@@ -485,8 +485,19 @@ impl Remote {
         req: reqwest::RequestBuilder,
         id: Option<&str>,
     ) -> Result<Value, ClientError> {
+        self.call_within(req, id, REQUEST_TIMEOUT).await
+    }
+
+    /// [`Remote::call`] for a request the server may hold for up to `timeout` (a long wait
+    /// for a person's reply).
+    pub(crate) async fn call_within(
+        &self,
+        req: reqwest::RequestBuilder,
+        id: Option<&str>,
+        timeout: Duration,
+    ) -> Result<Value, ClientError> {
         let resp = req
-            .timeout(REQUEST_TIMEOUT)
+            .timeout(timeout)
             .send()
             .await
             .map_err(|e| self.unreachable(&e))?;

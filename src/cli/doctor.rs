@@ -17,9 +17,13 @@
 //! checked through that server's `/healthz`; one nobody uses is opened read-only and its
 //! write access checked without writing; a missing one is not created.
 
+use std::sync::Arc;
+
 pub use crate::channels::Check;
-use crate::channels::Doctor;
+use crate::channels::registry::BoxFuture;
+use crate::channels::{Doctor, Kept};
 use crate::config::{Backend, Settings};
+use crate::store::StoreError;
 use crate::store::sqlite::{self, Inspection};
 use crate::telemetry::escape;
 
@@ -31,6 +35,7 @@ pub async fn run(settings: &Settings, send_test: bool) -> Vec<Check> {
     let run = Doctor {
         send_test,
         public_url: settings.server.public_url.clone(),
+        kept: kept(settings),
     };
     let mut destinations = false;
     for channel in settings.channels() {
@@ -51,6 +56,92 @@ pub async fn run(settings: &Settings, send_test: bool) -> Vec<Check> {
         ));
     }
     checks
+}
+
+/// What the store keeps for channels, read without writing: a SQLite database through a
+/// read-only connection (nothing when it does not exist yet), PostgreSQL through the store
+/// itself (opened when a channel first asks), nothing for the memory store.
+fn kept(settings: &Settings) -> Option<Arc<dyn Kept>> {
+    match settings.store.backend {
+        Backend::Memory => None,
+        Backend::Sqlite => Some(Arc::new(SqliteKept(settings.store.path.clone()))),
+        Backend::Postgres => Some(Arc::new(StoreKept {
+            settings: settings.clone(),
+            store: tokio::sync::OnceCell::new(),
+        })),
+    }
+}
+
+/// A SQLite database, read-only.
+struct SqliteKept(std::path::PathBuf);
+
+impl SqliteKept {
+    /// `read` on a read-only connection; `empty` when there is no database yet.
+    async fn read<T: Send + 'static>(
+        &self,
+        empty: T,
+        read: impl FnOnce(&rusqlite::Connection) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let path = self.0.clone();
+        if !path.exists() {
+            return Ok(empty);
+        }
+        tokio::task::spawn_blocking(move || read(&sqlite::open_read_only(&path)?))
+            .await
+            .map_err(|e| StoreError::Unavailable(e.to_string()))?
+    }
+}
+
+impl Kept for SqliteKept {
+    fn values_under<'a>(
+        &'a self,
+        prefix: &'a str,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<(String, String)>, StoreError>> {
+        let prefix = prefix.to_string();
+        Box::pin(self.read(Vec::new(), move |c| {
+            sqlite::read_values_under(c, &prefix, limit)
+        }))
+    }
+
+    fn secret<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<Vec<u8>>, StoreError>> {
+        let name = name.to_string();
+        Box::pin(self.read(None, move |c| sqlite::read_secret(c, &name)))
+    }
+}
+
+/// A store opened as `serve` opens it (PostgreSQL), on first use.
+struct StoreKept {
+    settings: Settings,
+    store: tokio::sync::OnceCell<Arc<dyn crate::store::Store>>,
+}
+
+impl StoreKept {
+    async fn store(&self) -> Result<&Arc<dyn crate::store::Store>, StoreError> {
+        self.store
+            .get_or_try_init(|| async {
+                crate::app::open_store(&self.settings)
+                    .await
+                    .map_err(|e| StoreError::Unavailable(format!("{e:#}")))
+            })
+            .await
+    }
+}
+
+impl Kept for StoreKept {
+    fn values_under<'a>(
+        &'a self,
+        prefix: &'a str,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<(String, String)>, StoreError>> {
+        Box::pin(async move { self.store().await?.values_under(prefix, limit).await })
+    }
+
+    /// The secret, made if missing, as `serve` would at its start (PostgreSQL takes writes
+    /// from doctor anyway: the store check writes a probe value).
+    fn secret<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<Vec<u8>>, StoreError>> {
+        Box::pin(async move { self.store().await?.secret(name).await.map(Some) })
+    }
 }
 
 async fn store(settings: &Settings, checks: &mut Vec<Check>) {

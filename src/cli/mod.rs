@@ -42,6 +42,7 @@ pub mod policy;
 pub mod route;
 pub mod sessions;
 pub mod term;
+pub mod turns;
 pub mod view;
 pub mod watch;
 

@@ -195,10 +195,11 @@ pub fn run(args: SessionsArgs, config: Option<&std::path::Path>) -> i32 {
                 .filter(|b| !b.trim().is_empty())
                 .or_else(super::login_name);
             match rt.block_on(remote.message_session(&agent, &id, &text, by.as_deref())) {
-                Ok(_) => {
-                    say!(
-                        "Queued: the agent reads it at its next tool or prompt, or when its turn ends."
-                    );
+                Ok(view) => {
+                    let when = view["delivery_note"]
+                        .as_str()
+                        .unwrap_or("it reaches the agent at its next step");
+                    say!("Queued: {}.", visible_line(when));
                     exit::OK
                 }
                 Err(e) => fail(e),

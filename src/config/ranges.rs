@@ -79,6 +79,16 @@ impl Settings {
                 self.hooks.acp.timeout_secs,
                 YEAR_SECS,
             ),
+            (
+                "hooks.acp.finish_wait_secs",
+                self.hooks.acp.finish_wait_secs,
+                YEAR_SECS,
+            ),
+            (
+                "hooks.opencode.finish_wait_secs",
+                self.hooks.opencode.finish_wait_secs,
+                YEAR_SECS,
+            ),
         ] {
             if v == 0 {
                 return Err(ConfigError::Invalid(format!("{name} must be at least 1")));

@@ -44,7 +44,7 @@ pub struct PersonSettings {
     #[serde(default)]
     pub groups: Vec<String>,
     /// Their quiet hours, `"HH:MM-HH:MM"` (`"22:00-07:00"`): phone notifications (Web Push,
-    /// ntfy) wait until they end. Empty: none.
+    /// ntfy, direct messages on chat channels) wait until they end. Empty: none.
     #[serde(default)]
     pub quiet: String,
     /// The time zone of `quiet` (an IANA name, `"Europe/Berlin"`); empty: the server's.
@@ -174,8 +174,8 @@ pub struct EscalateTo {
     /// People and groups who may answer too, from the escalation on.
     #[serde(default)]
     pub approvers: Vec<String>,
-    /// Whether the escalation's notifications reach phones (Web Push, ntfy) in their
-    /// people's quiet hours.
+    /// Whether the escalation's notifications reach phones (Web Push, ntfy, direct
+    /// messages) in their people's quiet hours.
     #[serde(default)]
     pub through_quiet: bool,
 }

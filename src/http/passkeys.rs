@@ -16,6 +16,12 @@
 //! several replicas, both steps must reach the same one (sticky sessions), or the second says
 //! so (`passkey_challenge_unknown`) and the inbox starts again.
 //!
+//! A person who has a passkey adds another only with an assertion made by one they have
+//! (`POST /v1/passkeys/assert` gives the challenge, `"passkey": {"challenge", "credential"}`
+//! in the body of `POST /v1/passkeys/register` carries it): a stolen operator token alone
+//! cannot add the thief's passkey to a person who has one. An administrator's token needs
+//! none (it removes a lost passkey, after which the person registers a first one again).
+//!
 //! Every registration, assertion, refusal and removal is in the audit trail
 //! ([`crate::interaction::ports::audit::Action::Passkey`]). An administrator's token lists
 //! and removes anyone's passkeys (`imrelay passkeys`); a person lists and removes their own.
@@ -99,7 +105,8 @@ enum Pending {
     },
     Assert {
         person: String,
-        interaction: InteractionId,
+        /// The interaction it answers; `None`: it proves a passkey to register another.
+        interaction: Option<InteractionId>,
         state: Box<PasskeyAuthentication>,
     },
 }
@@ -240,6 +247,9 @@ pub async fn list(
 pub struct RegisterBody {
     /// What to call the passkey ("laptop"); default "passkey".
     label: Option<String>,
+    /// An assertion by one of the person's passkeys (from `POST /v1/passkeys/assert`):
+    /// needed when they have one, unless the token is an administrator's.
+    passkey: Option<PasskeyBody>,
 }
 
 /// `POST /v1/passkeys/register`: the options for `navigator.credentials.create`.
@@ -273,6 +283,19 @@ pub async fn register(
                 all.len()
             ),
         ));
+    }
+    if !mine.is_empty() && principal.label().is_some() {
+        let Some(proof) = body.passkey else {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "passkey_required",
+                format!(
+                    "{who} has a passkey already: adding another needs an assertion with one \
+                     of them (POST /v1/passkeys/assert), or an administrator's token"
+                ),
+            ));
+        };
+        check_assertion(&state, &who, None, proof).await?;
     }
     // The person's stable WebAuthn user handle: derived from their name.
     let handle = uuid::Uuid::from_slice(&Sha256::digest(who.as_bytes())[..16])
@@ -413,13 +436,32 @@ pub async fn challenge(
     principal: Principal,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Response, ApiError> {
-    let webauthn = state.passkeys.webauthn()?;
     let id = path_id(&id)?;
     if state.registry.get(&id).await?.is_none() {
         return Err(ApiError::not_found(format!("no interaction with id {id}")));
     }
-    let who = person(&state, &principal);
-    let mine: Vec<Passkey> = load(&state)
+    assertion_challenge(&state, &principal, Some(id)).await
+}
+
+/// `POST /v1/passkeys/assert`: a challenge for proving one of the person's passkeys before
+/// registering another (the options for `navigator.credentials.get`).
+pub async fn prove(
+    State(state): State<AppState>,
+    principal: Principal,
+) -> Result<Response, ApiError> {
+    assertion_challenge(&state, &principal, None).await
+}
+
+/// A challenge for an assertion by one of `principal`'s person's passkeys, for answering
+/// `interaction` (`None`: for registering another passkey).
+async fn assertion_challenge(
+    state: &AppState,
+    principal: &Principal,
+    interaction: Option<InteractionId>,
+) -> Result<Response, ApiError> {
+    let webauthn = state.passkeys.webauthn()?;
+    let who = person(state, principal);
+    let mine: Vec<Passkey> = load(state)
         .await?
         .into_iter()
         .filter(|p| p.person == who)
@@ -437,7 +479,7 @@ pub async fn challenge(
         .map_err(|e| internal(format!("passkey assertion: {e}")))?;
     let challenge = state.passkeys.hold(Pending::Assert {
         person: who,
-        interaction: id,
+        interaction,
         state: Box::new(auth),
     });
     Ok(axum::Json(json!({ "challenge": challenge, "options": options })).into_response())
@@ -452,8 +494,20 @@ pub async fn verify(
     id: &InteractionId,
     body: PasskeyBody,
 ) -> Result<(), ApiError> {
-    let webauthn = state.passkeys.webauthn()?;
     let who = person(state, principal);
+    check_assertion(state, &who, Some(id), body).await
+}
+
+/// Checks `body`, an assertion by `who` for answering `id` (`None`: for registering another
+/// passkey), as [`verify`] says.
+async fn check_assertion(
+    state: &AppState,
+    who: &str,
+    id: Option<&InteractionId>,
+    body: PasskeyBody,
+) -> Result<(), ApiError> {
+    let webauthn = state.passkeys.webauthn()?;
+    let who = who.to_string();
     let via = Via::desktop();
     let (owner, interaction, auth) = match state.passkeys.take(&body.challenge) {
         Ok(Pending::Assert {
@@ -467,12 +521,12 @@ pub async fn verify(
         Err(e) => {
             state
                 .registry
-                .audit_passkey(Some(id), &who, &via, "refused", "unknown or used challenge")
+                .audit_passkey(id, &who, &via, "refused", "unknown or used challenge")
                 .await?;
             return Err(e);
         }
     };
-    if owner != who || &interaction != id {
+    if owner != who || interaction.as_ref() != id {
         let why = "the challenge was made for another person or interaction";
         return Err(refused(state, id, &who, why).await);
     }
@@ -491,20 +545,23 @@ pub async fn verify(
     };
     p.passkey.update_credential(&result);
     p.last_used_at = Some(jiff::Timestamp::now().as_millisecond());
-    let detail = describe(&p.summary());
+    let mut detail = describe(&p.summary());
+    if id.is_none() {
+        detail.push_str(", to register another");
+    }
     save(state, &all).await?;
     state
         .registry
-        .audit_passkey(Some(id), &who, &via, "asserted", &detail)
+        .audit_passkey(id, &who, &via, "asserted", &detail)
         .await?;
     Ok(())
 }
 
 /// An assertion refused for `why`, audited: the error to answer with.
-async fn refused(state: &AppState, id: &InteractionId, who: &str, why: &str) -> ApiError {
+async fn refused(state: &AppState, id: Option<&InteractionId>, who: &str, why: &str) -> ApiError {
     if let Err(e) = state
         .registry
-        .audit_passkey(Some(id), who, &Via::desktop(), "refused", why)
+        .audit_passkey(id, who, &Via::desktop(), "refused", why)
         .await
     {
         return e.into();

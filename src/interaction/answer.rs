@@ -375,6 +375,22 @@ fn deny_message(
     }
 }
 
+/// The words a person wrote with a deny of `i` (an instruction to the agent), or `None`: not
+/// a person's deny (expired, withdrawn, allowed), or one without words of their own (the
+/// default message naming who said no).
+pub fn deny_instruction(i: &Interaction) -> Option<&str> {
+    let r = i.resolution.as_ref()?;
+    if r.outcome != Outcome::Denied || r.via == Via::system() {
+        return None;
+    }
+    let message = r.message()?.trim();
+    let responder = Responder {
+        by: r.by.clone(),
+        ..Responder::anonymous(r.via.clone())
+    };
+    (!message.is_empty() && message != default_deny_message(i.kind, &responder)).then_some(message)
+}
+
 fn default_deny_message(kind: Kind, responder: &Responder) -> String {
     let what = match kind {
         Kind::Approval => "Denied",
@@ -483,6 +499,20 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.message(), Some("Denied by bob via telegram"));
+        let mut denied = i.clone();
+        denied.resolution = Some(Box::new(r));
+        assert_eq!(deny_instruction(&denied), None);
+        let r = resolution_for(
+            &i,
+            Answer::deny(Some("  truncate it instead ".into())),
+            Responder::new("bob", Via::new("telegram")),
+            now(),
+        )
+        .unwrap();
+        denied.resolution = Some(Box::new(r));
+        assert_eq!(deny_instruction(&denied), Some("truncate it instead"));
+        denied.resolution = Some(Box::new(expired(&i, now())));
+        assert_eq!(deny_instruction(&denied), None);
     }
 
     #[test]

@@ -66,7 +66,9 @@ pub mod routes;
 pub mod sessions;
 mod suggestions;
 
-pub use answer::{Answer, MAX_BY_CHARS, Responder, cancelled, expired, resolution_for};
+pub use answer::{
+    Answer, MAX_BY_CHARS, Responder, cancelled, deny_instruction, expired, resolution_for,
+};
 pub use ask::{Ask, AskError};
 pub use draft::{DraftError, FormDraft};
 pub use events::{Event, EventKind, EventLog, Next, Subscription};

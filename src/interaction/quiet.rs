@@ -1,7 +1,7 @@
 //! Quiet hours: when a person's phone is left alone (`[[people]] quiet = "22:00-07:00"`,
 //! `time_zone = "Europe/Berlin"`). A notification to their phone that falls in them is held
 //! until they end (and never sent if the interaction is settled or expires first), unless it
-//! is an escalation whose route says escalations go through (`escalate_through_quiet`).
+//! is an escalation whose route says escalations go through (`escalate_to.through_quiet`).
 //!
 //! The hours are wall-clock times in the person's time zone, so they follow daylight saving
 //! time; a span past midnight ("22:00-07:00") ends the next morning.

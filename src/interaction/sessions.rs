@@ -68,6 +68,38 @@ pub enum OnFinish {
     Ask,
 }
 
+/// When a person's queued message can reach a session's agent: what its adapter can carry.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Delivery {
+    /// At the agent's next hook event that can carry one (after a tool, with a prompt, at
+    /// the end of a turn): Claude Code's and Codex's hooks.
+    #[default]
+    NextStep,
+    /// Only when the agent's turn ends, as the prompt that starts the next one: the agents
+    /// reached through `imrelay acp` and `imrelay bridge opencode`, which have no way to add
+    /// to a running turn.
+    TurnEnd,
+}
+
+impl Delivery {
+    /// Whether a message can be handed over at `event`.
+    pub fn carries(self, event: &SessionEvent) -> bool {
+        match self {
+            Delivery::NextStep => event.carries_messages(),
+            Delivery::TurnEnd => matches!(event, SessionEvent::Stopped(_)),
+        }
+    }
+
+    /// When a message queued now reaches the agent, as a channel tells its sender.
+    pub fn note(self) -> &'static str {
+        match self {
+            Delivery::NextStep => "it reaches the agent at its next step",
+            Delivery::TurnEnd => "it will be sent when the agent's turn ends",
+        }
+    }
+}
+
 /// What a session is doing, as a person reads it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -150,6 +182,8 @@ pub struct SessionUpdate {
     pub route: String,
     /// The agent token the session's events came with (its digest), if any.
     pub owner: Option<String>,
+    /// When its agent can be handed a message.
+    pub delivery: Delivery,
     /// What happened.
     pub event: SessionEvent,
     /// When.
@@ -194,6 +228,9 @@ pub struct Session {
     pub owner: Option<String>,
     /// The state its last event left it in.
     pub state: SessionState,
+    /// When its agent can be handed a message (as its adapter last said).
+    #[serde(default)]
+    pub delivery: Delivery,
     /// When it was first seen.
     pub first_seen: Timestamp,
     /// When it last did something.
@@ -227,6 +264,7 @@ impl Session {
             route: update.route.clone(),
             owner: update.owner.clone(),
             state: SessionState::Working,
+            delivery: update.delivery,
             first_seen: update.at,
             last_activity: update.at,
             last_event: String::new(),
@@ -238,6 +276,7 @@ impl Session {
             s.cwd.clone_from(&update.cwd);
         }
         s.route.clone_from(&update.route);
+        s.delivery = update.delivery;
         if s.owner.is_none() {
             s.owner.clone_from(&update.owner);
         }
@@ -255,7 +294,7 @@ impl Session {
             s.last_message = Some(trim_message(m));
         }
         s.delivered_now.clear();
-        if update.event.carries_messages() {
+        if s.delivery.carries(&update.event) {
             s.deliver(update);
         }
         s
@@ -353,6 +392,7 @@ mod tests {
             cwd: Some("/w".into()),
             route: "default".into(),
             owner: None,
+            delivery: Delivery::NextStep,
             event,
             at: Timestamp::from_millisecond(ms).unwrap(),
         }
@@ -406,6 +446,36 @@ mod tests {
         assert_eq!(s.messages[0].delivered_with.as_deref(), Some("tool_used"));
         let s = Session::apply(Some(s), &update(SessionEvent::ToolUsed, 7));
         assert!(s.delivered_now.is_empty());
+    }
+
+    #[test]
+    fn a_session_reached_at_turn_end_takes_messages_only_when_its_turn_ends() {
+        let at_end = |event, ms| SessionUpdate {
+            delivery: Delivery::TurnEnd,
+            ..update(event, ms)
+        };
+        let mut s = Session::apply(None, &at_end(SessionEvent::Prompted, 0));
+        assert_eq!(s.delivery, Delivery::TurnEnd);
+        s.queue(message("m1")).unwrap();
+        for (n, event) in [
+            SessionEvent::Prompted,
+            SessionEvent::ToolUsed,
+            SessionEvent::Asked,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            s = Session::apply(Some(s), &at_end(event, n as i64 + 1));
+            assert!(s.delivered_now.is_empty());
+        }
+        let s = Session::apply(Some(s), &at_end(SessionEvent::Stopped(None), 9));
+        assert_eq!(s.delivered_now.len(), 1);
+        assert_eq!(s.messages[0].delivered_with.as_deref(), Some("stopped"));
+        assert!(
+            Delivery::TurnEnd
+                .note()
+                .contains("when the agent's turn ends")
+        );
     }
 
     #[test]

@@ -321,6 +321,56 @@ pub fn votes_line(i: &Interaction, locale: Locale) -> Option<String> {
     })
 }
 
+/// Why a chat cannot answer `i`: it needs a passkey (`step_up`), so it is answered in the
+/// inbox, in `locale`. The toast a tap on it gets, and the line its copies show.
+pub(crate) fn step_up_text(i: &Interaction, locale: Locale) -> String {
+    let route = crate::interaction::routes::route_name(i);
+    match locale {
+        Locale::ZhCn => {
+            format!("此请求（路由「{route}」）需要通行密钥：请在 imrelay 收件箱中打开并回答")
+        }
+        Locale::EnUs => format!(
+            "This needs a passkey (route \"{route}\"): open it in the imrelay inbox and answer there"
+        ),
+    }
+}
+
+/// What a chat copy of a pending interaction that needs a passkey (`step_up`) shows in place
+/// of its answer buttons: one link button to its card in the inbox, where a platform has
+/// link buttons (see [`step_up_link`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct StepUpLink {
+    /// The button's label: "🔑 Answer in the inbox".
+    pub label: &'static str,
+    /// The card in the inbox: `<inbox>/#<id>`.
+    pub url: String,
+    /// Why, shown above the button ([`step_up_text`]).
+    pub why: String,
+}
+
+/// The link a chat copy of `i` shows in place of its answer buttons, in `locale`: `Some`
+/// when `i` is pending, needs a passkey, and the inbox has an address (`inbox`, from
+/// `server.public_url`). Otherwise the copy keeps its buttons, and a tap on one is refused
+/// with [`step_up_text`] (as on a platform without link buttons).
+pub(crate) fn step_up_link(
+    i: &Interaction,
+    inbox: Option<&str>,
+    locale: Locale,
+) -> Option<StepUpLink> {
+    if !i.is_pending() || !crate::interaction::routes::needs_step_up(i) {
+        return None;
+    }
+    let base = inbox?.trim_end_matches('/');
+    Some(StepUpLink {
+        label: match locale {
+            Locale::ZhCn => "🔑 在收件箱中回答",
+            Locale::EnUs => "🔑 Answer in the inbox",
+        },
+        url: format!("{base}/#{}", i.id),
+        why: step_up_text(i, locale),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -395,6 +445,35 @@ mod tests {
         assert_eq!(duration_words(300), "5 min");
         assert_eq!(duration_words(3600), "1 h");
         assert_eq!(duration_words(5400), "1 h 30 min");
+    }
+
+    #[test]
+    fn a_step_up_interaction_links_to_its_card_while_pending_and_with_an_inbox() {
+        let mut i = Interaction::pending(
+            crate::interaction::InteractionId::parse("s1").unwrap(),
+            "Bash",
+            serde_json::Map::new(),
+            Timestamp::UNIX_EPOCH,
+            60,
+        );
+        assert_eq!(
+            step_up_link(&i, Some("https://r.example"), Locale::EnUs),
+            None
+        );
+        let stamp = crate::interaction::routes::RouteStamp {
+            name: "prod".into(),
+            step_up: true,
+            ..crate::interaction::routes::RouteStamp::default_route()
+        };
+        i.route = Some(std::sync::Arc::new(stamp));
+        let link = step_up_link(&i, Some("https://r.example/"), Locale::EnUs).unwrap();
+        assert_eq!(link.url, "https://r.example/#s1");
+        assert_eq!(
+            link.why,
+            "This needs a passkey (route \"prod\"): open it in the imrelay inbox and answer there"
+        );
+        assert_eq!(step_up_link(&i, None, Locale::EnUs), None);
+        assert!(step_up_text(&i, Locale::ZhCn).contains("通行密钥"));
     }
 
     #[test]

@@ -48,6 +48,11 @@ pub fn trials() -> Vec<libtest_mimic::Trial> {
             phone::at_the_desk_the_phone_waits_and_away_it_rings_at_once,
         ),
         trial(
+            "inbox::push::at_the_desk_no_push_is_sent_and_away_it_is_at_once",
+            push::fake_push_service_and_browser,
+            phone::at_the_desk_no_push_is_sent_and_away_it_is_at_once,
+        ),
+        trial(
             "inbox::the_sessions_show_their_state_and_take_a_message",
             browser,
             sessions::the_sessions_show_their_state_and_take_a_message,

@@ -20,6 +20,9 @@ mod contract;
 mod feishu;
 mod grants;
 #[allow(dead_code)]
+#[path = "../it/ntfy_fake.rs"]
+mod ntfy_fake;
+#[allow(dead_code)]
 #[path = "../it/support.rs"]
 mod support;
 #[allow(dead_code)]

@@ -790,6 +790,7 @@ async fn the_doctor_checks_the_rooms_and_an_encrypted_room_gets_no_prompt() {
     let run = Doctor {
         send_test: true,
         public_url: String::new(),
+        kept: None,
     };
     let checks = settings.matrix.doctor(&run).await;
     let said: Vec<String> = checks.iter().map(ToString::to_string).collect();
@@ -839,6 +840,178 @@ async fn the_doctor_checks_the_rooms_and_an_encrypted_room_gets_no_prompt() {
     app.stop().await;
 }
 
+/// What relates event `e` to a thread: its root, if it is in one.
+fn thread_root(e: &Value) -> Option<String> {
+    let r = &e["content"]["m.relates_to"];
+    (r["rel_type"] == "m.thread")
+        .then(|| r["event_id"].as_str().map(str::to_string))
+        .flatten()
+}
+
+async fn two_sessions_prompts_land_in_two_threads_and_an_answer_in_either_resolves_its_own() {
+    let hs = synapse().expect("synapse");
+    let alice = Person::new(hs, &hs.alice);
+    let bot = hs.bot.user_id.as_str();
+    let room = alice.create_room(&[bot]).await;
+    let mut settings = configured(hs, &room, false);
+    settings.matrix.thread_per = imrelay::channels::threads::ThreadPer::Session;
+    settings.matrix.thread_replies = true;
+    let app = spawn_on(settings, Arc::new(MemoryStore::new())).await;
+    bot_joined(hs, &room).await;
+    let ask = |id: &str, command: &str, session: &str, cwd: &str| {
+        json!({"id": id, "tool_name": "Bash", "input": {"command": command},
+            "session": session, "agent": "claude-code", "cwd": cwd})
+    };
+    let mut prompts = Vec::new();
+    for (id, command, session, cwd) in [
+        ("mx-th1", "echo one", "s-one", "/srv/shop"),
+        ("mx-th2", "echo two", "s-two", "/srv/blog"),
+        ("mx-th3", "echo three", "s-one", "/srv/shop"),
+    ] {
+        let (status, body) = app
+            .post("/v1/interactions", &ask(id, command, session, cwd))
+            .await;
+        assert_eq!(status, reqwest::StatusCode::CREATED, "{body}");
+        let p = alice
+            .wait_for(&room, "the prompt", |e| message_from(e, bot, command))
+            .await;
+        prompts.push(p);
+    }
+    let roots: Vec<String> = prompts
+        .iter()
+        .map(|p| thread_root(p).unwrap_or_else(|| panic!("not in a thread: {p}")))
+        .collect();
+    assert_ne!(roots[0], roots[1], "two sessions, two threads");
+    assert_eq!(roots[0], roots[2], "a session's prompts share its thread");
+    // Each thread's root names the agent, the session and the directory.
+    for (root, session, dir) in [
+        (&roots[0], "s-one", "/srv/shop"),
+        (&roots[1], "s-two", "/srv/blog"),
+    ] {
+        let e = alice
+            .call(
+                reqwest::Method::GET,
+                &format!("/rooms/{}/event/{}", enc(&room), enc(root)),
+                None,
+            )
+            .await;
+        let body = e["content"]["body"].as_str().unwrap_or_default();
+        assert!(
+            body.contains("Agent session: claude-code")
+                && body.contains(&format!("Session: {session}"))
+                && body.contains(&format!("Directory: {dir}")),
+            "{e}"
+        );
+    }
+    // The homeserver itself lists both threads.
+    let threads: Value = alice
+        .http
+        .get(format!(
+            "{}/_matrix/client/v1/rooms/{}/threads",
+            hs.url,
+            enc(&room)
+        ))
+        .bearer_auth(&alice.who.token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let listed: Vec<&str> = threads["chunk"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e["event_id"].as_str())
+        .collect();
+    assert!(
+        listed.contains(&roots[0].as_str()) && listed.contains(&roots[1].as_str()),
+        "{threads}"
+    );
+    // ✅ in the second thread allows the second session's request only.
+    let prompt_id = |n: usize| prompts[n]["event_id"].as_str().unwrap().to_string();
+    alice.react(&room, &prompt_id(1), "✅").await;
+    let two = until("the second answered", || async {
+        let i = interaction(&app, "mx-th2").await;
+        (i["status"] != "pending").then_some(i)
+    })
+    .await;
+    assert_eq!(two["resolution"]["outcome"], "allowed", "{two}");
+    assert_eq!(interaction(&app, "mx-th1").await["status"], "pending");
+    // A reply in the first thread, as a threaded client sends it, denies the first one.
+    alice
+        .send(
+            &room,
+            "m.room.message",
+            json!({"msgtype": "m.text", "body": "not now",
+                "m.relates_to": {"rel_type": "m.thread", "event_id": roots[0],
+                    "is_falling_back": false, "m.in_reply_to": {"event_id": prompt_id(0)}}}),
+        )
+        .await;
+    let one = until("the first answered", || async {
+        let i = interaction(&app, "mx-th1").await;
+        (i["status"] != "pending").then_some(i)
+    })
+    .await;
+    assert_eq!(one["resolution"]["outcome"], "denied", "{one}");
+    assert_eq!(interaction(&app, "mx-th3").await["status"], "pending");
+    // The outcome is replied to the prompt in its thread (`thread_replies`).
+    let p2 = prompt_id(1);
+    alice
+        .wait_for(&room, "the outcome in the thread", |e| {
+            e["sender"] == bot
+                && thread_root(e).as_deref() == Some(roots[1].as_str())
+                && e["content"]["m.relates_to"]["m.in_reply_to"]["event_id"] == p2.as_str()
+                && e["content"]["body"]
+                    .as_str()
+                    .is_some_and(|b| b.contains("Allowed"))
+        })
+        .await;
+    app.stop().await;
+}
+
+async fn whoami_and_sessions_are_answered_in_the_room() {
+    let hs = synapse().expect("synapse");
+    let (app, room) = setup(hs, false).await;
+    let (alice, mallory) = (Person::new(hs, &hs.alice), Person::new(hs, &hs.mallory));
+    let bot = hs.bot.user_id.as_str();
+    let said = |body: &str| json!({"msgtype": "m.text", "body": body});
+    alice.send(&room, "m.room.message", said("!whoami")).await;
+    let alice_id = hs.alice.user_id.clone();
+    alice
+        .wait_for(&room, "whoami's answer", |e| {
+            message_from(e, bot, &format!("(for matrix.chats): {room}"))
+                && message_from(e, bot, &format!("(for matrix.approvers): {alice_id}"))
+        })
+        .await;
+    // A session Claude Code reported is listed to an approver; anyone else is told no.
+    let start = json!({"session_id": "s-mx", "cwd": "/srv/shop", "hook_event_name": "SessionStart",
+        "transcript_path": "/tmp/t.jsonl", "permission_mode": "default", "source": "startup"});
+    let resp = app
+        .client
+        .post(app.url("/v1/hooks/claude-code"))
+        .json(&start)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), reqwest::StatusCode::OK);
+    alice.send(&room, "m.room.message", said("/sessions")).await;
+    alice
+        .wait_for(&room, "the listing", |e| {
+            message_from(e, bot, "Sessions") && message_from(e, bot, "/srv/shop")
+        })
+        .await;
+    mallory
+        .send(&room, "m.room.message", said("sessions"))
+        .await;
+    alice
+        .wait_for(&room, "the refusal", |e| {
+            message_from(e, bot, "Only approvers can list the sessions.")
+        })
+        .await;
+    app.stop().await;
+}
+
 pub fn trials() -> Vec<Trial> {
     vec![
         trial(
@@ -870,6 +1043,16 @@ pub fn trials() -> Vec<Trial> {
             "matrix::the_doctor_checks_the_rooms_and_an_encrypted_room_gets_no_prompt",
             need,
             the_doctor_checks_the_rooms_and_an_encrypted_room_gets_no_prompt,
+        ),
+        trial(
+            "matrix::two_sessions_prompts_land_in_two_threads_and_an_answer_in_either_resolves_its_own",
+            need,
+            two_sessions_prompts_land_in_two_threads_and_an_answer_in_either_resolves_its_own,
+        ),
+        trial(
+            "matrix::whoami_and_sessions_are_answered_in_the_room",
+            need,
+            whoami_and_sessions_are_answered_in_the_room,
         ),
     ]
 }

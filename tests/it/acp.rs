@@ -18,28 +18,28 @@ use tokio::process::{Child, ChildStdin, ChildStdout};
 use crate::support::*;
 
 /// How long one message may take to arrive.
-const LIMIT: Duration = Duration::from_secs(20);
+pub(crate) const LIMIT: Duration = Duration::from_secs(20);
 
 /// One side of the conversation: lines in, lines out.
-struct Side<R, W> {
+pub(crate) struct Side<R, W> {
     lines: Lines<BufReader<R>>,
     out: W,
 }
 
 impl<R: tokio::io::AsyncRead + Unpin, W: tokio::io::AsyncWrite + Unpin> Side<R, W> {
     /// Writes `text` and a line break, exactly.
-    async fn write_raw(&mut self, text: &str) {
+    pub(crate) async fn write_raw(&mut self, text: &str) {
         self.out.write_all(text.as_bytes()).await.expect("write");
         self.out.write_all(b"\n").await.expect("write");
         self.out.flush().await.expect("flush");
     }
 
-    async fn send(&mut self, m: Value) {
+    pub(crate) async fn send(&mut self, m: Value) {
         self.write_raw(&m.to_string()).await;
     }
 
     /// The next line, exactly as written.
-    async fn recv_raw(&mut self) -> String {
+    pub(crate) async fn recv_raw(&mut self) -> String {
         match tokio::time::timeout(LIMIT, self.lines.next_line()).await {
             Ok(Ok(Some(line))) => line,
             Ok(Ok(None)) => panic!("closed before the next message"),
@@ -48,13 +48,13 @@ impl<R: tokio::io::AsyncRead + Unpin, W: tokio::io::AsyncWrite + Unpin> Side<R, 
         }
     }
 
-    async fn recv(&mut self) -> Value {
+    pub(crate) async fn recv(&mut self) -> Value {
         let line = self.recv_raw().await;
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
     }
 
     /// Nothing arrives for a moment.
-    async fn quiet(&mut self) {
+    pub(crate) async fn quiet(&mut self) {
         if let Ok(Ok(Some(line))) =
             tokio::time::timeout(Duration::from_millis(300), self.lines.next_line()).await
         {
@@ -63,20 +63,20 @@ impl<R: tokio::io::AsyncRead + Unpin, W: tokio::io::AsyncWrite + Unpin> Side<R, 
     }
 }
 
-type Editor = Side<ChildStdout, ChildStdin>;
-type Agent = Side<OwnedReadHalf, OwnedWriteHalf>;
+pub(crate) type Editor = Side<ChildStdout, ChildStdin>;
+pub(crate) type Agent = Side<OwnedReadHalf, OwnedWriteHalf>;
 
 /// The proxy, the editor's side of it and the agent's, and the agent's process group.
-struct Proxied {
+pub(crate) struct Proxied {
     proxy: Child,
-    editor: Editor,
-    agent: Agent,
+    pub(crate) editor: Editor,
+    pub(crate) agent: Agent,
     pgid: i32,
     _dir: tempfile::TempDir,
 }
 
 /// `imrelay acp --url url -- <fake agent>`, connected.
-async fn proxied(url: &str) -> Proxied {
+pub(crate) async fn proxied(url: &str) -> Proxied {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let port = listener.local_addr().expect("addr").port();
     let dir = tempfile::tempdir().expect("tempdir");
@@ -173,7 +173,7 @@ fn gemini_request(id: Value, session: &str) -> Value {
 }
 
 /// `initialize` and `session/new` through the proxy, unchanged both ways; the session id.
-async fn open_session(p: &mut Proxied, cwd: &str) -> String {
+pub(crate) async fn open_session(p: &mut Proxied, cwd: &str) -> String {
     // Odd spacing and key order: the agent must get the very bytes.
     let init = r#"{ "id":1, "jsonrpc":"2.0","method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}} }"#;
     p.editor.write_raw(init).await;

@@ -447,6 +447,7 @@ fn session_at(id: &str, second: i64) -> imrelay::interaction::sessions::Session 
             cwd: Some("/w".into()),
             route: "default".into(),
             owner: None,
+            delivery: Default::default(),
             event: SessionEvent::Started,
             at: Timestamp::from_second(second).unwrap(),
         },

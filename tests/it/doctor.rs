@@ -569,3 +569,76 @@ async fn telegram_without_approvers_or_chats_says_nothing_is_posted_at_start_up(
         "{lines:#?}"
     );
 }
+
+/// The generator of P-256, uncompressed: a valid public key for a device's `p256dh`.
+const P256_G: &str = "046b17d1f2e12c4247f8bce6e563a440f277037d812deb33a0f4a13945d898c2964fe342e2fe1a7f9b8ee7eb4a7c0f9e162bce33576b315ececbb6406837bf51f5";
+
+#[tokio::test]
+async fn push_is_checked_key_devices_and_their_push_services_beside_the_server() {
+    use base64::Engine;
+    let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("imrelay.toml");
+    std::fs::write(
+        &file,
+        "[auth]\noperator_tokens = [{ token = \"ann-token-0123456789abcdef\", label = \"ann-phone\" }]\n\
+         [push]\nenabled = true\nsubject = \"mailto:ops@example.com\"\n\
+         [[people]]\nname = \"ann\"\noperator = [\"ann-phone\"]\n",
+    )
+    .unwrap();
+    let db = dir.path().join("imrelay.db");
+    let listen = format!("127.0.0.1:{}", free_port());
+    let env = [
+        ("IMRELAY__SERVER__LISTEN", listen.as_str()),
+        ("IMRELAY__STORE__PATH", db.to_str().unwrap()),
+    ];
+    let args = ["--config", file.to_str().unwrap(), "doctor"];
+
+    // Before the first start: nothing made yet, nothing subscribed, and nothing created.
+    let (ok, out) = run_in(dir.path(), &env, &args).await;
+    assert!(ok, "{out}");
+    for line in [
+        "✓ push: push services are given mailto:ops@example.com as whom to contact",
+        "✓ push: no VAPID key yet: `imrelay serve` makes one at its first start with push on",
+        "✓ push: no device is subscribed yet",
+    ] {
+        assert!(out.contains(line), "{line:?} in {out}");
+    }
+    assert!(!db.exists());
+
+    // A push service that answers, and one where nothing listens; a device on each.
+    let service = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let up = format!("http://{}", service.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(service, Router::new()).await });
+    let down = format!("http://127.0.0.1:{}", free_port());
+    let server = Server::start_on(&listen, &db, Some(&file));
+    let client = reqwest::Client::new();
+    for (endpoint, name) in [(&up, "ann's phone"), (&down, "ann's tablet")] {
+        let r = client
+            .post(format!("{}/v1/push/devices", server.base))
+            .bearer_auth("ann-token-0123456789abcdef")
+            .json(&serde_json::json!({
+                "endpoint": format!("{endpoint}/push/{name}"),
+                "keys": {"p256dh": b64(&hex::decode(P256_G).unwrap()), "auth": b64(&[7; 16])},
+                "name": name,
+            }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::CREATED, "{:?}", r.text().await);
+    }
+    let (ok, out) = run_in(dir.path(), &env, &args).await;
+    assert!(!ok, "{out}");
+    for line in [
+        "✓ push: the VAPID key is kept in the store (public key ".to_string(),
+        "✓ push: 2 devices subscribed (ann 2)".to_string(),
+        format!("✓ push: {up} (the push service of 1 device) answers"),
+        format!(
+            "✗ push: {down} (the push service of 1 device) does not answer (waited at most 5 s): "
+        ),
+        "→ this machine must reach the push services over https".to_string(),
+    ] {
+        assert!(out.contains(&line), "{line:?} in {out}");
+    }
+    stop(server).await;
+}

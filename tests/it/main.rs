@@ -4,6 +4,7 @@
 //! reports the ones it cannot run as ignored, with the reason.)
 
 mod acp;
+mod acp_steer;
 mod api;
 mod audit;
 mod auth;
@@ -32,6 +33,7 @@ mod mcp_sessions;
 mod mcp_wire;
 mod mixed_writes;
 pub(crate) mod ntfy;
+pub(crate) mod ntfy_fake;
 mod numbers;
 mod opencode;
 mod operators;

@@ -104,6 +104,10 @@ const CHECKED_ELSEWHERE: &[(&str, &str)] = &[
         "the kit's burst tests (digest_flow.rs) and each channel's digest tests",
     ),
     (
+        "A `step_up` approval links to its inbox card",
+        "tests/it/{telegram,slack,discord}/passkey.rs, tests/it/ntfy.rs, feishu's and push's unit tests",
+    ),
+    (
         "The outcome in the message's thread",
         "tests/it/slack/channel.rs (thread_replies)",
     ),
@@ -737,7 +741,27 @@ impl Run {
                     sender.into(),
                 )
             }
-            Run::Discord(_) => panic!("no whoami on Discord yet"),
+            Run::Discord(fake) => {
+                let (chat, sender) = ("2000000000000000099", "6000000000000000077");
+                let n =
+                    crate::discord::channel::NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let response = crate::discord::channel::deliver(
+                    fake,
+                    crate::discord::fake::command_use(
+                        &fake.state,
+                        8000 + n,
+                        sender,
+                        chat,
+                        "whoami",
+                    ),
+                )
+                .await;
+                let told = response["data"]["content"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .replace('\\', "");
+                (told, chat.into(), sender.into())
+            }
             Run::Ntfy(_) | Run::Push(_) | Run::Webhooks(_) => panic!("no chat to ask whoami in"),
         }
     }

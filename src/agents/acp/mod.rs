@@ -33,6 +33,7 @@
 //!   the call and the interaction is withdrawn on every channel
 //!   ([`super::shared::HookCalls`]).
 
+pub mod prompts;
 pub mod session;
 mod settings;
 mod tools;
@@ -50,10 +51,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::shared::{Abandoned, Generations, Refused, derived_base};
-use super::{Hooks, OnTimeout};
+use super::turns::TurnBody;
+use super::{Hooks, OnTimeout, steer};
+use crate::interaction::sessions::{Delivery, SessionEvent};
 use crate::interaction::{
-    AgentResult, Interaction, InteractionId, Kind, NewInteraction, Outcome, PermissionResult,
-    ValidationError,
+    AgentResult, Interaction, Kind, NewInteraction, Outcome, PermissionResult, ValidationError,
 };
 use crate::wire::error::ApiError;
 use crate::wire::extract::ApiJson;
@@ -65,6 +67,9 @@ use wire::{
 
 /// Where the endpoint is served.
 pub const PATH: &str = "/v1/hooks/acp";
+
+/// Where the proxy reports each session's turns ([`super::turns`]).
+pub const SESSION_PATH: &str = "/v1/hooks/acp/session";
 
 /// The agent's name on every channel when it gave none, and the `by` of a withdrawal.
 pub const AGENT: &str = "acp";
@@ -234,17 +239,85 @@ pub async fn hook(
     ApiJson(body): ApiJson<HookBody>,
 ) -> Result<Response, ApiError> {
     let choices = Choices::of(&body.request.options);
+    let owner = principal.owner();
+    let steering = steering(&state, body.agent.as_ref());
+    let session = body.request.session_id.clone();
+    let asked = SessionEvent::Asked;
+    let cwd = body.cwd.clone();
+    steer::report(
+        &state,
+        &steering,
+        Some(&session),
+        cwd.as_deref(),
+        &owner,
+        asked,
+    )
+    .await;
     let (new, base, timeout_secs) = read_call(&state, body, &choices)?;
     let created = state
-        .create_generation(GENERATIONS, &base, &principal.owner(), new)
+        .create_generation(GENERATIONS, &base, &owner, new)
         .await;
     let (interaction, attached) = match created {
         Ok(c) => c,
         Err(refused) => return handed_back(refused),
     };
-    let reply = wait_and_reply(&state, &interaction.id, timeout_secs, &choices).await;
+    let waited = state
+        .answer(&interaction.id, Duration::from_secs(timeout_secs))
+        .await;
     attached.finish();
-    reply
+    let waited = waited?;
+    if let Ok(i) = &waited {
+        redirect(&state, &steering, &session, i).await;
+    }
+    let reply = match waited {
+        Ok(i) => reply(&i, &choices, state.settings.acp.on_timeout),
+        Err(reason) => HookReply::editor(reason),
+    };
+    Ok(answer(&reply))
+}
+
+/// The agent behind `imrelay acp` as steering knows it: named as its `initialize` said.
+pub fn steering(state: &Hooks, info: Option<&AgentInfo>) -> steer::Agent {
+    let (name, shown) = agent_names(info);
+    let settings = &state.settings.acp;
+    steer::Agent {
+        adapter: AGENT,
+        name: name.into(),
+        shown: shown.into(),
+        delivery: Delivery::TurnEnd,
+        on_finish: settings.on_finish,
+        finish_wait_secs: settings.finish_wait_secs,
+    }
+}
+
+/// `POST /v1/hooks/acp/session`: a session's turn, as the proxy saw it ([`super::turns`]).
+pub async fn session(
+    State(state): State<Hooks>,
+    principal: crate::wire::Principal,
+    ApiJson(body): ApiJson<TurnBody>,
+) -> Result<Response, ApiError> {
+    let info = body.agent.as_ref().map(|a| AgentInfo {
+        name: a.name.clone(),
+        title: a.title.clone(),
+        version: None,
+    });
+    let agent = steering(&state, info.as_ref());
+    super::turns::turn(&state, agent, &principal.owner(), body).await
+}
+
+/// A deny with words of the person's own: ACP tells the agent only the option chosen, so
+/// the words are queued for the session and sent as the next prompt when the turn the deny
+/// ended is over (docs/steering.md).
+async fn redirect(state: &Hooks, agent: &steer::Agent, session: &str, i: &Interaction) {
+    let Some(words) = crate::interaction::deny_instruction(i) else {
+        return;
+    };
+    let call = i.title().unwrap_or(&i.tool_name);
+    let text = format!(
+        "I denied “{}” (ACP told you only that it was canceled). {words}",
+        clip(call, MAX_LABEL_CHARS)
+    );
+    steer::queue_answer(state, agent, session, &text, i).await;
 }
 
 /// A permission request read into the interaction it asks for, the base of its derived id
@@ -318,7 +391,7 @@ fn read_call(
 
 /// The agent's name as the interaction carries it (`acp` when it gave none) and as the
 /// description names it (its title, else that name).
-fn agent_names(agent: Option<&AgentInfo>) -> (String, String) {
+pub fn agent_names(agent: Option<&AgentInfo>) -> (String, String) {
     let name = agent
         .map(|a| a.name.trim())
         .filter(|n| !n.is_empty())
@@ -345,22 +418,6 @@ fn handed_back(refused: Refused) -> Result<Response, ApiError> {
         }
         Refused::Other(e) => Err(e),
     }
-}
-
-/// Waits for the answer to `id` (or its deadline, or shutdown) and builds the reply.
-async fn wait_and_reply(
-    state: &Hooks,
-    id: &InteractionId,
-    timeout_secs: u64,
-    choices: &Choices,
-) -> Result<Response, ApiError> {
-    let on_timeout = state.settings.acp.on_timeout;
-    let wait = Duration::from_secs(timeout_secs);
-    let reply = match state.answer(id, wait).await? {
-        Ok(i) => reply(&i, choices, on_timeout),
-        Err(reason) => HookReply::editor(reason),
-    };
-    Ok(answer(&reply))
 }
 
 fn answer(reply: &HookReply) -> Response {

@@ -238,17 +238,14 @@ impl Tracker {
         }
     }
 
-    /// Reads a message from the agent to the editor.
-    pub fn agent_sent(&mut self, m: &Value) {
+    /// Reads a message from the agent to the editor: the session it opened, if it is the
+    /// answer to a `session/new` (or `load`, `resume`, `fork`).
+    pub fn agent_sent(&mut self, m: &Value) -> Option<String> {
         match (m.get("id"), m.get("method").and_then(Value::as_str)) {
             // A response: to a request the tracker reads?
             (Some(id), None) => {
-                let Some(opening) = self.opening.remove(&id_key(id)) else {
-                    return;
-                };
-                let Some(result) = m.get("result") else {
-                    return;
-                };
+                let opening = self.opening.remove(&id_key(id))?;
+                let result = m.get("result")?;
                 match opening {
                     Opening::Initialize => {
                         if let Some(info) = result
@@ -264,16 +261,26 @@ impl Tracker {
                             .and_then(Value::as_str)
                             .map(str::to_string)
                             .or(session);
-                        if let Some(s) = session {
+                        if let Some(s) = &session {
                             let size = s.len() + text_size(cwd.as_deref());
-                            self.sessions.insert(s, cwd, size);
+                            self.sessions.insert(s.clone(), cwd, size);
                         }
+                        return session;
                     }
                 }
+                None
             }
-            (None, Some(SESSION_UPDATE)) => self.tool_call_update(m.get("params")),
-            _ => {}
+            (None, Some(SESSION_UPDATE)) => {
+                self.tool_call_update(m.get("params"));
+                None
+            }
+            _ => None,
         }
+    }
+
+    /// The working directory of `session`, when the tracker knows it.
+    pub fn cwd(&self, session: &str) -> Option<String> {
+        self.sessions.get(&session.to_string()).cloned().flatten()
     }
 
     /// A `session/update` carrying a `tool_call` or a `tool_call_update`.

@@ -19,6 +19,10 @@ pub const SESSION_CANCEL: &str = "session/cancel";
 pub const CANCEL_REQUEST: &str = "$/cancel_request";
 /// The agent reports progress, tool calls among it (a notification).
 pub const SESSION_UPDATE: &str = "session/update";
+/// The client (or the proxy) starts a prompt turn; the answer, with its `stopReason`, ends it.
+pub const SESSION_PROMPT: &str = "session/prompt";
+/// The `stopReason` of a turn the client cancelled.
+pub const CANCELLED: &str = "cancelled";
 /// The client starts the connection; the agent's answer names it.
 pub const INITIALIZE: &str = "initialize";
 /// The requests that open a session in a working directory: their `params.cwd`, and the

@@ -155,8 +155,10 @@ pub async fn hook(
 fn steering(state: &Hooks) -> steer::Agent {
     let settings = &state.settings.claude_code;
     steer::Agent {
-        name: AGENT,
-        shown: "Claude Code",
+        adapter: AGENT,
+        name: AGENT.into(),
+        shown: "Claude Code".into(),
+        delivery: crate::interaction::sessions::Delivery::NextStep,
         on_finish: settings.on_finish,
         finish_wait_secs: settings.finish_wait_secs,
     }
@@ -170,7 +172,7 @@ async fn asked(state: &Hooks, owner: &str, hook: &HookBody) {
     let event = crate::interaction::sessions::SessionEvent::Asked;
     steer::report(
         state,
-        AGENT,
+        &steering(state),
         session.as_deref(),
         cwd.as_deref(),
         owner,

@@ -139,7 +139,7 @@ pub async fn hook(
     let owner = principal.owner();
     steer::report(
         &state,
-        AGENT,
+        &steering(&state, None),
         new.session.as_deref(),
         new.cwd.as_deref(),
         &owner,
@@ -169,16 +169,7 @@ async fn lifecycle(
         return Ok(json_response(StatusCode::OK, &serde_json::json!({})));
     }
     let fields = Fields { event: name };
-    let settings = &state.settings.codex;
-    let agent = steer::Agent {
-        name: AGENT,
-        shown: "Codex",
-        on_finish: settings.on_finish,
-        // Within the command's wait, as every answer is.
-        finish_wait_secs: settings
-            .finish_wait_secs
-            .min(command_timeout.unwrap_or(u64::MAX)),
-    };
+    let agent = steering(state, command_timeout);
     let input = steer::Lifecycle {
         event: name,
         session: fields.string(&body.session_id, "session_id")?,
@@ -189,6 +180,22 @@ async fn lifecycle(
         .await
         .unwrap_or_else(|| serde_json::json!({}));
     Ok(json_response(StatusCode::OK, &output))
+}
+
+/// The agent as sessions and steering know it; a reply is waited for within the hook
+/// command's own wait (`command_timeout`), as every answer is.
+fn steering(state: &Hooks, command_timeout: Option<u64>) -> steer::Agent {
+    let settings = &state.settings.codex;
+    steer::Agent {
+        adapter: AGENT,
+        name: AGENT.into(),
+        shown: "Codex".into(),
+        delivery: crate::interaction::sessions::Delivery::NextStep,
+        on_finish: settings.on_finish,
+        finish_wait_secs: settings
+            .finish_wait_secs
+            .min(command_timeout.unwrap_or(u64::MAX)),
+    }
 }
 
 /// A hook call read into the interaction it asks for, the base of its derived id and its

@@ -41,6 +41,23 @@ use crate::interaction::{ASK_USER_QUESTION, AgentResult, Interaction, Outcome, P
 /// The agent's name on every channel.
 pub const AGENT: &str = "opencode";
 
+/// Where the bridge reports each session's turns ([`super::turns`]).
+pub const SESSION_PATH: &str = "/v1/hooks/opencode/session";
+
+/// `[hooks.opencode]`: what the sessions behind `imrelay bridge opencode` do when a turn ends.
+#[derive(Clone, Debug, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpenCodeHookSettings {
+    /// What a finished turn does (docs/steering.md): `off`, or `tell` / `ask`: a "finished"
+    /// question reaches the session's route, and a reply is sent to OpenCode as the
+    /// session's next message (`ask`: when given within `finish_wait_secs`; `tell`: when
+    /// the next turn ends).
+    pub on_finish: super::steer::OnFinish,
+    /// How long the bridge waits for a reply to a finished turn with `on_finish = "ask"`,
+    /// seconds.
+    pub finish_wait_secs: u64,
+}
+
 /// The reason every channel shows when a request was answered in OpenCode itself.
 pub const ANSWERED_IN_OPENCODE: &str = "Answered in OpenCode itself";
 
@@ -52,6 +69,25 @@ pub const GONE_FROM_OPENCODE: &str = "OpenCode no longer waits for this answer";
 /// `ses_` and 26 more). A longer one is refused where it is read: its reply's URL would be
 /// too long for OpenCode (`414`), so imrelay would decide what OpenCode could never be told.
 pub const MAX_ID_BYTES: usize = 256;
+
+/// `POST /v1/hooks/opencode/session`: a session's turn, as the bridge saw it
+/// ([`super::turns`]).
+pub async fn session(
+    axum::extract::State(state): axum::extract::State<super::Hooks>,
+    principal: crate::wire::Principal,
+    crate::wire::extract::ApiJson(body): crate::wire::extract::ApiJson<super::turns::TurnBody>,
+) -> Result<axum::response::Response, crate::wire::error::ApiError> {
+    let settings = &state.settings.opencode;
+    let agent = super::steer::Agent {
+        adapter: AGENT,
+        name: AGENT.into(),
+        shown: "OpenCode".into(),
+        delivery: crate::interaction::sessions::Delivery::TurnEnd,
+        on_finish: settings.on_finish,
+        finish_wait_secs: settings.finish_wait_secs,
+    };
+    super::turns::turn(&state, agent, &principal.owner(), body).await
+}
 
 /// A request OpenCode waits on.
 #[derive(Clone, Debug, PartialEq)]
@@ -133,6 +169,17 @@ pub enum Event {
         /// `per_…` or `que_…`
         request_id: String,
     },
+    /// A session is working on a turn (`session.status` with `busy`; said again during the
+    /// turn).
+    Busy {
+        /// `ses_…`
+        session_id: String,
+    },
+    /// A session's turn ended (`session.idle`).
+    Idle {
+        /// `ses_…`
+        session_id: String,
+    },
     /// Any other event (`server.connected`, `message.updated`, ...).
     Other,
 }
@@ -189,7 +236,25 @@ pub fn parse_event(data: &str) -> Result<Event, EventError> {
                 request_id: s.request_id,
             })
         }
+        "session.status" | "session.idle" => Ok(session_event(&env.kind, &env.properties)),
         _ => Ok(Event::Other),
+    }
+}
+
+/// A `session.status` or `session.idle` event's meaning: a session busy or idle (one whose id
+/// no request could carry is no session: [`Event::Other`]).
+fn session_event(kind: &str, properties: &Value) -> Event {
+    let Some(id) = properties["sessionID"]
+        .as_str()
+        .filter(|id| !id.is_empty() && id.len() <= MAX_ID_BYTES)
+    else {
+        return Event::Other;
+    };
+    let session_id = id.to_string();
+    match (kind, properties["status"]["type"].as_str()) {
+        ("session.idle", _) => Event::Idle { session_id },
+        (_, Some("busy")) => Event::Busy { session_id },
+        _ => Event::Other,
     }
 }
 
@@ -513,6 +578,15 @@ mod tests {
             parse_event(r#"{"type":"server.connected","properties":{}}"#).unwrap(),
             Event::Other
         );
+        let busy = fixture("server_permission_once", "session.status");
+        let Event::Busy { session_id } = parse_event(&busy).unwrap() else {
+            panic!("not busy: {busy}");
+        };
+        assert!(session_id.starts_with("ses_"), "{session_id}");
+        let idle = fixture("server_permission_once", "session.idle");
+        assert_eq!(parse_event(&idle).unwrap(), Event::Idle { session_id });
+        let idle_status = r#"{"type":"session.status","properties":{"sessionID":"ses_1","status":{"type":"idle"}}}"#;
+        assert_eq!(parse_event(idle_status).unwrap(), Event::Other);
     }
 
     #[test]

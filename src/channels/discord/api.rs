@@ -158,6 +158,31 @@ impl Rest {
             .await
     }
 
+    /// The application's id (the bot's application).
+    pub async fn application_id(&self) -> Result<String, ApiError> {
+        let route = "GET /oauth2/applications/@me";
+        let v = self
+            .call(
+                Method::GET,
+                route,
+                "/oauth2/applications/@me",
+                "",
+                None,
+                true,
+            )
+            .await?;
+        id_of(route, &v)
+    }
+
+    /// Replaces application `app`'s global commands with `commands`.
+    pub async fn put_commands(&self, app: &str, commands: &Value) -> Result<(), ApiError> {
+        let path = format!("/applications/{app}/commands");
+        let route = "PUT /applications/{id}/commands";
+        self.call(Method::PUT, route, &path, app, Some(commands), true)
+            .await
+            .map(|_| ())
+    }
+
     /// A channel the bot can see.
     pub async fn channel(&self, id: &str) -> Result<Value, ApiError> {
         let path = format!("/channels/{id}");
@@ -196,6 +221,34 @@ impl Rest {
         let path = format!("/channels/{channel}/messages/{id}");
         let route = "PATCH /channels/{id}/messages/{id}";
         self.call(Method::PATCH, route, &path, channel, Some(message), true)
+            .await
+            .map(|_| ())
+    }
+
+    /// Starts a public thread named `name` from message `message` in `channel`: the
+    /// thread's channel id (Discord gives it the message's id).
+    pub async fn start_thread(
+        &self,
+        channel: &str,
+        message: &str,
+        name: &str,
+    ) -> Result<String, ApiError> {
+        let path = format!("/channels/{channel}/messages/{message}/threads");
+        let route = "POST /channels/{id}/messages/{id}/threads";
+        // A day of silence archives it (Discord's choices: 60, 1440, 4320, 10080 minutes).
+        let body = json!({ "name": name, "auto_archive_duration": 1440 });
+        let v = self
+            .call(Method::POST, route, &path, channel, Some(&body), true)
+            .await?;
+        id_of(route, &v)
+    }
+
+    /// Archives and locks thread `thread`: it stays readable, nobody posts in it.
+    pub async fn close_thread(&self, thread: &str) -> Result<(), ApiError> {
+        let path = format!("/channels/{thread}");
+        let route = "PATCH /channels/{id}";
+        let body = json!({ "archived": true, "locked": true });
+        self.call(Method::PATCH, route, &path, thread, Some(&body), true)
             .await
             .map(|_| ())
     }

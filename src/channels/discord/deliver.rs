@@ -22,6 +22,7 @@ use super::render::Render;
 use crate::channels::digest::{Digests, Edited, Sheet};
 use crate::channels::digest_texts::Texts;
 use crate::channels::messages::{Failure, Messages, Pacer, Platform, Posted};
+use crate::channels::threads::{Opener, Threads, outcome_line};
 use crate::health::Health;
 use crate::interaction::Interaction;
 use crate::outbox::{Delivery, OutboxHandler};
@@ -57,6 +58,10 @@ pub(crate) struct Discord {
     pub dms: Mutex<HashMap<String, String>>,
     /// Signs digest buttons.
     pub digest_buttons: DigestButtons,
+    /// A thread per agent session (`discord.thread_per`).
+    pub threads: Threads,
+    /// Whether the outcome is also posted as a reply to each message.
+    pub thread_replies: bool,
 }
 
 impl Discord {
@@ -143,6 +148,70 @@ impl Platform for Discord {
             message_ref: id,
             state: Some(json!({ "channel": channel })),
         })
+    }
+
+    fn threads(&self) -> Option<&Threads> {
+        Some(&self.threads)
+    }
+
+    /// A first message naming the session, and a thread started from it.
+    async fn open_thread(&self, target: &String, opener: &Opener) -> Result<String, Failure> {
+        let channel = self.channel_of(target).await?;
+        let text = opener.lines(self.render.locale()).join("\n");
+        let first = self
+            .rest
+            .post(&channel, &self.render.plain(&text))
+            .await
+            .map_err(|e| failure(&e))?;
+        self.rest
+            .start_thread(&channel, &first, &opener.title(100))
+            .await
+            .map_err(|e| failure(&e))
+    }
+
+    async fn post_in_thread(
+        &self,
+        i: &Interaction,
+        _target: &String,
+        _job: &OutboxJob,
+        thread: &str,
+    ) -> Result<Posted, Failure> {
+        // A thread is a channel of its own: the prompt is posted (and edited) there.
+        let id = self
+            .rest
+            .post(thread, &self.render.message(i))
+            .await
+            .map_err(|e| failure(&e))?;
+        Ok(Posted {
+            message_ref: id,
+            state: Some(json!({ "channel": thread })),
+        })
+    }
+
+    async fn close_thread(&self, _address: &str, thread: &str) -> Result<(), Failure> {
+        self.rest
+            .close_thread(thread)
+            .await
+            .map_err(|e| failure(&e))
+    }
+
+    fn thread_replies(&self) -> bool {
+        self.thread_replies
+    }
+
+    /// The outcome as a reply to the prompt (`message_reference`), where the prompt is.
+    async fn reply_outcome(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Failure> {
+        let Some(line) = outcome_line(i, self.render.locale()) else {
+            return Ok(());
+        };
+        let mut reply = self.render.plain(&line);
+        reply["message_reference"] =
+            json!({ "message_id": m.message_ref, "fail_if_not_exists": false });
+        self.rest
+            .post(&Self::recorded_channel(m), &reply)
+            .await
+            .map_err(|e| failure(&e))?;
+        Ok(())
     }
 
     async fn show(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Failure> {

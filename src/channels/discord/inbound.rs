@@ -169,7 +169,32 @@ impl Interactions {
         self.results.clone()
     }
 
-    fn count(&self, result: &str) {
+    /// The registry the answers go to.
+    pub(super) fn registry(&self) -> &crate::interaction::Registry {
+        self.pipeline.registry()
+    }
+
+    /// The language of the notices.
+    pub(super) fn locale(&self) -> crate::present::render::Locale {
+        self.render.locale()
+    }
+
+    /// An ephemeral notice of `text`, as an interaction response.
+    pub(super) fn notice_of(&self, text: &str) -> Value {
+        self.render.notice(text)
+    }
+
+    /// Whether `channel` is on `discord.chats`.
+    pub(super) fn is_chat(&self, channel: &str) -> bool {
+        self.settings.chats.iter().any(|c| c == channel)
+    }
+
+    /// Whether `user` is on `discord.approvers`.
+    pub(super) fn is_approver(&self, user: &str) -> bool {
+        self.settings.is_approver(user)
+    }
+
+    pub(super) fn count(&self, result: &str) {
         self.results
             .get_or_create(&ResultLabels {
                 result: result.into(),
@@ -201,12 +226,14 @@ impl Interactions {
     pub async fn handle(&self, payload: &Value) -> Value {
         match payload["type"].as_u64() {
             Some(1) => json!({"type": 1}),
+            Some(2) => self.command(payload).await,
             Some(3 | 5) => self.act(payload).await,
             other => {
                 tracing::debug!(kind = ?other, "discord: an interaction imrelay did not ask for");
                 self.count("ignored");
-                self.render
-                    .notice("imrelay has no commands: answer with the buttons on its messages.")
+                self.render.notice(
+                    "imrelay knows /whoami and /sessions; answer prompts with their buttons.",
+                )
             }
         }
     }
@@ -254,12 +281,18 @@ impl Interactions {
         })
     }
 
-    /// The interaction whose copy is the message clicked on (in its channel, or in the
-    /// clicker's direct messages).
+    /// The interaction whose copy is the message clicked on (in its channel, in the channel
+    /// a thread is in, or in the clicker's direct messages).
     async fn by_message(&self, payload: &Value, person: &Person) -> Option<InteractionId> {
         let message = payload["message"]["id"].as_str()?;
         let channel = payload["channel_id"].as_str().unwrap_or_default();
-        for address in [channel.to_string(), format!("@{}", person.id)] {
+        // A prompt in a session's thread is recorded under the channel the thread is in.
+        let parent = payload["channel"]["parent_id"].as_str().unwrap_or_default();
+        for address in [
+            channel.to_string(),
+            parent.to_string(),
+            format!("@{}", person.id),
+        ] {
             if let Ok(Some(m)) = self.store.message(super::CHANNEL, &address, message).await {
                 return Some(m.interaction_id);
             }

@@ -14,6 +14,7 @@
 //!   menus) and modals; [`button`] — the signed `custom_id`s.
 //! - [`inbound`] — clicks, selects and modal submissions through the kit's answer pipeline,
 //!   shared by both transports, answered within Discord's 3 s.
+//! - `commands` — the `/whoami` and `/sessions` application commands, registered at start-up.
 //! - [`gateway`] — the Gateway (the default): identify with no intents, heartbeats, resume.
 //! - [`endpoint`] — the HTTP interactions endpoint, the alternative: Ed25519 signatures, a
 //!   replay window.
@@ -21,6 +22,7 @@
 
 pub mod api;
 pub mod button;
+mod commands;
 mod deliver;
 mod digest;
 mod doctor;
@@ -112,12 +114,19 @@ pub async fn install(w: &mut Wiring, settings: &DiscordSettings) -> anyhow::Resu
                 render,
                 dms: Default::default(),
                 digest_buttons,
+                threads: crate::channels::threads::Threads::installed(
+                    w,
+                    CHANNEL,
+                    settings.thread_per,
+                ),
+                thread_replies: settings.thread_replies,
             },
             digests,
             w.store.clone(),
             w.health.clone(),
         )),
     );
+    w.spawn_on_serve(commands::register(rest.clone(), w.shutdown.clone()));
     transport(w, &settings, rest, interactions)?;
     tracing::info!(
         transport = settings.transport.as_str(),

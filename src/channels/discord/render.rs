@@ -186,7 +186,8 @@ impl Render {
         }
         // "Allow similar": the rule it adds is in the message, in full (as code, which
         // shows it as written; a rule with a backtick is escaped instead).
-        if let Some(rule) = render::similar_rule(i).filter(|_| i.is_pending()) {
+        let step_up = render::step_up_link(i, self.inbox.as_deref(), self.locale).is_some();
+        if let Some(rule) = render::similar_rule(i).filter(|_| i.is_pending() && !step_up) {
             let rule = crate::interaction::clip(&present::visible_text(&rule), 200);
             let shown = if rule.contains('`') {
                 escape(&rule)
@@ -194,6 +195,9 @@ impl Render {
                 format!("`{rule}`")
             };
             tail.push(format!("-# {}{shown}", escape(w.similar_note())));
+        }
+        if let Some(l) = render::step_up_link(i, self.inbox.as_deref(), self.locale) {
+            tail.push(format!("🔑 {}", escape(&l.why)));
         }
         let body = self.body(i, head.join("\n").len() + tail.join("\n").len() + 8);
         let content = [head.join("\n"), body, tail.join("\n")]
@@ -289,6 +293,12 @@ impl Render {
     /// The action rows of a pending interaction.
     fn components(&self, i: &Interaction) -> Vec<Value> {
         let w = self.words();
+        // It needs a passkey: a link to its card in the inbox, in place of the buttons.
+        if let Some(l) = render::step_up_link(i, self.inbox.as_deref(), self.locale) {
+            let link =
+                json!({"type": 2, "style": 5, "label": cut(l.label, MAX_LABEL), "url": l.url});
+            return vec![row(vec![link])];
+        }
         match i.kind {
             Kind::Approval => {
                 let mut b = vec![self.button(i, Action::Allow, w.approve(), 3)];
@@ -401,6 +411,12 @@ impl Render {
             "title": cut(&title, MAX_MODAL_LABEL),
             "components": rows,
         }))
+    }
+
+    /// A plain message of `text` (escaped), mentioning nobody.
+    pub fn plain(&self, text: &str) -> Value {
+        json!({"content": crate::interaction::clip(&escape(text), MAX_CONTENT),
+            "allowed_mentions": {"parse": []}})
     }
 
     /// An ephemeral notice (only the person who clicked sees it): an interaction response.

@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::channels::threads::ThreadPer;
 use crate::present::render::Locale;
 use crate::settings::{PathClaim, Secret};
 
@@ -68,6 +69,11 @@ pub struct DiscordSettings {
     /// shown in one digest message per agent session. 0: only when the place's queue
     /// cannot be posted before the requests' deadlines.
     pub digest_after: u32,
+    /// Where each agent session's prompts go: `none` (in the channel) or `session` (a
+    /// thread per session, started from a message that names it).
+    pub thread_per: ThreadPer,
+    /// Whether the outcome is also posted as a reply to each message.
+    pub thread_replies: bool,
 }
 
 impl Default for DiscordSettings {
@@ -85,6 +91,8 @@ impl Default for DiscordSettings {
             connect_timeout_secs: 15,
             inbound_path: "/discord/interactions".into(),
             digest_after: 0,
+            thread_per: ThreadPer::None,
+            thread_replies: false,
         }
     }
 }

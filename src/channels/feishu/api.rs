@@ -368,6 +368,65 @@ impl OpenApi {
             .ok_or_else(|| ApiError::Malformed("the send answer carries no message_id".into()))
     }
 
+    /// Sends the plain text `text` to `receiver`; `uuid` makes a retried send a no-op.
+    /// Returns the message id.
+    pub async fn send_text_to(
+        &self,
+        receiver: &Receiver,
+        text: &str,
+        uuid: &str,
+    ) -> Result<String, ApiError> {
+        let data = self
+            .call(
+                Method::POST,
+                &format!(
+                    "/open-apis/im/v1/messages?receive_id_type={}",
+                    receiver.kind.as_str()
+                ),
+                &json!({
+                    "receive_id": receiver.id,
+                    "msg_type": "text",
+                    "content": json!({"text": text}).to_string(),
+                    "uuid": uuid,
+                }),
+            )
+            .await?;
+        message_id(&data)
+    }
+
+    /// Replies to message `message_id` with a message of `msg_type` (`text`,
+    /// `interactive`) and `content`; `in_thread`: in the message's thread (a thread is
+    /// made under it when it has none), else as a quoted reply in the chat. `uuid` makes a
+    /// retried reply a no-op. Returns the reply's message id.
+    pub async fn reply(
+        &self,
+        message_id_: &str,
+        msg_type: &str,
+        content: &Value,
+        in_thread: bool,
+        uuid: &str,
+    ) -> Result<String, ApiError> {
+        if !is_message_id(message_id_) {
+            return Err(ApiError::Refused {
+                code: 0,
+                msg: format!("{message_id_:?} is not a message id"),
+            });
+        }
+        let data = self
+            .call(
+                Method::POST,
+                &format!("/open-apis/im/v1/messages/{message_id_}/reply"),
+                &json!({
+                    "msg_type": msg_type,
+                    "content": content.to_string(),
+                    "reply_in_thread": in_thread,
+                    "uuid": uuid,
+                }),
+            )
+            .await?;
+        message_id(&data)
+    }
+
     /// Sends the plain text `text` to the chat `chat_id`. Returns the message id.
     pub async fn send_text(&self, chat_id: &str, text: &str) -> Result<String, ApiError> {
         let data = self
@@ -390,11 +449,7 @@ impl OpenApi {
 
     /// Replaces the content of card message `message_id`.
     pub async fn update_card(&self, message_id: &str, card: &Value) -> Result<(), ApiError> {
-        if message_id.is_empty()
-            || !message_id
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        {
+        if !is_message_id(message_id) {
             return Err(ApiError::Refused {
                 code: 0,
                 msg: format!("{message_id:?} is not a message id"),
@@ -472,6 +527,23 @@ fn classify(
         return ApiError::Malformed(format!("HTTP {status}: {msg}"));
     }
     ApiError::Refused { code, msg }
+}
+
+/// Whether `id` can be a message id in a path (`om_…`: letters, digits, `_` and `-`).
+fn is_message_id(id: &str) -> bool {
+    !id.is_empty()
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+/// The `message_id` of a sent message.
+fn message_id(data: &Value) -> Result<String, ApiError> {
+    data.get("message_id")
+        .and_then(Value::as_str)
+        .filter(|m| !m.is_empty())
+        .map(str::to_string)
+        .ok_or_else(|| ApiError::Malformed("the send answer carries no message_id".into()))
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ use super::settings::Receiver;
 use crate::channels::digest::{Digests, Edited, Sheet};
 use crate::channels::digest_texts::Texts;
 use crate::channels::messages::{Failure, Messages, Pacer, Platform, Posted};
+use crate::channels::threads::{Opener, Threads, outcome_line};
 use crate::health::Health;
 use crate::interaction::Interaction;
 use crate::outbox::{Delivery, OutboxHandler};
@@ -35,6 +36,10 @@ pub(crate) struct Feishu {
     pub api: Arc<OpenApi>,
     /// Card rendering.
     pub cards: Cards,
+    /// A reply thread per agent session (`feishu.thread_per`).
+    pub threads: Threads,
+    /// Whether the outcome is also posted as a reply in each message's thread.
+    pub thread_replies: bool,
 }
 
 /// The pacer for Feishu's 5 requests per second per chat.
@@ -119,6 +124,72 @@ impl Platform for Feishu {
             message_ref: message_id,
             state: Some(json!({ "receiver": receiver })),
         })
+    }
+
+    fn threads(&self) -> Option<&Threads> {
+        Some(&self.threads)
+    }
+
+    /// A first message naming the session: its thread holds the session's cards.
+    async fn open_thread(&self, receiver: &Receiver, opener: &Opener) -> Result<String, Failure> {
+        let text = opener.lines(self.cards.locale()).join("\n");
+        let uuid = send_uuid(
+            &format!("thread:{}:{}", opener.agent, opener.session),
+            receiver,
+        );
+        self.api
+            .send_text_to(receiver, &text, &uuid)
+            .await
+            .map_err(failure)
+    }
+
+    /// The card as a reply in the thread of the session's first message.
+    async fn post_in_thread(
+        &self,
+        i: &Interaction,
+        receiver: &Receiver,
+        _job: &OutboxJob,
+        thread: &str,
+    ) -> Result<Posted, Failure> {
+        let uuid = send_uuid(&i.incarnation(), receiver);
+        let message_id = self
+            .api
+            .reply(thread, "interactive", &self.cards.render(i), true, &uuid)
+            .await
+            .map_err(failure)?;
+        Ok(Posted {
+            message_ref: message_id,
+            state: Some(json!({ "receiver": receiver, "thread": thread })),
+        })
+    }
+
+    fn thread_replies(&self) -> bool {
+        self.thread_replies
+    }
+
+    /// The outcome as a reply in the card's thread.
+    async fn reply_outcome(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Failure> {
+        let Some(line) = outcome_line(i, self.cards.locale()) else {
+            return Ok(());
+        };
+        let Ok(receiver) = m.address.parse::<Receiver>() else {
+            return Ok(());
+        };
+        let uuid = send_uuid(
+            &format!("outcome:{}:{}", i.incarnation(), m.message_ref),
+            &receiver,
+        );
+        self.api
+            .reply(
+                &m.message_ref,
+                "text",
+                &json!({ "text": line }),
+                true,
+                &uuid,
+            )
+            .await
+            .map_err(failure)?;
+        Ok(())
     }
 
     async fn show(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Failure> {

@@ -71,10 +71,10 @@ struct Operator<'a> {
 
 /// Handles card clicks. Cheap to share.
 pub struct Callbacks {
-    registry: Registry,
+    pub(super) registry: Registry,
     pub(super) pipeline: Pipeline,
     pub(super) store: Arc<dyn Store>,
-    settings: Arc<FeishuSettings>,
+    pub(super) settings: Arc<FeishuSettings>,
     pub(super) cards: Cards,
     secret: Vec<u8>,
     /// The digests of sessions with many interactions pending (`feishu.digest_after`).
@@ -82,8 +82,8 @@ pub struct Callbacks {
     // Clicks being handled, by event id, with where their reply will appear. A std mutex:
     // never held across an await.
     running: Mutex<HashMap<String, watch::Receiver<Option<Value>>>>,
-    /// Answers `whoami`, when set.
-    api: Option<Arc<super::api::OpenApi>>,
+    /// Answers `whoami` and `/sessions`, when set.
+    pub(super) api: Option<Arc<super::api::OpenApi>>,
 }
 
 impl Callbacks {
@@ -109,63 +109,10 @@ impl Callbacks {
         }
     }
 
-    /// Answers `whoami` through `api`.
+    /// Answers `whoami` and `/sessions` through `api`.
     pub fn with_api(mut self, api: Arc<super::api::OpenApi>) -> Self {
         self.api = Some(api);
         self
-    }
-
-    /// A message to the bot: `whoami` (in a group, with the bot @-mentioned; or in its
-    /// direct chat) is answered in that chat with its chat_id and the sender's open_id and
-    /// user_id, what `feishu.chats` and `feishu.approvers` need. Anything else is ignored.
-    /// The answer is sent off the acknowledgement's path.
-    fn message(&self, envelope: &Value) -> Value {
-        let event = &envelope["event"];
-        let message = &event["message"];
-        let content: Value = message["content"]
-            .as_str()
-            .and_then(|c| serde_json::from_str(c).ok())
-            .unwrap_or(Value::Null);
-        let text = content["text"].as_str().unwrap_or_default();
-        // Mentions arrive as `@_user_1` placeholders.
-        let words: Vec<&str> = text
-            .split_whitespace()
-            .filter(|w| !w.starts_with("@_user"))
-            .collect();
-        let whoami = message["message_type"] == "text"
-            && matches!(words.as_slice(), [w] if w.trim_start_matches('/').eq_ignore_ascii_case("whoami"));
-        let chat = message["chat_id"].as_str().unwrap_or_default().to_string();
-        let sender = &event["sender"]["sender_id"];
-        let open_id = sender["open_id"].as_str().unwrap_or_default();
-        let user_id = sender["user_id"].as_str().unwrap_or_default();
-        let Some(api) = self.api.clone().filter(|_| whoami && !chat.is_empty()) else {
-            self.count("ignored");
-            return json!({});
-        };
-        self.count("whoami");
-        let zh = self.cards.locale() == super::settings::Locale::ZhCn;
-        let mut reply = if zh {
-            format!(
-                "本会话的 chat_id（填入 feishu.chats，写作 chat_id:…）：{chat}\n你的 open_id（填入 feishu.approvers）：{open_id}"
-            )
-        } else {
-            format!(
-                "This chat's chat_id (for feishu.chats, as chat_id:…): {chat}\nYour open_id (for feishu.approvers): {open_id}"
-            )
-        };
-        if !user_id.is_empty() {
-            reply.push_str(&if zh {
-                format!("\n你的 user_id：{user_id}")
-            } else {
-                format!("\nYour user_id: {user_id}")
-            });
-        }
-        tokio::spawn(async move {
-            if let Err(e) = api.send_text(&chat, &reply).await {
-                tracing::warn!(error = %e, "feishu: cannot answer whoami");
-            }
-        });
-        json!({})
     }
 
     /// The per-result counter, for registration with the server's metrics.
@@ -173,7 +120,7 @@ impl Callbacks {
         self.pipeline.results_metric()
     }
 
-    fn count(&self, result: &str) {
+    pub(super) fn count(&self, result: &str) {
         self.pipeline.count(result);
     }
 

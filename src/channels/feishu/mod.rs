@@ -7,6 +7,7 @@
 //! - `deliver` — posting and updating cards through the durable outbox.
 //! - `render` — card JSON 2.0 for every state, in Simplified Chinese or English.
 //! - `inbound` — the click handler and the webhook endpoint.
+//! - `commands` — `whoami` and `/sessions` written to the bot.
 //! - [`api`] — the OpenAPI subset (tenant token, send, update) on reqwest.
 //! - `button` — the MAC binding a button to one interaction and action.
 //! - [`crypto`] — callback decryption and signatures.
@@ -18,6 +19,7 @@
 // them (the fake OpenAPI and long connection, signed callbacks); the rest is the crate's own.
 pub mod api;
 mod button;
+mod commands;
 pub mod crypto;
 mod deliver;
 mod digest;
@@ -101,13 +103,16 @@ pub async fn install(w: &mut Wiring, settings: &FeishuSettings) -> anyhow::Resul
     );
     w.registry
         .add_hook(Arc::new(plan::planner(&settings.receivers)));
+    let feishu = deliver::Feishu {
+        api: api.clone(),
+        cards,
+        threads: crate::channels::threads::Threads::installed(w, CHANNEL, settings.thread_per),
+        thread_replies: settings.thread_replies,
+    };
     w.outbox.register(
         CHANNEL,
         Arc::new(deliver::Deliverer::new(
-            deliver::Feishu {
-                api: api.clone(),
-                cards,
-            },
+            feishu,
             digests,
             w.store.clone(),
             w.health.clone(),

@@ -6,6 +6,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::channels::threads::ThreadPer;
 use crate::settings::{PathClaim, Secret};
 
 /// Which open platform the app lives on: Feishu (China) or Lark (international).
@@ -178,6 +179,13 @@ pub struct FeishuSettings {
     /// one digest card per session instead of a card each. 0: never.
     #[serde(default)]
     pub digest_after: u32,
+    /// Where each agent session's prompts go: `none` (in the chat) or `session` (a reply
+    /// thread per session, under a first message that names it).
+    #[serde(default)]
+    pub thread_per: ThreadPer,
+    /// Whether the outcome is also posted as a reply in each message's thread.
+    #[serde(default)]
+    pub thread_replies: bool,
 }
 
 fn default_connect_timeout() -> u64 {
@@ -201,6 +209,8 @@ impl Default for FeishuSettings {
             callback_path: "/feishu/callback".into(),
             connect_timeout_secs: default_connect_timeout(),
             digest_after: 0,
+            thread_per: ThreadPer::None,
+            thread_replies: false,
         }
     }
 }

@@ -23,6 +23,7 @@ use super::session::Session;
 use crate::channels::digest::{Digests, Edited, Sheet};
 use crate::channels::digest_texts::Texts;
 use crate::channels::messages::{Failure, Messages, Pacer, Platform, Posted};
+use crate::channels::threads::{Opener, ThreadPer, Threads, outcome_line};
 use crate::health::Health;
 use crate::interaction::Interaction;
 use crate::outbox::{Delivery, OutboxHandler};
@@ -84,6 +85,10 @@ pub(crate) struct Matrix {
     pub store: Arc<dyn Store>,
     /// Rooms whose encryption was looked up, and when.
     encrypted: Mutex<HashMap<String, (bool, Instant)>>,
+    /// A thread per agent session (`matrix.thread_per`).
+    threads: Threads,
+    /// Whether the outcome is also posted as a reply to each message.
+    thread_replies: bool,
 }
 
 impl Matrix {
@@ -92,9 +97,49 @@ impl Matrix {
         Self {
             session,
             render,
+            threads: Threads::new(store.clone(), CHANNEL, ThreadPer::None),
             store,
             encrypted: Mutex::default(),
+            thread_replies: false,
         }
+    }
+
+    /// The same, with its threads per session and `thread_replies` as set.
+    pub fn with_threads(mut self, threads: Threads, thread_replies: bool) -> Self {
+        self.threads = threads;
+        self.thread_replies = thread_replies;
+        self
+    }
+
+    /// Posts the prompt of `i` to `target`, in the thread under event `thread` when given.
+    async fn post_to(
+        &self,
+        i: &Interaction,
+        target: &str,
+        job: &OutboxJob,
+        thread: Option<&str>,
+    ) -> Result<Posted, Failure> {
+        let room = self.room_of(target).await?;
+        self.check_unencrypted(&room).await?;
+        let mut content = serde_json::to_value(formatted(&self.render.message(i)))
+            .map_err(|e| Failure::Permanent(format!("cannot encode the prompt: {e}")))?;
+        if let Some(root) = thread {
+            content["m.relates_to"] = in_thread(root, root, true);
+        }
+        let event_id = self
+            .send(&room, &txn(&["post", &job.key, target]), content)
+            .await?;
+        let mut state = json!({
+            "room": room,
+            "created": i.created_at.as_millisecond(),
+        });
+        if let Some(root) = thread {
+            state["thread"] = json!(root);
+        }
+        Ok(Posted {
+            message_ref: event_id,
+            state: Some(state),
+        })
     }
 
     /// The room a target names: a room id as it is; a user id, the direct room with them
@@ -186,6 +231,17 @@ impl Matrix {
     }
 }
 
+/// The relation that puts an event in the thread under `root`, replying to `reply_to`
+/// (`falling_back`: only so that clients without threads show it under the thread).
+pub(crate) fn in_thread(root: &str, reply_to: &str, falling_back: bool) -> Value {
+    json!({
+        "rel_type": "m.thread",
+        "event_id": root,
+        "is_falling_back": falling_back,
+        "m.in_reply_to": { "event_id": reply_to },
+    })
+}
+
 /// The room a recorded copy is in.
 pub(crate) fn room_of_copy(m: &ChannelMessage) -> &str {
     m.state
@@ -231,20 +287,59 @@ impl Platform for Matrix {
         target: &String,
         job: &OutboxJob,
     ) -> Result<Posted, Failure> {
+        self.post_to(i, target, job, None).await
+    }
+
+    fn threads(&self) -> Option<&Threads> {
+        Some(&self.threads)
+    }
+
+    /// A first message naming the session: its event is the thread's root.
+    async fn open_thread(&self, target: &String, opener: &Opener) -> Result<String, Failure> {
         let room = self.room_of(target).await?;
         self.check_unencrypted(&room).await?;
-        let content = serde_json::to_value(formatted(&self.render.message(i)))
-            .map_err(|e| Failure::Permanent(format!("cannot encode the prompt: {e}")))?;
-        let event_id = self
-            .send(&room, &txn(&["post", &job.key, target]), content)
-            .await?;
-        Ok(Posted {
-            message_ref: event_id,
-            state: Some(json!({
-                "room": room,
-                "created": i.created_at.as_millisecond(),
-            })),
-        })
+        let lines = opener.lines(self.render.locale);
+        let html: Vec<String> = lines.iter().map(|l| super::render::esc(l)).collect();
+        let content = serde_json::to_value(RoomMessageEventContent::text_html(
+            lines.join("\n"),
+            html.join("<br>"),
+        ))
+        .map_err(|e| Failure::Permanent(format!("cannot encode the thread's root: {e}")))?;
+        let id = txn(&["thread", &room, &opener.agent, &opener.session]);
+        self.send(&room, &id, content).await
+    }
+
+    async fn post_in_thread(
+        &self,
+        i: &Interaction,
+        target: &String,
+        job: &OutboxJob,
+        thread: &str,
+    ) -> Result<Posted, Failure> {
+        self.post_to(i, target, job, Some(thread)).await
+    }
+
+    fn thread_replies(&self) -> bool {
+        self.thread_replies
+    }
+
+    /// The outcome as a reply to the prompt (`m.in_reply_to`), in its thread if it has one.
+    async fn reply_outcome(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Failure> {
+        let Some(line) = outcome_line(i, self.render.locale) else {
+            return Ok(());
+        };
+        let mut content = serde_json::to_value(RoomMessageEventContent::text_html(
+            line.clone(),
+            super::render::esc(&line),
+        ))
+        .map_err(|e| Failure::Permanent(format!("cannot encode the reply: {e}")))?;
+        let thread = m.state.as_ref().and_then(|s| s["thread"].as_str());
+        content["m.relates_to"] = match thread {
+            Some(root) => in_thread(root, &m.message_ref, false),
+            None => json!({ "m.in_reply_to": { "event_id": m.message_ref } }),
+        };
+        let id = txn(&["outcome", &m.message_ref, &i.incarnation()]);
+        self.send(room_of_copy(m), &id, content).await.map(|_| ())
     }
 
     async fn record(

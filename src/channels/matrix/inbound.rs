@@ -342,6 +342,8 @@ impl Inbound {
                 }
                 if let Some(h) = heard(room, event) {
                     self.answer(h).await;
+                } else {
+                    self.command(room, event).await;
                 }
             }
         }
@@ -367,21 +369,10 @@ impl Inbound {
             // Not a reply to a prompt of imrelay's: a conversation, left alone.
             return;
         };
-        let until = Timestamp::now()
-            .checked_add(jiff::SignedDuration::from_hours(SEEN_HOURS))
-            .unwrap_or(Timestamp::MAX);
-        match self
-            .store
-            .first_sighting("matrix.event", &h.event_id, until)
-            .await
-        {
-            Ok(true) => {}
-            Ok(false) => {
-                tracing::debug!(event = %h.event_id, "matrix: an event seen before; ignored");
-                return;
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "matrix: cannot record an event as seen; not answering it");
+        match self.first_time(&h.event_id).await {
+            Some(true) => {}
+            Some(false) => return,
+            None => {
                 return self
                     .tell(&h, &Feedback::StoreDown.text(self.render.locale))
                     .await;
@@ -424,25 +415,53 @@ impl Inbound {
         }
     }
 
+    /// Whether event `event_id` is seen for the first time (recorded now); `None` when the
+    /// store cannot record it (logged; the event is not taken).
+    pub(super) async fn first_time(&self, event_id: &str) -> Option<bool> {
+        let until = Timestamp::now()
+            .checked_add(jiff::SignedDuration::from_hours(SEEN_HOURS))
+            .unwrap_or(Timestamp::MAX);
+        match self
+            .store
+            .first_sighting("matrix.event", event_id, until)
+            .await
+        {
+            Ok(true) => Some(true),
+            Ok(false) => {
+                tracing::debug!(event = %event_id, "matrix: an event seen before; ignored");
+                Some(false)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "matrix: cannot record an event as seen; not answering it");
+                None
+            }
+        }
+    }
+
     /// Answers the person's event with a notice only they are mentioned in.
     async fn tell(&self, h: &Heard, text: &str) {
-        let (Ok(event_id), Ok(sender)) = (
-            ruma::OwnedEventId::try_from(h.event_id.as_str()),
-            ruma::OwnedUserId::try_from(h.sender.as_str()),
+        self.notice(&h.room, &h.event_id, &h.sender, text).await;
+    }
+
+    /// Answers event `event_id` of `sender` in `room` with a notice of `text`, in reply to
+    /// it, mentioning them only.
+    pub(super) async fn notice(&self, room: &str, event_id: &str, sender: &str, text: &str) {
+        let (Ok(event), Ok(who)) = (
+            ruma::OwnedEventId::try_from(event_id),
+            ruma::OwnedUserId::try_from(sender),
         ) else {
             return;
         };
-        let t = self.render.notice(&h.sender, text);
+        let t = self.render.notice(sender, text);
         let content = RoomMessageEventContent::notice_html(t.plain, t.html).make_reply_to(
-            ReplyMetadata::new(&event_id, &sender, None),
+            ReplyMetadata::new(&event, &who, None),
             ForwardThread::Yes,
             AddMentions::Yes,
         );
         let Ok(content) = serde_json::to_value(&content) else {
             return;
         };
-        let txn = txn(&["notice", &h.event_id]);
-        let room = h.room.as_str();
+        let txn = txn(&["notice", event_id]);
         if let Err(e) = self
             .session
             .call(|c, t| {
@@ -452,7 +471,7 @@ impl Inbound {
             })
             .await
         {
-            tracing::warn!(room = %h.room, error = %e, "matrix: cannot send a notice");
+            tracing::warn!(room = %room, error = %e, "matrix: cannot send a notice");
         }
     }
 }

@@ -11,12 +11,14 @@
 //! - `deliver` — posting and editing messages on the shared delivery skeleton.
 //! - `render` — the messages, with how to answer written on them.
 //! - `inbound` — the `/sync` long poll and the answers it brings, through the pipeline.
+//! - `commands` — `whoami` and `sessions` written to the bot in a room.
 //! - `doctor` — `imrelay doctor`'s checks.
 //!
 //! End-to-end encrypted rooms get no prompts (see docs/matrix.md): start-up and the doctor
 //! say so for each configured room that is encrypted.
 
 mod api;
+mod commands;
 mod deliver;
 mod doctor;
 mod inbound;
@@ -62,7 +64,10 @@ pub async fn install(w: &mut Wiring, settings: &MatrixSettings) -> anyhow::Resul
     w.outbox.register(
         CHANNEL,
         Arc::new(deliver::Deliverer::new(
-            deliver::Matrix::new(session.clone(), render.clone(), w.store.clone()),
+            deliver::Matrix::new(session.clone(), render.clone(), w.store.clone()).with_threads(
+                crate::channels::threads::Threads::installed(w, CHANNEL, settings.thread_per),
+                settings.thread_replies,
+            ),
             w.store.clone(),
             w.health.clone(),
         )),

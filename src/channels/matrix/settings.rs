@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::channels::threads::ThreadPer;
 use crate::present::render::Locale;
 use crate::settings::Secret;
 
@@ -56,6 +57,11 @@ pub struct MatrixSettings {
     pub sync_timeout_secs: u64,
     /// How long any other request may take, seconds.
     pub timeout_secs: u64,
+    /// Where each agent session's prompts go: `none` (in the room) or `session` (a thread
+    /// per session, under a first message that names it).
+    pub thread_per: ThreadPer,
+    /// Whether the outcome is also posted as a reply to each message.
+    pub thread_replies: bool,
 }
 
 impl Default for MatrixSettings {
@@ -73,6 +79,8 @@ impl Default for MatrixSettings {
             connect_timeout_secs: 10,
             sync_timeout_secs: 30,
             timeout_secs: 15,
+            thread_per: ThreadPer::None,
+            thread_replies: false,
         }
     }
 }

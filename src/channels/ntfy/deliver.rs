@@ -21,7 +21,7 @@ use crate::channels::digest::{Digests, Edited, Sheet};
 use crate::channels::digest_texts::Texts;
 use crate::channels::messages::{Failure, Messages, Pacer, Platform, Posted};
 use crate::channels::notification;
-use crate::interaction::{Interaction, Kind};
+use crate::interaction::Interaction;
 use crate::outbox::{Delivery, OutboxHandler};
 use crate::store::{ChannelMessage, ClaimedJob, OutboxJob, Store};
 
@@ -157,7 +157,7 @@ impl Platform for Ntfy {
         _job: &OutboxJob,
     ) -> Result<Posted, Failure> {
         let seq = sequence_id(i, topic);
-        let urls = if i.kind == Kind::Approval {
+        let urls = if notification::answers_here(i) {
             Some(self.action_urls(i).await?)
         } else {
             None

@@ -30,7 +30,7 @@ use crate::channels::messages::{Failure, Messages, Pacer, Platform, Posted};
 use crate::channels::notification;
 use crate::interaction::quorum::OPERATOR;
 use crate::interaction::routes::{Admission, admission};
-use crate::interaction::{Interaction, Kind, Registry};
+use crate::interaction::{Interaction, Registry};
 use crate::outbox::{ChannelJob, Delivery, OutboxHandler};
 use crate::store::{ChannelMessage, ClaimedJob, OutboxJob, Store};
 
@@ -204,7 +204,7 @@ impl Platform for Push {
     }
 
     async fn post(&self, i: &Interaction, d: &Device, _job: &OutboxJob) -> Result<Posted, Failure> {
-        let actions = if i.kind == Kind::Approval {
+        let actions = if notification::answers_here(i) {
             self.actions(i, d).await?
         } else {
             Vec::new()

@@ -12,10 +12,12 @@
 //! - `deliver` — encrypting (RFC 8291) and sending, on the shared delivery skeleton.
 //! - `render` — the JSON each push carries to the service worker.
 //! - `api` — the devices' endpoints and the actions' endpoint.
+//! - `doctor` — `imrelay doctor`'s checks: the key, the devices, their push services.
 
 mod api;
 mod deliver;
 mod devices;
+mod doctor;
 mod plan;
 mod render;
 pub mod settings;
@@ -107,6 +109,10 @@ impl crate::channels::Channel for PushSettings {
         false
     }
 
+    fn is_phone(&self) -> bool {
+        true
+    }
+
     fn direct(&self, _id: &str) -> Option<String> {
         None
     }
@@ -143,12 +149,8 @@ impl crate::channels::Channel for PushSettings {
 
     fn doctor<'a>(
         &'a self,
-        _run: &'a crate::channels::Doctor,
+        run: &'a crate::channels::Doctor,
     ) -> crate::channels::registry::BoxFuture<'a, Vec<crate::channels::Check>> {
-        Box::pin(async move {
-            vec![crate::channels::Check::pass(
-                "push: enabled; devices subscribe from the inbox (\"Notify me on this device\")",
-            )]
-        })
+        Box::pin(doctor::checks(self, run))
     }
 }

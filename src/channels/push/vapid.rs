@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use crate::store::{Store, StoreError};
 
 /// The name of the server secret the key is derived from.
-const SECRET: &str = "push.vapid";
+pub(super) const SECRET: &str = "push.vapid";
 
 /// How long a signature is good for (RFC 8292 allows at most 24 hours).
 const VALID_SECS: i64 = 12 * 3600;
@@ -46,7 +46,7 @@ impl Vapid {
 
     /// The key of a 32-byte secret: the secret itself as the scalar when it is a valid one
     /// (all but a 2^-32 share of values), else its hash, hashed again until valid.
-    fn from_secret(secret: &[u8]) -> Self {
+    pub(super) fn from_secret(secret: &[u8]) -> Self {
         let mut bytes = secret.to_vec();
         let key = loop {
             if let Ok(k) = SigningKey::from_slice(&bytes) {

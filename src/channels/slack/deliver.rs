@@ -16,10 +16,11 @@ use super::CHANNEL;
 use super::api::{ApiError, NewMessage, Retry, WebApi};
 use super::digest::{self, DigestButtons};
 use super::plan::Job;
-use super::render::Blocks;
+use super::render::{Blocks, escape};
 use crate::channels::digest::{Digests, Edited, Sheet};
 use crate::channels::digest_texts::Texts;
 use crate::channels::messages::{Failure, Messages, Pacer, Platform, Posted};
+use crate::channels::threads::{Opener, Threads};
 use crate::health::Health;
 use crate::interaction::Interaction;
 use crate::outbox::{Delivery, OutboxHandler};
@@ -50,6 +51,8 @@ pub(crate) struct Slack {
     pub blocks: Blocks,
     /// Whether the outcome is also posted as a reply in each message's thread.
     pub thread_replies: bool,
+    /// A thread per agent session (`thread_per`): under the session's first message.
+    pub threads: Threads,
     /// Signs digest buttons.
     pub digest_buttons: DigestButtons,
     /// The language of digests.
@@ -116,6 +119,101 @@ impl Platform for Slack {
         channel: &String,
         _job: &OutboxJob,
     ) -> Result<Posted, Failure> {
+        self.post_to(i, channel, None).await
+    }
+
+    fn threads(&self) -> Option<&Threads> {
+        Some(&self.threads)
+    }
+
+    async fn open_thread(&self, channel: &String, opener: &Opener) -> Result<String, Failure> {
+        let text = escape(&opener.lines(self.texts.0).join("\n"));
+        let posted = self
+            .api
+            .post_message(&NewMessage {
+                channel,
+                text: &text,
+                blocks: None,
+                thread_ts: None,
+            })
+            .await
+            .map_err(|e| failure(&e))?;
+        // A thread is the `ts` of its first message.
+        Ok(posted.ts)
+    }
+
+    async fn post_in_thread(
+        &self,
+        i: &Interaction,
+        channel: &String,
+        _job: &OutboxJob,
+        thread: &str,
+    ) -> Result<Posted, Failure> {
+        self.post_to(i, channel, Some(thread)).await
+    }
+
+    fn thread_replies(&self) -> bool {
+        self.thread_replies
+    }
+
+    async fn reply_outcome(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Failure> {
+        let Some((text, blocks)) = self.blocks.outcome_reply(i) else {
+            return Ok(());
+        };
+        let reply = NewMessage {
+            channel: Self::conversation(m),
+            text: &text,
+            blocks: Some(&blocks),
+            // A copy in a session's thread is answered in that thread (Slack threads are
+            // one level deep: a reply names the thread's first message).
+            thread_ts: Some(
+                m.state
+                    .as_ref()
+                    .and_then(|s| s["thread"].as_str())
+                    .unwrap_or(&m.message_ref),
+            ),
+        };
+        self.api
+            .post_message(&reply)
+            .await
+            .map_err(|e| failure(&e))?;
+        Ok(())
+    }
+
+    async fn show(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Failure> {
+        // A pending interaction's message carries its buttons and the votes so far.
+        let (text, blocks) = self.blocks.message(i);
+        self.api
+            .update(Self::conversation(m), &m.message_ref, &text, &blocks)
+            .await
+            .map_err(|e| failure(&e))
+    }
+
+    async fn edit(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Failure> {
+        let (text, blocks) = self.blocks.message(i);
+        self.api
+            .update(Self::conversation(m), &m.message_ref, &text, &blocks)
+            .await
+            .map_err(|e| failure(&e))
+    }
+}
+
+impl Slack {
+    /// The conversation a recorded copy is in.
+    fn conversation(m: &ChannelMessage) -> &str {
+        m.state
+            .as_ref()
+            .and_then(|s| s["channel"].as_str())
+            .unwrap_or(&m.address)
+    }
+
+    /// Posts the prompt of `i` to `channel`, in thread `thread` when given.
+    async fn post_to(
+        &self,
+        i: &Interaction,
+        channel: &str,
+        thread: Option<&str>,
+    ) -> Result<Posted, Failure> {
         let (text, blocks) = self.blocks.message(i);
         let posted = self
             .api
@@ -123,59 +221,20 @@ impl Platform for Slack {
                 channel,
                 text: &text,
                 blocks: Some(&blocks),
-                thread_ts: None,
+                thread_ts: thread,
             })
             .await
             .map_err(|e| failure(&e))?;
         // A user id given as the channel comes back as the id of the direct conversation,
         // which is what chat.update needs.
+        let state = match thread {
+            Some(t) => json!({ "channel": posted.channel, "thread": t }),
+            None => json!({ "channel": posted.channel }),
+        };
         Ok(Posted {
             message_ref: posted.ts,
-            state: Some(json!({ "channel": posted.channel })),
+            state: Some(state),
         })
-    }
-
-    async fn show(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Failure> {
-        // A pending interaction's message carries its buttons and the votes so far.
-        let channel = m
-            .state
-            .as_ref()
-            .and_then(|s| s["channel"].as_str())
-            .unwrap_or(&m.address);
-        let (text, blocks) = self.blocks.message(i);
-        self.api
-            .update(channel, &m.message_ref, &text, &blocks)
-            .await
-            .map_err(|e| failure(&e))
-    }
-
-    async fn edit(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Failure> {
-        let channel = m
-            .state
-            .as_ref()
-            .and_then(|s| s["channel"].as_str())
-            .unwrap_or(&m.address);
-        let (text, blocks) = self.blocks.message(i);
-        self.api
-            .update(channel, &m.message_ref, &text, &blocks)
-            .await
-            .map_err(|e| failure(&e))?;
-        if self.thread_replies
-            && let Some((text, blocks)) = self.blocks.outcome_reply(i)
-        {
-            // The message itself shows the outcome already: a reply that fails is logged,
-            // not retried (a retry would update the message again for nothing).
-            let reply = NewMessage {
-                channel,
-                text: &text,
-                blocks: Some(&blocks),
-                thread_ts: Some(&m.message_ref),
-            };
-            if let Err(e) = self.api.post_message(&reply).await {
-                tracing::warn!(id = %i.id, channel, error = %e, "slack: cannot post the outcome in the thread");
-            }
-        }
-        Ok(())
     }
 }
 

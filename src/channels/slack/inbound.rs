@@ -295,7 +295,8 @@ impl Interactions {
             return self.digest_click(payload, &person, value).await;
         }
         if action_id == CHECKS_ACTION || !action_id.starts_with(render::ACTION_PREFIX) {
-            // Ticking a box changes nothing until Submit.
+            // Ticking a box changes nothing until Submit; the inbox link of an approval
+            // that needs a passkey only opens the inbox.
             self.count("ignored");
             return;
         }

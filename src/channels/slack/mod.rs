@@ -41,6 +41,7 @@ pub use settings::{Mode, SlackSettings};
 use crate::channels::Wiring;
 use crate::channels::pipeline::Pipeline;
 use crate::channels::registry::Opening;
+use crate::channels::threads::Threads;
 use crate::interaction::Via;
 
 /// The channel's name (its `Via`, its outbox channel, its health component).
@@ -114,6 +115,7 @@ pub async fn install(w: &mut Wiring, settings: &SlackSettings) -> anyhow::Result
                 api: api.clone(),
                 blocks,
                 thread_replies: settings.thread_replies,
+                threads: Threads::installed(w, CHANNEL, settings.thread_per),
                 digest_buttons,
                 texts,
             },

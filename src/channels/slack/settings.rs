@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::channels::threads::ThreadPer;
 use crate::settings::{PathClaim, Secret};
 
 /// Slack's Web API base URL.
@@ -64,6 +65,9 @@ pub struct SlackSettings {
     /// Whether the outcome is also posted as a reply in each message's thread (besides the
     /// message itself showing it), so it shows up for people following the thread.
     pub thread_replies: bool,
+    /// Where each agent session's prompts go: `none` (in the chat) or `session` (a thread
+    /// per session, under a first message that names it).
+    pub thread_per: ThreadPer,
     /// HTTP mode: the path Slack's Events and Interactivity requests are sent to.
     #[serde(rename = "inbound_path", alias = "events_path")]
     pub events_path: String,
@@ -91,6 +95,7 @@ impl Default for SlackSettings {
             channels: Vec::new(),
             approvers: Vec::new(),
             thread_replies: false,
+            thread_per: ThreadPer::None,
             events_path: "/slack/events".into(),
             connect_timeout_secs: 15,
             digest_after: 0,

@@ -18,7 +18,7 @@ use teloxide::adaptors::throttle::{Limits, Settings as ThrottleSettings};
 use teloxide::prelude::*;
 use teloxide::types::{
     AllowedUpdate, CallbackQueryId, ForceReply, InlineKeyboardMarkup, LinkPreviewOptions, Me,
-    MessageId, ParseMode, ReplyMarkup, ReplyParameters, Update,
+    MessageId, ParseMode, ReplyMarkup, ReplyParameters, ThreadId, Update,
 };
 use teloxide::{ApiError, RequestError};
 
@@ -293,11 +293,27 @@ impl Client {
         keyboard: Option<InlineKeyboardMarkup>,
         reply_to: Option<i32>,
     ) -> Result<i32, Failure> {
+        self.send_in(chat, None, text, keyboard, reply_to).await
+    }
+
+    /// Sends an HTML message into forum topic `topic` (`message_thread_id`) of `chat`, or
+    /// into the chat itself, optionally with a keyboard and as a reply; returns its id.
+    pub async fn send_in(
+        &self,
+        chat: i64,
+        topic: Option<i32>,
+        text: String,
+        keyboard: Option<InlineKeyboardMarkup>,
+        reply_to: Option<i32>,
+    ) -> Result<i32, Failure> {
         let mut req = self
             .bot
             .send_message(ChatId(chat), text)
             .parse_mode(ParseMode::Html)
             .link_preview_options(no_preview());
+        if let Some(t) = topic {
+            req = req.message_thread_id(ThreadId(MessageId(t)));
+        }
         if let Some(k) = keyboard {
             req = req.reply_markup(ReplyMarkup::InlineKeyboard(k));
         }
@@ -337,6 +353,23 @@ impl Client {
             .within("sendMessage", self.timeout + QUEUE_ALLOWANCE, req)
             .await?;
         self.count("sendMessage", r).map(|m| m.id.0)
+    }
+
+    /// Creates a forum topic named `name` in forum supergroup `chat`; returns its
+    /// `message_thread_id`.
+    pub async fn create_topic(&self, chat: i64, name: String) -> Result<i32, Failure> {
+        let req = self.bot.create_forum_topic(ChatId(chat), name);
+        let r = self.within("createForumTopic", self.timeout, req).await?;
+        self.count("createForumTopic", r).map(|t| t.thread_id.0.0)
+    }
+
+    /// Closes forum topic `topic` of `chat` (it stays readable; nobody posts in it).
+    pub async fn close_topic(&self, chat: i64, topic: i32) -> Result<(), Failure> {
+        let req = self
+            .bot
+            .close_forum_topic(ChatId(chat), ThreadId(MessageId(topic)));
+        let r = self.within("closeForumTopic", self.timeout, req).await?;
+        self.count("closeForumTopic", r).map(|_| ())
     }
 
     /// Replaces a message's HTML text and keyboard (`None` removes the keyboard).

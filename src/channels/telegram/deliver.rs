@@ -21,6 +21,7 @@ use super::{CHANNEL, Telegram};
 use crate::channels::digest::{Edited as DigestEdited, Sheet};
 use crate::channels::digest_texts::Texts;
 use crate::channels::messages::{Failure, Hold, Messages, Pacer, Platform, Posted};
+use crate::channels::threads::{Opener, Threads, outcome_line};
 use crate::interaction::Interaction;
 use crate::outbox::{Delivery, OutboxHandler};
 use crate::present::render::Locale;
@@ -63,6 +64,14 @@ pub(super) fn failure(f: TgFailure) -> Failure {
 /// The chat and message id a recorded message names.
 fn ids(m: &ChannelMessage) -> Option<(i64, i32)> {
     Some((m.address.parse().ok()?, m.message_ref.parse().ok()?))
+}
+
+/// The forum topic a recorded prompt was posted in, if any.
+fn topic_of(m: &ChannelMessage) -> Option<i32> {
+    match MessageState::from_stored(m.state.as_ref()) {
+        MessageState::Prompt(p) => p.topic,
+        MessageState::Reply(_) => None,
+    }
 }
 
 /// Telegram as the delivery skeleton sees it.
@@ -130,27 +139,68 @@ impl Platform for Tg<'_> {
     }
 
     async fn post(&self, i: &Interaction, chat: &i64, job: &OutboxJob) -> Result<Posted, Failure> {
-        let handle = self.0.codec.handle(i);
-        let state = PromptState::posted_by(&job.key);
-        let p = render::prompt(
-            i,
-            &state,
-            &Buttons {
-                codec: &self.0.codec,
-                handle: &handle,
-                inbox: self.0.inbox.as_deref(),
-            },
-        );
-        let message_id = self
+        self.post_to(i, *chat, job, None).await
+    }
+
+    fn threads(&self) -> Option<&Threads> {
+        Some(&self.0.threads)
+    }
+
+    /// A forum topic named after the session, whose first message names it in full.
+    async fn open_thread(&self, chat: &i64, opener: &Opener) -> Result<String, Failure> {
+        let topic = self
             .0
             .client
-            .send(*chat, p.text, Some(p.keyboard), None)
+            .create_topic(*chat, opener.title(128))
             .await
             .map_err(failure)?;
-        Ok(Posted {
-            message_ref: message_id.to_string(),
-            state: Some(MessageState::Prompt(state).to_stored()),
-        })
+        let text = render::escape(&opener.lines(Locale::EnUs).join("\n"));
+        self.0
+            .client
+            .send_in(*chat, Some(topic), text, None, None)
+            .await
+            .map_err(failure)?;
+        Ok(topic.to_string())
+    }
+
+    async fn post_in_thread(
+        &self,
+        i: &Interaction,
+        chat: &i64,
+        job: &OutboxJob,
+        thread: &str,
+    ) -> Result<Posted, Failure> {
+        let topic = thread.parse::<i32>().ok();
+        self.post_to(i, *chat, job, topic).await
+    }
+
+    async fn close_thread(&self, address: &str, thread: &str) -> Result<(), Failure> {
+        let (Ok(chat), Ok(topic)) = (address.parse::<i64>(), thread.parse::<i32>()) else {
+            return Ok(());
+        };
+        self.0
+            .client
+            .close_topic(chat, topic)
+            .await
+            .map_err(failure)
+    }
+
+    fn thread_replies(&self) -> bool {
+        self.0.settings.thread_replies
+    }
+
+    /// The outcome as a reply to the prompt (in its topic, where the prompt is).
+    async fn reply_outcome(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Failure> {
+        let (Some((chat, message)), Some(line)) = (ids(m), outcome_line(i, Locale::EnUs)) else {
+            return Ok(());
+        };
+        let topic = topic_of(m);
+        self.0
+            .client
+            .send_in(chat, topic, render::escape(&line), None, Some(message))
+            .await
+            .map_err(failure)?;
+        Ok(())
     }
 
     async fn record(
@@ -168,6 +218,7 @@ impl Platform for Tg<'_> {
             let state = match MessageState::from_stored(existing.state.as_ref()) {
                 MessageState::Prompt(mut p) => {
                     p.job = Some(job.key.clone());
+                    p.topic = p.topic.or(topic_of(&m));
                     MessageState::Prompt(p)
                 }
                 other => other,
@@ -241,6 +292,42 @@ impl Platform for Tg<'_> {
             }
         }
         Ok(())
+    }
+}
+
+impl Tg<'_> {
+    /// Posts the prompt of `i` to `chat`, into forum topic `topic` when given.
+    async fn post_to(
+        &self,
+        i: &Interaction,
+        chat: i64,
+        job: &OutboxJob,
+        topic: Option<i32>,
+    ) -> Result<Posted, Failure> {
+        let handle = self.0.codec.handle(i);
+        let state = PromptState {
+            topic,
+            ..PromptState::posted_by(&job.key)
+        };
+        let p = render::prompt(
+            i,
+            &state,
+            &Buttons {
+                codec: &self.0.codec,
+                handle: &handle,
+                inbox: self.0.inbox.as_deref(),
+            },
+        );
+        let message_id = self
+            .0
+            .client
+            .send_in(chat, topic, p.text, Some(p.keyboard), None)
+            .await
+            .map_err(failure)?;
+        Ok(Posted {
+            message_ref: message_id.to_string(),
+            state: Some(MessageState::Prompt(state).to_stored()),
+        })
     }
 }
 

@@ -151,6 +151,8 @@ pub(crate) struct Telegram {
     poll_lease: Duration,
     /// The digests of sessions with many interactions pending (`telegram.digest_after`).
     digests: crate::channels::digest::Digests,
+    /// A forum topic per agent session (`telegram.thread_per`).
+    threads: crate::channels::threads::Threads,
 }
 
 impl Telegram {
@@ -310,6 +312,7 @@ pub async fn install(w: &mut Wiring, settings: &TelegramSettings) -> anyhow::Res
             s.digest_after,
             s.chats.iter().map(i64::to_string).collect(),
         ),
+        threads: crate::channels::threads::Threads::installed(w, CHANNEL, s.thread_per),
     });
     w.registry.add_hook(Arc::new(plan::planner(&s.chats)));
     w.outbox
@@ -402,6 +405,21 @@ fn register_counters(w: &Wiring) -> (Family<ReasonLabels, Counter>, Family<KindL
     (refused, updates)
 }
 
+/// A topic per session asked for where no listed chat can have topics: only a supergroup
+/// (id `-100…`) can be a forum.
+fn topics_warning(s: &TelegramSettings) -> Option<String> {
+    let session = s.thread_per == crate::channels::threads::ThreadPer::Session;
+    let supergroup = s.chats.iter().any(|c| c.to_string().starts_with("-100"));
+    (s.enabled && session && !s.chats.is_empty() && !supergroup).then(|| {
+        "telegram.thread_per = \"session\" puts each session's prompts in a forum topic, which \
+         only a supergroup with Topics on has (its id starts with -100), and no chat in \
+         telegram.chats is one: prompts are posted in the chats themselves. Turn Topics on in \
+         the group (it becomes a supergroup with a new id: send /whoami there) and list that \
+         id, or set thread_per = \"none\""
+            .to_string()
+    })
+}
+
 /// The `[telegram]` section in the channel registry.
 impl crate::channels::Channel for TelegramSettings {
     fn name(&self) -> &'static str {
@@ -444,6 +462,10 @@ impl crate::channels::Channel for TelegramSettings {
         self.approvers.iter().map(u64::to_string).collect()
     }
 
+    fn warnings(&self) -> Vec<String> {
+        topics_warning(self).into_iter().collect()
+    }
+
     fn nobody_answers(&self) -> Option<String> {
         if !self.enabled || !self.approvers.is_empty() {
             return None;
@@ -482,6 +504,26 @@ mod tests {
 
     #[test]
     fn a_gap_at_start_up_says_only_what_is_true() {
+        let topics = |chats: Vec<i64>| {
+            topics_warning(&TelegramSettings {
+                enabled: true,
+                token: crate::settings::Secret::new("123:abc"),
+                chats,
+                approvers: vec![1],
+                mode: Mode::Polling,
+                webhook_url: String::new(),
+                webhook_path: "/telegram/webhook".into(),
+                webhook_secret: crate::settings::Secret::new(""),
+                api_url: "https://api.telegram.org".into(),
+                poll_timeout_secs: 25,
+                request_timeout_secs: 30,
+                digest_after: 0,
+                thread_per: crate::channels::threads::ThreadPer::Session,
+                thread_replies: false,
+            })
+        };
+        assert!(topics(vec![-2001, 42]).is_some_and(|w| w.contains("-100")));
+        assert_eq!(topics(vec![-1001234567890]), None);
         let with = |approvers: Vec<u64>, chats: Vec<i64>| {
             gaps(&TelegramSettings {
                 enabled: true,
@@ -496,6 +538,8 @@ mod tests {
                 poll_timeout_secs: 25,
                 request_timeout_secs: 30,
                 digest_after: 0,
+                thread_per: Default::default(),
+                thread_replies: false,
             })
         };
         assert_eq!(with(vec![1], vec![1]), None);

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::channels::threads::ThreadPer;
 use crate::settings::{PathClaim, Secret};
 
 /// How updates (taps, replies, commands) reach imrelay.
@@ -49,6 +50,13 @@ pub struct TelegramSettings {
     /// digest message per session instead of a message each. 0: never.
     #[serde(default)]
     pub digest_after: u32,
+    /// Where each agent session's prompts go: `none` (in the chat) or `session` (a forum
+    /// topic per session, in a group whose topics are on).
+    #[serde(default)]
+    pub thread_per: ThreadPer,
+    /// Whether the outcome is also posted as a reply to each message.
+    #[serde(default)]
+    pub thread_replies: bool,
 }
 
 /// Characters Telegram accepts in a webhook secret token.
@@ -203,6 +211,8 @@ mod tests {
             poll_timeout_secs: 25,
             request_timeout_secs: 30,
             digest_after: 0,
+            thread_per: Default::default(),
+            thread_replies: false,
         }
     }
 

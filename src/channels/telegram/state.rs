@@ -85,6 +85,9 @@ pub struct PromptState {
     /// Whether the message was edited to its final state.
     #[serde(default)]
     pub done: bool,
+    /// The forum topic it was posted in (`message_thread_id`), with a topic per session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topic: Option<i32>,
 }
 
 impl PromptState {

@@ -28,6 +28,7 @@
 mod handle;
 mod opencode;
 mod sse;
+mod steer;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::AtomicBool;
@@ -177,6 +178,7 @@ pub fn run(args: BridgeArgs, config: Option<&std::path::Path>) -> i32 {
                 options: options.clone(),
                 tracked: Mutex::new(HashMap::new()),
                 done: Mutex::new(VecDeque::new()),
+                steering: Mutex::new(steer::Steering::default()),
             });
             tokio::spawn(bridge.follow());
         }
@@ -252,6 +254,8 @@ struct Bridge {
     /// The requests OpenCode accepted a reply to, or left to its own interface (oldest
     /// first): never taken up again.
     done: Mutex<VecDeque<String>>,
+    /// Its sessions' turns ([`steer`]).
+    steering: Mutex<steer::Steering>,
 }
 
 impl Bridge {
@@ -362,6 +366,8 @@ impl Bridge {
             Ok(Event::Settled { request_id }) => {
                 self.settle(&request_id, ANSWERED_IN_OPENCODE);
             }
+            Ok(Event::Busy { session_id }) => self.busy(session_id),
+            Ok(Event::Idle { session_id }) => self.idle(session_id),
             Ok(Event::Other) => {}
             Err(e) => {
                 self.log(&format!(

@@ -97,6 +97,8 @@ function hideLogin() {
   $("login").hidden = true;
   $("logout").hidden = !state.token;
   showMain();
+  // Signed in: say at once whether this person is at the desk (passkeys.js).
+  if (typeof presenceChanged === "function") presenceChanged();
 }
 
 // The inbox, and in the header who answers from here (or a way to say it beforehand; a
@@ -1445,7 +1447,7 @@ function sessionCard(s) {
     card.append(el("p", { class: "muted", text: m.by + ": " + m.text + " (" + when + ")" }));
   }
   if (s.state !== "gone") {
-    const text = el("input", { type: "text", class: "reason", maxlength: "4000", placeholder: "tell the agent… (at its next step)", "aria-label": "A message to this session" });
+    const text = el("input", { type: "text", class: "reason", maxlength: "4000", placeholder: s.delivery === "turn_end" ? "tell the agent… (sent when its turn ends)" : "tell the agent… (at its next step)", "aria-label": "A message to this session" });
     const send = el("button", { type: "button", text: "Send", onclick: async () => {
       if (!text.value.trim()) return;
       send.disabled = true;

@@ -129,7 +129,17 @@ async function registerPasskey() {
   if (!window.PublicKeyCredential) { passkeyNotice("This browser has no passkeys (WebAuthn).", true); return; }
   try {
     const label = ($("passkey-label").value || "").trim();
-    const start = await apiJson("/v1/passkeys/register", "POST", { label: label || undefined });
+    let start;
+    try {
+      start = await apiJson("/v1/passkeys/register", "POST", { label: label || undefined });
+    } catch (e) {
+      // The person has a passkey: adding another needs an assertion with one of them.
+      if (e.code !== "passkey_required") throw e;
+      const proof = await apiJson("/v1/passkeys/assert", "POST");
+      const got = await navigator.credentials.get(requestOptions(proof.options));
+      const passkey = { challenge: proof.challenge, credential: credentialJson(got) };
+      start = await apiJson("/v1/passkeys/register", "POST", { label: label || undefined, passkey });
+    }
     const cred = await navigator.credentials.create(creationOptions(start.options));
     await apiJson("/v1/passkeys", "POST", { challenge: start.challenge, credential: credentialJson(cred) });
     passkeyNotice("Passkey registered.", false);

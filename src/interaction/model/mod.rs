@@ -225,13 +225,14 @@ pub struct Interaction {
     pub tool_name: String,
     /// The tool input, as the SDK passed it.
     pub input: Input,
-    /// The agent's session label. (The optional texts are boxed strings, a third smaller
-    /// than `String`: pending interactions are held in memory.)
-    pub session: Option<Box<str>>,
+    /// The agent's session label. (The optional texts are shared strings, a third smaller
+    /// than `String`, and the registry gives the interactions of one session one copy of
+    /// each: pending interactions are held in memory.)
+    pub session: Option<Arc<str>>,
     /// Which agent is asking (e.g. `claude-code`).
-    pub agent: Option<Box<str>>,
+    pub agent: Option<Arc<str>>,
     /// The agent's working directory.
-    pub cwd: Option<Box<str>>,
+    pub cwd: Option<Arc<str>>,
     /// Permission suggestions offered by the agent: the SDK's permission updates, applied by
     /// "always allow" (checked when the interaction was created).
     /// Boxed, like the resolution: pending interactions are held in memory.
@@ -273,15 +274,15 @@ struct Wire {
     tool_name: String,
     input: Input,
     #[serde(default)]
-    session: Option<Box<str>>,
+    session: Option<Arc<str>>,
     #[serde(default)]
-    agent: Option<Box<str>>,
+    agent: Option<Arc<str>>,
     #[serde(default)]
     title: Option<Box<str>>,
     #[serde(default)]
     description: Option<Box<str>>,
     #[serde(default)]
-    cwd: Option<Box<str>>,
+    cwd: Option<Arc<str>>,
     #[serde(default)]
     suggestions: Option<Box<Value>>,
     #[serde(default)]

@@ -16,8 +16,9 @@ const OVERHEAD_BYTES: usize = 512;
 
 /// The bytes an interaction holds while pending, about.
 pub(super) fn cost(i: &Interaction) -> usize {
-    let text = |s: &Option<Box<str>>| s.as_deref().map_or(0, str::len);
+    // Shared texts are counted in full: the budget is a bound, not a measurement.
     let shown = |s: Option<&str>| s.map_or(0, str::len);
+    let text = |s: &Option<std::sync::Arc<str>>| shown(s.as_deref());
     OVERHEAD_BYTES
         + i.input.as_json().len()
         + i.tool_name.len()

@@ -166,9 +166,7 @@ impl Registry {
     /// `created` always comes first. Returns whether it was published.
     pub(super) fn announce_created(&self, interaction: &Arc<Interaction>) -> bool {
         let slots = self.inner.slots.locked();
-        let pending = slots
-            .get(&interaction.id)
-            .is_some_and(|s| s.resolved.get().is_none());
+        let pending = slots.get(&interaction.id).is_some_and(|s| !s.is_resolved());
         if pending {
             self.publish(EventKind::Created, interaction.clone());
         }

@@ -55,7 +55,7 @@ impl Registry {
                 .queue
                 .first_key_value()
                 .is_none_or(|(first, _)| key < *first);
-            if let Some(old) = slot.keys.locked().deadline.replace(key) {
+            if let Some(old) = slot.state.locked().deadline.replace(key) {
                 d.queue.remove(&old);
             }
             d.queue.insert(key, slot);
@@ -95,13 +95,13 @@ impl Registry {
                         break;
                     }
                     let slot = entry.remove();
-                    slot.keys.locked().deadline.take();
+                    slot.state.locked().deadline.take();
                     due.push(slot);
                 }
                 let next = d.queue.first_key_value().map(|(k, _)| k.0);
                 drop(d);
                 for slot in due {
-                    if slot.resolved.get().is_none() {
+                    if !slot.is_resolved() {
                         let this = self.clone();
                         tokio::spawn(async move { this.expire_slot(slot).await });
                     }

@@ -66,7 +66,7 @@ impl Registry {
             let earlier = queue
                 .first_key_value()
                 .is_none_or(|(first, _)| key < *first);
-            if let Some(old) = slot.keys.locked().escalation.replace(key) {
+            if let Some(old) = slot.state.locked().escalation.replace(key) {
                 queue.remove(&old);
             }
             queue.insert(key, slot);
@@ -80,7 +80,7 @@ impl Registry {
     /// Takes `slot` out of the escalation queue (it resolved, or escalated).
     pub(super) fn disarm_escalation(&self, slot: &Slot) {
         // Taken in its own statement: the timer locks the queue before a slot's key.
-        let key = slot.keys.locked().escalation.take();
+        let key = slot.state.locked().escalation.take();
         if let Some(key) = key {
             self.inner.escalations.queue.locked().0.remove(&key);
         }
@@ -99,13 +99,13 @@ impl Registry {
                         break;
                     }
                     let slot = entry.remove();
-                    slot.keys.locked().escalation.take();
+                    slot.state.locked().escalation.take();
                     due.push(slot);
                 }
                 let next = guard.0.first_key_value().map(|(k, _)| k.0);
                 drop(guard);
                 for slot in due {
-                    if slot.resolved.get().is_none() {
+                    if !slot.is_resolved() {
                         let this = self.clone();
                         tokio::spawn(async move { this.escalate_slot(slot).await });
                     }
@@ -207,9 +207,7 @@ impl Registry {
         }
         let slot = self.inner.slots.locked().get(&i.id).cloned();
         if let Some(slot) = slot {
-            if slot.whole.is_some() {
-                let _ = slot.escalated.set(i.clone());
-            }
+            slot.set_escalated(i);
             self.disarm_escalation(&slot);
         }
     }

@@ -47,6 +47,7 @@ mod recover;
 mod refused;
 mod sessions;
 mod slots;
+mod texts;
 mod validate;
 mod votes;
 
@@ -213,6 +214,9 @@ pub trait Lifecycle: Send + Sync {
     /// Called after a person's message to an agent session was queued (`outcome`
     /// `queued`) or handed to its agent (`delivered`); `via` is where it came from.
     fn steered(&self, _via: &str, _outcome: &str) {}
+    /// Called after an agent session's record changed (by the process the adapter reported
+    /// it to), with the record as kept.
+    fn session_reported(&self, _session: &crate::interaction::sessions::Session) {}
     /// Called for each decision a policy rule or grant took (or, in shadow mode, would have
     /// taken) about a new interaction, once it was recorded.
     fn policy(&self, _interaction: &Interaction, _decided: &super::policy::Decided) {}
@@ -278,6 +282,9 @@ struct Inner {
     pumped: Notify,
     /// The bytes pending interactions hold here, and their bounds.
     budget: Arc<Budget>,
+    /// The agent, session and directory texts, one copy shared by the interactions that
+    /// repeat them.
+    texts: texts::SharedTexts,
     /// The policy rules weighed at creation.
     policy: RwLock<Arc<super::policy::Policy>>,
     /// The live grants weighed at creation, after the policy's deny and ask rules.
@@ -368,6 +375,7 @@ impl Registry {
         Self {
             inner: Arc::new(Inner {
                 budget,
+                texts: Default::default(),
                 config,
                 slots: Mutex::new(HashMap::default()),
                 deadlines: Mutex::new(Deadlines::default()),

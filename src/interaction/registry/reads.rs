@@ -26,9 +26,7 @@ impl Registry {
         // A pending interaction with votes changes as people vote: the store has the votes.
         if let Some(slot) = local
             && let Some(i) = slot
-                .resolved
-                .get()
-                .cloned()
+                .resolved()
                 .or_else(|| slot.held().filter(|w| !quorum::is_voted(w)))
         {
             return Ok(Some(i));
@@ -80,9 +78,9 @@ impl Registry {
                 Some(i) => self.adopt(i).await?,
             },
         };
-        if let Some(resolved) = slot.resolved.get() {
+        if let Some(resolved) = slot.resolved() {
             self.report_long_poll(LongPoll::Ready);
-            return Ok(Some(resolved.clone()));
+            return Ok(Some(resolved));
         }
         let (outcome, waited) = match tokio::time::timeout(timeout, slot.resolution()).await {
             Ok(resolved) => (LongPoll::Woken, Some(resolved)),

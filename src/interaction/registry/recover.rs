@@ -34,7 +34,7 @@ impl Registry {
                 if i.deadline <= at {
                     overdue.push(i);
                 } else {
-                    self.track(i);
+                    self.track(self.share_texts(i));
                     reloaded += 1;
                 }
             }
@@ -50,6 +50,21 @@ impl Registry {
             .recovered
             .store(self.inner.shared_events, Ordering::SeqCst);
         Ok((reloaded, expired))
+    }
+
+    /// `interaction` with its agent, session and directory texts pointing to the shared
+    /// copies, as a fresh interaction's do (one read back from the store has copies of its
+    /// own).
+    fn share_texts(&self, mut interaction: Arc<Interaction>) -> Arc<Interaction> {
+        if let Some(i) = Arc::get_mut(&mut interaction) {
+            let texts = &self.inner.texts;
+            for text in [&mut i.session, &mut i.agent, &mut i.cwd] {
+                if let Some(t) = text.take() {
+                    *text = Some(texts.share(String::from(&*t)));
+                }
+            }
+        }
+        interaction
     }
 
     /// Expires interactions whose deadline passed while imrelay was down; one that cannot

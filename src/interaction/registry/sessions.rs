@@ -11,7 +11,8 @@ use crate::interaction::model::{ASK_USER_QUESTION, Interaction, InteractionId, n
 use crate::interaction::ports::audit::{Action, AuditRecord};
 use crate::interaction::routes::DEFAULT_ROUTE;
 use crate::interaction::sessions::{
-    MAX_MESSAGE_CHARS, OnFinish, Session, SessionEvent, SessionMessage, SessionState, SessionUpdate,
+    Delivery, MAX_MESSAGE_CHARS, OnFinish, Session, SessionEvent, SessionMessage, SessionState,
+    SessionUpdate,
 };
 use crate::interaction::{Responder, ValidationError};
 
@@ -44,6 +45,8 @@ pub struct SessionReport {
     pub cwd: Option<String>,
     /// The agent token the event came with (its digest).
     pub owner: Option<String>,
+    /// When its agent can be handed a message.
+    pub delivery: Delivery,
     /// What happened.
     pub event: SessionEvent,
 }
@@ -72,6 +75,10 @@ pub struct SessionView {
     pub route: String,
     /// What it is doing now.
     pub state: SessionState,
+    /// When its agent can be handed a message: `next_step` or `turn_end`.
+    pub delivery: Delivery,
+    /// When a message sent now reaches the agent, in words a channel tells its sender.
+    pub delivery_note: &'static str,
     /// When it was first seen.
     pub first_seen: jiff::Timestamp,
     /// When it last did something.
@@ -99,6 +106,8 @@ impl SessionView {
             .collect();
         SessionView {
             state: s.shown_state(mine.len(), at),
+            delivery: s.delivery,
+            delivery_note: s.delivery.note(),
             agent: s.agent,
             id: s.id,
             cwd: s.cwd,
@@ -189,6 +198,7 @@ impl Registry {
             id: report.id,
             cwd: report.cwd,
             owner: report.owner,
+            delivery: report.delivery,
             event: report.event,
             at: now(),
         };
@@ -201,6 +211,9 @@ impl Registry {
             .await?;
         if let Some(s) = &kept {
             self.delivered(s).await;
+            for h in self.hooks().iter() {
+                h.session_reported(s);
+            }
         }
         Ok(kept)
     }

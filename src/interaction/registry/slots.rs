@@ -3,7 +3,7 @@
 //! settled when it resolves.
 
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -21,13 +21,24 @@ use crate::sync::LockExt;
 /// is far below this, and is answered without a read.
 const KEEP_WHOLE_MAX: usize = 16 * 1024;
 
-/// A slot's positions in the registry's queues.
+/// What changes in a slot while it is pending, under one mutex: its positions in the
+/// registry's queues, the interaction as escalated, its resolution and its waiters' wake-up.
+/// (A std mutex: set and taken, never held across an await. One for all of them: a slot is
+/// held for every pending interaction, and one lock where there were four keeps it in a
+/// smaller allocation.)
 #[derive(Default)]
-pub(super) struct QueueKeys {
+pub(super) struct SlotState {
     /// In the deadline queue.
     pub(super) deadline: Option<DeadlineKey>,
     /// In the escalation queue.
     pub(super) escalation: Option<DeadlineKey>,
+    /// The interaction as escalated, once it is (only when `whole` is kept).
+    escalated: Option<Arc<Interaction>>,
+    /// Set once, when it resolves.
+    resolved: Option<Arc<Interaction>>,
+    /// Made by the first waiter (most pending interactions are never waited on here), taken
+    /// when it resolves.
+    waiters: Option<Arc<Notify>>,
 }
 
 /// A pending interaction held in memory, with its waiters.
@@ -36,15 +47,9 @@ pub(super) struct Slot {
     /// The interaction, unless it is bigger than [`KEEP_WHOLE_MAX`]: then only the store has
     /// it.
     pub(super) whole: Option<Arc<Interaction>>,
-    pub(super) resolved: OnceLock<Arc<Interaction>>,
-    notify: Notify,
-    /// Its entries in the deadline and escalation queues, removed when it resolves so the
-    /// queues hold only pending interactions. (A std mutex: set and taken, never held across
-    /// an await. One for both: a slot is held for every pending interaction, and one mutex
-    /// fewer keeps it in a smaller allocation.)
-    pub(super) keys: Mutex<QueueKeys>,
-    /// The interaction as escalated, once it is (only when `whole` is kept).
-    pub(super) escalated: OnceLock<Arc<Interaction>>,
+    /// Its queue positions, escalation, resolution and waiters. Locked after the deadline
+    /// and escalation queues and after the slots map, never before them.
+    pub(super) state: Mutex<SlotState>,
     /// The interaction's bytes, counted against the pending budget until the slot is gone.
     _charge: Charge,
 }
@@ -55,39 +60,71 @@ impl Slot {
         Self {
             id: interaction.id.clone(),
             whole: keep.then_some(interaction),
-            resolved: OnceLock::new(),
-            notify: Notify::new(),
-            keys: Mutex::new(QueueKeys::default()),
-            escalated: OnceLock::new(),
+            state: Mutex::new(SlotState::default()),
             _charge: charge,
         }
     }
 
     /// The pending interaction as held here, latest first: escalated, or as created.
     pub(super) fn held(&self) -> Option<Arc<Interaction>> {
-        self.escalated.get().or(self.whole.as_ref()).cloned()
+        let escalated = self.state.locked().escalated.clone();
+        escalated.or_else(|| self.whole.clone())
+    }
+
+    /// Keeps the interaction as escalated (the first time only, and only when the slot keeps
+    /// the interaction whole).
+    pub(super) fn set_escalated(&self, escalated: &Arc<Interaction>) {
+        if self.whole.is_some() {
+            self.state
+                .locked()
+                .escalated
+                .get_or_insert_with(|| escalated.clone());
+        }
+    }
+
+    /// The interaction as resolved, once it is.
+    pub(super) fn resolved(&self) -> Option<Arc<Interaction>> {
+        self.state.locked().resolved.clone()
+    }
+
+    /// Whether it is resolved.
+    pub(super) fn is_resolved(&self) -> bool {
+        self.state.locked().resolved.is_some()
     }
 
     /// Completes when the interaction is resolved.
     pub(super) async fn resolution(&self) -> Arc<Interaction> {
         loop {
-            if let Some(r) = self.resolved.get() {
-                return r.clone();
-            }
-            let notified = self.notify.notified();
+            let waiters = {
+                let mut state = self.state.locked();
+                if let Some(r) = &state.resolved {
+                    return r.clone();
+                }
+                state.waiters.get_or_insert_with(Default::default).clone()
+            };
+            let notified = waiters.notified();
             tokio::pin!(notified);
             // Register before re-checking, so a resolution in between is not missed.
             notified.as_mut().enable();
-            if let Some(r) = self.resolved.get() {
-                return r.clone();
+            if let Some(r) = self.resolved() {
+                return r;
             }
             notified.await;
         }
     }
 
+    /// Records the resolution (the first one only) and wakes every waiter.
     pub(super) fn settle(&self, resolved: Arc<Interaction>) {
-        if self.resolved.set(resolved).is_ok() {
-            self.notify.notify_waiters();
+        let waiters = {
+            let mut state = self.state.locked();
+            if state.resolved.is_some() {
+                return;
+            }
+            state.resolved = Some(resolved);
+            state.waiters.take()
+        };
+        if let Some(waiters) = waiters {
+            waiters.notify_waiters();
         }
     }
 }
@@ -168,7 +205,7 @@ impl Registry {
                 slot.settle(resolved.clone());
                 // Taken in its own statement: the deadline timer locks the queue before a
                 // slot's key, so holding the key's lock while locking the queue could deadlock.
-                let key = slot.keys.locked().deadline.take();
+                let key = slot.state.locked().deadline.take();
                 if let Some(key) = key {
                     self.inner.deadlines.locked().queue.remove(&key);
                 }
@@ -184,5 +221,22 @@ impl Registry {
     /// measurements of what pending interactions hold.
     pub fn holds_whole(&self, id: &InteractionId) -> Option<bool> {
         self.inner.slots.locked().get(id).map(|s| s.whole.is_some())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A slot is held for every pending interaction: it stays in mimalloc's 160-byte size
+    /// class with its reference counts (it was 192 with four locks; BENCHMARKS.md, memory per
+    /// pending interaction).
+    #[test]
+    fn a_slot_with_its_counts_fits_160_bytes() {
+        assert!(
+            std::mem::size_of::<Slot>() + 2 * std::mem::size_of::<usize>() <= 160,
+            "a slot is {} bytes",
+            std::mem::size_of::<Slot>()
+        );
     }
 }

@@ -185,9 +185,9 @@ impl Registry {
         let requested = new.timeout_secs;
         let timeout_secs = self.timeout_for(kind, requested)?;
         let mut interaction = Interaction {
-            session: new.session.map(String::into_boxed_str),
-            agent: new.agent.map(String::into_boxed_str),
-            cwd: new.cwd.map(String::into_boxed_str),
+            session: new.session.map(|s| self.inner.texts.share(s)),
+            agent: new.agent.map(|s| self.inner.texts.share(s)),
+            cwd: new.cwd.map(|s| self.inner.texts.share(s)),
             suggestions: suggestions.map(Box::new),
             input_fixed: new.input_fixed,
             ..Interaction::pending(

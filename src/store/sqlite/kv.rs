@@ -35,3 +35,37 @@ pub(super) async fn values_under(
         })
         .await
 }
+
+/// The values whose keys start with `prefix`, by key, at most `limit`, read on `conn` (a
+/// read-only connection: for `imrelay doctor`, beside a running server).
+pub fn read_values_under(
+    conn: &rusqlite::Connection,
+    prefix: &str,
+    limit: usize,
+) -> Result<Vec<(String, String)>, StoreError> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let mut stmt = conn
+        .prepare("SELECT key, value FROM kv WHERE key >= ?1 AND key < ?1 || char(1114111) ORDER BY key LIMIT ?2")
+        .map_err(unavailable)?;
+    let rows = stmt
+        .query_map(params![prefix, limit], |r| Ok((r.get(0)?, r.get(1)?)))
+        .map_err(unavailable)?
+        .collect::<Result<Vec<(String, String)>, _>>()
+        .map_err(unavailable)?;
+    Ok(rows
+        .into_iter()
+        .filter(|(k, _)| k.starts_with(prefix))
+        .collect())
+}
+
+/// The server secret `name`, if it was made, read on `conn` (read-only, as above).
+pub fn read_secret(conn: &rusqlite::Connection, name: &str) -> Result<Option<Vec<u8>>, StoreError> {
+    use rusqlite::OptionalExtension;
+    conn.query_row(
+        "SELECT value FROM secrets WHERE name = ?1",
+        params![name],
+        |r| r.get(0),
+    )
+    .optional()
+    .map_err(unavailable)
+}

@@ -58,6 +58,7 @@ use connect::{
     READERS, can_freeze, lock_database, migrate, open_frozen_connection, open_read_connection,
     open_write_connection,
 };
+pub use kv::{read_secret, read_values_under};
 use outbox::{EncodedJob, encode_jobs, insert_jobs};
 use rows::{decode, get_in, read_interaction};
 use writer::{Op, WriteOp, run_writer, start_checkpointer};

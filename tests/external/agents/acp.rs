@@ -47,17 +47,17 @@ pub fn trials() -> Vec<libtest_mimic::Trial> {
 }
 
 /// How long one exchange may take.
-const LIMIT: Duration = Duration::from_secs(60);
+pub(super) const LIMIT: Duration = Duration::from_secs(60);
 
-const COMMAND: &str = "echo ok > acp-proof.txt";
+pub(super) const COMMAND: &str = "echo ok > acp-proof.txt";
 
 /// `gemini --acp` with its standard input and output.
-struct Agent {
+pub(super) struct Agent {
     child: Child,
     stdin: ChildStdin,
     lines: Lines<BufReader<ChildStdout>>,
     /// Every message the agent sent, in order.
-    seen: Vec<Value>,
+    pub(super) seen: Vec<Value>,
 }
 
 impl Agent {
@@ -82,8 +82,21 @@ impl Agent {
 
     /// `imrelay acp --url url -- gemini --acp ...`: the proxy in the agent's place.
     fn start_proxied(sandbox: &Sandbox, model: &FakeModel, url: &str) -> Agent {
+        Agent::start_proxied_with(sandbox, model, url, None)
+    }
+
+    /// [`Agent::start_proxied`] presenting the agent token `token`, if given.
+    pub(super) fn start_proxied_with(
+        sandbox: &Sandbox,
+        model: &FakeModel,
+        url: &str,
+        token: Option<&str>,
+    ) -> Agent {
         write_settings(sandbox, json!({}));
         let mut c = sandbox.command(std::path::Path::new(env!("CARGO_BIN_EXE_imrelay")));
+        if let Some(t) = token {
+            c.env("IMRELAY_AGENT_TOKEN", t);
+        }
         c.env("GEMINI_API_KEY", "imrelay-test-key")
             .env("GOOGLE_GEMINI_BASE_URL", model.base_url())
             .env("GEMINI_CLI_TRUST_WORKSPACE", "true")
@@ -105,7 +118,7 @@ impl Agent {
     }
 
     /// `initialize`, `session/new` and `session/prompt` (id 3); the session id.
-    async fn prompt(&mut self, sandbox: &Sandbox) -> String {
+    pub(super) async fn prompt(&mut self, sandbox: &Sandbox) -> String {
         self.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": 1,
             "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false},
@@ -130,7 +143,7 @@ impl Agent {
         session
     }
 
-    async fn send(&mut self, message: Value) {
+    pub(super) async fn send(&mut self, message: Value) {
         let line = format!("{message}\n");
         self.stdin
             .write_all(line.as_bytes())
@@ -140,7 +153,7 @@ impl Agent {
     }
 
     /// Reads messages until one satisfies `pred`, for at most [`LIMIT`].
-    async fn until(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    pub(super) async fn until(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
         let deadline = tokio::time::Instant::now() + LIMIT;
         loop {
             let line = match tokio::time::timeout_at(deadline, self.lines.next_line()).await {
@@ -292,7 +305,7 @@ async fn a_cancelled_prompt_ends_cancelled_once_its_permission_is_answered() {
 }
 
 /// The interaction Gemini CLI's request became, waiting in imrelay.
-async fn asked_in_imrelay(app: &TestApp) -> Value {
+pub(super) async fn asked_in_imrelay(app: &TestApp) -> Value {
     eventually_within("the permission request waits in imrelay", LIMIT, || async {
         let (_, list) = app.get("/v1/interactions?status=pending").await;
         let id = list["interactions"].as_array()?.first()?["id"]

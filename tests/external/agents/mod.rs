@@ -20,11 +20,13 @@ use std::time::Duration;
 use crate::Need;
 
 pub mod acp;
+pub mod acp_steer;
 pub mod claude_code;
 pub mod codex;
 pub mod fake_model;
 pub mod gemini;
 pub mod opencode;
+pub mod opencode_steer;
 pub mod tap;
 
 /// The agents the installer knows (directories under `npm/`), with their command.
@@ -151,10 +153,12 @@ pub fn capture(path: &str, value: &serde_json::Value) {
 pub fn trials() -> Vec<libtest_mimic::Trial> {
     [
         acp::trials(),
+        acp_steer::trials(),
         claude_code::trials(),
         codex::trials(),
         gemini::trials(),
         opencode::trials(),
+        opencode_steer::trials(),
     ]
     .into_iter()
     .flatten()

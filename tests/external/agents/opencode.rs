@@ -62,9 +62,9 @@ pub fn trials() -> Vec<libtest_mimic::Trial> {
 }
 
 /// How long one wait may take (the first prompt loads OpenCode's plugins: several seconds).
-const LIMIT: Duration = Duration::from_secs(60);
+pub(super) const LIMIT: Duration = Duration::from_secs(60);
 
-const COMMAND: &str = "echo ok > oc-proof.txt";
+pub(super) const COMMAND: &str = "echo ok > oc-proof.txt";
 
 fn opencode() -> PathBuf {
     installed("opencode").expect("installed (checked by the trial's need)")
@@ -104,9 +104,9 @@ async fn ours(
 }
 
 /// A running `opencode serve` and its event stream.
-struct Server {
+pub(super) struct Server {
     agent: Running,
-    url: String,
+    pub(super) url: String,
     client: reqwest::Client,
     password: Option<String>,
     events: mpsc::UnboundedReceiver<Value>,
@@ -117,7 +117,11 @@ struct Server {
 impl Server {
     /// Starts `opencode serve` in `sandbox` with the model at `model`, bash and edits asking
     /// for permission, the question tool on, and `password` if given; waits until it answers.
-    async fn start(sandbox: &Sandbox, model: &FakeModel, password: Option<&str>) -> Server {
+    pub(super) async fn start(
+        sandbox: &Sandbox,
+        model: &FakeModel,
+        password: Option<&str>,
+    ) -> Server {
         let config = json!({
             "$schema": "https://opencode.ai/config.json",
             "autoupdate": false, "share": "disabled",
@@ -205,7 +209,12 @@ impl Server {
         }
     }
 
-    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+    pub(super) async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
         let mut req = self.request(method, path).timeout(LIMIT);
         if let Some(b) = body {
             req = req.json(&b);
@@ -217,7 +226,7 @@ impl Server {
     }
 
     /// Waits for the event of `kind` whose properties satisfy `pred`.
-    async fn event(&mut self, kind: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    pub(super) async fn event(&mut self, kind: &str, pred: impl Fn(&Value) -> bool) -> Value {
         let deadline = tokio::time::Instant::now() + LIMIT;
         loop {
             match tokio::time::timeout_at(deadline, self.events.recv()).await {
@@ -240,7 +249,7 @@ impl Server {
     }
 
     /// Starts a session on `text`; its id.
-    async fn prompt(&self, text: &str) -> String {
+    pub(super) async fn prompt(&self, text: &str) -> String {
         let (status, session) = self
             .call(reqwest::Method::POST, "/session", Some(json!({})))
             .await;
@@ -441,6 +450,16 @@ async fn the_server_password_is_http_basic_authentication() {
 /// `imrelay bridge opencode` between `app` and `server`, its standard error in `bridge.log`
 /// in the sandbox.
 fn bridge(sandbox: &Sandbox, app: &TestApp, server: &Server) -> tokio::process::Child {
+    bridge_with(sandbox, app, server, None)
+}
+
+/// [`bridge`] presenting the agent token `token`, if given.
+pub(super) fn bridge_with(
+    sandbox: &Sandbox,
+    app: &TestApp,
+    server: &Server,
+    token: Option<&str>,
+) -> tokio::process::Child {
     let log = std::fs::File::create(sandbox.dir.path().join("bridge.log")).expect("bridge.log");
     let mut c = tokio::process::Command::new(env!("CARGO_BIN_EXE_imrelay"));
     c.env_remove("IMRELAY_AGENT_TOKEN")
@@ -461,16 +480,19 @@ fn bridge(sandbox: &Sandbox, app: &TestApp, server: &Server) -> tokio::process::
     if let Some(p) = &server.password {
         c.env("OPENCODE_SERVER_PASSWORD", p);
     }
+    if let Some(t) = token {
+        c.env("IMRELAY_AGENT_TOKEN", t);
+    }
     c.spawn().expect("imrelay bridge opencode starts")
 }
 
-fn bridge_log(sandbox: &Sandbox) -> String {
+pub(super) fn bridge_log(sandbox: &Sandbox) -> String {
     std::fs::read_to_string(sandbox.dir.path().join("bridge.log")).unwrap_or_default()
 }
 
 /// The one interaction pending in `app`, once there is one (else a panic with the bridge's
 /// log).
-async fn pending_in(app: &TestApp, sandbox: &Sandbox) -> Value {
+pub(super) async fn pending_in(app: &TestApp, sandbox: &Sandbox) -> Value {
     let deadline = tokio::time::Instant::now() + LIMIT;
     loop {
         let (_, listed) = app.get("/v1/interactions?status=pending").await;

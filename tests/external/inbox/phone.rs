@@ -1,17 +1,18 @@
 //! The phone's safeguards in a real browser: a passkey (Chromium's virtual authenticator over
 //! the DevTools protocol's `WebAuthn` domain) registered in the inbox answers an approval
 //! whose route needs one (`step_up`), while a tap on the route's Telegram copy (the fake Bot
-//! API), an API answer without an assertion and a replayed assertion are refused; and "desk
-//! first": with the inbox shown and focused, a route's direct message waits and is never sent
-//! when the approval is answered at the desk, and with the inbox gone it is sent at once.
-
-use std::sync::{Arc, Mutex};
+//! API), an API answer without an assertion and a replayed assertion are refused, and a second
+//! passkey needs an assertion with the first; and "desk first": with the inbox shown and
+//! focused, a route's direct message, its ntfy copy (the fake checking ntfy's publish format)
+//! and its Web Push (the fake push service) wait and are never sent when the approval is
+//! answered at the desk, and with the inbox gone they are sent at once.
 
 use imrelay::config::OperatorToken;
 use imrelay::config::Secret;
 use imrelay::config::teams::{PerChannel, PersonSettings, RouteSettings, written};
 
 use super::*;
+use crate::ntfy_fake::FakeNtfy;
 use crate::telegram_fake::{FakeTelegram, Person, tap};
 
 const TOKEN: &str = "alice-token-0123456789abcdef";
@@ -47,33 +48,9 @@ fn phone_settings(s: &mut imrelay::config::Settings, tg: &FakeTelegram, route: R
     s.routes = vec![route];
 }
 
-/// A loopback ntfy server that records what is published to it (the format is checked by
-/// the ntfy channel's own tests, `tests/it/ntfy.rs`): the URL, and the bodies.
-async fn ntfy_recorder() -> (String, Arc<Mutex<Vec<Value>>>) {
-    let got: Arc<Mutex<Vec<Value>>> = Arc::default();
-    let keep = got.clone();
-    let app = axum::Router::new().route(
-        "/",
-        axum::routing::post(move |body: String| {
-            let keep = keep.clone();
-            async move {
-                keep.lock()
-                    .unwrap()
-                    .push(serde_json::from_str(&body).unwrap_or(Value::Null));
-                "{}"
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (url, got)
-}
-
 /// The ntfy publishes whose message contains `marker`.
-fn published(got: &Mutex<Vec<Value>>, marker: &str) -> usize {
-    got.lock()
-        .unwrap()
+fn published(ntfy: &FakeNtfy, marker: &str) -> usize {
+    ntfy.published()
         .iter()
         .filter(|p| p.to_string().contains(marker))
         .count()
@@ -265,7 +242,42 @@ pub(super) async fn a_passkey_answers_a_step_up_approval_and_a_chat_tap_cannot()
     let (_, still) = app.get("/v1/interactions/pk-2").await;
     assert_eq!(still["status"], "pending", "{still}");
 
-    // Registration, the assertion and the refusals are in the audit trail.
+    // A second passkey: the token alone cannot add one (a stolen token adds no thief's
+    // passkey); with an assertion by the first, made in the page, its registration starts,
+    // and the same assertion cannot start another.
+    let (status, body) = app
+        .post("/v1/passkeys/register", &json!({"label": "thief"}))
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(body["error"]["code"], "passkey_required", "{body}");
+    let proof = b
+        .eval(
+            "(async () => { const p = await apiJson('/v1/passkeys/assert', 'POST'); \
+             const c = await navigator.credentials.get(requestOptions(p.options)); \
+             return { challenge: p.challenge, credential: credentialJson(c) }; })()",
+        )
+        .await;
+    let (status, body) = app
+        .post(
+            "/v1/passkeys/register",
+            &json!({"label": "second", "passkey": proof}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(
+        body["options"]["publicKey"]["challenge"].is_string(),
+        "{body}"
+    );
+    let (status, body) = app
+        .post(
+            "/v1/passkeys/register",
+            &json!({"label": "third", "passkey": proof}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(body["error"]["code"], "passkey_challenge_unknown", "{body}");
+
+    // Registration, the assertions and the refusals are in the audit trail.
     let (_, audit) = app.get("/v1/audit?limit=1000").await;
     let passkey: Vec<String> = audit["entries"]
         .as_array()
@@ -274,7 +286,11 @@ pub(super) async fn a_passkey_answers_a_step_up_approval_and_a_chat_tap_cannot()
         .filter(|e| e["action"] == "passkey")
         .map(|e| e["outcome"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(passkey, ["registered", "asserted", "refused"], "{audit}");
+    assert_eq!(
+        passkey,
+        ["registered", "asserted", "refused", "asserted", "refused"],
+        "{audit}"
+    );
 
     // A lost device: the administrator's token removes it (here the person's own token).
     let id = listed["passkeys"][0]["id"].as_str().unwrap().to_string();
@@ -286,11 +302,25 @@ pub(super) async fn a_passkey_answers_a_step_up_approval_and_a_chat_tap_cannot()
 }
 
 pub(super) async fn at_the_desk_the_phone_waits_and_away_it_rings_at_once() {
+    desk_first(None).await;
+}
+
+/// The same with Web Push: the fake push service (`tests/external/push/`) holds the device
+/// Alice subscribed, and gets nothing while she answers at the desk.
+pub(super) async fn at_the_desk_no_push_is_sent_and_away_it_is_at_once() {
+    desk_first(Some(super::push::FakePush::start(1))).await;
+}
+
+/// "Desk first" on Telegram's direct message, ntfy (the fake that checks ntfy's publish
+/// format) and, with `push`, Web Push: Alice's inbox (her labelled token) shown and focused
+/// holds them, and an answer there means none is ever sent; with the inbox gone, the next
+/// one's go at once.
+async fn desk_first(push: Option<super::push::FakePush>) {
     let bin = chromium().expect("Chromium (checked before the test)");
     let tg = FakeTelegram::start().await;
-    let (ntfy_url, ntfy) = ntfy_recorder().await;
+    let (ntfy, ntfy_url) = FakeNtfy::start("Bearer tk_test").await;
     const HOLD: u64 = 15;
-    let app = spawn_with(|s| {
+    let mut app = spawn_with(|s| {
         let mut places = to_group();
         places.insert("ntfy".into(), written(vec!["phone-alice"]));
         phone_settings(
@@ -300,13 +330,13 @@ pub(super) async fn at_the_desk_the_phone_waits_and_away_it_rings_at_once() {
                 name: "desk".into(),
                 places,
                 direct: vec!["alice".into()],
+                approvers: vec!["alice".into()],
                 timeout_secs: Some(120),
                 desk_first_secs: Some(HOLD),
                 ..Default::default()
             },
         );
-        // No tokens: the inbox is the administrator's, who counts for a route naming nobody.
-        s.people[0].operator.clear();
+        s.auth.operator_tokens = vec![OperatorToken::labelled(TOKEN, "alice-laptop")];
         s.people[0]
             .ids
             .insert("ntfy".into(), written(vec!["alice-phone"]));
@@ -315,8 +345,33 @@ pub(super) async fn at_the_desk_the_phone_waits_and_away_it_rings_at_once() {
         s.ntfy.topics = vec!["phone-alice".into()];
         s.ntfy.token = Secret::new("tk_test");
         s.ntfy.person = "alice".into();
+        if push.is_some() {
+            s.push.enabled = true;
+            s.push.subject = "mailto:ops@example.com".into();
+        }
     })
     .await;
+    app.token = Some(TOKEN.into());
+    if let Some(fake) = &push {
+        let (status, body) = app
+            .post("/v1/push/devices", &fake.subscription(0, "alice's phone"))
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+    let pushed = |marker: &'static str| {
+        let fake = push.as_ref();
+        async move {
+            match fake {
+                Some(f) => f
+                    .received()
+                    .await
+                    .iter()
+                    .filter(|r| r["status"] == 201 && r["payload"].to_string().contains(marker))
+                    .count(),
+                None => 0,
+            }
+        }
+    };
     let mut b = Browser::launch(&bin).await;
     // Headless, a page has no focus unless emulated.
     b.call(
@@ -325,14 +380,24 @@ pub(super) async fn at_the_desk_the_phone_waits_and_away_it_rings_at_once() {
     )
     .await;
     b.call("Page.navigate", json!({"url": app.url("/")})).await;
-    give_name(&mut b, "alice").await;
+    b.until(
+        "the token form",
+        "document.getElementById('login')?.hidden === false",
+    )
+    .await;
+    b.eval(&format!(
+        "document.getElementById('token').value = {}; \
+         document.querySelector('#login-form button[type=submit]').click()",
+        json!(TOKEN)
+    ))
+    .await;
     eventually("the inbox's presence", || async {
         let (_, p) = app.get("/v1/presence").await;
-        (p["present"] == json!(["administrator"])).then_some(())
+        (p["present"] == json!(["alice"])).then_some(())
     })
     .await;
 
-    // At the desk: the group's copy goes at once, the direct message waits.
+    // At the desk: the group's copy goes at once, the phone's copies wait.
     app.create_bash("desk-1", "make at-the-desk").await;
     let (_, i) = app.get("/v1/interactions/desk-1").await;
     assert!(i["phones_at"].is_string(), "{i}");
@@ -357,7 +422,7 @@ pub(super) async fn at_the_desk_the_phone_waits_and_away_it_rings_at_once() {
         &format!("{} !== null", card("recent", "desk-1")),
     )
     .await;
-    // Past the hold every job has run: the direct message was never sent.
+    // Past the hold every job has run: no phone copy was ever sent.
     eventually_within(
         "the outbox to settle",
         Duration::from_secs(HOLD + 30),
@@ -369,8 +434,16 @@ pub(super) async fn at_the_desk_the_phone_waits_and_away_it_rings_at_once() {
     .await;
     assert!(sent_to(&tg, ALICE.id, "make at-the-desk").is_empty());
     assert_eq!(published(&ntfy, "make at-the-desk"), 0);
+    if let Some(fake) = &push {
+        assert_eq!(
+            pushed("make at-the-desk").await,
+            0,
+            "{:?}",
+            fake.received().await
+        );
+    }
 
-    // Away (the tab left the inbox): the next one's direct message goes at once.
+    // Away (the tab left the inbox): the next one's phone copies go at once.
     b.call("Page.navigate", json!({"url": "about:blank"})).await;
     eventually("the presence to end", || async {
         let (_, p) = app.get("/v1/presence").await;
@@ -388,5 +461,12 @@ pub(super) async fn at_the_desk_the_phone_waits_and_away_it_rings_at_once() {
         std::future::ready((published(&ntfy, "make away-from-desk") > 0).then_some(()))
     })
     .await;
+    if push.is_some() {
+        eventually("the push", || async {
+            (pushed("make away-from-desk").await > 0).then_some(())
+        })
+        .await;
+    }
+    assert!(ntfy.refused().is_empty(), "{:?}", ntfy.refused());
     app.stop().await;
 }

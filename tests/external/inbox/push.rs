@@ -74,7 +74,7 @@ pub(super) fn fake_push_service_and_browser() -> Need {
 }
 
 /// The fake push service, stopped when dropped (its standard input closes).
-struct FakePush {
+pub(super) struct FakePush {
     child: Child,
     origin: String,
     subscriptions: Vec<Value>,
@@ -89,7 +89,7 @@ impl Drop for FakePush {
 }
 
 impl FakePush {
-    fn start(n: usize) -> FakePush {
+    pub(super) fn start(n: usize) -> FakePush {
         let python = python().expect("checked before the test");
         let script =
             PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/external/push/fake_push.py");
@@ -115,12 +115,12 @@ impl FakePush {
     }
 
     /// The subscription `n` as a browser's `PushSubscription.toJSON()` gives it, with a name.
-    fn subscription(&self, n: usize, name: &str) -> Value {
+    pub(super) fn subscription(&self, n: usize, name: &str) -> Value {
         let s = &self.subscriptions[n];
         json!({"endpoint": s["endpoint"], "keys": s["keys"], "name": name})
     }
 
-    async fn received(&self) -> Vec<Value> {
+    pub(super) async fn received(&self) -> Vec<Value> {
         let r = self
             .client
             .get(format!("{}/received", self.origin))

@@ -89,7 +89,7 @@ pub fn components(m: &Value) -> Vec<Value> {
 }
 
 /// The `custom_id` of the component labelled `label` (or the select, for `"select"`).
-pub fn custom_id(m: &Value, label: &str) -> String {
+pub(crate) fn custom_id(m: &Value, label: &str) -> String {
     components(m)
         .into_iter()
         .find(|c| c["label"] == label || (label == "select" && c["type"] == 3))
@@ -100,7 +100,7 @@ pub fn custom_id(m: &Value, label: &str) -> String {
 }
 
 /// Dispatches `interaction` over the Gateway; returns the callback imrelay made for it.
-pub async fn deliver(fake: &FakeDiscord, interaction: Value) -> Value {
+pub(crate) async fn deliver(fake: &FakeDiscord, interaction: Value) -> Value {
     let id = interaction["id"].as_str().unwrap().to_string();
     fake.state
         .gateway

@@ -227,6 +227,10 @@ pub struct FakeState {
     pub callbacks: Mutex<Vec<Callback>>,
     /// Direct-message channels opened, by recipient.
     pub dms: Mutex<HashMap<String, String>>,
+    /// Threads started from a message, by id (the message's): the thread's channel object.
+    pub threads: Mutex<HashMap<String, Value>>,
+    /// The application's global commands, as last put.
+    pub commands: Mutex<Vec<Value>>,
     pub gateway: Gateway,
     /// The token the gateway and REST accept.
     token: Mutex<String>,
@@ -355,9 +359,13 @@ fn channel_object(id: &str) -> Value {
         "topic": null, "last_message_id": null, "rate_limit_per_user": 0, "flags": 0})
 }
 
-/// A channel as an interaction carries it: the channel object with the bot's permissions.
-fn channel_with_permissions(id: &str) -> Value {
-    let mut c = channel_object(id);
+/// A channel as an interaction carries it: the channel object (a thread's, with its
+/// `parent_id`, for a thread) with the bot's permissions.
+fn channel_seen(state: &FakeState, id: &str) -> Value {
+    let mut c = match state.threads.lock().unwrap().get(id) {
+        Some(thread) => thread.clone(),
+        None => channel_object(id),
+    };
     c["permissions"] = json!("2248473465835073");
     c
 }
@@ -510,6 +518,15 @@ async fn rest(
             if !known_channel(&state, channel) {
                 return error(StatusCode::NOT_FOUND, 10003, "Unknown Channel");
             }
+            if state
+                .threads
+                .lock()
+                .unwrap()
+                .get(*channel)
+                .is_some_and(|t| t["thread_metadata"]["locked"] == true)
+            {
+                return error(StatusCode::BAD_REQUEST, 50083, "Thread is archived");
+            }
             if let Err(why) = check_message(&body) {
                 return reply(
                     StatusCode::BAD_REQUEST,
@@ -525,6 +542,22 @@ async fn rest(
                 .unwrap()
                 .insert((channel.to_string(), id), message.clone());
             reply(StatusCode::OK, message, &format!("messages-{channel}"))
+        }
+        ("PUT", ["applications", app, "commands"]) => put_commands(&state, app, &body),
+        ("POST", ["channels", channel, "messages", message, "threads"]) => {
+            start_thread(&state, channel, message, &body)
+        }
+        ("PATCH", ["channels", id]) => {
+            let mut threads = state.threads.lock().unwrap();
+            let Some(thread) = threads.get_mut(*id) else {
+                return error(StatusCode::NOT_FOUND, 10003, "Unknown Channel");
+            };
+            for k in ["archived", "locked"] {
+                if let Some(v) = body[k].as_bool() {
+                    thread["thread_metadata"][k] = json!(v);
+                }
+            }
+            reply(StatusCode::OK, thread.clone(), "channel")
         }
         ("PATCH", ["channels", channel, "messages", id]) => {
             let Some(mut current) = state.message(channel, id) else {
@@ -553,7 +586,87 @@ async fn rest(
 }
 
 fn known_channel(state: &FakeState, channel: &str) -> bool {
-    CHANNELS.contains(&channel) || state.dms.lock().unwrap().values().any(|d| d == channel)
+    CHANNELS.contains(&channel)
+        || state.dms.lock().unwrap().values().any(|d| d == channel)
+        || state.threads.lock().unwrap().contains_key(channel)
+}
+
+/// `PUT /applications/{id}/commands` (bulk overwrite), as Discord documents it: the
+/// application's own id, at most 100 chat input commands (type 1) each named in 1–32
+/// lowercase letters, digits, `-` or `_`, described in 1–100 characters, names unique.
+fn put_commands(state: &FakeState, app: &str, body: &Value) -> Response {
+    if app != APP_ID {
+        return error(StatusCode::FORBIDDEN, 50001, "Missing Access");
+    }
+    let Some(list) = body.as_array().filter(|l| l.len() <= 100) else {
+        return error(StatusCode::BAD_REQUEST, 50035, "Invalid Form Body");
+    };
+    let mut names = std::collections::HashSet::new();
+    for c in list {
+        let name = c["name"].as_str().unwrap_or("");
+        let description = c["description"].as_str().unwrap_or("").chars().count();
+        let ok = (1..=32).contains(&name.chars().count())
+            && name
+                .chars()
+                .all(|ch| ch.is_lowercase() || ch.is_numeric() || ch == '-' || ch == '_')
+            && (1..=100).contains(&description)
+            && c["type"].as_u64().unwrap_or(1) == 1
+            && names.insert(name.to_string());
+        if !ok {
+            return error(StatusCode::BAD_REQUEST, 50035, "Invalid Form Body");
+        }
+    }
+    let made: Vec<Value> = list
+        .iter()
+        .map(|c| {
+            let mut c = c.clone();
+            c["id"] = json!(state.snowflake());
+            c["application_id"] = json!(APP_ID);
+            c["version"] = json!(state.snowflake());
+            c["default_member_permissions"] = Value::Null;
+            c["type"] = json!(1);
+            c
+        })
+        .collect();
+    *state.commands.lock().unwrap() = made.clone();
+    reply(StatusCode::OK, Value::Array(made), "commands")
+}
+
+/// `POST /channels/{id}/messages/{id}/threads`, as Discord documents it: a public thread
+/// (type 11) in a guild text channel, from a message of that channel that has none yet,
+/// named in 1–100 characters, archived after 60, 1440, 4320 or 10080 minutes of silence;
+/// its id is the message's.
+fn start_thread(state: &FakeState, channel: &str, message: &str, body: &Value) -> Response {
+    if !CHANNELS.contains(&channel) {
+        return error(StatusCode::NOT_FOUND, 10003, "Unknown Channel");
+    }
+    if state.message(channel, message).is_none() {
+        return error(StatusCode::NOT_FOUND, 10008, "Unknown Message");
+    }
+    let name = body["name"].as_str().unwrap_or("").chars().count();
+    let archive = body["auto_archive_duration"].as_u64().unwrap_or(4320);
+    if !(1..=100).contains(&name) || ![60, 1440, 4320, 10080].contains(&archive) {
+        return reply(
+            StatusCode::BAD_REQUEST,
+            json!({"message": "Invalid Form Body", "code": 50035}),
+            "err",
+        );
+    }
+    let mut threads = state.threads.lock().unwrap();
+    if threads.contains_key(message) {
+        return error(
+            StatusCode::BAD_REQUEST,
+            160004,
+            "A thread has already been created for this message",
+        );
+    }
+    let thread = json!({"id": message, "type": 11, "guild_id": GUILD, "parent_id": channel,
+        "name": body["name"], "owner_id": bot_user()["id"], "last_message_id": null,
+        "rate_limit_per_user": 0, "message_count": 0, "member_count": 1, "flags": 0,
+        "thread_metadata": {"archived": false, "auto_archive_duration": archive,
+            "archive_timestamp": "2026-01-01T00:00:00.000000+00:00", "locked": false}});
+    threads.insert(message.to_string(), thread.clone());
+    reply(StatusCode::CREATED, thread, &format!("threads-{channel}"))
 }
 
 /// A message as Discord returns it.
@@ -916,7 +1029,7 @@ pub fn component_click(
     json!({
         "id": id, "application_id": APP_ID, "type": 3, "token": token, "version": 1,
         "data": data, "guild_id": GUILD, "channel_id": channel,
-        "channel": channel_with_permissions(channel),
+        "channel": channel_seen(state, channel),
         "member": {"user": {"id": user, "username": format!("user{}", &user[user.len() - 2..]),
             "discriminator": "0", "global_name": null, "avatar": null},
             "roles": [], "joined_at": "2025-01-01T00:00:00.000000+00:00", "deaf": false, "mute": false,
@@ -926,6 +1039,18 @@ pub fn component_click(
         "authorizing_integration_owners": {"0": GUILD}, "context": 0,
         "attachment_size_limit": 10485760,
     })
+}
+
+/// An `INTERACTION_CREATE` for chat input command `name` (`/whoami`) used by `user` in
+/// `channel`.
+pub fn command_use(state: &FakeState, n: u64, user: &str, channel: &str, name: &str) -> Value {
+    let mut v = component_click(state, n, user, channel, "0", "unused", None);
+    v["type"] = json!(2);
+    v["data"] = json!({"id": "7000000000000000001", "name": name, "type": 1});
+    if let Some(m) = v.as_object_mut() {
+        m.remove("message");
+    }
+    v
 }
 
 /// An `INTERACTION_CREATE` for the submission of modal `custom_id` (opened from a button on

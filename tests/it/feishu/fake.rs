@@ -47,6 +47,22 @@ pub struct Send {
     pub message_id: Option<String>,
 }
 
+/// One reply (`POST /open-apis/im/v1/messages/{message_id}/reply`) as accepted.
+#[derive(Clone, Debug)]
+pub struct Reply {
+    /// The message replied to.
+    pub parent: String,
+    pub msg_type: String,
+    /// The content, parsed (a card, or `{"text": ...}`).
+    pub content: Value,
+    pub reply_in_thread: bool,
+    pub uuid: String,
+    /// The reply's message id.
+    pub message_id: String,
+    /// The thread it is in (`omt_…`), when it is in one.
+    pub thread_id: Option<String>,
+}
+
 /// One card update as received.
 #[derive(Clone, Debug)]
 pub struct Patch {
@@ -72,6 +88,9 @@ pub struct FakeState {
     by_uuid: Mutex<HashMap<String, String>>,
     pub sends: Mutex<Vec<Send>>,
     pub patches: Mutex<Vec<Patch>>,
+    pub replies: Mutex<Vec<Reply>>,
+    /// The thread each message is in, once a reply made one under it or was posted in it.
+    threads: Mutex<HashMap<String, String>>,
     send_failures: Mutex<VecDeque<Failure>>,
     patch_failures: Mutex<VecDeque<Failure>>,
 }
@@ -106,6 +125,10 @@ impl FakeState {
     /// Distinct messages created.
     pub fn messages_created(&self) -> usize {
         self.by_uuid.lock().unwrap().len()
+    }
+
+    pub fn replies(&self) -> Vec<Reply> {
+        self.replies.lock().unwrap().clone()
     }
 
     pub fn patches(&self) -> Vec<Patch> {
@@ -247,6 +270,87 @@ async fn send(
         .into_response()
 }
 
+/// A reply as the OpenAPI takes it: to a message that exists (sent or replied here), with a
+/// `msg_type` and its `content` as a JSON string, `reply_in_thread` a boolean when given;
+/// in a thread when asked to be or when the message replied to is in one (the thread made
+/// under the message if it has none). `uuid` deduplicates as for sends.
+async fn reply(
+    State(s): State<Arc<FakeState>>,
+    Path(parent): Path<String>,
+    headers: HeaderMap,
+    raw: Bytes,
+) -> Response {
+    if !token_ok(&s, &bearer(&headers)) {
+        return invalid_token();
+    }
+    let body: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
+    let known = s.by_uuid.lock().unwrap().values().any(|m| *m == parent)
+        || s.replies
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|r| r.message_id == parent);
+    let content = body["content"]
+        .as_str()
+        .and_then(|c| serde_json::from_str::<Value>(c).ok());
+    let in_thread = match &body["reply_in_thread"] {
+        Value::Null => Some(false),
+        v => v.as_bool(),
+    };
+    let (Some(content), Some(msg_type), Some(in_thread), true) =
+        (content, body["msg_type"].as_str(), in_thread, known)
+    else {
+        return (
+            StatusCode::BAD_REQUEST,
+            Json(json!({"code": 230001, "msg": "Your request contains an invalid request parameter."})),
+        )
+            .into_response();
+    };
+    let uuid = body["uuid"].as_str().unwrap_or_default().to_string();
+    let message_id = {
+        let mut by_uuid = s.by_uuid.lock().unwrap();
+        let next = || {
+            format!(
+                "om_fake_{}",
+                s.next_message.fetch_add(1, Ordering::SeqCst) + 1
+            )
+        };
+        if uuid.is_empty() {
+            next()
+        } else {
+            by_uuid.entry(uuid.clone()).or_insert_with(next).clone()
+        }
+    };
+    let thread_id = {
+        let mut threads = s.threads.lock().unwrap();
+        let existing = threads.get(&parent).cloned();
+        let thread = match (existing, in_thread) {
+            (Some(t), _) => Some(t),
+            (None, true) => Some(format!("omt_{parent}")),
+            (None, false) => None,
+        };
+        if let Some(t) = &thread {
+            threads.insert(parent.clone(), t.clone());
+            threads.insert(message_id.clone(), t.clone());
+        }
+        thread
+    };
+    s.replies.lock().unwrap().push(Reply {
+        parent,
+        msg_type: msg_type.to_string(),
+        content,
+        reply_in_thread: in_thread,
+        uuid,
+        message_id: message_id.clone(),
+        thread_id: thread_id.clone(),
+    });
+    Json(
+        json!({"code": 0, "msg": "success", "data": {"message_id": message_id,
+        "msg_type": msg_type, "thread_id": thread_id}}),
+    )
+    .into_response()
+}
+
 async fn update(
     State(s): State<Arc<FakeState>>,
     Path(message_id): Path<String>,
@@ -286,7 +390,8 @@ impl FakeFeishu {
                 post(token),
             )
             .route("/open-apis/im/v1/messages", post(send))
-            .route("/open-apis/im/v1/messages/{message_id}", patch(update));
+            .route("/open-apis/im/v1/messages/{message_id}", patch(update))
+            .route("/open-apis/im/v1/messages/{message_id}/reply", post(reply));
         let app = extra(router).with_state(state.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());

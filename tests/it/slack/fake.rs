@@ -327,6 +327,17 @@ async fn method(
                     "response_metadata": {"messages": [why]}}))
                 .into_response();
             }
+            // A reply names the thread by a message of the same conversation (the fake
+            // refuses any other; Slack's docs: "use its parent instead" of a reply's ts).
+            if method == "chat.postMessage"
+                && let Some(parent) = body["thread_ts"].as_str()
+            {
+                match state.message(&channel, parent) {
+                    None => return refuse("thread_not_found"),
+                    Some(p) if p["thread_ts"].is_string() => return refuse("thread_not_found"),
+                    Some(_) => {}
+                }
+            }
             let ts = if method == "chat.update" {
                 let ts = str_field("ts");
                 if state.message(&channel, &ts).is_none() {

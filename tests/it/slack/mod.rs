@@ -4,5 +4,7 @@
 
 pub(crate) mod channel;
 pub mod fake;
+mod passkey;
 mod socket;
+mod threads;
 mod web_api;

@@ -10,7 +10,7 @@
 //! dropped unless it took them with [`FakeTelegram::take_refusals`]: every test checks the
 //! limits.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -60,6 +60,10 @@ struct Inner {
     holds: Mutex<HashMap<String, Arc<Semaphore>>>,
     next_message: AtomicI64,
     next_update: AtomicI64,
+    /// Supergroups whose topics are on (`is_forum`).
+    forums: Mutex<HashSet<i64>>,
+    /// Forum topics by (chat, message_thread_id): whether each is closed.
+    topics: Mutex<HashMap<(i64, i64), bool>>,
 }
 
 /// The fake server.
@@ -252,6 +256,24 @@ pub fn refusal(method: &str, params: &Value) -> Option<String> {
                     "Bad Request: text buttons are unallowed in the inline keyboard".into(),
                 );
             }
+            // "Exactly one of the optional fields must be used" (InlineKeyboardButton).
+            let kinds = [
+                "url",
+                "callback_data",
+                "switch_inline_query",
+                "login_url",
+                "pay",
+            ];
+            if kinds.iter().filter(|k| b.get(**k).is_some()).count() != 1 {
+                return Some("Bad Request: can't parse inline keyboard button".into());
+            }
+            if let Some(u) = b.get("url")
+                && !u
+                    .as_str()
+                    .is_some_and(|u| u.starts_with("https://") || u.starts_with("http://"))
+            {
+                return Some("Bad Request: BUTTON_URL_INVALID".into());
+            }
             if let Some(d) = b.get("callback_data")
                 && !d.as_str().is_some_and(|d| (1..=64).contains(&d.len()))
             {
@@ -267,6 +289,39 @@ pub fn refusal(method: &str, params: &Value) -> Option<String> {
         return Some("Bad Request: MESSAGE_TOO_LONG".into());
     }
     None
+}
+
+/// Why Telegram would refuse this call for its forum topics, if it would: a topic made in a
+/// chat whose topics are off, a name outside 1–128 characters, a message into a topic that
+/// does not exist or is closed, a topic closed twice or never made.
+fn topic_refusal(inner: &Inner, method: &str, params: &Value) -> Option<String> {
+    let chat = params["chat_id"].as_i64().unwrap_or(0);
+    let topic = params["message_thread_id"].as_i64();
+    let topics = inner.topics.lock().unwrap();
+    match method {
+        "createForumTopic" => {
+            if !inner.forums.lock().unwrap().contains(&chat) {
+                return Some("Bad Request: the chat is not a forum".into());
+            }
+            let name = params["name"].as_str().unwrap_or("").chars().count();
+            if !(1..=128).contains(&name) {
+                return Some("Bad Request: TOPIC_NAME_INVALID".into());
+            }
+            None
+        }
+        "closeForumTopic" => match topic.and_then(|t| topics.get(&(chat, t))) {
+            None => Some("Bad Request: TOPIC_ID_INVALID".into()),
+            Some(true) => Some("Bad Request: TOPIC_NOT_MODIFIED".into()),
+            Some(false) => None,
+        },
+        "sendMessage" => match topic.map(|t| topics.get(&(chat, t))) {
+            None => None,
+            Some(None) => Some("Bad Request: message thread not found".into()),
+            Some(Some(true)) => Some("Bad Request: TOPIC_CLOSED".into()),
+            Some(Some(false)) => None,
+        },
+        _ => None,
+    }
 }
 
 /// Reads the text fields of a `multipart/form-data` body (teloxide sends `setWebhook` so)
@@ -330,6 +385,15 @@ async fn api(
         inner.changed.notify_waiters();
         return error(400, &why, None);
     }
+    if let Some(why) = topic_refusal(&inner, &method, &params) {
+        inner
+            .refused
+            .lock()
+            .unwrap()
+            .push((method.clone(), why.clone(), params));
+        inner.changed.notify_waiters();
+        return error(400, &why, None);
+    }
     // sendMessage ids are assigned when the call arrives, so tests can match calls to ids.
     let message_id =
         (method == "sendMessage").then(|| inner.next_message.fetch_add(1, Ordering::SeqCst) + 1);
@@ -371,11 +435,28 @@ async fn api(
         "sendMessage" => {
             let id = message_id.unwrap_or_default();
             let chat_id = params["chat_id"].as_i64().unwrap_or(0);
-            ok(bot_message(
-                chat_id,
-                id,
-                params["text"].as_str().unwrap_or_default(),
-            ))
+            let mut m = bot_message(chat_id, id, params["text"].as_str().unwrap_or_default());
+            if let Some(topic) = params["message_thread_id"].as_i64() {
+                m["message_thread_id"] = json!(topic);
+                m["is_topic_message"] = json!(true);
+                m["chat"] =
+                    json!({"id": chat_id, "type": "supergroup", "title": "Ops", "is_forum": true});
+            }
+            ok(m)
+        }
+        "createForumTopic" => {
+            // A topic's id is the id of the service message that opens it.
+            let chat_id = params["chat_id"].as_i64().unwrap_or(0);
+            let topic = inner.next_message.fetch_add(1, Ordering::SeqCst) + 1;
+            inner.topics.lock().unwrap().insert((chat_id, topic), false);
+            ok(json!({"message_thread_id": topic, "name": params["name"],
+                "icon_color": params["icon_color"].as_i64().unwrap_or(7322096)}))
+        }
+        "closeForumTopic" => {
+            let chat_id = params["chat_id"].as_i64().unwrap_or(0);
+            let topic = params["message_thread_id"].as_i64().unwrap_or(0);
+            inner.topics.lock().unwrap().insert((chat_id, topic), true);
+            ok(json!(true))
         }
         "editMessageText" | "editMessageReplyMarkup" => {
             let chat_id = params["chat_id"].as_i64().unwrap_or(0);
@@ -405,6 +486,21 @@ async fn api(
 }
 
 impl FakeTelegram {
+    /// Turns topics on in supergroup `chat` (a forum).
+    pub fn forum(&self, chat: i64) {
+        self.inner.forums.lock().unwrap().insert(chat);
+    }
+
+    /// Whether topic `topic` of `chat` was made and is closed (`None`: never made).
+    pub fn topic_closed(&self, chat: i64, topic: i64) -> Option<bool> {
+        self.inner
+            .topics
+            .lock()
+            .unwrap()
+            .get(&(chat, topic))
+            .copied()
+    }
+
     /// Starts the fake on 127.0.0.1:0.
     pub async fn start() -> Self {
         let inner = Arc::new(Inner {

@@ -10,12 +10,15 @@ mod escalation;
 pub(crate) mod fake;
 mod flow;
 mod grants;
+mod passkey;
 mod questions;
+mod quiet;
 mod quorum;
 mod reliability;
 mod rendering;
 mod routes;
 mod sessions;
+mod threads;
 mod webhook;
 
 use std::sync::Arc;

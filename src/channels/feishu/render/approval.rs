@@ -1,6 +1,7 @@
 //! The body of an approval card: the tool call as a person reads it (cut to the budget, with a
 //! note of how much was left out), the votes so far, and while it is pending the rule "Allow
-//! similar" would add, the deadline, the buttons and the form that denies with a reason.
+//! similar" would add, the deadline, the buttons and the form that denies with a reason (or,
+//! when it needs a passkey, a link to its card in the inbox).
 
 use serde_json::{Value, json};
 
@@ -56,6 +57,17 @@ impl Cards {
     /// What a pending approval offers: the rule "Allow similar" adds, the deadline, the
     /// buttons, and the form that denies with a reason.
     fn decision(&self, i: &Interaction, out: &mut Vec<Value>) {
+        // It needs a passkey: a link to its card in the inbox, in place of the buttons.
+        if let Some(l) = render::step_up_link(i, self.inbox.as_deref(), self.locale) {
+            out.push(grey_div(format!("🔑 {}", l.why)));
+            out.push(self.deadline_line(i));
+            out.push(
+                json!({"tag": "button", "name": "step_up", "text": plain(l.label),
+                "type": "primary_filled",
+                "behaviors": [{"type": "open_url", "default_url": l.url}]}),
+            );
+            return;
+        }
         // Several people decide it: each allows it as it is, once.
         let similar = crate::present::render::similar_rule(i)
             .filter(|_| !crate::interaction::quorum::is_voted(i));

@@ -356,6 +356,36 @@ mod tests {
     }
 
     #[test]
+    fn a_step_up_approval_card_links_to_its_inbox_card_and_answers_nothing() {
+        let mut i = approval(json!({"command": "make deploy-prod"}));
+        i.route = Some(std::sync::Arc::new(
+            crate::interaction::routes::RouteStamp {
+                name: "prod".into(),
+                step_up: true,
+                ..crate::interaction::routes::RouteStamp::default_route()
+            },
+        ));
+        let cards = Cards::new(Locale::EnUs, vec![1; 32]);
+        let linked = cards
+            .clone()
+            .with_inbox(Some("https://r.example".into()))
+            .render(&i)
+            .to_string();
+        assert!(
+            linked.contains("\"default_url\":\"https://r.example/#toolu_1\""),
+            "{linked}"
+        );
+        assert!(linked.contains("This needs a passkey"), "{linked}");
+        assert!(
+            !linked.contains("\"callback\""),
+            "no button that answers: {linked}"
+        );
+        // Without the inbox's address the buttons stay; a tap is refused with the text.
+        let plain = cards.render(&i).to_string();
+        assert!(plain.contains("\"callback\""), "{plain}");
+    }
+
+    #[test]
     fn the_measure_is_what_serde_json_writes() {
         for s in [
             "",

@@ -212,6 +212,16 @@ impl Blocks {
             Kind::Question => self.question(i, &mut out),
             Kind::Form => self.form(i, &mut out),
         }
+        // It needs a passkey: a link to its card in the inbox, in place of the buttons.
+        if let Some(l) = render::step_up_link(i, self.inbox.as_deref(), render::Locale::EnUs) {
+            out.retain(|b| b["type"] != "actions");
+            out.push(section(&format!("🔑 {}", l.why)));
+            out.push(
+                json!({"type": "actions", "block_id": "step_up", "elements": [{
+                "type": "button", "action_id": "imrelay-link.step_up",
+                "text": plain(l.label, MAX_LABEL), "url": l.url, "style": "primary"}]}),
+            );
+        }
         match &i.resolution {
             None => out.push(context(&self.words.deadline(&format_time(i.deadline)))),
             Some(r) => {

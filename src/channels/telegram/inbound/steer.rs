@@ -80,9 +80,10 @@ impl Telegram {
             .message_session(session_agent(agent), session, text, &sender)
             .await
         {
-            Ok(_) => format!(
-                "✉️ Queued for the {} session: it reaches the agent at its next step.",
-                escape(session_agent(agent))
+            Ok(view) => format!(
+                "✉️ Queued for the {} session: {}.",
+                escape(session_agent(agent)),
+                view.delivery_note
             ),
             Err(RegistryError::SessionNotFound(why)) => escape(&why),
             Err(e) => escape(&say(Feedback::of(Err(e)))),

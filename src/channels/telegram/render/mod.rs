@@ -30,7 +30,7 @@ use super::button::{Action, Codec};
 use super::state::{PromptState, ReplyKind};
 use crate::interaction::clip;
 use crate::interaction::{Form, Interaction, Kind, parse_questions};
-use crate::present::render::{context_line, duration_words, format_time, single_text_form};
+use crate::present::render::{Locale, context_line, duration_words, format_time, single_text_form};
 
 use approval::{approval_prompt, approval_text};
 use budget::{LEVELS, Limits, esc, last_resort};
@@ -125,6 +125,26 @@ pub fn prompt(i: &Interaction, state: &PromptState, b: &Buttons) -> Prompt {
     {
         tail = format!("⏫ <b>{}</b>\n{tail}", escape(&line));
     }
+    // It needs a passkey: a link to its card in the inbox, in place of the buttons.
+    let link = crate::present::render::step_up_link(i, b.inbox, Locale::EnUs)
+        .and_then(|l| Some((l.url.parse().ok()?, l)));
+    if let Some((url, l)) = link {
+        tail = format!("🔑 <b>{}</b>\n{tail}", escape(&l.why));
+        let mut p = match i.kind {
+            Kind::Approval => Prompt {
+                text: approval_text(i, &tail, b.inbox),
+                keyboard: InlineKeyboardMarkup::default(),
+            },
+            _ => prompt_of(i, state, b, tail),
+        };
+        p.keyboard = InlineKeyboardMarkup::new(vec![vec![InlineKeyboardButton::url(l.label, url)]]);
+        return p;
+    }
+    prompt_of(i, state, b, tail)
+}
+
+/// [`prompt`] under `tail`, with the buttons that answer it.
+fn prompt_of(i: &Interaction, state: &PromptState, b: &Buttons, tail: String) -> Prompt {
     match i.kind {
         Kind::Approval => approval_prompt(i, tail, b),
         Kind::Question => {

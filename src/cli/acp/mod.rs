@@ -28,8 +28,15 @@
 //! passed to the agent's group; and on Linux the agent is killed by the kernel if the proxy
 //! itself is killed outright (`PR_SET_PDEATHSIG`).
 //!
+//! Steering ([`steer`]): the proxy follows each session's prompt turns, tells imrelay when
+//! one ends, and sends the agent the prompt imrelay answers with (a person's message, a
+//! deny's instruction, a reply to the "finished" question) as a `session/prompt` of its own,
+//! whose answer it keeps from the editor.
+//!
 //! Standard output carries only the protocol; messages for people go to standard error, where
 //! the agent's own standard error goes too.
+
+mod steer;
 
 use std::collections::HashMap;
 use std::process::Stdio;
@@ -43,9 +50,13 @@ use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
 use super::client::{AgentRemoteArgs, exit};
+use crate::agents::acp::prompts::Whose;
 use crate::agents::acp::session::{Tracker, id_key};
-use crate::agents::acp::wire::{CANCEL_REQUEST, REQUEST_PERMISSION, SESSION_CANCEL};
-use crate::agents::acp::{HookReply, PATH};
+use crate::agents::acp::wire::{
+    CANCEL_REQUEST, REQUEST_PERMISSION, SESSION_CANCEL, SESSION_UPDATE,
+};
+use crate::agents::acp::{HookReply, PATH, SESSION_PATH};
+use crate::agents::turns::{TurnBody, TurnEvent, TurnReply};
 use crate::telemetry::escape;
 use crate::wire::MAX_BODY_BYTES;
 
@@ -110,20 +121,36 @@ fn say(text: &str) {
     eprintln!("imrelay acp: {}", escape(text));
 }
 
-/// Where permission requests are posted.
+/// Where permission requests and turns are posted.
 #[derive(Clone)]
 struct Hook {
     url: String,
+    session_url: String,
     token: Option<SecretString>,
     http: reqwest::Client,
 }
 
 impl Hook {
-    /// Posts `body` and reads the reply, or says why there is none.
+    /// Posts a permission request's `body` and reads the reply, or says why there is none.
     async fn ask(&self, body: Vec<u8>) -> Result<HookReply, String> {
+        self.post(&self.url, body).await
+    }
+
+    /// Reports a session's turn; the prompt to send next, or why there is no answer.
+    async fn turn(&self, body: &TurnBody) -> Result<TurnReply, String> {
+        let bytes = serde_json::to_vec(body).map_err(|e| e.to_string())?;
+        self.post(&self.session_url, bytes).await
+    }
+
+    /// Posts `body` to `url` and reads the answer as a `T`.
+    async fn post<T: serde::de::DeserializeOwned>(
+        &self,
+        url: &str,
+        body: Vec<u8>,
+    ) -> Result<T, String> {
         let mut request = self
             .http
-            .post(&self.url)
+            .post(url)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body);
         if let Some(t) = &self.token {
@@ -132,7 +159,7 @@ impl Hook {
         let response = request
             .send()
             .await
-            .map_err(|e| format!("cannot reach imrelay at {}: {e}", self.url))?;
+            .map_err(|e| format!("cannot reach imrelay at {url}: {e}"))?;
         let status = response.status();
         let body = response
             .bytes()
@@ -145,7 +172,7 @@ impl Hook {
                 .unwrap_or_default();
             return Err(format!("imrelay answered {status}: {message}"));
         }
-        serde_json::from_slice::<HookReply>(&body)
+        serde_json::from_slice::<T>(&body)
             .map_err(|e| format!("imrelay's answer cannot be read: {e}"))
     }
 }
@@ -231,6 +258,7 @@ impl Proxy {
         pgid: Option<u32>,
     ) {
         self.abandon_all();
+        self.steering.abandon_all();
         self.agent_gone = true;
         let drained = tokio::time::timeout(DRAIN, async {
             while agent_open {
@@ -247,11 +275,13 @@ impl Proxy {
         #[cfg(unix)]
         signal_group(pgid, libc::SIGKILL);
         self.abandon_all();
+        self.steering.abandon_all();
     }
 }
 
 struct Proxy {
     tracker: Tracker,
+    steering: steer::Steering,
     hook: Hook,
     waiting: HashMap<String, Waiting>,
     done: mpsc::Sender<(String, Result<HookReply, String>)>,
@@ -299,6 +329,10 @@ impl Proxy {
             return self.send_agent(bytes).await;
         };
         self.tracker.client_sent(&message);
+        if let Some(session) = self.steering.turns.editor_sent(&message) {
+            self.steering
+                .report(&self.tracker, TurnEvent::Prompted, &session, None);
+        }
         let cancelled = (message.get("method").and_then(Value::as_str) == Some(SESSION_CANCEL))
             .then(|| message["params"]["sessionId"].as_str().map(str::to_string))
             .flatten();
@@ -338,7 +372,18 @@ impl Proxy {
         let Some(message) = parse(&bytes, "agent") else {
             return self.send_editor(bytes).await;
         };
-        self.tracker.agent_sent(&message);
+        if let Some(session) = self.tracker.agent_sent(&message) {
+            self.steering
+                .report(&self.tracker, TurnEvent::Started, &session, None);
+        }
+        if let Some(ended) = self.steering.turns.agent_sent(&message) {
+            let own = ended.whose == Whose::Proxy;
+            self.steering.ended(&self.tracker, ended);
+            if own {
+                // The answer to the proxy's own prompt: not the editor's.
+                return;
+            }
+        }
         let method = message.get("method").and_then(Value::as_str);
         match (method, message.get("id")) {
             (Some(REQUEST_PERMISSION), Some(id)) => self.intercept(bytes, &message, id).await,
@@ -431,6 +476,28 @@ impl Proxy {
                 self.send_editor(w.line).await;
             }
         }
+    }
+
+    /// imrelay's answer to the end of a turn of `session`: its prompt goes to the agent, as
+    /// a turn of the proxy's own, unless a turn started meanwhile.
+    async fn answered_turn(&mut self, session: String, answer: Result<TurnReply, String>) {
+        let Ok(TurnReply { prompt: Some(text) }) = answer else {
+            return;
+        };
+        if self.agent_gone || self.to_agent.is_none() {
+            return;
+        }
+        if self.steering.turns.running(&session) {
+            say("a person's words through imrelay were not sent: a turn started at the desk first");
+            return;
+        }
+        // The editor shows the person's words as a user message (Zed adds a
+        // `user_message_chunk` to its thread whenever one comes), then the agent's work.
+        let shown = json!({"jsonrpc": "2.0", "method": SESSION_UPDATE, "params": {"sessionId": session,
+            "update": {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": text}}}});
+        self.send_editor(line(&shown)).await;
+        let request = self.steering.turns.own_prompt(&session, &text);
+        self.send_agent(line(&request)).await;
     }
 
     /// Withdraws every request still waiting (the agent or the editor is gone).
@@ -565,6 +632,7 @@ fn hook_of(args: &AcpArgs, config: Option<&std::path::Path>) -> anyhow::Result<H
         .context("cannot build the HTTP client")?;
     Ok(Hook {
         url: format!("{base}{PATH}"),
+        session_url: format!("{base}{SESSION_PATH}"),
         token: args.remote.token(),
         http,
     })
@@ -582,6 +650,8 @@ struct Pipes {
     agent_lines: mpsc::Receiver<Read>,
     /// The endpoint's replies to the permission requests posted.
     replies: mpsc::Receiver<(String, Result<HookReply, String>)>,
+    /// imrelay's answers to the ends of turns.
+    turns: mpsc::Receiver<steer::Answered>,
 }
 
 /// Starts reading and writing both sides (the editor on standard input and output, the
@@ -598,8 +668,10 @@ fn connect(hook: Hook, child: &mut tokio::process::Child) -> anyhow::Result<(Pro
     let (agent_tx, agent_lines) = mpsc::channel(QUEUE);
     tokio::spawn(read_lines(agent_out, agent_tx));
     let (done, replies) = mpsc::channel(QUEUE);
+    let (answers, turns) = mpsc::channel(QUEUE);
     let proxy = Proxy {
         tracker: Tracker::new(),
+        steering: steer::Steering::new(hook.clone(), answers),
         hook,
         waiting: HashMap::new(),
         done,
@@ -614,6 +686,7 @@ fn connect(hook: Hook, child: &mut tokio::process::Child) -> anyhow::Result<(Pro
         editor_lines,
         agent_lines,
         replies,
+        turns,
     };
     Ok((proxy, pipes))
 }
@@ -650,6 +723,7 @@ async fn proxy(args: AcpArgs, config: Option<&std::path::Path>) -> anyhow::Resul
                     editor_open = false;
                     p.to_agent = None;
                     p.abandon_all();
+                    p.steering.abandon_all();
                     kill_at.get_or_insert(tokio::time::Instant::now() + GRACE);
                 }
             },
@@ -658,6 +732,7 @@ async fn proxy(args: AcpArgs, config: Option<&std::path::Path>) -> anyhow::Resul
                 None => agent_open = false,
             },
             Some((key, reply)) = pipes.replies.recv() => p.answered(key, reply).await,
+            Some((session, answer)) = pipes.turns.recv() => p.answered_turn(session, answer).await,
             sig = &mut stop, if !stopping => {
                 stopping = true;
                 say(&format!("signal {sig}: stopping the agent"));
