@@ -18,6 +18,7 @@
 pub(crate) mod actions;
 pub(crate) mod desk;
 pub(crate) mod digest;
+pub(crate) mod digest_buttons;
 pub(crate) mod digest_flow;
 pub(crate) mod digest_texts;
 pub mod dingtalk;
@@ -41,6 +42,7 @@ pub mod token;
 pub(crate) mod typed;
 pub mod webhook;
 pub mod wecom;
+pub(crate) mod words;
 
 use std::future::Future;
 use std::pin::Pin;

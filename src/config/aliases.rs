@@ -1,5 +1,6 @@
 //! One vocabulary of channel settings: the same idea has the same name on every channel
-//! (`api_url`, `transport`, `chats`, `inbound_path`, `gateway_url`). The names each channel
+//! (`api_url`, `transport`, `chats`, `inbound_path`, `gateway_url`; ntfy's topics are its
+//! `chats` too). The names each channel
 //! had before still work: a file key or an `IMRELAY__` variable under an old name is read
 //! under the new one, with one warning at start-up (and in `check-config`) naming the new
 //! spelling.
@@ -25,6 +26,7 @@ pub(crate) const RENAMED: &[(&str, &str, &str)] = &[
     ("dingtalk", "conversations", "chats"),
     ("wecom", "url", "api_url"),
     ("wecom", "callback_path", "inbound_path"),
+    ("ntfy", "topics", "chats"),
 ];
 
 /// The warning for `section.old` read as `section.new` from `place`.

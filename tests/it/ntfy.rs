@@ -191,7 +191,7 @@ async fn a_throttled_or_failing_server_is_retried_through_the_outbox() {
 async fn doctor_checks_the_server_and_publishes_a_test_to_each_topic() {
     let (fake, url) = FakeNtfy::start("Bearer tk_test").await;
     let config = format!(
-        "[ntfy]\nenabled = true\napi_url = \"{url}\"\ntopics = [\"phone-alice\"]\n\
+        "[ntfy]\nenabled = true\napi_url = \"{url}\"\nchats = [\"phone-alice\"]\n\
          token = \"tk_test\"\nperson = \"alice\"\n\n[[people]]\nname = \"alice\"\nntfy = [\"alice\"]\n"
     );
     let (_, out) = crate::doctor::doctor(config, &["--send-test"]).await;
@@ -203,6 +203,32 @@ async fn doctor_checks_the_server_and_publishes_a_test_to_each_topic() {
     let test = fake.nth(0).await;
     assert_eq!(test["title"], "imrelay doctor");
     assert!(fake.refused().is_empty(), "{:?}", fake.refused());
+}
+
+/// `topics`, ntfy's old name for its `chats`, still starts the service, with the warning
+/// naming the new spelling.
+#[tokio::test]
+async fn the_old_name_topics_still_starts_the_service_with_a_warning() {
+    let (fake, url) = FakeNtfy::start("Bearer tk_test").await;
+    let config = format!(
+        "[ntfy]\nenabled = true\napi_url = \"{url}\"\ntopics = [\"phone-alice\"]\n\
+         token = \"tk_test\"\nperson = \"alice\"\n\n[[people]]\nname = \"alice\"\nntfy = [\"alice\"]\n"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("imrelay.toml");
+    std::fs::write(&path, config).unwrap();
+    let loaded =
+        Settings::load_from(Some(&path), std::collections::HashMap::new()).expect("it loads");
+    assert!(
+        loaded
+            .warnings
+            .iter()
+            .any(|w| w.contains("`ntfy.topics`") && w.contains("`ntfy.chats`")),
+        "{:?}",
+        loaded.warnings
+    );
+    assert_eq!(loaded.settings.ntfy.topics, ["phone-alice"]);
+    drop(fake);
 }
 
 #[tokio::test]

@@ -147,6 +147,11 @@ impl Platform for DingTalk {
             .await
             .map_err(failure)
     }
+
+    /// The votes so far: the card is drawn again as it now is, its buttons kept.
+    async fn show(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Failure> {
+        self.edit(i, m).await
+    }
 }
 
 /// Delivers the channel's jobs.

@@ -1,7 +1,8 @@
 //! Posting and editing Discord messages through the durable outbox, on the kit's delivery
 //! skeleton ([`crate::channels::messages`]): a `post` job posts to one channel (or opens the
 //! direct-message channel of a person first), an `update` job edits every copy recorded for
-//! the interaction, a `voted` job shows the votes so far. Requests to one channel are spaced
+//! the interaction, a `voted` job shows the votes so far, a `digest` job posts or edits one
+//! session's digest (drawn by [`super::digest`]). Requests to one channel are spaced
 //! by [`CHANNEL_GAP`] (Discord allows about five messages in five seconds per channel); a 429,
 //! or a bucket Discord said is empty, keeps that channel quiet for the wait Discord gave and
 //! the job is retried after it ([`super::api`] keeps the buckets and the global limit).
@@ -15,6 +16,7 @@ use serde_json::json;
 
 use super::CHANNEL;
 use super::api::{ApiError, Rest, Retry};
+use super::digest::{self, DigestButtons};
 use super::plan::Job;
 use super::render::Render;
 use crate::channels::digest::{Digests, Edited, Sheet};
@@ -54,6 +56,8 @@ pub(crate) struct Discord {
     pub render: Render,
     /// Direct-message channels opened, by user id.
     pub dms: Mutex<HashMap<String, String>>,
+    /// Signs digest buttons.
+    pub digest_buttons: DigestButtons,
     /// A thread per agent session (`discord.thread_per`).
     pub threads: Threads,
     /// Whether the outcome is also posted as a reply to each message.
@@ -92,20 +96,32 @@ impl Platform for Discord {
     type Target = String;
     type Job = Job;
 
-    fn has_digests(&self) -> bool {
-        false
-    }
-
     fn texts(&self) -> Texts {
         Texts(self.render.locale())
     }
 
-    async fn post_digest(&self, _to: &String, _sheet: &Sheet) -> Result<String, Failure> {
-        Err(Failure::Permanent("Discord shows no digests yet".into()))
+    async fn post_digest(&self, to: &String, sheet: &Sheet) -> Result<String, Failure> {
+        let channel = self.channel_of(to).await?;
+        self.rest
+            .post(&channel, &digest::message(&self.digest_buttons, sheet))
+            .await
+            .map_err(|e| failure(&e))
     }
 
-    async fn edit_digest(&self, _a: &str, _m: &str, _sheet: &Sheet) -> Result<Edited, Failure> {
-        Ok(Edited::Cannot)
+    async fn edit_digest(
+        &self,
+        address: &str,
+        message: &str,
+        sheet: &Sheet,
+    ) -> Result<Edited, Failure> {
+        let channel = self.channel_of(address).await?;
+        let body = digest::message(&self.digest_buttons, sheet);
+        match self.rest.edit(&channel, message, &body).await {
+            Ok(()) => Ok(Edited::Done),
+            // Unknown Message: deleted in the channel; a new one is posted.
+            Err(ApiError::Refused { code: 10008, .. }) => Ok(Edited::Gone),
+            Err(e) => Err(failure(&e)),
+        }
     }
 
     fn channel(&self) -> &'static str {
@@ -218,11 +234,16 @@ impl Platform for Discord {
 pub(crate) struct Deliverer(pub Messages<Discord>);
 
 impl Deliverer {
-    /// The deliverer of Discord's jobs, reporting to `health`.
-    pub fn new(discord: Discord, store: Arc<dyn Store>, health: Arc<Health>) -> Self {
+    /// The deliverer of Discord's jobs and `digests`, reporting to `health`.
+    pub fn new(
+        discord: Discord,
+        digests: Digests,
+        store: Arc<dyn Store>,
+        health: Arc<Health>,
+    ) -> Self {
         Deliverer(Messages {
             platform: discord,
-            digests: Digests::new(store.clone(), CHANNEL, 0, Vec::new()),
+            digests,
             store,
             pacer: Pacer::new(CHANNEL_GAP, THROTTLE_PAUSE),
             health: Some((health, "discord_api")),

@@ -79,6 +79,16 @@ impl Person {
     }
 }
 
+/// What a click on a digest needs (`super::digest`).
+pub(crate) struct DigestClicks {
+    /// The channel's digests.
+    pub digests: crate::channels::digest::Digests,
+    /// Reads digest button values.
+    pub buttons: super::digest::DigestButtons,
+    /// The language of digests.
+    pub texts: crate::channels::digest_texts::Texts,
+}
+
 /// Handles interactions. Cheap to share.
 pub struct Interactions {
     pipeline: Pipeline,
@@ -86,6 +96,7 @@ pub struct Interactions {
     settings: Arc<DiscordSettings>,
     store: Arc<dyn Store>,
     results: Family<ResultLabels, Counter>,
+    digests: Option<DigestClicks>,
 }
 
 impl Interactions {
@@ -102,6 +113,54 @@ impl Interactions {
             settings,
             store,
             results: Family::default(),
+            digests: None,
+        }
+    }
+
+    /// Answers clicks on digests too.
+    pub(crate) fn with_digests(mut self, digests: DigestClicks) -> Self {
+        self.digests = Some(digests);
+        self
+    }
+
+    /// A click on a digest button: answered through the kit, the digest redrawn in place
+    /// (response type 7), or what the person is told, ephemerally.
+    async fn digest_click(&self, payload: &Value, person: &Person, value: &str) -> Value {
+        let Some(d) = &self.digests else {
+            return self.tell(&Feedback::BadButton);
+        };
+        let message = payload["message"]["id"].as_str().unwrap_or_default();
+        let actor = person.actor();
+        let who = crate::channels::digest::Tapper {
+            actor: &actor,
+            identity: &person.id,
+            approver: self.settings.is_approver(&person.id),
+            responder: person.responder(),
+        };
+        let clicked = crate::channels::digest_buttons::click::<super::plan::Job>(
+            &d.digests,
+            &self.pipeline,
+            &d.buttons,
+            d.texts,
+            value,
+            message,
+            &who,
+        )
+        .await;
+        match clicked {
+            Ok(t) => {
+                self.count("digest");
+                match &t.redraw {
+                    Some(sheet) => {
+                        json!({"type": 7, "data": super::digest::message(&d.buttons, sheet)})
+                    }
+                    None => self.render.notice(&t.toast),
+                }
+            }
+            Err(f) => {
+                self.count(f.result());
+                self.tell(&f)
+            }
         }
     }
 
@@ -243,6 +302,12 @@ impl Interactions {
 
     async fn act(&self, payload: &Value) -> Value {
         let person = Person::of(payload);
+        if let Some(value) = payload["data"]["custom_id"]
+            .as_str()
+            .and_then(|c| c.strip_prefix(super::digest::PREFIX))
+        {
+            return self.digest_click(payload, &person, value).await;
+        }
         let (signed, id) = match self.verify(payload, &person).await {
             Ok(v) => v,
             Err(feedback) => {

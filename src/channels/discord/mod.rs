@@ -9,6 +9,7 @@
 //!   global limit; every failure classified as retry-after-N, transient or permanent.
 //! - `plan` — the outbox jobs a created or resolved interaction needs.
 //! - `deliver` — posting and editing messages on the kit's delivery skeleton.
+//! - `digest` — how a digest is drawn, its buttons signed by the kit.
 //! - [`render`] — the messages (content within 2,000 characters, code blocks, buttons, select
 //!   menus) and modals; [`button`] — the signed `custom_id`s.
 //! - [`inbound`] — clicks, selects and modal submissions through the kit's answer pipeline,
@@ -23,6 +24,7 @@ pub mod api;
 pub mod button;
 mod commands;
 mod deliver;
+mod digest;
 mod doctor;
 pub mod endpoint;
 pub mod gateway;
@@ -73,16 +75,30 @@ pub async fn install(w: &mut Wiring, settings: &DiscordSettings) -> anyhow::Resu
             .context("cannot build the discord HTTP client")?,
     );
     let render = render::Render::new(
-        button::Buttons::new(secret),
+        button::Buttons::new(secret.clone()),
         w.server.inbox.clone(),
         settings.locale,
     );
-    let interactions = Arc::new(inbound::Interactions::new(
-        Pipeline::new(w.registry.clone(), Via::new(CHANNEL)),
-        render.clone(),
-        settings.clone(),
+    let digests = crate::channels::digest::Digests::new(
         w.store.clone(),
-    ));
+        CHANNEL,
+        settings.digest_after,
+        settings.chats.clone(),
+    );
+    let digest_buttons = digest::DigestButtons::new(secret.clone(), digest::DOMAIN);
+    let interactions = Arc::new(
+        inbound::Interactions::new(
+            Pipeline::new(w.registry.clone(), Via::new(CHANNEL)),
+            render.clone(),
+            settings.clone(),
+            w.store.clone(),
+        )
+        .with_digests(inbound::DigestClicks {
+            digests: digests.clone(),
+            buttons: digest_buttons.clone(),
+            texts: crate::channels::digest_texts::Texts(settings.locale),
+        }),
+    );
     w.metrics.register(
         "imrelay_discord_interactions",
         "Discord clicks, selects and modal submissions, by result (resolved, already_resolved, refused, invalid, modal, slow, ...)",
@@ -97,6 +113,7 @@ pub async fn install(w: &mut Wiring, settings: &DiscordSettings) -> anyhow::Resu
                 rest: rest.clone(),
                 render,
                 dms: Default::default(),
+                digest_buttons,
                 threads: crate::channels::threads::Threads::installed(
                     w,
                     CHANNEL,
@@ -104,6 +121,7 @@ pub async fn install(w: &mut Wiring, settings: &DiscordSettings) -> anyhow::Resu
                 ),
                 thread_replies: settings.thread_replies,
             },
+            digests,
             w.store.clone(),
             w.health.clone(),
         )),

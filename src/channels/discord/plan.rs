@@ -2,7 +2,8 @@
 //! per configured channel (or person's direct messages) when an interaction is created; one
 //! more per place its route escalates to when nobody answered in time; one `update` job
 //! (every copy recorded for it) when it is resolved; one `voted` job for each vote that does
-//! not decide yet. Discord shows no digests yet (`Platform::has_digests`).
+//! not decide yet; a `digest` job to post or bring up to date one session's digest in one
+//! place (`channels::digest`).
 
 use super::CHANNEL;
 use crate::channels::plan::{ChatJob, Todo};
@@ -21,6 +22,13 @@ pub(crate) enum Job {
     Update,
     /// Show the votes so far on every copy of a pending interaction.
     Voted,
+    /// Post or bring up to date the digest of one session in one place.
+    Digest {
+        /// The channel id, or `@` and a user id.
+        channel: String,
+        /// The session's digest key.
+        session: String,
+    },
 }
 
 impl ChannelJob for Job {
@@ -37,8 +45,11 @@ impl ChatJob for Job {
         match todo {
             Todo::Post(channel) => Job::Post { channel },
             Todo::Update => Job::Update,
-            // Discord shows no digests yet (`Platform::has_digests`): never asked.
-            Todo::Voted | Todo::Digest { .. } => Job::Voted,
+            Todo::Voted => Job::Voted,
+            Todo::Digest { to, session } => Job::Digest {
+                channel: to,
+                session,
+            },
         }
     }
 
@@ -47,6 +58,10 @@ impl ChatJob for Job {
             Job::Post { channel } => Todo::Post(channel),
             Job::Update => Todo::Update,
             Job::Voted => Todo::Voted,
+            Job::Digest { channel, session } => Todo::Digest {
+                to: channel,
+                session,
+            },
         }
     }
 

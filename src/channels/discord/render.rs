@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 pub use super::button::editable_command;
 use super::button::{Action, Buttons};
+use crate::channels::words::Words;
 use crate::interaction::form::FieldType;
 use crate::interaction::{Form, Interaction, Kind, Outcome, PermissionResult, parse_questions};
 use crate::present;
@@ -113,9 +114,14 @@ impl Render {
         }
     }
 
-    /// The locale of notices.
+    /// The locale of messages and notices.
     pub fn locale(&self) -> Locale {
         self.locale
+    }
+
+    /// The prompt's words in that locale.
+    fn words(&self) -> Words {
+        Words(self.locale)
     }
 
     fn button(&self, i: &Interaction, action: Action, label: &str, style: u8) -> Value {
@@ -130,17 +136,20 @@ impl Render {
 
     /// The message for `i` as it stands: a JSON body for create and edit.
     pub fn message(&self, i: &Interaction) -> Value {
+        let w = self.words();
         let mut head = Vec::new();
         match &i.resolution {
-            None if i.kind == Kind::Approval => {
-                head.push(format!("**{}?**", escape(&title_base(i))))
-            }
-            None => head.push(format!("**{}**", escape(&title_base(i)))),
+            None if i.kind == Kind::Approval => head.push(format!(
+                "**{}{}**",
+                escape(&title_base(i, w)),
+                w.pick("？", "?")
+            )),
+            None => head.push(format!("**{}**", escape(&title_base(i, w)))),
             Some(r) => head.push(format!(
                 "{} **{} · {}**",
                 outcome_icon(r.outcome),
-                escape(&resolved_title(i)),
-                render::outcome_label(r.outcome)
+                escape(&resolved_title(i, w)),
+                render::outcome_label_in(r.outcome, self.locale)
             )),
         }
         let ctx = render::context_line(i);
@@ -162,21 +171,30 @@ impl Render {
         }
         let mut tail = Vec::new();
         match &i.resolution {
-            None => tail.push(format!(
-                "-# Deadline (denied automatically after): {}",
-                format_time(i.deadline)
-            )),
+            None => tail.push(format!("-# {}", w.deadline(&format_time(i.deadline)))),
             Some(r) => {
                 tail.push(escape(&format!(
                     "{} · {}",
-                    render::outcome_phrase(r),
+                    render::outcome_phrase_in(r, self.locale),
                     format_time(r.at)
                 )));
-                tail.extend(resolution_details(i));
+                tail.extend(resolution_details(i, w));
             }
         }
         if let Some(votes) = render::votes_line(i, self.locale) {
             tail.push(format!("-# {}", escape(&votes)));
+        }
+        // "Allow similar": the rule it adds is in the message, in full (as code, which
+        // shows it as written; a rule with a backtick is escaped instead).
+        let step_up = render::step_up_link(i, self.inbox.as_deref(), self.locale).is_some();
+        if let Some(rule) = render::similar_rule(i).filter(|_| i.is_pending() && !step_up) {
+            let rule = crate::interaction::clip(&present::visible_text(&rule), 200);
+            let shown = if rule.contains('`') {
+                escape(&rule)
+            } else {
+                format!("`{rule}`")
+            };
+            tail.push(format!("-# {}{shown}", escape(w.similar_note())));
         }
         if let Some(l) = render::step_up_link(i, self.inbox.as_deref(), self.locale) {
             tail.push(format!("🔑 {}", escape(&l.why)));
@@ -236,7 +254,11 @@ impl Render {
                 Ok(form) => {
                     let mut out = vec![escape(&cut(&form.message, 500))];
                     for f in &form.fields {
-                        let req = if f.required { " (required)" } else { "" };
+                        let req = if f.required {
+                            self.words().pick("（必填）", " (required)")
+                        } else {
+                            ""
+                        };
                         out.push(format!("• {}{req}", escape(&cut(f.label(), 100))));
                     }
                     if form.fields.len() > MAX_INPUTS && i.is_pending() {
@@ -254,20 +276,23 @@ impl Render {
 
     /// "Input truncated: 1,234 more characters not shown", with the inbox's link.
     fn cut_notice(&self, i: &Interaction, cut: usize) -> String {
+        let w = self.words();
+        let note = w.input_truncated(&render::cut_note(cut));
         match self.link(i) {
-            Some(url) => format!(
-                "\n-# Input truncated: {}. See all of it in the imrelay inbox: {url}",
-                render::cut_note(cut)
-            ),
+            Some(url) => format!("\n-# {note}. {}: {url}", w.see_all()),
             None => format!(
-                "\n-# Input truncated: {} (see the imrelay inbox for all of it)",
-                render::cut_note(cut)
+                "\n-# {note}{}",
+                w.pick(
+                    "（完整内容见 imrelay 收件箱）",
+                    " (see the imrelay inbox for all of it)"
+                )
             ),
         }
     }
 
     /// The action rows of a pending interaction.
     fn components(&self, i: &Interaction) -> Vec<Value> {
+        let w = self.words();
         // It needs a passkey: a link to its card in the inbox, in place of the buttons.
         if let Some(l) = render::step_up_link(i, self.inbox.as_deref(), self.locale) {
             let link =
@@ -276,14 +301,14 @@ impl Render {
         }
         match i.kind {
             Kind::Approval => {
-                let mut b = vec![self.button(i, Action::Allow, "Approve", 3)];
+                let mut b = vec![self.button(i, Action::Allow, w.approve(), 3)];
                 if render::similar_rule(i).is_some() {
-                    b.push(self.button(i, Action::AllowSimilar, "Allow similar (this session)", 1));
+                    b.push(self.button(i, Action::AllowSimilar, w.allow_similar(), 1));
                 }
-                b.push(self.button(i, Action::Deny, "Deny", 4));
-                b.push(self.button(i, Action::Reason, "Deny with reason…", 2));
+                b.push(self.button(i, Action::Deny, w.deny(), 4));
+                b.push(self.button(i, Action::Reason, w.deny_with_reason(), 2));
                 if Action::Edit.fits(i) {
-                    b.push(self.button(i, Action::Edit, "Edit & approve…", 2));
+                    b.push(self.button(i, Action::Edit, w.edit_approve(), 2));
                 }
                 vec![row(b)]
             }
@@ -314,15 +339,15 @@ impl Render {
                         })]));
                     }
                     rows.push(row(vec![
-                        self.button(i, Action::Other, "Other…", 2),
-                        self.button(i, Action::Deny, "Decline", 4),
+                        self.button(i, Action::Other, w.other(), 2),
+                        self.button(i, Action::Deny, w.decline(), 4),
                     ]));
                 } else {
                     let mut b = Vec::new();
                     if qs.len() <= MAX_INPUTS {
-                        b.push(self.button(i, Action::Answer, "Answer…", 1));
+                        b.push(self.button(i, Action::Answer, w.answer(), 1));
                     }
-                    b.push(self.button(i, Action::Deny, "Decline", 4));
+                    b.push(self.button(i, Action::Deny, w.decline(), 4));
                     rows.push(row(b));
                 }
                 rows
@@ -332,13 +357,13 @@ impl Render {
                     Form::from_input(&i.input.map()).is_ok_and(|f| f.fields.len() <= MAX_INPUTS);
                 let mut b = Vec::new();
                 if fits {
-                    b.push(self.button(i, Action::Fill, "Fill in…", 1));
+                    b.push(self.button(i, Action::Fill, w.fill_in(), 1));
                 } else if let Some(url) = self.link(i) {
                     b.push(
                         json!({"type": 2, "style": 5, "label": "Open in the inbox", "url": url}),
                     );
                 }
-                b.push(self.button(i, Action::Deny, "Decline", 4));
+                b.push(self.button(i, Action::Deny, w.decline(), 4));
                 vec![row(b)]
             }
         }
@@ -346,26 +371,39 @@ impl Render {
 
     /// The modal `action` opens on `i` (an interaction callback's `data`).
     pub fn modal(&self, i: &Interaction, action: Action) -> Option<Value> {
+        let w = self.words();
         let (title, rows) = match action {
             Action::Reason => {
-                let reason = Input::new(REASON_INPUT.into(), "Reason (the agent reads it)");
+                let reason = Input::new(
+                    REASON_INPUT.into(),
+                    w.pick("理由（会告知智能体）", "Reason (the agent reads it)"),
+                );
                 (
-                    format!("Deny {}", i.tool_name),
+                    format!("{}{}", w.pick("拒绝 ", "Deny "), i.tool_name),
                     vec![reason.long().optional().row()],
                 )
             }
             Action::Edit => {
-                let mut command = Input::new(COMMAND_INPUT.into(), "Command to run");
+                let mut command = Input::new(
+                    COMMAND_INPUT.into(),
+                    w.pick("要运行的命令", "Command to run"),
+                );
                 command.value = editable_command(i);
-                ("Edit & approve".to_string(), vec![command.long().row()])
+                (
+                    w.pick("改写后批准", "Edit & approve").to_string(),
+                    vec![command.long().row()],
+                )
             }
             Action::Other => {
                 let q = parse_questions(&i.input.map()).ok()?.into_iter().next()?;
                 let answer = Input::new(format!("{ANSWER_INPUT}0"), &q.question);
                 (q.header.clone(), vec![answer.long().row()])
             }
-            Action::Answer => ("Answer the agent".to_string(), question_inputs(i)?),
-            Action::Fill => (title_base(i), field_inputs(i)?),
+            Action::Answer => (
+                w.pick("回答智能体", "Answer the agent").to_string(),
+                question_inputs(i)?,
+            ),
+            Action::Fill => (title_base(i, self.words()), field_inputs(i)?),
             _ => return None,
         };
         Some(json!({
@@ -491,28 +529,28 @@ fn field_inputs(i: &Interaction) -> Option<Vec<Value>> {
 }
 
 /// What a message is about: "Approve Bash", a question, a form's title.
-fn title_base(i: &Interaction) -> String {
+fn title_base(i: &Interaction, w: Words) -> String {
     match i.kind {
-        Kind::Approval => format!("Approve {}", i.tool_name),
-        Kind::Question => "Question from the agent".into(),
+        Kind::Approval => format!("{}{}", w.pick("批准 ", "Approve "), i.tool_name),
+        Kind::Question => w.pick("智能体的问题", "Question from the agent").into(),
         Kind::Form => i
             .title()
             .filter(|t| !t.trim().is_empty())
-            .unwrap_or("Please fill in")
+            .unwrap_or(w.pick("请填写", "Please fill in"))
             .to_string(),
     }
 }
 
 /// What a resolved message is about: the tool for an approval ("Bash · Allowed").
-fn resolved_title(i: &Interaction) -> String {
+fn resolved_title(i: &Interaction, w: Words) -> String {
     match i.kind {
         Kind::Approval => i.tool_name.to_string(),
-        _ => title_base(i),
+        _ => title_base(i, w),
     }
 }
 
 /// The answers given, the reason for a denial, and the command as edited.
-fn resolution_details(i: &Interaction) -> Vec<String> {
+fn resolution_details(i: &Interaction, w: Words) -> Vec<String> {
     let Some(r) = &i.resolution else {
         return Vec::new();
     };
@@ -534,11 +572,19 @@ fn resolution_details(i: &Interaction) -> Vec<String> {
     match (r.result.permission(), r.outcome) {
         (_, Outcome::Denied | Outcome::Expired) if i.kind == Kind::Form => {
             if let Some(m) = r.message() {
-                out.push(format!("Reason: {}", escape(&cut(m, 500))));
+                out.push(format!(
+                    "{}{}",
+                    w.pick("理由：", "Reason: "),
+                    escape(&cut(m, 500))
+                ));
             }
         }
         (Some(PermissionResult::Deny { message, .. }), Outcome::Denied | Outcome::Expired) => {
-            out.push(format!("Reason: {}", escape(&cut(message, 500))));
+            out.push(format!(
+                "{}{}",
+                w.pick("理由：", "Reason: "),
+                escape(&cut(message, 500))
+            ));
         }
         (Some(PermissionResult::Allow { updated_input, .. }), Outcome::Allowed) => {
             if let (Some(Value::String(new)), Some(old)) =
@@ -546,7 +592,8 @@ fn resolution_details(i: &Interaction) -> Vec<String> {
                 && new != &old
             {
                 out.push(format!(
-                    "Approved as edited:\n```bash\n{}\n```",
+                    "{}\n```bash\n{}\n```",
+                    w.pick("按改写后的命令批准：", "Approved as edited:"),
                     present::break_fences(&cut(new, 500))
                 ));
             }

@@ -58,13 +58,17 @@ pub struct DiscordSettings {
     /// Discord user ids who may answer. Empty: nobody.
     #[serde(deserialize_with = "crate::settings::list")]
     pub approvers: Vec<String>,
-    /// The language of the notices people get (`en_us` or `zh_cn`).
+    /// The language of messages, modals and notices (`en_us` or `zh_cn`).
     pub locale: Locale,
     /// Gateway: how long opening the connection (TCP, TLS, handshake, `Hello`) may take
     /// before it is abandoned and retried, seconds.
     pub connect_timeout_secs: u64,
     /// Interactions transport: the path Discord's interaction requests are sent to.
     pub inbound_path: String,
+    /// Digests: more than this many interactions pending for one place, further ones are
+    /// shown in one digest message per agent session. 0: only when the place's queue
+    /// cannot be posted before the requests' deadlines.
+    pub digest_after: u32,
     /// Where each agent session's prompts go: `none` (in the channel) or `session` (a
     /// thread per session, started from a message that names it).
     pub thread_per: ThreadPer,
@@ -86,6 +90,7 @@ impl Default for DiscordSettings {
             locale: Locale::EnUs,
             connect_timeout_secs: 15,
             inbound_path: "/discord/interactions".into(),
+            digest_after: 0,
             thread_per: ThreadPer::None,
             thread_replies: false,
         }
@@ -169,6 +174,13 @@ impl DiscordSettings {
                     schemes[0], schemes[1]
                 ));
             }
+        }
+        if self.digest_after > crate::channels::digest::MAX_AFTER {
+            return Err(format!(
+                "discord.digest_after is {}: give 0 (no digests past a count) or at most {}",
+                self.digest_after,
+                crate::channels::digest::MAX_AFTER
+            ));
         }
         if !(1..=300).contains(&self.connect_timeout_secs) {
             return Err(format!(

@@ -133,7 +133,7 @@ impl crate::channels::Channel for NtfySettings {
     }
 
     fn unlisted(&self, place: &str) -> String {
-        format!("{place:?} is not in ntfy.topics")
+        format!("{place:?} is not in ntfy.chats")
     }
 
     fn enabled(&self) -> bool {

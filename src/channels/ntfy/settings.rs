@@ -15,8 +15,10 @@ pub struct NtfySettings {
     pub enabled: bool,
     /// The ntfy server: self-hosted, or `https://ntfy.sh`.
     pub api_url: String,
-    /// Topics prompts are published to (a route names them as its places).
+    /// Topics prompts are published to (a route names them as its places): `chats` in the
+    /// settings, as on every chat channel (`topics` is the old name).
     #[serde(deserialize_with = "crate::settings::list")]
+    #[serde(rename = "chats", alias = "topics")]
     pub topics: Vec<String>,
     /// An access token (`tk_...`), sent as `Authorization: Bearer`.
     pub token: Secret,
@@ -88,14 +90,14 @@ impl NtfySettings {
         }
         if self.topics.is_empty() {
             out.push(
-                "ntfy.topics is empty: name the topic(s) prompts go to, like topics = [\"imrelay-alice-7f3k\"] \
+                "ntfy.chats is empty: name the topic(s) prompts go to, like chats = [\"imrelay-alice-7f3k\"] \
                  (on a public server the topic name is the password: pick one nobody guesses)"
                     .into(),
             );
         }
         for t in self.topics.iter().filter(|t| !valid_topic(t)) {
             out.push(format!(
-                "ntfy.topics: {t:?} is not a topic ntfy accepts: use 1 to 64 of A-Z, a-z, 0-9, _ and -"
+                "ntfy.chats: {t:?} is not a topic ntfy accepts: use 1 to 64 of A-Z, a-z, 0-9, _ and -"
             ));
         }
         if !self.token.is_empty() && !self.username.is_empty() {

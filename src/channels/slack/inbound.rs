@@ -27,7 +27,6 @@ use super::socket::{Envelope, EnvelopeHandler};
 use crate::channels::pipeline::{Decision, Feedback, Pipeline, ResultLabels, Tap};
 use crate::interaction::form::{FieldType, Format};
 use crate::interaction::{Answer, Form, Interaction, Responder, parse_questions};
-use crate::present::render::Locale;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 
@@ -127,7 +126,7 @@ impl Interactions {
             approver: self.settings.is_approver(&person.id),
             responder: person.responder(),
         };
-        let clicked = super::digest::click(
+        let clicked = crate::channels::digest_buttons::click::<super::plan::Job>(
             &d.digests,
             &self.pipeline,
             &d.buttons,
@@ -280,6 +279,11 @@ impl Interactions {
             .map_err(|stop| (stop.feedback, stop.refused))
     }
 
+    /// What a person is told, in the channel's language.
+    fn say(&self, feedback: Feedback) -> String {
+        feedback.text(self.blocks.locale())
+    }
+
     async fn block_actions(&self, payload: &Value) {
         let person = Person::of(payload);
         let Some(action) = payload["actions"].as_array().and_then(|a| a.first()) else {
@@ -301,7 +305,7 @@ impl Interactions {
             Ok(signed) => signed,
             Err(feedback) => {
                 self.count("refused");
-                self.tell(payload, &person, feedback.text(Locale::EnUs));
+                self.tell(payload, &person, self.say(feedback));
                 return;
             }
         };
@@ -309,14 +313,14 @@ impl Interactions {
             Ok(i) => i,
             Err((feedback, refused)) => {
                 self.count(refused.map_or(feedback.result(), |_| "refused"));
-                self.tell(payload, &person, feedback.text(Locale::EnUs));
+                self.tell(payload, &person, self.say(feedback));
                 return;
             }
         };
         if signed.action.opens_modal() {
             let trigger = payload["trigger_id"].as_str().unwrap_or_default();
             let Some(view) = self.blocks.modal(&i, signed.action) else {
-                self.tell(payload, &person, Feedback::BadButton.text(Locale::EnUs));
+                self.tell(payload, &person, self.say(Feedback::BadButton));
                 return;
             };
             match self.api.views_open(trigger, &view).await {
@@ -339,13 +343,15 @@ impl Interactions {
             Action::Deny => Decision::Answer(Answer::deny(None)),
             Action::Pick(n) => match pick(&i, n) {
                 Some(a) => Decision::Answer(a),
-                None => return self.tell(payload, &person, Feedback::BadButton.text(Locale::EnUs)),
+                None => {
+                    return self.tell(payload, &person, self.say(Feedback::BadButton));
+                }
             },
             Action::Submit => match ticked(&i, &payload["state"]["values"]) {
                 Ok(a) => Decision::Answer(a),
                 Err(why) => {
                     self.count("invalid");
-                    return self.tell(payload, &person, Feedback::Invalid(why).text(Locale::EnUs));
+                    return self.tell(payload, &person, self.say(Feedback::Invalid(why)));
                 }
             },
             _ => return,
@@ -353,7 +359,7 @@ impl Interactions {
         let feedback = self.pipeline.decide(&i, decision, person.responder()).await;
         self.count(feedback.result());
         if !matches!(feedback, Feedback::Resolved(_)) {
-            self.tell(payload, &person, feedback.text(Locale::EnUs));
+            self.tell(payload, &person, self.say(feedback));
         }
     }
 
@@ -369,14 +375,14 @@ impl Interactions {
             Ok(signed) => signed,
             Err(feedback) => {
                 self.count("refused");
-                return errors(&first, feedback.text(Locale::EnUs));
+                return errors(&first, self.say(feedback));
             }
         };
         let i = match self.admit(&signed, &person).await {
             Ok(i) => i,
             Err((feedback, refused)) => {
                 self.count(refused.map_or(feedback.result(), |_| "refused"));
-                return errors(&first, feedback.text(Locale::EnUs));
+                return errors(&first, self.say(feedback));
             }
         };
         let decision = match self.modal_answer(signed.action, &i, view, &first) {
@@ -388,7 +394,7 @@ impl Interactions {
         match feedback {
             // An empty acknowledgement closes the modal; the message shows the outcome.
             Feedback::Resolved(_) => None,
-            other => errors(&first, other.text(Locale::EnUs)),
+            other => errors(&first, self.say(other)),
         }
     }
 
@@ -440,7 +446,7 @@ impl Interactions {
             Action::Answer => Answer::Answers(answers_from_modal(i, &values).map_err(invalid)?),
             Action::Fill => Answer::Accept(content_from_modal(i, &values).map_err(invalid)?),
             _ => {
-                let why = Feedback::BadButton.text(Locale::EnUs);
+                let why = self.say(Feedback::BadButton);
                 return Err((first.to_string(), why));
             }
         }))
@@ -487,7 +493,7 @@ impl Interactions {
                 channel,
                 self.settings.channels.iter().any(|c| c == channel),
                 (user, self.settings.is_approver(user)),
-                crate::present::render::Locale::EnUs,
+                self.blocks.locale(),
             )
             .await
         } else {

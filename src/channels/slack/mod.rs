@@ -75,15 +75,19 @@ pub async fn install(w: &mut Wiring, settings: &SlackSettings) -> anyhow::Result
         )
         .context("cannot build the slack HTTP client")?,
     );
-    let blocks = render::Blocks::new(render::Buttons::new(secret.clone()), w.server.inbox.clone());
+    let blocks = render::Blocks::new(
+        render::Buttons::new(secret.clone()),
+        w.server.inbox.clone(),
+        settings.locale,
+    );
     let digests = crate::channels::digest::Digests::new(
         w.store.clone(),
         CHANNEL,
         settings.digest_after,
         settings.channels.clone(),
     );
-    let digest_buttons = digest::DigestButtons::new(secret);
-    let texts = crate::channels::digest_texts::Texts(crate::present::render::Locale::EnUs);
+    let digest_buttons = digest::DigestButtons::new(secret, digest::DOMAIN);
+    let texts = crate::channels::digest_texts::Texts(settings.locale);
     let interactions = Arc::new(
         inbound::Interactions::new(
             Pipeline::new(w.registry.clone(), Via::new(CHANNEL)),

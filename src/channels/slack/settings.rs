@@ -78,6 +78,8 @@ pub struct SlackSettings {
     /// shown in one digest message per agent session. 0: only when the place's queue
     /// cannot be posted before the requests' deadlines.
     pub digest_after: u32,
+    /// The language of messages, modals and notices (`en_us` or `zh_cn`).
+    pub locale: crate::present::render::Locale,
 }
 
 impl Default for SlackSettings {
@@ -97,6 +99,7 @@ impl Default for SlackSettings {
             events_path: "/slack/events".into(),
             connect_timeout_secs: 15,
             digest_after: 0,
+            locale: crate::present::render::Locale::EnUs,
         }
     }
 }

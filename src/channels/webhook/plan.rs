@@ -49,6 +49,10 @@ impl Lifecycle for Planner {
     fn plan_escalated(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
         self.0.plan_escalated(i, jobs);
     }
+
+    fn plan_voted(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
+        self.0.plan(WebhookEvent::Voted, i, jobs);
+    }
 }
 
 impl Webhooks {
@@ -69,6 +73,10 @@ impl Webhooks {
             resolution: &'a Option<Box<crate::interaction::Resolution>>,
             respond_url: String,
             interaction_url: String,
+            /// The votes so far on an approval that needs several people, as every chat
+            /// copy shows them ("1 of 2: alice via telegram").
+            #[serde(skip_serializing_if = "Option::is_none")]
+            votes: Option<String>,
             /// An approval's tool call as a person reads it (a command, a diff).
             #[serde(skip_serializing_if = "Option::is_none")]
             display: Option<Display>,
@@ -91,6 +99,7 @@ impl Webhooks {
                 resolution: &i.resolution,
                 respond_url: format!("{}/v1/webhooks/{target}/respond", self.public_url),
                 interaction_url: format!("{}/v1/interactions/{}", self.public_url, i.id),
+                votes: crate::interaction::quorum::tally(i),
                 display: (i.kind == Kind::Approval).then(|| {
                     let shown = crate::present::present(
                         &i.tool_name,
@@ -115,11 +124,11 @@ impl Webhooks {
                 continue;
             }
             // A routed interaction goes to its route's webhooks only, and, once escalated,
-            // its resolution to those it escalated to as well.
+            // its resolution and votes to those it escalated to as well.
             if let Some(stamp) = i.route.as_deref()
                 && let Some(mut to) = stamp.addresses(CHANNEL_IDENTITY)
                 && !to.any(|n| n == name.as_str())
-                && !(event == WebhookEvent::Resolved
+                && !(matches!(event, WebhookEvent::Resolved | WebhookEvent::Voted)
                     && i.escalated_at().is_some()
                     && stamp
                         .escalation_addresses(CHANNEL_IDENTITY)
@@ -158,7 +167,16 @@ impl Webhooks {
     ) {
         // The creation time tells apart two interactions that had the same id (an id
         // can be used again once the first one was pruned).
-        let incarnation = format!("{}:{}", event.name(), i.incarnation());
+        let mut incarnation = format!("{}:{}", event.name(), i.incarnation());
+        // Each vote is an event of its own.
+        let votes = i.votes().len().to_string();
+        let more: &[&str] = match event {
+            WebhookEvent::Voted => {
+                incarnation.push_str(&format!(":{votes}"));
+                &[&votes]
+            }
+            _ => &[],
+        };
         let msg_id = format!(
             "msg_{}",
             &hex::encode(Sha256::digest(incarnation.as_bytes()))[..32]
@@ -172,8 +190,8 @@ impl Webhooks {
             msg_id,
             body,
         };
-        // Keyed `webhook:<target>:<event>:<incarnation>`.
-        jobs.push(job.plan(i, &[], now, crate::interaction::after(now, horizon)));
+        // Keyed `webhook:<target>:<event>:<incarnation>` (and the vote's number).
+        jobs.push(job.plan(i, more, now, crate::interaction::after(now, horizon)));
     }
 }
 

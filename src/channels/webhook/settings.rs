@@ -18,6 +18,10 @@ pub enum WebhookEvent {
     /// An interaction was answered, expired or cancelled.
     #[serde(rename = "interaction.resolved")]
     Resolved,
+    /// A vote was recorded on an approval that needs several people, and did not decide it:
+    /// the event carries the votes so far.
+    #[serde(rename = "interaction.voted")]
+    Voted,
 }
 
 impl WebhookEvent {
@@ -25,12 +29,17 @@ impl WebhookEvent {
         match self {
             WebhookEvent::Created => "interaction.created",
             WebhookEvent::Resolved => "interaction.resolved",
+            WebhookEvent::Voted => "interaction.voted",
         }
     }
 }
 
 fn default_events() -> Vec<WebhookEvent> {
-    vec![WebhookEvent::Created, WebhookEvent::Resolved]
+    vec![
+        WebhookEvent::Created,
+        WebhookEvent::Resolved,
+        WebhookEvent::Voted,
+    ]
 }
 
 fn default_timeout() -> u64 {
@@ -51,7 +60,7 @@ pub struct WebhookSettings {
     pub url: String,
     /// `whsec_<base64>` signing secret (outbound and inbound).
     pub secret: Secret,
-    /// Events to send (default both).
+    /// Events to send (default all three).
     #[serde(default = "default_events")]
     pub events: Vec<WebhookEvent>,
     /// Only interactions from these sessions (empty: all).

@@ -19,7 +19,7 @@ use crate::support::{TestApp, spawn_with, wait_until};
 pub const APPROVER: &str = "6000000000000000001";
 pub const STRANGER: &str = "6000000000000000066";
 
-static NEXT: AtomicU64 = AtomicU64::new(1);
+pub static NEXT: AtomicU64 = AtomicU64::new(1);
 
 /// Enables the channel in `s`, pointed at `fake`, over the Gateway.
 pub fn enable(s: &mut Settings, fake: &FakeDiscord) {
@@ -33,19 +33,28 @@ pub fn enable(s: &mut Settings, fake: &FakeDiscord) {
     d.approvers = vec![APPROVER.into()];
 }
 
-async fn start() -> (FakeDiscord, TestApp) {
+pub async fn start() -> (FakeDiscord, TestApp) {
+    start_with(|_| {}).await
+}
+
+/// [`start`], with more settings.
+pub async fn start_with(f: impl FnOnce(&mut Settings)) -> (FakeDiscord, TestApp) {
     let fake = FakeDiscord::start().await;
     fake.state
         .gateway
         .heartbeat_ms
         .store(1000, Ordering::SeqCst);
-    let app = spawn_with(|s| enable(s, &fake)).await;
+    let app = spawn_with(|s| {
+        enable(s, &fake);
+        f(s);
+    })
+    .await;
     wait_until("a Gateway session", || fake.state.gateway.ready()).await;
     (fake, app)
 }
 
 /// The messages posted for interaction `id` in every channel: (channel, message id).
-async fn posted(fake: &FakeDiscord, id: &str) -> Vec<(String, String)> {
+pub async fn posted(fake: &FakeDiscord, id: &str) -> Vec<(String, String)> {
     let find = || -> Vec<(String, String)> {
         CHANNELS
             .iter()
@@ -65,12 +74,12 @@ async fn posted(fake: &FakeDiscord, id: &str) -> Vec<(String, String)> {
     find()
 }
 
-fn message(fake: &FakeDiscord, (channel, id): &(String, String)) -> Value {
+pub fn message(fake: &FakeDiscord, (channel, id): &(String, String)) -> Value {
     fake.state.message(channel, id).unwrap()
 }
 
 /// Every component of a message (buttons and selects), flattened.
-fn components(m: &Value) -> Vec<Value> {
+pub fn components(m: &Value) -> Vec<Value> {
     m["components"]
         .as_array()
         .into_iter()
@@ -115,7 +124,7 @@ pub(crate) async fn deliver(fake: &FakeDiscord, interaction: Value) -> Value {
 }
 
 /// `user` clicks `label` on copy `at`; returns the interaction response.
-async fn click(fake: &FakeDiscord, user: &str, at: &(String, String), label: &str) -> Value {
+pub async fn click(fake: &FakeDiscord, user: &str, at: &(String, String), label: &str) -> Value {
     let cid = custom_id(&message(fake, at), label);
     let n = NEXT.fetch_add(1, Ordering::SeqCst);
     deliver(
@@ -455,5 +464,103 @@ async fn edit_and_approve_runs_the_command_as_edited_in_the_modal() {
         "{body}"
     );
     every_copy_shows(&fake, &copies, "Approved as edited").await;
+    app.stop().await;
+}
+
+/// The digest message of session `session` in `channel` (its message id), once posted.
+async fn digest_of(fake: &FakeDiscord, channel: &str, session: &str) -> String {
+    // As Discord's markdown is escaped: `s\-1`.
+    let marker = format!("from session {}", session.replace('-', "\\-"));
+    let find = || {
+        fake.state
+            .messages_in(channel)
+            .into_iter()
+            .find(|(_, m)| m["content"].as_str().is_some_and(|c| c.contains(&marker)))
+            .map(|(id, _)| id)
+    };
+    wait_until("a digest message", || find().is_some()).await;
+    find().unwrap()
+}
+
+/// The `custom_id` of the digest button whose action code is `code` on `message`.
+fn digest_button(message: &Value, code: &str) -> String {
+    components(message)
+        .into_iter()
+        .filter_map(|c| c["custom_id"].as_str().map(str::to_string))
+        .find(|c| c.starts_with(&format!("imrelay-digest:{code} ")))
+        .unwrap_or_else(|| panic!("no digest button {code} in {message}"))
+}
+
+#[tokio::test]
+async fn past_digest_after_a_channel_gets_one_digest_approved_all_once_confirmed() {
+    let (fake, app) = start_with(|s| {
+        s.discord.chats = vec![CHANNELS[0].to_string()];
+        s.discord.digest_after = 1;
+    })
+    .await;
+    let mut ids = Vec::new();
+    for k in 0..3 {
+        let id = format!("toolu_ddg{k}");
+        let (s, body) = app
+            .post(
+                "/v1/interactions",
+                &json!({"id": id, "tool_name": "Bash", "input": {"command": format!("step-{k}")},
+                    "session": "s-1", "cwd": "/home/dev/shop"}),
+            )
+            .await;
+        assert_eq!(s, StatusCode::CREATED, "{body}");
+        ids.push(id);
+    }
+    // The first is posted on its own; the two past `digest_after` are in one digest, which
+    // the fake checked against Discord's limits (custom_ids within 100 characters).
+    let digest = digest_of(&fake, CHANNELS[0], "s-1").await;
+    let at = (CHANNELS[0].to_string(), digest);
+    wait_until("the digest lists both", || {
+        message(&fake, &at)["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("2 requests from session s\\-1"))
+    })
+    .await;
+    let prompts = |id: &str| {
+        fake.state
+            .messages_in(CHANNELS[0])
+            .into_iter()
+            .filter(|(_, m)| m.to_string().contains(&format!(":{id}\"")))
+            .count()
+    };
+    assert_eq!(prompts("toolu_ddg0"), 1);
+    assert_eq!(prompts("toolu_ddg1") + prompts("toolu_ddg2"), 0);
+    let labels: Vec<Value> = components(&message(&fake, &at))
+        .iter()
+        .map(|c| c["label"].clone())
+        .collect();
+    assert_eq!(labels, ["Review", "Approve all", "Deny all"]);
+    // A stranger is refused; Approve all asks first; Yes answers exactly the two listed.
+    let refused = click(&fake, STRANGER, &at, "Approve all").await;
+    assert_eq!(refused["data"]["flags"], 64, "{refused}");
+    let asked = click(&fake, APPROVER, &at, "Approve all").await;
+    assert_eq!(asked["type"], 7, "the digest asks in place: {asked}");
+    let yes = digest_button(&asked["data"], "A");
+    let n = NEXT.fetch_add(1, Ordering::SeqCst);
+    let done = deliver(
+        &fake,
+        component_click(&fake.state, n, APPROVER, &at.0, &at.1, &yes, None),
+    )
+    .await;
+    assert_eq!(done["type"], 7, "{done}");
+    for id in &ids[1..] {
+        let body = status(&app, id).await;
+        assert_eq!(body["resolution"]["outcome"], "allowed", "{body}");
+        assert_eq!(body["resolution"]["via"], "discord");
+    }
+    assert_eq!(status(&app, "toolu_ddg0").await["status"], "pending");
+    // The clicked message is redrawn in place by the response: all answered, no buttons.
+    assert!(
+        done["data"]["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("all answered"))
+            && components(&done["data"]).is_empty(),
+        "{done}"
+    );
     app.stop().await;
 }

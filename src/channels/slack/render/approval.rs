@@ -19,43 +19,40 @@ impl Blocks {
         if excerpt.cut > 0 {
             out.push(self.cut_notice(i, excerpt.cut));
         }
-        if let Some(votes) = render::votes_line(i, render::Locale::EnUs) {
+        let w = self.words;
+        if let Some(votes) = render::votes_line(i, w.0) {
             out.push(context(&votes));
         }
         if i.resolution.is_some() {
             return;
         }
         let mut buttons = vec![
-            self.button(i, Action::Allow, "Approve", Some("primary")),
-            self.button(i, Action::Deny, "Deny", Some("danger")),
-            self.button(i, Action::Reason, "Deny with reason…", None),
+            self.button(i, Action::Allow, w.approve(), Some("primary")),
+            self.button(i, Action::Deny, w.deny(), Some("danger")),
+            self.button(i, Action::Reason, w.deny_with_reason(), None),
         ];
         // Several people decide it: each allows it as it is.
         if editable_command(i).is_some() && !crate::interaction::quorum::is_voted(i) {
-            buttons.push(self.button(i, Action::Edit, "Edit & approve…", None));
+            buttons.push(self.button(i, Action::Edit, w.edit_approve(), None));
         }
         // "Allow similar": the rule it adds is in the message, in full.
         if let Some(rule) = render::similar_rule(i) {
             buttons.insert(
                 1,
-                self.button(
-                    i,
-                    Action::AllowSimilar,
-                    "Allow similar (this session)",
-                    None,
-                ),
+                self.button(i, Action::AllowSimilar, w.allow_similar(), None),
             );
             let native = if i
                 .suggestions
                 .as_deref()
                 .is_some_and(crate::interaction::applied_with_a_grant)
             {
-                " (the agent also remembers its own suggestion for this session)"
+                w.also_remembers()
             } else {
                 ""
             };
             out.push(context(&format!(
-                "Allow similar also allows, for this session: {}{native}",
+                "{}{}{native}",
+                w.similar_note(),
                 crate::interaction::clip(&rule, 200)
             )));
         }
@@ -64,14 +61,19 @@ impl Blocks {
 
     /// "1,234 more characters not shown", linked to the inbox when there is one.
     fn cut_notice(&self, i: &Interaction, cut: usize) -> Value {
+        let w = self.words;
+        let note = w.input_truncated(&cut_note(cut));
         match &self.inbox {
             // The id is of URL-safe characters only; the base is the operator's setting.
             Some(base) => json!({"type": "context", "elements": [{"type": "mrkdwn",
-                "text": format!("Input truncated: {}. <{base}/#{}|See all of it in the imrelay inbox>", cut_note(cut), i.id),
+                "text": format!("{note}. <{base}/#{}|{}>", i.id, w.see_all()),
                 "verbatim": true}]}),
             None => context(&format!(
-                "Input truncated: {} (see the imrelay inbox for all of it)",
-                cut_note(cut)
+                "{note}{}",
+                w.pick(
+                    "（完整内容见 imrelay 收件箱）",
+                    " (see the imrelay inbox for all of it)"
+                )
             )),
         }
     }

@@ -31,8 +31,8 @@ impl Blocks {
         out.push(context(&fields.join("\n")));
         out.push(
             json!({"type": "actions", "block_id": "decide", "elements": [
-                self.button(i, Action::Fill, "Fill in…", Some("primary")),
-                self.button(i, Action::Deny, "Decline", Some("danger")),
+                self.button(i, Action::Fill, self.words.fill_in(), Some("primary")),
+                self.button(i, Action::Deny, self.words.decline(), Some("danger")),
             ]}),
         );
     }

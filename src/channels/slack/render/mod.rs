@@ -28,9 +28,10 @@ mod question;
 
 use serde_json::{Value, json};
 
+use crate::channels::words::Words;
 use crate::interaction::{Interaction, Kind};
 use crate::present;
-use crate::present::render::{self, format_time};
+use crate::present::render::{self, Locale, format_time};
 
 pub use action::{ACTION_PREFIX, Action, Buttons, CHECKS_ACTION, Signed, editable_command};
 pub use form::field_block;
@@ -112,12 +113,24 @@ pub struct Blocks {
     /// Signs the values.
     pub buttons: Buttons,
     inbox: Option<String>,
+    /// The words, in the channel's `locale`.
+    words: Words,
 }
 
 impl Blocks {
-    /// Messages whose values are signed by `buttons`, linking to the inbox at `inbox`.
-    pub fn new(buttons: Buttons, inbox: Option<String>) -> Self {
-        Self { buttons, inbox }
+    /// Messages in `locale` whose values are signed by `buttons`, linking to the inbox at
+    /// `inbox`.
+    pub fn new(buttons: Buttons, inbox: Option<String>, locale: Locale) -> Self {
+        Self {
+            buttons,
+            inbox,
+            words: Words(locale),
+        }
+    }
+
+    /// The language of the messages.
+    pub fn locale(&self) -> Locale {
+        self.words.0
     }
 
     fn button(&self, i: &Interaction, action: Action, label: &str, style: Option<&str>) -> Value {
@@ -136,11 +149,26 @@ impl Blocks {
     /// The notification and fallback text: "Approval needed: Bash", escaped (Slack reads
     /// `text` as mrkdwn, where `<!channel>` would notify everyone).
     pub fn summary(&self, i: &Interaction) -> String {
+        let w = self.words;
         let s = match (i.kind, &i.resolution) {
-            (Kind::Approval, None) => format!("Approval needed: {}", i.tool_name),
-            (Kind::Question, None) => "The agent has a question".into(),
-            (Kind::Form, None) => format!("Please fill in: {}", form_message(i)),
-            (_, Some(r)) => format!("{} · {}", resolved_title(i), render::outcome_phrase(r)),
+            (Kind::Approval, None) => format!(
+                "{}{}",
+                w.pick("需要批准：", "Approval needed: "),
+                i.tool_name
+            ),
+            (Kind::Question, None) => w
+                .pick("智能体有一个问题", "The agent has a question")
+                .into(),
+            (Kind::Form, None) => format!(
+                "{}{}",
+                w.pick("请填写：", "Please fill in: "),
+                form_message(i)
+            ),
+            (_, Some(r)) => format!(
+                "{} · {}",
+                self.resolved_title(i),
+                render::outcome_phrase_in(r, w.0)
+            ),
         };
         escape(&cut(&s, 300))
     }
@@ -148,14 +176,17 @@ impl Blocks {
     /// The message for `i` as it stands: `(text, blocks)`.
     pub fn message(&self, i: &Interaction) -> (String, Value) {
         let mut out = Vec::new();
+        let locale = self.words.0;
         let header = match &i.resolution {
-            None if i.kind == Kind::Approval => format!("{}?", title_base(i)),
-            None => title_base(i),
+            None if i.kind == Kind::Approval => {
+                format!("{}{}", self.title_base(i), self.words.pick("？", "?"))
+            }
+            None => self.title_base(i),
             Some(r) => format!(
                 "{} {} · {}",
                 outcome_icon(r.outcome),
-                resolved_title(i),
-                render::outcome_label(r.outcome)
+                self.resolved_title(i),
+                render::outcome_label_in(r.outcome, locale)
             ),
         };
         out.push(json!({"type": "header", "text": plain(&header, MAX_HEADER)}));
@@ -164,7 +195,7 @@ impl Blocks {
             out.push(context(&ctx));
         }
         if i.is_pending()
-            && let Some(line) = render::escalated_line(i, render::Locale::EnUs)
+            && let Some(line) = render::escalated_line(i, locale)
         {
             out.push(section(&format!("⏫ {line}")));
         }
@@ -192,14 +223,11 @@ impl Blocks {
             );
         }
         match &i.resolution {
-            None => out.push(context(&format!(
-                "Deadline (denied automatically after): {}",
-                format_time(i.deadline)
-            ))),
+            None => out.push(context(&self.words.deadline(&format_time(i.deadline)))),
             Some(r) => {
                 out.push(section(&format!(
                     "{} · {}",
-                    render::outcome_phrase(r),
+                    render::outcome_phrase_in(r, locale),
                     format_time(r.at)
                 )));
                 self.resolution_details(i, &mut out);
@@ -210,24 +238,27 @@ impl Blocks {
     }
 }
 
-/// What a message is about: "Approve Bash", a question, a form's title.
-fn title_base(i: &Interaction) -> String {
-    match i.kind {
-        Kind::Approval => format!("Approve {}", i.tool_name),
-        Kind::Question => "Question from the agent".into(),
-        Kind::Form => i
-            .title()
-            .filter(|t| !t.trim().is_empty())
-            .unwrap_or("Please fill in")
-            .to_string(),
+impl Blocks {
+    /// What a message is about: "Approve Bash", a question, a form's title.
+    fn title_base(&self, i: &Interaction) -> String {
+        let w = self.words;
+        match i.kind {
+            Kind::Approval => format!("{}{}", w.pick("批准 ", "Approve "), i.tool_name),
+            Kind::Question => w.pick("智能体的问题", "Question from the agent").into(),
+            Kind::Form => i
+                .title()
+                .filter(|t| !t.trim().is_empty())
+                .unwrap_or(w.pick("请填写", "Please fill in"))
+                .to_string(),
+        }
     }
-}
 
-/// What a resolved message is about: the tool for an approval ("Bash · Allowed").
-fn resolved_title(i: &Interaction) -> String {
-    match i.kind {
-        Kind::Approval => i.tool_name.to_string(),
-        _ => title_base(i),
+    /// What a resolved message is about: the tool for an approval ("Bash · Allowed").
+    fn resolved_title(&self, i: &Interaction) -> String {
+        match i.kind {
+            Kind::Approval => i.tool_name.to_string(),
+            _ => self.title_base(i),
+        }
     }
 }
 
@@ -278,7 +309,11 @@ mod tests {
 
     #[test]
     fn untrusted_text_is_plain_and_within_limits() {
-        let b = Blocks::new(buttons(), Some("https://relay.example".into()));
+        let b = Blocks::new(
+            buttons(),
+            Some("https://relay.example".into()),
+            Locale::EnUs,
+        );
         let mut i = bash(&format!("echo <!channel> *bold* {}", "x".repeat(10_000)));
         i.set_title(Some("t".repeat(500).into()));
         let (text, blocks) = b.message(&i);

@@ -26,15 +26,21 @@ pub const INPUT_ACTION: &str = "v";
 impl Blocks {
     /// A modal for `action` on `i` (`None` when the action opens none).
     pub fn modal(&self, i: &Interaction, action: Action) -> Option<Value> {
+        let w = self.words;
         let (title, submit, blocks) = match action {
             Action::Reason => (
-                "Deny with reason",
-                "Deny",
+                w.pick("附理由拒绝", "Deny with reason"),
+                w.deny(),
                 vec![
-                    section(&format!("Deny {}?", i.tool_name)),
+                    section(&format!(
+                        "{}{}{}",
+                        w.pick("拒绝 ", "Deny "),
+                        i.tool_name,
+                        w.pick("？", "?")
+                    )),
                     text_input(
                         REASON_BLOCK,
-                        "Reason (shown to the agent)",
+                        w.pick("理由（会告知智能体）", "Reason (shown to the agent)"),
                         true,
                         false,
                         None,
@@ -43,13 +49,16 @@ impl Blocks {
                 ],
             ),
             Action::Edit => (
-                "Edit & approve",
-                "Approve",
+                w.pick("改写后批准", "Edit & approve"),
+                w.approve(),
                 vec![
-                    section("The command runs as you leave it here."),
+                    section(w.pick(
+                        "命令将按此处的内容运行。",
+                        "The command runs as you leave it here.",
+                    )),
                     text_input(
                         COMMAND_BLOCK,
-                        "Command",
+                        w.pick("命令", "Command"),
                         true,
                         false,
                         editable_command(i).as_deref(),
@@ -60,30 +69,26 @@ impl Blocks {
             Action::Other => {
                 let q = parse_questions(&i.input.map()).ok()?.into_iter().next()?;
                 (
-                    "Answer",
-                    "Answer",
+                    w.pick("回答", "Answer"),
+                    w.pick("回答", "Answer"),
                     vec![
                         section(&format!("[{}] {}", q.header, q.question)),
-                        text_input(ANSWER_BLOCK, "Your answer", true, false, None, Some(4096)),
+                        text_input(
+                            ANSWER_BLOCK,
+                            w.pick("你的回答", "Your answer"),
+                            true,
+                            false,
+                            None,
+                            Some(4096),
+                        ),
                     ],
                 )
             }
-            Action::Answer => {
-                let qs = parse_questions(&i.input.map()).ok()?;
-                let mut blocks = Vec::new();
-                for (n, q) in qs.iter().enumerate() {
-                    blocks.push(question_input(n, q));
-                    blocks.push(text_input(
-                        &other_block(n),
-                        "Or type an answer",
-                        false,
-                        true,
-                        None,
-                        Some(4096),
-                    ));
-                }
-                ("Answer", "Submit", blocks)
-            }
+            Action::Answer => (
+                w.pick("回答", "Answer"),
+                w.pick("提交", "Submit"),
+                self.answer_blocks(i)?,
+            ),
             Action::Fill => {
                 let form = Form::from_input(&i.input.map()).ok()?;
                 let mut blocks = vec![section(&form.message)];
@@ -93,12 +98,30 @@ impl Blocks {
                 let title = i
                     .title()
                     .filter(|t| !t.trim().is_empty())
-                    .unwrap_or("Please fill in");
-                return Some(self.view(i, action, title, "Submit", blocks));
+                    .unwrap_or(w.pick("请填写", "Please fill in"));
+                return Some(self.view(i, action, title, w.pick("提交", "Submit"), blocks));
             }
             _ => return None,
         };
         Some(self.view(i, action, title, submit, blocks))
+    }
+
+    /// The inputs of every question: its options, and a typed answer instead.
+    fn answer_blocks(&self, i: &Interaction) -> Option<Vec<Value>> {
+        let qs = parse_questions(&i.input.map()).ok()?;
+        let mut blocks = Vec::new();
+        for (n, q) in qs.iter().enumerate() {
+            blocks.push(question_input(n, q));
+            blocks.push(text_input(
+                &other_block(n),
+                self.words.pick("或输入回答", "Or type an answer"),
+                false,
+                true,
+                None,
+                Some(4096),
+            ));
+        }
+        Some(blocks)
     }
 
     /// A modal for `action` on `i`, its metadata signed.
@@ -116,7 +139,7 @@ impl Blocks {
             "private_metadata": self.buttons.value(i, action),
             "title": plain(title, MAX_TITLE),
             "submit": plain(submit, MAX_TITLE),
-            "close": plain("Cancel", MAX_TITLE),
+            "close": plain(self.words.pick("取消", "Cancel"), MAX_TITLE),
             "blocks": blocks,
         })
     }

@@ -14,7 +14,7 @@ impl Blocks {
         let line = format!(
             "{} {} · {}",
             outcome_icon(r.outcome),
-            render::outcome_phrase(r),
+            render::outcome_phrase_in(r, self.words.0),
             format_time(r.at)
         );
         Some((escape(&cut(&line, 300)), json!([section(&line)])))
@@ -32,11 +32,17 @@ impl Blocks {
         match (r.result.permission(), r.outcome) {
             (_, Outcome::Denied | Outcome::Expired) if i.kind == Kind::Form => {
                 if let Some(m) = r.message() {
-                    out.push(section(&format!("Reason: {m}")));
+                    out.push(section(&format!(
+                        "{}{m}",
+                        self.words.pick("理由：", "Reason: ")
+                    )));
                 }
             }
             (Some(PermissionResult::Deny { message, .. }), Outcome::Denied | Outcome::Expired) => {
-                out.push(section(&format!("Reason: {message}")));
+                out.push(section(&format!(
+                    "{}{message}",
+                    self.words.pick("理由：", "Reason: ")
+                )));
             }
             (Some(PermissionResult::Allow { updated_input, .. }), Outcome::Allowed) => {
                 if let (Some(Value::String(new)), Some(old)) = (
@@ -44,7 +50,10 @@ impl Blocks {
                     editable_command(i).filter(|_| i.tool_name == "Bash"),
                 ) && new != &old
                 {
-                    out.push(context("Approved as edited:"));
+                    out.push(context(
+                        self.words
+                            .pick("按改写后的命令批准：", "Approved as edited:"),
+                    ));
                     out.push(preformatted(new));
                 }
             }

@@ -39,8 +39,8 @@ impl Blocks {
         if i.resolution.is_none() && questions.len() != 1 {
             out.push(
                 json!({"type": "actions", "block_id": "decide", "elements": [
-                    self.button(i, Action::Answer, "Answer…", Some("primary")),
-                    self.button(i, Action::Deny, "Decline", Some("danger")),
+                    self.button(i, Action::Answer, self.words.answer(), Some("primary")),
+                    self.button(i, Action::Deny, self.words.decline(), Some("danger")),
                 ]}),
             );
         }
@@ -63,14 +63,15 @@ impl Blocks {
                     {"type": "checkboxes", "action_id": CHECKS_ACTION, "options": options},
                 ]}),
             );
-            elements.push(self.button(i, Action::Submit, "Submit", Some("primary")));
+            let submit = self.words.pick("提交", "Submit");
+            elements.push(self.button(i, Action::Submit, submit, Some("primary")));
         } else {
             for (j, o) in q.options.iter().enumerate() {
                 elements.push(self.button(i, Action::Pick(j), &o.label, None));
             }
         }
-        elements.push(self.button(i, Action::Other, "Other…", None));
-        elements.push(self.button(i, Action::Deny, "Decline", Some("danger")));
+        elements.push(self.button(i, Action::Other, self.words.other(), None));
+        elements.push(self.button(i, Action::Deny, self.words.decline(), Some("danger")));
         out.push(json!({"type": "actions", "block_id": "decide", "elements": elements}));
     }
 }
