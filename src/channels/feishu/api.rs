@@ -346,26 +346,7 @@ impl OpenApi {
         card: &Value,
         uuid: &str,
     ) -> Result<String, ApiError> {
-        let data = self
-            .call(
-                Method::POST,
-                &format!(
-                    "/open-apis/im/v1/messages?receive_id_type={}",
-                    receiver.kind.as_str()
-                ),
-                &json!({
-                    "receive_id": receiver.id,
-                    "msg_type": "interactive",
-                    "content": card.to_string(),
-                    "uuid": uuid,
-                }),
-            )
-            .await?;
-        data.get("message_id")
-            .and_then(Value::as_str)
-            .filter(|m| !m.is_empty())
-            .map(str::to_string)
-            .ok_or_else(|| ApiError::Malformed("the send answer carries no message_id".into()))
+        self.send(receiver, "interactive", card, uuid).await
     }
 
     /// Sends the plain text `text` to `receiver`; `uuid` makes a retried send a no-op.
@@ -374,6 +355,18 @@ impl OpenApi {
         &self,
         receiver: &Receiver,
         text: &str,
+        uuid: &str,
+    ) -> Result<String, ApiError> {
+        self.send(receiver, "text", &json!({ "text": text }), uuid)
+            .await
+    }
+
+    /// Sends a message of `msg_type` with `content` to `receiver` under `uuid`.
+    async fn send(
+        &self,
+        receiver: &Receiver,
+        msg_type: &str,
+        content: &Value,
         uuid: &str,
     ) -> Result<String, ApiError> {
         let data = self
@@ -385,8 +378,8 @@ impl OpenApi {
                 ),
                 &json!({
                     "receive_id": receiver.id,
-                    "msg_type": "text",
-                    "content": json!({"text": text}).to_string(),
+                    "msg_type": msg_type,
+                    "content": content.to_string(),
                     "uuid": uuid,
                 }),
             )
