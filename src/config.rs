@@ -19,6 +19,7 @@ mod print;
 mod ranges;
 mod reach;
 mod sources;
+mod steering;
 mod strict;
 pub mod teams;
 
@@ -575,6 +576,7 @@ impl Settings {
         let mut out = teams::warnings(self);
         out.extend(reach::warnings(self));
         out.extend(phone::warnings(self));
+        out.extend(steering::warnings(self));
         out
     }
 

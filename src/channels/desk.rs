@@ -20,7 +20,7 @@
 //!
 //! [`Channel::is_phone`]: super::registry::Channel::is_phone
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use crate::interaction::{Interaction, Lifecycle, Registry};
 use crate::store::OutboxJob;
@@ -31,31 +31,32 @@ pub(crate) struct DeskFirst {
     pub phones: HashSet<&'static str>,
     /// The chat channels (direct messages, and with `desk_first_chats` every copy).
     pub chats: HashSet<&'static str>,
-    /// Whose ids are direct messages.
+    /// Where each configured person is messaged directly, as each chat channel addresses
+    /// it ([`Channel::direct`] of their ids: `@123` on Discord, `user:abc` on DingTalk), by
+    /// channel and address: whose direct message a job is.
+    ///
+    /// [`Channel::direct`]: super::registry::Channel::direct
+    pub direct: HashMap<(&'static str, String), String>,
+    /// The people's quiet hours.
     pub registry: Registry,
+}
+
+/// The heads of a job's address part (`<address>[:<more>]`), longest first: an address may
+/// hold `:` itself (`open_id:ou_1` on Feishu, `@alice:example.org` on Matrix).
+fn heads(rest: &str) -> impl Iterator<Item = &str> {
+    std::iter::successors(Some(rest), |r| r.rfind(':').map(|k| &r[..k]))
 }
 
 impl DeskFirst {
     /// The person `job`, one of `i`'s on a chat channel, messages directly, if it is a
-    /// direct message: its address is a configured person's id there.
+    /// direct message: its address is where a configured person is messaged directly.
     fn recipient(&self, i: &Interaction, job: &OutboxJob) -> Option<String> {
-        let channel = job.channel.as_str();
-        if !self.chats.contains(channel) {
-            return None;
-        }
+        let channel = *self.chats.get(job.channel.as_str())?;
         // `<channel>:<kind>:<incarnation>:<address>[:<more>]`.
         let rest = job.key.strip_prefix(channel)?.strip_prefix(':')?;
         let (_, rest) = rest.split_once(':')?;
-        let address = rest.strip_prefix(&i.incarnation())?.strip_prefix(':')?;
-        let teams = self.registry.teams();
-        // An address may hold ':' itself (a Matrix id): the longest head that is someone's.
-        let mut end = address.len();
-        loop {
-            if let Some(name) = teams.people.name_of(channel, &address[..end]) {
-                return Some(name.to_string());
-            }
-            end = address[..end].rfind(':')?;
-        }
+        let rest = rest.strip_prefix(&i.incarnation())?.strip_prefix(':')?;
+        heads(rest).find_map(|a| self.direct.get(&(channel, a.to_string())).cloned())
     }
 
     /// Whether `job`, one of `i`'s, is a copy the desk-first hold applies to.
@@ -111,5 +112,17 @@ impl Lifecycle for DeskFirst {
 
     fn plan_escalated(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
         self.quiet(i, jobs, true);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::heads;
+
+    #[test]
+    fn an_address_is_tried_whole_then_without_each_last_part() {
+        let all: Vec<&str> = heads("open_id:ou_1:nonce").collect();
+        assert_eq!(all, ["open_id:ou_1:nonce", "open_id:ou_1", "open_id"]);
+        assert_eq!(heads("1001").collect::<Vec<_>>(), ["1001"]);
     }
 }

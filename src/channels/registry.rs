@@ -314,14 +314,22 @@ pub async fn install(wiring: &mut Wiring, channels: &[&dyn Channel]) -> anyhow::
     }
     // After every channel's hook: "desk first" holds the copies they planned.
     let on = || channels.iter().filter(|c| c.enabled());
+    let chats = || on().filter(|c| c.is_chat() && !c.is_phone());
+    let teams = wiring.registry.teams();
+    let mut direct = std::collections::HashMap::new();
+    for c in chats() {
+        for p in teams.people.people() {
+            for to in p.ids_on(c.name()).filter_map(|id| c.direct(id)) {
+                direct.insert((c.name(), to), p.name().to_string());
+            }
+        }
+    }
     wiring
         .registry
         .add_hook(std::sync::Arc::new(super::desk::DeskFirst {
             phones: on().filter(|c| c.is_phone()).map(|c| c.name()).collect(),
-            chats: on()
-                .filter(|c| c.is_chat() && !c.is_phone())
-                .map(|c| c.name())
-                .collect(),
+            chats: chats().map(|c| c.name()).collect(),
+            direct,
             registry: wiring.registry.clone(),
         }));
     Ok(())

@@ -314,6 +314,98 @@ mod tests {
         assert!(o.lines(Locale::ZhCn)[1].contains("0123456789abcdef"));
     }
 
+    fn asked_in(session: &str) -> Interaction {
+        let mut i = Interaction::pending(
+            crate::interaction::InteractionId::parse(&format!("t-{session}")).unwrap(),
+            "Bash",
+            serde_json::Map::new(),
+            Timestamp::now(),
+            300,
+        );
+        i.session = Some(session.into());
+        i.agent = Some("claude-code".into());
+        i
+    }
+
+    #[tokio::test]
+    async fn past_the_bound_the_oldest_thread_is_given_back_to_close() {
+        let store: Arc<dyn Store> = Arc::new(crate::store::MemoryStore::new());
+        let threads = Threads::new(store, "fake", ThreadPer::Session);
+        for n in 0..MAX_THREADS {
+            let evicted = threads
+                .keep("chat", &asked_in(&format!("s-{n}")), &format!("t{n}"))
+                .await
+                .unwrap();
+            assert!(evicted.is_empty());
+        }
+        let newest = asked_in("s-new");
+        let evicted = threads.keep("chat", &newest, "t-new").await.unwrap();
+        assert_eq!(evicted.len(), 1);
+        assert_eq!(evicted[0].thread, "t0", "the oldest goes");
+        assert!(
+            threads
+                .kept("chat", &asked_in("s-0"))
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert_eq!(
+            threads.kept("chat", &newest).await.unwrap().unwrap().thread,
+            "t-new"
+        );
+        assert_eq!(threads.all().await.unwrap().len(), MAX_THREADS);
+    }
+
+    #[tokio::test]
+    async fn a_thread_is_given_back_to_close_once_its_session_ended() {
+        use crate::interaction::sessions::{SessionEvent, SessionUpdate};
+        let store: Arc<dyn Store> = Arc::new(crate::store::MemoryStore::new());
+        let threads = Threads::new(store.clone(), "fake", ThreadPer::Session);
+        for s in ["s-ends", "s-goes-on", "s-unknown"] {
+            threads
+                .keep("chat", &asked_in(s), &format!("t-{s}"))
+                .await
+                .unwrap();
+        }
+        for (id, event) in [
+            ("s-ends", SessionEvent::Ended),
+            ("s-goes-on", SessionEvent::Started),
+        ] {
+            let update = SessionUpdate {
+                agent: "claude-code".into(),
+                id: id.into(),
+                cwd: None,
+                route: "default".into(),
+                owner: None,
+                delivery: Default::default(),
+                event,
+                at: Timestamp::now(),
+            };
+            let change = Box::new(move |s: Option<Session>| Some(Session::apply(s, &update)));
+            store
+                .change_session("claude-code", id, change, Vec::new(), 10)
+                .await
+                .unwrap();
+        }
+        let ended = threads.ended().await.unwrap();
+        let closed: Vec<&str> = ended.iter().map(|k| k.thread.as_str()).collect();
+        assert_eq!(closed, ["t-s-ends"]);
+        assert!(
+            threads.ended().await.unwrap().is_empty(),
+            "forgotten once closed"
+        );
+        // A session's end wakes the sweep of a channel with threads.
+        assert!(threads.sweep_due());
+        assert!(!threads.sweep_due());
+        let gone = store
+            .session("claude-code", "s-ends")
+            .await
+            .unwrap()
+            .unwrap();
+        threads.session_reported(&gone);
+        assert!(threads.sweep_due());
+    }
+
     #[test]
     fn the_setting_reads_none_and_session() {
         #[derive(Deserialize)]

@@ -5,4 +5,5 @@
 
 pub(crate) mod channel;
 pub mod fake;
+mod quiet;
 mod stream;

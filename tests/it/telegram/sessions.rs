@@ -105,3 +105,60 @@ async fn a_reply_to_a_sessions_prompt_continues_it_or_reaches_it_as_a_message() 
     assert_eq!(s["messages"].as_array().unwrap().len(), 1, "{s}");
     app.stop().await;
 }
+
+/// Reports `event` of the ACP session `s-acp` as `imrelay acp` does; the prompt answered.
+async fn acp_turn(app: &TestApp, event: &str, said: Option<&str>) -> Value {
+    let body = json!({"event": event, "session": "s-acp", "cwd": "/srv/shop",
+        "agent": {"name": "fake-agent", "title": "Fake Agent"}, "last_message": said});
+    let resp = app
+        .client
+        .post(app.url("/v1/hooks/acp/session"))
+        .json(&body)
+        .send()
+        .await
+        .expect("the session call");
+    assert_eq!(resp.status(), StatusCode::OK);
+    resp.json::<Value>().await.expect("JSON")["prompt"].clone()
+}
+
+#[tokio::test]
+async fn a_message_to_an_acp_session_is_said_to_wait_for_the_turns_end() {
+    let (app, tg) = start_with(Mode::Webhook, |s| {
+        s.hooks.acp.on_finish = OnFinish::Tell;
+    })
+    .await;
+    assert_eq!(acp_turn(&app, "prompted", None).await, Value::Null);
+    // `tell`: the turn's end asks, and the proxy is not held.
+    assert_eq!(
+        acp_turn(&app, "stopped", Some("The migration ran.")).await,
+        Value::Null
+    );
+    let p = prompt(&tg, PRIVATE, "finished its turn").await;
+    let reply = |t: &str| text(tg.next_update_id(), ALICE, PRIVATE, t, Some(p.message_id));
+    deliver(&app, &reply("now run the tests")).await;
+    let answered = eventually("the question is answered", || async {
+        let (_, s) = app.get("/v1/sessions/fake-agent/s-acp").await;
+        (s["messages"].as_array()?.len() == 1).then_some(())
+    });
+    answered.await;
+    // Once answered, a reply is a message to the session: it waits for the turn's end.
+    deliver(&app, &reply("and then the linter")).await;
+    tg.wait_for("sendMessage", |c| {
+        c.iter().any(|c| {
+            c.params["text"].as_str().unwrap_or("")
+                == "✉️ Queued for the fake-agent session: it will be sent when the agent's turn ends."
+        })
+    })
+    .await;
+    let (_, s) = app.get("/v1/sessions/fake-agent/s-acp").await;
+    assert_eq!(s["delivery"], "turn_end", "{s}");
+    // A turn starting at the desk carries nothing; its end carries both, as one prompt.
+    assert_eq!(acp_turn(&app, "prompted", None).await, Value::Null);
+    let next = acp_turn(&app, "stopped", Some("Tests pass.")).await;
+    let next = next.as_str().unwrap_or_default();
+    assert!(
+        next.contains("now run the tests") && next.contains("and then the linter"),
+        "{next}"
+    );
+    app.stop().await;
+}
