@@ -184,18 +184,7 @@ impl Render {
         if let Some(votes) = render::votes_line(i, self.locale) {
             tail.push(format!("-# {}", escape(&votes)));
         }
-        // "Allow similar": the rule it adds is in the message, in full (as code, which
-        // shows it as written; a rule with a backtick is escaped instead).
-        let step_up = render::step_up_link(i, self.inbox.as_deref(), self.locale).is_some();
-        if let Some(rule) = render::similar_rule(i).filter(|_| i.is_pending() && !step_up) {
-            let rule = crate::interaction::clip(&present::visible_text(&rule), 200);
-            let shown = if rule.contains('`') {
-                escape(&rule)
-            } else {
-                format!("`{rule}`")
-            };
-            tail.push(format!("-# {}{shown}", escape(w.similar_note())));
-        }
+        tail.extend(self.similar_note(i));
         if let Some(l) = render::step_up_link(i, self.inbox.as_deref(), self.locale) {
             tail.push(format!("🔑 {}", escape(&l.why)));
         }
@@ -215,6 +204,20 @@ impl Render {
             "components": components,
             "allowed_mentions": {"parse": []},
         })
+    }
+
+    /// "Allow similar": the rule it adds, in full, while its button is shown (as code, which
+    /// shows it as written; a rule with a backtick is escaped instead).
+    fn similar_note(&self, i: &Interaction) -> Option<String> {
+        let step_up = render::step_up_link(i, self.inbox.as_deref(), self.locale).is_some();
+        let rule = render::similar_rule(i).filter(|_| i.is_pending() && !step_up)?;
+        let rule = crate::interaction::clip(&present::visible_text(&rule), 200);
+        let shown = if rule.contains('`') {
+            escape(&rule)
+        } else {
+            format!("`{rule}`")
+        };
+        Some(format!("-# {}{shown}", escape(self.words().similar_note())))
     }
 
     /// The middle of the message: the tool call, the questions or the form, within what
