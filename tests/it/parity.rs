@@ -109,7 +109,11 @@ const CHECKED_ELSEWHERE: &[(&str, &str)] = &[
     ),
     (
         "The outcome in the message's thread",
-        "tests/it/slack/channel.rs (thread_replies)",
+        "tests/it/{telegram,slack,discord,feishu}/threads.rs (thread_replies) and tests/external/matrix.rs",
+    ),
+    (
+        "One thread per agent session (`thread_per`)",
+        "tests/it/{telegram,slack,discord,feishu}/threads.rs and tests/external/matrix.rs (a real Synapse)",
     ),
     (
         "`connect_timeout_secs`",
