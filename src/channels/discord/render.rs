@@ -184,21 +184,7 @@ impl Render {
         if let Some(votes) = render::votes_line(i, self.locale) {
             tail.push(format!("-# {}", escape(&votes)));
         }
-        // "Allow similar": the rule it adds is in the message, in full (as code, which
-        // shows it as written; a rule with a backtick is escaped instead).
-        let step_up = render::step_up_link(i, self.inbox.as_deref(), self.locale).is_some();
-        if let Some(rule) = render::similar_rule(i).filter(|_| i.is_pending() && !step_up) {
-            let rule = crate::interaction::clip(&present::visible_text(&rule), 200);
-            let shown = if rule.contains('`') {
-                escape(&rule)
-            } else {
-                format!("`{rule}`")
-            };
-            tail.push(format!("-# {}{shown}", escape(w.similar_note())));
-        }
-        if let Some(l) = render::step_up_link(i, self.inbox.as_deref(), self.locale) {
-            tail.push(format!("🔑 {}", escape(&l.why)));
-        }
+        tail.extend(self.pending_notes(i, w));
         let body = self.body(i, head.join("\n").len() + tail.join("\n").len() + 8);
         let content = [head.join("\n"), body, tail.join("\n")]
             .into_iter()
@@ -215,6 +201,28 @@ impl Render {
             "components": components,
             "allowed_mentions": {"parse": []},
         })
+    }
+
+    /// What a pending interaction's buttons do besides answering: the rule "Allow similar"
+    /// adds, in full (as code, which shows it as written; a rule with a backtick is escaped
+    /// instead), or, when it needs a passkey, why its one button opens the inbox.
+    fn pending_notes(&self, i: &Interaction, w: Words) -> Vec<String> {
+        let mut out = Vec::new();
+        let step_up = render::step_up_link(i, self.inbox.as_deref(), self.locale);
+        if let Some(rule) = render::similar_rule(i).filter(|_| i.is_pending() && step_up.is_none())
+        {
+            let rule = crate::interaction::clip(&present::visible_text(&rule), 200);
+            let shown = if rule.contains('`') {
+                escape(&rule)
+            } else {
+                format!("`{rule}`")
+            };
+            out.push(format!("-# {}{shown}", escape(w.similar_note())));
+        }
+        if let Some(l) = step_up {
+            out.push(format!("🔑 {}", escape(&l.why)));
+        }
+        out
     }
 
     /// The middle of the message: the tool call, the questions or the form, within what
