@@ -3,11 +3,11 @@
 //!
 //! With `thread_per = "session"` a chat channel puts each agent session's prompts in a
 //! thread of their own, per chat: the first prompt of a session in a chat opens the thread
-//! ([`Platform::open_thread`](super::messages::Platform::open_thread): a Telegram forum
+//! (`Platform::open_thread`: a Telegram forum
 //! topic, a Slack thread under a first message, a Discord thread, a Matrix thread, a Feishu
 //! reply thread) with a first message that names the agent, the session and the working
-//! directory ([`Opener`]), and every later prompt of that session goes into it
-//! ([`Platform::post_in_thread`](super::messages::Platform::post_in_thread)). Answers need
+//! directory (`Opener`), and every later prompt of that session goes into it
+//! (`Platform::post_in_thread`). Answers need
 //! nothing new: a button, a reaction or a reply in a thread names its interaction as it does
 //! in the chat.
 //!
@@ -16,7 +16,7 @@
 //! restart and is shared by processes on one store. At most [`MAX_THREADS`] are kept per
 //! channel: opening one past that closes and forgets the oldest. Threads whose session
 //! ended (its agent's `SessionEnd`) are closed
-//! ([`Platform::close_thread`](super::messages::Platform::close_thread): a Telegram topic is
+//! (`Platform::close_thread`: a Telegram topic is
 //! closed, a Discord thread archived and locked; Slack, Matrix and Feishu threads have
 //! nothing to close) and forgotten by a sweep that runs with the channel's deliveries: at
 //! the next one after the session ended in this process (`Lifecycle::session_reported`),

@@ -9,7 +9,7 @@
 //! the answer goes back to the agent as the request's result. Everything ACP-specific about
 //! the approval is on the server ([`crate::agents::acp`]); this command reads the messages
 //! only to know the session's working directory and the agent's name
-//! ([`crate::agents::acp::session`]), and decides what to do when there is no answer:
+//! ([`mod@crate::agents::acp::session`]), and decides what to do when there is no answer:
 //!
 //! - imrelay cannot be reached, refuses the request, or gives no decision (its deadline with
 //!   `on_timeout = "ask"`, shutting down): the request goes to the editor unchanged, so the
@@ -28,7 +28,7 @@
 //! passed to the agent's group; and on Linux the agent is killed by the kernel if the proxy
 //! itself is killed outright (`PR_SET_PDEATHSIG`).
 //!
-//! Steering ([`steer`]): the proxy follows each session's prompt turns, tells imrelay when
+//! Steering (`steer.rs`): the proxy follows each session's prompt turns, tells imrelay when
 //! one ends, and sends the agent the prompt imrelay answers with (a person's message, a
 //! deny's instruction, a reply to the "finished" question) as a `session/prompt` of its own,
 //! whose answer it keeps from the editor.
