@@ -251,6 +251,22 @@ impl Render {
 
     /// How to answer, on the message itself.
     fn how_to_answer(&self, i: &Interaction, t: &mut Text) {
+        // A `step_up` approval is answered in the inbox with a passkey: the message says so
+        // and links to the card, in place of the reactions (which would be refused).
+        if let Some(l) = crate::present::render::step_up_link(i, self.inbox.as_deref(), self.locale)
+        {
+            t.line(
+                format!("{} {}: {}", l.label, l.why, l.url),
+                format!(
+                    "<b>{} {}</b>: <a href=\"{}\">{}</a>",
+                    esc(l.label),
+                    esc(&l.why),
+                    esc(&l.url),
+                    esc(&l.url)
+                ),
+            );
+            return;
+        }
         let zh = self.zh();
         let how = match i.kind {
             Kind::Approval if zh => {
@@ -361,5 +377,42 @@ mod tests {
         };
         let t = zh.message(&i);
         assert!(t.plain.contains("回应 ✅ 批准"), "{}", t.plain);
+    }
+
+    #[test]
+    fn a_step_up_approval_links_to_its_inbox_card_in_place_of_the_reactions() {
+        let r = Render {
+            locale: Locale::EnUs,
+            inbox: Some("https://relay.example/inbox/".into()),
+        };
+        let mut i = pending("Bash", json!({"command": "terraform apply"}));
+        i.route = Some(std::sync::Arc::new(
+            crate::interaction::routes::RouteStamp {
+                name: "prod".into(),
+                step_up: true,
+                ..crate::interaction::routes::RouteStamp::default_route()
+            },
+        ));
+        let t = r.message(&i);
+        assert!(t.plain.contains("needs a passkey"), "{}", t.plain);
+        assert!(
+            t.plain.contains("https://relay.example/inbox/#t1"),
+            "{}",
+            t.plain
+        );
+        assert!(!t.plain.contains("React ✅"), "{}", t.plain);
+        assert!(
+            t.html
+                .contains("<a href=\"https://relay.example/inbox/#t1\">"),
+            "{}",
+            t.html
+        );
+        // Without an inbox address there is nothing to link to: the reactions stay, and a
+        // reaction is refused with the same reason.
+        let bare = Render {
+            locale: Locale::EnUs,
+            inbox: None,
+        };
+        assert!(bare.message(&i).plain.contains("React ✅"));
     }
 }
