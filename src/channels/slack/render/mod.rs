@@ -213,7 +213,7 @@ impl Blocks {
             Kind::Form => self.form(i, &mut out),
         }
         // It needs a passkey: a link to its card in the inbox, in place of the buttons.
-        if let Some(l) = render::step_up_link(i, self.inbox.as_deref(), render::Locale::EnUs) {
+        if let Some(l) = render::step_up_link(i, self.inbox.as_deref(), self.locale()) {
             out.retain(|b| b["type"] != "actions");
             out.push(section(&format!("🔑 {}", l.why)));
             out.push(
