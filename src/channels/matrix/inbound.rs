@@ -45,6 +45,16 @@ use crate::health::Health;
 use crate::interaction::{Answer, Interaction, InteractionId, Kind, Responder, Via, clip};
 use crate::store::Store;
 
+/// How many times a notice is sent before it is given up.
+const NOTICE_ATTEMPTS: u32 = 3;
+
+/// The wait before a notice is sent again (times the attempt), when the homeserver did not
+/// say how long.
+const NOTICE_RETRY: Duration = Duration::from_secs(1);
+
+/// The longest wait between two sends of a notice, whatever the homeserver asks.
+const NOTICE_MAX_WAIT: Duration = Duration::from_secs(10);
+
 /// How long an event id is remembered as handled, hours.
 const SEEN_HOURS: i64 = 7 * 24;
 /// The longest reply read as an answer.
@@ -462,16 +472,31 @@ impl Inbound {
             return;
         };
         let txn = txn(&["notice", event_id]);
-        if let Err(e) = self
-            .session
-            .call(|c, t| {
-                let content = content.clone();
-                let txn = txn.clone();
-                async move { c.send(room, "m.room.message", &txn, &content, t).await }
-            })
-            .await
-        {
-            tracing::warn!(room = %room, error = %e, "matrix: cannot send a notice");
+        // A notice is the only answer the person gets (a refusal, `whoami`, `sessions`): a
+        // throttled or failed send is tried again a few times. The transaction id is the
+        // same every time, so a send that did land is not shown twice.
+        for attempt in 1..=NOTICE_ATTEMPTS {
+            let sent = self
+                .session
+                .call(|c, t| {
+                    let content = content.clone();
+                    let txn = txn.clone();
+                    async move { c.send(room, "m.room.message", &txn, &content, t).await }
+                })
+                .await;
+            let Err(e) = sent else { return };
+            let wait = match e.retry() {
+                super::api::Retry::Permanent => None,
+                super::api::Retry::After(wait) => Some(wait.unwrap_or(NOTICE_RETRY)),
+                super::api::Retry::Transient => Some(NOTICE_RETRY * attempt),
+            };
+            match wait.filter(|_| attempt < NOTICE_ATTEMPTS) {
+                Some(wait) => tokio::time::sleep(wait.min(NOTICE_MAX_WAIT)).await,
+                None => {
+                    tracing::warn!(room = %room, error = %e, attempt, "matrix: cannot send a notice");
+                    return;
+                }
+            }
         }
     }
 }
