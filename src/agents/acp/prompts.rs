@@ -122,7 +122,15 @@ impl Turns {
         self.prompt_order.retain(|k| k != &key);
         self.prompt_order.push_back(key.clone());
         self.prompts.insert(key, (session.to_string(), whose));
-        self.said.remove(session);
+        self.forget_said(session);
+    }
+
+    /// Forgets `session`'s words, and its place in the order they are forgotten in (so the
+    /// order never holds more sessions than the words do).
+    fn forget_said(&mut self, session: &str) -> Option<String> {
+        let said = self.said.remove(session)?;
+        self.said_order.retain(|s| s != session);
+        Some(said)
     }
 
     /// Reads a message from the agent: the turn its answer ends, if it answers one; the
@@ -134,7 +142,7 @@ impl Turns {
                 let (session, whose) = self.prompts.remove(&key)?;
                 self.prompt_order.retain(|k| k != &key);
                 let stop_reason = m["result"]["stopReason"].as_str().map(str::to_string);
-                let said = self.said.remove(&session).filter(|s| !s.trim().is_empty());
+                let said = self.forget_said(&session).filter(|s| !s.trim().is_empty());
                 Some(Ended {
                     session,
                     whose,
@@ -164,7 +172,7 @@ impl Turns {
                 }
             }
             Some("tool_call") => {
-                self.said.remove(session);
+                self.forget_said(session);
             }
             _ => {}
         }
@@ -177,7 +185,6 @@ impl Turns {
             {
                 self.said.remove(&old);
             }
-            self.said_order.retain(|s| s != session);
             self.said_order.push_back(session.to_string());
         }
         let said = self.said.entry(session.to_string()).or_default();
@@ -279,5 +286,26 @@ mod tests {
             assert_eq!(t.editor_sent(&m), None);
             assert_eq!(t.agent_sent(&m), None);
         }
+    }
+
+    #[test]
+    fn sessions_whose_turns_ended_leave_nothing_behind() {
+        let mut t = Turns::new();
+        for n in 0..(MAX_SAID_SESSIONS * 3) {
+            let session = format!("s{n}");
+            t.editor_sent(
+                &json!({"jsonrpc": "2.0", "id": n, "method": "session/prompt",
+                "params": {"sessionId": session}}),
+            );
+            t.agent_sent(&chunk(&session, "done"));
+            let ended = t
+                .agent_sent(
+                    &json!({"jsonrpc": "2.0", "id": n, "result": {"stopReason": "end_turn"}}),
+                )
+                .unwrap();
+            assert_eq!(ended.said.as_deref(), Some("done"));
+        }
+        assert!(t.prompts.is_empty() && t.prompt_order.is_empty());
+        assert!(t.said.is_empty() && t.said_order.is_empty());
     }
 }
