@@ -57,12 +57,11 @@ impl Registry {
     /// own).
     fn share_texts(&self, mut interaction: Arc<Interaction>) -> Arc<Interaction> {
         if let Some(i) = Arc::get_mut(&mut interaction) {
-            let texts = &self.inner.texts;
-            for text in [&mut i.session, &mut i.agent, &mut i.cwd] {
-                if let Some(t) = text.take() {
-                    *text = Some(texts.share(String::from(&*t)));
-                }
-            }
+            let own = |t: &Option<Arc<str>>| t.as_deref().map(String::from);
+            [i.session, i.agent, i.cwd] =
+                self.inner
+                    .texts
+                    .share_each([own(&i.session), own(&i.agent), own(&i.cwd)]);
         }
         interaction
     }

@@ -31,32 +31,48 @@ struct Set {
     since_sweep: usize,
 }
 
-impl SharedTexts {
-    /// The one shared copy of `text` (made now if there is none and there is room).
-    pub(super) fn share(&self, text: String) -> Arc<str> {
+impl Set {
+    fn share(&mut self, text: String) -> Arc<str> {
         if text.len() > MAX_TEXT_BYTES {
             return text.into();
         }
-        let mut set = self.inner.locked();
-        if let Some(kept) = set.texts.get(text.as_str()) {
+        if let Some(kept) = self.texts.get(text.as_str()) {
             return kept.clone();
         }
-        if set.texts.len() >= MAX_TEXTS {
-            if set.since_sweep < MAX_TEXTS / 4 {
-                set.since_sweep += 1;
+        if self.texts.len() >= MAX_TEXTS {
+            if self.since_sweep < MAX_TEXTS / 4 {
+                self.since_sweep += 1;
                 return text.into();
             }
             // Only the set holds a text whose count is one; nobody else can take a copy of
             // it while the lock is held, so it is safe to let go.
-            set.texts.retain(|t| Arc::strong_count(t) > 1);
-            set.since_sweep = 0;
-            if set.texts.len() >= MAX_TEXTS {
+            self.texts.retain(|t| Arc::strong_count(t) > 1);
+            self.since_sweep = 0;
+            if self.texts.len() >= MAX_TEXTS {
                 return text.into();
             }
         }
         let kept: Arc<str> = text.into();
-        set.texts.insert(kept.clone());
+        self.texts.insert(kept.clone());
         kept
+    }
+}
+
+impl SharedTexts {
+    /// The one shared copy of `text` (made now if there is none and there is room).
+    #[cfg(test)]
+    fn share(&self, text: String) -> Arc<str> {
+        self.inner.locked().share(text)
+    }
+
+    /// The one shared copy of each text given (made now if there is none and there is
+    /// room), under one lock: an interaction's agent, session and directory together.
+    pub(super) fn share_each<const N: usize>(
+        &self,
+        texts: [Option<String>; N],
+    ) -> [Option<Arc<str>>; N] {
+        let mut set = self.inner.locked();
+        texts.map(|t| t.map(|t| set.share(t)))
     }
 
     /// How many texts are kept (for tests).

@@ -184,10 +184,14 @@ impl Registry {
         check_input(kind, &new.input)?;
         let requested = new.timeout_secs;
         let timeout_secs = self.timeout_for(kind, requested)?;
+        let [session, agent, cwd] = self
+            .inner
+            .texts
+            .share_each([new.session, new.agent, new.cwd]);
         let mut interaction = Interaction {
-            session: new.session.map(|s| self.inner.texts.share(s)),
-            agent: new.agent.map(|s| self.inner.texts.share(s)),
-            cwd: new.cwd.map(|s| self.inner.texts.share(s)),
+            session,
+            agent,
+            cwd,
             suggestions: suggestions.map(Box::new),
             input_fixed: new.input_fixed,
             ..Interaction::pending(
