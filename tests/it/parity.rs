@@ -263,8 +263,10 @@ impl Run {
             Run::Telegram(tg) => {
                 let p =
                     crate::telegram::prompt(tg, crate::telegram::PRIVATE, marker(command)).await;
+                // What a person reads: the text, and the buttons' labels under it.
+                let labels: Vec<String> = p.buttons().into_iter().map(|b| b.0).collect();
                 Copy {
-                    text: p.text.clone(),
+                    text: format!("{}\n{}", p.text, labels.join("\n")),
                     raw: json!({"chat": crate::telegram::PRIVATE, "message_id": p.message_id,
                                 "buttons": p.buttons()}),
                 }
@@ -935,6 +937,9 @@ fn in_chinese(s: &mut Settings) {
     s.dingtalk.locale = Locale::ZhCn;
     s.wecom.locale = Locale::ZhCn;
     s.matrix.locale = Locale::ZhCn;
+    s.telegram.locale = Locale::ZhCn;
+    s.ntfy.locale = Locale::ZhCn;
+    s.push.locale = Locale::ZhCn;
 }
 
 /// The message a Discord or Slack copy stands for: (channel, message id or ts).

@@ -13,7 +13,6 @@
 use serde_json::{Map, Value};
 use teloxide::types::{Message, User};
 
-use super::{failure, say};
 use crate::channels::pipeline::Feedback;
 use crate::channels::telegram::render::escape;
 use crate::channels::telegram::{Telegram, responder};
@@ -62,7 +61,7 @@ impl Telegram {
                     .pipeline
                     .respond(&i.id, Answer::Answers(answers), responder(from))
                     .await;
-                if let Some(f) = failure(answered) {
+                if let Some(f) = self.failure(answered) {
                     self.reply(m, escape(&f)).await;
                 }
                 return true;
@@ -86,7 +85,7 @@ impl Telegram {
                 view.delivery_note
             ),
             Err(RegistryError::SessionNotFound(why)) => escape(&why),
-            Err(e) => escape(&say(Feedback::of(Err(e)))),
+            Err(e) => escape(&self.say(Feedback::of(Err(e)))),
         };
         self.reply(m, told).await;
         true
