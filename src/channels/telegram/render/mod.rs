@@ -465,6 +465,123 @@ mod tests {
         assert!(last_resort(&resolved_one, "x", "t", EN).starts_with("🔐 Approval for"));
     }
 
+    /// English words of the channel's own that a Chinese message must not show (the agent's
+    /// and the person's words, the tool, the command, the context line stay as they are).
+    const ENGLISH: &[&str] = &[
+        "Allow",
+        "Deny",
+        "Answer",
+        "approval",
+        "Question",
+        "Form",
+        "within",
+        "Submit",
+        "Decline",
+        "Other",
+        "Choose",
+        "Reply",
+        "reply",
+        "Skip",
+        "Back",
+        "Default",
+        "Done",
+        "Yes",
+        "Tap",
+        "similar",
+        "Approval",
+        "Denied",
+        "Allowed",
+        "via",
+        "more characters",
+    ];
+
+    fn english_in(text: &str) -> Vec<&'static str> {
+        ENGLISH
+            .iter()
+            .copied()
+            .filter(|w| text.contains(w))
+            .collect()
+    }
+
+    /// A prompt as a person reads it: its text and its buttons.
+    fn read(p: &Prompt) -> String {
+        let labels: Vec<&str> = p
+            .keyboard
+            .inline_keyboard
+            .iter()
+            .flatten()
+            .map(|b| b.text.as_str())
+            .collect();
+        format!("{}\n{}", p.text, labels.join("\n"))
+    }
+
+    #[test]
+    fn in_chinese_every_text_of_the_channels_own_is_chinese() {
+        let codec = Codec::new(vec![1; 32]);
+        let zh = Buttons {
+            words: Words(crate::present::render::Locale::ZhCn),
+            ..buttons(&codec)
+        };
+        // An approval with every line: "Allow similar", Edit & approve, a cut input.
+        let mut bash = interaction("Bash", json!({"command": "npm run test -- --watch"}));
+        bash.suggestions = Some(
+            json!([{"type": "addRules", "rules": [{"toolName": "Bash"}],
+            "behavior": "allow", "destination": "session"}])
+            .into(),
+        );
+        let p = prompt(&bash, &PromptState::default(), &zh);
+        assert!(
+            p.text.contains("需要审批") && p.text.contains("内回答"),
+            "{}",
+            p.text
+        );
+        assert!(p.text.contains("「批准同类」"), "{}", p.text);
+        assert_eq!(english_in(&read(&p)), Vec::<&str>::new(), "{}", read(&p));
+        let long = interaction("Write", json!({"content": "x".repeat(9000)}));
+        let p = prompt(&long, &PromptState::default(), &zh);
+        assert!(p.text.contains("个字符未显示"), "{}", p.text);
+        // A question, single and multi-select, one answered with "Other".
+        let q = interaction(
+            "AskUserQuestion",
+            json!({"questions": [
+                {"question": "哪个？", "header": "选", "multiSelect": false,
+                 "options": [{"label": "甲"}, {"label": "乙"}]},
+                {"question": "哪些？", "header": "多", "multiSelect": true,
+                 "options": [{"label": "丙"}, {"label": "丁"}]}]}),
+        );
+        let mut state = PromptState::default();
+        state.other.insert(1, "戊".into());
+        let p = prompt(&q, &state, &zh);
+        assert_eq!(english_in(&read(&p)), Vec::<&str>::new(), "{}", read(&p));
+        // A form, asked field by field, and a single free-text question.
+        let form = interaction(
+            crate::interaction::form::FORM_TOOL,
+            json!({"message": "部署", "requestedSchema": {"type": "object",
+                "properties": {"ok": {"type": "boolean", "title": "确定"},
+                               "n": {"type": "integer", "title": "数量", "default": 2}},
+                "required": ["ok"]}}),
+        );
+        let p = prompt(&form, &PromptState::default(), &zh);
+        assert!(p.text.contains("表单"), "{}", p.text);
+        assert_eq!(english_in(&read(&p)), Vec::<&str>::new(), "{}", read(&p));
+        let one = interaction(
+            crate::interaction::form::FORM_TOOL,
+            json!({"message": "名字？", "requestedSchema": {"type": "object",
+                "properties": {"name": {"type": "string", "title": "名字"}}}}),
+        );
+        let p = prompt(&one, &PromptState::default(), &zh);
+        assert_eq!(english_in(&read(&p)), Vec::<&str>::new(), "{}", read(&p));
+        // The outcome, its plain fallback and a closed reply request.
+        let done = resolve(bash, "Alice", "不行");
+        let r = resolved(&done, zh.words);
+        assert!(r.contains("由 Alice 通过 telegram 拒绝"), "{r}");
+        assert_eq!(english_in(&r), Vec::<&str>::new(), "{r}");
+        let plain = outcome_plain(&done, zh.words);
+        assert_eq!(english_in(&plain), Vec::<&str>::new(), "{plain}");
+        let closed = reply_closed(&done, zh.words);
+        assert_eq!(english_in(&closed), Vec::<&str>::new(), "{closed}");
+    }
+
     #[test]
     fn huge_questions_still_fit() {
         let codec = Codec::new(vec![1; 32]);
