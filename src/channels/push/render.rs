@@ -161,4 +161,36 @@ mod tests {
         assert!(prompt(&long, true, Vec::new(), Locale::EnUs).bytes().len() <= MAX_PAYLOAD);
         assert_eq!(tag(&i), tag(&bash("other")));
     }
+
+    #[test]
+    fn in_chinese_the_title_the_privacy_text_and_the_outcome_are_chinese() {
+        let mut i = bash("cargo publish");
+        let quiet = prompt(&i, false, Vec::new(), Locale::ZhCn);
+        assert_eq!(
+            (quiet.title.as_str(), quiet.body.as_str()),
+            (
+                "claude-code 有待处理的审批请求",
+                "打开 imrelay 查看请求内容。"
+            )
+        );
+        i.resolution = Some(Box::new(crate::interaction::Resolution {
+            outcome: crate::interaction::Outcome::Allowed,
+            by: Some("bob".into()),
+            via: crate::interaction::Via::new("telegram"),
+            at: i.created_at,
+            result: crate::interaction::PermissionResult::Allow {
+                updated_input: crate::interaction::Input::default(),
+                updated_permissions: None,
+            }
+            .into(),
+        }));
+        assert_eq!(
+            outcome(&i, true, Locale::ZhCn).body,
+            "由 bob 通过 telegram 批准"
+        );
+        assert_eq!(
+            outcome(&i, true, Locale::EnUs).body,
+            "Allowed by bob via telegram"
+        );
+    }
 }
