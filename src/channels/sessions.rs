@@ -96,7 +96,8 @@ pub fn is_command(text: &str) -> bool {
 /// What the `/sessions` command answers on a chat channel, in plain text (the channel
 /// escapes it for its platform), in `locale`: the listing for `who` (an `id` on `channel`,
 /// `listed` on its approver list) in the chat `address` (`configured`: one of the
-/// channel's configured places). Written once for every channel but Telegram's HTML.
+/// channel's configured places). Written once for every channel but Telegram, whose HTML
+/// answer draws the same words.
 pub async fn answer(
     registry: &Registry,
     channel: &str,
