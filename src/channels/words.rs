@@ -743,9 +743,61 @@ mod tests {
             Words::answer,
             Words::similar_note,
             Words::see_all,
+            Words::allow,
+            Words::always_allow,
+            Words::submit,
+            Words::done,
+            Words::skip,
+            Words::skip_to_default,
+            Words::back,
+            Words::type_answer,
+            Words::similar_name,
+            Words::all_in_inbox,
+            Words::choose_one,
+            Words::choose_any,
+            Words::left_empty,
+            Words::reply_with_answer,
+            Words::not_your_request,
+            Words::question_answered,
+            Words::not_the_field_asked,
+            Words::all_filled_in,
+            Words::other_removed,
+            Words::choose_first,
+            Words::allow_a_question,
+            Words::only_approvers_list,
+            Words::sessions_unreadable,
+            Words::no_sessions,
+            Words::sessions,
+            Words::unknown_command,
+            Words::only_approvers_pending,
+            Words::nothing_pending,
+            Words::hello,
+            Words::open_to_see,
+            Words::open_to_answer,
+            Words::resolved,
         ] {
             assert_ne!(w(en), w(zh));
             assert!(!w(zh).is_ascii(), "{}", w(zh));
         }
+        for kind in [Kind::Approval, Kind::Question, Kind::Form] {
+            assert!(!en.kind_label(kind).is_empty() && !zh.kind_label(kind).is_ascii());
+            assert!(!zh.how_to_reply(kind, true).is_empty());
+            assert_ne!(en.waiting_in(kind, "shop"), zh.waiting_in(kind, "shop"));
+        }
+        assert_eq!(
+            en.waiting_in(Kind::Approval, "shop"),
+            "An approval is waiting in shop"
+        );
+        assert_eq!(en.kind_from(Kind::Question, "shop"), "A question from shop");
+        assert_eq!(
+            en.answer_within(300, "then"),
+            "Answer within 5 min — by then"
+        );
+        assert_eq!(
+            zh.answer_within(300, "then"),
+            "请在 5 分钟 内回答（截止 then）"
+        );
+        assert_eq!(en.not_shown(1234), "1,234 more characters not shown");
+        assert_eq!(en.reposting(1), "Re-posting 1 pending interaction.");
     }
 }
