@@ -180,6 +180,8 @@ pub(crate) struct Endpoint {
     pub store: Arc<dyn Store>,
     /// The channel's tokens.
     pub tokens: Tokens,
+    /// The language of what a press is answered with (the outcome, or why nothing changed).
+    pub locale: Locale,
 }
 
 impl Endpoint {
@@ -281,7 +283,7 @@ impl Endpoint {
             .await
         {
             Ok(i) => i,
-            Err(stop) => return Err(stopped(channel, &r.id, stop.feedback)),
+            Err(stop) => return Err(stopped(channel, &r.id, stop.feedback, self.locale)),
         };
         if jiff::Timestamp::now() >= i.deadline {
             let m = "this request has expired: nothing changed".to_string();
@@ -319,18 +321,19 @@ impl Endpoint {
                 axum::Json(json!({
                     "id": r.id.to_string(),
                     "result": feedback.result(),
-                    "message": feedback.text(Locale::EnUs),
+                    "message": feedback.text(self.locale),
                 })),
             )
                 .into_response()),
-            other => Err(stopped(channel, &r.id, other)),
+            other => Err(stopped(channel, &r.id, other, self.locale)),
         }
     }
 }
 
-/// The error for a press the pipeline stopped (it recorded refusals already).
-fn stopped(channel: &str, id: &InteractionId, f: Feedback) -> ApiError {
-    let message = f.text(Locale::EnUs);
+/// The error for a press the pipeline stopped (it recorded refusals already), saying why in
+/// `locale`.
+fn stopped(channel: &str, id: &InteractionId, f: Feedback, locale: Locale) -> ApiError {
+    let message = f.text(locale);
     let (status, code) = match &f {
         Feedback::Already(_) => (StatusCode::CONFLICT, "already_resolved"),
         Feedback::AlreadyVoted(..) => (StatusCode::CONFLICT, "already_voted"),
