@@ -32,7 +32,7 @@ pub fn enable(s: &mut Settings, fake: &FakeWecom) {
     w.locale = Locale::EnUs;
 }
 
-async fn start_with(f: impl FnOnce(&mut Settings)) -> (FakeWecom, TestApp) {
+pub(crate) async fn start_with(f: impl FnOnce(&mut Settings)) -> (FakeWecom, TestApp) {
     let fake = FakeWecom::start().await;
     for c in CHATS {
         fake.state.reach(c);
@@ -142,7 +142,7 @@ fn notes(fake: &FakeWecom, chat: &str) -> Vec<String> {
     .collect()
 }
 
-async fn status(app: &TestApp, id: &str) -> Value {
+pub(crate) async fn status(app: &TestApp, id: &str) -> Value {
     let (s, body) = app.get(&format!("/v1/interactions/{id}")).await;
     assert_eq!(s, StatusCode::OK, "{body}");
     body
