@@ -480,6 +480,17 @@ mod tests {
         Cards::new(locale, Tokens::new(vec![1; 32]), None)
     }
 
+    /// A pending Bash approval `id` of `command`.
+    fn bash(id: &str, command: &str) -> Interaction {
+        Interaction::pending(
+            InteractionId::parse(id).unwrap(),
+            "Bash",
+            json!({"command": command}).as_object().unwrap().clone(),
+            Timestamp::from_millisecond(1_700_000_000_000).unwrap(),
+            300,
+        )
+    }
+
     #[test]
     fn untrusted_text_cannot_format_or_close_the_code_block() {
         assert_eq!(
@@ -509,16 +520,7 @@ mod tests {
 
     #[test]
     fn a_card_several_people_decide_shows_the_votes_so_far() {
-        let mut i = Interaction::pending(
-            InteractionId::parse("t2").unwrap(),
-            "Bash",
-            json!({"command": "make deploy"})
-                .as_object()
-                .unwrap()
-                .clone(),
-            Timestamp::from_millisecond(1_700_000_000_000).unwrap(),
-            300,
-        );
+        let mut i = bash("t2", "make deploy");
         i.set_quorum(Some(crate::interaction::quorum::Quorum {
             allow: 2,
             deny: 1,
@@ -543,16 +545,7 @@ mod tests {
     #[test]
     fn a_step_up_approval_shows_only_the_link_to_its_inbox_card() {
         use crate::interaction::routes::RouteStamp;
-        let mut i = Interaction::pending(
-            InteractionId::parse("t3").unwrap(),
-            "Bash",
-            json!({"command": "make deploy-prod"})
-                .as_object()
-                .unwrap()
-                .clone(),
-            Timestamp::from_millisecond(1_700_000_000_000).unwrap(),
-            300,
-        );
+        let mut i = bash("t3", "make deploy-prod");
         i.route = Some(std::sync::Arc::new(RouteStamp {
             name: "prod".into(),
             step_up: true,
