@@ -191,11 +191,26 @@ impl Cards {
         p.insert("token".into(), Value::String(self.tokens.token(i)));
         p.insert("options".into(), Value::String(options.to_string()));
         p.insert("input_hint".into(), s(self.input_hint(i)));
+        self.labels(i, buttons, &mut p);
+        p.insert("notice".into(), s(""));
+        // The link to its card in the inbox, where only a passkey answers it (empty
+        // otherwise: the template shows the link button only when `step_up_url` is set).
+        let (label, url) = step_up.map_or((String::new(), String::new()), |l| {
+            (l.label.to_string(), l.url)
+        });
+        p.insert("step_up_label".into(), Value::String(label));
+        p.insert("step_up_url".into(), Value::String(url));
+        p
+    }
+
+    /// The buttons' labels, in `p`; "Allow similar" and "Edit & approve" only when the card
+    /// has answer `buttons` and such a button (empty otherwise: the template hides a button
+    /// whose label is empty).
+    fn labels(&self, i: &Interaction, buttons: bool, p: &mut Map<String, Value>) {
+        let s = |v: &str| Value::String(v.to_string());
         p.insert("allow_label".into(), s(self.t("批准", "Approve")));
         p.insert("deny_label".into(), s(self.deny_label(i.kind)));
         p.insert("submit_label".into(), s(self.t("提交", "Submit")));
-        // Empty when the card has no such button (the template hides a button whose label
-        // is empty).
         let similar = buttons && render::similar_rule(i).is_some();
         p.insert(
             "similar_label".into(),
@@ -214,15 +229,6 @@ impl Cards {
                 ""
             }),
         );
-        p.insert("notice".into(), s(""));
-        // The link to its card in the inbox, where only a passkey answers it (empty
-        // otherwise: the template shows the link button only when `step_up_url` is set).
-        let (label, url) = step_up.map_or((String::new(), String::new()), |l| {
-            (l.label.to_string(), l.url)
-        });
-        p.insert("step_up_label".into(), Value::String(label));
-        p.insert("step_up_url".into(), Value::String(url));
-        p
     }
 
     /// The link `i`'s card shows in place of its answer buttons: `i` is pending, needs a

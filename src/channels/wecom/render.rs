@@ -197,21 +197,8 @@ impl Cards {
             let body = format!("{}\n{}", above.join("\n"), self.body(i));
             card.insert("sub_title_text".into(), json!(cut(&body, BODY_CHARS)));
         }
-        // It needs a passkey: only the inbox answers it, so the card links its card there
-        // (the whole card and its jump link) and offers nothing to press. WeCom's smart-bot
-        // buttons are callbacks only (`text`, `style`, `key`), so the link cannot be a button.
         if let Some(l) = shared::step_up_link(i, self.inbox.as_deref(), self.locale) {
-            card.insert("card_type".into(), json!("text_notice"));
-            card.insert(
-                "quote_area".into(),
-                json!({"type": 0, "quote_text": cut(&format!("🔑 {}", l.why), BODY_CHARS)}),
-            );
-            card.insert("card_action".into(), json!({"type": 1, "url": l.url}));
-            card.insert(
-                "jump_list".into(),
-                json!([{"type": 1, "title": l.label, "url": l.url}]),
-            );
-            return Value::Object(card);
+            return step_up(card, l);
         }
         let typed = self.typed_hint(i);
         if let Some(hint) = typed {
@@ -446,6 +433,24 @@ impl Cards {
         let content: Vec<String> = text.lines().map(markdown).collect();
         json!({"msgtype": "stream", "stream": {"id": super::bot::req_id("imrelay"), "finish": true, "content": content.join("\n")}})
     }
+}
+
+/// `card` as the card of an interaction that needs a passkey: only the inbox answers it, so
+/// the card links its card there (the whole card and its jump link), says why, and offers
+/// nothing to press. WeCom's smart-bot buttons are callbacks only (`text`, `style`, `key`),
+/// so the link cannot be a button.
+fn step_up(mut card: Map<String, Value>, l: shared::StepUpLink) -> Value {
+    card.insert("card_type".into(), json!("text_notice"));
+    card.insert(
+        "quote_area".into(),
+        json!({"type": 0, "quote_text": cut(&format!("🔑 {}", l.why), BODY_CHARS)}),
+    );
+    card.insert("card_action".into(), json!({"type": 1, "url": l.url}));
+    card.insert(
+        "jump_list".into(),
+        json!([{"type": 1, "title": l.label, "url": l.url}]),
+    );
+    Value::Object(card)
 }
 
 /// What a card offers to choose.
