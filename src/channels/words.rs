@@ -717,6 +717,54 @@ impl Words {
     pub fn resolved(self) -> &'static str {
         self.pick("已处理", "Resolved")
     }
+
+    /// A notification's button imrelay did not make, or made for another action.
+    pub fn button_not_valid(self) -> &'static str {
+        self.pick(
+            "此按钮无效：它不是 imrelay 生成的，或不是为此操作生成的",
+            "this button is not valid: it was not made by imrelay, or not for this action",
+        )
+    }
+
+    /// A notification's button pressed after the request's deadline.
+    pub fn request_expired(self) -> &'static str {
+        self.pick(
+            "此请求已过期：未做任何更改",
+            "this request has expired: nothing changed",
+        )
+    }
+
+    /// A notification's button pressed a second time.
+    pub fn button_used(self) -> &'static str {
+        self.pick(
+            "此按钮已用过：每个按钮只能回答一次",
+            "this button was already used: each one answers once",
+        )
+    }
+
+    /// A notification's button on a device removed since.
+    pub fn device_removed(self) -> &'static str {
+        self.pick(
+            "此设备已移除：它的通知不再能回答",
+            "this device was removed: its notifications no longer answer",
+        )
+    }
+
+    /// A notification's button on a device that names no person.
+    pub fn device_without_person(self) -> &'static str {
+        self.pick(
+            "此设备没有可代表其回答的人",
+            "this device has no person to answer as",
+        )
+    }
+
+    /// A notification's buttons past their own time.
+    pub fn buttons_expired(self) -> &'static str {
+        self.pick(
+            "此通知的按钮已过期：请打开收件箱回答",
+            "this notification's buttons have expired: open the inbox to answer",
+        )
+    }
 }
 
 #[cfg(test)]
@@ -775,6 +823,12 @@ mod tests {
             Words::open_to_see,
             Words::open_to_answer,
             Words::resolved,
+            Words::button_not_valid,
+            Words::request_expired,
+            Words::button_used,
+            Words::device_removed,
+            Words::device_without_person,
+            Words::buttons_expired,
         ] {
             assert_ne!(w(en), w(zh));
             assert!(!w(zh).is_ascii(), "{}", w(zh));
