@@ -1,6 +1,6 @@
-//! Single-use action tokens: what a notification's Allow and Deny buttons carry where the
-//! platform cannot sign a request (ntfy's action URLs, a Web Push notification's actions),
-//! and the one endpoint logic that answers with them.
+//! Single-use action tokens: what a notification's Allow, Deny and "Allow similar" buttons
+//! carry where the platform cannot sign a request (ntfy's action URLs, a Web Push
+//! notification's actions), and the one endpoint logic that answers with them.
 //!
 //! Each button carries a fresh random token made for one interaction (its creation time is
 //! the token's first part, so a token never acts on a later interaction that reuses the id)
@@ -24,7 +24,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::channels::pipeline::{Feedback, Pipeline, Tap};
+use crate::channels::pipeline::{Decision, Feedback, Pipeline, Tap};
 use crate::channels::words::Words;
 use crate::interaction::{Answer, Interaction, InteractionId, Kind, Responder};
 use crate::present::render::Locale;
@@ -38,6 +38,9 @@ pub(crate) enum Action {
     Allow,
     /// Deny it.
     Deny,
+    /// Allow it and grant its session the rule imrelay proposes ("Allow similar": ntfy's
+    /// third button).
+    Similar,
 }
 
 impl Action {
@@ -46,6 +49,7 @@ impl Action {
         match self {
             Action::Allow => "allow",
             Action::Deny => "deny",
+            Action::Similar => "similar",
         }
     }
 
@@ -54,6 +58,7 @@ impl Action {
         match s {
             "allow" => Some(Action::Allow),
             "deny" => Some(Action::Deny),
+            "similar" => Some(Action::Similar),
             _ => None,
         }
     }
@@ -294,10 +299,6 @@ impl Endpoint {
                 .refuse(&actor, Some(&r.id), status, Words::button_used)
                 .await);
         }
-        let answer = match r.action {
-            Action::Allow => Answer::allow(),
-            Action::Deny => Answer::deny(None),
-        };
         let responder = Responder::new(person.name.clone(), self.pipeline.via().clone())
             .with_actor_id(format!(
                 "{}:{}",
@@ -305,7 +306,13 @@ impl Endpoint {
                 person.identity
             ))
             .with_identity(self.pipeline.identities(), person.identity.clone());
-        let feedback = self.pipeline.respond(&r.id, answer, responder).await;
+        let decision = match r.action {
+            Action::Allow => Decision::Answer(Answer::allow()),
+            Action::Deny => Decision::Answer(Answer::deny(None)),
+            // Allows and grants the session the proposed rule, audited as a chat's press is.
+            Action::Similar => Decision::AllowSimilar,
+        };
+        let feedback = self.pipeline.decide(&i, decision, responder).await;
         if matches!(feedback, Feedback::StoreDown) {
             // Not recorded: the same button may be pressed again.
             let _ = self.store.forget_sighting(&scope, &r.digest).await;
@@ -387,5 +394,10 @@ mod tests {
         assert!(names("t1", "t1") && !names("t1", "t2"));
         assert_eq!(Action::parse("allow"), Some(Action::Allow));
         assert_eq!(Action::parse("ALLOW"), None);
+        assert_eq!(Action::parse("similar"), Some(Action::Similar));
+        assert_ne!(
+            ntfy.digest(Action::Similar, &a),
+            ntfy.digest(Action::Allow, &a)
+        );
     }
 }

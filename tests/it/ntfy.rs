@@ -260,3 +260,87 @@ async fn a_step_up_approval_has_no_buttons_and_says_the_inbox_answers_it() {
     );
     assert!(fake.refused().is_empty(), "{:?}", fake.refused());
 }
+
+/// "Allow similar", ntfy's third button: offered with the rule it grants when imrelay
+/// proposes one, it allows and grants that rule for the session, audited as the person's; its
+/// token is good for that action only, and the privacy mode, which hides the rule, offers no
+/// such button.
+#[tokio::test]
+async fn allow_similar_is_the_third_button_and_grants_the_rule_for_the_session() {
+    let (fake, url) = FakeNtfy::start("Bearer tk_test").await;
+    let app = spawn_with(|s| configure(s, &url)).await;
+    let body = serde_json::json!({"id": "nsim", "tool_name": "Bash",
+        "input": {"command": "npm run test -- --watch"}, "session": "s-ntfy", "cwd": "/srv/shop"});
+    let (s, created) = app.post("/v1/interactions", &body).await;
+    assert_eq!(s, StatusCode::CREATED, "{created}");
+    let prompt = fake.nth(0).await;
+    assert_eq!(prompt["actions"].as_array().unwrap().len(), 3, "{prompt}");
+    assert!(
+        prompt["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("Allow similar also allows, for this session: Bash(npm run test:*)"),
+        "{prompt}"
+    );
+    let similar = button(&prompt, "Allow similar (this session)");
+    assert!(similar.starts_with("/v1/ntfy/similar/"), "{similar}");
+    let token = similar.rsplit('/').next().unwrap();
+
+    // Its token on the Allow path is not a token at all.
+    let (status, body) = press(&app, &format!("/v1/ntfy/allow/{token}")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(status_of(&app, "nsim").await, "pending");
+
+    let (status, body) = press(&app, &similar).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (_, i) = app.get("/v1/interactions/nsim").await;
+    let r = &i["resolution"];
+    assert_eq!(
+        (r["outcome"].as_str(), r["by"].as_str(), r["via"].as_str()),
+        (Some("allowed"), Some("alice"), Some("ntfy")),
+        "{i}"
+    );
+    let (_, grants) = app.get("/v1/grants").await;
+    let g = &grants["grants"][0];
+    assert_eq!(
+        (g["rule"].as_str(), g["scope"].as_str(), g["via"].as_str()),
+        (Some("Bash(npm run test:*)"), Some("session"), Some("ntfy")),
+        "{grants}"
+    );
+    let (_, audit) = app.get("/v1/audit?limit=1000").await;
+    assert!(
+        audit.to_string().contains("Bash(npm run test:*)"),
+        "the grant is in the audit trail: {audit}"
+    );
+    // Once only.
+    let (status, _) = press(&app, &similar).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+
+    // A call with no session has no rule to offer, and so two buttons.
+    app.create_bash("nsim2", "npm run lint").await;
+    let plain = fake.nth(2).await;
+    assert_eq!(plain["actions"].as_array().unwrap().len(), 2, "{plain}");
+    assert!(fake.refused().is_empty(), "{:?}", fake.refused());
+}
+
+#[tokio::test]
+async fn the_privacy_mode_offers_no_allow_similar() {
+    let (fake, url) = FakeNtfy::start("Bearer tk_test").await;
+    let app = spawn_with(|s| {
+        configure(s, &url);
+        s.ntfy.include_command = false;
+    })
+    .await;
+    let body = serde_json::json!({"id": "nq", "tool_name": "Bash",
+        "input": {"command": "npm run test"}, "session": "s-ntfy"});
+    let (s, created) = app.post("/v1/interactions", &body).await;
+    assert_eq!(s, StatusCode::CREATED, "{created}");
+    let prompt = fake.nth(0).await;
+    assert_eq!(prompt["actions"].as_array().unwrap().len(), 2, "{prompt}");
+    assert!(!prompt.to_string().contains("npm"), "{prompt}");
+}
+
+async fn status_of(app: &TestApp, id: &str) -> String {
+    let (_, i) = app.get(&format!("/v1/interactions/{id}")).await;
+    i["status"].as_str().unwrap_or_default().to_string()
+}

@@ -492,7 +492,7 @@ impl Run {
                 let label = match button {
                     Button::Allow => ["Allow", "批准"],
                     Button::Deny => ["Deny", "拒绝"],
-                    Button::Similar => ["Allow similar", "批准同类"],
+                    Button::Similar => ["Allow similar (this session)", "批准同类（本会话）"],
                 };
                 let shown = copy.raw["actions"]
                     .as_array()

@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 use super::CHANNEL;
 use super::inbound::TOKENS;
 use super::plan::Job;
-use super::render::{self, PromptParts, Publish};
+use super::render::{self, PromptParts, Publish, Urls};
 use super::settings::NtfySettings;
 use crate::channels::actions::Action;
 use crate::channels::digest::{Digests, Edited, Sheet};
@@ -100,23 +100,30 @@ impl Ntfy {
         }
     }
 
-    /// Makes and stores the allow and deny tokens of approval `i`: their URLs.
-    async fn action_urls(&self, i: &Interaction) -> Result<(String, String), Failure> {
-        let mut urls = Vec::with_capacity(2);
-        for action in [Action::Allow, Action::Deny] {
+    /// Makes and stores the tokens of approval `i`'s buttons: their URLs. "Allow similar"
+    /// is offered when imrelay proposes a rule for it and the prompt may show that rule
+    /// (not in the privacy mode: nobody grants a rule they cannot read).
+    async fn action_urls(&self, i: &Interaction) -> Result<Urls, Failure> {
+        let similar = self.settings.include_command && render::similar_rule(i).is_some();
+        let url = async |action: Action| -> Result<String, Failure> {
             let token = TOKENS
                 .issue(self.store.as_ref(), i, action, &[])
                 .await
                 .map_err(Failure::store)?;
-            urls.push(format!(
+            Ok(format!(
                 "{}/v1/ntfy/{}/{token}",
                 self.actions_base,
                 action.as_str()
-            ));
-        }
-        let deny = urls.pop().unwrap_or_default();
-        let allow = urls.pop().unwrap_or_default();
-        Ok((allow, deny))
+            ))
+        };
+        Ok(Urls {
+            allow: url(Action::Allow).await?,
+            deny: url(Action::Deny).await?,
+            similar: match similar {
+                true => Some(url(Action::Similar).await?),
+                false => None,
+            },
+        })
     }
 }
 

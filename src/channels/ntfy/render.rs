@@ -53,6 +53,21 @@ pub(super) struct Publish<'a> {
     pub sequence_id: &'a str,
 }
 
+/// The single-use URLs of an approval's buttons.
+pub(super) struct Urls {
+    /// Allow.
+    pub allow: String,
+    /// Deny.
+    pub deny: String,
+    /// "Allow similar", when offered (ntfy takes up to three action buttons).
+    pub similar: Option<String>,
+}
+
+/// The rule "Allow similar" grants for `i`, when offered (the kit's).
+pub(super) fn similar_rule(i: &Interaction) -> Option<String> {
+    crate::present::render::similar_rule(i)
+}
+
 /// What a prompt needs besides the interaction.
 pub(super) struct PromptParts<'a> {
     /// The topic.
@@ -65,37 +80,35 @@ pub(super) struct PromptParts<'a> {
     pub include_command: bool,
     /// The inbox card's address, when known.
     pub click: Option<String>,
-    /// The allow and deny URLs (approvals only).
-    pub urls: Option<(String, String)>,
+    /// The buttons' URLs (approvals only).
+    pub urls: Option<Urls>,
     /// The language of its text and buttons.
     pub locale: Locale,
 }
 
 /// The prompt of pending `i`.
 pub(super) fn prompt<'a>(i: &Interaction, p: PromptParts<'a>) -> Publish<'a> {
-    let (title, message) = notification::text(i, p.include_command, MAX_MESSAGE_CHARS, p.locale);
+    let (title, mut message) =
+        notification::text(i, p.include_command, MAX_MESSAGE_CHARS, p.locale);
     let w = Words(p.locale);
-    let actions = p
-        .urls
-        .map(|(allow, deny)| {
-            vec![
-                HttpAction {
-                    action: "http",
-                    label: w.allow(),
-                    url: allow,
-                    method: "POST",
-                    clear: true,
-                },
-                HttpAction {
-                    action: "http",
-                    label: w.deny(),
-                    url: deny,
-                    method: "POST",
-                    clear: true,
-                },
-            ]
-        })
-        .unwrap_or_default();
+    let button = |label: &'static str, url: String| HttpAction {
+        action: "http",
+        label,
+        url,
+        method: "POST",
+        clear: true,
+    };
+    let mut actions = Vec::new();
+    if let Some(urls) = p.urls {
+        actions.push(button(w.allow(), urls.allow));
+        actions.push(button(w.deny(), urls.deny));
+        if let Some((url, rule)) = urls.similar.zip(similar_rule(i)) {
+            // The rule it grants, in full, under the text: what the press allows.
+            let rule = crate::interaction::clip(&rule, 200);
+            message = format!("{message}\n\n{}{rule}", w.similar_note());
+            actions.push(button(w.allow_similar(), url));
+        }
+    }
     Publish {
         topic: p.topic,
         title,
