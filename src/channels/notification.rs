@@ -25,14 +25,21 @@ pub(crate) fn answers_here(i: &Interaction) -> bool {
 
 /// The title and text of a prompt (the text at most `max_chars` long): the command (or the
 /// question's title) and its context, or, in the privacy mode, only that something waits;
-/// when it needs a passkey, why it is answered in the inbox. In `locale`.
+/// the votes so far when it needs several people; when it needs a passkey, why it is
+/// answered in the inbox. In `locale`.
 pub(crate) fn text(
     i: &Interaction,
     include_command: bool,
     max_chars: usize,
     locale: Locale,
 ) -> (String, String) {
-    let (title, body) = words(i, include_command, max_chars, Words(locale));
+    let (title, mut body) = words(i, include_command, max_chars, Words(locale));
+    // The votes so far on an approval that needs several people, as every copy shows them.
+    if i.is_pending()
+        && let Some(votes) = crate::present::render::votes_line(i, locale)
+    {
+        body = join(&body, &votes);
+    }
     if i.is_pending() && crate::interaction::routes::needs_step_up(i) {
         let why = crate::present::render::step_up_text(i, locale);
         return (title, join(&body, &why));

@@ -640,9 +640,33 @@ impl Run {
                 })
                 .await;
             }
-            Run::WeCom(_) | Run::Ntfy(_) | Run::Push(_) => {
-                panic!("{what}: no harness for it")
+            Run::Ntfy(fake) => {
+                // Published again under the prompt's notification id, which ntfy replaces.
+                let seq = copy.raw["sequence_id"].clone();
+                wait_until(&what, || {
+                    fake.published().iter().any(|p| {
+                        p["sequence_id"] == seq
+                            && p["message"].as_str().is_some_and(|m| m.contains(phrase))
+                            && p.get("actions").is_some()
+                    })
+                })
+                .await;
             }
+            Run::Push(fake) => {
+                // Pushed again under the prompt's tag, which the notification replaces.
+                let tag = copy.raw["tag"].clone();
+                wait_until(&what, || {
+                    fake.received().iter().any(|r| {
+                        let p = &r["payload"];
+                        p["type"] == "prompt"
+                            && p["tag"] == tag
+                            && p["quiet"] == true
+                            && p["body"].as_str().is_some_and(|b| b.contains(phrase))
+                    })
+                })
+                .await;
+            }
+            Run::WeCom(_) => panic!("{what}: no harness for it"),
         }
     }
 

@@ -164,6 +164,29 @@ impl Platform for Ntfy {
         _job: &OutboxJob,
     ) -> Result<Posted, Failure> {
         let seq = sequence_id(i, topic);
+        self.publish_prompt(i, topic, &seq).await?;
+        Ok(Posted {
+            message_ref: seq,
+            state: None,
+        })
+    }
+
+    /// Publishes the prompt again under its notification id, with the votes so far (and
+    /// fresh single-use URLs: only hashes of the first ones are kept), so ntfy replaces it.
+    async fn show(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Failure> {
+        self.publish_prompt(i, &m.address, &m.message_ref).await
+    }
+
+    async fn edit(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Failure> {
+        let s = &self.settings;
+        let body = render::outcome(i, &m.address, &m.message_ref, s.include_command, s.locale);
+        self.publish(&body).await
+    }
+}
+
+impl Ntfy {
+    /// Publishes the prompt of pending `i` to `topic` under notification id `seq`.
+    async fn publish_prompt(&self, i: &Interaction, topic: &str, seq: &str) -> Result<(), Failure> {
         let urls = if notification::answers_here(i) {
             Some(self.action_urls(i).await?)
         } else {
@@ -174,7 +197,7 @@ impl Platform for Ntfy {
             i,
             PromptParts {
                 topic,
-                sequence_id: &seq,
+                sequence_id: seq,
                 priority: self.settings.priority_for(route),
                 include_command: self.settings.include_command,
                 click: self.inbox.as_ref().map(|b| format!("{b}/#{}", i.id)),
@@ -182,16 +205,6 @@ impl Platform for Ntfy {
                 locale: self.settings.locale,
             },
         );
-        self.publish(&body).await?;
-        Ok(Posted {
-            message_ref: seq,
-            state: None,
-        })
-    }
-
-    async fn edit(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Failure> {
-        let s = &self.settings;
-        let body = render::outcome(i, &m.address, &m.message_ref, s.include_command, s.locale);
         self.publish(&body).await
     }
 }

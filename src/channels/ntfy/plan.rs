@@ -1,6 +1,6 @@
 //! ntfy's outbox jobs, planned by the kit's one planner (`channels::plan`): one `post` job per
 //! topic when an interaction is created, and one per topic its route escalates to when nobody
-//! answered in time; one `update` job (every copy recorded for it) when it is resolved, from
+//! answered in time; one `voted` job per vote that does not decide yet; one `update` job (every copy recorded for it) when it is resolved, from
 //! anywhere.
 
 use super::CHANNEL;
@@ -18,7 +18,8 @@ pub(crate) enum Job {
     },
     /// Publish the outcome of a resolved interaction to every topic that has its prompt.
     Update,
-    /// A vote that does not decide yet: a notification shows no votes, so nothing is done.
+    /// A vote that does not decide yet: every topic's prompt is published again under its
+    /// notification id with the votes so far.
     Voted,
 }
 

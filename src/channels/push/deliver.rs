@@ -205,26 +205,24 @@ impl Platform for Push {
     }
 
     async fn post(&self, i: &Interaction, d: &Device, _job: &OutboxJob) -> Result<Posted, Failure> {
-        let actions = if notification::answers_here(i) {
-            self.actions(i, d).await?
-        } else {
-            Vec::new()
-        };
-        let payload = render::prompt(
-            i,
-            self.settings.include_command,
-            actions,
-            self.settings.locale,
-        );
-        let tag = payload.tag.clone();
-        let left = ttl(i);
-        let urgency = if left < 300 { "high" } else { "normal" };
-        self.send(d, payload.bytes(), left, urgency, &tag[8..])
-            .await?;
+        let tag = self.push_prompt(i, d, false).await?;
         Ok(Posted {
             message_ref: tag,
             state: None,
         })
+    }
+
+    /// Pushes the prompt again under its tag, quietly, with the votes so far and fresh
+    /// actions (only hashes of the first ones are kept), so the notification is replaced.
+    async fn show(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Failure> {
+        let Some(d) = devices::get(self.store.as_ref(), &m.address)
+            .await
+            .map_err(Failure::store)?
+        else {
+            // Removed since: nothing left to replace.
+            return Ok(());
+        };
+        self.push_prompt(i, &d, true).await.map(|_| ())
     }
 
     async fn edit(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Failure> {
@@ -240,6 +238,36 @@ impl Platform for Push {
         // Kept a day: a phone that was off still learns the prompt is settled.
         self.send(&d, payload.bytes(), 86_400, "normal", &tag[8..])
             .await
+    }
+}
+
+impl Push {
+    /// Pushes the prompt of pending `i` to `d` (`quiet`: replacing one already shown); its
+    /// tag.
+    async fn push_prompt(
+        &self,
+        i: &Interaction,
+        d: &Device,
+        quiet: bool,
+    ) -> Result<String, Failure> {
+        let actions = if notification::answers_here(i) {
+            self.actions(i, d).await?
+        } else {
+            Vec::new()
+        };
+        let mut payload = render::prompt(
+            i,
+            self.settings.include_command,
+            actions,
+            self.settings.locale,
+        );
+        payload.quiet = quiet;
+        let tag = payload.tag.clone();
+        let left = ttl(i);
+        let urgency = if left < 300 { "high" } else { "normal" };
+        self.send(d, payload.bytes(), left, urgency, &tag[8..])
+            .await?;
+        Ok(tag)
     }
 }
 
@@ -327,6 +355,7 @@ impl OutboxHandler for Deliverer {
         match Job::read(&job.job) {
             Ok(Job::Post { escalation }) => self.post(&job.job, escalation).await,
             Ok(Job::Update) => self.messages.finalize_all(&job.job).await,
+            Ok(Job::Voted) => self.messages.show_votes(&job.job).await,
             Err(failed) => failed,
         }
     }

@@ -1,7 +1,8 @@
 //! Web Push's outbox jobs, planned in the registry's transactions: one `post` job when an
 //! interaction is created (it goes to every device whose person may answer it), one more when
-//! its route escalates (the devices of the people who may answer from then on), one `update`
-//! job when it is resolved (every device notified gets the outcome in its place).
+//! its route escalates (the devices of the people who may answer from then on), one `voted`
+//! job per vote that does not decide yet (every device notified gets the votes so far), one
+//! `update` job when it is resolved (every device notified gets the outcome in its place).
 
 use super::CHANNEL;
 use crate::interaction::{Interaction, Lifecycle};
@@ -20,6 +21,9 @@ pub(crate) enum Job {
     },
     /// Replace every notification of a resolved interaction with its outcome.
     Update,
+    /// Replace every notification of an approval that needs several people with one that
+    /// shows the votes so far (the same tag), quietly.
+    Voted,
 }
 
 impl ChannelJob for Job {
@@ -49,6 +53,12 @@ impl Lifecycle for Planner {
         jobs.push(job.plan_keyed(key, i, jiff::Timestamp::now(), i.deadline));
     }
 
+    fn plan_voted(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
+        let (from, until) = created_window(i);
+        let n = i.votes().len().to_string();
+        jobs.push(Job::Voted.plan(i, &[&n], from, until));
+    }
+
     fn plan_resolved(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
         let (from, until) = resolved_window(i);
         jobs.push(Job::Update.plan(i, &[], from, until));
@@ -68,7 +78,7 @@ pub(crate) enum DeviceJob {
     },
     /// Replace every notification with the outcome.
     Update,
-    /// A vote that does not decide yet: a notification shows no votes.
+    /// A vote that does not decide yet: every notification shows the votes so far.
     Voted,
 }
 

@@ -52,6 +52,10 @@ pub(super) struct Payload {
     /// The deadline (unix ms) of a prompt.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deadline: Option<i64>,
+    /// Whether a prompt replaces one already shown (the votes so far): shown without a sound
+    /// or a second alert.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub quiet: bool,
     /// Its actions (an approval's prompt only).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub actions: Vec<PushAction>,
@@ -97,6 +101,7 @@ pub(super) fn prompt(
         body,
         url: card(i),
         deadline: Some(i.deadline.as_millisecond()),
+        quiet: false,
         actions,
     }
 }
@@ -118,6 +123,7 @@ pub(super) fn outcome(i: &Interaction, include_command: bool, locale: Locale) ->
         body,
         url: card(i),
         deadline: None,
+        quiet: false,
         actions: Vec::new(),
     }
 }

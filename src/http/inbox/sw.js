@@ -2,8 +2,9 @@
 // Push notifications and answers their Approve and Deny actions.
 //
 // A push carries JSON (the `push` channel's render.rs): a prompt (title, body, the card's path,
-// and for an approval its actions, each a single-use URL on this server), or an outcome with
-// the same tag, which replaces the prompt's notification. An action posts its URL: the server
+// and for an approval its actions, each a single-use URL on this server; `quiet` when it
+// replaces its own to show the votes so far), or an outcome with the same tag, which replaces
+// the prompt's notification. An action posts its URL: the server
 // answers as the device's person, once; a refusal (already answered, used, expired) is shown
 // as a notification saying so. A tap elsewhere on a notification opens its card.
 "use strict";
@@ -28,7 +29,9 @@ async function show(data) {
   };
   if (data.type === "prompt") {
     options.requireInteraction = true;
-    options.renotify = true;
+    // A prompt that replaces its own (the votes so far) does so without a second alert.
+    options.renotify = !data.quiet;
+    if (data.quiet) options.silent = true;
     const actions = Array.isArray(data.actions) ? data.actions.slice(0, 2) : [];
     options.actions = actions.map((a) => ({ action: String(a.action), title: String(a.title) }));
     for (const a of actions) options.data.actions[String(a.action)] = String(a.url);
