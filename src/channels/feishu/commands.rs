@@ -61,6 +61,9 @@ impl Callbacks {
             .as_str()
             .and_then(|c| serde_json::from_str(c).ok())
             .unwrap_or(Value::Null);
+        if message["message_type"] == "text" && self.replies_to_something(envelope, &content) {
+            return json!({});
+        }
         let command = (message["message_type"] == "text")
             .then(|| command_in(content["text"].as_str().unwrap_or_default()))
             .flatten();
@@ -112,6 +115,84 @@ impl Callbacks {
             }
         }
         json!({})
+    }
+}
+
+impl Callbacks {
+    /// A text message that replies to another (`parent_id`) or is in a thread (`root_id`):
+    /// said, off the acknowledgement's path, to the session whose message it replies to
+    /// ([`crate::channels::steer`]), and the person told in a reply. `false` when it replies
+    /// to nothing.
+    fn replies_to_something(&self, envelope: &Value, content: &Value) -> bool {
+        let message = &envelope["event"]["message"];
+        let s = |k: &str| message[k].as_str().unwrap_or_default().to_string();
+        let (id, parent, root, thread) = (
+            s("message_id"),
+            s("parent_id"),
+            s("root_id"),
+            s("thread_id"),
+        );
+        let Some(api) = self.api.clone() else {
+            return false;
+        };
+        if id.is_empty() || (parent.is_empty() && root.is_empty()) {
+            return false;
+        }
+        // Mentions arrive as `@_user_1` placeholders: the message is the rest.
+        let text: Vec<&str> = content["text"]
+            .as_str()
+            .unwrap_or_default()
+            .split(' ')
+            .filter(|w| !w.starts_with("@_user"))
+            .collect();
+        let text = text.join(" ");
+        let operator = json!({"operator": envelope["event"]["sender"]["sender_id"]});
+        let teams = self.registry.teams();
+        let who = self.operator(&operator, &teams);
+        let (actor, by, approver) = (
+            who.actor.to_string(),
+            who.by.map(str::to_string),
+            who.approver,
+        );
+        let (pipeline, store, locale) = (
+            self.pipeline.clone(),
+            self.store.clone(),
+            self.cards.locale(),
+        );
+        tokio::spawn(async move {
+            let by = by.unwrap_or(actor);
+            let shown = pipeline
+                .registry()
+                .teams()
+                .people
+                .name_of(super::CHANNEL, &by)
+                .map_or_else(|| by.clone(), str::to_string);
+            let responder = crate::interaction::Responder::new(shown, pipeline.via().clone())
+                .with_identity(super::CHANNEL, by.clone());
+            let reply = crate::channels::steer::Reply {
+                id: &id,
+                chat: None,
+                to: &[&parent, &root],
+                text: &text,
+                responder,
+                identity: &by,
+                approver,
+            };
+            let heard =
+                crate::channels::steer::reply(&pipeline, store.as_ref(), reply, locale, false)
+                    .await;
+            if let crate::channels::steer::Heard::Told(Some(told)) = heard {
+                let content = json!({ "text": told });
+                let uuid = format!("steer:{id}");
+                if let Err(e) = api
+                    .reply(&id, "text", &content, !thread.is_empty(), &uuid)
+                    .await
+                {
+                    tracing::warn!(error = %e, "feishu: cannot answer a reply to a session's message");
+                }
+            }
+        });
+        true
     }
 }
 

@@ -15,6 +15,7 @@ use teloxide::types::{Message, User};
 
 use super::{failure, say};
 use crate::channels::pipeline::Feedback;
+use crate::channels::steer::session_agent;
 use crate::channels::telegram::render::escape;
 use crate::channels::telegram::{Telegram, responder};
 use crate::interaction::sessions::is_finished_question;
@@ -27,12 +28,6 @@ fn is_answer_word(text: &str) -> bool {
     ["allow", "approve", "deny", "reject", "edit"]
         .iter()
         .any(|w| word.eq_ignore_ascii_case(w))
-}
-
-/// The session's agent as sessions are kept: a subagent's interactions
-/// (`claude-code/Explore`) belong to its agent's session.
-fn session_agent(agent: &str) -> &str {
-    agent.split_once('/').map_or(agent, |(a, _)| a)
 }
 
 impl Telegram {
