@@ -6,7 +6,8 @@
 //! Only the Gateway brings messages (the HTTP interactions endpoint gets none). Discord hands
 //! a bot a message's text without the privileged Message Content intent when the bot is
 //! mentioned, which a reply to the bot's message is while its @mention is on (the default):
-//! a reply that arrives without its text (the mention turned off) is told to keep it on.
+//! a reply that arrives without its text (the mention turned off) is told to keep it on; a
+//! message in a session's thread is read only when it mentions the bot.
 
 use serde_json::{Value, json};
 
@@ -53,6 +54,11 @@ impl Interactions {
             .filter(|w| !(w.starts_with("<@") && w.ends_with('>')))
             .collect();
         let text = words.join(" ");
+        // In a thread, a message that mentions no one comes without its text: people talking
+        // among themselves, not to the session (only a reply is told why it was not taken).
+        if text.trim().is_empty() && replied.is_empty() {
+            return None;
+        }
         let name = ["global_name", "username"]
             .iter()
             .filter_map(|k| author[*k].as_str())

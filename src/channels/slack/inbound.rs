@@ -234,7 +234,12 @@ impl Interactions {
     async fn thread_reply(&self, event: &Value) -> bool {
         let s = |k: &str| event[k].as_str().unwrap_or_default();
         let (channel, user, ts, thread) = (s("channel"), s("user"), s("ts"), s("thread_ts"));
-        let from_bot = event.get("bot_id").is_some() || event.get("subtype").is_some();
+        // A reply also sent to the channel (`thread_broadcast`) is a reply; an edit, a
+        // deletion or a bot's message is not.
+        let from_bot = event.get("bot_id").is_some()
+            || event
+                .get("subtype")
+                .is_some_and(|s| s != "thread_broadcast");
         if from_bot || channel.is_empty() || user.is_empty() || thread.is_empty() || thread == ts {
             return false;
         }

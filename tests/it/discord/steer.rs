@@ -187,6 +187,24 @@ async fn a_message_in_a_sessions_thread_reaches_the_session() {
     );
     let told = answer_to(&fake, &thread, &m).await;
     assert!(told.starts_with("✉️ Queued"), "{told}");
+    // One that mentions no one comes without its text: left alone, nothing said.
+    let chat = say(&fake, STRANGER, &thread, None, false, "shall we get lunch?");
+    let last = say(
+        &fake,
+        APPROVER,
+        &thread,
+        None,
+        false,
+        "<@1000000000000000001> and lint",
+    );
+    answer_to(&fake, &thread, &last).await;
+    assert!(
+        fake.state
+            .messages_in(&thread)
+            .iter()
+            .all(|(_, b)| b["message_reference"]["message_id"] != chat.as_str())
+    );
+    assert_eq!(messages(&app, "s-thread").await.len(), 2);
     let queued = messages(&app, "s-thread").await;
     assert_eq!(queued[0]["text"], "use staging", "{queued:?}");
     let (_, i) = app.get("/v1/interactions/toolu_dsteer").await;

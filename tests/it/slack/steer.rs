@@ -156,7 +156,8 @@ async fn a_reply_in_a_sessions_thread_reaches_the_session_and_other_threads_are_
         .to_string();
     // Any reply in the session's thread (Slack names its first message) is said to it;
     // the approval stays pending.
-    let msg = thread_reply(
+    // "Also send to #channel" (`thread_broadcast`) is a reply too.
+    let mut msg = thread_reply(
         4,
         0,
         APPROVER,
@@ -164,6 +165,7 @@ async fn a_reply_in_a_sessions_thread_reaches_the_session_and_other_threads_are_
         &root,
         "use the staging database",
     );
+    msg["payload"]["event"]["subtype"] = json!("thread_broadcast");
     fake.state.sockets.deliver(conn, &msg);
     eventually("the message queued", || async {
         let m = messages(&app, "s-thread").await;
