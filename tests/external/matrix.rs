@@ -989,16 +989,7 @@ async fn whoami_and_sessions_are_answered_in_the_room() {
         })
         .await;
     // A session Claude Code reported is listed to an approver; anyone else is told no.
-    let start = json!({"session_id": "s-mx", "cwd": "/srv/shop", "hook_event_name": "SessionStart",
-        "transcript_path": "/tmp/t.jsonl", "permission_mode": "default", "source": "startup"});
-    let resp = app
-        .client
-        .post(app.url("/v1/hooks/claude-code"))
-        .json(&start)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), reqwest::StatusCode::OK);
+    crate::support::claude_session_start(&app, "s-mx").await;
     alice.send(&room, "m.room.message", said("/sessions")).await;
     alice
         .wait_for(&room, "the listing", |e| {
@@ -1014,15 +1005,6 @@ async fn whoami_and_sessions_are_answered_in_the_room() {
         })
         .await;
     app.stop().await;
-}
-
-/// The messages queued for claude-code's session `session`.
-async fn queued(app: &TestApp, session: &str) -> Vec<Value> {
-    let (status, s) = app
-        .get(&format!("/v1/sessions/claude-code/{session}"))
-        .await;
-    assert_eq!(status, reqwest::StatusCode::OK, "{s}");
-    s["messages"].as_array().cloned().unwrap_or_default()
 }
 
 /// The bot's notice in reply to event `event`, once sent.
@@ -1053,16 +1035,7 @@ async fn a_reply_to_a_sessions_message_or_in_its_thread_reaches_the_session() {
     settings.matrix.thread_per = imrelay::channels::threads::ThreadPer::Session;
     let app = spawn_on(settings, Arc::new(MemoryStore::new())).await;
     bot_joined(hs, &room).await;
-    let start = json!({"session_id": "s-mxsteer", "cwd": "/srv/shop", "hook_event_name": "SessionStart",
-        "transcript_path": "/tmp/t.jsonl", "permission_mode": "default", "source": "startup"});
-    let resp = app
-        .client
-        .post(app.url("/v1/hooks/claude-code"))
-        .json(&start)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), reqwest::StatusCode::OK);
+    crate::support::claude_session_start(&app, "s-mxsteer").await;
     let ask = json!({"id": "mx-steer1", "tool_name": "Bash", "input": {"command": "make deploy"},
         "session": "s-mxsteer", "agent": "claude-code", "cwd": "/srv/shop"});
     let (status, body) = app.post("/v1/interactions", &ask).await;
@@ -1095,7 +1068,7 @@ async fn a_reply_to_a_sessions_message_or_in_its_thread_reaches_the_session() {
         )
         .await;
     notice_to(&alice, &room, &threaded).await;
-    let texts: Vec<Value> = queued(&app, "s-mxsteer")
+    let texts: Vec<Value> = crate::support::queued_messages(&app, "s-mxsteer")
         .await
         .iter()
         .map(|m| m["text"].clone())
@@ -1111,7 +1084,12 @@ async fn a_reply_to_a_sessions_message_or_in_its_thread_reaches_the_session() {
     let theirs = mallory.reply(&room, &prompt_id, "drop the table").await;
     let told = notice_to(&alice, &room, &theirs).await;
     assert!(told.contains("may not message this session"), "{told}");
-    assert_eq!(queued(&app, "s-mxsteer").await.len(), 2);
+    assert_eq!(
+        crate::support::queued_messages(&app, "s-mxsteer")
+            .await
+            .len(),
+        2
+    );
     app.stop().await;
 }
 

@@ -7,26 +7,14 @@
 use imrelay::agents::steer::OnFinish;
 use imrelay::channels::threads::ThreadPer;
 use reqwest::StatusCode;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::channel::{APPROVER, STRANGER, posted, start_with};
 use super::fake::{CHANNELS, FakeDiscord, message_create};
-use crate::support::{TestApp, eventually, pending_one, wait_until};
-
-/// A Claude Code `Stop` hook of session `session`, held until it is answered.
-fn stop(app: &TestApp, session: &str) -> tokio::task::JoinHandle<Value> {
-    let body = json!({"hook_event_name": "Stop", "session_id": session, "cwd": "/srv/shop",
-        "stop_hook_active": false, "last_assistant_message": "The migration ran."});
-    let req = app
-        .client
-        .post(app.url("/v1/hooks/claude-code"))
-        .json(&body);
-    tokio::spawn(async move {
-        let resp = req.send().await.expect("the hook call");
-        assert_eq!(resp.status(), StatusCode::OK);
-        resp.json().await.expect("JSON")
-    })
-}
+use crate::support::{
+    claude_session_start, claude_stop, continued_with, eventually, pending_one, queued_messages,
+    wait_until,
+};
 
 /// Dispatches `user`'s message in `channel` (replying to `to`, @mention on or off); its id.
 fn say(
@@ -58,14 +46,6 @@ async fn answer_to(fake: &FakeDiscord, channel: &str, id: &str) -> String {
     m["content"].as_str().unwrap().replace('\\', "")
 }
 
-async fn messages(app: &TestApp, session: &str) -> Vec<Value> {
-    let (status, s) = app
-        .get(&format!("/v1/sessions/claude-code/{session}"))
-        .await;
-    assert_eq!(status, StatusCode::OK, "{s}");
-    s["messages"].as_array().cloned().unwrap_or_default()
-}
-
 #[tokio::test]
 async fn a_reply_answers_the_finished_question_then_reaches_the_session() {
     let (fake, app) = start_with(|s| {
@@ -73,7 +53,7 @@ async fn a_reply_answers_the_finished_question_then_reaches_the_session() {
         s.hooks.claude_code.finish_wait_secs = 60;
     })
     .await;
-    let held = stop(&app, "s-discord");
+    let held = claude_stop(&app, "s-discord");
     let id = pending_one(&app).await["id"].as_str().unwrap().to_string();
     let copies = posted(&fake, &id).await;
     let (channel, prompt) = (&copies[0].0, &copies[0].1);
@@ -86,15 +66,7 @@ async fn a_reply_answers_the_finished_question_then_reaches_the_session() {
         true,
         "now run the tests",
     );
-    let out = held.await.unwrap();
-    assert_eq!(out["decision"], "block", "{out}");
-    assert!(
-        out["reason"]
-            .as_str()
-            .unwrap()
-            .contains("now run the tests"),
-        "{out}"
-    );
+    continued_with(held, "now run the tests").await;
     // Once answered, a reply is queued for the session, and the person told in a reply.
     let m = say(
         &fake,
@@ -109,7 +81,7 @@ async fn a_reply_answers_the_finished_question_then_reaches_the_session() {
         told.starts_with("✉️ Queued for the claude-code session"),
         "{told}"
     );
-    let queued = messages(&app, "s-discord").await;
+    let queued = queued_messages(&app, "s-discord").await;
     assert_eq!(queued.len(), 1, "{queued:?}");
     assert_eq!(queued[0]["text"], "and then the linter");
     assert_eq!(queued[0]["by"], "Alice");
@@ -136,7 +108,7 @@ async fn a_reply_answers_the_finished_question_then_reaches_the_session() {
     );
     let told = answer_to(&fake, channel, &m).await;
     assert!(told.contains("@mention on"), "{told}");
-    assert_eq!(messages(&app, "s-discord").await.len(), 1);
+    assert_eq!(queued_messages(&app, "s-discord").await.len(), 1);
     // A reply to a message that is no session's is a conversation: nothing is said.
     let m = say(&fake, APPROVER, CHANNELS[1], None, false, "lunch?");
     let m2 = say(
@@ -163,10 +135,7 @@ async fn a_reply_answers_the_finished_question_then_reaches_the_session() {
 #[tokio::test]
 async fn a_message_in_a_sessions_thread_reaches_the_session() {
     let (fake, app) = start_with(|s| s.discord.thread_per = ThreadPer::Session).await;
-    let started = json!({"hook_event_name": "SessionStart", "session_id": "s-thread",
-        "cwd": "/srv/shop", "source": "startup"});
-    let (s, _) = app.post("/v1/hooks/claude-code", &started).await;
-    assert_eq!(s, StatusCode::OK);
+    claude_session_start(&app, "s-thread").await;
     let body = json!({"id": "toolu_dsteer", "tool_name": "Bash", "input": {"command": "make"},
         "session": "s-thread", "agent": "claude-code", "cwd": "/srv/shop"});
     let (s, created) = app.post("/v1/interactions", &body).await;
@@ -204,8 +173,8 @@ async fn a_message_in_a_sessions_thread_reaches_the_session() {
             .iter()
             .all(|(_, b)| b["message_reference"]["message_id"] != chat.as_str())
     );
-    assert_eq!(messages(&app, "s-thread").await.len(), 2);
-    let queued = messages(&app, "s-thread").await;
+    assert_eq!(queued_messages(&app, "s-thread").await.len(), 2);
+    let queued = queued_messages(&app, "s-thread").await;
     assert_eq!(queued[0]["text"], "use staging", "{queued:?}");
     let (_, i) = app.get("/v1/interactions/toolu_dsteer").await;
     assert_eq!(i["status"], "pending", "{i}");

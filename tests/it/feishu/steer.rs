@@ -7,25 +7,13 @@
 use imrelay::agents::steer::OnFinish;
 use imrelay::channels::threads::ThreadPer;
 use reqwest::StatusCode;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::*;
-use crate::support::{TestApp, eventually, pending_one, spawn_with, wait_until};
-
-/// A Claude Code `Stop` hook of session `session`, held until it is answered.
-fn stop(app: &TestApp, session: &str) -> tokio::task::JoinHandle<Value> {
-    let body = json!({"hook_event_name": "Stop", "session_id": session, "cwd": "/srv/shop",
-        "stop_hook_active": false, "last_assistant_message": "The migration ran."});
-    let req = app
-        .client
-        .post(app.url("/v1/hooks/claude-code"))
-        .json(&body);
-    tokio::spawn(async move {
-        let resp = req.send().await.expect("the hook call");
-        assert_eq!(resp.status(), StatusCode::OK);
-        resp.json().await.expect("JSON")
-    })
-}
+use crate::support::{
+    TestApp, claude_session_start, claude_stop, continued_with, eventually, pending_one,
+    queued_messages, spawn_with, wait_until,
+};
 
 /// `sender`'s text message in the group chat replying to `parent` (in the thread of `root`),
 /// with the bot @-mentioned (in a group the bot receives only those), as the platform
@@ -74,14 +62,6 @@ async fn answer_to(fake: &fake::FakeFeishu, id: &str) -> String {
     r.content["text"].as_str().unwrap().to_string()
 }
 
-async fn messages(app: &TestApp, session: &str) -> Vec<Value> {
-    let (status, s) = app
-        .get(&format!("/v1/sessions/claude-code/{session}"))
-        .await;
-    assert_eq!(status, StatusCode::OK, "{s}");
-    s["messages"].as_array().cloned().unwrap_or_default()
-}
-
 #[tokio::test]
 async fn a_reply_to_a_card_answers_the_finished_question_then_reaches_the_session() {
     let fake = fake::FakeFeishu::start().await;
@@ -92,20 +72,12 @@ async fn a_reply_to_a_card_answers_the_finished_question_then_reaches_the_sessio
         s.hooks.claude_code.finish_wait_secs = 60;
     })
     .await;
-    let held = stop(&app, "s-feishu");
+    let held = claude_stop(&app, "s-feishu");
     let id = pending_one(&app).await["id"].as_str().unwrap().to_string();
     let (card, _) = card_for(&fake, &id).await;
     // A reply to the pending "finished" question's card is its answer.
     say(&app, &fake, APPROVER, (&card, &card), "now run the tests").await;
-    let out = held.await.unwrap();
-    assert_eq!(out["decision"], "block", "{out}");
-    assert!(
-        out["reason"]
-            .as_str()
-            .unwrap()
-            .contains("now run the tests"),
-        "{out}"
-    );
+    continued_with(held, "now run the tests").await;
     // Once answered, a reply is queued for the session and the person told in a reply.
     let m = say(&app, &fake, APPROVER, (&card, &card), "and then the linter").await;
     let told = answer_to(&fake, &m).await;
@@ -113,7 +85,7 @@ async fn a_reply_to_a_card_answers_the_finished_question_then_reaches_the_sessio
         told.starts_with("✉️ Queued for the claude-code session"),
         "{told}"
     );
-    let queued = messages(&app, "s-feishu").await;
+    let queued = queued_messages(&app, "s-feishu").await;
     assert_eq!(queued.len(), 1, "{queued:?}");
     assert_eq!(queued[0]["text"], "and then the linter");
     assert_eq!(queued[0]["via"], "feishu");
@@ -121,7 +93,7 @@ async fn a_reply_to_a_card_answers_the_finished_question_then_reaches_the_sessio
     let m = say(&app, &fake, STRANGER, (&card, &card), "drop the table").await;
     let told = answer_to(&fake, &m).await;
     assert!(told.contains("may not message this session"), "{told}");
-    assert_eq!(messages(&app, "s-feishu").await.len(), 1);
+    assert_eq!(queued_messages(&app, "s-feishu").await.len(), 1);
     app.stop().await;
 }
 
@@ -135,10 +107,7 @@ async fn a_reply_in_a_sessions_thread_reaches_the_session() {
         s.feishu.locale = imrelay::channels::feishu::settings::Locale::ZhCn;
     })
     .await;
-    let started = json!({"hook_event_name": "SessionStart", "session_id": "s-thread",
-        "cwd": "/srv/shop", "source": "startup"});
-    let (s, _) = app.post("/v1/hooks/claude-code", &started).await;
-    assert_eq!(s, StatusCode::OK);
+    claude_session_start(&app, "s-thread").await;
     let body = json!({"id": "toolu_fsteer", "tool_name": "Bash", "input": {"command": "make"},
         "session": "s-thread", "agent": "claude-code", "cwd": "/srv/shop"});
     let (s, created) = app.post("/v1/interactions", &body).await;
@@ -163,7 +132,10 @@ async fn a_reply_in_a_sessions_thread_reaches_the_session() {
         .find(|r| r.parent == m)
         .unwrap();
     assert!(r.thread_id.is_some(), "the answer stays in the thread");
-    assert_eq!(messages(&app, "s-thread").await[0]["text"], "用预发环境");
+    assert_eq!(
+        queued_messages(&app, "s-thread").await[0]["text"],
+        "用预发环境"
+    );
     let (_, i) = app.get("/v1/interactions/toolu_fsteer").await;
     assert_eq!(i["status"], "pending", "{i}");
     app.stop().await;

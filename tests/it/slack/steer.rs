@@ -10,23 +10,10 @@ use serde_json::{Value, json};
 
 use super::channel::{APPROVER, STRANGER, connected, enable, posted};
 use super::fake::{CHANNELS, FakeSlack};
-use crate::support::{TestApp, eventually, pending_one, spawn_with, wait_until};
-
-/// A Claude Code `Stop` hook of session `session`, posted as Claude Code does, held until
-/// it is answered; what it answered.
-fn stop(app: &TestApp, session: &str) -> tokio::task::JoinHandle<Value> {
-    let body = json!({"hook_event_name": "Stop", "session_id": session, "cwd": "/srv/shop",
-        "stop_hook_active": false, "last_assistant_message": "The migration ran."});
-    let req = app
-        .client
-        .post(app.url("/v1/hooks/claude-code"))
-        .json(&body);
-    tokio::spawn(async move {
-        let resp = req.send().await.expect("the hook call");
-        assert_eq!(resp.status(), StatusCode::OK);
-        resp.json().await.expect("JSON")
-    })
-}
+use crate::support::{
+    claude_session_start, claude_stop, continued_with, eventually, pending_one, queued_messages,
+    spawn_with, wait_until,
+};
 
 /// An Events API envelope with a `message` event: `user`'s `text` in the thread of `thread`
 /// in `channel`, event number `n` (a redelivery keeps the event's id and ts).
@@ -41,14 +28,6 @@ fn thread_reply(n: u32, retry: u64, user: &str, channel: &str, thread: &str, tex
                 "channel_type": "channel", "event_ts": ts,
                 "client_msg_id": format!("5b7c0a4e-0000-4000-8000-{n:012}")},
             "type": "event_callback", "event_id": format!("Ev0STEER{n}"), "event_time": 1700000500}})
-}
-
-async fn messages(app: &TestApp, session: &str) -> Vec<Value> {
-    let (status, s) = app
-        .get(&format!("/v1/sessions/claude-code/{session}"))
-        .await;
-    assert_eq!(status, StatusCode::OK, "{s}");
-    s["messages"].as_array().cloned().unwrap_or_default()
 }
 
 /// The ephemeral notices `user` was shown.
@@ -71,22 +50,14 @@ async fn a_thread_reply_answers_the_finished_question_then_reaches_the_session()
     })
     .await;
     let conn = connected(&fake).await;
-    let held = stop(&app, "s-slack");
+    let held = claude_stop(&app, "s-slack");
     let id = pending_one(&app).await["id"].as_str().unwrap().to_string();
     let copies = posted(&fake, &id).await;
     let (channel, ts) = (&copies[0].0, &copies[0].1);
     // A reply in the prompt's thread answers the pending "finished" question.
     let answer = thread_reply(1, 0, APPROVER, channel, ts, "<@U0BOT> now run the tests");
     fake.state.sockets.deliver(conn, &answer);
-    let out = held.await.unwrap();
-    assert_eq!(out["decision"], "block", "{out}");
-    assert!(
-        out["reason"]
-            .as_str()
-            .unwrap()
-            .contains("now run the tests"),
-        "{out}"
-    );
+    continued_with(held, "now run the tests").await;
     // Once answered, a reply is a message to the session, queued, and the person told when
     // it reaches the agent.
     let msg = thread_reply(2, 0, APPROVER, channel, ts, "and then the linter");
@@ -99,7 +70,7 @@ async fn a_thread_reply_answers_the_finished_question_then_reaches_the_session()
         })
     })
     .await;
-    let queued = messages(&app, "s-slack").await;
+    let queued = queued_messages(&app, "s-slack").await;
     assert_eq!(queued.len(), 1, "{queued:?}");
     assert_eq!(queued[0]["text"], "and then the linter");
     assert_eq!(queued[0]["via"], "slack");
@@ -122,7 +93,7 @@ async fn a_thread_reply_answers_the_finished_question_then_reaches_the_session()
             .any(|t| t.contains("may not message this session"))
     })
     .await;
-    assert_eq!(messages(&app, "s-slack").await.len(), 1);
+    assert_eq!(queued_messages(&app, "s-slack").await.len(), 1);
     let (_, audit) = app.get("/v1/audit?limit=1000").await;
     assert!(
         audit.to_string().contains("may not message its sessions"),
@@ -141,10 +112,7 @@ async fn a_reply_in_a_sessions_thread_reaches_the_session_and_other_threads_are_
     .await;
     let conn = connected(&fake).await;
     // The session is known from its agent's hook, then asks for an approval.
-    let started = json!({"hook_event_name": "SessionStart", "session_id": "s-thread",
-        "cwd": "/srv/shop", "source": "startup"});
-    let (s, _) = app.post("/v1/hooks/claude-code", &started).await;
-    assert_eq!(s, StatusCode::OK);
+    claude_session_start(&app, "s-thread").await;
     let body = json!({"id": "toolu_steer1", "tool_name": "Bash", "input": {"command": "make"},
         "session": "s-thread", "agent": "claude-code", "cwd": "/srv/shop"});
     let (s, created) = app.post("/v1/interactions", &body).await;
@@ -168,7 +136,7 @@ async fn a_reply_in_a_sessions_thread_reaches_the_session_and_other_threads_are_
     msg["payload"]["event"]["subtype"] = json!("thread_broadcast");
     fake.state.sockets.deliver(conn, &msg);
     eventually("the message queued", || async {
-        let m = messages(&app, "s-thread").await;
+        let m = queued_messages(&app, "s-thread").await;
         (m.len() == 1).then_some(m)
     })
     .await;
@@ -181,7 +149,7 @@ async fn a_reply_in_a_sessions_thread_reaches_the_session_and_other_threads_are_
         !fake.state.sockets.acks_of("env-steer-5-0").is_empty()
     })
     .await;
-    assert_eq!(messages(&app, "s-thread").await.len(), 1);
+    assert_eq!(queued_messages(&app, "s-thread").await.len(), 1);
     assert!(
         notices(&fake, APPROVER).len() == 1,
         "{:?}",
