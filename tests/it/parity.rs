@@ -105,7 +105,7 @@ const CHECKED_ELSEWHERE: &[(&str, &str)] = &[
     ),
     (
         "A `step_up` approval links to its inbox card",
-        "tests/it/{telegram,slack,discord}/passkey.rs, tests/it/ntfy.rs, feishu's, matrix's and push's unit tests",
+        "tests/it/{telegram,slack,discord,wecom,dingtalk}/passkey.rs, tests/it/ntfy.rs, feishu's, matrix's and push's unit tests",
     ),
     (
         "The outcome in the message's thread",
