@@ -723,10 +723,8 @@ fn start_thread(state: &FakeState, channel: &str, message: &str, body: &Value) -
 
 /// A message as Discord returns it.
 fn message_object(channel: &str, id: &str, body: &Value) -> Value {
-    let reference = body.get("message_reference").cloned();
-    json!({
-        "id": id, "channel_id": channel, "type": if reference.is_some() { 19 } else { 0 },
-        "message_reference": reference,
+    let mut m = json!({
+        "id": id, "channel_id": channel, "type": 0,
         "author": bot_user(),
         "content": body["content"].as_str().unwrap_or_default(),
         "timestamp": "2026-01-01T00:00:00.000000+00:00", "edited_timestamp": null,
@@ -735,7 +733,13 @@ fn message_object(channel: &str, id: &str, body: &Value) -> Value {
         "pinned": false, "flags": body["flags"].as_u64().unwrap_or(0),
         "components": body.get("components").cloned().unwrap_or(json!([])),
         "allowed_mentions": body.get("allowed_mentions").cloned().unwrap_or(Value::Null),
-    })
+    });
+    // A reply (type 19) names its message; Discord leaves the field out otherwise.
+    if let Some(reference) = body.get("message_reference") {
+        m["type"] = json!(19);
+        m["message_reference"] = reference.clone();
+    }
+    m
 }
 
 /// Discord's documented limits on a message and its components.
