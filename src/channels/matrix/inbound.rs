@@ -586,6 +586,16 @@ mod tests {
             "m.new_content": {"msgtype": "m.text", "body": "1"},
             "m.relates_to": {"rel_type": "m.replace", "event_id": "$m:x"}}});
         assert!(heard("!room:x", &edit).is_none());
+        // In a thread, replying to nothing in particular: said to the thread's root only.
+        let threaded = json!({"type": "m.room.message", "event_id": "$t:x", "sender": "@a:x",
+            "origin_server_ts": 1, "content": {"msgtype": "m.text", "body": "use staging",
+            "m.relates_to": {"rel_type": "m.thread", "event_id": "$root:x",
+                "is_falling_back": true, "m.in_reply_to": {"event_id": "$last:x"}}}});
+        let h = heard("!room:x", &threaded).unwrap();
+        assert_eq!(
+            (h.prompt.as_str(), h.root.as_deref()),
+            ("", Some("$root:x"))
+        );
         let other = json!({"type": "m.reaction", "event_id": "$r2:x", "sender": "@a:x",
             "origin_server_ts": 1, "content": {"m.relates_to": {"rel_type": "m.annotation",
             "event_id": "$p:x", "key": "🎉"}}});
