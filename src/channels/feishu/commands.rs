@@ -2,8 +2,9 @@
 //! chat) is answered in that chat with its chat_id and the sender's open_id and user_id, what
 //! `feishu.chats` and `feishu.approvers` need; `/sessions` (or `sessions`, `会话`) with the
 //! agent sessions of the routes that post to the chat (the kit's listing,
-//! [`crate::channels::sessions`]). Anything else is ignored. Answers are sent off the
-//! acknowledgement's path.
+//! [`crate::channels::sessions`]). Other text that replies to a message, or is written in a
+//! thread, goes to the kit's replies ([`crate::channels::steer`]): said to the session whose
+//! message it is. Anything else is ignored. Answers are sent off the acknowledgement's path.
 
 use serde_json::{Value, json};
 
@@ -61,12 +62,17 @@ impl Callbacks {
             .as_str()
             .and_then(|c| serde_json::from_str(c).ok())
             .unwrap_or(Value::Null);
-        if message["message_type"] == "text" && self.replies_to_something(envelope, &content) {
-            return json!({});
-        }
         let command = (message["message_type"] == "text")
             .then(|| command_in(content["text"].as_str().unwrap_or_default()))
             .flatten();
+        // A command keeps its meaning wherever it is written; other text replying to a
+        // message may be said to a session.
+        if command.is_none()
+            && message["message_type"] == "text"
+            && self.replies_to_something(envelope, &content)
+        {
+            return json!({});
+        }
         let chat = message["chat_id"].as_str().unwrap_or_default().to_string();
         let sender = &event["sender"]["sender_id"];
         let open_id = sender["open_id"].as_str().unwrap_or_default().to_string();
