@@ -313,6 +313,111 @@ pub(crate) fn queued(agent: &str, delivery: Delivery, locale: Locale) -> String 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::channels::threads::{ThreadPer, Threads};
+    use crate::interaction::{Registry, RegistryConfig, Via};
+    use crate::store::MemoryStore;
+
+    /// A pending interaction of claude-code's session `s-1`.
+    fn asked(id: &str) -> Arc<Interaction> {
+        let mut i = Interaction::pending(
+            InteractionId::parse(id).unwrap(),
+            "Bash",
+            serde_json::Map::new(),
+            jiff::Timestamp::now(),
+            300,
+        );
+        i.session = Some("s-1".into());
+        i.agent = Some("claude-code/Explore".into());
+        Arc::new(i)
+    }
+
+    fn copy(i: &Interaction, address: &str, message: &str) -> ChannelMessage {
+        ChannelMessage {
+            channel: "fake".into(),
+            address: address.into(),
+            message_ref: message.into(),
+            interaction_id: i.id.clone(),
+            state: None,
+            created_at: jiff::Timestamp::now(),
+        }
+    }
+
+    fn from<'a>(id: &'a str, to: &'a [&'a str], chat: Option<&'a str>, text: &'a str) -> Reply<'a> {
+        Reply {
+            id,
+            chat,
+            to,
+            text,
+            responder: Responder::new("alice", Via::new("fake")),
+            identity: "alice",
+            approver: true,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_sessions_prompts_and_thread_opener_are_found_in_their_chat_only() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let pipeline = Pipeline::new(
+            Registry::new(store.clone(), RegistryConfig::default()),
+            Via::new("fake"),
+        );
+        let i = asked("toolu_s1");
+        store.create(i.clone(), Default::default()).await.unwrap();
+        store
+            .record_message(copy(&i, "chat-a", "m1"))
+            .await
+            .unwrap();
+        remember(store.as_ref(), "fake", &i, "m1").await.unwrap();
+        let threads = Threads::new(store.clone(), "fake", ThreadPer::Session);
+        threads.keep("chat-a", &i, "t1").await.unwrap();
+        let found = |chat, to| {
+            let (pipeline, store) = (&pipeline, store.as_ref());
+            async move { target(pipeline, store, "fake", chat, to).await.unwrap() }
+        };
+        let prompt = found(Some("chat-a"), "m1").await.unwrap();
+        assert_eq!(
+            (prompt.agent.as_str(), prompt.session.as_str()),
+            ("claude-code", "s-1")
+        );
+        assert!(prompt.interaction.is_some());
+        let opener = found(None, "t1").await.unwrap();
+        assert!(opener.interaction.is_none());
+        // Another chat's message with the same id, or an unknown one, is no session's.
+        assert!(found(Some("chat-b"), "m1").await.is_none());
+        assert!(found(Some("chat-b"), "t1").await.is_none());
+        assert!(found(None, "m2").await.is_none());
+
+        // A pending prompt is the channel's to answer when it reads replies itself; a reply
+        // without text is said to be one; a session the store does not know is said so.
+        let r = || from("r1", &["m1"], Some("chat-a"), "go on");
+        let heard = reply(&pipeline, store.as_ref(), r(), Locale::EnUs, true).await;
+        assert_eq!(heard, Heard::Prompt);
+        let heard = reply(
+            &pipeline,
+            store.as_ref(),
+            from("r0", &["t1"], None, " "),
+            Locale::EnUs,
+            false,
+        )
+        .await;
+        assert_eq!(heard, Heard::Empty);
+        let r = || from("r2", &["", "t1"], None, "use staging");
+        let Heard::Told(Some(told)) =
+            reply(&pipeline, store.as_ref(), r(), Locale::EnUs, false).await
+        else {
+            panic!("told nothing");
+        };
+        assert!(
+            told.contains("no claude-code session s-1 is known"),
+            "{told}"
+        );
+        // Delivered again: taken once, nothing said.
+        let again = reply(&pipeline, store.as_ref(), r(), Locale::EnUs, false).await;
+        assert_eq!(again, Heard::Told(None));
+        let none = from("r3", &["x"], None, "hello");
+        let heard = reply(&pipeline, store.as_ref(), none, Locale::EnUs, false).await;
+        assert_eq!(heard, Heard::NotASession);
+    }
 
     #[test]
     fn a_copy_is_in_the_chat_its_address_or_state_names() {
