@@ -116,6 +116,10 @@ const CHECKED_ELSEWHERE: &[(&str, &str)] = &[
         "tests/it/{telegram,slack,discord,feishu}/threads.rs and tests/external/matrix.rs (a real Synapse)",
     ),
     (
+        "A reply to a session's message steers it",
+        "tests/it/{telegram/sessions,slack/steer,discord/steer,feishu/steer}.rs and tests/external/matrix.rs (a real Synapse)",
+    ),
+    (
         "`connect_timeout_secs`",
         "each long-connection channel's settings tests",
     ),

@@ -179,53 +179,7 @@ pub(super) fn form_keyboard(
     let current = state.current_field(form);
     match current.and_then(|c| form.fields.get(usize::from(c)).map(|f| (c, f))) {
         Some((q, f)) => {
-            match &f.ty {
-                FieldType::Boolean => {
-                    let [yes, no] = w.yes_no();
-                    rows.push(vec![
-                        b.button(&format!("✅ {yes}"), Action::Pick { q, o: 1 }),
-                        b.button(&format!("❌ {no}"), Action::Pick { q, o: 0 }),
-                    ])
-                }
-                FieldType::Choice { options } => {
-                    for pair in options.chunks(2).enumerate() {
-                        let (row, chunk) = pair;
-                        rows.push(
-                            chunk
-                                .iter()
-                                .enumerate()
-                                .map(|(k, o)| {
-                                    b.button(
-                                        &o.label,
-                                        Action::Pick {
-                                            q,
-                                            o: (row * 2 + k) as u8,
-                                        },
-                                    )
-                                })
-                                .collect(),
-                        );
-                    }
-                }
-                FieldType::Multi { options, .. } => {
-                    for (n, o) in options.iter().enumerate() {
-                        let on = state.is_toggled(q, n as u8);
-                        let mark = if on { "☑" } else { "☐" };
-                        rows.push(vec![b.button(
-                            &format!("{mark} {}", o.label),
-                            Action::Toggle { q, o: n as u8 },
-                        )]);
-                    }
-                    rows.push(vec![
-                        b.button(&format!("📨 {}", w.done()), Action::Submit { q }),
-                    ]);
-                }
-                FieldType::Text { .. } | FieldType::Number { .. } => {
-                    rows.push(vec![
-                        b.button(&format!("✏️ {}", w.type_answer()), Action::Other { q }),
-                    ]);
-                }
-            }
+            field_buttons(&mut rows, f, q, state, b);
             if !f.required {
                 let label = if f.default.is_some() {
                     w.skip_to_default()
@@ -251,4 +205,62 @@ pub(super) fn form_keyboard(
     }
     rows.push(vec![b.button(&format!("❌ {}", w.decline()), Action::Deny)]);
     rows
+}
+
+/// The buttons of field `q` itself (yes/no, its options, "type an answer").
+fn field_buttons(
+    rows: &mut Vec<Vec<InlineKeyboardButton>>,
+    f: &Field,
+    q: u8,
+    state: &PromptState,
+    b: &Buttons,
+) {
+    let w = b.words;
+    match &f.ty {
+        FieldType::Boolean => {
+            let [yes, no] = w.yes_no();
+            rows.push(vec![
+                b.button(&format!("✅ {yes}"), Action::Pick { q, o: 1 }),
+                b.button(&format!("❌ {no}"), Action::Pick { q, o: 0 }),
+            ])
+        }
+        FieldType::Choice { options } => {
+            for pair in options.chunks(2).enumerate() {
+                let (row, chunk) = pair;
+                rows.push(
+                    chunk
+                        .iter()
+                        .enumerate()
+                        .map(|(k, o)| {
+                            b.button(
+                                &o.label,
+                                Action::Pick {
+                                    q,
+                                    o: (row * 2 + k) as u8,
+                                },
+                            )
+                        })
+                        .collect(),
+                );
+            }
+        }
+        FieldType::Multi { options, .. } => {
+            for (n, o) in options.iter().enumerate() {
+                let on = state.is_toggled(q, n as u8);
+                let mark = if on { "☑" } else { "☐" };
+                rows.push(vec![b.button(
+                    &format!("{mark} {}", o.label),
+                    Action::Toggle { q, o: n as u8 },
+                )]);
+            }
+            rows.push(vec![
+                b.button(&format!("📨 {}", w.done()), Action::Submit { q }),
+            ]);
+        }
+        FieldType::Text { .. } | FieldType::Number { .. } => {
+            rows.push(vec![
+                b.button(&format!("✏️ {}", w.type_answer()), Action::Other { q }),
+            ]);
+        }
+    }
 }
