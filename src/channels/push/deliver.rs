@@ -215,21 +215,15 @@ impl Platform for Push {
     /// Pushes the prompt again under its tag, quietly, with the votes so far and fresh
     /// actions (only hashes of the first ones are kept), so the notification is replaced.
     async fn show(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Failure> {
-        let Some(d) = devices::get(self.store.as_ref(), &m.address)
-            .await
-            .map_err(Failure::store)?
-        else {
+        match self.device_of(m).await? {
+            Some(d) => self.push_prompt(i, &d, true).await.map(|_| ()),
             // Removed since: nothing left to replace.
-            return Ok(());
-        };
-        self.push_prompt(i, &d, true).await.map(|_| ())
+            None => Ok(()),
+        }
     }
 
     async fn edit(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Failure> {
-        let Some(d) = devices::get(self.store.as_ref(), &m.address)
-            .await
-            .map_err(Failure::store)?
-        else {
+        let Some(d) = self.device_of(m).await? else {
             // Removed since: nothing left to replace.
             return Ok(());
         };
@@ -242,6 +236,13 @@ impl Platform for Push {
 }
 
 impl Push {
+    /// The device copy `m` was pushed to, unless it was removed since.
+    async fn device_of(&self, m: &ChannelMessage) -> Result<Option<Device>, Failure> {
+        devices::get(self.store.as_ref(), &m.address)
+            .await
+            .map_err(Failure::store)
+    }
+
     /// Pushes the prompt of pending `i` to `d` (`quiet`: replacing one already shown); its
     /// tag.
     async fn push_prompt(
