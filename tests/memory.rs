@@ -140,5 +140,6 @@ fn a_pending_interaction_holds_under_a_bounded_number_of_bytes() {
 /// agent, session and directory texts shared between the interactions of a session and the
 /// slot's four locks made one; 786 with the interaction's texts one pointer each, its tool's
 /// name shared and its timeout read off its deadline (the interaction from the 256-byte class
-/// to the 192-byte one). With a little room.
-const MAX_BYTES_PER_PENDING: isize = 820;
+/// to the 192-byte one); 715 with its id one pointer too (in the interaction, its slot and the
+/// maps' keys) and the audit trail's texts one pointer each. With a little room.
+const MAX_BYTES_PER_PENDING: isize = 750;
