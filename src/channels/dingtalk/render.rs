@@ -6,7 +6,10 @@
 //! body, the buttons while `status` is `pending` (Approve and Deny for an approval, one
 //! button per option of a single-choice question from `options`, Submit and Decline for the
 //! rest), an input box whose text the Deny and Submit buttons send as `text`, and `notice`,
-//! which only the person who clicked sees. Every button sends `token`.
+//! which only the person who clicked sees. Every button sends `token`. An interaction that
+//! needs a passkey (`step_up`) is answered only in the inbox: its `status` is `step_up`
+//! while it waits, which shows none of those buttons, and its one button is the link
+//! `step_up_label` → `step_up_url`, to its card in the inbox.
 //!
 //! Untrusted text (tool input, questions, paths, reasons) is made visible and either placed
 //! in a code block whose fences it cannot close or has every markdown character escaped, so
@@ -131,7 +134,9 @@ impl Cards {
 
     /// The card variables of `i` as it now is.
     pub fn params(&self, i: &Interaction) -> Map<String, Value> {
+        let step_up = self.step_up(i);
         let status = match &i.resolution {
+            None if step_up.is_some() => "step_up",
             None => "pending",
             Some(r) => match r.outcome {
                 Outcome::Allowed => "allowed",
@@ -152,6 +157,9 @@ impl Cards {
             Kind::Question => self.question(i, &mut lines),
             Kind::Form => self.form(i, &mut lines),
         }
+        if let Some(l) = &step_up {
+            lines.push(format!("🔑 {}", escape(&l.why)));
+        }
         match &i.resolution {
             None => lines.push(escape(&format!(
                 "{}{}",
@@ -163,8 +171,9 @@ impl Cards {
             ))),
             Some(r) => self.resolution(i, r, &mut lines),
         }
-        let pending = i.resolution.is_none();
-        let options = if pending { self.options(i) } else { json!([]) };
+        // Answer buttons only while pending and answered here (not only in the inbox).
+        let buttons = status == "pending";
+        let options = if buttons { self.options(i) } else { json!([]) };
         let s = |v: &str| Value::String(v.to_string());
         let mut p = Map::new();
         p.insert("title".into(), Value::String(self.title(i)));
@@ -182,12 +191,27 @@ impl Cards {
         p.insert("token".into(), Value::String(self.tokens.token(i)));
         p.insert("options".into(), Value::String(options.to_string()));
         p.insert("input_hint".into(), s(self.input_hint(i)));
+        self.labels(i, buttons, &mut p);
+        p.insert("notice".into(), s(""));
+        // The link to its card in the inbox, where only a passkey answers it (empty
+        // otherwise: the template shows the link button only when `step_up_url` is set).
+        let (label, url) = step_up.map_or((String::new(), String::new()), |l| {
+            (l.label.to_string(), l.url)
+        });
+        p.insert("step_up_label".into(), Value::String(label));
+        p.insert("step_up_url".into(), Value::String(url));
+        p
+    }
+
+    /// The buttons' labels, in `p`; "Allow similar" and "Edit & approve" only when the card
+    /// has answer `buttons` and such a button (empty otherwise: the template hides a button
+    /// whose label is empty).
+    fn labels(&self, i: &Interaction, buttons: bool, p: &mut Map<String, Value>) {
+        let s = |v: &str| Value::String(v.to_string());
         p.insert("allow_label".into(), s(self.t("批准", "Approve")));
         p.insert("deny_label".into(), s(self.deny_label(i.kind)));
         p.insert("submit_label".into(), s(self.t("提交", "Submit")));
-        // Empty when the card has no such button (the template hides a button whose label
-        // is empty).
-        let similar = pending && render::similar_rule(i).is_some();
+        let similar = buttons && render::similar_rule(i).is_some();
         p.insert(
             "similar_label".into(),
             s(if similar {
@@ -196,7 +220,7 @@ impl Cards {
                 ""
             }),
         );
-        let editable = pending && render::editable_command(i).is_some();
+        let editable = buttons && render::editable_command(i).is_some();
         p.insert(
             "edit_label".into(),
             s(if editable {
@@ -205,8 +229,12 @@ impl Cards {
                 ""
             }),
         );
-        p.insert("notice".into(), s(""));
-        p
+    }
+
+    /// The link `i`'s card shows in place of its answer buttons: `i` is pending, needs a
+    /// passkey, and the inbox has an address.
+    fn step_up(&self, i: &Interaction) -> Option<render::StepUpLink> {
+        render::step_up_link(i, self.inbox.as_deref(), self.locale)
     }
 
     fn deny_label(&self, kind: Kind) -> &'static str {
@@ -312,6 +340,7 @@ impl Cards {
             }));
         }
         if i.is_pending()
+            && self.step_up(i).is_none()
             && let Some(rule) = render::similar_rule(i)
         {
             out.push(escape(&if self.locale == Locale::ZhCn {
@@ -457,6 +486,17 @@ mod tests {
         Cards::new(locale, Tokens::new(vec![1; 32]), None)
     }
 
+    /// A pending Bash approval `id` of `command`.
+    fn bash(id: &str, command: &str) -> Interaction {
+        Interaction::pending(
+            InteractionId::parse(id).unwrap(),
+            "Bash",
+            json!({"command": command}).as_object().unwrap().clone(),
+            Timestamp::from_millisecond(1_700_000_000_000).unwrap(),
+            300,
+        )
+    }
+
     #[test]
     fn untrusted_text_cannot_format_or_close_the_code_block() {
         assert_eq!(
@@ -486,16 +526,7 @@ mod tests {
 
     #[test]
     fn a_card_several_people_decide_shows_the_votes_so_far() {
-        let mut i = Interaction::pending(
-            InteractionId::parse("t2").unwrap(),
-            "Bash",
-            json!({"command": "make deploy"})
-                .as_object()
-                .unwrap()
-                .clone(),
-            Timestamp::from_millisecond(1_700_000_000_000).unwrap(),
-            300,
-        );
+        let mut i = bash("t2", "make deploy");
         i.set_quorum(Some(crate::interaction::quorum::Quorum {
             allow: 2,
             deny: 1,
@@ -515,6 +546,34 @@ mod tests {
             md.contains("Needs 2 people · votes: 1 of 2: alice via telegram"),
             "{md}"
         );
+    }
+
+    #[test]
+    fn a_step_up_approval_shows_only_the_link_to_its_inbox_card() {
+        use crate::interaction::routes::RouteStamp;
+        let mut i = bash("t3", "make deploy-prod");
+        i.route = Some(std::sync::Arc::new(RouteStamp {
+            name: "prod".into(),
+            step_up: true,
+            ..RouteStamp::default_route()
+        }));
+        let inbox = Some("https://relay.example.com/".to_string());
+        let p = Cards::new(Locale::EnUs, Tokens::new(vec![1; 32]), inbox).params(&i);
+        assert_eq!(p["status"], "step_up");
+        assert_eq!(p["step_up_label"], "🔑 Answer in the inbox");
+        assert_eq!(p["step_up_url"], "https://relay.example.com/#t3");
+        assert_eq!(p["similar_label"], "");
+        assert_eq!(p["edit_label"], "");
+        let md = p["markdown"].as_str().unwrap().replace('\u{200b}', "");
+        assert!(
+            md.contains("🔑 This needs a passkey (route \"prod\"): open it in the imrelay inbox"),
+            "{md}"
+        );
+        // Without the inbox's address: the buttons stay (a click is refused with the same
+        // words), and no link.
+        let p = cards(Locale::EnUs).params(&i);
+        assert_eq!(p["status"], "pending");
+        assert_eq!(p["step_up_url"], "");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The template cards people see in WeCom, in Chinese or English: an approval as a
 //! `button_interaction` card (批准 / 拒绝), a one-question question as one button per option,
-//! other questions and small forms as a `multiple_interaction` card of select lists; the
-//! same card showing its outcome once answered; the clicker's own copy with what became of
+//! other questions and small forms as a `multiple_interaction` card of select lists; an
+//! approval that needs a passkey (`step_up`) as a `text_notice` card whose only action opens
+//! its card in the inbox; the same card showing its outcome once answered; the clicker's own copy with what became of
 //! their click; and the markdown note that tells a chat the outcome when its card cannot be
 //! changed (WeCom lets a bot update a card only in answer to a click on it).
 
@@ -195,6 +196,9 @@ impl Cards {
         if !above.is_empty() {
             let body = format!("{}\n{}", above.join("\n"), self.body(i));
             card.insert("sub_title_text".into(), json!(cut(&body, BODY_CHARS)));
+        }
+        if let Some(l) = shared::step_up_link(i, self.inbox.as_deref(), self.locale) {
+            return step_up(card, l);
         }
         let typed = self.typed_hint(i);
         if let Some(hint) = typed {
@@ -431,6 +435,24 @@ impl Cards {
     }
 }
 
+/// `card` as the card of an interaction that needs a passkey: only the inbox answers it, so
+/// the card links its card there (the whole card and its jump link), says why, and offers
+/// nothing to press. WeCom's smart-bot buttons are callbacks only (`text`, `style`, `key`),
+/// so the link cannot be a button.
+fn step_up(mut card: Map<String, Value>, l: shared::StepUpLink) -> Value {
+    card.insert("card_type".into(), json!("text_notice"));
+    card.insert(
+        "quote_area".into(),
+        json!({"type": 0, "quote_text": cut(&format!("🔑 {}", l.why), BODY_CHARS)}),
+    );
+    card.insert("card_action".into(), json!({"type": 1, "url": l.url}));
+    card.insert(
+        "jump_list".into(),
+        json!([{"type": 1, "title": l.label, "url": l.url}]),
+    );
+    Value::Object(card)
+}
+
 /// What a card offers to choose.
 enum Selects {
     /// One button per option.
@@ -567,6 +589,40 @@ mod tests {
             cards.card(&i, "wrkA")["sub_title_text"],
             "⏫ 已升级：路由 shop 上 5 分钟 内无人回答\nmake shop"
         );
+    }
+
+    #[test]
+    fn a_step_up_approval_links_its_inbox_card_and_offers_nothing_to_press() {
+        use crate::interaction::routes::RouteStamp;
+        let inbox = Some("https://relay.example.com".to_string());
+        let cards = Cards::new(Locale::ZhCn, Keys::new(vec![7; 32]), inbox);
+        let mut i = bash("make deploy-prod");
+        i.route = Some(std::sync::Arc::new(RouteStamp {
+            name: "prod".into(),
+            step_up: true,
+            ..RouteStamp::default_route()
+        }));
+        let card = cards.card(&i, "wrkA");
+        assert_eq!(card["card_type"], "text_notice");
+        assert!(card.get("button_list").is_none(), "{card}");
+        assert_eq!(
+            card["card_action"],
+            json!({"type": 1, "url": "https://relay.example.com/#toolu_1"})
+        );
+        assert_eq!(
+            card["jump_list"],
+            json!([{"type": 1, "title": "🔑 在收件箱中回答", "url": "https://relay.example.com/#toolu_1"}])
+        );
+        let why = card["quote_area"]["quote_text"].as_str().unwrap();
+        assert!(
+            why.starts_with("🔑 此请求（路由「prod」）需要通行密钥"),
+            "{why}"
+        );
+        assert_eq!(card["sub_title_text"], "make deploy-prod");
+        // Without the inbox's address there is nothing to link: the buttons stay, and a
+        // click on one is refused with the same words.
+        let cards = Cards::new(Locale::ZhCn, Keys::new(vec![7; 32]), None);
+        assert_eq!(cards.card(&i, "wrkA")["card_type"], "button_interaction");
     }
 
     #[test]

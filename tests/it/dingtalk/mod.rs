@@ -5,5 +5,6 @@
 
 pub(crate) mod channel;
 pub mod fake;
+mod passkey;
 mod quiet;
 mod stream;

@@ -12,7 +12,7 @@ use imrelay::store::{SqliteStore, Store, Synchronous};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use super::fake::{BOT_ID, FakeWecom, SECRET, card_click, card_submit, text};
+use super::fake::{BOT_ID, FakeWecom, SECRET, card_click, card_fault, card_submit, text};
 use crate::support::{TestApp, settings, spawn_on, spawn_with, wait_until};
 
 pub const APPROVER: &str = "zhangsan";
@@ -32,7 +32,7 @@ pub fn enable(s: &mut Settings, fake: &FakeWecom) {
     w.locale = Locale::EnUs;
 }
 
-async fn start_with(f: impl FnOnce(&mut Settings)) -> (FakeWecom, TestApp) {
+pub(crate) async fn start_with(f: impl FnOnce(&mut Settings)) -> (FakeWecom, TestApp) {
     let fake = FakeWecom::start().await;
     for c in CHATS {
         fake.state.reach(c);
@@ -91,7 +91,11 @@ pub(crate) async fn sent_cards(fake: &FakeWecom, needle: &str) -> Vec<(String, V
         find().len() == CHATS.len()
     })
     .await;
-    find()
+    let cards = find();
+    for (_, card) in &cards {
+        assert_eq!(card_fault(card), None, "a card WeCom would refuse: {card}");
+    }
+    cards
 }
 
 /// The key of the button labelled `label` on `card`.
@@ -124,7 +128,10 @@ pub(crate) async fn click(fake: &FakeWecom, req_id: &str, body: Value) -> Value 
         update().is_some()
     })
     .await;
-    update().unwrap()
+    let update = update().unwrap();
+    let card = &update["body"]["template_card"];
+    assert_eq!(card_fault(card), None, "a card WeCom would refuse: {card}");
+    update
 }
 
 /// The markdown notes sent to `chat`.
@@ -142,7 +149,7 @@ fn notes(fake: &FakeWecom, chat: &str) -> Vec<String> {
     .collect()
 }
 
-async fn status(app: &TestApp, id: &str) -> Value {
+pub(crate) async fn status(app: &TestApp, id: &str) -> Value {
     let (s, body) = app.get(&format!("/v1/interactions/{id}")).await;
     assert_eq!(s, StatusCode::OK, "{body}");
     body

@@ -1,8 +1,9 @@
 //! A fake WeCom bot endpoint: a WebSocket server that checks `aibot_subscribe` (bot id and
 //! secret), answers `ping`, pushes the callbacks a test gives, answers the client's
 //! commands (`aibot_respond_update_msg` only on a card click's `req_id` and only within the
-//! window, `aibot_send_msg` only to chats where someone messaged the bot), and records
-//! everything, as the official Node SDK exchanges it.
+//! window, `aibot_send_msg` only to chats where someone messaged the bot), refuses a
+//! template card whose shape the smart bot's card reference does not allow ([`card_fault`]),
+//! and records everything, as the official Node SDK exchanges it.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -94,6 +95,11 @@ impl FakeState {
     /// What the fake answers a client command.
     fn answer(&self, frame: &Value) -> Option<Value> {
         let req_id = frame["headers"]["req_id"].as_str().unwrap_or_default();
+        if let Some(fault) = frame["body"].get("template_card").and_then(card_fault) {
+            return Some(
+                json!({"headers": {"req_id": req_id}, "errcode": 40058, "errmsg": format!("invalid template_card: {fault}")}),
+            );
+        }
         let (errcode, errmsg) = match frame["cmd"].as_str()? {
             "ping" if self.mute_pings.load(Ordering::SeqCst) => return None,
             "ping" => (0, "ok"),
@@ -127,6 +133,56 @@ impl FakeState {
             _ => (40008, "unknown cmd"),
         };
         Some(json!({"headers": {"req_id": req_id}, "errcode": errcode, "errmsg": errmsg}))
+    }
+}
+
+/// What is wrong with a template card, by the smart bot's card reference (WeCom's
+/// `document/path/101032`, and the official Node SDK's `TemplateCard` in
+/// `src/types/api.ts`): its `card_type` is one of the five; a button (`TemplateCardButton`)
+/// is `text`, `style` and `key` only, with `text` and `key` (a button is a callback, never a
+/// link); at most 6 buttons, and a `button_interaction` card has at least one; a jump link
+/// (`TemplateCardJumpAction`, at most 3) has a `title`, and type 1 a `url`; the card's own
+/// action (`TemplateCardAction`) of type 1 has a `url`, and a `text_notice` card has one.
+pub fn card_fault(card: &Value) -> Option<String> {
+    const TYPES: [&str; 5] = [
+        "text_notice",
+        "news_notice",
+        "button_interaction",
+        "vote_interaction",
+        "multiple_interaction",
+    ];
+    let card_type = card["card_type"].as_str().unwrap_or_default();
+    if !TYPES.contains(&card_type) {
+        return Some(format!("card_type {card_type:?}"));
+    }
+    let buttons = card["button_list"].as_array().cloned().unwrap_or_default();
+    if buttons.len() > 6 || (card_type == "button_interaction" && buttons.is_empty()) {
+        return Some(format!("{} buttons on a {card_type} card", buttons.len()));
+    }
+    for b in &buttons {
+        let fields = b.as_object().map(|o| o.keys().cloned().collect::<Vec<_>>());
+        let fits = fields.as_ref().is_some_and(|f| {
+            f.iter()
+                .all(|k| ["text", "style", "key"].contains(&k.as_str()))
+                && b["text"].is_string()
+                && b["key"].is_string()
+        });
+        if !fits {
+            return Some(format!("button {b}"));
+        }
+    }
+    let jumps = card["jump_list"].as_array().cloned().unwrap_or_default();
+    if jumps.len() > 3 {
+        return Some(format!("{} jump links", jumps.len()));
+    }
+    let links = |v: &Value| v["type"] != 1 || v["url"].as_str().is_some_and(|u| !u.is_empty());
+    if let Some(j) = jumps.iter().find(|j| !j["title"].is_string() || !links(j)) {
+        return Some(format!("jump link {j}"));
+    }
+    match card.get("card_action") {
+        Some(a) if !links(a) => Some(format!("card_action {a}")),
+        None if card_type == "text_notice" => Some("a text_notice card without card_action".into()),
+        _ => None,
     }
 }
 

@@ -6,3 +6,4 @@
 mod bot;
 pub mod channel;
 pub mod fake;
+mod passkey;
