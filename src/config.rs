@@ -438,7 +438,8 @@ pub(crate) fn enum_values(key: &str) -> Option<Vec<String>> {
         "feishu.locale" | "dingtalk.locale" => variants::<crate::present::render::Locale>(),
         "slack.transport" => variants::<slack::Mode>(),
         "wecom.transport" => variants::<crate::channels::wecom::Transport>(),
-        "wecom.locale" | "discord.locale" | "matrix.locale" | "slack.locale" => {
+        "wecom.locale" | "discord.locale" | "matrix.locale" | "slack.locale"
+        | "telegram.locale" | "ntfy.locale" | "push.locale" => {
             variants::<crate::present::render::Locale>()
         }
         "matrix.transport" => variants::<crate::channels::matrix::Transport>(),

@@ -25,6 +25,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::channels::pipeline::{Feedback, Pipeline, Tap};
+use crate::channels::words::Words;
 use crate::interaction::{Answer, Interaction, InteractionId, Kind, Responder};
 use crate::present::render::Locale;
 use crate::store::{BOUND_VALUE_PREFIX, Store, StoreError};
@@ -180,24 +181,27 @@ pub(crate) struct Endpoint {
     pub store: Arc<dyn Store>,
     /// The channel's tokens.
     pub tokens: Tokens,
+    /// The language of what a press is answered with (the outcome, or why nothing changed).
+    pub locale: Locale,
 }
 
 impl Endpoint {
-    /// A refusal: logged and recorded (never the token), answered with `status` and `message`.
+    /// A refusal: logged and recorded (never the token) with `why` in English, answered with
+    /// `status` and `why` in the channel's locale.
     pub async fn refuse(
         &self,
         actor: &str,
         id: Option<&InteractionId>,
-        status: StatusCode,
-        code: &'static str,
-        message: String,
+        (status, code): (StatusCode, &'static str),
+        why: fn(Words) -> &'static str,
     ) -> ApiError {
+        let message = why(Words(Locale::EnUs));
         let channel = self.tokens.channel;
         tracing::warn!(via = channel, interaction = ?id.map(|i| i.to_string()), code, "{channel} action refused: {message}");
         if self
             .pipeline
             .registry()
-            .refused(id, actor, self.pipeline.via(), &message)
+            .refused(id, actor, self.pipeline.via(), message)
             .await
             .is_err()
         {
@@ -207,7 +211,7 @@ impl Endpoint {
                 "imrelay cannot record this right now; try again shortly",
             );
         }
-        ApiError::new(status, code, message)
+        ApiError::new(status, code, why(Words(self.locale)))
     }
 
     /// The token `action`/`token` with `fields` fields, found: its binding and fields; any
@@ -247,16 +251,9 @@ impl Endpoint {
         match found {
             Some(f) => Ok(f),
             None => {
-                let m =
-                    "this button is not valid: it was not made by imrelay, or not for this action";
+                let status = (StatusCode::FORBIDDEN, "invalid_token");
                 Err(self
-                    .refuse(
-                        actor,
-                        None,
-                        StatusCode::FORBIDDEN,
-                        "invalid_token",
-                        m.into(),
-                    )
+                    .refuse(actor, None, status, Words::button_not_valid)
                     .await)
             }
         }
@@ -281,20 +278,20 @@ impl Endpoint {
             .await
         {
             Ok(i) => i,
-            Err(stop) => return Err(stopped(channel, &r.id, stop.feedback)),
+            Err(stop) => return Err(stopped(channel, &r.id, stop.feedback, self.locale)),
         };
         if jiff::Timestamp::now() >= i.deadline {
-            let m = "this request has expired: nothing changed".to_string();
+            let status = (StatusCode::GONE, "expired");
             return Err(self
-                .refuse(&actor, Some(&r.id), StatusCode::GONE, "expired", m)
+                .refuse(&actor, Some(&r.id), status, Words::request_expired)
                 .await);
         }
         let until = i.deadline + jiff::SignedDuration::from_secs(3600);
         let scope = self.tokens.used_scope();
         if !self.store.first_sighting(&scope, &r.digest, until).await? {
-            let m = "this button was already used: each one answers once".to_string();
+            let status = (StatusCode::CONFLICT, "token_used");
             return Err(self
-                .refuse(&actor, Some(&r.id), StatusCode::CONFLICT, "token_used", m)
+                .refuse(&actor, Some(&r.id), status, Words::button_used)
                 .await);
         }
         let answer = match r.action {
@@ -319,18 +316,19 @@ impl Endpoint {
                 axum::Json(json!({
                     "id": r.id.to_string(),
                     "result": feedback.result(),
-                    "message": feedback.text(Locale::EnUs),
+                    "message": feedback.text(self.locale),
                 })),
             )
                 .into_response()),
-            other => Err(stopped(channel, &r.id, other)),
+            other => Err(stopped(channel, &r.id, other, self.locale)),
         }
     }
 }
 
-/// The error for a press the pipeline stopped (it recorded refusals already).
-fn stopped(channel: &str, id: &InteractionId, f: Feedback) -> ApiError {
-    let message = f.text(Locale::EnUs);
+/// The error for a press the pipeline stopped (it recorded refusals already), saying why in
+/// `locale`.
+fn stopped(channel: &str, id: &InteractionId, f: Feedback, locale: Locale) -> ApiError {
+    let message = f.text(locale);
     let (status, code) = match &f {
         Feedback::Already(_) => (StatusCode::CONFLICT, "already_resolved"),
         Feedback::AlreadyVoted(..) => (StatusCode::CONFLICT, "already_voted"),

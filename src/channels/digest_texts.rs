@@ -80,17 +80,7 @@ impl Texts {
                 .summary
             }
             Kind::Question | Kind::Form => {
-                let label = if self.zh() {
-                    if i.kind == Kind::Question {
-                        "提问"
-                    } else {
-                        "表单"
-                    }
-                } else if i.kind == Kind::Question {
-                    "Question"
-                } else {
-                    "Form"
-                };
+                let label = crate::channels::words::Words(self.0).kind_label(i.kind);
                 match i.title() {
                     Some(t) => format!("{label}: {}", crate::present::visible_line(t)),
                     None => label.to_string(),

@@ -171,6 +171,12 @@ pub(crate) trait Platform: Send + Sync {
         false
     }
 
+    /// Whether a reply to one of a session's prompts reaches the session
+    /// ([`super::steer`]): each prompt of a session is then remembered when posted.
+    fn replies_steer(&self) -> bool {
+        false
+    }
+
     /// Posts the outcome of resolved `i` as a reply to copy `m`, in its thread.
     async fn reply_outcome(&self, _i: &Interaction, _m: &ChannelMessage) -> Result<(), Failure> {
         Ok(())
@@ -412,6 +418,15 @@ impl<P: Platform> Messages<P> {
         {
             Ok(m) => {
                 tracing::info!(id = %i.id, chat = %address, message = %m.message_ref, "{channel}: prompt posted");
+                if self.platform.replies_steer()
+                    && let Err(e) =
+                        super::steer::remember(self.store.as_ref(), channel, i, &m.message_ref)
+                            .await
+                {
+                    // The prompt is posted and answerable; only a reply to it cannot reach
+                    // the session.
+                    tracing::warn!(id = %i.id, error = %e, "{channel}: could not remember a session's prompt");
+                }
                 Ok(m)
             }
             Err(e) => {

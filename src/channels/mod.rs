@@ -36,6 +36,7 @@ pub mod push;
 pub mod registry;
 pub(crate) mod sessions;
 pub mod slack;
+pub(crate) mod steer;
 pub mod telegram;
 pub mod threads;
 pub mod token;

@@ -3,17 +3,9 @@
 //! agent and the route; or, in the privacy mode (`include_command = false`), only what kind
 //! of thing waits and where ("An approval is waiting in shop").
 
+use crate::channels::words::Words;
 use crate::interaction::{Interaction, Kind};
-use crate::present::render::context_line;
-
-/// "An approval", "A question", "A form".
-pub(crate) fn what(i: &Interaction) -> &'static str {
-    match i.kind {
-        Kind::Approval => "An approval",
-        Kind::Question => "A question",
-        Kind::Form => "A form",
-    }
-}
+use crate::present::render::{Locale, context_line};
 
 /// Where it comes from, in the fewest words: the route, else the agent, else "imrelay".
 pub(crate) fn place(i: &Interaction) -> String {
@@ -33,23 +25,25 @@ pub(crate) fn answers_here(i: &Interaction) -> bool {
 
 /// The title and text of a prompt (the text at most `max_chars` long): the command (or the
 /// question's title) and its context, or, in the privacy mode, only that something waits;
-/// when it needs a passkey, why it is answered in the inbox.
-pub(crate) fn text(i: &Interaction, include_command: bool, max_chars: usize) -> (String, String) {
-    let (title, body) = words(i, include_command, max_chars);
+/// when it needs a passkey, why it is answered in the inbox. In `locale`.
+pub(crate) fn text(
+    i: &Interaction,
+    include_command: bool,
+    max_chars: usize,
+    locale: Locale,
+) -> (String, String) {
+    let (title, body) = words(i, include_command, max_chars, Words(locale));
     if i.is_pending() && crate::interaction::routes::needs_step_up(i) {
-        let why = crate::present::render::step_up_text(i, crate::present::render::Locale::EnUs);
+        let why = crate::present::render::step_up_text(i, locale);
         return (title, join(&body, &why));
     }
     (title, body)
 }
 
 /// [`text`] without the passkey's note.
-fn words(i: &Interaction, include_command: bool, max_chars: usize) -> (String, String) {
+fn words(i: &Interaction, include_command: bool, max_chars: usize, w: Words) -> (String, String) {
     if !include_command {
-        return (
-            format!("{} is waiting in {}", what(i), place(i)),
-            "Open imrelay to see what is asked.".into(),
-        );
+        return (w.waiting_in(i.kind, &place(i)), w.open_to_see().into());
     }
     let context = context_line(i);
     let body = match i.kind {
@@ -70,11 +64,11 @@ fn words(i: &Interaction, include_command: bool, max_chars: usize) -> (String, S
         _ => i
             .title()
             .or(i.description())
-            .unwrap_or("Open imrelay to answer.")
+            .unwrap_or(w.open_to_answer())
             .to_string(),
     };
     (
-        format!("{} from {}", what(i), place(i)),
+        w.kind_from(i.kind, &place(i)),
         join(&crate::interaction::clip(&body, max_chars), &context),
     )
 }
@@ -144,7 +138,7 @@ mod tests {
         }));
         assert!(!answers_here(&i));
         for include_command in [true, false] {
-            let (_, body) = text(&i, include_command, 500);
+            let (_, body) = text(&i, include_command, 500, Locale::EnUs);
             assert!(
                 body.ends_with("This needs a passkey (route \"prod\"): open it in the imrelay inbox and answer there"),
                 "{body}"

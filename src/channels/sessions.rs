@@ -96,7 +96,8 @@ pub fn is_command(text: &str) -> bool {
 /// What the `/sessions` command answers on a chat channel, in plain text (the channel
 /// escapes it for its platform), in `locale`: the listing for `who` (an `id` on `channel`,
 /// `listed` on its approver list) in the chat `address` (`configured`: one of the
-/// channel's configured places). Written once for every channel but Telegram's HTML.
+/// channel's configured places). Written once for every channel but Telegram, whose HTML
+/// answer draws the same words.
 pub async fn answer(
     registry: &Registry,
     channel: &str,
@@ -105,33 +106,20 @@ pub async fn answer(
     (id, listed): (&str, bool),
     locale: Locale,
 ) -> String {
-    let zh = locale == Locale::ZhCn;
+    let w = crate::channels::words::Words(locale);
     if !may_list(registry, channel, id, listed) {
         tracing::info!(channel, "/sessions from someone who approves nothing here");
-        return if zh {
-            "只有审批人可以查看会话。".into()
-        } else {
-            "Only approvers can list the sessions.".into()
-        };
+        return w.only_approvers_list().into();
     }
     let sessions = match of_chat(registry, channel, address, configured).await {
         Ok(s) => s,
         Err(e) => {
             tracing::error!(channel, error = %e, "cannot list the sessions");
-            return if zh {
-                "暂时无法读取会话，请稍后再试。".into()
-            } else {
-                "The sessions cannot be read right now; try again later.".into()
-            };
+            return w.sessions_unreadable().into();
         }
     };
     if sessions.is_empty() {
-        return if zh {
-            "本会话的路由还没有已知的智能体会话。".into()
-        } else {
-            "No agent session of this chat's routes is known.".into()
-        };
+        return w.no_sessions().into();
     }
-    let header = if zh { "会话" } else { "Sessions" };
-    format!("{header}\n{}", lines(&sessions).join("\n"))
+    format!("{}\n{}", w.sessions(), lines(&sessions).join("\n"))
 }

@@ -126,15 +126,9 @@ pub(crate) fn context_line(i: &Interaction) -> String {
 pub(crate) fn escalated_line(i: &Interaction, locale: Locale) -> Option<String> {
     i.escalated_at()?;
     let r = i.route.as_deref()?;
-    let wait = duration_words(r.escalation.as_ref()?.after_secs);
+    let wait = duration_words_in(r.escalation.as_ref()?.after_secs, locale);
     Some(match locale {
-        Locale::ZhCn => {
-            let wait = wait
-                .replace(" min", " 分钟")
-                .replace(" h", " 小时")
-                .replace(" s", " 秒");
-            format!("已升级：路由 {} 上 {wait} 内无人回答", r.name)
-        }
+        Locale::ZhCn => format!("已升级：路由 {} 上 {wait} 内无人回答", r.name),
         Locale::EnUs => format!("escalated: nobody on {} answered in {wait}", r.name),
     })
 }
@@ -198,6 +192,18 @@ pub(crate) fn duration_words(secs: u64) -> String {
         (0, m) => format!("{m} min"),
         (h, 0) => format!("{h} h"),
         (h, m) => format!("{h} h {m} min"),
+    }
+}
+
+/// [`duration_words`] in `locale`: "5 分钟", "1 小时 30 分钟".
+pub(crate) fn duration_words_in(secs: u64, locale: Locale) -> String {
+    let words = duration_words(secs);
+    match locale {
+        Locale::ZhCn => words
+            .replace(" min", " 分钟")
+            .replace(" h", " 小时")
+            .replace(" s", " 秒"),
+        Locale::EnUs => words,
     }
 }
 

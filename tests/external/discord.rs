@@ -136,6 +136,25 @@ async fn discord_py_speaks_to_the_fake_discord() {
     let edited = next("edited").await;
     assert_eq!(edited["content"], "done");
     assert_eq!(edited["components"], 0);
+    // A person's reply to the bot's message, as the fake builds it for imrelay's tests: read
+    // by discord.py as a reply naming the message, with its text (the bot is mentioned).
+    let reply = fake::message_create(
+        &state,
+        "6000000000000000042",
+        CHANNELS[0],
+        Some(&message_id),
+        true,
+        "and then the linter",
+    );
+    state.gateway.dispatch("MESSAGE_CREATE", reply);
+    let read = next("message").await;
+    assert_eq!(read["type"], "MessageType.reply", "{read}");
+    assert_eq!(read["author"], "6000000000000000042");
+    assert_eq!(read["content"], "and then the linter");
+    assert_eq!(read["reference"], message_id.as_str());
+    assert_eq!(read["reference_type"], "MessageReferenceType.default");
+    assert_eq!(read["resolved"], message_id.as_str());
+    assert_eq!(read["mentions_me"], true);
     let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
         .await
         .expect("discord.py closes")

@@ -989,16 +989,7 @@ async fn whoami_and_sessions_are_answered_in_the_room() {
         })
         .await;
     // A session Claude Code reported is listed to an approver; anyone else is told no.
-    let start = json!({"session_id": "s-mx", "cwd": "/srv/shop", "hook_event_name": "SessionStart",
-        "transcript_path": "/tmp/t.jsonl", "permission_mode": "default", "source": "startup"});
-    let resp = app
-        .client
-        .post(app.url("/v1/hooks/claude-code"))
-        .json(&start)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), reqwest::StatusCode::OK);
+    crate::support::claude_session_start(&app, "s-mx").await;
     alice.send(&room, "m.room.message", said("/sessions")).await;
     alice
         .wait_for(&room, "the listing", |e| {
@@ -1013,6 +1004,92 @@ async fn whoami_and_sessions_are_answered_in_the_room() {
             message_from(e, bot, "Only approvers can list the sessions.")
         })
         .await;
+    app.stop().await;
+}
+
+/// The bot's notice in reply to event `event`, once sent.
+async fn notice_to(person: &Person<'_>, room: &str, event: &str) -> String {
+    let bot = person.hs.bot.user_id.clone();
+    let e = person
+        .wait_for(room, "the bot's notice", |e| {
+            e["sender"] == bot.as_str()
+                && e["content"]["msgtype"] == "m.notice"
+                && e["content"]["m.relates_to"]["m.in_reply_to"]["event_id"] == event
+        })
+        .await;
+    e["content"]["body"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+async fn a_reply_to_a_sessions_message_or_in_its_thread_reaches_the_session() {
+    let hs = synapse().expect("synapse");
+    let (alice, mallory) = (Person::new(hs, &hs.alice), Person::new(hs, &hs.mallory));
+    let bot = hs.bot.user_id.as_str();
+    let room = alice.create_room(&[bot, &hs.mallory.user_id]).await;
+    mallory.join(&room).await;
+    // Logged in with a device of its own, so its notices are its own (see
+    // `whoami_and_sessions_are_answered_in_the_room`).
+    let mut settings = configured(hs, &room, true);
+    settings.matrix.thread_per = imrelay::channels::threads::ThreadPer::Session;
+    let app = spawn_on(settings, Arc::new(MemoryStore::new())).await;
+    bot_joined(hs, &room).await;
+    crate::support::claude_session_start(&app, "s-mxsteer").await;
+    let ask = json!({"id": "mx-steer1", "tool_name": "Bash", "input": {"command": "make deploy"},
+        "session": "s-mxsteer", "agent": "claude-code", "cwd": "/srv/shop"});
+    let (status, body) = app.post("/v1/interactions", &ask).await;
+    assert_eq!(status, reqwest::StatusCode::CREATED, "{body}");
+    let prompt = alice
+        .wait_for(&room, "the prompt", |e| message_from(e, bot, "make deploy"))
+        .await;
+    let prompt_id = prompt["event_id"].as_str().unwrap().to_string();
+    let root = thread_root(&prompt).expect("the prompt is in the session's thread");
+    alice.react(&room, &prompt_id, "✅").await;
+    until("the approval answered", || async {
+        (interaction(&app, "mx-steer1").await["status"] != "pending").then_some(())
+    })
+    .await;
+    // A reply to the answered prompt is a message to the session, queued; alice is told.
+    let mine = alice.reply(&room, &prompt_id, "and then the linter").await;
+    let told = notice_to(&alice, &room, &mine).await;
+    assert!(
+        told.contains("Queued for the claude-code session: it reaches the agent at its next step"),
+        "{told}"
+    );
+    // A message in the session's thread, as a threaded client sends it, too.
+    let threaded = alice
+        .send(
+            &room,
+            "m.room.message",
+            json!({"msgtype": "m.text", "body": "use the staging database",
+                "m.relates_to": {"rel_type": "m.thread", "event_id": root,
+                    "is_falling_back": true, "m.in_reply_to": {"event_id": prompt_id}}}),
+        )
+        .await;
+    notice_to(&alice, &room, &threaded).await;
+    let texts: Vec<Value> = crate::support::queued_messages(&app, "s-mxsteer")
+        .await
+        .iter()
+        .map(|m| m["text"].clone())
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            json!("and then the linter"),
+            json!("use the staging database")
+        ]
+    );
+    // Mallory, no approver, is refused and told so; nothing more is queued.
+    let theirs = mallory.reply(&room, &prompt_id, "drop the table").await;
+    let told = notice_to(&alice, &room, &theirs).await;
+    assert!(told.contains("may not message this session"), "{told}");
+    assert_eq!(
+        crate::support::queued_messages(&app, "s-mxsteer")
+            .await
+            .len(),
+        2
+    );
     app.stop().await;
 }
 
@@ -1052,6 +1129,11 @@ pub fn trials() -> Vec<Trial> {
             "matrix::two_sessions_prompts_land_in_two_threads_and_an_answer_in_either_resolves_its_own",
             need,
             two_sessions_prompts_land_in_two_threads_and_an_answer_in_either_resolves_its_own,
+        ),
+        trial(
+            "matrix::a_reply_to_a_sessions_message_or_in_its_thread_reaches_the_session",
+            need,
+            a_reply_to_a_sessions_message_or_in_its_thread_reaches_the_session,
         ),
         trial(
             "matrix::whoami_and_sessions_are_answered_in_the_room",

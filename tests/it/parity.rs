@@ -116,10 +116,18 @@ const CHECKED_ELSEWHERE: &[(&str, &str)] = &[
         "tests/it/{telegram,slack,discord,feishu}/threads.rs and tests/external/matrix.rs (a real Synapse)",
     ),
     (
+        "A reply to a session's message steers it",
+        "tests/it/{telegram/sessions,slack/steer,discord/steer,feishu/steer}.rs and tests/external/matrix.rs (a real Synapse)",
+    ),
+    (
         "`connect_timeout_secs`",
         "each long-connection channel's settings tests",
     ),
 ];
+
+/// The channels whose harness finds a button on a Chinese copy too (the others' by its
+/// English label): with `locale` they are pressed, and what the person is told is checked.
+const PRESSED_IN_CHINESE: &[&str] = &["telegram", "ntfy", "push"];
 
 /// Who presses a button.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -263,8 +271,10 @@ impl Run {
             Run::Telegram(tg) => {
                 let p =
                     crate::telegram::prompt(tg, crate::telegram::PRIVATE, marker(command)).await;
+                // What a person reads: the text, and the buttons' labels under it.
+                let labels: Vec<String> = p.buttons().into_iter().map(|b| b.0).collect();
                 Copy {
-                    text: p.text.clone(),
+                    text: format!("{}\n{}", p.text, labels.join("\n")),
                     raw: json!({"chat": crate::telegram::PRIVATE, "message_id": p.message_id,
                                 "buttons": p.buttons()}),
                 }
@@ -361,16 +371,17 @@ impl Run {
     async fn press(&self, app: &TestApp, copy: &Copy, button: Button, who: Who) -> String {
         match self {
             Run::Telegram(tg) => {
-                let label = match button {
-                    Button::Allow => "✅ Allow",
-                    Button::Deny => "❌ Deny",
-                    Button::Similar => "🔁 Allow similar (this session)",
+                // Its label in English or in Chinese (`locale`).
+                let (label, zh) = match button {
+                    Button::Allow => ("✅ Allow", "✅ 批准"),
+                    Button::Deny => ("❌ Deny", "❌ 拒绝"),
+                    Button::Similar => ("🔁 Allow similar (this session)", "🔁 批准同类（本会话）"),
                 };
                 let data = copy.raw["buttons"]
                     .as_array()
                     .unwrap()
                     .iter()
-                    .find(|b| b[0] == label)
+                    .find(|b| b[0] == label || b[0] == zh)
                     .unwrap_or_else(|| panic!("no {label} on {}", copy.raw))[1]
                     .as_str()
                     .unwrap()
@@ -481,14 +492,24 @@ impl Run {
             }
             Run::Ntfy(_) => {
                 assert_eq!(who, Who::Approver, "ntfy presses carry no person");
+                // Its label in English or in Chinese (`locale`).
                 let label = match button {
-                    Button::Allow => "Allow",
-                    Button::Deny => "Deny",
-                    Button::Similar => "Allow similar",
+                    Button::Allow => ["Allow", "批准"],
+                    Button::Deny => ["Deny", "拒绝"],
+                    Button::Similar => ["Allow similar", "批准同类"],
                 };
-                let path = crate::ntfy::button(&copy.raw, label);
+                let shown = copy.raw["actions"]
+                    .as_array()
+                    .and_then(|a| {
+                        a.iter()
+                            .find(|a| label.contains(&a["label"].as_str().unwrap_or("")))
+                    })
+                    .and_then(|a| a["label"].as_str())
+                    .unwrap_or(label[0]);
+                let path = crate::ntfy::button(&copy.raw, shown);
                 let (s, body) = crate::ntfy::press(app, &path).await;
                 assert_eq!(s, StatusCode::OK, "{body}");
+                // ntfy shows no answer to an `http` action: the outcome replaces the prompt.
                 String::new()
             }
             Run::Discord(fake) => {
@@ -531,7 +552,9 @@ impl Run {
                     .to_string();
                 let r = app.client.post(app.url(&url)).send().await.unwrap();
                 assert_eq!(r.status(), StatusCode::OK);
-                String::new()
+                // What the service worker shows in place of the notification.
+                let body: Value = r.json().await.unwrap();
+                body["message"].as_str().unwrap_or_default().to_string()
             }
             Run::Webhooks(_) => {
                 assert_eq!(
@@ -935,6 +958,9 @@ fn in_chinese(s: &mut Settings) {
     s.dingtalk.locale = Locale::ZhCn;
     s.wecom.locale = Locale::ZhCn;
     s.matrix.locale = Locale::ZhCn;
+    s.telegram.locale = Locale::ZhCn;
+    s.ntfy.locale = Locale::ZhCn;
+    s.push.locale = Locale::ZhCn;
 }
 
 /// The message a Discord or Slack copy stands for: (channel, message id or ts).
@@ -1072,6 +1098,16 @@ async fn drive(name: &str, feature: Feature) {
                 "{name}: not in Chinese: {}",
                 copy.text
             );
+            // What the person is told after a tap, where the channel tells them (the
+            // harnesses that press a Chinese copy's buttons).
+            if PRESSED_IN_CHINESE.contains(&name) {
+                let told = run.press(&app, &copy, Button::Deny, Who::Approver).await;
+                assert!(
+                    told.is_empty() || !told.is_ascii(),
+                    "{name}: told in English: {told:?}"
+                );
+                assert_eq!(resolved(&app, &id).await["outcome"], "denied", "{name}");
+            }
         }
         Feature::Whoami => {
             let (reply, chat, sender) = run.whoami(&app).await;

@@ -12,7 +12,7 @@ use imrelay::config::{Backend, Settings};
 use imrelay::interaction::Registry;
 use imrelay::store::{MemoryStore, Store};
 use reqwest::StatusCode;
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 static LOG: Once = Once::new();
@@ -585,4 +585,53 @@ pub async fn post_mcp(
             .header("MCP-Protocol-Version", "2025-06-18");
     }
     req.send().await.unwrap()
+}
+
+/// Posts Claude Code's `Stop` hook of `session` (a turn ended, saying "The migration ran."),
+/// as Claude Code does; held until it is answered, what it answered.
+pub fn claude_stop(app: &TestApp, session: &str) -> tokio::task::JoinHandle<Value> {
+    let body = json!({"hook_event_name": "Stop", "session_id": session, "cwd": "/srv/shop",
+        "stop_hook_active": false, "last_assistant_message": "The migration ran."});
+    let req = app
+        .client
+        .post(app.url("/v1/hooks/claude-code"))
+        .json(&body);
+    tokio::spawn(async move {
+        let resp = req.send().await.expect("the hook call");
+        assert_eq!(resp.status(), StatusCode::OK);
+        resp.json().await.expect("JSON")
+    })
+}
+
+/// Tells imrelay, as Claude Code's `SessionStart` hook does, that `session` started in
+/// `/srv/shop`.
+pub async fn claude_session_start(app: &TestApp, session: &str) {
+    let start = json!({"session_id": session, "cwd": "/srv/shop", "hook_event_name": "SessionStart",
+        "transcript_path": "/tmp/t.jsonl", "permission_mode": "default", "source": "startup"});
+    let resp = app
+        .client
+        .post(app.url("/v1/hooks/claude-code"))
+        .json(&start)
+        .send()
+        .await
+        .expect("the hook call");
+    assert_eq!(resp.status(), StatusCode::OK);
+}
+
+/// The messages people queued for claude-code's session `session`, as the API lists them.
+pub async fn queued_messages(app: &TestApp, session: &str) -> Vec<Value> {
+    let (status, s) = app
+        .get(&format!("/v1/sessions/claude-code/{session}"))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{s}");
+    s["messages"].as_array().cloned().unwrap_or_default()
+}
+
+/// Waits for a held `Stop` hook's answer and checks it goes on with `words`: the answer of
+/// the "finished" question.
+pub async fn continued_with(held: tokio::task::JoinHandle<Value>, words: &str) {
+    let out = held.await.expect("the hook call");
+    assert_eq!(out["decision"], "block", "{out}");
+    let reason = out["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains(words), "{out}");
 }

@@ -195,6 +195,10 @@ impl Platform for Discord {
             .map_err(|e| failure(&e))
     }
 
+    fn replies_steer(&self) -> bool {
+        true
+    }
+
     fn thread_replies(&self) -> bool {
         self.thread_replies
     }

@@ -1,9 +1,10 @@
 //! The Gateway: interactions arrive over a WebSocket imrelay opens to Discord with the bot
 //! token, so no public URL is needed.
 //!
-//! One connection, kept: `Hello` gives the heartbeat interval; imrelay identifies with **no
-//! intents** (interactions reach a bot whatever its intents, and imrelay reads no messages,
-//! members or presences), sends the first heartbeat after a random part of the interval and
+//! One connection, kept: `Hello` gives the heartbeat interval; imrelay identifies with the
+//! `GUILD_MESSAGES` and `DIRECT_MESSAGES` intents, neither privileged (interactions reach a
+//! bot whatever its intents; messages are read only for a reply to a session's message,
+//! and imrelay reads no members or presences), sends the first heartbeat after a random part of the interval and
 //! then one per interval carrying the last sequence number, and answers Discord's heartbeat
 //! request at once. A heartbeat whose acknowledgement did not come before the next one is a
 //! dead connection: it is closed and the session resumed on a new one (`Resume` with the
@@ -13,7 +14,9 @@
 //! intents) stop the channel's connection with an error that says what to fix.
 //!
 //! Each `INTERACTION_CREATE` is handed to the channel's handler and answered by
-//! `POST /interactions/{id}/{token}/callback` within Discord's 3 seconds.
+//! `POST /interactions/{id}/{token}/callback` within Discord's 3 seconds; each
+//! `MESSAGE_CREATE` to the handler's replies (`super::replies`), answered by a message in
+//! reply when it is a session's.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,8 +40,10 @@ use crate::settings::Secret;
 const COMPONENT: &str = "discord";
 /// The Gateway's API version and encoding.
 const QUERY: &str = "?v=10&encoding=json";
-/// The intents imrelay identifies with: none (interactions need none).
-pub const INTENTS: u64 = 0;
+/// The intents imrelay identifies with: `GUILD_MESSAGES` and `DIRECT_MESSAGES` (neither
+/// privileged), for the replies to a session's messages (`super::replies`); interactions
+/// need none.
+pub const INTENTS: u64 = (1 << 9) | (1 << 12);
 /// Shortest wait between reconnect attempts.
 pub const MIN_BACKOFF: Duration = Duration::from_secs(1);
 /// Longest wait between reconnect attempts.
@@ -307,6 +312,19 @@ impl Gateway {
                     }
                 });
             }
+            Some("MESSAGE_CREATE") => {
+                let message = frame["d"].clone();
+                let (handler, rest) = (self.handler.clone(), self.rest.clone());
+                tokio::spawn(async move {
+                    let Some(answer) = handler.message(&message).await else {
+                        return;
+                    };
+                    let channel = message["channel_id"].as_str().unwrap_or_default();
+                    if let Err(e) = rest.post(channel, &answer).await {
+                        tracing::warn!(error = %e, "discord: cannot answer a reply to a session's message");
+                    }
+                });
+            }
             _ => {}
         }
     }
@@ -325,7 +343,7 @@ fn closed(code: u16) -> Next {
         4010 | 4011 => Next::Fatal(format!("sharding refused (close {code})")),
         4012 => Next::Fatal("the Gateway version is refused (close 4012)".into()),
         4013 | 4014 => Next::Fatal(format!(
-            "the intents were refused (close {code}): imrelay asks for none; check the application in the Developer Portal"
+            "the intents were refused (close {code}): imrelay asks for GUILD_MESSAGES and DIRECT_MESSAGES only, neither privileged; check the application in the Developer Portal"
         )),
         4007 | 4009 => Next::Identify(format!("the session cannot be resumed (close {code})")),
         other => Next::Resume(format!("closed by Discord (close {other})")),

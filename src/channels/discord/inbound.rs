@@ -184,6 +184,21 @@ impl Interactions {
         self.render.notice(text)
     }
 
+    /// The answer pipeline.
+    pub(super) fn pipeline(&self) -> &Pipeline {
+        &self.pipeline
+    }
+
+    /// Interactions and copies.
+    pub(super) fn store(&self) -> &dyn Store {
+        self.store.as_ref()
+    }
+
+    /// A plain message of `text`, mentioning no one.
+    pub(super) fn plain_of(&self, text: &str) -> Value {
+        self.render.plain(text)
+    }
+
     /// Whether `channel` is on `discord.chats`.
     pub(super) fn is_chat(&self, channel: &str) -> bool {
         self.settings.chats.iter().any(|c| c == channel)

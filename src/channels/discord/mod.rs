@@ -31,6 +31,7 @@ pub mod gateway;
 pub mod inbound;
 mod plan;
 pub mod render;
+mod replies;
 pub mod settings;
 
 use std::sync::Arc;

@@ -2,8 +2,9 @@
 //! chat) is answered in that chat with its chat_id and the sender's open_id and user_id, what
 //! `feishu.chats` and `feishu.approvers` need; `/sessions` (or `sessions`, `会话`) with the
 //! agent sessions of the routes that post to the chat (the kit's listing,
-//! [`crate::channels::sessions`]). Anything else is ignored. Answers are sent off the
-//! acknowledgement's path.
+//! [`crate::channels::sessions`]). Other text that replies to a message, or is written in a
+//! thread, goes to the kit's replies ([`crate::channels::steer`]): said to the session whose
+//! message it is. Anything else is ignored. Answers are sent off the acknowledgement's path.
 
 use serde_json::{Value, json};
 
@@ -64,6 +65,14 @@ impl Callbacks {
         let command = (message["message_type"] == "text")
             .then(|| command_in(content["text"].as_str().unwrap_or_default()))
             .flatten();
+        // A command keeps its meaning wherever it is written; other text replying to a
+        // message may be said to a session.
+        if command.is_none()
+            && message["message_type"] == "text"
+            && self.replies_to_something(envelope, &content)
+        {
+            return json!({});
+        }
         let chat = message["chat_id"].as_str().unwrap_or_default().to_string();
         let sender = &event["sender"]["sender_id"];
         let open_id = sender["open_id"].as_str().unwrap_or_default().to_string();
@@ -112,6 +121,84 @@ impl Callbacks {
             }
         }
         json!({})
+    }
+}
+
+impl Callbacks {
+    /// A text message that replies to another (`parent_id`) or is in a thread (`root_id`):
+    /// said, off the acknowledgement's path, to the session whose message it replies to
+    /// ([`crate::channels::steer`]), and the person told in a reply. `false` when it replies
+    /// to nothing.
+    fn replies_to_something(&self, envelope: &Value, content: &Value) -> bool {
+        let message = &envelope["event"]["message"];
+        let s = |k: &str| message[k].as_str().unwrap_or_default().to_string();
+        let (id, parent, root, thread) = (
+            s("message_id"),
+            s("parent_id"),
+            s("root_id"),
+            s("thread_id"),
+        );
+        let Some(api) = self.api.clone() else {
+            return false;
+        };
+        if id.is_empty() || (parent.is_empty() && root.is_empty()) {
+            return false;
+        }
+        // Mentions arrive as `@_user_1` placeholders: the message is the rest.
+        let text: Vec<&str> = content["text"]
+            .as_str()
+            .unwrap_or_default()
+            .split(' ')
+            .filter(|w| !w.starts_with("@_user"))
+            .collect();
+        let text = text.join(" ");
+        let operator = json!({"operator": envelope["event"]["sender"]["sender_id"]});
+        let teams = self.registry.teams();
+        let who = self.operator(&operator, &teams);
+        let (actor, by, approver) = (
+            who.actor.to_string(),
+            who.by.map(str::to_string),
+            who.approver,
+        );
+        let (pipeline, store, locale) = (
+            self.pipeline.clone(),
+            self.store.clone(),
+            self.cards.locale(),
+        );
+        tokio::spawn(async move {
+            let by = by.unwrap_or(actor);
+            let shown = pipeline
+                .registry()
+                .teams()
+                .people
+                .name_of(super::CHANNEL, &by)
+                .map_or_else(|| by.clone(), str::to_string);
+            let responder = crate::interaction::Responder::new(shown, pipeline.via().clone())
+                .with_identity(super::CHANNEL, by.clone());
+            let reply = crate::channels::steer::Reply {
+                id: &id,
+                chat: None,
+                to: &[&parent, &root],
+                text: &text,
+                responder,
+                identity: &by,
+                approver,
+            };
+            let heard =
+                crate::channels::steer::reply(&pipeline, store.as_ref(), reply, locale, false)
+                    .await;
+            if let crate::channels::steer::Heard::Told(Some(told)) = heard {
+                let content = json!({ "text": told });
+                let uuid = format!("steer:{id}");
+                if let Err(e) = api
+                    .reply(&id, "text", &content, !thread.is_empty(), &uuid)
+                    .await
+                {
+                    tracing::warn!(error = %e, "feishu: cannot answer a reply to a session's message");
+                }
+            }
+        });
+        true
     }
 }
 

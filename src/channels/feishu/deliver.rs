@@ -163,6 +163,10 @@ impl Platform for Feishu {
         })
     }
 
+    fn replies_steer(&self) -> bool {
+        true
+    }
+
     fn thread_replies(&self) -> bool {
         self.thread_replies
     }

@@ -60,13 +60,13 @@ pub enum Source {
 }
 
 /// Who clicked a card, as [`Callbacks::click`] sees them.
-struct Operator<'a> {
+pub(super) struct Operator<'a> {
     /// The id refusals are recorded under (`unknown` when the event names none).
-    actor: &'a str,
+    pub actor: &'a str,
     /// The id they answer by, when they may answer.
-    by: Option<&'a str>,
+    pub by: Option<&'a str>,
     /// Whether they are on `feishu.approvers`.
-    approver: bool,
+    pub approver: bool,
 }
 
 /// Handles card clicks. Cheap to share.
@@ -300,7 +300,7 @@ impl Callbacks {
 
     /// Who clicked: the id refusals name, and the id they may answer by, if any: an approver's,
     /// or a configured person's (a route naming them lets them answer without being listed).
-    fn operator<'a>(&self, event: &'a Value, teams: &Teams) -> Operator<'a> {
+    pub(super) fn operator<'a>(&self, event: &'a Value, teams: &Teams) -> Operator<'a> {
         let open_id = event["operator"]["open_id"].as_str().unwrap_or_default();
         let user_id = event["operator"]["user_id"].as_str().unwrap_or_default();
         let actor = if !open_id.is_empty() {

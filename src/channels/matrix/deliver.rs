@@ -319,6 +319,10 @@ impl Platform for Matrix {
         self.post_to(i, target, job, Some(thread)).await
     }
 
+    fn replies_steer(&self) -> bool {
+        true
+    }
+
     fn thread_replies(&self) -> bool {
         self.thread_replies
     }

@@ -77,7 +77,11 @@ struct Heard {
     room: String,
     event_id: String,
     sender: String,
+    /// The event it reacts or replies to (empty: a message in a thread that replies to no
+    /// event in particular).
     prompt: String,
+    /// The root of the thread it was written in, if any.
+    root: Option<String>,
     said: Said,
 }
 
@@ -135,14 +139,19 @@ fn heard(room: &str, event: &Value) -> Option<Heard> {
             event_id: event_id.to_string(),
             sender: sender.to_string(),
             prompt: relates_to.event_id.to_string(),
+            root: None,
             said: reaction(&relates_to.key)?,
         }),
         AnySyncMessageLikeEvent::RoomMessage(SyncMessageLikeEvent::Original(ev)) => {
-            let prompt = match &ev.content.relates_to {
-                Some(Relation::Reply(r)) => r.in_reply_to.event_id.to_string(),
-                Some(Relation::Thread(t)) if !t.is_falling_back => {
-                    t.in_reply_to.as_ref()?.event_id.to_string()
-                }
+            let (prompt, root) = match &ev.content.relates_to {
+                Some(Relation::Reply(r)) => (r.in_reply_to.event_id.to_string(), None),
+                Some(Relation::Thread(t)) if !t.is_falling_back => (
+                    t.in_reply_to.as_ref()?.event_id.to_string(),
+                    Some(t.event_id.to_string()),
+                ),
+                // In a thread, replying to nothing in particular: said to the thread (a
+                // session's thread takes it as a message to the session), never an answer.
+                Some(Relation::Thread(t)) => (String::new(), Some(t.event_id.to_string())),
                 // An edit changes nothing: the answer was the message it edits, if any.
                 _ => return None,
             };
@@ -155,6 +164,7 @@ fn heard(room: &str, event: &Value) -> Option<Heard> {
                 event_id: ev.event_id.to_string(),
                 sender: ev.sender.to_string(),
                 prompt,
+                root,
                 said: Said::Reply(text.chars().take(MAX_REPLY_CHARS).collect()),
             })
         }
@@ -375,6 +385,11 @@ impl Inbound {
     /// Takes one answer through the pipeline, and tells the person what became of it unless
     /// the prompt itself shows it.
     async fn answer(&self, h: Heard) {
+        if let Said::Reply(text) = &h.said
+            && self.to_session(&h, text).await
+        {
+            return;
+        }
         let Some((id, created)) = self.prompt_of(&h).await else {
             // Not a reply to a prompt of imrelay's: a conversation, left alone.
             return;
@@ -388,14 +403,7 @@ impl Inbound {
                     .await;
             }
         }
-        let teams = self.pipeline.registry().teams();
-        let name = teams
-            .people
-            .name_of(CHANNEL, &h.sender)
-            .map_or_else(|| h.sender.clone(), str::to_string);
-        let responder = Responder::new(name, Via::new(CHANNEL))
-            .with_actor_id(format!("matrix:{}", clip(&h.sender, 255)))
-            .with_identity(CHANNEL, h.sender.clone());
+        let responder = self.responder(&h.sender);
         let actor = responder.audit_actor().unwrap_or_default();
         let tap = Tap {
             id: &id,
@@ -422,6 +430,59 @@ impl Inbound {
         let feedback = self.pipeline.respond(&id, given, responder).await;
         if !matches!(feedback, Feedback::Resolved(_)) {
             self.tell(&h, &feedback.text(self.render.locale)).await;
+        }
+    }
+
+    /// `sender` as the registry names them.
+    fn responder(&self, sender: &str) -> Responder {
+        let teams = self.pipeline.registry().teams();
+        let name = teams
+            .people
+            .name_of(CHANNEL, sender)
+            .map_or_else(|| sender.to_string(), str::to_string);
+        Responder::new(name, Via::new(CHANNEL))
+            .with_actor_id(format!("matrix:{}", clip(sender, 255)))
+            .with_identity(CHANNEL, sender.to_string())
+    }
+
+    /// A reply `text` to one of a session's events that is not a pending prompt (an answered
+    /// or expired one, the thread's root, or anything in the session's thread): said to the
+    /// session through the kit ([`crate::channels::steer`]), and the person told. `false`:
+    /// the reply keeps its usual meaning (an answer to a pending prompt, or nothing).
+    async fn to_session(&self, h: &Heard, text: &str) -> bool {
+        let to: Vec<&str> = [Some(h.prompt.as_str()), h.root.as_deref()]
+            .into_iter()
+            .flatten()
+            .collect();
+        let reply = crate::channels::steer::Reply {
+            id: &h.event_id,
+            // Event ids are unique across rooms.
+            chat: None,
+            to: &to,
+            text,
+            responder: self.responder(&h.sender),
+            identity: &h.sender,
+            approver: self.settings.is_approver(&h.sender),
+        };
+        let heard = crate::channels::steer::reply(
+            &self.pipeline,
+            self.store.as_ref(),
+            reply,
+            self.render.locale,
+            true,
+        )
+        .await;
+        match heard {
+            crate::channels::steer::Heard::Told(Some(told)) => {
+                self.tell(h, &told).await;
+                true
+            }
+            crate::channels::steer::Heard::Told(None) | crate::channels::steer::Heard::Empty => {
+                true
+            }
+            crate::channels::steer::Heard::NotASession | crate::channels::steer::Heard::Prompt => {
+                false
+            }
         }
     }
 
@@ -525,6 +586,16 @@ mod tests {
             "m.new_content": {"msgtype": "m.text", "body": "1"},
             "m.relates_to": {"rel_type": "m.replace", "event_id": "$m:x"}}});
         assert!(heard("!room:x", &edit).is_none());
+        // In a thread, replying to nothing in particular: said to the thread's root only.
+        let threaded = json!({"type": "m.room.message", "event_id": "$t:x", "sender": "@a:x",
+            "origin_server_ts": 1, "content": {"msgtype": "m.text", "body": "use staging",
+            "m.relates_to": {"rel_type": "m.thread", "event_id": "$root:x",
+                "is_falling_back": true, "m.in_reply_to": {"event_id": "$last:x"}}}});
+        let h = heard("!room:x", &threaded).unwrap();
+        assert_eq!(
+            (h.prompt.as_str(), h.root.as_deref()),
+            ("", Some("$root:x"))
+        );
         let other = json!({"type": "m.reaction", "event_id": "$r2:x", "sender": "@a:x",
             "origin_server_ts": 1, "content": {"m.relates_to": {"rel_type": "m.annotation",
             "event_id": "$p:x", "key": "🎉"}}});

@@ -131,7 +131,7 @@ impl Platform for Ntfy {
     }
 
     fn texts(&self) -> Texts {
-        Texts(crate::present::render::Locale::EnUs)
+        Texts(self.settings.locale)
     }
 
     async fn post_digest(&self, _topic: &String, _sheet: &Sheet) -> Result<String, Failure> {
@@ -172,6 +172,7 @@ impl Platform for Ntfy {
                 include_command: self.settings.include_command,
                 click: self.inbox.as_ref().map(|b| format!("{b}/#{}", i.id)),
                 urls,
+                locale: self.settings.locale,
             },
         );
         self.publish(&body).await?;
@@ -182,7 +183,8 @@ impl Platform for Ntfy {
     }
 
     async fn edit(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Failure> {
-        let body = render::outcome(i, &m.address, &m.message_ref, self.settings.include_command);
+        let s = &self.settings;
+        let body = render::outcome(i, &m.address, &m.message_ref, s.include_command, s.locale);
         self.publish(&body).await
     }
 }

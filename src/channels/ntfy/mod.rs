@@ -97,6 +97,7 @@ pub async fn install(w: &mut Wiring, settings: &NtfySettings) -> anyhow::Result<
             pipeline: Pipeline::new(w.registry.clone(), Via::new(CHANNEL)),
             store: w.store.clone(),
             tokens: inbound::TOKENS,
+            locale: settings.locale,
         },
         person: person.clone(),
     }));

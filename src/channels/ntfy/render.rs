@@ -7,8 +7,9 @@
 use serde::Serialize;
 
 use crate::channels::notification;
+use crate::channels::words::Words;
 use crate::interaction::Interaction;
-use crate::present::render::outcome_phrase;
+use crate::present::render::{Locale, outcome_phrase_in};
 
 /// The longest message body published (ntfy keeps up to 4096 bytes as text).
 const MAX_MESSAGE_CHARS: usize = 3000;
@@ -66,25 +67,28 @@ pub(super) struct PromptParts<'a> {
     pub click: Option<String>,
     /// The allow and deny URLs (approvals only).
     pub urls: Option<(String, String)>,
+    /// The language of its text and buttons.
+    pub locale: Locale,
 }
 
 /// The prompt of pending `i`.
 pub(super) fn prompt<'a>(i: &Interaction, p: PromptParts<'a>) -> Publish<'a> {
-    let (title, message) = notification::text(i, p.include_command, MAX_MESSAGE_CHARS);
+    let (title, message) = notification::text(i, p.include_command, MAX_MESSAGE_CHARS, p.locale);
+    let w = Words(p.locale);
     let actions = p
         .urls
         .map(|(allow, deny)| {
             vec![
                 HttpAction {
                     action: "http",
-                    label: "Allow",
+                    label: w.allow(),
                     url: allow,
                     method: "POST",
                     clear: true,
                 },
                 HttpAction {
                     action: "http",
-                    label: "Deny",
+                    label: w.deny(),
                     url: deny,
                     method: "POST",
                     clear: true,
@@ -110,13 +114,14 @@ pub(super) fn outcome<'a>(
     topic: &'a str,
     sequence_id: &'a str,
     include_command: bool,
+    locale: Locale,
 ) -> Publish<'a> {
     let phrase = i
         .resolution
         .as_deref()
-        .map(outcome_phrase)
-        .unwrap_or_else(|| "Resolved".into());
-    let (title, _) = notification::text(i, include_command, MAX_MESSAGE_CHARS);
+        .map(|r| outcome_phrase_in(r, locale))
+        .unwrap_or_else(|| Words(locale).resolved().into());
+    let (title, _) = notification::text(i, include_command, MAX_MESSAGE_CHARS, locale);
     let tag = match i.resolution.as_deref().map(|r| r.outcome) {
         Some(crate::interaction::Outcome::Allowed | crate::interaction::Outcome::Answered) => {
             "white_check_mark"

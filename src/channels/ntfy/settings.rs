@@ -40,6 +40,8 @@ pub struct NtfySettings {
     pub public_url: String,
     /// Per-request timeout, seconds.
     pub timeout_secs: u64,
+    /// The language of notifications and their buttons (`en_us` or `zh_cn`).
+    pub locale: crate::present::render::Locale,
 }
 
 impl Default for NtfySettings {
@@ -57,6 +59,7 @@ impl Default for NtfySettings {
             include_command: true,
             public_url: String::new(),
             timeout_secs: 10,
+            locale: crate::present::render::Locale::EnUs,
         }
     }
 }

@@ -13,6 +13,7 @@
 //!   to one interaction, one device (so its person) and one action, good until the time it
 //!   carries ([`crate::channels::actions`]).
 
+use crate::channels::words::Words;
 use std::sync::Arc;
 
 use axum::Router;
@@ -204,27 +205,17 @@ async fn act(
     let (redeemed, fields) = e.find("a push action", &action, &token, 2).await?;
     let (until, device) = (fields[0], fields[1]);
     let Some(d) = devices::get(api.store.as_ref(), device).await? else {
-        let m = "this device was removed: its notifications no longer answer".to_string();
+        let status = (StatusCode::FORBIDDEN, "device_removed");
+        let id = Some(&redeemed.id);
         return Err(e
-            .refuse(
-                "a push action",
-                Some(&redeemed.id),
-                StatusCode::FORBIDDEN,
-                "device_removed",
-                m,
-            )
+            .refuse("a push action", id, status, Words::device_removed)
             .await);
     };
     let Some(label) = d.label.clone() else {
-        let m = "this device has no person to answer as".to_string();
+        let status = (StatusCode::FORBIDDEN, "refused");
+        let id = Some(&redeemed.id);
         return Err(e
-            .refuse(
-                "a push action",
-                Some(&redeemed.id),
-                StatusCode::FORBIDDEN,
-                "refused",
-                m,
-            )
+            .refuse("a push action", id, status, Words::device_without_person)
             .await);
     };
     let person = Person {
@@ -236,9 +227,9 @@ async fn act(
         .is_ok_and(|u| jiff::Timestamp::now().as_second() > u)
     {
         let actor = format!("{} ({OPERATOR}:{})", person.name, person.identity);
-        let m = "this notification's buttons have expired: open the inbox to answer".to_string();
+        let status = (StatusCode::GONE, "expired");
         return Err(e
-            .refuse(&actor, Some(&redeemed.id), StatusCode::GONE, "expired", m)
+            .refuse(&actor, Some(&redeemed.id), status, Words::buttons_expired)
             .await);
     }
     e.answer(&redeemed, &person).await

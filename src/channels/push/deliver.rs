@@ -207,7 +207,8 @@ impl Push {
         .min(i.deadline.as_second())
         .to_string();
         let mut out = Vec::with_capacity(2);
-        for (action, title) in [(Action::Allow, "Approve"), (Action::Deny, "Deny")] {
+        let w = crate::channels::words::Words(self.settings.locale);
+        for (action, title) in [(Action::Allow, w.approve()), (Action::Deny, w.deny())] {
             let token = TOKENS
                 .issue(self.store.as_ref(), i, action, &[&until, &d.id])
                 .await
@@ -233,7 +234,7 @@ impl Platform for Push {
     }
 
     fn texts(&self) -> Texts {
-        Texts(crate::present::render::Locale::EnUs)
+        Texts(self.settings.locale)
     }
 
     async fn post_digest(&self, _d: &Device, _sheet: &Sheet) -> Result<String, Failure> {
@@ -258,7 +259,12 @@ impl Platform for Push {
         } else {
             Vec::new()
         };
-        let payload = render::prompt(i, self.settings.include_command, actions);
+        let payload = render::prompt(
+            i,
+            self.settings.include_command,
+            actions,
+            self.settings.locale,
+        );
         let tag = payload.tag.clone();
         let left = ttl(i);
         let urgency = if left < 300 { "high" } else { "normal" };
@@ -278,7 +284,7 @@ impl Platform for Push {
             // Removed since: nothing left to replace.
             return Ok(());
         };
-        let payload = render::outcome(i, self.settings.include_command);
+        let payload = render::outcome(i, self.settings.include_command, self.settings.locale);
         let tag = payload.tag.clone();
         // Kept a day: a phone that was off still learns the prompt is settled.
         self.send(&d, payload.bytes(), 86_400, "normal", &tag[8..])

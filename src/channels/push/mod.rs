@@ -84,6 +84,7 @@ pub async fn install(w: &mut Wiring, settings: &PushSettings) -> anyhow::Result<
             pipeline: Pipeline::new(w.registry.clone(), Via::new(CHANNEL)).known_as(OPERATOR),
             store: w.store.clone(),
             tokens: TOKENS,
+            locale: settings.locale,
         },
     };
     w.route(api::action_router(api.clone()));

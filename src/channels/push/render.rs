@@ -10,8 +10,9 @@
 use serde::Serialize;
 
 use crate::channels::notification;
+use crate::channels::words::Words;
 use crate::interaction::Interaction;
-use crate::present::render::outcome_phrase;
+use crate::present::render::{Locale, outcome_phrase_in};
 
 /// The largest payload sent, in bytes (4096 less the encryption's header, tag and padding).
 pub(super) const MAX_PAYLOAD: usize = 3800;
@@ -78,9 +79,15 @@ pub(super) fn tag(i: &Interaction) -> String {
     format!("imrelay-{}", &hex::encode(h)[..24])
 }
 
-/// The prompt of pending `i`, with `actions` (an approval's allow and deny URLs).
-pub(super) fn prompt(i: &Interaction, include_command: bool, actions: Vec<PushAction>) -> Payload {
-    let (title, body) = notification::text(i, include_command, MAX_BODY_CHARS);
+/// The prompt of pending `i`, with `actions` (an approval's allow and deny URLs), in
+/// `locale`.
+pub(super) fn prompt(
+    i: &Interaction,
+    include_command: bool,
+    actions: Vec<PushAction>,
+    locale: Locale,
+) -> Payload {
+    let (title, body) = notification::text(i, include_command, MAX_BODY_CHARS, locale);
     Payload {
         v: 1,
         kind: "prompt",
@@ -94,14 +101,14 @@ pub(super) fn prompt(i: &Interaction, include_command: bool, actions: Vec<PushAc
     }
 }
 
-/// The outcome of resolved `i`, replacing its prompt.
-pub(super) fn outcome(i: &Interaction, include_command: bool) -> Payload {
-    let (title, _) = notification::text(i, include_command, MAX_BODY_CHARS);
+/// The outcome of resolved `i`, replacing its prompt, in `locale`.
+pub(super) fn outcome(i: &Interaction, include_command: bool, locale: Locale) -> Payload {
+    let (title, _) = notification::text(i, include_command, MAX_BODY_CHARS, locale);
     let body = i
         .resolution
         .as_deref()
-        .map(outcome_phrase)
-        .unwrap_or_else(|| "Resolved".into());
+        .map(|r| outcome_phrase_in(r, locale))
+        .unwrap_or_else(|| Words(locale).resolved().into());
     Payload {
         v: 1,
         kind: "outcome",
@@ -143,15 +150,47 @@ mod tests {
     #[test]
     fn a_prompt_says_the_command_unless_told_not_to_and_always_fits() {
         let i = bash("cargo publish --allow-dirty");
-        let p = prompt(&i, true, Vec::new());
+        let p = prompt(&i, true, Vec::new(), Locale::EnUs);
         assert!(p.title.contains("cargo publish"), "{}", p.title);
         assert_eq!(p.url, "/#p1");
-        let quiet = prompt(&i, false, Vec::new());
+        let quiet = prompt(&i, false, Vec::new(), Locale::EnUs);
         let json = String::from_utf8(quiet.bytes()).unwrap();
         assert!(!json.contains("cargo publish"), "{json}");
         assert!(json.contains("An approval is waiting"), "{json}");
         let long = bash(&"é".repeat(5000));
-        assert!(prompt(&long, true, Vec::new()).bytes().len() <= MAX_PAYLOAD);
+        assert!(prompt(&long, true, Vec::new(), Locale::EnUs).bytes().len() <= MAX_PAYLOAD);
         assert_eq!(tag(&i), tag(&bash("other")));
+    }
+
+    #[test]
+    fn in_chinese_the_title_the_privacy_text_and_the_outcome_are_chinese() {
+        let mut i = bash("cargo publish");
+        let quiet = prompt(&i, false, Vec::new(), Locale::ZhCn);
+        assert_eq!(
+            (quiet.title.as_str(), quiet.body.as_str()),
+            (
+                "claude-code 有待处理的审批请求",
+                "打开 imrelay 查看请求内容。"
+            )
+        );
+        i.resolution = Some(Box::new(crate::interaction::Resolution {
+            outcome: crate::interaction::Outcome::Allowed,
+            by: Some("bob".into()),
+            via: crate::interaction::Via::new("telegram"),
+            at: i.created_at,
+            result: crate::interaction::PermissionResult::Allow {
+                updated_input: crate::interaction::Input::default(),
+                updated_permissions: None,
+            }
+            .into(),
+        }));
+        assert_eq!(
+            outcome(&i, true, Locale::ZhCn).body,
+            "由 bob 通过 telegram 批准"
+        );
+        assert_eq!(
+            outcome(&i, true, Locale::EnUs).body,
+            "Allowed by bob via telegram"
+        );
     }
 }

@@ -22,6 +22,8 @@ pub struct PushSettings {
     pub action_ttl_secs: u64,
     /// Per-request timeout, seconds.
     pub timeout_secs: u64,
+    /// The language of notifications and their buttons (`en_us` or `zh_cn`).
+    pub locale: crate::present::render::Locale,
 }
 
 impl Default for PushSettings {
@@ -33,6 +35,7 @@ impl Default for PushSettings {
             max_devices_per_person: 10,
             action_ttl_secs: 900,
             timeout_secs: 10,
+            locale: crate::present::render::Locale::EnUs,
         }
     }
 }

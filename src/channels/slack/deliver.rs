@@ -152,6 +152,10 @@ impl Platform for Slack {
         self.post_to(i, channel, Some(thread)).await
     }
 
+    fn replies_steer(&self) -> bool {
+        true
+    }
+
     fn thread_replies(&self) -> bool {
         self.thread_replies
     }

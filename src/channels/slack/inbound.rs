@@ -67,6 +67,7 @@ impl Person {
 /// Handles interactivity payloads. Cheap to share.
 pub struct Interactions {
     pipeline: Pipeline,
+    store: Arc<dyn crate::store::Store>,
     api: Arc<WebApi>,
     settings: Arc<SlackSettings>,
     blocks: Blocks,
@@ -87,12 +88,14 @@ impl Interactions {
     /// A handler answering through `pipeline`, talking back through `api`.
     pub(crate) fn new(
         pipeline: Pipeline,
+        store: Arc<dyn crate::store::Store>,
         api: Arc<WebApi>,
         settings: Arc<SlackSettings>,
         blocks: Blocks,
     ) -> Self {
         Self {
             pipeline,
+            store,
             api,
             settings,
             blocks,
@@ -182,13 +185,18 @@ impl Interactions {
         }
     }
 
-    /// An Events API callback (`event_callback`): `whoami` in a message that mentions the
+    /// An Events API callback (`event_callback`): a reply in the thread of one of an agent
+    /// session's messages (`message` with a `thread_ts`) is said to the session
+    /// ([`crate::channels::steer`]); `whoami` in a message that mentions the
     /// bot (`app_mention`) or in its direct messages (`message`, channel type `im`) is
     /// answered, to the sender alone, with the conversation's and the sender's ids: what
     /// `slack.chats` and `slack.approvers` need. Anything else is ignored.
     pub async fn event(&self, callback: &Value) {
         let event = &callback["event"];
         let kind = event["type"].as_str().unwrap_or_default();
+        if kind == "message" && self.thread_reply(event).await {
+            return;
+        }
         let asked = match kind {
             "app_mention" => true,
             "message" => event["channel_type"] == "im",
@@ -219,6 +227,64 @@ impl Interactions {
         };
         let payload = json!({"channel": {"id": channel}});
         self.tell(&payload, &person, text);
+    }
+
+    /// A person's message in a thread (`thread_ts`, not the thread's first message): said to
+    /// the session whose message the thread hangs from; `false` when it is no session's.
+    async fn thread_reply(&self, event: &Value) -> bool {
+        let s = |k: &str| event[k].as_str().unwrap_or_default();
+        let (channel, user, ts, thread) = (s("channel"), s("user"), s("ts"), s("thread_ts"));
+        // A reply also sent to the channel (`thread_broadcast`) is a reply; an edit, a
+        // deletion or a bot's message is not.
+        let from_bot = event.get("bot_id").is_some()
+            || event
+                .get("subtype")
+                .is_some_and(|s| s != "thread_broadcast");
+        if from_bot || channel.is_empty() || user.is_empty() || thread.is_empty() || thread == ts {
+            return false;
+        }
+        // Mentions of the bot (`<@U…>`) are how a person gets its attention, not the message.
+        let text: Vec<&str> = s("text")
+            .split(' ')
+            .filter(|w| !(w.starts_with("<@") && w.ends_with('>')))
+            .collect();
+        let text = text.join(" ");
+        let person = Person {
+            id: user.to_string(),
+            name: self
+                .pipeline
+                .registry()
+                .teams()
+                .people
+                .name_of(super::CHANNEL, user)
+                .map_or_else(|| user.to_string(), str::to_string),
+        };
+        let id = format!("{channel}:{ts}");
+        let reply = crate::channels::steer::Reply {
+            id: &id,
+            chat: Some(channel),
+            to: &[thread],
+            text: &text,
+            responder: person.responder(),
+            identity: user,
+            approver: self.settings.is_approver(user),
+        };
+        let heard = crate::channels::steer::reply(
+            &self.pipeline,
+            self.store.as_ref(),
+            reply,
+            self.blocks.locale(),
+            false,
+        )
+        .await;
+        match heard {
+            crate::channels::steer::Heard::Told(Some(text)) => {
+                self.tell(&json!({"channel": {"id": channel}}), &person, text);
+                true
+            }
+            crate::channels::steer::Heard::NotASession => false,
+            _ => true,
+        }
     }
 
     /// Tells `person` alone, in the channel of the click, what became of it.

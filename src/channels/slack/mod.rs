@@ -91,6 +91,7 @@ pub async fn install(w: &mut Wiring, settings: &SlackSettings) -> anyhow::Result
     let interactions = Arc::new(
         inbound::Interactions::new(
             Pipeline::new(w.registry.clone(), Via::new(CHANNEL)),
+            w.store.clone(),
             api.clone(),
             settings.clone(),
             blocks.clone(),

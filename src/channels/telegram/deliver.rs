@@ -24,7 +24,6 @@ use crate::channels::messages::{Failure, Hold, Messages, Pacer, Platform, Posted
 use crate::channels::threads::{Opener, Threads, outcome_line};
 use crate::interaction::Interaction;
 use crate::outbox::{Delivery, OutboxHandler};
-use crate::present::render::Locale;
 use crate::store::{ChannelMessage, ClaimedJob, OutboxJob, Store, StoreError};
 
 /// The outbox handler for the `telegram` channel.
@@ -84,7 +83,7 @@ impl Platform for Tg<'_> {
 
     /// Telegram's texts are in English.
     fn texts(&self) -> Texts {
-        Texts(Locale::EnUs)
+        Texts(self.0.settings.locale)
     }
 
     /// The throttle allows one message a second to a person and twenty a minute to a group.
@@ -154,7 +153,7 @@ impl Platform for Tg<'_> {
             .create_topic(*chat, opener.title(128))
             .await
             .map_err(failure)?;
-        let text = render::escape(&opener.lines(Locale::EnUs).join("\n"));
+        let text = render::escape(&opener.lines(self.0.settings.locale).join("\n"));
         self.0
             .client
             .send_in(*chat, Some(topic), text, None, None)
@@ -191,7 +190,8 @@ impl Platform for Tg<'_> {
 
     /// The outcome as a reply to the prompt (in its topic, where the prompt is).
     async fn reply_outcome(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Failure> {
-        let (Some((chat, message)), Some(line)) = (ids(m), outcome_line(i, Locale::EnUs)) else {
+        let (Some((chat, message)), Some(line)) = (ids(m), outcome_line(i, self.0.settings.locale))
+        else {
             return Ok(());
         };
         let topic = topic_of(m);
@@ -262,6 +262,7 @@ impl Platform for Tg<'_> {
                 codec: &self.0.codec,
                 handle: &handle,
                 inbox: self.0.inbox.as_deref(),
+                words: self.0.words(),
             },
         );
         self.0
@@ -277,8 +278,8 @@ impl Platform for Tg<'_> {
             return Ok(());
         };
         let text = match MessageState::from_stored(m.state.as_ref()) {
-            MessageState::Prompt(_) => render::resolved(i),
-            MessageState::Reply(_) => render::reply_closed(i),
+            MessageState::Prompt(_) => render::resolved(i, self.0.words()),
+            MessageState::Reply(_) => render::reply_closed(i, self.0.words()),
         };
         match self
             .0
@@ -316,6 +317,7 @@ impl Tg<'_> {
                 codec: &self.0.codec,
                 handle: &handle,
                 inbox: self.0.inbox.as_deref(),
+                words: self.0.words(),
             },
         );
         let message_id = self
@@ -372,7 +374,7 @@ impl Telegram {
             "telegram: the final text was refused; showing the outcome as plain text");
         let why = match self
             .client
-            .edit_plain(chat, message, render::outcome_plain(i))
+            .edit_plain(chat, message, render::outcome_plain(i, self.words()))
             .await
         {
             Err(TgFailure::Permanent(why)) => why,

@@ -24,7 +24,6 @@ use crate::channels::digest_flow::Press;
 use crate::channels::messages::Platform;
 use crate::channels::pipeline::Feedback;
 use crate::channels::token::Signer;
-use crate::present::render::Locale;
 
 /// The first byte of a digest button's data.
 const FORMAT: char = 'D';
@@ -106,7 +105,7 @@ impl Telegram {
 
     /// A tap on a digest button.
     pub(super) async fn on_digest_tap(&self, q: &CallbackQuery) {
-        let say = |f: Feedback| f.text(Locale::EnUs);
+        let say = |f: Feedback| self.say(f);
         let data = q.data.as_deref().unwrap_or("");
         let Some((chat, message)) = q.message.as_ref().map(|m| (m.chat().id.0, m.id().0)) else {
             self.client.answer(&q.id, &say(Feedback::BadButton)).await;

@@ -156,6 +156,16 @@ pub(crate) struct Telegram {
 }
 
 impl Telegram {
+    /// The words of its messages, in `telegram.locale`.
+    fn words(&self) -> crate::channels::words::Words {
+        crate::channels::words::Words(self.settings.locale)
+    }
+
+    /// What a person is told, in the messages every channel shares, in `telegram.locale`.
+    fn say(&self, feedback: Feedback) -> String {
+        feedback.text(self.settings.locale)
+    }
+
     fn is_approver(&self, user: &User) -> bool {
         self.settings.approvers.contains(&user.id.0)
     }
@@ -520,6 +530,7 @@ mod tests {
                 digest_after: 0,
                 thread_per: crate::channels::threads::ThreadPer::Session,
                 thread_replies: false,
+                locale: crate::present::render::Locale::EnUs,
             })
         };
         assert!(topics(vec![-2001, 42]).is_some_and(|w| w.contains("-100")));
@@ -540,6 +551,7 @@ mod tests {
                 digest_after: 0,
                 thread_per: Default::default(),
                 thread_replies: false,
+                locale: crate::present::render::Locale::EnUs,
             })
         };
         assert_eq!(with(vec![1], vec![1]), None);

@@ -57,6 +57,8 @@ pub struct TelegramSettings {
     /// Whether the outcome is also posted as a reply to each message.
     #[serde(default)]
     pub thread_replies: bool,
+    /// The language of messages, toasts, replies and digests (`en_us` or `zh_cn`).
+    pub locale: crate::present::render::Locale,
 }
 
 /// Characters Telegram accepts in a webhook secret token.
@@ -213,6 +215,7 @@ mod tests {
             digest_after: 0,
             thread_per: Default::default(),
             thread_replies: false,
+            locale: crate::present::render::Locale::EnUs,
         }
     }
 
@@ -246,6 +249,7 @@ mod tests {
         assert_eq!(t.webhook_path, "/telegram/webhook");
         assert_eq!(t.api_url, "https://api.telegram.org");
         assert_eq!((t.poll_timeout_secs, t.request_timeout_secs), (25, 30));
+        assert_eq!(t.locale, crate::present::render::Locale::EnUs);
     }
 
     #[test]

@@ -6,7 +6,9 @@ Offline: `discord.http.Route.BASE` and the gateway's default URL point at the fa
 in (GET /users/@me), identifies with no intents, posts a message with a button to CHANNEL,
 answers the click the test dispatches with an ephemeral message (a callback with
 `?with_response=1`, whose JSON reply discord.py reads), edits its message, survives the
-`Reconnect` the fake sends by resuming, and prints one JSON line per step on stdout.
+`Reconnect` the fake sends by resuming, reads the reply to its message the test dispatches
+(`MESSAGE_CREATE`, as the fake builds it for imrelay), and prints one JSON line per step on
+stdout.
 
     FAKE=http://127.0.0.1:N GATEWAY=ws://127.0.0.1:M TOKEN=... CHANNEL=... python client.py
 """
@@ -35,6 +37,7 @@ class Client(discord.Client):
         super().__init__(intents=discord.Intents.none(), enable_debug_events=True)
         self.posted = None
         self.resumed = asyncio.Event()
+        self.replied = asyncio.Event()
 
     async def on_ready(self):
         if self.posted is not None:
@@ -63,7 +66,22 @@ class Client(discord.Client):
         edited = await self.posted.edit(content="done", view=None)
         say(step="edited", content=edited.content, components=len(edited.components))
         await asyncio.wait_for(self.resumed.wait(), timeout=20)
+        await asyncio.wait_for(self.replied.wait(), timeout=20)
         await self.close()
+
+    async def on_message(self, message: discord.Message):
+        ref = message.reference
+        say(
+            step="message",
+            type=str(message.type),
+            author=str(message.author.id),
+            content=message.content,
+            reference=str(ref.message_id) if ref else None,
+            reference_type=str(ref.type) if ref else None,
+            resolved=str(ref.resolved.id) if ref and ref.resolved else None,
+            mentions_me=self.user in message.mentions,
+        )
+        self.replied.set()
 
 
 async def main():

@@ -152,10 +152,14 @@ async fn every_copy_shows(fake: &FakeDiscord, copies: &[(String, String)], phras
 }
 
 #[tokio::test]
-async fn the_gateway_identifies_with_no_intents_heartbeats_and_resumes() {
+async fn the_gateway_identifies_with_unprivileged_intents_heartbeats_and_resumes() {
     let (fake, app) = start().await;
     let g = &fake.state.gateway;
-    assert_eq!(g.identifies(), [0], "no intents: interactions need none");
+    assert_eq!(
+        g.identifies(),
+        [(1 << 9) | (1 << 12)],
+        "GUILD_MESSAGES and DIRECT_MESSAGES (replies to a session's messages), nothing privileged"
+    );
     wait_until("two heartbeats", || g.heartbeats() >= 2).await;
     let session = g.session_id().unwrap();
     g.reconnect();

@@ -4,12 +4,11 @@
 
 use std::sync::atomic::Ordering;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::channel::{APPROVER, STRANGER, deliver, enable};
 use super::fake::{CHANNELS, FakeDiscord, command_use};
 use crate::support::{spawn_with, wait_until};
-use reqwest::StatusCode;
 
 /// The text of an ephemeral answer, as a person reads it (markdown escapes dropped).
 fn ephemeral(response: &Value) -> String {
@@ -58,16 +57,7 @@ async fn whoami_and_sessions_are_commands_answered_to_the_person_alone() {
         "{who}"
     );
     // A session Claude Code reported is listed to an approver, not to anyone else.
-    let start = json!({"session_id": "s-disc", "cwd": "/srv/shop", "hook_event_name": "SessionStart",
-        "transcript_path": "/tmp/t.jsonl", "permission_mode": "default", "source": "startup"});
-    let resp = app
-        .client
-        .post(app.url("/v1/hooks/claude-code"))
-        .json(&start)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::OK);
+    crate::support::claude_session_start(&app, "s-disc").await;
     let listed = ephemeral(
         &deliver(
             &fake,

@@ -293,7 +293,7 @@ impl FakeState {
             .collect()
     }
 
-    fn snowflake(&self) -> String {
+    pub fn snowflake(&self) -> String {
         (4_000_000_000_000_000_000u64 + self.next_id.fetch_add(1, Ordering::SeqCst) + 1).to_string()
     }
 
@@ -346,6 +346,58 @@ fn reply(status: StatusCode, body: Value, bucket: &str) -> Response {
 
 fn error(status: StatusCode, code: u64, message: &str) -> Response {
     reply(status, json!({"message": message, "code": code}), "err")
+}
+
+/// The privileged intents (`GUILD_MEMBERS`, `GUILD_PRESENCES`, `MESSAGE_CONTENT`): asking
+/// for one the application has not enabled closes the Gateway with 4014.
+pub const PRIVILEGED: u64 = (1 << 1) | (1 << 8) | (1 << 15);
+
+/// The data of a `MESSAGE_CREATE`, as Discord sends it to a bot without the Message Content
+/// intent: `user` writes `content` in `channel` (a text channel or a thread), as a reply to
+/// message `to` of that channel (type 19, a `message_reference` of type 0 and the
+/// `referenced_message`) with the reply's @mention on (`ping`, Discord's default) or off.
+/// The text (`content`) is empty unless the bot is mentioned: by the reply's ping or by
+/// `<@bot>` in the text (Discord's documented exceptions; DMs are not used here).
+pub fn message_create(
+    state: &FakeState,
+    user: &str,
+    channel: &str,
+    to: Option<&str>,
+    ping: bool,
+    content: &str,
+) -> Value {
+    let id = state.snowflake();
+    let in_thread = state.threads.lock().unwrap().contains_key(channel);
+    let mut mentions = Vec::new();
+    if ping && to.is_some() {
+        mentions.push(bot_user());
+    }
+    if content.contains(&format!("<@{BOT_ID}>")) && mentions.is_empty() {
+        mentions.push(bot_user());
+    }
+    let shown = if mentions.is_empty() { "" } else { content };
+    let mut m = json!({
+        "id": id, "channel_id": channel, "guild_id": GUILD, "type": 0,
+        "author": {"id": user, "username": format!("user{}", &user[user.len() - 2..]),
+            "discriminator": "0", "global_name": "Alice", "avatar": null},
+        "member": {"roles": [], "joined_at": "2025-01-01T00:00:00.000000+00:00", "deaf": false,
+            "mute": false, "flags": 0},
+        "content": shown, "timestamp": "2026-01-01T00:00:02.000000+00:00",
+        "edited_timestamp": null, "tts": false, "mention_everyone": false,
+        "mentions": mentions, "mention_roles": [], "attachments": [], "embeds": [],
+        "pinned": false, "flags": 0, "components": [], "nonce": id,
+    });
+    if let Some(to) = to {
+        m["type"] = json!(19);
+        m["message_reference"] =
+            json!({"type": 0, "message_id": to, "channel_id": channel, "guild_id": GUILD});
+        m["referenced_message"] = state.message(channel, to).unwrap_or(Value::Null);
+    }
+    if in_thread {
+        // A message in a thread says where it is among the thread's messages.
+        m["position"] = json!(1);
+    }
+    m
 }
 
 fn bot_user() -> Value {
@@ -671,7 +723,7 @@ fn start_thread(state: &FakeState, channel: &str, message: &str, body: &Value) -
 
 /// A message as Discord returns it.
 fn message_object(channel: &str, id: &str, body: &Value) -> Value {
-    json!({
+    let mut m = json!({
         "id": id, "channel_id": channel, "type": 0,
         "author": bot_user(),
         "content": body["content"].as_str().unwrap_or_default(),
@@ -681,7 +733,13 @@ fn message_object(channel: &str, id: &str, body: &Value) -> Value {
         "pinned": false, "flags": body["flags"].as_u64().unwrap_or(0),
         "components": body.get("components").cloned().unwrap_or(json!([])),
         "allowed_mentions": body.get("allowed_mentions").cloned().unwrap_or(Value::Null),
-    })
+    });
+    // A reply (type 19) names its message; Discord leaves the field out otherwise.
+    if let Some(reference) = body.get("message_reference") {
+        m["type"] = json!(19);
+        m["message_reference"] = reference.clone();
+    }
+    m
 }
 
 /// Discord's documented limits on a message and its components.
@@ -931,6 +989,10 @@ fn gateway_frame(state: &FakeState, conn: usize, v: &Value) -> Option<Result<Vec
             }
             if intents.is_none() || !d["properties"].is_object() {
                 return Some(Err(4002));
+            }
+            // The fake application has no privileged intent enabled in the Developer Portal.
+            if intents.is_some_and(|i| i & PRIVILEGED != 0) {
+                return Some(Err(4014));
             }
             let n = g.sessions.fetch_add(1, Ordering::SeqCst) + 1;
             let session = format!("fake-session-{n}");

@@ -5,4 +5,5 @@ pub(crate) mod channel;
 mod commands;
 pub mod fake;
 mod passkey;
+mod steer;
 mod threads;

@@ -91,11 +91,25 @@ pub struct FakeState {
     pub replies: Mutex<Vec<Reply>>,
     /// The thread each message is in, once a reply made one under it or was posted in it.
     threads: Mutex<HashMap<String, String>>,
+    /// Messages people wrote (that the bot may reply to).
+    written: Mutex<HashSet<String>>,
     send_failures: Mutex<VecDeque<Failure>>,
     patch_failures: Mutex<VecDeque<Failure>>,
 }
 
 impl FakeState {
+    /// A person wrote message `id`, replying to `parent` (in its thread, if it has one):
+    /// the bot may reply to it. Returns the thread it is in.
+    pub fn written(&self, id: &str, parent: Option<&str>) -> Option<String> {
+        self.written.lock().unwrap().insert(id.to_string());
+        let mut threads = self.threads.lock().unwrap();
+        let thread = parent.and_then(|p| threads.get(p).cloned());
+        if let Some(t) = &thread {
+            threads.insert(id.to_string(), t.clone());
+        }
+        thread
+    }
+
     pub fn fail_sends(&self, failures: &[Failure]) {
         self.send_failures.lock().unwrap().extend(failures);
     }
@@ -285,6 +299,7 @@ async fn reply(
     }
     let body: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
     let known = s.by_uuid.lock().unwrap().values().any(|m| *m == parent)
+        || s.written.lock().unwrap().contains(&parent)
         || s.replies
             .lock()
             .unwrap()

@@ -11,6 +11,7 @@ pub mod gate;
 mod grants;
 mod helpers;
 mod routes;
+mod steer;
 mod threads;
 mod webhook;
 mod ws;

@@ -124,16 +124,7 @@ fn message(chat: &str, sender: &str, text: &str) -> Value {
 async fn sessions_lists_the_chats_agent_sessions_to_an_approver_only() {
     let fake = fake::FakeFeishu::start().await;
     let app = spawn_with(|s| enable(s, &fake)).await;
-    let start = json!({"session_id": "s-feishu", "cwd": "/srv/shop", "hook_event_name": "SessionStart",
-        "transcript_path": "/tmp/t.jsonl", "permission_mode": "default", "source": "startup"});
-    let resp = app
-        .client
-        .post(app.url("/v1/hooks/claude-code"))
-        .json(&start)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::OK);
+    crate::support::claude_session_start(&app, "s-feishu").await;
     let answers = || -> Vec<String> {
         fake.state
             .delivered()

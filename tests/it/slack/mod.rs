@@ -6,5 +6,6 @@ pub(crate) mod channel;
 pub mod fake;
 mod passkey;
 mod socket;
+mod steer;
 mod threads;
 mod web_api;

@@ -10,6 +10,7 @@ mod escalation;
 pub(crate) mod fake;
 mod flow;
 mod grants;
+mod locale;
 mod passkey;
 mod questions;
 mod quiet;

@@ -3,22 +3,6 @@
 use super::*;
 use imrelay::agents::steer::OnFinish;
 
-/// A Claude Code `Stop` hook of session `s-tg`, posted as Claude Code does, held until it is
-/// answered; what it answered.
-fn stop(app: &TestApp) -> tokio::task::JoinHandle<Value> {
-    let body = json!({"hook_event_name": "Stop", "session_id": "s-tg", "cwd": "/srv/shop",
-        "stop_hook_active": false, "last_assistant_message": "The migration ran."});
-    let req = app
-        .client
-        .post(app.url("/v1/hooks/claude-code"))
-        .json(&body);
-    tokio::spawn(async move {
-        let resp = req.send().await.expect("the hook call");
-        assert_eq!(resp.status(), StatusCode::OK);
-        resp.json().await.expect("JSON")
-    })
-}
-
 #[tokio::test]
 async fn a_reply_to_a_sessions_prompt_continues_it_or_reaches_it_as_a_message() {
     let (app, tg) = start_with(Mode::Webhook, |s| {
@@ -26,7 +10,7 @@ async fn a_reply_to_a_sessions_prompt_continues_it_or_reaches_it_as_a_message() 
         s.hooks.claude_code.finish_wait_secs = 60;
     })
     .await;
-    let held = stop(&app);
+    let held = crate::support::claude_stop(&app, "s-tg");
     let p = prompt(&tg, PRIVATE, "finished its turn").await;
     // A reply to the pending "finished" question continues the turn with its words.
     deliver(

@@ -7,7 +7,6 @@ use std::time::Instant;
 use jiff::Timestamp;
 use teloxide::types::{Message, User};
 
-use super::say;
 use crate::channels::pipeline::Feedback;
 use crate::channels::telegram::render::escape;
 use crate::channels::telegram::{Telegram, actor, display_name, post_job};
@@ -54,13 +53,7 @@ impl Telegram {
             "start" | "whoami" | "help" => self.whoami(m, from, cmd == "start").await,
             "pending" => self.pending(m, from).await,
             "sessions" => self.sessions(m, from).await,
-            _ if m.chat.is_private() => {
-                self.reply(
-                    m,
-                    "Unknown command. Try /whoami, /pending or /sessions.".into(),
-                )
-                .await
-            }
+            _ if m.chat.is_private() => self.reply(m, escape(self.words().unknown_command())).await,
             _ => {}
         }
     }
@@ -69,32 +62,26 @@ impl Telegram {
     /// mean for prompts here.
     async fn whoami(&self, m: &Message, from: &User, greeting: bool) {
         let chat = m.chat.id.0;
+        let w = self.words();
         let mut s = String::new();
         if greeting {
-            s.push_str("👋 <b>imrelay</b> posts your agents' tool approvals and questions here; tap to answer.\n\n");
+            s.push_str(&format!("👋 {}\n\n", w.greeting("<b>imrelay</b>")));
         }
-        s.push_str(&format!(
-            "Chat id: <code>{chat}</code> — {}\n",
-            if self.is_chat(chat) {
-                "prompts are posted here."
-            } else {
-                "not in <code>telegram.chats</code>, so prompts are not posted here."
-            }
+        s.push_str(&w.chat_id_line(
+            &format!("<code>{chat}</code>"),
+            self.is_chat(chat),
+            "<code>telegram.chats</code>",
         ));
-        s.push_str(&format!(
-            "Your user id: <code>{}</code> ({}) — {}",
-            from.id.0,
-            escape(&display_name(from)),
-            if self.is_approver(from) {
-                "you are an approver."
-            } else {
-                "you are not an approver (add this id to <code>telegram.approvers</code>)."
-            }
+        s.push('\n');
+        s.push_str(&w.user_id_line(
+            &format!("<code>{}</code>", from.id.0),
+            &escape(&display_name(from)),
+            self.is_approver(from),
+            "<code>telegram.approvers</code>",
         ));
         if self.settings.approvers.is_empty() {
-            s.push_str(
-                "\n\n⚠️ <code>telegram.approvers</code> is empty: nobody can answer from Telegram.",
-            );
+            let warning = w.nobody_answers("<code>telegram.approvers</code>", "Telegram");
+            s.push_str(&format!("\n\n⚠️ {warning}"));
         }
         self.reply(m, s).await;
     }
@@ -104,7 +91,7 @@ impl Telegram {
         let chat = m.chat.id.0;
         if !self.is_approver(from) {
             tracing::info!(user = %actor(from), chat, "telegram: /sessions from a non-approver");
-            self.reply(m, "Only approvers can list the sessions.".into())
+            self.reply(m, escape(self.words().only_approvers_list()))
                 .await;
             return;
         }
@@ -117,20 +104,20 @@ impl Telegram {
                 Ok(s) => s,
                 Err(e) => {
                     tracing::error!(error = %e, "telegram: cannot list the sessions");
-                    self.reply(m, say(Feedback::StoreDown)).await;
+                    self.reply(m, self.say(Feedback::StoreDown)).await;
                     return;
                 }
             };
         if sessions.is_empty() {
-            self.reply(m, "No agent session of this chat's routes is known.".into())
-                .await;
+            self.reply(m, escape(self.words().no_sessions())).await;
             return;
         }
         let lines: Vec<String> = crate::channels::sessions::lines(&sessions)
             .iter()
             .map(|l| escape(l))
             .collect();
-        self.reply(m, format!("<b>Sessions</b>\n{}", lines.join("\n")))
+        let header = self.words().sessions();
+        self.reply(m, format!("<b>{header}</b>\n{}", lines.join("\n")))
             .await;
     }
 
@@ -138,16 +125,16 @@ impl Telegram {
     async fn pending(&self, m: &Message, from: &User) {
         let chat = m.chat.id.0;
         if !self.is_chat(chat) {
-            self.reply(
-                m,
-                format!("Prompts are not posted in this chat: add <code>{chat}</code> to <code>telegram.chats</code> first."),
-            )
-            .await;
+            let told = self.words().not_posted_here(
+                &format!("<code>{chat}</code>"),
+                "<code>telegram.chats</code>",
+            );
+            self.reply(m, told).await;
             return;
         }
         if !self.is_approver(from) {
             tracing::info!(user = %actor(from), chat, "telegram: /pending from a non-approver");
-            self.reply(m, "Only approvers can ask for the pending prompts.".into())
+            self.reply(m, escape(self.words().only_approvers_pending()))
                 .await;
             return;
         }
@@ -161,7 +148,7 @@ impl Telegram {
                 Ok(p) => p,
                 Err(e) => {
                     tracing::error!(error = %e, "telegram: cannot list pending interactions");
-                    self.reply(m, say(Feedback::StoreDown)).await;
+                    self.reply(m, self.say(Feedback::StoreDown)).await;
                     return;
                 }
             };
@@ -177,27 +164,16 @@ impl Telegram {
             }
         }
         if jobs.is_empty() {
-            self.reply(m, "Nothing is pending.".into()).await;
+            self.reply(m, escape(self.words().nothing_pending())).await;
             return;
         }
         jobs.reverse();
         let n = jobs.len();
         if let Err(e) = self.store.enqueue(jobs).await {
             tracing::error!(error = %e, "telegram: cannot queue re-posts");
-            self.reply(m, say(Feedback::StoreDown)).await;
+            self.reply(m, self.say(Feedback::StoreDown)).await;
             return;
         }
-        self.reply(
-            m,
-            format!(
-                "Re-posting {n} pending {}.",
-                if n == 1 {
-                    "interaction"
-                } else {
-                    "interactions"
-                }
-            ),
-        )
-        .await;
+        self.reply(m, escape(&self.words().reposting(n))).await;
     }
 }

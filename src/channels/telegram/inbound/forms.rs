@@ -4,11 +4,11 @@
 use serde_json::{Map, Value};
 use teloxide::types::{CallbackQuery, User};
 
-use super::{failure, say};
 use crate::channels::pipeline::Feedback;
 use crate::channels::telegram::callback::Action;
 use crate::channels::telegram::state::PromptState;
 use crate::channels::telegram::{Telegram, responder};
+use crate::channels::words::Words;
 use crate::interaction::form::FieldType;
 use crate::interaction::{Answer, DraftError, Form, FormDraft, Interaction};
 
@@ -21,63 +21,72 @@ enum Took {
 }
 
 /// Takes the step a tap names on `draft`: a choice, a toggle, Done, Skip, Back or Submit.
-/// A refusal is what the person is told.
-fn take(form: &Form, draft: &mut FormDraft, action: Action) -> Result<Took, String> {
+/// A refusal is what the person is told, in `w`'s words.
+fn take(form: &Form, draft: &mut FormDraft, action: Action, w: Words) -> Result<Took, String> {
+    let bad = || Feedback::BadButton.text(w.0);
     if let Action::Skip { q: 0 } = action
         && form.is_single_text()
     {
         // Left empty: a single question's Skip is its answer.
         let mut skipped = FormDraft::new();
-        skipped
-            .skip(form, 0)
-            .map_err(|_| say(Feedback::BadButton))?;
+        skipped.skip(form, 0).map_err(|_| bad())?;
         *draft = skipped;
-        return draft.submit(form).map(Took::Send).map_err(refusal);
+        return draft
+            .submit(form)
+            .map(Took::Send)
+            .map_err(|e| refusal(e, w));
     }
     let label = |fi: u8| form.fields.get(usize::from(fi)).map(|f| f.label());
     let toast = match action {
-        Action::SubmitForm => return draft.submit(form).map(Took::Send).map_err(refusal),
+        Action::SubmitForm => {
+            return draft
+                .submit(form)
+                .map(Took::Send)
+                .map_err(|e| refusal(e, w));
+        }
         Action::Pick { q: fi, o } => {
-            let label = label(fi).ok_or_else(|| say(Feedback::BadButton))?;
+            let label = label(fi).ok_or_else(bad)?;
             let shown = draft
                 .pick(form, usize::from(fi), usize::from(o))
-                .map_err(refusal)?;
-            format!("{label}: {shown}")
+                .map_err(|e| refusal(e, w))?;
+            w.step(label, &shown)
         }
         Action::Toggle { q: fi, o } => {
-            label(fi).ok_or_else(|| say(Feedback::BadButton))?;
+            label(fi).ok_or_else(bad)?;
             match draft.toggle(form, usize::from(fi), usize::from(o)) {
                 Ok((true, label)) => format!("☑ {label}"),
                 Ok((false, label)) => format!("☐ {label}"),
-                Err(e) => return Err(refusal(e)),
+                Err(e) => return Err(refusal(e, w)),
             }
         }
         Action::Submit { q: fi } => {
-            let label = label(fi).ok_or_else(|| say(Feedback::BadButton))?;
+            let label = label(fi).ok_or_else(bad)?;
             let shown = draft
                 .confirm_toggled(form, usize::from(fi))
-                .map_err(refusal)?;
-            format!("{label}: {shown}")
+                .map_err(|e| refusal(e, w))?;
+            w.step(label, &shown)
         }
         Action::Skip { q: fi } => {
-            let label = label(fi).ok_or_else(|| say(Feedback::BadButton))?;
-            draft.skip(form, usize::from(fi)).map_err(refusal)?;
-            format!("{label}: skipped")
+            let label = label(fi).ok_or_else(bad)?;
+            draft
+                .skip(form, usize::from(fi))
+                .map_err(|e| refusal(e, w))?;
+            w.skipped(label)
         }
         Action::Back { q: fi } => match draft.back(form, usize::from(fi)) {
-            Ok(label) => format!("Back to {label}"),
-            Err(_) => return Err(say(Feedback::BadButton)),
+            Ok(label) => w.back_to(label),
+            Err(_) => return Err(bad()),
         },
-        _ => return Err(say(Feedback::BadButton)),
+        _ => return Err(bad()),
     };
     Ok(Took::Step(toast))
 }
 
 /// A refused step as the person is told: a button that does not fit its field is a bad
 /// button; the rest say what is wrong.
-fn refusal(e: DraftError) -> String {
+fn refusal(e: DraftError, w: Words) -> String {
     match e {
-        DraftError::DoesNotFit(_) => say(Feedback::BadButton),
+        DraftError::DoesNotFit(_) => Feedback::BadButton.text(w.0),
         e => e.to_string(),
     }
 }
@@ -92,14 +101,16 @@ impl Telegram {
         action: Action,
     ) {
         let Ok(form) = Form::from_input(&i.input.map()) else {
-            self.client.answer(&q.id, &say(Feedback::BadButton)).await;
+            self.client
+                .answer(&q.id, &self.say(Feedback::BadButton))
+                .await;
             return;
         };
         let Some((guard, mut state)) = self.open_prompt(q, &i.id, chat, message).await else {
             return;
         };
         let mut draft = state.form_draft(&form);
-        match take(&form, &mut draft, action) {
+        match take(&form, &mut draft, action, self.words()) {
             Ok(Took::Step(toast)) => {
                 state.keep_form_draft(&draft);
                 self.save_and_rerender(i, chat, message, &state, Some(q), &toast)
@@ -111,7 +122,7 @@ impl Telegram {
                     .submit_form(i, chat, message, &state, content, &q.from)
                     .await;
                 drop(guard);
-                self.client.answer(&q.id, &say(feedback)).await;
+                self.client.answer(&q.id, &self.say(feedback)).await;
                 return;
             }
             Err(e) => self.client.answer(&q.id, &e).await,
@@ -156,25 +167,25 @@ impl Telegram {
         let guard = self.locks.lock(chat, prompt).await;
         let mut state = self.prompt_state(chat, prompt).await;
         if state.done {
-            return Some(say(Feedback::NotFound));
+            return Some(self.say(Feedback::NotFound));
         }
         let mut draft = state.form_draft(&form);
         let field = match (q, draft.asked(&form)) {
-            (_, None) => return Some("Every field is filled in: tap Submit (or Back).".into()),
+            (_, None) => return Some(self.words().all_filled_in().into()),
             (Some(q), Some((c, _))) if usize::from(q) != c => {
                 return Some(DraftError::NotAsked.to_string());
             }
             (_, Some((_, field))) => field,
         };
         if !matches!(field.ty, FieldType::Text { .. } | FieldType::Number { .. }) {
-            return Some(format!("{}: tap one of the buttons.", field.label()));
+            return Some(self.words().tap_a_button(field.label()));
         }
         // The text is never blank: Telegram delivers no empty message, and it comes trimmed.
         let shown = match draft.enter_text(&form, text) {
             Ok(shown) => shown,
-            Err(e) => return Some(format!("{e}. Reply again.")),
+            Err(e) => return Some(self.words().reply_again(&e.to_string())),
         };
-        let toast = format!("{}: {shown}", field.label());
+        let toast = self.words().step(field.label(), &shown);
         state.keep_form_draft(&draft);
         if form.is_single_text() {
             // A question of one free text: the reply is the answer, with nothing to submit.
@@ -183,7 +194,7 @@ impl Telegram {
                 .submit_form(i, chat, prompt, &state, content, from)
                 .await;
             drop(guard);
-            return failure(feedback);
+            return self.failure(feedback);
         }
         let failed = self
             .save_and_rerender(i, chat, prompt, &state, None, &toast)

@@ -25,6 +25,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use teloxide::types::{CallbackQuery, Message, Update, UpdateKind};
 
+use super::render::escape;
 use super::state::MessageState;
 use super::{CHANNEL, DEDUPE_FOR, Telegram, after};
 use crate::channels::pipeline::Feedback;
@@ -42,16 +43,12 @@ mod taps;
 
 pub(super) use self::limit::ReplyLimit;
 
-/// What a person is told, in the messages every channel shares (Telegram's in English).
-fn say(feedback: Feedback) -> String {
-    feedback.text(Locale::EnUs)
-}
-
-/// What went wrong with an answer, if anything: `None` when it resolved the interaction.
-fn failure(feedback: Feedback) -> Option<String> {
+/// What went wrong with an answer, if anything, in `locale`: `None` when it resolved the
+/// interaction.
+fn failure_in(feedback: Feedback, locale: Locale) -> Option<String> {
     match feedback {
         Feedback::Resolved(_) => None,
-        f => Some(say(f)),
+        f => Some(f.text(locale)),
     }
 }
 
@@ -61,6 +58,11 @@ fn place(q: &CallbackQuery) -> Option<(i64, i32)> {
 }
 
 impl Telegram {
+    /// What went wrong with an answer, if anything: `None` when it resolved the interaction.
+    fn failure(&self, feedback: Feedback) -> Option<String> {
+        failure_in(feedback, self.settings.locale)
+    }
+
     /// Handles one update (from polling or the webhook), once: re-deliveries are dropped.
     pub(super) async fn handle_update(self: &Arc<Self>, update: Update) {
         let scope = format!("{CHANNEL}-update:{}", self.settings.bot_id());
@@ -98,7 +100,7 @@ impl Telegram {
         let told = self
             .refuse(id, &q.from, why, "bad_data", Feedback::BadButton)
             .await;
-        self.client.answer(&q.id, &say(told)).await;
+        self.client.answer(&q.id, &self.say(told)).await;
     }
 
     /// A message: a reply to one of the bot's messages, a command, or (from an approver, in
@@ -141,8 +143,7 @@ impl Telegram {
             self.on_command(&m, from, text).await;
         } else if m.chat.is_private() && self.is_approver(from) {
             // Strangers chatting with the bot get no answer: only approvers need the hint.
-            self.reply(&m, "Hello! I post approval prompts from imrelay. Send /whoami to see your ids, /pending to see what is waiting.".into())
-                .await;
+            self.reply(&m, escape(self.words().hello())).await;
         }
     }
 }
@@ -156,7 +157,7 @@ mod tests {
     fn toasts_name_the_outcome() {
         let e = Err(RegistryError::NotFound(InteractionId::parse("x").unwrap()));
         assert_eq!(
-            failure(Feedback::of(e)).as_deref(),
+            failure_in(Feedback::of(e), Locale::EnUs).as_deref(),
             Some("This request no longer exists")
         );
     }

@@ -4,7 +4,6 @@
 use jiff::Timestamp;
 use teloxide::types::CallbackQuery;
 
-use super::say;
 use crate::channels::pipeline::Feedback;
 use crate::channels::telegram::render::{self, Buttons};
 use crate::channels::telegram::state::{MessageState, PromptState};
@@ -77,9 +76,11 @@ impl Telegram {
     ) -> Option<String> {
         if !self.save_prompt_state(&i.id, chat, message, state).await {
             if let Some(q) = q {
-                self.client.answer(&q.id, &say(Feedback::StoreDown)).await;
+                self.client
+                    .answer(&q.id, &self.say(Feedback::StoreDown))
+                    .await;
             }
-            return Some(say(Feedback::StoreDown));
+            return Some(self.say(Feedback::StoreDown));
         }
         if let Some(q) = q {
             self.client.answer(&q.id, toast).await;
@@ -111,6 +112,7 @@ impl Telegram {
                 codec: &self.codec,
                 handle: &handle,
                 inbox: self.inbox.as_deref(),
+                words: self.words(),
             },
         );
         // Under the message's lock: a retried render cannot overtake a newer one, and
@@ -148,8 +150,8 @@ impl Telegram {
 
     async fn answer_stale(&self, q: &CallbackQuery, id: &InteractionId) {
         let text = match self.registry.get(id).await {
-            Ok(Some(i)) if !i.is_pending() => say(Feedback::Already(i)),
-            _ => say(Feedback::NotFound),
+            Ok(Some(i)) if !i.is_pending() => self.say(Feedback::Already(i)),
+            _ => self.say(Feedback::NotFound),
         };
         self.client.answer(&q.id, &text).await;
     }

@@ -3,11 +3,11 @@
 
 use teloxide::types::{CallbackQuery, User};
 
-use super::say;
 use crate::channels::pipeline::Feedback;
 use crate::channels::telegram::callback::Action;
 use crate::channels::telegram::state::PromptState;
 use crate::channels::telegram::{Telegram, responder};
+use crate::channels::words::Words;
 use crate::interaction::{Answer, Interaction, Question, parse_questions};
 
 /// What a tap does to one question.
@@ -49,18 +49,20 @@ impl Step {
     }
 
     /// Takes the step on question `qi` of a prompt's `state`; returns the toast saying
-    /// what it did, or the one saying why not.
+    /// what it did, or the one saying why not, in `w`'s words.
     fn take(
         self,
         state: &mut PromptState,
         qi: u8,
         question: &Question,
+        w: Words,
     ) -> Result<String, &'static str> {
+        let [chosen_word, submitted] = w.chosen_submitted();
         Ok(match self {
             Step::Pick(o) => {
                 let label = question.options[usize::from(o)].label.clone();
                 state.answers.insert(qi, vec![label.clone()]);
-                format!("Chosen: {label}")
+                w.step(chosen_word, &label)
             }
             Step::Toggle(o) => {
                 let label = &question.options[usize::from(o)].label;
@@ -72,17 +74,17 @@ impl Step {
             }
             Step::ClearOther => {
                 state.other.remove(&qi);
-                "Other answer removed".to_string()
+                w.other_removed().to_string()
             }
             Step::Submit => {
                 let chosen = state.selection(qi, question);
                 if chosen.is_empty() {
-                    return Err("Choose at least one option first (or Other…).");
+                    return Err(w.choose_first());
                 }
                 state.answers.insert(qi, chosen.clone());
                 state.toggled.remove(&qi);
                 state.other.remove(&qi);
-                format!("Submitted: {}", chosen.join(", "))
+                w.step(submitted, &chosen.join(", "))
             }
         })
     }
@@ -109,12 +111,11 @@ impl Telegram {
             return;
         };
         if state.answered(qi) {
-            self.client
-                .answer(&q.id, "That question is already answered.")
-                .await;
+            let told = self.words().question_answered();
+            self.client.answer(&q.id, told).await;
             return;
         }
-        let toast = match step.take(&mut state, qi, question) {
+        let toast = match step.take(&mut state, qi, question, self.words()) {
             Ok(toast) => toast,
             Err(why) => return self.client.answer(&q.id, why).await,
         };
@@ -151,7 +152,7 @@ impl Telegram {
             if resolved {
                 self.save_prompt_state(&i.id, chat, message, &state).await;
             }
-            let text = say(feedback);
+            let text = self.say(feedback);
             if let Some(q) = q {
                 self.client.answer(&q.id, &text).await;
             }
@@ -179,10 +180,10 @@ impl Telegram {
         let guard = self.locks.lock(chat, prompt).await;
         let mut state = self.prompt_state(chat, prompt).await;
         if state.done {
-            return Some(say(Feedback::NotFound));
+            return Some(self.say(Feedback::NotFound));
         }
         if state.answered(q) {
-            return Some("That question is already answered.".to_string());
+            return Some(self.words().question_answered().to_string());
         }
         if question.multi_select {
             // Joins the toggled options; Submit sends them together.

@@ -6,7 +6,6 @@
 use jiff::Timestamp;
 use teloxide::types::{CallbackQuery, Message, User};
 
-use super::{failure, say};
 use crate::channels::pipeline::{Decision, Feedback};
 use crate::channels::telegram::render::{self, escape};
 use crate::channels::telegram::state::{MessageState, ReplyKind, ReplyState};
@@ -14,8 +13,6 @@ use crate::channels::telegram::{CHANNEL, Telegram, responder};
 use crate::interaction::{Answer, Form, Interaction, InteractionId, Kind, parse_questions};
 use crate::present::render::single_text_form;
 use crate::store::ChannelMessage;
-
-const NOT_YOUR_REQUEST: &str = "This request is for the person who tapped the button. To answer, tap “Deny with reason…” or “Other…” yourself.";
 
 impl Telegram {
     /// "Deny with reason…" and "Other…": asks the tapper for a reply (selective ForceReply).
@@ -29,18 +26,11 @@ impl Telegram {
         if !self.still_open(q, i, chat, parent, kind).await {
             return;
         }
-        let (toast, placeholder) = match kind {
-            ReplyKind::DenyReason => (
-                "Reply to the message below with your reason.",
-                "Reason for denying",
-            ),
-            ReplyKind::Other { .. } | ReplyKind::Field { .. } => (
-                "Reply to the message below with your answer.",
-                "Your answer",
-            ),
-        };
+        let [toast, placeholder] = self
+            .words()
+            .reply_below(matches!(kind, ReplyKind::DenyReason));
         self.client.answer(&q.id, toast).await;
-        let text = render::reply_request(i, kind, &q.from);
+        let text = render::reply_request(i, kind, &q.from, self.words());
         // The toast promised this message: retry a 429 or an outage briefly.
         let reply_id = match self
             .client
@@ -84,9 +74,8 @@ impl Telegram {
                 return false;
             }
             if self.prompt_state(chat, parent).await.answered(qi) {
-                self.client
-                    .answer(&q.id, "That question is already answered.")
-                    .await;
+                let told = self.words().question_answered();
+                self.client.answer(&q.id, told).await;
                 return false;
             }
         }
@@ -97,9 +86,8 @@ impl Telegram {
                 None => None,
             };
             if current != Some(qi) {
-                self.client
-                    .answer(&q.id, "That field is not the one being asked now.")
-                    .await;
+                let told = self.words().not_the_field_asked();
+                self.client.answer(&q.id, told).await;
                 return false;
             }
         }
@@ -147,8 +135,8 @@ impl Telegram {
             )
             .await;
         let text = match told {
-            Feedback::StoreDown => escape(&say(told)),
-            _ => escape(NOT_YOUR_REQUEST),
+            Feedback::StoreDown => escape(&self.say(told)),
+            _ => escape(self.words().not_your_request()),
         };
         self.reply(m, text).await;
     }
@@ -186,15 +174,15 @@ impl Telegram {
         }
         let i = match self.registry.get(&id).await {
             Ok(Some(i)) => i,
-            Ok(None) => return self.reply(m, say(Feedback::NotFound)).await,
-            Err(_) => return self.reply(m, say(Feedback::StoreDown)).await,
+            Ok(None) => return self.reply(m, self.say(Feedback::NotFound)).await,
+            Err(_) => return self.reply(m, self.say(Feedback::StoreDown)).await,
         };
         // A reply to one of a session's prompts may be said to the session.
         if matches!(state, MessageState::Prompt(_)) && self.to_session(m, from, &i, text).await {
             return;
         }
         if !i.is_pending() {
-            self.reply(m, escape(&say(Feedback::Already(i.clone()))))
+            self.reply(m, escape(&self.say(Feedback::Already(i.clone()))))
                 .await;
             return;
         }
@@ -202,7 +190,7 @@ impl Telegram {
             MessageState::Reply(r) => match r.kind {
                 ReplyKind::DenyReason => {
                     let answer = Answer::deny(Some(text.to_string()));
-                    failure(self.pipeline.respond(&id, answer, responder(from)).await)
+                    self.failure(self.pipeline.respond(&id, answer, responder(from)).await)
                 }
                 ReplyKind::Other { q } => {
                     self.other_text(&i, chat, parent, r.parent, q, text, from)
@@ -246,7 +234,7 @@ impl Telegram {
                 .client
                 .retrying("updating a reply request", || {
                     self.client
-                        .edit(chat, request, render::reply_taken(text), None)
+                        .edit(chat, request, render::reply_taken(text, self.words()), None)
                 })
                 .await
             {
@@ -272,34 +260,20 @@ impl Telegram {
         if word == "edit" && i.kind == Kind::Approval {
             // "Edit & approve": the command as typed runs in place of the agent's.
             let decision = Decision::Edit(rest.to_string());
-            return failure(self.pipeline.decide(i, decision, responder(from)).await);
+            return self.failure(self.pipeline.decide(i, decision, responder(from)).await);
         }
         let answer = match (word.as_str(), i.kind) {
             ("allow" | "approve", Kind::Approval) if rest.is_empty() => Answer::allow(),
             ("allow" | "approve", Kind::Question | Kind::Form) => {
-                return Some(
-                    "This is a question: tap an option (or Other…), or reply “deny [reason]” to decline it."
-                        .into(),
-                );
+                return Some(self.words().allow_a_question().into());
             }
             ("deny" | "reject", _) => Answer::deny((!rest.is_empty()).then(|| rest.to_string())),
             _ => {
-                return Some(match i.kind {
-                    Kind::Approval if crate::present::render::editable_command(i).is_some() => {
-                        "To answer by text, reply “allow” or “deny [reason]” to the prompt, or “edit <command>” to run a changed command."
-                    }
-                    Kind::Approval => {
-                        "To answer by text, reply “allow” or “deny [reason]” to the prompt."
-                    }
-                    Kind::Question => {
-                        "To answer, tap an option (or Other…), or reply “deny [reason]” to decline."
-                    }
-                    Kind::Form => "To answer, tap the buttons, or reply “deny [reason]” to decline.",
-                }
-                .into());
+                let editable = crate::present::render::editable_command(i).is_some();
+                return Some(self.words().how_to_reply(i.kind, editable).into());
             }
         };
-        failure(self.pipeline.respond(&i.id, answer, responder(from)).await)
+        self.failure(self.pipeline.respond(&i.id, answer, responder(from)).await)
     }
 }
 

@@ -13,8 +13,8 @@
 use serde_json::{Map, Value};
 use teloxide::types::{Message, User};
 
-use super::{failure, say};
 use crate::channels::pipeline::Feedback;
+use crate::channels::steer::{queued, session_agent};
 use crate::channels::telegram::render::escape;
 use crate::channels::telegram::{Telegram, responder};
 use crate::interaction::sessions::is_finished_question;
@@ -27,12 +27,6 @@ fn is_answer_word(text: &str) -> bool {
     ["allow", "approve", "deny", "reject", "edit"]
         .iter()
         .any(|w| word.eq_ignore_ascii_case(w))
-}
-
-/// The session's agent as sessions are kept: a subagent's interactions
-/// (`claude-code/Explore`) belong to its agent's session.
-fn session_agent(agent: &str) -> &str {
-    agent.split_once('/').map_or(agent, |(a, _)| a)
 }
 
 impl Telegram {
@@ -62,7 +56,7 @@ impl Telegram {
                     .pipeline
                     .respond(&i.id, Answer::Answers(answers), responder(from))
                     .await;
-                if let Some(f) = failure(answered) {
+                if let Some(f) = self.failure(answered) {
                     self.reply(m, escape(&f)).await;
                 }
                 return true;
@@ -80,13 +74,13 @@ impl Telegram {
             .message_session(session_agent(agent), session, text, &sender)
             .await
         {
-            Ok(view) => format!(
-                "✉️ Queued for the {} session: {}.",
-                escape(session_agent(agent)),
-                view.delivery_note
-            ),
+            Ok(view) => escape(&queued(
+                session_agent(agent),
+                view.delivery,
+                self.settings.locale,
+            )),
             Err(RegistryError::SessionNotFound(why)) => escape(&why),
-            Err(e) => escape(&say(Feedback::of(Err(e)))),
+            Err(e) => escape(&self.say(Feedback::of(Err(e)))),
         };
         self.reply(m, told).await;
         true

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use teloxide::types::CallbackQuery;
 
-use super::{place, say};
+use super::place;
 use crate::channels::pipeline::{Decision, Feedback, Tap};
 use crate::channels::telegram::callback::Action;
 use crate::channels::telegram::state::ReplyKind;
@@ -40,12 +40,16 @@ impl Telegram {
         let id = match self.lookup_handle(&handle).await {
             Ok(Some(id)) => id,
             Ok(None) => {
-                self.client.answer(&q.id, &say(Feedback::NotFound)).await;
+                self.client
+                    .answer(&q.id, &self.say(Feedback::NotFound))
+                    .await;
                 return None;
             }
             Err(e) => {
                 tracing::error!(error = %e, "telegram: cannot look up a button");
-                self.client.answer(&q.id, &say(Feedback::StoreDown)).await;
+                self.client
+                    .answer(&q.id, &self.say(Feedback::StoreDown))
+                    .await;
                 return None;
             }
         };
@@ -69,7 +73,7 @@ impl Telegram {
                 if let Some(label) = stop.refused {
                     self.count_refused(label);
                 }
-                self.client.answer(&q.id, &say(stop.feedback)).await;
+                self.client.answer(&q.id, &self.say(stop.feedback)).await;
                 None
             }
         }
@@ -96,13 +100,15 @@ impl Telegram {
                         Feedback::BadButton,
                     )
                     .await;
-                self.client.answer(&q.id, &say(told)).await;
+                self.client.answer(&q.id, &self.say(told)).await;
                 false
             }
             Ok(_) => true,
             Err(e) => {
                 tracing::error!(error = %e, "telegram: cannot look up a message");
-                self.client.answer(&q.id, &say(Feedback::StoreDown)).await;
+                self.client
+                    .answer(&q.id, &self.say(Feedback::StoreDown))
+                    .await;
                 false
             }
         }
@@ -130,7 +136,11 @@ impl Telegram {
             // The other buttons work on the prompt they were tapped on.
             _ => match at {
                 Some(at) => self.on_prompt_tap(q, i, at, action).await,
-                None => self.client.answer(&q.id, &say(Feedback::BadButton)).await,
+                None => {
+                    self.client
+                        .answer(&q.id, &self.say(Feedback::BadButton))
+                        .await
+                }
             },
         }
     }
@@ -172,7 +182,7 @@ impl Telegram {
             .pipeline
             .respond(&i.id, answer, responder(&q.from))
             .await;
-        self.client.answer(&q.id, &say(feedback)).await;
+        self.client.answer(&q.id, &self.say(feedback)).await;
         // The outbox edits every copy (this one included) now that it is resolved.
     }
 
@@ -182,6 +192,6 @@ impl Telegram {
             .pipeline
             .decide(i, Decision::AllowSimilar, responder(&q.from))
             .await;
-        self.client.answer(&q.id, &say(feedback)).await;
+        self.client.answer(&q.id, &self.say(feedback)).await;
     }
 }

@@ -5,10 +5,10 @@ use teloxide::types::InlineKeyboardMarkup;
 
 use super::budget::{MAX_TEXT, escape, fit_escaped, last_resort, units};
 use super::{Action, Buttons, LEVELS, Prompt, head, headline};
+use crate::channels::words::Words;
 use crate::interaction::Interaction;
 use crate::interaction::clip;
 use crate::present;
-use crate::present::render::cut_note;
 
 /// Shows the tool call as a person reads it (see [`present`](crate::present)): a
 /// command as itself, an edit as a diff, a file as its path and first lines. Returns the
@@ -30,13 +30,13 @@ const CUT_NOTE_RESERVE: usize = 80;
 /// no room.
 fn with_input(
     head: &str,
-    input: &str,
-    lang: &str,
+    (input, lang): (&str, &str),
     tail: &str,
     more: Option<&str>,
+    w: Words,
 ) -> Option<String> {
     let link = more
-        .map(|url| format!(" · <a href=\"{}\">all of it in the inbox</a>", escape(url)))
+        .map(|url| format!(" · <a href=\"{}\">{}</a>", escape(url), w.all_in_inbox()))
         .unwrap_or_default();
     let fixed = units(head)
         + units(&code_block("", lang))
@@ -50,7 +50,7 @@ fn with_input(
     let (body, cut) = fit_escaped(input, MAX_TEXT - fixed);
     let mut s = format!("{head}\n\n{}", code_block(&body, lang));
     if cut > 0 {
-        s.push_str(&format!("\n✂️ <i>{}</i>{link}", cut_note(cut)));
+        s.push_str(&format!("\n✂️ <i>{}</i>{link}", w.not_shown(cut)));
     }
     s.push_str("\n\n");
     s.push_str(tail);
@@ -59,64 +59,67 @@ fn with_input(
 
 /// The approval text: head, input (cut to what fits, linking to the inbox item under
 /// `inbox` when given), and `tail`.
-pub(super) fn approval_text(i: &Interaction, tail: &str, inbox: Option<&str>) -> String {
+pub(super) fn approval_text(i: &Interaction, tail: &str, inbox: Option<&str>, w: Words) -> String {
     let (input, lang) = input_text(i);
     let more = inbox.map(|base| format!("{base}/#{}", i.id));
     LEVELS
         .iter()
-        .map(|lim| head(i, lim))
-        .chain(std::iter::once(headline(i)))
-        .find_map(|head| with_input(&head, &input, lang, tail, more.as_deref()))
+        .map(|lim| head(i, lim, w))
+        .chain(std::iter::once(headline(i, w)))
+        .find_map(|head| with_input(&head, (&input, lang), tail, more.as_deref(), w))
         // Only if `tail` alone were too long, which the field budgets rule out.
-        .unwrap_or_else(|| last_resort(i, "", tail))
+        .unwrap_or_else(|| last_resort(i, "", tail, w))
 }
 
 /// The prompt of a pending approval: its buttons, and above `tail` the votes so far and the
 /// rule "Allow similar" adds.
 pub(super) fn approval_prompt(i: &Interaction, mut tail: String, b: &Buttons) -> Prompt {
+    let w = b.words;
     let mut rows = vec![vec![
-        b.button("✅ Allow", Action::Allow),
-        b.button("❌ Deny", Action::Deny),
+        b.button(&format!("✅ {}", w.allow()), Action::Allow),
+        b.button(&format!("❌ {}", w.deny()), Action::Deny),
     ]];
     // Several people decide it: each allows it as it is, once.
     let voted = crate::interaction::quorum::is_voted(i);
-    if let Some(votes) = crate::present::render::votes_line(i, crate::present::render::Locale::EnUs)
-    {
+    if let Some(votes) = crate::present::render::votes_line(i, w.0) {
         tail = format!("👥 {}\n{tail}", escape(&votes));
     }
     if i.suggestions.is_some() && !voted {
-        rows.push(vec![b.button("✅ Always allow", Action::AllowAlways)]);
+        rows.push(vec![
+            b.button(&format!("✅ {}", w.always_allow()), Action::AllowAlways),
+        ]);
     }
     // "Allow similar": the rule it adds is in the message, in full.
     if let Some(rule) = crate::present::render::similar_rule(i).filter(|_| !voted) {
-        rows.push(vec![
-            b.button("🔁 Allow similar (this session)", Action::AllowSimilar),
-        ]);
+        rows.push(vec![b.button(
+            &format!("🔁 {}", w.allow_similar()),
+            Action::AllowSimilar,
+        )]);
         let native = if i
             .suggestions
             .as_deref()
             .is_some_and(crate::interaction::applied_with_a_grant)
         {
-            " (the agent also remembers its own suggestion for this session)"
+            w.also_remembers()
         } else {
             ""
         };
+        let note = w.similar_note_of(&format!("<i>{}</i>", w.similar_name()));
         tail = format!(
-            "🔁 <i>Allow similar</i> also allows, for this session: <code>{}</code>{native}\n{tail}",
+            "🔁 {note}<code>{}</code>{native}\n{tail}",
             escape(&clip(&rule, 200))
         );
     }
     // "Edit & approve": a reply with the command changed (the keyboard stays as it is).
     if crate::present::render::editable_command(i).is_some() && !voted {
-        tail = format!(
-            "✏️ To run it changed, reply to this message: <code>edit</code> and the command.\n{tail}"
-        );
+        tail = format!("✏️ {}\n{tail}", w.edit_by_reply("<code>edit</code>"));
     }
-    rows.push(vec![
-        b.button("💬 Deny with reason…", Action::DenyWithReason),
-    ]);
+    rows.push(vec![b.button(
+        &format!("💬 {}", w.deny_with_reason()),
+        Action::DenyWithReason,
+    )]);
     Prompt {
-        text: approval_text(i, &tail, b.inbox),
+        text: approval_text(i, &tail, b.inbox, w),
         keyboard: InlineKeyboardMarkup::new(rows),
     }
 }

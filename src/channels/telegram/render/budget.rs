@@ -3,6 +3,7 @@
 //! resort when nothing else fits.
 
 use super::headline;
+use crate::channels::words::Words;
 use crate::interaction::Interaction;
 use crate::present;
 
@@ -137,8 +138,8 @@ pub(super) const LEVELS: [Limits; 4] = [
 
 /// The last resort when nothing else fits: the first line, as much of `plain` (cut before
 /// it is escaped) as fits, and `tail` — the deadline or the outcome — always.
-pub(super) fn last_resort(i: &Interaction, plain: &str, tail: &str) -> String {
-    let top = headline(i);
+pub(super) fn last_resort(i: &Interaction, plain: &str, tail: &str, w: Words) -> String {
+    let top = headline(i, w);
     let budget = MAX_TEXT.saturating_sub(units(&top) + units(tail) + 4);
     let (body, _) = fit_escaped(plain, budget);
     if body.is_empty() {

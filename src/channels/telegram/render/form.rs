@@ -7,13 +7,20 @@ use teloxide::types::InlineKeyboardButton;
 use super::PromptState;
 use super::budget::{LEVELS, Limits, MAX_TEXT, esc, last_resort, units};
 use super::{Action, Buttons, head};
+use crate::channels::words::{FieldInput, Words};
 use crate::interaction::form::{Field, FieldType};
 use crate::interaction::{Form, Interaction};
 use crate::present::render::{form_answers, single_text_note};
 
 /// One form field's line: its number, label, whether it is required, and either the value
 /// given, the hint for the one being asked, or nothing yet.
-fn field_block(n: usize, f: &Field, value: Option<&str>, asking: bool, lim: &Limits) -> String {
+fn field_block(
+    (n, f): (usize, &Field),
+    value: Option<&str>,
+    asking: bool,
+    lim: &Limits,
+    w: Words,
+) -> String {
     let marker = if asking { "▶ " } else { "" };
     let required = if f.required { " *" } else { "" };
     let mut s = format!(
@@ -30,8 +37,8 @@ fn field_block(n: usize, f: &Field, value: Option<&str>, asking: bool, lim: &Lim
         s.push_str(&format!("\n   <i>{}</i>", esc(&f.hint(), 200)));
         if let Some(d) = &f.default {
             s.push_str(&format!(
-                "\n   <i>Default: {}</i>",
-                esc(&f.show(d), lim.label)
+                "\n   <i>{}</i>",
+                w.default_is(&esc(&f.show(d), lim.label))
             ));
         }
     }
@@ -48,18 +55,19 @@ pub(super) fn form_text(
     form: &Form,
     state: Option<&PromptState>,
     tail: &str,
+    w: Words,
 ) -> String {
     let given = form_answers(i);
     let current = state.and_then(|st| st.current_field(form));
     for lim in &LEVELS {
-        let mut s = head(i, lim);
+        let mut s = head(i, lim, w);
         s.push_str(&format!(
             "\n\n{}",
             esc(&form.message, lim.description.max(200))
         ));
         for (n, f) in form.fields.iter().enumerate() {
             let value = match state.and_then(|st| st.fields.get(&(n as u8))) {
-                Some(serde_json::Value::Null) => Some("(left empty)".to_string()),
+                Some(serde_json::Value::Null) => Some(w.left_empty().to_string()),
                 Some(v) => Some(f.show(v)),
                 None => given
                     .iter()
@@ -68,23 +76,21 @@ pub(super) fn form_text(
             };
             s.push_str("\n\n");
             s.push_str(&field_block(
-                n,
-                f,
+                (n, f),
                 value.as_deref(),
                 current == Some(n as u8),
                 lim,
+                w,
             ));
         }
         if let Some(st) = state {
             let instruction = match current.and_then(|c| form.fields.get(usize::from(c))) {
-                Some(f) => match &f.ty {
-                    FieldType::Boolean | FieldType::Choice { .. } => "Tap your answer.",
-                    FieldType::Multi { .. } => "Tap to choose any, then Done.",
-                    FieldType::Text { .. } | FieldType::Number { .. } => {
-                        "Reply to this message with the answer, or tap ✏️ Type the answer."
-                    }
-                },
-                None if !st.fields.is_empty() => "All filled in: check the answers, then Submit.",
+                Some(f) => w.form_instruction(Some(match &f.ty {
+                    FieldType::Boolean | FieldType::Choice { .. } => FieldInput::Choice,
+                    FieldType::Multi { .. } => FieldInput::Multi,
+                    FieldType::Text { .. } | FieldType::Number { .. } => FieldInput::Typed,
+                })),
+                None if !st.fields.is_empty() => w.form_instruction(None),
                 None => "",
             };
             if !instruction.is_empty() {
@@ -101,12 +107,18 @@ pub(super) fn form_text(
     for (n, f) in form.fields.iter().enumerate() {
         plain.push_str(&format!("{}. {}\n", n + 1, f.label()));
     }
-    last_resort(i, plain.trim_end(), tail)
+    last_resort(i, plain.trim_end(), tail, w)
 }
 
 /// A single free-text question's text: the head, the question, what its field adds, the
 /// answer once given (here or on any channel), how to answer while pending, and `tail`.
-pub(super) fn single_text(i: &Interaction, form: &Form, pending: bool, tail: &str) -> String {
+pub(super) fn single_text(
+    i: &Interaction,
+    form: &Form,
+    pending: bool,
+    tail: &str,
+    w: Words,
+) -> String {
     let given = form_answers(i);
     let note = form
         .fields
@@ -114,7 +126,7 @@ pub(super) fn single_text(i: &Interaction, form: &Form, pending: bool, tail: &st
         .map(single_text_note)
         .unwrap_or_default();
     for lim in &LEVELS {
-        let mut s = head(i, lim);
+        let mut s = head(i, lim, w);
         s.push_str(&format!(
             "\n\n<b>{}</b>",
             esc(&form.message, lim.description.max(200))
@@ -126,7 +138,7 @@ pub(super) fn single_text(i: &Interaction, form: &Form, pending: bool, tail: &st
             s.push_str(&format!("\n\n→ <b>{}</b>", esc(v, lim.answer.max(200))));
         }
         if pending {
-            s.push_str("\n\n<i>Reply to this message with your answer.</i>");
+            s.push_str(&format!("\n\n<i>{}</i>", w.reply_with_answer()));
         }
         s.push_str("\n\n");
         s.push_str(tail);
@@ -134,17 +146,24 @@ pub(super) fn single_text(i: &Interaction, form: &Form, pending: bool, tail: &st
             return s;
         }
     }
-    last_resort(i, &form.message, tail)
+    last_resort(i, &form.message, tail, w)
 }
 
 /// A single free-text question's keyboard: the reply request, Skip when it may be left
 /// empty, and Decline. The reply itself is the answer: there is nothing to submit.
 pub(super) fn single_text_keyboard(form: &Form, b: &Buttons) -> Vec<Vec<InlineKeyboardButton>> {
-    let mut rows = vec![vec![b.button("✏️ Answer…", Action::Other { q: 0 })]];
+    let w = b.words;
+    let mut rows =
+        vec![vec![b.button(
+            &format!("✏️ {}", w.answer()),
+            Action::Other { q: 0 },
+        )]];
     if form.fields.first().is_some_and(|f| !f.required) {
-        rows.push(vec![b.button("⏭ Skip", Action::Skip { q: 0 })]);
+        rows.push(vec![
+            b.button(&format!("⏭ {}", w.skip()), Action::Skip { q: 0 }),
+        ]);
     }
-    rows.push(vec![b.button("❌ Decline", Action::Deny)]);
+    rows.push(vec![b.button(&format!("❌ {}", w.decline()), Action::Deny)]);
     rows
 }
 
@@ -155,15 +174,19 @@ pub(super) fn form_keyboard(
     state: &PromptState,
     b: &Buttons,
 ) -> Vec<Vec<InlineKeyboardButton>> {
+    let w = b.words;
     let mut rows = Vec::new();
     let current = state.current_field(form);
     match current.and_then(|c| form.fields.get(usize::from(c)).map(|f| (c, f))) {
         Some((q, f)) => {
             match &f.ty {
-                FieldType::Boolean => rows.push(vec![
-                    b.button("✅ Yes", Action::Pick { q, o: 1 }),
-                    b.button("❌ No", Action::Pick { q, o: 0 }),
-                ]),
+                FieldType::Boolean => {
+                    let [yes, no] = w.yes_no();
+                    rows.push(vec![
+                        b.button(&format!("✅ {yes}"), Action::Pick { q, o: 1 }),
+                        b.button(&format!("❌ {no}"), Action::Pick { q, o: 0 }),
+                    ])
+                }
                 FieldType::Choice { options } => {
                     for pair in options.chunks(2).enumerate() {
                         let (row, chunk) = pair;
@@ -193,31 +216,39 @@ pub(super) fn form_keyboard(
                             Action::Toggle { q, o: n as u8 },
                         )]);
                     }
-                    rows.push(vec![b.button("📨 Done", Action::Submit { q })]);
+                    rows.push(vec![
+                        b.button(&format!("📨 {}", w.done()), Action::Submit { q }),
+                    ]);
                 }
                 FieldType::Text { .. } | FieldType::Number { .. } => {
-                    rows.push(vec![b.button("✏️ Type the answer…", Action::Other { q })]);
+                    rows.push(vec![
+                        b.button(&format!("✏️ {}", w.type_answer()), Action::Other { q }),
+                    ]);
                 }
             }
             if !f.required {
                 let label = if f.default.is_some() {
-                    "⏭ Skip (use the default)"
+                    w.skip_to_default()
                 } else {
-                    "⏭ Skip"
+                    w.skip()
                 };
-                rows.push(vec![b.button(label, Action::Skip { q })]);
+                rows.push(vec![b.button(&format!("⏭ {label}"), Action::Skip { q })]);
             }
             if q > 0 {
-                rows.push(vec![b.button("↩ Back", Action::Back { q: q - 1 })]);
+                let back = format!("↩ {}", w.back());
+                rows.push(vec![b.button(&back, Action::Back { q: q - 1 })]);
             }
         }
         None => {
-            rows.push(vec![b.button("📨 Submit", Action::SubmitForm)]);
+            rows.push(vec![
+                b.button(&format!("📨 {}", w.submit()), Action::SubmitForm),
+            ]);
             if let Some(last) = form.fields.len().checked_sub(1) {
-                rows.push(vec![b.button("↩ Back", Action::Back { q: last as u8 })]);
+                let back = format!("↩ {}", w.back());
+                rows.push(vec![b.button(&back, Action::Back { q: last as u8 })]);
             }
         }
     }
-    rows.push(vec![b.button("❌ Decline", Action::Deny)]);
+    rows.push(vec![b.button(&format!("❌ {}", w.decline()), Action::Deny)]);
     rows
 }

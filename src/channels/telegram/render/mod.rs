@@ -28,9 +28,10 @@ use teloxide::types::{InlineKeyboardButton, InlineKeyboardMarkup};
 
 use super::button::{Action, Codec};
 use super::state::{PromptState, ReplyKind};
+use crate::channels::words::Words;
 use crate::interaction::clip;
 use crate::interaction::{Form, Interaction, Kind, parse_questions};
-use crate::present::render::{Locale, context_line, duration_words, format_time, single_text_form};
+use crate::present::render::{context_line, format_time, single_text_form};
 
 use approval::{approval_prompt, approval_text};
 use budget::{LEVELS, Limits, esc, last_resort};
@@ -62,6 +63,8 @@ pub struct Buttons<'a> {
     pub handle: &'a str,
     /// The inbox's base URL (`server.public_url`), for a link to all of a cut tool call.
     pub inbox: Option<&'a str>,
+    /// The words, in the channel's `locale`.
+    pub words: Words,
 }
 
 impl Buttons<'_> {
@@ -74,18 +77,21 @@ impl Buttons<'_> {
 }
 
 /// The first line: what this is, and whether it still waits for an answer.
-fn headline(i: &Interaction) -> String {
+fn headline(i: &Interaction, w: Words) -> String {
+    let tool = || format!("<b>{}</b>", esc(&i.tool_name, 100));
     match (i.kind, i.is_pending()) {
-        (Kind::Approval, true) => format!("🔐 <b>{}</b> needs approval", esc(&i.tool_name, 100)),
-        (Kind::Approval, false) => format!("🔐 Approval for <b>{}</b>", esc(&i.tool_name, 100)),
-        (Kind::Question, _) => "❓ <b>Question</b>".to_string(),
-        (Kind::Form, _) if single_text_form(i).is_some() => "❓ <b>Question</b>".to_string(),
-        (Kind::Form, _) => "📝 <b>Form</b>".to_string(),
+        (Kind::Approval, true) => format!("🔐 {}", w.needs_approval(&tool())),
+        (Kind::Approval, false) => format!("🔐 {}", w.approval_for(&tool())),
+        (Kind::Form, _) if single_text_form(i).is_some() => {
+            format!("❓ <b>{}</b>", w.kind_label(Kind::Question))
+        }
+        (Kind::Question, _) => format!("❓ <b>{}</b>", w.kind_label(Kind::Question)),
+        (Kind::Form, _) => format!("📝 <b>{}</b>", w.kind_label(Kind::Form)),
     }
 }
 
-fn head(i: &Interaction, lim: &Limits) -> String {
-    let mut s = headline(i);
+fn head(i: &Interaction, lim: &Limits, w: Words) -> String {
+    let mut s = headline(i, w);
     if let Some(t) = i.title().filter(|t| !t.trim().is_empty() && lim.title > 0) {
         s.push_str(&format!("\n<b>{}</b>", esc(t, lim.title)));
     }
@@ -108,31 +114,29 @@ fn head(i: &Interaction, lim: &Limits) -> String {
     s
 }
 
-fn deadline_line(i: &Interaction) -> String {
+fn deadline_line(i: &Interaction, w: Words) -> String {
     format!(
-        "⏳ Answer within {} — by {}",
-        duration_words(i.timeout_secs),
-        format_time(i.deadline)
+        "⏳ {}",
+        w.answer_within(i.timeout_secs, &format_time(i.deadline))
     )
 }
 
 /// The prompt for a pending interaction, with its keyboard; `state` holds the answers given
 /// on this message so far.
 pub fn prompt(i: &Interaction, state: &PromptState, b: &Buttons) -> Prompt {
-    let mut tail = deadline_line(i);
-    if let Some(line) =
-        crate::present::render::escalated_line(i, crate::present::render::Locale::EnUs)
-    {
+    let w = b.words;
+    let mut tail = deadline_line(i, w);
+    if let Some(line) = crate::present::render::escalated_line(i, w.0) {
         tail = format!("⏫ <b>{}</b>\n{tail}", escape(&line));
     }
     // It needs a passkey: a link to its card in the inbox, in place of the buttons.
-    let link = crate::present::render::step_up_link(i, b.inbox, Locale::EnUs)
+    let link = crate::present::render::step_up_link(i, b.inbox, w.0)
         .and_then(|l| Some((l.url.parse().ok()?, l)));
     if let Some((url, l)) = link {
         tail = format!("🔑 <b>{}</b>\n{tail}", escape(&l.why));
         let mut p = match i.kind {
             Kind::Approval => Prompt {
-                text: approval_text(i, &tail, b.inbox),
+                text: approval_text(i, &tail, b.inbox, w),
                 keyboard: InlineKeyboardMarkup::default(),
             },
             _ => prompt_of(i, state, b, tail),
@@ -145,28 +149,29 @@ pub fn prompt(i: &Interaction, state: &PromptState, b: &Buttons) -> Prompt {
 
 /// [`prompt`] under `tail`, with the buttons that answer it.
 fn prompt_of(i: &Interaction, state: &PromptState, b: &Buttons, tail: String) -> Prompt {
+    let w = b.words;
     match i.kind {
         Kind::Approval => approval_prompt(i, tail, b),
         Kind::Question => {
             let questions = parse_questions(&i.input.map()).unwrap_or_default();
             Prompt {
-                text: question_text(i, &questions, Some(state), &tail),
+                text: question_text(i, &questions, Some(state), &tail, w),
                 keyboard: InlineKeyboardMarkup::new(question_keyboard(&questions, state, b)),
             }
         }
         Kind::Form => match Form::from_input(&i.input.map()) {
             Ok(form) if form.is_single_text() => Prompt {
-                text: single_text(i, &form, true, &tail),
+                text: single_text(i, &form, true, &tail, w),
                 keyboard: InlineKeyboardMarkup::new(single_text_keyboard(&form, b)),
             },
             Ok(form) => Prompt {
-                text: form_text(i, &form, Some(state), &tail),
+                text: form_text(i, &form, Some(state), &tail, w),
                 keyboard: InlineKeyboardMarkup::new(form_keyboard(&form, state, b)),
             },
             Err(e) => Prompt {
-                text: last_resort(i, &format!("This form cannot be shown: {e}"), &tail),
+                text: last_resort(i, &w.form_unshowable(&e.to_string()), &tail, w),
                 keyboard: InlineKeyboardMarkup::new(vec![vec![
-                    b.button("❌ Decline", Action::Deny),
+                    b.button(&format!("❌ {}", w.decline()), Action::Deny),
                 ]]),
             },
         },
@@ -174,23 +179,22 @@ fn prompt_of(i: &Interaction, state: &PromptState, b: &Buttons, tail: String) ->
 }
 
 /// The final text of a resolved interaction's prompt: what was asked, the outcome, who,
-/// via which channel and when. It has no keyboard.
-pub fn resolved(i: &Interaction) -> String {
-    let mut tail = outcome_block(i, &LEVELS[1]);
-    if let Some(votes) = crate::present::render::votes_line(i, crate::present::render::Locale::EnUs)
-    {
+/// via which channel and when, in `w`'s words. It has no keyboard.
+pub fn resolved(i: &Interaction, w: Words) -> String {
+    let mut tail = outcome_block(i, &LEVELS[1], w);
+    if let Some(votes) = crate::present::render::votes_line(i, w.0) {
         tail = format!("👥 {}\n{tail}", escape(&votes));
     }
     match i.kind {
-        Kind::Approval => approval_text(i, &tail, None),
+        Kind::Approval => approval_text(i, &tail, None, w),
         Kind::Question => {
             let questions = parse_questions(&i.input.map()).unwrap_or_default();
-            question_text(i, &questions, None, &tail)
+            question_text(i, &questions, None, &tail, w)
         }
         Kind::Form => match Form::from_input(&i.input.map()) {
-            Ok(form) if form.is_single_text() => single_text(i, &form, false, &tail),
-            Ok(form) => form_text(i, &form, None, &tail),
-            Err(_) => last_resort(i, "", &tail),
+            Ok(form) if form.is_single_text() => single_text(i, &form, false, &tail, w),
+            Ok(form) => form_text(i, &form, None, &tail, w),
+            Err(_) => last_resort(i, "", &tail, w),
         },
     }
 }
@@ -203,6 +207,8 @@ mod tests {
     use crate::interaction::{InteractionId, now};
     use crate::present;
     use serde_json::json;
+
+    const EN: Words = Words(crate::present::render::Locale::EnUs);
 
     fn interaction(tool: &str, input: Value) -> Interaction {
         Interaction {
@@ -224,6 +230,7 @@ mod tests {
             codec,
             handle: "AAAAAAAAAAA",
             inbox: None,
+            words: EN,
         }
     }
 
@@ -252,7 +259,7 @@ mod tests {
         let p = prompt(&i, &PromptState::default(), &buttons(&codec));
         assert!(units(&p.text) <= MAX_TEXT, "{}", units(&p.text));
         assert!(p.text.contains("more characters not shown"));
-        let r = resolved(&i);
+        let r = resolved(&i, EN);
         assert!(units(&r) <= MAX_TEXT);
     }
 
@@ -404,7 +411,7 @@ mod tests {
             full.chars().count()
         );
 
-        let r = resolved(&resolve(i, &hostile(50), &hostile(2000)));
+        let r = resolved(&resolve(i, &hostile(50), &hostile(2000)), EN);
         assert!(units(&r) <= MAX_TEXT, "{}", units(&r));
         assert!(r.starts_with("🔐 Approval for"), "{r}");
         assert!(r.contains("❌ <b>Denied by"), "{r}");
@@ -436,7 +443,7 @@ mod tests {
             assert!(p.text.contains("⏳ Answer within"), "{}", p.text);
             assert!(!p.text.contains("&lt;b&gt;") && !p.text.contains("&amp;lt;"));
         }
-        let r = resolved(&resolve(i, "Alice", &hostile(2000)));
+        let r = resolved(&resolve(i, "Alice", &hostile(2000)), EN);
         assert!(units(&r) <= MAX_TEXT, "{}", units(&r));
         assert!(r.contains("Denied by Alice via telegram"), "{r}");
         assert!(!r.contains("&lt;b&gt;"));
@@ -446,7 +453,7 @@ mod tests {
     fn the_last_resort_cuts_plain_text_and_keeps_the_tail() {
         let i = interaction("Bash", json!({}));
         let tail = "⏳ Answer within 5 min — by then";
-        let m = last_resort(&i, &format!("<b>{}</b>", hostile(5000)), tail);
+        let m = last_resort(&i, &format!("<b>{}</b>", hostile(5000)), tail, EN);
         assert!(units(&m) <= MAX_TEXT, "{}", units(&m));
         assert!(m.ends_with(tail), "{m}");
         assert!(m.starts_with("🔐 <b>Bash</b> needs approval"));
@@ -455,7 +462,124 @@ mod tests {
         assert!(m.contains("&lt;b&gt;&quot;&quot;😀&quot;&amp;"), "{m}");
         assert!(!m.contains("&amp;lt;"));
         let resolved_one = resolve(i, "Alice", "no");
-        assert!(last_resort(&resolved_one, "x", "t").starts_with("🔐 Approval for"));
+        assert!(last_resort(&resolved_one, "x", "t", EN).starts_with("🔐 Approval for"));
+    }
+
+    /// English words of the channel's own that a Chinese message must not show (the agent's
+    /// and the person's words, the tool, the command, the context line stay as they are).
+    const ENGLISH: &[&str] = &[
+        "Allow",
+        "Deny",
+        "Answer",
+        "approval",
+        "Question",
+        "Form",
+        "within",
+        "Submit",
+        "Decline",
+        "Other",
+        "Choose",
+        "Reply",
+        "reply",
+        "Skip",
+        "Back",
+        "Default",
+        "Done",
+        "Yes",
+        "Tap",
+        "similar",
+        "Approval",
+        "Denied",
+        "Allowed",
+        "via",
+        "more characters",
+    ];
+
+    fn english_in(text: &str) -> Vec<&'static str> {
+        ENGLISH
+            .iter()
+            .copied()
+            .filter(|w| text.contains(w))
+            .collect()
+    }
+
+    /// A prompt as a person reads it: its text and its buttons.
+    fn read(p: &Prompt) -> String {
+        let labels: Vec<&str> = p
+            .keyboard
+            .inline_keyboard
+            .iter()
+            .flatten()
+            .map(|b| b.text.as_str())
+            .collect();
+        format!("{}\n{}", p.text, labels.join("\n"))
+    }
+
+    #[test]
+    fn in_chinese_every_text_of_the_channels_own_is_chinese() {
+        let codec = Codec::new(vec![1; 32]);
+        let zh = Buttons {
+            words: Words(crate::present::render::Locale::ZhCn),
+            ..buttons(&codec)
+        };
+        // An approval with every line: "Allow similar", Edit & approve, a cut input.
+        let mut bash = interaction("Bash", json!({"command": "npm run test -- --watch"}));
+        bash.suggestions = Some(
+            json!([{"type": "addRules", "rules": [{"toolName": "Bash"}],
+            "behavior": "allow", "destination": "session"}])
+            .into(),
+        );
+        let p = prompt(&bash, &PromptState::default(), &zh);
+        assert!(
+            p.text.contains("需要审批") && p.text.contains("内回答"),
+            "{}",
+            p.text
+        );
+        assert!(p.text.contains("「批准同类」"), "{}", p.text);
+        assert_eq!(english_in(&read(&p)), Vec::<&str>::new(), "{}", read(&p));
+        let long = interaction("Write", json!({"content": "x".repeat(9000)}));
+        let p = prompt(&long, &PromptState::default(), &zh);
+        assert!(p.text.contains("个字符未显示"), "{}", p.text);
+        // A question, single and multi-select, one answered with "Other".
+        let q = interaction(
+            "AskUserQuestion",
+            json!({"questions": [
+                {"question": "哪个？", "header": "选", "multiSelect": false,
+                 "options": [{"label": "甲"}, {"label": "乙"}]},
+                {"question": "哪些？", "header": "多", "multiSelect": true,
+                 "options": [{"label": "丙"}, {"label": "丁"}]}]}),
+        );
+        let mut state = PromptState::default();
+        state.other.insert(1, "戊".into());
+        let p = prompt(&q, &state, &zh);
+        assert_eq!(english_in(&read(&p)), Vec::<&str>::new(), "{}", read(&p));
+        // A form, asked field by field, and a single free-text question.
+        let form = interaction(
+            crate::interaction::form::FORM_TOOL,
+            json!({"message": "部署", "requestedSchema": {"type": "object",
+                "properties": {"ok": {"type": "boolean", "title": "确定"},
+                               "n": {"type": "integer", "title": "数量", "default": 2}},
+                "required": ["ok"]}}),
+        );
+        let p = prompt(&form, &PromptState::default(), &zh);
+        assert!(p.text.contains("表单"), "{}", p.text);
+        assert_eq!(english_in(&read(&p)), Vec::<&str>::new(), "{}", read(&p));
+        let one = interaction(
+            crate::interaction::form::FORM_TOOL,
+            json!({"message": "名字？", "requestedSchema": {"type": "object",
+                "properties": {"name": {"type": "string", "title": "名字"}}}}),
+        );
+        let p = prompt(&one, &PromptState::default(), &zh);
+        assert_eq!(english_in(&read(&p)), Vec::<&str>::new(), "{}", read(&p));
+        // The outcome, its plain fallback and a closed reply request.
+        let done = resolve(bash, "Alice", "不行");
+        let r = resolved(&done, zh.words);
+        assert!(r.contains("由 Alice 通过 telegram 拒绝"), "{r}");
+        assert_eq!(english_in(&r), Vec::<&str>::new(), "{r}");
+        let plain = outcome_plain(&done, zh.words);
+        assert_eq!(english_in(&plain), Vec::<&str>::new(), "{plain}");
+        let closed = reply_closed(&done, zh.words);
+        assert_eq!(english_in(&closed), Vec::<&str>::new(), "{closed}");
     }
 
     #[test]

@@ -6,18 +6,19 @@ use teloxide::types::InlineKeyboardButton;
 use super::PromptState;
 use super::budget::{LEVELS, Limits, MAX_TEXT, esc, last_resort, units};
 use super::{Action, Buttons, head};
+use crate::channels::words::Words;
 use crate::interaction::{Interaction, Question};
 use crate::present::render::given_answers;
 
 /// One question's text block.
 fn question_block(
-    n: usize,
-    total: usize,
+    (n, total): (usize, usize),
     q: &Question,
     state: Option<&PromptState>,
     qi: u8,
     lim: &Limits,
     given: Option<&str>,
+    w: Words,
 ) -> String {
     let number = if total > 1 {
         format!("{}. ", n + 1)
@@ -41,11 +42,12 @@ fn question_block(
                 s.push_str(&format!(" — {}", esc(d, lim.option_description)));
             }
         }
-        s.push_str(if q.multi_select {
-            "\n  <i>Choose any, then Submit (or Other… to type).</i>"
+        let how = if q.multi_select {
+            w.choose_any()
         } else {
-            "\n  <i>Choose one (or Other… to type).</i>"
-        });
+            w.choose_one()
+        };
+        s.push_str(&format!("\n  <i>{how}</i>"));
     }
     if let Some(a) = given {
         s.push_str(&format!("\n  → <b>{}</b>", esc(a, lim.answer)));
@@ -64,10 +66,11 @@ pub(super) fn question_text(
     questions: &[Question],
     state: Option<&PromptState>,
     tail: &str,
+    w: Words,
 ) -> String {
     let answers = given_answers(i);
     for lim in &LEVELS {
-        let mut s = head(i, lim);
+        let mut s = head(i, lim, w);
         for (n, q) in questions.iter().enumerate() {
             let given = answers
                 .iter()
@@ -75,13 +78,13 @@ pub(super) fn question_text(
                 .map(|(_, a)| a.as_str());
             s.push_str("\n\n");
             s.push_str(&question_block(
-                n,
-                questions.len(),
+                (n, questions.len()),
                 q,
                 state,
                 n as u8,
                 lim,
                 given,
+                w,
             ));
         }
         s.push_str("\n\n");
@@ -104,7 +107,7 @@ pub(super) fn question_text(
             plain.push_str(&format!("  → {a}\n"));
         }
     }
-    last_resort(i, plain.trim_end(), tail)
+    last_resort(i, plain.trim_end(), tail, w)
 }
 
 /// A button per option of each question not yet answered (ticks and Submit for a
@@ -114,6 +117,7 @@ pub(super) fn question_keyboard(
     state: &PromptState,
     b: &Buttons,
 ) -> Vec<Vec<InlineKeyboardButton>> {
+    let w = b.words;
     let mut rows = Vec::new();
     let several = questions.len() > 1;
     for (n, q) in questions.iter().enumerate() {
@@ -148,20 +152,27 @@ pub(super) fn question_keyboard(
         if q.multi_select {
             if let Some(text) = state.other.get(&qi) {
                 rows.push(vec![b.button(
-                    &format!("{prefix}☑ Other: {text}"),
+                    &format!("{prefix}☑ {}", w.other_is(text)),
                     Action::ClearOther { q: qi },
                 )]);
             }
             rows.push(vec![
-                b.button(&format!("{prefix}✏️ Other…"), Action::Other { q: qi }),
-                b.button(&format!("{prefix}📨 Submit"), Action::Submit { q: qi }),
+                b.button(
+                    &format!("{prefix}✏️ {}", w.other()),
+                    Action::Other { q: qi },
+                ),
+                b.button(
+                    &format!("{prefix}📨 {}", w.submit()),
+                    Action::Submit { q: qi },
+                ),
             ]);
         } else {
-            rows.push(vec![
-                b.button(&format!("{prefix}✏️ Other…"), Action::Other { q: qi }),
-            ]);
+            rows.push(vec![b.button(
+                &format!("{prefix}✏️ {}", w.other()),
+                Action::Other { q: qi },
+            )]);
         }
     }
-    rows.push(vec![b.button("❌ Decline", Action::Deny)]);
+    rows.push(vec![b.button(&format!("❌ {}", w.decline()), Action::Deny)]);
     rows
 }

@@ -6,8 +6,9 @@ use teloxide::types::User;
 use super::ReplyKind;
 use super::budget::esc;
 use super::outcome::outcome_icon;
+use crate::channels::words::Words;
 use crate::interaction::{Form, Interaction, parse_questions};
-use crate::present::render::{outcome_phrase, single_text_form};
+use crate::present::render::{outcome_phrase_in, single_text_form};
 
 /// A mention of `user` that Telegram links to them (it also targets a selective
 /// ForceReply at them).
@@ -20,59 +21,58 @@ pub(crate) fn mention(user: &User) -> String {
 }
 
 /// The text asking `user` to reply with a deny reason or "Other" text.
-pub fn reply_request(i: &Interaction, kind: ReplyKind, user: &User) -> String {
+pub fn reply_request(i: &Interaction, kind: ReplyKind, user: &User, w: Words) -> String {
+    let who = mention(user);
+    let [the_answer, the_question] = w.unknown_field();
     match kind {
         ReplyKind::DenyReason => format!(
-            "💬 {}, reply to this message with the reason for denying <b>{}</b>.",
-            mention(user),
-            esc(&i.tool_name, 100)
+            "💬 {}",
+            w.ask_reason(&who, &format!("<b>{}</b>", esc(&i.tool_name, 100)))
         ),
-        ReplyKind::Field { .. } if single_text_form(i).is_some() => format!(
-            "✏️ {}, reply to this message with your answer to: <b>{}</b>",
-            mention(user),
-            esc(
-                &single_text_form(i).map(|f| f.message).unwrap_or_default(),
-                500
+        ReplyKind::Field { .. } if single_text_form(i).is_some() => {
+            let message = single_text_form(i).map(|f| f.message).unwrap_or_default();
+            format!(
+                "✏️ {}",
+                w.ask_answer(&who, &format!("<b>{}</b>", esc(&message, 500)))
             )
-        ),
+        }
         ReplyKind::Field { q } => {
             let form = Form::from_input(&i.input.map()).ok();
             let field = form.as_ref().and_then(|f| f.fields.get(usize::from(q)));
-            format!(
-                "✏️ {}, reply to this message with <b>{}</b> ({}).",
-                mention(user),
-                esc(field.map_or("the answer", |f| f.label()), 200),
-                esc(&field.map_or_else(|| "text".to_string(), |f| f.hint()), 200)
-            )
+            let label = format!(
+                "<b>{}</b>",
+                esc(field.map_or(the_answer, |f| f.label()), 200)
+            );
+            let hint = esc(&field.map_or_else(|| "text".to_string(), |f| f.hint()), 200);
+            format!("✏️ {}", w.ask_field(&who, &label, &hint))
         }
         ReplyKind::Other { q } => {
             let questions = parse_questions(&i.input.map()).unwrap_or_default();
             let question = questions
                 .get(q as usize)
                 .map(|q| q.question.as_str())
-                .unwrap_or("the question");
+                .unwrap_or(the_question);
             format!(
-                "✏️ {}, reply to this message with your answer to: <b>{}</b>",
-                mention(user),
-                esc(question, 500)
+                "✏️ {}",
+                w.ask_answer(&who, &format!("<b>{}</b>", esc(question, 500)))
             )
         }
     }
 }
 
 /// The final text of a reply request once its interaction is resolved.
-pub(crate) fn reply_closed(i: &Interaction) -> String {
+pub(crate) fn reply_closed(i: &Interaction, w: Words) -> String {
     match &i.resolution {
         Some(r) => format!(
-            "{} No reply needed any more: {}",
+            "{} {}",
             outcome_icon(r.outcome),
-            esc(&outcome_phrase(r), 300)
+            w.no_reply_needed(Some(&esc(&outcome_phrase_in(r, w.0), 300)))
         ),
-        None => "No reply needed any more.".to_string(),
+        None => w.no_reply_needed(None),
     }
 }
 
 /// The text a reply request shows once its "Other" answer was taken.
-pub(crate) fn reply_taken(text: &str) -> String {
-    format!("✔ Noted: <b>{}</b>", esc(text, 500))
+pub(crate) fn reply_taken(text: &str, w: Words) -> String {
+    format!("✔ {}", w.noted(&format!("<b>{}</b>", esc(text, 500))))
 }
