@@ -133,23 +133,11 @@ fn digest(normal: &str) -> String {
 }
 
 async fn load(state: &AppState) -> Result<Vec<Code>, ApiError> {
-    let raw = state.registry.store().get_value(KEY).await?;
-    Ok(raw
-        .and_then(|r| match serde_json::from_str(&r) {
-            Ok(v) => Some(v),
-            Err(e) => {
-                tracing::error!(error = %e, "the stored enrolment codes cannot be read; none are good");
-                None
-            }
-        })
-        .unwrap_or_default())
+    super::kept::load(state, KEY, "enrolment codes").await
 }
 
 async fn save(state: &AppState, all: &[Code]) -> Result<(), ApiError> {
-    let text = serde_json::to_string(all)
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
-    state.registry.store().set_value(KEY, Some(text)).await?;
-    Ok(())
+    super::kept::save(state, KEY, all).await
 }
 
 /// The names people sign in to the inbox as: each labelled operator token's person (or its

@@ -28,6 +28,7 @@ pub mod bulk;
 pub mod enrolment;
 pub mod grants;
 pub mod inbox;
+pub mod kept;
 pub mod operator;
 pub mod passkeys;
 pub mod presence;

@@ -204,16 +204,7 @@ fn digest(id: &str) -> String {
 }
 
 async fn load(state: &AppState) -> Result<Vec<Stored>, ApiError> {
-    let raw = state.registry.store().get_value(KEY).await?;
-    Ok(raw
-        .and_then(|r| match serde_json::from_str(&r) {
-            Ok(v) => Some(v),
-            Err(e) => {
-                tracing::error!(error = %e, "the stored passkeys cannot be read; none are used");
-                None
-            }
-        })
-        .unwrap_or_default())
+    super::kept::load(state, KEY, "passkeys").await
 }
 
 /// `POST /v1/passkeys/enrolment` (`{"person": "alice"}`): an administrator issues a
@@ -241,9 +232,7 @@ pub async fn enrol(
 }
 
 async fn save(state: &AppState, all: &[Stored]) -> Result<(), ApiError> {
-    let text = serde_json::to_string(all).map_err(|e| internal(e.to_string()))?;
-    state.registry.store().set_value(KEY, Some(text)).await?;
-    Ok(())
+    super::kept::save(state, KEY, all).await
 }
 
 /// `GET /v1/passkeys`: the administrator's token lists everyone's, a person's their own.

@@ -573,10 +573,9 @@ async fn telegram_without_approvers_or_chats_says_nothing_is_posted_at_start_up(
 /// The generator of P-256, uncompressed: a valid public key for a device's `p256dh`.
 const P256_G: &str = "046b17d1f2e12c4247f8bce6e563a440f277037d812deb33a0f4a13945d898c2964fe342e2fe1a7f9b8ee7eb4a7c0f9e162bce33576b315ececbb6406837bf51f5";
 
-#[tokio::test]
-async fn push_is_checked_key_devices_and_their_push_services_beside_the_server() {
-    use base64::Engine;
-    let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
+/// A folder with a configuration where Ann (token labelled `ann-phone`) subscribes devices
+/// for Web Push: the folder, the file, where the database goes, and a free address.
+fn push_setup() -> (tempfile::TempDir, PathBuf, PathBuf, String) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("imrelay.toml");
     std::fs::write(
@@ -588,6 +587,14 @@ async fn push_is_checked_key_devices_and_their_push_services_beside_the_server()
     .unwrap();
     let db = dir.path().join("imrelay.db");
     let listen = format!("127.0.0.1:{}", free_port());
+    (dir, file, db, listen)
+}
+
+#[tokio::test]
+async fn push_is_checked_key_devices_and_their_push_services_beside_the_server() {
+    use base64::Engine;
+    let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
+    let (dir, file, db, listen) = push_setup();
     let env = [
         ("IMRELAY__SERVER__LISTEN", listen.as_str()),
         ("IMRELAY__STORE__PATH", db.to_str().unwrap()),
@@ -650,17 +657,7 @@ async fn push_is_checked_key_devices_and_their_push_services_beside_the_server()
 #[tokio::test]
 async fn push_send_test_notifies_each_device_and_says_what_its_service_answered() {
     let fake = crate::push::FakePush::start(1).await;
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("imrelay.toml");
-    std::fs::write(
-        &file,
-        "[auth]\noperator_tokens = [{ token = \"ann-token-0123456789abcdef\", label = \"ann-phone\" }]\n\
-         [push]\nenabled = true\nsubject = \"mailto:ops@example.com\"\n\
-         [[people]]\nname = \"ann\"\noperator = [\"ann-phone\"]\n",
-    )
-    .unwrap();
-    let db = dir.path().join("imrelay.db");
-    let listen = format!("127.0.0.1:{}", free_port());
+    let (dir, file, db, listen) = push_setup();
     let env = [
         ("IMRELAY__SERVER__LISTEN", listen.as_str()),
         ("IMRELAY__STORE__PATH", db.to_str().unwrap()),
