@@ -110,6 +110,9 @@ pub struct Settings {
     /// The Web Push channel (the installable inbox's notifications).
     #[serde(default)]
     pub push: crate::channels::push::PushSettings,
+    /// Passkeys for `step_up` answers: how a person's first one is allowed.
+    #[serde(default)]
+    pub passkeys: phone::PasskeySettings,
     /// People and their identities on each channel (`[[people]]`).
     #[serde(default)]
     pub people: Vec<teams::PersonSettings>,
@@ -448,6 +451,7 @@ pub(crate) fn enum_values(key: &str) -> Option<Vec<String>> {
         "policy.decision" => variants::<crate::interaction::policy::Decision>(),
         "policy.mode" => variants::<crate::interaction::policy::Mode>(),
         "policy.kind" | "routes.kind" => variants::<crate::interaction::Kind>(),
+        "passkeys.first_passkey" => variants::<phone::FirstPasskey>(),
         _ => return None,
     })
 }

@@ -224,7 +224,7 @@ async fn finished(
 
 /// Tell only: waits for a reply to the finished question and queues it for the session.
 async fn queue_reply(state: Hooks, agent: Agent, session: String, i: std::sync::Arc<Interaction>) {
-    let wait = Duration::from_secs(i.timeout_secs.saturating_add(5));
+    let wait = Duration::from_secs(i.timeout_secs().saturating_add(5));
     let Ok(Some(answered)) = state.registry.wait(&i.id, wait).await else {
         return;
     };

@@ -1,7 +1,9 @@
 //! `imrelay passkeys`: the passkeys people registered in the inbox for answers that need one
 //! (`step_up`), listed, and removed when a device is lost. An administrator's token (an
 //! operator token without a label) sees and removes everyone's; a labelled token its
-//! person's own. Registering happens in the inbox: a passkey is made by the browser.
+//! person's own. Registering happens in the inbox: a passkey is made by the browser; a
+//! person's first needs an enrolment code an administrator issues (`imrelay passkeys enrol
+//! NAME`).
 
 use serde_json::Value;
 
@@ -29,6 +31,12 @@ enum PasskeysAction {
     Remove {
         /// The passkey's id (from `imrelay passkeys`).
         id: String,
+    },
+    /// Issue a single-use enrolment code for a person's first passkey (an administrator's
+    /// token): give it to them by another way than their token; the inbox asks for it.
+    Enrol {
+        /// The person (a `[[people]]` name, or a token's label).
+        person: String,
     },
 }
 
@@ -63,6 +71,14 @@ impl Remote {
                 tracing::debug!(error = %e, "presence not reported");
             }
         }
+    }
+
+    /// Issues an enrolment code for `person`'s first passkey.
+    pub async fn enrol_passkey(&self, person: &str) -> Result<Value, ClientError> {
+        let req = self
+            .request(reqwest::Method::POST, "/v1/passkeys/enrolment")
+            .json(&serde_json::json!({ "person": person }));
+        self.call(req, None).await
     }
 
     /// Removes passkey `id`.
@@ -140,6 +156,28 @@ pub fn run(args: PasskeysArgs, config: Option<&std::path::Path>) -> i32 {
                         describe(p)
                     );
                 }
+                exit::OK
+            }
+            Err(e) => fail(e),
+        },
+        PasskeysAction::Enrol { person } => match rt.block_on(remote.enrol_passkey(&person)) {
+            Ok(c) if args.json => {
+                say!(
+                    "{}",
+                    crate::telemetry::escape_json_invisible(&c.to_string())
+                );
+                exit::OK
+            }
+            Ok(c) => {
+                let text = |k: &str| c[k].as_str().map(visible_line).unwrap_or_default();
+                say!("{}", text("code"));
+                eprintln!(
+                    "The enrolment code for {}'s first passkey, good once until {}. Give it to \
+                     them by another way than their token; in the inbox (Passkeys) they enter it \
+                     with the passkey's name.",
+                    text("person"),
+                    text("expires_at")
+                );
                 exit::OK
             }
             Err(e) => fail(e),

@@ -4,8 +4,43 @@
 //! less than the deadline. Refused or warned at start-up and by `imrelay check-config`, each
 //! with its fix.
 
+use serde::{Deserialize, Serialize};
+
 use super::Settings;
 use super::teams::OPERATOR;
+
+/// The shortest and longest an enrolment code may be good for (`enrolment_code_ttl_secs`).
+pub const ENROLMENT_TTL_RANGE: std::ops::RangeInclusive<u64> = 60..=86_400;
+
+/// `[passkeys]`
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PasskeySettings {
+    /// How a person's first passkey may be registered.
+    pub first_passkey: FirstPasskey,
+    /// How long an enrolment code is good, in seconds.
+    pub enrolment_code_ttl_secs: u64,
+}
+
+impl Default for PasskeySettings {
+    fn default() -> Self {
+        Self {
+            first_passkey: FirstPasskey::Code,
+            enrolment_code_ttl_secs: 900,
+        }
+    }
+}
+
+/// What a person's first passkey needs besides their labelled operator token.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FirstPasskey {
+    /// A single-use enrolment code an administrator issued for that person.
+    #[default]
+    Code,
+    /// Nothing: the operator token alone (a stolen token registers the thief's passkey).
+    Token,
+}
 
 /// The relying party passkeys are made for: its id (the inbox's host name) and the origin
 /// the inbox is opened at.
@@ -72,6 +107,15 @@ pub(super) fn problems(s: &Settings) -> Vec<String> {
             "{first} needs passkeys, which cannot work here: {why}"
         ));
     }
+    let ttl = s.passkeys.enrolment_code_ttl_secs;
+    if !ENROLMENT_TTL_RANGE.contains(&ttl) {
+        out.push(format!(
+            "passkeys.enrolment_code_ttl_secs = {ttl} is out of range: an enrolment code is good \
+             for {} to {} seconds (900, 15 minutes, is usual)",
+            ENROLMENT_TTL_RANGE.start(),
+            ENROLMENT_TTL_RANGE.end()
+        ));
+    }
     for (k, r) in s.routes.iter().enumerate() {
         if r.desk_first_chats && r.desk_first_secs.is_none() {
             out.push(format!(
@@ -87,6 +131,18 @@ pub(super) fn problems(s: &Settings) -> Vec<String> {
 /// Warnings: settings that may be meant but probably do not do what was meant.
 pub(super) fn warnings(s: &Settings) -> Vec<String> {
     let mut out = Vec::new();
+    if s.passkeys.first_passkey == FirstPasskey::Token
+        && let Some(first) = step_up_places(s).first()
+    {
+        out.push(format!(
+            "passkeys.first_passkey = \"token\" while {first} asks for a passkey: a person's \
+             first passkey is registered with their operator token alone, so whoever steals a \
+             labelled token registers their own passkey for a person who has none and answers \
+             that person's step_up approvals. Set passkeys.first_passkey = \"code\" (the \
+             default): an administrator then issues a single-use code for each person's first \
+             passkey (imrelay passkeys enrol NAME)"
+        ));
+    }
     for (k, r) in s.routes.iter().enumerate() {
         let at = format!("routes[{k}] ({:?})", r.name);
         if let Some(hold) = r.desk_first_secs {
@@ -167,6 +223,32 @@ mod tests {
         assert!(
             w[0].contains("desk_first_secs = 900 is not less than the deadline (300 s)"),
             "{w:?}"
+        );
+    }
+
+    #[test]
+    fn the_first_passkey_by_token_alone_is_warned_about_only_where_step_up_is_used() {
+        let mut s = settings("http://localhost:8787");
+        s.passkeys.first_passkey = FirstPasskey::Token;
+        assert!(warnings(&s).is_empty(), "no step_up: nothing to warn of");
+        s.routes.push(super::super::teams::RouteSettings {
+            name: "prod".into(),
+            step_up: true,
+            ..Default::default()
+        });
+        let w = warnings(&s).join("\n");
+        assert!(
+            w.contains("passkeys.first_passkey = \"token\" while routes[0] (\"prod\").step_up")
+                && w.contains("Set passkeys.first_passkey = \"code\""),
+            "{w}"
+        );
+        s.passkeys.first_passkey = FirstPasskey::Code;
+        assert!(warnings(&s).is_empty());
+        s.passkeys.enrolment_code_ttl_secs = 30;
+        let p = problems(&s).join("\n");
+        assert!(
+            p.contains("passkeys.enrolment_code_ttl_secs = 30 is out of range"),
+            "{p}"
         );
     }
 }

@@ -32,6 +32,7 @@ impl Settings {
             discord,
             matrix,
             push,
+            passkeys,
             people,
             groups,
             routes,
@@ -59,6 +60,7 @@ impl Settings {
         section(&mut out, "discord", discord)?;
         section(&mut out, "matrix", matrix)?;
         section(&mut out, "push", push)?;
+        section(&mut out, "passkeys", passkeys)?;
         list(&mut out, "webhooks", webhooks)?;
         Ok(out.trim_end().to_string() + "\n")
     }

@@ -9,7 +9,7 @@
 //! | `GET /`, `GET /livez`, `GET /healthz`, `GET /metrics`, the inbox's assets (`/inbox.js`, `/passkeys.js`, `/push.js`, `/sw.js`, `/manifest.webmanifest`, the icons) | none |
 //! | `POST /v1/interactions`, `GET /v1/interactions/{id}/wait`, `DELETE /v1/interactions/{id}`, `POST /v1/hooks/claude-code` | agent |
 //! | `POST`, `GET`, `DELETE /mcp` (the MCP endpoint, mounted by the app) | agent |
-//! | `GET /v1/interactions`, `POST /v1/interactions/{id}/respond`, `POST /v1/respond`, `GET /v1/events`, `GET /v1/audit`, `GET`, `POST /v1/grants`, `DELETE /v1/grants/{id}`, `GET /v1/sessions`, `GET /v1/sessions/{agent}/{id}`, `POST /v1/sessions/{agent}/{id}/messages`, `GET`, `POST /v1/passkeys`, `POST /v1/passkeys/register`, `POST /v1/passkeys/assert`, `DELETE /v1/passkeys/{id}`, `POST /v1/interactions/{id}/passkey`, `GET`, `POST /v1/presence` | operator |
+//! | `GET /v1/interactions`, `POST /v1/interactions/{id}/respond`, `POST /v1/respond`, `GET /v1/events`, `GET /v1/audit`, `GET`, `POST /v1/grants`, `DELETE /v1/grants/{id}`, `GET /v1/sessions`, `GET /v1/sessions/{agent}/{id}`, `POST /v1/sessions/{agent}/{id}/messages`, `GET`, `POST /v1/passkeys`, `POST /v1/passkeys/register`, `POST /v1/passkeys/assert`, `POST /v1/passkeys/enrolment`, `DELETE /v1/passkeys/{id}`, `POST /v1/interactions/{id}/passkey`, `GET`, `POST /v1/presence` | operator |
 //! | `POST /v1/webhooks/{name}/respond` | a Standard Webhooks signature (see [`crate::channels::webhook`]) |
 //! | `GET /v1/interactions/{id}` | agent or operator (whichever check passes) |
 //!
@@ -25,8 +25,10 @@
 pub mod api;
 pub mod auth;
 pub mod bulk;
+pub mod enrolment;
 pub mod grants;
 pub mod inbox;
+pub mod kept;
 pub mod operator;
 pub mod passkeys;
 pub mod presence;
@@ -142,6 +144,7 @@ pub fn router(state: AppState, extra: Extra) -> Router {
         .route("/v1/passkeys", get(passkeys::list).post(passkeys::create))
         .route("/v1/passkeys/register", post(passkeys::register))
         .route("/v1/passkeys/assert", post(passkeys::prove))
+        .route("/v1/passkeys/enrolment", post(passkeys::enrol))
         .route("/v1/passkeys/{id}", axum::routing::delete(passkeys::remove))
         .route("/v1/interactions/{id}/passkey", post(passkeys::challenge))
         .route("/v1/presence", get(presence::list).post(presence::report))

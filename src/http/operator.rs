@@ -41,9 +41,25 @@ pub fn responder(principal: &Principal, mut responder: Responder) -> Responder {
 /// The name a labelled operator token's holder answers as (their person's, or the label);
 /// `None` for the administrator's token and this machine without tokens.
 pub fn name(state: &AppState, principal: &Principal) -> Option<String> {
-    principal.label()?;
-    let r = responder(principal, Responder::anonymous(Via::api()));
-    state.registry.attribute(r).by
+    principal.label().map(|label| label_name(state, label))
+}
+
+/// The person an operator token answers as: a labelled token's person (or its label), the
+/// administrator for a token without one.
+pub fn person(state: &AppState, principal: &Principal) -> String {
+    name(state, principal).unwrap_or_else(|| crate::interaction::quorum::ADMINISTRATOR.to_string())
+}
+
+/// The name the holder of a token labelled `label` answers as: the person who lists the
+/// label, or the label itself.
+pub fn label_name(state: &AppState, label: &str) -> String {
+    let mut r = Responder::anonymous(Via::api()).with_identity(OPERATOR, label);
+    r.by = Some(label.to_string());
+    state
+        .registry
+        .attribute(r)
+        .by
+        .unwrap_or_else(|| label.to_string())
 }
 
 /// `GET /v1/me`: who the request's operator token answers as. `label` and `name` are

@@ -22,6 +22,10 @@
 //! cannot add the thief's passkey to a person who has one. An administrator's token needs
 //! none (it removes a lost passkey, after which the person registers a first one again).
 //!
+//! A person's first passkey needs, besides their labelled token, a single-use enrolment code
+//! an administrator issued for them (`"code"` in `POST /v1/passkeys/register`; see
+//! [`super::enrolment`]), unless `passkeys.first_passkey = "token"`.
+//!
 //! Every registration, assertion, refusal and removal is in the audit trail
 //! ([`crate::interaction::ports::audit::Action::Passkey`]). An administrator's token lists
 //! and removes anyone's passkeys (`imrelay passkeys`); a person lists and removes their own.
@@ -46,7 +50,8 @@ use webauthn_rs::prelude::{
 use super::AppState;
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiPath};
-use crate::interaction::quorum::ADMINISTRATOR;
+use super::operator::person;
+use crate::config::phone::FirstPasskey;
 use crate::interaction::{InteractionId, Via};
 use crate::sync::LockExt;
 use crate::wire::Principal;
@@ -101,6 +106,9 @@ enum Pending {
     Register {
         person: String,
         label: String,
+        /// The digest of the enrolment code this first passkey is allowed by, to use up
+        /// when the credential is kept.
+        code: Option<String>,
         state: Box<PasskeyRegistration>,
     },
     Assert {
@@ -195,29 +203,36 @@ fn digest(id: &str) -> String {
     hex::encode(Sha256::digest(id.as_bytes()))
 }
 
-/// The person an operator token answers as: a labelled token's person (or its label), the
-/// administrator for a token without one.
-pub(super) fn person(state: &AppState, principal: &Principal) -> String {
-    super::operator::name(state, principal).unwrap_or_else(|| ADMINISTRATOR.to_string())
+async fn load(state: &AppState) -> Result<Vec<Stored>, ApiError> {
+    super::kept::load(state, KEY, "passkeys").await
 }
 
-async fn load(state: &AppState) -> Result<Vec<Stored>, ApiError> {
-    let raw = state.registry.store().get_value(KEY).await?;
-    Ok(raw
-        .and_then(|r| match serde_json::from_str(&r) {
-            Ok(v) => Some(v),
-            Err(e) => {
-                tracing::error!(error = %e, "the stored passkeys cannot be read; none are used");
-                None
-            }
-        })
-        .unwrap_or_default())
+/// `POST /v1/passkeys/enrolment` (`{"person": "alice"}`): an administrator issues a
+/// single-use code for the first passkey of a person who has none (see
+/// [`super::enrolment`]): `{"person","code","expires_at","expires_in_secs"}`.
+pub async fn enrol(
+    State(state): State<AppState>,
+    principal: Principal,
+    ApiJson(body): ApiJson<super::enrolment::IssueBody>,
+) -> Result<Response, ApiError> {
+    let who = super::enrolment::may_issue(&state, &principal, &body)?;
+    if load(&state).await?.iter().any(|p| p.person == who) {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "has_passkey",
+            format!(
+                "{who} has a passkey already, and adds another with an assertion by it; if they \
+                 lost it, remove it first (imrelay passkeys remove ID), then issue the code"
+            ),
+        )
+        .with("field", "person"));
+    }
+    let issued = super::enrolment::issue(&state, &person(&state, &principal), &who).await?;
+    Ok((StatusCode::CREATED, axum::Json(issued)).into_response())
 }
 
 async fn save(state: &AppState, all: &[Stored]) -> Result<(), ApiError> {
-    let text = serde_json::to_string(all).map_err(|e| internal(e.to_string()))?;
-    state.registry.store().set_value(KEY, Some(text)).await?;
-    Ok(())
+    super::kept::save(state, KEY, all).await
 }
 
 /// `GET /v1/passkeys`: the administrator's token lists everyone's, a person's their own.
@@ -232,13 +247,19 @@ pub async fn list(
         .filter(|p| me.as_deref().is_none_or(|m| p.person == m))
         .map(Stored::summary)
         .collect();
-    Ok(axum::Json(json!({
+    let by_code = state.settings.passkeys.first_passkey == FirstPasskey::Code;
+    let mut out = json!({
         "passkeys": shown,
         "person": person(&state, &principal),
         "origin": state.passkeys.origin,
         "rp_id": state.passkeys.rp_id,
-    }))
-    .into_response())
+        "first_passkey": state.settings.passkeys.first_passkey,
+        "needs_code": by_code && me.is_some() && shown.is_empty(),
+    });
+    if me.is_none() && by_code {
+        out["enrolment"] = Value::Array(super::enrolment::waiting(&state).await?);
+    }
+    Ok(axum::Json(out).into_response())
 }
 
 /// The body of `POST /v1/passkeys/register`.
@@ -250,6 +271,9 @@ pub struct RegisterBody {
     /// An assertion by one of the person's passkeys (from `POST /v1/passkeys/assert`):
     /// needed when they have one, unless the token is an administrator's.
     passkey: Option<PasskeyBody>,
+    /// The enrolment code an administrator issued for this person: needed for their first
+    /// passkey with a labelled token (`passkeys.first_passkey = "code"`).
+    code: Option<String>,
 }
 
 /// `POST /v1/passkeys/register`: the options for `navigator.credentials.create`.
@@ -297,6 +321,14 @@ pub async fn register(
         };
         check_assertion(&state, &who, None, proof).await?;
     }
+    let code = if mine.is_empty()
+        && principal.label().is_some()
+        && state.settings.passkeys.first_passkey == FirstPasskey::Code
+    {
+        Some(super::enrolment::check(&state, &who, body.code.as_deref()).await?)
+    } else {
+        None
+    };
     // The person's stable WebAuthn user handle: derived from their name.
     let handle = uuid::Uuid::from_slice(&Sha256::digest(who.as_bytes())[..16])
         .map_err(|e| internal(e.to_string()))?;
@@ -307,6 +339,7 @@ pub async fn register(
     let challenge = state.passkeys.hold(Pending::Register {
         person: who,
         label,
+        code,
         state: Box::new(reg),
     });
     Ok(axum::Json(json!({ "challenge": challenge, "options": options })).into_response())
@@ -331,6 +364,7 @@ pub async fn create(
     let Pending::Register {
         person,
         label,
+        code,
         state: reg,
     } = state.passkeys.take(&body.challenge)?
     else {
@@ -364,6 +398,10 @@ pub async fn create(
             "passkey_exists",
             "this passkey is registered already",
         ));
+    }
+    if let Some(code) = &code {
+        super::enrolment::redeem(&state, &who, code).await?;
+        all = load(&state).await?;
     }
     let stored = Stored {
         id: id.clone(),

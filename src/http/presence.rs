@@ -31,7 +31,7 @@ pub async fn report(
     principal: Principal,
     ApiJson(body): ApiJson<PresenceBody>,
 ) -> Result<Response, ApiError> {
-    let person = super::passkeys::person(&state, &principal);
+    let person = super::operator::person(&state, &principal);
     let presence = state.registry.presence();
     let was = presence.is_present(&person);
     presence.report(&person, body.present);

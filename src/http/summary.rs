@@ -205,7 +205,7 @@ impl Serialize for Summary<'_> {
         }
         st.serialize_field("created_at", &Millis(i.created_at))?;
         st.serialize_field("deadline", &Millis(i.deadline))?;
-        st.serialize_field("timeout_secs", &i.timeout_secs)?;
+        st.serialize_field("timeout_secs", &i.timeout_secs())?;
         if let Some(at) = i.escalated_at() {
             st.serialize_field("escalated_at", &Millis(at))?;
         }

@@ -430,7 +430,7 @@ pub fn expired(interaction: &Interaction, at: Timestamp) -> Resolution {
         result: given_up(
             interaction,
             super::quorum::expiry_message(interaction).unwrap_or_else(|| {
-                format!("No response within {} seconds", interaction.timeout_secs)
+                format!("No response within {} seconds", interaction.timeout_secs())
             }),
         ),
     }

@@ -75,7 +75,7 @@ pub use events::{Event, EventKind, EventLog, Next, Subscription};
 pub use form::{ElicitAction, ElicitResult, FORM_TOOL, Form};
 pub use model::{
     ASK_USER_QUESTION, AgentResult, DigestCache, Input, Interaction, InteractionId, Kind,
-    MAX_ID_LEN, Millis, Outcome, PATCH_TOOL, PermissionResult, Resolution, Via, after,
+    MAX_ID_LEN, Millis, Outcome, PATCH_TOOL, PermissionResult, Resolution, Text, Via, after,
     canonical_json, millis, now,
 };
 pub use question::{

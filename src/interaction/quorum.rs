@@ -76,7 +76,8 @@ pub fn expiry_message(i: &Interaction) -> Option<String> {
     let allows = i.votes().iter().filter(|v| v.allow).count();
     Some(format!(
         "No quorum within {} seconds: {allows} of {} people allowed it, denied",
-        i.timeout_secs, q.allow
+        i.timeout_secs(),
+        q.allow
     ))
 }
 

@@ -429,7 +429,7 @@ impl Awaited {
             id: i.id.clone(),
             created_at: i.created_at,
             deadline: i.deadline,
-            timeout_secs: i.timeout_secs,
+            timeout_secs: i.timeout_secs(),
         }
     }
 }

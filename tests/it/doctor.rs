@@ -573,10 +573,9 @@ async fn telegram_without_approvers_or_chats_says_nothing_is_posted_at_start_up(
 /// The generator of P-256, uncompressed: a valid public key for a device's `p256dh`.
 const P256_G: &str = "046b17d1f2e12c4247f8bce6e563a440f277037d812deb33a0f4a13945d898c2964fe342e2fe1a7f9b8ee7eb4a7c0f9e162bce33576b315ececbb6406837bf51f5";
 
-#[tokio::test]
-async fn push_is_checked_key_devices_and_their_push_services_beside_the_server() {
-    use base64::Engine;
-    let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
+/// A folder with a configuration where Ann (token labelled `ann-phone`) subscribes devices
+/// for Web Push: the folder, the file, where the database goes, and a free address.
+fn push_setup() -> (tempfile::TempDir, PathBuf, PathBuf, String) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("imrelay.toml");
     std::fs::write(
@@ -588,6 +587,14 @@ async fn push_is_checked_key_devices_and_their_push_services_beside_the_server()
     .unwrap();
     let db = dir.path().join("imrelay.db");
     let listen = format!("127.0.0.1:{}", free_port());
+    (dir, file, db, listen)
+}
+
+#[tokio::test]
+async fn push_is_checked_key_devices_and_their_push_services_beside_the_server() {
+    use base64::Engine;
+    let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
+    let (dir, file, db, listen) = push_setup();
     let env = [
         ("IMRELAY__SERVER__LISTEN", listen.as_str()),
         ("IMRELAY__STORE__PATH", db.to_str().unwrap()),
@@ -640,5 +647,57 @@ async fn push_is_checked_key_devices_and_their_push_services_beside_the_server()
     ] {
         assert!(out.contains(&line), "{line:?} in {out}");
     }
+    stop(server).await;
+}
+
+/// `doctor --send-test` sends each subscribed device one test notification through the real
+/// push path, checked by the fake push service (decrypted with the subscription's keys, the
+/// VAPID JWT's `aud` its origin), and says per device what the service answered: a device
+/// whose subscription is gone (`404`) is named with its fix.
+#[tokio::test]
+async fn push_send_test_notifies_each_device_and_says_what_its_service_answered() {
+    let fake = crate::push::FakePush::start(1).await;
+    let (dir, file, db, listen) = push_setup();
+    let env = [
+        ("IMRELAY__SERVER__LISTEN", listen.as_str()),
+        ("IMRELAY__STORE__PATH", db.to_str().unwrap()),
+    ];
+    let server = Server::start_on(&listen, &db, Some(&file));
+    let client = reqwest::Client::new();
+    let phone = fake.subscription(0, "ann's phone");
+    let mut gone = fake.subscription(0, "ann's old tablet");
+    gone["endpoint"] = phone["endpoint"]
+        .as_str()
+        .unwrap()
+        .replace("/push/0", "/push/9")
+        .into();
+    for sub in [&phone, &gone] {
+        let r = client
+            .post(format!("{}/v1/push/devices", server.base))
+            .bearer_auth("ann-token-0123456789abcdef")
+            .json(sub)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::CREATED, "{:?}", r.text().await);
+    }
+    let args = ["--config", file.to_str().unwrap(), "doctor", "--send-test"];
+    let (ok, out) = run_in(dir.path(), &env, &args).await;
+    assert!(!ok, "a gone subscription fails the check: {out}");
+    for line in [
+        "(ann, \"ann's phone\"): the push service answered 201 Created",
+        "(ann, \"ann's old tablet\"): the push service answered 404 Not Found: the subscription is gone",
+        "→ the server removes it at its next push to it; or remove it now (`imrelay devices remove ",
+    ] {
+        assert!(out.contains(line), "{line:?} in {out}");
+    }
+    let got = fake
+        .one("the doctor's test notification", |p| {
+            p["id"] == "doctor-test"
+        })
+        .await;
+    assert_eq!(got["payload"]["title"], "imrelay doctor", "{got}");
+    assert_eq!(got["claims"]["sub"], "mailto:ops@example.com", "{got}");
+    assert_eq!(fake.received().len(), 1, "one device, one test");
     stop(server).await;
 }

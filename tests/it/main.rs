@@ -39,6 +39,7 @@ mod opencode;
 mod operators;
 mod outbox;
 mod parity;
+mod passkey_enrol;
 mod pipes;
 mod policy;
 mod policy_starter;

@@ -86,16 +86,37 @@ fn ttl(i: &Interaction) -> i64 {
     (i.deadline.as_second() - jiff::Timestamp::now().as_second()).clamp(0, MAX_TTL_SECS)
 }
 
-impl Push {
-    /// Encrypts `payload` to `d` and sends it with `ttl` and `urgency`.
-    async fn send(
+/// What a push is sent with: who signs it and how long a push service may take.
+pub(super) struct Sender<'a> {
+    /// The HTTP client (no redirects).
+    pub client: &'a reqwest::Client,
+    /// The server's VAPID key.
+    pub vapid: &'a Vapid,
+    /// The VAPID contact.
+    pub contact: &'a str,
+    /// Per push.
+    pub timeout: Duration,
+}
+
+/// How a push is to be kept by the push service.
+pub(super) struct Posting<'a> {
+    /// Seconds it may wait for the device.
+    pub ttl: i64,
+    /// `high` or `normal`.
+    pub urgency: &'a str,
+    /// What a newer push with the same topic replaces.
+    pub topic: &'a str,
+}
+
+impl Sender<'_> {
+    /// Encrypts `payload` to `d` (RFC 8291), signs the request (RFC 8292) and posts it: the
+    /// push service's answer, or why none came (a network failure, retryable).
+    pub(super) async fn post(
         &self,
         d: &Device,
         payload: Vec<u8>,
-        ttl: i64,
-        urgency: &str,
-        topic: &str,
-    ) -> Result<(), Failure> {
+        how: &Posting<'_>,
+    ) -> Result<reqwest::Response, Failure> {
         let endpoint = url::Url::parse(&d.endpoint)
             .map_err(|_| Failure::Permanent("the device's endpoint is not a URL".into()))?;
         let key = URL_SAFE_NO_PAD
@@ -113,40 +134,68 @@ impl Push {
             .map_err(|e| Failure::Permanent(format!("cannot encrypt the payload: {e}")))?;
         let authorization = self
             .vapid
-            .authorization(&endpoint, &self.contact)
+            .authorization(&endpoint, self.contact)
             .ok_or_else(|| Failure::Permanent("the device's endpoint has no host".into()))?;
-        let sent = self
-            .client
+        self.client
             .post(endpoint)
-            .timeout(Duration::from_secs(self.settings.timeout_secs))
-            .header("TTL", ttl.to_string())
-            .header("Urgency", urgency)
-            .header("Topic", topic)
+            .timeout(self.timeout)
+            .header("TTL", how.ttl.to_string())
+            .header("Urgency", how.urgency)
+            .header("Topic", how.topic)
             .header(reqwest::header::CONTENT_ENCODING, "aes128gcm")
             .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
             .header(reqwest::header::AUTHORIZATION, authorization)
             .body(body)
             .send()
-            .await;
-        match sent {
-            Ok(r) if r.status().is_success() => Ok(()),
-            Ok(r) if matches!(r.status().as_u16(), 404 | 410) => {
+            .await
+            .map_err(|e| {
+                if e.is_timeout() {
+                    Failure::Transient(format!(
+                        "the push service did not answer within {} s",
+                        self.timeout.as_secs()
+                    ))
+                } else {
+                    Failure::Transient(format!("push request failed: {e}"))
+                }
+            })
+    }
+}
+
+impl Push {
+    /// Encrypts `payload` to `d` and sends it with `ttl` and `urgency`.
+    async fn send(
+        &self,
+        d: &Device,
+        payload: Vec<u8>,
+        ttl: i64,
+        urgency: &str,
+        topic: &str,
+    ) -> Result<(), Failure> {
+        let sender = Sender {
+            client: &self.client,
+            vapid: &self.vapid,
+            contact: &self.contact,
+            timeout: Duration::from_secs(self.settings.timeout_secs),
+        };
+        let how = Posting {
+            ttl,
+            urgency,
+            topic,
+        };
+        let r = sender.post(d, payload, &how).await?;
+        match r.status() {
+            s if s.is_success() => Ok(()),
+            s if matches!(s.as_u16(), 404 | 410) => {
                 devices::remove(self.store.as_ref(), &d.id)
                     .await
                     .map_err(Failure::store)?;
-                tracing::info!(device = %d.id, person = %d.person.escape_debug(), status = %r.status(), "push: the subscription is gone; device removed");
+                tracing::info!(device = %d.id, person = %d.person.escape_debug(), status = %s, "push: the subscription is gone; device removed");
                 Err(Failure::Permanent(format!(
-                    "the push service answered HTTP {}: the subscription is gone, so the device \
-                     was removed; it is notified again once it subscribes again from the inbox",
-                    r.status()
+                    "the push service answered HTTP {s}: the subscription is gone, so the device \
+                     was removed; it is notified again once it subscribes again from the inbox"
                 )))
             }
-            Ok(r) => Err(failure(r.status(), r.headers())),
-            Err(e) if e.is_timeout() => Err(Failure::Transient(format!(
-                "the push service did not answer within {} s",
-                self.settings.timeout_secs
-            ))),
-            Err(e) => Err(Failure::Transient(format!("push request failed: {e}"))),
+            _ => Err(failure(r.status(), r.headers())),
         }
     }
 

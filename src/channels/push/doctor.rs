@@ -2,13 +2,16 @@
 //! services are given, the VAPID key (made at the first start and kept in the store) is there
 //! and signs, how many devices are subscribed and whose, and each push service those devices
 //! use answers this machine (one request to its origin with a short timeout; no push is sent,
-//! so no phone buzzes).
+//! so no phone buzzes). With `--send-test`, each device gets one test notification through
+//! the real push path, and each push service's answer is reported per device.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::PushSettings;
+use super::deliver::{Posting, Sender};
 use super::devices::{Device, MAX_DEVICES, PREFIX};
+use super::render::Payload;
 use super::vapid::{SECRET, Vapid, audience};
 use crate::channels::registry::{Check, Doctor, Kept};
 
@@ -55,7 +58,83 @@ pub(super) async fn checks(s: &PushSettings, run: &Doctor) -> Vec<Check> {
         return checks;
     }
     checks.extend(reach_checks(&devices).await);
+    if run.send_test && !devices.is_empty() {
+        checks.extend(send_tests(s, run, kept.as_ref(), &devices).await);
+    }
     checks
+}
+
+/// `--send-test`: one test notification to each subscribed device, through the real push
+/// path (encrypted to the device, signed with the stored VAPID key), and what each push
+/// service answered. A device the service says is gone (`404`, `410`) is named with its fix:
+/// doctor changes nothing in the store, and the server removes it at its next push.
+async fn send_tests(
+    s: &PushSettings,
+    run: &Doctor,
+    kept: &dyn Kept,
+    devices: &[Device],
+) -> Vec<Check> {
+    let (Some(contact), Ok(Some(secret))) = (s.contact(&run.public_url), kept.secret(SECRET).await)
+    else {
+        return vec![Check::fail(
+            "push: no test notification sent: there is no contact or no VAPID key yet",
+            "fix the checks above (start `imrelay serve` once to make the key), then run `imrelay doctor --send-test` again",
+        )];
+    };
+    let vapid = Vapid::from_secret(&secret);
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap_or_default();
+    let sender = Sender {
+        client: &client,
+        vapid: &vapid,
+        contact: &contact,
+        timeout: Duration::from_secs(s.timeout_secs.max(1)),
+    };
+    let payload = || Payload {
+        v: 1,
+        kind: "prompt",
+        id: "doctor-test".into(),
+        tag: "imrelay-doctor-test".into(),
+        title: "imrelay doctor".into(),
+        body: "A test notification: imrelay can reach this device.".into(),
+        url: "/".into(),
+        deadline: None,
+        actions: Vec::new(),
+    };
+    let how = Posting {
+        ttl: 300,
+        urgency: "normal",
+        topic: "imrelay-doctor-test",
+    };
+    let mut out = Vec::new();
+    for d in devices {
+        let which = format!("device {} ({}, {:?})", d.id, d.person, d.name);
+        out.push(match sender.post(d, payload().bytes(), &how).await {
+            Ok(r) if r.status().is_success() => Check::pass(format!(
+                "push: a test notification was sent to {which}: the push service answered {}",
+                r.status()
+            )),
+            Ok(r) if matches!(r.status().as_u16(), 404 | 410) => Check::fail(
+                format!("push: {which}: the push service answered {}: the subscription is gone", r.status()),
+                format!("the server removes it at its next push to it; or remove it now (`imrelay devices remove {}`) and subscribe the device again from the inbox", d.id),
+            ),
+            Ok(r) => Check::fail(
+                format!("push: {which}: the push service answered {}", r.status()),
+                match r.status().as_u16() {
+                    429 => "the push service is throttling this server: the outbox retries as it asks; try doctor again later".to_string(),
+                    401 | 403 => "it refused the VAPID signature: check push.subject, and that the device subscribed with this store's key (subscribe it again from the inbox)".to_string(),
+                    _ => "see what the push service documents for that status".to_string(),
+                },
+            ),
+            Err(e) => Check::fail(
+                format!("push: no test notification reached {which}: {}", e.error()),
+                "this machine must reach the push services over https: check its firewall, DNS and proxy (HTTPS_PROXY)",
+            ),
+        });
+    }
+    out
 }
 
 /// The VAPID key: there and 32 bytes (what the store makes), or not made yet.

@@ -59,7 +59,7 @@ function credentialJson(cred) {
 
 // ---------- passkeys: the list, registering, removing ----------
 
-const passkeys = { origin: null, rpId: null, mine: [] };
+const passkeys = { origin: null, rpId: null, mine: [], needsCode: false };
 
 async function apiJson(path, method, body) {
   const init = { method: method || "GET", headers: authHeaders(body ? { "Content-Type": "application/json" } : {}) };
@@ -95,6 +95,17 @@ async function loadPasskeys() {
     $("passkey-count").textContent = String(passkeys.mine.length);
     box.replaceChildren(...passkeys.mine.map(passkeyLine));
     $("passkeys-empty").hidden = passkeys.mine.length > 0;
+    // A person's first passkey needs an enrolment code from an administrator.
+    passkeys.needsCode = !!data.needs_code;
+    $("passkey-code").hidden = !passkeys.needsCode;
+    $("passkey-code-hint").hidden = !passkeys.needsCode;
+    // An administrator issues those codes (the list of waiting ones comes only to them).
+    const admin = Array.isArray(data.enrolment);
+    $("enrol-admin").hidden = !admin;
+    if (admin) {
+      $("enrol-waiting").replaceChildren(...data.enrolment.map((c) =>
+        el("div", { class: "grant", text: "code waiting for " + c.person + " · good until " + new Date(c.expires_at).toLocaleString() })));
+    }
     const hint = $("passkey-origin");
     const place = passkeyPlace();
     hint.hidden = !place;
@@ -129,9 +140,11 @@ async function registerPasskey() {
   if (!window.PublicKeyCredential) { passkeyNotice("This browser has no passkeys (WebAuthn).", true); return; }
   try {
     const label = ($("passkey-label").value || "").trim();
+    const code = passkeys.needsCode ? ($("passkey-code").value || "").trim() : "";
+    if (passkeys.needsCode && !code) { passkeyNotice("Your first passkey needs an enrolment code: ask an administrator for one and enter it here.", true); $("passkey-code").focus(); return; }
     let start;
     try {
-      start = await apiJson("/v1/passkeys/register", "POST", { label: label || undefined });
+      start = await apiJson("/v1/passkeys/register", "POST", { label: label || undefined, code: code || undefined });
     } catch (e) {
       // The person has a passkey: adding another needs an assertion with one of them.
       if (e.code !== "passkey_required") throw e;
@@ -142,9 +155,26 @@ async function registerPasskey() {
     }
     const cred = await navigator.credentials.create(creationOptions(start.options));
     await apiJson("/v1/passkeys", "POST", { challenge: start.challenge, credential: credentialJson(cred) });
+    $("passkey-code").value = "";
     passkeyNotice("Passkey registered.", false);
   } catch (e) {
     passkeyNotice("No passkey registered: " + e.message, true);
+  }
+  loadPasskeys();
+}
+
+// An administrator issues a single-use enrolment code for a person's first passkey.
+async function issueEnrolment() {
+  const out = $("enrol-code");
+  out.hidden = false;
+  try {
+    const person = ($("enrol-person").value || "").trim();
+    const c = await apiJson("/v1/passkeys/enrolment", "POST", { person });
+    out.classList.remove("error");
+    out.textContent = "Code for " + c.person + ": " + c.code + " (good once, until " + new Date(c.expires_at).toLocaleString() + ")";
+  } catch (e) {
+    out.classList.add("error");
+    out.textContent = "No code issued: " + e.message;
   }
   loadPasskeys();
 }
@@ -211,6 +241,8 @@ function holdText(i) {
 document.addEventListener("DOMContentLoaded", () => {
   const reg = $("passkey-register");
   if (reg) reg.addEventListener("click", registerPasskey);
+  const enrol = $("enrol-issue");
+  if (enrol) enrol.addEventListener("click", issueEnrolment);
   document.addEventListener("visibilitychange", presenceChanged);
   window.addEventListener("focus", presenceChanged);
   window.addEventListener("blur", presenceChanged);

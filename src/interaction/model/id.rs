@@ -1,10 +1,10 @@
 //! The id of an interaction: the agent's idempotency key or one imrelay assigns, safe in a URL.
 
 use std::fmt;
-use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::Text;
 use crate::interaction::ValidationError;
 
 /// Longest accepted interaction id, in bytes.
@@ -16,9 +16,12 @@ pub const MAX_ID_LEN: usize = 128;
 /// Ids appear in URLs, so they are restricted to `[A-Za-z0-9._:-]`, 1 to 128 bytes, and may
 /// not be `.` or `..` (URL normalization removes those path segments: no browser could
 /// answer such an interaction).
+///
+/// One pointer wide (a shared [`Text`]): an id is held by its interaction and as the key of
+/// the maps and queues that find it, once per pending interaction each.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(transparent)]
-pub struct InteractionId(Arc<str>);
+pub struct InteractionId(Text);
 
 impl InteractionId {
     /// Validates an id supplied from outside.
@@ -50,18 +53,18 @@ impl InteractionId {
                 format!("may only contain letters, digits and . _ : - (found {bad:?})"),
             ));
         }
-        Ok(Self(raw.into()))
+        Ok(Self(Text::from(raw)))
     }
 
     /// A fresh, time-ordered id (UUID v7).
     pub fn generate() -> Self {
-        Self(uuid::Uuid::now_v7().to_string().into())
+        Self(Text::from(uuid::Uuid::now_v7().to_string()))
     }
 
     /// The empty id, which sorts before every valid one: the lower end of a range of keys
     /// that end with an id. Never the id of an interaction.
     pub fn lowest() -> Self {
-        Self(Arc::from(""))
+        Self(Text::new())
     }
 
     /// The id as a string slice.
@@ -71,7 +74,7 @@ impl InteractionId {
 
     /// The id's string, shared rather than copied (for a record kept beside the
     /// interaction).
-    pub fn shared(&self) -> Arc<str> {
+    pub fn shared(&self) -> Text {
         self.0.clone()
     }
 }

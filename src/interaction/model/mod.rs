@@ -36,6 +36,10 @@ pub use result::{AgentResult, PermissionResult};
 pub use stamps::{DEFAULT_ROUTE, Escalation, Quorum, RouteStamp, Target, Vote, route_name};
 pub use time::{Millis, after, millis, now};
 
+/// A shared text, one pointer wide (an interaction's tool name, session, agent, directory
+/// and owner): cloning one counts a reference, and a literal is held with no allocation.
+pub type Text = arcstr::ArcStr;
+
 /// The tool name the Claude Agent SDK uses for structured questions.
 pub const ASK_USER_QUESTION: &str = "AskUserQuestion";
 
@@ -221,18 +225,19 @@ pub struct Interaction {
     pub id: InteractionId,
     /// Approval or question (derived from `tool_name`).
     pub kind: Kind,
-    /// The tool the agent wants to use, as the SDK names it.
-    pub tool_name: String,
+    /// The tool the agent wants to use, as the SDK names it. (The texts of an interaction
+    /// are [`Text`]s, one pointer each, and the registry gives interactions one shared copy
+    /// of each distinct name: pending interactions are held in memory.)
+    pub tool_name: Text,
     /// The tool input, as the SDK passed it.
     pub input: Input,
-    /// The agent's session label. (The optional texts are shared strings, a third smaller
-    /// than `String`, and the registry gives the interactions of one session one copy of
-    /// each: pending interactions are held in memory.)
-    pub session: Option<Arc<str>>,
+    /// The agent's session label. (Shared like the tool's name: the interactions of one
+    /// session point to one copy.)
+    pub session: Option<Text>,
     /// Which agent is asking (e.g. `claude-code`).
-    pub agent: Option<Arc<str>>,
+    pub agent: Option<Text>,
     /// The agent's working directory.
-    pub cwd: Option<Arc<str>>,
+    pub cwd: Option<Text>,
     /// Permission suggestions offered by the agent: the SDK's permission updates, applied by
     /// "always allow" (checked when the interaction was created).
     /// Boxed, like the resolution: pending interactions are held in memory.
@@ -248,13 +253,11 @@ pub struct Interaction {
     /// token) or `local`, as the creating entry point names it; `None` when created without
     /// one (a Rust host). A session grant made on it is bound to this owner.
     /// (Shared: the pending interactions of one owner point to one copy of its name.)
-    pub owner: Option<Arc<str>>,
+    pub owner: Option<Text>,
     /// When imrelay accepted it.
     pub created_at: Timestamp,
-    /// When it expires unless answered.
+    /// When it expires unless answered ([`Interaction::timeout_secs`] after `created_at`).
     pub deadline: Timestamp,
-    /// The timeout the deadline was computed from, in seconds.
-    pub timeout_secs: u64,
     /// Set once, when it is resolved. (Boxed: a pending interaction, the kind held in
     /// memory, then carries one pointer instead of the whole resolution's space.)
     pub resolution: Option<Box<Resolution>>,
@@ -271,18 +274,18 @@ pub struct Interaction {
 struct Wire {
     id: InteractionId,
     kind: Kind,
-    tool_name: String,
+    tool_name: Text,
     input: Input,
     #[serde(default)]
-    session: Option<Arc<str>>,
+    session: Option<Text>,
     #[serde(default)]
-    agent: Option<Arc<str>>,
+    agent: Option<Text>,
     #[serde(default)]
     title: Option<Box<str>>,
     #[serde(default)]
     description: Option<Box<str>>,
     #[serde(default)]
-    cwd: Option<Arc<str>>,
+    cwd: Option<Text>,
     #[serde(default)]
     suggestions: Option<Box<Value>>,
     #[serde(default)]
@@ -292,14 +295,13 @@ struct Wire {
     #[serde(default)]
     route: Option<Arc<RouteStamp>>,
     #[serde(default)]
-    owner: Option<Arc<str>>,
+    owner: Option<Text>,
     #[serde(default)]
     quorum: Option<Quorum>,
     #[serde(default)]
     votes: Vec<Vote>,
     created_at: Timestamp,
     deadline: Timestamp,
-    timeout_secs: u64,
     #[serde(default)]
     escalated_at: Option<Timestamp>,
     #[serde(default)]
@@ -324,7 +326,6 @@ impl From<Wire> for Interaction {
             owner: w.owner,
             created_at: w.created_at,
             deadline: w.deadline,
-            timeout_secs: w.timeout_secs,
             resolution: w.resolution,
             rare: Rare {
                 title: w.title,
@@ -375,7 +376,7 @@ impl Interaction {
     /// interaction from this; tests and embedders can too.)
     pub fn pending(
         id: InteractionId,
-        tool_name: impl Into<String>,
+        tool_name: impl Into<Text>,
         input: impl Into<Input>,
         created_at: Timestamp,
         timeout_secs: u64,
@@ -399,7 +400,6 @@ impl Interaction {
                     i64::try_from(timeout_secs).unwrap_or(i64::MAX),
                 ))
                 .unwrap_or(Timestamp::MAX),
-            timeout_secs,
             resolution: None,
             rare: RareBox::default(),
             digest: DigestCache::default(),
@@ -534,6 +534,16 @@ impl Interaction {
             .get_or_init(|| digest_of(&self.tool_name, input));
     }
 
+    /// The timeout its deadline was computed from, in whole seconds (the deadline less the
+    /// creation time: not kept apart, pending interactions are held in memory).
+    pub fn timeout_secs(&self) -> u64 {
+        let ms = self
+            .deadline
+            .as_millisecond()
+            .saturating_sub(self.created_at.as_millisecond());
+        u64::try_from(ms / 1000).unwrap_or(0)
+    }
+
     /// Time from creation to resolution, if resolved.
     pub fn time_to_answer(&self) -> Option<std::time::Duration> {
         let r = self.resolution.as_ref()?;
@@ -578,7 +588,7 @@ impl Serialize for Interaction {
         }
         st.serialize_field("created_at", &Millis(self.created_at))?;
         st.serialize_field("deadline", &Millis(self.deadline))?;
-        st.serialize_field("timeout_secs", &self.timeout_secs)?;
+        st.serialize_field("timeout_secs", &self.timeout_secs())?;
         if let Some(at) = self.escalated_at() {
             st.serialize_field("escalated_at", &Millis(at))?;
         }

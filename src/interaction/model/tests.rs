@@ -184,9 +184,9 @@ fn rare_fields_live_behind_one_pointer_allocated_only_when_one_is_set() {
     let id = InteractionId::parse("r").unwrap();
     let mut i = Interaction::pending(id, "Bash", Input::default(), now(), 60);
     // What a pending interaction held in an `Arc` costs: its counts beside it, in the
-    // allocator's 256-byte class (BENCHMARKS.md, memory per pending interaction).
+    // allocator's 192-byte class (BENCHMARKS.md, memory per pending interaction).
     assert!(
-        std::mem::size_of::<Interaction>() + 16 <= 256,
+        std::mem::size_of::<Interaction>() + 16 <= 192,
         "{} bytes",
         std::mem::size_of::<Interaction>()
     );

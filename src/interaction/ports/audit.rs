@@ -78,7 +78,8 @@ pub enum Action {
     Steered,
     /// A person's passkey was registered (`registered`), verified for an answer that needs
     /// one (`asserted`), refused (`refused`) or removed (`removed`); the detail names the
-    /// credential (its label and the start of its id).
+    /// credential (its label and the start of its id). An enrolment code for a person's first
+    /// passkey was issued (`code_issued`), used (`code_used`) or refused (`code_refused`).
     Passkey,
 }
 

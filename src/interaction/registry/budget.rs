@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use super::Interaction;
+use crate::interaction::Text;
 use crate::sync::LockExt;
 
 /// What an interaction costs besides its text: the slot, the deadline entry, the maps.
@@ -18,7 +19,7 @@ const OVERHEAD_BYTES: usize = 512;
 pub(super) fn cost(i: &Interaction) -> usize {
     // Shared texts are counted in full: the budget is a bound, not a measurement.
     let shown = |s: Option<&str>| s.map_or(0, str::len);
-    let text = |s: &Option<std::sync::Arc<str>>| shown(s.as_deref());
+    let text = |s: &Option<crate::interaction::Text>| shown(s.as_deref());
     OVERHEAD_BYTES
         + i.input.as_json().len()
         + i.tool_name.len()
@@ -69,14 +70,14 @@ pub(crate) struct Budget {
 struct Held {
     total: usize,
     /// Each owner's name is one string, shared by its charges and its interactions.
-    by_owner: HashMap<Arc<str>, usize>,
+    by_owner: HashMap<Text, usize>,
 }
 
 /// Bytes counted against the budget until dropped.
 #[derive(Debug)]
 pub(crate) struct Charge {
     budget: Arc<Budget>,
-    owner: Option<Arc<str>>,
+    owner: Option<Text>,
     bytes: usize,
 }
 
@@ -93,17 +94,17 @@ impl Budget {
     /// `name` as one shared string: the one the budget holds for that owner if it holds any
     /// of its bytes (every pending interaction of an agent token then points to one copy of
     /// its name), or a new one.
-    pub(crate) fn owner(&self, name: &str) -> Arc<str> {
+    pub(crate) fn owner(&self, name: &str) -> Text {
         match self.held.locked().by_owner.get_key_value(name) {
             Some((shared, _)) => shared.clone(),
-            None => Arc::from(name),
+            None => Text::from(name),
         }
     }
 
     /// Counts `bytes` for `owner`, unless that passes a bound.
     pub(crate) fn reserve(
         self: &Arc<Self>,
-        owner: Option<&Arc<str>>,
+        owner: Option<&Text>,
         bytes: usize,
     ) -> Result<Charge, Full> {
         let mut held = self.held.locked();
@@ -131,7 +132,7 @@ impl Budget {
         self.add(&mut held, None, bytes)
     }
 
-    fn add(self: &Arc<Self>, held: &mut Held, owner: Option<&Arc<str>>, bytes: usize) -> Charge {
+    fn add(self: &Arc<Self>, held: &mut Held, owner: Option<&Text>, bytes: usize) -> Charge {
         held.total = held.total.saturating_add(bytes);
         if let Some(owner) = owner {
             *held.by_owner.entry(owner.clone()).or_insert(0) += bytes;

@@ -102,7 +102,7 @@ pub(super) fn log_created(i: &Interaction) {
         tool = %i.tool_name,
         session = i.session.as_deref().unwrap_or(""),
         agent = i.agent.as_deref().unwrap_or(""),
-        timeout_secs = i.timeout_secs,
+        timeout_secs = i.timeout_secs(),
         "interaction created"
     );
 }

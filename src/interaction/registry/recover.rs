@@ -52,16 +52,19 @@ impl Registry {
         Ok((reloaded, expired))
     }
 
-    /// `interaction` with its agent, session and directory texts pointing to the shared
+    /// `interaction` with its tool's name, agent, session and directory texts pointing to the shared
     /// copies, as a fresh interaction's do (one read back from the store has copies of its
     /// own).
     fn share_texts(&self, mut interaction: Arc<Interaction>) -> Arc<Interaction> {
         if let Some(i) = Arc::get_mut(&mut interaction) {
-            let own = |t: &Option<Arc<str>>| t.as_deref().map(String::from);
-            [i.session, i.agent, i.cwd] =
-                self.inner
-                    .texts
-                    .share_each([own(&i.session), own(&i.agent), own(&i.cwd)]);
+            let [tool_name, session, agent, cwd] = self.inner.texts.share_each([
+                Some(i.tool_name.as_str()),
+                i.session.as_deref(),
+                i.agent.as_deref(),
+                i.cwd.as_deref(),
+            ]);
+            i.tool_name = tool_name.unwrap_or_default();
+            [i.session, i.agent, i.cwd] = [session, agent, cwd];
         }
         interaction
     }

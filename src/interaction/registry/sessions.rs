@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::records::clip;
 use super::{Grantor, Registry, RegistryError};
-use crate::interaction::model::{ASK_USER_QUESTION, Interaction, InteractionId, now};
+use crate::interaction::model::{ASK_USER_QUESTION, Interaction, InteractionId, Text, now};
 use crate::interaction::ports::audit::{Action, AuditRecord};
 use crate::interaction::routes::DEFAULT_ROUTE;
 use crate::interaction::sessions::{
@@ -59,7 +59,7 @@ pub struct PendingRef {
     /// `approval`, `question` or `form`.
     pub kind: &'static str,
     /// The tool it asks about.
-    pub tool_name: String,
+    pub tool_name: Text,
 }
 
 /// A session as a person reads it.

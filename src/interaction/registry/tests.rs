@@ -370,7 +370,7 @@ async fn timeouts_are_clamped() {
     let mut new = bash("clamp");
     new.timeout_secs = Some(1_000_000);
     let i = reg.create(new).await.unwrap().interaction;
-    assert_eq!(i.timeout_secs, 3600);
+    assert_eq!(i.timeout_secs(), 3600);
     let mut zero = bash("zero");
     zero.timeout_secs = Some(0);
     assert!(matches!(
@@ -383,7 +383,7 @@ async fn timeouts_are_clamped() {
             json!({"questions":[{"question":"q","header":"h","options":[{"label":"a"},{"label":"b"}]}]}),
         ),
     );
-    assert_eq!(reg.create(q).await.unwrap().interaction.timeout_secs, 600);
+    assert_eq!(reg.create(q).await.unwrap().interaction.timeout_secs(), 600);
 }
 
 #[tokio::test]

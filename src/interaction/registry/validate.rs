@@ -184,10 +184,12 @@ impl Registry {
         check_input(kind, &new.input)?;
         let requested = new.timeout_secs;
         let timeout_secs = self.timeout_for(kind, requested)?;
-        let [session, agent, cwd] = self
-            .inner
-            .texts
-            .share_each([new.session, new.agent, new.cwd]);
+        let [tool_name, session, agent, cwd] = self.inner.texts.share_each([
+            Some(new.tool_name.as_str()),
+            new.session.as_deref(),
+            new.agent.as_deref(),
+            new.cwd.as_deref(),
+        ]);
         let mut interaction = Interaction {
             session,
             agent,
@@ -196,7 +198,7 @@ impl Registry {
             input_fixed: new.input_fixed,
             ..Interaction::pending(
                 id,
-                new.tool_name,
+                tool_name.unwrap_or_default(),
                 new.input_text
                     .unwrap_or_else(|| Input::from_map(&new.input)),
                 now(),
@@ -251,7 +253,6 @@ impl Registry {
             // The route's timeout is the default and the longest its interactions wait.
             let max = self.inner.config.max_timeout.as_secs().max(1);
             let secs = requested.unwrap_or(limit).min(limit).min(max);
-            interaction.timeout_secs = secs;
             interaction.deadline = interaction
                 .created_at
                 .checked_add(jiff::SignedDuration::from_secs(

@@ -2,7 +2,8 @@
 //! three hashes as 64-character hex strings and five other strings, about 490 bytes, and
 //! the store keeps one for every interaction it holds. Here an entry keeps its hashes as
 //! their 32 bytes, leaves out its `prev_hash` (the previous entry's hash, as it is whenever
-//! the chain is appended to), and shares the interaction's own id string. An entry that
+//! the chain is appended to), and shares the interaction's own id string (its texts are
+//! one pointer each). An entry that
 //! does not fit that form (a hash that is not lowercase hex, a chain that does not follow
 //! on) is kept whole. Every entry reads back exactly as it was appended.
 //!
@@ -12,11 +13,11 @@
 //! memory per pending interaction).
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use jiff::Timestamp;
 
 use crate::audit::{Action, AuditEntry, AuditRecord, GENESIS};
+use crate::interaction::Text;
 
 /// A hash as bytes, if it is lowercase hex of 32 bytes (as the chain writes every hash).
 fn bytes(text: &str) -> Option<[u8; 32]> {
@@ -31,12 +32,12 @@ struct Compact {
     seq: i64,
     at: Timestamp,
     action: Action,
-    interaction_id: Option<Arc<str>>,
-    actor: Option<Arc<str>>,
-    channel: Arc<str>,
-    outcome: Arc<str>,
+    interaction_id: Option<Text>,
+    actor: Option<Text>,
+    channel: Text,
+    outcome: Text,
     input_hash: Option<[u8; 32]>,
-    detail: Option<Arc<str>>,
+    detail: Option<Text>,
     hash: [u8; 32],
 }
 
@@ -84,7 +85,7 @@ pub(super) struct Trail {
     /// Chunks of at most [`CHUNK`] entries, each allocated whole.
     chunks: Vec<Vec<Kept>>,
     /// The short texts entries share.
-    words: HashSet<Arc<str>>,
+    words: HashSet<Text>,
 }
 
 impl Trail {
@@ -97,14 +98,14 @@ impl Trail {
     }
 
     /// `text` as kept: the copy other entries share when it is short and the table has room.
-    fn word(&mut self, text: String) -> Arc<str> {
+    fn word(&mut self, text: String) -> Text {
         if text.len() > WORD_MAX {
-            return Arc::from(text);
+            return Text::from(text);
         }
         if let Some(w) = self.words.get(text.as_str()) {
             return w.clone();
         }
-        let w: Arc<str> = Arc::from(text);
+        let w: Text = Text::from(text);
         if self.words.len() < WORDS_MAX {
             self.words.insert(w.clone());
         }
@@ -118,7 +119,7 @@ impl Trail {
 
     /// Keeps `entry`; `id` gives the shared string of an interaction id, if the store holds
     /// that interaction.
-    pub(super) fn push(&mut self, entry: AuditEntry, id: impl Fn(&str) -> Option<Arc<str>>) {
+    pub(super) fn push(&mut self, entry: AuditEntry, id: impl Fn(&str) -> Option<Text>) {
         let follows = self
             .last_entry()
             .is_some_and(|last| last.hash() == entry.prev_hash);
@@ -133,7 +134,7 @@ impl Trail {
                     action: r.action,
                     interaction_id: r
                         .interaction_id
-                        .map(|i| id(&i).unwrap_or_else(|| Arc::from(i))),
+                        .map(|i| id(&i).unwrap_or_else(|| Text::from(i))),
                     actor: r.actor.map(|a| self.word(a)),
                     channel: self.word(r.channel),
                     outcome: self.word(r.outcome),
@@ -233,7 +234,7 @@ mod tests {
             odd_input,
             entry(10, &"44".repeat(32), &"55".repeat(32), Some("a")),
         ];
-        let shared: Arc<str> = Arc::from("a");
+        let shared: Text = Text::from("a");
         let mut trail = Trail::default();
         for e in appended.clone() {
             trail.push(e, |i| (i == "a").then(|| shared.clone()));
@@ -249,7 +250,7 @@ mod tests {
         drop(kept);
         // The interaction's id string is shared, not copied, by the compact entries of
         // "a" (seq 8 and 10; seq 5 is kept whole).
-        assert_eq!(Arc::strong_count(&shared), 3);
+        assert_eq!(Text::strong_count(&shared), Some(3));
     }
 
     #[test]
@@ -273,6 +274,6 @@ mod tests {
         assert_eq!(trail.words.len(), 2);
         let agent = trail.words.get("agent").unwrap();
         // The first entry does not follow a known head: kept whole, sharing nothing.
-        assert_eq!(Arc::strong_count(agent), 2 * (n - 1) + 1);
+        assert_eq!(Text::strong_count(agent), Some(2 * (n - 1) + 1));
     }
 }

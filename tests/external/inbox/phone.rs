@@ -16,6 +16,8 @@ use crate::ntfy_fake::FakeNtfy;
 use crate::telegram_fake::{FakeTelegram, Person, tap};
 
 const TOKEN: &str = "alice-token-0123456789abcdef";
+/// The administrator's token (issues enrolment codes).
+const ADMIN_TOKEN: &str = "admin-token-0123456789abcdef";
 const ALICE: Person = Person {
     id: 1001,
     first_name: "Alice",
@@ -137,10 +139,20 @@ pub(super) async fn a_passkey_answers_a_step_up_approval_and_a_chat_tap_cannot()
                 ..Default::default()
             },
         );
-        s.auth.operator_tokens = vec![OperatorToken::labelled(TOKEN, "alice-laptop")];
+        s.auth.operator_tokens = vec![
+            OperatorToken::labelled(TOKEN, "alice-laptop"),
+            OperatorToken::new(ADMIN_TOKEN),
+        ];
     })
     .await;
     app.create_bash("pk-1", "make deploy-prod").await;
+    // An administrator issues the enrolment code Alice's first passkey needs.
+    app.token = Some(ADMIN_TOKEN.into());
+    let (status, issued) = app
+        .post("/v1/passkeys/enrolment", &json!({"person": "alice"}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{issued}");
+    let code = issued["code"].as_str().unwrap().to_string();
     app.token = Some(TOKEN.into());
 
     // A tap on the chat copy answers nothing: it says the answer needs a passkey, in the inbox.
@@ -198,10 +210,38 @@ pub(super) async fn a_passkey_answers_a_step_up_approval_and_a_chat_tap_cannot()
             .unwrap()
             .contains("needs a passkey")
     );
+    // The first passkey: the inbox asks for the code, and refuses to go on without it or
+    // with a wrong one, saying so.
+    b.until(
+        "the enrolment code field",
+        "document.getElementById('passkey-code').hidden === false",
+    )
+    .await;
     b.eval(
         "document.getElementById('passkey-label').value = 'laptop'; \
          document.getElementById('passkey-register').click()",
     )
+    .await;
+    b.until(
+        "the notice asking for the code",
+        "document.getElementById('passkey-notice').textContent.includes('needs an enrolment code')",
+    )
+    .await;
+    b.eval(
+        "document.getElementById('passkey-code').value = 'ABCD-EFGH-JKMN-PQRS'; \
+         document.getElementById('passkey-register').click()",
+    )
+    .await;
+    b.until(
+        "the wrong code refused",
+        "document.getElementById('passkey-notice').textContent.includes('not one imrelay issued')",
+    )
+    .await;
+    b.eval(&format!(
+        "document.getElementById('passkey-code').value = {}; \
+         document.getElementById('passkey-register').click()",
+        json!(code)
+    ))
     .await;
     b.until(
         "the registered passkey",
@@ -277,7 +317,8 @@ pub(super) async fn a_passkey_answers_a_step_up_approval_and_a_chat_tap_cannot()
     assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
     assert_eq!(body["error"]["code"], "passkey_challenge_unknown", "{body}");
 
-    // Registration, the assertions and the refusals are in the audit trail.
+    // The enrolment code (issued, the wrong one refused, used), registration, the assertions
+    // and the refusals are in the audit trail.
     let (_, audit) = app.get("/v1/audit?limit=1000").await;
     let passkey: Vec<String> = audit["entries"]
         .as_array()
@@ -288,7 +329,16 @@ pub(super) async fn a_passkey_answers_a_step_up_approval_and_a_chat_tap_cannot()
         .collect();
     assert_eq!(
         passkey,
-        ["registered", "asserted", "refused", "asserted", "refused"],
+        [
+            "code_issued",
+            "code_refused",
+            "code_used",
+            "registered",
+            "asserted",
+            "refused",
+            "asserted",
+            "refused"
+        ],
         "{audit}"
     );
 

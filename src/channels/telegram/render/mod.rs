@@ -117,7 +117,7 @@ fn head(i: &Interaction, lim: &Limits, w: Words) -> String {
 fn deadline_line(i: &Interaction, w: Words) -> String {
     format!(
         "⏳ {}",
-        w.answer_within(i.timeout_secs, &format_time(i.deadline))
+        w.answer_within(i.timeout_secs(), &format_time(i.deadline))
     )
 }
 
@@ -392,7 +392,7 @@ mod tests {
         i.set_description(Some(hostile(1000).into()));
         i.cwd = Some(hostile(500).into());
         i.agent = Some(hostile(100).into());
-        i.tool_name = hostile(100);
+        i.tool_name = hostile(100).into();
         let p = prompt(&i, &PromptState::default(), &buttons(&codec));
         assert!(units(&p.text) <= MAX_TEXT, "{}", units(&p.text));
         assert!(p.text.contains("⏳ Answer within 5 min"), "{}", p.text);
