@@ -101,6 +101,7 @@ async fn send_tests(
         body: "A test notification: imrelay can reach this device.".into(),
         url: "/".into(),
         deadline: None,
+        quiet: false,
         actions: Vec::new(),
     };
     let how = Posting {
