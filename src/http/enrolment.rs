@@ -12,7 +12,7 @@
 //! the first step of the registration (`"code"` in `POST /v1/passkeys/register`), which
 //! checks it; the second step (`POST /v1/passkeys`) uses it up once the browser's new
 //! credential is verified, so a cancelled browser prompt does not waste it. Using it is
-//! recorded as seen in the store ([`crate::store::Store::first_sighting`]), so of two
+//! recorded as seen in the store (`first_sighting`), so of two
 //! replicas racing, one wins.
 //!
 //! Refused, each with its own message (`403 enrolment_code_required` or

@@ -3,7 +3,7 @@
 //! A person registers a passkey in the inbox: `POST /v1/passkeys/register` gives the
 //! browser a challenge, `POST /v1/passkeys` takes the new credential. The person is the
 //! operator token's (a labelled token's person, or the label; the administrator's token is
-//! [`ADMINISTRATOR`]). The credentials are kept in the store as one small named value
+//! `ADMINISTRATOR`). The credentials are kept in the store as one small named value
 //! ([`KEY`]): memory, SQLite and PostgreSQL alike, at most [`MAX_PER_PERSON`] a person and
 //! [`MAX_ALL`] in all. Only the public key, its id, counter and label are kept.
 //!
