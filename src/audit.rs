@@ -156,7 +156,7 @@ impl Default for Verifier {
 impl Verifier {
     /// A verifier that also requires the chain to contain `head` (one kept outside the store
     /// earlier: the chain may have grown since, but must pass through it).
-    pub fn expecting(head: AuditHead) -> Self {
+    pub(crate) fn expecting(head: AuditHead) -> Self {
         Self {
             expect: Some((head, false)),
             ..Self::default()
@@ -164,7 +164,7 @@ impl Verifier {
     }
 
     /// Checks the next entry.
-    pub fn check(&mut self, e: &AuditEntry) -> Result<(), Broken> {
+    pub(crate) fn check(&mut self, e: &AuditEntry) -> Result<(), Broken> {
         if e.seq != self.expected_seq {
             return Err(Broken {
                 seq: self.expected_seq,
@@ -206,12 +206,12 @@ impl Verifier {
     }
 
     /// How many entries verified so far.
-    pub fn verified(&self) -> i64 {
+    pub(crate) fn verified(&self) -> i64 {
         self.expected_seq - 1
     }
 
     /// The end of the chain verified so far (`None` if it is empty).
-    pub fn end(&self) -> Option<AuditHead> {
+    pub(crate) fn end(&self) -> Option<AuditHead> {
         (self.expected_seq > 1).then(|| AuditHead {
             seq: self.expected_seq - 1,
             hash: self.prev_hash.clone(),
@@ -221,7 +221,7 @@ impl Verifier {
     /// Finishes after the last entry: the chain must end exactly at `recorded` (the head the
     /// store recorded with its last append; `None` if it has none) and contain the expected
     /// head, if one was given. Returns how many entries verified.
-    pub fn finish(&self, recorded: Option<&AuditHead>) -> Result<i64, Broken> {
+    pub(crate) fn finish(&self, recorded: Option<&AuditHead>) -> Result<i64, Broken> {
         let end_seq = self.verified();
         if let Some((head, false)) = &self.expect {
             return Err(Broken {

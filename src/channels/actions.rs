@@ -45,7 +45,7 @@ pub(crate) enum Action {
 
 impl Action {
     /// As the URL names it.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Action::Allow => "allow",
             Action::Deny => "deny",
@@ -54,7 +54,7 @@ impl Action {
     }
 
     /// The action a URL names.
-    pub fn parse(s: &str) -> Option<Self> {
+    pub(crate) fn parse(s: &str) -> Option<Self> {
         match s {
             "allow" => Some(Action::Allow),
             "deny" => Some(Action::Deny),
@@ -83,7 +83,7 @@ pub(crate) struct Parsed<'a> {
 impl Tokens {
     /// A fresh token for interaction `i`: `<created ms>-<fields>-<32 random bytes>` (each
     /// field of `0-9 a-z A-Z`).
-    pub fn make(&self, i: &Interaction, fields: &[&str]) -> String {
+    pub(crate) fn make(&self, i: &Interaction, fields: &[&str]) -> String {
         let mut bytes = [0u8; 32];
         rand::rng().fill_bytes(&mut bytes);
         let mut t = i.created_at.as_millisecond().to_string();
@@ -98,7 +98,7 @@ impl Tokens {
 
     /// Reads a well-formed token (at most 200 characters of `0-9`, `-`, and base64url) with
     /// `n` fields.
-    pub fn parse<'a>(&self, token: &'a str, n: usize) -> Option<Parsed<'a>> {
+    pub(crate) fn parse<'a>(&self, token: &'a str, n: usize) -> Option<Parsed<'a>> {
         if token.len() > 200
             || !token
                 .chars()
@@ -115,7 +115,7 @@ impl Tokens {
 
     /// The hex SHA-256 of `token` bound to this channel and `action`: what is kept, and
     /// what a used token is recorded as.
-    pub fn digest(&self, action: Action, token: &str) -> String {
+    pub(crate) fn digest(&self, action: Action, token: &str) -> String {
         let mut h = Sha256::new();
         h.update(format!("imrelay {} action\n", self.channel).as_bytes());
         h.update(action.as_str().as_bytes());
@@ -125,17 +125,17 @@ impl Tokens {
     }
 
     /// The store key of a token's binding; its value is the interaction's id.
-    pub fn key(&self, digest: &str) -> String {
+    pub(crate) fn key(&self, digest: &str) -> String {
         format!("{BOUND_VALUE_PREFIX}{}.action.{digest}", self.channel)
     }
 
     /// The scope under which used tokens are recorded.
-    pub fn used_scope(&self) -> String {
+    pub(crate) fn used_scope(&self) -> String {
         format!("{}-action", self.channel)
     }
 
     /// Makes a token for `action` on `i` with `fields` and keeps its hash: the token.
-    pub async fn issue(
+    pub(crate) async fn issue(
         &self,
         store: &dyn Store,
         i: &Interaction,
@@ -193,7 +193,7 @@ pub(crate) struct Endpoint {
 impl Endpoint {
     /// A refusal: logged and recorded (never the token) with `why` in English, answered with
     /// `status` and `why` in the channel's locale.
-    pub async fn refuse(
+    pub(crate) async fn refuse(
         &self,
         actor: &str,
         id: Option<&InteractionId>,
@@ -221,7 +221,7 @@ impl Endpoint {
 
     /// The token `action`/`token` with `fields` fields, found: its binding and fields; any
     /// other is refused (recorded as from `actor`).
-    pub async fn find<'a>(
+    pub(crate) async fn find<'a>(
         &self,
         actor: &str,
         action: &str,
@@ -266,7 +266,7 @@ impl Endpoint {
 
     /// Answers with redeemed token `r` as `person`, once: the JSON reply, or the error that
     /// says why nothing changed.
-    pub async fn answer(&self, r: &Redeemed, person: &Person) -> Result<Response, ApiError> {
+    pub(crate) async fn answer(&self, r: &Redeemed, person: &Person) -> Result<Response, ApiError> {
         let channel = self.tokens.channel;
         let actor = format!("{} ({channel}:{})", person.name, person.identity);
         let tap = Tap {

@@ -66,7 +66,7 @@ pub(crate) enum DigestAction {
 
 impl DigestAction {
     /// The action's one-letter code in button data.
-    pub fn code(self) -> char {
+    pub(crate) fn code(self) -> char {
         match self {
             DigestAction::Review => 'r',
             DigestAction::AllowAll => 'a',
@@ -78,7 +78,7 @@ impl DigestAction {
     }
 
     /// The action a code names.
-    pub fn from_code(c: char) -> Option<Self> {
+    pub(crate) fn from_code(c: char) -> Option<Self> {
         Some(match c {
             'r' => DigestAction::Review,
             'a' => DigestAction::AllowAll,
@@ -92,7 +92,7 @@ impl DigestAction {
 
     /// How a platform may style its button: the one that approves, the one that denies, or
     /// neither.
-    pub fn style(self) -> Style {
+    pub(crate) fn style(self) -> Style {
         match self {
             DigestAction::AllowAll | DigestAction::ConfirmAllow => Style::Primary,
             DigestAction::DenyAll | DigestAction::ConfirmDeny => Style::Danger,
@@ -160,7 +160,7 @@ pub(crate) struct Sheet {
 
 impl Sheet {
     /// The digest of `members` (not empty) at `address` for `session`, in `view`.
-    pub fn of(
+    pub(crate) fn of(
         texts: Texts,
         address: &str,
         session: &str,
@@ -213,7 +213,7 @@ impl Sheet {
 
     /// The digest at `address` for `session` once none of its members is left: `title` was
     /// its last title.
-    pub fn closed(texts: Texts, address: &str, session: &str, title: &str) -> Self {
+    pub(crate) fn closed(texts: Texts, address: &str, session: &str, title: &str) -> Self {
         Sheet {
             address: address.to_string(),
             session: session.to_string(),
@@ -228,7 +228,7 @@ impl Sheet {
     }
 
     /// Whether it shows a digest with nothing left in it.
-    pub fn is_closed(&self) -> bool {
+    pub(crate) fn is_closed(&self) -> bool {
         self.rows.is_empty()
     }
 }
@@ -290,7 +290,7 @@ pub(crate) struct Shown {
 
 impl Shown {
     /// What a message listing `members` shows.
-    pub fn of(message_ref: Option<String>, members: &[Arc<Interaction>]) -> Self {
+    pub(crate) fn of(message_ref: Option<String>, members: &[Arc<Interaction>]) -> Self {
         let ids: Vec<String> = members.iter().map(|i| i.incarnation()).collect();
         Shown {
             message_ref,
@@ -320,7 +320,7 @@ pub(crate) struct Digests {
 impl Digests {
     /// The digests of `channel` over `store`, holding posts past `after` pending per chat;
     /// `places` are the channel's configured places.
-    pub fn new(
+    pub(crate) fn new(
         store: Arc<dyn Store>,
         channel: &'static str,
         after: u32,
@@ -338,28 +338,28 @@ impl Digests {
 
     /// Whether digests past `digest_after` are on (a queue that cannot keep up is gathered
     /// either way).
-    pub fn on(&self) -> bool {
+    pub(crate) fn on(&self) -> bool {
         self.after > 0
     }
 
     /// The channel's name.
-    pub fn channel(&self) -> &'static str {
+    pub(crate) fn channel(&self) -> &'static str {
         self.channel
     }
 
     /// The store.
-    pub fn store(&self) -> &Arc<dyn Store> {
+    pub(crate) fn store(&self) -> &Arc<dyn Store> {
         &self.store
     }
 
     /// Whether interaction `i` goes to the place at `address`.
-    pub fn goes_to(&self, i: &Interaction, address: &str) -> bool {
+    pub(crate) fn goes_to(&self, i: &Interaction, address: &str) -> bool {
         super::plan::goes_to(i, self.channel, &self.places, address)
     }
 
     /// Whether the queue of `address` was found able to keep up within `within`, with no
     /// more than `pending` interactions pending for it.
-    pub fn weighed_lately(&self, address: &str, pending: usize, within: Duration) -> bool {
+    pub(crate) fn weighed_lately(&self, address: &str, pending: usize, within: Duration) -> bool {
         let now = tokio::time::Instant::now();
         let mut map = self.weighed.locked();
         map.retain(|_, (at, _)| now.duration_since(*at) < within);
@@ -367,7 +367,7 @@ impl Digests {
     }
 
     /// Notes that the queue of `address` keeps up with `pending` interactions pending.
-    pub fn keeps_up(&self, address: &str, pending: usize) {
+    pub(crate) fn keeps_up(&self, address: &str, pending: usize) {
         self.weighed
             .locked()
             .insert(address.to_string(), (tokio::time::Instant::now(), pending));
@@ -382,12 +382,20 @@ impl Digests {
     }
 
     /// Holds the digest `(address, session)` while it is read and changed in this process.
-    pub async fn lock(&self, address: &str, session: &str) -> tokio::sync::OwnedMutexGuard<()> {
+    pub(crate) async fn lock(
+        &self,
+        address: &str,
+        session: &str,
+    ) -> tokio::sync::OwnedMutexGuard<()> {
         self.locks.lock(&self.shown_key(address, session)).await
     }
 
     /// What the digest `(address, session)` last showed, while it lives.
-    pub async fn shown(&self, address: &str, session: &str) -> Result<Option<Shown>, StoreError> {
+    pub(crate) async fn shown(
+        &self,
+        address: &str,
+        session: &str,
+    ) -> Result<Option<Shown>, StoreError> {
         let raw = self
             .store
             .get_value(&self.shown_key(address, session))
@@ -396,7 +404,7 @@ impl Digests {
     }
 
     /// Records what the digest shows now (`None`: it is closed and forgotten).
-    pub async fn set_shown(
+    pub(crate) async fn set_shown(
         &self,
         address: &str,
         session: &str,
@@ -410,7 +418,7 @@ impl Digests {
 
     /// Claims posting the digest `(address, session)` whose first member is `first`, across
     /// every process on the store, for a minute: `false` while another is posting it.
-    pub async fn claim_post(
+    pub(crate) async fn claim_post(
         &self,
         address: &str,
         session: &str,
@@ -426,7 +434,7 @@ impl Digests {
     }
 
     /// Gives up a claim of [`Digests::claim_post`] (the post failed; a retry may claim it).
-    pub async fn release_post(
+    pub(crate) async fn release_post(
         &self,
         address: &str,
         session: &str,
@@ -439,7 +447,7 @@ impl Digests {
     }
 
     /// Marks `i` as held in `address`'s digest.
-    pub async fn hold(&self, i: &Interaction, address: &str) -> Result<(), StoreError> {
+    pub(crate) async fn hold(&self, i: &Interaction, address: &str) -> Result<(), StoreError> {
         self.store
             .record_message(ChannelMessage {
                 channel: self.marker_channel(),
@@ -453,7 +461,7 @@ impl Digests {
     }
 
     /// Whether `i` is held in `address`'s digest.
-    pub async fn is_held(&self, address: &str, i: &Interaction) -> Result<bool, StoreError> {
+    pub(crate) async fn is_held(&self, address: &str, i: &Interaction) -> Result<bool, StoreError> {
         Ok(self
             .store
             .message(&self.marker_channel(), address, &i.incarnation())
@@ -462,7 +470,7 @@ impl Digests {
     }
 
     /// The chats whose digests hold `i`.
-    pub async fn held_in(&self, i: &Interaction) -> Result<Vec<String>, StoreError> {
+    pub(crate) async fn held_in(&self, i: &Interaction) -> Result<Vec<String>, StoreError> {
         let inc = i.incarnation();
         Ok(self
             .store
@@ -476,7 +484,7 @@ impl Digests {
 
     /// The members of digest `(address, session)` now: its session's pending interactions
     /// held in that chat, oldest first.
-    pub async fn members(
+    pub(crate) async fn members(
         &self,
         address: &str,
         session: &str,
@@ -509,7 +517,7 @@ pub(crate) struct KeyedLocks {
 
 impl KeyedLocks {
     /// Holds `key` until the guard is dropped.
-    pub async fn lock(&self, key: &str) -> tokio::sync::OwnedMutexGuard<()> {
+    pub(crate) async fn lock(&self, key: &str) -> tokio::sync::OwnedMutexGuard<()> {
         let m = {
             let mut map = self.map.locked();
             map.retain(|_, m| Arc::strong_count(m) > 1 || m.try_lock().is_err());

@@ -27,7 +27,7 @@ pub(crate) struct DigestButtons {
 impl DigestButtons {
     /// Values signed with `key` (the channel's button secret) under `domain`
     /// (`imrelay/<channel>/digest/v1`).
-    pub fn new(key: Vec<u8>, domain: &'static [u8]) -> Self {
+    pub(crate) fn new(key: Vec<u8>, domain: &'static [u8]) -> Self {
         Self {
             signer: Signer::new(key),
             domain,
@@ -44,7 +44,7 @@ impl DigestButtons {
     }
 
     /// The value of digest button `action` on `sheet`.
-    pub fn value(&self, sheet: &Sheet, action: DigestAction) -> String {
+    pub(crate) fn value(&self, sheet: &Sheet, action: DigestAction) -> String {
         let code = action.code().to_string();
         let parts = Self::parts(&code, &sheet.address, &sheet.session, &sheet.set);
         let tag = self.signer.tag(self.domain, &parts, TAG_BYTES);
@@ -55,7 +55,7 @@ impl DigestButtons {
     }
 
     /// The action, place, session and set a value carries, if its tag checks out.
-    pub fn read(&self, value: &str) -> Option<(DigestAction, String, String, String)> {
+    pub(crate) fn read(&self, value: &str) -> Option<(DigestAction, String, String, String)> {
         let mut it = value.split(' ');
         let (code, place, session, set, tag) =
             (it.next()?, it.next()?, it.next()?, it.next()?, it.next()?);

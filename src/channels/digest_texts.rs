@@ -37,7 +37,7 @@ impl Texts {
     }
 
     /// "5 requests from session s-1 in ~/shop" (session and folder of its first member).
-    pub fn title(self, n: usize, first: Option<&Interaction>) -> String {
+    pub(crate) fn title(self, n: usize, first: Option<&Interaction>) -> String {
         let session = first
             .and_then(|i| i.session.as_deref())
             .map(|s| crate::present::visible_line(&crate::interaction::clip(s, 24)));
@@ -63,7 +63,7 @@ impl Texts {
     }
 
     /// One line per listed member ("Run: cargo test"), and how many more are not listed.
-    pub fn lines(self, members: &[Arc<Interaction>]) -> (Vec<String>, usize) {
+    pub(crate) fn lines(self, members: &[Arc<Interaction>]) -> (Vec<String>, usize) {
         let lines = members.iter().take(LISTED).map(|i| self.line(i)).collect();
         (lines, members.len().saturating_sub(LISTED))
     }
@@ -91,7 +91,7 @@ impl Texts {
     }
 
     /// "… and 3 more".
-    pub fn more(self, n: usize) -> String {
+    pub(crate) fn more(self, n: usize) -> String {
         if self.zh() {
             format!("…… 另有 {n} 个")
         } else {
@@ -100,7 +100,7 @@ impl Texts {
     }
 
     /// The buttons' labels: Review, Approve all, Deny all.
-    pub fn buttons(self) -> [&'static str; 3] {
+    pub(crate) fn buttons(self) -> [&'static str; 3] {
         if self.zh() {
             ["逐个查看", "全部批准", "全部拒绝"]
         } else {
@@ -109,7 +109,7 @@ impl Texts {
     }
 
     /// The confirmation: "Approve 5 requests? Each is answered on its own."
-    pub fn confirm(self, allow: bool, members: &[Arc<Interaction>]) -> String {
+    pub(crate) fn confirm(self, allow: bool, members: &[Arc<Interaction>]) -> String {
         let n = members.len();
         let others = members.iter().filter(|i| i.kind != Kind::Approval).count();
         if self.zh() {
@@ -137,7 +137,7 @@ impl Texts {
     }
 
     /// The confirmation's buttons: "Yes, approve 5", "Cancel".
-    pub fn confirm_buttons(self, allow: bool, n: usize) -> [String; 2] {
+    pub(crate) fn confirm_buttons(self, allow: bool, n: usize) -> [String; 2] {
         if self.zh() {
             let verb = if allow { "批准" } else { "拒绝" };
             [format!("确认{verb} {n} 个"), "取消".into()]
@@ -148,7 +148,7 @@ impl Texts {
     }
 
     /// The toast after answering all: "Approved 4 · 1 already answered · 1 not yours".
-    pub fn tally(self, allow: bool, t: Tally) -> String {
+    pub(crate) fn tally(self, allow: bool, t: Tally) -> String {
         let zh = self.zh();
         let mut parts = vec![match (zh, allow) {
             (true, true) => format!("已批准 {} 个", t.answered),
@@ -173,7 +173,7 @@ impl Texts {
     }
 
     /// A tap on a list that changed since it was shown: nothing was answered.
-    pub fn stale(self, now: usize) -> String {
+    pub(crate) fn stale(self, now: usize) -> String {
         if self.zh() {
             format!("列表已变化（现有 {now} 个请求），未做任何处理。请查看更新后的列表再点击。")
         } else {
@@ -184,7 +184,7 @@ impl Texts {
     }
 
     /// A tap on a digest that no longer exists.
-    pub fn closed(self) -> String {
+    pub(crate) fn closed(self) -> String {
         if self.zh() {
             "该汇总已结束：其中的请求均已处理".into()
         } else {
@@ -193,7 +193,7 @@ impl Texts {
     }
 
     /// The text of an emptied digest.
-    pub fn done(self, first_title: &str) -> String {
+    pub(crate) fn done(self, first_title: &str) -> String {
         if self.zh() {
             format!("{first_title}——均已处理")
         } else {
@@ -202,7 +202,7 @@ impl Texts {
     }
 
     /// Review posted member `n` of `of` on its own.
-    pub fn reviewing(self, n: usize, of: usize) -> String {
+    pub(crate) fn reviewing(self, n: usize, of: usize) -> String {
         if self.zh() {
             format!("已在下方单独显示第 {n} 个（共 {of} 个）")
         } else {
@@ -211,7 +211,7 @@ impl Texts {
     }
 
     /// Review found every member posted already.
-    pub fn all_reviewed(self) -> String {
+    pub(crate) fn all_reviewed(self) -> String {
         if self.zh() {
             "它们都已在下方单独显示".into()
         } else {
@@ -220,7 +220,7 @@ impl Texts {
     }
 
     /// The confirmation is shown.
-    pub fn confirm_below(self) -> String {
+    pub(crate) fn confirm_below(self) -> String {
         if self.zh() {
             "请在消息中确认".into()
         } else {
@@ -229,7 +229,7 @@ impl Texts {
     }
 
     /// Cancel: nothing answered.
-    pub fn cancelled(self) -> String {
+    pub(crate) fn cancelled(self) -> String {
         if self.zh() {
             "已取消，未做任何处理".into()
         } else {

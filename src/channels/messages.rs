@@ -64,7 +64,7 @@ pub(crate) enum Failure {
 
 impl Failure {
     /// The text of the failure.
-    pub fn error(&self) -> &str {
+    pub(crate) fn error(&self) -> &str {
         match self {
             Failure::Throttled { error, .. } | Failure::Transient(error) => error,
             Failure::Permanent(error) => error,
@@ -72,7 +72,7 @@ impl Failure {
     }
 
     /// What the outbox does with a job that ended in this failure.
-    pub fn delivery(&self) -> Delivery {
+    pub(crate) fn delivery(&self) -> Delivery {
         match self {
             Failure::Throttled { after, error } => Delivery::Retry {
                 after: *after,
@@ -87,7 +87,7 @@ impl Failure {
     }
 
     /// A store failure: retried.
-    pub fn store(e: impl std::fmt::Display) -> Self {
+    pub(crate) fn store(e: impl std::fmt::Display) -> Self {
         Failure::Transient(format!("store: {e}"))
     }
 }
@@ -268,7 +268,7 @@ pub(crate) trait Platform: Send + Sync {
 
 impl Pacer {
     /// Notes `failure` for `chat` (a throttled chat is kept quiet) and passes it on.
-    pub fn note(&self, chat: &str, failure: Failure) -> Failure {
+    pub(crate) fn note(&self, chat: &str, failure: Failure) -> Failure {
         if let Failure::Throttled { after, .. } = &failure {
             self.pause(chat, *after);
         }
@@ -292,7 +292,7 @@ pub(crate) struct Messages<P: Platform> {
 
 impl<P: Platform> Messages<P> {
     /// Delivers one of the channel's jobs: the one dispatch of every chat channel.
-    pub async fn deliver(&self, job: &OutboxJob) -> Delivery {
+    pub(crate) async fn deliver(&self, job: &OutboxJob) -> Delivery {
         if let Some(threads) = self.platform.threads()
             && threads.sweep_due()
         {
@@ -321,7 +321,7 @@ impl<P: Platform> Messages<P> {
     }
 
     /// Delivers a post job: `target` gets the prompt of interaction `id` once.
-    pub async fn post(&self, job: &OutboxJob, target: &P::Target) -> Delivery {
+    pub(crate) async fn post(&self, job: &OutboxJob, target: &P::Target) -> Delivery {
         let d = self.post_inner(job, target).await;
         self.report(d)
     }
@@ -504,7 +504,7 @@ impl<P: Platform> Messages<P> {
     }
 
     /// Delivers a final job: every copy of resolved interaction `id` shows its outcome.
-    pub async fn finalize_all(&self, job: &OutboxJob) -> Delivery {
+    pub(crate) async fn finalize_all(&self, job: &OutboxJob) -> Delivery {
         let d = self.finalize_all_inner(job).await;
         self.report(d)
     }
@@ -529,7 +529,7 @@ impl<P: Platform> Messages<P> {
     /// votes so far (`Platform::show`). A resolution that lands meanwhile may have had its
     /// copies edited before these edits: then they are shown the outcome again, so no copy
     /// of a resolved interaction keeps its buttons.
-    pub async fn show_votes(&self, job: &OutboxJob) -> Delivery {
+    pub(crate) async fn show_votes(&self, job: &OutboxJob) -> Delivery {
         let channel = self.platform.channel();
         let Some(id) = &job.interaction_id else {
             return Delivery::Failed(format!("a {channel} update job without an interaction"));
@@ -605,7 +605,11 @@ impl<P: Platform> Messages<P> {
     /// Edits copy `m` to show resolved `i` and marks it final, unless it already is. A copy
     /// the platform refuses to edit for good is marked final too (it is never retried) and
     /// the failure is returned.
-    pub async fn finalize(&self, i: &Interaction, m: &ChannelMessage) -> Result<(), Failure> {
+    pub(crate) async fn finalize(
+        &self,
+        i: &Interaction,
+        m: &ChannelMessage,
+    ) -> Result<(), Failure> {
         let channel = self.platform.channel();
         let _hold = self.platform.hold(m).await;
         let current = match self

@@ -73,7 +73,7 @@ pub(crate) enum Feedback {
 
 impl Feedback {
     /// The feedback for the registry's reply to an answer.
-    pub fn of(result: Result<Arc<Interaction>, RegistryError>) -> Self {
+    pub(crate) fn of(result: Result<Arc<Interaction>, RegistryError>) -> Self {
         match result {
             Ok(i) => Feedback::Resolved(i),
             Err(RegistryError::AlreadyResolved(i)) => Feedback::Already(i),
@@ -100,7 +100,7 @@ impl Feedback {
 
     /// The toast: "Allowed", "Already denied by Bob via telegram", "This button is not
     /// valid.", in `locale`.
-    pub fn text(&self, locale: Locale) -> String {
+    pub(crate) fn text(&self, locale: Locale) -> String {
         let zh = locale == Locale::ZhCn;
         let t = |zh_text: &str, en: &str| if zh { zh_text } else { en }.to_string();
         match self {
@@ -160,7 +160,7 @@ impl Feedback {
 
     /// The label it is counted under: `resolved`, `already_resolved`, `refused`,
     /// `not_found`, `invalid`, `error` or `slow`.
-    pub fn result(&self) -> &'static str {
+    pub(crate) fn result(&self) -> &'static str {
         match self {
             Feedback::Resolved(_) => "resolved",
             Feedback::Already(_) => "already_resolved",
@@ -176,7 +176,7 @@ impl Feedback {
     }
 
     /// The interaction as it now is, when the feedback shows it.
-    pub fn interaction(&self) -> Option<&Arc<Interaction>> {
+    pub(crate) fn interaction(&self) -> Option<&Arc<Interaction>> {
         match self {
             Feedback::Resolved(i)
             | Feedback::Already(i)
@@ -252,7 +252,7 @@ impl From<Feedback> for Stop {
 impl Stop {
     /// The label the stop is counted under: `refused` for a refusal, otherwise the
     /// feedback's (a refusal that could not be recorded is still a refusal).
-    pub fn result(&self) -> &'static str {
+    pub(crate) fn result(&self) -> &'static str {
         match self.refused {
             Some(_) => "refused",
             None => self.feedback.result(),
@@ -319,7 +319,7 @@ pub(crate) struct Pipeline {
 
 impl Pipeline {
     /// The pipeline of the channel named `via`, answering through `registry`.
-    pub fn new(registry: Registry, via: Via) -> Self {
+    pub(crate) fn new(registry: Registry, via: Via) -> Self {
         let identities = via.as_str().to_string();
         Self {
             registry,
@@ -330,12 +330,12 @@ impl Pipeline {
     }
 
     /// The per-result counter, for registration with the server's metrics.
-    pub fn results_metric(&self) -> Family<ResultLabels, Counter> {
+    pub(crate) fn results_metric(&self) -> Family<ResultLabels, Counter> {
         self.results.clone()
     }
 
     /// Counts one callback, click or reply under `result`.
-    pub fn count(&self, result: &str) {
+    pub(crate) fn count(&self, result: &str) {
         self.results
             .get_or_create(&ResultLabels {
                 result: result.into(),
@@ -348,7 +348,7 @@ impl Pipeline {
     /// proves nothing and is only named), unless `audit` is off for a re-delivery. The
     /// feedback is then a bad button, or a store failure when the refusal could not be
     /// recorded.
-    pub async fn verified<T>(
+    pub(crate) async fn verified<T>(
         &self,
         verified: Option<T>,
         actor: &str,
@@ -380,7 +380,7 @@ impl Pipeline {
     /// The one path from a verified tap to its outcome: admits `tap` for an action that
     /// `fits`, reads the interaction's [`Decision`] with `read` (its `Err` says why the
     /// answer does not fit), decides it as `by`, and counts the outcome.
-    pub async fn answer(
+    pub(crate) async fn answer(
         &self,
         tap: &Tap<'_>,
         fits: impl FnOnce(&Interaction) -> bool,
@@ -405,7 +405,12 @@ impl Pipeline {
     /// Gives interaction `i` the answer `decision` stands for, from `by`: "Allow similar"
     /// allows and grants the session the proposed rule; "Edit & approve" allows with the
     /// edited command. A decision the interaction cannot take is a bad button.
-    pub async fn decide(&self, i: &Interaction, decision: Decision, by: Responder) -> Feedback {
+    pub(crate) async fn decide(
+        &self,
+        i: &Interaction,
+        decision: Decision,
+        by: Responder,
+    ) -> Feedback {
         match decision {
             Decision::Answer(answer) => self.respond(&i.id, answer, by).await,
             Decision::AllowSimilar => {
@@ -449,29 +454,29 @@ impl Pipeline {
 
     /// The pipeline with tappers known by their ids on `channel` (Web Push answers as the
     /// operator token that subscribed the device: `operator`).
-    pub fn known_as(mut self, channel: &str) -> Self {
+    pub(crate) fn known_as(mut self, channel: &str) -> Self {
         self.identities = channel.to_string();
         self
     }
 
     /// The channel whose ids the tappers' are.
-    pub fn identities(&self) -> &str {
+    pub(crate) fn identities(&self) -> &str {
         &self.identities
     }
 
     /// The registry it answers through.
-    pub fn registry(&self) -> &Registry {
+    pub(crate) fn registry(&self) -> &Registry {
         &self.registry
     }
 
     /// The channel's name.
-    pub fn via(&self) -> &Via {
+    pub(crate) fn via(&self) -> &Via {
         &self.via
     }
 
     /// The interaction `tap` is for, when the tapper may answer it now with an action that
     /// `fits` it.
-    pub async fn admit(
+    pub(crate) async fn admit(
         &self,
         tap: &Tap<'_>,
         fits: impl FnOnce(&Interaction) -> bool,
@@ -566,7 +571,12 @@ impl Pipeline {
     }
 
     /// Gives `answer` to interaction `id` from `by` (a person on this channel).
-    pub async fn respond(&self, id: &InteractionId, answer: Answer, by: Responder) -> Feedback {
+    pub(crate) async fn respond(
+        &self,
+        id: &InteractionId,
+        answer: Answer,
+        by: Responder,
+    ) -> Feedback {
         let who = by.by.clone().unwrap_or_default();
         let r = self.registry.respond(id, answer, by).await;
         match &r {
@@ -584,7 +594,7 @@ impl Pipeline {
     }
 
     /// Gives `answer` (an allow) to interaction `id` from `by`, and grants `request` with it.
-    pub async fn respond_granting(
+    pub(crate) async fn respond_granting(
         &self,
         id: &InteractionId,
         answer: Answer,

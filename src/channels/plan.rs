@@ -106,7 +106,7 @@ pub(crate) struct Planner<J> {
 
 impl<J: ChatJob> Planner<J> {
     /// The planner of `channel`, posting to `places` what names no route.
-    pub fn new(channel: &'static str, places: Vec<String>) -> Self {
+    pub(crate) fn new(channel: &'static str, places: Vec<String>) -> Self {
         Self {
             channel,
             places,

@@ -8,12 +8,12 @@ use crate::present::render::Locale;
 use crate::present::visible_line;
 
 /// The most sessions one listing shows.
-pub const MAX_LISTED: usize = 15;
+pub(crate) const MAX_LISTED: usize = 15;
 
 /// The sessions whose route posts to `address` on `channel` (`listed`: the address is one of
 /// the channel's configured places, which the implicit last route posts to), most recently
 /// active first, at most [`MAX_LISTED`].
-pub async fn of_chat(
+pub(crate) async fn of_chat(
     registry: &Registry,
     channel: &str,
     address: &str,
@@ -44,7 +44,7 @@ pub async fn of_chat(
 /// One line per session: its state, agent, directory and when it last did something, with
 /// what it said last when it finished. Outside text made visible, not yet escaped for a
 /// platform.
-pub fn lines(sessions: &[SessionView]) -> Vec<String> {
+pub(crate) fn lines(sessions: &[SessionView]) -> Vec<String> {
     sessions
         .iter()
         .map(|s| {
@@ -73,7 +73,7 @@ pub fn lines(sessions: &[SessionView]) -> Vec<String> {
 
 /// Whether `id` on `channel` may list the sessions: on the channel's approver list
 /// (`listed`), or an approver of a configured route.
-pub fn may_list(registry: &Registry, channel: &str, id: &str, listed: bool) -> bool {
+pub(crate) fn may_list(registry: &Registry, channel: &str, id: &str, listed: bool) -> bool {
     if listed {
         return true;
     }
@@ -87,7 +87,7 @@ pub fn may_list(registry: &Registry, channel: &str, id: &str, listed: bool) -> b
 
 /// Whether `text` (a chat message, mentions stripped) is the `/sessions` command: `/sessions`
 /// or `sessions`, any case, or `会话`.
-pub fn is_command(text: &str) -> bool {
+pub(crate) fn is_command(text: &str) -> bool {
     let word = text.trim().trim_start_matches('/');
     let word = word.split('@').next().unwrap_or(word);
     word.eq_ignore_ascii_case("sessions") || word == "会话"
@@ -98,7 +98,7 @@ pub fn is_command(text: &str) -> bool {
 /// `listed` on its approver list) in the chat `address` (`configured`: one of the
 /// channel's configured places). Written once for every channel but Telegram, whose HTML
 /// answer draws the same words.
-pub async fn answer(
+pub(crate) async fn answer(
     registry: &Registry,
     channel: &str,
     address: &str,

@@ -81,7 +81,7 @@ pub(crate) struct Opener {
 
 impl Opener {
     /// The opener of `i`'s session, if it names one.
-    pub fn of(i: &Interaction) -> Option<Self> {
+    pub(crate) fn of(i: &Interaction) -> Option<Self> {
         let session = i.session.as_deref()?;
         Some(Opener {
             agent: visible_line(i.agent.as_deref().unwrap_or("agent")),
@@ -93,7 +93,7 @@ impl Opener {
     /// A short title of at most `max` characters (a Telegram topic's name takes 128, a
     /// Discord thread's 100): the agent, the directory's last part and the session's first
     /// characters.
-    pub fn title(&self, max: usize) -> String {
+    pub(crate) fn title(&self, max: usize) -> String {
         let short: String = self.session.chars().take(8).collect();
         let dir = self
             .cwd
@@ -108,7 +108,7 @@ impl Opener {
     }
 
     /// The thread's first message, plain text (the platform escapes it), one fact a line.
-    pub fn lines(&self, locale: Locale) -> Vec<String> {
+    pub(crate) fn lines(&self, locale: Locale) -> Vec<String> {
         let zh = locale == Locale::ZhCn;
         let cwd = self.cwd.as_deref().unwrap_or("?");
         if zh {
@@ -176,7 +176,7 @@ impl Lifecycle for Threads {
 
 impl Threads {
     /// The threads of `channel` over `store`, as `per` says.
-    pub fn new(store: Arc<dyn Store>, channel: &'static str, per: ThreadPer) -> Self {
+    pub(crate) fn new(store: Arc<dyn Store>, channel: &'static str, per: ThreadPer) -> Self {
         Self {
             store,
             channel,
@@ -188,7 +188,7 @@ impl Threads {
 
     /// The threads of `channel` as `per` says, on the wiring's store, told by the registry
     /// when a session ends.
-    pub fn installed(w: &super::Wiring, channel: &'static str, per: ThreadPer) -> Self {
+    pub(crate) fn installed(w: &super::Wiring, channel: &'static str, per: ThreadPer) -> Self {
         let threads = Self::new(w.store.clone(), channel, per);
         if threads.on() {
             w.registry.add_hook(Arc::new(threads.clone()));
@@ -197,7 +197,7 @@ impl Threads {
     }
 
     /// Whether prompts go in a thread per session.
-    pub fn on(&self) -> bool {
+    pub(crate) fn on(&self) -> bool {
         self.per == ThreadPer::Session
     }
 
@@ -210,19 +210,27 @@ impl Threads {
     }
 
     /// Holds the thread of `i`'s session at `address` while it is looked up or opened.
-    pub async fn lock(&self, address: &str, i: &Interaction) -> tokio::sync::OwnedMutexGuard<()> {
+    pub(crate) async fn lock(
+        &self,
+        address: &str,
+        i: &Interaction,
+    ) -> tokio::sync::OwnedMutexGuard<()> {
         self.locks.lock(&self.key(address, i)).await
     }
 
     /// The thread `i`'s session has at `address`, if one was opened.
-    pub async fn kept(&self, address: &str, i: &Interaction) -> Result<Option<Kept>, StoreError> {
+    pub(crate) async fn kept(
+        &self,
+        address: &str,
+        i: &Interaction,
+    ) -> Result<Option<Kept>, StoreError> {
         let raw = self.store.get_value(&self.key(address, i)).await?;
         Ok(raw.and_then(|r| serde_json::from_str(&r).ok()))
     }
 
     /// Records that `i`'s session has thread `thread` at `address`; returns the threads to
     /// close to stay within [`MAX_THREADS`] (forgotten already).
-    pub async fn keep(
+    pub(crate) async fn keep(
         &self,
         address: &str,
         i: &Interaction,
@@ -264,7 +272,7 @@ impl Threads {
 
     /// Whether a sweep is due (at most one every [`SWEEP_EVERY`] in this process); marks it
     /// started.
-    pub fn sweep_due(&self) -> bool {
+    pub(crate) fn sweep_due(&self) -> bool {
         if !self.on() {
             return false;
         }
@@ -280,7 +288,7 @@ impl Threads {
     }
 
     /// The threads whose session ended, forgotten; the caller closes them.
-    pub async fn ended(&self) -> Result<Vec<Kept>, StoreError> {
+    pub(crate) async fn ended(&self) -> Result<Vec<Kept>, StoreError> {
         let mut ended = Vec::new();
         for (key, kept) in self.all().await? {
             // A session the store does not know (one the agent API named, never reported by a

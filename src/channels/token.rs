@@ -28,7 +28,7 @@ impl std::fmt::Debug for Signer {
 
 impl Signer {
     /// A signer keyed with `key` (a channel's secret from the store).
-    pub fn new(key: Vec<u8>) -> Self {
+    pub(crate) fn new(key: Vec<u8>) -> Self {
         Self { key }
     }
 
@@ -46,13 +46,13 @@ impl Signer {
     }
 
     /// The tag of `parts` under `domain`, cut to `bytes` (at most 32), base64url.
-    pub fn tag(&self, domain: &[u8], parts: &[&[u8]], bytes: usize) -> String {
+    pub(crate) fn tag(&self, domain: &[u8], parts: &[&[u8]], bytes: usize) -> String {
         let full = self.mac(domain, parts);
         URL_SAFE_NO_PAD.encode(&full[..bytes.min(full.len())])
     }
 
     /// Whether `given` is the tag of `parts` under `domain` cut to `bytes`; in constant time.
-    pub fn verify(&self, domain: &[u8], parts: &[&[u8]], bytes: usize, given: &str) -> bool {
+    pub(crate) fn verify(&self, domain: &[u8], parts: &[&[u8]], bytes: usize, given: &str) -> bool {
         let Ok(given) = URL_SAFE_NO_PAD.decode(given) else {
             return false;
         };

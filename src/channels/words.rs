@@ -22,57 +22,57 @@ impl Words {
     }
 
     /// `zh` in Chinese, `en` in English.
-    pub fn pick(self, zh: &'static str, en: &'static str) -> &'static str {
+    pub(crate) fn pick(self, zh: &'static str, en: &'static str) -> &'static str {
         if self.zh() { zh } else { en }
     }
 
     /// The button that allows: "Approve".
-    pub fn approve(self) -> &'static str {
+    pub(crate) fn approve(self) -> &'static str {
         self.pick("批准", "Approve")
     }
 
     /// The button that denies: "Deny".
-    pub fn deny(self) -> &'static str {
+    pub(crate) fn deny(self) -> &'static str {
         self.pick("拒绝", "Deny")
     }
 
     /// The button that asks a reason before denying: "Deny with reason…".
-    pub fn deny_with_reason(self) -> &'static str {
+    pub(crate) fn deny_with_reason(self) -> &'static str {
         self.pick("附理由拒绝…", "Deny with reason…")
     }
 
     /// The button that opens the command to edit: "Edit & approve…".
-    pub fn edit_approve(self) -> &'static str {
+    pub(crate) fn edit_approve(self) -> &'static str {
         self.pick("改写后批准…", "Edit & approve…")
     }
 
     /// The button that allows and grants the proposed rule: "Allow similar (this session)".
-    pub fn allow_similar(self) -> &'static str {
+    pub(crate) fn allow_similar(self) -> &'static str {
         self.pick("批准同类（本会话）", "Allow similar (this session)")
     }
 
     /// The button that declines a question or a form: "Decline".
-    pub fn decline(self) -> &'static str {
+    pub(crate) fn decline(self) -> &'static str {
         self.pick("拒绝回答", "Decline")
     }
 
     /// The button that opens a form: "Fill in…".
-    pub fn fill_in(self) -> &'static str {
+    pub(crate) fn fill_in(self) -> &'static str {
         self.pick("填写…", "Fill in…")
     }
 
     /// The button that takes a typed answer instead of an option: "Other…".
-    pub fn other(self) -> &'static str {
+    pub(crate) fn other(self) -> &'static str {
         self.pick("其他…", "Other…")
     }
 
     /// The button that opens typed answers to several questions: "Answer…".
-    pub fn answer(self) -> &'static str {
+    pub(crate) fn answer(self) -> &'static str {
         self.pick("回答…", "Answer…")
     }
 
     /// The deadline of a prompt: "Deadline (denied automatically after): 14:05 UTC".
-    pub fn deadline(self, time: &str) -> String {
+    pub(crate) fn deadline(self, time: &str) -> String {
         if self.zh() {
             format!("截止时间（超时自动拒绝）：{time}")
         } else {
@@ -82,7 +82,7 @@ impl Words {
 
     /// What "Allow similar" adds, before the rule as the channel draws it: "Allow similar
     /// also allows, for this session: ".
-    pub fn similar_note(self) -> &'static str {
+    pub(crate) fn similar_note(self) -> &'static str {
         self.pick(
             "「批准同类」同时允许本会话中的：",
             "Allow similar also allows, for this session: ",
@@ -90,7 +90,7 @@ impl Words {
     }
 
     /// Said after the rule when the agent keeps its own suggestion too.
-    pub fn also_remembers(self) -> &'static str {
+    pub(crate) fn also_remembers(self) -> &'static str {
         self.pick(
             "（智能体也会在本会话中记住它自己的建议）",
             " (the agent also remembers its own suggestion for this session)",
@@ -99,7 +99,7 @@ impl Words {
 
     /// A note under a tool call cut short: "Input truncated: 1,234 more characters not
     /// shown", the inbox's phrase after it.
-    pub fn input_truncated(self, note: &str) -> String {
+    pub(crate) fn input_truncated(self, note: &str) -> String {
         if self.zh() {
             format!("输入过长已截断：{note}")
         } else {
@@ -108,7 +108,7 @@ impl Words {
     }
 
     /// The link to all of a cut tool call: "See all of it in the imrelay inbox".
-    pub fn see_all(self) -> &'static str {
+    pub(crate) fn see_all(self) -> &'static str {
         self.pick(
             "在 imrelay 收件箱查看全部",
             "See all of it in the imrelay inbox",
@@ -121,42 +121,42 @@ impl Words {
 /// after a tap or a reply.
 impl Words {
     /// The button that allows: "Allow" (Telegram's word for [`Words::approve`]).
-    pub fn allow(self) -> &'static str {
+    pub(crate) fn allow(self) -> &'static str {
         self.pick("批准", "Allow")
     }
 
     /// The button that allows and applies the agent's own suggestion: "Always allow".
-    pub fn always_allow(self) -> &'static str {
+    pub(crate) fn always_allow(self) -> &'static str {
         self.pick("始终允许", "Always allow")
     }
 
     /// The button that sends a choice: "Submit".
-    pub fn submit(self) -> &'static str {
+    pub(crate) fn submit(self) -> &'static str {
         self.pick("提交", "Submit")
     }
 
     /// The button that ends a multi-select field: "Done".
-    pub fn done(self) -> &'static str {
+    pub(crate) fn done(self) -> &'static str {
         self.pick("完成", "Done")
     }
 
     /// The button that leaves a field empty: "Skip".
-    pub fn skip(self) -> &'static str {
+    pub(crate) fn skip(self) -> &'static str {
         self.pick("跳过", "Skip")
     }
 
     /// The button that leaves a field to its default: "Skip (use the default)".
-    pub fn skip_to_default(self) -> &'static str {
+    pub(crate) fn skip_to_default(self) -> &'static str {
         self.pick("跳过（使用默认值）", "Skip (use the default)")
     }
 
     /// The button that goes back to the field before: "Back".
-    pub fn back(self) -> &'static str {
+    pub(crate) fn back(self) -> &'static str {
         self.pick("返回", "Back")
     }
 
     /// A yes-or-no field's buttons: "Yes", "No".
-    pub fn yes_no(self) -> [&'static str; 2] {
+    pub(crate) fn yes_no(self) -> [&'static str; 2] {
         if self.zh() {
             ["是", "否"]
         } else {
@@ -165,12 +165,12 @@ impl Words {
     }
 
     /// The button that asks for a field's typed answer: "Type the answer…".
-    pub fn type_answer(self) -> &'static str {
+    pub(crate) fn type_answer(self) -> &'static str {
         self.pick("输入答案…", "Type the answer…")
     }
 
     /// The button showing a multi-select's typed answer, `text`: "Other: text".
-    pub fn other_is(self, text: &str) -> String {
+    pub(crate) fn other_is(self, text: &str) -> String {
         if self.zh() {
             format!("其他：{text}")
         } else {
@@ -179,7 +179,7 @@ impl Words {
     }
 
     /// What a message is about, by its kind: "Question", "Form" (an approval says its tool).
-    pub fn kind_label(self, kind: Kind) -> &'static str {
+    pub(crate) fn kind_label(self, kind: Kind) -> &'static str {
         match kind {
             Kind::Question => self.pick("提问", "Question"),
             Kind::Form => self.pick("表单", "Form"),
@@ -188,7 +188,7 @@ impl Words {
     }
 
     /// The headline of a pending approval of `tool` (drawn): "Bash needs approval".
-    pub fn needs_approval(self, tool: &str) -> String {
+    pub(crate) fn needs_approval(self, tool: &str) -> String {
         if self.zh() {
             format!("{tool} 需要审批")
         } else {
@@ -197,7 +197,7 @@ impl Words {
     }
 
     /// The headline of a resolved approval of `tool` (drawn): "Approval for Bash".
-    pub fn approval_for(self, tool: &str) -> String {
+    pub(crate) fn approval_for(self, tool: &str) -> String {
         if self.zh() {
             format!("{tool} 的审批")
         } else {
@@ -207,7 +207,7 @@ impl Words {
 
     /// How long a prompt waits, and until when: "Answer within 5 min — by 2026-11-22
     /// 08:41:26 UTC".
-    pub fn answer_within(self, secs: u64, by: &str) -> String {
+    pub(crate) fn answer_within(self, secs: u64, by: &str) -> String {
         let wait = crate::present::render::duration_words_in(secs, self.0);
         if self.zh() {
             format!("请在 {wait} 内回答（截止 {by}）")
@@ -217,7 +217,7 @@ impl Words {
     }
 
     /// A form that cannot be shown, and why: "This form cannot be shown: …".
-    pub fn form_unshowable(self, why: &str) -> String {
+    pub(crate) fn form_unshowable(self, why: &str) -> String {
         if self.zh() {
             format!("无法显示此表单：{why}")
         } else {
@@ -227,7 +227,7 @@ impl Words {
 
     /// What "Allow similar" adds, named as the channel draws the button's name (`name`,
     /// from [`Words::similar_name`]), before the rule.
-    pub fn similar_note_of(self, name: &str) -> String {
+    pub(crate) fn similar_note_of(self, name: &str) -> String {
         if self.zh() {
             format!("{name}同时允许本会话中的：")
         } else {
@@ -236,13 +236,13 @@ impl Words {
     }
 
     /// The name [`Words::similar_note_of`] gives "Allow similar".
-    pub fn similar_name(self) -> &'static str {
+    pub(crate) fn similar_name(self) -> &'static str {
         self.pick("「批准同类」", "Allow similar")
     }
 
     /// How to change the command before it runs, `edit` being the word to reply with
     /// (drawn): "To run it changed, reply to this message: edit and the command.".
-    pub fn edit_by_reply(self, edit: &str) -> String {
+    pub(crate) fn edit_by_reply(self, edit: &str) -> String {
         if self.zh() {
             format!("如需改写后运行，请回复此消息：{edit} 加上改写后的命令。")
         } else {
@@ -251,7 +251,7 @@ impl Words {
     }
 
     /// How much of a tool call was cut: "1,234 more characters not shown".
-    pub fn not_shown(self, cut: usize) -> String {
+    pub(crate) fn not_shown(self, cut: usize) -> String {
         if self.zh() {
             format!("另有 {cut} 个字符未显示")
         } else {
@@ -261,12 +261,12 @@ impl Words {
 
     /// The link to all of a cut tool call, after [`Words::not_shown`]: "all of it in the
     /// inbox".
-    pub fn all_in_inbox(self) -> &'static str {
+    pub(crate) fn all_in_inbox(self) -> &'static str {
         self.pick("在收件箱查看全部", "all of it in the inbox")
     }
 
     /// How to answer a single-choice question: "Choose one (or Other… to type).".
-    pub fn choose_one(self) -> &'static str {
+    pub(crate) fn choose_one(self) -> &'static str {
         self.pick(
             "选择一项（或点“其他…”输入）。",
             "Choose one (or Other… to type).",
@@ -274,7 +274,7 @@ impl Words {
     }
 
     /// How to answer a multi-select question: "Choose any, then Submit (or Other… to type).".
-    pub fn choose_any(self) -> &'static str {
+    pub(crate) fn choose_any(self) -> &'static str {
         self.pick(
             "可多选，然后点“提交”（或点“其他…”输入）。",
             "Choose any, then Submit (or Other… to type).",
@@ -282,12 +282,12 @@ impl Words {
     }
 
     /// A form's field the person left empty: "(left empty)".
-    pub fn left_empty(self) -> &'static str {
+    pub(crate) fn left_empty(self) -> &'static str {
         self.pick("（留空）", "(left empty)")
     }
 
     /// A form field's default: "Default: 3".
-    pub fn default_is(self, value: &str) -> String {
+    pub(crate) fn default_is(self, value: &str) -> String {
         if self.zh() {
             format!("默认：{value}")
         } else {
@@ -298,7 +298,7 @@ impl Words {
     /// What to do with the field being asked, by its kind (`choice`: chosen with a button,
     /// `multi`: several of them, otherwise typed); with none asked and some given, to check
     /// and submit.
-    pub fn form_instruction(self, asked: Option<FieldInput>) -> &'static str {
+    pub(crate) fn form_instruction(self, asked: Option<FieldInput>) -> &'static str {
         match asked {
             Some(FieldInput::Choice) => self.pick("请点选你的回答。", "Tap your answer."),
             Some(FieldInput::Multi) => self.pick(
@@ -317,7 +317,7 @@ impl Words {
     }
 
     /// How to answer a single free-text question: "Reply to this message with your answer.".
-    pub fn reply_with_answer(self) -> &'static str {
+    pub(crate) fn reply_with_answer(self) -> &'static str {
         self.pick(
             "请回复此消息作答。",
             "Reply to this message with your answer.",
@@ -325,7 +325,7 @@ impl Words {
     }
 
     /// The request for a deny reason, to `who`, for the tool `tool` (both drawn).
-    pub fn ask_reason(self, who: &str, tool: &str) -> String {
+    pub(crate) fn ask_reason(self, who: &str, tool: &str) -> String {
         if self.zh() {
             format!("{who}，请回复此消息，说明拒绝 {tool} 的理由。")
         } else {
@@ -334,7 +334,7 @@ impl Words {
     }
 
     /// The request for a typed answer to `question`, to `who` (both drawn).
-    pub fn ask_answer(self, who: &str, question: &str) -> String {
+    pub(crate) fn ask_answer(self, who: &str, question: &str) -> String {
         if self.zh() {
             format!("{who}，请回复此消息，回答：{question}")
         } else {
@@ -344,7 +344,7 @@ impl Words {
 
     /// The request for a form field's value, `label` (`hint`: what it takes), to `who`
     /// (all drawn).
-    pub fn ask_field(self, who: &str, label: &str, hint: &str) -> String {
+    pub(crate) fn ask_field(self, who: &str, label: &str, hint: &str) -> String {
         if self.zh() {
             format!("{who}，请回复此消息，填写 {label}（{hint}）。")
         } else {
@@ -354,7 +354,7 @@ impl Words {
 
     /// What a request names when the field or question is not known: "the answer", "the
     /// question".
-    pub fn unknown_field(self) -> [&'static str; 2] {
+    pub(crate) fn unknown_field(self) -> [&'static str; 2] {
         if self.zh() {
             ["答案", "该问题"]
         } else {
@@ -364,7 +364,7 @@ impl Words {
 
     /// The toast that points at a reply request, and the placeholder of its field: for a deny
     /// reason (`reason`) or an answer.
-    pub fn reply_below(self, reason: bool) -> [&'static str; 2] {
+    pub(crate) fn reply_below(self, reason: bool) -> [&'static str; 2] {
         match (self.zh(), reason) {
             (true, true) => ["请回复下方消息，说明理由。", "拒绝理由"],
             (true, false) => ["请回复下方消息作答。", "你的回答"],
@@ -381,7 +381,7 @@ impl Words {
 
     /// A reply request once its interaction is resolved, with how (`outcome`, drawn):
     /// "No reply needed any more: Allowed by alice via telegram".
-    pub fn no_reply_needed(self, outcome: Option<&str>) -> String {
+    pub(crate) fn no_reply_needed(self, outcome: Option<&str>) -> String {
         match (self.zh(), outcome) {
             (true, Some(o)) => format!("无需再回复：{o}"),
             (true, None) => "无需再回复。".into(),
@@ -391,7 +391,7 @@ impl Words {
     }
 
     /// A reply request once its answer was taken (drawn): "Noted: yes".
-    pub fn noted(self, text: &str) -> String {
+    pub(crate) fn noted(self, text: &str) -> String {
         if self.zh() {
             format!("已记下：{text}")
         } else {
@@ -400,7 +400,7 @@ impl Words {
     }
 
     /// A reply to a request made for someone else.
-    pub fn not_your_request(self) -> &'static str {
+    pub(crate) fn not_your_request(self) -> &'static str {
         self.pick(
             "此请求是给点按钮的那个人的。要回答，请自己点“附理由拒绝…”或“其他…”。",
             "This request is for the person who tapped the button. To answer, tap “Deny with reason…” or “Other…” yourself.",
@@ -408,12 +408,12 @@ impl Words {
     }
 
     /// A tap or reply for a question answered already.
-    pub fn question_answered(self) -> &'static str {
+    pub(crate) fn question_answered(self) -> &'static str {
         self.pick("该问题已回答。", "That question is already answered.")
     }
 
     /// A reply for a field other than the one being asked.
-    pub fn not_the_field_asked(self) -> &'static str {
+    pub(crate) fn not_the_field_asked(self) -> &'static str {
         self.pick(
             "现在询问的不是这一项。",
             "That field is not the one being asked now.",
@@ -421,7 +421,7 @@ impl Words {
     }
 
     /// A reply once every field is filled in.
-    pub fn all_filled_in(self) -> &'static str {
+    pub(crate) fn all_filled_in(self) -> &'static str {
         self.pick(
             "所有项都已填写：请点“提交”（或“返回”）。",
             "Every field is filled in: tap Submit (or Back).",
@@ -429,7 +429,7 @@ impl Words {
     }
 
     /// A typed reply for field `label`, which is answered with a button.
-    pub fn tap_a_button(self, label: &str) -> String {
+    pub(crate) fn tap_a_button(self, label: &str) -> String {
         if self.zh() {
             format!("{label}：请点选一个按钮。")
         } else {
@@ -438,7 +438,7 @@ impl Words {
     }
 
     /// A typed reply that does not fit its field, and why.
-    pub fn reply_again(self, why: &str) -> String {
+    pub(crate) fn reply_again(self, why: &str) -> String {
         if self.zh() {
             format!("{why}。请重新回复。")
         } else {
@@ -448,7 +448,7 @@ impl Words {
 
     /// A step on a form or a question, as its toast says it: field (or "Chosen",
     /// "Submitted") and value.
-    pub fn step(self, label: &str, value: &str) -> String {
+    pub(crate) fn step(self, label: &str, value: &str) -> String {
         if self.zh() {
             format!("{label}：{value}")
         } else {
@@ -457,12 +457,12 @@ impl Words {
     }
 
     /// The toast after a field was skipped.
-    pub fn skipped(self, label: &str) -> String {
+    pub(crate) fn skipped(self, label: &str) -> String {
         self.step(label, self.pick("已跳过", "skipped"))
     }
 
     /// The toast after Back.
-    pub fn back_to(self, label: &str) -> String {
+    pub(crate) fn back_to(self, label: &str) -> String {
         if self.zh() {
             format!("返回到 {label}")
         } else {
@@ -472,7 +472,7 @@ impl Words {
 
     /// The toasts after an option was chosen, and after a multi-select was submitted:
     /// "Chosen", "Submitted" (before [`Words::step`]'s value).
-    pub fn chosen_submitted(self) -> [&'static str; 2] {
+    pub(crate) fn chosen_submitted(self) -> [&'static str; 2] {
         if self.zh() {
             ["已选择", "已提交"]
         } else {
@@ -481,12 +481,12 @@ impl Words {
     }
 
     /// The toast after a multi-select's typed answer was removed.
-    pub fn other_removed(self) -> &'static str {
+    pub(crate) fn other_removed(self) -> &'static str {
         self.pick("已移除其他答案", "Other answer removed")
     }
 
     /// A multi-select submitted with nothing chosen.
-    pub fn choose_first(self) -> &'static str {
+    pub(crate) fn choose_first(self) -> &'static str {
         self.pick(
             "请先至少选择一项（或点“其他…”）。",
             "Choose at least one option first (or Other…).",
@@ -494,7 +494,7 @@ impl Words {
     }
 
     /// The text fallback's answer to `allow` on a question or a form.
-    pub fn allow_a_question(self) -> &'static str {
+    pub(crate) fn allow_a_question(self) -> &'static str {
         self.pick(
             "这是一个提问：请点选一项（或点“其他…”），或回复“deny [理由]”拒绝回答。",
             "This is a question: tap an option (or Other…), or reply “deny [reason]” to decline it.",
@@ -503,7 +503,7 @@ impl Words {
 
     /// How to answer `kind` by a typed reply (`editable`: an approval whose command may be
     /// changed).
-    pub fn how_to_reply(self, kind: Kind, editable: bool) -> &'static str {
+    pub(crate) fn how_to_reply(self, kind: Kind, editable: bool) -> &'static str {
         match kind {
             Kind::Approval if editable => self.pick(
                 "用文字回答：回复提示消息“allow”或“deny [理由]”，或回复“edit <命令>”运行改写后的命令。",
@@ -540,7 +540,7 @@ pub(crate) enum FieldInput {
 /// does not take as an answer).
 impl Words {
     /// Who may list the sessions.
-    pub fn only_approvers_list(self) -> &'static str {
+    pub(crate) fn only_approvers_list(self) -> &'static str {
         self.pick(
             "只有审批人可以查看会话。",
             "Only approvers can list the sessions.",
@@ -548,7 +548,7 @@ impl Words {
     }
 
     /// The sessions cannot be read (the store).
-    pub fn sessions_unreadable(self) -> &'static str {
+    pub(crate) fn sessions_unreadable(self) -> &'static str {
         self.pick(
             "暂时无法读取会话，请稍后再试。",
             "The sessions cannot be read right now; try again later.",
@@ -556,7 +556,7 @@ impl Words {
     }
 
     /// No session to list.
-    pub fn no_sessions(self) -> &'static str {
+    pub(crate) fn no_sessions(self) -> &'static str {
         self.pick(
             "本会话的路由还没有已知的智能体会话。",
             "No agent session of this chat's routes is known.",
@@ -564,12 +564,12 @@ impl Words {
     }
 
     /// The listing's header: "Sessions".
-    pub fn sessions(self) -> &'static str {
+    pub(crate) fn sessions(self) -> &'static str {
         self.pick("会话", "Sessions")
     }
 
     /// The greeting of `/start`, `imrelay` drawn as `name`.
-    pub fn greeting(self, name: &str) -> String {
+    pub(crate) fn greeting(self, name: &str) -> String {
         if self.zh() {
             format!("{name} 会把智能体的工具审批和提问发到这里，点按钮即可回答。")
         } else {
@@ -579,7 +579,7 @@ impl Words {
 
     /// `/whoami`'s line on the chat: its id (drawn), and whether prompts are posted there
     /// (`setting`, drawn: where to add it).
-    pub fn chat_id_line(self, id: &str, posted: bool, setting: &str) -> String {
+    pub(crate) fn chat_id_line(self, id: &str, posted: bool, setting: &str) -> String {
         match (self.zh(), posted) {
             (true, true) => format!("本聊天的 id：{id} — 请求会发到这里。"),
             (true, false) => {
@@ -594,7 +594,13 @@ impl Words {
 
     /// `/whoami`'s line on the sender: their id and name (drawn), and whether they are an
     /// approver (`setting`, drawn: where to add them).
-    pub fn user_id_line(self, id: &str, name: &str, approver: bool, setting: &str) -> String {
+    pub(crate) fn user_id_line(
+        self,
+        id: &str,
+        name: &str,
+        approver: bool,
+        setting: &str,
+    ) -> String {
         match (self.zh(), approver) {
             (true, true) => format!("你的用户 id：{id}（{name}）— 你是审批人。"),
             (true, false) => {
@@ -608,7 +614,7 @@ impl Words {
     }
 
     /// The warning when the approver list (`setting`, drawn) is empty.
-    pub fn nobody_answers(self, setting: &str, channel: &str) -> String {
+    pub(crate) fn nobody_answers(self, setting: &str, channel: &str) -> String {
         if self.zh() {
             format!("{setting} 为空：没有人能从 {channel} 回答。")
         } else {
@@ -617,7 +623,7 @@ impl Words {
     }
 
     /// A command the bot does not know.
-    pub fn unknown_command(self) -> &'static str {
+    pub(crate) fn unknown_command(self) -> &'static str {
         self.pick(
             "未知命令。试试 /whoami、/pending 或 /sessions。",
             "Unknown command. Try /whoami, /pending or /sessions.",
@@ -625,7 +631,7 @@ impl Words {
     }
 
     /// `/pending` in a chat prompts are not posted in: `id` and `setting` drawn.
-    pub fn not_posted_here(self, id: &str, setting: &str) -> String {
+    pub(crate) fn not_posted_here(self, id: &str, setting: &str) -> String {
         if self.zh() {
             format!("请求不会发到这个聊天：请先把 {id} 加入 {setting}。")
         } else {
@@ -634,7 +640,7 @@ impl Words {
     }
 
     /// `/pending` from someone who is not an approver.
-    pub fn only_approvers_pending(self) -> &'static str {
+    pub(crate) fn only_approvers_pending(self) -> &'static str {
         self.pick(
             "只有审批人可以查看待处理的请求。",
             "Only approvers can ask for the pending prompts.",
@@ -642,12 +648,12 @@ impl Words {
     }
 
     /// `/pending` with nothing pending.
-    pub fn nothing_pending(self) -> &'static str {
+    pub(crate) fn nothing_pending(self) -> &'static str {
         self.pick("没有待处理的请求。", "Nothing is pending.")
     }
 
     /// `/pending`'s answer: "Re-posting 3 pending interactions.".
-    pub fn reposting(self, n: usize) -> String {
+    pub(crate) fn reposting(self, n: usize) -> String {
         if self.zh() {
             format!("正在重新发送 {n} 个待处理请求。")
         } else {
@@ -661,7 +667,7 @@ impl Words {
     }
 
     /// The hint an approver gets for a message that is no command nor answer.
-    pub fn hello(self) -> &'static str {
+    pub(crate) fn hello(self) -> &'static str {
         self.pick(
             "你好！我会发送来自 imrelay 的审批请求。发送 /whoami 查看你的 id，发送 /pending 查看待处理的请求。",
             "Hello! I post approval prompts from imrelay. Send /whoami to see your ids, /pending to see what is waiting.",
@@ -681,7 +687,7 @@ impl Words {
     }
 
     /// The privacy mode's title: "An approval is waiting in shop".
-    pub fn waiting_in(self, kind: Kind, place: &str) -> String {
+    pub(crate) fn waiting_in(self, kind: Kind, place: &str) -> String {
         let what = self.a_kind(kind);
         if self.zh() {
             format!("{place} 有待处理的{what}")
@@ -691,7 +697,7 @@ impl Words {
     }
 
     /// A question's or a form's title: "A question from shop".
-    pub fn kind_from(self, kind: Kind, place: &str) -> String {
+    pub(crate) fn kind_from(self, kind: Kind, place: &str) -> String {
         let what = self.a_kind(kind);
         if self.zh() {
             format!("来自 {place} 的{what}")
@@ -701,7 +707,7 @@ impl Words {
     }
 
     /// The privacy mode's text: "Open imrelay to see what is asked.".
-    pub fn open_to_see(self) -> &'static str {
+    pub(crate) fn open_to_see(self) -> &'static str {
         self.pick(
             "打开 imrelay 查看请求内容。",
             "Open imrelay to see what is asked.",
@@ -709,17 +715,17 @@ impl Words {
     }
 
     /// The text of a question or a form that has no title: "Open imrelay to answer.".
-    pub fn open_to_answer(self) -> &'static str {
+    pub(crate) fn open_to_answer(self) -> &'static str {
         self.pick("打开 imrelay 回答。", "Open imrelay to answer.")
     }
 
     /// An outcome that could not be said more precisely: "Resolved".
-    pub fn resolved(self) -> &'static str {
+    pub(crate) fn resolved(self) -> &'static str {
         self.pick("已处理", "Resolved")
     }
 
     /// A notification's button imrelay did not make, or made for another action.
-    pub fn button_not_valid(self) -> &'static str {
+    pub(crate) fn button_not_valid(self) -> &'static str {
         self.pick(
             "此按钮无效：它不是 imrelay 生成的，或不是为此操作生成的",
             "this button is not valid: it was not made by imrelay, or not for this action",
@@ -727,7 +733,7 @@ impl Words {
     }
 
     /// A notification's button pressed after the request's deadline.
-    pub fn request_expired(self) -> &'static str {
+    pub(crate) fn request_expired(self) -> &'static str {
         self.pick(
             "此请求已过期：未做任何更改",
             "this request has expired: nothing changed",
@@ -735,7 +741,7 @@ impl Words {
     }
 
     /// A notification's button pressed a second time.
-    pub fn button_used(self) -> &'static str {
+    pub(crate) fn button_used(self) -> &'static str {
         self.pick(
             "此按钮已用过：每个按钮只能回答一次",
             "this button was already used: each one answers once",
@@ -743,7 +749,7 @@ impl Words {
     }
 
     /// A notification's button on a device removed since.
-    pub fn device_removed(self) -> &'static str {
+    pub(crate) fn device_removed(self) -> &'static str {
         self.pick(
             "此设备已移除：它的通知不再能回答",
             "this device was removed: its notifications no longer answer",
@@ -751,7 +757,7 @@ impl Words {
     }
 
     /// A notification's button on a device that names no person.
-    pub fn device_without_person(self) -> &'static str {
+    pub(crate) fn device_without_person(self) -> &'static str {
         self.pick(
             "此设备没有可代表其回答的人",
             "this device has no person to answer as",
@@ -759,7 +765,7 @@ impl Words {
     }
 
     /// A notification's buttons past their own time.
-    pub fn buttons_expired(self) -> &'static str {
+    pub(crate) fn buttons_expired(self) -> &'static str {
         self.pick(
             "此通知的按钮已过期：请打开收件箱回答",
             "this notification's buttons have expired: open the inbox to answer",

@@ -199,7 +199,7 @@ pub(crate) fn resolution_words(r: &Resolution) -> String {
 
 impl ClientError {
     /// The process exit code for this failure.
-    pub fn exit_code(&self) -> i32 {
+    pub(crate) fn exit_code(&self) -> i32 {
         match self {
             ClientError::AlreadyResolved(_) => exit::ALREADY_RESOLVED,
             ClientError::AlreadyVoted(..) => exit::REFUSED,
@@ -211,7 +211,7 @@ impl ClientError {
     }
 
     /// Whether trying again later may succeed (the network or the server's store).
-    pub fn is_transient(&self) -> bool {
+    pub(crate) fn is_transient(&self) -> bool {
         matches!(
             self,
             ClientError::Unreachable { .. } | ClientError::Unavailable { .. }
@@ -435,7 +435,10 @@ impl Remote {
         Ok((remote, rt))
     }
 
-    pub fn new(args: &RemoteArgs, config: Option<&std::path::Path>) -> anyhow::Result<Remote> {
+    pub(crate) fn new(
+        args: &RemoteArgs,
+        config: Option<&std::path::Path>,
+    ) -> anyhow::Result<Remote> {
         let base = base_url(args, config)?;
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
@@ -450,7 +453,7 @@ impl Remote {
     }
 
     /// The server's base URL.
-    pub fn url(&self) -> &str {
+    pub(crate) fn url(&self) -> &str {
         &self.base
     }
 
@@ -554,7 +557,7 @@ impl Remote {
 
     /// Who the token answers as (`GET /v1/me`): the person and label of a labelled operator
     /// token; `None` for any other token (and none), whose answers go under the name they give.
-    pub async fn me(&self) -> Result<Option<Operator>, ClientError> {
+    pub(crate) async fn me(&self) -> Result<Option<Operator>, ClientError> {
         let body = self
             .call(self.request(reqwest::Method::GET, "/v1/me"), None)
             .await?;
@@ -568,7 +571,7 @@ impl Remote {
     }
 
     /// One interaction.
-    pub async fn get(&self, id: &str) -> Result<Interaction, ClientError> {
+    pub(crate) async fn get(&self, id: &str) -> Result<Interaction, ClientError> {
         check_id(id)?;
         let body = self
             .call(
@@ -582,7 +585,7 @@ impl Remote {
     /// Every pending interaction as a listing summarizes it, oldest first: an interaction
     /// with a big input comes with a preview of it (see [`Listed::truncated`]); [`Remote::get`]
     /// reads it whole.
-    pub async fn pending(&self) -> Result<Vec<Listed>, ClientError> {
+    pub(crate) async fn pending(&self) -> Result<Vec<Listed>, ClientError> {
         let mut all = Vec::new();
         let mut cursor: Option<String> = None;
         for _ in 0..MAX_PAGES {
@@ -621,7 +624,7 @@ impl Remote {
     }
 
     /// Sends `answer` to interaction `id` as `by`; the resolved interaction when it won.
-    pub async fn respond(
+    pub(crate) async fn respond(
         &self,
         id: &str,
         answer: &Answer,
@@ -640,7 +643,7 @@ impl Remote {
 
     /// Sends one allow or deny to every interaction in `ids` (`POST /v1/respond`); the
     /// server's body, with each interaction's own result.
-    pub async fn respond_many(
+    pub(crate) async fn respond_many(
         &self,
         ids: &[String],
         answer: &Answer,

@@ -34,7 +34,7 @@ enum DevicesAction {
 
 impl Remote {
     /// The devices the token may see.
-    pub async fn devices(&self) -> Result<Vec<Value>, ClientError> {
+    pub(crate) async fn devices(&self) -> Result<Vec<Value>, ClientError> {
         let mut body = self
             .call(self.request(reqwest::Method::GET, "/v1/push"), None)
             .await?;
@@ -45,7 +45,7 @@ impl Remote {
     }
 
     /// Removes device `id`.
-    pub async fn remove_device(&self, id: &str) -> Result<Value, ClientError> {
+    pub(crate) async fn remove_device(&self, id: &str) -> Result<Value, ClientError> {
         check_id(id)?;
         let req = self.request(reqwest::Method::DELETE, &format!("/v1/push/devices/{id}"));
         self.call(req, Some(id)).await

@@ -37,7 +37,7 @@ enum GrantsAction {
 
 impl Remote {
     /// The grants in force.
-    pub async fn grants(&self) -> Result<Vec<Value>, ClientError> {
+    pub(crate) async fn grants(&self) -> Result<Vec<Value>, ClientError> {
         let mut body = self
             .call(self.request(reqwest::Method::GET, "/v1/grants"), None)
             .await?;
@@ -48,7 +48,11 @@ impl Remote {
     }
 
     /// Revokes grant `id`.
-    pub async fn revoke_grant(&self, id: &str, by: Option<&str>) -> Result<Value, ClientError> {
+    pub(crate) async fn revoke_grant(
+        &self,
+        id: &str,
+        by: Option<&str>,
+    ) -> Result<Value, ClientError> {
         check_id(id)?;
         let mut req = self
             .request(reqwest::Method::DELETE, &format!("/v1/grants/{id}"))
@@ -61,7 +65,7 @@ impl Remote {
 
     /// Answers `id` with `answer` (an allow) and grants `rule` (`None`: the one proposed) for
     /// `scope` (`session` or `standing`): the resolved interaction and the grant.
-    pub async fn respond_granting(
+    pub(crate) async fn respond_granting(
         &self,
         id: &str,
         answer: &Answer,

@@ -42,7 +42,7 @@ enum PasskeysAction {
 
 impl Remote {
     /// The registered passkeys this token may see.
-    pub async fn passkeys(&self) -> Result<Vec<Value>, ClientError> {
+    pub(crate) async fn passkeys(&self) -> Result<Vec<Value>, ClientError> {
         let mut body = self
             .call(self.request(reqwest::Method::GET, "/v1/passkeys"), None)
             .await?;
@@ -53,7 +53,7 @@ impl Remote {
     }
 
     /// Says that this token's person is at the desk (`present`) or left it ("desk first").
-    pub async fn presence(&self, present: bool) -> Result<Value, ClientError> {
+    pub(crate) async fn presence(&self, present: bool) -> Result<Value, ClientError> {
         let req = self
             .request(reqwest::Method::POST, "/v1/presence")
             .json(&serde_json::json!({ "present": present, "via": "terminal" }));
@@ -62,7 +62,7 @@ impl Remote {
 
     /// Says every 10 s that this token's person is at the desk, until dropped (`imrelay
     /// watch`, while it runs). A server that does not answer is asked again at the next turn.
-    pub async fn at_desk(self) {
+    pub(crate) async fn at_desk(self) {
         let mut every = tokio::time::interval(std::time::Duration::from_secs(10));
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -74,7 +74,7 @@ impl Remote {
     }
 
     /// Issues an enrolment code for `person`'s first passkey.
-    pub async fn enrol_passkey(&self, person: &str) -> Result<Value, ClientError> {
+    pub(crate) async fn enrol_passkey(&self, person: &str) -> Result<Value, ClientError> {
         let req = self
             .request(reqwest::Method::POST, "/v1/passkeys/enrolment")
             .json(&serde_json::json!({ "person": person }));
@@ -82,7 +82,7 @@ impl Remote {
     }
 
     /// Removes passkey `id`.
-    pub async fn remove_passkey(&self, id: &str) -> Result<Value, ClientError> {
+    pub(crate) async fn remove_passkey(&self, id: &str) -> Result<Value, ClientError> {
         if id.is_empty()
             || id.len() > 1400
             || !id

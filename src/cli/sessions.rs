@@ -43,7 +43,7 @@ enum SessionsAction {
 
 impl Remote {
     /// The sessions, most recently active first (of `route` only, if given).
-    pub async fn sessions(&self, route: Option<&str>) -> Result<Vec<Value>, ClientError> {
+    pub(crate) async fn sessions(&self, route: Option<&str>) -> Result<Vec<Value>, ClientError> {
         let mut req = self.request(reqwest::Method::GET, "/v1/sessions");
         if let Some(r) = route {
             req = req.query(&[("route", r)]);
@@ -56,7 +56,7 @@ impl Remote {
     }
 
     /// Queues `text` for `agent`'s session `id`.
-    pub async fn message_session(
+    pub(crate) async fn message_session(
         &self,
         agent: &str,
         id: &str,

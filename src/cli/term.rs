@@ -73,7 +73,7 @@ pub(crate) struct Term {
 
 impl Term {
     /// Sets the terminal up and starts reading input.
-    pub fn start() -> std::io::Result<(Term, mpsc::UnboundedReceiver<Input>)> {
+    pub(crate) fn start() -> std::io::Result<(Term, mpsc::UnboundedReceiver<Input>)> {
         let dumb = std::env::var("TERM").is_ok_and(|t| t == "dumb");
         let tty = std::io::stdin().is_terminal() && std::io::stdout().is_terminal() && !dumb;
         let (tx, rx) = mpsc::unbounded_channel();
@@ -109,17 +109,17 @@ impl Term {
     }
 
     /// Whether keys are read one by one and the prompt redrawn (a terminal on both ends).
-    pub fn is_tty(&self) -> bool {
+    pub(crate) fn is_tty(&self) -> bool {
         self.tty
     }
 
     /// The painter for this terminal's output.
-    pub fn painter(&self) -> Painter {
+    pub(crate) fn painter(&self) -> Painter {
         self.painter
     }
 
     /// Columns available.
-    pub fn width(&self) -> usize {
+    pub(crate) fn width(&self) -> usize {
         if self.tty {
             // A terminal that does not know its size says 0.
             terminal::size()
@@ -149,7 +149,7 @@ impl Term {
     }
 
     /// Prints `lines` above the prompt.
-    pub fn say(&mut self, lines: &[String]) {
+    pub(crate) fn say(&mut self, lines: &[String]) {
         if let Some(held) = &mut self.held {
             held.extend(lines.iter().cloned());
             return;
@@ -173,13 +173,13 @@ impl Term {
     }
 
     /// Prints one line above the prompt.
-    pub fn say1(&mut self, line: impl Into<String>) {
+    pub(crate) fn say1(&mut self, line: impl Into<String>) {
         self.say(&[line.into()]);
     }
 
     /// Sets the prompt: `status` is redrawn every second in a terminal and left out of
     /// plain output.
-    pub fn set_prompt(&mut self, status: String, prompt: String) {
+    pub(crate) fn set_prompt(&mut self, status: String, prompt: String) {
         self.status = status;
         self.prompt = prompt;
         self.draw();
@@ -187,12 +187,12 @@ impl Term {
 
     /// Plain mode: the next prompt is printed even if it reads as the last one did (a new
     /// interaction or question asks again).
-    pub fn fresh_prompt(&mut self) {
+    pub(crate) fn fresh_prompt(&mut self) {
         self.printed_prompt.clear();
     }
 
     /// Redraws the prompt (its countdown).
-    pub fn refresh_status(&mut self, status: String) {
+    pub(crate) fn refresh_status(&mut self, status: String) {
         if self.tty && status != self.status {
             self.status = status;
             self.draw();
@@ -200,7 +200,7 @@ impl Term {
     }
 
     /// Rings the bell (in a terminal).
-    pub fn bell(&mut self) {
+    pub(crate) fn bell(&mut self) {
         if self.tty && self.held.is_none() {
             let _ = write!(self.out, "\x07");
             let _ = self.out.flush();
@@ -260,7 +260,7 @@ impl Term {
     }
 
     /// Applies a key to the line being typed.
-    pub fn key(&mut self, key: KeyEvent) -> Typed {
+    pub(crate) fn key(&mut self, key: KeyEvent) -> Typed {
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
         // Ctrl-J is a line feed: Enter too.
         if key.code == KeyCode::Enter || (ctrl && key.code == KeyCode::Char('j')) {
@@ -309,7 +309,7 @@ impl Term {
     }
 
     /// Adds pasted text to the line (line breaks become spaces).
-    pub fn paste(&mut self, text: &str) {
+    pub(crate) fn paste(&mut self, text: &str) {
         for c in text.chars() {
             if self.line.chars().count() >= MAX_LINE {
                 break;
@@ -320,7 +320,7 @@ impl Term {
     }
 
     /// A line read in plain mode, echoed so the output reads as a conversation.
-    pub fn echo(&mut self, line: &str) {
+    pub(crate) fn echo(&mut self, line: &str) {
         let shown = format!(
             "{}{}{}",
             if self.tty && !self.status.is_empty() {
@@ -346,7 +346,7 @@ impl Term {
     }
 
     /// Takes what was typed and not sent.
-    pub fn take_line(&mut self) -> String {
+    pub(crate) fn take_line(&mut self) -> String {
         let l = std::mem::take(&mut self.line);
         self.draw();
         l
@@ -354,7 +354,7 @@ impl Term {
 
     /// Hands the terminal to another program: stops reading keys, leaves raw mode, and
     /// holds output until [`Term::resume`].
-    pub async fn suspend(&mut self) {
+    pub(crate) async fn suspend(&mut self) {
         if let Some(ctl) = &self.control {
             let (ack_tx, ack_rx) = oneshot::channel();
             if ctl.send(Control::Pause(ack_tx)).is_ok() {
@@ -372,7 +372,7 @@ impl Term {
     }
 
     /// Takes the terminal back after [`Term::suspend`] and prints what was held.
-    pub fn resume(&mut self) {
+    pub(crate) fn resume(&mut self) {
         if self.tty {
             let _ = self.enter_raw();
         }
@@ -388,7 +388,7 @@ impl Term {
     }
 
     /// Clears the prompt and restores the terminal.
-    pub fn finish(&mut self) {
+    pub(crate) fn finish(&mut self) {
         self.held = None;
         if self.tty {
             let _ = queue!(

@@ -8,14 +8,14 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// The most refusal lines logged in a minute.
-pub const PER_MINUTE: u32 = 20;
+pub(super) const PER_MINUTE: u32 = 20;
 
 /// How long one budget of lines lasts.
 const WINDOW: Duration = Duration::from_secs(60);
 
 /// The log of refused tokens, rate-limited.
 #[derive(Debug)]
-pub struct RefusalLog {
+pub(super) struct RefusalLog {
     /// When the current window began, lines logged in it, and lines held back since the
     /// last one logged.
     state: Mutex<(Instant, u32, u64)>,
@@ -32,7 +32,7 @@ impl Default for RefusalLog {
 impl RefusalLog {
     /// Logs a refused request: `scope` it needed, `path`, `peer`, the token it came with
     /// (`None`: none), the status and why.
-    pub fn note(
+    pub(super) fn note(
         &self,
         scope: &str,
         path: &str,

@@ -14,14 +14,14 @@ use crate::metrics::Metrics;
 use crate::sync::LockExt;
 
 /// How many calls wait on each interaction. Entries exist only while a call waits.
-pub struct Calls {
+pub(super) struct Calls {
     waiting: Mutex<HashMap<InteractionId, usize>>,
     gauge: Gauge,
 }
 
 impl Calls {
     /// No calls yet; registers the `imrelay_mcp_calls_waiting` gauge with `metrics`.
-    pub fn new(metrics: &Metrics) -> Arc<Self> {
+    pub(super) fn new(metrics: &Metrics) -> Arc<Self> {
         let gauge = Gauge::default();
         metrics.register(
             "imrelay_mcp_calls_waiting",
@@ -39,7 +39,7 @@ impl Calls {
     }
 
     /// Registers a call waiting on `id`.
-    pub fn join(self: &Arc<Self>, id: &InteractionId) -> Call {
+    pub(super) fn join(self: &Arc<Self>, id: &InteractionId) -> Call {
         *self.lock().entry(id.clone()).or_insert(0) += 1;
         self.gauge.inc();
         Call {
@@ -51,7 +51,7 @@ impl Calls {
 }
 
 /// One call's hold on its interaction; dropping it (however the call ends) lets go.
-pub struct Call {
+pub(super) struct Call {
     calls: Arc<Calls>,
     id: InteractionId,
     left: bool,
@@ -60,7 +60,7 @@ pub struct Call {
 impl Call {
     /// Lets go of the interaction; returns whether this was the last call waiting on it (so
     /// abandoning it may withdraw the interaction).
-    pub fn leave(mut self) -> bool {
+    pub(super) fn leave(mut self) -> bool {
         self.left = true;
         release(&self.calls, &self.id)
     }

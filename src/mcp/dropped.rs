@@ -50,7 +50,7 @@ struct LinkState {
 
 impl Links {
     /// Calls get `grace` to be taken up again once their last stream goes.
-    pub fn new(grace: Duration) -> Arc<Self> {
+    pub(crate) fn new(grace: Duration) -> Arc<Self> {
         Arc::new(Self {
             grace,
             by_request: Mutex::new(HashMap::new()),
@@ -58,7 +58,7 @@ impl Links {
     }
 
     /// A link for a call whose first stream is about to be made.
-    pub fn link(self: &Arc<Self>) -> Arc<Link> {
+    pub(crate) fn link(self: &Arc<Self>) -> Arc<Link> {
         Arc::new(Link {
             links: self.clone(),
             state: Mutex::new(LinkState::default()),
@@ -67,7 +67,7 @@ impl Links {
     }
 
     /// `events`, carrying the call of `link` in `session`: the link counts it while it is open.
-    pub fn carry(&self, session: &SessionId, link: Arc<Link>, events: Events) -> Carried {
+    pub(crate) fn carry(&self, session: &SessionId, link: Arc<Link>, events: Events) -> Carried {
         link.state.locked().streams += 1;
         Carried {
             events,
@@ -78,7 +78,7 @@ impl Links {
     }
 
     /// The call a stream resumed from `last_event_id` in `session` carries, if it still waits.
-    pub fn resumed(&self, session: &SessionId, last_event_id: &str) -> Option<Arc<Link>> {
+    pub(crate) fn resumed(&self, session: &SessionId, last_event_id: &str) -> Option<Arc<Link>> {
         let request = request_of(last_event_id)?;
         self.by_request
             .locked()
@@ -98,7 +98,7 @@ fn request_of(event_id: &str) -> Option<u64> {
 
 impl Link {
     /// Fires when no stream has carried the call for the grace period.
-    pub fn gone(&self) -> CancellationToken {
+    pub(crate) fn gone(&self) -> CancellationToken {
         self.gone.clone()
     }
 

@@ -64,7 +64,7 @@ struct LimitLabels {
 impl Gate {
     /// A gate over `sessions`, with `max_streams` GET streams at once and request bodies of
     /// at most `max_body` bytes; registers its metrics.
-    pub fn new(
+    pub(super) fn new(
         sessions: Arc<Table>,
         max_streams: usize,
         max_body: usize,

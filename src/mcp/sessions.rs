@@ -118,7 +118,7 @@ impl State {
 
 impl Table {
     /// An empty table keeping `limits`; registers the `imrelay_mcp_sessions` gauge.
-    pub fn new(limits: Limits, metrics: &Metrics) -> Arc<Self> {
+    pub(crate) fn new(limits: Limits, metrics: &Metrics) -> Arc<Self> {
         let open = Gauge::default();
         metrics.register(
             "imrelay_mcp_sessions",
@@ -137,12 +137,12 @@ impl Table {
     }
 
     /// The bounds kept.
-    pub fn limits(&self) -> Limits {
+    pub(crate) fn limits(&self) -> Limits {
         self.limits
     }
 
     /// A place for one more session of `owner`, or why there is none.
-    pub fn reserve(self: &Arc<Self>, owner: Principal) -> Result<Reservation, Full> {
+    pub(crate) fn reserve(self: &Arc<Self>, owner: Principal) -> Result<Reservation, Full> {
         let mut state = self.lock();
         if state.total >= self.limits.max_sessions {
             return Err(Full::All(self.limits.max_sessions));
@@ -202,7 +202,7 @@ impl Table {
     }
 
     /// Whether session `id` is open; if it is, a request just came for it.
-    pub fn touch(&self, id: &str) -> bool {
+    pub(crate) fn touch(&self, id: &str) -> bool {
         match self.lock().sessions.get_mut(id) {
             Some(entry) => {
                 entry.last_active = Instant::now();
@@ -213,14 +213,14 @@ impl Table {
     }
 
     /// Marks a response stream of session `id` open until the guard drops.
-    pub fn stream(self: &Arc<Self>, id: &str) -> Option<Busy> {
+    pub(crate) fn stream(self: &Arc<Self>, id: &str) -> Option<Busy> {
         self.busy(id, |e| &mut e.streams)
             .map(|(id, _)| Busy::new(self, id, Work::Stream))
     }
 
     /// Marks a tool call of session `id` under way until the guard drops; the token fires if
     /// the session closes meanwhile.
-    pub fn call(self: &Arc<Self>, id: &str) -> Option<(Busy, CancellationToken)> {
+    pub(crate) fn call(self: &Arc<Self>, id: &str) -> Option<(Busy, CancellationToken)> {
         self.busy(id, |e| &mut e.calls)
             .map(|(id, closed)| (Busy::new(self, id, Work::Call), closed))
     }

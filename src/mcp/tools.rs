@@ -73,7 +73,7 @@ pub(crate) struct PermissionPromptArgs {
 /// One choice of `ask_human`: a label, or a label with a description.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(untagged)]
-pub enum Choice {
+pub(super) enum Choice {
     /// Just the label.
     Label(String),
     /// A label and what it means.
@@ -147,7 +147,7 @@ pub(crate) struct Refusal(pub String);
 
 impl Refusal {
     /// A refusal naming `field` of the tool's arguments.
-    pub fn field(field: &str, message: impl std::fmt::Display) -> Self {
+    pub(super) fn field(field: &str, message: impl std::fmt::Display) -> Self {
         Self(format!("{field}: {message}"))
     }
 }
@@ -172,7 +172,7 @@ impl Caller {
 }
 
 /// The interaction `request_approval` asks for.
-pub fn approval(args: ApprovalArgs, caller: &Caller) -> Result<NewInteraction, Refusal> {
+pub(super) fn approval(args: ApprovalArgs, caller: &Caller) -> Result<NewInteraction, Refusal> {
     if args.action.trim().is_empty() {
         return Err(Refusal::field(
             "action",
@@ -200,7 +200,10 @@ pub fn approval(args: ApprovalArgs, caller: &Caller) -> Result<NewInteraction, R
 
 /// The interaction `permission_prompt` asks for: the tool call exactly as Claude Code sent
 /// it, under its tool-use id.
-pub fn permission(args: PermissionPromptArgs, caller: &Caller) -> Result<NewInteraction, Refusal> {
+pub(super) fn permission(
+    args: PermissionPromptArgs,
+    caller: &Caller,
+) -> Result<NewInteraction, Refusal> {
     if args.tool_name.trim().is_empty() {
         return Err(Refusal::field("tool_name", "must not be empty"));
     }
@@ -212,7 +215,7 @@ pub fn permission(args: PermissionPromptArgs, caller: &Caller) -> Result<NewInte
 
 /// The interaction `ask_human` asks for: an `AskUserQuestion` question with `choices`, a
 /// form with `schema`, or else a free-text prompt.
-pub fn question(mut args: AskArgs, caller: &Caller) -> Result<NewInteraction, Refusal> {
+pub(super) fn question(mut args: AskArgs, caller: &Caller) -> Result<NewInteraction, Refusal> {
     if args.question.trim().is_empty() {
         return Err(Refusal::field("question", "must not be empty"));
     }

@@ -9,7 +9,7 @@
 //! failure rather than a skip.
 
 #[path = "../it/discord/fake.rs"]
-pub mod fake;
+pub(crate) mod fake;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -23,7 +23,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use crate::{Need, trial};
 use fake::{CHANNELS, FakeDiscord};
 
-pub fn trials() -> Vec<Trial> {
+pub(crate) fn trials() -> Vec<Trial> {
     vec![trial(
         "discord_py_speaks_to_the_fake_discord",
         need,

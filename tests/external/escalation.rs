@@ -17,7 +17,7 @@ use crate::support::*;
 use crate::telegram_fake::*;
 use crate::trial;
 
-pub fn trials() -> Vec<Trial> {
+pub(crate) fn trials() -> Vec<Trial> {
     vec![trial(
         "escalation::two_replicas_escalate_an_unanswered_request_once",
         server,

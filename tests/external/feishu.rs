@@ -1,6 +1,6 @@
 //! The Feishu fake and its helpers from the `it` tests, shared by path.
 
 #[path = "../it/feishu/fake.rs"]
-pub mod fake;
+pub(crate) mod fake;
 #[path = "../it/feishu/helpers.rs"]
-pub mod helpers;
+pub(crate) mod helpers;

@@ -11,7 +11,7 @@ use crate::replicas::{replica, replica_with};
 use crate::support::*;
 use crate::trial;
 
-pub fn trials() -> Vec<Trial> {
+pub(crate) fn trials() -> Vec<Trial> {
     vec![
         trial(
             "grants::a_grant_made_on_one_replica_counts_on_the_other_until_revoked",

@@ -25,7 +25,7 @@ mod push;
 mod quorum;
 mod sessions;
 
-pub fn trials() -> Vec<libtest_mimic::Trial> {
+pub(crate) fn trials() -> Vec<libtest_mimic::Trial> {
     vec![
         trial(
             "inbox::push::every_push_decrypts_with_the_devices_keys_and_carries_a_valid_vapid_jwt",

@@ -1093,7 +1093,7 @@ async fn a_reply_to_a_sessions_message_or_in_its_thread_reaches_the_session() {
     app.stop().await;
 }
 
-pub fn trials() -> Vec<Trial> {
+pub(crate) fn trials() -> Vec<Trial> {
     vec![
         trial(
             "matrix::an_approvers_reaction_allows_and_a_strangers_is_refused_with_a_notice",

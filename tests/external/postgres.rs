@@ -41,7 +41,7 @@ async fn audit_trail(store: &(impl AuditStore + ?Sized)) -> Vec<imrelay::audit::
         .unwrap()
 }
 
-pub fn trials() -> Vec<Trial> {
+pub(crate) fn trials() -> Vec<Trial> {
     vec![
         trial("postgres::store_keeps_the_contract", server, || {
             in_schema(|schema| async move {
@@ -138,7 +138,7 @@ pub fn trials() -> Vec<Trial> {
     ]
 }
 
-pub fn url() -> String {
+pub(crate) fn url() -> String {
     std::env::var("IMRELAY_TEST_POSTGRES_URL").unwrap_or_else(|_| DEFAULT_URL.into())
 }
 
@@ -152,7 +152,7 @@ fn shown_url() -> String {
 }
 
 /// Whether the test server answers (asked once per run).
-pub fn server() -> Need {
+pub(crate) fn server() -> Need {
     static PROBE: OnceLock<Result<(), String>> = OnceLock::new();
     let probe = PROBE.get_or_init(|| {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -188,7 +188,7 @@ pub fn server() -> Need {
 }
 
 /// A raw connection to the test server, for what the tests do behind the store's back.
-pub async fn raw() -> tokio_postgres::Client {
+pub(crate) async fn raw() -> tokio_postgres::Client {
     let (client, conn) = tokio_postgres::connect(&url(), tokio_postgres::NoTls)
         .await
         .expect("connect to the test server");
@@ -211,7 +211,7 @@ async fn open(schema: &str) -> PostgresStore {
 
 /// Runs `test` with the name of a fresh schema, and drops the schema afterwards, whether the
 /// test passed or not.
-pub async fn in_schema<F, Fut>(test: F)
+pub(crate) async fn in_schema<F, Fut>(test: F)
 where
     F: FnOnce(String) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,

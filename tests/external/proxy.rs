@@ -12,7 +12,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
 /// A running proxy.
-pub struct Proxy {
+pub(crate) struct Proxy {
     pub addr: SocketAddr,
     state: Arc<Mutex<State>>,
     stop: CancellationToken,
@@ -25,13 +25,13 @@ struct State {
 
 impl Proxy {
     /// Starts a proxy to `upstream`.
-    pub async fn start(upstream: SocketAddr) -> Proxy {
+    pub(crate) async fn start(upstream: SocketAddr) -> Proxy {
         Self::start_with_delay(upstream, Duration::ZERO).await
     }
 
     /// Starts a proxy to `upstream` that passes on what the server sends `delay` after it
     /// arrived (in order; what the client sends goes through at once).
-    pub async fn start_with_delay(upstream: SocketAddr, delay: Duration) -> Proxy {
+    pub(crate) async fn start_with_delay(upstream: SocketAddr, delay: Duration) -> Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let state = Arc::new(Mutex::new(State {
@@ -73,14 +73,14 @@ impl Proxy {
     }
 
     /// Closes every connection and refuses new ones until [`Proxy::restore`].
-    pub fn cut(&self) {
+    pub(crate) fn cut(&self) {
         if let Some(open) = self.state.lock().unwrap().open.take() {
             open.cancel();
         }
     }
 
     /// Lets connections through again.
-    pub fn restore(&self) {
+    pub(crate) fn restore(&self) {
         let mut s = self.state.lock().unwrap();
         if s.open.is_none() {
             s.open = Some(CancellationToken::new());

@@ -15,7 +15,7 @@ use crate::replicas::{holds, replica_with};
 use crate::support::*;
 use crate::trial;
 
-pub fn trials() -> Vec<Trial> {
+pub(crate) fn trials() -> Vec<Trial> {
     vec![
         trial(
             "quorum::votes_on_two_replicas_at_once_are_counted_and_decide_once",

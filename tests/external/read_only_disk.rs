@@ -15,7 +15,7 @@ use serde_json::json;
 use crate::support::*;
 use crate::{Need, trial};
 
-pub fn trials() -> Vec<Trial> {
+pub(crate) fn trials() -> Vec<Trial> {
     vec![
         trial(
             "read_only_disk::imrelay_serves_what_it_has_and_refuses_new_work",

@@ -15,7 +15,7 @@ use crate::support::*;
 use crate::telegram_fake::*;
 use crate::trial;
 
-pub fn trials() -> Vec<Trial> {
+pub(crate) fn trials() -> Vec<Trial> {
     vec![
         trial(
             "replicas::an_agent_waiting_on_one_replica_gets_the_answer_given_on_the_other",
@@ -76,7 +76,7 @@ pub fn trials() -> Vec<Trial> {
 }
 
 /// Settings for a replica on `schema`.
-pub fn replica_settings(schema: &str) -> Settings {
+pub(crate) fn replica_settings(schema: &str) -> Settings {
     let mut s = settings();
     s.store.backend = Backend::Postgres;
     s.store.url = imrelay::config::Secret::new(url());
@@ -85,7 +85,7 @@ pub fn replica_settings(schema: &str) -> Settings {
 }
 
 /// A replica on `schema`, with `settings` adjusted by `f`.
-pub async fn replica_with(schema: &str, f: impl FnOnce(&mut Settings)) -> TestApp {
+pub(crate) async fn replica_with(schema: &str, f: impl FnOnce(&mut Settings)) -> TestApp {
     let mut s = replica_settings(schema);
     f(&mut s);
     let store = imrelay::app::open_store(&s).await.expect("the store opens");
@@ -93,12 +93,12 @@ pub async fn replica_with(schema: &str, f: impl FnOnce(&mut Settings)) -> TestAp
 }
 
 /// A replica on `schema` with the test defaults.
-pub async fn replica(schema: &str) -> TestApp {
+pub(crate) async fn replica(schema: &str) -> TestApp {
     replica_with(schema, |_| {}).await
 }
 
 /// Until `app` holds `n` pending interactions (it adopted what another replica created).
-pub async fn holds(app: &TestApp, n: usize) {
+pub(crate) async fn holds(app: &TestApp, n: usize) {
     let registry = app.registry.clone();
     eventually("the replica to hold the pending interactions", || {
         let registry = registry.clone();
@@ -662,7 +662,7 @@ async fn telegram_polling_runs_on_one_replica_and_fails_over(schema: String) {
 }
 
 /// The test server's URL with its host and port replaced by `addr`.
-pub fn through(addr: std::net::SocketAddr) -> String {
+pub(crate) fn through(addr: std::net::SocketAddr) -> String {
     let config: tokio_postgres::Config = url().parse().expect("the test URL parses");
     let mut out = format!(
         "host={} port={} user={} dbname={} connect_timeout=2",
@@ -678,7 +678,7 @@ pub fn through(addr: std::net::SocketAddr) -> String {
 }
 
 /// The test server's address.
-pub async fn upstream() -> std::net::SocketAddr {
+pub(crate) async fn upstream() -> std::net::SocketAddr {
     let config: tokio_postgres::Config = url().parse().expect("the test URL parses");
     let host = match &config.get_hosts()[0] {
         tokio_postgres::config::Host::Tcp(h) => h.clone(),

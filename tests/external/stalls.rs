@@ -16,7 +16,7 @@ use crate::replicas::{replica, replica_with};
 use crate::support::*;
 use crate::trial;
 
-pub fn trials() -> Vec<Trial> {
+pub(crate) fn trials() -> Vec<Trial> {
     vec![
         trial(
             "stalls::a_lock_held_elsewhere_turns_healthz_unavailable_until_released",

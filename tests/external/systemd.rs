@@ -9,7 +9,7 @@ use libtest_mimic::Trial;
 
 use crate::{Need, trial};
 
-pub fn trials() -> Vec<Trial> {
+pub(crate) fn trials() -> Vec<Trial> {
     vec![trial(
         "systemd::the_unit_verifies_and_stays_hardened",
         systemd_analyze,

@@ -13,7 +13,7 @@ use imrelay::store::{
 use jiff::Timestamp;
 use serde_json::json;
 
-pub fn job(key: &str, channel: &str) -> OutboxJob {
+pub(crate) fn job(key: &str, channel: &str) -> OutboxJob {
     OutboxJob {
         key: key.into(),
         channel: channel.into(),
@@ -25,7 +25,7 @@ pub fn job(key: &str, channel: &str) -> OutboxJob {
     }
 }
 
-pub async fn created(reg: &Registry, id: &str) -> Arc<Interaction> {
+pub(crate) async fn created(reg: &Registry, id: &str) -> Arc<Interaction> {
     let input = json!({"command": id}).as_object().cloned().unwrap();
     reg.create(NewInteraction {
         id: Some(id.into()),
@@ -37,7 +37,7 @@ pub async fn created(reg: &Registry, id: &str) -> Arc<Interaction> {
 }
 
 /// Behaviour every backend must share.
-pub async fn contract(store: Arc<dyn Store>) {
+pub(crate) async fn contract(store: Arc<dyn Store>) {
     let reg = Registry::new(store.clone(), RegistryConfig::default());
     let a = created(&reg, "c-a").await;
     // Insert-if-absent.
@@ -456,7 +456,7 @@ fn session_at(id: &str, second: i64) -> imrelay::interaction::sessions::Session 
 
 /// Sessions on `stores` (one store, or replicas sharing one): changes to one session never
 /// interleave, whichever replica makes them; the bound and the retention hold.
-pub async fn sessions(stores: Vec<Arc<dyn Store>>) {
+pub(crate) async fn sessions(stores: Vec<Arc<dyn Store>>) {
     use imrelay::interaction::sessions::SessionMessage;
     let first = stores[0].clone();
     // 20 changes at once, spread over the replicas, each adding a message: none is lost.

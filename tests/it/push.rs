@@ -27,9 +27,9 @@ use web_push_native::p256::elliptic_curve::sec1::ToEncodedPoint;
 use crate::support::{TestApp, wait_until};
 
 /// The operator token of the person whose devices are pushed to.
-pub const ANN: &str = "ann-token-0123456789abcdef";
+pub(crate) const ANN: &str = "ann-token-0123456789abcdef";
 /// The administrator's token (creates interactions).
-pub const ADMIN: &str = "admin-token-0123456789abcdef";
+pub(crate) const ADMIN: &str = "admin-token-0123456789abcdef";
 
 /// One subscription: what the browser keeps (its private key and auth secret).
 struct Subscription {
@@ -55,7 +55,7 @@ struct Inner {
 
 /// The fake push service.
 #[derive(Clone)]
-pub struct FakePush {
+pub(crate) struct FakePush {
     origin: String,
     subs: Arc<Vec<Subscription>>,
     inner: Arc<Mutex<Inner>>,
@@ -157,7 +157,7 @@ async fn receive(
 
 impl FakePush {
     /// The service on 127.0.0.1, with `n` subscriptions.
-    pub async fn start(n: u8) -> Self {
+    pub(crate) async fn start(n: u8) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let origin = format!("http://{}", listener.local_addr().unwrap());
         let fake = FakePush {
@@ -173,7 +173,7 @@ impl FakePush {
     }
 
     /// Subscription `n` as a browser's `PushSubscription.toJSON()` gives it, with a name.
-    pub fn subscription(&self, n: usize, name: &str) -> Value {
+    pub(crate) fn subscription(&self, n: usize, name: &str) -> Value {
         let s = &self.subs[n];
         let public = s.secret.public_key().as_affine().to_encoded_point(false);
         json!({
@@ -185,12 +185,12 @@ impl FakePush {
     }
 
     /// Every push taken, decrypted.
-    pub fn received(&self) -> Vec<Value> {
+    pub(crate) fn received(&self) -> Vec<Value> {
         self.inner.lock().unwrap().received.clone()
     }
 
     /// Waits for the push whose payload `pick` accepts.
-    pub async fn one(&self, what: &str, pick: impl Fn(&Value) -> bool) -> Value {
+    pub(crate) async fn one(&self, what: &str, pick: impl Fn(&Value) -> bool) -> Value {
         let find = || self.received().into_iter().find(|r| pick(&r["payload"]));
         wait_until(what, || find().is_some()).await;
         find().unwrap()
@@ -198,7 +198,10 @@ impl FakePush {
 }
 
 /// The server with `[push]` on and Ann's phone subscribed to `fake`'s first subscription.
-pub async fn start(fake: &FakePush, f: impl FnOnce(&mut imrelay::config::Settings)) -> TestApp {
+pub(crate) async fn start(
+    fake: &FakePush,
+    f: impl FnOnce(&mut imrelay::config::Settings),
+) -> TestApp {
     let mut app = crate::support::spawn_with(|s| {
         f(s);
         s.push.enabled = true;

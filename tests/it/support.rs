@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 static LOG: Once = Once::new();
 
 /// Logs to the test output when TEST_LOG is set; quiet otherwise.
-pub fn init_log() {
+pub(crate) fn init_log() {
     LOG.call_once(|| {
         if std::env::var_os("TEST_LOG").is_some() {
             let _ = tracing_subscriber::fmt()
@@ -32,7 +32,7 @@ pub fn init_log() {
 }
 
 /// Default settings for tests: in-memory store, loopback, no tokens.
-pub fn settings() -> Settings {
+pub(crate) fn settings() -> Settings {
     let mut s = Settings::defaults().expect("the defaults load");
     s.store.backend = Backend::Memory;
     s.server.listen = "127.0.0.1:0".parse().expect("address");
@@ -41,7 +41,7 @@ pub fn settings() -> Settings {
 }
 
 /// A running server.
-pub struct TestApp {
+pub(crate) struct TestApp {
     pub addr: SocketAddr,
     pub client: reqwest::Client,
     pub shutdown: CancellationToken,
@@ -55,11 +55,11 @@ impl TestApp {
     /// Waits until the outbox holds no unfinished job: every delivery planned so far was
     /// made or given up, and none is left to retry. What a test then sees is all there is,
     /// not what arrived within a fixed wait.
-    pub async fn outbox_idle(&self) {
+    pub(crate) async fn outbox_idle(&self) {
         outbox_holds(&self.store, 0).await
     }
 
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.addr, path)
     }
 
@@ -70,7 +70,7 @@ impl TestApp {
         }
     }
 
-    pub async fn post(&self, path: &str, body: &Value) -> (StatusCode, Value) {
+    pub(crate) async fn post(&self, path: &str, body: &Value) -> (StatusCode, Value) {
         let resp = self
             .auth(self.client.post(self.url(path)))
             .json(body)
@@ -81,7 +81,7 @@ impl TestApp {
     }
 
     /// The `/metrics` text.
-    pub async fn metrics(&self) -> String {
+    pub(crate) async fn metrics(&self) -> String {
         self.client
             .get(self.url("/metrics"))
             .send()
@@ -94,7 +94,7 @@ impl TestApp {
 
     /// The `/metrics` text once it contains `line`; panics, showing the text, if it does not
     /// within five seconds.
-    pub async fn metrics_with(&self, line: &str) -> String {
+    pub(crate) async fn metrics_with(&self, line: &str) -> String {
         let mut m = String::new();
         for _ in 0..200 {
             m = self.metrics().await;
@@ -106,7 +106,7 @@ impl TestApp {
         panic!("no {line} in {m}");
     }
 
-    pub async fn get(&self, path: &str) -> (StatusCode, Value) {
+    pub(crate) async fn get(&self, path: &str) -> (StatusCode, Value) {
         let resp = self
             .auth(self.client.get(self.url(path)))
             .send()
@@ -115,7 +115,7 @@ impl TestApp {
         split(resp).await
     }
 
-    pub async fn delete(&self, path: &str) -> (StatusCode, Value) {
+    pub(crate) async fn delete(&self, path: &str) -> (StatusCode, Value) {
         let resp = self
             .auth(self.client.delete(self.url(path)))
             .send()
@@ -127,7 +127,7 @@ impl TestApp {
     /// Prunes every resolved interaction now, as if its retention had passed, and returns how
     /// many went. Waits a few milliseconds after, so that an id created next gets a later
     /// creation time than the pruned one (a new incarnation).
-    pub async fn prune_all(&self) -> u64 {
+    pub(crate) async fn prune_all(&self) -> u64 {
         let pruned = self
             .store
             .prune(jiff::Timestamp::now() + jiff::SignedDuration::from_secs(1))
@@ -138,13 +138,13 @@ impl TestApp {
     }
 
     /// Answers interaction `id` through `POST /v1/interactions/{id}/respond`.
-    pub async fn respond(&self, id: &str, body: &Value) -> (StatusCode, Value) {
+    pub(crate) async fn respond(&self, id: &str, body: &Value) -> (StatusCode, Value) {
         self.post(&format!("/v1/interactions/{id}/respond"), body)
             .await
     }
 
     /// Creates an approval for `Bash` with `command`, returning its id.
-    pub async fn create_bash(&self, id: &str, command: &str) -> String {
+    pub(crate) async fn create_bash(&self, id: &str, command: &str) -> String {
         let (status, body) = self
             .post(
                 "/v1/interactions",
@@ -156,7 +156,7 @@ impl TestApp {
     }
 
     /// Stops the server and waits for it to finish.
-    pub async fn stop(mut self) {
+    pub(crate) async fn stop(mut self) {
         self.shutdown.cancel();
         if let Some(h) = self.handle.take() {
             let _ = tokio::time::timeout(Duration::from_secs(10), h).await;
@@ -172,7 +172,7 @@ impl Drop for TestApp {
 
 /// Polls `probe` every 10 ms until it gives a value, for at most ten seconds; panics naming
 /// `what` if it never does.
-pub async fn eventually<T, F>(what: &str, probe: impl FnMut() -> F) -> T
+pub(crate) async fn eventually<T, F>(what: &str, probe: impl FnMut() -> F) -> T
 where
     F: std::future::Future<Output = Option<T>>,
 {
@@ -180,7 +180,11 @@ where
 }
 
 /// [`eventually`], giving up (and panicking) once `limit` has passed.
-pub async fn eventually_within<T, F>(what: &str, limit: Duration, mut probe: impl FnMut() -> F) -> T
+pub(crate) async fn eventually_within<T, F>(
+    what: &str,
+    limit: Duration,
+    mut probe: impl FnMut() -> F,
+) -> T
 where
     F: std::future::Future<Output = Option<T>>,
 {
@@ -198,7 +202,7 @@ where
 
 /// Waits until the outbox in `store` holds exactly `n` unfinished jobs (planned, retrying or
 /// in flight): with `n` 0, every delivery planned so far was made or given up.
-pub async fn outbox_holds(store: &Arc<dyn Store>, n: u64) {
+pub(crate) async fn outbox_holds(store: &Arc<dyn Store>, n: u64) {
     eventually(&format!("the outbox holds {n} unfinished jobs"), || async {
         let backlog = store.job_backlog().await.expect("the outbox backlog");
         let unfinished: u64 = backlog.iter().map(|(_, k)| *k).sum();
@@ -209,7 +213,7 @@ pub async fn outbox_holds(store: &Arc<dyn Store>, n: u64) {
 
 /// How many client connections the server at `base` serves now (its
 /// `imrelay_http_connections` gauge), asked on `client`: the connection asking is among them.
-pub async fn open_connections(client: &reqwest::Client, base: &str) -> u64 {
+pub(crate) async fn open_connections(client: &reqwest::Client, base: &str) -> u64 {
     let text = client
         .get(format!("{base}/metrics"))
         .send()
@@ -227,7 +231,7 @@ pub async fn open_connections(client: &reqwest::Client, base: &str) -> u64 {
 /// Sends `GET url` (a long poll) on a connection of its own, and returns once the server at
 /// `base` serves that connection, so that what the test does next finds the request there
 /// rather than racing it. `client` asks for the connection count.
-pub async fn long_poll(
+pub(crate) async fn long_poll(
     client: &reqwest::Client,
     base: &str,
     url: String,
@@ -245,7 +249,7 @@ pub async fn long_poll(
 /// Waits until no store holds the SQLite database at `path` any more: its lock is free and
 /// its write-ahead log is empty (the last connection closed and checkpointed), so the file
 /// alone holds every commit.
-pub async fn sqlite_closed(path: &Path) {
+pub(crate) async fn sqlite_closed(path: &Path) {
     let beside = |suffix: &str| {
         let mut p = path.as_os_str().to_owned();
         p.push(suffix);
@@ -261,13 +265,13 @@ pub async fn sqlite_closed(path: &Path) {
 }
 
 /// Waits until `condition` holds, checking every 10 ms for at most ten seconds.
-pub async fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
+pub(crate) async fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
     eventually(what, || std::future::ready(condition().then_some(()))).await
 }
 
 /// Runs the `imrelay` binary with `args` on the SQLite database `db`: (success, stdout,
 /// stderr).
-pub fn cli(db: &std::path::Path, args: &[&str]) -> (bool, String, String) {
+pub(crate) fn cli(db: &std::path::Path, args: &[&str]) -> (bool, String, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_imrelay"))
         .args(args)
         .env("IMRELAY__STORE__PATH", db)
@@ -282,7 +286,7 @@ pub fn cli(db: &std::path::Path, args: &[&str]) -> (bool, String, String) {
 
 /// Opens the SQLite store at `path` once an earlier store there has let go of it (its writer
 /// thread releases the file shortly after the store is dropped).
-pub async fn reopen_sqlite(path: &std::path::Path) -> imrelay::store::SqliteStore {
+pub(crate) async fn reopen_sqlite(path: &std::path::Path) -> imrelay::store::SqliteStore {
     use imrelay::store::{SqliteStore, Synchronous};
     eventually("the store reopens", || async {
         SqliteStore::open(path, Synchronous::Normal).ok()
@@ -290,7 +294,7 @@ pub async fn reopen_sqlite(path: &std::path::Path) -> imrelay::store::SqliteStor
     .await
 }
 
-pub async fn split(resp: reqwest::Response) -> (StatusCode, Value) {
+pub(crate) async fn split(resp: reqwest::Response) -> (StatusCode, Value) {
     let status = resp.status();
     let text = resp.text().await.expect("body");
     let value = if text.is_empty() {
@@ -302,12 +306,12 @@ pub async fn split(resp: reqwest::Response) -> (StatusCode, Value) {
 }
 
 /// Starts the app with test defaults.
-pub async fn spawn_app() -> TestApp {
+pub(crate) async fn spawn_app() -> TestApp {
     spawn_with(|_| {}).await
 }
 
 /// Starts the app with settings adjusted by `f`, over an in-memory store.
-pub async fn spawn_with(f: impl FnOnce(&mut Settings)) -> TestApp {
+pub(crate) async fn spawn_with(f: impl FnOnce(&mut Settings)) -> TestApp {
     let mut s = settings();
     f(&mut s);
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
@@ -315,7 +319,7 @@ pub async fn spawn_with(f: impl FnOnce(&mut Settings)) -> TestApp {
 }
 
 /// Starts the app with `settings` over `store`.
-pub async fn spawn_on(settings: Settings, store: Arc<dyn Store>) -> TestApp {
+pub(crate) async fn spawn_on(settings: Settings, store: Arc<dyn Store>) -> TestApp {
     init_log();
     let listener = imrelay::http::server::bind(settings.server.listen).expect("bind");
     let addr = listener.local_addr().expect("addr");
@@ -339,14 +343,14 @@ pub async fn spawn_on(settings: Settings, store: Arc<dyn Store>) -> TestApp {
 }
 
 /// A minimal Server-Sent Events reader.
-pub struct Sse {
+pub(crate) struct Sse {
     resp: reqwest::Response,
     buf: String,
 }
 
 /// One parsed event.
 #[derive(Debug, Clone)]
-pub struct SseEvent {
+pub(crate) struct SseEvent {
     pub event: String,
     pub id: Option<String>,
     /// The `retry` field, in milliseconds, if the event had one.
@@ -357,7 +361,7 @@ pub struct SseEvent {
 }
 
 impl Sse {
-    pub async fn connect(app: &TestApp, last_event_id: Option<&str>) -> Sse {
+    pub(crate) async fn connect(app: &TestApp, last_event_id: Option<&str>) -> Sse {
         let mut req = app.client.get(app.url("/v1/events"));
         if let Some(t) = &app.token {
             req = req.bearer_auth(t);
@@ -371,7 +375,7 @@ impl Sse {
     }
 
     /// Reads the events of `resp`, an event stream.
-    pub fn from_response(resp: reqwest::Response) -> Sse {
+    pub(crate) fn from_response(resp: reqwest::Response) -> Sse {
         Sse {
             resp,
             buf: String::new(),
@@ -379,7 +383,7 @@ impl Sse {
     }
 
     /// The next event, or `None` if none arrives within `wait`.
-    pub async fn next_within(&mut self, wait: Duration) -> Option<SseEvent> {
+    pub(crate) async fn next_within(&mut self, wait: Duration) -> Option<SseEvent> {
         let deadline = tokio::time::Instant::now() + wait;
         loop {
             if let Some(ev) = self.take_event() {
@@ -397,7 +401,7 @@ impl Sse {
         }
     }
 
-    pub async fn next(&mut self) -> SseEvent {
+    pub(crate) async fn next(&mut self) -> SseEvent {
         self.next_within(Duration::from_secs(10))
             .await
             .expect("an event within 10 s")
@@ -442,32 +446,32 @@ impl Sse {
 }
 
 /// Loads a JSON fixture from `tests/fixtures`.
-pub fn fixture(path: &str) -> Value {
+pub(crate) fn fixture(path: &str) -> Value {
     let full = format!("{}/tests/fixtures/{path}", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{full}: {e}"));
     serde_json::from_str(&text).expect("fixture is JSON")
 }
 
 /// A running `imrelay` child process.
-pub struct Server {
+pub(crate) struct Server {
     pub child: Child,
     pub base: String,
 }
 
 impl Server {
     /// Starts the binary on an ephemeral port with its store at `db`, and waits until ready.
-    pub fn start(db: &Path) -> Server {
+    pub(crate) fn start(db: &Path) -> Server {
         Self::start_with(db, None)
     }
 
     /// [`Server::start`] with a configuration file.
-    pub fn start_with(db: &Path, config: Option<&Path>) -> Server {
+    pub(crate) fn start_with(db: &Path, config: Option<&Path>) -> Server {
         Self::start_on("127.0.0.1:0", db, config)
     }
 
     /// [`Server::start_with`] listening on `listen` (to come back on the same address after
     /// a restart).
-    pub fn start_on(listen: &str, db: &Path, config: Option<&Path>) -> Server {
+    pub(crate) fn start_on(listen: &str, db: &Path, config: Option<&Path>) -> Server {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_imrelay"));
         if let Some(config) = config {
             cmd.arg("--config").arg(config);
@@ -479,7 +483,7 @@ impl Server {
 
     /// Runs `cmd` (an `imrelay` binary and its settings) as `imrelay serve`, and waits until
     /// it is ready.
-    pub fn spawn(mut cmd: Command) -> Server {
+    pub(crate) fn spawn(mut cmd: Command) -> Server {
         let mut child = cmd
             .arg("serve")
             .env("IMRELAY__LOG__FORMAT", "json")
@@ -515,7 +519,7 @@ impl Server {
         }
     }
 
-    pub fn kill(mut self) {
+    pub(crate) fn kill(mut self) {
         self.child.kill().expect("SIGKILL");
         let _ = self.child.wait();
     }
@@ -530,7 +534,7 @@ impl Drop for Server {
 
 /// A port on 127.0.0.1 free a moment ago (for a server that must come back on the same
 /// address after a restart).
-pub fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port")
@@ -538,14 +542,17 @@ pub fn free_port() -> u16 {
 }
 
 /// Posts a hook body in the background; returns the pending response.
-pub fn post_hook(app: &TestApp, body: Value) -> tokio::task::JoinHandle<(StatusCode, Value)> {
+pub(crate) fn post_hook(
+    app: &TestApp,
+    body: Value,
+) -> tokio::task::JoinHandle<(StatusCode, Value)> {
     let client = app.client.clone();
     let url = app.url("/v1/hooks/claude-code");
     tokio::spawn(async move { split(client.post(url).json(&body).send().await.unwrap()).await })
 }
 
 /// Waits until an interaction is pending and returns it.
-pub async fn pending_one(app: &TestApp) -> Value {
+pub(crate) async fn pending_one(app: &TestApp) -> Value {
     eventually("an interaction becomes pending", || async {
         let (_, list) = app.get("/v1/interactions?status=pending").await;
         list["interactions"].as_array()?.first().cloned()
@@ -554,7 +561,7 @@ pub async fn pending_one(app: &TestApp) -> Value {
 }
 
 /// The `Mcp-Session-Id` an `initialize` answer gave.
-pub fn mcp_session(resp: &reqwest::Response) -> String {
+pub(crate) fn mcp_session(resp: &reqwest::Response) -> String {
     resp.headers()
         .get("mcp-session-id")
         .and_then(|v| v.to_str().ok())
@@ -564,7 +571,7 @@ pub fn mcp_session(resp: &reqwest::Response) -> String {
 
 /// POSTs one JSON-RPC message to `/mcp` as a Streamable HTTP client does, with `token` and,
 /// after `initialize`, in `session`.
-pub async fn post_mcp(
+pub(crate) async fn post_mcp(
     app: &TestApp,
     token: Option<&str>,
     body: &str,
@@ -589,7 +596,7 @@ pub async fn post_mcp(
 
 /// Posts Claude Code's `Stop` hook of `session` (a turn ended, saying "The migration ran."),
 /// as Claude Code does; held until it is answered, what it answered.
-pub fn claude_stop(app: &TestApp, session: &str) -> tokio::task::JoinHandle<Value> {
+pub(crate) fn claude_stop(app: &TestApp, session: &str) -> tokio::task::JoinHandle<Value> {
     let body = json!({"hook_event_name": "Stop", "session_id": session, "cwd": "/srv/shop",
         "stop_hook_active": false, "last_assistant_message": "The migration ran."});
     let req = app
@@ -605,7 +612,7 @@ pub fn claude_stop(app: &TestApp, session: &str) -> tokio::task::JoinHandle<Valu
 
 /// Tells imrelay, as Claude Code's `SessionStart` hook does, that `session` started in
 /// `/srv/shop`.
-pub async fn claude_session_start(app: &TestApp, session: &str) {
+pub(crate) async fn claude_session_start(app: &TestApp, session: &str) {
     let start = json!({"session_id": session, "cwd": "/srv/shop", "hook_event_name": "SessionStart",
         "transcript_path": "/tmp/t.jsonl", "permission_mode": "default", "source": "startup"});
     let resp = app
@@ -619,7 +626,7 @@ pub async fn claude_session_start(app: &TestApp, session: &str) {
 }
 
 /// The messages people queued for claude-code's session `session`, as the API lists them.
-pub async fn queued_messages(app: &TestApp, session: &str) -> Vec<Value> {
+pub(crate) async fn queued_messages(app: &TestApp, session: &str) -> Vec<Value> {
     let (status, s) = app
         .get(&format!("/v1/sessions/claude-code/{session}"))
         .await;
@@ -629,7 +636,7 @@ pub async fn queued_messages(app: &TestApp, session: &str) -> Vec<Value> {
 
 /// Waits for a held `Stop` hook's answer and checks it goes on with `words`: the answer of
 /// the "finished" question.
-pub async fn continued_with(held: tokio::task::JoinHandle<Value>, words: &str) {
+pub(crate) async fn continued_with(held: tokio::task::JoinHandle<Value>, words: &str) {
     let out = held.await.expect("the hook call");
     assert_eq!(out["decision"], "block", "{out}");
     let reason = out["reason"].as_str().unwrap_or_default();

@@ -20,12 +20,12 @@ pub(crate) struct Tokens(Signer);
 
 impl Tokens {
     /// Tokens under `secret` (the store's `dingtalk-cards`).
-    pub fn new(secret: Vec<u8>) -> Self {
+    pub(crate) fn new(secret: Vec<u8>) -> Self {
         Self(Signer::new(secret))
     }
 
     /// The token of `i`'s card: `<created ms>.<tag>.<id>`.
-    pub fn token(&self, i: &Interaction) -> String {
+    pub(crate) fn token(&self, i: &Interaction) -> String {
         let created = i.created_at.as_millisecond();
         let tag = self.0.tag(
             DOMAIN,
@@ -36,7 +36,7 @@ impl Tokens {
     }
 
     /// The interaction and creation time a token names, if its tag checks out.
-    pub fn verify(&self, token: &str) -> Option<(InteractionId, i64)> {
+    pub(crate) fn verify(&self, token: &str) -> Option<(InteractionId, i64)> {
         if token.len() > MAX_TOKEN_CHARS {
             return None;
         }
@@ -56,7 +56,7 @@ impl Tokens {
     }
 
     /// The id a token claims, for the audit trail of a refusal (proves nothing).
-    pub fn claimed(token: &str) -> &str {
+    pub(crate) fn claimed(token: &str) -> &str {
         token.splitn(3, '.').nth(2).unwrap_or("")
     }
 }

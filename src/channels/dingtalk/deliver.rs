@@ -159,7 +159,7 @@ pub(crate) struct Deliverer(pub Messages<DingTalk>);
 
 impl Deliverer {
     /// The deliverer of DingTalk's jobs and `digests`, reporting to `health`.
-    pub fn new(
+    pub(super) fn new(
         dingtalk: DingTalk,
         digests: Digests,
         store: Arc<dyn Store>,

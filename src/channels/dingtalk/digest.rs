@@ -46,7 +46,7 @@ pub(crate) struct DigestTokens(Signer);
 
 impl DigestTokens {
     /// Tokens under `secret` (the store's `dingtalk-cards`).
-    pub fn new(secret: Vec<u8>) -> Self {
+    pub(crate) fn new(secret: Vec<u8>) -> Self {
         Self(Signer::new(secret))
     }
 
@@ -61,7 +61,7 @@ impl DigestTokens {
     }
 
     /// The token of digest `sheet`.
-    pub fn token(&self, sheet: &Sheet) -> String {
+    pub(crate) fn token(&self, sheet: &Sheet) -> String {
         let view = view_of(sheet).to_string();
         let tag = self.tag(&view, &sheet.address, &sheet.session, &sheet.set);
         format!(
@@ -72,7 +72,7 @@ impl DigestTokens {
 
     /// What a click with action id `action` (and option `index`) on a card carrying `token`
     /// asks: the action, place, session and set, if the token's tag checks out.
-    pub fn read(
+    pub(crate) fn read(
         &self,
         token: &str,
         action: &str,

@@ -50,7 +50,7 @@ pub(crate) enum Action {
 
 impl Action {
     /// The action a button's actionId names.
-    pub fn parse(id: &str) -> Option<Self> {
+    pub(super) fn parse(id: &str) -> Option<Self> {
         Some(match id {
             "allow" => Action::Allow,
             "deny" => Action::Deny,
@@ -63,7 +63,7 @@ impl Action {
     }
 
     /// Whether a card of an interaction of `kind` carries this button.
-    pub fn fits(self, kind: Kind) -> bool {
+    pub(super) fn fits(self, kind: Kind) -> bool {
         match self {
             Action::Allow | Action::AllowSimilar | Action::Edit => kind == Kind::Approval,
             Action::Deny => true,
@@ -74,7 +74,7 @@ impl Action {
 
     /// Whether the card of `i` carries this button: it fits `i`'s kind, and "Allow similar"
     /// and "Edit & approve" only where there is a rule to grant, a command to edit.
-    pub fn offered(self, i: &Interaction) -> bool {
+    pub(super) fn offered(self, i: &Interaction) -> bool {
         self.fits(i.kind)
             && match self {
                 Action::AllowSimilar => render::similar_rule(i).is_some(),
@@ -110,7 +110,7 @@ pub(crate) struct Cards {
 
 impl Cards {
     /// Cards in `locale`, their buttons signed by `tokens`, linking to the inbox at `inbox`.
-    pub fn new(locale: Locale, tokens: Tokens, inbox: Option<String>) -> Self {
+    pub(crate) fn new(locale: Locale, tokens: Tokens, inbox: Option<String>) -> Self {
         Self {
             locale,
             tokens,
@@ -119,12 +119,12 @@ impl Cards {
     }
 
     /// The language of the cards.
-    pub fn locale(&self) -> Locale {
+    pub(crate) fn locale(&self) -> Locale {
         self.locale
     }
 
     /// The token signer.
-    pub fn tokens(&self) -> &Tokens {
+    pub(crate) fn tokens(&self) -> &Tokens {
         &self.tokens
     }
 
@@ -133,7 +133,7 @@ impl Cards {
     }
 
     /// The card variables of `i` as it now is.
-    pub fn params(&self, i: &Interaction) -> Map<String, Value> {
+    pub(crate) fn params(&self, i: &Interaction) -> Map<String, Value> {
         let step_up = self.step_up(i);
         let status = match &i.resolution {
             None if step_up.is_some() => "step_up",
@@ -270,7 +270,7 @@ impl Cards {
     }
 
     /// The header: "Approve Bash?", "审批请求：Bash · 已批准".
-    pub fn title(&self, i: &Interaction) -> String {
+    pub(crate) fn title(&self, i: &Interaction) -> String {
         let base = match i.kind {
             Kind::Approval => format!(
                 "{}{}",

@@ -239,7 +239,7 @@ pub(crate) struct Deliverer(pub Messages<Discord>);
 
 impl Deliverer {
     /// The deliverer of Discord's jobs and `digests`, reporting to `health`.
-    pub fn new(
+    pub(super) fn new(
         discord: Discord,
         digests: Digests,
         store: Arc<dyn Store>,

@@ -214,7 +214,7 @@ pub(crate) struct Deliverer(pub Messages<Feishu>);
 
 impl Deliverer {
     /// The deliverer of `feishu`'s jobs and `digests`, reporting to `health`.
-    pub fn new(
+    pub(super) fn new(
         feishu: Feishu,
         digests: Digests,
         store: Arc<dyn Store>,

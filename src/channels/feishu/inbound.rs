@@ -52,7 +52,7 @@ const DEDUPE_SCOPE: &str = "feishu-event";
 
 /// Where a callback came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Source {
+pub(crate) enum Source {
     /// The webhook endpoint (already decrypted and authenticated).
     Webhook,
     /// The long connection (authenticated by the app credentials it was opened with).
@@ -70,7 +70,7 @@ pub(super) struct Operator<'a> {
 }
 
 /// Handles card clicks. Cheap to share.
-pub struct Callbacks {
+pub(crate) struct Callbacks {
     pub(super) registry: Registry,
     pub(super) pipeline: Pipeline,
     pub(super) store: Arc<dyn Store>,
@@ -88,7 +88,7 @@ pub struct Callbacks {
 
 impl Callbacks {
     /// A handler answering for `registry` with the button secret `secret`.
-    pub fn new(
+    pub(crate) fn new(
         registry: Registry,
         store: Arc<dyn Store>,
         settings: Arc<FeishuSettings>,
@@ -110,13 +110,13 @@ impl Callbacks {
     }
 
     /// Answers `whoami` and `/sessions` through `api`.
-    pub fn with_api(mut self, api: Arc<super::api::OpenApi>) -> Self {
+    pub(crate) fn with_api(mut self, api: Arc<super::api::OpenApi>) -> Self {
         self.api = Some(api);
         self
     }
 
     /// The per-result counter, for registration with the server's metrics.
-    pub fn results_metric(&self) -> Family<ResultLabels, Counter> {
+    pub(crate) fn results_metric(&self) -> Family<ResultLabels, Counter> {
         self.pipeline.results_metric()
     }
 
@@ -131,7 +131,7 @@ impl Callbacks {
     /// timed-out acknowledgement, a dropped HTTP connection). A delivery of an event that is
     /// still being handled waits for the same reply; a delivery after it finished is handled
     /// again, which the registry makes harmless: see `Callbacks::click`.
-    pub async fn handle(self: &Arc<Self>, envelope: Value, source: Source) -> Value {
+    pub(crate) async fn handle(self: &Arc<Self>, envelope: Value, source: Source) -> Value {
         let header = &envelope["header"];
         let event_type = header["event_type"].as_str().unwrap_or_default();
         if envelope["schema"].as_str() == Some("2.0") && event_type == MESSAGE_RECEIVED {
@@ -593,7 +593,7 @@ fn chosen_labels(q: &Question, v: Option<&Value>) -> Result<Vec<String>, String>
 }
 
 /// The webhook endpoint's state.
-pub struct Webhook {
+pub(crate) struct Webhook {
     /// The shared click handler.
     pub callbacks: Arc<Callbacks>,
     /// The channel's settings (tokens and keys).
@@ -603,7 +603,7 @@ pub struct Webhook {
 }
 
 /// The router serving `settings.callback_path`.
-pub fn router(webhook: Arc<Webhook>) -> Router {
+pub(crate) fn router(webhook: Arc<Webhook>) -> Router {
     let path = webhook.settings.callback_path.clone();
     Router::new()
         .route(&path, post(endpoint))

@@ -61,7 +61,7 @@ pub(crate) const MAX_HELD_BYTES: usize = 4 << 20;
 
 /// The connection settings in force (the platform's, with local defaults).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Config {
+pub(crate) struct Config {
     /// Seconds between pings.
     pub ping_interval: u64,
     /// Seconds between reconnect attempts (the backoff's ceiling).
@@ -90,7 +90,7 @@ fn secs(v: Option<i64>, range: (u64, u64)) -> Option<u64> {
 impl Config {
     /// Applies what the platform sent, held to sane bounds (a huge interval would overflow
     /// the clock, a tiny one would flood it); returns whether anything changed.
-    pub fn apply(&mut self, c: &ClientConfig) -> bool {
+    pub(crate) fn apply(&mut self, c: &ClientConfig) -> bool {
         let before = *self;
         if let Some(p) = secs(c.ping_interval, PING_RANGE) {
             self.ping_interval = p;
@@ -112,7 +112,7 @@ impl Config {
     /// The wait before reconnect attempt `attempt` (0 after a connection that was up for a
     /// while): the platform's random jitter first, then an exponential backoff capped by its
     /// interval, jittered; never less than `MIN_BACKOFF`.
-    pub fn delay(&self, attempt: u32) -> Duration {
+    pub(crate) fn delay(&self, attempt: u32) -> Duration {
         let mut rng = rand::rng();
         let d = if attempt == 0 {
             let nonce = Duration::from_secs(self.reconnect_nonce).min(MAX_BACKOFF);
@@ -136,7 +136,7 @@ pub(crate) struct Attempts(u32);
 impl Attempts {
     /// Records how a connection ended (`up_for`: how long it was open, if it opened) and
     /// returns the attempt number for the next wait.
-    pub fn after(&mut self, up_for: Option<Duration>) -> u32 {
+    pub(crate) fn after(&mut self, up_for: Option<Duration>) -> u32 {
         if up_for.is_some_and(|d| d >= STABLE_AFTER) {
             self.0 = 0;
         }
@@ -146,7 +146,7 @@ impl Attempts {
     }
 
     /// Attempts since the last good connection.
-    pub fn count(&self) -> u32 {
+    pub(crate) fn count(&self) -> u32 {
         self.0
     }
 }
@@ -225,7 +225,7 @@ impl Drop for Down<'_> {
 
 impl LongConnection {
     /// Runs until shutdown, reconnecting on every drop.
-    pub async fn run(self) {
+    pub(crate) async fn run(self) {
         let _down = Down(&self);
         let mut config = Config::default();
         let mut attempts = Attempts::default();
@@ -541,7 +541,7 @@ pub(crate) struct Reassembly {
 impl Reassembly {
     /// Adds part `seq` of `sum` of message `message_id`; returns the whole message once every
     /// part is in. A part received twice replaces the first.
-    pub fn add(
+    pub(crate) fn add(
         &mut self,
         message_id: &str,
         sum: usize,
@@ -603,7 +603,7 @@ impl Reassembly {
 
     /// Drops messages still incomplete [`PARTS_TTL`] after their first part; returns each
     /// one's id and how many parts it lacked.
-    pub fn prune(&mut self, now: Instant) -> Vec<(String, usize)> {
+    pub(crate) fn prune(&mut self, now: Instant) -> Vec<(String, usize)> {
         let expired: Vec<String> = self
             .open
             .iter()
@@ -621,7 +621,7 @@ impl Reassembly {
 
     /// Messages waiting for parts, and the bytes held for them.
     #[cfg(test)]
-    pub fn held(&self) -> (usize, usize) {
+    pub(crate) fn held(&self) -> (usize, usize) {
         (self.open.len(), self.held)
     }
 

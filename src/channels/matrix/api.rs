@@ -68,7 +68,7 @@ pub(crate) enum Retry {
 
 impl ApiError {
     /// Whether to try again, and when.
-    pub fn retry(&self) -> Retry {
+    pub(super) fn retry(&self) -> Retry {
         match self {
             ApiError::Status {
                 status: 429,
@@ -83,7 +83,7 @@ impl ApiError {
     }
 
     /// Matrix's error code, when the homeserver gave one.
-    pub fn errcode(&self) -> &str {
+    pub(super) fn errcode(&self) -> &str {
         match self {
             ApiError::Status { errcode, .. } => errcode,
             _ => "",
@@ -91,7 +91,7 @@ impl ApiError {
     }
 
     /// The HTTP status, when the homeserver answered.
-    pub fn status(&self) -> Option<u16> {
+    pub(super) fn status(&self) -> Option<u16> {
         match self {
             ApiError::Status { status, .. } => Some(*status),
             _ => None,
@@ -240,7 +240,7 @@ fn without_url(e: &reqwest::Error) -> String {
 
 impl Client {
     /// A client of the homeserver at `base` (its client-server API's base URL).
-    pub fn new(http: reqwest::Client, base: &str, token: Secret) -> anyhow::Result<Self> {
+    pub(super) fn new(http: reqwest::Client, base: &str, token: Secret) -> anyhow::Result<Self> {
         let base = url::Url::parse(base)?;
         Ok(Self { http, base, token })
     }
@@ -288,13 +288,13 @@ impl Client {
     }
 
     /// Who the token belongs to.
-    pub async fn whoami(&self, timeout: Duration) -> Result<WhoAmI, ApiError> {
+    pub(super) async fn whoami(&self, timeout: Duration) -> Result<WhoAmI, ApiError> {
         self.get("whoami", &["account", "whoami"], &[], timeout)
             .await
     }
 
     /// The rooms the bot has joined.
-    pub async fn joined_rooms(&self, timeout: Duration) -> Result<Vec<String>, ApiError> {
+    pub(super) async fn joined_rooms(&self, timeout: Duration) -> Result<Vec<String>, ApiError> {
         #[derive(Deserialize)]
         struct Joined {
             joined_rooms: Vec<String>,
@@ -306,7 +306,7 @@ impl Client {
     }
 
     /// Joins `room` (an id, or a room the bot was invited to); returns its id.
-    pub async fn join(&self, room: &str, timeout: Duration) -> Result<String, ApiError> {
+    pub(super) async fn join(&self, room: &str, timeout: Duration) -> Result<String, ApiError> {
         let v: Value = self
             .send_json(
                 "join",
@@ -320,7 +320,11 @@ impl Client {
     }
 
     /// Whether `room` is end-to-end encrypted (it has an `m.room.encryption` state event).
-    pub async fn is_encrypted(&self, room: &str, timeout: Duration) -> Result<bool, ApiError> {
+    pub(super) async fn is_encrypted(
+        &self,
+        room: &str,
+        timeout: Duration,
+    ) -> Result<bool, ApiError> {
         let r: Result<Value, ApiError> = self
             .get(
                 "room encryption state",
@@ -338,7 +342,7 @@ impl Client {
 
     /// Sends an event of `kind` with `content` to `room` under transaction id `txn` (the same
     /// id sends nothing new); returns the event's id.
-    pub async fn send(
+    pub(super) async fn send(
         &self,
         room: &str,
         kind: &str,
@@ -366,7 +370,11 @@ impl Client {
     }
 
     /// Creates a direct room with `user` (invited), unencrypted; returns its id.
-    pub async fn create_direct(&self, user: &str, timeout: Duration) -> Result<String, ApiError> {
+    pub(super) async fn create_direct(
+        &self,
+        user: &str,
+        timeout: Duration,
+    ) -> Result<String, ApiError> {
         const WHAT: &str = "createRoom";
         let body = json!({
             "is_direct": true,
@@ -388,7 +396,7 @@ impl Client {
 
     /// One `/sync` long poll: what happened since `since` (from now when `None`), waiting up
     /// to `wait` at the homeserver for news.
-    pub async fn sync(
+    pub(super) async fn sync(
         &self,
         since: Option<&str>,
         wait: Duration,

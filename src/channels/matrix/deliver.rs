@@ -93,7 +93,7 @@ pub(crate) struct Matrix {
 
 impl Matrix {
     /// The platform over `session`.
-    pub fn new(session: Arc<Session>, render: Render, store: Arc<dyn Store>) -> Self {
+    pub(super) fn new(session: Arc<Session>, render: Render, store: Arc<dyn Store>) -> Self {
         Self {
             session,
             render,
@@ -105,7 +105,7 @@ impl Matrix {
     }
 
     /// The same, with its threads per session and `thread_replies` as set.
-    pub fn with_threads(mut self, threads: Threads, thread_replies: bool) -> Self {
+    pub(super) fn with_threads(mut self, threads: Threads, thread_replies: bool) -> Self {
         self.threads = threads;
         self.thread_replies = thread_replies;
         self
@@ -383,7 +383,7 @@ pub(crate) struct Deliverer(pub Messages<Matrix>);
 
 impl Deliverer {
     /// The deliverer of Matrix's jobs, reporting to `health`.
-    pub fn new(matrix: Matrix, store: Arc<dyn Store>, health: Arc<Health>) -> Self {
+    pub(super) fn new(matrix: Matrix, store: Arc<dyn Store>, health: Arc<Health>) -> Self {
         Deliverer(Messages {
             platform: matrix,
             digests: Digests::new(store.clone(), CHANNEL, 0, Vec::new()),

@@ -190,7 +190,7 @@ fn answer(i: &Interaction, said: &Said) -> Result<Answer, String> {
 
 impl Inbound {
     /// Polls `/sync` until shutdown.
-    pub async fn run(self) {
+    pub(super) async fn run(self) {
         let mut attempt = 0u32;
         let me = loop {
             match self

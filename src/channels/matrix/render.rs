@@ -97,7 +97,7 @@ impl Render {
 
     /// The message of `i` as it now is: a pending prompt with how to answer it (and the
     /// votes so far), or the outcome once resolved.
-    pub fn message(&self, i: &Interaction) -> Text {
+    pub(super) fn message(&self, i: &Interaction) -> Text {
         let mut t = Text {
             plain: String::new(),
             html: String::new(),
@@ -310,7 +310,7 @@ impl Render {
     }
 
     /// A notice to `sender` about their answer (a refusal, a late answer, a bad reply).
-    pub fn notice(&self, sender: &str, text: &str) -> Text {
+    pub(super) fn notice(&self, sender: &str, text: &str) -> Text {
         Text {
             plain: format!("{sender}: {text}"),
             html: format!(

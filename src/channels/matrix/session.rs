@@ -26,7 +26,7 @@ pub(crate) struct Session {
 
 impl Session {
     /// The session `settings` describe (nothing is sent yet).
-    pub fn new(settings: &MatrixSettings) -> anyhow::Result<Self> {
+    pub(super) fn new(settings: &MatrixSettings) -> anyhow::Result<Self> {
         let http = api::http(Duration::from_secs(settings.connect_timeout_secs))?;
         let token = (!settings.access_token.is_empty()).then(|| settings.access_token.clone());
         let client = match &token {
@@ -45,7 +45,7 @@ impl Session {
     }
 
     /// The client, logging in first when there is no token yet.
-    pub async fn client(&self) -> Result<Client, ApiError> {
+    pub(super) async fn client(&self) -> Result<Client, ApiError> {
         let mut held = self.client.lock().await;
         if let Some(c) = held.as_ref() {
             return Ok(c.clone());
@@ -70,7 +70,7 @@ impl Session {
 
     /// Runs `f` with the client and the request timeout. A token the homeserver no longer
     /// knows is dropped when it was got by logging in, so the next call logs in again.
-    pub async fn call<T, F, Fut>(&self, f: F) -> Result<T, ApiError>
+    pub(super) async fn call<T, F, Fut>(&self, f: F) -> Result<T, ApiError>
     where
         F: FnOnce(Client, Duration) -> Fut,
         Fut: Future<Output = Result<T, ApiError>>,

@@ -221,7 +221,7 @@ pub(crate) struct Deliverer {
 
 impl Deliverer {
     /// The deliverer of `ntfy`'s jobs, to `person`'s phone.
-    pub fn new(
+    pub(super) fn new(
         ntfy: Ntfy,
         store: Arc<dyn Store>,
         registry: crate::interaction::Registry,

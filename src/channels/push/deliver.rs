@@ -331,7 +331,7 @@ pub(crate) struct Deliverer {
 
 impl Deliverer {
     /// The deliverer of `push`'s jobs.
-    pub fn new(push: Push, store: Arc<dyn Store>, registry: Registry) -> Self {
+    pub(super) fn new(push: Push, store: Arc<dyn Store>, registry: Registry) -> Self {
         Deliverer {
             messages: Messages {
                 platform: push,

@@ -63,7 +63,7 @@ pub(crate) enum Invalid {
 
 impl Invalid {
     /// The field it is about.
-    pub fn field(&self) -> &'static str {
+    pub(super) fn field(&self) -> &'static str {
         match self {
             Invalid::Endpoint => "endpoint",
             Invalid::P256dh => "keys.p256dh",

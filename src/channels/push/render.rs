@@ -63,7 +63,7 @@ pub(super) struct Payload {
 
 impl Payload {
     /// The JSON bytes, with the body cut until it fits [`MAX_PAYLOAD`].
-    pub fn bytes(mut self) -> Vec<u8> {
+    pub(super) fn bytes(mut self) -> Vec<u8> {
         loop {
             let bytes = serde_json::to_vec(&self).unwrap_or_default();
             if bytes.len() <= MAX_PAYLOAD || self.body.is_empty() {

@@ -39,7 +39,7 @@ impl std::fmt::Debug for Vapid {
 
 impl Vapid {
     /// The key kept in `store`, made on first use.
-    pub async fn load(store: &dyn Store) -> Result<Self, StoreError> {
+    pub(super) async fn load(store: &dyn Store) -> Result<Self, StoreError> {
         let secret = store.secret(SECRET).await?;
         Ok(Self::from_secret(&secret))
     }
@@ -62,12 +62,12 @@ impl Vapid {
     }
 
     /// The public key, base64url (uncompressed point).
-    pub fn public_key(&self) -> &str {
+    pub(super) fn public_key(&self) -> &str {
         &self.public
     }
 
     /// The `Authorization` header for a push to `endpoint`, signed now, naming `contact`.
-    pub fn authorization(&self, endpoint: &url::Url, contact: &str) -> Option<String> {
+    pub(super) fn authorization(&self, endpoint: &url::Url, contact: &str) -> Option<String> {
         let aud = audience(endpoint)?;
         let exp = jiff::Timestamp::now().as_second() + VALID_SECS;
         let header = URL_SAFE_NO_PAD.encode(br#"{"typ":"JWT","alg":"ES256"}"#);

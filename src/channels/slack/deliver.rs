@@ -252,7 +252,12 @@ pub(crate) struct Deliverer(pub Messages<Slack>);
 
 impl Deliverer {
     /// The deliverer of Slack's jobs and `digests`, reporting to `health`.
-    pub fn new(slack: Slack, digests: Digests, store: Arc<dyn Store>, health: Arc<Health>) -> Self {
+    pub(super) fn new(
+        slack: Slack,
+        digests: Digests,
+        store: Arc<dyn Store>,
+        health: Arc<Health>,
+    ) -> Self {
         Deliverer(Messages {
             platform: slack,
             digests,

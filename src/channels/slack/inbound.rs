@@ -187,7 +187,7 @@ impl Interactions {
 
     /// An Events API callback (`event_callback`): a reply in the thread of one of an agent
     /// session's messages (`message` with a `thread_ts`) is said to the session
-    /// ([`crate::channels::steer`]); `whoami` in a message that mentions the
+    /// (`channels::steer`); `whoami` in a message that mentions the
     /// bot (`app_mention`) or in its direct messages (`message`, channel type `im`) is
     /// answered, to the sender alone, with the conversation's and the sender's ids: what
     /// `slack.chats` and `slack.approvers` need. Anything else is ignored.

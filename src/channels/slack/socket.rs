@@ -188,7 +188,7 @@ pub(crate) enum Seen {
 
 impl Dedup {
     /// Records `key` at `now`, or finds it.
-    pub fn see(&self, key: String, now: Instant) -> Seen {
+    pub(crate) fn see(&self, key: String, now: Instant) -> Seen {
         let mut d = self.inner.locked();
         while let Some((at, _)) = d.order.front() {
             if now.saturating_duration_since(*at) < REMEMBER_FOR && d.order.len() < MAX_REMEMBERED {
@@ -209,7 +209,7 @@ impl Dedup {
 
     /// Envelopes remembered.
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.inner.locked().map.len()
     }
 }

@@ -31,7 +31,7 @@ pub(crate) const ALLOWED_UPDATES: [AllowedUpdate; 2] =
 
 /// Why a Bot API call failed, sorted by what to do about it.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Failure {
+pub(crate) enum Failure {
     /// Telegram asked to wait this long (429 `retry_after`).
     RetryAfter(Duration),
     /// Worth retrying with backoff: 5xx answers, transport errors, timeouts, garbled answers.
@@ -42,7 +42,7 @@ pub enum Failure {
 
 impl Failure {
     /// A short description for logs.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             Failure::RetryAfter(d) => format!("rate limited: retry after {} s", d.as_secs()),
             Failure::Transient(e) | Failure::Permanent(e) => e.clone(),
@@ -52,7 +52,7 @@ impl Failure {
 
 /// What an edit achieved.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Edited {
+pub(crate) enum Edited {
     /// The message shows the new content (or already did: "message is not modified").
     Done,
     /// The message is gone or can no longer be edited; nothing more can be done for it.
@@ -136,7 +136,7 @@ pub(crate) fn redact(text: &str, token: &str) -> String {
 
 /// The Bot API, as the channel uses it.
 #[derive(Clone)]
-pub struct Client {
+pub(crate) struct Client {
     bot: Throttle<Bot>,
     poller: Bot,
     token: String,
@@ -161,7 +161,7 @@ fn inline_backoff(n: u32) -> Duration {
 impl Client {
     /// Builds the client and returns the throttle's worker, which must run for sends to
     /// leave.
-    pub fn new(
+    pub(crate) fn new(
         s: &TelegramSettings,
         metrics: &Metrics,
     ) -> anyhow::Result<(Self, impl Future<Output = ()> + Send + 'static)> {
@@ -260,7 +260,7 @@ impl Client {
     /// `INLINE_ATTEMPTS` times; for calls a person waits for right now (a re-rendered
     /// keyboard, a reply request) that are not worth an outbox job. Permanent failures are
     /// returned at once.
-    pub async fn retrying<T, F, Fut>(&self, what: &str, mut call: F) -> Result<T, Failure>
+    pub(crate) async fn retrying<T, F, Fut>(&self, what: &str, mut call: F) -> Result<T, Failure>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, Failure>>,
@@ -286,7 +286,7 @@ impl Client {
     }
 
     /// Sends an HTML message, optionally with a keyboard and as a reply; returns its id.
-    pub async fn send(
+    pub(crate) async fn send(
         &self,
         chat: i64,
         text: String,
@@ -298,7 +298,7 @@ impl Client {
 
     /// Sends an HTML message into forum topic `topic` (`message_thread_id`) of `chat`, or
     /// into the chat itself, optionally with a keyboard and as a reply; returns its id.
-    pub async fn send_in(
+    pub(crate) async fn send_in(
         &self,
         chat: i64,
         topic: Option<i32>,
@@ -329,7 +329,7 @@ impl Client {
 
     /// Sends an HTML message that asks for a reply (selective ForceReply), as a reply to
     /// `reply_to`; returns its id.
-    pub async fn send_force_reply(
+    pub(crate) async fn send_force_reply(
         &self,
         chat: i64,
         text: String,
@@ -357,14 +357,14 @@ impl Client {
 
     /// Creates a forum topic named `name` in forum supergroup `chat`; returns its
     /// `message_thread_id`.
-    pub async fn create_topic(&self, chat: i64, name: String) -> Result<i32, Failure> {
+    pub(crate) async fn create_topic(&self, chat: i64, name: String) -> Result<i32, Failure> {
         let req = self.bot.create_forum_topic(ChatId(chat), name);
         let r = self.within("createForumTopic", self.timeout, req).await?;
         self.count("createForumTopic", r).map(|t| t.thread_id.0.0)
     }
 
     /// Closes forum topic `topic` of `chat` (it stays readable; nobody posts in it).
-    pub async fn close_topic(&self, chat: i64, topic: i32) -> Result<(), Failure> {
+    pub(crate) async fn close_topic(&self, chat: i64, topic: i32) -> Result<(), Failure> {
         let req = self
             .bot
             .close_forum_topic(ChatId(chat), ThreadId(MessageId(topic)));
@@ -373,7 +373,7 @@ impl Client {
     }
 
     /// Replaces a message's HTML text and keyboard (`None` removes the keyboard).
-    pub async fn edit(
+    pub(crate) async fn edit(
         &self,
         chat: i64,
         message: i32,
@@ -393,7 +393,7 @@ impl Client {
 
     /// Replaces a message's text with plain text (no parse mode) and removes its keyboard:
     /// the fallback when Telegram refuses the HTML version.
-    pub async fn edit_plain(
+    pub(crate) async fn edit_plain(
         &self,
         chat: i64,
         message: i32,
@@ -411,7 +411,7 @@ impl Client {
 
     /// Removes a message's keyboard, leaving its text: the last resort when Telegram refuses
     /// every new text.
-    pub async fn remove_keyboard(&self, chat: i64, message: i32) -> Result<Edited, Failure> {
+    pub(crate) async fn remove_keyboard(&self, chat: i64, message: i32) -> Result<Edited, Failure> {
         let req = self
             .bot
             .edit_message_reply_markup(ChatId(chat), MessageId(message))
@@ -451,7 +451,7 @@ impl Client {
 
     /// Answers a callback query with a toast. Failures are logged: the toast is a courtesy,
     /// the decision does not depend on it.
-    pub async fn answer(&self, query: &CallbackQueryId, text: &str) {
+    pub(crate) async fn answer(&self, query: &CallbackQueryId, text: &str) {
         let method = "answerCallbackQuery";
         let req = self
             .bot
@@ -467,7 +467,7 @@ impl Client {
     }
 
     /// Who the bot is (also checks the token).
-    pub async fn get_me(&self) -> Result<Me, Failure> {
+    pub(crate) async fn get_me(&self) -> Result<Me, Failure> {
         let r = self
             .within("getMe", self.timeout, self.bot.get_me())
             .await?;
@@ -475,7 +475,7 @@ impl Client {
     }
 
     /// Removes any webhook so `getUpdates` works.
-    pub async fn delete_webhook(&self) -> Result<(), Failure> {
+    pub(crate) async fn delete_webhook(&self) -> Result<(), Failure> {
         let r = self
             .within("deleteWebhook", self.timeout, self.bot.delete_webhook())
             .await?;
@@ -483,7 +483,7 @@ impl Client {
     }
 
     /// Points Telegram at `url` with `secret`, for the updates imrelay handles.
-    pub async fn set_webhook(&self, url: reqwest::Url, secret: &str) -> Result<(), Failure> {
+    pub(crate) async fn set_webhook(&self, url: reqwest::Url, secret: &str) -> Result<(), Failure> {
         let req = self
             .bot
             .set_webhook(url)
@@ -494,7 +494,7 @@ impl Client {
     }
 
     /// One long poll for updates after `offset`.
-    pub async fn get_updates(
+    pub(crate) async fn get_updates(
         &self,
         offset: i32,
         timeout_secs: u32,

@@ -21,7 +21,7 @@ pub(crate) enum MessageState {
 
 impl MessageState {
     /// Reads a stored state; anything unreadable counts as a fresh prompt.
-    pub fn from_stored(v: Option<&Value>) -> Self {
+    pub(crate) fn from_stored(v: Option<&Value>) -> Self {
         // Not a serde-tagged enum: that route cannot read the integer map keys back.
         let Some(v) = v else {
             return MessageState::Prompt(PromptState::default());
@@ -34,7 +34,7 @@ impl MessageState {
     }
 
     /// The state as stored.
-    pub fn to_stored(&self) -> Value {
+    pub(crate) fn to_stored(&self) -> Value {
         let (role, inner) = match self {
             MessageState::Prompt(p) => ("prompt", serde_json::to_value(p)),
             MessageState::Reply(r) => ("reply", serde_json::to_value(r)),
@@ -47,7 +47,7 @@ impl MessageState {
     }
 
     /// Whether the message already shows the final outcome.
-    pub fn is_final(&self) -> bool {
+    pub(crate) fn is_final(&self) -> bool {
         match self {
             MessageState::Prompt(p) => p.done,
             MessageState::Reply(r) => r.done,
@@ -55,7 +55,7 @@ impl MessageState {
     }
 
     /// Marks the message as showing the final outcome.
-    pub fn set_final(&mut self) {
+    pub(crate) fn set_final(&mut self) {
         match self {
             MessageState::Prompt(p) => p.done = true,
             MessageState::Reply(r) => r.done = true,
@@ -65,7 +65,7 @@ impl MessageState {
 
 /// A prompt's state: which outbox job posted it, and the answers given on it so far.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct PromptState {
+pub(crate) struct PromptState {
     /// The key of the outbox job that posted it (so a redelivered job does not post twice).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job: Option<String>,
@@ -92,7 +92,7 @@ pub struct PromptState {
 
 impl PromptState {
     /// A fresh prompt posted by outbox job `job`.
-    pub fn posted_by(job: &str) -> Self {
+    pub(crate) fn posted_by(job: &str) -> Self {
         Self {
             job: Some(job.to_string()),
             ..Self::default()
@@ -100,17 +100,17 @@ impl PromptState {
     }
 
     /// Whether question `q` has been answered on this message.
-    pub fn answered(&self, q: u8) -> bool {
+    pub(crate) fn answered(&self, q: u8) -> bool {
         self.answers.contains_key(&q)
     }
 
     /// Whether option `o` of question `q` is toggled on.
-    pub fn is_toggled(&self, q: u8, o: u8) -> bool {
+    pub(crate) fn is_toggled(&self, q: u8, o: u8) -> bool {
         self.toggled.get(&q).is_some_and(|v| v.contains(&o))
     }
 
     /// Flips option `o` of question `q`; returns whether it is now on.
-    pub fn toggle(&mut self, q: u8, o: u8) -> bool {
+    pub(crate) fn toggle(&mut self, q: u8, o: u8) -> bool {
         let set = self.toggled.entry(q).or_default();
         let on = if let Some(pos) = set.iter().position(|x| *x == o) {
             set.remove(pos);
@@ -128,7 +128,7 @@ impl PromptState {
 
     /// The current multi-select choice for question `q`: toggled labels in option order,
     /// then the free text.
-    pub fn selection(&self, q: u8, question: &Question) -> Vec<String> {
+    pub(crate) fn selection(&self, q: u8, question: &Question) -> Vec<String> {
         let mut out: Vec<String> = question
             .options
             .iter()
@@ -144,7 +144,7 @@ impl PromptState {
 
     /// The form filled in on this message so far, as a draft: the fields done in order, and
     /// the options toggled on for the field being asked.
-    pub fn form_draft(&self, form: &Form) -> FormDraft {
+    pub(crate) fn form_draft(&self, form: &Form) -> FormDraft {
         let values: Vec<Value> = (0..form.fields.len())
             .map_while(|n| self.fields.get(&(n as u8)).cloned())
             .collect();
@@ -158,13 +158,13 @@ impl PromptState {
     }
 
     /// The form field being asked: the first one not filled in, `None` once all are.
-    pub fn current_field(&self, form: &Form) -> Option<u8> {
+    pub(crate) fn current_field(&self, form: &Form) -> Option<u8> {
         self.form_draft(form).current(form).map(|n| n as u8)
     }
 
     /// Keeps `draft` as the form filled in on this message: its fields done, and the
     /// options toggled on for the field being asked.
-    pub fn keep_form_draft(&mut self, draft: &FormDraft) {
+    pub(crate) fn keep_form_draft(&mut self, draft: &FormDraft) {
         self.fields = (0u8..).zip(draft.values().iter().cloned()).collect();
         self.toggled.clear();
         if !draft.toggled().is_empty() {
@@ -175,13 +175,13 @@ impl PromptState {
     }
 
     /// Whether every question has an answer.
-    pub fn complete(&self, questions: &[Question]) -> bool {
+    pub(crate) fn complete(&self, questions: &[Question]) -> bool {
         (0..questions.len()).all(|q| self.answered(q as u8))
     }
 
     /// The answers in the shape [`crate::interaction::Answer::Answers`] takes: question
     /// text → label or free text, or a list for multi-select questions.
-    pub fn answer_map(&self, questions: &[Question]) -> Map<String, Value> {
+    pub(crate) fn answer_map(&self, questions: &[Question]) -> Map<String, Value> {
         let mut map = Map::new();
         for (q, question) in questions.iter().enumerate() {
             if let Some(given) = self.answers.get(&(q as u8)) {
@@ -200,7 +200,7 @@ impl PromptState {
 /// What a reply to a ForceReply request means.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum ReplyKind {
+pub(crate) enum ReplyKind {
     /// The reply is the reason for a deny.
     DenyReason,
     /// The reply is free "Other" text for question `q`.

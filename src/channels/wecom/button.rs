@@ -75,14 +75,14 @@ pub(crate) struct Keys {
 
 impl Keys {
     /// Keys signed under `secret`.
-    pub fn new(secret: Vec<u8>) -> Self {
+    pub(crate) fn new(secret: Vec<u8>) -> Self {
         Self {
             signer: Signer::new(secret),
         }
     }
 
     /// The `task_id` of `i`'s card in `chat`.
-    pub fn task_id(i: &Interaction, chat: &str) -> String {
+    pub(crate) fn task_id(i: &Interaction, chat: &str) -> String {
         let mut h = Sha256::new();
         h.update(i.incarnation().as_bytes());
         h.update(b"\n");
@@ -91,7 +91,7 @@ impl Keys {
     }
 
     /// The key of `action`'s button on the card `task_id` showing `i`.
-    pub fn key(&self, i: &Interaction, task_id: &str, action: Action) -> String {
+    pub(crate) fn key(&self, i: &Interaction, task_id: &str, action: Action) -> String {
         let id = i.id.to_string();
         let created = i.created_at.as_millisecond().to_string();
         let action = action.as_str();
@@ -114,7 +114,7 @@ impl Keys {
 
     /// What `key`, clicked on the card `task_id`, asks for, if its tag checks out (in
     /// constant time).
-    pub fn verify(&self, key: &str, task_id: &str) -> Option<Pressed> {
+    pub(crate) fn verify(&self, key: &str, task_id: &str) -> Option<Pressed> {
         let (action, rest) = key.split_once(SEP)?;
         let (rest, tag) = rest.rsplit_once(SEP)?;
         let (id, created) = rest.rsplit_once(SEP)?;
@@ -131,7 +131,7 @@ impl Keys {
     }
 
     /// The short handle a typed answer names `i` by.
-    pub fn handle(&self, i: &Interaction) -> String {
+    pub(crate) fn handle(&self, i: &Interaction) -> String {
         self.signer.tag(
             HANDLE_DOMAIN,
             &[

@@ -137,7 +137,12 @@ pub(crate) struct Deliverer(pub Messages<WeCom>);
 
 impl Deliverer {
     /// The deliverer of `wecom`'s jobs and `digests`, reporting to `health`.
-    pub fn new(wecom: WeCom, digests: Digests, store: Arc<dyn Store>, health: Arc<Health>) -> Self {
+    pub(super) fn new(
+        wecom: WeCom,
+        digests: Digests,
+        store: Arc<dyn Store>,
+        health: Arc<Health>,
+    ) -> Self {
         Deliverer(Messages {
             platform: wecom,
             digests,

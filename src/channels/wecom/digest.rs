@@ -44,7 +44,7 @@ pub(crate) struct DigestKeys(Signer);
 
 impl DigestKeys {
     /// Keys under `secret` (the channel's card secret).
-    pub fn new(secret: Vec<u8>) -> Self {
+    pub(crate) fn new(secret: Vec<u8>) -> Self {
         Self(Signer::new(secret))
     }
 
@@ -75,7 +75,11 @@ impl DigestKeys {
 
     /// The action, place, session and set `key`, clicked on card `task_id`, carries, if its
     /// tag checks out.
-    pub fn read(&self, key: &str, task_id: &str) -> Option<(DigestAction, String, String, String)> {
+    pub(crate) fn read(
+        &self,
+        key: &str,
+        task_id: &str,
+    ) -> Option<(DigestAction, String, String, String)> {
         let parts: Vec<&str> = key.split(SEP).collect();
         let [format, code, place, session, set, tag] = parts.as_slice() else {
             return None;
@@ -104,7 +108,7 @@ impl DigestKeys {
 
     /// The card of digest `sheet` as card `task_id`, with `note` (what became of a click)
     /// quoted under it.
-    pub fn card(&self, sheet: &Sheet, task_id: &str, note: Option<&str>) -> Value {
+    pub(crate) fn card(&self, sheet: &Sheet, task_id: &str, note: Option<&str>) -> Value {
         let mut body: Vec<String> = sheet.lines.iter().map(|l| format!("· {l}")).collect();
         body.extend(sheet.more.clone());
         if let Some(q) = &sheet.question {

@@ -53,7 +53,7 @@ fn cut(text: &str, max: usize) -> String {
 impl Cards {
     /// Cards in `locale` whose buttons carry keys made by `keys`; `inbox`, the web inbox's
     /// address, is linked from cards that cannot take the whole answer.
-    pub fn new(locale: Locale, keys: Keys, inbox: Option<String>) -> Self {
+    pub(crate) fn new(locale: Locale, keys: Keys, inbox: Option<String>) -> Self {
         Self {
             locale,
             keys,
@@ -62,12 +62,12 @@ impl Cards {
     }
 
     /// The locale.
-    pub fn locale(&self) -> Locale {
+    pub(crate) fn locale(&self) -> Locale {
         self.locale
     }
 
     /// The button keys.
-    pub fn keys(&self) -> &Keys {
+    pub(crate) fn keys(&self) -> &Keys {
         &self.keys
     }
 
@@ -84,7 +84,7 @@ impl Cards {
     }
 
     /// The card of `i` in `chat`: its buttons while pending, its outcome once resolved.
-    pub fn card(&self, i: &Interaction, chat: &str) -> Value {
+    pub(crate) fn card(&self, i: &Interaction, chat: &str) -> Value {
         let task_id = Keys::task_id(i, chat);
         match &i.resolution {
             None => self.pending(i, &task_id, None),
@@ -94,7 +94,7 @@ impl Cards {
 
     /// The pending card of `i` as the person who clicked `task_id` sees it after a click
     /// that changed nothing: `feedback` says why.
-    pub fn with_feedback(&self, i: &Interaction, task_id: &str, feedback: &str) -> Value {
+    pub(crate) fn with_feedback(&self, i: &Interaction, task_id: &str, feedback: &str) -> Value {
         match &i.resolution {
             None => self.pending(i, task_id, Some(feedback)),
             Some(_) => self.resolved(i, task_id),
@@ -103,7 +103,7 @@ impl Cards {
 
     /// A card for a click on a card whose interaction is gone or whose button failed its
     /// check: `feedback` and nothing to press.
-    pub fn notice(&self, task_id: &str, feedback: &str) -> Value {
+    pub(crate) fn notice(&self, task_id: &str, feedback: &str) -> Value {
         json!({
             "card_type": "button_interaction",
             "task_id": task_id,
@@ -391,7 +391,7 @@ impl Cards {
 
     /// The markdown note that tells a chat the outcome of `i`, whose card there cannot be
     /// changed any more.
-    pub fn note(&self, i: &Interaction) -> Value {
+    pub(crate) fn note(&self, i: &Interaction) -> Value {
         let outcome = i
             .resolution
             .as_ref()
@@ -424,12 +424,12 @@ impl Cards {
     }
 
     /// The reply to a typed answer (`aibot_respond_msg`): a finished stream message.
-    pub fn reply_text(&self, text: &str) -> Value {
+    pub(crate) fn reply_text(&self, text: &str) -> Value {
         json!({"msgtype": "stream", "stream": {"id": super::bot::req_id("imrelay"), "finish": true, "content": markdown(text)}})
     }
 
     /// As [`Cards::reply_text`], keeping `text`'s lines (each made visible and escaped).
-    pub fn reply_lines(&self, text: &str) -> Value {
+    pub(crate) fn reply_lines(&self, text: &str) -> Value {
         let content: Vec<String> = text.lines().map(markdown).collect();
         json!({"msgtype": "stream", "stream": {"id": super::bot::req_id("imrelay"), "finish": true, "content": content.join("\n")}})
     }

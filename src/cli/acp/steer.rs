@@ -39,7 +39,7 @@ pub(super) struct Steering {
 
 impl Steering {
     /// Reports to `hook`'s imrelay; answers to turns' ends go to `answers`.
-    pub fn new(hook: Hook, answers: mpsc::Sender<Answered>) -> Self {
+    pub(super) fn new(hook: Hook, answers: mpsc::Sender<Answered>) -> Self {
         Self {
             turns: Turns::new(),
             hook,
@@ -51,7 +51,7 @@ impl Steering {
 
     /// Tells imrelay that `event` happened in `session`; for a turn's end, with what the
     /// agent said, and its answer goes to the proxy's answers.
-    pub fn report(
+    pub(super) fn report(
         &mut self,
         tracker: &Tracker,
         event: TurnEvent,
@@ -88,7 +88,7 @@ impl Steering {
 
     /// A turn ended: reported when it ended by itself (a cancelled or failed one asks
     /// nothing; what waits for the session waits for its next turn's end).
-    pub fn ended(&mut self, tracker: &Tracker, ended: Ended) {
+    pub(super) fn ended(&mut self, tracker: &Tracker, ended: Ended) {
         if ended.finished() {
             self.report(tracker, TurnEvent::Stopped, &ended.session, ended.said);
         } else if ended.stop_reason.is_none() && ended.whose == Whose::Proxy {
@@ -98,7 +98,7 @@ impl Steering {
 
     /// Stops every wait for a reply (the agent or the editor is gone): each "finished"
     /// question is withdrawn.
-    pub fn abandon_all(&mut self) {
+    pub(super) fn abandon_all(&mut self) {
         self.reports.abandon_all();
     }
 }

@@ -49,7 +49,7 @@ pub(super) enum OpenCodeError {
 
 impl OpenCodeError {
     /// Whether trying again may succeed: the network, or OpenCode's own failure (5xx).
-    pub fn is_transient(&self) -> bool {
+    pub(super) fn is_transient(&self) -> bool {
         match self {
             OpenCodeError::Unreachable { .. } => true,
             OpenCodeError::Status { status, .. } => *status >= 500,
@@ -172,7 +172,7 @@ pub(super) struct Listing(Vec<u8>);
 
 impl Listing {
     /// Its items, each as its JSON text.
-    pub fn items(&self) -> Vec<&RawValue> {
+    pub(super) fn items(&self) -> Vec<&RawValue> {
         serde_json::from_slice(&self.0).unwrap_or_default()
     }
 }

@@ -55,7 +55,7 @@ pub(super) struct Events {
 
 impl Events {
     /// A reader keeping at most `max` bytes of an event's data.
-    pub fn new(max: usize) -> Self {
+    pub(super) fn new(max: usize) -> Self {
         Self {
             max,
             line: Vec::new(),
@@ -67,7 +67,7 @@ impl Events {
     }
 
     /// Reads `chunk`, adding what it completes to `out`.
-    pub fn push(&mut self, mut chunk: &[u8], out: &mut Vec<Item>) {
+    pub(super) fn push(&mut self, mut chunk: &[u8], out: &mut Vec<Item>) {
         if self.after_cr {
             self.after_cr = false;
             if let Some(rest) = chunk.strip_prefix(b"\n") {

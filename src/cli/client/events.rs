@@ -58,7 +58,7 @@ pub(crate) enum Feed {
 impl Remote {
     /// Follows `/v1/events` until `tx` is closed, reconnecting with `Last-Event-ID` after a
     /// failure and reporting what happens as [`Feed`] items.
-    pub async fn follow(self, tx: mpsc::Sender<Feed>) {
+    pub(crate) async fn follow(self, tx: mpsc::Sender<Feed>) {
         let mut last_id: Option<String> = None;
         let mut backoff = Backoff::default();
         loop {

@@ -31,7 +31,7 @@ pub use canonical::canonical_json;
 use canonical::write_canonical_object;
 pub use id::{InteractionId, MAX_ID_LEN};
 pub use input::Input;
-pub use rare::{Rare, RareBox};
+pub(super) use rare::{Rare, RareBox};
 pub use result::{AgentResult, PermissionResult};
 pub use stamps::{DEFAULT_ROUTE, Escalation, Quorum, RouteStamp, Target, Vote, route_name};
 pub use time::{Millis, after, millis, now};

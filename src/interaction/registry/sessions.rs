@@ -21,10 +21,10 @@ pub const MAX_SESSIONS: usize = 10_000;
 
 /// How many messages one person may send to agent sessions at once, and then one per
 /// [`MESSAGE_REFILL`].
-pub const MESSAGE_BURST: u32 = 10;
+pub(super) const MESSAGE_BURST: u32 = 10;
 
 /// How often a person may send another message once the burst is spent.
-pub const MESSAGE_REFILL: std::time::Duration = std::time::Duration::from_secs(6);
+pub(super) const MESSAGE_REFILL: std::time::Duration = std::time::Duration::from_secs(6);
 
 /// The per-person bound on messages to sessions.
 pub(super) fn message_limiter() -> crate::interaction::RefusalLimiter {

@@ -16,7 +16,7 @@ use super::gemini::{gemini, gemini_command, write_settings};
 use crate::support::{TestApp, eventually_within, spawn_app};
 use crate::trial;
 
-pub fn trials() -> Vec<libtest_mimic::Trial> {
+pub(crate) fn trials() -> Vec<libtest_mimic::Trial> {
     vec![
         trial(
             "agents::acp::gemini_asks_permission_and_runs_the_command_when_allowed",

@@ -16,7 +16,7 @@ use super::fake_model::{Dialect, FakeModel, Step};
 use crate::support::{TestApp, eventually_within, spawn_with};
 use crate::trial;
 
-pub fn trials() -> Vec<libtest_mimic::Trial> {
+pub(crate) fn trials() -> Vec<libtest_mimic::Trial> {
     vec![
         trial(
             "agents::acp_steer::a_reply_to_a_finished_turn_continues_gemini_and_a_non_approver_changes_nothing",

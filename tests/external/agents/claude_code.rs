@@ -15,7 +15,7 @@ use super::{Running, Sandbox, installed};
 use crate::support::*;
 use crate::trial;
 
-pub fn trials() -> Vec<libtest_mimic::Trial> {
+pub(crate) fn trials() -> Vec<libtest_mimic::Trial> {
     vec![
         trial(
             "agents::claude_code::permission_prompt_tool_allow_runs_the_command",
@@ -62,7 +62,7 @@ fn claude() -> PathBuf {
 
 /// `claude` with the model at `model`, its configuration in the sandbox's home, and the
 /// traffic that is not the model's (telemetry, updates, error reports) off.
-pub fn claude_command(sandbox: &Sandbox, model: &FakeModel) -> tokio::process::Command {
+pub(crate) fn claude_command(sandbox: &Sandbox, model: &FakeModel) -> tokio::process::Command {
     let mut c = sandbox.command(&claude());
     c.env("ANTHROPIC_BASE_URL", model.base_url())
         .env("ANTHROPIC_API_KEY", "sk-ant-imrelay-test")

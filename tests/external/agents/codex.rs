@@ -17,7 +17,7 @@ use super::{Sandbox, installed};
 use crate::support::{TestApp, eventually_within, fixture, spawn_app};
 use crate::trial;
 
-pub fn trials() -> Vec<libtest_mimic::Trial> {
+pub(crate) fn trials() -> Vec<libtest_mimic::Trial> {
     vec![
         trial(
             "agents::codex::a_reply_to_a_finished_turn_continues_it",

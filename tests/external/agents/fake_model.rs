@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 /// Which vendor API the fake speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Dialect {
+pub(crate) enum Dialect {
     /// `POST /v1/messages` (Anthropic Messages, server-sent events when `stream` is set).
     Anthropic,
     /// `POST /v1/responses` (OpenAI Responses, server-sent events).
@@ -36,7 +36,7 @@ pub enum Dialect {
 
 /// The one tool call the fake makes.
 #[derive(Clone, Debug)]
-pub enum Step {
+pub(crate) enum Step {
     /// Run this shell command with whatever shell tool the agent offers (`Bash`,
     /// `run_shell_command`, `shell_command`, `exec_command`, `bash`), in that tool's argument
     /// shape.
@@ -48,14 +48,14 @@ pub enum Step {
 
 /// A request as the fake received it.
 #[derive(Clone, Debug)]
-pub struct Recorded {
+pub(crate) struct Recorded {
     pub path: String,
     pub body: Value,
 }
 
 /// A tool result found in a request: what the agent told the model a call returned.
 #[derive(Clone, Debug)]
-pub struct ToolResult {
+pub(crate) struct ToolResult {
     pub call_id: String,
     /// The result's text (text blocks joined, or the JSON as text).
     pub text: String,
@@ -73,7 +73,7 @@ struct State {
 }
 
 /// A running fake; stops when dropped.
-pub struct FakeModel {
+pub(crate) struct FakeModel {
     pub addr: std::net::SocketAddr,
     state: Arc<State>,
     stop: CancellationToken,
@@ -90,12 +90,17 @@ const CALL_PREFIX: &str = "call_imrelay_";
 
 impl FakeModel {
     /// Starts a fake speaking `dialect` that makes the call `step` and then says `final_text`.
-    pub async fn start(dialect: Dialect, step: Step, final_text: &str) -> FakeModel {
+    pub(crate) async fn start(dialect: Dialect, step: Step, final_text: &str) -> FakeModel {
         FakeModel::start_at(dialect, step, final_text, 0).await
     }
 
     /// [`FakeModel::start`] on 127.0.0.1:`port` (0: any free port).
-    pub async fn start_at(dialect: Dialect, step: Step, final_text: &str, port: u16) -> FakeModel {
+    pub(crate) async fn start_at(
+        dialect: Dialect,
+        step: Step,
+        final_text: &str,
+        port: u16,
+    ) -> FakeModel {
         let state = Arc::new(State {
             dialect,
             step,
@@ -126,17 +131,17 @@ impl FakeModel {
     }
 
     /// `http://127.0.0.1:<port>`.
-    pub fn base_url(&self) -> String {
+    pub(crate) fn base_url(&self) -> String {
         format!("http://{}", self.addr)
     }
 
     /// Every request received so far.
-    pub fn requests(&self) -> Vec<Recorded> {
+    pub(crate) fn requests(&self) -> Vec<Recorded> {
         self.state.requests.lock().expect("lock").clone()
     }
 
     /// The results of the fake's own tool calls that came back in any request.
-    pub fn tool_results(&self) -> Vec<ToolResult> {
+    pub(crate) fn tool_results(&self) -> Vec<ToolResult> {
         let mut out: Vec<ToolResult> = Vec::new();
         for r in self.requests() {
             for t in tool_results(self.state.dialect, &r.body) {
@@ -150,7 +155,7 @@ impl FakeModel {
     }
 
     /// Waits (at most `limit`) until a result of the scripted call has reached the model.
-    pub async fn wait_for_tool_result(&self, limit: Duration) -> Option<ToolResult> {
+    pub(crate) async fn wait_for_tool_result(&self, limit: Duration) -> Option<ToolResult> {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
             let notified = self.state.changed.notified();
@@ -164,7 +169,7 @@ impl FakeModel {
     }
 
     /// A summary of what was received, for failure messages.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         self.requests()
             .iter()
             .map(|r| {
@@ -605,7 +610,7 @@ fn gemini(state: &State, body: &Value, stream: bool) -> Response {
 ///
 /// `IMRELAY_FAKE_MODEL_PORT` picks the port (default: any free one). Returns `false` when the
 /// variable is not set.
-pub fn serve_from_env() -> bool {
+pub(crate) fn serve_from_env() -> bool {
     let Ok(spec) = std::env::var("IMRELAY_FAKE_MODEL") else {
         return false;
     };

@@ -14,7 +14,7 @@ use super::{Running, Sandbox, installed};
 use crate::support::*;
 use crate::trial;
 
-pub fn trials() -> Vec<libtest_mimic::Trial> {
+pub(crate) fn trials() -> Vec<libtest_mimic::Trial> {
     vec![
         trial(
             "agents::gemini::request_approval_round_trips_over_streamable_http",
@@ -42,13 +42,13 @@ pub fn trials() -> Vec<libtest_mimic::Trial> {
 /// How long one run of Gemini CLI may take, start to end.
 const RUN_LIMIT: Duration = Duration::from_secs(90);
 
-pub fn gemini() -> PathBuf {
+pub(crate) fn gemini() -> PathBuf {
     installed("gemini-cli").expect("installed (checked by the trial's need)")
 }
 
 /// Gemini CLI's user settings for a run: no updates, statistics or telemetry, API-key
 /// authentication, and `servers` as its MCP servers.
-pub fn write_settings(sandbox: &Sandbox, servers: Value) {
+pub(crate) fn write_settings(sandbox: &Sandbox, servers: Value) {
     let dir = sandbox.home().join(".gemini");
     std::fs::create_dir_all(&dir).expect("~/.gemini");
     let settings = json!({
@@ -62,7 +62,7 @@ pub fn write_settings(sandbox: &Sandbox, servers: Value) {
 }
 
 /// `gemini` with the model at `model`.
-pub fn gemini_command(sandbox: &Sandbox, model: &FakeModel) -> tokio::process::Command {
+pub(crate) fn gemini_command(sandbox: &Sandbox, model: &FakeModel) -> tokio::process::Command {
     let mut c = sandbox.command(&gemini());
     c.env("GEMINI_API_KEY", "imrelay-test-key")
         .env("GOOGLE_GEMINI_BASE_URL", model.base_url());

@@ -19,15 +19,15 @@ use std::time::Duration;
 
 use crate::Need;
 
-pub mod acp;
-pub mod acp_steer;
-pub mod claude_code;
-pub mod codex;
-pub mod fake_model;
-pub mod gemini;
-pub mod opencode;
-pub mod opencode_steer;
-pub mod tap;
+pub(crate) mod acp;
+pub(crate) mod acp_steer;
+pub(crate) mod claude_code;
+pub(crate) mod codex;
+pub(crate) mod fake_model;
+pub(crate) mod gemini;
+pub(crate) mod opencode;
+pub(crate) mod opencode_steer;
+pub(crate) mod tap;
 
 /// The agents the installer knows (directories under `npm/`), with their command.
 const AGENTS: [(&str, &str); 4] = [
@@ -44,7 +44,7 @@ fn target_dir() -> PathBuf {
 }
 
 /// Installs `name` once per test run: the path of its command, or why it cannot be had.
-pub fn installed(name: &str) -> Result<PathBuf, String> {
+pub(crate) fn installed(name: &str) -> Result<PathBuf, String> {
     static DONE: OnceLock<Mutex<HashMap<String, Result<PathBuf, String>>>> = OnceLock::new();
     let done = DONE.get_or_init(|| Mutex::new(HashMap::new()));
     let mut done = done.lock().unwrap_or_else(|e| e.into_inner());
@@ -97,24 +97,24 @@ fn need(name: &str) -> Need {
     }
 }
 
-pub fn claude_code() -> Need {
+pub(crate) fn claude_code() -> Need {
     need("claude-code")
 }
 
-pub fn gemini_cli() -> Need {
+pub(crate) fn gemini_cli() -> Need {
     need("gemini-cli")
 }
 
-pub fn opencode() -> Need {
+pub(crate) fn opencode() -> Need {
     need("opencode")
 }
 
-pub fn codex() -> Need {
+pub(crate) fn codex() -> Need {
     need("codex")
 }
 
 /// Codex, and tmux to run its terminal interface in.
-pub fn codex_tui() -> Need {
+pub(crate) fn codex_tui() -> Need {
     let tmux = std::process::Command::new("tmux")
         .arg("-V")
         .output()
@@ -135,7 +135,7 @@ pub fn codex_tui() -> Need {
 
 /// With `IMRELAY_CAPTURE_FIXTURES=1`, writes `value` to `tests/fixtures/<path>` (how the
 /// fixtures captured from the real programs are refreshed); otherwise does nothing.
-pub fn capture(path: &str, value: &serde_json::Value) {
+pub(crate) fn capture(path: &str, value: &serde_json::Value) {
     if std::env::var("IMRELAY_CAPTURE_FIXTURES").as_deref() != Ok("1") {
         return;
     }
@@ -150,7 +150,7 @@ pub fn capture(path: &str, value: &serde_json::Value) {
 }
 
 /// The trials of every agent.
-pub fn trials() -> Vec<libtest_mimic::Trial> {
+pub(crate) fn trials() -> Vec<libtest_mimic::Trial> {
     [
         acp::trials(),
         acp_steer::trials(),
@@ -167,12 +167,12 @@ pub fn trials() -> Vec<libtest_mimic::Trial> {
 
 /// A directory for one run of an agent: `home/` (also the XDG directories) and `project/`
 /// (the working directory). Removed when dropped.
-pub struct Sandbox {
+pub(crate) struct Sandbox {
     pub dir: tempfile::TempDir,
 }
 
 impl Sandbox {
-    pub fn new() -> Sandbox {
+    pub(crate) fn new() -> Sandbox {
         let dir = tempfile::Builder::new()
             .prefix("imrelay-agent-")
             // Outside any git repository (the agents look for one above their directory).
@@ -183,17 +183,17 @@ impl Sandbox {
         Sandbox { dir }
     }
 
-    pub fn home(&self) -> PathBuf {
+    pub(crate) fn home(&self) -> PathBuf {
         self.dir.path().join("home")
     }
 
-    pub fn project(&self) -> PathBuf {
+    pub(crate) fn project(&self) -> PathBuf {
         self.dir.path().join("project")
     }
 
     /// A command for `program` with a cleared environment but for `PATH`, its home and XDG
     /// directories here, working in `project/`, with no standard input.
-    pub fn command(&self, program: &Path) -> tokio::process::Command {
+    pub(crate) fn command(&self, program: &Path) -> tokio::process::Command {
         let home = self.home();
         let mut c = tokio::process::Command::new(program);
         c.env_clear()
@@ -214,7 +214,7 @@ impl Sandbox {
 }
 
 /// What a run printed, and how it ended.
-pub struct Output {
+pub(crate) struct Output {
     /// `None` when it was killed at its time limit.
     pub status: Option<std::process::ExitStatus>,
     pub stdout: String,
@@ -223,7 +223,7 @@ pub struct Output {
 
 impl Output {
     /// Everything, for failure messages.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         format!(
             "exit: {}\n--- stdout\n{}\n--- stderr\n{}",
             match self.status {
@@ -235,14 +235,14 @@ impl Output {
         )
     }
 
-    pub fn succeeded(&self) -> bool {
+    pub(crate) fn succeeded(&self) -> bool {
         self.status.is_some_and(|s| s.success())
     }
 }
 
 /// A running agent whose output goes to files in its sandbox (so that what it printed can be
 /// read even when it has to be killed).
-pub struct Running {
+pub(crate) struct Running {
     child: tokio::process::Child,
     stdout: PathBuf,
     stderr: PathBuf,
@@ -250,7 +250,7 @@ pub struct Running {
 
 impl Sandbox {
     /// Starts `command`, its output going to files beside `home/`.
-    pub fn spawn(&self, mut command: tokio::process::Command) -> Running {
+    pub(crate) fn spawn(&self, mut command: tokio::process::Command) -> Running {
         let stdout = self.dir.path().join("stdout.log");
         let stderr = self.dir.path().join("stderr.log");
         command
@@ -267,7 +267,7 @@ impl Sandbox {
 
 impl Running {
     /// What it has printed so far.
-    pub fn output(&mut self) -> Output {
+    pub(crate) fn output(&mut self) -> Output {
         Output {
             status: self.child.try_wait().ok().flatten(),
             stdout: std::fs::read_to_string(&self.stdout).unwrap_or_default(),
@@ -276,12 +276,12 @@ impl Running {
     }
 
     /// Whether it has ended.
-    pub fn exited(&mut self) -> bool {
+    pub(crate) fn exited(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(Some(_)))
     }
 
     /// Waits for it to end, for at most `limit`, then kills it; what it printed.
-    pub async fn finish(mut self, limit: Duration) -> Output {
+    pub(crate) async fn finish(mut self, limit: Duration) -> Output {
         if tokio::time::timeout(limit, self.child.wait())
             .await
             .is_err()
@@ -296,7 +296,12 @@ impl Running {
 
     /// Waits until `probe` gives a value, for at most `limit`; panics with the agent's output
     /// if the agent ends first or the time runs out.
-    pub async fn until<T, F>(&mut self, what: &str, limit: Duration, probe: impl FnMut() -> F) -> T
+    pub(crate) async fn until<T, F>(
+        &mut self,
+        what: &str,
+        limit: Duration,
+        probe: impl FnMut() -> F,
+    ) -> T
     where
         F: std::future::Future<Output = Option<T>>,
     {
@@ -304,7 +309,7 @@ impl Running {
     }
 
     /// [`Running::until`], adding `context()` to the panic message.
-    pub async fn until_or<T, F>(
+    pub(crate) async fn until_or<T, F>(
         &mut self,
         what: &str,
         limit: Duration,

@@ -16,7 +16,7 @@ use super::{Running, Sandbox, installed};
 use crate::support::{TestApp, eventually_within, free_port, spawn_app};
 use crate::trial;
 
-pub fn trials() -> Vec<libtest_mimic::Trial> {
+pub(crate) fn trials() -> Vec<libtest_mimic::Trial> {
     vec![
         trial(
             "agents::opencode::a_permission_answered_once_runs_the_command",

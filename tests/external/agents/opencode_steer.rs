@@ -15,7 +15,7 @@ use super::opencode::{COMMAND, LIMIT, Server, bridge_log, bridge_with, pending_i
 use crate::support::{eventually_within, spawn_with};
 use crate::trial;
 
-pub fn trials() -> Vec<libtest_mimic::Trial> {
+pub(crate) fn trials() -> Vec<libtest_mimic::Trial> {
     vec![
         trial(
             "agents::opencode_steer::a_reply_to_an_idle_session_continues_it_and_a_non_approver_changes_nothing",

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 /// One request and its response, as they went through.
 #[derive(Clone, Debug, Default)]
-pub struct Exchange {
+pub(crate) struct Exchange {
     pub method: String,
     pub path: String,
     /// Request headers worth keeping (`mcp-*`, `accept`, `authorization`, `content-type`,
@@ -29,12 +29,12 @@ pub struct Exchange {
 
 impl Exchange {
     /// The request body as JSON (`Null` when it is not).
-    pub fn request_json(&self) -> Value {
+    pub(crate) fn request_json(&self) -> Value {
         serde_json::from_str(&self.request).unwrap_or(Value::Null)
     }
 
     /// The JSON-RPC messages of the response: the body itself, or each event's `data`.
-    pub fn response_messages(&self) -> Vec<Value> {
+    pub(crate) fn response_messages(&self) -> Vec<Value> {
         if self.content_type.starts_with("text/event-stream") {
             self.response
                 .split("\n\n")
@@ -53,7 +53,7 @@ impl Exchange {
     }
 
     /// As a fixture: the request and response, JSON where they are JSON.
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         json!({
             "request": {"method": self.method, "path": self.path, "headers": self.headers.iter().map(|(k, v)| json!([k, v])).collect::<Vec<_>>(), "body": serde_json::from_str::<Value>(&self.request).unwrap_or(Value::String(self.request.clone()))},
             "response": {"status": self.status, "content_type": self.content_type, "body": if self.content_type.starts_with("text/event-stream") { Value::String(self.response.clone()) } else { serde_json::from_str::<Value>(&self.response).unwrap_or(Value::String(self.response.clone())) }},
@@ -62,7 +62,7 @@ impl Exchange {
 }
 
 /// A running tap; stops when dropped.
-pub struct Tap {
+pub(crate) struct Tap {
     pub addr: std::net::SocketAddr,
     log: Arc<Mutex<Vec<Exchange>>>,
     stop: CancellationToken,
@@ -76,7 +76,7 @@ impl Drop for Tap {
 
 impl Tap {
     /// Starts a tap forwarding to `upstream` (`http://127.0.0.1:port`), path and query kept.
-    pub async fn start(upstream: String) -> Tap {
+    pub(crate) async fn start(upstream: String) -> Tap {
         let log: Arc<Mutex<Vec<Exchange>>> = Arc::default();
         let client = reqwest::Client::new();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -101,17 +101,17 @@ impl Tap {
     }
 
     /// `http://127.0.0.1:<port><path>`.
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.addr, path)
     }
 
     /// Everything that went through so far.
-    pub fn exchanges(&self) -> Vec<Exchange> {
+    pub(crate) fn exchanges(&self) -> Vec<Exchange> {
         self.log.lock().expect("lock").clone()
     }
 
     /// Everything that went through, for failure messages.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let mut out = String::from("--- MCP traffic (through the tap)\n");
         for e in self.exchanges() {
             out.push_str(&format!(
@@ -123,7 +123,7 @@ impl Tap {
     }
 
     /// The exchange whose request is the JSON-RPC `method` (the first one).
-    pub fn find(&self, method: &str) -> Option<Exchange> {
+    pub(crate) fn find(&self, method: &str) -> Option<Exchange> {
         self.exchanges()
             .into_iter()
             .find(|e| e.request_json()["method"] == method)

@@ -15,14 +15,14 @@ use super::fake::{
 };
 use crate::support::{TestApp, settings, spawn_on, spawn_with, wait_until};
 
-pub const APPROVER: &str = "manager0412";
-pub const STRANGER: &str = "intern9";
+pub(crate) const APPROVER: &str = "manager0412";
+pub(crate) const STRANGER: &str = "intern9";
 /// The groups cards go to.
-pub const GROUPS: [&str; 2] = ["cidGroupOps==", "cidGroupDev=="];
+pub(crate) const GROUPS: [&str; 2] = ["cidGroupOps==", "cidGroupDev=="];
 const CALLBACK: &str = "/v1.0/card/instances/callback";
 
 /// Enables the channel in `s`, pointed at `fake`.
-pub fn enable(s: &mut Settings, fake: &FakeDingTalk) {
+pub(crate) fn enable(s: &mut Settings, fake: &FakeDingTalk) {
     let d = &mut s.dingtalk;
     d.enabled = true;
     d.client_id = CLIENT_ID.into();

@@ -25,16 +25,16 @@ use tokio_tungstenite::tungstenite::handshake::server::{
     ErrorResponse, Request, Response as WsResponse,
 };
 
-pub const CLIENT_ID: &str = "dingtestappkey";
-pub const CLIENT_SECRET: &str = "dingtest-app-secret";
+pub(crate) const CLIENT_ID: &str = "dingtestappkey";
+pub(crate) const CLIENT_SECRET: &str = "dingtest-app-secret";
 /// The access token the fake hands out.
-pub const ACCESS_TOKEN: &str = "dt-access-token-1";
+pub(crate) const ACCESS_TOKEN: &str = "dt-access-token-1";
 /// The card template the tests configure.
-pub const TEMPLATE: &str = "imrelay-test-template.schema";
+pub(crate) const TEMPLATE: &str = "imrelay-test-template.schema";
 
 /// One card as the fake holds it.
 #[derive(Clone, Debug)]
-pub struct Card {
+pub(crate) struct Card {
     /// Its outTrackId.
     pub id: String,
     /// `dtv1.card//IM_GROUP.<cid>` or `dtv1.card//IM_ROBOT.<userId>`.
@@ -53,7 +53,7 @@ enum Cmd {
 }
 
 #[derive(Default)]
-pub struct FakeState {
+pub(crate) struct FakeState {
     ws_url: Mutex<String>,
     tickets: Mutex<HashSet<String>>,
     next_ticket: AtomicU64,
@@ -74,7 +74,7 @@ pub struct FakeState {
 }
 
 impl FakeState {
-    pub fn open_conns(&self) -> Vec<usize> {
+    pub(crate) fn open_conns(&self) -> Vec<usize> {
         let mut v: Vec<usize> = self.open.lock().unwrap().keys().copied().collect();
         v.sort_unstable();
         v
@@ -88,7 +88,7 @@ impl FakeState {
     }
 
     /// Sends a frame of `kind` on `topic` with message id `id` and `data` (sent as a string).
-    pub fn push(&self, conn: usize, kind: &str, topic: &str, id: &str, data: &Value) {
+    pub(crate) fn push(&self, conn: usize, kind: &str, topic: &str, id: &str, data: &Value) {
         let frame = json!({"specVersion": "1.0", "type": kind,
             "headers": {"appId": "app-1", "connectionId": "c-1", "contentType": "application/json",
                         "messageId": id, "time": "1700000000000", "topic": topic},
@@ -96,12 +96,12 @@ impl FakeState {
         self.send(conn, Cmd::Text(frame.to_string()));
     }
 
-    pub fn drop_conn(&self, conn: usize) {
+    pub(crate) fn drop_conn(&self, conn: usize) {
         self.send(conn, Cmd::Drop);
     }
 
     /// The cards whose token names interaction `id`.
-    pub fn cards_of(&self, id: &str) -> Vec<Card> {
+    pub(crate) fn cards_of(&self, id: &str) -> Vec<Card> {
         self.cards
             .lock()
             .unwrap()
@@ -116,7 +116,7 @@ impl FakeState {
     }
 
     /// OpenAPI requests to `path`.
-    pub fn calls_to(&self, path: &str) -> Vec<Value> {
+    pub(crate) fn calls_to(&self, path: &str) -> Vec<Value> {
         self.calls
             .lock()
             .unwrap()
@@ -127,7 +127,7 @@ impl FakeState {
     }
 
     /// Acknowledgements naming message `id`.
-    pub fn acks_of(&self, id: &str) -> Vec<(usize, Value)> {
+    pub(crate) fn acks_of(&self, id: &str) -> Vec<(usize, Value)> {
         self.acks
             .lock()
             .unwrap()
@@ -138,7 +138,7 @@ impl FakeState {
     }
 }
 
-pub struct FakeDingTalk {
+pub(crate) struct FakeDingTalk {
     pub api: String,
     pub state: Arc<FakeState>,
 }
@@ -359,7 +359,7 @@ async fn serve_ws(listener: tokio::net::TcpListener, state: Arc<FakeState>) {
 }
 
 impl FakeDingTalk {
-    pub async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         let state = Arc::new(FakeState::default());
         let ws = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         *state.ws_url.lock().unwrap() = format!("ws://{}/connect", ws.local_addr().unwrap());
@@ -386,7 +386,7 @@ impl FakeDingTalk {
 
 /// A text message to the robot, as the bot message topic carries it (`conversationType` "2"
 /// in a group, "1" in a person's chat with the robot).
-pub fn bot_message(conversation: &str, group: bool, sender: &str, text: &str) -> Value {
+pub(crate) fn bot_message(conversation: &str, group: bool, sender: &str, text: &str) -> Value {
     json!({
         "conversationId": conversation, "conversationType": if group { "2" } else { "1" },
         "chatbotCorpId": "dingcorp1", "chatbotUserId": "$:LWCP_v1:$robot", "msgId": "msg0001",
@@ -399,12 +399,12 @@ pub fn bot_message(conversation: &str, group: bool, sender: &str, text: &str) ->
 }
 
 /// A card click's callback data, as the card callback topic carries it.
-pub fn card_click(out_track_id: &str, user_id: &str, action: &str, token: &str) -> Value {
+pub(crate) fn card_click(out_track_id: &str, user_id: &str, action: &str, token: &str) -> Value {
     card_action(out_track_id, user_id, action, json!({"token": token}))
 }
 
 /// A card click with the action's parameters `params`.
-pub fn card_action(out_track_id: &str, user_id: &str, action: &str, params: Value) -> Value {
+pub(crate) fn card_action(out_track_id: &str, user_id: &str, action: &str, params: Value) -> Value {
     json!({
         "extension": "{}", "corpId": "dingcorp1", "type": "actionCallback", "userId": user_id,
         "outTrackId": out_track_id, "spaceType": "IM_GROUP", "spaceId": "cidGroup1", "userIdType": 1,

@@ -4,7 +4,7 @@
 //! created and updated, every click through the answer pipeline, restarts).
 
 pub(crate) mod channel;
-pub mod fake;
+pub(crate) mod fake;
 mod passkey;
 mod quiet;
 mod stream;

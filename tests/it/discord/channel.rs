@@ -16,13 +16,13 @@ use serde_json::{Value, json};
 use super::fake::{BOT_TOKEN, CHANNELS, FakeDiscord, component_click, modal_submit};
 use crate::support::{TestApp, spawn_with, wait_until};
 
-pub const APPROVER: &str = "6000000000000000001";
-pub const STRANGER: &str = "6000000000000000066";
+pub(crate) const APPROVER: &str = "6000000000000000001";
+pub(crate) const STRANGER: &str = "6000000000000000066";
 
-pub static NEXT: AtomicU64 = AtomicU64::new(1);
+pub(crate) static NEXT: AtomicU64 = AtomicU64::new(1);
 
 /// Enables the channel in `s`, pointed at `fake`, over the Gateway.
-pub fn enable(s: &mut Settings, fake: &FakeDiscord) {
+pub(crate) fn enable(s: &mut Settings, fake: &FakeDiscord) {
     let d = &mut s.discord;
     d.enabled = true;
     d.transport = Transport::Gateway;
@@ -33,12 +33,12 @@ pub fn enable(s: &mut Settings, fake: &FakeDiscord) {
     d.approvers = vec![APPROVER.into()];
 }
 
-pub async fn start() -> (FakeDiscord, TestApp) {
+pub(crate) async fn start() -> (FakeDiscord, TestApp) {
     start_with(|_| {}).await
 }
 
 /// [`start`], with more settings.
-pub async fn start_with(f: impl FnOnce(&mut Settings)) -> (FakeDiscord, TestApp) {
+pub(crate) async fn start_with(f: impl FnOnce(&mut Settings)) -> (FakeDiscord, TestApp) {
     let fake = FakeDiscord::start().await;
     fake.state
         .gateway
@@ -54,7 +54,7 @@ pub async fn start_with(f: impl FnOnce(&mut Settings)) -> (FakeDiscord, TestApp)
 }
 
 /// The messages posted for interaction `id` in every channel: (channel, message id).
-pub async fn posted(fake: &FakeDiscord, id: &str) -> Vec<(String, String)> {
+pub(crate) async fn posted(fake: &FakeDiscord, id: &str) -> Vec<(String, String)> {
     let find = || -> Vec<(String, String)> {
         CHANNELS
             .iter()
@@ -74,12 +74,12 @@ pub async fn posted(fake: &FakeDiscord, id: &str) -> Vec<(String, String)> {
     find()
 }
 
-pub fn message(fake: &FakeDiscord, (channel, id): &(String, String)) -> Value {
+pub(crate) fn message(fake: &FakeDiscord, (channel, id): &(String, String)) -> Value {
     fake.state.message(channel, id).unwrap()
 }
 
 /// Every component of a message (buttons and selects), flattened.
-pub fn components(m: &Value) -> Vec<Value> {
+pub(crate) fn components(m: &Value) -> Vec<Value> {
     m["components"]
         .as_array()
         .into_iter()
@@ -124,7 +124,12 @@ pub(crate) async fn deliver(fake: &FakeDiscord, interaction: Value) -> Value {
 }
 
 /// `user` clicks `label` on copy `at`; returns the interaction response.
-pub async fn click(fake: &FakeDiscord, user: &str, at: &(String, String), label: &str) -> Value {
+pub(crate) async fn click(
+    fake: &FakeDiscord,
+    user: &str,
+    at: &(String, String),
+    label: &str,
+) -> Value {
     let cid = custom_id(&message(fake, at), label);
     let n = NEXT.fetch_add(1, Ordering::SeqCst);
     deliver(

@@ -39,19 +39,19 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
-pub const BOT_TOKEN: &str = "MTAwMDAwMDAwMDAwMDAwMDAx.fake.bot-token";
-pub const BOT_ID: &str = "1000000000000000001";
-pub const APP_ID: &str = "1000000000000000002";
+pub(crate) const BOT_TOKEN: &str = "MTAwMDAwMDAwMDAwMDAwMDAx.fake.bot-token";
+pub(crate) const BOT_ID: &str = "1000000000000000001";
+pub(crate) const APP_ID: &str = "1000000000000000002";
 /// Text channels the bot can post in.
-pub const CHANNELS: &[&str] = &["2000000000000000001", "2000000000000000002"];
+pub(crate) const CHANNELS: &[&str] = &["2000000000000000001", "2000000000000000002"];
 /// The guild those channels are in.
-pub const GUILD: &str = "3000000000000000001";
+pub(crate) const GUILD: &str = "3000000000000000001";
 /// Discord's window for answering an interaction.
-pub const CALLBACK_WINDOW: Duration = Duration::from_secs(3);
+pub(crate) const CALLBACK_WINDOW: Duration = Duration::from_secs(3);
 
 /// A failure the fake answers with, once, instead of succeeding.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Failure {
+pub(crate) enum Failure {
     /// HTTP 429 with `Retry-After: secs`; `global` for the global limit.
     RateLimited { secs: u64, global: bool },
     /// HTTP 403 `Missing Access` (50001).
@@ -62,7 +62,7 @@ pub enum Failure {
 
 /// One REST call as received.
 #[derive(Clone, Debug)]
-pub struct Call {
+pub(crate) struct Call {
     pub method: String,
     pub path: String,
     pub query: HashMap<String, String>,
@@ -73,7 +73,7 @@ pub struct Call {
 
 /// One interaction callback as received.
 #[derive(Clone, Debug)]
-pub struct Callback {
+pub(crate) struct Callback {
     pub interaction: String,
     pub body: Value,
     /// Time from the interaction's dispatch to this callback.
@@ -82,7 +82,7 @@ pub struct Callback {
 
 /// What the gateway saw, in order.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Seen {
+pub(crate) enum Seen {
     /// A connection opened (its number).
     Open(usize),
     /// `Identify` with these intents.
@@ -107,7 +107,7 @@ enum Cmd {
 
 /// The gateway side.
 #[derive(Default)]
-pub struct Gateway {
+pub(crate) struct Gateway {
     url: Mutex<String>,
     /// The heartbeat interval sent in `Hello`, ms.
     pub heartbeat_ms: AtomicU64,
@@ -120,22 +120,22 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         self.url.lock().unwrap().clone()
     }
 
-    pub fn seen(&self) -> Vec<Seen> {
+    pub(crate) fn seen(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
     }
 
-    pub fn open_conns(&self) -> Vec<usize> {
+    pub(crate) fn open_conns(&self) -> Vec<usize> {
         let mut v: Vec<usize> = self.open.lock().unwrap().keys().copied().collect();
         v.sort_unstable();
         v
     }
 
     /// Whether a session is identified (READY sent) on an open connection.
-    pub fn ready(&self) -> bool {
+    pub(crate) fn ready(&self) -> bool {
         self.session.lock().unwrap().is_some() && !self.open_conns().is_empty()
     }
 
@@ -147,7 +147,7 @@ impl Gateway {
     }
 
     /// Dispatches event `t` with data `d` on the newest connection (recorded for a resume).
-    pub fn dispatch(&self, t: &str, d: Value) {
+    pub(crate) fn dispatch(&self, t: &str, d: Value) {
         let frame = {
             let mut session = self.session.lock().unwrap();
             let (_, seq, sent) = session.as_mut().expect("a session is identified");
@@ -160,12 +160,12 @@ impl Gateway {
     }
 
     /// Sends `Reconnect` (op 7).
-    pub fn reconnect(&self) {
+    pub(crate) fn reconnect(&self) {
         self.send(Cmd::Text(json!({"op": 7, "d": null}).to_string()));
     }
 
     /// Sends `Invalid Session` (op 9) saying whether the session may be resumed.
-    pub fn invalid_session(&self, resumable: bool) {
+    pub(crate) fn invalid_session(&self, resumable: bool) {
         if !resumable {
             *self.session.lock().unwrap() = None;
         }
@@ -173,16 +173,16 @@ impl Gateway {
     }
 
     /// Closes the newest connection with `code`.
-    pub fn close(&self, code: u16) {
+    pub(crate) fn close(&self, code: u16) {
         self.send(Cmd::Close(code));
     }
 
     /// Drops the newest connection's TCP stream without a close frame.
-    pub fn drop_conn(&self) {
+    pub(crate) fn drop_conn(&self) {
         self.send(Cmd::Drop);
     }
 
-    pub fn identifies(&self) -> Vec<u64> {
+    pub(crate) fn identifies(&self) -> Vec<u64> {
         self.seen()
             .into_iter()
             .filter_map(|s| match s {
@@ -192,14 +192,14 @@ impl Gateway {
             .collect()
     }
 
-    pub fn heartbeats(&self) -> usize {
+    pub(crate) fn heartbeats(&self) -> usize {
         self.seen()
             .iter()
             .filter(|s| matches!(s, Seen::Heartbeat { .. }))
             .count()
     }
 
-    pub fn resumes(&self) -> Vec<(String, Option<u64>)> {
+    pub(crate) fn resumes(&self) -> Vec<(String, Option<u64>)> {
         self.seen()
             .into_iter()
             .filter_map(|s| match s {
@@ -210,13 +210,13 @@ impl Gateway {
     }
 
     /// The current session id.
-    pub fn session_id(&self) -> Option<String> {
+    pub(crate) fn session_id(&self) -> Option<String> {
         self.session.lock().unwrap().as_ref().map(|s| s.0.clone())
     }
 }
 
 #[derive(Default)]
-pub struct FakeState {
+pub(crate) struct FakeState {
     pub calls: Mutex<Vec<Call>>,
     failures: Mutex<HashMap<String, VecDeque<Failure>>>,
     next_id: AtomicU64,
@@ -238,7 +238,7 @@ pub struct FakeState {
 
 impl FakeState {
     /// Makes the next calls whose route is `route` ("POST /channels/{id}/messages") fail.
-    pub fn fail(&self, route: &str, failures: &[Failure]) {
+    pub(crate) fn fail(&self, route: &str, failures: &[Failure]) {
         self.failures
             .lock()
             .unwrap()
@@ -248,7 +248,7 @@ impl FakeState {
     }
 
     /// Calls by method and a path prefix (`"POST", "/channels/"`).
-    pub fn calls(&self, method: &str, path_prefix: &str) -> Vec<Call> {
+    pub(crate) fn calls(&self, method: &str, path_prefix: &str) -> Vec<Call> {
         self.calls
             .lock()
             .unwrap()
@@ -259,7 +259,7 @@ impl FakeState {
     }
 
     /// Messages posted to `channel`, oldest first, as (id, body).
-    pub fn messages_in(&self, channel: &str) -> Vec<(String, Value)> {
+    pub(crate) fn messages_in(&self, channel: &str) -> Vec<(String, Value)> {
         let mut v: Vec<(String, Value)> = self
             .messages
             .lock()
@@ -272,7 +272,7 @@ impl FakeState {
         v
     }
 
-    pub fn message(&self, channel: &str, id: &str) -> Option<Value> {
+    pub(crate) fn message(&self, channel: &str, id: &str) -> Option<Value> {
         self.messages
             .lock()
             .unwrap()
@@ -280,26 +280,26 @@ impl FakeState {
             .cloned()
     }
 
-    pub fn callbacks(&self) -> Vec<Callback> {
+    pub(crate) fn callbacks(&self) -> Vec<Callback> {
         self.callbacks.lock().unwrap().clone()
     }
 
     /// Callbacks that came later than Discord's window (Discord would have shown the person
     /// "This interaction failed").
-    pub fn late_callbacks(&self) -> Vec<Callback> {
+    pub(crate) fn late_callbacks(&self) -> Vec<Callback> {
         self.callbacks()
             .into_iter()
             .filter(|c| c.latency.is_none_or(|l| l > CALLBACK_WINDOW))
             .collect()
     }
 
-    pub fn snowflake(&self) -> String {
+    pub(crate) fn snowflake(&self) -> String {
         (4_000_000_000_000_000_000u64 + self.next_id.fetch_add(1, Ordering::SeqCst) + 1).to_string()
     }
 
     /// Registers an interaction about to be delivered (by the gateway or by HTTP) so that
     /// its callback is accepted once and timed.
-    pub fn expect_interaction(&self, id: &str, token: &str) {
+    pub(crate) fn expect_interaction(&self, id: &str, token: &str) {
         self.pending
             .lock()
             .unwrap()
@@ -307,7 +307,7 @@ impl FakeState {
     }
 }
 
-pub struct FakeDiscord {
+pub(crate) struct FakeDiscord {
     /// The REST base (`http://127.0.0.1:N/api/v10`).
     pub api: String,
     /// The server's root (`http://127.0.0.1:N`).
@@ -350,7 +350,7 @@ fn error(status: StatusCode, code: u64, message: &str) -> Response {
 
 /// The privileged intents (`GUILD_MEMBERS`, `GUILD_PRESENCES`, `MESSAGE_CONTENT`): asking
 /// for one the application has not enabled closes the Gateway with 4014.
-pub const PRIVILEGED: u64 = (1 << 1) | (1 << 8) | (1 << 15);
+pub(crate) const PRIVILEGED: u64 = (1 << 1) | (1 << 8) | (1 << 15);
 
 /// The data of a `MESSAGE_CREATE`, as Discord sends it to a bot without the Message Content
 /// intent: `user` writes `content` in `channel` (a text channel or a thread), as a reply to
@@ -358,7 +358,7 @@ pub const PRIVILEGED: u64 = (1 << 1) | (1 << 8) | (1 << 15);
 /// `referenced_message`) with the reply's @mention on (`ping`, Discord's default) or off.
 /// The text (`content`) is empty unless the bot is mentioned: by the reply's ping or by
 /// `<@bot>` in the text (Discord's documented exceptions; DMs are not used here).
-pub fn message_create(
+pub(crate) fn message_create(
     state: &FakeState,
     user: &str,
     channel: &str,
@@ -743,7 +743,7 @@ fn message_object(channel: &str, id: &str, body: &Value) -> Value {
 }
 
 /// Discord's documented limits on a message and its components.
-pub fn check_message(body: &Value) -> Result<(), String> {
+pub(crate) fn check_message(body: &Value) -> Result<(), String> {
     let chars = |v: &Value| v.as_str().map_or(0, |s| s.chars().count());
     if chars(&body["content"]) > 2000 {
         return Err("content: Must be 2000 or fewer in length.".into());
@@ -762,7 +762,7 @@ pub fn check_message(body: &Value) -> Result<(), String> {
 
 /// The classic component limits: 5 action rows, each 5 buttons or one select; ids of 100,
 /// labels of 80, 25 options of 100-character labels.
-pub fn check_components(components: &Value) -> Result<(), String> {
+pub(crate) fn check_components(components: &Value) -> Result<(), String> {
     let chars = |v: &Value| v.as_str().map_or(0, |s| s.chars().count());
     let rows = components.as_array().map_or(&[][..], Vec::as_slice);
     if rows.len() > 5 {
@@ -1039,7 +1039,7 @@ fn gateway_frame(state: &FakeState, conn: usize, v: &Value) -> Option<Result<Vec
 }
 
 impl FakeDiscord {
-    pub async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         let state = Arc::new(FakeState::default());
         *state.token.lock().unwrap() = BOT_TOKEN.to_string();
         state.gateway.heartbeat_ms.store(41_250, Ordering::SeqCst);
@@ -1067,7 +1067,7 @@ impl FakeDiscord {
 
 /// An `INTERACTION_CREATE` for a click on component `custom_id` of message `message_id` in
 /// `channel` by `user`; registered with `state` so its callback is timed.
-pub fn component_click(
+pub(crate) fn component_click(
     state: &FakeState,
     n: u64,
     user: &str,
@@ -1105,7 +1105,13 @@ pub fn component_click(
 
 /// An `INTERACTION_CREATE` for chat input command `name` (`/whoami`) used by `user` in
 /// `channel`.
-pub fn command_use(state: &FakeState, n: u64, user: &str, channel: &str, name: &str) -> Value {
+pub(crate) fn command_use(
+    state: &FakeState,
+    n: u64,
+    user: &str,
+    channel: &str,
+    name: &str,
+) -> Value {
     let mut v = component_click(state, n, user, channel, "0", "unused", None);
     v["type"] = json!(2);
     v["data"] = json!({"id": "7000000000000000001", "name": name, "type": 1});
@@ -1117,7 +1123,7 @@ pub fn command_use(state: &FakeState, n: u64, user: &str, channel: &str, name: &
 
 /// An `INTERACTION_CREATE` for the submission of modal `custom_id` (opened from a button on
 /// `message_id`) with text inputs `(custom_id, value)`.
-pub fn modal_submit(
+pub(crate) fn modal_submit(
     state: &FakeState,
     n: u64,
     user: &str,

@@ -3,7 +3,7 @@
 
 pub(crate) mod channel;
 mod commands;
-pub mod fake;
+pub(crate) mod fake;
 mod passkey;
 mod steer;
 mod threads;

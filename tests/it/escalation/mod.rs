@@ -15,11 +15,11 @@ mod slack;
 mod webhook;
 
 /// What an escalated copy says (in English).
-pub const ESCALATED: &str = "escalated: nobody on shop answered in 5 min";
+pub(crate) const ESCALATED: &str = "escalated: nobody on shop answered in 5 min";
 
 /// Moves the clock `secs` forward (the registry's timers fire as if that time had passed),
 /// then lets it run again for the HTTP that follows.
-pub async fn jump(secs: u64) {
+pub(crate) async fn jump(secs: u64) {
     tokio::time::pause();
     tokio::time::advance(Duration::from_secs(secs)).await;
     tokio::time::resume();
@@ -29,7 +29,7 @@ pub async fn jump(secs: u64) {
 }
 
 /// Alice and Bob, with the channel ids `alice` and `bob` give them.
-pub fn people(alice: PersonSettings, bob: PersonSettings) -> Vec<PersonSettings> {
+pub(crate) fn people(alice: PersonSettings, bob: PersonSettings) -> Vec<PersonSettings> {
     vec![
         PersonSettings {
             name: "alice".into(),
@@ -44,7 +44,7 @@ pub fn people(alice: PersonSettings, bob: PersonSettings) -> Vec<PersonSettings>
 
 /// The shop's requests go where `route` says, answered by Alice; after five minutes
 /// unanswered they go where `to` says too, and Bob may answer them as well.
-pub fn shop(s: &mut Settings, route: RouteSettings, to: EscalateTo) {
+pub(crate) fn shop(s: &mut Settings, route: RouteSettings, to: EscalateTo) {
     s.routes = vec![RouteSettings {
         name: "shop".into(),
         cwd: vec!["/srv/shop/**".into()],
@@ -60,7 +60,7 @@ pub fn shop(s: &mut Settings, route: RouteSettings, to: EscalateTo) {
 }
 
 /// A tool call from the shop's directory.
-pub fn call(id: &str, command: &str) -> Value {
+pub(crate) fn call(id: &str, command: &str) -> Value {
     json!({"id": id, "tool_name": "Bash", "input": {"command": command},
            "agent": "claude-code", "cwd": "/srv/shop"})
 }

@@ -15,14 +15,14 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{patch, post};
 use serde_json::{Value, json};
 
-pub const APP_ID: &str = "cli_test_app";
-pub const APP_SECRET: &str = "test-app-secret";
+pub(crate) const APP_ID: &str = "cli_test_app";
+pub(crate) const APP_SECRET: &str = "test-app-secret";
 /// The platform refuses a card message whose request body is over 30 KB.
-pub const MAX_CARD_BODY: usize = 30_000;
+pub(crate) const MAX_CARD_BODY: usize = 30_000;
 
 /// A failure the fake answers with, once, instead of succeeding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Failure {
+pub(crate) enum Failure {
     /// HTTP 400 with code 99991400 and a one-second reset header.
     Throttle,
     /// HTTP 502 with an HTML body.
@@ -35,7 +35,7 @@ pub enum Failure {
 
 /// One card send as received.
 #[derive(Clone, Debug)]
-pub struct Send {
+pub(crate) struct Send {
     pub receive_id_type: String,
     pub receive_id: String,
     pub uuid: String,
@@ -49,7 +49,7 @@ pub struct Send {
 
 /// One reply (`POST /open-apis/im/v1/messages/{message_id}/reply`) as accepted.
 #[derive(Clone, Debug)]
-pub struct Reply {
+pub(crate) struct Reply {
     /// The message replied to.
     pub parent: String,
     pub msg_type: String,
@@ -65,7 +65,7 @@ pub struct Reply {
 
 /// One card update as received.
 #[derive(Clone, Debug)]
-pub struct Patch {
+pub(crate) struct Patch {
     pub message_id: String,
     pub card: Value,
     /// The size of the request body, bytes.
@@ -73,7 +73,7 @@ pub struct Patch {
 }
 
 #[derive(Default)]
-pub struct FakeState {
+pub(crate) struct FakeState {
     pub token_requests: AtomicUsize,
     next_token: AtomicU64,
     next_message: AtomicU64,
@@ -100,7 +100,7 @@ pub struct FakeState {
 impl FakeState {
     /// A person wrote message `id`, replying to `parent` (in its thread, if it has one):
     /// the bot may reply to it. Returns the thread it is in.
-    pub fn written(&self, id: &str, parent: Option<&str>) -> Option<String> {
+    pub(crate) fn written(&self, id: &str, parent: Option<&str>) -> Option<String> {
         self.written.lock().unwrap().insert(id.to_string());
         let mut threads = self.threads.lock().unwrap();
         let thread = parent.and_then(|p| threads.get(p).cloned());
@@ -110,26 +110,26 @@ impl FakeState {
         thread
     }
 
-    pub fn fail_sends(&self, failures: &[Failure]) {
+    pub(crate) fn fail_sends(&self, failures: &[Failure]) {
         self.send_failures.lock().unwrap().extend(failures);
     }
 
-    pub fn fail_patches(&self, failures: &[Failure]) {
+    pub(crate) fn fail_patches(&self, failures: &[Failure]) {
         self.patch_failures.lock().unwrap().extend(failures);
     }
 
     /// Makes every token issued so far invalid.
-    pub fn revoke_tokens(&self) {
+    pub(crate) fn revoke_tokens(&self) {
         let issued = self.issued.lock().unwrap().clone();
         self.revoked.lock().unwrap().extend(issued);
     }
 
-    pub fn sends(&self) -> Vec<Send> {
+    pub(crate) fn sends(&self) -> Vec<Send> {
         self.sends.lock().unwrap().clone()
     }
 
     /// Sends that created or returned a message.
-    pub fn delivered(&self) -> Vec<Send> {
+    pub(crate) fn delivered(&self) -> Vec<Send> {
         self.sends()
             .into_iter()
             .filter(|s| s.message_id.is_some())
@@ -137,20 +137,20 @@ impl FakeState {
     }
 
     /// Distinct messages created.
-    pub fn messages_created(&self) -> usize {
+    pub(crate) fn messages_created(&self) -> usize {
         self.by_uuid.lock().unwrap().len()
     }
 
-    pub fn replies(&self) -> Vec<Reply> {
+    pub(crate) fn replies(&self) -> Vec<Reply> {
         self.replies.lock().unwrap().clone()
     }
 
-    pub fn patches(&self) -> Vec<Patch> {
+    pub(crate) fn patches(&self) -> Vec<Patch> {
         self.patches.lock().unwrap().clone()
     }
 }
 
-pub struct FakeFeishu {
+pub(crate) struct FakeFeishu {
     pub url: String,
     pub state: Arc<FakeState>,
 }
@@ -394,7 +394,7 @@ async fn update(
 
 impl FakeFeishu {
     /// Starts the fake; `extra` adds routes (the long-connection endpoint).
-    pub async fn start_with(
+    pub(crate) async fn start_with(
         extra: impl FnOnce(Router<Arc<FakeState>>) -> Router<Arc<FakeState>>,
     ) -> Self {
         let state = Arc::new(FakeState::default());
@@ -414,7 +414,7 @@ impl FakeFeishu {
         FakeFeishu { url, state }
     }
 
-    pub async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         Self::start_with(|r| r).await
     }
 }

@@ -19,7 +19,7 @@ use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, 
 
 use super::fake::{APP_ID, APP_SECRET, FakeFeishu, FakeState};
 
-pub const SERVICE: i32 = 33554678;
+pub(crate) const SERVICE: i32 = 33554678;
 
 enum Cmd {
     Send(Vec<u8>),
@@ -27,7 +27,7 @@ enum Cmd {
 }
 
 #[derive(Default)]
-pub struct WsState {
+pub(crate) struct WsState {
     /// Handshakes completed.
     pub connections: AtomicUsize,
     /// When each handshake completed.
@@ -50,11 +50,11 @@ pub struct WsState {
 }
 
 impl WsState {
-    pub fn received(&self) -> Vec<Frame> {
+    pub(crate) fn received(&self) -> Vec<Frame> {
         self.received.lock().unwrap().clone()
     }
 
-    pub fn pings(&self) -> usize {
+    pub(crate) fn pings(&self) -> usize {
         self.received()
             .iter()
             .filter(|f| f.method == METHOD_CONTROL && f.header("type") == Some("ping"))
@@ -62,14 +62,14 @@ impl WsState {
     }
 
     /// Acks (data frames from the client) for `message_id`.
-    pub fn acks(&self, message_id: &str) -> Vec<Frame> {
+    pub(crate) fn acks(&self, message_id: &str) -> Vec<Frame> {
         self.received()
             .into_iter()
             .filter(|f| f.method == METHOD_DATA && f.header("message_id") == Some(message_id))
             .collect()
     }
 
-    pub fn send(&self, frame: &Frame) {
+    pub(crate) fn send(&self, frame: &Frame) {
         let tx = self.to_client.lock().unwrap().clone();
         tx.expect("a connected client")
             .send(Cmd::Send(frame.to_bytes()))
@@ -77,20 +77,20 @@ impl WsState {
     }
 
     /// Drops the TCP connection without a close frame.
-    pub fn drop_connection(&self) {
+    pub(crate) fn drop_connection(&self) {
         if let Some(tx) = self.to_client.lock().unwrap().take() {
             let _ = tx.send(Cmd::Drop);
         }
     }
 }
 
-pub struct FakePlatform {
+pub(crate) struct FakePlatform {
     pub openapi: FakeFeishu,
     pub ws: Arc<WsState>,
 }
 
 /// A data frame delivering `payload` as part `seq` of `sum`.
-pub fn data_frame(message_id: &str, sum: usize, seq: usize, payload: &[u8]) -> Frame {
+pub(crate) fn data_frame(message_id: &str, sum: usize, seq: usize, payload: &[u8]) -> Frame {
     let headers = [
         ("type", "event".to_string()),
         ("message_id", message_id.to_string()),
@@ -184,7 +184,7 @@ async fn serve_ws(listener: tokio::net::TcpListener, state: Arc<WsState>) {
 }
 
 impl FakePlatform {
-    pub async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         let ws = Arc::new(WsState::default());
         *ws.endpoint_config.lock().unwrap() = json!({"ReconnectCount": -1, "ReconnectInterval": 1, "ReconnectNonce": 0, "PingInterval": 1});
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

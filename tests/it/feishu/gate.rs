@@ -11,16 +11,16 @@ use imrelay::store::intercept::{Intercepted, Interceptor, Op};
 use tokio::sync::watch;
 
 /// Holds `resolve` while closed.
-pub struct Gate {
+pub(crate) struct Gate {
     closed: watch::Sender<bool>,
     waiting: AtomicUsize,
 }
 
 /// The in-memory store behind a [`Gate`].
-pub type GatedStore = Intercepted<Gate>;
+pub(crate) type GatedStore = Intercepted<Gate>;
 
 /// A fresh in-memory store with an open gate.
-pub fn gated_store() -> Arc<GatedStore> {
+pub(crate) fn gated_store() -> Arc<GatedStore> {
     Arc::new(Intercepted::new(
         Arc::new(MemoryStore::new()),
         Gate {
@@ -31,16 +31,16 @@ pub fn gated_store() -> Arc<GatedStore> {
 }
 
 impl Gate {
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         self.closed.send_replace(true);
     }
 
-    pub fn open(&self) {
+    pub(crate) fn open(&self) {
         self.closed.send_replace(false);
     }
 
     /// Writes that reached the closed gate so far.
-    pub fn waiting(&self) -> usize {
+    pub(crate) fn waiting(&self) -> usize {
         self.waiting.load(Ordering::SeqCst)
     }
 }

@@ -10,16 +10,16 @@ use serde_json::{Value, json};
 use super::fake::{self, FakeFeishu};
 use crate::support::{TestApp, split};
 
-pub const ENCRYPT_KEY: &str = "test-encrypt-key";
-pub const VERIFICATION_TOKEN: &str = "test-verification-token";
-pub const APPROVER: &str = "ou_approver";
-pub const STRANGER: &str = "ou_stranger";
-pub const CHAT: &str = "oc_team";
-pub const DM: &str = "ou_boss";
+pub(crate) const ENCRYPT_KEY: &str = "test-encrypt-key";
+pub(crate) const VERIFICATION_TOKEN: &str = "test-verification-token";
+pub(crate) const APPROVER: &str = "ou_approver";
+pub(crate) const STRANGER: &str = "ou_stranger";
+pub(crate) const CHAT: &str = "oc_team";
+pub(crate) const DM: &str = "ou_boss";
 
 /// Enables the channel in `s` in webhook mode, pointed at `fake`, in English, with two
 /// receivers.
-pub fn enable(s: &mut Settings, fake: &FakeFeishu) {
+pub(crate) fn enable(s: &mut Settings, fake: &FakeFeishu) {
     let f = &mut s.feishu;
     f.enabled = true;
     f.mode = Mode::Webhook;
@@ -37,7 +37,7 @@ pub fn enable(s: &mut Settings, fake: &FakeFeishu) {
 }
 
 /// Every JSON object inside `v` (depth first) for which `pred` holds.
-pub fn find_all<'a>(v: &'a Value, pred: &dyn Fn(&Value) -> bool, out: &mut Vec<&'a Value>) {
+pub(crate) fn find_all<'a>(v: &'a Value, pred: &dyn Fn(&Value) -> bool, out: &mut Vec<&'a Value>) {
     if pred(v) {
         out.push(v);
     }
@@ -49,14 +49,14 @@ pub fn find_all<'a>(v: &'a Value, pred: &dyn Fn(&Value) -> bool, out: &mut Vec<&
 }
 
 /// Elements of `card` with `tag`.
-pub fn tagged<'a>(card: &'a Value, tag: &str) -> Vec<&'a Value> {
+pub(crate) fn tagged<'a>(card: &'a Value, tag: &str) -> Vec<&'a Value> {
     let mut out = Vec::new();
     find_all(card, &|v| v["tag"] == tag, &mut out);
     out
 }
 
 /// The callback value of the button named `name` in `card`.
-pub fn button_value(card: &Value, name: &str) -> Value {
+pub(crate) fn button_value(card: &Value, name: &str) -> Value {
     tagged(card, "button")
         .into_iter()
         .find(|b| b["name"] == name)
@@ -65,7 +65,7 @@ pub fn button_value(card: &Value, name: &str) -> Value {
 }
 
 /// All plain text and markdown of a card, joined.
-pub fn card_text(card: &Value) -> String {
+pub(crate) fn card_text(card: &Value) -> String {
     let mut out = Vec::new();
     find_all(
         card,
@@ -79,7 +79,7 @@ pub fn card_text(card: &Value) -> String {
 }
 
 /// Waits for the first card delivered for interaction `id`, to the chat receiver.
-pub async fn card_for(fake: &FakeFeishu, id: &str) -> (String, Value) {
+pub(crate) async fn card_for(fake: &FakeFeishu, id: &str) -> (String, Value) {
     let find = || {
         fake.state.delivered().into_iter().find(|s| {
             s.receive_id == CHAT && {
@@ -99,7 +99,12 @@ pub async fn card_for(fake: &FakeFeishu, id: &str) -> (String, Value) {
 }
 
 /// A `card.action.trigger` envelope.
-pub fn click(event_id: &str, open_id: &str, value: &Value, form_value: Option<Value>) -> Value {
+pub(crate) fn click(
+    event_id: &str,
+    open_id: &str,
+    value: &Value,
+    form_value: Option<Value>,
+) -> Value {
     let mut action = json!({"value": value, "tag": "button"});
     if let Some(f) = form_value {
         action["form_value"] = f;
@@ -126,7 +131,7 @@ pub fn click(event_id: &str, open_id: &str, value: &Value, form_value: Option<Va
 }
 
 /// POSTs `payload` to the callback endpoint as the platform does: encrypted and signed now.
-pub async fn post_callback(app: &TestApp, payload: &Value) -> (StatusCode, Value) {
+pub(crate) async fn post_callback(app: &TestApp, payload: &Value) -> (StatusCode, Value) {
     let body = json!({"encrypt": crypto::encrypt(ENCRYPT_KEY, &payload.to_string())}).to_string();
     post_signed(
         app,
@@ -138,7 +143,7 @@ pub async fn post_callback(app: &TestApp, payload: &Value) -> (StatusCode, Value
 }
 
 /// POSTs a raw body with signature headers for `timestamp` (or `signature` if given).
-pub async fn post_signed(
+pub(crate) async fn post_signed(
     app: &TestApp,
     body: String,
     timestamp: &str,
@@ -163,6 +168,6 @@ pub async fn post_signed(
 }
 
 /// A unique event id.
-pub fn event_id() -> String {
+pub(crate) fn event_id() -> String {
     uuid::Uuid::now_v7().simple().to_string()
 }

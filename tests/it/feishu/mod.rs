@@ -5,9 +5,9 @@ mod cards;
 mod delivery;
 mod digest;
 mod escalation;
-pub mod fake;
-pub mod fake_ws;
-pub mod gate;
+pub(crate) mod fake;
+pub(crate) mod fake_ws;
+pub(crate) mod gate;
 mod grants;
 mod helpers;
 mod routes;
@@ -16,4 +16,4 @@ mod threads;
 mod webhook;
 mod ws;
 
-pub use helpers::*;
+pub(crate) use helpers::*;

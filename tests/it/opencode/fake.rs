@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 use crate::support::*;
 
 /// The first event of `kind` in a captured `.jsonl` fixture.
-pub fn captured(name: &str, kind: &str) -> Value {
+pub(super) fn captured(name: &str, kind: &str) -> Value {
     let path = format!(
         "{}/tests/fixtures/opencode/{name}.jsonl",
         env!("CARGO_MANIFEST_DIR")
@@ -38,7 +38,7 @@ pub fn captured(name: &str, kind: &str) -> Value {
 
 /// What the fake OpenCode server holds.
 #[derive(Default)]
-pub struct Inner {
+pub(super) struct Inner {
     /// Waiting permission requests (`GET /permission`).
     pub permissions: Vec<Value>,
     /// Waiting questions (`GET /question`).
@@ -59,7 +59,7 @@ pub struct Inner {
 }
 
 #[derive(Clone)]
-pub struct Fake {
+pub(super) struct Fake {
     pub inner: Arc<Mutex<Inner>>,
     /// Whole frames (`data: ...\n\n`) for every open stream.
     pub events: broadcast::Sender<Bytes>,
@@ -73,14 +73,14 @@ pub struct Fake {
 }
 
 /// A fake `opencode serve` on loopback.
-pub struct FakeOpenCode {
+pub(super) struct FakeOpenCode {
     pub addr: SocketAddr,
     pub fake: Fake,
     stop: CancellationToken,
 }
 
 impl FakeOpenCode {
-    pub async fn start(
+    pub(super) async fn start(
         port: u16,
         inner: Arc<Mutex<Inner>>,
         password: Option<&str>,
@@ -118,12 +118,12 @@ impl FakeOpenCode {
         FakeOpenCode { addr, fake, stop }
     }
 
-    pub fn url(&self) -> String {
+    pub(super) fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
 
     /// Publishes `event` on every open stream (and lists an asked request as waiting).
-    pub fn emit(&self, event: &Value) {
+    pub(super) fn emit(&self, event: &Value) {
         {
             let mut inner = self.fake.inner.lock().unwrap();
             match event["type"].as_str() {
@@ -136,21 +136,21 @@ impl FakeOpenCode {
     }
 
     /// Publishes an event whose data is `data`, as it is.
-    pub fn emit_raw(&self, data: &str) {
+    pub(super) fn emit_raw(&self, data: &str) {
         self.emit_frame(format!("data: {data}\n\n").into_bytes());
     }
 
     /// Publishes `frame`, bytes as they are, on every open stream.
-    pub fn emit_frame(&self, frame: Vec<u8>) {
+    pub(super) fn emit_frame(&self, frame: Vec<u8>) {
         let _ = self.fake.events.send(Bytes::from(frame));
     }
 
-    pub fn replies(&self) -> Vec<(String, Value)> {
+    pub(super) fn replies(&self) -> Vec<(String, Value)> {
         self.fake.inner.lock().unwrap().replies.clone()
     }
 
     /// Waits until a stream is open.
-    pub async fn connected(&self) {
+    pub(super) async fn connected(&self) {
         wait_until("the bridge follows the event stream", || {
             self.fake.events.receiver_count() > 0
         })
@@ -158,7 +158,7 @@ impl FakeOpenCode {
     }
 
     /// Stops serving; open streams end.
-    pub fn shut(&self) {
+    pub(super) fn shut(&self) {
         self.stop.cancel();
     }
 }
@@ -306,10 +306,15 @@ async fn question_reject(State(f): State<Fake>, Path(id): Path<String>) -> Respo
 }
 
 /// `imrelay bridge opencode` between `imrelay` and `opencode`.
-pub struct BridgeProcess(tokio::process::Child, String);
+pub(super) struct BridgeProcess(tokio::process::Child, String);
 
 impl BridgeProcess {
-    pub fn start(imrelay: &str, opencode: &str, password: Option<&str>, extra: &[&str]) -> Self {
+    pub(super) fn start(
+        imrelay: &str,
+        opencode: &str,
+        password: Option<&str>,
+        extra: &[&str],
+    ) -> Self {
         let mut c = tokio::process::Command::new(env!("CARGO_BIN_EXE_imrelay"));
         c.env_remove("IMRELAY_AGENT_TOKEN")
             .env_remove("IMRELAY_URL")
@@ -334,7 +339,7 @@ impl BridgeProcess {
     }
 
     /// Waits until it has written `needle` on standard error (at most 60 s).
-    pub async fn until_said(&mut self, needle: &str) {
+    pub(super) async fn until_said(&mut self, needle: &str) {
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
         let err = self.0.stderr.as_mut().expect("standard error is piped");
         let mut buf = [0u8; 4096];
@@ -347,7 +352,7 @@ impl BridgeProcess {
     }
 
     /// Stops it; what it wrote on standard error.
-    pub async fn stop(mut self) -> String {
+    pub(super) async fn stop(mut self) -> String {
         let _ = self.0.start_kill();
         let _ = self.0.wait().await;
         let mut err = std::mem::take(&mut self.1);
@@ -361,7 +366,7 @@ impl BridgeProcess {
 /// Announces one more permission request (like `asked`) and waits until imrelay holds it.
 /// The bridge reads OpenCode's events in order, so by then it has handled each one before:
 /// a reply one of them caused was on its way first.
-pub async fn after_the_events_so_far(app: &TestApp, oc: &FakeOpenCode, asked: &Value) {
+pub(super) async fn after_the_events_so_far(app: &TestApp, oc: &FakeOpenCode, asked: &Value) {
     let mut fence = asked.clone();
     fence["properties"]["id"] = json!("per_fence");
     oc.emit(&fence);
@@ -369,7 +374,7 @@ pub async fn after_the_events_so_far(app: &TestApp, oc: &FakeOpenCode, asked: &V
 }
 
 /// The interaction id the bridge derives for `request` on `server`.
-pub fn interaction_id(server: &str, request: &str) -> String {
+pub(super) fn interaction_id(server: &str, request: &str) -> String {
     imrelay::agents::opencode::Request::Permission(imrelay::agents::opencode::PermissionAsked {
         id: request.into(),
         session_id: String::new(),
@@ -381,7 +386,7 @@ pub fn interaction_id(server: &str, request: &str) -> String {
     .interaction_id(server)
 }
 
-pub async fn pending(app: &TestApp, id: &str) -> Value {
+pub(super) async fn pending(app: &TestApp, id: &str) -> Value {
     eventually(&format!("{id} is pending"), || async {
         let (status, v) = app.get(&format!("/v1/interactions/{id}")).await;
         (status == StatusCode::OK && v["status"] == "pending").then_some(v)
@@ -389,7 +394,7 @@ pub async fn pending(app: &TestApp, id: &str) -> Value {
     .await
 }
 
-pub async fn resolved(app: &TestApp, id: &str) -> Value {
+pub(super) async fn resolved(app: &TestApp, id: &str) -> Value {
     eventually(&format!("{id} is resolved"), || async {
         let (status, v) = app.get(&format!("/v1/interactions/{id}")).await;
         (status == StatusCode::OK && v["status"] != "pending").then_some(v)
@@ -397,7 +402,7 @@ pub async fn resolved(app: &TestApp, id: &str) -> Value {
     .await
 }
 
-pub async fn replies(oc: &FakeOpenCode, n: usize) -> Vec<(String, Value)> {
+pub(super) async fn replies(oc: &FakeOpenCode, n: usize) -> Vec<(String, Value)> {
     eventually(&format!("{n} replies reach OpenCode"), || async {
         let r = oc.replies();
         (r.len() >= n).then_some(r)
@@ -405,7 +410,7 @@ pub async fn replies(oc: &FakeOpenCode, n: usize) -> Vec<(String, Value)> {
     .await
 }
 
-pub fn with_session(asked: &Value) -> Arc<Mutex<Inner>> {
+pub(super) fn with_session(asked: &Value) -> Arc<Mutex<Inner>> {
     let mut inner = Inner::default();
     inner.sessions.insert(
         asked["properties"]["sessionID"]

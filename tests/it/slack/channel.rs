@@ -16,12 +16,12 @@ use serde_json::{Value, json};
 use super::fake::{APP_TOKEN, BOT_TOKEN, CHANNELS, Failure, FakeSlack, interactive};
 use crate::support::{TestApp, eventually, settings, spawn_on, spawn_with, wait_until};
 
-pub const APPROVER: &str = "U0ALICE";
-pub const STRANGER: &str = "U0MALLORY";
+pub(crate) const APPROVER: &str = "U0ALICE";
+pub(crate) const STRANGER: &str = "U0MALLORY";
 const SIGNING_SECRET: &str = "test-signing-secret";
 
 /// Enables the channel in `s`, pointed at `fake`, in Socket Mode with one connection.
-pub fn enable(s: &mut Settings, fake: &FakeSlack) {
+pub(crate) fn enable(s: &mut Settings, fake: &FakeSlack) {
     let sl = &mut s.slack;
     sl.enabled = true;
     sl.mode = Mode::SocketMode;

@@ -23,18 +23,18 @@ use tokio_tungstenite::tungstenite::handshake::server::{
     ErrorResponse, Request, Response as WsResponse,
 };
 
-pub const BOT_TOKEN: &str = "xoxb-test-bot-token";
-pub const APP_TOKEN: &str = "xapp-test-app-token";
+pub(crate) const BOT_TOKEN: &str = "xoxb-test-bot-token";
+pub(crate) const APP_TOKEN: &str = "xapp-test-app-token";
 /// Conversations the bot is a member of.
-pub const CHANNELS: &[&str] = &["C0APPROVALS", "C0OPS"];
+pub(crate) const CHANNELS: &[&str] = &["C0APPROVALS", "C0OPS"];
 /// Slack refuses a message with more blocks than this.
-pub const MAX_BLOCKS: usize = 50;
+pub(crate) const MAX_BLOCKS: usize = 50;
 /// Slack's acknowledgement window.
-pub const ACK_WINDOW: Duration = Duration::from_secs(3);
+pub(crate) const ACK_WINDOW: Duration = Duration::from_secs(3);
 
 /// A failure the fake answers with, once, instead of succeeding.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Failure {
+pub(crate) enum Failure {
     /// HTTP 429 with `Retry-After: N` and `{"ok":false,"error":"ratelimited"}`.
     RateLimited(u64),
     /// HTTP 200 with `{"ok":false,"error":NAME}`.
@@ -45,7 +45,7 @@ pub enum Failure {
 
 /// One Web API call as received.
 #[derive(Clone, Debug)]
-pub struct Call {
+pub(crate) struct Call {
     pub method: String,
     pub token: String,
     pub content_type: String,
@@ -54,7 +54,7 @@ pub struct Call {
 
 /// One acknowledgement as received.
 #[derive(Clone, Debug)]
-pub struct Ack {
+pub(crate) struct Ack {
     pub conn: usize,
     pub envelope_id: String,
     pub payload: Option<Value>,
@@ -70,7 +70,7 @@ enum Cmd {
 
 /// The Socket Mode side.
 #[derive(Default)]
-pub struct Sockets {
+pub(crate) struct Sockets {
     url: Mutex<String>,
     tickets: Mutex<HashSet<String>>,
     next_ticket: AtomicU64,
@@ -94,14 +94,14 @@ impl Sockets {
     }
 
     /// Numbers of the connections open now, oldest first.
-    pub fn open_conns(&self) -> Vec<usize> {
+    pub(crate) fn open_conns(&self) -> Vec<usize> {
         let mut v: Vec<usize> = self.open.lock().unwrap().keys().copied().collect();
         v.sort_unstable();
         v
     }
 
     /// Connections opened so far.
-    pub fn opened(&self) -> usize {
+    pub(crate) fn opened(&self) -> usize {
         self.log
             .lock()
             .unwrap()
@@ -111,7 +111,7 @@ impl Sockets {
     }
 
     /// Position of `event` for `conn` in the log.
-    pub fn position(&self, event: &str, conn: usize) -> Option<usize> {
+    pub(crate) fn position(&self, event: &str, conn: usize) -> Option<usize> {
         self.log
             .lock()
             .unwrap()
@@ -127,7 +127,7 @@ impl Sockets {
     }
 
     /// Delivers `envelope` (a whole Socket Mode message) on connection `conn`.
-    pub fn deliver(&self, conn: usize, envelope: &Value) {
+    pub(crate) fn deliver(&self, conn: usize, envelope: &Value) {
         if let Some(id) = envelope["envelope_id"].as_str() {
             self.sent_at
                 .lock()
@@ -138,29 +138,29 @@ impl Sockets {
     }
 
     /// Sends Slack's `disconnect` message with `reason` on `conn`.
-    pub fn disconnect(&self, conn: usize, reason: &str) {
+    pub(crate) fn disconnect(&self, conn: usize, reason: &str) {
         let msg =
             json!({"type": "disconnect", "reason": reason, "debug_info": {"host": "applink-fake"}});
         self.send(conn, Cmd::Text(msg.to_string()));
     }
 
     /// Closes `conn` with a close frame.
-    pub fn close(&self, conn: usize) {
+    pub(crate) fn close(&self, conn: usize) {
         self.send(conn, Cmd::Close);
     }
 
     /// Drops `conn`'s TCP connection without a close frame.
-    pub fn drop_conn(&self, conn: usize) {
+    pub(crate) fn drop_conn(&self, conn: usize) {
         self.send(conn, Cmd::Drop);
     }
 
-    pub fn acks(&self) -> Vec<Ack> {
+    pub(crate) fn acks(&self) -> Vec<Ack> {
         self.acks.lock().unwrap().clone()
     }
 
     /// Acknowledgements that came later than Slack's window after their envelope (Slack
     /// would have redelivered the envelope).
-    pub fn late_acks(&self) -> Vec<Ack> {
+    pub(crate) fn late_acks(&self) -> Vec<Ack> {
         self.acks()
             .into_iter()
             .filter(|a| a.latency.is_some_and(|l| l > ACK_WINDOW))
@@ -168,7 +168,7 @@ impl Sockets {
     }
 
     /// Acknowledgements of `envelope_id`.
-    pub fn acks_of(&self, envelope_id: &str) -> Vec<Ack> {
+    pub(crate) fn acks_of(&self, envelope_id: &str) -> Vec<Ack> {
         self.acks()
             .into_iter()
             .filter(|a| a.envelope_id == envelope_id)
@@ -177,7 +177,7 @@ impl Sockets {
 }
 
 #[derive(Default)]
-pub struct FakeState {
+pub(crate) struct FakeState {
     pub calls: Mutex<Vec<Call>>,
     failures: Mutex<HashMap<String, VecDeque<Failure>>>,
     next_ts: AtomicU64,
@@ -190,7 +190,7 @@ pub struct FakeState {
 
 impl FakeState {
     /// Makes the next calls of `method` fail, in order.
-    pub fn fail(&self, method: &str, failures: &[Failure]) {
+    pub(crate) fn fail(&self, method: &str, failures: &[Failure]) {
         self.failures
             .lock()
             .unwrap()
@@ -199,7 +199,7 @@ impl FakeState {
             .extend(failures.iter().cloned());
     }
 
-    pub fn calls(&self, method: &str) -> Vec<Call> {
+    pub(crate) fn calls(&self, method: &str) -> Vec<Call> {
         self.calls
             .lock()
             .unwrap()
@@ -210,7 +210,7 @@ impl FakeState {
     }
 
     /// The current body of message `ts` in `channel`.
-    pub fn message(&self, channel: &str, ts: &str) -> Option<Value> {
+    pub(crate) fn message(&self, channel: &str, ts: &str) -> Option<Value> {
         self.messages
             .lock()
             .unwrap()
@@ -219,7 +219,7 @@ impl FakeState {
     }
 }
 
-pub struct FakeSlack {
+pub(crate) struct FakeSlack {
     /// The Web API base (`http://127.0.0.1:N/api`).
     pub api: String,
     pub state: Arc<FakeState>,
@@ -406,7 +406,7 @@ async fn method(
 /// Slack's documented limits on what a block holds: a header's text 150 characters, any text
 /// object 3,000, a button's or option's label 75, a button value 2,000, an actions block 25
 /// elements, checkboxes and radio buttons 10 options, a static select 100, ids 255.
-pub fn check_limits(v: &Value, at: &str) -> Result<(), String> {
+pub(crate) fn check_limits(v: &Value, at: &str) -> Result<(), String> {
     let err = |what: &str| Err(format!("[ERROR] {what} [json-pointer:{at}]"));
     let chars = |v: &Value| v.as_str().map_or(0, |s| s.chars().count());
     match v {
@@ -535,7 +535,7 @@ async fn serve_sockets(listener: tokio::net::TcpListener, state: Arc<FakeState>)
 }
 
 impl FakeSlack {
-    pub async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         let state = Arc::new(FakeState::default());
         let ws_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         *state.sockets.url.lock().unwrap() =
@@ -554,13 +554,17 @@ impl FakeSlack {
 }
 
 /// An interactive envelope carrying `payload`.
-pub fn interactive(envelope_id: &str, payload: Value, accepts_response_payload: bool) -> Value {
+pub(crate) fn interactive(
+    envelope_id: &str,
+    payload: Value,
+    accepts_response_payload: bool,
+) -> Value {
     json!({"envelope_id": envelope_id, "type": "interactive", "payload": payload,
         "accepts_response_payload": accepts_response_payload})
 }
 
 /// A `block_actions` payload: `user` pressed the button `action_id` with `value`.
-pub fn block_action(user: &str, action_id: &str, value: &str, trigger_id: &str) -> Value {
+pub(crate) fn block_action(user: &str, action_id: &str, value: &str, trigger_id: &str) -> Value {
     json!({
         "type": "block_actions",
         "user": {"id": user, "username": "someone", "team_id": "T0TEAM"},
@@ -575,7 +579,7 @@ pub fn block_action(user: &str, action_id: &str, value: &str, trigger_id: &str) 
 }
 
 /// An Events API envelope for event `event_id` (a redelivery has a new envelope id).
-pub fn event(envelope_id: &str, event_id: &str, retry_attempt: u64) -> Value {
+pub(crate) fn event(envelope_id: &str, event_id: &str, retry_attempt: u64) -> Value {
     json!({"envelope_id": envelope_id, "type": "events_api", "accepts_response_payload": false,
         "retry_attempt": retry_attempt, "retry_reason": if retry_attempt > 0 { "timeout" } else { "" },
         "payload": {"token": "legacy-verification-token", "team_id": "T0TEAM", "api_app_id": "A0APP",

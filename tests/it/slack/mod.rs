@@ -3,7 +3,7 @@
 //! copies, `disconnect`, drops, several connections, shutdown).
 
 pub(crate) mod channel;
-pub mod fake;
+pub(crate) mod fake;
 mod passkey;
 mod socket;
 mod steer;

@@ -25,13 +25,13 @@ use serde_json::{Value, json};
 use tokio::sync::{Notify, Semaphore};
 use tokio::time::Instant;
 
-pub const TOKEN: &str = "123456:TEST-token_abc";
-pub const BOT_ID: i64 = 123456;
-pub const BOT_USERNAME: &str = "imrelay_test_bot";
+pub(crate) const TOKEN: &str = "123456:TEST-token_abc";
+pub(crate) const BOT_ID: i64 = 123456;
+pub(crate) const BOT_USERNAME: &str = "imrelay_test_bot";
 
 /// One recorded call.
 #[derive(Clone, Debug)]
-pub struct Call {
+pub(crate) struct Call {
     pub method: String,
     pub params: Value,
     pub at: Instant,
@@ -41,7 +41,7 @@ pub struct Call {
 
 /// A scripted failure.
 #[derive(Clone, Debug)]
-pub enum Fail {
+pub(crate) enum Fail {
     /// 429 with `parameters.retry_after`.
     RetryAfter(u32),
     /// An HTTP status with Telegram's error body.
@@ -67,7 +67,7 @@ struct Inner {
 }
 
 /// The fake server.
-pub struct FakeTelegram {
+pub(crate) struct FakeTelegram {
     pub url: String,
     inner: Arc<Inner>,
 }
@@ -81,11 +81,11 @@ impl Drop for FakeTelegram {
     }
 }
 
-pub fn bot_user() -> Value {
+pub(crate) fn bot_user() -> Value {
     json!({"id": BOT_ID, "is_bot": true, "first_name": "imrelay", "username": BOT_USERNAME})
 }
 
-pub fn chat(id: i64) -> Value {
+pub(crate) fn chat(id: i64) -> Value {
     if id < 0 {
         json!({"id": id, "type": "group", "title": "Ops"})
     } else {
@@ -94,7 +94,7 @@ pub fn chat(id: i64) -> Value {
 }
 
 /// A message from the bot, as Telegram returns it.
-pub fn bot_message(chat_id: i64, message_id: i64, text: &str) -> Value {
+pub(crate) fn bot_message(chat_id: i64, message_id: i64, text: &str) -> Value {
     json!({
         "message_id": message_id,
         "date": 1_700_000_000,
@@ -158,7 +158,7 @@ fn entity(name: &str) -> Option<char> {
 
 /// Parses `html` as Telegram does for `parse_mode=HTML`; returns the text shown, or the
 /// reason Telegram gives for refusing it.
-pub fn parse_html(html: &str) -> Result<String, String> {
+pub(crate) fn parse_html(html: &str) -> Result<String, String> {
     let err = |m: String| Err(format!("Bad Request: can't parse entities: {m}"));
     let mut out = String::new();
     let mut open: Vec<String> = Vec::new();
@@ -228,7 +228,7 @@ pub fn parse_html(html: &str) -> Result<String, String> {
 }
 
 /// Why Telegram would refuse this call, if it would.
-pub fn refusal(method: &str, params: &Value) -> Option<String> {
+pub(crate) fn refusal(method: &str, params: &Value) -> Option<String> {
     if matches!(method, "sendMessage" | "editMessageText") {
         let text = params["text"].as_str().unwrap_or("");
         let shown = if params["parse_mode"] == "HTML" {
@@ -487,12 +487,12 @@ async fn api(
 
 impl FakeTelegram {
     /// Turns topics on in supergroup `chat` (a forum).
-    pub fn forum(&self, chat: i64) {
+    pub(crate) fn forum(&self, chat: i64) {
         self.inner.forums.lock().unwrap().insert(chat);
     }
 
     /// Whether topic `topic` of `chat` was made and is closed (`None`: never made).
-    pub fn topic_closed(&self, chat: i64, topic: i64) -> Option<bool> {
+    pub(crate) fn topic_closed(&self, chat: i64, topic: i64) -> Option<bool> {
         self.inner
             .topics
             .lock()
@@ -502,7 +502,7 @@ impl FakeTelegram {
     }
 
     /// Starts the fake on 127.0.0.1:0.
-    pub async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         let inner = Arc::new(Inner {
             next_message: AtomicI64::new(100),
             next_update: AtomicI64::new(5000),
@@ -519,7 +519,7 @@ impl FakeTelegram {
 
     /// The calls refused as Telegram would refuse them (method, reason); taking them tells
     /// the fake they were expected.
-    pub fn take_refusals(&self) -> Vec<(String, String)> {
+    pub(crate) fn take_refusals(&self) -> Vec<(String, String)> {
         std::mem::take(&mut *self.inner.refused.lock().unwrap())
             .into_iter()
             .map(|(m, why, _)| (m, why))
@@ -527,7 +527,7 @@ impl FakeTelegram {
     }
 
     /// Every accepted call of `method` so far, in order (refused ones are not among them).
-    pub fn calls(&self, method: &str) -> Vec<Call> {
+    pub(crate) fn calls(&self, method: &str) -> Vec<Call> {
         self.inner
             .calls
             .lock()
@@ -539,13 +539,13 @@ impl FakeTelegram {
     }
 
     /// Waits until `pred` holds for the calls of `method`, and returns them.
-    pub async fn wait_for(&self, method: &str, pred: impl Fn(&[Call]) -> bool) -> Vec<Call> {
+    pub(crate) async fn wait_for(&self, method: &str, pred: impl Fn(&[Call]) -> bool) -> Vec<Call> {
         self.wait_for_within(method, Duration::from_secs(15), pred)
             .await
     }
 
     /// [`FakeTelegram::wait_for`], giving up after `limit`.
-    pub async fn wait_for_within(
+    pub(crate) async fn wait_for_within(
         &self,
         method: &str,
         limit: Duration,
@@ -572,12 +572,12 @@ impl FakeTelegram {
     }
 
     /// Waits for at least `n` calls of `method`.
-    pub async fn wait_n(&self, method: &str, n: usize) -> Vec<Call> {
+    pub(crate) async fn wait_n(&self, method: &str, n: usize) -> Vec<Call> {
         self.wait_for(method, |c| c.len() >= n).await
     }
 
     /// Makes the next `times` calls of `method` fail with `fail`.
-    pub fn fail(&self, method: &str, fail: Fail, times: usize) {
+    pub(crate) fn fail(&self, method: &str, fail: Fail, times: usize) {
         let mut f = self.inner.failures.lock().unwrap();
         let q = f.entry(method.to_string()).or_default();
         for _ in 0..times {
@@ -586,7 +586,7 @@ impl FakeTelegram {
     }
 
     /// Holds calls of `method` (after recording them) until [`FakeTelegram::release`].
-    pub fn hold(&self, method: &str) {
+    pub(crate) fn hold(&self, method: &str) {
         self.inner
             .holds
             .lock()
@@ -595,24 +595,24 @@ impl FakeTelegram {
     }
 
     /// Lets held calls of `method` through.
-    pub fn release(&self, method: &str) {
+    pub(crate) fn release(&self, method: &str) {
         if let Some(gate) = self.inner.holds.lock().unwrap().remove(method) {
             gate.add_permits(1 << 20);
         }
     }
 
     /// The next update id.
-    pub fn next_update_id(&self) -> i64 {
+    pub(crate) fn next_update_id(&self) -> i64 {
         self.inner.next_update.fetch_add(1, Ordering::SeqCst)
     }
 
     /// Queues an update for `getUpdates`.
-    pub fn push_update(&self, update: Value) {
+    pub(crate) fn push_update(&self, update: Value) {
         self.push_updates(vec![update]);
     }
 
     /// Queues updates so that one `getUpdates` answer carries them all, in this order.
-    pub fn push_updates(&self, updates: Vec<Value>) {
+    pub(crate) fn push_updates(&self, updates: Vec<Value>) {
         self.inner.updates.lock().unwrap().extend(updates);
         self.inner.update_arrived.notify_waiters();
     }
@@ -620,20 +620,20 @@ impl FakeTelegram {
 
 /// A person.
 #[derive(Clone, Copy)]
-pub struct Person {
+pub(crate) struct Person {
     pub id: i64,
     pub first_name: &'static str,
 }
 
 impl Person {
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         json!({"id": self.id, "is_bot": false, "first_name": self.first_name, "username": self.first_name.to_lowercase()})
     }
 }
 
 /// A callback query update: `who` tapped the button with `data` on message `message` in
 /// `chat`.
-pub fn tap(update_id: i64, who: Person, chat_id: i64, message: i64, data: &str) -> Value {
+pub(crate) fn tap(update_id: i64, who: Person, chat_id: i64, message: i64, data: &str) -> Value {
     json!({
         "update_id": update_id,
         "callback_query": {
@@ -647,7 +647,13 @@ pub fn tap(update_id: i64, who: Person, chat_id: i64, message: i64, data: &str) 
 }
 
 /// A text message update from `who` in `chat`, optionally replying to message `reply_to`.
-pub fn text(update_id: i64, who: Person, chat_id: i64, body: &str, reply_to: Option<i64>) -> Value {
+pub(crate) fn text(
+    update_id: i64,
+    who: Person,
+    chat_id: i64,
+    body: &str,
+    reply_to: Option<i64>,
+) -> Value {
     let mut m = json!({
         "message_id": 90_000 + update_id,
         "date": 1_700_000_000,

@@ -15,12 +15,12 @@ use serde_json::{Value, json};
 use super::fake::{BOT_ID, FakeWecom, SECRET, card_click, card_fault, card_submit, text};
 use crate::support::{TestApp, settings, spawn_on, spawn_with, wait_until};
 
-pub const APPROVER: &str = "zhangsan";
-pub const STRANGER: &str = "mallory";
-pub const CHATS: [&str; 2] = ["wrkGroupA", "wrkGroupB"];
+pub(crate) const APPROVER: &str = "zhangsan";
+pub(crate) const STRANGER: &str = "mallory";
+pub(crate) const CHATS: [&str; 2] = ["wrkGroupA", "wrkGroupB"];
 
 /// Enables the channel in `s`, pointed at `fake`, in English.
-pub fn enable(s: &mut Settings, fake: &FakeWecom) {
+pub(crate) fn enable(s: &mut Settings, fake: &FakeWecom) {
     let w = &mut s.wecom;
     w.enabled = true;
     w.transport = Transport::Longconn;

@@ -15,8 +15,8 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 
-pub const BOT_ID: &str = "aibtest0001";
-pub const SECRET: &str = "wecom-test-secret";
+pub(crate) const BOT_ID: &str = "aibtest0001";
+pub(crate) const SECRET: &str = "wecom-test-secret";
 
 enum Cmd {
     Text(String),
@@ -24,7 +24,7 @@ enum Cmd {
 }
 
 #[derive(Default)]
-pub struct FakeState {
+pub(crate) struct FakeState {
     next_conn: AtomicUsize,
     open: Mutex<HashMap<usize, mpsc::UnboundedSender<Cmd>>>,
     /// Every frame the client sent, with its connection.
@@ -40,7 +40,7 @@ pub struct FakeState {
 }
 
 impl FakeState {
-    pub fn open_conns(&self) -> Vec<usize> {
+    pub(crate) fn open_conns(&self) -> Vec<usize> {
         let mut v: Vec<usize> = self.open.lock().unwrap().keys().copied().collect();
         v.sort_unstable();
         v
@@ -54,7 +54,7 @@ impl FakeState {
     }
 
     /// Pushes `cmd` with `req_id` and `body` to the client on `conn`.
-    pub fn push(&self, conn: usize, cmd: &str, req_id: &str, body: Value) {
+    pub(crate) fn push(&self, conn: usize, cmd: &str, req_id: &str, body: Value) {
         if body.pointer("/event/eventtype") == Some(&json!("template_card_event")) {
             self.clicks
                 .lock()
@@ -73,16 +73,16 @@ impl FakeState {
     }
 
     /// Marks `chat` as one where someone messaged the bot (as a message callback would).
-    pub fn reach(&self, chat: &str) {
+    pub(crate) fn reach(&self, chat: &str) {
         self.reachable.lock().unwrap().insert(chat.to_string());
     }
 
-    pub fn drop_conn(&self, conn: usize) {
+    pub(crate) fn drop_conn(&self, conn: usize) {
         self.send(conn, Cmd::Drop);
     }
 
     /// Frames the client sent with command `cmd`.
-    pub fn sent(&self, cmd: &str) -> Vec<(usize, Value)> {
+    pub(crate) fn sent(&self, cmd: &str) -> Vec<(usize, Value)> {
         self.received
             .lock()
             .unwrap()
@@ -143,7 +143,7 @@ impl FakeState {
 /// link); at most 6 buttons, and a `button_interaction` card has at least one; a jump link
 /// (`TemplateCardJumpAction`, at most 3) has a `title`, and type 1 a `url`; the card's own
 /// action (`TemplateCardAction`) of type 1 has a `url`, and a `text_notice` card has one.
-pub fn card_fault(card: &Value) -> Option<String> {
+pub(crate) fn card_fault(card: &Value) -> Option<String> {
     const TYPES: [&str; 5] = [
         "text_notice",
         "news_notice",
@@ -186,7 +186,7 @@ pub fn card_fault(card: &Value) -> Option<String> {
     }
 }
 
-pub struct FakeWecom {
+pub(crate) struct FakeWecom {
     pub url: String,
     pub state: Arc<FakeState>,
 }
@@ -249,7 +249,7 @@ async fn serve(listener: tokio::net::TcpListener, state: Arc<FakeState>) {
 }
 
 impl FakeWecom {
-    pub async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         let state = Arc::new(FakeState::default());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("ws://{}", listener.local_addr().unwrap());
@@ -259,21 +259,27 @@ impl FakeWecom {
 }
 
 /// A template card click by `userid` on button `key` of card `task_id` in group `chatid`.
-pub fn card_click(msgid: &str, userid: &str, chatid: &str, key: &str, task_id: &str) -> Value {
+pub(crate) fn card_click(
+    msgid: &str,
+    userid: &str,
+    chatid: &str,
+    key: &str,
+    task_id: &str,
+) -> Value {
     json!({"msgid": msgid, "create_time": 1700000000, "aibotid": BOT_ID, "chatid": chatid,
         "chattype": "group", "from": {"userid": userid}, "msgtype": "event",
         "event": {"eventtype": "template_card_event", "event_key": key, "task_id": task_id}})
 }
 
 /// A text message from `userid` in `chatid`.
-pub fn text(msgid: &str, userid: &str, chatid: &str, content: &str) -> Value {
+pub(crate) fn text(msgid: &str, userid: &str, chatid: &str, content: &str) -> Value {
     json!({"msgid": msgid, "aibotid": BOT_ID, "chatid": chatid, "chattype": "group",
         "from": {"userid": userid}, "msgtype": "text", "text": {"content": content}})
 }
 
 /// A template card submission in WeCom's nested shape (`event.template_card_event`), with
 /// the select lists' choices (`question_key` → option ids).
-pub fn card_submit(
+pub(crate) fn card_submit(
     msgid: &str,
     userid: &str,
     chatid: &str,

@@ -4,6 +4,6 @@
 //! connection taken over by another client.
 
 mod bot;
-pub mod channel;
-pub mod fake;
+pub(crate) mod channel;
+pub(crate) mod fake;
 mod passkey;

@@ -5,7 +5,7 @@ use crate::interaction::Kind;
 
 /// What a button or form asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Action {
+pub(crate) enum Action {
     /// Approve the tool call.
     Allow,
     /// Approve it, and grant the rule imrelay proposes for similar calls of its session.
@@ -20,7 +20,7 @@ pub enum Action {
 
 impl Action {
     /// The name carried in button values.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Action::Allow => "allow",
             Action::AllowSimilar => "allow_similar",
@@ -32,7 +32,7 @@ impl Action {
 
     /// Whether a card of an interaction of `kind` carries this button: Allow on approvals,
     /// Answer on questions and forms, Deny (or Decline) on all.
-    pub fn fits(self, kind: Kind) -> bool {
+    pub(crate) fn fits(self, kind: Kind) -> bool {
         match self {
             Action::Allow | Action::AllowSimilar | Action::Edit => kind == Kind::Approval,
             Action::Answer => matches!(kind, Kind::Question | Kind::Form),
@@ -43,7 +43,7 @@ impl Action {
     }
 
     /// Parses a name carried in button values.
-    pub fn parse(s: &str) -> Option<Self> {
+    pub(crate) fn parse(s: &str) -> Option<Self> {
         match s {
             "allow" => Some(Action::Allow),
             "allow_similar" => Some(Action::AllowSimilar),

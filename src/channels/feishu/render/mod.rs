@@ -27,7 +27,7 @@ use crate::interaction::{Interaction, Kind};
 use crate::present;
 use crate::present::render::{self, format_time};
 
-pub use action::Action;
+pub(crate) use action::Action;
 pub(crate) use action::{COMMAND_FIELD, REASON_FIELD, field_name, other_field, select_field};
 use budget::{Budget, MAX_REQUEST_BYTES, request_bytes};
 
@@ -36,7 +36,7 @@ pub(crate) const MAX_INPUT_LEN: u64 = 1000;
 
 /// Builds cards in one locale, with button values signed by one secret.
 #[derive(Clone)]
-pub struct Cards {
+pub(crate) struct Cards {
     locale: Locale,
     secret: Vec<u8>,
     inbox: Option<String>,
@@ -74,7 +74,7 @@ fn form_message(i: &Interaction) -> String {
 
 impl Cards {
     /// Cards in `locale`, button values signed with `secret`.
-    pub fn new(locale: Locale, secret: Vec<u8>) -> Self {
+    pub(crate) fn new(locale: Locale, secret: Vec<u8>) -> Self {
         Self {
             locale,
             secret,
@@ -84,7 +84,7 @@ impl Cards {
 
     /// The same cards, linking cut tool calls to their item in the inbox at `base`
     /// (`server.public_url`).
-    pub fn with_inbox(mut self, base: Option<String>) -> Self {
+    pub(crate) fn with_inbox(mut self, base: Option<String>) -> Self {
         self.inbox = base;
         self
     }
@@ -95,7 +95,7 @@ impl Cards {
     }
 
     /// The locale.
-    pub fn locale(&self) -> Locale {
+    pub(crate) fn locale(&self) -> Locale {
         self.locale
     }
 
@@ -108,7 +108,7 @@ impl Cards {
     }
 
     /// The callback value of a button for `action` on `i`.
-    pub fn value(&self, i: &Interaction, action: Action) -> Value {
+    pub(crate) fn value(&self, i: &Interaction, action: Action) -> Value {
         let created = i.created_at.as_millisecond();
         json!({
             "imrelay": 2,
@@ -151,7 +151,7 @@ impl Cards {
 
     /// The card for `i` as it stands: pending with buttons, or resolved without. Untrusted text
     /// is cut until the request carrying the card fits `MAX_REQUEST_BYTES`.
-    pub fn render(&self, i: &Interaction) -> Value {
+    pub(crate) fn render(&self, i: &Interaction) -> Value {
         let mut budget = Budget::FULL;
         loop {
             let card = self.build(i, budget);
@@ -192,7 +192,7 @@ impl Cards {
     }
 
     /// A one-line description for chat lists and notifications.
-    pub fn summary(&self, i: &Interaction) -> String {
+    pub(crate) fn summary(&self, i: &Interaction) -> String {
         match (i.kind, &i.resolution) {
             (Kind::Approval, None) => format!(
                 "{}{}",
@@ -284,7 +284,7 @@ impl Cards {
 }
 
 /// A callback answer carrying a toast and, optionally, the card that replaces the clicked one.
-pub fn reply(toast_type: &str, toast: &str, card: Option<Value>) -> Value {
+pub(crate) fn reply(toast_type: &str, toast: &str, card: Option<Value>) -> Value {
     let mut out = Map::new();
     out.insert(
         "toast".into(),

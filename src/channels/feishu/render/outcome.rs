@@ -30,7 +30,7 @@ impl Cards {
     }
 
     /// "Allowed", "已批准", ...
-    pub fn outcome_word(&self, o: Outcome) -> &'static str {
+    pub(crate) fn outcome_word(&self, o: Outcome) -> &'static str {
         if !self.zh() {
             return match o {
                 Outcome::Expired => "Expired",
@@ -47,7 +47,7 @@ impl Cards {
     }
 
     /// "Allowed by alice via telegram", "由 alice 通过 telegram 批准", ...
-    pub fn outcome_phrase(&self, r: &Resolution) -> String {
+    pub(crate) fn outcome_phrase(&self, r: &Resolution) -> String {
         render::outcome_phrase_in(r, self.locale)
     }
 

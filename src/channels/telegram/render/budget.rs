@@ -15,7 +15,7 @@ pub(crate) const MAX_TOAST: usize = 200;
 
 /// Escapes text for HTML parse mode, hidden characters (controls, direction overrides) shown
 /// as escapes: text from outside never reorders or hides what a person reads.
-pub fn escape(s: &str) -> String {
+pub(crate) fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in present::visible_text(s).chars() {
         push_escaped(&mut out, c);
@@ -46,12 +46,12 @@ pub(super) fn esc(s: &str, max: usize) -> String {
 }
 
 /// Length as Telegram may count it (UTF-16 code units).
-pub fn units(s: &str) -> usize {
+pub(super) fn units(s: &str) -> usize {
     s.encode_utf16().count()
 }
 
 /// A toast cut to what Telegram accepts (plain text, counted in UTF-16 units).
-pub fn toast(s: &str) -> String {
+pub(crate) fn toast(s: &str) -> String {
     if units(s) <= MAX_TOAST {
         return s.to_string();
     }

@@ -35,12 +35,12 @@ use crate::present::render::{context_line, format_time, single_text_form};
 
 use approval::{approval_prompt, approval_text};
 use budget::{LEVELS, Limits, esc, last_resort};
-pub use budget::{escape, toast};
+pub(crate) use budget::{escape, toast};
 use form::{form_keyboard, form_text, single_text, single_text_keyboard};
 use outcome::outcome_block;
 pub(crate) use outcome::outcome_plain;
 use question::{question_keyboard, question_text};
-pub use reply::reply_request;
+pub(crate) use reply::reply_request;
 pub(crate) use reply::{reply_closed, reply_taken};
 
 /// Longest text shown on a button, in characters.
@@ -48,7 +48,7 @@ const BUTTON_CHARS: usize = 40;
 
 /// A prompt ready to send: text and keyboard.
 #[derive(Clone, Debug)]
-pub struct Prompt {
+pub(crate) struct Prompt {
     /// The HTML text.
     pub text: String,
     /// The inline keyboard.
@@ -56,7 +56,7 @@ pub struct Prompt {
 }
 
 /// Makes callback data for the buttons of one interaction.
-pub struct Buttons<'a> {
+pub(crate) struct Buttons<'a> {
     /// The codec (keyed).
     pub codec: &'a Codec,
     /// The interaction's handle.
@@ -123,7 +123,7 @@ fn deadline_line(i: &Interaction, w: Words) -> String {
 
 /// The prompt for a pending interaction, with its keyboard; `state` holds the answers given
 /// on this message so far.
-pub fn prompt(i: &Interaction, state: &PromptState, b: &Buttons) -> Prompt {
+pub(crate) fn prompt(i: &Interaction, state: &PromptState, b: &Buttons) -> Prompt {
     let w = b.words;
     let mut tail = deadline_line(i, w);
     if let Some(line) = crate::present::render::escalated_line(i, w.0) {
@@ -180,7 +180,7 @@ fn prompt_of(i: &Interaction, state: &PromptState, b: &Buttons, tail: String) ->
 
 /// The final text of a resolved interaction's prompt: what was asked, the outcome, who,
 /// via which channel and when, in `w`'s words. It has no keyboard.
-pub fn resolved(i: &Interaction, w: Words) -> String {
+pub(crate) fn resolved(i: &Interaction, w: Words) -> String {
     let mut tail = outcome_block(i, &LEVELS[1], w);
     if let Some(votes) = crate::present::render::votes_line(i, w.0) {
         tail = format!("👥 {}\n{tail}", escape(&votes));

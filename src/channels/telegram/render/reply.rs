@@ -21,7 +21,7 @@ pub(crate) fn mention(user: &User) -> String {
 }
 
 /// The text asking `user` to reply with a deny reason or "Other" text.
-pub fn reply_request(i: &Interaction, kind: ReplyKind, user: &User, w: Words) -> String {
+pub(crate) fn reply_request(i: &Interaction, kind: ReplyKind, user: &User, w: Words) -> String {
     let who = mention(user);
     let [the_answer, the_question] = w.unknown_field();
     match kind {
