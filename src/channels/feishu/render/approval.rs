@@ -54,18 +54,27 @@ impl Cards {
         }
     }
 
+    /// When `i` needs a passkey and the inbox has an address: why, the deadline and a link to
+    /// its card in the inbox, in place of whatever answers it on the card (an approval's
+    /// buttons, a question's or a form's fields); `true` when it was drawn.
+    pub(super) fn step_up_block(&self, i: &Interaction, out: &mut Vec<Value>) -> bool {
+        let Some(l) = render::step_up_link(i, self.inbox.as_deref(), self.locale) else {
+            return false;
+        };
+        out.push(grey_div(format!("🔑 {}", l.why)));
+        out.push(self.deadline_line(i));
+        out.push(
+            json!({"tag": "button", "name": "step_up", "text": plain(l.label),
+            "type": "primary_filled",
+            "behaviors": [{"type": "open_url", "default_url": l.url}]}),
+        );
+        true
+    }
+
     /// What a pending approval offers: the rule "Allow similar" adds, the deadline, the
     /// buttons, and the form that denies with a reason.
     fn decision(&self, i: &Interaction, out: &mut Vec<Value>) {
-        // It needs a passkey: a link to its card in the inbox, in place of the buttons.
-        if let Some(l) = render::step_up_link(i, self.inbox.as_deref(), self.locale) {
-            out.push(grey_div(format!("🔑 {}", l.why)));
-            out.push(self.deadline_line(i));
-            out.push(
-                json!({"tag": "button", "name": "step_up", "text": plain(l.label),
-                "type": "primary_filled",
-                "behaviors": [{"type": "open_url", "default_url": l.url}]}),
-            );
+        if self.step_up_block(i, out) {
             return;
         }
         // Several people decide it: each allows it as it is, once.

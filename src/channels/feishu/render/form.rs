@@ -26,6 +26,12 @@ impl Cards {
                 return;
             }
         };
+        // It needs a passkey: what it asks, and a link to answer it.
+        let at = out.len();
+        if i.resolution.is_none() && self.step_up_block(i, out) {
+            out.insert(at, div(clip(&form.message, budget.text)));
+            return;
+        }
         if form.is_single_text() {
             return self.single_text_body(i, &form, budget, out);
         }

@@ -386,6 +386,39 @@ mod tests {
     }
 
     #[test]
+    fn a_step_up_question_card_shows_the_question_and_links_to_its_inbox_card() {
+        let mut i = question(json!([{"question": "Which region?", "header": "Region",
+            "multiSelect": false,
+            "options": [{"label": "eu", "description": ""}, {"label": "us", "description": ""}]}]));
+        i.route = Some(std::sync::Arc::new(
+            crate::interaction::routes::RouteStamp {
+                name: "prod".into(),
+                step_up: true,
+                ..crate::interaction::routes::RouteStamp::default_route()
+            },
+        ));
+        let cards = Cards::new(Locale::EnUs, vec![1; 32]);
+        let linked = cards
+            .clone()
+            .with_inbox(Some("https://r.example".into()))
+            .render(&i)
+            .to_string();
+        assert!(linked.contains("Which region?"), "{linked}");
+        assert!(
+            linked.contains("\"default_url\":\"https://r.example/#"),
+            "{linked}"
+        );
+        assert!(linked.contains("This needs a passkey"), "{linked}");
+        assert!(
+            !linked.contains("\"callback\"") && !linked.contains("\"form\""),
+            "nothing on the card answers: {linked}"
+        );
+        // Without the inbox's address the form stays; its submission is refused.
+        let plain = cards.render(&i).to_string();
+        assert!(plain.contains("\"form\""), "{plain}");
+    }
+
+    #[test]
     fn the_measure_is_what_serde_json_writes() {
         for s in [
             "",

@@ -26,6 +26,15 @@ impl Cards {
                 self.resolution_lines(i, r, budget, out);
             }
             None => {
+                // It needs a passkey: the questions to read, and a link to answer them.
+                let at = out.len();
+                if self.step_up_block(i, out) {
+                    let asked = questions
+                        .iter()
+                        .map(|q| div(clip(&q.question, budget.question)));
+                    out.splice(at..at, asked);
+                    return;
+                }
                 let mut form = Vec::new();
                 for (n, q) in questions.iter().enumerate() {
                     self.question_fields(n, q, budget, &mut form);
