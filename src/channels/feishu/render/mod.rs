@@ -355,9 +355,8 @@ mod tests {
         .to_string()
     }
 
-    #[test]
-    fn a_step_up_approval_card_links_to_its_inbox_card_and_answers_nothing() {
-        let mut i = approval(json!({"command": "make deploy-prod"}));
+    /// `i`'s card on a route that needs a passkey: with the inbox's address, and without.
+    fn on_a_step_up_route(mut i: Interaction) -> (String, String) {
         i.route = Some(std::sync::Arc::new(
             crate::interaction::routes::RouteStamp {
                 name: "prod".into(),
@@ -371,6 +370,12 @@ mod tests {
             .with_inbox(Some("https://r.example".into()))
             .render(&i)
             .to_string();
+        (linked, cards.render(&i).to_string())
+    }
+
+    #[test]
+    fn a_step_up_approval_card_links_to_its_inbox_card_and_answers_nothing() {
+        let (linked, plain) = on_a_step_up_route(approval(json!({"command": "make deploy-prod"})));
         assert!(
             linked.contains("\"default_url\":\"https://r.example/#toolu_1\""),
             "{linked}"
@@ -381,28 +386,14 @@ mod tests {
             "no button that answers: {linked}"
         );
         // Without the inbox's address the buttons stay; a tap is refused with the text.
-        let plain = cards.render(&i).to_string();
         assert!(plain.contains("\"callback\""), "{plain}");
     }
 
     #[test]
     fn a_step_up_question_card_shows_the_question_and_links_to_its_inbox_card() {
-        let mut i = question(json!([{"question": "Which region?", "header": "Region",
-            "multiSelect": false,
-            "options": [{"label": "eu", "description": ""}, {"label": "us", "description": ""}]}]));
-        i.route = Some(std::sync::Arc::new(
-            crate::interaction::routes::RouteStamp {
-                name: "prod".into(),
-                step_up: true,
-                ..crate::interaction::routes::RouteStamp::default_route()
-            },
-        ));
-        let cards = Cards::new(Locale::EnUs, vec![1; 32]);
-        let linked = cards
-            .clone()
-            .with_inbox(Some("https://r.example".into()))
-            .render(&i)
-            .to_string();
+        let (linked, plain) = on_a_step_up_route(question(json!([{"question": "Which region?",
+            "header": "Region", "multiSelect": false,
+            "options": [{"label": "eu", "description": ""}, {"label": "us", "description": ""}]}])));
         assert!(linked.contains("Which region?"), "{linked}");
         assert!(
             linked.contains("\"default_url\":\"https://r.example/#"),
@@ -414,7 +405,6 @@ mod tests {
             "nothing on the card answers: {linked}"
         );
         // Without the inbox's address the form stays; its submission is refused.
-        let plain = cards.render(&i).to_string();
         assert!(plain.contains("\"form\""), "{plain}");
     }
 
