@@ -142,6 +142,7 @@ rc_login:
 rc_joins:
   local: {limit}
   remote: {limit}
+rc_room_creation: {limit}
 rc_invites:
   per_room: {limit}
   per_user: {limit}
@@ -1140,5 +1141,96 @@ pub(crate) fn trials() -> Vec<Trial> {
             need,
             whoami_and_sessions_are_answered_in_the_room,
         ),
+        trial(
+            "matrix::the_votes_so_far_show_on_the_prompt_and_the_second_decides",
+            need,
+            the_votes_so_far_show_on_the_prompt_and_the_second_decides,
+        ),
     ]
+}
+
+/// Waits until interaction `id` is no longer pending; returns it.
+async fn settled(app: &TestApp, id: &str) -> Value {
+    until("the answer", || async move {
+        let i = interaction(app, id).await;
+        (i["status"] != "pending").then_some(i)
+    })
+    .await
+}
+
+/// A room with alice, mallory and the bot, and imrelay running on it with `change` made to
+/// its settings (a device of its own: the bot logs in).
+async fn setup_with(hs: &Synapse, change: impl FnOnce(&mut Settings)) -> (TestApp, String) {
+    let alice = Person::new(hs, &hs.alice);
+    let room = alice
+        .create_room(&[&hs.bot.user_id, &hs.mallory.user_id])
+        .await;
+    Person::new(hs, &hs.mallory).join(&room).await;
+    let mut settings = configured(hs, &room, true);
+    change(&mut settings);
+    let app = spawn_on(settings, Arc::new(MemoryStore::new())).await;
+    bot_joined(hs, &room).await;
+    (app, room)
+}
+
+/// `make mx-votes` needs two people (a policy rule's quorum).
+fn two_people_needed(s: &mut Settings) {
+    s.policy = vec![imrelay::config::policy::PolicyRuleSettings {
+        name: "pairs".into(),
+        tools: vec!["Bash(make mx-votes)".into()],
+        decision: imrelay::interaction::policy::Decision::Ask,
+        message: None,
+        mode: imrelay::interaction::policy::Mode::Live,
+        kind: Vec::new(),
+        agent: Vec::new(),
+        cwd: Vec::new(),
+        route: Vec::new(),
+        quorum: Some(2),
+        deny_quorum: None,
+        step_up: false,
+    }];
+}
+
+async fn the_votes_so_far_show_on_the_prompt_and_the_second_decides() {
+    let hs = synapse().expect("synapse");
+    let (app, room) = setup_with(hs, two_people_needed).await;
+    let alice = Person::new(hs, &hs.alice);
+    let bot = hs.bot.user_id.as_str();
+    let id = app.create_bash("mx-votes", "make mx-votes").await;
+    let prompt = alice
+        .wait_for(&room, "the prompt", |e| {
+            message_from(e, bot, "make mx-votes")
+        })
+        .await;
+    let prompt_id = prompt["event_id"].as_str().unwrap().to_string();
+    // A vote from elsewhere (the API) does not decide: the room's copy shows it.
+    let (s, body) = app
+        .post(
+            &format!("/v1/interactions/{id}/respond"),
+            &json!({"decision": "allow", "by": "vera"}),
+        )
+        .await;
+    assert_eq!(s, reqwest::StatusCode::ACCEPTED, "a vote: {body}");
+    let edit = alice
+        .wait_for(&room, "the prompt edited to show the vote", |e| {
+            edit_of(e, bot, &prompt_id, "1 of 2")
+        })
+        .await;
+    let shown = edit["content"]["m.new_content"]["body"].as_str().unwrap();
+    assert!(
+        shown.contains("Needs 2 people · votes: 1 of 2: administrator via api")
+            && shown.contains("React ✅"),
+        "the vote, and still how to answer: {shown}"
+    );
+    assert_eq!(interaction(&app, &id).await["status"], "pending");
+    // Alice's ✅ is the second vote: allowed.
+    alice.react(&room, &prompt_id, "✅").await;
+    let i = settled(&app, &id).await;
+    assert_eq!(i["resolution"]["outcome"], "allowed", "{i}");
+    alice
+        .wait_for(&room, "the prompt edited to the outcome", |e| {
+            edit_of(e, bot, &prompt_id, "Allowed by")
+        })
+        .await;
+    app.stop().await;
 }
