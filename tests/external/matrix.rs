@@ -1146,6 +1146,16 @@ pub(crate) fn trials() -> Vec<Trial> {
             need,
             the_votes_so_far_show_on_the_prompt_and_the_second_decides,
         ),
+        trial(
+            "matrix::a_repeat_reaction_allows_similar_calls_and_a_stranger_cannot",
+            need,
+            a_repeat_reaction_allows_similar_calls_and_a_stranger_cannot,
+        ),
+        trial(
+            "matrix::a_reply_starting_edit_runs_the_changed_command_and_a_plain_reply_still_denies",
+            need,
+            a_reply_starting_edit_runs_the_changed_command_and_a_plain_reply_still_denies,
+        ),
     ]
 }
 
@@ -1232,5 +1242,132 @@ async fn the_votes_so_far_show_on_the_prompt_and_the_second_decides() {
             edit_of(e, bot, &prompt_id, "Allowed by")
         })
         .await;
+    app.stop().await;
+}
+
+/// A Bash call of agent session `s-mx` (so "Allow similar" has a rule to offer).
+async fn session_call(app: &TestApp, id: &str, command: &str) -> String {
+    let (s, body) = app
+        .post(
+            "/v1/interactions",
+            &json!({"id": id, "tool_name": "Bash", "input": {"command": command},
+                    "session": "s-mx", "agent": "claude-code", "cwd": "/srv/shop"}),
+        )
+        .await;
+    assert_eq!(s, reqwest::StatusCode::CREATED, "{body}");
+    body["id"].as_str().unwrap().to_string()
+}
+
+async fn a_repeat_reaction_allows_similar_calls_and_a_stranger_cannot() {
+    let hs = synapse().expect("synapse");
+    let (app, room) = setup(hs, true).await;
+    let (alice, mallory) = (Person::new(hs, &hs.alice), Person::new(hs, &hs.mallory));
+    let bot = hs.bot.user_id.as_str();
+    let id = session_call(&app, "mx-similar", "npm run test -- --watch").await;
+    let prompt = alice
+        .wait_for(&room, "the prompt", |e| {
+            message_from(e, bot, "npm run test -- --watch")
+        })
+        .await;
+    let prompt_id = prompt["event_id"].as_str().unwrap().to_string();
+    let text = prompt["content"]["body"].as_str().unwrap();
+    assert!(
+        text.contains(
+            "React 🔁 to allow it and, for this session, calls like it: Bash(npm run test:*)"
+        ),
+        "the reaction and the rule it grants: {text}"
+    );
+    // A stranger's 🔁 is refused like any answer of theirs.
+    let theirs = mallory.react(&room, &prompt_id, "🔁").await;
+    assert!(
+        notice_to(&alice, &room, &theirs)
+            .await
+            .contains("You are not an approver for this")
+    );
+    assert_eq!(interaction(&app, &id).await["status"], "pending");
+    alice.react(&room, &prompt_id, "🔁").await;
+    let i = settled(&app, &id).await;
+    assert_eq!(i["resolution"]["outcome"], "allowed", "{i}");
+    let (_, grants) = app.get("/v1/grants").await;
+    let g = &grants["grants"][0];
+    assert_eq!(
+        (g["rule"].as_str(), g["scope"].as_str(), g["via"].as_str()),
+        (
+            Some("Bash(npm run test:*)"),
+            Some("session"),
+            Some("matrix")
+        ),
+        "{grants}"
+    );
+    alice
+        .wait_for(&room, "the prompt edited to the outcome", |e| {
+            edit_of(e, bot, &prompt_id, "Allowed by alice via matrix")
+        })
+        .await;
+    // The session's next similar call is allowed by the rule: never posted.
+    let (s, next) = app
+        .post(
+            "/v1/interactions",
+            &json!({"id": "mx-similar-2", "tool_name": "Bash",
+                    "input": {"command": "npm run test -- --ci"},
+                    "session": "s-mx", "agent": "claude-code", "cwd": "/srv/shop"}),
+        )
+        .await;
+    assert!(s.is_success(), "{next}");
+    let next = interaction(&app, "mx-similar-2").await;
+    assert_eq!(next["resolution"]["outcome"], "allowed", "{next}");
+    app.stop().await;
+}
+
+async fn a_reply_starting_edit_runs_the_changed_command_and_a_plain_reply_still_denies() {
+    let hs = synapse().expect("synapse");
+    let (app, room) = setup(hs, true).await;
+    let alice = Person::new(hs, &hs.alice);
+    let bot = hs.bot.user_id.as_str();
+    let id = session_call(&app, "mx-edit", "rm -rf mx-build").await;
+    let prompt = alice
+        .wait_for(&room, "the prompt", |e| {
+            message_from(e, bot, "rm -rf mx-build")
+        })
+        .await;
+    let prompt_id = prompt["event_id"].as_str().unwrap().to_string();
+    let text = prompt["content"]["body"].as_str().unwrap();
+    assert!(
+        text.contains("reply to this message: “edit:” and the command"),
+        "how to edit: {text}"
+    );
+    alice
+        .reply(
+            &room,
+            &prompt_id,
+            "> <@imrelay:imrelay.test> 🔐 Bash\n\nedit: rm -rf mx-build/tmp",
+        )
+        .await;
+    let i = settled(&app, &id).await;
+    let r = &i["resolution"];
+    assert_eq!(r["outcome"], "allowed", "{i}");
+    assert_eq!(
+        r["result"]["updatedInput"]["command"], "rm -rf mx-build/tmp",
+        "the agent runs the edited command: {i}"
+    );
+    alice
+        .wait_for(&room, "the prompt edited to the outcome", |e| {
+            edit_of(e, bot, &prompt_id, "Allowed by alice via matrix")
+        })
+        .await;
+    // A reply that only mentions editing is a reason to deny, as before.
+    let id = session_call(&app, "mx-edit-2", "rm -rf mx-dist").await;
+    let prompt = alice
+        .wait_for(&room, "the second prompt", |e| {
+            message_from(e, bot, "rm -rf mx-dist")
+        })
+        .await;
+    let prompt_id = prompt["event_id"].as_str().unwrap().to_string();
+    alice
+        .reply(&room, &prompt_id, "edit the Makefile instead")
+        .await;
+    let i = settled(&app, &id).await;
+    assert_eq!(i["resolution"]["outcome"], "denied", "{i}");
+    assert!(i.to_string().contains("edit the Makefile instead"), "{i}");
     app.stop().await;
 }
