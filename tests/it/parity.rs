@@ -117,7 +117,7 @@ const CHECKED_ELSEWHERE: &[(&str, &str)] = &[
     ),
     (
         "A reply to a session's message steers it",
-        "tests/it/{telegram/sessions,slack/steer,discord/steer,feishu/steer}.rs and tests/external/matrix.rs (a real Synapse)",
+        "tests/it/{telegram/sessions,slack/steer,discord/steer,feishu/steer,dingtalk/steer}.rs and tests/external/matrix.rs (a real Synapse)",
     ),
     (
         "`connect_timeout_secs`",
