@@ -38,6 +38,11 @@ pub(crate) fn trials() -> Vec<libtest_mimic::Trial> {
             push::the_service_worker_shows_the_push_and_its_approve_answers,
         ),
         trial(
+            "inbox::push::the_service_worker_shows_a_digest_and_its_approve_all_answers",
+            push::fake_push_service_and_browser,
+            push::the_service_worker_shows_a_digest_and_its_approve_all_answers,
+        ),
+        trial(
             "inbox::a_passkey_answers_a_step_up_approval_and_a_chat_tap_cannot",
             browser,
             phone::a_passkey_answers_a_step_up_approval_and_a_chat_tap_cannot,

@@ -151,6 +151,11 @@ impl FakePush {
 }
 
 async fn push_app() -> TestApp {
+    push_app_with(|_| {}).await
+}
+
+/// [`push_app`], changed by `f`.
+async fn push_app_with(f: impl FnOnce(&mut imrelay::config::Settings)) -> TestApp {
     spawn_with(|s| {
         s.push.enabled = true;
         s.push.subject = "mailto:ops@example.com".into();
@@ -172,6 +177,7 @@ async fn push_app() -> TestApp {
                 ..Default::default()
             },
         ];
+        f(s);
     })
     .await
 }
@@ -474,12 +480,10 @@ impl Browser {
 const NOTIFICATIONS: &str = "navigator.serviceWorker.ready.then(r => r.getNotifications()).then(ns => \
     ns.map(n => ({title: n.title, body: n.body, tag: n.tag, actions: n.actions.map(a => a.action)})))";
 
-pub(super) async fn the_service_worker_shows_the_push_and_its_approve_answers() {
-    let bin = chromium().expect("Chromium (checked before the test)");
-    let fake = FakePush::start(1);
-    let mut app = push_app().await;
-    app.token = Some(ADMIN.into());
-
+/// The inbox in Chromium, signed in as Ann, its service worker active and notifications
+/// allowed, with the fake's first subscription registered as Ann's device: the browser, the
+/// worker's registration id (for `ServiceWorker.deliverPushMessage`) and the page's origin.
+async fn worker_page(bin: PathBuf, app: &TestApp, fake: &FakePush) -> (Browser, Value, String) {
     let mut b = Browser::launch(&bin).await;
     b.call("Page.navigate", json!({"url": app.url("/")})).await;
     b.until(
@@ -546,6 +550,16 @@ pub(super) async fn the_service_worker_shows_the_push_and_its_approve_answers() 
         "document.querySelectorAll('#devices .device').length === 1",
     )
     .await;
+    (b, registration, origin)
+}
+
+pub(super) async fn the_service_worker_shows_the_push_and_its_approve_answers() {
+    let bin = chromium().expect("Chromium (checked before the test)");
+    let fake = FakePush::start(1);
+    let mut app = push_app().await;
+    app.token = Some(ADMIN.into());
+
+    let (mut b, registration, origin) = worker_page(bin, &app, &fake).await;
     assert_eq!(
         b.eval("[document.getElementById('devices-who').textContent, document.querySelector('#devices .device-name').textContent]").await,
         json!(["Devices notified for ann.", "Android (Chrome)"])
@@ -632,4 +646,106 @@ pub(super) async fn the_service_worker_shows_the_push_and_its_approve_answers() 
     );
     let (_, i) = app.get("/v1/interactions/push-sw").await;
     assert_eq!(i["resolution"]["outcome"], "allowed");
+}
+
+/// A session's digest as Chromium shows it: one notification with Approve all and Deny all;
+/// Approve all, pressed as the worker's `notificationclick` does, is answered by the
+/// confirmation pushed under the same tag (no note of the press's own), and its Yes
+/// answers the requests it listed, as Ann, via push.
+pub(super) async fn the_service_worker_shows_a_digest_and_its_approve_all_answers() {
+    let bin = chromium().expect("Chromium (checked before the test)");
+    let fake = FakePush::start(1);
+    let mut app = push_app_with(|s| s.push.digest_after = 1).await;
+    app.token = Some(ADMIN.into());
+    let (mut b, registration, origin) = worker_page(bin, &app, &fake).await;
+    let deliver = |data: &Value| json!({"origin": origin, "registrationId": registration, "data": data.to_string()});
+    for k in 0..3 {
+        let body = json!({"id": format!("sw-d{k}"), "tool_name": "Bash",
+            "input": {"command": format!("make step-{k}")}, "session": "s-9", "cwd": "/srv/shop"});
+        let (s, v) = app.post("/v1/interactions", &body).await;
+        assert_eq!(s, StatusCode::CREATED, "{v}");
+    }
+    let digest = fake
+        .one("the digest of two", |r| {
+            r["payload"]["type"] == "digest"
+                && r["payload"]["title"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with("2 requests"))
+        })
+        .await["payload"]
+        .clone();
+    let tag = digest["tag"].as_str().unwrap().to_string();
+    b.call("ServiceWorker.deliverPushMessage", deliver(&digest))
+        .await;
+    let this_tag = format!(
+        "{NOTIFICATIONS}.then(ns => ns.filter(n => n.tag === {}))",
+        json!(tag)
+    );
+    b.until(
+        "the digest shown",
+        &format!("{this_tag}.then(ns => ns.length === 1)"),
+    )
+    .await;
+    let shown = b.eval(&this_tag).await;
+    assert_eq!(
+        shown[0]["actions"],
+        json!(["allow_all", "deny_all"]),
+        "{shown}"
+    );
+    let body = shown[0]["body"].as_str().unwrap_or_default();
+    assert!(
+        body.contains("make step-1") && body.contains("make step-2"),
+        "{shown}"
+    );
+
+    let mut worker = b.worker().await;
+    let press = |action: &str| {
+        format!(
+            "self.registration.getNotifications({{tag: {}}}).then(ns => answer(ns[0], {})).then(() => true)",
+            json!(tag),
+            json!(action)
+        )
+    };
+    worker.eval(&press("allow_all")).await;
+    let asked = fake
+        .one("the confirmation", |r| {
+            r["payload"]["tag"] == tag.as_str()
+                && r["payload"]["actions"]
+                    .as_array()
+                    .is_some_and(|a| a.iter().any(|a| a["action"] == "yes"))
+        })
+        .await["payload"]
+        .clone();
+    // The press shows no note of its own (closed on the tap, the digest is shown again by
+    // the confirmation's push under its tag).
+    let all = b.eval(NOTIFICATIONS).await;
+    let others: Vec<&Value> = all
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|n| n["tag"] != tag.as_str())
+        .collect();
+    assert!(others.is_empty(), "{all}");
+    b.call("ServiceWorker.deliverPushMessage", deliver(&asked))
+        .await;
+    b.until(
+        "the confirmation shown",
+        &format!("{this_tag}.then(ns => ns.length === 1 && ns[0].actions.includes('yes'))"),
+    )
+    .await;
+    worker.eval(&press("yes")).await;
+    for id in ["sw-d1", "sw-d2"] {
+        let (_, i) = app.get(&format!("/v1/interactions/{id}")).await;
+        let r = &i["resolution"];
+        assert_eq!(
+            (r["outcome"].as_str(), r["by"].as_str(), r["via"].as_str()),
+            (Some("allowed"), Some("ann"), Some("push")),
+            "{i}"
+        );
+    }
+    let (_, first) = app.get("/v1/interactions/sw-d0").await;
+    assert_eq!(
+        first["status"], "pending",
+        "pushed on its own, not listed: {first}"
+    );
 }
