@@ -777,7 +777,7 @@ async fn sessions_to_the_robot_lists_the_groups_agent_sessions() {
     app.stop().await;
 }
 /// The digest card of session `session`, once one was created.
-async fn digest_card(fake: &FakeDingTalk, session: &str) -> Card {
+pub(crate) async fn digest_card(fake: &FakeDingTalk, session: &str) -> Card {
     let marker = format!("from session {session}");
     let find = || {
         fake.state
