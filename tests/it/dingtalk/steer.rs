@@ -5,7 +5,9 @@
 
 use serde_json::{Value, json};
 
-use super::channel::{APPROVER, GROUPS, STRANGER, cards, connected, digest_card, enable, status};
+use super::channel::{
+    APPROVER, GROUPS, STRANGER, cards, connected, digest_app, digest_card, enable, status,
+};
 use super::fake::{FakeDingTalk, quoting_message};
 use crate::support::{claude_session_start, eventually, queued_messages, spawn_with, wait_until};
 
@@ -24,6 +26,16 @@ fn said_in(fake: &FakeDingTalk, group: &str) -> Vec<String> {
             param["content"].as_str().unwrap_or_default().to_string()
         })
         .collect()
+}
+
+/// Waits for the robot to tell group `group` a person may not message the session.
+async fn refused_in(fake: &FakeDingTalk, group: &str) {
+    wait_until("the refusal", || {
+        said_in(fake, group)
+            .iter()
+            .any(|t| t.contains("may not message this session"))
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -75,12 +87,7 @@ async fn a_message_quoting_a_sessions_card_reaches_the_session_and_a_strangers_i
     // Someone who may not answer the route is refused, told so, and nothing is queued.
     let stranger = quoting_message(GROUPS[0], STRANGER, "msgQ2", " drop the table", card);
     fake.state.push(conn, "CALLBACK", TOPIC, "m-q2", &stranger);
-    wait_until("the refusal", || {
-        said_in(&fake, GROUPS[0])
-            .iter()
-            .any(|t| t.contains("may not message this session"))
-    })
-    .await;
+    refused_in(&fake, GROUPS[0]).await;
     assert_eq!(queued_messages(&app, "s-dt").await.len(), 1);
     // A quote of this card written in a group it was not sent to names no message of that
     // group (the card's content pasted there); a quote of a card whose token is not
@@ -109,15 +116,7 @@ async fn a_message_quoting_a_sessions_card_reaches_the_session_and_a_strangers_i
 
 #[tokio::test]
 async fn a_message_quoting_a_sessions_digest_card_reaches_the_session_and_answers_none_of_it() {
-    let fake = FakeDingTalk::start().await;
-    let app = spawn_with(|s| {
-        enable(s, &fake);
-        s.dingtalk.conversations = vec![GROUPS[0].to_string()];
-        s.dingtalk.digest_after = 1;
-        s.dingtalk.locale = imrelay::channels::dingtalk::settings::Locale::EnUs;
-    })
-    .await;
-    let conn = connected(&fake).await;
+    let (fake, app, conn) = digest_app().await;
     claude_session_start(&app, "s-dd").await;
     for k in 0..3 {
         let body = json!({"id": format!("toolu_dd{k}"), "tool_name": "Bash",
@@ -144,12 +143,7 @@ async fn a_message_quoting_a_sessions_digest_card_reaches_the_session_and_answer
     // A stranger's quote of the digest is refused, and nothing is queued.
     let stranger = quoting_message(GROUPS[0], STRANGER, "msgD2", " drop it", &digest);
     fake.state.push(conn, "CALLBACK", TOPIC, "m-d2", &stranger);
-    wait_until("the refusal", || {
-        said_in(&fake, GROUPS[0])
-            .iter()
-            .any(|t| t.contains("may not message this session"))
-    })
-    .await;
+    refused_in(&fake, GROUPS[0]).await;
     assert_eq!(queued_messages(&app, "s-dd").await.len(), 1);
     app.stop().await;
 }
