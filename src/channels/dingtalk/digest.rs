@@ -70,6 +70,12 @@ impl DigestTokens {
         )
     }
 
+    /// The place and session of the digest card carrying `token`, if its tag checks out.
+    pub(crate) fn digest_of(&self, token: &str) -> Option<(String, String)> {
+        let (_, place, session, _) = self.verified(token)?;
+        Some((place.into(), session.into()))
+    }
+
     /// What a click with action id `action` (and option `index`) on a card carrying `token`
     /// asks: the action, place, session and set, if the token's tag checks out.
     pub(crate) fn read(
@@ -78,6 +84,21 @@ impl DigestTokens {
         action: &str,
         index: Option<u64>,
     ) -> Option<(DigestAction, String, String, String)> {
+        let (view, place, session, set) = self.verified(token)?;
+        let what = match (view, action, index) {
+            ("L", "allow", _) => DigestAction::AllowAll,
+            ("L", "deny", _) => DigestAction::DenyAll,
+            ("L", "pick", Some(0)) => DigestAction::Review,
+            ("A", "allow", _) => DigestAction::ConfirmAllow,
+            ("D", "allow", _) => DigestAction::ConfirmDeny,
+            ("A" | "D", "deny", _) => DigestAction::Cancel,
+            _ => return None,
+        };
+        Some((what, place.into(), session.into(), set.into()))
+    }
+
+    /// A token's view, place, session and set, if its tag checks out.
+    fn verified<'t>(&self, token: &'t str) -> Option<(&'t str, &'t str, &'t str, &'t str)> {
         if token.len() > MAX_TOKEN_CHARS {
             return None;
         }
@@ -106,16 +127,7 @@ impl DigestTokens {
         ) {
             return None;
         }
-        let what = match (view, action, index) {
-            ("L", "allow", _) => DigestAction::AllowAll,
-            ("L", "deny", _) => DigestAction::DenyAll,
-            ("L", "pick", Some(0)) => DigestAction::Review,
-            ("A", "allow", _) => DigestAction::ConfirmAllow,
-            ("D", "allow", _) => DigestAction::ConfirmDeny,
-            ("A" | "D", "deny", _) => DigestAction::Cancel,
-            _ => return None,
-        };
-        Some((what, place.into(), session.into(), set.into()))
+        Some((view, place, session, set))
     }
 }
 

@@ -257,12 +257,14 @@ impl Clicks {
     /// Answers `whoami` sent to the robot with the chat's and the sender's ids; ignores
     /// anything else. The reply is sent off the acknowledgement's path.
     fn message(&self, data: &Value) {
-        if let Some(q) = super::quotes::Quote::read(data, self.cards.tokens()) {
+        let digests = self.digests.as_ref();
+        let digest_tokens = digests.map(|(_, t)| t);
+        if let Some(q) = super::quotes::Quote::read(data, self.cards.tokens(), digest_tokens) {
             // A reply quoting one of imrelay's cards: said to the card's session.
             let approver = self.settings.is_approver(q.user());
-            let (pipeline, api, locale) =
-                (self.pipeline.clone(), self.api.clone(), self.cards.locale());
-            tokio::spawn(super::quotes::steer(pipeline, api, q, approver, locale));
+            let kit = (self.pipeline.clone(), digests.map(|(d, _)| d.clone()));
+            let (api, locale) = (self.api.clone(), self.cards.locale());
+            tokio::spawn(super::quotes::steer(kit, api, q, approver, locale));
             return;
         }
         let text = data["text"]["content"].as_str().unwrap_or_default().trim();

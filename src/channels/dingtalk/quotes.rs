@@ -12,9 +12,10 @@
 //! connectors in use (see docs/dingtalk.md).
 //!
 //! Among the variables is the card's `token`, the one every button carries: signed for one
-//! interaction under the server's secret, so no one can make up another's, and a person can
-//! send no interactive card of their own to quote. The quoted card must moreover be a copy
-//! of that interaction in the chat the quote was written in. The kit then applies its rules:
+//! interaction (a digest's: for its place and session) under the server's secret, so no one
+//! can make up another's, and a person can send no interactive card of their own to quote.
+//! The quoted card must moreover be one sent to the chat the quote was written in (a
+//! digest's, while it lives). The kit then applies its rules:
 //! who may message the session (its route's approvers), the size and rate, taken once.
 //! A quote of anything else keeps the message's usual meaning.
 
@@ -23,8 +24,11 @@ use serde_json::Value;
 use super::CHANNEL;
 use super::api::{OpenApi, Space};
 use super::button::Tokens;
+use super::digest::DigestTokens;
+use crate::channels::digest::Digests;
 use crate::channels::pipeline::{Feedback, Pipeline};
 use crate::channels::steer::{Heard, Reply, reply};
+use crate::interaction::InteractionId;
 use crate::interaction::Responder;
 use crate::present::render::Locale;
 
@@ -41,8 +45,17 @@ pub(super) struct Quote {
     group: Option<String>,
     /// What it says.
     text: String,
-    /// The quoted card's interaction, from its verified token.
-    interaction: crate::interaction::InteractionId,
+    /// The quoted card, from its verified token.
+    card: Quoted,
+}
+
+/// Which card a quote names.
+#[derive(Debug, PartialEq)]
+enum Quoted {
+    /// A prompt: the interaction it shows.
+    Prompt(InteractionId),
+    /// A digest: its place and its session's key.
+    Digest(String, String),
 }
 
 /// `value`, or the JSON it holds as text.
@@ -71,10 +84,21 @@ fn quoted_token(data: &Value) -> Option<String> {
 
 impl Quote {
     /// The quote in `data` (a message to the robot) of one of imrelay's cards, its token
-    /// verified by `tokens`; `None` when it quotes none.
-    pub(super) fn read(data: &Value, tokens: &Tokens) -> Option<Self> {
+    /// verified by `tokens` (a prompt's) or `digests` (a digest's); `None` when it quotes
+    /// none.
+    pub(super) fn read(
+        data: &Value,
+        tokens: &Tokens,
+        digests: Option<&DigestTokens>,
+    ) -> Option<Self> {
         let token = quoted_token(data)?;
-        let (interaction, _) = tokens.verify(&token)?;
+        let card = match tokens.verify(&token) {
+            Some((id, _)) => Quoted::Prompt(id),
+            None => {
+                let (place, session) = digests?.digest_of(&token)?;
+                Quoted::Digest(place, session)
+            }
+        };
         let s = |k: &str| data[k].as_str().unwrap_or_default().to_string();
         let group = (data["conversationType"].as_str() == Some("2")).then(|| s("conversationId"));
         let quote = Quote {
@@ -86,7 +110,7 @@ impl Quote {
                 .unwrap_or_default()
                 .trim()
                 .to_string(),
-            interaction,
+            card,
         };
         let complete = !quote.id.is_empty()
             && !quote.user.is_empty()
@@ -111,13 +135,13 @@ impl Quote {
 /// Says `q` to the session of the card it quotes, and tells the person what became of it in
 /// the chat.
 pub(super) async fn steer(
-    pipeline: Pipeline,
+    (pipeline, digests): (Pipeline, Option<Digests>),
     api: std::sync::Arc<OpenApi>,
     q: Quote,
     approver: bool,
     locale: Locale,
 ) {
-    let told = said(&pipeline, &q, approver, locale).await;
+    let told = said(&pipeline, digests.as_ref(), &q, approver, locale).await;
     let Some(told) = told else {
         return;
     };
@@ -130,19 +154,48 @@ pub(super) async fn steer(
     }
 }
 
+/// The outTrackId of the card `q` quotes, in the chat it was written in: what the kit knows
+/// the session's message by (`None`: no such card there; a digest's while it lives).
+async fn card_in_chat(
+    pipeline: &Pipeline,
+    digests: Option<&Digests>,
+    q: &Quote,
+) -> Result<Option<String>, crate::store::StoreError> {
+    let address = q.address();
+    match &q.card {
+        Quoted::Prompt(id) => {
+            let copies = pipeline.registry().store().messages(CHANNEL, id).await?;
+            Ok(copies
+                .into_iter()
+                .find(|m| m.address == address)
+                .map(|m| m.message_ref))
+        }
+        Quoted::Digest(place, session) if *place == address => match digests {
+            Some(d) => Ok(d.shown(place, session).await?.and_then(|s| s.message_ref)),
+            None => Ok(None),
+        },
+        Quoted::Digest(..) => Ok(None),
+    }
+}
+
 /// What the person is told of `q`, said to its session (`None`: nothing).
-async fn said(pipeline: &Pipeline, q: &Quote, approver: bool, locale: Locale) -> Option<String> {
+async fn said(
+    pipeline: &Pipeline,
+    digests: Option<&Digests>,
+    q: &Quote,
+    approver: bool,
+    locale: Locale,
+) -> Option<String> {
     let address = q.address();
     let store = pipeline.registry().store().clone();
-    // The card's copy in this chat: what the kit knows the session's message by.
-    let copy = match store.messages(CHANNEL, &q.interaction).await {
-        Ok(copies) => copies.into_iter().find(|m| m.address == address),
+    let card = match card_in_chat(pipeline, digests, q).await {
+        Ok(card) => card,
         Err(e) => {
             tracing::error!(error = %e, "dingtalk: cannot look up a quoted card");
             return Some(Feedback::StoreDown.text(locale));
         }
     };
-    let Some(copy) = copy else {
+    let Some(card) = card else {
         pipeline.count("ignored");
         return None;
     };
@@ -158,7 +211,7 @@ async fn said(pipeline: &Pipeline, q: &Quote, approver: bool, locale: Locale) ->
     let r = Reply {
         id: &q.id,
         chat: Some(&address),
-        to: &[&copy.message_ref],
+        to: &[&card],
         text: &q.text,
         responder,
         identity: &q.user,
@@ -209,6 +262,7 @@ mod tests {
     #[test]
     fn only_a_verified_token_makes_a_quote() {
         let tokens = Tokens::new(vec![7; 32]);
+        let digests = DigestTokens::new(vec![7; 32]);
         let i = crate::interaction::Interaction::pending(
             crate::interaction::InteractionId::parse("toolu_1").unwrap(),
             "Bash",
@@ -217,17 +271,20 @@ mod tests {
             300,
         );
         let good = quoting(json!({"cardData": {"cardParamMap": {"token": tokens.token(&i)}}}));
-        let q = Quote::read(&good, &tokens).unwrap();
-        assert_eq!(q.interaction.as_str(), "toolu_1");
+        let q = Quote::read(&good, &tokens, Some(&digests)).unwrap();
+        assert_eq!(
+            q.card,
+            Quoted::Prompt(InteractionId::parse("toolu_1").unwrap())
+        );
         assert_eq!(
             (q.text.as_str(), q.address()),
             ("use staging", "cid1".to_string())
         );
         let forged = quoting(json!({"cardData": {"cardParamMap": {"token": "1.AAAA.toolu_1"}}}));
-        assert!(Quote::read(&forged, &tokens).is_none());
+        assert!(Quote::read(&forged, &tokens, Some(&digests)).is_none());
         let mut direct = good.clone();
         direct["conversationType"] = json!("1");
-        let q = Quote::read(&direct, &tokens).unwrap();
+        let q = Quote::read(&direct, &tokens, Some(&digests)).unwrap();
         assert_eq!(q.address(), "user:manager0412");
     }
 }

@@ -777,7 +777,7 @@ async fn sessions_to_the_robot_lists_the_groups_agent_sessions() {
     app.stop().await;
 }
 /// The digest card of session `session`, once one was created.
-async fn digest_card(fake: &FakeDingTalk, session: &str) -> Card {
+pub(crate) async fn digest_card(fake: &FakeDingTalk, session: &str) -> Card {
     let marker = format!("from session {session}");
     let find = || {
         fake.state
@@ -796,8 +796,9 @@ async fn digest_card(fake: &FakeDingTalk, session: &str) -> Card {
     find().unwrap()
 }
 
-#[tokio::test]
-async fn past_digest_after_a_group_gets_one_digest_card_approved_all_once_confirmed() {
+/// A server sending to the first group only, in English, with digests past one pending;
+/// its Stream connection.
+pub(crate) async fn digest_app() -> (FakeDingTalk, TestApp, usize) {
     let fake = FakeDingTalk::start().await;
     let app = spawn_with(|s| {
         enable(s, &fake);
@@ -807,6 +808,12 @@ async fn past_digest_after_a_group_gets_one_digest_card_approved_all_once_confir
     })
     .await;
     let conn = connected(&fake).await;
+    (fake, app, conn)
+}
+
+#[tokio::test]
+async fn past_digest_after_a_group_gets_one_digest_card_approved_all_once_confirmed() {
+    let (fake, app, conn) = digest_app().await;
     for k in 0..3 {
         create(
             &app,

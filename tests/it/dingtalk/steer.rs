@@ -5,7 +5,9 @@
 
 use serde_json::{Value, json};
 
-use super::channel::{APPROVER, GROUPS, STRANGER, cards, connected, enable, status};
+use super::channel::{
+    APPROVER, GROUPS, STRANGER, cards, connected, digest_app, digest_card, enable, status,
+};
 use super::fake::{FakeDingTalk, quoting_message};
 use crate::support::{claude_session_start, eventually, queued_messages, spawn_with, wait_until};
 
@@ -24,6 +26,16 @@ fn said_in(fake: &FakeDingTalk, group: &str) -> Vec<String> {
             param["content"].as_str().unwrap_or_default().to_string()
         })
         .collect()
+}
+
+/// Waits for the robot to tell group `group` a person may not message the session.
+async fn refused_in(fake: &FakeDingTalk, group: &str) {
+    wait_until("the refusal", || {
+        said_in(fake, group)
+            .iter()
+            .any(|t| t.contains("may not message this session"))
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -75,12 +87,7 @@ async fn a_message_quoting_a_sessions_card_reaches_the_session_and_a_strangers_i
     // Someone who may not answer the route is refused, told so, and nothing is queued.
     let stranger = quoting_message(GROUPS[0], STRANGER, "msgQ2", " drop the table", card);
     fake.state.push(conn, "CALLBACK", TOPIC, "m-q2", &stranger);
-    wait_until("the refusal", || {
-        said_in(&fake, GROUPS[0])
-            .iter()
-            .any(|t| t.contains("may not message this session"))
-    })
-    .await;
+    refused_in(&fake, GROUPS[0]).await;
     assert_eq!(queued_messages(&app, "s-dt").await.len(), 1);
     // A quote of this card written in a group it was not sent to names no message of that
     // group (the card's content pasted there); a quote of a card whose token is not
@@ -104,5 +111,39 @@ async fn a_message_quoting_a_sessions_card_reaches_the_session_and_a_strangers_i
         audit.to_string().contains("may not message its sessions"),
         "{audit}"
     );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_message_quoting_a_sessions_digest_card_reaches_the_session_and_answers_none_of_it() {
+    let (fake, app, conn) = digest_app().await;
+    claude_session_start(&app, "s-dd").await;
+    for k in 0..3 {
+        let body = json!({"id": format!("toolu_dd{k}"), "tool_name": "Bash",
+            "input": {"command": format!("step-{k}")}, "session": "s-dd",
+            "agent": "claude-code", "cwd": "/srv/shop"});
+        let (s, created) = app.post("/v1/interactions", &body).await;
+        assert_eq!(s, 201, "{created}");
+    }
+    let digest = digest_card(&fake, "s-dd").await;
+    let quote = quoting_message(GROUPS[0], APPROVER, "msgD1", " stop after step-1", &digest);
+    fake.state.push(conn, "CALLBACK", TOPIC, "m-d1", &quote);
+    let queued = eventually("the message queued", || async {
+        let m = queued_messages(&app, "s-dd").await;
+        (m.len() == 1).then_some(m)
+    })
+    .await;
+    assert_eq!(queued[0]["text"], "stop after step-1");
+    for k in 0..3 {
+        assert_eq!(
+            status(&app, &format!("toolu_dd{k}")).await["status"],
+            "pending"
+        );
+    }
+    // A stranger's quote of the digest is refused, and nothing is queued.
+    let stranger = quoting_message(GROUPS[0], STRANGER, "msgD2", " drop it", &digest);
+    fake.state.push(conn, "CALLBACK", TOPIC, "m-d2", &stranger);
+    refused_in(&fake, GROUPS[0]).await;
+    assert_eq!(queued_messages(&app, "s-dd").await.len(), 1);
     app.stop().await;
 }
