@@ -537,7 +537,7 @@ async fn worker_page(bin: PathBuf, app: &TestApp, fake: &FakePush) -> (Browser, 
     // Offline the browser cannot subscribe: the fake's keys go through imrelay's API as this
     // browser's would, with Ann's token; the page lists the device.
     let (status, body) = post_as(
-        &app,
+        app,
         ANN,
         "/v1/push/devices",
         &fake.subscription(0, "Android (Chrome)"),
