@@ -48,14 +48,8 @@ impl Inbound {
         let Some(on) = self.digest_on(h, me).await else {
             return;
         };
-        match self.first_time(&h.event_id).await {
-            Some(true) => {}
-            Some(false) => return,
-            None => {
-                return self
-                    .tell(h, &Feedback::StoreDown.text(self.render.locale))
-                    .await;
-            }
+        if !self.taken_once(h).await {
+            return;
         }
         let responder = self.responder(&h.sender);
         let actor = responder.audit_actor().unwrap_or_default();

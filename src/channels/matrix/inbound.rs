@@ -441,14 +441,8 @@ impl Inbound {
         if h.said == Said::Review {
             return;
         }
-        match self.first_time(&h.event_id).await {
-            Some(true) => {}
-            Some(false) => return,
-            None => {
-                return self
-                    .tell(&h, &Feedback::StoreDown.text(self.render.locale))
-                    .await;
-            }
+        if !self.taken_once(&h).await {
+            return;
         }
         let responder = self.responder(&h.sender);
         let actor = responder.audit_actor().unwrap_or_default();
@@ -528,6 +522,19 @@ impl Inbound {
                 true
             }
             crate::channels::steer::Heard::NotASession | crate::channels::steer::Heard::Prompt => {
+                false
+            }
+        }
+    }
+
+    /// Whether `h` is taken now: seen for the first time. A store that cannot record it is
+    /// told to the person (the event is not taken).
+    pub(super) async fn taken_once(&self, h: &Heard) -> bool {
+        match self.first_time(&h.event_id).await {
+            Some(seen_first) => seen_first,
+            None => {
+                self.tell(h, &Feedback::StoreDown.text(self.render.locale))
+                    .await;
                 false
             }
         }
