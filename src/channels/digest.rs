@@ -150,6 +150,8 @@ pub(crate) struct Sheet {
     pub title: String,
     /// One line per listed member.
     pub lines: Vec<String>,
+    /// The listed members' ids, line by line (a platform may link each to the inbox).
+    pub listed: Vec<String>,
     /// "… and N more", when not every member is listed.
     pub more: Option<String>,
     /// The question of a confirmation.
@@ -204,6 +206,11 @@ impl Sheet {
             set: Shown::of(None, members).set,
             first: members.first().map(|i| i.incarnation()).unwrap_or_default(),
             title: texts.title(members.len(), members.first().map(|i| i.as_ref())),
+            listed: members
+                .iter()
+                .take(lines.len())
+                .map(|i| i.id.to_string())
+                .collect(),
             lines,
             more: (more > 0).then(|| texts.more(more)),
             question,
@@ -221,6 +228,7 @@ impl Sheet {
             first: String::new(),
             title: texts.done(title),
             lines: Vec::new(),
+            listed: Vec::new(),
             more: None,
             question: None,
             rows: Vec::new(),
@@ -431,6 +439,27 @@ impl Digests {
         self.store
             .set_value(&self.shown_key(address, session), value)
             .await
+    }
+
+    /// The live digest at `address` whose message is `message`: its session's key and what
+    /// it shows. For a platform whose answers name only the message they are on (a Matrix
+    /// reaction carries no data of its own).
+    pub(crate) async fn by_message(
+        &self,
+        address: &str,
+        message: &str,
+    ) -> Result<Option<(String, Shown)>, StoreError> {
+        let prefix = self.shown_key(address, "");
+        for (key, raw) in self.store.values_under(&prefix, 1024).await? {
+            let Ok(shown) = serde_json::from_str::<Shown>(&raw) else {
+                continue;
+            };
+            if shown.message_ref.as_deref() == Some(message) {
+                let session = key.get(prefix.len()..).unwrap_or_default().to_string();
+                return Ok(Some((session, shown)));
+            }
+        }
+        Ok(None)
     }
 
     /// Claims posting the digest `(address, session)` whose first member is `first`, across

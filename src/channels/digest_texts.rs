@@ -236,6 +236,32 @@ impl Texts {
             "Cancelled: nothing was answered".into()
         }
     }
+
+    /// How a digest is answered where answers are reactions (Matrix), `keys` being the
+    /// reactions of Approve all, Deny all and Review.
+    pub(crate) fn react_list(self, keys: [&str; 3]) -> String {
+        let [allow, deny, review] = keys;
+        if self.zh() {
+            format!(
+                "回应 {allow} 全部批准，{deny} 全部拒绝（都需再确认一次）；回应 {review} 逐个查看（下一个单独显示）。"
+            )
+        } else {
+            format!(
+                "React {allow} to approve all or {deny} to deny all (you are asked to confirm), or {review} to review them one at a time (the next is posted on its own)."
+            )
+        }
+    }
+
+    /// How a confirmation is answered where answers are reactions, `keys` being the
+    /// reactions of Yes and Cancel.
+    pub(crate) fn react_confirm(self, keys: [&str; 2]) -> String {
+        let [yes, cancel] = keys;
+        if self.zh() {
+            format!("在此消息上回应 {yes} 确认，{cancel} 取消。")
+        } else {
+            format!("React {yes} on this message to confirm, or {cancel} to cancel.")
+        }
+    }
 }
 
 #[cfg(test)]

@@ -382,6 +382,17 @@ impl<'a> Person<'a> {
         .await
     }
 
+    /// Takes back event `event` (a reaction, say).
+    async fn redact(&self, room: &str, event: &str) {
+        let txn = format!("r{}", rand::random::<u64>());
+        self.call(
+            reqwest::Method::PUT,
+            &format!("/rooms/{}/redact/{}/{txn}", enc(room), enc(event)),
+            Some(json!({})),
+        )
+        .await;
+    }
+
     async fn reply(&self, room: &str, event: &str, text: &str) -> String {
         self.send(
             room,
@@ -397,7 +408,7 @@ impl<'a> Person<'a> {
         let v = self
             .call(
                 reqwest::Method::GET,
-                &format!("/rooms/{}/messages?dir=b&limit=50", enc(room)),
+                &format!("/rooms/{}/messages?dir=b&limit=200", enc(room)),
                 None,
             )
             .await;
@@ -1156,6 +1167,16 @@ pub(crate) fn trials() -> Vec<Trial> {
             need,
             a_reply_starting_edit_runs_the_changed_command_and_a_plain_reply_still_denies,
         ),
+        trial(
+            "matrix::a_digest_is_answered_by_reactions_each_bound_to_what_it_listed",
+            need,
+            a_digest_is_answered_by_reactions_each_bound_to_what_it_listed,
+        ),
+        trial(
+            "matrix::a_burst_the_room_cannot_take_in_time_is_gathered_into_a_digest",
+            need,
+            a_burst_the_room_cannot_take_in_time_is_gathered_into_a_digest,
+        ),
     ]
 }
 
@@ -1369,5 +1390,195 @@ async fn a_reply_starting_edit_runs_the_changed_command_and_a_plain_reply_still_
     let i = settled(&app, &id).await;
     assert_eq!(i["resolution"]["outcome"], "denied", "{i}");
     assert!(i.to_string().contains("edit the Makefile instead"), "{i}");
+    app.stop().await;
+}
+
+/// What event `event` in `room` reads now: its newest edit's text, or its own.
+async fn reads_now(person: &Person<'_>, room: &str, event: &str) -> String {
+    let recent = person.recent(room).await;
+    let newest_edit = recent.iter().find(|e| {
+        e["content"]["m.relates_to"]["rel_type"] == "m.replace"
+            && e["content"]["m.relates_to"]["event_id"] == event
+    });
+    let body = match newest_edit {
+        Some(e) => &e["content"]["m.new_content"]["body"],
+        None => recent
+            .iter()
+            .find(|e| e["event_id"] == event)
+            .map_or(&Value::Null, |e| &e["content"]["body"]),
+    };
+    body.as_str().unwrap_or_default().to_string()
+}
+
+async fn a_digest_is_answered_by_reactions_each_bound_to_what_it_listed() {
+    let hs = synapse().expect("synapse");
+    let (app, room) = setup_with(hs, |s| s.matrix.digest_after = 1).await;
+    let (alice, mallory) = (Person::new(hs, &hs.alice), Person::new(hs, &hs.mallory));
+    let bot = hs.bot.user_id.as_str();
+    let mut ids = Vec::new();
+    for k in 0..4 {
+        ids.push(session_call(&app, &format!("mx-dg-{k}"), &format!("make dg-{k}")).await);
+    }
+    app.outbox_idle().await;
+    let digest = alice
+        .wait_for(&room, "the digest", |e| {
+            message_from(e, bot, "requests from session s-mx")
+        })
+        .await;
+    let digest_id = digest["event_id"].as_str().unwrap().to_string();
+    let listed: Vec<String> = {
+        let text = until("the digest lists every held request", || {
+            let (alice, room, digest_id) = (&alice, &room, &digest_id);
+            async move {
+                let t = reads_now(alice, room, digest_id).await;
+                // With digest_after = 1, at most the first is posted on its own.
+                (t.contains("make dg-3") && t.contains("make dg-2")).then_some(t)
+            }
+        })
+        .await;
+        assert!(
+            text.contains("React ✅ to approve all or ❌ to deny all"),
+            "how to answer it: {text}"
+        );
+        ids.iter()
+            .enumerate()
+            .filter(|(k, _)| text.contains(&format!("make dg-{k}")))
+            .map(|(_, id)| id.clone())
+            .collect()
+    };
+    // A stranger's ✅ on the digest is refused, and nothing is answered.
+    let theirs = mallory.react(&room, &digest_id, "✅").await;
+    assert!(
+        notice_to(&alice, &room, &theirs)
+            .await
+            .contains("You are not an approver for this")
+    );
+    // 👀 posts the first listed on its own.
+    let review = alice.react(&room, &digest_id, "👀").await;
+    assert!(
+        notice_to(&alice, &room, &review)
+            .await
+            .contains("is posted below on its own")
+    );
+    // ✅ asks to confirm, in a message of its own listing what it answers.
+    let first_yes = alice.react(&room, &digest_id, "✅").await;
+    let confirm = alice
+        .wait_for(&room, "the confirmation", |e| {
+            message_from(e, bot, "React ✅ on this message to confirm")
+        })
+        .await;
+    let confirm_id = confirm["event_id"].as_str().unwrap().to_string();
+    assert_eq!(
+        confirm["content"]["m.relates_to"]["m.in_reply_to"]["event_id"],
+        digest_id.as_str()
+    );
+    for id in &ids {
+        assert_eq!(interaction(&app, id).await["status"], "pending", "{id}");
+    }
+    // A request that joins the digest meanwhile: the confirmation answers nothing (it
+    // listed another set), and the digest shows the list as it now is.
+    ids.push(session_call(&app, "mx-dg-4", "make dg-4").await);
+    until("the digest lists the newcomer", || {
+        let (alice, room, digest_id) = (&alice, &room, &digest_id);
+        async move {
+            let t = reads_now(alice, room, digest_id).await;
+            t.contains("make dg-4").then_some(())
+        }
+    })
+    .await;
+    alice.react(&room, &confirm_id, "✅").await;
+    alice
+        .wait_for(&room, "the stale confirmation told so", |e| {
+            edit_of(e, bot, &confirm_id, "nothing was answered")
+        })
+        .await;
+    for id in &ids {
+        assert_eq!(interaction(&app, id).await["status"], "pending", "{id}");
+    }
+    let mut listed = listed;
+    listed.push(ids[4].clone());
+    // Asked again (Matrix keeps one ✅ per person on a message: taken back, then given
+    // again) and confirmed on the list as it is: every listed request is allowed.
+    alice.redact(&room, &first_yes).await;
+    alice.react(&room, &digest_id, "✅").await;
+    let confirm = alice
+        .wait_for(&room, "the second confirmation", |e| {
+            message_from(e, bot, "React ✅ on this message to confirm")
+                && e["event_id"] != confirm_id.as_str()
+        })
+        .await;
+    let confirm_id = confirm["event_id"].as_str().unwrap().to_string();
+    alice.react(&room, &confirm_id, "✅").await;
+    for id in &listed {
+        let i = settled(&app, id).await;
+        let r = &i["resolution"];
+        assert_eq!(
+            (r["outcome"].as_str(), r["by"].as_str(), r["via"].as_str()),
+            (Some("allowed"), Some("alice"), Some("matrix")),
+            "{i}"
+        );
+    }
+    alice
+        .wait_for(&room, "the confirmation edited to what it did", |e| {
+            edit_of(e, bot, &confirm_id, &format!("Approved {}", listed.len()))
+        })
+        .await;
+    alice
+        .wait_for(&room, "the digest closed", |e| {
+            edit_of(e, bot, &digest_id, "all answered")
+        })
+        .await;
+    app.stop().await;
+}
+
+async fn a_burst_the_room_cannot_take_in_time_is_gathered_into_a_digest() {
+    let hs = synapse().expect("synapse");
+    let (app, room) = setup_with(hs, |_| {}).await;
+    let alice = Person::new(hs, &hs.alice);
+    let bot = hs.bot.user_id.as_str();
+    let n = 40;
+    let created = futures_util::future::join_all((0..n).map(|k| {
+        let app = &app;
+        async move {
+            app.post(
+                "/v1/interactions",
+                &json!({"tool_name": "Bash", "input": {"command": format!("burst-{k}-end")},
+                        "session": "s-burst", "cwd": "/srv/shop", "timeout_secs": 14}),
+            )
+            .await
+        }
+    }))
+    .await;
+    assert!(created.iter().all(|(s, _)| s.is_success()), "{created:?}");
+    // Every request is in a message of its own or in the digest, and some are in each.
+    let title = regex::Regex::new(r"(\d+) requests? from session s-burst").unwrap();
+    let (posted, listed) = until("every request shown", || {
+        let (alice, room, title) = (&alice, &room, &title);
+        async move {
+            let recent = alice.recent(room).await;
+            let posted = recent
+                .iter()
+                .filter(|e| message_from(e, bot, "burst-") && !message_from(e, bot, "from session"))
+                .filter(|e| e["content"]["m.relates_to"]["rel_type"] != "m.replace")
+                .count();
+            let listed = recent
+                .iter()
+                .filter(|e| e["sender"] == bot)
+                .filter_map(|e| {
+                    let body = e["content"]["m.new_content"]["body"]
+                        .as_str()
+                        .or(e["content"]["body"].as_str())?;
+                    title.captures(body).map(|m| m[1].parse::<usize>().unwrap())
+                })
+                .max()
+                .unwrap_or(0);
+            (posted + listed >= n).then_some((posted, listed))
+        }
+    })
+    .await;
+    assert!(
+        posted > 0 && listed > 0 && posted + listed == n,
+        "{posted} posted, {listed} in the digest"
+    );
     app.stop().await;
 }

@@ -319,6 +319,18 @@ impl Client {
         Ok(v["room_id"].as_str().unwrap_or(room).to_string())
     }
 
+    /// Event `event` of `room`, as the homeserver keeps it
+    /// (`GET /_matrix/client/v3/rooms/{roomId}/event/{eventId}`).
+    pub(super) async fn event(
+        &self,
+        room: &str,
+        event: &str,
+        timeout: Duration,
+    ) -> Result<Value, ApiError> {
+        self.get("an event", &["rooms", room, "event", event], &[], timeout)
+            .await
+    }
+
     /// Whether `room` is end-to-end encrypted (it has an `m.room.encryption` state event).
     pub(super) async fn is_encrypted(
         &self,

@@ -144,7 +144,7 @@ impl Matrix {
 
     /// The room a target names: a room id as it is; a user id, the direct room with them
     /// (made and remembered on first use).
-    async fn room_of(&self, target: &str) -> Result<String, Failure> {
+    pub(super) async fn room_of(&self, target: &str) -> Result<String, Failure> {
         if !target.starts_with('@') {
             return Ok(target.to_string());
         }
@@ -215,19 +215,40 @@ impl Matrix {
         m: &ChannelMessage,
         what: &str,
     ) -> Result<(), Failure> {
-        let room = room_of_copy(m);
-        let Ok(event_id) = ruma::OwnedEventId::try_from(m.message_ref.as_str()) else {
-            return Err(Failure::Permanent(format!(
-                "{:?} is not an event id",
-                m.message_ref
-            )));
+        let id = txn(&[what, &m.message_ref, &i.incarnation()]);
+        let text = self.render.message(i);
+        self.replace_with(room_of_copy(m), &m.message_ref, &text, &id)
+            .await
+    }
+
+    /// Edits event `event` in `room` to read `text` (`m.replace`), under transaction `txn`.
+    pub(super) async fn replace_with(
+        &self,
+        room: &str,
+        event: &str,
+        text: &Text,
+        txn: &str,
+    ) -> Result<(), Failure> {
+        let Ok(event_id) = ruma::OwnedEventId::try_from(event) else {
+            return Err(Failure::Permanent(format!("{event:?} is not an event id")));
         };
-        let content = formatted(&self.render.message(i))
-            .make_replacement(ReplacementMetadata::new(event_id, None));
+        let content = formatted(text).make_replacement(ReplacementMetadata::new(event_id, None));
         let content = serde_json::to_value(&content)
             .map_err(|e| Failure::Permanent(format!("cannot encode the edit: {e}")))?;
-        let id = txn(&[what, &m.message_ref, &i.incarnation()]);
-        self.send(room, &id, content).await.map(|_| ())
+        self.send(room, txn, content).await.map(|_| ())
+    }
+
+    /// Sends `content` (an `m.room.message`) to the room `target` names, once per `txn`
+    /// parts; returns its event id.
+    pub(super) async fn post_content(
+        &self,
+        target: &str,
+        content: Value,
+        parts: &[&str],
+    ) -> Result<String, Failure> {
+        let room = self.room_of(target).await?;
+        self.check_unencrypted(&room).await?;
+        self.send(&room, &txn(parts), content).await
     }
 }
 
@@ -255,22 +276,35 @@ impl Platform for Matrix {
     type Target = String;
     type Job = Job;
 
-    /// A digest gathers prompts behind buttons; Matrix has none, so every prompt is posted on
-    /// its own (answered by a reaction or a reply).
+    /// A digest is answered by reactions on it (see `render::Render::digest`).
     fn has_digests(&self) -> bool {
-        false
+        true
     }
 
     fn texts(&self) -> Texts {
         Texts(self.render.locale)
     }
 
-    async fn post_digest(&self, _room: &String, _sheet: &Sheet) -> Result<String, Failure> {
-        Err(Failure::Permanent("Matrix shows no digests".into()))
+    async fn post_digest(&self, room: &String, sheet: &Sheet) -> Result<String, Failure> {
+        let content = serde_json::to_value(formatted(&self.render.digest(sheet)))
+            .map_err(|e| Failure::Permanent(format!("cannot encode the digest: {e}")))?;
+        let parts = ["digest", room, &sheet.session, &sheet.first];
+        self.post_content(room, content, &parts).await
     }
 
-    async fn edit_digest(&self, _a: &str, _m: &str, _sheet: &Sheet) -> Result<Edited, Failure> {
-        Ok(Edited::Cannot)
+    async fn edit_digest(
+        &self,
+        address: &str,
+        message: &str,
+        sheet: &Sheet,
+    ) -> Result<Edited, Failure> {
+        let room = self.room_of(address).await?;
+        let text = self.render.digest(sheet);
+        // The same text twice is one edit; a list shown again after another is a new one.
+        let at = jiff::Timestamp::now().as_millisecond().to_string();
+        let id = txn(&["digest-edit", message, &text.plain, &at]);
+        self.replace_with(&room, message, &text, &id).await?;
+        Ok(Edited::Done)
     }
 
     fn channel(&self) -> &'static str {
@@ -382,11 +416,16 @@ pub(crate) fn pacer() -> Pacer {
 pub(crate) struct Deliverer(pub Messages<Matrix>);
 
 impl Deliverer {
-    /// The deliverer of Matrix's jobs, reporting to `health`.
-    pub(super) fn new(matrix: Matrix, store: Arc<dyn Store>, health: Arc<Health>) -> Self {
+    /// The deliverer of Matrix's jobs with its `digests`, reporting to `health`.
+    pub(super) fn new(
+        matrix: Matrix,
+        digests: Digests,
+        store: Arc<dyn Store>,
+        health: Arc<Health>,
+    ) -> Self {
         Deliverer(Messages {
             platform: matrix,
-            digests: Digests::new(store.clone(), CHANNEL, 0, Vec::new()),
+            digests,
             store,
             pacer: pacer(),
             health: Some((health, "matrix_api")),

@@ -7,10 +7,12 @@
 //!   before imrelay ran answers nothing.
 //! - Invitations to a room on `matrix.chats`, and to direct rooms from a configured person,
 //!   are accepted; others are left alone.
-//! - A reaction ✅ (allow an approval) or ❌ (deny, or decline a question or form) on a
-//!   prompt, or a reply to a prompt (an approval: denied with the reply as the reason; a
-//!   question: an option's number or the person's own words, one line per question; a form:
-//!   `name: value` lines), is an answer. Each event is taken once (`first_sighting` on its
+//! - A reaction ✅ (allow an approval), ❌ (deny, or decline a question or form) or 🔁
+//!   ("Allow similar") on a prompt, or a reply to a prompt (an approval: `edit: <command>`
+//!   allows it with the command changed, anything else denies it with the reply as the
+//!   reason; a question: an option's number or the person's own words, one line per
+//!   question; a form: `name: value` lines), is an answer. A reaction on a digest or its
+//!   confirmation goes through the kit's digest flow (`digest.rs`). Each event is taken once (`first_sighting` on its
 //!   id); an edit (`m.replace`) of an earlier message answers nothing.
 //! - The sender must be an approver: checked on every answer by the pipeline. Whoever is
 //!   refused, answered late, or wrote an answer that does not fit gets a notice in reply,
@@ -36,7 +38,7 @@ use tokio_util::sync::CancellationToken;
 use super::CHANNEL;
 use super::api::ApiError;
 use super::deliver::{event_key, txn};
-use super::render::{ALLOW, DENY, Render, SIMILAR};
+use super::render::{ALLOW, DENY, REVIEW, Render, SIMILAR};
 use super::session::Session;
 use super::settings::MatrixSettings;
 use crate::channels::pipeline::{Decision, Feedback, Pipeline, Tap};
@@ -69,6 +71,8 @@ pub(super) enum Said {
     Deny,
     /// A reaction 🔁: "Allow similar".
     Similar,
+    /// A reaction 👀: a digest's Review (on a prompt, nothing).
+    Review,
     /// A reply's text.
     Reply(String),
 }
@@ -93,6 +97,10 @@ pub(super) struct Heard {
 
 /// The sync loop and answer handler.
 pub(crate) struct Inbound {
+    /// Posting and editing (a digest's confirmation, the digest itself).
+    pub matrix: super::deliver::Matrix,
+    /// The channel's digests.
+    pub digests: crate::channels::digest::Digests,
     /// The bot's session.
     pub session: Arc<Session>,
     /// The answer pipeline.
@@ -123,6 +131,7 @@ fn reaction(key: &str) -> Option<Said> {
         k if k == DENY => Some(Said::Deny),
         "✖" | "👎" => Some(Said::Deny),
         k if k == SIMILAR => Some(Said::Similar),
+        k if k == REVIEW => Some(Said::Review),
         _ => None,
     }
 }
@@ -200,6 +209,7 @@ fn answer(i: &Interaction, said: &Said) -> Result<Decision, String> {
             };
         }
         (Said::Deny, _) => Answer::deny(None),
+        (Said::Review, _) => return Err(format!("{REVIEW} reviews a digest's requests")),
         (Said::Reply(text), Kind::Approval) => {
             if let Some(command) = edited_command(text) {
                 if crate::present::render::editable_command(i).is_none() {
@@ -390,7 +400,7 @@ impl Inbound {
                     continue;
                 }
                 if let Some(h) = heard(room, event) {
-                    self.answer(h).await;
+                    self.answer(h, me).await;
                 } else {
                     self.command(room, event).await;
                 }
@@ -413,24 +423,26 @@ impl Inbound {
 
     /// Takes one answer through the pipeline, and tells the person what became of it unless
     /// the prompt itself shows it.
-    async fn answer(&self, h: Heard) {
+    async fn answer(&self, h: Heard, me: &str) {
         if let Said::Reply(text) = &h.said
             && self.to_session(&h, text).await
         {
             return;
         }
         let Some((id, created)) = self.prompt_of(&h).await else {
-            // Not a reply to a prompt of imrelay's: a conversation, left alone.
+            // A reaction on a digest or its confirmation; otherwise not an answer to a
+            // message of imrelay's: a conversation, left alone.
+            if !matches!(h.said, Said::Reply(_)) {
+                self.digest_reaction(&h, me).await;
+            }
             return;
         };
-        match self.first_time(&h.event_id).await {
-            Some(true) => {}
-            Some(false) => return,
-            None => {
-                return self
-                    .tell(&h, &Feedback::StoreDown.text(self.render.locale))
-                    .await;
-            }
+        // 👀 on a prompt is someone looking at it: nothing to answer.
+        if h.said == Said::Review {
+            return;
+        }
+        if !self.taken_once(&h).await {
+            return;
         }
         let responder = self.responder(&h.sender);
         let actor = responder.audit_actor().unwrap_or_default();
@@ -510,6 +522,19 @@ impl Inbound {
                 true
             }
             crate::channels::steer::Heard::NotASession | crate::channels::steer::Heard::Prompt => {
+                false
+            }
+        }
+    }
+
+    /// Whether `h` is taken now: seen for the first time. A store that cannot record it is
+    /// told to the person (the event is not taken).
+    pub(super) async fn taken_once(&self, h: &Heard) -> bool {
+        match self.first_time(&h.event_id).await {
+            Some(seen_first) => seen_first,
+            None => {
+                self.tell(h, &Feedback::StoreDown.text(self.render.locale))
+                    .await;
                 false
             }
         }

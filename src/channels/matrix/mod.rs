@@ -11,6 +11,8 @@
 //! - `deliver` — posting and editing messages on the shared delivery skeleton.
 //! - `render` — the messages, with how to answer written on them.
 //! - `inbound` — the `/sync` long poll and the answers it brings, through the pipeline.
+//! - `digest` — a reaction on a digest (Approve all, Deny all, Review) or on its
+//!   confirmation, through the kit's digest flow.
 //! - `commands` — `whoami` and `sessions` written to the bot in a room.
 //! - `doctor` — `imrelay doctor`'s checks.
 //!
@@ -20,6 +22,7 @@
 mod api;
 mod commands;
 mod deliver;
+mod digest;
 mod doctor;
 mod inbound;
 mod plan;
@@ -61,6 +64,12 @@ pub async fn install(w: &mut Wiring, settings: &MatrixSettings) -> anyhow::Resul
     };
     w.registry
         .add_hook(Arc::new(plan::planner(&settings.chats)));
+    let digests = crate::channels::digest::Digests::new(
+        w.store.clone(),
+        CHANNEL,
+        settings.digest_after,
+        settings.chats.clone(),
+    );
     w.outbox.register(
         CHANNEL,
         Arc::new(deliver::Deliverer::new(
@@ -68,11 +77,14 @@ pub async fn install(w: &mut Wiring, settings: &MatrixSettings) -> anyhow::Resul
                 crate::channels::threads::Threads::installed(w, CHANNEL, settings.thread_per),
                 settings.thread_replies,
             ),
+            digests.clone(),
             w.store.clone(),
             w.health.clone(),
         )),
     );
     let inbound = inbound::Inbound {
+        matrix: deliver::Matrix::new(session.clone(), render.clone(), w.store.clone()),
+        digests,
         session,
         pipeline: Pipeline::new(w.registry.clone(), Via::new(CHANNEL)),
         store: w.store.clone(),

@@ -2,7 +2,7 @@
 //! per configured room (or person messaged directly) when an interaction is created, and one
 //! per room its route escalates to when nobody answered in time; one `voted` job for each vote
 //! that does not decide yet; one `update` job (every copy recorded for it) when it is
-//! resolved, from anywhere.
+//! resolved, from anywhere; a `digest` job per refresh of a session's digest in a room.
 
 use super::CHANNEL;
 use crate::channels::plan::{ChatJob, Todo};
@@ -22,6 +22,13 @@ pub(crate) enum Job {
     Update,
     /// Edit every message of a pending interaction to show the votes so far.
     Voted,
+    /// Post, bring up to date or close the digest of one session in one room.
+    Digest {
+        /// The room id, or a user id messaged in a direct room.
+        room: String,
+        /// The session's digest key.
+        session: String,
+    },
 }
 
 impl ChannelJob for Job {
@@ -38,8 +45,8 @@ impl ChatJob for Job {
         match todo {
             Todo::Post(room) => Job::Post { room },
             Todo::Update => Job::Update,
-            // Matrix shows no digests (`Platform::has_digests`): never asked.
-            Todo::Voted | Todo::Digest { .. } => Job::Voted,
+            Todo::Voted => Job::Voted,
+            Todo::Digest { to, session } => Job::Digest { room: to, session },
         }
     }
 
@@ -48,6 +55,7 @@ impl ChatJob for Job {
             Job::Post { room } => Todo::Post(room),
             Job::Update => Todo::Update,
             Job::Voted => Todo::Voted,
+            Job::Digest { room, session } => Todo::Digest { to: room, session },
         }
     }
 

@@ -3,6 +3,8 @@
 //! no buttons: a reaction ✅ / ❌, or a reply), and the same message as it reads once
 //! answered, with the outcome and the votes. Every outside value is escaped for HTML.
 
+use crate::channels::digest::Sheet;
+use crate::channels::digest_texts::Texts;
 use crate::channels::words::Words;
 use crate::interaction::{Interaction, Kind, Outcome, clip, parse_questions};
 use crate::present::render::{
@@ -17,6 +19,8 @@ pub(crate) const DENY: &str = "❌";
 /// The reaction that allows an approval and grants its session the rule imrelay proposes
 /// ("Allow similar").
 pub(crate) const SIMILAR: &str = "🔁";
+/// The reaction on a digest that posts its next member on its own (Review).
+pub(crate) const REVIEW: &str = "👀";
 
 /// The most characters of a tool call shown; the rest is in the inbox. (An event may be up
 /// to 65,535 bytes, and the message carries the text twice: plain and HTML.)
@@ -345,6 +349,70 @@ impl Render {
         if crate::present::render::editable_command(i).is_some() {
             let how = w.edit_by_reply("“edit:”");
             t.line(format!("✏️ {how}"), format!("✏️ {}", esc(&how)));
+        }
+    }
+
+    /// A digest message: its title, one line per listed member (linked to its card in the
+    /// inbox, when known), and how to answer it by reactions; once closed, its title alone.
+    pub(super) fn digest(&self, sheet: &Sheet) -> Text {
+        let texts = Texts(self.locale);
+        let mut t = Text {
+            plain: String::new(),
+            html: String::new(),
+        };
+        t.line(
+            format!("📋 {}", sheet.title),
+            format!("<b>📋 {}</b>", esc(&sheet.title)),
+        );
+        for (n, line) in sheet.lines.iter().enumerate() {
+            let link = self
+                .inbox
+                .as_ref()
+                .zip(sheet.listed.get(n))
+                .map(|(inbox, id)| format!("{inbox}#{id}"));
+            match link {
+                Some(l) => t.line(
+                    format!("• {line} — {l}"),
+                    format!("• <a href=\"{}\">{}</a>", esc(&l), esc(line)),
+                ),
+                None => t.text(&format!("• {line}")),
+            }
+        }
+        if let Some(more) = &sheet.more {
+            t.text(more);
+        }
+        if !sheet.is_closed() {
+            let how = texts.react_list([ALLOW, DENY, REVIEW]);
+            t.line(format!("👉 {how}"), format!("<b>👉 {}</b>", esc(&how)));
+        }
+        t
+    }
+
+    /// The confirmation of a digest's Approve all or Deny all (`sheet` in its confirming
+    /// view), answered by a reaction on it.
+    pub(super) fn confirmation(&self, sheet: &Sheet) -> Text {
+        let mut t = Text {
+            plain: String::new(),
+            html: String::new(),
+        };
+        let question = sheet.question.clone().unwrap_or_default();
+        t.line(&question, format!("<b>{}</b>", esc(&question)));
+        for line in &sheet.lines {
+            t.text(&format!("• {line}"));
+        }
+        if let Some(more) = &sheet.more {
+            t.text(more);
+        }
+        let how = Texts(self.locale).react_confirm([ALLOW, DENY]);
+        t.line(format!("👉 {how}"), format!("<b>👉 {}</b>", esc(&how)));
+        t
+    }
+
+    /// A message of one line of `text` (a confirmation once answered).
+    pub(super) fn plain(&self, text: &str) -> Text {
+        Text {
+            plain: text.to_string(),
+            html: esc(text),
         }
     }
 

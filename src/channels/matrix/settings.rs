@@ -62,6 +62,9 @@ pub struct MatrixSettings {
     pub thread_per: ThreadPer,
     /// Whether the outcome is also posted as a reply to each message.
     pub thread_replies: bool,
+    /// More than this many pending for one room: one digest message per agent session
+    /// instead of a message each (0: only for a burst the room cannot be posted to in time).
+    pub digest_after: u32,
 }
 
 impl Default for MatrixSettings {
@@ -81,6 +84,7 @@ impl Default for MatrixSettings {
             timeout_secs: 15,
             thread_per: ThreadPer::None,
             thread_replies: false,
+            digest_after: 0,
         }
     }
 }
@@ -154,6 +158,13 @@ impl MatrixSettings {
             if !(1..=max).contains(&v) {
                 out.push(format!("{what} must be between 1 and {max} (got {v})"));
             }
+        }
+        if self.digest_after > crate::channels::digest::MAX_AFTER {
+            out.push(format!(
+                "matrix.digest_after is {}: give 0 (no digests past a count) or at most {}",
+                self.digest_after,
+                crate::channels::digest::MAX_AFTER
+            ));
         }
         for (j, c) in self.chats.iter().enumerate() {
             if self.chats[..j].contains(c) {
