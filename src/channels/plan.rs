@@ -319,7 +319,8 @@ mod tests {
 
     #[test]
     fn jobs_stored_by_each_channel_before_the_kit_still_read() {
-        use crate::channels::slack;
+        use crate::channels::{discord, slack};
         old_jobs_read::<slack::SlackSettings>("channel", "C0APPROVALS");
+        old_jobs_read::<discord::DiscordSettings>("channel", "@80351110224678912");
     }
 }
