@@ -335,8 +335,28 @@ impl Endpoint {
 /// The error for a press the pipeline stopped (it recorded refusals already), saying why in
 /// `locale`.
 fn stopped(channel: &str, id: &InteractionId, f: Feedback, locale: Locale) -> ApiError {
+    let (status, code, message) = refusal(&f, locale);
+    tracing::warn!(via = channel, interaction = %id, code, "{channel} action refused: {}", message.escape_debug());
+    ApiError::new(status, code, message)
+}
+
+/// The error for a press on a digest's action that the kit stopped (it recorded refusals
+/// already), saying why in `locale`.
+pub(crate) fn stopped_digest(channel: &str, f: Feedback, locale: Locale) -> ApiError {
+    let (status, code, message) = refusal(&f, locale);
+    tracing::warn!(
+        via = channel,
+        code,
+        "{channel} digest action refused: {}",
+        message.escape_debug()
+    );
+    ApiError::new(status, code, message)
+}
+
+/// A stopped press's status, code and text in `locale`.
+fn refusal(f: &Feedback, locale: Locale) -> (StatusCode, &'static str, String) {
     let message = f.text(locale);
-    let (status, code) = match &f {
+    let (status, code) = match f {
         Feedback::Already(_) => (StatusCode::CONFLICT, "already_resolved"),
         Feedback::AlreadyVoted(..) => (StatusCode::CONFLICT, "already_voted"),
         Feedback::NotFound => (StatusCode::GONE, "not_found"),
@@ -346,8 +366,7 @@ fn stopped(channel: &str, id: &InteractionId, f: Feedback, locale: Locale) -> Ap
         Feedback::Invalid(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid"),
         _ => (StatusCode::FORBIDDEN, "refused"),
     };
-    tracing::warn!(via = channel, interaction = %id, code, "{channel} action refused: {}", message.escape_debug());
-    ApiError::new(status, code, message)
+    (status, code, message)
 }
 
 #[cfg(test)]

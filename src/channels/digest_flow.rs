@@ -295,11 +295,24 @@ impl<P: Platform> Messages<P> {
             ));
         }
         let sent = self.platform.post_digest(to, sheet).await;
-        if sent.is_err()
-            && let Err(e) = d.release_post(address, session, first).await
-        {
-            let channel = self.platform.channel();
-            tracing::warn!(chat = %address, error = %e, "{channel}: could not release a digest's post");
+        let channel = self.platform.channel();
+        match &sent {
+            Err(_) => {
+                if let Err(e) = d.release_post(address, session, first).await {
+                    tracing::warn!(chat = %address, error = %e, "{channel}: could not release a digest's post");
+                }
+            }
+            // A digest is one of its session's messages: a reply to it reaches the session.
+            Ok(message) if self.platform.replies_steer() => {
+                let store = self.store.as_ref();
+                let said = self.platform.digest_reply_ref(address, message);
+                let remembered =
+                    super::steer::remember_digest(store, channel, address, first, said).await;
+                if let Err(e) = remembered {
+                    tracing::warn!(chat = %address, error = %e, "{channel}: could not remember a session's digest");
+                }
+            }
+            Ok(_) => {}
         }
         sent.map_err(|f| self.pacer.note(address, f))
     }

@@ -177,6 +177,13 @@ pub(crate) trait Platform: Send + Sync {
         false
     }
 
+    /// The id a reply names for digest message `message` (what `post_digest` returned at
+    /// `address`), and the chats it is in beyond its address (as a copy's state names them),
+    /// when [`Platform::replies_steer`]: a digest is one of its session's messages.
+    fn digest_reply_ref(&self, _address: &str, message: &str) -> (String, Option<Value>) {
+        (message.to_string(), None)
+    }
+
     /// Posts the outcome of resolved `i` as a reply to copy `m`, in its thread.
     async fn reply_outcome(&self, _i: &Interaction, _m: &ChannelMessage) -> Result<(), Failure> {
         Ok(())

@@ -20,6 +20,7 @@ pub(crate) mod desk;
 pub(crate) mod digest;
 pub(crate) mod digest_buttons;
 pub(crate) mod digest_flow;
+pub(crate) mod digest_links;
 pub(crate) mod digest_texts;
 pub mod dingtalk;
 pub mod discord;

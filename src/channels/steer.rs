@@ -7,15 +7,17 @@
 //!   remembered as `bound:said:<channel>:<message id>` → the interaction's id
 //!   ([`remember`]), a small named value pruned with the interaction, so the map is as
 //!   bounded as the interactions are; the copy itself ([`crate::store::ChannelMessage`], what
-//!   Telegram's replies read) says which chat it is in. A session's thread opener is found
-//!   among the threads the channel keeps (`thread:<channel>:…`, at most
+//!   Telegram's replies read) says which chat it is in. A session's digest is remembered the
+//!   same way when posted ([`remember_digest`]), under one interaction it lists, its copy
+//!   kept as `<channel>:said` (never edited as that interaction's). A session's thread opener
+//!   is found among the threads the channel keeps (`thread:<channel>:…`, at most
 //!   [`super::threads::MAX_THREADS`]).
 //! - **What a reply does** ([`reply`]): to a pending question, form or "finished" question it
 //!   is the answer, typed as on every channel that takes typed answers (an option's number,
 //!   or the person's own words; a form's `name: value` lines) — unless the channel reads
 //!   replies to its prompts itself (Matrix), which then keeps doing so. To anything else of
-//!   the session's (a pending approval, a prompt already answered or expired, the thread's
-//!   first message) it is a message to the session, queued by the registry and handed to the
+//!   the session's (a pending approval, a prompt already answered or expired, a digest, the
+//!   thread's first message) it is a message to the session, queued by the registry and handed to the
 //!   agent at its next step or when its turn ends (`Delivery`).
 //! - **Who may.** The registry lets only a person who may answer the session's route message
 //!   it (an approver of the route; with no approvers named, one on the channel's list):
@@ -63,6 +65,39 @@ pub(crate) async fn remember(
         .await
 }
 
+/// The channel under which a session's other messages (its digests) are kept: copies that
+/// show no interaction of their own, so no edit of an interaction's copies ever reaches them.
+fn said_channel(channel: &str) -> String {
+    format!("{channel}:said")
+}
+
+/// Remembers that `message` (just posted at `address` of `channel`; `state`: the chats it is
+/// in beyond its address) is a digest of the session of `first`, one of the interactions it
+/// lists: a reply to it then reaches the session, as a message (it answers none of them).
+/// Bound to `first`, so pruned with it.
+pub(crate) async fn remember_digest(
+    store: &dyn Store,
+    channel: &str,
+    address: &str,
+    first: &Interaction,
+    (message, state): (String, Option<Value>),
+) -> Result<(), StoreError> {
+    if first.session.is_none() || first.agent.is_none() || message.is_empty() {
+        return Ok(());
+    }
+    remember(store, channel, first, &message).await?;
+    store
+        .record_message(ChannelMessage {
+            channel: said_channel(channel),
+            address: address.to_string(),
+            message_ref: message,
+            interaction_id: first.id.clone(),
+            state,
+            created_at: jiff::Timestamp::now(),
+        })
+        .await
+}
+
 /// The session's agent as sessions are kept: a subagent's interactions
 /// (`claude-code/Explore`) belong to its agent's session.
 pub(crate) fn session_agent(agent: &str) -> &str {
@@ -99,10 +134,19 @@ async fn target(
     let fits = |m: &ChannelMessage| m.message_ref == to && chat.is_none_or(|c| in_chat(m, c));
     if let Some(id) = store.get_value(&said_key(channel, to)).await?
         && let Ok(id) = InteractionId::parse(&id)
-        && store.messages(channel, &id).await?.iter().any(fits)
     {
+        // One of its prompts (the interaction it shows), or one of its digests (only the
+        // session: a reply to a digest answers none of the requests it lists).
+        let prompt = store.messages(channel, &id).await?.iter().any(fits);
+        let digest = !prompt
+            && store
+                .messages(&said_channel(channel), &id)
+                .await?
+                .iter()
+                .any(fits);
         let i = match pipeline.registry().get(&id).await {
-            Ok(i) => i,
+            Ok(i) if prompt || digest => i,
+            Ok(_) => None,
             Err(RegistryError::Store(e)) => return Err(e),
             Err(_) => None,
         };
@@ -112,7 +156,7 @@ async fn target(
             return Ok(Some(Target {
                 agent: session_agent(&agent).to_string(),
                 session: session.to_string(),
-                interaction: Some(i),
+                interaction: prompt.then_some(i),
             }));
         }
     }
@@ -382,6 +426,14 @@ mod tests {
         assert!(prompt.interaction.is_some());
         let opener = found(None, "t1").await.unwrap();
         assert!(opener.interaction.is_none());
+        // A digest of the session is the session's, and shows no interaction of its own.
+        remember_digest(store.as_ref(), "fake", "chat-a", &i, ("d1".into(), None))
+            .await
+            .unwrap();
+        let digest = found(Some("chat-a"), "d1").await.unwrap();
+        assert_eq!(digest.session, "s-1");
+        assert!(digest.interaction.is_none());
+        assert!(found(Some("chat-b"), "d1").await.is_none());
         // Another chat's message with the same id, or an unknown one, is no session's.
         assert!(found(Some("chat-b"), "m1").await.is_none());
         assert!(found(Some("chat-b"), "t1").await.is_none());

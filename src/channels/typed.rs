@@ -1,10 +1,28 @@
 //! Answers typed as text, for chats whose people answer by writing (a reply, a text box):
 //! a question's option by its number, or the person's own words; a form as `name: value`
-//! lines. Every channel that takes typed answers reads them here, the same way.
+//! lines; an approval's command changed ("Edit & approve") as `edit: <command>`. Every
+//! channel that takes typed answers reads them here, the same way.
 
 use serde_json::{Map, Value, json};
 
 use crate::interaction::{Form, Interaction, clip, parse_questions};
+
+/// The words a typed "Edit & approve" starts with, before a colon: `edit: <command>`
+/// (`改写：<命令>` in Chinese).
+pub(crate) const EDIT_WORDS: [&str; 2] = ["edit", "改写"];
+
+/// The command of a typed "Edit & approve": the text after `edit:` (any case, a full-width
+/// colon too) or `改写：` at the start of `text`; `None` for any other text (a reason to
+/// deny, say, which may well start with the word "edit" but not with "edit:").
+pub(crate) fn edited_command(text: &str) -> Option<&str> {
+    let t = text.trim_start();
+    EDIT_WORDS.iter().find_map(|w| {
+        let head = t.get(..w.len())?;
+        let rest = t.get(w.len()..)?.trim_start();
+        let after = rest.strip_prefix(':').or_else(|| rest.strip_prefix('：'));
+        head.eq_ignore_ascii_case(w).then_some(after?.trim())
+    })
+}
 
 /// Answers to every question from typed text: one line per question, each an option's
 /// number (several, comma-separated, where several may be chosen) or the person's own words.
@@ -95,6 +113,17 @@ mod tests {
             Timestamp::from_millisecond(1_700_000_000_000).unwrap(),
             300,
         )
+    }
+
+    #[test]
+    fn an_edit_is_read_only_after_its_word_and_a_colon() {
+        assert_eq!(edited_command(" Edit: make test "), Some("make test"));
+        assert_eq!(edited_command("edit：ls"), Some("ls"));
+        assert_eq!(edited_command("改写：ls -la"), Some("ls -la"));
+        assert_eq!(edited_command("edit the file instead"), None);
+        assert_eq!(edited_command("editor: vim"), None);
+        assert_eq!(edited_command("不行"), None);
+        assert_eq!(edited_command("edit:"), Some(""));
     }
 
     #[test]

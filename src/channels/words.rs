@@ -89,6 +89,16 @@ impl Words {
         )
     }
 
+    /// "Allow similar" offered as reaction `key` (a chat without buttons, Matrix), before
+    /// the rule: "React 🔁 to allow it and, for this session, calls like it: ".
+    pub(crate) fn react_similar(self, key: &str) -> String {
+        if self.zh() {
+            format!("回应 {key} 批准，并在本会话中允许同类调用：")
+        } else {
+            format!("React {key} to allow it and, for this session, calls like it: ")
+        }
+    }
+
     /// Said after the rule when the agent keeps its own suggestion too.
     pub(crate) fn also_remembers(self) -> &'static str {
         self.pick(

@@ -79,13 +79,101 @@ fn under(section: &str, error: config::ConfigError) -> config::ConfigError {
     }
 }
 
-/// Reads section `key` of `cfg` as a `T`, adding its error (if any) to `out`. A section
-/// that is absent is left to the whole read (most have defaults).
+/// Most mistakes said of one section.
+const MAX_PER_SECTION: usize = 16;
+
+/// Reads section `key` of `cfg` as a `T`, adding its errors (if any) to `out`: after each,
+/// the value at fault is taken out and the section read again, so every value of the wrong
+/// type in it is said, not only the first. A section that is absent is left to the whole read
+/// (most have defaults).
 fn one<T: DeserializeOwned>(cfg: &config::Config, key: &str, out: &mut Vec<config::ConfigError>) {
-    if let Ok(value) = cfg.get::<config::Value>(key)
-        && let Err(e) = T::deserialize(value)
-    {
+    let Ok(mut value) = cfg.get::<config::Value>(key) else {
+        return;
+    };
+    let mut taken: Vec<(String, String)> = Vec::new();
+    for _ in 0..MAX_PER_SECTION {
+        let Err(e) = T::deserialize(value.clone()) else {
+            return;
+        };
+        // A field taken out that the section needs (its default went with it): the mistake
+        // was said already, and the fields after it cannot be read.
+        let text = e.to_string();
+        let at = error_key(&e);
+        if taken.iter().any(|(whole, name)| {
+            at.as_deref() == Some(whole.as_str())
+                || text.contains(&format!("missing field `{name}`"))
+        }) {
+            return;
+        }
         out.push(under(key, e));
+        let Some(whole) = at else { return };
+        match take_out(&mut value, &path(&whole)) {
+            Some(name) => taken.push((whole, name)),
+            None => return,
+        }
+    }
+}
+
+/// The key an error is about, relative to what was read (`listen`, `[0]decision`).
+fn error_key(e: &config::ConfigError) -> Option<String> {
+    match e {
+        config::ConfigError::Type { key, .. } | config::ConfigError::At { key, .. } => key.clone(),
+        config::ConfigError::NotFound(key) => Some(key.clone()),
+        _ => None,
+    }
+}
+
+/// One step of a key: a table's key or an array's index.
+#[derive(Debug, PartialEq)]
+enum Step {
+    Key(String),
+    Index(usize),
+}
+
+/// `tls.cert`, `[0]decision` and `routes[1].people` as steps; none for what is not a path.
+fn path(key: &str) -> Vec<Step> {
+    let mut steps = Vec::new();
+    let mut name = String::new();
+    let mut chars = key.chars();
+    let flush = |name: &mut String, steps: &mut Vec<Step>| {
+        if !name.is_empty() {
+            steps.push(Step::Key(std::mem::take(name)));
+        }
+    };
+    while let Some(c) = chars.next() {
+        match c {
+            '.' => flush(&mut name, &mut steps),
+            '[' => {
+                flush(&mut name, &mut steps);
+                let digits: String = chars.by_ref().take_while(|c| *c != ']').collect();
+                match digits.parse() {
+                    Ok(k) => steps.push(Step::Index(k)),
+                    Err(_) => return Vec::new(),
+                }
+            }
+            c => name.push(c),
+        }
+    }
+    flush(&mut name, &mut steps);
+    steps
+}
+
+/// Takes the value at `steps` out of its table, so that the field's default (or the next
+/// mistake) shows; its name, or `None` when the path does not end at a table's key (an array's
+/// element is never taken out: the indices of the others would shift).
+fn take_out(value: &mut config::Value, steps: &[Step]) -> Option<String> {
+    let (last, before) = steps.split_last()?;
+    let mut at = value;
+    for step in before {
+        at = match (step, &mut at.kind) {
+            (Step::Key(k), config::ValueKind::Table(t)) => t.get_mut(k)?,
+            (Step::Index(i), config::ValueKind::Array(a)) => a.get_mut(*i)?,
+            _ => return None,
+        };
+    }
+    match (last, &mut at.kind) {
+        (Step::Key(k), config::ValueKind::Table(t)) => t.remove(k).map(|_| k.clone()),
+        _ => None,
     }
 }
 
@@ -127,4 +215,34 @@ pub(super) fn section_errors(cfg: &config::Config) -> Vec<config::ConfigError> {
         f(cfg, key, &mut out);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_reads_as_its_steps_and_only_a_tables_key_is_taken_out() {
+        assert_eq!(
+            path("[0]decision"),
+            vec![Step::Index(0), Step::Key("decision".into())]
+        );
+        assert_eq!(
+            path("tls.cert"),
+            vec![Step::Key("tls".into()), Step::Key("cert".into())]
+        );
+        assert!(path("[x]").is_empty());
+        let cfg = config::Config::builder()
+            .add_source(config::File::from_str(
+                "[s]\na = 1\nlist = [{ b = 2 }]\n",
+                config::FileFormat::Toml,
+            ))
+            .build()
+            .unwrap();
+        let mut v = cfg.get::<config::Value>("s").unwrap();
+        assert_eq!(take_out(&mut v, &path("list[0]b")), Some("b".into()));
+        assert_eq!(take_out(&mut v, &path("list[0]")), None, "an element stays");
+        assert_eq!(take_out(&mut v, &path("a")), Some("a".into()));
+        assert_eq!(take_out(&mut v, &path("a")), None, "taken already");
+    }
 }

@@ -23,10 +23,18 @@
 //! tried). Issuing, using and every refusal are in the audit trail (`passkey`, outcomes
 //! `code_issued`, `code_used`, `code_refused`).
 //!
+//! A person's typed codes that imrelay never issued are counted: after [`MAX_WRONG`] in
+//! [`WRONG_WINDOW`] (15 minutes), their further tries are refused at once (`429
+//! too_many_enrolment_codes`, saying when they may try again) without being compared, so a
+//! token's holder cannot guess codes at the speed of the network. The count is this server's
+//! (each replica keeps its own), bounded to [`MAX_TRACKED`] people.
+//!
 //! An administrator's own first passkey needs no code: the administrator's token is the root
 //! of trust that issues codes.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use rand::RngCore;
@@ -39,6 +47,7 @@ use super::AppState;
 use super::error::ApiError;
 use crate::config::phone::FirstPasskey;
 use crate::interaction::{ValidationError, Via};
+use crate::sync::LockExt;
 use crate::wire::Principal;
 
 /// The store key of the issued codes (a JSON list).
@@ -59,6 +68,60 @@ const CODE_CHARS: usize = 16;
 pub const CODE_REQUIRED: &str = "enrolment_code_required";
 /// The error code of an enrolment code that was refused.
 pub const CODE_REFUSED: &str = "enrolment_code_refused";
+
+/// The error code of a person who has typed too many codes never issued lately.
+pub const TOO_MANY: &str = "too_many_enrolment_codes";
+/// Codes never issued a person may type in [`WRONG_WINDOW`] before further tries are refused.
+pub const MAX_WRONG: usize = 5;
+/// The window of [`MAX_WRONG`].
+pub const WRONG_WINDOW: Duration = Duration::from_secs(15 * 60);
+/// Most people whose refused codes are counted at once (the oldest counts go first).
+pub const MAX_TRACKED: usize = 1024;
+
+/// The codes never issued that each person typed lately, on this server.
+#[derive(Debug, Default)]
+pub struct Tries {
+    // A std mutex: a map update, never held across an await.
+    refused: Mutex<HashMap<String, Vec<Instant>>>,
+}
+
+impl Tries {
+    /// When `who` may type a code again, if they have typed [`MAX_WRONG`] never issued within
+    /// [`WRONG_WINDOW`] of `now`.
+    fn barred_until(&self, who: &str, now: Instant) -> Option<Instant> {
+        let map = self.refused.locked();
+        let recent = map.get(who)?;
+        let live: Vec<&Instant> = recent
+            .iter()
+            .filter(|t| now.duration_since(**t) < WRONG_WINDOW)
+            .collect();
+        (live.len() >= MAX_WRONG).then(|| *live[live.len() - MAX_WRONG] + WRONG_WINDOW)
+    }
+
+    /// Counts a code never issued, typed by `who` at `now`.
+    fn refused(&self, who: &str, now: Instant) {
+        let mut map = self.refused.locked();
+        map.retain(|_, ts| {
+            ts.retain(|t| now.duration_since(*t) < WRONG_WINDOW);
+            !ts.is_empty()
+        });
+        if !map.contains_key(who) && map.len() >= MAX_TRACKED {
+            let oldest = map
+                .iter()
+                .min_by_key(|(_, ts)| ts.last().copied())
+                .map(|(k, _)| k.clone());
+            if let Some(k) = oldest {
+                map.remove(&k);
+            }
+        }
+        let ts = map.entry(who.to_string()).or_default();
+        ts.push(now);
+        // Only the last MAX_WRONG decide: a person's list stays that short.
+        if ts.len() > MAX_WRONG {
+            ts.remove(0);
+        }
+    }
+}
 
 /// One issued code, as kept.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -321,6 +384,17 @@ pub async fn waiting(state: &AppState) -> Result<Vec<Value>, ApiError> {
 
 /// A refusal of `who`'s code for `why`, audited: the error to answer with.
 async fn refuse(state: &AppState, who: &str, code: &'static str, why: String) -> ApiError {
+    refuse_as(state, who, StatusCode::FORBIDDEN, code, why).await
+}
+
+/// [`refuse`] with the answer's `status`.
+async fn refuse_as(
+    state: &AppState,
+    who: &str,
+    status: StatusCode,
+    code: &'static str,
+    why: String,
+) -> ApiError {
     let via = Via::desktop();
     if let Err(e) = state
         .registry
@@ -329,15 +403,35 @@ async fn refuse(state: &AppState, who: &str, code: &'static str, why: String) ->
     {
         return e.into();
     }
-    ApiError::new(StatusCode::FORBIDDEN, code, why).with("field", "code")
+    ApiError::new(status, code, why).with("field", "code")
 }
 
 /// The first step of `who`'s first passkey: checks `typed`, their enrolment code, without
 /// using it up; its digest, for [`redeem`] at the second step.
 pub async fn check(state: &AppState, who: &str, typed: Option<&str>) -> Result<String, ApiError> {
+    let typed = typed.map(str::trim).filter(|t| !t.is_empty());
+    if typed.is_some()
+        && let Some(until) = state
+            .passkeys
+            .enrolment_tries
+            .barred_until(who, Instant::now())
+    {
+        let wait = until.saturating_duration_since(Instant::now()).as_secs() / 60 + 1;
+        let why = format!(
+            "{MAX_WRONG} enrolment codes typed for {who} in the last {} minutes were not ones \
+             imrelay issued: try again in {wait} minute(s), with the code exactly as an administrator gave it",
+            WRONG_WINDOW.as_secs() / 60
+        );
+        return Err(refuse_as(state, who, StatusCode::TOO_MANY_REQUESTS, TOO_MANY, why).await);
+    }
+    compare(state, who, typed).await
+}
+
+/// [`check`]'s comparison of `typed` with the issued codes.
+async fn compare(state: &AppState, who: &str, typed: Option<&str>) -> Result<String, ApiError> {
     let ask = "ask an administrator for a new one (imrelay passkeys enrol NAME, or the inbox's \
                Passkeys view with an administrator's token)";
-    let Some(typed) = typed.map(str::trim).filter(|t| !t.is_empty()) else {
+    let Some(typed) = typed else {
         let why = format!(
             "{who} has no passkey yet, and the first needs an enrolment code from an \
              administrator (imrelay passkeys enrol {who}, or the inbox's Passkeys view with an \
@@ -347,7 +441,10 @@ pub async fn check(state: &AppState, who: &str, typed: Option<&str>) -> Result<S
     };
     let wrong =
         format!("this enrolment code is not one imrelay issued (mistyped?): check it, or {ask}");
+    // A code imrelay never issued is what guessing looks like: counted against the person.
+    let guessed = || state.passkeys.enrolment_tries.refused(who, Instant::now());
     let Some(n) = normal(typed) else {
+        guessed();
         return Err(refuse(state, who, CODE_REFUSED, wrong).await);
     };
     let d = digest(&n);
@@ -362,7 +459,10 @@ pub async fn check(state: &AppState, who: &str, typed: Option<&str>) -> Result<S
         }
     });
     let why = match found {
-        None => wrong,
+        None => {
+            guessed();
+            wrong
+        }
         Some(c) if c.person != who => format!(
             "this enrolment code was issued for another person: a code registers the first \
              passkey of the person it was issued for only; {ask}"
@@ -435,6 +535,43 @@ mod tests {
         );
         assert_eq!(normal("ABCD-EFGH-JKMN"), None);
         assert_ne!(digest(&n), digest(&normal(&make()).unwrap()));
+    }
+
+    #[test]
+    fn refused_codes_bar_their_person_for_the_window_only_and_the_count_is_bounded() {
+        let tries = Tries::default();
+        let t0 = Instant::now();
+        let at = |secs: u64| t0 + Duration::from_secs(secs);
+        for k in 0..MAX_WRONG as u64 - 1 {
+            tries.refused("alice", at(k * 60));
+        }
+        assert_eq!(
+            tries.barred_until("alice", at(300)),
+            None,
+            "one short of the bar"
+        );
+        tries.refused("alice", at(300));
+        let until = tries.barred_until("alice", at(301));
+        assert_eq!(
+            until,
+            Some(at(WRONG_WINDOW.as_secs())),
+            "the oldest of the five ages out"
+        );
+        assert_eq!(
+            tries.barred_until("bob", at(301)),
+            None,
+            "another person is not barred"
+        );
+        assert_eq!(
+            tries.barred_until("alice", at(WRONG_WINDOW.as_secs())),
+            None
+        );
+        for k in 0..MAX_TRACKED + 10 {
+            tries.refused(&format!("p{k}"), at(400));
+        }
+        let map = tries.refused.locked();
+        assert!(map.len() <= MAX_TRACKED, "{}", map.len());
+        assert!(map.values().all(|ts| ts.len() <= MAX_WRONG));
     }
 
     fn code(person: &str, issued_at: i64, used: bool) -> Code {

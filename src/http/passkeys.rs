@@ -127,6 +127,8 @@ pub struct Passkeys {
     /// The relying party's id (`localhost`), when passkeys can be used.
     rp_id: Option<String>,
     pending: Mutex<HashMap<String, (Instant, Pending)>>,
+    /// The enrolment codes never issued that each person typed lately.
+    pub(super) enrolment_tries: super::enrolment::Tries,
 }
 
 impl Passkeys {
@@ -151,6 +153,7 @@ impl Passkeys {
             origin: shown,
             rp_id,
             pending: Mutex::new(HashMap::new()),
+            enrolment_tries: super::enrolment::Tries::default(),
         }
     }
 

@@ -142,6 +142,7 @@ rc_login:
 rc_joins:
   local: {limit}
   remote: {limit}
+rc_room_creation: {limit}
 rc_invites:
   per_room: {limit}
   per_user: {limit}
@@ -1140,5 +1141,233 @@ pub(crate) fn trials() -> Vec<Trial> {
             need,
             whoami_and_sessions_are_answered_in_the_room,
         ),
+        trial(
+            "matrix::the_votes_so_far_show_on_the_prompt_and_the_second_decides",
+            need,
+            the_votes_so_far_show_on_the_prompt_and_the_second_decides,
+        ),
+        trial(
+            "matrix::a_repeat_reaction_allows_similar_calls_and_a_stranger_cannot",
+            need,
+            a_repeat_reaction_allows_similar_calls_and_a_stranger_cannot,
+        ),
+        trial(
+            "matrix::a_reply_starting_edit_runs_the_changed_command_and_a_plain_reply_still_denies",
+            need,
+            a_reply_starting_edit_runs_the_changed_command_and_a_plain_reply_still_denies,
+        ),
     ]
+}
+
+/// Waits until interaction `id` is no longer pending; returns it.
+async fn settled(app: &TestApp, id: &str) -> Value {
+    until("the answer", || async move {
+        let i = interaction(app, id).await;
+        (i["status"] != "pending").then_some(i)
+    })
+    .await
+}
+
+/// A room with alice, mallory and the bot, and imrelay running on it with `change` made to
+/// its settings (a device of its own: the bot logs in).
+async fn setup_with(hs: &Synapse, change: impl FnOnce(&mut Settings)) -> (TestApp, String) {
+    let alice = Person::new(hs, &hs.alice);
+    let room = alice
+        .create_room(&[&hs.bot.user_id, &hs.mallory.user_id])
+        .await;
+    Person::new(hs, &hs.mallory).join(&room).await;
+    let mut settings = configured(hs, &room, true);
+    change(&mut settings);
+    let app = spawn_on(settings, Arc::new(MemoryStore::new())).await;
+    bot_joined(hs, &room).await;
+    (app, room)
+}
+
+/// `make mx-votes` needs two people (a policy rule's quorum).
+fn two_people_needed(s: &mut Settings) {
+    s.policy = vec![imrelay::config::policy::PolicyRuleSettings {
+        name: "pairs".into(),
+        tools: vec!["Bash(make mx-votes)".into()],
+        decision: imrelay::interaction::policy::Decision::Ask,
+        message: None,
+        mode: imrelay::interaction::policy::Mode::Live,
+        kind: Vec::new(),
+        agent: Vec::new(),
+        cwd: Vec::new(),
+        route: Vec::new(),
+        quorum: Some(2),
+        deny_quorum: None,
+        step_up: false,
+    }];
+}
+
+async fn the_votes_so_far_show_on_the_prompt_and_the_second_decides() {
+    let hs = synapse().expect("synapse");
+    let (app, room) = setup_with(hs, two_people_needed).await;
+    let alice = Person::new(hs, &hs.alice);
+    let bot = hs.bot.user_id.as_str();
+    let id = app.create_bash("mx-votes", "make mx-votes").await;
+    let prompt = alice
+        .wait_for(&room, "the prompt", |e| {
+            message_from(e, bot, "make mx-votes")
+        })
+        .await;
+    let prompt_id = prompt["event_id"].as_str().unwrap().to_string();
+    // A vote from elsewhere (the API) does not decide: the room's copy shows it.
+    let (s, body) = app
+        .post(
+            &format!("/v1/interactions/{id}/respond"),
+            &json!({"decision": "allow", "by": "vera"}),
+        )
+        .await;
+    assert_eq!(s, reqwest::StatusCode::ACCEPTED, "a vote: {body}");
+    let edit = alice
+        .wait_for(&room, "the prompt edited to show the vote", |e| {
+            edit_of(e, bot, &prompt_id, "1 of 2")
+        })
+        .await;
+    let shown = edit["content"]["m.new_content"]["body"].as_str().unwrap();
+    assert!(
+        shown.contains("Needs 2 people · votes: 1 of 2: administrator via api")
+            && shown.contains("React ✅"),
+        "the vote, and still how to answer: {shown}"
+    );
+    assert_eq!(interaction(&app, &id).await["status"], "pending");
+    // Alice's ✅ is the second vote: allowed.
+    alice.react(&room, &prompt_id, "✅").await;
+    let i = settled(&app, &id).await;
+    assert_eq!(i["resolution"]["outcome"], "allowed", "{i}");
+    alice
+        .wait_for(&room, "the prompt edited to the outcome", |e| {
+            edit_of(e, bot, &prompt_id, "Allowed by")
+        })
+        .await;
+    app.stop().await;
+}
+
+/// A Bash call of agent session `s-mx` (so "Allow similar" has a rule to offer).
+async fn session_call(app: &TestApp, id: &str, command: &str) -> String {
+    let (s, body) = app
+        .post(
+            "/v1/interactions",
+            &json!({"id": id, "tool_name": "Bash", "input": {"command": command},
+                    "session": "s-mx", "agent": "claude-code", "cwd": "/srv/shop"}),
+        )
+        .await;
+    assert_eq!(s, reqwest::StatusCode::CREATED, "{body}");
+    body["id"].as_str().unwrap().to_string()
+}
+
+async fn a_repeat_reaction_allows_similar_calls_and_a_stranger_cannot() {
+    let hs = synapse().expect("synapse");
+    let (app, room) = setup(hs, true).await;
+    let (alice, mallory) = (Person::new(hs, &hs.alice), Person::new(hs, &hs.mallory));
+    let bot = hs.bot.user_id.as_str();
+    let id = session_call(&app, "mx-similar", "npm run test -- --watch").await;
+    let prompt = alice
+        .wait_for(&room, "the prompt", |e| {
+            message_from(e, bot, "npm run test -- --watch")
+        })
+        .await;
+    let prompt_id = prompt["event_id"].as_str().unwrap().to_string();
+    let text = prompt["content"]["body"].as_str().unwrap();
+    assert!(
+        text.contains(
+            "React 🔁 to allow it and, for this session, calls like it: Bash(npm run test:*)"
+        ),
+        "the reaction and the rule it grants: {text}"
+    );
+    // A stranger's 🔁 is refused like any answer of theirs.
+    let theirs = mallory.react(&room, &prompt_id, "🔁").await;
+    assert!(
+        notice_to(&alice, &room, &theirs)
+            .await
+            .contains("You are not an approver for this")
+    );
+    assert_eq!(interaction(&app, &id).await["status"], "pending");
+    alice.react(&room, &prompt_id, "🔁").await;
+    let i = settled(&app, &id).await;
+    assert_eq!(i["resolution"]["outcome"], "allowed", "{i}");
+    let (_, grants) = app.get("/v1/grants").await;
+    let g = &grants["grants"][0];
+    assert_eq!(
+        (g["rule"].as_str(), g["scope"].as_str(), g["via"].as_str()),
+        (
+            Some("Bash(npm run test:*)"),
+            Some("session"),
+            Some("matrix")
+        ),
+        "{grants}"
+    );
+    alice
+        .wait_for(&room, "the prompt edited to the outcome", |e| {
+            edit_of(e, bot, &prompt_id, "Allowed by alice via matrix")
+        })
+        .await;
+    // The session's next similar call is allowed by the rule: never posted.
+    let (s, next) = app
+        .post(
+            "/v1/interactions",
+            &json!({"id": "mx-similar-2", "tool_name": "Bash",
+                    "input": {"command": "npm run test -- --ci"},
+                    "session": "s-mx", "agent": "claude-code", "cwd": "/srv/shop"}),
+        )
+        .await;
+    assert!(s.is_success(), "{next}");
+    let next = interaction(&app, "mx-similar-2").await;
+    assert_eq!(next["resolution"]["outcome"], "allowed", "{next}");
+    app.stop().await;
+}
+
+async fn a_reply_starting_edit_runs_the_changed_command_and_a_plain_reply_still_denies() {
+    let hs = synapse().expect("synapse");
+    let (app, room) = setup(hs, true).await;
+    let alice = Person::new(hs, &hs.alice);
+    let bot = hs.bot.user_id.as_str();
+    let id = session_call(&app, "mx-edit", "rm -rf mx-build").await;
+    let prompt = alice
+        .wait_for(&room, "the prompt", |e| {
+            message_from(e, bot, "rm -rf mx-build")
+        })
+        .await;
+    let prompt_id = prompt["event_id"].as_str().unwrap().to_string();
+    let text = prompt["content"]["body"].as_str().unwrap();
+    assert!(
+        text.contains("reply to this message: “edit:” and the command"),
+        "how to edit: {text}"
+    );
+    alice
+        .reply(
+            &room,
+            &prompt_id,
+            "> <@imrelay:imrelay.test> 🔐 Bash\n\nedit: rm -rf mx-build/tmp",
+        )
+        .await;
+    let i = settled(&app, &id).await;
+    let r = &i["resolution"];
+    assert_eq!(r["outcome"], "allowed", "{i}");
+    assert_eq!(
+        r["result"]["updatedInput"]["command"], "rm -rf mx-build/tmp",
+        "the agent runs the edited command: {i}"
+    );
+    alice
+        .wait_for(&room, "the prompt edited to the outcome", |e| {
+            edit_of(e, bot, &prompt_id, "Allowed by alice via matrix")
+        })
+        .await;
+    // A reply that only mentions editing is a reason to deny, as before.
+    let id = session_call(&app, "mx-edit-2", "rm -rf mx-dist").await;
+    let prompt = alice
+        .wait_for(&room, "the second prompt", |e| {
+            message_from(e, bot, "rm -rf mx-dist")
+        })
+        .await;
+    let prompt_id = prompt["event_id"].as_str().unwrap().to_string();
+    alice
+        .reply(&room, &prompt_id, "edit the Makefile instead")
+        .await;
+    let i = settled(&app, &id).await;
+    assert_eq!(i["resolution"]["outcome"], "denied", "{i}");
+    assert!(i.to_string().contains("edit the Makefile instead"), "{i}");
+    app.stop().await;
 }

@@ -46,6 +46,23 @@ fn every_mistake_of_a_file_is_said_at_once() {
         assert!(err.contains(want), "{want:?} not in {err}");
     }
     assert_eq!(err.matches("error:").count(), 1, "{err}");
+    // Several values of the wrong type in one section, and in one entry of a list, are each
+    // said, not only the first of each.
+    let (code, _, err) = check(
+        dir.path(),
+        "[server]\nlisten = \"127.0.0.1\"\nmax_connections = \"many\"\nmax_event_streams = -3\n\
+         [[people]]\nname = \"alice\"\ntelegram = [\"x\"]\nslack = 7\n",
+    );
+    assert_eq!(code, Some(2), "{err}");
+    for want in [
+        "server.listen in c.toml",
+        "server.max_connections in c.toml",
+        "server.max_event_streams in c.toml",
+        "people[0]",
+    ] {
+        assert!(err.contains(want), "{want:?} not in {err}");
+    }
+    assert!(err.contains("mistakes, each with its fix"), "{err}");
     // An unknown key does not hide values that do not fit, nor one another.
     let (code, _, err) = check(
         dir.path(),

@@ -33,6 +33,7 @@ mod mcp_sessions;
 mod mcp_wire;
 mod mixed_writes;
 pub(crate) mod ntfy;
+mod ntfy_digest;
 pub(crate) mod ntfy_fake;
 mod numbers;
 mod opencode;

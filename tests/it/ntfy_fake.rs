@@ -76,13 +76,18 @@ fn format_mistakes(body: &Value) -> Vec<String> {
         .into_iter()
         .flatten()
     {
-        let ok = a["action"] == "http"
-            && a["label"].is_string()
+        // ntfy's `http` action (a request the app makes) and `view` action (a page it
+        // opens): <https://docs.ntfy.sh/publish/#action-buttons>.
+        let common = a["label"].is_string()
             && a["url"].as_str().is_some_and(|u| u.starts_with("http"))
-            && a["method"] == "POST"
             && a["clear"].is_boolean();
+        let ok = match a["action"].as_str() {
+            Some("http") => common && a["method"] == "POST",
+            Some("view") => common && a.get("method").is_none(),
+            _ => false,
+        };
         if !ok {
-            out.push(format!("action {a} is not an http action"));
+            out.push(format!("action {a} is not an http or a view action"));
         }
     }
     if o.get("actions")

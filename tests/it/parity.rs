@@ -97,11 +97,11 @@ const CHECKED_ELSEWHERE: &[(&str, &str)] = &[
     ),
     (
         "Digests (`digest_after`)",
-        "each channel's digest tests (tests/it/<channel>/, Discord's in tests/it/discord/channel.rs, and the kit's)",
+        "each channel's digest tests (tests/it/<channel>/, Discord's in tests/it/discord/channel.rs, ntfy's in tests/it/ntfy_digest.rs, and the kit's)",
     ),
     (
         "A burst gathered into a digest",
-        "the kit's burst tests (digest_flow.rs) and each channel's digest tests",
+        "the kit's burst tests (digest_flow.rs) and each channel's digest tests (ntfy's burst in tests/it/ntfy_digest.rs)",
     ),
     (
         "A `step_up` approval links to its inbox card",
@@ -117,7 +117,7 @@ const CHECKED_ELSEWHERE: &[(&str, &str)] = &[
     ),
     (
         "A reply to a session's message steers it",
-        "tests/it/{telegram/sessions,slack/steer,discord/steer,feishu/steer}.rs and tests/external/matrix.rs (a real Synapse)",
+        "tests/it/{telegram/sessions,slack/steer,discord/steer,feishu/steer,dingtalk/steer}.rs and tests/external/matrix.rs (a real Synapse)",
     ),
     (
         "`connect_timeout_secs`",

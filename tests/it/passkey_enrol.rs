@@ -313,3 +313,47 @@ async fn an_expired_code_says_so() {
     assert!(m.contains("expired at"), "{m}");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn guessing_codes_is_stopped_after_five_that_were_never_issued() {
+    let mut app = start(|_| {}).await;
+    let code = code_for(&mut app, "ann").await;
+    app.token = Some(ANN.into());
+    // Four guesses and a malformed one: each refused as not issued.
+    for guess in [
+        "ABCD-EFGH-JKMN-PQRS",
+        "ABCD-EFGH-JKMN-PQRT",
+        "ABCD-EFGH-JKMN-PQRV",
+        "ABCD-EFGH-JKMN-PQRW",
+        "not a code",
+    ] {
+        let (s, b) = register(&app, Some(guess), 1).await;
+        error(s, &b, StatusCode::FORBIDDEN, "enrolment_code_refused");
+    }
+    // Now even the code Ann was given waits: it is not compared at all.
+    let (s, b) = register(&app, Some(&code), 1).await;
+    let m = error(
+        s,
+        &b,
+        StatusCode::TOO_MANY_REQUESTS,
+        "too_many_enrolment_codes",
+    );
+    assert!(m.contains("try again in 15 minute(s)"), "{m}");
+    assert_eq!(b["error"]["field"], "code", "{b}");
+    // Another person is not held up by Ann's guesses.
+    let bobs = code_for(&mut app, "bob").await;
+    app.token = Some(BOB.into());
+    let (s, b) = register(&app, Some(&bobs), 1).await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    // The refusal is audited like the others.
+    app.token = Some(ADMIN.into());
+    let (_, audit) = app.get("/v1/audit?limit=1000").await;
+    let bar = audit["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["action"] == "passkey" && e["outcome"] == "code_refused")
+        .count();
+    assert_eq!(bar, 6, "{audit}");
+    app.stop().await;
+}

@@ -119,6 +119,12 @@ impl Platform for DingTalk {
         target.clone()
     }
 
+    /// A reply quoting a session's card reaches the session (`quotes.rs`), which finds the
+    /// card by its prompt remembered here.
+    fn replies_steer(&self) -> bool {
+        true
+    }
+
     async fn post(
         &self,
         i: &Interaction,

@@ -11,9 +11,10 @@
 //! pipeline's feedback in the clicker's own `notice` (`userPrivateData`), so what became of
 //! a click is said to that person alone. Every copy is then updated through the outbox.
 //!
-//! Messages to the robot (`/v1.0/im/bot/messages/get`) are read for one command only:
-//! `whoami` is answered with the chat's openConversationId and the sender's userId, what
-//! the settings need.
+//! Messages to the robot (`/v1.0/im/bot/messages/get`) are read for commands: `whoami` is
+//! answered with the chat's openConversationId and the sender's userId, what the settings
+//! need, and `sessions` with the chat's sessions. One that quotes an imrelay card is said to
+//! the card's agent session (`quotes.rs`).
 
 use std::sync::Arc;
 
@@ -256,6 +257,14 @@ impl Clicks {
     /// Answers `whoami` sent to the robot with the chat's and the sender's ids; ignores
     /// anything else. The reply is sent off the acknowledgement's path.
     fn message(&self, data: &Value) {
+        if let Some(q) = super::quotes::Quote::read(data, self.cards.tokens()) {
+            // A reply quoting one of imrelay's cards: said to the card's session.
+            let approver = self.settings.is_approver(q.user());
+            let (pipeline, api, locale) =
+                (self.pipeline.clone(), self.api.clone(), self.cards.locale());
+            tokio::spawn(super::quotes::steer(pipeline, api, q, approver, locale));
+            return;
+        }
         let text = data["text"]["content"].as_str().unwrap_or_default().trim();
         if crate::channels::sessions::is_command(text) {
             return self.sessions(data);

@@ -24,6 +24,7 @@ mod digest;
 mod doctor;
 pub mod inbound;
 mod plan;
+mod quotes;
 mod render;
 pub mod settings;
 pub mod stream;

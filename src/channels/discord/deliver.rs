@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::CHANNEL;
 use super::Job;
@@ -191,6 +191,14 @@ impl Platform for Discord {
             .close_thread(thread)
             .await
             .map_err(|e| failure(&e))
+    }
+
+    fn digest_reply_ref(&self, address: &str, message: &str) -> (String, Option<Value>) {
+        // A direct message's digest is in the DM channel it was posted to.
+        let dm = address
+            .strip_prefix('@')
+            .and_then(|user| self.dms.locked().get(user).cloned());
+        (message.to_string(), dm.map(|c| json!({ "channel": c })))
     }
 
     fn replies_steer(&self) -> bool {

@@ -36,11 +36,11 @@ use tokio_util::sync::CancellationToken;
 use super::CHANNEL;
 use super::api::ApiError;
 use super::deliver::{event_key, txn};
-use super::render::{ALLOW, DENY, Render};
+use super::render::{ALLOW, DENY, Render, SIMILAR};
 use super::session::Session;
 use super::settings::MatrixSettings;
-use crate::channels::pipeline::{Feedback, Pipeline, Tap};
-use crate::channels::typed::{form_content, question_answers};
+use crate::channels::pipeline::{Decision, Feedback, Pipeline, Tap};
+use crate::channels::typed::{edited_command, form_content, question_answers};
 use crate::health::Health;
 use crate::interaction::{Answer, Interaction, InteractionId, Kind, Responder, Via, clip};
 use crate::store::Store;
@@ -62,27 +62,33 @@ const MAX_REPLY_CHARS: usize = 4000;
 
 /// What a person's event means.
 #[derive(Clone, Debug, PartialEq, Eq)]
-enum Said {
+pub(super) enum Said {
     /// A reaction ✅.
     Allow,
     /// A reaction ❌.
     Deny,
+    /// A reaction 🔁: "Allow similar".
+    Similar,
     /// A reply's text.
     Reply(String),
 }
 
 /// A person's answer to a prompt, as read from one event.
 #[derive(Clone, Debug)]
-struct Heard {
-    room: String,
-    event_id: String,
-    sender: String,
+pub(super) struct Heard {
+    /// The room it was sent in.
+    pub room: String,
+    /// Its event id.
+    pub event_id: String,
+    /// Who sent it.
+    pub sender: String,
     /// The event it reacts or replies to (empty: a message in a thread that replies to no
     /// event in particular).
-    prompt: String,
+    pub prompt: String,
     /// The root of the thread it was written in, if any.
-    root: Option<String>,
-    said: Said,
+    pub root: Option<String>,
+    /// What it says.
+    pub said: Said,
 }
 
 /// The sync loop and answer handler.
@@ -116,6 +122,7 @@ fn reaction(key: &str) -> Option<Said> {
         "✔" | "👍" => Some(Said::Allow),
         k if k == DENY => Some(Said::Deny),
         "✖" | "👎" => Some(Said::Deny),
+        k if k == SIMILAR => Some(Said::Similar),
         _ => None,
     }
 }
@@ -172,20 +179,42 @@ fn heard(room: &str, event: &Value) -> Option<Heard> {
     }
 }
 
-/// The answer `said` gives `i`; `Err` says why it does not fit.
-fn answer(i: &Interaction, said: &Said) -> Result<Answer, String> {
-    Ok(match (said, i.kind) {
-        (Said::Allow, Kind::Approval) => Answer::allow(),
-        (Said::Allow, _) => {
+/// The decision `said` gives `i`; `Err` says why it does not fit. A reply to an approval
+/// that starts with `edit:` runs the command changed ("Edit & approve"); any other reply
+/// denies it, its text the reason.
+fn answer(i: &Interaction, said: &Said) -> Result<Decision, String> {
+    let answer = match (said, i.kind) {
+        (Said::Allow | Said::Similar, Kind::Question | Kind::Form) => {
+            let key = if *said == Said::Allow { ALLOW } else { SIMILAR };
             return Err(format!(
-                "{ALLOW} allows an approval; answer a question or form by replying to it"
+                "{key} allows an approval; answer a question or form by replying to it"
             ));
         }
+        (Said::Allow, Kind::Approval) => Answer::allow(),
+        (Said::Similar, Kind::Approval) => {
+            return match crate::present::render::similar_rule(i) {
+                Some(_) => Ok(Decision::AllowSimilar),
+                None => Err(format!(
+                    "{SIMILAR} is not offered on this one (no rule is proposed for its session): react {ALLOW} to allow it"
+                )),
+            };
+        }
         (Said::Deny, _) => Answer::deny(None),
-        (Said::Reply(text), Kind::Approval) => Answer::deny(Some(text.clone())),
+        (Said::Reply(text), Kind::Approval) => {
+            if let Some(command) = edited_command(text) {
+                if crate::present::render::editable_command(i).is_none() {
+                    return Err(format!(
+                        "this approval's input cannot be edited here: react {ALLOW} to allow it as it is"
+                    ));
+                }
+                return Ok(Decision::Edit(command.to_string()));
+            }
+            Answer::deny(Some(text.clone()))
+        }
         (Said::Reply(text), Kind::Question) => Answer::Answers(question_answers(i, text)?),
         (Said::Reply(text), Kind::Form) => Answer::Accept(form_content(i, text)?),
-    })
+    };
+    Ok(Decision::Answer(answer))
 }
 
 impl Inbound {
@@ -419,22 +448,22 @@ impl Inbound {
                 return self.tell(&h, &stop.feedback.text(self.render.locale)).await;
             }
         };
-        let given = match answer(&i, &h.said) {
-            Ok(a) => a,
+        let decision = match answer(&i, &h.said) {
+            Ok(d) => d,
             Err(why) => {
                 return self
                     .tell(&h, &Feedback::Invalid(why).text(self.render.locale))
                     .await;
             }
         };
-        let feedback = self.pipeline.respond(&id, given, responder).await;
+        let feedback = self.pipeline.decide(&i, decision, responder).await;
         if !matches!(feedback, Feedback::Resolved(_)) {
             self.tell(&h, &feedback.text(self.render.locale)).await;
         }
     }
 
     /// `sender` as the registry names them.
-    fn responder(&self, sender: &str) -> Responder {
+    pub(super) fn responder(&self, sender: &str) -> Responder {
         let teams = self.pipeline.registry().teams();
         let name = teams
             .people
@@ -510,7 +539,7 @@ impl Inbound {
     }
 
     /// Answers the person's event with a notice only they are mentioned in.
-    async fn tell(&self, h: &Heard, text: &str) {
+    pub(super) async fn tell(&self, h: &Heard, text: &str) {
         self.notice(&h.room, &h.event_id, &h.sender, text).await;
     }
 

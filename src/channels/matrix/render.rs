@@ -3,6 +3,7 @@
 //! no buttons: a reaction ✅ / ❌, or a reply), and the same message as it reads once
 //! answered, with the outcome and the votes. Every outside value is escaped for HTML.
 
+use crate::channels::words::Words;
 use crate::interaction::{Interaction, Kind, Outcome, clip, parse_questions};
 use crate::present::render::{
     Locale, context_line, escalated_line, form_answers, format_time, given_answers,
@@ -13,6 +14,9 @@ use crate::present::render::{
 pub(crate) const ALLOW: &str = "✅";
 /// The reaction that denies (or declines) a prompt.
 pub(crate) const DENY: &str = "❌";
+/// The reaction that allows an approval and grants its session the rule imrelay proposes
+/// ("Allow similar").
+pub(crate) const SIMILAR: &str = "🔁";
 
 /// The most characters of a tool call shown; the rest is in the inbox. (An event may be up
 /// to 65,535 bytes, and the message carries the text twice: plain and HTML.)
@@ -307,6 +311,41 @@ impl Render {
             ),
         };
         t.line(format!("👉 {how}"), format!("<b>👉 {}</b>", esc(&how)));
+        if i.kind == Kind::Approval && !crate::interaction::quorum::is_voted(i) {
+            self.approval_extras(i, t);
+        }
+    }
+
+    /// What else an approval that one person decides offers: "Allow similar" (a reaction
+    /// 🔁, the rule it grants shown in full) and "Edit & approve" (a reply `edit: <command>`).
+    fn approval_extras(&self, i: &Interaction, t: &mut Text) {
+        let w = Words(self.locale);
+        if let Some(rule) = crate::present::render::similar_rule(i) {
+            let native = if i
+                .suggestions
+                .as_deref()
+                .is_some_and(crate::interaction::applied_with_a_grant)
+            {
+                w.also_remembers()
+            } else {
+                ""
+            };
+            let lead = w.react_similar(SIMILAR);
+            let rule = clip(&rule, 200);
+            t.line(
+                format!("{SIMILAR} {lead}{rule}{native}"),
+                format!(
+                    "{SIMILAR} {}<code>{}</code>{}",
+                    esc(&lead),
+                    esc(&rule),
+                    esc(native)
+                ),
+            );
+        }
+        if crate::present::render::editable_command(i).is_some() {
+            let how = w.edit_by_reply("“edit:”");
+            t.line(format!("✏️ {how}"), format!("✏️ {}", esc(&how)));
+        }
     }
 
     /// A notice to `sender` about their answer (a refusal, a late answer, a bad reply).
@@ -377,6 +416,48 @@ mod tests {
         };
         let t = zh.message(&i);
         assert!(t.plain.contains("回应 ✅ 批准"), "{}", t.plain);
+    }
+
+    #[test]
+    fn a_session_approval_offers_allow_similar_with_its_rule_and_edit_by_reply() {
+        let mut i = pending("Bash", json!({"command": "npm run test -- --watch"}));
+        i.session = Some("s-1".into());
+        for (locale, similar, edit) in [
+            (
+                Locale::EnUs,
+                "🔁 React 🔁 to allow it and, for this session, calls like it: Bash(npm run test:*)",
+                "✏️ To run it changed, reply to this message: “edit:” and the command.",
+            ),
+            (
+                Locale::ZhCn,
+                "🔁 回应 🔁 批准，并在本会话中允许同类调用：Bash(npm run test:*)",
+                "✏️ 如需改写后运行，请回复此消息：“edit:” 加上改写后的命令。",
+            ),
+        ] {
+            let r = Render {
+                locale,
+                inbox: None,
+            };
+            let t = r.message(&i);
+            assert!(t.plain.contains(similar), "{}", t.plain);
+            assert!(t.plain.contains(edit), "{}", t.plain);
+            assert!(
+                t.html.contains("<code>Bash(npm run test:*)</code>"),
+                "{}",
+                t.html
+            );
+        }
+        // No session: no rule to grant; not Bash: nothing to edit.
+        let r = Render {
+            locale: Locale::EnUs,
+            inbox: None,
+        };
+        let t = r.message(&pending("Read", json!({"file_path": "/etc/hosts"})));
+        assert!(
+            !t.plain.contains("🔁") && !t.plain.contains("edit:"),
+            "{}",
+            t.plain
+        );
     }
 
     #[test]

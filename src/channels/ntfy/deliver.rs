@@ -2,8 +2,11 @@
 //! skeleton (`channels::messages`): a prompt is published with its single-use action URLs
 //! (their hashes stored first), recorded under its notification id (`sequence_id`); an
 //! outcome is published under the same id, so ntfy 2.16 and newer replace the prompt with it.
-//! A `429` waits for the time the server asks (or the outbox's backoff), `5xx` and network
-//! failures are retried, any other refusal is final and says what to check.
+//! A session's digest (the kit's, `channels::digest`) is one notification under an id of
+//! its own, published again under that id whenever it changes, its actions single-use links
+//! (`channels::digest_links`). A `429` waits for the time the server asks (or the outbox's
+//! backoff), `5xx` and network failures are retried, any other refusal is final and says
+//! what to check.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,12 +15,13 @@ use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 
 use super::CHANNEL;
-use super::inbound::TOKENS;
+use super::TOKENS;
 use super::plan::Job;
-use super::render::{self, PromptParts, Publish, Urls};
+use super::render::{self, HttpAction, PromptParts, Publish, Urls};
 use super::settings::NtfySettings;
 use crate::channels::actions::Action;
-use crate::channels::digest::{Digests, Edited, Sheet};
+use crate::channels::digest::{DigestAction, Digests, Edited, Sheet};
+use crate::channels::digest_links::DigestLinks;
 use crate::channels::digest_texts::Texts;
 use crate::channels::messages::{Failure, Messages, Pacer, Platform, Posted};
 use crate::channels::notification;
@@ -25,6 +29,9 @@ use crate::interaction::Interaction;
 use crate::outbox::{Delivery, OutboxHandler};
 use crate::store::{ChannelMessage, ClaimedJob, OutboxJob, Store};
 
+/// The most action buttons ntfy takes on one notification (`actionsMax` in ntfy's
+/// `server/actions.go`: "only 3 actions allowed").
+const MAX_ACTIONS: usize = 3;
 /// Smallest gap between two messages to one topic.
 const TOPIC_GAP: Duration = Duration::from_millis(500);
 /// How long a throttled topic is kept quiet when the server does not say.
@@ -42,6 +49,15 @@ pub(crate) struct Ntfy {
     pub actions_base: String,
     /// The web inbox, when known: what a tap on a notification opens.
     pub inbox: Option<String>,
+    /// The digest notifications' single-use links.
+    pub links: DigestLinks,
+}
+
+/// The notification id of the digest of `session` on `topic` whose first member is `first`
+/// (ntfy takes up to 64 of `A-Za-z0-9_-`).
+fn digest_sequence_id(topic: &str, session: &str, first: &str) -> String {
+    let h = Sha256::digest(format!("digest\n{topic}\n{session}\n{first}").as_bytes());
+    format!("imrelay-digest-{}", &hex::encode(h)[..32])
 }
 
 /// A notification's id on `topic` for interaction `i` (ntfy takes up to 64 of
@@ -132,21 +148,21 @@ impl Platform for Ntfy {
     type Target = String;
     type Job = Job;
 
-    /// A notification cannot gather others: every prompt is published on its own.
-    fn has_digests(&self) -> bool {
-        false
-    }
-
     fn texts(&self) -> Texts {
         Texts(self.settings.locale)
     }
 
-    async fn post_digest(&self, _topic: &String, _sheet: &Sheet) -> Result<String, Failure> {
-        Err(Failure::Permanent("ntfy shows no digests".into()))
+    async fn post_digest(&self, topic: &String, sheet: &Sheet) -> Result<String, Failure> {
+        let seq = digest_sequence_id(topic, &sheet.session, &sheet.first);
+        self.publish_digest(&seq, sheet).await?;
+        Ok(seq)
     }
 
-    async fn edit_digest(&self, _a: &str, _m: &str, _sheet: &Sheet) -> Result<Edited, Failure> {
-        Ok(Edited::Cannot)
+    /// Publishes the digest again under its notification id (ntfy 2.16 and newer replace
+    /// it in place), with fresh links.
+    async fn edit_digest(&self, _a: &str, message: &str, sheet: &Sheet) -> Result<Edited, Failure> {
+        self.publish_digest(message, sheet).await?;
+        Ok(Edited::Done)
     }
 
     fn channel(&self) -> &'static str {
@@ -185,6 +201,33 @@ impl Platform for Ntfy {
 }
 
 impl Ntfy {
+    /// Publishes digest `sheet` under notification id `seq`: its Approve all and Deny all
+    /// (and a confirmation's Yes and Cancel) as `http` actions with single-use links, its
+    /// Review as a `view` action opening the inbox (an `http` one posting the next member on
+    /// its own when the inbox's address is not known): three actions at most, ntfy's limit.
+    async fn publish_digest(&self, seq: &str, sheet: &Sheet) -> Result<(), Failure> {
+        let s = &self.settings;
+        let mut actions = Vec::new();
+        for b in sheet.rows.iter().flatten() {
+            let action = match (&self.inbox, b.action) {
+                (Some(inbox), DigestAction::Review) => {
+                    HttpAction::view(&b.label, format!("{inbox}/"))
+                }
+                _ => {
+                    let link = self.links.make(sheet, b.action, seq);
+                    let url = format!("{}/v1/ntfy/digest/{link}", self.actions_base);
+                    HttpAction::post(&b.label, url, false)
+                }
+            };
+            actions.push(action);
+        }
+        actions.truncate(MAX_ACTIONS);
+        let click = self.inbox.as_ref().map(|b| format!("{b}/"));
+        let how = (s.priority, s.include_command, s.locale);
+        let body = render::digest(sheet, seq, how, click, actions);
+        self.publish(&body).await
+    }
+
     /// Publishes the prompt of pending `i` to `topic` under notification id `seq`.
     async fn publish_prompt(&self, i: &Interaction, topic: &str, seq: &str) -> Result<(), Failure> {
         let urls = if notification::answers_here(i) {
@@ -211,8 +254,9 @@ impl Ntfy {
 
 /// Delivers the channel's jobs.
 pub(crate) struct Deliverer {
-    /// The skeleton over [`Ntfy`].
-    pub messages: Messages<Ntfy>,
+    /// The skeleton over [`Ntfy`] (shared with the buttons' endpoint, which shows a
+    /// digest again after a press).
+    pub messages: Arc<Messages<Ntfy>>,
     /// People (the person's quiet hours).
     pub registry: crate::interaction::Registry,
     /// The `[[people]]` name whose phone the topics reach.
@@ -220,26 +264,35 @@ pub(crate) struct Deliverer {
 }
 
 impl Deliverer {
-    /// The deliverer of `ntfy`'s jobs, to `person`'s phone.
+    /// The deliverer of `messages`' jobs, to `person`'s phone.
     pub(super) fn new(
-        ntfy: Ntfy,
-        store: Arc<dyn Store>,
+        messages: Arc<Messages<Ntfy>>,
         registry: crate::interaction::Registry,
         person: String,
     ) -> Self {
         Deliverer {
-            messages: Messages {
-                platform: ntfy,
-                digests: Digests::new(store.clone(), super::CHANNEL, 0, Vec::new()),
-                store,
-                pacer: Pacer::new(TOPIC_GAP, THROTTLE_PAUSE),
-                health: None,
-            },
+            messages,
             registry,
             person,
         }
     }
+}
 
+/// The delivery skeleton over `ntfy`, its digests held past `ntfy.digest_after` pending per
+/// topic.
+pub(super) fn messages(ntfy: Ntfy, store: Arc<dyn Store>) -> Messages<Ntfy> {
+    let topics = ntfy.settings.topics.clone();
+    let after = ntfy.settings.digest_after;
+    Messages {
+        platform: ntfy,
+        digests: Digests::new(store.clone(), super::CHANNEL, after, topics),
+        store,
+        pacer: Pacer::new(TOPIC_GAP, THROTTLE_PAUSE),
+        health: None,
+    }
+}
+
+impl Deliverer {
     /// Until when a post job waits for the person's quiet hours, if it does.
     async fn held(&self, job: &OutboxJob) -> Option<jiff::Timestamp> {
         if job.kind != "post" {

@@ -1,14 +1,16 @@
 //! The ntfy channel: every interaction is published to the configured ntfy topics (a
 //! self-hosted server or ntfy.sh); an approval carries Allow and Deny buttons whose
 //! single-use URLs answer it as the person the channel is configured for; the outcome is
-//! published under the same notification id when it is answered, from anywhere.
+//! published under the same notification id when it is answered, from anywhere. Past
+//! `digest_after` pending, or in a burst, a session's requests are one digest notification.
 //!
 //! - [`settings`] — `[ntfy]`: the server, credentials, topics, the person, priority, privacy.
 //! - `plan` — the outbox jobs a created, escalated or resolved interaction needs.
 //! - `deliver` — publishing prompts and outcomes on the shared delivery skeleton.
 //! - `render` — the JSON ntfy publishes.
 //! - `inbound` — the buttons' endpoint: the kit's single-use action tokens
-//!   (`channels/actions.rs`) through the answer pipeline.
+//!   (`channels/actions.rs`) through the answer pipeline, and the digests' links
+//!   (`channels/digest_links.rs`) through the kit's digest flow.
 //! - `doctor` — `imrelay doctor`'s checks.
 
 mod deliver;
@@ -23,12 +25,21 @@ use std::sync::Arc;
 pub use settings::NtfySettings;
 
 use crate::channels::Wiring;
-use crate::channels::actions::{Endpoint, Person};
+use crate::channels::actions::{Endpoint, Person, Tokens};
+use crate::channels::digest_links::DigestLinks;
 use crate::channels::pipeline::Pipeline;
 use crate::interaction::Via;
 
 /// The channel's name (its `Via`, its outbox channel, its people's key).
 pub const CHANNEL: &str = "ntfy";
+
+/// The channel's action tokens.
+const TOKENS: Tokens = Tokens { channel: CHANNEL };
+
+/// The store's name of the secret the digest links are signed with.
+const LINKS_SECRET: &str = "ntfy-digest-links";
+/// The domain of the digest links' tags: good on this channel only.
+const LINKS_DOMAIN: &[u8] = b"imrelay/ntfy/digest-link/v1";
 
 /// Who answers through the buttons, as `[[people]]` knows them.
 fn person(w: &Wiring, name: &str) -> anyhow::Result<Person> {
@@ -75,19 +86,22 @@ pub async fn install(w: &mut Wiring, settings: &NtfySettings) -> anyhow::Result<
         .redirect(reqwest::redirect::Policy::none())
         .user_agent(format!("imrelay/{}", env!("CARGO_PKG_VERSION")))
         .build()?;
+    let links = DigestLinks::new(w.store.secret(LINKS_SECRET).await?, LINKS_DOMAIN, CHANNEL);
     w.registry
         .add_hook(Arc::new(plan::planner(&settings.topics)));
+    let ntfy = deliver::Ntfy {
+        settings: settings.clone(),
+        client,
+        store: w.store.clone(),
+        actions_base,
+        inbox: w.server.inbox.clone(),
+        links,
+    };
+    let messages = Arc::new(deliver::messages(ntfy, w.store.clone()));
     w.outbox.register(
         CHANNEL,
         Arc::new(deliver::Deliverer::new(
-            deliver::Ntfy {
-                settings: settings.clone(),
-                client,
-                store: w.store.clone(),
-                actions_base,
-                inbox: w.server.inbox.clone(),
-            },
-            w.store.clone(),
+            messages.clone(),
             w.registry.clone(),
             person.name.clone(),
         )),
@@ -96,10 +110,11 @@ pub async fn install(w: &mut Wiring, settings: &NtfySettings) -> anyhow::Result<
         endpoint: Endpoint {
             pipeline: Pipeline::new(w.registry.clone(), Via::new(CHANNEL)),
             store: w.store.clone(),
-            tokens: inbound::TOKENS,
+            tokens: TOKENS,
             locale: settings.locale,
         },
         person: person.clone(),
+        messages,
     }));
     tracing::info!(
         topics = settings.topics.len(),

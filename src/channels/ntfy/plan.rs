@@ -1,7 +1,7 @@
 //! ntfy's outbox jobs, planned by the kit's one planner (`channels::plan`): one `post` job per
 //! topic when an interaction is created, and one per topic its route escalates to when nobody
 //! answered in time; one `voted` job per vote that does not decide yet; one `update` job (every copy recorded for it) when it is resolved, from
-//! anywhere.
+//! anywhere; one `digest` job per change to a session's digest on a topic.
 
 use super::CHANNEL;
 use crate::channels::plan::{ChatJob, Todo};
@@ -21,6 +21,13 @@ pub(crate) enum Job {
     /// A vote that does not decide yet: every topic's prompt is published again under its
     /// notification id with the votes so far.
     Voted,
+    /// Bring a session's digest notification on one topic up to date.
+    Digest {
+        /// The topic.
+        topic: String,
+        /// The session's digest key.
+        session: String,
+    },
 }
 
 impl ChannelJob for Job {
@@ -37,8 +44,8 @@ impl ChatJob for Job {
         match todo {
             Todo::Post(topic) => Job::Post { topic },
             Todo::Update => Job::Update,
-            // ntfy shows no digests (`Platform::has_digests`): never asked.
-            Todo::Voted | Todo::Digest { .. } => Job::Voted,
+            Todo::Voted => Job::Voted,
+            Todo::Digest { to, session } => Job::Digest { topic: to, session },
         }
     }
 
@@ -47,6 +54,7 @@ impl ChatJob for Job {
             Job::Post { topic } => Todo::Post(topic),
             Job::Update => Todo::Update,
             Job::Voted => Todo::Voted,
+            Job::Digest { topic, session } => Todo::Digest { to: topic, session },
         }
     }
 

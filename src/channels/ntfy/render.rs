@@ -2,10 +2,12 @@
 //! "publish as JSON" describes), for a prompt with its action buttons and for its outcome.
 //!
 //! With `include_command = false` a prompt says only what kind of thing waits and where
-//! ("An approval is waiting in shop"): ntfy carries every text in the clear.
+//! ("An approval is waiting in shop"): ntfy carries every text in the clear. A session's
+//! digest lists its members' texts only when commands are shown.
 
 use serde::Serialize;
 
+use crate::channels::digest::Sheet;
 use crate::channels::notification;
 use crate::channels::words::Words;
 use crate::interaction::Interaction;
@@ -14,19 +16,45 @@ use crate::present::render::{Locale, outcome_phrase_in};
 /// The longest message body published (ntfy keeps up to 4096 bytes as text).
 const MAX_MESSAGE_CHARS: usize = 3000;
 
-/// One `http` action button (ntfy's `"action": "http"`).
+/// One action button: an `http` action (a single-use URL imrelay answers) or a `view`
+/// action (a page the phone opens), as ntfy's JSON publishing takes them.
 #[derive(Debug, Serialize)]
 pub(super) struct HttpAction {
-    /// Always `"http"`.
+    /// `"http"` or `"view"`.
     pub action: &'static str,
     /// The button's label.
-    pub label: &'static str,
-    /// The single-use URL it calls.
+    pub label: String,
+    /// The single-use URL it calls, or the page it opens.
     pub url: String,
-    /// Always `"POST"`.
-    pub method: &'static str,
+    /// `"POST"` for an `http` action.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub method: Option<&'static str>,
     /// Whether the notification is dismissed once the call succeeds.
     pub clear: bool,
+}
+
+impl HttpAction {
+    /// An `http` action posting to `url`.
+    pub(super) fn post(label: impl Into<String>, url: String, clear: bool) -> Self {
+        HttpAction {
+            action: "http",
+            label: label.into(),
+            url,
+            method: Some("POST"),
+            clear,
+        }
+    }
+
+    /// A `view` action opening `url`.
+    pub(super) fn view(label: impl Into<String>, url: String) -> Self {
+        HttpAction {
+            action: "view",
+            label: label.into(),
+            url,
+            method: None,
+            clear: false,
+        }
+    }
 }
 
 /// A message as ntfy's JSON publishing takes it.
@@ -91,13 +119,7 @@ pub(super) fn prompt<'a>(i: &Interaction, p: PromptParts<'a>) -> Publish<'a> {
     let (title, mut message) =
         notification::text(i, p.include_command, MAX_MESSAGE_CHARS, p.locale);
     let w = Words(p.locale);
-    let button = |label: &'static str, url: String| HttpAction {
-        action: "http",
-        label,
-        url,
-        method: "POST",
-        clear: true,
-    };
+    let button = |label: &'static str, url: String| HttpAction::post(label, url, true);
     let mut actions = Vec::new();
     if let Some(urls) = p.urls {
         actions.push(button(w.allow(), urls.allow));
@@ -118,6 +140,29 @@ pub(super) fn prompt<'a>(i: &Interaction, p: PromptParts<'a>) -> Publish<'a> {
         click: p.click,
         actions,
         sequence_id: p.sequence_id,
+    }
+}
+
+/// A session's digest notification showing `sheet` under notification id `sequence_id`,
+/// with `actions` (none once it is closed: then quiet, priority 2).
+pub(super) fn digest<'a>(
+    sheet: &'a Sheet,
+    sequence_id: &'a str,
+    (priority, include_command, locale): (u8, bool, Locale),
+    click: Option<String>,
+    actions: Vec<HttpAction>,
+) -> Publish<'a> {
+    let (title, message) = crate::channels::digest_links::text(sheet, include_command, locale);
+    let closed = sheet.is_closed();
+    Publish {
+        topic: &sheet.address,
+        title,
+        message: crate::interaction::clip(&message, MAX_MESSAGE_CHARS),
+        priority: if closed { 2 } else { priority },
+        tags: vec![if closed { "white_check_mark" } else { "bell" }],
+        click,
+        actions,
+        sequence_id,
     }
 }
 

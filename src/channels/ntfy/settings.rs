@@ -42,6 +42,9 @@ pub struct NtfySettings {
     pub timeout_secs: u64,
     /// The language of notifications and their buttons (`en_us` or `zh_cn`).
     pub locale: crate::present::render::Locale,
+    /// More than this many pending for one topic: one digest notification per agent session
+    /// instead of one each (0: only for a burst the topic cannot be published to in time).
+    pub digest_after: u32,
 }
 
 impl Default for NtfySettings {
@@ -60,6 +63,7 @@ impl Default for NtfySettings {
             public_url: String::new(),
             timeout_secs: 10,
             locale: crate::present::render::Locale::EnUs,
+            digest_after: 0,
         }
     }
 }
@@ -141,6 +145,13 @@ impl NtfySettings {
         if self.timeout_secs == 0 {
             out.push("ntfy.timeout_secs must be at least 1".into());
         }
+        if self.digest_after > crate::channels::digest::MAX_AFTER {
+            out.push(format!(
+                "ntfy.digest_after is {}: give 0 (no digests past a count) or at most {}",
+                self.digest_after,
+                crate::channels::digest::MAX_AFTER
+            ));
+        }
         out
     }
 
@@ -182,6 +193,7 @@ mod tests {
             username: "u".into(),
             priority: 9,
             timeout_secs: 0,
+            digest_after: 5000,
             ..NtfySettings::default()
         };
         let m = s.mistakes().join("\n");
@@ -192,6 +204,7 @@ mod tests {
             "ntfy.person",
             "ntfy.priority = 9",
             "ntfy.timeout_secs",
+            "ntfy.digest_after is 5000",
         ] {
             assert!(m.contains(needle), "{needle} missing from {m}");
         }

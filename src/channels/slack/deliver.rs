@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::CHANNEL;
 use super::Job;
@@ -148,6 +148,14 @@ impl Platform for Slack {
         thread: &str,
     ) -> Result<Posted, Failure> {
         self.post_to(i, channel, Some(thread)).await
+    }
+
+    fn digest_reply_ref(&self, _address: &str, message: &str) -> (String, Option<Value>) {
+        // `<channel>:<ts>`: a reply in its thread names the ts, in that channel.
+        match message.split_once(':') {
+            Some((channel, ts)) => (ts.to_string(), Some(json!({ "channel": channel }))),
+            None => (message.to_string(), None),
+        }
     }
 
     fn replies_steer(&self) -> bool {

@@ -408,7 +408,7 @@ function approvalBody(card, i) {
   body.append(raw);
   loadDisplay(display, i.id, linkedId() === i.id);
   const actions = card.querySelector(".actions");
-  const reason = el("input", { type: "text", class: "reason", placeholder: "Deny and tell it… what to do instead (optional)", "aria-label": "Deny and tell the agent what to do instead (optional: the agent reads it as your instruction)", maxlength: "4096" });
+  const reason = el("input", { type: "text", class: "reason", placeholder: "Deny and say what to do instead…", "aria-label": "Deny and tell the agent what to do instead (optional: the agent reads it as your instruction)", maxlength: "4096" });
   // "Edit & approve…" opens an editor of the input with its own Approve and Cancel; what
   // is wrong with the JSON shows under it as it is typed.
   const original = JSON.stringify(i.input, null, 2);
@@ -492,9 +492,12 @@ function approvalBody(card, i) {
   // Several people decide it (a quorum): each approves it as it is, and no grant stands for
   // them, so neither an editor nor "allow similar" nor "always" is offered.
   const voted = !!i.quorum;
+  // A passkey approval (step_up) allows this call only: a grant or an "always" would let
+  // later calls through without one, and the server refuses both.
+  const once = voted || needsPasskey(i);
   if (!i.input_fixed && !voted) actions.append(edit);
-  if (!voted) actions.append(similar);
-  if (i.suggestions && !voted) {
+  if (!once) actions.append(similar);
+  if (i.suggestions && !once) {
     actions.append(el("button", { type: "button", text: "Always allow", title: lasting
       ? "Approve, and let the agent allow what it suggested in every session, for as long as its server runs"
       : "Approve, and allow what the agent suggested for the rest of its session",
@@ -1447,7 +1450,9 @@ function sessionCard(s) {
     card.append(el("p", { class: "muted", text: m.by + ": " + m.text + " (" + when + ")" }));
   }
   if (s.state !== "gone") {
-    const text = el("input", { type: "text", class: "reason", maxlength: "4000", placeholder: s.delivery === "turn_end" ? "tell the agent… (sent when its turn ends)" : "tell the agent… (at its next step)", "aria-label": "A message to this session" });
+    // When it reaches the agent is said under the box: a placeholder is cut on a phone.
+    const when = s.delivery === "turn_end" ? "Sent when its turn ends." : "Reaches it at its next step.";
+    const text = el("input", { type: "text", class: "reason", maxlength: "4000", placeholder: "Tell the agent…", "aria-label": "A message to this session (" + when + ")" });
     const send = el("button", { type: "button", text: "Send", onclick: async () => {
       if (!text.value.trim()) return;
       send.disabled = true;
@@ -1465,7 +1470,8 @@ function sessionCard(s) {
       } catch (e) { notice(card, "Could not reach imrelay: " + e.message, true); send.disabled = false; return; }
       loadSessions();
     } });
-    card.append(el("p", { class: "notice", hidden: true }), el("div", { class: "actions" }, text, send));
+    card.append(el("p", { class: "notice", hidden: true }), el("div", { class: "actions" }, text, send),
+      el("p", { class: "muted hint", text: when }));
   }
   return card;
 }

@@ -210,6 +210,22 @@ pub(super) async fn a_passkey_answers_a_step_up_approval_and_a_chat_tap_cannot()
             .unwrap()
             .contains("needs a passkey")
     );
+    // A passkey allows this call only: the card offers no grant and no "always" (the server
+    // refuses both on a step_up approval), while Approve, Deny and Edit stay.
+    let offered = b
+        .eval(&format!(
+            "[...{pending}.querySelectorAll('.actions button')].filter((x) => !x.closest('[hidden]')).map((x) => x.textContent).join('|')"
+        ))
+        .await;
+    let offered = offered.as_str().unwrap_or_default();
+    assert!(
+        offered.contains("Approve") && offered.contains("Deny"),
+        "{offered}"
+    );
+    assert!(
+        !offered.contains("Allow similar") && !offered.contains("Always"),
+        "{offered}"
+    );
     // The first passkey: the inbox asks for the code, and refuses to go on without it or
     // with a wrong one, saying so.
     b.until(

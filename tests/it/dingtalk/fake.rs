@@ -398,6 +398,33 @@ pub(crate) fn bot_message(conversation: &str, group: bool, sender: &str, text: &
     })
 }
 
+/// A text message to the robot that quotes (引用) card `card`, as DingTalk delivers one:
+/// `text.isReplyMsg` and `text.repliedMsg` `{msgType: "interactiveCard", msgId, senderId,
+/// content: {cardData: {cardParamMap}}}` beside the usual fields. DingTalk documents none of
+/// these; the official SDKs keep the message's `text` keys beyond `content` as they come
+/// (python `chatbot.py`: `TextContent.extensions`). The shape is the one DingTalk connectors
+/// read: `isReplyMsg` / `repliedMsg {msgType, content, msgId, senderId}`
+/// (DingTalk-Real-AI/dingtalk-openclaw-connector `src/core/message-handler.ts`), a quoted
+/// card's `content.cardData.cardParamMap`, an object or JSON text (chenhg5/cc-connect
+/// `platform/dingtalk`, PR #1121).
+pub(crate) fn quoting_message(
+    conversation: &str,
+    sender: &str,
+    msg_id: &str,
+    text: &str,
+    card: &Card,
+) -> Value {
+    let mut m = bot_message(conversation, true, sender, text);
+    m["msgId"] = json!(msg_id);
+    m["text"]["isReplyMsg"] = json!(true);
+    m["text"]["repliedMsg"] = json!({
+        "msgType": "interactiveCard", "msgId": "msgQuotedCard0001==",
+        "senderId": "$:LWCP_v1:$robot", "createdAt": 1_700_000_000_000u64,
+        "content": {"cardData": {"cardParamMap": card.params}},
+    });
+    m
+}
+
 /// A card click's callback data, as the card callback topic carries it.
 pub(crate) fn card_click(out_track_id: &str, user_id: &str, action: &str, token: &str) -> Value {
     card_action(out_track_id, user_id, action, json!({"token": token}))

@@ -7,4 +7,5 @@ pub(crate) mod channel;
 pub(crate) mod fake;
 mod passkey;
 mod quiet;
+mod steer;
 mod stream;

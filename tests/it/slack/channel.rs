@@ -1104,7 +1104,7 @@ async fn the_sessions_slash_command_lists_the_channels_agent_sessions() {
 }
 
 /// The digest message of session `session` (its conversation and ts), once one was posted.
-async fn digest_of(fake: &FakeSlack, session: &str) -> (String, String) {
+pub(super) async fn digest_of(fake: &FakeSlack, session: &str) -> (String, String) {
     let marker = format!("from session {session}");
     let find = || {
         let messages = fake.state.messages.lock().unwrap();

@@ -157,3 +157,50 @@ async fn a_reply_in_a_sessions_thread_reaches_the_session_and_other_threads_are_
     );
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_reply_under_a_sessions_digest_reaches_the_session_and_answers_none_of_it() {
+    let fake = FakeSlack::start().await;
+    let app = spawn_with(|s| {
+        enable(s, &fake);
+        s.slack.channels = vec![CHANNELS[0].to_string()];
+        s.slack.digest_after = 1;
+    })
+    .await;
+    let conn = connected(&fake).await;
+    claude_session_start(&app, "s-digest").await;
+    for k in 0..3 {
+        let body = json!({"id": format!("toolu_sd{k}"), "tool_name": "Bash",
+            "input": {"command": format!("step-{k}")}, "session": "s-digest",
+            "agent": "claude-code", "cwd": "/srv/shop"});
+        let (s, created) = app.post("/v1/interactions", &body).await;
+        assert_eq!(s, StatusCode::CREATED, "{created}");
+    }
+    // The first is posted on its own, the two past `digest_after` in the session's digest.
+    let (channel, ts) = super::channel::digest_of(&fake, "s-digest").await;
+    let msg = thread_reply(6, 0, APPROVER, &channel, &ts, "stop after step-1");
+    fake.state.sockets.deliver(conn, &msg);
+    let queued = eventually("the message queued", || async {
+        let m = queued_messages(&app, "s-digest").await;
+        (m.len() == 1).then_some(m)
+    })
+    .await;
+    assert_eq!(queued[0]["text"], "stop after step-1");
+    assert_eq!(queued[0]["via"], "slack");
+    // It answered none of the requests the digest lists.
+    for k in 0..3 {
+        let (_, i) = app.get(&format!("/v1/interactions/toolu_sd{k}")).await;
+        assert_eq!(i["status"], "pending", "{i}");
+    }
+    // Someone who may not answer the route is refused, told so, and nothing is queued.
+    let stranger = thread_reply(7, 0, STRANGER, &channel, &ts, "drop the table");
+    fake.state.sockets.deliver(conn, &stranger);
+    wait_until("the refusal", || {
+        notices(&fake, STRANGER)
+            .iter()
+            .any(|t| t.contains("may not message this session"))
+    })
+    .await;
+    assert_eq!(queued_messages(&app, "s-digest").await.len(), 1);
+    app.stop().await;
+}
