@@ -11,7 +11,7 @@
 //! kit.count(w, "imrelay_<name>_clicks", "...", handler.results_metric());
 //! kit.deliver(w, platform, pacer, "<name>_api");
 //! // the transport
-//! kit.enabled("<mode>", None);
+//! kit.enabled("<transport>", None);
 //! ```
 //!
 //! - [`Kit::open`]: disabled channels stop; the section validated, "nobody can answer" logged,
@@ -31,7 +31,7 @@ use super::digest::Digests;
 use super::digest_texts::Texts;
 use super::messages::{Messages, Pacer, Platform};
 use super::pipeline::Pipeline;
-use super::plan::{ChatJob, Planner};
+use super::plan::Planner;
 use super::registry::Channel;
 use crate::interaction::Via;
 use crate::outbox::{Delivery, OutboxHandler};
@@ -102,30 +102,15 @@ impl Kit {
         pacer: Pacer,
         health: &'static str,
     ) {
-        let messages = Messages {
-            platform,
-            store: w.store.clone(),
-            pacer,
-            digests: self.digests.clone(),
-            health: Some((w.health.clone(), health)),
-        };
-        self.deliver_with::<P::Job>(w, Arc::new(Skeleton(messages)));
+        let places = self.places.clone();
+        let skeleton = (platform, pacer, health);
+        deliver(w, self.channel, places, self.digests.clone(), skeleton);
     }
 
-    /// Plans its jobs (`J`) with the kit's planner over its places, and delivers them with
-    /// `handler`.
-    pub(crate) fn deliver_with<J: ChatJob>(&self, w: &mut Wiring, handler: Arc<dyn OutboxHandler>) {
-        w.registry.add_hook(Arc::new(Planner::<J>::new(
-            self.channel,
-            self.places.clone(),
-        )));
-        w.outbox.register(self.channel, handler);
-    }
-
-    /// Says the channel is enabled, receiving by `mode`, with `detail` if any.
-    pub(crate) fn enabled(&self, mode: &str, detail: Option<&str>) {
+    /// Says the channel is enabled, receiving by `transport`, with `detail` if any.
+    pub(crate) fn enabled(&self, transport: &str, detail: Option<&str>) {
         tracing::info!(
-            mode,
+            transport,
             chats = self.places.len(),
             approvers = self.approvers,
             detail,
@@ -133,6 +118,28 @@ impl Kit {
             self.channel
         );
     }
+}
+
+/// Plans chat channel `channel`'s jobs with the kit's planner over `places`, and delivers
+/// them on the kit's skeleton: `(platform, pacer, health)`, its `digests` (for a channel
+/// installed without [`Kit::open`]).
+pub(crate) fn deliver<P: Platform + 'static>(
+    w: &mut Wiring,
+    channel: &'static str,
+    places: Vec<String>,
+    digests: Digests,
+    (platform, pacer, health): (P, Pacer, &'static str),
+) {
+    let messages = Messages {
+        platform,
+        store: w.store.clone(),
+        pacer,
+        digests,
+        health: Some((w.health.clone(), health)),
+    };
+    w.registry
+        .add_hook(Arc::new(Planner::<P::Job>::new(channel, places)));
+    w.outbox.register(channel, Arc::new(Skeleton(messages)));
 }
 
 /// The kit's outbox handler of one chat platform: every job through its skeleton.

@@ -23,7 +23,6 @@ mod deliver;
 mod digest;
 mod doctor;
 pub mod inbound;
-mod plan;
 mod quotes;
 mod render;
 pub mod settings;
@@ -107,13 +106,7 @@ pub async fn install(w: &mut Wiring, settings: &DingTalkSettings) -> anyhow::Res
         template: settings.card_template_id.clone(),
         digest_tokens,
     };
-    let deliverer = deliver::Deliverer::new(
-        dingtalk,
-        kit.digests.clone(),
-        w.store.clone(),
-        w.health.clone(),
-    );
-    kit.deliver_with::<Job>(w, Arc::new(deliverer));
+    kit.deliver(w, dingtalk, deliver::pacer(), "dingtalk_api");
     stream(w, &settings, clicks)?;
     kit.enabled("stream", None);
     Ok(())

@@ -25,7 +25,6 @@ mod deliver;
 mod digest;
 mod doctor;
 pub mod inbound;
-mod plan;
 mod render;
 pub mod settings;
 
@@ -144,13 +143,7 @@ fn longconn(
         cards,
         digest_keys,
     };
-    let deliverer = deliver::Deliverer::new(
-        wecom,
-        kit.digests.clone(),
-        w.store.clone(),
-        w.health.clone(),
-    );
-    kit.deliver_with::<Job>(w, Arc::new(deliverer));
+    kit.deliver(w, wecom, deliver::pacer(), "wecom_send");
     w.spawn_on_serve(bot.run());
     Ok(())
 }
