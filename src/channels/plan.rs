@@ -319,10 +319,12 @@ mod tests {
 
     #[test]
     fn jobs_stored_by_each_channel_before_the_kit_still_read() {
-        use crate::channels::{dingtalk, discord, slack, wecom};
+        use crate::channels::{dingtalk, discord, matrix, ntfy, slack, wecom};
         old_jobs_read::<slack::SlackSettings>("channel", "C0APPROVALS");
         old_jobs_read::<discord::DiscordSettings>("channel", "@80351110224678912");
         old_jobs_read::<dingtalk::DingTalkSettings>("target", "user:manager1234");
         old_jobs_read::<wecom::WeComSettings>("chat", "wrkSFfCgAAxxxx");
+        old_jobs_read::<matrix::MatrixSettings>("room", "!approvals:example.org");
+        old_jobs_read::<ntfy::NtfySettings>("topic", "imrelay-approvals");
     }
 }

@@ -22,7 +22,6 @@ mod commands;
 mod deliver;
 mod doctor;
 mod inbound;
-mod plan;
 mod render;
 mod session;
 pub mod settings;
@@ -37,6 +36,14 @@ use crate::interaction::Via;
 
 /// The channel's name (its `Via`, its outbox channel, its health component, its people's key).
 pub const CHANNEL: &str = "matrix";
+
+/// Matrix's outbox jobs: the kit's, their place stored as `room`.
+pub(crate) type Job = crate::channels::plan::TextJob<MatrixSettings>;
+
+impl crate::channels::plan::TextPlaces for MatrixSettings {
+    const CHANNEL: &'static str = CHANNEL;
+    const FIELD: &'static str = "room";
+}
 
 /// Installs the channel when `[matrix] enabled = true`.
 pub async fn install(w: &mut Wiring, settings: &MatrixSettings) -> anyhow::Result<()> {
@@ -59,19 +66,15 @@ pub async fn install(w: &mut Wiring, settings: &MatrixSettings) -> anyhow::Resul
         locale: settings.locale,
         inbox: w.server.inbox.clone(),
     };
-    w.registry
-        .add_hook(Arc::new(plan::planner(&settings.chats)));
-    w.outbox.register(
-        CHANNEL,
-        Arc::new(deliver::Deliverer::new(
-            deliver::Matrix::new(session.clone(), render.clone(), w.store.clone()).with_threads(
-                crate::channels::threads::Threads::installed(w, CHANNEL, settings.thread_per),
-                settings.thread_replies,
-            ),
-            w.store.clone(),
-            w.health.clone(),
-        )),
-    );
+    let matrix = deliver::Matrix::new(session.clone(), render.clone(), w.store.clone())
+        .with_threads(
+            crate::channels::threads::Threads::installed(w, CHANNEL, settings.thread_per),
+            settings.thread_replies,
+        );
+    // Matrix shows no digests (`Platform::has_digests`).
+    let digests = crate::channels::digest::Digests::new(w.store.clone(), CHANNEL, 0, Vec::new());
+    let skeleton = (matrix, deliver::pacer(), "matrix_api");
+    crate::channels::kit::deliver(w, CHANNEL, settings.chats.clone(), digests, skeleton);
     let inbound = inbound::Inbound {
         session,
         pipeline: Pipeline::new(w.registry.clone(), Via::new(CHANNEL)),
