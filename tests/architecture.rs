@@ -365,6 +365,56 @@ fn docs_show_the_rules() {
     }
 }
 
+/// Every text file of the project, outside the build's own folders.
+fn project_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let path = e.path();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') && name != ".ci" || name == "target" || name == "node_modules" {
+            continue;
+        }
+        if path.is_dir() {
+            project_files(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn no_file_keeps_a_merges_conflict_markers() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    project_files(root, &mut files);
+    let mut found = Vec::new();
+    for f in &files {
+        let Ok(text) = std::fs::read_to_string(f) else {
+            continue; // not text
+        };
+        for (n, line) in text.lines().enumerate() {
+            if line.starts_with("<<<<<<< ") || line.starts_with(">>>>>>> ") {
+                found.push(format!(
+                    "{}:{}",
+                    f.strip_prefix(root).unwrap_or(f).display(),
+                    n + 1
+                ));
+            }
+        }
+    }
+    assert!(
+        files.len() > 100,
+        "the project's files were found: {}",
+        files.len()
+    );
+    assert!(
+        found.is_empty(),
+        "a merge's conflict markers left in: {found:?}"
+    );
+}
+
 /// Every top-level module of `src/` is on the map.
 #[test]
 fn docs_name_every_top_level_module() {

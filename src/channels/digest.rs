@@ -301,6 +301,9 @@ impl Shown {
     }
 }
 
+/// Whether an interaction goes to a place (by its address).
+pub(crate) type Reach = Arc<dyn Fn(&Interaction, &str) -> bool + Send + Sync>;
+
 /// One channel's digests in the store.
 #[derive(Clone)]
 pub(crate) struct Digests {
@@ -312,6 +315,9 @@ pub(crate) struct Digests {
     /// route goes).
     places: Arc<Vec<String>>,
     locks: Arc<KeyedLocks>,
+    /// Which interactions go to a place, when the routes do not say (Web Push: a device's
+    /// person may answer it).
+    reach: Option<Reach>,
     /// When each place's queue was last found able to keep up, and with how many pending:
     /// the queue is not weighed again until more arrive or a moment passes.
     weighed: Arc<Mutex<HashMap<String, (tokio::time::Instant, usize)>>>,
@@ -332,8 +338,16 @@ impl Digests {
             after,
             places: Arc::new(places),
             locks: Arc::default(),
+            reach: None,
             weighed: Arc::default(),
         }
+    }
+
+    /// These digests with `reach` saying which interactions go to a place, instead of the
+    /// routes and the configured places.
+    pub(crate) fn with_reach(mut self, reach: Reach) -> Self {
+        self.reach = Some(reach);
+        self
     }
 
     /// Whether digests past `digest_after` are on (a queue that cannot keep up is gathered
@@ -354,6 +368,9 @@ impl Digests {
 
     /// Whether interaction `i` goes to the place at `address`.
     pub(crate) fn goes_to(&self, i: &Interaction, address: &str) -> bool {
+        if let Some(reach) = &self.reach {
+            return reach(i, address);
+        }
         super::plan::goes_to(i, self.channel, &self.places, address)
     }
 

@@ -46,6 +46,7 @@ mod policy;
 mod policy_starter;
 mod presentation;
 pub(crate) mod push;
+mod push_digest;
 mod questions;
 mod restart;
 mod sessions;

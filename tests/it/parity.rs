@@ -97,7 +97,7 @@ const CHECKED_ELSEWHERE: &[(&str, &str)] = &[
     ),
     (
         "Digests (`digest_after`)",
-        "each channel's digest tests (tests/it/<channel>/, Discord's in tests/it/discord/channel.rs, ntfy's in tests/it/ntfy_digest.rs, and the kit's)",
+        "each channel's digest tests (tests/it/<channel>/, Discord's in tests/it/discord/channel.rs, ntfy's in tests/it/ntfy_digest.rs, Web Push's in tests/it/push_digest.rs, and the kit's)",
     ),
     (
         "A burst gathered into a digest",

@@ -11,7 +11,10 @@
 //! For the service worker, open (the token is the credential):
 //! - `POST /v1/push/{allow|deny}/{token}`: a notification's action, a single-use token bound
 //!   to one interaction, one device (so its person) and one action, good until the time it
-//!   carries ([`crate::channels::actions`]).
+//!   carries ([`crate::channels::actions`]);
+//! - `POST /v1/push/digest/{link}`: a digest notification's action, a single-use link bound
+//!   to one device, one digest notification, one action and the members it listed
+//!   (`channels::digest_links`).
 
 use crate::channels::words::Words;
 use std::sync::Arc;
@@ -25,10 +28,12 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::CHANNEL;
+use super::deliver::Push;
 use super::devices::{self, Device};
 use super::settings::PushSettings;
 use super::vapid::Vapid;
 use crate::channels::actions::{Endpoint, Person};
+use crate::channels::messages::Messages;
 use crate::interaction::quorum::OPERATOR;
 use crate::interaction::{Registry, Responder, Via};
 use crate::store::Store;
@@ -49,6 +54,8 @@ pub(super) struct Api {
     pub vapid: Vapid,
     /// The actions' endpoint logic.
     pub endpoint: Endpoint,
+    /// The delivery skeleton: a digest shown again after a press.
+    pub messages: Arc<Messages<Push>>,
 }
 
 /// The routes for operators.
@@ -202,6 +209,9 @@ async fn act(
     ApiPath((action, token)): ApiPath<(String, String)>,
 ) -> Result<Response, ApiError> {
     let e = &api.endpoint;
+    if action == "digest" {
+        return digest(&api, &token).await;
+    }
     let (redeemed, fields) = e.find("a push action", &action, &token, 2).await?;
     let (until, device) = (fields[0], fields[1]);
     let Some(d) = devices::get(api.store.as_ref(), device).await? else {
@@ -233,4 +243,43 @@ async fn act(
             .await);
     }
     e.answer(&redeemed, &person).await
+}
+
+/// `POST /v1/push/digest/{link}`: a digest notification's action, answered as the person of
+/// the device the link was pushed to (a link names its device, and cannot be changed).
+async fn digest(api: &Api, link: &str) -> Result<Response, ApiError> {
+    let e = &api.endpoint;
+    let links = &api.messages.platform.links;
+    let device = match links.read(link) {
+        Some(l) => devices::get(api.store.as_ref(), &l.address).await?,
+        // Refused as not valid by the kit, recorded as from an unknown device.
+        None => None,
+    };
+    let person = match device {
+        Some(Device {
+            person,
+            label: Some(label),
+            ..
+        }) => Person {
+            name: person,
+            identity: label,
+        },
+        Some(_) => {
+            let status = (StatusCode::FORBIDDEN, "refused");
+            return Err(e
+                .refuse("a push action", None, status, Words::device_without_person)
+                .await);
+        }
+        None if links.read(link).is_some() => {
+            let status = (StatusCode::FORBIDDEN, "device_removed");
+            return Err(e
+                .refuse("a push action", None, status, Words::device_removed)
+                .await);
+        }
+        None => Person {
+            name: "a push action".into(),
+            identity: String::new(),
+        },
+    };
+    e.digest(&api.messages, links, link, &person).await
 }

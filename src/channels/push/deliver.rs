@@ -24,7 +24,8 @@ use super::render::{self, PushAction};
 use super::settings::PushSettings;
 use super::vapid::Vapid;
 use crate::channels::actions::Action;
-use crate::channels::digest::{Digests, Edited, Sheet};
+use crate::channels::digest::{DigestAction, Digests, Edited, Sheet};
+use crate::channels::digest_links::DigestLinks;
 use crate::channels::digest_texts::Texts;
 use crate::channels::messages::{Failure, Messages, Pacer, Platform, Posted};
 use crate::channels::notification;
@@ -33,7 +34,11 @@ use crate::interaction::routes::{Admission, admission};
 use crate::interaction::{Interaction, Registry};
 use crate::outbox::{ChannelJob, Delivery, OutboxHandler};
 use crate::store::{ChannelMessage, ClaimedJob, OutboxJob, Store};
+use crate::sync::LockExt;
 
+/// The most actions Chromium shows on a notification (`kWebNotificationMaxActions = 2`,
+/// Blink's `web_notification_constants.h`; `Notification.maxActions`).
+const MAX_ACTIONS: usize = 2;
 /// The longest TTL asked of a push service (four weeks, what the largest keep).
 const MAX_TTL_SECS: i64 = 28 * 24 * 3600;
 
@@ -49,6 +54,8 @@ pub(crate) struct Push {
     pub vapid: Vapid,
     /// The VAPID contact.
     pub contact: String,
+    /// The digest notifications' single-use links.
+    pub links: DigestLinks,
 }
 
 fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
@@ -215,7 +222,7 @@ impl Push {
                 .map_err(Failure::store)?;
             out.push(PushAction {
                 action: action.as_str(),
-                title,
+                title: title.into(),
                 url: format!("/v1/push/{}/{token}", action.as_str()),
             });
         }
@@ -228,21 +235,21 @@ impl Platform for Push {
     type Target = Device;
     type Job = super::plan::DeviceJob;
 
-    /// A notification cannot gather others: every prompt is pushed on its own.
-    fn has_digests(&self) -> bool {
-        false
-    }
-
     fn texts(&self) -> Texts {
         Texts(self.settings.locale)
     }
 
-    async fn post_digest(&self, _d: &Device, _sheet: &Sheet) -> Result<String, Failure> {
-        Err(Failure::Permanent("Web Push shows no digests".into()))
+    async fn post_digest(&self, d: &Device, sheet: &Sheet) -> Result<String, Failure> {
+        let tag = render::digest_tag(&d.id, &sheet.session, &sheet.first);
+        self.push_digest(&d.id, &tag, sheet).await?;
+        Ok(tag)
     }
 
-    async fn edit_digest(&self, _a: &str, _m: &str, _sheet: &Sheet) -> Result<Edited, Failure> {
-        Ok(Edited::Cannot)
+    /// Pushes the digest again under its tag, so the notification is replaced, with fresh
+    /// links.
+    async fn edit_digest(&self, device: &str, tag: &str, sheet: &Sheet) -> Result<Edited, Failure> {
+        self.push_digest(device, tag, sheet).await?;
+        Ok(Edited::Done)
     }
 
     fn channel(&self) -> &'static str {
@@ -285,6 +292,40 @@ impl Platform for Push {
 }
 
 impl Push {
+    /// Pushes digest `sheet` to device `device` under `tag`: Approve all and Deny all (a
+    /// confirmation's Yes and Cancel) as actions with single-use links, two at most
+    /// (Chromium's `kWebNotificationMaxActions`); Review is the tap, which opens the inbox.
+    async fn push_digest(&self, device: &str, tag: &str, sheet: &Sheet) -> Result<(), Failure> {
+        let Some(d) = devices::get(self.store.as_ref(), device)
+            .await
+            .map_err(Failure::store)?
+        else {
+            return Err(Failure::Permanent("the device was removed".into()));
+        };
+        let mut actions = Vec::new();
+        for b in sheet.rows.iter().flatten() {
+            let action = match b.action {
+                DigestAction::Review => continue,
+                DigestAction::AllowAll => "allow_all",
+                DigestAction::DenyAll => "deny_all",
+                DigestAction::ConfirmAllow | DigestAction::ConfirmDeny => "yes",
+                DigestAction::Cancel => "cancel",
+            };
+            let link = self.links.make(sheet, b.action, tag);
+            actions.push(PushAction {
+                action,
+                title: b.label.clone(),
+                url: format!("/v1/push/digest/{link}"),
+            });
+        }
+        actions.truncate(MAX_ACTIONS);
+        let s = &self.settings;
+        let payload = render::digest(sheet, tag, s.include_command, actions, s.locale);
+        let ttl = i64::try_from(s.action_ttl_secs).unwrap_or(900);
+        self.send(&d, payload.bytes(), ttl, "normal", &tag[8..])
+            .await
+    }
+
     /// The device copy `m` was pushed to, unless it was removed since.
     async fn device_of(&self, m: &ChannelMessage) -> Result<Option<Device>, Failure> {
         devices::get(self.store.as_ref(), &m.address)
@@ -323,24 +364,52 @@ impl Push {
 
 /// Delivers the channel's jobs.
 pub(crate) struct Deliverer {
-    /// The skeleton over [`Push`].
-    pub messages: Messages<Push>,
+    /// The skeleton over [`Push`] (shared with the actions' endpoint, which shows a digest
+    /// again after a press).
+    pub messages: Arc<Messages<Push>>,
     /// Who may answer what (the devices' people).
     pub registry: Registry,
+    /// The devices last listed, by id: their labels (what the digests' reach reads).
+    labels: Labels,
+}
+
+/// The subscribed devices' labels by device id, as last listed.
+type Labels = Arc<std::sync::Mutex<std::collections::HashMap<String, Option<String>>>>;
+
+/// The delivery skeleton over `push`, its digests held past `push.digest_after` pending per
+/// device; what goes to a device is what its person may answer (`labels`: the devices).
+fn messages(
+    push: Push,
+    store: Arc<dyn Store>,
+    registry: Registry,
+    labels: Labels,
+) -> Messages<Push> {
+    let after = push.settings.digest_after;
+    let known = labels.clone();
+    let reach: crate::channels::digest::Reach = Arc::new(move |i: &Interaction, device: &str| {
+        let label = known.locked().get(device).cloned().flatten();
+        let teams = registry.teams();
+        label
+            .is_some_and(|l| admission(i, &teams.people, OPERATOR, &l, true) == Admission::Admitted)
+    });
+    Messages {
+        platform: push,
+        digests: Digests::new(store.clone(), CHANNEL, after, Vec::new()).with_reach(reach),
+        store,
+        pacer: Pacer::new(Duration::ZERO, Duration::from_secs(30)),
+        health: None,
+    }
 }
 
 impl Deliverer {
-    /// The deliverer of `push`'s jobs.
+    /// The deliverer of `push`'s jobs, and its skeleton (for the actions' endpoint).
     pub(super) fn new(push: Push, store: Arc<dyn Store>, registry: Registry) -> Self {
+        let labels = Labels::default();
+        let messages = Arc::new(messages(push, store, registry.clone(), labels.clone()));
         Deliverer {
-            messages: Messages {
-                platform: push,
-                digests: Digests::new(store.clone(), CHANNEL, 0, Vec::new()),
-                store,
-                pacer: Pacer::new(Duration::ZERO, Duration::from_secs(30)),
-                health: None,
-            },
+            messages,
             registry,
+            labels,
         }
     }
 
@@ -371,6 +440,10 @@ impl Deliverer {
             Ok(all) => all,
             Err(e) => return Delivery::store_retry(e),
         };
+        *self.labels.locked() = all
+            .iter()
+            .map(|d| (d.id.clone(), d.label.clone()))
+            .collect();
         let teams = self.registry.teams();
         let now = jiff::Timestamp::now();
         let mut retry: Option<Delivery> = None;
@@ -406,6 +479,7 @@ impl OutboxHandler for Deliverer {
             Ok(Job::Post { escalation }) => self.post(&job.job, escalation).await,
             Ok(Job::Update) => self.messages.finalize_all(&job.job).await,
             Ok(Job::Voted) => self.messages.show_votes(&job.job).await,
+            Ok(Job::Digest {}) => self.messages.deliver(&job.job).await,
             Err(failed) => failed,
         }
     }

@@ -44,6 +44,23 @@ pub(crate) struct Device {
     pub created_at: Timestamp,
 }
 
+impl Device {
+    /// A device named by its id alone (what a digest's job carries; the rest is read from
+    /// the store when it is delivered).
+    pub(crate) fn named(id: &str) -> Self {
+        Device {
+            id: id.to_string(),
+            person: String::new(),
+            label: None,
+            name: String::new(),
+            endpoint: String::new(),
+            p256dh: String::new(),
+            auth: String::new(),
+            created_at: Timestamp::UNIX_EPOCH,
+        }
+    }
+}
+
 /// What is wrong with a subscription as a browser sent it.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub(crate) enum Invalid {

@@ -29,6 +29,7 @@ pub use settings::PushSettings;
 
 use crate::channels::Wiring;
 use crate::channels::actions::{Endpoint, Tokens};
+use crate::channels::digest_links::DigestLinks;
 use crate::channels::pipeline::Pipeline;
 use crate::interaction::Via;
 use crate::interaction::quorum::OPERATOR;
@@ -38,6 +39,11 @@ pub const CHANNEL: &str = "push";
 
 /// The channel's action tokens.
 const TOKENS: Tokens = Tokens { channel: CHANNEL };
+
+/// The store's name of the secret the digest links are signed with.
+const LINKS_SECRET: &str = "push-digest-links";
+/// The domain of the digest links' tags: good on this channel only.
+const LINKS_DOMAIN: &[u8] = b"imrelay/push/digest-link/v1";
 
 /// Installs the channel when `[push] enabled = true`.
 pub async fn install(w: &mut Wiring, settings: &PushSettings) -> anyhow::Result<()> {
@@ -61,20 +67,21 @@ pub async fn install(w: &mut Wiring, settings: &PushSettings) -> anyhow::Result<
         .user_agent(format!("imrelay/{}", env!("CARGO_PKG_VERSION")))
         .build()?;
     w.registry.add_hook(Arc::new(plan::Planner));
-    w.outbox.register(
-        CHANNEL,
-        Arc::new(deliver::Deliverer::new(
-            deliver::Push {
-                settings: settings.clone(),
-                client,
-                store: w.store.clone(),
-                vapid: vapid.clone(),
-                contact,
-            },
-            w.store.clone(),
-            w.registry.clone(),
-        )),
+    let links = DigestLinks::new(w.store.secret(LINKS_SECRET).await?, LINKS_DOMAIN, CHANNEL);
+    let deliverer = deliver::Deliverer::new(
+        deliver::Push {
+            settings: settings.clone(),
+            client,
+            store: w.store.clone(),
+            vapid: vapid.clone(),
+            contact,
+            links,
+        },
+        w.store.clone(),
+        w.registry.clone(),
     );
+    let messages = deliverer.messages.clone();
+    w.outbox.register(CHANNEL, Arc::new(deliverer));
     let api = api::Api {
         settings: settings.clone(),
         store: w.store.clone(),
@@ -86,6 +93,7 @@ pub async fn install(w: &mut Wiring, settings: &PushSettings) -> anyhow::Result<
             tokens: TOKENS,
             locale: settings.locale,
         },
+        messages,
     };
     w.route(api::action_router(api.clone()));
     w.route_operator(api::operator_router(api));

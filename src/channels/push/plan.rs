@@ -2,7 +2,8 @@
 //! interaction is created (it goes to every device whose person may answer it), one more when
 //! its route escalates (the devices of the people who may answer from then on), one `voted`
 //! job per vote that does not decide yet (every device notified gets the votes so far), one
-//! `update` job when it is resolved (every device notified gets the outcome in its place).
+//! `update` job when it is resolved (every device notified gets the outcome in its place);
+//! the kit's `digest` jobs (a session's digest on one device).
 
 use super::CHANNEL;
 use crate::interaction::{Interaction, Lifecycle};
@@ -24,6 +25,9 @@ pub(crate) enum Job {
     /// Replace every notification of an approval that needs several people with one that
     /// shows the votes so far (the same tag), quietly.
     Voted,
+    /// Bring a session's digest on one device up to date (planned by the kit as a
+    /// [`DeviceJob`], which the skeleton delivers).
+    Digest {},
 }
 
 impl ChannelJob for Job {
@@ -80,6 +84,13 @@ pub(crate) enum DeviceJob {
     Update,
     /// A vote that does not decide yet: every notification shows the votes so far.
     Voted,
+    /// Bring a session's digest on one device up to date.
+    Digest {
+        /// The device (by its id: the rest is read from the store when delivered).
+        device: super::devices::Device,
+        /// The session's digest key.
+        session: String,
+    },
 }
 
 impl ChannelJob for DeviceJob {
@@ -97,7 +108,11 @@ impl crate::channels::plan::ChatJob for DeviceJob {
         match todo {
             Todo::Post(device) => DeviceJob::Post { device },
             Todo::Update => DeviceJob::Update,
-            Todo::Voted | Todo::Digest { .. } => DeviceJob::Voted,
+            Todo::Voted => DeviceJob::Voted,
+            Todo::Digest { to, session } => DeviceJob::Digest {
+                device: to,
+                session,
+            },
         }
     }
 
@@ -107,12 +122,17 @@ impl crate::channels::plan::ChatJob for DeviceJob {
             DeviceJob::Post { device } => Todo::Post(device),
             DeviceJob::Update => Todo::Update,
             DeviceJob::Voted => Todo::Voted,
+            DeviceJob::Digest { device, session } => Todo::Digest {
+                to: device,
+                session,
+            },
         }
     }
 
-    fn target(_address: &str) -> Option<Self::Target> {
-        // A device is found in the store, not named by settings or routes.
-        None
+    fn target(address: &str) -> Option<Self::Target> {
+        // A device is found in the store, not named by settings or routes: a digest's job
+        // names it by its id alone, and its delivery reads the rest.
+        Some(super::devices::Device::named(address))
     }
 
     fn address(device: &Self::Target) -> String {

@@ -23,10 +23,11 @@ const MAX_BODY_CHARS: usize = 1000;
 /// One action of a notification.
 #[derive(Debug, Serialize)]
 pub(super) struct PushAction {
-    /// `allow` or `deny`: what the worker's `notificationclick` reads.
+    /// `allow` or `deny` (a digest's: `allow_all`, `deny_all`, `yes`, `cancel`): what the
+    /// worker's `notificationclick` reads.
     pub action: &'static str,
     /// The button's label.
-    pub title: &'static str,
+    pub title: String,
     /// The single-use URL (a path on this server) the worker posts to.
     pub url: String,
 }
@@ -36,7 +37,7 @@ pub(super) struct PushAction {
 pub(super) struct Payload {
     /// The format's version.
     pub v: u8,
-    /// `prompt` or `outcome`.
+    /// `prompt`, `digest` or `outcome`.
     #[serde(rename = "type")]
     pub kind: &'static str,
     /// The interaction's id.
@@ -125,6 +126,39 @@ pub(super) fn outcome(i: &Interaction, include_command: bool, locale: Locale) ->
         deadline: None,
         quiet: false,
         actions: Vec::new(),
+    }
+}
+
+/// The tag of the digest of `session` on device `device` whose first member is `first`
+/// (not hex after `imrelay-`, so never a prompt's).
+pub(super) fn digest_tag(device: &str, session: &str, first: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let h = Sha256::digest(format!("digest\n{device}\n{session}\n{first}").as_bytes());
+    format!("imrelay-dg{}", &hex::encode(h)[..22])
+}
+
+/// A session's digest notification showing `sheet` under `tag`, with `actions` (none once
+/// closed: then quiet); a tap opens the inbox.
+pub(super) fn digest(
+    sheet: &crate::channels::digest::Sheet,
+    tag: &str,
+    include_command: bool,
+    actions: Vec<PushAction>,
+    locale: Locale,
+) -> Payload {
+    let (title, body) = crate::channels::digest_links::text(sheet, include_command, locale);
+    let closed = sheet.is_closed();
+    Payload {
+        v: 1,
+        kind: if closed { "outcome" } else { "digest" },
+        id: String::new(),
+        tag: tag.to_string(),
+        title,
+        body: crate::interaction::clip(&body, MAX_BODY_CHARS),
+        url: "/".into(),
+        deadline: None,
+        quiet: false,
+        actions,
     }
 }
 

@@ -24,6 +24,9 @@ pub struct PushSettings {
     pub timeout_secs: u64,
     /// The language of notifications and their buttons (`en_us` or `zh_cn`).
     pub locale: crate::present::render::Locale,
+    /// More than this many pending for one device: one digest notification per agent
+    /// session instead of one each (0: only for a burst).
+    pub digest_after: u32,
 }
 
 impl Default for PushSettings {
@@ -36,6 +39,7 @@ impl Default for PushSettings {
             action_ttl_secs: 900,
             timeout_secs: 10,
             locale: crate::present::render::Locale::EnUs,
+            digest_after: 0,
         }
     }
 }
@@ -69,6 +73,13 @@ impl PushSettings {
         }
         if self.timeout_secs == 0 {
             out.push("push.timeout_secs must be at least 1".into());
+        }
+        if self.digest_after > crate::channels::digest::MAX_AFTER {
+            out.push(format!(
+                "push.digest_after is {}: give 0 (no digests past a count) or at most {}",
+                self.digest_after,
+                crate::channels::digest::MAX_AFTER
+            ));
         }
         out
     }

@@ -3,8 +3,10 @@
 //
 // A push carries JSON (the `push` channel's render.rs): a prompt (title, body, the card's path,
 // and for an approval its actions, each a single-use URL on this server; `quiet` when it
-// replaces its own to show the votes so far), or an outcome with the same tag, which replaces
-// the prompt's notification. An action posts its URL: the server
+// replaces its own to show the votes so far), a session's digest (its Approve all and Deny
+// all, or a confirmation's Yes and Cancel, each a single-use link; a tap opens the inbox),
+// or an outcome with the same tag, which replaces the prompt's (or the digest's)
+// notification. Chromium shows at most two actions (`Notification.maxActions`). An action posts its URL: the server
 // answers as the device's person, once; a refusal (already answered, used, expired) is shown
 // as a notification saying so. A tap elsewhere on a notification opens its card.
 "use strict";
@@ -25,9 +27,9 @@ async function show(data) {
     tag: data.tag || "imrelay",
     icon: ICON,
     badge: ICON,
-    data: { id: data.id || null, url: data.url || "/", actions: {} },
+    data: { id: data.id || null, url: data.url || "/", actions: {}, digest: data.type === "digest" },
   };
-  if (data.type === "prompt") {
+  if (data.type === "prompt" || data.type === "digest") {
     options.requireInteraction = true;
     // A prompt that replaces its own (the votes so far) does so without a second alert.
     options.renotify = !data.quiet;
@@ -82,9 +84,12 @@ async function answer(notification, action) {
   } catch (_) {
     message = "imrelay could not be reached: open the inbox to answer.";
   }
+  // A digest's action is answered by a push of the digest as it now is (the confirmation,
+  // or what is left), under its tag: that push, not this note, takes its place.
+  if (d.digest && ok) return;
   await self.registration.showNotification(ok ? message : "Not answered", {
     body: ok ? notification.title : message,
-    tag: notification.tag,
+    tag: d.digest ? notification.tag + "-note" : notification.tag,
     icon: ICON,
     badge: ICON,
     silent: true,
