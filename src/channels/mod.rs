@@ -25,6 +25,7 @@ pub(crate) mod digest_texts;
 pub mod dingtalk;
 pub mod discord;
 pub mod feishu;
+pub(crate) mod kit;
 pub mod longconn;
 pub mod matrix;
 pub(crate) mod messages;
@@ -60,7 +61,7 @@ use crate::metrics::Metrics;
 use crate::outbox::Outbox;
 use crate::store::Store;
 
-pub use registry::{Channel, Check, Doctor, Kept, Written, in_words, install};
+pub use registry::{Channel, Chat, Check, Doctor, Kept, Written, in_words, install};
 
 /// A background task a channel runs while the server serves.
 pub type Task = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;

@@ -13,8 +13,10 @@
 //!   found in the store; a channel whose places are all a route's still has copies to
 //!   update), for [`crate::outbox::UPDATE_HORIZON`] after the resolution.
 //!
-//! A channel names its jobs with its own enum (kept as it was, so jobs already stored are
-//! read the same) and says, through [`ChatJob`], which variant does what.
+//! A channel whose places are texts (a channel id, a conversation, a chat) takes the kit's
+//! jobs, [`TextJob`], naming itself with [`TextPlaces`]; one whose places are typed (Telegram's
+//! numbers, Feishu's receivers) names its jobs with its own enum (kept as it was, so jobs
+//! already stored are read the same) and says, through [`ChatJob`], which variant does what.
 
 use std::marker::PhantomData;
 
@@ -95,6 +97,116 @@ pub(crate) fn repost_job<J: ChatJob>(
     J::make(Todo::Post(to)).plan_keyed(key, i, Timestamp::now(), i.deadline)
 }
 
+/// A chat channel whose places are texts, as its jobs name it: its outbox channel, and the
+/// field its stored jobs name their place with.
+pub(crate) trait TextPlaces: 'static {
+    /// Its outbox channel (its name).
+    const CHANNEL: &'static str;
+    /// The field its `post` and `digest` jobs store their place under (`channel`, `target`,
+    /// `chat`, ...: each channel's own word of old, kept so a store's jobs read the same
+    /// whichever version wrote them). A new channel says `to`.
+    const FIELD: &'static str;
+}
+
+/// The outbox jobs of a chat channel whose places are texts: the kit's [`Todo`] under the
+/// channel's name `C`. Stored as `{"kind": "post" | "update" | "voted" | "digest",
+/// <C::FIELD>: place, "session": key}`; read under any channel's field name.
+pub(crate) struct TextJob<C> {
+    todo: Todo<String>,
+    channel: PhantomData<fn() -> C>,
+}
+
+/// A stored text job as it reads: its place under the kit's name or any channel's own.
+#[derive(serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum Stored {
+    Post {
+        #[serde(alias = "channel", alias = "target", alias = "chat")]
+        #[serde(alias = "room", alias = "topic")]
+        to: String,
+    },
+    Update,
+    Voted,
+    Digest {
+        #[serde(alias = "channel", alias = "target", alias = "chat")]
+        #[serde(alias = "room", alias = "topic")]
+        to: String,
+        session: String,
+    },
+}
+
+impl<C> std::fmt::Debug for TextJob<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.todo.fmt(f)
+    }
+}
+
+impl<C: TextPlaces> serde::Serialize for TextJob<C> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        match &self.todo {
+            Todo::Post(to) => {
+                m.serialize_entry("kind", "post")?;
+                m.serialize_entry(C::FIELD, to)?;
+            }
+            Todo::Update => m.serialize_entry("kind", "update")?,
+            Todo::Voted => m.serialize_entry("kind", "voted")?,
+            Todo::Digest { to, session } => {
+                m.serialize_entry("kind", "digest")?;
+                m.serialize_entry(C::FIELD, to)?;
+                m.serialize_entry("session", session)?;
+            }
+        }
+        m.end()
+    }
+}
+
+impl<'de, C> serde::Deserialize<'de> for TextJob<C> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let todo = match <Stored as serde::Deserialize>::deserialize(d)? {
+            Stored::Post { to } => Todo::Post(to),
+            Stored::Update => Todo::Update,
+            Stored::Voted => Todo::Voted,
+            Stored::Digest { to, session } => Todo::Digest { to, session },
+        };
+        Ok(Self {
+            todo,
+            channel: PhantomData,
+        })
+    }
+}
+
+impl<C: TextPlaces> ChannelJob for TextJob<C> {
+    fn channel(&self) -> std::borrow::Cow<'static, str> {
+        C::CHANNEL.into()
+    }
+}
+
+impl<C: TextPlaces> ChatJob for TextJob<C> {
+    type Target = String;
+    const POST: &'static str = "post";
+
+    fn make(todo: Todo<String>) -> Self {
+        Self {
+            todo,
+            channel: PhantomData,
+        }
+    }
+
+    fn todo(self) -> Todo<String> {
+        self.todo
+    }
+
+    fn target(address: &str) -> Option<String> {
+        Some(address.to_string())
+    }
+
+    fn address(target: &String) -> String {
+        target.clone()
+    }
+}
+
 /// The planner of one chat channel.
 pub(crate) struct Planner<J> {
     /// The channel's name.
@@ -151,5 +263,68 @@ impl<J: ChatJob> Lifecycle for Planner<J> {
     fn plan_resolved(&self, i: &Interaction, jobs: &mut Vec<OutboxJob>) {
         let (from, until) = resolved_window(i);
         jobs.push(J::make(Todo::Update).plan(i, &[], from, until));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    /// Channel `C`'s job of `kind` stored with `payload`, read the way the outbox reads it,
+    /// and written back as the kit writes it.
+    fn reread<C: TextPlaces>(kind: &str, payload: &Value) -> (String, String, Value) {
+        let stored = OutboxJob {
+            key: format!("{}:{kind}:toolu_1:1", C::CHANNEL),
+            channel: C::CHANNEL.into(),
+            kind: kind.into(),
+            interaction_id: None,
+            payload: payload.clone(),
+            not_before: Timestamp::now(),
+            horizon: Timestamp::now(),
+        };
+        let job = match TextJob::<C>::read(&stored) {
+            Ok(job) => job,
+            Err(e) => panic!("{} {kind} {payload}: {e:?}", C::CHANNEL),
+        };
+        let i = Interaction::pending(
+            crate::interaction::InteractionId::parse("toolu_1").unwrap(),
+            "Bash",
+            serde_json::Map::new(),
+            Timestamp::now(),
+            300,
+        );
+        let again = job.plan(&i, &[], Timestamp::now(), Timestamp::now());
+        (format!("{job:?}"), again.kind, again.payload)
+    }
+
+    /// Every job channel `C`'s own enum stored under `field` reads as the kit's, and is
+    /// written back the same, so old and new versions read each other's jobs.
+    fn old_jobs_read<C: TextPlaces>(field: &str, place: &str) {
+        let cases = [
+            ("post", json!({ field: place }), format!("Post({place:?})")),
+            ("update", json!({}), "Update".into()),
+            ("voted", json!({}), "Voted".into()),
+            (
+                "digest",
+                json!({ field: place, "session": "s-1" }),
+                format!("Digest {{ to: {place:?}, session: \"s-1\" }}"),
+            ),
+        ];
+        for (kind, payload, todo) in cases {
+            let read = reread::<C>(kind, &payload);
+            assert_eq!(read, (todo, kind.to_string(), payload), "{}", C::CHANNEL);
+        }
+    }
+
+    #[test]
+    fn jobs_stored_by_each_channel_before_the_kit_still_read() {
+        use crate::channels::{dingtalk, discord, matrix, ntfy, slack, wecom};
+        old_jobs_read::<slack::SlackSettings>("channel", "C0APPROVALS");
+        old_jobs_read::<discord::DiscordSettings>("channel", "@80351110224678912");
+        old_jobs_read::<dingtalk::DingTalkSettings>("target", "user:manager1234");
+        old_jobs_read::<wecom::WeComSettings>("chat", "wrkSFfCgAAxxxx");
+        old_jobs_read::<matrix::MatrixSettings>("room", "!approvals:example.org");
+        old_jobs_read::<ntfy::NtfySettings>("topic", "imrelay-approvals");
     }
 }

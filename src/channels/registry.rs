@@ -164,10 +164,16 @@ pub trait Channel: Send + Sync {
         Vec::new()
     }
 
+    /// A chat channel's words, from which the kit opens its install and says its warnings
+    /// (`None`: not a chat channel on the kit).
+    fn chat(&self) -> Option<&'static Chat> {
+        None
+    }
+
     /// Valid settings that are probably not what was meant (besides
-    /// [`Channel::nobody_answers`]).
+    /// [`Channel::nobody_answers`]); a chat channel's default: that it has no places.
     fn warnings(&self) -> Vec<String> {
-        Vec::new()
+        no_places(self).into_iter().collect()
     }
 
     /// The people on its own approver list, by their ids on it (who may answer a route that
@@ -183,9 +189,18 @@ pub trait Channel: Send + Sync {
     }
 
     /// When it is enabled with nobody on its own approver list: the warning that it posts
-    /// prompts nobody may answer. Shown unless a route's approvers have ids on it.
+    /// prompts nobody may answer. Shown unless a route's approvers have ids on it. A chat
+    /// channel's default says it in its [`Chat`] words.
     fn nobody_answers(&self) -> Option<String> {
-        None
+        let chat = self.chat()?;
+        let (name, platform) = (self.name(), self.platform());
+        (self.enabled() && self.approvers().is_empty()).then(|| {
+            format!(
+                "{name} is enabled but {name}.approvers is empty: {}, but nobody can answer \
+                 them from {platform} (a refused click logs the clicker's {})",
+                chat.posts, chat.clicker
+            )
+        })
     }
 
     /// Plugs it in (a disabled channel does nothing): its lifecycle hook, its delivery
@@ -194,6 +209,59 @@ pub trait Channel: Send + Sync {
 
     /// `imrelay doctor`'s checks of it (called only when [`Channel::enabled`]).
     fn doctor<'a>(&'a self, run: &'a Doctor) -> BoxFuture<'a, Vec<Check>>;
+}
+
+/// What the kit says of a chat channel: the words of its install's opening and of its
+/// warnings, so that every chat channel says them alike (see [`Channel::chat`]).
+#[derive(Debug)]
+pub struct Chat {
+    /// What identifies an approver there ("Slack user ids (U...)").
+    pub approver_ids: &'static str,
+    /// The store secret that signs its buttons (kept across restarts, so old messages keep
+    /// working).
+    pub secret: &'static str,
+    /// What that secret signs, as an error names it ("button", "card").
+    pub signs: &'static str,
+    /// What it does with a prompt, as a warning says it ("messages are posted").
+    pub posts: &'static str,
+    /// What a refused click logs of the clicker ("user id").
+    pub clicker: &'static str,
+    /// With no places of its own: what reaches only the people a route messages directly
+    /// ("prompts", "cards") and how to add a place; `None`: not warned of (an empty list is
+    /// how its ids are learnt).
+    pub no_places: Option<(&'static str, &'static str)>,
+}
+
+impl Chat {
+    /// The steps every chat channel's install begins with: its section validated, an error
+    /// logged when nobody may answer from it, and its button secret loaded from the store.
+    pub(crate) async fn open(
+        &'static self,
+        store: &dyn Store,
+        section: &dyn Channel,
+    ) -> anyhow::Result<Vec<u8>> {
+        Opening {
+            channel: section.name(),
+            platform: section.platform(),
+            approver_ids: self.approver_ids,
+            secret: self.secret,
+            signs: self.signs,
+        }
+        .open(store, section, section.approvers().len())
+        .await
+    }
+}
+
+/// A chat channel's warning that it has no places of its own, in its [`Chat`] words.
+pub(crate) fn no_places<C: Channel + ?Sized>(c: &C) -> Option<String> {
+    let (what, how) = c.chat()?.no_places?;
+    (c.enabled() && c.places().is_empty()).then(|| {
+        format!(
+            "{}.chats is empty: {what} reach only people a route messages directly \
+             (`direct`); {how}",
+            c.name()
+        )
+    })
 }
 
 /// What `imrelay doctor` asks of a channel's checks.

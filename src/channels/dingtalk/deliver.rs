@@ -14,17 +14,15 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use super::CHANNEL;
+use super::Job;
 use super::api::{ApiError, OpenApi, Space};
 use super::digest::{self, DigestTokens};
-use super::plan::Job;
 use super::render::Cards;
-use crate::channels::digest::{Digests, Edited, Sheet};
+use crate::channels::digest::{Edited, Sheet};
 use crate::channels::digest_texts::Texts;
-use crate::channels::messages::{Failure, Messages, Pacer, Platform, Posted};
-use crate::health::Health;
+use crate::channels::messages::{Failure, Pacer, Platform, Posted};
 use crate::interaction::Interaction;
-use crate::outbox::{Delivery, OutboxHandler};
-use crate::store::{ChannelMessage, ClaimedJob, OutboxJob, Store};
+use crate::store::{ChannelMessage, OutboxJob};
 
 /// Smallest gap between two requests to one place (20 a minute).
 pub(crate) const CHAT_GAP: Duration = Duration::from_secs(3);
@@ -160,34 +158,7 @@ impl Platform for DingTalk {
     }
 }
 
-/// Delivers the channel's jobs.
-pub(crate) struct Deliverer(pub Messages<DingTalk>);
-
-impl Deliverer {
-    /// The deliverer of DingTalk's jobs and `digests`, reporting to `health`.
-    pub(super) fn new(
-        dingtalk: DingTalk,
-        digests: Digests,
-        store: Arc<dyn Store>,
-        health: Arc<Health>,
-    ) -> Self {
-        Deliverer(Messages {
-            platform: dingtalk,
-            digests,
-            store,
-            pacer: Pacer::new(CHAT_GAP, THROTTLE_PAUSE),
-            health: Some((health, "dingtalk_api")),
-        })
-    }
-}
-
-#[async_trait]
-impl OutboxHandler for Deliverer {
-    async fn deliver(&self, job: &ClaimedJob) -> Delivery {
-        self.0.deliver(&job.job).await
-    }
-
-    fn concurrency(&self) -> usize {
-        4
-    }
+/// The pacer for DingTalk's sending rate per chat.
+pub(crate) fn pacer() -> Pacer {
+    Pacer::new(CHAT_GAP, THROTTLE_PAUSE)
 }

@@ -128,7 +128,7 @@ impl Clicks {
             message: &click.out_track_id,
         };
         let tapped = digests
-            .tap::<super::plan::Job>(&self.pipeline, texts, &press, &who)
+            .tap::<super::Job>(&self.pipeline, texts, &press, &who)
             .await;
         Some(match tapped {
             Ok(t) => {

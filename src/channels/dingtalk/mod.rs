@@ -5,7 +5,6 @@
 //! public URL is needed.
 //!
 //! - [`settings`] — `[dingtalk]`.
-//! - `plan` — the outbox jobs a created or resolved interaction needs.
 //! - `deliver` — creating and updating cards on the shared delivery skeleton.
 //! - `render` — the card template's variables for every state, in Chinese or English.
 //! - [`inbound`] — the click handler the Stream connection calls.
@@ -24,7 +23,6 @@ mod deliver;
 mod digest;
 mod doctor;
 pub mod inbound;
-mod plan;
 mod quotes;
 mod render;
 pub mod settings;
@@ -38,9 +36,8 @@ use anyhow::Context;
 pub use settings::DingTalkSettings;
 
 use crate::channels::Wiring;
-use crate::channels::pipeline::Pipeline;
-use crate::channels::registry::Opening;
-use crate::interaction::Via;
+use crate::channels::kit::Kit;
+use crate::channels::registry::Chat;
 
 /// The channel's name (its `Via`, its outbox channel, its health component).
 pub const CHANNEL: &str = "dingtalk";
@@ -48,23 +45,31 @@ pub const CHANNEL: &str = "dingtalk";
 /// working).
 pub const SECRET_NAME: &str = "dingtalk-cards";
 
-/// How the install begins: the approvers' warning and the button secret.
-const OPENING: Opening = Opening {
-    channel: CHANNEL,
-    platform: "DingTalk",
+/// DingTalk in the kit's words (an empty `chats` is not warned of: it is how `whoami`
+/// learns a group's id).
+const CHAT: Chat = Chat {
     approver_ids: "DingTalk userIds",
     secret: SECRET_NAME,
     signs: "card",
+    posts: "cards are sent",
+    clicker: "userId",
+    no_places: None,
 };
+
+/// DingTalk's outbox jobs: the kit's, their place stored as `target`.
+pub(crate) type Job = crate::channels::plan::TextJob<DingTalkSettings>;
+
+impl crate::channels::plan::TextPlaces for DingTalkSettings {
+    const CHANNEL: &'static str = CHANNEL;
+    const FIELD: &'static str = "target";
+}
 
 /// Installs the channel when `[dingtalk] enabled = true`.
 pub async fn install(w: &mut Wiring, settings: &DingTalkSettings) -> anyhow::Result<()> {
-    if !settings.enabled {
+    let Some(kit) = Kit::open(w, settings, settings.digest_after, settings.locale).await? else {
         return Ok(());
-    }
+    };
     let settings = Arc::new(settings.clone());
-    let approvers = settings.approvers.len();
-    let secret = OPENING.open(&*w.store, &*settings, approvers).await?;
     let api = Arc::new(
         api::OpenApi::new(
             &settings.api_base(),
@@ -76,52 +81,34 @@ pub async fn install(w: &mut Wiring, settings: &DingTalkSettings) -> anyhow::Res
     );
     let cards = render::Cards::new(
         settings.locale,
-        button::Tokens::new(secret.clone()),
+        button::Tokens::new(kit.secret.clone()),
         w.server.inbox.clone(),
     );
-    let digests = crate::channels::digest::Digests::new(
-        w.store.clone(),
-        CHANNEL,
-        settings.digest_after,
-        settings.conversations.clone(),
-    );
-    let digest_tokens = digest::DigestTokens::new(secret);
+    let digest_tokens = digest::DigestTokens::new(kit.secret.clone());
     let clicks = Arc::new(
         inbound::Clicks::new(
-            Pipeline::new(w.registry.clone(), Via::new(CHANNEL)),
+            kit.pipeline(w),
             api.clone(),
             settings.clone(),
             cards.clone(),
         )
-        .with_digests(digests.clone(), digest_tokens.clone()),
+        .with_digests(kit.digests.clone(), digest_tokens.clone()),
     );
-    w.metrics.register(
+    kit.count(
+        w,
         "imrelay_dingtalk_clicks",
         "DingTalk card clicks, by result (resolved, already_resolved, refused, invalid, ignored, ...)",
         clicks.results_metric(),
     );
-    w.registry
-        .add_hook(Arc::new(plan::planner(&settings.conversations)));
-    w.outbox.register(
-        CHANNEL,
-        Arc::new(deliver::Deliverer::new(
-            deliver::DingTalk {
-                api,
-                cards,
-                template: settings.card_template_id.clone(),
-                digest_tokens,
-            },
-            digests,
-            w.store.clone(),
-            w.health.clone(),
-        )),
-    );
+    let dingtalk = deliver::DingTalk {
+        api,
+        cards,
+        template: settings.card_template_id.clone(),
+        digest_tokens,
+    };
+    kit.deliver(w, dingtalk, deliver::pacer(), "dingtalk_api");
     stream(w, &settings, clicks)?;
-    tracing::info!(
-        conversations = settings.conversations.len(),
-        approvers = settings.approvers.len(),
-        "dingtalk: channel enabled"
-    );
+    kit.enabled("stream", None);
     Ok(())
 }
 
@@ -175,8 +162,8 @@ impl crate::channels::Channel for DingTalkSettings {
         self.conversations.clone()
     }
 
-    fn unlisted(&self, place: &str) -> String {
-        format!("{place:?} is not in dingtalk.chats")
+    fn chat(&self) -> Option<&'static Chat> {
+        Some(&CHAT)
     }
 
     fn direct(&self, id: &str) -> Option<String> {
@@ -197,18 +184,6 @@ impl crate::channels::Channel for DingTalkSettings {
 
     fn approvers(&self) -> Vec<String> {
         self.approvers.clone()
-    }
-
-    fn nobody_answers(&self) -> Option<String> {
-        if self.enabled && self.approvers.is_empty() {
-            Some(
-                "dingtalk is enabled but dingtalk.approvers is empty: cards are sent, but nobody \
-                 can answer them from DingTalk (a refused click logs the clicker's userId)"
-                    .to_string(),
-            )
-        } else {
-            None
-        }
     }
 
     fn install<'a>(

@@ -15,18 +15,16 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::CHANNEL;
+use super::Job;
 use super::api::{ApiError, Rest, Retry};
 use super::digest::{self, DigestButtons};
-use super::plan::Job;
 use super::render::Render;
-use crate::channels::digest::{Digests, Edited, Sheet};
+use crate::channels::digest::{Edited, Sheet};
 use crate::channels::digest_texts::Texts;
-use crate::channels::messages::{Failure, Messages, Pacer, Platform, Posted};
+use crate::channels::messages::{Failure, Pacer, Platform, Posted};
 use crate::channels::threads::{Opener, Threads, outcome_line};
-use crate::health::Health;
 use crate::interaction::Interaction;
-use crate::outbox::{Delivery, OutboxHandler};
-use crate::store::{ChannelMessage, ClaimedJob, OutboxJob, Store};
+use crate::store::{ChannelMessage, OutboxJob};
 use crate::sync::LockExt;
 
 /// Smallest gap between two requests to one channel.
@@ -242,34 +240,7 @@ impl Platform for Discord {
     }
 }
 
-/// Delivers the channel's jobs.
-pub(crate) struct Deliverer(pub Messages<Discord>);
-
-impl Deliverer {
-    /// The deliverer of Discord's jobs and `digests`, reporting to `health`.
-    pub(super) fn new(
-        discord: Discord,
-        digests: Digests,
-        store: Arc<dyn Store>,
-        health: Arc<Health>,
-    ) -> Self {
-        Deliverer(Messages {
-            platform: discord,
-            digests,
-            store,
-            pacer: Pacer::new(CHANNEL_GAP, THROTTLE_PAUSE),
-            health: Some((health, "discord_api")),
-        })
-    }
-}
-
-#[async_trait]
-impl OutboxHandler for Deliverer {
-    async fn deliver(&self, job: &ClaimedJob) -> Delivery {
-        self.0.deliver(&job.job).await
-    }
-
-    fn concurrency(&self) -> usize {
-        4
-    }
+/// The pacer for Discord's posting rate per channel.
+pub(crate) fn pacer() -> Pacer {
+    Pacer::new(CHANNEL_GAP, THROTTLE_PAUSE)
 }

@@ -137,7 +137,7 @@ impl Interactions {
             approver: self.settings.is_approver(&person.id),
             responder: person.responder(),
         };
-        let clicked = crate::channels::digest_buttons::click::<super::plan::Job>(
+        let clicked = crate::channels::digest_buttons::click::<super::Job>(
             &d.digests,
             &self.pipeline,
             &d.buttons,

@@ -7,7 +7,6 @@
 //!   approvers, locale.
 //! - [`api`] — the REST subset, with Discord's per-route buckets, `Retry-After` and the
 //!   global limit; every failure classified as retry-after-N, transient or permanent.
-//! - `plan` — the outbox jobs a created or resolved interaction needs.
 //! - `deliver` — posting and editing messages on the kit's delivery skeleton.
 //! - `digest` — how a digest is drawn, its buttons signed by the kit.
 //! - [`render`] — the messages (content within 2,000 characters, code blocks, buttons, select
@@ -29,7 +28,6 @@ mod doctor;
 pub mod endpoint;
 pub mod gateway;
 pub mod inbound;
-mod plan;
 pub mod render;
 mod replies;
 pub mod settings;
@@ -43,9 +41,8 @@ use serde_json::json;
 pub use settings::{DiscordSettings, Transport};
 
 use crate::channels::Wiring;
-use crate::channels::pipeline::Pipeline;
-use crate::channels::registry::Opening;
-use crate::interaction::Via;
+use crate::channels::kit::Kit;
+use crate::channels::registry::Chat;
 
 /// The channel's name (its `Via`, its outbox channel, its health component).
 pub const CHANNEL: &str = "discord";
@@ -53,88 +50,75 @@ pub const CHANNEL: &str = "discord";
 /// working).
 pub const SECRET_NAME: &str = "discord-components";
 
-/// How the install begins: the approvers' warning and the component secret.
-const OPENING: Opening = Opening {
-    channel: CHANNEL,
-    platform: "Discord",
+/// Discord in the kit's words.
+const CHAT: Chat = Chat {
     approver_ids: "Discord user ids",
     secret: SECRET_NAME,
     signs: "component",
+    posts: "messages are posted",
+    clicker: "user id",
+    no_places: Some((
+        "prompts",
+        "to post in a channel, add its id (Developer Mode on, right-click the channel → Copy \
+         Channel ID) to discord.chats",
+    )),
 };
+
+/// Discord's outbox jobs: the kit's, their place stored as `channel`.
+pub(crate) type Job = crate::channels::plan::TextJob<DiscordSettings>;
+
+impl crate::channels::plan::TextPlaces for DiscordSettings {
+    const CHANNEL: &'static str = CHANNEL;
+    const FIELD: &'static str = "channel";
+}
 
 /// Installs the channel when `[discord] enabled = true`.
 pub async fn install(w: &mut Wiring, settings: &DiscordSettings) -> anyhow::Result<()> {
-    if !settings.enabled {
+    let Some(kit) = Kit::open(w, settings, settings.digest_after, settings.locale).await? else {
         return Ok(());
-    }
+    };
     let settings = Arc::new(settings.clone());
-    let secret = OPENING
-        .open(&*w.store, &*settings, settings.approvers.len())
-        .await?;
     let rest = Arc::new(
         api::Rest::new(&settings.api_url(), settings.bot_token.clone())
             .context("cannot build the discord HTTP client")?,
     );
     let render = render::Render::new(
-        button::Buttons::new(secret.clone()),
+        button::Buttons::new(kit.secret.clone()),
         w.server.inbox.clone(),
         settings.locale,
     );
-    let digests = crate::channels::digest::Digests::new(
-        w.store.clone(),
-        CHANNEL,
-        settings.digest_after,
-        settings.chats.clone(),
-    );
-    let digest_buttons = digest::DigestButtons::new(secret.clone(), digest::DOMAIN);
+    let digest_buttons = digest::DigestButtons::new(kit.secret.clone(), digest::DOMAIN);
     let interactions = Arc::new(
         inbound::Interactions::new(
-            Pipeline::new(w.registry.clone(), Via::new(CHANNEL)),
+            kit.pipeline(w),
             render.clone(),
             settings.clone(),
             w.store.clone(),
         )
         .with_digests(inbound::DigestClicks {
-            digests: digests.clone(),
+            digests: kit.digests.clone(),
             buttons: digest_buttons.clone(),
-            texts: crate::channels::digest_texts::Texts(settings.locale),
+            texts: kit.texts,
         }),
     );
-    w.metrics.register(
+    kit.count(
+        w,
         "imrelay_discord_interactions",
         "Discord clicks, selects and modal submissions, by result (resolved, already_resolved, refused, invalid, modal, slow, ...)",
         interactions.results_metric(),
     );
-    w.registry
-        .add_hook(Arc::new(plan::planner(&settings.chats)));
-    w.outbox.register(
-        CHANNEL,
-        Arc::new(deliver::Deliverer::new(
-            deliver::Discord {
-                rest: rest.clone(),
-                render,
-                dms: Default::default(),
-                digest_buttons,
-                threads: crate::channels::threads::Threads::installed(
-                    w,
-                    CHANNEL,
-                    settings.thread_per,
-                ),
-                thread_replies: settings.thread_replies,
-            },
-            digests,
-            w.store.clone(),
-            w.health.clone(),
-        )),
-    );
+    let discord = deliver::Discord {
+        rest: rest.clone(),
+        render,
+        dms: Default::default(),
+        digest_buttons,
+        threads: crate::channels::threads::Threads::installed(w, CHANNEL, settings.thread_per),
+        thread_replies: settings.thread_replies,
+    };
+    kit.deliver(w, discord, deliver::pacer(), "discord_api");
     w.spawn_on_serve(commands::register(rest.clone(), w.shutdown.clone()));
     transport(w, &settings, rest, interactions)?;
-    tracing::info!(
-        transport = settings.transport.as_str(),
-        chats = settings.chats.len(),
-        approvers = settings.approvers.len(),
-        "discord: channel enabled"
-    );
+    kit.enabled(settings.transport.as_str(), None);
     Ok(())
 }
 
@@ -208,12 +192,12 @@ impl crate::channels::Channel for DiscordSettings {
         self.chats.clone()
     }
 
-    fn place(&self, written: &crate::channels::Written) -> Result<String, String> {
-        snowflake(written, "channel")
+    fn chat(&self) -> Option<&'static Chat> {
+        Some(&CHAT)
     }
 
-    fn unlisted(&self, place: &str) -> String {
-        format!("{place:?} is not in discord.chats")
+    fn place(&self, written: &crate::channels::Written) -> Result<String, String> {
+        snowflake(written, "channel")
     }
 
     fn person_id(&self, written: &crate::channels::Written) -> Result<String, String> {
@@ -242,27 +226,6 @@ impl crate::channels::Channel for DiscordSettings {
 
     fn problems(&self) -> Vec<String> {
         DiscordSettings::problems(self)
-    }
-
-    fn nobody_answers(&self) -> Option<String> {
-        (self.enabled && self.approvers.is_empty()).then(|| {
-            "discord is enabled but discord.approvers is empty: messages are posted, but nobody \
-             can answer them from Discord (a refused click logs the clicker's user id)"
-                .to_string()
-        })
-    }
-
-    fn warnings(&self) -> Vec<String> {
-        if self.enabled && self.chats.is_empty() {
-            vec![
-                "discord.chats is empty: prompts reach only people a route messages directly \
-                 (`direct`); to post in a channel, add its id (Developer Mode on, right-click \
-                 the channel → Copy Channel ID) to discord.chats"
-                    .to_string(),
-            ]
-        } else {
-            Vec::new()
-        }
     }
 
     fn install<'a>(

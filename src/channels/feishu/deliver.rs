@@ -17,14 +17,12 @@ use super::api::{ApiError, OpenApi, send_uuid};
 use super::plan::Job;
 use super::render::Cards;
 use super::settings::Receiver;
-use crate::channels::digest::{Digests, Edited, Sheet};
+use crate::channels::digest::{Edited, Sheet};
 use crate::channels::digest_texts::Texts;
-use crate::channels::messages::{Failure, Messages, Pacer, Platform, Posted};
+use crate::channels::messages::{Failure, Pacer, Platform, Posted};
 use crate::channels::threads::{Opener, Threads, outcome_line};
-use crate::health::Health;
 use crate::interaction::Interaction;
-use crate::outbox::{Delivery, OutboxHandler};
-use crate::store::{ChannelMessage, ClaimedJob, OutboxJob, Store};
+use crate::store::{ChannelMessage, OutboxJob};
 
 /// Smallest gap between two requests to one chat (5 per second).
 pub(crate) const CHAT_GAP: Duration = Duration::from_millis(200);
@@ -209,41 +207,10 @@ impl Platform for Feishu {
     }
 }
 
-/// Delivers the channel's jobs.
-pub(crate) struct Deliverer(pub Messages<Feishu>);
-
-impl Deliverer {
-    /// The deliverer of `feishu`'s jobs and `digests`, reporting to `health`.
-    pub(super) fn new(
-        feishu: Feishu,
-        digests: Digests,
-        store: Arc<dyn Store>,
-        health: Arc<Health>,
-    ) -> Self {
-        Deliverer(Messages {
-            platform: feishu,
-            digests,
-            store,
-            pacer: pacer(),
-            health: Some((health, "feishu_api")),
-        })
-    }
-}
-
-#[async_trait]
-impl OutboxHandler for Deliverer {
-    async fn deliver(&self, job: &ClaimedJob) -> Delivery {
-        self.0.deliver(&job.job).await
-    }
-
-    fn concurrency(&self) -> usize {
-        4
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::outbox::Delivery;
 
     #[test]
     fn throttling_is_retried_after_the_platforms_wait_and_a_refusal_is_for_good() {

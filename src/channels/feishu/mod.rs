@@ -39,7 +39,8 @@ use serde_json::json;
 pub use settings::{FeishuSettings, Mode};
 
 use crate::channels::Wiring;
-use crate::channels::registry::Opening;
+use crate::channels::kit::Kit;
+use crate::channels::registry::Chat;
 
 /// The channel's name in the outbox, the store and `/healthz`.
 pub const CHANNEL: &str = "feishu";
@@ -47,23 +48,25 @@ pub const CHANNEL: &str = "feishu";
 /// The store secret that signs card buttons (kept across restarts, so old cards keep working).
 pub const SECRET_NAME: &str = "feishu-callback";
 
-/// How the install begins: the approvers' warning and the button secret.
-const OPENING: Opening = Opening {
-    channel: CHANNEL,
-    platform: "Feishu",
+/// Feishu in the kit's words.
+const CHAT: Chat = Chat {
     approver_ids: "open_ids (ou_...) or user_ids",
     secret: SECRET_NAME,
     signs: "button",
+    posts: "cards are posted",
+    clicker: "id",
+    no_places: Some((
+        "cards",
+        "to post in a group, add it to feishu.chats (\"chat_id:oc_...\")",
+    )),
 };
 
 /// Installs the channel when `[feishu] enabled = true`.
 pub async fn install(w: &mut Wiring, settings: &FeishuSettings) -> anyhow::Result<()> {
-    let settings = Arc::new(settings.clone());
-    if !settings.enabled {
+    let Some(kit) = Kit::open(w, settings, settings.digest_after, settings.locale).await? else {
         return Ok(());
-    }
-    let approvers = settings.approvers.len();
-    let secret = OPENING.open(&*w.store, &*settings, approvers).await?;
+    };
+    let settings = Arc::new(settings.clone());
     let api = Arc::new(
         api::OpenApi::new(
             &settings.api_base(),
@@ -73,66 +76,43 @@ pub async fn install(w: &mut Wiring, settings: &FeishuSettings) -> anyhow::Resul
         .context("cannot build the feishu HTTP client")?,
     );
     let cards =
-        render::Cards::new(settings.locale, secret.clone()).with_inbox(w.server.inbox.clone());
-    let places: Vec<String> = settings
-        .receivers
-        .iter()
-        .map(settings::Receiver::address)
-        .collect();
-    let digests = crate::channels::digest::Digests::new(
-        w.store.clone(),
-        CHANNEL,
-        settings.digest_after,
-        places,
-    );
+        render::Cards::new(settings.locale, kit.secret.clone()).with_inbox(w.server.inbox.clone());
     let callbacks = Arc::new(
         inbound::Callbacks::new(
             w.registry.clone(),
             w.store.clone(),
             settings.clone(),
             cards.clone(),
-            secret,
-            digests.clone(),
+            kit.secret.clone(),
+            kit.digests.clone(),
         )
         .with_api(api.clone()),
     );
-    w.metrics.register(
+    kit.count(
+        w,
         "imrelay_feishu_callbacks",
         "Feishu card clicks, by result (resolved, already_resolved, refused, invalid, duplicate, ...)",
         callbacks.results_metric(),
     );
-    w.registry
-        .add_hook(Arc::new(plan::planner(&settings.receivers)));
     let feishu = deliver::Feishu {
         api: api.clone(),
         cards,
         threads: crate::channels::threads::Threads::installed(w, CHANNEL, settings.thread_per),
         thread_replies: settings.thread_replies,
     };
-    w.outbox.register(
-        CHANNEL,
-        Arc::new(deliver::Deliverer::new(
-            feishu,
-            digests,
-            w.store.clone(),
-            w.health.clone(),
-        )),
-    );
-    match settings.mode {
-        Mode::Webhook => webhook_mode(w, &settings, callbacks),
-        Mode::Websocket => long_connection(w, &settings, api, callbacks)?,
-    }
-    tracing::info!(
-        mode = settings.mode.as_str(),
-        domain = ?settings.domain,
-        receivers = settings.receivers.len(),
-        approvers = settings.approvers.len(),
-        callback = %match settings.mode {
-            Mode::Webhook => format!("{}{}", w.server.public_url, settings.callback_path),
-            Mode::Websocket => "long connection".to_string(),
-        },
-        "feishu: channel enabled"
-    );
+    kit.deliver(w, feishu, deliver::pacer(), "feishu_api");
+    let callback = match settings.mode {
+        Mode::Webhook => {
+            webhook_mode(w, &settings, callbacks);
+            format!("{}{}", w.server.public_url, settings.callback_path)
+        }
+        Mode::Websocket => {
+            long_connection(w, &settings, api, callbacks)?;
+            "long connection".to_string()
+        }
+    };
+    let detail = format!("domain {:?}, callback {callback}", settings.domain);
+    kit.enabled(settings.mode.as_str(), Some(&detail));
     Ok(())
 }
 
@@ -223,6 +203,10 @@ impl crate::channels::Channel for FeishuSettings {
             .collect()
     }
 
+    fn chat(&self) -> Option<&'static Chat> {
+        Some(&CHAT)
+    }
+
     fn unlisted(&self, place: &str) -> String {
         format!("{place:?} is not in feishu.chats (written `type:id`, e.g. \"chat_id:oc_...\")")
     }
@@ -250,30 +234,6 @@ impl crate::channels::Channel for FeishuSettings {
 
     fn approvers(&self) -> Vec<String> {
         self.approvers.clone()
-    }
-
-    fn nobody_answers(&self) -> Option<String> {
-        if self.enabled && self.approvers.is_empty() {
-            Some(
-                "feishu is enabled but feishu.approvers is empty: cards are posted, but nobody \
-                 can answer them from Feishu (a refused click logs the clicker's id)"
-                    .to_string(),
-            )
-        } else {
-            None
-        }
-    }
-
-    fn warnings(&self) -> Vec<String> {
-        if self.enabled && self.receivers.is_empty() {
-            vec![
-                "feishu.chats is empty: cards reach only people a route messages directly \
-                 (`direct`); to post in a group, add it to feishu.chats (\"chat_id:oc_...\")"
-                    .to_string(),
-            ]
-        } else {
-            Vec::new()
-        }
     }
 
     fn install<'a>(

@@ -75,14 +75,6 @@ impl ChatJob for Job {
     }
 }
 
-/// Plans the channel's outbox jobs inside each state change's transaction.
-pub(crate) type Planner = crate::channels::plan::Planner<Job>;
-
-/// The planner of the channel, posting to `receivers` what names no route.
-pub(crate) fn planner(receivers: &[Receiver]) -> Planner {
-    Planner::new(CHANNEL, receivers.iter().map(Receiver::address).collect())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,10 +98,11 @@ mod tests {
 
     #[test]
     fn a_reused_id_gets_fresh_job_keys() {
-        let planner = planner(&[Receiver {
+        let to = Receiver {
             kind: ReceiverType::ChatId,
             id: "oc_1".into(),
-        }]);
+        };
+        let planner = crate::channels::plan::Planner::<Job>::new(CHANNEL, vec![to.address()]);
         let jobs = |i: &Interaction| {
             let mut jobs = Vec::new();
             planner.plan_created(i, &mut jobs);

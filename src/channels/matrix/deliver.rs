@@ -16,18 +16,16 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::CHANNEL;
+use super::Job;
 use super::api::{ApiError, Retry};
-use super::plan::Job;
 use super::render::{Render, Text};
 use super::session::Session;
-use crate::channels::digest::{Digests, Edited, Sheet};
+use crate::channels::digest::{Edited, Sheet};
 use crate::channels::digest_texts::Texts;
-use crate::channels::messages::{Failure, Messages, Pacer, Platform, Posted};
+use crate::channels::messages::{Failure, Pacer, Platform, Posted};
 use crate::channels::threads::{Opener, ThreadPer, Threads, outcome_line};
-use crate::health::Health;
 use crate::interaction::Interaction;
-use crate::outbox::{Delivery, OutboxHandler};
-use crate::store::{BOUND_VALUE_PREFIX, ChannelMessage, ClaimedJob, OutboxJob, Store, StoreError};
+use crate::store::{BOUND_VALUE_PREFIX, ChannelMessage, OutboxJob, Store, StoreError};
 use crate::sync::LockExt;
 
 /// Smallest gap between two requests to one room (homeservers limit a sender's messages;
@@ -410,38 +408,6 @@ impl Platform for Matrix {
 /// The pacer for the homeserver's sending rate per room.
 pub(crate) fn pacer() -> Pacer {
     Pacer::new(ROOM_GAP, THROTTLE_PAUSE)
-}
-
-/// Delivers the channel's jobs.
-pub(crate) struct Deliverer(pub Messages<Matrix>);
-
-impl Deliverer {
-    /// The deliverer of Matrix's jobs with its `digests`, reporting to `health`.
-    pub(super) fn new(
-        matrix: Matrix,
-        digests: Digests,
-        store: Arc<dyn Store>,
-        health: Arc<Health>,
-    ) -> Self {
-        Deliverer(Messages {
-            platform: matrix,
-            digests,
-            store,
-            pacer: pacer(),
-            health: Some((health, "matrix_api")),
-        })
-    }
-}
-
-#[async_trait]
-impl OutboxHandler for Deliverer {
-    async fn deliver(&self, job: &ClaimedJob) -> Delivery {
-        self.0.deliver(&job.job).await
-    }
-
-    fn concurrency(&self) -> usize {
-        4
-    }
 }
 
 #[cfg(test)]

@@ -25,7 +25,6 @@ mod deliver;
 mod digest;
 mod doctor;
 mod inbound;
-mod plan;
 mod render;
 mod session;
 pub mod settings;
@@ -40,6 +39,14 @@ use crate::interaction::Via;
 
 /// The channel's name (its `Via`, its outbox channel, its health component, its people's key).
 pub const CHANNEL: &str = "matrix";
+
+/// Matrix's outbox jobs: the kit's, their place stored as `room`.
+pub(crate) type Job = crate::channels::plan::TextJob<MatrixSettings>;
+
+impl crate::channels::plan::TextPlaces for MatrixSettings {
+    const CHANNEL: &'static str = CHANNEL;
+    const FIELD: &'static str = "room";
+}
 
 /// Installs the channel when `[matrix] enabled = true`.
 pub async fn install(w: &mut Wiring, settings: &MatrixSettings) -> anyhow::Result<()> {
@@ -62,26 +69,19 @@ pub async fn install(w: &mut Wiring, settings: &MatrixSettings) -> anyhow::Resul
         locale: settings.locale,
         inbox: w.server.inbox.clone(),
     };
-    w.registry
-        .add_hook(Arc::new(plan::planner(&settings.chats)));
+    let matrix = deliver::Matrix::new(session.clone(), render.clone(), w.store.clone())
+        .with_threads(
+            crate::channels::threads::Threads::installed(w, CHANNEL, settings.thread_per),
+            settings.thread_replies,
+        );
     let digests = crate::channels::digest::Digests::new(
         w.store.clone(),
         CHANNEL,
         settings.digest_after,
         settings.chats.clone(),
     );
-    w.outbox.register(
-        CHANNEL,
-        Arc::new(deliver::Deliverer::new(
-            deliver::Matrix::new(session.clone(), render.clone(), w.store.clone()).with_threads(
-                crate::channels::threads::Threads::installed(w, CHANNEL, settings.thread_per),
-                settings.thread_replies,
-            ),
-            digests.clone(),
-            w.store.clone(),
-            w.health.clone(),
-        )),
-    );
+    let skeleton = (matrix, deliver::pacer(), "matrix_api");
+    crate::channels::kit::deliver(w, CHANNEL, settings.chats.clone(), digests.clone(), skeleton);
     let inbound = inbound::Inbound {
         matrix: deliver::Matrix::new(session.clone(), render.clone(), w.store.clone()),
         digests,

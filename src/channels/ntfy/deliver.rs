@@ -15,8 +15,8 @@ use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 
 use super::CHANNEL;
+use super::Job;
 use super::TOKENS;
-use super::plan::Job;
 use super::render::{self, HttpAction, PromptParts, Publish, Urls};
 use super::settings::NtfySettings;
 use crate::channels::actions::Action;

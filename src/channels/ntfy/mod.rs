@@ -5,7 +5,6 @@
 //! `digest_after` pending, or in a burst, a session's requests are one digest notification.
 //!
 //! - [`settings`] — `[ntfy]`: the server, credentials, topics, the person, priority, privacy.
-//! - `plan` — the outbox jobs a created, escalated or resolved interaction needs.
 //! - `deliver` — publishing prompts and outcomes on the shared delivery skeleton.
 //! - `render` — the JSON ntfy publishes.
 //! - `inbound` — the buttons' endpoint: the kit's single-use action tokens
@@ -16,7 +15,6 @@
 mod deliver;
 mod doctor;
 mod inbound;
-mod plan;
 mod render;
 pub mod settings;
 
@@ -32,6 +30,14 @@ use crate::interaction::Via;
 
 /// The channel's name (its `Via`, its outbox channel, its people's key).
 pub const CHANNEL: &str = "ntfy";
+
+/// ntfy's outbox jobs: the kit's, their place stored as `topic`.
+pub(crate) type Job = crate::channels::plan::TextJob<NtfySettings>;
+
+impl crate::channels::plan::TextPlaces for NtfySettings {
+    const CHANNEL: &'static str = CHANNEL;
+    const FIELD: &'static str = "topic";
+}
 
 /// The channel's action tokens.
 const TOKENS: Tokens = Tokens { channel: CHANNEL };
@@ -87,8 +93,8 @@ pub async fn install(w: &mut Wiring, settings: &NtfySettings) -> anyhow::Result<
         .user_agent(format!("imrelay/{}", env!("CARGO_PKG_VERSION")))
         .build()?;
     let links = DigestLinks::new(w.store.secret(LINKS_SECRET).await?, LINKS_DOMAIN, CHANNEL);
-    w.registry
-        .add_hook(Arc::new(plan::planner(&settings.topics)));
+    let planner = crate::channels::plan::Planner::<Job>::new(CHANNEL, settings.topics.clone());
+    w.registry.add_hook(Arc::new(planner));
     let ntfy = deliver::Ntfy {
         settings: settings.clone(),
         client,

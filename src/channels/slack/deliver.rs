@@ -13,18 +13,16 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::CHANNEL;
+use super::Job;
 use super::api::{ApiError, NewMessage, Retry, WebApi};
 use super::digest::{self, DigestButtons};
-use super::plan::Job;
 use super::render::{Blocks, escape};
-use crate::channels::digest::{Digests, Edited, Sheet};
+use crate::channels::digest::{Edited, Sheet};
 use crate::channels::digest_texts::Texts;
-use crate::channels::messages::{Failure, Messages, Pacer, Platform, Posted};
+use crate::channels::messages::{Failure, Pacer, Platform, Posted};
 use crate::channels::threads::{Opener, Threads};
-use crate::health::Health;
 use crate::interaction::Interaction;
-use crate::outbox::{Delivery, OutboxHandler};
-use crate::store::{ChannelMessage, ClaimedJob, OutboxJob, Store};
+use crate::store::{ChannelMessage, OutboxJob};
 
 /// Smallest gap between two requests to one conversation.
 pub(crate) const CHANNEL_GAP: Duration = Duration::from_secs(1);
@@ -253,36 +251,4 @@ impl Slack {
 /// The pacer for Slack's posting rate per conversation.
 pub(crate) fn pacer() -> Pacer {
     Pacer::new(CHANNEL_GAP, THROTTLE_PAUSE)
-}
-
-/// Delivers the channel's jobs.
-pub(crate) struct Deliverer(pub Messages<Slack>);
-
-impl Deliverer {
-    /// The deliverer of Slack's jobs and `digests`, reporting to `health`.
-    pub(super) fn new(
-        slack: Slack,
-        digests: Digests,
-        store: Arc<dyn Store>,
-        health: Arc<Health>,
-    ) -> Self {
-        Deliverer(Messages {
-            platform: slack,
-            digests,
-            store,
-            pacer: pacer(),
-            health: Some((health, "slack_api")),
-        })
-    }
-}
-
-#[async_trait]
-impl OutboxHandler for Deliverer {
-    async fn deliver(&self, job: &ClaimedJob) -> Delivery {
-        self.0.deliver(&job.job).await
-    }
-
-    fn concurrency(&self) -> usize {
-        4
-    }
 }

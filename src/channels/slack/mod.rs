@@ -7,7 +7,6 @@
 //! - [`api`] — the Web API subset (`auth.test`, `chat.postMessage`, `chat.update`,
 //!   `chat.postEphemeral`, `views.open`, `apps.connections.open`) with every failure
 //!   classified as retry-after-N, transient or permanent.
-//! - `plan` — the outbox jobs a created or resolved interaction needs.
 //! - `deliver` — posting and updating messages on the shared delivery skeleton.
 //! - [`render`] — Block Kit messages and modals, and the signed values on their buttons.
 //! - [`inbound`] — the click and modal handler, shared by both transports.
@@ -24,7 +23,6 @@ mod digest;
 mod doctor;
 pub mod events;
 pub mod inbound;
-mod plan;
 pub mod render;
 pub mod settings;
 pub mod socket;
@@ -39,10 +37,9 @@ use serde_json::json;
 pub use settings::{Mode, SlackSettings};
 
 use crate::channels::Wiring;
-use crate::channels::pipeline::Pipeline;
-use crate::channels::registry::Opening;
+use crate::channels::kit::Kit;
+use crate::channels::registry::Chat;
 use crate::channels::threads::Threads;
-use crate::interaction::Via;
 
 /// The channel's name (its `Via`, its outbox channel, its health component).
 pub const CHANNEL: &str = "slack";
@@ -50,23 +47,33 @@ pub const CHANNEL: &str = "slack";
 /// working).
 pub const SECRET_NAME: &str = "slack-buttons";
 
-/// How the install begins: the approvers' warning and the button secret.
-const OPENING: Opening = Opening {
-    channel: CHANNEL,
-    platform: "Slack",
+/// Slack in the kit's words.
+const CHAT: Chat = Chat {
     approver_ids: "Slack user ids (U...)",
     secret: SECRET_NAME,
     signs: "button",
+    posts: "messages are posted",
+    clicker: "user id",
+    no_places: Some((
+        "prompts",
+        "to post in a conversation, add its id (\"C...\", in its details) to slack.chats",
+    )),
 };
+
+/// Slack's outbox jobs: the kit's, their place stored as `channel`.
+pub(crate) type Job = crate::channels::plan::TextJob<SlackSettings>;
+
+impl crate::channels::plan::TextPlaces for SlackSettings {
+    const CHANNEL: &'static str = CHANNEL;
+    const FIELD: &'static str = "channel";
+}
 
 /// Installs the channel when `[slack] enabled = true`.
 pub async fn install(w: &mut Wiring, settings: &SlackSettings) -> anyhow::Result<()> {
-    if !settings.enabled {
+    let Some(kit) = Kit::open(w, settings, settings.digest_after, settings.locale).await? else {
         return Ok(());
-    }
+    };
     let settings = Arc::new(settings.clone());
-    let approvers = settings.approvers.len();
-    let secret = OPENING.open(&*w.store, &*settings, approvers).await?;
     let api = Arc::new(
         api::WebApi::new(
             &settings.api_base(),
@@ -76,62 +83,42 @@ pub async fn install(w: &mut Wiring, settings: &SlackSettings) -> anyhow::Result
         .context("cannot build the slack HTTP client")?,
     );
     let blocks = render::Blocks::new(
-        render::Buttons::new(secret.clone()),
+        render::Buttons::new(kit.secret.clone()),
         w.server.inbox.clone(),
         settings.locale,
     );
-    let digests = crate::channels::digest::Digests::new(
-        w.store.clone(),
-        CHANNEL,
-        settings.digest_after,
-        settings.channels.clone(),
-    );
-    let digest_buttons = digest::DigestButtons::new(secret, digest::DOMAIN);
-    let texts = crate::channels::digest_texts::Texts(settings.locale);
+    let digest_buttons = digest::DigestButtons::new(kit.secret.clone(), digest::DOMAIN);
     let interactions = Arc::new(
         inbound::Interactions::new(
-            Pipeline::new(w.registry.clone(), Via::new(CHANNEL)),
+            kit.pipeline(w),
             w.store.clone(),
             api.clone(),
             settings.clone(),
             blocks.clone(),
         )
         .with_digests(inbound::DigestClicks {
-            digests: digests.clone(),
+            digests: kit.digests.clone(),
             buttons: digest_buttons.clone(),
-            texts,
+            texts: kit.texts,
         }),
     );
-    w.metrics.register(
+    kit.count(
+        w,
         "imrelay_slack_interactions",
         "Slack clicks and modal submissions, by result (resolved, already_resolved, refused, invalid, modal, ignored, ...)",
         interactions.results_metric(),
     );
-    w.registry
-        .add_hook(Arc::new(plan::planner(&settings.channels)));
-    w.outbox.register(
-        CHANNEL,
-        Arc::new(deliver::Deliverer::new(
-            deliver::Slack {
-                api: api.clone(),
-                blocks,
-                thread_replies: settings.thread_replies,
-                threads: Threads::installed(w, CHANNEL, settings.thread_per),
-                digest_buttons,
-                texts,
-            },
-            digests,
-            w.store.clone(),
-            w.health.clone(),
-        )),
-    );
+    let slack = deliver::Slack {
+        api: api.clone(),
+        blocks,
+        thread_replies: settings.thread_replies,
+        threads: Threads::installed(w, CHANNEL, settings.thread_per),
+        digest_buttons,
+        texts: kit.texts,
+    };
+    kit.deliver(w, slack, deliver::pacer(), "slack_api");
     transport(w, &settings, api, interactions)?;
-    tracing::info!(
-        mode = settings.mode.as_str(),
-        channels = settings.channels.len(),
-        approvers = settings.approvers.len(),
-        "slack: channel enabled"
-    );
+    kit.enabled(settings.mode.as_str(), None);
     Ok(())
 }
 
@@ -187,8 +174,8 @@ impl crate::channels::Channel for SlackSettings {
         self.channels.clone()
     }
 
-    fn unlisted(&self, place: &str) -> String {
-        format!("{place:?} is not in slack.chats")
+    fn chat(&self) -> Option<&'static Chat> {
+        Some(&CHAT)
     }
 
     fn person_id(&self, written: &crate::channels::Written) -> Result<String, String> {
@@ -223,31 +210,6 @@ impl crate::channels::Channel for SlackSettings {
 
     fn approvers(&self) -> Vec<String> {
         self.approvers.clone()
-    }
-
-    fn nobody_answers(&self) -> Option<String> {
-        if self.enabled && self.approvers.is_empty() {
-            Some(
-                "slack is enabled but slack.approvers is empty: messages are posted, but nobody \
-                 can answer them from Slack (a refused click logs the clicker's user id)"
-                    .to_string(),
-            )
-        } else {
-            None
-        }
-    }
-
-    fn warnings(&self) -> Vec<String> {
-        if self.enabled && self.channels.is_empty() {
-            vec![
-                "slack.chats is empty: prompts reach only people a route messages directly \
-                 (`direct`); to post in a conversation, add its id (\"C...\", in its details) \
-                 to slack.chats"
-                    .to_string(),
-            ]
-        } else {
-            Vec::new()
-        }
     }
 
     fn install<'a>(

@@ -15,18 +15,16 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::CHANNEL;
+use super::Job;
 use super::bot::{BotConnection, BotError};
 use super::button::Keys;
 use super::digest::{self, DigestKeys};
-use super::plan::Job;
 use super::render::Cards;
-use crate::channels::digest::{Digests, Edited, Sheet};
+use crate::channels::digest::{Edited, Sheet};
 use crate::channels::digest_texts::Texts;
-use crate::channels::messages::{Failure, Messages, Pacer, Platform, Posted};
-use crate::health::Health;
+use crate::channels::messages::{Failure, Pacer, Platform, Posted};
 use crate::interaction::Interaction;
-use crate::outbox::{Delivery, OutboxHandler};
-use crate::store::{ChannelMessage, ClaimedJob, OutboxJob, Store};
+use crate::store::{ChannelMessage, OutboxJob};
 
 /// Smallest gap between two messages to one chat.
 pub(crate) const CHAT_GAP: Duration = Duration::from_secs(2);
@@ -132,36 +130,9 @@ impl Platform for WeCom {
     }
 }
 
-/// Delivers the channel's jobs.
-pub(crate) struct Deliverer(pub Messages<WeCom>);
-
-impl Deliverer {
-    /// The deliverer of `wecom`'s jobs and `digests`, reporting to `health`.
-    pub(super) fn new(
-        wecom: WeCom,
-        digests: Digests,
-        store: Arc<dyn Store>,
-        health: Arc<Health>,
-    ) -> Self {
-        Deliverer(Messages {
-            platform: wecom,
-            digests,
-            store,
-            pacer: Pacer::new(CHAT_GAP, THROTTLE_PAUSE),
-            health: Some((health, "wecom_send")),
-        })
-    }
-}
-
-#[async_trait]
-impl OutboxHandler for Deliverer {
-    async fn deliver(&self, job: &ClaimedJob) -> Delivery {
-        self.0.deliver(&job.job).await
-    }
-
-    fn concurrency(&self) -> usize {
-        4
-    }
+/// The pacer for WeCom's sending rate per chat.
+pub(crate) fn pacer() -> Pacer {
+    Pacer::new(CHAT_GAP, THROTTLE_PAUSE)
 }
 
 #[cfg(test)]

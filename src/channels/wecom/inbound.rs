@@ -135,7 +135,7 @@ impl Inbound {
         };
         let texts = crate::channels::digest_texts::Texts(locale);
         let tapped = digests
-            .tap::<super::plan::Job>(&self.pipeline, texts, &press, &who)
+            .tap::<super::Job>(&self.pipeline, texts, &press, &who)
             .await;
         Some(match tapped {
             Ok(t) => {

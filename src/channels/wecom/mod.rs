@@ -8,7 +8,6 @@
 //!   callbacks, replies and card updates answered by WeCom, redeliveries handled once.
 //! - [`callback`] and [`crypto`] — the callback URL, the alternative: WeCom's signature and
 //!   AES-CBC message encryption, replies in the HTTP answer.
-//! - `plan` — the outbox jobs a created or resolved interaction needs.
 //! - `deliver` — sending cards and outcome notes on the shared delivery skeleton.
 //! - `render` — the template cards, in Chinese or English.
 //! - `button` — the signed button keys and `task_id`s.
@@ -26,7 +25,6 @@ mod deliver;
 mod digest;
 mod doctor;
 pub mod inbound;
-mod plan;
 mod render;
 pub mod settings;
 
@@ -38,62 +36,65 @@ use serde_json::json;
 pub use settings::{Transport, WeComSettings};
 
 use crate::channels::Wiring;
-use crate::channels::pipeline::Pipeline;
-use crate::channels::registry::Opening;
-use crate::interaction::Via;
+use crate::channels::kit::Kit;
+use crate::channels::registry::Chat;
 
 /// The channel's name (its `Via`, its outbox channel, its health component).
 pub const CHANNEL: &str = "wecom";
 /// The store secret that signs button keys (kept across restarts, so old cards keep working).
 pub const SECRET_NAME: &str = "wecom-buttons";
 
-/// How the install begins: the approvers' warning and the button secret.
-const OPENING: Opening = Opening {
-    channel: CHANNEL,
-    platform: "WeCom",
+/// WeCom in the kit's words.
+const CHAT: Chat = Chat {
     approver_ids: "WeCom userids",
     secret: SECRET_NAME,
     signs: "button",
+    posts: "cards are sent",
+    clicker: "userid",
+    no_places: Some((
+        "cards",
+        "for a group's chatid, @-mention the bot in it: imrelay logs `wecom: a message from a \
+         chat not in wecom.chats` with the chat's id",
+    )),
 };
+
+/// WeCom's outbox jobs: the kit's, their place stored as `chat`.
+pub(crate) type Job = crate::channels::plan::TextJob<WeComSettings>;
+
+impl crate::channels::plan::TextPlaces for WeComSettings {
+    const CHANNEL: &'static str = CHANNEL;
+    const FIELD: &'static str = "chat";
+}
 
 /// Installs the channel when `[wecom] enabled = true`.
 pub async fn install(w: &mut Wiring, settings: &WeComSettings) -> anyhow::Result<()> {
-    if !settings.enabled {
+    let Some(kit) = Kit::open(w, settings, settings.digest_after, settings.locale).await? else {
         return Ok(());
-    }
+    };
     let settings = Arc::new(settings.clone());
-    let approvers = settings.approvers.len();
-    let secret = OPENING.open(&*w.store, &*settings, approvers).await?;
     let cards = render::Cards::new(
         settings.locale,
-        button::Keys::new(secret.clone()),
+        button::Keys::new(kit.secret.clone()),
         w.server.inbox.clone(),
     );
-    let digests = crate::channels::digest::Digests::new(
-        w.store.clone(),
-        CHANNEL,
-        settings.digest_after,
-        settings.chats.clone(),
-    );
-    let digest_keys = digest::DigestKeys::new(secret);
+    let digest_keys = digest::DigestKeys::new(kit.secret.clone());
     let inbound = Arc::new(
         inbound::Inbound::new(
-            Pipeline::new(w.registry.clone(), Via::new(CHANNEL)),
+            kit.pipeline(w),
             w.store.clone(),
             settings.clone(),
             cards.clone(),
         )
-        .with_digests(digests.clone(), digest_keys.clone()),
+        .with_digests(kit.digests.clone(), digest_keys.clone()),
     );
-    w.metrics.register(
+    kit.count(
+        w,
         "imrelay_wecom_callbacks",
         "WeCom card clicks and typed answers, by result (resolved, already_resolved, refused, invalid, duplicate, ignored, ...)",
         inbound.results_metric(),
     );
     match settings.transport {
-        settings::Transport::Longconn => {
-            longconn(w, &settings, inbound, cards, (digests, digest_keys))?
-        }
+        settings::Transport::Longconn => longconn(w, &kit, &settings, inbound, cards, digest_keys)?,
         settings::Transport::Callback => {
             w.route(callback::router(Arc::new(callback::Endpoint::new(
                 inbound,
@@ -110,22 +111,18 @@ pub async fn install(w: &mut Wiring, settings: &WeComSettings) -> anyhow::Result
             );
         }
     }
-    tracing::info!(
-        transport = settings.transport.as_str(),
-        chats = settings.chats.len(),
-        approvers = settings.approvers.len(),
-        "wecom: channel enabled"
-    );
+    kit.enabled(settings.transport.as_str(), None);
     Ok(())
 }
 
-/// The long connection, the planner and the deliverer that sends over it.
+/// The long connection, and the kit's planner and delivery over it.
 fn longconn(
     w: &mut Wiring,
+    kit: &Kit,
     settings: &WeComSettings,
     inbound: Arc<inbound::Inbound>,
     cards: render::Cards,
-    (digests, digest_keys): (crate::channels::digest::Digests, digest::DigestKeys),
+    digest_keys: digest::DigestKeys,
 ) -> anyhow::Result<()> {
     let bot = Arc::new(
         bot::BotConnection::new(
@@ -141,21 +138,12 @@ fn longconn(
             settings.connect_timeout_secs,
         )),
     );
-    w.registry
-        .add_hook(Arc::new(plan::planner(&settings.chats)));
-    w.outbox.register(
-        CHANNEL,
-        Arc::new(deliver::Deliverer::new(
-            deliver::WeCom {
-                bot: bot.clone(),
-                cards,
-                digest_keys,
-            },
-            digests,
-            w.store.clone(),
-            w.health.clone(),
-        )),
-    );
+    let wecom = deliver::WeCom {
+        bot: bot.clone(),
+        cards,
+        digest_keys,
+    };
+    kit.deliver(w, wecom, deliver::pacer(), "wecom_send");
     w.spawn_on_serve(bot.run());
     Ok(())
 }
@@ -174,6 +162,10 @@ impl crate::channels::Channel for WeComSettings {
         self.chats.clone()
     }
 
+    fn chat(&self) -> Option<&'static Chat> {
+        Some(&CHAT)
+    }
+
     fn enabled(&self) -> bool {
         self.enabled
     }
@@ -190,24 +182,10 @@ impl crate::channels::Channel for WeComSettings {
         self.approvers.clone()
     }
 
-    fn nobody_answers(&self) -> Option<String> {
-        (self.enabled && self.approvers.is_empty()).then(|| {
-            "wecom is enabled but wecom.approvers is empty: cards are sent, but nobody can \
-             answer them from WeCom (a refused click logs the clicker's userid)"
-                .to_string()
-        })
-    }
-
     fn warnings(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        if self.enabled && self.chats.is_empty() {
-            out.push(
-                "wecom.chats is empty: cards reach only people a route messages directly \
-                 (`direct`); for a group's chatid, @-mention the bot in it: imrelay logs \
-                 `wecom: a message from a chat not in wecom.chats` with the chat's id"
-                    .to_string(),
-            );
-        }
+        let mut out: Vec<String> = crate::channels::registry::no_places(self)
+            .into_iter()
+            .collect();
         if self.enabled && self.transport == Transport::Callback {
             out.push(
                 "wecom.transport = \"callback\": WeCom lets a bot send a card only as the reply to \
