@@ -81,7 +81,13 @@ pub async fn install(w: &mut Wiring, settings: &MatrixSettings) -> anyhow::Resul
         settings.chats.clone(),
     );
     let skeleton = (matrix, deliver::pacer(), "matrix_api");
-    crate::channels::kit::deliver(w, CHANNEL, settings.chats.clone(), digests.clone(), skeleton);
+    crate::channels::kit::deliver(
+        w,
+        CHANNEL,
+        settings.chats.clone(),
+        digests.clone(),
+        skeleton,
+    );
     let inbound = inbound::Inbound {
         matrix: deliver::Matrix::new(session.clone(), render.clone(), w.store.clone()),
         digests,
