@@ -107,6 +107,19 @@ impl Words {
         )
     }
 
+    /// [`Words::also_remembers`] where `i`'s suggestions are applied along with a grant
+    /// (`interaction::applied_with_a_grant`), and nothing elsewhere.
+    pub(crate) fn also_remembers_for(self, i: &crate::interaction::Interaction) -> &'static str {
+        if i.suggestions
+            .as_deref()
+            .is_some_and(crate::interaction::applied_with_a_grant)
+        {
+            self.also_remembers()
+        } else {
+            ""
+        }
+    }
+
     /// A note under a tool call cut short: "Input truncated: 1,234 more characters not
     /// shown", the inbox's phrase after it.
     pub(crate) fn input_truncated(self, note: &str) -> String {

@@ -325,15 +325,7 @@ impl Render {
     fn approval_extras(&self, i: &Interaction, t: &mut Text) {
         let w = Words(self.locale);
         if let Some(rule) = crate::present::render::similar_rule(i) {
-            let native = if i
-                .suggestions
-                .as_deref()
-                .is_some_and(crate::interaction::applied_with_a_grant)
-            {
-                w.also_remembers()
-            } else {
-                ""
-            };
+            let native = w.also_remembers_for(i);
             let lead = w.react_similar(SIMILAR);
             let rule = clip(&rule, 200);
             t.line(

@@ -90,18 +90,7 @@ impl Cards {
 
     /// What "Allow similar" adds, in full, before anyone taps it.
     fn similar_note(&self, i: &Interaction, rule: &str) -> Value {
-        let native = if i
-            .suggestions
-            .as_deref()
-            .is_some_and(crate::interaction::applied_with_a_grant)
-        {
-            self.t(
-                "（智能体自身也会在本会话中记住它的建议）",
-                " (the agent also remembers its own suggestion for this session)",
-            )
-        } else {
-            ""
-        };
+        let native = crate::channels::words::Words(self.locale).also_remembers_for(i);
         grey_div(format!(
             "{}{}{native}",
             self.t(

@@ -41,15 +41,7 @@ impl Blocks {
                 1,
                 self.button(i, Action::AllowSimilar, w.allow_similar(), None),
             );
-            let native = if i
-                .suggestions
-                .as_deref()
-                .is_some_and(crate::interaction::applied_with_a_grant)
-            {
-                w.also_remembers()
-            } else {
-                ""
-            };
+            let native = w.also_remembers_for(i);
             out.push(context(&format!(
                 "{}{}{native}",
                 w.similar_note(),

@@ -95,15 +95,7 @@ pub(super) fn approval_prompt(i: &Interaction, mut tail: String, b: &Buttons) ->
             &format!("🔁 {}", w.allow_similar()),
             Action::AllowSimilar,
         )]);
-        let native = if i
-            .suggestions
-            .as_deref()
-            .is_some_and(crate::interaction::applied_with_a_grant)
-        {
-            w.also_remembers()
-        } else {
-            ""
-        };
+        let native = w.also_remembers_for(i);
         let note = w.similar_note_of(&format!("<i>{}</i>", w.similar_name()));
         tail = format!(
             "🔁 {note}<code>{}</code>{native}\n{tail}",
