@@ -12,9 +12,9 @@
 
 use serde_json::{Value, json};
 
+use super::Job;
 use super::deliver::{formatted, txn};
 use super::inbound::{Heard, Inbound, Said};
-use super::Job;
 use crate::channels::digest::{DigestAction, Sheet, Tapper};
 use crate::channels::digest_flow::{Press, Tapped};
 use crate::channels::digest_texts::Texts;
