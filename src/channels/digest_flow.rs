@@ -303,7 +303,7 @@ impl<P: Platform> Messages<P> {
                 }
             }
             // A digest is one of its session's messages: a reply to it reaches the session.
-            Ok(message) if self.platform.replies_steer() => {
+            Ok(message) if self.platform.digests_steer() => {
                 let store = self.store.as_ref();
                 let said = self.platform.digest_reply_ref(address, message);
                 let remembered =

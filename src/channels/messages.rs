@@ -177,9 +177,17 @@ pub(crate) trait Platform: Send + Sync {
         false
     }
 
+    /// Whether a reply to one of a session's digests reaches the session: each digest is
+    /// then remembered when posted. By default where replies to prompts do
+    /// ([`Platform::replies_steer`]); a platform that reads replies to its prompts itself
+    /// (Telegram) may still leave its digests' replies to the kit.
+    fn digests_steer(&self) -> bool {
+        self.replies_steer()
+    }
+
     /// The id a reply names for digest message `message` (what `post_digest` returned at
     /// `address`), and the chats it is in beyond its address (as a copy's state names them),
-    /// when [`Platform::replies_steer`]: a digest is one of its session's messages.
+    /// when [`Platform::digests_steer`]: a digest is one of its session's messages.
     fn digest_reply_ref(&self, _address: &str, message: &str) -> (String, Option<Value>) {
         (message.to_string(), None)
     }

@@ -119,6 +119,17 @@ impl Platform for Tg<'_> {
         CHANNEL
     }
 
+    /// A reply to a session's prompt is read by Telegram's own inbound code; a reply to its
+    /// digest by the kit's (`channels::steer`).
+    fn digests_steer(&self) -> bool {
+        true
+    }
+
+    /// A message id is unique in its chat only: a digest is named `<chat>:<message id>`.
+    fn digest_reply_ref(&self, address: &str, message: &str) -> (String, Option<Value>) {
+        (format!("{address}:{message}"), None)
+    }
+
     fn address(&self, chat: &i64) -> String {
         chat.to_string()
     }

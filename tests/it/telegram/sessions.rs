@@ -90,6 +90,83 @@ async fn a_reply_to_a_sessions_prompt_continues_it_or_reaches_it_as_a_message() 
     app.stop().await;
 }
 
+#[tokio::test]
+async fn a_reply_to_a_sessions_digest_reaches_the_session_and_answers_none_of_it() {
+    let (app, tg) = start_with(Mode::Webhook, |s| {
+        s.telegram.chats = vec![GROUP];
+        s.telegram.digest_after = 1;
+    })
+    .await;
+    crate::support::claude_session_start(&app, "s-tgd").await;
+    for k in 0..3 {
+        let body = json!({"id": format!("toolu_tgd{k}"), "tool_name": "Bash",
+            "input": {"command": format!("step-{k}")}, "session": "s-tgd",
+            "agent": "claude-code", "cwd": "/srv/shop"});
+        let (s, created) = app.post("/v1/interactions", &body).await;
+        assert_eq!(s, StatusCode::CREATED, "{created}");
+    }
+    // The first is posted on its own, the two past `digest_after` in the session's digest.
+    let digest = prompt(&tg, GROUP, "from session").await;
+    deliver(
+        &app,
+        &text(
+            tg.next_update_id(),
+            ALICE,
+            GROUP,
+            "stop after step-1",
+            Some(digest.message_id),
+        ),
+    )
+    .await;
+    let queued = eventually("the message queued", || async {
+        let m = crate::support::queued_messages(&app, "s-tgd").await;
+        (m.len() == 1).then_some(m)
+    })
+    .await;
+    assert_eq!(queued[0]["text"], "stop after step-1");
+    assert_eq!(queued[0]["via"], "telegram");
+    tg.wait_for("sendMessage", |c| {
+        c.iter().any(|c| {
+            c.params["text"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("✉️ Queued for the claude-code session")
+        })
+    })
+    .await;
+    // It answered none of the requests the digest lists.
+    for k in 0..3 {
+        let (_, i) = app.get(&format!("/v1/interactions/toolu_tgd{k}")).await;
+        assert_eq!(i["status"], "pending", "{i}");
+    }
+    // Someone who may not answer the route is refused, told so, and nothing is queued.
+    deliver(
+        &app,
+        &text(
+            tg.next_update_id(),
+            MALLORY,
+            GROUP,
+            "drop the table",
+            Some(digest.message_id),
+        ),
+    )
+    .await;
+    tg.wait_for("sendMessage", |c| {
+        c.iter().any(|c| {
+            c.params["text"]
+                .as_str()
+                .unwrap_or("")
+                .contains("may not message this session")
+        })
+    })
+    .await;
+    assert_eq!(
+        crate::support::queued_messages(&app, "s-tgd").await.len(),
+        1
+    );
+    app.stop().await;
+}
+
 /// Reports `event` of the ACP session `s-acp` as `imrelay acp` does; the prompt answered.
 async fn acp_turn(app: &TestApp, event: &str, said: Option<&str>) -> Value {
     let body = json!({"event": event, "session": "s-acp", "cwd": "/srv/shop",

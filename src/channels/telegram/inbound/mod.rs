@@ -137,6 +137,10 @@ impl Telegram {
                     self.on_reply(&m, from, parent.id.0, stored, text).await;
                     return;
                 }
+            } else if !text.starts_with('/')
+                && self.to_digest_session(&m, from, parent.id.0, text).await
+            {
+                return;
             }
         }
         if text.starts_with('/') {

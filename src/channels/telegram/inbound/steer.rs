@@ -7,6 +7,9 @@
 //!   approval with words other than `allow` / `deny [reason]`, is queued as a message to
 //!   the session, handed to the agent at its next step (docs/sessions.md).
 //!
+//! A reply to one of a session's digests is a message to the session too (it answers none of
+//! the requests it lists), read by the kit (`channels::steer`).
+//!
 //! Everything else keeps its meaning (the text fallback, a form's field). Who may: the
 //! session's route's approvers, as for answers; the registry checks and records refusals.
 
@@ -14,7 +17,7 @@ use serde_json::{Map, Value};
 use teloxide::types::{Message, User};
 
 use crate::channels::pipeline::Feedback;
-use crate::channels::steer::{queued, session_agent};
+use crate::channels::steer::{Heard, Reply, queued, session_agent};
 use crate::channels::telegram::render::escape;
 use crate::channels::telegram::{Telegram, responder};
 use crate::interaction::sessions::is_finished_question;
@@ -30,6 +33,40 @@ fn is_answer_word(text: &str) -> bool {
 }
 
 impl Telegram {
+    /// Takes `text`, a reply to message `parent` of `m`'s chat that shows no request, as said
+    /// to the session whose digest `parent` is; `false` when it is none, and the message
+    /// keeps its usual meaning.
+    pub(super) async fn to_digest_session(
+        &self,
+        m: &Message,
+        from: &User,
+        parent: i32,
+        text: &str,
+    ) -> bool {
+        let chat = m.chat.id.0;
+        let (id, to) = (format!("{chat}:{}", m.id.0), format!("{chat}:{parent}"));
+        let identity = from.id.0.to_string();
+        let reply = Reply {
+            id: &id,
+            chat: None,
+            to: &[to.as_str()],
+            text,
+            responder: responder(from),
+            identity: &identity,
+            approver: self.is_approver(from),
+        };
+        let store = self.store.as_ref();
+        let locale = self.settings.locale;
+        match crate::channels::steer::reply(&self.pipeline, store, reply, locale, true).await {
+            Heard::NotASession | Heard::Prompt => false,
+            Heard::Empty | Heard::Told(None) => true,
+            Heard::Told(Some(told)) => {
+                self.reply(m, escape(&told)).await;
+                true
+            }
+        }
+    }
+
     /// Takes `text`, a reply from an approver to the prompt of `i`, as said to `i`'s agent
     /// session when it is one (see the module's description); `false` when it is not, and
     /// the reply keeps its usual meaning.
