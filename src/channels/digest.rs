@@ -148,6 +148,8 @@ pub(crate) struct Sheet {
     pub first: String,
     /// The title ("5 requests from session s-1 in ~/shop", or "done" once closed).
     pub title: String,
+    /// How many members it holds (0 once closed).
+    pub count: usize,
     /// One line per listed member.
     pub lines: Vec<String>,
     /// The listed members' ids, line by line (a platform may link each to the inbox).
@@ -206,6 +208,7 @@ impl Sheet {
             set: Shown::of(None, members).set,
             first: members.first().map(|i| i.incarnation()).unwrap_or_default(),
             title: texts.title(members.len(), members.first().map(|i| i.as_ref())),
+            count: members.len(),
             listed: members
                 .iter()
                 .take(lines.len())
@@ -227,6 +230,7 @@ impl Sheet {
             set: String::new(),
             first: String::new(),
             title: texts.done(title),
+            count: 0,
             lines: Vec::new(),
             listed: Vec::new(),
             more: None,

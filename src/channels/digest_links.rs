@@ -135,10 +135,16 @@ impl DigestLinks {
 
 /// A digest notification's title and text: the kit's title, then the listed members, the
 /// count of the rest and the confirmation's question; in the privacy mode
-/// (`include_command` false) no member's text, only that they are read in imrelay.
+/// (`include_command` false) a title with no session or folder and no member's text, only
+/// that they are read in imrelay.
 pub(crate) fn text(sheet: &Sheet, include_command: bool, locale: Locale) -> (String, String) {
+    let title = if include_command {
+        sheet.title.clone()
+    } else {
+        crate::channels::digest_texts::Texts(locale).private_title(sheet.count)
+    };
     if sheet.is_closed() {
-        return (sheet.title.clone(), sheet.title.clone());
+        return (title.clone(), title);
     }
     let mut body: Vec<String> = if include_command {
         sheet.lines.iter().map(|l| format!("• {l}")).collect()
@@ -152,7 +158,7 @@ pub(crate) fn text(sheet: &Sheet, include_command: bool, locale: Locale) -> (Str
         body.push(String::new());
         body.push(q.clone());
     }
-    (sheet.title.clone(), body.join("\n"))
+    (title, body.join("\n"))
 }
 
 impl Endpoint {
@@ -235,6 +241,7 @@ mod tests {
         let mut s = Sheet::closed(Texts(Locale::EnUs), "phone-alice", "LMbAeCb6pWs", "t");
         s.set = "AbC-_12x9Qz".into();
         s.lines = vec!["Run: cargo test".into()];
+        s.count = 1;
         s.rows = vec![vec![Button {
             label: "Approve all".into(),
             action: DigestAction::AllowAll,
@@ -279,8 +286,17 @@ mod tests {
         let (title, body) = text(&s, true, Locale::EnUs);
         assert_eq!(title, s.title);
         assert!(body.contains("cargo test"), "{body}");
-        let (_, hidden) = text(&s, false, Locale::EnUs);
+        let (private, hidden) = text(&s, false, Locale::EnUs);
         assert!(!hidden.contains("cargo test"), "{hidden}");
         assert!(hidden.contains("Open imrelay"), "{hidden}");
+        assert_eq!(
+            private, "1 request waiting",
+            "no session or folder in the title"
+        );
+        let closed = Sheet::closed(Texts(Locale::EnUs), "p", "s", "2 requests from session s-1");
+        assert_eq!(
+            text(&closed, false, Locale::EnUs).0,
+            "Requests: all answered"
+        );
     }
 }

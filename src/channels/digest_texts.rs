@@ -36,6 +36,18 @@ impl Texts {
         self.0 == Locale::ZhCn
     }
 
+    /// A title that names neither session nor folder, for a notification in the privacy mode:
+    /// "5 requests waiting" ("Requests: all answered" once `n` is 0, the digest closed).
+    pub(crate) fn private_title(self, n: usize) -> String {
+        match (n, self.zh()) {
+            (0, true) => self.done("请求"),
+            (0, false) => self.done("Requests"),
+            (n, true) => format!("{n} 个待处理请求"),
+            (1, false) => "1 request waiting".to_string(),
+            (n, false) => format!("{n} requests waiting"),
+        }
+    }
+
     /// "5 requests from session s-1 in ~/shop" (session and folder of its first member).
     pub(crate) fn title(self, n: usize, first: Option<&Interaction>) -> String {
         let session = first
