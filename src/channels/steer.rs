@@ -144,11 +144,15 @@ async fn target(
                 .await?
                 .iter()
                 .any(fits);
-        let i = match pipeline.registry().get(&id).await {
-            Ok(i) if prompt || digest => i,
-            Ok(_) => None,
-            Err(RegistryError::Store(e)) => return Err(e),
-            Err(_) => None,
+        // A message that is neither (another chat's with the same id) costs no read.
+        let i = if prompt || digest {
+            match pipeline.registry().get(&id).await {
+                Ok(i) => i,
+                Err(RegistryError::Store(e)) => return Err(e),
+                Err(_) => None,
+            }
+        } else {
+            None
         };
         if let Some(i) = i
             && let (Some(agent), Some(session)) = (i.agent.clone(), i.session.clone())

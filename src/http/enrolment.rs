@@ -89,13 +89,10 @@ impl Tries {
     /// When `who` may type a code again, if they have typed [`MAX_WRONG`] never issued within
     /// [`WRONG_WINDOW`] of `now`.
     fn barred_until(&self, who: &str, now: Instant) -> Option<Instant> {
+        // A person's list holds their last MAX_WRONG at most, the oldest first.
         let map = self.refused.locked();
-        let recent = map.get(who)?;
-        let live: Vec<&Instant> = recent
-            .iter()
-            .filter(|t| now.duration_since(**t) < WRONG_WINDOW)
-            .collect();
-        (live.len() >= MAX_WRONG).then(|| *live[live.len() - MAX_WRONG] + WRONG_WINDOW)
+        let oldest = *map.get(who).filter(|ts| ts.len() >= MAX_WRONG)?.first()?;
+        (now.duration_since(oldest) < WRONG_WINDOW).then(|| oldest + WRONG_WINDOW)
     }
 
     /// Counts a code never issued, typed by `who` at `now`.
@@ -231,7 +228,7 @@ fn rfc3339(ms: i64) -> String {
 fn prune(all: &mut Vec<Code>, now: i64) {
     all.retain(|c| c.live(now) || now - c.ended() < KEPT_AFTER_MS);
     all.sort_by_key(|c| c.issued_at);
-    let mut by_person: std::collections::HashMap<String, usize> = Default::default();
+    let mut by_person: HashMap<String, usize> = Default::default();
     for c in all.iter().rev() {
         *by_person.entry(c.person.clone()).or_default() += 1;
     }

@@ -138,6 +138,8 @@ impl Telegram {
                     return;
                 }
             } else if !text.starts_with('/')
+                // Only a bot's message can be a digest: a reply to a person's costs no lookup.
+                && parent.from.as_ref().is_some_and(|u| u.is_bot)
                 && self.to_digest_session(&m, from, parent.id.0, text).await
             {
                 return;
