@@ -256,7 +256,7 @@ async fn with_the_defaults_it_creates_nothing_and_says_there_is_nothing_to_test(
     assert!(!ok, "{out}");
     assert!(
         out.contains(
-            "✗ --send-test: no test message sent, as nothing is configured to send to (no Telegram, Feishu or webhook)\n    → set one up"
+            "✗ --send-test: no test message sent, as nothing is configured to send to (none of Telegram, Feishu/Lark, Slack, WeCom, DingTalk, ntfy, Discord, Matrix, Web Push and webhooks is enabled)\n    → set one up"
         ),
         "{out}"
     );
