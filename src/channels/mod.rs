@@ -1,5 +1,5 @@
-//! Channels present interactions outside imrelay (Telegram, Feishu/Lark, Slack, WeCom, DingTalk, ntfy, Discord, Matrix, Web Push, webhooks) and hand
-//! answers back to the registry.
+//! Channels present interactions outside imrelay (chats, phones, webhooks: the list is
+//! `each_channel!` below) and hand answers back to the registry.
 //!
 //! Every channel is listed once, in `each_channel!` below (each settings section is a
 //! [`Channel`], see [`registry`]; the settings tree makes its fields, `Settings::channels` and
