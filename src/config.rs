@@ -107,19 +107,19 @@ macro_rules! settings {
         }
 
         /// How many channels there are.
-        const CHANNELS: usize = [$(stringify!($name)),*].len();
+        const CHANNEL_COUNT: usize = [$(stringify!($name)),*].len();
 
         impl Settings {
             /// The channel registry: every channel's settings section, in the order of
             /// `crate::channels::each_channel!`: the order they are checked, installed and
             /// tried by `imrelay doctor`.
-            pub fn channels(&self) -> [&dyn crate::channels::Channel; CHANNELS] {
+            pub fn channels(&self) -> [&dyn crate::channels::Channel; CHANNEL_COUNT] {
                 [$(&self.$name),*]
             }
 
             /// Each channel's section, in the registry's order: what the settings tree does
             /// with it besides reading it as a field.
-            fn channel_sections() -> [sections::Section; CHANNELS] {
+            fn channel_sections() -> [sections::Section; CHANNEL_COUNT] {
                 [$(
                     sections::Section {
                         name: stringify!($name),

@@ -65,11 +65,13 @@ use crate::store::Store;
 pub use registry::{Channel, Chat, Check, Doctor, Kept, Written, in_words, install};
 
 /// The list of channels: the one place a channel is named outside its folder (besides its
-/// `pub mod` line above, which rustfmt needs to find its files). Each line is its section's
+/// `pub mod` line above: rustfmt does not see a module declared inside a macro, and
+/// `cargo fmt --check` passes a misformatted file declared so). Each line is its section's
 /// name in the settings (`[telegram]`, `[[webhooks]]`), its module and its settings type, a
-/// [`Channel`]; a list section (`[[webhooks]]`) is read as empty when absent. The order is the
-/// registry's: channels are checked, installed, tried by `imrelay doctor`, printed by
-/// `check-config` and named to people in it.
+/// [`Channel`]. A section is read over `config/default.toml`, where each has its documented
+/// defaults; a list section (`[[webhooks]]`) has none there and is empty when absent. The
+/// order is the registry's: channels are checked, installed, tried by `imrelay doctor`,
+/// printed by `check-config` and named to people in it.
 ///
 /// `each_channel!(then)` calls the macro `then` with the list; the settings tree (`config`)
 /// makes from it the channels' fields of `Settings` (so `settings.telegram` is a plain field),
