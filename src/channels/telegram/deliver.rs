@@ -227,7 +227,7 @@ impl<T: std::ops::Deref<Target = Telegram> + Send + Sync> Platform for Tg<T> {
         job: &OutboxJob,
     ) -> Result<ChannelMessage, StoreError> {
         let _guard = match ids(&m) {
-            Some((chat, message)) => Some(self.0.locks.lock(chat, message).await),
+            Some((chat, message)) => Some(self.0.lock(chat, message).await),
             None => None,
         };
         // A tap may have recorded state on it already (it can arrive before this point).
@@ -251,7 +251,7 @@ impl<T: std::ops::Deref<Target = Telegram> + Send + Sync> Platform for Tg<T> {
 
     async fn hold<'b>(&'b self, m: &ChannelMessage) -> Hold<'b> {
         let (chat, message) = ids(m)?;
-        Some(Box::new(self.0.locks.lock(chat, message).await))
+        Some(Box::new(self.0.lock(chat, message).await))
     }
 
     fn is_final(&self, m: &ChannelMessage) -> bool {

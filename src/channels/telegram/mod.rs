@@ -37,8 +37,7 @@ mod transport;
 
 pub use self::button as callback;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -54,6 +53,7 @@ pub use settings::{Mode, TelegramSettings};
 use self::api::Client;
 use self::button::Codec;
 use super::Wiring;
+use crate::channels::digest::KeyedLocks;
 use crate::channels::kit::Kit;
 use crate::channels::messages::Pacer;
 use crate::channels::pipeline::{Feedback, Pipeline};
@@ -62,7 +62,6 @@ use crate::health::Health;
 use crate::interaction::after;
 use crate::interaction::{Interaction, InteractionId, Registry, Responder, Via};
 use crate::store::{ChannelMessage, Store, StoreError};
-use crate::sync::LockExt;
 
 /// The channel's name in the outbox, the store and `/healthz`.
 pub const CHANNEL: &str = "telegram";
@@ -106,46 +105,8 @@ struct ReasonLabels {
     reason: String,
 }
 
-/// Per-message locks, so a message's state is read, changed and re-rendered by one task at
-/// a time (two taps on one multi-select, a tap racing the final edit).
-#[derive(Default)]
-struct Locks {
-    // A std mutex: only the map is guarded, never across an await.
-    map: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-}
-
-/// Holds one message's lock; forgets the lock when nobody else waits for it.
-struct LockGuard<'a> {
-    locks: &'a Locks,
-    key: String,
-    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
-}
-
-impl Locks {
-    async fn lock(&self, chat: i64, message: i32) -> LockGuard<'_> {
-        let key = format!("{chat}:{message}");
-        let m = self.map.locked().entry(key.clone()).or_default().clone();
-        let guard = m.lock_owned().await;
-        LockGuard {
-            locks: self,
-            key,
-            guard: Some(guard),
-        }
-    }
-}
-
-impl Drop for LockGuard<'_> {
-    fn drop(&mut self) {
-        self.guard.take();
-        let mut map = self.locks.map.locked();
-        if map
-            .get(&self.key)
-            .is_some_and(|m| Arc::strong_count(m) == 1)
-        {
-            map.remove(&self.key);
-        }
-    }
-}
+/// A held message lock (see [`Telegram::lock`]).
+pub(crate) type LockGuard = tokio::sync::OwnedMutexGuard<()>;
 
 /// The running channel: everything its handlers share.
 pub(crate) struct Telegram {
@@ -159,7 +120,9 @@ pub(crate) struct Telegram {
     /// The inbox's base URL, for links to all of a cut tool call (`server.public_url`).
     inbox: Option<String>,
     health: Arc<Health>,
-    locks: Locks,
+    /// Per-message locks, so a message's state is read, changed and re-rendered by one task
+    /// at a time (two taps on one multi-select, a tap racing the final edit).
+    locks: KeyedLocks,
     /// The bot's username (from `getMe`), to tell `/cmd@thisbot` from `/cmd@otherbot`.
     username: OnceLock<String>,
     /// The secret token webhook calls must carry (webhook mode).
@@ -187,6 +150,11 @@ impl Telegram {
     /// What a person is told, in the messages every channel shares, in `telegram.locale`.
     fn say(&self, feedback: Feedback) -> String {
         feedback.text(self.settings.locale)
+    }
+
+    /// Holds message `message` of `chat` until the guard is dropped.
+    async fn lock(&self, chat: i64, message: i32) -> LockGuard {
+        self.locks.lock(&format!("{chat}:{message}")).await
     }
 
     fn is_approver(&self, user: &User) -> bool {
@@ -328,7 +296,7 @@ pub async fn install(w: &mut Wiring, settings: &TelegramSettings) -> anyhow::Res
         codec: Codec::new(kit.secret.clone()),
         inbox: w.server.inbox.clone(),
         health: w.health.clone(),
-        locks: Locks::default(),
+        locks: KeyedLocks::default(),
         username: OnceLock::new(),
         webhook_secret,
         reply_limit: inbound::ReplyLimit::new(),
