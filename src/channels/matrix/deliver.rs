@@ -150,8 +150,9 @@ impl Matrix {
     }
 
     /// The transaction of the edit of digest `message` at `address` to `text`: the same
-    /// edit (a retry), the same id. What the digest shows before it (its set, as the kit
-    /// keeps it) tells a list shown again after another from the first time it was shown.
+    /// edit (a retry), the same id. The set the kit keeps for the digest when the edit is
+    /// asked tells a list shown again after another from the first time it was shown (the
+    /// homeserver would take the second for a retry of the first, and drop it).
     async fn digest_edit_txn(
         &self,
         address: &str,
@@ -484,23 +485,6 @@ mod tests {
         assert_ne!(txn(&["ab", "c"]), txn(&["a", "bc"]));
     }
 
-    /// A digest sheet of `session` at the fake's room listing `set`.
-    fn sheet(session: &str, set: &str) -> Sheet {
-        Sheet {
-            address: fake::ROOM.into(),
-            session: session.into(),
-            set: set.into(),
-            first: String::new(),
-            title: String::new(),
-            count: 1,
-            lines: Vec::new(),
-            listed: Vec::new(),
-            more: None,
-            question: None,
-            rows: Vec::new(),
-        }
-    }
-
     #[tokio::test]
     async fn a_retried_digest_edit_reuses_its_transaction_and_a_list_shown_again_does_not() {
         let (_, matrix, inbound) = fake::channel().await;
@@ -518,7 +502,7 @@ mod tests {
                     .unwrap()
             }
         };
-        let (a, b) = (sheet("s", "A"), sheet("s", "B"));
+        let (a, b) = (fake::sheet("s", "A", ""), fake::sheet("s", "B", ""));
         let text = |s: &Sheet| matrix.render.digest(s);
         let edit = |s: &Sheet| {
             let (matrix, t) = (&matrix, text(s));

@@ -349,19 +349,7 @@ mod tests {
             .set_shown(ROOM, &session, Some(&shown))
             .await
             .unwrap();
-        let sheet = Sheet {
-            address: ROOM.into(),
-            session: session.clone(),
-            set: "set-1".into(),
-            first: first.incarnation(),
-            title: String::new(),
-            count: 1,
-            lines: Vec::new(),
-            listed: Vec::new(),
-            more: None,
-            question: None,
-            rows: Vec::new(),
-        };
+        let sheet = fake::sheet(&session, "set-1", &first.incarnation());
         matrix
             .mark(digest_key, "$digest:fake", &sheet)
             .await

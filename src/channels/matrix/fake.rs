@@ -15,7 +15,7 @@ use super::inbound::Inbound;
 use super::render::Render;
 use super::session::Session;
 use super::settings::MatrixSettings;
-use crate::channels::digest::Digests;
+use crate::channels::digest::{Digests, Sheet};
 use crate::channels::pipeline::Pipeline;
 use crate::interaction::{Registry, RegistryConfig, Via};
 use crate::store::{MemoryStore, Store};
@@ -102,4 +102,22 @@ pub(super) async fn channel() -> (Homeserver, Matrix, Inbound) {
         shutdown: tokio_util::sync::CancellationToken::new(),
     };
     (hs, matrix, inbound)
+}
+
+/// A digest sheet of `session` at [`ROOM`] listing `set`, its first member `first` (an
+/// incarnation).
+pub(super) fn sheet(session: &str, set: &str, first: &str) -> Sheet {
+    Sheet {
+        address: ROOM.into(),
+        session: session.into(),
+        set: set.into(),
+        first: first.into(),
+        title: String::new(),
+        count: 1,
+        lines: Vec::new(),
+        listed: Vec::new(),
+        more: None,
+        question: None,
+        rows: Vec::new(),
+    }
 }
