@@ -365,6 +365,9 @@ impl Platform for Matrix {
         let text = self.render.digest(sheet);
         let id = self.digest_edit_txn(address, message, sheet, &text).await?;
         self.replace_with(&room, message, &text, &id).await?;
+        // Marked again under the first member it lists now: a mark outlives its member's
+        // pruning, and a digest posted before marks were kept gets one.
+        self.mark(digest_key, message, sheet).await?;
         Ok(Edited::Done)
     }
 

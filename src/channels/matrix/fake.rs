@@ -48,7 +48,7 @@ impl Homeserver {
 }
 
 /// Notes the request and answers it: a room's encryption state is not found (unencrypted),
-/// an event is the one set, anything else `{}`.
+/// an event is the one set, a send is event `$sent:fake`, anything else `{}`.
 async fn answer(State(hs): State<Homeserver>, req: Request) -> Response {
     let path = req.uri().path().to_string();
     hs.requests
@@ -60,6 +60,9 @@ async fn answer(State(hs): State<Homeserver>, req: Request) -> Response {
     }
     if path.contains("/event/") {
         return axum::Json(hs.event.locked().clone()).into_response();
+    }
+    if path.contains("/send/") {
+        return axum::Json(json!({"event_id": "$sent:fake"})).into_response();
     }
     axum::Json(json!({})).into_response()
 }
