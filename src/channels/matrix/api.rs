@@ -134,12 +134,23 @@ pub(crate) fn http(connect_timeout: Duration) -> anyhow::Result<reqwest::Client>
         .build()?)
 }
 
-/// Logs in as `user` with `password` on the homeserver at `base` (as device [`DEVICE_ID`],
-/// so each start reuses one device); returns the access token and the user id.
+/// The device a deployment logs in as: [`DEVICE_ID`] and a tag of `secret` (a secret kept
+/// in its store), so every start and every replica of one deployment reuses one device —
+/// the homeserver takes their sends of one transaction id as one — while another deployment
+/// on the same account (staging beside production) has its own, and none of its messages
+/// is dropped as a repeat of the other's.
+pub(crate) fn device_id(secret: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    let h = Sha256::digest([b"imrelay matrix device\n".as_slice(), secret].concat());
+    format!("{DEVICE_ID}{}", &hex::encode_upper(h)[..8])
+}
+
+/// Logs in as `user` with `password` on the homeserver at `base` as device `device` (see
+/// [`device_id`]); returns the access token and the user id.
 pub(crate) async fn login(
     http: &reqwest::Client,
     base: &str,
-    user: &str,
+    (user, device): (&str, &str),
     password: &Secret,
     timeout: Duration,
 ) -> Result<(Secret, String), ApiError> {
@@ -150,7 +161,7 @@ pub(crate) async fn login(
         "type": "m.login.password",
         "identifier": {"type": "m.id.user", "user": user},
         "password": password.expose(),
-        "device_id": DEVICE_ID,
+        "device_id": device,
         "initial_device_display_name": "imrelay",
     });
     let req = http.post(url).timeout(timeout).json(&body);
@@ -432,6 +443,25 @@ const SYNC_FILTER: &str = r#"{"presence":{"not_types":["*"]},"account_data":{"no
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_deployment_logs_in_as_one_device_of_its_own() {
+        let prod = device_id(&[1; 32]);
+        assert_eq!(
+            prod,
+            device_id(&[1; 32]),
+            "every start and replica: one device"
+        );
+        assert_ne!(
+            prod,
+            device_id(&[2; 32]),
+            "another deployment: another device"
+        );
+        assert!(
+            prod.starts_with(DEVICE_ID) && prod.len() == DEVICE_ID.len() + 8,
+            "{prod}"
+        );
+    }
 
     #[test]
     fn ids_in_paths_are_percent_encoded() {

@@ -31,7 +31,8 @@ fn fix_for(e: &ApiError) -> &'static str {
 pub(super) async fn checks(s: &MatrixSettings, run: &Doctor) -> Vec<Check> {
     let mut checks = Vec::new();
     let rooms = || s.chats.iter().map(|r| format!("room {r}"));
-    let session = match Session::new(s) {
+    // The doctor writes nothing to the store: a login of its own is the plain device.
+    let session = match Session::new(s, super::api::DEVICE_ID.to_string()) {
         Ok(session) => session,
         Err(e) => {
             checks.push(Check::fail(

@@ -85,7 +85,7 @@ pub(super) async fn channel() -> (Homeserver, Matrix, Inbound) {
     };
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let registry = Registry::new(store.clone(), RegistryConfig::default());
-    let session = Arc::new(Session::new(&settings).unwrap());
+    let session = Arc::new(Session::new(&settings, super::api::DEVICE_ID.to_string()).unwrap());
     let render = Render {
         locale: settings.locale,
         inbox: None,

@@ -42,6 +42,9 @@ use crate::channels::threads::Threads;
 
 /// The channel's name (its `Via`, its outbox channel, its health component, its people's key).
 pub const CHANNEL: &str = "matrix";
+/// The store secret the bot's login device is named from ([`api::device_id`]): one per
+/// deployment, shared by its replicas.
+const DEVICE_SECRET: &str = "matrix-device";
 
 /// Matrix's outbox jobs: the kit's, their place stored as `room`.
 pub(crate) type Job = crate::channels::plan::TextJob<MatrixSettings>;
@@ -71,7 +74,8 @@ pub async fn install(w: &mut Wiring, settings: &MatrixSettings) -> anyhow::Resul
         return Ok(());
     };
     let settings = Arc::new(settings.clone());
-    let session = Arc::new(session::Session::new(&settings)?);
+    let device = api::device_id(&w.store.secret(DEVICE_SECRET).await?);
+    let session = Arc::new(session::Session::new(&settings, device)?);
     let render = render::Render {
         locale: settings.locale,
         inbox: w.server.inbox.clone(),

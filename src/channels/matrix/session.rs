@@ -18,6 +18,8 @@ pub(crate) struct Session {
     /// The configured token, or none to log in.
     token: Option<Secret>,
     user: String,
+    /// The device a login asks for.
+    device: String,
     password: Secret,
     /// Per-request timeout.
     pub timeout: Duration,
@@ -25,8 +27,9 @@ pub(crate) struct Session {
 }
 
 impl Session {
-    /// The session `settings` describe (nothing is sent yet).
-    pub(super) fn new(settings: &MatrixSettings) -> anyhow::Result<Self> {
+    /// The session `settings` describe, logging in (when it does) as device `device` (nothing
+    /// is sent yet).
+    pub(super) fn new(settings: &MatrixSettings, device: String) -> anyhow::Result<Self> {
         let http = api::http(Duration::from_secs(settings.connect_timeout_secs))?;
         let token = (!settings.access_token.is_empty()).then(|| settings.access_token.clone());
         let client = match &token {
@@ -38,6 +41,7 @@ impl Session {
             base: settings.base().to_string(),
             token,
             user: settings.user.trim().to_string(),
+            device,
             password: settings.password.clone(),
             timeout: Duration::from_secs(settings.timeout_secs),
             client: Mutex::new(client),
@@ -53,7 +57,7 @@ impl Session {
         let (token, user_id) = api::login(
             &self.http,
             &self.base,
-            &self.user,
+            (&self.user, &self.device),
             &self.password,
             self.timeout,
         )
