@@ -1,12 +1,14 @@
 //! The parity suite: docs/channels.md's table of what each channel offers, kept true.
 //!
 //! One suite for every channel in the registry: each row the suite drives is one check
-//! written once ([`Feature`]), and each channel one harness ([`Run`]) over the loopback
+//! written once ([`suite::Feature`], in `tests/parity/suite.rs`, shared with
+//! `tests/external/parity.rs`), and each channel one harness ([`Run`]) over the loopback
 //! fake its own tests use (Telegram's Bot API, Feishu's callback endpoint, Slack's Socket
 //! Mode, DingTalk's Stream, WeCom's long connection, ntfy's publish endpoint, a webhook
 //! receiver). Every ✅ cell of a driven row is run through its channel's fake and fails when
-//! the fake does not show it; a channel registered without a harness fails too, as does a
-//! row the suite neither drives nor names where it is checked.
+//! the fake does not show it; a channel registered with neither a harness here nor one in
+//! the external suite ([`suite::EXTERNAL`]: Matrix, against a real Synapse) fails too, as does
+//! a row the suite neither drives nor names where it is checked.
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -15,144 +17,10 @@ use imrelay::config::Settings;
 
 use crate::support::{TestApp, wait_until};
 
-/// The table: one row per feature, one column per registered channel (by its `platform`).
-fn table() -> (Vec<String>, Vec<(String, Vec<String>)>) {
-    let doc = include_str!("../../docs/channels.md");
-    let lines: Vec<&str> = doc
-        .split("## What each channel offers today")
-        .nth(1)
-        .expect("docs/channels.md has its table")
-        .lines()
-        .skip_while(|l| !l.starts_with('|'))
-        .take_while(|l| l.starts_with('|'))
-        .collect();
-    let cells = |l: &str| -> Vec<String> {
-        l.trim_matches('|')
-            .split('|')
-            .map(|c| c.trim().to_string())
-            .collect()
-    };
-    let header = cells(lines[0]);
-    let rows = lines[2..]
-        .iter()
-        .map(|l| {
-            let c = cells(l);
-            (c[0].clone(), c[1..].to_vec())
-        })
-        .collect();
-    (header[1..].to_vec(), rows)
-}
+#[path = "../parity/suite.rs"]
+mod suite;
 
-/// A row this suite drives through every channel that claims it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Feature {
-    /// An approver allows one request and denies another from the prompt.
-    ApproveDeny,
-    /// Someone not allowed to answer is told the kit's one refusal text, and nothing changes.
-    RefusalText,
-    /// "Allow similar" allows and grants the proposed rule for the session.
-    AllowSimilar,
-    /// "Edit & approve" allows with the command as the person changed it.
-    EditApprove,
-    /// `whoami` from a chat not configured answers with the chat's and the sender's ids.
-    Whoami,
-    /// A vote that does not decide an approval yet shows on the channel's copy.
-    VoteTally,
-    /// With `locale = "zh_cn"`, the prompt is in Chinese: its deadline or Deny says 拒绝, and
-    /// no English "Deny" or "Deadline" is left on it.
-    Locale,
-}
-
-impl Feature {
-    /// The feature a row of the table stands for, if the suite drives it.
-    fn of_row(row: &str) -> Option<Self> {
-        Some(match row {
-            "Approve, deny" => Feature::ApproveDeny,
-            "The same refusal text" => Feature::RefusalText,
-            "\"Allow similar\"" => Feature::AllowSimilar,
-            "Edit & approve" => Feature::EditApprove,
-            "`whoami` tells the chat's and the sender's ids" => Feature::Whoami,
-            "The vote tally on every copy" => Feature::VoteTally,
-            "`locale` (English and Chinese)" => Feature::Locale,
-            _ => return None,
-        })
-    }
-}
-
-/// Channels this suite has no harness for, with the tests that check their ✅ cells (each
-/// prints as such when the suite runs): Matrix is tested against a real homeserver (Synapse,
-/// a Python program started by `tests/external/matrix.rs`), which this suite's loopback
-/// fakes cannot stand in for.
-const OWN_SUITE: &[(&str, &str)] = &[("matrix", "tests/external/matrix.rs (a real Synapse)")];
-
-/// Rows the suite does not drive yet, and the tests that check them channel by channel.
-const CHECKED_ELSEWHERE: &[(&str, &str)] = &[
-    (
-        "The one settings vocabulary",
-        "tests/it/config_checks.rs (aliases and their warnings)",
-    ),
-    (
-        "Starts with an empty `chats` (learn ids first)",
-        "each channel's empty-list test (tests/it/<channel>/)",
-    ),
-    (
-        "Digests (`digest_after`)",
-        "each channel's digest tests (tests/it/<channel>/, Discord's in tests/it/discord/channel.rs, ntfy's in tests/it/ntfy_digest.rs, Web Push's in tests/it/push_digest.rs, and the kit's)",
-    ),
-    (
-        "A burst gathered into a digest",
-        "the kit's burst tests (digest_flow.rs) and each channel's digest tests (ntfy's burst in tests/it/ntfy_digest.rs)",
-    ),
-    (
-        "A `step_up` approval links to its inbox card",
-        "tests/it/{telegram,slack,discord,wecom,dingtalk}/passkey.rs, tests/it/ntfy.rs, feishu's, matrix's and push's unit tests",
-    ),
-    (
-        "The outcome in the message's thread",
-        "tests/it/{telegram,slack,discord,feishu}/threads.rs (thread_replies) and tests/external/matrix.rs",
-    ),
-    (
-        "One thread per agent session (`thread_per`)",
-        "tests/it/{telegram,slack,discord,feishu}/threads.rs and tests/external/matrix.rs (a real Synapse)",
-    ),
-    (
-        "A reply to a session's message steers it",
-        "tests/it/{telegram/sessions,slack/steer,discord/steer,feishu/steer,dingtalk/steer}.rs and tests/external/matrix.rs (a real Synapse)",
-    ),
-    (
-        "`connect_timeout_secs`",
-        "each long-connection channel's settings tests",
-    ),
-];
-
-/// The channels whose harness finds a button on a Chinese copy too (the others' by its
-/// English label): with `locale` they are pressed, and what the person is told is checked.
-const PRESSED_IN_CHINESE: &[&str] = &["telegram", "ntfy", "push"];
-
-/// Who presses a button.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Who {
-    /// A configured approver.
-    Approver,
-    /// Someone the channel does not let answer.
-    Stranger,
-}
-
-/// A button of a prompt, by what it does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Button {
-    Allow,
-    Deny,
-    Similar,
-}
-
-/// A channel's copy of a prompt, as its fake holds it.
-struct Copy {
-    /// What a person reads on it.
-    text: String,
-    /// Everything the harness needs to press its buttons.
-    raw: Value,
-}
+use suite::{Button, Copy, Harness, Who};
 
 /// One channel running against its fake.
 enum Run {
@@ -172,9 +40,7 @@ fn marker(command: &str) -> &str {
     command
 }
 
-impl Run {
-    /// The server with the channel named `name` on, pointed at a new fake, and `more`
-    /// settings.
+impl Harness for Run {
     async fn start(name: &str, more: fn(&mut Settings)) -> (Run, TestApp) {
         match name {
             "telegram" => {
@@ -260,12 +126,12 @@ impl Run {
             }
             other => panic!(
                 "channel {other:?} is registered but the parity suite has no harness for it: \
-                 add one to tests/it/parity.rs (Run::start)"
+                 add one to tests/it/parity.rs (Run::start) or to tests/external/parity.rs \
+                 (and name it in suite::EXTERNAL)"
             ),
         }
     }
 
-    /// The first copy of the prompt of interaction `id`, whose text shows `command`.
     async fn copy(&self, id: &str, command: &str) -> Copy {
         match self {
             Run::Telegram(tg) => {
@@ -366,8 +232,6 @@ impl Run {
         }
     }
 
-    /// Presses `button` on `copy` as `who`; returns what the person is told ("" when the
-    /// message itself shows it).
     async fn press(&self, app: &TestApp, copy: &Copy, button: Button, who: Who) -> String {
         match self {
             Run::Telegram(tg) => {
@@ -579,8 +443,6 @@ impl Run {
         }
     }
 
-    /// Waits until the channel's copy of interaction `id` (first seen as `copy`) shows
-    /// `phrase`.
     async fn shows(&self, id: &str, copy: &Copy, phrase: &str) {
         let what = format!("the copy of {id} showing {phrase:?}");
         match self {
@@ -674,8 +536,6 @@ impl Run {
         }
     }
 
-    /// `whoami` sent from a chat no setting names: the answer, the chat's id and the
-    /// sender's id it must tell.
     async fn whoami(&self, app: &TestApp) -> (String, String, String) {
         match self {
             Run::Telegram(tg) => {
@@ -817,7 +677,6 @@ impl Run {
         }
     }
 
-    /// "Edit & approve" on `copy` as the approver, with `command` in place of the agent's.
     async fn edit(&self, app: &TestApp, copy: &Copy, command: &str) {
         match self {
             Run::Telegram(tg) => {
@@ -952,39 +811,10 @@ impl Run {
             Run::Ntfy(_) | Run::Push(_) => panic!("no Edit & approve on {}", "a notification"),
         }
     }
-}
 
-/// `make parity-votes` needs two people (a policy rule's quorum: no route, so every channel
-/// posts it where it posts everything and lets its own approvers answer).
-fn two_people_needed(s: &mut Settings) {
-    s.policy = vec![imrelay::config::policy::PolicyRuleSettings {
-        name: "pairs".into(),
-        tools: vec!["Bash(make parity-votes)".into()],
-        decision: imrelay::interaction::policy::Decision::Ask,
-        message: None,
-        mode: imrelay::interaction::policy::Mode::Live,
-        kind: Vec::new(),
-        agent: Vec::new(),
-        cwd: Vec::new(),
-        route: Vec::new(),
-        quorum: Some(2),
-        deny_quorum: None,
-        step_up: false,
-    }];
-}
-
-/// Every channel's `locale` set to Chinese.
-fn in_chinese(s: &mut Settings) {
-    use imrelay::present::render::Locale;
-    s.slack.locale = Locale::ZhCn;
-    s.discord.locale = Locale::ZhCn;
-    s.feishu.locale = Locale::ZhCn;
-    s.dingtalk.locale = Locale::ZhCn;
-    s.wecom.locale = Locale::ZhCn;
-    s.matrix.locale = Locale::ZhCn;
-    s.telegram.locale = Locale::ZhCn;
-    s.ntfy.locale = Locale::ZhCn;
-    s.push.locale = Locale::ZhCn;
+    fn presses_in_chinese(&self) -> bool {
+        matches!(self, Run::Telegram(_) | Run::Ntfy(_) | Run::Push(_))
+    }
 }
 
 /// The message a Discord or Slack copy stands for: (channel, message id or ts).
@@ -1006,192 +836,17 @@ fn dingtalk_card(copy: &Copy) -> crate::dingtalk::fake::Card {
     }
 }
 
-async fn status(app: &TestApp, id: &str) -> Value {
-    let (s, body) = app.get(&format!("/v1/interactions/{id}")).await;
-    assert_eq!(s, StatusCode::OK, "{body}");
-    body
-}
-
-/// Waits until interaction `id` is resolved; its resolution.
-async fn resolved(app: &TestApp, id: &str) -> Value {
-    let mut last = Value::Null;
-    for _ in 0..400 {
-        last = status(app, id).await;
-        if last["status"] != "pending" {
-            return last["resolution"].clone();
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    panic!("{id} was not resolved: {last}");
-}
-
-/// A Bash call of a session (so "Allow similar" has a rule to offer).
-fn call(id: &str, command: &str) -> Value {
-    json!({"id": id, "tool_name": "Bash", "input": {"command": command},
-           "session": "s-parity", "agent": "claude-code", "cwd": "/srv/shop"})
-}
-
-async fn create(app: &TestApp, body: Value) -> String {
-    let (s, created) = app.post("/v1/interactions", &body).await;
-    assert_eq!(s, StatusCode::CREATED, "{created}");
-    created["id"].as_str().unwrap().to_string()
-}
-
-/// Drives `feature` through channel `name`'s fake; panics with what the fake did not show.
-async fn drive(name: &str, feature: Feature) {
-    let more: fn(&mut Settings) = match feature {
-        Feature::VoteTally => two_people_needed,
-        Feature::Locale => in_chinese,
-        _ => |_| {},
-    };
-    let (run, app) = Run::start(name, more).await;
-    match feature {
-        Feature::ApproveDeny => {
-            let id = create(&app, call("p-allow", "make parity-allow")).await;
-            let copy = run.copy(&id, "make parity-allow").await;
-            run.press(&app, &copy, Button::Allow, Who::Approver).await;
-            let r = resolved(&app, &id).await;
-            assert_eq!(r["outcome"], "allowed", "{name}: {r}");
-            assert!(
-                r["via"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .starts_with(name.trim_end_matches('s')),
-                "{name}: {r}"
-            );
-            let id = create(&app, call("p-deny", "make parity-deny")).await;
-            let copy = run.copy(&id, "make parity-deny").await;
-            run.press(&app, &copy, Button::Deny, Who::Approver).await;
-            let r = resolved(&app, &id).await;
-            assert_eq!(r["outcome"], "denied", "{name}: {r}");
-        }
-        Feature::RefusalText => {
-            let id = create(&app, call("p-refuse", "make parity-refuse")).await;
-            let copy = run.copy(&id, "make parity-refuse").await;
-            let told = run.press(&app, &copy, Button::Allow, Who::Stranger).await;
-            // The kit's one text, in the channel's language.
-            assert!(
-                told.contains("You are not an approver for this")
-                    || told.contains("你不在审批人名单中，无法处理此请求"),
-                "{name}: told {told:?}"
-            );
-            assert_eq!(status(&app, &id).await["status"], "pending", "{name}");
-        }
-        Feature::AllowSimilar => {
-            let id = create(&app, call("p-similar", "npm run test -- --watch")).await;
-            let copy = run.copy(&id, "npm run test -- --watch").await;
-            assert!(
-                copy.text.contains("Bash(npm run test:*)"),
-                "{name}: the rule is not shown: {}",
-                copy.text
-            );
-            run.press(&app, &copy, Button::Similar, Who::Approver).await;
-            let r = resolved(&app, &id).await;
-            assert_eq!(r["outcome"], "allowed", "{name}: {r}");
-            let (_, grants) = app.get("/v1/grants").await;
-            let g = &grants["grants"][0];
-            assert_eq!(
-                (g["rule"].as_str(), g["scope"].as_str(), g["via"].as_str()),
-                (Some("Bash(npm run test:*)"), Some("session"), Some(name)),
-                "{name}: {grants}"
-            );
-        }
-        Feature::VoteTally => {
-            let id = create(&app, call("p-votes", "make parity-votes")).await;
-            let copy = run.copy(&id, "make parity-votes").await;
-            let (s, body) = app
-                .post(
-                    &format!("/v1/interactions/{id}/respond"),
-                    &json!({"decision": "allow", "by": "vera"}),
-                )
-                .await;
-            assert_eq!(
-                s,
-                StatusCode::ACCEPTED,
-                "{name}: a vote, not a decision: {body}"
-            );
-            run.shows(&id, &copy, "1 of 2").await;
-        }
-        Feature::Locale => {
-            let id = create(&app, call("p-zh", "make parity-zh")).await;
-            let copy = run.copy(&id, "make parity-zh").await;
-            assert!(
-                copy.text.contains("拒绝")
-                    && !copy.text.contains("Deadline")
-                    && !copy.text.contains("\"Deny\""),
-                "{name}: not in Chinese: {}",
-                copy.text
-            );
-            // What the person is told after a tap, where the channel tells them (the
-            // harnesses that press a Chinese copy's buttons).
-            if PRESSED_IN_CHINESE.contains(&name) {
-                let told = run.press(&app, &copy, Button::Deny, Who::Approver).await;
-                assert!(
-                    told.is_empty() || !told.is_ascii(),
-                    "{name}: told in English: {told:?}"
-                );
-                assert_eq!(resolved(&app, &id).await["outcome"], "denied", "{name}");
-            }
-        }
-        Feature::Whoami => {
-            let (reply, chat, sender) = run.whoami(&app).await;
-            assert!(
-                reply.contains(&chat) && reply.contains(&sender),
-                "{name}: whoami told {reply:?}, not the chat {chat} and the sender {sender}"
-            );
-        }
-        Feature::EditApprove => {
-            let id = create(&app, call("p-edit", "rm -rf parity-build")).await;
-            let copy = run.copy(&id, "rm -rf parity-build").await;
-            run.edit(&app, &copy, "rm -rf parity-build/tmp").await;
-            let r = resolved(&app, &id).await;
-            assert_eq!(r["outcome"], "allowed", "{name}: {r}");
-            assert_eq!(
-                r["result"]["updatedInput"]["command"], "rm -rf parity-build/tmp",
-                "{name}: {r}"
-            );
-        }
-    }
-    app.stop().await;
-}
-
 /// Every row is driven here or named with where it is checked; every registered channel
-/// has a harness; every ✅ cell of a driven row shows through the channel's fake.
+/// has a harness here or in the external suite; every ✅ cell of a driven row of a channel
+/// with a harness here shows through the channel's fake.
 #[tokio::test]
 async fn every_claimed_cell_shows_through_its_channels_fake() {
-    let (columns, rows) = table();
-    let settings = imrelay::config::Settings::defaults().unwrap();
-    let channels: Vec<(&str, &str)> = settings
-        .channels()
-        .iter()
-        .map(|c| (c.name(), c.platform()))
-        .collect();
-    let platforms: Vec<&str> = channels.iter().map(|c| c.1).collect();
-    assert_eq!(columns, platforms, "docs/channels.md's columns");
-    let mut driven = Vec::new();
-    for (row, cells) in &rows {
-        let elsewhere = CHECKED_ELSEWHERE.iter().any(|(r, _)| r == row);
-        let Some(feature) = Feature::of_row(row) else {
-            assert!(
-                elsewhere,
-                "row {row:?} is neither driven by the parity suite nor named in CHECKED_ELSEWHERE"
-            );
-            continue;
-        };
-        for ((name, _), cell) in channels.iter().zip(cells) {
-            // A mark may carry a footnote ("✅ ¹").
-            if cell.split_whitespace().next() == Some("✅") {
-                driven.push((*name, feature));
-            }
-        }
-    }
-    assert!(driven.len() >= 15, "{driven:?}");
-    for (name, feature) in driven {
-        if let Some((_, suite)) = OWN_SUITE.iter().find(|(n, _)| *n == name) {
-            eprintln!("parity: {name} · {feature:?}: not driven here yet, checked by {suite}");
+    for (name, feature) in suite::claimed() {
+        if let Some((_, test)) = suite::EXTERNAL.iter().find(|(n, _)| *n == name) {
+            eprintln!("parity: {name} · {feature:?}: driven by {test}");
             continue;
         }
         eprintln!("parity: {name} · {feature:?}");
-        drive(name, feature).await;
+        suite::drive::<Run>(name, feature).await;
     }
 }
