@@ -1414,7 +1414,7 @@ async fn a_reply_starting_edit_runs_the_changed_command_and_a_plain_reply_still_
 }
 
 /// What event `event` in `room` reads now: its newest edit's text, or its own.
-async fn reads_now(person: &Person<'_>, room: &str, event: &str) -> String {
+pub(crate) async fn reads_now(person: &Person<'_>, room: &str, event: &str) -> String {
     let recent = person.recent(room).await;
     let newest_edit = recent.iter().find(|e| {
         e["content"]["m.relates_to"]["rel_type"] == "m.replace"

@@ -204,6 +204,46 @@ impl Harness for Matrix {
             .await;
     }
 
+    async fn digest(&self, phrase: &str) -> Copy {
+        let (alice, bot) = (self.alice(), self.bot());
+        // The session's digest message, edited in place as requests join it.
+        let session = phrase.split_once(" requests ").map_or(phrase, |(_, s)| s);
+        let digest = alice
+            .wait_for(&self.room, "the digest", |e| {
+                message_from(e, bot, session) && e["content"]["m.relates_to"]["rel_type"].is_null()
+            })
+            .await;
+        let event = digest["event_id"].as_str().unwrap().to_string();
+        let text = until(&format!("the digest showing {phrase:?}"), || {
+            let (alice, room, event) = (&alice, &self.room, &event);
+            async move {
+                let t = crate::matrix::reads_now(alice, room, event).await;
+                t.contains(phrase).then_some(t)
+            }
+        })
+        .await;
+        Copy {
+            text,
+            raw: json!({"event": event}),
+        }
+    }
+
+    async fn approve_all(&self, _app: &TestApp, digest: &Copy) {
+        let (alice, bot) = (self.alice(), self.bot());
+        let event = digest.raw["event"].as_str().unwrap();
+        // ✅ asks to confirm, in a message of its own in reply to the digest; ✅ on it answers.
+        alice.react(&self.room, event, "✅").await;
+        let confirm = alice
+            .wait_for(&self.room, "the confirmation", |e| {
+                message_from(e, bot, "React ✅ on this message to confirm")
+                    && e["content"]["m.relates_to"]["m.in_reply_to"]["event_id"] == event
+            })
+            .await;
+        alice
+            .react(&self.room, confirm["event_id"].as_str().unwrap(), "✅")
+            .await;
+    }
+
     fn presses_in_chinese(&self) -> bool {
         // A reaction is the same in every language.
         true

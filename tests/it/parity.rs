@@ -812,6 +812,379 @@ impl Harness for Run {
         }
     }
 
+    async fn digest(&self, phrase: &str) -> Copy {
+        let what = format!("a digest showing {phrase:?}");
+        match self {
+            Run::Telegram(tg) => {
+                let chat = crate::telegram::PRIVATE;
+                // Sent, or edited as requests join it: the newest that shows the phrase.
+                let find = || {
+                    let sent = tg
+                        .calls("sendMessage")
+                        .into_iter()
+                        .filter_map(|c| Some((c.message_id?, c.params)));
+                    let edited = tg
+                        .calls("editMessageText")
+                        .into_iter()
+                        .filter_map(|c| Some((c.params["message_id"].as_i64()?, c.params)));
+                    sent.chain(edited).rfind(|(_, p)| {
+                        p["chat_id"] == chat
+                            && p["text"].as_str().is_some_and(|t| t.contains(phrase))
+                            && p["reply_markup"]["inline_keyboard"].is_array()
+                    })
+                };
+                wait_until(&what, || find().is_some()).await;
+                let (message_id, p) = find().unwrap();
+                Copy {
+                    text: p["text"].as_str().unwrap_or_default().to_string(),
+                    raw: json!({"chat": chat, "message_id": message_id,
+                                "buttons": telegram_buttons(&p)}),
+                }
+            }
+            Run::Feishu(fake) => {
+                let title = |c: &Value| {
+                    c["header"]["title"]["content"]
+                        .as_str()
+                        .is_some_and(|t| t.contains(phrase))
+                };
+                let find = || {
+                    let sent = fake
+                        .state
+                        .delivered()
+                        .into_iter()
+                        .filter_map(|s| Some((s.message_id?, s.card)));
+                    let patched = fake
+                        .state
+                        .patches()
+                        .into_iter()
+                        .map(|p| (p.message_id, p.card));
+                    sent.chain(patched).rfind(|(_, c)| title(c))
+                };
+                wait_until(&what, || find().is_some()).await;
+                let (message_id, card) = find().unwrap();
+                let mut raw = card.clone();
+                raw["message_id"] = json!(message_id);
+                Copy {
+                    text: crate::feishu::card_text(&card),
+                    raw,
+                }
+            }
+            Run::Slack(fake) => {
+                let find = || {
+                    fake.state
+                        .messages
+                        .lock()
+                        .unwrap()
+                        .iter()
+                        .find(|(_, m)| crate::slack::channel::text_of(m).contains(phrase))
+                        .map(|(at, m)| (at.clone(), m.clone()))
+                };
+                wait_until(&what, || find().is_some()).await;
+                let (at, m) = find().unwrap();
+                Copy {
+                    text: crate::slack::channel::text_of(&m),
+                    raw: json!({"at": [at.0, at.1]}),
+                }
+            }
+            Run::DingTalk(fake) => {
+                let find = || {
+                    fake.state
+                        .cards
+                        .lock()
+                        .unwrap()
+                        .iter()
+                        .find(|c| {
+                            c.params["title"]
+                                .as_str()
+                                .is_some_and(|t| t.contains(phrase))
+                        })
+                        .cloned()
+                };
+                wait_until(&what, || find().is_some()).await;
+                let c = find().unwrap();
+                Copy {
+                    text: c.params["markdown"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .replace('\u{200b}', ""),
+                    raw: json!({"id": c.id, "params": c.params}),
+                }
+            }
+            Run::WeCom(fake) => {
+                // A WeCom card changes only in answer to a click on it, and its title is cut
+                // short: the first digest card (its task id `imrelay-d-…`), whatever it listed
+                // when it was sent (a click shows the list as it is).
+                let find = || {
+                    fake.state
+                        .sent("aibot_send_msg")
+                        .into_iter()
+                        .map(|(_, f)| f["body"].clone())
+                        .find(|b| {
+                            b["template_card"]["task_id"]
+                                .as_str()
+                                .is_some_and(|t| t.starts_with("imrelay-d-"))
+                        })
+                };
+                wait_until(&what, || find().is_some()).await;
+                let b = find().unwrap();
+                Copy {
+                    text: b["template_card"].to_string(),
+                    raw: json!({"chat": b["chatid"], "card": b["template_card"]}),
+                }
+            }
+            Run::Ntfy(fake) => {
+                let find = || {
+                    fake.published().into_iter().rfind(|p| {
+                        p["sequence_id"]
+                            .as_str()
+                            .is_some_and(|s| s.starts_with("imrelay-digest-"))
+                            && p["title"].as_str().is_some_and(|t| t.contains(phrase))
+                    })
+                };
+                wait_until(&what, || find().is_some()).await;
+                let p = find().unwrap();
+                Copy {
+                    text: p.to_string(),
+                    raw: p,
+                }
+            }
+            Run::Discord(fake) => {
+                // As Discord's markdown is escaped: `s\-parity`.
+                let marker = phrase.replace('-', "\\-");
+                let find = || {
+                    crate::discord::fake::CHANNELS.iter().find_map(|c| {
+                        fake.state
+                            .messages_in(c)
+                            .into_iter()
+                            .find(|(_, m)| {
+                                m["content"].as_str().is_some_and(|t| t.contains(&marker))
+                            })
+                            .map(|(id, m)| (c.to_string(), id, m))
+                    })
+                };
+                wait_until(&what, || find().is_some()).await;
+                let (channel, id, m) = find().unwrap();
+                Copy {
+                    text: m["content"].as_str().unwrap_or_default().to_string(),
+                    raw: json!({"at": [channel, id]}),
+                }
+            }
+            Run::Push(fake) => {
+                let find = || {
+                    fake.received()
+                        .into_iter()
+                        .map(|r| r["payload"].clone())
+                        .rfind(|p| {
+                            p["type"] == "digest"
+                                && p["title"].as_str().is_some_and(|t| t.contains(phrase))
+                        })
+                };
+                wait_until(&what, || find().is_some()).await;
+                let p = find().unwrap();
+                Copy {
+                    text: p.to_string(),
+                    raw: p,
+                }
+            }
+            Run::Webhooks(_) => panic!("{what}: webhooks have no digests"),
+        }
+    }
+
+    async fn approve_all(&self, app: &TestApp, digest: &Copy) {
+        match self {
+            Run::Telegram(tg) => {
+                let chat = digest.raw["chat"].as_i64().unwrap();
+                let message = digest.raw["message_id"].as_i64().unwrap();
+                let data = |buttons: &Value, label: &str| {
+                    buttons
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .find(|b| b[0].as_str().is_some_and(|l| l.starts_with(label)))
+                        .unwrap_or_else(|| panic!("no {label} on {buttons}"))[1]
+                        .as_str()
+                        .unwrap()
+                        .to_string()
+                };
+                let all = data(&digest.raw["buttons"], "Approve all");
+                let alice = crate::telegram::ALICE;
+                crate::telegram::tap_at(app, tg, alice, chat, message, &all).await;
+                // The message is edited to ask; its Yes answers what it lists.
+                let asked = || {
+                    tg.calls("editMessageText").into_iter().rev().find_map(|c| {
+                        let buttons = json!(telegram_buttons(&c.params));
+                        (c.params["message_id"] == message
+                            && buttons.to_string().contains("Yes, approve"))
+                        .then_some(buttons)
+                    })
+                };
+                wait_until("the confirmation", || asked().is_some()).await;
+                let yes = data(&asked().unwrap(), "Yes, approve");
+                crate::telegram::tap_at(app, tg, alice, chat, message, &yes).await;
+            }
+            Run::Feishu(_) => {
+                let message = digest.raw["message_id"].as_str().unwrap();
+                let press = |card: Value, button: &'static str| async move {
+                    let mut env = crate::feishu::click(
+                        &crate::feishu::event_id(),
+                        crate::feishu::APPROVER,
+                        &crate::feishu::button_value(&card, button),
+                        None,
+                    );
+                    env["event"]["context"]["open_message_id"] = json!(message);
+                    let (s, reply) = crate::feishu::post_callback(app, &env).await;
+                    assert_eq!(s, StatusCode::OK, "{reply}");
+                    reply["card"]["data"].clone()
+                };
+                let confirm = press(digest.raw.clone(), "digest_approve_all").await;
+                press(confirm, "digest_confirm").await;
+            }
+            Run::Slack(fake) => {
+                let (at, conn) = (at_of(digest), crate::slack::channel::connected(fake).await);
+                crate::slack::channel::click_digest(fake, conn, &at, "a").await;
+                crate::slack::channel::click_digest(fake, conn, &at, "A").await;
+            }
+            Run::DingTalk(fake) => {
+                let card = dingtalk_card(digest);
+                let conn = crate::dingtalk::channel::connected(fake).await;
+                let approver = crate::dingtalk::channel::APPROVER;
+                // The reply redraws the card as the confirmation, whose allow button is Yes.
+                let asked = crate::dingtalk::channel::click(
+                    fake,
+                    conn,
+                    approver,
+                    &card,
+                    "allow",
+                    json!({}),
+                )
+                .await;
+                let confirming = crate::dingtalk::fake::Card {
+                    params: asked["cardData"]["cardParamMap"]
+                        .as_object()
+                        .unwrap()
+                        .clone(),
+                    ..card
+                };
+                crate::dingtalk::channel::click(
+                    fake,
+                    conn,
+                    approver,
+                    &confirming,
+                    "allow",
+                    json!({}),
+                )
+                .await;
+            }
+            Run::WeCom(fake) => {
+                let chat = digest.raw["chat"].as_str().unwrap();
+                let task = digest.raw["card"]["task_id"].as_str().unwrap();
+                let approver = crate::wecom::channel::APPROVER;
+                let click = |card: &Value, label: &str| {
+                    let n = uuid::Uuid::now_v7().simple().to_string();
+                    let body = crate::wecom::fake::card_click(
+                        &format!("m-{n}"),
+                        approver,
+                        chat,
+                        &crate::wecom::channel::key(card, label),
+                        task,
+                    );
+                    async move { crate::wecom::channel::click(fake, &format!("req-{n}"), body).await }
+                };
+                // A card that listed less than the digest holds now is shown anew first.
+                let mut shown = digest.raw["card"].clone();
+                let confirm = loop {
+                    let redrawn =
+                        click(&shown, "Approve all").await["body"]["template_card"].clone();
+                    if redrawn["button_list"][0]["text"]
+                        .as_str()
+                        .is_some_and(|t| t.starts_with("Yes"))
+                    {
+                        break redrawn;
+                    }
+                    shown = redrawn;
+                };
+                let yes = confirm["button_list"][0]["text"].as_str().unwrap();
+                click(&confirm, yes).await;
+            }
+            Run::Ntfy(fake) => {
+                let all = crate::ntfy::button(&digest.raw, "Approve all");
+                let (s, body) = crate::ntfy::press(app, &all).await;
+                assert_eq!(s, StatusCode::OK, "{body}");
+                // Published again in place, to confirm.
+                let seq = digest.raw["sequence_id"].clone();
+                let yes_of = |p: &Value| {
+                    p["actions"].as_array().and_then(|a| {
+                        a.iter()
+                            .filter_map(|a| a["label"].as_str())
+                            .find(|l| l.starts_with("Yes"))
+                            .map(str::to_string)
+                    })
+                };
+                let asked = || {
+                    fake.published()
+                        .into_iter()
+                        .rfind(|p| p["sequence_id"] == seq && yes_of(p).is_some())
+                };
+                wait_until("the confirmation", || asked().is_some()).await;
+                let asked = asked().unwrap();
+                let yes = crate::ntfy::button(&asked, &yes_of(&asked).unwrap());
+                let (s, body) = crate::ntfy::press(app, &yes).await;
+                assert_eq!(s, StatusCode::OK, "{body}");
+            }
+            Run::Discord(fake) => {
+                let at = at_of(digest);
+                let approver = crate::discord::channel::APPROVER;
+                let asked =
+                    crate::discord::channel::click(fake, approver, &at, "Approve all").await;
+                assert_eq!(asked["type"], 7, "the digest asks in place: {asked}");
+                let yes = crate::discord::channel::components(&asked["data"])
+                    .into_iter()
+                    .filter_map(|c| c["custom_id"].as_str().map(str::to_string))
+                    .find(|c| c.starts_with("imrelay-digest:A "))
+                    .unwrap_or_else(|| panic!("no Yes in {asked}"));
+                let n =
+                    crate::discord::channel::NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                crate::discord::channel::deliver(
+                    fake,
+                    crate::discord::fake::component_click(
+                        &fake.state,
+                        n,
+                        approver,
+                        &at.0,
+                        &at.1,
+                        &yes,
+                        None,
+                    ),
+                )
+                .await;
+            }
+            Run::Push(fake) => {
+                let action = |p: &Value, name: &str| {
+                    p["actions"]
+                        .as_array()
+                        .and_then(|a| a.iter().find(|a| a["action"] == name))
+                        .and_then(|a| a["url"].as_str())
+                        .map(str::to_string)
+                };
+                let all = action(&digest.raw, "allow_all").unwrap();
+                let (s, body) = crate::ntfy::press(app, &all).await;
+                assert_eq!(s, StatusCode::OK, "{body}");
+                let tag = digest.raw["tag"].clone();
+                let asked = || {
+                    fake.received()
+                        .into_iter()
+                        .map(|r| r["payload"].clone())
+                        .rfind(|p| p["tag"] == tag)
+                        .and_then(|p| action(&p, "yes"))
+                };
+                wait_until("the confirmation", || asked().is_some()).await;
+                let (s, body) = crate::ntfy::press(app, &asked().unwrap()).await;
+                assert_eq!(s, StatusCode::OK, "{body}");
+            }
+            Run::Webhooks(_) => panic!("webhooks have no digests"),
+        }
+    }
+
     fn presses_in_chinese(&self) -> bool {
         matches!(self, Run::Telegram(_) | Run::Ntfy(_) | Run::Push(_))
     }
@@ -823,6 +1196,21 @@ fn at_of(copy: &Copy) -> (String, String) {
         copy.raw["at"][0].as_str().unwrap().to_string(),
         copy.raw["at"][1].as_str().unwrap().to_string(),
     )
+}
+
+/// The inline keyboard of a Telegram message's parameters, as (label, callback data).
+fn telegram_buttons(params: &Value) -> Vec<(String, String)> {
+    params["reply_markup"]["inline_keyboard"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_array)
+        .flatten()
+        .map(|b| {
+            let s = |k: &str| b[k].as_str().unwrap_or_default().to_string();
+            (s("text"), s("callback_data"))
+        })
+        .collect()
 }
 
 /// The DingTalk card a copy stands for.

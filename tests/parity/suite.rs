@@ -63,6 +63,9 @@ pub(crate) enum Feature {
     /// With `locale = "zh_cn"`, the prompt is in Chinese: its deadline or Deny says 拒绝, and
     /// no English "Deny" or "Deadline" is left on it.
     Locale,
+    /// Past `digest_after` (1) pending, a session's next requests are one digest, and its
+    /// Approve all, confirmed, allows what it lists (and not the one posted on its own).
+    Digest,
 }
 
 impl Feature {
@@ -76,6 +79,7 @@ impl Feature {
             "`whoami` tells the chat's and the sender's ids" => Feature::Whoami,
             "The vote tally on every copy" => Feature::VoteTally,
             "`locale` (English and Chinese)" => Feature::Locale,
+            "Digests (`digest_after`)" => Feature::Digest,
             _ => return None,
         })
     }
@@ -97,10 +101,6 @@ const CHECKED_ELSEWHERE: &[(&str, &str)] = &[
     (
         "Starts with an empty `chats` (learn ids first)",
         "each channel's empty-list test (tests/it/<channel>/)",
-    ),
-    (
-        "Digests (`digest_after`)",
-        "each channel's digest tests (tests/it/<channel>/, Discord's in tests/it/discord/channel.rs, ntfy's in tests/it/ntfy_digest.rs, Web Push's in tests/it/push_digest.rs, and the kit's)",
     ),
     (
         "A burst gathered into a digest",
@@ -180,6 +180,13 @@ pub(crate) trait Harness: Sized {
     /// "Edit & approve" on `copy` as the approver, with `command` in place of the agent's.
     async fn edit(&self, app: &TestApp, copy: &Copy, command: &str);
 
+    /// The digest whose text shows `phrase` ("2 requests from session s-parity"), once it
+    /// does (a channel that cannot change a message it sent waits for the session's digest).
+    async fn digest(&self, phrase: &str) -> Copy;
+
+    /// "Approve all" on `digest`, and its confirmation, as the approver.
+    async fn approve_all(&self, app: &TestApp, digest: &Copy);
+
     /// Whether the harness finds a button on a Chinese copy too (the others' by its English
     /// label): with `locale` it is pressed, and what the person is told is checked.
     fn presses_in_chinese(&self) -> bool;
@@ -204,18 +211,42 @@ fn two_people_needed(s: &mut Settings) {
     }];
 }
 
+/// Every channel's `digest_after` set to 1: past one pending, a session's requests are
+/// gathered; and in English (DingTalk's default is Chinese), for the digest's title.
+fn digests_after_one(s: &mut Settings) {
+    in_english(s);
+    s.telegram.digest_after = 1;
+    s.feishu.digest_after = 1;
+    s.slack.digest_after = 1;
+    s.wecom.digest_after = 1;
+    s.dingtalk.digest_after = 1;
+    s.ntfy.digest_after = 1;
+    s.discord.digest_after = 1;
+    s.matrix.digest_after = 1;
+    s.push.digest_after = 1;
+}
+
 /// Every channel's `locale` set to Chinese.
 fn in_chinese(s: &mut Settings) {
-    use imrelay::present::render::Locale;
-    s.slack.locale = Locale::ZhCn;
-    s.discord.locale = Locale::ZhCn;
-    s.feishu.locale = Locale::ZhCn;
-    s.dingtalk.locale = Locale::ZhCn;
-    s.wecom.locale = Locale::ZhCn;
-    s.matrix.locale = Locale::ZhCn;
-    s.telegram.locale = Locale::ZhCn;
-    s.ntfy.locale = Locale::ZhCn;
-    s.push.locale = Locale::ZhCn;
+    every_locale(s, imrelay::present::render::Locale::ZhCn);
+}
+
+/// Every channel's `locale` set to English.
+fn in_english(s: &mut Settings) {
+    every_locale(s, imrelay::present::render::Locale::EnUs);
+}
+
+/// Every channel's `locale` set to `locale`.
+fn every_locale(s: &mut Settings, locale: imrelay::present::render::Locale) {
+    s.slack.locale = locale;
+    s.discord.locale = locale;
+    s.feishu.locale = locale;
+    s.dingtalk.locale = locale;
+    s.wecom.locale = locale;
+    s.matrix.locale = locale;
+    s.telegram.locale = locale;
+    s.ntfy.locale = locale;
+    s.push.locale = locale;
 }
 
 /// Interaction `id` as the API shows it.
@@ -253,6 +284,7 @@ pub(crate) async fn drive<H: Harness>(name: &str, feature: Feature) {
     let more: fn(&mut Settings) = match feature {
         Feature::VoteTally => two_people_needed,
         Feature::Locale => in_chinese,
+        Feature::Digest => digests_after_one,
         _ => |_| {},
     };
     let (run, app) = H::start(name, more).await;
@@ -353,6 +385,34 @@ pub(crate) async fn drive<H: Harness>(name: &str, feature: Feature) {
             assert!(
                 reply.contains(&chat) && reply.contains(&sender),
                 "{name}: whoami told {reply:?}, not the chat {chat} and the sender {sender}"
+            );
+        }
+        Feature::Digest => {
+            let mut ids = Vec::new();
+            for k in 0..3 {
+                let command = format!("make parity-dg-{k}");
+                ids.push(create(&app, call(&format!("p-dg{k}"), &command)).await);
+            }
+            // The first is posted on its own; the two past `digest_after` are one digest.
+            run.copy(&ids[0], "make parity-dg-0").await;
+            app.outbox_idle().await;
+            let digest = run.digest("2 requests from session s-parity").await;
+            run.approve_all(&app, &digest).await;
+            for id in &ids[1..] {
+                let r = resolved(&app, id, H::PATIENCE).await;
+                assert_eq!(r["outcome"], "allowed", "{name}: {r}");
+                assert!(
+                    r["via"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .starts_with(name.trim_end_matches('s')),
+                    "{name}: {r}"
+                );
+            }
+            assert_eq!(
+                status(&app, &ids[0]).await["status"],
+                "pending",
+                "{name}: the one posted on its own is not in the digest"
             );
         }
         Feature::EditApprove => {
