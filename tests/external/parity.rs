@@ -244,6 +244,11 @@ impl Harness for Matrix {
             .await;
     }
 
+    async fn steer(&self, _app: &TestApp, copy: &Copy, text: &str) {
+        let event = copy.raw["event"].as_str().unwrap();
+        self.alice().reply(&self.room, event, text).await;
+    }
+
     fn presses_in_chinese(&self) -> bool {
         // A reaction is the same in every language.
         true

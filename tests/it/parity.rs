@@ -172,7 +172,7 @@ impl Harness for Run {
                         .as_str()
                         .unwrap_or_default()
                         .replace('\u{200b}', ""),
-                    raw: json!({"id": c.id, "params": c.params}),
+                    raw: json!({"id": c.id, "space": c.space, "params": c.params}),
                 }
             }
             Run::WeCom(fake) => {
@@ -1185,6 +1185,100 @@ impl Harness for Run {
         }
     }
 
+    async fn steer(&self, app: &TestApp, copy: &Copy, text: &str) {
+        match self {
+            Run::Telegram(tg) => {
+                crate::telegram::reply_to(
+                    app,
+                    tg,
+                    crate::telegram::ALICE,
+                    copy.raw["chat"].as_i64().unwrap(),
+                    copy.raw["message_id"].as_i64().unwrap(),
+                    text,
+                )
+                .await;
+            }
+            Run::Feishu(fake) => {
+                // A text message replying to the card, the bot @-mentioned (in a group the bot
+                // receives only those).
+                let parent = copy.raw["message_id"].as_str().unwrap();
+                let id = format!("om_in_{}", crate::feishu::event_id());
+                fake.state.written(&id, Some(parent));
+                let envelope = json!({
+                    "schema": "2.0",
+                    "header": {"event_id": crate::feishu::event_id(), "token": crate::feishu::VERIFICATION_TOKEN,
+                               "create_time": "1700000000000", "event_type": "im.message.receive_v1",
+                               "tenant_key": "tenant", "app_id": crate::feishu::fake::APP_ID},
+                    "event": {
+                        "sender": {"sender_id": {"open_id": crate::feishu::APPROVER, "user_id": "u_approver"},
+                                   "sender_type": "user", "tenant_key": "tenant"},
+                        "message": {"message_id": id, "root_id": parent, "parent_id": parent,
+                                    "create_time": "1700000000000", "chat_id": crate::feishu::CHAT,
+                                    "chat_type": "group", "message_type": "text",
+                                    "content": json!({"text": format!("@_user_1 {text}")}).to_string(),
+                                    "mentions": [{"key": "@_user_1", "id": {"open_id": "ou_bot"}, "name": "imrelay"}]}
+                    }
+                });
+                let (s, reply) = crate::feishu::post_callback(app, &envelope).await;
+                assert_eq!(s, StatusCode::OK, "{reply}");
+            }
+            Run::Slack(fake) => {
+                // A `message` event in the prompt's thread, as the Events API delivers it.
+                let (channel, thread) = at_of(copy);
+                let conn = crate::slack::channel::connected(fake).await;
+                let n = uuid::Uuid::now_v7().simple().to_string();
+                let ts = "1700000500.000100";
+                let envelope = json!({"envelope_id": format!("env-{n}"), "type": "events_api",
+                    "accepts_response_payload": false, "retry_attempt": 0, "retry_reason": "",
+                    "payload": {"team_id": "T0TEAM", "api_app_id": "A0APP",
+                        "event": {"type": "message", "channel": channel,
+                            "user": crate::slack::channel::APPROVER, "text": text, "ts": ts,
+                            "thread_ts": thread, "parent_user_id": "U0BOT", "channel_type": "channel",
+                            "event_ts": ts},
+                        "type": "event_callback", "event_id": format!("Ev{n}"), "event_time": 1_700_000_500}});
+                fake.state.sockets.deliver(conn, &envelope);
+            }
+            Run::DingTalk(fake) => {
+                // A message to the robot quoting (引用) the card, in the card's group.
+                let card = dingtalk_card(copy);
+                let group = crate::dingtalk::channel::GROUPS
+                    .iter()
+                    .find(|g| card.space.ends_with(*g))
+                    .unwrap_or_else(|| panic!("the card's group: {}", card.space));
+                let conn = crate::dingtalk::channel::connected(fake).await;
+                let quote = crate::dingtalk::fake::quoting_message(
+                    group,
+                    crate::dingtalk::channel::APPROVER,
+                    "msgSteer1",
+                    &format!(" {text}"),
+                    &card,
+                );
+                fake.state.push(
+                    conn,
+                    "CALLBACK",
+                    "/v1.0/im/bot/messages/get",
+                    "m-steer",
+                    &quote,
+                );
+            }
+            Run::Discord(fake) => {
+                let (channel, prompt) = at_of(copy);
+                let m = crate::discord::fake::message_create(
+                    &fake.state,
+                    crate::discord::channel::APPROVER,
+                    &channel,
+                    Some(&prompt),
+                    true,
+                    text,
+                );
+                fake.state.gateway.dispatch("MESSAGE_CREATE", m);
+            }
+            Run::WeCom(_) | Run::Ntfy(_) | Run::Push(_) | Run::Webhooks(_) => {
+                panic!("no reply to a session's message here")
+            }
+        }
+    }
+
     fn presses_in_chinese(&self) -> bool {
         matches!(self, Run::Telegram(_) | Run::Ntfy(_) | Run::Push(_))
     }
@@ -1217,7 +1311,7 @@ fn telegram_buttons(params: &Value) -> Vec<(String, String)> {
 fn dingtalk_card(copy: &Copy) -> crate::dingtalk::fake::Card {
     crate::dingtalk::fake::Card {
         id: copy.raw["id"].as_str().unwrap().to_string(),
-        space: String::new(),
+        space: copy.raw["space"].as_str().unwrap_or_default().to_string(),
         template: String::new(),
         params: copy.raw["params"].as_object().unwrap().clone(),
         updates: 0,

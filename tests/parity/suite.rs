@@ -66,6 +66,8 @@ pub(crate) enum Feature {
     /// Past `digest_after` (1) pending, a session's next requests are one digest, and its
     /// Approve all, confirmed, allows what it lists (and not the one posted on its own).
     Digest,
+    /// A reply to a session's answered prompt is a message to the session, queued for it.
+    Steer,
 }
 
 impl Feature {
@@ -80,6 +82,7 @@ impl Feature {
             "The vote tally on every copy" => Feature::VoteTally,
             "`locale` (English and Chinese)" => Feature::Locale,
             "Digests (`digest_after`)" => Feature::Digest,
+            "A reply to a session's message steers it" => Feature::Steer,
             _ => return None,
         })
     }
@@ -117,10 +120,6 @@ const CHECKED_ELSEWHERE: &[(&str, &str)] = &[
     (
         "One thread per agent session (`thread_per`)",
         "tests/it/{telegram,slack,discord,feishu}/threads.rs and tests/external/matrix.rs (a real Synapse)",
-    ),
-    (
-        "A reply to a session's message steers it",
-        "tests/it/{telegram/sessions,slack/steer,discord/steer,feishu/steer,dingtalk/steer}.rs and tests/external/matrix.rs (a real Synapse)",
     ),
     (
         "`connect_timeout_secs`",
@@ -186,6 +185,9 @@ pub(crate) trait Harness: Sized {
 
     /// "Approve all" on `digest`, and its confirmation, as the approver.
     async fn approve_all(&self, app: &TestApp, digest: &Copy);
+
+    /// The approver's reply to `copy` (a prompt of agent session `s-parity`), saying `text`.
+    async fn steer(&self, app: &TestApp, copy: &Copy, text: &str);
 
     /// Whether the harness finds a button on a Chinese copy too (the others' by its English
     /// label): with `locale` it is pressed, and what the person is told is checked.
@@ -413,6 +415,32 @@ pub(crate) async fn drive<H: Harness>(name: &str, feature: Feature) {
                 status(&app, &ids[0]).await["status"],
                 "pending",
                 "{name}: the one posted on its own is not in the digest"
+            );
+        }
+        Feature::Steer => {
+            crate::support::claude_session_start(&app, "s-parity").await;
+            let id = create(&app, call("p-steer", "make parity-steer")).await;
+            let copy = run.copy(&id, "make parity-steer").await;
+            // Answered first: a reply to a pending prompt may be its answer (a reason to deny).
+            run.press(&app, &copy, Button::Allow, Who::Approver).await;
+            let r = resolved(&app, &id, H::PATIENCE).await;
+            assert_eq!(r["outcome"], "allowed", "{name}: {r}");
+            run.steer(&app, &copy, "and then the linter").await;
+            let queued =
+                crate::support::eventually_within("the message queued", H::PATIENCE, || async {
+                    let m = crate::support::queued_messages(&app, "s-parity").await;
+                    (!m.is_empty()).then_some(m)
+                })
+                .await;
+            assert_eq!(
+                queued[0]["text"], "and then the linter",
+                "{name}: {queued:?}"
+            );
+            assert!(
+                queued[0]["via"]
+                    .as_str()
+                    .is_some_and(|v| v.starts_with(name)),
+                "{name}: {queued:?}"
             );
         }
         Feature::EditApprove => {
