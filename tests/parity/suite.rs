@@ -68,6 +68,9 @@ pub(crate) enum Feature {
     Digest,
     /// A reply to a session's answered prompt is a message to the session, queued for it.
     Steer,
+    /// With no place to post to (an empty `chats`), the channel starts, and `whoami` still
+    /// tells a newcomer the ids to fill it with.
+    EmptyChats,
 }
 
 impl Feature {
@@ -83,6 +86,7 @@ impl Feature {
             "`locale` (English and Chinese)" => Feature::Locale,
             "Digests (`digest_after`)" => Feature::Digest,
             "A reply to a session's message steers it" => Feature::Steer,
+            "Starts with an empty `chats` (learn ids first)" => Feature::EmptyChats,
             _ => return None,
         })
     }
@@ -100,10 +104,6 @@ const CHECKED_ELSEWHERE: &[(&str, &str)] = &[
     (
         "The one settings vocabulary",
         "tests/it/config_checks.rs (aliases and their warnings)",
-    ),
-    (
-        "Starts with an empty `chats` (learn ids first)",
-        "each channel's empty-list test (tests/it/<channel>/)",
     ),
     (
         "A burst gathered into a digest",
@@ -228,6 +228,17 @@ fn digests_after_one(s: &mut Settings) {
     s.push.digest_after = 1;
 }
 
+/// Every chat channel's list of places to post to emptied.
+fn no_places(s: &mut Settings) {
+    s.telegram.chats.clear();
+    s.feishu.receivers.clear();
+    s.slack.channels.clear();
+    s.wecom.chats.clear();
+    s.dingtalk.conversations.clear();
+    s.discord.chats.clear();
+    s.matrix.chats.clear();
+}
+
 /// Every channel's `locale` set to Chinese.
 fn in_chinese(s: &mut Settings) {
     every_locale(s, imrelay::present::render::Locale::ZhCn);
@@ -287,6 +298,7 @@ pub(crate) async fn drive<H: Harness>(name: &str, feature: Feature) {
         Feature::VoteTally => two_people_needed,
         Feature::Locale => in_chinese,
         Feature::Digest => digests_after_one,
+        Feature::EmptyChats => no_places,
         _ => |_| {},
     };
     let (run, app) = H::start(name, more).await;
@@ -382,7 +394,7 @@ pub(crate) async fn drive<H: Harness>(name: &str, feature: Feature) {
                 );
             }
         }
-        Feature::Whoami => {
+        Feature::Whoami | Feature::EmptyChats => {
             let (reply, chat, sender) = run.whoami(&app).await;
             assert!(
                 reply.contains(&chat) && reply.contains(&sender),
