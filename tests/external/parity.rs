@@ -249,6 +249,19 @@ impl Harness for Matrix {
         self.alice().reply(&self.room, event, text).await;
     }
 
+    async fn outcome_in_thread(&self, copy: &Copy, phrase: &str) {
+        let (bot, prompt) = (self.bot(), copy.raw["event"].as_str().unwrap());
+        self.alice()
+            .wait_for(&self.room, "the outcome in reply to the prompt", |e| {
+                e["sender"] == bot
+                    && e["content"]["m.relates_to"]["m.in_reply_to"]["event_id"] == prompt
+                    && e["content"]["body"]
+                        .as_str()
+                        .is_some_and(|b| b.contains(phrase))
+            })
+            .await;
+    }
+
     fn presses_in_chinese(&self) -> bool {
         // A reaction is the same in every language.
         true

@@ -1279,6 +1279,61 @@ impl Harness for Run {
         }
     }
 
+    async fn outcome_in_thread(&self, copy: &Copy, phrase: &str) {
+        let what = format!("the outcome {phrase:?} in reply to the prompt");
+        match self {
+            Run::Telegram(tg) => {
+                let message = copy.raw["message_id"].clone();
+                let chat = copy.raw["chat"].clone();
+                wait_until(&what, || {
+                    tg.calls("sendMessage").iter().any(|c| {
+                        c.params["chat_id"] == chat
+                            && c.params["reply_parameters"]["message_id"] == message
+                            && c.params["text"]
+                                .as_str()
+                                .is_some_and(|t| t.contains(phrase))
+                    })
+                })
+                .await;
+            }
+            Run::Feishu(fake) => {
+                let message = copy.raw["message_id"].as_str().unwrap();
+                wait_until(&what, || {
+                    fake.state.replies().iter().any(|r| {
+                        r.parent == message
+                            && r.reply_in_thread
+                            && r.content["text"]
+                                .as_str()
+                                .is_some_and(|t| t.contains(phrase))
+                    })
+                })
+                .await;
+            }
+            Run::Slack(fake) => {
+                let (channel, ts) = at_of(copy);
+                wait_until(&what, || {
+                    fake.state.calls("chat.postMessage").iter().any(|c| {
+                        c.body["channel"] == channel.as_str()
+                            && c.body["thread_ts"] == ts.as_str()
+                            && c.body["text"].as_str().is_some_and(|t| t.contains(phrase))
+                    })
+                })
+                .await;
+            }
+            Run::Discord(fake) => {
+                let (channel, prompt) = at_of(copy);
+                wait_until(&what, || {
+                    fake.state.messages_in(&channel).iter().any(|(_, m)| {
+                        m["message_reference"]["message_id"] == prompt.as_str()
+                            && m["content"].as_str().is_some_and(|t| t.contains(phrase))
+                    })
+                })
+                .await;
+            }
+            _ => panic!("{what}: no threads here"),
+        }
+    }
+
     fn presses_in_chinese(&self) -> bool {
         matches!(self, Run::Telegram(_) | Run::Ntfy(_) | Run::Push(_))
     }

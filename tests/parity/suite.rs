@@ -71,6 +71,8 @@ pub(crate) enum Feature {
     /// With no place to post to (an empty `chats`), the channel starts, and `whoami` still
     /// tells a newcomer the ids to fill it with.
     EmptyChats,
+    /// With `thread_replies`, the outcome is also said in reply to the prompt, in its thread.
+    OutcomeInThread,
 }
 
 impl Feature {
@@ -87,6 +89,7 @@ impl Feature {
             "Digests (`digest_after`)" => Feature::Digest,
             "A reply to a session's message steers it" => Feature::Steer,
             "Starts with an empty `chats` (learn ids first)" => Feature::EmptyChats,
+            "The outcome in the message's thread" => Feature::OutcomeInThread,
             _ => return None,
         })
     }
@@ -112,10 +115,6 @@ const CHECKED_ELSEWHERE: &[(&str, &str)] = &[
     (
         "A `step_up` approval links to its inbox card",
         "tests/it/{telegram,slack,discord,wecom,dingtalk}/passkey.rs, tests/it/ntfy.rs, feishu's, matrix's and push's unit tests",
-    ),
-    (
-        "The outcome in the message's thread",
-        "tests/it/{telegram,slack,discord,feishu}/threads.rs (thread_replies) and tests/external/matrix.rs",
     ),
     (
         "One thread per agent session (`thread_per`)",
@@ -189,6 +188,9 @@ pub(crate) trait Harness: Sized {
     /// The approver's reply to `copy` (a prompt of agent session `s-parity`), saying `text`.
     async fn steer(&self, app: &TestApp, copy: &Copy, text: &str);
 
+    /// Waits until the outcome is said in reply to `copy`, in its thread, showing `phrase`.
+    async fn outcome_in_thread(&self, copy: &Copy, phrase: &str);
+
     /// Whether the harness finds a button on a Chinese copy too (the others' by its English
     /// label): with `locale` it is pressed, and what the person is told is checked.
     fn presses_in_chinese(&self) -> bool;
@@ -226,6 +228,15 @@ fn digests_after_one(s: &mut Settings) {
     s.discord.digest_after = 1;
     s.matrix.digest_after = 1;
     s.push.digest_after = 1;
+}
+
+/// Every channel's `thread_replies` on.
+fn thread_replies(s: &mut Settings) {
+    s.telegram.thread_replies = true;
+    s.feishu.thread_replies = true;
+    s.slack.thread_replies = true;
+    s.discord.thread_replies = true;
+    s.matrix.thread_replies = true;
 }
 
 /// Every chat channel's list of places to post to emptied.
@@ -299,6 +310,7 @@ pub(crate) async fn drive<H: Harness>(name: &str, feature: Feature) {
         Feature::Locale => in_chinese,
         Feature::Digest => digests_after_one,
         Feature::EmptyChats => no_places,
+        Feature::OutcomeInThread => thread_replies,
         _ => |_| {},
     };
     let (run, app) = H::start(name, more).await;
@@ -454,6 +466,14 @@ pub(crate) async fn drive<H: Harness>(name: &str, feature: Feature) {
                     .is_some_and(|v| v.starts_with(name)),
                 "{name}: {queued:?}"
             );
+        }
+        Feature::OutcomeInThread => {
+            let id = create(&app, call("p-thread", "make parity-thread")).await;
+            let copy = run.copy(&id, "make parity-thread").await;
+            run.press(&app, &copy, Button::Allow, Who::Approver).await;
+            let r = resolved(&app, &id, H::PATIENCE).await;
+            assert_eq!(r["outcome"], "allowed", "{name}: {r}");
+            run.outcome_in_thread(&copy, "Allowed").await;
         }
         Feature::EditApprove => {
             let id = create(&app, call("p-edit", "rm -rf parity-build")).await;
