@@ -164,6 +164,15 @@ impl KvStore for NullStore {
         Ok(())
     }
 
+    async fn swap_value(
+        &self,
+        _: &str,
+        _: Option<&str>,
+        _: Option<String>,
+    ) -> Result<bool, StoreError> {
+        Ok(true)
+    }
+
     async fn values_under(&self, _: &str, _: usize) -> Result<Vec<(String, String)>, StoreError> {
         Ok(Vec::new())
     }

@@ -196,8 +196,12 @@ async fn load(state: &AppState) -> Result<Vec<Code>, ApiError> {
     super::kept::load(state, KEY, "enrolment codes").await
 }
 
-async fn save(state: &AppState, all: &[Code]) -> Result<(), ApiError> {
-    super::kept::save(state, KEY, all).await
+/// Changes the kept codes with `change` (see [`super::kept::update`]).
+async fn update<R, E>(
+    state: &AppState,
+    change: impl FnMut(&mut Vec<Code>) -> Result<R, E>,
+) -> Result<Result<R, E>, ApiError> {
+    super::kept::update(state, KEY, "enrolment codes", change).await
 }
 
 /// The names people sign in to the inbox as: each labelled operator token's person (or its
@@ -311,37 +315,39 @@ pub fn may_issue(
 pub async fn issue(state: &AppState, admin: &str, who: &str) -> Result<Value, ApiError> {
     let ttl_secs = state.settings.passkeys.enrolment_code_ttl_secs;
     let now = now_ms();
-    let mut all = load(state).await?;
-    prune(&mut all, now);
-    if all.iter().filter(|c| c.live(now)).count() >= MAX_ALL {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "too_many_codes",
-            format!(
-                "{MAX_ALL} enrolment codes are waiting to be used: wait until some expire \
-                 ({ttl_secs} s at most)"
-            ),
-        ));
-    }
-    let mut replaced = false;
-    for c in all.iter_mut().filter(|c| c.person == who && c.live(now)) {
-        c.replaced_at = Some(now);
-        replaced = true;
-    }
     let code = make();
     let ttl_ms = i64::try_from(ttl_secs.saturating_mul(1000)).unwrap_or(i64::MAX);
     let expires_at = now.saturating_add(ttl_ms);
-    all.push(Code {
-        person: who.to_string(),
-        digest: digest(&normal(&code).unwrap_or_default()),
-        issued_by: admin.to_string(),
-        issued_at: now,
-        expires_at,
-        used_at: None,
-        replaced_at: None,
-    });
-    prune(&mut all, now);
-    save(state, &all).await?;
+    let replaced = update(state, |all| {
+        prune(all, now);
+        if all.iter().filter(|c| c.live(now)).count() >= MAX_ALL {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "too_many_codes",
+                format!(
+                    "{MAX_ALL} enrolment codes are waiting to be used: wait until some expire \
+                     ({ttl_secs} s at most)"
+                ),
+            ));
+        }
+        let mut replaced = false;
+        for c in all.iter_mut().filter(|c| c.person == who && c.live(now)) {
+            c.replaced_at = Some(now);
+            replaced = true;
+        }
+        all.push(Code {
+            person: who.to_string(),
+            digest: digest(&normal(&code).unwrap_or_default()),
+            issued_by: admin.to_string(),
+            issued_at: now,
+            expires_at,
+            used_at: None,
+            replaced_at: None,
+        });
+        prune(all, now);
+        Ok(replaced)
+    })
+    .await??;
     let mut detail = format!(
         "enrolment code for {who}'s first passkey, good until {}",
         rfc3339(expires_at)
@@ -361,7 +367,8 @@ pub async fn issue(state: &AppState, admin: &str, who: &str) -> Result<Value, Ap
     }))
 }
 
-/// The codes still good, for an administrator's listing (never the codes themselves).
+/// The codes still good, for an administrator's listing (never the codes themselves), their
+/// times in RFC 3339 as [`issue`] gives them.
 pub async fn waiting(state: &AppState) -> Result<Vec<Value>, ApiError> {
     let now = now_ms();
     Ok(load(state)
@@ -372,8 +379,8 @@ pub async fn waiting(state: &AppState) -> Result<Vec<Value>, ApiError> {
             json!({
                 "person": c.person,
                 "issued_by": c.issued_by,
-                "issued_at": c.issued_at,
-                "expires_at": c.expires_at,
+                "issued_at": rfc3339(c.issued_at),
+                "expires_at": rfc3339(c.expires_at),
             })
         })
         .collect())
@@ -485,27 +492,42 @@ async fn compare(state: &AppState, who: &str, typed: Option<&str>) -> Result<Str
 /// was used (by another attempt or replica), replaced or expired meanwhile.
 pub async fn redeem(state: &AppState, who: &str, d: &str) -> Result<(), ApiError> {
     let now = now_ms();
-    let mut all = load(state).await?;
-    let Some(k) = all.iter().position(|c| c.person == who && c.digest == d) else {
-        let why = "the enrolment code is gone (replaced or pruned): ask for a new one".to_string();
-        return Err(refuse(state, who, CODE_REFUSED, why).await);
+    let gone = || "the enrolment code is gone (replaced or pruned): ask for a new one".to_string();
+    let meanwhile = || {
+        "the enrolment code was used, replaced or expired while the passkey was made: ask \
+         for a new one"
+            .to_string()
     };
-    let until = jiff::Timestamp::from_millisecond(all[k].expires_at.saturating_add(KEPT_AFTER_MS))
+    let all = load(state).await?;
+    let Some(c) = all.iter().find(|c| c.person == who && c.digest == d) else {
+        return Err(refuse(state, who, CODE_REFUSED, gone()).await);
+    };
+    let until = jiff::Timestamp::from_millisecond(c.expires_at.saturating_add(KEPT_AFTER_MS))
         .unwrap_or_else(|_| jiff::Timestamp::now());
+    // Used once, whichever attempt or replica gets here first.
     let first = state
         .registry
         .store()
         .first_sighting(USED_SCOPE, d, until)
         .await?;
-    if !first || !all[k].live(now) {
-        let why = "the enrolment code was used, replaced or expired while the passkey was \
-                   made: ask for a new one"
-            .to_string();
-        return Err(refuse(state, who, CODE_REFUSED, why).await);
+    if !first || !c.live(now) {
+        return Err(refuse(state, who, CODE_REFUSED, meanwhile()).await);
     }
-    all[k].used_at = Some(now);
-    let issued_by = all[k].issued_by.clone();
-    save(state, &all).await?;
+    let used = update(state, |all| {
+        let Some(c) = all.iter_mut().find(|c| c.person == who && c.digest == d) else {
+            return Err(gone());
+        };
+        if !c.live(now) {
+            return Err(meanwhile());
+        }
+        c.used_at = Some(now);
+        Ok(c.issued_by.clone())
+    })
+    .await?;
+    let issued_by = match used {
+        Ok(by) => by,
+        Err(why) => return Err(refuse(state, who, CODE_REFUSED, why).await),
+    };
     let detail = format!("enrolment code issued by {issued_by} for {who}'s first passkey");
     state
         .registry

@@ -234,8 +234,12 @@ pub async fn enrol(
     Ok((StatusCode::CREATED, axum::Json(issued)).into_response())
 }
 
-async fn save(state: &AppState, all: &[Stored]) -> Result<(), ApiError> {
-    super::kept::save(state, KEY, all).await
+/// Changes the kept passkeys with `change` (see [`super::kept::update`]).
+async fn update<R, E>(
+    state: &AppState,
+    change: impl FnMut(&mut Vec<Stored>) -> Result<R, E>,
+) -> Result<Result<R, E>, ApiError> {
+    super::kept::update(state, KEY, "passkeys", change).await
 }
 
 /// `GET /v1/passkeys`: the administrator's token lists everyone's, a person's their own.
@@ -394,17 +398,18 @@ pub async fn create(
         }
     };
     let id = URL_SAFE_NO_PAD.encode(passkey.cred_id());
-    let mut all = load(&state).await?;
-    if all.iter().any(|p| p.id == id) {
-        return Err(ApiError::new(
+    let exists = || {
+        ApiError::new(
             StatusCode::CONFLICT,
             "passkey_exists",
             "this passkey is registered already",
-        ));
+        )
+    };
+    if load(&state).await?.iter().any(|p| p.id == id) {
+        return Err(exists());
     }
     if let Some(code) = &code {
         super::enrolment::redeem(&state, &who, code).await?;
-        all = load(&state).await?;
     }
     let stored = Stored {
         id: id.clone(),
@@ -415,8 +420,14 @@ pub async fn create(
         passkey,
     };
     let summary = stored.summary();
-    all.push(stored);
-    save(&state, &all).await?;
+    update(&state, |all| {
+        if all.iter().any(|p| p.id == id) {
+            return Err(exists());
+        }
+        all.push(stored.clone());
+        Ok(())
+    })
+    .await??;
     state
         .registry
         .audit_passkey(None, &who, &via, "registered", &describe(&summary))
@@ -451,17 +462,18 @@ pub async fn remove(
 ) -> Result<Response, ApiError> {
     let who = person(&state, &principal);
     let admin = principal.label().is_none();
-    let mut all = load(&state).await?;
-    let Some(k) = all
-        .iter()
-        .position(|p| p.id == id && (admin || p.person == who))
-    else {
-        return Err(ApiError::not_found(format!(
-            "no passkey with id {id:?} of yours"
-        )));
-    };
-    let gone = all.remove(k);
-    save(&state, &all).await?;
+    let gone = update(&state, |all| {
+        let Some(k) = all
+            .iter()
+            .position(|p| p.id == id && (admin || p.person == who))
+        else {
+            return Err(ApiError::not_found(format!(
+                "no passkey with id {id:?} of yours"
+            )));
+        };
+        Ok(all.remove(k))
+    })
+    .await??;
     let detail = format!("{} of {}", describe(&gone.summary()), gone.person);
     state
         .registry
@@ -579,18 +591,24 @@ async fn check_assertion(
         Ok(r) => r,
         Err(e) => return Err(refused(state, id, &who, &e.to_string()).await),
     };
-    let mut all = load(state).await?;
     let used = URL_SAFE_NO_PAD.encode(result.cred_id());
-    let Some(p) = all.iter_mut().find(|p| p.id == used && p.person == who) else {
-        return Err(refused(state, id, &who, "the passkey was removed").await);
+    let now = jiff::Timestamp::now().as_millisecond();
+    let kept = update(state, |all| {
+        let Some(p) = all.iter_mut().find(|p| p.id == used && p.person == who) else {
+            return Err("the passkey was removed");
+        };
+        p.passkey.update_credential(&result);
+        p.last_used_at = Some(now);
+        Ok(describe(&p.summary()))
+    })
+    .await?;
+    let mut detail = match kept {
+        Ok(d) => d,
+        Err(why) => return Err(refused(state, id, &who, why).await),
     };
-    p.passkey.update_credential(&result);
-    p.last_used_at = Some(jiff::Timestamp::now().as_millisecond());
-    let mut detail = describe(&p.summary());
     if id.is_none() {
         detail.push_str(", to register another");
     }
-    save(state, &all).await?;
     state
         .registry
         .audit_passkey(id, &who, &via, "asserted", &detail)

@@ -337,6 +337,16 @@ impl<I: Interceptor> KvStore for Intercepted<I> {
             .await
     }
 
+    async fn swap_value(
+        &self,
+        key: &str,
+        expected: Option<&str>,
+        value: Option<String>,
+    ) -> Result<bool, StoreError> {
+        self.call(Op::SetValue, self.inner.swap_value(key, expected, value))
+            .await
+    }
+
     async fn values_under(
         &self,
         prefix: &str,

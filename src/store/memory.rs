@@ -495,6 +495,23 @@ impl KvStore for MemoryStore {
         Ok(())
     }
 
+    async fn swap_value(
+        &self,
+        key: &str,
+        expected: Option<&str>,
+        value: Option<String>,
+    ) -> Result<bool, StoreError> {
+        let mut st = self.lock();
+        if st.values.get(key).map(String::as_str) != expected {
+            return Ok(false);
+        }
+        match value {
+            Some(v) => st.values.insert(key.to_string(), v),
+            None => st.values.remove(key),
+        };
+        Ok(true)
+    }
+
     async fn values_under(
         &self,
         prefix: &str,

@@ -380,6 +380,42 @@ pub(crate) async fn contract(store: Arc<dyn Store>) {
     store.forget_sighting("tg", "update-1").await.unwrap();
     assert!(store.first_sighting("tg", "update-1", exp).await.unwrap());
 
+    // A value is swapped only while it is what the writer read: created only if absent,
+    // changed or removed only if unchanged since; a writer that lost the race changes nothing.
+    assert!(
+        store
+            .swap_value("list", None, Some("[1]".into()))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .swap_value("list", None, Some("[9]".into()))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .swap_value("list", Some("[]"), Some("[9]".into()))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store.get_value("list").await.unwrap().as_deref(),
+        Some("[1]")
+    );
+    assert!(
+        store
+            .swap_value("list", Some("[1]"), Some("[1,2]".into()))
+            .await
+            .unwrap()
+    );
+    assert!(!store.swap_value("list", Some("[1]"), None).await.unwrap());
+    assert!(!store.swap_value("list", None, None).await.unwrap());
+    assert!(store.swap_value("list", Some("[1,2]"), None).await.unwrap());
+    assert_eq!(store.get_value("list").await.unwrap(), None);
+    assert!(store.swap_value("list", None, None).await.unwrap());
+
     // Values are read by prefix, in key order, within the limit; a key that only shares a
     // prefix's start, or sorts right after it, is not one of them.
     for (k, v) in [

@@ -357,3 +357,59 @@ async fn guessing_codes_is_stopped_after_five_that_were_never_issued() {
     assert_eq!(bar, 6, "{audit}");
     app.stop().await;
 }
+
+/// Codes issued for many people at once are all kept: each issue changes the kept list only
+/// as it was read, whichever request writes first (no code is lost to another's write).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codes_issued_at_once_for_many_people_are_all_kept() {
+    let names: Vec<String> = (0..8).map(|k| format!("p{k}")).collect();
+    let people = names.clone();
+    // SQLite, whose writes wait on their own thread: the requests' reads and writes
+    // interleave as they would across replicas.
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = crate::support::settings();
+    s.store.backend = imrelay::config::Backend::Sqlite;
+    s.store.path = dir.path().join("codes.db");
+    let store: std::sync::Arc<dyn imrelay::store::Store> = std::sync::Arc::new(
+        imrelay::store::SqliteStore::open(&s.store.path, imrelay::store::Synchronous::Normal)
+            .unwrap(),
+    );
+    s.passkeys.first_passkey = FirstPasskey::Code;
+    s.auth.operator_tokens = people
+        .iter()
+        .map(|p| {
+            OperatorToken::labelled(format!("{p}-token-0123456789abcdef"), format!("{p}-laptop"))
+        })
+        .chain([OperatorToken::new(ADMIN)])
+        .collect();
+    s.people = people
+        .iter()
+        .map(|p| person(p, &format!("{p}-laptop")))
+        .collect();
+    let mut app = crate::support::spawn_on(s, store).await;
+    app.token = Some(ADMIN.into());
+    let bodies: Vec<Value> = names.iter().map(|p| json!({"person": p})).collect();
+    let issued = futures_util::future::join_all(
+        bodies.iter().map(|b| app.post("/v1/passkeys/enrolment", b)),
+    )
+    .await;
+    for (s, body) in &issued {
+        assert_eq!(*s, StatusCode::CREATED, "{body}");
+    }
+    let (_, listed) = app.get("/v1/passkeys").await;
+    let mut waiting: Vec<&str> = listed["enrolment"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["person"].as_str().unwrap())
+        .collect();
+    waiting.sort_unstable();
+    assert_eq!(waiting, names, "{listed}");
+    let at = listed["enrolment"][0]["expires_at"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        at.parse::<jiff::Timestamp>().is_ok(),
+        "not RFC 3339: {listed}"
+    );
+}

@@ -122,3 +122,51 @@ async fn past_digest_after_a_device_gets_one_digest_approved_all_once_confirmed(
     assert_eq!(body["error"]["code"], "invalid_token", "{body}");
     app.stop().await;
 }
+
+/// A device removed while its digest is shown: the digest's next change pushes nothing to
+/// the old endpoint and fails no job. (A device removed between a job's planning and its
+/// delivery is the unit test `a_digest_on_a_device_removed_since_is_left_alone`.)
+#[tokio::test]
+async fn a_device_removed_while_its_digest_is_shown_gets_nothing_more() {
+    let fake = FakePush::start(1).await;
+    let app = start(&fake, |s| s.push.digest_after = 1).await;
+    for k in 0..3 {
+        let body = json!({"id": format!("rm{k}"), "tool_name": "Bash",
+            "input": {"command": format!("step-{k}")}, "session": "s-2", "cwd": "/home/dev/shop"});
+        let (s, v) = app.post("/v1/interactions", &body).await;
+        assert_eq!(s, StatusCode::CREATED, "{v}");
+    }
+    let first = fake.one("a digest", |p| p["type"] == "digest").await;
+    let tag = first["payload"]["tag"].as_str().unwrap().to_string();
+    latest_when(&fake, &tag, |p| {
+        p["title"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("2 requests"))
+    })
+    .await;
+    let (_, overview) = app.get("/v1/push").await;
+    let device = overview["devices"][0]["id"].as_str().unwrap().to_string();
+    let (s, body) = app.delete(&format!("/v1/push/devices/{device}")).await;
+    assert!(s.is_success(), "{s} {body}");
+    let pushed = fake.received().len();
+    // A member of the digest answered elsewhere: the digest changes.
+    let (s, body) = app
+        .post(
+            "/v1/interactions/rm1/respond",
+            &json!({"decision": "deny", "by": "admin"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    let metrics = app
+        .metrics_with("imrelay_outbox_backlog{channel=\"push\"} 0")
+        .await;
+    let failed = metrics.lines().find(|l| {
+        l.starts_with("imrelay_outbox_deliveries_total{channel=\"push\",result=\"failed\"}")
+    });
+    assert!(
+        failed.is_none_or(|l| l.ends_with(" 0")),
+        "a removed device failed the digest's job: {failed:?}"
+    );
+    assert_eq!(fake.received().len(), pushed, "pushed to a removed device");
+    app.stop().await;
+}

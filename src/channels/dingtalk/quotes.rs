@@ -15,7 +15,9 @@
 //! interaction (a digest's: for its place and session) under the server's secret, so no one
 //! can make up another's, and a person can send no interactive card of their own to quote.
 //! The quoted card must moreover be one sent to the chat the quote was written in (a
-//! digest's, while it lives). The kit then applies its rules:
+//! prompt's, of the interaction it was made for, not an earlier one under the same id; a
+//! digest's, while its session's digest lives there: any card of that digest names the same
+//! session, whichever requests it listed). The kit then applies its rules:
 //! who may message the session (its route's approvers), the size and rate, taken once.
 //! A quote of anything else keeps the message's usual meaning.
 
@@ -52,8 +54,9 @@ pub(super) struct Quote {
 /// Which card a quote names.
 #[derive(Debug, PartialEq)]
 enum Quoted {
-    /// A prompt: the interaction it shows.
-    Prompt(InteractionId),
+    /// A prompt: the interaction it shows, and its creation time (unix ms), so that a card
+    /// of an earlier interaction under the same id names nothing.
+    Prompt(InteractionId, i64),
     /// A digest: its place and its session's key.
     Digest(String, String),
 }
@@ -93,7 +96,7 @@ impl Quote {
     ) -> Option<Self> {
         let token = quoted_token(data)?;
         let card = match tokens.verify(&token) {
-            Some((id, _)) => Quoted::Prompt(id),
+            Some((id, created)) => Quoted::Prompt(id, created),
             None => {
                 let (place, session) = digests?.digest_of(&token)?;
                 Quoted::Digest(place, session)
@@ -163,8 +166,15 @@ async fn card_in_chat(
 ) -> Result<Option<String>, crate::store::StoreError> {
     let address = q.address();
     match &q.card {
-        Quoted::Prompt(id) => {
-            let copies = pipeline.registry().store().messages(CHANNEL, id).await?;
+        Quoted::Prompt(id, created) => {
+            let store = pipeline.registry().store();
+            let Some(i) = store.get(id).await? else {
+                return Ok(None);
+            };
+            if i.created_at.as_millisecond() != *created {
+                return Ok(None);
+            }
+            let copies = store.messages(CHANNEL, id).await?;
             Ok(copies
                 .into_iter()
                 .find(|m| m.address == address)
@@ -274,7 +284,10 @@ mod tests {
         let q = Quote::read(&good, &tokens, Some(&digests)).unwrap();
         assert_eq!(
             q.card,
-            Quoted::Prompt(InteractionId::parse("toolu_1").unwrap())
+            Quoted::Prompt(
+                InteractionId::parse("toolu_1").unwrap(),
+                i.created_at.as_millisecond()
+            )
         );
         assert_eq!(
             (q.text.as_str(), q.address()),

@@ -241,14 +241,30 @@ impl Platform for Push {
 
     async fn post_digest(&self, d: &Device, sheet: &Sheet) -> Result<String, Failure> {
         let tag = render::digest_tag(&d.id, &sheet.session, &sheet.first);
-        self.push_digest(&d.id, &tag, sheet).await?;
+        let Some(d) = devices::get(self.store.as_ref(), &d.id)
+            .await
+            .map_err(Failure::store)?
+        else {
+            return Err(Failure::Permanent("the device was removed".into()));
+        };
+        self.push_digest(&d, &tag, sheet, false).await?;
         Ok(tag)
     }
 
-    /// Pushes the digest again under its tag, so the notification is replaced, with fresh
+    /// Pushes the digest again under its tag, so the notification is replaced quietly (a
+    /// digest that grows, or a confirmation after a press, does not ring again), with fresh
     /// links.
     async fn edit_digest(&self, device: &str, tag: &str, sheet: &Sheet) -> Result<Edited, Failure> {
-        self.push_digest(device, tag, sheet).await?;
+        match devices::get(self.store.as_ref(), device)
+            .await
+            .map_err(Failure::store)?
+        {
+            Some(d) => self.push_digest(&d, tag, sheet, true).await?,
+            // Removed since: nothing left to replace.
+            None => {
+                tracing::debug!(device = %device, "push: digest not shown again; the device was removed")
+            }
+        }
         Ok(Edited::Done)
     }
 
@@ -292,16 +308,17 @@ impl Platform for Push {
 }
 
 impl Push {
-    /// Pushes digest `sheet` to device `device` under `tag`: Approve all and Deny all (a
-    /// confirmation's Yes and Cancel) as actions with single-use links, two at most
-    /// (Chromium's `kWebNotificationMaxActions`); Review is the tap, which opens the inbox.
-    async fn push_digest(&self, device: &str, tag: &str, sheet: &Sheet) -> Result<(), Failure> {
-        let Some(d) = devices::get(self.store.as_ref(), device)
-            .await
-            .map_err(Failure::store)?
-        else {
-            return Err(Failure::Permanent("the device was removed".into()));
-        };
+    /// Pushes digest `sheet` to device `d` under `tag` (`quiet`: replacing one already
+    /// shown): Approve all and Deny all (a confirmation's Yes and Cancel) as actions with
+    /// single-use links, two at most (Chromium's `kWebNotificationMaxActions`); Review is the
+    /// tap, which opens the inbox.
+    async fn push_digest(
+        &self,
+        d: &Device,
+        tag: &str,
+        sheet: &Sheet,
+        quiet: bool,
+    ) -> Result<(), Failure> {
         let mut actions = Vec::new();
         for b in sheet.rows.iter().flatten() {
             let action = match b.action {
@@ -320,9 +337,10 @@ impl Push {
         }
         actions.truncate(MAX_ACTIONS);
         let s = &self.settings;
-        let payload = render::digest(sheet, tag, s.include_command, actions, s.locale);
+        let mut payload = render::digest(sheet, tag, s.include_command, actions, s.locale);
+        payload.quiet = quiet;
         let ttl = i64::try_from(s.action_ttl_secs).unwrap_or(900);
-        self.send(&d, payload.bytes(), ttl, "normal", &tag[8..])
+        self.send(d, payload.bytes(), ttl, "normal", &tag[8..])
             .await
     }
 
@@ -494,6 +512,25 @@ mod tests {
     use super::*;
     use reqwest::StatusCode;
     use reqwest::header::HeaderMap;
+
+    /// A digest shown on a device removed since (between the job's planning and its
+    /// delivery) has nothing left to replace: done, and nothing is sent (the client here
+    /// reaches nothing).
+    #[tokio::test]
+    async fn a_digest_on_a_device_removed_since_is_left_alone() {
+        let store: Arc<dyn Store> = Arc::new(crate::store::MemoryStore::new());
+        let push = Push {
+            settings: Arc::new(PushSettings::default()),
+            client: reqwest::Client::new(),
+            store,
+            vapid: Vapid::from_secret(&[7; 32]),
+            contact: "mailto:ops@example.com".into(),
+            links: DigestLinks::new(vec![1; 32], b"test", CHANNEL),
+        };
+        let sheet = Sheet::closed(Texts(push.settings.locale), "gone", "s-1", "2 requests");
+        let edited = push.edit_digest("gone", "imrelay-dgabc", &sheet).await;
+        assert!(matches!(edited, Ok(Edited::Done)), "{edited:?}");
+    }
 
     #[test]
     fn throttling_waits_server_errors_retry_and_refusals_say_what_to_check() {

@@ -53,8 +53,8 @@ pub(super) struct Payload {
     /// The deadline (unix ms) of a prompt.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deadline: Option<i64>,
-    /// Whether a prompt replaces one already shown (the votes so far): shown without a sound
-    /// or a second alert.
+    /// Whether a prompt or a digest replaces one already shown (the votes so far, a digest
+    /// grown or confirming a press): shown without a sound or a second alert.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub quiet: bool,
     /// Its actions (an approval's prompt only).

@@ -4,7 +4,8 @@
 // A push carries JSON (the `push` channel's render.rs): a prompt (title, body, the card's path,
 // and for an approval its actions, each a single-use URL on this server; `quiet` when it
 // replaces its own to show the votes so far), a session's digest (its Approve all and Deny
-// all, or a confirmation's Yes and Cancel, each a single-use link; a tap opens the inbox),
+// all, or a confirmation's Yes and Cancel, each a single-use link; a tap opens the inbox;
+// `quiet` when it replaces its own),
 // or an outcome with the same tag, which replaces the prompt's (or the digest's)
 // notification. Chromium shows at most two actions (`Notification.maxActions`). An action posts its URL: the server
 // answers as the device's person, once; a refusal (already answered, used, expired) is shown
@@ -31,7 +32,8 @@ async function show(data) {
   };
   if (data.type === "prompt" || data.type === "digest") {
     options.requireInteraction = true;
-    // A prompt that replaces its own (the votes so far) does so without a second alert.
+    // A prompt or digest that replaces its own (the votes so far, a digest grown or
+    // confirming a press) does so without a second alert.
     options.renotify = !data.quiet;
     if (data.quiet) options.silent = true;
     const actions = Array.isArray(data.actions) ? data.actions.slice(0, 2) : [];
@@ -69,11 +71,13 @@ async function openCard(url) {
 
 // Answers `notification`'s `action` (allow or deny) with its single-use URL, and replaces the
 // notification with what became of it. Without such an action (a tap): opens the card.
+// A digest stays until the push of what it now is replaces it: a press that is refused (or
+// that cannot reach imrelay) leaves it shown, with a note of why beside it.
 async function answer(notification, action) {
   const d = notification.data || {};
   const url = d.actions && d.actions[action];
+  if (!url || !d.digest) notification.close();
   if (!url) return openCard(d.url);
-  notification.close();
   let ok = false;
   let message;
   try {
@@ -98,6 +102,5 @@ async function answer(notification, action) {
 }
 
 self.addEventListener("notificationclick", (event) => {
-  event.notification.close();
   event.waitUntil(answer(event.notification, event.action));
 });

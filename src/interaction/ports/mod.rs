@@ -511,6 +511,17 @@ pub trait KvStore: Send + Sync + 'static {
     /// Sets (or with `None` removes) a small named value.
     async fn set_value(&self, key: &str, value: Option<String>) -> Result<(), StoreError>;
 
+    /// Sets (or with `None` removes) value `key` only if it is still `expected` (`None`: it
+    /// does not exist): `true` if it was set, `false` if another writer changed it first (the
+    /// caller reads it again). A value read, changed and written back this way loses no
+    /// other writer's change, whichever replica made it.
+    async fn swap_value(
+        &self,
+        key: &str,
+        expected: Option<&str>,
+        value: Option<String>,
+    ) -> Result<bool, StoreError>;
+
     /// The named values whose keys start with `prefix`, by key, at most `limit` of them (a
     /// small set kept under one prefix, such as a channel's registered devices).
     async fn values_under(

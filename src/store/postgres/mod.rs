@@ -616,6 +616,35 @@ impl KvStore for PostgresStore {
         Ok(())
     }
 
+    async fn swap_value(
+        &self,
+        key: &str,
+        expected: Option<&str>,
+        value: Option<String>,
+    ) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let changed = match (expected, value) {
+            (None, Some(v)) => {
+                let sql = self.sql(
+                    "INSERT INTO {s}.kv (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
+                );
+                exec(&client, &sql, &[&key, &v]).await?
+            }
+            (Some(e), Some(v)) => {
+                let sql = self.sql("UPDATE {s}.kv SET value = $2 WHERE key = $1 AND value = $3");
+                exec(&client, &sql, &[&key, &v, &e]).await?
+            }
+            (Some(e), None) => {
+                let sql = self.sql("DELETE FROM {s}.kv WHERE key = $1 AND value = $2");
+                exec(&client, &sql, &[&key, &e]).await?
+            }
+            (None, None) => {
+                return Ok(self.get_value_in(&client, key).await?.is_none());
+            }
+        };
+        Ok(changed == 1)
+    }
+
     async fn values_under(
         &self,
         prefix: &str,

@@ -716,8 +716,17 @@ pub(super) async fn the_service_worker_shows_a_digest_and_its_approve_all_answer
         })
         .await["payload"]
         .clone();
-    // The press shows no note of its own (closed on the tap, the digest is shown again by
-    // the confirmation's push under its tag).
+    // The first push rings; the confirmation replaces it quietly (no second alert).
+    assert_eq!(
+        (
+            digest["quiet"].as_bool().unwrap_or(false),
+            asked["quiet"].as_bool()
+        ),
+        (false, Some(true)),
+        "{digest} then {asked}"
+    );
+    // The press shows no note of its own (the digest is replaced by the confirmation's
+    // push under its tag).
     let all = b.eval(NOTIFICATIONS).await;
     let others: Vec<&Value> = all
         .as_array()
@@ -734,6 +743,23 @@ pub(super) async fn the_service_worker_shows_a_digest_and_its_approve_all_answer
     )
     .await;
     worker.eval(&press("yes")).await;
+    // The same Yes again (its link used): refused, and the digest stays shown, with the
+    // note of why beside it.
+    worker.eval(&press("yes")).await;
+    let note = format!("{tag}-note");
+    b.until(
+        "the refusal's note",
+        &format!(
+            "{NOTIFICATIONS}.then(ns => ns.some(n => n.tag === {} && n.title === 'Not answered'))",
+            json!(note)
+        ),
+    )
+    .await;
+    let kept = b.eval(&this_tag).await;
+    assert!(
+        kept.as_array().is_some_and(|k| k.len() == 1),
+        "a refused press hid the digest: {kept}"
+    );
     for id in ["sw-d1", "sw-d2"] {
         let (_, i) = app.get(&format!("/v1/interactions/{id}")).await;
         let r = &i["resolution"];
