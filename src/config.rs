@@ -18,6 +18,7 @@ pub mod policy;
 mod print;
 mod ranges;
 mod reach;
+mod sections;
 mod sources;
 mod steering;
 mod strict;
@@ -56,73 +57,83 @@ pub(crate) const MIN_TOKEN_CHARS: usize = 16;
 /// How to make a good token, for messages about bad ones.
 const MAKE_A_TOKEN: &str = "make one with `openssl rand -hex 32`";
 
-/// All settings.
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct Settings {
-    /// The HTTP server.
-    pub server: ServerSettings,
-    /// Bearer tokens.
-    pub auth: AuthSettings,
-    /// Deadlines and retention.
-    pub interactions: InteractionSettings,
-    /// Agent hook endpoints.
-    pub hooks: crate::agents::HooksSettings,
-    /// The MCP endpoint.
-    pub mcp: crate::mcp::McpSettings,
-    /// Persistence.
-    pub store: StoreSettings,
-    /// Logging.
-    pub log: LogSettings,
-    /// Delivery retries.
-    pub outbox: OutboxSettings,
-    /// The audit trail.
-    pub audit: AuditSettings,
-    /// Webhook targets (`[[webhooks]]`).
-    #[serde(default)]
-    pub webhooks: Vec<crate::channels::webhook::WebhookSettings>,
-    /// The Feishu/Lark channel.
-    #[serde(default)]
-    pub feishu: crate::channels::feishu::FeishuSettings,
-    /// The Telegram channel.
-    pub telegram: crate::channels::telegram::TelegramSettings,
-    /// Policy rules (`[[policy]]`), weighed at creation in this order.
-    #[serde(default)]
-    pub policy: Vec<policy::PolicyRuleSettings>,
-    /// The Slack channel.
-    #[serde(default)]
-    pub slack: crate::channels::slack::SlackSettings,
-    /// The WeCom (企业微信) channel.
-    #[serde(default)]
-    pub wecom: crate::channels::wecom::WeComSettings,
-    /// The DingTalk channel.
-    #[serde(default)]
-    pub dingtalk: crate::channels::dingtalk::DingTalkSettings,
-    /// The ntfy channel.
-    #[serde(default)]
-    pub ntfy: crate::channels::ntfy::NtfySettings,
-    /// The Discord channel.
-    #[serde(default)]
-    pub discord: crate::channels::discord::DiscordSettings,
-    /// The Matrix channel.
-    #[serde(default)]
-    pub matrix: crate::channels::matrix::MatrixSettings,
-    /// The Web Push channel (the installable inbox's notifications).
-    #[serde(default)]
-    pub push: crate::channels::push::PushSettings,
-    /// Passkeys for `step_up` answers: how a person's first one is allowed.
-    #[serde(default)]
-    pub passkeys: phone::PasskeySettings,
-    /// People and their identities on each channel (`[[people]]`).
-    #[serde(default)]
-    pub people: Vec<teams::PersonSettings>,
-    /// Groups of people (`[[groups]]`).
-    #[serde(default)]
-    pub groups: Vec<teams::GroupSettings>,
-    /// Routes (`[[routes]]`): first match wins.
-    #[serde(default)]
-    pub routes: Vec<teams::RouteSettings>,
+/// Makes `Settings` with a field for each channel of the list it is given
+/// (`crate::channels::each_channel!`), `Settings::channels`, and what the rest of the settings
+/// tree reads of every channel section: so a channel is named once, in that list.
+macro_rules! settings {
+    ($($(#[$serde:meta])* $name:ident: $module:ident::$section:ident,)*) => {
+        /// All settings.
+        #[derive(Clone, Debug, Deserialize, Serialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct Settings {
+            /// The HTTP server.
+            pub server: ServerSettings,
+            /// Bearer tokens.
+            pub auth: AuthSettings,
+            /// Deadlines and retention.
+            pub interactions: InteractionSettings,
+            /// Agent hook endpoints.
+            pub hooks: crate::agents::HooksSettings,
+            /// The MCP endpoint.
+            pub mcp: crate::mcp::McpSettings,
+            /// Persistence.
+            pub store: StoreSettings,
+            /// Logging.
+            pub log: LogSettings,
+            /// Delivery retries.
+            pub outbox: OutboxSettings,
+            /// The audit trail.
+            pub audit: AuditSettings,
+            /// Policy rules (`[[policy]]`), weighed at creation in this order.
+            #[serde(default)]
+            pub policy: Vec<policy::PolicyRuleSettings>,
+            /// Passkeys for `step_up` answers: how a person's first one is allowed.
+            #[serde(default)]
+            pub passkeys: phone::PasskeySettings,
+            /// People and their identities on each channel (`[[people]]`).
+            #[serde(default)]
+            pub people: Vec<teams::PersonSettings>,
+            /// Groups of people (`[[groups]]`).
+            #[serde(default)]
+            pub groups: Vec<teams::GroupSettings>,
+            /// Routes (`[[routes]]`): first match wins.
+            #[serde(default)]
+            pub routes: Vec<teams::RouteSettings>,
+            $(
+                #[doc = concat!("The `", stringify!($name), "` channel's settings section.")]
+                $(#[$serde])*
+                pub $name: crate::channels::$module::$section,
+            )*
+        }
+
+        /// How many channels there are.
+        const CHANNEL_COUNT: usize = [$(stringify!($name)),*].len();
+
+        impl Settings {
+            /// The channel registry: every channel's settings section, in the order of
+            /// `crate::channels::each_channel!`: the order they are checked, installed and
+            /// tried by `imrelay doctor`.
+            pub fn channels(&self) -> [&dyn crate::channels::Channel; CHANNEL_COUNT] {
+                [$(&self.$name),*]
+            }
+
+            /// Each channel's section, in the registry's order: what the settings tree does
+            /// with it besides reading it as a field.
+            fn channel_sections() -> [sections::Section; CHANNEL_COUNT] {
+                [$(
+                    sections::Section {
+                        name: stringify!($name),
+                        read: mistakes::one::<crate::channels::$module::$section>,
+                        print: |s, out| print::any(out, stringify!($name), &s.$name),
+                        values: sections::values_of::<crate::channels::$module::$section>,
+                    }
+                ),*]
+            }
+        }
+    };
 }
+
+crate::channels::each_channel!(settings);
 
 /// `[audit]`
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -416,9 +427,9 @@ impl LogSettings {
 
 /// The values a setting that is one of a fixed set takes (`store.backend`: sqlite, memory,
 /// postgres), as written in the configuration; `None` for any other setting. Read from the
-/// types themselves, so the list is never out of date.
+/// types themselves, so the list is never out of date; a channel's settings (`telegram.locale`,
+/// `feishu.domain`) from its section's type, so none is named here.
 pub(crate) fn enum_values(key: &str) -> Option<Vec<String>> {
-    use crate::channels::{feishu, slack, telegram};
     Some(match key {
         "store.backend" => variants::<Backend>(),
         "store.synchronous" => variants::<Synchronous>(),
@@ -431,28 +442,17 @@ pub(crate) fn enum_values(key: &str) -> Option<Vec<String>> {
         | "hooks.acp.on_finish"
         | "hooks.opencode.on_finish"
         | "routes.on_finish" => variants::<crate::agents::steer::OnFinish>(),
-        "telegram.transport" => variants::<telegram::Mode>(),
-        "feishu.transport" => variants::<feishu::Mode>(),
-        "feishu.domain" => variants::<feishu::settings::Domain>(),
-        "discord.transport" => variants::<crate::channels::discord::Transport>(),
-        "feishu.locale" | "dingtalk.locale" => variants::<crate::present::render::Locale>(),
-        "slack.transport" => variants::<slack::Mode>(),
-        "wecom.transport" => variants::<crate::channels::wecom::Transport>(),
-        "wecom.locale" | "discord.locale" | "matrix.locale" | "slack.locale"
-        | "telegram.locale" | "ntfy.locale" | "push.locale" => {
-            variants::<crate::present::render::Locale>()
-        }
-        "matrix.transport" => variants::<crate::channels::matrix::Transport>(),
-        "telegram.thread_per"
-        | "slack.thread_per"
-        | "feishu.thread_per"
-        | "discord.thread_per"
-        | "matrix.thread_per" => variants::<crate::channels::threads::ThreadPer>(),
         "policy.decision" => variants::<crate::interaction::policy::Decision>(),
         "policy.mode" => variants::<crate::interaction::policy::Mode>(),
         "policy.kind" | "routes.kind" => variants::<crate::interaction::Kind>(),
         "passkeys.first_passkey" => variants::<phone::FirstPasskey>(),
-        _ => return None,
+        _ => {
+            let (section, field) = key.split_once('.')?;
+            let channel = Settings::channel_sections()
+                .into_iter()
+                .find(|c| c.name == section)?;
+            return (channel.values)(section, field);
+        }
     })
 }
 
@@ -461,21 +461,23 @@ pub(crate) fn enum_values(key: &str) -> Option<Vec<String>> {
 fn variants<T: serde::de::DeserializeOwned>() -> Vec<String> {
     use serde::de::IntoDeserializer;
     let none: serde::de::value::StrDeserializer<'_, serde::de::value::Error> =
-        "\u{0}".into_deserializer();
+        sections::NO_NAME.into_deserializer();
     match T::deserialize(none) {
         Ok(_) => Vec::new(),
-        // "unknown variant `x`, expected one of `a`, `b`" (or "expected `a` or `b`").
-        Err(e) => {
-            let text = e.to_string();
-            let listed = text.split_once("expected").map_or("", |(_, l)| l);
-            listed
-                .split('`')
-                .skip(1)
-                .step_by(2)
-                .map(str::to_string)
-                .collect()
-        }
+        Err(e) => listed(&e.to_string()),
     }
+}
+
+/// The names serde lists when refusing one it does not know: "unknown variant `x`, expected
+/// one of `a`, `b`" (or "expected `a` or `b`").
+fn listed(refused: &str) -> Vec<String> {
+    let listed = refused.split_once("expected").map_or("", |(_, l)| l);
+    listed
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect()
 }
 
 /// Settings as loaded, with what the person running imrelay should be told about them.
@@ -589,24 +591,6 @@ impl Settings {
     /// those places (`channel:address`): the routes table says so.
     pub fn route_places_off(&self) -> Vec<(String, Vec<String>)> {
         reach::places_off(self)
-    }
-
-    /// The channel registry: every channel's settings section, in the order they are
-    /// checked, installed and tried by `imrelay doctor`. A new channel is one line here
-    /// (and its field above).
-    pub fn channels(&self) -> [&dyn crate::channels::Channel; 10] {
-        [
-            &self.telegram,
-            &self.feishu,
-            &self.slack,
-            &self.wecom,
-            &self.dingtalk,
-            &self.ntfy,
-            &self.discord,
-            &self.matrix,
-            &self.push,
-            &self.webhooks,
-        ]
     }
 
     /// Checks values that only make sense together, and that durations are in range; the
@@ -1213,6 +1197,22 @@ callback_path = "{feishu_path}"
             enum_values("store.backend").unwrap(),
             ["sqlite", "memory", "postgres"]
         );
+        // A channel's, read from its section's type: none is named in `enum_values`.
+        assert_eq!(
+            enum_values("telegram.transport").unwrap(),
+            ["polling", "webhook"]
+        );
+        assert_eq!(
+            enum_values("matrix.locale").unwrap(),
+            variants::<crate::present::render::Locale>()
+        );
+        assert_eq!(
+            enum_values("feishu.domain").unwrap(),
+            variants::<crate::channels::feishu::settings::Domain>()
+        );
+        assert_eq!(enum_values("telegram.chats"), None);
+        assert_eq!(enum_values("telegram.nothing.here"), None);
+        assert_eq!(enum_values("nowhere.locale"), None);
         // Every text setting that refuses a name it does not know is one of a fixed set:
         // its message lists the values it takes.
         let defaults: toml::Table = toml::from_str(DEFAULT_TOML).unwrap();

@@ -150,4 +150,8 @@ impl<P: Platform + 'static> OutboxHandler for Skeleton<P> {
     async fn deliver(&self, job: &ClaimedJob) -> Delivery {
         self.0.deliver(&job.job).await
     }
+
+    fn concurrency(&self) -> usize {
+        self.0.platform.concurrency()
+    }
 }

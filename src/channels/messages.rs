@@ -116,6 +116,12 @@ pub(crate) trait Platform: Send + Sync {
     /// The channel name under which copies are recorded.
     fn channel(&self) -> &'static str;
 
+    /// Most of its jobs in flight at once (the outbox's default, unless its client queues
+    /// and paces calls itself).
+    fn concurrency(&self) -> usize {
+        4
+    }
+
     /// The chat a target names: the key of its records and of its pacing.
     fn address(&self, target: &Self::Target) -> String;
 

@@ -1,9 +1,10 @@
-//! Channels present interactions outside imrelay (Telegram, Feishu/Lark, Slack, WeCom, DingTalk, ntfy, Discord, Matrix, Web Push, webhooks) and hand
-//! answers back to the registry.
+//! Channels present interactions outside imrelay (chats, phones, webhooks: the list is
+//! `each_channel!` below) and hand answers back to the registry.
 //!
-//! Every channel is listed once, in the channel registry ([`registry`]: each settings section
-//! is a [`Channel`], the list is `config::Settings::channels`), and plugs in through
-//! [`Wiring`] at start-up:
+//! Every channel is listed once, in `each_channel!` below (each settings section is a
+//! [`Channel`], see [`registry`]; the settings tree makes its fields, `Settings::channels` and
+//! the rest of what it knows of channels from that list), and plugs in through [`Wiring`] at
+//! start-up:
 //! - a [`crate::interaction::Lifecycle`] hook plans its outbox jobs (post a prompt, update a
 //!   message) in the same transaction as the state change;
 //! - an [`crate::outbox::OutboxHandler`] delivers those jobs, with retries;
@@ -62,6 +63,37 @@ use crate::outbox::Outbox;
 use crate::store::Store;
 
 pub use registry::{Channel, Chat, Check, Doctor, Kept, Written, in_words, install};
+
+/// The list of channels: the one place a channel is named outside its folder (besides its
+/// `pub mod` line above: rustfmt does not see a module declared inside a macro, and
+/// `cargo fmt --check` passes a misformatted file declared so). Each line is its section's
+/// name in the settings (`[telegram]`, `[[webhooks]]`), its module and its settings type, a
+/// [`Channel`]. A section is read over `config/default.toml`, where each has its documented
+/// defaults; a list section (`[[webhooks]]`) has none there and is empty when absent. The
+/// order is the registry's: channels are checked, installed, tried by `imrelay doctor`,
+/// printed by `check-config` and named to people in it.
+///
+/// `each_channel!(then)` calls the macro `then` with the list; the settings tree (`config`)
+/// makes from it the channels' fields of `Settings` (so `settings.telegram` is a plain field),
+/// `Settings::channels`, each section read on its own for its mistakes, the sections
+/// `check-config` prints and the values a setting of a fixed set takes.
+macro_rules! each_channel {
+    ($then:ident) => {
+        $then! {
+            telegram: telegram::TelegramSettings,
+            feishu: feishu::FeishuSettings,
+            slack: slack::SlackSettings,
+            wecom: wecom::WeComSettings,
+            dingtalk: dingtalk::DingTalkSettings,
+            ntfy: ntfy::NtfySettings,
+            discord: discord::DiscordSettings,
+            matrix: matrix::MatrixSettings,
+            push: push::PushSettings,
+            #[serde(default)] webhooks: webhook::WebhookTargets,
+        }
+    };
+}
+pub(crate) use each_channel;
 
 /// A background task a channel runs while the server serves.
 pub type Task = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;

@@ -13,10 +13,10 @@
 //!   found in the store; a channel whose places are all a route's still has copies to
 //!   update), for [`crate::outbox::UPDATE_HORIZON`] after the resolution.
 //!
-//! A channel whose places are texts (a channel id, a conversation, a chat) takes the kit's
-//! jobs, [`TextJob`], naming itself with [`TextPlaces`]; one whose places are typed (Telegram's
-//! numbers, Feishu's receivers) names its jobs with its own enum (kept as it was, so jobs
-//! already stored are read the same) and says, through [`ChatJob`], which variant does what.
+//! A channel whose places are one value each (a channel id, a conversation, a chat id) takes
+//! the kit's jobs, [`TextJob`], naming itself with [`TextPlaces`]; one whose places are typed
+//! (Feishu's receivers) names its jobs with its own enum (kept as it was, so jobs already
+//! stored are read the same) and says, through [`ChatJob`], which variant does what.
 
 use std::marker::PhantomData;
 
@@ -106,11 +106,17 @@ pub(crate) trait TextPlaces: 'static {
     /// `chat`, ...: each channel's own word of old, kept so a store's jobs read the same
     /// whichever version wrote them). A new channel says `to`.
     const FIELD: &'static str;
+    /// The kind its update job is stored under (`update`; Telegram's of old: `resolved`).
+    const UPDATE: &'static str = "update";
+    /// Whether its places are stored as numbers (Telegram's chat ids, as its own jobs stored
+    /// them); a place that is not one is stored as a text.
+    const NUMBERS: bool = false;
 }
 
 /// The outbox jobs of a chat channel whose places are texts: the kit's [`Todo`] under the
-/// channel's name `C`. Stored as `{"kind": "post" | "update" | "voted" | "digest",
-/// <C::FIELD>: place, "session": key}`; read under any channel's field name.
+/// channel's name `C`. Stored as `{"kind": "post" | C::UPDATE | "voted" | "digest",
+/// <C::FIELD>: place, "session": key}` (a place a number when `C::NUMBERS`); read under any
+/// channel's field name and update kind, its place a text or a number.
 pub(crate) struct TextJob<C> {
     todo: Todo<String>,
     channel: PhantomData<fn() -> C>,
@@ -123,16 +129,41 @@ enum Stored {
     Post {
         #[serde(alias = "channel", alias = "target", alias = "chat")]
         #[serde(alias = "room", alias = "topic")]
+        #[serde(deserialize_with = "place")]
         to: String,
     },
+    #[serde(alias = "resolved")]
     Update,
     Voted,
     Digest {
         #[serde(alias = "channel", alias = "target", alias = "chat")]
         #[serde(alias = "room", alias = "topic")]
+        #[serde(deserialize_with = "place")]
         to: String,
         session: String,
     },
+}
+
+/// A stored place: a text, or a number (a chat id of Telegram's).
+fn place<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum Place {
+        Text(String),
+        Number(i64),
+    }
+    Ok(match <Place as serde::Deserialize>::deserialize(d)? {
+        Place::Text(t) => t,
+        Place::Number(n) => n.to_string(),
+    })
+}
+
+/// Place `to` as channel `C` stores it.
+fn stored<C: TextPlaces>(to: &str) -> serde_json::Value {
+    match to.parse::<i64>() {
+        Ok(n) if C::NUMBERS => n.into(),
+        _ => to.into(),
+    }
 }
 
 impl<C> std::fmt::Debug for TextJob<C> {
@@ -148,13 +179,13 @@ impl<C: TextPlaces> serde::Serialize for TextJob<C> {
         match &self.todo {
             Todo::Post(to) => {
                 m.serialize_entry("kind", "post")?;
-                m.serialize_entry(C::FIELD, to)?;
+                m.serialize_entry(C::FIELD, &stored::<C>(to))?;
             }
-            Todo::Update => m.serialize_entry("kind", "update")?,
+            Todo::Update => m.serialize_entry("kind", C::UPDATE)?,
             Todo::Voted => m.serialize_entry("kind", "voted")?,
             Todo::Digest { to, session } => {
                 m.serialize_entry("kind", "digest")?;
-                m.serialize_entry(C::FIELD, to)?;
+                m.serialize_entry(C::FIELD, &stored::<C>(to))?;
                 m.serialize_entry("session", session)?;
             }
         }
@@ -298,17 +329,22 @@ mod tests {
         (format!("{job:?}"), again.kind, again.payload)
     }
 
-    /// Every job channel `C`'s own enum stored under `field` reads as the kit's, and is
-    /// written back the same, so old and new versions read each other's jobs.
-    fn old_jobs_read<C: TextPlaces>(field: &str, place: &str) {
+    /// Every job channel `C`'s own enum stored under `field` (its place `place`, a text or a
+    /// number) reads as the kit's, and is written back the same, so old and new versions
+    /// read each other's jobs.
+    fn old_jobs_read<C: TextPlaces>(field: &str, place: impl Into<Value>) {
+        let place: Value = place.into();
+        let text = place
+            .as_str()
+            .map_or_else(|| place.to_string(), str::to_string);
         let cases = [
-            ("post", json!({ field: place }), format!("Post({place:?})")),
-            ("update", json!({}), "Update".into()),
+            ("post", json!({ field: place }), format!("Post({text:?})")),
+            (C::UPDATE, json!({}), "Update".into()),
             ("voted", json!({}), "Voted".into()),
             (
                 "digest",
                 json!({ field: place, "session": "s-1" }),
-                format!("Digest {{ to: {place:?}, session: \"s-1\" }}"),
+                format!("Digest {{ to: {text:?}, session: \"s-1\" }}"),
             ),
         ];
         for (kind, payload, todo) in cases {
@@ -326,5 +362,16 @@ mod tests {
         old_jobs_read::<wecom::WeComSettings>("chat", "wrkSFfCgAAxxxx");
         old_jobs_read::<matrix::MatrixSettings>("room", "!approvals:example.org");
         old_jobs_read::<ntfy::NtfySettings>("topic", "imrelay-approvals");
+    }
+
+    /// Telegram's own jobs of old (`{"kind": "post", "chat": -100…}`, `{"kind": "resolved"}`)
+    /// read as the kit's and are written back in their old shape, chat ids as numbers.
+    #[test]
+    fn telegram_jobs_stored_before_the_kit_still_read() {
+        use crate::channels::telegram::TelegramSettings;
+        old_jobs_read::<TelegramSettings>("chat", -1001234567890_i64);
+        old_jobs_read::<TelegramSettings>("chat", 42_i64);
+        let (todo, kind, _) = reread::<TelegramSettings>("update", &json!({}));
+        assert_eq!((todo.as_str(), kind.as_str()), ("Update", "resolved"));
     }
 }

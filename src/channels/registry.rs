@@ -2,7 +2,8 @@
 //! checks, start-up and `imrelay doctor` go over one list instead of naming each channel.
 //!
 //! Each channel's settings section implements [`Channel`] in the channel's `mod.rs`; the list
-//! itself is `config::Settings::channels` (the settings tree owns the sections). Configuration
+//! itself is `each_channel!` in `channels/mod.rs`, from which the settings tree (which owns the
+//! sections) makes `config::Settings::channels`. Configuration
 //! validates each in turn, gathers their path claims and warnings; `app` installs each;
 //! `imrelay doctor` runs each one's [`Channel::doctor`] checks.
 

@@ -51,8 +51,11 @@ pub async fn run(settings: &Settings, send_test: bool) -> Vec<Check> {
     }
     if send_test && !destinations {
         checks.push(Check::fail(
-            "--send-test: no test message sent, as nothing is configured to send to (no Telegram, Feishu or webhook)",
-            "set one up (docs/telegram.md, docs/feishu.md, docs/webhooks.md); the inbox and `imrelay watch` need none",
+            format!(
+                "--send-test: no test message sent, as nothing is configured to send to (none of {} is enabled)",
+                crate::channels::in_words(&settings.channels())
+            ),
+            "set one up (docs/channels.md names each channel's page); the inbox and `imrelay watch` need none",
         ));
     }
     checks

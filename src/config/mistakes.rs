@@ -86,7 +86,11 @@ const MAX_PER_SECTION: usize = 16;
 /// the value at fault is taken out and the section read again, so every value of the wrong
 /// type in it is said, not only the first. A section that is absent is left to the whole read
 /// (most have defaults).
-fn one<T: DeserializeOwned>(cfg: &config::Config, key: &str, out: &mut Vec<config::ConfigError>) {
+pub(super) fn one<T: DeserializeOwned>(
+    cfg: &config::Config,
+    key: &str,
+    out: &mut Vec<config::ConfigError>,
+) {
     let Ok(mut value) = cfg.get::<config::Value>(key) else {
         return;
     };
@@ -178,14 +182,12 @@ fn take_out(value: &mut config::Value, steps: &[Step]) -> Option<String> {
 }
 
 /// Reads one section, adding its error to the list.
-type ReadSection = fn(&config::Config, &str, &mut Vec<config::ConfigError>);
+pub(super) type ReadSection = fn(&config::Config, &str, &mut Vec<config::ConfigError>);
 
-/// The error of each section of `cfg` that cannot be read, in the order of
-/// [`Settings`](super::Settings)' fields.
+/// The error of each section of `cfg` that cannot be read: the sections of
+/// [`Settings`](super::Settings) other than the channels', then each channel's in the
+/// registry's order, then the lists of people and routes.
 pub(super) fn section_errors(cfg: &config::Config) -> Vec<config::ConfigError> {
-    use crate::channels::{
-        dingtalk, discord, feishu, matrix, ntfy, slack, telegram, webhook, wecom,
-    };
     let mut out = Vec::new();
     let read: Vec<(&str, ReadSection)> = vec![
         ("server", one::<super::ServerSettings>),
@@ -197,21 +199,16 @@ pub(super) fn section_errors(cfg: &config::Config) -> Vec<config::ConfigError> {
         ("log", one::<super::LogSettings>),
         ("outbox", one::<super::OutboxSettings>),
         ("audit", one::<super::AuditSettings>),
-        ("webhooks", one::<Vec<webhook::WebhookSettings>>),
-        ("feishu", one::<feishu::FeishuSettings>),
-        ("telegram", one::<telegram::TelegramSettings>),
         ("policy", one::<Vec<super::policy::PolicyRuleSettings>>),
-        ("slack", one::<slack::SlackSettings>),
-        ("wecom", one::<wecom::WeComSettings>),
-        ("dingtalk", one::<dingtalk::DingTalkSettings>),
-        ("ntfy", one::<ntfy::NtfySettings>),
-        ("discord", one::<discord::DiscordSettings>),
-        ("matrix", one::<matrix::MatrixSettings>),
+    ];
+    let channels = super::Settings::channel_sections().map(|c| (c.name, c.read));
+    let after: Vec<(&str, ReadSection)> = vec![
+        ("passkeys", one::<super::phone::PasskeySettings>),
         ("people", one::<Vec<super::teams::PersonSettings>>),
         ("groups", one::<Vec<super::teams::GroupSettings>>),
         ("routes", one::<Vec<super::teams::RouteSettings>>),
     ];
-    for (key, f) in read {
+    for (key, f) in read.into_iter().chain(channels).chain(after) {
         f(cfg, key, &mut out);
     }
     out

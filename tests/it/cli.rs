@@ -692,10 +692,13 @@ fn every_list_of_channels_names_every_registered_channel() {
         }
     }
     assert!(missing.is_empty(), "{missing:#?}");
-    assert_eq!(
-        imrelay::channels::in_words(&settings.channels()),
-        "Telegram, Feishu/Lark, Slack, WeCom, DingTalk, ntfy, Discord, Matrix, Web Push and webhooks"
-    );
+    // A list in words, as `in_words` writes it (every channel's is checked above, so a new
+    // channel changes no line here).
+    let channels = settings.channels();
+    let in_words = imrelay::channels::in_words;
+    assert_eq!(in_words(&channels[..1]), "Telegram");
+    assert_eq!(in_words(&channels[..3]), "Telegram, Feishu/Lark and Slack");
+    assert!(in_words(&channels).ends_with(" and webhooks"));
 }
 
 /// docs/channels.md's table of what each channel offers has one column per registered

@@ -254,10 +254,13 @@ async fn with_the_defaults_it_creates_nothing_and_says_there_is_nothing_to_test(
     // Test messages asked for, and nowhere to send them: said plainly, and a failure.
     let (ok, out) = run_in(dir.path(), &env, &["doctor", "--send-test"]).await;
     assert!(!ok, "{out}");
+    let every =
+        imrelay::channels::in_words(&imrelay::config::Settings::defaults().unwrap().channels());
+    assert!(every.starts_with("Telegram, Feishu/Lark, "), "{every}");
     assert!(
-        out.contains(
-            "✗ --send-test: no test message sent, as nothing is configured to send to (no Telegram, Feishu or webhook)\n    → set one up"
-        ),
+        out.contains(&format!(
+            "✗ --send-test: no test message sent, as nothing is configured to send to (none of {every} is enabled)\n    → set one up"
+        )),
         "{out}"
     );
     assert_eq!(files(dir.path()), []);

@@ -9,41 +9,24 @@
 //! message's lock, keeping state a tap may have recorded already; the final edit falls back to
 //! plain text, then to removing the buttons, and holds the message's lock. The teloxide
 //! throttle paces requests, so the skeleton's pacer is off.
+//!
+//! A chat is a place of the kit's (its id as a text); a place that is no chat id is refused
+//! for good.
 
 use async_trait::async_trait;
 use serde_json::Value;
 
 use super::api::{Edited, Failure as TgFailure};
-use super::plan::Job;
 use super::render::{self, Buttons};
 use super::state::{MessageState, PromptState};
-use super::{CHANNEL, Telegram};
+use super::{CHANNEL, Job, Telegram};
 use crate::channels::digest::{Edited as DigestEdited, Sheet};
 use crate::channels::digest_texts::Texts;
 use crate::channels::messages::{Failure, Hold, Messages, Pacer, Platform, Posted};
+use crate::channels::plan::is_first_post;
 use crate::channels::threads::{Opener, Threads, outcome_line};
 use crate::interaction::Interaction;
-use crate::outbox::{Delivery, OutboxHandler};
-use crate::store::{ChannelMessage, ClaimedJob, OutboxJob, Store, StoreError};
-
-/// The outbox handler for the `telegram` channel.
-pub(super) struct Deliverer(pub(super) std::sync::Arc<Telegram>);
-
-#[async_trait]
-impl OutboxHandler for Deliverer {
-    async fn deliver(&self, job: &ClaimedJob) -> Delivery {
-        self.0.messages().deliver(&job.job).await
-    }
-
-    fn concurrency(&self) -> usize {
-        8
-    }
-}
-
-/// Whether `key` is a first post (not a `/pending` re-post, which was checked when asked).
-pub(super) fn nonce_free(key: &str) -> bool {
-    key.starts_with(&format!("{CHANNEL}:post:"))
-}
+use crate::store::{ChannelMessage, OutboxJob, Store, StoreError};
 
 /// What a Bot API failure means for the job.
 pub(super) fn failure(f: TgFailure) -> Failure {
@@ -73,13 +56,27 @@ fn topic_of(m: &ChannelMessage) -> Option<i32> {
     }
 }
 
-/// Telegram as the delivery skeleton sees it.
-pub(super) struct Tg<'a>(&'a Telegram);
+/// The chat a place names.
+fn chat(place: &str) -> Result<i64, Failure> {
+    place
+        .parse()
+        .map_err(|_| Failure::Permanent(format!("{place:?} is not a Telegram chat id")))
+}
+
+/// Telegram as the delivery skeleton sees it: the running channel, owned (the kit's outbox
+/// handler) or borrowed (a tap that shows an outcome at once).
+pub(super) struct Tg<T>(pub(super) T);
 
 #[async_trait]
-impl Platform for Tg<'_> {
-    type Target = i64;
+impl<T: std::ops::Deref<Target = Telegram> + Send + Sync> Platform for Tg<T> {
+    type Target = String;
     type Job = Job;
+
+    /// The throttle queues every call, so more jobs may wait in it than the outbox's
+    /// default.
+    fn concurrency(&self) -> usize {
+        8
+    }
 
     /// Telegram's texts are in English.
     fn texts(&self) -> Texts {
@@ -92,9 +89,10 @@ impl Platform for Tg<'_> {
         Some(std::time::Duration::from_secs(if group { 3 } else { 1 }))
     }
 
-    async fn post_digest(&self, chat: &i64, sheet: &Sheet) -> Result<String, Failure> {
-        let (text, keyboard) = self.0.digest_message(*chat, sheet);
-        let sent = self.0.client.send(*chat, text, keyboard, None).await;
+    async fn post_digest(&self, place: &String, sheet: &Sheet) -> Result<String, Failure> {
+        let chat = chat(place)?;
+        let (text, keyboard) = self.0.digest_message(chat, sheet);
+        let sent = self.0.client.send(chat, text, keyboard, None).await;
         Ok(sent.map_err(failure)?.to_string())
     }
 
@@ -130,8 +128,8 @@ impl Platform for Tg<'_> {
         (format!("{address}:{message}"), None)
     }
 
-    fn address(&self, chat: &i64) -> String {
-        chat.to_string()
+    fn address(&self, place: &String) -> String {
+        place.clone()
     }
 
     fn is_copy_of(&self, m: &ChannelMessage, address: &str, job: &OutboxJob) -> bool {
@@ -140,16 +138,23 @@ impl Platform for Tg<'_> {
                 MessageState::Prompt(p) if p.job.as_deref() == Some(job.key.as_str()))
     }
 
-    fn still_wanted(&self, chat: &i64, job: &OutboxJob) -> bool {
-        !nonce_free(&job.key) || self.0.is_chat(*chat)
+    /// A first post only to a chat still listed (a `/pending` re-post was checked when
+    /// asked).
+    fn still_wanted(&self, place: &String, job: &OutboxJob) -> bool {
+        !is_first_post::<Job>(CHANNEL, job) || chat(place).is_ok_and(|c| self.0.is_chat(c))
     }
 
     async fn before_post(&self, i: &Interaction) -> Result<(), StoreError> {
         self.0.record_handle(i).await.map(|_| ())
     }
 
-    async fn post(&self, i: &Interaction, chat: &i64, job: &OutboxJob) -> Result<Posted, Failure> {
-        self.post_to(i, *chat, job, None).await
+    async fn post(
+        &self,
+        i: &Interaction,
+        place: &String,
+        job: &OutboxJob,
+    ) -> Result<Posted, Failure> {
+        self.post_to(i, chat(place)?, job, None).await
     }
 
     fn threads(&self) -> Option<&Threads> {
@@ -157,17 +162,18 @@ impl Platform for Tg<'_> {
     }
 
     /// A forum topic named after the session, whose first message names it in full.
-    async fn open_thread(&self, chat: &i64, opener: &Opener) -> Result<String, Failure> {
+    async fn open_thread(&self, place: &String, opener: &Opener) -> Result<String, Failure> {
+        let chat = chat(place)?;
         let topic = self
             .0
             .client
-            .create_topic(*chat, opener.title(128))
+            .create_topic(chat, opener.title(128))
             .await
             .map_err(failure)?;
         let text = render::escape(&opener.lines(self.0.settings.locale).join("\n"));
         self.0
             .client
-            .send_in(*chat, Some(topic), text, None, None)
+            .send_in(chat, Some(topic), text, None, None)
             .await
             .map_err(failure)?;
         Ok(topic.to_string())
@@ -176,12 +182,12 @@ impl Platform for Tg<'_> {
     async fn post_in_thread(
         &self,
         i: &Interaction,
-        chat: &i64,
+        place: &String,
         job: &OutboxJob,
         thread: &str,
     ) -> Result<Posted, Failure> {
         let topic = thread.parse::<i32>().ok();
-        self.post_to(i, *chat, job, topic).await
+        self.post_to(i, chat(place)?, job, topic).await
     }
 
     async fn close_thread(&self, address: &str, thread: &str) -> Result<(), Failure> {
@@ -221,7 +227,7 @@ impl Platform for Tg<'_> {
         job: &OutboxJob,
     ) -> Result<ChannelMessage, StoreError> {
         let _guard = match ids(&m) {
-            Some((chat, message)) => Some(self.0.locks.lock(chat, message).await),
+            Some((chat, message)) => Some(self.0.lock(chat, message).await),
             None => None,
         };
         // A tap may have recorded state on it already (it can arrive before this point).
@@ -245,7 +251,7 @@ impl Platform for Tg<'_> {
 
     async fn hold<'b>(&'b self, m: &ChannelMessage) -> Hold<'b> {
         let (chat, message) = ids(m)?;
-        Some(Box::new(self.0.locks.lock(chat, message).await))
+        Some(Box::new(self.0.lock(chat, message).await))
     }
 
     fn is_final(&self, m: &ChannelMessage) -> bool {
@@ -307,7 +313,7 @@ impl Platform for Tg<'_> {
     }
 }
 
-impl Tg<'_> {
+impl<T: std::ops::Deref<Target = Telegram> + Send + Sync> Tg<T> {
     /// Posts the prompt of `i` to `chat`, into forum topic `topic` when given.
     async fn post_to(
         &self,
@@ -345,8 +351,8 @@ impl Tg<'_> {
 }
 
 impl Telegram {
-    /// The delivery skeleton over this channel.
-    pub(super) fn messages(&self) -> Messages<Tg<'_>> {
+    /// The delivery skeleton over this channel, for what a tap shows at once.
+    pub(super) fn messages(&self) -> Messages<Tg<&Self>> {
         Messages {
             platform: Tg(self),
             digests: self.digests.clone(),

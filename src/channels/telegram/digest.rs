@@ -143,7 +143,7 @@ impl Telegram {
         let texts = messages.platform.texts();
         let tapped = self
             .digests
-            .tap::<super::plan::Job>(&self.pipeline, texts, &press, &tapper)
+            .tap::<super::Job>(&self.pipeline, texts, &press, &tapper)
             .await;
         let toast = match tapped {
             Ok(t) => {

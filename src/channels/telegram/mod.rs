@@ -1,12 +1,13 @@
 //! The Telegram channel: approvals and questions on the phone, with inline keyboards.
 //!
 //! How it fits together:
-//! - `plan::Planner` (a [`crate::interaction::Lifecycle`] hook) records outbox jobs in the same transaction as the
-//!   state change: one `post` job per configured chat when an interaction is created, one
-//!   `resolved` job when it is resolved (by anyone, anywhere).
-//! - The outbox handler (`deliver`) sends prompts and edits every recorded message to its
-//!   final state, through the throttled Bot API client (`api`); 429s, 5xx and transport errors
-//!   are retried by the outbox, never blocking other channels or the agent API.
+//! - It is installed on the channel kit (`channels::kit`), like every chat channel: the kit's
+//!   planner records its outbox jobs ([`Job`]: the kit's, a chat stored as `chat`, as a number,
+//!   and an outcome's job as `resolved`, as Telegram's own jobs were) in the same transaction
+//!   as the state change, and the kit's skeleton delivers them over `deliver`: prompts sent and
+//!   every recorded message edited to its final state, through the throttled Bot API client
+//!   (`api`); 429s, 5xx and transport errors are retried by the outbox, never blocking other
+//!   channels or the agent API.
 //! - Updates arrive by long polling or on the webhook route (`transport`) and are handled
 //!   in order per chat (`lanes`); `inbound` handles taps, ForceReply answers, the text
 //!   fallback and the commands.
@@ -16,8 +17,8 @@
 //! - Every posted message is recorded in the store with its `state` (partly answered
 //!   questions, multi-select toggles, what a ForceReply request is for).
 
-// The same roles under the same names in every channel: `settings`, `plan` (the lifecycle
-// hook and its jobs), `deliver` (the outbox handler), `render`, `inbound` (what people send),
+// The same roles under the same names in every channel: `settings`, `deliver` (its part of
+// the kit's outbox delivery), `render`, `inbound` (what people send),
 // `api` (the platform's client), `button` (what a button carries), `doctor`. `button` is
 // public on purpose, also as `callback` (its name in Telegram's API and in the integration
 // tests, which forge and replay button data with it); the rest is the crate's own.
@@ -27,7 +28,6 @@ mod deliver;
 mod digest;
 mod doctor;
 mod inbound;
-mod plan;
 pub(crate) mod render;
 pub(crate) mod settings;
 pub(crate) mod state;
@@ -36,11 +36,8 @@ mod lanes;
 mod transport;
 
 pub use self::button as callback;
-// The update handlers name it by its place in the channel.
-pub(crate) use self::plan::post_job;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -56,15 +53,40 @@ pub use settings::{Mode, TelegramSettings};
 use self::api::Client;
 use self::button::Codec;
 use super::Wiring;
+use crate::channels::digest::KeyedLocks;
+use crate::channels::kit::Kit;
+use crate::channels::messages::Pacer;
 use crate::channels::pipeline::{Feedback, Pipeline};
+use crate::channels::registry::Chat;
 use crate::health::Health;
 use crate::interaction::after;
 use crate::interaction::{Interaction, InteractionId, Registry, Responder, Via};
 use crate::store::{ChannelMessage, Store, StoreError};
-use crate::sync::LockExt;
 
 /// The channel's name in the outbox, the store and `/healthz`.
 pub const CHANNEL: &str = "telegram";
+
+/// Telegram in the kit's words (an empty `chats` is not warned of here: it is how `/whoami`
+/// learns a chat's id, and the channel says its own gaps).
+const CHAT: Chat = Chat {
+    approver_ids: "Telegram user ids (send /whoami to the bot to learn yours)",
+    secret: callback::SECRET_NAME,
+    signs: "button",
+    posts: "prompts are posted",
+    clicker: "user id",
+    no_places: None,
+};
+
+/// Telegram's outbox jobs: the kit's, their chat stored as `chat`, a number, and the job
+/// that shows an outcome as `resolved`, as the channel's own jobs of old were.
+pub(crate) type Job = crate::channels::plan::TextJob<TelegramSettings>;
+
+impl crate::channels::plan::TextPlaces for TelegramSettings {
+    const CHANNEL: &'static str = CHANNEL;
+    const FIELD: &'static str = "chat";
+    const UPDATE: &'static str = "resolved";
+    const NUMBERS: bool = true;
+}
 /// Store channel under which callback handles map to interaction ids.
 const HANDLES: &str = "telegram:handle";
 /// The store secret a webhook secret token is derived from when none is configured.
@@ -83,46 +105,8 @@ struct ReasonLabels {
     reason: String,
 }
 
-/// Per-message locks, so a message's state is read, changed and re-rendered by one task at
-/// a time (two taps on one multi-select, a tap racing the final edit).
-#[derive(Default)]
-struct Locks {
-    // A std mutex: only the map is guarded, never across an await.
-    map: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-}
-
-/// Holds one message's lock; forgets the lock when nobody else waits for it.
-struct LockGuard<'a> {
-    locks: &'a Locks,
-    key: String,
-    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
-}
-
-impl Locks {
-    async fn lock(&self, chat: i64, message: i32) -> LockGuard<'_> {
-        let key = format!("{chat}:{message}");
-        let m = self.map.locked().entry(key.clone()).or_default().clone();
-        let guard = m.lock_owned().await;
-        LockGuard {
-            locks: self,
-            key,
-            guard: Some(guard),
-        }
-    }
-}
-
-impl Drop for LockGuard<'_> {
-    fn drop(&mut self) {
-        self.guard.take();
-        let mut map = self.locks.map.locked();
-        if map
-            .get(&self.key)
-            .is_some_and(|m| Arc::strong_count(m) == 1)
-        {
-            map.remove(&self.key);
-        }
-    }
-}
+/// A held message lock (see [`Telegram::lock`]).
+pub(crate) type LockGuard = tokio::sync::OwnedMutexGuard<()>;
 
 /// The running channel: everything its handlers share.
 pub(crate) struct Telegram {
@@ -136,7 +120,9 @@ pub(crate) struct Telegram {
     /// The inbox's base URL, for links to all of a cut tool call (`server.public_url`).
     inbox: Option<String>,
     health: Arc<Health>,
-    locks: Locks,
+    /// Per-message locks, so a message's state is read, changed and re-rendered by one task
+    /// at a time (two taps on one multi-select, a tap racing the final edit).
+    locks: KeyedLocks,
     /// The bot's username (from `getMe`), to tell `/cmd@thisbot` from `/cmd@otherbot`.
     username: OnceLock<String>,
     /// The secret token webhook calls must carry (webhook mode).
@@ -164,6 +150,11 @@ impl Telegram {
     /// What a person is told, in the messages every channel shares, in `telegram.locale`.
     fn say(&self, feedback: Feedback) -> String {
         feedback.text(self.settings.locale)
+    }
+
+    /// Holds message `message` of `chat` until the guard is dropped.
+    async fn lock(&self, chat: i64, message: i32) -> LockGuard {
+        self.locks.lock(&format!("{chat}:{message}")).await
     }
 
     fn is_approver(&self, user: &User) -> bool {
@@ -213,7 +204,7 @@ impl Telegram {
 
     fn set_health(&self, state: &str, detail: Value) {
         let mut d = json!({
-            "mode": match self.settings.mode { Mode::Polling => "polling", Mode::Webhook => "webhook" },
+            "mode": self.settings.mode.as_str(),
             "chats": self.settings.chats.len(),
             "approvers": self.settings.approvers.len(),
         });
@@ -290,58 +281,61 @@ pub(crate) fn actor(u: &User) -> String {
 
 /// Installs the Telegram channel when `telegram.enabled` is set.
 pub async fn install(w: &mut Wiring, settings: &TelegramSettings) -> anyhow::Result<()> {
-    let s = settings.clone();
-    if !s.enabled {
+    let Some(kit) = Kit::open(w, settings, settings.digest_after, settings.locale).await? else {
         return Ok(());
-    }
-    s.validate().map_err(anyhow::Error::msg)?;
-    warn_of_gaps(&s);
-    let (key, webhook_secret) = secrets(w.store.as_ref(), &s).await?;
-    let (client, worker) = Client::new(&s, &w.metrics)?;
-    let (refused, updates) = register_counters(w);
+    };
+    warn_of_gaps(settings);
+    let webhook_secret = webhook_secret(w.store.as_ref(), settings).await?;
+    let (client, worker) = Client::new(settings, &w.metrics)?;
     let tg = Arc::new(Telegram {
-        settings: s.clone(),
+        settings: settings.clone(),
         registry: w.registry.clone(),
-        pipeline: Pipeline::new(w.registry.clone(), Via::new(CHANNEL)),
+        pipeline: kit.pipeline(w),
         store: w.store.clone(),
         client,
-        codec: Codec::new(key),
+        codec: Codec::new(kit.secret.clone()),
         inbox: w.server.inbox.clone(),
         health: w.health.clone(),
-        locks: Locks::default(),
+        locks: KeyedLocks::default(),
         username: OnceLock::new(),
         webhook_secret,
         reply_limit: inbound::ReplyLimit::new(),
         lanes: lanes::Lanes::new(transport::LANE_PATIENCE),
-        refused,
-        updates,
+        refused: Family::default(),
+        updates: Family::default(),
         poll_lease: w.server.leader_lease,
-        digests: crate::channels::digest::Digests::new(
-            w.store.clone(),
-            CHANNEL,
-            s.digest_after,
-            s.chats.iter().map(i64::to_string).collect(),
-        ),
-        threads: crate::channels::threads::Threads::installed(w, CHANNEL, s.thread_per),
+        digests: kit.digests.clone(),
+        threads: crate::channels::threads::Threads::installed(w, CHANNEL, settings.thread_per),
     });
-    w.registry.add_hook(Arc::new(plan::planner(&s.chats)));
-    w.outbox
-        .register(CHANNEL, Arc::new(deliver::Deliverer(tg.clone())));
-    if s.mode == Mode::Webhook {
-        w.route(transport::router(tg.clone(), &s.webhook_path));
+    kit.count(
+        w,
+        "imrelay_telegram_refused",
+        "Telegram answer attempts refused, by reason (not_approver, bad_data, foreign_message, foreign_reply, bad_webhook_secret)",
+        tg.refused.clone(),
+    );
+    kit.count(
+        w,
+        "imrelay_telegram_updates",
+        "Telegram updates handled, by kind (callback_query, message, duplicate)",
+        tg.updates.clone(),
+    );
+    kit.deliver(w, deliver::Tg(tg.clone()), Pacer::off(), "telegram_api");
+    transport(w, tg, worker);
+    kit.enabled(settings.mode.as_str(), None);
+    Ok(())
+}
+
+/// How updates arrive: the webhook route, or long polling; either way the task that
+/// identifies the bot first, started when the server serves.
+fn transport(w: &mut Wiring, tg: Arc<Telegram>, worker: impl Future<Output = ()> + Send + 'static) {
+    if tg.settings.mode == Mode::Webhook {
+        w.route(transport::router(tg.clone(), &tg.settings.webhook_path));
     }
     // The throttle's worker runs until the last handle to the bot is dropped. It is not
     // stopped at shutdown: dropping it under a queued send makes teloxide panic.
     tokio::spawn(worker);
-    w.spawn_on_serve(tg.clone().run(w.shutdown.clone()));
     tg.set_health("starting", json!({}));
-    tracing::info!(
-        mode = ?s.mode,
-        chats = s.chats.len(),
-        approvers = s.approvers.len(),
-        "telegram channel enabled"
-    );
-    Ok(())
+    w.spawn_on_serve(tg.run(w.shutdown.clone()));
 }
 
 /// Says at start-up what a configuration leaves nobody to do: answer (no approvers) or
@@ -378,41 +372,17 @@ fn gaps(s: &TelegramSettings) -> Option<Gap> {
     }
 }
 
-/// The buttons' key and the webhook secret token: both kept in the store, the token
-/// derived from a stored secret unless `telegram.webhook_secret` sets it.
-async fn secrets(store: &dyn Store, s: &TelegramSettings) -> anyhow::Result<(Vec<u8>, String)> {
-    let key = store
-        .secret(callback::SECRET_NAME)
+/// The webhook secret token: derived from a secret kept in the store, unless
+/// `telegram.webhook_secret` sets it.
+async fn webhook_secret(store: &dyn Store, s: &TelegramSettings) -> anyhow::Result<String> {
+    if !s.webhook_secret.is_empty() {
+        return Ok(s.webhook_secret.expose().to_string());
+    }
+    let secret = store
+        .secret(WEBHOOK_SECRET_NAME)
         .await
-        .context("cannot read the Telegram button secret from the store")?;
-    let webhook_secret = if s.webhook_secret.is_empty() {
-        hex::encode(
-            store
-                .secret(WEBHOOK_SECRET_NAME)
-                .await
-                .context("cannot read the Telegram webhook secret from the store")?,
-        )
-    } else {
-        s.webhook_secret.expose().to_string()
-    };
-    Ok((key, webhook_secret))
-}
-
-/// The channel's counters, registered: refused attempts by reason, updates by kind.
-fn register_counters(w: &Wiring) -> (Family<ReasonLabels, Counter>, Family<KindLabels, Counter>) {
-    let refused = Family::<ReasonLabels, Counter>::default();
-    w.metrics.register(
-        "imrelay_telegram_refused",
-        "Telegram answer attempts refused, by reason (not_approver, bad_data, foreign_message, foreign_reply, bad_webhook_secret)",
-        refused.clone(),
-    );
-    let updates = Family::<KindLabels, Counter>::default();
-    w.metrics.register(
-        "imrelay_telegram_updates",
-        "Telegram updates handled, by kind (callback_query, message, duplicate)",
-        updates.clone(),
-    );
-    (refused, updates)
+        .context("cannot read the Telegram webhook secret from the store")?;
+    Ok(hex::encode(secret))
 }
 
 /// A topic per session asked for where no listed chat can have topics: only a supergroup
@@ -442,6 +412,10 @@ impl crate::channels::Channel for TelegramSettings {
 
     fn places(&self) -> Vec<String> {
         self.chats.iter().map(i64::to_string).collect()
+    }
+
+    fn chat(&self) -> Option<&'static Chat> {
+        Some(&CHAT)
     }
 
     fn place(&self, written: &crate::channels::Written) -> Result<String, String> {
@@ -511,6 +485,48 @@ impl crate::channels::Channel for TelegramSettings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn interaction(created_at: Timestamp) -> Interaction {
+        Interaction {
+            deadline: crate::interaction::now(),
+            ..Interaction::pending(
+                InteractionId::parse("toolu_reused").unwrap(),
+                "Bash",
+                serde_json::Map::new(),
+                created_at,
+                300,
+            )
+        }
+    }
+
+    #[test]
+    fn a_reused_id_gets_fresh_outbox_keys() {
+        use crate::channels::plan::{Planner, repost_job};
+        use crate::interaction::Lifecycle;
+        let planner = Planner::<Job>::new(CHANNEL, vec!["7".into()]);
+        let jobs = |i: &Interaction| {
+            let mut jobs = Vec::new();
+            planner.plan_created(i, &mut jobs);
+            planner.plan_resolved(i, &mut jobs);
+            jobs.push(repost_job::<Job>(CHANNEL, i, "7".into(), "repost", "42"));
+            jobs
+        };
+        let keys = |i: &Interaction| jobs(i).into_iter().map(|j| j.key).collect::<Vec<_>>();
+        let old = interaction(Timestamp::from_millisecond(1_700_000_000_000).unwrap());
+        let new = interaction(Timestamp::from_millisecond(1_700_000_086_400).unwrap());
+        let (old_keys, new_keys) = (keys(&old), keys(&new));
+        assert_eq!(old_keys.len(), 3);
+        for k in &old_keys {
+            assert!(k.contains("toolu_reused:1700000000000"), "{k}");
+            assert!(!new_keys.contains(k), "{k} is reused");
+        }
+        // The same interaction plans the same keys (redelivery stays idempotent).
+        assert_eq!(keys(&old), old_keys);
+        // And the old interaction's jobs do nothing for the new one.
+        for j in jobs(&old) {
+            assert!(j.is_for(&old) && !j.is_for(&new), "{}", j.key);
+        }
+    }
 
     #[test]
     fn a_gap_at_start_up_says_only_what_is_true() {

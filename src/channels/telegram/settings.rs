@@ -15,6 +15,16 @@ pub enum Mode {
     Webhook,
 }
 
+impl Mode {
+    /// As `telegram.mode` writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Polling => "polling",
+            Mode::Webhook => "webhook",
+        }
+    }
+}
+
 /// `[telegram]`
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]

@@ -28,6 +28,9 @@ pub mod signature;
 
 pub use settings::{WebhookEvent, WebhookSettings, validate_all};
 
+/// The `[[webhooks]]` targets: the channel's section in the settings, a list.
+pub type WebhookTargets = Vec<WebhookSettings>;
+
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 

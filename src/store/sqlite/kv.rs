@@ -1,9 +1,47 @@
-//! Named values read by prefix: a range over the `kv` table's primary key.
+//! Named values: read by prefix (a range over the `kv` table's primary key), and swapped only
+//! over what a writer read.
 
 use rusqlite::params;
 
 use super::{SqliteStore, unavailable};
 use crate::interaction::ports::StoreError;
+
+/// Sets (or with `None` removes) value `key` if it is still `expected` (`None`: absent):
+/// whether it was set.
+pub(super) async fn swap_value(
+    store: &SqliteStore,
+    key: &str,
+    expected: Option<&str>,
+    value: Option<String>,
+) -> Result<bool, StoreError> {
+    let key = key.to_string();
+    let expected = expected.map(str::to_string);
+    store
+        .write(move |conn| {
+            let changed = match (expected, value) {
+                (None, Some(v)) => conn.execute(
+                    "INSERT INTO kv (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO NOTHING",
+                    params![key, v],
+                ),
+                (Some(e), Some(v)) => conn.execute(
+                    "UPDATE kv SET value = ?2 WHERE key = ?1 AND value = ?3",
+                    params![key, v, e],
+                ),
+                (Some(e), None) => conn.execute(
+                    "DELETE FROM kv WHERE key = ?1 AND value = ?2",
+                    params![key, e],
+                ),
+                (None, None) => conn
+                    .query_row("SELECT count(*) FROM kv WHERE key = ?1", [&key], |r| {
+                        r.get::<_, i64>(0)
+                    })
+                    .map(|n| usize::from(n == 0)),
+            }
+            .map_err(unavailable)?;
+            Ok(changed == 1)
+        })
+        .await
+}
 
 /// The values whose keys start with `prefix`, by key, at most `limit`.
 pub(super) async fn values_under(

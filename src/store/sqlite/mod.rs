@@ -696,34 +696,7 @@ impl KvStore for SqliteStore {
         expected: Option<&str>,
         value: Option<String>,
     ) -> Result<bool, StoreError> {
-        let key = key.to_string();
-        let expected = expected.map(str::to_string);
-        self.write(move |conn| {
-            let changed = match (expected, value) {
-                (None, Some(v)) => conn.execute(
-                    "INSERT INTO kv (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO NOTHING",
-                    params![key, v],
-                ),
-                (Some(e), Some(v)) => conn.execute(
-                    "UPDATE kv SET value = ?2 WHERE key = ?1 AND value = ?3",
-                    params![key, v, e],
-                ),
-                (Some(e), None) => conn.execute(
-                    "DELETE FROM kv WHERE key = ?1 AND value = ?2",
-                    params![key, e],
-                ),
-                (None, None) => {
-                    let there: Option<i64> = conn
-                        .cached_row("SELECT 1 FROM kv WHERE key = ?1", [&key], |r| r.get(0))
-                        .optional()
-                        .map_err(unavailable)?;
-                    return Ok(there.is_none());
-                }
-            }
-            .map_err(unavailable)?;
-            Ok(changed == 1)
-        })
-        .await
+        kv::swap_value(self, key, expected, value).await
     }
 
     async fn values_under(

@@ -8,8 +8,9 @@ use jiff::Timestamp;
 use teloxide::types::{Message, User};
 
 use crate::channels::pipeline::Feedback;
+use crate::channels::plan::repost_job;
 use crate::channels::telegram::render::escape;
-use crate::channels::telegram::{Telegram, actor, display_name, post_job};
+use crate::channels::telegram::{CHANNEL, Job, Telegram, actor, display_name};
 
 impl Telegram {
     /// Answers `m` in its chat. Answers to non-approvers are rate limited ([`ReplyLimit`]).
@@ -156,7 +157,7 @@ impl Telegram {
                 page.interactions
                     .iter()
                     .filter(|i| i.deadline > now)
-                    .map(|i| post_job(i, chat, Some(&nonce))),
+                    .map(|i| repost_job::<Job>(CHANNEL, i, chat.to_string(), "repost", &nonce)),
             );
             match page.next {
                 Some(next) => after = Some(next),

@@ -164,7 +164,7 @@ impl Telegram {
         from: &User,
     ) -> Option<String> {
         let form = Form::from_input(&i.input.map()).ok()?;
-        let guard = self.locks.lock(chat, prompt).await;
+        let guard = self.lock(chat, prompt).await;
         let mut state = self.prompt_state(chat, prompt).await;
         if state.done {
             return Some(self.say(Feedback::NotFound));

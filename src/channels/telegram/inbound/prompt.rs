@@ -137,8 +137,8 @@ impl Telegram {
         id: &InteractionId,
         chat: i64,
         message: i32,
-    ) -> Option<(LockGuard<'_>, PromptState)> {
-        let guard = self.locks.lock(chat, message).await;
+    ) -> Option<(LockGuard, PromptState)> {
+        let guard = self.lock(chat, message).await;
         let state = self.prompt_state(chat, message).await;
         if state.done {
             drop(guard);

@@ -177,7 +177,7 @@ impl Telegram {
     ) -> Option<String> {
         let questions = parse_questions(&i.input.map()).unwrap_or_default();
         let question = questions.get(usize::from(q))?;
-        let guard = self.locks.lock(chat, prompt).await;
+        let guard = self.lock(chat, prompt).await;
         let mut state = self.prompt_state(chat, prompt).await;
         if state.done {
             return Some(self.say(Feedback::NotFound));

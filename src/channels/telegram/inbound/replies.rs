@@ -223,7 +223,7 @@ impl Telegram {
 
     /// Marks a ForceReply request as answered and shows what was taken.
     pub(super) async fn close_request(&self, chat: i64, request: i32, text: &str) {
-        let _guard = self.locks.lock(chat, request).await;
+        let _guard = self.lock(chat, request).await;
         let (address, message_ref) = (chat.to_string(), request.to_string());
         if let Ok(Some(m)) = self.store.message(CHANNEL, &address, &message_ref).await {
             let mut state = MessageState::from_stored(m.state.as_ref());
