@@ -1041,10 +1041,14 @@ async fn whoami_and_sessions_are_answered_in_the_room() {
 
 /// The bot's notice in reply to event `event`, once sent.
 async fn notice_to(person: &Person<'_>, room: &str, event: &str) -> String {
-    let bot = person.hs.bot.user_id.clone();
+    notice_from(person, &person.hs.bot.user_id, room, event).await
+}
+
+/// The notice `bot` sent in reply to event `event`, once sent, as `person` sees it.
+pub(crate) async fn notice_from(person: &Person<'_>, bot: &str, room: &str, event: &str) -> String {
     let e = person
         .wait_for(room, "the bot's notice", |e| {
-            e["sender"] == bot.as_str()
+            e["sender"] == bot
                 && e["content"]["msgtype"] == "m.notice"
                 && e["content"]["m.relates_to"]["m.in_reply_to"]["event_id"] == event
         })

@@ -68,19 +68,7 @@ impl Matrix {
 
     /// The bot's notice in reply to event `event` in `room`, once sent.
     async fn notice_to(&self, room: &str, event: &str) -> String {
-        let bot = self.bot();
-        let e = self
-            .alice()
-            .wait_for(room, "the bot's notice", |e| {
-                e["sender"] == bot
-                    && e["content"]["msgtype"] == "m.notice"
-                    && e["content"]["m.relates_to"]["m.in_reply_to"]["event_id"] == event
-            })
-            .await;
-        e["content"]["body"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string()
+        crate::matrix::notice_from(&self.alice(), self.bot(), room, event).await
     }
 
     /// Waits until the bot is in `room`.

@@ -147,12 +147,7 @@ impl Harness for Run {
             }
             Run::Feishu(fake) => {
                 let (message_id, card) = crate::feishu::card_for(fake, id).await;
-                let mut raw = card.clone();
-                raw["message_id"] = json!(message_id);
-                Copy {
-                    text: crate::feishu::card_text(&card),
-                    raw,
-                }
+                feishu_copy(&message_id, card)
             }
             Run::Slack(fake) => {
                 let copies = crate::slack::channel::posted(fake, id).await;
@@ -679,17 +674,7 @@ impl Harness for Run {
 
     async fn edit(&self, app: &TestApp, copy: &Copy, command: &str) {
         match self {
-            Run::Telegram(tg) => {
-                crate::telegram::reply_to(
-                    app,
-                    tg,
-                    crate::telegram::ALICE,
-                    copy.raw["chat"].as_i64().unwrap(),
-                    copy.raw["message_id"].as_i64().unwrap(),
-                    &format!("edit {command}"),
-                )
-                .await;
-            }
+            Run::Telegram(tg) => telegram_reply(app, tg, copy, &format!("edit {command}")).await,
             Run::Feishu(_) => {
                 let value = crate::feishu::button_value(&copy.raw, "edit");
                 let envelope = crate::feishu::click(
@@ -862,12 +847,7 @@ impl Harness for Run {
                 };
                 wait_until(&what, || find().is_some()).await;
                 let (message_id, card) = find().unwrap();
-                let mut raw = card.clone();
-                raw["message_id"] = json!(message_id);
-                Copy {
-                    text: crate::feishu::card_text(&card),
-                    raw,
-                }
+                feishu_copy(&message_id, card)
             }
             Run::Slack(fake) => {
                 let find = || {
@@ -1187,17 +1167,7 @@ impl Harness for Run {
 
     async fn steer(&self, app: &TestApp, copy: &Copy, text: &str) {
         match self {
-            Run::Telegram(tg) => {
-                crate::telegram::reply_to(
-                    app,
-                    tg,
-                    crate::telegram::ALICE,
-                    copy.raw["chat"].as_i64().unwrap(),
-                    copy.raw["message_id"].as_i64().unwrap(),
-                    text,
-                )
-                .await;
-            }
+            Run::Telegram(tg) => telegram_reply(app, tg, copy, text).await,
             Run::Feishu(fake) => {
                 // A text message replying to the card, the bot @-mentioned (in a group the bot
                 // receives only those).
@@ -1345,6 +1315,32 @@ fn at_of(copy: &Copy) -> (String, String) {
         copy.raw["at"][0].as_str().unwrap().to_string(),
         copy.raw["at"][1].as_str().unwrap().to_string(),
     )
+}
+
+/// The Feishu card `card`, sent as message `message_id`, as a copy.
+fn feishu_copy(message_id: &str, card: Value) -> Copy {
+    let text = crate::feishu::card_text(&card);
+    let mut raw = card;
+    raw["message_id"] = json!(message_id);
+    Copy { text, raw }
+}
+
+/// The approver's reply to the Telegram message `copy` stands for, saying `text`.
+async fn telegram_reply(
+    app: &TestApp,
+    tg: &crate::telegram::fake::FakeTelegram,
+    copy: &Copy,
+    text: &str,
+) {
+    crate::telegram::reply_to(
+        app,
+        tg,
+        crate::telegram::ALICE,
+        copy.raw["chat"].as_i64().unwrap(),
+        copy.raw["message_id"].as_i64().unwrap(),
+        text,
+    )
+    .await;
 }
 
 /// The inline keyboard of a Telegram message's parameters, as (label, callback data).

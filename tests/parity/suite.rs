@@ -273,6 +273,18 @@ fn every_locale(s: &mut Settings, locale: imrelay::present::render::Locale) {
     s.push.locale = locale;
 }
 
+/// Checks resolution `r` allowed the request through channel `name`.
+fn allowed_via(name: &str, r: &Value) {
+    assert_eq!(r["outcome"], "allowed", "{name}: {r}");
+    assert!(
+        r["via"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with(name.trim_end_matches('s')),
+        "{name}: {r}"
+    );
+}
+
 /// Interaction `id` as the API shows it.
 async fn status(app: &TestApp, id: &str) -> Value {
     let (s, body) = app.get(&format!("/v1/interactions/{id}")).await;
@@ -319,15 +331,7 @@ pub(crate) async fn drive<H: Harness>(name: &str, feature: Feature) {
             let id = create(&app, call("p-allow", "make parity-allow")).await;
             let copy = run.copy(&id, "make parity-allow").await;
             run.press(&app, &copy, Button::Allow, Who::Approver).await;
-            let r = resolved(&app, &id, H::PATIENCE).await;
-            assert_eq!(r["outcome"], "allowed", "{name}: {r}");
-            assert!(
-                r["via"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .starts_with(name.trim_end_matches('s')),
-                "{name}: {r}"
-            );
+            allowed_via(name, &resolved(&app, &id, H::PATIENCE).await);
             let id = create(&app, call("p-deny", "make parity-deny")).await;
             let copy = run.copy(&id, "make parity-deny").await;
             run.press(&app, &copy, Button::Deny, Who::Approver).await;
@@ -425,15 +429,7 @@ pub(crate) async fn drive<H: Harness>(name: &str, feature: Feature) {
             let digest = run.digest("2 requests from session s-parity").await;
             run.approve_all(&app, &digest).await;
             for id in &ids[1..] {
-                let r = resolved(&app, id, H::PATIENCE).await;
-                assert_eq!(r["outcome"], "allowed", "{name}: {r}");
-                assert!(
-                    r["via"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .starts_with(name.trim_end_matches('s')),
-                    "{name}: {r}"
-                );
+                allowed_via(name, &resolved(&app, id, H::PATIENCE).await);
             }
             assert_eq!(
                 status(&app, &ids[0]).await["status"],
@@ -447,8 +443,7 @@ pub(crate) async fn drive<H: Harness>(name: &str, feature: Feature) {
             let copy = run.copy(&id, "make parity-steer").await;
             // Answered first: a reply to a pending prompt may be its answer (a reason to deny).
             run.press(&app, &copy, Button::Allow, Who::Approver).await;
-            let r = resolved(&app, &id, H::PATIENCE).await;
-            assert_eq!(r["outcome"], "allowed", "{name}: {r}");
+            allowed_via(name, &resolved(&app, &id, H::PATIENCE).await);
             run.steer(&app, &copy, "and then the linter").await;
             let queued =
                 crate::support::eventually_within("the message queued", H::PATIENCE, || async {
@@ -471,8 +466,7 @@ pub(crate) async fn drive<H: Harness>(name: &str, feature: Feature) {
             let id = create(&app, call("p-thread", "make parity-thread")).await;
             let copy = run.copy(&id, "make parity-thread").await;
             run.press(&app, &copy, Button::Allow, Who::Approver).await;
-            let r = resolved(&app, &id, H::PATIENCE).await;
-            assert_eq!(r["outcome"], "allowed", "{name}: {r}");
+            allowed_via(name, &resolved(&app, &id, H::PATIENCE).await);
             run.outcome_in_thread(&copy, "Allowed").await;
         }
         Feature::EditApprove => {
