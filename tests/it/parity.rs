@@ -818,8 +818,7 @@ impl Harness for Run {
                             && p["reply_markup"]["inline_keyboard"].is_array()
                     })
                 };
-                wait_until(&what, || find().is_some()).await;
-                let (message_id, p) = find().unwrap();
+                let (message_id, p) = found(&what, find).await;
                 Copy {
                     text: p["text"].as_str().unwrap_or_default().to_string(),
                     raw: json!({"chat": chat, "message_id": message_id,
@@ -845,8 +844,7 @@ impl Harness for Run {
                         .map(|p| (p.message_id, p.card));
                     sent.chain(patched).rfind(|(_, c)| title(c))
                 };
-                wait_until(&what, || find().is_some()).await;
-                let (message_id, card) = find().unwrap();
+                let (message_id, card) = found(&what, find).await;
                 feishu_copy(&message_id, card)
             }
             Run::Slack(fake) => {
@@ -859,8 +857,7 @@ impl Harness for Run {
                         .find(|(_, m)| crate::slack::channel::text_of(m).contains(phrase))
                         .map(|(at, m)| (at.clone(), m.clone()))
                 };
-                wait_until(&what, || find().is_some()).await;
-                let (at, m) = find().unwrap();
+                let (at, m) = found(&what, find).await;
                 Copy {
                     text: crate::slack::channel::text_of(&m),
                     raw: json!({"at": [at.0, at.1]}),
@@ -880,8 +877,7 @@ impl Harness for Run {
                         })
                         .cloned()
                 };
-                wait_until(&what, || find().is_some()).await;
-                let c = find().unwrap();
+                let c = found(&what, find).await;
                 Copy {
                     text: c.params["markdown"]
                         .as_str()
@@ -905,8 +901,7 @@ impl Harness for Run {
                                 .is_some_and(|t| t.starts_with("imrelay-d-"))
                         })
                 };
-                wait_until(&what, || find().is_some()).await;
-                let b = find().unwrap();
+                let b = found(&what, find).await;
                 Copy {
                     text: b["template_card"].to_string(),
                     raw: json!({"chat": b["chatid"], "card": b["template_card"]}),
@@ -921,12 +916,7 @@ impl Harness for Run {
                             && p["title"].as_str().is_some_and(|t| t.contains(phrase))
                     })
                 };
-                wait_until(&what, || find().is_some()).await;
-                let p = find().unwrap();
-                Copy {
-                    text: p.to_string(),
-                    raw: p,
-                }
+                whole(found(&what, find).await)
             }
             Run::Discord(fake) => {
                 // As Discord's markdown is escaped: `s\-parity`.
@@ -942,8 +932,7 @@ impl Harness for Run {
                             .map(|(id, m)| (c.to_string(), id, m))
                     })
                 };
-                wait_until(&what, || find().is_some()).await;
-                let (channel, id, m) = find().unwrap();
+                let (channel, id, m) = found(&what, find).await;
                 Copy {
                     text: m["content"].as_str().unwrap_or_default().to_string(),
                     raw: json!({"at": [channel, id]}),
@@ -959,12 +948,7 @@ impl Harness for Run {
                                 && p["title"].as_str().is_some_and(|t| t.contains(phrase))
                         })
                 };
-                wait_until(&what, || find().is_some()).await;
-                let p = find().unwrap();
-                Copy {
-                    text: p.to_string(),
-                    raw: p,
-                }
+                whole(found(&what, find).await)
             }
             Run::Webhooks(_) => panic!("{what}: webhooks have no digests"),
         }
@@ -1315,6 +1299,19 @@ fn at_of(copy: &Copy) -> (String, String) {
         copy.raw["at"][0].as_str().unwrap().to_string(),
         copy.raw["at"][1].as_str().unwrap().to_string(),
     )
+}
+
+/// What `find` finds, once it does (for at most ten seconds); panics naming `what` if never.
+async fn found<T>(what: &str, find: impl Fn() -> Option<T>) -> T {
+    crate::support::eventually(what, || std::future::ready(find())).await
+}
+
+/// A notification or an event, shown whole, as a copy.
+fn whole(v: Value) -> Copy {
+    Copy {
+        text: v.to_string(),
+        raw: v,
+    }
 }
 
 /// The Feishu card `card`, sent as message `message_id`, as a copy.
