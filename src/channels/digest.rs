@@ -445,27 +445,6 @@ impl Digests {
             .await
     }
 
-    /// The live digest at `address` whose message is `message`: its session's key and what
-    /// it shows. For a platform whose answers name only the message they are on (a Matrix
-    /// reaction carries no data of its own).
-    pub(crate) async fn by_message(
-        &self,
-        address: &str,
-        message: &str,
-    ) -> Result<Option<(String, Shown)>, StoreError> {
-        let prefix = self.shown_key(address, "");
-        for (key, raw) in self.store.values_under(&prefix, 1024).await? {
-            let Ok(shown) = serde_json::from_str::<Shown>(&raw) else {
-                continue;
-            };
-            if shown.message_ref.as_deref() == Some(message) {
-                let session = key.get(prefix.len()..).unwrap_or_default().to_string();
-                return Ok(Some((session, shown)));
-            }
-        }
-        Ok(None)
-    }
-
     /// Claims posting the digest `(address, session)` whose first member is `first`, across
     /// every process on the store, for a minute: `false` while another is posting it.
     pub(crate) async fn claim_post(
@@ -614,7 +593,7 @@ pub(crate) async fn admit_tapper(pipeline: &Pipeline, who: &Tapper<'_>) -> Resul
 }
 
 /// The interaction and creation time an incarnation (`<id>:<created ms>`) names.
-fn parse_incarnation(inc: &str) -> Option<(InteractionId, i64)> {
+pub(crate) fn parse_incarnation(inc: &str) -> Option<(InteractionId, i64)> {
     let (id, ms) = inc.rsplit_once(':')?;
     Some((InteractionId::parse(id).ok()?, ms.parse().ok()?))
 }

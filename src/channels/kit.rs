@@ -121,9 +121,8 @@ impl Kit {
 }
 
 /// Plans chat channel `channel`'s jobs with the kit's planner over `places`, and delivers
-/// them on the kit's skeleton: `(platform, pacer, health)`, its `digests` (for a channel
-/// installed without [`Kit::open`]).
-pub(crate) fn deliver<P: Platform + 'static>(
+/// them on the kit's skeleton: `(platform, pacer, health)`, its `digests`.
+fn deliver<P: Platform + 'static>(
     w: &mut Wiring,
     channel: &'static str,
     places: Vec<String>,

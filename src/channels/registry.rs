@@ -189,6 +189,13 @@ pub trait Channel: Send + Sync {
         Vec::new()
     }
 
+    /// What a chat channel's start-up logs as an error when nobody is on its own approver
+    /// list, when it says more than the kit's line (which names the ids to add): Telegram's
+    /// also says whether prompts are posted at all.
+    fn unanswerable(&self) -> Option<&'static str> {
+        None
+    }
+
     /// When it is enabled with nobody on its own approver list: the warning that it posts
     /// prompts nobody may answer. Shown unless a route's approvers have ids on it. A chat
     /// channel's default says it in its [`Chat`] words.
@@ -219,7 +226,7 @@ pub struct Chat {
     /// What identifies an approver there ("Slack user ids (U...)").
     pub approver_ids: &'static str,
     /// The store secret that signs its buttons (kept across restarts, so old messages keep
-    /// working).
+    /// working); empty: it signs nothing, and has none.
     pub secret: &'static str,
     /// What that secret signs, as an error names it ("button", "card").
     pub signs: &'static str,
@@ -441,10 +448,17 @@ impl Opening {
             .validate()
             .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
         if approvers == 0 {
-            tracing::error!(
-                "{channel}: {channel}.approvers is EMPTY, so NOBODY can answer from {platform}: every click will be refused. \
-                 Add the {approver_ids} of the people who may approve."
-            );
+            match section.unanswerable() {
+                Some(line) => tracing::error!("{channel}: {line}"),
+                None => tracing::error!(
+                    "{channel}: {channel}.approvers is EMPTY, so NOBODY can answer from {platform}: every click will be refused. \
+                     Add the {approver_ids} of the people who may approve."
+                ),
+            }
+        }
+        // A channel that signs nothing (Matrix: the homeserver says who reacted) has none.
+        if secret.is_empty() {
+            return Ok(Vec::new());
         }
         store
             .secret(secret)

@@ -557,6 +557,11 @@ async fn telegram_without_approvers_or_chats_says_nothing_is_posted_at_start_up(
         )),
         "{said:#?}"
     );
+    let nobody = said.iter().filter(|l| l.contains("NOBODY")).count();
+    assert_eq!(
+        nobody, 1,
+        "said once, not by the kit and the channel both: {said:#?}"
+    );
     for l in &said {
         assert!(
             !l.contains("still posted") && !l.contains("prompts are posted"),

@@ -20,7 +20,7 @@ use super::Job;
 use super::api::{ApiError, Retry};
 use super::render::{Render, Text};
 use super::session::Session;
-use crate::channels::digest::{Edited, Sheet};
+use crate::channels::digest::{Digests, Edited, Sheet};
 use crate::channels::digest_texts::Texts;
 use crate::channels::messages::{Failure, Pacer, Platform, Posted};
 use crate::channels::threads::{Opener, ThreadPer, Threads, outcome_line};
@@ -53,6 +53,18 @@ pub(crate) fn event_key(event_id: &str) -> String {
     format!("{BOUND_VALUE_PREFIX}matrix.event:{event_id}")
 }
 
+/// The named value that marks event `event_id` as a digest the bot posted: the id of its
+/// first member (pruned with it). A reaction finds its digest by it, one read.
+pub(crate) fn digest_key(event_id: &str) -> String {
+    format!("{BOUND_VALUE_PREFIX}matrix.digest:{event_id}")
+}
+
+/// The named value that marks event `event_id` as a digest's confirmation the bot posted:
+/// the id of the first member it confirms (pruned with it).
+pub(crate) fn confirmation_key(event_id: &str) -> String {
+    format!("{BOUND_VALUE_PREFIX}matrix.confirmation:{event_id}")
+}
+
 /// The named value that remembers the direct room with `user`.
 pub(crate) fn direct_key(user: &str) -> String {
     format!("matrix.direct:{user}")
@@ -73,7 +85,9 @@ pub(crate) fn formatted(t: &Text) -> RoomMessageEventContent {
     RoomMessageEventContent::text_html(t.plain.clone(), t.html.clone())
 }
 
-/// Matrix as the delivery skeleton sees it.
+/// Matrix as the delivery skeleton sees it; one, cloned, serves the outbox and the `/sync`
+/// loop.
+#[derive(Clone)]
 pub(crate) struct Matrix {
     /// The bot's session with the homeserver.
     pub session: Arc<Session>,
@@ -82,7 +96,9 @@ pub(crate) struct Matrix {
     /// Where direct rooms and posted events are remembered.
     pub store: Arc<dyn Store>,
     /// Rooms whose encryption was looked up, and when.
-    encrypted: Mutex<HashMap<String, (bool, Instant)>>,
+    encrypted: Arc<Mutex<HashMap<String, (bool, Instant)>>>,
+    /// The channel's digests (what one shows before it is edited).
+    digests: Option<Digests>,
     /// A thread per agent session (`matrix.thread_per`).
     threads: Threads,
     /// Whether the outcome is also posted as a reply to each message.
@@ -97,7 +113,8 @@ impl Matrix {
             render,
             threads: Threads::new(store.clone(), CHANNEL, ThreadPer::None),
             store,
-            encrypted: Mutex::default(),
+            encrypted: Arc::default(),
+            digests: None,
             thread_replies: false,
         }
     }
@@ -107,6 +124,51 @@ impl Matrix {
         self.threads = threads;
         self.thread_replies = thread_replies;
         self
+    }
+
+    /// The same, over the channel's `digests`.
+    pub(super) fn with_digests(mut self, digests: Digests) -> Self {
+        self.digests = Some(digests);
+        self
+    }
+
+    /// Marks event `event` as the bot's under `key` (its [`digest_key`] or
+    /// [`confirmation_key`]), bound to the first member of `sheet`.
+    pub(super) async fn mark(
+        &self,
+        key: fn(&str) -> String,
+        event: &str,
+        sheet: &Sheet,
+    ) -> Result<(), Failure> {
+        let Some((first, _)) = crate::channels::digest::parse_incarnation(&sheet.first) else {
+            return Ok(());
+        };
+        self.store
+            .set_value(&key(event), Some(first.to_string()))
+            .await
+            .map_err(Failure::store)
+    }
+
+    /// The transaction of the edit of digest `message` at `address` to `text`: the same
+    /// edit (a retry), the same id. The set the kit keeps for the digest when the edit is
+    /// asked tells a list shown again after another from the first time it was shown (the
+    /// homeserver would take the second for a retry of the first, and drop it).
+    async fn digest_edit_txn(
+        &self,
+        address: &str,
+        message: &str,
+        sheet: &Sheet,
+        text: &Text,
+    ) -> Result<String, Failure> {
+        let before = match &self.digests {
+            Some(d) => d
+                .shown(address, &sheet.session)
+                .await
+                .map_err(Failure::store)?,
+            None => None,
+        };
+        let before = before.map(|s| s.set).unwrap_or_default();
+        Ok(txn(&["digest-edit", message, &before, &text.plain]))
     }
 
     /// Posts the prompt of `i` to `target`, in the thread under event `thread` when given.
@@ -287,7 +349,10 @@ impl Platform for Matrix {
         let content = serde_json::to_value(formatted(&self.render.digest(sheet)))
             .map_err(|e| Failure::Permanent(format!("cannot encode the digest: {e}")))?;
         let parts = ["digest", room, &sheet.session, &sheet.first];
-        self.post_content(room, content, &parts).await
+        let event = self.post_content(room, content, &parts).await?;
+        // A retry posts nothing new (the same transaction) and marks it again.
+        self.mark(digest_key, &event, sheet).await?;
+        Ok(event)
     }
 
     async fn edit_digest(
@@ -298,10 +363,11 @@ impl Platform for Matrix {
     ) -> Result<Edited, Failure> {
         let room = self.room_of(address).await?;
         let text = self.render.digest(sheet);
-        // The same text twice is one edit; a list shown again after another is a new one.
-        let at = jiff::Timestamp::now().as_millisecond().to_string();
-        let id = txn(&["digest-edit", message, &text.plain, &at]);
+        let id = self.digest_edit_txn(address, message, sheet, &text).await?;
         self.replace_with(&room, message, &text, &id).await?;
+        // Marked again under the first member it lists now: a mark outlives its member's
+        // pruning, and a digest posted before marks were kept gets one.
+        self.mark(digest_key, message, sheet).await?;
         Ok(Edited::Done)
     }
 
@@ -413,12 +479,68 @@ pub(crate) fn pacer() -> Pacer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::channels::matrix::fake;
 
     #[test]
     fn a_transaction_id_names_what_it_sends() {
         assert_eq!(txn(&["post", "k", "!r:x"]), txn(&["post", "k", "!r:x"]));
         assert_ne!(txn(&["post", "k", "!r:x"]), txn(&["post", "k", "!s:x"]));
         assert_ne!(txn(&["ab", "c"]), txn(&["a", "bc"]));
+    }
+
+    #[tokio::test]
+    async fn a_retried_digest_edit_reuses_its_transaction_and_a_list_shown_again_does_not() {
+        let (_, matrix, inbound) = fake::channel().await;
+        let show = |set: &str| {
+            let shown = crate::channels::digest::Shown {
+                message_ref: Some("$d:fake".into()),
+                set: set.into(),
+                ..Default::default()
+            };
+            let digests = inbound.digests.clone();
+            async move {
+                digests
+                    .set_shown(fake::ROOM, "s", Some(&shown))
+                    .await
+                    .unwrap()
+            }
+        };
+        let (a, b) = (fake::sheet("s", "A", ""), fake::sheet("s", "B", ""));
+        let text = |s: &Sheet| matrix.render.digest(s);
+        let edit = |s: &Sheet| {
+            let (matrix, t) = (&matrix, text(s));
+            let s = s.clone();
+            async move {
+                matrix
+                    .digest_edit_txn(fake::ROOM, "$d:fake", &s, &t)
+                    .await
+                    .unwrap()
+            }
+        };
+        show("A").await;
+        let first = edit(&b).await;
+        assert_eq!(edit(&b).await, first, "a retry is the same edit");
+        show("B").await;
+        let back = edit(&a).await;
+        assert_eq!(edit(&a).await, back, "a retry is the same edit");
+        // The list of A shown again, after another: a new edit, not one the homeserver
+        // would take for a retry of the last and drop.
+        show("C").await;
+        assert_ne!(edit(&a).await, back);
+    }
+
+    #[tokio::test]
+    async fn the_sync_loops_platform_is_the_outboxs_one_client() {
+        let (hs, matrix, inbound) = fake::channel().await;
+        matrix.check_unencrypted(fake::ROOM).await.unwrap();
+        inbound.matrix.check_unencrypted(fake::ROOM).await.unwrap();
+        let asked = hs.requests();
+        assert_eq!(
+            asked.len(),
+            1,
+            "one lookup of the room's encryption: {asked:?}"
+        );
+        assert!(Arc::ptr_eq(&matrix.session, &inbound.matrix.session));
     }
 
     #[test]

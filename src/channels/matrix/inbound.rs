@@ -190,7 +190,8 @@ fn heard(room: &str, event: &Value) -> Option<Heard> {
 
 /// The decision `said` gives `i`; `Err` says why it does not fit. A reply to an approval
 /// that starts with `edit:` runs the command changed ("Edit & approve"); any other reply
-/// denies it, its text the reason.
+/// denies it, its text the reason. Whether the approval offers "Allow similar" or an edit
+/// is the pipeline's to say (`Pipeline::decide`; see [`worded`]).
 fn answer(i: &Interaction, said: &Said) -> Result<Decision, String> {
     let answer = match (said, i.kind) {
         (Said::Allow | Said::Similar, Kind::Question | Kind::Form) => {
@@ -200,23 +201,11 @@ fn answer(i: &Interaction, said: &Said) -> Result<Decision, String> {
             ));
         }
         (Said::Allow, Kind::Approval) => Answer::allow(),
-        (Said::Similar, Kind::Approval) => {
-            return match crate::present::render::similar_rule(i) {
-                Some(_) => Ok(Decision::AllowSimilar),
-                None => Err(format!(
-                    "{SIMILAR} is not offered on this one (no rule is proposed for its session): react {ALLOW} to allow it"
-                )),
-            };
-        }
+        (Said::Similar, Kind::Approval) => return Ok(Decision::AllowSimilar),
         (Said::Deny, _) => Answer::deny(None),
         (Said::Review, _) => return Err(format!("{REVIEW} reviews a digest's requests")),
         (Said::Reply(text), Kind::Approval) => {
             if let Some(command) = edited_command(text) {
-                if crate::present::render::editable_command(i).is_none() {
-                    return Err(format!(
-                        "this approval's input cannot be edited here: react {ALLOW} to allow it as it is"
-                    ));
-                }
                 return Ok(Decision::Edit(command.to_string()));
             }
             Answer::deny(Some(text.clone()))
@@ -225,6 +214,23 @@ fn answer(i: &Interaction, said: &Said) -> Result<Decision, String> {
         (Said::Reply(text), Kind::Form) => Answer::Accept(form_content(i, text)?),
     };
     Ok(Decision::Answer(answer))
+}
+
+/// The pipeline's `feedback` on `said`, in Matrix's words: a decision the approval does not
+/// take ([`Decision::AllowSimilar`] or [`Decision::Edit`], which the pipeline refuses as a
+/// bad button) is a reaction or reply that does not fit, and says what does.
+fn worded(feedback: Feedback, said: &Said) -> Feedback {
+    match (feedback, said) {
+        (Feedback::BadButton, Said::Similar) => Feedback::Invalid(format!(
+            "{SIMILAR} is not offered on this one (no rule is proposed for its session): react {ALLOW} to allow it"
+        )),
+        (Feedback::BadButton, Said::Reply(text)) if edited_command(text).is_some() => {
+            Feedback::Invalid(format!(
+                "this approval's input cannot be edited here: react {ALLOW} to allow it as it is"
+            ))
+        }
+        (f, _) => f,
+    }
 }
 
 impl Inbound {
@@ -454,21 +460,9 @@ impl Inbound {
             approver: self.settings.is_approver(&h.sender),
             audit: true,
         };
-        let i = match self.pipeline.admit(&tap, |_| true).await {
-            Ok(i) => i,
-            Err(stop) => {
-                return self.tell(&h, &stop.feedback.text(self.render.locale)).await;
-            }
-        };
-        let decision = match answer(&i, &h.said) {
-            Ok(d) => d,
-            Err(why) => {
-                return self
-                    .tell(&h, &Feedback::Invalid(why).text(self.render.locale))
-                    .await;
-            }
-        };
-        let feedback = self.pipeline.decide(&i, decision, responder).await;
+        let read = |i: &Interaction| answer(i, &h.said);
+        let feedback = self.pipeline.answer(&tap, |_| true, read, responder).await;
+        let feedback = worded(feedback, &h.said);
         if !matches!(feedback, Feedback::Resolved(_)) {
             self.tell(&h, &feedback.text(self.render.locale)).await;
         }
@@ -654,5 +648,57 @@ mod tests {
             "origin_server_ts": 1, "content": {"m.relates_to": {"rel_type": "m.annotation",
             "event_id": "$p:x", "key": "🎉"}}});
         assert!(heard("!room:x", &other).is_none());
+    }
+
+    #[tokio::test]
+    async fn allow_similar_and_edit_are_the_pipelines_to_refuse_in_matrixs_words() {
+        let (_, _, inbound) = super::super::fake::channel().await;
+        let id = InteractionId::parse("toolu_plain").unwrap();
+        let mut i = Interaction::pending(
+            id.clone(),
+            "Read",
+            serde_json::Map::new(),
+            Timestamp::now(),
+            300,
+        );
+        i.session = None;
+        let i = Arc::new(i);
+        inbound
+            .store
+            .create(i.clone(), Default::default())
+            .await
+            .unwrap();
+        // No rule proposed, nothing to edit: read as asked, refused by the pipeline.
+        for said in [Said::Similar, Said::Reply("edit: ls".into())] {
+            assert!(answer(&i, &said).is_ok(), "{said:?}");
+            let tap = Tap {
+                id: &id,
+                created: None,
+                actor: "alice",
+                identity: super::super::fake::ALICE,
+                approver: true,
+                audit: true,
+            };
+            let read = |i: &Interaction| answer(i, &said);
+            let by = inbound.responder(super::super::fake::ALICE);
+            let feedback = inbound.pipeline.answer(&tap, |_| true, read, by).await;
+            assert!(matches!(feedback, Feedback::BadButton), "{feedback:?}");
+            let Feedback::Invalid(why) = worded(feedback, &said) else {
+                panic!("not worded for {said:?}");
+            };
+            assert!(why.contains(ALLOW), "{why}");
+        }
+        assert!(inbound.store.get(&id).await.unwrap().unwrap().is_pending());
+        let counted = crate::channels::pipeline::ResultLabels {
+            result: "refused".into(),
+        };
+        assert_eq!(
+            inbound
+                .pipeline
+                .results_metric()
+                .get_or_create(&counted)
+                .get(),
+            2
+        );
     }
 }

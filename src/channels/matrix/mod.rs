@@ -24,6 +24,8 @@ mod commands;
 mod deliver;
 mod digest;
 mod doctor;
+#[cfg(test)]
+mod fake;
 mod inbound;
 mod render;
 mod session;
@@ -34,8 +36,9 @@ use std::sync::Arc;
 pub use settings::{MatrixSettings, Transport};
 
 use crate::channels::Wiring;
-use crate::channels::pipeline::Pipeline;
-use crate::interaction::Via;
+use crate::channels::kit::Kit;
+use crate::channels::registry::Chat;
+use crate::channels::threads::Threads;
 
 /// The channel's name (its `Via`, its outbox channel, its health component, its people's key).
 pub const CHANNEL: &str = "matrix";
@@ -48,65 +51,57 @@ impl crate::channels::plan::TextPlaces for MatrixSettings {
     const FIELD: &'static str = "room";
 }
 
+/// Matrix in the kit's words. It signs nothing: an answer is a reaction or a reply, which
+/// the homeserver says who sent, so it has no button secret.
+const CHAT: Chat = Chat {
+    approver_ids: "Matrix user ids (@alice:example.org)",
+    secret: "",
+    signs: "nothing",
+    posts: "prompts are posted",
+    clicker: "user id",
+    no_places: Some((
+        "prompts",
+        "to post in a room, invite the bot to it and add its id (\"!...:server\") to matrix.chats",
+    )),
+};
+
 /// Installs the channel when `[matrix] enabled = true`.
 pub async fn install(w: &mut Wiring, settings: &MatrixSettings) -> anyhow::Result<()> {
-    if !settings.enabled {
+    let Some(kit) = Kit::open(w, settings, settings.digest_after, settings.locale).await? else {
         return Ok(());
-    }
-    let mistakes = settings.mistakes();
-    if !mistakes.is_empty() {
-        anyhow::bail!("invalid configuration: {}", mistakes.join("; "));
-    }
-    if settings.approvers.is_empty() {
-        tracing::error!(
-            "matrix: matrix.approvers is EMPTY, so only people a route names may answer from Matrix. \
-             Add the Matrix user ids (@alice:example.org) of the people who may approve."
-        );
-    }
+    };
     let settings = Arc::new(settings.clone());
     let session = Arc::new(session::Session::new(&settings)?);
     let render = render::Render {
         locale: settings.locale,
         inbox: w.server.inbox.clone(),
     };
+    // One platform serves the outbox and the `/sync` loop (a digest's confirmation, the
+    // digest edited after a reaction): one session, one cache of rooms' encryption.
+    let threads = Threads::installed(w, CHANNEL, settings.thread_per);
     let matrix = deliver::Matrix::new(session.clone(), render.clone(), w.store.clone())
-        .with_threads(
-            crate::channels::threads::Threads::installed(w, CHANNEL, settings.thread_per),
-            settings.thread_replies,
-        );
-    let digests = crate::channels::digest::Digests::new(
-        w.store.clone(),
-        CHANNEL,
-        settings.digest_after,
-        settings.chats.clone(),
-    );
-    let skeleton = (matrix, deliver::pacer(), "matrix_api");
-    crate::channels::kit::deliver(
-        w,
-        CHANNEL,
-        settings.chats.clone(),
-        digests.clone(),
-        skeleton,
-    );
+        .with_threads(threads, settings.thread_replies)
+        .with_digests(kit.digests.clone());
     let inbound = inbound::Inbound {
-        matrix: deliver::Matrix::new(session.clone(), render.clone(), w.store.clone()),
-        digests,
+        matrix: matrix.clone(),
+        digests: kit.digests.clone(),
         session,
-        pipeline: Pipeline::new(w.registry.clone(), Via::new(CHANNEL)),
+        pipeline: kit.pipeline(w),
         store: w.store.clone(),
         settings: settings.clone(),
         render,
         health: w.health.clone(),
         shutdown: w.shutdown.clone(),
     };
-    w.spawn_on_serve(inbound.run());
-    tracing::info!(
-        transport = settings.transport.as_str(),
-        homeserver = %settings.base(),
-        rooms = settings.chats.len(),
-        approvers = settings.approvers.len(),
-        "matrix: channel enabled"
+    kit.count(
+        w,
+        "imrelay_matrix_answers",
+        "Matrix reactions and replies read as answers, by result (resolved, already_resolved, refused, invalid, voted, ...)",
+        inbound.pipeline.results_metric(),
     );
+    kit.deliver(w, matrix, deliver::pacer(), "matrix_api");
+    w.spawn_on_serve(inbound.run());
+    kit.enabled(settings.transport.as_str(), Some(settings.base()));
     Ok(())
 }
 
@@ -122,6 +117,10 @@ impl crate::channels::Channel for MatrixSettings {
 
     fn places(&self) -> Vec<String> {
         self.chats.clone()
+    }
+
+    fn chat(&self) -> Option<&'static Chat> {
+        Some(&CHAT)
     }
 
     fn unlisted(&self, place: &str) -> String {
@@ -165,27 +164,10 @@ impl crate::channels::Channel for MatrixSettings {
         self.approvers.clone()
     }
 
-    fn nobody_answers(&self) -> Option<String> {
-        if self.enabled && self.approvers.is_empty() {
-            Some(
-                "matrix is enabled but matrix.approvers is empty: prompts are posted, but nobody \
-                 can answer them from Matrix (a refused answer is told to its sender)"
-                    .to_string(),
-            )
-        } else {
-            None
-        }
-    }
-
     fn warnings(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        if self.enabled && self.chats.is_empty() {
-            out.push(
-                "matrix.chats is empty: prompts reach only people a route messages directly; to \
-                 post in a room, invite the bot to it and add its id (\"!...:server\") to matrix.chats"
-                    .to_string(),
-            );
-        }
+        let mut out: Vec<String> = crate::channels::registry::no_places(self)
+            .into_iter()
+            .collect();
         if self.enabled && self.api_url.trim().starts_with("http://") {
             let host = self.api_url.trim().trim_start_matches("http://");
             if !(host.starts_with("127.")

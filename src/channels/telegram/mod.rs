@@ -341,10 +341,9 @@ fn transport(w: &mut Wiring, tg: Arc<Telegram>, worker: impl Future<Output = ()>
 /// Says at start-up what a configuration leaves nobody to do: answer (no approvers) or
 /// see prompts (no chats).
 fn warn_of_gaps(s: &TelegramSettings) {
-    match gaps(s) {
-        Some(Gap::NobodyAnswers(line)) => tracing::error!("{line}"),
-        Some(Gap::NothingPosted(line)) => tracing::warn!("{line}"),
-        None => {}
+    // Nobody answering is the kit's opening line, in the words `unanswerable` gives.
+    if let Some(Gap::NothingPosted(line)) = gaps(s) {
+        tracing::warn!("{line}");
     }
 }
 
@@ -448,6 +447,13 @@ impl crate::channels::Channel for TelegramSettings {
 
     fn warnings(&self) -> Vec<String> {
         topics_warning(self).into_iter().collect()
+    }
+
+    fn unanswerable(&self) -> Option<&'static str> {
+        match gaps(self)? {
+            Gap::NobodyAnswers(line) => Some(line),
+            Gap::NothingPosted(_) => None,
+        }
     }
 
     fn nobody_answers(&self) -> Option<String> {
