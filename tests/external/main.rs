@@ -34,6 +34,7 @@ mod discord;
 mod escalation;
 mod inbox;
 mod matrix;
+mod parity;
 mod postgres;
 mod proxy;
 mod quorum;
@@ -92,6 +93,7 @@ fn main() {
         agents::trials(),
         discord::trials(),
         matrix::trials(),
+        parity::trials(),
     ]
     .into_iter()
     .flatten()

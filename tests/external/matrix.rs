@@ -32,11 +32,13 @@ const SHARED_SECRET: &str = "imrelay-test-registration";
 /// The homeserver's name (ids end in `:imrelay.test`).
 const SERVER_NAME: &str = "imrelay.test";
 /// How long anything the tests wait for may take (a loaded machine is slow, not broken).
-const WAIT: Duration = Duration::from_secs(60);
+pub(crate) const WAIT: Duration = Duration::from_secs(60);
 
 /// A running homeserver and the accounts on it.
-struct Synapse {
-    url: String,
+pub(crate) struct Synapse {
+    pub(crate) url: String,
+    /// Where Synapse is installed (its `register_new_matrix_user`).
+    venv: PathBuf,
     bot: Account,
     alice: Account,
     mallory: Account,
@@ -44,10 +46,10 @@ struct Synapse {
 
 /// An account and its access token.
 #[derive(Clone)]
-struct Account {
-    user_id: String,
-    password: String,
-    token: String,
+pub(crate) struct Account {
+    pub(crate) user_id: String,
+    pub(crate) password: String,
+    pub(crate) token: String,
 }
 
 fn target_dir() -> PathBuf {
@@ -56,13 +58,13 @@ fn target_dir() -> PathBuf {
 }
 
 /// Synapse, started once for this binary, or why it could not be.
-fn synapse() -> Result<&'static Synapse, String> {
+pub(crate) fn synapse() -> Result<&'static Synapse, String> {
     static STARTED: OnceLock<Result<Synapse, String>> = OnceLock::new();
     STARTED.get_or_init(start).as_ref().map_err(Clone::clone)
 }
 
 /// Whether the homeserver is here (started now if need be).
-fn need() -> Need {
+pub(crate) fn need() -> Need {
     match synapse() {
         Ok(_) => Need::Here,
         Err(reason) if std::env::var("IMRELAY_TEST_MATRIX").as_deref() == Ok("require") => {
@@ -211,54 +213,67 @@ fn start() -> Result<Synapse, String> {
         .map_err(|e| format!("cannot start a runtime: {e}"))?;
     let http = reqwest::Client::new();
     rt.block_on(healthy(&http, &url, &dir))?;
-    let register = venv.join("bin/register_new_matrix_user");
-    let account = |name: &str| -> Result<Account, String> {
-        let password = format!("{name}-password");
-        let out = Command::new(&register)
-            .args([
-                "-u",
-                name,
-                "-p",
-                &password,
-                "--no-admin",
-                "-k",
-                SHARED_SECRET,
-                &url,
-            ])
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| format!("cannot run register_new_matrix_user: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "register_new_matrix_user {name}: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
-        let v: Value = rt
-            .block_on(async {
-                http.post(format!("{url}/_matrix/client/v3/login"))
-                    .json(&json!({"type": "m.login.password",
-                    "identifier": {"type": "m.id.user", "user": name}, "password": password}))
-                    .send()
-                    .await?
-                    .json()
-                    .await
-            })
-            .map_err(|e| format!("login as {name}: {e}"))?;
-        Ok(Account {
-            user_id: v["user_id"].as_str().unwrap_or_default().to_string(),
-            password,
-            token: v["access_token"].as_str().unwrap_or_default().to_string(),
-        })
-    };
+    let account = |name: &str| rt.block_on(register(&venv, &url, name));
     let synapse = Synapse {
         bot: account("imrelay")?,
         alice: account("alice")?,
         mallory: account("mallory")?,
         url: url.clone(),
+        venv: venv.clone(),
     };
     let _ = writeln!(std::io::stderr(), "synapse: running at {}", synapse.url);
     Ok(synapse)
+}
+
+impl Synapse {
+    /// A new account `name` on this homeserver (for a test that must not share the
+    /// accounts every other test uses).
+    pub(crate) async fn account(&self, name: &str) -> Result<Account, String> {
+        register(&self.venv, &self.url, name).await
+    }
+}
+
+/// Registers account `name` on the homeserver at `url` with `register_new_matrix_user`
+/// (from the installation `venv`) and the shared secret, and logs it in.
+async fn register(venv: &Path, url: &str, name: &str) -> Result<Account, String> {
+    let password = format!("{name}-password");
+    let out = Command::new(venv.join("bin/register_new_matrix_user"))
+        .args([
+            "-u",
+            name,
+            "-p",
+            &password,
+            "--no-admin",
+            "-k",
+            SHARED_SECRET,
+            url,
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run register_new_matrix_user: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "register_new_matrix_user {name}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let v: Value = async {
+        reqwest::Client::new()
+            .post(format!("{url}/_matrix/client/v3/login"))
+            .json(&json!({"type": "m.login.password",
+            "identifier": {"type": "m.id.user", "user": name}, "password": password}))
+            .send()
+            .await?
+            .json()
+            .await
+    }
+    .await
+    .map_err(|e: reqwest::Error| format!("login as {name}: {e}"))?;
+    Ok(Account {
+        user_id: v["user_id"].as_str().unwrap_or_default().to_string(),
+        password,
+        token: v["access_token"].as_str().unwrap_or_default().to_string(),
+    })
 }
 
 /// Waits until the homeserver at `url` answers its health check, or says why it did not.
@@ -288,7 +303,7 @@ async fn healthy(http: &reqwest::Client, url: &str, dir: &Path) -> Result<(), St
 
 /// Polls `probe` every quarter second until it gives a value, for at most [`WAIT`]; panics
 /// naming `what` if it never does.
-async fn until<T, F>(what: &str, mut probe: impl FnMut() -> F) -> T
+pub(crate) async fn until<T, F>(what: &str, mut probe: impl FnMut() -> F) -> T
 where
     F: std::future::Future<Output = Option<T>>,
 {
@@ -305,14 +320,14 @@ where
 }
 
 /// A person's client: plain client-server calls.
-struct Person<'a> {
+pub(crate) struct Person<'a> {
     hs: &'a Synapse,
     who: &'a Account,
     http: reqwest::Client,
 }
 
 impl<'a> Person<'a> {
-    fn new(hs: &'a Synapse, who: &'a Account) -> Self {
+    pub(crate) fn new(hs: &'a Synapse, who: &'a Account) -> Self {
         Person {
             hs,
             who,
@@ -340,7 +355,7 @@ impl<'a> Person<'a> {
     }
 
     /// A new room of theirs with `invite` invited; its id.
-    async fn create_room(&self, invite: &[&str]) -> String {
+    pub(crate) async fn create_room(&self, invite: &[&str]) -> String {
         let v = self
             .call(
                 reqwest::Method::POST,
@@ -351,7 +366,7 @@ impl<'a> Person<'a> {
         v["room_id"].as_str().expect("room_id").to_string()
     }
 
-    async fn join(&self, room: &str) {
+    pub(crate) async fn join(&self, room: &str) {
         self.call(
             reqwest::Method::POST,
             &format!("/join/{}", enc(room)),
@@ -361,7 +376,7 @@ impl<'a> Person<'a> {
     }
 
     /// Sends an event; its id.
-    async fn send(&self, room: &str, kind: &str, content: Value) -> String {
+    pub(crate) async fn send(&self, room: &str, kind: &str, content: Value) -> String {
         let txn = format!("t{}", rand::random::<u64>());
         let v = self
             .call(
@@ -373,7 +388,7 @@ impl<'a> Person<'a> {
         v["event_id"].as_str().expect("event_id").to_string()
     }
 
-    async fn react(&self, room: &str, event: &str, key: &str) -> String {
+    pub(crate) async fn react(&self, room: &str, event: &str, key: &str) -> String {
         self.send(
             room,
             "m.reaction",
@@ -393,7 +408,7 @@ impl<'a> Person<'a> {
         .await;
     }
 
-    async fn reply(&self, room: &str, event: &str, text: &str) -> String {
+    pub(crate) async fn reply(&self, room: &str, event: &str, text: &str) -> String {
         self.send(
             room,
             "m.room.message",
@@ -416,7 +431,12 @@ impl<'a> Person<'a> {
     }
 
     /// The first event in the room's recent history that `pick` accepts, once there is one.
-    async fn wait_for(&self, room: &str, what: &str, pick: impl Fn(&Value) -> bool) -> Value {
+    pub(crate) async fn wait_for(
+        &self,
+        room: &str,
+        what: &str,
+        pick: impl Fn(&Value) -> bool,
+    ) -> Value {
         let pick = &pick;
         until(what, || async move {
             self.recent(room).await.into_iter().find(|e| pick(e))
@@ -424,7 +444,7 @@ impl<'a> Person<'a> {
         .await
     }
 
-    async fn members(&self, room: &str) -> Vec<String> {
+    pub(crate) async fn members(&self, room: &str) -> Vec<String> {
         let v = self
             .call(
                 reqwest::Method::GET,
@@ -485,7 +505,7 @@ async fn relay(hs: &Synapse, room: &str, with_login: bool) -> TestApp {
 }
 
 /// Whether `e` is a message from `sender` whose body contains `text`.
-fn message_from(e: &Value, sender: &str, text: &str) -> bool {
+pub(crate) fn message_from(e: &Value, sender: &str, text: &str) -> bool {
     e["type"] == "m.room.message"
         && e["sender"] == sender
         && e["content"]["body"]
@@ -494,7 +514,7 @@ fn message_from(e: &Value, sender: &str, text: &str) -> bool {
 }
 
 /// Whether `e` is the bot's edit of `prompt` whose new text contains `text`.
-fn edit_of(e: &Value, bot: &str, prompt: &str, text: &str) -> bool {
+pub(crate) fn edit_of(e: &Value, bot: &str, prompt: &str, text: &str) -> bool {
     e["sender"] == bot
         && e["content"]["m.relates_to"]["rel_type"] == "m.replace"
         && e["content"]["m.relates_to"]["event_id"] == prompt
@@ -1021,10 +1041,14 @@ async fn whoami_and_sessions_are_answered_in_the_room() {
 
 /// The bot's notice in reply to event `event`, once sent.
 async fn notice_to(person: &Person<'_>, room: &str, event: &str) -> String {
-    let bot = person.hs.bot.user_id.clone();
+    notice_from(person, &person.hs.bot.user_id, room, event).await
+}
+
+/// The notice `bot` sent in reply to event `event`, once sent, as `person` sees it.
+pub(crate) async fn notice_from(person: &Person<'_>, bot: &str, room: &str, event: &str) -> String {
     let e = person
         .wait_for(room, "the bot's notice", |e| {
-            e["sender"] == bot.as_str()
+            e["sender"] == bot
                 && e["content"]["msgtype"] == "m.notice"
                 && e["content"]["m.relates_to"]["m.in_reply_to"]["event_id"] == event
         })
@@ -1394,7 +1418,7 @@ async fn a_reply_starting_edit_runs_the_changed_command_and_a_plain_reply_still_
 }
 
 /// What event `event` in `room` reads now: its newest edit's text, or its own.
-async fn reads_now(person: &Person<'_>, room: &str, event: &str) -> String {
+pub(crate) async fn reads_now(person: &Person<'_>, room: &str, event: &str) -> String {
     let recent = person.recent(room).await;
     let newest_edit = recent.iter().find(|e| {
         e["content"]["m.relates_to"]["rel_type"] == "m.replace"

@@ -1,12 +1,14 @@
 //! The parity suite: docs/channels.md's table of what each channel offers, kept true.
 //!
 //! One suite for every channel in the registry: each row the suite drives is one check
-//! written once ([`Feature`]), and each channel one harness ([`Run`]) over the loopback
+//! written once ([`suite::Feature`], in `tests/parity/suite.rs`, shared with
+//! `tests/external/parity.rs`), and each channel one harness ([`Run`]) over the loopback
 //! fake its own tests use (Telegram's Bot API, Feishu's callback endpoint, Slack's Socket
 //! Mode, DingTalk's Stream, WeCom's long connection, ntfy's publish endpoint, a webhook
 //! receiver). Every ✅ cell of a driven row is run through its channel's fake and fails when
-//! the fake does not show it; a channel registered without a harness fails too, as does a
-//! row the suite neither drives nor names where it is checked.
+//! the fake does not show it; a channel registered with neither a harness here nor one in
+//! the external suite ([`suite::EXTERNAL`]: Matrix, against a real Synapse) fails too, as does
+//! a row the suite neither drives nor names where it is checked.
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -15,144 +17,10 @@ use imrelay::config::Settings;
 
 use crate::support::{TestApp, wait_until};
 
-/// The table: one row per feature, one column per registered channel (by its `platform`).
-fn table() -> (Vec<String>, Vec<(String, Vec<String>)>) {
-    let doc = include_str!("../../docs/channels.md");
-    let lines: Vec<&str> = doc
-        .split("## What each channel offers today")
-        .nth(1)
-        .expect("docs/channels.md has its table")
-        .lines()
-        .skip_while(|l| !l.starts_with('|'))
-        .take_while(|l| l.starts_with('|'))
-        .collect();
-    let cells = |l: &str| -> Vec<String> {
-        l.trim_matches('|')
-            .split('|')
-            .map(|c| c.trim().to_string())
-            .collect()
-    };
-    let header = cells(lines[0]);
-    let rows = lines[2..]
-        .iter()
-        .map(|l| {
-            let c = cells(l);
-            (c[0].clone(), c[1..].to_vec())
-        })
-        .collect();
-    (header[1..].to_vec(), rows)
-}
+#[path = "../parity/suite.rs"]
+mod suite;
 
-/// A row this suite drives through every channel that claims it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Feature {
-    /// An approver allows one request and denies another from the prompt.
-    ApproveDeny,
-    /// Someone not allowed to answer is told the kit's one refusal text, and nothing changes.
-    RefusalText,
-    /// "Allow similar" allows and grants the proposed rule for the session.
-    AllowSimilar,
-    /// "Edit & approve" allows with the command as the person changed it.
-    EditApprove,
-    /// `whoami` from a chat not configured answers with the chat's and the sender's ids.
-    Whoami,
-    /// A vote that does not decide an approval yet shows on the channel's copy.
-    VoteTally,
-    /// With `locale = "zh_cn"`, the prompt is in Chinese: its deadline or Deny says 拒绝, and
-    /// no English "Deny" or "Deadline" is left on it.
-    Locale,
-}
-
-impl Feature {
-    /// The feature a row of the table stands for, if the suite drives it.
-    fn of_row(row: &str) -> Option<Self> {
-        Some(match row {
-            "Approve, deny" => Feature::ApproveDeny,
-            "The same refusal text" => Feature::RefusalText,
-            "\"Allow similar\"" => Feature::AllowSimilar,
-            "Edit & approve" => Feature::EditApprove,
-            "`whoami` tells the chat's and the sender's ids" => Feature::Whoami,
-            "The vote tally on every copy" => Feature::VoteTally,
-            "`locale` (English and Chinese)" => Feature::Locale,
-            _ => return None,
-        })
-    }
-}
-
-/// Channels this suite has no harness for, with the tests that check their ✅ cells (each
-/// prints as such when the suite runs): Matrix is tested against a real homeserver (Synapse,
-/// a Python program started by `tests/external/matrix.rs`), which this suite's loopback
-/// fakes cannot stand in for.
-const OWN_SUITE: &[(&str, &str)] = &[("matrix", "tests/external/matrix.rs (a real Synapse)")];
-
-/// Rows the suite does not drive yet, and the tests that check them channel by channel.
-const CHECKED_ELSEWHERE: &[(&str, &str)] = &[
-    (
-        "The one settings vocabulary",
-        "tests/it/config_checks.rs (aliases and their warnings)",
-    ),
-    (
-        "Starts with an empty `chats` (learn ids first)",
-        "each channel's empty-list test (tests/it/<channel>/)",
-    ),
-    (
-        "Digests (`digest_after`)",
-        "each channel's digest tests (tests/it/<channel>/, Discord's in tests/it/discord/channel.rs, ntfy's in tests/it/ntfy_digest.rs, Web Push's in tests/it/push_digest.rs, and the kit's)",
-    ),
-    (
-        "A burst gathered into a digest",
-        "the kit's burst tests (digest_flow.rs) and each channel's digest tests (ntfy's burst in tests/it/ntfy_digest.rs)",
-    ),
-    (
-        "A `step_up` approval links to its inbox card",
-        "tests/it/{telegram,slack,discord,wecom,dingtalk}/passkey.rs, tests/it/ntfy.rs, feishu's, matrix's and push's unit tests",
-    ),
-    (
-        "The outcome in the message's thread",
-        "tests/it/{telegram,slack,discord,feishu}/threads.rs (thread_replies) and tests/external/matrix.rs",
-    ),
-    (
-        "One thread per agent session (`thread_per`)",
-        "tests/it/{telegram,slack,discord,feishu}/threads.rs and tests/external/matrix.rs (a real Synapse)",
-    ),
-    (
-        "A reply to a session's message steers it",
-        "tests/it/{telegram/sessions,slack/steer,discord/steer,feishu/steer,dingtalk/steer}.rs and tests/external/matrix.rs (a real Synapse)",
-    ),
-    (
-        "`connect_timeout_secs`",
-        "each long-connection channel's settings tests",
-    ),
-];
-
-/// The channels whose harness finds a button on a Chinese copy too (the others' by its
-/// English label): with `locale` they are pressed, and what the person is told is checked.
-const PRESSED_IN_CHINESE: &[&str] = &["telegram", "ntfy", "push"];
-
-/// Who presses a button.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Who {
-    /// A configured approver.
-    Approver,
-    /// Someone the channel does not let answer.
-    Stranger,
-}
-
-/// A button of a prompt, by what it does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Button {
-    Allow,
-    Deny,
-    Similar,
-}
-
-/// A channel's copy of a prompt, as its fake holds it.
-struct Copy {
-    /// What a person reads on it.
-    text: String,
-    /// Everything the harness needs to press its buttons.
-    raw: Value,
-}
+use suite::{Button, Copy, Harness, Who};
 
 /// One channel running against its fake.
 enum Run {
@@ -172,9 +40,7 @@ fn marker(command: &str) -> &str {
     command
 }
 
-impl Run {
-    /// The server with the channel named `name` on, pointed at a new fake, and `more`
-    /// settings.
+impl Harness for Run {
     async fn start(name: &str, more: fn(&mut Settings)) -> (Run, TestApp) {
         match name {
             "telegram" => {
@@ -260,12 +126,12 @@ impl Run {
             }
             other => panic!(
                 "channel {other:?} is registered but the parity suite has no harness for it: \
-                 add one to tests/it/parity.rs (Run::start)"
+                 add one to tests/it/parity.rs (Run::start) or to tests/external/parity.rs \
+                 (and name it in suite::EXTERNAL)"
             ),
         }
     }
 
-    /// The first copy of the prompt of interaction `id`, whose text shows `command`.
     async fn copy(&self, id: &str, command: &str) -> Copy {
         match self {
             Run::Telegram(tg) => {
@@ -281,12 +147,7 @@ impl Run {
             }
             Run::Feishu(fake) => {
                 let (message_id, card) = crate::feishu::card_for(fake, id).await;
-                let mut raw = card.clone();
-                raw["message_id"] = json!(message_id);
-                Copy {
-                    text: crate::feishu::card_text(&card),
-                    raw,
-                }
+                feishu_copy(&message_id, card)
             }
             Run::Slack(fake) => {
                 let copies = crate::slack::channel::posted(fake, id).await;
@@ -306,7 +167,7 @@ impl Run {
                         .as_str()
                         .unwrap_or_default()
                         .replace('\u{200b}', ""),
-                    raw: json!({"id": c.id, "params": c.params}),
+                    raw: json!({"id": c.id, "space": c.space, "params": c.params}),
                 }
             }
             Run::WeCom(fake) => {
@@ -366,8 +227,6 @@ impl Run {
         }
     }
 
-    /// Presses `button` on `copy` as `who`; returns what the person is told ("" when the
-    /// message itself shows it).
     async fn press(&self, app: &TestApp, copy: &Copy, button: Button, who: Who) -> String {
         match self {
             Run::Telegram(tg) => {
@@ -579,8 +438,6 @@ impl Run {
         }
     }
 
-    /// Waits until the channel's copy of interaction `id` (first seen as `copy`) shows
-    /// `phrase`.
     async fn shows(&self, id: &str, copy: &Copy, phrase: &str) {
         let what = format!("the copy of {id} showing {phrase:?}");
         match self {
@@ -674,8 +531,6 @@ impl Run {
         }
     }
 
-    /// `whoami` sent from a chat no setting names: the answer, the chat's id and the
-    /// sender's id it must tell.
     async fn whoami(&self, app: &TestApp) -> (String, String, String) {
         match self {
             Run::Telegram(tg) => {
@@ -817,20 +672,9 @@ impl Run {
         }
     }
 
-    /// "Edit & approve" on `copy` as the approver, with `command` in place of the agent's.
     async fn edit(&self, app: &TestApp, copy: &Copy, command: &str) {
         match self {
-            Run::Telegram(tg) => {
-                crate::telegram::reply_to(
-                    app,
-                    tg,
-                    crate::telegram::ALICE,
-                    copy.raw["chat"].as_i64().unwrap(),
-                    copy.raw["message_id"].as_i64().unwrap(),
-                    &format!("edit {command}"),
-                )
-                .await;
-            }
+            Run::Telegram(tg) => telegram_reply(app, tg, copy, &format!("edit {command}")).await,
             Run::Feishu(_) => {
                 let value = crate::feishu::button_value(&copy.raw, "edit");
                 let envelope = crate::feishu::click(
@@ -952,39 +796,501 @@ impl Run {
             Run::Ntfy(_) | Run::Push(_) => panic!("no Edit & approve on {}", "a notification"),
         }
     }
-}
 
-/// `make parity-votes` needs two people (a policy rule's quorum: no route, so every channel
-/// posts it where it posts everything and lets its own approvers answer).
-fn two_people_needed(s: &mut Settings) {
-    s.policy = vec![imrelay::config::policy::PolicyRuleSettings {
-        name: "pairs".into(),
-        tools: vec!["Bash(make parity-votes)".into()],
-        decision: imrelay::interaction::policy::Decision::Ask,
-        message: None,
-        mode: imrelay::interaction::policy::Mode::Live,
-        kind: Vec::new(),
-        agent: Vec::new(),
-        cwd: Vec::new(),
-        route: Vec::new(),
-        quorum: Some(2),
-        deny_quorum: None,
-        step_up: false,
-    }];
-}
+    async fn digest(&self, phrase: &str) -> Copy {
+        let what = format!("a digest showing {phrase:?}");
+        match self {
+            Run::Telegram(tg) => {
+                let chat = crate::telegram::PRIVATE;
+                // Sent, or edited as requests join it: the newest that shows the phrase.
+                let find = || {
+                    let sent = tg
+                        .calls("sendMessage")
+                        .into_iter()
+                        .filter_map(|c| Some((c.message_id?, c.params)));
+                    let edited = tg
+                        .calls("editMessageText")
+                        .into_iter()
+                        .filter_map(|c| Some((c.params["message_id"].as_i64()?, c.params)));
+                    sent.chain(edited).rfind(|(_, p)| {
+                        p["chat_id"] == chat
+                            && p["text"].as_str().is_some_and(|t| t.contains(phrase))
+                            && p["reply_markup"]["inline_keyboard"].is_array()
+                    })
+                };
+                let (message_id, p) = found(&what, find).await;
+                Copy {
+                    text: p["text"].as_str().unwrap_or_default().to_string(),
+                    raw: json!({"chat": chat, "message_id": message_id,
+                                "buttons": telegram_buttons(&p)}),
+                }
+            }
+            Run::Feishu(fake) => {
+                let title = |c: &Value| {
+                    c["header"]["title"]["content"]
+                        .as_str()
+                        .is_some_and(|t| t.contains(phrase))
+                };
+                let find = || {
+                    let sent = fake
+                        .state
+                        .delivered()
+                        .into_iter()
+                        .filter_map(|s| Some((s.message_id?, s.card)));
+                    let patched = fake
+                        .state
+                        .patches()
+                        .into_iter()
+                        .map(|p| (p.message_id, p.card));
+                    sent.chain(patched).rfind(|(_, c)| title(c))
+                };
+                let (message_id, card) = found(&what, find).await;
+                feishu_copy(&message_id, card)
+            }
+            Run::Slack(fake) => {
+                let find = || {
+                    fake.state
+                        .messages
+                        .lock()
+                        .unwrap()
+                        .iter()
+                        .find(|(_, m)| crate::slack::channel::text_of(m).contains(phrase))
+                        .map(|(at, m)| (at.clone(), m.clone()))
+                };
+                let (at, m) = found(&what, find).await;
+                Copy {
+                    text: crate::slack::channel::text_of(&m),
+                    raw: json!({"at": [at.0, at.1]}),
+                }
+            }
+            Run::DingTalk(fake) => {
+                let find = || {
+                    fake.state
+                        .cards
+                        .lock()
+                        .unwrap()
+                        .iter()
+                        .find(|c| {
+                            c.params["title"]
+                                .as_str()
+                                .is_some_and(|t| t.contains(phrase))
+                        })
+                        .cloned()
+                };
+                let c = found(&what, find).await;
+                Copy {
+                    text: c.params["markdown"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .replace('\u{200b}', ""),
+                    raw: json!({"id": c.id, "params": c.params}),
+                }
+            }
+            Run::WeCom(fake) => {
+                // A WeCom card changes only in answer to a click on it, and its title is cut
+                // short: the first digest card (its task id `imrelay-d-…`), whatever it listed
+                // when it was sent (a click shows the list as it is).
+                let find = || {
+                    fake.state
+                        .sent("aibot_send_msg")
+                        .into_iter()
+                        .map(|(_, f)| f["body"].clone())
+                        .find(|b| {
+                            b["template_card"]["task_id"]
+                                .as_str()
+                                .is_some_and(|t| t.starts_with("imrelay-d-"))
+                        })
+                };
+                let b = found(&what, find).await;
+                Copy {
+                    text: b["template_card"].to_string(),
+                    raw: json!({"chat": b["chatid"], "card": b["template_card"]}),
+                }
+            }
+            Run::Ntfy(fake) => {
+                let find = || {
+                    fake.published().into_iter().rfind(|p| {
+                        p["sequence_id"]
+                            .as_str()
+                            .is_some_and(|s| s.starts_with("imrelay-digest-"))
+                            && p["title"].as_str().is_some_and(|t| t.contains(phrase))
+                    })
+                };
+                whole(found(&what, find).await)
+            }
+            Run::Discord(fake) => {
+                // As Discord's markdown is escaped: `s\-parity`.
+                let marker = phrase.replace('-', "\\-");
+                let find = || {
+                    crate::discord::fake::CHANNELS.iter().find_map(|c| {
+                        fake.state
+                            .messages_in(c)
+                            .into_iter()
+                            .find(|(_, m)| {
+                                m["content"].as_str().is_some_and(|t| t.contains(&marker))
+                            })
+                            .map(|(id, m)| (c.to_string(), id, m))
+                    })
+                };
+                let (channel, id, m) = found(&what, find).await;
+                Copy {
+                    text: m["content"].as_str().unwrap_or_default().to_string(),
+                    raw: json!({"at": [channel, id]}),
+                }
+            }
+            Run::Push(fake) => {
+                let find = || {
+                    fake.received()
+                        .into_iter()
+                        .map(|r| r["payload"].clone())
+                        .rfind(|p| {
+                            p["type"] == "digest"
+                                && p["title"].as_str().is_some_and(|t| t.contains(phrase))
+                        })
+                };
+                whole(found(&what, find).await)
+            }
+            Run::Webhooks(_) => panic!("{what}: webhooks have no digests"),
+        }
+    }
 
-/// Every channel's `locale` set to Chinese.
-fn in_chinese(s: &mut Settings) {
-    use imrelay::present::render::Locale;
-    s.slack.locale = Locale::ZhCn;
-    s.discord.locale = Locale::ZhCn;
-    s.feishu.locale = Locale::ZhCn;
-    s.dingtalk.locale = Locale::ZhCn;
-    s.wecom.locale = Locale::ZhCn;
-    s.matrix.locale = Locale::ZhCn;
-    s.telegram.locale = Locale::ZhCn;
-    s.ntfy.locale = Locale::ZhCn;
-    s.push.locale = Locale::ZhCn;
+    async fn approve_all(&self, app: &TestApp, digest: &Copy) {
+        match self {
+            Run::Telegram(tg) => {
+                let chat = digest.raw["chat"].as_i64().unwrap();
+                let message = digest.raw["message_id"].as_i64().unwrap();
+                let data = |buttons: &Value, label: &str| {
+                    buttons
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .find(|b| b[0].as_str().is_some_and(|l| l.starts_with(label)))
+                        .unwrap_or_else(|| panic!("no {label} on {buttons}"))[1]
+                        .as_str()
+                        .unwrap()
+                        .to_string()
+                };
+                let all = data(&digest.raw["buttons"], "Approve all");
+                let alice = crate::telegram::ALICE;
+                crate::telegram::tap_at(app, tg, alice, chat, message, &all).await;
+                // The message is edited to ask; its Yes answers what it lists.
+                let asked = || {
+                    tg.calls("editMessageText").into_iter().rev().find_map(|c| {
+                        let buttons = json!(telegram_buttons(&c.params));
+                        (c.params["message_id"] == message
+                            && buttons.to_string().contains("Yes, approve"))
+                        .then_some(buttons)
+                    })
+                };
+                wait_until("the confirmation", || asked().is_some()).await;
+                let yes = data(&asked().unwrap(), "Yes, approve");
+                crate::telegram::tap_at(app, tg, alice, chat, message, &yes).await;
+            }
+            Run::Feishu(_) => {
+                let message = digest.raw["message_id"].as_str().unwrap();
+                let press = |card: Value, button: &'static str| async move {
+                    let mut env = crate::feishu::click(
+                        &crate::feishu::event_id(),
+                        crate::feishu::APPROVER,
+                        &crate::feishu::button_value(&card, button),
+                        None,
+                    );
+                    env["event"]["context"]["open_message_id"] = json!(message);
+                    let (s, reply) = crate::feishu::post_callback(app, &env).await;
+                    assert_eq!(s, StatusCode::OK, "{reply}");
+                    reply["card"]["data"].clone()
+                };
+                let confirm = press(digest.raw.clone(), "digest_approve_all").await;
+                press(confirm, "digest_confirm").await;
+            }
+            Run::Slack(fake) => {
+                let (at, conn) = (at_of(digest), crate::slack::channel::connected(fake).await);
+                crate::slack::channel::click_digest(fake, conn, &at, "a").await;
+                crate::slack::channel::click_digest(fake, conn, &at, "A").await;
+            }
+            Run::DingTalk(fake) => {
+                let card = dingtalk_card(digest);
+                let conn = crate::dingtalk::channel::connected(fake).await;
+                let approver = crate::dingtalk::channel::APPROVER;
+                // The reply redraws the card as the confirmation, whose allow button is Yes.
+                let asked = crate::dingtalk::channel::click(
+                    fake,
+                    conn,
+                    approver,
+                    &card,
+                    "allow",
+                    json!({}),
+                )
+                .await;
+                let confirming = crate::dingtalk::fake::Card {
+                    params: asked["cardData"]["cardParamMap"]
+                        .as_object()
+                        .unwrap()
+                        .clone(),
+                    ..card
+                };
+                crate::dingtalk::channel::click(
+                    fake,
+                    conn,
+                    approver,
+                    &confirming,
+                    "allow",
+                    json!({}),
+                )
+                .await;
+            }
+            Run::WeCom(fake) => {
+                let chat = digest.raw["chat"].as_str().unwrap();
+                let task = digest.raw["card"]["task_id"].as_str().unwrap();
+                let approver = crate::wecom::channel::APPROVER;
+                let click = |card: &Value, label: &str| {
+                    let n = uuid::Uuid::now_v7().simple().to_string();
+                    let body = crate::wecom::fake::card_click(
+                        &format!("m-{n}"),
+                        approver,
+                        chat,
+                        &crate::wecom::channel::key(card, label),
+                        task,
+                    );
+                    async move { crate::wecom::channel::click(fake, &format!("req-{n}"), body).await }
+                };
+                // A card that listed less than the digest holds now is shown anew first.
+                let mut shown = digest.raw["card"].clone();
+                let confirm = loop {
+                    let redrawn =
+                        click(&shown, "Approve all").await["body"]["template_card"].clone();
+                    if redrawn["button_list"][0]["text"]
+                        .as_str()
+                        .is_some_and(|t| t.starts_with("Yes"))
+                    {
+                        break redrawn;
+                    }
+                    shown = redrawn;
+                };
+                let yes = confirm["button_list"][0]["text"].as_str().unwrap();
+                click(&confirm, yes).await;
+            }
+            Run::Ntfy(fake) => {
+                let all = crate::ntfy::button(&digest.raw, "Approve all");
+                let (s, body) = crate::ntfy::press(app, &all).await;
+                assert_eq!(s, StatusCode::OK, "{body}");
+                // Published again in place, to confirm.
+                let seq = digest.raw["sequence_id"].clone();
+                let yes_of = |p: &Value| {
+                    p["actions"].as_array().and_then(|a| {
+                        a.iter()
+                            .filter_map(|a| a["label"].as_str())
+                            .find(|l| l.starts_with("Yes"))
+                            .map(str::to_string)
+                    })
+                };
+                let asked = || {
+                    fake.published()
+                        .into_iter()
+                        .rfind(|p| p["sequence_id"] == seq && yes_of(p).is_some())
+                };
+                wait_until("the confirmation", || asked().is_some()).await;
+                let asked = asked().unwrap();
+                let yes = crate::ntfy::button(&asked, &yes_of(&asked).unwrap());
+                let (s, body) = crate::ntfy::press(app, &yes).await;
+                assert_eq!(s, StatusCode::OK, "{body}");
+            }
+            Run::Discord(fake) => {
+                let at = at_of(digest);
+                let approver = crate::discord::channel::APPROVER;
+                let asked =
+                    crate::discord::channel::click(fake, approver, &at, "Approve all").await;
+                assert_eq!(asked["type"], 7, "the digest asks in place: {asked}");
+                let yes = crate::discord::channel::components(&asked["data"])
+                    .into_iter()
+                    .filter_map(|c| c["custom_id"].as_str().map(str::to_string))
+                    .find(|c| c.starts_with("imrelay-digest:A "))
+                    .unwrap_or_else(|| panic!("no Yes in {asked}"));
+                let n =
+                    crate::discord::channel::NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                crate::discord::channel::deliver(
+                    fake,
+                    crate::discord::fake::component_click(
+                        &fake.state,
+                        n,
+                        approver,
+                        &at.0,
+                        &at.1,
+                        &yes,
+                        None,
+                    ),
+                )
+                .await;
+            }
+            Run::Push(fake) => {
+                let action = |p: &Value, name: &str| {
+                    p["actions"]
+                        .as_array()
+                        .and_then(|a| a.iter().find(|a| a["action"] == name))
+                        .and_then(|a| a["url"].as_str())
+                        .map(str::to_string)
+                };
+                let all = action(&digest.raw, "allow_all").unwrap();
+                let (s, body) = crate::ntfy::press(app, &all).await;
+                assert_eq!(s, StatusCode::OK, "{body}");
+                let tag = digest.raw["tag"].clone();
+                let asked = || {
+                    fake.received()
+                        .into_iter()
+                        .map(|r| r["payload"].clone())
+                        .rfind(|p| p["tag"] == tag)
+                        .and_then(|p| action(&p, "yes"))
+                };
+                wait_until("the confirmation", || asked().is_some()).await;
+                let (s, body) = crate::ntfy::press(app, &asked().unwrap()).await;
+                assert_eq!(s, StatusCode::OK, "{body}");
+            }
+            Run::Webhooks(_) => panic!("webhooks have no digests"),
+        }
+    }
+
+    async fn steer(&self, app: &TestApp, copy: &Copy, text: &str) {
+        match self {
+            Run::Telegram(tg) => telegram_reply(app, tg, copy, text).await,
+            Run::Feishu(fake) => {
+                // A text message replying to the card, the bot @-mentioned (in a group the bot
+                // receives only those).
+                let parent = copy.raw["message_id"].as_str().unwrap();
+                let id = format!("om_in_{}", crate::feishu::event_id());
+                fake.state.written(&id, Some(parent));
+                let envelope = json!({
+                    "schema": "2.0",
+                    "header": {"event_id": crate::feishu::event_id(), "token": crate::feishu::VERIFICATION_TOKEN,
+                               "create_time": "1700000000000", "event_type": "im.message.receive_v1",
+                               "tenant_key": "tenant", "app_id": crate::feishu::fake::APP_ID},
+                    "event": {
+                        "sender": {"sender_id": {"open_id": crate::feishu::APPROVER, "user_id": "u_approver"},
+                                   "sender_type": "user", "tenant_key": "tenant"},
+                        "message": {"message_id": id, "root_id": parent, "parent_id": parent,
+                                    "create_time": "1700000000000", "chat_id": crate::feishu::CHAT,
+                                    "chat_type": "group", "message_type": "text",
+                                    "content": json!({"text": format!("@_user_1 {text}")}).to_string(),
+                                    "mentions": [{"key": "@_user_1", "id": {"open_id": "ou_bot"}, "name": "imrelay"}]}
+                    }
+                });
+                let (s, reply) = crate::feishu::post_callback(app, &envelope).await;
+                assert_eq!(s, StatusCode::OK, "{reply}");
+            }
+            Run::Slack(fake) => {
+                // A `message` event in the prompt's thread, as the Events API delivers it.
+                let (channel, thread) = at_of(copy);
+                let conn = crate::slack::channel::connected(fake).await;
+                let n = uuid::Uuid::now_v7().simple().to_string();
+                let ts = "1700000500.000100";
+                let envelope = json!({"envelope_id": format!("env-{n}"), "type": "events_api",
+                    "accepts_response_payload": false, "retry_attempt": 0, "retry_reason": "",
+                    "payload": {"team_id": "T0TEAM", "api_app_id": "A0APP",
+                        "event": {"type": "message", "channel": channel,
+                            "user": crate::slack::channel::APPROVER, "text": text, "ts": ts,
+                            "thread_ts": thread, "parent_user_id": "U0BOT", "channel_type": "channel",
+                            "event_ts": ts},
+                        "type": "event_callback", "event_id": format!("Ev{n}"), "event_time": 1_700_000_500}});
+                fake.state.sockets.deliver(conn, &envelope);
+            }
+            Run::DingTalk(fake) => {
+                // A message to the robot quoting (引用) the card, in the card's group.
+                let card = dingtalk_card(copy);
+                let group = crate::dingtalk::channel::GROUPS
+                    .iter()
+                    .find(|g| card.space.ends_with(*g))
+                    .unwrap_or_else(|| panic!("the card's group: {}", card.space));
+                let conn = crate::dingtalk::channel::connected(fake).await;
+                let quote = crate::dingtalk::fake::quoting_message(
+                    group,
+                    crate::dingtalk::channel::APPROVER,
+                    "msgSteer1",
+                    &format!(" {text}"),
+                    &card,
+                );
+                fake.state.push(
+                    conn,
+                    "CALLBACK",
+                    "/v1.0/im/bot/messages/get",
+                    "m-steer",
+                    &quote,
+                );
+            }
+            Run::Discord(fake) => {
+                let (channel, prompt) = at_of(copy);
+                let m = crate::discord::fake::message_create(
+                    &fake.state,
+                    crate::discord::channel::APPROVER,
+                    &channel,
+                    Some(&prompt),
+                    true,
+                    text,
+                );
+                fake.state.gateway.dispatch("MESSAGE_CREATE", m);
+            }
+            Run::WeCom(_) | Run::Ntfy(_) | Run::Push(_) | Run::Webhooks(_) => {
+                panic!("no reply to a session's message here")
+            }
+        }
+    }
+
+    async fn outcome_in_thread(&self, copy: &Copy, phrase: &str) {
+        let what = format!("the outcome {phrase:?} in reply to the prompt");
+        match self {
+            Run::Telegram(tg) => {
+                let message = copy.raw["message_id"].clone();
+                let chat = copy.raw["chat"].clone();
+                wait_until(&what, || {
+                    tg.calls("sendMessage").iter().any(|c| {
+                        c.params["chat_id"] == chat
+                            && c.params["reply_parameters"]["message_id"] == message
+                            && c.params["text"]
+                                .as_str()
+                                .is_some_and(|t| t.contains(phrase))
+                    })
+                })
+                .await;
+            }
+            Run::Feishu(fake) => {
+                let message = copy.raw["message_id"].as_str().unwrap();
+                wait_until(&what, || {
+                    fake.state.replies().iter().any(|r| {
+                        r.parent == message
+                            && r.reply_in_thread
+                            && r.content["text"]
+                                .as_str()
+                                .is_some_and(|t| t.contains(phrase))
+                    })
+                })
+                .await;
+            }
+            Run::Slack(fake) => {
+                let (channel, ts) = at_of(copy);
+                wait_until(&what, || {
+                    fake.state.calls("chat.postMessage").iter().any(|c| {
+                        c.body["channel"] == channel.as_str()
+                            && c.body["thread_ts"] == ts.as_str()
+                            && c.body["text"].as_str().is_some_and(|t| t.contains(phrase))
+                    })
+                })
+                .await;
+            }
+            Run::Discord(fake) => {
+                let (channel, prompt) = at_of(copy);
+                wait_until(&what, || {
+                    fake.state.messages_in(&channel).iter().any(|(_, m)| {
+                        m["message_reference"]["message_id"] == prompt.as_str()
+                            && m["content"].as_str().is_some_and(|t| t.contains(phrase))
+                    })
+                })
+                .await;
+            }
+            _ => panic!("{what}: no threads here"),
+        }
+    }
+
+    fn presses_in_chinese(&self) -> bool {
+        matches!(self, Run::Telegram(_) | Run::Ntfy(_) | Run::Push(_))
+    }
 }
 
 /// The message a Discord or Slack copy stands for: (channel, message id or ts).
@@ -995,203 +1301,82 @@ fn at_of(copy: &Copy) -> (String, String) {
     )
 }
 
+/// What `find` finds, once it does (for at most ten seconds); panics naming `what` if never.
+async fn found<T>(what: &str, find: impl Fn() -> Option<T>) -> T {
+    crate::support::eventually(what, || std::future::ready(find())).await
+}
+
+/// A notification or an event, shown whole, as a copy.
+fn whole(v: Value) -> Copy {
+    Copy {
+        text: v.to_string(),
+        raw: v,
+    }
+}
+
+/// The Feishu card `card`, sent as message `message_id`, as a copy.
+fn feishu_copy(message_id: &str, card: Value) -> Copy {
+    let text = crate::feishu::card_text(&card);
+    let mut raw = card;
+    raw["message_id"] = json!(message_id);
+    Copy { text, raw }
+}
+
+/// The approver's reply to the Telegram message `copy` stands for, saying `text`.
+async fn telegram_reply(
+    app: &TestApp,
+    tg: &crate::telegram::fake::FakeTelegram,
+    copy: &Copy,
+    text: &str,
+) {
+    crate::telegram::reply_to(
+        app,
+        tg,
+        crate::telegram::ALICE,
+        copy.raw["chat"].as_i64().unwrap(),
+        copy.raw["message_id"].as_i64().unwrap(),
+        text,
+    )
+    .await;
+}
+
+/// The inline keyboard of a Telegram message's parameters, as (label, callback data).
+fn telegram_buttons(params: &Value) -> Vec<(String, String)> {
+    params["reply_markup"]["inline_keyboard"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_array)
+        .flatten()
+        .map(|b| {
+            let s = |k: &str| b[k].as_str().unwrap_or_default().to_string();
+            (s("text"), s("callback_data"))
+        })
+        .collect()
+}
+
 /// The DingTalk card a copy stands for.
 fn dingtalk_card(copy: &Copy) -> crate::dingtalk::fake::Card {
     crate::dingtalk::fake::Card {
         id: copy.raw["id"].as_str().unwrap().to_string(),
-        space: String::new(),
+        space: copy.raw["space"].as_str().unwrap_or_default().to_string(),
         template: String::new(),
         params: copy.raw["params"].as_object().unwrap().clone(),
         updates: 0,
     }
 }
 
-async fn status(app: &TestApp, id: &str) -> Value {
-    let (s, body) = app.get(&format!("/v1/interactions/{id}")).await;
-    assert_eq!(s, StatusCode::OK, "{body}");
-    body
-}
-
-/// Waits until interaction `id` is resolved; its resolution.
-async fn resolved(app: &TestApp, id: &str) -> Value {
-    let mut last = Value::Null;
-    for _ in 0..400 {
-        last = status(app, id).await;
-        if last["status"] != "pending" {
-            return last["resolution"].clone();
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    panic!("{id} was not resolved: {last}");
-}
-
-/// A Bash call of a session (so "Allow similar" has a rule to offer).
-fn call(id: &str, command: &str) -> Value {
-    json!({"id": id, "tool_name": "Bash", "input": {"command": command},
-           "session": "s-parity", "agent": "claude-code", "cwd": "/srv/shop"})
-}
-
-async fn create(app: &TestApp, body: Value) -> String {
-    let (s, created) = app.post("/v1/interactions", &body).await;
-    assert_eq!(s, StatusCode::CREATED, "{created}");
-    created["id"].as_str().unwrap().to_string()
-}
-
-/// Drives `feature` through channel `name`'s fake; panics with what the fake did not show.
-async fn drive(name: &str, feature: Feature) {
-    let more: fn(&mut Settings) = match feature {
-        Feature::VoteTally => two_people_needed,
-        Feature::Locale => in_chinese,
-        _ => |_| {},
-    };
-    let (run, app) = Run::start(name, more).await;
-    match feature {
-        Feature::ApproveDeny => {
-            let id = create(&app, call("p-allow", "make parity-allow")).await;
-            let copy = run.copy(&id, "make parity-allow").await;
-            run.press(&app, &copy, Button::Allow, Who::Approver).await;
-            let r = resolved(&app, &id).await;
-            assert_eq!(r["outcome"], "allowed", "{name}: {r}");
-            assert!(
-                r["via"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .starts_with(name.trim_end_matches('s')),
-                "{name}: {r}"
-            );
-            let id = create(&app, call("p-deny", "make parity-deny")).await;
-            let copy = run.copy(&id, "make parity-deny").await;
-            run.press(&app, &copy, Button::Deny, Who::Approver).await;
-            let r = resolved(&app, &id).await;
-            assert_eq!(r["outcome"], "denied", "{name}: {r}");
-        }
-        Feature::RefusalText => {
-            let id = create(&app, call("p-refuse", "make parity-refuse")).await;
-            let copy = run.copy(&id, "make parity-refuse").await;
-            let told = run.press(&app, &copy, Button::Allow, Who::Stranger).await;
-            // The kit's one text, in the channel's language.
-            assert!(
-                told.contains("You are not an approver for this")
-                    || told.contains("你不在审批人名单中，无法处理此请求"),
-                "{name}: told {told:?}"
-            );
-            assert_eq!(status(&app, &id).await["status"], "pending", "{name}");
-        }
-        Feature::AllowSimilar => {
-            let id = create(&app, call("p-similar", "npm run test -- --watch")).await;
-            let copy = run.copy(&id, "npm run test -- --watch").await;
-            assert!(
-                copy.text.contains("Bash(npm run test:*)"),
-                "{name}: the rule is not shown: {}",
-                copy.text
-            );
-            run.press(&app, &copy, Button::Similar, Who::Approver).await;
-            let r = resolved(&app, &id).await;
-            assert_eq!(r["outcome"], "allowed", "{name}: {r}");
-            let (_, grants) = app.get("/v1/grants").await;
-            let g = &grants["grants"][0];
-            assert_eq!(
-                (g["rule"].as_str(), g["scope"].as_str(), g["via"].as_str()),
-                (Some("Bash(npm run test:*)"), Some("session"), Some(name)),
-                "{name}: {grants}"
-            );
-        }
-        Feature::VoteTally => {
-            let id = create(&app, call("p-votes", "make parity-votes")).await;
-            let copy = run.copy(&id, "make parity-votes").await;
-            let (s, body) = app
-                .post(
-                    &format!("/v1/interactions/{id}/respond"),
-                    &json!({"decision": "allow", "by": "vera"}),
-                )
-                .await;
-            assert_eq!(
-                s,
-                StatusCode::ACCEPTED,
-                "{name}: a vote, not a decision: {body}"
-            );
-            run.shows(&id, &copy, "1 of 2").await;
-        }
-        Feature::Locale => {
-            let id = create(&app, call("p-zh", "make parity-zh")).await;
-            let copy = run.copy(&id, "make parity-zh").await;
-            assert!(
-                copy.text.contains("拒绝")
-                    && !copy.text.contains("Deadline")
-                    && !copy.text.contains("\"Deny\""),
-                "{name}: not in Chinese: {}",
-                copy.text
-            );
-            // What the person is told after a tap, where the channel tells them (the
-            // harnesses that press a Chinese copy's buttons).
-            if PRESSED_IN_CHINESE.contains(&name) {
-                let told = run.press(&app, &copy, Button::Deny, Who::Approver).await;
-                assert!(
-                    told.is_empty() || !told.is_ascii(),
-                    "{name}: told in English: {told:?}"
-                );
-                assert_eq!(resolved(&app, &id).await["outcome"], "denied", "{name}");
-            }
-        }
-        Feature::Whoami => {
-            let (reply, chat, sender) = run.whoami(&app).await;
-            assert!(
-                reply.contains(&chat) && reply.contains(&sender),
-                "{name}: whoami told {reply:?}, not the chat {chat} and the sender {sender}"
-            );
-        }
-        Feature::EditApprove => {
-            let id = create(&app, call("p-edit", "rm -rf parity-build")).await;
-            let copy = run.copy(&id, "rm -rf parity-build").await;
-            run.edit(&app, &copy, "rm -rf parity-build/tmp").await;
-            let r = resolved(&app, &id).await;
-            assert_eq!(r["outcome"], "allowed", "{name}: {r}");
-            assert_eq!(
-                r["result"]["updatedInput"]["command"], "rm -rf parity-build/tmp",
-                "{name}: {r}"
-            );
-        }
-    }
-    app.stop().await;
-}
-
 /// Every row is driven here or named with where it is checked; every registered channel
-/// has a harness; every ✅ cell of a driven row shows through the channel's fake.
+/// has a harness here or in the external suite; every ✅ cell of a driven row of a channel
+/// with a harness here shows through the channel's fake.
 #[tokio::test]
 async fn every_claimed_cell_shows_through_its_channels_fake() {
-    let (columns, rows) = table();
-    let settings = imrelay::config::Settings::defaults().unwrap();
-    let channels: Vec<(&str, &str)> = settings
-        .channels()
-        .iter()
-        .map(|c| (c.name(), c.platform()))
-        .collect();
-    let platforms: Vec<&str> = channels.iter().map(|c| c.1).collect();
-    assert_eq!(columns, platforms, "docs/channels.md's columns");
-    let mut driven = Vec::new();
-    for (row, cells) in &rows {
-        let elsewhere = CHECKED_ELSEWHERE.iter().any(|(r, _)| r == row);
-        let Some(feature) = Feature::of_row(row) else {
-            assert!(
-                elsewhere,
-                "row {row:?} is neither driven by the parity suite nor named in CHECKED_ELSEWHERE"
-            );
-            continue;
-        };
-        for ((name, _), cell) in channels.iter().zip(cells) {
-            // A mark may carry a footnote ("✅ ¹").
-            if cell.split_whitespace().next() == Some("✅") {
-                driven.push((*name, feature));
-            }
-        }
-    }
-    assert!(driven.len() >= 15, "{driven:?}");
-    for (name, feature) in driven {
-        if let Some((_, suite)) = OWN_SUITE.iter().find(|(n, _)| *n == name) {
-            eprintln!("parity: {name} · {feature:?}: not driven here yet, checked by {suite}");
+    for (name, feature) in suite::claimed() {
+        if let Some((_, test)) = suite::EXTERNAL.iter().find(|(n, _)| *n == name) {
+            eprintln!("parity: {name} · {feature:?}: driven by {test}");
             continue;
         }
         eprintln!("parity: {name} · {feature:?}");
-        drive(name, feature).await;
+        suite::drive::<Run>(name, feature).await;
     }
 }

@@ -1118,7 +1118,7 @@ pub(super) async fn digest_of(fake: &FakeSlack, session: &str) -> (String, Strin
 }
 
 /// Clicks the digest button `code` (`a`: Approve all, `A`: confirm) of the digest at `at`.
-async fn click_digest(fake: &FakeSlack, conn: usize, at: &(String, String), code: &str) {
+pub(crate) async fn click_digest(fake: &FakeSlack, conn: usize, at: &(String, String), code: &str) {
     let action_id = format!("imrelay-digest.{code}");
     wait_until(&format!("a {action_id} button"), || {
         buttons(&message(fake, at)["blocks"])
