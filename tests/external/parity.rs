@@ -284,8 +284,9 @@ async fn every_claimed_cell_of_the_external_channels() {
         if !suite::EXTERNAL.iter().any(|(n, _)| *n == name) {
             continue;
         }
-        eprintln!("parity: {name} · {feature:?}");
+        let began = std::time::Instant::now();
         suite::drive::<Matrix>(name, feature).await;
+        eprintln!("parity: {name} · {feature:?} in {:.1?}", began.elapsed());
     }
 }
 
