@@ -197,9 +197,10 @@ pub(crate) trait Harness: Sized {
 
     /// A burst the channel's place cannot post in time at its pace (and so gathers into the
     /// session's digest with `digest_after` off): how many requests, made at once, and their
-    /// `timeout_secs`. The fewest and shortest that leave the pace seconds of margin either
-    /// way: past the minute's ten seconds of notice (`MIN_NOTICE`), each of them alone
-    /// would be shown in time, and the last ones queued behind the others would not.
+    /// `timeout_secs`. Few and short, with about a second of margin either way: each of them
+    /// alone would be shown with the ten seconds of notice a request needs
+    /// (`channels::digest_flow::MIN_NOTICE`), and the last ones, queued behind the others at
+    /// the place's pace, would not.
     fn burst(&self) -> (usize, u64);
 
     /// Whether the harness finds a button on a Chinese copy too (the others' by its English
