@@ -250,6 +250,26 @@ impl Harness for Matrix {
             .await;
     }
 
+    async fn thread(&self, _id: &str, command: &str) -> String {
+        let bot = self.bot();
+        let prompt = self
+            .alice()
+            .wait_for(&self.room, "the prompt in a thread", |e| {
+                message_from(e, bot, command)
+                    && e["content"]["m.relates_to"]["rel_type"] == "m.thread"
+            })
+            .await;
+        prompt["content"]["m.relates_to"]["event_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a thread without a root: {prompt}"))
+            .to_string()
+    }
+
+    fn burst(&self) -> (usize, u64) {
+        // 200 ms a room (`ROOM_GAP`), four jobs in flight at once.
+        (20, 12)
+    }
+
     fn presses_in_chinese(&self) -> bool {
         // A reaction is the same in every language.
         true
@@ -264,8 +284,9 @@ async fn every_claimed_cell_of_the_external_channels() {
         if !suite::EXTERNAL.iter().any(|(n, _)| *n == name) {
             continue;
         }
-        eprintln!("parity: {name} · {feature:?}");
+        let began = std::time::Instant::now();
         suite::drive::<Matrix>(name, feature).await;
+        eprintln!("parity: {name} · {feature:?} in {:.1?}", began.elapsed());
     }
 }
 

@@ -9,10 +9,14 @@
 //! the fake does not show it; a channel registered with neither a harness here nor one in
 //! the external suite ([`suite::EXTERNAL`]: Matrix, against a real Synapse) fails too, as does
 //! a row the suite neither drives nor names where it is checked.
+//!
+//! `PARITY_ONLY=<part of "channel:Feature">` runs only the cells it names (`PARITY_ONLY=Burst`,
+//! `PARITY_ONLY=slack:`), each timed on stderr (`--nocapture`).
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+use imrelay::channels::threads::ThreadPer;
 use imrelay::config::Settings;
 
 use crate::support::{TestApp, wait_until};
@@ -35,6 +39,9 @@ enum Run {
     Webhooks(crate::webhooks::Receiver),
 }
 
+/// A Telegram supergroup with topics on, where the prompts go with `thread_per`.
+const TELEGRAM_FORUM: i64 = -1_003_001;
+
 /// The prompt's marker: what the copy's text contains.
 fn marker(command: &str) -> &str {
     command
@@ -45,8 +52,15 @@ impl Harness for Run {
         match name {
             "telegram" => {
                 let (app, tg) =
-                    crate::telegram::start_with(imrelay::channels::telegram::Mode::Webhook, more)
-                        .await;
+                    crate::telegram::start_with(imrelay::channels::telegram::Mode::Webhook, |s| {
+                        more(s);
+                        // Topics are made in a supergroup with topics on.
+                        if s.telegram.thread_per == ThreadPer::Session {
+                            s.telegram.chats = vec![TELEGRAM_FORUM];
+                        }
+                    })
+                    .await;
+                tg.forum(TELEGRAM_FORUM);
                 (Run::Telegram(tg), app)
             }
             "feishu" => {
@@ -1288,6 +1302,97 @@ impl Harness for Run {
         }
     }
 
+    async fn thread(&self, id: &str, command: &str) -> String {
+        let what = format!("the prompt of {id} in a thread");
+        match self {
+            Run::Telegram(tg) => {
+                let find = || {
+                    tg.calls("sendMessage").into_iter().find_map(|c| {
+                        (c.params["chat_id"] == TELEGRAM_FORUM
+                            && c.params["text"]
+                                .as_str()
+                                .is_some_and(|t| t.contains(command)))
+                        .then(|| c.params["message_thread_id"].clone())
+                    })
+                };
+                let topic = found(&what, find).await;
+                topic
+                    .as_i64()
+                    .unwrap_or_else(|| panic!("{id} posted outside a topic"))
+                    .to_string()
+            }
+            Run::Feishu(fake) => {
+                // The reply carrying the card, in the thread of a message sent to the chat.
+                let find = || {
+                    let roots: Vec<String> = fake
+                        .state
+                        .delivered()
+                        .into_iter()
+                        .filter(|d| d.receive_id == crate::feishu::CHAT)
+                        .filter_map(|d| d.message_id)
+                        .collect();
+                    fake.state.replies().into_iter().find(|r| {
+                        r.msg_type == "interactive"
+                            && roots.contains(&r.parent)
+                            && r.content.to_string().contains(&format!("\"{id}\""))
+                    })
+                };
+                let r = found(&what, find).await;
+                assert!(r.reply_in_thread, "{what}: {r:?}");
+                r.thread_id
+                    .clone()
+                    .unwrap_or_else(|| panic!("{what}: not in a thread: {r:?}"))
+            }
+            Run::Slack(fake) => {
+                let copies = crate::slack::channel::posted(fake, id).await;
+                crate::slack::channel::message(fake, &copies[0])["thread_ts"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("{what}: not in a thread: {copies:?}"))
+                    .to_string()
+            }
+            Run::Discord(fake) => {
+                // A thread started in the first channel, holding a copy of the prompt.
+                let parent = crate::discord::fake::CHANNELS[0];
+                let find = || {
+                    let threads = fake.state.threads.lock().unwrap().clone();
+                    threads.into_iter().find_map(|(t, thread)| {
+                        (thread["parent_id"] == parent
+                            && fake
+                                .state
+                                .messages_in(&t)
+                                .iter()
+                                .any(|(_, m)| m.to_string().contains(&format!(":{id}\""))))
+                        .then_some(t)
+                    })
+                };
+                found(&what, find).await
+            }
+            _ => panic!("{what}: no threads here"),
+        }
+    }
+
+    fn burst(&self) -> (usize, u64) {
+        // Its place's pace (each channel's `deliver.rs`), and four jobs in flight at once.
+        match self {
+            // A private chat takes a message a second (the client's throttle, which queues
+            // every call: eight in flight).
+            Run::Telegram(_) => (5, 12),
+            // 200 ms a chat.
+            Run::Feishu(_) => (20, 12),
+            // A second a conversation.
+            Run::Slack(_) => (6, 14),
+            // 3 s a chat.
+            Run::DingTalk(_) => (3, 15),
+            // 2 s a chat.
+            Run::WeCom(_) => (4, 15),
+            // 500 ms a topic.
+            Run::Ntfy(_) => (12, 13),
+            // 250 ms a channel.
+            Run::Discord(_) => (20, 13),
+            Run::Push(_) | Run::Webhooks(_) => panic!("never gathered by pace here"),
+        }
+    }
+
     fn presses_in_chinese(&self) -> bool {
         matches!(self, Run::Telegram(_) | Run::Ntfy(_) | Run::Push(_))
     }
@@ -1372,11 +1477,15 @@ fn dingtalk_card(copy: &Copy) -> crate::dingtalk::fake::Card {
 #[tokio::test]
 async fn every_claimed_cell_shows_through_its_channels_fake() {
     for (name, feature) in suite::claimed() {
+        if std::env::var("PARITY_ONLY").is_ok_and(|f| !format!("{name}:{feature:?}").contains(&f)) {
+            continue;
+        }
         if let Some((_, test)) = suite::EXTERNAL.iter().find(|(n, _)| *n == name) {
             eprintln!("parity: {name} · {feature:?}: driven by {test}");
             continue;
         }
-        eprintln!("parity: {name} · {feature:?}");
+        let began = std::time::Instant::now();
         suite::drive::<Run>(name, feature).await;
+        eprintln!("parity: {name} · {feature:?} in {:.1?}", began.elapsed());
     }
 }

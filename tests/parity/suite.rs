@@ -73,6 +73,12 @@ pub(crate) enum Feature {
     EmptyChats,
     /// With `thread_replies`, the outcome is also said in reply to the prompt, in its thread.
     OutcomeInThread,
+    /// With `thread_per = "session"`, two prompts of one session land in one thread, and
+    /// another session's in another.
+    ThreadPerSession,
+    /// A burst the place's pace cannot post before the deadlines is gathered into the
+    /// session's digest (with `digest_after` off), and the digest's Approve all allows it.
+    Burst,
 }
 
 impl Feature {
@@ -90,6 +96,8 @@ impl Feature {
             "A reply to a session's message steers it" => Feature::Steer,
             "Starts with an empty `chats` (learn ids first)" => Feature::EmptyChats,
             "The outcome in the message's thread" => Feature::OutcomeInThread,
+            "One thread per agent session (`thread_per`)" => Feature::ThreadPerSession,
+            "A burst gathered into a digest" => Feature::Burst,
             _ => return None,
         })
     }
@@ -109,16 +117,8 @@ const CHECKED_ELSEWHERE: &[(&str, &str)] = &[
         "tests/it/config_checks.rs (aliases and their warnings)",
     ),
     (
-        "A burst gathered into a digest",
-        "the kit's burst tests (digest_flow.rs) and each channel's digest tests (ntfy's burst in tests/it/ntfy_digest.rs)",
-    ),
-    (
         "A `step_up` approval links to its inbox card",
         "tests/it/{telegram,slack,discord,wecom,dingtalk}/passkey.rs, tests/it/ntfy.rs, feishu's, matrix's and push's unit tests",
-    ),
-    (
-        "One thread per agent session (`thread_per`)",
-        "tests/it/{telegram,slack,discord,feishu}/threads.rs and tests/external/matrix.rs (a real Synapse)",
     ),
     (
         "`connect_timeout_secs`",
@@ -191,6 +191,18 @@ pub(crate) trait Harness: Sized {
     /// Waits until the outcome is said in reply to `copy`, in its thread, showing `phrase`.
     async fn outcome_in_thread(&self, copy: &Copy, phrase: &str);
 
+    /// With `thread_per = "session"`: the thread the prompt of interaction `id` (whose text
+    /// shows `command`) is posted in, in the first place the channel posts to, once it is.
+    async fn thread(&self, id: &str, command: &str) -> String;
+
+    /// A burst the channel's place cannot post in time at its pace (and so gathers into the
+    /// session's digest with `digest_after` off): how many requests, made at once, and their
+    /// `timeout_secs`. Few and short, with about a second of margin either way: each of them
+    /// alone would be shown with the ten seconds of notice a request needs
+    /// (`channels::digest_flow::MIN_NOTICE`), and the last ones, queued behind the others at
+    /// the place's pace, would not.
+    fn burst(&self) -> (usize, u64);
+
     /// Whether the harness finds a button on a Chinese copy too (the others' by its English
     /// label): with `locale` it is pressed, and what the person is told is checked.
     fn presses_in_chinese(&self) -> bool;
@@ -231,6 +243,16 @@ fn thread_replies(s: &mut Settings) {
     s.slack.thread_replies = true;
     s.discord.thread_replies = true;
     s.matrix.thread_replies = true;
+}
+
+/// Every channel's `thread_per` set to one thread per agent session.
+fn thread_per_session(s: &mut Settings) {
+    use imrelay::channels::threads::ThreadPer;
+    s.telegram.thread_per = ThreadPer::Session;
+    s.feishu.thread_per = ThreadPer::Session;
+    s.slack.thread_per = ThreadPer::Session;
+    s.discord.thread_per = ThreadPer::Session;
+    s.matrix.thread_per = ThreadPer::Session;
 }
 
 /// Every chat channel's list of places to post to emptied.
@@ -297,8 +319,13 @@ async fn resolved(app: &TestApp, id: &str, patience: Duration) -> Value {
 
 /// A Bash call of a session (so "Allow similar" has a rule to offer).
 fn call(id: &str, command: &str) -> Value {
+    call_of("s-parity", id, command)
+}
+
+/// A Bash call of agent session `session`.
+fn call_of(session: &str, id: &str, command: &str) -> Value {
     json!({"id": id, "tool_name": "Bash", "input": {"command": command},
-           "session": "s-parity", "agent": "claude-code", "cwd": "/srv/shop"})
+           "session": session, "agent": "claude-code", "cwd": "/srv/shop"})
 }
 
 /// Creates `body`; its id.
@@ -317,6 +344,8 @@ pub(crate) async fn drive<H: Harness>(name: &str, feature: Feature) {
         Feature::Digest => digests_after_one,
         Feature::EmptyChats => no_places,
         Feature::OutcomeInThread => thread_replies,
+        Feature::ThreadPerSession => thread_per_session,
+        Feature::Burst => in_english,
         _ => |_| {},
     };
     let (run, app) = H::start(name, more).await;
@@ -462,6 +491,53 @@ pub(crate) async fn drive<H: Harness>(name: &str, feature: Feature) {
             run.press(&app, &copy, Button::Allow, Who::Approver).await;
             allowed_via(name, &resolved(&app, &id, H::PATIENCE).await);
             run.outcome_in_thread(&copy, "Allowed").await;
+        }
+        Feature::Burst => {
+            let (n, timeout) = run.burst();
+            // At once, as an agent's parallel calls come; `digest_after` is off.
+            let made = (0..n).map(|k| {
+                let mut body = call(&format!("p-burst{k}"), &format!("make parity-burst-{k}"));
+                body["timeout_secs"] = json!(timeout);
+                create(&app, body)
+            });
+            let ids = futures_util::future::join_all(made).await;
+            let digest = run.digest(" from session s-parity").await;
+            run.approve_all(&app, &digest).await;
+            // What it listed is allowed through the channel.
+            let allowed = crate::support::eventually_within(
+                "the digest's requests allowed",
+                H::PATIENCE,
+                || async {
+                    let mut allowed = Vec::new();
+                    for id in &ids {
+                        let i = status(&app, id).await;
+                        if i["resolution"]["outcome"] == "allowed" {
+                            allowed.push(i["resolution"].clone());
+                        }
+                    }
+                    (!allowed.is_empty()).then_some(allowed)
+                },
+            )
+            .await;
+            for r in &allowed {
+                allowed_via(name, r);
+            }
+        }
+        Feature::ThreadPerSession => {
+            let mut threads = Vec::new();
+            for (k, session) in ["s-parity", "s-other", "s-parity"].iter().enumerate() {
+                let command = format!("make parity-th-{k}");
+                let id = create(&app, call_of(session, &format!("p-th{k}"), &command)).await;
+                threads.push(run.thread(&id, &command).await);
+            }
+            assert_eq!(
+                threads[0], threads[2],
+                "{name}: a session's prompts share its thread"
+            );
+            assert_ne!(
+                threads[0], threads[1],
+                "{name}: another session's prompt is in a thread of its own"
+            );
         }
         Feature::EditApprove => {
             let id = create(&app, call("p-edit", "rm -rf parity-build")).await;
