@@ -64,6 +64,25 @@ fn ask() -> Decision {
 }
 
 impl PolicyRuleSettings {
+    /// A live rule named `name` that makes `decision` for calls matching any of `tools`, with
+    /// every other field as a `[[policy]]` table that names only those three reads.
+    pub fn new(name: &str, decision: Decision, tools: &[&str]) -> Self {
+        Self {
+            name: name.to_string(),
+            tools: tools.iter().map(|t| t.to_string()).collect(),
+            decision,
+            message: None,
+            mode: Mode::Live,
+            kind: Vec::new(),
+            agent: Vec::new(),
+            cwd: Vec::new(),
+            route: Vec::new(),
+            quorum: None,
+            deny_quorum: None,
+            step_up: false,
+        }
+    }
+
     fn spec(&self) -> RuleSpec {
         RuleSpec {
             name: self.name.clone(),

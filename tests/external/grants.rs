@@ -41,20 +41,11 @@ async fn create(app: &TestApp, id: &str, command: &str) -> Value {
 async fn a_grant_made_on_one_replica_counts_on_the_other_until_revoked(schema: String) {
     let a = replica(&schema).await;
     let b = replica_with(&schema, |s| {
-        s.policy = vec![imrelay::config::policy::PolicyRuleSettings {
-            name: "git-read".into(),
-            tools: vec!["Bash(git status:*)".into()],
-            decision: imrelay::interaction::policy::Decision::Allow,
-            message: None,
-            mode: imrelay::interaction::policy::Mode::Live,
-            kind: Vec::new(),
-            agent: Vec::new(),
-            cwd: Vec::new(),
-            route: Vec::new(),
-            quorum: None,
-            deny_quorum: None,
-            step_up: false,
-        }];
+        s.policy = vec![imrelay::config::policy::PolicyRuleSettings::new(
+            "git-read",
+            imrelay::interaction::policy::Decision::Allow,
+            &["Bash(git status:*)"],
+        )];
     })
     .await;
     let mut events_a = Sse::connect(&a, None).await;

@@ -1701,20 +1701,11 @@ async fn an_agents_pattern_is_checked_by_the_server_not_the_page() {
 async fn allow_similar_grants_a_rule_shown_and_revoked_in_the_inbox() {
     let bin = chromium().expect("Chromium (checked before the test)");
     let app = spawn_with(|s| {
-        s.policy = vec![imrelay::config::policy::PolicyRuleSettings {
-            name: "git-read".into(),
-            tools: vec!["Bash(git status:*)".into()],
-            decision: imrelay::interaction::policy::Decision::Allow,
-            message: None,
-            mode: imrelay::interaction::policy::Mode::Live,
-            kind: Vec::new(),
-            agent: Vec::new(),
-            cwd: Vec::new(),
-            route: Vec::new(),
-            quorum: None,
-            deny_quorum: None,
-            step_up: false,
-        }];
+        s.policy = vec![imrelay::config::policy::PolicyRuleSettings::new(
+            "git-read",
+            imrelay::interaction::policy::Decision::Allow,
+            &["Bash(git status:*)"],
+        )];
     })
     .await;
     let create = |id: &'static str, command: &'static str| {

@@ -1240,18 +1240,12 @@ async fn setup_with(hs: &Synapse, change: impl FnOnce(&mut Settings)) -> (TestAp
 /// `make mx-votes` needs two people (a policy rule's quorum).
 fn two_people_needed(s: &mut Settings) {
     s.policy = vec![imrelay::config::policy::PolicyRuleSettings {
-        name: "pairs".into(),
-        tools: vec!["Bash(make mx-votes)".into()],
-        decision: imrelay::interaction::policy::Decision::Ask,
-        message: None,
-        mode: imrelay::interaction::policy::Mode::Live,
-        kind: Vec::new(),
-        agent: Vec::new(),
-        cwd: Vec::new(),
-        route: Vec::new(),
         quorum: Some(2),
-        deny_quorum: None,
-        step_up: false,
+        ..imrelay::config::policy::PolicyRuleSettings::new(
+            "pairs",
+            imrelay::interaction::policy::Decision::Ask,
+            &["Bash(make mx-votes)"],
+        )
     }];
 }
 

@@ -15,18 +15,8 @@ use crate::support::*;
 
 fn rule(name: &str, decision: Decision, mode: Mode, tools: &[&str]) -> PolicyRuleSettings {
     PolicyRuleSettings {
-        name: name.into(),
-        tools: tools.iter().map(|t| t.to_string()).collect(),
-        decision,
-        message: None,
         mode,
-        kind: Vec::new(),
-        agent: Vec::new(),
-        cwd: Vec::new(),
-        route: Vec::new(),
-        quorum: None,
-        deny_quorum: None,
-        step_up: false,
+        ..PolicyRuleSettings::new(name, decision, tools)
     }
 }
 

@@ -200,18 +200,12 @@ pub(crate) trait Harness: Sized {
 /// posts it where it posts everything and lets its own approvers answer).
 fn two_people_needed(s: &mut Settings) {
     s.policy = vec![imrelay::config::policy::PolicyRuleSettings {
-        name: "pairs".into(),
-        tools: vec!["Bash(make parity-votes)".into()],
-        decision: imrelay::interaction::policy::Decision::Ask,
-        message: None,
-        mode: imrelay::interaction::policy::Mode::Live,
-        kind: Vec::new(),
-        agent: Vec::new(),
-        cwd: Vec::new(),
-        route: Vec::new(),
         quorum: Some(2),
-        deny_quorum: None,
-        step_up: false,
+        ..imrelay::config::policy::PolicyRuleSettings::new(
+            "pairs",
+            imrelay::interaction::policy::Decision::Ask,
+            &["Bash(make parity-votes)"],
+        )
     }];
 }
 
