@@ -484,13 +484,22 @@ fn configured(hs: &Synapse, room: &str, with_login: bool) -> Settings {
     s
 }
 
-/// Waits until the bot is in `room`.
-async fn bot_joined(hs: &Synapse, room: &str) {
+/// Waits until the bot is in `room` and `app` listens: its first `/sync` has answered, so
+/// whatever is said in the room from now on reaches it. The bot being in the room is not
+/// enough: the servers of the tests running beside this one share the bot account and
+/// accept alice's invitations too, so the bot may have joined before this server polled at
+/// all, and what is said before its first poll is history to it (answered by nobody).
+async fn bot_joined(app: &TestApp, hs: &Synapse, room: &str) {
     let person = Person::new(hs, &hs.alice);
     let bot = hs.bot.user_id.clone();
     until("the bot joins the room", || {
         let (person, bot) = (&person, &bot);
         async move { person.members(room).await.contains(bot).then_some(()) }
+    })
+    .await;
+    until("the server's first sync", || async {
+        let (_, health) = app.get("/healthz").await;
+        (health["components"]["matrix"]["state"] == "connected").then_some(())
     })
     .await;
 }
@@ -500,7 +509,7 @@ async fn bot_joined(hs: &Synapse, room: &str) {
 async fn relay(hs: &Synapse, room: &str, with_login: bool) -> TestApp {
     let settings = configured(hs, room, with_login);
     let app = spawn_on(settings, Arc::new(MemoryStore::new())).await;
-    bot_joined(hs, room).await;
+    bot_joined(&app, hs, room).await;
     app
 }
 
@@ -752,7 +761,7 @@ async fn a_restart_neither_answers_again_nor_misses_what_came_meanwhile() {
         Arc::new(reopen_sqlite(&path).await),
     )
     .await;
-    bot_joined(hs, &room).await;
+    bot_joined(&first, hs, &room).await;
     let a = first.create_bash("mx-before", "make before").await;
     let b = first.create_bash("mx-during", "make during").await;
     let prompt = |text: &'static str| {
@@ -889,7 +898,7 @@ async fn two_sessions_prompts_land_in_two_threads_and_an_answer_in_either_resolv
     settings.matrix.thread_per = imrelay::channels::threads::ThreadPer::Session;
     settings.matrix.thread_replies = true;
     let app = spawn_on(settings, Arc::new(MemoryStore::new())).await;
-    bot_joined(hs, &room).await;
+    bot_joined(&app, hs, &room).await;
     let ask = |id: &str, command: &str, session: &str, cwd: &str| {
         json!({"id": id, "tool_name": "Bash", "input": {"command": command},
             "session": session, "agent": "claude-code", "cwd": cwd})
@@ -1070,7 +1079,7 @@ async fn a_reply_to_a_sessions_message_or_in_its_thread_reaches_the_session() {
     let mut settings = configured(hs, &room, true);
     settings.matrix.thread_per = imrelay::channels::threads::ThreadPer::Session;
     let app = spawn_on(settings, Arc::new(MemoryStore::new())).await;
-    bot_joined(hs, &room).await;
+    bot_joined(&app, hs, &room).await;
     crate::support::claude_session_start(&app, "s-mxsteer").await;
     let ask = json!({"id": "mx-steer1", "tool_name": "Bash", "input": {"command": "make deploy"},
         "session": "s-mxsteer", "agent": "claude-code", "cwd": "/srv/shop"});
@@ -1224,7 +1233,7 @@ async fn setup_with(hs: &Synapse, change: impl FnOnce(&mut Settings)) -> (TestAp
     let mut settings = configured(hs, &room, true);
     change(&mut settings);
     let app = spawn_on(settings, Arc::new(MemoryStore::new())).await;
-    bot_joined(hs, &room).await;
+    bot_joined(&app, hs, &room).await;
     (app, room)
 }
 
