@@ -3,8 +3,9 @@
 //!
 //! - The poll resumes from the `since` token kept in the store's named values (per bot
 //!   account), saved after each batch is handled: a restart neither answers again nor misses
-//!   what came meanwhile. The first poll of an account only takes its token: history from
-//!   before imrelay ran answers nothing.
+//!   what came meanwhile. The first poll of an account answers only what was sent since the
+//!   process started: history from before imrelay ran answers nothing, and nothing sent while
+//!   the first poll was on its way is lost.
 //! - Invitations to a room on `matrix.chats`, and to direct rooms from a configured person,
 //!   are accepted; others are left alone.
 //! - A reaction ✅ (allow an approval), ❌ (deny, or decline a question or form) or 🔁
@@ -118,6 +119,12 @@ pub(crate) struct Inbound {
 }
 
 /// Reads the sync key of account `user`.
+/// Whether `event` was sent at or after `not_before` (unix ms, the homeserver's clock);
+/// every event when there is no such bound.
+fn sent_since(event: &Value, not_before: Option<i64>) -> bool {
+    not_before.is_none_or(|t| event["origin_server_ts"].as_i64().is_some_and(|ts| ts >= t))
+}
+
 fn since_key(user: &str) -> String {
     format!("matrix.since:{user}")
 }
@@ -236,6 +243,7 @@ fn worded(feedback: Feedback, said: &Said) -> Feedback {
 impl Inbound {
     /// Polls `/sync` until shutdown.
     pub(super) async fn run(self) {
+        let started = Timestamp::now().as_millisecond();
         let mut attempt = 0u32;
         let me = loop {
             match self
@@ -287,9 +295,11 @@ impl Inbound {
                 serde_json::json!({"transport": "sync", "user": me}),
             );
             self.invitations(&batch, &me).await;
-            if since.is_some() {
-                self.timeline(&batch, &me).await;
-            }
+            // An account's first poll answers only what was sent since this process
+            // started: history from before answers nothing, and a message written while the
+            // first poll was on its way is not lost.
+            let not_before = since.is_none().then_some(started);
+            self.timeline(&batch, &me, not_before).await;
             if let Some(next) = batch["next_batch"].as_str() {
                 since = Some(next.to_string());
                 if let Err(e) = self.store.set_value(&key, since.clone()).await {
@@ -396,13 +406,13 @@ impl Inbound {
     }
 
     /// Handles every answer in the joined rooms' timelines.
-    async fn timeline(&self, batch: &Value, me: &str) {
+    async fn timeline(&self, batch: &Value, me: &str, not_before: Option<i64>) {
         let Some(rooms) = batch["rooms"]["join"].as_object() else {
             return;
         };
         for (room, data) in rooms {
             for event in data["timeline"]["events"].as_array().into_iter().flatten() {
-                if event["sender"] == me {
+                if event["sender"] == me || !sent_since(event, not_before) {
                     continue;
                 }
                 if let Some(h) = heard(room, event) {
@@ -613,6 +623,21 @@ impl Inbound {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_first_poll_answers_only_what_was_sent_since_the_start() {
+        let at = |ts: i64| serde_json::json!({"type": "m.room.message", "origin_server_ts": ts});
+        assert!(sent_since(&at(5), Some(5)) && sent_since(&at(9), Some(5)));
+        assert!(
+            !sent_since(&at(4), Some(5)),
+            "history from before the start"
+        );
+        assert!(
+            !sent_since(&serde_json::json!({}), Some(5)),
+            "no time: not known to be new"
+        );
+        assert!(sent_since(&at(1), None), "a later poll: every event");
+    }
     use serde_json::json;
 
     #[test]
