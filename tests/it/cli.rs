@@ -706,43 +706,20 @@ fn every_list_of_channels_names_every_registered_channel() {
 /// its column fails here.
 #[test]
 fn every_registered_channel_has_its_column_in_docs_channels_md() {
-    let doc =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/channels.md"))
-            .unwrap();
-    let table: Vec<&str> = doc
-        .split("## What each channel offers today")
-        .nth(1)
-        .unwrap()
-        .lines()
-        // The first table under the heading (the page has others further down).
-        .skip_while(|l| !l.starts_with('|'))
-        .take_while(|l| l.starts_with('|'))
-        .collect();
-    let cells = |l: &str| -> Vec<String> {
-        l.trim_matches('|')
-            .split('|')
-            .map(|c| c.trim().to_string())
-            .collect()
-    };
-    let header = cells(table[0]);
+    let (columns, rows) = crate::parity::suite::table();
     let settings = imrelay::config::Settings::defaults().unwrap();
     let platforms: Vec<String> = settings
         .channels()
         .iter()
         .map(|c| c.platform().to_string())
         .collect();
-    assert_eq!(
-        header[1..],
-        platforms[..],
-        "the columns of docs/channels.md"
-    );
-    for row in &table[2..] {
-        let row = cells(row);
-        assert_eq!(row.len(), header.len(), "{row:?}");
-        for cell in &row[1..] {
+    assert_eq!(columns, platforms, "the columns of docs/channels.md");
+    for (row, cells) in &rows {
+        assert_eq!(cells.len(), columns.len(), "{row}: {cells:?}");
+        for cell in cells {
             // A mark may carry a footnote ("✅ ¹").
             let mark = cell.split_whitespace().next().unwrap_or_default();
-            assert!(["✅", "✗", "—"].contains(&mark), "{row:?}");
+            assert!(["✅", "✗", "—"].contains(&mark), "{row}: {cells:?}");
         }
     }
 }

@@ -22,7 +22,7 @@ use imrelay::config::Settings;
 use crate::support::{TestApp, wait_until};
 
 #[path = "../parity/suite.rs"]
-mod suite;
+pub(crate) mod suite;
 
 use suite::{Button, Copy, Harness, Who};
 

@@ -18,7 +18,7 @@ use imrelay::config::Settings;
 use crate::support::TestApp;
 
 /// The table: one row per feature, one column per registered channel (by its `platform`).
-fn table() -> (Vec<String>, Vec<(String, Vec<String>)>) {
+pub(crate) fn table() -> (Vec<String>, Vec<(String, Vec<String>)>) {
     let doc = include_str!("../../docs/channels.md");
     let lines: Vec<&str> = doc
         .split("## What each channel offers today")
