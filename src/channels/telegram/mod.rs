@@ -2,7 +2,7 @@
 //!
 //! How it fits together:
 //! - It is installed on the channel kit (`channels::kit`), like every chat channel: the kit's
-//!   planner records its outbox jobs ([`Job`]: the kit's, a chat stored as `chat`, as a number,
+//!   planner records its outbox jobs (`Job`: the kit's, a chat stored as `chat`, as a number,
 //!   and an outcome's job as `resolved`, as Telegram's own jobs were) in the same transaction
 //!   as the state change, and the kit's skeleton delivers them over `deliver`: prompts sent and
 //!   every recorded message edited to its final state, through the throttled Bot API client
