@@ -191,7 +191,7 @@ pub trait Channel: Send + Sync {
 
     /// What a chat channel's start-up logs as an error when nobody is on its own approver
     /// list, when it says more than the kit's line (which names the ids to add): Telegram's
-    /// also says whether prompts are posted at all.
+    /// also says whether prompts are posted at all, Matrix's that a route's people still may.
     fn unanswerable(&self) -> Option<&'static str> {
         None
     }
@@ -205,8 +205,8 @@ pub trait Channel: Send + Sync {
         (self.enabled() && self.approvers().is_empty()).then(|| {
             format!(
                 "{name} is enabled but {name}.approvers is empty: {}, but nobody can answer \
-                 them from {platform} (a refused click logs the clicker's {})",
-                chat.posts, chat.clicker
+                 them from {platform} ({})",
+                chat.posts, chat.refused
             )
         })
     }
@@ -232,8 +232,8 @@ pub struct Chat {
     pub signs: &'static str,
     /// What it does with a prompt, as a warning says it ("messages are posted").
     pub posts: &'static str,
-    /// What a refused click logs of the clicker ("user id").
-    pub clicker: &'static str,
+    /// What becomes of a refused answer there ("a refused click logs the clicker's user id").
+    pub refused: &'static str,
     /// With no places of its own: what reaches only the people a route messages directly
     /// ("prompts", "cards") and how to add a place; `None`: not warned of (an empty list is
     /// how its ids are learnt).

@@ -12,7 +12,7 @@
 //! the first step of the registration (`"code"` in `POST /v1/passkeys/register`), which
 //! checks it; the second step (`POST /v1/passkeys`) uses it up once the browser's new
 //! credential is verified, so a cancelled browser prompt does not waste it. Using it is
-//! recorded as seen in the store (`first_sighting`), so of two
+//! written to the kept codes only over the list as it was read (`kept::update`), so of two
 //! replicas racing, one wins.
 //!
 //! Refused, each with its own message (`403 enrolment_code_required` or
@@ -58,8 +58,6 @@ pub const MAX_PER_PERSON: usize = 4;
 pub const MAX_ALL: usize = 1000;
 /// How long a used, replaced or expired code is kept to say so (ms).
 const KEPT_AFTER_MS: i64 = 24 * 3600 * 1000;
-/// The scope under which used codes are recorded as seen.
-const USED_SCOPE: &str = "passkey-enrolment";
 /// Crockford's base32 alphabet: no I, L, O or U to misread.
 const ALPHABET: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 /// Characters in a code.
@@ -498,21 +496,8 @@ pub async fn redeem(state: &AppState, who: &str, d: &str) -> Result<(), ApiError
          for a new one"
             .to_string()
     };
-    let all = load(state).await?;
-    let Some(c) = all.iter().find(|c| c.person == who && c.digest == d) else {
-        return Err(refuse(state, who, CODE_REFUSED, gone()).await);
-    };
-    let until = jiff::Timestamp::from_millisecond(c.expires_at.saturating_add(KEPT_AFTER_MS))
-        .unwrap_or_else(|_| jiff::Timestamp::now());
-    // Used once, whichever attempt or replica gets here first.
-    let first = state
-        .registry
-        .store()
-        .first_sighting(USED_SCOPE, d, until)
-        .await?;
-    if !first || !c.live(now) {
-        return Err(refuse(state, who, CODE_REFUSED, meanwhile()).await);
-    }
+    // Used once, whichever attempt or replica gets here first: the list is written back only
+    // over what was read, and a code used meanwhile is no longer live.
     let used = update(state, |all| {
         let Some(c) = all.iter_mut().find(|c| c.person == who && c.digest == d) else {
             return Err(gone());

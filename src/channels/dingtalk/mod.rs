@@ -52,7 +52,7 @@ const CHAT: Chat = Chat {
     secret: SECRET_NAME,
     signs: "card",
     posts: "cards are sent",
-    clicker: "userId",
+    refused: "a refused click logs the clicker's userId",
     no_places: None,
 };
 

@@ -56,7 +56,7 @@ const CHAT: Chat = Chat {
     secret: SECRET_NAME,
     signs: "component",
     posts: "messages are posted",
-    clicker: "user id",
+    refused: "a refused click logs the clicker's user id",
     no_places: Some((
         "prompts",
         "to post in a channel, add its id (Developer Mode on, right-click the channel → Copy \

@@ -54,7 +54,7 @@ const CHAT: Chat = Chat {
     secret: SECRET_NAME,
     signs: "button",
     posts: "cards are posted",
-    clicker: "id",
+    refused: "a refused click logs the clicker's id",
     no_places: Some((
         "cards",
         "to post in a group, add it to feishu.chats (\"chat_id:oc_...\")",

@@ -4,8 +4,9 @@
 //! - The poll resumes from the `since` token kept in the store's named values (per bot
 //!   account), saved after each batch is handled: a restart neither answers again nor misses
 //!   what came meanwhile. The first poll of an account answers only what was sent since the
-//!   process started: history from before imrelay ran answers nothing, and nothing sent while
-//!   the first poll was on its way is lost.
+//!   process started (as the homeserver's timestamps say, compared with this machine's clock):
+//!   history from before imrelay ran answers nothing, and a message written while the first
+//!   poll was on its way is not lost.
 //! - Invitations to a room on `matrix.chats`, and to direct rooms from a configured person,
 //!   are accepted; others are left alone.
 //! - A reaction ✅ (allow an approval), ❌ (deny, or decline a question or form) or 🔁
@@ -118,13 +119,14 @@ pub(crate) struct Inbound {
     pub shutdown: CancellationToken,
 }
 
-/// Reads the sync key of account `user`.
-/// Whether `event` was sent at or after `not_before` (unix ms, the homeserver's clock);
-/// every event when there is no such bound.
+/// Whether `event` was sent at or after `not_before` (unix ms, this process's clock, compared
+/// with the homeserver's `origin_server_ts`: a skew between the two clocks moves the bound by
+/// as much); every event when there is no such bound.
 fn sent_since(event: &Value, not_before: Option<i64>) -> bool {
     not_before.is_none_or(|t| event["origin_server_ts"].as_i64().is_some_and(|ts| ts >= t))
 }
 
+/// Reads the sync key of account `user`.
 fn since_key(user: &str) -> String {
     format!("matrix.since:{user}")
 }

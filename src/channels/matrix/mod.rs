@@ -61,7 +61,7 @@ const CHAT: Chat = Chat {
     secret: "",
     signs: "nothing",
     posts: "prompts are posted",
-    clicker: "user id",
+    refused: "a refused answer is told to its sender",
     no_places: Some((
         "prompts",
         "to post in a room, invite the bot to it and add its id (\"!...:server\") to matrix.chats",
@@ -125,6 +125,13 @@ impl crate::channels::Channel for MatrixSettings {
 
     fn chat(&self) -> Option<&'static Chat> {
         Some(&CHAT)
+    }
+
+    fn unanswerable(&self) -> Option<&'static str> {
+        Some(
+            "matrix.approvers is EMPTY, so only people a route names may answer from Matrix. \
+             Add the Matrix user ids (@alice:example.org) of the people who may approve.",
+        )
     }
 
     fn unlisted(&self, place: &str) -> String {

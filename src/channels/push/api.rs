@@ -250,7 +250,8 @@ async fn act(
 async fn digest(api: &Api, link: &str) -> Result<Response, ApiError> {
     let e = &api.endpoint;
     let links = &api.messages.platform.links;
-    let device = match links.read(link) {
+    let read = links.read(link);
+    let device = match &read {
         Some(l) => devices::get(api.store.as_ref(), &l.address).await?,
         // Refused as not valid by the kit, recorded as from an unknown device.
         None => None,
@@ -270,7 +271,7 @@ async fn digest(api: &Api, link: &str) -> Result<Response, ApiError> {
                 .refuse("a push action", None, status, Words::device_without_person)
                 .await);
         }
-        None if links.read(link).is_some() => {
+        None if read.is_some() => {
             let status = (StatusCode::FORBIDDEN, "device_removed");
             return Err(e
                 .refuse("a push action", None, status, Words::device_removed)

@@ -53,7 +53,7 @@ const CHAT: Chat = Chat {
     secret: SECRET_NAME,
     signs: "button",
     posts: "messages are posted",
-    clicker: "user id",
+    refused: "a refused click logs the clicker's user id",
     no_places: Some((
         "prompts",
         "to post in a conversation, add its id (\"C...\", in its details) to slack.chats",

@@ -73,7 +73,7 @@ const CHAT: Chat = Chat {
     secret: callback::SECRET_NAME,
     signs: "button",
     posts: "prompts are posted",
-    clicker: "user id",
+    refused: "a refused click logs the clicker's user id",
     no_places: None,
 };
 

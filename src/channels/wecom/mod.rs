@@ -50,7 +50,7 @@ const CHAT: Chat = Chat {
     secret: SECRET_NAME,
     signs: "button",
     posts: "cards are sent",
-    clicker: "userid",
+    refused: "a refused click logs the clicker's userid",
     no_places: Some((
         "cards",
         "for a group's chatid, @-mention the bot in it: imrelay logs `wecom: a message from a \
